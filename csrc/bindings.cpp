@@ -1,0 +1,242 @@
+// perfcore._C: the only file that knows pybind11. Native tables become dicts of numpy arrays;
+// native exceptions become perfcore.errors classes.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "clock.h"
+#include "columns.h"
+#include "errors.h"
+#include "spans.h"
+
+#ifdef PERFCORE_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "calib.h"
+#include "cuda_check.h"
+#include "cupti/fake_buffer.h"
+#include "cupti/tracer.h"
+#include "events.h"
+#include "transfer.h"
+#endif
+
+namespace py = pybind11;
+using namespace perfcore;
+
+namespace {
+
+// Hands a vector to numpy without copying: the array owns it through a capsule.
+template <class T>
+py::array toNumpy(std::vector<T>&& v) {
+  auto* owned = new std::vector<T>(std::move(v));
+  py::capsule free(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>({static_cast<py::ssize_t>(owned->size())}, {static_cast<py::ssize_t>(sizeof(T))},
+                        owned->data(), free);
+}
+
+template <class Table>
+py::dict tableToDict(Table&& table) {
+  py::dict d;
+  table.visit([&d](const char* name, auto& col) { d[name] = toNumpy(std::move(col)); });
+  return d;
+}
+
+#ifdef PERFCORE_WITH_CUDA
+py::dict activityToDict(ActivityColumns&& a) {
+  py::dict d;
+  d["kernels"] = tableToDict(std::move(a.kernels));
+  d["memcpy"] = tableToDict(std::move(a.memcpy));
+  d["memset"] = tableToDict(std::move(a.memset));
+  d["sync"] = tableToDict(std::move(a.sync));
+  d["external_correlation"] = tableToDict(std::move(a.external));
+  d["overhead"] = tableToDict(std::move(a.overhead));
+  d["names"] = py::cast(a.names);
+  d["records"] = a.records;
+  d["other_records"] = a.otherRecords;
+  return d;
+}
+
+uintptr_t streamArg(py::object s) { return s.is_none() ? 0 : s.cast<uintptr_t>(); }
+#endif
+
+void registerExceptions(py::module_& m) {
+  // perfcore.errors is pure Python; the handles are leaked on purpose (no teardown at exit).
+  py::module_ errors = py::module_::import("perfcore.errors");
+  static PyObject* usage = py::object(errors.attr("UsageError")).release().ptr();
+  static PyObject* device = py::object(errors.attr("DeviceUnavailable")).release().ptr();
+  static PyObject* cuda = py::object(errors.attr("CudaError")).release().ptr();
+  static PyObject* cupti = py::object(errors.attr("CuptiError")).release().ptr();
+  static PyObject* base = py::object(errors.attr("PerfcoreError")).release().ptr();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const UsageError& e) {
+      PyErr_SetString(usage, e.what());
+    } catch (const DeviceUnavailableError& e) {
+      PyErr_SetString(device, e.what());
+    } catch (const CudaError& e) {
+      PyErr_SetString(cuda, e.what());
+    } catch (const CuptiError& e) {
+      // Carry CUPTI's result code: perfcore.errors.CuptiError(message, code).
+      PyObject* exc = PyObject_CallFunction(cupti, "si", e.what(), e.code());
+      if (exc) {
+        PyErr_SetObject(cupti, exc);
+        Py_DECREF(exc);
+      }
+    } catch (const NativeError& e) {
+      PyErr_SetString(base, e.what());
+    }
+  });
+  (void)m;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "perfcore native core (see docs/ARCHITECTURE.md)";
+  registerExceptions(m);
+
+#ifdef PERFCORE_WITH_CUDA
+  m.attr("CUDA_COMPILED") = true;
+  m.attr("CUPTI_COMPILED") = true;
+#else
+  m.attr("CUDA_COMPILED") = false;
+  m.attr("CUPTI_COMPILED") = false;
+#endif
+
+  m.def("now_ns", &nowNs, "The perfcore clock (CLOCK_MONOTONIC ns; same as time.perf_counter_ns).");
+  m.def("thread_id", &currentThreadId, "OS id of the calling thread.");
+
+  py::class_<SpanRecorder>(m, "SpanRecorder")
+      .def(py::init<>())
+      .def("begin", &SpanRecorder::begin, py::arg("phase_id"))
+      .def("end", &SpanRecorder::end, py::arg("phase_id"), "Close the innermost phase; returns its ns.")
+      .def("record", &SpanRecorder::record, py::arg("phase_id"), py::arg("start_ns"), py::arg("end_ns"))
+      .def_property("step", &SpanRecorder::step, &SpanRecorder::setStep)
+      .def("open_phases", &SpanRecorder::openPhases, "Phases open on the calling thread, outermost first.")
+      .def("drain", [](SpanRecorder& r) { return tableToDict(r.drain()); }, "New spans since the last drain, as columns.")
+      .def_property_readonly("dropped", &SpanRecorder::dropped)
+      .def_property_readonly("thread_count", &SpanRecorder::threadCount);
+
+#ifdef PERFCORE_WITH_CUDA
+  m.def("device_count", []() {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return std::make_pair(0, std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err));
+    }
+    return std::make_pair(n, std::string());
+  }, "(count, reason): reason says why count is 0.");
+
+  py::class_<EventTimer>(m, "EventTimer")
+      .def(py::init<size_t>(), py::arg("max_pending") = 8192)
+      .def("begin", [](EventTimer& t, int32_t phase, int64_t step, py::object stream) {
+        t.begin(phase, step, streamArg(stream));
+      }, py::arg("phase_id"), py::arg("step"), py::arg("stream") = py::none())
+      .def("end", [](EventTimer& t, int32_t phase, py::object stream) { t.end(phase, streamArg(stream)); },
+           py::arg("phase_id"), py::arg("stream") = py::none())
+      .def("resolve", [](EventTimer& t, bool wait) {
+        EventColumns cols;
+        {
+          py::gil_scoped_release nogil;
+          cols = t.resolve(wait);
+        }
+        return tableToDict(std::move(cols));
+      }, py::arg("wait") = false)
+      .def_property_readonly("pending", &EventTimer::pending)
+      .def_property_readonly("events_created", &EventTimer::eventsCreated);
+
+  m.def("launch_empty", [](int64_t count, py::object stream) { launchEmpty(count, streamArg(stream)); },
+        py::arg("count") = 1, py::arg("stream") = py::none());
+  m.def("launch_spin", [](int64_t ns, py::object stream) { launchSpin(ns, streamArg(stream)); },
+        py::arg("duration_ns"), py::arg("stream") = py::none());
+  m.def("measure_launch_overhead", [](int64_t count, py::object stream) {
+    LaunchOverhead o;
+    {
+      uintptr_t s = streamArg(stream);
+      py::gil_scoped_release nogil;
+      o = measureLaunchOverhead(count, s);
+    }
+    py::dict d;
+    d["host_ns_per_launch"] = o.hostNsPerLaunch;
+    d["gpu_ns_per_kernel"] = o.gpuNsPerKernel;
+    return d;
+  }, py::arg("count") = 1000, py::arg("stream") = py::none());
+
+  m.def("measure_copies", [](std::vector<int64_t> sizes, const std::string& direction, bool pinned, int repeats,
+                             py::object stream) {
+    CopyDirection dir;
+    if (direction == "h2d") dir = CopyDirection::kHostToDevice;
+    else if (direction == "d2h") dir = CopyDirection::kDeviceToHost;
+    else throw UsageError("direction must be 'h2d' or 'd2h', got '" + direction + "'");
+    CopyColumns cols;
+    {
+      uintptr_t s = streamArg(stream);
+      py::gil_scoped_release nogil;
+      cols = measureCopies(sizes, dir, pinned, repeats, s);
+    }
+    return tableToDict(std::move(cols));
+  }, py::arg("sizes"), py::arg("direction"), py::arg("pinned"), py::arg("repeats") = 10,
+     py::arg("stream") = py::none());
+
+  m.def("cupti_compiled_version", &cuptiCompiledVersion);
+  m.def("cupti_loaded_version", &cuptiLoadedVersion);
+  m.def("cupti_start", [](size_t bufferBytes, size_t maxBuffers) {
+    ActivityTracer::instance().start(bufferBytes, maxBuffers);
+  }, py::arg("buffer_bytes") = 8u << 20, py::arg("max_buffers") = 64);
+  m.def("cupti_collect", []() {
+    ActivityColumns cols;
+    {
+      py::gil_scoped_release nogil;
+      cols = ActivityTracer::instance().collect();
+    }
+    return activityToDict(std::move(cols));
+  });
+  m.def("cupti_stop", []() {
+    ActivityColumns cols;
+    {
+      py::gil_scoped_release nogil;
+      cols = ActivityTracer::instance().stop();
+    }
+    return activityToDict(std::move(cols));
+  });
+  m.def("cupti_active", []() { return ActivityTracer::instance().active(); });
+  m.def("cupti_stats", []() {
+    TracerStats s = ActivityTracer::instance().stats();
+    py::dict d;
+    d["buffers_allocated"] = s.buffersAllocated;
+    d["buffers_completed"] = s.buffersCompleted;
+    d["buffers_denied"] = s.buffersDenied;
+    d["dropped_records"] = s.droppedRecords;
+    d["records"] = s.records;
+    d["timestamp_callback"] = s.timestampCallback;
+    d["clock_offset_ns"] = s.clockOffsetNs;
+    return d;
+  });
+  m.def("cupti_push_external_id", [](uint64_t id) { ActivityTracer::instance().pushExternalId(id); });
+  m.def("cupti_pop_external_id", []() { ActivityTracer::instance().popExternalId(); });
+
+  py::class_<FakeActivityBuffer>(m, "_FakeActivityBuffer", "Test-only: CUPTI records built in memory.")
+      .def(py::init<>())
+      .def("add_kernel", &FakeActivityBuffer::addKernel, py::arg("start_ns"), py::arg("end_ns"), py::arg("device_id"),
+           py::arg("stream_id"), py::arg("correlation_id"), py::arg("name"), py::arg("grid_x"), py::arg("block_x"))
+      .def("add_memcpy", &FakeActivityBuffer::addMemcpy, py::arg("start_ns"), py::arg("end_ns"), py::arg("size_bytes"),
+           py::arg("copy_kind"), py::arg("src_kind"), py::arg("dst_kind"), py::arg("device_id"), py::arg("stream_id"),
+           py::arg("correlation_id"))
+      .def("add_memset", &FakeActivityBuffer::addMemset, py::arg("start_ns"), py::arg("end_ns"), py::arg("size_bytes"),
+           py::arg("value"), py::arg("device_id"), py::arg("stream_id"), py::arg("correlation_id"))
+      .def("add_sync", &FakeActivityBuffer::addSync, py::arg("start_ns"), py::arg("end_ns"), py::arg("sync_type"),
+           py::arg("stream_id"), py::arg("correlation_id"))
+      .def("add_external_correlation", &FakeActivityBuffer::addExternalCorrelation, py::arg("external_id"),
+           py::arg("correlation_id"))
+      .def("add_overhead", &FakeActivityBuffer::addOverhead, py::arg("start_ns"), py::arg("end_ns"),
+           py::arg("overhead_kind"))
+      .def_property_readonly("size_bytes", &FakeActivityBuffer::sizeBytes)
+      .def("decode", [](FakeActivityBuffer& b) { return activityToDict(b.decode()); });
+#endif
+}

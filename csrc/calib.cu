@@ -1,0 +1,68 @@
+// Calibration kernels and their host launchers; the only device code in perfcore.
+#include <cuda_runtime.h>
+
+#include "calib.h"
+#include "clock.h"
+#include "cuda_check.h"
+
+namespace perfcore {
+
+namespace {
+
+__global__ void emptyKernel() {}
+
+__device__ __forceinline__ uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spinKernel(uint64_t durationNs) {
+  const uint64_t t0 = globalTimerNs();
+  while (globalTimerNs() - t0 < durationNs) {
+  }
+}
+
+cudaStream_t asStream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+
+}  // namespace
+
+void launchEmpty(int64_t count, uintptr_t stream) {
+  requireDevice();
+  for (int64_t i = 0; i < count; ++i) emptyKernel<<<1, 1, 0, asStream(stream)>>>();
+  PERFCORE_CUDA_CHECK(cudaGetLastError());
+}
+
+void launchSpin(int64_t durationNs, uintptr_t stream) {
+  requireDevice();
+  if (durationNs < 0) throw UsageError("launch_spin: duration must be >= 0 ns");
+  spinKernel<<<1, 1, 0, asStream(stream)>>>(static_cast<uint64_t>(durationNs));
+  PERFCORE_CUDA_CHECK(cudaGetLastError());
+}
+
+LaunchOverhead measureLaunchOverhead(int64_t count, uintptr_t stream) {
+  requireDevice();
+  if (count <= 0) throw UsageError("measure_launch_overhead: count must be > 0");
+  cudaStream_t s = asStream(stream);
+  // One warm-up launch loads the module, so the first timed launch is not a cold start.
+  emptyKernel<<<1, 1, 0, s>>>();
+  PERFCORE_CUDA_CHECK(cudaStreamSynchronize(s));
+
+  cudaEvent_t e0, e1;
+  PERFCORE_CUDA_CHECK(cudaEventCreate(&e0));
+  PERFCORE_CUDA_CHECK(cudaEventCreate(&e1));
+  PERFCORE_CUDA_CHECK(cudaEventRecord(e0, s));
+  const int64_t h0 = nowNs();
+  for (int64_t i = 0; i < count; ++i) emptyKernel<<<1, 1, 0, s>>>();
+  const int64_t h1 = nowNs();
+  PERFCORE_CUDA_CHECK(cudaEventRecord(e1, s));
+  PERFCORE_CUDA_CHECK(cudaGetLastError());
+  PERFCORE_CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0.f;
+  PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return LaunchOverhead{static_cast<double>(h1 - h0) / count, static_cast<double>(ms) * 1e6 / count};
+}
+
+}  // namespace perfcore

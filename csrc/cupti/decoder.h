@@ -1,0 +1,30 @@
+// CUPTI activity buffer -> columns. Runs on the caller's thread, never in a CUPTI callback.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "activity_columns.h"
+
+namespace perfcore {
+
+// Kernel names interned once (demangled), so columns carry small integer ids.
+class NameTable {
+ public:
+  int32_t intern(const char* name);
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::unordered_map<std::string, int32_t> ids_;
+  std::vector<std::string> names_;
+};
+
+// Appends every record in buffer[0, validBytes) to `out`. Returns the records seen.
+// Uses cuptiActivityGetNextRecord, so record sizes come from the loaded libcupti.
+int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, NameTable& names,
+                     int64_t clockOffsetNs);
+
+}  // namespace perfcore

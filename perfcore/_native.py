@@ -1,0 +1,134 @@
+"""Loads perfcore._C and says what it can do: capabilities(), build_info(), require_*()."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import CuptiUnavailable, DeviceUnavailable, NativeUnavailable
+
+__all__ = ["native", "build_info", "capabilities", "require_cuda", "require_cupti"]
+
+_BUILD_INFO = Path(__file__).with_name("_build_info.json")
+
+
+@functools.lru_cache(maxsize=None)
+def build_info() -> dict[str, Any]:
+    """What setup.py decided (mode, versions, CUPTI source, flags). Readable without loading _C."""
+    try:
+        return json.loads(_BUILD_INFO.read_text())
+    except FileNotFoundError:
+        return {"mode": None, "reason": "perfcore was not built (no _build_info.json)"}
+
+
+@functools.lru_cache(maxsize=None)
+def _load():
+    info = build_info()
+    if info.get("mode") == "cuda":
+        # torch loads its own libcudart/libcupti by soname; importing it first makes _C bind to
+        # those same copies instead of pulling a second runtime from the toolkit.
+        import torch  # noqa: F401
+    try:
+        from . import _C
+    except ImportError as e:
+        raise NativeUnavailable(
+            f"perfcore's native core did not load ({e}); rebuild it against this torch: "
+            "pip install --no-build-isolation -e ."
+        ) from e
+    return _C
+
+
+def native():
+    """The perfcore._C module (raises NativeUnavailable with the fix if it cannot load)."""
+    return _load()
+
+
+@functools.lru_cache(maxsize=None)
+def _device_probe() -> tuple[int, str]:
+    C = native()
+    if not C.CUDA_COMPILED:
+        return 0, build_info().get("reason") or "perfcore was built in CPU mode"
+    count, reason = C.device_count()
+    return count, reason
+
+
+def capabilities() -> dict[str, Any]:
+    """What this build and this machine can do, with a human reason for each missing feature.
+
+    Keys: mode, cuda_compiled, cupti_compiled, cupti_version, cupti_compiled_version,
+    device_count, features {name: bool}, reasons {name: why not}, warnings [str].
+    """
+    info = build_info()
+    try:
+        C = native()
+    except NativeUnavailable as e:
+        return {
+            "mode": None,
+            "cuda_compiled": False,
+            "cupti_compiled": False,
+            "cupti_version": None,
+            "cupti_compiled_version": None,
+            "device_count": 0,
+            "features": {"spans": False, "cuda_events": False, "cupti": False, "transfer": False, "calibration": False},
+            "reasons": {"native": str(e)},
+            "warnings": [],
+        }
+    count, why_no_device = _device_probe()
+    reasons: dict[str, str] = {}
+    warnings: list[str] = []
+    cupti_loaded = cupti_compiled = None
+    if C.CUDA_COMPILED:
+        cupti_compiled = int(C.cupti_compiled_version())
+        cupti_loaded = int(C.cupti_loaded_version()) or None
+        if cupti_loaded and cupti_loaded != cupti_compiled:
+            warnings.append(
+                f"perfcore was compiled against CUPTI API {cupti_compiled} but CUPTI {cupti_loaded} is loaded; "
+                "records may be misread: rebuild perfcore (pip install --no-build-isolation -e .)"
+            )
+    no_cuda = info.get("reason") or "perfcore was built in CPU mode"
+    gpu_reason = None
+    if not C.CUDA_COMPILED:
+        gpu_reason = f"built in CPU mode: {no_cuda}"
+    elif count == 0:
+        gpu_reason = f"no CUDA device visible ({why_no_device or 'device count is 0'})"
+    features = {
+        "spans": True,
+        "cuda_events": gpu_reason is None,
+        "cupti": gpu_reason is None,
+        "transfer": gpu_reason is None,
+        "calibration": gpu_reason is None,
+    }
+    if gpu_reason:
+        for k in ("cuda_events", "cupti", "transfer", "calibration"):
+            reasons[k] = gpu_reason
+    if os.environ.get("PERFCORE_DISABLE_CUPTI"):
+        features["cupti"] = False
+        reasons["cupti"] = "disabled by PERFCORE_DISABLE_CUPTI"
+    return {
+        "mode": "cuda" if C.CUDA_COMPILED else "cpu",
+        "cuda_compiled": bool(C.CUDA_COMPILED),
+        "cupti_compiled": bool(C.CUPTI_COMPILED),
+        "cupti_version": cupti_loaded,
+        "cupti_compiled_version": cupti_compiled,
+        "device_count": count,
+        "features": features,
+        "reasons": reasons,
+        "warnings": warnings,
+    }
+
+
+def require_cuda(what: str):
+    """The native module if `what` can run on a GPU here, else DeviceUnavailable saying why."""
+    caps = capabilities()
+    if not caps["features"]["cuda_events"]:
+        raise DeviceUnavailable(f"{what} needs a CUDA GPU: {caps['reasons'].get('cuda_events', 'unavailable')}")
+    return native()
+
+
+def require_cupti(what: str):
+    caps = capabilities()
+    if not caps["features"]["cupti"]:
+        raise CuptiUnavailable(f"{what} needs CUPTI: {caps['reasons'].get('cupti', 'unavailable')}")
+    return native()

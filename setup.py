@@ -1,0 +1,287 @@
+"""Builds perfcore._C with torch's BuildExtension.
+
+CUDA mode (CUPTI tracer, CUDA-event timer, transfer sweep, calibration kernels) when torch is a
+CUDA build and a CUDA toolkit is found; CPU mode otherwise or with PERFCORE_CPU_ONLY=1. The
+settings chosen are printed and written to perfcore/_build_info.json, which `perfcore env` shows.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.extension import Extension
+
+ROOT = Path(__file__).resolve().parent
+BUILD_INFO = ROOT / "perfcore" / "_build_info.json"
+# Turing .. Hopper, plus PTX so newer GPUs can JIT. nvcc 13 has dropped everything before 7.5.
+DEFAULT_ARCH_LIST = "7.5;8.0;8.6;8.9;9.0+PTX"
+
+COMMON_SOURCES = ["csrc/clock.cpp", "csrc/spans.cpp", "csrc/bindings.cpp"]
+CUDA_SOURCES = [
+    "csrc/cuda_check.cpp",
+    "csrc/events.cpp",
+    "csrc/transfer.cpp",
+    "csrc/calib.cu",
+    "csrc/cupti/decoder.cpp",
+    "csrc/cupti/tracer.cpp",
+    "csrc/cupti/fake_buffer.cpp",
+]
+
+
+def log(msg: str) -> None:
+    print(f"perfcore build: {msg}", flush=True)
+
+
+def fail(msg: str) -> None:
+    raise SystemExit(f"perfcore build: error: {msg}")
+
+
+def truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def import_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        fail(
+            f"torch is not importable ({e}). perfcore builds against the torch you run with: "
+            "install torch first, then `pip install --no-build-isolation .`"
+        )
+    import torch
+
+    return torch
+
+
+def find_cuda_home() -> tuple[Path | None, list[str]]:
+    """CUDA_HOME from the environment, else the first directory that really has the headers.
+
+    An `nvcc` on PATH may be a wrapper script (here /usr/local/bin/nvcc), so its parent's parent
+    is only a candidate, checked like the others.
+    """
+    looked: list[str] = []
+    env = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if env:
+        if (Path(env) / "include" / "cuda_runtime.h").is_file():
+            return Path(env), looked
+        fail(f"CUDA_HOME={env} has no include/cuda_runtime.h; point it at a CUDA toolkit, or unset it")
+    candidates: list[Path] = []
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        candidates.append(Path(nvcc).resolve().parent.parent)
+    candidates.append(Path("/usr/local/cuda"))
+    candidates += [Path(p) for p in sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    for c in candidates:
+        looked.append(str(c))
+        if (c / "include" / "cuda_runtime.h").is_file() and (c / "bin" / "nvcc").exists():
+            return c, looked
+    return None, looked
+
+
+def nvcc_version(cuda_home: Path) -> str:
+    out = subprocess.run([str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m.group(1) if m else "unknown"
+
+
+def site_dirs() -> list[Path]:
+    dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]] + sys.path
+    seen, out = set(), []
+    for d in dirs:
+        p = Path(d) if d else None
+        if p and p.is_dir() and p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def cupti_api_version(include: Path) -> int:
+    for header in ("cupti_version.h", "cupti.h"):
+        f = include / header
+        if f.is_file():
+            m = re.search(r"#define\s+CUPTI_API_VERSION\s+(\d+)", f.read_text(errors="replace"))
+            if m:
+                return int(m.group(1))
+    return 0
+
+
+def find_cupti(cuda_home: Path, cuda_major: str) -> tuple[dict | None, list[str]]:
+    """The CUPTI that will be loaded at run time: torch's own package first, then the toolkit.
+
+    `import torch` loads its libcupti by soname before perfcore._C is imported, and the dynamic
+    loader never loads a second library of the same soname, so the headers must be that one's.
+    """
+    looked: list[str] = []
+    candidates: list[tuple[str, Path, Path]] = []
+    for site in site_dirs():
+        for sub in (f"nvidia/cu{cuda_major}", "nvidia/cuda_cupti"):
+            base = site / sub
+            candidates.append((f"torch's nvidia package ({sub})", base / "include", base / "lib"))
+    candidates += [
+        ("CUDA toolkit (extras/CUPTI)", cuda_home / "extras" / "CUPTI" / "include", cuda_home / "extras" / "CUPTI" / "lib64"),
+        ("CUDA toolkit", cuda_home / "include", cuda_home / "lib64"),
+    ]
+    for source, inc, lib in candidates:
+        looked.append(str(inc))
+        if not (inc / "cupti.h").is_file():
+            continue
+        libs = sorted(glob.glob(str(lib / "libcupti.so*")), key=len)
+        # Versioned sonames only in the pip packages: link the file itself, by full path.
+        versioned = [x for x in libs if re.search(r"libcupti\.so\.\d+$", x)] or libs
+        if not versioned:
+            looked.append(f"{lib} (no libcupti.so*)")
+            continue
+        return {
+            "source": source,
+            "include": str(inc),
+            "library": versioned[0],
+            "api_version": cupti_api_version(inc),
+        }, looked
+    return None, looked
+
+
+def stage_cupti_headers(include: str) -> Path:
+    """Copy only the cupti*.h headers to a private folder placed first on the include path, so
+    CUPTI comes from the loaded library's package while cuda_runtime.h still comes from the
+    toolkit nvcc belongs to."""
+    dest = ROOT / "build" / "cupti_include"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for h in glob.glob(os.path.join(include, "cupti*.h")) + glob.glob(os.path.join(include, "generated_*.h")):
+        shutil.copy2(h, dest)
+    return dest
+
+
+def decide() -> dict:
+    torch = import_torch()
+    info: dict = {
+        "mode": "cpu",
+        "reason": "",
+        "torch_version": torch.__version__,
+        "torch_cuda_version": torch.version.cuda,
+        "python": sys.version.split()[0],
+        "cuda_home": None,
+        "toolkit_version": None,
+        "cupti": None,
+        "arch_list": None,
+        "cxx_flags": [],
+        "nvcc_flags": [],
+    }
+    if truthy("PERFCORE_CPU_ONLY"):
+        info["reason"] = "PERFCORE_CPU_ONLY=1 was set at build time"
+        return info
+    if not torch.version.cuda:
+        info["reason"] = f"torch {torch.__version__} is a CPU build; install a CUDA build of torch and rebuild"
+        return info
+    cuda_home, looked = find_cuda_home()
+    if cuda_home is None:
+        info["reason"] = (
+            "no CUDA toolkit found (looked for include/cuda_runtime.h and bin/nvcc in "
+            + ", ".join(looked)
+            + "); set CUDA_HOME and rebuild"
+        )
+        return info
+    toolkit = nvcc_version(cuda_home)
+    torch_major, tk_major = torch.version.cuda.split(".")[0], toolkit.split(".")[0]
+    if torch_major != tk_major:
+        info["reason"] = (
+            f"torch is built for CUDA {torch.version.cuda} but the toolkit at {cuda_home} is CUDA {toolkit}; "
+            f"point CUDA_HOME at a CUDA {torch_major}.x toolkit and rebuild"
+        )
+        return info
+    cupti, looked = find_cupti(cuda_home, torch_major)
+    if cupti is None:
+        info["reason"] = "no CUPTI found (looked for cupti.h and libcupti.so* in " + ", ".join(looked) + ")"
+        return info
+    info.update(mode="cuda", cuda_home=str(cuda_home), toolkit_version=toolkit, cupti=cupti)
+    return info
+
+
+def arch_list(torch) -> str:
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    try:
+        visible = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    except Exception:
+        visible = False
+    if visible:
+        caps = sorted({"%d.%d" % torch.cuda.get_device_capability(i) for i in range(torch.cuda.device_count())})
+        return ";".join(caps)
+    # No GPU visible: torch's own probe would fail (IndexError in _get_cuda_arch_flags).
+    return DEFAULT_ARCH_LIST
+
+
+def main() -> None:
+    # Metadata-only invocations (egg_info for pip's dependency resolution) need no build decisions.
+    if any(a in sys.argv for a in ("egg_info", "dist_info", "--name", "--version", "sdist")) and not any(
+        a in sys.argv for a in ("build_ext", "bdist_wheel", "develop", "install", "editable_wheel")
+    ):
+        setup()
+        return
+
+    info = decide()
+    if info["mode"] == "cuda":
+        # torch.utils.cpp_extension reads CUDA_HOME when it is imported: set it first.
+        os.environ["CUDA_HOME"] = info["cuda_home"]
+    import torch
+    from torch.utils.cpp_extension import BuildExtension, include_paths
+
+    # torch's include dir carries pybind11; perfcore uses no torch headers and links no torch
+    # library, so _C builds in seconds and does not depend on libtorch at load time.
+    cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"]
+    define_macros = []
+    sources = list(COMMON_SOURCES)
+    include_dirs = [str(ROOT / "csrc")] + include_paths()[:1]
+    extra_link = []
+    libraries = []
+    library_dirs = []
+    nvcc = ["-O3", "-std=c++17", "--expt-relaxed-constexpr"]
+    if info["mode"] == "cuda":
+        cupti = info["cupti"]
+        os.environ["TORCH_CUDA_ARCH_LIST"] = info["arch_list"] = arch_list(torch)
+        staged = stage_cupti_headers(cupti["include"])
+        include_dirs = [str(staged)] + include_dirs + [str(Path(info["cuda_home"]) / "include")]
+        sources += CUDA_SOURCES
+        define_macros.append(("PERFCORE_WITH_CUDA", "1"))
+        lib64 = str(Path(info["cuda_home"]) / "lib64")
+        library_dirs.append(lib64)
+        libraries.append("cudart")
+        cupti_dir = os.path.dirname(cupti["library"])
+        extra_link += [cupti["library"], f"-Wl,-rpath,{cupti_dir}", f"-Wl,-rpath,{lib64}"]
+        info["nvcc_flags"] = nvcc
+    info["cxx_flags"] = cxx
+    info["link"] = extra_link + [f"-l{x}" for x in libraries]
+
+    log(f"mode={info['mode']}" + (f" ({info['reason']})" if info["reason"] else ""))
+    log(f"torch {info['torch_version']} (CUDA {info['torch_cuda_version']})")
+    if info["mode"] == "cuda":
+        log(f"CUDA_HOME={info['cuda_home']} (nvcc {info['toolkit_version']}), arch list {info['arch_list']}")
+        c = info["cupti"]
+        log(f"CUPTI API {c['api_version']} from {c['source']}: {c['library']}")
+    BUILD_INFO.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+    ext = Extension(
+        "perfcore._C",
+        sources=sources,
+        include_dirs=include_dirs,
+        define_macros=define_macros,
+        library_dirs=library_dirs,
+        libraries=libraries,
+        extra_compile_args={"cxx": cxx, "nvcc": nvcc},
+        extra_link_args=extra_link,
+        language="c++",
+    )
+    setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)})
+
+
+if __name__ == "__main__":
+    main()
