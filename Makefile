@@ -1,0 +1,11 @@
+# The two commands of the README. Both do all the set-up they need on a fresh machine.
+.PHONY: demo test setup
+
+demo: setup
+	.venv/bin/perfcore env
+
+test:
+	./scripts/test.sh
+
+setup:
+	./scripts/setup.sh

@@ -1,0 +1,126 @@
+"""The perfcore command line. Heavy imports (torch, pandas, the native core) happen inside each
+command, so `perfcore --help` stays instant."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from .errors import PerfcoreError
+
+__all__ = ["main", "cli"]
+
+# Exit codes (HOUSE_STYLE): 0 ok, 1 failure, 2 usage, 3 GPU/CUPTI unavailable.
+EXIT_FAILURE, EXIT_USAGE, EXIT_NO_DEVICE = 1, 2, 3
+
+
+class PerfcoreGroup(click.Group):
+    """Turns expected failures into one line and an exit code; PERFCORE_DEBUG=1 shows the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PerfcoreError as e:
+            if os.environ.get("PERFCORE_DEBUG"):
+                traceback.print_exc()
+            click.echo(f"perfcore: error: {e}", err=True)
+            ctx.exit(e.exit_code)
+
+
+def json_option(f):
+    return click.option(
+        "--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+        help="Also write the result as JSON to PATH ('-' for stdout).",
+    )(f)
+
+
+def check_writable(path: str | None) -> None:
+    """Fail before the work, not after it, when a result could not be saved."""
+    if not path or path == "-":
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise click.ClickException(f"cannot write JSON to {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise click.ClickException(f"cannot write JSON to {path}: folder {parent} is not writable")
+
+
+def write_json(doc: dict, path: str | None) -> None:
+    if not path:
+        return
+    text = json.dumps(doc, indent=2, sort_keys=False, default=_json_default) + "\n"
+    if path == "-":
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(path, "w") as fh:
+            fh.write(text)
+    except OSError as e:
+        raise click.ClickException(f"cannot write JSON to {path}: {e.strerror}")
+    click.echo(f"wrote {path}", err=True)
+
+
+def _json_default(o: Any) -> Any:
+    # numpy scalars and arrays reach JSON from analysis results.
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+@click.group(cls=PerfcoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="perfcore")
+def cli() -> None:
+    """perfcore: where every millisecond of a PyTorch training step goes.
+
+    Each step's wall time is split into load / transfer / compute / comm / host; perfcore names
+    the bottleneck, says what to change, and runs the experiment that proves it.
+    """
+
+
+_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
+_COLOR = {"ok": "green", "warn": "yellow", "fail": "red", "info": None}
+
+
+@cli.command("env")
+@json_option
+def env_cmd(json_path: str | None) -> None:
+    """Build info and a non-destructive check of this machine (GPU, CPU, limits, versions)."""
+    check_writable(json_path)
+    from .envcheck import environment_report
+
+    report = environment_report()
+    to_stdout = json_path == "-"
+    echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if to_stdout else click.echo
+    b = report["build"]
+    echo(f"perfcore {_version()}  build: {b.get('mode')} mode" + (f" ({b['reason']})" if b.get("reason") else ""))
+    width = max(len(c["name"]) for c in report["checks"])
+    for c in report["checks"]:
+        mark = click.style(_MARK[c["status"]], fg=_COLOR[c["status"]])
+        echo(f"  {mark}  {c['name']:<{width}}  {c['value']}")
+        if c["fix"]:
+            echo(f"        {'':<{width}}  -> {c['fix']}")
+    s = report["summary"]
+    echo(f"{s['ok']} ok, {s['warn']} warnings, {s['fail']} failures")
+    write_json(report, json_path)
+    if s["fail"]:
+        sys.exit(EXIT_FAILURE)
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main() -> None:
+    cli(prog_name="perfcore")
+
+
+if __name__ == "__main__":
+    main()

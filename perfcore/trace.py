@@ -1,0 +1,58 @@
+"""Columnar tables (pandas) of what a run recorded: spans, kernels, memcpys, samples.
+
+Native code hands over dicts of numpy arrays; this module names and types them once.
+Strings are interned: kernel names arrive as integer ids plus one table of names, and become a
+pandas Categorical (codes + categories), never one Python string per row.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["MEMCPY_KINDS", "MEMORY_KINDS", "activity_frames"]
+
+# CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind values (cupti_activity.h).
+MEMCPY_KINDS = {0: "unknown", 1: "h2d", 2: "d2h", 3: "h2a", 4: "a2h", 5: "a2a", 6: "a2d", 7: "d2a", 8: "d2d",
+                9: "h2h", 10: "p2p"}
+MEMORY_KINDS = {0: "unknown", 1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed",
+                6: "device_static", 7: "managed_static"}
+
+
+def activity_frames(raw: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """CUPTI columns from the native tracer -> one DataFrame per record kind.
+
+    kernels gain `name` (categorical) and `duration_ns`; memcpy gains `direction`, `src`, `dst`
+    (categoricals) and `pageable` (host side of the copy is pageable memory).
+    """
+    names = list(raw.get("names", []))
+    frames: dict[str, pd.DataFrame] = {}
+    for kind in ("kernels", "memcpy", "memset", "sync", "external_correlation", "overhead"):
+        frames[kind] = pd.DataFrame(raw.get(kind, {}))
+    k = frames["kernels"]
+    if len(k.columns):
+        cats = pd.Index(names, dtype=object)
+        codes = k["name_id"].to_numpy()
+        # Interned names are unique unless two mangled names demangle alike; then fall back to labels.
+        k["name"] = (pd.Categorical.from_codes(codes, categories=cats) if cats.is_unique
+                     else pd.Categorical(np.asarray(names, dtype=object)[codes]))
+        k["duration_ns"] = k["end_ns"] - k["start_ns"]
+    m = frames["memcpy"]
+    if len(m.columns):
+        m["direction"] = _lookup(m["copy_kind"].to_numpy(), MEMCPY_KINDS)
+        m["src"] = _lookup(m["src_kind"].to_numpy(), MEMORY_KINDS)
+        m["dst"] = _lookup(m["dst_kind"].to_numpy(), MEMORY_KINDS)
+        host_side = np.where(m["copy_kind"].to_numpy() == 2, m["dst_kind"].to_numpy(), m["src_kind"].to_numpy())
+        m["pageable"] = host_side == 1
+        m["duration_ns"] = m["end_ns"] - m["start_ns"]
+    return frames
+
+
+def _lookup(codes: np.ndarray, mapping: dict[int, str]) -> pd.Categorical:
+    """Vectorised code -> label for small enums (no per-row Python)."""
+    top = max(mapping) + 1
+    labels = np.array([mapping.get(i, "unknown") for i in range(top)] + ["unknown"], dtype=object)
+    idx = np.where((codes >= 0) & (codes < top), codes, top).astype(np.int64)
+    cats = list(dict.fromkeys(labels))
+    return pd.Categorical(labels[idx], categories=cats)

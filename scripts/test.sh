@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test command: builds perfcore in CPU mode and runs the tests, then in CUDA mode (where torch
+# is a CUDA build and a toolkit is found) and runs them again. Leaves the CUDA-mode build in place.
+# PERFCORE_REQUIRE_CUDA_BUILD=1 (set by CI) makes a missing CUDA-mode build a failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+run_pytest() {  # $1 = label; pytest's exit 5 (no tests collected) is a failure, not a pass
+  .venv/bin/python -m pytest -q "${@:2}"
+  local rc=$?
+  if [ $rc -eq 5 ]; then echo "test: [$1] pytest collected no tests" >&2; return 1; fi
+  return $rc
+}
+
+PERFCORE_CPU_ONLY=1 ./scripts/setup.sh || exit 1
+echo "== tests, CPU-mode build"
+run_pytest cpu "$@" || exit 1
+
+PERFCORE_CPU_ONLY=0 ./scripts/setup.sh || exit 1
+mode=$(.venv/bin/python -c "import perfcore; print(perfcore.capabilities()['mode'])")
+if [ "$mode" != "cuda" ]; then
+  reason=$(.venv/bin/python -c "import perfcore; print(perfcore.build_info().get('reason'))")
+  if [ "${PERFCORE_REQUIRE_CUDA_BUILD:-0}" = "1" ]; then
+    echo "test: the CUDA-mode build was required but perfcore built in $mode mode: $reason" >&2
+    exit 1
+  fi
+  echo "test: skipping the CUDA-mode run: $reason"
+  exit 0
+fi
+echo "== tests, CUDA-mode build"
+run_pytest cuda "$@"

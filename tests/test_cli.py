@@ -1,0 +1,68 @@
+"""The CLI: instant --help (no torch), `perfcore env`, clear one-line errors."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from perfcore.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_help_does_not_import_torch():
+    code = ("import sys; from perfcore.cli import cli\n"
+            "try:\n    cli(['--help'], prog_name='perfcore')\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'pandas', 'numpy', 'perfcore._C') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "HEAVY []" in out
+    assert "Commands:" in out
+
+
+def test_env_json_to_stdout():
+    res = CliRunner().invoke(cli, ["env", "--json", "-"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "perfcore.env/1"
+    names = {c["name"] for c in doc["checks"]}
+    assert {"build", "cpu.load", "ulimit.nofile", "/tmp.free", "torch"} <= names
+    assert all(c["status"] in ("ok", "warn", "fail", "info") for c in doc["checks"])
+    assert doc["build"]["mode"] in ("cuda", "cpu")
+    assert doc["capabilities"]["mode"] == doc["build"]["mode"]
+    # Every warning or failure tells the user what to do.
+    assert all(c["fix"] for c in doc["checks"] if c["status"] in ("warn", "fail"))
+
+
+def test_env_writes_json_file(tmp_path):
+    out = tmp_path / "env.json"
+    res = CliRunner().invoke(cli, ["env", "--json", str(out)])
+    assert res.exit_code == 0
+    assert json.loads(out.read_text())["summary"]["ok"] >= 1
+    assert "mode" in res.output
+
+
+def test_unwritable_json_path_is_one_line_and_nonzero(tmp_path):
+    res = CliRunner().invoke(cli, ["env", "--json", str(tmp_path / "missing" / "env.json")])
+    assert res.exit_code != 0
+    assert res.output.strip().splitlines() == [
+        f"Error: cannot write JSON to {tmp_path / 'missing' / 'env.json'}: folder {tmp_path / 'missing'} does not exist"]
+    assert "Traceback" not in res.output
+
+
+def test_gpu_check_dry_run_without_gpu_exits_3_in_one_line():
+    import perfcore
+
+    if perfcore.capabilities()["features"]["cuda_events"]:
+        import pytest
+
+        pytest.skip("a GPU is present: gpu_check would run for real")
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py")], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 3
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu_check: no GPU")
+    assert "Traceback" not in p.stderr + p.stdout

@@ -1,0 +1,52 @@
+"""GPU invariants and tolerances (never absolute times). Skipped, with the reason, without a GPU."""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.cuda]
+
+
+def test_event_timer_matches_known_kernels():
+    from perfcore.calibration import event_timer_error
+
+    for r in event_timer_error((1_000_000, 10_000_000), repeats=10):
+        assert r["rel_error"] <= 0.02, r
+
+
+def test_cupti_kernel_durations_and_clock():
+    from perfcore.calibration import cupti_kernel_error
+
+    res = cupti_kernel_error((1_000_000,), repeats=10)
+    assert res["durations"][0]["kernels"] == 10
+    assert res["durations"][0]["rel_error"] <= 0.01
+    assert res["on_clock"] == res["launches"]
+    assert res["stats"]["dropped_records"] == 0
+
+
+def test_memcpy_pageable_vs_pinned_flags():
+    from perfcore.calibration import memcpy_kinds
+
+    assert memcpy_kinds(4 << 20)["correct"]
+
+
+def test_pinned_copies_are_not_slower_than_pageable():
+    from perfcore.calibration import copy_bandwidth
+
+    bw = copy_bandwidth(64 << 20, repeats=5)
+    assert bw["h2d_pinned_gbps"] >= 0.9 * bw["h2d_pageable_gbps"]
+
+
+def test_event_timer_resolves_without_waiting_when_work_is_pending():
+    import torch
+
+    from perfcore._native import native
+
+    C = native()
+    s = torch.cuda.current_stream().cuda_stream
+    t = C.EventTimer()
+    t.begin(0, 0, s)
+    C.launch_spin(200_000_000, s)  # 200 ms
+    t.end(0, s)
+    assert len(t.resolve(wait=False)["gpu_ns"]) == 0  # a query, not a sync
+    assert t.pending == 1
+    assert len(t.resolve(wait=True)["gpu_ns"]) == 1

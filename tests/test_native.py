@@ -1,0 +1,106 @@
+"""The native module: build mode, capabilities, the one clock, clear errors without a GPU."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import perfcore
+from perfcore import errors
+
+
+def test_capabilities_match_build(caps, C):
+    info = perfcore.build_info()
+    assert caps["mode"] == info["mode"]
+    assert caps["cuda_compiled"] == (info["mode"] == "cuda") == C.CUDA_COMPILED
+    assert caps["features"]["spans"] is True
+    # Every missing feature carries a reason a person can act on.
+    for name, available in caps["features"].items():
+        if not available:
+            assert caps["reasons"].get(name), f"{name} unavailable without a reason"
+
+
+def test_cpu_mode_reports_what_is_left_out(caps):
+    if caps["mode"] != "cpu":
+        pytest.skip("CUDA-mode build")
+    for feature in ("cuda_events", "cupti", "transfer", "calibration"):
+        assert caps["features"][feature] is False
+        assert "CPU mode" in caps["reasons"][feature]
+    assert caps["cupti_version"] is None
+
+
+def test_cuda_build_compiled_against_loaded_cupti(caps):
+    if caps["mode"] != "cuda":
+        pytest.skip("CPU-mode build")
+    info = perfcore.build_info()
+    assert caps["cupti_compiled_version"] == info["cupti"]["api_version"]
+    # The check at import: the loaded library is the one whose headers we compiled against.
+    assert caps["cupti_version"] == caps["cupti_compiled_version"]
+    assert caps["warnings"] == []
+
+
+def test_one_clock_with_python():
+    from perfcore._native import native
+
+    C = native()
+    for _ in range(100):
+        a = time.perf_counter_ns()
+        n = C.now_ns()
+        b = time.perf_counter_ns()
+        assert a <= n <= b
+
+
+def test_thread_id_is_os_thread_id(C):
+    seen = {}
+
+    def work():
+        seen["native"] = C.thread_id()
+        seen["python"] = threading.get_native_id()
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert seen["native"] == seen["python"]
+    assert C.thread_id() == threading.get_native_id()
+
+
+def test_gpu_parts_without_gpu_raise_one_line(caps, C):
+    if caps["features"]["cuda_events"] or not caps["cuda_compiled"]:
+        pytest.skip("needs a CUDA-mode build on a machine without a GPU")
+    for call in (lambda: C.EventTimer(), lambda: C.launch_spin(1000), lambda: C.measure_copies([4096], "h2d", True),
+                 lambda: C.measure_launch_overhead(10)):
+        with pytest.raises(errors.DeviceUnavailable) as ei:
+            call()
+        msg = str(ei.value)
+        assert "\n" not in msg and "GPU" in msg
+
+
+def test_cupti_without_gpu_is_a_clear_cupti_error(caps, C):
+    if caps["features"]["cupti"] or not caps["cupti_compiled"]:
+        pytest.skip("needs a CUPTI build on a machine without a GPU")
+    with pytest.raises(errors.CuptiError) as ei:
+        C.cupti_start()
+    assert ei.value.code > 0
+    assert "failed" in str(ei.value) and "host backend" in str(ei.value)
+    assert not C.cupti_active()
+    # The failed start left nothing half-enabled: the stats are untouched.
+    assert C.cupti_stats()["buffers_allocated"] == 0
+
+
+def test_require_helpers_raise_device_unavailable(caps):
+    if caps["features"]["cuda_events"]:
+        pytest.skip("a GPU is present")
+    from perfcore._native import require_cuda, require_cupti
+
+    with pytest.raises(errors.DeviceUnavailable, match="needs a CUDA GPU"):
+        require_cuda("the event timer")
+    with pytest.raises(errors.CuptiUnavailable, match="needs CUPTI"):
+        require_cupti("kernel tracing")
+
+
+def test_misuse_maps_to_usage_error(C):
+    r = C.SpanRecorder()
+    with pytest.raises(errors.UsageError):
+        r.end(3)
+    assert issubclass(errors.UsageError, errors.PerfcoreError)

@@ -1,0 +1,119 @@
+"""The span recorder: nesting, misuse, threads, incremental drain, chunk boundaries."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from perfcore import errors
+
+
+def test_nested_phases_close_in_order(C):
+    r = C.SpanRecorder()
+    r.step = 7
+    r.begin(1)
+    r.begin(2)
+    assert r.open_phases() == [1, 2]
+    inner = r.end(2)
+    outer = r.end(1)
+    assert 0 <= inner <= outer
+    cols = r.drain()
+    assert list(cols["phase_id"]) == [2, 1]
+    assert list(cols["step"]) == [7, 7]
+    # Inner span lies inside the outer one.
+    assert cols["start_ns"][1] <= cols["start_ns"][0] <= cols["end_ns"][0] <= cols["end_ns"][1]
+    assert r.open_phases() == []
+
+
+def test_closing_the_wrong_phase_is_refused(C):
+    r = C.SpanRecorder()
+    r.begin(1)
+    r.begin(2)
+    with pytest.raises(errors.UsageError, match="innermost"):
+        r.end(1)
+    assert r.open_phases() == [1, 2]  # nothing was recorded or popped
+
+
+def test_record_rejects_negative_spans(C):
+    r = C.SpanRecorder()
+    with pytest.raises(errors.UsageError):
+        r.record(0, 10, 5)
+    r.record(0, 5, 10)
+    cols = r.drain()
+    assert list(cols["start_ns"]) == [5] and list(cols["end_ns"]) == [10]
+
+
+def test_drain_is_incremental(C):
+    r = C.SpanRecorder()
+    for i in range(5):
+        r.record(0, i, i + 1)
+    assert len(r.drain()["start_ns"]) == 5
+    assert len(r.drain()["start_ns"]) == 0
+    r.record(0, 100, 101)
+    assert list(r.drain()["start_ns"]) == [100]
+
+
+def test_many_spans_cross_chunk_boundaries(C):
+    r = C.SpanRecorder()
+    n = 3 * 4096 + 17  # chunk size is 4096
+    for i in range(n):
+        r.record(i % 5, i, i + 2)
+        if i == 5000:
+            first = r.drain()  # drain mid-way frees the full chunks already read
+    rest = r.drain()
+    starts = np.concatenate([first["start_ns"], rest["start_ns"]])
+    assert len(starts) == n
+    assert np.array_equal(starts, np.arange(n))
+    assert np.array_equal(np.concatenate([first["phase_id"], rest["phase_id"]]), np.arange(n) % 5)
+    assert r.dropped == 0
+
+
+def test_threads_each_get_their_own_spans(C):
+    r = C.SpanRecorder()
+    per_thread, threads = 2000, 4
+    tids = {}
+    barrier = threading.Barrier(threads)
+
+    def work(k):
+        tids[k] = threading.get_native_id()
+        barrier.wait()
+        for _ in range(per_thread):
+            r.begin(k)
+            r.end(k)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    # Drain concurrently with the writers: every span must still arrive exactly once.
+    chunks = []
+    while any(t.is_alive() for t in ts):
+        chunks.append(r.drain())
+    for t in ts:
+        t.join()
+    chunks.append(r.drain())
+    phase = np.concatenate([c["phase_id"] for c in chunks])
+    tid = np.concatenate([c["thread_id"] for c in chunks])
+    start = np.concatenate([c["start_ns"] for c in chunks])
+    end = np.concatenate([c["end_ns"] for c in chunks])
+    assert len(phase) == threads * per_thread
+    assert r.thread_count == threads
+    for k in range(threads):
+        mine = phase == k
+        assert mine.sum() == per_thread
+        assert set(tid[mine]) == {tids[k]}
+        # Spans of one thread are sequential and non-overlapping.
+        order = np.argsort(start[mine])
+        assert np.all(start[mine][order][1:] >= end[mine][order][:-1])
+    assert np.all(end >= start)
+
+
+def test_two_recorders_do_not_share_state(C):
+    a, b = C.SpanRecorder(), C.SpanRecorder()
+    a.begin(1)
+    b.begin(2)
+    assert a.open_phases() == [1] and b.open_phases() == [2]
+    b.end(2)
+    a.end(1)
+    assert list(a.drain()["phase_id"]) == [1]
+    assert list(b.drain()["phase_id"]) == [2]
