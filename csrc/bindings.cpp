@@ -63,42 +63,181 @@ py::dict activityToDict(ActivityColumns&& a) {
 uintptr_t streamArg(py::object s) { return s.is_none() ? 0 : s.cast<uintptr_t>(); }
 #endif
 
-void registerExceptions(py::module_& m) {
-  // perfcore.errors is pure Python; the handles are leaked on purpose (no teardown at exit).
+// perfcore.errors classes, looked up once at import; leaked on purpose (no teardown at exit).
+struct ErrorClasses {
+  PyObject* usage = nullptr;
+  PyObject* device = nullptr;
+  PyObject* cuda = nullptr;
+  PyObject* cupti = nullptr;
+  PyObject* base = nullptr;
+};
+ErrorClasses errorClasses;
+
+// Sets the Python error for the exception in flight. Call only inside a catch block.
+void setPythonError() {
+  try {
+    throw;
+  } catch (const UsageError& e) {
+    PyErr_SetString(errorClasses.usage, e.what());
+  } catch (const DeviceUnavailableError& e) {
+    PyErr_SetString(errorClasses.device, e.what());
+  } catch (const CudaError& e) {
+    PyErr_SetString(errorClasses.cuda, e.what());
+  } catch (const CuptiError& e) {
+    // Carry CUPTI's result code: perfcore.errors.CuptiError(message, code).
+    PyObject* exc = PyObject_CallFunction(errorClasses.cupti, "si", e.what(), e.code());
+    if (exc) {
+      PyErr_SetObject(errorClasses.cupti, exc);
+      Py_DECREF(exc);
+    }
+  } catch (const NativeError& e) {
+    PyErr_SetString(errorClasses.base, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
+void registerExceptions() {
   py::module_ errors = py::module_::import("perfcore.errors");
-  static PyObject* usage = py::object(errors.attr("UsageError")).release().ptr();
-  static PyObject* device = py::object(errors.attr("DeviceUnavailable")).release().ptr();
-  static PyObject* cuda = py::object(errors.attr("CudaError")).release().ptr();
-  static PyObject* cupti = py::object(errors.attr("CuptiError")).release().ptr();
-  static PyObject* base = py::object(errors.attr("PerfcoreError")).release().ptr();
+  errorClasses.usage = py::object(errors.attr("UsageError")).release().ptr();
+  errorClasses.device = py::object(errors.attr("DeviceUnavailable")).release().ptr();
+  errorClasses.cuda = py::object(errors.attr("CudaError")).release().ptr();
+  errorClasses.cupti = py::object(errors.attr("CuptiError")).release().ptr();
+  errorClasses.base = py::object(errors.attr("PerfcoreError")).release().ptr();
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const UsageError& e) {
-      PyErr_SetString(usage, e.what());
-    } catch (const DeviceUnavailableError& e) {
-      PyErr_SetString(device, e.what());
-    } catch (const CudaError& e) {
-      PyErr_SetString(cuda, e.what());
-    } catch (const CuptiError& e) {
-      // Carry CUPTI's result code: perfcore.errors.CuptiError(message, code).
-      PyObject* exc = PyObject_CallFunction(cupti, "si", e.what(), e.code());
-      if (exc) {
-        PyErr_SetObject(cupti, exc);
-        Py_DECREF(exc);
-      }
-    } catch (const NativeError& e) {
-      PyErr_SetString(base, e.what());
+    } catch (const NativeError&) {
+      setPythonError();
     }
   });
-  (void)m;
+}
+
+// ---- PhaseScope: the `with timer.compute():` object, written against the C API ----
+// It is entered and exited once per phase per step, so it skips pybind11's argument dispatch:
+// __enter__ is METH_NOARGS and __exit__ METH_FASTCALL, each a couple of tens of ns, and the
+// timer hands out one cached scope per phase (no allocation per use).
+struct PhaseScopeObject {
+  PyObject_HEAD
+  SpanRecorder* recorder;
+  PyObject* recorderOwner;  // keeps the recorder alive as long as the scope
+  void* events;             // EventTimer* in CUDA builds, or nullptr: host clock only
+  PyObject* eventsOwner;
+  uintptr_t stream;
+  int32_t phase;
+};
+
+PyObject* scopeEnter(PyObject* self, PyObject*) {
+  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  try {
+    s->recorder->begin(s->phase);
+#ifdef PERFCORE_WITH_CUDA
+    if (s->events) static_cast<EventTimer*>(s->events)->begin(s->phase, s->recorder->step(), s->stream);
+#endif
+  } catch (...) {
+    setPythonError();
+    return nullptr;
+  }
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* scopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
+  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  try {
+#ifdef PERFCORE_WITH_CUDA
+    if (s->events) static_cast<EventTimer*>(s->events)->end(s->phase, s->stream);
+#endif
+    s->recorder->end(s->phase);
+  } catch (...) {
+    setPythonError();
+    return nullptr;
+  }
+  Py_RETURN_FALSE;  // never swallow the body's exception
+}
+
+// scope() returns the scope itself, so `with timer.compute():` costs one C call, not a Python
+// method; scope(fn) decorates fn through the Python subclass's _decorate.
+PyObject* scopeCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (n == 0 && (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0)) {
+    Py_INCREF(self);
+    return self;
+  }
+  if (n == 1 && kwargs == nullptr && PyCallable_Check(PyTuple_GET_ITEM(args, 0))) {
+    return PyObject_CallMethod(self, "_decorate", "O", PyTuple_GET_ITEM(args, 0));
+  }
+  PyErr_SetString(PyExc_TypeError, "a phase is used as `with timer.phase(...):` or as a decorator `@timer.phase(...)`");
+  return nullptr;
+}
+
+PyObject* scopePhase(PyObject* self, void*) {
+  return PyLong_FromLong(reinterpret_cast<PhaseScopeObject*>(self)->phase);
+}
+
+void scopeDealloc(PyObject* self) {
+  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+  Py_XDECREF(s->recorderOwner);
+  Py_XDECREF(s->eventsOwner);
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyMethodDef scopeMethods[] = {
+    {"__enter__", scopeEnter, METH_NOARGS, "Open the phase (host clock; CUDA event on the timer's stream)."},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(scopeExit)), METH_FASTCALL,
+     "Close the phase."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef scopeGetSet[] = {{"phase_id", scopePhase, nullptr, "The phase this scope times.", nullptr},
+                             {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject PhaseScopeType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "perfcore._C.PhaseScope";
+  t.tp_basicsize = sizeof(PhaseScopeObject);
+  t.tp_dealloc = scopeDealloc;
+  t.tp_call = scopeCall;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  t.tp_doc = "Context manager timing one phase; made by perfcore._C.phase_scope().";
+  t.tp_methods = scopeMethods;
+  t.tp_getset = scopeGetSet;
+  return t;
+}();
+
+// phase_scope(cls, recorder, phase_id, events=None, stream=None): cls may be a Python subclass
+// (perfcore.timing adds decorator support there).
+py::object makePhaseScope(py::type cls, py::object recorder, int32_t phase, py::object events, py::object stream) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (!PyType_IsSubtype(type, &PhaseScopeType)) throw UsageError("phase_scope: cls must subclass PhaseScope");
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) throw py::error_already_set();
+  auto* s = reinterpret_cast<PhaseScopeObject*>(obj);
+  s->recorder = recorder.cast<SpanRecorder*>();
+  s->recorderOwner = recorder.inc_ref().ptr();
+  s->events = nullptr;
+  s->eventsOwner = nullptr;
+  s->stream = stream.is_none() ? 0 : stream.cast<uintptr_t>();
+  s->phase = phase;
+  if (!events.is_none()) {
+#ifdef PERFCORE_WITH_CUDA
+    s->events = events.cast<EventTimer*>();
+    s->eventsOwner = events.inc_ref().ptr();
+#else
+    Py_DECREF(obj);
+    throw DeviceUnavailableError("CUDA event timing is not in this CPU-mode build");
+#endif
+  }
+  return py::reinterpret_steal<py::object>(obj);
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "perfcore native core (see docs/ARCHITECTURE.md)";
-  registerExceptions(m);
+  registerExceptions();
+  if (PyType_Ready(&PhaseScopeType) < 0) throw py::error_already_set();
+  Py_INCREF(&PhaseScopeType);
+  m.add_object("PhaseScope", reinterpret_cast<PyObject*>(&PhaseScopeType));
 
 #ifdef PERFCORE_WITH_CUDA
   m.attr("CUDA_COMPILED") = true;
@@ -108,6 +247,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("CUPTI_COMPILED") = false;
 #endif
 
+  m.def("phase_scope", &makePhaseScope, py::arg("cls"), py::arg("recorder"), py::arg("phase_id"),
+        py::arg("events") = py::none(), py::arg("stream") = py::none());
   m.def("now_ns", &nowNs, "The perfcore clock (CLOCK_MONOTONIC ns; same as time.perf_counter_ns).");
   m.def("thread_id", &currentThreadId, "OS id of the calling thread.");
 

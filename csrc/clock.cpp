@@ -8,7 +8,7 @@ namespace perfcore {
 
 int64_t currentThreadId() {
   // gettid is a syscall; cache it per thread so the span hot path never makes one.
-  thread_local const int64_t tid = static_cast<int64_t>(::syscall(SYS_gettid));
+  __attribute__((tls_model("initial-exec"))) thread_local const int64_t tid = static_cast<int64_t>(::syscall(SYS_gettid));
   return tid;
 }
 

@@ -14,6 +14,7 @@ EventTimer::EventTimer(size_t maxPending) : maxPending_(maxPending) { requireDev
 
 EventTimer::~EventTimer() {
   // Destructors must not throw; a failed destroy only leaks an event.
+  if (anchor_) cudaEventDestroy(anchor_);
   for (auto ev : free_) cudaEventDestroy(ev);
   for (auto& p : pending_) {
     cudaEventDestroy(p.start);
@@ -34,7 +35,19 @@ cudaEvent_t EventTimer::take() {
   return ev;
 }
 
+void EventTimer::anchorOn(cudaStream_t stream) {
+  PERFCORE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  anchor_ = take();
+  const int64_t t0 = nowNs();
+  PERFCORE_CUDA_CHECK(cudaEventRecord(anchor_, stream));
+  PERFCORE_CUDA_CHECK(cudaEventSynchronize(anchor_));
+  const int64_t t1 = nowNs();
+  // The idle stream reached the event between t0 and t1; the midpoint errs by at most half that.
+  anchorNs_ = t0 + (t1 - t0) / 2;
+}
+
 void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
+  if (anchor_ == nullptr) anchorOn(reinterpret_cast<cudaStream_t>(stream));
   // Bounded memory: at the cap, wait for the oldest pair (recorded long ago, so normally already
   // done) and keep its result for the next resolve().
   while (pending_.size() >= maxPending_ && collect(pending_.front(), true, ready_)) {
@@ -68,14 +81,25 @@ bool EventTimer::collect(Pair& p, bool wait, EventColumns& out) {
     if (q == cudaErrorNotReady) return false;
     checkCuda(q, "cudaEventQuery");
   }
-  float ms = 0.f;
+  float ms = 0.f, fromAnchor = 0.f;
   PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, p.start, p.stop));
+  PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&fromAnchor, anchor_, p.start));
+  const int64_t gpuNs = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  const int64_t startNs = anchorNs_ + static_cast<int64_t>(static_cast<double>(fromAnchor) * 1e6);
   out.phase_id.push_back(p.phase);
   out.step.push_back(p.step);
   out.host_start_ns.push_back(p.hostStartNs);
-  out.gpu_ns.push_back(static_cast<int64_t>(static_cast<double>(ms) * 1e6));
+  out.gpu_ns.push_back(gpuNs);
+  out.gpu_start_ns.push_back(startNs);
+  out.gpu_end_ns.push_back(startNs + gpuNs);
   release(p.start);
-  release(p.stop);
+  if (startNs + gpuNs - anchorNs_ > 1000000000LL) {  // move the anchor forward (see events.h)
+    release(anchor_);
+    anchor_ = p.stop;
+    anchorNs_ = startNs + gpuNs;
+  } else {
+    release(p.stop);
+  }
   return true;
 }
 

@@ -15,6 +15,8 @@ struct EventColumns {
   std::vector<int64_t> step;
   std::vector<int64_t> host_start_ns;  // host clock when the start event was recorded
   std::vector<int64_t> gpu_ns;         // device time between the two events
+  std::vector<int64_t> gpu_start_ns;   // when the GPU reached the start event, on the perfcore clock
+  std::vector<int64_t> gpu_end_ns;     // when it reached the stop event (= gpu_start_ns + gpu_ns)
 
   template <class F>
   void visit(F&& f) {
@@ -22,6 +24,8 @@ struct EventColumns {
     f("step", step);
     f("host_start_ns", host_start_ns);
     f("gpu_ns", gpu_ns);
+    f("gpu_start_ns", gpu_start_ns);
+    f("gpu_end_ns", gpu_end_ns);
   }
   size_t size() const { return step.size(); }
 };
@@ -55,6 +59,14 @@ class EventTimer {
   cudaEvent_t take();
   void release(cudaEvent_t ev) { free_.push_back(ev); }
   bool collect(Pair& p, bool wait, EventColumns& out);
+  void anchorOn(cudaStream_t stream);
+
+  // Events only measure intervals between events, so one "anchor" event with a known host time
+  // places every event on the perfcore clock. It is taken once, on an idle stream (one sync per
+  // timer), then moved forward to a resolved event at most once a second, so elapsed times stay
+  // short and float32 milliseconds keep sub-microsecond precision however long the run.
+  cudaEvent_t anchor_ = nullptr;
+  int64_t anchorNs_ = 0;
 
   size_t maxPending_;
   size_t created_ = 0;

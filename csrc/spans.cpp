@@ -58,7 +58,9 @@ struct LocalCache {
   ThreadSpanBuffer* last = nullptr;
   std::unordered_map<uint64_t, ThreadSpanBuffer*> all;
 };
-thread_local LocalCache tlsCache;
+// initial-exec: a direct %fs-relative load instead of a __tls_get_addr call on every span
+// (the model a dlopen'ed library may use for a few bytes of TLS; glibc reserves room for it).
+__attribute__((tls_model("initial-exec"))) thread_local LocalCache tlsCache;
 }  // namespace
 
 SpanRecorder::SpanRecorder() : id_(nextRecorderId.fetch_add(1)) {}

@@ -17,8 +17,20 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    # StepTimer pulls in numpy and pandas: load it on first use so `import perfcore` (and the
+    # CLI's --help) stay light.
+    if name in ("StepTimer", "RunResult"):
+        from . import timing
+
+        return getattr(timing, name)
+    raise AttributeError(f"module 'perfcore' has no attribute {name!r}")
+
 __all__ = [
     "__version__",
+    "StepTimer",
+    "RunResult",
     "build_info",
     "capabilities",
     "PerfcoreError",

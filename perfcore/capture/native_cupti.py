@@ -42,14 +42,24 @@ class CuptiTracer:
             raise UsageError("CuptiTracer.collect() before start()")
         self._parts.append(self._C.cupti_collect())
 
+    def snapshot(self) -> dict[str, pd.DataFrame]:
+        """Everything traced so far, as frames; tracing goes on."""
+        if self._C is not None and self._C.cupti_active():
+            self.collect()
+        self.stats = dict(self._C.cupti_stats()) if self._C is not None else {}
+        return _merge(self._parts)
+
     def stop(self) -> dict[str, pd.DataFrame]:
         if self._C is None:
             raise UsageError("CuptiTracer.stop() before start()")
         self._parts.append(self._C.cupti_stop())
         self.stats = dict(self._C.cupti_stats())
         self.frames = _merge(self._parts)
-        self._parts = []
         return self.frames
+
+    @property
+    def active(self) -> bool:
+        return self._C is not None and bool(self._C.cupti_active())
 
     def __enter__(self) -> "CuptiTracer":
         return self.start()

@@ -1,0 +1,1 @@
+"""Exporters: one small module per format (terminal text, HTML, ...)."""

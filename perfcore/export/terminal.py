@@ -1,0 +1,50 @@
+"""The terminal report of a perfcore.run/1 document: per-label mean, share and a bar; verdict; advice."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..attribution import LABELS
+
+__all__ = ["render_text"]
+
+BAR_WIDTH = 30
+
+
+def _bar(fraction: float) -> str:
+    full = int(round(fraction * BAR_WIDTH))
+    return "#" * full + "." * (BAR_WIDTH - full)
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    st = doc["step_time_ms"]
+    lines = [
+        f"perfcore: {doc['steps']} steps measured ({doc['warmup_steps']} warm-up apart), backend {doc['backend']}, "
+        f"device {doc['device']}",
+        f"step time  mean {st['mean']:.2f} ms   p50 {st['p50']:.2f} ms   p90 {st['p90']:.2f} ms"
+        + (f"   (warm-up mean {doc['warmup_step_time_ms']:.2f} ms)" if doc.get("warmup_step_time_ms") else ""),
+        "",
+        f"  {'label':<9} {'ms/step':>9} {'share':>6}",
+    ]
+    for lb in LABELS:
+        f = doc["breakdown_fraction"][lb]
+        lines.append(f"  {lb:<9} {doc['breakdown_ms'][lb]:>9.2f} {100 * f:>5.1f}% {_bar(f)}")
+    lines += ["", f"verdict: {doc['verdict']['summary']}"]
+    for r in doc["recommendations"]:
+        lines.append(f"  - {r['text']}")
+        lines.append(f"    evidence: {r['evidence']}" + (f"; try: {r['test']}" if r.get("test") else ""))
+    if doc.get("kernels"):
+        lines += ["", f"  {'top kernels':<60} {'count':>7} {'total ms':>10} {'mean us':>9}"]
+        for k in doc["kernels"]:
+            name = k["name"] if len(k["name"]) <= 60 else k["name"][:57] + "..."
+            lines.append(f"  {name:<60} {k['count']:>7} {k['total_ms']:>10.2f} {k['mean_us']:>9.1f}")
+    m = doc.get("memcpy") or {}
+    if m.get("by_direction"):
+        lines.append("")
+        for d, v in m["by_direction"].items():
+            lines.append(f"  memcpy {d}: {v['bytes'] / 2**20:.1f} MiB in {v['ms']:.2f} ms, "
+                         f"{v['pageable_bytes'] / 2**20:.1f} MiB pageable")
+    o = doc.get("overhead") or {}
+    if o:
+        lines += ["", f"perfcore overhead: ~{o.get('ms_per_step', 0):.3f} ms/step "
+                      f"({100 * o.get('fraction', 0):.2f}% of step time; {o.get('per_phase_ns', 0):.0f} ns per phase)"]
+    return "\n".join(lines)
