@@ -15,6 +15,68 @@ import sys
 import time
 
 
+def step_timer_costs(steps: int = 200, repeats: int = 5) -> dict:
+    """Phase cost on the CUDA path, and a small-kernel training loop timed vs untimed (interleaved)."""
+    import statistics
+
+    import torch
+
+    import perfcore
+
+    timer = perfcore.StepTimer(device="cuda")
+    n = 20000
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        with timer.compute():
+            pass
+    cuda_phase = (time.perf_counter_ns() - t0) / n
+    timer.summary()
+    cpu_timer = perfcore.StepTimer(device="cpu")
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        with cpu_timer.compute():
+            pass
+    cpu_phase = (time.perf_counter_ns() - t0) / n
+
+    model = torch.nn.Sequential(*[torch.nn.Linear(256, 256) for _ in range(4)]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    data = [torch.randn(64, 256).pin_memory() for _ in range(8)]
+
+    def loop(timed: bool) -> float:
+        t = perfcore.StepTimer(device="cuda", warmup=0) if timed else None
+        it = t.load(range(steps)) if timed else range(steps)
+        torch.cuda.synchronize()
+        start = time.perf_counter_ns()
+        for i in it:
+            if timed:
+                with t.transfer():
+                    x = data[i % 8].cuda(non_blocking=True)
+                with t.compute():
+                    loss = model(x).square().mean()
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                t.step()
+            else:
+                x = data[i % 8].cuda(non_blocking=True)
+                loss = model(x).square().mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+        torch.cuda.synchronize()
+        return (time.perf_counter_ns() - start) / steps / 1e6
+
+    loop(False)
+    loop(True)
+    plain, timed = [], []
+    for _ in range(repeats):
+        plain.append(loop(False))
+        timed.append(loop(True))
+    p, q = statistics.median(plain), statistics.median(timed)
+    return {"cuda_phase_ns": cuda_phase, "cpu_phase_ns": cpu_phase, "plain_ms": p, "timed_ms": q,
+            "loop_overhead": (q - p) / p}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", dest="json_path", default=None)
@@ -60,6 +122,13 @@ def main() -> int:
     lo = cal.launch_overhead_us()
     row("launch overhead", f"{lo['host_us_per_launch']:.2f} us host/launch, {lo['gpu_us_per_kernel']:.2f} us GPU/kernel",
         "measured", lo["host_us_per_launch"] > 0)
+
+    ph = step_timer_costs()
+    row("StepTimer CUDA-path phase cost", f"{ph['cuda_phase_ns']:.0f} ns per enter+exit (CPU path {ph['cpu_phase_ns']:.0f} ns)",
+        "measured", ph["cuda_phase_ns"] > 0)
+    row("StepTimer whole-loop overhead, small-kernel model",
+        f"{ph['loop_overhead'] * 100:.2f}% ({ph['plain_ms']:.3f} vs {ph['timed_ms']:.3f} ms/step)", "< 1%",
+        ph["loop_overhead"] < 0.01)
 
     print()
     print(f"| check | measured | target | result |")

@@ -156,16 +156,19 @@ PyObject* scopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
   Py_RETURN_FALSE;  // never swallow the body's exception
 }
 
+// Python function (scope, fn) -> timed fn, set once by perfcore.timing.
+PyObject* scopeDecorator = nullptr;
+
 // scope() returns the scope itself, so `with timer.compute():` costs one C call, not a Python
-// method; scope(fn) decorates fn through the Python subclass's _decorate.
+// method; scope(fn) decorates fn through the helper perfcore.timing registered.
 PyObject* scopeCall(PyObject* self, PyObject* args, PyObject* kwargs) {
   const Py_ssize_t n = PyTuple_GET_SIZE(args);
   if (n == 0 && (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0)) {
     Py_INCREF(self);
     return self;
   }
-  if (n == 1 && kwargs == nullptr && PyCallable_Check(PyTuple_GET_ITEM(args, 0))) {
-    return PyObject_CallMethod(self, "_decorate", "O", PyTuple_GET_ITEM(args, 0));
+  if (n == 1 && kwargs == nullptr && PyCallable_Check(PyTuple_GET_ITEM(args, 0)) && scopeDecorator) {
+    return PyObject_CallFunctionObjArgs(scopeDecorator, self, PyTuple_GET_ITEM(args, 0), nullptr);
   }
   PyErr_SetString(PyExc_TypeError, "a phase is used as `with timer.phase(...):` or as a decorator `@timer.phase(...)`");
   return nullptr;
@@ -204,8 +207,7 @@ PyTypeObject PhaseScopeType = [] {
   return t;
 }();
 
-// phase_scope(cls, recorder, phase_id, events=None, stream=None): cls may be a Python subclass
-// (perfcore.timing adds decorator support there).
+// phase_scope(cls, recorder, phase_id, events=None, stream=None); cls is PhaseScope or a subclass.
 py::object makePhaseScope(py::type cls, py::object recorder, int32_t phase, py::object events, py::object stream) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   if (!PyType_IsSubtype(type, &PhaseScopeType)) throw UsageError("phase_scope: cls must subclass PhaseScope");
@@ -249,6 +251,8 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("phase_scope", &makePhaseScope, py::arg("cls"), py::arg("recorder"), py::arg("phase_id"),
         py::arg("events") = py::none(), py::arg("stream") = py::none());
+  m.def("_set_scope_decorator", [](py::object fn) { scopeDecorator = fn.inc_ref().ptr(); },
+        "Registers fn(scope, f) -> timed f, used by `@scope` (perfcore.timing does this once).");
   m.def("now_ns", &nowNs, "The perfcore clock (CLOCK_MONOTONIC ns; same as time.perf_counter_ns).");
   m.def("thread_id", &currentThreadId, "OS id of the calling thread.");
 

@@ -50,3 +50,48 @@ def test_event_timer_resolves_without_waiting_when_work_is_pending():
     assert len(t.resolve(wait=False)["gpu_ns"]) == 0  # a query, not a sync
     assert t.pending == 1
     assert len(t.resolve(wait=True)["gpu_ns"]) == 1
+
+
+def test_step_timer_cuda_path_matches_known_kernels():
+    import time
+
+    import torch
+
+    import perfcore
+    from perfcore._native import native
+
+    C = native()
+    timer = perfcore.StepTimer(device="cuda", warmup=2)
+    s = torch.cuda.current_stream().cuda_stream
+    for _ in range(12):
+        with timer.transfer():
+            C.launch_spin(2_000_000, s)  # 2 ms "copy"
+        with timer.compute():
+            C.launch_spin(10_000_000, s)  # 10 ms kernel
+        time.sleep(0.001)
+        timer.step()
+    torch.cuda.synchronize()
+    df = timer.summary()
+    steady = df[~df["warmup"]]
+    # Steps are host-delimited while the GPU runs behind, so compare totals over all steps.
+    assert abs(df["compute_ms"].sum() / (12 * 10.0) - 1) < 0.03
+    assert abs(df["transfer_ms"].sum() / (12 * 2.0) - 1) < 0.03
+    assert len(steady) == 10
+
+
+def test_step_timer_kernels_mode_uses_cupti():
+    import torch
+
+    import perfcore
+
+    with perfcore.StepTimer(device="cuda", warmup=1, kernels=True) as timer:
+        x = torch.randn(2048, 2048, device="cuda")
+        for _ in range(5):
+            with timer.compute():
+                y = x @ x
+            timer.step()
+        torch.cuda.synchronize()
+        res = timer.result()
+    assert res["backend"] == "native-cupti"
+    assert res["kernels"] and res["kernels"][0]["count"] >= 4
+    assert res["breakdown_fraction"]["compute"] > 0

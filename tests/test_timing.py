@@ -1,0 +1,206 @@
+"""StepTimer on the CPU path with known sleeps: each label within 3% of the truth, identity exact."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import perfcore
+from perfcore import errors
+from perfcore.attribution import LABELS
+
+LOAD_S, TRANSFER_S, COMPUTE_S = 0.030, 0.005, 0.020
+
+
+def sleepy_loader(n, load_s=LOAD_S):
+    for i in range(n):
+        time.sleep(load_s)
+        yield i
+
+
+def run_loop(timer, steps=12, extra=None):
+    for _ in timer.load(sleepy_loader(steps)):
+        with timer.transfer():
+            time.sleep(TRANSFER_S)
+        with timer.compute():
+            time.sleep(COMPUTE_S)
+        if extra:
+            extra(timer)
+        timer.step()
+
+
+def augment(timer):
+    with timer.phase("augment"):
+        time.sleep(0.001)
+
+
+@pytest.fixture(scope="module")
+def measured():
+    timer = perfcore.StepTimer(device="cpu", warmup=2)
+    run_loop(timer, extra=augment)
+    return timer, timer.summary()
+
+
+def test_labels_within_3_percent_of_the_truth(measured):
+    _, df = measured
+    steady = df[~df["warmup"]]
+    # time.sleep may overshoot a little, never undershoot: compare medians to the requested sleeps.
+    for col, truth in (("load_ms", LOAD_S), ("transfer_ms", TRANSFER_S), ("compute_ms", COMPUTE_S)):
+        med = steady[col].median() / 1e3
+        assert truth * 0.97 <= med <= truth * 1.03 + 0.0005, (col, med)
+
+
+def test_five_labels_sum_to_wall_exactly(measured):
+    timer, df = measured
+    ns = timer._last_table
+    total = sum(ns[f"{lb}_ns"] for lb in LABELS)
+    assert (total == ns["wall_ns"]).all()
+    assert np.allclose(df[[f"{lb}_ms" for lb in LABELS]].sum(axis=1), df["wall_ms"], rtol=0, atol=1e-9)
+
+
+def test_warmup_reported_apart(measured):
+    timer, df = measured
+    assert list(df["step"]) == list(range(12))
+    assert df["warmup"].sum() == 2 and df["warmup"].iloc[:2].all()
+    res = timer.result()
+    assert res["steps"] == 10 and res["warmup_steps"] == 2
+    assert res["verdict"]["bound"] == "load"
+    assert res["backend"] == "host" and res["device"] == "cpu"
+    assert abs(sum(res["breakdown_fraction"].values()) - 1) < 1e-9
+
+
+def test_custom_phase_reported_under_its_name(measured):
+    _, df = measured
+    assert "augment_ms" in df.columns
+    assert (df["augment_ms"] >= 1.0).all() and (df["augment_ms"] < 5).all()
+    # A host-labelled custom phase is reported by name and counted in host.
+    assert (df["host_ms"] >= df["augment_ms"]).all()
+
+
+def test_custom_phase_label_and_decorator():
+    timer = perfcore.StepTimer(device="cpu", warmup=0)
+
+    @timer.phase("decode", label="load")
+    def decode():
+        time.sleep(0.01)
+        return 5
+
+    for _ in range(3):
+        assert decode() == 5
+        with timer.compute():
+            time.sleep(0.002)
+        timer.step()
+    df = timer.summary()
+    assert (df["decode_ms"] >= 9.5).all()
+    assert (df["load_ms"] >= 9.5).all()  # counted in its label
+    with pytest.raises(errors.UsageError, match="declared with label"):
+        timer.phase("decode", label="compute")
+    with pytest.raises(errors.UsageError):
+        timer.phase("x", label="bogus")
+
+
+def test_result_renders_text_and_html(measured):
+    timer, _ = measured
+    res = timer.result()
+    text = str(res)
+    for lb in LABELS:
+        assert lb in text
+    assert "verdict: input-bound" in text
+    html = res._repr_html_()
+    assert "<table>" in html and "input-bound" in html
+    assert res["overhead"]["per_phase_ns"] > 0
+
+
+def test_step_with_open_phase_is_refused():
+    timer = perfcore.StepTimer(device="cpu")
+    with pytest.raises(errors.UsageError, match="compute"):
+        with timer.compute():
+            timer.step()
+
+
+def test_phase_never_closed_before_summary():
+    timer = perfcore.StepTimer(device="cpu")
+    timer.compute().__enter__()
+    with pytest.raises(errors.UsageError, match="never closed"):
+        timer.summary()
+
+
+def test_nested_load_is_refused():
+    timer = perfcore.StepTimer(device="cpu")
+
+    def inner():
+        yield from timer.load(range(2))
+
+    with pytest.raises(errors.UsageError, match="nested"):
+        for _ in timer.load(inner()):
+            pass
+
+
+def test_exceptions_in_the_body_propagate_and_close_the_phase():
+    timer = perfcore.StepTimer(device="cpu", warmup=0)
+    with pytest.raises(KeyError):
+        with timer.compute():
+            raise KeyError("boom")
+    timer.step()
+    assert timer.summary()["compute_ms"].iloc[0] >= 0
+
+
+def test_cuda_without_gpu_is_one_line(caps):
+    if caps["features"]["cuda_events"]:
+        pytest.skip("a GPU is present")
+    with pytest.raises(errors.DeviceUnavailable) as ei:
+        perfcore.StepTimer(device="cuda")
+    assert "\n" not in str(ei.value) and "device='cpu'" in str(ei.value)
+    assert perfcore.StepTimer(device="auto").device == "cpu"
+
+
+def test_two_timers_do_not_leak_into_each_other():
+    a, b = perfcore.StepTimer(device="cpu", warmup=0), perfcore.StepTimer(device="cpu", warmup=0)
+    with a.compute():
+        time.sleep(0.005)
+    a.step()
+    with b.transfer():
+        time.sleep(0.005)
+    b.step()
+    assert a.summary()["transfer_ms"].iloc[0] == 0 and a.summary()["compute_ms"].iloc[0] >= 4.5
+    assert b.summary()["compute_ms"].iloc[0] == 0 and b.summary()["transfer_ms"].iloc[0] >= 4.5
+
+
+def test_phases_from_worker_threads_are_counted():
+    timer = perfcore.StepTimer(device="cpu", warmup=0)
+
+    def worker():
+        with timer.comm():
+            time.sleep(0.01)
+
+    for _ in range(3):
+        t = threading.Thread(target=worker)
+        t.start()
+        with timer.compute():
+            time.sleep(0.004)
+        t.join()
+        timer.step()
+    df = timer.summary()
+    # comm overlaps compute for ~4 ms (compute wins), then ~6 ms of comm alone.
+    assert (df["comm_ms"] >= 5).all() and (df["compute_ms"] >= 3.5).all()
+
+
+def test_works_around_torch_compile_regions():
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Linear(8, 8)
+    f = torch.compile(model, backend="eager")
+    timer = perfcore.StepTimer(device="cpu", warmup=0)
+    x = torch.randn(4, 8)
+    for _ in range(3):
+        with timer.compute():
+            f(x).sum().backward()
+        timer.step()
+    assert len(timer.summary()) == 3
+
+
+def test_no_steps_gives_empty_summary():
+    timer = perfcore.StepTimer(device="cpu")
+    assert len(timer.summary()) == 0
+    assert timer.result()["steps"] == 0
