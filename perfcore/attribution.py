@@ -98,6 +98,8 @@ def verdict(fraction: Mapping[str, float], on_gpu: bool) -> dict[str, str]:
     dev = "GPU" if on_gpu else "loop"
     if not on_gpu and bound == "host":
         text = "is spent outside the timed phases (Python, logging, the optimizer step if not timed)"
+    if not on_gpu and bound == "compute":
+        text = "is compute (forward, backward, optimizer)"
     pct = round(100 * fraction.get(bound, 0.0))
     return {"bound": bound, "summary": f"{name}: {pct}% of each step {text.format(dev=dev)}"}
 
@@ -124,11 +126,20 @@ def recommendations(fraction: Mapping[str, float], mean_ms: Mapping[str, float],
             f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory",
             "perfcore transfer --batch-shape ...")
     if fraction.get("load", 0) >= 0.20:
-        cores, workers = ev.get("cpu_count"), ev.get("num_workers")
-        more = f" (it has {workers}; this machine has {cores} cores)" if workers is not None and cores else ""
-        add("more_workers", f"Feed the loop faster: more DataLoader workers{more}, persistent_workers=True, "
-            "a cheaper decode/augment, or data already in memory.", share("load"),
-            "perfcore diagnose (synthetic data shows the step time without loading)")
+        cores, workers, needed = ev.get("cpu_count"), ev.get("num_workers"), ev.get("workers_needed")
+        because = share("load")
+        if needed is not None and cores and needed > cores:
+            text = (f"Each batch costs more CPU than {cores} cores can supply at this step rate (about {needed} "
+                    "workers would be needed): make a batch cheaper (a faster decoder, lighter augmentation, "
+                    "pre-processed or cached data) rather than adding workers.")
+        elif needed is not None:
+            text = (f"Use DataLoader(num_workers={max(needed, 1)}, persistent_workers=True) (now {workers}); "
+                    f"workers take {ev.get('fetch_ms', 0):.1f} ms per batch and the loop needs one every "
+                    f"{ev.get('loop_ms', 0):.1f} ms.")
+        else:
+            text = ("Feed the loop faster: more DataLoader workers, persistent_workers=True, a cheaper "
+                    "decode/augment, or data already in memory.")
+        add("more_workers", text, because, "perfcore diagnose (synthetic data shows the step time without loading)")
     if fraction.get("transfer", 0) >= 0.15 and not pageable:
         add("overlap_copies", "Overlap copies with compute: pin_memory=True, non_blocking=True, and copy the next "
             "batch while this one computes (a CUDA stream prefetcher).", share("transfer"))

@@ -112,6 +112,82 @@ def env_cmd(json_path: str | None) -> None:
         sys.exit(EXIT_FAILURE)
 
 
+def _echo_files(out, doc) -> None:
+    files = doc.get("files", {})
+    click.echo(f"wrote {out}/: " + ", ".join(files), err=True)
+
+
+@cli.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--steps", type=int, default=None, help="Stop the script after N measured steps (after warm-up).")
+@click.option("--warmup", type=int, default=5, show_default=True, help="Steps reported apart at the start.")
+@click.option("--out", "out", type=click.Path(file_okay=False), default=None,
+              help="Run folder (default ./perfcore-runs/<timestamp>).")
+@click.option("--backend", type=click.Choice(["auto", "native", "cupti-python", "host"]), default="auto",
+              show_default=True, help="How GPU activity is captured.")
+@click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only).")
+@json_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def run_cmd(steps, warmup, out, backend, no_kernels, json_path, command) -> None:
+    """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
+
+    Attributes every training step to load / transfer / compute / comm / host, names the
+    bottleneck and says what to try. Exits with the script's exit code.
+    """
+    check_writable(json_path)
+    from pathlib import Path
+
+    from .export.terminal import render_text
+    from .launch import run_command
+
+    rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(out) if out else None,
+                                   backend=backend, kernels=not no_kernels)
+    echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if json_path == "-" else click.echo
+    echo(render_text(doc))
+    _echo_files(out_dir, doc)
+    write_json(doc, json_path)
+    sys.exit(rc)
+
+
+@cli.command("report")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@json_option
+def report_cmd(run_dir, json_path) -> None:
+    """Re-render the report and plots of a run folder."""
+    from pathlib import Path
+
+    from .export.plots import plot_breakdown
+    from .export.terminal import render_text
+    from .launch import load_run
+
+    doc, steps = load_run(Path(run_dir))
+    click.echo(render_text(doc), err=json_path == "-")
+    plot_breakdown(steps, Path(run_dir) / "breakdown.png", title=doc["verdict"]["summary"])
+    write_json(doc, json_path)
+
+
+@cli.command("compare")
+@click.argument("run_a", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_b", type=click.Path(exists=True, file_okay=False))
+@click.option("--fail-above", type=float, default=None,
+              help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).")
+@json_option
+def compare_cmd(run_a, run_b, fail_above, json_path) -> None:
+    """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
+    from pathlib import Path
+
+    from .compare import compare_runs, render_compare
+    from .launch import load_run
+
+    a, _ = load_run(Path(run_a))
+    b, _ = load_run(Path(run_b))
+    doc = compare_runs(a, b)
+    click.echo(render_compare(doc), err=json_path == "-")
+    write_json(doc, json_path)
+    if fail_above is not None and doc["step_time_change_pct"] > fail_above:
+        click.echo(f"perfcore: regression: step time {doc['step_time_change_pct']:+.1f}% > {fail_above}%", err=True)
+        sys.exit(EXIT_FAILURE)
+
+
 def _version() -> str:
     from . import __version__
 

@@ -327,11 +327,12 @@ class StepTimer:
         table = self.summary()
         full = self._last_table
         on_gpu = self.device == "cuda"
-        kernels, memcpy, evidence = [], {}, {"cpu_count": os.cpu_count()}
+        kernels, memcpy, evidence, categories = [], {}, {"cpu_count": os.cpu_count()}, {}
         measured_steps = max(1, int((~full["warmup"]).sum()))
         if self._tracer is not None:
             frames = self._frames()
             kernels = _top_kernels(frames["kernels"], top_kernels)
+            categories = _kernel_categories(frames["kernels"])
             memcpy = _memcpy_summary(frames["memcpy"])
             ph2d = memcpy.get("by_direction", {}).get("h2d", {}).get("pageable_bytes", 0)
             evidence["pageable_h2d_bytes_per_step"] = ph2d / max(1, len(full))
@@ -344,6 +345,8 @@ class StepTimer:
                     "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0}
         doc = attribution.summarize(full, on_gpu=on_gpu, backend=self.backend, device=self._device_name(),
                                     evidence=evidence, kernels=kernels, memcpy=memcpy, overhead=overhead)
+        if categories:
+            doc["kernel_categories"] = categories
         if self.notes:
             doc["notes"] = list(self.notes)
         del table
@@ -383,6 +386,17 @@ def _top_kernels(k: pd.DataFrame, n: int) -> list[dict]:
         out.append({"name": str(name), "count": int(row["count"]), "total_ms": float(row["sum"]) / 1e6,
                     "mean_us": float(row["mean"]) / 1e3, "category": attribution.kernel_category(str(name))})
     return out
+
+
+def _kernel_categories(k: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Kernel time by category (GEMM/conv, attention, ...) and its share of all kernel time."""
+    if not len(k.columns) or not len(k):
+        return {}
+    per_name = k.groupby("name", observed=True)["duration_ns"].sum()
+    cats = pd.Series([attribution.kernel_category(str(n)) for n in per_name.index], index=per_name.index)
+    by_cat = per_name.groupby(cats.to_numpy()).sum().sort_values(ascending=False)
+    total = float(by_cat.sum())
+    return {c: {"ms": float(v) / 1e6, "share": float(v) / total if total else 0.0} for c, v in by_cat.items()}
 
 
 def _memcpy_summary(m: pd.DataFrame) -> dict:

@@ -43,6 +43,34 @@ def render_text(doc: dict[str, Any]) -> str:
         for d, v in m["by_direction"].items():
             lines.append(f"  memcpy {d}: {v['bytes'] / 2**20:.1f} MiB in {v['ms']:.2f} ms, "
                          f"{v['pageable_bytes'] / 2**20:.1f} MiB pageable")
+    split = doc.get("compute_split_ms") or {}
+    if split:
+        lines += ["", "  host time in " + ", ".join(f"{k} {v:.2f} ms" for k, v in split.items()) + " per step"]
+    cats = doc.get("kernel_categories") or {}
+    if cats:
+        lines.append("  kernel time by category: " + ", ".join(f"{c} {100 * v['share']:.0f}%" for c, v in cats.items()))
+    w = doc.get("workers") or {}
+    if w:
+        lines += ["", f"  DataLoader: {w['num_workers']} worker(s); a batch takes {w['fetch_ms_mean']:.1f} ms to make "
+                      f"(__getitem__ {w['getitem_ms_mean']:.1f} ms, collate {w['collate_ms_mean']:.1f} ms)"]
+        if "workers_needed" in w:
+            lines.append(f"  the loop needs a batch every {w['loop_ms_without_load']:.1f} ms: about "
+                         f"{w['workers_needed']} worker(s) would hide loading")
+    mem = doc.get("memory") or {}
+    if mem.get("peak_bytes"):
+        kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS"
+        line = f"  peak {kind}: {mem['peak_bytes'] / 2**20:.0f} MiB"
+        if mem.get("probable_leak"):
+            line += (f"; PROBABLE LEAK: grows {mem['growth_bytes_per_step'] / 2**20:.2f} MiB per step "
+                     "(tensors kept alive across steps, e.g. a loss appended without .item())")
+        lines.append(line)
+    if doc.get("cpu_util_percent") is not None:
+        lines.append(f"  host CPU utilisation during the run: {doc['cpu_util_percent']:.0f}%")
+    ex = doc.get("exit") or {}
+    if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
+        lines += ["", f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else "")]
+    for note in doc.get("notes", []):
+        lines.append(f"note: {note}")
     o = doc.get("overhead") or {}
     if o:
         lines += ["", f"perfcore overhead: ~{o.get('ms_per_step', 0):.3f} ms/step "

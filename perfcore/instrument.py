@@ -1,0 +1,468 @@
+"""Zero-code hooks for `perfcore run`, active inside the profiled interpreter only.
+
+perfcore/_boot/sitecustomize.py calls activate() when PERFCORE_RUN_DIR is set. Nothing is
+imported or patched until the script itself imports torch; then:
+
+  DataLoader iterators' __next__      -> load (the main process waiting for a batch)
+  optimizer step pre/post hooks       -> the `optimizer` phase, and the step boundary (first optimizer
+                                         to step is the clock; a loop with no optimizer: each batch
+                                         fetch starts a step)
+  outermost nn.Module.__call__        -> the `forward` phase
+  Tensor.backward / autograd.backward -> the `backward` phase
+  Tensor.to / .cuda outside those     -> transfer
+  dataset fetch in each worker        -> __getitem__ and collate_fn time per batch, per worker
+
+The step timing itself is a perfcore.StepTimer (same clock, same attribution). At exit (normal,
+crash, Ctrl-C, SIGTERM, or --steps reached) the part is written to PERFCORE_RUN_DIR/parts/.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["activate", "STATE"]
+
+STATE: "_Instrumentation | None" = None
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class _Instrumentation:
+    def __init__(self) -> None:
+        self.run_dir = Path(os.environ["PERFCORE_RUN_DIR"])
+        self.steps_wanted = _env_int("PERFCORE_STEPS", 0)
+        self.warmup = _env_int("PERFCORE_WARMUP", 5)
+        self.backend = os.environ.get("PERFCORE_BACKEND", "auto")
+        self.kernels = os.environ.get("PERFCORE_KERNELS", "1") == "1"
+        self.rank = os.environ.get("RANK")
+        self.timer = None
+        self.disabled = False
+        self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
+        self.fetch_starts: list[int] = []
+        self.clock_opt: int | None = None
+        self.busy = 0  # depth inside forward/backward/optimizer/transfer: inner calls are not re-timed
+        self.loading = False
+        self.in_opt: int | None = None
+        self.skipped_boundaries = 0
+        self.mem_bytes: list[int] = []
+        self.mem_kind = "none"
+        self.exit_reason = "finished"
+        self.exception: str | None = None
+        self.stop_requested = False
+        self.t_activate = self.now_ns()
+        self._worker_file = None
+        self._lock = threading.Lock()
+        self._finalized = False
+        self.notes: list[str] = []
+
+    # -- activation ---------------------------------------------------------------------------
+    def install(self) -> None:
+        if "torch" in sys.modules:
+            self.patch_torch()
+        else:
+            sys.meta_path.insert(0, _TorchImportHook(self))
+        atexit.register(self.finalize)
+        prev_hook = sys.excepthook
+
+        def excepthook(tp, value, tb):
+            self.exit_reason = "interrupted" if issubclass(tp, KeyboardInterrupt) else "crashed"
+            self.exception = f"{tp.__name__}: {value}"
+            prev_hook(tp, value, tb)
+
+        sys.excepthook = excepthook
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            def on_term(signum, frame):
+                self.exit_reason = "terminated"
+                raise SystemExit(128 + signum)
+
+            signal.signal(signal.SIGTERM, on_term)
+
+    def patch_torch(self) -> None:
+        import torch
+        import torch.utils.data._utils.fetch as fetch_mod
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+        inst = self
+
+        orig_next = _BaseDataLoaderIter.__next__
+
+        def __next__(it):
+            timer = inst.timer or inst.ensure_timer()
+            if timer is None or inst.loading:
+                return orig_next(it)
+            inst.on_fetch_start()
+            inst.loading = True
+            rec = timer._rec
+            rec.begin(0)  # LOAD
+            try:
+                return orig_next(it)
+            finally:
+                rec.end(0)
+                inst.loading = False
+
+        _BaseDataLoaderIter.__next__ = __next__
+
+        orig_call = torch.nn.Module.__call__
+
+        def __call__(mod, *args, **kwargs):
+            if inst.busy:
+                return orig_call(mod, *args, **kwargs)
+            timer = inst.timer or inst.ensure_timer()
+            if timer is None:
+                return orig_call(mod, *args, **kwargs)
+            inst.busy += 1
+            try:
+                with inst.fwd:
+                    return orig_call(mod, *args, **kwargs)
+            finally:
+                inst.busy -= 1
+
+        torch.nn.Module.__call__ = __call__
+
+        def timed_backward(orig):
+            def backward(*args, **kwargs):
+                if inst.busy or inst.timer is None:
+                    return orig(*args, **kwargs)
+                inst.busy += 1
+                try:
+                    with inst.bwd:
+                        return orig(*args, **kwargs)
+                finally:
+                    inst.busy -= 1
+
+            return backward
+
+        torch.Tensor.backward = timed_backward(torch.Tensor.backward)
+        torch.autograd.backward = timed_backward(torch.autograd.backward)
+
+        def timed_copy(orig):
+            def copy(t, *args, **kwargs):
+                if inst.busy or inst.timer is None:
+                    return orig(t, *args, **kwargs)
+                inst.busy += 1
+                try:
+                    with inst.timer.transfer:
+                        return orig(t, *args, **kwargs)
+                finally:
+                    inst.busy -= 1
+
+            return copy
+
+        torch.Tensor.to = timed_copy(torch.Tensor.to)
+        torch.Tensor.cuda = timed_copy(torch.Tensor.cuda)
+
+        def pre_step(opt, args, kwargs):
+            if inst.timer is None or inst.busy:
+                return
+            inst.busy += 1
+            inst.in_opt = id(opt)
+            inst.opt.__enter__()
+
+        def post_step(opt, args, kwargs):
+            if inst.in_opt != id(opt):
+                return
+            inst.in_opt = None
+            inst.opt.__exit__(None, None, None)
+            inst.busy -= 1
+            if inst.clock_opt is None:
+                inst.clock_opt = id(opt)
+            if id(opt) == inst.clock_opt:
+                inst.on_step()
+
+        register_optimizer_step_pre_hook(pre_step)
+        register_optimizer_step_post_hook(post_step)
+
+        for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
+            cls.fetch = self._timed_fetch(cls.fetch)
+
+        # Pay the import and probe costs now, while the script is still importing, so that making
+        # the timer at the first batch takes microseconds and no script-side meter sees perfcore.
+        import pandas  # noqa: F401
+        import psutil  # noqa: F401
+
+        import perfcore.timing  # noqa: F401
+        from perfcore import capabilities
+
+        capabilities()
+
+    # -- main-process side ---------------------------------------------------------------------
+    def ensure_timer(self):
+        """The StepTimer, made on first use in the main process (never in a DataLoader worker)."""
+        if self.timer is not None or self.disabled:
+            return self.timer
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is not None:
+            return None
+        with self._lock:
+            if self.timer is not None:
+                return self.timer
+            import perfcore
+            import psutil
+            import torch
+
+            caps = perfcore.capabilities()
+            on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
+            kernels = on_gpu and self.kernels and self.backend in ("auto", "native")
+            if self.backend == "cupti-python":
+                self.notes.append("the cupti-python backend is not available in this version; using native CUPTI")
+                kernels = on_gpu and self.kernels
+            if self.backend in ("native", "cupti-python") and not kernels and not on_gpu:
+                self.notes.append(f"--backend {self.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
+                                  "host backend used")
+            timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=self.warmup, kernels=kernels)
+            self.fwd = timer.phase("forward", label="compute")
+            self.bwd = timer.phase("backward", label="compute")
+            self.opt = timer.phase("optimizer", label="compute")
+            self.on_gpu = on_gpu
+            if on_gpu:
+                self.mem_kind = "cuda_allocated"
+                torch.cuda.reset_peak_memory_stats()
+            else:
+                self.mem_kind = "rss"
+                self._statm = os.open("/proc/self/statm", os.O_RDONLY) if os.path.exists("/proc/self/statm") else None
+            self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+            psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
+            self.t_timer = self.now_ns()
+            self.timer = timer
+            return timer
+
+    def on_fetch_start(self) -> None:
+        self.fetch_starts.append(self.now_ns())
+        if self.clock_opt is None and self.steps_wanted and len(self.fetch_starts) - 1 >= self.warmup + self.steps_wanted:
+            self.request_stop()
+
+    def sample_memory(self) -> None:
+        if self.mem_kind == "cuda_allocated":
+            import torch
+
+            self.mem_bytes.append(int(torch.cuda.max_memory_allocated()))
+            torch.cuda.reset_peak_memory_stats()
+        elif getattr(self, "_statm", None) is not None:
+            resident = int(os.pread(self._statm, 128, 0).split()[1])
+            self.mem_bytes.append(resident * self._page)
+
+    def on_step(self) -> None:
+        timer = self.timer
+        if timer._rec.open_phases():
+            self.skipped_boundaries += 1  # optimizer stepped inside another phase: not a loop step
+            return
+        timer.step()
+        self.sample_memory()
+        if self.steps_wanted and timer.steps >= self.warmup + self.steps_wanted:
+            self.request_stop()
+
+    def request_stop(self) -> None:
+        if self.stop_requested:
+            return
+        self.stop_requested = True
+        self.exit_reason = "steps reached"
+        sys.stderr.write(f"perfcore: {self.steps_wanted} steps measured after {self.warmup} warm-up; "
+                         "stopping the script (--steps)\n")
+        raise SystemExit(0)
+
+    # -- worker side ---------------------------------------------------------------------------
+    def _timed_fetch(self, orig):
+        inst = self
+
+        def fetch(fetcher, index):
+            cf = fetcher.collate_fn
+            if not getattr(cf, "_perfcore_timed", False):
+                fetcher.collate_fn = inst._timed_collate(cf)
+            inst._collate_ns = 0
+            t0 = inst.now_ns()
+            try:
+                return orig(fetcher, index)
+            finally:
+                t1 = inst.now_ns()
+                n = len(index) if fetcher.auto_collation and hasattr(index, "__len__") else 1
+                inst.worker_record(t0, t1, inst._collate_ns, n)
+
+        return fetch
+
+    def _timed_collate(self, fn):
+        inst = self
+
+        def collate(batch):
+            t0 = inst.now_ns()
+            try:
+                return fn(batch)
+            finally:
+                inst._collate_ns = inst.now_ns() - t0
+
+        collate._perfcore_timed = True
+        return collate
+
+    def worker_record(self, t0: int, t1: int, collate_ns: int, n: int) -> None:
+        """One line per batch, flushed at once: workers end with os._exit, so nothing may wait for exit."""
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        wid = info.id if info is not None else -1
+        if self._worker_file is None:
+            d = self.run_dir / "workers"
+            d.mkdir(parents=True, exist_ok=True)
+            self._worker_file = open(d / f"{os.getpid()}.csv", "a", buffering=1)
+        self._worker_file.write(f"{os.getpid()},{wid},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n}\n")
+
+    # -- the end -------------------------------------------------------------------------------
+    def finalize(self) -> None:
+        if self._finalized or self.timer is None:
+            return
+        self._finalized = True
+        try:
+            self._write_part()
+        except Exception as e:  # say so, but never mask the script's own exit
+            sys.stderr.write(f"perfcore: could not write results: {type(e).__name__}: {e}\n")
+
+    def _write_part(self) -> None:
+        import numpy as np
+        import psutil
+
+        timer = self.timer
+        rec = timer._rec
+        for pid in reversed(rec.open_phases()):  # a crash inside a phase: close it at the crash
+            rec.end(pid)
+        if self.on_gpu:
+            import torch
+
+            try:
+                torch.cuda.synchronize()
+            except Exception:
+                pass
+        step_source = "optimizer"
+        if timer.steps == 0 and len(self.fetch_starts) > 1:
+            timer._boundaries = list(self.fetch_starts[1:])
+            step_source = "batch fetch"
+        cpu_util = psutil.cpu_percent(None)
+        table = timer.summary()
+        doc = dict(timer.result())
+        timer.close()
+        full = timer._last_table
+        n = len(full)
+        mem = np.asarray(self.mem_bytes[:n], dtype=np.int64)
+        if len(mem) < n:
+            mem = np.concatenate([mem, np.full(n - len(mem), -1, dtype=np.int64)])
+        table["mem_bytes"] = mem
+        doc.update({
+            "pid": os.getpid(),
+            "rank": int(self.rank) if self.rank is not None else None,
+            "argv": list(sys.argv),
+            "exit": {"reason": self.exit_reason, "exception": self.exception},
+            "step_source": step_source,
+            "cpu_util_percent": cpu_util,
+            "memory": {"kind": self.mem_kind, **_memory_trend(mem[(~full["warmup"].to_numpy()) & (mem >= 0)])},
+            "compute_split_ms": {ph: float(table.loc[~table["warmup"], f"{ph}_ms"].mean())
+                                 for ph in ("forward", "backward", "optimizer")
+                                 if f"{ph}_ms" in table and (~table["warmup"]).any()},
+            "skipped_boundaries": self.skipped_boundaries,
+        })
+        if self.notes or timer.notes:
+            doc["notes"] = list(dict.fromkeys(self.notes + timer.notes))
+        key = f"rank{self.rank}" if self.rank is not None else f"pid{os.getpid()}"
+        part = self.run_dir / "parts" / key
+        part.mkdir(parents=True, exist_ok=True)
+        table.to_csv(part / "steps.csv", index=False)
+        spans = timer._spans()
+        names = {pid: name for pid, name in timer._names.items()}
+        raw: dict[str, Any] = {
+            "span_phase": spans["phase_id"].to_numpy(), "span_start_ns": spans["start_ns"].to_numpy(),
+            "span_end_ns": spans["end_ns"].to_numpy(), "span_thread": spans["thread_id"].to_numpy(),
+            "span_step": spans["step"].to_numpy(),
+            "phase_ids": np.array(list(names), dtype=np.int32), "phase_names": np.array(list(names.values())),
+            "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
+        }
+        if timer._tracer is not None and getattr(timer, "_frames_cache", None) is not None:
+            k, m = timer._frames_cache["kernels"], timer._frames_cache["memcpy"]
+            if len(k.columns):
+                raw.update(kernel_start_ns=k["start_ns"].to_numpy(), kernel_end_ns=k["end_ns"].to_numpy(),
+                           kernel_stream=k["stream_id"].to_numpy(), kernel_name=k["name"].astype(str).to_numpy())
+            if len(m.columns):
+                raw.update(memcpy_start_ns=m["start_ns"].to_numpy(), memcpy_end_ns=m["end_ns"].to_numpy(),
+                           memcpy_stream=m["stream_id"].to_numpy(), memcpy_bytes=m["size_bytes"].to_numpy(),
+                           memcpy_direction=m["direction"].astype(str).to_numpy(),
+                           memcpy_pageable=m["pageable"].to_numpy())
+        elif timer._event_parts:
+            ev = {c: np.concatenate([p[c] for p in timer._event_parts]) for c in timer._event_parts[0]}
+            raw.update(event_phase=ev["phase_id"], event_start_ns=ev["gpu_start_ns"], event_end_ns=ev["gpu_end_ns"])
+        np.savez_compressed(part / "trace.npz", **raw)
+        tmp = part / "run.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
+        tmp.replace(part / "run.json")
+
+
+def _json_default(o):
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(type(o).__name__)
+
+
+def _memory_trend(mem) -> dict:
+    """Peak memory per step and its growth: a steady rise over steps is reported as a probable leak."""
+    import numpy as np
+
+    if len(mem) < 3:
+        return {"peak_bytes": int(mem.max()) if len(mem) else None, "growth_bytes_per_step": 0.0, "probable_leak": False}
+    x = np.arange(len(mem), dtype=np.float64)
+    y = mem.astype(np.float64)
+    slope, intercept = np.polyfit(x, y, 1)
+    fit = slope * x + intercept
+    ss_res, ss_tot = float(((y - fit) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
+    total_growth = slope * (len(mem) - 1)
+    leak = bool(slope > 0 and r2 > 0.8 and total_growth > max(8 * 2**20, 0.05 * y[0]))
+    return {"peak_bytes": int(mem.max()), "first_bytes": int(mem[0]), "last_bytes": int(mem[-1]),
+            "growth_bytes_per_step": float(slope), "r2": r2, "probable_leak": leak}
+
+
+class _TorchImportHook:
+    """Runs inst.patch_torch() right after `import torch` finishes (one-shot meta path finder)."""
+
+    def __init__(self, inst: _Instrumentation):
+        self.inst = inst
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        loader, inst = spec.loader, self.inst
+        orig_exec = loader.exec_module
+
+        def exec_module(module):
+            orig_exec(module)
+            try:
+                inst.patch_torch()
+            except Exception as e:
+                inst.disabled = True
+                sys.stderr.write(f"perfcore: could not instrument torch: {type(e).__name__}: {e}\n")
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def activate() -> None:
+    """Install the hooks (idempotent). Called by perfcore's sitecustomize."""
+    global STATE
+    if STATE is None:
+        STATE = _Instrumentation()
+        STATE.install()

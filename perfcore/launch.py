@@ -1,0 +1,224 @@
+"""`perfcore run`: start an unmodified command with perfcore's instrumentation, then turn the
+parts it wrote into one run folder (run.json, steps.csv, trace.json, PNGs) and a report."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .errors import PerfcoreError, UsageError
+
+__all__ = ["run_command", "load_run", "finish_run", "worker_summary", "RunFailed"]
+
+BOOT = Path(__file__).resolve().parent / "_boot"
+
+
+class RunFailed(PerfcoreError):
+    """The command ran but produced nothing to report (no steps, no instrumented Python)."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code or 1
+
+
+def default_out() -> Path:
+    return Path("perfcore-runs") / time.strftime("%Y%m%d-%H%M%S")
+
+
+def prepare_out(out: Path | None) -> Path:
+    out = Path(out) if out else default_out()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".perfcore-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(f"cannot write to --out {out}: {e.strerror or e}; choose a writable folder")
+    for stale in ("parts", "workers"):
+        if (out / stale).exists():
+            shutil.rmtree(out / stale)
+    return out
+
+
+def check_command(cmd: list[str]) -> None:
+    if not cmd:
+        raise UsageError("no command given: perfcore run [OPTIONS] -- python train.py ARGS...")
+    if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
+        raise UsageError(f"no such command: {cmd[0]}")
+    if Path(cmd[0]).name.startswith("python"):
+        rest = cmd[1:]
+        # python [-u -O ...] script.py: the first non-option is the script, unless -m / -c come first.
+        for i, a in enumerate(rest):
+            if a in ("-m", "-c") or a.startswith("-m") and len(a) > 2:
+                return
+            if a in ("-I", "-E"):
+                raise UsageError(f"python {a} ignores PYTHONPATH, so perfcore cannot instrument it; drop {a}")
+            if a.startswith("-"):
+                continue
+            if not Path(a).is_file():
+                raise UsageError(f"no such script: {a}")
+            return
+
+
+def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: bool,
+              overrides: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parent.parent)
+    paths = [str(BOOT), pkg_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["PERFCORE_RUN_DIR"] = str(out.resolve())
+    env["PERFCORE_STEPS"] = str(steps or 0)
+    env["PERFCORE_WARMUP"] = str(warmup)
+    env["PERFCORE_BACKEND"] = backend
+    env["PERFCORE_KERNELS"] = "1" if kernels else "0"
+    env.update(overrides or {})
+    return env
+
+
+def run_child(cmd: list[str], env: dict[str, str]) -> int:
+    """Runs the command; Ctrl-C reaches the child (same process group) and we wait for it to write."""
+    proc = subprocess.Popen(cmd, env=env)
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def forward_term(signum, frame):
+        proc.send_signal(signum)
+
+    old_term = signal.signal(signal.SIGTERM, forward_term)
+    try:
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+    return 128 - rc if rc < 0 else rc
+
+
+def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None) -> dict[str, Any]:
+    """How fast DataLoader workers produce batches vs how fast the loop consumes them."""
+    files = sorted((out / "workers").glob("*.csv")) if (out / "workers").is_dir() else []
+    frames = []
+    for f in files:
+        try:
+            frames.append(pd.read_csv(f, header=None, names=["pid", "worker", "start_ns", "end_ns", "getitem_ns",
+                                                              "collate_ns", "items"]))
+        except (pd.errors.EmptyDataError, pd.errors.ParserError):
+            continue
+    if not frames:
+        return {}
+    w = pd.concat(frames, ignore_index=True)
+    in_workers = w[w["worker"] >= 0]
+    fetch_ms = (w["end_ns"] - w["start_ns"]) / 1e6
+    doc: dict[str, Any] = {
+        # Worker ids, not pids: without persistent_workers each epoch starts new processes.
+        "num_workers": int(in_workers["worker"].nunique()),
+        "batches": int(len(w)),
+        "fetch_ms_mean": float(fetch_ms.mean()),
+        "getitem_ms_mean": float(w["getitem_ns"].mean() / 1e6),
+        "collate_ms_mean": float(w["collate_ns"].mean() / 1e6),
+        "items_per_batch": float(w["items"].mean()),
+    }
+    if loop_step_ms is not None and load_ms is not None:
+        busy = max(loop_step_ms - load_ms, 1e-6)  # how long the loop takes per batch when data is ready
+        doc["loop_ms_without_load"] = busy
+        doc["workers_needed"] = int(math.ceil(doc["fetch_ms_mean"] / busy))
+        n = max(doc["num_workers"], 1)
+        doc["production_ms_per_batch"] = doc["fetch_ms_mean"] / n
+    return doc
+
+
+def _read_parts(out: Path) -> list[dict[str, Any]]:
+    parts = []
+    for d in sorted((out / "parts").glob("*")) if (out / "parts").is_dir() else []:
+        if not (d / "run.json").is_file():
+            continue
+        doc = json.loads((d / "run.json").read_text())
+        steps = pd.read_csv(d / "steps.csv")
+        raw = dict(np.load(d / "trace.npz", allow_pickle=False)) if (d / "trace.npz").is_file() else {}
+        parts.append({"key": d.name, "doc": doc, "steps": steps, "raw": raw,
+                      "label": f"rank {doc['rank']}" if doc.get("rank") is not None else f"pid {doc['pid']}"})
+    return parts
+
+
+def finish_run(out: Path, rc: int, cmd: list[str]) -> dict[str, Any]:
+    """Parts -> run folder. Raises RunFailed (with the script's exit code) when there is nothing to report."""
+    parts = _read_parts(out)
+    if not parts:
+        if rc != 0:
+            raise RunFailed(f"the command failed (exit {rc}) before perfcore saw a training step; "
+                            "fix the script, then run it again", exit_code=rc)
+        raise RunFailed("no training step seen: the command never iterated a torch DataLoader, ran an nn.Module "
+                        "or called optimizer.step() in an instrumented Python process")
+    main = parts[0]
+    doc = dict(main["doc"])
+    if doc.get("steps", 0) == 0 and doc.get("warmup_steps", 0) == 0:
+        raise RunFailed("the loop ran no complete step (an empty DataLoader, or a crash in the first step); "
+                        "nothing to attribute")
+    doc["command"] = cmd
+    doc["exit_code"] = rc
+    workers = worker_summary(out, doc["step_time_ms"]["mean"], doc["breakdown_ms"]["load"])
+    if workers:
+        doc["workers"] = workers
+        # Advice again, now with the workers' side of the evidence (the child could not see it).
+        from .attribution import recommendations
+
+        ph2d = (doc.get("memcpy") or {}).get("by_direction", {}).get("h2d", {}).get("pageable_bytes", 0)
+        total_steps = max(1, doc["steps"] + doc["warmup_steps"])
+        evidence = {"cpu_count": os.cpu_count(), "num_workers": workers["num_workers"],
+                    "workers_needed": workers.get("workers_needed"), "fetch_ms": workers["fetch_ms_mean"],
+                    "loop_ms": workers.get("loop_ms_without_load", 0.0),
+                    "pageable_h2d_bytes_per_step": ph2d / total_steps}
+        doc["recommendations"] = recommendations(doc["breakdown_fraction"], doc["breakdown_ms"],
+                                                 doc["device"] != "cpu", evidence)
+    main["steps"].to_csv(out / "steps.csv", index=False)
+    files = {"run.json": "run.json", "steps.csv": "steps.csv"}
+    if main["raw"]:
+        from .export.chrome_trace import write_trace
+
+        write_trace(out / "trace.json", parts)
+        files["trace.json"] = "trace.json"
+    from .export.plots import plot_breakdown, plot_kernels
+
+    plot_breakdown(main["steps"], out / "breakdown.png", title=doc["verdict"]["summary"])
+    files["breakdown.png"] = "breakdown.png"
+    if plot_kernels(doc.get("kernels", []), out / "kernels.png"):
+        files["kernels.png"] = "kernels.png"
+    doc["files"] = files
+    (out / "run.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
+    return doc
+
+
+def load_run(out: Path) -> tuple[dict[str, Any], pd.DataFrame]:
+    out = Path(out)
+    if not (out / "run.json").is_file():
+        raise UsageError(f"{out} is not a perfcore run folder (no run.json)")
+    return json.loads((out / "run.json").read_text()), pd.read_csv(out / "steps.csv")
+
+
+def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | None, backend: str,
+                kernels: bool, overrides: dict[str, str] | None = None) -> tuple[int, dict[str, Any], Path]:
+    if steps is not None and steps <= 0:
+        raise UsageError(f"--steps must be at least 1, got {steps}")
+    if warmup < 0:
+        raise UsageError(f"--warmup must be >= 0, got {warmup}")
+    check_command(cmd)
+    out = prepare_out(out)
+    rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides))
+    doc = finish_run(out, rc, cmd)
+    return rc, doc, out
+
+
+def _json_default(o):
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(type(o).__name__)

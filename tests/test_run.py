@@ -1,0 +1,191 @@
+"""`perfcore run` on unmodified scripts: real DataLoader workers, real processes, real exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+TRAIN = str(SCRIPTS / "train_meter.py")
+
+
+def perfcore(*args, cwd=None, env=None, timeout=180):
+    cmd = [sys.executable, "-m", "perfcore.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+def py(*args):
+    return [sys.executable, *args]
+
+
+@pytest.fixture(scope="module")
+def input_bound(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "input"
+    p = perfcore("run", "--out", str(out), "--warmup", "2", "--json", str(out.parent / "copy.json"), "--",
+                 *py(TRAIN, "--delay", "0.003", "--epochs", "2"))
+    return p, out
+
+
+def test_input_bound_script_agrees_with_its_own_meter(input_bound):
+    p, out = input_bound
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    script_share = float(next(line for line in p.stdout.splitlines() if line.startswith("DATA_SHARE")).split()[1])
+    assert abs(doc["breakdown_fraction"]["load"] - script_share) <= 0.05
+    assert doc["verdict"]["bound"] == "load"
+    assert doc["verdict"]["summary"].startswith("input-bound:")
+    assert doc["steps"] + doc["warmup_steps"] == 40  # 2 epochs x 20 batches
+    assert doc["recommendations"][0]["id"] == "more_workers"
+
+
+def test_run_folder_contents(input_bound):
+    p, out = input_bound
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["schema"] == "perfcore.run/1"
+    for key in ("steps", "warmup_steps", "step_time_ms", "breakdown_ms", "breakdown_fraction", "verdict",
+                "recommendations", "kernels", "memcpy", "backend", "device", "overhead"):
+        assert key in doc
+    assert set(doc["breakdown_fraction"]) == {"load", "transfer", "compute", "comm", "host"}
+    steps = pd.read_csv(out / "steps.csv")
+    labels = steps[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1)
+    assert (abs(labels - steps["wall_ms"]) < 1e-6).all()
+    assert {"forward_ms", "backward_ms", "optimizer_ms", "mem_bytes"} <= set(steps.columns)
+    trace = json.loads((out / "trace.json").read_text())
+    names = {e["name"] for e in trace["traceEvents"]}
+    assert {"load", "forward", "backward", "optimizer"} <= names
+    assert any(n.startswith("step ") for n in names)
+    assert (out / "breakdown.png").stat().st_size > 10_000
+    assert json.loads((out.parent / "copy.json").read_text())["steps"] == doc["steps"]
+    assert "wrote" in p.stderr and "verdict: input-bound" in p.stdout
+
+
+def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
+    p = perfcore("run", "--out", str(tmp_path / "r"), "--warmup", "2", "--",
+                 *py(TRAIN, "--delay", "0", "--width", "1536", "--epochs", "1"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["verdict"]["bound"] == "compute"
+    assert doc["breakdown_fraction"]["compute"] > doc["breakdown_fraction"]["load"]
+
+
+def test_workers_hide_loading_and_report_production_rate(tmp_path):
+    # 2 workers, cheap items: loading hides behind compute; worker time is not counted as load.
+    p = perfcore("run", "--out", str(tmp_path / "r"), "--warmup", "3", "--",
+                 *py(TRAIN, "--delay", "0.0002", "--workers", "2", "--width", "1024", "--epochs", "2"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    w = doc["workers"]
+    assert w["num_workers"] == 2
+    assert w["getitem_ms_mean"] > 16 * 0.0002 * 1e3 * 0.9  # 16 items x 0.2 ms each, at least
+    assert doc["breakdown_fraction"]["load"] < 0.25
+    assert doc["verdict"]["bound"] != "load"
+
+
+def test_steps_stops_the_script_cleanly(tmp_path):
+    p = perfcore("run", "--steps", "7", "--warmup", "2", "--out", str(tmp_path / "r"), "--",
+                 *py(TRAIN, "--epochs", "50", "--delay", "0"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["steps"] == 7 and doc["warmup_steps"] == 2
+    assert doc["exit"]["reason"] == "steps reached"
+    assert "epoch 49" not in p.stdout
+
+
+def test_crash_leaves_partial_results_and_the_scripts_exit_code(tmp_path):
+    p = perfcore("run", "--warmup", "1", "--out", str(tmp_path / "r"), "--",
+                 *py(TRAIN, "--crash-at", "9", "--delay", "0"))
+    assert p.returncode == 1
+    assert "simulated crash" in p.stderr
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["exit"]["reason"] == "crashed" and "simulated crash" in doc["exit"]["exception"]
+    assert doc["steps"] + doc["warmup_steps"] == 9  # it crashes right after the 9th optimizer step
+    assert "partial results: the script crashed" in p.stdout
+
+
+def test_ctrl_c_leaves_partial_results(tmp_path):
+    out = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "0", "--out", str(out), "--",
+                             *py(TRAIN, "--epochs", "1000", "--delay", "0.001")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(out.glob("workers/*.csv")):  # batches are being fetched
+        time.sleep(0.2)
+    time.sleep(2.0)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["exit"]["reason"] == "interrupted"
+    assert doc["steps"] > 0
+
+
+def test_python_dash_m_and_loops_without_optimizer(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(SCRIPTS))
+    p = perfcore("run", "--warmup", "1", "--out", str(tmp_path / "r"), "--", *py("-m", "toypkg.train"), env=env)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["step_source"] == "batch fetch"
+    assert doc["steps"] + doc["warmup_steps"] == 12  # 96 / 8 batches
+    assert doc["breakdown_ms"]["host"] >= 3.5  # the 4 ms sleep is untimed host work
+
+
+def test_no_worker_process_outlives_the_run(tmp_path):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    p = perfcore("run", "--steps", "3", "--warmup", "0", "--out", str(tmp_path / "r"), "--",
+                 *py(TRAIN, "--workers", "2", "--epochs", "5"))
+    assert p.returncode == 0, p.stderr
+    time.sleep(0.5)
+    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    assert after <= before
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["run", "--", sys.executable, "missing_script.py"], 2, "no such script: missing_script.py"),
+    (["run", "--steps", "0", "--", sys.executable, TRAIN], 2, "--steps must be at least 1"),
+    (["run", "--", "no-such-binary-xyz"], 2, "no such command: no-such-binary-xyz"),
+    (["run", "--", sys.executable, str(SCRIPTS / "no_loop.py")], 1, "no training step seen"),
+    (["run", "--", sys.executable, str(SCRIPTS / "broken_import.py")], 1, "failed (exit 1) before perfcore saw"),
+])
+def test_bad_input_is_one_clear_line(tmp_path, args, code, needle):
+    args = [a if a != "run" else "run" for a in args]
+    p = perfcore(*args[:1], "--out", str(tmp_path / "r"), *args[1:])
+    assert p.returncode == code, (p.stdout, p.stderr)
+    errors = [l for l in p.stderr.splitlines() if l.startswith("perfcore: error:")]
+    assert len(errors) == 1 and needle in errors[0], p.stderr
+    assert not (tmp_path / "r" / "run.json").exists()  # nothing half-written passed off as a result
+
+
+def test_unwritable_out_is_refused(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a folder cannot be made below a file, even by root
+    p = perfcore("run", "--out", str(blocker / "run"), "--", sys.executable, TRAIN)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        f"perfcore: error: cannot write to --out {blocker / 'run'}: Not a directory; choose a writable folder"]
+
+
+def test_report_and_compare_gate(input_bound, tmp_path):
+    _, out = input_bound
+    p = perfcore("report", str(out))
+    assert p.returncode == 0 and "verdict: input-bound" in p.stdout
+    same = perfcore("compare", str(out), str(out), "--fail-above", "5", "--json", "-")
+    assert same.returncode == 0, same.stderr
+    doc = json.loads(same.stdout)
+    assert doc["speedup"] == pytest.approx(1.0) and doc["step_time_change_pct"] == pytest.approx(0.0)
+    # A slower copy of the run must trip the gate.
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    d = json.loads((out / "run.json").read_text())
+    d["step_time_ms"]["mean"] *= 1.5
+    (slow / "run.json").write_text(json.dumps(d))
+    (slow / "steps.csv").write_text((out / "steps.csv").read_text())
+    gate = perfcore("compare", str(out), str(slow), "--fail-above", "10")
+    assert gate.returncode == 1 and "regression" in gate.stderr
