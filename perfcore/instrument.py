@@ -95,6 +95,9 @@ class _Instrumentation:
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+        from torch.utils.data import get_worker_info
+
+        self._get_worker_info = get_worker_info
         inst = self
 
         orig_next = _BaseDataLoaderIter.__next__
@@ -307,19 +310,20 @@ class _Instrumentation:
         return collate
 
     def worker_record(self, t0: int, t1: int, collate_ns: int, n: int) -> None:
-        """One line per batch, flushed at once: workers end with os._exit, so nothing may wait for exit."""
-        from torch.utils.data import get_worker_info
-
-        info = get_worker_info()
+        """One line per batch. In a worker each line is flushed at once (workers end with os._exit,
+        so nothing may wait for exit); in the main process lines are buffered until finalize()."""
+        info = self._get_worker_info()
         wid = info.id if info is not None else -1
         if self._worker_file is None:
             d = self.run_dir / "workers"
             d.mkdir(parents=True, exist_ok=True)
-            self._worker_file = open(d / f"{os.getpid()}.csv", "a", buffering=1)
+            self._worker_file = open(d / f"{os.getpid()}.csv", "a", buffering=1 if info is not None else 1 << 16)
         self._worker_file.write(f"{os.getpid()},{wid},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n}\n")
 
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:
+        if self._worker_file is not None:
+            self._worker_file.flush()
         if self._finalized or self.timer is None:
             return
         self._finalized = True
