@@ -2,7 +2,7 @@
 .PHONY: demo test setup
 
 demo: setup
-	.venv/bin/perfcore env
+	.venv/bin/perfcore demo
 
 test:
 	./scripts/test.sh

@@ -188,6 +188,293 @@ def compare_cmd(run_a, run_b, fail_above, json_path) -> None:
         sys.exit(EXIT_FAILURE)
 
 
+class Progress:
+    """Steps and ETA on stderr: one rewritten line on a terminal, a line per stage elsewhere."""
+
+    def __init__(self, label: str = ""):
+        import time
+
+        self.tty = sys.stderr.isatty()
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.stage_t0 = self.t0
+        self._last = -1.0
+
+    def stage(self, name: str) -> None:
+        import time
+
+        self.label = name
+        self.stage_t0 = time.perf_counter()
+        if not self.tty:
+            click.echo(f"  {name} ...", err=True)
+
+    def steps(self, done: int, total: int) -> None:
+        import time
+
+        if not self.tty:
+            return
+        now = time.perf_counter()
+        if now - self._last < 0.2 and done < total:
+            return
+        self._last = now
+        eta = (now - self.stage_t0) / done * (total - done) if done else 0.0
+        click.echo(f"\r  {self.label}: {done}/{total} steps, ETA {eta:.0f} s   ", err=True, nl=done >= total)
+
+    def configs(self, done: int, total: int, eta, label: str) -> None:
+        msg = f"  [{done}/{total}] {label}" + (f", ETA {eta:.0f} s" if eta is not None else "")
+        if self.tty:
+            click.echo(f"\r{msg:<90}", err=True, nl=done >= total)
+        else:
+            click.echo(msg, err=True)
+
+
+def _target(target: tuple[str, ...]):
+    """A workload spec (builtin name or FILE.py:FUNC / module:func) or a command to run."""
+    from .workloads import BUILTINS
+
+    if not target:
+        raise click.UsageError("give a workload (demo, resnet18, FILE.py:FUNCTION) or -- python train.py ...")
+    import shutil
+
+    one = target[0]
+    if len(target) == 1 and (one in BUILTINS or ":" in one or not (shutil.which(one) or os.path.isfile(one))):
+        return "workload", one
+    return "command", list(target)
+
+
+def _load(spec: str, **kw):
+    from .workloads import load_workload
+
+    return load_workload(spec, **kw)
+
+
+def _ints(text: str | None, name: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}", param_hint=name)
+    if not vals:
+        raise click.BadParameter("empty list", param_hint=name)
+    return vals
+
+
+def _bools(text: str | None, name: str) -> list[bool] | None:
+    if text is None:
+        return None
+    out = []
+    for x in text.split(","):
+        x = x.strip().lower()
+        if x in ("true", "1", "yes"):
+            out.append(True)
+        elif x in ("false", "0", "no"):
+            out.append(False)
+        else:
+            raise click.BadParameter(f"expected true/false values, got {x!r}", param_hint=name)
+    return out
+
+
+def _out_dir(out: str | None, kind: str):
+    import time
+    from pathlib import Path
+
+    from .launch import prepare_out
+
+    return prepare_out(Path(out) if out else Path("perfcore-runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def _dump(doc: dict, path) -> None:
+    (path).write_text(json.dumps({k: v for k, v in doc.items() if not k.startswith("_")}, indent=2,
+                                 default=_json_default) + "\n")
+
+
+target_arg = click.argument("target", nargs=-1, type=click.UNPROCESSED)
+out_option = click.option("--out", type=click.Path(file_okay=False), default=None, help="Folder for the results.")
+
+
+@cli.command("health", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--steps", type=int, default=100, show_default=True)
+@click.option("--interval", type=float, default=0.1, show_default=True, help="Sampling interval, seconds.")
+@out_option
+@json_option
+@target_arg
+def health_cmd(steps, interval, out, json_path, target) -> None:
+    """Stage 1: is the device busy? 100 iterations of next batch -> forward -> loss.
+
+    TARGET: demo | resnet18 | FILE.py:FUNCTION (returns perfcore.Workload) | -- python train.py ...
+    """
+    check_writable(json_path)
+    kind, spec = _target(target)
+    if steps <= 0:
+        raise click.BadParameter("must be > 0", param_hint="--steps")
+    out_dir = _out_dir(out, "health")
+    from .experiments.render import render_health
+
+    if kind == "command":
+        from .scripts import script_health
+
+        doc = script_health(spec, steps=steps, interval_s=interval, out=out_dir)
+    else:
+        from .experiments.health import health
+
+        p = Progress("health")
+        doc = health(_load(spec), steps=steps, interval_s=interval, progress=p.steps, target=spec)
+    _dump(doc, out_dir / "health.json")
+    click.echo(render_health(doc), err=json_path == "-")
+    click.echo(f"wrote {out_dir}/health.json", err=True)
+    write_json({k: v for k, v in doc.items() if not k.startswith("_")}, json_path)
+
+
+@cli.command("diagnose", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--steps", type=int, default=30, show_default=True, help="Measured steps per experiment.")
+@click.option("--warmup", type=int, default=3, show_default=True)
+@out_option
+@json_option
+@target_arg
+def diagnose_cmd(steps, warmup, out, json_path, target) -> None:
+    """Stage 2: differential experiments (synthetic data, num_workers, decoder) name the bottleneck."""
+    check_writable(json_path)
+    kind, spec = _target(target)
+    if steps <= 0:
+        raise click.BadParameter("must be > 0", param_hint="--steps")
+    out_dir = _out_dir(out, "diagnose")
+    from .experiments.render import render_diagnose
+    from .export.plots import plot_experiments
+
+    p = Progress()
+    if kind == "command":
+        from .scripts import script_diagnose
+
+        doc = script_diagnose(spec, steps=steps, warmup=warmup, out=out_dir, progress=p.stage)
+    else:
+        from .experiments.diagnose import diagnose
+
+        doc = diagnose(_load(spec), steps=steps, warmup=warmup, progress=p.stage)
+    _dump(doc, out_dir / "diagnose.json")
+    plot_experiments(doc["experiments"], out_dir / "experiments.png", title=doc["verdict"]["summary"][:110])
+    click.echo(render_diagnose(doc), err=json_path == "-")
+    click.echo(f"wrote {out_dir}/: diagnose.json, experiments.png", err=True)
+    write_json(doc, json_path)
+
+
+@cli.command("sweep", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--batch-size", "batch_size", default=None, help="Comma-separated, e.g. 8,16.")
+@click.option("--num-workers", "num_workers", default=None, help="Comma-separated, e.g. 0,2.")
+@click.option("--pin-memory", "pin_memory", default=None, help="Comma-separated true/false.")
+@click.option("--prefetch-factor", "prefetch_factor", default=None, help="Comma-separated, e.g. 2,4.")
+@click.option("--steps", type=int, default=50, show_default=True, help="Measured steps per configuration.")
+@click.option("--warmup", type=int, default=3, show_default=True)
+@click.option("--budget", type=float, default=None, help="Minutes; successive halving to fit.")
+@out_option
+@json_option
+@target_arg
+def sweep_cmd(batch_size, num_workers, pin_memory, prefetch_factor, steps, warmup, budget, out, json_path,
+              target) -> None:
+    """Stage 3: batch_size x num_workers x pin_memory x prefetch_factor; heatmaps, best, knees."""
+    check_writable(json_path)
+    kind, spec = _target(target)
+    if steps <= 0:
+        raise click.BadParameter("must be > 0", param_hint="--steps")
+    if budget is not None and budget <= 0:
+        raise click.BadParameter("must be > 0 minutes", param_hint="--budget")
+    given = {"batch_size": _ints(batch_size, "--batch-size"), "num_workers": _ints(num_workers, "--num-workers"),
+             "pin_memory": _bools(pin_memory, "--pin-memory"), "prefetch_factor": _ints(prefetch_factor, "--prefetch-factor")}
+    for k, v in given.items():
+        if v is not None and k in ("batch_size",) and any(x <= 0 for x in v):
+            raise click.BadParameter(f"batch sizes must be > 0, got {v}", param_hint="--batch-size")
+        if v is not None and k == "num_workers" and any(x < 0 for x in v):
+            raise click.BadParameter(f"must be >= 0, got {v}", param_hint="--num-workers")
+    out_dir = _out_dir(out, "sweep")
+    from .experiments.render import render_sweep
+    from .experiments.sweep import default_grid
+    from .export.plots import plot_heatmaps
+
+    p = Progress()
+    if kind == "command":
+        from .scripts import script_sweep
+
+        grid = {k: v if v is not None else d for (k, v), d in zip(given.items(), ([16], [0, 2], [False], [2]))}
+        doc = script_sweep(spec, grid, steps=steps, warmup=warmup, out=out_dir, progress=p.configs)
+    else:
+        from .experiments.sweep import sweep
+
+        w = _load(spec)
+        grid = {k: v if v is not None else default_grid(w)[k] for k, v in given.items()}
+        doc = sweep(w, grid, steps=steps, warmup=warmup, budget_s=budget * 60 if budget else None,
+                    progress=p.configs)
+    import pandas as pd
+
+    table = pd.DataFrame(doc["configs"])
+    table.to_csv(out_dir / "sweep.csv", index=False)
+    heat = plot_heatmaps(table, out_dir)
+    _dump(doc, out_dir / "sweep.json")
+    click.echo(render_sweep(doc), err=json_path == "-")
+    click.echo(f"wrote {out_dir}/: sweep.json, sweep.csv, " + ", ".join(h.name for h in heat), err=True)
+    write_json(doc, json_path)
+
+
+@cli.command("monitor", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--interval", default="100ms", show_default=True, help="Sampling interval (100ms, 0.5s, 1).")
+@out_option
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def monitor_cmd(interval, out, command) -> None:
+    """Sample GPU (util, memory, power, temperature, SM clock), CPU and RAM while CMD runs; CSV + PNG."""
+    from .launch import check_command, run_child
+    from .monitor import Sampler
+    from .export.plots import plot_timeline
+
+    secs = _interval(interval)
+    cmd = list(command)
+    check_command(cmd)
+    out_dir = _out_dir(out, "monitor")
+    s = Sampler(secs).start()
+    try:
+        rc = run_child(cmd, dict(os.environ))
+    finally:
+        frame = s.stop()
+    frame.to_csv(out_dir / "monitor.csv", index=False)
+    if len(frame):
+        plot_timeline(frame, out_dir / "monitor.png", title=" ".join(cmd)[:100])
+    if s.note:
+        click.echo(f"perfcore monitor: {s.note}", err=True)
+    click.echo(f"perfcore monitor: {len(frame)} samples every {secs * 1e3:.0f} ms; wrote {out_dir}/: monitor.csv"
+               + (", monitor.png" if len(frame) else ""), err=True)
+    sys.exit(rc)
+
+
+def _interval(text: str) -> float:
+    t = text.strip().lower()
+    try:
+        if t.endswith("ms"):
+            v = float(t[:-2]) / 1e3
+        elif t.endswith("s"):
+            v = float(t[:-1])
+        else:
+            v = float(t)
+    except ValueError:
+        raise click.BadParameter(f"not a duration: {text!r} (try 100ms or 0.5s)", param_hint="--interval")
+    if v <= 0:
+        raise click.BadParameter("must be > 0", param_hint="--interval")
+    return v
+
+
+@cli.command("demo")
+@out_option
+@json_option
+@click.option("--quick", is_flag=True, help="Fewer steps (for tests).")
+def demo_cmd(out, json_path, quick) -> None:
+    """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN)."""
+    check_writable(json_path)
+    out_dir = _out_dir(out, "demo")
+    from .demo import run_demo
+
+    doc = run_demo(out_dir, quick=quick, progress=Progress())
+    click.echo(doc["_text"], err=json_path == "-")
+    click.echo(f"wrote {out_dir}/: " + ", ".join(doc["files"]), err=True)
+    write_json({k: v for k, v in doc.items() if not k.startswith("_")}, json_path)
+
+
 def _version() -> str:
     from . import __version__
 

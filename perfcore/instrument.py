@@ -66,6 +66,11 @@ class _Instrumentation:
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
+        self.overrides = json.loads(os.environ.get("PERFCORE_DL_OVERRIDES") or "{}")
+        self.overrides_applied = 0
+        self.synthetic = _env_int("PERFCORE_SYNTHETIC", 0)
+        self._replay: list = []
+        self.replayed = 0
 
     # -- activation ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -100,7 +105,11 @@ class _Instrumentation:
         self._get_worker_info = get_worker_info
         inst = self
 
+        from torch.utils.data import DataLoader
+
         orig_next = _BaseDataLoaderIter.__next__
+        if self.synthetic:
+            orig_next = self._replaying(orig_next)
 
         def __next__(it):
             timer = inst.timer or inst.ensure_timer()
@@ -117,6 +126,24 @@ class _Instrumentation:
                 inst.loading = False
 
         _BaseDataLoaderIter.__next__ = __next__
+
+        if self.overrides:
+            orig_init = DataLoader.__init__
+
+            def __init__(loader, dataset, *args, **kwargs):
+                # Settings changed from outside (perfcore sweep / diagnose on a script). Positional
+                # arguments after dataset are batch_size, shuffle, ...: fold the first into kwargs.
+                if args:
+                    kwargs.setdefault("batch_size", args[0])
+                    args = args[1:]
+                kwargs.update(inst.overrides)
+                if int(kwargs.get("num_workers", 0) or 0) == 0:
+                    kwargs.pop("prefetch_factor", None)
+                    kwargs["persistent_workers"] = False
+                inst.overrides_applied += 1
+                orig_init(loader, dataset, *args, **kwargs)
+
+            DataLoader.__init__ = __init__
 
         orig_call = torch.nn.Module.__call__
 
@@ -200,6 +227,29 @@ class _Instrumentation:
         from perfcore import capabilities
 
         capabilities()
+
+    def _replaying(self, orig_next):
+        """PERFCORE_SYNTHETIC=K: keep the first K batches, then hand them out again instead of
+        loading, for as many batches as the epoch would have had (no loading at all)."""
+        inst = self
+
+        def next_batch(it):
+            if len(inst._replay) < inst.synthetic:
+                batch = orig_next(it)
+                inst._replay.append(batch)
+                return batch
+            n = getattr(it, "_perfcore_yielded", it._num_yielded)
+            try:
+                length = len(it)
+            except TypeError:
+                length = None
+            if length is not None and n >= length:
+                raise StopIteration
+            it._perfcore_yielded = n + 1
+            inst.replayed += 1
+            return inst._replay[inst.replayed % len(inst._replay)]
+
+        return next_batch
 
     # -- main-process side ---------------------------------------------------------------------
     def ensure_timer(self):
@@ -373,6 +423,8 @@ class _Instrumentation:
                                  for ph in ("forward", "backward", "optimizer")
                                  if f"{ph}_ms" in table and (~table["warmup"]).any()},
             "skipped_boundaries": self.skipped_boundaries,
+            "dataloader_overrides": {"asked": self.overrides, "applied": self.overrides_applied},
+            "synthetic": {"keep": self.synthetic, "replayed": self.replayed},
         })
         if self.notes or timer.notes:
             doc["notes"] = list(dict.fromkeys(self.notes + timer.notes))

@@ -61,3 +61,91 @@ def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
     fig.savefig(path)
     plt.close(fig)
     return Path(path)
+
+
+def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """samples/s over batch_size x num_workers, annotated, one PNG per pin_memory/prefetch slice."""
+    import numpy as np
+
+    plt = _plt()
+    paths = []
+    ok = configs.copy()
+    ok["prefetch_factor"] = ok["prefetch_factor"].fillna(0).astype(int)
+    vmax = float(ok.loc[~ok["oom"], "samples_per_s"].max()) if (~ok["oom"]).any() else 1.0
+    for (pin, pf), g in ok.groupby(["pin_memory", "prefetch_factor"]):
+        # Configurations without workers have no prefetch_factor: show them in every slice.
+        g = pd.concat([g, ok[(ok["num_workers"] == 0) & (ok["pin_memory"] == pin)]]).drop_duplicates(
+            subset=["batch_size", "num_workers"])
+        bss = sorted(g["batch_size"].unique())
+        nws = sorted(g["num_workers"].unique())
+        grid = np.full((len(bss), len(nws)), np.nan)
+        oom = np.zeros_like(grid, dtype=bool)
+        for _, r in g.iterrows():
+            i, j = bss.index(r["batch_size"]), nws.index(r["num_workers"])
+            grid[i, j] = r["samples_per_s"]
+            oom[i, j] = bool(r["oom"])
+        fig, ax = plt.subplots(figsize=(1.2 * len(nws) + 2.5, 0.8 * len(bss) + 1.8), dpi=110)
+        im = ax.imshow(np.where(oom, np.nan, grid), cmap="viridis", vmin=0, vmax=vmax, aspect="auto")
+        for i in range(len(bss)):
+            for j in range(len(nws)):
+                txt = "OOM" if oom[i, j] else ("" if np.isnan(grid[i, j]) else f"{grid[i, j]:.0f}")
+                ax.text(j, i, txt, ha="center", va="center", color="white" if (grid[i, j] or 0) < 0.6 * vmax else "black",
+                        fontsize=9)
+        ax.set_xticks(range(len(nws)), [str(n) for n in nws])
+        ax.set_yticks(range(len(bss)), [str(b) for b in bss])
+        ax.set_xlabel("num_workers")
+        ax.set_ylabel("batch_size")
+        ax.set_title(f"samples/s  (pin_memory={pin}, prefetch_factor={pf or '-'})", fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.046)
+        fig.tight_layout()
+        path = Path(out_dir) / f"heatmap_pin{int(pin)}_pf{pf}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def plot_experiments(experiments: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+    """One stacked bar per experiment: mean step time split by label."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(experiments) + 1.6), dpi=110)
+    names = [e["name"] for e in experiments][::-1]
+    for j, e in enumerate(experiments[::-1]):
+        left = 0.0
+        for lb in LABELS:
+            v = (e.get("breakdown_ms") or {}).get(lb, 0.0)
+            ax.barh(j, v, left=left, color=COLORS[lb], label=lb if j == 0 else None)
+            left += v
+        ax.text(left, j, f"  {e['step_ms']:.1f} ms" if e.get("step_ms") == e.get("step_ms") else "  OOM",
+                va="center", fontsize=8)
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_xlabel("ms per step")
+    ax.set_title(title or "experiments", fontsize=10)
+    ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
+    """Sampler rows over time: utilisation (GPU when there is one), CPU %, memory."""
+    plt = _plt()
+    t = (samples["t_ns"] - samples["t_ns"].iloc[0]) / 1e9 if len(samples) else samples.get("t_ns", [])
+    gpu = "gpu_util" in samples
+    fig, axes = plt.subplots(2, 1, figsize=(10, 4.8), dpi=110, sharex=True)
+    if gpu:
+        axes[0].plot(t, 100 * samples["gpu_util"], label="GPU util %", color=COLORS["compute"])
+    axes[0].plot(t, samples["cpu_percent"], label="CPU %", color=COLORS["load"])
+    axes[0].set_ylabel("%")
+    axes[0].set_ylim(0, 105)
+    axes[0].legend(fontsize=8, loc="upper right")
+    mem_col = "gpu_mem_used_bytes" if gpu else "ram_used_bytes"
+    axes[1].plot(t, samples[mem_col] / 2**30, color=COLORS["transfer"])
+    axes[1].set_ylabel("GPU memory GiB" if gpu else "RAM used GiB")
+    axes[1].set_xlabel("seconds")
+    axes[0].set_title(title or "perfcore monitor", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)

@@ -1,0 +1,1 @@
+"""Experiments: health, diagnose, sweep (and, on a GPU, transfer and graph)."""

@@ -1,0 +1,60 @@
+"""Terminal text for health, diagnose and sweep results."""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["render_health", "render_diagnose", "render_sweep"]
+
+
+def render_health(doc: dict[str, Any]) -> str:
+    lines = [f"health of {doc['workload']} on {doc['device']}: {doc['steps']} iterations of next batch -> forward -> loss",
+             f"  step {doc['step_ms']:.2f} ms, {doc['samples_per_s']:.0f} samples/s, busy {100 * doc['busy_mean']:.0f}% "
+             f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%",
+             f"verdict: {doc['summary']}"]
+    if doc.get("heartbeat"):
+        lines.append(f"heartbeat: {doc['heartbeat']['meaning']}")
+    if doc.get("next"):
+        lines.append(f"next: {doc['next']}")
+    return "\n".join(lines)
+
+
+def render_diagnose(doc: dict[str, Any]) -> str:
+    lines = [f"diagnose {doc['workload']} on {doc['device']}",
+             f"  {'experiment':<34} {'step ms':>8} {'samples/s':>10} {'busy %':>7} {'CPU %':>6} {'speedup':>8}"]
+    for e in doc["experiments"]:
+        if e.get("oom"):
+            lines.append(f"  {e['name']:<34} {'OOM':>8}")
+            continue
+        if e.get("error"):
+            lines.append(f"  {e['name']:<34} failed: {e['error']}")
+            continue
+        cpu = e.get("cpu_percent")
+        lines.append(f"  {e['name']:<34} {e['step_ms']:>8.2f} {e['samples_per_s']:>10.0f} "
+                     f"{100 * e['busy_mean']:>7.0f} {cpu if cpu is None else round(cpu):>6} {e['speedup']:>7.2f}x")
+    for s in doc.get("skipped", []):
+        lines.append(f"  {s['name']:<34} skipped: {s['reason']}")
+    p = doc["worker_profile"]
+    ratio = f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else ""
+    lines.append(f"  __getitem__: {p['ms_per_item']:.2f} ms per item{ratio}" + ("; top functions:" if p["top"] else ""))
+    if p.get("note"):
+        lines.append(f"    ({p['note']})")
+    for r in p["top"][:5]:
+        lines.append(f"    {r['self_ms_per_item']:7.3f} ms/item  {r['function']}")
+    lines.append(f"verdict: {doc['verdict']['summary']}")
+    return "\n".join(lines)
+
+
+def render_sweep(doc: dict[str, Any]) -> str:
+    lines = [f"sweep of {doc['workload']}: {len(doc['configs'])} configurations in {doc['elapsed_s']:.0f} s",
+             f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step ms':>8} {'samples/s':>10} {'busy %':>7}"]
+    for c in sorted(doc["configs"], key=lambda c: -(c["samples_per_s"] or 0)):
+        step = "OOM" if c["oom"] else f"{c['step_ms']:.2f}"
+        busy = "" if c["oom"] or c["busy_mean"] is None else f"{100 * c['busy_mean']:.0f}"
+        lines.append(f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
+                     f"{str(c['prefetch_factor'] or '-'):>8} {step:>8} {c['samples_per_s']:>10.0f} {busy:>7}")
+    b = doc["best"]
+    lines.append(f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']} "
+                 f"prefetch_factor={b['prefetch_factor']} -> {b['samples_per_s']:.0f} samples/s")
+    for k in doc["knees"]:
+        lines.append(f"  {k}")
+    return "\n".join(lines)

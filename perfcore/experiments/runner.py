@@ -1,0 +1,192 @@
+"""One measured run of a Workload: a fresh DataLoader, N steps after warm-up, timed with
+StepTimer and sampled with the Sampler. Every experiment is built from this."""
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import UsageError
+from ..monitor import Sampler
+from ..timing import StepTimer
+from ..workloads import Workload
+
+__all__ = ["measure", "resolve_device", "shutdown_loader"]
+
+
+def resolve_device(workload: Workload) -> str:
+    from .._native import capabilities
+
+    want = workload.device
+    if want == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() and capabilities()["features"]["cuda_events"] else "cpu"
+    return "cuda" if str(want).startswith("cuda") else "cpu"
+
+
+def shutdown_loader(it) -> None:
+    """Ends a DataLoader iterator's worker processes now, not at garbage collection."""
+    stop = getattr(it, "_shutdown_workers", None)
+    if stop is not None:
+        stop()
+
+
+def _to(batch, device: str, non_blocking: bool):
+    if hasattr(batch, "to"):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to(b, device, non_blocking) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to(v, device, non_blocking) for k, v in batch.items()}
+    return batch
+
+
+def _batch_len(batch) -> int:
+    first = batch[0] if isinstance(batch, (list, tuple)) else batch
+    return int(first.shape[0]) if hasattr(first, "shape") else 1
+
+
+def measure(workload: Workload, *, steps: int = 50, warmup: int = 5, train: bool = True, synthetic: bool = False,
+            overrides: dict[str, Any] | None = None, sample_interval_s: float = 0.1,
+            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Runs the workload and returns the row every experiment reports:
+    step_ms, samples_per_s, busy_mean/busy_std, cpu_percent, peak_mem_bytes, oom, breakdown, steps table."""
+    import torch
+
+    if steps <= 0:
+        raise UsageError(f"steps must be > 0, got {steps}")
+    device = resolve_device(workload)
+    model = workload.model.to(device)
+    model.train(train)
+    settings = {**workload.loader_settings(), **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    loader = workload.loader(**(overrides or {}))
+    non_blocking = bool(settings["pin_memory"]) and device == "cuda"
+    timer = StepTimer(device=device, warmup=warmup)
+    total = warmup + steps
+    row: dict[str, Any] = {**{k: settings[k] for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")},
+                           "synthetic": synthetic, "decoder": workload.decoder, "device": device, "oom": False}
+    it = None
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    sampler = Sampler(sample_interval_s).start()
+    samples_seen = 0
+    try:
+        replay: list = []
+        if synthetic:
+            # "Synthetic data" = batches already fetched, replayed from device memory: no loading at all.
+            it = iter(loader)
+            for _ in range(min(8, total)):
+                try:
+                    replay.append(_to(next(it), device, False))
+                except StopIteration:
+                    break
+            shutdown_loader(it)
+            it = None
+            if not replay:
+                raise UsageError(f"workload {workload.name!r}: the loader produced no batch")
+            if device == "cuda":
+                torch.cuda.synchronize()
+            source = (replay[i % len(replay)] for i in range(total))
+        else:
+            def cycle():
+                nonlocal it
+                while True:
+                    it = iter(loader)
+                    got = False
+                    for b in it:
+                        got = True
+                        yield b
+                    if not got:
+                        raise UsageError(f"workload {workload.name!r}: the loader produced no batch "
+                                         f"(dataset of {len(workload.dataset)} < batch size {settings['batch_size']}?)")
+            source = cycle()
+        opt = workload.optimizer if train else None
+        t_start = time.perf_counter()
+        for i, batch in enumerate(timer.load(source)):
+            with timer.transfer():
+                if not synthetic:
+                    batch = _to(batch, device, non_blocking)
+            with timer.compute():
+                x, y = (batch[0], batch[1]) if isinstance(batch, (list, tuple)) else (batch, None)
+                out = model(x)
+                loss = workload.loss_fn(out, y) if y is not None else workload.loss_fn(out)
+                if opt is not None:
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+            if device == "cuda" and i == total - 1:
+                torch.cuda.synchronize()
+            timer.step()
+            if i >= warmup:
+                samples_seen += _batch_len(batch)
+            if progress:
+                progress(i + 1, total)
+            if i + 1 >= total:
+                break
+        elapsed = time.perf_counter() - t_start
+    except torch.OutOfMemoryError as e:
+        row.update(oom=True, error=str(e).splitlines()[0])
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        return _finish_oom(row, sampler, it)
+    except RuntimeError as e:
+        if "out of memory" not in str(e).lower():
+            sampler.stop()
+            if it is not None:
+                shutdown_loader(it)
+            raise
+        row.update(oom=True, error=str(e).splitlines()[0])
+        return _finish_oom(row, sampler, it)
+    finally:
+        if it is not None:
+            shutdown_loader(it)
+    frame = sampler.stop()
+    table = timer.summary()
+    res = timer.result()
+    steady = table[~table["warmup"]]
+    step_ms = float(steady["wall_ms"].mean()) if len(steady) else float("nan")
+    if sampler.has_gpu:
+        busy = frame["gpu_util"].to_numpy(dtype=float)
+        busy_source = "gpu_util"
+    else:
+        # No GPU to sample: the device is "busy" while the loop computes (compute share per step).
+        busy = (steady["compute_ms"] / steady["wall_ms"]).to_numpy(dtype=float)
+        busy_source = "compute_share"
+    row.update({
+        "steps": int(len(steady)),
+        "step_ms": step_ms,
+        "samples_per_s": float(samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
+        "busy_mean": float(np.mean(busy)) if len(busy) else float("nan"),
+        "busy_std": float(np.std(busy)) if len(busy) else float("nan"),
+        "busy_source": busy_source,
+        "busy_series": [float(b) for b in busy],
+        "busy_spacing_s": sample_interval_s if busy_source == "gpu_util" else (step_ms / 1e3 if step_ms == step_ms else 0),
+        "cpu_percent": float(frame["cpu_percent"].mean()) if len(frame) else float("nan"),
+        "peak_mem_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else _rss(),
+        "breakdown_ms": res["breakdown_ms"],
+        "breakdown_fraction": res["breakdown_fraction"],
+        "elapsed_s": elapsed,
+        "sampler_note": sampler.note,
+    })
+    row["_table"] = table
+    row["_result"] = res
+    return row
+
+
+def _finish_oom(row: dict, sampler: Sampler, it) -> dict:
+    sampler.stop()
+    if it is not None:
+        shutdown_loader(it)
+    row.update(steps=0, step_ms=math.nan, samples_per_s=0.0, busy_mean=math.nan, busy_std=math.nan,
+               cpu_percent=math.nan, peak_mem_bytes=0)
+    return row
+
+
+def _rss() -> int:
+    import psutil
+
+    return int(psutil.Process(os.getpid()).memory_info().rss)

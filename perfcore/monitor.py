@@ -1,0 +1,122 @@
+"""A sampler thread like `nvidia-smi dmon`: GPU utilisation, memory, power, temperature and SM
+clock through NVML, plus CPU % and RAM, every `interval_s`. CPU-only machines get CPU and RAM."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["Sampler", "heartbeat"]
+
+
+class Sampler:
+    """with Sampler(0.1) as s: ...; s.frame() -> one row per sample (t_ns on the perfcore clock)."""
+
+    def __init__(self, interval_s: float = 0.1, device_index: int = 0):
+        if interval_s <= 0:
+            raise ValueError("interval must be > 0")
+        self.interval_s = interval_s
+        self.device_index = device_index
+        self.rows: list[dict[str, Any]] = []
+        self.note = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._nvml = None
+        self._handle = None
+
+    def _open_nvml(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.device_index)
+            self._nvml = pynvml
+        except Exception as e:  # no driver, no GPU, or nvidia-ml-py missing
+            self._nvml = None
+            self.note = f"no GPU sampling ({type(e).__name__}: {e}); CPU and RAM only"
+
+    def _sample(self) -> dict[str, Any]:
+        import psutil
+
+        row: dict[str, Any] = {"t_ns": time.perf_counter_ns(), "cpu_percent": psutil.cpu_percent(None),
+                               "ram_used_bytes": psutil.virtual_memory().used}
+        if self._nvml is not None:
+            n, h = self._nvml, self._handle
+            try:
+                u = n.nvmlDeviceGetUtilizationRates(h)
+                row.update(gpu_util=u.gpu / 100.0, mem_util=u.memory / 100.0,
+                           gpu_mem_used_bytes=n.nvmlDeviceGetMemoryInfo(h).used,
+                           power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                           temp_c=n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+                           sm_clock_mhz=n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))
+            except Exception:
+                pass
+        return row
+
+    def _loop(self) -> None:
+        next_t = time.perf_counter()
+        while not self._stop.is_set():
+            self.rows.append(self._sample())
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.perf_counter()))
+
+    def start(self) -> "Sampler":
+        import psutil
+
+        self._open_nvml()
+        psutil.cpu_percent(None)  # the first reading of cpu_percent is meaningless; prime it
+        self._thread = threading.Thread(target=self._loop, name="perfcore-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> pd.DataFrame:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:
+                pass
+        return self.frame()
+
+    @property
+    def has_gpu(self) -> bool:
+        return any("gpu_util" in r for r in self.rows)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.rows)
+
+    def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def heartbeat(series, spacing_s: float, min_amplitude: float = 0.3, min_corr: float = 0.3) -> dict[str, Any] | None:
+    """A regular swing between busy and near-idle (the loader delivering in bursts).
+
+    Returns {period_s, amplitude, correlation} or None. The period is the first autocorrelation
+    peak at lag >= 2 samples; the swing must span min_amplitude (p90 - p10, busy is 0..1).
+    """
+    import numpy as np
+
+    x = np.asarray(series, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if len(x) < 12:
+        return None
+    amp = float(np.percentile(x, 90) - np.percentile(x, 10))
+    if amp < min_amplitude:
+        return None
+    y = x - x.mean()
+    denom = float((y * y).sum())
+    if denom == 0:
+        return None
+    acf = np.correlate(y, y, mode="full")[len(y) - 1:] / denom
+    for lag in range(2, len(acf) // 2):
+        if acf[lag] > min_corr and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]:
+            return {"period_s": lag * spacing_s, "period_samples": lag, "amplitude": amp, "correlation": float(acf[lag])}
+    return None

@@ -1,0 +1,187 @@
+"""health, diagnose, sweep, monitor and demo on CPU: real DataLoader workers, real timing."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from perfcore.experiments.diagnose import diagnose
+from perfcore.experiments.health import health
+from perfcore.experiments.sweep import sweep
+from perfcore.monitor import heartbeat
+from perfcore.workloads import load_workload
+
+HERE = Path(__file__).resolve().parent
+FACTORIES = str(HERE / "workload_factories.py")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # On this 2-vCPU VM a second intra-op thread takes ~10 ms to wake after the loop sleeps in a
+    # loader, which would turn a 0.3 ms step into 10 ms. Real, but not what these tests measure.
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "perfcore.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_slow_loader_is_input_bound_and_synthetic_matches_prediction():
+    doc = diagnose(load_workload(f"{FACTORIES}:slow_loader"), steps=15, warmup=2)
+    assert doc["verdict"]["bound"] == "load"
+    assert doc["verdict"]["cause"] == "I/O"  # sleeping __getitem__: waiting, not computing
+    predicted, measured = doc["predicted_speedup"], doc["measured_speedup"]
+    assert abs(measured - predicted) / predicted <= 0.15, (predicted, measured)
+    names = [e["name"] for e in doc["experiments"]]
+    assert names[:2] == ["baseline", "A: synthetic data"] and names[2].startswith("B: num_workers=")
+    assert doc["skipped"][0]["name"] == "C: other decoder"
+    assert doc["worker_profile"]["top"][0]["function"].startswith("<built-in method time.sleep")
+
+
+def test_compute_bound_is_not_blamed_on_data():
+    doc = diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2)
+    assert doc["verdict"]["bound"] == "compute"
+
+
+def test_sweep_picks_workers_for_a_sleepy_loader_and_leaks_no_worker():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    doc = sweep(load_workload(f"{FACTORIES}:slow_loader"),
+                {"batch_size": [8, 16], "num_workers": [0, 2], "pin_memory": [False], "prefetch_factor": [2]},
+                steps=8, warmup=2)
+    assert len(doc["configs"]) == 4
+    assert doc["best"]["num_workers"] == 2
+    assert len(doc["knees"]) == 2 and all("worker" in k for k in doc["knees"])
+    time.sleep(0.5)
+    after = {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()}
+    assert after <= before, "a DataLoader worker outlived its configuration"
+
+
+def test_oom_is_recorded_and_the_sweep_goes_on():
+    doc = sweep(load_workload(f"{FACTORIES}:oom_above_8"),
+                {"batch_size": [4, 8, 16], "num_workers": [0], "pin_memory": [False], "prefetch_factor": [2]},
+                steps=4, warmup=1)
+    by_bs = {c["batch_size"]: c for c in doc["configs"]}
+    assert by_bs[16]["oom"] and not by_bs[8]["oom"] and not by_bs[4]["oom"]
+    assert by_bs[16]["step_ms"] is None
+    assert doc["best"]["batch_size"] in (4, 8)
+
+
+def test_budget_uses_successive_halving():
+    grid = {"batch_size": [4, 8, 16, 32], "num_workers": [0, 2], "pin_memory": [False], "prefetch_factor": [2]}
+    doc = sweep(load_workload(f"{FACTORIES}:slow_loader"), grid, steps=16, warmup=1, budget_s=60)
+    assert len(doc["rounds"]) >= 2
+    assert doc["rounds"][0]["configs"] == 8 and doc["rounds"][1]["configs"] <= 4
+    assert doc["rounds"][1]["steps"] > doc["rounds"][0]["steps"]
+
+
+def test_health_verdicts():
+    slow = health(load_workload(f"{FACTORIES}:slow_loader"), steps=20, warmup=2)
+    assert slow["verdict"] == "blocked" and slow["next"].startswith("perfcore diagnose")
+    fast = health(load_workload(f"{FACTORIES}:compute_bound"), steps=20, warmup=2)
+    assert fast["verdict"] == "healthy" and fast["next"] is None
+
+
+def test_heartbeat_found_in_a_bursty_series_and_not_in_a_flat_one():
+    bursty = np.tile([1.0, 1.0, 1.0, 0.05, 0.05], 8)  # period 5 samples
+    hb = heartbeat(bursty, spacing_s=0.1)
+    assert hb is not None and hb["period_samples"] == 5 and abs(hb["period_s"] - 0.5) < 1e-9
+    rng = np.random.default_rng(0)
+    assert heartbeat(0.9 + 0.02 * rng.standard_normal(40), 0.1) is None
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ("nope.py:make", "workload file not found: nope.py"),
+    (f"{FACTORIES}:missing", "has no function 'missing'"),
+    (f"{FACTORIES}:not_a_workload", "returned dict, not perfcore.Workload"),
+    ("resnet999", "unknown workload 'resnet999'"),
+])
+def test_bad_workloads_are_one_line(spec, needle, tmp_path):
+    p = cli("diagnose", "--out", str(tmp_path / "d"), spec)
+    assert p.returncode == 2, p.stderr
+    errs = [l for l in p.stderr.splitlines() if "error" in l.lower()]
+    assert len(errs) == 1 and needle in errs[0], p.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--batch-size", "0,8"], "batch sizes must be > 0"),
+    (["--num-workers", ""], "empty list"),
+    (["--pin-memory", "maybe"], "expected true/false"),
+])
+def test_bad_sweep_grids_are_one_line(args, needle, tmp_path):
+    p = cli("sweep", *args, "--out", str(tmp_path / "s"), f"{FACTORIES}:slow_loader")
+    assert p.returncode == 2 and needle in p.stderr, p.stderr
+
+
+def test_sweep_cli_writes_csv_heatmaps_and_json(tmp_path):
+    out = tmp_path / "s"
+    p = cli("sweep", "--batch-size", "8,16", "--num-workers", "0,2", "--pin-memory", "false", "--prefetch-factor", "2",
+            "--steps", "5", "--warmup", "1", "--out", str(out), "--json", "-", f"{FACTORIES}:slow_loader")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert {"configs", "best"} <= set(doc)
+    for c in doc["configs"]:
+        assert set(c) >= {"batch_size", "num_workers", "pin_memory", "prefetch_factor", "step_ms", "samples_per_s",
+                          "busy_mean", "busy_std", "peak_mem_bytes", "oom"}
+    assert (out / "sweep.csv").is_file()
+    assert list(out.glob("heatmap_*.png"))
+    assert set(doc["best"]) == {"batch_size", "num_workers", "pin_memory", "prefetch_factor", "samples_per_s"}
+
+
+def test_demo_quick_writes_the_report_folder(tmp_path):
+    out = tmp_path / "demo"
+    p = cli("demo", "--quick", "--out", str(out), "--json", str(tmp_path / "demo.json"))
+    assert p.returncode == 0, p.stderr
+    for f in ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png", "experiments.png",
+              "summary.md", "demo.json"):
+        assert (out / f).is_file(), f
+    doc = json.loads((tmp_path / "demo.json").read_text())
+    assert doc["run"]["schema"] == "perfcore.run/1"
+    assert doc["diagnose"]["verdict"]["bound"] in ("load", "transfer", "compute", "comm", "host")
+    assert "verdict:" in p.stdout
+
+
+def test_monitor_samples_any_command(tmp_path):
+    out = tmp_path / "m"
+    p = cli("monitor", "--interval", "50ms", "--out", str(out), "--", sys.executable, "-c",
+            "import time; time.sleep(1.0)")
+    assert p.returncode == 0, p.stderr
+    import pandas as pd
+
+    df = pd.read_csv(out / "monitor.csv")
+    assert 10 <= len(df) <= 40 and {"t_ns", "cpu_percent", "ram_used_bytes"} <= set(df.columns)
+    assert (out / "monitor.png").stat().st_size > 5000
+    bad = cli("monitor", "--interval", "fast", "--", sys.executable, "-c", "pass")
+    assert bad.returncode == 2 and "not a duration" in bad.stderr
+
+
+def test_script_diagnose_and_overrides(tmp_path):
+    script = str(HERE / "scripts" / "train_meter.py")
+    p = cli("diagnose", "--steps", "10", "--warmup", "2", "--out", str(tmp_path / "d"), "--json", "-", "--",
+            sys.executable, script, "--delay", "0.003", "--epochs", "3")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["verdict"]["bound"] == "load"
+    a = doc["experiments"][1]
+    assert a["name"].startswith("A: synthetic") and a["speedup"] > 1.5
+    b = doc["experiments"][2]
+    assert b["name"] == f"B: num_workers={os.cpu_count()}" and b["num_workers"] == os.cpu_count()
+
+
+def test_script_without_dataloader_cannot_be_swept(tmp_path):
+    p = cli("sweep", "--batch-size", "8", "--num-workers", "0", "--steps", "2", "--out", str(tmp_path / "s"), "--",
+            sys.executable, str(HERE / "scripts" / "no_loop.py"))
+    assert p.returncode != 0
+    assert "no training step seen" in p.stderr or "no torch DataLoader" in p.stderr
