@@ -27,6 +27,8 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
         extra["PERFCORE_DL_OVERRIDES"] = json.dumps(overrides)
     if synthetic:
         extra["PERFCORE_SYNTHETIC"] = str(SYNTHETIC_KEEP)
+        # The first SYNTHETIC_KEEP batches are really loaded (to be replayed): keep them in warm-up.
+        warmup = max(warmup, SYNTHETIC_KEEP)
     sampler = None
     if sampler_interval_s:
         from .monitor import Sampler
