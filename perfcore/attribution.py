@@ -12,18 +12,22 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["LABELS", "PRECEDENCE", "attribute", "step_table", "verdict", "recommendations", "summarize",
+__all__ = ["LABELS", "PRECEDENCE", "CPU_PRECEDENCE", "attribute", "step_table", "verdict", "recommendations", "summarize",
            "kernel_category", "SCHEMA"]
 
 SCHEMA = "perfcore.run/1"
 LABELS = ("load", "transfer", "compute", "comm", "host")
 PRECEDENCE = ("compute", "comm", "transfer", "load")  # highest first; host is what is left
+# Without a GPU the labels come from host phases, and a collective is a wait *inside* a compute
+# phase (DDP's all-reduce ends backward): the inner, more specific phase wins, so comm > compute.
+CPU_PRECEDENCE = ("comm", "compute", "transfer", "load")
 _INDEX = {label: i for i, label in enumerate(LABELS)}
 
 Intervals = Mapping[str, tuple[np.ndarray, np.ndarray]]
 
 
-def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Intervals) -> np.ndarray:
+def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Intervals,
+              precedence: tuple[str, ...] = PRECEDENCE) -> np.ndarray:
     """ns per (step, label): an int64 array of shape (steps, 5) in LABELS order.
 
     Steps are [start, end) and must not overlap. `intervals` maps a label (not host) to
@@ -37,6 +41,8 @@ def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Int
         return np.zeros((0, len(LABELS)), dtype=np.int64)
     if np.any(s1 < s0) or np.any(s0[1:] < s1[:-1]):
         raise ValueError("steps must be ordered, non-overlapping [start, end) intervals")
+    if sorted(precedence) != sorted(PRECEDENCE):
+        raise ValueError(f"precedence must order {PRECEDENCE}")
     for label in intervals:
         if label not in PRECEDENCE:
             raise ValueError(f"unknown label {label!r}; intervals take one of {PRECEDENCE}")
@@ -49,7 +55,7 @@ def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Int
     points = np.unique(np.concatenate([s0, s1] + [x for ab in clean.values() for x in ab]))
     seg_start, seg_len = points[:-1], np.diff(points)
     label_of = np.full(len(seg_start), _INDEX["host"], dtype=np.int64)
-    for label in reversed(PRECEDENCE):  # lowest precedence first, so higher ones overwrite
+    for label in reversed(precedence):  # lowest precedence first, so higher ones overwrite
         if label not in clean or len(clean[label][0]) == 0:
             continue
         a, b = clean[label]
@@ -67,9 +73,9 @@ def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Int
 
 
 def step_table(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Intervals, warmup: int = 0,
-               first_step: int = 0) -> pd.DataFrame:
+               first_step: int = 0, precedence: tuple[str, ...] = PRECEDENCE) -> pd.DataFrame:
     """One row per step: step, warmup, wall_ms and <label>_ms (the five sum to wall_ms)."""
-    ns = attribute(step_start_ns, step_end_ns, intervals)
+    ns = attribute(step_start_ns, step_end_ns, intervals, precedence)
     s0 = np.asarray(step_start_ns, dtype=np.int64)
     s1 = np.asarray(step_end_ns, dtype=np.int64)
     steps = np.arange(first_step, first_step + len(s0))

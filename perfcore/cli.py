@@ -148,6 +148,25 @@ def run_cmd(steps, warmup, out, backend, no_kernels, json_path, command) -> None
     sys.exit(rc)
 
 
+@cli.command("merge")
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), default=None, help="Merged run folder.")
+@json_option
+def merge_cmd(dirs, out, json_path) -> None:
+    """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."""
+    check_writable(json_path)
+    from pathlib import Path
+
+    from .export.terminal import render_text
+    from .launch import default_out, merge_dirs
+
+    out_dir = Path(out) if out else default_out()
+    doc = merge_dirs([Path(d) for d in dirs], out_dir)
+    click.echo(render_text(doc), err=json_path == "-")
+    _echo_files(out_dir, doc)
+    write_json(doc, json_path)
+
+
 @cli.command("report")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
 @json_option

@@ -218,6 +218,9 @@ class _Instrumentation:
         for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
             cls.fetch = self._timed_fetch(cls.fetch)
 
+        if torch.distributed.is_available():
+            self._patch_distributed(torch)
+
         # Pay the import and probe costs now, while the script is still importing, so that making
         # the timer at the first batch takes microseconds and no script-side meter sees perfcore.
         import pandas  # noqa: F401
@@ -227,6 +230,74 @@ class _Instrumentation:
         from perfcore import capabilities
 
         capabilities()
+
+    COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier", "all_to_all", "reduce",
+                   "gather", "scatter", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather_object",
+                   "broadcast_object_list")
+
+    def _patch_distributed(self, torch) -> None:
+        """comm on CPU/gloo: time inside torch.distributed collectives, and DDP's gradient all-reduce
+        from launch to completion (a comm hook wrapping the default one, or the user's)."""
+        import torch.distributed as dist
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        inst = self
+        now = self.now_ns
+
+        def timed(orig):
+            def collective(*args, **kwargs):
+                if inst.timer is None:
+                    return orig(*args, **kwargs)
+                t0 = now()
+                try:
+                    return orig(*args, **kwargs)
+                finally:
+                    inst.timer._rec.record(3, t0, now())  # COMM; async_op=True counts the launch only
+
+            return collective
+
+        for name in self.COLLECTIVES:
+            if hasattr(dist, name):
+                setattr(dist, name, timed(getattr(dist, name)))
+
+        def timed_hook(hook):
+            def comm_hook(state, bucket):
+                t0 = now()
+                fut = hook(state, bucket)
+                rec = inst.timer._rec if inst.timer is not None else None
+                if rec is None:
+                    return fut
+
+                def done(f):
+                    rec.record(3, t0, now())  # runs on the comm thread: its own span buffer
+                    return f.value()
+
+                return fut.then(done)
+
+            return comm_hook
+
+        orig_register = DDP.register_comm_hook
+
+        def register_comm_hook(ddp, state, hook):
+            ddp._perfcore_hooked = True
+            return orig_register(ddp, state, timed_hook(hook))
+
+        DDP.register_comm_hook = register_comm_hook
+        orig_forward = DDP.forward
+
+        def forward(ddp, *args, **kwargs):
+            # Register the timed default hook at the first forward, so a user's own
+            # register_comm_hook (made before training starts) still goes through.
+            if not getattr(ddp, "_perfcore_hooked", False):
+                ddp._perfcore_hooked = True
+                try:
+                    orig_register(ddp, None, timed_hook(default_hooks.allreduce_hook))
+                except Exception as e:
+                    inst.notes.append(f"DDP all-reduce not timed: {e}")
+            return orig_forward(ddp, *args, **kwargs)
+
+        DDP.forward = forward
 
     def _replaying(self, orig_next):
         """PERFCORE_SYNTHETIC=K: keep the first K batches, then hand them out again instead of
@@ -368,7 +439,8 @@ class _Instrumentation:
             d = self.run_dir / "workers"
             d.mkdir(parents=True, exist_ok=True)
             self._worker_file = open(d / f"{os.getpid()}.csv", "a", buffering=1 if info is not None else 1 << 16)
-        self._worker_file.write(f"{os.getpid()},{wid},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n}\n")
+        self._worker_file.write(f"{os.getpid()},{wid},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},"
+                                f"{self.rank if self.rank is not None else -1}\n")
 
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:
@@ -377,6 +449,9 @@ class _Instrumentation:
         if self._finalized or self.timer is None:
             return
         self._finalized = True
+        if threading.current_thread() is threading.main_thread():
+            # A launcher (torchrun) that saw another rank fail sends SIGTERM now: finish writing first.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             self._write_part()
         except Exception as e:  # say so, but never mask the script's own exit
@@ -414,6 +489,8 @@ class _Instrumentation:
         doc.update({
             "pid": os.getpid(),
             "rank": int(self.rank) if self.rank is not None else None,
+            "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
+            "host": __import__("socket").gethostname(),
             "argv": list(sys.argv),
             "exit": {"reason": self.exit_reason, "exception": self.exception},
             "step_source": step_source,

@@ -102,19 +102,24 @@ def run_child(cmd: list[str], env: dict[str, str]) -> int:
     return 128 - rc if rc < 0 else rc
 
 
-def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None) -> dict[str, Any]:
-    """How fast DataLoader workers produce batches vs how fast the loop consumes them."""
+def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None
+                   ) -> dict[str, Any]:
+    """How fast DataLoader workers produce batches vs how fast the loop consumes them (for one rank)."""
     files = sorted((out / "workers").glob("*.csv")) if (out / "workers").is_dir() else []
     frames = []
     for f in files:
         try:
             frames.append(pd.read_csv(f, header=None, names=["pid", "worker", "start_ns", "end_ns", "getitem_ns",
-                                                              "collate_ns", "items"]))
+                                                              "collate_ns", "items", "rank"]))
         except (pd.errors.EmptyDataError, pd.errors.ParserError):
             continue
     if not frames:
         return {}
     w = pd.concat(frames, ignore_index=True)
+    if rank is not None and (w["rank"] >= 0).any():
+        w = w[w["rank"] == rank]
+        if w.empty:
+            return {}
     in_workers = w[w["worker"] >= 0]
     fetch_ms = (w["end_ns"] - w["start_ns"]) / 1e6
     doc: dict[str, Any] = {
@@ -148,15 +153,16 @@ def _read_parts(out: Path) -> list[dict[str, Any]]:
     return parts
 
 
-def finish_run(out: Path, rc: int, cmd: list[str]) -> dict[str, Any]:
+def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Parts -> run folder. Raises RunFailed (with the script's exit code) when there is nothing to report."""
-    parts = _read_parts(out)
+    parts = _read_parts(out) if parts is None else parts
     if not parts:
         if rc != 0:
             raise RunFailed(f"the command failed (exit {rc}) before perfcore saw a training step; "
                             "fix the script, then run it again", exit_code=rc)
         raise RunFailed("no training step seen: the command never iterated a torch DataLoader, ran an nn.Module "
                         "or called optimizer.step() in an instrumented Python process")
+    parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
     main = parts[0]
     doc = dict(main["doc"])
     if doc.get("steps", 0) == 0 and doc.get("warmup_steps", 0) == 0:
@@ -164,20 +170,43 @@ def finish_run(out: Path, rc: int, cmd: list[str]) -> dict[str, Any]:
                         "nothing to attribute")
     doc["command"] = cmd
     doc["exit_code"] = rc
-    workers = worker_summary(out, doc["step_time_ms"]["mean"], doc["breakdown_ms"]["load"])
+    focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one
+    if len(parts) > 1 or doc.get("world_size"):
+        from .ranks import clock_offsets, merge_ranks
+
+        # The merged document: rank 0's (or the lowest present) numbers, plus every rank's and the stragglers.
+        doc.update(merge_ranks(parts))
+        offsets = clock_offsets(parts)
+        doc["clock_offsets_ns"] = offsets
+        for p in parts:
+            off = offsets.get(p["doc"].get("host"), 0)
+            if off:
+                for key in [k for k in p["raw"] if k.endswith("_ns")]:
+                    p["raw"][key] = p["raw"][key] + off
+        for r in doc["ranks"]:
+            ws = worker_summary(out, r["step_time_ms"]["mean"], r["breakdown_ms"]["load"], r["rank"])
+            if ws:
+                r["workers"] = ws
+        if doc["stragglers"]:
+            st = doc["stragglers"][0]
+            focus = next(p["doc"] for p in parts if p["doc"].get("rank") == st["rank"])
+    from .attribution import recommendations, verdict
+
+    on_gpu = doc["device"] != "cpu"
+    workers = worker_summary(out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"))
+    evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
     if workers:
         doc["workers"] = workers
-        # Advice again, now with the workers' side of the evidence (the child could not see it).
-        from .attribution import recommendations
-
-        ph2d = (doc.get("memcpy") or {}).get("by_direction", {}).get("h2d", {}).get("pageable_bytes", 0)
-        total_steps = max(1, doc["steps"] + doc["warmup_steps"])
-        evidence = {"cpu_count": os.cpu_count(), "num_workers": workers["num_workers"],
-                    "workers_needed": workers.get("workers_needed"), "fetch_ms": workers["fetch_ms_mean"],
-                    "loop_ms": workers.get("loop_ms_without_load", 0.0),
-                    "pageable_h2d_bytes_per_step": ph2d / total_steps}
-        doc["recommendations"] = recommendations(doc["breakdown_fraction"], doc["breakdown_ms"],
-                                                 doc["device"] != "cpu", evidence)
+        evidence.update(num_workers=workers["num_workers"], workers_needed=workers.get("workers_needed"),
+                        fetch_ms=workers["fetch_ms_mean"], loop_ms=workers.get("loop_ms_without_load", 0.0))
+    ph2d = (focus.get("memcpy") or {}).get("by_direction", {}).get("h2d", {}).get("pageable_bytes", 0)
+    evidence["pageable_h2d_bytes_per_step"] = ph2d / max(1, focus["steps"] + focus["warmup_steps"])
+    # Advice again, now with the workers' side of the evidence (the child could not see it).
+    doc["recommendations"] = recommendations(focus["breakdown_fraction"], focus["breakdown_ms"], on_gpu, evidence)
+    if focus is not doc:
+        v = verdict(focus["breakdown_fraction"], on_gpu)
+        doc["verdict"] = {"bound": v["bound"],
+                          "summary": f"{v['summary']} on rank {focus['rank']}; the other ranks wait for it in comm"}
     main["steps"].to_csv(out / "steps.csv", index=False)
     files = {"run.json": "run.json", "steps.csv": "steps.csv"}
     if main["raw"]:
@@ -191,9 +220,33 @@ def finish_run(out: Path, rc: int, cmd: list[str]) -> dict[str, Any]:
     files["breakdown.png"] = "breakdown.png"
     if plot_kernels(doc.get("kernels", []), out / "kernels.png"):
         files["kernels.png"] = "kernels.png"
+    if len(doc.get("ranks", [])) > 1:
+        from .export.plots import plot_ranks
+
+        plot_ranks(doc["ranks"], out / "ranks.png")
+        files["ranks.png"] = "ranks.png"
+        for p in parts:
+            p["steps"].to_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", index=False)
     doc["files"] = files
     (out / "run.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
     return doc
+
+
+def merge_dirs(dirs: list[Path], out: Path) -> dict[str, Any]:
+    """`perfcore merge`: parts written on several nodes of one job -> one run folder."""
+    parts, seen = [], set()
+    for d in dirs:
+        found = _read_parts(Path(d))
+        if not found:
+            raise UsageError(f"{d} holds no perfcore parts (parts/rank*/run.json)")
+        for p in found:
+            key = (p["doc"].get("rank"), p["doc"].get("host"), p["doc"].get("pid"))
+            if key not in seen:
+                seen.add(key)
+                parts.append(p)
+    out = prepare_out(out)
+    cmd = parts[0]["doc"].get("command") or parts[0]["doc"].get("argv") or []
+    return finish_run(out, 0, cmd, parts)
 
 
 def load_run(out: Path) -> tuple[dict[str, Any], pd.DataFrame]:

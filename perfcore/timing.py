@@ -310,7 +310,8 @@ class StepTimer:
         self._drain(wait=True)
         spans = self._spans()
         starts, ends = self._step_bounds(spans)
-        df = attribution.step_table(starts, ends, self._intervals(spans), warmup=self.warmup)
+        prec = attribution.PRECEDENCE if self.device == "cuda" else attribution.CPU_PRECEDENCE
+        df = attribution.step_table(starts, ends, self._intervals(spans), warmup=self.warmup, precedence=prec)
         for pid, name in self._names.items():
             if pid < _FIRST_CUSTOM:
                 continue

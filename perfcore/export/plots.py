@@ -149,3 +149,24 @@ def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
     fig.savefig(path)
     plt.close(fig)
     return Path(path)
+
+
+def plot_ranks(ranks: list[dict[str, Any]], path: Path) -> Path:
+    """One stacked bar per rank: mean ms per step by label (a straggler stands out by its colours)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(ranks) + 1.8), dpi=110)
+    for j, r in enumerate(ranks):
+        left = 0.0
+        for lb in LABELS:
+            v = r["breakdown_ms"][lb]
+            ax.barh(j, v, left=left, color=COLORS[lb], label=lb if j == 0 else None)
+            left += v
+    ax.set_yticks(range(len(ranks)), [f"rank {r['rank']}" for r in ranks])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per step")
+    ax.set_title("per-rank breakdown", fontsize=10)
+    ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)

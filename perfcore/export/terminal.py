@@ -43,6 +43,17 @@ def render_text(doc: dict[str, Any]) -> str:
         for d, v in m["by_direction"].items():
             lines.append(f"  memcpy {d}: {v['bytes'] / 2**20:.1f} MiB in {v['ms']:.2f} ms, "
                          f"{v['pageable_bytes'] / 2**20:.1f} MiB pageable")
+    if len(doc.get("ranks", [])) > 1 or doc.get("missing_ranks"):
+        lines += ["", f"  {'rank':<6} {'step ms':>8} " + " ".join(f"{lb:>9}" for lb in LABELS)]
+        for r in doc["ranks"]:
+            lines.append(f"  {r['rank']!s:<6} {r['step_time_ms']['mean']:>8.2f} "
+                         + " ".join(f"{r['breakdown_ms'][lb]:>9.2f}" for lb in LABELS))
+        for st in doc.get("stragglers", []):
+            lines.append(f"  straggler: {st['sentence']}")
+        for w in doc.get("waiting", []):
+            lines.append(f"  {w['sentence']}")
+        if doc.get("missing_note"):
+            lines.append(f"  MISSING: {doc['missing_note']}")
     split = doc.get("compute_split_ms") or {}
     if split:
         lines += ["", "  host time in " + ", ".join(f"{k} {v:.2f} ms" for k, v in split.items()) + " per step"]

@@ -1,0 +1,110 @@
+"""Multi-rank runs: per-rank results merged, steps aligned by index, stragglers named (pure functions).
+
+In synchronous data parallelism every rank's step takes the same wall time: the slow rank is the
+one whose own work (wall minus comm) is longest, and the others show its excess as comm, waiting
+in the collective. Clocks of one host are one clock; across hosts an offset per host is estimated
+from when the collectives end (they end together on every rank).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .attribution import LABELS
+
+__all__ = ["merge_ranks", "clock_offsets"]
+
+_PHRASE = {"load": "its DataLoader waits", "compute": "it computes", "transfer": "it copies",
+           "host": "it spends outside the timed phases"}
+
+
+def _measured(steps: pd.DataFrame) -> pd.DataFrame:
+    return steps[~steps["warmup"].astype(bool)].reset_index(drop=True)
+
+
+def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """parts: [{"doc": run.json of a rank, "steps": its steps table}]. Returns the fields the
+    merged perfcore.run/1 document adds: ranks, stragglers, missing_ranks, world_size."""
+    parts = sorted(parts, key=lambda p: p["doc"].get("rank") or 0)
+    world = max([p["doc"].get("world_size") or 0 for p in parts] + [len(parts)])
+    present = [p["doc"].get("rank") for p in parts]
+    missing = sorted(set(range(world)) - set(present))
+    ranks = []
+    for p in parts:
+        d = p["doc"]
+        ranks.append({"rank": d.get("rank"), "step_time_ms": d["step_time_ms"], "breakdown_ms": d["breakdown_ms"],
+                      "breakdown_fraction": d["breakdown_fraction"], "steps": d["steps"],
+                      "exit": (d.get("exit") or {}).get("reason"), "host": d.get("host")})
+    out: dict[str, Any] = {"world_size": world, "ranks": ranks, "missing_ranks": missing, "stragglers": []}
+    if missing:
+        out["missing_note"] = (f"rank(s) {', '.join(map(str, missing))} of {world} left no results (crashed or "
+                               "killed before writing); the report covers the others")
+    tables = [_measured(p["steps"]) for p in parts]
+    k = min((len(t) for t in tables), default=0)
+    if len(parts) < 2 or k == 0:
+        return out
+    work = np.stack([(t["wall_ms"] - t["comm_ms"]).to_numpy()[:k] for t in tables])  # ranks x steps
+    med = np.median(work, axis=0)
+    slowest = np.argmax(work, axis=0)
+    label_means = {lb: np.array([t[f"{lb}_ms"].to_numpy()[:k].mean() for t in tables]) for lb in LABELS}
+    for i, p in enumerate(parts):
+        excess = float((work[i] - med).mean())
+        share_slowest = float((slowest == i).mean())
+        base = float(med.mean())
+        if share_slowest < 0.5 or excess < max(0.05 * base, 0.5):
+            continue
+        others = [j for j in range(len(parts)) if j != i]
+        diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
+        label = max(diffs, key=diffs.get)
+        r = p["doc"].get("rank")
+        mine, theirs = float(work[i].mean()), float(np.median(work[others].mean(axis=1)))
+        pct = 100 * (mine - theirs) / float(np.mean(tables[i]["wall_ms"].to_numpy()[:k]))
+        out["stragglers"].append({
+            "rank": r, "excess_label": label, "excess_ms": diffs[label], "slowest_share": share_slowest,
+            "work_ms": mine, "others_work_ms": theirs,
+            "sentence": (f"rank {r} holds up the job: its own work is {mine:.1f} ms/step against {theirs:.1f} ms on "
+                         f"the other ranks ({pct:.0f}% of each step); its excess is {label}: {_PHRASE[label]} "
+                         f"{diffs[label]:.1f} ms/step more than the median of the other ranks"),
+        })
+    if out["stragglers"]:
+        slow = {s["rank"] for s in out["stragglers"]}
+        slow_idx = [i for i, p in enumerate(parts) if p["doc"].get("rank") in slow]
+        slow_comm = max(label_means["comm"][i] for i in slow_idx)
+        who = ", ".join(str(r) for r in sorted(slow))
+        out["waiting"] = [{"rank": parts[i]["doc"].get("rank"), "comm_ms": float(label_means["comm"][i]),
+                           "sentence": f"rank {parts[i]['doc'].get('rank')} waits {label_means['comm'][i]:.1f} "
+                                       f"ms/step in collectives for rank(s) {who}"}
+                          for i in range(len(parts)) if i not in slow_idx and label_means["comm"][i] - slow_comm > 0.5]
+    return out
+
+
+def clock_offsets(parts: list[dict[str, Any]]) -> dict[str, int]:
+    """Per host, ns to add to its timestamps to put them on the first host's clock: the median over
+    steps of how much later its ranks' last collective of each step ended. Same host: 0."""
+    hosts = {}
+    for p in parts:
+        hosts.setdefault(p["doc"].get("host"), []).append(p)
+    names = list(hosts)
+    if len(names) < 2:
+        return {names[0] if names else "": 0}
+
+    def comm_ends(p):
+        raw = p.get("raw") or {}
+        if "span_phase" not in raw:
+            return None
+        sel = raw["span_phase"] == 3
+        df = pd.DataFrame({"step": raw["span_step"][sel], "end": raw["span_end_ns"][sel]})
+        return df.groupby("step")["end"].max()
+
+    ref = comm_ends(hosts[names[0]][0])
+    offsets = {names[0]: 0}
+    for h in names[1:]:
+        e = comm_ends(hosts[h][0])
+        if ref is None or e is None:
+            offsets[h] = 0
+            continue
+        both = pd.concat([ref, e], axis=1, join="inner").dropna()
+        offsets[h] = int(np.median(both.iloc[:, 0] - both.iloc[:, 1])) if len(both) else 0
+    return offsets

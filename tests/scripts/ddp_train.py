@@ -1,0 +1,60 @@
+"""A small DDP training script (gloo, CPU) as torchrun runs it. Rank `--slow-rank`'s data loads
+slower by construction; `--crash-rank` raises at step `--crash-at`."""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+
+class Data(Dataset):
+    def __init__(self, n, delay):
+        self.n, self.delay = n, delay
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.delay:
+            time.sleep(self.delay)
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(64, generator=g), i % 4
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--slow-rank", type=int, default=1)
+    p.add_argument("--delay", type=float, default=0.0025)
+    p.add_argument("--crash-rank", type=int, default=-1)
+    p.add_argument("--crash-at", type=int, default=10)
+    p.add_argument("--hard", action="store_true", help="die by SIGKILL (as the OOM killer does): no cleanup at all")
+    args = p.parse_args()
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = DDP(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    ds = Data(args.steps * 8 * dist.get_world_size(), args.delay if rank == args.slow_rank else 0.0)
+    loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, shuffle=False))
+    for step, (x, y) in enumerate(loader):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if rank == args.crash_rank and step == args.crash_at:
+            if args.hard:
+                os.kill(os.getpid(), 9)
+            raise RuntimeError(f"rank {rank} crashed on purpose")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

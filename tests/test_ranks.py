@@ -1,0 +1,126 @@
+"""Multi-rank runs on CPU with gloo: real torchrun, real DDP, one rank slower by construction."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfcore.ranks import clock_offsets, merge_ranks
+
+SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "ddp_train.py")
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
+
+
+def perfcore(*args, timeout=240):
+    return subprocess.run([sys.executable, "-m", "perfcore.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory):
+    if not Path(TORCHRUN).exists():
+        pytest.skip("torchrun not installed next to this Python")
+    out = tmp_path_factory.mktemp("ddp") / "run"
+    p = perfcore("run", "--warmup", "3", "--out", str(out), "--", TORCHRUN, "--nproc_per_node=2", SCRIPT,
+                 "--slow-rank", "1", "--delay", "0.0025")
+    return p, out
+
+
+def test_both_ranks_measured_and_the_slow_one_named(two_ranks):
+    p, out = two_ranks
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["world_size"] == 2 and [r["rank"] for r in doc["ranks"]] == [0, 1]
+    for r in doc["ranks"]:
+        assert set(r) >= {"rank", "step_time_ms", "breakdown_ms", "breakdown_fraction"}
+        assert r["steps"] == 27
+    st = doc["stragglers"]
+    assert len(st) == 1 and st[0]["rank"] == 1 and st[0]["excess_label"] == "load"
+    assert st[0]["excess_ms"] > 15  # 8 items x 2.5 ms of loading per step
+    assert "rank 1" in st[0]["sentence"] and "load" in st[0]["sentence"]
+    r0, r1 = doc["ranks"]
+    # The fast rank's extra time is waiting in comm; the slow rank's is loading.
+    assert r0["breakdown_ms"]["comm"] > 0.7 * r1["breakdown_ms"]["load"]
+    assert r1["breakdown_ms"]["comm"] < 0.2 * r0["breakdown_ms"]["comm"]
+    assert doc["verdict"]["bound"] == "load" and "rank 1" in doc["verdict"]["summary"]
+    assert doc["missing_ranks"] == []
+
+
+def test_trace_and_plots_cover_all_ranks(two_ranks):
+    _, out = two_ranks
+    trace = json.loads((out / "trace.json").read_text())
+    procs = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+    assert {"rank 0 host", "rank 1 host"} <= procs
+    assert (out / "ranks.png").stat().st_size > 5000
+    assert (out / "steps_rank0.csv").is_file() and (out / "steps_rank1.csv").is_file()
+
+
+def test_merge_parts_written_on_different_nodes(two_ranks, tmp_path):
+    _, out = two_ranks
+    node_a, node_b = tmp_path / "nodeA", tmp_path / "nodeB"
+    for node, rank in ((node_a, 0), (node_b, 1)):
+        (node / "parts").mkdir(parents=True)
+        shutil.copytree(out / "parts" / f"rank{rank}", node / "parts" / f"rank{rank}")
+    p = perfcore("merge", str(node_a), str(node_b), "--out", str(tmp_path / "merged"), "--json", "-")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert doc["stragglers"][0]["rank"] == 1
+    assert set(doc["clock_offsets_ns"].values()) == {0}  # one host: one clock
+    bad = perfcore("merge", str(tmp_path / "nodeA" / "parts"), "--out", str(tmp_path / "m2"))
+    assert bad.returncode == 2 and "holds no perfcore parts" in bad.stderr
+
+
+def test_a_killed_rank_leaves_the_others_and_is_named_missing(tmp_path):
+    if not Path(TORCHRUN).exists():
+        pytest.skip("torchrun not installed next to this Python")
+    out = tmp_path / "run"
+    p = perfcore("run", "--warmup", "2", "--out", str(out), "--", TORCHRUN, "--nproc_per_node=2", SCRIPT,
+                 "--crash-rank", "1", "--crash-at", "10", "--hard")
+    assert p.returncode != 0
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["missing_ranks"] == [1]
+    assert [r["rank"] for r in doc["ranks"]] == [0]
+    assert "MISSING: rank(s) 1 of 2" in p.stdout
+    assert doc["exit"]["reason"] in ("crashed", "terminated")
+
+
+def _part(rank, load, comm, compute=1.0, host_name="h", n=10):
+    steps = pd.DataFrame({"step": range(n), "warmup": [False] * n, "load_ms": load, "transfer_ms": 0.0,
+                          "compute_ms": compute, "comm_ms": comm, "host_ms": 0.5})
+    steps["wall_ms"] = steps[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1)
+    bms = {"load": load, "transfer": 0.0, "compute": compute, "comm": comm, "host": 0.5}
+    wall = sum(bms.values())
+    doc = {"rank": rank, "world_size": 3, "host": host_name, "steps": n,
+           "step_time_ms": {"mean": wall, "p50": wall, "p90": wall}, "breakdown_ms": bms,
+           "breakdown_fraction": {k: v / wall for k, v in bms.items()}}
+    return {"doc": doc, "steps": steps}
+
+
+def test_merge_ranks_on_hand_built_parts():
+    parts = [_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 10.0, 0.0)]
+    m = merge_ranks(parts)
+    assert m["world_size"] == 3 and m["missing_ranks"] == []
+    assert [s["rank"] for s in m["stragglers"]] == [2]
+    assert m["stragglers"][0]["excess_label"] == "load"
+    assert m["stragglers"][0]["excess_ms"] == pytest.approx(9.0)
+    assert {w["rank"] for w in m["waiting"]} == {0, 1}
+    balanced = merge_ranks([_part(0, 1.0, 1.0), _part(1, 1.0, 1.0), _part(2, 1.0, 1.0)])
+    assert balanced["stragglers"] == []
+    missing = merge_ranks([_part(0, 1.0, 1.0), _part(2, 1.0, 1.0)])
+    assert missing["missing_ranks"] == [1] and "rank(s) 1 of 3" in missing["missing_note"]
+
+
+def test_clock_offsets_from_collective_ends():
+    def raw(shift):
+        ends = np.arange(5) * 1000 + 500 + shift
+        return {"span_phase": np.full(5, 3), "span_step": np.arange(5), "span_end_ns": ends}
+
+    parts = [{"doc": {"host": "a"}, "raw": raw(0)}, {"doc": {"host": "b"}, "raw": raw(-250)}]
+    assert clock_offsets(parts) == {"a": 0, "b": 250}
