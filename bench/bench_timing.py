@@ -90,8 +90,8 @@ def main() -> None:
     med = {k: statistics.median(v) - base for k, v in results.items()}
     ours = med["perfcore timer.compute()"]
     print(f"host cost per phase enter+exit (median of {args.repeats}, loop cost {base:.0f} ns subtracted)")
-    print(f"| variant | ns/phase | x perfcore |")
-    print(f"|---|---|---|")
+    print("| variant | ns/phase | x perfcore |")
+    print("|---|---|---|")
     for k, v in med.items():
         print(f"| {k} | {v:.0f} | {v / ours:.1f} |")
     print()

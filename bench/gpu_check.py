@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 import time
 
@@ -77,6 +78,54 @@ def step_timer_costs(steps: int = 200, repeats: int = 5) -> dict:
             "loop_overhead": (q - p) / p}
 
 
+def graph_check(steps: int = 50) -> dict:
+    """A launch-bound model (20 small layers, batch 8): eager vs captured step, and equal losses."""
+    import copy
+
+    import torch
+
+    from perfcore.experiments.graph import compare_runs
+    from perfcore.graphs import capture_step
+
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(20):
+        layers += [torch.nn.Linear(64, 64), torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers).cuda()
+    x, y = torch.randn(8, 64, device="cuda"), torch.randn(8, 64, device="cuda")
+    loss_fn = torch.nn.functional.mse_loss
+    start = copy.deepcopy(model.state_dict())
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def eager(_b=None):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def timed(fn):
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps)]
+        for a, b in ev:
+            a.record()
+            fn((x, y))
+            b.record()
+        torch.cuda.synchronize()
+        return statistics.median(a.elapsed_time(b) for a, b in ev)
+
+    for _ in range(3):
+        eager()
+    e_losses = [float(eager()) for _ in range(5)]
+    eager_ms = timed(eager)
+    model.load_state_dict(start)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    step = capture_step(model, loss_fn, opt, (x, y), warmup=3)
+    g_losses = [float(step((x, y)).clone()) for _ in range(5)]
+    graph_ms = timed(step)
+    chk = compare_runs(e_losses, g_losses, [], [])
+    return {"eager_ms": eager_ms, "graph_ms": graph_ms, "speedup": eager_ms / graph_ms, "match": chk["match"]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", dest="json_path", default=None)
@@ -130,9 +179,23 @@ def main() -> int:
         f"{ph['loop_overhead'] * 100:.2f}% ({ph['plain_ms']:.3f} vs {ph['timed_ms']:.3f} ms/step)", "< 1%",
         ph["loop_overhead"] < 0.01)
 
+    from perfcore.transfer import nominal_link_gbps
+
+    link = nominal_link_gbps()
+    if link.get("gbps"):
+        frac = bw["h2d_pinned_gbps"] / link["gbps"]
+        row("pinned H2D vs nominal link", f"{bw['h2d_pinned_gbps']:.1f} of {link['gbps']:.1f} GB/s "
+            f"(PCIe gen{link['generation']} x{link['width']}) = {frac * 100:.0f}%", ">= 80%", frac >= 0.8)
+    else:
+        row("pinned H2D vs nominal link", f"link rate unknown: {link.get('reason')}", ">= 80%", False)
+    g = graph_check()
+    row("CUDA Graph vs eager, launch-bound MLP", f"eager {g['eager_ms']:.3f} ms, graphed {g['graph_ms']:.3f} ms "
+        f"({g['speedup']:.2f}x), losses equal: {g['match']}", "graphed faster, equal losses",
+        g["speedup"] > 1 and g["match"])
+
     print()
-    print(f"| check | measured | target | result |")
-    print(f"|---|---|---|---|")
+    print("| check | measured | target | result |")
+    print("|---|---|---|---|")
     for name, value, target, ok in rows:
         print(f"| {name} | {value} | {target} | {'PASS' if ok else 'FAIL'} |")
     print(f"\n{dev}; {platform.node()}; {time.strftime('%Y-%m-%d')}; {time.time() - t_start:.0f} s")

@@ -478,6 +478,87 @@ def _interval(text: str) -> float:
     return v
 
 
+@cli.command("transfer")
+@click.option("--sizes", default="4K..1G", show_default=True, help="Range a..b (x4 steps) or a list: 4K,1M,256M.")
+@click.option("--direction", default="h2d,d2h", show_default=True)
+@click.option("--repeats", type=int, default=10, show_default=True)
+@click.option("--batch-shape", default=None, help="e.g. 128,3,224,224: ms per batch pinned vs pageable, and overlap.")
+@click.option("--dtype", default="float32", show_default=True)
+@out_option
+@json_option
+def transfer_cmd(sizes, direction, repeats, batch_shape, dtype, out, json_path) -> None:
+    """Pinned vs pageable copy bandwidth (CUDA events), against the link's nominal rate."""
+    check_writable(json_path)
+    from .transfer import parse_shape, parse_sizes
+
+    size_list = parse_sizes(sizes)
+    dirs = [d.strip() for d in direction.split(",") if d.strip()]
+    bad = [d for d in dirs if d not in ("h2d", "d2h")]
+    if bad or not dirs:
+        raise click.BadParameter(f"directions are h2d and d2h, got {direction!r}", param_hint="--direction")
+    shape = parse_shape(batch_shape) if batch_shape else None
+    from ._native import require_cuda
+
+    require_cuda("perfcore transfer")  # exits 3 with the reason on a machine without a GPU
+    from .export.plots import plot_transfer
+    from .transfer import batch_cost, measure, nominal_link_gbps, summarize_curve
+
+    out_dir = _out_dir(out, "transfer")
+    curve = measure(size_list, dirs, repeats)
+    link = nominal_link_gbps()
+    doc = {"schema": "perfcore.transfer/1", "curve": curve.to_dict("records"), "link": link,
+           "summary": summarize_curve(curve, link.get("gbps"))}
+    if shape:
+        doc["batch"] = batch_cost(shape, dtype)
+    curve.to_csv(out_dir / "transfer.csv", index=False)
+    plot_transfer(curve, out_dir / "transfer.png", link.get("gbps"))
+    _dump(doc, out_dir / "transfer.json")
+    echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if json_path == "-" else click.echo
+    for k, v in doc["summary"].items():
+        echo(f"  {k}: {v:.2f}")
+    if shape:
+        b = doc["batch"]
+        echo(f"  batch {tuple(shape)} {dtype}: pinned {b['pinned_ms']:.2f} ms, pageable {b['pageable_ms']:.2f} ms; "
+             f"non_blocking overlaps a kernel: pinned {b['overlap_pinned']}, pageable {b['overlap_pageable']}")
+    click.echo(f"wrote {out_dir}/: transfer.json, transfer.csv, transfer.png", err=True)
+    write_json(doc, json_path)
+
+
+@cli.command("graph")
+@click.argument("workload")
+@click.option("--steps", type=int, default=50, show_default=True)
+@out_option
+@json_option
+def graph_cmd(workload, steps, out, json_path) -> None:
+    """Eager vs CUDA-Graph step time, launch overhead, and a same-result check against eager."""
+    check_writable(json_path)
+    if steps <= 0:
+        raise click.BadParameter("must be > 0", param_hint="--steps")
+    from ._native import require_cuda
+
+    require_cuda("perfcore graph")
+    from .experiments.graph import graph_experiment
+
+    out_dir = _out_dir(out, "graph")
+    doc = graph_experiment(_load(workload), steps=steps)
+    _dump(doc, out_dir / "graph.json")
+    echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if json_path == "-" else click.echo
+    lo = doc["launch_overhead"]
+    echo(f"launch overhead: eager {lo['eager_host_us_per_launch']:.2f} us/launch (host), "
+         f"graph {lo['graph_us_per_kernel']:.2f} us/kernel")
+    if doc.get("captured"):
+        c = doc["check"]
+        echo(f"step: eager {doc['eager_step_ms']:.3f} ms, graphed {doc['graph_step_ms']:.3f} ms "
+             f"({doc['speedup']:.2f}x); same results as eager: {c['match']} "
+             f"(loss rel err {c['max_loss_rel_error']:.1e}, params {c['max_param_rel_error']:.1e})")
+    else:
+        echo(f"not captured: {doc['error']}")
+    click.echo(f"wrote {out_dir}/graph.json", err=True)
+    write_json(doc, json_path)
+    if not doc.get("captured"):
+        sys.exit(EXIT_FAILURE)
+
+
 @cli.command("demo")
 @out_option
 @json_option

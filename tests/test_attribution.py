@@ -94,3 +94,15 @@ def test_kernel_categories():
     assert kernel_category("void at::native::vectorized_elementwise_kernel<4, ...>") == "elementwise"
     assert kernel_category("void at::native::reduce_kernel<512, 1>") == "norm/softmax/reduce"
     assert kernel_category("my_custom_thing") == "other"
+
+
+def test_cpu_precedence_puts_comm_over_compute():
+    from perfcore.attribution import CPU_PRECEDENCE
+
+    iv = {"compute": ([0], [100]), "comm": ([60], [90])}
+    gpu = attribute([0], [100], iv)
+    cpu = attribute([0], [100], iv, CPU_PRECEDENCE)
+    assert gpu[0, L["compute"]] == 100 and gpu[0, L["comm"]] == 0
+    assert cpu[0, L["compute"]] == 70 and cpu[0, L["comm"]] == 30
+    with pytest.raises(ValueError):
+        attribute([0], [100], iv, ("compute", "comm"))

@@ -89,7 +89,7 @@ def test_step_timer_kernels_mode_uses_cupti():
         x = torch.randn(2048, 2048, device="cuda")
         for _ in range(5):
             with timer.compute():
-                y = x @ x
+                x @ x
             timer.step()
         torch.cuda.synchronize()
         res = timer.result()

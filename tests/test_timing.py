@@ -183,8 +183,10 @@ def test_phases_from_worker_threads_are_counted():
         t.join()
         timer.step()
     df = timer.summary()
-    # comm overlaps compute for ~4 ms (compute wins), then ~6 ms of comm alone.
-    assert (df["comm_ms"] >= 5).all() and (df["compute_ms"] >= 3.5).all()
+    # The comm phase (10 ms, another thread) covers the 4 ms compute phase. On CPU a collective is a
+    # wait inside compute, so comm wins where they overlap (attribution.CPU_PRECEDENCE).
+    assert (df["comm_ms"] >= 9.5).all()
+    assert (df["compute_ms"] <= 0.5).all()
 
 
 def test_works_around_torch_compile_regions():

@@ -4,7 +4,6 @@ import time
 import torch
 from torch import nn
 
-import perfcore
 from perfcore.workloads import Workload
 
 

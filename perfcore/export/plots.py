@@ -170,3 +170,26 @@ def plot_ranks(ranks: list[dict[str, Any]], path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return Path(path)
+
+
+def plot_transfer(curve: pd.DataFrame, path: Path, nominal_gbps: float | None = None) -> Path:
+    """GB/s against copy size, pinned vs pageable, both directions, with the link's nominal rate."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
+    styles = {("h2d", "pinned"): ("-", COLORS["compute"]), ("h2d", "pageable"): ("--", COLORS["compute"]),
+              ("d2h", "pinned"): ("-", COLORS["load"]), ("d2h", "pageable"): ("--", COLORS["load"])}
+    for (d, mem), g in curve.groupby(["direction", "memory"]):
+        ls, c = styles.get((d, mem), ("-", "k"))
+        g = g.sort_values("size_bytes")
+        ax.plot(g["size_bytes"], g["gbps"], ls, color=c, marker="o", ms=3, label=f"{d} {mem}")
+    if nominal_gbps:
+        ax.axhline(nominal_gbps, color="#888", lw=1, ls=":", label=f"link nominal {nominal_gbps:.0f} GB/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("copy size (bytes)")
+    ax.set_ylabel("GB/s")
+    ax.set_title("host<->device copy bandwidth", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return Path(path)
