@@ -456,6 +456,14 @@ class _Instrumentation:
             self._write_part()
         except Exception as e:  # say so, but never mask the script's own exit
             sys.stderr.write(f"perfcore: could not write results: {type(e).__name__}: {e}\n")
+        if self.exit_reason == "interrupted" and threading.current_thread() is threading.main_thread():
+            # Python reports an unhandled Ctrl-C by dying of SIGINT (exit 130 in a shell), but the
+            # work above can clear its flag for that; die the same way ourselves. This handler was
+            # registered first, so it runs after every other exit handler.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
 
     def _write_part(self) -> None:
         import numpy as np
@@ -509,28 +517,29 @@ class _Instrumentation:
         part = self.run_dir / "parts" / key
         part.mkdir(parents=True, exist_ok=True)
         table.to_csv(part / "steps.csv", index=False)
-        spans = timer._spans()
+        detail = timer._store.trace_tables()  # the kept steps' detail: bounded however long the run
+        spans = detail["spans"]
         names = {pid: name for pid, name in timer._names.items()}
+        # Strings go in as fixed-width unicode arrays: np.load(allow_pickle=False) must read them back.
         raw: dict[str, Any] = {
             "span_phase": spans["phase_id"].to_numpy(), "span_start_ns": spans["start_ns"].to_numpy(),
             "span_end_ns": spans["end_ns"].to_numpy(), "span_thread": spans["thread_id"].to_numpy(),
             "span_step": spans["step"].to_numpy(),
-            "phase_ids": np.array(list(names), dtype=np.int32), "phase_names": np.array(list(names.values())),
+            "phase_ids": np.array(list(names), dtype=np.int32), "phase_names": np.array(list(names.values()), dtype=str),
             "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
         }
-        if timer._tracer is not None and getattr(timer, "_frames_cache", None) is not None:
-            k, m = timer._frames_cache["kernels"], timer._frames_cache["memcpy"]
-            if len(k.columns):
-                raw.update(kernel_start_ns=k["start_ns"].to_numpy(), kernel_end_ns=k["end_ns"].to_numpy(),
-                           kernel_stream=k["stream_id"].to_numpy(), kernel_name=k["name"].astype(str).to_numpy())
-            if len(m.columns):
-                raw.update(memcpy_start_ns=m["start_ns"].to_numpy(), memcpy_end_ns=m["end_ns"].to_numpy(),
-                           memcpy_stream=m["stream_id"].to_numpy(), memcpy_bytes=m["size_bytes"].to_numpy(),
-                           memcpy_direction=m["direction"].astype(str).to_numpy(),
-                           memcpy_pageable=m["pageable"].to_numpy())
-        elif timer._event_parts:
-            ev = {c: np.concatenate([p[c] for p in timer._event_parts]) for c in timer._event_parts[0]}
-            raw.update(event_phase=ev["phase_id"], event_start_ns=ev["gpu_start_ns"], event_end_ns=ev["gpu_end_ns"])
+        k, c, ev = detail["kernels"], detail["copies"], detail["events"]
+        if len(k):
+            raw.update(kernel_start_ns=k["start_ns"].to_numpy(), kernel_end_ns=k["end_ns"].to_numpy(),
+                       kernel_stream=k["stream_id"].to_numpy(), kernel_name=k["name"].to_numpy(dtype=str))
+        m = c[c["kind"] == "memcpy"]
+        if len(m):
+            raw.update(memcpy_start_ns=m["start_ns"].to_numpy(), memcpy_end_ns=m["end_ns"].to_numpy(),
+                       memcpy_stream=m["stream_id"].to_numpy(), memcpy_bytes=m["size_bytes"].to_numpy(),
+                       memcpy_direction=m["direction"].to_numpy(dtype=str), memcpy_pageable=m["pageable"].to_numpy())
+        if len(ev) and timer._tracer is None:
+            raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
+                       event_end_ns=ev["end_ns"].to_numpy())
         np.savez_compressed(part / "trace.npz", **raw)
         tmp = part / "run.json.tmp"
         tmp.write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")

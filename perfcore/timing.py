@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import attribution
 from ._native import capabilities, native
+from ._store import StepStore
 from .errors import CuptiError, DeviceUnavailable, UsageError
 
 __all__ = ["StepTimer", "RunResult"]
@@ -35,6 +36,8 @@ LOAD, TRANSFER, COMPUTE, COMM = 0, 1, 2, 3
 _BUILTIN = {"load": LOAD, "transfer": TRANSFER, "compute": COMPUTE, "comm": COMM}
 _FIRST_CUSTOM = 16
 _GPU_LABELS = ("compute", "transfer", "comm")
+COMPACT_EVERY = 256  # steps between settlements (bounded memory)
+SETTLE_LAG = 2  # the newest steps stay unsettled: their GPU work may still be arriving
 
 
 class RunResult(dict):
@@ -152,8 +155,6 @@ class StepTimer:
         self._labels: dict[int, str] = {v: k for k, v in _BUILTIN.items()}
         self._scopes: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._span_parts: list[dict[str, np.ndarray]] = []
-        self._event_parts: list[dict[str, np.ndarray]] = []
         self._boundaries: list[int] = []
         self._t_created = self._C.now_ns()
         self._t_first: int | None = None
@@ -162,6 +163,8 @@ class StepTimer:
         self._tracer = None
         if kernels:
             self._start_kernels()
+        self._store = StepStore(self._labels, _FIRST_CUSTOM, on_gpu=self.device == "cuda",
+                                use_kernels=self._tracer is not None, warmup=self.warmup)
         # The built-in phases are attributes holding native scopes: timer.compute() returns the
         # scope itself (one C call), and `with` enters it in C.
         self.transfer = self._make_scope("transfer", TRANSFER, "transfer")
@@ -214,10 +217,11 @@ class StepTimer:
             raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
         self._rec.step = len(self._boundaries)
-        # Lazy upkeep every 64 steps: resolve finished events (a query, never a sync) and drain
-        # spans, so memory stays bounded and summary() has little left to do.
-        if len(self._boundaries) % 64 == 0:
-            self._drain(wait=False)
+        # Upkeep every COMPACT_EVERY steps: settle all but the last few steps into rows and
+        # aggregates, so memory stays flat. On a GPU this waits for the work of steps already
+        # ended (once per COMPACT_EVERY steps; never a per-step sync).
+        if len(self._boundaries) % COMPACT_EVERY == 0:
+            self._compact(final=False)
 
     @property
     def steps(self) -> int:
@@ -238,13 +242,37 @@ class StepTimer:
             self.notes.append(f"CUPTI unavailable, timing with CUDA events instead: {e}")
 
     def _drain(self, wait: bool) -> None:
+        """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""
         part = self._rec.drain()
-        if len(part["start_ns"]):
-            self._span_parts.append(part)
+        self._store.add("spans", pd.DataFrame(part))
         if self._events is not None:
             ev = self._events.resolve(wait)
-            if len(ev["step"]):
-                self._event_parts.append(ev)
+            self._store.add("events", pd.DataFrame({"phase_id": ev["phase_id"], "step": ev["step"],
+                                                    "start_ns": ev["gpu_start_ns"], "end_ns": ev["gpu_end_ns"]}))
+        if self._tracer is not None:
+            self._add_activity(self._tracer.take())
+
+    def _add_activity(self, frames: dict[str, pd.DataFrame]) -> None:
+        k = frames["kernels"]
+        if len(k.columns) and len(k):
+            names = k["name"].astype(str)
+            self._store.add("kernels", pd.DataFrame({
+                "start_ns": k["start_ns"], "end_ns": k["end_ns"], "stream_id": k["stream_id"],
+                "name": names.to_numpy(dtype=object), "comm": names.str.contains("nccl", case=False).to_numpy()}))
+        for kind in ("memcpy", "memset"):
+            f = frames[kind]
+            if not len(f.columns) or not len(f):
+                continue
+            self._store.add("copies", pd.DataFrame({
+                "start_ns": f["start_ns"], "end_ns": f["end_ns"], "stream_id": f["stream_id"],
+                "size_bytes": f["size_bytes"],
+                "direction": f["direction"].astype(str).to_numpy(dtype=object) if kind == "memcpy" else "memset",
+                "pageable": f["pageable"].to_numpy() if kind == "memcpy" else False, "kind": kind}))
+
+    def _compact(self, final: bool) -> None:
+        self._drain(wait=final or self.device == "cuda")
+        upto = len(self._boundaries) - (0 if final else SETTLE_LAG)
+        self._store.settle(self._boundaries, upto, self._t_first or self._t_created)
 
     def _check_closed(self) -> None:
         open_now = self._rec.open_phases()
@@ -253,104 +281,56 @@ class StepTimer:
             raise UsageError(f"phase(s) {names} never closed; close them before summary()")
 
     def _spans(self) -> pd.DataFrame:
-        parts = self._span_parts
-        if not parts:
-            return pd.DataFrame({k: np.zeros(0, np.int64) for k in ("phase_id", "step", "start_ns", "end_ns", "thread_id")})
-        return pd.DataFrame({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
-
-    def _intervals(self, spans: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Labelled intervals per the one definition: GPU time from events or CUPTI on CUDA,
-        host spans for load (and for everything on CPU)."""
-        label_of = spans["phase_id"].map(self._labels).to_numpy()
-        host_labels = ("load",) if self.device == "cuda" else ("load", "transfer", "compute", "comm")
-        iv: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for lb in host_labels:
-            sel = label_of == lb
-            iv[lb] = (spans["start_ns"].to_numpy()[sel], spans["end_ns"].to_numpy()[sel])
-        if self.device == "cuda":
-            if self._tracer is not None:
-                frames = self._frames()
-                k = frames["kernels"]
-                if len(k.columns):
-                    nccl = k["name"].astype(str).str.contains("nccl", case=False).to_numpy()
-                    iv["compute"] = (k["start_ns"].to_numpy()[~nccl], k["end_ns"].to_numpy()[~nccl])
-                    iv["comm"] = (k["start_ns"].to_numpy()[nccl], k["end_ns"].to_numpy()[nccl])
-                copies = [f for f in (frames["memcpy"], frames["memset"]) if len(f.columns)]
-                if copies:
-                    iv["transfer"] = (np.concatenate([f["start_ns"].to_numpy() for f in copies]),
-                                      np.concatenate([f["end_ns"].to_numpy() for f in copies]))
-            elif self._event_parts:
-                ev = {k: np.concatenate([p[k] for p in self._event_parts]) for k in self._event_parts[0]}
-                ev_label = pd.Series(ev["phase_id"]).map(self._labels).to_numpy()
-                for lb in _GPU_LABELS:
-                    sel = ev_label == lb
-                    iv[lb] = (ev["gpu_start_ns"][sel], ev["gpu_end_ns"][sel])
-        return iv
-
-    def _frames(self) -> dict[str, pd.DataFrame]:
-        if not hasattr(self, "_frames_cache") or self._tracer.active:
-            self._frames_cache = self._tracer.snapshot()
-        return self._frames_cache
-
-    def _step_bounds(self, spans: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        b = np.asarray(self._boundaries, dtype=np.int64)
-        if len(b) == 0:
-            return b, b
-        first = spans.loc[spans["step"] == 0, "start_ns"]
-        t0 = int(first.min()) if len(first) else (self._t_first or self._t_created)
-        if self._t_first is not None:
-            t0 = min(t0, self._t_first)
-        starts = np.concatenate([[min(t0, b[0])], b[:-1]])
-        return starts, b
+        """Host spans still held in detail (the kept steps and anything not settled)."""
+        return self._store.trace_tables()["spans"]
 
     def summary(self) -> pd.DataFrame:
         """One row per completed step: step, wall_ms, load_ms, transfer_ms, compute_ms, comm_ms,
         host_ms (the five sum to wall_ms), warmup, and <custom phase>_ms for custom phases."""
         self._check_closed()
-        self._drain(wait=True)
-        spans = self._spans()
-        starts, ends = self._step_bounds(spans)
-        prec = attribution.PRECEDENCE if self.device == "cuda" else attribution.CPU_PRECEDENCE
-        df = attribution.step_table(starts, ends, self._intervals(spans), warmup=self.warmup, precedence=prec)
+        self._compact(final=True)
+        df = self._store.table()
+        df["wall_ms"] = df["wall_ns"] / 1e6
+        for lb in attribution.LABELS:
+            df[f"{lb}_ms"] = df[f"{lb}_ns"] / 1e6
         for pid, name in self._names.items():
-            if pid < _FIRST_CUSTOM:
-                continue
-            sel = spans[spans["phase_id"] == pid]
-            per_step = (sel["end_ns"] - sel["start_ns"]).groupby(sel["step"]).sum()
-            df[f"{name}_ms"] = df["step"].map(per_step).fillna(0).to_numpy() / 1e6
+            if pid >= _FIRST_CUSTOM:
+                col = f"_phase{pid}_ns"
+                df[f"{name}_ms"] = (df[col] if col in df else pd.Series(0, index=df.index)) / 1e6
         cols = ["step", "wall_ms"] + [f"{lb}_ms" for lb in attribution.LABELS] + ["warmup"]
-        extra = [c for c in df.columns if c not in cols and not c.endswith("_ns")]
+        extra = [c for c in df.columns if c not in cols and not c.endswith("_ns") and not c.startswith("_")]
         self._last_table = df
         return df[cols + extra].reset_index(drop=True)
 
     def result(self, top_kernels: int = 10) -> RunResult:
         """The perfcore.run/1 document for the steps so far."""
-        table = self.summary()
+        self.summary()
         full = self._last_table
-        on_gpu = self.device == "cuda"
-        kernels, memcpy, evidence, categories = [], {}, {"cpu_count": os.cpu_count()}, {}
-        measured_steps = max(1, int((~full["warmup"]).sum()))
+        store = self._store
+        evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
+        kernels, memcpy, categories = [], {}, {}
         if self._tracer is not None:
-            frames = self._frames()
-            kernels = _top_kernels(frames["kernels"], top_kernels)
-            categories = _kernel_categories(frames["kernels"])
-            memcpy = _memcpy_summary(frames["memcpy"])
-            ph2d = memcpy.get("by_direction", {}).get("h2d", {}).get("pageable_bytes", 0)
-            evidence["pageable_h2d_bytes_per_step"] = ph2d / max(1, len(full))
-        spans = self._spans()
-        phases_per_step = len(spans) / max(1, len(full))
+            kernels = store.top_kernels(top_kernels)
+            categories = store.kernel_categories()
+            memcpy = store.memcpy_summary()
+            h2d = memcpy.get("by_direction", {}).get("h2d", {})
+            evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / max(1, len(full))
+            evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / max(1, len(full))
+        measured = full[~full["warmup"]]
+        phases_per_step = store.span_count / max(1, len(full))
         per_phase = phase_cost_ns()
-        mean_wall_ns = float(full.loc[~full["warmup"], "wall_ns"].mean()) if measured_steps else 0.0
+        mean_wall_ns = float(measured["wall_ns"].mean()) if len(measured) else 0.0
         overhead_ms = phases_per_step * per_phase / 1e6
         overhead = {"per_phase_ns": per_phase, "phases_per_step": phases_per_step, "ms_per_step": overhead_ms,
-                    "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0}
-        doc = attribution.summarize(full, on_gpu=on_gpu, backend=self.backend, device=self._device_name(),
-                                    evidence=evidence, kernels=kernels, memcpy=memcpy, overhead=overhead)
+                    "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
+                    "method": "phases per step x the measured cost of one phase (hooks of perfcore run not included)"}
+        doc = attribution.summarize(full, on_gpu=self.device == "cuda", backend=self.backend,
+                                    device=self._device_name(), evidence=evidence, kernels=kernels, memcpy=memcpy,
+                                    overhead=overhead)
         if categories:
             doc["kernel_categories"] = categories
         if self.notes:
             doc["notes"] = list(self.notes)
-        del table
         return RunResult(doc)
 
     def report(self, file=None) -> RunResult:
@@ -362,7 +342,7 @@ class StepTimer:
     def close(self) -> None:
         """Stop CUPTI tracing if this timer started it (also done by `with StepTimer(...)`)."""
         if self._tracer is not None and self._tracer.active:
-            self._frames_cache = self._tracer.stop()
+            self._add_activity(self._tracer.stop())
 
     def __enter__(self) -> "StepTimer":
         return self
@@ -376,39 +356,3 @@ class StepTimer:
         import torch
 
         return torch.cuda.get_device_name(torch.cuda.current_device())
-
-
-def _top_kernels(k: pd.DataFrame, n: int) -> list[dict]:
-    if not len(k.columns) or not len(k):
-        return []
-    g = k.groupby("name", observed=True)["duration_ns"].agg(["count", "sum", "mean"]).sort_values("sum", ascending=False)
-    out = []
-    for name, row in g.head(n).iterrows():
-        out.append({"name": str(name), "count": int(row["count"]), "total_ms": float(row["sum"]) / 1e6,
-                    "mean_us": float(row["mean"]) / 1e3, "category": attribution.kernel_category(str(name))})
-    return out
-
-
-def _kernel_categories(k: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Kernel time by category (GEMM/conv, attention, ...) and its share of all kernel time."""
-    if not len(k.columns) or not len(k):
-        return {}
-    per_name = k.groupby("name", observed=True)["duration_ns"].sum()
-    cats = pd.Series([attribution.kernel_category(str(n)) for n in per_name.index], index=per_name.index)
-    by_cat = per_name.groupby(cats.to_numpy()).sum().sort_values(ascending=False)
-    total = float(by_cat.sum())
-    return {c: {"ms": float(v) / 1e6, "share": float(v) / total if total else 0.0} for c, v in by_cat.items()}
-
-
-def _memcpy_summary(m: pd.DataFrame) -> dict:
-    if not len(m.columns) or not len(m):
-        return {}
-    by = {}
-    for d, grp in m.groupby(m["direction"].astype(str)):
-        by[d] = {"count": int(len(grp)), "bytes": int(grp["size_bytes"].sum()),
-                 "ms": float(grp["duration_ns"].sum()) / 1e6,
-                 "pageable_bytes": int(grp.loc[grp["pageable"], "size_bytes"].sum())}
-    total = sum(v["bytes"] for v in by.values())
-    pageable = sum(v["pageable_bytes"] for v in by.values())
-    return {"by_direction": by, "bytes": total, "pageable_bytes": pageable,
-            "pageable_share": pageable / total if total else 0.0}

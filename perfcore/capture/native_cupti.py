@@ -42,19 +42,22 @@ class CuptiTracer:
             raise UsageError("CuptiTracer.collect() before start()")
         self._parts.append(self._C.cupti_collect())
 
-    def snapshot(self) -> dict[str, pd.DataFrame]:
-        """Everything traced so far, as frames; tracing goes on."""
+    def take(self) -> dict[str, pd.DataFrame]:
+        """What was traced since the last take(), as frames; tracing goes on."""
         if self._C is not None and self._C.cupti_active():
             self.collect()
         self.stats = dict(self._C.cupti_stats()) if self._C is not None else {}
-        return _merge(self._parts)
+        frames, self._parts = _merge(self._parts), []
+        return frames
 
     def stop(self) -> dict[str, pd.DataFrame]:
+        """Stop tracing; returns what was traced since the last take() (everything, if none)."""
         if self._C is None:
             raise UsageError("CuptiTracer.stop() before start()")
         self._parts.append(self._C.cupti_stop())
         self.stats = dict(self._C.cupti_stats())
         self.frames = _merge(self._parts)
+        self._parts = []
         return self.frames
 
     @property

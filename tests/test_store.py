@@ -1,0 +1,68 @@
+"""Bounded memory: settling in chunks gives the same rows as settling at once, and raw detail is
+kept only for a few steps however long the run."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+import perfcore
+from perfcore._store import StepStore
+from perfcore.timing import COMPACT_EVERY
+
+LABELS = {0: "load", 1: "transfer", 2: "compute", 3: "comm", 16: "host"}
+
+
+def synthetic(n_steps: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    bounds = np.cumsum(rng.integers(1000, 5000, size=n_steps)) + 10_000
+    spans = []
+    for k in range(n_steps):
+        lo = bounds[k - 1] if k else 10_000
+        for pid in (0, 2, 16):
+            a = int(rng.integers(lo, bounds[k]))
+            b = int(min(bounds[k] + (500 if pid == 2 else 0), a + rng.integers(0, 2000)))  # compute may spill over
+            spans.append((pid, k, a, b, 1))
+    df = pd.DataFrame(spans, columns=["phase_id", "step", "start_ns", "end_ns", "thread_id"])
+    return list(map(int, bounds)), df
+
+
+def test_chunked_settlement_matches_one_shot():
+    bounds, spans = synthetic(600)
+    one = StepStore(LABELS, 16, on_gpu=False, use_kernels=False, warmup=3)
+    one.add("spans", spans)
+    one.settle(bounds, len(bounds), 10_000)
+    chunked = StepStore(LABELS, 16, on_gpu=False, use_kernels=False, warmup=3)
+    fed = 0
+    for upto in range(50, 601, 50):
+        # Spans arrive as they close: those of steps settled now and a few after.
+        new = spans[(spans["step"] >= fed) & (spans["step"] < min(upto + 2, 600))]
+        chunked.add("spans", new)
+        fed = min(upto + 2, 600)
+        chunked.settle(bounds, upto - (2 if upto < 600 else 0), 10_000)
+    chunked.settle(bounds, 600, 10_000)
+    a, b = one.table(), chunked.table()
+    cols = ["step", "wall_ns", "load_ns", "transfer_ns", "compute_ns", "comm_ns", "host_ns", "_phase16_ns"]
+    pd.testing.assert_frame_equal(a[cols].reset_index(drop=True), b[cols].reset_index(drop=True))
+    assert (b[[c for c in cols if c.endswith("_ns") and c not in ("wall_ns", "_phase16_ns")]].sum(axis=1)
+            == b["wall_ns"]).all()
+
+
+def test_long_run_keeps_only_a_window_of_detail():
+    timer = perfcore.StepTimer(device="cpu", warmup=2)
+    steps = 6 * COMPACT_EVERY + 17
+    for _ in timer.load(range(steps)):
+        with timer.transfer():
+            pass
+        with timer.compute():
+            pass
+        timer.step()
+    store = timer._store
+    pending = sum(len(p) for parts in store.pending.values() for p in parts)
+    assert pending <= (COMPACT_EVERY + 2) * 3  # at most one chunk of spans waits to be settled
+    assert len(store.detail["spans"]) <= 4 * 3 + 6  # the first, slowest, median and last steps
+    df = timer.summary()
+    assert len(df) == steps and list(df["step"]) == list(range(steps))
+    assert np.allclose(df[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1), df["wall_ms"],
+                       rtol=0, atol=1e-9)
+    assert store.span_count == steps * 3 + 1  # and the last fetch, which ends the loop
+    assert set(store.keep) >= {0, steps - 1}
