@@ -18,6 +18,13 @@ from .errors import (
 __version__ = "0.1.0"
 
 
+def load_ipython_extension(ipython):
+    """`%load_ext perfcore` registers the %%perfcore cell magic."""
+    from .magic import load_ipython_extension as _load
+
+    _load(ipython)
+
+
 def __getattr__(name: str):
     # StepTimer pulls in numpy and pandas: load it on first use so `import perfcore` (and the
     # CLI's --help) stay light.

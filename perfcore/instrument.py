@@ -73,11 +73,13 @@ class _Instrumentation:
         self.replayed = 0
 
     # -- activation ---------------------------------------------------------------------------
-    def install(self) -> None:
+    def install(self, process_hooks: bool = True) -> None:
         if "torch" in sys.modules:
             self.patch_torch()
         else:
             sys.meta_path.insert(0, _TorchImportHook(self))
+        if not process_hooks:
+            return
         atexit.register(self.finalize)
         prev_hook = sys.excepthook
 
@@ -602,9 +604,10 @@ class _TorchImportHook:
         return spec
 
 
-def activate() -> None:
-    """Install the hooks (idempotent). Called by perfcore's sitecustomize."""
+def activate(process_hooks: bool = True) -> None:
+    """Install the hooks (idempotent). Called by perfcore's sitecustomize; the notebook magic
+    passes process_hooks=False (no exit, excepthook or SIGTERM handlers in a kernel)."""
     global STATE
     if STATE is None:
         STATE = _Instrumentation()
-        STATE.install()
+        STATE.install(process_hooks)

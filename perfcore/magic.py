@@ -1,0 +1,79 @@
+"""IPython/Colab: `%load_ext perfcore`, then a cell starting with `%%perfcore [--steps N] [--warmup W]`
+runs with the same zero-code instrumentation as `perfcore run`, in-process, and shows the report
+inline (HTML table and the per-step plot)."""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import tempfile
+from pathlib import Path
+
+__all__ = ["load_ipython_extension", "run_cell"]
+
+
+class _StopCell(Exception):
+    """Raised by the hooks when --steps is reached; ends the cell without an error."""
+
+
+def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5):
+    """Runs `cell` instrumented and returns the perfcore.run/1 result (a RunResult)."""
+    from . import instrument
+
+    run_dir = Path(tempfile.mkdtemp(prefix="perfcore-cell-"))
+    os.environ["PERFCORE_RUN_DIR"] = str(run_dir)
+    if instrument.STATE is None:
+        # In-process: no exit handlers or signal handlers (the notebook owns those).
+        instrument.activate(process_hooks=False)
+    inst = instrument.STATE
+    inst.run_dir = run_dir
+    # A fresh timer per cell: nothing leaks from one cell into the next.
+    inst.timer, inst.fetch_starts, inst.clock_opt, inst.mem_bytes = None, [], None, []
+    inst.steps_wanted, inst.warmup, inst.stop_requested, inst._finalized = steps or 0, warmup, False, False
+    inst.disabled = False
+
+    def stop():
+        inst.stop_requested = True
+        raise _StopCell()
+
+    inst.request_stop = stop
+    try:
+        exec(compile(cell, "<perfcore cell>", "exec"), user_ns)
+    except _StopCell:
+        pass
+    finally:
+        inst.disabled = True
+    timer = inst.timer
+    inst.timer = None
+    if timer is None:
+        from .errors import UsageError
+
+        raise UsageError("the cell ran no training step (no DataLoader iterated, no optimizer.step())")
+    if timer.steps == 0 and len(inst.fetch_starts) > 1:
+        timer._boundaries = list(inst.fetch_starts[1:])
+    for pid in reversed(timer._rec.open_phases()):
+        timer._rec.end(pid)
+    res = timer.result()
+    timer.close()
+    return res, timer
+
+
+def load_ipython_extension(ipython) -> None:
+    from IPython.core.magic import register_cell_magic
+
+    @register_cell_magic("perfcore")
+    def perfcore_magic(line, cell):
+        p = argparse.ArgumentParser(prog="%%perfcore", add_help=False)
+        p.add_argument("--steps", type=int, default=None)
+        p.add_argument("--warmup", type=int, default=5)
+        args = p.parse_args(shlex.split(line))
+        res, timer = run_cell(cell, ipython.user_ns, steps=args.steps, warmup=args.warmup)
+        from IPython.display import Image, display
+
+        from .export.plots import plot_breakdown
+
+        display(res)
+        png = Path(tempfile.mkdtemp(prefix="perfcore-plot-")) / "breakdown.png"
+        plot_breakdown(timer.summary(), png, title=res["verdict"]["summary"])
+        display(Image(filename=str(png)))
+        return None

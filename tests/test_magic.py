@@ -1,0 +1,40 @@
+"""The %%perfcore cell magic's engine, in a fresh interpreter (it patches torch process-wide)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+
+def test_cell_is_instrumented_in_process_and_stops_at_steps():
+    code = textwrap.dedent('''
+        import json, time, torch
+        from perfcore.magic import run_cell
+        cell = """
+        import time, torch
+        from torch.utils.data import DataLoader, TensorDataset
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        seen = 0
+        for x, y in DataLoader(TensorDataset(torch.randn(400, 8), torch.randint(0, 2, (400,))), batch_size=4):
+            time.sleep(0.002)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad(); loss.backward(); opt.step()
+            seen += 1
+        """
+        ns = {}
+        res, timer = run_cell(cell, ns, steps=6, warmup=2)
+        html = res._repr_html_()
+        seen = ns["seen"]
+        res2, _ = run_cell(cell, ns, steps=3, warmup=1)
+        print(json.dumps({"steps": res["steps"], "warm": res["warmup_steps"], "seen": seen, "seen2": ns["seen"],
+                          "html": "<table>" in html, "steps2": res2["steps"], "host": res["breakdown_ms"]["host"]}))
+    ''')
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout.strip().splitlines()[-1])
+    assert doc["steps"] == 6 and doc["warm"] == 2
+    assert doc["seen"] == 7  # the cell stopped right after the 8th optimizer step (2 warm-up + 6)
+    assert doc["html"] and doc["steps2"] == 3 and doc["seen2"] == 3  # a fresh timer for the second cell
+    assert doc["host"] >= 1.5  # the untimed 2 ms sleep is host time
