@@ -127,9 +127,13 @@ def recommendations(fraction: Mapping[str, float], mean_ms: Mapping[str, float],
 
     pageable = ev.get("pageable_h2d_bytes_per_step", 0)
     if pageable:
+        ms_pg = ev.get("pageable_h2d_ms_per_step", 0.0)
+        saving = (f" Expected saving: up to {ms_pg:.2f} ms per step, the time those copies take now, once they "
+                  "overlap compute." if ms_pg else "")
         add("pin_memory", "Use DataLoader(pin_memory=True) and .to(device, non_blocking=True): pageable copies are "
-            "staged through a bounce buffer and block the host.",
-            f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory",
+            "staged through a bounce buffer and block the host." + saving,
+            f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory"
+            + (f", {ms_pg:.2f} ms per step" if ms_pg else ""),
             "perfcore transfer --batch-shape ...")
     if fraction.get("load", 0) >= 0.20:
         cores, workers, needed = ev.get("cpu_count"), ev.get("num_workers"), ev.get("workers_needed")

@@ -106,3 +106,13 @@ def test_cpu_precedence_puts_comm_over_compute():
     assert cpu[0, L["compute"]] == 70 and cpu[0, L["comm"]] == 30
     with pytest.raises(ValueError):
         attribute([0], [100], iv, ("compute", "comm"))
+
+
+def test_pageable_advice_carries_bytes_ms_and_saving():
+    frac = {"load": 0.1, "transfer": 0.3, "compute": 0.5, "comm": 0.0, "host": 0.1}
+    ms = {k: v * 20 for k, v in frac.items()}
+    r = recommendations(frac, ms, on_gpu=True, evidence={"pageable_h2d_bytes_per_step": 48 * 2**20,
+                                                         "pageable_h2d_ms_per_step": 4.2})[0]
+    assert r["id"] == "pin_memory"
+    assert "48.0 MiB per step" in r["evidence"] and "4.20 ms per step" in r["evidence"]
+    assert "up to 4.20 ms per step" in r["text"]
