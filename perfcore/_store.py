@@ -1,7 +1,7 @@
 """StepStore: what a StepTimer keeps, bounded however long the run.
 
 Raw intervals (host spans, CUDA-event intervals, CUPTI kernels and copies) stay only until their
-steps are settled. Settling turns them into one row per step (the one definition, in
+steps are settled. Settling (every 1024 steps) turns them into one row per step (the one definition, in
 attribution.step_table) and into aggregates (kernel time by name, copies by direction); full
 detail is kept only for a window of steps: the first, the slowest so far, and the median and last
 of the latest chunk, which is what a trace needs. So memory is flat over 100k steps.
@@ -26,13 +26,22 @@ EMPTY = {
 }
 
 
+_EMPTY_FRAMES: dict[str, pd.DataFrame] = {}
+
+
 def _empty(table: str) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in EMPTY[table].items()})
+    # Built once: pandas construction costs ~1 ms, and settle() would otherwise pay it per table.
+    # Callers never modify frames in place, so sharing one is safe.
+    if table not in _EMPTY_FRAMES:
+        _EMPTY_FRAMES[table] = pd.DataFrame({c: pd.Series(dtype=t) for c, t in EMPTY[table].items()})
+    return _EMPTY_FRAMES[table]
 
 
 def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
     frames = [f for f in frames if len(f)]
-    return pd.concat(frames, ignore_index=True) if frames else _empty(table)
+    if not frames:
+        return _empty(table)
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 class StepStore:
@@ -119,7 +128,8 @@ class StepStore:
         if self.slowest is None or walls[i_slow] > self.slowest[0]:
             self.slowest = (int(walls[i_slow]), int(df["step"].iloc[i_slow]))
         i_med = int(np.argsort(walls)[len(walls) // 2])
-        windows = {int(r.step): (int(r.start_ns), int(r.start_ns + r.wall_ns)) for r in df.itertuples()}
+        steps, starts = df["step"].to_numpy(), df["start_ns"].to_numpy()
+        windows = {int(k): (int(a), int(a + w)) for k, a, w in zip(steps, starts, walls)}
         want = {0, self.slowest[1], int(df["step"].iloc[i_med]), int(df["step"].iloc[-1])}
         self.keep = {s: (self.keep.get(s) or windows.get(s)) for s in want if (self.keep.get(s) or windows.get(s))}
         for t, frame in raw.items():

@@ -125,9 +125,10 @@ def _echo_files(out, doc) -> None:
 @click.option("--backend", type=click.Choice(["auto", "native", "cupti-python", "host"]), default="auto",
               show_default=True, help="How GPU activity is captured.")
 @click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only).")
+@click.option("--monitor", "monitor", default=None, help="Also sample GPU/CPU every INTERVAL (e.g. 100ms), aligned to steps.")
 @json_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_cmd(steps, warmup, out, backend, no_kernels, json_path, command) -> None:
+def run_cmd(steps, warmup, out, backend, no_kernels, monitor, json_path, command) -> None:
     """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
 
     Attributes every training step to load / transfer / compute / comm / host, names the
@@ -140,7 +141,8 @@ def run_cmd(steps, warmup, out, backend, no_kernels, json_path, command) -> None
     from .launch import run_command
 
     rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(out) if out else None,
-                                   backend=backend, kernels=not no_kernels)
+                                   backend=backend, kernels=not no_kernels,
+                                   monitor_s=_interval(monitor) if monitor else None)
     echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if json_path == "-" else click.echo
     echo(render_text(doc))
     _echo_files(out_dir, doc)

@@ -152,7 +152,22 @@ def _read_parts(out: Path) -> list[dict[str, Any]]:
     return parts
 
 
-def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def align_samples(samples: pd.DataFrame, start_ns: np.ndarray, wall_ns: np.ndarray) -> pd.DataFrame:
+    """Sampler rows -> per-step means (the samples are on the perfcore clock, as the steps are)."""
+    cols = [c for c in ("cpu_percent", "gpu_util", "gpu_mem_used_bytes") if c in samples]
+    out = pd.DataFrame(index=range(len(start_ns)), columns=cols, dtype=float)
+    if not len(samples) or not len(start_ns):
+        return out
+    t = samples["t_ns"].to_numpy()
+    k = np.searchsorted(start_ns, t, side="right") - 1
+    inside = (k >= 0) & (t < start_ns[np.clip(k, 0, None)] + wall_ns[np.clip(k, 0, None)])
+    grouped = samples[inside].groupby(k[inside])[cols].mean()
+    out.loc[grouped.index, cols] = grouped.to_numpy()
+    return out
+
+
+def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] | None = None,
+               samples: pd.DataFrame | None = None) -> dict[str, Any]:
     """Parts -> run folder. Raises RunFailed (with the script's exit code) when there is nothing to report."""
     parts = _read_parts(out) if parts is None else parts
     if not parts:
@@ -206,8 +221,21 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         v = verdict(focus["breakdown_fraction"], on_gpu)
         doc["verdict"] = {"bound": v["bound"],
                           "summary": f"{v['summary']} on rank {focus['rank']}; the other ranks wait for it in comm"}
-    main["steps"].to_csv(out / "steps.csv", index=False)
     files = {"run.json": "run.json", "steps.csv": "steps.csv"}
+    if samples is not None:
+        samples.to_csv(out / "monitor.csv", index=False)
+        files["monitor.csv"] = "monitor.csv"
+        if main["raw"] and len(samples):
+            per_step = align_samples(samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
+            for c in per_step.columns:
+                main["steps"][f"monitor_{c}"] = per_step[c].to_numpy()
+            from .export.plots import plot_timeline
+
+            plot_timeline(samples, out / "monitor.png", title="sampled during the run")
+            files["monitor.png"] = "monitor.png"
+        doc["monitor"] = {"samples": int(len(samples)),
+                          **{f"{c}_mean": float(samples[c].mean()) for c in ("cpu_percent", "gpu_util") if c in samples}}
+    main["steps"].to_csv(out / "steps.csv", index=False)
     if main["raw"]:
         from .export.chrome_trace import write_trace
 
@@ -256,15 +284,24 @@ def load_run(out: Path) -> tuple[dict[str, Any], pd.DataFrame]:
 
 
 def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | None, backend: str,
-                kernels: bool, overrides: dict[str, str] | None = None) -> tuple[int, dict[str, Any], Path]:
+                kernels: bool, overrides: dict[str, str] | None = None, monitor_s: float | None = None
+                ) -> tuple[int, dict[str, Any], Path]:
     if steps is not None and steps <= 0:
         raise UsageError(f"--steps must be at least 1, got {steps}")
     if warmup < 0:
         raise UsageError(f"--warmup must be >= 0, got {warmup}")
     check_command(cmd)
     out = prepare_out(out)
-    rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides))
-    doc = finish_run(out, rc, cmd)
+    sampler = None
+    if monitor_s:
+        from .monitor import Sampler
+
+        sampler = Sampler(monitor_s).start()
+    try:
+        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides))
+    finally:
+        samples = sampler.stop() if sampler else None
+    doc = finish_run(out, rc, cmd, samples=samples)
     return rc, doc, out
 
 

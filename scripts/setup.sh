@@ -20,7 +20,7 @@ if ! python -c "import torch" 2>/dev/null; then
   pip_q "torch>=2.1" torchvision
   python -c "import torch" || { echo "setup: torch did not install" >&2; exit 1; }
 fi
-python - <<'PY' || pip_q click numpy pandas psutil matplotlib ninja pytest nvidia-ml-py setuptools wheel
+python - 2>/dev/null <<'PY' || pip_q click numpy pandas psutil matplotlib ninja pytest nvidia-ml-py setuptools wheel
 import importlib, sys
 for m in ("click", "numpy", "pandas", "psutil", "matplotlib", "ninja", "pytest", "pynvml", "setuptools", "wheel"):
     importlib.import_module(m)

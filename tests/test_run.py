@@ -189,3 +189,14 @@ def test_report_and_compare_gate(input_bound, tmp_path):
     (slow / "steps.csv").write_text((out / "steps.csv").read_text())
     gate = perfcore("compare", str(out), str(slow), "--fail-above", "10")
     assert gate.returncode == 1 and "regression" in gate.stderr
+
+
+def test_monitor_samples_are_aligned_to_steps(tmp_path):
+    p = perfcore("run", "--monitor", "20ms", "--warmup", "1", "--out", str(tmp_path / "r"), "--",
+                 *py(TRAIN, "--delay", "0.002", "--epochs", "1"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["monitor"]["samples"] >= 10
+    steps = pd.read_csv(tmp_path / "r" / "steps.csv")
+    assert "monitor_cpu_percent" in steps and steps["monitor_cpu_percent"].notna().sum() >= 5
+    assert (tmp_path / "r" / "monitor.png").is_file()
