@@ -36,7 +36,9 @@ LOAD, TRANSFER, COMPUTE, COMM = 0, 1, 2, 3
 _BUILTIN = {"load": LOAD, "transfer": TRANSFER, "compute": COMPUTE, "comm": COMM}
 _FIRST_CUSTOM = 16
 _GPU_LABELS = ("compute", "transfer", "comm")
-COMPACT_EVERY = 1024  # steps between settlements: bounded memory at ~10 us per step amortised
+COMPACT_EVERY = 1024  # settle at most this often (steps) ...
+COMPACT_MIN_S = 2.0  # ... and at most every 2 s, so settling costs under 1% of the run,
+COMPACT_MAX = 16384  # ... but always by this many steps, which bounds memory
 SETTLE_LAG = 2  # the newest steps stay unsettled: their GPU work may still be arriving
 
 
@@ -157,6 +159,7 @@ class StepTimer:
         self._lock = threading.Lock()
         self._boundaries: list[int] = []
         self._t_created = self._C.now_ns()
+        self._last_compact_ns = self._t_created
         self._t_first: int | None = None
         self.backend = "events" if self.device == "cuda" else "host"
         self.notes: list[str] = []
@@ -220,7 +223,10 @@ class StepTimer:
         # Upkeep every COMPACT_EVERY steps: settle all but the last few steps into rows and
         # aggregates, so memory stays flat. On a GPU this waits for the work of steps already
         # ended (once per COMPACT_EVERY steps; never a per-step sync).
-        if len(self._boundaries) % COMPACT_EVERY == 0:
+        n = len(self._boundaries)
+        if n % COMPACT_EVERY == 0 and (t - self._last_compact_ns >= COMPACT_MIN_S * 1e9
+                                       or n - self._store.settled >= COMPACT_MAX):
+            self._last_compact_ns = t
             self._compact(final=False)
 
     @property

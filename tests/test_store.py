@@ -7,6 +7,7 @@ import pandas as pd
 
 import perfcore
 from perfcore._store import StepStore
+import perfcore.timing as timing
 from perfcore.timing import COMPACT_EVERY
 
 LABELS = {0: "load", 1: "transfer", 2: "compute", 3: "comm", 16: "host"}
@@ -47,7 +48,8 @@ def test_chunked_settlement_matches_one_shot():
             == b["wall_ns"]).all()
 
 
-def test_long_run_keeps_only_a_window_of_detail():
+def test_long_run_keeps_only_a_window_of_detail(monkeypatch):
+    monkeypatch.setattr(timing, "COMPACT_MIN_S", 0.0)  # settle at every COMPACT_EVERY steps, however fast
     timer = perfcore.StepTimer(device="cpu", warmup=2)
     steps = 6 * COMPACT_EVERY + 17
     for _ in timer.load(range(steps)):
