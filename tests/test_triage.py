@@ -80,17 +80,17 @@ def test_oom_is_recorded_and_the_sweep_goes_on():
 
 
 def test_budget_uses_successive_halving_and_still_finds_the_best():
-    grid = {"batch_size": [4, 8, 16, 32], "num_workers": [0, 2], "pin_memory": [False], "prefetch_factor": [2]}
+    grid = {"batch_size": [4, 8, 16, 32], "num_workers": [0, 1, 2, 3], "pin_memory": [False], "prefetch_factor": [2]}
     w = load_workload(f"{FACTORIES}:slow_loader")
-    full = sweep(w, grid, steps=16, warmup=1)
-    fast = sweep(w, grid, steps=16, warmup=1, budget_s=60)
-    assert len(fast["rounds"]) >= 2
-    assert fast["rounds"][0]["configs"] == 8 and fast["rounds"][1]["configs"] <= 4
+    full = sweep(w, grid, steps=32, warmup=1)
+    fast = sweep(w, grid, steps=32, warmup=1, budget_s=120)
+    assert len(fast["rounds"]) >= 3
+    assert fast["rounds"][0]["configs"] == 16 and fast["rounds"][1]["configs"] <= 8
     assert fast["rounds"][1]["steps"] > fast["rounds"][0]["steps"]
     # Within 5% of the full grid's best, for a fraction of the steps.
     assert fast["best"]["samples_per_s"] >= 0.95 * full["best"]["samples_per_s"]
     steps_run = sum(r["steps"] * r["configs"] for r in fast["rounds"])
-    assert steps_run < 0.7 * 16 * 8
+    assert steps_run <= 0.6 * 32 * 16
 
 
 def test_health_verdicts():
