@@ -2,10 +2,10 @@
 command, so `perfcore --help` stays instant."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 import click
@@ -52,25 +52,16 @@ def check_writable(path: str | None) -> None:
 def write_json(doc: dict, path: str | None) -> None:
     if not path:
         return
-    text = json.dumps(doc, indent=2, sort_keys=False, default=_json_default) + "\n"
+    from .export import jsonio
+
     if path == "-":
-        click.echo(text, nl=False)
+        click.echo(jsonio.dumps(doc), nl=False)
         return
     try:
-        with open(path, "w") as fh:
-            fh.write(text)
+        jsonio.write(Path(path), doc)
     except OSError as e:
         raise click.ClickException(f"cannot write JSON to {path}: {e.strerror}")
     click.echo(f"wrote {path}", err=True)
-
-
-def _json_default(o: Any) -> Any:
-    # numpy scalars and arrays reach JSON from analysis results.
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 @click.group(cls=PerfcoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -306,8 +297,9 @@ def _out_dir(out: str | None, kind: str):
 
 
 def _dump(doc: dict, path) -> None:
-    (path).write_text(json.dumps({k: v for k, v in doc.items() if not k.startswith("_")}, indent=2,
-                                 default=_json_default) + "\n")
+    from .export import jsonio
+
+    jsonio.write(path, doc)
 
 
 target_arg = click.argument("target", nargs=-1, type=click.UNPROCESSED)

@@ -1,7 +1,6 @@
 """`perfcore demo`: health + run + diagnose on the built-in `demo` workload, into one report folder."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -10,14 +9,9 @@ __all__ = ["run_demo"]
 
 
 def _dump(obj: Any, path: Path) -> None:
-    def default(o):
-        if hasattr(o, "tolist"):
-            return o.tolist()
-        if hasattr(o, "item"):
-            return o.item()
-        return str(o)
+    from .export import jsonio
 
-    path.write_text(json.dumps(obj, indent=2, default=default) + "\n")
+    jsonio.write(path, obj)
 
 
 def _public(doc: dict) -> dict:

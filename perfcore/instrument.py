@@ -543,17 +543,9 @@ class _Instrumentation:
             raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
                        event_end_ns=ev["end_ns"].to_numpy())
         np.savez_compressed(part / "trace.npz", **raw)
-        tmp = part / "run.json.tmp"
-        tmp.write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
-        tmp.replace(part / "run.json")
+        from .export import jsonio
 
-
-def _json_default(o):
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    raise TypeError(type(o).__name__)
+        jsonio.write(part / "run.json", doc)
 
 
 def _memory_trend(mem) -> dict:

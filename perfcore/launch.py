@@ -255,7 +255,9 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         for p in parts:
             p["steps"].to_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", index=False)
     doc["files"] = files
-    (out / "run.json").write_text(json.dumps(doc, indent=2, default=_json_default) + "\n")
+    from .export import jsonio
+
+    jsonio.write(out / "run.json", doc)
     return doc
 
 
@@ -304,10 +306,3 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
     doc = finish_run(out, rc, cmd, samples=samples)
     return rc, doc, out
 
-
-def _json_default(o):
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    if hasattr(o, "item"):
-        return o.item()
-    raise TypeError(type(o).__name__)
