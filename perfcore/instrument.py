@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
+
 __all__ = ["activate", "STATE"]
 
 STATE: "_Instrumentation | None" = None
@@ -63,6 +65,7 @@ class _Instrumentation:
         self.stop_requested = False
         self.t_activate = self.now_ns()
         self._worker_file = None
+        self._main_fetches: list[tuple[int, int, int, int]] = []
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
@@ -383,10 +386,11 @@ class _Instrumentation:
 
     def on_step(self) -> None:
         timer = self.timer
-        if timer._rec.open_phases():
+        try:
+            timer.step()
+        except UsageError:
             self.skipped_boundaries += 1  # optimizer stepped inside another phase: not a loop step
             return
-        timer.step()
         self.sample_memory()
         if self.steps_wanted and timer.steps >= self.warmup + self.steps_wanted:
             self.request_stop()
@@ -436,18 +440,26 @@ class _Instrumentation:
         """One line per batch. In a worker each line is flushed at once (workers end with os._exit,
         so nothing may wait for exit); in the main process lines are buffered until finalize()."""
         info = self._get_worker_info()
-        wid = info.id if info is not None else -1
+        if info is None:  # main process (num_workers=0): keep it in memory, no formatting per batch
+            self._main_fetches.append((t0, t1, collate_ns, n))
+            return
+        wid = info.id
         if self._worker_file is None:
             d = self.run_dir / "workers"
             d.mkdir(parents=True, exist_ok=True)
-            self._worker_file = open(d / f"{os.getpid()}.csv", "a", buffering=1 if info is not None else 1 << 16)
+            self._worker_file = open(d / f"{os.getpid()}.csv", "a", buffering=1)
         self._worker_file.write(f"{os.getpid()},{wid},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},"
                                 f"{self.rank if self.rank is not None else -1}\n")
 
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:
-        if self._worker_file is not None:
-            self._worker_file.flush()
+        if self._main_fetches:
+            d = self.run_dir / "workers"
+            d.mkdir(parents=True, exist_ok=True)
+            r = self.rank if self.rank is not None else -1
+            with open(d / f"{os.getpid()}-main.csv", "a") as fh:
+                fh.writelines(f"{os.getpid()},-1,{a},{b},{b - a - c},{c},{n},{r}\n" for a, b, c, n in self._main_fetches)
+            self._main_fetches = []
         if self._finalized or self.timer is None:
             return
         self._finalized = True
