@@ -365,7 +365,7 @@ def diagnose_cmd(steps, warmup, out, json_path, target) -> None:
 
         doc = diagnose(_load(spec), steps=steps, warmup=warmup, progress=p.stage)
     _dump(doc, out_dir / "diagnose.json")
-    plot_experiments(doc["experiments"], out_dir / "experiments.png", title=doc["verdict"]["summary"][:110])
+    plot_experiments(doc["experiments"], out_dir / "experiments.png", title=doc["verdict"]["summary"].split(";")[0])
     click.echo(render_diagnose(doc), err=json_path == "-")
     click.echo(f"wrote {out_dir}/: diagnose.json, experiments.png", err=True)
     write_json(doc, json_path)

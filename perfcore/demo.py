@@ -48,7 +48,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     table.to_csv(out / "steps.csv", index=False)
     _dump(d, out / "diagnose.json")
     plot_breakdown(table, out / "breakdown.png", title=run_doc["verdict"]["summary"])
-    plot_experiments(d["experiments"], out / "experiments.png", title=d["verdict"]["summary"][:110])
+    plot_experiments(d["experiments"], out / "experiments.png", title=d["verdict"]["summary"].split(";")[0])
     files.update({n: n for n in ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png",
                                  "experiments.png")})
     text = "\n\n".join([render_health(h), render_text(run_doc), render_diagnose(d)])

@@ -51,7 +51,8 @@ def render_sweep(doc: dict[str, Any]) -> str:
         step = "OOM" if c["oom"] else f"{c['step_ms']:.2f}"
         busy = "" if c["oom"] or c["busy_mean"] is None else f"{100 * c['busy_mean']:.0f}"
         lines.append(f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
-                     f"{str(c['prefetch_factor'] or '-'):>8} {step:>8} {c['samples_per_s']:>10.0f} {busy:>7}")
+                     f"{str(c['prefetch_factor'] if c['num_workers'] else '-'):>8} {step:>8} {c['samples_per_s']:>10.0f} "
+                     f"{busy:>7}")
     b = doc["best"]
     lines.append(f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']} "
                  f"prefetch_factor={b['prefetch_factor']} -> {b['samples_per_s']:.0f} samples/s")

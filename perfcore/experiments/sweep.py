@@ -140,9 +140,16 @@ def knees(ok: pd.DataFrame, within: float = 0.05) -> list[str]:
         top = by_w.max()
         enough = by_w[by_w >= (1 - within) * top]
         w = int(enough.index.min())
-        more = [int(x) for x in by_w.index if x > w]
-        out.append(f"batch {bs}: throughput stops improving at {w} worker(s) ({top:.0f} samples/s at best"
-                   + (f"; {', '.join(map(str, more))} add less than {int(within * 100)}%)" if more else ")"))
+        more = by_w[by_w.index > w]
+        worse = [int(x) for x, v in more.items() if v < by_w[w] * (1 - within)]
+        flat = [int(x) for x in more.index if int(x) not in worse]
+        tail = []
+        if flat:
+            tail.append(f"{', '.join(map(str, flat))} add less than {int(within * 100)}%")
+        if worse:
+            tail.append(f"{', '.join(map(str, worse))} are slower (cores shared with the loop)")
+        out.append(f"batch {bs}: throughput stops improving at {w} worker(s) ({by_w[w]:.0f} samples/s"
+                   + (f"; {'; '.join(tail)})" if tail else ")"))
     return out
 
 
