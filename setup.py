@@ -220,6 +220,13 @@ def arch_list(torch) -> str:
     return DEFAULT_ARCH_LIST
 
 
+def check_compiler() -> None:
+    cxx = os.environ.get("CXX", "c++")
+    if shutil.which(cxx) is None and shutil.which("g++") is None:
+        fail(f"no C++ compiler found (looked for $CXX={cxx!r} and g++ on PATH); install one "
+             "(Debian/Ubuntu: apt-get install g++) and build again")
+
+
 def main() -> None:
     # Metadata-only invocations (egg_info for pip's dependency resolution) need no build decisions.
     if any(a in sys.argv for a in ("egg_info", "dist_info", "--name", "--version", "sdist")) and not any(
@@ -228,6 +235,7 @@ def main() -> None:
         setup()
         return
 
+    check_compiler()
     info = decide()
     if info["mode"] == "cuda":
         # torch.utils.cpp_extension reads CUDA_HOME when it is imported: set it first.

@@ -103,3 +103,10 @@ def test_cpu_only_env_forces_cpu_mode(setup_mod, monkeypatch):
     monkeypatch.setenv("PERFCORE_CPU_ONLY", "1")
     info = setup_mod.decide()
     assert info["mode"] == "cpu" and "PERFCORE_CPU_ONLY" in info["reason"]
+
+
+def test_missing_compiler_is_one_clear_line(setup_mod, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CXX", "no-such-cxx")
+    with pytest.raises(SystemExit, match="no C\\+\\+ compiler found .*install one"):
+        setup_mod.check_compiler()

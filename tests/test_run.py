@@ -198,3 +198,15 @@ def test_monitor_samples_are_aligned_to_steps(tmp_path):
     steps = pd.read_csv(tmp_path / "r" / "steps.csv")
     assert "monitor_cpu_percent" in steps and steps["monitor_cpu_percent"].notna().sum() >= 5
     assert (tmp_path / "r" / "monitor.png").is_file()
+
+
+def test_memory_trend_flags_a_steady_rise_only():
+    import numpy as np
+
+    from perfcore.instrument import _memory_trend
+
+    flat = _memory_trend(np.full(50, 800 << 20) + np.random.default_rng(0).integers(0, 1 << 20, 50))
+    assert not flat["probable_leak"]
+    rising = _memory_trend((800 << 20) + np.arange(50) * (2 << 20))  # +2 MiB every step
+    assert rising["probable_leak"] and abs(rising["growth_bytes_per_step"] - (2 << 20)) < 1
+    assert _memory_trend(np.array([1, 2]))["probable_leak"] is False
