@@ -125,6 +125,7 @@ struct PhaseScopeObject {
   PyObject* eventsOwner;
   uintptr_t stream;
   int32_t phase;
+  bool tagKernels;  // push the phase id as CUPTI's external correlation id while open
 };
 
 PyObject* scopeEnter(PyObject* self, PyObject*) {
@@ -133,6 +134,9 @@ PyObject* scopeEnter(PyObject* self, PyObject*) {
     s->recorder->begin(s->phase);
 #ifdef PERFCORE_WITH_CUDA
     if (s->events) static_cast<EventTimer*>(s->events)->begin(s->phase, s->recorder->step(), s->stream);
+    // Kernels launched inside the phase carry its id (EXTERNAL_CORRELATION records), so the
+    // GPU time of forward / backward / optimizer can be told apart.
+    if (s->tagKernels) ActivityTracer::instance().pushExternalId(static_cast<uint64_t>(s->phase));
 #endif
   } catch (...) {
     setPythonError();
@@ -146,6 +150,7 @@ PyObject* scopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
   auto* s = reinterpret_cast<PhaseScopeObject*>(self);
   try {
 #ifdef PERFCORE_WITH_CUDA
+    if (s->tagKernels) ActivityTracer::instance().popExternalId();
     if (s->events) static_cast<EventTimer*>(s->events)->end(s->phase, s->stream);
 #endif
     s->recorder->end(s->phase);
@@ -208,7 +213,8 @@ PyTypeObject PhaseScopeType = [] {
 }();
 
 // phase_scope(cls, recorder, phase_id, events=None, stream=None); cls is PhaseScope or a subclass.
-py::object makePhaseScope(py::type cls, py::object recorder, int32_t phase, py::object events, py::object stream) {
+py::object makePhaseScope(py::type cls, py::object recorder, int32_t phase, py::object events, py::object stream,
+                          bool tagKernels) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   if (!PyType_IsSubtype(type, &PhaseScopeType)) throw UsageError("phase_scope: cls must subclass PhaseScope");
   PyObject* obj = type->tp_alloc(type, 0);
@@ -220,6 +226,15 @@ py::object makePhaseScope(py::type cls, py::object recorder, int32_t phase, py::
   s->eventsOwner = nullptr;
   s->stream = stream.is_none() ? 0 : stream.cast<uintptr_t>();
   s->phase = phase;
+  s->tagKernels = false;
+  if (tagKernels) {
+#ifdef PERFCORE_WITH_CUDA
+    s->tagKernels = true;
+#else
+    Py_DECREF(obj);
+    throw DeviceUnavailableError("kernel tagging needs CUPTI, which this CPU-mode build leaves out");
+#endif
+  }
   if (!events.is_none()) {
 #ifdef PERFCORE_WITH_CUDA
     s->events = events.cast<EventTimer*>();
@@ -250,7 +265,7 @@ PYBIND11_MODULE(_C, m) {
 #endif
 
   m.def("phase_scope", &makePhaseScope, py::arg("cls"), py::arg("recorder"), py::arg("phase_id"),
-        py::arg("events") = py::none(), py::arg("stream") = py::none());
+        py::arg("events") = py::none(), py::arg("stream") = py::none(), py::arg("tag_kernels") = false);
   m.def("_set_scope_decorator", [](py::object fn) { scopeDecorator = fn.inc_ref().ptr(); },
         "Registers fn(scope, f) -> timed f, used by `@scope` (perfcore.timing does this once).");
   m.def("now_ns", &nowNs, "The perfcore clock (CLOCK_MONOTONIC ns; same as time.perf_counter_ns).");

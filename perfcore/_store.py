@@ -20,7 +20,8 @@ __all__ = ["StepStore", "EMPTY"]
 EMPTY = {
     "spans": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64, "thread_id": np.int64},
     "events": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64},
-    "kernels": {"start_ns": np.int64, "end_ns": np.int64, "stream_id": np.int32, "name": object, "comm": bool},
+    "kernels": {"start_ns": np.int64, "end_ns": np.int64, "stream_id": np.int32, "name": object, "comm": bool,
+                "phase_id": np.int32},
     "copies": {"start_ns": np.int64, "end_ns": np.int64, "stream_id": np.int32, "size_bytes": np.int64,
                "direction": object, "pageable": bool, "kind": object},
 }
@@ -117,6 +118,16 @@ class StepStore:
             dur = (custom["end_ns"] - custom["start_ns"]).groupby([custom["step"], custom["phase_id"]]).sum()
             for pid, per_step in dur.groupby(level=1):
                 df[f"_phase{pid}_ns"] = df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64).to_numpy()
+        k = raw["kernels"]
+        tagged = k[k["phase_id"] >= 0]
+        if len(tagged):
+            # Kernel time per launching phase, each kernel counted in the step where it ends.
+            step = np.searchsorted(s1, tagged["end_ns"].to_numpy(), side="left") + self.settled
+            inside = (step < upto) & (tagged["end_ns"].to_numpy() > s0[0])
+            t = tagged[inside]
+            dur = (t["end_ns"] - t["start_ns"]).groupby([step[inside], t["phase_id"]]).sum()
+            for pid, per_step in dur.groupby(level=1):
+                df[f"_gpu{pid}_ns"] = df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64).to_numpy()
         self.rows.append(df)
         self._retire(raw, int(s1[-1]), df)
         self.settled = upto
@@ -165,7 +176,7 @@ class StepStore:
             cols = ["step", "warmup", "start_ns", "wall_ns"] + [f"{lb}_ns" for lb in attribution.LABELS]
             return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
         df = pd.concat(self.rows, ignore_index=True)
-        return df.fillna({c: 0 for c in df.columns if c.startswith("_phase")})
+        return df.fillna({c: 0 for c in df.columns if c.startswith("_phase") or c.startswith("_gpu")})
 
     def trace_tables(self) -> dict[str, pd.DataFrame]:
         """Detail of the kept steps plus whatever is not settled yet (for the trace)."""

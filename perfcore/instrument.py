@@ -521,6 +521,9 @@ class _Instrumentation:
             "compute_split_ms": {ph: float(table.loc[~table["warmup"], f"{ph}_ms"].mean())
                                  for ph in ("forward", "backward", "optimizer")
                                  if f"{ph}_ms" in table and (~table["warmup"]).any()},
+            "compute_split_gpu_ms": {ph: float(table.loc[~table["warmup"], f"{ph}_gpu_ms"].mean())
+                                     for ph in ("forward", "backward", "optimizer")
+                                     if f"{ph}_gpu_ms" in table and (~table["warmup"]).any()},
             "skipped_boundaries": self.skipped_boundaries,
             "dataloader_overrides": {"asked": self.overrides, "applied": self.overrides_applied},
             "synthetic": {"keep": self.synthetic, "replayed": self.replayed},

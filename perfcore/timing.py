@@ -164,6 +164,7 @@ class StepTimer:
         self.backend = "events" if self.device == "cuda" else "host"
         self.notes: list[str] = []
         self._tracer = None
+        self._corr_phase: dict[int, int] = {}  # CUPTI correlation id -> phase id (external correlation)
         if kernels:
             self._start_kernels()
         self._store = StepStore(self._labels, _FIRST_CUSTOM, on_gpu=self.device == "cuda",
@@ -177,7 +178,8 @@ class StepTimer:
     # -- phases -------------------------------------------------------------------------------
     def _make_scope(self, name: str, phase_id: int, label: str):
         events = self._events if (self._events is not None and label in _GPU_LABELS) else None
-        scope = self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream)
+        tag = self._tracer is not None and label in _GPU_LABELS
+        scope = self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag)
         self._scopes[name] = scope
         return scope
 
@@ -259,12 +261,24 @@ class StepTimer:
             self._add_activity(self._tracer.take())
 
     def _add_activity(self, frames: dict[str, pd.DataFrame]) -> None:
+        # Phase of each kernel: the external id (a phase id) CUPTI recorded for its launch. The
+        # external record comes with the launch, before the kernel's own record, so map first.
+        ext = frames.get("external_correlation")
+        if ext is not None and len(ext.columns) and len(ext):
+            self._corr_phase.update(zip(ext["correlation_id"].to_numpy().tolist(), ext["external_id"].to_numpy().tolist()))
         k = frames["kernels"]
         if len(k.columns) and len(k):
             names = k["name"].astype(str)
+            pop = self._corr_phase.pop
+            phase = np.fromiter((pop(c, -1) for c in k["correlation_id"].to_numpy().tolist()), dtype=np.int32,
+                                count=len(k))
             self._store.add("kernels", pd.DataFrame({
                 "start_ns": k["start_ns"], "end_ns": k["end_ns"], "stream_id": k["stream_id"],
-                "name": names.to_numpy(dtype=object), "comm": names.str.contains("nccl", case=False).to_numpy()}))
+                "name": names.to_numpy(dtype=object), "comm": names.str.contains("nccl", case=False).to_numpy(),
+                "phase_id": phase}))
+        if len(self._corr_phase) > 1_000_000:  # ids of launches that made no kernel (syncs, copies): drop the oldest half
+            keep = sorted(self._corr_phase)[len(self._corr_phase) // 2:]
+            self._corr_phase = {c: self._corr_phase[c] for c in keep}
         for kind in ("memcpy", "memset"):
             f = frames[kind]
             if not len(f.columns) or not len(f):
@@ -303,6 +317,9 @@ class StepTimer:
             if pid >= _FIRST_CUSTOM:
                 col = f"_phase{pid}_ns"
                 df[f"{name}_ms"] = (df[col] if col in df else pd.Series(0, index=df.index)) / 1e6
+            gcol = f"_gpu{pid}_ns"
+            if gcol in df:  # kernel time launched inside this phase (CUPTI external correlation)
+                df[f"{name}_gpu_ms"] = df[gcol] / 1e6
         cols = ["step", "wall_ms"] + [f"{lb}_ms" for lb in attribution.LABELS] + ["warmup"]
         extra = [c for c in df.columns if c not in cols and not c.endswith("_ns") and not c.startswith("_")]
         self._last_table = df

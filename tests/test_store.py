@@ -68,3 +68,31 @@ def test_long_run_keeps_only_a_window_of_detail(monkeypatch):
                        rtol=0, atol=1e-9)
     assert store.span_count == steps * 3 + 1  # and the last fetch, which ends the loop
     assert set(store.keep) >= {0, steps - 1}
+
+
+def test_kernels_are_split_by_the_phase_that_launched_them(C):
+    import pytest
+
+    if not C.CUPTI_COMPILED:
+        pytest.skip("needs a CUPTI build (fabricated CUPTI records)")
+    from perfcore.trace import activity_frames
+
+    timer = perfcore.StepTimer(device="cpu", warmup=0)
+    fwd = timer.phase("forward", label="compute")
+    bwd = timer.phase("backward", label="compute")
+    t0 = timer._t_created
+    buf = C._FakeActivityBuffer()
+    # Launch records first (CUPTI writes them at launch), then the kernels they correlate with.
+    buf.add_external_correlation(fwd.phase_id, 1)
+    buf.add_external_correlation(bwd.phase_id, 2)
+    buf.add_external_correlation(bwd.phase_id, 3)
+    buf.add_kernel(t0 + 100, t0 + 400, 0, 7, 1, "fwd_kernel", 1, 1)    # step 0, forward: 300 ns
+    buf.add_kernel(t0 + 500, t0 + 900, 0, 7, 2, "bwd_kernel", 1, 1)    # step 0, backward: 400 ns
+    buf.add_kernel(t0 + 1100, t0 + 1150, 0, 7, 3, "bwd_kernel", 1, 1)  # step 1, backward: 50 ns
+    buf.add_kernel(t0 + 1200, t0 + 1300, 0, 7, 99, "untagged", 1, 1)   # launched outside any phase
+    timer._add_activity(activity_frames(buf.decode()))
+    timer._boundaries = [t0 + 1000, t0 + 2000]
+    df = timer.summary()
+    assert list(df["forward_gpu_ms"] * 1e6) == [300, 0]
+    assert list(df["backward_gpu_ms"] * 1e6) == [400, 50]
+    assert timer._corr_phase == {}  # every mapping was used once and let go

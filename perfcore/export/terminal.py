@@ -57,6 +57,9 @@ def render_text(doc: dict[str, Any]) -> str:
     split = doc.get("compute_split_ms") or {}
     if split:
         lines += ["", "  host time in " + ", ".join(f"{k} {v:.2f} ms" for k, v in split.items()) + " per step"]
+    gsplit = doc.get("compute_split_gpu_ms") or {}
+    if gsplit:
+        lines.append("  kernel time launched in " + ", ".join(f"{k} {v:.2f} ms" for k, v in gsplit.items()) + " per step")
     cats = doc.get("kernel_categories") or {}
     if cats:
         lines.append("  kernel time by category: " + ", ".join(f"{c} {100 * v['share']:.0f}%" for c, v in cats.items()))
