@@ -213,8 +213,10 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         doc["workers"] = workers
         evidence.update(num_workers=workers["num_workers"], workers_needed=workers.get("workers_needed"),
                         fetch_ms=workers["fetch_ms_mean"], loop_ms=workers.get("loop_ms_without_load", 0.0))
-    ph2d = (focus.get("memcpy") or {}).get("by_direction", {}).get("h2d", {}).get("pageable_bytes", 0)
-    evidence["pageable_h2d_bytes_per_step"] = ph2d / max(1, focus["steps"] + focus["warmup_steps"])
+    h2d = (focus.get("memcpy") or {}).get("by_direction", {}).get("h2d", {})
+    n_steps = max(1, focus["steps"] + focus["warmup_steps"])
+    evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / n_steps
+    evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / n_steps
     # Advice again, now with the workers' side of the evidence (the child could not see it).
     doc["recommendations"] = recommendations(focus["breakdown_fraction"], focus["breakdown_ms"], on_gpu, evidence)
     if focus is not doc:

@@ -96,3 +96,46 @@ def test_step_timer_kernels_mode_uses_cupti():
     assert res["backend"] == "native-cupti"
     assert res["kernels"] and res["kernels"][0]["count"] >= 4
     assert res["breakdown_fraction"]["compute"] > 0
+
+
+def test_diagnose_and_sweep_on_gpu():
+    from perfcore.experiments.diagnose import diagnose
+    from perfcore.experiments.sweep import sweep
+    from perfcore.workloads import load_workload
+
+    w = load_workload("demo")
+    doc = diagnose(w, steps=10, warmup=2)
+    assert doc["device"] == "cuda"
+    assert doc["experiments"][0]["busy_mean"] == doc["experiments"][0]["busy_mean"]  # sampled, not NaN
+    sw = sweep(w, {"batch_size": [8, 16], "num_workers": [0, 2], "pin_memory": [False, True], "prefetch_factor": [2]},
+               steps=5, warmup=1)
+    assert len(sw["configs"]) == 8 and all(c["peak_mem_bytes"] > 0 for c in sw["configs"] if not c["oom"])
+
+
+def test_perfcore_run_traces_kernels_of_a_script(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "gpu_train.py"
+    script.write_text(
+        "import torch\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()\n"
+        "opt = torch.optim.SGD(m.parameters(), lr=0.01)\n"
+        "dl = DataLoader(TensorDataset(torch.randn(2048, 512), torch.randint(0, 10, (2048,))), batch_size=64)\n"
+        "for x, y in dl:\n"
+        "    x, y = x.cuda(), y.cuda()\n"
+        "    loss = torch.nn.functional.cross_entropy(m(x), y)\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n")
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "3", "--out", str(out), "--",
+                        sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["backend"] == "native-cupti" and doc["kernels"]
+    assert doc["memcpy"]["by_direction"]["h2d"]["pageable_bytes"] > 0  # x.cuda() from pageable memory
+    assert doc["recommendations"][0]["id"] == "pin_memory"
+    assert set(doc["compute_split_gpu_ms"]) == {"forward", "backward", "optimizer"}
+    assert Path(out / "kernels.png").is_file()
