@@ -277,6 +277,8 @@ PYBIND11_MODULE(_C, m) {
       .def("end", &SpanRecorder::end, py::arg("phase_id"), "Close the innermost phase; returns its ns.")
       .def("record", &SpanRecorder::record, py::arg("phase_id"), py::arg("start_ns"), py::arg("end_ns"))
       .def_property("step", &SpanRecorder::step, &SpanRecorder::setStep)
+      .def("boundary", &SpanRecorder::stepBoundary,
+           "End the step: its time in ns, or -1 (and no change) if a phase is open on this thread.")
       .def("open_phases", &SpanRecorder::openPhases, "Phases open on the calling thread, outermost first.")
       .def("drain", [](SpanRecorder& r) { return tableToDict(r.drain()); }, "New spans since the last drain, as columns.")
       .def_property_readonly("dropped", &SpanRecorder::dropped)

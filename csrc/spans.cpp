@@ -108,6 +108,13 @@ void SpanRecorder::record(int32_t phase, int64_t startNs, int64_t endNs) {
   local().append(phase, step(), startNs, endNs);
 }
 
+int64_t SpanRecorder::stepBoundary() {
+  if (!local().openStack().empty()) return -1;
+  const int64_t t = nowNs();
+  step_.fetch_add(1, std::memory_order_relaxed);
+  return t;
+}
+
 std::vector<int32_t> SpanRecorder::openPhases() {
   std::vector<int32_t> out;
   for (auto& p : local().openStack()) out.push_back(p.first);

@@ -66,6 +66,9 @@ class SpanRecorder {
   void record(int32_t phase, int64_t startNs, int64_t endNs);
 
   void setStep(int64_t step) { step_.store(step, std::memory_order_relaxed); }
+  // Ends the step: -1 if a phase is still open on the calling thread (nothing changes), else the
+  // boundary's time, and later spans belong to the next step. One call per step from Python.
+  int64_t stepBoundary();
   int64_t step() const { return step_.load(std::memory_order_relaxed); }
 
   // Phases open on the calling thread, outermost first.

@@ -215,13 +215,11 @@ class StepTimer:
     # -- steps --------------------------------------------------------------------------------
     def step(self) -> None:
         """End the current step. Every phase opened on this thread must be closed by now."""
-        t = self._C.now_ns()
-        open_now = self._rec.open_phases()
-        if open_now:
-            names = ", ".join(self._names.get(p, str(p)) for p in open_now)
+        t = self._rec.boundary()  # one native call: checks open phases, stamps, moves the step on
+        if t < 0:
+            names = ", ".join(self._names.get(p, str(p)) for p in self._rec.open_phases())
             raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
-        self._rec.step = len(self._boundaries)
         # Upkeep every COMPACT_EVERY steps: settle all but the last few steps into rows and
         # aggregates, so memory stays flat. On a GPU this waits for the work of steps already
         # ended (once per COMPACT_EVERY steps; never a per-step sync).

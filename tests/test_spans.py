@@ -117,3 +117,14 @@ def test_two_recorders_do_not_share_state(C):
     a.end(1)
     assert list(a.drain()["phase_id"]) == [1]
     assert list(b.drain()["phase_id"]) == [2]
+
+
+def test_boundary_moves_the_step_only_with_no_open_phase(C):
+    r = C.SpanRecorder()
+    r.begin(1)
+    assert r.boundary() == -1 and r.step == 0  # refused: nothing changes
+    r.end(1)
+    t = r.boundary()
+    assert t > 0 and r.step == 1
+    r.record(2, t, t + 5)
+    assert list(r.drain()["step"]) == [0, 1]

@@ -72,7 +72,7 @@ def render_text(doc: dict[str, Any]) -> str:
                          f"{w['workers_needed']} worker(s) would hide loading")
     mem = doc.get("memory") or {}
     if mem.get("peak_bytes"):
-        kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS"
+        kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS (peak)"
         line = f"  peak {kind}: {mem['peak_bytes'] / 2**20:.0f} MiB"
         if mem.get("probable_leak"):
             line += (f"; PROBABLE LEAK: grows {mem['growth_bytes_per_step'] / 2**20:.2f} MiB per step "
