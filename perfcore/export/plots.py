@@ -105,27 +105,36 @@ def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
     return paths
 
 
-def plot_experiments(experiments: list[dict[str, Any]], path: Path, title: str = "") -> Path:
-    """One stacked bar per experiment: mean step time split by label."""
+def _stacked_rows(names: list[str], breakdowns: list[dict[str, float]], notes: list[str], path: Path,
+                  title: str) -> Path:
+    """One horizontal bar per row, split by label, first row on top; `notes` printed at each bar's end."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 0.6 * len(experiments) + 1.6), dpi=110)
-    names = [e["name"] for e in experiments][::-1]
-    for j, e in enumerate(experiments[::-1]):
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.6), dpi=110)
+    for j, (bd, note) in enumerate(zip(breakdowns, notes)):
         left = 0.0
         for lb in LABELS:
-            v = (e.get("breakdown_ms") or {}).get(lb, 0.0)
+            v = (bd or {}).get(lb, 0.0)
             ax.barh(j, v, left=left, color=COLORS[lb], label=lb if j == 0 else None)
             left += v
-        ax.text(left, j, f"  {e['step_ms']:.1f} ms" if e.get("step_ms") == e.get("step_ms") else "  OOM",
-                va="center", fontsize=8)
+        if note:
+            ax.text(left, j, f"  {note}", va="center", fontsize=8)
     ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.invert_yaxis()
     ax.set_xlabel("ms per step")
-    ax.set_title(title or "experiments", fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return Path(path)
+
+
+def plot_experiments(experiments: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+    """One stacked bar per experiment: mean step time split by label."""
+    notes = [f"{e['step_ms']:.1f} ms" if e.get("step_ms") == e.get("step_ms") and e.get("step_ms") is not None
+             else "OOM" for e in experiments]
+    return _stacked_rows([e["name"] for e in experiments], [e.get("breakdown_ms") for e in experiments], notes,
+                         path, title or "experiments")
 
 
 def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
@@ -153,23 +162,8 @@ def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
 
 def plot_ranks(ranks: list[dict[str, Any]], path: Path) -> Path:
     """One stacked bar per rank: mean ms per step by label (a straggler stands out by its colours)."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(ranks) + 1.8), dpi=110)
-    for j, r in enumerate(ranks):
-        left = 0.0
-        for lb in LABELS:
-            v = r["breakdown_ms"][lb]
-            ax.barh(j, v, left=left, color=COLORS[lb], label=lb if j == 0 else None)
-            left += v
-    ax.set_yticks(range(len(ranks)), [f"rank {r['rank']}" for r in ranks])
-    ax.invert_yaxis()
-    ax.set_xlabel("ms per step")
-    ax.set_title("per-rank breakdown", fontsize=10)
-    ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return Path(path)
+    return _stacked_rows([f"rank {r['rank']}" for r in ranks], [r["breakdown_ms"] for r in ranks],
+                         [f"{r['step_time_ms']['mean']:.1f} ms" for r in ranks], path, "per-rank breakdown")
 
 
 def plot_transfer(curve: pd.DataFrame, path: Path, nominal_gbps: float | None = None) -> Path:
