@@ -113,9 +113,14 @@ class StepStore:
         df = attribution.step_table(s0, s1, self._intervals(raw), warmup=self.warmup, first_step=self.settled,
                                     precedence=self.precedence)
         spans = raw["spans"]
-        custom = spans[(spans["phase_id"] >= self.first_custom) & (spans["step"] >= self.settled) & (spans["step"] < upto)]
+        custom = spans[spans["phase_id"] >= self.first_custom]
         if len(custom):
-            dur = (custom["end_ns"] - custom["start_ns"]).groupby([custom["step"], custom["phase_id"]]).sum()
+            # A span belongs to the step in which it ends (by time, not by its step tag: steps made
+            # from batch fetches after the fact never moved the recorder's step counter).
+            step_of = np.searchsorted(s1, custom["end_ns"].to_numpy(), side="left") + self.settled
+            ok = (step_of < upto) & (custom["end_ns"].to_numpy() > s0[0])
+            custom, step_of = custom[ok], step_of[ok]
+            dur = (custom["end_ns"] - custom["start_ns"]).groupby([step_of, custom["phase_id"]]).sum()
             for pid, per_step in dur.groupby(level=1):
                 df[f"_phase{pid}_ns"] = df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64).to_numpy()
         k = raw["kernels"]

@@ -134,6 +134,8 @@ def test_python_dash_m_and_loops_without_optimizer(tmp_path):
     assert doc["step_source"] == "batch fetch"
     assert doc["steps"] + doc["warmup_steps"] == 12  # 96 / 8 batches
     assert doc["breakdown_ms"]["host"] >= 3.5  # the 4 ms sleep is untimed host work
+    steps = pd.read_csv(tmp_path / "r" / "steps.csv")
+    assert (steps["forward_ms"] > 0).all()  # each step's forward lands in that step
 
 
 def test_no_worker_process_outlives_the_run(tmp_path):
