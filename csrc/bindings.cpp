@@ -136,7 +136,9 @@ PyObject* scopeEnter(PyObject* self, PyObject*) {
     if (s->events) static_cast<EventTimer*>(s->events)->begin(s->phase, s->recorder->step(), s->stream);
     // Kernels launched inside the phase carry its id (EXTERNAL_CORRELATION records), so the
     // GPU time of forward / backward / optimizer can be told apart.
-    if (s->tagKernels) ActivityTracer::instance().pushExternalId(static_cast<uint64_t>(s->phase));
+    if (s->tagKernels && ActivityTracer::instance().active()) {  // after close(): plain phase
+      ActivityTracer::instance().pushExternalId(static_cast<uint64_t>(s->phase));
+    }
 #endif
   } catch (...) {
     setPythonError();
@@ -150,7 +152,7 @@ PyObject* scopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
   auto* s = reinterpret_cast<PhaseScopeObject*>(self);
   try {
 #ifdef PERFCORE_WITH_CUDA
-    if (s->tagKernels) ActivityTracer::instance().popExternalId();
+    if (s->tagKernels && ActivityTracer::instance().active()) ActivityTracer::instance().popExternalId();
     if (s->events) static_cast<EventTimer*>(s->events)->end(s->phase, s->stream);
 #endif
     s->recorder->end(s->phase);

@@ -87,8 +87,11 @@ def test_budget_uses_successive_halving_and_still_finds_the_best():
     assert len(fast["rounds"]) >= 3
     assert fast["rounds"][0]["configs"] == 16 and fast["rounds"][1]["configs"] <= 8
     assert fast["rounds"][1]["steps"] > fast["rounds"][0]["steps"]
-    # Within 5% of the full grid's best, for a fraction of the steps.
-    assert fast["best"]["samples_per_s"] >= 0.95 * full["best"]["samples_per_s"]
+    # The configuration it picks is within 5% of the full grid's best, judged by the full sweep's
+    # own measurements (two separate runs of one configuration differ by more than that here).
+    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
+    picked = next(c for c in full["configs"] if all(c[k] == fast["best"][k] for k in keys))
+    assert picked["samples_per_s"] >= 0.95 * full["best"]["samples_per_s"]
     steps_run = sum(r["steps"] * r["configs"] for r in fast["rounds"])
     assert steps_run <= 0.6 * 32 * 16
 
