@@ -49,6 +49,11 @@ def check_writable(path: str | None) -> None:
         raise click.ClickException(f"cannot write JSON to {path}: folder {parent} is not writable")
 
 
+def _echo_for(json_path: str | None):
+    """Where the human report goes: stderr when stdout carries the JSON (--json -)."""
+    return (lambda *a, **k: click.echo(*a, err=True, **k)) if json_path == "-" else click.echo
+
+
 def write_json(doc: dict, path: str | None) -> None:
     if not path:
         return
@@ -86,8 +91,7 @@ def env_cmd(json_path: str | None) -> None:
     from .envcheck import environment_report
 
     report = environment_report()
-    to_stdout = json_path == "-"
-    echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if to_stdout else click.echo
+    echo = _echo_for(json_path)
     b = report["build"]
     echo(f"perfcore {_version()}  build: {b.get('mode')} mode" + (f" ({b['reason']})" if b.get("reason") else ""))
     width = max(len(c["name"]) for c in report["checks"])
@@ -134,7 +138,7 @@ def run_cmd(steps, warmup, out, backend, no_kernels, monitor, json_path, command
     rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(out) if out else None,
                                    backend=backend, kernels=not no_kernels,
                                    monitor_s=_interval(monitor) if monitor else None)
-    echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if json_path == "-" else click.echo
+    echo = _echo_for(json_path)
     echo(render_text(doc))
     _echo_files(out_dir, doc)
     write_json(doc, json_path)
@@ -507,7 +511,7 @@ def transfer_cmd(sizes, direction, repeats, batch_shape, dtype, out, json_path) 
     curve.to_csv(out_dir / "transfer.csv", index=False)
     plot_transfer(curve, out_dir / "transfer.png", link.get("gbps"))
     _dump(doc, out_dir / "transfer.json")
-    echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if json_path == "-" else click.echo
+    echo = _echo_for(json_path)
     for k, v in doc["summary"].items():
         echo(f"  {k}: {v:.2f}")
     if shape:
@@ -536,7 +540,7 @@ def graph_cmd(workload, steps, out, json_path) -> None:
     out_dir = _out_dir(out, "graph")
     doc = graph_experiment(_load(workload), steps=steps)
     _dump(doc, out_dir / "graph.json")
-    echo = (lambda *a, **k: click.echo(*a, err=True, **k)) if json_path == "-" else click.echo
+    echo = _echo_for(json_path)
     lo = doc["launch_overhead"]
     echo(f"launch overhead: eager {lo['eager_host_us_per_launch']:.2f} us/launch (host), "
          f"graph {lo['graph_us_per_kernel']:.2f} us/kernel")

@@ -69,28 +69,16 @@ def _row(name: str, doc: dict, base_ms: float | None) -> dict[str, Any]:
 
 
 def script_health(cmd: list[str], *, steps: int, interval_s: float, out: Path) -> dict[str, Any]:
-    from .experiments.health import HEALTHY_BUSY
-    from .monitor import heartbeat
+    from .experiments.health import health_report
 
     doc = script_run(cmd, out / "run", steps=steps, warmup=5, sampler_interval_s=interval_s)
-    busy = doc["_busy"]
-    mean = float(np.mean(busy["series"])) if len(busy["series"]) else 0.0
-    healthy = mean >= HEALTHY_BUSY
-    what = "GPU utilisation" if busy["source"] == "gpu_util" else "compute share of each step (no GPU here)"
-    h = {"schema": "perfcore.health/1", "workload": " ".join(cmd), "device": doc["device"], "steps": doc["steps"],
-         "step_ms": doc["step_time_ms"]["mean"], "samples_per_s": _row("x", doc, None)["samples_per_s"],
-         "busy_mean": mean, "busy_std": float(np.std(busy["series"])) if len(busy["series"]) else 0.0,
-         "busy_source": busy["source"], "cpu_percent": busy["cpu_percent"], "breakdown_ms": doc["breakdown_ms"],
-         "verdict": "healthy" if healthy else "blocked",
-         "summary": (f"healthy: {what} {100 * mean:.0f}%" if healthy else
-                     f"blocked: {what} only {100 * mean:.0f}% (< {100 * HEALTHY_BUSY:.0f}%)"),
-         "next": None if healthy else "perfcore diagnose -- " + " ".join(cmd),
-         "note": "a script runs its own loop (optimizer included); health of a workload factory omits the optimizer"}
-    spacing = interval_s if busy["source"] == "gpu_util" else doc["step_time_ms"]["mean"] / 1e3
-    hb = heartbeat(busy["series"], spacing)
-    if hb:
-        h["heartbeat"] = {**hb, "meaning": f"utilisation swings every {hb['period_s']:.2f} s: the loader delivers "
-                                           "in bursts; more workers or a higher prefetch_factor smooth it"}
+    row = _row("health", doc, None)
+    series = doc["_busy"]["series"]
+    row.update(device=doc["device"], steps=doc["steps"], busy_source=doc["_busy"]["source"], busy_series=series,
+               busy_mean=row["busy_mean"] if len(series) else 0.0, busy_std=row["busy_std"] if len(series) else 0.0,
+               busy_spacing_s=interval_s if doc["_busy"]["source"] == "gpu_util" else row["step_ms"] / 1e3)
+    h = health_report(row, " ".join(cmd), "perfcore diagnose -- " + " ".join(cmd))
+    h["note"] = "a script runs its own loop (optimizer included); health of a workload factory omits the optimizer"
     return h
 
 

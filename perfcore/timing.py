@@ -298,10 +298,6 @@ class StepTimer:
             names = ", ".join(self._names.get(p, str(p)) for p in open_now)
             raise UsageError(f"phase(s) {names} never closed; close them before summary()")
 
-    def _spans(self) -> pd.DataFrame:
-        """Host spans still held in detail (the kept steps and anything not settled)."""
-        return self._store.trace_tables()["spans"]
-
     def summary(self) -> pd.DataFrame:
         """One row per completed step: step, wall_ms, load_ms, transfer_ms, compute_ms, comm_ms,
         host_ms (the five sum to wall_ms), warmup, and <custom phase>_ms for custom phases."""

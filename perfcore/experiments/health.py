@@ -8,7 +8,7 @@ from ..monitor import heartbeat
 from ..workloads import Workload
 from .runner import measure
 
-__all__ = ["health", "HEALTHY_BUSY"]
+__all__ = ["health", "health_report", "HEALTHY_BUSY"]
 
 HEALTHY_BUSY = 0.60
 
@@ -16,27 +16,28 @@ HEALTHY_BUSY = 0.60
 def health(workload: Workload, *, steps: int = 100, warmup: int = 5, interval_s: float = 0.1,
            progress: Callable[[int, int], None] | None = None, target: str | None = None) -> dict[str, Any]:
     row = measure(workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s, progress=progress)
+    doc = health_report(row, workload.name, f"perfcore diagnose {target or workload.name}")
+    doc["_row"] = row
+    return doc
+
+
+def health_report(row: dict[str, Any], name: str, next_cmd: str) -> dict[str, Any]:
+    """The perfcore.health/1 document from one measured run (a workload's or a script's): verdict at
+    HEALTHY_BUSY, the next command when blocked, and the heartbeat when the busy series has one."""
     busy = row["busy_mean"]
     what = "GPU utilisation" if row["busy_source"] == "gpu_util" else "compute share of each step (no GPU here)"
     healthy = busy >= HEALTHY_BUSY
-    target = target or workload.name
     doc: dict[str, Any] = {
         "schema": "perfcore.health/1",
-        "workload": workload.name,
-        "device": row["device"],
-        "steps": row["steps"],
-        "step_ms": row["step_ms"],
-        "samples_per_s": row["samples_per_s"],
+        "workload": name,
+        **{k: row[k] for k in ("device", "steps", "step_ms", "samples_per_s", "busy_std", "busy_source",
+                               "cpu_percent", "breakdown_ms")},
         "busy_mean": busy,
-        "busy_std": row["busy_std"],
-        "busy_source": row["busy_source"],
-        "cpu_percent": row["cpu_percent"],
-        "breakdown_ms": row["breakdown_ms"],
         "verdict": "healthy" if healthy else "blocked",
         "summary": (f"healthy: {what} {100 * busy:.0f}% (>= {100 * HEALTHY_BUSY:.0f}%)" if healthy else
                     f"blocked: {what} only {100 * busy:.0f}% (< {100 * HEALTHY_BUSY:.0f}%); the device waits "
                     f"on something"),
-        "next": None if healthy else f"perfcore diagnose {target}",
+        "next": None if healthy else next_cmd,
     }
     hb = heartbeat(row["busy_series"], row["busy_spacing_s"])
     if hb:
@@ -45,5 +46,4 @@ def health(workload: Workload, *, steps: int = 100, warmup: int = 5, interval_s:
             f"utilisation swings between busy and idle every {hb['period_s']:.2f} {unit}: the loader delivers in "
             "bursts (each worker hands over a batch, then all are busy decoding while the device waits); more "
             "workers, a higher prefetch_factor or cheaper batches smooth it")}
-    doc["_row"] = row
     return doc
