@@ -128,8 +128,8 @@ struct PhaseScopeObject {
   bool tagKernels;  // push the phase id as CUPTI's external correlation id while open
 };
 
-PyObject* scopeEnter(PyObject* self, PyObject*) {
-  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+// Opens / closes the scope's phase; false with the Python error set on failure.
+bool scopeBegin(PhaseScopeObject* s) {
   try {
     s->recorder->begin(s->phase);
 #ifdef PERFCORE_WITH_CUDA
@@ -142,14 +142,12 @@ PyObject* scopeEnter(PyObject* self, PyObject*) {
 #endif
   } catch (...) {
     setPythonError();
-    return nullptr;
+    return false;
   }
-  Py_INCREF(self);
-  return self;
+  return true;
 }
 
-PyObject* scopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
-  auto* s = reinterpret_cast<PhaseScopeObject*>(self);
+bool scopeFinish(PhaseScopeObject* s) {
   try {
 #ifdef PERFCORE_WITH_CUDA
     if (s->tagKernels && ActivityTracer::instance().active()) ActivityTracer::instance().popExternalId();
@@ -158,8 +156,19 @@ PyObject* scopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
     s->recorder->end(s->phase);
   } catch (...) {
     setPythonError();
-    return nullptr;
+    return false;
   }
+  return true;
+}
+
+PyObject* scopeEnter(PyObject* self, PyObject*) {
+  if (!scopeBegin(reinterpret_cast<PhaseScopeObject*>(self))) return nullptr;
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* scopeExit(PyObject* self, PyObject* const*, Py_ssize_t) {
+  if (!scopeFinish(reinterpret_cast<PhaseScopeObject*>(self))) return nullptr;
   Py_RETURN_FALSE;  // never swallow the body's exception
 }
 
@@ -249,6 +258,402 @@ py::object makePhaseScope(py::type cls, py::object recorder, int32_t phase, py::
   return py::reinterpret_steal<py::object>(obj);
 }
 
+
+// The Python references an object of ours holds, for the GC (traverse, clear) and dealloc:
+// one definition for every type below that holds references.
+inline void clearRef(PyObject*& p) {
+  PyObject* old = p;
+  p = nullptr;
+  Py_XDECREF(old);
+}
+
+template <class T, PyObject* T::*... Refs>
+struct HeldRefs {
+  static int traverse(PyObject* self, visitproc visit, void* arg) {
+    T* o = reinterpret_cast<T*>(self);
+    for (PyObject* p : {(o->*Refs)...}) {
+      if (p) {
+        if (int r = visit(p, arg)) return r;
+      }
+    }
+    return 0;
+  }
+  static int clear(PyObject* self) {
+    T* o = reinterpret_cast<T*>(self);
+    (clearRef(o->*Refs), ...);
+    return 0;
+  }
+  static void dealloc(PyObject* self) {
+    PyObject_GC_UnTrack(self);
+    clear(self);
+    Py_TYPE(self)->tp_free(self);
+  }
+};
+
+// ---- TimedCall: a callable timed as a phase, for the zero-code hooks of `perfcore run` ----
+// It replaces functions such as nn.Module.__call__ or Tensor.to that run many times a step;
+// as a Python wrapper each one cost a frame (and, right after an optimizer step has flushed the
+// caches, microseconds), so the hot path is here: vectorcall in, vectorcall out, no frame.
+//   - Only the outermost hooked call on a thread is timed: a hook entered while another is open
+//     on the same thread (a submodule's forward, a .to() inside forward) just calls through.
+//   - Until a scope is set, `fallback` is called instead (perfcore sets the scopes when it
+//     makes its timer; the fallback is what decides whether and when to make it).
+//   - `on_enter`, when set, is called before each timed call (it may raise, e.g. SystemExit
+//     for --steps: then nothing is timed and the call is not made).
+// Used as a class attribute it binds like a method (a method descriptor: no bound object is
+// made for `obj.method(...)` or `obj(...)`).
+thread_local int hookDepth = 0;
+
+struct TimedCallObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* wrapped;
+  PyObject* scope;     // PhaseScope or nullptr
+  PyObject* fallback;  // called while scope is unset
+  PyObject* onEnter;   // nullptr or callable()
+};
+
+PyObject* timedCallVectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* t = reinterpret_cast<TimedCallObject*>(self);
+  if (hookDepth > 0) return PyObject_Vectorcall(t->wrapped, args, nargsf, kwnames);
+  if (t->scope == nullptr) return PyObject_Vectorcall(t->fallback, args, nargsf, kwnames);
+  if (t->onEnter) {
+    PyObject* r = PyObject_CallNoArgs(t->onEnter);
+    if (!r) return nullptr;
+    Py_DECREF(r);
+  }
+  auto* s = reinterpret_cast<PhaseScopeObject*>(t->scope);
+  Py_INCREF(t->scope);  // a hook re-armed during the call must not free the scope under us
+  if (!scopeBegin(s)) {
+    Py_DECREF(reinterpret_cast<PyObject*>(s));
+    return nullptr;
+  }
+  ++hookDepth;
+  PyObject* result = PyObject_Vectorcall(t->wrapped, args, nargsf, kwnames);
+  --hookDepth;
+  if (result) {
+    if (!scopeFinish(s)) Py_CLEAR(result);
+  } else {
+    // Close the phase at the exception, keeping the body's exception (not ours) in flight.
+    PyObject *tp, *val, *tb;
+    PyErr_Fetch(&tp, &val, &tb);
+    if (!scopeFinish(s)) PyErr_Clear();
+    PyErr_Restore(tp, val, tb);
+  }
+  Py_DECREF(reinterpret_cast<PyObject*>(s));
+  return result;
+}
+
+PyObject* timedCallDescrGet(PyObject* self, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+using TimedCallRefs = HeldRefs<TimedCallObject, &TimedCallObject::wrapped, &TimedCallObject::scope,
+                                &TimedCallObject::fallback, &TimedCallObject::onEnter>;
+
+// TimedCall(wrapped, fallback=None): fallback defaults to wrapped (untimed until armed).
+PyObject* timedCallNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"wrapped", "fallback", nullptr};
+  PyObject* wrapped = nullptr;
+  PyObject* fallback = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:TimedCall", const_cast<char**>(kw), &wrapped, &fallback)) {
+    return nullptr;
+  }
+  if (!PyCallable_Check(wrapped) || (fallback != Py_None && !PyCallable_Check(fallback))) {
+    PyErr_SetString(PyExc_TypeError, "TimedCall(wrapped, fallback=None): both must be callable");
+    return nullptr;
+  }
+  auto* t = reinterpret_cast<TimedCallObject*>(type->tp_alloc(type, 0));
+  if (!t) return nullptr;
+  t->vectorcall = timedCallVectorcall;
+  t->wrapped = Py_NewRef(wrapped);
+  t->fallback = Py_NewRef(fallback == Py_None ? wrapped : fallback);
+  t->scope = nullptr;
+  t->onEnter = nullptr;
+  return reinterpret_cast<PyObject*>(t);
+}
+
+PyObject* timedCallGetScope(PyObject* self, void*) {
+  PyObject* s = reinterpret_cast<TimedCallObject*>(self)->scope;
+  return Py_NewRef(s ? s : Py_None);
+}
+
+int timedCallSetScope(PyObject* self, PyObject* value, void*) {
+  if (value != nullptr && value != Py_None && !PyObject_TypeCheck(value, &PhaseScopeType)) {
+    PyErr_SetString(PyExc_TypeError, "TimedCall.scope must be a PhaseScope or None");
+    return -1;
+  }
+  auto* t = reinterpret_cast<TimedCallObject*>(self);
+  PyObject* old = t->scope;
+  t->scope = (value == nullptr || value == Py_None) ? nullptr : Py_NewRef(value);
+  Py_XDECREF(old);
+  return 0;
+}
+
+PyObject* timedCallGetOnEnter(PyObject* self, void*) {
+  PyObject* f = reinterpret_cast<TimedCallObject*>(self)->onEnter;
+  return Py_NewRef(f ? f : Py_None);
+}
+
+int timedCallSetOnEnter(PyObject* self, PyObject* value, void*) {
+  if (value != nullptr && value != Py_None && !PyCallable_Check(value)) {
+    PyErr_SetString(PyExc_TypeError, "TimedCall.on_enter must be callable or None");
+    return -1;
+  }
+  auto* t = reinterpret_cast<TimedCallObject*>(self);
+  PyObject* old = t->onEnter;
+  t->onEnter = (value == nullptr || value == Py_None) ? nullptr : Py_NewRef(value);
+  Py_XDECREF(old);
+  return 0;
+}
+
+PyObject* timedCallGetWrapped(PyObject* self, void*) {
+  return Py_NewRef(reinterpret_cast<TimedCallObject*>(self)->wrapped);
+}
+
+// __name__, __qualname__, __doc__, __module__ (and anything else the type lacks) come from the
+// wrapped callable, so introspection (inspect.signature follows __wrapped__) sees the original.
+PyObject* timedCallGetAttro(PyObject* self, PyObject* name) {
+  static const char* const forwarded[] = {"__doc__", "__name__", "__qualname__", "__module__"};
+  for (const char* f : forwarded) {
+    if (PyUnicode_CompareWithASCIIString(name, f) == 0) {
+      return PyObject_GetAttr(reinterpret_cast<TimedCallObject*>(self)->wrapped, name);
+    }
+  }
+  PyObject* r = PyObject_GenericGetAttr(self, name);
+  if (r || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+  PyErr_Clear();
+  return PyObject_GetAttr(reinterpret_cast<TimedCallObject*>(self)->wrapped, name);
+}
+
+PyObject* timedCallRepr(PyObject* self) {
+  return PyUnicode_FromFormat("<perfcore.TimedCall of %R>", reinterpret_cast<TimedCallObject*>(self)->wrapped);
+}
+
+PyObject* hookDepthNow(PyObject*, PyObject*) { return PyLong_FromLong(hookDepth); }
+
+// hook_enter(scope) -> bool: the same rule as a TimedCall, for hooks torch calls itself
+// (optimizer pre/post step): opens the scope only when no other hook is open on this thread.
+PyObject* hookEnter(PyObject*, PyObject* scope) {
+  if (!PyObject_TypeCheck(scope, &PhaseScopeType)) {
+    PyErr_SetString(PyExc_TypeError, "hook_enter(scope): a PhaseScope");
+    return nullptr;
+  }
+  if (hookDepth > 0) Py_RETURN_FALSE;
+  if (!scopeBegin(reinterpret_cast<PhaseScopeObject*>(scope))) return nullptr;
+  ++hookDepth;
+  Py_RETURN_TRUE;
+}
+
+PyObject* hookExit(PyObject*, PyObject* scope) {
+  if (!PyObject_TypeCheck(scope, &PhaseScopeType)) {
+    PyErr_SetString(PyExc_TypeError, "hook_exit(scope): a PhaseScope");
+    return nullptr;
+  }
+  if (hookDepth > 0) --hookDepth;
+  if (!scopeFinish(reinterpret_cast<PhaseScopeObject*>(scope))) return nullptr;
+  Py_RETURN_NONE;
+}
+
+PyMethodDef hookFunctions[] = {
+    {"hook_depth", hookDepthNow, METH_NOARGS, "How many perfcore hooks are open on the calling thread."},
+    {"hook_enter", hookEnter, METH_O, "Open scope if no hook is open on this thread; True if it did."},
+    {"hook_exit", hookExit, METH_O, "Close a scope opened by hook_enter."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef timedCallGetSet[] = {
+    {"scope", timedCallGetScope, timedCallSetScope, "PhaseScope timing each outermost call, or None.", nullptr},
+    {"on_enter", timedCallGetOnEnter, timedCallSetOnEnter, "Called before each timed call, or None.", nullptr},
+    {"__wrapped__", timedCallGetWrapped, nullptr, "The original callable.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject TimedCallType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "perfcore._C.TimedCall";
+  t.tp_basicsize = sizeof(TimedCallObject);
+  t.tp_dealloc = TimedCallRefs::dealloc;
+  t.tp_vectorcall_offset = offsetof(TimedCallObject, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  t.tp_repr = timedCallRepr;
+  t.tp_getattro = timedCallGetAttro;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
+  t.tp_doc = "TimedCall(wrapped, fallback=None): wrapped, timed as a phase when it is the outermost hook.";
+  t.tp_traverse = TimedCallRefs::traverse;
+  t.tp_clear = TimedCallRefs::clear;
+  t.tp_getset = timedCallGetSet;
+  t.tp_descr_get = timedCallDescrGet;
+  t.tp_new = timedCallNew;
+  return t;
+}();
+
+// ---- StepClock: the optimizer hooks of `perfcore run`, and the step boundary they make ----
+// torch calls a global pre- and post-step hook around every optimizer.step(). As Python
+// functions these were the costliest part of the zero-code hooks (five Python frames a step,
+// right after an optimizer step has flushed the caches: ~20 us on a 2 ms CPU step). Here
+// `pre` opens the optimizer phase (the TimedCall rule: only when no other hook is open on the
+// thread), `post` closes it and, for the first optimizer that steps (the clock), ends the step:
+// the boundary is appended to `boundaries` (the StepTimer's list), and Python is called back
+// only on the steps that need it: (n - 1) % every == 0, n % compact_every == 0, n >= stop_at.
+struct StepClockObject {
+  PyObject_HEAD
+  PyObject* scope;       // PhaseScope of the optimizer phase, or nullptr (disarmed)
+  PyObject* boundaries;  // list of boundary ns
+  PyObject* callback;    // callable(n) or nullptr
+  uintptr_t inOpt;       // the optimizer whose step is being timed (by identity), or 0
+  uintptr_t clockOpt;    // the optimizer whose steps end a step, or 0 until one has stepped
+  long long every, compactEvery, stopAt, skipped;
+};
+
+PyObject* stepClockPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto* c = reinterpret_cast<StepClockObject*>(self);
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "StepClock.pre(optimizer, args, kwargs)");
+    return nullptr;
+  }
+  if (c->scope == nullptr || hookDepth > 0) Py_RETURN_NONE;  // e.g. an optimizer stepped in forward
+  if (!scopeBegin(reinterpret_cast<PhaseScopeObject*>(c->scope))) return nullptr;
+  ++hookDepth;
+  c->inOpt = reinterpret_cast<uintptr_t>(args[0]);
+  Py_RETURN_NONE;
+}
+
+PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto* c = reinterpret_cast<StepClockObject*>(self);
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "StepClock.post(optimizer, args, kwargs)");
+    return nullptr;
+  }
+  const auto opt = reinterpret_cast<uintptr_t>(args[0]);
+  if (c->inOpt != opt || c->scope == nullptr) Py_RETURN_NONE;
+  c->inOpt = 0;
+  auto* s = reinterpret_cast<PhaseScopeObject*>(c->scope);
+  if (hookDepth > 0) --hookDepth;
+  if (!scopeFinish(s)) return nullptr;
+  if (c->clockOpt == 0) c->clockOpt = opt;
+  if (opt != c->clockOpt) Py_RETURN_NONE;
+  const int64_t t = s->recorder->stepBoundary();
+  if (t < 0) {  // a phase is still open: the optimizer stepped inside another phase, not a loop step
+    ++c->skipped;
+    Py_RETURN_NONE;
+  }
+  PyObject* ts = PyLong_FromLongLong(t);
+  if (!ts || PyList_Append(c->boundaries, ts) < 0) {
+    Py_XDECREF(ts);
+    return nullptr;
+  }
+  Py_DECREF(ts);
+  const long long n = PyList_GET_SIZE(c->boundaries);
+  if (c->callback && ((n - 1) % c->every == 0 || n % c->compactEvery == 0 || n >= c->stopAt)) {
+    PyObject* nobj = PyLong_FromLongLong(n);
+    if (!nobj) return nullptr;
+    PyObject* r = PyObject_CallOneArg(c->callback, nobj);  // may raise SystemExit (--steps reached)
+    Py_DECREF(nobj);
+    if (!r) return nullptr;
+    Py_DECREF(r);
+  }
+  Py_RETURN_NONE;
+}
+
+using StepClockRefs = HeldRefs<StepClockObject, &StepClockObject::scope, &StepClockObject::boundaries,
+                                &StepClockObject::callback>;
+
+PyObject* stepClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"boundaries", nullptr};
+  PyObject* boundaries = nullptr;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!:StepClock", const_cast<char**>(kw), &PyList_Type, &boundaries)) {
+    return nullptr;
+  }
+  auto* c = reinterpret_cast<StepClockObject*>(type->tp_alloc(type, 0));
+  if (!c) return nullptr;
+  c->boundaries = Py_NewRef(boundaries);
+  c->scope = nullptr;
+  c->callback = nullptr;
+  c->inOpt = c->clockOpt = 0;
+  c->every = 1;
+  c->compactEvery = 1024;
+  c->stopAt = PY_LLONG_MAX;
+  c->skipped = 0;
+  return reinterpret_cast<PyObject*>(c);
+}
+
+// arm(scope, boundaries, callback, every, compact_every, stop_at): a new timer's phase and list.
+PyObject* stepClockArm(PyObject* self, PyObject* args) {
+  auto* c = reinterpret_cast<StepClockObject*>(self);
+  PyObject *scope, *boundaries, *callback;
+  long long every, compactEvery, stopAt;
+  if (!PyArg_ParseTuple(args, "O!O!OLLL:arm", &PhaseScopeType, &scope, &PyList_Type, &boundaries, &callback, &every,
+                        &compactEvery, &stopAt)) {
+    return nullptr;
+  }
+  if (every < 1 || compactEvery < 1 || (callback != Py_None && !PyCallable_Check(callback))) {
+    PyErr_SetString(PyExc_ValueError, "arm: every and compact_every must be >= 1, callback callable or None");
+    return nullptr;
+  }
+  Py_XSETREF(c->scope, Py_NewRef(scope));
+  Py_XSETREF(c->boundaries, Py_NewRef(boundaries));
+  Py_XSETREF(c->callback, callback == Py_None ? nullptr : Py_NewRef(callback));
+  c->every = every;
+  c->compactEvery = compactEvery;
+  c->stopAt = stopAt;
+  c->inOpt = c->clockOpt = 0;
+  c->skipped = 0;
+  Py_RETURN_NONE;
+}
+
+PyObject* stepClockDisarm(PyObject* self, PyObject*) {
+  auto* c = reinterpret_cast<StepClockObject*>(self);
+  Py_CLEAR(c->scope);
+  Py_CLEAR(c->callback);
+  c->inOpt = 0;
+  Py_RETURN_NONE;
+}
+
+PyObject* stepClockClocked(PyObject* self, void*) {
+  return PyBool_FromLong(reinterpret_cast<StepClockObject*>(self)->clockOpt != 0);
+}
+
+PyObject* stepClockSkipped(PyObject* self, void*) {
+  return PyLong_FromLongLong(reinterpret_cast<StepClockObject*>(self)->skipped);
+}
+
+PyObject* stepClockArmed(PyObject* self, void*) {
+  return PyBool_FromLong(reinterpret_cast<StepClockObject*>(self)->scope != nullptr);
+}
+
+PyMethodDef stepClockMethods[] = {
+    {"pre", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stepClockPre)), METH_FASTCALL,
+     "Global optimizer pre-step hook: opens the optimizer phase."},
+    {"post", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stepClockPost)), METH_FASTCALL,
+     "Global optimizer post-step hook: closes the phase; the clock optimizer ends the step."},
+    {"arm", stepClockArm, METH_VARARGS, "arm(scope, boundaries, callback, every, compact_every, stop_at)"},
+    {"disarm", stepClockDisarm, METH_NOARGS, "Stop timing: pre and post do nothing until armed again."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyGetSetDef stepClockGetSet[] = {
+    {"clocked", stepClockClocked, nullptr, "Whether an optimizer has become the step clock.", nullptr},
+    {"skipped", stepClockSkipped, nullptr, "Clock steps made inside another phase (not loop steps).", nullptr},
+    {"armed", stepClockArmed, nullptr, "Whether a scope is set.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject StepClockType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "perfcore._C.StepClock";
+  t.tp_basicsize = sizeof(StepClockObject);
+  t.tp_dealloc = StepClockRefs::dealloc;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  t.tp_doc = "StepClock(boundaries): optimizer pre/post hooks that time the optimizer and end steps.";
+  t.tp_traverse = StepClockRefs::traverse;
+  t.tp_clear = StepClockRefs::clear;
+  t.tp_methods = stepClockMethods;
+  t.tp_getset = stepClockGetSet;
+  t.tp_new = stepClockNew;
+  return t;
+}();
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -257,6 +662,13 @@ PYBIND11_MODULE(_C, m) {
   if (PyType_Ready(&PhaseScopeType) < 0) throw py::error_already_set();
   Py_INCREF(&PhaseScopeType);
   m.add_object("PhaseScope", reinterpret_cast<PyObject*>(&PhaseScopeType));
+  if (PyType_Ready(&TimedCallType) < 0) throw py::error_already_set();
+  Py_INCREF(&TimedCallType);
+  m.add_object("TimedCall", reinterpret_cast<PyObject*>(&TimedCallType));
+  if (PyType_Ready(&StepClockType) < 0) throw py::error_already_set();
+  Py_INCREF(&StepClockType);
+  m.add_object("StepClock", reinterpret_cast<PyObject*>(&StepClockType));
+  if (PyModule_AddFunctions(m.ptr(), hookFunctions) < 0) throw py::error_already_set();
 
 #ifdef PERFCORE_WITH_CUDA
   m.attr("CUDA_COMPILED") = true;

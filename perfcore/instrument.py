@@ -12,6 +12,10 @@ imported or patched until the script itself imports torch; then:
   Tensor.to / .cuda outside those     -> transfer
   dataset fetch in each worker        -> __getitem__ and collate_fn time per batch, per worker
 
+The per-step hooks are native (perfcore._C.TimedCall, perfcore._C.StepClock; see
+docs/ARCHITECTURE.md): only the outermost one open on a thread is timed, and no Python runs on
+their path except the occasional upkeep callback.
+
 The step timing itself is a perfcore.StepTimer (same clock, same attribution). At exit (normal,
 crash, Ctrl-C, SIGTERM, or --steps reached) the part is written to PERFCORE_RUN_DIR/parts/.
 """
@@ -27,7 +31,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
 
 __all__ = ["activate", "STATE"]
 
@@ -46,6 +49,7 @@ class _Instrumentation:
         self.run_dir = Path(os.environ["PERFCORE_RUN_DIR"])
         self.steps_wanted = _env_int("PERFCORE_STEPS", 0)
         self.warmup = _env_int("PERFCORE_WARMUP", 5)
+        self.stop_at = self.warmup + self.steps_wanted if self.steps_wanted else sys.maxsize  # optimizer steps
         self.backend = os.environ.get("PERFCORE_BACKEND", "auto")
         self.kernels = os.environ.get("PERFCORE_KERNELS", "1") == "1"
         self.rank = os.environ.get("RANK")
@@ -53,12 +57,10 @@ class _Instrumentation:
         self.disabled = False
         self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
         self.fetch_starts: list[int] = []
-        self.clock_opt: int | None = None
-        self.busy = 0  # depth inside forward/backward/optimizer/transfer: inner calls are not re-timed
-        self.loading = False
-        self.in_opt: int | None = None
-        self.skipped_boundaries = 0
-        self.mem_bytes: list[int] = []
+        self.hooks: dict[str, Any] = {}
+        self.clock = None  # perfcore._C.StepClock, once torch is patched
+        self.mem_samples: list[tuple[int, int]] = []  # (step index, bytes)
+        self.mem_every = 8
         self.mem_kind = "none"
         self.exit_reason = "finished"
         self.exception: str | None = None
@@ -112,25 +114,42 @@ class _Instrumentation:
 
         from torch.utils.data import DataLoader
 
+        # The hooks that run many times a step are native (perfcore._C.TimedCall): the outermost
+        # one open on a thread is timed as its phase, the ones inside it call straight through.
+        # Until the timer exists they call their fallback; arm() gives them their scopes.
+        from perfcore._C import StepClock, TimedCall
+
         orig_next = _BaseDataLoaderIter.__next__
         if self.synthetic:
             orig_next = self._replaying(orig_next)
 
-        def __next__(it):
-            timer = inst.timer or inst.ensure_timer()
-            if timer is None or inst.loading:
-                return orig_next(it)
-            inst.on_fetch_start()
-            inst.loading = True
-            rec = timer._rec
-            rec.begin(0)  # LOAD
-            try:
-                return orig_next(it)
-            finally:
-                rec.end(0)
-                inst.loading = False
+        def first_use(orig, name):
+            def make_timer_then_call(*args, **kwargs):
+                # The first batch fetch or module call (main process only) makes the timer.
+                if inst.ensure_timer() is None or self.hooks[name].scope is None:
+                    return orig(*args, **kwargs)
+                return self.hooks[name](*args, **kwargs)
 
-        _BaseDataLoaderIter.__next__ = __next__
+            return make_timer_then_call
+
+        orig_call = torch.nn.Module.__call__
+        self.hooks = {
+            "load": TimedCall(orig_next, first_use(orig_next, "load")),
+            "forward": TimedCall(orig_call, first_use(orig_call, "forward")),
+            "backward": TimedCall(torch.Tensor.backward),
+            "autograd.backward": TimedCall(torch.autograd.backward),
+            "to": TimedCall(torch.Tensor.to),
+            "cuda": TimedCall(torch.Tensor.cuda),
+        }
+        _BaseDataLoaderIter.__next__ = self.hooks["load"]
+        torch.nn.Module.__call__ = self.hooks["forward"]
+        torch.Tensor.backward = self.hooks["backward"]
+        torch.autograd.backward = self.hooks["autograd.backward"]
+        torch.Tensor.to = self.hooks["to"]
+        torch.Tensor.cuda = self.hooks["cuda"]
+        # A forked child (a DataLoader worker, a user's Pool) is not the training loop: its copy
+        # of the timer is dropped and the hooks call through.
+        os.register_at_fork(after_in_child=self.forked)
 
         if self.overrides:
             orig_init = DataLoader.__init__
@@ -150,75 +169,11 @@ class _Instrumentation:
 
             DataLoader.__init__ = __init__
 
-        orig_call = torch.nn.Module.__call__
-
-        def __call__(mod, *args, **kwargs):
-            if inst.busy:
-                return orig_call(mod, *args, **kwargs)
-            timer = inst.timer or inst.ensure_timer()
-            if timer is None:
-                return orig_call(mod, *args, **kwargs)
-            inst.busy += 1
-            try:
-                with inst.fwd:
-                    return orig_call(mod, *args, **kwargs)
-            finally:
-                inst.busy -= 1
-
-        torch.nn.Module.__call__ = __call__
-
-        def timed_backward(orig):
-            def backward(*args, **kwargs):
-                if inst.busy or inst.timer is None:
-                    return orig(*args, **kwargs)
-                inst.busy += 1
-                try:
-                    with inst.bwd:
-                        return orig(*args, **kwargs)
-                finally:
-                    inst.busy -= 1
-
-            return backward
-
-        torch.Tensor.backward = timed_backward(torch.Tensor.backward)
-        torch.autograd.backward = timed_backward(torch.autograd.backward)
-
-        def timed_copy(orig):
-            def copy(t, *args, **kwargs):
-                if inst.busy or inst.timer is None:
-                    return orig(t, *args, **kwargs)
-                inst.busy += 1
-                try:
-                    with inst.timer.transfer:
-                        return orig(t, *args, **kwargs)
-                finally:
-                    inst.busy -= 1
-
-            return copy
-
-        torch.Tensor.to = timed_copy(torch.Tensor.to)
-        torch.Tensor.cuda = timed_copy(torch.Tensor.cuda)
-
-        def pre_step(opt, args, kwargs):
-            if inst.timer is None or inst.busy:
-                return
-            inst.busy += 1
-            inst.in_opt = id(opt)
-            inst.opt.__enter__()
-
-        def post_step(opt, args, kwargs):
-            if inst.in_opt != id(opt):
-                return
-            inst.in_opt = None
-            inst.opt.__exit__(None, None, None)
-            inst.busy -= 1
-            if inst.clock_opt is None:
-                inst.clock_opt = id(opt)
-            if id(opt) == inst.clock_opt:
-                inst.on_step()
-
-        register_optimizer_step_pre_hook(pre_step)
-        register_optimizer_step_post_hook(post_step)
+        # Optimizer steps: the optimizer phase, and the step boundary (the first optimizer to step
+        # is the clock). Native hooks; Python is called back only on the steps that need upkeep.
+        self.clock = StepClock([])
+        register_optimizer_step_pre_hook(self.clock.pre)
+        register_optimizer_step_post_hook(self.clock.post)
 
         for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
             cls.fetch = self._timed_fetch(cls.fetch)
@@ -358,7 +313,7 @@ class _Instrumentation:
             self.opt = timer.phase("optimizer", label="compute")
             self.on_gpu = on_gpu
             if on_gpu:
-                self.mem_kind = "cuda_allocated"
+                self.mem_kind, self.mem_every = "cuda_allocated", 1
                 torch.cuda.reset_peak_memory_stats()
             else:
                 import resource
@@ -368,38 +323,65 @@ class _Instrumentation:
             psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
             self.t_timer = self.now_ns()
             self.timer = timer
+            self.arm(timer)
             return timer
+
+    def arm(self, timer) -> None:
+        from perfcore._C import phase_scope
+
+        from .timing import LOAD, _scope_class
+
+        scopes = {"load": phase_scope(_scope_class(), timer._rec, LOAD), "forward": self.fwd,
+                  "backward": self.bwd, "autograd.backward": self.bwd, "to": timer.transfer, "cuda": timer.transfer}
+        for name, hook in self.hooks.items():
+            hook.scope = scopes[name]
+        # Batch fetch starts are step boundaries until an optimizer steps (see on_step).
+        self.hooks["load"].on_enter = self.on_fetch_start
+        from .timing import COMPACT_EVERY
+
+        self.compact_every = COMPACT_EVERY
+        self.clock.arm(self.opt, timer._boundaries, self.on_step, self.mem_every, COMPACT_EVERY, self.stop_at)
+
+    def disarm(self) -> None:
+        for hook in self.hooks.values():
+            hook.scope = None
+            hook.on_enter = None
+        if self.clock is not None:
+            self.clock.disarm()
+
+    def forked(self) -> None:
+        self.disarm()
+        self.timer = None
+        self.disabled = True
 
     def on_fetch_start(self) -> None:
         self.fetch_starts.append(self.now_ns())
-        if self.clock_opt is None and self.steps_wanted and len(self.fetch_starts) - 1 >= self.warmup + self.steps_wanted:
+        if not self.clock.clocked and len(self.fetch_starts) - 1 >= self.stop_at:
             self.request_stop()
 
-    def sample_memory(self) -> None:
+    def sample_memory(self, step: int) -> None:
         if self.mem_kind == "cuda_allocated":
             import torch
 
-            self.mem_bytes.append(int(torch.cuda.max_memory_allocated()))
+            self.mem_samples.append((step, int(torch.cuda.max_memory_allocated())))
             torch.cuda.reset_peak_memory_stats()
         else:
             # Peak RSS so far: one getrusage call (reading /proc/self/statm cost ~11 us a step in a
             # real training process); a leak shows as a peak that keeps rising.
-            self.mem_bytes.append(self._getrusage(self._rusage_self).ru_maxrss * 1024)
+            self.mem_samples.append((step, self._getrusage(self._rusage_self).ru_maxrss * 1024))
 
-    def on_step(self) -> None:
+    def on_step(self, n: int) -> None:
+        """Called by the StepClock after boundary n when upkeep is due (see arm())."""
         timer = self.timer
-        try:
-            timer.step()
-        except UsageError:
-            self.skipped_boundaries += 1  # optimizer stepped inside another phase: not a loop step
-            return
+        if n == 1:
+            self.hooks["load"].on_enter = None  # the optimizer is the step clock from now on
+        if n % self.compact_every == 0:
+            timer._upkeep(n, timer._boundaries[-1])
         # Memory every step on a GPU (two cheap counters); every 8th on CPU, where even one
         # syscall costs ~8 us right after an optimizer step has flushed the caches.
-        if self.mem_kind == "cuda_allocated" or timer.steps % 8 == 1:
-            self.sample_memory()
-        else:
-            self.mem_bytes.append(-1)
-        if self.steps_wanted and timer.steps >= self.warmup + self.steps_wanted:
+        if (n - 1) % self.mem_every == 0:
+            self.sample_memory(n - 1)
+        if n >= self.stop_at:
             self.request_stop()
 
     def request_stop(self) -> None:
@@ -414,48 +396,41 @@ class _Instrumentation:
     # -- worker side ---------------------------------------------------------------------------
     def _timed_fetch(self, orig):
         inst = self
+        now = self.now_ns
+        main_fetches = self._main_fetches
 
         def fetch(fetcher, index):
             cf = fetcher.collate_fn
-            if not getattr(cf, "_perfcore_timed", False):
-                fetcher.collate_fn = inst._timed_collate(cf)
-            inst._collate_ns = 0
-            t0 = inst.now_ns()
-            try:
-                return orig(fetcher, index)
-            finally:
-                t1 = inst.now_ns()
-                n = len(index) if fetcher.auto_collation and hasattr(index, "__len__") else 1
-                inst.worker_record(t0, t1, inst._collate_ns, n)
+            if cf.__class__ is not _TimedCollate:
+                cf = fetcher.collate_fn = _TimedCollate(cf, now)
+            t0 = now()
+            batch = orig(fetcher, index)
+            t1 = now()
+            n = len(index) if fetcher.auto_collation and hasattr(index, "__len__") else 1
+            if inst.timer is not None:
+                # The main process (num_workers=0): kept in memory, no formatting per batch.
+                # (A worker never has a timer: forked ones drop theirs, spawned ones never make one.)
+                main_fetches.append((t0, t1, cf.last_ns, n))
+            else:
+                inst.worker_record(t0, t1, cf.last_ns, n)
+            return batch
 
+        fetch.__wrapped__ = orig
         return fetch
 
-    def _timed_collate(self, fn):
-        inst = self
-
-        def collate(batch):
-            t0 = inst.now_ns()
-            try:
-                return fn(batch)
-            finally:
-                inst._collate_ns = inst.now_ns() - t0
-
-        collate._perfcore_timed = True
-        return collate
-
     def worker_record(self, t0: int, t1: int, collate_ns: int, n: int) -> None:
-        """One line per batch. In a worker each line is flushed at once (workers end with os._exit,
-        so nothing may wait for exit); in the main process lines are buffered until finalize()."""
+        """One line per batch from a DataLoader worker, flushed at once (workers end with os._exit,
+        so nothing may wait for exit). Outside a worker (a fetch before the timer exists), kept
+        in memory like the main process's."""
         info = self._get_worker_info()
-        if info is None:  # main process (num_workers=0): keep it in memory, no formatting per batch
+        if info is None:
             self._main_fetches.append((t0, t1, collate_ns, n))
             return
-        wid = info.id
         if self._worker_file is None:
             d = self.run_dir / "workers"
             d.mkdir(parents=True, exist_ok=True)
             self._worker_file = open(d / f"{os.getpid()}.csv", "a", buffering=1)
-        self._worker_file.write(f"{os.getpid()},{wid},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},"
+        self._worker_file.write(f"{os.getpid()},{info.id},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},"
                                 f"{self.rank if self.rank is not None else -1}\n")
 
     # -- the end -------------------------------------------------------------------------------
@@ -466,7 +441,7 @@ class _Instrumentation:
             r = self.rank if self.rank is not None else -1
             with open(d / f"{os.getpid()}-main.csv", "a") as fh:
                 fh.writelines(f"{os.getpid()},-1,{a},{b},{b - a - c},{c},{n},{r}\n" for a, b, c, n in self._main_fetches)
-            self._main_fetches = []
+            self._main_fetches.clear()  # in place: the fetch hook holds this list
         if self._finalized or self.timer is None:
             return
         self._finalized = True
@@ -511,9 +486,10 @@ class _Instrumentation:
         timer.close()
         full = timer._last_table
         n = len(full)
-        mem = np.asarray(self.mem_bytes[:n], dtype=np.int64)
-        if len(mem) < n:
-            mem = np.concatenate([mem, np.full(n - len(mem), -1, dtype=np.int64)])
+        mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
+        for i, b in self.mem_samples:
+            if i < n:
+                mem[i] = b
         table["mem_bytes"] = mem
         doc.update({
             "pid": os.getpid(),
@@ -531,10 +507,13 @@ class _Instrumentation:
             "compute_split_gpu_ms": {ph: float(table.loc[~table["warmup"], f"{ph}_gpu_ms"].mean())
                                      for ph in ("forward", "backward", "optimizer")
                                      if f"{ph}_gpu_ms" in table and (~table["warmup"]).any()},
-            "skipped_boundaries": self.skipped_boundaries,
+            "skipped_boundaries": self.clock.skipped if self.clock is not None else 0,
             "dataloader_overrides": {"asked": self.overrides, "applied": self.overrides_applied},
             "synthetic": {"keep": self.synthetic, "replayed": self.replayed},
         })
+        if doc.get("overhead"):
+            # The estimate covers the timer's phases; the zero-code hooks around them cost more.
+            doc["overhead"] = dict(doc["overhead"], hooks="not included")
         if self.notes or timer.notes:
             doc["notes"] = list(dict.fromkeys(self.notes + timer.notes))
         key = f"rank{self.rank}" if self.rank is not None else f"pid{os.getpid()}"
@@ -586,6 +565,29 @@ def _memory_trend(mem) -> dict:
     leak = bool(slope > 0 and r2 > 0.8 and total_growth > max(8 * 2**20, 0.05 * y[0]))
     return {"peak_bytes": int(mem.max()), "first_bytes": int(mem[0]), "last_bytes": int(mem[-1]),
             "growth_bytes_per_step": float(slope), "r2": r2, "probable_leak": leak}
+
+
+class _TimedCollate:
+    """A DataLoader's collate_fn, timed: the fetch hook reads `last_ns` after each batch."""
+
+    __slots__ = ("fn", "now", "last_ns")
+
+    def __init__(self, fn, now):
+        self.fn, self.now, self.last_ns = fn, now, 0
+
+    def __call__(self, batch):
+        t0 = self.now()
+        try:
+            return self.fn(batch)
+        finally:
+            self.last_ns = self.now() - t0
+
+    def __reduce__(self):  # a spawned worker gets the plain function (it installs its own hooks)
+        return (_identity, (self.fn,))
+
+
+def _identity(x):
+    return x
 
 
 class _TorchImportHook:

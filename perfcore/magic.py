@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 import tempfile
 from pathlib import Path
 
@@ -28,8 +29,9 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
     inst = instrument.STATE
     inst.run_dir = run_dir
     # A fresh timer per cell: nothing leaks from one cell into the next.
-    inst.timer, inst.fetch_starts, inst.clock_opt, inst.mem_bytes = None, [], None, []
+    inst.timer, inst.fetch_starts, inst.mem_samples = None, [], []
     inst.steps_wanted, inst.warmup, inst.stop_requested, inst._finalized = steps or 0, warmup, False, False
+    inst.stop_at = warmup + steps if steps else sys.maxsize
     inst.disabled = False
 
     def stop():
@@ -43,6 +45,7 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
         pass
     finally:
         inst.disabled = True
+        inst.disarm()  # the hooks call straight through until the next cell's timer
     timer = inst.timer
     inst.timer = None
     if timer is None:

@@ -220,12 +220,16 @@ class StepTimer:
             names = ", ".join(self._names.get(p, str(p)) for p in self._rec.open_phases())
             raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
-        # Upkeep every COMPACT_EVERY steps: settle all but the last few steps into rows and
-        # aggregates, so memory stays flat. On a GPU this waits for the work of steps already
-        # ended (once per COMPACT_EVERY steps; never a per-step sync).
         n = len(self._boundaries)
-        if n % COMPACT_EVERY == 0 and (t - self._last_compact_ns >= COMPACT_MIN_S * 1e9
-                                       or n - self._store.settled >= COMPACT_MAX):
+        if n % COMPACT_EVERY == 0:
+            self._upkeep(n, t)
+
+    def _upkeep(self, n: int, t: int) -> None:
+        """After boundary n (at t ns), every COMPACT_EVERY steps: settle all but the last few steps
+        into rows and aggregates, so memory stays flat. On a GPU this waits for the work of steps
+        already ended (once per COMPACT_EVERY steps; never a per-step sync). perfcore run's
+        native step clock calls this itself."""
+        if t - self._last_compact_ns >= COMPACT_MIN_S * 1e9 or n - self._store.settled >= COMPACT_MAX:
             self._last_compact_ns = t
             self._compact(final=False)
 
@@ -340,7 +344,7 @@ class StepTimer:
         overhead_ms = phases_per_step * per_phase / 1e6
         overhead = {"per_phase_ns": per_phase, "phases_per_step": phases_per_step, "ms_per_step": overhead_ms,
                     "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
-                    "method": "phases per step x the measured cost of one phase (hooks of perfcore run not included)"}
+                    "method": "phases per step x the measured cost of one phase"}
         doc = attribution.summarize(full, on_gpu=self.device == "cuda", backend=self.backend,
                                     device=self._device_name(), evidence=evidence, kernels=kernels, memcpy=memcpy,
                                     overhead=overhead)

@@ -65,6 +65,8 @@ def test_run_folder_contents(input_bound):
     assert (out / "breakdown.png").stat().st_size > 10_000
     assert json.loads((out.parent / "copy.json").read_text())["steps"] == doc["steps"]
     assert "wrote" in p.stderr and "verdict: input-bound" in p.stdout
+    # The self-estimate is the timer's; the report says the hooks are not in it.
+    assert doc["overhead"]["hooks"] == "not included" and "hooks add more" in p.stdout
 
 
 def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
@@ -213,3 +215,13 @@ def test_memory_trend_flags_a_steady_rise_only():
     rising = _memory_trend((800 << 20) + np.arange(50) * (2 << 20))  # +2 MiB every step
     assert rising["probable_leak"] and abs(rising["growth_bytes_per_step"] - (2 << 20)) < 1
     assert _memory_trend(np.array([1, 2]))["probable_leak"] is False
+
+
+def test_forked_workers_run_with_the_hooks_disarmed(tmp_path):
+    # The timer exists in the main process before the workers fork; in them it must be dropped,
+    # or a transform module's calls would be timed into a copy nobody reads (and grow forever).
+    p = perfcore("run", "--warmup", "1", "--out", str(tmp_path / "r"), "--", *py(str(SCRIPTS / "worker_transform.py")))
+    assert p.returncode == 0, p.stderr
+    assert "WORKER_HOOKS_ARMED 0" in p.stdout
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["steps"] + doc["warmup_steps"] == 16 and doc["workers"]["num_workers"] == 2

@@ -89,4 +89,7 @@ def render_text(doc: dict[str, Any]) -> str:
     if o:
         lines += ["", f"perfcore overhead: ~{o.get('ms_per_step', 0):.3f} ms/step "
                       f"({100 * o.get('fraction', 0):.2f}% of step time; {o.get('per_phase_ns', 0):.0f} ns per phase)"]
+        if o.get("hooks") == "not included":
+            lines.append("  (the timer's own bookkeeping; perfcore run's hooks add more, which "
+                         "bench/bench_run_overhead.py measures against the uninstrumented script)")
     return "\n".join(lines)

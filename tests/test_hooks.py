@@ -1,0 +1,192 @@
+"""perfcore._C.TimedCall and hook_enter/hook_exit: the native hooks `perfcore run` puts on
+nn.Module.__call__, DataLoader iterators, backward and copies."""
+from __future__ import annotations
+
+import inspect
+import threading
+
+import pytest
+
+import perfcore._C as C
+
+FORWARD = 7
+
+
+@pytest.fixture()
+def rec():
+    return C.SpanRecorder()
+
+
+def spans(rec):
+    d = rec.drain()
+    return list(zip(d["phase_id"].tolist(), d["thread_id"].tolist()))
+
+
+class Model:
+    def __call__(self, x, scale=1):
+        """Doubles x."""
+        return 2 * x * scale
+
+    def inner(self, x):
+        return self(x)  # a hooked call inside a hooked call
+
+
+def hooked(rec, phase=FORWARD, armed=True):
+    hook = C.TimedCall(Model.__call__)
+    if armed:
+        hook.scope = C.phase_scope(C.PhaseScope, rec, phase)
+    return hook
+
+
+def test_calls_through_until_armed_then_times_the_outermost_call_only(rec, monkeypatch):
+    hook = hooked(rec, armed=False)
+    monkeypatch.setattr(Model, "__call__", hook)
+    m = Model()
+    assert m(3) == 6 and m(3, scale=2) == 12 and Model.__call__(m, 1) == 2
+    assert spans(rec) == []
+    hook.scope = C.phase_scope(C.PhaseScope, rec, FORWARD)
+    assert m.inner(3) == 6 and m(4) == 8
+    got = spans(rec)
+    assert [p for p, _ in got] == [FORWARD, FORWARD]  # inner() counted once, not twice
+    assert C.hook_depth() == 0
+
+
+def test_an_exception_passes_through_and_closes_the_phase(rec, monkeypatch):
+    def boom(self, x):
+        raise KeyError(x)
+
+    hook = C.TimedCall(boom)
+    hook.scope = C.phase_scope(C.PhaseScope, rec, FORWARD)
+    monkeypatch.setattr(Model, "__call__", hook)
+    with pytest.raises(KeyError, match="42"):
+        Model()(42)
+    assert rec.open_phases() == [] and C.hook_depth() == 0
+    assert [p for p, _ in spans(rec)] == [FORWARD]  # the phase ends at the exception
+
+
+def test_on_enter_runs_before_each_timed_call_and_may_stop_it(rec, monkeypatch):
+    hook = hooked(rec)
+    monkeypatch.setattr(Model, "__call__", hook)
+    seen = []
+    hook.on_enter = lambda: seen.append(1)
+    m = Model()
+    m.inner(1)
+    assert seen == [1]  # once: the nested call is not a new timed call
+
+    def stop():
+        raise SystemExit(0)
+
+    hook.on_enter = stop
+    with pytest.raises(SystemExit):
+        m(1)
+    assert [p for p, _ in spans(rec)] == [FORWARD] and C.hook_depth() == 0
+    hook.on_enter = None
+    assert hook.on_enter is None and m(1) == 2
+
+
+def test_fallback_is_used_while_unarmed(rec):
+    calls = []
+
+    def fallback(*args, **kwargs):
+        calls.append((args, kwargs))
+        return "fallback"
+
+    hook = C.TimedCall(lambda x: x, fallback)
+    assert hook(5, k=1) == "fallback" and calls == [((5,), {"k": 1})]
+    hook.scope = C.phase_scope(C.PhaseScope, rec, FORWARD)
+    assert hook(5) == 5
+
+
+def test_looks_like_what_it_wraps(rec):
+    hook = hooked(rec)
+    assert hook.__wrapped__ is Model.__call__
+    assert hook.__name__ == "__call__" and hook.__doc__ == "Doubles x."
+    assert str(inspect.signature(hook)) == "(self, x, scale=1)"
+    with pytest.raises(TypeError):
+        hook.scope = object()
+    with pytest.raises(TypeError):
+        C.TimedCall(42)
+
+
+def test_depth_is_per_thread(rec, monkeypatch):
+    # A phase open on one thread does not stop another thread's calls from being timed.
+    gate, release = threading.Event(), threading.Event()
+
+    def slow(self, x):
+        if x == "main":
+            gate.set()
+            release.wait(5)
+        return x
+
+    hook = C.TimedCall(slow)
+    hook.scope = C.phase_scope(C.PhaseScope, rec, FORWARD)
+    monkeypatch.setattr(Model, "__call__", hook)
+    m = Model()
+    t = threading.Thread(target=m, args=("main",))
+    t.start()
+    gate.wait(5)
+    m("other")
+    release.set()
+    t.join()
+    got = spans(rec)
+    assert len(got) == 2 and len({tid for _, tid in got}) == 2
+
+
+def test_hook_enter_opens_only_at_depth_zero(rec, monkeypatch):
+    scope = C.phase_scope(C.PhaseScope, rec, 9)
+    assert C.hook_enter(scope) is True
+    assert C.hook_depth() == 1
+    inner = C.phase_scope(C.PhaseScope, rec, 10)
+    assert C.hook_enter(inner) is False  # e.g. an optimizer stepped inside forward: not re-timed
+    C.hook_exit(scope)
+    assert C.hook_depth() == 0 and [p for p, _ in spans(rec)] == [9]
+
+
+class Opt:
+    """Stands in for a torch optimizer: the clock only needs its identity."""
+
+
+def test_step_clock_times_the_optimizer_and_ends_steps_for_the_first_optimizer_only(rec):
+    boundaries, calls = [], []
+    clock = C.StepClock([])
+    scope = C.phase_scope(C.PhaseScope, rec, 11)
+    clock.pre(Opt(), (), {})  # unarmed: nothing
+    assert not clock.armed and C.hook_depth() == 0
+    clock.arm(scope, boundaries, calls.append, 4, 6, 1 << 60)
+    a, b = Opt(), Opt()
+    for _ in range(9):
+        clock.pre(a, (), {})
+        clock.post(a, (), {})
+        clock.pre(b, (), {})  # a second optimizer: timed, but it does not end steps
+        clock.post(b, (), {})
+    assert clock.clocked and len(boundaries) == 9 and boundaries == sorted(boundaries)
+    assert calls == [1, 5, 6, 9]  # (n - 1) % 4 == 0 or n % 6 == 0
+    assert [p for p, _ in spans(rec)] == [11] * 18 and C.hook_depth() == 0
+
+
+def test_step_clock_skips_steps_made_inside_another_phase_and_stops_at_stop_at(rec):
+    boundaries, calls = [], []
+    clock = C.StepClock([])
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 11), boundaries, calls.append, 100, 100, 3)
+    opt = Opt()
+    rec.begin(2)  # e.g. optimizer.step() called inside a user's own phase: not a loop step
+    clock.pre(opt, (), {})
+    clock.post(opt, (), {})
+    rec.end(2)
+    assert boundaries == [] and clock.skipped == 1
+    for _ in range(4):
+        clock.pre(opt, (), {})
+        clock.post(opt, (), {})
+    assert calls == [1, 3, 4]  # every 100th from 1, then each step at or past stop_at
+
+    def stop(n):
+        raise SystemExit(0)
+
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 11), [], stop, 1, 1, 1)
+    clock.pre(opt, (), {})
+    with pytest.raises(SystemExit):
+        clock.post(opt, (), {})
+    assert rec.open_phases() == [] and C.hook_depth() == 0
+    clock.disarm()
+    clock.pre(opt, (), {})
+    assert C.hook_depth() == 0 and not clock.armed
