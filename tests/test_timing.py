@@ -74,7 +74,8 @@ def test_warmup_reported_apart(measured):
 def test_custom_phase_reported_under_its_name(measured):
     _, df = measured
     assert "augment_ms" in df.columns
-    assert (df["augment_ms"] >= 1.0).all() and (df["augment_ms"] < 5).all()
+    # A 1 ms sleep never takes less; on a shared machine one in a dozen can take several ms more.
+    assert (df["augment_ms"] >= 1.0).all() and df["augment_ms"].median() < 2 and (df["augment_ms"] < 5).mean() >= 0.75
     # A host-labelled custom phase is reported by name and counted in host.
     assert (df["host_ms"] >= df["augment_ms"]).all()
 

@@ -72,7 +72,7 @@ def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int
             elapsed = time.perf_counter() - t0
             eta = elapsed / i * (len(configs) - i) if i else None
             say(i, len(configs), eta, _label(cfg))
-            rows.append(_row(cfg, measure(workload, steps=steps, warmup=warmup, overrides=cfg)))
+            rows.append(_row(cfg, measure(workload, steps=steps, warmup=_warmup(cfg, warmup), overrides=cfg)))
         say(len(configs), len(configs), 0.0, "done")
         table = pd.DataFrame(rows)
     else:
@@ -80,6 +80,11 @@ def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int
     ok = table[~table["oom"]]
     if ok.empty:
         raise UsageError("every configuration ran out of memory; try smaller batch sizes")
+    if "measured_steps" in ok:
+        # Successive halving: the best is among the configurations measured longest (the last
+        # round). A configuration dropped after a short round can show a rate its longer runs
+        # would not (a prefetched queue, a quiet second), and must not win on it.
+        ok = ok[ok["measured_steps"] == ok["measured_steps"].max()]
     best = ok.loc[ok["samples_per_s"].idxmax()]
     doc = {
         "schema": "perfcore.sweep/1",
@@ -93,6 +98,14 @@ def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int
         "rounds": rounds,
     }
     return doc
+
+
+def _warmup(cfg: dict, warmup: int) -> int:
+    """Warm-up steps for one configuration: at least the batches its workers load ahead
+    (num_workers x prefetch_factor). Until those are consumed the loop runs faster than the
+    workers can sustain, and a short measurement (a halving round of a few steps) would reward
+    configurations for their head start rather than their rate."""
+    return max(warmup, int(cfg["num_workers"]) * int(cfg["prefetch_factor"] or 0))
 
 
 def _label(cfg: dict) -> str:
@@ -113,7 +126,8 @@ def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> pd.Data
         for cfg in survivors:
             elapsed = time.perf_counter() - t0
             say(done, done + len(survivors) - len(results), max(0.0, budget_s - elapsed), _label(cfg))
-            res = _row(cfg, measure(workload, steps=steps_r, warmup=warmup, overrides=cfg))
+            res = _row(cfg, measure(workload, steps=steps_r, warmup=_warmup(cfg, warmup), overrides=cfg))
+            res["measured_steps"] = steps_r
             results.append(res)
             final[tuple(cfg[k] for k in CONFIG_KEYS)] = res
         done += len(results)
