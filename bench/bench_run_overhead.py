@@ -43,7 +43,6 @@ def one_ring(variants: tuple[str, ...], rounds: int, block: int, warm: int, tmp:
         "perfcore run": (run, {}),
         "torch.profiler (CPU)": (script, {"PROFILE": "torch"}),
     }
-    cmds["imports only"] = (script, {"BENCH_IMPORT_ONLY": "1"})
     cmds["uninstrumented, 2nd process"] = (script, {})  # the control: what two processes differ by
     for name in variants:
         if name.startswith("perfcore run @ "):  # another checkout of perfcore, built in place

@@ -13,8 +13,6 @@ import statistics
 import sys
 import time
 
-if os.environ.get("BENCH_IMPORT_ONLY"):  # what perfcore's imports alone cost (pandas, psutil, ...)
-    import pandas, psutil, perfcore.timing  # noqa: E401,F401
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
