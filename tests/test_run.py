@@ -225,3 +225,15 @@ def test_forked_workers_run_with_the_hooks_disarmed(tmp_path):
     assert "WORKER_HOOKS_ARMED 0" in p.stdout
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
     assert doc["steps"] + doc["warmup_steps"] == 16 and doc["workers"]["num_workers"] == 2
+
+
+def test_torch_compile_runs_the_same_under_the_hooks(tmp_path):
+    script = str(SCRIPTS / "compiled_train.py")
+    plain = subprocess.run(py(script), capture_output=True, text=True, timeout=180)
+    assert plain.returncode == 0, plain.stderr
+    p = perfcore("run", "--warmup", "2", "--out", str(tmp_path / "r"), "--", *py(script))
+    assert p.returncode == 0, p.stderr
+    loss = [ln for ln in p.stdout.splitlines() if ln.startswith("FINAL_LOSS")]
+    assert loss and loss[0] in plain.stdout  # the hooks change timing, never results
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["steps"] + doc["warmup_steps"] == 16 and doc["compute_split_ms"]["forward"] > 0
