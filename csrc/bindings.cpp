@@ -303,6 +303,12 @@ struct HeldRefs {
 // Used as a class attribute it binds like a method (a method descriptor: no bound object is
 // made for `obj.method(...)` or `obj(...)`).
 thread_local int hookDepth = 0;
+long long hookErrors = 0;  // changed with the GIL held
+
+void hookError() {
+  PyErr_Clear();
+  ++hookErrors;
+}
 
 struct TimedCallObject {
   PyObject_HEAD
@@ -324,20 +330,18 @@ PyObject* timedCallVectorcall(PyObject* self, PyObject* const* args, size_t narg
   }
   auto* s = reinterpret_cast<PhaseScopeObject*>(t->scope);
   Py_INCREF(t->scope);  // a hook re-armed during the call must not free the scope under us
-  if (!scopeBegin(s)) {
-    Py_DECREF(reinterpret_cast<PyObject*>(s));
-    return nullptr;
-  }
+  // Timing never breaks the user's call: a phase that cannot open or close is counted
+  // (hook_errors(), reported by perfcore run) and the call goes on untimed.
+  const bool timed = scopeBegin(s);
+  if (!timed) hookError();
   ++hookDepth;
   PyObject* result = PyObject_Vectorcall(t->wrapped, args, nargsf, kwnames);
   --hookDepth;
-  if (result) {
-    if (!scopeFinish(s)) Py_CLEAR(result);
-  } else {
-    // Close the phase at the exception, keeping the body's exception (not ours) in flight.
+  if (timed) {
+    // Close the phase; at an exception, keep the body's exception (not ours) in flight.
     PyObject *tp, *val, *tb;
     PyErr_Fetch(&tp, &val, &tb);
-    if (!scopeFinish(s)) PyErr_Clear();
+    if (!scopeFinish(s)) hookError();
     PyErr_Restore(tp, val, tb);
   }
   Py_DECREF(reinterpret_cast<PyObject*>(s));
@@ -436,6 +440,8 @@ PyObject* timedCallRepr(PyObject* self) {
 
 PyObject* hookDepthNow(PyObject*, PyObject*) { return PyLong_FromLong(hookDepth); }
 
+PyObject* hookErrorsNow(PyObject*, PyObject*) { return PyLong_FromLongLong(hookErrors); }
+
 // hook_enter(scope) -> bool: the same rule as a TimedCall, for hooks torch calls itself
 // (optimizer pre/post step): opens the scope only when no other hook is open on this thread.
 PyObject* hookEnter(PyObject*, PyObject* scope) {
@@ -461,6 +467,7 @@ PyObject* hookExit(PyObject*, PyObject* scope) {
 
 PyMethodDef hookFunctions[] = {
     {"hook_depth", hookDepthNow, METH_NOARGS, "How many perfcore hooks are open on the calling thread."},
+    {"hook_errors", hookErrorsNow, METH_NOARGS, "Phases the hooks could not open or close (left untimed)."},
     {"hook_enter", hookEnter, METH_O, "Open scope if no hook is open on this thread; True if it did."},
     {"hook_exit", hookExit, METH_O, "Close a scope opened by hook_enter."},
     {nullptr, nullptr, 0, nullptr}};
@@ -515,7 +522,10 @@ PyObject* stepClockPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
     return nullptr;
   }
   if (c->scope == nullptr || hookDepth > 0) Py_RETURN_NONE;  // e.g. an optimizer stepped in forward
-  if (!scopeBegin(reinterpret_cast<PhaseScopeObject*>(c->scope))) return nullptr;
+  if (!scopeBegin(reinterpret_cast<PhaseScopeObject*>(c->scope))) {
+    hookError();  // never fail the user's optimizer.step(): this one goes untimed
+    Py_RETURN_NONE;
+  }
   ++hookDepth;
   c->inOpt = reinterpret_cast<uintptr_t>(args[0]);
   Py_RETURN_NONE;
@@ -532,7 +542,7 @@ PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
   c->inOpt = 0;
   auto* s = reinterpret_cast<PhaseScopeObject*>(c->scope);
   if (hookDepth > 0) --hookDepth;
-  if (!scopeFinish(s)) return nullptr;
+  if (!scopeFinish(s)) hookError();  // the boundary below then finds the phase open and skips
   if (c->clockOpt == 0) c->clockOpt = opt;
   if (opt != c->clockOpt) Py_RETURN_NONE;
   const int64_t t = s->recorder->stepBoundary();

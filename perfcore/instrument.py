@@ -511,6 +511,11 @@ class _Instrumentation:
             "dataloader_overrides": {"asked": self.overrides, "applied": self.overrides_applied},
             "synthetic": {"keep": self.synthetic, "replayed": self.replayed},
         })
+        from perfcore._C import hook_errors
+
+        if hook_errors():
+            self.notes.append(f"{hook_errors()} hooked call(s) could not be timed (a phase would not open or "
+                              "close there); they ran untimed")
         if doc.get("overhead"):
             # The estimate covers the timer's phases; the zero-code hooks around them cost more.
             doc["overhead"] = dict(doc["overhead"], hooks="not included")

@@ -190,3 +190,20 @@ def test_step_clock_skips_steps_made_inside_another_phase_and_stops_at_stop_at(r
     clock.disarm()
     clock.pre(opt, (), {})
     assert C.hook_depth() == 0 and not clock.armed
+
+
+def test_timing_trouble_never_fails_the_users_call(rec):
+    # The wrapped call leaves a phase of its own open, so the hook's phase cannot close in order:
+    # the call still returns its result, and the miss is counted, not raised.
+    def leaves_a_phase_open(x):
+        rec.begin(5)
+        return x * 3
+
+    hook = C.TimedCall(leaves_a_phase_open)
+    hook.scope = C.phase_scope(C.PhaseScope, rec, FORWARD)
+    before = C.hook_errors()
+    assert hook(2) == 6
+    assert C.hook_errors() == before + 1 and C.hook_depth() == 0
+    assert rec.open_phases() == [FORWARD, 5]
+    rec.end(5)
+    rec.end(FORWARD)
