@@ -72,7 +72,8 @@ def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int
             elapsed = time.perf_counter() - t0
             eta = elapsed / i * (len(configs) - i) if i else None
             say(i, len(configs), eta, _label(cfg))
-            rows.append(_row(cfg, measure(workload, steps=steps, warmup=_warmup(cfg, warmup), overrides=cfg)))
+            rows.append(_row(cfg, measure(workload, steps=_steps(cfg, steps), warmup=_warmup(cfg, warmup),
+                                          overrides=cfg)))
         say(len(configs), len(configs), 0.0, "done")
         table = pd.DataFrame(rows)
     else:
@@ -80,11 +81,11 @@ def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int
     ok = table[~table["oom"]]
     if ok.empty:
         raise UsageError("every configuration ran out of memory; try smaller batch sizes")
-    if "measured_steps" in ok:
+    if "round" in ok:
         # Successive halving: the best is among the configurations measured longest (the last
         # round). A configuration dropped after a short round can show a rate its longer runs
         # would not (a prefetched queue, a quiet second), and must not win on it.
-        ok = ok[ok["measured_steps"] == ok["measured_steps"].max()]
+        ok = ok[ok["round"] == ok["round"].max()]
     best = ok.loc[ok["samples_per_s"].idxmax()]
     doc = {
         "schema": "perfcore.sweep/1",
@@ -108,6 +109,14 @@ def _warmup(cfg: dict, warmup: int) -> int:
     return max(warmup, int(cfg["num_workers"]) * int(cfg["prefetch_factor"] or 0))
 
 
+def _steps(cfg: dict, steps: int) -> int:
+    """Measured steps for one configuration: a whole number of worker cycles. Workers started
+    together deliver their batches in bursts (one each, then a wait), so a window of 8 steps
+    with 3 workers holds 2 or 3 waits depending on where it starts: up to a third off."""
+    w = max(1, int(cfg["num_workers"]))
+    return -(-steps // w) * w
+
+
 def _label(cfg: dict) -> str:
     return (f"batch {cfg['batch_size']}, workers {cfg['num_workers']}, pin {cfg['pin_memory']}, "
             f"prefetch {cfg['prefetch_factor']}")
@@ -126,8 +135,9 @@ def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> pd.Data
         for cfg in survivors:
             elapsed = time.perf_counter() - t0
             say(done, done + len(survivors) - len(results), max(0.0, budget_s - elapsed), _label(cfg))
-            res = _row(cfg, measure(workload, steps=steps_r, warmup=_warmup(cfg, warmup), overrides=cfg))
-            res["measured_steps"] = steps_r
+            res = _row(cfg, measure(workload, steps=_steps(cfg, steps_r), warmup=_warmup(cfg, warmup),
+                                    overrides=cfg))
+            res["round"] = len(rounds)
             results.append(res)
             final[tuple(cfg[k] for k in CONFIG_KEYS)] = res
         done += len(results)
