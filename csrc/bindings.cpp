@@ -337,8 +337,10 @@ PyObject* timedCallVectorcall(PyObject* self, PyObject* const* args, size_t narg
   ++hookDepth;
   PyObject* result = PyObject_Vectorcall(t->wrapped, args, nargsf, kwnames);
   --hookDepth;
-  if (timed) {
-    // Close the phase; at an exception, keep the body's exception (not ours) in flight.
+  if (timed && result) {
+    if (!scopeFinish(s)) hookError();
+  } else if (timed) {
+    // Close the phase at the exception, keeping the body's exception (not ours) in flight.
     PyObject *tp, *val, *tb;
     PyErr_Fetch(&tp, &val, &tb);
     if (!scopeFinish(s)) hookError();
@@ -381,9 +383,15 @@ PyObject* timedCallNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   return reinterpret_cast<PyObject*>(t);
 }
 
+// An optional reference: nullptr inside, None outside.
+PyObject* getOptional(PyObject* slot) { return Py_NewRef(slot ? slot : Py_None); }
+
+void setOptional(PyObject*& slot, PyObject* value) {
+  Py_XSETREF(slot, (value == nullptr || value == Py_None) ? nullptr : Py_NewRef(value));
+}
+
 PyObject* timedCallGetScope(PyObject* self, void*) {
-  PyObject* s = reinterpret_cast<TimedCallObject*>(self)->scope;
-  return Py_NewRef(s ? s : Py_None);
+  return getOptional(reinterpret_cast<TimedCallObject*>(self)->scope);
 }
 
 int timedCallSetScope(PyObject* self, PyObject* value, void*) {
@@ -391,16 +399,12 @@ int timedCallSetScope(PyObject* self, PyObject* value, void*) {
     PyErr_SetString(PyExc_TypeError, "TimedCall.scope must be a PhaseScope or None");
     return -1;
   }
-  auto* t = reinterpret_cast<TimedCallObject*>(self);
-  PyObject* old = t->scope;
-  t->scope = (value == nullptr || value == Py_None) ? nullptr : Py_NewRef(value);
-  Py_XDECREF(old);
+  setOptional(reinterpret_cast<TimedCallObject*>(self)->scope, value);
   return 0;
 }
 
 PyObject* timedCallGetOnEnter(PyObject* self, void*) {
-  PyObject* f = reinterpret_cast<TimedCallObject*>(self)->onEnter;
-  return Py_NewRef(f ? f : Py_None);
+  return getOptional(reinterpret_cast<TimedCallObject*>(self)->onEnter);
 }
 
 int timedCallSetOnEnter(PyObject* self, PyObject* value, void*) {
@@ -408,10 +412,7 @@ int timedCallSetOnEnter(PyObject* self, PyObject* value, void*) {
     PyErr_SetString(PyExc_TypeError, "TimedCall.on_enter must be callable or None");
     return -1;
   }
-  auto* t = reinterpret_cast<TimedCallObject*>(self);
-  PyObject* old = t->onEnter;
-  t->onEnter = (value == nullptr || value == Py_None) ? nullptr : Py_NewRef(value);
-  Py_XDECREF(old);
+  setOptional(reinterpret_cast<TimedCallObject*>(self)->onEnter, value);
   return 0;
 }
 
@@ -442,34 +443,9 @@ PyObject* hookDepthNow(PyObject*, PyObject*) { return PyLong_FromLong(hookDepth)
 
 PyObject* hookErrorsNow(PyObject*, PyObject*) { return PyLong_FromLongLong(hookErrors); }
 
-// hook_enter(scope) -> bool: the same rule as a TimedCall, for hooks torch calls itself
-// (optimizer pre/post step): opens the scope only when no other hook is open on this thread.
-PyObject* hookEnter(PyObject*, PyObject* scope) {
-  if (!PyObject_TypeCheck(scope, &PhaseScopeType)) {
-    PyErr_SetString(PyExc_TypeError, "hook_enter(scope): a PhaseScope");
-    return nullptr;
-  }
-  if (hookDepth > 0) Py_RETURN_FALSE;
-  if (!scopeBegin(reinterpret_cast<PhaseScopeObject*>(scope))) return nullptr;
-  ++hookDepth;
-  Py_RETURN_TRUE;
-}
-
-PyObject* hookExit(PyObject*, PyObject* scope) {
-  if (!PyObject_TypeCheck(scope, &PhaseScopeType)) {
-    PyErr_SetString(PyExc_TypeError, "hook_exit(scope): a PhaseScope");
-    return nullptr;
-  }
-  if (hookDepth > 0) --hookDepth;
-  if (!scopeFinish(reinterpret_cast<PhaseScopeObject*>(scope))) return nullptr;
-  Py_RETURN_NONE;
-}
-
 PyMethodDef hookFunctions[] = {
     {"hook_depth", hookDepthNow, METH_NOARGS, "How many perfcore hooks are open on the calling thread."},
     {"hook_errors", hookErrorsNow, METH_NOARGS, "Phases the hooks could not open or close (left untimed)."},
-    {"hook_enter", hookEnter, METH_O, "Open scope if no hook is open on this thread; True if it did."},
-    {"hook_exit", hookExit, METH_O, "Close a scope opened by hook_enter."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef timedCallGetSet[] = {
@@ -603,9 +579,9 @@ PyObject* stepClockArm(PyObject* self, PyObject* args) {
     PyErr_SetString(PyExc_ValueError, "arm: every and compact_every must be >= 1, callback callable or None");
     return nullptr;
   }
-  Py_XSETREF(c->scope, Py_NewRef(scope));
+  setOptional(c->scope, scope);
   Py_XSETREF(c->boundaries, Py_NewRef(boundaries));
-  Py_XSETREF(c->callback, callback == Py_None ? nullptr : Py_NewRef(callback));
+  setOptional(c->callback, callback);
   c->every = every;
   c->compactEvery = compactEvery;
   c->stopAt = stopAt;

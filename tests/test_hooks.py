@@ -1,4 +1,4 @@
-"""perfcore._C.TimedCall and hook_enter/hook_exit: the native hooks `perfcore run` puts on
+"""perfcore._C.TimedCall and StepClock: the native hooks `perfcore run` puts on
 nn.Module.__call__, DataLoader iterators, backward and copies."""
 from __future__ import annotations
 
@@ -132,14 +132,14 @@ def test_depth_is_per_thread(rec, monkeypatch):
     assert len(got) == 2 and len({tid for _, tid in got}) == 2
 
 
-def test_hook_enter_opens_only_at_depth_zero(rec, monkeypatch):
-    scope = C.phase_scope(C.PhaseScope, rec, 9)
-    assert C.hook_enter(scope) is True
-    assert C.hook_depth() == 1
-    inner = C.phase_scope(C.PhaseScope, rec, 10)
-    assert C.hook_enter(inner) is False  # e.g. an optimizer stepped inside forward: not re-timed
-    C.hook_exit(scope)
-    assert C.hook_depth() == 0 and [p for p, _ in spans(rec)] == [9]
+def test_step_clock_opens_only_at_depth_zero(rec):
+    # An optimizer stepped inside another hook (inside forward, say) is not timed again.
+    clock = C.StepClock([])
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 9), [], None, 1, 1, 1 << 60)
+    outer = C.TimedCall(lambda opt: (clock.pre(opt, (), {}), C.hook_depth(), clock.post(opt, (), {}))[1])
+    outer.scope = C.phase_scope(C.PhaseScope, rec, 10)
+    assert outer(Opt()) == 1  # the clock left the depth alone: it did not open its phase
+    assert C.hook_depth() == 0 and [p for p, _ in spans(rec)] == [10]
 
 
 class Opt:
