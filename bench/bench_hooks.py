@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 
@@ -29,26 +30,14 @@ def main() -> None:
     from perfcore import instrument
 
     instrument.activate(process_hooks=False)
-    import torch
     import torch.optim.optimizer as optim_mod
     import torch.utils.data._utils.fetch as fetch_mod
-    from torch import nn
-    from torch.utils.data import DataLoader, TensorDataset
-    from torch.utils.data.dataloader import _BaseDataLoaderIter
+    from overhead_train import epochs, make_loop
 
     inst = instrument.STATE
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = TensorDataset(torch.randn(256 * 32, 256), torch.randint(0, 10, (256 * 32,)))
-    loader = DataLoader(data, batch_size=32, shuffle=True)
-    crit = nn.CrossEntropyLoss()
-
-    h = inst.hooks
-    slots = [(_BaseDataLoaderIter, "__next__", h["load"]), (nn.Module, "__call__", h["forward"]),
-             (torch.Tensor, "backward", h["backward"]), (torch.autograd, "backward", h["autograd.backward"]),
-             (torch.Tensor, "to", h["to"]), (fetch_mod._MapDatasetFetcher, "fetch", fetch_mod._MapDatasetFetcher.fetch)]
+    model, opt, loader, crit = make_loop()
+    slots = [(owner, attr, inst.hooks[name]) for name, (owner, attr) in inst.patched.items()]
+    slots.append((fetch_mod._MapDatasetFetcher, "fetch", fetch_mod._MapDatasetFetcher.fetch))
     pre, post = dict(optim_mod._global_optimizer_pre_hooks), dict(optim_mod._global_optimizer_post_hooks)
 
     def hooks(on: bool) -> None:
@@ -59,11 +48,7 @@ def main() -> None:
             if on:
                 live.update(saved)
 
-    def batches():
-        while True:
-            yield from loader
-
-    it = batches()
+    it = epochs(loader, sys.maxsize)
     now = time.perf_counter_ns
 
     def step(out=None):

@@ -29,20 +29,24 @@ def epochs(loader, steps):
             yield batch
 
 
-def main(steps: int) -> None:
+def make_loop():
+    """The model, optimizer, loader and loss of the loop (bench_hooks.py uses the same)."""
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = TensorDataset(torch.randn(256 * 32, 256), torch.randint(0, 10, (256 * 32,)))
+    return model, opt, DataLoader(data, batch_size=32, shuffle=True), nn.CrossEntropyLoss()
+
+
+def main(steps: int) -> None:
     ring = os.environ.get("BENCH_RING")
     block, warm = 0, 10
     if ring:
         fifo_in, fifo_out, block, warm = ring.split(",")
         block, warm = int(block), int(warm)
         rfd, wfd = os.open(fifo_in, os.O_RDWR), os.open(fifo_out, os.O_RDWR)
-    data = TensorDataset(torch.randn(256 * 32, 256), torch.randint(0, 10, (256 * 32,)))
-    loader = DataLoader(data, batch_size=32, shuffle=True)
-    crit = nn.CrossEntropyLoss()
+    model, opt, loader, crit = make_loop()
     prof = None
     if os.environ.get("PROFILE") == "torch":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])

@@ -47,9 +47,7 @@ def _env_int(name: str, default: int) -> int:
 class _Instrumentation:
     def __init__(self) -> None:
         self.run_dir = Path(os.environ["PERFCORE_RUN_DIR"])
-        self.steps_wanted = _env_int("PERFCORE_STEPS", 0)
-        self.warmup = _env_int("PERFCORE_WARMUP", 5)
-        self.stop_at = self.warmup + self.steps_wanted if self.steps_wanted else sys.maxsize  # optimizer steps
+        self.set_steps(_env_int("PERFCORE_STEPS", 0), _env_int("PERFCORE_WARMUP", 5))
         self.backend = os.environ.get("PERFCORE_BACKEND", "auto")
         self.kernels = os.environ.get("PERFCORE_KERNELS", "1") == "1"
         self.rank = os.environ.get("RANK")
@@ -58,6 +56,7 @@ class _Instrumentation:
         self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
         self.fetch_starts: list[int] = []
         self.hooks: dict[str, Any] = {}
+        self.patched: dict[str, tuple[Any, str]] = {}
         self.clock = None  # perfcore._C.StepClock, once torch is patched
         self.mem_samples: list[tuple[int, int]] = []  # (step index, bytes)
         self.mem_every = 8
@@ -76,6 +75,11 @@ class _Instrumentation:
         self.synthetic = _env_int("PERFCORE_SYNTHETIC", 0)
         self._replay: list = []
         self.replayed = 0
+
+    def set_steps(self, steps: int, warmup: int) -> None:
+        """--steps / --warmup: stop once `steps` steps are measured after `warmup` (0: never)."""
+        self.steps_wanted, self.warmup = steps, warmup
+        self.stop_at = warmup + steps if steps else sys.maxsize
 
     # -- activation ---------------------------------------------------------------------------
     def install(self, process_hooks: bool = True) -> None:
@@ -125,28 +129,22 @@ class _Instrumentation:
 
         def first_use(orig, name):
             def make_timer_then_call(*args, **kwargs):
-                # The first batch fetch or module call (main process only) makes the timer.
                 if inst.ensure_timer() is None or self.hooks[name].scope is None:
                     return orig(*args, **kwargs)
                 return self.hooks[name](*args, **kwargs)
 
             return make_timer_then_call
 
-        orig_call = torch.nn.Module.__call__
-        self.hooks = {
-            "load": TimedCall(orig_next, first_use(orig_next, "load")),
-            "forward": TimedCall(orig_call, first_use(orig_call, "forward")),
-            "backward": TimedCall(torch.Tensor.backward),
-            "autograd.backward": TimedCall(torch.autograd.backward),
-            "to": TimedCall(torch.Tensor.to),
-            "cuda": TimedCall(torch.Tensor.cuda),
-        }
-        _BaseDataLoaderIter.__next__ = self.hooks["load"]
-        torch.nn.Module.__call__ = self.hooks["forward"]
-        torch.Tensor.backward = self.hooks["backward"]
-        torch.autograd.backward = self.hooks["autograd.backward"]
-        torch.Tensor.to = self.hooks["to"]
-        torch.Tensor.cuda = self.hooks["cuda"]
+        # name -> (owner, attribute) replaced by a TimedCall; bench/bench_hooks.py swaps them too.
+        self.patched = {"load": (_BaseDataLoaderIter, "__next__"), "forward": (torch.nn.Module, "__call__"),
+                        "backward": (torch.Tensor, "backward"), "autograd.backward": (torch.autograd, "backward"),
+                        "to": (torch.Tensor, "to"), "cuda": (torch.Tensor, "cuda")}
+        for name, (owner, attr) in self.patched.items():
+            orig = orig_next if name == "load" else getattr(owner, attr)
+            # The first batch fetch or module call makes the timer; the others wait for it.
+            hook = TimedCall(orig, first_use(orig, name)) if name in ("load", "forward") else TimedCall(orig)
+            self.hooks[name] = hook
+            setattr(owner, attr, hook)
         # A forked child (a DataLoader worker, a user's Pool) is not the training loop: its copy
         # of the timer is dropped and the hooks call through.
         os.register_at_fork(after_in_child=self.forked)
@@ -327,18 +325,14 @@ class _Instrumentation:
             return timer
 
     def arm(self, timer) -> None:
-        from perfcore._C import phase_scope
+        from .timing import COMPACT_EVERY, LOAD
 
-        from .timing import LOAD, _scope_class
-
-        scopes = {"load": phase_scope(_scope_class(), timer._rec, LOAD), "forward": self.fwd,
-                  "backward": self.bwd, "autograd.backward": self.bwd, "to": timer.transfer, "cuda": timer.transfer}
+        scopes = {"load": timer._make_scope("load", LOAD, "load"), "forward": self.fwd, "backward": self.bwd,
+                  "autograd.backward": self.bwd, "to": timer.transfer, "cuda": timer.transfer}
         for name, hook in self.hooks.items():
             hook.scope = scopes[name]
         # Batch fetch starts are step boundaries until an optimizer steps (see on_step).
         self.hooks["load"].on_enter = self.on_fetch_start
-        from .timing import COMPACT_EVERY
-
         self.compact_every = COMPACT_EVERY
         self.clock.arm(self.opt, timer._boundaries, self.on_step, self.mem_every, COMPACT_EVERY, self.stop_at)
 
@@ -513,8 +507,9 @@ class _Instrumentation:
         })
         from perfcore._C import hook_errors
 
-        if hook_errors():
-            self.notes.append(f"{hook_errors()} hooked call(s) could not be timed (a phase would not open or "
+        untimed = hook_errors()
+        if untimed:
+            self.notes.append(f"{untimed} hooked call(s) could not be timed (a phase would not open or "
                               "close there); they ran untimed")
         if doc.get("overhead"):
             # The estimate covers the timer's phases; the zero-code hooks around them cost more.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,8 +29,8 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
     inst.run_dir = run_dir
     # A fresh timer per cell: nothing leaks from one cell into the next.
     inst.timer, inst.fetch_starts, inst.mem_samples = None, [], []
-    inst.steps_wanted, inst.warmup, inst.stop_requested, inst._finalized = steps or 0, warmup, False, False
-    inst.stop_at = warmup + steps if steps else sys.maxsize
+    inst.set_steps(steps or 0, warmup)
+    inst.stop_requested, inst._finalized = False, False
     inst.disabled = False
 
     def stop():
