@@ -85,7 +85,7 @@ def graph_check(steps: int = 50) -> dict:
     import torch
 
     from perfcore.experiments.graph import compare_runs
-    from perfcore.graphs import capture_step
+    from perfcore.experiments.graphs import capture_step
 
     torch.manual_seed(0)
     layers = []
@@ -132,7 +132,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import perfcore
-    from perfcore import calibration as cal
+    from perfcore.capture import calibration as cal
 
     caps = perfcore.capabilities()
     if not caps["features"]["cuda_events"]:
@@ -179,7 +179,7 @@ def main() -> int:
         f"{ph['loop_overhead'] * 100:.2f}% ({ph['plain_ms']:.3f} vs {ph['timed_ms']:.3f} ms/step)", "< 1%",
         ph["loop_overhead"] < 0.01)
 
-    from perfcore.transfer import nominal_link_gbps
+    from perfcore.experiments.transfer import nominal_link_gbps
 
     link = nominal_link_gbps()
     if link.get("gbps"):

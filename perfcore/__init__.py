@@ -4,8 +4,8 @@ Importing perfcore is cheap and never needs a GPU; the native core and torch loa
 """
 from __future__ import annotations
 
-from ._native import build_info, capabilities
-from .errors import (
+from perfcore._native import build_info, capabilities
+from perfcore.errors import (
     CudaError,
     CuptiError,
     CuptiUnavailable,
@@ -20,24 +20,46 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython):
     """`%load_ext perfcore` registers the %%perfcore cell magic."""
-    from .magic import load_ipython_extension as _load
+    from perfcore.run.magic import load_ipython_extension as _load
 
     _load(ipython)
 
 
-def __getattr__(name: str):
-    # StepTimer pulls in numpy and pandas: load it on first use so `import perfcore` (and the
-    # CLI's --help) stay light.
-    if name in ("StepTimer", "RunResult"):
-        from . import timing
+# Names that pull in numpy, pandas or torch load on first use, so `import perfcore` (and the CLI's
+# --help) stay light: name -> (module, attribute or None for the module itself).
+_LAZY = {
+    "StepTimer": ("perfcore.timing", "StepTimer"),
+    "RunResult": ("perfcore.timing", "RunResult"),
+    "Workload": ("perfcore.workloads", "Workload"),
+    "transfer": ("perfcore.experiments.transfer", None),
+    "graphs": ("perfcore.experiments.graphs", None),
+}
 
-        return getattr(timing, name)
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = importlib.import_module(module)
+        if attr is not None:
+            value = getattr(value, attr)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'perfcore' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "__version__",
     "StepTimer",
     "RunResult",
+    "Workload",
+    "transfer",
+    "graphs",
     "build_info",
     "capabilities",
     "PerfcoreError",

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import CuptiUnavailable, DeviceUnavailable, NativeUnavailable
+from perfcore.errors import CuptiUnavailable, DeviceUnavailable, NativeUnavailable
 
 __all__ = ["native", "build_info", "capabilities", "require_cuda", "require_cupti"]
 
@@ -31,7 +31,7 @@ def _load():
         # those same copies instead of pulling a second runtime from the toolkit.
         import torch  # noqa: F401
     try:
-        from . import _C
+        from perfcore import _C
     except ImportError as e:
         raise NativeUnavailable(
             f"perfcore's native core did not load ({e}); rebuild it against this torch: "

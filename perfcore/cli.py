@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .errors import PerfcoreError
+from perfcore.errors import PerfcoreError
 
 __all__ = ["main", "cli"]
 
@@ -57,7 +57,7 @@ def _echo_for(json_path: str | None):
 def write_json(doc: dict, path: str | None) -> None:
     if not path:
         return
-    from .export import jsonio
+    from perfcore.report import jsonio
 
     if path == "-":
         click.echo(jsonio.dumps(doc), nl=False)
@@ -88,7 +88,7 @@ _COLOR = {"ok": "green", "warn": "yellow", "fail": "red", "info": None}
 def env_cmd(json_path: str | None) -> None:
     """Build info and a non-destructive check of this machine (GPU, CPU, limits, versions)."""
     check_writable(json_path)
-    from .envcheck import environment_report
+    from perfcore.capture.environment import environment_report
 
     report = environment_report()
     echo = _echo_for(json_path)
@@ -132,8 +132,8 @@ def run_cmd(steps, warmup, out, backend, no_kernels, monitor, json_path, command
     check_writable(json_path)
     from pathlib import Path
 
-    from .export.terminal import render_text
-    from .launch import run_command
+    from perfcore.report.terminal import render_text
+    from perfcore.run.launch import run_command
 
     rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(out) if out else None,
                                    backend=backend, kernels=not no_kernels,
@@ -154,8 +154,9 @@ def merge_cmd(dirs, out, json_path) -> None:
     check_writable(json_path)
     from pathlib import Path
 
-    from .export.terminal import render_text
-    from .launch import default_out, merge_dirs
+    from perfcore.report.terminal import render_text
+    from perfcore.run.finish import merge_dirs
+    from perfcore.run.folder import default_out
 
     out_dir = Path(out) if out else default_out()
     doc = merge_dirs([Path(d) for d in dirs], out_dir)
@@ -171,9 +172,9 @@ def report_cmd(run_dir, json_path) -> None:
     """Re-render the report and plots of a run folder."""
     from pathlib import Path
 
-    from .export.plots import plot_breakdown
-    from .export.terminal import render_text
-    from .launch import load_run
+    from perfcore.report.plots import plot_breakdown
+    from perfcore.report.terminal import render_text
+    from perfcore.report.reader import load_run
 
     doc, steps = load_run(Path(run_dir))
     click.echo(render_text(doc), err=json_path == "-")
@@ -191,8 +192,8 @@ def compare_cmd(run_a, run_b, fail_above, json_path) -> None:
     """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
     from pathlib import Path
 
-    from .compare import compare_runs, render_compare
-    from .launch import load_run
+    from perfcore.analysis.compare import compare_runs, render_compare
+    from perfcore.report.reader import load_run
 
     a, _ = load_run(Path(run_a))
     b, _ = load_run(Path(run_b))
@@ -246,7 +247,7 @@ class Progress:
 
 def _target(target: tuple[str, ...]):
     """A workload spec (builtin name or FILE.py:FUNC / module:func) or a command to run."""
-    from .workloads import BUILTINS
+    from perfcore.workloads import BUILTINS
 
     if not target:
         raise click.UsageError("give a workload (demo, resnet18, FILE.py:FUNCTION) or -- python train.py ...")
@@ -259,7 +260,7 @@ def _target(target: tuple[str, ...]):
 
 
 def _load(spec: str, **kw):
-    from .workloads import load_workload
+    from perfcore.workloads import load_workload
 
     return load_workload(spec, **kw)
 
@@ -295,13 +296,13 @@ def _out_dir(out: str | None, kind: str):
     import time
     from pathlib import Path
 
-    from .launch import prepare_out
+    from perfcore.run.folder import prepare_out
 
     return prepare_out(Path(out) if out else Path("perfcore-runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 def _dump(doc: dict, path) -> None:
-    from .export import jsonio
+    from perfcore.report import jsonio
 
     jsonio.write(path, doc)
 
@@ -326,14 +327,14 @@ def health_cmd(steps, interval, out, json_path, target) -> None:
     if steps <= 0:
         raise click.BadParameter("must be > 0", param_hint="--steps")
     out_dir = _out_dir(out, "health")
-    from .experiments.render import render_health
+    from perfcore.report.experiments import render_health
 
     if kind == "command":
-        from .scripts import script_health
+        from perfcore.experiments.scripts import script_health
 
         doc = script_health(spec, steps=steps, interval_s=interval, out=out_dir)
     else:
-        from .experiments.health import health
+        from perfcore.experiments.health import health
 
         p = Progress("health")
         doc = health(_load(spec), steps=steps, interval_s=interval, progress=p.steps, target=spec)
@@ -356,16 +357,16 @@ def diagnose_cmd(steps, warmup, out, json_path, target) -> None:
     if steps <= 0:
         raise click.BadParameter("must be > 0", param_hint="--steps")
     out_dir = _out_dir(out, "diagnose")
-    from .experiments.render import render_diagnose
-    from .export.plots import plot_experiments
+    from perfcore.report.experiments import render_diagnose
+    from perfcore.report.plots import plot_experiments
 
     p = Progress()
     if kind == "command":
-        from .scripts import script_diagnose
+        from perfcore.experiments.scripts import script_diagnose
 
         doc = script_diagnose(spec, steps=steps, warmup=warmup, out=out_dir, progress=p.stage)
     else:
-        from .experiments.diagnose import diagnose
+        from perfcore.experiments.diagnose import diagnose
 
         doc = diagnose(_load(spec), steps=steps, warmup=warmup, progress=p.stage)
     _dump(doc, out_dir / "diagnose.json")
@@ -403,18 +404,18 @@ def sweep_cmd(batch_size, num_workers, pin_memory, prefetch_factor, steps, warmu
         if v is not None and k == "num_workers" and any(x < 0 for x in v):
             raise click.BadParameter(f"must be >= 0, got {v}", param_hint="--num-workers")
     out_dir = _out_dir(out, "sweep")
-    from .experiments.render import render_sweep
-    from .experiments.sweep import default_grid
-    from .export.plots import plot_heatmaps
+    from perfcore.report.experiments import render_sweep
+    from perfcore.experiments.sweep import default_grid
+    from perfcore.report.plots import plot_heatmaps
 
     p = Progress()
     if kind == "command":
-        from .scripts import script_sweep
+        from perfcore.experiments.scripts import script_sweep
 
         grid = {k: v if v is not None else d for (k, v), d in zip(given.items(), ([16], [0, 2], [False], [2]))}
         doc = script_sweep(spec, grid, steps=steps, warmup=warmup, out=out_dir, progress=p.configs)
     else:
-        from .experiments.sweep import sweep
+        from perfcore.experiments.sweep import sweep
 
         w = _load(spec)
         grid = {k: v if v is not None else default_grid(w)[k] for k, v in given.items()}
@@ -437,9 +438,9 @@ def sweep_cmd(batch_size, num_workers, pin_memory, prefetch_factor, steps, warmu
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def monitor_cmd(interval, out, command) -> None:
     """Sample GPU (util, memory, power, temperature, SM clock), CPU and RAM while CMD runs; CSV + PNG."""
-    from .launch import check_command, run_child
-    from .monitor import Sampler
-    from .export.plots import plot_timeline
+    from perfcore.run.launch import check_command, run_child
+    from perfcore.capture.sampler import Sampler
+    from perfcore.report.plots import plot_timeline
 
     secs = _interval(interval)
     cmd = list(command)
@@ -487,7 +488,7 @@ def _interval(text: str) -> float:
 def transfer_cmd(sizes, direction, repeats, batch_shape, dtype, out, json_path) -> None:
     """Pinned vs pageable copy bandwidth (CUDA events), against the link's nominal rate."""
     check_writable(json_path)
-    from .transfer import parse_shape, parse_sizes
+    from perfcore.experiments.transfer import parse_shape, parse_sizes
 
     size_list = parse_sizes(sizes)
     dirs = [d.strip() for d in direction.split(",") if d.strip()]
@@ -495,16 +496,16 @@ def transfer_cmd(sizes, direction, repeats, batch_shape, dtype, out, json_path) 
     if bad or not dirs:
         raise click.BadParameter(f"directions are h2d and d2h, got {direction!r}", param_hint="--direction")
     shape = parse_shape(batch_shape) if batch_shape else None
-    from ._native import require_cuda
+    from perfcore._native import require_cuda
 
     require_cuda("perfcore transfer")  # exits 3 with the reason on a machine without a GPU
-    from .export.plots import plot_transfer
-    from .transfer import batch_cost, measure, nominal_link_gbps, summarize_curve
+    from perfcore.report.plots import plot_transfer
+    from perfcore.experiments.transfer import batch_cost, measure, nominal_link_gbps, summarize_curve
 
     out_dir = _out_dir(out, "transfer")
     curve = measure(size_list, dirs, repeats)
     link = nominal_link_gbps()
-    doc = {"schema": "perfcore.transfer/1", "curve": curve.to_dict("records"), "link": link,
+    doc = {"schema": "perfcore.experiments.transfer/1", "curve": curve.to_dict("records"), "link": link,
            "summary": summarize_curve(curve, link.get("gbps"))}
     if shape:
         doc["batch"] = batch_cost(shape, dtype)
@@ -532,10 +533,10 @@ def graph_cmd(workload, steps, out, json_path) -> None:
     check_writable(json_path)
     if steps <= 0:
         raise click.BadParameter("must be > 0", param_hint="--steps")
-    from ._native import require_cuda
+    from perfcore._native import require_cuda
 
     require_cuda("perfcore graph")
-    from .experiments.graph import graph_experiment
+    from perfcore.experiments.graph import graph_experiment
 
     out_dir = _out_dir(out, "graph")
     doc = graph_experiment(_load(workload), steps=steps)
@@ -565,7 +566,7 @@ def demo_cmd(out, json_path, quick) -> None:
     """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN)."""
     check_writable(json_path)
     out_dir = _out_dir(out, "demo")
-    from .demo import run_demo
+    from perfcore.experiments.demo import run_demo
 
     doc = run_demo(out_dir, quick=quick, progress=Progress())
     click.echo(doc["_text"], err=json_path == "-")
@@ -574,7 +575,7 @@ def demo_cmd(out, json_path, quick) -> None:
 
 
 def _version() -> str:
-    from . import __version__
+    from perfcore import __version__
 
     return __version__
 

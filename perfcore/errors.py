@@ -58,3 +58,11 @@ class CuptiUnavailable(DeviceUnavailable):
 
 class NativeUnavailable(PerfcoreError):
     """perfcore._C is missing or failed to load (perfcore was not built, or built for another torch)."""
+
+
+class RunFailed(PerfcoreError):
+    """The command ran but produced nothing to report (no steps, no instrumented Python)."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code or 1

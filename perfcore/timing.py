@@ -25,10 +25,10 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from . import attribution
-from ._native import capabilities, native
-from ._store import StepStore
-from .errors import CuptiError, DeviceUnavailable, UsageError
+from perfcore.analysis import attribution
+from perfcore._native import capabilities, native
+from perfcore.analysis.store import StepStore
+from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
 
 __all__ = ["StepTimer", "RunResult"]
 
@@ -46,12 +46,12 @@ class RunResult(dict):
     """A perfcore.run/1 document (a plain dict) that renders itself in Jupyter and Colab."""
 
     def _repr_html_(self) -> str:
-        from .export.html import render_html
+        from perfcore.report.html import render_html
 
         return render_html(self)
 
     def __str__(self) -> str:
-        from .export.terminal import render_text
+        from perfcore.report.terminal import render_text
 
         return render_text(self)
 
@@ -242,7 +242,7 @@ class StepTimer:
         if self.device != "cuda":
             self.notes.append("kernels=True ignored: no GPU timing on device='cpu'")
             return
-        from .capture.native_cupti import CuptiTracer
+        from perfcore.capture.native_cupti import CuptiTracer
 
         try:
             self._tracer = CuptiTracer().start()

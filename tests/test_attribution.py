@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfcore.attribution import LABELS, attribute, kernel_category, recommendations, step_table, summarize, verdict
+from perfcore.analysis.attribution import LABELS, attribute, kernel_category, recommendations, step_table, summarize, verdict
 
 L = {lb: i for i, lb in enumerate(LABELS)}
 
@@ -97,7 +97,7 @@ def test_kernel_categories():
 
 
 def test_cpu_precedence_puts_comm_over_compute():
-    from perfcore.attribution import CPU_PRECEDENCE
+    from perfcore.analysis.attribution import CPU_PRECEDENCE
 
     iv = {"compute": ([0], [100]), "comm": ([60], [90])}
     gpu = attribute([0], [100], iv)

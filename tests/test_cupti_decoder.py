@@ -91,7 +91,7 @@ def test_empty_buffer_decodes_to_empty_tables(C):
 
 
 def test_frames_label_pageable_and_pinned_copies(C):
-    from perfcore.trace import activity_frames
+    from perfcore.capture.columns import activity_frames
 
     buf = C._FakeActivityBuffer()
     buf.add_memcpy(0, 10, 100, 1, 1, 3, 0, 1, 1)  # HtoD from pageable

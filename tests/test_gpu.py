@@ -7,14 +7,14 @@ pytestmark = [pytest.mark.cuda]
 
 
 def test_event_timer_matches_known_kernels():
-    from perfcore.calibration import event_timer_error
+    from perfcore.capture.calibration import event_timer_error
 
     for r in event_timer_error((1_000_000, 10_000_000), repeats=10):
         assert r["rel_error"] <= 0.02, r
 
 
 def test_cupti_kernel_durations_and_clock():
-    from perfcore.calibration import cupti_kernel_error
+    from perfcore.capture.calibration import cupti_kernel_error
 
     res = cupti_kernel_error((1_000_000,), repeats=10)
     assert res["durations"][0]["kernels"] == 10
@@ -24,13 +24,13 @@ def test_cupti_kernel_durations_and_clock():
 
 
 def test_memcpy_pageable_vs_pinned_flags():
-    from perfcore.calibration import memcpy_kinds
+    from perfcore.capture.calibration import memcpy_kinds
 
     assert memcpy_kinds(4 << 20)["correct"]
 
 
 def test_pinned_copies_are_not_slower_than_pageable():
-    from perfcore.calibration import copy_bandwidth
+    from perfcore.capture.calibration import copy_bandwidth
 
     bw = copy_bandwidth(64 << 20, repeats=5)
     assert bw["h2d_pinned_gbps"] >= 0.9 * bw["h2d_pageable_gbps"]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfcore.ranks import clock_offsets, merge_ranks
+from perfcore.analysis.ranks import clock_offsets, merge_ranks
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "ddp_train.py")
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))

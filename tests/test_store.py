@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 import perfcore
-from perfcore._store import StepStore
+from perfcore.analysis.store import StepStore
 import perfcore.timing as timing
 from perfcore.timing import COMPACT_EVERY
 
@@ -75,7 +75,7 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
 
     if not C.CUPTI_COMPILED:
         pytest.skip("needs a CUPTI build (fabricated CUPTI records)")
-    from perfcore.trace import activity_frames
+    from perfcore.capture.columns import activity_frames
 
     timer = perfcore.StepTimer(device="cpu", warmup=0)
     fwd = timer.phase("forward", label="compute")

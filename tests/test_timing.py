@@ -9,7 +9,7 @@ import pytest
 
 import perfcore
 from perfcore import errors
-from perfcore.attribution import LABELS
+from perfcore.analysis.attribution import LABELS
 
 LOAD_S, TRANSFER_S, COMPUTE_S = 0.030, 0.005, 0.020
 

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from perfcore import errors
-from perfcore.graphs import CaptureError, _check_optimizer, explain_capture_failure
-from perfcore.transfer import parse_shape, parse_sizes, summarize_curve
+from perfcore.experiments.graphs import CaptureError, _check_optimizer, explain_capture_failure
+from perfcore.experiments.transfer import parse_shape, parse_sizes, summarize_curve
 
 
 def cli(*args):
@@ -43,7 +43,7 @@ def test_curve_summary_against_nominal():
 
 
 def test_transfer_plot_from_stored_results(tmp_path):
-    from perfcore.export.plots import plot_transfer
+    from perfcore.report.plots import plot_transfer
 
     sizes = [1 << k for k in range(12, 31, 2)]
     rows = [{"direction": d, "memory": m, "size_bytes": s, "gbps": g * (1 - np.exp(-s / 2**22))}
@@ -94,11 +94,11 @@ def test_gpu_commands_exit_3_in_one_line_without_a_gpu(caps):
     bad = cli("transfer", "--sizes", "4X")
     assert bad.returncode == 2 and "not a size" in bad.stderr
     for fn, args in (("measure", ()), ("batch_cost", ((4, 3),))):
-        import perfcore.transfer as t
+        import perfcore.experiments.transfer as t
 
         with pytest.raises(errors.DeviceUnavailable):
             getattr(t, fn)(*args)
-    from perfcore.graphs import capture_step, launch_overhead
+    from perfcore.experiments.graphs import capture_step, launch_overhead
 
     with pytest.raises(errors.DeviceUnavailable):
         launch_overhead()
@@ -108,7 +108,7 @@ def test_gpu_commands_exit_3_in_one_line_without_a_gpu(caps):
 
 @pytest.mark.cuda
 def test_transfer_on_gpu():
-    from perfcore.transfer import batch_cost, measure
+    from perfcore.experiments.transfer import batch_cost, measure
 
     df = measure([1 << 20, 64 << 20], ["h2d"], repeats=3)
     assert set(df["memory"]) == {"pinned", "pageable"} and (df["gbps"] > 0).all()

@@ -15,7 +15,7 @@ import pytest
 from perfcore.experiments.diagnose import diagnose
 from perfcore.experiments.health import health
 from perfcore.experiments.sweep import sweep
-from perfcore.monitor import heartbeat
+from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import load_workload
 
 HERE = Path(__file__).resolve().parent

@@ -6,9 +6,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._native import require_cupti
-from ..errors import UsageError
-from ..trace import activity_frames
+from perfcore._native import require_cupti
+from perfcore.errors import UsageError
+from perfcore.capture.columns import activity_frames
 
 __all__ = ["CuptiTracer"]
 

@@ -1,1 +1,1 @@
-"""Experiments: health, diagnose, sweep (and, on a GPU, transfer and graph)."""
+"""Experiments on workloads and scripts: health, diagnose, sweep, transfer, CUDA Graphs, the demo."""

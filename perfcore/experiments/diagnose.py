@@ -13,8 +13,8 @@ import pstats
 import time
 from typing import Any, Callable
 
-from ..workloads import Workload
-from .runner import measure
+from perfcore.workloads import Workload
+from perfcore.experiments.runner import measure
 
 __all__ = ["diagnose", "worker_profile"]
 
@@ -74,13 +74,13 @@ def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
         skipped.append({"name": "C: other decoder", "reason": "the workload declares no other decoder"})
     say("worker profile")
     prof = worker_profile(workload)
-    verdict, predicted = _verdict(base, exps, prof, on_gpu=base["device"] == "cuda")
+    verdict, predicted = diagnose_verdict(base, exps, prof, on_gpu=base["device"] == "cuda")
     return {"schema": "perfcore.diagnose/1", "workload": workload.name, "device": base["device"],
             "experiments": exps, "skipped": skipped, "worker_profile": prof, "verdict": verdict,
             "predicted_speedup": predicted, "measured_speedup": exps[1]["speedup"]}
 
 
-def _verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> tuple[dict[str, str], float]:
+def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> tuple[dict[str, str], float]:
     frac, ms = base["breakdown_fraction"], base["breakdown_ms"]
     step = base["step_ms"]
     # Removing loading entirely would save the exposed load time: that is the prediction (A) tests.

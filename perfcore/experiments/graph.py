@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from .._native import require_cuda
-from ..graphs import CaptureError, capture_step, launch_overhead
-from ..workloads import Workload
+from perfcore._native import require_cuda
+from perfcore.experiments.graphs import CaptureError, capture_step, launch_overhead
+from perfcore.workloads import Workload
 
 __all__ = ["graph_experiment", "compare_runs"]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..monitor import heartbeat
-from ..workloads import Workload
-from .runner import measure
+from perfcore.capture.sampler import heartbeat
+from perfcore.workloads import Workload
+from perfcore.experiments.runner import measure
 
 __all__ = ["health", "health_report", "HEALTHY_BUSY"]
 

@@ -9,16 +9,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import UsageError
-from ..monitor import Sampler
-from ..timing import StepTimer
-from ..workloads import Workload
+from perfcore.errors import UsageError
+from perfcore.capture.sampler import Sampler
+from perfcore.timing import StepTimer
+from perfcore.workloads import Workload
 
 __all__ = ["measure", "resolve_device", "shutdown_loader"]
 
 
 def resolve_device(workload: Workload) -> str:
-    from .._native import capabilities
+    from perfcore._native import capabilities
 
     want = workload.device
     if want == "auto":

@@ -12,9 +12,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from ..errors import UsageError
-from ..workloads import Workload
-from .runner import measure
+from perfcore.errors import UsageError
+from perfcore.workloads import Workload
+from perfcore.experiments.runner import measure
 
 __all__ = ["sweep", "default_grid", "knees", "CONFIG_KEYS"]
 
@@ -32,7 +32,7 @@ def default_grid(workload: Workload) -> dict[str, list]:
             "pin_memory": [False, True], "prefetch_factor": [2]}
 
 
-def _configs(grid: dict[str, list]) -> list[dict[str, Any]]:
+def grid_configs(grid: dict[str, list]) -> list[dict[str, Any]]:
     for k in CONFIG_KEYS:
         if not grid.get(k):
             raise UsageError(f"empty grid: no values for {k}")
@@ -62,7 +62,7 @@ def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int
           budget_s: float | None = None, progress: Callable[[int, int, float | None, str], None] | None = None
           ) -> dict[str, Any]:
     grid = grid or default_grid(workload)
-    configs = _configs(grid)
+    configs = grid_configs(grid)
     say = progress or (lambda done, total, eta, label: None)
     t0 = time.perf_counter()
     rounds = []

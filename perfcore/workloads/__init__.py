@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import UsageError
+from perfcore.errors import UsageError
 
 __all__ = ["Workload", "load_workload", "BUILTINS"]
 
@@ -67,7 +67,7 @@ class Workload:
 
 
 def _builtin(name: str) -> Callable[..., Workload]:
-    from . import builtin
+    from perfcore.workloads import builtin
 
     return getattr(builtin, name)
 

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from . import Workload
+from perfcore.workloads import Workload
 
 __all__ = ["demo", "resnet18", "resnet50", "vit_b_16", "jpeg_folder", "JpegDataset", "SyntheticImages", "SmallCNN"]
 

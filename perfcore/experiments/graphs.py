@@ -1,6 +1,6 @@
 """CUDA Graphs for a training step: capture forward + backward + optimizer step once, replay it.
 
-    step = perfcore.graphs.capture_step(model, loss_fn, optimizer, example_batch)
+    step = perfcore.experiments.graphs.capture_step(model, loss_fn, optimizer, example_batch)
     for x, y in loader:
         loss = step((x, y))          # copies into the static inputs, replays; returns the static loss
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ._native import require_cuda
-from .errors import PerfcoreError, UsageError
+from perfcore._native import require_cuda
+from perfcore.errors import PerfcoreError, UsageError
 
 __all__ = ["capture_step", "GraphedStep", "CaptureError", "launch_overhead", "explain_capture_failure"]
 

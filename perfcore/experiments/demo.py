@@ -9,7 +9,7 @@ __all__ = ["run_demo"]
 
 
 def _dump(obj: Any, path: Path) -> None:
-    from .export import jsonio
+    from perfcore.report import jsonio
 
     jsonio.write(path, obj)
 
@@ -19,13 +19,13 @@ def _public(doc: dict) -> dict:
 
 
 def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
-    from .experiments.diagnose import diagnose
-    from .experiments.health import health
-    from .experiments.render import render_diagnose, render_health
-    from .experiments.runner import measure
-    from .export.plots import plot_breakdown, plot_experiments
-    from .export.terminal import render_text
-    from .workloads import load_workload
+    from perfcore.experiments.diagnose import diagnose
+    from perfcore.experiments.health import health
+    from perfcore.report.experiments import render_diagnose, render_health
+    from perfcore.experiments.runner import measure
+    from perfcore.report.plots import plot_breakdown, plot_experiments
+    from perfcore.report.terminal import render_text
+    from perfcore.workloads import load_workload
 
     t0 = time.perf_counter()
     say = progress.stage if progress else (lambda m: None)
@@ -67,7 +67,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     summary += ["", f"**{d['verdict']['summary']}**", ""]
     (out / "summary.md").write_text("\n".join(summary))
     files["summary.md"] = "summary.md"
-    doc = {"schema": "perfcore.demo/1", "health": _public(h), "run": run_doc, "diagnose": d, "files": files,
+    doc = {"schema": "perfcore.experiments.demo/1", "health": _public(h), "run": run_doc, "diagnose": d, "files": files,
            "elapsed_s": time.perf_counter() - t0}
     _dump(_public(doc), out / "demo.json")
     doc["files"]["demo.json"] = "demo.json"

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .attribution import LABELS
+from perfcore.analysis.attribution import LABELS
 
 __all__ = ["merge_ranks", "clock_offsets"]
 

@@ -1,104 +1,19 @@
-"""`perfcore run`: start an unmodified command with perfcore's instrumentation, then turn the
-parts it wrote into one run folder (run.json, steps.csv, trace.json, PNGs) and a report."""
+"""Finishing a run: the parts every instrumented process wrote -> one run folder (run.json, steps.csv, trace, plots)."""
 from __future__ import annotations
 
 import json
 import math
 import os
-import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .errors import PerfcoreError, UsageError
+from perfcore.errors import RunFailed, UsageError
+from perfcore.run.folder import prepare_out
 
-__all__ = ["run_command", "load_run", "finish_run", "worker_summary", "RunFailed"]
-
-BOOT = Path(__file__).resolve().parent / "_boot"
-
-
-class RunFailed(PerfcoreError):
-    """The command ran but produced nothing to report (no steps, no instrumented Python)."""
-
-    def __init__(self, message: str, exit_code: int = 1):
-        super().__init__(message)
-        self.exit_code = exit_code or 1
-
-
-def default_out() -> Path:
-    return Path("perfcore-runs") / time.strftime("%Y%m%d-%H%M%S")
-
-
-def prepare_out(out: Path | None) -> Path:
-    out = Path(out) if out else default_out()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".perfcore-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise UsageError(f"cannot write to --out {out}: {e.strerror or e}; choose a writable folder")
-    for stale in ("parts", "workers"):
-        if (out / stale).exists():
-            shutil.rmtree(out / stale)
-    return out
-
-
-def check_command(cmd: list[str]) -> None:
-    if not cmd:
-        raise UsageError("no command given: perfcore run [OPTIONS] -- python train.py ARGS...")
-    if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
-        raise UsageError(f"no such command: {cmd[0]}")
-    if Path(cmd[0]).name.startswith("python"):
-        rest = cmd[1:]
-        # python [-u -O ...] script.py: the first non-option is the script, unless -m / -c come first.
-        for i, a in enumerate(rest):
-            if a in ("-m", "-c") or a.startswith("-m") and len(a) > 2:
-                return
-            if a in ("-I", "-E"):
-                raise UsageError(f"python {a} ignores PYTHONPATH, so perfcore cannot instrument it; drop {a}")
-            if a.startswith("-"):
-                continue
-            if not Path(a).is_file():
-                raise UsageError(f"no such script: {a}")
-            return
-
-
-def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: bool,
-              overrides: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parent.parent)
-    paths = [str(BOOT), pkg_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env["PERFCORE_RUN_DIR"] = str(out.resolve())
-    env["PERFCORE_STEPS"] = str(steps or 0)
-    env["PERFCORE_WARMUP"] = str(warmup)
-    env["PERFCORE_BACKEND"] = backend
-    env["PERFCORE_KERNELS"] = "1" if kernels else "0"
-    env.update(overrides or {})
-    return env
-
-
-def run_child(cmd: list[str], env: dict[str, str]) -> int:
-    """Runs the command; Ctrl-C reaches the child (same process group) and we wait for it to write."""
-    proc = subprocess.Popen(cmd, env=env)
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def forward_term(signum, frame):
-        proc.send_signal(signum)
-
-    old_term = signal.signal(signal.SIGTERM, forward_term)
-    try:
-        rc = proc.wait()
-    finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
-    return 128 - rc if rc < 0 else rc
+__all__ = ["finish_run", "merge_dirs", "worker_summary", "align_samples"]
 
 
 def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None
@@ -186,7 +101,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     doc["exit_code"] = rc
     focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one
     if len(parts) > 1 or doc.get("world_size"):
-        from .ranks import clock_offsets, merge_ranks
+        from perfcore.analysis.ranks import clock_offsets, merge_ranks
 
         # The merged document: rank 0's (or the lowest present) numbers, plus every rank's and the stragglers.
         doc.update(merge_ranks(parts))
@@ -204,7 +119,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         if doc["stragglers"]:
             st = doc["stragglers"][0]
             focus = next(p["doc"] for p in parts if p["doc"].get("rank") == st["rank"])
-    from .attribution import recommendations, verdict
+    from perfcore.analysis.attribution import recommendations, verdict
 
     on_gpu = doc["device"] != "cpu"
     workers = worker_summary(out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"))
@@ -231,7 +146,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
             per_step = align_samples(samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
             for c in per_step.columns:
                 main["steps"][f"monitor_{c}"] = per_step[c].to_numpy()
-            from .export.plots import plot_timeline
+            from perfcore.report.plots import plot_timeline
 
             plot_timeline(samples, out / "monitor.png", title="sampled during the run")
             files["monitor.png"] = "monitor.png"
@@ -239,25 +154,25 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
                           **{f"{c}_mean": float(samples[c].mean()) for c in ("cpu_percent", "gpu_util") if c in samples}}
     main["steps"].to_csv(out / "steps.csv", index=False)
     if main["raw"]:
-        from .export.chrome_trace import write_trace
+        from perfcore.report.chrome_trace import write_trace
 
         write_trace(out / "trace.json", parts)
         files["trace.json"] = "trace.json"
-    from .export.plots import plot_breakdown, plot_kernels
+    from perfcore.report.plots import plot_breakdown, plot_kernels
 
     plot_breakdown(main["steps"], out / "breakdown.png", title=doc["verdict"]["summary"])
     files["breakdown.png"] = "breakdown.png"
     if plot_kernels(doc.get("kernels", []), out / "kernels.png"):
         files["kernels.png"] = "kernels.png"
     if len(doc.get("ranks", [])) > 1:
-        from .export.plots import plot_ranks
+        from perfcore.report.plots import plot_ranks
 
         plot_ranks(doc["ranks"], out / "ranks.png")
         files["ranks.png"] = "ranks.png"
         for p in parts:
             p["steps"].to_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", index=False)
     doc["files"] = files
-    from .export import jsonio
+    from perfcore.report import jsonio
 
     jsonio.write(out / "run.json", doc)
     return doc
@@ -278,33 +193,3 @@ def merge_dirs(dirs: list[Path], out: Path) -> dict[str, Any]:
     out = prepare_out(out)
     cmd = parts[0]["doc"].get("command") or parts[0]["doc"].get("argv") or []
     return finish_run(out, 0, cmd, parts)
-
-
-def load_run(out: Path) -> tuple[dict[str, Any], pd.DataFrame]:
-    out = Path(out)
-    if not (out / "run.json").is_file():
-        raise UsageError(f"{out} is not a perfcore run folder (no run.json)")
-    return json.loads((out / "run.json").read_text()), pd.read_csv(out / "steps.csv")
-
-
-def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | None, backend: str,
-                kernels: bool, overrides: dict[str, str] | None = None, monitor_s: float | None = None
-                ) -> tuple[int, dict[str, Any], Path]:
-    if steps is not None and steps <= 0:
-        raise UsageError(f"--steps must be at least 1, got {steps}")
-    if warmup < 0:
-        raise UsageError(f"--warmup must be >= 0, got {warmup}")
-    check_command(cmd)
-    out = prepare_out(out)
-    sampler = None
-    if monitor_s:
-        from .monitor import Sampler
-
-        sampler = Sampler(monitor_s).start()
-    try:
-        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides))
-    finally:
-        samples = sampler.stop() if sampler else None
-    doc = finish_run(out, rc, cmd, samples=samples)
-    return rc, doc, out
-

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ._native import build_info, capabilities
+from perfcore._native import build_info, capabilities
 
 __all__ = ["Check", "run_checks", "environment_report"]
 

@@ -10,8 +10,11 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .errors import UsageError
-from .launch import RunFailed, check_command, child_env, finish_run, prepare_out, run_child
+from perfcore.errors import UsageError
+from perfcore.errors import RunFailed
+from perfcore.run.finish import finish_run
+from perfcore.run.folder import prepare_out
+from perfcore.run.launch import check_command, child_env, run_child
 
 __all__ = ["script_run", "script_health", "script_diagnose", "script_sweep"]
 
@@ -31,7 +34,7 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
         warmup = max(warmup, SYNTHETIC_KEEP)
     sampler = None
     if sampler_interval_s:
-        from .monitor import Sampler
+        from perfcore.capture.sampler import Sampler
 
         sampler = Sampler(sampler_interval_s).start()
     try:
@@ -69,7 +72,7 @@ def _row(name: str, doc: dict, base_ms: float | None) -> dict[str, Any]:
 
 
 def script_health(cmd: list[str], *, steps: int, interval_s: float, out: Path) -> dict[str, Any]:
-    from .experiments.health import health_report
+    from perfcore.experiments.health import health_report
 
     doc = script_run(cmd, out / "run", steps=steps, warmup=5, sampler_interval_s=interval_s)
     row = _row("health", doc, None)
@@ -84,7 +87,7 @@ def script_health(cmd: list[str], *, steps: int, interval_s: float, out: Path) -
 
 def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from .experiments.diagnose import _verdict
+    from perfcore.experiments.diagnose import diagnose_verdict
 
     say = progress or (lambda m: None)
     say("baseline")
@@ -111,7 +114,7 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
                     "profile, point diagnose at a workload factory"}
     base_row = {"step_ms": b_ms, "breakdown_ms": base["breakdown_ms"], "breakdown_fraction": base["breakdown_fraction"],
                 "device": base["device"]}
-    verdict, predicted = _verdict(base_row, exps, prof, on_gpu=base["device"] != "cpu")
+    verdict, predicted = diagnose_verdict(base_row, exps, prof, on_gpu=base["device"] != "cpu")
     return {"schema": "perfcore.diagnose/1", "workload": " ".join(cmd), "device": base["device"], "experiments": exps,
             "skipped": [{"name": "C: other decoder", "reason": "a script declares no decoders; use a workload "
                                                                "factory with decoders={...} for this experiment"}],
@@ -121,9 +124,9 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
 
 def script_sweep(cmd: list[str], grid: dict[str, list], *, steps: int, warmup: int, out: Path,
                  progress: Callable | None = None) -> dict[str, Any]:
-    from .experiments.sweep import CONFIG_KEYS, _configs, knees
+    from perfcore.experiments.sweep import CONFIG_KEYS, grid_configs, knees
 
-    configs = _configs(grid)
+    configs = grid_configs(grid)
     rows = []
     say = progress or (lambda *a: None)
     import time

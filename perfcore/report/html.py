@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ..attribution import LABELS
+from perfcore.analysis.attribution import LABELS
 
 __all__ = ["render_html"]
 

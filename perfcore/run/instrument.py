@@ -1,6 +1,6 @@
 """Zero-code hooks for `perfcore run`, active inside the profiled interpreter only.
 
-perfcore/_boot/sitecustomize.py calls activate() when PERFCORE_RUN_DIR is set. Nothing is
+run/_boot/sitecustomize.py calls activate() when PERFCORE_RUN_DIR is set. Nothing is
 imported or patched until the script itself imports torch; then:
 
   DataLoader iterators' __next__      -> load (the main process waiting for a batch)
@@ -325,7 +325,7 @@ class _Instrumentation:
             return timer
 
     def arm(self, timer) -> None:
-        from .timing import COMPACT_EVERY, LOAD
+        from perfcore.timing import COMPACT_EVERY, LOAD
 
         scopes = {"load": timer._make_scope("load", LOAD, "load"), "forward": self.fwd, "backward": self.bwd,
                   "autograd.backward": self.bwd, "to": timer.transfer, "cuda": timer.transfer}
@@ -544,7 +544,7 @@ class _Instrumentation:
             raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
                        event_end_ns=ev["end_ns"].to_numpy())
         np.savez_compressed(part / "trace.npz", **raw)
-        from .export import jsonio
+        from perfcore.report import jsonio
 
         jsonio.write(part / "run.json", doc)
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import attribution
+from perfcore.analysis import attribution
 
 __all__ = ["StepStore", "EMPTY"]
 

@@ -12,8 +12,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from ._native import require_cuda
-from .errors import UsageError
+from perfcore._native import require_cuda
+from perfcore.errors import UsageError
 
 __all__ = ["parse_sizes", "parse_shape", "measure", "batch_cost", "overlap_check", "nominal_link_gbps",
            "summarize_curve"]

@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..attribution import LABELS
-from .html import COLORS
+from perfcore.analysis.attribution import LABELS
+from perfcore.report.html import COLORS
 
 __all__ = ["plot_breakdown", "plot_kernels"]
 

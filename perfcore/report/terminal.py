@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..attribution import LABELS
+from perfcore.analysis.attribution import LABELS
 
 __all__ = ["render_text"]
 

@@ -18,7 +18,7 @@ class _StopCell(Exception):
 
 def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5):
     """Runs `cell` instrumented and returns the perfcore.run/1 result (a RunResult)."""
-    from . import instrument
+    from perfcore.run import instrument
 
     run_dir = Path(tempfile.mkdtemp(prefix="perfcore-cell-"))
     os.environ["PERFCORE_RUN_DIR"] = str(run_dir)
@@ -48,7 +48,7 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
     timer = inst.timer
     inst.timer = None
     if timer is None:
-        from .errors import UsageError
+        from perfcore.errors import UsageError
 
         raise UsageError("the cell ran no training step (no DataLoader iterated, no optimizer.step())")
     if timer.steps == 0 and len(inst.fetch_starts) > 1:
@@ -72,7 +72,7 @@ def load_ipython_extension(ipython) -> None:
         res, timer = run_cell(cell, ipython.user_ns, steps=args.steps, warmup=args.warmup)
         from IPython.display import Image, display
 
-        from .export.plots import plot_breakdown
+        from perfcore.report.plots import plot_breakdown
 
         display(res)
         png = Path(tempfile.mkdtemp(prefix="perfcore-plot-")) / "breakdown.png"

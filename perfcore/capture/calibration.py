@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ._native import require_cuda, require_cupti
+from perfcore._native import require_cuda, require_cupti
 
 __all__ = ["event_timer_error", "cupti_kernel_error", "memcpy_kinds", "copy_bandwidth", "launch_overhead_us"]
 
@@ -45,7 +45,7 @@ def cupti_kernel_error(durations_ns: Sequence[int] = (50_000, 1_000_000, 10_000_
     C = require_cupti("CUPTI calibration")
     import torch
 
-    from .capture.native_cupti import CuptiTracer
+    from perfcore.capture.native_cupti import CuptiTracer
 
     s = _stream()
     C.launch_empty(10, s)
@@ -78,7 +78,7 @@ def memcpy_kinds(size_bytes: int = 16 << 20) -> dict[str, Any]:
     require_cupti("memcpy classification")
     import torch
 
-    from .capture.native_cupti import CuptiTracer
+    from perfcore.capture.native_cupti import CuptiTracer
 
     pageable = torch.empty(size_bytes // 4, dtype=torch.float32)
     pinned = torch.empty(size_bytes // 4, dtype=torch.float32).pin_memory()

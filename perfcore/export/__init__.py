@@ -1,1 +1,0 @@
-"""Exporters: one small module per format (terminal text, HTML, ...)."""
