@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfcore.analysis.attribution import LABELS, attribute, kernel_category, recommendations, step_table, summarize, verdict
+from perfcore.analysis.attribution import LABELS, attribute, kernel_category, step_table, summarize
 
 L = {lb: i for i, lb in enumerate(LABELS)}
 
@@ -63,28 +63,11 @@ def test_step_table_and_summary_schema():
     assert doc["steps"] == 2 and doc["warmup_steps"] == 1
     assert set(doc["breakdown_ms"]) == set(LABELS) == set(doc["breakdown_fraction"])
     assert doc["breakdown_fraction"]["compute"] == pytest.approx(150 / 200)
-    assert doc["verdict"]["bound"] == "compute"
-    assert doc["verdict"]["summary"].startswith("compute-bound: 75%")
+    # host is the other 25% of each step: an avoidable cause past the critical tier, so it is named.
+    assert doc["verdict"]["bound"] == "host" and doc["verdict"]["level"] == "critical"
+    assert doc["verdict"]["summary"].startswith("host-bound: host gaps")
     for key in ("step_time_ms", "recommendations", "kernels", "memcpy", "backend", "device", "overhead"):
         assert key in doc
-
-
-def test_verdict_sentence_for_input_bound_gpu():
-    v = verdict({"load": 0.63, "compute": 0.3, "host": 0.07}, on_gpu=True)
-    assert v == {"bound": "load", "summary": "input-bound: 63% of each step the GPU waits for data"}
-
-
-def test_recommendations_follow_evidence():
-    frac = {"load": 0.5, "transfer": 0.05, "compute": 0.4, "comm": 0.0, "host": 0.05}
-    ms = {k: v * 100 for k, v in frac.items()}
-    ids = [r["id"] for r in recommendations(frac, ms, on_gpu=True)]
-    assert ids == ["more_workers"]
-    ids = [r["id"] for r in recommendations(frac, ms, on_gpu=True, evidence={"pageable_h2d_bytes_per_step": 2**24})]
-    assert ids[0] == "pin_memory"
-    host_heavy = {"load": 0.0, "transfer": 0.0, "compute": 0.5, "comm": 0.0, "host": 0.5}
-    assert "launch_overhead" in [r["id"] for r in recommendations(host_heavy, ms, on_gpu=True)]
-    for r in recommendations(frac, ms, on_gpu=True):
-        assert r["evidence"] and r["text"]
 
 
 def test_kernel_categories():
@@ -106,13 +89,3 @@ def test_cpu_precedence_puts_comm_over_compute():
     assert cpu[0, L["compute"]] == 70 and cpu[0, L["comm"]] == 30
     with pytest.raises(ValueError):
         attribute([0], [100], iv, ("compute", "comm"))
-
-
-def test_pageable_advice_carries_bytes_ms_and_saving():
-    frac = {"load": 0.1, "transfer": 0.3, "compute": 0.5, "comm": 0.0, "host": 0.1}
-    ms = {k: v * 20 for k, v in frac.items()}
-    r = recommendations(frac, ms, on_gpu=True, evidence={"pageable_h2d_bytes_per_step": 48 * 2**20,
-                                                         "pageable_h2d_ms_per_step": 4.2})[0]
-    assert r["id"] == "pin_memory"
-    assert "48.0 MiB per step" in r["evidence"] and "4.20 ms per step" in r["evidence"]
-    assert "up to 4.20 ms per step" in r["text"]

@@ -1,5 +1,5 @@
-"""Trace -> per-step breakdown, verdict and advice. Pure functions on arrays and DataFrames: no I/O,
-no plots, no torch.
+"""Trace -> per-step breakdown and the perfcore.run/1 document. Pure functions on arrays and DataFrames:
+no I/O, no plots, no torch. The verdict is verdict.decide's, the advice advice.advise's.
 
 The one definition (shared/DESIGN.md): within a step's wall interval every instant gets exactly
 one label, by precedence compute > comm > transfer > load, and `host` for instants no labelled
@@ -12,8 +12,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["LABELS", "PRECEDENCE", "CPU_PRECEDENCE", "attribute", "step_table", "verdict", "recommendations", "summarize",
-           "kernel_category", "SCHEMA"]
+__all__ = ["LABELS", "PRECEDENCE", "CPU_PRECEDENCE", "attribute", "step_table", "summarize", "kernel_category",
+           "SCHEMA"]
 
 SCHEMA = "perfcore.run/1"
 LABELS = ("load", "transfer", "compute", "comm", "host")
@@ -88,94 +88,13 @@ def step_table(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: In
     return df
 
 
-_BOUND_TEXT = {
-    "load": ("input-bound", "the {dev} waits for data"),
-    "transfer": ("transfer-bound", "goes to host-to-device copies"),
-    "compute": ("compute-bound", "is {dev} compute"),
-    "comm": ("communication-bound", "goes to collective communication"),
-    "host": ("host-bound", "the {dev} is idle while Python, launches or syncs run"),
-}
-
-
-def verdict(fraction: Mapping[str, float], on_gpu: bool) -> dict[str, str]:
-    """The dominant label and one sentence: 'input-bound: 63% of each step the GPU waits for data'."""
-    bound = max(LABELS, key=lambda lb: fraction.get(lb, 0.0))
-    name, text = _BOUND_TEXT[bound]
-    dev = "GPU" if on_gpu else "loop"
-    if not on_gpu and bound == "host":
-        text = "is spent outside the timed phases (Python, logging, the optimizer step if not timed)"
-    if not on_gpu and bound == "compute":
-        text = "is compute (forward, backward, optimizer)"
-    pct = round(100 * fraction.get(bound, 0.0))
-    return {"bound": bound, "summary": f"{name}: {pct}% of each step {text.format(dev=dev)}"}
-
-
-def recommendations(fraction: Mapping[str, float], mean_ms: Mapping[str, float], on_gpu: bool,
-                    evidence: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
-    """Advice keyed to evidence, each with the evidence and, where there is one, the command that tests it."""
-    ev = dict(evidence or {})
-    recs: list[dict[str, str]] = []
-
-    def add(rid: str, text: str, because: str, test: str | None = None) -> None:
-        r = {"id": rid, "text": text, "evidence": because}
-        if test:
-            r["test"] = test
-        recs.append(r)
-
-    def share(lb: str) -> str:
-        return f"{lb} is {mean_ms.get(lb, 0.0):.1f} ms ({100 * fraction.get(lb, 0.0):.0f}%) per step"
-
-    pageable = ev.get("pageable_h2d_bytes_per_step", 0)
-    if pageable:
-        ms_pg = ev.get("pageable_h2d_ms_per_step", 0.0)
-        saving = (f" Expected saving: up to {ms_pg:.2f} ms per step, the time those copies take now, once they "
-                  "overlap compute." if ms_pg else "")
-        add("pin_memory", "Use DataLoader(pin_memory=True) and .to(device, non_blocking=True): pageable copies are "
-            "staged through a bounce buffer and block the host." + saving,
-            f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory"
-            + (f", {ms_pg:.2f} ms per step" if ms_pg else ""),
-            "perfcore transfer --batch-shape ...")
-    if fraction.get("load", 0) >= 0.20:
-        cores, workers, needed = ev.get("cpu_count"), ev.get("num_workers"), ev.get("workers_needed")
-        because = share("load")
-        if needed is not None and cores and needed > cores:
-            text = (f"Each batch costs more CPU than {cores} cores can supply at this step rate (about {needed} "
-                    "workers would be needed): make a batch cheaper (a faster decoder, lighter augmentation, "
-                    "pre-processed or cached data) rather than adding workers.")
-        elif needed is not None:
-            text = (f"Use DataLoader(num_workers={max(needed, 1)}, persistent_workers=True) (now {workers}); "
-                    f"workers take {ev.get('fetch_ms', 0):.1f} ms per batch and the loop needs one every "
-                    f"{ev.get('loop_ms', 0):.1f} ms.")
-        else:
-            text = ("Feed the loop faster: more DataLoader workers, persistent_workers=True, a cheaper "
-                    "decode/augment, or data already in memory.")
-        add("more_workers", text, because, "perfcore diagnose (synthetic data shows the step time without loading)")
-    if fraction.get("transfer", 0) >= 0.15 and not pageable:
-        add("overlap_copies", "Overlap copies with compute: pin_memory=True, non_blocking=True, and copy the next "
-            "batch while this one computes (a CUDA stream prefetcher).", share("transfer"))
-    if on_gpu and fraction.get("host", 0) >= 0.30:
-        add("launch_overhead", "The GPU idles between kernels: capture the step with CUDA Graphs or torch.compile"
-            "(mode='reduce-overhead'), remove .item()/.cpu() syncs from the loop, and raise the batch size.",
-            share("host"), "perfcore graph")
-    if not on_gpu and fraction.get("host", 0) >= 0.30:
-        add("untimed_host_work", "Much of the step lies outside load/transfer/compute: time it with "
-            "timer.phase('name') to see what it is (logging, metrics, checkpointing, Python overhead).",
-            share("host"))
-    if fraction.get("comm", 0) >= 0.20:
-        add("overlap_comm", "Overlap communication with backward (DDP bucket_cap_mb, gradient accumulation with "
-            "no_sync), or cut what is sent (bf16 gradients).", share("comm"))
-    if fraction.get("compute", 0) >= 0.60:
-        add("faster_compute", ("The step is bound by GPU compute: mixed precision (bf16 autocast), torch.compile, "
-             "channels_last for convnets, fused optimizers.") if on_gpu else
-            ("The step is bound by compute: on a GPU it would move there; on CPU, torch.compile and "
-             "torch.set_num_threads matter."), share("compute"))
-    return recs
-
-
 def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
               evidence: Mapping[str, Any] | None = None, kernels: list[dict] | None = None,
-              memcpy: dict | None = None, overhead: dict | None = None) -> dict[str, Any]:
-    """The perfcore.run/1 document from a step_table (warm-up rows are reported apart)."""
+              memcpy: dict | None = None, overhead: dict | None = None, zero_code: bool = False) -> dict[str, Any]:
+    """The perfcore.run/1 document from a step_table (warm-up rows are reported apart). zero_code: the
+    loop is the user's unmodified script (advice then never names a perfcore call)."""
+    from perfcore.analysis.advice import advise_run
+
     measured = steps[~steps["warmup"]]
     warm = steps[steps["warmup"]]
     if len(measured) == 0:
@@ -196,14 +115,17 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
         "warmup_step_time_ms": float(warm["wall_ms"].mean()) if len(warm) else None,
         "breakdown_ms": mean_ms,
         "breakdown_fraction": fraction,
-        "verdict": verdict(fraction, on_gpu) if len(measured) else {"bound": "host", "summary": "no steps measured"},
-        "recommendations": recommendations(fraction, mean_ms, on_gpu, evidence) if len(measured) else [],
+        "verdict": {"bound": "host", "level": "unknown", "healthy": None, "primary": None, "causes": [],
+                    "summary": "no steps measured"},
+        "recommendations": [],
         "kernels": kernels or [],
         "memcpy": memcpy or {},
         "backend": backend,
         "device": device,
         "overhead": overhead or {},
     }
+    if len(measured):
+        advise_run(doc, zero_code=zero_code, evidence=evidence)
     return doc
 
 

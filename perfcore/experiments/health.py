@@ -1,9 +1,11 @@
 """Stage 1, health: a short run of the minimal loop (next batch -> forward -> loss, no optimizer),
-device utilisation sampled alongside. Under 60% busy means the pipeline is blocked somewhere."""
+device utilisation sampled alongside. The verdict is the one every command gives (verdict.decide on
+the avoidable time per step); busy below 60% is shown next to it as the seed method's check."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from perfcore.analysis.verdict import avoidable, decide
 from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure
@@ -22,21 +24,28 @@ def health(workload: Workload, *, steps: int = 100, warmup: int = 5, interval_s:
 
 
 def health_report(row: dict[str, Any], name: str, next_cmd: str) -> dict[str, Any]:
-    """The perfcore.health/1 document from one measured run (a workload's or a script's): verdict at
-    HEALTHY_BUSY, the next command when blocked, and the heartbeat when the busy series has one."""
+    """The perfcore.health/1 document from one measured run (a workload's or a script's): the one verdict,
+    busy against HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy
+    series has one."""
     busy = row["busy_mean"]
     what = "GPU utilisation" if row["busy_source"] == "gpu_util" else "compute share of each step (no GPU here)"
-    healthy = busy >= HEALTHY_BUSY
+    bd = row["breakdown_ms"]
+    decision = decide(avoidable(bd), row["step_ms"], on_gpu=str(row["device"]) != "cpu", compute_ms=bd.get("compute"),
+                      steps=int(row.get("steps") or 0))
+    healthy = decision["healthy"]
+    busy_line = f"{what} {100 * busy:.0f}% ({'>=' if busy >= HEALTHY_BUSY else '<'} {100 * HEALTHY_BUSY:.0f}%)"
+    if healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util":
+        busy_line += ("; low utilisation with no avoidable cause above the threshold: the device's work is small "
+                      "(short kernels), not blocked")
     doc: dict[str, Any] = {
         "schema": "perfcore.health/1",
         "workload": name,
         **{k: row[k] for k in ("device", "steps", "step_ms", "samples_per_s", "busy_std", "busy_source",
                                "cpu_percent", "breakdown_ms")},
         "busy_mean": busy,
-        "verdict": "healthy" if healthy else "blocked",
-        "summary": (f"healthy: {what} {100 * busy:.0f}% (>= {100 * HEALTHY_BUSY:.0f}%)" if healthy else
-                    f"blocked: {what} only {100 * busy:.0f}% (< {100 * HEALTHY_BUSY:.0f}%); the device waits "
-                    f"on something"),
+        "healthy": healthy,
+        "verdict": decision,
+        "summary": f"{decision['summary']}. {busy_line[0].upper()}{busy_line[1:]}",
         "next": None if healthy else next_cmd,
     }
     hb = heartbeat(row["busy_series"], row["busy_spacing_s"])

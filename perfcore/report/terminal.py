@@ -29,6 +29,10 @@ def render_text(doc: dict[str, Any]) -> str:
         f = doc["breakdown_fraction"][lb]
         lines.append(f"  {lb:<9} {doc['breakdown_ms'][lb]:>9.2f} {100 * f:>5.1f}% {_bar(f)}")
     lines += ["", f"verdict: {doc['verdict']['summary']}"]
+    for c in doc["verdict"].get("causes", [])[1:]:
+        lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
+    if doc.get("step_source"):
+        lines.append(f"  steps counted at: {doc['step_source']}")
     for r in doc["recommendations"]:
         lines.append(f"  - {r['text']}")
         lines.append(f"    evidence: {r['evidence']}" + (f"; try: {r['test']}" if r.get("test") else ""))
@@ -67,17 +71,18 @@ def render_text(doc: dict[str, Any]) -> str:
     if w:
         lines += ["", f"  DataLoader: {w['num_workers']} worker(s); a batch takes {w['fetch_ms_mean']:.1f} ms to make "
                       f"(__getitem__ {w['getitem_ms_mean']:.1f} ms, collate {w['collate_ms_mean']:.1f} ms)"]
-        if "workers_needed" in w:
-            lines.append(f"  the loop needs a batch every {w['loop_ms_without_load']:.1f} ms: about "
-                         f"{w['workers_needed']} worker(s) would hide loading")
+    plan = doc.get("loader_plan") or {}
+    if plan.get("sentence"):
+        lines.append(f"  loading ({plan['reason']}): {plan['sentence']}")
     mem = doc.get("memory") or {}
     if mem.get("peak_bytes"):
         kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS (peak)"
-        line = f"  peak {kind}: {mem['peak_bytes'] / 2**20:.0f} MiB"
-        if mem.get("probable_leak"):
-            line += (f"; PROBABLE LEAK: grows {mem['growth_bytes_per_step'] / 2**20:.2f} MiB per step "
-                     "(tensors kept alive across steps, e.g. a loss appended without .item())")
-        lines.append(line)
+        lines.append(f"  peak {kind}: {mem['peak_bytes'] / 2**20:.0f} MiB")
+        found = mem.get("findings")
+        if found:
+            lines += [f"  {f['sentence'].upper()[:1]}{f['sentence'][1:]}" for f in found]
+        elif mem.get("probable_leak"):  # a document from before the findings
+            lines.append(f"  PROBABLE LEAK: grows {mem['growth_bytes_per_step'] / 2**20:.2f} MiB per step")
     if doc.get("cpu_util_percent") is not None:
         lines.append(f"  host CPU utilisation during the run: {doc['cpu_util_percent']:.0f}%")
     ex = doc.get("exit") or {}

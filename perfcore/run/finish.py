@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ __all__ = ["finish_run", "merge_dirs", "worker_summary", "align_samples"]
 
 def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None
                    ) -> dict[str, Any]:
-    """How fast DataLoader workers produce batches vs how fast the loop consumes them (for one rank)."""
+    """How fast DataLoader workers produce batches (for one rank); advice.loader_plan sets it against the loop."""
     files = sorted((out / "workers").glob("*.csv")) if (out / "workers").is_dir() else []
     frames = []
     for f in files:
@@ -45,12 +44,6 @@ def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None,
         "collate_ms_mean": float(w["collate_ns"].mean() / 1e6),
         "items_per_batch": float(w["items"].mean()),
     }
-    if loop_step_ms is not None and load_ms is not None:
-        busy = max(loop_step_ms - load_ms, 1e-6)  # how long the loop takes per batch when data is ready
-        doc["loop_ms_without_load"] = busy
-        doc["workers_needed"] = int(math.ceil(doc["fetch_ms_mean"] / busy))
-        n = max(doc["num_workers"], 1)
-        doc["production_ms_per_batch"] = doc["fetch_ms_mean"] / n
     return doc
 
 
@@ -119,25 +112,25 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         if doc["stragglers"]:
             st = doc["stragglers"][0]
             focus = next(p["doc"] for p in parts if p["doc"].get("rank") == st["rank"])
-    from perfcore.analysis.attribution import recommendations, verdict
+    from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.memory import memory_findings
 
-    on_gpu = doc["device"] != "cpu"
     workers = worker_summary(out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"))
     evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
     if workers:
         doc["workers"] = workers
-        evidence.update(num_workers=workers["num_workers"], workers_needed=workers.get("workers_needed"),
-                        fetch_ms=workers["fetch_ms_mean"], loop_ms=workers.get("loop_ms_without_load", 0.0))
     h2d = (focus.get("memcpy") or {}).get("by_direction", {}).get("h2d", {})
     n_steps = max(1, focus["steps"] + focus["warmup_steps"])
     evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / n_steps
     evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / n_steps
-    # Advice again, now with the workers' side of the evidence (the child could not see it).
-    doc["recommendations"] = recommendations(focus["breakdown_fraction"], focus["breakdown_ms"], on_gpu, evidence)
-    if focus is not doc:
-        v = verdict(focus["breakdown_fraction"], on_gpu)
-        doc["verdict"] = {"bound": v["bound"],
-                          "summary": f"{v['summary']} on rank {focus['rank']}; the other ranks wait for it in comm"}
+    mem = dict(doc.get("memory") or {})
+    if "mem_bytes" in main["steps"] and "warmup" in main["steps"]:
+        st = main["steps"][~main["steps"]["warmup"].astype(bool)]
+        doc["memory"] = mem = {**mem, **memory_findings(
+            st["step"], st["mem_bytes"], kind=mem.get("kind", "cuda_allocated"),
+            capacity_bytes=mem.get("capacity_bytes"), alloc_retries=mem.get("alloc_retries"))}
+    # Verdict and advice again, now with the workers' side of the evidence (the child could not see it).
+    advise_run(doc, zero_code=True, focus=focus, evidence=evidence, memory=mem)
     files = {"run.json": "run.json", "steps.csv": "steps.csv"}
     if samples is not None:
         samples.to_csv(out / "monitor.csv", index=False)

@@ -1,0 +1,225 @@
+"""Advice keyed to the verdict's causes and to evidence, pointing at the user's own code (the DataLoader's
+construction site and its settings). A zero-code user (perfcore run, the notebook magic) is never told
+to add a perfcore call to the script; a StepTimer user may be. Pure functions on documents."""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from perfcore.analysis.verdict import WARN_SHARE, decide_run
+
+__all__ = ["training_loader", "loader_plan", "advise", "advise_run", "batches_per_step"]
+
+# A wait the epoch's worker start-up explains at least this much of is blamed on start-up.
+STARTUP_EXPLAINS = 0.5
+
+
+def training_loader(loaders: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+    """The loader the loop draws most batches from (a script may build a validation loader too)."""
+    if not loaders:
+        return None
+    return dict(max(loaders, key=lambda d: d.get("batches") or 0))
+
+
+def batches_per_step(doc: Mapping[str, Any]) -> tuple[float, str]:
+    """Batches the loop takes per step: the run's own count when it has one, else batches fetched by
+    the training loader over steps seen (rounded: prefetching adds a few), else 1."""
+    if doc.get("batches_per_step"):
+        return float(doc["batches_per_step"]), "counted by the run"
+    n_steps = int(doc.get("steps") or 0) + int(doc.get("warmup_steps") or 0)
+    ld = training_loader(doc.get("loaders")) or doc.get("workers") or {}
+    if ld.get("batches") and n_steps and str(doc.get("step_source", "optimizer")).startswith("optimizer"):
+        est = round(ld["batches"] / n_steps)
+        if est >= 2:
+            return float(est), f"{ld['batches']} batches over {n_steps} steps"
+    return 1.0, "one batch per step assumed"
+
+
+def _settings(ld: Mapping[str, Any]) -> str:
+    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+    return ", ".join(f"{k}={ld[k]}" for k in keys if ld.get(k) is not None)
+
+
+def _where(ld: Mapping[str, Any]) -> str:
+    site = ld.get("site")
+    return f"the DataLoader made at {site} ({_settings(ld)})" if site else \
+        (f"your DataLoader ({_settings(ld)})" if _settings(ld) else "your DataLoader")
+
+
+def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_step: float,
+                cpu_count: int | None, on_gpu: bool) -> dict[str, Any] | None:
+    """How many workers would hide loading, and when workers already run and the loop still waits,
+    why. ld: num_workers, worker_batch_ms (a worker's time to make one batch), and where known
+    site, pin_memory, prefetch_factor, persistent_workers, worker_startup_ms (per epoch), batches,
+    collate_ms. None without a per-batch worker time."""
+    make_ms = ld.get("worker_batch_ms")
+    if make_ms is None:
+        return None
+    n = int(ld.get("num_workers") or 0)
+    per_step = max(per_step, 1.0)
+    consume_ms = max(step_ms - load_ms, 1e-6) / per_step  # the loop's time per batch when data is ready
+    wait_ms = load_ms / per_step
+    needed = max(1, math.ceil(make_ms / consume_ms))
+    cores = cpu_count or 1
+    plan: dict[str, Any] = {"num_workers": n, "worker_batch_ms": make_ms, "batches_per_step": per_step,
+                            "loop_ms_per_batch": consume_ms, "wait_ms_per_batch": wait_ms, "workers_needed": needed,
+                            "cpu_count": cores}
+    rate = (f"a batch takes {make_ms:.1f} ms to make and the loop uses one every {consume_ms:.1f} ms"
+            + (f" ({per_step:g} batches per step)" if per_step > 1 else ""))
+    where = _where(ld)
+    if n == 0:
+        collate = ld.get("collate_ms")
+        plan["reason"] = "main process"
+        plan["sentence"] = (f"loading runs in the main process (num_workers=0): {rate}, so about {needed} worker(s) "
+                            "would hide it" + (f"; collate alone is {collate:.1f} ms of each batch" if collate else ""))
+        if needed > cores:
+            plan["text"] = (f"In {where}: set num_workers={cores} and persistent_workers=True. {rate[0].upper()}"
+                            f"{rate[1:]}, so hiding it needs about {needed} workers, more than this machine's {cores} "
+                            "cores: if __getitem__ computes (decode, augment) rather than waits on I/O, also make a "
+                            "batch cheaper (a faster decoder, lighter augmentation, pre-processed or cached data).")
+        else:
+            plan["text"] = (f"In {where}: set num_workers={needed} and persistent_workers=True; {rate}.")
+        return plan
+    starts = [float(s) for s in (ld.get("worker_startup_ms") or []) if s is not None]
+    epochs = len(starts)
+    per_epoch_batches = (ld.get("batches") or 0) / epochs if epochs else 0
+    startup_per_batch = (sum(starts) / max(ld.get("batches") or 1, 1)) if starts else 0.0
+    if starts and not ld.get("persistent_workers") and epochs > 1 and wait_ms > 0 \
+            and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
+        plan["reason"] = "start-up each epoch"
+        plan["sentence"] = (f"the workers start again every epoch: {sum(starts) / epochs:.0f} ms each time over "
+                            f"{epochs} epochs of ~{per_epoch_batches:.0f} batches, {startup_per_batch:.1f} ms per batch "
+                            f"of the {wait_ms:.1f} ms the loop waits")
+        plan["text"] = f"In {where}: set persistent_workers=True; {plan['sentence']}."
+    elif needed > cores:
+        plan["reason"] = "too slow per item"
+        plan["sentence"] = (f"{n} worker(s) cannot keep up and more would not fit: {rate}, so about {needed} workers "
+                            f"would be needed on {cores} cores")
+        plan["text"] = (f"In {where}: make a batch cheaper (a faster decoder, lighter augmentation, pre-processed "
+                        f"or cached data) rather than adding workers; {plan['sentence']}.")
+    elif needed > n:
+        plan["reason"] = "too few workers"
+        plan["sentence"] = (f"{n} worker(s) make a batch every {make_ms / n:.1f} ms together, the loop uses one every "
+                            f"{consume_ms:.1f} ms and waits {wait_ms:.1f} ms per batch: about {needed} would hide it")
+        plan["text"] = f"In {where}: set num_workers={needed}; {plan['sentence']}."
+    else:
+        pf = ld.get("prefetch_factor") or 2
+        pin = on_gpu and ld.get("pin_memory")
+        plan["reason"] = "pin in main process" if pin else "prefetch too shallow"
+        plan["sentence"] = (f"{n} worker(s) are enough on average ({rate}; about {needed} needed) yet the loop waits "
+                            f"{wait_ms:.1f} ms per batch: batches arrive in bursts and the {pf * n} queued "
+                            f"(prefetch_factor={pf} x {n}) run out")
+        if pin:
+            plan["sentence"] += ("; pin_memory=True also copies every batch in a thread of the main process, "
+                                 "which competes with the loop for the interpreter")
+        plan["text"] = (f"In {where}: raise prefetch_factor to {max(pf * 2, 4)}"
+                        + (" or try pin_memory=False" if pin else "") + f"; {plan['sentence']}.")
+    return plan
+
+
+def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on_gpu: bool, zero_code: bool,
+           evidence: Mapping[str, Any] | None = None, plan: Mapping[str, Any] | None = None,
+           loader: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Recommendations [{id, cause, text, evidence[, test]}], one per named cause (ranked as the
+    verdict ranks them) plus the pageable-copy, memory and start-up findings."""
+    ev = dict(evidence or {})
+    recs: list[dict[str, Any]] = []
+    where = _where(loader or {})
+
+    def add(rid: str, cause: str | None, text: str, because: str, test: str | None = None) -> None:
+        r = {"id": rid, "cause": cause, "text": text, "evidence": because}
+        if test:
+            r["test"] = test
+        recs.append(r)
+
+    pageable = ev.get("pageable_h2d_bytes_per_step", 0)
+    if pageable:  # certain and cheap to fix, whatever its share: first
+        ms_pg = ev.get("pageable_h2d_ms_per_step", 0.0)
+        saving = (f" Expected saving: up to {ms_pg:.2f} ms per step, the time those copies take now, once they "
+                  "overlap compute." if ms_pg else "")
+        add("pin_memory", "transfer", f"In {where}: set pin_memory=True, and copy with .to(device, non_blocking=True): "
+            "pageable copies are staged through a bounce buffer and block the host." + saving,
+            f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory"
+            + (f", {ms_pg:.2f} ms per step" if ms_pg else ""), "perfcore transfer --batch-shape ...")
+    for c in decision.get("causes", []):
+        lb, because = c["label"], c["evidence"]
+        gain = (f" Expected: steps up to {c['expected_speedup']:.2f}x faster ({c['expected_step_ms']:.1f} ms)."
+                if c["expected_speedup"] != math.inf else "")
+        if lb == "load":
+            if plan and plan.get("text"):
+                rid = {"start-up each epoch": "persistent_workers", "too slow per item": "cheaper_batches",
+                       "prefetch too shallow": "deeper_prefetch", "pin in main process": "deeper_prefetch"
+                       }.get(plan.get("reason", ""), "more_workers")
+                add(rid, lb, plan["text"] + gain, because,
+                    "perfcore diagnose (synthetic data measures the step without loading)")
+            else:
+                add("more_workers", lb, f"Feed the loop faster in {where}: more workers (num_workers), "
+                    "persistent_workers=True, a cheaper decode/augment, or data already in memory." + gain, because,
+                    "perfcore diagnose (synthetic data measures the step without loading)")
+        elif lb == "transfer" and not pageable:
+            add("overlap_copies", lb, f"Overlap copies with compute: pin_memory=True in {where}, "
+                ".to(device, non_blocking=True), and copy the next batch while this one computes." + gain, because)
+        elif lb == "comm":
+            add("overlap_comm", lb, "Overlap communication with backward (DDP bucket_cap_mb, gradient accumulation "
+                "with no_sync), or send less (bf16 gradients)." + gain, because)
+        elif lb == "host" and on_gpu:
+            add("launch_overhead", lb, "The GPU idles between kernels: remove .item()/.cpu()/print of tensors from "
+                "the loop, capture the step with torch.compile(mode='reduce-overhead') or CUDA Graphs, and raise the "
+                "batch size." + gain, because, "perfcore graph")
+        elif lb == "host":
+            if zero_code:
+                add("host_gaps", lb, "Look at what your loop does between optimizer.step() and the next batch, and "
+                    "between forward and backward: loss and metric code outside the model, logging, .item() calls, "
+                    "checkpointing. A sampling profiler (py-spy top -- python your_script.py) shows which lines."
+                    + gain, because)
+            else:
+                add("untimed_host_work", lb, "Time the rest of the step with timer.phase('name') to see what it is "
+                    "(logging, metrics, checkpointing, Python overhead)." + gain, because)
+    if decision.get("healthy") and breakdown_ms.get("compute", 0) >= 0.6 * (decision.get("step_ms") or math.inf):
+        add("faster_compute", None, ("The step is GPU compute: mixed precision (bf16 autocast), torch.compile, "
+                                     "channels_last for convnets, fused optimizers.") if on_gpu else
+            ("The step is compute: on a GPU it would move there; on CPU, torch.compile and torch.set_num_threads "
+             "matter."), f"compute is {breakdown_ms.get('compute', 0):.1f} ms of a "
+                         f"{decision.get('step_ms', 0):.1f} ms step")
+    for f in (memory or {}).get("findings", []):
+        add(f["id"], "memory", f["advice"], f["sentence"])
+    su = decision.get("startup")
+    if su and su.get("dominates"):
+        add("startup", "startup", "Measure a longer run (--steps) before judging the steady state; to cut the "
+            "start itself, build the dataset index once (cache it), keep workers (persistent_workers=True), and "
+            "compile or warm up once.", su["sentence"])
+    return recs
+
+
+def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any] | None = None,
+               evidence: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The verdict, the loader plan and the advice of a run document, set on `doc` in place
+    (verdict, recommendations, loader_plan). `focus`: whose numbers drive them (the slowest rank of
+    a job; default the document itself)."""
+    f = focus if focus is not None else doc
+    decision = decide_run(f)
+    if f is not doc and f.get("rank") is not None:
+        decision["summary"] += f" on rank {f['rank']}; the other ranks wait for it in comm"
+    ev = {"cpu_count": None, **dict(evidence or {})}
+    ld = training_loader(doc.get("loaders"))
+    w = doc.get("workers") or {}
+    if ld is None and w:
+        ld = {"num_workers": w.get("num_workers"), "worker_batch_ms": w.get("fetch_ms_mean"),
+              "batches": w.get("batches"), "collate_ms": w.get("collate_ms_mean")}
+    elif ld is not None and ld.get("worker_batch_ms") is None and w:
+        ld["worker_batch_ms"] = w.get("fetch_ms_mean")
+    per_step, per_step_how = batches_per_step(doc)
+    step = decision["step_ms"]
+    load = float(f["breakdown_ms"].get("load") or 0.0)
+    plan = None
+    if ld and step and load / step >= WARN_SHARE:
+        plan = loader_plan(ld, step_ms=step, load_ms=load, per_step=per_step, cpu_count=ev.get("cpu_count"),
+                           on_gpu=str(doc.get("device", "cpu")) != "cpu")
+        if plan:
+            plan["batches_per_step_source"] = per_step_how
+    doc["verdict"] = decision
+    doc["recommendations"] = advise(decision, f["breakdown_ms"], on_gpu=str(doc.get("device", "cpu")) != "cpu",
+                                    zero_code=zero_code, evidence=ev, plan=plan, loader=ld, memory=memory)
+    if plan:
+        doc["loader_plan"] = plan
+    return decision

@@ -1,0 +1,138 @@
+"""The one verdict: thresholds, ranking, the sentence a user reads, and that every command reaches it."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from perfcore.analysis.compare import compare_runs, render_compare
+from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, confirm, decide, decide_run
+from perfcore.experiments.diagnose import diagnose_verdict
+from perfcore.experiments.health import health_report
+
+# The demo as measured on this machine before the fix: loading ~48% of a training step.
+DEMO_BD = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
+DEMO_STEP = sum(DEMO_BD.values())
+
+
+def test_thresholds_are_the_published_tiers():
+    assert (WARN_SHARE, CRITICAL_SHARE) == (0.10, 0.20)
+    step = 100.0
+    assert decide({"load": 9.9}, step)["healthy"]
+    assert decide({"load": 10.0}, step)["level"] == "warn"
+    assert decide({"load": 19.9}, step)["level"] == "warn"
+    assert decide({"load": 20.0}, step)["level"] == "critical"
+
+
+def test_compute_is_healthy_even_when_it_is_most_of_the_step():
+    v = decide({"load": 4.0, "transfer": 1.0, "comm": 0.0, "host": 3.0}, 100.0, compute_ms=92.0)
+    assert v["bound"] == "compute" and v["healthy"] and v["primary"] is None and v["causes"] == []
+    assert v["summary"] == ("compute-bound (healthy): compute is 92% of each 100.0 ms step; no avoidable cause "
+                            "reaches 10% (largest: waiting for data 4.0 ms, 4%)")
+
+
+def test_demo_shape_names_loading_with_its_numbers():
+    v = decide(avoidable(DEMO_BD), DEMO_STEP, compute_ms=DEMO_BD["compute"])
+    assert v["bound"] == "load" and v["level"] == "critical" and not v["healthy"]
+    c = v["causes"][0]
+    assert c["ms_per_step"] == pytest.approx(12.3) and c["share"] == pytest.approx(12.3 / 25.6)
+    assert c["expected_speedup"] == pytest.approx(25.6 / 13.3)
+    assert v["summary"] == ("input-bound: waiting for data costs 12.3 ms of each 25.6 ms step (48%; critical at "
+                            ">= 20%); removing it would make steps up to 1.92x faster")
+    assert "measured as" in c["evidence"] and "12.30 ms of a 25.60 ms step (48%)" in c["evidence"]
+
+
+def test_several_causes_ranked_each_with_evidence_and_gain():
+    v = decide({"load": 12.0, "transfer": 0.0, "comm": 25.0, "host": 15.0}, 100.0, on_gpu=True)
+    assert [c["label"] for c in v["causes"]] == ["comm", "host", "load"]
+    assert [c["level"] for c in v["causes"]] == ["critical", "warn", "warn"]
+    assert v["bound"] == "comm" and v["summary"].startswith("communication-bound:")
+    assert "Also host gaps 15.0 ms (15%, warn), waiting for data 12.0 ms (12%, warn)" in v["summary"]
+    for c in v["causes"]:
+        assert c["expected_speedup"] == pytest.approx(100.0 / (100.0 - c["ms_per_step"]))
+        assert "GPU" in c["evidence"] or "kernel" in c["evidence"] or "copy" in c["evidence"]
+
+
+def test_partial_data_and_degenerate_input():
+    assert decide({}, 10.0)["healthy"]
+    v = decide({"load": 5.0}, 0.0)
+    assert v["healthy"] and not math.isnan(v["causes"][0]["share"] if v["causes"] else 0.0)
+    v = decide({"load": 10.0}, 10.0)  # a step that is all waiting: no finite gain
+    assert v["bound"] == "load" and "faster" not in v["summary"]
+
+
+def test_startup_enters_the_verdict_only_when_it_dominates_a_short_run():
+    su = {"time_to_first_step_ms": 9000.0, "first_step_ms": 900.0, "steady_step_ms": 25.0}
+    short = decide({"load": 1.0}, 25.0, startup=su, steps=20)
+    assert short["startup"]["dominates"] and short["healthy"]
+    assert "Start-up dominates: 9.0 s before the first step and a first step 875 ms slower than a steady one are " \
+           "95% of this run of 20 steps" in short["summary"]
+    long = decide({"load": 1.0}, 25.0, startup=su, steps=100_000)
+    assert not long["startup"]["dominates"] and "Start-up" not in long["summary"]
+    assert "startup" not in decide({"load": 1.0}, 25.0)
+
+
+def test_confirm_and_correct_in_the_same_words():
+    v = decide(avoidable(DEMO_BD), DEMO_STEP)
+    ok = confirm(v, "load", 1.80, "synthetic data")
+    assert ok["agrees"] and ok["sentence"] == "synthetic data measured 1.80x against 1.92x predicted: confirmed"
+    bad = confirm(v, "load", 1.05, "synthetic data")
+    assert bad["agrees"] is False and bad["measured_ms"] == pytest.approx(25.6 - 25.6 / 1.05)
+    assert "corrected, waiting for data costs 1.2 ms per step (5%), not 12.3 ms" in bad["sentence"]
+
+
+def _exp(name, speedup):
+    return {"name": name, "speedup": speedup}
+
+
+def test_diagnose_confirms_or_corrects_the_attribution():
+    base = {"step_ms": DEMO_STEP, "breakdown_ms": DEMO_BD}
+    prof = {"cpu_to_wall": 0.95, "top": [{"function": "decode (x.py:1)"}]}
+    v, predicted = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85)], prof, on_gpu=False)
+    assert v["bound"] == "load" and v["cause"] == "CPU decode/augment" and predicted == pytest.approx(25.6 / 13.3)
+    assert v["summary"].startswith("input-bound (CPU decode/augment): waiting for data costs 12.3 ms")
+    assert "measured 1.85x against 1.92x predicted: confirmed" in v["summary"]
+    # Synthetic data barely helps: the measurement wins and the verdict is decided again on it.
+    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04)], prof, on_gpu=False)
+    assert v["healthy"] and v["bound"] == "compute" and v["attributed"].startswith("input-bound:")
+    assert "corrected, waiting for data costs 1.0 ms per step (4%)" in v["summary"]
+
+
+def _row(bd, busy, device="cpu"):
+    return {"breakdown_ms": bd, "step_ms": sum(bd.values()), "busy_mean": busy, "busy_std": 0.0,
+            "busy_source": "compute_share" if device == "cpu" else "gpu_util", "busy_series": [busy] * 3,
+            "busy_spacing_s": 0.1, "device": device, "steps": 30, "samples_per_s": 1.0, "cpu_percent": 50.0}
+
+
+def test_health_run_and_compare_agree_on_the_same_evidence():
+    # Health's forward-only loop has the same avoidable wait; compute share is lower (no backward).
+    h = health_report(_row({**DEMO_BD, "compute": 4.0}, busy=0.23), "demo", "perfcore diagnose demo")
+    run = {"step_time_ms": {"mean": DEMO_STEP}, "breakdown_ms": DEMO_BD, "device": "cpu", "steps": 40}
+    assert h["verdict"]["bound"] == decide_run(run)["bound"] == "load"
+    assert not h["healthy"] and h["next"] == "perfcore diagnose demo"
+    assert h["summary"].startswith("input-bound: waiting for data costs 12.3 ms of each 16.7 ms step (74%")
+    assert "Compute share of each step (no GPU here) 23% (< 60%)" in h["summary"]
+    ok = health_report(_row({"load": 0.5, "transfer": 0, "compute": 9.0, "comm": 0, "host": 0.5}, busy=0.9),
+                       "w", "next")
+    assert ok["healthy"] and ok["next"] is None and ok["verdict"]["bound"] == "compute"
+
+
+def test_compare_says_when_the_verdict_or_primary_cause_changed():
+    a = {"step_time_ms": {"mean": DEMO_STEP}, "breakdown_ms": DEMO_BD, "device": "cpu", "verdict": {"bound": "x"}}
+    b_bd = {"load": 0.4, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
+    b = {"step_time_ms": {"mean": sum(b_bd.values())}, "breakdown_ms": b_bd, "device": "cpu"}
+    doc = compare_runs(a, b)
+    ch = doc["verdict_change"]
+    assert ch["changed"] and ch["primary_changed"] and (ch["a_primary"], ch["b_primary"]) == ("load", None)
+    assert ch["sentence"] == ("verdict changed: input-bound (critical) -> healthy, compute-bound; primary cause "
+                              "load -> none")
+    assert doc["labels"]["load"]["delta_ms"] == pytest.approx(-11.9)
+    text = render_compare(doc)
+    assert "verdict changed" in text and "load" in text
+    same = compare_runs(a, a)["verdict_change"]
+    assert not same["changed"] and same["sentence"] == "verdict unchanged: input-bound (critical)"
+    # Same cause, lower tier: changed, primary not.
+    c_bd = {**DEMO_BD, "load": 2.0}
+    c = {"step_time_ms": {"mean": sum(c_bd.values())}, "breakdown_ms": c_bd, "device": "cpu"}
+    tier = compare_runs(a, c)["verdict_change"]
+    assert tier["changed"] and not tier["primary_changed"] and "critical -> warn" in tier["sentence"]
