@@ -9,6 +9,9 @@ __all__ = [
     "CuptiError",
     "CuptiUnavailable",
     "NativeUnavailable",
+    "RunFailed",
+    "BadResultFile",
+    "ResultWriteError",
 ]
 
 
@@ -66,3 +69,16 @@ class RunFailed(PerfcoreError):
     def __init__(self, message: str, exit_code: int = 1):
         super().__init__(message)
         self.exit_code = exit_code or 1
+
+
+class BadResultFile(PerfcoreError):
+    """A result file perfcore reads (run.json, steps.csv, sweep.json ...) is missing, truncated, corrupt,
+    of another kind or from a newer perfcore. exit_code 2 when the user named it, 1 otherwise."""
+
+    def __init__(self, path, problem: str, fix: str = "", exit_code: int = 2):
+        super().__init__(f"{path}: {problem}" + (f"; {fix}" if fix else ""))
+        self.path, self.problem, self.exit_code = path, problem, exit_code
+
+
+class ResultWriteError(PerfcoreError):
+    """A result file could not be written (disk full, read-only folder). Files written before stay valid."""

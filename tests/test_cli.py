@@ -49,7 +49,7 @@ def test_unwritable_json_path_is_one_line_and_nonzero(tmp_path):
     res = CliRunner().invoke(cli, ["env", "--json", str(tmp_path / "missing" / "env.json")])
     assert res.exit_code != 0
     assert res.output.strip().splitlines() == [
-        f"Error: cannot write JSON to {tmp_path / 'missing' / 'env.json'}: folder {tmp_path / 'missing'} does not exist"]
+        f"perfcore: error: cannot write JSON to {tmp_path / 'missing' / 'env.json'}: folder {tmp_path / 'missing'} does not exist"]
     assert "Traceback" not in res.output
 
 

@@ -122,30 +122,53 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
             "measured_speedup": exps[1]["speedup"]}
 
 
-def script_sweep(cmd: list[str], grid: dict[str, list], *, steps: int, warmup: int, out: Path,
-                 progress: Callable | None = None) -> dict[str, Any]:
-    from perfcore.experiments.sweep import CONFIG_KEYS, grid_configs, knees
+def _interrupted(rc: int) -> bool:
+    """The child ended on Ctrl-C (SIGINT reaches it first: same process group): 128+2, or Python's 130."""
+    return rc in (130, -2)
 
-    configs = grid_configs(grid)
-    rows = []
-    say = progress or (lambda *a: None)
+
+def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out: Path) -> dict[str, Any]:
+    """One sweep configuration of a script: a row, or a failed row with the reason (crash, warm-up only)."""
+    from perfcore.experiments.sweep import Interrupted, failed_row
+
+    ov = {k: v for k, v in cfg.items() if v is not None}
+    try:
+        doc = script_run(cmd, out, steps=steps, warmup=warmup, overrides=ov)
+    except RunFailed as e:
+        if _interrupted(e.exit_code):
+            raise Interrupted() from e
+        return failed_row(cfg, "crashed", str(e))
+    rc = doc.get("exit_code", 0)
+    if _interrupted(rc):
+        raise Interrupted()
+    r = _row("", doc, None)
+    if doc["steps"] == 0 or not r["step_ms"]:
+        return failed_row(cfg, "crashed", f"the script ended (exit {rc}) during warm-up: no measured step")
+    row = {**cfg, "step_ms": r["step_ms"], "samples_per_s": cfg["batch_size"] / r["step_ms"] * 1e3,
+           "busy_mean": r["busy_mean"], "busy_std": r["busy_std"],
+           "peak_mem_bytes": (doc.get("memory") or {}).get("peak_bytes"), "oom": False, "status": "ok",
+           "error": None, "steps": doc["steps"], "load_share": doc["breakdown_fraction"]["load"]}
+    if rc != 0:
+        # Numbers from a run that crashed part-way describe a different job: kept, never best.
+        row.update(status="crashed", error=f"the script exited with {rc} after {doc['steps']} measured steps")
+        if "out of memory" in str((doc.get("exit") or {}).get("exception", "")).lower():
+            row.update(status="oom", oom=True)
+    return row
+
+
+def script_sweep(cmd: list[str], grid: dict[str, list], *, steps: int, warmup: int, out: Path,
+                 progress: Callable | None = None, done: list[dict] | None = None,
+                 on_row: Callable[[list[dict]], None] | None = None) -> dict[str, Any]:
     import time
 
+    from perfcore.experiments.sweep import config_key, grid_configs, run_grid, sweep_doc
+
+    configs = grid_configs(grid)
     t0 = time.perf_counter()
-    for i, cfg in enumerate(configs):
-        eta = (time.perf_counter() - t0) / i * (len(configs) - i) if i else None
-        say(i, len(configs), eta, ", ".join(f"{k} {cfg[k]}" for k in CONFIG_KEYS))
-        ov = {k: v for k, v in cfg.items() if v is not None}
-        doc = script_run(cmd, out / f"config{i}", steps=steps, warmup=warmup, overrides=ov)
-        r = _row("", doc, None)
-        rows.append({**cfg, "step_ms": r["step_ms"], "samples_per_s": cfg["batch_size"] / r["step_ms"] * 1e3,
-                     "busy_mean": r["busy_mean"], "busy_std": r["busy_std"],
-                     "peak_mem_bytes": (doc.get("memory") or {}).get("peak_bytes"), "oom": False, "steps": doc["steps"],
-                     "load_share": doc["breakdown_fraction"]["load"]})
-    say(len(configs), len(configs), 0.0, "done")
-    table = pd.DataFrame(rows)
-    best = table.loc[table["samples_per_s"].idxmax()]
-    return {"schema": "perfcore.sweep/1", "workload": " ".join(cmd), "grid": grid, "steps": steps,
-            "configs": rows, "best": {**{k: (best[k].item() if hasattr(best[k], "item") else best[k]) for k in CONFIG_KEYS},
-                                      "samples_per_s": float(best["samples_per_s"])},
-            "knees": knees(table), "elapsed_s": time.perf_counter() - t0, "rounds": []}
+    index = {config_key(c): i for i, c in enumerate(configs)}
+    rows, interrupted = run_grid(
+        configs, lambda cfg: script_config_row(cmd, cfg, steps=steps, warmup=warmup,
+                                               out=out / f"config{index[config_key(cfg)]}"),
+        done=done, on_row=on_row, say=progress)
+    return sweep_doc(" ".join(cmd), grid, steps, pd.DataFrame(rows), t0=t0, rounds=[], interrupted=interrupted,
+                     planned=len(configs))

@@ -1,7 +1,9 @@
 """Stage 3, sweep: batch_size x num_workers x pin_memory x prefetch_factor, N steps each, a fresh
-DataLoader per configuration (its workers end with it); OOM is recorded and the sweep goes on.
-With a time budget, successive halving: every configuration gets a few steps, the better half
-gets twice as many, and so on."""
+DataLoader per configuration (its workers end with it). A configuration that runs out of memory,
+cannot run (infeasible) or crashes is recorded with its status and reason, the sweep goes on, and it
+is never the best. Ctrl-C ends the sweep with the configurations finished so far, and a sweep can
+continue from them (`done`). With a time budget, successive halving: every configuration gets a
+few steps, the better half gets twice as many, and so on."""
 from __future__ import annotations
 
 import itertools
@@ -16,7 +18,8 @@ from perfcore.errors import UsageError
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure
 
-__all__ = ["sweep", "default_grid", "knees", "CONFIG_KEYS"]
+__all__ = ["sweep", "default_grid", "knees", "grid_configs", "run_grid", "sweep_doc", "config_key", "failed_row",
+           "resume_rows", "CONFIG_KEYS", "Interrupted"]
 
 CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
 
@@ -42,63 +45,132 @@ def grid_configs(grid: dict[str, list]) -> list[dict[str, Any]]:
     for w in grid["num_workers"]:
         if int(w) < 0:
             raise UsageError(f"num_workers must be >= 0, got {w}")
+    for pf in grid["prefetch_factor"]:
+        # DataLoader takes prefetch_factor >= 1 (or None without workers); 0 is not "off".
+        if pf is not None and int(pf) < 1:
+            raise UsageError(f"prefetch_factor must be >= 1, got {pf}")
     out = []
     for bs, nw, pin, pf in itertools.product(*(grid[k] for k in CONFIG_KEYS)):
         if int(nw) == 0 and pf != grid["prefetch_factor"][0]:
             continue  # prefetch_factor means nothing without workers: keep one copy of each such config
         out.append({"batch_size": int(bs), "num_workers": int(nw), "pin_memory": bool(pin),
-                    "prefetch_factor": int(pf) if pf else None})
+                    "prefetch_factor": None if pf is None else int(pf)})
     return out
 
 
 def _row(cfg: dict, res: dict) -> dict[str, Any]:
+    status = "oom" if res.get("oom") else "ok"
     return {**cfg, "step_ms": res.get("step_ms"), "samples_per_s": res.get("samples_per_s", 0.0),
             "busy_mean": res.get("busy_mean"), "busy_std": res.get("busy_std"),
-            "peak_mem_bytes": res.get("peak_mem_bytes"), "oom": bool(res.get("oom")),
-            "steps": res.get("steps", 0), "load_share": (res.get("breakdown_fraction") or {}).get("load")}
+            "peak_mem_bytes": res.get("peak_mem_bytes"), "oom": status == "oom", "status": status,
+            "error": res.get("error"), "steps": res.get("steps", 0),
+            "load_share": (res.get("breakdown_fraction") or {}).get("load")}
 
 
-def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int = 50, warmup: int = 3,
-          budget_s: float | None = None, progress: Callable[[int, int, float | None, str], None] | None = None
-          ) -> dict[str, Any]:
-    grid = grid or default_grid(workload)
-    configs = grid_configs(grid)
-    say = progress or (lambda done, total, eta, label: None)
-    t0 = time.perf_counter()
-    rounds = []
-    if budget_s is None:
-        rows = []
-        for i, cfg in enumerate(configs):
-            elapsed = time.perf_counter() - t0
-            eta = elapsed / i * (len(configs) - i) if i else None
-            say(i, len(configs), eta, _label(cfg))
-            rows.append(_row(cfg, measure(workload, steps=_steps(cfg, steps), warmup=_warmup(cfg, warmup),
-                                          overrides=cfg)))
-        say(len(configs), len(configs), 0.0, "done")
-        table = pd.DataFrame(rows)
-    else:
-        table = _halving(workload, configs, steps, warmup, budget_s, say, rounds)
-    ok = table[~table["oom"]]
-    if ok.empty:
-        raise UsageError("every configuration ran out of memory; try smaller batch sizes")
-    if "round" in ok:
+def failed_row(cfg: dict, status: str, reason: str) -> dict[str, Any]:
+    """A configuration that gave no measurement: recorded, never best."""
+    return {**cfg, "step_ms": None, "samples_per_s": None, "busy_mean": None, "busy_std": None,
+            "peak_mem_bytes": None, "oom": status == "oom", "status": status, "error": reason[:300], "steps": 0,
+            "load_share": None}
+
+
+class Interrupted(Exception):
+    """Raised by a configuration's run when the user pressed Ctrl-C (a child that ended on SIGINT)."""
+
+
+def config_key(cfg: dict) -> tuple:
+    return tuple(cfg.get(k) for k in CONFIG_KEYS)
+
+
+def run_grid(configs: list[dict], measure_one: Callable[[dict], dict], *, done: list[dict] | None = None,
+             on_row: Callable[[list[dict]], None] | None = None,
+             say: Callable[[int, int, float | None, str], None] | None = None) -> tuple[list[dict], bool]:
+    """Each configuration once, in order: measure_one(cfg) -> row. Rows in `done` (from an earlier,
+    interrupted sweep of the same grid) are kept, not measured again. A configuration that raises
+    is a failed row (UsageError: infeasible, anything else: crashed) and the sweep goes on; Ctrl-C
+    stops it. on_row gets the rows so far after each one (a checkpoint). Returns (rows, interrupted)."""
+    say = say or (lambda done_, total, eta, label: None)
+    before = {config_key(r): r for r in done or []}
+    rows: list[dict] = []
+    t0, measured = time.perf_counter(), 0
+    interrupted = False
+    for i, cfg in enumerate(configs):
+        if config_key(cfg) in before:
+            rows.append(before[config_key(cfg)])
+            continue
+        eta = (time.perf_counter() - t0) / measured * (len(configs) - i) if measured else None
+        say(i, len(configs), eta, _label(cfg))
+        try:
+            rows.append(measure_one(cfg))
+        except (KeyboardInterrupt, Interrupted):
+            interrupted = True
+            break
+        except UsageError as e:
+            rows.append(failed_row(cfg, "infeasible", str(e)))
+        except Exception as e:  # a crash in the user's model or data: that configuration's result
+            rows.append(failed_row(cfg, "crashed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+        measured += 1
+        if on_row:
+            on_row(rows)
+    say(len(rows), len(configs), 0.0, "interrupted" if interrupted else "done")
+    return rows, interrupted
+
+
+def sweep_doc(name: str, grid: dict, steps: int, table: pd.DataFrame, *, t0: float, rounds: list,
+              interrupted: bool = False, planned: int | None = None) -> dict[str, Any]:
+    """The perfcore.sweep/1 document; best and knees only from configurations that measured fine."""
+    if "status" not in table:
+        table = table.assign(status=[] if table.empty else "ok")
+    ok = table[(table["status"] == "ok") & (table["samples_per_s"].fillna(0) > 0)] if len(table) else table
+    if "round" in ok and len(ok):
         # Successive halving: the best is among the configurations measured longest (the last
         # round). A configuration dropped after a short round can show a rate its longer runs
         # would not (a prefetched queue, a quiet second), and must not win on it.
         ok = ok[ok["round"] == ok["round"].max()]
-    best = ok.loc[ok["samples_per_s"].idxmax()]
-    doc = {
+    best = None
+    if len(ok):
+        b = ok.loc[ok["samples_per_s"].idxmax()]
+        best = {**{k: _py(b[k]) for k in CONFIG_KEYS}, "samples_per_s": float(b["samples_per_s"])}
+    failed = [r for r in table.to_dict("records") if r.get("status") != "ok"] if len(table) else []
+    return {
         "schema": "perfcore.sweep/1",
-        "workload": workload.name,
+        "workload": name,
         "grid": grid,
         "steps": steps,
         "configs": [_clean(r) for r in table.to_dict("records")],
-        "best": {**{k: _py(best[k]) for k in CONFIG_KEYS}, "samples_per_s": float(best["samples_per_s"])},
-        "knees": knees(ok),
+        "best": best,
+        "knees": knees(ok) if len(ok) else [],
+        "failed": len(failed),
+        "complete": not interrupted and (planned is None or len(table) >= planned),
+        "interrupted": interrupted,
         "elapsed_s": time.perf_counter() - t0,
         "rounds": rounds,
     }
-    return doc
+
+
+def _measure_cfg(workload: Workload, steps: int, warmup: int):
+    def one(cfg: dict) -> dict:
+        return _row(cfg, measure(workload, steps=_steps(cfg, steps), warmup=_warmup(cfg, warmup), overrides=cfg))
+    return one
+
+
+def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int = 50, warmup: int = 3,
+          budget_s: float | None = None, progress: Callable[[int, int, float | None, str], None] | None = None,
+          done: list[dict] | None = None, on_row: Callable[[list[dict]], None] | None = None
+          ) -> dict[str, Any]:
+    grid = grid or default_grid(workload)
+    configs = grid_configs(grid)
+    say = progress or (lambda done_, total, eta, label: None)
+    t0 = time.perf_counter()
+    rounds: list = []
+    interrupted = False
+    if budget_s is None:
+        rows, interrupted = run_grid(configs, _measure_cfg(workload, steps, warmup), done=done, on_row=on_row, say=say)
+        table = pd.DataFrame(rows)
+    else:
+        table, interrupted = _halving(workload, configs, steps, warmup, budget_s, say, rounds)
+    return sweep_doc(workload.name, grid, steps, table, t0=t0, rounds=rounds, interrupted=interrupted,
+                     planned=None if budget_s else len(configs))
 
 
 def _warmup(cfg: dict, warmup: int) -> int:
@@ -122,7 +194,7 @@ def _label(cfg: dict) -> str:
             f"prefetch {cfg['prefetch_factor']}")
 
 
-def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> pd.DataFrame:
+def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> tuple[pd.DataFrame, bool]:
     """Successive halving inside budget_s: round r runs the survivors for steps_r steps each."""
     t0 = time.perf_counter()
     survivors = list(configs)
@@ -130,19 +202,21 @@ def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> pd.Data
     steps_r = max(4, steps // (2 ** (n_rounds - 1)))
     final: dict[tuple, dict] = {}
     done = 0
+    interrupted = False
     while survivors:
-        results = []
-        for cfg in survivors:
-            elapsed = time.perf_counter() - t0
-            say(done, done + len(survivors) - len(results), max(0.0, budget_s - elapsed), _label(cfg))
-            res = _row(cfg, measure(workload, steps=_steps(cfg, steps_r), warmup=_warmup(cfg, warmup),
-                                    overrides=cfg))
+
+        def tick(i, total, eta, label):
+            say(done + i, done + total, max(0.0, budget_s - (time.perf_counter() - t0)), label)
+
+        results, interrupted = run_grid(survivors, _measure_cfg(workload, steps_r, warmup), say=tick)
+        for res in results:
             res["round"] = len(rounds)
-            results.append(res)
-            final[tuple(cfg[k] for k in CONFIG_KEYS)] = res
+            final[config_key(res)] = res
         done += len(results)
         rounds.append({"steps": steps_r, "configs": len(results)})
-        ok = sorted([r for r in results if not r["oom"]], key=lambda r: r["samples_per_s"], reverse=True)
+        if interrupted:
+            break
+        ok = sorted([r for r in results if r["status"] == "ok"], key=lambda r: r["samples_per_s"], reverse=True)
         elapsed = time.perf_counter() - t0
         per_step_s = elapsed / max(1, sum(rd["steps"] * rd["configs"] for rd in rounds))
         keep = max(1, len(ok) // 2)
@@ -151,8 +225,8 @@ def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> pd.Data
             break
         survivors = [{k: r[k] for k in CONFIG_KEYS} for r in ok[:keep]]
         steps_r = next_steps
-    say(done, done, 0.0, "done")
-    return pd.DataFrame(list(final.values()))
+    say(done, done, 0.0, "interrupted" if interrupted else "done")
+    return pd.DataFrame(list(final.values())), interrupted
 
 
 def knees(ok: pd.DataFrame, within: float = 0.05) -> list[str]:
@@ -183,3 +257,15 @@ def _py(v):
 
 def _clean(r: dict) -> dict:
     return {k: (None if isinstance(v, float) and v != v else _py(v)) for k, v in r.items()}
+
+
+def resume_rows(previous: dict[str, Any], grid: dict, steps: int, name: str) -> list[dict]:
+    """The finished configurations of an earlier sweep document, when it swept the same thing."""
+    if previous.get("workload") != name or previous.get("steps") != steps:
+        raise UsageError(f"the sweep to resume ran {previous.get('workload')!r} with --steps {previous.get('steps')}; "
+                         f"this one is {name!r} with --steps {steps}: give the same target and --steps, or a new --out")
+    same = {k: [_py(x) for x in v] for k, v in grid.items()} == previous.get("grid")
+    if not same:
+        raise UsageError("the sweep to resume had another grid; give the same --batch-size/--num-workers/"
+                         "--pin-memory/--prefetch-factor, or a new --out")
+    return [r for r in previous.get("configs", []) if isinstance(r, dict)]

@@ -1,12 +1,20 @@
-"""JSON output for every document perfcore writes: numpy values become plain numbers and lists,
-keys starting with "_" (in-memory helpers) are left out, files are replaced atomically."""
+"""Writing result files: JSON documents (numpy values become plain numbers and lists, keys starting
+with "_" are in-memory helpers and left out) and any text or bytes, always atomically: a temporary
+file in the same folder, renamed over the target only once complete, removed when writing fails.
+A reader never sees half a file, and a full disk leaves the previous version (or none) in place."""
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
+import secrets
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-__all__ = ["dumps", "write"]
+from perfcore.errors import ResultWriteError
+
+__all__ = ["dumps", "write", "write_text", "write_bytes", "atomic_path"]
 
 
 def _default(o: Any) -> Any:
@@ -27,10 +35,52 @@ def dumps(doc: Any) -> str:
     return json.dumps(_public(doc), indent=2, default=_default) + "\n"
 
 
-def write(path: Path, doc: Any) -> Path:
-    """Writes through a temporary file, so a reader never sees half a document."""
+_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+        errno.EROFS: "the folder is on a read-only file system", errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied", errno.ENOENT: "the folder does not exist",
+        errno.ENOTDIR: "a part of the path is not a folder"}
+
+
+def _failed(path: Path, e: OSError) -> ResultWriteError:
+    why = _WHY.get(e.errno, e.strerror or str(e))
+    return ResultWriteError(f"cannot write {path}: {why}; the files written before it are complete, "
+                            "free space or choose a writable --out and run again")
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yields a temporary path next to `path`; the caller writes it (pandas to_csv, savefig, np.savez ...),
+    and on leaving the block it replaces `path`. On any error the temporary file is removed and
+    `path` is untouched; an OSError becomes ResultWriteError (one line for the CLI)."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(dumps(doc))
-    tmp.replace(path)
+    # Unique per writer: two processes finishing into one folder never share a temporary file. The
+    # suffix stays last, since writers such as savefig pick the format from it.
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(3)}.tmp{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(e, OSError):
+            raise _failed(path, e) from e
+        raise
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
     return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write(path: Path, doc: Any) -> Path:
+    """One JSON document, atomically."""
+    return write_text(path, dumps(doc))

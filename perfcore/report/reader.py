@@ -1,19 +1,224 @@
-"""Reading a run folder back: run.json and steps.csv."""
+"""Reading result files back, validated: run.json and steps.csv of a run folder, a rank's part, a sweep
+folder. A missing, empty, truncated, corrupt, foreign or newer file raises BadResultFile, whose
+message names the file and what is wrong with it (one line for the CLI), never a traceback."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+from perfcore.analysis.attribution import LABELS
+from perfcore.errors import BadResultFile
 
-from perfcore.errors import UsageError
+__all__ = ["read_json", "read_csv", "load_run", "load_part", "check_run_doc", "SUPPORTED"]
 
-__all__ = ["load_run"]
+# The newest version of each document this perfcore reads.
+SUPPORTED = {"perfcore.run": 1, "perfcore.sweep": 1, "perfcore.diagnose": 1, "perfcore.health": 1}
 
 
-def load_run(out: Path) -> tuple[dict[str, Any], pd.DataFrame]:
-    out = Path(out)
-    if not (out / "run.json").is_file():
-        raise UsageError(f"{out} is not a perfcore run folder (no run.json)")
-    return json.loads((out / "run.json").read_text()), pd.read_csv(out / "steps.csv")
+# A small shape language: NUM / INT / STR / ANY, {key: shape} (all keys required), [shape] (a list of),
+# Map(shape) (str -> shape), Opt(shape) (None allowed), Some(shape) (an empty container allowed).
+class _Shape:
+    pass
+
+
+class Map(_Shape):
+    def __init__(self, of):
+        self.of = of
+
+
+class Opt(_Shape):
+    def __init__(self, of):
+        self.of = of
+
+
+class Some(_Shape):
+    def __init__(self, of):
+        self.of = of
+
+
+NUM, INT, STR, ANY = "number", "count", "text", "any"
+
+
+def _problem(v: Any, shape: Any, where: str) -> str | None:
+    if shape is ANY:
+        return None
+    if isinstance(shape, Opt):
+        return None if v is None else _problem(v, shape.of, where)
+    if isinstance(shape, Some):
+        return None if v in ({}, [], None) else _problem(v, shape.of, where)
+    if shape is NUM or shape is INT:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"{where} is {_kind(v)}, not a number"
+        if not math.isfinite(v):
+            return f"{where} is {v}, not a finite number"
+        if shape is INT and (v < 0 or v != int(v)):
+            return f"{where} is {v}, not a count"
+        return None
+    if shape is STR:
+        return None if isinstance(v, str) else f"{where} is {_kind(v)}, not text"
+    if isinstance(shape, dict):
+        if not isinstance(v, dict):
+            return f"{where} is {_kind(v)}, not an object"
+        for k, s in shape.items():
+            if k not in v:
+                return f"{where}.{k} is missing"
+            p = _problem(v[k], s, f"{where}.{k}")
+            if p:
+                return p
+        return None
+    if isinstance(shape, Map):
+        if not isinstance(v, dict):
+            return f"{where} is {_kind(v)}, not an object"
+        for k, x in v.items():
+            p = _problem(x, shape.of, f"{where}.{k}")
+            if p:
+                return p
+        return None
+    if isinstance(shape, list):
+        if not isinstance(v, list):
+            return f"{where} is {_kind(v)}, not a list"
+        for i, x in enumerate(v):
+            p = _problem(x, shape[0], f"{where}[{i}]")
+            if p:
+                return p
+        return None
+    raise TypeError(shape)
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
+        type(v), f"{v!r}"[:20])
+
+
+_PER_LABEL = {lb: NUM for lb in LABELS}
+_STEP_MS = {"mean": NUM, "p50": NUM, "p90": NUM}
+# What a perfcore.run/1 document must hold (and the shape of the optional parts the report shows).
+RUN_REQUIRED = {
+    "steps": INT, "warmup_steps": INT, "step_time_ms": _STEP_MS, "breakdown_ms": _PER_LABEL,
+    "breakdown_fraction": _PER_LABEL, "verdict": {"bound": STR, "summary": STR},
+    "recommendations": [{"text": STR, "evidence": ANY}], "backend": STR, "device": STR,
+}
+RUN_OPTIONAL = {
+    "warmup_step_time_ms": Opt(NUM),
+    "kernels": [{"name": STR, "count": NUM, "total_ms": NUM, "mean_us": NUM}],
+    "memcpy": Some({"by_direction": Map({"bytes": NUM, "ms": NUM, "pageable_bytes": NUM})}),
+    "ranks": [{"rank": ANY, "step_time_ms": {"mean": NUM}, "breakdown_ms": _PER_LABEL}],
+    "stragglers": [{"sentence": STR}], "waiting": [{"sentence": STR}],
+    "compute_split_ms": Opt(Map(NUM)), "compute_split_gpu_ms": Opt(Map(NUM)),
+    "kernel_categories": Opt(Map({"share": NUM})),
+    "workers": Some({"num_workers": NUM, "fetch_ms_mean": NUM, "getitem_ms_mean": NUM, "collate_ms_mean": NUM}),
+    "memory": Opt(Map(ANY)), "cpu_util_percent": Opt(NUM), "exit": Opt(Map(ANY)), "notes": [STR],
+    "overhead": Opt(Map(ANY)),
+}
+STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
+
+
+def _bad(path: Path, problem: str, exit_code: int, fix: str = "") -> BadResultFile:
+    return BadResultFile(path, problem, fix, exit_code=exit_code)
+
+
+def read_json(path: Path, kind: str, *, exit_code: int = 2) -> dict[str, Any]:
+    """A perfcore document of `kind` (e.g. "perfcore.run"), checked for presence, syntax, kind and version."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise _bad(path, "missing", exit_code)
+    except OSError as e:
+        raise _bad(path, f"cannot be read ({e.strerror or e})", exit_code)
+    if not raw.strip():
+        raise _bad(path, "is empty (the run was stopped while writing it?)", exit_code)
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _bad(path, "is not text (corrupt or not a perfcore file)", exit_code)
+    except json.JSONDecodeError as e:
+        where = "truncated" if e.pos >= len(raw.rstrip()) - 1 else "corrupt"
+        raise _bad(path, f"is {where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})", exit_code)
+    except RecursionError:
+        raise _bad(path, "is corrupt: nested too deeply", exit_code)
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if not isinstance(schema, str):
+        raise _bad(path, f"is not a perfcore document (no schema; expected {kind}/N)", exit_code)
+    m = re.fullmatch(r"([\w.]+)/(\d+)", schema)
+    if not m or m.group(1) != kind:
+        raise _bad(path, f"is a {schema[:60]} document, not {kind}", exit_code)
+    version, newest = int(m.group(2)), SUPPORTED.get(kind, 1)
+    if version > newest:
+        raise _bad(path, f"was written by a newer perfcore ({schema}; this one reads up to {kind}/{newest})",
+                   exit_code, "upgrade perfcore to read it")
+    return doc
+
+
+def check_run_doc(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> dict[str, Any]:
+    for shapes, required in ((RUN_REQUIRED, True), (RUN_OPTIONAL, False)):
+        for k, shape in shapes.items():
+            if k not in doc:
+                if required:
+                    raise _bad(path, f"has no {k!r} (incomplete or not a run result)", exit_code)
+                continue
+            p = _problem(doc[k], shape, k)
+            if p:
+                raise _bad(path, f"is corrupt: {p}", exit_code)
+    return doc
+
+
+def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2):
+    """A CSV with at least `columns`, every cell of them present and finite (a truncated last row is not)."""
+    import numpy as np
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise _bad(path, "missing" if not path.exists() else "is not a file", exit_code)
+    try:
+        table = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise _bad(path, "is empty (the run was stopped while writing it?)", exit_code)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
+        raise _bad(path, f"is corrupt: {str(e).splitlines()[0][:120]}", exit_code)
+    except OSError as e:
+        raise _bad(path, f"cannot be read ({e.strerror or e})", exit_code)
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise _bad(path, f"has no column {missing[0]!r} (not a perfcore steps table?)", exit_code)
+    for c in columns:
+        col = table[c]
+        if c == "warmup":
+            if col.dtype != bool:
+                words = col.astype(str).str.strip().str.lower()
+                if not words.isin(["true", "false"]).all():
+                    raise _bad(path, f"is corrupt or truncated: column {c!r} holds values other than True/False",
+                               exit_code)
+                table[c] = words == "true"
+            continue
+        num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(num)
+        if bad.any():
+            row = int(bad.nonzero()[0][0])
+            raise _bad(path, f"is corrupt or truncated: row {row + 1} has no number in column {c!r}", exit_code)
+        table[c] = num
+    return table
+
+
+def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
+    """(run.json document, steps table) of a run folder. measured=True: it must hold measured steps."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise BadResultFile(folder, "is not a folder", exit_code=exit_code)
+    if not (folder / "run.json").exists():
+        raise BadResultFile(folder, "is not a perfcore run folder (no run.json)", exit_code=exit_code)
+    doc = check_run_doc(read_json(folder / "run.json", "perfcore.run", exit_code=exit_code),
+                        folder / "run.json", exit_code=exit_code)
+    if measured and (doc["steps"] == 0 or doc["step_time_ms"]["mean"] <= 0):
+        raise BadResultFile(folder / "run.json", "holds no measured step (a run stopped during warm-up?)",
+                            "compare runs with at least one step after --warmup", exit_code=exit_code)
+    return doc, read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=exit_code)
+
+
+def load_part(folder: Path) -> tuple[dict[str, Any], Any]:
+    """A rank's part (parts/<key>/) written by the instrumented process: its problems are perfcore's (exit 1)."""
+    return load_run(folder, exit_code=1)

@@ -1,29 +1,123 @@
-"""Run folders: where a run writes, chosen and checked before the command starts."""
+"""Run folders: where a command writes, chosen and checked before it starts.
+
+perfcore writes only into folders it created. Each carries a marker file (MARKER) naming the
+process that made it. A new or empty folder is taken and marked; a folder this process already
+marked is used again (the CLI prepares it, then the run or merge it calls does too); any other
+existing folder (the user's files, or an earlier run's results) is left as it is and this run
+goes into a fresh subfolder of it, which perfcore names on stderr. Nothing is ever deleted.
+Default folders are unique across processes and hosts started in the same second: time, then a
+random suffix, and the folder is created exclusively (a name already taken is drawn again)."""
 from __future__ import annotations
 
-import shutil
+import json
+import os
+import secrets
+import socket
+import sys
 import time
 from pathlib import Path
 
 from perfcore.errors import UsageError
 
-__all__ = ["default_out", "prepare_out"]
+__all__ = ["MARKER", "default_out", "prepare_out", "reuse_out", "is_run_folder", "marker_of"]
+
+MARKER = ".perfcore-folder.json"
+_SCHEMA = "perfcore.folder/1"
+# One token per perfcore process: a folder marked with it was made by this very command.
+_TOKEN = secrets.token_hex(8)
+ROOT = Path("perfcore-runs")
 
 
-def default_out() -> Path:
-    return Path("perfcore-runs") / time.strftime("%Y%m%d-%H%M%S")
+def _stamp() -> str:
+    return time.strftime("%Y%m%d-%H%M%S")
 
 
-def prepare_out(out: Path | None) -> Path:
-    out = Path(out) if out else default_out()
+def default_out(kind: str = "run", parent: Path | None = None) -> Path:
+    """A name no other process is using: <parent>/<kind>-<time>-<random> (not yet created)."""
+    return Path(parent or ROOT) / f"{kind}-{_stamp()}-{secrets.token_hex(2)}"
+
+
+def marker_of(folder: Path) -> dict | None:
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".perfcore-write-test"
-        probe.write_text("")
-        probe.unlink()
+        doc = json.loads((Path(folder) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and doc.get("schema") == _SCHEMA else None
+
+
+def is_run_folder(folder: Path) -> bool:
+    return marker_of(folder) is not None
+
+
+def _cannot(out: Path, e: OSError) -> UsageError:
+    return UsageError(f"cannot write to --out {out}: {e.strerror or e}; choose a writable folder")
+
+
+def _mark(out: Path, kind: str) -> None:
+    from perfcore.report import jsonio
+
+    doc = {"schema": _SCHEMA, "kind": kind, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           "host": socket.gethostname(), "pid": os.getpid(), "token": _TOKEN}
+    try:
+        jsonio.write(out / MARKER, doc)
+    except Exception as e:  # a read-only folder: say so before the work starts, not after it
+        cause = e.__cause__ if isinstance(e.__cause__, OSError) else e
+        raise _cannot(out, cause) if isinstance(cause, OSError) else e
+
+
+def _create(out: Path, kind: str) -> bool:
+    """Makes `out` as a new folder; False when the name is already taken."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.mkdir()
+    except FileExistsError:
+        return False
     except OSError as e:
-        raise UsageError(f"cannot write to --out {out}: {e.strerror or e}; choose a writable folder")
-    for stale in ("parts", "workers"):
-        if (out / stale).exists():
-            shutil.rmtree(out / stale)
+        raise _cannot(out, e)
+    _mark(out, kind)
+    return True
+
+
+def _fresh(parent: Path, kind: str) -> Path:
+    for _ in range(64):
+        out = default_out(kind, parent)
+        if _create(out, kind):
+            return out
+    raise UsageError(f"could not find an unused folder name under {parent}; choose --out")
+
+
+def prepare_out(out: Path | None, kind: str = "run") -> Path:
+    """The folder this command writes into (created and marked); see the module docstring for the rule."""
+    if out is None:
+        return _fresh(ROOT, kind)
+    out = Path(out)
+    if _create(out, kind):
+        return out
+    if not out.is_dir():
+        raise UsageError(f"cannot write to --out {out}: Not a directory; choose a writable folder")
+    mark = marker_of(out)
+    if mark and mark.get("token") == _TOKEN:
+        return out
+    try:
+        empty = not any(out.iterdir())
+    except OSError as e:
+        raise _cannot(out, e)
+    if empty:
+        _mark(out, kind)
+        return out
+    sub = _fresh(out, kind)
+    what = "an earlier perfcore run" if mark or (out / "run.json").exists() else "files perfcore did not write"
+    print(f"perfcore: {out} holds {what}; leaving it as it is and writing into {sub}", file=sys.stderr)
+    return sub
+
+
+def reuse_out(out: Path, needs: str) -> Path:
+    """An earlier command's folder, to be continued (sweep --resume): it must be perfcore's and hold `needs`."""
+    out = Path(out)
+    if not out.is_dir():
+        raise UsageError(f"nothing to resume: {out} is not a folder")
+    if not is_run_folder(out):
+        raise UsageError(f"cannot resume in {out}: it is not a folder perfcore made (no {MARKER})")
+    if not (out / needs).is_file():
+        raise UsageError(f"nothing to resume in {out}: no {needs} (the sweep stopped before its first configuration?)")
     return out

@@ -1,0 +1,143 @@
+"""The triage stages as the CLI runs them: one function per command that takes a target (a workload
+spec or a command), runs the stage and writes its files into the run folder. Results are written as
+they come (a sweep after every configuration), atomically, so Ctrl-C or a full disk leaves the
+part already finished readable."""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfcore.errors import UsageError
+from perfcore.report import jsonio
+
+__all__ = ["Target", "parse_target", "is_workload_spec", "health_stage", "diagnose_stage", "sweep_stage",
+           "SCRIPT_GRID"]
+
+# A script's sweep, where the user gives no values: its own batch size is unknown from outside.
+SCRIPT_GRID = {"batch_size": [16], "num_workers": [0, 2], "pin_memory": [False], "prefetch_factor": [2]}
+
+
+@dataclass
+class Target:
+    kind: str  # "workload" or "command"
+    spec: Any  # the workload spec (str) or the command (list[str])
+
+    @property
+    def name(self) -> str:
+        return self.spec if self.kind == "workload" else " ".join(self.spec)
+
+    def workload(self):
+        from perfcore.workloads import load_workload
+
+        return load_workload(self.spec)
+
+
+def is_workload_spec(word: str) -> bool:
+    """demo / resnet18 / FILE.py:FUNC / module:func, as opposed to a program to run."""
+    from perfcore.workloads import BUILTINS
+
+    return word in BUILTINS or ":" in word or not (shutil.which(word) or os.path.isfile(word))
+
+
+def parse_target(words: tuple[str, ...] | list[str]) -> Target:
+    words = list(words)
+    if not words:
+        raise UsageError("give a workload (demo, resnet18, FILE.py:FUNCTION) or -- python train.py ...")
+    if len(words) == 1 and is_workload_spec(words[0]):
+        return Target("workload", words[0])
+    if is_workload_spec(words[0]) and not os.path.isfile(words[0]):
+        raise UsageError(f"unexpected {' '.join(words[1:])!r} after the workload {words[0]!r}; "
+                         "options go before the workload, a command after --")
+    return Target("command", words)
+
+
+def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, progress=None) -> tuple[dict, list]:
+    if target.kind == "command":
+        from perfcore.experiments.scripts import script_health
+
+        doc = script_health(target.spec, steps=steps, interval_s=interval_s, out=out)
+    else:
+        from perfcore.experiments.health import health
+
+        doc = health(target.workload(), steps=steps, interval_s=interval_s,
+                     progress=progress.steps if progress else None, target=target.spec)
+    jsonio.write(out / "health.json", doc)
+    return doc, ["health.json"]
+
+
+def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progress=None) -> tuple[dict, list]:
+    from perfcore.report.plots import plot_experiments
+
+    say = progress.stage if progress else None
+    if target.kind == "command":
+        from perfcore.experiments.scripts import script_diagnose
+
+        doc = script_diagnose(target.spec, steps=steps, warmup=warmup, out=out, progress=say)
+    else:
+        from perfcore.experiments.diagnose import diagnose
+
+        doc = diagnose(target.workload(), steps=steps, warmup=warmup, progress=say)
+    jsonio.write(out / "diagnose.json", doc)
+    with jsonio.atomic_path(out / "experiments.png") as tmp:
+        plot_experiments(doc["experiments"], tmp, title=doc["verdict"]["summary"].split(";")[0])
+    return doc, ["diagnose.json", "experiments.png"]
+
+
+def sweep_stage(target: Target, out: Path, grid: dict[str, list | None], *, steps: int, warmup: int,
+                budget_s: float | None = None, resume: bool = False, progress=None) -> tuple[dict, list]:
+    """The sweep, checkpointed to sweep.json after every configuration; resume=True continues the
+    configurations an earlier sweep into `out` did not finish."""
+    from perfcore.experiments.sweep import default_grid, resume_rows
+
+    say = progress.configs if progress else None
+    workload = target.workload() if target.kind == "workload" else None
+    base = default_grid(workload) if workload is not None else SCRIPT_GRID
+    grid = {k: v if v is not None else base[k] for k, v in grid.items()}
+    done = None
+    if resume:
+        if budget_s is not None:
+            raise UsageError("--resume continues a full-grid sweep; it cannot be combined with --budget")
+        from perfcore.report.reader import read_json
+
+        previous = read_json(out / "sweep.json", "perfcore.sweep")
+        done = resume_rows(previous, grid, steps, target.name)
+
+    def checkpoint(rows: list[dict]) -> None:
+        from perfcore.experiments.sweep import sweep_doc
+        import pandas as pd
+        import time
+
+        jsonio.write(out / "sweep.json", sweep_doc(target.name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(),
+                                                   rounds=[], interrupted=True))
+
+    if workload is None:
+        from perfcore.experiments.scripts import script_sweep
+
+        doc = script_sweep(target.spec, grid, steps=steps, warmup=warmup, out=out, progress=say, done=done,
+                           on_row=checkpoint)
+    else:
+        from perfcore.experiments.sweep import sweep
+
+        doc = sweep(workload, grid, steps=steps, warmup=warmup, budget_s=budget_s, progress=say, done=done,
+                    on_row=checkpoint)
+    return doc, write_sweep(doc, out)
+
+
+def write_sweep(doc: dict[str, Any], out: Path) -> list[str]:
+    import pandas as pd
+
+    from perfcore.report.plots import plot_heatmaps
+
+    files = ["sweep.json"]
+    jsonio.write(out / "sweep.json", doc)
+    table = pd.DataFrame(doc["configs"])
+    if len(table):
+        with jsonio.atomic_path(out / "sweep.csv") as tmp:
+            table.to_csv(tmp, index=False)
+        files.append("sweep.csv")
+        if table["samples_per_s"].notna().any():
+            files += [h.name for h in plot_heatmaps(table, out)]
+    return files
