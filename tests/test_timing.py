@@ -172,13 +172,20 @@ def test_two_timers_do_not_leak_into_each_other():
 def test_phases_from_worker_threads_are_counted():
     timer = perfcore.StepTimer(device="cpu", warmup=0)
 
+    opened = threading.Event()
+
     def worker():
         with timer.comm():
+            opened.set()
             time.sleep(0.01)
 
     for _ in range(3):
+        opened.clear()
         t = threading.Thread(target=worker)
         t.start()
+        # On a busy machine the thread may start late: open compute only once comm is open, so the
+        # test checks the precedence rule, not the scheduler.
+        assert opened.wait(5)
         with timer.compute():
             time.sleep(0.004)
         t.join()
