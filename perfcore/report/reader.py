@@ -219,6 +219,30 @@ def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
     return doc, read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=exit_code)
 
 
-def load_part(folder: Path) -> tuple[dict[str, Any], Any]:
-    """A rank's part (parts/<key>/) written by the instrumented process: its problems are perfcore's (exit 1)."""
-    return load_run(folder, exit_code=1)
+def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """(document, steps table, raw trace arrays) of one process's part (parts/<key>/), written by the
+    instrumented process. A part that saw no complete step has no steps.csv: its table is empty.
+    Problems here are perfcore's or the disk's, not the user's argument: exit code 1."""
+    import numpy as np
+    import pandas as pd
+
+    folder = Path(folder)
+    doc = read_json(folder / "run.json", "perfcore.run", exit_code=1)
+    p = _problem(doc.get("steps", 0), INT, "steps") or _problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
+    if p:
+        raise _bad(folder / "run.json", f"is corrupt: {p}", 1)
+    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not (folder / "steps.csv").exists():
+        return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
+    check_run_doc(doc, folder / "run.json", exit_code=1)
+    steps = read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=1)
+    raw: dict[str, Any] = {}
+    trace = folder / "trace.npz"
+    if trace.is_file():
+        try:
+            with np.load(trace, allow_pickle=False) as z:
+                raw = {k: z[k] for k in z.files}
+        except (OSError, ValueError, EOFError) as e:
+            raise _bad(trace, f"is corrupt or truncated ({str(e).splitlines()[0][:80]})", 1)
+        except Exception as e:  # zipfile.BadZipFile and kin: a half-written archive
+            raise _bad(trace, f"is corrupt or truncated ({type(e).__name__})", 1)
+    return doc, steps, raw

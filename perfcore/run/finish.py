@@ -1,7 +1,6 @@
 """Finishing a run: the parts every instrumented process wrote -> one run folder (run.json, steps.csv, trace, plots)."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from perfcore.errors import RunFailed, UsageError
+from perfcore.report.reader import load_part
 from perfcore.run.folder import prepare_out
 
 __all__ = ["finish_run", "merge_dirs", "worker_summary", "align_samples"]
@@ -52,9 +52,7 @@ def _read_parts(out: Path) -> list[dict[str, Any]]:
     for d in sorted((out / "parts").glob("*")) if (out / "parts").is_dir() else []:
         if not (d / "run.json").is_file():
             continue
-        doc = json.loads((d / "run.json").read_text())
-        steps = pd.read_csv(d / "steps.csv")
-        raw = dict(np.load(d / "trace.npz", allow_pickle=False)) if (d / "trace.npz").is_file() else {}
+        doc, steps, raw = load_part(d)  # validated: a damaged part is one line naming the file
         parts.append({"key": d.name, "doc": doc, "steps": steps, "raw": raw,
                       "label": f"rank {doc['rank']}" if doc.get("rank") is not None else f"pid {doc['pid']}"})
     return parts
