@@ -38,14 +38,19 @@ def memory_findings(steps: Sequence[int], mem_bytes: Sequence[float], *, kind: s
                            "probable_leak": False, "leak_from_step": None, "pressure": False, "findings": []}
     what = "device memory" if kind == "cuda_allocated" else "process memory (RSS)"
     if len(y) >= 4:
-        # Where the rise starts: the latest step before which memory was flat. Try each split (on a
-        # coarse grid) and keep the one whose tail fits a line best and rises; a flat head before it.
-        best = (0, *_fit(x, y))
-        for start in np.unique(np.linspace(0, len(y) - 4, num=min(16, len(y) - 3)).astype(int))[1:]:
-            head = y[: start + 1]
-            slope, r2 = _fit(x[start:], y[start:])
-            if np.ptp(head) <= 0.1 * max(np.ptp(y), 1.0) and r2 > best[2] + 0.01 and slope > 0:
-                best = (int(start), slope, r2)
+        # Where the rise starts: the split that best explains the samples as flat, then a straight line
+        # (least squares over both pieces; a rise from the first step splits at 0).
+        cands = np.unique(np.linspace(0, len(y) - 4, num=min(200, len(y) - 3)).astype(int))
+        best = None
+        for k in cands:
+            head, tx, ty = y[:k], x[k:], y[k:]
+            slope, icept = np.polyfit(tx, ty, 1)
+            sse = float(((head - head.mean()) ** 2).sum() if k else 0.0) + float(((ty - slope * tx - icept) ** 2).sum())
+            if best is None or sse < best[0] - 1e-9 * max(sse, 1.0):
+                best = (sse, int(k))
+        start = best[1]
+        slope, r2 = _fit(x[start:], y[start:])
+        best = (start, slope, r2)
         start, slope, r2 = best
         tail_x, tail_y = x[start:], y[start:]
         growth = slope * (tail_x[-1] - tail_x[0])

@@ -1,0 +1,154 @@
+"""Advice on synthetic run documents: the worker count, why workers still leave the loop waiting, the
+user's own DataLoader site, no perfcore API for zero-code users, memory findings."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from perfcore.analysis.advice import advise_run, batches_per_step, loader_plan
+from perfcore.analysis.memory import memory_findings
+
+
+def run_doc(bd, *, loaders=None, workers=None, device="cpu", steps=40, warmup=5, **extra):
+    return {"step_time_ms": {"mean": sum(bd.values())}, "breakdown_ms": bd, "device": device, "steps": steps,
+            "warmup_steps": warmup, **({"loaders": loaders} if loaders else {}),
+            **({"workers": workers} if workers else {}), **extra}
+
+
+LOADER = {"site": "train.py:42", "num_workers": 0, "pin_memory": False, "prefetch_factor": None,
+          "persistent_workers": False, "batch_size": 32, "worker_startup_ms": [], "batches": 45,
+          "worker_batch_ms": 30.0}
+
+
+def test_zero_workers_named_at_the_users_construction_site():
+    doc = run_doc({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    r = doc["recommendations"][0]
+    assert r["id"] == "more_workers" and r["cause"] == "load"
+    # 30 ms to make a batch, the loop uses one every 10 ms: 3 workers.
+    assert r["text"].startswith("In the DataLoader made at train.py:42 (batch_size=32, num_workers=0, "
+                                "pin_memory=False, persistent_workers=False): set num_workers=3 and "
+                                "persistent_workers=True; a batch takes 30.0 ms to make and the loop uses one every "
+                                "10.0 ms.")
+    assert "up to 4.00x faster" in r["text"]
+    assert doc["loader_plan"]["workers_needed"] == 3
+
+
+def test_four_batches_per_step_is_not_four_times_off():
+    # Gradient accumulation: 4 batches per optimizer step, 40 ms of compute per step = 10 ms per batch.
+    bd = {"load": 40.0, "transfer": 0.0, "compute": 40.0, "comm": 0.0, "host": 0.0}
+    ld = {**LOADER, "num_workers": 1, "worker_batch_ms": 40.0, "batches": 180}
+    doc = run_doc(bd, loaders=[ld], batches_per_step=4)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 16})
+    plan = doc["loader_plan"]
+    assert plan["loop_ms_per_batch"] == pytest.approx(10.0) and plan["workers_needed"] == 4
+    assert plan["reason"] == "too few workers"
+    assert "1 worker(s) make a batch every 40.0 ms together, the loop uses one every 10.0 ms and waits 10.0 ms per " \
+           "batch: about 4 would hide it" in plan["sentence"]
+    assert "set num_workers=4" in doc["recommendations"][0]["text"]
+    # Without the run's count, the loader's batches over the steps seen give the same 4.
+    del doc["batches_per_step"]
+    assert batches_per_step(doc) == (4.0, "180 batches over 45 steps")
+
+
+def test_workers_that_run_but_start_again_every_epoch():
+    ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 8.0, "worker_startup_ms": [900.0, 880.0, 910.0],
+          "batches": 60}
+    plan = loader_plan(ld, step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False)
+    assert plan["reason"] == "start-up each epoch"
+    assert "897 ms each time over 3 epochs of ~20 batches, 44.8 ms per batch of the 45.0 ms the loop waits" \
+        in plan["sentence"]
+    assert "set persistent_workers=True" in plan["text"]
+
+
+def test_workers_too_slow_per_item_for_the_cores():
+    ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 200.0}
+    plan = loader_plan(ld, step_ms=100.0, load_ms=90.0, per_step=1, cpu_count=4, on_gpu=False)
+    assert plan["reason"] == "too slow per item" and plan["workers_needed"] == 20
+    assert "about 20 workers would be needed on 4 cores" in plan["sentence"]
+    assert "make a batch cheaper" in plan["text"]
+
+
+def test_enough_workers_yet_waiting_blames_shallow_prefetch_or_pin():
+    # Two workers waiting 13% of each step: the earlier advice said "about 1 worker would hide it".
+    ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 12.0, "prefetch_factor": 2, "pin_memory": True,
+          "persistent_workers": True}
+    plan = loader_plan(ld, step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=False)
+    assert plan["reason"] == "prefetch too shallow" and plan["workers_needed"] == 1
+    assert "2 worker(s) are enough on average" in plan["sentence"]
+    assert "yet the loop waits 3.0 ms per batch" in plan["sentence"] and "the 4 queued" in plan["sentence"]
+    assert "raise prefetch_factor to 4" in plan["text"]
+    gpu = loader_plan(ld, step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=True)
+    assert gpu["reason"] == "pin in main process" and "pin_memory=False" in gpu["text"]
+
+
+def test_zero_code_users_are_never_told_to_call_perfcore():
+    bd = {"load": 0.0, "transfer": 0.0, "compute": 5.0, "comm": 0.0, "host": 5.0}
+    zero = run_doc(bd)
+    advise_run(zero, zero_code=True, evidence={"cpu_count": 2})
+    own = run_doc(bd)
+    advise_run(own, zero_code=False, evidence={"cpu_count": 2})
+    assert [r["id"] for r in zero["recommendations"]] == ["host_gaps"]
+    assert [r["id"] for r in own["recommendations"]] == ["untimed_host_work"]
+    assert "timer." in own["recommendations"][0]["text"]
+    for bd2 in (bd, {"load": 5.0, "transfer": 3.0, "compute": 5.0, "comm": 3.0, "host": 5.0}):
+        d = run_doc(bd2, loaders=[LOADER])
+        advise_run(d, zero_code=True, evidence={"cpu_count": 2, "pageable_h2d_bytes_per_step": 2**20})
+        assert d["recommendations"]
+        for r in d["recommendations"]:
+            assert "timer." not in r["text"] and "perfcore." not in r["text"]
+
+
+def test_pageable_copies_first_with_bytes_ms_and_saving():
+    bd = {"load": 1.0, "transfer": 6.0, "compute": 10.0, "comm": 0.0, "host": 3.0}
+    doc = run_doc(bd, device="NVIDIA H200", loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"pageable_h2d_bytes_per_step": 48 * 2**20,
+                                              "pageable_h2d_ms_per_step": 4.2})
+    r = doc["recommendations"][0]
+    assert r["id"] == "pin_memory" and "train.py:42" in r["text"]
+    assert "48.0 MiB per step" in r["evidence"] and "4.20 ms per step" in r["evidence"]
+    assert "up to 4.20 ms per step" in r["text"]
+    assert [x["id"] for x in doc["recommendations"]][1:] == ["launch_overhead"]
+
+
+def test_no_loader_evidence_means_no_worker_count():
+    doc = run_doc({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0})
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert "loader_plan" not in doc and doc["recommendations"][0]["id"] == "more_workers"
+    assert "num_workers=" not in doc["recommendations"][0]["text"].split("(")[0]
+
+
+def test_worker_summary_of_older_runs_still_feeds_the_plan():
+    w = {"num_workers": 2, "fetch_ms_mean": 50.0, "batches": 45, "collate_ms_mean": 1.0}
+    doc = run_doc({"load": 15.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, workers=w)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert doc["loader_plan"]["workers_needed"] == 5 and doc["loader_plan"]["reason"] == "too few workers"
+
+
+def test_leak_with_rate_and_onset():
+    steps = np.arange(100)
+    flat = np.full(100, 500 * 2**20, dtype=np.float64)
+    leak = flat.copy()
+    leak[40:] += (steps[40:] - 40) * 2 * 2**20  # 2 MB per step from step 40
+    m = memory_findings(steps, leak)
+    assert m["probable_leak"] and m["growth_bytes_per_step"] == pytest.approx(2 * 2**20, rel=0.05)
+    assert 36 <= m["leak_from_step"] <= 44
+    s = m["findings"][0]["sentence"]
+    assert s.startswith("probable leak: device memory rises 2.00 MB per step from step")
+    assert not memory_findings(steps, flat)["probable_leak"]
+    noisy = flat + np.random.default_rng(0).normal(0, 4 * 2**20, 100)
+    assert not memory_findings(steps, noisy)["probable_leak"]
+    # A one-off rise (optimizer state made at step 1) that then stays flat is not a leak.
+    step_up = flat.copy()
+    step_up[1:] += 200 * 2**20
+    assert not memory_findings(steps, step_up)["probable_leak"]
+
+
+def test_memory_pressure_from_retries_or_capacity():
+    steps, mem = np.arange(10), np.full(10, 75 * 2**30)
+    m = memory_findings(steps, mem, capacity_bytes=80 * 2**30, alloc_retries=3)
+    assert m["pressure"] and [f["id"] for f in m["findings"]] == ["memory_pressure", "memory_near_capacity"]
+    assert "94% of 80.0 GB" in m["findings"][1]["sentence"]
+    doc = run_doc({"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0})
+    advise_run(doc, zero_code=True, memory=m)
+    assert {"memory_pressure", "memory_near_capacity"} <= {r["id"] for r in doc["recommendations"]}
