@@ -161,6 +161,10 @@ class Results:
             self._folder = prepare_out(Path(self.out) if self.out else None, self.kind)
         return self._folder
 
+    def continue_in(self, folder: Path) -> None:
+        """Results go into an earlier command's folder (checked by the caller), not a new one."""
+        self._folder = folder
+
     def echo(self, text: str) -> None:
         click.echo(text, err=self.json_path == "-")
 
@@ -302,9 +306,10 @@ target_arg = click.argument("target", nargs=-1, type=click.UNPROCESSED)
 
 
 def _target(words):
+    """The workload (loaded) or command (checked) a triage command works on, before any folder is made."""
     from perfcore.experiments.stages import parse_target
 
-    return parse_target(words)
+    return parse_target(words).check()
 
 
 @click.group(cls=PerfcoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -350,9 +355,11 @@ def env_cmd(res: Results) -> None:
 @click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only).")
 @click.option("--monitor", "monitor", type=Duration(), default=None,
               help="Also sample GPU/CPU every INTERVAL (e.g. 100ms), aligned to steps.")
+@click.option("--step-on", type=click.Choice(["optimizer", "backward", "batch", "forward"]), default=None,
+              help="What ends a step (default: the first of these the script does).")
 @results("run")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, command) -> None:
+def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, step_on, command) -> None:
     """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
 
     Attributes every training step to load / transfer / compute / comm / host, names the
@@ -361,8 +368,9 @@ def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, command) 
     from perfcore.report.terminal import render_text
     from perfcore.run.launch import run_command
 
-    rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=res.folder, backend=backend,
-                                   kernels=not no_kernels, monitor_s=monitor)
+    # run_command checks the command before it makes the folder: a typo leaves nothing behind.
+    rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(res.out) if res.out else None,
+                                   backend=backend, kernels=not no_kernels, monitor_s=monitor, step_on=step_on)
     res.echo(render_text(doc))
     res.done(doc, list(doc.get("files", {})), out_dir)
     sys.exit(rc)
@@ -483,16 +491,16 @@ def sweep_cmd(res: Results, batch_size, num_workers, pin_memory, prefetch_factor
 
     if resume and not res.out:
         raise click.UsageError("--resume needs --out: the folder of the sweep to continue")
+    what = _target(target)
     if resume:
         from perfcore.run.folder import reuse_out
 
-        res._folder = reuse_out(Path(res.out), "sweep.json")
+        res.continue_in(reuse_out(Path(res.out), "sweep.json"))
     grid = {"batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin_memory,
             "prefetch_factor": prefetch_factor}
-    doc, files = sweep_stage(_target(target), res.folder, grid, steps=steps, warmup=warmup,
+    doc, files = sweep_stage(what, res.folder, grid, steps=steps, warmup=warmup,
                              budget_s=budget * 60 if budget else None, resume=resume, progress=res.progress())
-    if doc["best"] is not None:
-        res.echo(render_sweep(doc))
+    res.echo(render_sweep(doc))
     res.done(doc, files)
     if doc["interrupted"]:
         click.echo(f"perfcore: interrupted: {len(doc['configs'])} configuration(s) kept; "

@@ -30,9 +30,21 @@ class Target:
         return self.spec if self.kind == "workload" else " ".join(self.spec)
 
     def workload(self):
-        from perfcore.workloads import load_workload
+        """The Workload, loaded once (the CLI loads it before it makes a folder: a typo leaves nothing)."""
+        if getattr(self, "_loaded", None) is None:
+            from perfcore.workloads import load_workload
 
-        return load_workload(self.spec)
+            self._loaded = load_workload(self.spec)
+        return self._loaded
+
+    def check(self) -> "Target":
+        if self.kind == "workload":
+            self.workload()
+        else:
+            from perfcore.run.launch import check_command
+
+            check_command(self.spec)
+        return self
 
 
 def is_workload_spec(word: str) -> bool:

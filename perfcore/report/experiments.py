@@ -48,14 +48,21 @@ def render_sweep(doc: dict[str, Any]) -> str:
     lines = [f"sweep of {doc['workload']}: {len(doc['configs'])} configurations in {doc['elapsed_s']:.0f} s",
              f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step ms':>8} {'samples/s':>10} {'busy %':>7}"]
     for c in sorted(doc["configs"], key=lambda c: -(c["samples_per_s"] or 0)):
-        step = "OOM" if c["oom"] else f"{c['step_ms']:.2f}"
-        busy = "" if c["oom"] or c["busy_mean"] is None else f"{100 * c['busy_mean']:.0f}"
+        # A configuration that did not measure fine shows its status (OOM, CRASHED, INFEASIBLE), never a rate.
+        status = c.get("status") or ("oom" if c["oom"] else "ok")
+        failed = status != "ok" or c["step_ms"] is None
+        step = status.upper() if failed else f"{c['step_ms']:.2f}"
+        busy = "" if failed or c["busy_mean"] is None else f"{100 * c['busy_mean']:.0f}"
+        rate = "-" if failed or c["samples_per_s"] is None else f"{c['samples_per_s']:.0f}"
         lines.append(f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
-                     f"{str(c['prefetch_factor'] if c['num_workers'] else '-'):>8} {step:>8} {c['samples_per_s']:>10.0f} "
-                     f"{busy:>7}")
+                     f"{str(c['prefetch_factor'] if c['num_workers'] else '-'):>8} {step:>8} {rate:>10} "
+                     f"{busy:>7}" + (f"  {c['error'][:80]}" if failed and c.get("error") else ""))
     b = doc["best"]
-    lines.append(f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']} "
-                 f"prefetch_factor={b['prefetch_factor']} -> {b['samples_per_s']:.0f} samples/s")
+    if b is None:
+        lines.append("best: none (no configuration measured fine)")
+    else:
+        lines.append(f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']} "
+                     f"prefetch_factor={b['prefetch_factor']} -> {b['samples_per_s']:.0f} samples/s")
     for k in doc["knees"]:
         lines.append(f"  {k}")
     return "\n".join(lines)
