@@ -111,7 +111,7 @@ class _TimedLoader:
         if LOAD in rec.open_phases():
             raise UsageError("nested timer.load(): a batch is fetched while another fetch is being timed; "
                              "wrap only the outermost loader")
-        self._timer._mark_started()
+        self._timer._fetch_started()
         rec.begin(LOAD)
         try:
             return next(self._it)
@@ -128,11 +128,20 @@ class StepTimer:
     device: "cuda", "cpu" or "auto" (cuda when a GPU is usable). warmup: the first steps,
     reported apart. kernels: trace kernels and copies with CUPTI (CUDA only). stream: the CUDA
     stream phases are timed on (default: the current stream when the timer is made).
+    step_on: what ends a step. "step" (default): each timer.step(). "batch": each batch fetched
+    through timer.load() after the first ends the step before it, so the loop needs no
+    timer.step(). "optimizer": each torch.optim optimizer step (the first optimizer to step is the
+    clock; a GAN's second optimizer is part of the same step).
     """
 
-    def __init__(self, device: str = "auto", warmup: int = 5, kernels: bool = False, stream: Any = None):
+    STEP_ON = ("step", "batch", "optimizer")
+
+    def __init__(self, device: str = "auto", warmup: int = 5, kernels: bool = False, stream: Any = None,
+                 step_on: str = "step"):
         if warmup < 0:
             raise UsageError(f"warmup must be >= 0, got {warmup}")
+        if step_on not in self.STEP_ON:
+            raise UsageError(f"step_on must be one of {', '.join(self.STEP_ON)}, got {step_on!r}")
         caps = capabilities()
         if device == "auto":
             device = "cuda" if caps["features"]["cuda_events"] else "cpu"
@@ -174,6 +183,12 @@ class StepTimer:
         self.transfer = self._make_scope("transfer", TRANSFER, "transfer")
         self.compute = self._make_scope("compute", COMPUTE, "compute")
         self.comm = self._make_scope("comm", COMM, "comm")
+        self.step_on = step_on
+        self._fetches = 0
+        self._opt_hook = None
+        self._clock_opt: int | None = None
+        if step_on == "optimizer":
+            self._opt_hook = self._hook_optimizer()
 
     # -- phases -------------------------------------------------------------------------------
     def _make_scope(self, name: str, phase_id: int, label: str):
@@ -208,9 +223,23 @@ class StepTimer:
         """Wrap a DataLoader (or any iterable): each batch fetch is timed as `load`."""
         return _TimedLoader(self, iterable)
 
-    def _mark_started(self) -> None:
+    def _fetch_started(self) -> None:
         if self._t_first is None:
             self._t_first = self._C.now_ns()
+        self._fetches += 1
+        if self.step_on == "batch" and self._fetches > 1:
+            self.end_step()
+
+    def _hook_optimizer(self):
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        def ended(opt, args, kwargs) -> None:
+            if self._clock_opt is None:
+                self._clock_opt = id(opt)
+            if id(opt) == self._clock_opt:
+                self.end_step()
+
+        return register_optimizer_step_post_hook(ended)
 
     # -- steps --------------------------------------------------------------------------------
     def step(self) -> None:
@@ -222,16 +251,83 @@ class StepTimer:
         self._boundaries.append(t)
         n = len(self._boundaries)
         if n % COMPACT_EVERY == 0:
-            self._upkeep(n, t)
+            self.upkeep(n)
 
-    def _upkeep(self, n: int, t: int) -> None:
-        """After boundary n (at t ns), every COMPACT_EVERY steps: settle all but the last few steps
-        into rows and aggregates, so memory stays flat. On a GPU this waits for the work of steps
-        already ended (once per COMPACT_EVERY steps; never a per-step sync). perfcore run's
-        native step clock calls this itself."""
+    def upkeep(self, n: int) -> None:
+        """After boundary n, every COMPACT_EVERY steps: settle all but the last few steps into rows
+        and aggregates, so memory stays flat. On a GPU this waits for the work of steps already
+        ended (once per COMPACT_EVERY steps; never a per-step sync). Whoever appends to
+        `boundaries` directly (perfcore run's native step clock) calls this itself."""
+        t = self._boundaries[n - 1]
         if t - self._last_compact_ns >= COMPACT_MIN_S * 1e9 or n - self._store.settled >= COMPACT_MAX:
             self._last_compact_ns = t
             self._compact(final=False)
+
+    # -- the interface of step sources outside the loop (perfcore run's hooks, the notebook magic) --
+    @property
+    def boundaries(self) -> list[int]:
+        """Step end times (ns, perfcore clock), in order: the live list, which a native step clock
+        may append to directly."""
+        return self._boundaries
+
+    def end_step(self, at_ns: int | None = None) -> bool:
+        """End the current step now (as step(), but False instead of an error when a phase is
+        still open on this thread), or at `at_ns`, a time already past that a hook observed (a
+        batch fetch's start, a backward's end): then the per-thread phase state is left alone."""
+        if at_ns is None:
+            t = self._rec.boundary()
+            if t < 0:
+                return False
+        else:
+            t = int(at_ns)
+            if self._boundaries and t < self._boundaries[-1]:
+                return False
+        self._boundaries.append(t)
+        n = len(self._boundaries)
+        if n % COMPACT_EVERY == 0:
+            self.upkeep(n)
+        return True
+
+    def set_boundaries(self, times: Iterable[int]) -> None:
+        """Replace the step ends before any step is settled: a step source chosen after the run
+        began (perfcore run picks the optimizer, else backward, else batch, else forward)."""
+        if self._store.settled:
+            raise UsageError("set_boundaries: steps are already settled; choose the step source earlier")
+        self._boundaries[:] = sorted(int(t) for t in times)
+
+    def fetch_scope(self):
+        """The native scope that times a batch fetch as `load` (what timer.load() times inside)."""
+        return self._scopes.get("load") or self._make_scope("load", LOAD, "load")
+
+    def record(self, label: str, start_ns: int, end_ns: int) -> None:
+        """A span measured elsewhere (e.g. a collective's completion on another thread), in `label`."""
+        self._rec.record(_BUILTIN[label], int(start_ns), int(end_ns))
+
+    def close_open_phases(self) -> int:
+        """Close every phase still open on this thread at now (a crash or a stop inside one)."""
+        open_now = self._rec.open_phases()
+        for pid in reversed(open_now):
+            self._rec.end(pid)
+        return len(open_now)
+
+    def step_table(self) -> pd.DataFrame:
+        """Every completed step with its ns columns (start_ns, wall_ns, <label>_ns), after summary()."""
+        if not hasattr(self, "_last_table"):
+            self.summary()
+        return self._last_table
+
+    def trace_tables(self) -> dict[str, pd.DataFrame]:
+        """The kept steps' raw spans, kernels, copies and events (bounded however long the run)."""
+        return self._store.trace_tables()
+
+    def phase_names(self) -> dict[int, str]:
+        """Phase id -> name, the built-in phases and the custom ones."""
+        return dict(self._names)
+
+    @property
+    def kernels_traced(self) -> bool:
+        """Whether CUPTI records kernels and copies for this timer (else CUDA events, or host only)."""
+        return self._tracer is not None
 
     @property
     def steps(self) -> int:
@@ -352,6 +448,7 @@ class StepTimer:
             doc["kernel_categories"] = categories
         if self.notes:
             doc["notes"] = list(self.notes)
+        doc["step_source"] = "timer.step()" if self.step_on == "step" else self.step_on
         return RunResult(doc)
 
     def report(self, file=None) -> RunResult:
@@ -364,6 +461,9 @@ class StepTimer:
         """Stop CUPTI tracing if this timer started it (also done by `with StepTimer(...)`)."""
         if self._tracer is not None and self._tracer.active:
             self._add_activity(self._tracer.stop())
+        if self._opt_hook is not None:
+            self._opt_hook.remove()
+            self._opt_hook = None
 
     def __enter__(self) -> "StepTimer":
         return self

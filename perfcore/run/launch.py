@@ -6,16 +6,36 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 from perfcore.errors import UsageError
 from perfcore.run.finish import finish_run
 from perfcore.run.folder import prepare_out
+from perfcore.run.outcome import oom_kills
+from perfcore.run.steps import SOURCES
 
 __all__ = ["run_command", "check_command", "child_env", "run_child"]
 
 BOOT = Path(__file__).resolve().parent / "_boot"
+
+
+# Interpreter options that take the next argument as their value (python -W ignore train.py).
+_PY_OPTS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+
+
+def _is_python(path: str) -> bool:
+    """A Python interpreter, or a script whose shebang runs one (a console script, torchrun)."""
+    if Path(path).name.startswith("python"):
+        return True
+    exe = shutil.which(path) or path
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def check_command(cmd: list[str]) -> None:
@@ -23,23 +43,42 @@ def check_command(cmd: list[str]) -> None:
         raise UsageError("no command given: perfcore run [OPTIONS] -- python train.py ARGS...")
     if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
         raise UsageError(f"no such command: {cmd[0]}")
-    if Path(cmd[0]).name.startswith("python"):
-        rest = cmd[1:]
-        # python [-u -O ...] script.py: the first non-option is the script, unless -m / -c come first.
-        for i, a in enumerate(rest):
-            if a in ("-m", "-c") or a.startswith("-m") and len(a) > 2:
-                return
-            if a in ("-I", "-E"):
-                raise UsageError(f"python {a} ignores PYTHONPATH, so perfcore cannot instrument it; drop {a}")
-            if a.startswith("-"):
-                continue
-            if not Path(a).is_file():
-                raise UsageError(f"no such script: {a}")
+    if not Path(cmd[0]).name.startswith("python"):
+        exe = shutil.which(cmd[0]) or cmd[0]
+        if _is_python(exe):
+            with open(exe, "rb") as fh:
+                flags = fh.readline(256).split()[1:]
+            for flag in (b"-I", b"-E"):
+                if flag in flags:
+                    raise UsageError(f"{cmd[0]} starts Python with {flag.decode()}, which ignores PYTHONPATH, so "
+                                     f"perfcore cannot instrument it; run it as: perfcore run -- python {exe} ...")
+        return
+    rest = cmd[1:]
+    # python [-u -O -W ignore -X dev ...] script.py: the first non-option is the script, unless -m / -c come first.
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        if a in ("-m", "-c") or (a.startswith("-m") or a.startswith("-c")) and len(a) > 2 and a[1] in "mc":
             return
+        if a in ("-I", "-E") or a.startswith("-") and not a.startswith("--") and a[1:2] not in "WX" and \
+                any(f in a[1:] for f in "IE"):
+            flag = "-I" if "I" in a else "-E"
+            raise UsageError(f"python {flag} ignores PYTHONPATH, so perfcore cannot instrument it; drop {flag}")
+        if a in _PY_OPTS_WITH_VALUE:
+            i += 2
+            continue
+        if a == "-":
+            return  # the program comes on stdin
+        if a.startswith("-"):
+            i += 1
+            continue
+        if not Path(a).is_file():
+            raise UsageError(f"no such script: {a}")
+        return
 
 
 def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: bool,
-              overrides: dict[str, str] | None = None) -> dict[str, str]:
+              overrides: dict[str, str] | None = None, step_on: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
     pkg_parent = str(Path(__file__).resolve().parents[2])
     paths = [str(BOOT), pkg_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -49,6 +88,9 @@ def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: 
     env["PERFCORE_WARMUP"] = str(warmup)
     env["PERFCORE_BACKEND"] = backend
     env["PERFCORE_KERNELS"] = "1" if kernels else "0"
+    env["PERFCORE_STEP_ON"] = step_on or ""
+    # The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here.
+    env["PERFCORE_T_LAUNCH_NS"] = str(time.perf_counter_ns())
     env.update(overrides or {})
     return env
 
@@ -71,12 +113,14 @@ def run_child(cmd: list[str], env: dict[str, str]) -> int:
 
 
 def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | None, backend: str,
-                kernels: bool, overrides: dict[str, str] | None = None, monitor_s: float | None = None
-                ) -> tuple[int, dict[str, Any], Path]:
+                kernels: bool, overrides: dict[str, str] | None = None, monitor_s: float | None = None,
+                step_on: str | None = None) -> tuple[int, dict[str, Any], Path]:
     if steps is not None and steps <= 0:
         raise UsageError(f"--steps must be at least 1, got {steps}")
     if warmup < 0:
         raise UsageError(f"--warmup must be >= 0, got {warmup}")
+    if step_on is not None and step_on not in SOURCES:
+        raise UsageError(f"--step-on must be one of {', '.join(SOURCES)}, got {step_on!r}")
     check_command(cmd)
     out = prepare_out(out)
     sampler = None
@@ -84,10 +128,11 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
         from perfcore.capture.sampler import Sampler
 
         sampler = Sampler(monitor_s).start()
+    oom_before = oom_kills()
     try:
-        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides))
+        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides, step_on))
     finally:
         samples = sampler.stop() if sampler else None
-    doc = finish_run(out, rc, cmd, samples=samples)
+    doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()))
     return rc, doc, out
 

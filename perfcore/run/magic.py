@@ -27,11 +27,7 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
         instrument.activate(process_hooks=False)
     inst = instrument.STATE
     inst.run_dir = run_dir
-    # A fresh timer per cell: nothing leaks from one cell into the next.
-    inst.timer, inst.fetch_starts, inst.mem_samples = None, [], []
-    inst.set_steps(steps or 0, warmup)
-    inst.stop_requested, inst._finalized = False, False
-    inst.disabled = False
+    inst.new_cell(steps or 0, warmup)
 
     def stop():
         inst.stop_requested = True
@@ -50,12 +46,15 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
     if timer is None:
         from perfcore.errors import UsageError
 
-        raise UsageError("the cell ran no training step (no DataLoader iterated, no optimizer.step())")
-    if timer.steps == 0 and len(inst.fetch_starts) > 1:
-        timer._boundaries = list(inst.fetch_starts[1:])
-    for pid in reversed(timer._rec.open_phases()):
-        timer._rec.end(pid)
+        raise UsageError("the cell ran no training step (no DataLoader iterated, no module called)")
+    source = inst.sources.finish()
+    timer.close_open_phases()
+    if not timer.boundaries:
+        from perfcore.errors import UsageError
+
+        raise UsageError("the cell ran no complete step (no optimizer step, backward, batch or second module call)")
     res = timer.result()
+    res["step_source"] = source
     timer.close()
     return res, timer
 

@@ -1,0 +1,209 @@
+"""Writing one process's part of a run (PERFCORE_RUN_DIR/parts/<rank or pid>/): run.json, steps.csv
+and trace.npz, from the instrumentation's StepTimer and what its hooks saw; `perfcore run`'s parent
+turns the parts into the run folder. A process that saw no step still writes what it saw."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from typing import Any
+
+import numpy as np
+
+from perfcore.run.steps import DESCRIBE, LOOKS_FOR
+
+__all__ = ["write_part", "memory_trend", "startup_summary"]
+
+
+def write_part(inst) -> None:
+    counts = dict(inst.sources.counts)
+    timer = inst.timer
+    if timer is None and not any(counts.values()) and not inst.loaders.records:
+        return  # torch was imported but nothing ran (a launcher such as torchrun's agent)
+    source = inst.sources.finish()
+    key = f"rank{inst.rank}" if inst.rank is not None else f"pid{os.getpid()}"
+    part = inst.run_dir / "parts" / key
+    part.mkdir(parents=True, exist_ok=True)
+    common = _common(inst, source, counts)
+    from perfcore.report import jsonio
+
+    if timer is None or not timer.boundaries:
+        if timer is not None:
+            timer.close_open_phases()
+            timer.close()
+        common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9)
+        jsonio.write(part / "run.json", {"schema": "perfcore.run/1", "steps": 0, "warmup_steps": 0, **common})
+        return
+    _write_steps(inst, timer, part, common)
+
+
+def no_step_sentence(counts: dict[str, int], wall_s: float) -> str:
+    return (f"no step seen in {wall_s:.1f} s: {counts.get('forward', 0)} top-level forward call(s), "
+            f"{counts.get('backward', 0)} backward pass(es), {counts.get('batch_all', 0)} DataLoader batch(es), "
+            f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
+            "optimizer|backward|batch|forward")
+
+
+def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
+    return {
+        "pid": os.getpid(),
+        "rank": int(inst.rank) if inst.rank is not None else None,
+        "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
+        "host": socket.gethostname(),
+        "argv": list(sys.argv),
+        "exit": {"reason": inst.exit_reason, "exception": inst.exception},
+        "step_source": source,
+        "step_source_text": DESCRIBE.get(source or "", "none"),
+        "seen": {**counts, "optimizers": inst.sources.optimizers_made,
+                 "wall_ms": (inst.now_ns() - inst.t_start) / 1e6},
+        "loaders": inst.loaders.summary(inst.run_dir / "workers"),
+        "dataloader_overrides": {"asked": inst.overrides, "applied": inst.overrides_applied},
+        "synthetic": {"keep": inst.synthetic, "replayed": inst.replayed},
+    }
+
+
+def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
+    import pandas as pd
+    import psutil
+
+    timer.close_open_phases()  # a crash inside a phase: close it at the crash
+    if inst.on_gpu:
+        import torch
+
+        try:
+            torch.cuda.synchronize()
+        except Exception:
+            pass
+    cpu_util = psutil.cpu_percent(None)
+    table = timer.summary()
+    doc = dict(timer.result())
+    timer.close()
+    full = timer.step_table()
+    evaluation = _evaluation(inst, full, table)
+    if evaluation:
+        from perfcore.analysis.attribution import summarize
+
+        keep = ~full["evaluation"].to_numpy()
+        again = summarize(full[keep].reset_index(drop=True), on_gpu=inst.on_gpu, backend=doc["backend"],
+                          device=doc["device"], evidence={"cpu_count": os.cpu_count()}, kernels=doc.get("kernels"),
+                          memcpy=doc.get("memcpy"), overhead=doc.get("overhead"))
+        doc.update({k: again[k] for k in ("steps", "warmup_steps", "step_time_ms", "warmup_step_time_ms",
+                                          "breakdown_ms", "breakdown_fraction", "verdict", "recommendations")})
+        doc["evaluation"] = evaluation
+    n = len(full)
+    mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
+    for i, b in inst.mem_samples:
+        if i < n:
+            mem[i] = b
+    table["mem_bytes"] = mem
+    training = ~table["warmup"].to_numpy() & ~table.get("evaluation", pd.Series(False, index=table.index)).to_numpy()
+    steps_total = int(doc["steps"] + doc["warmup_steps"])
+    batches = inst.loaders.training_batches()
+    doc.update(common)
+    doc.update({
+        "cpu_util_percent": cpu_util,
+        "memory": {"kind": inst.mem_kind, **memory_trend(mem[training & (mem >= 0)])},
+        "compute_split_ms": {ph: float(table.loc[training, f"{ph}_ms"].mean())
+                             for ph in ("forward", "backward", "optimizer") if f"{ph}_ms" in table and training.any()},
+        "compute_split_gpu_ms": {ph: float(table.loc[training, f"{ph}_gpu_ms"].mean())
+                                 for ph in ("forward", "backward", "optimizer")
+                                 if f"{ph}_gpu_ms" in table and training.any()},
+        "skipped_boundaries": inst.torch_hooks.clock.skipped if inst.torch_hooks.clock is not None else 0,
+        "batches_per_step": (batches / steps_total) if batches and steps_total else None,
+        "scaler_skipped_steps": inst.sources.scaler_skips,
+        "startup": startup_summary(inst.t_start, full, common["loaders"], doc["steps"]),
+    })
+    from perfcore._C import hook_errors
+
+    untimed = hook_errors()
+    if untimed:
+        inst.notes.append(f"{untimed} hooked call(s) could not be timed (a phase would not open or "
+                          "close there); they ran untimed")
+    if doc.get("overhead"):
+        # The estimate covers the timer's phases; the zero-code hooks around them cost more.
+        doc["overhead"] = dict(doc["overhead"], hooks="not included")
+    if inst.notes or timer.notes:
+        doc["notes"] = list(dict.fromkeys(inst.notes + timer.notes))
+    table.to_csv(part / "steps.csv", index=False)
+    _write_trace(timer, full, part)
+    from perfcore.report import jsonio
+
+    jsonio.write(part / "run.json", doc)
+
+
+def _evaluation(inst, full, table) -> dict[str, Any] | None:
+    """Rows that are evaluation passes: flagged in both tables, summed apart."""
+    rows = [r for r in inst.eval_rows if r < len(full)]
+    full["evaluation"] = False
+    table["evaluation"] = False
+    if not rows:
+        passes = inst.sources.eval_passes
+        return {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6,
+                "apart": False} if passes else None
+    full.loc[rows, "evaluation"] = True
+    table.loc[rows, "evaluation"] = True
+    passes = inst.sources.eval_passes
+    return {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6,
+            "rows": rows, "rows_ms": float(full.loc[rows, "wall_ns"].sum() / 1e6), "apart": True}
+
+
+def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured: int) -> dict[str, Any]:
+    """Time to the first step's end from interpreter start, the first step against steady state,
+    and the training DataLoader's first-epoch worker start-up."""
+    walls = full["wall_ns"].to_numpy() / 1e6
+    first_end_ns = int(full["start_ns"].iloc[0] + full["wall_ns"].iloc[0])
+    rest = full[~full["warmup"]] if measured else full.iloc[1:]
+    if "evaluation" in rest:
+        rest = rest[~rest["evaluation"]]
+    starts = [s for ld in loaders if ld.get("training") for s in ld["worker_startup_ms"]]
+    starts = starts or [s for ld in loaders for s in ld["worker_startup_ms"]]
+    return {
+        "time_to_first_step_ms": (first_end_ns - t_start) / 1e6,
+        "first_step_ms": float(walls[0]),
+        "steady_step_ms": float(np.median(rest["wall_ns"].to_numpy()) / 1e6) if len(rest) else None,
+        "worker_startup_ms": float(starts[0]) if starts else None,
+        "worker_startup_total_ms": float(sum(starts)) if starts else None,
+    }
+
+
+def _write_trace(timer, full, part) -> None:
+    detail = timer.trace_tables()  # the kept steps' detail: bounded however long the run
+    spans = detail["spans"]
+    names = timer.phase_names()
+    # Strings go in as fixed-width unicode arrays: np.load(allow_pickle=False) must read them back.
+    raw: dict[str, Any] = {
+        "span_phase": spans["phase_id"].to_numpy(), "span_start_ns": spans["start_ns"].to_numpy(),
+        "span_end_ns": spans["end_ns"].to_numpy(), "span_thread": spans["thread_id"].to_numpy(),
+        "span_step": spans["step"].to_numpy(),
+        "phase_ids": np.array(list(names), dtype=np.int32), "phase_names": np.array(list(names.values()), dtype=str),
+        "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
+    }
+    k, c, ev = detail["kernels"], detail["copies"], detail["events"]
+    if len(k):
+        raw.update(kernel_start_ns=k["start_ns"].to_numpy(), kernel_end_ns=k["end_ns"].to_numpy(),
+                   kernel_stream=k["stream_id"].to_numpy(), kernel_name=k["name"].to_numpy(dtype=str))
+    m = c[c["kind"] == "memcpy"]
+    if len(m):
+        raw.update(memcpy_start_ns=m["start_ns"].to_numpy(), memcpy_end_ns=m["end_ns"].to_numpy(),
+                   memcpy_stream=m["stream_id"].to_numpy(), memcpy_bytes=m["size_bytes"].to_numpy(),
+                   memcpy_direction=m["direction"].to_numpy(dtype=str), memcpy_pageable=m["pageable"].to_numpy())
+    if len(ev) and not timer.kernels_traced:
+        raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
+                   event_end_ns=ev["end_ns"].to_numpy())
+    np.savez_compressed(part / "trace.npz", **raw)
+
+
+def memory_trend(mem) -> dict:
+    """Peak memory per step and its growth: a steady rise over steps is reported as a probable leak."""
+    if len(mem) < 3:
+        return {"peak_bytes": int(mem.max()) if len(mem) else None, "growth_bytes_per_step": 0.0, "probable_leak": False}
+    x = np.arange(len(mem), dtype=np.float64)
+    y = mem.astype(np.float64)
+    slope, intercept = np.polyfit(x, y, 1)
+    fit = slope * x + intercept
+    ss_res, ss_tot = float(((y - fit) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
+    total_growth = slope * (len(mem) - 1)
+    leak = bool(slope > 0 and r2 > 0.8 and total_growth > max(8 * 2**20, 0.05 * y[0]))
+    return {"peak_bytes": int(mem.max()), "first_bytes": int(mem[0]), "last_bytes": int(mem[-1]),
+            "growth_bytes_per_step": float(slope), "r2": r2, "probable_leak": leak}
