@@ -16,7 +16,14 @@ def _bar(fraction: float) -> str:
 
 
 def render_text(doc: dict[str, Any]) -> str:
+    if not doc.get("steps") and not doc.get("warmup_steps"):
+        return "\n".join([f"perfcore: {doc.get('no_step', 'no step seen')}"] + _outcome(doc))
     st = doc["step_time_ms"]
+    if not doc["steps"]:
+        # Ended during warm-up: say exactly that, and show the warm-up steps' split as it is.
+        lines = [f"perfcore: the run ended during warm-up: {doc['warmup_steps']} warm-up step(s), none measured "
+                 f"(warm-up mean {doc.get('warmup_step_time_ms') or 0:.2f} ms); run longer or lower --warmup"]
+        return "\n".join(lines + _startup(doc) + _outcome(doc))
     lines = [
         f"perfcore: {doc['steps']} steps measured ({doc['warmup_steps']} warm-up apart), backend {doc['backend']}, "
         f"device {doc['device']}",
@@ -85,9 +92,11 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append(f"  PROBABLE LEAK: grows {mem['growth_bytes_per_step'] / 2**20:.2f} MiB per step")
     if doc.get("cpu_util_percent") is not None:
         lines.append(f"  host CPU utilisation during the run: {doc['cpu_util_percent']:.0f}%")
+    lines += _startup(doc)
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
         lines += ["", f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else "")]
+    lines += _outcome(doc)
     for note in doc.get("notes", []):
         lines.append(f"note: {note}")
     o = doc.get("overhead") or {}
@@ -98,3 +107,28 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append("  (the timer's own bookkeeping; perfcore run's hooks add more, which "
                          "bench/bench_run_overhead.py measures against the uninstrumented script)")
     return "\n".join(lines)
+
+
+def _outcome(doc: dict[str, Any]) -> list[str]:
+    oc = doc.get("outcome") or {}
+    return [f"the script {oc['sentence']}"] if oc.get("code") else []
+
+
+def _startup(doc: dict[str, Any]) -> list[str]:
+    su = doc.get("startup") or {}
+    if not su:
+        return []
+    line = f"  start-up: first step ended {su['time_to_first_step_ms'] / 1e3:.2f} s after launch; " \
+           f"first step {su['first_step_ms']:.1f} ms"
+    if su.get("steady_step_ms") is not None:
+        line += f" vs {su['steady_step_ms']:.1f} ms steady"
+    out = ["", line]
+    for ld in doc.get("loaders") or []:
+        if ld.get("worker_startup_ms"):
+            t = ", ".join(f"{v:.0f}" for v in ld["worker_startup_ms"][:6])
+            more = ", ..." if len(ld["worker_startup_ms"]) > 6 else ""
+            text = f"  DataLoader at {ld['site']}: {ld['num_workers']} worker(s) took {t}{more} ms to give each epoch's first batch"
+            if ld.get("persistent_workers_would_save_ms"):
+                text += f"; persistent_workers=True would save ~{ld['persistent_workers_would_save_ms']:.0f} ms"
+            out.append(text)
+    return out

@@ -73,23 +73,33 @@ def align_samples(samples: pd.DataFrame, start_ns: np.ndarray, wall_ns: np.ndarr
 
 
 def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] | None = None,
-               samples: pd.DataFrame | None = None) -> dict[str, Any]:
-    """Parts -> run folder. Raises RunFailed (with the script's exit code) when there is nothing to report."""
+               samples: pd.DataFrame | None = None, oom: tuple[int | None, int | None] = (None, None)
+               ) -> dict[str, Any]:
+    """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
+    (with the script's exit code) only when the script failed and there is nothing to report."""
+    from perfcore.run.outcome import describe_exit
+
     parts = _read_parts(out) if parts is None else parts
-    if not parts:
-        if rc != 0:
-            raise RunFailed(f"the command failed (exit {rc}) before perfcore saw a training step; "
-                            "fix the script, then run it again", exit_code=rc)
-        raise RunFailed("no training step seen: the command never iterated a torch DataLoader, ran an nn.Module "
-                        "or called optimizer.step() in an instrumented Python process")
+    parts = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")] or parts
     parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
+    doc = dict(parts[0]["doc"]) if parts else {}
+    outcome = describe_exit(rc, (doc.get("exit") or {}).get("reason"), *oom)
+    if not doc.get("steps") and not doc.get("warmup_steps"):
+        seen = doc.get("no_step") or ("no instrumented Python process imported torch: perfcore looks for "
+                                      "optimizer steps, backward passes, DataLoader batches and module calls")
+        if rc != 0:
+            raise RunFailed(f"the command {outcome['sentence']} before perfcore saw a training step ({seen})",
+                            exit_code=rc)
+        doc.update({"schema": doc.get("schema", "perfcore.run/1"), "steps": 0, "warmup_steps": 0, "no_step": seen,
+                    "command": cmd, "exit_code": rc, "outcome": outcome, "files": {"run.json": "run.json"}})
+        from perfcore.report import jsonio
+
+        jsonio.write(out / "run.json", doc)
+        return doc
     main = parts[0]
-    doc = dict(main["doc"])
-    if doc.get("steps", 0) == 0 and doc.get("warmup_steps", 0) == 0:
-        raise RunFailed("the loop ran no complete step (an empty DataLoader, or a crash in the first step); "
-                        "nothing to attribute")
     doc["command"] = cmd
     doc["exit_code"] = rc
+    doc["outcome"] = outcome
     focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one
     if len(parts) > 1 or doc.get("world_size"):
         from perfcore.analysis.ranks import clock_offsets, merge_ranks
