@@ -24,13 +24,23 @@ BUILD_INFO = ROOT / "perfcore" / "_build_info.json"
 # Turing .. Hopper, plus PTX so newer GPUs can JIT. nvcc 13 has dropped everything before 7.5.
 DEFAULT_ARCH_LIST = "7.5;8.0;8.6;8.9;9.0+PTX"
 
-COMMON_SOURCES = ["csrc/clock.cpp", "csrc/spans.cpp", "csrc/bindings.cpp"]
+COMMON_SOURCES = [
+    "csrc/clock.cpp",
+    "csrc/spans.cpp",
+    "csrc/py_errors.cpp",
+    "csrc/hooks/hooks.cpp",
+    "csrc/hooks/phase_scope.cpp",
+    "csrc/hooks/timed_call.cpp",
+    "csrc/hooks/step_clock.cpp",
+    "csrc/bindings.cpp",
+]
 CUDA_SOURCES = [
     "csrc/cuda_check.cpp",
     "csrc/events.cpp",
     "csrc/transfer.cpp",
     "csrc/calib.cu",
     "csrc/cupti/decoder.cpp",
+    "csrc/cupti/buffers.cpp",
     "csrc/cupti/tracer.cpp",
     "csrc/cupti/fake_buffer.cpp",
 ]

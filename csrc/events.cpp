@@ -1,6 +1,8 @@
 // EventTimer implementation: a free list of events, a FIFO of pairs, cudaEventQuery to resolve.
 #include "events.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -20,6 +22,7 @@ EventTimer::~EventTimer() {
     cudaEventDestroy(p.start);
     cudaEventDestroy(p.stop);
   }
+  if (syncStream_) cudaStreamDestroy(syncStream_);
 }
 
 cudaEvent_t EventTimer::take() {
@@ -35,42 +38,88 @@ cudaEvent_t EventTimer::take() {
   return ev;
 }
 
-void EventTimer::anchorOn(cudaStream_t stream) {
-  PERFCORE_CUDA_CHECK(cudaStreamSynchronize(stream));
-  anchor_ = take();
+void EventTimer::sync() {
+  if (syncStream_ == nullptr) PERFCORE_CUDA_CHECK(cudaStreamCreateWithFlags(&syncStream_, cudaStreamNonBlocking));
+  cudaEvent_t ev = take();
   const int64_t t0 = nowNs();
-  PERFCORE_CUDA_CHECK(cudaEventRecord(anchor_, stream));
-  PERFCORE_CUDA_CHECK(cudaEventSynchronize(anchor_));
+  PERFCORE_CUDA_CHECK(cudaEventRecord(ev, syncStream_));
+  PERFCORE_CUDA_CHECK(cudaEventSynchronize(ev));
   const int64_t t1 = nowNs();
-  // The idle stream reached the event between t0 and t1; the midpoint errs by at most half that.
-  anchorNs_ = t0 + (t1 - t0) / 2;
+  const int64_t hostNs = t0 + (t1 - t0) / 2;  // errs by at most half the window
+  if (anchor_ != nullptr) {
+    float ms = 0.f;
+    PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor_, ev));
+    const int64_t drift = anchorNs_ + static_cast<int64_t>(static_cast<double>(ms) * 1e6) - hostNs;
+    clock_.lastDriftNs = drift;
+    clock_.maxAbsDriftNs = std::max<int64_t>(clock_.maxAbsDriftNs, drift < 0 ? -drift : drift);
+    release(anchor_);
+  }
+  anchor_ = ev;
+  anchorNs_ = hostNs;
+  clock_.lastUncertaintyNs = (t1 - t0) / 2;
+  ++clock_.syncs;
 }
 
 void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
-  if (anchor_ == nullptr) anchorOn(reinterpret_cast<cudaStream_t>(stream));
+  const int64_t tid = currentThreadId();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (anchor_ == nullptr) sync();
   // Bounded memory: at the cap, wait for the oldest pair (recorded long ago, so normally already
   // done) and keep its result for the next resolve().
-  while (pending_.size() >= maxPending_ && collect(pending_.front(), true, ready_)) {
-    pending_.pop_front();
-    for (auto& i : openIdx_) --i;
+  while (pending_.size() >= maxPending_ && collect(pending_.front(), true, ready_)) popFront();
+  cudaEvent_t a = take();
+  cudaEvent_t b = take();
+  const cudaError_t err = cudaEventRecord(a, reinterpret_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) {  // nothing is left open: the events go back to the pool
+    release(a);
+    release(b);
+    checkCuda(err, "cudaEventRecord(start)");
   }
-  Pair p{phase, step, nowNs(), take(), take(), false};
-  PERFCORE_CUDA_CHECK(cudaEventRecord(p.start, reinterpret_cast<cudaStream_t>(stream)));
-  pending_.push_back(p);
-  openIdx_.push_back(pending_.size() - 1);
+  const uint64_t seq = nextSeq_++;
+  pending_.push_back(Pair{seq, phase, step, nowNs(), tid, a, b, false});
+  open_[tid].push_back(seq);
+}
+
+EventTimer::Pair* EventTimer::findOpen(int64_t tid, int32_t phase, const char* what) {
+  auto it = open_.find(tid);
+  if (it == open_.end() || it->second.empty()) {
+    throw UsageError(std::string(what) + "(" + std::to_string(phase) + ") with no open phase on this thread");
+  }
+  Pair& p = pending_[it->second.back() - pending_.front().seq];
+  if (p.phase != phase) {
+    throw UsageError(std::string(what) + "(" + std::to_string(phase) + ") while phase " + std::to_string(p.phase) +
+                     " is the innermost open one on this thread");
+  }
+  return &p;
 }
 
 void EventTimer::end(int32_t phase, uintptr_t stream) {
-  if (openIdx_.empty()) throw UsageError("EventTimer.end(" + std::to_string(phase) + ") with no open phase");
-  Pair& p = pending_[openIdx_.back()];
-  if (p.phase != phase) {
-    throw UsageError("EventTimer.end(" + std::to_string(phase) + ") while phase " + std::to_string(p.phase) +
-                     " is the innermost open one");
+  const int64_t tid = currentThreadId();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Pair* p = findOpen(tid, phase, "EventTimer.end");
+  open_[tid].pop_back();  // closed even if the record fails: the stack stays usable
+  const cudaError_t err = cudaEventRecord(p->stop, reinterpret_cast<cudaStream_t>(stream));
+  p->closed = true;
+  if (err != cudaSuccess) {
+    p->phase = -1;  // no result; an unrecorded event counts as complete, so it never blocks resolve()
+    checkCuda(err, "cudaEventRecord(stop)");
   }
-  PERFCORE_CUDA_CHECK(cudaEventRecord(p.stop, reinterpret_cast<cudaStream_t>(stream)));
-  p.closed = true;
-  openIdx_.pop_back();
 }
+
+void EventTimer::cancel(int32_t phase) noexcept {
+  const int64_t tid = currentThreadId();
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = open_.find(tid);
+  if (it == open_.end() || it->second.empty()) return;
+  Pair& p = pending_[it->second.back() - pending_.front().seq];
+  if (p.phase != phase) return;
+  it->second.pop_back();
+  // resolve() drops pairs marked -1; the unrecorded stop event counts as complete.
+  p.phase = -1;
+  p.closed = true;
+}
+
+void EventTimer::popFront() { pending_.pop_front(); }
 
 bool EventTimer::collect(Pair& p, bool wait, EventColumns& out) {
   if (!p.closed) return false;
@@ -81,39 +130,48 @@ bool EventTimer::collect(Pair& p, bool wait, EventColumns& out) {
     if (q == cudaErrorNotReady) return false;
     checkCuda(q, "cudaEventQuery");
   }
-  float ms = 0.f, fromAnchor = 0.f;
-  PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, p.start, p.stop));
-  PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&fromAnchor, anchor_, p.start));
-  const int64_t gpuNs = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
-  const int64_t startNs = anchorNs_ + static_cast<int64_t>(static_cast<double>(fromAnchor) * 1e6);
-  out.phase_id.push_back(p.phase);
-  out.step.push_back(p.step);
-  out.host_start_ns.push_back(p.hostStartNs);
-  out.gpu_ns.push_back(gpuNs);
-  out.gpu_start_ns.push_back(startNs);
-  out.gpu_end_ns.push_back(startNs + gpuNs);
-  release(p.start);
-  if (startNs + gpuNs - anchorNs_ > 1000000000LL) {  // move the anchor forward (see events.h)
-    release(anchor_);
-    anchor_ = p.stop;
-    anchorNs_ = startNs + gpuNs;
-  } else {
-    release(p.stop);
+  if (p.phase >= 0) {
+    float ms = 0.f, fromAnchor = 0.f;
+    PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, p.start, p.stop));
+    PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&fromAnchor, anchor_, p.start));
+    const int64_t gpuNs = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+    const int64_t startNs = anchorNs_ + static_cast<int64_t>(static_cast<double>(fromAnchor) * 1e6);
+    out.phase_id.push_back(p.phase);
+    out.step.push_back(p.step);
+    out.host_start_ns.push_back(p.hostStartNs);
+    out.gpu_ns.push_back(gpuNs);
+    out.gpu_start_ns.push_back(startNs);
+    out.gpu_end_ns.push_back(startNs + gpuNs);
+    out.thread_id.push_back(p.threadId);
   }
+  release(p.start);
+  release(p.stop);
   return true;
 }
 
 EventColumns EventTimer::resolve(bool wait) {
+  std::lock_guard<std::mutex> lock(mutex_);
   EventColumns out = std::move(ready_);
   ready_ = EventColumns{};
-  // Pairs resolve in FIFO order: stop at the first unfinished one so indices in openIdx_ stay valid
-  // (open pairs are never collected, and they are always at the back).
+  // Pairs resolve in FIFO order and stop at the first unfinished one (open pairs included), so
+  // every open pair stays in pending_ and seq - front.seq indexes it.
   while (!pending_.empty()) {
     if (!collect(pending_.front(), wait, out)) break;
-    pending_.pop_front();
-    for (auto& i : openIdx_) --i;
+    popFront();
   }
+  // Pairs resolved above were measured against the current anchor; later ones use the new one.
+  if (anchor_ != nullptr && nowNs() - anchorNs_ >= kResyncNs) sync();
   return out;
+}
+
+size_t EventTimer::pending() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_.size();
+}
+
+ClockSync EventTimer::clockSync() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return clock_;
 }
 
 }  // namespace perfcore

@@ -103,6 +103,11 @@ int64_t SpanRecorder::end(int32_t phase) {
   return t1 - t0;
 }
 
+void SpanRecorder::cancel(int32_t phase) noexcept {
+  auto& open = local().openStack();
+  if (!open.empty() && open.back().first == phase) open.pop_back();
+}
+
 void SpanRecorder::record(int32_t phase, int64_t startNs, int64_t endNs) {
   if (endNs < startNs) throw UsageError("span ends before it starts");
   local().append(phase, step(), startNs, endNs);

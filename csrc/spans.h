@@ -62,6 +62,9 @@ class SpanRecorder {
   void begin(int32_t phase);
   // Returns the closed span's duration in ns.
   int64_t end(int32_t phase);
+  // Takes back the innermost open phase (if it is `phase`) without recording it: used when a
+  // phase's other parts (CUDA events, CUPTI tag) fail to open. Never throws.
+  void cancel(int32_t phase) noexcept;
   // A span measured elsewhere (e.g. in Python with time.perf_counter_ns, the same clock).
   void record(int32_t phase, int64_t startNs, int64_t endNs);
 

@@ -94,7 +94,7 @@ def test_frames_label_pageable_and_pinned_copies(C):
     from perfcore.capture.columns import activity_frames
 
     buf = C._FakeActivityBuffer()
-    buf.add_memcpy(0, 10, 100, 1, 1, 3, 0, 1, 1)  # HtoD from pageable
+    buf.add_memcpy(1, 11, 100, 1, 1, 3, 0, 1, 1)  # HtoD from pageable
     buf.add_memcpy(20, 25, 100, 1, 2, 3, 0, 1, 2)  # HtoD from pinned
     buf.add_memcpy(30, 40, 100, 2, 3, 1, 0, 1, 3)  # DtoH to pageable
     buf.add_kernel(50, 80, 0, 1, 4, "k", 1, 1)
@@ -105,3 +105,100 @@ def test_frames_label_pageable_and_pinned_copies(C):
     assert list(m["duration_ns"]) == [10, 5, 10]
     assert list(f["kernels"]["name"].astype(str)) == ["k"]
     assert list(f["kernels"]["duration_ns"]) == [30]
+
+
+def test_api_records_decode_with_their_thread_and_kind(C):
+    # CUpti_ActivityAPI (RUNTIME / DRIVER kinds): the launch's host interval, thread and the
+    # correlation id its kernel and copy records repeat.
+    buf = C._FakeActivityBuffer()
+    buf.add_api(driver=False, start_ns=100, end_ns=104, correlation_id=7, thread_id=4242, cbid=211)
+    buf.add_api(driver=True, start_ns=110, end_ns=113, correlation_id=8, thread_id=4243, cbid=307)
+    got = buf.decode()
+    a = got["api"]
+    assert list(a["start_ns"]) == [100, 110] and list(a["end_ns"]) == [104, 113]
+    assert list(a["correlation_id"]) == [7, 8] and list(a["thread_id"]) == [4242, 4243]
+    assert list(a["driver"]) == [0, 1] and list(a["cbid"]) == [211, 307]
+
+
+def test_invalid_timestamps_are_dropped_and_counted(C):
+    # CUPTI documents a 0 start/end as "timestamp could not be collected"; end < start cannot be
+    # placed either. Such records must not become kernels of made-up length.
+    buf = C._FakeActivityBuffer()
+    buf.add_kernel(0, 50, 0, 7, 1, "no_start", 1, 1)
+    buf.add_kernel(100, 0, 0, 7, 2, "no_end", 1, 1)
+    buf.add_kernel(300, 200, 0, 7, 3, "backwards", 1, 1)
+    buf.add_kernel(400, 400, 0, 7, 4, "zero_length_is_fine", 1, 1)
+    buf.add_memcpy(0, 10, 100, 1, 2, 3, 0, 7, 5)
+    buf.add_api(False, 0, 0, 6, 1, 211)
+    got = buf.decode()
+    assert got["records"] == 6 and got["invalid_timestamps"] == 5
+    assert list(got["kernels"]["correlation_id"]) == [4]
+    assert len(got["memcpy"]["start_ns"]) == 0 and len(got["api"]["start_ns"]) == 0
+
+
+def test_graph_kernels_share_the_launch_correlation_id(C):
+    # One cudaGraphLaunch API call (one correlation id) runs every kernel node of the graph: each
+    # kernel record repeats that correlation id and carries the graph's id.
+    buf = C._FakeActivityBuffer()
+    for i in range(5):
+        buf.add_kernel(1000 + 10 * i, 1005 + 10 * i, 0, 7, 99, f"node{i}", 1, 1, graph_id=3)
+    k = buf.decode()["kernels"]
+    assert list(k["correlation_id"]) == [99] * 5 and list(k["graph_id"]) == [3] * 5
+
+
+_KEEP = []  # kernel records point at their name, which must outlive the decode (as CUPTI's do)
+
+
+def one_record_buffer(C, i):
+    b = C._FakeActivityBuffer()
+    b.add_kernel(1000 + i, 1001 + i, 0, 7, i, "k", 1, 1)
+    _KEEP.append(b)
+    return b
+
+
+def test_a_run_split_across_many_buffers_passes_through_a_small_pool(C):
+    # CUPTI asks for a buffer, fills it and hands it back; the pool decodes completed buffers and
+    # reuses them, so far more buffers than the cap pass through without a single refusal.
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=2)
+    for i in range(100):
+        assert pool.deliver(one_record_buffer(C, i))
+        if i % 2 == 1:
+            pool.decode_ready()
+    pool.decode_ready()
+    got = pool.take()
+    assert list(got["kernels"]["correlation_id"]) == list(range(100))
+    st = pool.stats()
+    assert st["buffers_allocated"] == 2 and st["buffers_completed"] == 100 and st["buffers_denied"] == 0
+    assert st["records"] == 100 and pool.take()["records"] == 0  # take() empties
+
+
+def test_pool_at_its_cap_refuses_and_says_so(C):
+    # With every buffer out and none decoded, the next request gets no buffer (CUPTI then drops
+    # records and counts them): the refusal is counted, not hidden.
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=2)
+    assert pool.deliver(one_record_buffer(C, 0)) and pool.deliver(one_record_buffer(C, 1))
+    assert not pool.deliver(one_record_buffer(C, 2))
+    assert pool.stats()["buffers_denied"] == 1
+    pool.decode_ready()
+    assert pool.deliver(one_record_buffer(C, 3))  # decoded buffers are free again
+
+
+def test_dropped_counts_are_summed(C):
+    # cuptiActivityGetNumDroppedRecords resets its count when read, so every read adds.
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=2)
+    pool.add_dropped(5)
+    pool.add_dropped(7)
+    assert pool.stats()["dropped_records"] == 12
+
+
+def test_decoded_columns_are_bounded(C):
+    # Records decoded but not yet taken are capped; past the cap they are counted as overflow.
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=4, max_pending_records=3)
+    for i in range(6):
+        pool.deliver(one_record_buffer(C, i))
+        pool.decode_ready()
+    got = pool.take()
+    assert len(got["kernels"]["start_ns"]) == 3 and pool.stats()["overflow_records"] == 3
+    pool.deliver(one_record_buffer(C, 9))
+    pool.decode_ready()
+    assert list(pool.take()["kernels"]["correlation_id"]) == [9]  # room again after take()

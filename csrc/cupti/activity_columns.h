@@ -12,6 +12,9 @@ struct KernelColumns {
   std::vector<int32_t> device_id, stream_id, correlation_id, name_id;
   std::vector<int32_t> grid_x, grid_y, grid_z, block_x, block_y, block_z;
   std::vector<int32_t> registers_per_thread, static_shared_bytes, dynamic_shared_bytes;
+  // The CUDA graph the kernel ran in (0: not a graph launch). Every kernel of one cudaGraphLaunch
+  // carries that launch's correlation id.
+  std::vector<int32_t> graph_id;
 
   template <class F>
   void visit(F&& f) {
@@ -30,6 +33,7 @@ struct KernelColumns {
     f("registers_per_thread", registers_per_thread);
     f("static_shared_bytes", static_shared_bytes);
     f("dynamic_shared_bytes", dynamic_shared_bytes);
+    f("graph_id", graph_id);
   }
 };
 
@@ -100,6 +104,24 @@ struct ExternalCorrelationColumns {
   }
 };
 
+// Runtime and driver API calls (CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER): when and on which thread
+// each launch was made, keyed by the correlation id its kernels and copies carry.
+struct ApiColumns {
+  std::vector<int64_t> start_ns, end_ns, thread_id;
+  std::vector<int32_t> correlation_id, cbid;
+  std::vector<uint8_t> driver;  // 1: driver API (cuLaunchKernel, e.g. Triton), 0: runtime API
+
+  template <class F>
+  void visit(F&& f) {
+    f("start_ns", start_ns);
+    f("end_ns", end_ns);
+    f("thread_id", thread_id);
+    f("correlation_id", correlation_id);
+    f("cbid", cbid);
+    f("driver", driver);
+  }
+};
+
 struct OverheadColumns {
   std::vector<int64_t> start_ns, end_ns;
   std::vector<int32_t> overhead_kind, object_kind;
@@ -121,9 +143,11 @@ struct ActivityColumns {
   SyncColumns sync;
   ExternalCorrelationColumns external;
   OverheadColumns overhead;
+  ApiColumns api;
   std::vector<std::string> names;  // the whole table so far, not only new names
   int64_t records = 0;
-  int64_t otherRecords = 0;  // kinds perfcore does not decode
+  int64_t otherRecords = 0;       // kinds perfcore does not decode
+  int64_t invalidTimestamps = 0;  // records dropped for start/end of 0 or end < start
 };
 
 }  // namespace perfcore

@@ -30,6 +30,14 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
   int64_t n = 0;
   CUpti_Activity* rec = nullptr;
   const auto ts = [clockOffsetNs](uint64_t t) { return static_cast<int64_t>(t) - clockOffsetNs; };
+  // CUPTI writes 0 for a timestamp it could not collect (documented for API records; seen on
+  // kernels cut off at exit), and a record whose end precedes its start cannot be placed on the
+  // timeline: such records are counted and left out, never given a made-up duration.
+  const auto invalid = [&out](uint64_t start, uint64_t end) {
+    if (start != 0 && end != 0 && end >= start) return false;
+    ++out.invalidTimestamps;
+    return true;
+  };
   while (true) {
     CUptiResult st = cuptiActivityGetNextRecord(buffer, validBytes, &rec);
     if (st == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // end of buffer
@@ -45,6 +53,7 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
       case CUPTI_ACTIVITY_KIND_KERNEL: {
         auto* k = reinterpret_cast<const KernelRecord*>(rec);
+        if (invalid(k->start, k->end)) break;
         auto& c = out.kernels;
         c.start_ns.push_back(ts(k->start));
         c.end_ns.push_back(ts(k->end));
@@ -61,10 +70,12 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
         c.registers_per_thread.push_back(k->registersPerThread);
         c.static_shared_bytes.push_back(k->staticSharedMemory);
         c.dynamic_shared_bytes.push_back(k->dynamicSharedMemory);
+        c.graph_id.push_back(static_cast<int32_t>(k->graphId));
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         auto* m = reinterpret_cast<const MemcpyRecord*>(rec);
+        if (invalid(m->start, m->end)) break;
         auto& c = out.memcpy;
         c.start_ns.push_back(ts(m->start));
         c.end_ns.push_back(ts(m->end));
@@ -80,6 +91,7 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         auto* m = reinterpret_cast<const MemsetRecord*>(rec);
+        if (invalid(m->start, m->end)) break;
         auto& c = out.memset;
         c.start_ns.push_back(ts(m->start));
         c.end_ns.push_back(ts(m->end));
@@ -93,6 +105,7 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
       }
       case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
         auto* s = reinterpret_cast<const SyncRecord*>(rec);
+        if (invalid(s->start, s->end)) break;
         auto& c = out.sync;
         c.start_ns.push_back(ts(s->start));
         c.end_ns.push_back(ts(s->end));
@@ -110,8 +123,22 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
         c.correlation_id.push_back(static_cast<int32_t>(e->correlationId));
         break;
       }
+      case CUPTI_ACTIVITY_KIND_RUNTIME:
+      case CUPTI_ACTIVITY_KIND_DRIVER: {
+        auto* a = reinterpret_cast<const ApiRecord*>(rec);
+        if (invalid(a->start, a->end)) break;
+        auto& c = out.api;
+        c.start_ns.push_back(ts(a->start));
+        c.end_ns.push_back(ts(a->end));
+        c.thread_id.push_back(static_cast<int64_t>(a->threadId));
+        c.correlation_id.push_back(static_cast<int32_t>(a->correlationId));
+        c.cbid.push_back(static_cast<int32_t>(a->cbid));
+        c.driver.push_back(rec->kind == CUPTI_ACTIVITY_KIND_DRIVER ? 1 : 0);
+        break;
+      }
       case CUPTI_ACTIVITY_KIND_OVERHEAD: {
         auto* o = reinterpret_cast<const OverheadRecord*>(rec);
+        if (invalid(o->start, o->end)) break;
         auto& c = out.overhead;
         c.start_ns.push_back(ts(o->start));
         c.end_ns.push_back(ts(o->end));
@@ -125,6 +152,13 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
     }
   }
   out.records += n;
+  return n;
+}
+
+int64_t countRecords(uint8_t* buffer, size_t validBytes) {
+  int64_t n = 0;
+  CUpti_Activity* rec = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, validBytes, &rec) == CUPTI_SUCCESS) ++n;
   return n;
 }
 

@@ -27,4 +27,7 @@ class NameTable {
 int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, NameTable& names,
                      int64_t clockOffsetNs);
 
+// Records in a buffer, without decoding them (for counting what is dropped).
+int64_t countRecords(uint8_t* buffer, size_t validBytes);
+
 }  // namespace perfcore

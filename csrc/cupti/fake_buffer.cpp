@@ -19,7 +19,8 @@ T& FakeActivityBuffer::append() {
 }
 
 void FakeActivityBuffer::addKernel(int64_t startNs, int64_t endNs, int32_t device, int32_t stream,
-                                   int32_t correlation, const std::string& name, int32_t gridX, int32_t blockX) {
+                                   int32_t correlation, const std::string& name, int32_t gridX, int32_t blockX,
+                                   int32_t graphId) {
   names_.push_back(std::make_unique<std::string>(name));
   auto& r = append<KernelRecord>();
   r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -36,6 +37,7 @@ void FakeActivityBuffer::addKernel(int64_t startNs, int64_t endNs, int32_t devic
   r.blockY = 1;
   r.blockZ = 1;
   r.registersPerThread = 32;
+  r.graphId = static_cast<uint32_t>(graphId);
 }
 
 void FakeActivityBuffer::addMemcpy(int64_t startNs, int64_t endNs, int64_t bytes, int32_t copyKind, int32_t srcKind,
@@ -92,6 +94,18 @@ void FakeActivityBuffer::addOverhead(int64_t startNs, int64_t endNs, int32_t ove
   r.end = static_cast<uint64_t>(endNs);
   r.overheadKind = static_cast<CUpti_ActivityOverheadKind>(overheadKind);
   r.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+}
+
+void FakeActivityBuffer::addApi(bool driver, int64_t startNs, int64_t endNs, int32_t correlation, int64_t threadId,
+                                int32_t cbid) {
+  auto& r = append<ApiRecord>();
+  r.kind = driver ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+  r.cbid = static_cast<CUpti_CallbackId>(cbid);
+  r.start = static_cast<uint64_t>(startNs);
+  r.end = static_cast<uint64_t>(endNs);
+  r.processId = 1;
+  r.threadId = static_cast<uint32_t>(threadId);
+  r.correlationId = static_cast<uint32_t>(correlation);
 }
 
 ActivityColumns FakeActivityBuffer::decode() {

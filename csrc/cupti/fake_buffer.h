@@ -14,7 +14,7 @@ namespace perfcore {
 class FakeActivityBuffer {
  public:
   void addKernel(int64_t startNs, int64_t endNs, int32_t device, int32_t stream, int32_t correlation,
-                 const std::string& name, int32_t gridX, int32_t blockX);
+                 const std::string& name, int32_t gridX, int32_t blockX, int32_t graphId = 0);
   void addMemcpy(int64_t startNs, int64_t endNs, int64_t bytes, int32_t copyKind, int32_t srcKind,
                  int32_t dstKind, int32_t device, int32_t stream, int32_t correlation);
   void addMemset(int64_t startNs, int64_t endNs, int64_t bytes, int32_t value, int32_t device, int32_t stream,
@@ -22,8 +22,11 @@ class FakeActivityBuffer {
   void addSync(int64_t startNs, int64_t endNs, int32_t type, int32_t stream, int32_t correlation);
   void addExternalCorrelation(int64_t externalId, int32_t correlation);
   void addOverhead(int64_t startNs, int64_t endNs, int32_t overheadKind);
+  // A runtime (driver=false) or driver API call record, as CUPTI_ACTIVITY_KIND_RUNTIME / _DRIVER.
+  void addApi(bool driver, int64_t startNs, int64_t endNs, int32_t correlation, int64_t threadId, int32_t cbid);
 
   size_t sizeBytes() const { return bytes_.size(); }
+  const uint8_t* data() const { return bytes_.data(); }
   // Runs the production decoder over the buffer.
   ActivityColumns decode();
 

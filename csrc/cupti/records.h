@@ -24,5 +24,6 @@ using OverheadRecord = CUpti_ActivityOverhead;
 #endif
 using MemsetRecord = CUpti_ActivityMemset4;
 using ExternalCorrelationRecord = CUpti_ActivityExternalCorrelation;
+using ApiRecord = CUpti_ActivityAPI;  // RUNTIME and DRIVER records share it (unversioned)
 
 }  // namespace perfcore

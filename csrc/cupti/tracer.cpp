@@ -3,8 +3,7 @@
 
 #include <cupti.h>
 
-#include <cstdlib>
-#include <exception>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -20,6 +19,13 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET,
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    // CUPTI writes an EXTERNAL_CORRELATION record only before an API activity record made while
+    // an id is pushed (cuptiActivityPushExternalCorrelationId), so phase tagging needs the API
+    // kinds on: RUNTIME for torch's launches, DRIVER for cuLaunchKernel (Triton). Their records
+    // also give each launch's host time, which places launches made from threads with no pushed
+    // id (autograd's device threads) in the phase open at that time.
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
@@ -60,10 +66,8 @@ void CUPTIAPI bufferRequestedTrampoline(uint8_t** buffer, size_t* size, size_t* 
 
 void CUPTIAPI bufferCompletedTrampoline(CUcontext ctx, uint32_t streamId, uint8_t* buffer, size_t size,
                                         size_t validSize) {
-  (void)ctx;
-  (void)streamId;
   (void)size;
-  ActivityTracer::instance().onBufferCompleted(buffer, validSize);
+  ActivityTracer::instance().onBufferCompleted(ctx, streamId, buffer, validSize);
 }
 
 uint64_t CUPTIAPI timestampTrampoline() { return static_cast<uint64_t>(nowNs()); }
@@ -81,83 +85,89 @@ ActivityTracer& ActivityTracer::instance() {
 
 void ActivityTracer::onBufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
   *maxNumRecords = 0;  // as many as fit
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!free_.empty()) {
-    *buffer = free_.back();
-    free_.pop_back();
-    *size = bufferBytes_;
-    return;
-  }
-  if (allocated_ >= maxBuffers_) {
-    // Cap reached: give CUPTI nothing; it drops records and counts them, and stats() reports it.
-    buffersDenied_.fetch_add(1);
-    *buffer = nullptr;
-    *size = 0;
-    return;
-  }
-  void* p = std::aligned_alloc(8, bufferBytes_);  // CUPTI needs ACTIVITY_RECORD_ALIGNMENT (8)
-  if (!p) {
-    buffersDenied_.fetch_add(1);
-    *buffer = nullptr;
-    *size = 0;
-    return;
-  }
-  ++allocated_;
-  *buffer = static_cast<uint8_t*>(p);
-  *size = bufferBytes_;
+  buffers_.request(buffer, size);
 }
 
-void ActivityTracer::onBufferCompleted(uint8_t* buffer, size_t validSize) {
-  buffersCompleted_.fetch_add(1);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (buffer) ready_.push_back(Ready{buffer, validSize});
+void ActivityTracer::addDropped(void* context, uint32_t streamId) {
+  // CUPTI keeps one dropped count per (context, stream) queue plus a global one (context
+  // nullptr), and resets each to zero when it is read: so every read is added, never stored.
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(static_cast<CUcontext>(context), streamId, &dropped) == CUPTI_SUCCESS &&
+      dropped > 0) {
+    buffers_.addDropped(static_cast<int64_t>(dropped));
+  }
 }
 
-void ActivityTracer::start(size_t bufferBytes, size_t maxBuffers) {
-  if (active_.load()) throw UsageError("the CUPTI tracer is already running in this process");
-  if (bufferBytes < 64 * 1024) throw UsageError("CUPTI buffer size must be at least 64 KiB");
-  if (maxBuffers == 0) throw UsageError("CUPTI buffer cap must be at least 1");
-  bufferBytes_ = bufferBytes;
-  maxBuffers_ = maxBuffers;
+void ActivityTracer::onBufferCompleted(void* context, uint32_t streamId, uint8_t* buffer, size_t validSize) {
+  buffers_.complete(buffer, validSize);
+  addDropped(context, streamId);
+  wake_.notify_one();  // decode it soon, so the buffer goes back to the pool
+}
+
+void ActivityTracer::measureClockOffset() {
+  uint64_t t = 0;
+  const int64_t a = nowNs();
+  if (cuptiGetTimestamp(&t) != CUPTI_SUCCESS) return;
+  const int64_t b = nowNs();
+  const int64_t offset = static_cast<int64_t>(t) - (a + (b - a) / 2);
+  clockOffsetNs_.store(offset);
+  buffers_.setClockOffset(offset);
+}
+
+void ActivityTracer::start(const TracerConfig& config) {
+  if (active_.load()) {
+    // One CUPTI subscriber per process: a second StepTimer(kernels=True), or a notebook cell run
+    // twice, gets the same error as when another profiler holds CUPTI, and falls back the same way.
+    throw CuptiError("perfcore's CUPTI tracer is already running in this process (another StepTimer with "
+                     "kernels=True is open); close() it first, or time with CUDA events",
+                     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  }
+  if (config.bufferBytes < 64 * 1024) throw UsageError("CUPTI buffer size must be at least 64 KiB");
+  if (config.maxBuffers == 0) throw UsageError("CUPTI buffer cap must be at least 1");
+  config_ = config;
+  buffers_.reset(config.bufferBytes, config.maxBuffers, config.maxPendingRecords);
+  flushes_.store(0);
+  flushNs_.store(0);
+  forcedFlushNs_.store(0);
+  drainError_.store(0);
 
   CUpti_SubscriberHandle sub = nullptr;
   CUptiResult st = cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(noopCallback), nullptr);
   if (st != CUPTI_SUCCESS) throwCupti(st, "cuptiSubscribe");
   subscriber_ = sub;
+  const auto giveUp = [this, sub](CUptiResult st, const char* call) {
+    disableAll();
+    cuptiUnsubscribe(sub);
+    subscriber_ = nullptr;
+    throwCupti(st, call);
+  };
 
   // Attributes and callbacks go in before any kind is enabled (CUPTI samples' order).
-  size_t attr = bufferBytes_;
+  size_t attr = config_.bufferBytes;
   size_t attrSize = sizeof(attr);
   cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &attrSize, &attr);  // best effort
   st = cuptiActivityRegisterCallbacks(bufferRequestedTrampoline, bufferCompletedTrampoline);
-  if (st != CUPTI_SUCCESS) {
-    cuptiUnsubscribe(sub);
-    subscriber_ = nullptr;
-    throwCupti(st, "cuptiActivityRegisterCallbacks");
-  }
+  if (st != CUPTI_SUCCESS) giveUp(st, "cuptiActivityRegisterCallbacks");
 
-  // One clock: have CUPTI stamp records with ours. If this CUPTI refuses, measure the offset.
+  // One clock: have CUPTI stamp records with ours. If this CUPTI refuses, measure the offset
+  // (again at every flush, and report how far it moved).
   timestampCallback_ = cuptiActivityRegisterTimestampCallback(timestampTrampoline) == CUPTI_SUCCESS;
-  clockOffsetNs_ = 0;
-  if (!timestampCallback_) {
-    uint64_t t = 0;
-    const int64_t a = nowNs();
-    if (cuptiGetTimestamp(&t) == CUPTI_SUCCESS) {
-      const int64_t b = nowNs();
-      clockOffsetNs_ = static_cast<int64_t>(t) - (a + (b - a) / 2);
-    }
-  }
+  clockOffsetNs_.store(0);
+  buffers_.setClockOffset(0);
+  if (!timestampCallback_) measureClockOffset();
+  clockOffsetStartNs_ = clockOffsetNs_.load();
 
   for (auto kind : kKinds) {
     st = cuptiActivityEnable(kind);
-    if (st != CUPTI_SUCCESS) {
-      disableAll();
-      cuptiUnsubscribe(sub);
-      subscriber_ = nullptr;
-      throwCupti(st, "cuptiActivityEnable");
-    }
+    if (st != CUPTI_SUCCESS) giveUp(st, "cuptiActivityEnable");
     enabledKinds_.push_back(kind);
   }
+  {
+    std::lock_guard<std::mutex> lock(drainMutex_);
+    stopDrain_ = false;
+    requested_ = done_ = 0;
+  }
+  drainThread_ = std::thread([this] { drainLoop(); });
   active_.store(true);
 }
 
@@ -166,71 +176,79 @@ void ActivityTracer::disableAll() {
   enabledKinds_.clear();
 }
 
-void ActivityTracer::drainReady(ActivityColumns& out) {
-  std::vector<Ready> ready;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ready.swap(ready_);
+void ActivityTracer::flushAndDecode() {
+  // Default flush: buffers whose records are all complete, full or not; no forced flush, which
+  // would also hand over buffers with incomplete records and is meant for the end of a session.
+  const int64_t t0 = nowNs();
+  const CUptiResult st = cuptiActivityFlushAll(0);
+  flushNs_.fetch_add(nowNs() - t0);
+  flushes_.fetch_add(1);
+  if (st != CUPTI_SUCCESS) drainError_.store(static_cast<int>(st));
+  if (!timestampCallback_) measureClockOffset();
+  addDropped(nullptr, 0);
+  buffers_.decodeReady();
+}
+
+void ActivityTracer::drainLoop() {
+  std::unique_lock<std::mutex> lock(drainMutex_);
+  while (!stopDrain_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(config_.drainPeriodMs),
+                   [this] { return stopDrain_ || requested_ > done_ || buffers_.hasReady(); });
+    if (stopDrain_) break;
+    const uint64_t serving = requested_;
+    lock.unlock();  // never held across the flush: it calls bufferCompleted on this thread
+    flushAndDecode();
+    lock.lock();
+    done_ = serving;
+    served_.notify_all();
   }
-  // Decode outside the lock: CUPTI may be asking for buffers meanwhile.
-  std::exception_ptr failure;
-  for (auto& r : ready) {
-    if (!failure) {
-      try {
-        records_ += decodeBuffer(r.buffer, r.validSize, out, names_, clockOffsetNs_);
-      } catch (...) {
-        failure = std::current_exception();
-      }
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(r.buffer);
-  }
-  out.names = names_.names();
-  if (failure) std::rethrow_exception(failure);
 }
 
 ActivityColumns ActivityTracer::collect() {
-  ActivityColumns out;
   if (active_.load()) {
-    // Never under mutex_: the flush calls bufferCompleted on this thread, which takes it.
-    CUptiResult st = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    if (st != CUPTI_SUCCESS) throwCupti(st, "cuptiActivityFlushAll");
+    std::unique_lock<std::mutex> lock(drainMutex_);
+    const uint64_t ticket = ++requested_;
+    wake_.notify_one();
+    served_.wait(lock, [this, ticket] { return done_ >= ticket || stopDrain_; });
   }
-  drainReady(out);
-  return out;
+  if (const int st = drainError_.exchange(0)) throwCupti(static_cast<CUptiResult>(st), "cuptiActivityFlushAll");
+  return buffers_.take();
 }
 
 ActivityColumns ActivityTracer::stop() {
   if (!active_.load()) throw UsageError("the CUPTI tracer is not running");
-  // Disable first, then flush: records already produced stay in their buffers and are delivered.
+  {
+    std::lock_guard<std::mutex> lock(drainMutex_);
+    stopDrain_ = true;
+  }
+  wake_.notify_all();
+  served_.notify_all();
+  if (drainThread_.joinable()) drainThread_.join();
+  // Disable first, then the one forced flush: records already produced stay in their buffers
+  // and are delivered, incomplete ones included.
   disableAll();
+  const int64_t t0 = nowNs();
   const CUptiResult st = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  forcedFlushNs_.store(nowNs() - t0);
+  addDropped(nullptr, 0);
+  buffers_.decodeReady();
   if (subscriber_) cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_));
   subscriber_ = nullptr;
   active_.store(false);
-  ActivityColumns out;
-  drainReady(out);
+  ActivityColumns out = buffers_.take();
   if (st != CUPTI_SUCCESS) throwCupti(st, "cuptiActivityFlushAll");
   return out;
 }
 
 TracerStats ActivityTracer::stats() {
   TracerStats s;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    s.buffersAllocated = static_cast<int64_t>(allocated_);
-  }
-  s.buffersCompleted = buffersCompleted_.load();
-  s.buffersDenied = buffersDenied_.load();
-  size_t dropped = 0;
-  // Context nullptr / stream 0: CUPTI's global count of records it had no buffer room for.
-  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS) {
-    droppedRecords_.store(static_cast<int64_t>(dropped));
-  }
-  s.droppedRecords = droppedRecords_.load();
-  s.records = records_;
+  s.buffers = buffers_.stats();
+  s.flushes = flushes_.load();
+  s.flushNs = flushNs_.load();
+  s.forcedFlushNs = forcedFlushNs_.load();
   s.timestampCallback = timestampCallback_;
-  s.clockOffsetNs = clockOffsetNs_;
+  s.clockOffsetNs = clockOffsetNs_.load();
+  s.clockDriftNs = timestampCallback_ ? 0 : s.clockOffsetNs - clockOffsetStartNs_;
   return s;
 }
 

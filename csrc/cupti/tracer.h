@@ -1,86 +1,94 @@
-// CUPTI activity tracer: buffers, enabled kinds, flush, and decode into columns.
+// CUPTI activity tracer: CUPTI's lifecycle (subscribe -> enable -> callbacks -> flush ->
+// unsubscribe) around an ActivityBuffers pool, drained continuously by a thread of its own.
 //
 // Threading rules (after kineto): CUPTI's C callbacks are tiny trampolines into this object;
-// they never throw, print, or decode. mutex_ guards the buffer pool and the ready queue only,
-// and is never held across cuptiActivityFlushAll (which calls bufferCompleted on this thread).
+// they never throw, print, or decode. The drain thread makes the periodic default flush
+// (cuptiActivityFlushAll(0): completed buffers only, no stall of the threads launching work)
+// and decodes; it never holds a lock across the flush, which calls bufferCompleted on it.
+// The forced flush happens once, at stop().
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
-#include <string>
+#include <thread>
 #include <vector>
 
 #include "activity_columns.h"
-#include "decoder.h"
+#include "buffers.h"
 
 namespace perfcore {
 
+struct TracerConfig {
+  size_t bufferBytes = 8u << 20;
+  size_t maxBuffers = 64;
+  int64_t drainPeriodMs = 200;
+  int64_t maxPendingRecords = 8'000'000;  // decoded but not yet collected (~0.5 GB of columns)
+};
+
 struct TracerStats {
-  int64_t buffersAllocated = 0;
-  int64_t buffersCompleted = 0;
-  int64_t buffersDenied = 0;   // requests refused because the pool cap was reached
-  int64_t droppedRecords = 0;  // as CUPTI reports them (buffer full, or no buffer given)
-  int64_t records = 0;
+  BufferStats buffers;
+  int64_t flushes = 0;
+  int64_t flushNs = 0;  // time spent in cuptiActivityFlushAll, all on the drain thread but the last
+  int64_t forcedFlushNs = 0;
   bool timestampCallback = false;  // true: CUPTI stamps records with perfcore's clock directly
-  int64_t clockOffsetNs = 0;       // else: cupti_time - perfcore_time, subtracted when decoding
+  int64_t clockOffsetNs = 0;       // else: cupti_time - perfcore_time, re-measured at each flush
+  int64_t clockDriftNs = 0;        // how far that offset moved since start
 };
 
 class ActivityTracer {
  public:
   static ActivityTracer& instance();
 
-  // Enables the activity kinds and claims CUPTI for this process. Throws CuptiError (with the
-  // CUptiResult) if CUPTI is held by another profiler, privileges are missing, or no device.
-  void start(size_t bufferBytes, size_t maxBuffers);
-  // Flushes CUPTI and decodes every completed buffer on the calling thread.
+  // Enables the activity kinds, claims CUPTI for this process and starts the drain thread.
+  // Throws CuptiError (with the CUptiResult) if CUPTI is held by another profiler (perfcore's
+  // own tracer included: one per process), privileges are missing, or there is no device.
+  void start(const TracerConfig& config);
+  // What was drained so far (after one more default flush); tracing goes on.
   ActivityColumns collect();
-  // collect(), then disable everything and release CUPTI.
+  // Disable, forced flush, stop the drain thread, release CUPTI; returns the rest.
   ActivityColumns stop();
   bool active() const { return active_.load(); }
   TracerStats stats();
 
-  // Tag the kernels launched by this thread until pop with `id` (EXTERNAL_CORRELATION records).
+  // Tag the work launched by this thread until pop with `id` (EXTERNAL_CORRELATION records).
   void pushExternalId(uint64_t id);
   void popExternalId();
 
   // CUPTI trampolines (public so the C callbacks can reach them).
   void onBufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords);
-  void onBufferCompleted(uint8_t* buffer, size_t validSize);
+  void onBufferCompleted(void* context, uint32_t streamId, uint8_t* buffer, size_t validSize);
 
  private:
   ActivityTracer() = default;
-  void drainReady(ActivityColumns& out);
   void disableAll();
+  void drainLoop();
+  void flushAndDecode();
+  void measureClockOffset();
+  void addDropped(void* context, uint32_t streamId);
 
-  std::mutex mutex_;  // guards free_, ready_, allocated_
-  std::vector<uint8_t*> free_;
-  struct Ready {
-    uint8_t* buffer;
-    size_t validSize;
-  };
-  std::vector<Ready> ready_;
-  size_t allocated_ = 0;
-
-  size_t bufferBytes_ = 0;
-  size_t maxBuffers_ = 0;
+  ActivityBuffers buffers_;
+  TracerConfig config_;
   std::atomic<bool> active_{false};
-  std::atomic<int64_t> buffersCompleted_{0};
-  std::atomic<int64_t> buffersDenied_{0};
-  std::atomic<int64_t> droppedRecords_{0};
-  int64_t records_ = 0;
-  bool timestampCallback_ = false;
-  int64_t clockOffsetNs_ = 0;
   std::vector<int> enabledKinds_;
   void* subscriber_ = nullptr;
-  NameTable names_;
+  bool timestampCallback_ = false;
+  int64_t clockOffsetStartNs_ = 0;
+  std::atomic<int64_t> clockOffsetNs_{0};
+
+  std::thread drainThread_;
+  std::mutex drainMutex_;  // guards the request counters and stop flag
+  std::condition_variable wake_, served_;
+  bool stopDrain_ = false;
+  uint64_t requested_ = 0, done_ = 0;
+  std::atomic<int64_t> flushes_{0}, flushNs_{0}, forcedFlushNs_{0};
+  std::atomic<int> drainError_{0};  // a CUptiResult the drain thread met, raised by the next collect
 };
 
 // Compiled-against and loaded CUPTI API versions.
 uint32_t cuptiCompiledVersion();
 uint32_t cuptiLoadedVersion();
-
 
 }  // namespace perfcore

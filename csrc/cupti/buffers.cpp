@@ -1,0 +1,133 @@
+// ActivityBuffers: a capped pool of aligned buffers and the decode into pending columns.
+#include "buffers.h"
+
+#include <cstdlib>
+#include <utility>
+
+namespace perfcore {
+
+ActivityBuffers::~ActivityBuffers() {
+  for (auto* b : free_) std::free(b);
+  for (auto& r : ready_) std::free(r.buffer);
+}
+
+void ActivityBuffers::reset(size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords) {
+  {
+    std::lock_guard<std::mutex> lock(poolMutex_);
+    // Buffers of the old size are freed; ones still out with CUPTI come back through complete().
+    for (auto* b : free_) std::free(b);
+    free_.clear();
+    for (auto& r : ready_) std::free(r.buffer);
+    ready_.clear();
+    allocated_ = 0;
+    bufferBytes_ = bufferBytes;
+    maxBuffers_ = maxBuffers;
+  }
+  std::lock_guard<std::mutex> lock(decodeMutex_);
+  pending_ = ActivityColumns{};
+  names_ = NameTable{};
+  maxPendingRecords_ = maxPendingRecords;
+  records_ = pendingRecords_ = overflow_ = invalid_ = other_ = undecodable_ = 0;
+  completed_.store(0);
+  denied_.store(0);
+  dropped_.store(0);
+}
+
+void ActivityBuffers::request(uint8_t** buffer, size_t* size) {
+  std::lock_guard<std::mutex> lock(poolMutex_);
+  if (!free_.empty()) {
+    *buffer = free_.back();
+    free_.pop_back();
+    *size = bufferBytes_;
+    return;
+  }
+  *buffer = nullptr;
+  *size = 0;
+  if (allocated_ >= maxBuffers_) {
+    // Cap reached: CUPTI drops the records it has no room for and counts them
+    // (cuptiActivityGetNumDroppedRecords), and stats() reports the refusal.
+    denied_.fetch_add(1);
+    return;
+  }
+  void* p = std::aligned_alloc(8, bufferBytes_);  // CUPTI needs ACTIVITY_RECORD_ALIGNMENT (8)
+  if (!p) {
+    denied_.fetch_add(1);
+    return;
+  }
+  ++allocated_;
+  *buffer = static_cast<uint8_t*>(p);
+  *size = bufferBytes_;
+}
+
+void ActivityBuffers::complete(uint8_t* buffer, size_t validSize) {
+  completed_.fetch_add(1);
+  if (!buffer) return;
+  std::lock_guard<std::mutex> lock(poolMutex_);
+  ready_.push_back(Ready{buffer, validSize});
+}
+
+bool ActivityBuffers::hasReady() {
+  std::lock_guard<std::mutex> lock(poolMutex_);
+  return !ready_.empty();
+}
+
+size_t ActivityBuffers::decodeReady() {
+  std::vector<Ready> ready;
+  {
+    std::lock_guard<std::mutex> lock(poolMutex_);
+    ready.swap(ready_);
+  }
+  std::lock_guard<std::mutex> lock(decodeMutex_);
+  for (auto& r : ready) {
+    // Bounded memory: past the cap the records are counted, not kept (reported as overflow).
+    if (pendingRecords_ < maxPendingRecords_) {
+      const int64_t invalidBefore = pending_.invalidTimestamps;
+      const int64_t otherBefore = pending_.otherRecords;
+      try {
+        const int64_t n = decodeBuffer(r.buffer, r.validSize, pending_, names_, clockOffsetNs_.load());
+        records_ += n;
+        pendingRecords_ += n;
+      } catch (...) {
+        ++undecodable_;  // the loaded libcupti cannot walk it: its records are lost, and said so
+      }
+      invalid_ += pending_.invalidTimestamps - invalidBefore;
+      other_ += pending_.otherRecords - otherBefore;
+    } else {
+      overflow_ += countRecords(r.buffer, r.validSize);
+    }
+    std::lock_guard<std::mutex> pool(poolMutex_);
+    free_.push_back(r.buffer);
+  }
+  return ready.size();
+}
+
+ActivityColumns ActivityBuffers::take() {
+  std::lock_guard<std::mutex> lock(decodeMutex_);
+  ActivityColumns out = std::move(pending_);
+  pending_ = ActivityColumns{};
+  pendingRecords_ = 0;
+  out.names = names_.names();
+  return out;
+}
+
+BufferStats ActivityBuffers::stats() {
+  BufferStats s;
+  {
+    std::lock_guard<std::mutex> lock(poolMutex_);
+    s.buffersAllocated = static_cast<int64_t>(allocated_);
+  }
+  {
+    std::lock_guard<std::mutex> lock(decodeMutex_);
+    s.records = records_;
+    s.overflowRecords = overflow_;
+    s.invalidTimestamps = invalid_;
+    s.otherRecords = other_;
+    s.buffersUndecodable = undecodable_;
+  }
+  s.buffersCompleted = completed_.load();
+  s.buffersDenied = denied_.load();
+  s.droppedRecords = dropped_.load();
+  return s;
+}
+
+}  // namespace perfcore

@@ -1,0 +1,46 @@
+// What the hook types share: the error count, optional references, and their registration.
+#include "hooks.h"
+
+namespace perfcore {
+
+namespace {
+long long hookErrors = 0;  // changed with the GIL held
+
+PyObject* hookDepthNow(PyObject*, PyObject*) { return PyLong_FromLong(hookDepth); }
+
+PyObject* hookErrorsNow(PyObject*, PyObject*) { return PyLong_FromLongLong(hookErrors); }
+
+PyMethodDef hookFunctions[] = {
+    {"hook_depth", hookDepthNow, METH_NOARGS, "How many perfcore hooks are open on the calling thread."},
+    {"hook_errors", hookErrorsNow, METH_NOARGS,
+     "Hook failures counted instead of raised into the user's code (phases left untimed, upkeep errors)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+bool addType(PyObject* module, PyTypeObject* type, const char* name) {
+  if (PyType_Ready(type) < 0) return false;
+  Py_INCREF(type);
+  if (PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) < 0) {
+    Py_DECREF(type);
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+void hookError() {
+  PyErr_Clear();
+  ++hookErrors;
+}
+
+PyObject* getOptional(PyObject* slot) { return Py_NewRef(slot ? slot : Py_None); }
+
+void setOptional(PyObject*& slot, PyObject* value) {
+  Py_XSETREF(slot, (value == nullptr || value == Py_None) ? nullptr : Py_NewRef(value));
+}
+
+bool addHookTypes(PyObject* module) {
+  return addType(module, &PhaseScopeType, "PhaseScope") && addType(module, &TimedCallType, "TimedCall") &&
+         addType(module, &StepClockType, "StepClock") && PyModule_AddFunctions(module, hookFunctions) == 0;
+}
+
+}  // namespace perfcore

@@ -1,0 +1,90 @@
+// The hot CPython hook types of perfcore._C (PhaseScope, TimedCall, StepClock), written against
+// the C API so the per-phase path skips pybind11's dispatch. Nothing here knows pybind11.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+
+#include "../spans.h"
+
+namespace perfcore {
+
+class EventTimer;  // CUDA builds only; nullptr otherwise
+
+// ---- PhaseScope (phase_scope.cpp) ----
+struct PhaseScopeObject {
+  PyObject_HEAD
+  SpanRecorder* recorder;
+  PyObject* recorderOwner;  // keeps the recorder alive as long as the scope
+  EventTimer* events;       // or nullptr: host clock only
+  PyObject* eventsOwner;
+  uintptr_t stream;
+  int32_t phase;
+  bool tagKernels;  // push the phase id as CUPTI's external correlation id while open
+};
+extern PyTypeObject PhaseScopeType;
+
+// Open / close the scope's phase; false with the Python error set on failure. Opening is atomic:
+// the host span, the CUDA event pair and the CUPTI tag open together or not at all.
+bool scopeBegin(PhaseScopeObject* s);
+bool scopeFinish(PhaseScopeObject* s);
+
+// A new scope of type cls (PhaseScope or a subclass); nullptr with the Python error set.
+PyObject* newPhaseScope(PyTypeObject* cls, SpanRecorder* recorder, PyObject* recorderOwner, EventTimer* events,
+                        PyObject* eventsOwner, uintptr_t stream, int32_t phase, bool tagKernels);
+// fn(scope, f) -> timed f, used by `@scope`; perfcore.timing registers it once.
+void setScopeDecorator(PyObject* fn);
+
+// ---- shared by the hook types (hooks.cpp) ----
+// How many perfcore hooks are open on this thread: only the outermost hooked call is timed.
+// Defined here (constant-initialised, initial-exec) so each use is one %fs-relative access.
+inline __attribute__((tls_model("initial-exec"))) thread_local int hookDepth = 0;
+
+// A phase a hook could not open or close: the Python error is cleared and counted (hook_errors()),
+// and the user's call goes on untimed.
+void hookError();
+
+// An optional reference: nullptr inside, None outside.
+PyObject* getOptional(PyObject* slot);
+void setOptional(PyObject*& slot, PyObject* value);
+
+// The Python references an object of ours holds, for the GC (traverse, clear) and dealloc:
+// one definition for every hook type that holds references.
+inline void clearRef(PyObject*& p) {
+  PyObject* old = p;
+  p = nullptr;
+  Py_XDECREF(old);
+}
+
+template <class T, PyObject* T::*... Refs>
+struct HeldRefs {
+  static int traverse(PyObject* self, visitproc visit, void* arg) {
+    T* o = reinterpret_cast<T*>(self);
+    for (PyObject* p : {(o->*Refs)...}) {
+      if (p) {
+        if (int r = visit(p, arg)) return r;
+      }
+    }
+    return 0;
+  }
+  static int clear(PyObject* self) {
+    T* o = reinterpret_cast<T*>(self);
+    (clearRef(o->*Refs), ...);
+    return 0;
+  }
+  static void dealloc(PyObject* self) {
+    PyObject_GC_UnTrack(self);
+    clear(self);
+    Py_TYPE(self)->tp_free(self);
+  }
+};
+
+extern PyTypeObject TimedCallType;  // timed_call.cpp
+extern PyTypeObject StepClockType;  // step_clock.cpp
+
+// Readies the three types and adds them, with hook_depth() and hook_errors(), to `module`.
+// false with the Python error set.
+bool addHookTypes(PyObject* module);
+
+}  // namespace perfcore
