@@ -42,10 +42,10 @@ def slow_loader():
                     optimizer=torch.optim.SGD(model.parameters(), lr=0.01), batch_size=8, name="slow_loader")
 
 
-def compute_bound():
+def compute_bound(compute_s=0.010):
     from torch.utils.data import TensorDataset
 
-    model = SpinModel(compute_s=0.010)
+    model = SpinModel(compute_s=compute_s)
     data = TensorDataset(torch.randn(1024, 32), torch.randint(0, 4, (1024,)))
     return Workload(dataset=data, model=model, loss_fn=nn.CrossEntropyLoss(),
                     optimizer=torch.optim.SGD(model.parameters(), lr=0.01), batch_size=64, name="compute_bound")

@@ -41,9 +41,9 @@ def _settings(ld: Mapping[str, Any]) -> str:
 
 
 def _where(ld: Mapping[str, Any]) -> str:
-    site = ld.get("site")
-    return f"the DataLoader made at {site} ({_settings(ld)})" if site else \
-        (f"your DataLoader ({_settings(ld)})" if _settings(ld) else "your DataLoader")
+    """The user's DataLoader in words: its construction site (file:line) and settings, where known."""
+    owner = f"the DataLoader made at {ld['site']}" if ld.get("site") else ld.get("owner") or "your DataLoader"
+    return f"{owner} ({_settings(ld)})" if _settings(ld) else owner
 
 
 def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_step: float,
@@ -195,12 +195,12 @@ def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any]
                evidence: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The verdict, the loader plan and the advice of a run document, set on `doc` in place
     (verdict, recommendations, loader_plan). `focus`: whose numbers drive them (the slowest rank of
-    a job; default the document itself)."""
+    a job; default the document itself). `evidence` adds to the document's own."""
     f = focus if focus is not None else doc
     decision = decide_run(f)
     if f is not doc and f.get("rank") is not None:
         decision["summary"] += f" on rank {f['rank']}; the other ranks wait for it in comm"
-    ev = {"cpu_count": None, **dict(evidence or {})}
+    ev = {"cpu_count": None, **dict(doc.get("evidence") or {}), **dict(evidence or {})}
     ld = training_loader(doc.get("loaders"))
     w = doc.get("workers") or {}
     if ld is None and w:

@@ -123,6 +123,7 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
         "backend": backend,
         "device": device,
         "overhead": overhead or {},
+        "evidence": dict(evidence or {}),  # what the advice was keyed to, so it can be given again
     }
     if len(measured):
         advise_run(doc, zero_code=zero_code, evidence=evidence)

@@ -51,7 +51,14 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     plot_experiments(d["experiments"], out / "experiments.png", title=d["verdict"]["summary"].split(";")[0])
     files.update({n: n for n in ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png",
                                  "experiments.png")})
-    text = "\n\n".join([render_health(h), render_text(run_doc), render_diagnose(d)])
+    bounds = {"health": h["verdict"]["bound"], "run": run_doc["verdict"]["bound"], "diagnose": d["verdict"]["bound"]}
+    agree = len(set(bounds.values())) == 1
+    # One verdict function behind all three; they can still differ when the evidence differs (health's
+    # loop has no backward; diagnose corrects the attribution by measurement): say so, never hide it.
+    agreement = (f"all three stages name the same cause: {bounds['run']}" if agree else
+                 "the stages differ: " + ", ".join(f"{k} {v}" for k, v in bounds.items())
+                 + " (diagnose measured it with synthetic data: that is the firmest)")
+    text = "\n\n".join([render_health(h), render_text(run_doc), render_diagnose(d), agreement])
     summary = ["# perfcore demo", "",
                f"Workload: {w.name} — {len(w.dataset)} real JPEGs decoded with {w.decoder}, a small CNN, "
                f"batch {w.batch_size}, {w.num_workers} workers, on {row['device']}.", "",
@@ -60,14 +67,17 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
                "| label | ms/step | share |", "|---|---|---|"]
     for lb, v in run_doc["breakdown_ms"].items():
         summary.append(f"| {lb} | {v:.2f} | {100 * run_doc['breakdown_fraction'][lb]:.0f}% |")
-    summary += ["", f"**{run_doc['verdict']['summary']}**", "", "## Diagnosis", "", "![experiments](experiments.png)",
+    summary += ["", f"**{run_doc['verdict']['summary']}**", ""]
+    summary += [f"- {r['text']} (evidence: {r['evidence']})" for r in run_doc["recommendations"]]
+    summary += ["", "## Diagnosis", "", "![experiments](experiments.png)",
                 "", "| experiment | step ms | samples/s | speedup |", "|---|---|---|---|"]
     for e in d["experiments"]:
         summary.append(f"| {e['name']} | {e['step_ms']:.2f} | {e['samples_per_s']:.0f} | {e['speedup']:.2f}x |")
-    summary += ["", f"**{d['verdict']['summary']}**", ""]
+    summary += ["", f"**{d['verdict']['summary']}**", "", f"_{agreement[0].upper()}{agreement[1:]}._", ""]
     (out / "summary.md").write_text("\n".join(summary))
     files["summary.md"] = "summary.md"
-    doc = {"schema": "perfcore.experiments.demo/1", "health": _public(h), "run": run_doc, "diagnose": d, "files": files,
+    doc = {"schema": "perfcore.experiments.demo/1", "health": _public(h), "run": run_doc, "diagnose": d,
+           "agree": agree, "bounds": bounds, "files": files,
            "elapsed_s": time.perf_counter() - t0}
     _dump(_public(doc), out / "demo.json")
     doc["files"]["demo.json"] = "demo.json"

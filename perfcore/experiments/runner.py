@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from perfcore.analysis.advice import advise_run
 from perfcore.errors import UsageError
 from perfcore.capture.sampler import Sampler
 from perfcore.timing import StepTimer
@@ -172,6 +173,15 @@ def measure(workload: Workload, *, steps: int = 50, warmup: int = 5, train: bool
         "elapsed_s": elapsed,
         "sampler_note": sampler.note,
     })
+    # The workload's DataLoader is the user's code here: advice names it and its settings. With no
+    # workers the main process makes each batch, so its wait is the time to make one.
+    loader = {"owner": f"the {workload.name} workload's DataLoader", **{k: settings.get(k) for k in
+                                                        ("batch_size", "num_workers", "pin_memory", "prefetch_factor",
+                                                         "persistent_workers")},
+              "worker_batch_ms": res["breakdown_ms"]["load"] if not settings["num_workers"] and not synthetic else None}
+    res["loaders"] = [loader]
+    advise_run(res, zero_code=True, evidence={"cpu_count": os.cpu_count()})
+    row["verdict"] = res["verdict"]
     row["_table"] = table
     row["_result"] = res
     return row

@@ -129,7 +129,7 @@ def _interrupted(rc: int) -> bool:
 
 def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out: Path) -> dict[str, Any]:
     """One sweep configuration of a script: a row, or a failed row with the reason (crash, warm-up only)."""
-    from perfcore.experiments.sweep import Interrupted, failed_row
+    from perfcore.experiments.sweep import Interrupted, failed_row, verdict_cols
 
     ov = {k: v for k, v in cfg.items() if v is not None}
     try:
@@ -147,7 +147,8 @@ def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out
     row = {**cfg, "step_ms": r["step_ms"], "samples_per_s": cfg["batch_size"] / r["step_ms"] * 1e3,
            "busy_mean": r["busy_mean"], "busy_std": r["busy_std"],
            "peak_mem_bytes": (doc.get("memory") or {}).get("peak_bytes"), "oom": False, "status": "ok",
-           "error": None, "steps": doc["steps"], "load_share": doc["breakdown_fraction"]["load"]}
+           "error": None, "steps": doc["steps"], "load_share": doc["breakdown_fraction"]["load"],
+           **verdict_cols(doc.get("verdict"))}
     if rc != 0:
         # Numbers from a run that crashed part-way describe a different job: kept, never best.
         row.update(status="crashed", error=f"the script exited with {rc} after {doc['steps']} measured steps")

@@ -64,14 +64,19 @@ def _row(cfg: dict, res: dict) -> dict[str, Any]:
             "busy_mean": res.get("busy_mean"), "busy_std": res.get("busy_std"),
             "peak_mem_bytes": res.get("peak_mem_bytes"), "oom": status == "oom", "status": status,
             "error": res.get("error"), "steps": res.get("steps", 0),
-            "load_share": (res.get("breakdown_fraction") or {}).get("load")}
+            "load_share": (res.get("breakdown_fraction") or {}).get("load"), **verdict_cols(res.get("verdict"))}
+
+
+def verdict_cols(v: dict | None) -> dict[str, Any]:
+    """The one verdict of a configuration, as two columns (bound, level)."""
+    return {"verdict": (v or {}).get("bound"), "verdict_level": (v or {}).get("level")}
 
 
 def failed_row(cfg: dict, status: str, reason: str) -> dict[str, Any]:
     """A configuration that gave no measurement: recorded, never best."""
     return {**cfg, "step_ms": None, "samples_per_s": None, "busy_mean": None, "busy_std": None,
             "peak_mem_bytes": None, "oom": status == "oom", "status": status, "error": reason[:300], "steps": 0,
-            "load_share": None}
+            "load_share": None, **verdict_cols(None)}
 
 
 class Interrupted(Exception):

@@ -44,9 +44,16 @@ def render_diagnose(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _verdict_cell(c: dict[str, Any]) -> str:
+    if not c.get("verdict"):
+        return ""
+    return "  healthy" if c.get("verdict_level") == "healthy" else f"  {c['verdict']} ({c.get('verdict_level')})"
+
+
 def render_sweep(doc: dict[str, Any]) -> str:
     lines = [f"sweep of {doc['workload']}: {len(doc['configs'])} configurations in {doc['elapsed_s']:.0f} s",
-             f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step ms':>8} {'samples/s':>10} {'busy %':>7}"]
+             f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step ms':>8} {'samples/s':>10} {'busy %':>7}"
+             f"  verdict"]
     for c in sorted(doc["configs"], key=lambda c: -(c["samples_per_s"] or 0)):
         # A configuration that did not measure fine shows its status (OOM, CRASHED, INFEASIBLE), never a rate.
         status = c.get("status") or ("oom" if c["oom"] else "ok")
@@ -56,7 +63,7 @@ def render_sweep(doc: dict[str, Any]) -> str:
         rate = "-" if failed or c["samples_per_s"] is None else f"{c['samples_per_s']:.0f}"
         lines.append(f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
                      f"{str(c['prefetch_factor'] if c['num_workers'] else '-'):>8} {step:>8} {rate:>10} "
-                     f"{busy:>7}" + (f"  {c['error'][:80]}" if failed and c.get("error") else ""))
+                     f"{busy:>7}" + (f"  {c['error'][:80]}" if failed and c.get("error") else _verdict_cell(c)))
     b = doc["best"]
     if b is None:
         lines.append("best: none (no configuration measured fine)")
