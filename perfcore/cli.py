@@ -216,8 +216,6 @@ def check_writable(path: str | None) -> None:
         raise click.ClickException(f"cannot write JSON to {path}: folder {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise click.ClickException(f"cannot write JSON to {path}: folder {parent} is not writable")
-    if os.path.isdir(path):
-        raise click.ClickException(f"cannot write JSON to {path}: it is a folder")
 
 
 def write_json(doc: dict, path: str | None) -> None:
@@ -286,7 +284,8 @@ class TargetCommand(click.Command):
             probe.allow_interspersed_args = False
             try:
                 opts, _, _ = probe.parse_args(list(args))
-                rest = list(opts.get("target") or [])
+                got = opts.get("target")  # a sentinel (not a tuple) when no target was given
+                rest = list(got) if isinstance(got, (list, tuple)) else []
             except click.UsageError:
                 rest = []
             if rest:
@@ -384,6 +383,10 @@ def merge_cmd(res: Results, dirs) -> None:
     from perfcore.report.terminal import render_text
     from perfcore.run.finish import merge_dirs
 
+    empty = [d for d in dirs if not any(Path(d).glob("parts/*/run.json"))]
+    if empty:  # said before the merged folder is made, so a typo leaves nothing behind
+        raise click.UsageError(f"{empty[0]} holds no perfcore parts (parts/*/run.json); give the --out folder "
+                               "of a `perfcore run` on each node")
     doc = merge_dirs([Path(d) for d in dirs], res.folder)
     res.echo(render_text(doc))
     res.done(doc, list(doc.get("files", {})))

@@ -106,7 +106,7 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
         _mark(out, kind)
         return out
     sub = _fresh(out, kind)
-    what = "an earlier perfcore run" if mark or (out / "run.json").exists() else "files perfcore did not write"
+    what = "an earlier perfcore run" if mark else "files perfcore did not write"
     print(f"perfcore: {out} holds {what}; leaving it as it is and writing into {sub}", file=sys.stderr)
     return sub
 

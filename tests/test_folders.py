@@ -1,0 +1,161 @@
+"""Run folders and result files: perfcore never deletes, truncates or overwrites what it did not
+create; default folders are unique; a write that fails is one line and leaves earlier files whole."""
+from __future__ import annotations
+
+import errno
+import json
+import multiprocessing as mp
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perfcore.cli import cli
+from perfcore.errors import ResultWriteError, UsageError
+from perfcore.report import jsonio
+from perfcore.run import folder
+from perfcore.run.folder import MARKER, prepare_out
+
+from run_docs import write_run_folder
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under root with its bytes: the "before" to compare "after" with."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def users_folder(root: Path) -> Path:
+    """A folder a user keeps things in, with subfolders named like perfcore's scratch folders."""
+    (root / "workers").mkdir(parents=True)
+    (root / "parts").mkdir()
+    (root / "workers" / "notes.csv").write_text("my,data\n1,2\n")
+    (root / "parts" / "thesis.txt").write_text("chapter 1")
+    (root / "run.json").write_text("{\"mine\": true}")
+    return root
+
+
+def test_a_new_or_empty_folder_is_taken_and_marked(tmp_path):
+    out = prepare_out(tmp_path / "new" / "deep", "run")
+    assert out == tmp_path / "new" / "deep" and json.loads((out / MARKER).read_text())["kind"] == "run"
+    (tmp_path / "empty").mkdir()
+    assert prepare_out(tmp_path / "empty", "health") == tmp_path / "empty"
+    # The same process preparing it again (the CLI, then the run it calls) keeps it.
+    assert prepare_out(out, "run") == out
+
+
+def test_an_occupied_folder_is_left_alone_and_a_fresh_subfolder_used(tmp_path, capsys):
+    mine = users_folder(tmp_path / "mine")
+    before = tree(mine)
+    out = prepare_out(mine, "run")
+    assert out.parent == mine and out.name.startswith("run-") and (out / MARKER).is_file()
+    after = tree(mine)
+    assert {k: v for k, v in after.items() if not k.startswith(out.name)} == before
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(out) in err[0] and "did not write" in err[0]
+
+
+def test_an_earlier_runs_folder_is_not_overwritten(tmp_path, monkeypatch):
+    first = prepare_out(tmp_path / "r", "run")
+    (first / "run.json").write_text("{}")
+    monkeypatch.setattr(folder, "_TOKEN", "another-process")  # as a second perfcore command would be
+    second = prepare_out(tmp_path / "r", "run")
+    assert second != first and second.parent == first and (first / "run.json").read_text() == "{}"
+
+
+def test_a_file_or_unwritable_place_is_one_usage_error(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(UsageError, match="Not a directory"):
+        prepare_out(tmp_path / "f", "run")
+    with pytest.raises(UsageError, match="cannot write to --out"):
+        prepare_out(tmp_path / "f" / "below", "run")
+
+
+def _make_default(args) -> str:
+    cwd, n = args
+    os.chdir(cwd)
+    return "\n".join(str(prepare_out(None, "run")) for _ in range(n))
+
+
+def test_default_folders_are_unique_across_processes_started_together(tmp_path):
+    # Four processes (ranks, or hosts on a shared file system) each making folders in the same second.
+    with mp.get_context("spawn").Pool(4) as pool:
+        names = "\n".join(pool.map(_make_default, [(str(tmp_path), 25)] * 4)).split()
+    assert len(names) == 100 and len(set(names)) == 100
+    assert all(Path(tmp_path, n).is_dir() for n in names)
+
+
+def test_a_taken_default_name_is_drawn_again(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = iter(["perfcore-runs/run-same", "perfcore-runs/run-same", "perfcore-runs/run-other"])
+    monkeypatch.setattr(folder, "default_out", lambda kind="run", parent=None: Path(next(names)))
+    assert prepare_out(None) == Path("perfcore-runs/run-same")
+    assert prepare_out(None) == Path("perfcore-runs/run-other")
+
+
+def test_merge_into_the_folder_it_merges_keeps_every_part(tmp_path):
+    node = tmp_path / "node"
+    write_run_folder(node / "parts" / "pid1", steps=6)
+    before = tree(node)
+    res = CliRunner().invoke(cli, ["merge", str(node), "--out", str(node)])
+    assert res.exit_code == 0, res.output
+    after = tree(node)
+    assert {k: v for k, v in after.items() if k in before} == before, "merge changed a file it did not write"
+    merged = [p for p in node.iterdir() if p.name.startswith("merge-")]
+    assert len(merged) == 1 and (merged[0] / "run.json").is_file()
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "run.json"
+    jsonio.write(target, {"schema": "perfcore.run/1", "v": 1})
+    old = target.read_bytes()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonio.os, "fsync", full)
+    with pytest.raises(ResultWriteError, match="disk is full"):
+        jsonio.write(target, {"schema": "perfcore.run/1", "v": 2})
+    assert target.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def test_a_full_disk_in_the_cli_is_one_line_and_exit_1(tmp_path, monkeypatch):
+    out = tmp_path / "env.json"
+    out.write_text("earlier\n")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonio.os, "fsync", full)
+    res = CliRunner().invoke(cli, ["env", "--json", str(out)])
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"perfcore: error: cannot write {out}: the disk is full"), lines
+    assert out.read_text() == "earlier\n" and sorted(p.name for p in tmp_path.iterdir()) == ["env.json"]
+
+
+def test_a_read_only_folder_is_one_line(tmp_path, monkeypatch):
+    def read_only(src, dst):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(jsonio.os, "replace", read_only)
+    res = CliRunner().invoke(cli, ["health", "--out", str(tmp_path / "h"), "demo"])
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert lines == [f"perfcore: error: cannot write to --out {tmp_path / 'h'}: Read-only file system; "
+                     "choose a writable folder"]
+
+
+def test_atomic_path_keeps_the_suffix_for_writers_that_read_it(tmp_path):
+    import pandas as pd
+
+    with jsonio.atomic_path(tmp_path / "t.csv") as tmp:
+        assert tmp.parent == tmp_path and tmp.suffix == ".csv" and tmp.name.startswith(".t.")
+        pd.DataFrame({"a": [1]}).to_csv(tmp, index=False)
+    assert (tmp_path / "t.csv").read_text() == "a\n1\n"
+    with pytest.raises(ZeroDivisionError):
+        with jsonio.atomic_path(tmp_path / "u.csv") as tmp:
+            tmp.write_text("half")
+            1 / 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
