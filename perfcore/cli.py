@@ -5,7 +5,6 @@ core) happen inside each command, so `perfcore --help` stays instant."""
 from __future__ import annotations
 
 import functools
-import math
 import os
 import sys
 import traceback
@@ -68,7 +67,7 @@ def _failure(e: Exception) -> tuple[int, str]:
 # ---- values: every number is checked once, here (nan, inf, negative, zero where meaningless, not a number)
 
 class Number(click.ParamType):
-    """A finite int or float within [low, high] (low excluded when low_open)."""
+    """A finite int or float within [low, high] (low excluded when low_open); see perfcore.run.options."""
 
     def __init__(self, kind: type = float, low: float | None = None, high: float | None = None,
                  low_open: bool = False):
@@ -76,45 +75,30 @@ class Number(click.ParamType):
         self.name = "integer" if kind is int else "number"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            text = str(value).strip()
-            try:
-                value = int(text, 10) if self.kind is int else float(text)
-            except ValueError:
-                self.fail(f"{str(value)[:40]!r} is not {'a whole number' if self.kind is int else 'a number'}",
-                          param, ctx)
-        if not math.isfinite(value):
-            self.fail(f"{value} is not a finite number", param, ctx)
-        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
-            self.fail(f"must be {'>' if self.low_open else '>='} {self.low:g}, got {value:g}", param, ctx)
-        if self.high is not None and value > self.high:
-            self.fail(f"must be <= {self.high:g}, got {value:g}", param, ctx)
-        return self.kind(value)
+        from perfcore.run.options import number
+
+        try:
+            return number(value, "", kind=self.kind, low=self.low, high=self.high, low_open=self.low_open)
+        except PerfcoreError as e:
+            self.fail(str(e).removeprefix(": "), param, ctx)
 
 
 COUNT = Number(int, low=1, high=10**9)       # steps, repeats: at least one
 NONNEG = Number(int, low=0, high=10**9)      # warm-up steps
-MIN_INTERVAL_S = 0.01  # below this the sampler would spend the core it is meant to watch
 
 
 class Duration(click.ParamType):
-    """100ms, 0.5s or 1 (seconds): finite, at least MIN_INTERVAL_S."""
+    """100ms, 0.5s or 1 (seconds): finite, at least 10 ms."""
 
     name = "duration"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            v = float(value)
-        else:
-            t = str(value).strip().lower()
-            scale = 1e-3 if t.endswith("ms") else 1.0
-            try:
-                v = float(t[:-2] if t.endswith("ms") else t[:-1] if t.endswith("s") else t) * scale
-            except ValueError:
-                self.fail(f"not a duration: {str(value)[:40]!r} (try 100ms or 0.5s)", param, ctx)
-        if not math.isfinite(v) or v < MIN_INTERVAL_S:
-            self.fail(f"{value} is not a duration of at least {MIN_INTERVAL_S * 1e3:.0f}ms", param, ctx)
-        return v
+        from perfcore.run.options import duration
+
+        try:
+            return duration(value, "")
+        except PerfcoreError as e:
+            self.fail(str(e).removeprefix(": "), param, ctx)
 
 
 class ListOf(click.ParamType):

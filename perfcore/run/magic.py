@@ -64,11 +64,27 @@ def load_ipython_extension(ipython) -> None:
 
     @register_cell_magic("perfcore")
     def perfcore_magic(line, cell):
+        from perfcore.errors import PerfcoreError, UsageError
+        from perfcore.run.options import MAX_COUNT, number
+
         p = argparse.ArgumentParser(prog="%%perfcore", add_help=False)
-        p.add_argument("--steps", type=int, default=None)
-        p.add_argument("--warmup", type=int, default=5)
-        args = p.parse_args(shlex.split(line))
-        res, timer = run_cell(cell, ipython.user_ns, steps=args.steps, warmup=args.warmup)
+        p.add_argument("--steps", default=None)
+        p.add_argument("--warmup", default="5")
+
+        def refuse(message):  # argparse would print usage and raise SystemExit into the notebook
+            raise UsageError(f"%%perfcore: {message}")
+
+        p.error = refuse
+        try:
+            args = p.parse_args(shlex.split(line))
+            steps = None if args.steps is None else number(args.steps, "--steps", kind=int, low=1, high=MAX_COUNT)
+            warmup = number(args.warmup, "--warmup", kind=int, low=0, high=MAX_COUNT)
+        except (PerfcoreError, ValueError) as e:  # ValueError: shlex on an unclosed quote
+            import sys
+
+            print(f"perfcore: error: {e}", file=sys.stderr)
+            return None
+        res, timer = run_cell(cell, ipython.user_ns, steps=steps, warmup=warmup)
         from IPython.display import Image, display
 
         from perfcore.report.plots import plot_breakdown
