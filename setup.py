@@ -21,29 +21,33 @@ from setuptools.extension import Extension
 
 ROOT = Path(__file__).resolve().parent
 BUILD_INFO = ROOT / "perfcore" / "_build_info.json"
-# Turing .. Hopper, plus PTX so newer GPUs can JIT. nvcc 13 has dropped everything before 7.5.
-DEFAULT_ARCH_LIST = "7.5;8.0;8.6;8.9;9.0+PTX"
+# Turing, Ampere, Hopper, plus PTX so newer GPUs can JIT. sm_80 code runs on 8.6 and 8.9 as well,
+# so they get no entry of their own; nvcc 13 has dropped everything before 7.5.
+DEFAULT_ARCH_LIST = "7.5;8.0;9.0+PTX"
 
-COMMON_SOURCES = [
-    "csrc/clock.cpp",
-    "csrc/spans.cpp",
-    "csrc/py_errors.cpp",
-    "csrc/hooks/hooks.cpp",
-    "csrc/hooks/phase_scope.cpp",
-    "csrc/hooks/timed_call.cpp",
-    "csrc/hooks/step_clock.cpp",
-    "csrc/bindings.cpp",
-]
-CUDA_SOURCES = [
+# Files that need the CUDA runtime or CUPTI; every other .cpp under csrc/ builds in both modes
+# (found, not listed: a new file is compiled without touching this script).
+CUDA_ONLY_SOURCES = [
     "csrc/cuda_check.cpp",
     "csrc/events.cpp",
     "csrc/transfer.cpp",
-    "csrc/calib.cu",
     "csrc/cupti/decoder.cpp",
     "csrc/cupti/buffers.cpp",
     "csrc/cupti/tracer.cpp",
     "csrc/cupti/fake_buffer.cpp",
 ]
+# How to get the CUDA mode, said after every reason for the CPU mode.
+REBUILD_HINT = "then reinstall perfcore with pip's --no-build-isolation"
+
+
+def sources(mode: str, root: Path = ROOT) -> list[str]:
+    """Every .cpp (and, in CUDA mode, .cu) under csrc/, relative to root, in a stable order."""
+    found = sorted(p.relative_to(root).as_posix() for p in (root / "csrc").rglob("*.cpp"))
+    common = [f for f in found if f not in CUDA_ONLY_SOURCES]
+    if mode != "cuda":
+        return common
+    cu = sorted(p.relative_to(root).as_posix() for p in (root / "csrc").rglob("*.cu"))
+    return common + [f for f in CUDA_ONLY_SOURCES if f in found] + cu
 
 
 def log(msg: str) -> None:
@@ -58,46 +62,75 @@ def truthy(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def isolated_build() -> bool:
+    """True inside a PEP 517 isolated build env (pip's or pypa/build's), which hides the user's torch."""
+    return any("pip-build-env-" in p or "build-env-" in p for p in [sys.prefix] + sys.path)
+
+
+def torch_missing(error: str) -> str:
+    """The one line that says what to type instead when torch cannot be imported at build time."""
+    # Under pip's isolation sys.prefix is still the user's environment, so its site-packages tell
+    # whether torch is there but hidden.
+    paths = sysconfig.get_paths()
+    hidden = any((Path(paths[k]) / "torch").is_dir() for k in ("purelib", "platlib"))
+    if hidden or (isolated_build() and not any("pip-build-env-" in p for p in sys.path)):
+        return ("perfcore compiles against the torch you run with, and build isolation hides it: "
+                "run the same pip command with --no-build-isolation (e.g. pip install --no-build-isolation .)")
+    if isolated_build():
+        return (f"torch is not installed in {sys.prefix}: install torch first (pip install torch), then run "
+                "the same pip command with --no-build-isolation (e.g. pip install --no-build-isolation .)")
+    return (f"torch is not importable here ({error}): install torch first (pip install torch), "
+            "then pip install --no-build-isolation .")
+
+
 def import_torch():
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError as e:
-        fail(
-            f"torch is not importable ({e}). perfcore builds against the torch you run with: "
-            "install torch first, then `pip install --no-build-isolation .`"
-        )
-    import torch
-
+        fail(torch_missing(str(e)))
     return torch
 
 
-def find_cuda_home() -> tuple[Path | None, list[str]]:
-    """CUDA_HOME from the environment, else the first directory that really has the headers.
+def find_cuda_home(candidates: list[Path] | None = None) -> tuple[Path | None, str]:
+    """(toolkit, "") or (None, why not): CUDA_HOME from the environment, else the first directory
+    that really has the headers and nvcc.
 
     An `nvcc` on PATH may be a wrapper script (here /usr/local/bin/nvcc), so its parent's parent
     is only a candidate, checked like the others.
     """
-    looked: list[str] = []
     env = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if env:
-        if (Path(env) / "include" / "cuda_runtime.h").is_file():
-            return Path(env), looked
-        fail(f"CUDA_HOME={env} has no include/cuda_runtime.h; point it at a CUDA toolkit, or unset it")
-    candidates: list[Path] = []
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        candidates.append(Path(nvcc).resolve().parent.parent)
-    candidates.append(Path("/usr/local/cuda"))
-    candidates += [Path(p) for p in sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+        home = Path(env)
+        if not (home / "include" / "cuda_runtime.h").is_file():
+            return None, f"CUDA_HOME={env} has no include/cuda_runtime.h"
+        if not (home / "bin" / "nvcc").exists():
+            return None, f"CUDA_HOME={env} has no bin/nvcc"
+        return home, ""
+    if candidates is None:
+        candidates = []
+        nvcc = shutil.which("nvcc")
+        if nvcc:
+            candidates.append(Path(nvcc).resolve().parent.parent)
+        candidates.append(Path("/usr/local/cuda"))
+        candidates += [Path(p) for p in sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    headers_only = []
     for c in candidates:
-        looked.append(str(c))
-        if (c / "include" / "cuda_runtime.h").is_file() and (c / "bin" / "nvcc").exists():
-            return c, looked
-    return None, looked
+        if (c / "include" / "cuda_runtime.h").is_file():
+            if (c / "bin" / "nvcc").exists():
+                return c, ""
+            headers_only.append(str(c))
+    if headers_only:
+        return None, f"no nvcc: {headers_only[0]} has the CUDA headers but no bin/nvcc"
+    looked = ", ".join(dict.fromkeys(str(c) for c in candidates))
+    return None, f"no CUDA toolkit found (looked for include/cuda_runtime.h and bin/nvcc in {looked})"
 
 
 def nvcc_version(cuda_home: Path) -> str:
-    out = subprocess.run([str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True).stdout
+    try:
+        out = subprocess.run([str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
     m = re.search(r"release (\d+\.\d+)", out)
     return m.group(1) if m else "unknown"
 
@@ -171,8 +204,10 @@ def stage_cupti_headers(include: str) -> Path:
     return dest
 
 
-def decide() -> dict:
-    torch = import_torch()
+def decide(torch=None) -> dict:
+    """CUDA or CPU mode, and why. Every reason for the CPU mode is one line that ends with how to
+    get the CUDA mode; none of them fails the install. `torch` is injectable for tests."""
+    torch = torch or import_torch()
     info: dict = {
         "mode": "cpu",
         "reason": "",
@@ -186,32 +221,31 @@ def decide() -> dict:
         "cxx_flags": [],
         "nvcc_flags": [],
     }
+
+    def cpu(why: str, how: str) -> dict:
+        info["reason"] = f"{why}; for the CUDA mode {how}"
+        return info
+
     if truthy("PERFCORE_CPU_ONLY"):
-        info["reason"] = "PERFCORE_CPU_ONLY=1 was set at build time"
-        return info
+        return cpu("PERFCORE_CPU_ONLY=1 was set at build time", f"unset it, {REBUILD_HINT}")
     if not torch.version.cuda:
-        info["reason"] = f"torch {torch.__version__} is a CPU build; install a CUDA build of torch and rebuild"
-        return info
-    cuda_home, looked = find_cuda_home()
+        return cpu(f"torch {torch.__version__} is a CPU build", f"install a CUDA build of torch, {REBUILD_HINT}")
+    torch_major = torch.version.cuda.split(".")[0]
+    toolkit_hint = (f"install the CUDA {torch_major}.x toolkit (nvcc, CUPTI) and set CUDA_HOME to it, "
+                    f"{REBUILD_HINT}")
+    cuda_home, why = find_cuda_home()
     if cuda_home is None:
-        info["reason"] = (
-            "no CUDA toolkit found (looked for include/cuda_runtime.h and bin/nvcc in "
-            + ", ".join(looked)
-            + "); set CUDA_HOME and rebuild"
-        )
-        return info
+        return cpu(why, toolkit_hint)
     toolkit = nvcc_version(cuda_home)
-    torch_major, tk_major = torch.version.cuda.split(".")[0], toolkit.split(".")[0]
-    if torch_major != tk_major:
-        info["reason"] = (
-            f"torch is built for CUDA {torch.version.cuda} but the toolkit at {cuda_home} is CUDA {toolkit}; "
-            f"point CUDA_HOME at a CUDA {torch_major}.x toolkit and rebuild"
-        )
-        return info
+    if toolkit == "unknown":
+        return cpu(f"{cuda_home}/bin/nvcc --version does not say its release", toolkit_hint)
+    if toolkit.split(".")[0] != torch_major:
+        return cpu(f"torch {torch.__version__} is built for CUDA {torch.version.cuda} but nvcc at {cuda_home} "
+                   f"is CUDA {toolkit}", toolkit_hint)
     cupti, looked = find_cupti(cuda_home, torch_major)
     if cupti is None:
-        info["reason"] = "no CUPTI found (looked for cupti.h and libcupti.so* in " + ", ".join(looked) + ")"
-        return info
+        return cpu("no CUPTI headers and library found (looked for cupti.h and libcupti.so* in "
+                   + ", ".join(looked) + ")", toolkit_hint)
     info.update(mode="cuda", cuda_home=str(cuda_home), toolkit_version=toolkit, cupti=cupti)
     return info
 
@@ -257,7 +291,7 @@ def main() -> None:
     # library, so _C builds in seconds and does not depend on libtorch at load time.
     cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"]
     define_macros = []
-    sources = list(COMMON_SOURCES)
+    srcs = sources(info["mode"])
     include_dirs = [str(ROOT / "csrc")] + include_paths()[:1]
     extra_link = []
     libraries = []
@@ -268,7 +302,6 @@ def main() -> None:
         os.environ["TORCH_CUDA_ARCH_LIST"] = info["arch_list"] = arch_list(torch)
         staged = stage_cupti_headers(cupti["include"])
         include_dirs = [str(staged)] + include_dirs + [str(Path(info["cuda_home"]) / "include")]
-        sources += CUDA_SOURCES
         define_macros.append(("PERFCORE_WITH_CUDA", "1"))
         lib64 = str(Path(info["cuda_home"]) / "lib64")
         library_dirs.append(lib64)
@@ -279,7 +312,8 @@ def main() -> None:
     info["cxx_flags"] = cxx
     info["link"] = extra_link + [f"-l{x}" for x in libraries]
 
-    log(f"mode={info['mode']}" + (f" ({info['reason']})" if info["reason"] else ""))
+    # pip shows this only with -v (or when the build fails); `perfcore env` repeats it afterwards.
+    log(f"{info['mode'].upper()} mode" + (f": {info['reason']}" if info["reason"] else ""))
     log(f"torch {info['torch_version']} (CUDA {info['torch_cuda_version']})")
     if info["mode"] == "cuda":
         log(f"CUDA_HOME={info['cuda_home']} (nvcc {info['toolkit_version']}), arch list {info['arch_list']}")
@@ -289,7 +323,7 @@ def main() -> None:
 
     ext = Extension(
         "perfcore._C",
-        sources=sources,
+        sources=srcs,
         include_dirs=include_dirs,
         define_macros=define_macros,
         library_dirs=library_dirs,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import stat
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,10 @@ def fake_toolkit(root: Path, cupti_version: int | None = None) -> Path:
     return root
 
 
+def fake_torch(version="2.5.0", cuda="13.0"):
+    return SimpleNamespace(__version__=version, version=SimpleNamespace(cuda=cuda))
+
+
 def test_wrapper_nvcc_on_path_is_not_trusted(setup_mod, tmp_path, monkeypatch):
     # A wrapper script in bin/ whose parent has no headers, as /usr/local/bin/nvcc here.
     wrapper_dir = tmp_path / "usr" / "bin"
@@ -42,20 +47,92 @@ def test_wrapper_nvcc_on_path_is_not_trusted(setup_mod, tmp_path, monkeypatch):
     (wrapper_dir / "nvcc").chmod(0o755)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setenv("PATH", str(wrapper_dir))
-    home, looked = setup_mod.find_cuda_home()
-    assert str(tmp_path / "usr") in looked  # looked at the wrapper's prefix, and rejected it
-    assert home is None or (home / "include" / "cuda_runtime.h").is_file()
+    tk = fake_toolkit(tmp_path / "cuda")
+    assert setup_mod.find_cuda_home([tmp_path / "usr", tk]) == (tk, "")
+    home, why = setup_mod.find_cuda_home([tmp_path / "usr"])
+    assert home is None and str(tmp_path / "usr") in why and "no CUDA toolkit found" in why
 
 
 def test_cuda_home_env_wins_and_is_validated(setup_mod, tmp_path, monkeypatch):
     tk = fake_toolkit(tmp_path / "cuda")
     monkeypatch.setenv("CUDA_HOME", str(tk))
-    assert setup_mod.find_cuda_home()[0] == tk
+    assert setup_mod.find_cuda_home([]) == (tk, "")
     assert setup_mod.nvcc_version(tk) == "13.0"
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "nothing"))
-    with pytest.raises(SystemExit, match="has no include/cuda_runtime.h"):
-        setup_mod.find_cuda_home()
+    assert setup_mod.find_cuda_home([tk]) == (None, f"CUDA_HOME={tmp_path / 'nothing'} has no include/cuda_runtime.h")
+
+
+def test_headers_without_nvcc_say_no_nvcc(setup_mod, tmp_path, monkeypatch):
+    tk = fake_toolkit(tmp_path / "cuda")
+    (tk / "bin" / "nvcc").unlink()
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    assert setup_mod.find_cuda_home([tk]) == (None, f"no nvcc: {tk} has the CUDA headers but no bin/nvcc")
+    monkeypatch.setenv("CUDA_HOME", str(tk))
+    assert setup_mod.find_cuda_home([]) == (None, f"CUDA_HOME={tk} has no bin/nvcc")
+
+
+def decide_with(setup_mod, monkeypatch, torch, toolkit: Path | None, site: list[Path] = ()):
+    """setup.decide() against a fake torch, a fake toolkit (or none) and fake site-packages."""
+    monkeypatch.delenv("PERFCORE_CPU_ONLY", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    if toolkit is None:
+        monkeypatch.delenv("CUDA_HOME", raising=False)
+        monkeypatch.setattr(setup_mod, "find_cuda_home",
+                            lambda: (None, "no CUDA toolkit found (looked for include/cuda_runtime.h and bin/nvcc in /x)"))
+    else:
+        monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    monkeypatch.setattr(setup_mod, "site_dirs", lambda: list(site))
+    info = setup_mod.decide(torch)
+    if info["mode"] == "cpu":
+        # One line that says why and how to get the CUDA mode; the install goes on.
+        assert "\n" not in info["reason"] and "; for the CUDA mode " in info["reason"]
+        assert "--no-build-isolation" in info["reason"]
+    return info
+
+
+def test_torch_cuda_major_differs_from_toolkit_builds_cpu_mode(setup_mod, tmp_path, monkeypatch):
+    tk = fake_toolkit(tmp_path / "cuda", cupti_version=130001)  # nvcc says 13.0
+    info = decide_with(setup_mod, monkeypatch, fake_torch("2.1.0+cu118", "11.8"), tk)
+    assert info["mode"] == "cpu"
+    assert info["reason"].startswith(f"torch 2.1.0+cu118 is built for CUDA 11.8 but nvcc at {tk} is CUDA 13.0; ")
+    assert "install the CUDA 11.x toolkit" in info["reason"]
+
+
+def test_missing_nvcc_builds_cpu_mode(setup_mod, tmp_path, monkeypatch):
+    tk = fake_toolkit(tmp_path / "cuda", cupti_version=130001)
+    (tk / "bin" / "nvcc").unlink()
+    info = decide_with(setup_mod, monkeypatch, fake_torch(), tk)
+    assert info["mode"] == "cpu" and info["reason"].startswith(f"CUDA_HOME={tk} has no bin/nvcc; ")
+    info = decide_with(setup_mod, monkeypatch, fake_torch(), None)
+    assert info["mode"] == "cpu" and info["reason"].startswith("no CUDA toolkit found")
+
+
+def test_missing_cupti_builds_cpu_mode(setup_mod, tmp_path, monkeypatch):
+    tk = fake_toolkit(tmp_path / "cuda")  # no cupti.h anywhere
+    info = decide_with(setup_mod, monkeypatch, fake_torch(), tk)
+    assert info["mode"] == "cpu" and info["reason"].startswith("no CUPTI headers and library found")
+    assert str(tk / "extras" / "CUPTI" / "include") in info["reason"]
+
+
+def test_cpu_torch_builds_cpu_mode(setup_mod, tmp_path, monkeypatch):
+    tk = fake_toolkit(tmp_path / "cuda", cupti_version=130001)
+    info = decide_with(setup_mod, monkeypatch, fake_torch("2.5.0+cpu", None), tk)
+    assert info["mode"] == "cpu" and info["reason"].startswith("torch 2.5.0+cpu is a CPU build; ")
+
+
+def test_matching_toolkit_and_cupti_build_cuda_mode(setup_mod, tmp_path, monkeypatch):
+    tk = fake_toolkit(tmp_path / "cuda", cupti_version=130001)
+    info = decide_with(setup_mod, monkeypatch, fake_torch("2.9.0+cu130", "13.0"), tk)
+    assert info["mode"] == "cuda" and info["reason"] == ""
+    assert info["toolkit_version"] == "13.0" and info["cupti"]["api_version"] == 130001
+
+
+def test_unreadable_nvcc_version_builds_cpu_mode(setup_mod, tmp_path, monkeypatch):
+    tk = fake_toolkit(tmp_path / "cuda", cupti_version=130001)
+    (tk / "bin" / "nvcc").write_text("#!/bin/sh\necho garbage\n")
+    info = decide_with(setup_mod, monkeypatch, fake_torch(), tk)
+    assert info["mode"] == "cpu" and "does not say its release" in info["reason"]
 
 
 def test_cupti_from_torch_package_before_toolkit(setup_mod, tmp_path, monkeypatch):
@@ -94,15 +171,15 @@ def test_default_arch_list_without_gpu(setup_mod, monkeypatch):
         class cuda:
             is_available = staticmethod(lambda: False)
 
-    assert setup_mod.arch_list(NoGpuTorch) == "7.5;8.0;8.6;8.9;9.0+PTX"
+    assert setup_mod.arch_list(NoGpuTorch) == "7.5;8.0;9.0+PTX"
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     assert setup_mod.arch_list(NoGpuTorch) == "9.0"
 
 
 def test_cpu_only_env_forces_cpu_mode(setup_mod, monkeypatch):
     monkeypatch.setenv("PERFCORE_CPU_ONLY", "1")
-    info = setup_mod.decide()
-    assert info["mode"] == "cpu" and "PERFCORE_CPU_ONLY" in info["reason"]
+    info = setup_mod.decide(fake_torch())
+    assert info["mode"] == "cpu" and info["reason"].startswith("PERFCORE_CPU_ONLY=1 was set at build time; ")
 
 
 def test_missing_compiler_is_one_clear_line(setup_mod, monkeypatch, tmp_path):
@@ -110,3 +187,27 @@ def test_missing_compiler_is_one_clear_line(setup_mod, monkeypatch, tmp_path):
     monkeypatch.setenv("CXX", "no-such-cxx")
     with pytest.raises(SystemExit, match="no C\\+\\+ compiler found .*install one"):
         setup_mod.check_compiler()
+
+
+def test_torch_hidden_by_build_isolation_says_what_to_type(setup_mod, tmp_path, monkeypatch):
+    # pip's isolated build keeps sys.prefix, so the user's site-packages (with torch) is still known.
+    (tmp_path / "torch").mkdir()
+    monkeypatch.setattr(setup_mod.sysconfig, "get_paths", lambda: {"purelib": str(tmp_path), "platlib": str(tmp_path)})
+    msg = setup_mod.torch_missing("No module named 'torch'")
+    assert "build isolation hides it" in msg and "pip install --no-build-isolation ." in msg
+    (tmp_path / "torch").rmdir()
+    monkeypatch.setattr(setup_mod.sys, "path", ["/tmp/pip-build-env-abc/overlay/lib/python3/site-packages"])
+    msg = setup_mod.torch_missing("No module named 'torch'")
+    assert msg.startswith("torch is not installed in ") and "install torch first" in msg
+    monkeypatch.setattr(setup_mod.sys, "path", [])
+    msg = setup_mod.torch_missing("No module named 'torch'")
+    assert msg.startswith("torch is not importable here") and "pip install --no-build-isolation ." in msg
+
+
+def test_sources_are_found_and_cuda_only_ones_exist(setup_mod):
+    cpu, cuda = setup_mod.sources("cpu"), setup_mod.sources("cuda")
+    every_cpp = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "csrc").rglob("*.cpp"))
+    assert all((ROOT / f).is_file() for f in setup_mod.CUDA_ONLY_SOURCES)  # a rename must update the list
+    assert not set(cpu) & set(setup_mod.CUDA_ONLY_SOURCES) and not any(f.endswith(".cu") for f in cpu)
+    assert sorted(f for f in cuda if f.endswith(".cpp")) == every_cpp
+    assert "csrc/calib.cu" in cuda and "csrc/bindings.cpp" in cpu

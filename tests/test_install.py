@@ -1,0 +1,244 @@
+"""The installed package, not the source tree: the sdist and the wheels carry every file of the
+tree, and perfcore installed by the README's Colab command into an environment that has torch
+but not the checkout runs every command from a folder outside the checkout.
+
+PERFCORE_WHEEL_MODE=auto (scripts/test.sh sets it) builds the installed wheel as pip would, in
+the CUDA mode where it can; the default, cpu, keeps a hand-run of this file short.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WHEEL_MODE = os.environ.get("PERFCORE_WHEEL_MODE", "cpu")
+# The dev environment's own copy: an editable install whose finder would put the checkout back.
+HIDDEN_FROM_VIEW = re.compile(r"^(perfcore\b.*|__editable__.*)$")
+# Made by each build, never shipped from the tree.
+BUILD_OUTPUTS = re.compile(r"^perfcore/(_build_info\.json|_C\..*\.so)$")
+
+
+def tree_files() -> list[str]:
+    """What a fresh clone of the working tree holds (tracked plus new files not ignored)."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(f for f in out.split("\0") if f and (ROOT / f).is_file())
+
+
+def shipped_in_wheel(files: list[str]) -> set[str]:
+    return {f for f in files if f.startswith("perfcore/") and not BUILD_OUTPUTS.match(f)
+            and "__pycache__" not in f}
+
+
+def shipped_in_sdist(files: list[str]) -> set[str]:
+    return shipped_in_wheel(files) | {f for f in files if f.startswith("csrc/")} | {
+        "setup.py", "pyproject.toml", "README.md", "MANIFEST.in"}
+
+
+def colab_commands(readme: str) -> list[str]:
+    """The shell commands of the README's Colab section, as written (notebook `!` prefixes dropped)."""
+    m = re.search(r"^## [^\n]*Colab[^\n]*\n(.*?)(?=^## )", readme + "\n## ", re.S | re.M)
+    assert m, "README has no Colab section"
+    block = re.search(r"```(?:bash|sh|shell)?\n(.*?)```", m.group(1), re.S)
+    assert block, "README's Colab section has no command block"
+    lines = [ln.split(" #")[0].strip() for ln in block.group(1).splitlines()]
+    return [ln.lstrip("!%").strip() for ln in lines if ln and not ln.startswith("#")]
+
+
+def make_env(base: Path, view_of: Path, keep=lambda name: True) -> Path:
+    """A venv that sees `view_of` (a site-packages) through symlinks, minus what `keep` drops
+    (for the dev venv: its editable perfcore, whose finder would put the checkout back).
+
+    The view is a site dir of its own (its .pth files run, as setuptools' distutils hook needs),
+    outside the venv's prefix, so pip installs into the venv and never touches the view.
+    """
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True)
+    view = base / "view"
+    view.mkdir()
+    for entry in view_of.iterdir():
+        if keep(entry.name):
+            (view / entry.name).symlink_to(entry)
+    py = base / "venv" / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "_view.pth").write_text(f"import site; site.addsitedir({str(view)!r})\n")
+    # The venv's own `pip` command, as in Colab; without it PATH would find another Python's pip.
+    pip = base / "venv" / "bin" / "pip"
+    pip.write_text(f"#!{py}\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n")
+    pip.chmod(0o755)
+    return py
+
+
+def dev_site_packages() -> Path:
+    import sysconfig
+
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def env_for(venv_py: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFCORE_CPU_ONLY", "VIRTUAL_ENV")}
+    bindir = str(venv_py.parent)
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and not p.startswith(str(ROOT))]
+    env.update(PATH=os.pathsep.join([bindir] + path), VIRTUAL_ENV=str(venv_py.parent.parent), **extra)
+    return env
+
+
+def sh(cmd, cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str), capture_output=True, text=True,
+                       timeout=timeout)
+    r.text = r.stdout + r.stderr  # type: ignore[attr-defined]
+    return r
+
+
+def ok(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 0, f"{r.args} exited {r.returncode}:\n{r.text[-4000:]}"
+    return r.text
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """perfcore from a clone of the working tree, installed with the README's Colab command into a
+    venv that has torch and the dependencies but not the checkout; plus an sdist and its wheel."""
+    t = tmp_path_factory.mktemp("install")
+    files = tree_files()
+    src = t / "src"
+    for f in files:
+        (src / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, src / f)
+    git = ["git", "-c", "user.name=perfcore-test", "-c", "user.email=test@localhost", "-c", "init.defaultBranch=main"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "working tree"]):
+        subprocess.run(git + args, cwd=src, check=True, capture_output=True)
+
+    py = make_env(t, dev_site_packages(), keep=lambda n: not HIDDEN_FROM_VIEW.match(n))
+    build_mode = {} if WHEEL_MODE == "auto" else {"PERFCORE_CPU_ONLY": "1"}
+    env = env_for(py, **build_mode)
+    work = t / "work"  # every command runs here, outside the checkout
+    work.mkdir()
+
+    readme_cmds = colab_commands((ROOT / "README.md").read_text())
+    results = []
+    for cmd in readme_cmds:
+        # The only change to the documented command: the repository's address becomes this clone.
+        cmd = re.sub(r"git\+https://\S+", f"git+file://{src}", cmd)
+        results.append((cmd, sh(cmd, work, env)))
+
+    # sdist from the clone (PEP 517, as `python -m build --sdist` does), then a wheel from it.
+    sdist_dir, wheel_dir = t / "sdist", t / "wheel"
+    ok(sh([str(py), "-c", "import sys; from setuptools import build_meta as b; b.build_sdist(sys.argv[1])",
+           str(sdist_dir)], src, env))
+    sdist = next(sdist_dir.glob("perfcore-*.tar.gz"))
+    ok(sh([str(py), "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(wheel_dir), str(sdist)],
+          work, {**env, "PERFCORE_CPU_ONLY": "1"}))
+    return {"t": t, "src": src, "py": py, "env": env, "work": work, "files": files, "readme": results,
+            "sdist": sdist, "wheel": next(wheel_dir.glob("perfcore-*.whl"))}
+
+
+def test_readme_colab_commands_run_as_written(installed):
+    cmds = [c for c, _ in installed["readme"]]
+    assert cmds and cmds[0].startswith("pip install --no-build-isolation git+"), cmds
+    for cmd, r in installed["readme"]:
+        ok(r)
+    # The last documented command is `perfcore env`: it names the mode and, in CPU mode, why.
+    assert re.search(r"build: (cuda|cpu) mode", installed["readme"][-1][1].text)
+
+
+def test_installed_files_match_the_tree(installed):
+    out = ok(sh([str(installed["py"]), "-c", textwrap.dedent("""
+        import importlib.metadata as md
+        for f in md.distribution("perfcore").files: print(f.as_posix())
+        """)], installed["work"], installed["env"]))
+    got = set(out.split())
+    missing = shipped_in_wheel(installed["files"]) - got
+    assert not missing, f"the wheel built from the tree lacks {sorted(missing)}"
+    assert "perfcore/_build_info.json" in got and any(re.match(r"perfcore/_C\..*\.so$", f) for f in got)
+
+
+def test_sdist_and_its_wheel_carry_every_file(installed):
+    with tarfile.open(installed["sdist"]) as tar:
+        in_sdist = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    missing = shipped_in_sdist(installed["files"]) - in_sdist
+    assert not missing, f"the sdist lacks {sorted(missing)}"
+    assert "perfcore/_build_info.json" not in in_sdist  # each build writes its own
+    names = set(zipfile.ZipFile(installed["wheel"]).namelist())
+    missing = shipped_in_wheel(installed["files"]) - names
+    assert not missing, f"the wheel built from the sdist lacks {sorted(missing)}"
+    assert "perfcore/_build_info.json" in names and any(re.match(r"perfcore/_C\..*\.so$", n) for n in names)
+
+
+def test_installed_package_imports_every_module_apart_from_the_checkout(installed):
+    modules = sorted({f[:-3].replace("/", ".").removesuffix(".__init__") for f in shipped_in_wheel(installed["files"])
+                      if f.endswith(".py") and "/_boot/" not in f})
+    out = ok(sh([str(installed["py"]), "-c", textwrap.dedent(f"""
+        import importlib, sys
+        import perfcore
+        print(perfcore.__file__)
+        assert "torch" not in sys.modules, "import perfcore imported torch"
+        # The documented API after a bare import.
+        perfcore.StepTimer, perfcore.Workload, perfcore.transfer.measure, perfcore.graphs
+        for m in {modules!r}:
+            importlib.import_module(m)
+        print(perfcore.capabilities()["mode"], perfcore.build_info().get("reason", ""))
+        """)], installed["work"], installed["env"]))
+    first = Path(out.splitlines()[0])
+    assert installed["t"] / "venv" in first.parents, f"perfcore came from {first}, not the test's venv"
+    mode = out.splitlines()[1].split()[0]
+    if WHEEL_MODE == "auto" and os.environ.get("PERFCORE_REQUIRE_CUDA_BUILD") == "1":
+        assert mode == "cuda", f"pip built the installed wheel in CPU mode: {out.splitlines()[1]}"
+
+
+def test_installed_commands_run(installed):
+    work, env = installed["work"], installed["env"]
+    assert re.search(r"version \d+\.\d+", ok(sh(["perfcore", "--version"], work, env)))
+    ok(sh(["perfcore", "demo", "--quick"], work, env))
+    demo = sorted((work / "perfcore-runs").glob("demo-*"))
+    assert demo and (demo[-1] / "summary.md").is_file() and (demo[-1] / "run.json").is_file()
+
+    script = work / "tiny_train.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 8), torch.randn(64, 2)),
+                                           batch_size=8)
+        for epoch in range(2):
+            for x, y in data:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                opt.zero_grad(); loss.backward(); opt.step()
+        """))
+    ok(sh(["perfcore", "run", "--out", str(work / "tiny-run"), "--", "python", str(script)], work, env))
+    assert (work / "tiny-run" / "run.json").is_file()
+
+
+def test_pip_default_build_isolation_stops_with_one_line(installed, tmp_path):
+    # pip's default hides the user's torch from the build; the dev venv has torch where pip looks.
+    r = sh([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(installed["src"])],
+           tmp_path, {k: v for k, v in os.environ.items() if k != "PERFCORE_CPU_ONLY"}, timeout=300)
+    if r.returncode != 0 and "perfcore build:" not in r.text and re.search(
+            r"Could not find a version|No matching distribution|Failed to establish|NewConnectionError", r.text):
+        pytest.skip("pip could not fetch the build requirements (no route to PyPI): " + r.text.splitlines()[-1])
+    assert r.returncode != 0
+    lines = [ln.strip() for ln in r.text.splitlines() if "perfcore build:" in ln]
+    assert lines == ["perfcore build: error: perfcore compiles against the torch you run with, and build isolation "
+                     "hides it: run the same pip command with --no-build-isolation "
+                     "(e.g. pip install --no-build-isolation .)"], r.text[-3000:]
+
+
+def test_no_torch_stops_with_one_line(installed, tmp_path):
+    # Only the build tools: what a bare Python with pip has.
+    py = make_env(tmp_path, dev_site_packages(), keep=lambda n: re.match(
+        r"^(pip|setuptools|wheel|_distutils_hack|pkg_resources|packaging)\b", n) is not None)
+    r = sh([str(py), "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(tmp_path / "w"),
+            str(installed["src"])], tmp_path, env_for(py), timeout=300)
+    assert r.returncode != 0
+    lines = [ln.strip() for ln in r.text.splitlines() if "perfcore build:" in ln]
+    assert len(lines) == 1 and "install torch first (pip install torch), then pip install --no-build-isolation ." \
+        in lines[0], r.text[-3000:]
