@@ -11,13 +11,34 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["MEMCPY_KINDS", "MEMORY_KINDS", "activity_frames"]
+__all__ = ["MEMCPY_KINDS", "MEMORY_KINDS", "ACTIVITY_KINDS", "TRANSFER_COPY_KINDS", "activity_frames",
+           "merge_activity"]
 
 # CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind values (cupti_activity.h).
 MEMCPY_KINDS = {0: "unknown", 1: "h2d", 2: "d2h", 3: "h2a", 4: "a2h", 5: "a2a", 6: "a2d", 7: "d2a", 8: "d2d",
                 9: "h2h", 10: "p2p"}
 MEMORY_KINDS = {0: "unknown", 1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed",
                 6: "device_static", 7: "managed_static"}
+
+# Copies between host and device memory: what `transfer` means. Device-to-device, array and
+# peer copies run on the device without the host link, and memsets write device memory: those are
+# device work (compute), not transfer. Host-to-host copies (9) involve no device at all.
+TRANSFER_COPY_KINDS = (1, 2, 3, 4)  # h2d, d2h, h2a, a2h
+
+# The record tables every backend hands over, in this order.
+ACTIVITY_KINDS = ("kernels", "memcpy", "memset", "sync", "external_correlation", "overhead", "api")
+
+
+def merge_activity(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several drains' raw columns -> one raw dict. Each part carries the whole name table so far
+    (ids are global to the tracer), so the last part's names decode every part."""
+    merged: dict[str, Any] = {"names": parts[-1]["names"] if parts else []}
+    for kind in ACTIVITY_KINDS:
+        cols = [p[kind] for p in parts if p.get(kind)]
+        merged[kind] = {c: np.concatenate([p[c] for p in cols]) for c in cols[0]} if cols else {}
+    for count in ("records", "other_records", "invalid_timestamps"):
+        merged[count] = sum(int(p.get(count, 0)) for p in parts)
+    return merged
 
 
 def activity_frames(raw: dict[str, Any]) -> dict[str, pd.DataFrame]:
@@ -28,7 +49,7 @@ def activity_frames(raw: dict[str, Any]) -> dict[str, pd.DataFrame]:
     """
     names = list(raw.get("names", []))
     frames: dict[str, pd.DataFrame] = {}
-    for kind in ("kernels", "memcpy", "memset", "sync", "external_correlation", "overhead"):
+    for kind in ACTIVITY_KINDS:
         frames[kind] = pd.DataFrame(raw.get(kind, {}))
     k = frames["kernels"]
     if len(k.columns):
@@ -45,6 +66,7 @@ def activity_frames(raw: dict[str, Any]) -> dict[str, pd.DataFrame]:
         m["dst"] = _lookup(m["dst_kind"].to_numpy(), MEMORY_KINDS)
         host_side = np.where(m["copy_kind"].to_numpy() == 2, m["dst_kind"].to_numpy(), m["src_kind"].to_numpy())
         m["pageable"] = host_side == 1
+        m["transfer"] = np.isin(m["copy_kind"].to_numpy(), TRANSFER_COPY_KINDS)
         m["duration_ns"] = m["end_ns"] - m["start_ns"]
     return frames
 

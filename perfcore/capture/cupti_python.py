@@ -1,0 +1,334 @@
+"""The cupti-python backend: NVIDIA's `cupti-python` activity API, in the columns the native tracer gives.
+
+Used where the native tracer cannot start (an extension built without CUPTI) and as an
+independent cross-check of it on a GPU. It loads the libcupti that torch loads (the
+nvidia-cuda-cupti wheel, found by cuda-pathfinder; a library with the same soname is never
+loaded twice), so it never replaces torch's CUPTI; its major version must match that library's.
+
+Records reach Python as one object per record (cupti-python's design), so draining costs a few
+microseconds per record where the native tracer costs tens of nanoseconds: bench/gpu_check.py
+measures both. The same rules as the native tracer hold: the same activity kinds (API kinds
+included, since external-correlation records come only with them), default flushes from a drain
+thread and one forced flush at stop, dropped counts summed, invalid timestamps dropped and counted.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from perfcore.capture.columns import ACTIVITY_KINDS, activity_frames, merge_activity
+from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
+
+__all__ = ["CuptiPythonTracer", "records_to_columns", "load_cupti", "SCHEMA", "PACKAGE"]
+
+PACKAGE = "cupti-python"
+_INSTALL = "pip install 'perfcore[cupti]' (cupti-python of the CUDA major version torch was built with)"
+
+# Column -> (record attribute, dtype), per table; the same names and dtypes as the native
+# decoder's tables (csrc/cupti/activity_columns.h), so parts from either backend concatenate.
+_I64, _I32, _U8, _U16 = np.int64, np.int32, np.uint8, np.uint16
+SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
+    "kernels": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "device_id": ("device_id", _I32),
+                "stream_id": ("stream_id", _I32), "correlation_id": ("correlation_id", _I32),
+                "name_id": ("name", _I32), "grid_x": ("grid_x", _I32), "grid_y": ("grid_y", _I32),
+                "grid_z": ("grid_z", _I32), "block_x": ("block_x", _I32), "block_y": ("block_y", _I32),
+                "block_z": ("block_z", _I32), "registers_per_thread": ("registers_per_thread", _I32),
+                "static_shared_bytes": ("static_shared_memory", _I32),
+                "dynamic_shared_bytes": ("dynamic_shared_memory", _I32), "graph_id": ("graph_id", _I32)},
+    "memcpy": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "size_bytes": ("bytes", _I64),
+               "device_id": ("device_id", _I32), "stream_id": ("stream_id", _I32),
+               "correlation_id": ("correlation_id", _I32), "copy_kind": ("copy_kind", _U8),
+               "src_kind": ("src_kind", _U8), "dst_kind": ("dst_kind", _U8), "flags": ("flags_", _U8)},
+    "memset": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "size_bytes": ("bytes", _I64),
+               "device_id": ("device_id", _I32), "stream_id": ("stream_id", _I32),
+               "correlation_id": ("correlation_id", _I32), "value": ("value", _I32),
+               "memory_kind": ("memory_kind", _U16)},
+    "sync": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "sync_type": ("type", _I32),
+             "context_id": ("context_id", _I32), "stream_id": ("stream_id", _I32),
+             "correlation_id": ("correlation_id", _I32)},
+    "external_correlation": {"external_kind": ("external_kind", _I32), "external_id": ("external_id", _I64),
+                             "correlation_id": ("correlation_id", _I32)},
+    "overhead": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "overhead_kind": ("overhead_kind", _I32),
+                 "object_kind": ("object_kind", _I32)},
+    "api": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "thread_id": ("thread_id", _I64),
+            "correlation_id": ("correlation_id", _I32), "cbid": ("cbid", _I32), "driver": ("kind", _U8)},
+}
+_TIMED = {t for t, cols in SCHEMA.items() if "start_ns" in cols}
+
+# The activity kinds enabled, and the table each lands in (CUpti_ActivityKind values by name).
+_KIND_TABLE = {"CONCURRENT_KERNEL": "kernels", "KERNEL": "kernels", "MEMCPY": "memcpy", "MEMSET": "memset",
+               "SYNCHRONIZATION": "sync", "EXTERNAL_CORRELATION": "external_correlation", "OVERHEAD": "overhead",
+               "RUNTIME": "api", "DRIVER": "api"}
+_ENABLE = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION", "RUNTIME", "DRIVER",
+           "EXTERNAL_CORRELATION", "OVERHEAD")
+
+
+def load_cupti():
+    """The `cupti.cupti` module, or DeviceUnavailable saying how to install it."""
+    try:
+        from cupti import cupti
+    except ImportError as e:
+        raise DeviceUnavailable(f"the cupti-python backend needs the {PACKAGE} package ({e}); {_INSTALL}") from None
+    return cupti
+
+
+def _major_minor(v: str) -> tuple[int, int]:
+    parts = (v.split("+")[0].split(".") + ["0"])[:2]
+    return int(parts[0]), int(parts[1])
+
+
+def check_versions(cupti_python_version: str, cuda_version: str | None, libcupti_version: str | None) -> str | None:
+    """Why this cupti-python cannot trace beside this torch, or None if it can.
+
+    cupti-python X.Y binds libcupti of CUDA X (the nvidia-cuda-cupti wheel torch's CUDA X builds
+    ship, which is the library loaded) and may call functions added up to X.Y, so the library
+    must be X.Y or newer.
+    """
+    if not cuda_version:
+        return "torch is a CPU build: there is no CUPTI to trace with"
+    have = _major_minor(cupti_python_version)
+    if have[0] != _major_minor(cuda_version)[0]:
+        return (f"{PACKAGE} {cupti_python_version} is for CUDA {have[0]}, but torch uses CUDA {cuda_version}; "
+                f"install {PACKAGE}=={cuda_version}.*")
+    if libcupti_version and _major_minor(libcupti_version) < have:
+        return (f"{PACKAGE} {cupti_python_version} is newer than the CUPTI torch loads ({libcupti_version}); "
+                f"install {PACKAGE}=={'.'.join(map(str, _major_minor(libcupti_version)))}.* "
+                "(never upgrade torch's nvidia-cuda-cupti)")
+    return None
+
+
+def _installed(*dists: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for d in dists:
+        try:
+            return version(d)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+class _Kinds:
+    """ActivityKind value -> table name, and the driver API kind's value."""
+
+    def __init__(self, cupti):
+        K = cupti.ActivityKind
+        self.table = {int(getattr(K, n)): t for n, t in _KIND_TABLE.items() if hasattr(K, n)}
+        self.driver = int(K.DRIVER)
+
+
+def records_to_columns(records: Iterable[Any], names: dict[str, int], kinds: "_Kinds",
+                       clock_offset_ns: int = 0) -> dict[str, Any]:
+    """cupti-python record objects -> the raw dict the native tracer returns (tables of numpy
+    arrays, `names`, `records`, `other_records`, `invalid_timestamps`).
+
+    `names` is the tracer's name table (name -> id), extended in place so ids stay stable across
+    drains. Timestamps are moved onto the perfcore clock by subtracting clock_offset_ns. Records
+    with a 0 timestamp or end < start are dropped and counted (CUPTI writes 0 when it could not
+    collect a timestamp).
+    """
+    rows: dict[str, dict[str, list]] = {t: {c: [] for c in cols} for t, cols in SCHEMA.items()}
+    n = other = invalid = 0
+    table_of, driver = kinds.table, kinds.driver
+    for rec in records:
+        n += 1
+        table = table_of.get(int(rec.kind))
+        if table is None:
+            other += 1
+            continue
+        if table in _TIMED:
+            start, end = int(rec.start), int(rec.end)
+            if start == 0 or end == 0 or end < start:
+                invalid += 1
+                continue
+        out = rows[table]
+        for col, (attr, _) in SCHEMA[table].items():
+            if col == "name_id":
+                name = rec.name or "<unknown>"
+                v = names.setdefault(name, len(names))
+            elif col == "driver":
+                v = int(int(rec.kind) == driver)
+            else:
+                v = getattr(rec, attr)
+                if col in ("start_ns", "end_ns"):
+                    v = int(v) - clock_offset_ns
+            out[col].append(v)
+    raw: dict[str, Any] = {t: {c: np.asarray(v, dtype=SCHEMA[t][c][1]) for c, v in cols.items()}
+                           for t, cols in rows.items()}
+    raw["names"] = list(names)  # insertion order = id order
+    raw["records"], raw["other_records"], raw["invalid_timestamps"] = n, other, invalid
+    return raw
+
+
+class CuptiPythonTracer:
+    """The native CuptiTracer's interface (start, take, stop, active, stats, frames) on cupti-python.
+
+    CUPTI is process-wide: one subscriber at a time, so this and the native tracer cannot run
+    together; start() raises CuptiError when CUPTI is held.
+    """
+
+    name = "cupti-python"
+
+    def __init__(self, buffer_bytes: int = 8 << 20, drain_period_ms: int = 200):
+        self.buffer_bytes = int(buffer_bytes)
+        self.drain_period_ms = int(drain_period_ms)
+        self.frames: dict[str, pd.DataFrame] | None = None
+        self.stats: dict[str, Any] = {}
+        self._cupti = None
+        self._kinds: _Kinds | None = None
+        self._sub = None
+        self._enabled: list[Any] = []
+        self._names: dict[str, int] = {}
+        self._parts: list[dict[str, Any]] = []
+        self._lock = threading.Lock()  # guards _parts and the counters (the callback runs on CUPTI's thread)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._active = False
+        self._offset_ns = 0
+        self._offset_start_ns = 0
+        self._counts = {"buffers_completed": 0, "records": 0, "dropped_records": 0, "invalid_timestamps": 0,
+                        "other_records": 0, "flushes": 0, "flush_ns": 0, "forced_flush_ns": 0, "drain_ns": 0,
+                        "callback_errors": 0}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> "CuptiPythonTracer":
+        if self._active:
+            raise UsageError("this cupti-python tracer is already running")
+        cupti = load_cupti()
+        import torch
+
+        reason = check_versions(_installed(PACKAGE) or "0", torch.version.cuda,
+                                _installed("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu12"))
+        if reason:
+            raise DeviceUnavailable(reason)
+        self._cupti, self._kinds = cupti, _Kinds(cupti)
+        try:
+            # Subscribing claims CUPTI's one subscriber slot: the reliable way to learn that
+            # torch.profiler, nsys or perfcore's native tracer already holds it.
+            self._sub = cupti.subscribe(lambda *a: None, 0)
+            cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            self._measure_offset()
+            self._offset_start_ns = self._offset_ns
+            for name in _ENABLE:
+                kind = getattr(cupti.ActivityKind, name)
+                cupti.activity_enable(kind)
+                self._enabled.append(kind)
+        except Exception as e:
+            self._release()
+            status = getattr(e, "status", None)
+            raise CuptiError(f"cupti-python could not start tracing: {e}", int(status) if status is not None else -1) from None
+        self._active = True
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._drain_loop, name="perfcore-cupti-python", daemon=True)
+        self._thread.start()
+        return self
+
+    def take(self) -> dict[str, pd.DataFrame]:
+        """What was traced since the last take(), as frames; tracing goes on."""
+        if self._active:
+            self._flush(0)
+        return self._frames()
+
+    def stop(self) -> dict[str, pd.DataFrame]:
+        if not self._active:
+            raise UsageError("CuptiPythonTracer.stop() before start()")
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for kind in self._enabled:
+            self._cupti.activity_disable(kind)
+        self._enabled = []
+        t0 = time.perf_counter_ns()
+        self._flush(1)  # the one forced flush: incomplete records included, at the end
+        self._counts["forced_flush_ns"] = time.perf_counter_ns() - t0
+        self._release()
+        self._active = False
+        self.frames = self._frames()
+        return self.frames
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def __enter__(self) -> "CuptiPythonTracer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if self._active:
+            self.stop()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _release(self) -> None:
+        for kind in self._enabled:
+            try:
+                self._cupti.activity_disable(kind)
+            except Exception:
+                pass
+        self._enabled = []
+        if self._sub is not None:
+            try:
+                self._cupti.unsubscribe(self._sub)
+            except Exception:
+                pass
+            self._sub = None
+
+    def _measure_offset(self) -> None:
+        a = time.perf_counter_ns()
+        t = int(self._cupti.get_timestamp())
+        b = time.perf_counter_ns()
+        self._offset_ns = t - (a + (b - a) // 2)
+
+    def _buffer_requested(self):
+        return self.buffer_bytes, 0  # size, max records (0: as many as fit)
+
+    def _buffer_completed(self, activities: list) -> None:
+        # Runs on CUPTI's thread: convert and queue, never raise into CUPTI.
+        try:
+            t0 = time.perf_counter_ns()
+            raw = records_to_columns(activities, self._names, self._kinds, self._offset_ns)
+            with self._lock:
+                self._parts.append(raw)
+                c = self._counts
+                c["buffers_completed"] += 1
+                c["records"] += raw["records"]
+                c["invalid_timestamps"] += raw["invalid_timestamps"]
+                c["other_records"] += raw["other_records"]
+                c["drain_ns"] += time.perf_counter_ns() - t0
+        except Exception:
+            with self._lock:
+                self._counts["callback_errors"] += 1
+
+    def _flush(self, flag: int) -> None:
+        t0 = time.perf_counter_ns()
+        self._cupti.activity_flush_all(flag)
+        dropped = ctypes.c_size_t(0)
+        try:  # resets on read, so every read is added
+            self._cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(dropped))
+        except Exception:
+            pass
+        self._measure_offset()
+        with self._lock:
+            self._counts["dropped_records"] += int(dropped.value)
+            self._counts["flushes"] += 1
+            self._counts["flush_ns"] += time.perf_counter_ns() - t0
+
+    def _drain_loop(self) -> None:
+        while not self._stop.wait(self.drain_period_ms / 1000):
+            try:
+                self._flush(0)  # default flush: completed buffers only, no stall of the launching threads
+            except Exception:
+                with self._lock:
+                    self._counts["callback_errors"] += 1
+
+    def _frames(self) -> dict[str, pd.DataFrame]:
+        with self._lock:
+            parts, self._parts = self._parts, []
+            self.stats = dict(self._counts, timestamp_callback=False, clock_offset_ns=self._offset_ns,
+                              clock_drift_ns=self._offset_ns - self._offset_start_ns)
+        return activity_frames(merge_activity(parts)) if parts else activity_frames(
+            {k: {} for k in ACTIVITY_KINDS} | {"names": list(self._names)})
