@@ -56,8 +56,9 @@ def test_workers_that_run_but_start_again_every_epoch():
           "batches": 60}
     plan = loader_plan(ld, step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False)
     assert plan["reason"] == "start-up each epoch"
-    assert "897 ms each time over 3 epochs of ~20 batches, 44.8 ms per batch of the 45.0 ms the loop waits" \
-        in plan["sentence"]
+    # Restarts after the first epoch: (880 - 8) + (910 - 8) = 1774 ms over 60 batches.
+    assert "887 ms each time beyond making the first batch, over 2 restarts and 60 batches that is 29.6 ms per " \
+           "batch of the 45.0 ms the loop waits" in plan["sentence"]
     assert "set persistent_workers=True" in plan["text"]
 
 
@@ -152,3 +153,11 @@ def test_memory_pressure_from_retries_or_capacity():
     doc = run_doc({"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0})
     advise_run(doc, zero_code=True, memory=m)
     assert {"memory_pressure", "memory_near_capacity"} <= {r["id"] for r in doc["recommendations"]}
+
+
+def test_the_training_loader_is_advised_not_the_validation_one():
+    val = {**LOADER, "site": "train.py:50", "batches": 500, "training": False}
+    train = {**LOADER, "site": "train.py:42", "batches": 45, "training": True}
+    doc = run_doc({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[val, train])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert "train.py:42" in doc["recommendations"][0]["text"] and "train.py:50" not in doc["recommendations"][0]["text"]

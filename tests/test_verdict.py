@@ -65,8 +65,10 @@ def test_startup_enters_the_verdict_only_when_it_dominates_a_short_run():
     su = {"time_to_first_step_ms": 9000.0, "first_step_ms": 900.0, "steady_step_ms": 25.0}
     short = decide({"load": 1.0}, 25.0, startup=su, steps=20)
     assert short["startup"]["dominates"] and short["healthy"]
-    assert "Start-up dominates: 9.0 s before the first step and a first step 875 ms slower than a steady one are " \
-           "95% of this run of 20 steps" in short["summary"]
+    # 9 s to the end of the first step, less one steady step, of a 9 s + 20 x 25 ms run.
+    assert short["startup"]["ms"] == pytest.approx(8975.0)
+    assert "Start-up dominates: 9.0 s from launch to the end of the first step (which took 900 ms; a steady one " \
+           "25 ms) is 94% of this run of 20 steps" in short["summary"]
     long = decide({"load": 1.0}, 25.0, startup=su, steps=100_000)
     assert not long["startup"]["dominates"] and "Start-up" not in long["summary"]
     assert "startup" not in decide({"load": 1.0}, 25.0)
@@ -81,8 +83,18 @@ def test_confirm_and_correct_in_the_same_words():
     assert "corrected, waiting for data costs 1.2 ms per step (5%), not 12.3 ms" in bad["sentence"]
 
 
-def _exp(name, speedup):
-    return {"name": name, "speedup": speedup}
+def test_a_busy_machine_cannot_correct_the_attribution():
+    v = decide(avoidable(DEMO_BD), DEMO_STEP)
+    # The synthetic run's compute took 1.6x the baseline's: noise from outside, not an effect of the data.
+    c = confirm(v, "load", 1.37, "synthetic data", compute_ms=(12.9, 20.6))
+    assert c["agrees"] is None and "inconclusive, compute itself went from 12.9 to 20.6 ms" in c["sentence"]
+    # Faster compute without loading is real (workers no longer compete for cores): that corrects.
+    up = confirm(v, "load", 2.6, "synthetic data", compute_ms=(12.9, 9.0))
+    assert up["agrees"] is False and "corrected, waiting for data costs 15.8 ms per step (62%)" in up["sentence"]
+
+
+def _exp(name, speedup, compute=None):
+    return {"name": name, "speedup": speedup, **({"breakdown_ms": {"compute": compute}} if compute else {})}
 
 
 def test_diagnose_confirms_or_corrects_the_attribution():
@@ -96,6 +108,8 @@ def test_diagnose_confirms_or_corrects_the_attribution():
     v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04)], prof, on_gpu=False)
     assert v["healthy"] and v["bound"] == "compute" and v["attributed"].startswith("input-bound:")
     assert "corrected, waiting for data costs 1.0 ms per step (4%)" in v["summary"]
+    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04, compute=25.0)], prof, on_gpu=False)
+    assert v["bound"] == "load" and "attributed" not in v and "inconclusive" in v["summary"]
 
 
 def _row(bd, busy, device="cpu"):

@@ -18,7 +18,7 @@ def training_loader(loaders: Sequence[Mapping[str, Any]] | None) -> dict[str, An
     """The loader the loop draws most batches from (a script may build a validation loader too)."""
     if not loaders:
         return None
-    return dict(max(loaders, key=lambda d: d.get("batches") or 0))
+    return dict(max(loaders, key=lambda d: (bool(d.get("training", True)), d.get("batches") or 0)))
 
 
 def batches_per_step(doc: Mapping[str, Any]) -> tuple[float, str]:
@@ -80,16 +80,18 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
         else:
             plan["text"] = (f"In {where}: set num_workers={needed} and persistent_workers=True; {rate}.")
         return plan
+    # Each epoch's start-up (iter() to its first batch) less the making of that batch; the first
+    # epoch pays it whatever the settings, later ones only without persistent_workers.
     starts = [float(s) for s in (ld.get("worker_startup_ms") or []) if s is not None]
     epochs = len(starts)
-    per_epoch_batches = (ld.get("batches") or 0) / epochs if epochs else 0
-    startup_per_batch = (sum(starts) / max(ld.get("batches") or 1, 1)) if starts else 0.0
-    if starts and not ld.get("persistent_workers") and epochs > 1 and wait_ms > 0 \
+    again_ms = sum(max(0.0, s - make_ms) for s in starts[1:])
+    startup_per_batch = again_ms / max(ld.get("batches") or 1, 1)
+    if not ld.get("persistent_workers") and epochs > 1 and wait_ms > 0 \
             and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
         plan["reason"] = "start-up each epoch"
-        plan["sentence"] = (f"the workers start again every epoch: {sum(starts) / epochs:.0f} ms each time over "
-                            f"{epochs} epochs of ~{per_epoch_batches:.0f} batches, {startup_per_batch:.1f} ms per batch "
-                            f"of the {wait_ms:.1f} ms the loop waits")
+        plan["sentence"] = (f"the workers start again every epoch: {again_ms / (epochs - 1):.0f} ms each time beyond "
+                            f"making the first batch, over {epochs - 1} restarts and {ld.get('batches')} batches that "
+                            f"is {startup_per_batch:.1f} ms per batch of the {wait_ms:.1f} ms the loop waits")
         plan["text"] = f"In {where}: set persistent_workers=True; {plan['sentence']}."
     elif needed > cores:
         plan["reason"] = "too slow per item"

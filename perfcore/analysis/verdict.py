@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-__all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "THRESHOLDS_RATIONALE", "avoidable",
+__all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "THRESHOLDS_RATIONALE", "avoidable",
            "decide", "decide_run", "confirm", "startup_share"]
 
 AVOIDABLE = ("load", "transfer", "comm", "host")
@@ -63,23 +63,22 @@ def _speedup(step_ms: float, ms: float) -> float:
 
 
 def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int) -> dict[str, Any] | None:
-    """Start-up's share of the whole run: time to the first step plus the first step's excess over a
-    steady one, against that plus the measured steps. None when the run did not record it."""
+    """Start-up's share of the whole run. time_to_first_step_ms runs from launch to the end of the first
+    step, so what start-up costs is that less one steady step, against the run (that plus the
+    measured steps). None when the run did not record it."""
     if not startup or startup.get("time_to_first_step_ms") is None:
         return None
     ttfs = float(startup["time_to_first_step_ms"] or 0.0)
-    first = float(startup.get("first_step_ms") or 0.0)
     steady = float(startup.get("steady_step_ms") or step_ms or 0.0)
-    extra_first = max(0.0, first - steady)
-    cost = ttfs + extra_first
-    run_ms = cost + max(steps, 0) * steady + (steady if first else 0.0)
+    cost = max(0.0, ttfs - steady)
+    run_ms = ttfs + max(steps, 0) * steady
     share = cost / run_ms if run_ms > 0 else 0.0
-    return {"ms": cost, "time_to_first_step_ms": ttfs, "first_step_extra_ms": extra_first, "share_of_run": share,
-            "dominates": share >= STARTUP_DOMINATES,
-            "sentence": (f"{ttfs / 1e3:.1f} s before the first step"
-                         + (f" and a first step {extra_first:.0f} ms slower than a steady one" if extra_first >= 1 else "")
-                         + f" are {100 * share:.0f}% of this run"
-                         + (f" of {steps} steps; a longer run dilutes them" if steps else ""))}
+    first = startup.get("first_step_ms")
+    return {"ms": cost, "time_to_first_step_ms": ttfs, "share_of_run": share, "dominates": share >= STARTUP_DOMINATES,
+            "sentence": (f"{ttfs / 1e3:.1f} s from launch to the end of the first step"
+                         + (f" (which took {first:.0f} ms; a steady one {steady:.0f} ms)" if first else "")
+                         + f" is {100 * share:.0f}% of this run"
+                         + (f" of {steps} steps; a longer run dilutes it" if steps else ""))}
 
 
 def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = False,
@@ -145,11 +144,17 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
                   steps=int(doc.get("steps") or 0))
 
 
+# Removing a cause never makes compute itself slower: when the experiment's compute per step is this
+# much above the baseline's, the machine changed between the runs and the A/B cannot correct anything.
+COMPUTE_DRIFT = 1.25
+
+
 def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | None, experiment: str,
-            tolerance: float = 0.15) -> dict[str, Any]:
+            tolerance: float = 0.15, compute_ms: tuple[float, float] | None = None) -> dict[str, Any]:
     """Does a measured A/B speedup (the step without `label`'s cause) agree with the verdict's
     prediction? Returns {label, experiment, predicted_speedup, measured_speedup, agrees, measured_ms,
-    sentence}; measured_ms is the saving the experiment implies, for a corrected verdict."""
+    sentence}; measured_ms is the saving the experiment implies, for a corrected verdict. compute_ms:
+    (baseline, experiment) compute per step, the control: agrees is None when it drifted up."""
     step = float(decision.get("step_ms") or 0.0)
     c = next((c for c in decision["causes"] if c["label"] == label), None)
     ms = c["ms_per_step"] if c else 0.0
@@ -160,6 +165,13 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
     implied = max(step - step / measured_speedup, 0.0) if step else 0.0
     agrees = abs(measured_speedup - predicted) / predicted <= tolerance
     what = _CAUSES[label][1]
+    drift = (compute_ms is not None and compute_ms[0] > 0 and compute_ms[1] > COMPUTE_DRIFT * compute_ms[0])
+    if not agrees and measured_speedup < predicted and drift:
+        return {"label": label, "experiment": experiment, "predicted_speedup": predicted,
+                "measured_speedup": measured_speedup, "agrees": None, "measured_ms": implied,
+                "sentence": (f"{experiment} measured {measured_speedup:.2f}x against {predicted:.2f}x predicted: "
+                             f"inconclusive, compute itself went from {compute_ms[0]:.1f} to {compute_ms[1]:.1f} ms "
+                             "per step between the runs (a busy machine); the attribution stands")}
     if agrees:
         s = (f"{experiment} measured {measured_speedup:.2f}x against {predicted:.2f}x predicted: confirmed")
     else:

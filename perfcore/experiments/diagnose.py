@@ -88,7 +88,9 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     Returns (verdict, predicted speedup without loading)."""
     bd, step = base["breakdown_ms"], base["step_ms"]
     first = decide(avoidable(bd), step, on_gpu=on_gpu, compute_ms=bd.get("compute"))
-    check = confirm(first, "load", exps[1].get("speedup"), "synthetic data (no loading)")
+    a_bd = exps[1].get("breakdown_ms") or {}
+    control = (bd.get("compute") or 0.0, a_bd["compute"]) if a_bd.get("compute") is not None else None
+    check = confirm(first, "load", exps[1].get("speedup"), "synthetic data (no loading)", compute_ms=control)
     final = first
     if check["agrees"] is False:
         final = decide({**avoidable(bd), "load": check["measured_ms"]}, step, on_gpu=on_gpu,
