@@ -353,7 +353,8 @@ def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, step_on, 
 
     # run_command checks the command before it makes the folder: a typo leaves nothing behind.
     rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(res.out) if res.out else None,
-                                   backend=backend, kernels=not no_kernels, monitor_s=monitor, step_on=step_on)
+                                   backend=backend, kernels=not no_kernels, monitor_s=monitor, step_on=step_on,
+                                   quiet=res.quiet, stdout_to_stderr=res.json_path == "-")
     res.echo(render_text(doc))
     res.done(doc, list(doc.get("files", {})), out_dir)
     sys.exit(rc)
@@ -378,8 +379,9 @@ def merge_cmd(res: Results, dirs) -> None:
 
 @cli.command("report")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--html", "html", is_flag=True, help="Also rewrite the folder's report.html.")
 @results("report", out=False)
-def report_cmd(res: Results, run_dir) -> None:
+def report_cmd(res: Results, run_dir, html) -> None:
     """Re-render the report and plots of a run folder."""
     from perfcore.report import jsonio
     from perfcore.report.plots import plot_breakdown
@@ -388,9 +390,15 @@ def report_cmd(res: Results, run_dir) -> None:
 
     doc, steps = load_run(Path(run_dir))
     res.echo(render_text(doc))
-    with jsonio.atomic_path(Path(run_dir) / "breakdown.png") as tmp:
-        plot_breakdown(steps, tmp, title=doc["verdict"]["summary"])
-    res.done(doc, ["breakdown.png"], Path(run_dir))
+    plotted = len(steps) > 0  # a run that saw no step has nothing to plot
+    if plotted:
+        with jsonio.atomic_path(Path(run_dir) / "breakdown.png") as tmp:
+            plot_breakdown(steps, tmp, title=doc["verdict"]["summary"])
+    if html:
+        from perfcore.report.html import write_report
+
+        write_report(Path(run_dir), doc, steps)
+    res.done(doc, ["breakdown.png"] * plotted + (["report.html"] if html else []), Path(run_dir))
 
 
 @cli.command("compare")

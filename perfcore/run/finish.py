@@ -12,7 +12,7 @@ from perfcore.errors import RunFailed, UsageError
 from perfcore.report.reader import load_part
 from perfcore.run.folder import prepare_out
 
-__all__ = ["finish_run", "merge_dirs", "worker_summary", "align_samples"]
+__all__ = ["finish_run", "merge_dirs", "worker_summary", "align_samples", "write_steps"]
 
 
 def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None
@@ -50,10 +50,14 @@ def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None,
 def _read_parts(out: Path) -> list[dict[str, Any]]:
     parts = []
     for d in sorted((out / "parts").glob("*")) if (out / "parts").is_dir() else []:
+        key = d.name
         if not (d / "run.json").is_file():
-            continue
+            if (d / "checkpoint" / "run.json").is_file():
+                d = d / "checkpoint"  # the process died before writing its part: its last checkpoint
+            else:
+                continue
         doc, steps, raw = load_part(d)  # validated: a damaged part is one line naming the file
-        parts.append({"key": d.name, "doc": doc, "steps": steps, "raw": raw,
+        parts.append({"key": key, "dir": d, "doc": doc, "steps": steps, "raw": raw,
                       "label": f"rank {doc['rank']}" if doc.get("rank") is not None else f"pid {doc['pid']}"})
     return parts
 
@@ -80,23 +84,36 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     from perfcore.run.outcome import describe_exit
 
     parts = _read_parts(out) if parts is None else parts
-    parts = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")] or parts
+    measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
+    # No step anywhere: the process that saw the most (not a launcher that only imported torch).
+    parts = measured or sorted(parts, key=lambda p: -sum(v for k, v in (p["doc"].get("seen") or {}).items()
+                                                              if k != "wall_ms"))[:1]
     parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
     doc = dict(parts[0]["doc"]) if parts else {}
     outcome = describe_exit(rc, (doc.get("exit") or {}).get("reason"), *oom)
     if not doc.get("steps") and not doc.get("warmup_steps"):
         seen = doc.get("no_step") or ("no instrumented Python process imported torch: perfcore looks for "
                                       "optimizer steps, backward passes, DataLoader batches and module calls")
+        if rc != 0 and not parts and outcome["signal"]:
+            raise RunFailed(f"the command {outcome['sentence']}; a process killed so cannot write its results, "
+                            "so perfcore has none from it", exit_code=rc)
         if rc != 0:
             raise RunFailed(f"the command {outcome['sentence']} before perfcore saw a training step ({seen})",
                             exit_code=rc)
-        doc.update({"schema": doc.get("schema", "perfcore.run/1"), "steps": 0, "warmup_steps": 0, "no_step": seen,
-                    "command": cmd, "exit_code": rc, "outcome": outcome, "files": {"run.json": "run.json"}})
         from perfcore.report import jsonio
+        from perfcore.run.outcome import STEP_HEADER, no_step_fields
 
+        doc.update({"schema": "perfcore.run/1", "backend": doc.get("backend", "none"), "device": doc.get("device", "none"),
+                    **no_step_fields(seen), "command": cmd, "exit_code": rc, "outcome": outcome,
+                    "files": {"run.json": "run.json", "steps.csv": "steps.csv"}})
+        jsonio.write_text(out / "steps.csv", STEP_HEADER)
         jsonio.write(out / "run.json", doc)
         return doc
     main = parts[0]
+    if doc.get("checkpoint"):
+        doc["notes"] = list(doc.get("notes") or []) + [
+            f"the process ended without writing its results (killed?): these are its last checkpoint's, "
+            f"{doc['checkpoint']['steps']} settled steps"]
     doc["command"] = cmd
     doc["exit_code"] = rc
     doc["outcome"] = outcome
@@ -153,7 +170,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
             files["monitor.png"] = "monitor.png"
         doc["monitor"] = {"samples": int(len(samples)),
                           **{f"{c}_mean": float(samples[c].mean()) for c in ("cpu_percent", "gpu_util") if c in samples}}
-    main["steps"].to_csv(out / "steps.csv", index=False)
+    write_steps(main, out / "steps.csv", files, unchanged=samples is None)
     if main["raw"]:
         from perfcore.report.chrome_trace import write_trace
 
@@ -172,11 +189,32 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         files["ranks.png"] = "ranks.png"
         for p in parts:
             p["steps"].to_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", index=False)
+    files["report.html"] = "report.html"
     doc["files"] = files
     from perfcore.report import jsonio
+    from perfcore.report.html import write_report
 
     jsonio.write(out / "run.json", doc)
+    write_report(out, doc, main["steps"])
     return doc
+
+
+def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchanged: bool) -> None:
+    """steps.csv (a copy of the part's file when no column was added: no re-formatting of 100k
+    rows), and steps.parquet when pyarrow is installed."""
+    import shutil
+
+    src = part.get("dir")
+    if unchanged and src is not None and (Path(src) / "steps.csv").is_file():
+        shutil.copyfile(Path(src) / "steps.csv", path)
+    else:
+        part["steps"].to_csv(path, index=False)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return
+    part["steps"].to_parquet(path.with_suffix(".parquet"), index=False)
+    files["steps.parquet"] = "steps.parquet"
 
 
 def merge_dirs(dirs: list[Path], out: Path) -> dict[str, Any]:

@@ -44,6 +44,7 @@ class Instrumentation:
         self.backend = os.environ.get("PERFCORE_BACKEND", "auto")
         self.kernels = os.environ.get("PERFCORE_KERNELS", "1") == "1"
         self.rank = os.environ.get("RANK")
+        self.progress = None  # run.progress.ProgressWriter, made with the timer
         self.watch_s = float(os.environ.get("PERFCORE_NO_STEP_WARN_S", "30") or 0)
         self.timer = None
         self.disabled = False
@@ -118,7 +119,7 @@ class Instrumentation:
             # os._exit skips atexit: write the part first (the main process only; a forked
             # worker's copy is disabled and returns at once).
             if os.getpid() == self.pid:
-                self.exit_reason = "finished" if code == 0 else "exited"
+                self.exit_reason = "finished"  # the parent reports the code itself
                 self.finalize()
             orig_exit(code)
 
@@ -206,6 +207,9 @@ class Instrumentation:
             psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
             self.t_timer = self.now_ns()
             self.timer = timer
+            from perfcore.run.progress import ProgressWriter
+
+            self.progress = ProgressWriter.for_process(self.run_dir, self.rank, self.steps_wanted, self.warmup, on_gpu)
             self.arm(timer)
             return timer
 
@@ -294,6 +298,8 @@ class Instrumentation:
             self.timer.upkeep(n)
         if (n - 1) % self.mem_every == 0:
             self.sample_memory(n - 1)
+        if self.sources.chosen is not None and self.progress is not None:
+            self.progress.tick(self.timer)  # one clock read unless the live view or a checkpoint is due
         if n >= self.stop_at and (self.sources.chosen is not None or self.sources.optimizers_made == 0):
             self.request_stop()
 

@@ -95,9 +95,10 @@ def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: 
     return env
 
 
-def run_child(cmd: list[str], env: dict[str, str]) -> int:
-    """Runs the command; Ctrl-C reaches the child (same process group) and we wait for it to write."""
-    proc = subprocess.Popen(cmd, env=env)
+def run_child(cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = False) -> int:
+    """Runs the command; Ctrl-C reaches the child (same process group) and we wait for it to write.
+    stdout_to_stderr: the script's output goes to stderr (stdout carries perfcore's JSON)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=2 if stdout_to_stderr else None)
     old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def forward_term(signum, frame):
@@ -114,7 +115,8 @@ def run_child(cmd: list[str], env: dict[str, str]) -> int:
 
 def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | None, backend: str,
                 kernels: bool, overrides: dict[str, str] | None = None, monitor_s: float | None = None,
-                step_on: str | None = None) -> tuple[int, dict[str, Any], Path]:
+                step_on: str | None = None, quiet: bool = False, stdout_to_stderr: bool = False
+                ) -> tuple[int, dict[str, Any], Path]:
     if steps is not None and steps <= 0:
         raise UsageError(f"--steps must be at least 1, got {steps}")
     if warmup < 0:
@@ -129,9 +131,13 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
 
         sampler = Sampler(monitor_s).start()
     oom_before = oom_kills()
+    from perfcore.run.progress import LiveStatus
+
+    status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
     try:
-        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides, step_on))
+        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides, step_on), stdout_to_stderr)
     finally:
+        status.stop()
         samples = sampler.stop() if sampler else None
     doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()))
     return rc, doc, out

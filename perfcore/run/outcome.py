@@ -5,7 +5,11 @@ import signal
 from pathlib import Path
 from typing import Any
 
-__all__ = ["oom_kills", "describe_exit", "signal_name"]
+__all__ = ["oom_kills", "describe_exit", "signal_name", "no_step_fields", "STEP_HEADER"]
+
+LABELS = ("load", "transfer", "compute", "comm", "host")
+# steps.csv of a run that saw no step: the columns, no rows.
+STEP_HEADER = "step,wall_ms," + ",".join(f"{lb}_ms" for lb in LABELS) + ",warmup\n"
 
 
 def signal_name(n: int) -> str:
@@ -61,3 +65,11 @@ def describe_exit(rc: int, child_reason: str | None, oom_before: int | None = No
         out["reason"] = "exited"
         out["sentence"] = f"exited with {rc}"
     return out
+
+
+def no_step_fields(sentence: str) -> dict[str, Any]:
+    """The measured fields of a run.json for a run that saw no step: zeros, and the sentence as its verdict."""
+    zeros = {lb: 0.0 for lb in LABELS}
+    return {"steps": 0, "warmup_steps": 0, "step_time_ms": {"mean": 0.0, "p50": 0.0, "p90": 0.0},
+            "breakdown_ms": dict(zeros), "breakdown_fraction": dict(zeros),
+            "verdict": {"bound": "none", "summary": sentence}, "recommendations": [], "no_step": sentence}

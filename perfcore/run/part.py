@@ -18,8 +18,6 @@ __all__ = ["write_part", "memory_trend", "startup_summary"]
 def write_part(inst) -> None:
     counts = dict(inst.sources.counts)
     timer = inst.timer
-    if timer is None and not any(counts.values()) and not inst.loaders.records:
-        return  # torch was imported but nothing ran (a launcher such as torchrun's agent)
     source = inst.sources.finish()
     key = f"rank{inst.rank}" if inst.rank is not None else f"pid{os.getpid()}"
     part = inst.run_dir / "parts" / key

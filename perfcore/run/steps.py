@@ -13,11 +13,12 @@ end. A forced source (--step-on) is chosen from the start.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import sys
 import threading
 
-__all__ = ["SOURCES", "StepSources", "DESCRIBE"]
+__all__ = ["SOURCES", "StepSources", "DESCRIBE", "with_eval_rows"]
 
 SOURCES = ("optimizer", "backward", "batch", "forward")
 
@@ -34,6 +35,18 @@ LOOKS_FOR = ("perfcore looks for a step in: torch.optim optimizer.step(), else l
 
 # Steps collected before the choice is made at the latest (the timer's settling bound).
 DECIDE_BY = 16384
+
+
+def with_eval_rows(ends: list[int], passes: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Step ends with each evaluation pass's end added where the pass lies between two steps, so the
+    pass (and the little before it) is a row of its own; returns the ends and those rows."""
+    out, rows = list(ends), []
+    for e0, e1 in sorted(passes):
+        k = bisect.bisect_right(out, e0)
+        if k > 0 and (k == len(out) or out[k] > e1):
+            out.insert(k, e1)
+            rows.append(k)
+    return out, rows
 
 
 class StepSources:
@@ -105,7 +118,10 @@ class StepSources:
         self.chosen = source
         timer = self.inst.timer
         if source != "optimizer" and timer is not None:
-            timer.set_boundaries(self.boundaries(source))
+            ends = self.boundaries(source)
+            if source == "backward":
+                ends, self.inst.eval_rows = with_eval_rows(ends, self.eval_passes)
+            timer.set_boundaries(ends)
         for s, ends in self.ends.items():
             # Batch and forward keep their last start: it opens the step in progress.
             del ends[:-1 if s == source and s != "backward" and ends else None]
