@@ -107,22 +107,23 @@ def sweep_stage(target: Target, out: Path, grid: dict[str, list | None], *, step
     say = progress.configs if progress else None
     workload = target.workload() if target.kind == "workload" else None
     base = default_grid(workload) if workload is not None else SCRIPT_GRID
+    name = workload.name if workload is not None else target.name  # as the sweep document names it
     grid = {k: v if v is not None else base[k] for k, v in grid.items()}
     done = None
     if resume:
         if budget_s is not None:
             raise UsageError("--resume continues a full-grid sweep; it cannot be combined with --budget")
-        from perfcore.report.reader import read_json
+        from perfcore.report.reader import load_sweep
 
-        previous = read_json(out / "sweep.json", "perfcore.sweep")
-        done = resume_rows(previous, grid, steps, target.name)
+        previous = load_sweep(out)
+        done = resume_rows(previous, grid, steps, name)
 
     def checkpoint(rows: list[dict]) -> None:
         from perfcore.experiments.sweep import sweep_doc
         import pandas as pd
         import time
 
-        jsonio.write(out / "sweep.json", sweep_doc(target.name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(),
+        jsonio.write(out / "sweep.json", sweep_doc(name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(),
                                                    rounds=[], interrupted=True))
 
     if workload is None:

@@ -12,7 +12,7 @@ from typing import Any
 from perfcore.analysis.attribution import LABELS
 from perfcore.errors import BadResultFile
 
-__all__ = ["read_json", "read_csv", "load_run", "load_part", "check_run_doc", "SUPPORTED"]
+__all__ = ["read_json", "read_csv", "load_run", "load_part", "load_sweep", "check_run_doc", "SUPPORTED"]
 
 # The newest version of each document this perfcore reads.
 SUPPORTED = {"perfcore.run": 1, "perfcore.sweep": 1, "perfcore.diagnose": 1, "perfcore.health": 1}
@@ -246,3 +246,21 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
         except Exception as e:  # zipfile.BadZipFile and kin: a half-written archive
             raise _bad(trace, f"is corrupt or truncated ({type(e).__name__})", 1)
     return doc, steps, raw
+
+
+SWEEP_REQUIRED = {
+    "workload": STR, "steps": INT, "grid": Map([ANY]),
+    "configs": [{"batch_size": INT, "num_workers": INT, "pin_memory": ANY, "prefetch_factor": Opt(INT),
+                 "status": STR, "step_ms": Opt(NUM), "samples_per_s": Opt(NUM)}],
+}
+
+
+def load_sweep(folder: Path) -> dict[str, Any]:
+    """sweep.json of a sweep folder (to continue it): every configuration row checked."""
+    path = Path(folder) / "sweep.json"
+    doc = read_json(path, "perfcore.sweep")
+    for k, shape in SWEEP_REQUIRED.items():
+        p = _problem(doc.get(k), shape, k) if k in doc else f"{k} is missing"
+        if p:
+            raise _bad(path, f"is corrupt: {p}", 2)
+    return doc
