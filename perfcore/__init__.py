@@ -33,20 +33,26 @@ _LAZY = {
     "Workload": ("perfcore.workloads", "Workload"),
     "transfer": ("perfcore.experiments.transfer", None),
     "graphs": ("perfcore.experiments.graphs", None),
+    "summary": ("perfcore.report.summary", "summary"),
 }
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+    import importlib
+    import importlib.util
 
+    if name in _LAZY:
         module, attr = _LAZY[name]
         value = importlib.import_module(module)
         if attr is not None:
             value = getattr(value, attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'perfcore' has no attribute {name!r}")
+    elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # perfcore.workloads.Workload, perfcore.errors.UsageError, ... work after a bare import too.
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module 'perfcore' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__():
@@ -60,6 +66,7 @@ __all__ = [
     "Workload",
     "transfer",
     "graphs",
+    "summary",
     "build_info",
     "capabilities",
     "PerfcoreError",
