@@ -58,3 +58,11 @@ def test_magic_arguments_are_one_line_and_run_nothing(magic, capsys, line, says)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("perfcore: error:") and says in err[0], err
     assert not ran
+
+
+@pytest.mark.parametrize("interval", [float("nan"), float("inf"), 0.0, -0.1])
+def test_the_sampler_refuses_an_interval_it_would_spin_on(interval):
+    from perfcore.capture.sampler import Sampler
+
+    with pytest.raises(UsageError, match="finite number of seconds"):
+        Sampler(interval)

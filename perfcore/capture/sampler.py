@@ -15,8 +15,11 @@ class Sampler:
     """with Sampler(0.1) as s: ...; s.frame() -> one row per sample (t_ns on the perfcore clock)."""
 
     def __init__(self, interval_s: float = 0.1, device_index: int = 0):
-        if interval_s <= 0:
-            raise ValueError("interval must be > 0")
+        # `not >` also refuses nan, which would make the sampling loop spin without waiting.
+        if not (0 < interval_s < float("inf")):
+            from perfcore.errors import UsageError
+
+            raise UsageError(f"sampling interval must be a finite number of seconds > 0, got {interval_s}")
         self.interval_s = interval_s
         self.device_index = device_index
         self.rows: list[dict[str, Any]] = []
