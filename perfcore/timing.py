@@ -320,6 +320,14 @@ class StepTimer:
         """The kept steps' raw spans, kernels, copies and events (bounded however long the run)."""
         return self._store.trace_tables()
 
+    def settled_rows(self) -> pd.DataFrame:
+        """The steps settled so far, ns columns, without settling more or waiting (for checkpoints)."""
+        return self._store.table()
+
+    def settled_totals(self) -> dict[str, Any]:
+        """Settled and measured step counts and their summed ns per label: O(1), for a live view."""
+        return self._store.totals()
+
     def phase_names(self) -> dict[int, str]:
         """Phase id -> name, the built-in phases and the custom ones."""
         return dict(self._names)

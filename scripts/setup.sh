@@ -20,11 +20,52 @@ if ! python -c "import torch" 2>/dev/null; then
   pip_q "torch>=2.1" torchvision
   python -c "import torch" || { echo "setup: torch did not install" >&2; exit 1; }
 fi
-python - 2>/dev/null <<'PY' || pip_q click numpy pandas psutil matplotlib ninja pytest nvidia-ml-py setuptools wheel
-import importlib, sys
-for m in ("click", "numpy", "pandas", "psutil", "matplotlib", "ninja", "pytest", "pynvml", "setuptools", "wheel"):
-    importlib.import_module(m)
+# perfcore's declared dependencies (pyproject.toml: runtime, the test and gpu extras) and the
+# build tools, installed when missing or too old; torch is left as it is (installed above).
+missing_deps() {
+  python - <<'PY'
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    from pip._vendor import tomli as tomllib
+from importlib.metadata import PackageNotFoundError, version
+from pip._vendor.packaging.requirements import Requirement
+
+with open("pyproject.toml", "rb") as f:
+    project = tomllib.load(f)["project"]
+extras = project.get("optional-dependencies", {})
+for spec in project["dependencies"] + extras.get("test", []) + extras.get("gpu", []) + ["ninja", "setuptools>=64", "wheel"]:
+    req = Requirement(spec)
+    if req.name == "torch" or (req.marker and not req.marker.evaluate()):
+        continue
+    try:
+        if req.specifier.contains(version(req.name), prereleases=True):
+            continue
+    except PackageNotFoundError:
+        pass
+    print(spec)
 PY
+}
+missing=$(missing_deps)
+if [ -n "$missing" ]; then
+  echo "setup: installing $(echo "$missing" | tr '\n' ' ')"
+  # shellcheck disable=SC2086
+  pip_q $missing
+  still=$(missing_deps)
+  [ -z "$still" ] || { echo "setup: could not install $(echo "$still" | tr '\n' ' '); see pip's message above" >&2; exit 1; }
+fi
+
+# Debian's headless chromium for the tests that render report.html (PERFCORE_WITH_CHROMIUM=1,
+# set by scripts/test.sh). CI runs as root on a fresh machine; elsewhere this only says why not.
+if [ "${PERFCORE_WITH_CHROMIUM:-0}" = "1" ] && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing Debian's chromium (headless, for the HTML report tests; one-time)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+      >/dev/null 2>&1 || echo "setup: chromium did not install (apt-get failed); HTML render tests will skip" >&2
+  else
+    echo "setup: no chromium here and no root apt-get to install it; HTML render tests will skip"
+  fi
+fi
 
 # Rebuild only when sources, setup.py or the requested mode changed since the last build.
 want_mode=$([ "${PERFCORE_CPU_ONLY:-0}" = "1" ] && echo cpu || echo auto)
