@@ -15,7 +15,7 @@ import pandas as pd
 
 from perfcore.analysis import attribution
 
-__all__ = ["StepStore", "EMPTY"]
+__all__ = ["StepStore", "EMPTY", "with_columns"]
 
 EMPTY = {
     "spans": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64, "thread_id": np.int64},
@@ -63,6 +63,10 @@ class StepStore:
         self.span_count = 0
         self.keep: dict[int, tuple[int, int]] = {}  # step kept in detail -> its [start, end)
         self.slowest: tuple[int, int] | None = None  # (wall ns, step)
+        # Running sums over the settled measured steps: what a live view needs, O(1) to read.
+        self.measured = 0
+        self.wall_ns = 0
+        self.label_ns = {lb: 0 for lb in attribution.LABELS}
 
     def add(self, table: str, df: pd.DataFrame) -> None:
         if len(df):
@@ -112,6 +116,8 @@ class StepStore:
         s1 = b[self.settled:upto]
         df = attribution.step_table(s0, s1, self._intervals(raw), warmup=self.warmup, first_step=self.settled,
                                     precedence=self.precedence)
+        # Kept for the whole run: only the exact ns columns (the ms ones are derived when read).
+        df = df.drop(columns=[c for c in df.columns if c.endswith("_ms")])
         spans = raw["spans"]
         custom = spans[spans["phase_id"] >= self.first_custom]
         if len(custom):
@@ -121,8 +127,8 @@ class StepStore:
             ok = (step_of < upto) & (custom["end_ns"].to_numpy() > s0[0])
             custom, step_of = custom[ok], step_of[ok]
             dur = (custom["end_ns"] - custom["start_ns"]).groupby([step_of, custom["phase_id"]]).sum()
-            for pid, per_step in dur.groupby(level=1):
-                df[f"_phase{pid}_ns"] = df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64).to_numpy()
+            df = with_columns(df, {f"_phase{pid}_ns": df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64)
+                                    .to_numpy() for pid, per_step in dur.groupby(level=1)})
         k = raw["kernels"]
         tagged = k[k["phase_id"] >= 0]
         if len(tagged):
@@ -131,9 +137,14 @@ class StepStore:
             inside = (step < upto) & (tagged["end_ns"].to_numpy() > s0[0])
             t = tagged[inside]
             dur = (t["end_ns"] - t["start_ns"]).groupby([step[inside], t["phase_id"]]).sum()
-            for pid, per_step in dur.groupby(level=1):
-                df[f"_gpu{pid}_ns"] = df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64).to_numpy()
+            df = with_columns(df, {f"_gpu{pid}_ns": df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64)
+                                    .to_numpy() for pid, per_step in dur.groupby(level=1)})
         self.rows.append(df)
+        m = df[~df["warmup"].to_numpy(dtype=bool)]
+        self.measured += len(m)
+        self.wall_ns += int(m["wall_ns"].sum())
+        for lb in attribution.LABELS:
+            self.label_ns[lb] += int(m[f"{lb}_ns"].sum())
         self._retire(raw, int(s1[-1]), df)
         self.settled = upto
 
@@ -183,6 +194,10 @@ class StepStore:
         df = pd.concat(self.rows, ignore_index=True)
         return df.fillna({c: 0 for c in df.columns if c.startswith("_phase") or c.startswith("_gpu")})
 
+    def totals(self) -> dict[str, Any]:
+        """Settled steps so far and the sums over the measured ones (ns): cheap, for progress lines."""
+        return {"settled": self.settled, "measured": self.measured, "wall_ns": self.wall_ns, "ns": dict(self.label_ns)}
+
     def trace_tables(self) -> dict[str, pd.DataFrame]:
         """Detail of the kept steps plus whatever is not settled yet (for the trace)."""
         pend = self._tables()
@@ -212,3 +227,12 @@ class StepStore:
         pageable = sum(v["pageable_bytes"] for v in by.values())
         return {"by_direction": by, "bytes": total, "pageable_bytes": pageable,
                 "pageable_share": pageable / total if total else 0.0}
+
+
+def with_columns(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
+    """df plus many new columns at once: one insert per column fragments the frame (pandas warns each
+    time), which a run with hundreds of custom phases would print hundreds of times."""
+    if not columns:
+        return df
+    return pd.concat([df.drop(columns=[c for c in columns if c in df]), pd.DataFrame(columns, index=df.index)], axis=1)
+

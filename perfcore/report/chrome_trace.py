@@ -16,6 +16,7 @@ import numpy as np
 __all__ = ["build_trace", "write_trace"]
 
 MAX_EVENTS = 400_000
+MAX_STEP_EVENTS = 5_000  # step events of a run whose detail was all kept (a short run)
 
 
 def _window(step_start: np.ndarray, step_wall: np.ndarray) -> list[int]:
@@ -24,6 +25,25 @@ def _window(step_start: np.ndarray, step_wall: np.ndarray) -> list[int]:
     order = np.argsort(step_wall)
     picks = {int(order[-1]), int(order[len(order) // 2]), len(step_wall) - 1}
     return sorted(picks)
+
+
+def _steps_with_detail(s0: np.ndarray, s1: np.ndarray, raw: dict[str, Any]) -> np.ndarray:
+    """Indices of the steps that some recorded interval overlaps (the run's kept detail), vectorised."""
+    hit = np.zeros(len(s0), dtype=bool)
+    for a_key, b_key in (("span_start_ns", "span_end_ns"), ("kernel_start_ns", "kernel_end_ns"),
+                         ("memcpy_start_ns", "memcpy_end_ns"), ("event_start_ns", "event_end_ns")):
+        if a_key not in raw or not len(raw[a_key]):
+            continue
+        a, b = np.asarray(raw[a_key], np.int64), np.asarray(raw[b_key], np.int64)
+        # Steps [first, last] an interval touches: every step in between is covered too.
+        first = np.clip(np.searchsorted(s1, a, side="right"), 0, len(s0))
+        last = np.clip(np.searchsorted(s0, b, side="left") - 1, -1, len(s0) - 1)
+        ok = first <= last
+        delta = np.zeros(len(s0) + 1, dtype=np.int64)
+        np.add.at(delta, first[ok], 1)
+        np.add.at(delta, last[ok] + 1, -1)
+        hit |= np.cumsum(delta)[:-1] > 0
+    return np.flatnonzero(hit)
 
 
 def build_trace(parts: list[dict[str, Any]], max_events: int = MAX_EVENTS) -> dict[str, Any]:
@@ -38,7 +58,12 @@ def build_trace(parts: list[dict[str, Any]], max_events: int = MAX_EVENTS) -> di
         events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{p['label']} host"}})
         events.append({"name": "process_name", "ph": "M", "pid": gpu_pid, "args": {"name": f"{p['label']} GPU"}})
         s0, wall = raw["step_start_ns"].astype(np.int64), raw["step_wall_ns"].astype(np.int64)
-        keep_steps = _window(s0, wall) if windowed else list(range(len(s0)))
+        # The steps track shows the steps whose detail the trace holds (a window of a long run) and
+        # the window's picks: never one event per step of a 100k-step run.
+        picks = set(_window(s0, wall)) if windowed else set(_steps_with_detail(s0, s0 + wall, raw).tolist())
+        if windowed or not picks:
+            picks |= set(_window(s0, wall))
+        keep_steps = sorted(picks)[:MAX_STEP_EVENTS]
         lo = s0[keep_steps] if keep_steps else np.zeros(0, np.int64)
         hi = (s0 + wall)[keep_steps] if keep_steps else np.zeros(0, np.int64)
 
@@ -51,11 +76,15 @@ def build_trace(parts: list[dict[str, Any]], max_events: int = MAX_EVENTS) -> di
             return m
 
         steps = p["steps"]
-        for k in keep_steps:
-            row = steps.iloc[k]
-            events.append({"name": f"step {int(row['step'])}", "ph": "X", "pid": pid, "tid": 0, "cat": "step",
-                           "ts": (int(s0[k]) - t0) / 1e3, "dur": int(wall[k]) / 1e3,
-                           "args": {c: round(float(row[c]), 3) for c in steps.columns if c.endswith("_ms")}})
+        ms_cols = [c for c in steps.columns if c.endswith("_ms")]
+        if keep_steps:
+            rows = steps.iloc[keep_steps]
+            vals = {c: np.round(rows[c].to_numpy(dtype=np.float64), 3).tolist() for c in ms_cols}
+            numbers = rows["step"].to_numpy().tolist() if "step" in rows else keep_steps
+            for j, k in enumerate(keep_steps):
+                events.append({"name": f"step {int(numbers[j])}", "ph": "X", "pid": pid, "tid": 0, "cat": "step",
+                               "ts": (int(s0[k]) - t0) / 1e3, "dur": int(wall[k]) / 1e3,
+                               "args": {c: vals[c][j] for c in ms_cols}})
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "steps"}})
         names = dict(zip(raw["phase_ids"].tolist(), raw["phase_names"].tolist()))
         a, b = raw["span_start_ns"], raw["span_end_ns"]

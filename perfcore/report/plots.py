@@ -1,12 +1,14 @@
-"""PNG plots of a run: the stacked per-step breakdown over time, and the top kernels."""
+"""PNG plots of a run: the binned breakdown over time, the top kernels, heatmaps, ranks, transfer curves."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.bins import BINS, OUTLIER_FACTOR
 from perfcore.report.html import COLORS
 
 __all__ = ["plot_breakdown", "plot_kernels"]
@@ -21,25 +23,48 @@ def _plt():
     return plt
 
 
-def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "") -> Path:
-    """Stacked bars, one per step: where each step's wall time went. Warm-up steps are hatched."""
+def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int = BINS) -> Path:
+    """Where the step time goes over the run, binned: stacked bars of each bin's mean ms per label (one
+    bar per step for short runs), its median and p90 step time as lines, warm-up shaded, outliers
+    marked. A fixed number of artists, so the cost does not grow with the run."""
+    from perfcore.analysis.bins import bin_steps, outliers
+
     plt = _plt()
+    b = bin_steps(steps, bins)
+    out = outliers(steps)
     fig, ax = plt.subplots(figsize=(10, 4.2), dpi=110)
-    x = steps["step"].to_numpy()
-    bottom = pd.Series(0.0, index=steps.index)
-    width = 1.0 if len(x) > 60 else 0.85
+    per_step = bool(len(b)) and int(b["steps"].max()) == 1
+    x = b["first_step"].to_numpy(dtype=float)
+    width = (b["last_step"].to_numpy(dtype=float) - x + 1) * (0.85 if per_step and len(b) <= 60 else 1.0)
+    bottom = np.zeros(len(b))
+    edges = np.append(x, x[-1] + width[-1]) if len(b) else np.zeros(1)
     for lb in LABELS:
-        h = steps[f"{lb}_ms"]
-        ax.bar(x, h, bottom=bottom, width=width, color=COLORS[lb], label=lb, linewidth=0)
+        h = b[f"{lb}_ms"].to_numpy()
+        if len(b) <= 60:
+            ax.bar(x, h, bottom=bottom, width=width, align="edge", color=COLORS[lb], label=lb, linewidth=0)
+        else:  # one filled outline per label instead of a patch per bar: the same picture, far cheaper
+            ax.stairs(bottom + h, edges, baseline=bottom, fill=True, color=COLORS[lb], label=lb, linewidth=0)
         bottom = bottom + h
-    if "warmup" in steps and steps["warmup"].any():
-        w = steps[steps["warmup"]]
-        ax.bar(w["step"], w["wall_ms"], width=width, fill=False, hatch="//", edgecolor="#555", linewidth=0,
-               label="warm-up")
-    ax.set_xlabel("step")
+    if not per_step:
+        mid = x + width / 2
+        ax.plot(mid, b["median_ms"], color="#111", lw=1, label="median step")
+        ax.plot(mid, b["p90_ms"], color="#111", lw=1, ls=":", label="p90 step")
+    top = float(max(bottom.max(initial=0.0), b["p90_ms"].max() if len(b) else 0.0)) * 1.25 or 1.0
+    if len(b) and b["warmup"].any():
+        last_warm = float(b.loc[b["warmup"], "last_step"].max()) + 1
+        ax.axvspan(x[0], last_warm, color="#555", alpha=0.12, lw=0, label="warm-up")
+    if len(out):
+        n_all = out.attrs.get("count", len(out))
+        ax.scatter(out["step"], np.minimum(out["wall_ms"], top * 0.97), marker="v", s=14, color="#c00", zorder=3,
+                   label=f"{n_all} outlier step(s) > {OUTLIER_FACTOR:g}x median"
+                         + (f" ({len(out)} slowest shown)" if n_all > len(out) else ""))
+    if len(b):
+        ax.set_xlim(x[0], x[-1] + width[-1])
+        ax.set_ylim(0, top)
+    ax.set_xlabel("step" if per_step else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps: mean per label)")
     ax.set_ylabel("ms")
     ax.set_title(title or "where each step's time goes", fontsize=10)
-    ax.legend(ncol=6, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.15), frameon=False)
+    ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), frameon=False)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -65,7 +90,6 @@ def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
 
 def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
     """samples/s over batch_size x num_workers, annotated, one PNG per pin_memory/prefetch slice."""
-    import numpy as np
 
     plt = _plt()
     paths = []

@@ -1,0 +1,121 @@
+"""Finishing cost and memory against run length: `perfcore run` on a tiny training loop of 1k, 10k
+and 100k steps (the real instrumentation path: module, backward and optimizer hooks, StepTimer,
+part writing, finish_run), then `perfcore report --html` on the folder.
+
+For each length it prints: the loop's own time; finishing (from the loop's last step to the end of
+`perfcore run`: writing the part in the child, then the run folder in the parent); `perfcore
+report`; the run folder's size; and the child's RSS growth from step 1000 to the last step, minus
+the same script's growth without perfcore (perfcore's own memory). Then the slopes per 10k steps.
+
+    .venv/bin/python bench/bench_finish.py [--steps 1000,10000,100000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LOOP = '''
+import os, sys, time
+import torch
+torch.set_num_threads(1)
+n = int(sys.argv[1])
+model = torch.nn.Linear(8, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(4, 8)
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+r1 = 0
+t0 = time.time()
+for i in range(n):
+    loss = model(x).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if i == 999:
+        r1 = rss()
+print(f"LOOP {t0:.6f} {time.time():.6f} RSS {r1} {rss()}", file=sys.stderr)
+'''
+
+
+def perfcore_cmd() -> list[str]:
+    return [sys.executable, "-m", "perfcore.cli"]
+
+
+def loop_line(stderr: str) -> tuple[float, float, int, int]:
+    m = re.search(r"LOOP (\S+) (\S+) RSS (\d+) (\d+)", stderr)
+    if not m:
+        raise SystemExit(f"the loop printed no timing line:\n{stderr[-2000:]}")
+    return float(m[1]), float(m[2]), int(m[3]), int(m[4])
+
+
+def folder_bytes(d: Path) -> int:
+    return sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+
+
+def one(n: int, work: Path, script: Path) -> dict:
+    out = work / f"run{n}"
+    p = subprocess.run(perfcore_cmd() + ["run", "--quiet", "--out", str(out), "--", sys.executable, str(script), str(n)],
+                       capture_output=True, text=True)
+    t_end = time.time()
+    if p.returncode != 0:
+        raise SystemExit(f"perfcore run failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    t0, t1, r1, rn = loop_line(p.stderr)
+    part = next((out / "parts").glob("*/run.json"))
+    t = time.perf_counter()
+    r = subprocess.run(perfcore_cmd() + ["report", str(out), "--html"], capture_output=True, text=True)
+    report_s = time.perf_counter() - t
+    if r.returncode != 0:
+        raise SystemExit(f"perfcore report failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return {"steps": n, "loop_s": t1 - t0, "finish_s": t_end - t1, "child_s": part.stat().st_mtime - t1,
+            "report_s": report_s, "mb": folder_bytes(out) / 1e6, "rss_growth_mb": (rn - r1) / 1e6}
+
+
+def bare_growth(n: int, script: Path) -> float:
+    p = subprocess.run([sys.executable, str(script), str(n)], capture_output=True, text=True)
+    _, _, r1, rn = loop_line(p.stderr)
+    return (rn - r1) / 1e6
+
+
+def slope(rows: list[dict], key: str) -> float:
+    """Least-squares change of `key` per 10k steps."""
+    xs = [r["steps"] / 1e4 for r in rows]
+    ys = [r[key] for r in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", default="1000,10000,100000")
+    args = ap.parse_args()
+    lengths = [int(s) for s in args.steps.split(",")]
+    with tempfile.TemporaryDirectory(prefix="perfcore-bench-finish-") as tmp:
+        work = Path(tmp)
+        script = work / "loop.py"
+        script.write_text(LOOP)
+        rows = [one(n, work, script) for n in lengths]
+        # perfcore's own memory: the same loop's growth without perfcore, at the longest length only.
+        bare = bare_growth(max(lengths), script) if max(lengths) > 1000 else 0.0
+    print("| steps | loop s | finish s (child part) | report --html s | folder MB | RSS growth MB (step 1000 -> end) |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['steps']} | {r['loop_s']:.1f} | {r['finish_s']:.2f} ({r['child_s']:.2f}) | {r['report_s']:.2f} | "
+              f"{r['mb']:.1f} | {r['rss_growth_mb']:.1f} |")
+    if len(rows) > 1:
+        print(f"slope per 10k steps: finish {slope(rows, 'finish_s'):+.3f} s, report {slope(rows, 'report_s'):+.3f} s, "
+              f"folder {slope(rows, 'mb'):+.2f} MB, RSS {slope(rows, 'rss_growth_mb'):+.2f} MB")
+    big = max(rows, key=lambda r: r["steps"])
+    print(f"without perfcore the loop grew {bare:.1f} MB over {big['steps']} steps; perfcore's own growth: "
+          f"{big['rss_growth_mb'] - bare:.1f} MB")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

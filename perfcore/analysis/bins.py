@@ -1,0 +1,62 @@
+"""Per-step rows -> a fixed number of bins, so plots and reports cost the same at 1k and 1M steps.
+
+Each bin holds consecutive steps: the mean ms of each label (the five still sum to the bin's mean
+step time), the median and p90 step time, and whether it holds warm-up steps. Outliers are the
+steps far above the typical step, reported by step number (at most a fixed count, slowest first).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from perfcore.analysis.attribution import LABELS
+
+__all__ = ["bin_steps", "outliers", "BINS", "OUTLIER_FACTOR"]
+
+BINS = 200
+OUTLIER_FACTOR = 3.0  # a step slower than this many times the median measured step is an outlier
+
+
+def bin_steps(steps: pd.DataFrame, bins: int = BINS) -> pd.DataFrame:
+    """One row per bin: first_step, last_step, steps, warmup (any warm-up step inside),
+    <label>_ms (mean), wall_ms (mean), median_ms, p90_ms. With no more steps than bins, one row per step."""
+    n = len(steps)
+    cols = ["first_step", "last_step", "steps", "warmup", "wall_ms", "median_ms", "p90_ms"] + [f"{lb}_ms" for lb in LABELS]
+    if n == 0:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
+    k = min(bins, n)
+    # Bin i holds rows [i*n//k, (i+1)*n//k): equal sizes within one step, computed without a loop.
+    edges = (np.arange(k + 1, dtype=np.int64) * n) // k
+    which = np.searchsorted(edges, np.arange(n), side="right") - 1
+    step = steps["step"].to_numpy() if "step" in steps else np.arange(n)
+    wall = steps["wall_ms"].to_numpy(dtype=np.float64)
+    warm = steps["warmup"].to_numpy(dtype=bool) if "warmup" in steps else np.zeros(n, dtype=bool)
+    count = np.diff(edges)
+    out = {"first_step": step[edges[:-1]], "last_step": step[edges[1:] - 1], "steps": count,
+           "warmup": np.add.reduceat(warm.astype(np.int64), edges[:-1]) > 0,
+           "wall_ms": np.add.reduceat(wall, edges[:-1]) / count}
+    g = pd.Series(wall).groupby(which)
+    out["median_ms"] = g.median().to_numpy()
+    out["p90_ms"] = g.quantile(0.9).to_numpy()
+    for lb in LABELS:
+        col = f"{lb}_ms"
+        v = steps[col].to_numpy(dtype=np.float64) if col in steps else np.zeros(n)
+        out[col] = np.add.reduceat(v, edges[:-1]) / count
+    return pd.DataFrame(out)[cols]
+
+
+def outliers(steps: pd.DataFrame, factor: float = OUTLIER_FACTOR, limit: int = 50) -> pd.DataFrame:
+    """Measured steps slower than `factor` x the median measured step: step, wall_ms, slowest first
+    (at most `limit` rows; `attrs['count']` holds how many there were in all)."""
+    if not len(steps):
+        return pd.DataFrame({"step": pd.Series(dtype=np.int64), "wall_ms": pd.Series(dtype=float)})
+    measured = steps[~steps["warmup"].to_numpy(dtype=bool)] if "warmup" in steps else steps
+    base = float(np.median(measured["wall_ms"].to_numpy())) if len(measured) else 0.0
+    wall = measured["wall_ms"].to_numpy(dtype=np.float64)
+    hit = np.flatnonzero(wall > factor * base) if base > 0 else np.zeros(0, dtype=np.int64)
+    order = hit[np.argsort(-wall[hit], kind="stable")][:limit]
+    out = pd.DataFrame({"step": measured["step"].to_numpy()[order] if "step" in measured else order,
+                        "wall_ms": wall[order]})
+    out.attrs["count"] = int(len(hit))
+    out.attrs["median_ms"] = base
+    return out
