@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: builds perfcore in CPU mode and runs the tests, then in CUDA mode (where torch
 # is a CUDA build and a toolkit is found) and runs them again. Leaves the CUDA-mode build in place.
+# The first pass also builds perfcore's sdist and wheels and installs one apart from the checkout.
 # PERFCORE_REQUIRE_CUDA_BUILD=1 (set by CI) makes a missing CUDA-mode build a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,9 +13,12 @@ run_pytest() {  # $1 = label; pytest's exit 5 (no tests collected) is a failure,
   return $rc
 }
 
+export PERFCORE_WITH_CHROMIUM=1  # the HTML report tests render with a headless browser
 PERFCORE_CPU_ONLY=1 ./scripts/setup.sh || exit 1
-echo "== tests, CPU-mode build"
-run_pytest cpu "$@" || exit 1
+echo "== tests, CPU-mode build (and perfcore installed from a wheel as users do, once)"
+# tests/test_install.py builds its own wheel the way pip would (CUDA mode where it can), so it
+# runs in this pass only.
+PERFCORE_WHEEL_MODE=auto run_pytest cpu "$@" || exit 1
 
 PERFCORE_CPU_ONLY=0 ./scripts/setup.sh || exit 1
 mode=$(.venv/bin/python -c "import perfcore; print(perfcore.capabilities()['mode'])")
@@ -28,4 +32,5 @@ if [ "$mode" != "cuda" ]; then
   exit 0
 fi
 echo "== tests, CUDA-mode build"
+if [ $# -eq 0 ]; then set -- --ignore=tests/test_install.py; fi
 run_pytest cuda "$@"
