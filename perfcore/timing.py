@@ -27,7 +27,7 @@ import pandas as pd
 
 from perfcore.analysis import attribution
 from perfcore._native import capabilities, native
-from perfcore.analysis.store import StepStore
+from perfcore.analysis.store import StepStore, with_columns
 from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
 
 __all__ = ["StepTimer", "RunResult"]
@@ -412,16 +412,15 @@ class StepTimer:
         self._check_closed()
         self._compact(final=True)
         df = self._store.table()
-        df["wall_ms"] = df["wall_ns"] / 1e6
-        for lb in attribution.LABELS:
-            df[f"{lb}_ms"] = df[f"{lb}_ns"] / 1e6
+        new = {"wall_ms": df["wall_ns"] / 1e6, **{f"{lb}_ms": df[f"{lb}_ns"] / 1e6 for lb in attribution.LABELS}}
         for pid, name in self._names.items():
             if pid >= _FIRST_CUSTOM:
                 col = f"_phase{pid}_ns"
-                df[f"{name}_ms"] = (df[col] if col in df else pd.Series(0, index=df.index)) / 1e6
+                new[f"{name}_ms"] = (df[col] if col in df else pd.Series(0, index=df.index)) / 1e6
             gcol = f"_gpu{pid}_ns"
             if gcol in df:  # kernel time launched inside this phase (CUPTI external correlation)
-                df[f"{name}_gpu_ms"] = df[gcol] / 1e6
+                new[f"{name}_gpu_ms"] = df[gcol] / 1e6
+        df = with_columns(df, new)
         cols = ["step", "wall_ms"] + [f"{lb}_ms" for lb in attribution.LABELS] + ["warmup"]
         extra = [c for c in df.columns if c not in cols and not c.endswith("_ns") and not c.startswith("_")]
         self._last_table = df
