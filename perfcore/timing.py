@@ -28,7 +28,9 @@ import pandas as pd
 from perfcore.analysis import attribution
 from perfcore._native import capabilities, native
 from perfcore.analysis.store import StepStore, with_columns
-from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
+from perfcore.capture.activity import device_tables
+from perfcore.capture.launches import LaunchPhases
+from perfcore.errors import DeviceUnavailable, PerfcoreError, UsageError
 
 __all__ = ["StepTimer", "RunResult"]
 
@@ -126,7 +128,9 @@ class StepTimer:
     """Per-step attribution of a custom loop to load / transfer / compute / comm / host.
 
     device: "cuda", "cpu" or "auto" (cuda when a GPU is usable). warmup: the first steps,
-    reported apart. kernels: trace kernels and copies with CUPTI (CUDA only). stream: the CUDA
+    reported apart. kernels: trace kernels and copies with CUPTI (CUDA only), through
+    kernel_backend "native", "cupti-python", or "auto" (native, else cupti-python, else CUDA
+    events; what was used is `backend`, why in `notes`). stream: the CUDA
     stream phases are timed on (default: the current stream when the timer is made).
     step_on: what ends a step. "step" (default): each timer.step(). "batch": each batch fetched
     through timer.load() after the first ends the step before it, so the loop needs no
@@ -137,7 +141,7 @@ class StepTimer:
     STEP_ON = ("step", "batch", "optimizer")
 
     def __init__(self, device: str = "auto", warmup: int = 5, kernels: bool = False, stream: Any = None,
-                 step_on: str = "step"):
+                 step_on: str = "step", kernel_backend: str = "auto"):
         if warmup < 0:
             raise UsageError(f"warmup must be >= 0, got {warmup}")
         if step_on not in self.STEP_ON:
@@ -173,9 +177,10 @@ class StepTimer:
         self.backend = "events" if self.device == "cuda" else "host"
         self.notes: list[str] = []
         self._tracer = None
-        self._corr_phase: dict[int, int] = {}  # CUPTI correlation id -> phase id (external correlation)
+        self._launches = LaunchPhases()  # CUPTI correlation id -> launching phase, kept across drains
+        self.upkeep_errors = 0
         if kernels:
-            self._start_kernels()
+            self._start_kernels(kernel_backend)
         self._store = StepStore(self._labels, _FIRST_CUSTOM, on_gpu=self.device == "cuda",
                                 use_kernels=self._tracer is not None, warmup=self.warmup)
         # The built-in phases are attributes holding native scopes: timer.compute() returns the
@@ -261,7 +266,13 @@ class StepTimer:
         t = self._boundaries[n - 1]
         if t - self._last_compact_ns >= COMPACT_MIN_S * 1e9 or n - self._store.settled >= COMPACT_MAX:
             self._last_compact_ns = t
-            self._compact(final=False)
+            try:
+                self._compact(final=False)
+            except Exception as e:  # never into the user's loop: counted, noted, retried next time
+                self.upkeep_errors += 1
+                if self.upkeep_errors == 1:
+                    self.notes.append(f"settling steps failed ({type(e).__name__}: {e}); retried at the next "
+                                      "settle and at the end")
 
     # -- the interface of step sources outside the loop (perfcore run's hooks, the notebook magic) --
     @property
@@ -342,18 +353,55 @@ class StepTimer:
         return len(self._boundaries)
 
     # -- collection ---------------------------------------------------------------------------
-    def _start_kernels(self) -> None:
+    def _start_kernels(self, backend: str = "auto") -> None:
+        """Trace with the native CUPTI tracer, else (auto) with cupti-python, else CUDA events.
+        backend: "auto", "native" or "cupti-python". Never raises: what failed goes to notes."""
         if self.device != "cuda":
             self.notes.append("kernels=True ignored: no GPU timing on device='cpu'")
             return
+        from perfcore.capture.cupti_python import CuptiPythonTracer
         from perfcore.capture.native_cupti import CuptiTracer
 
-        try:
-            self._tracer = CuptiTracer().start()
-            self.backend = "native-cupti"
-        except (CuptiError, DeviceUnavailable) as e:
-            self._tracer = None
-            self.notes.append(f"CUPTI unavailable, timing with CUDA events instead: {e}")
+        order = {"auto": (CuptiTracer, CuptiPythonTracer), "native": (CuptiTracer,),
+                 "cupti-python": (CuptiPythonTracer,)}.get(backend)
+        if order is None:
+            raise UsageError(f"kernel backend must be 'auto', 'native' or 'cupti-python', got {backend!r}")
+        failed = []
+        for cls in order:
+            try:
+                self._tracer = cls().start()
+                self.backend = cls.name
+                break
+            except PerfcoreError as e:  # CUPTI held (by a profiler, or a timer not closed), no device, no package
+                self._tracer = None
+                failed.append(f"{cls.name}: {e}")
+        if failed:
+            done = f"using {self.backend}" if self._tracer is not None else "timing with CUDA events instead"
+            self.notes.append(f"CUPTI tracing unavailable ({'; '.join(failed)}); {done}")
+
+    def capture_stats(self) -> dict[str, Any]:
+        """What the GPU capture recorded and lost (run.json `capture`): records, drops, buffers,
+        flush time, clock sync, and how kernels were tied to phases."""
+        out: dict[str, Any] = {"backend": self.backend}
+        if self._tracer is not None:
+            st = dict(self._tracer.stats)
+            out.update(records=int(st.get("records", 0)), dropped=int(st.get("dropped_records", 0)),
+                       overflow=int(st.get("overflow_records", 0)),
+                       invalid_timestamps=int(st.get("invalid_timestamps", 0)),
+                       buffers=int(st.get("buffers_completed", 0)), buffers_denied=int(st.get("buffers_denied", 0)),
+                       flushes=int(st.get("flushes", 0)), flush_ms=st.get("flush_ns", 0) / 1e6,
+                       forced_flush_ms=st.get("forced_flush_ns", 0) / 1e6,
+                       clock_drift_ns=int(st.get("clock_drift_ns", 0)),
+                       kernels_by_external_id=self._launches.by_external,
+                       kernels_by_launch_time=self._launches.by_window,
+                       kernels_unattributed=self._launches.unattributed)
+        if self._events is not None:
+            cs = self._events.clock_sync()
+            out.update(event_clock_syncs=int(cs["syncs"]), event_clock_drift_ns=int(cs["max_abs_drift_ns"]),
+                       event_clock_uncertainty_ns=int(cs["uncertainty_ns"]))
+            out.setdefault("clock_drift_ns", out["event_clock_drift_ns"])  # events place the GPU work
+        out["upkeep_errors"] = self.upkeep_errors
+        return out
 
     def _drain(self, wait: bool) -> None:
         """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""
@@ -364,36 +412,14 @@ class StepTimer:
             self._store.add("events", pd.DataFrame({"phase_id": ev["phase_id"], "step": ev["step"],
                                                     "start_ns": ev["gpu_start_ns"], "end_ns": ev["gpu_end_ns"]}))
         if self._tracer is not None:
-            self._add_activity(self._tracer.take())
+            self._add_activity(self._tracer.take(), part)
 
-    def _add_activity(self, frames: dict[str, pd.DataFrame]) -> None:
-        # Phase of each kernel: the external id (a phase id) CUPTI recorded for its launch. The
-        # external record comes with the launch, before the kernel's own record, so map first.
-        ext = frames.get("external_correlation")
-        if ext is not None and len(ext.columns) and len(ext):
-            self._corr_phase.update(zip(ext["correlation_id"].to_numpy().tolist(), ext["external_id"].to_numpy().tolist()))
-        k = frames["kernels"]
-        if len(k.columns) and len(k):
-            names = k["name"].astype(str)
-            pop = self._corr_phase.pop
-            phase = np.fromiter((pop(c, -1) for c in k["correlation_id"].to_numpy().tolist()), dtype=np.int32,
-                                count=len(k))
-            self._store.add("kernels", pd.DataFrame({
-                "start_ns": k["start_ns"], "end_ns": k["end_ns"], "stream_id": k["stream_id"],
-                "name": names.to_numpy(dtype=object), "comm": names.str.contains("nccl", case=False).to_numpy(),
-                "phase_id": phase}))
-        if len(self._corr_phase) > 1_000_000:  # ids of launches that made no kernel (syncs, copies): drop the oldest half
-            keep = sorted(self._corr_phase)[len(self._corr_phase) // 2:]
-            self._corr_phase = {c: self._corr_phase[c] for c in keep}
-        for kind in ("memcpy", "memset"):
-            f = frames[kind]
-            if not len(f.columns) or not len(f):
-                continue
-            self._store.add("copies", pd.DataFrame({
-                "start_ns": f["start_ns"], "end_ns": f["end_ns"], "stream_id": f["stream_id"],
-                "size_bytes": f["size_bytes"],
-                "direction": f["direction"].astype(str).to_numpy(dtype=object) if kind == "memcpy" else "memset",
-                "pageable": f["pageable"].to_numpy() if kind == "memcpy" else False, "kind": kind}))
+    def _add_activity(self, frames: dict[str, pd.DataFrame], spans: dict | None = None) -> None:
+        # Each kernel's phase: the external id its launch carried, else the phase open when it was
+        # launched (work from autograd's threads); entries outlive first use (graph launches).
+        self._launches.add(frames, pd.DataFrame(spans) if spans is not None else None)
+        for table, df in device_tables(frames, self._launches).items():
+            self._store.add(table, df)
 
     def _compact(self, final: bool) -> None:
         self._drain(wait=final or self.device == "cuda")
@@ -453,8 +479,13 @@ class StepTimer:
                                     overhead=overhead)
         if categories:
             doc["kernel_categories"] = categories
+        doc["capture"] = self.capture_stats()
+        lost = doc["capture"].get("dropped", 0) + doc["capture"].get("overflow", 0)
+        if lost:
+            self.notes.append(f"{lost} CUPTI records were dropped (buffers full or drained too slowly): kernel "
+                              "and copy times are undercounted; see capture in run.json")
         if self.notes:
-            doc["notes"] = list(self.notes)
+            doc["notes"] = list(dict.fromkeys(self.notes))
         doc["step_source"] = "timer.step()" if self.step_on == "step" else self.step_on
         return RunResult(doc)
 

@@ -106,7 +106,8 @@ class LaunchPhases:
         rest = ~hit
         if rest.any():
             aidx, ahit = self._lookup(self._api["corr"], corr[rest])
-            t = np.where(ahit, self._api["start"][aidx], -1)
+            t = np.full(len(aidx), -1, dtype=_I64)
+            t[ahit] = self._api["start"][aidx[ahit]]
             phase = self._window_phase(t)
             phase[~ahit] = -1
             out[np.flatnonzero(rest)] = phase

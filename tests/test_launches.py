@@ -1,0 +1,131 @@
+"""Kernels tied to the phase that launched them, on record streams laid out the way CUPTI
+delivers them (fabricated buffers through the native decoder; no GPU needed).
+
+What CUPTI documents, and each test models:
+- cuptiActivityPushExternalCorrelationId: while an id is pushed on a thread, every runtime/driver
+  API activity record made on that thread is preceded by an EXTERNAL_CORRELATION record carrying
+  the id and the API call's correlation id.
+- CUpti_ActivityAPI.correlationId equals the correlationId of the kernel, memcpy and memset
+  records the call started; a cudaGraphLaunch's one id is repeated by every kernel of the graph.
+- API and external-correlation records sit in the global (host) buffer; kernel records in
+  per-context/stream buffers completed when the GPU finishes, so they come in other buffers, in
+  any order, and possibly in a later flush than the launch.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfcore.capture.activity import MEMSET_NAME, device_tables
+from perfcore.capture.columns import activity_frames
+from perfcore.capture.launches import LaunchPhases
+
+pytestmark = pytest.mark.cupti
+
+COMPUTE, BACKWARD_CUSTOM, TRANSFER = 2, 16, 1
+MAIN, AUTOGRAD = 1001, 1002
+RUNTIME_LAUNCH = 211  # a cudaLaunchKernel cbid; the value does not matter to attribution
+
+
+def frames(C, fill):
+    b = C._FakeActivityBuffer()
+    fill(b)
+    return activity_frames(b.decode())
+
+
+def spans(*rows):
+    return pd.DataFrame(rows, columns=["phase_id", "start_ns", "end_ns"])
+
+
+def test_tagged_launch_kernel_in_another_buffer_before_the_host_buffer(C):
+    lp = LaunchPhases()
+    # One drain holds both buffers; the device buffer happened to complete first.
+    device = frames(C, lambda b: b.add_kernel(500, 900, 0, 7, 41, "gemm", 1, 1))
+    host = frames(C, lambda b: (b.add_external_correlation(COMPUTE, 41), b.add_api(False, 100, 110, 41, MAIN, 211)))
+    both = {k: pd.concat([device[k], host[k]], ignore_index=True) for k in device}
+    lp.add(both)
+    assert list(lp.phase_of(both["kernels"]["correlation_id"].to_numpy())) == [COMPUTE]
+    assert lp.by_external == 1
+
+
+def test_graph_launch_kernels_in_later_drains_all_find_the_phase(C):
+    lp = LaunchPhases(keep_drains=4)
+    # Drain 1: the cudaGraphLaunch's API + external record, and the first kernels of the graph.
+    d1 = frames(C, lambda b: (b.add_external_correlation(COMPUTE, 77), b.add_api(False, 100, 120, 77, MAIN, 311),
+                              [b.add_kernel(200 + i, 201 + i, 0, 7, 77, f"node{i}", 1, 1, graph_id=5)
+                               for i in range(3)]))
+    lp.add(d1)
+    got = list(lp.phase_of(d1["kernels"]["correlation_id"].to_numpy()))
+    # Drains 2 and 3: the rest of the graph's kernels, same correlation id, no new host record.
+    for d in range(2):
+        dn = frames(C, lambda b: [b.add_kernel(300 + 10 * d + i, 301 + 10 * d + i, 0, 7, 77, "node", 1, 1, graph_id=5)
+                                  for i in range(4)])
+        lp.add(dn)
+        got += list(lp.phase_of(dn["kernels"]["correlation_id"].to_numpy()))
+    assert got == [COMPUTE] * 11  # the entry was not used up by the first kernel
+
+
+def test_entries_age_out_so_memory_stays_bounded(C):
+    lp = LaunchPhases(keep_drains=2)
+    lp.add(frames(C, lambda b: (b.add_external_correlation(COMPUTE, 5), b.add_api(False, 10, 11, 5, MAIN, 211))))
+    lp.add(frames(C, lambda b: None))
+    assert list(lp.phase_of(np.array([5]))) == [COMPUTE]
+    lp.add(frames(C, lambda b: None))
+    assert list(lp.phase_of(np.array([5]))) == [-1]
+    assert len(lp._ext["corr"]) == 0 and len(lp._api["corr"]) == 0
+
+
+def test_autograd_thread_launches_take_the_phase_open_at_launch_time(C):
+    # The backward pass launches from autograd's device thread, where no id is pushed: API records
+    # but no external record. The training thread is inside `compute` (and a custom phase in it)
+    # meanwhile, so the launch time places the kernel.
+    f = frames(C, lambda b: (
+        b.add_api(False, 1500, 1510, 90, AUTOGRAD, 211),   # inside compute only
+        b.add_api(False, 2500, 2510, 91, AUTOGRAD, 211),   # inside the custom phase nested in compute
+        b.add_api(False, 9000, 9010, 92, AUTOGRAD, 211),   # outside every phase
+        b.add_kernel(1600, 1700, 0, 7, 90, "bwd0", 1, 1),
+        b.add_kernel(2600, 2700, 0, 7, 91, "bwd1", 1, 1),
+        b.add_kernel(9100, 9200, 0, 7, 92, "late", 1, 1),
+        b.add_kernel(9300, 9400, 0, 7, 93, "no_api_record", 1, 1)))
+    lp = LaunchPhases()
+    lp.add(f, spans((TRANSFER, 100, 900), (COMPUTE, 1000, 5000), (BACKWARD_CUSTOM, 2000, 3000)))
+    assert list(lp.phase_of(f["kernels"]["correlation_id"].to_numpy())) == [COMPUTE, BACKWARD_CUSTOM, -1, -1]
+    assert lp.by_window == 2 and lp.unattributed == 2
+
+
+def test_external_id_wins_over_the_time_window(C):
+    # A kernel launched on the training thread inside a custom phase carries that phase's id even
+    # though a sibling window would also match by time.
+    f = frames(C, lambda b: (b.add_external_correlation(BACKWARD_CUSTOM, 3), b.add_api(False, 1500, 1501, 3, MAIN, 211),
+                             b.add_kernel(1600, 1700, 0, 7, 3, "k", 1, 1)))
+    lp = LaunchPhases()
+    lp.add(f, spans((COMPUTE, 1000, 5000)))
+    assert list(lp.phase_of(np.array([3]))) == [BACKWARD_CUSTOM]
+
+
+def test_only_perfcores_external_kind_is_used(C):
+    ext = pd.DataFrame({"external_kind": np.array([1, 3], dtype=np.int32), "external_id": np.array([99, COMPUTE]),
+                        "correlation_id": np.array([8, 8], dtype=np.int32)})
+    lp = LaunchPhases()
+    lp.add({"external_correlation": ext})
+    assert list(lp.phase_of(np.array([8]))) == [COMPUTE]
+
+
+def test_device_copies_and_memsets_are_device_work_not_transfer(C):
+    f = frames(C, lambda b: (
+        b.add_memcpy(10, 20, 100, 1, 1, 3, 0, 7, 1),   # HtoD from pageable: transfer
+        b.add_memcpy(30, 40, 100, 2, 3, 2, 0, 7, 2),   # DtoH to pinned: transfer
+        b.add_memcpy(50, 60, 100, 8, 3, 3, 0, 7, 3),   # DtoD: device work
+        b.add_memcpy(70, 80, 100, 10, 3, 3, 0, 7, 4),  # peer: device work
+        b.add_memset(90, 95, 100, 0, 0, 7, 5),         # memset: device work
+        b.add_kernel(100, 200, 0, 7, 6, "k", 1, 1)))
+    lp = LaunchPhases()
+    lp.add(f)
+    t = device_tables(f, lp)
+    c = t["copies"]
+    assert list(c["direction"]) == ["h2d", "d2h"] and list(c["pageable"]) == [True, False]
+    k = t["kernels"]
+    assert sorted(k["name"]) == sorted(["k", "Memcpy DtoD (Device -> Device)", "Memcpy PtoP (Device -> Device)",
+                                        MEMSET_NAME])
+    assert not k["comm"].any() and (k["phase_id"] == -1).all()
