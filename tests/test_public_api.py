@@ -101,7 +101,7 @@ def test_all_names_resolve_after_bare_import():
 
 def test_documented_api_names_work():
     # The three the issue was about, and the documented calls on them.
-    names = {"StepTimer", "Workload", "transfer.measure", "graphs", "workloads.Workload"}
+    names = {"StepTimer", "Workload", "transfer.measure", "graphs", "workloads.Workload", "summary"}
     bad = {k: v for k, v in resolve(names).items() if v}
     assert not bad, bad
 
