@@ -55,6 +55,9 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
         raise UsageError("the cell ran no complete step (no optimizer step, backward, batch or second module call)")
     res = timer.result()
     res["step_source"] = source
+    from perfcore.analysis.advice import advise_run
+
+    advise_run(res, zero_code=True)  # the cell is the user's unmodified code: no perfcore calls in the advice
     timer.close()
     return res, timer
 
