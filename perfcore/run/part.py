@@ -100,7 +100,8 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
     doc.update(common)
     doc.update({
         "cpu_util_percent": cpu_util,
-        "memory": {"kind": inst.mem_kind, **memory_trend(mem[training & (mem >= 0)])},
+        "memory": {"kind": inst.mem_kind, **memory_trend(mem[training & (mem >= 0)]),
+                   **memory_limits(inst.mem_kind)},
         "compute_split_ms": {ph: float(table.loc[training, f"{ph}_ms"].mean())
                              for ph in ("forward", "backward", "optimizer") if f"{ph}_ms" in table and training.any()},
         "compute_split_gpu_ms": {ph: float(table.loc[training, f"{ph}_gpu_ms"].mean())
@@ -189,6 +190,22 @@ def _write_trace(timer, full, part) -> None:
         raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
                    event_end_ns=ev["end_ns"].to_numpy())
     np.savez_compressed(part / "trace.npz", **raw)
+
+
+def memory_limits(kind: str) -> dict:
+    """What memory pressure is judged by: the allocator's retries and the device's capacity on a GPU,
+    the machine's RAM for peak RSS."""
+    try:
+        if kind == "cuda_allocated":
+            import torch
+
+            return {"alloc_retries": int(torch.cuda.memory_stats().get("num_alloc_retries", 0)),
+                    "capacity_bytes": int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)}
+        import psutil
+
+        return {"capacity_bytes": int(psutil.virtual_memory().total)}
+    except Exception:  # a missing figure only means no pressure finding
+        return {}
 
 
 def memory_trend(mem) -> dict:
