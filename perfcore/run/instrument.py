@@ -184,21 +184,23 @@ class Instrumentation:
 
             caps = perfcore.capabilities()
             on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
-            kernels = on_gpu and self.kernels and self.backend in ("auto", "native")
-            if self.backend == "cupti-python":
-                self.notes.append("the cupti-python backend is not available in this version; using native CUPTI")
-                kernels = on_gpu and self.kernels
+            kernels = on_gpu and self.kernels and self.backend in ("auto", "native", "cupti-python")
             if self.backend in ("native", "cupti-python") and not kernels and not on_gpu:
                 self.notes.append(f"--backend {self.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
                                   "host backend used")
-            timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=self.warmup, kernels=kernels)
+            timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=self.warmup, kernels=kernels,
+                                       kernel_backend=self.backend if self.backend != "host" else "auto")
             self.fwd = timer.phase("forward", label="compute")
             self.bwd = timer.phase("backward", label="compute")
             self.opt = timer.phase("optimizer", label="compute")
             self.on_gpu = on_gpu
             if on_gpu:
+                from perfcore.capture.memory import PeakMemory
+
                 self.mem_kind, self.mem_every = "cuda_allocated", 1
-                torch.cuda.reset_peak_memory_stats()
+                # Per-step peaks, while the script's own max_memory_allocated() keeps its meaning.
+                self.peak_memory = PeakMemory().install()
+                self.peak_memory.step_peak()
             else:
                 import resource
 
@@ -274,10 +276,7 @@ class Instrumentation:
 
     def sample_memory(self, step: int) -> None:
         if self.mem_kind == "cuda_allocated":
-            import torch
-
-            self.mem_samples.append((step, int(torch.cuda.max_memory_allocated())))
-            torch.cuda.reset_peak_memory_stats()
+            self.mem_samples.append((step, self.peak_memory.step_peak()))
         elif self.mem_kind == "peak_rss":
             # Peak RSS so far: one getrusage call (reading /proc/self/statm cost ~11 us a step in a
             # real training process); a leak shows as a peak that keeps rising.
