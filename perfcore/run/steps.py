@@ -65,6 +65,7 @@ class StepSources:
         self.scaler_skips = 0
         self._scaler_opt: int | None = None
         self._warned = False
+        self.last_fetch = 0
 
     # -- candidates -----------------------------------------------------------------------------
     def backward_ended(self, t: int) -> None:
@@ -73,6 +74,7 @@ class StepSources:
 
     def fetch_started(self, t: int, grad_enabled: bool) -> None:
         self.counts["batch_all"] += 1
+        self.last_fetch = t
         if grad_enabled or self.forced == "batch":
             self.counts["batch"] += 1
             self._candidate("batch", t)
@@ -137,6 +139,11 @@ class StepSources:
             best = self.best_lower()
             if best is not None:
                 self.choose(best)
+        last = self.ends["forward"][-1:] if self.chosen == "forward" else []
+        if last and self.last_fetch > last[0]:
+            # An inference loop over a DataLoader: the fetch after the last module call (the one that
+            # ends the epoch) closes the last step, as it does for the batch source.
+            self.inst.step_ended(self.last_fetch)
         return self.chosen
 
     # -- GradScaler, evaluation -----------------------------------------------------------------

@@ -1,0 +1,245 @@
+"""Where a step ends, whatever the loop: the choice among optimizer, backward, batch and forward
+(run/steps.py) on hand-made events, then `perfcore run` on unmodified scripts of each shape."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from perfcore.run.steps import StepSources, with_eval_rows
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+class FakeInst:
+    """What StepSources asks of the instrumentation, with a real StepTimer's boundary list."""
+
+    def __init__(self, stop_at=10**9):
+        from perfcore import StepTimer
+
+        self.timer = StepTimer(device="cpu", warmup=0)
+        self.stop_at = stop_at
+        self.stopped_at = None
+        self.eval_rows = []
+        self.chosen = []
+
+    def after_step(self, n):
+        if n >= self.stop_at and self.stopped_at is None:  # the real one raises SystemExit here
+            self.stopped_at = n
+
+    def step_ended(self, t):
+        if self.timer.end_step(at_ns=t):
+            self.after_step(len(self.timer.boundaries))
+
+    def source_chosen(self, s):
+        self.chosen.append(s)
+
+
+def manual_sgd_events(src, n, t0=1_000):
+    """forward (model), forward (criterion), backward: n iterations, 100 ns apart."""
+    t = t0
+    for _ in range(n):
+        src.forward_started(t)
+        src.forward_started(t + 10)
+        src.backward_ended(t + 50)
+        t += 100
+
+
+def test_backward_outranks_forward_and_gives_one_step_per_iteration():
+    inst = FakeInst()
+    src = StepSources(inst, None)
+    manual_sgd_events(src, 6)
+    assert src.chosen is None  # undecided while it runs: an optimizer could still step
+    assert src.finish() == "backward"
+    assert inst.timer.boundaries == [1_050 + 100 * k for k in range(6)]
+
+
+def test_an_optimizer_that_exists_holds_the_choice_open_for_steps():
+    # Gradient accumulation: backward passes come before the first optimizer step; with an
+    # optimizer made, --steps must not stop on backward counts.
+    inst = FakeInst(stop_at=3)
+    src = StepSources(inst, None)
+    src.optimizers_made = 1
+    manual_sgd_events(src, 5)
+    assert inst.stopped_at is None and src.chosen is None
+    # Without one (manual SGD), the best source seen reaching --steps stops the run.
+    inst2 = FakeInst(stop_at=3)
+    src2 = StepSources(inst2, None)
+    manual_sgd_events(src2, 5)
+    assert src2.chosen == "backward" and inst2.stopped_at == 3
+    # Forward reached 3 first (two module calls an iteration) but backward outranks it.
+    assert inst2.timer.boundaries[:3] == [1_050, 1_150, 1_250]
+
+
+def test_batch_starts_mark_steps_and_eval_fetches_do_not():
+    inst = FakeInst()
+    src = StepSources(inst, None)
+    for k in range(4):
+        src.fetch_started(1_000 + 100 * k, grad_enabled=True)
+        src.forward_started(1_010 + 100 * k)
+    src.fetch_started(1_400, grad_enabled=True)  # the fetch that ends the epoch
+    src.fetch_started(1_500, grad_enabled=False)  # an evaluation loader under no_grad
+    assert src.finish() == "batch"
+    assert inst.timer.boundaries == [1_100, 1_200, 1_300, 1_400]
+
+
+def test_inference_falls_to_forward_and_the_last_fetch_closes_the_last_step():
+    inst = FakeInst()
+    src = StepSources(inst, None)
+    for k in range(3):
+        src.fetch_started(1_000 + 100 * k, grad_enabled=False)
+        src.forward_started(1_010 + 100 * k)
+    src.fetch_started(1_300, grad_enabled=False)
+    assert src.finish() == "forward"
+    assert inst.timer.boundaries == [1_110, 1_210, 1_300]
+
+
+def test_forced_source_is_used_from_the_start():
+    inst = FakeInst()
+    src = StepSources(inst, "forward")
+    manual_sgd_events(src, 3)
+    assert src.chosen == "forward" and src.finish() == "forward"
+    assert inst.timer.boundaries == [1_010, 1_100, 1_110, 1_200, 1_210]
+
+
+def test_nothing_seen_chooses_nothing():
+    src = StepSources(FakeInst(), None)
+    assert src.finish() is None
+
+
+def test_evaluation_pass_between_steps_becomes_its_own_row():
+    ends = [100, 200, 300, 400]
+    out, rows = with_eval_rows(ends, [(150, 250), (305, 395), (420, 500), (50, 60)])
+    # (150, 250) spans the step end at 200: not between two steps, left alone; (305, 395) lies after
+    # the step ending at 300 and before 400: its end becomes a step end, that row is evaluation;
+    # (420, 500) after the last step: a row at the end; (50, 60) before any step: no row.
+    assert out == [100, 200, 300, 395, 400, 500]
+    assert rows == [3, 5]
+
+
+def test_gradscaler_skip_counts_only_for_the_clock_optimizer():
+    src = StepSources(FakeInst(), None)
+    d, g = object(), object()
+    assert src.scaler_stepped(d, stepped=True) is False
+    assert src.scaler_stepped(g, stepped=False) is False  # the second optimizer of the iteration
+    assert src.scaler_stepped(d, stepped=False) is True and src.scaler_skips == 1
+
+
+# -- real scripts through perfcore run ------------------------------------------------------------
+
+def perfcore_run(tmp_path, *script, extra=(), env=None, timeout=240):
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "1", *extra, "--", *script]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    doc = json.loads((out / "run.json").read_text()) if (out / "run.json").is_file() else None
+    return p, doc, out
+
+
+def script_count(stdout: str, key: str) -> int:
+    words = next(line for line in stdout.splitlines() if line.startswith(key)).split()
+    return int(words[words.index(key) + 1])
+
+
+def test_manual_sgd_language_model_steps_on_backward_with_steps_honoured(tmp_path):
+    script = [sys.executable, str(SCRIPTS / "word_lm.py"), "--tokens", "1600"]
+    p, doc, out = perfcore_run(tmp_path, *script)
+    assert p.returncode == 0, p.stderr
+    assert doc["step_source"] == "backward"
+    assert doc["steps"] + doc["warmup_steps"] == script_count(p.stdout, "ITERATIONS")  # one step per iteration
+    assert doc["evaluation"]["passes"] >= 1
+    steps = pd.read_csv(out / "steps.csv")
+    assert (steps.loc[~steps["evaluation"], "backward_ms"] > 0).all()  # every training row holds its backward
+    # --steps stops it, although nothing in it is torch.optim.
+    p2, doc2, _ = perfcore_run(tmp_path / "s", *script, "--epochs", "50", extra=("--steps", "4"))
+    assert p2.returncode == 0, p2.stderr
+    assert doc2["steps"] == 4 and doc2["exit"]["reason"] == "steps reached"
+    assert "ITERATIONS" not in p2.stdout and "end of epoch   2" not in p2.stdout
+
+
+def test_gan_two_optimizers_one_step_per_iteration(tmp_path):
+    p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "gan.py"))
+    assert p.returncode == 0, p.stderr
+    assert doc["step_source"] == "optimizer"
+    assert doc["steps"] + doc["warmup_steps"] == script_count(p.stdout, "ITERATIONS")
+    assert doc["batches_per_step"] == pytest.approx(1.0)
+
+
+def test_gradient_accumulation_one_step_per_update_and_batches_per_step(tmp_path):
+    p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "grad_accum.py"), "--accumulation-steps", "4")
+    assert p.returncode == 0, p.stderr
+    assert doc["step_source"] == "optimizer"
+    assert doc["steps"] + doc["warmup_steps"] == script_count(p.stdout, "UPDATES") == 12
+    assert doc["batches_per_step"] == pytest.approx(4.0)
+    (ld,) = doc["loaders"]
+    line = next(i for i, t in enumerate((SCRIPTS / "grad_accum.py").read_text().splitlines(), 1) if "DataLoader(" in t)
+    assert ld["site"] == f"grad_accum.py:{line}" and ld["batches"] == 48 and ld["batch_size"] == 8
+
+
+def test_gradscaler_skipped_step_is_still_one_step(tmp_path):
+    p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "amp_skip.py"), "--iters", "20")
+    assert p.returncode == 0, p.stderr
+    assert "SKIPPED 1" in p.stdout  # the scaler did skip one optimizer.step()
+    assert doc["step_source"] == "optimizer"
+    assert doc["steps"] + doc["warmup_steps"] == 20 and doc["scaler_skipped_steps"] == 1
+
+
+def test_inference_under_no_grad_steps_on_forward(tmp_path):
+    p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "infer.py"))
+    assert p.returncode == 0, p.stderr
+    assert doc["step_source"] == "forward"
+    assert doc["steps"] + doc["warmup_steps"] == script_count(p.stdout, "BATCHES") == 10
+
+
+def test_evaluation_every_n_steps_is_reported_apart(tmp_path):
+    p, doc, out = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "eval_every.py"), "--eval-every", "8",
+                               "--val-delay", "0.004")
+    assert p.returncode == 0, p.stderr
+    assert doc["step_source"] == "optimizer"
+    assert doc["steps"] + doc["warmup_steps"] == script_count(p.stdout, "TRAIN_STEPS") == 32
+    ev = doc["evaluation"]
+    assert ev["passes"] == 4 and ev["apart"] and len(ev["rows"]) == 4
+    steps = pd.read_csv(out / "steps.csv")
+    # Each pass reads 96 items at >= 4 ms: its row is long; the training rows do not carry it.
+    eval_ms = steps.loc[steps["evaluation"], "wall_ms"]
+    assert (eval_ms >= 96 * 4 * 0.9).all()
+    assert doc["step_time_ms"]["p90"] < eval_ms.min()
+
+
+def test_step_on_forces_the_source(tmp_path):
+    p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "grad_accum.py"), extra=("--step-on", "batch"))
+    assert p.returncode == 0, p.stderr
+    assert doc["step_source"] == "batch"
+    assert doc["steps"] + doc["warmup_steps"] == 48
+
+
+def test_no_step_writes_what_was_seen_and_exits_0(tmp_path):
+    env = dict(os.environ, PERFCORE_NO_STEP_WARN_S="1")
+    p, doc, out = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "idle.py"), "3", env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("perfcore: no step after 1 s of script time") == 1
+    assert "--step-on" in p.stderr
+    assert doc["steps"] == 0 and doc["seen"]["forward"] == 0 and doc["seen"]["wall_ms"] > 3000
+    assert doc["no_step"].startswith("no step seen in") and doc["no_step"] in p.stdout
+    rep = subprocess.run([sys.executable, "-m", "perfcore.cli", "report", str(out)], capture_output=True, text=True)
+    assert rep.returncode == 0 and "no step seen" in rep.stdout, rep.stderr
+
+
+def test_warmup_only_run_says_so_without_artefacts(tmp_path):
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "5", "--",
+           sys.executable, str(SCRIPTS / "train_meter.py"), "--samples", "48", "--epochs", "1", "--workers", "2"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["steps"] == 0 and doc["warmup_steps"] == 3
+    assert "ended during warm-up: 3 warm-up step(s), none measured" in p.stdout
+    assert "0.00 ms" not in p.stdout
+    counts = [int(n) for n in re.findall(r"(\d+) worker\(s\)", p.stdout)]
+    assert counts and all(n <= 64 for n in counts)  # no absurd worker counts
+    assert doc["loaders"][0]["num_workers"] == 2 and len(doc["loaders"][0]["worker_startup_ms"]) == 1
