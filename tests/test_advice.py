@@ -66,7 +66,11 @@ def test_workers_too_slow_per_item_for_the_cores():
     ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 200.0}
     plan = loader_plan(ld, step_ms=100.0, load_ms=90.0, per_step=1, cpu_count=4, on_gpu=False)
     assert plan["reason"] == "too slow per item" and plan["workers_needed"] == 20
-    assert "about 20 workers would be needed on 4 cores" in plan["sentence"]
+    assert "about 20 workers would be needed, and 4 cores leave 3 beside the loop" in plan["sentence"]
+    # Enough workers in number, but they and the loop share two cores: no worker count hides it.
+    two = loader_plan({**ld, "worker_batch_ms": 97.0}, step_ms=196.0, load_ms=38.0, per_step=2, cpu_count=2,
+                      on_gpu=False)
+    assert two["workers_needed"] == 2 and two["reason"] == "too slow per item"
     assert "make a batch cheaper" in plan["text"]
 
 

@@ -65,18 +65,21 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
                             "loop_ms_per_batch": consume_ms, "wait_ms_per_batch": wait_ms, "workers_needed": needed,
                             "cpu_count": cores}
     rate = (f"a batch takes {make_ms:.1f} ms to make and the loop uses one every {consume_ms:.1f} ms"
-            + (f" ({per_step:g} batches per step)" if per_step > 1 else ""))
+            + (f", {per_step:g} batches per step" if per_step > 1 else ""))
+    # The loop itself keeps one core busy: workers beyond the rest share cores with it and each other.
+    spare = max(cores - 1, 1)
     where = _where(ld)
     if n == 0:
         collate = ld.get("collate_ms")
         plan["reason"] = "main process"
         plan["sentence"] = (f"loading runs in the main process (num_workers=0): {rate}, so about {needed} worker(s) "
                             "would hide it" + (f"; collate alone is {collate:.1f} ms of each batch" if collate else ""))
-        if needed > cores:
-            plan["text"] = (f"In {where}: set num_workers={cores} and persistent_workers=True. {rate[0].upper()}"
-                            f"{rate[1:]}, so hiding it needs about {needed} workers, more than this machine's {cores} "
-                            "cores: if __getitem__ computes (decode, augment) rather than waits on I/O, also make a "
-                            "batch cheaper (a faster decoder, lighter augmentation, pre-processed or cached data).")
+        if needed > spare:
+            plan["text"] = (f"In {where}: set num_workers={spare} and persistent_workers=True. {rate[0].upper()}"
+                            f"{rate[1:]}, so hiding it needs about {needed} workers, more than the {spare} core(s) this "
+                            f"machine's {cores} leave beside the loop: if __getitem__ computes (decode, augment) rather "
+                            "than waits on I/O, also make a batch cheaper (a faster decoder, lighter augmentation, "
+                            "pre-processed or cached data).")
         else:
             plan["text"] = (f"In {where}: set num_workers={needed} and persistent_workers=True; {rate}.")
         return plan
@@ -93,10 +96,10 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
                             f"making the first batch, over {epochs - 1} restarts and {ld.get('batches')} batches that "
                             f"is {startup_per_batch:.1f} ms per batch of the {wait_ms:.1f} ms the loop waits")
         plan["text"] = f"In {where}: set persistent_workers=True; {plan['sentence']}."
-    elif needed > cores:
+    elif needed > spare:
         plan["reason"] = "too slow per item"
         plan["sentence"] = (f"{n} worker(s) cannot keep up and more would not fit: {rate}, so about {needed} workers "
-                            f"would be needed on {cores} cores")
+                            f"would be needed, and {cores} cores leave {spare} beside the loop")
         plan["text"] = (f"In {where}: make a batch cheaper (a faster decoder, lighter augmentation, pre-processed "
                         f"or cached data) rather than adding workers; {plan['sentence']}.")
     elif needed > n:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-__all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "THRESHOLDS_RATIONALE", "avoidable",
+__all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "THRESHOLDS_RATIONALE",
+           "avoidable",
            "decide", "decide_run", "confirm", "startup_share"]
 
 AVOIDABLE = ("load", "transfer", "comm", "host")
@@ -124,7 +125,8 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
         summary = (f"compute-bound (healthy): compute is {100 * comp / step if step else 0:.0f}% of each {step:.1f} ms "
                    f"step; no avoidable cause reaches {100 * WARN_SHARE:.0f}%")
         if big and big["ms_per_step"] > 0:
-            summary += f" (largest: {big['what'].split(' (')[0]} {big['ms_per_step']:.1f} ms, {100 * big['share']:.0f}%)"
+            summary += (f" (largest: {big['what'].split(' (')[0]} {big['ms_per_step']:.1f} ms, "
+                        f"{100 * big['share']:.0f}%)")
     su = startup_share(startup, step, steps)
     if su:
         doc["startup"] = su
