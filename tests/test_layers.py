@@ -15,7 +15,7 @@ LAYERS = [
     ("perfcore.analysis", 2),
     ("perfcore.report", 3),
     ("perfcore.timing", 4), ("perfcore.workloads", 4),
-    ("perfcore.run", 5),
+    ("perfcore.run", 5), ("perfcore.integrations", 5),
     ("perfcore.experiments", 6),
     ("perfcore.cli", 7),
 ]

@@ -1,0 +1,118 @@
+"""perfcore run's zero-code instrumentation inside this process, for a trainer callback: start it,
+mark the trainer's step numbers as steps end, read the settled figures while it runs, finish."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Session"]
+
+
+class Session:
+    def __init__(self, warmup: int = 5, out: str | os.PathLike | None = None):
+        self.warmup = warmup
+        self.out = Path(out) if out is not None else None
+        self.inst = None
+        self.marks: list[tuple[int, int]] = []  # (perfcore steps ended so far, the trainer's step number)
+        self.result = None
+        self.steps = None
+
+    def start(self) -> "Session":
+        from perfcore.run import instrument
+
+        run_dir = Path(tempfile.mkdtemp(prefix="perfcore-trainer-"))
+        self._env = os.environ.get("PERFCORE_RUN_DIR")
+        os.environ["PERFCORE_RUN_DIR"] = str(run_dir)
+        if instrument.STATE is None:
+            instrument.activate(process_hooks=False)  # no exit or signal handlers: the trainer owns the process
+        self.inst = instrument.STATE
+        self.inst.run_dir = run_dir
+        self.inst.new_cell(0, self.warmup)
+        return self
+
+    @property
+    def timer(self):
+        return self.inst.timer if self.inst is not None else None
+
+    def mark(self, trainer_step: int) -> None:
+        """The trainer finished its step `trainer_step`: the steps perfcore ended so far belong to it."""
+        t = self.timer
+        if t is not None:
+            self.marks.append((len(t.boundaries), int(trainer_step)))
+
+    def live(self) -> dict[str, float]:
+        """The settled steps' figures so far (cheap: running sums), as summary() keys without prefix."""
+        from perfcore.analysis.attribution import LABELS
+
+        t = self.timer
+        if t is None:
+            return {}
+        tot = t.settled_totals()
+        if not tot["measured"]:
+            return {"steps": float(len(t.boundaries))}
+        step_ms = tot["wall_ns"] / tot["measured"] / 1e6
+        out = {"steps": float(len(t.boundaries)), "step_ms": step_ms}
+        for lb in LABELS:
+            ms = tot["ns"][lb] / tot["measured"] / 1e6
+            out[f"{lb}_ms"], out[f"{lb}_share"] = ms, (ms / step_ms if step_ms else 0.0)
+        return out
+
+    def finish(self):
+        """Stops timing; returns the perfcore.run/1 result (a RunResult) or None when no step was seen.
+        The per-step table (self.steps) carries the trainer's own step number as `trainer_step`."""
+        inst = self.inst
+        if inst is None:
+            return None
+        inst.disabled = True
+        inst.disarm()  # the hooks call straight through from now on
+        timer, inst.timer = inst.timer, None
+        if self._env is None:
+            os.environ.pop("PERFCORE_RUN_DIR", None)
+        else:
+            os.environ["PERFCORE_RUN_DIR"] = self._env
+        if timer is None:
+            return None
+        source = inst.sources.finish()
+        timer.close_open_phases()
+        if not timer.boundaries:
+            timer.close()
+            return None
+        res = timer.result()
+        res["step_source"] = source
+        table = timer.summary()
+        timer.close()
+        table["trainer_step"] = trainer_steps(len(table), self.marks)
+        self.result, self.steps = res, table
+        if self.out is not None:
+            self.write(self.out)
+        return res
+
+    def write(self, out: Path) -> Path:
+        """run.json, steps.csv and report.html of the trained run into `out` (made if missing)."""
+        from perfcore.report import jsonio
+        from perfcore.report.html import write_report
+
+        out.mkdir(parents=True, exist_ok=True)
+        doc = dict(self.result, files={"run.json": "run.json", "steps.csv": "steps.csv", "report.html": "report.html"})
+        self.steps.to_csv(out / "steps.csv", index=False)
+        jsonio.write(out / "run.json", doc)
+        write_report(out, doc, self.steps)
+        return out
+
+
+def trainer_steps(n: int, marks: list[tuple[int, int]]) -> np.ndarray:
+    """The trainer's step number of each of n perfcore steps: that of the first mark made after the
+    step ended (-1 for steps after the last mark)."""
+    if not marks:
+        return np.full(n, -1, dtype=np.int64)
+    ended = np.array([m[0] for m in marks], dtype=np.int64)
+    number = np.array([m[1] for m in marks], dtype=np.int64)
+    k = np.searchsorted(ended, np.arange(n) + 1, side="left")  # first mark that had seen step i end
+    out = np.full(n, -1, dtype=np.int64)
+    ok = k < len(marks)
+    out[ok] = number[k[ok]]
+    return out
