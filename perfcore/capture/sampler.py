@@ -2,13 +2,59 @@
 clock through NVML, plus CPU % and RAM, every `interval_s`. CPU-only machines get CPU and RAM."""
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
-__all__ = ["Sampler", "heartbeat"]
+__all__ = ["Sampler", "heartbeat", "nvml_handle"]
+
+
+def _uuid(pynvml, h) -> str:
+    u = pynvml.nvmlDeviceGetUUID(h)
+    return u.decode() if isinstance(u, bytes) else str(u)
+
+
+def nvml_handle(pynvml, cuda_index: int = 0, env: Mapping[str, str] | None = None, torch_props: Any = None):
+    """NVML's handle for CUDA device `cuda_index` as this process numbers it, and how it was found.
+
+    NVML numbers every GPU of the machine in PCI order and ignores CUDA_VISIBLE_DEVICES, while
+    CUDA numbers only the visible ones (in its own order), so an index is never passed through:
+    the device is matched by UUID (torch's device properties, or a GPU-... entry of
+    CUDA_VISIBLE_DEVICES), else by PCI bus id, else through the CUDA_VISIBLE_DEVICES entry.
+    """
+    env = os.environ if env is None else env
+    if torch_props is None:
+        torch = sys.modules.get("torch")  # never imported here: the parent process has no torch
+        if torch is not None and torch.cuda.is_initialized():
+            torch_props = torch.cuda.get_device_properties(cuda_index)
+    if torch_props is not None:
+        uuid = str(getattr(torch_props, "uuid", "") or "")
+        if uuid:
+            return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"), "uuid"
+        if getattr(torch_props, "pci_bus_id", None) is not None:
+            bus = f"{torch_props.pci_domain_id:08x}:{torch_props.pci_bus_id:02x}:{torch_props.pci_device_id:02x}.0"
+            return pynvml.nvmlDeviceGetHandleByPciBusId_v2(bus), "pci bus id"
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()] \
+        if "CUDA_VISIBLE_DEVICES" in env else None
+    entry = str(cuda_index) if visible is None else (visible[cuda_index] if cuda_index < len(visible) else None)
+    if entry is None:
+        raise ValueError(f"CUDA device {cuda_index} is not among CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')}")
+    if entry.startswith("MIG-"):
+        raise ValueError(f"CUDA device {cuda_index} is a MIG instance ({entry}); NVML samples whole GPUs only")
+    if entry.startswith("GPU-"):  # CUDA accepts a unique UUID prefix
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            if _uuid(pynvml, h).startswith(entry):
+                return h, "uuid"
+        raise ValueError(f"no GPU has a UUID starting with {entry}")
+    # A number: CUDA's order, which is NVML's (PCI) order when CUDA_DEVICE_ORDER=PCI_BUS_ID, and
+    # CUDA's default (fastest first) otherwise, the same on a machine of identical GPUs.
+    how = "index (PCI order)" if env.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" else "index (assumes identical GPUs)"
+    return pynvml.nvmlDeviceGetHandleByIndex(int(entry)), how
 
 
 class Sampler:
@@ -28,13 +74,14 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._nvml = None
         self._handle = None
+        self.matched_by = ""  # how the NVML device was matched to the CUDA device
 
     def _open_nvml(self) -> None:
         try:
             import pynvml
 
             pynvml.nvmlInit()
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.device_index)
+            self._handle, self.matched_by = nvml_handle(pynvml, self.device_index)
             self._nvml = pynvml
         except Exception as e:  # no driver, no GPU, or nvidia-ml-py missing
             self._nvml = None
