@@ -56,7 +56,12 @@ class ProgressWriter:
                     ) -> "ProgressWriter":
         """The writer of this process, keyed as its part is (rank<N> or pid<P>)."""
         key = f"rank{rank}" if rank is not None else f"pid{os.getpid()}"
-        return cls(run_dir, key, steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu)
+        try:  # tests shorten the checkpoint interval; a bad value keeps the default
+            every = float(os.environ.get("PERFCORE_CHECKPOINT_S") or CHECKPOINT_EVERY_S)
+        except ValueError:
+            every = CHECKPOINT_EVERY_S
+        return cls(run_dir, key, steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu,
+                   checkpoint_s=every if every > 0 else CHECKPOINT_EVERY_S)
 
     def tick(self, timer) -> None:
         t = self.clock()

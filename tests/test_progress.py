@@ -1,0 +1,129 @@
+"""A run while it happens: the child's progress file and checkpoints (injected clock), the parent's
+status line (rich, forced terminal / not a terminal / quiet), and a SIGKILLed run that still leaves
+valid results from its last checkpoint."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import perfcore
+from perfcore.run.progress import LiveStatus, ProgressWriter, read_progress, status_text
+
+LABELS = ("load", "transfer", "compute", "comm", "host")
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def run_steps(timer, n):
+    for _ in timer.load(range(n)):
+        with timer.compute():
+            sum(range(200))
+        timer.step()
+
+
+def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path):
+    clock = Clock()
+    timer = perfcore.StepTimer(device="cpu", warmup=2)
+    w = ProgressWriter(tmp_path, "pid1", steps_wanted=500, warmup=2, clock=clock, every_s=2.0, checkpoint_s=30.0)
+    run_steps(timer, 50)
+    w.tick(timer)
+    assert read_progress(tmp_path) is None  # not due yet: nothing written
+    clock.t += 2.5
+    timer._last_compact_ns -= int(3e9)  # settling is due too (it is every 2 s of the timer's own clock)
+    w.tick(timer)
+    p = read_progress(tmp_path)
+    assert p["steps"] == 50 and p["steps_wanted"] == 500 and p["step_ms"] > 0
+    assert set(p["breakdown_fraction"]) == set(LABELS)
+    assert abs(sum(p["breakdown_fraction"].values()) - 1) < 1e-9
+    assert p["verdict"]["summary"]
+    assert not (tmp_path / "parts").exists()  # no checkpoint before 30 s
+    clock.t += 30
+    w.tick(timer)
+    ck = tmp_path / "parts" / "pid1" / "checkpoint"
+    rows_first = (ck / "steps.csv").read_text().splitlines()
+    assert len(rows_first) - 1 == p["settled_steps"]
+    run_steps(timer, 40)
+    timer._last_compact_ns -= int(3e9)
+    clock.t += 31
+    w.tick(timer)
+    rows = (ck / "steps.csv").read_text().splitlines()
+    assert rows[: len(rows_first)] == rows_first  # appended, not rewritten
+    assert len(rows) - 1 == read_progress(tmp_path)["settled_steps"]
+    from perfcore.report.reader import load_part
+
+    doc, steps, _ = load_part(ck)  # a valid part for finish_run
+    assert doc["checkpoint"]["steps"] == len(steps) == len(rows) - 1
+    assert w.failed is None
+
+
+def test_status_line_on_a_terminal_and_silent_elsewhere(tmp_path):
+    from rich.console import Console
+
+    (tmp_path / "progress").mkdir()
+    doc = {"key": "pid1", "steps": 120, "warmup": 5, "steps_wanted": 1000, "step_ms": 12.5,
+           "breakdown_fraction": {"load": 0.5, "transfer": 0.1, "compute": 0.3, "comm": 0.0, "host": 0.1},
+           "verdict": {"summary": "input-bound: waiting for data costs 6.2 ms; more"}}
+    (tmp_path / "progress" / "pid1.json").write_text(json.dumps(doc))
+    buf = io.StringIO()
+    live = LiveStatus(tmp_path, console=Console(file=buf, force_terminal=True, width=200)).start()
+    line = live.refresh()
+    live.stop()
+    out = buf.getvalue()
+    assert line and "step 120/1005" in out and "12.5 ms/step" in out and "ETA 11 s" in out
+    assert "load 50%" in out and "input-bound" in out
+    for console, quiet in ((Console(file=io.StringIO(), force_terminal=False), False),
+                           (Console(file=io.StringIO(), force_terminal=True), True)):
+        s = LiveStatus(tmp_path, quiet=quiet, console=console).start()
+        assert s.enabled is False and s.refresh() is None
+        s.stop()
+        assert console.file.getvalue() == ""
+
+
+def test_status_text_before_shares_are_known():
+    t = status_text({"steps": 3, "warmup": 5, "steps_wanted": 0, "step_ms": None})
+    assert t.startswith("perfcore: step 3") and "ETA" not in t and "shares after" in t
+
+
+KILLED = textwrap.dedent("""
+    import os, signal, time
+    import torch
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 8)
+    t0 = time.time()
+    while True:
+        loss = model(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if time.time() - t0 > 6:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would: no exit handler runs
+""")
+
+
+def test_a_sigkilled_run_leaves_its_last_checkpoint_as_results(tmp_path):
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    out = tmp_path / "run"
+    env = dict(os.environ, PERFCORE_CHECKPOINT_S="0.5")
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out), "--",
+                        sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 128 + 9, p.stderr[-2000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["checkpoint"]["steps"] > 0
+    assert doc["steps"] + doc["warmup_steps"] == doc["checkpoint"]["steps"]
+    assert any("checkpoint" in n for n in doc.get("notes", []))
+    assert (out / "report.html").is_file() and "checkpoint" in (out / "report.html").read_text()
