@@ -211,3 +211,16 @@ def test_sources_are_found_and_cuda_only_ones_exist(setup_mod):
     assert not set(cpu) & set(setup_mod.CUDA_ONLY_SOURCES) and not any(f.endswith(".cu") for f in cpu)
     assert sorted(f for f in cuda if f.endswith(".cpp")) == every_cpp
     assert "csrc/calib.cu" in cuda and "csrc/bindings.cpp" in cpu
+
+
+def test_env_shows_cpu_mode_why_and_how(monkeypatch):
+    from perfcore.capture import environment
+
+    reason = ("no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc; for the CUDA mode install the CUDA 12.x "
+              "toolkit (nvcc, CUPTI) and set CUDA_HOME to it, then reinstall perfcore with pip's --no-build-isolation")
+    monkeypatch.setattr(environment, "build_info", lambda: {"mode": "cpu", "reason": reason})
+    monkeypatch.setattr(environment, "capabilities", lambda: {"mode": "cpu", "reasons": {}, "warnings": []})
+    [check] = environment.check_build()
+    assert check.value == "CPU mode: no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"
+    assert check.fix.endswith("; for the CUDA mode install the CUDA 12.x toolkit (nvcc, CUPTI) and set CUDA_HOME "
+                              "to it, then reinstall perfcore with pip's --no-build-isolation")

@@ -66,8 +66,11 @@ def check_build() -> list[Check]:
                             f"API {caps['cupti_version']} loaded, {caps['cupti_compiled_version']} compiled "
                             f"({c.get('source', '?')})", "; ".join(caps["warnings"])))
     else:
-        checks.append(Check("build", "warn", f"CPU mode: {info.get('reason', '')}",
-                            "GPU timing, CUPTI and transfer tools are left out of this build"))
+        # setup.py's reason reads "<why>; for the CUDA mode <how>": the why is the value, the how the fix.
+        why, _, how = (info.get("reason") or "").partition("; for the CUDA mode ")
+        checks.append(Check("build", "warn", f"CPU mode: {why}",
+                            "GPU timing, CUPTI and transfer tools are left out of this build"
+                            + (f"; for the CUDA mode {how}" if how else "")))
     return checks
 
 
