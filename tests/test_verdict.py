@@ -104,6 +104,9 @@ def test_diagnose_confirms_or_corrects_the_attribution():
     assert v["bound"] == "load" and v["cause"] == "CPU decode/augment" and predicted == pytest.approx(25.6 / 13.3)
     assert v["summary"].startswith("input-bound (CPU decode/augment): waiting for data costs 12.3 ms")
     assert "measured 1.85x against 1.92x predicted: confirmed" in v["summary"]
+    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85), _exp("B: num_workers=2", 1.5)], prof,
+                            on_gpu=False)
+    assert "B: num_workers=2 measured 1.50x of the 1.92x that removing the wait can give" in v["summary"]
     # Synthetic data barely helps: the measurement wins and the verdict is decided again on it.
     v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04)], prof, on_gpu=False)
     assert v["healthy"] and v["bound"] == "compute" and v["attributed"].startswith("input-bound:")

@@ -116,5 +116,14 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             top = prof["top"][0]["function"] if prof["top"] else "?"
             how = f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
         final["summary"] = final["summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
-    final["summary"] += f". {check['sentence'][0].upper()}{check['sentence'][1:]}" + (f". {how}." if how else ".")
+    workers = next((e for e in exps if e["name"].startswith("B:")), None)
+    if final["bound"] == "load" and workers and workers.get("speedup"):
+        # Workers can at best hide the whole wait: B measured against that ceiling, in the same words.
+        ceiling = final["causes"][0]["expected_speedup"]
+        final["checks"].append({"label": "load", "experiment": workers["name"], "predicted_speedup": ceiling,
+                                "measured_speedup": workers["speedup"], "agrees": None,
+                                "sentence": f"{workers['name']} measured {workers['speedup']:.2f}x of the "
+                                            f"{ceiling:.2f}x that removing the wait can give"})
+    final["summary"] += "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) \
+        + (f". {how}." if how else ".")
     return final, check["predicted_speedup"]
