@@ -1,0 +1,121 @@
+"""Finishing a run folder costs the same at 1k and 100k steps beyond reading the columns once: the
+plot has a fixed number of artists, the trace's step track holds only steps with detail, the
+report's size is flat, steps.csv is copied rather than re-formatted. (Times: bench/bench_finish.py.)"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfcore
+from perfcore.analysis.bins import BINS, bin_steps, outliers
+from perfcore.report import jsonio
+
+LABELS = ("load", "transfer", "compute", "comm", "host")
+
+
+def table(n: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    d = {"step": np.arange(n), "warmup": np.arange(n) < 5}
+    for lb, v in zip(LABELS, (1.0, 0.2, 3.0, 0.0, 0.5)):
+        d[f"{lb}_ms"] = v * rng.gamma(20, 1 / 20, n)
+    df = pd.DataFrame(d)
+    df["wall_ms"] = df[[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
+    return df
+
+
+def test_bins_keep_the_identity_and_their_statistics():
+    df = table(100_003)
+    b = bin_steps(df)
+    assert len(b) == BINS and b["steps"].sum() == len(df)
+    assert b["first_step"].iloc[0] == 0 and b["last_step"].iloc[-1] == len(df) - 1
+    assert (b["first_step"].to_numpy()[1:] == b["last_step"].to_numpy()[:-1] + 1).all()  # contiguous
+    assert np.allclose(b[[f"{lb}_ms" for lb in LABELS]].sum(axis=1), b["wall_ms"])  # the five still sum
+    i = 37
+    rows = df.iloc[int(b["first_step"][i]): int(b["last_step"][i]) + 1]
+    assert b["median_ms"][i] == pytest.approx(rows["wall_ms"].median())
+    assert b["p90_ms"][i] == pytest.approx(rows["wall_ms"].quantile(0.9))
+    assert b["warmup"].tolist()[:2] == [True, False]
+    short = bin_steps(df.iloc[:50])
+    assert len(short) == 50 and (short["steps"] == 1).all()
+
+
+def test_outliers_are_the_slowest_measured_steps():
+    df = table(10_000)
+    slow = [500, 7000, 9999]
+    df.loc[slow, "wall_ms"] *= 10
+    df.loc[2, "wall_ms"] *= 50  # a warm-up step is not an outlier
+    out = outliers(df, limit=2)
+    assert out.attrs["count"] == 3 and len(out) == 2
+    assert set(out["step"]) <= set(slow) and out["wall_ms"].is_monotonic_decreasing
+
+
+def test_plot_has_a_fixed_number_of_artists(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    from perfcore.report.plots import plot_breakdown
+
+    counts = []
+    real = matplotlib.figure.Figure.savefig
+
+    def count_then_save(fig, *a, **k):
+        ax = fig.axes[0]
+        counts.append(len(ax.patches) + len(ax.collections) + len(ax.lines))
+        return real(fig, *a, **k)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", count_then_save)
+    for n in (2_000, 100_000):
+        plot_breakdown(table(n), tmp_path / f"b{n}.png")
+    assert counts[0] == counts[1] < 40, counts
+
+
+def long_part(folder, n: int):
+    """A real StepTimer's n steps written as an instrumented process writes its part."""
+    timer = perfcore.StepTimer(device="cpu", warmup=5)
+    for _ in timer.load(range(n)):
+        with timer.compute():
+            pass
+        timer.step()
+    steps = timer.summary()
+    doc = dict(timer.result())
+    full = timer.step_table()
+    doc.update(pid=os.getpid(), rank=None, world_size=None, host=socket.gethostname(), argv=["train.py"],
+               exit={"reason": "finished", "exception": None}, step_source="timer.step()")
+    part = folder / "parts" / f"pid{os.getpid()}"
+    part.mkdir(parents=True)
+    steps.to_csv(part / "steps.csv", index=False)
+    spans = timer.trace_tables()["spans"]
+    names = timer.phase_names()
+    np.savez_compressed(part / "trace.npz", span_phase=spans["phase_id"].to_numpy(),
+                        span_start_ns=spans["start_ns"].to_numpy(), span_end_ns=spans["end_ns"].to_numpy(),
+                        span_thread=spans["thread_id"].to_numpy(), span_step=spans["step"].to_numpy(),
+                        phase_ids=np.array(list(names), dtype=np.int32),
+                        phase_names=np.array(list(names.values()), dtype=str),
+                        step_start_ns=full["start_ns"].to_numpy(), step_wall_ns=full["wall_ns"].to_numpy())
+    jsonio.write(part / "run.json", doc)
+    return part
+
+
+def test_finishing_a_long_run_writes_bounded_outputs(tmp_path):
+    from perfcore.run.finish import finish_run
+
+    n = 60_000
+    part = long_part(tmp_path, n)
+    doc = finish_run(tmp_path, 0, ["python", "train.py"])
+    assert (tmp_path / "steps.csv").read_bytes() == (part / "steps.csv").read_bytes()  # copied, not re-formatted
+    assert {"run.json", "steps.csv", "trace.json", "breakdown.png", "report.html"} <= set(doc["files"])
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    step_events = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
+    assert 1 <= len(step_events) < 50  # the window, never one per step
+    assert (tmp_path / "report.html").stat().st_size < 300_000
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        assert "steps.parquet" not in doc["files"]
+    else:
+        back = pd.read_parquet(tmp_path / "steps.parquet")
+        assert len(back) == n and np.allclose(back["wall_ms"], pd.read_csv(tmp_path / "steps.csv")["wall_ms"])
