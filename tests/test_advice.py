@@ -57,9 +57,17 @@ def test_workers_that_run_but_start_again_every_epoch():
     plan = loader_plan(ld, step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False)
     assert plan["reason"] == "start-up each epoch"
     # Restarts after the first epoch: (880 - 8) + (910 - 8) = 1774 ms over 60 batches.
-    assert "887 ms each time beyond making the first batch, over 2 restarts and 60 batches that is 29.6 ms per " \
-           "batch of the 45.0 ms the loop waits" in plan["sentence"]
+    assert "887 ms each time beyond making the first batch, over 2 restart(s) 29.6 ms per batch of the 45.0 ms the " \
+           "loop waits" in plan["sentence"]
     assert "set persistent_workers=True" in plan["text"]
+    # A smaller share of the wait: named beside the main reason, not instead of it.
+    few = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 40.0, "worker_startup_ms": [500.0, 540.0, 540.0]},
+                      step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False, measured_batches=57)
+    assert few["reason"] == "too few workers" and "besides, the workers start again every epoch: 500 ms" in \
+        few["sentence"] and few["text"].endswith("also set persistent_workers=True.")
+    kept = loader_plan({**ld, "persistent_workers": True}, step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8,
+                       on_gpu=False)
+    assert kept["reason"] != "start-up each epoch" and "start again" not in kept["sentence"]
 
 
 def test_workers_too_slow_per_item_for_the_cores():

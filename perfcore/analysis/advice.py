@@ -10,8 +10,10 @@ from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
 __all__ = ["training_loader", "loader_plan", "advise", "advise_run", "batches_per_step"]
 
-# A wait the epoch's worker start-up explains at least this much of is blamed on start-up.
+# A wait the epochs' worker restarts explain at least half of is blamed on them; a quarter is
+# worth naming beside the main reason.
 STARTUP_EXPLAINS = 0.5
+STARTUP_CONTRIBUTES = 0.25
 
 
 def training_loader(loaders: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
@@ -47,7 +49,7 @@ def _where(ld: Mapping[str, Any]) -> str:
 
 
 def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_step: float,
-                cpu_count: int | None, on_gpu: bool) -> dict[str, Any] | None:
+                cpu_count: int | None, on_gpu: bool, measured_batches: float | None = None) -> dict[str, Any] | None:
     """How many workers would hide loading, and when workers already run and the loop still waits,
     why. ld: num_workers, worker_batch_ms (a worker's time to make one batch), and where known
     site, pin_memory, prefetch_factor, persistent_workers, worker_startup_ms (per epoch), batches,
@@ -86,15 +88,16 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
     # Each epoch's start-up (iter() to its first batch) less the making of that batch; the first
     # epoch pays it whatever the settings, later ones only without persistent_workers.
     starts = [float(s) for s in (ld.get("worker_startup_ms") or []) if s is not None]
-    epochs = len(starts)
-    again_ms = sum(max(0.0, s - make_ms) for s in starts[1:])
-    startup_per_batch = again_ms / max(ld.get("batches") or 1, 1)
-    if not ld.get("persistent_workers") and epochs > 1 and wait_ms > 0 \
-            and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
+    restarts = len(starts) - 1 if not ld.get("persistent_workers") else 0
+    again_ms = sum(max(0.0, s - make_ms) for s in starts[1:]) if restarts > 0 else 0.0
+    # Restarts after the first epoch fall in the measured steps: spread them over the batches measured.
+    startup_per_batch = again_ms / max(measured_batches or ld.get("batches") or 1, 1)
+    restart = (f"the workers start again every epoch: {again_ms / max(restarts, 1):.0f} ms each time beyond making "
+               f"the first batch, over {restarts} restart(s) {startup_per_batch:.1f} ms per batch of the "
+               f"{wait_ms:.1f} ms the loop waits")
+    if restarts > 0 and wait_ms > 0 and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
         plan["reason"] = "start-up each epoch"
-        plan["sentence"] = (f"the workers start again every epoch: {again_ms / (epochs - 1):.0f} ms each time beyond "
-                            f"making the first batch, over {epochs - 1} restarts and {ld.get('batches')} batches that "
-                            f"is {startup_per_batch:.1f} ms per batch of the {wait_ms:.1f} ms the loop waits")
+        plan["sentence"] = restart
         plan["text"] = f"In {where}: set persistent_workers=True; {plan['sentence']}."
     elif needed > spare:
         plan["reason"] = "too slow per item"
@@ -119,6 +122,10 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
                                  "which competes with the loop for the interpreter")
         plan["text"] = (f"In {where}: raise prefetch_factor to {max(pf * 2, 4)}"
                         + (" or try pin_memory=False" if pin else "") + f"; {plan['sentence']}.")
+    if plan["reason"] != "start-up each epoch" and restarts > 0 and wait_ms > 0 \
+            and startup_per_batch >= STARTUP_CONTRIBUTES * wait_ms:
+        plan["sentence"] += f"; besides, {restart}"
+        plan["text"] = plan["text"][:-1] + f"; besides, {restart}: also set persistent_workers=True."
     return plan
 
 
@@ -219,7 +226,8 @@ def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any]
     plan = None
     if ld and step and load / step >= WARN_SHARE:
         plan = loader_plan(ld, step_ms=step, load_ms=load, per_step=per_step, cpu_count=ev.get("cpu_count"),
-                           on_gpu=str(doc.get("device", "cpu")) != "cpu")
+                           on_gpu=str(doc.get("device", "cpu")) != "cpu",
+                           measured_batches=(int(f.get("steps") or 0) * per_step) or None)
         if plan:
             plan["batches_per_step_source"] = per_step_how
     doc["verdict"] = decision
