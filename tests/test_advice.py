@@ -95,6 +95,17 @@ def test_enough_workers_yet_waiting_blames_shallow_prefetch_or_pin():
     assert gpu["reason"] == "pin in main process" and "pin_memory=False" in gpu["text"]
 
 
+def test_cheap_batches_that_still_keep_the_loop_waiting_are_a_handover_cost():
+    # Seen on grad_accum.py with one worker on a saturated 2-core host: 0.8 ms to make, 13 ms waited.
+    ld = {**LOADER, "num_workers": 1, "worker_batch_ms": 0.8, "prefetch_factor": 2}
+    plan = loader_plan(ld, step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0)
+    assert plan["reason"] == "handover from workers"
+    assert plan["sentence"] == ("1 worker(s) make a batch in 0.8 ms but the loop waits 13.1 ms for each: the "
+                                "handover from the worker processes costs the rest (host CPU 100%: processes wait "
+                                "for a core)")
+    assert "set num_workers=0" in plan["text"]
+
+
 def test_zero_code_users_are_never_told_to_call_perfcore():
     bd = {"load": 0.0, "transfer": 0.0, "compute": 5.0, "comm": 0.0, "host": 5.0}
     zero = run_doc(bd)

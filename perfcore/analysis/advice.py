@@ -14,6 +14,8 @@ __all__ = ["training_loader", "loader_plan", "advise", "advise_run", "batches_pe
 # worth naming beside the main reason.
 STARTUP_EXPLAINS = 0.5
 STARTUP_CONTRIBUTES = 0.25
+# A loop that waits this many times longer than a batch takes to make waits for the handover.
+HANDOVER_RATIO = 2.0
 
 
 def training_loader(loaders: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
@@ -49,7 +51,8 @@ def _where(ld: Mapping[str, Any]) -> str:
 
 
 def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_step: float,
-                cpu_count: int | None, on_gpu: bool, measured_batches: float | None = None) -> dict[str, Any] | None:
+                cpu_count: int | None, on_gpu: bool, measured_batches: float | None = None,
+                cpu_percent: float | None = None) -> dict[str, Any] | None:
     """How many workers would hide loading, and when workers already run and the loop still waits,
     why. ld: num_workers, worker_batch_ms (a worker's time to make one batch), and where known
     site, pin_memory, prefetch_factor, persistent_workers, worker_startup_ms (per epoch), batches,
@@ -110,6 +113,15 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
         plan["sentence"] = (f"{n} worker(s) make a batch every {make_ms / n:.1f} ms together, the loop uses one every "
                             f"{consume_ms:.1f} ms and waits {wait_ms:.1f} ms per batch: about {needed} would hide it")
         plan["text"] = f"In {where}: set num_workers={needed}; {plan['sentence']}."
+    elif wait_ms > HANDOVER_RATIO * make_ms:
+        # Waiting far longer than a batch takes to make: the time goes in handing it over (the worker
+        # scheduled, the queue, unpickling in the main process), not in making it.
+        busy = f" (host CPU {cpu_percent:.0f}%: processes wait for a core)" if cpu_percent and cpu_percent >= 90 else ""
+        plan["reason"] = "handover from workers"
+        plan["sentence"] = (f"{n} worker(s) make a batch in {make_ms:.1f} ms but the loop waits {wait_ms:.1f} ms for "
+                            f"each: the handover from the worker processes costs the rest{busy}")
+        plan["text"] = (f"In {where}: with batches this cheap set num_workers=0 (the loop would spend about "
+                        f"{make_ms:.1f} ms making each one itself); {plan['sentence']}.")
     else:
         pf = ld.get("prefetch_factor") or 2
         pin = on_gpu and ld.get("pin_memory")
@@ -160,6 +172,7 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
         if lb == "load":
             if plan and plan.get("text"):
                 rid = {"start-up each epoch": "persistent_workers", "too slow per item": "cheaper_batches",
+                       "handover from workers": "fewer_workers",
                        "prefetch too shallow": "deeper_prefetch", "pin in main process": "deeper_prefetch"
                        }.get(plan.get("reason", ""), "more_workers")
                 add(rid, lb, plan["text"] + gain, because,
@@ -227,7 +240,8 @@ def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any]
     if ld and step and load / step >= WARN_SHARE:
         plan = loader_plan(ld, step_ms=step, load_ms=load, per_step=per_step, cpu_count=ev.get("cpu_count"),
                            on_gpu=str(doc.get("device", "cpu")) != "cpu",
-                           measured_batches=(int(f.get("steps") or 0) * per_step) or None)
+                           measured_batches=(int(f.get("steps") or 0) * per_step) or None,
+                           cpu_percent=doc.get("cpu_util_percent"))
         if plan:
             plan["batches_per_step_source"] = per_step_how
     doc["verdict"] = decision
