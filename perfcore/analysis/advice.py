@@ -81,10 +81,10 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
                             "would hide it" + (f"; collate alone is {collate:.1f} ms of each batch" if collate else ""))
         if needed > spare:
             plan["text"] = (f"In {where}: set num_workers={spare} and persistent_workers=True. {rate[0].upper()}"
-                            f"{rate[1:]}, so hiding it needs about {needed} workers, more than the {spare} core(s) this "
-                            f"machine's {cores} leave beside the loop: if __getitem__ computes (decode, augment) rather "
-                            "than waits on I/O, also make a batch cheaper (a faster decoder, lighter augmentation, "
-                            "pre-processed or cached data).")
+                            f"{rate[1:]}, so hiding it needs about {needed} workers, more than the {spare} core(s) "
+                            f"this machine's {cores} leave beside the loop: if __getitem__ computes (decode, augment) "
+                            "rather than waits on I/O, also make a batch cheaper (a faster decoder, lighter "
+                            "augmentation, pre-processed or cached data).")
         else:
             plan["text"] = (f"In {where}: set num_workers={needed} and persistent_workers=True; {rate}.")
         return plan
