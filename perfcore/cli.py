@@ -182,6 +182,14 @@ def results(kind: str, out: bool = True):
     return deco
 
 
+def folder_report(res: Results, kind: str, doc: dict, text: str, files: list[str]) -> list[str]:
+    """report.html in an experiment's folder (its plots inline, heatmaps included); the files with it."""
+    from perfcore.report.html import write_folder_report
+
+    write_folder_report(res.folder, f"perfcore {kind}", doc, text, files)
+    return list(files) + ["report.html"]
+
+
 def steps_option(default: int | None, help: str = "Measured steps (after warm-up)."):
     return click.option("--steps", type=COUNT, default=default, show_default=default is not None, help=help)
 
@@ -439,8 +447,9 @@ def health_cmd(res: Results, steps, interval, target) -> None:
 
     doc, files = health_stage(_target(target), res.folder, steps=steps, interval_s=interval,
                               progress=res.progress())
-    res.echo(render_health(doc))
-    res.done(doc, files)
+    text = render_health(doc)
+    res.echo(text)
+    res.done(doc, folder_report(res, "health", doc, text, files))
 
 
 @target_command("diagnose")
@@ -454,8 +463,9 @@ def diagnose_cmd(res: Results, steps, warmup, target) -> None:
     from perfcore.report.experiments import render_diagnose
 
     doc, files = diagnose_stage(_target(target), res.folder, steps=steps, warmup=warmup, progress=res.progress())
-    res.echo(render_diagnose(doc))
-    res.done(doc, files)
+    text = render_diagnose(doc)
+    res.echo(text)
+    res.done(doc, folder_report(res, "diagnose", doc, text, files))
 
 
 @target_command("sweep")
@@ -495,8 +505,9 @@ def sweep_cmd(res: Results, batch_size, num_workers, pin_memory, prefetch_factor
             "prefetch_factor": prefetch_factor}
     doc, files = sweep_stage(what, res.folder, grid, steps=steps, warmup=warmup,
                              budget_s=budget * 60 if budget else None, resume=resume, progress=res.progress())
-    res.echo(render_sweep(doc))
-    res.done(doc, files)
+    text = render_sweep(doc)
+    res.echo(text)
+    res.done(doc, folder_report(res, "sweep", doc, text, files))
     if doc["interrupted"]:
         click.echo(f"perfcore: interrupted: {len(doc['configs'])} configuration(s) kept; "
                    f"continue with --resume --out {res.folder}", err=True)
@@ -628,7 +639,8 @@ def demo_cmd(res: Results, quick) -> None:
 
     doc = run_demo(res.folder, quick=quick, progress=res.progress())
     res.echo(doc["_text"])
-    res.done({k: v for k, v in doc.items() if not k.startswith("_")}, list(doc["files"]))
+    res.done({k: v for k, v in doc.items() if not k.startswith("_")},
+             folder_report(res, "demo", doc, doc["_text"], list(doc["files"])))
 
 
 def _version() -> str:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfcore.report.html import render_html, write_folder_report, write_report
+from perfcore.report.html import headline, render_html, write_folder_report, write_report
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 VERDICT = "input-bound: waiting for data costs 4.1 ms of each 9.0 ms step (46%; critical at >= 20%)"
@@ -75,10 +75,13 @@ def test_folder_report_inlines_the_heatmaps(tmp_path):
 
     png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
     (tmp_path / "heatmap_pin0_pf2.png").write_bytes(png)
-    path = write_folder_report(tmp_path, "perfcore sweep", "best: batch_size=64", "text <report>",
+    path = write_folder_report(tmp_path, "perfcore sweep", {"configs": []}, "text <report>\nbest: batch_size=64",
                                ["sweep.json", "sweep.csv", "heatmap_pin0_pf2.png"])
     text = path.read_text()
     assert "data:image/png;base64," in text and "heatmap_pin0_pf2.png" in text and "text &lt;report&gt;" in text
+    assert "<div class='verdict' id='verdict'>best: batch_size=64</div>" in text
+    assert headline({"run": {"verdict": {"summary": "input-bound"}}}) == "input-bound"  # the demo's
+    assert headline({"summary": "busy 95%"}, "verdict: other") == "busy 95%"  # health's
 
 
 def chromium() -> str | None:
@@ -115,3 +118,9 @@ def test_chromium_loads_the_report_with_no_console_error_and_shows_the_verdict(t
     bad = tmp_path / "bad.html"
     bad.write_text("<html><body><script>undefined_function()</script></body></html>")
     assert console_errors(headless(browser, "--dump-dom", url=bad.as_uri()).stderr)
+
+
+def test_the_notebook_body_carries_its_own_styles_and_the_binned_plot():
+    body = render_html(run_doc(), steps_table(3000))
+    assert body.startswith("<div class='perfcore'") and "<style>" in body and ".perfcore .verdict" in body
+    assert "<svg" in body and "id='verdict'" in body and "<html" not in body

@@ -13,7 +13,8 @@ import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 
-__all__ = ["render_html", "render_report", "write_report", "write_folder_report", "breakdown_svg", "COLORS"]
+__all__ = ["render_html", "render_report", "write_report", "write_folder_report", "headline", "breakdown_svg",
+           "warnings_of", "COLORS"]
 
 COLORS = {"load": "#e4572e", "transfer": "#f3a712", "compute": "#29335c", "comm": "#669bbc", "host": "#a8a8a8"}
 
@@ -27,6 +28,13 @@ background:#eef2f8;border-left:5px solid #29335c;margin:10px 0}.verdict.warn{bor
 .verdict.critical{border-color:#e4572e;background:#fcece7}.muted{color:#666;font-size:.85em}
 .warn-list li{color:#8a4b00}code{background:#f4f4f4;padding:0 3px;border-radius:3px}
 img{max-width:100%}svg text{font-family:inherit}
+"""
+# The body's own rules, scoped: Jupyter shows the body without the page's <style>.
+BODY_CSS = """
+.perfcore .verdict{font-size:1.1em;font-weight:600;padding:8px 12px;border-radius:4px;background:#eef2f8;
+border-left:5px solid #29335c;margin:10px 0}.perfcore .verdict.warn{border-color:#f3a712;background:#fdf6e7}
+.perfcore .verdict.critical{border-color:#e4572e;background:#fcece7}.perfcore .muted{color:#666;font-size:.85em}
+.perfcore td.n,.perfcore th.n{text-align:right}.perfcore td,.perfcore th{padding:2px 10px 2px 0}
 """
 
 
@@ -224,7 +232,7 @@ def render_html(doc: dict[str, Any], steps: pd.DataFrame | None = None) -> str:
     if warns:
         body.append("<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{_e(w)}</li>" for w in warns)
                     + "</ul>")
-    return f"<div class='perfcore' style='font-family:sans-serif'>{''.join(body)}</div>"
+    return f"<div class='perfcore' style='font-family:sans-serif'><style>{BODY_CSS}</style>{''.join(body)}</div>"
 
 
 def _img(path: Path) -> str:
@@ -268,12 +276,28 @@ def write_report(folder: Path, doc: dict[str, Any], steps: pd.DataFrame | None =
     return _atomic_write(folder / "report.html", render_report(doc, steps, folder))
 
 
-def write_folder_report(folder: Path, title: str, verdict: str, text: str, files: Iterable[str]) -> Path:
-    """report.html for demo / health / diagnose / sweep folders: the verdict, the terminal report's
+def headline(doc: dict[str, Any], text: str = "") -> str:
+    """The one sentence of an experiment document: its verdict, else its summary, else the terminal
+    report's "verdict:" or "best:" line."""
+    for d in (doc, doc.get("run") or {}):
+        v = d.get("verdict")
+        if isinstance(v, dict) and v.get("summary"):
+            return str(v["summary"])
+    if isinstance(doc.get("summary"), str):
+        return doc["summary"]
+    for line in text.splitlines():
+        if line.startswith(("verdict:", "best:")):
+            return line.split(":", 1)[1].strip() if line.startswith("verdict:") else line
+    return "see the report below"
+
+
+def write_folder_report(folder: Path, title: str, doc: dict[str, Any], text: str, files: Iterable[str]) -> Path:
+    """report.html for demo / health / diagnose / sweep folders: the headline, the terminal report's
     text, every PNG of the folder inline (heatmaps included) and links to the other files."""
     folder = Path(folder)
     files = [f for f in files if f != "report.html"]
     pngs = sorted(p for p in folder.glob("*.png"))
+    verdict = headline(doc, text)
     body = [f"<h1>{_e(title)}</h1>", f"<div class='verdict' id='verdict'>{_e(verdict)}</div>",
             f"<pre style='font-size:.8em;overflow-x:auto'>{_e(text)}</pre>"]
     if pngs:

@@ -88,12 +88,9 @@ def load_ipython_extension(ipython) -> None:
             print(f"perfcore: error: {e}", file=sys.stderr)
             return None
         res, timer = run_cell(cell, ipython.user_ns, steps=steps, warmup=warmup)
-        from IPython.display import Image, display
+        from IPython.display import HTML, display
 
-        from perfcore.report.plots import plot_breakdown
+        from perfcore.report.html import render_html
 
-        display(res)
-        png = Path(tempfile.mkdtemp(prefix="perfcore-plot-")) / "breakdown.png"
-        plot_breakdown(timer.summary(), png, title=res["verdict"]["summary"])
-        display(Image(filename=str(png)))
+        display(HTML(render_html(res, timer.summary())))  # report.html's body: verdict, advice, binned plot
         return None
