@@ -79,6 +79,7 @@ py::dict bufferStatsToDict(const BufferStats& b) {
   d["overflow_records"] = b.overflowRecords;
   d["invalid_timestamps"] = b.invalidTimestamps;
   d["other_records"] = b.otherRecords;
+  d["decode_ns"] = b.decodeNs;
   return d;
 }
 

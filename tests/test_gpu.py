@@ -9,8 +9,9 @@ pytestmark = [pytest.mark.cuda]
 def test_event_timer_matches_known_kernels():
     from perfcore.capture.calibration import event_timer_error
 
-    for r in event_timer_error((1_000_000, 10_000_000), repeats=10):
-        assert r["rel_error"] <= 0.02, r
+    # Tolerance: 1%, or two event resolutions plus the measured spread where that is coarser.
+    for r in event_timer_error((50_000, 1_000_000, 10_000_000), repeats=10):
+        assert r["ok"], r
 
 
 def test_cupti_kernel_durations_and_clock():
@@ -18,7 +19,7 @@ def test_cupti_kernel_durations_and_clock():
 
     res = cupti_kernel_error((1_000_000,), repeats=10)
     assert res["durations"][0]["kernels"] == 10
-    assert res["durations"][0]["rel_error"] <= 0.01
+    assert res["durations"][0]["ok"], res
     assert res["on_clock"] == res["launches"]
     assert res["stats"]["dropped_records"] == 0
 
@@ -96,6 +97,71 @@ def test_step_timer_kernels_mode_uses_cupti():
     assert res["backend"] == "native-cupti"
     assert res["kernels"] and res["kernels"][0]["count"] >= 4
     assert res["breakdown_fraction"]["compute"] > 0
+    cap = res["capture"]
+    assert cap["dropped"] == 0 and cap["records"] > 0 and cap["kernels_by_external_id"] >= 5
+
+
+def test_second_kernels_timer_falls_back_instead_of_raising():
+    import perfcore
+
+    with perfcore.StepTimer(device="cuda", kernels=True) as first:
+        second = perfcore.StepTimer(device="cuda", kernels=True, kernel_backend="native")
+        assert first.backend == "native-cupti" and second.backend == "events"
+        assert any("already running" in n for n in second.notes)
+        second.close()  # must not stop the first timer's tracing
+        assert first._tracer.active
+
+
+def test_kernel_time_matches_cuda_events_within_1_percent():
+    from perfcore.capture.calibration import spin_kernels
+
+    for r in spin_kernels("native", (1_000_000,), repeats=10)["durations"]:
+        assert r["kernels"] == 10 and abs(r["median_ns"] - r["event_median_ns"]) <= 0.01 * r["event_median_ns"], r
+
+
+def test_phase_kernels_attributed_including_autograd_thread():
+    from perfcore.capture.calibration import phase_tagging
+
+    t = phase_tagging(launches_per_phase=200, phases=2)
+    assert min(t["per_phase"].values()) >= 0.99 and t["outside_untagged"] >= 0.99
+    assert t["autograd_kernels"] > 0 and t["autograd_attributed"] >= 0.99, t
+
+
+def test_every_kernel_of_a_graph_launch_is_seen_and_tagged():
+    from perfcore.capture.calibration import graph_kernels
+
+    g = graph_kernels(nodes=20, replays=5)
+    assert g["seen"] == g["expected"] and g["attributed"] >= 0.99, g
+
+
+def test_no_drops_with_a_small_pool_drained_continuously():
+    from perfcore.capture.calibration import many_kernels
+
+    m = many_kernels(n=50_000)
+    assert m["seen"] == m["launched"] and m["dropped"] == 0, m
+
+
+def test_event_phases_from_several_threads():
+    from perfcore.capture.calibration import events_from_threads
+
+    e = events_from_threads(threads=4, pairs=500)
+    assert not e["errors"] and e["resolved"] == e["expected"] and e["one_thread_per_phase"], e
+
+
+def test_users_peak_memory_survives_per_step_peaks():
+    from perfcore.capture.calibration import peak_memory_kept
+
+    p = peak_memory_kept()
+    assert p["user_peak"] == p["truth"], p
+
+
+def test_cupti_python_backend_agrees_with_native():
+    pytest.importorskip("cupti.cupti", reason="cupti-python is not installed")
+    from perfcore.capture.calibration import spin_kernels
+
+    a = spin_kernels("native", (1_000_000,), repeats=10)["durations"][0]
+    b = spin_kernels("cupti-python", (1_000_000,), repeats=10)["durations"][0]
+    assert a["kernels"] == b["kernels"] == 10 and abs(a["median_ns"] - b["median_ns"]) <= 0.01 * a["median_ns"]
 
 
 def test_diagnose_and_sweep_on_gpu():

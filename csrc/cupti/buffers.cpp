@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "../clock.h"
+
 namespace perfcore {
 
 ActivityBuffers::~ActivityBuffers() {
@@ -27,7 +29,7 @@ void ActivityBuffers::reset(size_t bufferBytes, size_t maxBuffers, int64_t maxPe
   pending_ = ActivityColumns{};
   names_ = NameTable{};
   maxPendingRecords_ = maxPendingRecords;
-  records_ = pendingRecords_ = overflow_ = invalid_ = other_ = undecodable_ = 0;
+  records_ = pendingRecords_ = overflow_ = invalid_ = other_ = undecodable_ = decodeNs_ = 0;
   completed_.store(0);
   denied_.store(0);
   dropped_.store(0);
@@ -78,6 +80,7 @@ size_t ActivityBuffers::decodeReady() {
     ready.swap(ready_);
   }
   std::lock_guard<std::mutex> lock(decodeMutex_);
+  const int64_t t0 = nowNs();
   for (auto& r : ready) {
     // Bounded memory: past the cap the records are counted, not kept (reported as overflow).
     if (pendingRecords_ < maxPendingRecords_) {
@@ -98,6 +101,7 @@ size_t ActivityBuffers::decodeReady() {
     std::lock_guard<std::mutex> pool(poolMutex_);
     free_.push_back(r.buffer);
   }
+  decodeNs_ += nowNs() - t0;
   return ready.size();
 }
 
@@ -123,6 +127,7 @@ BufferStats ActivityBuffers::stats() {
     s.invalidTimestamps = invalid_;
     s.otherRecords = other_;
     s.buffersUndecodable = undecodable_;
+    s.decodeNs = decodeNs_;
   }
   s.buffersCompleted = completed_.load();
   s.buffersDenied = denied_.load();

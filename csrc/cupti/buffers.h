@@ -27,6 +27,7 @@ struct BufferStats {
   int64_t invalidTimestamps = 0;
   int64_t otherRecords = 0;
   int64_t buffersUndecodable = 0;  // buffers the loaded libcupti could not walk (records lost)
+  int64_t decodeNs = 0;            // time spent decoding, for the drain cost per record
 };
 
 class ActivityBuffers {
@@ -70,6 +71,7 @@ class ActivityBuffers {
   NameTable names_;
   int64_t maxPendingRecords_ = 0;
   int64_t records_ = 0, pendingRecords_ = 0, overflow_ = 0, invalid_ = 0, other_ = 0, undecodable_ = 0;
+  int64_t decodeNs_ = 0;
 
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> denied_{0};

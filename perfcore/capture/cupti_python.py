@@ -192,7 +192,7 @@ class CuptiPythonTracer:
         self._offset_ns = 0
         self._offset_start_ns = 0
         self._counts = {"buffers_completed": 0, "records": 0, "dropped_records": 0, "invalid_timestamps": 0,
-                        "other_records": 0, "flushes": 0, "flush_ns": 0, "forced_flush_ns": 0, "drain_ns": 0,
+                        "other_records": 0, "flushes": 0, "flush_ns": 0, "forced_flush_ns": 0, "decode_ns": 0,
                         "callback_errors": 0}
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -298,7 +298,7 @@ class CuptiPythonTracer:
                 c["records"] += raw["records"]
                 c["invalid_timestamps"] += raw["invalid_timestamps"]
                 c["other_records"] += raw["other_records"]
-                c["drain_ns"] += time.perf_counter_ns() - t0
+                c["decode_ns"] += time.perf_counter_ns() - t0
         except Exception:
             with self._lock:
                 self._counts["callback_errors"] += 1
