@@ -124,3 +124,16 @@ def test_the_notebook_body_carries_its_own_styles_and_the_binned_plot():
     body = render_html(run_doc(), steps_table(3000))
     assert body.startswith("<div class='perfcore'") and "<style>" in body and ".perfcore .verdict" in body
     assert "<svg" in body and "id='verdict'" in body and "<html" not in body
+
+
+def test_experiment_commands_write_a_report(tmp_path):
+    from click.testing import CliRunner
+
+    from perfcore.cli import cli
+
+    factory = Path(__file__).with_name("workload_factories.py")
+    r = CliRunner().invoke(cli, ["health", "--steps", "5", "--out", str(tmp_path / "h"), f"{factory}:slow_loader"])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "h" / "report.html").read_text()
+    doc = __import__("json").loads((tmp_path / "h" / "health.json").read_text())
+    assert f"id='verdict'>{doc['summary'][:40]}" in text.replace("&#x27;", "'") and "report.html" in r.output
