@@ -14,18 +14,30 @@ from perfcore.analysis.attribution import LABELS
 LOAD_S, TRANSFER_S, COMPUTE_S = 0.030, 0.005, 0.020
 
 
-def sleepy_loader(n, load_s=LOAD_S):
+# What each sleep really took, per step, timed by the test itself: on a busy machine a sleep
+# overshoots by whatever the scheduler adds, so the truth is the measured sleep, not the asked one.
+TRUTH: dict[str, list[float]] = {"load_ms": [], "transfer_ms": [], "compute_ms": [], "augment_ms": []}
+
+
+def _sleep(seconds, into=None):
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    if into is not None:
+        TRUTH[into].append((time.perf_counter() - t0) * 1e3)
+
+
+def sleepy_loader(n, load_s=LOAD_S, record=False):
     for i in range(n):
-        time.sleep(load_s)
+        _sleep(load_s, "load_ms" if record else None)
         yield i
 
 
-def run_loop(timer, steps=12, extra=None):
-    for _ in timer.load(sleepy_loader(steps)):
+def run_loop(timer, steps=12, extra=None, record=False):
+    for _ in timer.load(sleepy_loader(steps, record=record)):
         with timer.transfer():
-            time.sleep(TRANSFER_S)
+            _sleep(TRANSFER_S, "transfer_ms" if record else None)
         with timer.compute():
-            time.sleep(COMPUTE_S)
+            _sleep(COMPUTE_S, "compute_ms" if record else None)
         if extra:
             extra(timer)
         timer.step()
@@ -33,23 +45,27 @@ def run_loop(timer, steps=12, extra=None):
 
 def augment(timer):
     with timer.phase("augment"):
-        time.sleep(0.001)
+        _sleep(0.001, "augment_ms")
 
 
 @pytest.fixture(scope="module")
 def measured():
     timer = perfcore.StepTimer(device="cpu", warmup=2)
-    run_loop(timer, extra=augment)
+    for v in TRUTH.values():
+        v.clear()
+    run_loop(timer, extra=augment, record=True)
     return timer, timer.summary()
 
 
 def test_labels_within_3_percent_of_the_truth(measured):
     _, df = measured
-    steady = df[~df["warmup"]]
-    # time.sleep may overshoot a little, never undershoot: compare medians to the requested sleeps.
-    for col, truth in (("load_ms", LOAD_S), ("transfer_ms", TRANSFER_S), ("compute_ms", COMPUTE_S)):
-        med = steady[col].median() / 1e3
-        assert truth * 0.97 <= med <= truth * 1.03 + 0.0005, (col, med)
+    # Each label, step by step, against the sleep it holds as the test timed it (medians over the
+    # steps; 3% plus 0.5 ms for the few instructions between the phase's edge and the test's clock).
+    for col, asked in (("load_ms", LOAD_S), ("transfer_ms", TRANSFER_S), ("compute_ms", COMPUTE_S)):
+        truth = np.asarray(TRUTH[col])
+        assert len(truth) == len(df) and (truth >= asked * 1e3).all()
+        err = np.median(df[col].to_numpy() - truth)
+        assert -0.03 * np.median(truth) <= err <= 0.03 * np.median(truth) + 0.5, (col, err, np.median(truth))
 
 
 def test_five_labels_sum_to_wall_exactly(measured):
@@ -74,8 +90,11 @@ def test_warmup_reported_apart(measured):
 def test_custom_phase_reported_under_its_name(measured):
     _, df = measured
     assert "augment_ms" in df.columns
-    # A 1 ms sleep never takes less; on a shared machine one in a dozen can take several ms more.
-    assert (df["augment_ms"] >= 1.0).all() and df["augment_ms"].median() < 2 and (df["augment_ms"] < 5).mean() >= 0.75
+    # A 1 ms sleep never takes less; how much more depends on the machine's load, so the phase is
+    # checked against the sleep it held, as the test timed it.
+    truth = np.asarray(TRUTH["augment_ms"])
+    assert (df["augment_ms"] >= 1.0).all() and len(truth) == len(df)
+    assert abs(np.median(df["augment_ms"].to_numpy() - truth)) <= 0.03 * np.median(truth) + 0.5
     # A host-labelled custom phase is reported by name and counted in host.
     assert (df["host_ms"] >= df["augment_ms"]).all()
 
@@ -172,28 +191,30 @@ def test_two_timers_do_not_leak_into_each_other():
 def test_phases_from_worker_threads_are_counted():
     timer = perfcore.StepTimer(device="cpu", warmup=0)
 
-    opened = threading.Event()
+    opened, computed = threading.Event(), threading.Event()
 
     def worker():
         with timer.comm():
             opened.set()
-            time.sleep(0.01)
+            computed.wait(5)
 
     for _ in range(3):
         opened.clear()
+        computed.clear()
         t = threading.Thread(target=worker)
         t.start()
-        # On a busy machine the thread may start late: open compute only once comm is open, so the
-        # test checks the precedence rule, not the scheduler.
+        # The comm phase (another thread) opens before compute and closes after it, whatever the
+        # scheduler does on a busy machine: the test checks the precedence rule, not the timing.
         assert opened.wait(5)
         with timer.compute():
             time.sleep(0.004)
+        computed.set()
         t.join()
         timer.step()
     df = timer.summary()
-    # The comm phase (10 ms, another thread) covers the 4 ms compute phase. On CPU a collective is a
-    # wait inside compute, so comm wins where they overlap (attribution.CPU_PRECEDENCE).
-    assert (df["comm_ms"] >= 9.5).all()
+    # comm covers the 4 ms compute phase. On CPU a collective is a wait inside compute, so comm
+    # wins where they overlap (attribution.CPU_PRECEDENCE).
+    assert (df["comm_ms"] >= 4.0).all()
     assert (df["compute_ms"] <= 0.5).all()
 
 
