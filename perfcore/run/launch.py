@@ -54,23 +54,29 @@ def check_command(cmd: list[str]) -> None:
                                      f"perfcore cannot instrument it; run it as: perfcore run -- python {exe} ...")
         return
     rest = cmd[1:]
-    # python [-u -O -W ignore -X dev ...] script.py: the first non-option is the script, unless -m / -c come first.
+    # python [-u -O -W ignore -X dev ...] script.py: the first non-option is the script, unless a
+    # -m / -c (alone or at the end of a cluster such as -uc) comes first.
     i = 0
     while i < len(rest):
         a = rest[i]
-        if a in ("-m", "-c") or (a.startswith("-m") or a.startswith("-c")) and len(a) > 2 and a[1] in "mc":
-            return
-        if a in ("-I", "-E") or a.startswith("-") and not a.startswith("--") and a[1:2] not in "WX" and \
-                any(f in a[1:] for f in "IE"):
-            flag = "-I" if "I" in a else "-E"
-            raise UsageError(f"python {flag} ignores PYTHONPATH, so perfcore cannot instrument it; drop {flag}")
+        i += 1
+        if a == "-" or a == "--":
+            return  # the program comes on stdin, or what follows is not for us to judge
         if a in _PY_OPTS_WITH_VALUE:
-            i += 2
-            continue
-        if a == "-":
-            return  # the program comes on stdin
-        if a.startswith("-"):
             i += 1
+            continue
+        if a.startswith("--"):
+            continue
+        if a.startswith("-"):
+            for k, letter in enumerate(a[1:], 1):
+                if letter in "IE":
+                    raise UsageError(f"python -{letter} ignores PYTHONPATH, so perfcore cannot instrument it; "
+                                     f"drop -{letter}")
+                if letter in "cm":
+                    return
+                if letter in "WX":
+                    i += 0 if a[k + 1:] else 1  # its value is the rest of the cluster, or the next word
+                    break
             continue
         if not Path(a).is_file():
             raise UsageError(f"no such script: {a}")
