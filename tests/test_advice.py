@@ -184,3 +184,11 @@ def test_the_training_loader_is_advised_not_the_validation_one():
     doc = run_doc({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[val, train])
     advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
     assert "train.py:42" in doc["recommendations"][0]["text"] and "train.py:50" not in doc["recommendations"][0]["text"]
+
+
+def test_a_jobs_verdict_is_its_slowest_ranks():
+    slow = run_doc({"load": 20.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, rank=1)
+    job = run_doc({"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 20.0, "host": 0.0}, rank=0)
+    advise_run(job, zero_code=True, focus=slow)
+    assert job["verdict"]["bound"] == "load"
+    assert job["verdict"]["summary"].endswith("on rank 1; the other ranks wait for it in comm")
