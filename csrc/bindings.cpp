@@ -162,7 +162,10 @@ PYBIND11_MODULE(_C, m) {
   }, "(count, reason): reason says why count is 0.");
 
   py::class_<EventTimer>(m, "EventTimer")
-      .def(py::init<size_t>(), py::arg("max_pending") = 8192)
+      .def(py::init<size_t, int>(), py::arg("max_pending") = 8192, py::arg("device") = -1)
+      .def("set_device", &EventTimer::setDevice, py::arg("device"),
+           "Move to another GPU; False while a phase is open (try again later).")
+      .def_property_readonly("device", &EventTimer::device)
       .def("begin", [](EventTimer& t, int32_t phase, int64_t step, py::object stream) {
         t.begin(phase, step, streamArg(stream));
       }, py::arg("phase_id"), py::arg("step"), py::arg("stream") = py::none())

@@ -12,7 +12,31 @@
 
 namespace perfcore {
 
-EventTimer::EventTimer(size_t maxPending) : maxPending_(maxPending) { requireDevice(); }
+namespace {
+// Makes `device` current for a scope and puts the caller's device back after (no-op when it is
+// current already: one cudaGetDevice, which the runtime answers from thread state).
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device) {
+      switched_ = cudaSetDevice(device) == cudaSuccess;
+    }
+  }
+  ~OnDevice() {
+    if (switched_) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = -1;
+  bool switched_ = false;
+};
+}  // namespace
+
+EventTimer::EventTimer(size_t maxPending, int device) : maxPending_(maxPending) {
+  requireDevice();
+  if (device < 0) PERFCORE_CUDA_CHECK(cudaGetDevice(&device));
+  device_ = device;
+}
 
 EventTimer::~EventTimer() {
   // Destructors must not throw; a failed destroy only leaks an event.
@@ -63,6 +87,7 @@ void EventTimer::sync() {
 void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
   const int64_t tid = currentThreadId();
   std::lock_guard<std::mutex> lock(mutex_);
+  OnDevice on(device_);
   if (anchor_ == nullptr) sync();
   // Bounded memory: at the cap, wait for the oldest pair (recorded long ago, so normally already
   // done) and keep its result for the next resolve().
@@ -96,6 +121,7 @@ EventTimer::Pair* EventTimer::findOpen(int64_t tid, int32_t phase, const char* w
 void EventTimer::end(int32_t phase, uintptr_t stream) {
   const int64_t tid = currentThreadId();
   std::lock_guard<std::mutex> lock(mutex_);
+  OnDevice on(device_);
   Pair* p = findOpen(tid, phase, "EventTimer.end");
   open_[tid].pop_back();  // closed even if the record fails: the stack stays usable
   const cudaError_t err = cudaEventRecord(p->stop, reinterpret_cast<cudaStream_t>(stream));
@@ -151,6 +177,7 @@ bool EventTimer::collect(Pair& p, bool wait, EventColumns& out) {
 
 EventColumns EventTimer::resolve(bool wait) {
   std::lock_guard<std::mutex> lock(mutex_);
+  OnDevice on(device_);
   EventColumns out = std::move(ready_);
   ready_ = EventColumns{};
   // Pairs resolve in FIFO order and stop at the first unfinished one (open pairs included), so
@@ -162,6 +189,28 @@ EventColumns EventTimer::resolve(bool wait) {
   // Pairs resolved above were measured against the current anchor; later ones use the new one.
   if (anchor_ != nullptr && nowNs() - anchorNs_ >= kResyncNs) sync();
   return out;
+}
+
+bool EventTimer::setDevice(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (device == device_) return true;
+  for (auto& kv : open_) {
+    if (!kv.second.empty()) return false;
+  }
+  {
+    OnDevice on(device_);
+    // Every pair is closed: finish them on the old device (kept for the next resolve()), then
+    // let go of its events, anchor and stream.
+    while (!pending_.empty() && collect(pending_.front(), true, ready_)) popFront();
+    for (auto ev : free_) cudaEventDestroy(ev);
+    free_.clear();
+    if (anchor_) cudaEventDestroy(anchor_);
+    anchor_ = nullptr;
+    if (syncStream_) cudaStreamDestroy(syncStream_);
+    syncStream_ = nullptr;
+  }
+  device_ = device;  // the next begin() anchors on the new device
+  return true;
 }
 
 size_t EventTimer::pending() {

@@ -49,7 +49,9 @@ struct ClockSync {
 class EventTimer {
  public:
   // maxPending bounds the pairs alive at once; past it, begin() waits for the oldest one.
-  explicit EventTimer(size_t maxPending = 8192);
+  // device: the GPU whose stream the events are recorded on; -1: whichever is current when the
+  // timer is made. Events are recorded there whatever device is current at begin()/end().
+  explicit EventTimer(size_t maxPending = 8192, int device = -1);
   ~EventTimer();
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
@@ -67,6 +69,11 @@ class EventTimer {
   EventColumns resolve(bool wait);
   size_t pending();
   size_t eventsCreated() const { return created_; }
+  // Moves the timer to another GPU (a script that moved its model there without set_device):
+  // waits for the pairs in flight, then re-anchors there. False (nothing changes) while a
+  // phase is open.
+  bool setDevice(int device);
+  int device() const { return device_; }
   ClockSync clockSync();
 
   static constexpr int64_t kResyncNs = 1000000000LL;  // 1 s
@@ -99,6 +106,8 @@ class EventTimer {
   cudaEvent_t anchor_ = nullptr;
   int64_t anchorNs_ = 0;
   ClockSync clock_;
+
+  int device_ = -1;
 
   std::mutex mutex_;  // guards everything below
   size_t maxPending_;

@@ -42,6 +42,7 @@ COMPACT_EVERY = 1024  # settle at most this often (steps) ...
 COMPACT_MIN_S = 2.0  # ... and at most every 2 s, so settling costs under 1% of the run,
 COMPACT_MAX = 16384  # ... but always by this many steps, which bounds memory
 SETTLE_LAG = 2  # the newest steps stay unsettled: their GPU work may still be arriving
+FOLLOW_UNTIL = 8  # the first steps (and every settle) check which GPU holds the work
 
 
 class RunResult(dict):
@@ -159,6 +160,7 @@ class StepTimer:
         self._C = native()
         self._rec = self._C.SpanRecorder()
         self._events = None
+        self._follow = False
         self._stream = 0
         if self.device == "cuda":
             import torch
@@ -166,6 +168,8 @@ class StepTimer:
             self._stream = int(stream.cuda_stream if hasattr(stream, "cuda_stream") else
                                stream if stream is not None else torch.cuda.current_stream().cuda_stream)
             self._events = self._C.EventTimer()
+            # Follow the GPU the work is on, unless the caller named a device or a stream.
+            self._follow = stream is None and not str(device).startswith("cuda:")
         self._names: dict[int, str] = {v: k for k, v in _BUILTIN.items()}
         self._labels: dict[int, str] = {v: k for k, v in _BUILTIN.items()}
         self._scopes: dict[str, Any] = {}
@@ -257,12 +261,16 @@ class StepTimer:
         n = len(self._boundaries)
         if n % COMPACT_EVERY == 0:
             self.upkeep(n)
+        elif n <= FOLLOW_UNTIL and self._follow:
+            self.follow_device()
 
     def upkeep(self, n: int) -> None:
         """After boundary n, every COMPACT_EVERY steps: settle all but the last few steps into rows
         and aggregates, so memory stays flat. On a GPU this waits for the work of steps already
         ended (once per COMPACT_EVERY steps; never a per-step sync). Whoever appends to
         `boundaries` directly (perfcore run's native step clock) calls this itself."""
+        if n <= FOLLOW_UNTIL or n % COMPACT_EVERY == 0:
+            self.follow_device()
         t = self._boundaries[n - 1]
         if t - self._last_compact_ns >= COMPACT_MIN_S * 1e9 or n - self._store.settled >= COMPACT_MAX:
             self._last_compact_ns = t
@@ -353,6 +361,30 @@ class StepTimer:
         return len(self._boundaries)
 
     # -- collection ---------------------------------------------------------------------------
+    def follow_device(self) -> None:
+        """Record phase events on the GPU that holds this process's tensors. A script that moves
+        its model with model.to(rank) and never calls torch.cuda.set_device leaves the current
+        device at 0 while its work runs on `rank`; the events must follow the work. Called at the
+        first steps and at every settle; a no-op on CPU or when the device or stream was given."""
+        if not self._follow:
+            return
+        try:
+            import torch
+
+            n = torch.cuda.device_count()
+            if n < 2:
+                self._follow = False  # nothing to follow
+                return
+            cur = torch.cuda.current_device()
+            used = [torch.cuda.memory_allocated(i) for i in range(n)]
+            best = max(range(n), key=lambda i: (used[i], i == cur))
+            if used[best] > 0 and best != self._events.device and self._events.set_device(best):
+                self.notes.append(f"phases timed on GPU {best}, which holds this process's tensors "
+                                  f"(the current device is {cur}: torch.cuda.set_device was not called)")
+        except Exception as e:  # never into the user's loop
+            self._follow = False
+            self.notes.append(f"could not check which GPU holds the work ({type(e).__name__}: {e})")
+
     def _start_kernels(self, backend: str = "auto") -> None:
         """Trace with the native CUPTI tracer, else (auto) with cupti-python, else CUDA events.
         backend: "auto", "native" or "cupti-python". Never raises: what failed goes to notes."""

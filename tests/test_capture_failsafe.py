@@ -87,3 +87,52 @@ def test_capture_stats_reach_the_result():
         t.step()
     doc = t.result()
     assert doc["capture"]["backend"] == "host" and doc["capture"]["upkeep_errors"] == 0
+
+
+class _Events:
+    def __init__(self, device, busy=False):
+        self.device, self.busy = device, busy
+
+    def set_device(self, d):
+        if self.busy:  # a phase is open: the native timer refuses and nothing changes
+            return False
+        self.device = d
+        return True
+
+
+def _fake_gpus(monkeypatch, allocated, current=0):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(allocated))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: current)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda i: allocated[i])
+
+
+def test_events_follow_the_gpu_that_holds_the_work(monkeypatch):
+    # model.to(rank) without torch.cuda.set_device: current device 0, every tensor on GPU 2.
+    _fake_gpus(monkeypatch, [0, 0, 4096, 0])
+    t = timing.StepTimer(device="cpu", warmup=0)
+    t._follow, t._events = True, _Events(0)
+    t.follow_device()
+    assert t._events.device == 2 and any("GPU 2" in n for n in t.notes)
+    t.follow_device()  # already there: nothing more to say
+    assert len([n for n in t.notes if "GPU 2" in n]) == 1
+
+
+def test_follow_waits_while_a_phase_is_open_and_keeps_the_current_device_on_ties(monkeypatch):
+    _fake_gpus(monkeypatch, [0, 4096])
+    t = timing.StepTimer(device="cpu", warmup=0)
+    t._follow, t._events = True, _Events(0, busy=True)
+    t.follow_device()
+    assert t._events.device == 0 and not t.notes  # retried at the next check
+    _fake_gpus(monkeypatch, [4096, 4096], current=0)
+    t._events.busy = False
+    t.follow_device()
+    assert t._events.device == 0
+
+
+def test_follow_is_off_when_the_device_was_named():
+    t = timing.StepTimer(device="cpu", warmup=0)
+    t._events = _Events(0)
+    t.follow_device()  # _follow is False: a CPU timer, or cuda:N / an explicit stream
+    assert t._events.device == 0

@@ -295,6 +295,8 @@ class Instrumentation:
             return
         if n % self.compact_every == 0 and self.sources.chosen is not None:
             self.timer.upkeep(n)
+        elif n <= 8:
+            self.timer.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
         if (n - 1) % self.mem_every == 0:
             self.sample_memory(n - 1)
         if self.sources.chosen is not None and self.progress is not None:
