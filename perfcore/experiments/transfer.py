@@ -90,7 +90,11 @@ def measure(sizes: Iterable[int] = tuple(parse_sizes("4K..1G")), directions: Ite
 
 
 def nominal_link_gbps() -> dict[str, Any]:
-    """The PCIe link's nominal rate per direction (GB/s) from NVML, or why it is unknown."""
+    """The PCIe link's nominal rate per direction (GB/s) from NVML, or why it is unknown.
+
+    Nominal is the most the device and this system allow (NVML's max generation and width); an
+    idle GPU trains its link down, so the current generation read between copies understates it.
+    """
     per_lane = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
     try:
         import pynvml
@@ -102,11 +106,13 @@ def nominal_link_gbps() -> dict[str, Any]:
         gen = pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h)
         width = pynvml.nvmlDeviceGetCurrPcieLinkWidth(h)
         max_gen = pynvml.nvmlDeviceGetMaxPcieLinkGeneration(h)
+        max_width = pynvml.nvmlDeviceGetMaxPcieLinkWidth(h)
         pynvml.nvmlShutdown()
     except Exception as e:
         return {"gbps": None, "reason": f"NVML could not tell the link ({type(e).__name__}: {e})"}
-    return {"gbps": per_lane.get(gen, float("nan")) * width, "generation": gen, "width": width, "max_generation": max_gen,
-            "note": "an idle GPU may train its link down to a lower generation; measure under load"}
+    return {"gbps": per_lane.get(max_gen, float("nan")) * max_width, "generation": max_gen, "width": max_width,
+            "current_generation": gen, "current_width": width,
+            "note": "nominal = the most this device and system allow; the current link may be trained down when idle"}
 
 
 def summarize_curve(df: pd.DataFrame, nominal: float | None) -> dict[str, Any]:
