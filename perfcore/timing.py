@@ -246,7 +246,9 @@ class StepTimer:
             if self._clock_opt is None:
                 self._clock_opt = id(opt)
             if id(opt) == self._clock_opt:
-                self.end_step()
+                # At the optimizer's end, by time: a phase still open (the step inside `with
+                # timer.compute():`) is split at the boundary by the attribution, not refused.
+                self.end_step(at_ns=self._C.now_ns())
 
         return register_optimizer_step_post_hook(ended)
 

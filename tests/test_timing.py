@@ -235,3 +235,66 @@ def test_no_steps_gives_empty_summary():
     timer = perfcore.StepTimer(device="cpu")
     assert len(timer.summary()) == 0
     assert timer.result()["steps"] == 0
+
+
+# -- the interface for step sources outside the loop (perfcore run's hooks, the notebook magic) --
+
+def test_step_on_batch_needs_no_step_calls():
+    timer = perfcore.StepTimer(device="cpu", warmup=0, step_on="batch")
+    for _ in timer.load(sleepy_loader(5, load_s=0.002)):
+        with timer.compute():
+            time.sleep(0.002)
+    # 5 batches and the fetch that ends the loop: each fetch after the first ends a step.
+    df = timer.summary()
+    assert len(df) == 5 and (df["compute_ms"] >= 1.5).all() and (df["load_ms"] >= 1.5).all()
+    assert timer.result()["step_source"] == "batch"
+
+
+def test_step_on_optimizer_ends_steps_at_the_first_optimizer():
+    torch = pytest.importorskip("torch")
+    d, g = torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)
+    opt_d, opt_g = torch.optim.SGD(d.parameters(), lr=0.1), torch.optim.SGD(g.parameters(), lr=0.1)
+    with perfcore.StepTimer(device="cpu", warmup=0, step_on="optimizer") as timer:
+        for _ in range(4):
+            with timer.compute():
+                d(torch.randn(2, 4)).sum().backward()
+                opt_d.step()
+                g(torch.randn(2, 4)).sum().backward()
+                opt_g.step()
+    assert timer.steps == 4  # two optimizers an iteration, one step
+    opt_d.step()  # after close() the hook is gone
+    assert timer.steps == 4
+    with pytest.raises(errors.UsageError, match="step_on must be one of"):
+        perfcore.StepTimer(device="cpu", step_on="loss")
+
+
+def test_end_step_at_a_past_time_and_set_boundaries():
+    timer = perfcore.StepTimer(device="cpu", warmup=0)
+    with timer.compute():
+        time.sleep(0.002)
+    t_mid = time.perf_counter_ns()
+    with timer.compute():
+        time.sleep(0.002)
+    t_end = time.perf_counter_ns()
+    assert timer.end_step(at_ns=t_mid) and timer.end_step(at_ns=t_end)
+    assert not timer.end_step(at_ns=t_mid)  # earlier than the last end: refused, not recorded
+    assert timer.boundaries == [t_mid, t_end]
+    df = timer.summary()
+    assert len(df) == 2 and (df["compute_ms"] >= 1.5).all()
+    fresh = perfcore.StepTimer(device="cpu", warmup=0)
+    fresh.set_boundaries([t_end, t_mid])
+    assert fresh.boundaries == [t_mid, t_end]  # sorted
+    timer.record("comm", t_mid, t_end)  # a span measured elsewhere, after settling: refused to move settled steps
+    with pytest.raises(errors.UsageError, match="already settled"):
+        timer.set_boundaries([t_end])
+
+
+def test_end_step_now_is_false_with_a_phase_open_and_close_open_phases():
+    timer = perfcore.StepTimer(device="cpu", warmup=0)
+    scope = timer.compute()
+    scope.__enter__()
+    assert timer.end_step() is False and timer.steps == 0
+    assert timer.close_open_phases() == 1
+    assert timer.end_step() is True and timer.steps == 1
+    assert timer.phase_names()[timer.fetch_scope().phase_id] == "load" and not timer.kernels_traced
+    assert len(timer.step_table()) == 1 and "spans" in timer.trace_tables()

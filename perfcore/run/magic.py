@@ -12,8 +12,10 @@ from pathlib import Path
 __all__ = ["load_ipython_extension", "run_cell"]
 
 
-class _StopCell(Exception):
-    """Raised by the hooks when --steps is reached; ends the cell without an error."""
+class _StopCell(BaseException):
+    """Raised by the hooks when --steps is reached; ends the cell without an error. A BaseException,
+    as SystemExit is: the native hooks pass it on (they keep an Exception from perfcore's own
+    upkeep away from the user's call), and the cell's own `except Exception` does not catch it."""
 
 
 def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5):
