@@ -1,6 +1,7 @@
 """The one verdict: thresholds, ranking, the sentence a user reads, and that every command reaches it."""
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -58,7 +59,9 @@ def test_partial_data_and_degenerate_input():
     v = decide({"load": 5.0}, 0.0)
     assert v["healthy"] and not math.isnan(v["causes"][0]["share"] if v["causes"] else 0.0)
     v = decide({"load": 10.0}, 10.0)  # a step that is all waiting: no finite gain
-    assert v["bound"] == "load" and "faster" not in v["summary"]
+    assert v["bound"] == "load" and "faster" not in v["summary"] and v["causes"][0]["expected_speedup"] is None
+    json.dumps(v, allow_nan=False)  # run.json stays strict JSON
+    assert confirm(v, "load", 3.0, "synthetic data")["agrees"] is None
 
 
 def test_startup_enters_the_verdict_only_when_it_dominates_a_short_run():

@@ -168,7 +168,7 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
     for c in decision.get("causes", []):
         lb, because = c["label"], c["evidence"]
         gain = (f" Expected: steps up to {c['expected_speedup']:.2f}x faster ({c['expected_step_ms']:.1f} ms)."
-                if c["expected_speedup"] != math.inf else "")
+                if c["expected_speedup"] is not None else "")
         if lb == "load":
             if plan and plan.get("text"):
                 rid = {"start-up each epoch": "persistent_workers", "too slow per item": "cheaper_batches",

@@ -9,7 +9,6 @@ cause were removed, so it is also the expected gain.
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
 __all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "THRESHOLDS_RATIONALE",
@@ -58,9 +57,10 @@ def _level(share: float) -> str:
     return "critical" if share >= CRITICAL_SHARE else "warn" if share >= WARN_SHARE else "minor"
 
 
-def _speedup(step_ms: float, ms: float) -> float:
+def _speedup(step_ms: float, ms: float) -> float | None:
+    """step / (step - ms); None when nothing would be left (no finite figure, and JSON has no inf)."""
     left = step_ms - ms
-    return step_ms / left if left > 1e-9 else math.inf
+    return step_ms / left if left > 1e-9 else None
 
 
 def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int) -> dict[str, Any] | None:
@@ -111,7 +111,7 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
     if named:
         top = named[0]
         doc.update(bound=top["label"], level=top["level"], healthy=False, primary=top["label"])
-        speed = ("" if math.isinf(top["expected_speedup"]) else
+        speed = ("" if top["expected_speedup"] is None else
                  f"; removing it would make steps up to {top['expected_speedup']:.2f}x faster")
         summary = (f"{top['bound']}: {top['what']} costs {top['ms_per_step']:.1f} ms of each {step:.1f} ms step "
                    f"({100 * top['share']:.0f}%; {top['level']} at >= "
@@ -165,6 +165,10 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
         return {"label": label, "experiment": experiment, "predicted_speedup": predicted, "measured_speedup": None,
                 "agrees": None, "measured_ms": None, "sentence": f"{experiment}: no measurement"}
     implied = max(step - step / measured_speedup, 0.0) if step else 0.0
+    if predicted is None:
+        return {"label": label, "experiment": experiment, "predicted_speedup": None,
+                "measured_speedup": measured_speedup, "agrees": None, "measured_ms": implied,
+                "sentence": f"{experiment} measured {measured_speedup:.2f}x (the step is all {_CAUSES[label][1]})"}
     agrees = abs(measured_speedup - predicted) / predicted <= tolerance
     what = _CAUSES[label][1]
     drift = (compute_ms is not None and compute_ms[0] > 0 and compute_ms[1] > COMPUTE_DRIFT * compute_ms[0])

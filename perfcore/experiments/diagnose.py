@@ -117,7 +117,7 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             how = f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
         final["summary"] = final["summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
-    if final["bound"] == "load" and workers and workers.get("speedup"):
+    if final["bound"] == "load" and workers and workers.get("speedup") and final["causes"][0]["expected_speedup"]:
         # Workers can at best hide the whole wait: B measured against that ceiling, in the same words.
         ceiling = final["causes"][0]["expected_speedup"]
         final["checks"].append({"label": "load", "experiment": workers["name"], "predicted_speedup": ceiling,
