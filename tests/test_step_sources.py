@@ -243,3 +243,77 @@ def test_warmup_only_run_says_so_without_artefacts(tmp_path):
     counts = [int(n) for n in re.findall(r"(\d+) worker\(s\)", p.stdout)]
     assert counts and all(n <= 64 for n in counts)  # no absurd worker counts
     assert doc["loaders"][0]["num_workers"] == 2 and len(doc["loaders"][0]["worker_startup_ms"]) == 1
+
+
+# -- start-up and DataLoaders ---------------------------------------------------------------------
+
+class FakeLoader:
+    def __init__(self, num_workers, persistent):
+        self.num_workers, self.persistent_workers = num_workers, persistent
+        self.pin_memory, self.prefetch_factor, self.batch_size, self.dataset = False, 2, 8, object()
+
+
+class FakeIter:
+    def __init__(self):
+        self._num_yielded = 0
+
+    def _next_data(self):
+        self._num_yielded += 1
+        return self._num_yielded
+
+
+def test_loaders_time_each_epochs_first_batch_and_what_persistent_workers_would_save(tmp_path):
+    from perfcore.run.loaders import Loaders
+
+    clock = iter(range(0, 10**9, 1_000_000))  # each reading 1 ms later
+    loaders = Loaders(lambda: next(clock))
+    restart, keep = FakeLoader(2, False), FakeLoader(2, True)
+    loaders.made(restart, "train.py:10")
+    loaders.made(keep, "train.py:11")
+    for ld in (restart, keep):
+        for _ in range(3):
+            rec = loaders.epoch_started(ld, next(clock), grad_enabled=True)
+            it = FakeIter()
+            loaders.watch_first_batch(it, rec)
+            for _ in range(4):
+                it._next_data()
+    (workers := tmp_path / "workers").mkdir()
+    # One worker of the first loader made 2 batches in 5 ms each (pid, worker, start, end, ...).
+    (workers / "123.L0.csv").write_text("123,0,0,5000000,4000000,1000000,8,-1\n123,0,0,5000000,4000000,1000000,8,-1\n")
+    a, b = loaders.summary(workers)
+    assert a["site"] == "train.py:10" and a["batches"] == 12 and a["worker_batch_ms"] == pytest.approx(5.0)
+    assert a["worker_startup_ms"] == [1.0, 1.0, 1.0]  # iter() -> first batch: one clock tick each
+    # Epochs 2 and 3 start their workers again: each would save its start-up less one batch's making.
+    assert a["persistent_workers_would_save_ms"] == pytest.approx(0.0)  # 1 ms start-up < 5 ms a batch
+    assert "persistent_workers_would_save_ms" not in b and b["worker_batch_ms"] is None
+    assert loaders.training_batches() == 24
+
+
+def test_startup_summary_on_a_hand_made_table():
+    from perfcore.run.part import startup_summary
+
+    full = pd.DataFrame({"start_ns": [2_000_000_000, 2_500_000_000, 2_510_000_000, 2_520_000_000],
+                         "wall_ns": [500_000_000, 10_000_000, 10_000_000, 12_000_000],
+                         "warmup": [True, False, False, False]})
+    loaders = [{"training": True, "worker_startup_ms": [300.0, 250.0]}]
+    s = startup_summary(1_000_000_000, full, loaders, measured=3)
+    assert s == {"time_to_first_step_ms": 1500.0, "first_step_ms": 500.0, "steady_step_ms": 10.0,
+                 "worker_startup_ms": 300.0, "worker_startup_total_ms": 550.0}
+    one = startup_summary(1_000_000_000, full.iloc[:1], [], measured=0)  # a one-step run: no steady state
+    assert one["steady_step_ms"] is None and one["worker_startup_ms"] is None
+
+
+def test_worker_startup_per_epoch_from_a_real_run(tmp_path):
+    p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "train_meter.py"), "--workers", "2",
+                             "--epochs", "3", "--samples", "96", "--delay", "0.002")
+    assert p.returncode == 0, p.stderr
+    (ld,) = doc["loaders"]
+    assert ld["num_workers"] == 2 and ld["persistent_workers"] is False and ld["batches"] == 18
+    starts = ld["worker_startup_ms"]
+    assert len(starts) == 3 and all(s > 0 for s in starts)
+    assert ld["persistent_workers_would_save_ms"] == pytest.approx(
+        sum(max(0.0, s - ld["worker_batch_ms"]) for s in starts[1:]))
+    su = doc["startup"]
+    assert su["worker_startup_ms"] == starts[0]
+    assert su["time_to_first_step_ms"] > su["first_step_ms"] > 0
+    assert "persistent_workers=True would save" in p.stdout

@@ -301,7 +301,9 @@ class Instrumentation:
             self.sample_memory(n - 1)
         if self.sources.chosen is not None and self.progress is not None:
             self.progress.tick(self.timer)  # one clock read unless the live view or a checkpoint is due
-        if n >= self.stop_at and (self.sources.chosen is not None or self.sources.optimizers_made == 0):
+        # Evaluation rows are not training steps: --steps counts the training ones.
+        if n - len(self.eval_rows) >= self.stop_at and (self.sources.chosen is not None
+                                                         or self.sources.optimizers_made == 0):
             self.request_stop()
 
     def request_stop(self) -> None:
