@@ -376,13 +376,10 @@ def merge_cmd(res: Results, dirs) -> None:
     from perfcore.report.terminal import render_text
     from perfcore.run.finish import merge_dirs
 
-    empty = [d for d in dirs if not any(Path(d).glob("parts/*/run.json"))]
-    if empty:  # said before the merged folder is made, so a typo leaves nothing behind
-        raise click.UsageError(f"{empty[0]} holds no perfcore parts (parts/*/run.json); give the --out folder "
-                               "of a `perfcore run` on each node")
-    doc = merge_dirs([Path(d) for d in dirs], res.folder)
+    # merge_dirs makes the merged folder only once the parts are read and found to be one job's.
+    doc = merge_dirs([Path(d) for d in dirs], Path(res.out) if res.out else None)
     res.echo(render_text(doc))
-    res.done(doc, list(doc.get("files", {})))
+    res.done(doc, list(doc.get("files", {})), doc["_out"])
 
 
 @cli.command("report")

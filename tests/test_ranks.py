@@ -124,3 +124,53 @@ def test_clock_offsets_from_collective_ends():
 
     parts = [{"doc": {"host": "a"}, "raw": raw(0)}, {"doc": {"host": "b"}, "raw": raw(-250)}]
     assert clock_offsets(parts) == {"a": 0, "b": 250}
+
+
+def _part(rank, world, host="h", pid=1, wall=10.0, comm=0.0, n=6):
+    steps = pd.DataFrame({"step": range(n), "warmup": [False] * n, "wall_ms": [wall] * n, "comm_ms": [comm] * n,
+                          "load_ms": [0.0] * n, "transfer_ms": [0.0] * n, "compute_ms": [wall - comm] * n,
+                          "host_ms": [0.0] * n})
+    doc = {"rank": rank, "world_size": world, "host": host, "pid": pid, "steps": n,
+           "step_time_ms": {"mean": wall}, "breakdown_ms": {}, "breakdown_fraction": {}}
+    return {"doc": doc, "steps": steps}
+
+
+def test_processes_without_a_rank_are_not_missing_ranks():
+    from perfcore.analysis.ranks import job_problem
+
+    out = merge_ranks([_part(None, None, pid=1), _part(None, None, pid=2)])
+    assert out["missing_ranks"] == [] and "missing_note" not in out
+    assert job_problem([_part(None, None, pid=1), _part(None, None, pid=2)]) is None
+
+
+def test_two_jobs_rank_0_is_not_one_job():
+    from perfcore.analysis.ranks import job_problem
+
+    assert job_problem([_part(0, 2, pid=1), _part(1, 2, pid=2)]) is None
+    assert "two parts claim rank 0" in job_problem([_part(0, 2, pid=1), _part(0, 2, pid=7)])
+    assert "disagree on the job's size" in job_problem([_part(0, 2, pid=1), _part(1, 4, pid=2)])
+
+
+def test_zero_wall_steps_do_not_divide_by_zero():
+    out = merge_ranks([_part(0, 2, pid=1, wall=0.0), _part(1, 2, pid=2, wall=0.0)])
+    assert out["stragglers"] == []
+
+
+def test_merging_two_jobs_folders_is_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from perfcore.cli import cli
+    from perfcore.report import jsonio
+
+    from run_docs import write_run_folder
+
+    for name, pid in (("jobA", 11), ("jobB", 22)):
+        part = write_run_folder(tmp_path / name / "parts" / "rank0")
+        doc = json.loads((part / "run.json").read_text())
+        doc.update(rank=0, world_size=1, pid=pid)
+        jsonio.write(part / "run.json", doc)
+    res = CliRunner().invoke(cli, ["merge", str(tmp_path / "jobA"), str(tmp_path / "jobB"), "--out",
+                                   str(tmp_path / "m")], prog_name="perfcore")
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and "two parts claim rank 0" in lines[0], lines
+    assert not (tmp_path / "m").exists()

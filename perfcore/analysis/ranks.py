@@ -14,7 +14,7 @@ import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 
-__all__ = ["merge_ranks", "clock_offsets"]
+__all__ = ["merge_ranks", "clock_offsets", "job_problem"]
 
 _PHRASE = {"load": "its DataLoader waits", "compute": "it computes", "transfer": "it copies",
            "host": "it spends outside the timed phases"}
@@ -30,7 +30,9 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
     parts = sorted(parts, key=lambda p: p["doc"].get("rank") or 0)
     world = max([p["doc"].get("world_size") or 0 for p in parts] + [len(parts)])
     present = [p["doc"].get("rank") for p in parts]
-    missing = sorted(set(range(world)) - set(present))
+    # Only a distributed job has ranks to miss; processes without a rank (rank None) never do.
+    numbered = [r for r in present if isinstance(r, int)]
+    missing = sorted(set(range(world)) - set(numbered)) if numbered else []
     ranks = []
     for p in parts:
         d = p["doc"]
@@ -53,14 +55,14 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
         excess = float((work[i] - med).mean())
         share_slowest = float((slowest == i).mean())
         base = float(med.mean())
-        if share_slowest < 0.5 or excess < max(0.05 * base, 0.5):
+        if share_slowest < 0.5 or excess < max(0.05 * base, 0.5) or base <= 0:
             continue
         others = [j for j in range(len(parts)) if j != i]
         diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
         label = max(diffs, key=diffs.get)
         r = p["doc"].get("rank")
         mine, theirs = float(work[i].mean()), float(np.median(work[others].mean(axis=1)))
-        pct = 100 * (mine - theirs) / float(np.mean(tables[i]["wall_ms"].to_numpy()[:k]))
+        pct = 100 * (mine - theirs) / max(float(np.mean(tables[i]["wall_ms"].to_numpy()[:k])), 1e-9)
         out["stragglers"].append({
             "rank": r, "excess_label": label, "excess_ms": diffs[label], "slowest_share": share_slowest,
             "work_ms": mine, "others_work_ms": theirs,
@@ -78,6 +80,26 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
                                        f"ms/step in collectives for rank(s) {who}"}
                           for i in range(len(parts)) if i not in slow_idx and label_means["comm"][i] - slow_comm > 0.5]
     return out
+
+
+def job_problem(parts: list[dict[str, Any]]) -> str | None:
+    """Why these parts cannot be the ranks of one job, or None: two parts claiming one rank from
+    different runs (two jobs' folders merged), or ranks that disagree on the job's size."""
+    seen: dict[int, tuple] = {}
+    for p in parts:
+        d = p["doc"]
+        r = d.get("rank")
+        if not isinstance(r, int):
+            continue
+        who = (d.get("host"), d.get("pid"))
+        if r in seen and seen[r] != who:
+            return (f"two parts claim rank {r} (host {seen[r][0]} pid {seen[r][1]}, host {who[0]} pid {who[1]}): "
+                    "they come from different runs, not one job; merge the folders of one job's nodes")
+        seen[r] = who
+    sizes = {p["doc"].get("world_size") for p in parts if p["doc"].get("world_size")}
+    if len(sizes) > 1:
+        return f"the parts disagree on the job's size (world sizes {sorted(sizes)}): they are not one job"
+    return None
 
 
 def clock_offsets(parts: list[dict[str, Any]]) -> dict[str, int]:

@@ -217,7 +217,7 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
     files["steps.parquet"] = "steps.parquet"
 
 
-def merge_dirs(dirs: list[Path], out: Path) -> dict[str, Any]:
+def merge_dirs(dirs: list[Path], out: Path | None) -> dict[str, Any]:
     """`perfcore merge`: parts written on several nodes of one job -> one run folder."""
     parts, seen = [], set()
     for d in dirs:
@@ -229,6 +229,13 @@ def merge_dirs(dirs: list[Path], out: Path) -> dict[str, Any]:
             if key not in seen:
                 seen.add(key)
                 parts.append(p)
-    out = prepare_out(out)
+    from perfcore.analysis.ranks import job_problem
+
+    problem = job_problem(parts)
+    if problem:
+        raise UsageError(problem)
+    out = prepare_out(out, "merge")  # only now: a refused merge leaves no folder behind
     cmd = parts[0]["doc"].get("command") or parts[0]["doc"].get("argv") or []
-    return finish_run(out, 0, cmd, parts)
+    doc = finish_run(out, 0, cmd, parts)
+    doc["_out"] = out
+    return doc
