@@ -128,3 +128,48 @@ def test_boundary_moves_the_step_only_with_no_open_phase(C):
     assert t > 0 and r.step == 1
     r.record(2, t, t + 5)
     assert list(r.drain()["step"]) == [0, 1]
+
+
+def test_cancel_takes_back_only_the_innermost_phase_unrecorded(C):
+    # The undo step of an atomic phase open: when the CUDA event or the CUPTI tag cannot open,
+    # the host span just opened is taken back, so the thread's stack is as before.
+    r = C.SpanRecorder()
+    r.begin(1)
+    r.begin(2)
+    r.cancel(2)
+    assert r.open_phases() == [1]
+    r.cancel(7)  # not the innermost: nothing changes
+    assert r.open_phases() == [1]
+    r.end(1)
+    assert list(r.drain()["phase_id"]) == [1]
+
+
+def test_shared_scopes_used_from_many_threads_at_once(C):
+    # One cached scope object per phase, entered concurrently by several threads (DataLoader
+    # pin-memory threads, autograd threads, the user's own): each thread nests and closes its own.
+    r = C.SpanRecorder()
+    outer = C.phase_scope(C.PhaseScope, r, 1)
+    inner = C.phase_scope(C.PhaseScope, r, 2)
+    errors = []
+    barrier = threading.Barrier(4)
+
+    def work():
+        barrier.wait()
+        try:
+            for _ in range(3000):
+                with outer:
+                    with inner:
+                        pass
+        except Exception as e:  # a shared stack would close another thread's phase: UsageError
+            errors.append(e)
+
+    ts = [threading.Thread(target=work) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    d = r.drain()
+    assert not errors and len(d["phase_id"]) == 4 * 3000 * 2
+    for tid in set(d["thread_id"].tolist()):
+        mine = d["thread_id"] == tid
+        assert (d["phase_id"][mine] == 1).sum() == (d["phase_id"][mine] == 2).sum() == 3000
