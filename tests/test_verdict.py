@@ -81,6 +81,10 @@ def test_confirm_and_correct_in_the_same_words():
     v = decide(avoidable(DEMO_BD), DEMO_STEP)
     ok = confirm(v, "load", 1.80, "synthetic data")
     assert ok["agrees"] and ok["sentence"] == "synthetic data measured 1.80x against 1.92x predicted: confirmed"
+    # A small predicted gain that the A/B does not show: 1.1 ms of 11.1 predicted, nothing measured.
+    small = decide({"load": 1.1}, 11.1)
+    assert not confirm(small, "load", 1.0, "synthetic data")["agrees"]
+    assert confirm(small, "load", 1.08, "synthetic data")["agrees"]
     bad = confirm(v, "load", 1.05, "synthetic data")
     assert bad["agrees"] is False and bad["measured_ms"] == pytest.approx(25.6 - 25.6 / 1.05)
     assert "corrected, waiting for data costs 1.2 ms per step (5%), not 12.3 ms" in bad["sentence"]
