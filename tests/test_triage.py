@@ -65,8 +65,11 @@ def test_slow_loader_is_input_bound_and_synthetic_matches_prediction():
 
 
 def test_compute_bound_is_not_blamed_on_data():
-    doc = diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2)
-    assert doc["verdict"]["bound"] == "compute"
+    # 30 ms of compute a step against ~1 ms of fetching in-memory rows: far below the 10% tier (at
+    # 10 ms of compute the same fetch sits right at it, and is rightly named when it crosses).
+    doc = diagnose(load_workload(f"{FACTORIES}:compute_bound", compute_s=0.030), steps=10, warmup=2)
+    assert doc["verdict"]["bound"] == "compute" and doc["verdict"]["healthy"]
+    assert doc["verdict"]["summary"].startswith("compute-bound (healthy)")
 
 
 def test_sweep_picks_workers_for_a_sleepy_loader_and_leaks_no_worker():
