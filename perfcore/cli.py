@@ -388,7 +388,6 @@ def merge_cmd(res: Results, dirs) -> None:
 @results("report", out=False)
 def report_cmd(res: Results, run_dir, html) -> None:
     """Re-render the report and plots of a run folder."""
-    from perfcore.report import jsonio
     from perfcore.report.plots import plot_breakdown
     from perfcore.report.reader import load_run
     from perfcore.report.terminal import render_text
@@ -397,8 +396,7 @@ def report_cmd(res: Results, run_dir, html) -> None:
     res.echo(render_text(doc))
     plotted = len(steps) > 0  # a run that saw no step has nothing to plot
     if plotted:
-        with jsonio.atomic_path(Path(run_dir) / "breakdown.png") as tmp:
-            plot_breakdown(steps, tmp, title=doc["verdict"]["summary"])
+        plot_breakdown(steps, Path(run_dir) / "breakdown.png", title=doc["verdict"]["summary"])
     if html:
         from perfcore.report.html import write_report
 
@@ -537,11 +535,9 @@ def monitor_cmd(res: Results, interval, command) -> None:
     finally:
         frame = s.stop()
     files = ["monitor.csv"]
-    with jsonio.atomic_path(out_dir / "monitor.csv") as tmp:
-        frame.to_csv(tmp, index=False)
+    jsonio.write_csv(out_dir / "monitor.csv", frame)
     if len(frame):
-        with jsonio.atomic_path(out_dir / "monitor.png") as tmp:
-            plot_timeline(frame, tmp, title=" ".join(cmd)[:100])
+        plot_timeline(frame, out_dir / "monitor.png", title=" ".join(cmd)[:100])
         files.append("monitor.png")
     if s.note:
         click.echo(f"perfcore monitor: {s.note}", err=True)
@@ -581,10 +577,8 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
            "summary": summarize_curve(curve, link.get("gbps"))}
     if shape:
         doc["batch"] = batch_cost(shape, dtype)
-    with jsonio.atomic_path(out_dir / "transfer.csv") as tmp:
-        curve.to_csv(tmp, index=False)
-    with jsonio.atomic_path(out_dir / "transfer.png") as tmp:
-        plot_transfer(curve, tmp, link.get("gbps"))
+    jsonio.write_csv(out_dir / "transfer.csv", curve)
+    plot_transfer(curve, out_dir / "transfer.png", link.get("gbps"))
     jsonio.write(out_dir / "transfer.json", doc)
     files = ["transfer.json", "transfer.csv", "transfer.png"]
     for k, v in doc["summary"].items():

@@ -5,12 +5,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perfcore.report import jsonio
+
 __all__ = ["run_demo"]
 
 
 def _dump(obj: Any, path: Path) -> None:
-    from perfcore.report import jsonio
-
     jsonio.write(path, obj)
 
 
@@ -45,7 +45,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     files = {}
     _dump(_public(h), out / "health.json")
     _dump(run_doc, out / "run.json")
-    table.to_csv(out / "steps.csv", index=False)
+    jsonio.write_csv(out / "steps.csv", table)
     _dump(d, out / "diagnose.json")
     plot_breakdown(table, out / "breakdown.png", title=run_doc["verdict"]["summary"])
     plot_experiments(d["experiments"], out / "experiments.png", title=d["verdict"]["summary"].split(";")[0])
@@ -74,7 +74,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     for e in d["experiments"]:
         summary.append(f"| {e['name']} | {e['step_ms']:.2f} | {e['samples_per_s']:.0f} | {e['speedup']:.2f}x |")
     summary += ["", f"**{d['verdict']['summary']}**", "", f"_{agreement[0].upper()}{agreement[1:]}._", ""]
-    (out / "summary.md").write_text("\n".join(summary))
+    jsonio.write_text(out / "summary.md", "\n".join(summary))
     files["summary.md"] = "summary.md"
     doc = {"schema": "perfcore.experiments.demo/1", "health": _public(h), "run": run_doc, "diagnose": d,
            "agree": agree, "bounds": bounds, "files": files,

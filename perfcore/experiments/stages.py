@@ -93,8 +93,7 @@ def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progre
 
         doc = diagnose(target.workload(), steps=steps, warmup=warmup, progress=say)
     jsonio.write(out / "diagnose.json", doc)
-    with jsonio.atomic_path(out / "experiments.png") as tmp:
-        plot_experiments(doc["experiments"], tmp, title=doc["verdict"]["summary"].split(";")[0])
+    plot_experiments(doc["experiments"], out / "experiments.png", title=doc["verdict"]["summary"].split(";")[0])
     return doc, ["diagnose.json", "experiments.png"]
 
 
@@ -148,8 +147,7 @@ def write_sweep(doc: dict[str, Any], out: Path) -> list[str]:
     jsonio.write(out / "sweep.json", doc)
     table = pd.DataFrame(doc["configs"])
     if len(table):
-        with jsonio.atomic_path(out / "sweep.csv") as tmp:
-            table.to_csv(tmp, index=False)
+        jsonio.write_csv(out / "sweep.csv", table)
         files.append("sweep.csv")
         if table["samples_per_s"].notna().any():
             files += [h.name for h in plot_heatmaps(table, out)]

@@ -119,5 +119,7 @@ def build_trace(parts: list[dict[str, Any]], max_events: int = MAX_EVENTS) -> di
 
 def write_trace(path: Path, parts: list[dict[str, Any]], max_events: int = MAX_EVENTS) -> dict[str, Any]:
     doc = build_trace(parts, max_events)
-    Path(path).write_text(json.dumps(doc, separators=(",", ":")))
+    from perfcore.report import jsonio
+
+    jsonio.write_text(Path(path), json.dumps(doc, separators=(",", ":")))
     return doc

@@ -264,10 +264,9 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
 
 
 def _atomic_write(path: Path, text: str) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    from perfcore.report import jsonio
+
+    return jsonio.write_text(path, text)
 
 
 def write_report(folder: Path, doc: dict[str, Any], steps: pd.DataFrame | None = None) -> Path:

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from perfcore.errors import ResultWriteError
 
-__all__ = ["dumps", "write", "write_text", "write_bytes", "atomic_path"]
+__all__ = ["dumps", "write", "write_text", "write_bytes", "write_csv", "atomic_path"]
 
 
 def _default(o: Any) -> Any:
@@ -67,18 +67,30 @@ def atomic_path(path: Path) -> Iterator[Path]:
         raise
 
 
-def write_bytes(path: Path, data: bytes) -> Path:
+def write_bytes(path: Path, data: bytes, durable: bool = True) -> Path:
+    """durable=False skips the fsync: still atomic for readers and for a killed process (the page
+    cache survives it), for files rewritten every few seconds (progress), where a disk flush each
+    time would cost the training loop."""
     path = Path(path)
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                # A full disk can show only here (delayed allocation), not at write().
+                os.fsync(f.fileno())
     return path
 
 
-def write_text(path: Path, text: str) -> Path:
-    return write_bytes(path, text.encode("utf-8"))
+def write_text(path: Path, text: str, durable: bool = True) -> Path:
+    return write_bytes(path, text.encode("utf-8"), durable)
+
+
+def write_csv(path: Path, frame: Any) -> Path:
+    """A pandas DataFrame as CSV (no index), atomically."""
+    with atomic_path(Path(path)) as tmp:
+        frame.to_csv(tmp, index=False)
+    return Path(path)
 
 
 def write(path: Path, doc: Any) -> Path:

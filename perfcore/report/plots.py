@@ -23,6 +23,14 @@ def _plt():
     return plt
 
 
+def _save(fig, path) -> None:
+    """Atomically (temporary file, then rename): a reader never sees half a PNG."""
+    from perfcore.report import jsonio
+
+    with jsonio.atomic_path(Path(path)) as tmp:
+        fig.savefig(tmp)
+
+
 def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int = BINS) -> Path:
     """Where the step time goes over the run, binned: stacked bars of each bin's mean ms per label (one
     bar per step for short runs), its median and p90 step time as lines, warm-up shaded, outliers
@@ -66,7 +74,7 @@ def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int =
     ax.set_title(title or "where each step's time goes", fontsize=10)
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
     return Path(path)
 
@@ -83,7 +91,7 @@ def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
     ax.set_xlabel("total ms")
     ax.set_title("top kernels by total time", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
     return Path(path)
 
@@ -123,7 +131,7 @@ def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
         fig.colorbar(im, ax=ax, fraction=0.046)
         fig.tight_layout()
         path = Path(out_dir) / f"heatmap_pin{int(pin)}_pf{pf}.png"
-        fig.savefig(path)
+        _save(fig, path)
         plt.close(fig)
         paths.append(path)
     return paths
@@ -148,7 +156,7 @@ def _stacked_rows(names: list[str], breakdowns: list[dict[str, float]], notes: l
     ax.set_title(title, fontsize=10)
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
     return Path(path)
 
@@ -179,7 +187,7 @@ def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
     axes[1].set_xlabel("seconds")
     axes[0].set_title(title or "perfcore monitor", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
     return Path(path)
 
@@ -208,6 +216,6 @@ def plot_transfer(curve: pd.DataFrame, path: Path, nominal_gbps: float | None = 
     ax.set_title("host<->device copy bandwidth", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    _save(fig, path)
     plt.close(fig)
     return Path(path)

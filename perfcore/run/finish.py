@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from perfcore.errors import RunFailed, UsageError
+from perfcore.report import jsonio
 from perfcore.report.reader import load_part
 from perfcore.run.folder import prepare_out
 
@@ -158,7 +159,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     advise_run(doc, zero_code=True, focus=focus, evidence=evidence, memory=mem)
     files = {"run.json": "run.json", "steps.csv": "steps.csv"}
     if samples is not None:
-        samples.to_csv(out / "monitor.csv", index=False)
+        jsonio.write_csv(out / "monitor.csv", samples)
         files["monitor.csv"] = "monitor.csv"
         if main["raw"] and len(samples):
             per_step = align_samples(samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
@@ -188,7 +189,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         plot_ranks(doc["ranks"], out / "ranks.png")
         files["ranks.png"] = "ranks.png"
         for p in parts:
-            p["steps"].to_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", index=False)
+            jsonio.write_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", p["steps"])
     files["report.html"] = "report.html"
     doc["files"] = files
     from perfcore.report import jsonio
@@ -206,9 +207,10 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
 
     src = part.get("dir")
     if unchanged and src is not None and (Path(src) / "steps.csv").is_file():
-        shutil.copyfile(Path(src) / "steps.csv", path)
+        with jsonio.atomic_path(path) as tmp:
+            shutil.copyfile(Path(src) / "steps.csv", tmp)
     else:
-        part["steps"].to_csv(path, index=False)
+        jsonio.write_csv(path, part["steps"])
     try:
         import pyarrow  # noqa: F401
     except ImportError:

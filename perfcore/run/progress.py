@@ -24,9 +24,9 @@ CHECKPOINT_EVERY_S = 30.0
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    from perfcore.report import jsonio
+
+    jsonio.write_text(path, text, durable=False)
 
 
 def _decide(breakdown_ms: dict[str, float], step_ms: float, on_gpu: bool) -> dict[str, Any]:
