@@ -9,7 +9,8 @@ timed, and which events are reported to the instrumentation.
   DataLoader construction and iter()  -> the call site and settings; each epoch's worker start-up
   GradScaler.step that skips          -> still ends the step it belongs to
   nn.Module.eval() ... .train()       -> an evaluation pass, reported apart from training steps
-  dataset fetch in each worker        -> __getitem__ and collate_fn time per batch, per worker
+  dataset fetch in each worker        -> __getitem__ and collate_fn time per batch (run/batches.py)
+  torch.distributed collectives, DDP  -> comm (run/comm_hooks.py)
 
 The per-call hooks are native (perfcore._C.TimedCall, StepClock): only the outermost one open on a
 thread is timed. Python runs on the hot path only for backward's end (once a step) and, while
@@ -22,7 +23,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["TorchHooks", "TimedCollate", "TorchImportHook", "call_site"]
+__all__ = ["TorchHooks", "TorchImportHook", "call_site"]
 
 
 def call_site(depth: int = 2) -> str:
@@ -39,10 +40,6 @@ def call_site(depth: int = 2) -> str:
 
 class TorchHooks:
     """Installs the hooks on torch and reports events to `inst` (the Instrumentation)."""
-
-    COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier", "all_to_all", "reduce",
-                   "gather", "scatter", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather_object",
-                   "broadcast_object_list")
 
     def __init__(self, inst) -> None:
         self.inst = inst
@@ -63,7 +60,9 @@ class TorchHooks:
         inst = self.inst
         orig_next = _BaseDataLoaderIter.__next__
         if inst.synthetic:
-            orig_next = inst.replaying(orig_next)
+            from perfcore.run.batches import replaying
+
+            orig_next = replaying(inst, orig_next)
 
         def first_use(orig, name):
             def make_timer_then_call(*args, **kwargs):
@@ -96,10 +95,14 @@ class TorchHooks:
         self._patch_train_eval(torch)
         import torch.utils.data._utils.fetch as fetch_mod
 
+        from perfcore.run.batches import timed_fetch
+
         for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
-            cls.fetch = self._timed_fetch(cls.fetch)
+            cls.fetch = timed_fetch(inst, cls.fetch)
         if torch.distributed.is_available():
-            self._patch_distributed(torch)
+            from perfcore.run.comm_hooks import patch_distributed
+
+            patch_distributed(inst, torch)
 
     def _backward_end(self, hook, orig):
         """Backward timed natively; its end on the main thread, outside other hooks, is reported
@@ -221,119 +224,6 @@ class TorchHooks:
 
         train.__wrapped__ = orig
         torch.nn.Module.train = train
-
-    # -- workers --------------------------------------------------------------------------------
-    def _timed_fetch(self, orig):
-        inst = self.inst
-        now = inst.now_ns
-        main_fetches = inst.main_fetches
-
-        def fetch(fetcher, index):
-            cf = fetcher.collate_fn
-            if cf.__class__ is not TimedCollate:
-                cf = fetcher.collate_fn = TimedCollate(cf, now)
-            t0 = now()
-            batch = orig(fetcher, index)
-            t1 = now()
-            n = len(index) if fetcher.auto_collation and hasattr(index, "__len__") else 1
-            if inst.timer is not None:
-                # The main process (num_workers=0): kept in memory, no formatting per batch.
-                main_fetches.append((t0, t1, cf.last_ns, n))
-            else:
-                inst.worker_record(t0, t1, cf.last_ns, n)
-            return batch
-
-        fetch.__wrapped__ = orig
-        return fetch
-
-    # -- distributed ----------------------------------------------------------------------------
-    def _patch_distributed(self, torch) -> None:
-        """comm on CPU/gloo: time inside torch.distributed collectives, and DDP's gradient all-reduce
-        from launch to completion (a comm hook wrapping the default one, or the user's)."""
-        import torch.distributed as dist
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        inst = self.inst
-        now = inst.now_ns
-
-        def timed(orig):
-            def collective(*args, **kwargs):
-                if inst.timer is None:
-                    return orig(*args, **kwargs)
-                t0 = now()
-                try:
-                    return orig(*args, **kwargs)
-                finally:
-                    inst.timer.record("comm", t0, now())  # async_op=True counts the launch only
-
-            return collective
-
-        for name in self.COLLECTIVES:
-            if hasattr(dist, name):
-                setattr(dist, name, timed(getattr(dist, name)))
-
-        def timed_hook(hook):
-            def comm_hook(state, bucket):
-                t0 = now()
-                fut = hook(state, bucket)
-                timer = inst.timer
-                if timer is None:
-                    return fut
-
-                def done(f):
-                    timer.record("comm", t0, now())  # runs on the comm thread: its own span buffer
-                    return f.value()
-
-                return fut.then(done)
-
-            return comm_hook
-
-        orig_register = DDP.register_comm_hook
-
-        def register_comm_hook(ddp, state, hook):
-            ddp._perfcore_hooked = True
-            return orig_register(ddp, state, timed_hook(hook))
-
-        DDP.register_comm_hook = register_comm_hook
-        orig_forward = DDP.forward
-
-        def forward(ddp, *args, **kwargs):
-            # Register the timed default hook at the first forward, so a user's own
-            # register_comm_hook (made before training starts) still goes through.
-            if not getattr(ddp, "_perfcore_hooked", False):
-                ddp._perfcore_hooked = True
-                try:
-                    orig_register(ddp, None, timed_hook(default_hooks.allreduce_hook))
-                except Exception as e:
-                    inst.notes.append(f"DDP all-reduce not timed: {e}")
-            return orig_forward(ddp, *args, **kwargs)
-
-        DDP.forward = forward
-
-
-class TimedCollate:
-    """A DataLoader's collate_fn, timed: the fetch hook reads `last_ns` after each batch."""
-
-    __slots__ = ("fn", "now", "last_ns")
-
-    def __init__(self, fn, now):
-        self.fn, self.now, self.last_ns = fn, now, 0
-
-    def __call__(self, batch):
-        t0 = self.now()
-        try:
-            return self.fn(batch)
-        finally:
-            self.last_ns = self.now() - t0
-
-    def __reduce__(self):  # a spawned worker gets the plain function (it installs its own hooks)
-        return (_identity, (self.fn,))
-
-
-def _identity(x):
-    return x
-
 
 class TorchImportHook:
     """Runs inst.patch_torch() right after `import torch` finishes (one-shot meta path finder)."""

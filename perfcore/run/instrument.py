@@ -9,7 +9,6 @@ PERFCORE_RUN_DIR/parts/.
 """
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import signal
@@ -62,7 +61,7 @@ class Instrumentation:
         self.t_start = _env_int("PERFCORE_T_LAUNCH_NS", 0) or self.now_ns()
         self.t_activate = self.now_ns()
         self.t_timer: int | None = None
-        self._worker_file = None
+        self.worker_file = None  # this DataLoader worker's batch lines (run/batches.py)
         self.main_fetches: list[tuple[int, int, int, int]] = []
         self._lock = threading.Lock()
         self._finalized = False
@@ -70,7 +69,7 @@ class Instrumentation:
         self.overrides = json.loads(os.environ.get("PERFCORE_DL_OVERRIDES") or "{}")
         self.overrides_applied = 0
         self.synthetic = _env_int("PERFCORE_SYNTHETIC", 0)
-        self._replay: list = []
+        self.replay_kept: list = []
         self.replayed = 0
 
     # bench/bench_hooks.py and tests read these tables.
@@ -104,32 +103,9 @@ class Instrumentation:
         if not process_hooks:
             return
         self.sources.start_watch(self.watch_s)
-        atexit.register(self.finalize)
-        prev_hook = sys.excepthook
+        from perfcore.run.exits import install_exit_hooks
 
-        def excepthook(tp, value, tb):
-            self.exit_reason = "interrupted" if issubclass(tp, KeyboardInterrupt) else "crashed"
-            self.exception = f"{tp.__name__}: {value}"
-            prev_hook(tp, value, tb)
-
-        sys.excepthook = excepthook
-        orig_exit = os._exit
-
-        def _exit(code):
-            # os._exit skips atexit: write the part first (the main process only; a forked
-            # worker's copy is disabled and returns at once).
-            if os.getpid() == self.pid:
-                self.exit_reason = "finished"  # the parent reports the code itself
-                self.finalize()
-            orig_exit(code)
-
-        os._exit = _exit
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            def on_term(signum, frame):
-                self.exit_reason = "terminated"
-                raise SystemExit(128 + signum)
-
-            signal.signal(signal.SIGTERM, on_term)
+        install_exit_hooks(self)
 
     def patch_torch(self) -> None:
         self.torch_hooks.install()
@@ -142,29 +118,6 @@ class Instrumentation:
         from perfcore import capabilities
 
         capabilities()
-
-    def replaying(self, orig_next):
-        """PERFCORE_SYNTHETIC=K: keep the first K batches, then hand them out again instead of
-        loading, for as many batches as the epoch would have had (no loading at all)."""
-        inst = self
-
-        def next_batch(it):
-            if len(inst._replay) < inst.synthetic:
-                batch = orig_next(it)
-                inst._replay.append(batch)
-                return batch
-            n = getattr(it, "_perfcore_yielded", it._num_yielded)
-            try:
-                length = len(it)
-            except TypeError:
-                length = None
-            if length is not None and n >= length:
-                raise StopIteration
-            it._perfcore_yielded = n + 1
-            inst.replayed += 1
-            return inst._replay[inst.replayed % len(inst._replay)]
-
-        return next_batch
 
     # -- main-process side ---------------------------------------------------------------------
     def ensure_timer(self):
@@ -315,37 +268,13 @@ class Instrumentation:
                          "stopping the script (--steps)\n")
         raise SystemExit(0)
 
-    # -- worker side ---------------------------------------------------------------------------
-    def worker_record(self, t0: int, t1: int, collate_ns: int, n: int) -> None:
-        """One line per batch from a DataLoader worker, flushed at once (workers end with os._exit,
-        so nothing may wait for exit). Outside a worker (a fetch before the timer exists), kept
-        in memory like the main process's."""
-        from torch.utils.data import get_worker_info
-
-        info = get_worker_info()
-        if info is None:
-            self.main_fetches.append((t0, t1, collate_ns, n))
-            return
-        if self._worker_file is None:
-            d = self.run_dir / "workers"
-            d.mkdir(parents=True, exist_ok=True)
-            # The file name carries which DataLoader this worker serves (a forked worker shares ids).
-            self._worker_file = open(d / f"{os.getpid()}.L{self.loaders.index_of_dataset(info.dataset)}.csv",
-                                     "a", buffering=1)
-        self._worker_file.write(f"{os.getpid()},{info.id},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},"
-                                f"{self.rank if self.rank is not None else -1}\n")
-
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:
         if os.getpid() != self.pid and self.timer is None:
             return  # a forked child: not the loop
-        if self.main_fetches:
-            d = self.run_dir / "workers"
-            d.mkdir(parents=True, exist_ok=True)
-            r = self.rank if self.rank is not None else -1
-            with open(d / f"{os.getpid()}-main.csv", "a") as fh:
-                fh.writelines(f"{os.getpid()},-1,{a},{b},{b - a - c},{c},{n},{r}\n" for a, b, c, n in self.main_fetches)
-            self.main_fetches.clear()  # in place: the fetch hook holds this list
+        from perfcore.run.batches import flush_main_fetches
+
+        flush_main_fetches(self)
         if self._finalized or self.disabled and self.timer is None:
             return
         self._finalized = True
@@ -358,14 +287,10 @@ class Instrumentation:
             write_part(self)
         except Exception as e:  # say so, but never mask the script's own exit
             sys.stderr.write(f"perfcore: could not write results: {type(e).__name__}: {e}\n")
-        if self.exit_reason == "interrupted" and threading.current_thread() is threading.main_thread():
-            # Python reports an unhandled Ctrl-C by dying of SIGINT (exit 130 in a shell), but the
-            # work above can clear its flag for that; die the same way ourselves. This handler was
-            # registered first, so it runs after every other exit handler.
-            sys.stdout.flush()
-            sys.stderr.flush()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
+        if self.exit_reason == "interrupted":
+            from perfcore.run.exits import die_of_sigint
+
+            die_of_sigint()
 
 
 def activate(process_hooks: bool = True) -> None:

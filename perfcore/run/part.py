@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from perfcore.report import jsonio
 from perfcore.run.steps import DESCRIBE, LOOKS_FOR
 
 __all__ = ["write_part", "memory_trend", "startup_summary"]
@@ -23,8 +24,6 @@ def write_part(inst) -> None:
     part = inst.run_dir / "parts" / key
     part.mkdir(parents=True, exist_ok=True)
     common = _common(inst, source, counts)
-    from perfcore.report import jsonio
-
     if timer is None or not timer.boundaries:
         if timer is not None:
             timer.close_open_phases()
@@ -123,10 +122,8 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
         doc["overhead"] = dict(doc["overhead"], hooks="not included")
     if inst.notes or timer.notes:
         doc["notes"] = list(dict.fromkeys(inst.notes + timer.notes))
-    table.to_csv(part / "steps.csv", index=False)
+    jsonio.write_csv(part / "steps.csv", table)
     _write_trace(timer, full, part)
-    from perfcore.report import jsonio
-
     jsonio.write(part / "run.json", doc)
 
 
@@ -189,7 +186,8 @@ def _write_trace(timer, full, part) -> None:
     if len(ev) and not timer.kernels_traced:
         raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
                    event_end_ns=ev["end_ns"].to_numpy())
-    np.savez_compressed(part / "trace.npz", **raw)
+    with jsonio.atomic_path(part / "trace.npz") as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **raw)  # a file object: given a path, numpy would append ".npz" to it
 
 
 def memory_limits(kind: str) -> dict:
