@@ -271,6 +271,56 @@ def check_compiler() -> None:
              "(Debian/Ubuntu: apt-get install g++) and build again")
 
 
+def extension_settings(info: dict, torch_include: str) -> dict:
+    """The Extension's arguments for info's mode; records the flags and links in info."""
+    # torch's include dir carries pybind11; perfcore uses no torch headers and links no torch
+    # library, so _C builds in seconds and does not depend on libtorch at load time.
+    cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"]
+    # Python's own CFLAGS often carry -g: on the pybind11 bindings that is a third of the build
+    # time and a 15 MB object for a wheel nobody debugs. PERFCORE_DEBUG_SYMBOLS=1 keeps it.
+    if not truthy("PERFCORE_DEBUG_SYMBOLS"):
+        cxx.append("-g0")
+    nvcc = ["-O3", "-std=c++17", "--expt-relaxed-constexpr"]
+    kw: dict = {"sources": sources(info["mode"]), "include_dirs": [str(ROOT / "csrc"), torch_include],
+                "define_macros": [], "library_dirs": [], "libraries": [], "extra_link_args": []}
+    if info["mode"] == "cuda":
+        cupti = info["cupti"]
+        staged = stage_cupti_headers(cupti["include"])
+        kw["include_dirs"] = [str(staged)] + kw["include_dirs"] + [str(Path(info["cuda_home"]) / "include")]
+        kw["define_macros"].append(("PERFCORE_WITH_CUDA", "1"))
+        lib64 = str(Path(info["cuda_home"]) / "lib64")
+        kw["library_dirs"].append(lib64)
+        kw["libraries"].append("cudart")
+        cupti_dir = os.path.dirname(cupti["library"])
+        kw["extra_link_args"] += [cupti["library"], f"-Wl,-rpath,{cupti_dir}", f"-Wl,-rpath,{lib64}"]
+        info["nvcc_flags"] = nvcc
+    kw["extra_compile_args"] = {"cxx": cxx, "nvcc": nvcc}
+    info["cxx_flags"] = cxx
+    info["link"] = kw["extra_link_args"] + [f"-l{x}" for x in kw["libraries"]]
+    return kw
+
+
+def report(info: dict, *copies: Path) -> None:
+    """Say what was chosen, and write it where `perfcore env` reads it (the tree and the wheel)."""
+    # pip shows these lines only with -v (or when the build fails); `perfcore env` repeats them.
+    log(f"{info['mode'].upper()} mode" + (f": {info['reason']}" if info["reason"] else ""))
+    log(f"torch {info['torch_version']} (CUDA {info['torch_cuda_version']})")
+    if info["mode"] == "cuda":
+        log(f"CUDA_HOME={info['cuda_home']} (nvcc {info['toolkit_version']}), arch list {info['arch_list']}")
+        c = info["cupti"]
+        log(f"CUPTI API {c['api_version']} from {c['source']}: {c['library']}")
+    for path in (BUILD_INFO,) + copies:
+        if path.parent.is_dir():
+            path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+
+def compile_failed_reason(error: BaseException) -> str:
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    return (f"the CUDA-mode compile failed ({first}; the compiler's messages are above); for the CUDA mode "
+            f"fix what they say (often a host compiler newer than nvcc accepts: set CC/CXX to an older gcc), "
+            f"{REBUILD_HINT}")
+
+
 def main() -> None:
     # Metadata-only invocations (egg_info for pip's dependency resolution) need no build decisions.
     if any(a in sys.argv for a in ("egg_info", "dist_info", "--name", "--version", "sdist")) and not any(
@@ -287,56 +337,31 @@ def main() -> None:
     import torch
     from torch.utils.cpp_extension import BuildExtension, include_paths
 
-    # torch's include dir carries pybind11; perfcore uses no torch headers and links no torch
-    # library, so _C builds in seconds and does not depend on libtorch at load time.
-    cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"]
-    # Python's own CFLAGS often carry -g: on the pybind11 bindings that is a third of the build
-    # time and a 15 MB object for a wheel nobody debugs. PERFCORE_DEBUG_SYMBOLS=1 keeps it.
-    if not truthy("PERFCORE_DEBUG_SYMBOLS"):
-        cxx.append("-g0")
-    define_macros = []
-    srcs = sources(info["mode"])
-    include_dirs = [str(ROOT / "csrc")] + include_paths()[:1]
-    extra_link = []
-    libraries = []
-    library_dirs = []
-    nvcc = ["-O3", "-std=c++17", "--expt-relaxed-constexpr"]
     if info["mode"] == "cuda":
-        cupti = info["cupti"]
         os.environ["TORCH_CUDA_ARCH_LIST"] = info["arch_list"] = arch_list(torch)
-        staged = stage_cupti_headers(cupti["include"])
-        include_dirs = [str(staged)] + include_dirs + [str(Path(info["cuda_home"]) / "include")]
-        define_macros.append(("PERFCORE_WITH_CUDA", "1"))
-        lib64 = str(Path(info["cuda_home"]) / "lib64")
-        library_dirs.append(lib64)
-        libraries.append("cudart")
-        cupti_dir = os.path.dirname(cupti["library"])
-        extra_link += [cupti["library"], f"-Wl,-rpath,{cupti_dir}", f"-Wl,-rpath,{lib64}"]
-        info["nvcc_flags"] = nvcc
-    info["cxx_flags"] = cxx
-    info["link"] = extra_link + [f"-l{x}" for x in libraries]
+    torch_include = include_paths()[0]
+    ext = Extension("perfcore._C", language="c++", **extension_settings(info, torch_include))
+    report(info)
 
-    # pip shows this only with -v (or when the build fails); `perfcore env` repeats it afterwards.
-    log(f"{info['mode'].upper()} mode" + (f": {info['reason']}" if info["reason"] else ""))
-    log(f"torch {info['torch_version']} (CUDA {info['torch_cuda_version']})")
-    if info["mode"] == "cuda":
-        log(f"CUDA_HOME={info['cuda_home']} (nvcc {info['toolkit_version']}), arch list {info['arch_list']}")
-        c = info["cupti"]
-        log(f"CUPTI API {c['api_version']} from {c['source']}: {c['library']}")
-    BUILD_INFO.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    class BuildExt(BuildExtension.with_options(use_ninja=True)):
+        """A CUDA-mode compile or link failure falls back to the CPU mode with one line, like the
+        other reasons, so a pip install still gives a working perfcore. PERFCORE_CUDA_FALLBACK=0
+        (scripts/setup.sh) keeps the failure, for whoever is changing the native code."""
 
-    ext = Extension(
-        "perfcore._C",
-        sources=srcs,
-        include_dirs=include_dirs,
-        define_macros=define_macros,
-        library_dirs=library_dirs,
-        libraries=libraries,
-        extra_compile_args={"cxx": cxx, "nvcc": nvcc},
-        extra_link_args=extra_link,
-        language="c++",
-    )
-    setup(ext_modules=[ext], cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)})
+        def build_extensions(self):
+            try:
+                super().build_extensions()
+            except Exception as e:  # ninja's RuntimeError, distutils' CompileError/LinkError
+                if info["mode"] != "cuda" or os.environ.get("PERFCORE_CUDA_FALLBACK", "1") == "0":
+                    raise
+                cpu = {**info, "mode": "cpu", "reason": compile_failed_reason(e), "cuda_home": None,
+                       "toolkit_version": None, "cupti": None, "arch_list": None, "nvcc_flags": []}
+                for k, v in extension_settings(cpu, torch_include).items():
+                    setattr(ext, k, v)
+                report(cpu, Path(self.build_lib) / "perfcore" / "_build_info.json")
+                super().build_extensions()
+
+    setup(ext_modules=[ext], cmdclass={"build_ext": BuildExt})
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ run_pytest() {  # $1 = label; pytest's exit 5 (no tests collected) is a failure,
 }
 
 export PERFCORE_WITH_CHROMIUM=1  # the HTML report tests render with a headless browser
+export PERFCORE_CUDA_FALLBACK=0  # a CUDA-mode compile error fails here; users' installs fall back to CPU mode
 PERFCORE_CPU_ONLY=1 ./scripts/setup.sh || exit 1
 echo "== tests, CPU-mode build (and perfcore installed from a wheel as users do, once)"
 # tests/test_install.py builds its own wheel the way pip would (CUDA mode where it can), so it

@@ -7,6 +7,7 @@ the CUDA mode where it can; the default, cpu, keeps a hand-run of this file shor
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -32,6 +33,13 @@ def tree_files() -> list[str]:
     out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     return sorted(f for f in out.split("\0") if f and (ROOT / f).is_file())
+
+
+def copy_tree(files: list[str], dest: Path) -> Path:
+    for f in files:
+        (dest / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, dest / f)
+    return dest
 
 
 def shipped_in_wheel(files: list[str]) -> set[str]:
@@ -110,10 +118,7 @@ def installed(tmp_path_factory):
     venv that has torch and the dependencies but not the checkout; plus an sdist and its wheel."""
     t = tmp_path_factory.mktemp("install")
     files = tree_files()
-    src = t / "src"
-    for f in files:
-        (src / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / f, src / f)
+    src = copy_tree(files, t / "src")
     git = ["git", "-c", "user.name=perfcore-test", "-c", "user.email=test@localhost", "-c", "init.defaultBranch=main"]
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "working tree"]):
         subprocess.run(git + args, cwd=src, check=True, capture_output=True)
@@ -242,3 +247,30 @@ def test_no_torch_stops_with_one_line(installed, tmp_path):
     lines = [ln.strip() for ln in r.text.splitlines() if "perfcore build:" in ln]
     assert len(lines) == 1 and "install torch first (pip install torch), then pip install --no-build-isolation ." \
         in lines[0], r.text[-3000:]
+
+
+def test_cuda_compile_failure_falls_back_to_cpu_mode(tmp_path):
+    # A toolkit whose headers this compiler cannot take (here: they #error) makes the CUDA-mode
+    # compile fail; the install still succeeds, in CPU mode, and says why in one line.
+    torch = pytest.importorskip("torch")
+    if not torch.version.cuda:
+        pytest.skip("torch is a CPU build: the build never tries the CUDA mode")
+    tk = tmp_path / "cuda"
+    for d in ("include", "bin", "lib64"):
+        (tk / d).mkdir(parents=True)
+    (tk / "include" / "cuda_runtime.h").write_text("#error this toolkit's headers do not compile here\n")
+    (tk / "include" / "cupti.h").write_text("")
+    (tk / "lib64" / "libcupti.so.1").write_text("")
+    nvcc = tk / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {torch.version.cuda}, V0'\nexit 1\n")
+    nvcc.chmod(0o755)
+    src = copy_tree(tree_files(), tmp_path / "src")
+    env = {k: v for k, v in os.environ.items() if k not in ("PERFCORE_CPU_ONLY", "PERFCORE_CUDA_FALLBACK")}
+    env.update(CUDA_HOME=str(tk), TORCH_CUDA_ARCH_LIST="8.0")
+    r = sh([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", str(tmp_path / "w"),
+            str(src)], tmp_path, env)
+    ok(r)
+    lines = [ln.strip() for ln in r.text.splitlines() if "perfcore build: CPU mode" in ln]
+    assert len(lines) == 1 and lines[0].startswith("perfcore build: CPU mode: the CUDA-mode compile failed ("), lines
+    info = json.loads(zipfile.ZipFile(next((tmp_path / "w").glob("*.whl"))).read("perfcore/_build_info.json"))
+    assert info["mode"] == "cpu" and info["reason"].startswith("the CUDA-mode compile failed")
