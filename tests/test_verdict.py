@@ -111,6 +111,14 @@ def test_diagnose_confirms_or_corrects_the_attribution():
     assert v["bound"] == "load" and v["cause"] == "CPU decode/augment" and predicted == pytest.approx(25.6 / 13.3)
     assert v["summary"].startswith("input-bound (CPU decode/augment): waiting for data costs 12.3 ms")
     assert "measured 1.85x against 1.92x predicted: confirmed" in v["summary"]
+    io = {"cpu_to_wall": 0.39, "top": []}
+    assert diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85)], io, on_gpu=False)[0]["cause"] == "I/O"
+    busy, _ = diagnose_verdict({**base, "cpu_percent": 100.0}, [_exp("baseline", 1.0), _exp("A", 1.85)], io,
+                               on_gpu=False)
+    assert busy["cause"] == "data loading" and "the host was 100% busy, so it waited for a core" in busy["summary"]
+    asleep = diagnose_verdict({**base, "cpu_percent": 100.0}, [_exp("baseline", 1.0), _exp("A", 1.85)],
+                              {"cpu_to_wall": 0.05, "top": []}, on_gpu=False)[0]
+    assert asleep["cause"] == "I/O"
     v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85), _exp("B: num_workers=2", 1.5)], prof,
                             on_gpu=False)
     assert "B: num_workers=2 measured 1.50x of the 1.92x that removing the wait can give" in v["summary"]

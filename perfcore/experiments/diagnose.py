@@ -17,7 +17,9 @@ from perfcore.analysis.verdict import avoidable, confirm, decide
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure
 
-__all__ = ["diagnose", "worker_profile"]
+__all__ = ["diagnose", "worker_profile", "SATURATED_CPU"]
+
+SATURATED_CPU = 90.0  # host CPU % above which __getitem__'s off-CPU time cannot be read as I/O
 
 
 def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> dict[str, Any]:
@@ -107,6 +109,12 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             how = f"The {decoder['decoder']} decoder alone is {decoder['speedup']:.2f}x faster per step: switch to it"
         elif prof.get("cpu_to_wall") is None:
             how = "Workers' __getitem__ dominates; a workload factory lets diagnose split decode from I/O"
+        elif 0.2 <= prof["cpu_to_wall"] < 0.5 and (base.get("cpu_percent") or 0) >= SATURATED_CPU:
+            # Off-CPU time on a saturated host is waiting for a core as much as for storage (below 20%
+            # on a CPU, even a crowded host leaves no doubt that it waits on something else).
+            how = (f"__getitem__ ran on a CPU {100 * prof['cpu_to_wall']:.0f}% of its time, but the host was "
+                   f"{base['cpu_percent']:.0f}% busy, so it waited for a core as much as for I/O: run diagnose on "
+                   "a quieter machine to tell them apart")
         elif prof["cpu_to_wall"] < 0.5:
             final["cause"] = "I/O"
             how = (f"__getitem__ spends {100 * (1 - prof['cpu_to_wall']):.0f}% of its time waiting, not computing: "
