@@ -101,3 +101,33 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
     df = timer.summary()
     assert list(df["forward_gpu_ms"] * 1e6) == [300, 0]
     assert list(df["backward_gpu_ms"] * 1e6) == [400, 100]
+
+
+def test_settled_columns_span_blocks_and_fill_late_columns_with_zero(monkeypatch):
+    import perfcore.analysis.store as store_mod
+    from perfcore.analysis.store import Columns
+
+    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 7)
+    c = Columns()
+    c.append({"a": np.arange(5)}, 5)
+    c.append({"a": np.arange(5, 20), "b": np.full(15, 3)}, 15)  # b first seen at row 5, crosses blocks
+    c.append({"b": np.full(4, 9)}, 4)  # a missing in this chunk: zeros
+    assert c.n == 24 and all(len(x) == 7 for x in c.blocks["a"])
+    assert c.column("a").tolist() == list(range(20)) + [0] * 4
+    assert c.column("b").tolist() == [0] * 5 + [3] * 15 + [9] * 4
+
+
+def test_table_derives_host_exactly_and_keeps_the_running_sums():
+    bounds, spans = synthetic(3000)
+    st = StepStore(LABELS, 16, on_gpu=False, use_kernels=False, warmup=3)
+    st.add("spans", spans)
+    st.settle(bounds, 1500, 10_000)
+    st.settle(bounds, 3000, 10_000)
+    t = st.table()
+    labels = ["load_ns", "transfer_ns", "compute_ns", "comm_ns", "host_ns"]
+    assert (t[labels].sum(axis=1) == t["wall_ns"]).all() and (t["host_ns"] >= 0).all()
+    assert t["step"].tolist() == list(range(3000)) and t["warmup"].sum() == 3
+    m = t[~t["warmup"]]
+    tot = st.totals()
+    assert tot["measured"] == len(m) and tot["wall_ns"] == int(m["wall_ns"].sum())
+    assert tot["ns"]["host"] == int(m["host_ns"].sum())

@@ -15,7 +15,7 @@ import pandas as pd
 
 from perfcore.analysis import attribution
 
-__all__ = ["StepStore", "EMPTY", "with_columns"]
+__all__ = ["StepStore", "Columns", "EMPTY", "with_columns"]
 
 EMPTY = {
     "spans": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64, "thread_id": np.int64},
@@ -45,6 +45,41 @@ def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
+BLOCK_ROWS = 16384  # rows per block of a settled column (128 KiB of int64: its own mapping, freed whole)
+# The columns every settled step keeps (host is derived: wall less the other four, exactly).
+ROW_COLUMNS = ("start_ns", "wall_ns", "load_ns", "transfer_ns", "compute_ns", "comm_ns")
+
+
+class Columns:
+    """Settled per-step columns in fixed-size int64 blocks: appending never copies earlier rows and
+    leaves no freed fragments behind, so memory is the rows themselves (8 bytes a value). A column
+    first seen late (a custom phase used from step 5000 on) reads 0 for the earlier rows."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[str, list[np.ndarray]] = {}
+        self.n = 0
+
+    def append(self, values: dict[str, np.ndarray], k: int) -> None:
+        for name in values:
+            self.blocks.setdefault(name, [])
+        for name, blocks in self.blocks.items():
+            v = values.get(name)
+            pos, i = self.n, 0
+            while i < k:
+                b, off = divmod(pos, BLOCK_ROWS)
+                while b >= len(blocks):
+                    blocks.append(np.zeros(BLOCK_ROWS, dtype=np.int64))
+                take = min(k - i, BLOCK_ROWS - off)
+                if v is not None:
+                    blocks[b][off:off + take] = v[i:i + take]
+                pos, i = pos + take, i + take
+        self.n += k
+
+    def column(self, name: str) -> np.ndarray:
+        blocks = self.blocks.get(name) or [np.zeros(0, dtype=np.int64)]
+        return np.concatenate(blocks)[: self.n]
+
+
 class StepStore:
     def __init__(self, labels: dict[int, str], first_custom: int, on_gpu: bool, use_kernels: bool, warmup: int):
         self.labels = labels  # phase id -> label (shared with the timer, which adds custom phases)
@@ -55,7 +90,7 @@ class StepStore:
         self.precedence = attribution.PRECEDENCE if on_gpu else attribution.CPU_PRECEDENCE
         self.pending: dict[str, list[pd.DataFrame]] = {t: [] for t in EMPTY}
         self.detail: dict[str, pd.DataFrame] = {t: _empty(t) for t in EMPTY}
-        self.rows: list[pd.DataFrame] = []
+        self.rows = Columns()
         self.settled = 0
         self.t0: int | None = None
         self.kernel_agg: dict[str, list[int]] = {}  # name -> [count, total ns]
@@ -116,30 +151,19 @@ class StepStore:
         s1 = b[self.settled:upto]
         df = attribution.step_table(s0, s1, self._intervals(raw), warmup=self.warmup, first_step=self.settled,
                                     precedence=self.precedence)
-        # Kept for the whole run: only the exact ns columns (the ms ones are derived when read).
-        df = df.drop(columns=[c for c in df.columns if c.endswith("_ms")])
+        extra: dict[str, np.ndarray] = {}
         spans = raw["spans"]
         custom = spans[spans["phase_id"] >= self.first_custom]
         if len(custom):
             # A span belongs to the step in which it ends (by time, not by its step tag: steps made
             # from batch fetches after the fact never moved the recorder's step counter).
-            step_of = np.searchsorted(s1, custom["end_ns"].to_numpy(), side="left") + self.settled
-            ok = (step_of < upto) & (custom["end_ns"].to_numpy() > s0[0])
-            custom, step_of = custom[ok], step_of[ok]
-            dur = (custom["end_ns"] - custom["start_ns"]).groupby([step_of, custom["phase_id"]]).sum()
-            df = with_columns(df, {f"_phase{pid}_ns": df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64)
-                                    .to_numpy() for pid, per_step in dur.groupby(level=1)})
+            extra.update(self._per_step(custom, s0, s1, upto, "_phase{}_ns"))
         k = raw["kernels"]
         tagged = k[k["phase_id"] >= 0]
         if len(tagged):
             # Kernel time per launching phase, each kernel counted in the step where it ends.
-            step = np.searchsorted(s1, tagged["end_ns"].to_numpy(), side="left") + self.settled
-            inside = (step < upto) & (tagged["end_ns"].to_numpy() > s0[0])
-            t = tagged[inside]
-            dur = (t["end_ns"] - t["start_ns"]).groupby([step[inside], t["phase_id"]]).sum()
-            df = with_columns(df, {f"_gpu{pid}_ns": df["step"].map(per_step.droplevel(1)).fillna(0).astype(np.int64)
-                                    .to_numpy() for pid, per_step in dur.groupby(level=1)})
-        self.rows.append(df)
+            extra.update(self._per_step(tagged, s0, s1, upto, "_gpu{}_ns"))
+        self.rows.append({**{c: df[c].to_numpy() for c in ROW_COLUMNS}, **extra}, len(df))
         m = df[~df["warmup"].to_numpy(dtype=bool)]
         self.measured += len(m)
         self.wall_ns += int(m["wall_ns"].sum())
@@ -147,6 +171,20 @@ class StepStore:
             self.label_ns[lb] += int(m[f"{lb}_ns"].sum())
         self._retire(raw, int(s1[-1]), df)
         self.settled = upto
+
+    def _per_step(self, frame: pd.DataFrame, s0: np.ndarray, s1: np.ndarray, upto: int, name: str
+                  ) -> dict[str, np.ndarray]:
+        """Summed duration per step [settled, upto) and phase id of intervals, each in the step it ends in."""
+        end = frame["end_ns"].to_numpy()
+        step = np.searchsorted(s1, end, side="left")
+        ok = (step < upto - self.settled) & (end > s0[0])
+        dur = (end - frame["start_ns"].to_numpy())[ok]
+        pid = frame["phase_id"].to_numpy()[ok]
+        out = {}
+        for p in np.unique(pid):
+            sel = pid == p
+            out[name.format(int(p))] = np.bincount(step[ok][sel], weights=dur[sel], minlength=len(s1)).astype(np.int64)
+        return out
 
     def _retire(self, raw: dict[str, pd.DataFrame], cut: int, df: pd.DataFrame) -> None:
         # Which steps keep their detail: the first, the slowest so far, this chunk's median and last.
@@ -188,11 +226,18 @@ class StepStore:
             self.pending[t] = [frame[~done].reset_index(drop=True)]
 
     def table(self) -> pd.DataFrame:
-        if not self.rows:
-            cols = ["step", "warmup", "start_ns", "wall_ns"] + [f"{lb}_ns" for lb in attribution.LABELS]
-            return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
-        df = pd.concat(self.rows, ignore_index=True)
-        return df.fillna({c: 0 for c in df.columns if c.startswith("_phase") or c.startswith("_gpu")})
+        """One row per settled step: step, warmup, start_ns, wall_ns, <label>_ns (the five sum to
+        wall_ns), and _phase<id>_ns / _gpu<id>_ns per custom phase."""
+        n = self.rows.n
+        step = np.arange(n, dtype=np.int64)
+        cols: dict[str, Any] = {"step": step, "warmup": step < self.warmup}
+        for c in ROW_COLUMNS:
+            cols[c] = self.rows.column(c)
+        cols["host_ns"] = cols["wall_ns"] - sum(cols[f"{lb}_ns"] for lb in attribution.LABELS if lb != "host")
+        for c in self.rows.blocks:
+            if c not in cols:
+                cols[c] = self.rows.column(c)
+        return pd.DataFrame(cols)
 
     def totals(self) -> dict[str, Any]:
         """Settled steps so far and the sums over the measured ones (ns): cheap, for progress lines."""
