@@ -36,7 +36,9 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 def _verdict_change(va: dict[str, Any], vb: dict[str, Any]) -> dict[str, Any]:
     def name(v):
-        return "healthy, compute-bound" if v["healthy"] else f"{v['causes'][0]['bound']} ({v['level']})"
+        if not v["causes"]:
+            return "healthy, compute-bound" if v["healthy"] else v["summary"]
+        return f"{v['causes'][0]['bound']} ({v['level']})"
 
     primary = va["primary"] != vb["primary"]
     changed = primary or va["level"] != vb["level"]

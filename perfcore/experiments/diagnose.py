@@ -99,8 +99,9 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
                        measured_by={"load": "the step time saved with synthetic data (experiment A)"})
         final["attributed"] = first["summary"]
     final["checks"] = [check]
-    final["cause"] = {"load": "data loading", "transfer": "transfer", "comm": "communication",
-                      "host": "host overhead", "compute": "GPU compute" if on_gpu else "compute"}[final["bound"]]
+    causes = {"load": "data loading", "transfer": "transfer", "comm": "communication", "host": "host overhead",
+              "compute": "GPU compute" if on_gpu else "compute"}
+    final["cause"] = causes.get(final["bound"], "unknown")
     how = ""
     if final["bound"] == "load":
         decoder = next((e for e in exps if e["name"].startswith("C:")), None)
