@@ -207,23 +207,24 @@ class TorchHooks:
             cls.step = step
 
     def _patch_train_eval(self, torch) -> None:
-        """model.eval() ... model.train(): an evaluation pass (outermost calls only; eval() calls
-        train(False) on every submodule)."""
-        inst = self.inst
-        orig = torch.nn.Module.train
-        depth = [0]
+        """model.eval() ... model.train(): an evaluation pass. Only the outermost call is seen: while
+        it runs, the class holds the original again, so the recursion over submodules (eval() calls
+        train(False) on each; the HF Trainer calls model.train() every step) costs nothing extra."""
+        inst, Module = self.inst, torch.nn.Module
+        orig = Module.train
 
         def train(module, mode: bool = True):
-            depth[0] += 1
+            if threading.get_ident() != self.main_ident:
+                return orig(module, mode)
+            Module.train = orig
             try:
                 return orig(module, mode)
             finally:
-                depth[0] -= 1
-                if depth[0] == 0 and threading.get_ident() == self.main_ident:
-                    inst.sources.mode_changed(bool(mode), inst.now_ns())
+                Module.train = train
+                inst.sources.mode_changed(bool(mode), inst.now_ns())
 
         train.__wrapped__ = orig
-        torch.nn.Module.train = train
+        Module.train = train
 
 class TorchImportHook:
     """Runs inst.patch_torch() right after `import torch` finishes (one-shot meta path finder)."""
