@@ -168,3 +168,11 @@ def test_compare_says_when_the_verdict_or_primary_cause_changed():
     c = {"step_time_ms": {"mean": sum(c_bd.values())}, "breakdown_ms": c_bd, "device": "cpu"}
     tier = compare_runs(a, c)["verdict_change"]
     assert tier["changed"] and not tier["primary_changed"] and "critical -> warn" in tier["sentence"]
+
+
+def test_compare_with_a_run_that_measured_nothing():
+    a = {"step_time_ms": {"mean": 0.0}, "breakdown_ms": {lb: 0.0 for lb in DEMO_BD}, "device": "cpu"}
+    b = {"step_time_ms": {"mean": DEMO_STEP}, "breakdown_ms": DEMO_BD, "device": "cpu"}
+    ch = compare_runs(a, b)["verdict_change"]
+    assert ch["sentence"] == ("verdict changed: no steps measured -> input-bound (critical); primary cause none -> "
+                              "load")
