@@ -253,6 +253,8 @@ PYBIND11_MODULE(_C, m) {
     return activityToDict(std::move(cols));
   });
   m.def("cupti_active", []() { return ActivityTracer::instance().active(); });
+  m.def("cupti_set_tagging", [](bool on) { ActivityTracer::instance().setExternalTagging(on); }, py::arg("on"),
+        "Phases push their id while another CUPTI client (the cupti-python backend) traces.");
   m.def("cupti_stats", []() {
     TracerStats s = ActivityTracer::instance().stats();
     py::dict d = bufferStatsToDict(s.buffers);

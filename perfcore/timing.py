@@ -428,7 +428,8 @@ class StepTimer:
                        clock_drift_ns=int(st.get("clock_drift_ns", 0)),
                        kernels_by_external_id=self._launches.by_external,
                        kernels_by_launch_time=self._launches.by_window,
-                       kernels_unattributed=self._launches.unattributed)
+                       kernels_unattributed=self._launches.unattributed,
+                       tag_errors=int(self._C.tag_errors()) if hasattr(self._C, "tag_errors") else 0)
         if self._events is not None:
             cs = self._events.clock_sync()
             out.update(event_clock_syncs=int(cs["syncs"]), event_clock_drift_ns=int(cs["max_abs_drift_ns"]),

@@ -104,3 +104,25 @@ def test_misuse_maps_to_usage_error(C):
     with pytest.raises(errors.UsageError):
         r.end(3)
     assert issubclass(errors.UsageError, errors.PerfcoreError)
+
+
+def test_a_failed_cupti_tag_never_fails_the_phase(caps, C):
+    # Here libcupti has no driver, so every push of a phase's external id fails: the phases must
+    # still open, nest and close, the failures counted (their kernels fall back to launch time).
+    if not C.CUPTI_COMPILED:
+        pytest.skip("needs a CUPTI build")
+    if caps["features"]["cuda_events"]:
+        pytest.skip("a GPU is present: pushes succeed")
+    r = C.SpanRecorder()
+    outer = C.phase_scope(C.PhaseScope, r, 5, None, None, True)
+    inner = C.phase_scope(C.PhaseScope, r, 6, None, None, True)
+    before = C.tag_errors()
+    C.cupti_set_tagging(True)
+    try:
+        with outer:
+            with inner:
+                pass
+    finally:
+        C.cupti_set_tagging(False)
+    assert C.tag_errors() == before + 2
+    assert list(r.drain()["phase_id"]) == [6, 5] and r.open_phases() == []

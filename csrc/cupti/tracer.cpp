@@ -260,7 +260,7 @@ void ActivityTracer::pushExternalId(uint64_t id) {
 void ActivityTracer::popExternalId() {
   uint64_t id = 0;
   CUptiResult st = cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
-  if (st != CUPTI_SUCCESS) throwCupti(st, "cuptiActivityPopExternalCorrelationId");
+  if (st != CUPTI_SUCCESS && st != CUPTI_ERROR_QUEUE_EMPTY) throwCupti(st, "cuptiActivityPopExternalCorrelationId");
 }
 
 uint32_t cuptiCompiledVersion() { return CUPTI_API_VERSION; }

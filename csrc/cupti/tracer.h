@@ -54,8 +54,12 @@ class ActivityTracer {
   TracerStats stats();
 
   // Tag the work launched by this thread until pop with `id` (EXTERNAL_CORRELATION records).
+  // The id stack lives in libcupti, so it serves whichever client traces: this tracer, or the
+  // cupti-python backend in the same process (setExternalTagging).
   void pushExternalId(uint64_t id);
-  void popExternalId();
+  void popExternalId();  // a pop with nothing pushed (tagging switched on mid-phase) is ignored
+  bool tagging() const { return active_.load(std::memory_order_relaxed) || externalTagging_.load(std::memory_order_relaxed); }
+  void setExternalTagging(bool on) { externalTagging_.store(on); }
 
   // CUPTI trampolines (public so the C callbacks can reach them).
   void onBufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords);
@@ -72,6 +76,7 @@ class ActivityTracer {
   ActivityBuffers buffers_;
   TracerConfig config_;
   std::atomic<bool> active_{false};
+  std::atomic<bool> externalTagging_{false};
   std::vector<int> enabledKinds_;
   void* subscriber_ = nullptr;
   bool timestampCallback_ = false;

@@ -5,15 +5,19 @@ namespace perfcore {
 
 namespace {
 long long hookErrors = 0;  // changed with the GIL held
+long long tagErrors = 0;   // likewise
 
 PyObject* hookDepthNow(PyObject*, PyObject*) { return PyLong_FromLong(hookDepth); }
 
 PyObject* hookErrorsNow(PyObject*, PyObject*) { return PyLong_FromLongLong(hookErrors); }
 
+PyObject* tagErrorsNow(PyObject*, PyObject*) { return PyLong_FromLongLong(tagErrors); }
+
 PyMethodDef hookFunctions[] = {
     {"hook_depth", hookDepthNow, METH_NOARGS, "How many perfcore hooks are open on the calling thread."},
     {"hook_errors", hookErrorsNow, METH_NOARGS,
      "Hook failures counted instead of raised into the user's code (phases left untimed, upkeep errors)."},
+    {"tag_errors", tagErrorsNow, METH_NOARGS, "Phases that opened without their CUPTI tag (the push failed)."},
     {nullptr, nullptr, 0, nullptr}};
 
 bool addType(PyObject* module, PyTypeObject* type, const char* name) {
@@ -31,6 +35,8 @@ void hookError() {
   PyErr_Clear();
   ++hookErrors;
 }
+
+void tagError() { ++tagErrors; }
 
 PyObject* getOptional(PyObject* slot) { return Py_NewRef(slot ? slot : Py_None); }
 

@@ -44,6 +44,8 @@ inline __attribute__((tls_model("initial-exec"))) thread_local int hookDepth = 0
 // A phase a hook could not open or close: the Python error is cleared and counted (hook_errors()),
 // and the user's call goes on untimed.
 void hookError();
+// A phase that opened without its CUPTI tag (the push failed): counted (tag_errors()).
+void tagError();
 
 // An optional reference: nullptr inside, None outside.
 PyObject* getOptional(PyObject* slot);

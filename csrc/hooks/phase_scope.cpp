@@ -1,7 +1,9 @@
 // PhaseScope: the `with timer.compute():` object. It is entered and exited once per phase per
 // step, so __enter__ is METH_NOARGS and __exit__ METH_FASTCALL (a couple of tens of ns each), and
 // the timer hands out one cached scope per phase (no allocation per use).
+#include <cstdint>
 #include <exception>
+#include <vector>
 
 #include "../errors.h"
 #include "../py_errors.h"
@@ -24,50 +26,76 @@ void setScopeDecorator(PyObject* fn) {
   Py_XSETREF(scopeDecorator, fn);
 }
 
+#ifdef PERFCORE_WITH_CUDA
+namespace {
+// Whether each open tagged scope on this thread pushed its id: a push that failed (or was off)
+// must not be popped, or it would pop an outer phase's id.
+thread_local std::vector<uint8_t> tagPushed;
+
+// Kernels launched inside the phase on this thread carry its id: CUPTI writes an
+// EXTERNAL_CORRELATION record before each runtime/driver API record made while it is pushed.
+// Tagging is an aid, not the phase: a failed push is counted and the phase opens untagged (its
+// kernels are then placed by their launch time).
+void pushTag(PhaseScopeObject* s) {
+  bool pushed = false;
+  if (ActivityTracer::instance().tagging()) {  // after close(): a plain phase
+    try {
+      ActivityTracer::instance().pushExternalId(static_cast<uint64_t>(s->phase));
+      pushed = true;
+    } catch (...) {
+      tagError();
+    }
+  }
+  tagPushed.push_back(pushed ? 1 : 0);
+}
+
+void popTag() {
+  if (tagPushed.empty()) return;
+  const bool pushed = tagPushed.back() != 0;
+  tagPushed.pop_back();
+  if (!pushed) return;
+  try {
+    ActivityTracer::instance().popExternalId();
+  } catch (...) {
+    tagError();
+  }
+}
+}  // namespace
+#endif
+
 bool scopeBegin(PhaseScopeObject* s) {
-  // Three parts open in order; when a later one fails, the earlier ones are taken back, so a
-  // failed open leaves nothing half-open on this thread (which would break every later close).
-  int opened = 0;
+  // The host span and the CUDA event pair open together or not at all: when the second fails,
+  // the first is taken back, so a failed open leaves nothing half-open on this thread (which
+  // would break every later close).
+  bool opened = false;
   try {
     s->recorder->begin(s->phase);
-    opened = 1;
+    opened = true;
 #ifdef PERFCORE_WITH_CUDA
     if (s->events) s->events->begin(s->phase, s->recorder->step(), s->stream);
-    opened = 2;
-    // Kernels launched inside the phase on this thread carry its id: CUPTI writes an
-    // EXTERNAL_CORRELATION record before each runtime/driver API record made while it is pushed.
-    if (s->tagKernels && ActivityTracer::instance().active()) {  // after close(): plain phase
-      ActivityTracer::instance().pushExternalId(static_cast<uint64_t>(s->phase));
-    }
 #endif
   } catch (...) {
     setPythonError();
-#ifdef PERFCORE_WITH_CUDA
-    if (opened >= 2 && s->events) s->events->cancel(s->phase);
-#endif
-    if (opened >= 1) s->recorder->cancel(s->phase);
+    if (opened) s->recorder->cancel(s->phase);
     return false;
   }
+#ifdef PERFCORE_WITH_CUDA
+  if (s->tagKernels) pushTag(s);
+#endif
   return true;
 }
 
 bool scopeFinish(PhaseScopeObject* s) {
-  // Every part closes even when an earlier one fails (the first failure is the one raised), so
-  // one bad close never leaves the others open.
+  // Every part closes even when one fails (the first failure is the one raised), so one bad
+  // close never leaves the others open.
   std::exception_ptr failure;
 #ifdef PERFCORE_WITH_CUDA
-  if (s->tagKernels && ActivityTracer::instance().active()) {
-    try {
-      ActivityTracer::instance().popExternalId();
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
+  if (s->tagKernels) popTag();
   if (s->events) {
     try {
       s->events->end(s->phase, s->stream);
     } catch (...) {
-      if (!failure) failure = std::current_exception();
+      failure = std::current_exception();
     }
   }
 #endif

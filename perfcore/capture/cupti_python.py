@@ -165,6 +165,19 @@ def records_to_columns(records: Iterable[Any], names: dict[str, int], kinds: "_K
     return raw
 
 
+def _native_tagging(on: bool) -> None:
+    """perfcore's native phases push their id as external correlation while this backend traces:
+    the id stack is libcupti's, shared by every client in the process."""
+    try:
+        from perfcore._native import native
+
+        C = native()
+        if getattr(C, "CUPTI_COMPILED", False):
+            C.cupti_set_tagging(on)
+    except Exception:
+        pass  # a build without the native part: launches are placed by their time alone
+
+
 class CuptiPythonTracer:
     """The native CuptiTracer's interface (start, take, stop, active, stats, frames) on cupti-python.
 
@@ -223,6 +236,7 @@ class CuptiPythonTracer:
             status = getattr(e, "status", None)
             raise CuptiError(f"cupti-python could not start tracing: {e}", int(status) if status is not None else -1) from None
         self._active = True
+        _native_tagging(True)
         self._stop.clear()
         self._thread = threading.Thread(target=self._drain_loop, name="perfcore-cupti-python", daemon=True)
         self._thread.start()
@@ -248,6 +262,7 @@ class CuptiPythonTracer:
         self._counts["forced_flush_ns"] = time.perf_counter_ns() - t0
         self._release()
         self._active = False
+        _native_tagging(False)
         self.frames = self._frames()
         return self.frames
 
