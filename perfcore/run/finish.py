@@ -101,7 +101,6 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         if rc != 0:
             raise RunFailed(f"the command {outcome['sentence']} before perfcore saw a training step ({seen})",
                             exit_code=rc)
-        from perfcore.report import jsonio
         from perfcore.run.outcome import STEP_HEADER, no_step_fields
 
         doc.update({"schema": "perfcore.run/1", "backend": doc.get("backend", "none"), "device": doc.get("device", "none"),
