@@ -50,9 +50,14 @@ def test_tagged_launch_kernel_in_another_buffer_before_the_host_buffer(C):
 
 
 def test_graph_launch_kernels_in_later_drains_all_find_the_phase(C):
+    # CUPTI documents a graph launch's correlation id as "identical to the correlation ID in the
+    # driver API activity record that launched the graph": cudaGraphLaunch (runtime, id 76) makes
+    # a cuGraphLaunch (driver, id 77), each preceded by its external record, and every kernel node
+    # carries 77. Hence the DRIVER kind is enabled next to RUNTIME.
     lp = LaunchPhases(keep_drains=4)
-    # Drain 1: the cudaGraphLaunch's API + external record, and the first kernels of the graph.
-    d1 = frames(C, lambda b: (b.add_external_correlation(COMPUTE, 77), b.add_api(False, 100, 120, 77, MAIN, 311),
+    # Drain 1: the launch's API + external records, and the first kernels of the graph.
+    d1 = frames(C, lambda b: (b.add_external_correlation(COMPUTE, 76), b.add_api(False, 100, 130, 76, MAIN, 311),
+                              b.add_external_correlation(COMPUTE, 77), b.add_api(True, 105, 125, 77, MAIN, 514),
                               [b.add_kernel(200 + i, 201 + i, 0, 7, 77, f"node{i}", 1, 1, graph_id=5)
                                for i in range(3)]))
     lp.add(d1)

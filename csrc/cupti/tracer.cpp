@@ -21,7 +21,8 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
     // CUPTI writes an EXTERNAL_CORRELATION record only before an API activity record made while
     // an id is pushed (cuptiActivityPushExternalCorrelationId), so phase tagging needs the API
-    // kinds on: RUNTIME for torch's launches, DRIVER for cuLaunchKernel (Triton). Their records
+    // kinds on: RUNTIME for torch's launches, DRIVER for cuLaunchKernel (Triton) and for graph
+    // launches (a graph's kernels carry the correlation id of the driver call). Their records
     // also give each launch's host time, which places launches made from threads with no pushed
     // id (autograd's device threads) in the phase open at that time.
     CUPTI_ACTIVITY_KIND_RUNTIME,
