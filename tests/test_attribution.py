@@ -89,3 +89,10 @@ def test_cpu_precedence_puts_comm_over_compute():
     assert cpu[0, L["compute"]] == 70 and cpu[0, L["comm"]] == 30
     with pytest.raises(ValueError):
         attribute([0], [100], iv, ("compute", "comm"))
+
+
+def test_warmup_only_table_says_so():
+    df = step_table([0, 100], [100, 200], {"load": ([0], [150])}, warmup=5)
+    doc = summarize(df, on_gpu=False, backend="host", device="cpu")
+    assert doc["steps"] == 0 and doc["recommendations"] == []
+    assert doc["verdict"]["summary"] == "no steps measured" and isinstance(doc["verdict"]["bound"], str)

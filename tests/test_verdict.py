@@ -57,7 +57,7 @@ def test_partial_data_and_degenerate_input():
     assert decide({}, 10.0)["healthy"]
     for nothing in (0.0, float("nan"), None):
         v = decide({"load": 5.0}, nothing)
-        assert v["summary"] == "no steps measured" and v["healthy"] is None and v["level"] == "unknown"
+        assert v["summary"] == "no steps measured" and v["healthy"] is None and v["bound"] == v["level"] == "unknown"
     v = decide({"load": 10.0}, 10.0)  # a step that is all waiting: no finite gain
     assert v["bound"] == "load" and "faster" not in v["summary"] and v["causes"][0]["expected_speedup"] is None
     json.dumps(v, allow_nan=False)  # run.json stays strict JSON

@@ -94,6 +94,7 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
     """The perfcore.run/1 document from a step_table (warm-up rows are reported apart). zero_code: the
     loop is the user's unmodified script (advice then never names a perfcore call)."""
     from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.verdict import avoidable, decide
 
     measured = steps[~steps["warmup"]]
     warm = steps[steps["warmup"]]
@@ -115,8 +116,7 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
         "warmup_step_time_ms": float(warm["wall_ms"].mean()) if len(warm) else None,
         "breakdown_ms": mean_ms,
         "breakdown_fraction": fraction,
-        "verdict": {"bound": "host", "level": "unknown", "healthy": None, "primary": None, "causes": [],
-                    "summary": "no steps measured"},
+        "verdict": decide(avoidable(mean_ms), 0.0),  # "no steps measured" until advise_run decides on steps
         "recommendations": [],
         "kernels": kernels or [],
         "memcpy": memcpy or {},

@@ -92,7 +92,7 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
     default "how measured" of a label (diagnose passes its A/B measurement)."""
     step = float(step_ms or 0.0)
     if not step > 0:  # nothing measured yet (a live view before the first step, a warm-up-only run)
-        return {"bound": None, "level": "unknown", "healthy": None, "primary": None, "causes": [],
+        return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "causes": [],
                 "avoidable_ms": {}, "step_ms": 0.0, "summary": "no steps measured",
                 "thresholds": {"warn": WARN_SHARE, "critical": CRITICAL_SHARE, "rationale": THRESHOLDS_RATIONALE}}
     causes = []
