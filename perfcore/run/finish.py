@@ -191,7 +191,6 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
             jsonio.write_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", p["steps"])
     files["report.html"] = "report.html"
     doc["files"] = files
-    from perfcore.report import jsonio
     from perfcore.report.html import write_report
 
     jsonio.write(out / "run.json", doc)
