@@ -25,3 +25,4 @@ def test_run_json_dash_puts_only_json_on_stdout(tmp_path):
     doc = json.loads(p.stdout)  # the whole of stdout is one JSON document
     assert doc["steps"] == 10 and doc["schema"] == "perfcore.run/1"
     assert "epoch 0 step 11" in p.stderr and "epoch" not in p.stdout
+    assert "perfcore: step" not in p.stderr  # no live status line when stderr is not a terminal

@@ -127,3 +127,48 @@ def test_a_sigkilled_run_leaves_its_last_checkpoint_as_results(tmp_path):
     assert doc["steps"] + doc["warmup_steps"] == doc["checkpoint"]["steps"]
     assert any("checkpoint" in n for n in doc.get("notes", []))
     assert (out / "report.html").is_file() and "checkpoint" in (out / "report.html").read_text()
+
+
+SLOW = textwrap.dedent("""
+    import time
+    import torch
+    model = torch.nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    t0 = time.time()
+    while time.time() - t0 < 7:
+        loss = model(torch.randn(4, 8)).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+        time.sleep(0.002)
+""")
+
+
+def test_perfcore_run_shows_a_live_status_line_on_a_terminal(tmp_path):
+    import pty
+    import select
+
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--out", str(tmp_path / "r"), "--",
+                             sys.executable, str(script)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        r, _, _ = select.select([master], [], [], 1.0)
+        if r:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=300)
+    os.close(master)
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0, text[-2000:]
+    assert "perfcore: step" in text and "ms/step" in text, text[-2000:]
+    assert "compute" in text and "%" in text  # the shares, once steps were settled
