@@ -299,8 +299,10 @@ def test_startup_summary_on_a_hand_made_table():
     s = startup_summary(1_000_000_000, full, loaders, measured=3)
     assert s == {"time_to_first_step_ms": 1500.0, "first_step_ms": 500.0, "steady_step_ms": 10.0,
                  "worker_startup_ms": 300.0, "worker_startup_total_ms": 550.0}
-    one = startup_summary(1_000_000_000, full.iloc[:1], [], measured=0)  # a one-step run: no steady state
-    assert one["steady_step_ms"] is None and one["worker_startup_ms"] is None
+    for n_warm in (0, 1):  # a one-step run, measured or warm-up: no steady state to set it against
+        one = full.iloc[:1].assign(warmup=bool(n_warm))
+        s1 = startup_summary(1_000_000_000, one, [], measured=1 - n_warm)
+        assert s1["steady_step_ms"] is None and s1["worker_startup_ms"] is None
 
 
 def test_worker_startup_per_epoch_from_a_real_run(tmp_path):

@@ -148,7 +148,8 @@ def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured:
     and the training DataLoader's first-epoch worker start-up."""
     walls = full["wall_ns"].to_numpy() / 1e6
     first_end_ns = int(full["start_ns"].iloc[0] + full["wall_ns"].iloc[0])
-    rest = full[~full["warmup"]] if measured else full.iloc[1:]
+    rest = full.iloc[1:]  # steady state: never the first step itself (a one-step run has none)
+    rest = rest[~rest["warmup"]] if measured else rest
     if "evaluation" in rest:
         rest = rest[~rest["evaluation"]]
     starts = [s for ld in loaders if ld.get("training") for s in ld["worker_startup_ms"]]
