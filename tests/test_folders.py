@@ -159,3 +159,21 @@ def test_atomic_path_keeps_the_suffix_for_writers_that_read_it(tmp_path):
             tmp.write_text("half")
             1 / 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_ctrl_c_while_writing_leaves_the_previous_file_whole(tmp_path, monkeypatch):
+    """A second Ctrl-C lands while run.json is being written: the earlier version stays, no half file."""
+    target = tmp_path / "run.json"
+    jsonio.write(target, {"schema": "perfcore.run/1", "v": 1})
+    old = target.read_bytes()
+    real_fsync = jsonio.os.fsync
+
+    def interrupted(fd):
+        real_fsync(fd)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jsonio.os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        jsonio.write(target, {"schema": "perfcore.run/1", "v": 2, "big": "x" * 100_000})
+    assert target.read_bytes() == old and json.loads(old)["v"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
