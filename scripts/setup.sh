@@ -78,7 +78,7 @@ if [ "$need_build" = 1 ]; then
   echo "setup: building perfcore ($want_mode mode)"
   rm -f build/.stamp-*
   python -m pip install --disable-pip-version-check --no-build-isolation --no-deps -e . -v 2>&1 \
-    | grep -E "perfcore build:|error|Error" || true
+    | grep -E "perfcore build:|error:|Error:|FAILED" || true
   python -c "import perfcore._C" || { echo "setup: perfcore's native core did not build; see above" >&2; exit 1; }
   mkdir -p build && touch "$stamp"
 fi
