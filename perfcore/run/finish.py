@@ -87,8 +87,8 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     parts = _read_parts(out) if parts is None else parts
     measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
     # No step anywhere: the process that saw the most (not a launcher that only imported torch).
-    parts = measured or sorted(parts, key=lambda p: -sum(v for k, v in (p["doc"].get("seen") or {}).items()
-                                                              if k != "wall_ms"))[:1]
+    parts = measured or sorted(parts, key=lambda p: -sum(v for v in (p["doc"].get("seen") or {}).values()
+                                                              if isinstance(v, int)))[:1]
     parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
     doc = dict(parts[0]["doc"]) if parts else {}
     outcome = describe_exit(rc, (doc.get("exit") or {}).get("reason"), *oom)

@@ -81,8 +81,11 @@ class TorchHooks:
             # The first batch fetch or module call makes the timer; the others wait for it.
             hook = TimedCall(orig, first_use(orig, name)) if name in ("load", "forward") else TimedCall(orig)
             self.timed[name] = hook
-            self.installed[name] = self._backward_end(hook, orig) if "backward" in name else hook
-            setattr(owner, attr, self.installed[name])
+            self.installed[name] = hook
+            setattr(owner, attr, hook)
+        self._ends = {name: self._backward_end(self.timed[name], self.timed[name].__wrapped__)
+                      for name in ("backward", "autograd.backward")}
+        self.backward_ends(True)
         # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
         os.register_at_fork(after_in_child=inst.forked)
 
@@ -121,6 +124,14 @@ class TorchHooks:
         backward.__wrapped__ = orig
         backward.__name__, backward.__doc__ = getattr(orig, "__name__", "backward"), getattr(orig, "__doc__", None)
         return backward
+
+    def backward_ends(self, on: bool) -> None:
+        """Report backward ends (a Python frame per backward) only while they may be the step source;
+        otherwise the bare native hook sits on torch again."""
+        for name, wrapper in self._ends.items():
+            owner, attr = self.patched[name]
+            self.installed[name] = wrapper if on else self.timed[name]
+            setattr(owner, attr, self.installed[name])
 
     def arm(self, timer, scopes: dict[str, Any]) -> None:
         for name, hook in self.timed.items():

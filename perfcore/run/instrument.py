@@ -91,6 +91,8 @@ class Instrumentation:
         self.timer = None
         self.mem_samples, self.eval_rows = [], []
         self.sources = StepSources(self, self.sources.forced)
+        if self.torch_hooks.timed:
+            self.torch_hooks.backward_ends(True)
         self.set_steps(steps, warmup)
         self.stop_requested, self._finalized, self.disabled = False, False, False
 
@@ -200,8 +202,13 @@ class Instrumentation:
         self.sources.forward_started(self.now_ns())
 
     def source_chosen(self, source: str) -> None:
+        # No Python on the hot path for what cannot be the step source any more.
         if source != "forward":
-            self.torch_hooks.timed["forward"].on_enter = None  # no Python on module calls from now on
+            self.torch_hooks.timed["forward"].on_enter = None
+        if source in ("optimizer", "backward"):
+            self.torch_hooks.timed["load"].on_enter = None
+        if source != "backward":
+            self.torch_hooks.backward_ends(False)
         if source != "optimizer" and self.timer is not None:
             from perfcore.timing import COMPACT_EVERY
 

@@ -51,7 +51,8 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "exit": {"reason": inst.exit_reason, "exception": inst.exception},
         "step_source": source,
         "step_source_text": DESCRIBE.get(source or "", "none"),
-        "seen": {**counts, "optimizers": inst.sources.optimizers_made,
+        # Counted until the step source was chosen (then the hooks stop calling Python for them).
+        "seen": {**counts, "optimizers": inst.sources.optimizers_made, "counted_until": source or "the end",
                  "wall_ms": (inst.now_ns() - inst.t_start) / 1e6},
         "loaders": inst.loaders.summary(inst.run_dir / "workers"),
         "dataloader_overrides": {"asked": inst.overrides, "applied": inst.overrides_applied},
