@@ -12,6 +12,9 @@ from perfcore.errors import CuptiUnavailable, DeviceUnavailable, NativeUnavailab
 __all__ = ["native", "build_info", "capabilities", "require_cuda", "require_cupti"]
 
 _BUILD_INFO = Path(__file__).with_name("_build_info.json")
+# Right for an install from pip as well as for a checkout.
+REBUILD = ("pip install --no-build-isolation --force-reinstall --no-deps <where perfcore came from>, "
+           "or ./scripts/setup.sh in a checkout")
 
 
 @functools.lru_cache(maxsize=None)
@@ -34,8 +37,7 @@ def _load():
         from perfcore import _C
     except ImportError as e:
         raise NativeUnavailable(
-            f"perfcore's native core did not load ({e}); rebuild it against this torch: "
-            "pip install --no-build-isolation -e ."
+            f"perfcore's native core did not load ({e}); rebuild it against this torch: {REBUILD}"
         ) from e
     return _C
 
@@ -85,7 +87,7 @@ def capabilities() -> dict[str, Any]:
         if cupti_loaded and cupti_loaded != cupti_compiled:
             warnings.append(
                 f"perfcore was compiled against CUPTI API {cupti_compiled} but CUPTI {cupti_loaded} is loaded; "
-                "records may be misread: rebuild perfcore (pip install --no-build-isolation -e .)"
+                f"records may be misread: rebuild perfcore against this torch: {REBUILD}"
             )
     no_cuda = info.get("reason") or "perfcore was built in CPU mode"
     gpu_reason = None
