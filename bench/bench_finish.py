@@ -6,6 +6,8 @@ For each length it prints: the loop's own time; finishing (from the loop's last 
 `perfcore run`: writing the part in the child, then the run folder in the parent); `perfcore
 report`; the run folder's size; and the child's RSS growth from step 1000 to the last step, minus
 the same script's growth without perfcore (perfcore's own memory). Then the slopes per 10k steps.
+The machine's load average is printed with each row: wall times on a shared machine are only as
+good as the load allows (the report's CPU seconds are the steadier figure).
 
     .venv/bin/python bench/bench_finish.py [--steps 1000,10000,100000]
 """
@@ -40,7 +42,9 @@ for i in range(n):
     opt.step()
     if i == 999:
         r1 = rss()
-print(f"LOOP {t0:.6f} {time.time():.6f} RSS {r1} {rss()}", file=sys.stderr)
+import resource
+u = resource.getrusage(resource.RUSAGE_SELF)
+print(f"LOOP {t0:.6f} {time.time():.6f} RSS {r1} {rss()} CPU {u.ru_utime + u.ru_stime:.3f}", file=sys.stderr)
 '''
 
 
@@ -48,11 +52,11 @@ def perfcore_cmd() -> list[str]:
     return [sys.executable, "-m", "perfcore.cli"]
 
 
-def loop_line(stderr: str) -> tuple[float, float, int, int]:
-    m = re.search(r"LOOP (\S+) (\S+) RSS (\d+) (\d+)", stderr)
+def loop_line(stderr: str) -> tuple[float, float, int, int, float]:
+    m = re.search(r"LOOP (\S+) (\S+) RSS (\d+) (\d+) CPU (\S+)", stderr)
     if not m:
         raise SystemExit(f"the loop printed no timing line:\n{stderr[-2000:]}")
-    return float(m[1]), float(m[2]), int(m[3]), int(m[4])
+    return float(m[1]), float(m[2]), int(m[3]), int(m[4]), float(m[5])
 
 
 def folder_bytes(d: Path) -> int:
@@ -61,25 +65,36 @@ def folder_bytes(d: Path) -> int:
 
 def one(n: int, work: Path, script: Path) -> dict:
     out = work / f"run{n}"
+    cpu0 = _children_cpu()
     p = subprocess.run(perfcore_cmd() + ["run", "--quiet", "--out", str(out), "--", sys.executable, str(script), str(n)],
                        capture_output=True, text=True)
     t_end = time.time()
     if p.returncode != 0:
         raise SystemExit(f"perfcore run failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    t0, t1, r1, rn = loop_line(p.stderr)
+    t0, t1, r1, rn, loop_cpu = loop_line(p.stderr)
+    # CPU of perfcore run and its child, less the child's CPU up to the loop's end: what finishing
+    # cost (plus the parent's own start, so an upper bound).
+    finish_cpu = _children_cpu() - cpu0 - loop_cpu
     part = next((out / "parts").glob("*/run.json"))
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), _children_cpu()
     r = subprocess.run(perfcore_cmd() + ["report", str(out), "--html"], capture_output=True, text=True)
-    report_s = time.perf_counter() - t
+    report_s, report_cpu = time.perf_counter() - t, _children_cpu() - cpu
     if r.returncode != 0:
         raise SystemExit(f"perfcore report failed ({r.returncode}):\n{r.stderr[-3000:]}")
-    return {"steps": n, "loop_s": t1 - t0, "finish_s": t_end - t1, "child_s": part.stat().st_mtime - t1,
-            "report_s": report_s, "mb": folder_bytes(out) / 1e6, "rss_growth_mb": (rn - r1) / 1e6}
+    return {"steps": n, "loop_s": t1 - t0, "finish_s": t_end - t1, "finish_cpu": finish_cpu, "child_s": part.stat().st_mtime - t1,
+            "report_s": report_s, "report_cpu": report_cpu, "load": os.getloadavg()[0], "mb": folder_bytes(out) / 1e6, "rss_growth_mb": (rn - r1) / 1e6 if r1 else 0.0}
+
+
+def _children_cpu() -> float:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def bare_growth(n: int, script: Path) -> float:
     p = subprocess.run([sys.executable, str(script), str(n)], capture_output=True, text=True)
-    _, _, r1, rn = loop_line(p.stderr)
+    _, _, r1, rn, _ = loop_line(p.stderr)
     return (rn - r1) / 1e6
 
 
@@ -104,13 +119,16 @@ def main() -> None:
         rows = [one(n, work, script) for n in lengths]
         # perfcore's own memory: the same loop's growth without perfcore, at the longest length only.
         bare = bare_growth(max(lengths), script) if max(lengths) > 1000 else 0.0
-    print("| steps | loop s | finish s (child part) | report --html s | folder MB | RSS growth MB (step 1000 -> end) |")
-    print("|---|---|---|---|---|---|")
+    print("| steps | loop s | finish s (child part) (CPU s) | report --html s (CPU s) | folder MB | RSS growth MB "
+          "(step 1000 -> end) | load avg |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['steps']} | {r['loop_s']:.1f} | {r['finish_s']:.2f} ({r['child_s']:.2f}) | {r['report_s']:.2f} | "
-              f"{r['mb']:.1f} | {r['rss_growth_mb']:.1f} |")
+        print(f"| {r['steps']} | {r['loop_s']:.1f} | {r['finish_s']:.2f} ({r['child_s']:.2f}) ({r['finish_cpu']:.2f}) "
+              f"| {r['report_s']:.2f} "
+              f"({r['report_cpu']:.2f}) | {r['mb']:.1f} | {r['rss_growth_mb']:.1f} | {r['load']:.1f} |")
     if len(rows) > 1:
-        print(f"slope per 10k steps: finish {slope(rows, 'finish_s'):+.3f} s, report {slope(rows, 'report_s'):+.3f} s, "
+        print(f"slope per 10k steps: finish {slope(rows, 'finish_s'):+.3f} s ({slope(rows, 'finish_cpu'):+.3f} CPU s), "
+              f"report {slope(rows, 'report_s'):+.3f} s ({slope(rows, 'report_cpu'):+.3f} CPU s), "
               f"folder {slope(rows, 'mb'):+.2f} MB, RSS {slope(rows, 'rss_growth_mb'):+.2f} MB")
     big = max(rows, key=lambda r: r["steps"])
     print(f"without perfcore the loop grew {bare:.1f} MB over {big['steps']} steps; perfcore's own growth: "
