@@ -129,3 +129,31 @@ def test_missing_package_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupti", None)
     with pytest.raises(PerfcoreError, match=r"perfcore\[cupti\]"):
         cp.load_cupti()
+
+
+def test_records_read_from_one_cupti_buffer(C):
+    # What the completion callback hands over: records packed back to back in one buffer, each
+    # object a view at its address. They are read as arrays over that span, not field by field.
+    dts = [cupti_mod.activity_external_correlation_dtype, cupti_mod.activity_api_dtype,
+           cupti_mod.activity_kernel10_dtype, cupti_mod.activity_kernel10_dtype]
+    buf = np.zeros(sum(d.itemsize for d in dts), dtype=np.uint8)
+    _NAMES.append(buf)
+    name = ctypes.create_string_buffer(b"_Z4spinv")
+    _NAMES.append(name)
+    offs = np.cumsum([0] + [d.itemsize for d in dts[:-1]])
+    fields = [dict(kind=int(K.EXTERNAL_CORRELATION), external_kind=3, external_id=2, correlation_id=11),
+              dict(kind=int(K.RUNTIME), start=100, end=104, correlation_id=11, thread_id=4242, cbid=211),
+              dict(kind=int(K.CONCURRENT_KERNEL), start=200, end=260, correlation_id=11, name=ctypes.addressof(name)),
+              dict(kind=int(K.CONCURRENT_KERNEL), start=0, end=300, correlation_id=12, name=ctypes.addressof(name))]
+    classes = [cupti_mod.ActivityExternalCorrelation, cupti_mod.ActivityAPI, cupti_mod.ActivityKernel10,
+               cupti_mod.ActivityKernel10]
+    recs = []
+    for off, dt, f, cls in zip(offs, dts, fields, classes):
+        view = buf[off:off + dt.itemsize].view(dt)
+        for k, v in f.items():
+            view[k] = v
+        recs.append(cls.from_ptr(buf.ctypes.data + int(off), readonly=True))
+    raw = cp.records_to_columns(recs, {}, cp._Kinds(cupti_mod), clock_offset_ns=100)
+    assert raw["records"] == 4 and raw["invalid_timestamps"] == 1
+    assert list(raw["kernels"]["start_ns"]) == [100] and raw["names"] == ["_Z4spinv"]
+    assert list(raw["api"]["thread_id"]) == [4242] and list(raw["external_correlation"]["external_id"]) == [2]

@@ -114,12 +114,62 @@ def _installed(*dists: str) -> str | None:
 
 
 class _Kinds:
-    """ActivityKind value -> table name, and the driver API kind's value."""
+    """cupti-python's record classes -> their numpy dtypes, and ActivityKind value -> table."""
+
+    _DTYPES = {"ActivityKernel10": "activity_kernel10_dtype", "ActivityMemcpy6": "activity_memcpy6_dtype",
+               "ActivityMemset4": "activity_memset4_dtype", "ActivitySynchronization2": "activity_synchronization2_dtype",
+               "ActivityExternalCorrelation": "activity_external_correlation_dtype",
+               "ActivityOverhead3": "activity_overhead3_dtype", "ActivityAPI": "activity_api_dtype"}
 
     def __init__(self, cupti):
         K = cupti.ActivityKind
         self.table = {int(getattr(K, n)): t for n, t in _KIND_TABLE.items() if hasattr(K, n)}
         self.driver = int(K.DRIVER)
+        self.dtype = {getattr(cupti, c): getattr(cupti, d) for c, d in self._DTYPES.items()
+                      if hasattr(cupti, c) and hasattr(cupti, d)}
+
+
+def _gather(records: Iterable[Any], dtypes: dict) -> tuple[dict[Any, np.ndarray], int, int]:
+    """Record objects -> one structured array per record class (the records' own bytes), the
+    number of records, and how many were of classes perfcore does not read.
+
+    Reading attributes costs microseconds each (cupti-python reads every field through numpy),
+    so only each record's address is read, and the bytes are copied as arrays: records handed
+    to one callback lie in one CUPTI buffer, so a single view of that span serves them all;
+    records elsewhere (built by hand) are copied one by one.
+    """
+    addrs: dict[Any, list[int]] = {}
+    n = other = 0
+    for rec in records:
+        n += 1
+        cls = type(rec)
+        if cls in dtypes:
+            addrs.setdefault(cls, []).append(rec.ptr)
+        else:
+            other += 1
+    out: dict[Any, np.ndarray] = {}
+    if not addrs:
+        return out, n, other
+    lo = min(min(a) for a in addrs.values())
+    hi = max(max(a) + dtypes[c].itemsize for c, a in addrs.items())
+    packed = sum(len(a) * dtypes[c].itemsize for c, a in addrs.items())
+    offs = {c: np.asarray(a, dtype=np.int64) - lo for c, a in addrs.items()}
+    # CUPTI records are 8-byte aligned (ACTIVITY_RECORD_ALIGNMENT) and sized in 8-byte words.
+    aligned = lo % 8 == 0 and all(not (o % 8).any() and dtypes[c].itemsize % 8 == 0 for c, o in offs.items())
+    if hi - lo <= 2 * packed + 4096 and aligned:  # one buffer: one view over it, gathered in words
+        words = np.frombuffer((ctypes.c_char * (hi - lo)).from_address(lo), dtype=np.uint64)
+        for cls, off in offs.items():
+            dt = dtypes[cls]
+            out[cls] = np.ascontiguousarray(words[off[:, None] // 8 + np.arange(dt.itemsize // 8)]).view(dt).ravel()
+    else:
+        for cls, a in addrs.items():
+            dt = dtypes[cls]
+            arr = np.zeros(len(a), dtype=dt)
+            base = arr.ctypes.data
+            for i, p in enumerate(a):
+                ctypes.memmove(base + i * dt.itemsize, p, dt.itemsize)
+            out[cls] = arr
+    return out, n, other
 
 
 def records_to_columns(records: Iterable[Any], names: dict[str, int], kinds: "_Kinds",
@@ -132,34 +182,43 @@ def records_to_columns(records: Iterable[Any], names: dict[str, int], kinds: "_K
     with a 0 timestamp or end < start are dropped and counted (CUPTI writes 0 when it could not
     collect a timestamp).
     """
-    rows: dict[str, dict[str, list]] = {t: {c: [] for c in cols} for t, cols in SCHEMA.items()}
-    n = other = invalid = 0
-    table_of, driver = kinds.table, kinds.driver
-    for rec in records:
-        n += 1
-        table = table_of.get(int(rec.kind))
-        if table is None:
-            other += 1
-            continue
-        if table in _TIMED:
-            start, end = int(rec.start), int(rec.end)
-            if start == 0 or end == 0 or end < start:
-                invalid += 1
+    arrays, n, other = _gather(records, kinds.dtype)
+    parts: dict[str, list[dict[str, np.ndarray]]] = {t: [] for t in SCHEMA}
+    invalid = 0
+    for arr in arrays.values():
+        kind = arr["kind"].astype(np.int64)
+        for k in np.unique(kind):
+            table = kinds.table.get(int(k))
+            sel = arr[kind == k]
+            if table is None:
+                other += len(sel)
                 continue
-        out = rows[table]
-        for col, (attr, _) in SCHEMA[table].items():
-            if col == "name_id":
-                name = rec.name or "<unknown>"
-                v = names.setdefault(name, len(names))
-            elif col == "driver":
-                v = int(int(rec.kind) == driver)
-            else:
-                v = getattr(rec, attr)
-                if col in ("start_ns", "end_ns"):
-                    v = int(v) - clock_offset_ns
-            out[col].append(v)
-    raw: dict[str, Any] = {t: {c: np.asarray(v, dtype=SCHEMA[t][c][1]) for c, v in cols.items()}
-                           for t, cols in rows.items()}
+            if table in _TIMED:
+                start, end = sel["start"].astype(np.int64), sel["end"].astype(np.int64)
+                ok = (start != 0) & (end != 0) & (end >= start)
+                invalid += int((~ok).sum())
+                sel = sel[ok]
+            cols: dict[str, np.ndarray] = {}
+            for col, (field, dt) in SCHEMA[table].items():
+                if col == "name_id":
+                    ptrs = sel["name"].astype(np.int64)
+                    ids: dict[int, int] = {}  # name pointers are stable within one buffer
+                    for p in np.unique(ptrs).tolist():
+                        name = ctypes.string_at(p).decode(errors="replace") if p else "<unknown>"
+                        ids[p] = names.setdefault(name, len(names))
+                    v = np.array([ids[p] for p in ptrs.tolist()], dtype=dt) if len(ptrs) else np.empty(0, dt)
+                elif col == "driver":
+                    v = np.full(len(sel), int(k) == kinds.driver, dtype=dt)
+                else:
+                    v = sel[field].astype(dt)
+                    if col in ("start_ns", "end_ns"):
+                        v = v - clock_offset_ns
+                cols[col] = v
+            parts[table].append(cols)
+    raw: dict[str, Any] = {}
+    for t, cols in SCHEMA.items():
+        got = parts[t]
+        raw[t] = {c: (np.concatenate([g[c] for g in got]) if got else np.empty(0, dtype=dt)) for c, (_, dt) in cols.items()}
     raw["names"] = list(names)  # insertion order = id order
     raw["records"], raw["other_records"], raw["invalid_timestamps"] = n, other, invalid
     return raw
