@@ -14,18 +14,9 @@ import pytest
 import perfcore
 from perfcore.analysis.bins import BINS, bin_steps, outliers
 from perfcore.report import jsonio
+from steps_tables import steps_table as table
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
-
-
-def table(n: int, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    d = {"step": np.arange(n), "warmup": np.arange(n) < 5}
-    for lb, v in zip(LABELS, (1.0, 0.2, 3.0, 0.0, 0.5)):
-        d[f"{lb}_ms"] = v * rng.gamma(20, 1 / 20, n)
-    df = pd.DataFrame(d)
-    df["wall_ms"] = df[[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
-    return df
 
 
 def test_bins_keep_the_identity_and_their_statistics():

@@ -13,20 +13,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from steps_tables import steps_table as synthetic_steps
+
 from perfcore.report.html import headline, render_html, write_folder_report, write_report
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 VERDICT = "input-bound: waiting for data costs 4.1 ms of each 9.0 ms step (46%; critical at >= 20%)"
 
 
-def steps_table(n: int, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    d = {"step": np.arange(n), "warmup": np.arange(n) < 5}
-    for lb, v in zip(LABELS, (4.0, 0.5, 3.5, 0.0, 1.0)):
-        d[f"{lb}_ms"] = v * rng.gamma(20, 1 / 20, n)
-    df = pd.DataFrame(d)
-    df["wall_ms"] = df[[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
-    return df
+def steps_table(n: int) -> pd.DataFrame:
+    return synthetic_steps(n, means=(4.0, 0.5, 3.5, 0.0, 1.0))
 
 
 def run_doc() -> dict:
