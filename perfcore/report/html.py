@@ -252,7 +252,7 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
     """The whole report.html of a run folder: verdict and advice, breakdown, the binned plot, top
     kernels and copies, warnings, environment, the folder's other plots inline and links to its files."""
     files = list((doc.get("files") or {}).keys())
-    body = [f"<h1>perfcore run</h1>", render_html(doc, steps), "<h2>Environment</h2>", _environment(doc)]
+    body = ["<h1>perfcore run</h1>", render_html(doc, steps), "<h2>Environment</h2>", _environment(doc)]
     if folder is not None:
         imgs = [Path(folder) / f for f in files if f.endswith(".png") and f != "breakdown.png"
                 and (Path(folder) / f).is_file()]
