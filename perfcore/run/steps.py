@@ -100,9 +100,14 @@ class StepSources:
         return list(ends) if source == "backward" else list(ends[1:])
 
     # -- the choice -----------------------------------------------------------------------------
+    def count(self, source: str) -> int:
+        """How many step ends this source has given so far (no copy: this runs at every event)."""
+        n = len(self.ends.get(source, ()))
+        return n if source == "backward" else max(0, n - 1)
+
     def best_lower(self) -> str | None:
         for s in SOURCES[1:]:
-            if self.boundaries(s):
+            if self.count(s):
                 return s
         return None
 
@@ -110,7 +115,7 @@ class StepSources:
         best = self.best_lower()
         if best is None or self.inst.timer is None:
             return
-        n = len(self.ends[best]) - (0 if best == "backward" else 1)
+        n = self.count(best)
         if n >= DECIDE_BY or (self.optimizers_made == 0 and n >= self.inst.stop_at):
             self.choose(best)
             self.inst.after_step(len(self.inst.timer.boundaries))
