@@ -126,7 +126,7 @@ def test_clock_offsets_from_collective_ends():
     assert clock_offsets(parts) == {"a": 0, "b": 250}
 
 
-def _part(rank, world, host="h", pid=1, wall=10.0, comm=0.0, n=6):
+def _rank_part(rank, world, host="h", pid=1, wall=10.0, comm=0.0, n=6):
     steps = pd.DataFrame({"step": range(n), "warmup": [False] * n, "wall_ms": [wall] * n, "comm_ms": [comm] * n,
                           "load_ms": [0.0] * n, "transfer_ms": [0.0] * n, "compute_ms": [wall - comm] * n,
                           "host_ms": [0.0] * n})
@@ -138,21 +138,21 @@ def _part(rank, world, host="h", pid=1, wall=10.0, comm=0.0, n=6):
 def test_processes_without_a_rank_are_not_missing_ranks():
     from perfcore.analysis.ranks import job_problem
 
-    out = merge_ranks([_part(None, None, pid=1), _part(None, None, pid=2)])
+    out = merge_ranks([_rank_part(None, None, pid=1), _rank_part(None, None, pid=2)])
     assert out["missing_ranks"] == [] and "missing_note" not in out
-    assert job_problem([_part(None, None, pid=1), _part(None, None, pid=2)]) is None
+    assert job_problem([_rank_part(None, None, pid=1), _rank_part(None, None, pid=2)]) is None
 
 
 def test_two_jobs_rank_0_is_not_one_job():
     from perfcore.analysis.ranks import job_problem
 
-    assert job_problem([_part(0, 2, pid=1), _part(1, 2, pid=2)]) is None
-    assert "two parts claim rank 0" in job_problem([_part(0, 2, pid=1), _part(0, 2, pid=7)])
-    assert "disagree on the job's size" in job_problem([_part(0, 2, pid=1), _part(1, 4, pid=2)])
+    assert job_problem([_rank_part(0, 2, pid=1), _rank_part(1, 2, pid=2)]) is None
+    assert "two parts claim rank 0" in job_problem([_rank_part(0, 2, pid=1), _rank_part(0, 2, pid=7)])
+    assert "disagree on the job's size" in job_problem([_rank_part(0, 2, pid=1), _rank_part(1, 4, pid=2)])
 
 
 def test_zero_wall_steps_do_not_divide_by_zero():
-    out = merge_ranks([_part(0, 2, pid=1, wall=0.0), _part(1, 2, pid=2, wall=0.0)])
+    out = merge_ranks([_rank_part(0, 2, pid=1, wall=0.0), _rank_part(1, 2, pid=2, wall=0.0)])
     assert out["stragglers"] == []
 
 
