@@ -96,7 +96,10 @@ def test_finishing_a_long_run_writes_bounded_outputs(tmp_path):
 
     n = 60_000
     part = long_part(tmp_path, n)
+    (part / "checkpoint").mkdir()
+    (part / "checkpoint" / "steps.csv").write_text("step\n0\n")  # a checkpoint the finished part outdates
     doc = finish_run(tmp_path, 0, ["python", "train.py"])
+    assert not (part / "checkpoint").exists()
     assert (tmp_path / "steps.csv").read_bytes() == (part / "steps.csv").read_bytes()  # copied, not re-formatted
     assert {"run.json", "steps.csv", "trace.json", "breakdown.png", "report.html"} <= set(doc["files"])
     trace = json.loads((tmp_path / "trace.json").read_text())

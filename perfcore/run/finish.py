@@ -195,7 +195,19 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
 
     jsonio.write(out / "run.json", doc)
     write_report(out, doc, main["steps"])
+    drop_checkpoints(out, parts)
     return doc
+
+
+def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
+    """A part that wrote its own results no longer needs the checkpoint perfcore kept for it."""
+    import shutil
+
+    for p in parts:
+        d = Path(p.get("dir") or "")
+        ck = d / "checkpoint"
+        if d.parent == out / "parts" and (d / "run.json").is_file() and ck.is_dir():
+            shutil.rmtree(ck, ignore_errors=True)
 
 
 def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchanged: bool) -> None:
