@@ -22,30 +22,7 @@ if ! python -c "import torch" 2>/dev/null; then
 fi
 # perfcore's declared dependencies (pyproject.toml: runtime, the test and gpu extras) and the
 # build tools, installed when missing or too old; torch is left as it is (installed above).
-missing_deps() {
-  python - <<'PY'
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    from pip._vendor import tomli as tomllib
-from importlib.metadata import PackageNotFoundError, version
-from pip._vendor.packaging.requirements import Requirement
-
-with open("pyproject.toml", "rb") as f:
-    project = tomllib.load(f)["project"]
-extras = project.get("optional-dependencies", {})
-for spec in project["dependencies"] + extras.get("test", []) + extras.get("gpu", []) + ["ninja", "setuptools>=64", "wheel"]:
-    req = Requirement(spec)
-    if req.name == "torch" or (req.marker and not req.marker.evaluate()):
-        continue
-    try:
-        if req.specifier.contains(version(req.name), prereleases=True):
-            continue
-    except PackageNotFoundError:
-        pass
-    print(spec)
-PY
-}
+missing_deps() { python scripts/missing_deps.py pyproject.toml; }
 missing=$(missing_deps)
 if [ -n "$missing" ]; then
   echo "setup: installing $(echo "$missing" | tr '\n' ' ')"

@@ -274,3 +274,21 @@ def test_cuda_compile_failure_falls_back_to_cpu_mode(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("perfcore build: CPU mode: the CUDA-mode compile failed ("), lines
     info = json.loads(zipfile.ZipFile(next((tmp_path / "w").glob("*.whl"))).read("perfcore/_build_info.json"))
     assert info["mode"] == "cpu" and info["reason"].startswith("the CUDA-mode compile failed")
+
+
+def test_setup_installs_what_pyproject_declares(tmp_path):
+    # scripts/setup.sh installs whatever this prints: the runtime dependencies and the test and gpu
+    # extras that are missing or too old, never torch (set-up installs that itself, once).
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+        [project]
+        name = "x"
+        dependencies = ["torch>=999", "click>=1", "perfcore-surely-absent-dep>=1"]
+        [project.optional-dependencies]
+        test = ["pytest>=1", "click>=999"]
+        gpu = ["perfcore-surely-absent-gpu"]
+        other = ["perfcore-surely-absent-other"]
+        """))
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "missing_deps.py"), str(tmp_path / "pyproject.toml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["perfcore-surely-absent-dep>=1", "click>=999", "perfcore-surely-absent-gpu"]
