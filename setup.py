@@ -1,8 +1,10 @@
 """Builds perfcore._C with torch's BuildExtension.
 
 CUDA mode (CUPTI tracer, CUDA-event timer, transfer sweep, calibration kernels) when torch is a
-CUDA build and a CUDA toolkit is found; CPU mode otherwise or with PERFCORE_CPU_ONLY=1. The
-settings chosen are printed and written to perfcore/_build_info.json, which `perfcore env` shows.
+CUDA build and a CUDA toolkit is found; CPU mode otherwise or with PERFCORE_CPU_ONLY=1. Every
+reason for the CPU mode (a failed CUDA-mode compile too) is one line that says how to get the CUDA
+mode; none fails the install. The settings chosen are printed and written to
+perfcore/_build_info.json, which `perfcore env` shows.
 """
 from __future__ import annotations
 
