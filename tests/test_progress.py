@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,28 @@ def test_perfcore_run_shows_a_live_status_line_on_a_terminal(tmp_path):
     assert proc.returncode == 0, text[-2000:]
     assert "perfcore: step" in text and "ms/step" in text, text[-2000:]
     assert "compute" in text and "%" in text  # the shares, once steps were settled
+
+
+def test_notebook_status_updates_one_output_in_place(tmp_path):
+    from perfcore.run.progress import NotebookStatus
+
+    class Handle:  # what IPython's display(..., display_id=True) returns
+        def __init__(self):
+            self.shown = []
+
+        def update(self, obj):
+            self.shown.append(getattr(obj, "data", obj))
+
+    (tmp_path / "progress").mkdir()
+    (tmp_path / "progress" / "pid1.json").write_text(json.dumps(
+        {"key": "pid1", "steps": 40, "warmup": 5, "steps_wanted": 0, "step_ms": 3.0,
+         "breakdown_fraction": {"load": 0.1, "transfer": 0.0, "compute": 0.8, "comm": 0.0, "host": 0.1}}))
+    h = Handle()
+    s = NotebookStatus(tmp_path, handle=h, every_s=0.05).start()
+    deadline = time.time() + 30
+    while not h.shown and time.time() < deadline:
+        time.sleep(0.05)
+    s.stop()
+    assert "perfcore: step 40" in h.shown[0] and "compute 80%" in h.shown[0]
+    assert h.shown[-1] == ""  # cleared at the end: the report takes its place
+    assert NotebookStatus(tmp_path).start().handle is None  # outside a kernel: nothing shown

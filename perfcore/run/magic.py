@@ -36,11 +36,15 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
         raise _StopCell()
 
     inst.request_stop = stop
+    from perfcore.run.progress import NotebookStatus
+
+    status = NotebookStatus(run_dir).start()  # the live status line under the cell (in a kernel only)
     try:
         exec(compile(cell, "<perfcore cell>", "exec"), user_ns)
     except _StopCell:
         pass
     finally:
+        status.stop()
         inst.disabled = True
         inst.disarm()  # the hooks call straight through until the next cell's timer
     timer = inst.timer

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 from perfcore.analysis.attribution import LABELS
 
-__all__ = ["ProgressWriter", "LiveStatus", "read_progress", "status_text", "rows_to_table", "PROGRESS_EVERY_S", "CHECKPOINT_EVERY_S"]
+__all__ = ["ProgressWriter", "LiveStatus", "NotebookStatus", "read_progress", "status_text", "rows_to_table",
+           "PROGRESS_EVERY_S", "CHECKPOINT_EVERY_S"]
 
 PROGRESS_EVERY_S = 2.0
 CHECKPOINT_EVERY_S = 30.0
@@ -243,6 +244,65 @@ class LiveStatus:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+class NotebookStatus:
+    """The same status line in a notebook (%%perfcore): one output area under the cell, updated in place
+    every ~2 s from the progress file. Nothing outside an IPython kernel."""
+
+    def __init__(self, run_dir: Path, *, every_s: float = PROGRESS_EVERY_S, handle=None):
+        self.run_dir, self.every_s, self.handle = Path(run_dir), every_s, handle
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "NotebookStatus":
+        if self.handle is None:
+            try:
+                from IPython import get_ipython
+                from IPython.display import HTML, display
+            except ImportError:
+                return self
+            if get_ipython() is None:
+                return self
+            self.handle = display(HTML(""), display_id=True)
+        self._thread = threading.Thread(target=self._loop, name="perfcore-notebook-status", daemon=True)
+        self._thread.start()
+        return self
+
+    def refresh(self) -> str | None:
+        p = read_progress(self.run_dir)
+        if p is None or self.handle is None:
+            return None
+        import html
+
+        line = status_text(p)
+        self.handle.update(_html(f"<code>{html.escape(line)}</code>"))
+        return line
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.refresh()
+            except Exception:
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.handle is not None:
+            try:
+                self.handle.update(_html(""))  # the report below replaces it
+            except Exception:
+                pass
+
+
+def _html(text: str):
+    try:
+        from IPython.display import HTML
+    except ImportError:
+        return text
+    return HTML(text)
 
 
 def _stderr_is_tty() -> bool:
