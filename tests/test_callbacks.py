@@ -35,7 +35,7 @@ def _check_result(cb, total_steps: int, warmup: int) -> None:
 
 
 def test_huggingface_trainer_callback(tmp_path):
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     from perfcore.integrations.huggingface import PerfcoreCallback

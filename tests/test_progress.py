@@ -10,9 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
-import pytest
 
 import perfcore
 from perfcore.run.progress import LiveStatus, ProgressWriter, read_progress, status_text
