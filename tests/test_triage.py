@@ -39,23 +39,14 @@ def cli(*args, timeout=300):
                           timeout=timeout)
 
 
-def within_on_a_second_try(run, check):
-    """run() then check(result); on a miss, once more. This machine is shared: a single noisy
-    minute can move a ratio of two measurements by 30%, which says nothing about perfcore.
-    Two misses in a row fail."""
-    first = run()
-    if check(first):
-        return first
-    second = run()
-    assert check(second), "missed twice"
-    return second
-
-
 def test_slow_loader_is_input_bound_and_synthetic_matches_prediction():
-    def close(doc):
-        return abs(doc["measured_speedup"] - doc["predicted_speedup"]) / doc["predicted_speedup"] <= 0.15
-
-    doc = within_on_a_second_try(lambda: diagnose(load_workload(f"{FACTORIES}:slow_loader"), steps=15, warmup=2), close)
+    doc = diagnose(load_workload(f"{FACTORIES}:slow_loader"), steps=15, warmup=2)
+    # Measured spread of (measured - predicted) / predicted on this 2-core machine: -0.01..+0.11 over 6
+    # runs idle, -0.22..+0.11 (sd 0.10) over 12 runs with two CPU burners alongside. 0.35 is beyond
+    # that; a wrong model of the wait (e.g. load counted twice, or not at all) is off by 2x or more.
+    rel = (doc["measured_speedup"] - doc["predicted_speedup"]) / doc["predicted_speedup"]
+    assert abs(rel) <= 0.35, (doc["predicted_speedup"], doc["measured_speedup"])
+    assert doc["predicted_speedup"] > 1.5 and doc["measured_speedup"] > 1.5
     assert doc["verdict"]["bound"] == "load"
     assert doc["verdict"]["cause"] == "I/O"  # sleeping __getitem__: waiting, not computing
     names = [e["name"] for e in doc["experiments"]]
@@ -95,24 +86,27 @@ def test_oom_is_recorded_and_the_sweep_goes_on():
     assert doc["best"]["batch_size"] in (4, 8)
 
 
-def test_budget_uses_successive_halving_and_still_finds_the_best():
+def test_budget_uses_successive_halving_and_still_finds_the_best(monkeypatch):
+    """The halving logic on a measurement with known rates: each configuration's true rate, plus a
+    deterministic error that shrinks as 1/sqrt(steps), as a real measurement's does. (The real
+    workload is swept in the tests above; timing it twice here would test the machine's noise.)"""
+    import perfcore.experiments.sweep as sweep_mod
+
+    def true_rate(cfg):  # samples/s: more workers help up to 2, bigger batches help a little
+        return 100.0 * min(cfg["num_workers"] + 1, 3) * (1 + 0.05 * cfg["batch_size"] / 8)
+
+    def fake_measure(workload, *, steps, warmup, overrides, **_):
+        err = 0.3 / np.sqrt(steps) * np.sin(hash((overrides["batch_size"], overrides["num_workers"], steps)) % 97)
+        rate = true_rate(overrides) * (1 + err)
+        return {"step_ms": 1000.0 * overrides["batch_size"] / rate, "samples_per_s": rate, "steps": steps}
+
+    monkeypatch.setattr(sweep_mod, "measure", fake_measure)
     grid = {"batch_size": [4, 8, 16, 32], "num_workers": [0, 1, 2, 3], "pin_memory": [False], "prefetch_factor": [2]}
-    w = load_workload(f"{FACTORIES}:slow_loader")
     keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
-
-    def both():
-        return sweep(w, grid, steps=32, warmup=1), sweep(w, grid, steps=32, warmup=1, budget_s=120)
-
-    def near_best(pair):
-        full, fast = pair
-        picked = next(c for c in full["configs"] if all(c[k] == fast["best"][k] for k in keys))
-        # Within 25%: on this 2-core machine, with the loop and 3 workers sharing it, one
-        # configuration's rate moves by +-10% between two full sweeps, and the budget sweep's
-        # short rounds favour batch 8 (its pick reached 79-99% of the full best over 8 runs;
-        # bench/RESULTS.md). A bad pick (too few workers) is at half the best or less.
-        return picked["samples_per_s"] >= 0.75 * full["best"]["samples_per_s"]
-
-    full, fast = within_on_a_second_try(both, near_best)
+    w = load_workload(f"{FACTORIES}:slow_loader")
+    fast = sweep(w, grid, steps=32, warmup=1, budget_s=120)
+    best_true = max(true_rate(c) for c in sweep_mod.grid_configs(grid))
+    assert true_rate(fast["best"]) >= 0.9 * best_true
     assert len(fast["rounds"]) >= 3
     assert fast["rounds"][0]["configs"] == 16 and fast["rounds"][1]["configs"] <= 8
     assert fast["rounds"][1]["steps"] > fast["rounds"][0]["steps"]
