@@ -67,6 +67,13 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path):
     assert doc["checkpoint"]["steps"] == len(steps) == len(rows) - 1
     assert w.failed is None
 
+    # Killed while appending the next rows: the half-written row lies beyond the bytes the
+    # checkpoint's run.json vouches for, and the part still reads as the last checkpoint.
+    with open(ck / "steps.csv", "a") as fh:
+        fh.write(rows[-1][: len(rows[-1]) // 2])
+    doc, steps, _ = load_part(ck)
+    assert len(steps) == doc["checkpoint"]["steps"] == len(rows) - 1
+
 
 def test_status_line_on_a_terminal_and_silent_elsewhere(tmp_path):
     from rich.console import Console

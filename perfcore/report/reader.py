@@ -166,8 +166,11 @@ def check_run_doc(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> dic
     return doc
 
 
-def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2):
-    """A CSV with at least `columns`, every cell of them present and finite (a truncated last row is not)."""
+def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2, limit_bytes: int | None = None):
+    """A CSV with at least `columns`, every cell of them present and finite (a truncated last row is not).
+    limit_bytes: read only that prefix (a file still being appended to when its writer died)."""
+    import io
+
     import numpy as np
     import pandas as pd
 
@@ -175,7 +178,11 @@ def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2):
     if not path.is_file():
         raise _bad(path, "missing" if not path.exists() else "is not a file", exit_code)
     try:
-        table = pd.read_csv(path)
+        if limit_bytes is None:
+            table = pd.read_csv(path)
+        else:
+            with open(path, "rb") as fh:
+                table = pd.read_csv(io.BytesIO(fh.read(limit_bytes)))
     except pd.errors.EmptyDataError:
         raise _bad(path, "is empty (the run was stopped while writing it?)", exit_code)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
@@ -234,7 +241,9 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
     if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not (folder / "steps.csv").exists():
         return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
     check_run_doc(doc, folder / "run.json", exit_code=1)
-    steps = read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=1)
+    vouched = (doc.get("checkpoint") or {}).get("csv_bytes")
+    steps = read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=1,
+                     limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None)
     raw: dict[str, Any] = {}
     trace = folder / "trace.npz"
     if trace.is_file():

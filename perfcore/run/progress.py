@@ -134,7 +134,10 @@ class ProgressWriter:
         v = _decide(doc["breakdown_ms"], doc["step_time_ms"]["mean"], self.on_gpu)
         doc["verdict"] = {"bound": v["bound"], "summary": v["summary"], **{k: v[k] for k in ("level",) if k in v}}
         doc.update({"pid": os.getpid(), "rank": int(os.environ["RANK"]) if os.environ.get("RANK") else None,
-                    "argv": [], "checkpoint": {"steps": int(len(table)), "written_unix_ns": time.time_ns()},
+                    # The bytes of steps.csv this checkpoint vouches for: an append cut short by a kill
+                    # lies beyond them and is ignored by the reader.
+                    "argv": [], "checkpoint": {"steps": int(len(table)), "written_unix_ns": time.time_ns(),
+                                               "csv_bytes": (d / "steps.csv").stat().st_size},
                     "exit": {"reason": "killed before writing its results", "exception": None}})
         jsonio.write(d / "run.json", doc)
         return d
