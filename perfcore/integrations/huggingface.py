@@ -11,23 +11,17 @@ callbacks). After train(): `.result` (perfcore.run/1), `.steps` (per step, with 
 """
 from __future__ import annotations
 
-from typing import Any
 
 from transformers import TrainerCallback
 
-from perfcore.integrations.session import Session
+from perfcore.integrations.session import CallbackState
 from perfcore.report.summary import summary
 
 __all__ = ["PerfcoreCallback"]
 
 
-class PerfcoreCallback(TrainerCallback):
-    def __init__(self, warmup: int = 5, out: str | None = None, prefix: str = "perfcore/"):
-        self.session = Session(warmup, out)
-        self.prefix = prefix
-        self.result = None
-        self.steps = None
-        self.summary: dict[str, Any] = {}
+class PerfcoreCallback(CallbackState, TrainerCallback):
+    """PerfcoreCallback.attach(trainer): per-step attribution of the Trainer's loop, logged through its loggers."""
 
     @classmethod
     def attach(cls, trainer, **kwargs) -> "PerfcoreCallback":

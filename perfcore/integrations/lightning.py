@@ -10,14 +10,13 @@ run's summary. After fit(): `.result` (perfcore.run/1), `.steps` (per step, with
 """
 from __future__ import annotations
 
-from typing import Any
 
 try:
     from lightning.pytorch import Callback
 except ImportError:  # the older package name
     from pytorch_lightning import Callback
 
-from perfcore.integrations.session import Session
+from perfcore.integrations.session import CallbackState
 from perfcore.report.summary import summary
 
 __all__ = ["PerfcoreCallback"]
@@ -28,13 +27,8 @@ def _log(trainer, metrics: dict[str, float]) -> None:
         logger.log_metrics(metrics, step=trainer.global_step)
 
 
-class PerfcoreCallback(Callback):
-    def __init__(self, warmup: int = 5, out: str | None = None, prefix: str = "perfcore/"):
-        self.session = Session(warmup, out)
-        self.prefix = prefix
-        self.result = None
-        self.steps = None
-        self.summary: dict[str, Any] = {}
+class PerfcoreCallback(CallbackState, Callback):
+    """Trainer(callbacks=[PerfcoreCallback()]): per-step attribution of the training loop, logged through its loggers."""
 
     def on_train_start(self, trainer, pl_module):
         self.session.start()

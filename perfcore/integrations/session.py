@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Session"]
+__all__ = ["Session", "CallbackState"]
 
 
 class Session:
@@ -115,3 +115,15 @@ def trainer_steps(n: int, marks: list[tuple[int, int]]) -> np.ndarray:
     ok = k < len(marks)
     out[ok] = number[k[ok]]
     return out
+
+
+class CallbackState:
+    """What both trainer callbacks hold: the session, the metric prefix, and the results once training ends."""
+
+    def __init__(self, warmup: int = 5, out: str | None = None, prefix: str = "perfcore/"):
+        self.session = Session(warmup, out)
+        self.prefix = prefix
+        self.result = None
+        self.steps = None
+        self.summary: dict = {}
+

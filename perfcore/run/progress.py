@@ -195,7 +195,36 @@ def status_text(p: dict[str, Any]) -> str:
     return " | ".join(parts)
 
 
-class LiveStatus:
+class _Refresher:
+    """A daemon thread that calls refresh() every every_s until stop(); a failing refresh ends the
+    thread quietly (a status line is never worth failing a run for)."""
+
+    every_s: float
+
+    def _start_thread(self, name: str) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def refresh(self) -> str | None:
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.refresh()
+            except Exception:
+                return
+
+    def _stop_thread(self) -> None:
+        stop, thread = getattr(self, "_stop", None), getattr(self, "_thread", None)
+        if stop is not None:
+            stop.set()
+        if thread is not None:
+            thread.join(timeout=5)
+
+
+class LiveStatus(_Refresher):
     """Parent side: a status line on stderr, refreshed every ~2 s from the child's progress file, via
     rich; nothing at all when stderr is not a terminal or quiet is set."""
 
@@ -203,8 +232,6 @@ class LiveStatus:
         self.run_dir, self.every_s = Path(run_dir), every_s
         self.console = console
         self.enabled = not quiet and (console.is_terminal if console is not None else _stderr_is_tty())
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._live = None
         self.shown: list[str] = []
 
@@ -218,8 +245,7 @@ class LiveStatus:
         self._live = Live("", console=console, auto_refresh=False, transient=True, redirect_stdout=False,
                           redirect_stderr=False)
         self._live.start()
-        self._thread = threading.Thread(target=self._loop, name="perfcore-status", daemon=True)
-        self._thread.start()
+        self._start_thread("perfcore-status")
         return self
 
     def refresh(self) -> str | None:
@@ -233,30 +259,19 @@ class LiveStatus:
         self._live.update(Text(line, no_wrap=True, overflow="ellipsis"), refresh=True)
         return line
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every_s):
-            try:
-                self.refresh()
-            except Exception:
-                return  # a status line is never worth failing a run for
-
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._stop_thread()
         if self._live is not None:
             self._live.stop()
             self._live = None
 
 
-class NotebookStatus:
+class NotebookStatus(_Refresher):
     """The same status line in a notebook (%%perfcore): one output area under the cell, updated in place
     every ~2 s from the progress file. Nothing outside an IPython kernel."""
 
     def __init__(self, run_dir: Path, *, every_s: float = PROGRESS_EVERY_S, handle=None):
         self.run_dir, self.every_s, self.handle = Path(run_dir), every_s, handle
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start(self) -> "NotebookStatus":
         if self.handle is None:
@@ -268,8 +283,7 @@ class NotebookStatus:
             if get_ipython() is None:
                 return self
             self.handle = display(HTML(""), display_id=True)
-        self._thread = threading.Thread(target=self._loop, name="perfcore-notebook-status", daemon=True)
-        self._thread.start()
+        self._start_thread("perfcore-notebook-status")
         return self
 
     def refresh(self) -> str | None:
@@ -282,17 +296,8 @@ class NotebookStatus:
         self.handle.update(_html(f"<code>{html.escape(line)}</code>"))
         return line
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every_s):
-            try:
-                self.refresh()
-            except Exception:
-                return
-
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._stop_thread()
         if self.handle is not None:
             try:
                 self.handle.update(_html(""))  # the report below replaces it
