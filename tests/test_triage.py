@@ -41,11 +41,14 @@ def cli(*args, timeout=300):
 
 def test_slow_loader_is_input_bound_and_synthetic_matches_prediction():
     doc = diagnose(load_workload(f"{FACTORIES}:slow_loader"), steps=15, warmup=2)
-    # Measured spread of (measured - predicted) / predicted on this 2-core machine: -0.01..+0.11 over 6
-    # runs idle, -0.22..+0.11 (sd 0.10) over 12 runs with two CPU burners alongside. 0.35 is beyond
-    # that; a wrong model of the wait (e.g. load counted twice, or not at all) is off by 2x or more.
-    rel = (doc["measured_speedup"] - doc["predicted_speedup"]) / doc["predicted_speedup"]
-    assert abs(rel) <= 0.35, (doc["predicted_speedup"], doc["measured_speedup"])
+    # Judged on the share of the step that removing loading saves (1 - 1/speedup), as diagnose's own
+    # confirmation is: a ratio of speedups blows up as that share nears 1 (3.8x predicted against 5.3x
+    # measured is 74% against 81% of the step). Measured spread of |saved - predicted| / predicted on
+    # this 2-core machine: at most 3% over 6 runs idle, 13.5% over 12 runs with two CPU burners, 10% in
+    # one CI run. A wrong model of the wait (load counted twice, or not at all) is off by half or more.
+    saved_pred = 1 - 1 / doc["predicted_speedup"]
+    saved_meas = 1 - 1 / doc["measured_speedup"]
+    assert abs(saved_meas - saved_pred) <= 0.25 * saved_pred, (doc["predicted_speedup"], doc["measured_speedup"])
     assert doc["predicted_speedup"] > 1.5 and doc["measured_speedup"] > 1.5
     assert doc["verdict"]["bound"] == "load"
     assert doc["verdict"]["cause"] == "I/O"  # sleeping __getitem__: waiting, not computing
