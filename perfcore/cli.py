@@ -17,7 +17,7 @@ from perfcore.errors import PerfcoreError
 
 __all__ = ["main", "cli"]
 
-# Exit codes (HOUSE_STYLE): 0 ok, 1 failure, 2 usage, 3 GPU/CUPTI unavailable; 130 interrupted (128 + SIGINT).
+# Exit codes: 0 ok, 1 failure, 2 usage, 3 GPU/CUPTI unavailable; 130 interrupted (128 + SIGINT).
 EXIT_FAILURE, EXIT_USAGE, EXIT_NO_DEVICE, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 

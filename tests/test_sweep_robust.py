@@ -98,13 +98,13 @@ def test_a_script_ended_by_ctrl_c_stops_the_sweep(monkeypatch, tmp_path):
 
 
 def fake_measure(calls, stop_at=None):
-    def measure(workload, *, steps, warmup, overrides, **kw):
+    def measure_workload(workload, *, steps, warmup, overrides, **kw):
         if stop_at is not None and len(calls) == stop_at:
             raise KeyboardInterrupt
         calls.append(overrides["batch_size"])
         return {"step_ms": 10.0, "samples_per_s": 10.0 * overrides["batch_size"], "busy_mean": 0.5, "busy_std": 0.1,
                 "peak_mem_bytes": 1, "oom": False, "steps": steps, "breakdown_fraction": {"load": 0.1}}
-    return measure
+    return measure_workload
 
 
 def test_cli_ctrl_c_writes_what_finished_and_resume_runs_only_the_rest(monkeypatch, tmp_path):
@@ -113,7 +113,7 @@ def test_cli_ctrl_c_writes_what_finished_and_resume_runs_only_the_rest(monkeypat
     args = ["sweep", "--batch-size", "4,8,16", "--num-workers", "0", "--pin-memory", "false", "--steps", "4",
             "--out", str(out), target]
     first: list = []
-    monkeypatch.setattr(sweep_mod, "measure", fake_measure(first, stop_at=2))
+    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure(first, stop_at=2))
     res = CliRunner().invoke(cli, args, prog_name="perfcore")
     assert res.exit_code == 130, res.output
     assert "--resume" in res.stderr.strip().splitlines()[-1]
@@ -121,7 +121,7 @@ def test_cli_ctrl_c_writes_what_finished_and_resume_runs_only_the_rest(monkeypat
     assert [c["batch_size"] for c in partial["configs"]] == [4, 8] and partial["interrupted"]
 
     second: list = []
-    monkeypatch.setattr(sweep_mod, "measure", fake_measure(second))
+    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure(second))
     res = CliRunner().invoke(cli, [args[0], "--resume", *args[1:]], prog_name="perfcore")
     assert res.exit_code == 0, res.output
     assert second == [16], "resume measured again what had finished"
@@ -133,7 +133,7 @@ def test_cli_ctrl_c_writes_what_finished_and_resume_runs_only_the_rest(monkeypat
 def test_resume_refuses_another_grid_and_a_folder_perfcore_did_not_make(monkeypatch, tmp_path):
     out = tmp_path / "s"
     target = f"{HERE.parent / 'workload_factories.py'}:slow_loader"
-    monkeypatch.setattr(sweep_mod, "measure", fake_measure([]))
+    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure([]))
     base = ["sweep", "--num-workers", "0", "--pin-memory", "false", "--steps", "4", "--out", str(out)]
     assert CliRunner().invoke(cli, [*base, "--batch-size", "4", target]).exit_code == 0
     res = CliRunner().invoke(cli, [*base, "--resume", "--batch-size", "8", target], prog_name="perfcore")
@@ -203,7 +203,7 @@ def crashes_above_8():
 def test_resume_from_a_damaged_sweep_json_is_one_line(monkeypatch, tmp_path, damage, says):
     out = tmp_path / "s"
     target = f"{HERE.parent / 'workload_factories.py'}:slow_loader"
-    monkeypatch.setattr(sweep_mod, "measure", fake_measure([]))
+    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure([]))
     base = ["sweep", "--num-workers", "0", "--pin-memory", "false", "--steps", "4", "--batch-size", "4",
             "--out", str(out)]
     assert CliRunner().invoke(cli, [*base, target]).exit_code == 0

@@ -75,11 +75,11 @@ def test_optimizers_that_cannot_be_captured_are_named():
 
 
 def test_graph_comparison_logic():
-    from perfcore.experiments.graph import compare_runs
+    from perfcore.experiments.graph import check_same_training
 
-    same = compare_runs([1.0, 0.9], [1.0, 0.9000001], [np.ones(3)], [np.ones(3)])
+    same = check_same_training([1.0, 0.9], [1.0, 0.9000001], [np.ones(3)], [np.ones(3)])
     assert same["match"]
-    diff = compare_runs([1.0, 0.9], [1.0, 0.8], [np.ones(3)], [np.ones(3) * 1.1])
+    diff = check_same_training([1.0, 0.9], [1.0, 0.8], [np.ones(3)], [np.ones(3) * 1.1])
     assert not diff["match"] and diff["max_loss_rel_error"] > 0.1
 
 

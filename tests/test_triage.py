@@ -103,7 +103,7 @@ def test_budget_uses_successive_halving_and_still_finds_the_best(monkeypatch):
         rate = true_rate(overrides) * (1 + err)
         return {"step_ms": 1000.0 * overrides["batch_size"] / rate, "samples_per_s": rate, "steps": steps}
 
-    monkeypatch.setattr(sweep_mod, "measure", fake_measure)
+    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure)
     grid = {"batch_size": [4, 8, 16, 32], "num_workers": [0, 1, 2, 3], "pin_memory": [False], "prefetch_factor": [2]}
     keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
     w = load_workload(f"{FACTORIES}:slow_loader")
@@ -136,13 +136,13 @@ def _numbers_in(sentence: str, load_ms: float, step_ms: float) -> None:
 def test_demo_stages_all_name_loading():
     # The built-in demo decodes JPEGs in the main process: about half of each training step waits for
     # data (more in health's forward-only loop). Health, run and diagnose must say so in one voice.
-    from perfcore.experiments.runner import measure
+    from perfcore.experiments.runner import measure_workload
     from perfcore.report.experiments import render_diagnose, render_health
     from perfcore.report.terminal import render_text
 
     w = load_workload("demo")
     h = health(w, steps=6, warmup=1)
-    row = measure(w, steps=6, warmup=1, train=True)
+    row = measure_workload(w, steps=6, warmup=1, train=True)
     run = row["_result"]
     d = diagnose(w, steps=4, warmup=1)
     for v in (h["verdict"], run["verdict"], d["verdict"]):

@@ -1,7 +1,7 @@
 """Trace -> per-step breakdown and the perfcore.run/1 document. Pure functions on arrays and DataFrames:
 no I/O, no plots, no torch. The verdict is verdict.decide's, the advice advice.advise's.
 
-The one definition (shared/DESIGN.md): within a step's wall interval every instant gets exactly
+The one definition: within a step's wall interval every instant gets exactly
 one label, by precedence compute > comm > transfer > load, and `host` for instants no labelled
 interval covers. So the five labels sum to the step's wall time exactly, for every step.
 """

@@ -22,7 +22,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     from perfcore.experiments.diagnose import diagnose
     from perfcore.experiments.health import health
     from perfcore.report.experiments import render_diagnose, render_health
-    from perfcore.experiments.runner import measure
+    from perfcore.experiments.runner import measure_workload
     from perfcore.report.plots import plot_breakdown, plot_experiments
     from perfcore.report.terminal import render_text
     from perfcore.workloads import load_workload
@@ -35,7 +35,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     say("health: next batch -> forward -> loss")
     h = health(w, steps=30 if quick else 100, warmup=3, progress=steps_cb, target="demo")
     say("run: training steps, attributed")
-    row = measure(w, steps=15 if quick else 40, warmup=3, train=True, progress=steps_cb)
+    row = measure_workload(w, steps=15 if quick else 40, warmup=3, train=True, progress=steps_cb)
     run_doc = dict(row["_result"])
     run_doc["workload"] = "demo"
     table = row["_table"]

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from perfcore.analysis.verdict import avoidable, confirm, decide
 from perfcore.workloads import Workload
-from perfcore.experiments.runner import measure
+from perfcore.experiments.runner import measure_workload
 
 __all__ = ["diagnose", "worker_profile", "SATURATED_CPU"]
 
@@ -55,23 +55,23 @@ def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     say = progress or (lambda msg: None)
     say("baseline")
-    base = measure(workload, steps=steps, warmup=warmup)
+    base = measure_workload(workload, steps=steps, warmup=warmup)
     b_ms = base["step_ms"]
     exps = [_summary(base, "baseline", b_ms)]
     say("A: synthetic data")
-    exps.append(_summary(measure(workload, steps=steps, warmup=warmup, synthetic=True), "A: synthetic data", b_ms))
+    exps.append(_summary(measure_workload(workload, steps=steps, warmup=warmup, synthetic=True), "A: synthetic data", b_ms))
     cores = os.cpu_count() or 1
     if workload.num_workers > 0:
         b_name, b_over = "B: num_workers=0", {"num_workers": 0}
     else:
         b_name, b_over = f"B: num_workers={cores} (baseline uses 0)", {"num_workers": cores}
     say(b_name)
-    exps.append(_summary(measure(workload, steps=steps, warmup=warmup, overrides=b_over), b_name, b_ms))
+    exps.append(_summary(measure_workload(workload, steps=steps, warmup=warmup, overrides=b_over), b_name, b_ms))
     skipped = []
     others = [d for d in workload.decoders if d != workload.decoder]
     if others:
         say(f"C: decoder {others[0]}")
-        exps.append(_summary(measure(workload.with_decoder(others[0]), steps=steps, warmup=warmup),
+        exps.append(_summary(measure_workload(workload.with_decoder(others[0]), steps=steps, warmup=warmup),
                              f"C: decoder {others[0]}", b_ms))
     else:
         skipped.append({"name": "C: other decoder", "reason": "the workload declares no other decoder"})

@@ -11,10 +11,10 @@ from perfcore._native import require_cuda
 from perfcore.experiments.graphs import CaptureError, capture_step, launch_overhead
 from perfcore.workloads import Workload
 
-__all__ = ["graph_experiment", "compare_runs"]
+__all__ = ["graph_experiment", "check_same_training"]
 
 
-def compare_runs(eager_losses, graph_losses, eager_params, graph_params, rtol: float = 1e-3, atol: float = 1e-5
+def check_same_training(eager_losses, graph_losses, eager_params, graph_params, rtol: float = 1e-3, atol: float = 1e-5
                  ) -> dict[str, Any]:
     """Do two training runs agree? (pure: lists of floats and of numpy arrays)"""
     el, gl = np.asarray(eager_losses, dtype=np.float64), np.asarray(graph_losses, dtype=np.float64)
@@ -79,7 +79,7 @@ def graph_experiment(workload: Workload, steps: int = 50, check_steps: int = 5) 
     for b in batches[:check_steps]:
         graph_losses.append(float(step(b).clone()))
     graph_params = [p.detach().cpu().numpy().copy() for p in model.parameters()]
-    result["check"] = compare_runs(eager_losses, graph_losses, eager_params, graph_params)
+    result["check"] = check_same_training(eager_losses, graph_losses, eager_params, graph_params)
     result["graph_step_ms"] = timed(step, steps)
     result["speedup"] = eager_ms / result["graph_step_ms"]
     result["captured"] = True

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from perfcore.analysis.verdict import avoidable, decide
 from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
-from perfcore.experiments.runner import measure
+from perfcore.experiments.runner import measure_workload
 
 __all__ = ["health", "health_report", "HEALTHY_BUSY"]
 
@@ -17,7 +17,7 @@ HEALTHY_BUSY = 0.60
 
 def health(workload: Workload, *, steps: int = 100, warmup: int = 5, interval_s: float = 0.1,
            progress: Callable[[int, int], None] | None = None, target: str | None = None) -> dict[str, Any]:
-    row = measure(workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s, progress=progress)
+    row = measure_workload(workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s, progress=progress)
     doc = health_report(row, workload.name, f"perfcore diagnose {target or workload.name}")
     doc["_row"] = row
     return doc

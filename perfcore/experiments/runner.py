@@ -15,7 +15,7 @@ from perfcore.capture.sampler import Sampler
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 
-__all__ = ["measure", "resolve_device", "shutdown_loader"]
+__all__ = ["measure_workload", "resolve_device", "shutdown_loader"]
 
 
 def resolve_device(workload: Workload) -> str:
@@ -51,7 +51,7 @@ def _batch_len(batch) -> int:
     return int(first.shape[0]) if hasattr(first, "shape") else 1
 
 
-def measure(workload: Workload, *, steps: int = 50, warmup: int = 5, train: bool = True, synthetic: bool = False,
+def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, train: bool = True, synthetic: bool = False,
             overrides: dict[str, Any] | None = None, sample_interval_s: float = 0.1,
             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Runs the workload and returns the row every experiment reports:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from perfcore.errors import UsageError
 from perfcore.workloads import Workload
-from perfcore.experiments.runner import measure
+from perfcore.experiments.runner import measure_workload
 
 __all__ = ["sweep", "default_grid", "knees", "grid_configs", "run_grid", "sweep_doc", "config_key", "failed_row",
            "resume_rows", "CONFIG_KEYS", "Interrupted"]
@@ -155,7 +155,7 @@ def sweep_doc(name: str, grid: dict, steps: int, table: pd.DataFrame, *, t0: flo
 
 def _measure_cfg(workload: Workload, steps: int, warmup: int):
     def one(cfg: dict) -> dict:
-        return _row(cfg, measure(workload, steps=_steps(cfg, steps), warmup=_warmup(cfg, warmup), overrides=cfg))
+        return _row(cfg, measure_workload(workload, steps=_steps(cfg, steps), warmup=_warmup(cfg, warmup), overrides=cfg))
     return one
 
 
