@@ -196,8 +196,8 @@ def status_text(p: dict[str, Any]) -> str:
 
 
 class _Refresher:
-    """A daemon thread that calls refresh() every every_s until stop(); a failing refresh ends the
-    thread quietly (a status line is never worth failing a run for)."""
+    """A daemon thread that calls the subclass's refresh() every every_s until stopped; a failing
+    refresh ends the thread quietly (a status line is never worth failing a run for)."""
 
     every_s: float
 
@@ -205,9 +205,6 @@ class _Refresher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
-
-    def refresh(self) -> str | None:
-        raise NotImplementedError
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
