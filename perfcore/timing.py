@@ -40,9 +40,10 @@ _FIRST_CUSTOM = 16
 _GPU_LABELS = ("compute", "transfer", "comm")
 COMPACT_EVERY = 1024  # settle at most this often (steps) ...
 COMPACT_MIN_S = 2.0  # ... and at most every 2 s, so settling costs under 1% of the run,
-COMPACT_MAX = 16384  # ... but always by this many steps, which bounds memory
+COMPACT_MAX = 4096  # ... but always by this many steps, which bounds the raw intervals held (and settling's peak)
 SETTLE_LAG = 2  # the newest steps stay unsettled: their GPU work may still be arriving
 FOLLOW_UNTIL = 8  # the first steps (and every settle) check which GPU holds the work
+KEEP_ENDS = 1024  # step ends kept after their steps settle (the live view reads the latest 256)
 
 
 class RunResult(dict):
@@ -174,7 +175,7 @@ class StepTimer:
         self._labels: dict[int, str] = {v: k for k, v in _BUILTIN.items()}
         self._scopes: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._boundaries: list[int] = []
+        self._boundaries = self._C.StepEnds()  # int64 ends; settled ones are let go
         self._t_created = self._C.now_ns()
         self._last_compact_ns = self._t_created
         self._t_first: int | None = None
@@ -273,7 +274,7 @@ class StepTimer:
         `boundaries` directly (perfcore run's native step clock) calls this itself."""
         if n <= FOLLOW_UNTIL or n % COMPACT_EVERY == 0:
             self.follow_device()
-        t = self._boundaries[n - 1]
+        t = self._boundaries[-1]  # boundary n, the latest (the ends before it may be let go)
         if t - self._last_compact_ns >= COMPACT_MIN_S * 1e9 or n - self._store.settled >= COMPACT_MAX:
             self._last_compact_ns = t
             try:
@@ -286,9 +287,10 @@ class StepTimer:
 
     # -- the interface of step sources outside the loop (perfcore run's hooks, the notebook magic) --
     @property
-    def boundaries(self) -> list[int]:
-        """Step end times (ns, perfcore clock), in order: the live list, which a native step clock
-        may append to directly."""
+    def boundaries(self):
+        """Step end times (ns, perfcore clock), in order: a native StepEnds, which a native step clock
+        may append to directly. len() counts every step; the ends of settled steps older than the
+        latest KEEP_ENDS are let go (indexing them raises IndexError)."""
         return self._boundaries
 
     def end_step(self, at_ns: int | None = None) -> bool:
@@ -314,7 +316,7 @@ class StepTimer:
         began (perfcore run picks the optimizer, else backward, else batch, else forward)."""
         if self._store.settled:
             raise UsageError("set_boundaries: steps are already settled; choose the step source earlier")
-        self._boundaries[:] = sorted(int(t) for t in times)
+        self._boundaries.replace(sorted(int(t) for t in times))
 
     def fetch_scope(self):
         """The native scope that times a batch fetch as `load` (what timer.load() times inside)."""
@@ -341,9 +343,10 @@ class StepTimer:
         """The kept steps' raw spans, kernels, copies and events (bounded however long the run)."""
         return self._store.trace_tables()
 
-    def settled_rows(self) -> pd.DataFrame:
-        """The steps settled so far, ns columns, without settling more or waiting (for checkpoints)."""
-        return self._store.table()
+    def settled_rows(self, since: int = 0) -> pd.DataFrame:
+        """The steps settled so far from step `since` on, ns columns, without settling more or
+        waiting (a checkpoint reads only the rows it has not written yet)."""
+        return self._store.table(since)
 
     def settled_totals(self) -> dict[str, Any]:
         """Settled and measured step counts and their summed ns per label: O(1), for a live view."""
@@ -458,8 +461,12 @@ class StepTimer:
 
     def _compact(self, final: bool) -> None:
         self._drain(wait=final or self.device == "cuda")
-        upto = len(self._boundaries) - (0 if final else SETTLE_LAG)
-        self._store.settle(self._boundaries, upto, self._t_first or self._t_created)
+        ends, done = self._boundaries, self._store.settled
+        upto = len(ends) - (0 if final else SETTLE_LAG)
+        if upto > done:
+            since = np.frombuffer(ends.since(done), dtype=np.int64)
+            self._store.settle(since, upto, self._t_first or self._t_created, first=done)
+        ends.trim(min(self._store.settled, len(ends) - KEEP_ENDS))
 
     def _check_closed(self) -> None:
         open_now = self._rec.open_phases()

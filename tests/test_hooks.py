@@ -134,8 +134,8 @@ def test_depth_is_per_thread(rec, monkeypatch):
 
 def test_step_clock_opens_only_at_depth_zero(rec):
     # An optimizer stepped inside another hook (inside forward, say) is not timed again.
-    clock = C.StepClock([])
-    clock.arm(C.phase_scope(C.PhaseScope, rec, 9), [], None, 1, 1, 1 << 60)
+    clock = C.StepClock()
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 9), C.StepEnds(), None, 1, 1, 1 << 60)
     outer = C.TimedCall(lambda opt: (clock.pre(opt, (), {}), C.hook_depth(), clock.post(opt, (), {}))[1])
     outer.scope = C.phase_scope(C.PhaseScope, rec, 10)
     assert outer(Opt()) == 1  # the clock left the depth alone: it did not open its phase
@@ -147,8 +147,8 @@ class Opt:
 
 
 def test_step_clock_times_the_optimizer_and_ends_steps_for_the_first_optimizer_only(rec):
-    boundaries, calls = [], []
-    clock = C.StepClock([])
+    boundaries, calls = C.StepEnds(), []
+    clock = C.StepClock()
     scope = C.phase_scope(C.PhaseScope, rec, 11)
     clock.pre(Opt(), (), {})  # unarmed: nothing
     assert not clock.armed and C.hook_depth() == 0
@@ -159,21 +159,21 @@ def test_step_clock_times_the_optimizer_and_ends_steps_for_the_first_optimizer_o
         clock.post(a, (), {})
         clock.pre(b, (), {})  # a second optimizer: timed, but it does not end steps
         clock.post(b, (), {})
-    assert clock.clocked and len(boundaries) == 9 and boundaries == sorted(boundaries)
+    assert clock.clocked and len(boundaries) == 9 and list(boundaries) == sorted(boundaries)
     assert calls == [1, 5, 6, 9]  # (n - 1) % 4 == 0 or n % 6 == 0
     assert [p for p, _ in spans(rec)] == [11] * 18 and C.hook_depth() == 0
 
 
 def test_step_clock_skips_steps_made_inside_another_phase_and_stops_at_stop_at(rec):
-    boundaries, calls = [], []
-    clock = C.StepClock([])
+    boundaries, calls = C.StepEnds(), []
+    clock = C.StepClock(boundaries)
     clock.arm(C.phase_scope(C.PhaseScope, rec, 11), boundaries, calls.append, 100, 100, 3)
     opt = Opt()
     rec.begin(2)  # e.g. optimizer.step() called inside a user's own phase: not a loop step
     clock.pre(opt, (), {})
     clock.post(opt, (), {})
     rec.end(2)
-    assert boundaries == [] and clock.skipped == 1
+    assert len(boundaries) == 0 and clock.skipped == 1
     for _ in range(4):
         clock.pre(opt, (), {})
         clock.post(opt, (), {})
@@ -182,7 +182,7 @@ def test_step_clock_skips_steps_made_inside_another_phase_and_stops_at_stop_at(r
     def stop(n):
         raise SystemExit(0)
 
-    clock.arm(C.phase_scope(C.PhaseScope, rec, 11), [], stop, 1, 1, 1)
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 11), C.StepEnds(), stop, 1, 1, 1)
     clock.pre(opt, (), {})
     with pytest.raises(SystemExit):
         clock.post(opt, (), {})
@@ -207,3 +207,38 @@ def test_timing_trouble_never_fails_the_users_call(rec):
     assert rec.open_phases() == [FORWARD, 5]
     rec.end(5)
     rec.end(FORWARD)
+
+
+def test_step_ends_count_every_step_and_let_settled_ones_go():
+    import numpy as np
+
+    ends = C.StepEnds()
+    for t in range(100, 1100, 100):
+        ends.append(t)
+    assert len(ends) == 10 and ends[0] == 100 and ends[-1] == 1000 and ends[2:5] == [300, 400, 500]
+    assert list(ends) == list(range(100, 1100, 100))
+    assert np.frombuffer(ends.since(7), dtype=np.int64).tolist() == [800, 900, 1000]
+    ends.trim(6)
+    assert len(ends) == 10 and ends.base == 6 and ends[6] == 700 and ends[-4] == 700
+    with pytest.raises(IndexError, match="let go once its step was settled"):
+        ends[5]
+    with pytest.raises(IndexError, match="let go"):
+        ends[:7]
+    with pytest.raises(IndexError, match="let go"):
+        list(ends)  # never a silently shorter list
+    with pytest.raises(IndexError, match="let go"):
+        ends.since(3)
+    with pytest.raises(ValueError, match="already let go"):
+        ends.replace([1, 2])
+    with pytest.raises(IndexError, match="out of range"):
+        ends[10]
+    ends.trim(3)  # trimming backwards is a no-op
+    ends.trim(99)  # past the end: everything let go, the count stays
+    assert len(ends) == 10 and ends.base == 10 and ends.since(10) == b""
+    ends.append(1100)
+    assert len(ends) == 11 and ends[-1] == 1100
+    fresh = C.StepEnds()
+    fresh.replace([5, 7])
+    assert list(fresh) == [5, 7] and "2 steps" in repr(fresh)
+    with pytest.raises(TypeError):
+        C.StepClock([])  # the clock appends to a StepEnds (or None), never to a list

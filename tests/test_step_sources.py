@@ -57,7 +57,7 @@ def test_backward_outranks_forward_and_gives_one_step_per_iteration():
     manual_sgd_events(src, 6)
     assert src.chosen is None  # undecided while it runs: an optimizer could still step
     assert src.finish() == "backward"
-    assert inst.timer.boundaries == [1_050 + 100 * k for k in range(6)]
+    assert list(inst.timer.boundaries) == [1_050 + 100 * k for k in range(6)]
 
 
 def test_an_optimizer_that_exists_holds_the_choice_open_for_steps():
@@ -86,7 +86,7 @@ def test_batch_starts_mark_steps_and_eval_fetches_do_not():
     src.fetch_started(1_400, grad_enabled=True)  # the fetch that ends the epoch
     src.fetch_started(1_500, grad_enabled=False)  # an evaluation loader under no_grad
     assert src.finish() == "batch"
-    assert inst.timer.boundaries == [1_100, 1_200, 1_300, 1_400]
+    assert list(inst.timer.boundaries) == [1_100, 1_200, 1_300, 1_400]
 
 
 def test_inference_falls_to_forward_and_the_last_fetch_closes_the_last_step():
@@ -97,7 +97,7 @@ def test_inference_falls_to_forward_and_the_last_fetch_closes_the_last_step():
         src.forward_started(1_010 + 100 * k)
     src.fetch_started(1_300, grad_enabled=False)
     assert src.finish() == "forward"
-    assert inst.timer.boundaries == [1_110, 1_210, 1_300]
+    assert list(inst.timer.boundaries) == [1_110, 1_210, 1_300]
 
 
 def test_forced_source_is_used_from_the_start():
@@ -105,7 +105,7 @@ def test_forced_source_is_used_from_the_start():
     src = StepSources(inst, "forward")
     manual_sgd_events(src, 3)
     assert src.chosen == "forward" and src.finish() == "forward"
-    assert inst.timer.boundaries == [1_010, 1_100, 1_110, 1_200, 1_210]
+    assert list(inst.timer.boundaries) == [1_010, 1_100, 1_110, 1_200, 1_210]
 
 
 def test_nothing_seen_chooses_nothing():

@@ -97,7 +97,7 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
     later = C._FakeActivityBuffer()
     later.add_kernel(t0 + 1400, t0 + 1450, 0, 7, 3, "bwd_kernel", 1, 1)  # step 1, backward: 50 ns more
     timer._add_activity(activity_frames(later.decode()))
-    timer._boundaries = [t0 + 1000, t0 + 2000]
+    timer.set_boundaries([t0 + 1000, t0 + 2000])
     df = timer.summary()
     assert list(df["forward_gpu_ms"] * 1e6) == [300, 0]
     assert list(df["backward_gpu_ms"] * 1e6) == [400, 100]
@@ -112,9 +112,71 @@ def test_settled_columns_span_blocks_and_fill_late_columns_with_zero(monkeypatch
     c.append({"a": np.arange(5)}, 5)
     c.append({"a": np.arange(5, 20), "b": np.full(15, 3)}, 15)  # b first seen at row 5, crosses blocks
     c.append({"b": np.full(4, 9)}, 4)  # a missing in this chunk: zeros
-    assert c.n == 24 and all(len(x) == 7 for x in c.blocks["a"])
+    assert c.n == 24 and c.spill_error is None
+    # Full blocks went to the temporary file: memory holds one block per column.
+    assert all(isinstance(at, int) for col in c.spilled.values() for at in col.values())
+    assert sorted(c.spilled["a"]) == [0, 1, 2] and sorted(c.spilled["b"]) == [0, 1, 2]
     assert c.column("a").tolist() == list(range(20)) + [0] * 4
     assert c.column("b").tolist() == [0] * 5 + [3] * 15 + [9] * 4
+    assert c.column("a", 13).tolist() == list(range(13, 20)) + [0] * 4  # only the rows a checkpoint lacks
+    assert c.column("a", 24).tolist() == [] and c.column("never", 20).tolist() == [0] * 4
+
+
+def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(monkeypatch):
+    import tempfile
+
+    import perfcore.analysis.store as store_mod
+    from perfcore.analysis.store import Columns
+
+    def full_disk(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 4)
+    monkeypatch.setattr(tempfile, "TemporaryFile", full_disk)
+    c = Columns()
+    c.append({"a": np.arange(10)}, 10)
+    assert "No space left" in c.spill_error
+    assert all(isinstance(b, np.ndarray) for b in c.spilled["a"].values())
+    assert c.column("a").tolist() == list(range(10))
+
+
+def test_memory_samples_go_to_the_file_in_blocks(monkeypatch):
+    import perfcore.analysis.store as store_mod
+    from perfcore.run.instrument import MemorySamples
+
+    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 256)
+    m = MemorySamples()
+    for k in range(3000):
+        m.add(k, 1000 + k)
+    assert len(m) == 3000 and len(m.steps) < MemorySamples.FLUSH  # the rest were flushed
+    assert m.columns.spill_error is None and len(m.columns.spilled["step"]) == 2048 // 256
+    steps, values = m.arrays()
+    assert steps.tolist() == list(range(3000)) and (values == steps + 1000).all()
+    assert [a.tolist() for a in MemorySamples().arrays()] == [[], []]
+
+
+def test_a_long_run_holds_a_bounded_number_of_rows_and_step_ends_in_memory(monkeypatch):
+    import perfcore.analysis.store as store_mod
+
+    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 512)
+    monkeypatch.setattr(timing, "COMPACT_MIN_S", 0.0)
+    timer = perfcore.StepTimer(device="cpu", warmup=2)
+    steps = 12 * COMPACT_EVERY + 5
+    for _ in range(steps):
+        with timer.compute():
+            pass
+        timer.step()
+    store = timer._store
+    in_memory = sum(len(b) for b in store.rows.tail.values()) + sum(
+        len(b) for col in store.rows.spilled.values() for b in col.values() if isinstance(b, np.ndarray))
+    assert in_memory == len(store.rows.names) * 512  # one block per column, the rest on disk
+    ends = timer.boundaries
+    assert len(ends) == steps and ends.base > 0 and len(ends) - ends.base <= timing.KEEP_ENDS + COMPACT_EVERY
+    df = timer.summary()  # the rows read back from the file are the steps, in order
+    assert df["step"].tolist() == list(range(steps))
+    assert np.allclose(df[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1), df["wall_ms"],
+                       rtol=0, atol=1e-9)
+    assert (df["wall_ms"] > 0).all()
 
 
 def test_table_derives_host_exactly_and_keeps_the_running_sums():

@@ -278,12 +278,12 @@ def test_end_step_at_a_past_time_and_set_boundaries():
     t_end = time.perf_counter_ns()
     assert timer.end_step(at_ns=t_mid) and timer.end_step(at_ns=t_end)
     assert not timer.end_step(at_ns=t_mid)  # earlier than the last end: refused, not recorded
-    assert timer.boundaries == [t_mid, t_end]
+    assert list(timer.boundaries) == [t_mid, t_end]
     df = timer.summary()
     assert len(df) == 2 and (df["compute_ms"] >= 1.5).all()
     fresh = perfcore.StepTimer(device="cpu", warmup=0)
     fresh.set_boundaries([t_end, t_mid])
-    assert fresh.boundaries == [t_mid, t_end]  # sorted
+    assert list(fresh.boundaries) == [t_mid, t_end]  # sorted
     timer.record("comm", t_mid, t_end)  # a span measured elsewhere, after settling: refused to move settled steps
     with pytest.raises(errors.UsageError, match="already settled"):
         timer.set_boundaries([t_end])

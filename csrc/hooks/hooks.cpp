@@ -46,7 +46,8 @@ void setOptional(PyObject*& slot, PyObject* value) {
 
 bool addHookTypes(PyObject* module) {
   return addType(module, &PhaseScopeType, "PhaseScope") && addType(module, &TimedCallType, "TimedCall") &&
-         addType(module, &StepClockType, "StepClock") && PyModule_AddFunctions(module, hookFunctions) == 0;
+         addType(module, &StepClockType, "StepClock") &&
+         addType(module, &StepEndsType, "StepEnds") && PyModule_AddFunctions(module, hookFunctions) == 0;
 }
 
 }  // namespace perfcore

@@ -1,10 +1,11 @@
-// The hot CPython hook types of perfcore._C (PhaseScope, TimedCall, StepClock), written against
+// The hot CPython hook types of perfcore._C (PhaseScope, TimedCall, StepClock, StepEnds), written against
 // the C API so the per-phase path skips pybind11's dispatch. Nothing here knows pybind11.
 #pragma once
 
 #include <Python.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "../spans.h"
 
@@ -85,7 +86,18 @@ struct HeldRefs {
 extern PyTypeObject TimedCallType;  // timed_call.cpp
 extern PyTypeObject StepClockType;  // step_clock.cpp
 
-// Readies the three types and adds them, with hook_depth() and hook_errors(), to `module`.
+// ---- StepEnds (step_ends.cpp) ----
+struct StepEndsObject {
+  PyObject_HEAD
+  std::vector<int64_t>* ends;  // the ends of steps base, base+1, ...
+  Py_ssize_t base;             // steps before it were settled and their ends let go
+};
+extern PyTypeObject StepEndsType;
+inline Py_ssize_t stepEndsCount(const StepEndsObject* o) { return o->base + static_cast<Py_ssize_t>(o->ends->size()); }
+// false when out of memory (nothing appended, no Python error set).
+bool stepEndsAppend(StepEndsObject* o, int64_t t) noexcept;
+
+// Readies the four types and adds them, with hook_depth() and hook_errors(), to `module`.
 // false with the Python error set.
 bool addHookTypes(PyObject* module);
 

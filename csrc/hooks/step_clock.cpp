@@ -4,7 +4,7 @@
 // right after an optimizer step has flushed the caches: ~20 us on a 2 ms CPU step). Here
 // `pre` opens the optimizer phase (the TimedCall rule: only when no other hook is open on the
 // thread), `post` closes it and, for the first optimizer that steps (the clock), ends the step:
-// the boundary is appended to `boundaries` (the StepTimer's list), and Python is called back
+// the boundary is appended to `ends` (the StepTimer's StepEnds), and Python is called back
 // only on the steps that need it: (n - 1) % every == 0, n % compact_every == 0, n >= stop_at.
 #include "hooks.h"
 
@@ -15,7 +15,7 @@ namespace {
 struct StepClockObject {
   PyObject_HEAD
   PyObject* scope;       // PhaseScope of the optimizer phase, or nullptr (disarmed)
-  PyObject* boundaries;  // list of boundary ns
+  PyObject* ends;        // StepEnds the step ends go to, or nullptr (the optimizer is timed, ends no step)
   PyObject* callback;    // callable(n) or nullptr
   uintptr_t inOpt;       // the optimizer whose step is being timed (by identity), or 0
   uintptr_t clockOpt;    // the optimizer whose steps end a step, or 0 until one has stepped
@@ -57,14 +57,13 @@ PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
     ++c->skipped;
     Py_RETURN_NONE;
   }
-  PyObject* ts = PyLong_FromLongLong(t);
-  if (!ts || PyList_Append(c->boundaries, ts) < 0) {
-    Py_XDECREF(ts);
+  if (c->ends == nullptr) Py_RETURN_NONE;
+  auto* ends = reinterpret_cast<StepEndsObject*>(c->ends);
+  if (!stepEndsAppend(ends, t)) {
     hookError();  // out of memory: this boundary is lost, the user's step goes on
     Py_RETURN_NONE;
   }
-  Py_DECREF(ts);
-  const long long n = PyList_GET_SIZE(c->boundaries);
+  const long long n = stepEndsCount(ends);
   if (c->callback && ((n - 1) % c->every == 0 || n % c->compactEvery == 0 || n >= c->stopAt)) {
     PyObject* nobj = PyLong_FromLongLong(n);
     PyObject* r = nobj ? PyObject_CallOneArg(c->callback, nobj) : nullptr;
@@ -80,18 +79,21 @@ PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
   Py_RETURN_NONE;
 }
 
-using StepClockRefs = HeldRefs<StepClockObject, &StepClockObject::scope, &StepClockObject::boundaries,
+using StepClockRefs = HeldRefs<StepClockObject, &StepClockObject::scope, &StepClockObject::ends,
                                 &StepClockObject::callback>;
 
 PyObject* stepClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kw[] = {"boundaries", nullptr};
-  PyObject* boundaries = nullptr;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!:StepClock", const_cast<char**>(kw), &PyList_Type, &boundaries)) {
+  static const char* kw[] = {"ends", nullptr};
+  PyObject* ends = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:StepClock", const_cast<char**>(kw), &ends)) return nullptr;
+  if (ends != Py_None && !PyObject_TypeCheck(ends, &StepEndsType)) {
+    PyErr_SetString(PyExc_TypeError, "StepClock(ends): a StepEnds or None");
     return nullptr;
   }
   auto* c = reinterpret_cast<StepClockObject*>(type->tp_alloc(type, 0));
   if (!c) return nullptr;
-  c->boundaries = Py_NewRef(boundaries);
+  c->ends = nullptr;
+  setOptional(c->ends, ends);
   c->scope = nullptr;
   c->callback = nullptr;
   c->inOpt = c->clockOpt = 0;
@@ -102,13 +104,18 @@ PyObject* stepClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   return reinterpret_cast<PyObject*>(c);
 }
 
-// arm(scope, boundaries, callback, every, compact_every, stop_at): a new timer's phase and list.
+// arm(scope, ends, callback, every, compact_every, stop_at): a new timer's phase and step ends
+// (None: the optimizer is timed but ends no step).
 PyObject* stepClockArm(PyObject* self, PyObject* args) {
   auto* c = reinterpret_cast<StepClockObject*>(self);
-  PyObject *scope, *boundaries, *callback;
+  PyObject *scope, *ends, *callback;
   long long every, compactEvery, stopAt;
-  if (!PyArg_ParseTuple(args, "O!O!OLLL:arm", &PhaseScopeType, &scope, &PyList_Type, &boundaries, &callback, &every,
-                        &compactEvery, &stopAt)) {
+  if (!PyArg_ParseTuple(args, "O!OOLLL:arm", &PhaseScopeType, &scope, &ends, &callback, &every, &compactEvery,
+                        &stopAt)) {
+    return nullptr;
+  }
+  if (ends != Py_None && !PyObject_TypeCheck(ends, &StepEndsType)) {
+    PyErr_SetString(PyExc_TypeError, "arm: ends must be a StepEnds or None");
     return nullptr;
   }
   if (every < 1 || compactEvery < 1 || (callback != Py_None && !PyCallable_Check(callback))) {
@@ -116,7 +123,7 @@ PyObject* stepClockArm(PyObject* self, PyObject* args) {
     return nullptr;
   }
   setOptional(c->scope, scope);
-  Py_XSETREF(c->boundaries, Py_NewRef(boundaries));
+  setOptional(c->ends, ends);
   setOptional(c->callback, callback);
   c->every = every;
   c->compactEvery = compactEvery;
@@ -151,7 +158,7 @@ PyMethodDef stepClockMethods[] = {
      "Global optimizer pre-step hook: opens the optimizer phase."},
     {"post", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stepClockPost)), METH_FASTCALL,
      "Global optimizer post-step hook: closes the phase; the clock optimizer ends the step."},
-    {"arm", stepClockArm, METH_VARARGS, "arm(scope, boundaries, callback, every, compact_every, stop_at)"},
+    {"arm", stepClockArm, METH_VARARGS, "arm(scope, ends, callback, every, compact_every, stop_at)"},
     {"disarm", stepClockDisarm, METH_NOARGS, "Stop timing: pre and post do nothing until armed again."},
     {nullptr, nullptr, 0, nullptr}};
 
@@ -169,7 +176,7 @@ PyTypeObject StepClockType = [] {
   t.tp_basicsize = sizeof(StepClockObject);
   t.tp_dealloc = StepClockRefs::dealloc;
   t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  t.tp_doc = "StepClock(boundaries): optimizer pre/post hooks that time the optimizer and end steps.";
+  t.tp_doc = "StepClock(ends=None): optimizer pre/post hooks that time the optimizer and end steps.";
   t.tp_traverse = StepClockRefs::traverse;
   t.tp_clear = StepClockRefs::clear;
   t.tp_methods = stepClockMethods;

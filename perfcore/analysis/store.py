@@ -1,13 +1,15 @@
 """StepStore: what a StepTimer keeps, bounded however long the run.
 
 Raw intervals (host spans, CUDA-event intervals, CUPTI kernels and copies) stay only until their
-steps are settled. Settling (every 1024 steps) turns them into one row per step (the one definition, in
-attribution.step_table) and into aggregates (kernel time by name, copies by direction); full
-detail is kept only for a window of steps: the first, the slowest so far, and the median and last
-of the latest chunk, which is what a trace needs. So memory is flat over 100k steps.
+steps are settled. Settling (every 1024 steps at most, in passes of SETTLE_SLICE steps) turns them
+into one row per step (the one definition, in attribution.step_table) and into aggregates (kernel
+time by name, copies by direction); full detail is kept only for a window of steps: the first, the
+slowest so far, and the median and last of the latest chunk, which is what a trace needs. The rows
+themselves go to a temporary file block by block. So memory is flat however long the run.
 """
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -45,39 +47,91 @@ def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-BLOCK_ROWS = 16384  # rows per block of a settled column (128 KiB of int64: its own mapping, freed whole)
+BLOCK_ROWS = 16384  # rows per block of a settled column (128 KiB of int64)
+SETTLE_SLICE = 4096  # steps attributed per pass: the passes' temporaries, not the run's length, set the peak
 # The columns every settled step keeps (host is derived: wall less the other four, exactly).
 ROW_COLUMNS = ("start_ns", "wall_ns", "load_ns", "transfer_ns", "compute_ns", "comm_ns")
 
 
 class Columns:
-    """Settled per-step columns in fixed-size int64 blocks: appending never copies earlier rows and
-    leaves no freed fragments behind, so memory is the rows themselves (8 bytes a value). A column
+    """Settled per-step columns of int64. The newest rows sit in one block per column; each full
+    block goes to an anonymous temporary file (the OS removes it when the process ends), so memory
+    holds one block per column however many steps are settled, and reading a column back (at the
+    end, or a checkpoint's new rows) costs a read of its blocks. Where no temporary file can be
+    made or written (no writable temp dir, a full disk) the blocks stay in memory instead. A column
     first seen late (a custom phase used from step 5000 on) reads 0 for the earlier rows."""
 
     def __init__(self) -> None:
-        self.blocks: dict[str, list[np.ndarray]] = {}
+        self.tail: dict[str, np.ndarray] = {}  # name -> the block being filled
+        self.spilled: dict[str, dict[int, int | np.ndarray]] = {}  # name -> block -> file offset, or the block
         self.n = 0
+        self._file = None
+        self._end = 0  # bytes written to the file
+        self.spill_error: str | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.tail)
 
     def append(self, values: dict[str, np.ndarray], k: int) -> None:
         for name in values:
-            self.blocks.setdefault(name, [])
-        for name, blocks in self.blocks.items():
-            v = values.get(name)
-            pos, i = self.n, 0
-            while i < k:
-                b, off = divmod(pos, BLOCK_ROWS)
-                while b >= len(blocks):
-                    blocks.append(np.zeros(BLOCK_ROWS, dtype=np.int64))
-                take = min(k - i, BLOCK_ROWS - off)
-                if v is not None:
-                    blocks[b][off:off + take] = v[i:i + take]
-                pos, i = pos + take, i + take
-        self.n += k
+            if name not in self.tail:
+                self.tail[name] = np.zeros(BLOCK_ROWS, dtype=np.int64)
+                self.spilled[name] = {}
+        i = 0
+        while i < k:
+            b, off = divmod(self.n, BLOCK_ROWS)
+            take = min(k - i, BLOCK_ROWS - off)
+            for name, block in self.tail.items():
+                v = values.get(name)
+                block[off:off + take] = v[i:i + take] if v is not None else 0
+            self.n, i = self.n + take, i + take
+            if off + take == BLOCK_ROWS:
+                for name, block in self.tail.items():
+                    self.spilled[name][b] = self._spill(block)
+                    self.tail[name] = np.zeros(BLOCK_ROWS, dtype=np.int64)
 
-    def column(self, name: str) -> np.ndarray:
-        blocks = self.blocks.get(name) or [np.zeros(0, dtype=np.int64)]
-        return np.concatenate(blocks)[: self.n]
+    def _spill(self, block: np.ndarray) -> int | np.ndarray:
+        if self.spill_error is None:
+            try:
+                if self._file is None:
+                    import tempfile
+
+                    self._file = tempfile.TemporaryFile(prefix="perfcore-steps-")
+                # Positional writes: a forked child sharing the descriptor moves no offset of ours.
+                data = block.tobytes()
+                if os.pwrite(self._file.fileno(), data, self._end) != len(data):
+                    raise OSError("short write")
+                at, self._end = self._end, self._end + len(data)
+                return at
+            except OSError as e:
+                self.spill_error = f"{type(e).__name__}: {e}"
+        return block.copy()
+
+    def _block(self, name: str, b: int) -> np.ndarray:
+        where = self.spilled.get(name, {}).get(b)
+        if where is None:  # the column did not exist yet
+            return np.zeros(BLOCK_ROWS, dtype=np.int64)
+        if isinstance(where, np.ndarray):
+            return where
+        raw = os.pread(self._file.fileno(), BLOCK_ROWS * 8, where)
+        return np.frombuffer(raw, dtype=np.int64)
+
+    def column(self, name: str, start: int = 0) -> np.ndarray:
+        """Rows [start, n) of a column (zeros for a column never seen)."""
+        start = min(max(start, 0), self.n)
+        first, last = divmod(start, BLOCK_ROWS)[0], divmod(self.n, BLOCK_ROWS)[0]
+        tail = self.tail.get(name)
+        parts = [self._block(name, b) for b in range(first, last)]
+        parts.append(tail if tail is not None else np.zeros(BLOCK_ROWS, dtype=np.int64))
+        out = np.concatenate(parts)
+        lo = start - first * BLOCK_ROWS
+        return out[lo:lo + self.n - start].copy()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 class StepStore:
@@ -93,6 +147,7 @@ class StepStore:
         self.rows = Columns()
         self.settled = 0
         self.t0: int | None = None
+        self.last_end = 0  # end of the last settled step (the next one starts there)
         self.kernel_agg: dict[str, list[int]] = {}  # name -> [count, total ns]
         self.copy_agg: dict[str, dict[str, int]] = {}  # direction -> count, bytes, ns, pageable_bytes
         self.span_count = 0
@@ -114,13 +169,26 @@ class StepStore:
             self.pending[t] = [_concat(self.pending[t], t)]
         return {t: self.pending[t][0] for t in EMPTY}
 
+    def _label_codes(self, phase_ids: np.ndarray) -> np.ndarray:
+        """Phase ids -> the index of their label in LABELS (-1: unknown), with integers only: mapping
+        to label strings would make pandas build a string column (pyarrow-backed in pandas 3, whose
+        allocator keeps tens of MB of the user's process after the first use)."""
+        lut = np.full(max(self.labels, default=0) + 1, -1, dtype=np.int8)
+        for pid, lb in self.labels.items():
+            lut[pid] = attribution.LABELS.index(lb)
+        ids = np.asarray(phase_ids, dtype=np.int64)
+        ok = (ids >= 0) & (ids < len(lut))
+        out = np.full(len(ids), -1, dtype=np.int8)
+        out[ok] = lut[ids[ok]]
+        return out
+
     def _intervals(self, raw: dict[str, pd.DataFrame]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         spans = raw["spans"]
-        label_of = spans["phase_id"].map(self.labels).to_numpy()
+        label_of = self._label_codes(spans["phase_id"].to_numpy())
         host_labels = ("load",) if self.on_gpu else ("load", "transfer", "compute", "comm")
         iv = {}
         for lb in host_labels:
-            sel = label_of == lb
+            sel = label_of == attribution.LABELS.index(lb)
             iv[lb] = (spans["start_ns"].to_numpy()[sel], spans["end_ns"].to_numpy()[sel])
         if not self.on_gpu:
             return iv
@@ -132,24 +200,35 @@ class StepStore:
             iv["transfer"] = (c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
         else:
             ev = raw["events"]
-            ev_label = ev["phase_id"].map(self.labels).to_numpy()
+            ev_label = self._label_codes(ev["phase_id"].to_numpy())
             for lb in ("compute", "transfer", "comm"):
-                sel = ev_label == lb
+                sel = ev_label == attribution.LABELS.index(lb)
                 iv[lb] = (ev["start_ns"].to_numpy()[sel], ev["end_ns"].to_numpy()[sel])
         return iv
 
-    def settle(self, boundaries: list[int], upto: int, t_first: int) -> None:
-        """Attribute steps [settled, upto) and let go of the raw intervals that end inside them."""
+    def settle(self, ends, upto: int, t_first: int, first: int = 0) -> None:
+        """Attribute steps [settled, upto) and let go of the raw intervals that end inside them.
+        ends[i] is the end of step first + i (the caller may pass only the ends not yet settled)."""
         if upto <= self.settled:
             return
+        ends = np.asarray(ends, dtype=np.int64)
+        if first > self.settled or first + len(ends) < upto:
+            raise ValueError(f"settle: ends of steps [{first}, {first + len(ends)}) do not cover "
+                             f"[{self.settled}, {upto})")
+        while self.settled < upto:
+            stop = min(upto, self.settled + SETTLE_SLICE)
+            self._settle_slice(ends[self.settled - first:stop - first], t_first)
+
+    def _settle_slice(self, s1: np.ndarray, t_first: int) -> None:
         raw = self._tables()
-        b = np.asarray(boundaries[:upto], dtype=np.int64)
         if self.t0 is None:
             first = raw["spans"].loc[raw["spans"]["step"] == 0, "start_ns"]
-            self.t0 = min(int(first.min()) if len(first) else t_first, t_first, int(b[0]))
-        s0 = np.concatenate([[self.t0], b[:-1]])[self.settled:upto]
-        s1 = b[self.settled:upto]
-        df = attribution.step_table(s0, s1, self._intervals(raw), warmup=self.warmup, first_step=self.settled,
+            self.t0 = min(int(first.min()) if len(first) else t_first, t_first, int(s1[0]))
+            self.last_end = self.t0
+        s0 = np.concatenate([[self.last_end], s1[:-1]])
+        upto = self.settled + len(s1)
+        iv = {lb: self._within(a, e, int(s0[0]), int(s1[-1])) for lb, (a, e) in self._intervals(raw).items()}
+        df = attribution.step_table(s0, s1, iv, warmup=self.warmup, first_step=self.settled,
                                     precedence=self.precedence)
         extra: dict[str, np.ndarray] = {}
         spans = raw["spans"]
@@ -171,6 +250,13 @@ class StepStore:
             self.label_ns[lb] += int(m[f"{lb}_ns"].sum())
         self._retire(raw, int(s1[-1]), df)
         self.settled = upto
+        self.last_end = int(s1[-1])
+
+    @staticmethod
+    def _within(a: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        # Only the intervals that touch the slice's steps: later ones wait for their own pass.
+        sel = (e > lo) & (a < hi)
+        return a[sel], e[sel]
 
     def _per_step(self, frame: pd.DataFrame, s0: np.ndarray, s1: np.ndarray, upto: int, name: str
                   ) -> dict[str, np.ndarray]:
@@ -193,11 +279,24 @@ class StepStore:
         if self.slowest is None or walls[i_slow] > self.slowest[0]:
             self.slowest = (int(walls[i_slow]), int(df["step"].iloc[i_slow]))
         i_med = int(np.argsort(walls)[len(walls) // 2])
-        steps, starts = df["step"].to_numpy(), df["start_ns"].to_numpy()
-        windows = {int(k): (int(a), int(a + w)) for k, a, w in zip(steps, starts, walls)}
-        want = {0, self.slowest[1], int(df["step"].iloc[i_med]), int(df["step"].iloc[-1])}
-        self.keep = {s: (self.keep.get(s) or windows.get(s)) for s in want if (self.keep.get(s) or windows.get(s))}
+        starts, first = df["start_ns"].to_numpy(), int(df["step"].iloc[0])
+
+        def window(step: int) -> tuple[int, int] | None:
+            if step in self.keep:
+                return self.keep[step]
+            i = step - first
+            return (int(starts[i]), int(starts[i] + walls[i])) if 0 <= i < len(walls) else None
+
+        want = {0, self.slowest[1], first + i_med, first + len(walls) - 1}
+        self.keep = {s: w for s in want if (w := window(s)) is not None}
         for t, frame in raw.items():
+            if not len(frame):
+                # Nothing to retire. (Filtering the shared empty frame would leave a copy-on-write
+                # reference on it every settle: pandas keeps those, so memory would creep.)
+                self.pending[t] = []
+                if len(self.detail[t]):
+                    self._keep_detail(t, self.detail[t])
+                continue
             done = frame["end_ns"].to_numpy() <= cut
             gone = frame[done]
             if t == "kernels" and len(gone):
@@ -217,26 +316,31 @@ class StepStore:
                     pg = grp[grp["pageable"]]
                     a["pageable_bytes"] += int(pg["size_bytes"].sum())
                     a["pageable_ns"] += int((pg["end_ns"] - pg["start_ns"]).sum())
-            kept = _concat([self.detail[t], gone], t)
-            mask = np.zeros(len(kept), dtype=bool)
-            a, e = kept["start_ns"].to_numpy(), kept["end_ns"].to_numpy()
-            for lo, hi in self.keep.values():
-                mask |= (a < hi) & (e > lo)
-            self.detail[t] = kept[mask].reset_index(drop=True)
+            self._keep_detail(t, _concat([self.detail[t], gone], t))
             self.pending[t] = [frame[~done].reset_index(drop=True)]
 
-    def table(self) -> pd.DataFrame:
-        """One row per settled step: step, warmup, start_ns, wall_ns, <label>_ns (the five sum to
-        wall_ns), and _phase<id>_ns / _gpu<id>_ns per custom phase."""
-        n = self.rows.n
-        step = np.arange(n, dtype=np.int64)
+    def _keep_detail(self, t: str, kept: pd.DataFrame) -> None:
+        """Of `kept`, only the intervals that overlap a kept step's window stay in detail."""
+        if not len(kept):
+            return
+        mask = np.zeros(len(kept), dtype=bool)
+        a, e = kept["start_ns"].to_numpy(), kept["end_ns"].to_numpy()
+        for lo, hi in self.keep.values():
+            mask |= (a < hi) & (e > lo)
+        self.detail[t] = kept[mask].reset_index(drop=True)
+
+    def table(self, since: int = 0) -> pd.DataFrame:
+        """One row per settled step from step `since` on: step, warmup, start_ns, wall_ns, <label>_ns
+        (the five sum to wall_ns), and _phase<id>_ns / _gpu<id>_ns per custom phase."""
+        since = min(max(since, 0), self.rows.n)
+        step = np.arange(since, self.rows.n, dtype=np.int64)
         cols: dict[str, Any] = {"step": step, "warmup": step < self.warmup}
         for c in ROW_COLUMNS:
-            cols[c] = self.rows.column(c)
+            cols[c] = self.rows.column(c, since)
         cols["host_ns"] = cols["wall_ns"] - sum(cols[f"{lb}_ns"] for lb in attribution.LABELS if lb != "host")
-        for c in self.rows.blocks:
+        for c in self.rows.names:
             if c not in cols:
-                cols[c] = self.rows.column(c)
+                cols[c] = self.rows.column(c, since)
         return pd.DataFrame(cols)
 
     def totals(self) -> dict[str, Any]:

@@ -89,7 +89,7 @@ class TorchHooks:
         # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
         os.register_at_fork(after_in_child=inst.forked)
 
-        self.clock = StepClock([])
+        self.clock = StepClock()
         register_optimizer_step_pre_hook(self.clock.pre)
         register_optimizer_step_post_hook(self.clock.post)
         self._patch_optimizer_init(torch)
