@@ -22,41 +22,19 @@ import tempfile
 import time
 from pathlib import Path
 
-LOOP = '''
-import os, sys, time
-import torch
-torch.set_num_threads(1)
-n = int(sys.argv[1])
-model = torch.nn.Linear(8, 2)
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(4, 8)
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-r1 = 0
-t0 = time.time()
-for i in range(n):
-    loss = model(x).sum()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    if i == 999:
-        r1 = rss()
-import resource
-u = resource.getrusage(resource.RUSAGE_SELF)
-print(f"LOOP {t0:.6f} {time.time():.6f} RSS {r1} {rss()} CPU {u.ru_utime + u.ru_stime:.3f}", file=sys.stderr)
-'''
+# The loop measured: tests/scripts/tiny_loop.py (the suite's memory test runs the same script).
+LOOP = Path(__file__).resolve().parent.parent / "tests" / "scripts" / "tiny_loop.py"
 
 
 def perfcore_cmd() -> list[str]:
     return [sys.executable, "-m", "perfcore.cli"]
 
 
-def loop_line(stderr: str) -> tuple[float, float, int, int, float]:
-    m = re.search(r"LOOP (\S+) (\S+) RSS (\d+) (\d+) CPU (\S+)", stderr)
+def loop_line(stderr: str) -> tuple[float, float, int, int, int, float]:
+    m = re.search(r"LOOP (\S+) (\S+) RSS (\d+) (\d+) (\d+) CPU (\S+)", stderr)
     if not m:
         raise SystemExit(f"the loop printed no timing line:\n{stderr[-2000:]}")
-    return float(m[1]), float(m[2]), int(m[3]), int(m[4]), float(m[5])
+    return float(m[1]), float(m[2]), int(m[3]), int(m[4]), int(m[5]), float(m[6])
 
 
 def folder_bytes(d: Path) -> int:
@@ -71,7 +49,7 @@ def one(n: int, work: Path, script: Path) -> dict:
     t_end = time.time()
     if p.returncode != 0:
         raise SystemExit(f"perfcore run failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    t0, t1, r1, rn, loop_cpu = loop_line(p.stderr)
+    t0, t1, r1, r10k, rn, loop_cpu = loop_line(p.stderr)
     # CPU of perfcore run and its child, less the child's CPU up to the loop's end: what finishing
     # cost (plus the parent's own start, so an upper bound).
     finish_cpu = _children_cpu() - cpu0 - loop_cpu
@@ -82,7 +60,8 @@ def one(n: int, work: Path, script: Path) -> dict:
     if r.returncode != 0:
         raise SystemExit(f"perfcore report failed ({r.returncode}):\n{r.stderr[-3000:]}")
     return {"steps": n, "loop_s": t1 - t0, "finish_s": t_end - t1, "finish_cpu": finish_cpu, "child_s": part.stat().st_mtime - t1,
-            "report_s": report_s, "report_cpu": report_cpu, "load": os.getloadavg()[0], "mb": folder_bytes(out) / 1e6, "rss_growth_mb": (rn - r1) / 1e6 if r1 else 0.0}
+            "report_s": report_s, "report_cpu": report_cpu, "load": os.getloadavg()[0], "mb": folder_bytes(out) / 1e6, "rss_growth_mb": (rn - r1) / 1e6 if r1 else 0.0,
+            "rss_after_10k_mb": (rn - r10k) / 1e6 if r10k else None}
 
 
 def _children_cpu() -> float:
@@ -94,7 +73,7 @@ def _children_cpu() -> float:
 
 def bare_growth(n: int, script: Path) -> float:
     p = subprocess.run([sys.executable, str(script), str(n)], capture_output=True, text=True)
-    _, _, r1, rn, _ = loop_line(p.stderr)
+    _, _, r1, _, rn, _ = loop_line(p.stderr)
     return (rn - r1) / 1e6
 
 
@@ -114,18 +93,18 @@ def main() -> None:
     lengths = [int(s) for s in args.steps.split(",")]
     with tempfile.TemporaryDirectory(prefix="perfcore-bench-finish-") as tmp:
         work = Path(tmp)
-        script = work / "loop.py"
-        script.write_text(LOOP)
+        script = LOOP
         rows = [one(n, work, script) for n in lengths]
         # perfcore's own memory: the same loop's growth without perfcore, at the longest length only.
         bare = bare_growth(max(lengths), script) if max(lengths) > 1000 else 0.0
     print("| steps | loop s | finish s (child part) (CPU s) | report --html s (CPU s) | folder MB | RSS growth MB "
-          "(step 1000 -> end) | load avg |")
-    print("|---|---|---|---|---|---|---|")
+          "(step 1000 -> end) | (step 10k -> end) | load avg |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['steps']} | {r['loop_s']:.1f} | {r['finish_s']:.2f} ({r['child_s']:.2f}) ({r['finish_cpu']:.2f}) "
               f"| {r['report_s']:.2f} "
-              f"({r['report_cpu']:.2f}) | {r['mb']:.1f} | {r['rss_growth_mb']:.1f} | {r['load']:.1f} |")
+              f"({r['report_cpu']:.2f}) | {r['mb']:.1f} | {r['rss_growth_mb']:.1f} | "
+              f"{'-' if r['rss_after_10k_mb'] is None else format(r['rss_after_10k_mb'], '.1f')} | {r['load']:.1f} |")
     if len(rows) > 1:
         print(f"slope per 10k steps: finish {slope(rows, 'finish_s'):+.3f} s ({slope(rows, 'finish_cpu'):+.3f} CPU s), "
               f"report {slope(rows, 'report_s'):+.3f} s ({slope(rows, 'report_cpu'):+.3f} CPU s), "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -113,3 +114,23 @@ def test_finishing_a_long_run_writes_bounded_outputs(tmp_path):
     else:
         back = pd.read_parquet(tmp_path / "steps.parquet")
         assert len(back) == n and np.allclose(back["wall_ms"], pd.read_csv(tmp_path / "steps.csv")["wall_ms"])
+
+
+def test_the_instrumented_process_memory_is_flat_over_steps(tmp_path):
+    """Under `perfcore run`, what perfcore keeps in the training process does not grow with steps:
+    step ends are let go once settled, settled rows and memory samples go to a temporary file,
+    checkpoints read only their new rows. Before, the same loop grew ~120 bytes a step (4 MB over
+    these 30k steps: a Python int and list slot per step end, 9 int64 columns, a tuple per memory
+    sample); now the growth from step 10k to 40k measures 0.0-0.3 MB (allocator noise). Memory is
+    not timing: a busy machine changes how long this takes, not what it measures."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).parent / "scripts" / "tiny_loop.py"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(tmp_path / "r"), "--",
+                        sys.executable, str(script), "40000"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    _, r10k, r40k = (int(v) for v in p.stderr.split("RSS ")[1].split()[:3])
+    assert (r40k - r10k) / 1e6 < 1.5, f"perfcore's process grew {(r40k - r10k) / 1e6:.1f} MB from step 10k to 40k"
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["steps"] + doc["warmup_steps"] == 40000

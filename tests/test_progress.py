@@ -49,6 +49,9 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path):
     assert abs(sum(p["breakdown_fraction"].values()) - 1) < 1e-9
     assert p["verdict"]["summary"]
     assert not (tmp_path / "parts").exists()  # no checkpoint before 30 s
+    asked = []
+    settled_rows = timer.settled_rows
+    timer.settled_rows = lambda since=0: asked.append(since) or settled_rows(since)
     clock.t += 30
     w.tick(timer)
     ck = tmp_path / "parts" / "pid1" / "checkpoint"
@@ -63,8 +66,17 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path):
     assert len(rows) - 1 == read_progress(tmp_path)["settled_steps"]
     from perfcore.report.reader import load_part
 
+    # Each checkpoint read only the rows it had not written: the training process never pays for
+    # the whole run's rows again.
+    assert asked == [0, len(rows_first) - 1]
     doc, steps, _ = load_part(ck)  # a valid part for finish_run
     assert doc["checkpoint"]["steps"] == len(steps) == len(rows) - 1
+    # Its figures are the rows' (summarised by the reader, not by the training process).
+    measured = steps[~steps["warmup"].astype(bool)]
+    assert doc["steps"] == len(measured) and doc["warmup_steps"] == 2
+    assert abs(doc["step_time_ms"]["mean"] - measured["wall_ms"].mean()) < 1e-6
+    assert abs(doc["step_time_ms"]["p90"] - measured["wall_ms"].quantile(0.9)) < 1e-6
+    assert doc["verdict"]["summary"] and abs(sum(doc["breakdown_fraction"].values()) - 1) < 1e-6
     assert w.failed is None
 
     # Killed while appending the next rows: the half-written row lies beyond the bytes the

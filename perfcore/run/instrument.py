@@ -34,6 +34,50 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+
+class MemorySamples:
+    """(step, bytes) memory samples, one a step on a GPU: the newest in two short lists, the rest in
+    settled int64 columns (analysis.store.Columns, spilled to a temporary file), so a million
+    steps hold no million Python tuples."""
+
+    FLUSH = 1024
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.values: list[int] = []
+        self.columns = None  # made at the first flush: importing numpy is not for the script's start
+
+    def add(self, step: int, value: int) -> None:
+        self.steps.append(step)
+        self.values.append(value)
+        if len(self.steps) >= self.FLUSH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.steps:
+            return
+        import numpy as np
+
+        from perfcore.analysis.store import Columns
+
+        if self.columns is None:
+            self.columns = Columns()
+        self.columns.append({"step": np.asarray(self.steps, dtype=np.int64),
+                             "bytes": np.asarray(self.values, dtype=np.int64)}, len(self.steps))
+        self.steps, self.values = [], []
+
+    def arrays(self):
+        """(steps, bytes) as int64 arrays, every sample so far."""
+        import numpy as np
+
+        self._flush()
+        if self.columns is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return self.columns.column("step"), self.columns.column("bytes")
+
+    def __len__(self) -> int:
+        return (self.columns.n if self.columns is not None else 0) + len(self.steps)
+
 class Instrumentation:
     def __init__(self) -> None:
         self.run_dir = Path(os.environ["PERFCORE_RUN_DIR"])
@@ -50,7 +94,7 @@ class Instrumentation:
         self.torch_hooks = TorchHooks(self)
         self.sources = StepSources(self, os.environ.get("PERFCORE_STEP_ON") or None)
         self.loaders = Loaders(self.now_ns)
-        self.mem_samples: list[tuple[int, int]] = []  # (step index, bytes)
+        self.mem_samples = MemorySamples()
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
         self.mem_every = 8
         self.mem_kind = "none"
@@ -89,7 +133,7 @@ class Instrumentation:
     def new_cell(self, steps: int, warmup: int) -> None:
         """The notebook magic: a fresh timer and step source per cell, nothing carried over."""
         self.timer = None
-        self.mem_samples, self.eval_rows = [], []
+        self.mem_samples, self.eval_rows = MemorySamples(), []
         self.sources = StepSources(self, self.sources.forced)
         if self.torch_hooks.timed:
             self.torch_hooks.backward_ends(True)
@@ -184,7 +228,7 @@ class Instrumentation:
             self.torch_hooks.timed["forward"].on_enter = self.on_forward_start
         # The optimizer clock appends its step ends straight into the timer's list unless another
         # source was forced (then the optimizer is timed, its steps are not step ends).
-        ends = timer.boundaries if chosen in (None, "optimizer") else []
+        ends = timer.boundaries if chosen in (None, "optimizer") else None
         self.torch_hooks.clock.arm(self.opt, ends, self.on_step, self.mem_every, COMPACT_EVERY, self.stop_at)
 
     def disarm(self) -> None:
@@ -213,7 +257,7 @@ class Instrumentation:
             from perfcore.timing import COMPACT_EVERY
 
             # An optimizer that steps later still times its phase, but no longer ends steps.
-            self.torch_hooks.clock.arm(self.opt, [], None, 1, COMPACT_EVERY, sys.maxsize)
+            self.torch_hooks.clock.arm(self.opt, None, None, 1, COMPACT_EVERY, sys.maxsize)
 
     def boundary_count(self) -> int:
         return len(self.timer.boundaries) if self.timer is not None else 0
@@ -236,11 +280,11 @@ class Instrumentation:
 
     def sample_memory(self, step: int) -> None:
         if self.mem_kind == "cuda_allocated":
-            self.mem_samples.append((step, self.peak_memory.step_peak()))
+            self.mem_samples.add(step, self.peak_memory.step_peak())
         elif self.mem_kind == "peak_rss":
             # Peak RSS so far: one getrusage call (reading /proc/self/statm cost ~11 us a step in a
             # real training process); a leak shows as a peak that keeps rising.
-            self.mem_samples.append((step, self._getrusage(self._rusage_self).ru_maxrss * 1024))
+            self.mem_samples.add(step, self._getrusage(self._rusage_self).ru_maxrss * 1024)
 
     def on_step(self, n: int) -> None:
         """Called by the native StepClock after optimizer step end n when upkeep is due."""

@@ -90,9 +90,9 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
         doc["evaluation"] = evaluation
     n = len(full)
     mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
-    for i, b in inst.mem_samples:
-        if i < n:
-            mem[i] = b
+    at, sampled = inst.mem_samples.arrays()
+    inside = (at >= 0) & (at < n)
+    mem[at[inside]] = sampled[inside]
     table["mem_bytes"] = mem
     training = ~table["warmup"].to_numpy() & ~table.get("evaluation", pd.Series(False, index=table.index)).to_numpy()
     steps_total = int(doc["steps"] + doc["warmup_steps"])

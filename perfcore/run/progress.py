@@ -107,38 +107,39 @@ class ProgressWriter:
         return doc
 
     def checkpoint(self, timer) -> Path | None:
-        """parts/<key>/checkpoint/: run.json for the settled steps and steps.csv with the rows settled
-        since the last checkpoint appended. Results for finish_run when the process dies without
-        writing its part (SIGKILL, OOM killer)."""
-        rows = timer.settled_rows()
-        if not len(rows):
+        """parts/<key>/checkpoint/: steps.csv with the rows settled since the last checkpoint appended,
+        and a run.json that says what the file holds (steps, the bytes it vouches for, backend,
+        device). Results for finish_run when the process dies without writing its part (SIGKILL,
+        OOM killer); the reader summarises the rows then, in the reading process, so a checkpoint
+        costs the training process only its new rows, however long the run."""
+        totals = timer.settled_totals()
+        settled = int(totals["settled"])
+        if not settled:
             return None
-        table = rows_to_table(rows, timer.phase_names())
-        from perfcore.analysis.attribution import summarize
         from perfcore.report import jsonio
 
+        names = timer.phase_names()
+        table = rows_to_table(timer.settled_rows(since=self.rows_written), names)
+        if self.columns is not None and list(table.columns) != self.columns:
+            # A custom phase appeared: its column is new, so the file is written again from the start.
+            self.rows_written = 0
+            table = rows_to_table(timer.settled_rows(), names)
         d = self.run_dir / "parts" / self.key / "checkpoint"
         d.mkdir(parents=True, exist_ok=True)
-        cols = list(table.columns)
-        new = table.iloc[self.rows_written:]
-        if cols != self.columns:  # a custom phase appeared: its column is new, write the file again
-            self.rows_written, new = 0, table
-        if len(new):
+        if len(table):
             with open(d / "steps.csv", "w" if self.rows_written == 0 else "a") as fh:
-                new.to_csv(fh, index=False, header=self.rows_written == 0)
+                table.to_csv(fh, index=False, header=self.rows_written == 0)
                 fh.flush()
-        self.columns, self.rows_written = cols, len(table)
-        full = rows.assign(**{c: table[c].to_numpy() for c in ["wall_ms"] + [f"{lb}_ms" for lb in LABELS]})
-        doc = summarize(full, on_gpu=self.on_gpu, backend=getattr(timer, "backend", "host"),
-                        device="cuda" if self.on_gpu else "cpu")
-        v = _decide(doc["breakdown_ms"], doc["step_time_ms"]["mean"], self.on_gpu)
-        doc["verdict"] = {"bound": v["bound"], "summary": v["summary"], **{k: v[k] for k in ("level",) if k in v}}
-        doc.update({"pid": os.getpid(), "rank": int(os.environ["RANK"]) if os.environ.get("RANK") else None,
-                    # The bytes of steps.csv this checkpoint vouches for: an append cut short by a kill
-                    # lies beyond them and is ignored by the reader.
-                    "argv": [], "checkpoint": {"steps": int(len(table)), "written_unix_ns": time.time_ns(),
-                                               "csv_bytes": (d / "steps.csv").stat().st_size},
-                    "exit": {"reason": "killed before writing its results", "exception": None}})
+        self.columns, self.rows_written = list(table.columns), settled
+        measured = int(totals["measured"])
+        doc = {"schema": "perfcore.run/1", "backend": getattr(timer, "backend", "host"),
+               "device": "cuda" if self.on_gpu else "cpu", "steps": measured, "warmup_steps": settled - measured,
+               "pid": os.getpid(), "rank": int(os.environ["RANK"]) if os.environ.get("RANK") else None,
+               # The bytes of steps.csv this checkpoint vouches for: an append cut short by a kill
+               # lies beyond them and is ignored by the reader.
+               "argv": [], "checkpoint": {"steps": settled, "written_unix_ns": time.time_ns(),
+                                          "csv_bytes": (d / "steps.csv").stat().st_size},
+               "exit": {"reason": "killed before writing its results", "exception": None}}
         jsonio.write(d / "run.json", doc)
         return d
 
