@@ -137,7 +137,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("thread_id", &currentThreadId, "OS id of the calling thread.");
 
   py::class_<SpanRecorder>(m, "SpanRecorder")
-      .def(py::init<>())
+      .def(py::init<size_t>(), py::arg("max_chunks") = ThreadSpanBuffer::kDefaultMaxChunks,
+           "max_chunks: chunks of 4096 spans a thread may hold undrained before new spans are dropped")
       .def("begin", &SpanRecorder::begin, py::arg("phase_id"))
       .def("cancel", &SpanRecorder::cancel, py::arg("phase_id"), "Take back the innermost open phase unrecorded.")
       .def("end", &SpanRecorder::end, py::arg("phase_id"), "Close the innermost phase; returns its ns.")

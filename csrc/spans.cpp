@@ -1,6 +1,7 @@
 // Span recorder implementation (see spans.h for the threading contract).
 #include "spans.h"
 
+#include <new>
 #include <string>
 #include <unordered_map>
 
@@ -9,23 +10,32 @@
 
 namespace perfcore {
 
-ThreadSpanBuffer::ThreadSpanBuffer(int64_t tid) : tid_(tid) {}
+ThreadSpanBuffer::ThreadSpanBuffer(int64_t tid, size_t maxChunks)
+    : tid_(tid), maxChunks_(maxChunks < 2 ? 2 : maxChunks), chunks_(new std::atomic<Span*>[maxChunks_]) {
+  for (size_t i = 0; i < maxChunks_; ++i) chunks_[i].store(nullptr, std::memory_order_relaxed);
+}
 
 ThreadSpanBuffer::~ThreadSpanBuffer() {
-  for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < maxChunks_; ++i) delete[] chunks_[i].load(std::memory_order_relaxed);
 }
 
 void ThreadSpanBuffer::append(int32_t phase, int64_t step, int64_t startNs, int64_t endNs) {
   const size_t idx = published_.load(std::memory_order_relaxed);
-  const size_t chunk = idx / kChunkSpans;
-  if (chunk >= kMaxChunks) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);  // reported by SpanRecorder::dropped()
-    return;
-  }
-  Span* c = chunks_[chunk].load(std::memory_order_relaxed);
-  if (c == nullptr) {
-    c = new Span[kChunkSpans];
-    chunks_[chunk].store(c, std::memory_order_release);
+  std::atomic<Span*>& slot = chunks_[(idx / kChunkSpans) % maxChunks_];
+  Span* c = slot.load(std::memory_order_acquire);
+  if (idx % kChunkSpans == 0) {
+    // A new chunk. Its slot still holds the chunk one ring earlier while the reader has not
+    // consumed that one: then this span is dropped (reported by SpanRecorder::dropped()).
+    if (c != nullptr) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    c = new (std::nothrow) Span[kChunkSpans];
+    if (c == nullptr) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    slot.store(c, std::memory_order_release);
   }
   c[idx % kChunkSpans] = Span{step, startNs, endNs, phase};
   published_.store(idx + 1, std::memory_order_release);
@@ -34,7 +44,7 @@ void ThreadSpanBuffer::append(int32_t phase, int64_t step, int64_t startNs, int6
 void ThreadSpanBuffer::drainInto(SpanColumns& out) {
   const size_t end = published_.load(std::memory_order_acquire);
   for (size_t i = drained_; i < end; ++i) {
-    const Span& s = chunks_[i / kChunkSpans].load(std::memory_order_acquire)[i % kChunkSpans];
+    const Span& s = chunks_[(i / kChunkSpans) % maxChunks_].load(std::memory_order_acquire)[i % kChunkSpans];
     out.phase_id.push_back(s.phase);
     out.step.push_back(s.step);
     out.start_ns.push_back(s.startNs);
@@ -44,7 +54,7 @@ void ThreadSpanBuffer::drainInto(SpanColumns& out) {
   // The writer only touches chunk published_/kChunkSpans and later ones, so every chunk wholly
   // below `end` is ours to free.
   for (size_t c = drained_ / kChunkSpans; c < end / kChunkSpans; ++c) {
-    delete[] chunks_[c].exchange(nullptr, std::memory_order_acq_rel);
+    delete[] chunks_[c % maxChunks_].exchange(nullptr, std::memory_order_acq_rel);
   }
   drained_ = end;
 }
@@ -63,7 +73,7 @@ struct LocalCache {
 __attribute__((tls_model("initial-exec"))) thread_local LocalCache tlsCache;
 }  // namespace
 
-SpanRecorder::SpanRecorder() : id_(nextRecorderId.fetch_add(1)) {}
+SpanRecorder::SpanRecorder(size_t maxChunks) : id_(nextRecorderId.fetch_add(1)), maxChunks_(maxChunks) {}
 
 ThreadSpanBuffer& SpanRecorder::local() {
   if (tlsCache.lastId == id_) return *tlsCache.last;
@@ -73,7 +83,7 @@ ThreadSpanBuffer& SpanRecorder::local() {
     buf = it->second;
   } else {
     std::lock_guard<std::mutex> lock(mutex_);
-    buffers_.push_back(std::make_unique<ThreadSpanBuffer>(currentThreadId()));
+    buffers_.push_back(std::make_unique<ThreadSpanBuffer>(currentThreadId(), maxChunks_));
     buf = buffers_.back().get();
     tlsCache.all.emplace(id_, buf);
   }

@@ -2,7 +2,6 @@
 // hot path without locks, drained to columns by any thread.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -24,13 +23,15 @@ struct Span {
 // One writer (its thread), one reader at a time (drain, under the registry mutex).
 // Spans live in fixed-size chunks that never move, so the writer publishes with a single
 // release store and the reader never sees a half-written span. Chunks the reader has fully
-// consumed are freed, so memory stays flat however long the run.
+// consumed are freed, and their slots in the ring of chunk pointers are reused: memory stays
+// flat however long the run, and spans are dropped only while the reader is a whole ring
+// (maxChunks * kChunkSpans spans, 67M by default) behind.
 class ThreadSpanBuffer {
  public:
   static constexpr size_t kChunkSpans = 4096;
-  static constexpr size_t kMaxChunks = 16384;  // 67M spans per thread per recorder
+  static constexpr size_t kDefaultMaxChunks = 16384;
 
-  explicit ThreadSpanBuffer(int64_t tid);
+  ThreadSpanBuffer(int64_t tid, size_t maxChunks);
   ~ThreadSpanBuffer();
 
   // Writer side (owning thread only).
@@ -45,7 +46,8 @@ class ThreadSpanBuffer {
 
  private:
   const int64_t tid_;
-  std::array<std::atomic<Span*>, kMaxChunks> chunks_{};
+  const size_t maxChunks_;
+  std::unique_ptr<std::atomic<Span*>[]> chunks_;  // ring: chunk k lives in slot k % maxChunks_
   std::atomic<size_t> published_{0};
   size_t drained_ = 0;
   std::atomic<uint64_t> dropped_{0};
@@ -54,7 +56,8 @@ class ThreadSpanBuffer {
 
 class SpanRecorder {
  public:
-  SpanRecorder();
+  // maxChunks: how many chunks of spans each thread may hold undrained (tests make it small).
+  explicit SpanRecorder(size_t maxChunks = ThreadSpanBuffer::kDefaultMaxChunks);
   SpanRecorder(const SpanRecorder&) = delete;
   SpanRecorder& operator=(const SpanRecorder&) = delete;
 
@@ -84,6 +87,7 @@ class SpanRecorder {
   ThreadSpanBuffer& local();
 
   const uint64_t id_;  // never reused, so a thread's cached buffer can't outlive its recorder unseen
+  const size_t maxChunks_;
   std::atomic<int64_t> step_{0};
   std::mutex mutex_;  // guards buffers_ (registration and drain), never taken on the hot path
   std::vector<std::unique_ptr<ThreadSpanBuffer>> buffers_;

@@ -173,3 +173,22 @@ def test_shared_scopes_used_from_many_threads_at_once(C):
     for tid in set(d["thread_id"].tolist()):
         mine = d["thread_id"] == tid
         assert (d["phase_id"][mine] == 1).sum() == (d["phase_id"][mine] == 2).sum() == 3000
+
+
+def test_the_chunk_ring_is_reused_however_many_spans_a_run_records(C):
+    # A ring of 2 chunks (8192 spans): undrained, the third chunk's spans are dropped; once the
+    # reader has consumed the first chunks their slots take new spans, round after round, so a
+    # run of any length records as long as it is drained (before, the 16384th chunk was the last).
+    r = C.SpanRecorder(max_chunks=2)
+    for i in range(3 * 4096):
+        r.record(1, i, i + 1)
+    assert r.dropped == 4096
+    assert len(r.drain()["start_ns"]) == 2 * 4096
+    total = 2 * 4096
+    for round_ in range(5):  # 5 more laps around the ring
+        for i in range(4096 + 7):
+            r.record(2, i, i + 1)
+        got = r.drain()
+        total += len(got["start_ns"])
+        assert len(got["start_ns"]) == 4096 + 7 and (got["phase_id"] == 2).all()
+    assert r.dropped == 4096 and total == 2 * 4096 + 5 * (4096 + 7)
