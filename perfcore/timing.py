@@ -343,10 +343,10 @@ class StepTimer:
         """The kept steps' raw spans, kernels, copies and events (bounded however long the run)."""
         return self._store.trace_tables()
 
-    def settled_rows(self, since: int = 0) -> pd.DataFrame:
-        """The steps settled so far from step `since` on, ns columns, without settling more or
-        waiting (a checkpoint reads only the rows it has not written yet)."""
-        return self._store.table(since)
+    def settled_rows(self, since: int = 0, upto: int | None = None) -> pd.DataFrame:
+        """The settled steps in [since, upto) (upto: all settled so far), ns columns, without
+        settling more or waiting (a checkpoint reads only the rows it has not written, in slices)."""
+        return self._store.table(since, upto)
 
     def settled_totals(self) -> dict[str, Any]:
         """Settled and measured step counts and their summed ns per label: O(1), for a live view."""

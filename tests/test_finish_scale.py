@@ -121,14 +121,16 @@ def test_the_instrumented_process_memory_is_flat_over_steps(tmp_path):
     step ends are let go once settled, settled rows and memory samples go to a temporary file,
     checkpoints read only their new rows. Before, the same loop grew ~120 bytes a step (4 MB over
     these 30k steps: a Python int and list slot per step end, 9 int64 columns, a tuple per memory
-    sample); now the growth from step 10k to 40k measures 0.0-0.3 MB (allocator noise). Memory is
+    sample; a checkpoint re-reading every row); now the growth from step 10k to 40k measures 0.0-0.5 MB. Memory is
     not timing: a busy machine changes how long this takes, not what it measures."""
     import subprocess
     import sys
 
     script = Path(__file__).parent / "scripts" / "tiny_loop.py"
+    # Checkpoints every 2 s, so several fall between step 10k and 40k (each appends only its rows).
+    env = {**os.environ, "PERFCORE_CHECKPOINT_S": "2"}
     p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(tmp_path / "r"), "--",
-                        sys.executable, str(script), "40000"], capture_output=True, text=True, timeout=600)
+                        sys.executable, str(script), "40000"], capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     _, r10k, r40k = (int(v) for v in p.stderr.split("RSS ")[1].split()[:3])
     assert (r40k - r10k) / 1e6 < 1.5, f"perfcore's process grew {(r40k - r10k) / 1e6:.1f} MB from step 10k to 40k"

@@ -33,7 +33,7 @@ def run_steps(timer, n):
         timer.step()
 
 
-def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path):
+def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monkeypatch):
     clock = Clock()
     timer = perfcore.StepTimer(device="cpu", warmup=2)
     w = ProgressWriter(tmp_path, "pid1", steps_wanted=500, warmup=2, clock=clock, every_s=2.0, checkpoint_s=30.0)
@@ -49,9 +49,12 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path):
     assert abs(sum(p["breakdown_fraction"].values()) - 1) < 1e-9
     assert p["verdict"]["summary"]
     assert not (tmp_path / "parts").exists()  # no checkpoint before 30 s
+    import perfcore.run.progress as progress_mod
+
+    monkeypatch.setattr(progress_mod, "CHECKPOINT_SLICE", 20)
     asked = []
     settled_rows = timer.settled_rows
-    timer.settled_rows = lambda since=0: asked.append(since) or settled_rows(since)
+    timer.settled_rows = lambda since=0, upto=None: asked.append((since, upto)) or settled_rows(since, upto)
     clock.t += 30
     w.tick(timer)
     ck = tmp_path / "parts" / "pid1" / "checkpoint"
@@ -66,9 +69,13 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path):
     assert len(rows) - 1 == read_progress(tmp_path)["settled_steps"]
     from perfcore.report.reader import load_part
 
-    # Each checkpoint read only the rows it had not written: the training process never pays for
-    # the whole run's rows again.
-    assert asked == [0, len(rows_first) - 1]
+    # Each checkpoint read only the rows it had not written, 20 at a time: the training process
+    # never pays for the whole run's rows again, nor holds them all at once.
+    data = [(a, b) for a, b in asked if b is not None]
+    n1, n2 = len(rows_first) - 1, len(rows) - 1
+    assert data[0][0] == 0 and data[-1][1] == n2 and all(b - a <= 20 for a, b in data)
+    assert all(x[1] == y[0] for x, y in zip(data, data[1:]))  # contiguous, none read twice
+    assert (n1, n1 + 20) in data or (n1, n2) in data  # the second began where the first ended
     doc, steps, _ = load_part(ck)  # a valid part for finish_run
     assert doc["checkpoint"]["steps"] == len(steps) == len(rows) - 1
     # Its figures are the rows' (summarised by the reader, not by the training process).

@@ -120,6 +120,9 @@ def test_settled_columns_span_blocks_and_fill_late_columns_with_zero(monkeypatch
     assert c.column("b").tolist() == [0] * 5 + [3] * 15 + [9] * 4
     assert c.column("a", 13).tolist() == list(range(13, 20)) + [0] * 4  # only the rows a checkpoint lacks
     assert c.column("a", 24).tolist() == [] and c.column("never", 20).tolist() == [0] * 4
+    assert c.column("a", 3, 9).tolist() == list(range(3, 9))  # across a spilled block's end
+    assert c.column("b", 14, 21).tolist() == [3] * 6 + [9] and c.column("a", 7, 7).tolist() == []
+    assert c.column("a", 20, 99).tolist() == [0] * 4  # stop past the rows: clipped
 
 
 def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(monkeypatch):

@@ -117,16 +117,20 @@ class Columns:
         raw = os.pread(self._file.fileno(), BLOCK_ROWS * 8, where)
         return np.frombuffer(raw, dtype=np.int64)
 
-    def column(self, name: str, start: int = 0) -> np.ndarray:
-        """Rows [start, n) of a column (zeros for a column never seen)."""
-        start = min(max(start, 0), self.n)
-        first, last = divmod(start, BLOCK_ROWS)[0], divmod(self.n, BLOCK_ROWS)[0]
+    def column(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Rows [start, stop) of a column (stop: n by default; zeros for a column never seen)."""
+        stop = self.n if stop is None else min(max(stop, 0), self.n)
+        start = min(max(start, 0), stop)
+        first, last = start // BLOCK_ROWS, self.n // BLOCK_ROWS
         tail = self.tail.get(name)
-        parts = [self._block(name, b) for b in range(first, last)]
-        parts.append(tail if tail is not None else np.zeros(BLOCK_ROWS, dtype=np.int64))
+        parts = [self._block(name, b) for b in range(first, min(last, (stop - 1) // BLOCK_ROWS + 1))]
+        if stop > last * BLOCK_ROWS:
+            parts.append(tail if tail is not None else np.zeros(BLOCK_ROWS, dtype=np.int64))
+        if not parts:
+            return np.zeros(0, dtype=np.int64)
         out = np.concatenate(parts)
         lo = start - first * BLOCK_ROWS
-        return out[lo:lo + self.n - start].copy()
+        return out[lo:lo + stop - start].copy()
 
     def close(self) -> None:
         if self._file is not None:
@@ -329,18 +333,20 @@ class StepStore:
             mask |= (a < hi) & (e > lo)
         self.detail[t] = kept[mask].reset_index(drop=True)
 
-    def table(self, since: int = 0) -> pd.DataFrame:
-        """One row per settled step from step `since` on: step, warmup, start_ns, wall_ns, <label>_ns
-        (the five sum to wall_ns), and _phase<id>_ns / _gpu<id>_ns per custom phase."""
-        since = min(max(since, 0), self.rows.n)
-        step = np.arange(since, self.rows.n, dtype=np.int64)
+    def table(self, since: int = 0, upto: int | None = None) -> pd.DataFrame:
+        """One row per settled step in [since, upto) (upto: every settled step): step, warmup,
+        start_ns, wall_ns, <label>_ns (the five sum to wall_ns), and _phase<id>_ns / _gpu<id>_ns
+        per custom phase."""
+        upto = self.rows.n if upto is None else min(max(upto, 0), self.rows.n)
+        since = min(max(since, 0), upto)
+        step = np.arange(since, upto, dtype=np.int64)
         cols: dict[str, Any] = {"step": step, "warmup": step < self.warmup}
         for c in ROW_COLUMNS:
-            cols[c] = self.rows.column(c, since)
+            cols[c] = self.rows.column(c, since, upto)
         cols["host_ns"] = cols["wall_ns"] - sum(cols[f"{lb}_ns"] for lb in attribution.LABELS if lb != "host")
         for c in self.rows.names:
             if c not in cols:
-                cols[c] = self.rows.column(c, since)
+                cols[c] = self.rows.column(c, since, upto)
         return pd.DataFrame(cols)
 
     def totals(self) -> dict[str, Any]:

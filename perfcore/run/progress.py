@@ -22,6 +22,7 @@ __all__ = ["ProgressWriter", "LiveStatus", "NotebookStatus", "read_progress", "s
 
 PROGRESS_EVERY_S = 2.0
 CHECKPOINT_EVERY_S = 30.0
+CHECKPOINT_SLICE = 1024  # rows a checkpoint formats at a time (to_csv holds their text at once)
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -119,18 +120,21 @@ class ProgressWriter:
         from perfcore.report import jsonio
 
         names = timer.phase_names()
-        table = rows_to_table(timer.settled_rows(since=self.rows_written), names)
-        if self.columns is not None and list(table.columns) != self.columns:
-            # A custom phase appeared: its column is new, so the file is written again from the start.
+        cols = list(rows_to_table(timer.settled_rows(since=settled), names).columns)  # no rows: the header
+        if cols != self.columns:  # the first checkpoint, or a custom phase appeared: write the file anew
             self.rows_written = 0
-            table = rows_to_table(timer.settled_rows(), names)
         d = self.run_dir / "parts" / self.key / "checkpoint"
         d.mkdir(parents=True, exist_ok=True)
-        if len(table):
-            with open(d / "steps.csv", "w" if self.rows_written == 0 else "a") as fh:
-                table.to_csv(fh, index=False, header=self.rows_written == 0)
-                fh.flush()
-        self.columns, self.rows_written = list(table.columns), settled
+        with open(d / "steps.csv", "w" if self.rows_written == 0 else "a") as fh:
+            # In slices: the first checkpoint of a fast loop may hold 100k rows, and one table of
+            # them all would be a peak the training process keeps (the allocator does not give
+            # it back).
+            for start in range(self.rows_written, settled, CHECKPOINT_SLICE):
+                part = rows_to_table(timer.settled_rows(since=start, upto=min(start + CHECKPOINT_SLICE, settled)),
+                                     names)
+                part.to_csv(fh, index=False, header=start == 0)
+            fh.flush()
+        self.columns, self.rows_written = cols, settled
         measured = int(totals["measured"])
         doc = {"schema": "perfcore.run/1", "backend": getattr(timer, "backend", "host"),
                "device": "cuda" if self.on_gpu else "cpu", "steps": measured, "warmup_steps": settled - measured,
