@@ -119,20 +119,23 @@ def test_finishing_a_long_run_writes_bounded_outputs(tmp_path):
 def test_the_instrumented_process_memory_is_flat_over_steps(tmp_path):
     """Under `perfcore run`, what perfcore keeps in the training process does not grow with steps:
     step ends are let go once settled, settled rows and memory samples go to a temporary file,
-    checkpoints read only their new rows. Before, the same loop grew ~120 bytes a step (4 MB over
-    these 30k steps: a Python int and list slot per step end, 9 int64 columns, a tuple per memory
-    sample; a checkpoint re-reading every row); now the growth from step 10k to 40k measures 0.0-0.5 MB. Memory is
-    not timing: a busy machine changes how long this takes, not what it measures."""
+    checkpoints read and format only their new rows, a slice at a time. Before, the same loop grew
+    ~120 bytes a step (3.6 MB over 30k steps: a Python int and list slot per step end, 9 int64
+    columns, a tuple per memory sample; a checkpoint re-reading every row). Now: ~8 MB once (the
+    first settle and checkpoint: library pages, allocator state), then from step 30k to 60k
+    0.0-0.5 MB, on a quiet machine and with two CPU burners alike. The window starts at 30k so
+    that the one-time costs are behind it even when a busy machine slows the loop (they follow
+    the clock: settling at most every 2 s, checkpoints every 2 s here)."""
     import subprocess
     import sys
 
     script = Path(__file__).parent / "scripts" / "tiny_loop.py"
-    # Checkpoints every 2 s, so several fall between step 10k and 40k (each appends only its rows).
     env = {**os.environ, "PERFCORE_CHECKPOINT_S": "2"}
     p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(tmp_path / "r"), "--",
-                        sys.executable, str(script), "40000"], capture_output=True, text=True, timeout=600, env=env)
+                        sys.executable, str(script), "60000"], capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
-    _, r10k, r40k = (int(v) for v in p.stderr.split("RSS ")[1].split()[:3])
-    assert (r40k - r10k) / 1e6 < 1.5, f"perfcore's process grew {(r40k - r10k) / 1e6:.1f} MB from step 10k to 40k"
+    every = [int(v) for v in p.stderr.split("EVERY10K")[1].split()[:6]]
+    grew = (every[5] - every[2]) / 1e6
+    assert grew < 1.5, f"perfcore's process grew {grew:.1f} MB from step 30k to 60k (RSS every 10k: {every})"
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert doc["steps"] + doc["warmup_steps"] == 40000
+    assert doc["steps"] + doc["warmup_steps"] == 60000

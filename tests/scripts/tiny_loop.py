@@ -1,6 +1,7 @@
 """A tiny training loop of N steps (argv[1]) that reports its own time and memory on stderr:
 `LOOP <start> <end> RSS <at step 1000> <at step 10000> <at the end> CPU <s>` (RSS in bytes, 0 where
-the loop was shorter). Used to measure what perfcore costs per step and over run length."""
+the loop was shorter), then `EVERY10K <RSS after each 10k steps>...`. Used to measure what perfcore
+costs per step and over run length."""
 import os
 import resource
 import sys
@@ -21,6 +22,7 @@ def rss() -> int:
 
 
 r1 = r10k = 0
+every = []
 t0 = time.time()
 for i in range(n):
     loss = model(x).sum()
@@ -31,5 +33,8 @@ for i in range(n):
         r1 = rss()
     if i == 9999:
         r10k = rss()
+    if i % 10_000 == 9_999:
+        every.append(rss())
 u = resource.getrusage(resource.RUSAGE_SELF)
 print(f"LOOP {t0:.6f} {time.time():.6f} RSS {r1} {r10k} {rss()} CPU {u.ru_utime + u.ru_stime:.3f}", file=sys.stderr)
+print("EVERY10K", *every, file=sys.stderr)
