@@ -140,3 +140,11 @@ def test_script_diagnose_names_loading_and_keeps_it_when_the_machine_changed(mon
     else:
         assert a["speedup"] < 1 and v["checks"][0]["agrees"] is None and "attributed" not in v
         assert "inconclusive, compute itself went from 1.2 to 134.7 ms" in v["summary"]
+
+
+def test_a_workload_factory_gets_the_arguments_it_was_loaded_with():
+    # load_workload(spec, **kwargs) hands them to the factory: they were once dropped, and a test
+    # that asked for 30 ms of compute silently ran the factory's default.
+    w = load_workload(COMPUTE_BOUND, compute_s=0.0123)
+    assert w.model.compute_s == pytest.approx(0.0123)
+    assert load_workload(COMPUTE_BOUND).model.compute_s == pytest.approx(0.100)

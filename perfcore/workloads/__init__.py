@@ -101,7 +101,7 @@ def load_workload(spec: str, **kwargs) -> Workload:
     fn = getattr(module, func, None)
     if fn is None or not callable(fn):
         raise UsageError(f"workload {spec!r}: {target} has no function {func!r}")
-    w = fn()
+    w = fn(**kwargs)
     if not isinstance(w, Workload):
         raise UsageError(f"workload {spec!r} returned {type(w).__name__}, not perfcore.Workload")
     return w
