@@ -176,3 +176,38 @@ def test_compare_with_a_run_that_measured_nothing():
     ch = compare_runs(a, b)["verdict_change"]
     assert ch["sentence"] == ("verdict changed: no steps measured -> input-bound (critical); primary cause none -> "
                               "load")
+
+
+def test_the_runs_own_spread_widens_what_agrees():
+    from perfcore.analysis.verdict import NOISE_SE, difference_noise_ms, step_sem_ms
+
+    # A healthy 30 ms step whose fetch is 1 ms: removing it predicts ~1.03x. On a busy host the two
+    # runs' mean steps differ by 3 ms (10%) with nothing changed, ticks of 4 ms ending the waits.
+    v = decide({"load": 1.0}, 30.0)
+    assert confirm(v, "load", 30.0 / 27.0, "synthetic data")["agrees"] is False  # read as loading
+    walls = [30.0, 34.0, 26.0, 38.0, 30.0, 26.0, 34.0, 30.0, 38.0, 26.0]
+    sem = step_sem_ms(walls)
+    n = len(walls)
+    mean = sum(walls) / n
+    assert sem == pytest.approx((sum((w - mean) ** 2 for w in walls) / (n - 1) / n) ** 0.5)
+    noise = difference_noise_ms(sem, sem)
+    assert noise == pytest.approx(NOISE_SE * 2 ** 0.5 * sem)
+    c = confirm(v, "load", 30.0 / 27.0, "synthetic data", noise_ms=noise)
+    assert c["agrees"] is True and "confirmed" in c["sentence"]
+    # A real effect stays far outside that noise: half the step saved is still a correction.
+    assert confirm(v, "load", 2.0, "synthetic data", noise_ms=noise)["agrees"] is False
+    # Steady runs (a quiet machine) leave the 5% floor in charge; one run without a spread, no noise.
+    assert difference_noise_ms(step_sem_ms([30.0] * 10), 0.0) == 0.0
+    assert difference_noise_ms(sem, None) is None and step_sem_ms([30.0]) is None
+
+
+def test_diagnose_reads_a_noisy_pair_of_runs_as_noise():
+    base = {"step_ms": 30.0, "breakdown_ms": {"load": 1.0, "transfer": 0.0, "compute": 28.9, "comm": 0.0,
+                                               "host": 0.1}, "step_sem_ms": 1.4}
+    prof = {"cpu_to_wall": 0.95, "top": []}
+    quiet, _ = diagnose_verdict({**base, "step_sem_ms": 0.05},
+                                [_exp("baseline", 1.0), {**_exp("A", 1.11), "step_sem_ms": 0.05}], prof, on_gpu=False)
+    assert "corrected" in quiet["summary"]  # steady runs: a 10% gain is real and corrects the attribution
+    exps = [_exp("baseline", 1.0), {**_exp("A", 1.11), "step_sem_ms": 1.4}]
+    noisy, _ = diagnose_verdict(base, exps, prof, on_gpu=False)
+    assert noisy["bound"] == "compute" and noisy["healthy"] and "confirmed" in noisy["summary"]

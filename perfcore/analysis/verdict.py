@@ -155,17 +155,40 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
 # much above the baseline's, the machine changed between the runs and the A/B cannot correct anything.
 COMPUTE_DRIFT = 1.25
 # Two short runs' mean step times differ by a few percent with nothing changed: a measured saving
-# within 5% of the step of the predicted one agrees with it.
+# within 5% of the step of the predicted one agrees with it, or within the runs' own noise when
+# their step-to-step spread says it is larger (a busy host: waits end on scheduler ticks).
 NOISE_SHARE = 0.05
+NOISE_SE = 3.0  # standard errors of the difference of the two runs' mean steps
+
+
+def step_sem_ms(wall_ms) -> float | None:
+    """The standard error of a run's mean step (ms) from its measured steps' times: how far a
+    second run of the same loop may land. None below two steps."""
+    n = len(wall_ms)
+    if n < 2:
+        return None
+    mean = sum(float(w) for w in wall_ms) / n
+    var = sum((float(w) - mean) ** 2 for w in wall_ms) / (n - 1)
+    return (var / n) ** 0.5
+
+
+def difference_noise_ms(*sems: float | None) -> float | None:
+    """NOISE_SE standard errors of the difference of independent means, from each run's standard
+    error of its mean step (ms); None when a run does not report one."""
+    if not sems or any(s is None or s != s for s in sems):
+        return None
+    return NOISE_SE * sum(float(s) ** 2 for s in sems) ** 0.5
 
 
 def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | None, experiment: str,
-            tolerance: float = 0.15, compute_ms: tuple[float, float] | None = None) -> dict[str, Any]:
+            tolerance: float = 0.15, compute_ms: tuple[float, float] | None = None,
+            noise_ms: float | None = None) -> dict[str, Any]:
     """Does a measured A/B speedup (the step without `label`'s cause) agree with the verdict's
-    prediction (the saving it implies within `tolerance` of the predicted saving, or within NOISE_SHARE
-    of the step)? Returns {label, experiment, predicted_speedup, measured_speedup, agrees, measured_ms,
-    sentence}; measured_ms is the saving the experiment implies, for a corrected verdict. compute_ms:
-    (baseline, experiment) compute per step, the control: agrees is None when it drifted up."""
+    prediction (the saving it implies within `tolerance` of the predicted saving, or within the noise:
+    NOISE_SHARE of the step, or `noise_ms` when larger, the runs' own spread)? Returns {label,
+    experiment, predicted_speedup, measured_speedup, agrees, measured_ms, sentence}; measured_ms is
+    the saving the experiment implies, for a corrected verdict. compute_ms: (baseline, experiment)
+    compute per step, the control: agrees is None when it drifted up."""
     step = float(decision.get("step_ms") or 0.0)
     ms = float((decision.get("avoidable_ms") or {}).get(label) or 0.0)
     predicted = _speedup(step, ms) if step else 1.0
@@ -178,7 +201,7 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
                 "measured_speedup": measured_speedup, "agrees": None, "measured_ms": implied,
                 "sentence": f"{experiment} measured {measured_speedup:.2f}x (the step is all {_CAUSES[label][1]})"}
     # In ms saved: within `tolerance` of the predicted saving, or within the noise floor of a step time.
-    agrees = abs(implied - ms) <= max(tolerance * ms, NOISE_SHARE * step)
+    agrees = abs(implied - ms) <= max(tolerance * ms, NOISE_SHARE * step, noise_ms or 0.0)
     what = _CAUSES[label][1]
     drift = (compute_ms is not None and compute_ms[0] > 0 and compute_ms[1] > COMPUTE_DRIFT * compute_ms[0])
     if not agrees and measured_speedup < predicted and drift:

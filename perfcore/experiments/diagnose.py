@@ -13,7 +13,7 @@ import pstats
 import time
 from typing import Any, Callable
 
-from perfcore.analysis.verdict import avoidable, confirm, decide
+from perfcore.analysis.verdict import avoidable, confirm, decide, difference_noise_ms
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
 
@@ -45,7 +45,7 @@ def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> dict[st
 
 def _summary(row: dict[str, Any], name: str, base_ms: float) -> dict[str, Any]:
     keep = ("batch_size", "num_workers", "pin_memory", "decoder", "synthetic", "step_ms", "samples_per_s",
-            "busy_mean", "busy_std", "cpu_percent", "peak_mem_bytes", "oom", "breakdown_ms")
+            "busy_mean", "busy_std", "cpu_percent", "peak_mem_bytes", "oom", "breakdown_ms", "step_sem_ms")
     out = {"name": name, **{k: row.get(k) for k in keep}}
     out["speedup"] = base_ms / row["step_ms"] if row.get("step_ms") and row["step_ms"] == row["step_ms"] else None
     return out
@@ -92,7 +92,9 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     first = decide(avoidable(bd), step, on_gpu=on_gpu, compute_ms=bd.get("compute"))
     a_bd = exps[1].get("breakdown_ms") or {}
     control = (bd.get("compute") or 0.0, a_bd["compute"]) if a_bd.get("compute") is not None else None
-    check = confirm(first, "load", exps[1].get("speedup"), "synthetic data (no loading)", compute_ms=control)
+    noise = difference_noise_ms(base.get("step_sem_ms"), exps[1].get("step_sem_ms"))
+    check = confirm(first, "load", exps[1].get("speedup"), "synthetic data (no loading)", compute_ms=control,
+                    noise_ms=noise)
     final = first
     if check["agrees"] is False:
         final = decide({**avoidable(bd), "load": check["measured_ms"]}, step, on_gpu=on_gpu,

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from perfcore.analysis.advice import advise_run
+from perfcore.analysis.verdict import step_sem_ms
 from perfcore.errors import UsageError
 from perfcore.capture.sampler import Sampler
 from perfcore.timing import StepTimer
@@ -160,6 +161,8 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
     row.update({
         "steps": int(len(steady)),
         "step_ms": step_ms,
+        # The standard error of the mean step: how far a second run of the same loop may land.
+        "step_sem_ms": step_sem_ms(steady["wall_ms"].to_numpy()),
         "samples_per_s": float(samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
         "busy_mean": float(np.mean(busy)) if len(busy) else float("nan"),
         "busy_std": float(np.std(busy)) if len(busy) else float("nan"),

@@ -10,6 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from perfcore.analysis.verdict import step_sem_ms
 from perfcore.errors import UsageError
 from perfcore.errors import RunFailed
 from perfcore.run.finish import finish_run
@@ -52,6 +53,7 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
         busy, src = (steady["compute_ms"] / steady["wall_ms"]).to_numpy(dtype=float), "compute_share"
     doc["_busy"] = {"series": busy, "source": src, "cpu_percent": float(frame["cpu_percent"].mean())
                     if frame is not None and len(frame) else doc.get("cpu_util_percent")}
+    doc["_step_sem_ms"] = step_sem_ms(steady["wall_ms"].to_numpy())
     doc["_out"] = out
     return doc
 
@@ -67,6 +69,7 @@ def _row(name: str, doc: dict, base_ms: float | None) -> dict[str, Any]:
             "busy_mean": float(np.mean(b["series"])) if len(b["series"]) else float("nan"),
             "busy_std": float(np.std(b["series"])) if len(b["series"]) else float("nan"),
             "cpu_percent": b["cpu_percent"], "oom": False, "breakdown_ms": doc["breakdown_ms"],
+            "step_sem_ms": doc.get("_step_sem_ms"),
             "num_workers": ov.get("num_workers", w.get("num_workers")), "batch_size": ov.get("batch_size", bs),
             "speedup": (base_ms / step_ms) if base_ms and step_ms else 1.0}
 
@@ -113,7 +116,7 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
             "note": "a script's workers are timed per batch (__getitem__ vs collate); for a function-level "
                     "profile, point diagnose at a workload factory"}
     base_row = {"step_ms": b_ms, "breakdown_ms": base["breakdown_ms"], "breakdown_fraction": base["breakdown_fraction"],
-                "device": base["device"]}
+                "device": base["device"], "step_sem_ms": base.get("_step_sem_ms")}
     verdict, predicted = diagnose_verdict(base_row, exps, prof, on_gpu=base["device"] != "cpu")
     return {"schema": "perfcore.diagnose/1", "workload": " ".join(cmd), "device": base["device"], "experiments": exps,
             "skipped": [{"name": "C: other decoder", "reason": "a script declares no decoders; use a workload "
