@@ -298,3 +298,22 @@ def test_end_step_now_is_false_with_a_phase_open_and_close_open_phases():
     assert timer.end_step() is True and timer.steps == 1
     assert timer.phase_names()[timer.fetch_scope().phase_id] == "load" and not timer.kernels_traced
     assert len(timer.step_table()) == 1 and "spans" in timer.trace_tables()
+
+
+def test_overhead_counts_the_settling_done_inside_the_loop(monkeypatch):
+    import perfcore.timing as timing
+
+    monkeypatch.setattr(timing, "COMPACT_MIN_S", 0.0)  # settle at every 1024th step, however fast
+    timer = perfcore.StepTimer(device="cpu", warmup=0)
+    for _ in range(3 * timing.COMPACT_EVERY + 5):
+        with timer.compute():
+            pass
+        timer.step()
+    assert timer._settle_ns > 0
+    # The settles' measured time is the one the overhead reports, per step, on top of the phases'.
+    monkeypatch.setattr(timer, "_settle_ns", 7 * 10**6)
+    o = timer.result()["overhead"]
+    steps = 3 * timing.COMPACT_EVERY + 5
+    assert o["settle_ms_per_step"] == pytest.approx(7.0 / steps)
+    assert o["ms_per_step"] == pytest.approx(o["phases_per_step"] * o["per_phase_ns"] / 1e6 + 7.0 / steps)
+    assert "settling" in o["method"] and "us settling" in str(timer.result())

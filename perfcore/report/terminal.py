@@ -102,7 +102,9 @@ def render_text(doc: dict[str, Any]) -> str:
     o = doc.get("overhead") or {}
     if o:
         lines += ["", f"perfcore overhead: ~{o.get('ms_per_step', 0):.3f} ms/step "
-                      f"({100 * o.get('fraction', 0):.2f}% of step time; {o.get('per_phase_ns', 0):.0f} ns per phase)"]
+                      f"({100 * o.get('fraction', 0):.2f}% of step time; {o.get('per_phase_ns', 0):.0f} ns per phase"
+                      + (f", {1e3 * o['settle_ms_per_step']:.1f} us settling" if o.get("settle_ms_per_step") else "")
+                      + ")"]
         if o.get("hooks") == "not included":
             lines.append("  (the timer's own bookkeeping; perfcore run's hooks add more, which "
                          "bench/bench_run_overhead.py measures against the uninstrumented script)")
