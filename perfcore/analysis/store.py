@@ -99,10 +99,9 @@ class Columns:
 
                     self._file = tempfile.TemporaryFile(prefix="perfcore-steps-")
                 # Positional writes: a forked child sharing the descriptor moves no offset of ours.
-                data = block.tobytes()
-                if os.pwrite(self._file.fileno(), data, self._end) != len(data):
+                if os.pwrite(self._file.fileno(), block, self._end) != block.nbytes:
                     raise OSError("short write")
-                at, self._end = self._end, self._end + len(data)
+                at, self._end = self._end, self._end + block.nbytes
                 return at
             except OSError as e:
                 self.spill_error = f"{type(e).__name__}: {e}"
@@ -128,14 +127,8 @@ class Columns:
             parts.append(tail if tail is not None else np.zeros(BLOCK_ROWS, dtype=np.int64))
         if not parts:
             return np.zeros(0, dtype=np.int64)
-        out = np.concatenate(parts)
         lo = start - first * BLOCK_ROWS
-        return out[lo:lo + stop - start].copy()
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        return np.concatenate(parts)[lo:lo + stop - start]  # concatenate has copied: nothing shared
 
 
 class StepStore:

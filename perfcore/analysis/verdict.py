@@ -9,6 +9,7 @@ cause were removed, so it is also the expected gain.
 """
 from __future__ import annotations
 
+import statistics
 from typing import Any, Mapping
 
 __all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "NOISE_SHARE",
@@ -164,12 +165,9 @@ NOISE_SE = 3.0  # standard errors of the difference of the two runs' mean steps
 def step_sem_ms(wall_ms) -> float | None:
     """The standard error of a run's mean step (ms) from its measured steps' times: how far a
     second run of the same loop may land. None below two steps."""
-    n = len(wall_ms)
-    if n < 2:
+    if len(wall_ms) < 2:
         return None
-    mean = sum(float(w) for w in wall_ms) / n
-    var = sum((float(w) - mean) ** 2 for w in wall_ms) / (n - 1)
-    return (var / n) ** 0.5
+    return statistics.stdev(float(w) for w in wall_ms) / len(wall_ms) ** 0.5
 
 
 def difference_noise_ms(*sems: float | None) -> float | None:

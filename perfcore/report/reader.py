@@ -233,20 +233,11 @@ def summarize_checkpoint(doc: dict[str, Any], steps) -> dict[str, Any]:
 
     from perfcore.analysis.attribution import summarize
 
-    full = steps.copy()
-    full["warmup"] = _as_bool(full["warmup"])
+    full = steps.copy()  # read_csv has made warmup bool and the ms columns float
     for c in ("wall", *LABELS):
-        full[f"{c}_ns"] = np.rint(full[f"{c}_ms"].to_numpy(dtype=float) * 1e6).astype(np.int64)
+        full[f"{c}_ns"] = np.rint(full[f"{c}_ms"].to_numpy() * 1e6).astype(np.int64)
     device = str(doc.get("device", "cpu"))
-    out = summarize(full, on_gpu=device != "cpu", backend=str(doc.get("backend", "host")), device=device)
-    out.update({k: v for k, v in doc.items() if k not in out or k in ("schema", "backend", "device")})
-    return out
-
-
-def _as_bool(col):
-    if col.dtype == bool:
-        return col
-    return col.astype(str).str.strip().str.lower().isin(("true", "1"))
+    return {**doc, **summarize(full, on_gpu=device != "cpu", backend=str(doc.get("backend", "host")), device=device)}
 
 
 def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:

@@ -34,7 +34,6 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
-
 class MemorySamples:
     """(step, bytes) memory samples, one a step on a GPU: the newest in two short lists, the rest in
     settled int64 columns (analysis.store.Columns, spilled to a temporary file), so a million
@@ -77,6 +76,7 @@ class MemorySamples:
 
     def __len__(self) -> int:
         return (self.columns.n if self.columns is not None else 0) + len(self.steps)
+
 
 class Instrumentation:
     def __init__(self) -> None:
