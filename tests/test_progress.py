@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 
 import perfcore
 from perfcore.run.progress import LiveStatus, ProgressWriter, read_progress, status_text
@@ -222,3 +223,22 @@ def test_notebook_status_updates_one_output_in_place(tmp_path):
     assert "perfcore: step 40" in h.shown[0] and "compute 80%" in h.shown[0]
     assert h.shown[-1] == ""  # cleared at the end: the report takes its place
     assert NotebookStatus(tmp_path).start().handle is None  # outside a kernel: nothing shown
+
+
+def test_a_checkpoint_claiming_any_size_reads_only_what_its_file_holds(tmp_path):
+    from perfcore.errors import PerfcoreError
+    from perfcore.report.reader import load_part
+
+    hdr = "step,wall_ms,load_ms,transfer_ms,compute_ms,comm_ms,host_ms,warmup\n"
+    rows = "".join(f"{k},1.0,0.5,0.0,0.4,0.0,0.1,{k < 1}\n" for k in range(4))
+    (tmp_path / "steps.csv").write_text(hdr + rows)
+    for claimed in (10**12, 2**62):  # a damaged number, not a memory request
+        (tmp_path / "run.json").write_text(json.dumps({"schema": "perfcore.run/1", "steps": 3, "warmup_steps": 1,
+                                                       "checkpoint": {"steps": 4, "csv_bytes": claimed}}))
+        doc, steps, _ = load_part(tmp_path)
+        assert len(steps) == 4 and doc["steps"] == 3 and doc["step_time_ms"]["mean"] == 1.0
+    (tmp_path / "run.json").write_text(json.dumps({"schema": "perfcore.run/1", "steps": 3, "warmup_steps": 1,
+                                                   "checkpoint": {"steps": 4, "csv_bytes": 5}}))
+    with pytest.raises(PerfcoreError) as e:
+        load_part(tmp_path)
+    assert "steps.csv" in str(e.value) and "\n" not in str(e.value)

@@ -182,7 +182,9 @@ def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2, limit_
             table = pd.read_csv(path)
         else:
             with open(path, "rb") as fh:
-                table = pd.read_csv(io.BytesIO(fh.read(limit_bytes)))
+                # Never more than the file holds: read(n) sets aside n bytes first, and a damaged
+                # checkpoint may claim any size.
+                table = pd.read_csv(io.BytesIO(fh.read(min(limit_bytes, path.stat().st_size))))
     except pd.errors.EmptyDataError:
         raise _bad(path, "is empty (the run was stopped while writing it?)", exit_code)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
