@@ -27,7 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["PERFCORE_RUN_DIR"] = tempfile.mkdtemp(prefix="perfcore-hooks-")
     os.environ["PERFCORE_WARMUP"] = "0"
-    from perfcore.run import instrument
+    from perfcore.run.child import instrument
 
     instrument.activate(process_hooks=False)
     import torch.optim.optimizer as optim_mod

@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython):
     """`%load_ext perfcore` registers the %%perfcore cell magic."""
-    from perfcore.run.magic import load_ipython_extension as _load
+    from perfcore.run.child.magic import load_ipython_extension as _load
 
     _load(ipython)
 

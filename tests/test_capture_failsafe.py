@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import perfcore.recording.engine as recording
 import perfcore.timing as timing
 from perfcore.errors import CuptiError, DeviceUnavailable
 
@@ -21,7 +22,7 @@ class _Refuses:
 def _cuda_timer_without_gpu(monkeypatch):
     # The fallback logic runs before any GPU call, so a CPU timer told it is on CUDA exercises it.
     t = timing.StepTimer(device="cpu", warmup=0)
-    monkeypatch.setattr(t, "device", "cuda")
+    monkeypatch.setattr(t.engine, "device", "cuda")
     return t
 
 
@@ -36,8 +37,8 @@ def test_second_tracer_and_missing_cupti_python_fall_back_to_events(monkeypatch)
     monkeypatch.setattr(cp, "CuptiPythonTracer", type("P", (_Refuses,), {"name": "cupti-python", "__init__":
                                                                          lambda self: _Refuses.__init__(self, missing)}))
     t = _cuda_timer_without_gpu(monkeypatch)
-    t._start_kernels("auto")  # must not raise
-    assert t._tracer is None and t.backend == "host"
+    t.engine._start_kernels("auto")  # must not raise
+    assert t.engine._tracer is None and t.backend == "host"
     (note,) = t.notes
     assert "already running" in note and "cupti-python package" in note and "CUDA events" in note
 
@@ -57,26 +58,26 @@ def test_auto_uses_cupti_python_when_native_cannot_start(monkeypatch):
         "name": "native-cupti", "__init__": lambda self: _Refuses.__init__(self, CuptiError("held by nsys", 1))}))
     monkeypatch.setattr(cp, "CuptiPythonTracer", Works)
     t = _cuda_timer_without_gpu(monkeypatch)
-    t._start_kernels("auto")
+    t.engine._start_kernels("auto")
     assert t.backend == "cupti-python" and "using cupti-python" in t.notes[0]
 
 
 def test_upkeep_failure_is_counted_not_raised(monkeypatch):
-    monkeypatch.setattr(timing, "COMPACT_EVERY", 1)
-    monkeypatch.setattr(timing, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(recording, "COMPACT_EVERY", 1)
+    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
     t = timing.StepTimer(device="cpu", warmup=0)
 
     def broken(final):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(t, "_compact", broken)
+    monkeypatch.setattr(t.engine, "_compact", broken)
     for _ in range(3):
         with t.compute():
             pass
         t.step()  # would raise RuntimeError into the loop before
-    assert t.upkeep_errors == 3 and t.steps == 3
+    assert t.engine.upkeep_errors == 3 and t.steps == 3
     assert len([n for n in t.notes if "disk full" in n]) == 1
-    assert t.capture_stats()["upkeep_errors"] == 3
+    assert t.engine.capture_stats()["upkeep_errors"] == 3
 
 
 def test_capture_stats_reach_the_result():
@@ -112,27 +113,27 @@ def test_events_follow_the_gpu_that_holds_the_work(monkeypatch):
     # model.to(rank) without torch.cuda.set_device: current device 0, every tensor on GPU 2.
     _fake_gpus(monkeypatch, [0, 0, 4096, 0])
     t = timing.StepTimer(device="cpu", warmup=0)
-    t._follow, t._events = True, _Events(0)
-    t.follow_device()
-    assert t._events.device == 2 and any("GPU 2" in n for n in t.notes)
-    t.follow_device()  # already there: nothing more to say
+    t.engine._follow, t.engine._events = True, _Events(0)
+    t.engine.follow_device()
+    assert t.engine._events.device == 2 and any("GPU 2" in n for n in t.notes)
+    t.engine.follow_device()  # already there: nothing more to say
     assert len([n for n in t.notes if "GPU 2" in n]) == 1
 
 
 def test_follow_waits_while_a_phase_is_open_and_keeps_the_current_device_on_ties(monkeypatch):
     _fake_gpus(monkeypatch, [0, 4096])
     t = timing.StepTimer(device="cpu", warmup=0)
-    t._follow, t._events = True, _Events(0, busy=True)
-    t.follow_device()
-    assert t._events.device == 0 and not t.notes  # retried at the next check
+    t.engine._follow, t.engine._events = True, _Events(0, busy=True)
+    t.engine.follow_device()
+    assert t.engine._events.device == 0 and not t.notes  # retried at the next check
     _fake_gpus(monkeypatch, [4096, 4096], current=0)
-    t._events.busy = False
-    t.follow_device()
-    assert t._events.device == 0
+    t.engine._events.busy = False
+    t.engine.follow_device()
+    assert t.engine._events.device == 0
 
 
 def test_follow_is_off_when_the_device_was_named():
     t = timing.StepTimer(device="cpu", warmup=0)
-    t._events = _Events(0)
-    t.follow_device()  # _follow is False: a CPU timer, or cuda:N / an explicit stream
-    assert t._events.device == 0
+    t.engine._events = _Events(0)
+    t.engine.follow_device()  # _follow is False: a CPU timer, or cuda:N / an explicit stream
+    assert t.engine._events.device == 0

@@ -74,14 +74,14 @@ def long_part(folder, n: int):
         timer.step()
     steps = timer.summary()
     doc = dict(timer.result())
-    full = timer.step_table()
+    full = timer.engine.step_table()
     doc.update(pid=os.getpid(), rank=None, world_size=None, host=socket.gethostname(), argv=["train.py"],
                exit={"reason": "finished", "exception": None}, step_source="timer.step()")
     part = folder / "parts" / f"pid{os.getpid()}"
     part.mkdir(parents=True)
     steps.to_csv(part / "steps.csv", index=False)
-    spans = timer.trace_tables()["spans"]
-    names = timer.phase_names()
+    spans = timer.engine.trace_tables()["spans"]
+    names = timer.engine.phase_names()
     np.savez_compressed(part / "trace.npz", span_phase=spans["phase_id"].to_numpy(),
                         span_start_ns=spans["start_ns"].to_numpy(), span_end_ns=spans["end_ns"].to_numpy(),
                         span_thread=spans["thread_id"].to_numpy(), span_step=spans["step"].to_numpy(),
@@ -93,7 +93,7 @@ def long_part(folder, n: int):
 
 
 def test_finishing_a_long_run_writes_bounded_outputs(tmp_path):
-    from perfcore.run.finish import finish_run
+    from perfcore.run.parent.finish import finish_run
 
     n = 60_000
     part = long_part(tmp_path, n)

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from perfcore.cli import cli
 from perfcore.errors import ResultWriteError, UsageError
 from perfcore.report import jsonio
-from perfcore.run import folder
-from perfcore.run.folder import MARKER, prepare_out
+from perfcore.run.parent import folder
+from perfcore.run.parent.folder import MARKER, prepare_out
 
 from run_docs import write_run_folder
 

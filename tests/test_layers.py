@@ -1,4 +1,5 @@
-"""The package's imports point one way: cli -> experiments -> run -> timing/workloads -> report -> analysis -> capture -> native."""
+"""The package's imports point one way: cli -> experiments -> run/integrations -> timing/workloads -> recording
+-> report -> analysis -> capture -> native; inside run/, parent and child meet only in run.protocol."""
 from __future__ import annotations
 
 import ast
@@ -14,10 +15,11 @@ LAYERS = [
     ("perfcore.capture", 1),
     ("perfcore.analysis", 2),
     ("perfcore.report", 3),
-    ("perfcore.timing", 4), ("perfcore.workloads", 4),
-    ("perfcore.run", 5), ("perfcore.integrations", 5),
-    ("perfcore.experiments", 6),
-    ("perfcore.cli", 7),
+    ("perfcore.recording", 4),
+    ("perfcore.timing", 5), ("perfcore.workloads", 5),
+    ("perfcore.run", 6), ("perfcore.integrations", 6),
+    ("perfcore.experiments", 7),
+    ("perfcore.cli", 8),
 ]
 
 
@@ -97,3 +99,136 @@ def test_every_layer_exists() -> None:
         if prefix == "perfcore._C":
             continue
         assert (PKG.parent / rel).is_dir() or (PKG.parent / f"{rel}.py").exists(), prefix
+
+
+# -- the two processes of `perfcore run` ----------------------------------------------------------
+RUN = PKG / "run"
+PARENT, CHILD = "perfcore.run.parent", "perfcore.run.child"
+# Old paths the CLI still imports; they only re-export the parent's modules.
+PARENT_SHIMS = ("perfcore.run.launch", "perfcore.run.folder", "perfcore.run.finish")
+
+
+def _side(module: str) -> str | None:
+    if module == PARENT or module.startswith(PARENT + ".") or module in PARENT_SHIMS:
+        return "parent"
+    if module == CHILD or module.startswith(CHILD + "."):
+        return "child"
+    return None
+
+
+@pytest.mark.parametrize("path", sorted(RUN.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_parent_and_child_meet_only_in_the_protocol(path: Path) -> None:
+    if path.parent.name == "_boot":
+        return
+    me = module_name(path)
+    mine = _side(me)
+    crossings = [f"{path.relative_to(PKG.parent)}:{line} imports {target}"
+                 for line, target, _ in imports_of(path)
+                 if _side(target) is not None and mine is not None and _side(target) != mine
+                 or mine is None and me not in PARENT_SHIMS and _side(target) is not None]
+    assert not crossings, "\n".join(crossings) + "\n(what crosses between the processes belongs in run/protocol.py)"
+
+
+def test_the_protocol_stands_alone_and_both_sides_use_it() -> None:
+    assert not [t for _, t, _ in imports_of(RUN / "protocol.py") if t.startswith("perfcore")]
+    users = {_side(module_name(p)) for p in RUN.rglob("*.py")
+             if any(t == "perfcore.run.protocol" for _, t, _ in imports_of(p))}
+    assert {"parent", "child"} <= users
+
+
+def test_environment_names_are_spelled_only_in_the_protocol() -> None:
+    """A PERFCORE_* variable the parent sets and the child reads is named once (the boot file runs
+    before perfcore is importable and spells the one it checks)."""
+    found = []
+    for path in sorted(RUN.rglob("*.py")) + sorted((PKG / "integrations").rglob("*.py")) + \
+            sorted((PKG / "experiments").rglob("*.py")):
+        if path.name == "protocol.py" or path.parent.name == "_boot":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    node.value.startswith("PERFCORE_") and " " not in node.value:
+                found.append(f"{path.relative_to(PKG.parent)}:{node.lineno} {node.value}")
+    assert not found, "\n".join(found)
+
+
+# -- StepTimer is the user's API; run/ and the integrations drive the recording under it -------------
+def _class(path: Path, name: str) -> ast.ClassDef:
+    return next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _public_names(cls: ast.ClassDef) -> set[str]:
+    names = set()
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+            if node.name == "__init__":  # attributes the constructor sets: self.x = ...
+                names |= {t.attr for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                          for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                          if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return {n for n in names if not n.startswith("_")}
+
+
+USER_API = {"load", "phase", "transfer", "compute", "comm", "step", "summary", "result", "report", "close",
+            "device", "warmup", "step_on", "backend", "notes", "steps", "STEP_ON", "engine"}
+
+
+def test_step_timer_holds_only_the_user_api() -> None:
+    assert _public_names(_class(PKG / "timing.py", "StepTimer")) == USER_API
+
+
+def _timer_uses(path: Path) -> list[tuple[int, str]]:
+    """(line, attribute) for every attribute taken from a StepTimer: a name or attribute called
+    `timer`, or a local bound to one (t = self.timer)."""
+    tree = ast.parse(path.read_text())
+
+    def is_timer(e: ast.expr, aliases: set[str]) -> bool:
+        return (isinstance(e, ast.Name) and (e.id == "timer" or e.id in aliases)) or \
+            (isinstance(e, ast.Attribute) and e.attr == "timer")
+
+    uses = []
+    for scope in [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        aliases = {t.id for n in ast.walk(scope) if isinstance(n, ast.Assign) and is_timer(n.value, set())
+                   for t in n.targets if isinstance(t, ast.Name)}
+        uses += [(n.lineno, n.attr) for n in ast.walk(scope)
+                 if isinstance(n, ast.Attribute) and is_timer(n.value, aliases)]
+    return sorted(set(uses))
+
+
+CALLERS = sorted(p for d in ("run", "integrations") for p in (PKG / d).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", CALLERS, ids=lambda p: str(p.relative_to(PKG)))
+def test_run_and_integrations_use_only_the_user_api_of_step_timer(path: Path) -> None:
+    outside = [f"{path.relative_to(PKG.parent)}:{line} timer.{attr}" for line, attr in _timer_uses(path)
+               if attr not in USER_API]
+    assert not outside, "\n".join(outside) + "\n(the recording's own interface is timer.engine)"
+
+
+def test_the_user_api_check_sees_a_call_past_the_facade(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f(inst):\n    t = inst.timer\n    t.boundaries\n    inst.timer.upkeep(3)\n"
+                   "    t.engine.upkeep(3)\n")
+    assert [a for _, a in _timer_uses(bad) if a not in USER_API] == ["boundaries", "upkeep"]
+
+
+# -- sizes -----------------------------------------------------------------------------------------
+MAX_MODULE, MAX_CPP, MAX_CLASS = 400, 400, 250
+CSRC = PKG.parent / "csrc"
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_module_or_class_is_too_long(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE, f"{path.relative_to(PKG.parent)} has {lines} lines (at most {MAX_MODULE})"
+    long = [f"class {n.name}: {n.end_lineno - n.lineno + 1} lines" for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.ClassDef) and n.end_lineno - n.lineno + 1 > MAX_CLASS]
+    assert not long, f"{path.relative_to(PKG.parent)}: {long} (at most {MAX_CLASS})"
+
+
+@pytest.mark.parametrize("path", sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".cu", ".h", ".cuh", ".hpp")),
+                         ids=lambda p: str(p.relative_to(CSRC)))
+def test_no_cpp_file_is_too_long(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_CPP, f"{path.relative_to(PKG.parent)} has {lines} lines (at most {MAX_CPP})"

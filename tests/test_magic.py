@@ -10,7 +10,7 @@ import textwrap
 def test_cell_is_instrumented_in_process_and_stops_at_steps():
     code = textwrap.dedent('''
         import json, time, torch
-        from perfcore.run.magic import run_cell
+        from perfcore.run.child.magic import run_cell
         cell = """
         import time, torch
         from torch.utils.data import DataLoader, TensorDataset

@@ -40,7 +40,7 @@ def magic(monkeypatch):
     for name, mod in (("IPython", types.ModuleType("IPython")), ("IPython.core", types.ModuleType("IPython.core")),
                       ("IPython.core.magic", mm)):
         monkeypatch.setitem(sys.modules, name, mod)
-    from perfcore.run import magic as m
+    from perfcore.run.child import magic as m
 
     m.load_ipython_extension(types.SimpleNamespace(user_ns={}))
     return registered["perfcore"]

@@ -14,7 +14,9 @@ import time
 import pytest
 
 import perfcore
-from perfcore.run.progress import LiveStatus, ProgressWriter, read_progress, status_text
+from perfcore.run.child.progress import ProgressWriter
+from perfcore.run.protocol import read_progress
+from perfcore.run.status import LiveStatus, status_text
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 
@@ -42,7 +44,7 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     w.tick(timer)
     assert read_progress(tmp_path) is None  # not due yet: nothing written
     clock.t += 2.5
-    timer._last_compact_ns -= int(3e9)  # settling is due too (it is every 2 s of the timer's own clock)
+    timer.engine._last_compact_ns -= int(3e9)  # settling is due too (it is every 2 s of the timer's own clock)
     w.tick(timer)
     p = read_progress(tmp_path)
     assert p["steps"] == 50 and p["steps_wanted"] == 500 and p["step_ms"] > 0
@@ -50,19 +52,19 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     assert abs(sum(p["breakdown_fraction"].values()) - 1) < 1e-9
     assert p["verdict"]["summary"]
     assert not (tmp_path / "parts").exists()  # no checkpoint before 30 s
-    import perfcore.run.progress as progress_mod
+    import perfcore.run.child.progress as progress_mod
 
     monkeypatch.setattr(progress_mod, "CHECKPOINT_SLICE", 20)
     asked = []
-    settled_rows = timer.settled_rows
-    timer.settled_rows = lambda since=0, upto=None: asked.append((since, upto)) or settled_rows(since, upto)
+    settled_rows = timer.engine.settled_rows
+    timer.engine.settled_rows = lambda since=0, upto=None: asked.append((since, upto)) or settled_rows(since, upto)
     clock.t += 30
     w.tick(timer)
     ck = tmp_path / "parts" / "pid1" / "checkpoint"
     rows_first = (ck / "steps.csv").read_text().splitlines()
     assert len(rows_first) - 1 == p["settled_steps"]
     run_steps(timer, 40)
-    timer._last_compact_ns -= int(3e9)
+    timer.engine._last_compact_ns -= int(3e9)
     clock.t += 31
     w.tick(timer)
     rows = (ck / "steps.csv").read_text().splitlines()
@@ -201,7 +203,7 @@ def test_perfcore_run_shows_a_live_status_line_on_a_terminal(tmp_path):
 
 
 def test_notebook_status_updates_one_output_in_place(tmp_path):
-    from perfcore.run.progress import NotebookStatus
+    from perfcore.run.status import NotebookStatus
 
     class Handle:  # what IPython's display(..., display_id=True) returns
         def __init__(self):

@@ -217,7 +217,7 @@ def test_monitor_samples_are_aligned_to_steps(tmp_path):
 def test_memory_trend_flags_a_steady_rise_only():
     import numpy as np
 
-    from perfcore.run.part import memory_trend as _memory_trend
+    from perfcore.run.child.part import memory_trend as _memory_trend
 
     flat = _memory_trend(np.full(50, 800 << 20) + np.random.default_rng(0).integers(0, 1 << 20, 50))
     assert not flat["probable_leak"]
@@ -309,7 +309,7 @@ def test_dash_c_and_a_console_script_with_a_python_shebang(tmp_path):
 
 def test_check_command_reads_python_options_with_values(tmp_path):
     from perfcore.errors import UsageError
-    from perfcore.run.launch import check_command
+    from perfcore.run.parent.launch import check_command
 
     script = tmp_path / "t.py"
     script.write_text("")

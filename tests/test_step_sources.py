@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfcore.run.steps import StepSources, with_eval_rows
+from perfcore.run.child.steps import StepSources, with_eval_rows
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -34,8 +34,8 @@ class FakeInst:
             self.stopped_at = n
 
     def step_ended(self, t):
-        if self.timer.end_step(at_ns=t):
-            self.after_step(len(self.timer.boundaries))
+        if self.timer.engine.end_step(at_ns=t):
+            self.after_step(len(self.timer.engine.boundaries))
 
     def source_chosen(self, s):
         self.chosen.append(s)
@@ -57,7 +57,7 @@ def test_backward_outranks_forward_and_gives_one_step_per_iteration():
     manual_sgd_events(src, 6)
     assert src.chosen is None  # undecided while it runs: an optimizer could still step
     assert src.finish() == "backward"
-    assert list(inst.timer.boundaries) == [1_050 + 100 * k for k in range(6)]
+    assert list(inst.timer.engine.boundaries) == [1_050 + 100 * k for k in range(6)]
 
 
 def test_an_optimizer_that_exists_holds_the_choice_open_for_steps():
@@ -74,7 +74,7 @@ def test_an_optimizer_that_exists_holds_the_choice_open_for_steps():
     manual_sgd_events(src2, 5)
     assert src2.chosen == "backward" and inst2.stopped_at == 3
     # Forward reached 3 first (two module calls an iteration) but backward outranks it.
-    assert inst2.timer.boundaries[:3] == [1_050, 1_150, 1_250]
+    assert inst2.timer.engine.boundaries[:3] == [1_050, 1_150, 1_250]
 
 
 def test_batch_starts_mark_steps_and_eval_fetches_do_not():
@@ -86,7 +86,7 @@ def test_batch_starts_mark_steps_and_eval_fetches_do_not():
     src.fetch_started(1_400, grad_enabled=True)  # the fetch that ends the epoch
     src.fetch_started(1_500, grad_enabled=False)  # an evaluation loader under no_grad
     assert src.finish() == "batch"
-    assert list(inst.timer.boundaries) == [1_100, 1_200, 1_300, 1_400]
+    assert list(inst.timer.engine.boundaries) == [1_100, 1_200, 1_300, 1_400]
 
 
 def test_inference_falls_to_forward_and_the_last_fetch_closes_the_last_step():
@@ -97,7 +97,7 @@ def test_inference_falls_to_forward_and_the_last_fetch_closes_the_last_step():
         src.forward_started(1_010 + 100 * k)
     src.fetch_started(1_300, grad_enabled=False)
     assert src.finish() == "forward"
-    assert list(inst.timer.boundaries) == [1_110, 1_210, 1_300]
+    assert list(inst.timer.engine.boundaries) == [1_110, 1_210, 1_300]
 
 
 def test_forced_source_is_used_from_the_start():
@@ -105,7 +105,7 @@ def test_forced_source_is_used_from_the_start():
     src = StepSources(inst, "forward")
     manual_sgd_events(src, 3)
     assert src.chosen == "forward" and src.finish() == "forward"
-    assert list(inst.timer.boundaries) == [1_010, 1_100, 1_110, 1_200, 1_210]
+    assert list(inst.timer.engine.boundaries) == [1_010, 1_100, 1_110, 1_200, 1_210]
 
 
 def test_nothing_seen_chooses_nothing():
@@ -263,7 +263,7 @@ class FakeIter:
 
 
 def test_loaders_time_each_epochs_first_batch_and_what_persistent_workers_would_save(tmp_path):
-    from perfcore.run.loaders import Loaders
+    from perfcore.run.child.loaders import Loaders
 
     clock = iter(range(0, 10**9, 1_000_000))  # each reading 1 ms later
     loaders = Loaders(lambda: next(clock))
@@ -290,7 +290,7 @@ def test_loaders_time_each_epochs_first_batch_and_what_persistent_workers_would_
 
 
 def test_startup_summary_on_a_hand_made_table():
-    from perfcore.run.part import startup_summary
+    from perfcore.run.child.part import startup_summary
 
     full = pd.DataFrame({"start_ns": [2_000_000_000, 2_500_000_000, 2_510_000_000, 2_520_000_000],
                          "wall_ns": [500_000_000, 10_000_000, 10_000_000, 12_000_000],

@@ -7,8 +7,9 @@ import pandas as pd
 
 import perfcore
 from perfcore.analysis.store import StepStore
+import perfcore.recording.engine as recording
 import perfcore.timing as timing
-from perfcore.timing import COMPACT_EVERY
+from perfcore.recording.engine import COMPACT_EVERY
 
 LABELS = {0: "load", 1: "transfer", 2: "compute", 3: "comm", 16: "host"}
 
@@ -49,7 +50,7 @@ def test_chunked_settlement_matches_one_shot():
 
 
 def test_long_run_keeps_only_a_window_of_detail(monkeypatch):
-    monkeypatch.setattr(timing, "COMPACT_MIN_S", 0.0)  # settle at every COMPACT_EVERY steps, however fast
+    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle at every COMPACT_EVERY steps, however fast
     timer = perfcore.StepTimer(device="cpu", warmup=2)
     steps = 6 * COMPACT_EVERY + 17
     for _ in timer.load(range(steps)):
@@ -58,7 +59,7 @@ def test_long_run_keeps_only_a_window_of_detail(monkeypatch):
         with timer.compute():
             pass
         timer.step()
-    store = timer._store
+    store = timer.engine._store
     pending = sum(len(p) for parts in store.pending.values() for p in parts)
     assert pending <= (COMPACT_EVERY + 2) * 3  # at most one chunk of spans waits to be settled
     assert len(store.detail["spans"]) <= 4 * 3 + 6  # the first, slowest, median and last steps
@@ -80,7 +81,7 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
     timer = perfcore.StepTimer(device="cpu", warmup=0)
     fwd = timer.phase("forward", label="compute")
     bwd = timer.phase("backward", label="compute")
-    t0 = timer._t_created
+    t0 = timer.engine._t_created
     buf = C._FakeActivityBuffer()
     # CUPTI writes an external-correlation record before each API record made while a phase's id
     # is pushed; the kernels come later, in their own buffers.
@@ -91,13 +92,13 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
     buf.add_kernel(t0 + 500, t0 + 900, 0, 7, 2, "bwd_kernel", 1, 1)    # step 0, backward: 400 ns
     buf.add_kernel(t0 + 1100, t0 + 1150, 0, 7, 3, "bwd_kernel", 1, 1)  # step 1, backward: 50 ns
     buf.add_kernel(t0 + 1200, t0 + 1300, 0, 7, 99, "untagged", 1, 1)   # launched outside any phase
-    timer._add_activity(activity_frames(buf.decode()))
+    timer.engine._add_activity(activity_frames(buf.decode()))
     # A later drain brings another kernel of launch 3 (a graph launch's nodes share its id): the
     # mapping was kept, not used up by the first kernel.
     later = C._FakeActivityBuffer()
     later.add_kernel(t0 + 1400, t0 + 1450, 0, 7, 3, "bwd_kernel", 1, 1)  # step 1, backward: 50 ns more
-    timer._add_activity(activity_frames(later.decode()))
-    timer.set_boundaries([t0 + 1000, t0 + 2000])
+    timer.engine._add_activity(activity_frames(later.decode()))
+    timer.engine.set_boundaries([t0 + 1000, t0 + 2000])
     df = timer.summary()
     assert list(df["forward_gpu_ms"] * 1e6) == [300, 0]
     assert list(df["backward_gpu_ms"] * 1e6) == [400, 100]
@@ -145,7 +146,7 @@ def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(mo
 
 def test_memory_samples_go_to_the_file_in_blocks(monkeypatch):
     import perfcore.analysis.store as store_mod
-    from perfcore.run.instrument import MemorySamples
+    from perfcore.run.child.instrument import MemorySamples
 
     monkeypatch.setattr(store_mod, "BLOCK_ROWS", 256)
     m = MemorySamples()
@@ -162,19 +163,19 @@ def test_a_long_run_holds_a_bounded_number_of_rows_and_step_ends_in_memory(monke
     import perfcore.analysis.store as store_mod
 
     monkeypatch.setattr(store_mod, "BLOCK_ROWS", 512)
-    monkeypatch.setattr(timing, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
     timer = perfcore.StepTimer(device="cpu", warmup=2)
     steps = 12 * COMPACT_EVERY + 5
     for _ in range(steps):
         with timer.compute():
             pass
         timer.step()
-    store = timer._store
+    store = timer.engine._store
     in_memory = sum(len(b) for b in store.rows.tail.values()) + sum(
         len(b) for col in store.rows.spilled.values() for b in col.values() if isinstance(b, np.ndarray))
     assert in_memory == len(store.rows.names) * 512  # one block per column, the rest on disk
-    ends = timer.boundaries
-    assert len(ends) == steps and ends.base > 0 and len(ends) - ends.base <= timing.KEEP_ENDS + COMPACT_EVERY
+    ends = timer.engine.boundaries
+    assert len(ends) == steps and ends.base > 0 and len(ends) - ends.base <= recording.KEEP_ENDS + COMPACT_EVERY
     df = timer.summary()  # the rows read back from the file are the steps, in order
     assert df["step"].tolist() == list(range(steps))
     assert np.allclose(df[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1), df["wall_ms"],

@@ -70,7 +70,7 @@ def test_labels_within_3_percent_of_the_truth(measured):
 
 def test_five_labels_sum_to_wall_exactly(measured):
     timer, df = measured
-    ns = timer._last_table
+    ns = timer.engine._last_table
     total = sum(ns[f"{lb}_ns"] for lb in LABELS)
     assert (total == ns["wall_ns"]).all()
     assert np.allclose(df[[f"{lb}_ms" for lb in LABELS]].sum(axis=1), df["wall_ms"], rtol=0, atol=1e-9)
@@ -276,44 +276,44 @@ def test_end_step_at_a_past_time_and_set_boundaries():
     with timer.compute():
         time.sleep(0.002)
     t_end = time.perf_counter_ns()
-    assert timer.end_step(at_ns=t_mid) and timer.end_step(at_ns=t_end)
-    assert not timer.end_step(at_ns=t_mid)  # earlier than the last end: refused, not recorded
-    assert list(timer.boundaries) == [t_mid, t_end]
+    assert timer.engine.end_step(at_ns=t_mid) and timer.engine.end_step(at_ns=t_end)
+    assert not timer.engine.end_step(at_ns=t_mid)  # earlier than the last end: refused, not recorded
+    assert list(timer.engine.boundaries) == [t_mid, t_end]
     df = timer.summary()
     assert len(df) == 2 and (df["compute_ms"] >= 1.5).all()
     fresh = perfcore.StepTimer(device="cpu", warmup=0)
-    fresh.set_boundaries([t_end, t_mid])
-    assert list(fresh.boundaries) == [t_mid, t_end]  # sorted
-    timer.record("comm", t_mid, t_end)  # a span measured elsewhere, after settling: refused to move settled steps
+    fresh.engine.set_boundaries([t_end, t_mid])
+    assert list(fresh.engine.boundaries) == [t_mid, t_end]  # sorted
+    timer.engine.record("comm", t_mid, t_end)  # a span measured elsewhere, after settling: refused to move settled steps
     with pytest.raises(errors.UsageError, match="already settled"):
-        timer.set_boundaries([t_end])
+        timer.engine.set_boundaries([t_end])
 
 
 def test_end_step_now_is_false_with_a_phase_open_and_close_open_phases():
     timer = perfcore.StepTimer(device="cpu", warmup=0)
     scope = timer.compute()
     scope.__enter__()
-    assert timer.end_step() is False and timer.steps == 0
-    assert timer.close_open_phases() == 1
-    assert timer.end_step() is True and timer.steps == 1
-    assert timer.phase_names()[timer.fetch_scope().phase_id] == "load" and not timer.kernels_traced
-    assert len(timer.step_table()) == 1 and "spans" in timer.trace_tables()
+    assert timer.engine.end_step() is False and timer.steps == 0
+    assert timer.engine.close_open_phases() == 1
+    assert timer.engine.end_step() is True and timer.steps == 1
+    assert timer.engine.phase_names()[timer.engine.fetch_scope().phase_id] == "load" and not timer.engine.kernels_traced
+    assert len(timer.engine.step_table()) == 1 and "spans" in timer.engine.trace_tables()
 
 
 def test_overhead_counts_the_settling_done_inside_the_loop(monkeypatch):
-    import perfcore.timing as timing
+    import perfcore.recording.engine as recording
 
-    monkeypatch.setattr(timing, "COMPACT_MIN_S", 0.0)  # settle at every 1024th step, however fast
+    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle at every 1024th step, however fast
     timer = perfcore.StepTimer(device="cpu", warmup=0)
-    for _ in range(3 * timing.COMPACT_EVERY + 5):
+    for _ in range(3 * recording.COMPACT_EVERY + 5):
         with timer.compute():
             pass
         timer.step()
-    assert timer._settle_ns > 0
+    assert timer.engine._settle_ns > 0
     # The settles' measured time is the one the overhead reports, per step, on top of the phases'.
-    monkeypatch.setattr(timer, "_settle_ns", 7 * 10**6)
+    monkeypatch.setattr(timer.engine, "_settle_ns", 7 * 10**6)
     o = timer.result()["overhead"]
-    steps = 3 * timing.COMPACT_EVERY + 5
+    steps = 3 * recording.COMPACT_EVERY + 5
     assert o["settle_ms_per_step"] == pytest.approx(7.0 / steps)
     assert o["ms_per_step"] == pytest.approx(o["phases_per_step"] * o["per_phase_ns"] / 1e6 + 7.0 / steps)
     assert "settling" in o["method"] and "us settling" in str(timer.result())

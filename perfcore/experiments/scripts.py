@@ -13,9 +13,10 @@ import pandas as pd
 from perfcore.analysis.verdict import step_sem_ms
 from perfcore.errors import UsageError
 from perfcore.errors import RunFailed
-from perfcore.run.finish import finish_run
-from perfcore.run.folder import prepare_out
-from perfcore.run.launch import check_command, child_env, run_child
+from perfcore.run import protocol
+from perfcore.run.parent.finish import finish_run
+from perfcore.run.parent.folder import prepare_out
+from perfcore.run.parent.launch import check_command, child_env, run_child
 
 __all__ = ["script_run", "script_health", "script_diagnose", "script_sweep"]
 
@@ -28,9 +29,9 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
     out = prepare_out(out)
     extra = {}
     if overrides:
-        extra["PERFCORE_DL_OVERRIDES"] = json.dumps(overrides)
+        extra[protocol.ENV_DL_OVERRIDES] = json.dumps(overrides)
     if synthetic:
-        extra["PERFCORE_SYNTHETIC"] = str(SYNTHETIC_KEEP)
+        extra[protocol.ENV_SYNTHETIC] = str(SYNTHETIC_KEEP)
         # The first SYNTHETIC_KEEP batches are really loaded (to be replayed): keep them in warm-up.
         warmup = max(warmup, SYNTHETIC_KEEP)
     sampler = None

@@ -41,7 +41,7 @@ class Target:
         if self.kind == "workload":
             self.workload()
         else:
-            from perfcore.run.launch import check_command
+            from perfcore.run.parent.launch import check_command
 
             check_command(self.spec)
         return self

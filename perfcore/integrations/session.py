@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from perfcore.run.protocol import ENV_RUN_DIR
+
 __all__ = ["Session", "CallbackState"]
 
 
@@ -21,11 +23,11 @@ class Session:
         self.steps = None
 
     def start(self) -> "Session":
-        from perfcore.run import instrument
+        from perfcore.run.child import instrument
 
         run_dir = Path(tempfile.mkdtemp(prefix="perfcore-trainer-"))
-        self._env = os.environ.get("PERFCORE_RUN_DIR")
-        os.environ["PERFCORE_RUN_DIR"] = str(run_dir)
+        self._env = os.environ.get(ENV_RUN_DIR)
+        os.environ[ENV_RUN_DIR] = str(run_dir)
         if instrument.STATE is None:
             instrument.activate(process_hooks=False)  # no exit or signal handlers: the trainer owns the process
         self.inst = instrument.STATE
@@ -34,27 +36,29 @@ class Session:
         return self
 
     @property
-    def timer(self):
-        return self.inst.timer if self.inst is not None else None
+    def engine(self):
+        """The recording under the instrumentation's timer (None before start and after finish)."""
+        timer = self.inst.timer if self.inst is not None else None
+        return timer.engine if timer is not None else None
 
     def mark(self, trainer_step: int) -> None:
         """The trainer finished its step `trainer_step`: the steps perfcore ended so far belong to it."""
-        t = self.timer
-        if t is not None:
-            self.marks.append((len(t.boundaries), int(trainer_step)))
+        e = self.engine
+        if e is not None:
+            self.marks.append((len(e.boundaries), int(trainer_step)))
 
     def live(self) -> dict[str, float]:
         """The settled steps' figures so far (cheap: running sums), as summary() keys without prefix."""
         from perfcore.analysis.attribution import LABELS
 
-        t = self.timer
-        if t is None:
+        e = self.engine
+        if e is None:
             return {}
-        tot = t.settled_totals()
+        tot = e.settled_totals()
         if not tot["measured"]:
-            return {"steps": float(len(t.boundaries))}
+            return {"steps": float(len(e.boundaries))}
         step_ms = tot["wall_ns"] / tot["measured"] / 1e6
-        out = {"steps": float(len(t.boundaries)), "step_ms": step_ms}
+        out = {"steps": float(len(e.boundaries)), "step_ms": step_ms}
         for lb in LABELS:
             ms = tot["ns"][lb] / tot["measured"] / 1e6
             out[f"{lb}_ms"], out[f"{lb}_share"] = ms, (ms / step_ms if step_ms else 0.0)
@@ -70,14 +74,14 @@ class Session:
         inst.disarm()  # the hooks call straight through from now on
         timer, inst.timer = inst.timer, None
         if self._env is None:
-            os.environ.pop("PERFCORE_RUN_DIR", None)
+            os.environ.pop(ENV_RUN_DIR, None)
         else:
-            os.environ["PERFCORE_RUN_DIR"] = self._env
+            os.environ[ENV_RUN_DIR] = self._env
         if timer is None:
             return None
         source = inst.sources.finish()
-        timer.close_open_phases()
-        if not timer.boundaries:
+        timer.engine.close_open_phases()
+        if not timer.engine.boundaries:
             timer.close()
             return None
         res = timer.result()

@@ -15,7 +15,7 @@ class Data(Dataset):
     def __getitem__(self, i):
         armed = 0
         try:
-            from perfcore.run import instrument
+            from perfcore.run.child import instrument
 
             st = instrument.STATE
             armed = int(st is not None and (st.timer is not None or st.hooks["forward"].scope is not None))

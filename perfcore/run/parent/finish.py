@@ -11,7 +11,8 @@ import pandas as pd
 from perfcore.errors import RunFailed, UsageError
 from perfcore.report import jsonio
 from perfcore.report.reader import load_part
-from perfcore.run.folder import prepare_out
+from perfcore.run.parent.folder import prepare_out
+from perfcore.run.protocol import CHECKPOINT, PARTS, WORKER_COLUMNS, WORKERS
 
 __all__ = ["finish_run", "merge_dirs", "worker_summary", "align_samples", "write_steps"]
 
@@ -19,12 +20,11 @@ __all__ = ["finish_run", "merge_dirs", "worker_summary", "align_samples", "write
 def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None
                    ) -> dict[str, Any]:
     """How fast DataLoader workers produce batches (for one rank); advice.loader_plan sets it against the loop."""
-    files = sorted((out / "workers").glob("*.csv")) if (out / "workers").is_dir() else []
+    files = sorted((out / WORKERS).glob("*.csv")) if (out / WORKERS).is_dir() else []
     frames = []
     for f in files:
         try:
-            frames.append(pd.read_csv(f, header=None, names=["pid", "worker", "start_ns", "end_ns", "getitem_ns",
-                                                              "collate_ns", "items", "rank"]))
+            frames.append(pd.read_csv(f, header=None, names=WORKER_COLUMNS))
         except (pd.errors.EmptyDataError, pd.errors.ParserError):
             continue
     if not frames:
@@ -50,11 +50,11 @@ def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None,
 
 def _read_parts(out: Path) -> list[dict[str, Any]]:
     parts = []
-    for d in sorted((out / "parts").glob("*")) if (out / "parts").is_dir() else []:
+    for d in sorted((out / PARTS).glob("*")) if (out / PARTS).is_dir() else []:
         key = d.name
         if not (d / "run.json").is_file():
-            if (d / "checkpoint" / "run.json").is_file():
-                d = d / "checkpoint"  # the process died before writing its part: its last checkpoint
+            if (d / CHECKPOINT / "run.json").is_file():
+                d = d / CHECKPOINT  # the process died before writing its part: its last checkpoint
             else:
                 continue
         doc, steps, raw = load_part(d)  # validated: a damaged part is one line naming the file
@@ -82,7 +82,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
                ) -> dict[str, Any]:
     """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
     (with the script's exit code) only when the script failed and there is nothing to report."""
-    from perfcore.run.outcome import describe_exit
+    from perfcore.run.parent.outcome import describe_exit
 
     parts = _read_parts(out) if parts is None else parts
     measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
@@ -101,7 +101,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         if rc != 0:
             raise RunFailed(f"the command {outcome['sentence']} before perfcore saw a training step ({seen})",
                             exit_code=rc)
-        from perfcore.run.outcome import STEP_HEADER, no_step_fields
+        from perfcore.run.parent.outcome import STEP_HEADER, no_step_fields
 
         doc.update({"schema": "perfcore.run/1", "backend": doc.get("backend", "none"), "device": doc.get("device", "none"),
                     **no_step_fields(seen), "command": cmd, "exit_code": rc, "outcome": outcome,

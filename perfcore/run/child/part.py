@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 
 from perfcore.report import jsonio
-from perfcore.run.steps import DESCRIBE, LOOKS_FOR
+from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
+from perfcore.run.protocol import WORKERS, part_dir, part_key
 
 __all__ = ["write_part", "memory_trend", "startup_summary"]
 
@@ -20,13 +21,12 @@ def write_part(inst) -> None:
     counts = dict(inst.sources.counts)
     timer = inst.timer
     source = inst.sources.finish()
-    key = f"rank{inst.rank}" if inst.rank is not None else f"pid{os.getpid()}"
-    part = inst.run_dir / "parts" / key
+    part = part_dir(inst.run_dir, part_key(inst.rank))
     part.mkdir(parents=True, exist_ok=True)
     common = _common(inst, source, counts)
-    if timer is None or not timer.boundaries:
+    if timer is None or not timer.engine.boundaries:
         if timer is not None:
-            timer.close_open_phases()
+            timer.engine.close_open_phases()
             timer.close()
         common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9)
         jsonio.write(part / "run.json", {"schema": "perfcore.run/1", "steps": 0, "warmup_steps": 0, **common})
@@ -54,7 +54,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
         "seen": {**counts, "optimizers": inst.sources.optimizers_made, "counted_until": source or "the end",
                  "wall_ms": (inst.now_ns() - inst.t_start) / 1e6},
-        "loaders": inst.loaders.summary(inst.run_dir / "workers"),
+        "loaders": inst.loaders.summary(inst.run_dir / WORKERS),
         "dataloader_overrides": {"asked": inst.overrides, "applied": inst.overrides_applied},
         "synthetic": {"keep": inst.synthetic, "replayed": inst.replayed},
     }
@@ -64,7 +64,7 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
     import pandas as pd
     import psutil
 
-    timer.close_open_phases()  # a crash inside a phase: close it at the crash
+    timer.engine.close_open_phases()  # a crash inside a phase: close it at the crash
     if inst.on_gpu:
         import torch
 
@@ -76,7 +76,7 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
     table = timer.summary()
     doc = dict(timer.result())
     timer.close()
-    full = timer.step_table()
+    full = timer.engine.step_table()
     evaluation = _evaluation(inst, full, table)
     if evaluation:
         from perfcore.analysis.attribution import summarize
@@ -165,9 +165,9 @@ def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured:
 
 
 def _write_trace(timer, full, part) -> None:
-    detail = timer.trace_tables()  # the kept steps' detail: bounded however long the run
+    detail = timer.engine.trace_tables()  # the kept steps' detail: bounded however long the run
     spans = detail["spans"]
-    names = timer.phase_names()
+    names = timer.engine.phase_names()
     # Strings go in as fixed-width unicode arrays: np.load(allow_pickle=False) must read them back.
     raw: dict[str, Any] = {
         "span_phase": spans["phase_id"].to_numpy(), "span_start_ns": spans["start_ns"].to_numpy(),
@@ -185,7 +185,7 @@ def _write_trace(timer, full, part) -> None:
         raw.update(memcpy_start_ns=m["start_ns"].to_numpy(), memcpy_end_ns=m["end_ns"].to_numpy(),
                    memcpy_stream=m["stream_id"].to_numpy(), memcpy_bytes=m["size_bytes"].to_numpy(),
                    memcpy_direction=m["direction"].to_numpy(dtype=str), memcpy_pageable=m["pageable"].to_numpy())
-    if len(ev) and not timer.kernels_traced:
+    if len(ev) and not timer.engine.kernels_traced:
         raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
                    event_end_ns=ev["end_ns"].to_numpy())
     with jsonio.atomic_path(part / "trace.npz") as tmp, open(tmp, "wb") as fh:

@@ -1,6 +1,6 @@
 """Zero-code instrumentation for `perfcore run`, active inside the profiled interpreter only.
 
-run/_boot/sitecustomize.py calls activate() when PERFCORE_RUN_DIR is set. Nothing is imported or
+run/child/_boot/sitecustomize.py calls activate() when PERFCORE_RUN_DIR is set. Nothing is imported or
 patched until the script itself imports torch; then run/hooks.py patches torch, run/steps.py
 decides where steps end, run/loaders.py follows the DataLoaders, and a perfcore.StepTimer (same
 clock, same attribution) does the timing through its public interface. At exit (normal, crash,
@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfcore.run.hooks import TorchHooks, TorchImportHook
-from perfcore.run.loaders import Loaders
-from perfcore.run.steps import StepSources
+from perfcore.run import protocol
+from perfcore.run.child.hooks import TorchHooks, TorchImportHook
+from perfcore.run.child.loaders import Loaders
+from perfcore.run.child.steps import StepSources
 
 __all__ = ["activate", "STATE", "Instrumentation"]
 
@@ -80,19 +81,19 @@ class MemorySamples:
 
 class Instrumentation:
     def __init__(self) -> None:
-        self.run_dir = Path(os.environ["PERFCORE_RUN_DIR"])
+        self.run_dir = Path(os.environ[protocol.ENV_RUN_DIR])
         self.pid = os.getpid()
         self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
-        self.set_steps(_env_int("PERFCORE_STEPS", 0), _env_int("PERFCORE_WARMUP", 5))
-        self.backend = os.environ.get("PERFCORE_BACKEND", "auto")
-        self.kernels = os.environ.get("PERFCORE_KERNELS", "1") == "1"
+        self.set_steps(_env_int(protocol.ENV_STEPS, 0), _env_int(protocol.ENV_WARMUP, 5))
+        self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
+        self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
         self.rank = os.environ.get("RANK")
         self.progress = None  # run.progress.ProgressWriter, made with the timer
-        self.watch_s = float(os.environ.get("PERFCORE_NO_STEP_WARN_S", "30") or 0)
+        self.watch_s = float(os.environ.get(protocol.ENV_NO_STEP_WARN_S, "30") or 0)
         self.timer = None
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
-        self.sources = StepSources(self, os.environ.get("PERFCORE_STEP_ON") or None)
+        self.sources = StepSources(self, os.environ.get(protocol.ENV_STEP_ON) or None)
         self.loaders = Loaders(self.now_ns)
         self.mem_samples = MemorySamples()
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
@@ -102,7 +103,7 @@ class Instrumentation:
         self.exception: str | None = None
         self.stop_requested = False
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
-        self.t_start = _env_int("PERFCORE_T_LAUNCH_NS", 0) or self.now_ns()
+        self.t_start = _env_int(protocol.ENV_T_LAUNCH_NS, 0) or self.now_ns()
         self.t_activate = self.now_ns()
         self.t_timer: int | None = None
         self.worker_file = None  # this DataLoader worker's batch lines (run/batches.py)
@@ -110,9 +111,9 @@ class Instrumentation:
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
-        self.overrides = json.loads(os.environ.get("PERFCORE_DL_OVERRIDES") or "{}")
+        self.overrides = json.loads(os.environ.get(protocol.ENV_DL_OVERRIDES) or "{}")
         self.overrides_applied = 0
-        self.synthetic = _env_int("PERFCORE_SYNTHETIC", 0)
+        self.synthetic = _env_int(protocol.ENV_SYNTHETIC, 0)
         self.replay_kept: list = []
         self.replayed = 0
 
@@ -141,18 +142,6 @@ class Instrumentation:
         self.stop_requested, self._finalized, self.disabled = False, False, False
 
     # -- activation ---------------------------------------------------------------------------
-    def install(self, process_hooks: bool = True) -> None:
-        if "torch" in sys.modules:
-            self.patch_torch()
-        else:
-            sys.meta_path.insert(0, TorchImportHook(self))
-        if not process_hooks:
-            return
-        self.sources.start_watch(self.watch_s)
-        from perfcore.run.exits import install_exit_hooks
-
-        install_exit_hooks(self)
-
     def patch_torch(self) -> None:
         self.torch_hooks.install()
         # Pay the import and probe costs now, while the script is still importing, so that making
@@ -193,32 +182,21 @@ class Instrumentation:
             self.bwd = timer.phase("backward", label="compute")
             self.opt = timer.phase("optimizer", label="compute")
             self.on_gpu = on_gpu
-            if on_gpu:
-                from perfcore.capture.memory import PeakMemory
-
-                self.mem_kind, self.mem_every = "cuda_allocated", 1
-                # Per-step peaks, while the script's own max_memory_allocated() keeps its meaning.
-                self.peak_memory = PeakMemory().install()
-                self.peak_memory.step_peak()
-            else:
-                import resource
-
-                self.mem_kind = "peak_rss"
-                self._getrusage, self._rusage_self = resource.getrusage, resource.RUSAGE_SELF
+            _watch_memory(self, on_gpu)
             psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
             self.t_timer = self.now_ns()
             self.timer = timer
-            from perfcore.run.progress import ProgressWriter
+            from perfcore.run.child.progress import ProgressWriter
 
             self.progress = ProgressWriter.for_process(self.run_dir, self.rank, self.steps_wanted, self.warmup, on_gpu)
             self.arm(timer)
             return timer
 
     def arm(self, timer) -> None:
-        from perfcore.timing import COMPACT_EVERY
+        from perfcore.recording.engine import COMPACT_EVERY
 
         self._is_grad_enabled = __import__("torch").is_grad_enabled
-        scopes = {"load": timer.fetch_scope(), "forward": self.fwd, "backward": self.bwd,
+        scopes = {"load": timer.engine.fetch_scope(), "forward": self.fwd, "backward": self.bwd,
                   "autograd.backward": self.bwd, "to": timer.transfer, "cuda": timer.transfer}
         self.torch_hooks.arm(timer, scopes)
         self.compact_every = COMPACT_EVERY
@@ -228,7 +206,7 @@ class Instrumentation:
             self.torch_hooks.timed["forward"].on_enter = self.on_forward_start
         # The optimizer clock appends its step ends straight into the timer's list unless another
         # source was forced (then the optimizer is timed, its steps are not step ends).
-        ends = timer.boundaries if chosen in (None, "optimizer") else None
+        ends = timer.engine.boundaries if chosen in (None, "optimizer") else None
         self.torch_hooks.clock.arm(self.opt, ends, self.on_step, self.mem_every, COMPACT_EVERY, self.stop_at)
 
     def disarm(self) -> None:
@@ -254,29 +232,29 @@ class Instrumentation:
         if source != "backward":
             self.torch_hooks.backward_ends(False)
         if source != "optimizer" and self.timer is not None:
-            from perfcore.timing import COMPACT_EVERY
+            from perfcore.recording.engine import COMPACT_EVERY
 
             # An optimizer that steps later still times its phase, but no longer ends steps.
             self.torch_hooks.clock.arm(self.opt, None, None, 1, COMPACT_EVERY, sys.maxsize)
 
     def boundary_count(self) -> int:
-        return len(self.timer.boundaries) if self.timer is not None else 0
+        return len(self.timer.engine.boundaries) if self.timer is not None else 0
 
     def step_ended(self, t: int) -> None:
         """A step end from a Python-side source (backward, batch, forward)."""
-        if self.timer is not None and self.timer.end_step(at_ns=t):
-            self.after_step(len(self.timer.boundaries))
+        if self.timer is not None and self.timer.engine.end_step(at_ns=t):
+            self.after_step(len(self.timer.engine.boundaries))
 
     def eval_ended(self, t0: int, t1: int) -> None:
         """An evaluation pass between two training steps becomes a row of its own (reported apart)."""
-        timer = self.timer
-        if timer is not None and timer.boundaries and timer.boundaries[-1] <= t0 and timer.end_step(at_ns=t1):
-            self.eval_rows.append(len(timer.boundaries) - 1)
+        engine = self.timer.engine if self.timer is not None else None
+        if engine is not None and engine.boundaries and engine.boundaries[-1] <= t0 and engine.end_step(at_ns=t1):
+            self.eval_rows.append(len(engine.boundaries) - 1)
 
     def scaler_stepped(self, optimizer, stepped: bool) -> None:
         if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None:
-            if self.timer.end_step():
-                self.after_step(len(self.timer.boundaries))
+            if self.timer.engine.end_step():
+                self.after_step(len(self.timer.engine.boundaries))
 
     def sample_memory(self, step: int) -> None:
         if self.mem_kind == "cuda_allocated":
@@ -298,9 +276,9 @@ class Instrumentation:
         if n == 0:
             return
         if n % self.compact_every == 0 and self.sources.chosen is not None:
-            self.timer.upkeep(n)
+            self.timer.engine.upkeep(n)
         elif n <= 8:
-            self.timer.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
+            self.timer.engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
         if (n - 1) % self.mem_every == 0:
             self.sample_memory(n - 1)
         if self.sources.chosen is not None and self.progress is not None:
@@ -323,7 +301,7 @@ class Instrumentation:
     def finalize(self) -> None:
         if os.getpid() != self.pid and self.timer is None:
             return  # a forked child: not the loop
-        from perfcore.run.batches import flush_main_fetches
+        from perfcore.run.child.batches import flush_main_fetches
 
         flush_main_fetches(self)
         if self._finalized or self.disabled and self.timer is None:
@@ -333,15 +311,45 @@ class Instrumentation:
             # A launcher (torchrun) that saw another rank fail sends SIGTERM now: finish writing first.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
-            from perfcore.run.part import write_part
+            from perfcore.run.child.part import write_part
 
             write_part(self)
         except Exception as e:  # say so, but never mask the script's own exit
             sys.stderr.write(f"perfcore: could not write results: {type(e).__name__}: {e}\n")
         if self.exit_reason == "interrupted":
-            from perfcore.run.exits import die_of_sigint
+            from perfcore.run.child.exits import die_of_sigint
 
             die_of_sigint()
+
+
+def _watch_memory(inst: Instrumentation, on_gpu: bool) -> None:
+    """Memory per step: the CUDA allocator's peak on a GPU (every step), else the peak RSS."""
+    if on_gpu:
+        from perfcore.capture.memory import PeakMemory
+
+        inst.mem_kind, inst.mem_every = "cuda_allocated", 1
+        # Per-step peaks, while the script's own max_memory_allocated() keeps its meaning.
+        inst.peak_memory = PeakMemory().install()
+        inst.peak_memory.step_peak()
+    else:
+        import resource
+
+        inst.mem_kind = "peak_rss"
+        inst._getrusage, inst._rusage_self = resource.getrusage, resource.RUSAGE_SELF
+
+
+def _install(inst: Instrumentation, process_hooks: bool) -> None:
+    """Patch torch now, or right after the script imports it; then the exit and no-step watchers."""
+    if "torch" in sys.modules:
+        inst.patch_torch()
+    else:
+        sys.meta_path.insert(0, TorchImportHook(inst))
+    if not process_hooks:
+        return
+    inst.sources.start_watch(inst.watch_s)
+    from perfcore.run.child.exits import install_exit_hooks
+
+    install_exit_hooks(inst)
 
 
 def activate(process_hooks: bool = True) -> None:
@@ -350,4 +358,4 @@ def activate(process_hooks: bool = True) -> None:
     global STATE
     if STATE is None:
         STATE = Instrumentation()
-        STATE.install(process_hooks)
+        _install(STATE, process_hooks)

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from perfcore.errors import UsageError
-from perfcore.run.finish import finish_run
-from perfcore.run.folder import prepare_out
-from perfcore.run.outcome import oom_kills
-from perfcore.run.steps import SOURCES
+from perfcore.run.parent.finish import finish_run
+from perfcore.run.parent.folder import prepare_out
+from perfcore.run.parent.outcome import oom_kills
+from perfcore.run import protocol
 
 __all__ = ["run_command", "check_command", "child_env", "run_child"]
 
-BOOT = Path(__file__).resolve().parent / "_boot"
+BOOT = protocol.BOOT_DIR
 
 
 # Interpreter options that take the next argument as their value (python -W ignore train.py).
@@ -86,17 +86,17 @@ def check_command(cmd: list[str]) -> None:
 def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: bool,
               overrides: dict[str, str] | None = None, step_on: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parents[2])
+    pkg_parent = str(protocol.PACKAGE_PARENT)
     paths = [str(BOOT), pkg_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env["PERFCORE_RUN_DIR"] = str(out.resolve())
-    env["PERFCORE_STEPS"] = str(steps or 0)
-    env["PERFCORE_WARMUP"] = str(warmup)
-    env["PERFCORE_BACKEND"] = backend
-    env["PERFCORE_KERNELS"] = "1" if kernels else "0"
-    env["PERFCORE_STEP_ON"] = step_on or ""
+    env[protocol.ENV_RUN_DIR] = str(out.resolve())
+    env[protocol.ENV_STEPS] = str(steps or 0)
+    env[protocol.ENV_WARMUP] = str(warmup)
+    env[protocol.ENV_BACKEND] = backend
+    env[protocol.ENV_KERNELS] = "1" if kernels else "0"
+    env[protocol.ENV_STEP_ON] = step_on or ""
     # The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here.
-    env["PERFCORE_T_LAUNCH_NS"] = str(time.perf_counter_ns())
+    env[protocol.ENV_T_LAUNCH_NS] = str(time.perf_counter_ns())
     env.update(overrides or {})
     return env
 
@@ -127,8 +127,8 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
         raise UsageError(f"--steps must be at least 1, got {steps}")
     if warmup < 0:
         raise UsageError(f"--warmup must be >= 0, got {warmup}")
-    if step_on is not None and step_on not in SOURCES:
-        raise UsageError(f"--step-on must be one of {', '.join(SOURCES)}, got {step_on!r}")
+    if step_on is not None and step_on not in protocol.STEP_SOURCES:
+        raise UsageError(f"--step-on must be one of {', '.join(protocol.STEP_SOURCES)}, got {step_on!r}")
     check_command(cmd)
     out = prepare_out(out)
     sampler = None
@@ -137,7 +137,7 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
 
         sampler = Sampler(monitor_s).start()
     oom_before = oom_kills()
-    from perfcore.run.progress import LiveStatus
+    from perfcore.run.status import LiveStatus
 
     status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
     try:

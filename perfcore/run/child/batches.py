@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from perfcore.run.protocol import WORKERS
+
 __all__ = ["timed_fetch", "worker_record", "flush_main_fetches", "replaying", "TimedCollate"]
 
 
@@ -42,7 +44,7 @@ def worker_record(inst, t0: int, t1: int, collate_ns: int, n: int) -> None:
         inst.main_fetches.append((t0, t1, collate_ns, n))
         return
     if inst.worker_file is None:
-        d = inst.run_dir / "workers"
+        d = inst.run_dir / WORKERS
         d.mkdir(parents=True, exist_ok=True)
         # The file name carries which DataLoader this worker serves (a forked worker shares ids).
         inst.worker_file = open(d / f"{os.getpid()}.L{inst.loaders.index_of_dataset(info.dataset)}.csv",
@@ -55,7 +57,7 @@ def flush_main_fetches(inst) -> None:
     """The main process's own fetches (num_workers=0), kept in memory while it ran."""
     if not inst.main_fetches:
         return
-    d = inst.run_dir / "workers"
+    d = inst.run_dir / WORKERS
     d.mkdir(parents=True, exist_ok=True)
     r = inst.rank if inst.rank is not None else -1
     with open(d / f"{os.getpid()}-main.csv", "a") as fh:

@@ -26,7 +26,7 @@ def patch_distributed(inst, torch) -> None:
             try:
                 return orig(*args, **kwargs)
             finally:
-                inst.timer.record("comm", t0, now())  # async_op=True counts the launch only
+                inst.timer.engine.record("comm", t0, now())  # async_op=True counts the launch only
 
         return collective
 
@@ -43,7 +43,7 @@ def patch_distributed(inst, torch) -> None:
                 return fut
 
             def done(f):
-                timer.record("comm", t0, now())  # runs on the comm thread: its own span buffer
+                timer.engine.record("comm", t0, now())  # runs on the comm thread: its own span buffer
                 return f.value()
 
             return fut.then(done)

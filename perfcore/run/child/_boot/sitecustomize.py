@@ -1,6 +1,6 @@
 """perfcore's entry into a profiled interpreter: `perfcore run` puts this folder first on PYTHONPATH.
 
-It activates perfcore.run.instrument only when PERFCORE_RUN_DIR is set, then hands over to any
+It activates perfcore.run.child.instrument only when PERFCORE_RUN_DIR is set, then hands over to any
 sitecustomize this one shadows, so the environment behaves as it would without perfcore.
 """
 import os
@@ -25,7 +25,7 @@ def _chain_next_sitecustomize() -> None:
 
 if os.environ.get("PERFCORE_RUN_DIR"):
     try:
-        from perfcore.run import instrument as _perfcore_instrument
+        from perfcore.run.child import instrument as _perfcore_instrument
 
         _perfcore_instrument.activate()
     except Exception as _e:  # never break the user's program because profiling could not start

@@ -18,9 +18,11 @@ import os
 import sys
 import threading
 
+from perfcore.run.protocol import STEP_SOURCES
+
 __all__ = ["SOURCES", "StepSources", "DESCRIBE", "with_eval_rows"]
 
-SOURCES = ("optimizer", "backward", "batch", "forward")
+SOURCES = STEP_SOURCES
 
 DESCRIBE = {
     "optimizer": "optimizer steps (torch.optim)",
@@ -118,7 +120,7 @@ class StepSources:
         n = self.count(best)
         if n >= DECIDE_BY or (self.optimizers_made == 0 and n >= self.inst.stop_at):
             self.choose(best)
-            self.inst.after_step(len(self.inst.timer.boundaries))
+            self.inst.after_step(len(self.inst.timer.engine.boundaries))
 
     def choose(self, source: str) -> None:
         """Fix the source; the steps collected so far become the timer's."""
@@ -128,7 +130,7 @@ class StepSources:
             ends = self.boundaries(source)
             if source == "backward":
                 ends, self.inst.eval_rows = with_eval_rows(ends, self.eval_passes)
-            timer.set_boundaries(ends)
+            timer.engine.set_boundaries(ends)
         for s, ends in self.ends.items():
             # Batch and forward keep their last start: it opens the step in progress.
             del ends[:-1 if s == source and s != "backward" and ends else None]
@@ -182,6 +184,6 @@ class StepSources:
         if self._warned or self.inst.disabled or os.getpid() != self.inst.pid:
             return
         timer = self.inst.timer
-        if self.chosen is None and self.best_lower() is None and (timer is None or not timer.boundaries):
+        if self.chosen is None and self.best_lower() is None and (timer is None or not timer.engine.boundaries):
             self._warned = True
             sys.stderr.write(f"perfcore: no step after {self.inst.watch_s:.0f} s of script time. {LOOKS_FOR}\n")

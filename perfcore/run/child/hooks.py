@@ -60,7 +60,7 @@ class TorchHooks:
         inst = self.inst
         orig_next = _BaseDataLoaderIter.__next__
         if inst.synthetic:
-            from perfcore.run.batches import replaying
+            from perfcore.run.child.batches import replaying
 
             orig_next = replaying(inst, orig_next)
 
@@ -98,12 +98,12 @@ class TorchHooks:
         self._patch_train_eval(torch)
         import torch.utils.data._utils.fetch as fetch_mod
 
-        from perfcore.run.batches import timed_fetch
+        from perfcore.run.child.batches import timed_fetch
 
         for cls in (fetch_mod._MapDatasetFetcher, fetch_mod._IterableDatasetFetcher):
             cls.fetch = timed_fetch(inst, cls.fetch)
         if torch.distributed.is_available():
-            from perfcore.run.comm_hooks import patch_distributed
+            from perfcore.run.child.comm_hooks import patch_distributed
 
             patch_distributed(inst, torch)
 

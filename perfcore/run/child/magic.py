@@ -20,10 +20,12 @@ class _StopCell(BaseException):
 
 def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5):
     """Runs `cell` instrumented and returns the perfcore.run/1 result (a RunResult)."""
-    from perfcore.run import instrument
+    from perfcore.run.child import instrument
 
     run_dir = Path(tempfile.mkdtemp(prefix="perfcore-cell-"))
-    os.environ["PERFCORE_RUN_DIR"] = str(run_dir)
+    from perfcore.run.protocol import ENV_RUN_DIR
+
+    os.environ[ENV_RUN_DIR] = str(run_dir)
     if instrument.STATE is None:
         # In-process: no exit handlers or signal handlers (the notebook owns those).
         instrument.activate(process_hooks=False)
@@ -36,7 +38,7 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
         raise _StopCell()
 
     inst.request_stop = stop
-    from perfcore.run.progress import NotebookStatus
+    from perfcore.run.status import NotebookStatus
 
     status = NotebookStatus(run_dir).start()  # the live status line under the cell (in a kernel only)
     try:
@@ -54,8 +56,8 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
 
         raise UsageError("the cell ran no training step (no DataLoader iterated, no module called)")
     source = inst.sources.finish()
-    timer.close_open_phases()
-    if not timer.boundaries:
+    timer.engine.close_open_phases()
+    if not timer.engine.boundaries:
         from perfcore.errors import UsageError
 
         raise UsageError("the cell ran no complete step (no optimizer step, backward, batch or second module call)")

@@ -1,0 +1,67 @@
+"""What a Recording's settled steps become: the per-step ms table and the perfcore.run/1 document."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from perfcore.analysis import attribution
+from perfcore.analysis.store import with_columns
+from perfcore.recording.gpu import capture_stats, device_name
+
+
+def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(df with the ms columns added, the user's view of it). The view: one row per completed step: step, wall_ms, load_ms, transfer_ms, compute_ms, comm_ms,
+    host_ms (the five sum to wall_ms), warmup, and <custom phase>_ms for custom phases."""
+    new = {"wall_ms": df["wall_ns"] / 1e6, **{f"{lb}_ms": df[f"{lb}_ns"] / 1e6 for lb in attribution.LABELS}}
+    for pid, name in names.items():
+        if pid >= first_custom:
+            col = f"_phase{pid}_ns"
+            new[f"{name}_ms"] = (df[col] if col in df else pd.Series(0, index=df.index)) / 1e6
+        gcol = f"_gpu{pid}_ns"
+        if gcol in df:  # kernel time launched inside this phase (CUPTI external correlation)
+            new[f"{name}_gpu_ms"] = df[gcol] / 1e6
+    df = with_columns(df, new)
+    cols = ["step", "wall_ms"] + [f"{lb}_ms" for lb in attribution.LABELS] + ["warmup"]
+    extra = [c for c in df.columns if c not in cols and not c.endswith("_ns") and not c.startswith("_")]
+    return df, df[cols + extra].reset_index(drop=True)
+
+
+def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int) -> dict[str, Any]:
+    """The perfcore.run/1 document of `full` (the settled ns table); per_phase: one phase's host cost."""
+    store = engine._store
+    evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
+    kernels, memcpy, categories = [], {}, {}
+    if engine._tracer is not None:
+        kernels = store.top_kernels(top_kernels)
+        categories = store.kernel_categories()
+        memcpy = store.memcpy_summary()
+        h2d = memcpy.get("by_direction", {}).get("h2d", {})
+        evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / max(1, len(full))
+        evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / max(1, len(full))
+    measured = full[~full["warmup"]]
+    phases_per_step = store.span_count / max(1, len(full))
+    mean_wall_ns = float(measured["wall_ns"].mean()) if len(measured) else 0.0
+    # Settling runs inside the loop (in the step that reaches it), so it is the user's time too.
+    settle_ms = engine._settle_ns / max(1, len(full)) / 1e6
+    overhead_ms = phases_per_step * per_phase / 1e6 + settle_ms
+    overhead = {"per_phase_ns": per_phase, "phases_per_step": phases_per_step, "settle_ms_per_step": settle_ms,
+                "ms_per_step": overhead_ms, "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
+                "method": "phases per step x the measured cost of one phase, plus the time spent settling steps "
+                          "during the loop"}
+    doc = attribution.summarize(full, on_gpu=engine.device == "cuda", backend=engine.backend,
+                                device=device_name(engine.device), evidence=evidence, kernels=kernels,
+                                memcpy=memcpy, overhead=overhead)
+    if categories:
+        doc["kernel_categories"] = categories
+    doc["capture"] = capture_stats(engine)
+    lost = doc["capture"].get("dropped", 0) + doc["capture"].get("overflow", 0)
+    if lost:
+        engine.notes.append(f"{lost} CUPTI records were dropped (buffers full or drained too slowly): kernel "
+                            "and copy times are undercounted; see capture in run.json")
+    if engine.notes:
+        doc["notes"] = list(dict.fromkeys(engine.notes))
+    doc["step_source"] = "timer.step()" if engine.step_on == "step" else engine.step_on
+    return doc

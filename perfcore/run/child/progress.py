@@ -1,0 +1,160 @@
+"""A run while it happens, written by the child: every ~2 s a small progress file (steps, recent step
+time, shares, verdict), every ~30 s a checkpoint of the results so far (run.json + the steps settled
+so far, appended), both written atomically, so a run killed with SIGKILL still leaves valid results.
+The status line that reads the progress file is run/status.py.
+
+The tick is one clock read between writes; the checkpoint appends only the rows settled since the last one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from perfcore.analysis.attribution import LABELS
+
+from perfcore.run.protocol import (CHECKPOINT_EVERY_S, ENV_CHECKPOINT_S, PROGRESS_EVERY_S, checkpoint_dir, part_key,
+                                   progress_file)
+
+__all__ = ["ProgressWriter", "rows_to_table"]
+CHECKPOINT_SLICE = 1024  # rows a checkpoint formats at a time (to_csv holds their text at once)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    from perfcore.report import jsonio
+
+    jsonio.write_text(path, text, durable=False)
+
+
+def _decide(breakdown_ms: dict[str, float], step_ms: float, on_gpu: bool) -> dict[str, Any]:
+    from perfcore.analysis.verdict import avoidable, decide
+
+    return decide(avoidable(breakdown_ms), step_ms, on_gpu=on_gpu, compute_ms=breakdown_ms.get("compute"))
+
+
+class ProgressWriter:
+    """Child side, one per instrumented process. Call tick(timer) after step ends (it returns at once
+    unless a write is due); checkpoint(timer) is also called by tick every CHECKPOINT_EVERY_S."""
+
+    def __init__(self, run_dir: Path, key: str, *, steps_wanted: int = 0, warmup: int = 0, on_gpu: bool = False,
+                 clock: Callable[[], float] = time.monotonic, every_s: float = PROGRESS_EVERY_S,
+                 checkpoint_s: float = CHECKPOINT_EVERY_S):
+        self.run_dir, self.key = Path(run_dir), key
+        self.steps_wanted, self.warmup, self.on_gpu = steps_wanted, warmup, on_gpu
+        self.clock, self.every_s, self.checkpoint_s = clock, every_s, checkpoint_s
+        t = clock()
+        self.t_start, self.next_at, self.next_checkpoint = t, t + every_s, t + checkpoint_s
+        self.rows_written = 0
+        self.columns: list[str] | None = None
+        self.failed: str | None = None  # a write that failed once is not retried every tick
+
+    @classmethod
+    def for_process(cls, run_dir: Path, rank: str | None, steps_wanted: int, warmup: int, on_gpu: bool
+                    ) -> "ProgressWriter":
+        """The writer of this process, keyed as its part is (rank<N> or pid<P>)."""
+        key = part_key(rank)
+        try:  # tests shorten the checkpoint interval; a bad value keeps the default
+            every = float(os.environ.get(ENV_CHECKPOINT_S) or CHECKPOINT_EVERY_S)
+        except ValueError:
+            every = CHECKPOINT_EVERY_S
+        return cls(run_dir, key, steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu,
+                   checkpoint_s=every if every > 0 else CHECKPOINT_EVERY_S)
+
+    def tick(self, timer) -> None:
+        t = self.clock()
+        if t < self.next_at or self.failed:
+            return
+        self.next_at = t + self.every_s
+        try:
+            timer.engine.upkeep(len(timer.engine.boundaries))  # settles the steps ended so far, when settling is due
+            self.write_progress(timer, t)
+            if t >= self.next_checkpoint:
+                self.next_checkpoint = t + self.checkpoint_s
+                self.checkpoint(timer)
+        except Exception as e:  # never into the training loop
+            self.failed = f"{type(e).__name__}: {e}"
+
+    def snapshot(self, timer, t: float | None = None) -> dict[str, Any]:
+        """What the status line shows: steps, recent step time, the settled steps' shares and verdict."""
+        t = self.clock() if t is None else t
+        b = timer.engine.boundaries
+        n = len(b)
+        k = min(n - 1, 256)
+        recent_ms = (b[-1] - b[-1 - k]) / k / 1e6 if k > 0 else None
+        store = timer.engine.settled_totals()
+        doc: dict[str, Any] = {"schema": "perfcore.progress/1", "pid": os.getpid(), "key": self.key, "steps": n,
+                               "warmup": self.warmup, "steps_wanted": self.steps_wanted,
+                               "elapsed_s": t - self.t_start, "step_ms": recent_ms, "time_ns": time.time_ns()}
+        if store and store["measured"]:
+            bd = {lb: store["ns"][lb] / store["measured"] / 1e6 for lb in LABELS}
+            step_ms = store["wall_ns"] / store["measured"] / 1e6
+            doc["breakdown_ms"] = bd
+            doc["breakdown_fraction"] = {lb: (bd[lb] / step_ms if step_ms else 0.0) for lb in LABELS}
+            doc["settled_steps"] = store["settled"]
+            v = _decide(bd, step_ms, self.on_gpu)
+            doc["verdict"] = {"bound": v["bound"], "level": v.get("level"), "summary": v["summary"]}
+        return doc
+
+    def write_progress(self, timer, t: float | None = None) -> dict[str, Any]:
+        doc = self.snapshot(timer, t)
+        path = progress_file(self.run_dir, self.key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, json.dumps(doc))
+        return doc
+
+    def checkpoint(self, timer) -> Path | None:
+        """parts/<key>/checkpoint/: steps.csv with the rows settled since the last checkpoint appended,
+        and a run.json that says what the file holds (steps, the bytes it vouches for, backend,
+        device). Results for finish_run when the process dies without writing its part (SIGKILL,
+        OOM killer); the reader summarises the rows then, in the reading process, so a checkpoint
+        costs the training process only its new rows, however long the run."""
+        totals = timer.engine.settled_totals()
+        settled = int(totals["settled"])
+        if not settled:
+            return None
+        from perfcore.report import jsonio
+
+        names = timer.engine.phase_names()
+        cols = list(rows_to_table(timer.engine.settled_rows(since=settled), names).columns)  # no rows: the header
+        if cols != self.columns:  # the first checkpoint, or a custom phase appeared: write the file anew
+            self.rows_written = 0
+        d = checkpoint_dir(self.run_dir, self.key)
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "steps.csv", "w" if self.rows_written == 0 else "a") as fh:
+            # In slices: the first checkpoint of a fast loop may hold 100k rows, and one table of
+            # them all would be a peak the training process keeps (the allocator does not give
+            # it back).
+            for start in range(self.rows_written, settled, CHECKPOINT_SLICE):
+                part = rows_to_table(timer.engine.settled_rows(since=start, upto=min(start + CHECKPOINT_SLICE, settled)),
+                                     names)
+                part.to_csv(fh, index=False, header=start == 0)
+            fh.flush()
+        self.columns, self.rows_written = cols, settled
+        measured = int(totals["measured"])
+        doc = {"schema": "perfcore.run/1", "backend": getattr(timer, "backend", "host"),
+               "device": "cuda" if self.on_gpu else "cpu", "steps": measured, "warmup_steps": settled - measured,
+               "pid": os.getpid(), "rank": int(os.environ["RANK"]) if os.environ.get("RANK") else None,
+               # The bytes of steps.csv this checkpoint vouches for: an append cut short by a kill
+               # lies beyond them and is ignored by the reader.
+               "argv": [], "checkpoint": {"steps": settled, "written_unix_ns": time.time_ns(),
+                                          "csv_bytes": (d / "steps.csv").stat().st_size},
+               "exit": {"reason": "killed before writing its results", "exception": None}}
+        jsonio.write(d / "run.json", doc)
+        return d
+
+
+def rows_to_table(rows, names: dict[int, str]):
+    """Settled ns rows -> the columns of steps.csv (step, wall_ms, <label>_ms, warmup, <phase>_ms)."""
+    import pandas as pd
+
+    out = pd.DataFrame({"step": rows["step"].to_numpy(), "wall_ms": rows["wall_ns"].to_numpy() / 1e6})
+    for lb in LABELS:
+        out[f"{lb}_ms"] = rows[f"{lb}_ns"].to_numpy() / 1e6
+    out["warmup"] = rows["warmup"].to_numpy(dtype=bool)
+    for pid, name in sorted(names.items()):
+        col = f"_phase{pid}_ns"
+        if col in rows:
+            out[f"{name}_ms"] = rows[col].to_numpy() / 1e6
+    return out

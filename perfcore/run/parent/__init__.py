@@ -1,0 +1,1 @@
+"""The parent side of `perfcore run`: launch the child, watch its progress, finish its parts into a run folder."""

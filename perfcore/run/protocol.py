@@ -1,0 +1,84 @@
+"""What crosses between `perfcore run`'s parent and the instrumented child: the environment the
+parent sets, the folders and files the child writes under the run folder, and how the parent reads
+them back. Both sides import this module and nothing of each other, so a change to what crosses is
+made here once.
+
+    <run dir>/parts/<key>/run.json, steps.csv, trace.npz   a process's part, written at its exit
+    <run dir>/parts/<key>/checkpoint/run.json, steps.csv   the results so far, every ~30 s
+    <run dir>/progress/<key>.json                          steps, recent step time, shares, every ~2 s
+    <run dir>/workers/<pid>.L<loader>.csv, <pid>-main.csv  one line per batch a DataLoader made
+
+<key> is rank<RANK> under a launcher that sets RANK, else pid<PID>.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+# -- the environment the parent sets for the child ------------------------------------------------
+ENV_RUN_DIR = "PERFCORE_RUN_DIR"  # set: the boot file activates the instrumentation
+ENV_STEPS = "PERFCORE_STEPS"  # measured steps wanted (0: all)
+ENV_WARMUP = "PERFCORE_WARMUP"
+ENV_BACKEND = "PERFCORE_BACKEND"  # kernel backend: auto, native, cupti-python
+ENV_KERNELS = "PERFCORE_KERNELS"  # "1": trace kernels with CUPTI
+ENV_STEP_ON = "PERFCORE_STEP_ON"  # one of STEP_SOURCES, or empty for the automatic choice
+ENV_T_LAUNCH_NS = "PERFCORE_T_LAUNCH_NS"  # the parent's clock at launch (same CLOCK_MONOTONIC)
+ENV_DL_OVERRIDES = "PERFCORE_DL_OVERRIDES"  # JSON: DataLoader settings a triage run changes
+ENV_SYNTHETIC = "PERFCORE_SYNTHETIC"  # K: replay the first K batches (a triage run without input cost)
+ENV_CHECKPOINT_S = "PERFCORE_CHECKPOINT_S"  # the checkpoint interval (tests shorten it)
+ENV_NO_STEP_WARN_S = "PERFCORE_NO_STEP_WARN_S"  # seconds without a step before the child says so
+
+# What may end a step, in the order the automatic choice prefers them.
+STEP_SOURCES = ("optimizer", "backward", "batch", "forward")
+
+# The folder the parent puts first on the child's PYTHONPATH: its sitecustomize.py boots the child.
+BOOT_DIR = Path(__file__).resolve().parent / "child" / "_boot"
+# The folder holding the perfcore package, also on the child's path (an uninstalled checkout).
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+
+# -- the files under the run folder ---------------------------------------------------------------
+PARTS = "parts"
+CHECKPOINT = "checkpoint"
+PROGRESS = "progress"
+WORKERS = "workers"
+# A worker file's columns (no header): one line per batch.
+WORKER_COLUMNS = ["pid", "worker", "start_ns", "end_ns", "getitem_ns", "collate_ns", "items", "rank"]
+
+PROGRESS_EVERY_S = 2.0
+CHECKPOINT_EVERY_S = 30.0
+
+
+def part_key(rank: str | None, pid: int | None = None) -> str:
+    """The name of a process's part and progress file: rank<N>, else pid<P>."""
+    return f"rank{rank}" if rank is not None else f"pid{os.getpid() if pid is None else pid}"
+
+
+def part_dir(run_dir: Path, key: str) -> Path:
+    return Path(run_dir) / PARTS / key
+
+
+def checkpoint_dir(run_dir: Path, key: str) -> Path:
+    return part_dir(run_dir, key) / CHECKPOINT
+
+
+def progress_file(run_dir: Path, key: str) -> Path:
+    return Path(run_dir) / PROGRESS / f"{key}.json"
+
+
+def read_progress(run_dir: Path) -> dict[str, Any] | None:
+    """The freshest progress file of a run (rank 0's when there are ranks), or None."""
+    d = Path(run_dir) / PROGRESS
+    if not d.is_dir():
+        return None
+    docs = []
+    for f in d.glob("*.json"):
+        try:
+            docs.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue  # being replaced right now: the next refresh reads it
+    if not docs:
+        return None
+    rank0 = [x for x in docs if x.get("key") == "rank0"]
+    return rank0[0] if rank0 else max(docs, key=lambda x: x.get("time_ns", 0))
