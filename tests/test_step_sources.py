@@ -1,5 +1,5 @@
 """Where a step ends, whatever the loop: the choice among optimizer, backward, batch and forward
-(run/steps.py) on hand-made events, then `perfcore run` on unmodified scripts of each shape."""
+(run/child/steps.py) on hand-made events, then `perfcore run` on unmodified scripts of each shape."""
 from __future__ import annotations
 
 import json

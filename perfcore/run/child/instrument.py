@@ -88,7 +88,7 @@ class Instrumentation:
         self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
         self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
         self.rank = os.environ.get("RANK")
-        self.progress = None  # run.progress.ProgressWriter, made with the timer
+        self.progress = None  # run.child.progress.ProgressWriter, made with the timer
         self.watch_s = float(os.environ.get(protocol.ENV_NO_STEP_WARN_S, "30") or 0)
         self.timer = None
         self.disabled = False
