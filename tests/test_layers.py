@@ -232,3 +232,9 @@ def test_no_module_or_class_is_too_long(path: Path) -> None:
 def test_no_cpp_file_is_too_long(path: Path) -> None:
     lines = len(path.read_text().splitlines())
     assert lines <= MAX_CPP, f"{path.relative_to(PKG.parent)} has {lines} lines (at most {MAX_CPP})"
+
+
+def test_the_boot_file_checks_the_protocols_run_dir_variable() -> None:
+    from perfcore.run.protocol import BOOT_DIR, ENV_RUN_DIR
+
+    assert f'os.environ.get("{ENV_RUN_DIR}")' in (BOOT_DIR / "sitecustomize.py").read_text()
