@@ -17,7 +17,7 @@ LAYERS = [
     ("perfcore.timing", 4), ("perfcore.workloads", 4),
     ("perfcore.run", 5), ("perfcore.integrations", 5),
     ("perfcore.experiments", 6),
-    ("perfcore.cli", 7),
+    ("perfcore.cli", 7), ("perfcore.__main__", 7),
 ]
 
 
