@@ -246,7 +246,7 @@ CATALOGUE = [
     (["transfer", "--sizes", "4K..1K"], 2, "runs backwards"),
     (["transfer", "--batch-shape", "1,-3"], 2, "shape"),
     (["transfer", "--direction", "sideways"], 2, "h2d and d2h"),
-    (["env", "--json", "/nonexistent/dir/env.json"], 1, "does not exist"),
+    (["env", "--json", "/nonexistent/dir/env.json"], 2, "does not exist"),
     (["env", "--json", "EMPTY"], 2, "is a directory"),
     (["nosuch"], 2, "No such command"),
     (["graph", "--steps", "-1", "demo"], 2, "--steps"),

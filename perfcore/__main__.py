@@ -1,0 +1,4 @@
+"""`python -m perfcore ...`: the same as `perfcore ...`."""
+from perfcore.cli import main
+
+main()

@@ -1,0 +1,4 @@
+"""`python -m perfcore.cli ...`: the same as `perfcore ...`."""
+from perfcore.cli import main
+
+main()

@@ -1,0 +1,95 @@
+"""The commands that read folders and the machine: report, compare and merge of run folders, and env."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from perfcore.cli.shared import EXIT_FAILURE, Number, Results, results, version
+
+__all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
+
+
+@click.command("report")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--html", "html", is_flag=True, help="Also rewrite the folder's report.html.")
+@results("report", out=False)
+def report_cmd(res: Results, run_dir, html) -> None:
+    """Re-render the report and plots of a run folder."""
+    from perfcore.report.plots import plot_breakdown
+    from perfcore.report.reader import load_run
+    from perfcore.report.terminal import render_text
+
+    doc, steps = load_run(Path(run_dir))
+    res.echo(render_text(doc))
+    plotted = len(steps) > 0  # a run that saw no step has nothing to plot
+    if plotted:
+        plot_breakdown(steps, Path(run_dir) / "breakdown.png", title=doc["verdict"]["summary"])
+    if html:
+        from perfcore.report.html import write_report
+
+        write_report(Path(run_dir), doc, steps)
+    res.done(doc, ["breakdown.png"] * plotted + (["report.html"] if html else []), Path(run_dir))
+
+
+@click.command("compare")
+@click.argument("run_a", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_b", type=click.Path(exists=True, file_okay=False))
+@click.option("--fail-above", type=Number(float), default=None,
+              help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).")
+@results("compare", out=False)
+def compare_cmd(res: Results, run_a, run_b, fail_above) -> None:
+    """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
+    from perfcore.analysis.compare import compare_runs, render_compare
+    from perfcore.report.reader import load_run
+
+    a, _ = load_run(Path(run_a), measured=True)
+    b, _ = load_run(Path(run_b), measured=True)
+    doc = compare_runs(a, b)
+    res.echo(render_compare(doc))
+    res.done(doc)
+    change = doc["step_time_change_pct"]
+    # Written so that a change that is not a number fails the gate rather than passing it.
+    if fail_above is not None and not change <= fail_above:
+        click.echo(f"perfcore: regression: step time {change:+.1f}% > {fail_above:g}%", err=True)
+        sys.exit(EXIT_FAILURE)
+
+
+@click.command("merge")
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@results("merge")
+def merge_cmd(res: Results, dirs) -> None:
+    """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."""
+    from perfcore.report.terminal import render_text
+    from perfcore.run.parent.finish import merge_dirs
+
+    # merge_dirs makes the merged folder only once the parts are read and found to be one job's.
+    doc = merge_dirs([Path(d) for d in dirs], Path(res.out) if res.out else None)
+    res.echo(render_text(doc))
+    res.done(doc, list(doc.get("files", {})), doc["_out"])
+
+
+_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
+_COLOR = {"ok": "green", "warn": "yellow", "fail": "red", "info": None}
+
+
+@click.command("env")
+@results("env", out=False)
+def env_cmd(res: Results) -> None:
+    """Build info and a non-destructive check of this machine (GPU, CPU, limits, versions)."""
+    from perfcore.capture.environment import environment_report
+
+    report = environment_report()
+    b = report["build"]
+    res.echo(f"perfcore {version()}  build: {b.get('mode')} mode" + (f" ({b['reason']})" if b.get("reason") else ""))
+    width = max(len(c["name"]) for c in report["checks"])
+    for c in report["checks"]:
+        res.echo(f"  {click.style(_MARK[c['status']], fg=_COLOR[c['status']])}  {c['name']:<{width}}  {c['value']}")
+        if c["fix"]:
+            res.echo(f"        {'':<{width}}  -> {c['fix']}")
+    s = report["summary"]
+    res.echo(f"{s['ok']} ok, {s['warn']} warnings, {s['fail']} failures")
+    res.done(report)
+    if s["fail"]:
+        sys.exit(EXIT_FAILURE)

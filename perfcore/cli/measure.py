@@ -1,0 +1,74 @@
+"""The commands that measure a user's own program: run (steps, attributed) and monitor (device and host samples)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from perfcore.cli.shared import Duration, Results, results, steps_option, warmup_option
+
+__all__ = ["run_cmd", "monitor_cmd"]
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@steps_option(None, "Stop the script after N measured steps (after warm-up).")
+@warmup_option(5)
+@click.option("--backend", type=click.Choice(["auto", "native", "cupti-python", "host"]), default="auto",
+              show_default=True, help="How GPU activity is captured.")
+@click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only).")
+@click.option("--monitor", "monitor", type=Duration(), default=None,
+              help="Also sample GPU/CPU every INTERVAL (e.g. 100ms), aligned to steps.")
+@click.option("--step-on", type=click.Choice(["optimizer", "backward", "batch", "forward"]), default=None,
+              help="What ends a step (default: the first of these the script does).")
+@results("run")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, step_on, command) -> None:
+    """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
+
+    Attributes every training step to load / transfer / compute / comm / host, names the
+    bottleneck and says what to try. Exits with the script's exit code.
+    """
+    from perfcore.report.terminal import render_text
+    from perfcore.run.parent.launch import run_command
+
+    # run_command checks the command before it makes the folder: a typo leaves nothing behind.
+    rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(res.out) if res.out else None,
+                                   backend=backend, kernels=not no_kernels, monitor_s=monitor, step_on=step_on,
+                                   quiet=res.quiet, stdout_to_stderr=res.json_path == "-")
+    res.echo(render_text(doc))
+    res.done(doc, list(doc.get("files", {})), out_dir)
+    sys.exit(rc)
+
+
+@click.command("monitor", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--interval", type=Duration(), default="100ms", show_default=True,
+              help="Sampling interval (100ms, 0.5s, 1).")
+@results("monitor")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def monitor_cmd(res: Results, interval, command) -> None:
+    """Sample GPU (util, memory, power, temperature, SM clock), CPU and RAM while CMD runs; CSV + PNG."""
+    from perfcore.report import jsonio
+    from perfcore.run.parent.launch import check_command, run_child
+    from perfcore.capture.sampler import Sampler
+    from perfcore.report.plots import plot_timeline
+
+    cmd = list(command)
+    check_command(cmd)
+    out_dir = res.folder
+    s = Sampler(interval).start()
+    try:
+        rc = run_child(cmd, dict(os.environ))
+    finally:
+        frame = s.stop()
+    files = ["monitor.csv"]
+    jsonio.write_csv(out_dir / "monitor.csv", frame)
+    if len(frame):
+        plot_timeline(frame, out_dir / "monitor.png", title=" ".join(cmd)[:100])
+        files.append("monitor.png")
+    if s.note:
+        click.echo(f"perfcore monitor: {s.note}", err=True)
+    click.echo(f"perfcore monitor: {len(frame)} samples every {interval * 1e3:.0f} ms", err=True)
+    res.done(None, files)
+    sys.exit(rc)

@@ -1,0 +1,114 @@
+"""The staged triage of a workload: health (is the device busy), diagnose (which part is the bottleneck),
+sweep (which DataLoader settings), and demo (all of them on the built-in workload)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from perfcore.cli.shared import (EXIT_FAILURE, EXIT_INTERRUPTED, Duration, ListOf, Number, Results, folder_report,
+                                 load_target, one_line, results, steps_option, target_arg, target_command,
+                                 warmup_option)
+
+__all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
+
+
+@target_command("health")
+@steps_option(100)
+@click.option("--interval", type=Duration(), default="100ms", show_default=True, help="Sampling interval.")
+@results("health")
+@target_arg
+def health_cmd(res: Results, steps, interval, target) -> None:
+    """Stage 1: is the device busy? 100 iterations of next batch -> forward -> loss.
+
+    TARGET: demo | resnet18 | FILE.py:FUNCTION (returns perfcore.Workload) | -- python train.py ...
+    """
+    from perfcore.experiments.stages import health_stage
+    from perfcore.report.experiments import render_health
+
+    doc, files = health_stage(load_target(target), res.folder, steps=steps, interval_s=interval,
+                              progress=res.progress())
+    text = render_health(doc)
+    res.echo(text)
+    res.done(doc, folder_report(res, "health", doc, text, files))
+
+
+@target_command("diagnose")
+@steps_option(30, "Measured steps per experiment.")
+@warmup_option(3)
+@results("diagnose")
+@target_arg
+def diagnose_cmd(res: Results, steps, warmup, target) -> None:
+    """Stage 2: differential experiments (synthetic data, num_workers, decoder) name the bottleneck."""
+    from perfcore.experiments.stages import diagnose_stage
+    from perfcore.report.experiments import render_diagnose
+
+    doc, files = diagnose_stage(load_target(target), res.folder, steps=steps, warmup=warmup, progress=res.progress())
+    text = render_diagnose(doc)
+    res.echo(text)
+    res.done(doc, folder_report(res, "diagnose", doc, text, files))
+
+
+@target_command("sweep")
+@click.option("--batch-size", "batch_size", type=ListOf(Number(int, low=0, low_open=True), "batch sizes"),
+              default=None, help="Comma-separated, e.g. 8,16.")
+@click.option("--num-workers", "num_workers", type=ListOf(Number(int, low=0, high=1024), "worker counts"),
+              default=None,
+              help="Comma-separated, e.g. 0,2.")
+@click.option("--pin-memory", "pin_memory", type=ListOf("bool"), default=None, help="Comma-separated true/false.")
+@click.option("--prefetch-factor", "prefetch_factor", type=ListOf(Number(int, low=0, low_open=True), "prefetch factors"),
+              default=None, help="Comma-separated, e.g. 2,4.")
+@steps_option(50, "Measured steps per configuration.")
+@warmup_option(3)
+@click.option("--budget", type=Number(float, low=0, low_open=True), default=None,
+              help="Minutes; successive halving to fit.")
+@click.option("--resume", is_flag=True, help="Continue the sweep in --out: keep the configurations it finished.")
+@results("sweep")
+@target_arg
+def sweep_cmd(res: Results, batch_size, num_workers, pin_memory, prefetch_factor, steps, warmup, budget, resume,
+              target) -> None:
+    """Stage 3: batch_size x num_workers x pin_memory x prefetch_factor; heatmaps, best, knees.
+
+    A configuration that crashes, runs out of memory or cannot run is recorded with its reason;
+    Ctrl-C keeps the configurations finished so far, and --resume continues them.
+    """
+    from perfcore.experiments.stages import sweep_stage
+    from perfcore.report.experiments import render_sweep
+
+    if resume and not res.out:
+        raise click.UsageError("--resume needs --out: the folder of the sweep to continue")
+    what = load_target(target)
+    if resume:
+        from perfcore.run.parent.folder import reuse_out
+
+        res.continue_in(reuse_out(Path(res.out), "sweep.json"))
+    grid = {"batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin_memory,
+            "prefetch_factor": prefetch_factor}
+    doc, files = sweep_stage(what, res.folder, grid, steps=steps, warmup=warmup,
+                             budget_s=budget * 60 if budget else None, resume=resume, progress=res.progress())
+    text = render_sweep(doc)
+    res.echo(text)
+    res.done(doc, folder_report(res, "sweep", doc, text, files))
+    if doc["interrupted"]:
+        click.echo(f"perfcore: interrupted: {len(doc['configs'])} configuration(s) kept; "
+                   f"continue with --resume --out {res.folder}", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    if doc["best"] is None:
+        first = next((c for c in doc["configs"] if c.get("error")), {})
+        click.echo(f"perfcore: error: no configuration could be measured"
+                   + (f" (first: {first.get('status')}: {one_line(first['error'])[:300]})" if first else ""), err=True)
+        sys.exit(EXIT_FAILURE)
+
+
+@click.command("demo")
+@click.option("--quick", is_flag=True, help="Fewer steps (for tests).")
+@results("demo")
+def demo_cmd(res: Results, quick) -> None:
+    """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN)."""
+    from perfcore.experiments.demo import run_demo
+
+    doc = run_demo(res.folder, quick=quick, progress=res.progress())
+    res.echo(doc["_text"])
+    res.done({k: v for k, v in doc.items() if not k.startswith("_")},
+             folder_report(res, "demo", doc, doc["_text"], list(doc["files"])))
