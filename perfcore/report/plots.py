@@ -1,6 +1,11 @@
-"""PNG plots of a run: the binned breakdown over time, the top kernels, heatmaps, ranks, transfer curves."""
+"""PNG plots of a run: the binned breakdown over time, the top kernels, heatmaps, ranks, transfer curves.
+Drawn on matplotlib Figures with the Agg canvas directly: never pyplot, so the user's GUI backend
+(MPLBACKEND, matplotlibrc, Jupyter's inline) is neither needed nor changed."""
 from __future__ import annotations
 
+import os
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -9,18 +14,69 @@ import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.bins import BINS, OUTLIER_FACTOR
-from perfcore.report.html import COLORS
+from perfcore.report.charts import COLORS
 
 __all__ = ["plot_breakdown", "plot_kernels"]
 
 
-def _plt():
-    import matplotlib
+def _import_matplotlib() -> None:
+    """import matplotlib even when MPLBACKEND names a backend it rejects (e.g. Qt4Agg): that value is
+    set aside for the import only (perfcore draws on Agg either way) and put back for the user."""
+    if "matplotlib" in sys.modules:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ValueError:
+        for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+            del sys.modules[name]
+        saved = os.environ.pop("MPLBACKEND", None)
+        try:
+            import matplotlib  # noqa: F401,F811
+        finally:
+            if saved is not None:
+                os.environ["MPLBACKEND"] = saved
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    return plt
+class _Figures:
+    """What the plots need of pyplot (subplots, close), on standalone Figures."""
+
+    @staticmethod
+    def subplots(nrows: int = 1, ncols: int = 1, figsize=None, dpi=None, **kw):
+        _import_matplotlib()
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=figsize, dpi=dpi)
+        FigureCanvasAgg(fig)
+        return fig, fig.subplots(nrows, ncols, **kw)
+
+    @staticmethod
+    def close(fig) -> None:
+        fig.clear()  # not registered with pyplot: nothing else holds it
+
+
+def _plt() -> type[_Figures]:
+    return _Figures
+
+
+def _ms_axis(ax, axis: str = "y") -> None:
+    """Tick labels in ms, or s from a second up; never an offset or exponent (".83e+04")."""
+    from matplotlib.ticker import FuncFormatter
+
+    def label(v, _pos):
+        if abs(v) >= 1000:
+            return f"{v / 1000:g} s"
+        return f"{v:g} ms" if v else "0"
+
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(FuncFormatter(label))
+
+
+def _title(ax, text: str, width: int = 110) -> None:
+    """A title that fits: wrapped to two lines at most, the rest cut with an ellipsis."""
+    lines = textwrap.wrap(text, width) or [""]
+    if len(lines) > 2:
+        lines = [lines[0], lines[1][: width - 1] + "…"]
+    ax.set_title("\n".join(lines), fontsize=9 if len(lines) > 1 else 10)
 
 
 def _save(fig, path) -> None:
@@ -70,8 +126,9 @@ def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int =
         ax.set_xlim(x[0], x[-1] + width[-1])
         ax.set_ylim(0, top)
     ax.set_xlabel("step" if per_step else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps: mean per label)")
-    ax.set_ylabel("ms")
-    ax.set_title(title or "where each step's time goes", fontsize=10)
+    ax.set_ylabel("per step")
+    _ms_axis(ax)
+    _title(ax, title or "where each step's time goes")
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), frameon=False)
     fig.tight_layout()
     _save(fig, path)
@@ -88,7 +145,8 @@ def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
     labels = [k["name"] if len(k["name"]) <= 70 else k["name"][:67] + "..." for k in top]
     ax.barh(range(len(top)), [k["total_ms"] for k in top], color=COLORS["compute"])
     ax.set_yticks(range(len(top)), labels, fontsize=7)
-    ax.set_xlabel("total ms")
+    ax.set_xlabel("total")
+    _ms_axis(ax, "x")
     ax.set_title("top kernels by total time", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
@@ -152,8 +210,9 @@ def _stacked_rows(names: list[str], breakdowns: list[dict[str, float]], notes: l
             ax.text(left, j, f"  {note}", va="center", fontsize=8)
     ax.set_yticks(range(len(names)), names, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("ms per step")
-    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("per step")
+    _ms_axis(ax, "x")
+    _title(ax, title)
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
     fig.tight_layout()
     _save(fig, path)
@@ -185,7 +244,7 @@ def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
     axes[1].plot(t, samples[mem_col] / 2**30, color=COLORS["transfer"])
     axes[1].set_ylabel("GPU memory GiB" if gpu else "RAM used GiB")
     axes[1].set_xlabel("seconds")
-    axes[0].set_title(title or "perfcore monitor", fontsize=10)
+    _title(axes[0], title or "perfcore monitor")
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
