@@ -81,7 +81,7 @@ def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bi
     common = {"kind": "timeline", "group": prefix, "x": x, "x_end": x_end, "shade": shade,
               "x_label": "step" if not binned else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps)"}
     lines = []
-    if binned:
+    if int(b["steps"].median()) >= 20:  # a median or p90 of a few steps is noise, not a line
         lines = [{"label": "median step", "values": rounded(b["median_ms"]), "color": "#111111", "unit": "ms"},
                  {"label": "p90 step", "values": rounded(b["p90_ms"]), "color": "#111111", "dash": [4, 3], "unit": "ms"}]
     charts = [{**common, "id": f"{prefix}-breakdown", "stacked": True, "unit": "ms", "y_label": "ms per step",
@@ -115,8 +115,13 @@ def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bi
         if np.isfinite(pmem).any():
             mem.append({"label": label, "values": rounded(_bin_mean(pmem, starts) / 2**20), "color": COLORS["transfer"],
                         "unit": "MiB", "gaps": True})
+    unit = "MiB"
+    if mem and max((v for s in mem for v in s["values"] if v is not None), default=0) > 2048:
+        unit = "GiB"  # ticks at whole GiB, not at 9.77 GiB
+        for s in mem:
+            s["values"], s["unit"] = [None if v is None else round(v / 1024, 3) for v in s["values"]], unit
     if mem:
-        charts.append({**common, "id": f"{prefix}-memory", "unit": "MiB", "y_label": "memory", "height": 150,
+        charts.append({**common, "id": f"{prefix}-memory", "unit": unit, "y_label": "memory", "height": 150,
                        "series": mem, "title": "Memory"})
     load = _col(steps, "load_ms")
     if load is not None and np.nanmax(load) > 0:

@@ -25,6 +25,7 @@
     }
     if (unit === "%") return num(v, 0) + "%";
     if (unit === "MiB") return Math.abs(v) >= 1024 ? num(v / 1024) + " GiB" : num(v) + " MiB";
+    if (unit === "GiB") return num(v) + " GiB";
     if (unit === "samples/s") return num(v) + "/s";
     if (unit === "step") return Math.round(v).toLocaleString("en-US");
     return num(v) + (unit ? " " + unit : "");
@@ -52,6 +53,7 @@
     var r = el("div", "pc-readout");
     var head = el("span", "pc-at", spec.hint || "hover for values; drag to zoom, double-click to reset");
     r.appendChild(head);
+    r.appendChild(document.createTextNode(" "));
     var cells = spec.series.map(function (s) {
       var c = el("span", "pc-item");
       var chip = el("i", "pc-chip");
@@ -61,6 +63,7 @@
       var v = el("b", "pc-val", "");
       c.appendChild(v);
       r.appendChild(c);
+      r.appendChild(document.createTextNode(" "));
       return v;
     });
     box.appendChild(r);
