@@ -16,7 +16,7 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.report.charts import COLORS, assets, run_charts, stackbars, to_json
 
 __all__ = ["render_html", "render_report", "write_report", "write_folder_report", "headline", "breakdown_svg",
-           "warnings_of", "COLORS", "Body", "page", "verdict_card", "tiles", "e", "f", "samples_per_s"]
+           "warnings_of", "COLORS", "Body", "page", "verdict_card", "tiles", "e", "f", "samples_per_s", "open_report"]
 
 _ids = itertools.count()
 
@@ -404,6 +404,32 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
     if files:
         body.add(f"<h2>Files</h2><p>{_links(files)}</p>")
     return page(f"perfcore: {(doc.get('verdict') or {}).get('summary', 'run')}", body)
+
+
+class _Shown:
+    """An HTML body that Jupyter and Colab display inline."""
+
+    def __init__(self, body: str):
+        self.body = body
+
+    def _repr_html_(self) -> str:
+        return self.body
+
+
+def open_report(folder: str | Path) -> _Shown:
+    """A perfcore folder's report to show inline in a notebook (`open_report("runs/x")` as a cell's last
+    line): the body of its report.html, charts and all; a run folder without one is rendered."""
+    folder = Path(folder)
+    page_path = folder / "report.html"
+    if page_path.is_file():
+        text = page_path.read_text(encoding="utf-8")
+        start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
+        if start >= 0 and end > start:
+            return _Shown(text[start:end])
+    from perfcore.report.reader import load_run
+
+    doc, steps = load_run(folder)
+    return _Shown(render_html(doc, steps))
 
 
 def _atomic_write(path: Path, text: str) -> Path:
