@@ -16,7 +16,8 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.report.charts import COLORS, assets, run_charts, stackbars, to_json
 
 __all__ = ["render_html", "render_report", "write_report", "write_folder_report", "headline", "breakdown_svg",
-           "warnings_of", "COLORS", "Body", "page", "verdict_card", "tiles", "e", "f", "samples_per_s", "open_report"]
+           "warnings_of", "COLORS", "Body", "page", "verdict_card", "tiles", "e", "f", "ms", "samples_per_s",
+           "open_report", "links", "run_sections", "stack_bar", "breakdown_table"]
 
 _ids = itertools.count()
 
@@ -352,7 +353,7 @@ def _environment(doc: dict[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
-def _links(files: Iterable[str]) -> str:
+def links(files: Iterable[str]) -> str:
     return " · ".join(f"<a href='{e(x)}'>{e(x)}</a>" for x in files if x != "report.html")
 
 
@@ -402,7 +403,7 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
     run_sections(doc, steps, body)
     body.add("<h2>Environment</h2>", _environment(doc))
     if files:
-        body.add(f"<h2>Files</h2><p>{_links(files)}</p>")
+        body.add(f"<h2>Files</h2><p>{links(files)}</p>")
     return page(f"perfcore: {(doc.get('verdict') or {}).get('summary', 'run')}", body)
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.report.charts import COLORS, stackbars
-from perfcore.report.html import (Body, _links, breakdown_table, e, f, headline, ms, page, run_sections, stack_bar,
+from perfcore.report.html import (Body, links, breakdown_table, e, f, headline, ms, page, run_sections, stack_bar,
                                   tiles, verdict_card)
 
 __all__ = ["stage_page", "render_compare_page", "health_sections", "diagnose_sections", "sweep_sections"]
@@ -270,7 +270,7 @@ def stage_page(folder: Path, title: str, doc: dict[str, Any], text: str, files: 
         body.add(verdict_card(doc, sentence=headline(doc, text)),
                  f"<pre style='white-space:pre-wrap;font-size:.85em'>{e(text)}</pre>")
     if files:
-        body.add(f"<h2>Files</h2><p>{_links(files)}</p>")
+        body.add(f"<h2>Files</h2><p>{links(files)}</p>")
     return page(f"perfcore: {headline(doc, text)}", body)
 
 
