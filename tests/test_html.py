@@ -149,7 +149,7 @@ def sweep_doc() -> dict:
 
 def test_stage_pages_draw_from_their_documents(tmp_path):
     health = write_stage(tmp_path, "health", doc_of("health.json")).read_text()
-    assert "busy (compute share (no GPU))" in health and "next batch → forward → loss" in health
+    assert "busy: compute share, no GPU" in health and "next batch → forward → loss" in health
     assert "perfcore diagnose demo" in health and "terminal text" not in health and "<pre" not in health
     diag = write_stage(tmp_path, "diagnose", doc_of("diagnose.json")).read_text()
     for s in ("Experiments", "A: synthetic data", "Predicted vs measured", "Inside __getitem__", "self ms/item"):
@@ -262,3 +262,14 @@ def test_png_axes_have_units_not_exponents(tmp_path):
     labels = [x.get_text() for x in ax.get_yticklabels() if x.get_text()]
     assert labels and all(re.fullmatch(r"(0|[\d.]+ (ms|s))", s) for s in labels), labels
     assert ax.yaxis.get_offset_text().get_text() == ""
+
+
+def test_breakdown_png_step_ticks_fit_at_100k_steps(tmp_path):
+    from perfcore.report import plots
+
+    fig, ax = plots._plt().subplots()
+    ax.set_xlim(0, 100_000)
+    plots._step_axis(ax)
+    fig.canvas.draw()
+    labels = [x.get_text() for x in ax.get_xticklabels() if x.get_text()]
+    assert labels[-1] == "100k" and all(len(s) <= 5 for s in labels), labels

@@ -370,7 +370,9 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
         ("step source", doc.get("step_source_text") or doc.get("step_source"))]))
     body.add("<h2>Causes, ranked</h2>" if (doc.get("verdict") or {}).get("causes") or doc.get("recommendations") else "",
              causes_list(doc))
-    body.add("<h2>Where each step goes</h2>", stack_bar(doc.get("breakdown_ms") or {}), breakdown_table(doc))
+    # A job of several ranks: who holds it up comes right after the causes.
+    body.add(_ranks(doc, body), "<h2>Where each step goes</h2>", stack_bar(doc.get("breakdown_ms") or {}),
+             breakdown_table(doc))
     charts = run_charts(doc, steps, "run") if steps is not None and len(steps) else []
     if charts:
         hist = [c for c in charts if c["kind"] == "histogram"]
@@ -379,7 +381,7 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
         right = "".join(body.chart(c) for c in hist)
         body.add("<h2>Over the run</h2><div class='muted'>One step axis for every chart: a drop in one lines up "
                  "with the others. Shaded: warm-up.</div>", f"<div class='run-grid'><div>{left}</div><div>{right}</div></div>")
-    body.add(_gpu(doc), _loading(doc), _ranks(doc, body), _details(doc))
+    body.add(_gpu(doc), _loading(doc), _details(doc))
     warns = warnings_of(doc)
     if warns:
         body.add("<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{e(w)}</li>" for w in warns)
@@ -399,7 +401,9 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
     files = list((doc.get("files") or {}).keys())
     body = Body("merge" if len(doc.get("ranks") or []) > 1 else "run")
     cmd = " ".join(map(str, doc.get("command") or doc.get("argv") or []))
-    body.add("<h1>perfcore run</h1>", f"<div class='sub'>{e(cmd)}</div>" if cmd else "")
+    n_ranks = len(doc.get("ranks") or [])
+    body.add(f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else ''}</h1>",
+             f"<div class='sub'>{e(cmd)}</div>" if cmd else "")
     run_sections(doc, steps, body)
     body.add("<h2>Environment</h2>", _environment(doc))
     if files:

@@ -25,11 +25,11 @@ def _pct(x: Any) -> str:
 
 
 def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdict") -> None:
-    src = "GPU utilisation" if doc.get("busy_source") == "gpu_util" else "compute share (no GPU)"
+    src = "GPU utilisation" if doc.get("busy_source") == "gpu_util" else "compute share, no GPU"
     body.add(verdict_card(doc, sentence=doc.get("summary") or headline(doc), dom_id=dom_id), tiles([
         ("step", ms(doc.get("step_ms"))), ("throughput", f"{float(doc['samples_per_s']):,.0f} samples/s"
                                           if doc.get("samples_per_s") else None),
-        (f"busy ({src})", f"{_pct(doc.get('busy_mean'))} ± {_pct(doc.get('busy_std'))}"),
+        (f"busy ({src})" if "," not in src else f"busy: {src}", f"{_pct(doc.get('busy_mean'))} ± {_pct(doc.get('busy_std'))}"),
         ("host CPU", f"{float(doc['cpu_percent']):.0f}%" if doc.get("cpu_percent") is not None else None),
         ("iterations", doc.get("steps")), ("device", doc.get("device")), ("workload", doc.get("workload"))]))
     if doc.get("breakdown_ms"):
