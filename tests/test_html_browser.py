@@ -1,7 +1,7 @@
 """Every command's report.html opened in a real browser (Debian's Chromium, driven by Playwright with
 the system browser: no browser download): no console error, no network request of any kind, the
 verdict and each section present, the charts drawn, hovering shows numbers. A screenshot of each
-page is kept (the folder is printed; PERFCORE_SCREENSHOT_DIR chooses it). Skipped, with the reason,
+page is kept in build/report-screens/ (printed; PERFCORE_SCREENSHOT_DIR chooses another folder). Skipped, with the reason,
 only where there is no Chromium or Playwright; where PERFCORE_WITH_CHROMIUM=1 (CI) they must exist."""
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def shots(tmp_path_factory) -> Path:
-    d = Path(os.environ.get("PERFCORE_SCREENSHOT_DIR") or tmp_path_factory.mktemp("report-screens"))
+def shots() -> Path:
+    # Kept after the run (build/ is ignored by git), where CI can keep it as an artefact.
+    d = Path(os.environ.get("PERFCORE_SCREENSHOT_DIR") or Path(__file__).resolve().parents[1] / "build" / "report-screens")
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -128,7 +129,10 @@ def test_real_cpu_run_report_in_chromium(browser, shots, tmp_path, capsys):
 
 
 def test_stage_reports_in_chromium(browser, shots, tmp_path, capsys):
-    cases = {"health": (doc_of("health.json"), []),
+    health = doc_of("health.json")
+    # what the health command hands the report beside its JSON: the busy series it sampled
+    health["_row"] = {"busy_series": [0.2, 0.3, 0.1, 0.6, 0.2, 0.25, 0.3, 0.1, 0.5, 0.2], "busy_spacing_s": 0.1}
+    cases = {"health": (health, ["Where each iteration goes"]),
              "diagnose": (doc_of("diagnose.json"), ["Experiments", "Predicted vs measured", "Inside __getitem__"]),
              "sweep": (sweep_doc(), ["Heatmaps", "samples/s (higher is better)", "step ms (lower is better)"])}
     for kind, (doc, sections) in cases.items():
@@ -144,6 +148,8 @@ def test_stage_reports_in_chromium(browser, shots, tmp_path, capsys):
             assert tip.is_visible() and re.search(r"[\d,]+ samples/s", tip.inner_text()), tip.inner_text()
             o.page.locator("td.cell.bad").first.hover()
             assert "OOM" in tip.inner_text() or "CRASHED" in tip.inner_text()
+        if kind == "health":
+            assert re.search(r"compute share, no GPU \d+%", hover_chart(o.page, "busy"))
         if kind == "diagnose":
             text = hover_chart(o.page, "experiments")
             assert re.search(r"compute \d[\d.]* ms", text), text
@@ -154,7 +160,7 @@ def test_demo_and_compare_and_merge_in_chromium(browser, shots, tmp_path, capsys
     from steps_tables import steps_table as synthetic
 
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.html_stages import render_compare_page
+    from perfcore.report.html_stages import write_compare_report
 
     out = tmp_path / "demo"
     out.mkdir()
@@ -165,7 +171,7 @@ def test_demo_and_compare_and_merge_in_chromium(browser, shots, tmp_path, capsys
     o = open_page(browser, path)
     check_page(o, path, ["1 · health", "2 · run", "3 · diagnose", "Over the run", "Experiments"], shots, "demo", capsys)
     cmp_path = tmp_path / "compare.html"
-    cmp_path.write_text(render_compare_page(compare_runs(doc_of("run.json"), doc_of("run_b.json")), ("run A", "run B")))
+    write_compare_report(cmp_path, compare_runs(doc_of("run.json"), doc_of("run_b.json")), ("run A", "run B"))
     o = open_page(browser, cmp_path)
     check_page(o, cmp_path, ["What changed, per label"], shots, "compare", capsys)
     assert re.search(r"load \d[\d.]* ms", hover_chart(o.page, "ab"))

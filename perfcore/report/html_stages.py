@@ -14,7 +14,8 @@ from perfcore.report.charts import COLORS, stackbars
 from perfcore.report.html import (Body, links, breakdown_table, e, f, headline, ms, page, run_sections, stack_bar,
                                   tiles, verdict_card)
 
-__all__ = ["stage_page", "render_compare_page", "health_sections", "diagnose_sections", "sweep_sections"]
+__all__ = ["stage_page", "render_compare_page", "write_compare_report", "health_sections", "diagnose_sections",
+           "sweep_sections"]
 
 
 def _pct(x: Any) -> str:
@@ -310,3 +311,10 @@ def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")
             body.add("<h2>Kernel categories (ms per step)</h2><table>" + head
                      + "".join(row(c, v) for c, v in cats.items()) + "</table>")
     return page(f"perfcore compare: {pct:+.1f}%", body)
+
+
+def write_compare_report(path: Path, doc: dict[str, Any], names: tuple[str, str] = ("A", "B")) -> Path:
+    """compare's page at `path` (written atomically): for `perfcore compare A B --html PATH`."""
+    from perfcore.report import jsonio
+
+    return jsonio.write_text(Path(path), render_compare_page(doc, names))
