@@ -235,7 +235,8 @@ def _demo(folder: Path, doc: dict[str, Any], body: Body) -> None:
     agree = (f"all three stages name the same cause: {bounds.get('run')}" if doc.get("agree") else
              "the stages differ: " + ", ".join(f"{k} {v}" for k, v in bounds.items())
              + " (diagnose measured it with synthetic data: that is the firmest)")
-    body.add(f"<p><b>{e(agree)}</b></p>")
+    stages = [("health", doc.get("health") or {}), ("run", run), ("diagnose", doc.get("diagnose") or {})]
+    body.add(tiles([(f"{k}: names", _cause(d)) for k, d in stages]), f"<p><b>{e(agree)}</b></p>")
     body.add("<div class='stage'><h2>1 · health: is the device busy?</h2>")
     health_sections(doc.get("health") or {}, body, dom_id=None)
     body.add("</div><div class='stage'><h2>2 · run: where each training step goes</h2>")
@@ -249,6 +250,14 @@ def _demo(folder: Path, doc: dict[str, Any], body: Body) -> None:
     body.add("</div><div class='stage'><h2>3 · diagnose: experiments that test the cause</h2>")
     diagnose_sections(doc.get("diagnose") or {}, body, dom_id=None)
     body.add("</div>")
+
+
+def _cause(doc: dict[str, Any]) -> str:
+    v = doc.get("verdict") or {}
+    c = (v.get("causes") or [{}])[0]
+    if c.get("bound"):
+        return f"{c['bound']} ({c.get('level', v.get('level', ''))})"
+    return "healthy, compute-bound" if v.get("healthy") else str(v.get("bound") or "-")
 
 
 def stage_page(folder: Path, title: str, doc: dict[str, Any], text: str, files: list[str]) -> str:
