@@ -1,10 +1,11 @@
-"""HTML of perfcore results: report.html for run folders (self-contained: inline CSS, SVG and PNG,
-no network), the same body inline in Jupyter/Colab (_repr_html_, %%perfcore), and a page for
-demo, health, diagnose and sweep folders with their plots."""
+"""HTML of perfcore results: report.html for run folders and the same body inline in Jupyter/Colab
+(_repr_html_, %%perfcore). One self-contained file: CSS, the chart library (uPlot) and the chart data
+inline, no request to anywhere. Experiment folders (demo, health, diagnose, sweep) and compare get
+their pages from html_stages, built from the pieces here."""
 from __future__ import annotations
 
-import base64
 import html
+import itertools
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -12,134 +13,197 @@ from typing import Any, Iterable
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.report.charts import COLORS, assets, run_charts, stackbars, to_json
 
 __all__ = ["render_html", "render_report", "write_report", "write_folder_report", "headline", "breakdown_svg",
-           "warnings_of", "COLORS"]
+           "warnings_of", "COLORS", "Body", "page", "verdict_card", "tiles", "e", "f", "ms", "samples_per_s",
+           "open_report", "links", "run_sections", "stack_bar", "breakdown_table"]
 
-COLORS = {"load": "#e4572e", "transfer": "#f3a712", "compute": "#29335c", "comm": "#669bbc", "host": "#a8a8a8"}
-
-CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1000px;
-color:#222;line-height:1.4;padding:0 12px}
-h1{font-size:1.3em;margin:0 0 4px}h2{font-size:1.05em;margin:22px 0 6px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:.9em}td,th{padding:2px 10px 2px 0;text-align:left;vertical-align:top}
-td.n,th.n{text-align:right}.verdict{font-size:1.15em;font-weight:600;padding:8px 12px;border-radius:4px;
-background:#eef2f8;border-left:5px solid #29335c;margin:10px 0}.verdict.warn{border-color:#f3a712;background:#fdf6e7}
-.verdict.critical{border-color:#e4572e;background:#fcece7}.muted{color:#666;font-size:.85em}
-.warn-list li{color:#8a4b00}code{background:#f4f4f4;padding:0 3px;border-radius:3px}
-img{max-width:100%}svg text{font-family:inherit}
-"""
-# The body's own rules, scoped: Jupyter shows the body without the page's <style>.
-BODY_CSS = """
-.perfcore .verdict{font-size:1.1em;font-weight:600;padding:8px 12px;border-radius:4px;background:#eef2f8;
-border-left:5px solid #29335c;margin:10px 0}.perfcore .verdict.warn{border-color:#f3a712;background:#fdf6e7}
-.perfcore .verdict.critical{border-color:#e4572e;background:#fcece7}.perfcore .muted{color:#666;font-size:.85em}
-.perfcore td.n,.perfcore th.n{text-align:right}.perfcore td,.perfcore th{padding:2px 10px 2px 0}
-"""
+_ids = itertools.count()
 
 
-def _e(x: Any) -> str:
+def e(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _f(x: Any, fmt: str = ".2f") -> str:
+def f(x: Any, fmt: str = ".2f") -> str:
     try:
-        return format(float(x), fmt)
+        v = float(x)
     except (TypeError, ValueError):
         return "-"
+    return "-" if v != v else format(v, fmt)
 
 
-def _verdict_class(doc: dict[str, Any]) -> str:
+def ms(x: Any) -> str:
+    """A duration for people: µs under 0.1 ms, s from a second up."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "-"
+    if v != v:
+        return "-"
+    if abs(v) >= 1000:
+        return f"{v / 1000:.3g} s"
+    if 0 < abs(v) < 0.1:
+        return f"{v * 1000:.3g} µs"
+    return f"{v:.3g} ms" if abs(v) < 100 else f"{v:.0f} ms"
+
+
+class Body:
+    """One report's body: its sections, and the charts its script draws (ids unique on the page, so
+    several reports can share one notebook)."""
+
+    def __init__(self, kind: str):
+        self.kind, self.uid = kind, f"pc{next(_ids)}"
+        self.parts: list[str] = []
+        self.charts: list[dict] = []
+
+    def add(self, *html_parts: str) -> "Body":
+        self.parts += [p for p in html_parts if p]
+        return self
+
+    def chart(self, spec: dict, fallback: str = "", note: str = "") -> str:
+        """A chart's box: its title, the static fallback (replaced when the script runs) and a note."""
+        spec = dict(spec, id=f"{self.uid}-{spec['id']}")
+        if spec.get("group"):
+            spec["group"] = f"{self.uid}-{spec['group']}"
+        self.charts.append(spec)
+        note = note or spec.get("note", "")
+        return (f"<div class='chart'><div class='title'>{e(spec.get('title', ''))}</div>"
+                f"<div data-chart='{spec['id']}'>{fallback or '<span class=muted>(chart drawn by the script)</span>'}"
+                f"</div>{f'<div class=muted>{e(note)}</div>' if note else ''}</div>")
+
+    def html(self) -> str:
+        a = assets()
+        data = to_json({"charts": self.charts})
+        # The script finds its report by the class; charts need the library, so it comes first.
+        return (f"<div class='perfcore' id='{self.uid}' data-kind='{e(self.kind)}'><style>{a['uplot_css']}"
+                f"{a['report_css']}</style>{''.join(self.parts)}"
+                f"<script type='application/json' class='pc-data'>{data}</script>"
+                f"<script>{a['uplot_js']}</script><script>{a['report_js']}</script></div>")
+
+
+def page(title: str, body: Body | str) -> str:
+    inner = body.html() if isinstance(body, Body) else body
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{e(title)}</title><style>body{{margin:24px auto;max-width:1180px;padding:0 16px;"
+            f"background:#fff}}</style></head><body>{inner}"
+            f"<p class='muted' style='font:12px sans-serif;color:#777'>written by perfcore at "
+            f"{e(time.strftime('%Y-%m-%d %H:%M:%S'))}</p></body></html>\n")
+
+
+# ---- pieces every page uses
+
+def _level(doc: dict[str, Any]) -> str:
     v = doc.get("verdict") or {}
-    sev = str(v.get("severity") or v.get("level") or "")
-    return sev if sev in ("warn", "critical") else ""
+    lev = str(v.get("severity") or v.get("level") or "")
+    if lev in ("warn", "critical"):
+        return lev
+    return "healthy" if v.get("healthy") or lev == "healthy" else ""
 
 
-def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 240) -> str:
-    """The binned breakdown over the run as inline SVG: stacked mean ms per label per bin, median and
-    p90 step lines, warm-up shaded, outliers marked. Fixed size whatever the run length."""
-    from perfcore.analysis.bins import OUTLIER_FACTOR, bin_steps, outliers
-
-    b = bin_steps(steps)
-    if not len(b):
-        return ""
-    out = outliers(steps)
-    left, bottom_pad, top_pad = 48, 22, 8
-    w, h = width - left - 8, height - bottom_pad - top_pad
-    total = b[[f"{lb}_ms" for lb in LABELS]].sum(axis=1).to_numpy()
-    top = max(float(total.max()), float(b["p90_ms"].max())) * 1.2 or 1.0
-    first, last = float(b["first_step"].iloc[0]), float(b["last_step"].iloc[-1]) + 1
-    span = max(last - first, 1.0)
-
-    def X(step):
-        return left + (step - first) / span * w
-
-    def Y(ms):
-        return top_pad + h - min(ms, top) / top * h
-
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' viewBox='0 0 {width} {height}' "
-             "role='img' aria-label='step time breakdown over the run'>"]
-    if b["warmup"].any():
-        end = float(b.loc[b["warmup"], "last_step"].max()) + 1
-        parts.append(f"<rect x='{X(first):.1f}' y='{top_pad}' width='{X(end) - X(first):.1f}' height='{h}' "
-                     "fill='#555' fill-opacity='0.12'><title>warm-up</title></rect>")
-    x0 = b["first_step"].to_numpy(dtype=float)
-    x1 = b["last_step"].to_numpy(dtype=float) + 1
-    base = [0.0] * len(b)
-    for lb in LABELS:
-        vals = b[f"{lb}_ms"].to_numpy()
-        for i in range(len(b)):  # at most BINS bars per label: a fixed cost
-            v = float(vals[i])
-            if v > 0:
-                y_top, y_bot = Y(base[i] + v), Y(base[i])
-                parts.append(f"<rect x='{X(x0[i]):.1f}' y='{y_top:.1f}' width='{max(X(x1[i]) - X(x0[i]), 0.6):.1f}' "
-                             f"height='{max(y_bot - y_top, 0):.1f}' fill='{COLORS[lb]}'/>")
-            base[i] += v
-    if int(b["steps"].max()) > 1:
-        for col, dash in (("median_ms", ""), ("p90_ms", " stroke-dasharray='3 2'")):
-            pts = " ".join(f"{X((a + c) / 2):.1f},{Y(v):.1f}" for a, c, v in zip(x0, x1, b[col].to_numpy()))
-            parts.append(f"<polyline points='{pts}' fill='none' stroke='#111' stroke-width='1'{dash}/>")
-    for s, v in zip(out["step"].to_numpy(), out["wall_ms"].to_numpy()):
-        parts.append(f"<path d='M{X(s + 0.5) - 3:.1f},{Y(v) - 4:.1f} h6 l-3,5 z' fill='#c00'>"
-                     f"<title>step {int(s)}: {v:.2f} ms</title></path>")
-    for frac in (0, 0.5, 1):
-        ms = top * frac
-        y = Y(ms)
-        parts.append(f"<line x1='{left}' x2='{left + w}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ccc' stroke-width='0.5'/>"
-                     f"<text x='{left - 4}' y='{y + 4:.1f}' font-size='10' text-anchor='end'>{ms:.3g}</text>")
-    parts.append(f"<text x='4' y='{top_pad + 10}' font-size='10'>ms</text>"
-                 f"<text x='{left}' y='{height - 6}' font-size='10'>step {int(first)}</text>"
-                 f"<text x='{left + w}' y='{height - 6}' font-size='10' text-anchor='end'>step {int(last) - 1}</text>")
-    parts.append("</svg>")
-    legend = " ".join(f"<span style='display:inline-block;width:10px;height:10px;background:{COLORS[lb]}'></span> {lb}"
-                      for lb in LABELS)
-    per_bin = int(b["steps"].median())
-    note = (f"{len(b)} bins of ~{per_bin} steps: bars are each bin's mean ms per label; solid line the median "
-            "step, dotted the p90" if per_bin > 1 else "one bar per step")
-    if out.attrs.get("count"):
-        note += (f"; ▼ {out.attrs['count']} outlier step(s) slower than {OUTLIER_FACTOR:g}x the median "
-                 f"({out.attrs['median_ms']:.2f} ms)")
-    return "".join(parts) + f"<div class='muted'>{legend}<br>{_e(note)}; shaded: warm-up</div>"
+def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str | None = "verdict") -> str:
+    """The verdict: the cause and its level, the sentence, and the numbers that size it (avoidable
+    ms per step, its share, the expected gain)."""
+    v = doc.get("verdict") or {}
+    causes = v.get("causes") or []
+    level = _level(doc)
+    sentence = sentence if sentence is not None else (v.get("summary") or doc.get("no_step") or "no verdict")
+    if causes:
+        c = causes[0]
+        bound = f"{c.get('bound', c.get('label', ''))} · {c.get('level', level)}"
+    elif v.get("healthy"):
+        bound = "healthy: compute-bound"
+    else:
+        bound = str(v.get("bound") or "")
+    big = []
+    if causes:
+        c = causes[0]
+        big.append(f"<div><b>{ms(c.get('ms_per_step'))}</b><span>avoidable per step ({e(c.get('what', c.get('label')))})"
+                   f"</span></div>")
+        if c.get("share") is not None:
+            big.append(f"<div><b>{100 * float(c['share']):.0f}%</b><span>of the step</span></div>")
+        if c.get("expected_speedup"):
+            big.append(f"<div><b>up to {float(c['expected_speedup']):.2f}×</b><span>faster steps if removed "
+                       f"({ms(v.get('step_ms'))} → {ms(c.get('expected_step_ms'))})</span></div>")
+    elif v.get("avoidable_ms"):
+        lb, worst = max(v["avoidable_ms"].items(), key=lambda kv: kv[1])
+        step = v.get("step_ms") or 0
+        big.append(f"<div><b>{ms(worst)}</b><span>largest avoidable ({e(lb)}"
+                   + (f", {100 * worst / step:.0f}% of the step" if step else "") + ")</span></div>")
+    idattr = f" id='{dom_id}'" if dom_id else ""
+    return (f"<div class='verdict {level}'><div class='bound'>{e(bound)}</div>"
+            f"<div class='sentence'{idattr}>{e(sentence)}</div>"
+            + (f"<div class='big'>{''.join(big)}</div>" if big else "") + "</div>")
 
 
-def _breakdown_table(doc: dict[str, Any]) -> str:
+def tiles(items: Iterable[tuple[str, Any]]) -> str:
+    cells = [f"<div class='tile'><span>{e(k)}</span><b>{e(v)}</b></div>" for k, v in items if v not in (None, "", "-")]
+    return f"<div class='tiles'>{''.join(cells)}</div>" if cells else ""
+
+
+def samples_per_s(doc: dict[str, Any]) -> float | None:
+    """Throughput where the training loader's batch size is known: samples per second of mean step."""
+    mean = (doc.get("step_time_ms") or {}).get("mean")
+    loaders = [x for x in doc.get("loaders") or [] if isinstance(x, dict) and x.get("training", True)]
+    bs = next((x.get("batch_size") for x in loaders if isinstance(x.get("batch_size"), int)), None)
+    if not mean or not bs:
+        return None
+    return bs * float(doc.get("batches_per_step") or 1.0) / (float(mean) / 1000)
+
+
+def stack_bar(breakdown_ms: dict[str, float]) -> str:
+    """The mean step as one bar split by label (HTML, so it shows even where scripts do not run)."""
+    total = sum(float(breakdown_ms.get(lb) or 0) for lb in LABELS) or 1.0
+    segs = "".join(f"<div style='width:{100 * float(breakdown_ms.get(lb) or 0) / total:.2f}%;background:{COLORS[lb]}' "
+                   f"data-tip='{lb}: {ms(breakdown_ms.get(lb))} ({100 * float(breakdown_ms.get(lb) or 0) / total:.0f}%)'>"
+                   "</div>" for lb in LABELS if float(breakdown_ms.get(lb) or 0) > 0)
+    legend = "".join(f"<i style='background:{COLORS[lb]}'></i>{lb}" for lb in LABELS)
+    return f"<div class='stackbar'>{segs}</div><div class='legend'>{legend}</div>"
+
+
+def breakdown_table(doc: dict[str, Any]) -> str:
     rows = []
     for lb in LABELS:
-        f = float((doc.get("breakdown_fraction") or {}).get(lb, 0.0))
-        rows.append(f"<tr><td>{lb}</td><td class='n'>{_f((doc.get('breakdown_ms') or {}).get(lb))}</td>"
-                    f"<td class='n'>{100 * f:.1f}%</td><td><div style='background:{COLORS[lb]};"
-                    f"width:{max(0.0, 240 * f):.0f}px;height:10px'></div></td></tr>")
+        fr = float((doc.get("breakdown_fraction") or {}).get(lb, 0.0) or 0.0)
+        rows.append(f"<tr><td><i class='pc-chip' style='background:{COLORS[lb]};margin-left:0'></i>{lb}</td>"
+                    f"<td class='n'>{f((doc.get('breakdown_ms') or {}).get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
+                    f"<td><span class='hbar' style='background:{COLORS[lb]};width:{max(0.0, 200 * fr):.0f}px'></span></td></tr>")
     return ("<table><tr><th>label</th><th class='n'>ms/step</th><th class='n'>share</th><th></th></tr>"
             + "".join(rows) + "</table>")
 
 
-def _advice(doc: dict[str, Any]) -> str:
+def causes_list(doc: dict[str, Any]) -> str:
+    """The ranked causes, each with the advice keyed to it, its evidence and the command that tests it;
+    then the advice that is about no single label (start-up, memory, ...)."""
+    v = doc.get("verdict") or {}
+    causes = v.get("causes") or []
+    recs = [r for r in doc.get("recommendations") or [] if isinstance(r, dict)]
+    used: set[int] = set()
     items = []
-    for r in doc.get("recommendations") or []:
-        test = f"<br><small>try: <code>{_e(r['test'])}</code></small>" if r.get("test") else ""
-        items.append(f"<li>{_e(r.get('text', ''))}<br><small class='muted'>evidence: {_e(r.get('evidence', ''))}"
-                     f"</small>{test}</li>")
-    return f"<ul>{''.join(items)}</ul>" if items else ""
+    for i, c in enumerate(causes, 1):
+        lb = c.get("label")
+        mine = [(j, r) for j, r in enumerate(recs) if r.get("cause") == lb]
+        used.update(j for j, _ in mine)
+        advice = "".join(_advice_item(r) for _, r in mine)
+        gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
+        items.append(f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
+                     f"<div class='head'>{i}. {e(c.get('bound', lb))}: {e(c.get('what', ''))} — "
+                     f"{ms(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {e(c.get('level', ''))})"
+                     f"{gain}</div><div class='ev'>evidence: {e(c.get('evidence', ''))}</div>{advice}</li>")
+    rest = [r for j, r in enumerate(recs) if j not in used]
+    if rest:
+        title = "Also" if items else "Advice"
+        items.append(f"<li class='cause' style='border-left-color:#888'><div class='head'>{title}</div>"
+                     + "".join(_advice_item(r) for r in rest) + "</li>")
+    return f"<ul class='causes'>{''.join(items)}</ul>" if items else ""
+
+
+def _advice_item(r: dict[str, Any]) -> str:
+    test = f"<div class='try'>test it: <code>{e(r['test'])}</code></div>" if r.get("test") else ""
+    ev = f"<div class='ev'>evidence: {e(r['evidence'])}</div>" if r.get("evidence") else ""
+    return f"<div style='margin-top:4px'>→ {e(r.get('text', ''))}{ev}{test}</div>"
 
 
 def warnings_of(doc: dict[str, Any]) -> list[str]:
@@ -151,7 +215,7 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
         out.append(f"{dropped} CUPTI record(s) were dropped: kernel and copy time is undercounted")
     o = doc.get("overhead") or {}
     if o.get("fraction") is not None:
-        line = (f"perfcore's own overhead: ~{_f(o.get('ms_per_step'), '.3f')} ms per step "
+        line = (f"perfcore's own overhead: ~{f(o.get('ms_per_step'), '.3f')} ms per step "
                 f"({100 * float(o.get('fraction') or 0):.2f}% of the step)")
         if o.get("hooks") == "not included":
             line += "; the zero-code hooks add more (bench/bench_run_overhead.py measures them)"
@@ -178,89 +242,199 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def _kernels(doc: dict[str, Any]) -> str:
-    ks = doc.get("kernels") or []
+def _table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
+    th = "".join(f"<th class='n'>{e(h)}</th>" if i in numeric else f"<th>{e(h)}</th>" for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(f"<td class='n'>{c}</td>" if i in numeric else f"<td>{c}</td>"
+                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def _gpu(doc: dict[str, Any]) -> str:
+    """On a GPU: top kernels, kernel categories, copies by direction (pageable bytes), capture statistics."""
     parts = []
+    ks = doc.get("kernels") or []
+    cats = doc.get("kernel_categories") or {}
     if ks:
-        rows = "".join(f"<tr><td>{_e(k['name'][:90])}</td><td class='n'>{k.get('count', '')}</td>"
-                       f"<td class='n'>{_f(k.get('total_ms'))}</td><td class='n'>{_f(k.get('mean_us'), '.1f')}</td></tr>"
-                       for k in ks)
-        parts.append("<h2>Top kernels</h2><table><tr><th>kernel</th><th class='n'>count</th>"
-                     f"<th class='n'>total ms</th><th class='n'>mean us</th></tr>{rows}</table>")
+        cat_total = sum(float(c.get("ms") or 0) for c in cats.values() if isinstance(c, dict))
+        total = cat_total or sum(float(k.get("total_ms") or 0) for k in ks) or 1.0
+        what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
+        rows = [[f"<span title='{e(k['name'])}'>{e(k['name'][:100])}</span>", e(k.get("count", "")),
+                 f(k.get("total_ms")), f(k.get("mean_us"), ".1f"),
+                 f"{100 * float(k.get('total_ms') or 0) / total:.1f}% "
+                 f"<span class='hbar' style='background:{COLORS['compute']};width:"
+                 f"{80 * float(k.get('total_ms') or 0) / total:.0f}px'></span>"] for k in ks]
+        parts.append(f"<h3>Top kernels</h3>{_table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}")
+    if cats:
+        rows = [[e(c), f(v.get("ms")) if isinstance(v, dict) else "-",
+                 f"{100 * float((v or {}).get('share') or 0):.1f}%"] for c, v in cats.items()]
+        parts.append(f"<h3>Kernel categories</h3>{_table(['category', 'ms', 'share'], rows, {1, 2})}")
     by = (doc.get("memcpy") or {}).get("by_direction") or {}
     if by:
-        rows = "".join(f"<tr><td>{_e(d)}</td><td class='n'>{v.get('count', '')}</td>"
-                       f"<td class='n'>{v.get('bytes', 0) / 2**20:.1f}</td><td class='n'>{_f(v.get('ms'))}</td>"
-                       f"<td class='n'>{v.get('pageable_bytes', 0) / 2**20:.1f}</td></tr>" for d, v in by.items())
-        parts.append("<h2>Copies</h2><table><tr><th>direction</th><th class='n'>count</th><th class='n'>MiB</th>"
-                     f"<th class='n'>ms</th><th class='n'>pageable MiB</th></tr>{rows}</table>")
-    return "".join(parts)
+        rows = [[e(d), e(v.get("count", "")), f"{float(v.get('bytes', 0)) / 2**20:.1f}", f(v.get("ms")),
+                 f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}", f(v.get("pageable_ms"))] for d, v in by.items()]
+        parts.append("<h3>Copies by direction</h3>" + _table(
+            ["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5}))
+    cap = {k: v for k, v in (doc.get("capture") or {}).items() if isinstance(v, (int, float, str)) and v is not None}
+    if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
+        rows = [[e(k.replace("_", " ")), e(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v)]
+                for k, v in cap.items()]
+        parts.append(f"<h3>Capture</h3>{_table(['', ''], rows)}")
+    return ("<h2>On the GPU</h2>" + "".join(parts)) if parts else ""
+
+
+def _loading(doc: dict[str, Any]) -> str:
+    loaders = [x for x in doc.get("loaders") or [] if isinstance(x, dict)]
+    parts = []
+    if loaders:
+        keys = ["site", "batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "batches"]
+        rows = [[e(x.get(k, "")) for k in keys] + ["training" if x.get("training", True) else "other"] for x in loaders]
+        parts.append(_table(keys + ["role"], rows, {1, 2, 6}))
+    w = doc.get("workers") or {}
+    if w:
+        parts.append(f"<p>{e(w.get('num_workers'))} worker(s); a batch takes {ms(w.get('fetch_ms_mean'))} to make "
+                     f"(__getitem__ {ms(w.get('getitem_ms_mean'))}, collate {ms(w.get('collate_ms_mean'))})</p>")
+    plan = doc.get("loader_plan") or {}
+    if plan.get("sentence"):
+        parts.append(f"<p>{e(plan['sentence'])}</p>")
+    return ("<h2>Data loading</h2>" + "".join(parts)) if parts else ""
+
+
+def _details(doc: dict[str, Any]) -> str:
+    rows = []
+    split = doc.get("compute_split_ms") or {}
+    if split:
+        rows.append(["host time in " + ", ".join(f"{e(k)} {ms(v)}" for k, v in split.items()) + " per step"])
+    gsplit = doc.get("compute_split_gpu_ms") or {}
+    if gsplit:
+        rows.append(["kernel time launched in " + ", ".join(f"{e(k)} {ms(v)}" for k, v in gsplit.items()) + " per step"])
+    mem = doc.get("memory") or {}
+    if mem.get("peak_bytes"):
+        kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS"
+        rows.append([f"peak {kind}: {float(mem['peak_bytes']) / 2**20:.0f} MiB"])
+        rows += [[e(x.get("sentence", ""))] for x in mem.get("findings") or [] if isinstance(x, dict)]
+    su = doc.get("startup") or {}
+    if su.get("time_to_first_step_ms") is not None:
+        rows.append([f"start-up: first step ended {ms(su['time_to_first_step_ms'])} after launch; first step "
+                     f"{ms(su.get('first_step_ms'))} vs {ms(su.get('steady_step_ms'))} steady"])
+    if doc.get("cpu_util_percent") is not None:
+        rows.append([f"host CPU utilisation during the run: {float(doc['cpu_util_percent']):.0f}%"])
+    return ("<h2>Step details</h2><ul>" + "".join(f"<li>{r[0]}</li>" for r in rows) + "</ul>") if rows else ""
+
+
+def _ranks(doc: dict[str, Any], body: Body) -> str:
+    ranks = [r for r in doc.get("ranks") or [] if isinstance(r, dict)]
+    if len(ranks) < 2 and not doc.get("stragglers"):
+        return ""
+    slow = {s.get("rank") for s in doc.get("stragglers") or []}
+    rows = [[("<b>" if r.get("rank") in slow else "") + f"rank {e(r.get('rank'))}" + (" ◀ straggler</b>" if r.get("rank") in slow else ""),
+             e(r.get("host", "")), f((r.get("step_time_ms") or {}).get("mean"))]
+            + [f((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS] + [e(r.get("steps", "")), e(r.get("exit") or "")]
+            for r in ranks]
+    table = _table(["rank", "host", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["steps", "exit"], rows,
+                   {2, 3, 4, 5, 6, 7, 8})
+    chart = body.chart(stackbars("ranks", [f"rank {r.get('rank')}" for r in ranks], [r.get("breakdown_ms") for r in ranks],
+                                 [ms((r.get("step_time_ms") or {}).get("mean")) for r in ranks],
+                                 "Per-rank breakdown (a straggler stands out by its colours)"))
+    sentences = [s.get("sentence", "") for s in doc.get("stragglers") or []] + \
+                [w.get("sentence", "") for w in doc.get("waiting") or []]
+    return ("<h2>Ranks</h2>" + table + chart
+            + ("<ul>" + "".join(f"<li>{e(s)}</li>" for s in sentences if s) + "</ul>" if sentences else ""))
 
 
 def _environment(doc: dict[str, Any]) -> str:
     keys = [("device", doc.get("device")), ("backend", doc.get("backend")), ("host", doc.get("host")),
             ("command", " ".join(map(str, doc.get("command") or doc.get("argv") or [])) or None),
             ("step source", doc.get("step_source_text") or doc.get("step_source")),
-            ("world size", doc.get("world_size")), ("exit", (doc.get("outcome") or {}).get("sentence")),
-            ("host CPU utilisation", f"{doc['cpu_util_percent']:.0f}%" if doc.get("cpu_util_percent") is not None
-             else None)]
+            ("world size", doc.get("world_size")), ("exit", (doc.get("outcome") or {}).get("sentence"))]
     env = doc.get("environment") or {}
     if isinstance(env, dict):
         keys += [(k, v) for k, v in env.items() if isinstance(v, (str, int, float))]
-    rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in keys if v not in (None, ""))
+    rows = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in keys if v not in (None, ""))
     return f"<table>{rows}</table>"
 
 
-def _links(files: Iterable[str]) -> str:
-    items = [f"<a href='{_e(f)}'>{_e(f)}</a>" for f in files if f != "report.html"]
-    return " · ".join(items)
+def links(files: Iterable[str]) -> str:
+    return " · ".join(f"<a href='{e(x)}'>{e(x)}</a>" for x in files if x != "report.html")
+
+
+def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:
+    """A run's sections into `body`: above the fold the verdict, the numbers and the ranked causes;
+    then the run over time (all charts on one step axis), the GPU, loading, ranks, warnings."""
+    st = doc.get("step_time_ms") or {}
+    rate = samples_per_s(doc)
+    body.add(verdict_card(doc, dom_id=dom_id), tiles([
+        ("p50 step", ms(st.get("p50"))), ("p90 step", ms(st.get("p90"))), ("mean step", ms(st.get("mean"))),
+        ("throughput", f"{rate:,.0f} samples/s" if rate else None),
+        ("steps measured", f"{int(doc.get('steps') or 0):,} (+{int(doc.get('warmup_steps') or 0)} warm-up)"),
+        ("device", doc.get("device")), ("backend", doc.get("backend")),
+        ("step source", doc.get("step_source_text") or doc.get("step_source"))]))
+    body.add("<h2>Causes, ranked</h2>" if (doc.get("verdict") or {}).get("causes") or doc.get("recommendations") else "",
+             causes_list(doc))
+    # A job of several ranks: who holds it up comes right after the causes.
+    body.add(_ranks(doc, body), "<h2>Where each step goes</h2>", stack_bar(doc.get("breakdown_ms") or {}),
+             breakdown_table(doc))
+    charts = run_charts(doc, steps, "run") if steps is not None and len(steps) else []
+    if charts:
+        hist = [c for c in charts if c["kind"] == "histogram"]
+        over = [c for c in charts if c["kind"] == "timeline"]
+        left = "".join(body.chart(c, breakdown_svg(steps) if c["id"] == "run-breakdown" else "") for c in over)
+        right = "".join(body.chart(c) for c in hist)
+        body.add("<h2>Over the run</h2><div class='muted'>One step axis for every chart: a drop in one lines up "
+                 "with the others. Shaded: warm-up.</div>", f"<div class='run-grid'><div>{left}</div><div>{right}</div></div>")
+    body.add(_gpu(doc), _loading(doc), _details(doc))
+    warns = warnings_of(doc)
+    if warns:
+        body.add("<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{e(w)}</li>" for w in warns)
+                 + "</ul>")
 
 
 def render_html(doc: dict[str, Any], steps: pd.DataFrame | None = None) -> str:
     """The report's body (no <html> shell): what Jupyter shows for a RunResult and %%perfcore."""
-    st = doc.get("step_time_ms") or {}
-    head = (f"<b>perfcore</b>: {doc.get('steps', 0)} steps measured ({doc.get('warmup_steps', 0)} warm-up apart), "
-            f"mean {_f(st.get('mean'))} ms (p50 {_f(st.get('p50'))}, p90 {_f(st.get('p90'))}), "
-            f"backend {_e(doc.get('backend', '?'))}, device {_e(doc.get('device', '?'))}")
-    verdict = (doc.get("verdict") or {}).get("summary") or doc.get("no_step") or "no verdict"
-    body = [f"<div>{head}</div>", f"<div class='verdict {_verdict_class(doc)}' id='verdict'>{_e(verdict)}</div>",
-            _advice(doc), "<h2>Where each step goes</h2>", _breakdown_table(doc)]
-    if steps is not None and len(steps):
-        body += ["<h2>Over the run</h2>", breakdown_svg(steps)]
-    body.append(_kernels(doc))
-    warns = warnings_of(doc)
-    if warns:
-        body.append("<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{_e(w)}</li>" for w in warns)
-                    + "</ul>")
-    return f"<div class='perfcore' style='font-family:sans-serif'><style>{BODY_CSS}</style>{''.join(body)}</div>"
-
-
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f"<figure><img alt='{_e(path.name)}' src='data:image/png;base64,{data}'><figcaption class='muted'>" \
-           f"{_e(path.name)}</figcaption></figure>"
-
-
-def _page(title: str, body: str) -> str:
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>{body}"
-            f"<p class='muted'>written by perfcore at {_e(time.strftime('%Y-%m-%d %H:%M:%S'))}</p></body></html>\n")
+    body = Body("run")
+    body.add("<h1>perfcore run</h1>")
+    run_sections(doc, steps, body)
+    return body.html()
 
 
 def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder: Path | None = None) -> str:
-    """The whole report.html of a run folder: verdict and advice, breakdown, the binned plot, top
-    kernels and copies, warnings, environment, the folder's other plots inline and links to its files."""
+    """The whole report.html of a run folder: the run's sections, environment, the folder's files."""
     files = list((doc.get("files") or {}).keys())
-    body = ["<h1>perfcore run</h1>", render_html(doc, steps), "<h2>Environment</h2>", _environment(doc)]
-    if folder is not None:
-        imgs = [Path(folder) / f for f in files if f.endswith(".png") and f != "breakdown.png"
-                and (Path(folder) / f).is_file()]
-        if imgs:
-            body.append("<h2>Plots</h2>" + "".join(_img(p) for p in imgs))
+    body = Body("merge" if len(doc.get("ranks") or []) > 1 else "run")
+    cmd = " ".join(map(str, doc.get("command") or doc.get("argv") or []))
+    n_ranks = len(doc.get("ranks") or [])
+    body.add(f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else ''}</h1>",
+             f"<div class='sub'>{e(cmd)}</div>" if cmd else "")
+    run_sections(doc, steps, body)
+    body.add("<h2>Environment</h2>", _environment(doc))
     if files:
-        body.append(f"<h2>Files</h2><p>{_links(files)}</p>")
-    return _page(f"perfcore: {(doc.get('verdict') or {}).get('summary', 'run')}", "".join(body))
+        body.add(f"<h2>Files</h2><p>{links(files)}</p>")
+    return page(f"perfcore: {(doc.get('verdict') or {}).get('summary', 'run')}", body)
+
+
+class _Shown:
+    """An HTML body that Jupyter and Colab display inline."""
+
+    def __init__(self, body: str):
+        self.body = body
+
+    def _repr_html_(self) -> str:
+        return self.body
+
+
+def open_report(folder: str | Path) -> _Shown:
+    """A perfcore folder's report to show inline in a notebook (`open_report("runs/x")` as a cell's last
+    line): the body of its report.html, charts and all; a run folder without one is rendered."""
+    folder = Path(folder)
+    page_path = folder / "report.html"
+    if page_path.is_file():
+        text = page_path.read_text(encoding="utf-8")
+        start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
+        if start >= 0 and end > start:
+            return _Shown(text[start:end])
+    from perfcore.report.reader import load_run
+
+    doc, steps = load_run(folder)
+    return _Shown(render_html(doc, steps))
 
 
 def _atomic_write(path: Path, text: str) -> Path:
@@ -291,15 +465,53 @@ def headline(doc: dict[str, Any], text: str = "") -> str:
 
 
 def write_folder_report(folder: Path, title: str, doc: dict[str, Any], text: str, files: Iterable[str]) -> Path:
-    """report.html for demo / health / diagnose / sweep folders: the headline, the terminal report's
-    text, every PNG of the folder inline (heatmaps included) and links to the other files."""
+    """report.html for demo / health / diagnose / sweep folders: each stage's own sections (the
+    terminal text is not repeated), and links to the folder's files."""
+    from perfcore.report.html_stages import stage_page
+
     folder = Path(folder)
-    files = [f for f in files if f != "report.html"]
-    pngs = sorted(p for p in folder.glob("*.png"))
-    verdict = headline(doc, text)
-    body = [f"<h1>{_e(title)}</h1>", f"<div class='verdict' id='verdict'>{_e(verdict)}</div>",
-            f"<pre style='font-size:.8em;overflow-x:auto'>{_e(text)}</pre>"]
-    if pngs:
-        body.append("<h2>Plots</h2>" + "".join(_img(p) for p in pngs))
-    body.append(f"<h2>Files</h2><p>{_links(files)}</p>")
-    return _atomic_write(folder / "report.html", _page(f"perfcore: {verdict}", "".join(body)))
+    files = [x for x in files if x != "report.html"]
+    return _atomic_write(folder / "report.html", stage_page(folder, title, doc, text, files))
+
+
+def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins: int = 120) -> str:
+    """The binned breakdown as a static SVG: what viewers that run no script show (GitHub's notebook
+    view); the chart script replaces it. Fixed size whatever the run length."""
+    from perfcore.analysis.bins import bin_steps
+
+    b = bin_steps(steps, bins)
+    if not len(b):
+        return ""
+    left, bottom_pad, top_pad = 56, 22, 8
+    w, h = width - left - 8, height - bottom_pad - top_pad
+    total = b[[f"{lb}_ms" for lb in LABELS]].sum(axis=1).to_numpy()
+    top = float(total.max()) * 1.15 or 1.0
+    first, last = float(b["first_step"].iloc[0]), float(b["last_step"].iloc[-1]) + 1
+    span = max(last - first, 1.0)
+    X = lambda s: left + (s - first) / span * w  # noqa: E731
+    Y = lambda v: top_pad + h - min(v, top) / top * h  # noqa: E731
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='100%' viewBox='0 0 {width} {height}' role='img' "
+             "aria-label='step time breakdown over the run'>"]
+    if b["warmup"].any():
+        end = float(b.loc[b["warmup"], "last_step"].max()) + 1
+        parts.append(f"<rect x='{X(first):.1f}' y='{top_pad}' width='{X(end) - X(first):.1f}' height='{h}' "
+                     "fill='#555' fill-opacity='0.12'/>")
+    x0 = b["first_step"].to_numpy(dtype=float)
+    x1 = b["last_step"].to_numpy(dtype=float) + 1
+    base = [0.0] * len(b)
+    for lb in LABELS:
+        vals = b[f"{lb}_ms"].to_numpy()
+        for i in range(len(b)):  # at most `bins` bars per label: a fixed cost
+            v = float(vals[i])
+            if v > 0:
+                yt, yb = Y(base[i] + v), Y(base[i])
+                parts.append(f"<rect x='{X(x0[i]):.1f}' y='{yt:.1f}' width='{max(X(x1[i]) - X(x0[i]), 0.6):.1f}' "
+                             f"height='{max(yb - yt, 0):.1f}' fill='{COLORS[lb]}'/>")
+            base[i] += v
+    for frac in (0, 0.5, 1):
+        y = Y(top * frac)
+        parts.append(f"<line x1='{left}' x2='{left + w}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ccc' stroke-width='0.5'/>"
+                     f"<text x='{left - 4}' y='{y + 4:.1f}' font-size='11' text-anchor='end'>{e(ms(top * frac))}</text>")
+    parts.append(f"<text x='{left}' y='{height - 6}' font-size='11'>step {int(first)}</text>"
+                 f"<text x='{left + w}' y='{height - 6}' font-size='11' text-anchor='end'>step {int(last) - 1}</text></svg>")
+    return "".join(parts)

@@ -1,6 +1,11 @@
-"""PNG plots of a run: the binned breakdown over time, the top kernels, heatmaps, ranks, transfer curves."""
+"""PNG plots of a run: the binned breakdown over time, the top kernels, heatmaps, ranks, transfer curves.
+Drawn on matplotlib Figures with the Agg canvas directly: never pyplot, so the user's GUI backend
+(MPLBACKEND, matplotlibrc, Jupyter's inline) is neither needed nor changed."""
 from __future__ import annotations
 
+import os
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -9,18 +14,81 @@ import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.bins import BINS, OUTLIER_FACTOR
-from perfcore.report.html import COLORS
+from perfcore.report.charts import COLORS
 
 __all__ = ["plot_breakdown", "plot_kernels"]
 
 
-def _plt():
-    import matplotlib
+def _import_matplotlib() -> None:
+    """import matplotlib even when MPLBACKEND names a backend it rejects (e.g. Qt4Agg): that value is
+    set aside for the import only (perfcore draws on Agg either way) and put back for the user."""
+    if "matplotlib" in sys.modules:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ValueError:
+        for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+            del sys.modules[name]
+        saved = os.environ.pop("MPLBACKEND", None)
+        try:
+            import matplotlib  # noqa: F401,F811
+        finally:
+            if saved is not None:
+                os.environ["MPLBACKEND"] = saved
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    return plt
+class _Figures:
+    """What the plots need of pyplot (subplots, close), on standalone Figures."""
+
+    @staticmethod
+    def subplots(nrows: int = 1, ncols: int = 1, figsize=None, dpi=None, **kw):
+        _import_matplotlib()
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=figsize, dpi=dpi)
+        FigureCanvasAgg(fig)
+        return fig, fig.subplots(nrows, ncols, **kw)
+
+    @staticmethod
+    def close(fig) -> None:
+        fig.clear()  # not registered with pyplot: nothing else holds it
+
+
+def _plt() -> type[_Figures]:
+    return _Figures
+
+
+def _ms_axis(ax, axis: str = "y") -> None:
+    """Tick labels in ms, or s from a second up; never an offset or exponent (".83e+04")."""
+    from matplotlib.ticker import FuncFormatter
+
+    def label(v, _pos):
+        if abs(v) >= 1000:
+            return f"{v / 1000:g} s"
+        return f"{v:g} ms" if v else "0"
+
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(FuncFormatter(label))
+
+
+def _step_axis(ax) -> None:
+    """Step numbers that fit under their tick at any run length: 900, 20k, 1.5M."""
+    from matplotlib.ticker import FuncFormatter
+
+    def label(v, _pos):
+        if abs(v) >= 1e6:
+            return f"{v / 1e6:g}M"
+        return f"{v / 1e3:g}k" if abs(v) >= 1e4 else f"{v:g}"
+
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+
+
+def _title(ax, text: str, width: int = 110) -> None:
+    """A title that fits: wrapped to two lines at most, the rest cut with an ellipsis."""
+    lines = textwrap.wrap(text, width) or [""]
+    if len(lines) > 2:
+        lines = [lines[0], lines[1][: width - 1] + "…"]
+    ax.set_title("\n".join(lines), fontsize=9 if len(lines) > 1 else 10)
 
 
 def _save(fig, path) -> None:
@@ -48,8 +116,8 @@ def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int =
     edges = np.append(x, x[-1] + width[-1]) if len(b) else np.zeros(1)
     for lb in LABELS:
         h = b[f"{lb}_ms"].to_numpy()
-        if len(b) <= 60:
-            ax.bar(x, h, bottom=bottom, width=width, align="edge", color=COLORS[lb], label=lb, linewidth=0)
+        if len(b) <= 60:  # separate bars: one collection of rectangles per label (a patch each costs ~2 ms)
+            _bars(ax, x, width, bottom, h, COLORS[lb], lb)
         else:  # one filled outline per label instead of a patch per bar: the same picture, far cheaper
             ax.stairs(bottom + h, edges, baseline=bottom, fill=True, color=COLORS[lb], label=lb, linewidth=0)
         bottom = bottom + h
@@ -70,13 +138,26 @@ def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int =
         ax.set_xlim(x[0], x[-1] + width[-1])
         ax.set_ylim(0, top)
     ax.set_xlabel("step" if per_step else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps: mean per label)")
-    ax.set_ylabel("ms")
-    ax.set_title(title or "where each step's time goes", fontsize=10)
+    ax.set_ylabel("per step")
+    _ms_axis(ax)
+    _step_axis(ax)
+    _title(ax, title or "where each step's time goes")
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), frameon=False)
-    fig.tight_layout()
+    # Fixed margins for this fixed-size figure (tight_layout would draw it once more to measure):
+    # room for "1.5 s"-wide tick labels, the two-line title and the legend below.
+    fig.subplots_adjust(left=0.085, right=0.975, top=0.87, bottom=0.25)
     _save(fig, path)
     plt.close(fig)
     return Path(path)
+
+
+def _bars(ax, x: np.ndarray, width: np.ndarray, bottom: np.ndarray, height: np.ndarray, color: str, label: str) -> None:
+    """Stacked-bar segments as one PolyCollection (what ax.bar draws, without an artist per bar)."""
+    from matplotlib.collections import PolyCollection
+
+    x0, x1, y0, y1 = x, x + width, bottom, bottom + height
+    verts = np.stack([np.stack([x0, y0], 1), np.stack([x0, y1], 1), np.stack([x1, y1], 1), np.stack([x1, y0], 1)], 1)
+    ax.add_collection(PolyCollection(verts, facecolors=color, edgecolors="none", linewidths=0, label=label))
 
 
 def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
@@ -88,7 +169,8 @@ def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
     labels = [k["name"] if len(k["name"]) <= 70 else k["name"][:67] + "..." for k in top]
     ax.barh(range(len(top)), [k["total_ms"] for k in top], color=COLORS["compute"])
     ax.set_yticks(range(len(top)), labels, fontsize=7)
-    ax.set_xlabel("total ms")
+    ax.set_xlabel("total")
+    _ms_axis(ax, "x")
     ax.set_title("top kernels by total time", fontsize=10)
     fig.tight_layout()
     _save(fig, path)
@@ -152,8 +234,9 @@ def _stacked_rows(names: list[str], breakdowns: list[dict[str, float]], notes: l
             ax.text(left, j, f"  {note}", va="center", fontsize=8)
     ax.set_yticks(range(len(names)), names, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("ms per step")
-    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("per step")
+    _ms_axis(ax, "x")
+    _title(ax, title)
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
     fig.tight_layout()
     _save(fig, path)
@@ -185,7 +268,7 @@ def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
     axes[1].plot(t, samples[mem_col] / 2**30, color=COLORS["transfer"])
     axes[1].set_ylabel("GPU memory GiB" if gpu else "RAM used GiB")
     axes[1].set_xlabel("seconds")
-    axes[0].set_title(title or "perfcore monitor", fontsize=10)
+    _title(axes[0], title or "perfcore monitor")
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
