@@ -301,3 +301,13 @@ def test_fail_above_gates_a_regression_and_passes_an_equal_run(box, tmp_path):
     res = box.invoke(["compare", "--fail-above", "5", str(box.a), str(slow)])
     assert res.exit_code == 1 and "regression" in res.stderr
     assert box.invoke(["compare", "--fail-above", "5", str(box.a), str(box.a)]).exit_code == 0
+
+
+def test_compare_html_writes_the_side_by_side_page(box, tmp_path):
+    slow = write_run_folder(tmp_path / "slow", steps=6, load_ms=40.0)
+    page = tmp_path / "cmp.html"
+    res = box.invoke(["compare", "--html", str(page), str(box.a), str(slow)])
+    assert res.exit_code == 0, res.stderr
+    html = page.read_text()
+    assert html.startswith("<!doctype html>") or html.lower().startswith("<!doctype html>"), html[:80]
+    assert str(slow) in html and "load" in html

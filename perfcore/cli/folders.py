@@ -38,8 +38,10 @@ def report_cmd(res: Results, run_dir, html) -> None:
 @click.argument("run_b", type=click.Path(exists=True, file_okay=False))
 @click.option("--fail-above", type=Number(float), default=None,
               help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the two runs side by side as a self-contained page at PATH.")
 @results("compare", out=False)
-def compare_cmd(res: Results, run_a, run_b, fail_above) -> None:
+def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
     from perfcore.analysis.compare import compare_runs, render_compare
     from perfcore.report.reader import load_run
@@ -48,6 +50,11 @@ def compare_cmd(res: Results, run_a, run_b, fail_above) -> None:
     b, _ = load_run(Path(run_b), measured=True)
     doc = compare_runs(a, b)
     res.echo(render_compare(doc))
+    if html_path is not None:
+        from perfcore.report.html_stages import write_compare_report
+
+        page = write_compare_report(Path(html_path).expanduser(), doc, (run_a, run_b))
+        res.echo(f"wrote {page}")
     res.done(doc)
     change = doc["step_time_change_pct"]
     # Written so that a change that is not a number fails the gate rather than passing it.
