@@ -4,249 +4,18 @@ inline, no request to anywhere. Experiment folders (demo, health, diagnose, swee
 their pages from html_stages, built from the pieces here."""
 from __future__ import annotations
 
-import html
-import itertools
-import time
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
-from perfcore.report.charts import COLORS, assets, run_charts, stackbars, to_json
+from perfcore.report.charts import COLORS, run_charts, stackbars
+from perfcore.report.html_parts import (Body, breakdown_table, causes_list, e, f, ms, page, samples_per_s, stack_bar,
+                                         table, tiles, verdict_card, warnings_of)
 
 __all__ = ["render_html", "render_report", "write_report", "write_folder_report", "headline", "breakdown_svg",
-           "warnings_of", "COLORS", "Body", "page", "verdict_card", "tiles", "e", "f", "ms", "samples_per_s",
-           "open_report", "links", "run_sections", "stack_bar", "breakdown_table"]
-
-_ids = itertools.count()
-
-
-def e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
-
-
-def f(x: Any, fmt: str = ".2f") -> str:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return "-"
-    return "-" if v != v else format(v, fmt)
-
-
-def ms(x: Any) -> str:
-    """A duration for people: µs under 0.1 ms, s from a second up."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return "-"
-    if v != v:
-        return "-"
-    if abs(v) >= 1000:
-        return f"{v / 1000:.3g} s"
-    if 0 < abs(v) < 0.1:
-        return f"{v * 1000:.3g} µs"
-    return f"{v:.3g} ms" if abs(v) < 100 else f"{v:.0f} ms"
-
-
-class Body:
-    """One report's body: its sections, and the charts its script draws (ids unique on the page, so
-    several reports can share one notebook)."""
-
-    def __init__(self, kind: str):
-        self.kind, self.uid = kind, f"pc{next(_ids)}"
-        self.parts: list[str] = []
-        self.charts: list[dict] = []
-
-    def add(self, *html_parts: str) -> "Body":
-        self.parts += [p for p in html_parts if p]
-        return self
-
-    def chart(self, spec: dict, fallback: str = "", note: str = "") -> str:
-        """A chart's box: its title, the static fallback (replaced when the script runs) and a note."""
-        spec = dict(spec, id=f"{self.uid}-{spec['id']}")
-        if spec.get("group"):
-            spec["group"] = f"{self.uid}-{spec['group']}"
-        self.charts.append(spec)
-        note = note or spec.get("note", "")
-        return (f"<div class='chart'><div class='title'>{e(spec.get('title', ''))}</div>"
-                f"<div data-chart='{spec['id']}'>{fallback or '<span class=muted>(chart drawn by the script)</span>'}"
-                f"</div>{f'<div class=muted>{e(note)}</div>' if note else ''}</div>")
-
-    def html(self) -> str:
-        a = assets()
-        data = to_json({"charts": self.charts})
-        # The script finds its report by the class; charts need the library, so it comes first.
-        return (f"<div class='perfcore' id='{self.uid}' data-kind='{e(self.kind)}'><style>{a['uplot_css']}"
-                f"{a['report_css']}</style>{''.join(self.parts)}"
-                f"<script type='application/json' class='pc-data'>{data}</script>"
-                f"<script>{a['uplot_js']}</script><script>{a['report_js']}</script></div>")
-
-
-def page(title: str, body: Body | str) -> str:
-    inner = body.html() if isinstance(body, Body) else body
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{e(title)}</title><style>body{{margin:24px auto;max-width:1180px;padding:0 16px;"
-            f"background:#fff}}</style></head><body>{inner}"
-            f"<p class='muted' style='font:12px sans-serif;color:#777'>written by perfcore at "
-            f"{e(time.strftime('%Y-%m-%d %H:%M:%S'))}</p></body></html>\n")
-
-
-# ---- pieces every page uses
-
-def _level(doc: dict[str, Any]) -> str:
-    v = doc.get("verdict") or {}
-    lev = str(v.get("severity") or v.get("level") or "")
-    if lev in ("warn", "critical"):
-        return lev
-    return "healthy" if v.get("healthy") or lev == "healthy" else ""
-
-
-def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str | None = "verdict") -> str:
-    """The verdict: the cause and its level, the sentence, and the numbers that size it (avoidable
-    ms per step, its share, the expected gain)."""
-    v = doc.get("verdict") or {}
-    causes = v.get("causes") or []
-    level = _level(doc)
-    sentence = sentence if sentence is not None else (v.get("summary") or doc.get("no_step") or "no verdict")
-    if causes:
-        c = causes[0]
-        bound = f"{c.get('bound', c.get('label', ''))} · {c.get('level', level)}"
-    elif v.get("healthy"):
-        bound = "healthy: compute-bound"
-    else:
-        bound = str(v.get("bound") or "")
-    big = []
-    if causes:
-        c = causes[0]
-        big.append(f"<div><b>{ms(c.get('ms_per_step'))}</b><span>avoidable per step ({e(c.get('what', c.get('label')))})"
-                   f"</span></div>")
-        if c.get("share") is not None:
-            big.append(f"<div><b>{100 * float(c['share']):.0f}%</b><span>of the step</span></div>")
-        if c.get("expected_speedup"):
-            big.append(f"<div><b>up to {float(c['expected_speedup']):.2f}×</b><span>faster steps if removed "
-                       f"({ms(v.get('step_ms'))} → {ms(c.get('expected_step_ms'))})</span></div>")
-    elif v.get("avoidable_ms"):
-        lb, worst = max(v["avoidable_ms"].items(), key=lambda kv: kv[1])
-        step = v.get("step_ms") or 0
-        big.append(f"<div><b>{ms(worst)}</b><span>largest avoidable ({e(lb)}"
-                   + (f", {100 * worst / step:.0f}% of the step" if step else "") + ")</span></div>")
-    idattr = f" id='{dom_id}'" if dom_id else ""
-    return (f"<div class='verdict {level}'><div class='bound'>{e(bound)}</div>"
-            f"<div class='sentence'{idattr}>{e(sentence)}</div>"
-            + (f"<div class='big'>{''.join(big)}</div>" if big else "") + "</div>")
-
-
-def tiles(items: Iterable[tuple[str, Any]]) -> str:
-    cells = [f"<div class='tile'><span>{e(k)}</span><b>{e(v)}</b></div>" for k, v in items if v not in (None, "", "-")]
-    return f"<div class='tiles'>{''.join(cells)}</div>" if cells else ""
-
-
-def samples_per_s(doc: dict[str, Any]) -> float | None:
-    """Throughput where the training loader's batch size is known: samples per second of mean step."""
-    mean = (doc.get("step_time_ms") or {}).get("mean")
-    loaders = [x for x in doc.get("loaders") or [] if isinstance(x, dict) and x.get("training", True)]
-    bs = next((x.get("batch_size") for x in loaders if isinstance(x.get("batch_size"), int)), None)
-    if not mean or not bs:
-        return None
-    return bs * float(doc.get("batches_per_step") or 1.0) / (float(mean) / 1000)
-
-
-def stack_bar(breakdown_ms: dict[str, float]) -> str:
-    """The mean step as one bar split by label (HTML, so it shows even where scripts do not run)."""
-    total = sum(float(breakdown_ms.get(lb) or 0) for lb in LABELS) or 1.0
-    segs = "".join(f"<div style='width:{100 * float(breakdown_ms.get(lb) or 0) / total:.2f}%;background:{COLORS[lb]}' "
-                   f"data-tip='{lb}: {ms(breakdown_ms.get(lb))} ({100 * float(breakdown_ms.get(lb) or 0) / total:.0f}%)'>"
-                   "</div>" for lb in LABELS if float(breakdown_ms.get(lb) or 0) > 0)
-    legend = "".join(f"<i style='background:{COLORS[lb]}'></i>{lb}" for lb in LABELS)
-    return f"<div class='stackbar'>{segs}</div><div class='legend'>{legend}</div>"
-
-
-def breakdown_table(doc: dict[str, Any]) -> str:
-    rows = []
-    for lb in LABELS:
-        fr = float((doc.get("breakdown_fraction") or {}).get(lb, 0.0) or 0.0)
-        rows.append(f"<tr><td><i class='pc-chip' style='background:{COLORS[lb]};margin-left:0'></i>{lb}</td>"
-                    f"<td class='n'>{f((doc.get('breakdown_ms') or {}).get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
-                    f"<td><span class='hbar' style='background:{COLORS[lb]};width:{max(0.0, 200 * fr):.0f}px'></span></td></tr>")
-    return ("<table><tr><th>label</th><th class='n'>ms/step</th><th class='n'>share</th><th></th></tr>"
-            + "".join(rows) + "</table>")
-
-
-def causes_list(doc: dict[str, Any]) -> str:
-    """The ranked causes, each with the advice keyed to it, its evidence and the command that tests it;
-    then the advice that is about no single label (start-up, memory, ...)."""
-    v = doc.get("verdict") or {}
-    causes = v.get("causes") or []
-    recs = [r for r in doc.get("recommendations") or [] if isinstance(r, dict)]
-    used: set[int] = set()
-    items = []
-    for i, c in enumerate(causes, 1):
-        lb = c.get("label")
-        mine = [(j, r) for j, r in enumerate(recs) if r.get("cause") == lb]
-        used.update(j for j, _ in mine)
-        advice = "".join(_advice_item(r) for _, r in mine)
-        gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
-        items.append(f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
-                     f"<div class='head'>{i}. {e(c.get('bound', lb))}: {e(c.get('what', ''))} — "
-                     f"{ms(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {e(c.get('level', ''))})"
-                     f"{gain}</div><div class='ev'>evidence: {e(c.get('evidence', ''))}</div>{advice}</li>")
-    rest = [r for j, r in enumerate(recs) if j not in used]
-    if rest:
-        title = "Also" if items else "Advice"
-        items.append(f"<li class='cause' style='border-left-color:#888'><div class='head'>{title}</div>"
-                     + "".join(_advice_item(r) for r in rest) + "</li>")
-    return f"<ul class='causes'>{''.join(items)}</ul>" if items else ""
-
-
-def _advice_item(r: dict[str, Any]) -> str:
-    test = f"<div class='try'>test it: <code>{e(r['test'])}</code></div>" if r.get("test") else ""
-    ev = f"<div class='ev'>evidence: {e(r['evidence'])}</div>" if r.get("evidence") else ""
-    return f"<div style='margin-top:4px'>→ {e(r.get('text', ''))}{ev}{test}</div>"
-
-
-def warnings_of(doc: dict[str, Any]) -> list[str]:
-    """What a reader must know before trusting the numbers: lost records, overhead, clocks, partial runs."""
-    out: list[str] = []
-    cap = doc.get("capture") or {}
-    dropped = cap.get("dropped") or cap.get("dropped_records") or 0
-    if dropped:
-        out.append(f"{dropped} CUPTI record(s) were dropped: kernel and copy time is undercounted")
-    o = doc.get("overhead") or {}
-    if o.get("fraction") is not None:
-        line = (f"perfcore's own overhead: ~{f(o.get('ms_per_step'), '.3f')} ms per step "
-                f"({100 * float(o.get('fraction') or 0):.2f}% of the step)")
-        if o.get("hooks") == "not included":
-            line += "; the zero-code hooks add more (bench/bench_run_overhead.py measures them)"
-        out.append(line)
-    offsets = doc.get("clock_offsets_ns") or {}
-    if any(offsets.values()) if isinstance(offsets, dict) else False:
-        out.append("hosts' clocks were aligned by offsets " + ", ".join(f"{k}: {v / 1e6:+.3f} ms"
-                                                                        for k, v in offsets.items()))
-    if cap.get("clock_drift_ns"):
-        out.append(f"GPU/host clock drift during the run: {cap['clock_drift_ns'] / 1e3:.1f} us")
-    ex = doc.get("exit") or {}
-    if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
-        out.append(f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else ""))
-    if doc.get("checkpoint"):
-        out.append(f"these results are the last checkpoint ({doc['checkpoint'].get('steps', '?')} steps): "
-                   "the script did not finish writing its own")
-    if doc.get("missing_note"):
-        out.append(str(doc["missing_note"]))
-    if (doc.get("memory") or {}).get("probable_leak"):
-        out.append(f"memory grows {doc['memory'].get('growth_bytes_per_step', 0) / 2**20:.2f} MiB per step: probable leak")
-    if doc.get("skipped_boundaries"):
-        out.append(f"{doc['skipped_boundaries']} step boundaries were skipped")
-    out += [str(n) for n in doc.get("notes") or []]
-    return out
-
-
-def _table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
-    th = "".join(f"<th class='n'>{e(h)}</th>" if i in numeric else f"<th>{e(h)}</th>" for i, h in enumerate(head))
-    body = "".join("<tr>" + "".join(f"<td class='n'>{c}</td>" if i in numeric else f"<td>{c}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><tr>{th}</tr>{body}</table>"
+           "open_report", "links", "run_sections"]
 
 
 def _gpu(doc: dict[str, Any]) -> str:
@@ -263,22 +32,22 @@ def _gpu(doc: dict[str, Any]) -> str:
                  f"{100 * float(k.get('total_ms') or 0) / total:.1f}% "
                  f"<span class='hbar' style='background:{COLORS['compute']};width:"
                  f"{80 * float(k.get('total_ms') or 0) / total:.0f}px'></span>"] for k in ks]
-        parts.append(f"<h3>Top kernels</h3>{_table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}")
+        parts.append(f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}")
     if cats:
         rows = [[e(c), f(v.get("ms")) if isinstance(v, dict) else "-",
                  f"{100 * float((v or {}).get('share') or 0):.1f}%"] for c, v in cats.items()]
-        parts.append(f"<h3>Kernel categories</h3>{_table(['category', 'ms', 'share'], rows, {1, 2})}")
+        parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
     by = (doc.get("memcpy") or {}).get("by_direction") or {}
     if by:
         rows = [[e(d), e(v.get("count", "")), f"{float(v.get('bytes', 0)) / 2**20:.1f}", f(v.get("ms")),
                  f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}", f(v.get("pageable_ms"))] for d, v in by.items()]
-        parts.append("<h3>Copies by direction</h3>" + _table(
+        parts.append("<h3>Copies by direction</h3>" + table(
             ["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5}))
     cap = {k: v for k, v in (doc.get("capture") or {}).items() if isinstance(v, (int, float, str)) and v is not None}
     if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
         rows = [[e(k.replace("_", " ")), e(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v)]
                 for k, v in cap.items()]
-        parts.append(f"<h3>Capture</h3>{_table(['', ''], rows)}")
+        parts.append(f"<h3>Capture</h3>{table(['', ''], rows)}")
     return ("<h2>On the GPU</h2>" + "".join(parts)) if parts else ""
 
 
@@ -288,7 +57,7 @@ def _loading(doc: dict[str, Any]) -> str:
     if loaders:
         keys = ["site", "batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "batches"]
         rows = [[e(x.get(k, "")) for k in keys] + ["training" if x.get("training", True) else "other"] for x in loaders]
-        parts.append(_table(keys + ["role"], rows, {1, 2, 6}))
+        parts.append(table(keys + ["role"], rows, {1, 2, 6}))
     w = doc.get("workers") or {}
     if w:
         parts.append(f"<p>{e(w.get('num_workers'))} worker(s); a batch takes {ms(w.get('fetch_ms_mean'))} to make "
@@ -330,14 +99,14 @@ def _ranks(doc: dict[str, Any], body: Body) -> str:
              e(r.get("host", "")), f((r.get("step_time_ms") or {}).get("mean"))]
             + [f((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS] + [e(r.get("steps", "")), e(r.get("exit") or "")]
             for r in ranks]
-    table = _table(["rank", "host", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["steps", "exit"], rows,
+    rank_table = table(["rank", "host", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["steps", "exit"], rows,
                    {2, 3, 4, 5, 6, 7, 8})
     chart = body.chart(stackbars("ranks", [f"rank {r.get('rank')}" for r in ranks], [r.get("breakdown_ms") for r in ranks],
                                  [ms((r.get("step_time_ms") or {}).get("mean")) for r in ranks],
                                  "Per-rank breakdown (a straggler stands out by its colours)"))
     sentences = [s.get("sentence", "") for s in doc.get("stragglers") or []] + \
                 [w.get("sentence", "") for w in doc.get("waiting") or []]
-    return ("<h2>Ranks</h2>" + table + chart
+    return ("<h2>Ranks</h2>" + rank_table + chart
             + ("<ul>" + "".join(f"<li>{e(s)}</li>" for s in sentences if s) + "</ul>" if sentences else ""))
 
 

@@ -6,13 +6,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.report.charts import COLORS, stackbars
-from perfcore.report.html import (Body, links, breakdown_table, e, f, headline, ms, page, run_sections, stack_bar,
-                                  tiles, verdict_card)
+from perfcore.report.html import headline, links, run_sections
+from perfcore.report.html_parts import Body, breakdown_table, e, f, ms, page, stack_bar, tiles, verdict_card
 
 __all__ = ["stage_page", "render_compare_page", "write_compare_report", "health_sections", "diagnose_sections",
            "sweep_sections"]
