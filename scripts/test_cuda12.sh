@@ -49,7 +49,7 @@ fi
 echo "test-cuda12: CUDA mode, CUPTI API $("$PY" -c 'import perfcore._native as n; print(n.native().cupti_compiled_version())')"
 [ $# -gt 0 ] || set -- tests/test_native.py tests/test_cupti_decoder.py tests/test_cupti_python.py tests/test_build.py \
   tests/test_cupti_real.py tests/test_cuda_headers.py tests/test_layers.py
-"$PY" -m pytest -q -p no:cacheprovider "$@"
+PERFCORE_CUDA12_SUITE=1 "$PY" -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 [ $rc -ne 5 ] || { echo "test-cuda12: pytest collected no tests" >&2; rc=1; }
 echo "test-cuda12: $((SECONDS - start)) s in all"
