@@ -47,10 +47,28 @@ if [ "$mode" != cuda ]; then
   exit 1
 fi
 echo "test-cuda12: CUDA mode, CUPTI API $("$PY" -c 'import perfcore._native as n; print(n.native().cupti_compiled_version())')"
-[ $# -gt 0 ] || set -- tests/test_native.py tests/test_cupti_decoder.py tests/test_cupti_python.py tests/test_build.py \
-  tests/test_cupti_real.py tests/test_cuda_headers.py tests/test_layers.py
+[ $# -gt 0 ] || set -- tests/test_native.py tests/test_cupti_decoder.py tests/test_build.py tests/test_cupti_real.py \
+  tests/test_cuda_headers.py tests/test_cupti_python_kinds.py tests/test_layers.py
 PERFCORE_CUDA12_SUITE=1 "$PY" -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 [ $rc -ne 5 ] || { echo "test-cuda12: pytest collected no tests" >&2; rc=1; }
+
+# The cupti-python backend with each CUDA 12 release of cupti-python (12.x names its record types
+# ActivityKernel9 / c_upti_activity_kernel9_dtype), each in a target folder of its own beside
+# torch's CUPTI 12.8 (--no-deps: its own CUPTI pin must not replace torch's). 13.x is tested by
+# make test, whose torch is a CUDA 13 build.
+if [ $# -eq 7 ] && [ $rc -eq 0 ]; then
+  for rel in 12.6.0:cuda-python==12.6.0 12.8.0:cuda-bindings==12.8.0; do
+    cp_dir="$CACHE/cupti-python-${rel%%:*}"
+    if [ ! -f "$cp_dir/.perfcore-ready" ]; then
+      rm -rf "$cp_dir"
+      "$PY" -m pip install -q --disable-pip-version-check --no-deps --target "$cp_dir" "cupti-python==${rel%%:*}" \
+        "${rel#*:}" 2>&1 | grep -v "^WARNING: Location"
+      touch "$cp_dir/.perfcore-ready"
+    fi
+    echo "test-cuda12: the cupti-python backend with cupti-python ${rel%%:*}"
+    PYTHONPATH="$cp_dir" "$PY" -m pytest -q -p no:cacheprovider tests/test_cupti_python.py || rc=1
+  done
+fi
 echo "test-cuda12: $((SECONDS - start)) s in all"
 exit $rc
