@@ -258,7 +258,7 @@ def cupti_header_error(staged: Path, *cuda_includes: Path, cxx: str | None = Non
 def first_error_line(output: str) -> str:
     """The compiler's first error, trimmed to one line: what a user needs when pip hides the rest."""
     for line in output.splitlines():
-        if re.search(r"\berror\b", line, re.IGNORECASE) and not line.lstrip().startswith(("ninja:", "FAILED:")):
+        if re.search(r"\b(error|fatal)\b", line, re.IGNORECASE) and not line.lstrip().startswith(("ninja:", "FAILED:")):
             return line.strip()[:300]
     return ""
 

@@ -48,8 +48,8 @@ if [ "$mode" != cuda ]; then
 fi
 echo "test-cuda12: CUDA mode, CUPTI API $("$PY" -c 'import perfcore._native as n; print(n.native().cupti_compiled_version())')"
 [ $# -gt 0 ] || set -- tests/test_native.py tests/test_cupti_decoder.py tests/test_build.py tests/test_cupti_real.py \
-  tests/test_cuda_headers.py tests/test_cupti_python_kinds.py tests/test_layers.py
-PERFCORE_CUDA12_SUITE=1 "$PY" -m pytest -q -p no:cacheprovider "$@"
+  tests/test_cuda_headers.py tests/test_cupti_python_kinds.py tests/test_cuda12_install.py tests/test_layers.py
+CUDA_HOME="$TK" PERFCORE_CUDA12_SUITE=1 "$PY" -m pytest -q -p no:cacheprovider "$@"
 rc=$?
 [ $rc -ne 5 ] || { echo "test-cuda12: pytest collected no tests" >&2; rc=1; }
 
@@ -57,7 +57,7 @@ rc=$?
 # ActivityKernel9 / c_upti_activity_kernel9_dtype), each in a target folder of its own beside
 # torch's CUPTI 12.8 (--no-deps: its own CUPTI pin must not replace torch's). 13.x is tested by
 # make test, whose torch is a CUDA 13 build.
-if [ $# -eq 7 ] && [ $rc -eq 0 ]; then
+if [ $# -eq 8 ] && [ $rc -eq 0 ]; then
   for rel in 12.6.0:cuda-python==12.6.0 12.8.0:cuda-bindings==12.8.0; do
     cp_dir="$CACHE/cupti-python-${rel%%:*}"
     if [ ! -f "$cp_dir/.perfcore-ready" ]; then
