@@ -272,7 +272,8 @@ def cupti_pair_refusal(info: dict) -> str:
     include = Path(info["cuda_home"]) / "include"
     cuda_h = cuda_h_version(include)
     cupti_v = cupti.get("release")
-    if cuda_h and cupti_v and version_tuple(cupti_v) <= version_tuple(cuda_h):
+    # No cuda.h is no pair to judge: the compile itself fails then, and says so in its own line.
+    if not cuda_h or (cupti_v and version_tuple(cupti_v) <= version_tuple(cuda_h)):
         return ""
     staged = stage_cupti_headers(cupti["include"], ROOT / "build" / "cupti_check")
     try:
