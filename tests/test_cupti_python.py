@@ -70,6 +70,7 @@ def memcpy(start, end, size, copy_kind, src, dst, corr):
                   stream_id=7)
 
 
+@pytest.mark.cupti  # compares with the native decoder, built in CUDA mode only
 def test_records_become_the_native_tables(C):
     # The order CUPTI documents for a tagged launch: the EXTERNAL_CORRELATION record precedes the
     # API record it annotates (host buffer); the kernel comes from a device buffer, here later.
@@ -145,6 +146,7 @@ def test_missing_package_says_how_to_install(monkeypatch):
         cp.load_cupti()
 
 
+@pytest.mark.cupti  # compares with the native decoder, built in CUDA mode only
 def test_records_read_from_one_cupti_buffer(C):
     # What the completion callback hands over: records packed back to back in one buffer, each
     # object a view at its address. They are read as arrays over that span, not field by field.
