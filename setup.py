@@ -189,21 +189,103 @@ def find_cupti(cuda_home: Path, cuda_major: str) -> tuple[dict | None, list[str]
             "include": str(inc),
             "library": versioned[0],
             "api_version": cupti_api_version(inc),
+            # The toolkit's own CUPTI is its release: cuda.h beside it says which.
+            "release": cupti_release(inc) if source.startswith("torch") else cuda_h_version(cuda_home / "include"),
         }, looked
     return None, looked
 
 
-def stage_cupti_headers(include: str) -> Path:
-    """Copy only the cupti*.h headers to a private folder placed first on the include path, so
-    CUPTI comes from the loaded library's package while cuda_runtime.h still comes from the
-    toolkit nvcc belongs to."""
-    dest = ROOT / "build" / "cupti_include"
+def cuda_h_version(include: Path) -> str | None:
+    """"12.4" from include/cuda.h's CUDA_VERSION (12040), or None."""
+    f = include / "cuda.h"
+    m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", f.read_text(errors="replace")) if f.is_file() else None
+    return f"{int(m.group(1)) // 1000}.{int(m.group(1)) % 1000 // 10}" if m else None
+
+
+def cupti_release(include: Path) -> str | None:
+    """"12.8" for a CUPTI from a pip package (its dist-info says the release), else None."""
+    site = include.parent.parent.parent  # site-packages/nvidia/<pkg>/include
+    for d in sorted(glob.glob(str(site / "nvidia_cuda_cupti*.dist-info"))):
+        m = re.search(r"-(\d+)\.(\d+)[^-]*\.dist-info$", d)
+        if m:
+            return f"{m.group(1)}.{m.group(2)}"
+    return None
+
+
+def version_tuple(v: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v or "")[:2])
+
+
+# The CUPTI headers csrc/cupti/records.h includes, never cupti.h: that one pulls
+# generated_cuda_meta.h, which needs a cuda.h as new as its CUPTI.
+CUPTI_HEADERS = ("cupti_activity.h", "cupti_callbacks.h", "cupti_result.h", "cupti_version.h")
+
+
+def stage_cupti_headers(include: str, dest: Path | None = None) -> Path:
+    """Copy CUPTI's own headers (cupti_*.h with cuda_stdint.h and the Openacc/Openmp folders that
+    cupti_activity.h includes; not cupti.h nor generated_*.h) to a private folder placed first on
+    the include path, so CUPTI comes from the loaded library's package while cuda.h and
+    cuda_runtime.h still come from the toolkit nvcc belongs to. cuda_stdint.h goes too: a toolkit
+    that keeps CUPTI under extras/CUPTI has it only there."""
+    dest = dest or ROOT / "build" / "cupti_include"
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for h in glob.glob(os.path.join(include, "cupti*.h")) + glob.glob(os.path.join(include, "generated_*.h")):
+    for h in glob.glob(os.path.join(include, "cupti_*.h")) + glob.glob(os.path.join(include, "cuda_stdint.h")):
         shutil.copy2(h, dest)
+    for sub in ("Openacc", "Openmp"):
+        if os.path.isdir(os.path.join(include, sub)):
+            shutil.copytree(os.path.join(include, sub), dest / sub)
     return dest
+
+
+def cupti_header_error(staged: Path, *cuda_includes: Path, cxx: str | None = None) -> str:
+    """'' when CUPTI's headers compile with this toolkit's cuda.h (g++ -fsyntax-only, a second),
+    else the compiler's first error line."""
+    cxx = cxx or os.environ.get("CXX") or shutil.which("g++") or "c++"
+    src = "".join(f"#include <{h}>\n" for h in CUPTI_HEADERS) + "int main() { return 0; }\n"
+    try:
+        r = subprocess.run([cxx, "-fsyntax-only", "-std=c++17", "-x", "c++", "-I", str(staged)]
+                           + [f"-I{d}" for d in cuda_includes] + ["-"], input=src, capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "LC_ALL": "C"})
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{cxx} did not run ({e})"
+    # The staged folder is gone by the time anyone reads the line: name the header alone.
+    out = (r.stdout + r.stderr).replace(f"{staged}{os.sep}", "")
+    return "" if r.returncode == 0 else first_error_line(out) or f"{cxx} exited {r.returncode}"
+
+
+def first_error_line(output: str) -> str:
+    """The compiler's first error, trimmed to one line: what a user needs when pip hides the rest."""
+    for line in output.splitlines():
+        if re.search(r"\b(error|fatal)\b", line, re.IGNORECASE) and not line.lstrip().startswith(("ninja:", "FAILED:")):
+            return line.strip()[:300]
+    return ""
+
+
+def cupti_pair_refusal(info: dict) -> str:
+    """'' when the CUPTI headers and the toolkit's cuda.h work together, else CPU mode's reason.
+
+    Decided by a try-compile only where the pair is in doubt (CUPTI newer than cuda.h): older
+    CUPTI headers always build against a newer cuda.h of the same major."""
+    cupti = info["cupti"]
+    include = Path(info["cuda_home"]) / "include"
+    cuda_h = cuda_h_version(include)
+    cupti_v = cupti.get("release")
+    # No cuda.h is no pair to judge: the compile itself fails then, and says so in its own line.
+    if not cuda_h or (cupti_v and version_tuple(cupti_v) <= version_tuple(cuda_h)):
+        return ""
+    staged = stage_cupti_headers(cupti["include"], ROOT / "build" / "cupti_check")
+    try:
+        err = cupti_header_error(staged, include)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    if not err:
+        return ""
+    whose = "torch's CUPTI" if cupti["source"].startswith("torch") else "the CUPTI found"
+    return (f"{whose} {cupti_v or 'API %s' % cupti['api_version']} needs CUDA toolkit >= {cupti_v or 'its'} headers; "
+            f"this nvcc is {info['toolkit_version']} (cuda.h {cuda_h or '?'} at {include}: {err}); for the CUDA mode "
+            f"set CUDA_HOME to a CUDA {cupti_v or info['toolkit_version'].split('.')[0]}+ toolkit, {REBUILD_HINT}")
 
 
 def decide(torch=None) -> dict:
@@ -216,6 +298,9 @@ def decide(torch=None) -> dict:
         "torch_version": torch.__version__,
         "torch_cuda_version": torch.version.cuda,
         "python": sys.version.split()[0],
+        # A CUDA build of torch and no PERFCORE_CPU_ONLY: a CPU mode is then worth a warning at
+        # run time, since pip showed nothing of why.
+        "cuda_wanted": bool(torch.version.cuda) and not truthy("PERFCORE_CPU_ONLY"),
         "cuda_home": None,
         "toolkit_version": None,
         "cupti": None,
@@ -249,6 +334,9 @@ def decide(torch=None) -> dict:
         return cpu("no CUPTI headers and library found (looked for cupti.h and libcupti.so* in "
                    + ", ".join(looked) + ")", toolkit_hint)
     info.update(mode="cuda", cuda_home=str(cuda_home), toolkit_version=toolkit, cupti=cupti)
+    refusal = cupti_pair_refusal(info)
+    if refusal:
+        info.update(mode="cpu", cuda_home=None, toolkit_version=None, cupti=None, reason=refusal)
     return info
 
 
@@ -316,11 +404,63 @@ def report(info: dict, *copies: Path) -> None:
             path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
-def compile_failed_reason(error: BaseException) -> str:
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-    return (f"the CUDA-mode compile failed ({first}; the compiler's messages are above); for the CUDA mode "
-            f"fix what they say (often a host compiler newer than nvcc accepts: set CC/CXX to an older gcc), "
-            f"{REBUILD_HINT}")
+def compile_failed_reason(error: BaseException, output: str = "") -> str:
+    """CPU mode's reason after a failed CUDA-mode compile: the compiler's own first error line
+    (ninja and distutils raise only "Error compiling objects for extension")."""
+    first = first_error_line(output) or (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    how = "fix what it says"
+    if re.search(r"unsupported (GNU|clang) version", output):
+        how = "set CC/CXX to a gcc this nvcc accepts"
+    return f"the CUDA-mode compile failed ({first}); for the CUDA mode {how}, {REBUILD_HINT}"
+
+
+class Tee:
+    """Copies what the compilers write to file descriptors 1 and 2 into a buffer while it still
+    reaches the terminal: the compiler runs in a subprocess, so sys.stdout cannot catch it."""
+
+    def __init__(self, limit: int = 1 << 20):
+        self.limit, self.chunks, self.saved, self.threads = limit, [], [], []
+
+    def __enter__(self):
+        import threading
+
+        for fd in (1, 2):
+            sys.stdout.flush() if fd == 1 else sys.stderr.flush()
+            r, w = os.pipe()
+            keep = os.dup(fd)
+            os.dup2(w, fd)
+            os.close(w)
+            self.saved.append((fd, keep))
+            t = threading.Thread(target=self._pump, args=(r, keep), daemon=True)
+            t.start()
+            self.threads.append(t)
+        return self
+
+    def _pump(self, r: int, out: int) -> None:
+        size = 0
+        while True:
+            data = os.read(r, 65536)
+            if not data:
+                break
+            os.write(out, data)
+            if size < self.limit:
+                self.chunks.append(data)
+                size += len(data)
+        os.close(r)
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, keep in self.saved:
+            os.dup2(keep, fd)  # closes the pipe's last write end: the pump sees EOF
+        for t in self.threads:
+            t.join(timeout=10)
+        for _, keep in self.saved:
+            os.close(keep)
+        return False
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode(errors="replace")
 
 
 def main() -> None:
@@ -351,12 +491,15 @@ def main() -> None:
         (scripts/setup.sh) keeps the failure, for whoever is changing the native code."""
 
         def build_extensions(self):
-            try:
+            if info["mode"] != "cuda" or os.environ.get("PERFCORE_CUDA_FALLBACK", "1") == "0":
                 super().build_extensions()
+                return
+            tee = Tee()
+            try:
+                with tee:
+                    super().build_extensions()
             except Exception as e:  # ninja's RuntimeError, distutils' CompileError/LinkError
-                if info["mode"] != "cuda" or os.environ.get("PERFCORE_CUDA_FALLBACK", "1") == "0":
-                    raise
-                cpu = {**info, "mode": "cpu", "reason": compile_failed_reason(e), "cuda_home": None,
+                cpu = {**info, "mode": "cpu", "reason": compile_failed_reason(e, tee.text()), "cuda_home": None,
                        "toolkit_version": None, "cupti": None, "arch_list": None, "nvcc_flags": []}
                 for k, v in extension_settings(cpu, torch_include).items():
                     setattr(ext, k, v)

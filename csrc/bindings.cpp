@@ -270,6 +270,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("cupti_push_external_id", [](uint64_t id) { ActivityTracer::instance().pushExternalId(id); });
   m.def("cupti_pop_external_id", []() { ActivityTracer::instance().popExternalId(); });
 
+  m.def("_cupti_record_bytes", &loadedRecordBytes, py::arg("kind"),
+        "Test-only: the bytes the loaded libcupti gives one record of this CUpti_ActivityKind (0: unknown).");
   py::class_<FakeActivityBuffer>(m, "_FakeActivityBuffer", "Test-only: CUPTI records built in memory.")
       .def(py::init<>())
       .def("add_kernel", &FakeActivityBuffer::addKernel, py::arg("start_ns"), py::arg("end_ns"), py::arg("device_id"),

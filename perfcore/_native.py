@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,23 @@ def _load():
         raise NativeUnavailable(
             f"perfcore's native core did not load ({e}); rebuild it against this torch: {REBUILD}"
         ) from e
+    warn_unwanted_cpu_mode(info)
     return _C
+
+
+def unwanted_cpu_mode(info: dict[str, Any]) -> str:
+    """The warning for a CPU-mode build that nobody asked for (torch was a CUDA build and
+    PERFCORE_CPU_ONLY unset), else ''. pip shows the build's reason only with -v."""
+    if info.get("mode") != "cpu" or not info.get("cuda_wanted"):
+        return ""
+    return (f"perfcore was built in CPU mode although torch {info.get('torch_version')} is a CUDA build, so GPU "
+            f"tracing is off: {info.get('reason') or 'no reason recorded'}")
+
+
+def warn_unwanted_cpu_mode(info: dict[str, Any]) -> None:
+    msg = unwanted_cpu_mode(info)
+    if msg:  # once per process: _load is cached
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
 def native():

@@ -60,15 +60,17 @@ if [ "$need_build" = 1 ]; then
   mkdir -p build && touch "$stamp"
 fi
 # In CUDA mode, the cupti-python backend (the fallback and cross-check of the native tracer), in
-# the release that matches the CUPTI torch ships: a newer one would pull a newer libcupti over it.
+# the release that fits the CUPTI torch ships: a newer one would pull a newer libcupti over it.
 mode=$(python -c "import perfcore; print(perfcore.capabilities()['mode'])")
 if [ "$mode" = cuda ] && ! python -c "import cupti" 2>/dev/null; then
-  cuda_mm=$(python -c "import torch; print(torch.version.cuda or '')")
-  if [ -n "$cuda_mm" ]; then
-    echo "setup: installing cupti-python==$cuda_mm.* (matches torch's CUPTI)"
-    pip_q "cupti-python==$cuda_mm.*"
+  spec=$(python -c "import torch; from perfcore.capture.cupti_python_kinds import install_spec; print(install_spec(torch.version.cuda) or '')")
+  if [ -n "$spec" ]; then
+    echo "setup: installing $spec (fits torch's CUPTI)"
+    pip_q "$spec"
     python -c "import cupti" 2>/dev/null \
-      || echo "setup: cupti-python $cuda_mm.* did not install; --backend cupti-python will say so and the native tracer is used"
+      || echo "setup: $spec did not install; --backend cupti-python will say so and the native tracer is used"
+  else
+    echo "setup: $(python -c "import torch; from perfcore.capture.cupti_python_kinds import install_advice; print(install_advice(torch.version.cuda))")"
   fi
 fi
 python -c "import perfcore, sys; c = perfcore.capabilities(); print(f'setup: perfcore built in {c[\"mode\"]} mode')"

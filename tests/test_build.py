@@ -24,6 +24,7 @@ def fake_toolkit(root: Path, cupti_version: int | None = None) -> Path:
     (root / "bin").mkdir()
     (root / "lib64").mkdir()
     (root / "include" / "cuda_runtime.h").write_text("// fake\n")
+    (root / "include" / "cuda.h").write_text("#define CUDA_VERSION 13000\n")
     nvcc = root / "bin" / "nvcc"
     nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.48'\n")
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
@@ -211,6 +212,117 @@ def test_sources_are_found_and_cuda_only_ones_exist(setup_mod):
     assert not set(cpu) & set(setup_mod.CUDA_ONLY_SOURCES) and not any(f.endswith(".cu") for f in cpu)
     assert sorted(f for f in cuda if f.endswith(".cpp")) == every_cpp
     assert "csrc/calib.cu" in cuda and "csrc/bindings.cpp" in cpu
+
+
+def torch_cupti_package(site: Path, release: str, activity_h: str) -> Path:
+    """A pip-installed CUPTI as torch ships it: headers, library and the dist-info saying its release."""
+    pkg = site / "nvidia" / "cuda_cupti"
+    (pkg / "include" / "Openacc").mkdir(parents=True)
+    (pkg / "lib").mkdir()
+    (site / f"nvidia_cuda_cupti_cu12-{release}.90.dist-info").mkdir()
+    inc = pkg / "include"
+    (inc / "cupti.h").write_text('#include "generated_cuda_meta.h"\n')
+    (inc / "generated_cuda_meta.h").write_text("#error generated headers need this CUPTI's cuda.h\n")
+    (inc / "cupti_version.h").write_text("#include <cuda_stdint.h>\n#define CUPTI_API_VERSION 26\n")
+    (inc / "cuda_stdint.h").write_text("#include <stdint.h>\n")
+    (inc / "cupti_activity.h").write_text(activity_h)
+    (inc / "cupti_callbacks.h").write_text("#include <cuda.h>\n")
+    (inc / "cupti_result.h").write_text("")
+    (inc / "Openacc" / "cupti_openacc.h").write_text("")
+    (pkg / "lib" / "libcupti.so.12").write_text("")
+    return pkg
+
+
+def toolkit_12(root: Path, release: str) -> Path:
+    tk = fake_toolkit(root)
+    major, minor = release.split(".")
+    (tk / "include" / "cuda.h").write_text(f"#define CUDA_VERSION {int(major) * 1000 + int(minor) * 10}\n")
+    (tk / "bin" / "nvcc").write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.1'\n")
+    return tk
+
+
+def test_staged_cupti_headers_are_the_used_ones_with_cuda_stdint(setup_mod, tmp_path):
+    pkg = torch_cupti_package(tmp_path / "site", "12.8", "#include <Openacc/cupti_openacc.h>\n")
+    staged = setup_mod.stage_cupti_headers(str(pkg / "include"), tmp_path / "staged")
+    names = sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*.h"))
+    assert names == ["Openacc/cupti_openacc.h", "cuda_stdint.h", "cupti_activity.h", "cupti_callbacks.h",
+                     "cupti_result.h", "cupti_version.h"]  # no cupti.h, no generated_*.h
+
+
+def test_sources_include_only_the_staged_cupti_headers(setup_mod):
+    # cupti.h would pull generated_cuda_meta.h, which needs a cuda.h as new as torch's CUPTI.
+    import re
+
+    included = set()
+    for f in (ROOT / "csrc").rglob("*"):
+        if f.suffix in (".h", ".cpp", ".cu"):
+            included |= set(re.findall(r"#include\s*<(cupti[^>]*)>", f.read_text()))
+    assert included == set(setup_mod.CUPTI_HEADERS)
+
+
+def test_newer_cupti_than_toolkit_builds_cuda_mode_when_its_headers_compile(setup_mod, tmp_path, monkeypatch):
+    # torch 2.8's CUPTI 12.8 with a 12.4 toolkit: in doubt, so setup try-compiles the four headers.
+    site = tmp_path / "site"
+    torch_cupti_package(site, "12.8", "#include <cuda.h>\n#include <Openacc/cupti_openacc.h>\n")
+    tk = toolkit_12(tmp_path / "cuda", "12.4")
+    info = decide_with(setup_mod, monkeypatch, fake_torch("2.8.0+cu128", "12.8"), tk, [site])
+    assert info["mode"] == "cuda", info["reason"]
+    assert info["cupti"]["release"] == "12.8" and info["toolkit_version"] == "12.4"
+
+
+def test_refused_header_pair_is_one_line_naming_both_and_the_fix(setup_mod, tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    torch_cupti_package(site, "12.8", "#include <cuda.h>\nCUmemcpyAttributes needs_cuda_12_8;\n")
+    tk = toolkit_12(tmp_path / "cuda", "12.4")
+    info = decide_with(setup_mod, monkeypatch, fake_torch("2.8.0+cu128", "12.8"), tk, [site])
+    assert info["mode"] == "cpu"
+    assert info["reason"].startswith("torch's CUPTI 12.8 needs CUDA toolkit >= 12.8 headers; this nvcc is 12.4 ")
+    assert "'CUmemcpyAttributes' does not name a type" in info["reason"]  # the compiler's own line
+    assert "set CUDA_HOME to a CUDA 12.8+ toolkit" in info["reason"]
+
+
+def test_older_cupti_than_toolkit_is_not_in_doubt(setup_mod, tmp_path, monkeypatch):
+    # No try-compile: a header that would fail shows it is not run.
+    site = tmp_path / "site"
+    torch_cupti_package(site, "12.4", "#error not compiled\n")
+    tk = toolkit_12(tmp_path / "cuda", "12.8")
+    info = decide_with(setup_mod, monkeypatch, fake_torch("2.6.0+cu124", "12.4"), tk, [site])
+    assert info["mode"] == "cuda"
+
+
+def test_failed_cuda_compile_keeps_the_compilers_line(setup_mod):
+    out = ("[3/17] /cuda/bin/nvcc ... -c csrc/calib.cu\nFAILED: /b/calib.o\n"
+           "csrc/cupti/records.h:13:10: fatal error: cuda_stdint.h: No such file or directory\n"
+           "compilation terminated.\nninja: build stopped: subcommand failed.\n")
+    reason = setup_mod.compile_failed_reason(RuntimeError("Error compiling objects for extension"), out)
+    assert reason.startswith("the CUDA-mode compile failed (csrc/cupti/records.h:13:10: fatal error: cuda_stdint.h: "
+                             "No such file or directory); for the CUDA mode fix what it says, ")
+    old_gcc = "#error -- unsupported GNU version! gcc versions later than 13 are not supported!"
+    assert "set CC/CXX to a gcc this nvcc accepts" in setup_mod.compile_failed_reason(RuntimeError("x"), old_gcc)
+    assert "(Error compiling objects for extension)" in setup_mod.compile_failed_reason(
+        RuntimeError("Error compiling objects for extension"), "")
+
+
+def test_tee_catches_what_a_compiler_subprocess_writes(setup_mod, capfd):
+    import subprocess
+
+    tee = setup_mod.Tee()
+    with tee:
+        subprocess.run(["sh", "-c", "echo 'a.cpp:1:1: error: boom' >&2; echo progress"], check=True)
+    assert "a.cpp:1:1: error: boom" in tee.text() and "progress" in tee.text()
+    out, err = capfd.readouterr()
+    assert "progress" in out and "boom" in err  # still reaches the terminal
+
+
+def test_unwanted_cpu_mode_warns_with_the_build_reason():
+    from perfcore import _native
+
+    reason = "the CUDA-mode compile failed (x.cpp:1: error: boom); for the CUDA mode fix what it says"
+    info = {"mode": "cpu", "cuda_wanted": True, "torch_version": "2.8.0+cu128", "reason": reason}
+    with pytest.warns(RuntimeWarning, match=r"built in CPU mode although torch 2\.8\.0\+cu128 is a CUDA build.*boom"):
+        _native.warn_unwanted_cpu_mode(info)
+    assert _native.unwanted_cpu_mode({**info, "cuda_wanted": False}) == ""  # PERFCORE_CPU_ONLY=1 or a CPU torch
+    assert _native.unwanted_cpu_mode({**info, "mode": "cuda"}) == ""
 
 
 def test_env_shows_cpu_mode_why_and_how(monkeypatch):

@@ -2,6 +2,7 @@
 // do: the decoder is then checked field by field without a GPU.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +11,10 @@
 #include "activity_columns.h"
 
 namespace perfcore {
+
+// The bytes the loaded libcupti gives one record of this CUpti_ActivityKind (0: a kind it does
+// not know), measured with its own cuptiActivityGetNextRecord.
+size_t loadedRecordBytes(int kind);
 
 class FakeActivityBuffer {
  public:
@@ -32,7 +37,7 @@ class FakeActivityBuffer {
 
  private:
   template <class T>
-  T& append();
+  void append(const T& record);
   std::vector<uint8_t> bytes_;
   std::vector<std::unique_ptr<std::string>> names_;  // kernel records point into these
 };

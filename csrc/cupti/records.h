@@ -7,7 +7,13 @@
 // fields that sit in the stable prefix shared by every version listed here.
 #pragma once
 
-#include <cupti.h>
+// Only the headers the tracer and decoder use, never <cupti.h>: it pulls generated_cuda_meta.h,
+// which needs a cuda.h as new as that CUPTI, and torch's CUPTI is often a newer minor than the
+// user's toolkit (setup.py stages exactly these, with cuda_stdint.h and what they include).
+#include <cupti_activity.h>
+#include <cupti_callbacks.h>
+#include <cupti_result.h>
+#include <cupti_version.h>
 
 namespace perfcore {
 

@@ -1,7 +1,7 @@
 // ActivityTracer implementation: lifecycle subscribe -> enable -> callbacks -> flush -> unsubscribe.
 #include "tracer.h"
 
-#include <cupti.h>
+#include "records.h"
 
 #include <chrono>
 #include <string>

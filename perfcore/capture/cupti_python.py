@@ -16,18 +16,19 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+import warnings
 from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
 from perfcore.capture.columns import ACTIVITY_KINDS, activity_frames, merge_activity
+from perfcore.capture.cupti_python_kinds import PACKAGE, check_versions, install_advice
+from perfcore.capture.cupti_python_kinds import Kinds as _Kinds
 from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
 
-__all__ = ["CuptiPythonTracer", "records_to_columns", "load_cupti", "SCHEMA", "PACKAGE"]
-
-PACKAGE = "cupti-python"
-_INSTALL = "pip install 'perfcore[cupti]' (cupti-python of the CUDA major version torch was built with)"
+__all__ = ["CuptiPythonTracer", "records_to_columns", "load_cupti", "decoded_nothing", "SCHEMA", "PACKAGE",
+           "check_versions"]
 
 # Column -> (record attribute, dtype), per table; the same names and dtypes as the native
 # decoder's tables (csrc/cupti/activity_columns.h), so parts from either backend concatenate.
@@ -60,10 +61,6 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
 }
 _TIMED = {t for t, cols in SCHEMA.items() if "start_ns" in cols}
 
-# The activity kinds enabled, and the table each lands in (CUpti_ActivityKind values by name).
-_KIND_TABLE = {"CONCURRENT_KERNEL": "kernels", "KERNEL": "kernels", "MEMCPY": "memcpy", "MEMSET": "memset",
-               "SYNCHRONIZATION": "sync", "EXTERNAL_CORRELATION": "external_correlation", "OVERHEAD": "overhead",
-               "RUNTIME": "api", "DRIVER": "api"}
 _ENABLE = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION", "RUNTIME", "DRIVER",
            "EXTERNAL_CORRELATION", "OVERHEAD")
 
@@ -73,33 +70,17 @@ def load_cupti():
     try:
         from cupti import cupti
     except ImportError as e:
-        raise DeviceUnavailable(f"the cupti-python backend needs the {PACKAGE} package ({e}); {_INSTALL}") from None
+        raise DeviceUnavailable(f"the cupti-python backend needs the {PACKAGE} package ({e}); {_install()}") from None
     return cupti
 
 
-def _major_minor(v: str) -> tuple[int, int]:
-    parts = (v.split("+")[0].split(".") + ["0"])[:2]
-    return int(parts[0]), int(parts[1])
+def _install() -> str:
+    try:
+        import torch
 
-
-def check_versions(cupti_python_version: str, cuda_version: str | None, libcupti_version: str | None) -> str | None:
-    """Why this cupti-python cannot trace beside this torch, or None if it can.
-
-    cupti-python X.Y binds libcupti of CUDA X (the nvidia-cuda-cupti wheel torch's CUDA X builds
-    ship, which is the library loaded) and may call functions added up to X.Y, so the library
-    must be X.Y or newer.
-    """
-    if not cuda_version:
-        return "torch is a CPU build: there is no CUPTI to trace with"
-    have = _major_minor(cupti_python_version)
-    if have[0] != _major_minor(cuda_version)[0]:
-        return (f"{PACKAGE} {cupti_python_version} is for CUDA {have[0]}, but torch uses CUDA {cuda_version}; "
-                f"install {PACKAGE}=={cuda_version}.*")
-    if libcupti_version and _major_minor(libcupti_version) < have:
-        return (f"{PACKAGE} {cupti_python_version} is newer than the CUPTI torch loads ({libcupti_version}); "
-                f"install {PACKAGE}=={'.'.join(map(str, _major_minor(libcupti_version)))}.* "
-                "(never upgrade torch's nvidia-cuda-cupti)")
-    return None
+        return install_advice(torch.version.cuda)
+    except Exception:  # no torch: the advice cannot name a release
+        return install_advice(None)
 
 
 def _installed(*dists: str) -> str | None:
@@ -111,22 +92,6 @@ def _installed(*dists: str) -> str | None:
         except PackageNotFoundError:
             continue
     return None
-
-
-class _Kinds:
-    """cupti-python's record classes -> their numpy dtypes, and ActivityKind value -> table."""
-
-    _DTYPES = {"ActivityKernel10": "activity_kernel10_dtype", "ActivityMemcpy6": "activity_memcpy6_dtype",
-               "ActivityMemset4": "activity_memset4_dtype", "ActivitySynchronization2": "activity_synchronization2_dtype",
-               "ActivityExternalCorrelation": "activity_external_correlation_dtype",
-               "ActivityOverhead3": "activity_overhead3_dtype", "ActivityAPI": "activity_api_dtype"}
-
-    def __init__(self, cupti):
-        K = cupti.ActivityKind
-        self.table = {int(getattr(K, n)): t for n, t in _KIND_TABLE.items() if hasattr(K, n)}
-        self.driver = int(K.DRIVER)
-        self.dtype = {getattr(cupti, c): getattr(cupti, d) for c, d in self._DTYPES.items()
-                      if hasattr(cupti, c) and hasattr(cupti, d)}
 
 
 def _gather(records: Iterable[Any], dtypes: dict) -> tuple[dict[Any, np.ndarray], int, int]:
@@ -224,6 +189,24 @@ def records_to_columns(records: Iterable[Any], names: dict[str, int], kinds: "_K
     return raw
 
 
+def decoded_nothing(stats: dict[str, Any], cuda_version: str | None) -> str:
+    """Adds `decoded_records` to a tracer's stats; when records came but none was decoded (every
+    one of a class this backend does not read), also `warning`, which it returns ('' otherwise):
+    "zero kernels" must never pass for a result."""
+    stats["decoded_records"] = decoded = stats["records"] - stats["other_records"] - stats["invalid_timestamps"]
+    if not stats["records"] or decoded:
+        return ""
+    stats["warning"] = (f"{PACKAGE} delivered {stats['records']} records and perfcore decoded none of them "
+                        f"(record classes it does not know); {install_advice(cuda_version)}")
+    return stats["warning"]
+
+
+def _torch_cuda() -> str | None:
+    import torch
+
+    return torch.version.cuda
+
+
 def _native_tagging(on: bool) -> None:
     """perfcore's native phases push their id as external correlation while this backend traces:
     the id stack is libcupti's, shared by every client in the process."""
@@ -279,6 +262,9 @@ class CuptiPythonTracer:
         if reason:
             raise DeviceUnavailable(reason)
         self._cupti, self._kinds = cupti, _Kinds(cupti)
+        if self._kinds.missing():
+            raise DeviceUnavailable(f"{PACKAGE} {_installed(PACKAGE)} has no record class perfcore reads for "
+                                    f"{', '.join(self._kinds.missing())}; {install_advice(torch.version.cuda)}")
         try:
             # Subscribing claims CUPTI's one subscriber slot: the reliable way to learn that
             # torch.profiler, nsys or perfcore's native tracer already holds it.
@@ -323,6 +309,9 @@ class CuptiPythonTracer:
         self._active = False
         _native_tagging(False)
         self.frames = self._frames()
+        warn = decoded_nothing(self.stats, _torch_cuda())
+        if warn:
+            warnings.warn(warn, RuntimeWarning, stacklevel=2)
         return self.frames
 
     @property
