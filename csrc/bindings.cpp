@@ -65,6 +65,7 @@ py::dict activityToDict(ActivityColumns&& a) {
   d["records"] = a.records;
   d["other_records"] = a.otherRecords;
   d["invalid_timestamps"] = a.invalidTimestamps;
+  d["zero_timestamps"] = a.zeroTimestamps;
   return d;
 }
 
@@ -74,6 +75,9 @@ py::dict bufferStatsToDict(const BufferStats& b) {
   d["buffers_completed"] = b.buffersCompleted;
   d["buffers_denied"] = b.buffersDenied;
   d["buffers_undecodable"] = b.buffersUndecodable;
+  d["buffers_incomplete"] = b.buffersIncomplete;
+  d["bytes_unwalked"] = b.bytesUnwalked;
+  d["zero_timestamps"] = b.zeroTimestamps;
   d["records"] = b.records;
   d["dropped_records"] = b.droppedRecords;
   d["overflow_records"] = b.overflowRecords;
@@ -228,15 +232,25 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("cupti_compiled_version", &cuptiCompiledVersion);
   m.def("cupti_loaded_version", &cuptiLoadedVersion);
-  m.def("cupti_start", [](size_t bufferBytes, size_t maxBuffers, int64_t drainPeriodMs, int64_t maxPendingRecords) {
+  m.def("cupti_start", [](size_t bufferBytes, size_t maxBuffers, int64_t drainPeriodMs, int64_t maxPendingRecords,
+                          size_t deviceBufferBytes) {
     TracerConfig c;
     c.bufferBytes = bufferBytes;
+    c.deviceBufferBytes = deviceBufferBytes;
     c.maxBuffers = maxBuffers;
     c.drainPeriodMs = drainPeriodMs;
     c.maxPendingRecords = maxPendingRecords;
     ActivityTracer::instance().start(c);
   }, py::arg("buffer_bytes") = 8u << 20, py::arg("max_buffers") = 64, py::arg("drain_period_ms") = 200,
-     py::arg("max_pending_records") = 8'000'000);
+     py::arg("max_pending_records") = 8'000'000, py::arg("device_buffer_bytes") = 0);
+  m.def("cupti_set_device_buffer_bytes", [](size_t bytes) { return ActivityTracer::setDeviceBufferBytes(bytes); },
+        py::arg("bytes"), "CUPTI's device buffer size, for contexts made later (call before CUDA starts); 0: set.");
+  m.def("cupti_guards", [](uint32_t loadedVersion, int64_t session) {
+    py::dict d;
+    d["graph_ids_untrusted"] = !graphIdsTrusted(loadedVersion, session);
+    d["concurrent_kernel_left_on"] = !disableKernelSafe(loadedVersion);
+    return d;
+  }, py::arg("loaded_version"), py::arg("session"), "Which known-bug workarounds a CUPTI version needs.");
   m.def("cupti_collect", []() {
     ActivityColumns cols;
     {
@@ -265,6 +279,11 @@ PYBIND11_MODULE(_C, m) {
     d["timestamp_callback"] = s.timestampCallback;
     d["clock_offset_ns"] = s.clockOffsetNs;
     d["clock_drift_ns"] = s.clockDriftNs;
+    d["device_buffer_bytes"] = s.deviceBufferBytes;
+    d["session"] = s.session;
+    d["api_calls_filtered"] = s.apiCallsFiltered;
+    d["graph_ids_untrusted"] = s.graphIdsUntrusted;
+    d["concurrent_kernel_left_on"] = s.concurrentKernelLeftOn;
     return d;
   });
   m.def("cupti_push_external_id", [](uint64_t id) { ActivityTracer::instance().pushExternalId(id); });
@@ -299,7 +318,7 @@ PYBIND11_MODULE(_C, m) {
         b->reset(bufferBytes, maxBuffers, maxPendingRecords);
         return b;
       }), py::arg("buffer_bytes"), py::arg("max_buffers"), py::arg("max_pending_records") = 8'000'000)
-      .def("deliver", [](ActivityBuffers& b, const FakeActivityBuffer& f) {
+      .def("deliver", [](ActivityBuffers& b, const FakeActivityBuffer& f, int64_t invalidAt) {
         uint8_t* buf = nullptr;
         size_t size = 0;
         b.request(&buf, &size);
@@ -309,9 +328,17 @@ PYBIND11_MODULE(_C, m) {
           throw UsageError("fabricated buffer is larger than the pool's buffers");
         }
         std::memcpy(buf, f.data(), f.sizeBytes());
+        if (invalidAt >= 0 && static_cast<size_t>(invalidAt) + sizeof(uint32_t) <= f.sizeBytes()) {
+          // The record starting there reads as CUPTI_ACTIVITY_KIND_INVALID (its kind is the
+          // first field), which cuptiActivityGetNextRecord refuses as it does an incomplete one.
+          const uint32_t invalidKind = 0;
+          std::memcpy(buf + invalidAt, &invalidKind, sizeof(invalidKind));
+        }
         b.complete(buf, f.sizeBytes());
         return true;
-      }, py::arg("buffer"), "Request a buffer, copy the records in, complete it; False at the pool cap.")
+      }, py::arg("buffer"), py::arg("invalid_at") = -1,
+      "Request a buffer, copy the records in (the record at byte invalid_at made invalid), complete "
+      "it; False at the pool cap.")
       .def("add_dropped", [](ActivityBuffers& b, int64_t n) { b.addDropped(n); })
       .def("decode_ready", &ActivityBuffers::decodeReady)
       .def("take", [](ActivityBuffers& b) { return activityToDict(b.take()); })
