@@ -88,6 +88,29 @@ py::dict bufferStatsToDict(const BufferStats& b) {
 }
 
 uintptr_t streamArg(py::object s) { return s.is_none() ? 0 : s.cast<uintptr_t>(); }
+
+// The current-stream source of phases that follow the current stream: a Python callable
+// device -> cudaStream_t as int (torch._C._cuda_getCurrentRawStream, a C function that reads
+// torch's per-thread current stream). Phases open with the GIL held; without it, no answer.
+PyObject* currentStreamCallable = nullptr;
+
+bool currentStreamFromPython(int device, uintptr_t* out) {
+  PyObject* fn = currentStreamCallable;
+  if (fn == nullptr || !PyGILState_Check()) return false;
+  PyObject* r = PyObject_CallFunction(fn, "i", device);
+  if (r == nullptr) {
+    PyErr_Clear();  // never into the user's phase: the timer counts it as unseen
+    return false;
+  }
+  const unsigned long long v = PyLong_AsUnsignedLongLong(r);
+  Py_DECREF(r);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  *out = static_cast<uintptr_t>(v);
+  return true;
+}
 #endif
 
 void registerExceptions() {
@@ -194,9 +217,24 @@ PYBIND11_MODULE(_C, m) {
         d["uncertainty_ns"] = c.lastUncertaintyNs;
         return d;
       })
+      .def("stream_stats", [](EventTimer& t) {
+        StreamStats st = t.streamStats();
+        py::dict d;
+        d["followed"] = st.followed;
+        d["unseen"] = st.unseen;
+        d["switched_inside"] = st.switchedInside;
+        return d;
+      })
       .def_property_readonly("pending", &EventTimer::pending)
       .def_property_readonly("events_created", &EventTimer::eventsCreated);
 
+  m.attr("FOLLOW_CURRENT_STREAM") = py::int_(static_cast<unsigned long long>(kCurrentStream));
+  m.def("_set_current_stream_source", [](py::object fn) {
+    PyObject* old = currentStreamCallable;
+    currentStreamCallable = fn.is_none() ? nullptr : fn.inc_ref().ptr();
+    setCurrentStreamSource(currentStreamCallable ? &currentStreamFromPython : nullptr);
+    Py_XDECREF(old);
+  }, py::arg("fn"), "fn(device) -> the calling thread's current cudaStream_t, for FOLLOW_CURRENT_STREAM phases.");
   m.def("launch_empty", [](int64_t count, py::object stream) { launchEmpty(count, streamArg(stream)); },
         py::arg("count") = 1, py::arg("stream") = py::none());
   m.def("launch_spin", [](int64_t ns, py::object stream) { launchSpin(ns, streamArg(stream)); },

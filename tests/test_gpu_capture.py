@@ -137,11 +137,13 @@ def test_a_named_device_makes_its_events_there(monkeypatch):
     class Stream:
         cuda_stream = 77
 
+    sources = []
+    fake = type("N", (), {"EventTimer": Timer, "FOLLOW_CURRENT_STREAM": 2 ** 64 - 1,
+                          "_set_current_stream_source": staticmethod(sources.append)})
     monkeypatch.setattr(g, "capabilities", lambda: {"features": {"cuda_events": True}, "reasons": {}})
-    monkeypatch.setattr(g, "native", lambda: type("N", (), {"EventTimer": Timer}))
+    monkeypatch.setattr(g, "native", lambda: fake)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
-    kind, handle, timer, follow = g.open_device("cuda:1", None)
+    kind, handle, timer, follow = g.open_device("cuda:1", Stream())
     assert (kind, handle, made, follow) == ("cuda", 77, [1], False)
     g.open_device("cuda", None)
     assert made[-1] == -1
@@ -221,3 +223,47 @@ def test_graph_kernels_are_placed_by_launch_time_when_ids_are_untrusted():
     assert lp.by_graph_time == 4
     # kernels outside graphs keep the correlation id path
     assert list(lp.phase_of(np.array([5]), np.array([0]), np.array([150]))) == [16]
+
+
+# -- side streams --------------------------------------------------------------------------------
+def test_phases_follow_the_stream_current_when_they_open(monkeypatch):
+    # Without a stream given, the event timer is told to read the current stream at each phase's
+    # start (torch's, via its C accessor), not to use the one current when the timer was made:
+    # work under `with torch.cuda.stream(side):` is then ordered with its phase's events.
+    import torch
+
+    import perfcore.recording.gpu as g
+
+    sources = []
+    fake = type("N", (), {"EventTimer": lambda device=-1: object(), "FOLLOW_CURRENT_STREAM": 2 ** 64 - 1,
+                          "_set_current_stream_source": staticmethod(sources.append)})
+    monkeypatch.setattr(g, "capabilities", lambda: {"features": {"cuda_events": True}, "reasons": {}})
+    monkeypatch.setattr(g, "native", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    kind, handle, _, follow = g.open_device("cuda", None)
+    assert handle == 2 ** 64 - 1 and follow
+    assert sources == [torch._C._cuda_getCurrentRawStream]
+
+
+@pytest.mark.cupti
+def test_the_native_module_knows_the_follow_current_stream_value(C):
+    assert C.FOLLOW_CURRENT_STREAM == 2 ** 64 - 1
+    C._set_current_stream_source(lambda device: 0)
+    C._set_current_stream_source(None)
+
+
+def test_a_phase_that_switched_streams_inside_is_said(monkeypatch):
+    from perfcore.recording.gpu import capture_stats
+
+    class Ev:
+        def stream_stats(self):
+            return {"followed": 10, "unseen": 0, "switched_inside": 3}
+
+        def clock_sync(self):
+            return {"syncs": 1, "max_abs_drift_ns": 0, "uncertainty_ns": 0}
+
+    e = _cuda_engine()
+    e._events, e._C, e.upkeep_errors = Ev(), object(), 0
+    cap = capture_stats(e)
+    assert cap["phases_switched_stream_inside"] == 3 and cap["phases_on_current_stream"] == 10
+    assert any("3 GPU phase(s) moved their work to another stream" in n for n in e.notes)

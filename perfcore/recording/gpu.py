@@ -31,11 +31,17 @@ def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:
     if index is not None and index >= torch.cuda.device_count():
         raise UsageError(f"StepTimer(device={device!r}): this process sees {torch.cuda.device_count()} GPU(s); "
                          "use an index below that (CUDA_VISIBLE_DEVICES renumbers them)")
-    handle = int(stream.cuda_stream if hasattr(stream, "cuda_stream") else
-                 stream if stream is not None else torch.cuda.current_stream(index).cuda_stream)
+    C = native()
+    if stream is None:
+        # Phases time the stream current when each opens (a side stream under
+        # `with torch.cuda.stream(s):` included), read from torch natively at the phase's start.
+        C._set_current_stream_source(torch._C._cuda_getCurrentRawStream)
+        handle = int(C.FOLLOW_CURRENT_STREAM)
+    else:
+        handle = int(stream.cuda_stream if hasattr(stream, "cuda_stream") else stream)
     # The events live on the named GPU (the timer sets it current around each record); else on
     # the current one, following the GPU the work is on unless a stream was given.
-    timer = native().EventTimer(device=-1 if index is None else index)
+    timer = C.EventTimer(device=-1 if index is None else index)
     return kind, handle, timer, stream is None and index is None
 
 
@@ -167,6 +173,18 @@ def capture_stats(engine) -> dict[str, Any]:
                    kernels_unattributed=launches.unattributed,
                    tag_errors=int(engine._C.tag_errors()) if hasattr(engine._C, "tag_errors") else 0)
     if engine._events is not None:
+        ss = engine._events.stream_stats() if hasattr(engine._events, "stream_stats") else {}
+        out.update(phases_on_current_stream=int(ss.get("followed", 0)),
+                   phases_stream_unseen=int(ss.get("unseen", 0)),
+                   phases_switched_stream_inside=int(ss.get("switched_inside", 0)))
+        if ss.get("switched_inside") and engine._tracer is None:
+            engine.notes.append(f"{ss['switched_inside']} GPU phase(s) moved their work to another stream inside "
+                                "the phase (`with torch.cuda.stream(...)` inside `with timer.compute():`); CUDA events "
+                                "on the phase's first stream do not see it: open the stream outside the phase, or "
+                                "use kernels=True (CUPTI sees every stream)")
+        if ss.get("unseen"):
+            engine.notes.append(f"{ss['unseen']} GPU phase(s) could not read the current stream and were timed on "
+                                "the legacy default stream; work on non-blocking streams is not seen by them")
         cs = engine._events.clock_sync()
         out.update(event_clock_syncs=int(cs["syncs"]), event_clock_drift_ns=int(cs["max_abs_drift_ns"]),
                    event_clock_uncertainty_ns=int(cs["uncertainty_ns"]))
