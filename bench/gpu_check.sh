@@ -2,16 +2,21 @@
 # The GPU check on a lent machine: build perfcore there for its own GPU only (its Python and
 # torch, no network), then run bench/gpu_check.py, whose table says PASS/FAIL per row with the
 # value that passes. Exit status: gpu_check.py's (0 all pass, 1 a row failed, 3 no GPU).
+# Never calls a network: the cupti-python wheels come from .whl/ (bench/fetch_wheels.sh, run
+# where there is one; carry .whl to the device).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1  # a pip that wants the network fails at once
 arch=$("$PY" -c "import torch; print('%d.%d' % torch.cuda.get_device_capability())" 2>/dev/null || true)
 if [ -n "$arch" ]; then export TORCH_CUDA_ARCH_LIST="$arch"; fi  # one arch: a build of seconds, not minutes
 "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | grep -v "^$" | tail -n 5
-# The cupti-python cross-check needs the package matching torch's CUDA; without network this only
-# works from a local wheel cache, and its row says so when the package is missing.
-cuda=$("$PY" -c "import torch; print(torch.version.cuda or '')" 2>/dev/null || true)
-if [ -n "$cuda" ] && ! "$PY" -c "import cupti" 2>/dev/null; then
-  "$PY" -m pip install -q --no-deps "cupti-python==${cuda}.*" >/dev/null 2>&1 || echo "gpu_check: cupti-python not installable here (no network?)"
+if ! "$PY" -c "import cupti" 2>/dev/null; then
+  if ls .whl/cupti_python-*.whl >/dev/null 2>&1; then
+    timeout 120 "$PY" -m pip install -q --no-deps --find-links .whl cupti-python cuda-bindings cuda-pathfinder 2>&1 \
+      | tail -n 3 || echo "gpu_check: the wheels in .whl/ did not install (wrong Python or CUDA?)"
+  else
+    echo "gpu_check: no .whl/ wheels (run bench/fetch_wheels.sh where there is a network); the backends row will say so"
+  fi
 fi
 cd /tmp && PYTHONUNBUFFERED=1 exec "$PY" "$OLDPWD/bench/gpu_check.py" "$@"

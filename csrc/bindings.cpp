@@ -65,6 +65,7 @@ py::dict activityToDict(ActivityColumns&& a) {
   d["records"] = a.records;
   d["other_records"] = a.otherRecords;
   d["invalid_timestamps"] = a.invalidTimestamps;
+  d["zero_timestamps"] = a.zeroTimestamps;
   return d;
 }
 
@@ -74,6 +75,9 @@ py::dict bufferStatsToDict(const BufferStats& b) {
   d["buffers_completed"] = b.buffersCompleted;
   d["buffers_denied"] = b.buffersDenied;
   d["buffers_undecodable"] = b.buffersUndecodable;
+  d["buffers_incomplete"] = b.buffersIncomplete;
+  d["bytes_unwalked"] = b.bytesUnwalked;
+  d["zero_timestamps"] = b.zeroTimestamps;
   d["records"] = b.records;
   d["dropped_records"] = b.droppedRecords;
   d["overflow_records"] = b.overflowRecords;
@@ -84,6 +88,29 @@ py::dict bufferStatsToDict(const BufferStats& b) {
 }
 
 uintptr_t streamArg(py::object s) { return s.is_none() ? 0 : s.cast<uintptr_t>(); }
+
+// The current-stream source of phases that follow the current stream: a Python callable
+// device -> cudaStream_t as int (torch._C._cuda_getCurrentRawStream, a C function that reads
+// torch's per-thread current stream). Phases open with the GIL held; without it, no answer.
+PyObject* currentStreamCallable = nullptr;
+
+bool currentStreamFromPython(int device, uintptr_t* out) {
+  PyObject* fn = currentStreamCallable;
+  if (fn == nullptr || !PyGILState_Check()) return false;
+  PyObject* r = PyObject_CallFunction(fn, "i", device);
+  if (r == nullptr) {
+    PyErr_Clear();  // never into the user's phase: the timer counts it as unseen
+    return false;
+  }
+  const unsigned long long v = PyLong_AsUnsignedLongLong(r);
+  Py_DECREF(r);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  *out = static_cast<uintptr_t>(v);
+  return true;
+}
 #endif
 
 void registerExceptions() {
@@ -190,9 +217,24 @@ PYBIND11_MODULE(_C, m) {
         d["uncertainty_ns"] = c.lastUncertaintyNs;
         return d;
       })
+      .def("stream_stats", [](EventTimer& t) {
+        StreamStats st = t.streamStats();
+        py::dict d;
+        d["followed"] = st.followed;
+        d["unseen"] = st.unseen;
+        d["switched_inside"] = st.switchedInside;
+        return d;
+      })
       .def_property_readonly("pending", &EventTimer::pending)
       .def_property_readonly("events_created", &EventTimer::eventsCreated);
 
+  m.attr("FOLLOW_CURRENT_STREAM") = py::int_(static_cast<unsigned long long>(kCurrentStream));
+  m.def("_set_current_stream_source", [](py::object fn) {
+    PyObject* old = currentStreamCallable;
+    currentStreamCallable = fn.is_none() ? nullptr : fn.inc_ref().ptr();
+    setCurrentStreamSource(currentStreamCallable ? &currentStreamFromPython : nullptr);
+    Py_XDECREF(old);
+  }, py::arg("fn"), "fn(device) -> the calling thread's current cudaStream_t, for FOLLOW_CURRENT_STREAM phases.");
   m.def("launch_empty", [](int64_t count, py::object stream) { launchEmpty(count, streamArg(stream)); },
         py::arg("count") = 1, py::arg("stream") = py::none());
   m.def("launch_spin", [](int64_t ns, py::object stream) { launchSpin(ns, streamArg(stream)); },
@@ -228,15 +270,25 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("cupti_compiled_version", &cuptiCompiledVersion);
   m.def("cupti_loaded_version", &cuptiLoadedVersion);
-  m.def("cupti_start", [](size_t bufferBytes, size_t maxBuffers, int64_t drainPeriodMs, int64_t maxPendingRecords) {
+  m.def("cupti_start", [](size_t bufferBytes, size_t maxBuffers, int64_t drainPeriodMs, int64_t maxPendingRecords,
+                          size_t deviceBufferBytes) {
     TracerConfig c;
     c.bufferBytes = bufferBytes;
+    c.deviceBufferBytes = deviceBufferBytes;
     c.maxBuffers = maxBuffers;
     c.drainPeriodMs = drainPeriodMs;
     c.maxPendingRecords = maxPendingRecords;
     ActivityTracer::instance().start(c);
   }, py::arg("buffer_bytes") = 8u << 20, py::arg("max_buffers") = 64, py::arg("drain_period_ms") = 200,
-     py::arg("max_pending_records") = 8'000'000);
+     py::arg("max_pending_records") = 8'000'000, py::arg("device_buffer_bytes") = 0);
+  m.def("cupti_set_device_buffer_bytes", [](size_t bytes) { return ActivityTracer::setDeviceBufferBytes(bytes); },
+        py::arg("bytes"), "CUPTI's device buffer size, for contexts made later (call before CUDA starts); 0: set.");
+  m.def("cupti_guards", [](uint32_t loadedVersion, int64_t session) {
+    py::dict d;
+    d["graph_ids_untrusted"] = !graphIdsTrusted(loadedVersion, session);
+    d["concurrent_kernel_left_on"] = !disableKernelSafe(loadedVersion);
+    return d;
+  }, py::arg("loaded_version"), py::arg("session"), "Which known-bug workarounds a CUPTI version needs.");
   m.def("cupti_collect", []() {
     ActivityColumns cols;
     {
@@ -265,6 +317,11 @@ PYBIND11_MODULE(_C, m) {
     d["timestamp_callback"] = s.timestampCallback;
     d["clock_offset_ns"] = s.clockOffsetNs;
     d["clock_drift_ns"] = s.clockDriftNs;
+    d["device_buffer_bytes"] = s.deviceBufferBytes;
+    d["session"] = s.session;
+    d["api_calls_filtered"] = s.apiCallsFiltered;
+    d["graph_ids_untrusted"] = s.graphIdsUntrusted;
+    d["concurrent_kernel_left_on"] = s.concurrentKernelLeftOn;
     return d;
   });
   m.def("cupti_push_external_id", [](uint64_t id) { ActivityTracer::instance().pushExternalId(id); });
@@ -301,7 +358,7 @@ PYBIND11_MODULE(_C, m) {
         b->reset(bufferBytes, maxBuffers, maxPendingRecords);
         return b;
       }), py::arg("buffer_bytes"), py::arg("max_buffers"), py::arg("max_pending_records") = 8'000'000)
-      .def("deliver", [](ActivityBuffers& b, const FakeActivityBuffer& f) {
+      .def("deliver", [](ActivityBuffers& b, const FakeActivityBuffer& f, int64_t invalidAt) {
         uint8_t* buf = nullptr;
         size_t size = 0;
         b.request(&buf, &size);
@@ -311,9 +368,17 @@ PYBIND11_MODULE(_C, m) {
           throw UsageError("fabricated buffer is larger than the pool's buffers");
         }
         std::memcpy(buf, f.data(), f.sizeBytes());
+        if (invalidAt >= 0 && static_cast<size_t>(invalidAt) + sizeof(uint32_t) <= f.sizeBytes()) {
+          // The record starting there reads as CUPTI_ACTIVITY_KIND_INVALID (its kind is the
+          // first field), which cuptiActivityGetNextRecord refuses as it does an incomplete one.
+          const uint32_t invalidKind = 0;
+          std::memcpy(buf + invalidAt, &invalidKind, sizeof(invalidKind));
+        }
         b.complete(buf, f.sizeBytes());
         return true;
-      }, py::arg("buffer"), "Request a buffer, copy the records in, complete it; False at the pool cap.")
+      }, py::arg("buffer"), py::arg("invalid_at") = -1,
+      "Request a buffer, copy the records in (the record at byte invalid_at made invalid), complete "
+      "it; False at the pool cap.")
       .def("add_dropped", [](ActivityBuffers& b, int64_t n) { b.addDropped(n); })
       .def("decode_ready", &ActivityBuffers::decodeReady)
       .def("take", [](ActivityBuffers& b) { return activityToDict(b.take()); })

@@ -2,6 +2,7 @@
 #include "events.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -32,6 +33,12 @@ class OnDevice {
 };
 }  // namespace
 
+namespace {
+std::atomic<CurrentStreamFn> currentStreamSource{nullptr};
+}  // namespace
+
+void setCurrentStreamSource(CurrentStreamFn fn) { currentStreamSource.store(fn); }
+
 EventTimer::EventTimer(size_t maxPending, int device) : maxPending_(maxPending) {
   requireDevice();
   if (device < 0) PERFCORE_CUDA_CHECK(cudaGetDevice(&device));
@@ -40,7 +47,7 @@ EventTimer::EventTimer(size_t maxPending, int device) : maxPending_(maxPending) 
 
 EventTimer::~EventTimer() {
   // Destructors must not throw; a failed destroy only leaks an event.
-  if (anchor_) cudaEventDestroy(anchor_);
+  for (auto& a : anchors_) cudaEventDestroy(a.ev);
   for (auto ev : free_) cudaEventDestroy(ev);
   for (auto& p : pending_) {
     cudaEventDestroy(p.start);
@@ -73,22 +80,41 @@ void EventTimer::sync() {
   if (anchor_ != nullptr) {
     float ms = 0.f;
     PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor_, ev));
-    const int64_t drift = anchorNs_ + static_cast<int64_t>(static_cast<double>(ms) * 1e6) - hostNs;
+    const int64_t drift = anchorNs_ + msToNs(ms) - hostNs;
     clock_.lastDriftNs = drift;
     clock_.maxAbsDriftNs = std::max<int64_t>(clock_.maxAbsDriftNs, drift < 0 ? -drift : drift);
-    release(anchor_);
   }
+  // Older anchors stay while pending pairs were measured from them (dropUnusedAnchors).
+  anchors_.push_back(Anchor{nextAnchor_++, ev, hostNs});
   anchor_ = ev;
   anchorNs_ = hostNs;
+  dropUnusedAnchors();
   clock_.lastUncertaintyNs = (t1 - t0) / 2;
   ++clock_.syncs;
 }
 
+void EventTimer::dropUnusedAnchors() {
+  const uint64_t oldestUsed = pending_.empty() ? anchors_.back().id : pending_.front().anchor;
+  while (anchors_.size() > 1 && anchors_.front().id < oldestUsed) {
+    release(anchors_.front().ev);
+    anchors_.pop_front();
+  }
+}
+
 void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
   const int64_t tid = currentThreadId();
+  if (stream == kCurrentStream) {
+    // Read before the lock: the source may call into Python (torch's current stream).
+    CurrentStreamFn fn = currentStreamSource.load();
+    uintptr_t cur = 0;
+    const bool seen = fn != nullptr && fn(device_, &cur);
+    stream = seen ? cur : 0;
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++(seen ? streams_.followed : streams_.unseen);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   OnDevice on(device_);
-  if (anchor_ == nullptr) sync();
+  if (anchor_ == nullptr || nowNs() - anchorNs_ >= kResyncNs) sync();
   // Bounded memory: at the cap, wait for the oldest pair (recorded long ago, so normally already
   // done) and keep its result for the next resolve().
   while (pending_.size() >= maxPending_ && collect(pending_.front(), true, ready_)) popFront();
@@ -101,7 +127,7 @@ void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
     checkCuda(err, "cudaEventRecord(start)");
   }
   const uint64_t seq = nextSeq_++;
-  pending_.push_back(Pair{seq, phase, step, nowNs(), tid, a, b, false});
+  pending_.push_back(Pair{seq, phase, step, nowNs(), tid, a, b, false, anchors_.back().id, stream});
   open_[tid].push_back(seq);
 }
 
@@ -120,10 +146,22 @@ EventTimer::Pair* EventTimer::findOpen(int64_t tid, int32_t phase, const char* w
 
 void EventTimer::end(int32_t phase, uintptr_t stream) {
   const int64_t tid = currentThreadId();
+  uintptr_t cur = 0;
+  bool curSeen = false;
+  if (stream == kCurrentStream) {
+    CurrentStreamFn fn = currentStreamSource.load();
+    curSeen = fn != nullptr && fn(device_, &cur);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   OnDevice on(device_);
   Pair* p = findOpen(tid, phase, "EventTimer.end");
   open_[tid].pop_back();  // closed even if the record fails: the stack stays usable
+  if (stream == kCurrentStream) {
+    // The stop goes where the start went. Work moved to another stream inside the phase is not
+    // ordered with these events: counted, so the run can say its GPU time is not seen.
+    if (curSeen && cur != p->stream) ++streams_.switchedInside;
+    stream = p->stream;
+  }
   const cudaError_t err = cudaEventRecord(p->stop, reinterpret_cast<cudaStream_t>(stream));
   p->closed = true;
   if (err != cudaSuccess) {
@@ -158,10 +196,11 @@ bool EventTimer::collect(Pair& p, bool wait, EventColumns& out) {
   }
   if (p.phase >= 0) {
     float ms = 0.f, fromAnchor = 0.f;
+    const Anchor& an = anchorOf(p);
     PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, p.start, p.stop));
-    PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&fromAnchor, anchor_, p.start));
-    const int64_t gpuNs = static_cast<int64_t>(static_cast<double>(ms) * 1e6);
-    const int64_t startNs = anchorNs_ + static_cast<int64_t>(static_cast<double>(fromAnchor) * 1e6);
+    PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&fromAnchor, an.ev, p.start));
+    const int64_t gpuNs = msToNs(ms);
+    const int64_t startNs = an.hostNs + msToNs(fromAnchor);
     out.phase_id.push_back(p.phase);
     out.step.push_back(p.step);
     out.host_start_ns.push_back(p.hostStartNs);
@@ -186,8 +225,9 @@ EventColumns EventTimer::resolve(bool wait) {
     if (!collect(pending_.front(), wait, out)) break;
     popFront();
   }
-  // Pairs resolved above were measured against the current anchor; later ones use the new one.
+  // Each pair keeps the anchor it began under; a new one serves the pairs begun from now on.
   if (anchor_ != nullptr && nowNs() - anchorNs_ >= kResyncNs) sync();
+  if (!anchors_.empty()) dropUnusedAnchors();
   return out;
 }
 
@@ -204,7 +244,8 @@ bool EventTimer::setDevice(int device) {
     while (!pending_.empty() && collect(pending_.front(), true, ready_)) popFront();
     for (auto ev : free_) cudaEventDestroy(ev);
     free_.clear();
-    if (anchor_) cudaEventDestroy(anchor_);
+    for (auto& a : anchors_) cudaEventDestroy(a.ev);
+    anchors_.clear();
     anchor_ = nullptr;
     if (syncStream_) cudaStreamDestroy(syncStream_);
     syncStream_ = nullptr;
@@ -216,6 +257,11 @@ bool EventTimer::setDevice(int device) {
 size_t EventTimer::pending() {
   std::lock_guard<std::mutex> lock(mutex_);
   return pending_.size();
+}
+
+StreamStats EventTimer::streamStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return streams_;
 }
 
 ClockSync EventTimer::clockSync() {

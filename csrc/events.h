@@ -46,6 +46,23 @@ struct ClockSync {
   int64_t lastUncertaintyNs = 0;  // half the host window the anchor event completed in
 };
 
+// The stream argument that means "the stream current on the calling thread when the phase
+// opens" (torch's current stream: a pool stream under `with torch.cuda.stream(s):`), read through
+// the source set by setCurrentStreamSource. The phase's stop event goes on the same stream.
+constexpr uintptr_t kCurrentStream = ~static_cast<uintptr_t>(0);
+// Writes the current stream of `device` for the calling thread; false when it cannot say.
+using CurrentStreamFn = bool (*)(int device, uintptr_t* stream);
+void setCurrentStreamSource(CurrentStreamFn fn);
+
+// float ms from cudaEventElapsedTime -> integer ns, rounded (never truncated toward zero).
+inline int64_t msToNs(float ms) { return static_cast<int64_t>(static_cast<double>(ms) * 1e6 + (ms < 0 ? -0.5 : 0.5)); }
+
+struct StreamStats {
+  int64_t followed = 0;       // phases whose events went on the stream current at their start
+  int64_t unseen = 0;         // ... whose current stream could not be read (legacy default used)
+  int64_t switchedInside = 0;  // phases that ended on another current stream than they began on
+};
+
 class EventTimer {
  public:
   // maxPending bounds the pairs alive at once; past it, begin() waits for the oldest one.
@@ -57,7 +74,8 @@ class EventTimer {
   EventTimer& operator=(const EventTimer&) = delete;
 
   // stream is a cudaStream_t as an integer (torch.cuda.current_stream().cuda_stream); 0 = legacy
-  // default. Pairs nest per thread and close in reverse order on the thread that opened them.
+  // default; kCurrentStream = the current one at begin(). Pairs nest per thread and close in
+  // reverse order on the thread that opened them.
   void begin(int32_t phase, int64_t step, uintptr_t stream);
   void end(int32_t phase, uintptr_t stream);
   // Takes back the calling thread's innermost open pair without a result (a phase whose other
@@ -75,7 +93,11 @@ class EventTimer {
   bool setDevice(int device);
   int device() const { return device_; }
   ClockSync clockSync();
+  StreamStats streamStats();
 
+  // A new anchor is taken at the first begin() or resolve() this long after the last: the float
+  // ms of an event interval from its anchor then stays under ~1 s (float32 ulp there: ~61 ns),
+  // and drift between anchors is bounded by time, not by how often the run settles.
   static constexpr int64_t kResyncNs = 1000000000LL;  // 1 s
 
  private:
@@ -88,7 +110,16 @@ class EventTimer {
     cudaEvent_t start;
     cudaEvent_t stop;
     bool closed;
+    uint64_t anchor;   // the anchor (by number) current when the pair began
+    uintptr_t stream;  // where both events were recorded
   };
+  struct Anchor {
+    uint64_t id;
+    cudaEvent_t ev;
+    int64_t hostNs;
+  };
+  const Anchor& anchorOf(const Pair& p) const { return anchors_[p.anchor - anchors_.front().id]; }
+  void dropUnusedAnchors();
   cudaEvent_t take();
   void release(cudaEvent_t ev) { free_.push_back(ev); }
   bool collect(Pair& p, bool wait, EventColumns& out);
@@ -103,9 +134,12 @@ class EventTimer {
   // resolve(): the gap between where the old anchor predicts the new one and the host time is
   // the drift of the event clock, reported in clockSync().
   cudaStream_t syncStream_ = nullptr;
-  cudaEvent_t anchor_ = nullptr;
+  cudaEvent_t anchor_ = nullptr;  // the newest anchor (also anchors_.back())
   int64_t anchorNs_ = 0;
+  std::deque<Anchor> anchors_;  // every anchor a pending pair still uses, oldest first
+  uint64_t nextAnchor_ = 0;
   ClockSync clock_;
+  StreamStats streams_;
 
   int device_ = -1;
 

@@ -68,3 +68,46 @@ def test_tolerance_comes_from_resolution_and_spread():
     assert duration_tolerance_ns(50_000, 0) == 2 * EVENT_RESOLUTION_NS
     assert duration_tolerance_ns(50_000, 3_000) == 2 * EVENT_RESOLUTION_NS + 3_000  # a busy device's jitter
     assert duration_tolerance_ns(10_000_000, 0) == 100_000  # long kernels: 1%
+
+
+def test_dry_run_imports_what_every_check_uses_and_prints_each_row():
+    # The table a lent GPU would decide, checked here: every import every check makes resolves
+    # (a renamed function fails now, not on the device), and every check has rows with targets.
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--dry-run"], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("| ") and not ln.startswith("| check")]
+    named = {ln.split(" | ")[0][2:] for ln in lines}
+    from gpu_check import CHECKS  # noqa: E402 (the module fixture registered it)
+
+    assert named == set(CHECKS)
+    assert all(ln.rstrip(" |").split(" | ")[-1].strip() for ln in lines)
+
+
+def test_dry_run_names_an_import_that_does_not_resolve(gc, monkeypatch):
+    monkeypatch.setitem(gc.USES, "graph_speed", ("perfcore.experiments.graph:compare_runs",))
+    said = []
+    assert gc.dry_run(say=said.append) == 1
+    assert any("graph_speed: perfcore.experiments.graph has no compare_runs" in s for s in said)
+
+
+def test_each_defect_has_a_row(gc):
+    for name in ("side_stream", "named_device", "in_flight_at_stop", "torch_profiler", "graph_before_cupti",
+                 "torch_loop_drain"):
+        assert name in gc.CHECKS and gc.PLAN[name]
+
+
+def test_a_check_past_its_time_limit_is_its_own_fail_row(gc):
+    # Each check runs in a child process under a limit: one that does not finish ends its row,
+    # and the next check still runs.
+    said = []
+    rows = gc.run_isolated(["event_timer", "graph"], say=said.append, limits={"event_timer": 0.05, "graph": 0.05})
+    assert [(r.check, r.ok) for r in rows] == [("event_timer", False), ("graph", False)]
+    assert "no result within" in rows[0].measured
+
+
+def test_rows_that_the_machine_decides_do_not_decide_the_run(gc):
+    rows = [gc.Row("claim", "ok", "x", True), gc.Row("PCIe link in a VM", "?", "information", False, decides=False)]
+    assert gc.exit_code(rows) == 0 and rows[1].verdict == "SKIP"
+    assert gc.exit_code(rows[1:]) == 1  # nothing decided is not a pass
+    assert "| SKIP |" in gc.table(rows)

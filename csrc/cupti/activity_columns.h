@@ -148,6 +148,7 @@ struct ActivityColumns {
   int64_t records = 0;
   int64_t otherRecords = 0;       // kinds perfcore does not decode
   int64_t invalidTimestamps = 0;  // records dropped for start/end of 0 or end < start
+  int64_t zeroTimestamps = 0;     // ... of which a timestamp was 0 (CUPTI could not collect it)
 };
 
 }  // namespace perfcore

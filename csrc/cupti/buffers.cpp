@@ -29,7 +29,8 @@ void ActivityBuffers::reset(size_t bufferBytes, size_t maxBuffers, int64_t maxPe
   pending_ = ActivityColumns{};
   names_ = NameTable{};
   maxPendingRecords_ = maxPendingRecords;
-  records_ = pendingRecords_ = overflow_ = invalid_ = other_ = undecodable_ = decodeNs_ = 0;
+  records_ = pendingRecords_ = overflow_ = invalid_ = zero_ = other_ = undecodable_ = decodeNs_ = 0;
+  incomplete_ = bytesUnwalked_ = 0;
   completed_.store(0);
   denied_.store(0);
   dropped_.store(0);
@@ -85,15 +86,19 @@ size_t ActivityBuffers::decodeReady() {
     // Bounded memory: past the cap the records are counted, not kept (reported as overflow).
     if (pendingRecords_ < maxPendingRecords_) {
       const int64_t invalidBefore = pending_.invalidTimestamps;
+      const int64_t zeroBefore = pending_.zeroTimestamps;
       const int64_t otherBefore = pending_.otherRecords;
-      try {
-        const int64_t n = decodeBuffer(r.buffer, r.validSize, pending_, names_, clockOffsetNs_.load());
-        records_ += n;
-        pendingRecords_ += n;
-      } catch (...) {
-        ++undecodable_;  // the loaded libcupti cannot walk it: its records are lost, and said so
+      // Records before a stop are kept and counted; the stop itself is counted by cause.
+      const DecodeResult d = decodeBuffer(r.buffer, r.validSize, pending_, names_, clockOffsetNs_.load());
+      records_ += d.records;
+      pendingRecords_ += d.records;
+      if (d.status != 0) {
+        ++undecodable_;
+        if (d.incomplete) ++incomplete_;
+        bytesUnwalked_ += d.bytesLeft;
       }
       invalid_ += pending_.invalidTimestamps - invalidBefore;
+      zero_ += pending_.zeroTimestamps - zeroBefore;
       other_ += pending_.otherRecords - otherBefore;
     } else {
       overflow_ += countRecords(r.buffer, r.validSize);
@@ -126,7 +131,10 @@ BufferStats ActivityBuffers::stats() {
     s.overflowRecords = overflow_;
     s.invalidTimestamps = invalid_;
     s.otherRecords = other_;
+    s.zeroTimestamps = zero_;
     s.buffersUndecodable = undecodable_;
+    s.buffersIncomplete = incomplete_;
+    s.bytesUnwalked = bytesUnwalked_;
     s.decodeNs = decodeNs_;
   }
   s.buffersCompleted = completed_.load();

@@ -26,7 +26,10 @@ struct BufferStats {
   int64_t overflowRecords = 0;   // decoded columns were at their cap: counted, not kept
   int64_t invalidTimestamps = 0;
   int64_t otherRecords = 0;
-  int64_t buffersUndecodable = 0;  // buffers the loaded libcupti could not walk (records lost)
+  int64_t zeroTimestamps = 0;      // of invalidTimestamps: a start or end CUPTI could not collect
+  int64_t buffersUndecodable = 0;  // buffers whose walk stopped at a record the loaded libcupti refused
+  int64_t buffersIncomplete = 0;   // ... of which at an incomplete record (work still running at a forced flush)
+  int64_t bytesUnwalked = 0;       // at most this many bytes after those stops were not decoded
   int64_t decodeNs = 0;            // time spent decoding, for the drain cost per record
 };
 
@@ -70,7 +73,8 @@ class ActivityBuffers {
   ActivityColumns pending_;
   NameTable names_;
   int64_t maxPendingRecords_ = 0;
-  int64_t records_ = 0, pendingRecords_ = 0, overflow_ = 0, invalid_ = 0, other_ = 0, undecodable_ = 0;
+  int64_t records_ = 0, pendingRecords_ = 0, overflow_ = 0, invalid_ = 0, zero_ = 0, other_ = 0, undecodable_ = 0;
+  int64_t incomplete_ = 0, bytesUnwalked_ = 0;
   int64_t decodeNs_ = 0;
 
   std::atomic<int64_t> completed_{0};

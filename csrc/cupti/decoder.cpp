@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 
-#include "../errors.h"
 #include "records.h"
 
 namespace perfcore {
@@ -25,8 +24,9 @@ int32_t NameTable::intern(const char* name) {
   return id;
 }
 
-int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, NameTable& names,
-                     int64_t clockOffsetNs) {
+DecodeResult decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, NameTable& names,
+                          int64_t clockOffsetNs) {
+  DecodeResult res;
   int64_t n = 0;
   CUpti_Activity* rec = nullptr;
   const auto ts = [clockOffsetNs](uint64_t t) { return static_cast<int64_t>(t) - clockOffsetNs; };
@@ -36,17 +36,25 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
   const auto invalid = [&out](uint64_t start, uint64_t end) {
     if (start != 0 && end != 0 && end >= start) return false;
     ++out.invalidTimestamps;
+    // A 0 is a timestamp CUPTI could not collect (a device buffer overrun, a kernel still
+    // running when its buffer was forced out); end < start is a broken record: counted apart.
+    if (start == 0 || end == 0) ++out.zeroTimestamps;
     return true;
   };
   while (true) {
+    const uint8_t* before = rec ? reinterpret_cast<const uint8_t*>(rec) : buffer;
     CUptiResult st = cuptiActivityGetNextRecord(buffer, validBytes, &rec);
     if (st == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // end of buffer
     if (st != CUPTI_SUCCESS) {
-      const char* msg = nullptr;
-      cuptiGetResultString(st, &msg);
-      throw CuptiError(std::string("cuptiActivityGetNextRecord failed: ") + (msg ? msg : "?") +
-                           " (the buffer does not match the loaded libcupti's record layout)",
-                       st);
+      // CUPTI_ERROR_INVALID_KIND: "incomplete or invalid" record, which a forced flush hands over
+      // for work still running. As kineto does, stop walking there and keep what came before:
+      // the walk cannot step over a record it cannot size. What is left is counted (as bytes
+      // from the start of the last record decoded: an upper bound), not guessed at.
+      res.status = static_cast<int>(st);
+      res.incomplete = st == CUPTI_ERROR_INVALID_KIND;
+      const size_t walked = static_cast<size_t>(before - buffer);
+      res.bytesLeft = validBytes > walked ? static_cast<int64_t>(validBytes - walked) : 0;
+      break;
     }
     ++n;
     switch (rec->kind) {
@@ -152,7 +160,8 @@ int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, N
     }
   }
   out.records += n;
-  return n;
+  res.records = n;
+  return res;
 }
 
 int64_t countRecords(uint8_t* buffer, size_t validBytes) {

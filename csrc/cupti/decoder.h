@@ -22,9 +22,19 @@ class NameTable {
   std::vector<std::string> names_;
 };
 
-// Appends every record in buffer[0, validBytes) to `out`. Returns the records seen.
-// Uses cuptiActivityGetNextRecord, so record sizes come from the loaded libcupti.
-int64_t decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, NameTable& names,
+// How one buffer's walk ended. status != 0: it stopped early at a record the loaded libcupti
+// would not return (incomplete: CUPTI_ERROR_INVALID_KIND, the record of work still running when
+// a forced flush handed the buffer over); at most bytesLeft were not walked.
+struct DecodeResult {
+  int64_t records = 0;
+  int status = 0;
+  bool incomplete = false;
+  int64_t bytesLeft = 0;
+};
+
+// Appends every record in buffer[0, validBytes) to `out`, up to the first one CUPTI cannot walk.
+// Uses cuptiActivityGetNextRecord, so record sizes come from the loaded libcupti. Never throws.
+DecodeResult decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& out, NameTable& names,
                      int64_t clockOffsetNs);
 
 // Records in a buffer, without decoding them (for counting what is dropped).

@@ -31,6 +31,47 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
 
+// Runtime/driver calls torch makes constantly that launch nothing: each would be one API record
+// (plus an external-correlation record inside a tagged phase) to drain, and earlier drops on a
+// long run. Their records are turned off after the kinds are enabled (the kind, enabled later,
+// would turn them back on), as kineto does; launches, copies, memsets, graph launches and
+// synchronizations keep theirs. cuptiActivityEnableRuntimeApi/DriverApi arrived in CUPTI 12.6.
+#if CUPTI_API_VERSION >= 24
+constexpr CUpti_CallbackId kQuietRuntime[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010,
+    CUPTI_RUNTIME_TRACE_CBID_cudaThreadExchangeStreamCaptureMode_v10010,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDriverGetVersion_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaRuntimeGetVersion_v3020,
+};
+constexpr CUpti_CallbackId kQuietDriver[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxPushCurrent_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxPopCurrent_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
+    CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress,
+    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing,
+    CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuGetErrorString,
+};
+#endif
+
 std::string resultString(CUptiResult st) {
   const char* msg = nullptr;
   if (cuptiGetResultString(st, &msg) != CUPTI_SUCCESS || !msg) return "CUPTI error " + std::to_string(st);
@@ -41,8 +82,9 @@ std::string resultString(CUptiResult st) {
 std::string advice(CUptiResult st) {
   switch (st) {
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
-      return "CUPTI is already held by another profiler in this process (torch.profiler, nsys, DCGM); "
-             "stop it, or use the host backend";
+      return "CUPTI is already held by another profiler in this process (torch.profiler, nsys, DCGM), which "
+             "keeps it until the process ends (torch.profiler does once it has run): restart the kernel or "
+             "script without it to trace kernels, or time with CUDA events";
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
       return "GPU tracing is not permitted here (needs NVreg_RestrictProfilingToAdminUsers=0 or root, "
@@ -86,7 +128,17 @@ ActivityTracer& ActivityTracer::instance() {
 
 void ActivityTracer::onBufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
   *maxNumRecords = 0;  // as many as fit
+  if (refuseBuffers_.load()) {  // stopped, a kind left on: CUPTI drops what it has no room for
+    *buffer = nullptr;
+    *size = 0;
+    return;
+  }
   buffers_.request(buffer, size);
+}
+
+int ActivityTracer::setDeviceBufferBytes(size_t bytes) {
+  size_t attr = bytes, attrSize = sizeof(attr);
+  return static_cast<int>(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &attrSize, &attr));
 }
 
 void ActivityTracer::addDropped(void* context, uint32_t streamId) {
@@ -143,10 +195,14 @@ void ActivityTracer::start(const TracerConfig& config) {
     throwCupti(st, call);
   };
 
-  // Attributes and callbacks go in before any kind is enabled (CUPTI samples' order).
-  size_t attr = config_.bufferBytes;
-  size_t attrSize = sizeof(attr);
-  cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &attrSize, &attr);  // best effort
+  // Attributes and callbacks go in before any kind is enabled (CUPTI samples' order). The device
+  // buffer size reaches only contexts created later; stats() reports what CUPTI holds.
+  if (config_.deviceBufferBytes > 0) setDeviceBufferBytes(config_.deviceBufferBytes);  // best effort
+  ++sessions_;
+  const uint32_t loaded = cuptiLoadedVersion();
+  graphIdsUntrusted_ = !graphIdsTrusted(loaded, sessions_);
+  apiFiltered_ = 0;
+  refuseBuffers_.store(false);
   st = cuptiActivityRegisterCallbacks(bufferRequestedTrampoline, bufferCompletedTrampoline);
   if (st != CUPTI_SUCCESS) giveUp(st, "cuptiActivityRegisterCallbacks");
 
@@ -159,10 +215,18 @@ void ActivityTracer::start(const TracerConfig& config) {
   clockOffsetStartNs_ = clockOffsetNs_.load();
 
   for (auto kind : kKinds) {
+    if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && concurrentKernelOn_) continue;  // still on
     st = cuptiActivityEnable(kind);
     if (st != CUPTI_SUCCESS) giveUp(st, "cuptiActivityEnable");
     enabledKinds_.push_back(kind);
   }
+  if (concurrentKernelOn_) enabledKinds_.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+#if CUPTI_API_VERSION >= 24
+  // Only where the loaded library has the calls too (a 12.4 libcupti under a 12.6 build says
+  // so in its result: then every API record stays on, as before).
+  for (auto cbid : kQuietRuntime) apiFiltered_ += cuptiActivityEnableRuntimeApi(cbid, 0) == CUPTI_SUCCESS;
+  for (auto cbid : kQuietDriver) apiFiltered_ += cuptiActivityEnableDriverApi(cbid, 0) == CUPTI_SUCCESS;
+#endif
   {
     std::lock_guard<std::mutex> lock(drainMutex_);
     stopDrain_ = false;
@@ -173,7 +237,17 @@ void ActivityTracer::start(const TracerConfig& config) {
 }
 
 void ActivityTracer::disableAll() {
-  for (int kind : enabledKinds_) cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind));
+  // Before CUDA 13.0 Update 1, disabling CONCURRENT_KERNEL may deadlock (CUPTI release notes):
+  // there it stays enabled, the pool refuses every later buffer (CUPTI drops and counts those
+  // records, nothing is kept), and the next start() finds it still on.
+  const bool keepKernels = !disableKernelSafe(cuptiLoadedVersion());
+  for (int kind : enabledKinds_) {
+    if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && keepKernels) {
+      concurrentKernelOn_ = true;
+      continue;
+    }
+    cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind));
+  }
   enabledKinds_.clear();
 }
 
@@ -233,6 +307,7 @@ ActivityColumns ActivityTracer::stop() {
   forcedFlushNs_.store(nowNs() - t0);
   addDropped(nullptr, 0);
   buffers_.decodeReady();
+  if (concurrentKernelOn_) refuseBuffers_.store(true);
   if (subscriber_) cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_));
   subscriber_ = nullptr;
   active_.store(false);
@@ -250,6 +325,14 @@ TracerStats ActivityTracer::stats() {
   s.timestampCallback = timestampCallback_;
   s.clockOffsetNs = clockOffsetNs_.load();
   s.clockDriftNs = timestampCallback_ ? 0 : s.clockOffsetNs - clockOffsetStartNs_;
+  size_t attr = 0, attrSize = sizeof(attr);
+  if (cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &attrSize, &attr) == CUPTI_SUCCESS) {
+    s.deviceBufferBytes = static_cast<int64_t>(attr);
+  }
+  s.session = sessions_;
+  s.apiCallsFiltered = apiFiltered_;
+  s.graphIdsUntrusted = graphIdsUntrusted_;
+  s.concurrentKernelLeftOn = concurrentKernelOn_;
   return s;
 }
 

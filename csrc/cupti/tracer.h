@@ -22,7 +22,11 @@
 namespace perfcore {
 
 struct TracerConfig {
-  size_t bufferBytes = 8u << 20;
+  size_t bufferBytes = 8u << 20;  // host buffers handed to CUPTI
+  // CUPTI's per-context device buffer (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE); 0 leaves CUPTI's
+  // own default. It applies only to device buffers allocated later (new contexts), so it is its
+  // own setting, best made with setDeviceBufferBytes() before CUDA is initialised.
+  size_t deviceBufferBytes = 0;
   size_t maxBuffers = 64;
   int64_t drainPeriodMs = 200;
   int64_t maxPendingRecords = 8'000'000;  // decoded but not yet collected (~0.5 GB of columns)
@@ -36,6 +40,12 @@ struct TracerStats {
   bool timestampCallback = false;  // true: CUPTI stamps records with perfcore's clock directly
   int64_t clockOffsetNs = 0;       // else: cupti_time - perfcore_time, re-measured at each flush
   int64_t clockDriftNs = 0;        // how far that offset moved since start
+  int64_t deviceBufferBytes = 0;   // CUPTI's device buffer size as it reads back (0: unknown)
+  int64_t session = 0;             // this process's tracing sessions so far, this one included
+  int64_t apiCallsFiltered = 0;    // runtime/driver callback ids whose records were turned off
+  // Workarounds for known bugs of the loaded CUPTI (release notes), by name: see guards().
+  bool graphIdsUntrusted = false;       // graph kernels' correlation ids wrong after the first session
+  bool concurrentKernelLeftOn = false;  // disabling CONCURRENT_KERNEL may deadlock: not disabled
 };
 
 class ActivityTracer {
@@ -52,6 +62,9 @@ class ActivityTracer {
   ActivityColumns stop();
   bool active() const { return active_.load(); }
   TracerStats stats();
+  // Sets CUPTI's device buffer size now (before CUDA initialises, so the first context gets it).
+  // Returns the CUptiResult; 0 is success.
+  static int setDeviceBufferBytes(size_t bytes);
 
   // Tag the work launched by this thread until pop with `id` (EXTERNAL_CORRELATION records).
   // The id stack lives in libcupti, so it serves whichever client traces: this tracer, or the
@@ -78,6 +91,11 @@ class ActivityTracer {
   std::atomic<bool> active_{false};
   std::atomic<bool> externalTagging_{false};
   std::vector<int> enabledKinds_;
+  int64_t sessions_ = 0;
+  int64_t apiFiltered_ = 0;
+  bool graphIdsUntrusted_ = false;
+  bool concurrentKernelOn_ = false;  // left enabled past a stop (see kDisableKernelSafeVersion)
+  std::atomic<bool> refuseBuffers_{false};  // after stop, while a kind stays on: CUPTI drops, we keep nothing
   void* subscriber_ = nullptr;
   bool timestampCallback_ = false;
   int64_t clockOffsetStartNs_ = 0;
@@ -91,6 +109,18 @@ class ActivityTracer {
   std::atomic<int64_t> flushes_{0}, flushNs_{0}, forcedFlushNs_{0};
   std::atomic<int> drainError_{0};  // a CUptiResult the drain thread met, raised by the next collect
 };
+
+// Which workarounds a loaded CUPTI API version needs (pure, for tests): graph kernels'
+// correlation ids are wrong in sessions after the first (fixed in CUDA 13.1 Update 1), and
+// disabling CONCURRENT_KERNEL may deadlock (fixed in 13.0 Update 1). cuptiGetVersion reports
+// the API version, which an update release may leave at its GA's number, so each guard lifts
+// at the first API version known to carry the fix: the next minor release.
+constexpr uint32_t kGraphIdsFixedVersion = 130200;
+constexpr uint32_t kDisableKernelSafeVersion = 130100;
+inline bool graphIdsTrusted(uint32_t loadedVersion, int64_t session) {
+  return session <= 1 || loadedVersion >= kGraphIdsFixedVersion;
+}
+inline bool disableKernelSafe(uint32_t loadedVersion) { return loadedVersion >= kDisableKernelSafeVersion; }
 
 // Compiled-against and loaded CUPTI API versions.
 uint32_t cuptiCompiledVersion();

@@ -41,7 +41,9 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
             "start_ns": k["start_ns"].to_numpy(), "end_ns": k["end_ns"].to_numpy(),
             "stream_id": k["stream_id"].to_numpy(), "name": names.to_numpy(dtype=object),
             "comm": names.str.contains("nccl", case=False).to_numpy(),
-            "phase_id": launches.phase_of(k["correlation_id"].to_numpy())}))
+            "phase_id": launches.phase_of(k["correlation_id"].to_numpy(),
+                                          k["graph_id"].to_numpy() if "graph_id" in k else None,
+                                          k["start_ns"].to_numpy())}))
     m = _present(frames, "memcpy")
     if m is not None:
         host = np.isin(m["copy_kind"].to_numpy(), TRANSFER_COPY_KINDS)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["MEMCPY_KINDS", "MEMORY_KINDS", "ACTIVITY_KINDS", "TRANSFER_COPY_KINDS", "activity_frames",
+__all__ = ["MEMCPY_KINDS", "MEMORY_KINDS", "ACTIVITY_KINDS", "TRANSFER_COPY_KINDS", "HOST_DESTINATION_COPY_KINDS", "activity_frames",
            "merge_activity"]
 
 # CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind values (cupti_activity.h).
@@ -24,6 +24,7 @@ MEMORY_KINDS = {0: "unknown", 1: "pageable", 2: "pinned", 3: "device", 4: "array
 # peer copies run on the device without the host link, and memsets write device memory: those are
 # device work (compute), not transfer. Host-to-host copies (9) involve no device at all.
 TRANSFER_COPY_KINDS = (1, 2, 3, 4)  # h2d, d2h, h2a, a2h
+HOST_DESTINATION_COPY_KINDS = (2, 4)  # d2h, a2h: the host memory is the destination
 
 # The record tables every backend hands over, in this order.
 ACTIVITY_KINDS = ("kernels", "memcpy", "memset", "sync", "external_correlation", "overhead", "api")
@@ -36,7 +37,7 @@ def merge_activity(parts: list[dict[str, Any]]) -> dict[str, Any]:
     for kind in ACTIVITY_KINDS:
         cols = [p[kind] for p in parts if p.get(kind)]
         merged[kind] = {c: np.concatenate([p[c] for p in cols]) for c in cols[0]} if cols else {}
-    for count in ("records", "other_records", "invalid_timestamps"):
+    for count in ("records", "other_records", "invalid_timestamps", "zero_timestamps"):
         merged[count] = sum(int(p.get(count, 0)) for p in parts)
     return merged
 
@@ -64,7 +65,10 @@ def activity_frames(raw: dict[str, Any]) -> dict[str, pd.DataFrame]:
         m["direction"] = _lookup(m["copy_kind"].to_numpy(), MEMCPY_KINDS)
         m["src"] = _lookup(m["src_kind"].to_numpy(), MEMORY_KINDS)
         m["dst"] = _lookup(m["dst_kind"].to_numpy(), MEMORY_KINDS)
-        host_side = np.where(m["copy_kind"].to_numpy() == 2, m["dst_kind"].to_numpy(), m["src_kind"].to_numpy())
+        # The host is the destination of device-to-host (2) and array-to-host (4) copies, the
+        # source of every other transfer kind.
+        host_side = np.where(np.isin(m["copy_kind"].to_numpy(), HOST_DESTINATION_COPY_KINDS),
+                             m["dst_kind"].to_numpy(), m["src_kind"].to_numpy())
         m["pageable"] = host_side == 1
         m["transfer"] = np.isin(m["copy_kind"].to_numpy(), TRANSFER_COPY_KINDS)
         m["duration_ns"] = m["end_ns"] - m["start_ns"]

@@ -21,9 +21,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["LaunchPhases", "EXTERNAL_KIND_CUSTOM0"]
+__all__ = ["LaunchPhases", "EXTERNAL_KIND_CUSTOM0", "GRAPH_LAUNCH_CBIDS"]
 
 EXTERNAL_KIND_CUSTOM0 = 3  # CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, the kind perfcore pushes
+# (driver, cbid) of the graph launch calls: cudaGraphLaunch(_ptsz) and cuGraphLaunch(_ptsz).
+GRAPH_LAUNCH_CBIDS = ((0, 311), (0, 312), (1, 514), (1, 515))
 
 _I64 = np.int64
 
@@ -47,8 +49,14 @@ class LaunchPhases:
         self._ext = _empty("corr", "phase", "gen")       # sorted by corr
         self._api = _empty("corr", "start", "gen")       # sorted by corr
         self._win = _empty("start", "end", "phase", "gen")  # sorted by start
+        self._graph = _empty("start", "gen")  # graph launch calls' host start, sorted
+        # False when the loaded CUPTI gives graph kernels wrong correlation ids (sessions after the
+        # first, before the fix): each graph kernel then belongs to the latest graph launch made
+        # before it started, placed by that launch's host time.
+        self.trust_graph_ids = True
         self.by_external = 0  # records attributed each way (for the run's capture report)
         self.by_window = 0
+        self.by_graph_time = 0
         self.unattributed = 0
 
     # -- feeding ----------------------------------------------------------------------------
@@ -65,6 +73,12 @@ class LaunchPhases:
         if api is not None and len(api):
             self._api = self._merge(self._api, "corr", {"corr": api["correlation_id"].to_numpy(_I64),
                                                         "start": api["start_ns"].to_numpy(_I64)}, g)
+            if "cbid" in api:
+                key = api["driver"].to_numpy(_I64) * 100000 + api["cbid"].to_numpy(_I64)
+                graph = np.isin(key, [d * 100000 + c for d, c in GRAPH_LAUNCH_CBIDS])
+                if graph.any():
+                    self._graph = self._merge(self._graph, "start",
+                                              {"start": api["start_ns"].to_numpy(_I64)[graph]}, g)
         if spans is not None and len(spans):
             self._win = self._merge(self._win, "start", {"start": spans["start_ns"].to_numpy(_I64),
                                                          "end": spans["end_ns"].to_numpy(_I64),
@@ -79,7 +93,7 @@ class LaunchPhases:
 
     def _age(self) -> None:
         oldest = self.generation - self.keep_drains + 1
-        for name in ("_ext", "_api", "_win"):
+        for name in ("_ext", "_api", "_win", "_graph"):
             t = getattr(self, name)
             keep = t["gen"] >= oldest
             if not keep.all():
@@ -95,10 +109,30 @@ class LaunchPhases:
         idx = np.clip(idx, 0, len(sorted_keys) - 1)
         return idx, sorted_keys[idx] == keys
 
-    def phase_of(self, correlation_ids: np.ndarray) -> np.ndarray:
+    def phase_of(self, correlation_ids: np.ndarray, graph_ids: np.ndarray | None = None,
+                 start_ns: np.ndarray | None = None) -> np.ndarray:
+        """Phase of each record; graph_ids and start_ns (kernels) let graph kernels be placed by
+        time when their correlation ids cannot be trusted."""
         corr = np.asarray(correlation_ids, dtype=_I64)
         out = np.full(len(corr), -1, dtype=np.int32)
         if not len(corr):
+            return out
+        by_time = np.zeros(len(corr), dtype=bool)
+        if not self.trust_graph_ids and graph_ids is not None and start_ns is not None:
+            by_time = np.asarray(graph_ids) != 0
+        if by_time.any():
+            t = np.asarray(start_ns, dtype=_I64)[by_time]
+            gi = np.searchsorted(self._graph["start"], t, side="right") - 1
+            launch = np.where(gi >= 0, self._graph["start"][np.clip(gi, 0, None)] if len(self._graph["start"])
+                              else -1, -1)
+            phase = self._window_phase(launch)
+            phase[launch < 0] = -1
+            out[by_time] = phase
+            self.by_graph_time += int((phase >= 0).sum())
+            self.unattributed += int((phase < 0).sum())
+            rest_idx = np.flatnonzero(~by_time)
+            if len(rest_idx):
+                out[rest_idx] = self.phase_of(corr[rest_idx])
             return out
         idx, hit = self._lookup(self._ext["corr"], corr)
         out[hit] = self._ext["phase"][idx[hit]]

@@ -9,7 +9,76 @@ from perfcore._native import require_cupti
 from perfcore.errors import UsageError
 from perfcore.capture.columns import activity_frames, merge_activity
 
-__all__ = ["CuptiTracer"]
+__all__ = ["CuptiTracer", "kineto_state", "synchronize_devices"]
+
+
+def kineto_state() -> dict[str, bool]:
+    """What torch.profiler (kineto) does with CUPTI in this process, read without starting it:
+    available (torch built with kineto), active (a profiler is recording now), used (one ran
+    before: kineto then keeps its CUPTI subscription until the process ends)."""
+    import sys
+
+    out = {"available": False, "active": False, "used": False}
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return out
+    try:
+        ap = torch.autograd.profiler
+        out["available"] = bool(ap.kineto_available())
+        out["active"] = bool(torch._C._autograd._profiler_enabled())
+        # torch keeps no flag for "kineto took CUPTI"; a torch.profiler profile made since
+        # watch_torch_profiler() (perfcore installs it when a CUDA recording opens) is the evidence.
+        out["used"] = out["active"] or _PROFILES_MADE[0] > 0
+    except Exception:  # an unfamiliar torch: say nothing is known rather than guess
+        pass
+    return out
+
+
+_PROFILES_MADE = [0]
+
+
+def watch_torch_profiler() -> bool:
+    """Count torch.profiler.profile objects made from now on (a wrapper on its __init__), so a
+    later kernels=True knows kineto took CUPTI. Idempotent; False if torch has no profiler."""
+    import sys
+
+    prof = sys.modules.get("torch.profiler.profiler")
+    if prof is None:
+        try:
+            import torch.profiler.profiler as prof  # noqa: PLC0415
+        except Exception:
+            return False
+    cls = getattr(prof, "_KinetoProfile", None)
+    if cls is None or getattr(cls.__init__, "_perfcore_watch", False):
+        return cls is not None
+    orig = cls.__init__
+
+    def __init__(self, *a, **k):
+        _PROFILES_MADE[0] += 1
+        orig(self, *a, **k)
+
+    __init__._perfcore_watch = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+    return True
+
+
+def synchronize_devices() -> bool:
+    """Wait for every GPU's work, so kernels still running reach CUPTI's buffers complete before
+    the final forced flush (CUPTI leaves that to the client: a forced flush hands over incomplete
+    records, which are lost). True when it synchronized."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        if not torch.cuda.is_initialized():
+            return False
+        for i in range(torch.cuda.device_count()):
+            torch.cuda.synchronize(i)
+        return True
+    except Exception:  # a broken context: the flush still runs and counts what it lost
+        return False
 
 class CuptiTracer:
     """Traces kernels, memcpys, memsets, syncs and CUPTI's own overhead on the perfcore clock.
@@ -36,6 +105,7 @@ class CuptiTracer:
         self._parts: list[dict[str, Any]] = []
         self.frames: dict[str, pd.DataFrame] | None = None
         self.stats: dict[str, Any] = {}
+        self.synced_at_stop = False
 
     def start(self) -> "CuptiTracer":
         self._C = require_cupti("kernel tracing")
@@ -62,6 +132,7 @@ class CuptiTracer:
         if not self.active:
             raise UsageError("CuptiTracer.stop() before start()")
         self._started = False
+        self.synced_at_stop = synchronize_devices()
         self._parts.append(self._C.cupti_stop())
         self.stats = dict(self._C.cupti_stats())
         self.frames = _merge(self._parts)

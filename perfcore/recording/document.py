@@ -57,7 +57,12 @@ def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int)
     if categories:
         doc["kernel_categories"] = categories
     doc["capture"] = capture_stats(engine)
-    lost = doc["capture"].get("dropped", 0) + doc["capture"].get("overflow", 0)
+    cap = doc["capture"]
+    lost = cap.get("dropped", 0) + cap.get("overflow", 0)
+    if cap.get("buffers_undecodable"):
+        engine.notes.append(f"{cap['buffers_undecodable']} CUPTI buffer(s) ended at a record CUPTI would not return "
+                            f"({cap.get('buffers_incomplete', 0)} incomplete: work still running at stop); up to "
+                            f"{cap.get('bytes_unwalked', 0)} bytes of records after them are lost")
     if lost:
         engine.notes.append(f"{lost} CUPTI records were dropped (buffers full or drained too slowly): kernel "
                             "and copy times are undercounted; see capture in run.json")

@@ -23,10 +23,40 @@ def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:
         return kind, 0, None, False
     import torch
 
-    handle = int(stream.cuda_stream if hasattr(stream, "cuda_stream") else
-                 stream if stream is not None else torch.cuda.current_stream().cuda_stream)
-    # Follow the GPU the work is on, unless the caller named a device or a stream.
-    return kind, handle, native().EventTimer(), stream is None and not str(device).startswith("cuda:")
+    from perfcore.capture.native_cupti import watch_torch_profiler
+
+    watch_torch_profiler()  # from here on, a torch.profiler run is known to a later kernels=True
+
+    index = device_index(device)
+    if index is not None and index >= torch.cuda.device_count():
+        raise UsageError(f"StepTimer(device={device!r}): this process sees {torch.cuda.device_count()} GPU(s); "
+                         "use an index below that (CUDA_VISIBLE_DEVICES renumbers them)")
+    C = native()
+    if stream is None:
+        # Phases time the stream current when each opens (a side stream under
+        # `with torch.cuda.stream(s):` included), read from torch natively at the phase's start.
+        C._set_current_stream_source(torch._C._cuda_getCurrentRawStream)
+        handle = int(C.FOLLOW_CURRENT_STREAM)
+    else:
+        handle = int(stream.cuda_stream if hasattr(stream, "cuda_stream") else stream)
+    # The events live on the named GPU (the timer sets it current around each record); else on
+    # the current one, following the GPU the work is on unless a stream was given.
+    timer = C.EventTimer(device=-1 if index is None else index)
+    return kind, handle, timer, stream is None and index is None
+
+
+def device_index(device: str) -> int | None:
+    """The N of "cuda:N" (None for "cuda"/"cpu"); bad input is a UsageError."""
+    d = str(device)
+    if not d.startswith("cuda:"):
+        return None
+    try:
+        n = int(d[len("cuda:"):])
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise UsageError(f"device must be 'cuda', 'cuda:N' (N >= 0), 'cpu' or 'auto', got {device!r}")
+    return n
 
 
 def follow_device(engine) -> None:
@@ -61,7 +91,18 @@ def start_kernels(engine, backend: str = "auto") -> None:
         engine.notes.append("kernels=True ignored: no GPU timing on device='cpu'")
         return
     from perfcore.capture.cupti_python import CuptiPythonTracer
-    from perfcore.capture.native_cupti import CuptiTracer
+    from perfcore.capture.native_cupti import CuptiTracer, kineto_state, watch_torch_profiler
+
+    watch_torch_profiler()
+    kin = kineto_state()
+    engine.kineto = kin
+    if kin["active"]:
+        # torch.profiler is recording now: taking CUPTI would replace its buffer callbacks and
+        # cost it the GPU trace it is taking. Declined, so both stay true.
+        engine.notes.append("kernels=True declined: torch.profiler is recording in this process and holds "
+                            "CUPTI; timing with CUDA events instead (use kernels=True outside the profiler's "
+                            "`with` block, or read its trace)")
+        return
 
     order = {"auto": (CuptiTracer, CuptiPythonTracer), "native": (CuptiTracer,),
              "cupti-python": (CuptiPythonTracer,)}.get(backend)
@@ -72,13 +113,32 @@ def start_kernels(engine, backend: str = "auto") -> None:
         try:
             engine._tracer = cls().start()
             engine.backend = cls.name
+            trust_graph_ids(engine)
             break
         except PerfcoreError as e:  # CUPTI held (by a profiler, or a timer not closed), no device, no package
             engine._tracer = None
             failed.append(f"{cls.name}: {e}")
     if failed:
         done = f"using {engine.backend}" if engine._tracer is not None else "timing with CUDA events instead"
-        engine.notes.append(f"CUPTI tracing unavailable ({'; '.join(failed)}); {done}")
+        why = "; ".join(failed)
+        if kin["used"] and engine._tracer is None:
+            # Kineto keeps its CUPTI subscription for the life of the process once torch.profiler
+            # has run: only a new process frees it.
+            why += ("; torch.profiler ran earlier in this process and keeps CUPTI until the process "
+                    "ends: restart the kernel (or the script) to trace kernels with perfcore")
+        engine.notes.append(f"CUPTI tracing unavailable ({why}); {done}")
+
+
+def trust_graph_ids(engine) -> None:
+    """Place graph kernels by launch time where this CUPTI's graph correlation ids are wrong
+    (a second tracing session in the process, before the fix), and say so."""
+    t = engine._tracer
+    st = dict(t._C.cupti_stats()) if getattr(t, "_C", None) is not None and hasattr(t._C, "cupti_stats") else {}
+    if st.get("graph_ids_untrusted"):
+        engine._launches.trust_graph_ids = False
+        engine.notes.append(f"CUPTI tracing session {st.get('session')} in this process: this CUPTI gives graph "
+                            "kernels wrong correlation ids after the first, so they are placed by the time of "
+                            "the graph launch before them")
 
 
 def capture_stats(engine) -> dict[str, Any]:
@@ -88,22 +148,50 @@ def capture_stats(engine) -> dict[str, Any]:
     if engine._tracer is not None:
         st = dict(engine._tracer.stats)
         launches = engine._launches
+        # Every record lost, by cause: dropped by CUPTI (no buffer), over the decode cap, in
+        # buffers whose walk stopped early (at an incomplete record: work still running at the
+        # forced flush), and records decoded but unplaceable (a timestamp CUPTI left at 0).
         out.update(records=int(st.get("records", 0)), dropped=int(st.get("dropped_records", 0)),
                    overflow=int(st.get("overflow_records", 0)),
                    invalid_timestamps=int(st.get("invalid_timestamps", 0)),
+                   zero_timestamps=int(st.get("zero_timestamps", 0)),
+                   buffers_undecodable=int(st.get("buffers_undecodable", 0)),
+                   buffers_incomplete=int(st.get("buffers_incomplete", 0)),
+                   bytes_unwalked=int(st.get("bytes_unwalked", 0)),
+                   device_synced_at_stop=bool(getattr(engine._tracer, "synced_at_stop", False)),
+                   device_buffer_bytes=int(st.get("device_buffer_bytes", 0)),
+                   api_calls_filtered=int(st.get("api_calls_filtered", 0)),
+                   cupti_session=int(st.get("session", 0)),
+                   guards=[g for g in ("graph_ids_untrusted", "concurrent_kernel_left_on") if st.get(g)],
                    buffers=int(st.get("buffers_completed", 0)), buffers_denied=int(st.get("buffers_denied", 0)),
                    flushes=int(st.get("flushes", 0)), flush_ms=st.get("flush_ns", 0) / 1e6,
                    forced_flush_ms=st.get("forced_flush_ns", 0) / 1e6,
                    clock_drift_ns=int(st.get("clock_drift_ns", 0)),
                    kernels_by_external_id=launches.by_external,
                    kernels_by_launch_time=launches.by_window,
+                   kernels_by_graph_launch_time=launches.by_graph_time,
                    kernels_unattributed=launches.unattributed,
                    tag_errors=int(engine._C.tag_errors()) if hasattr(engine._C, "tag_errors") else 0)
     if engine._events is not None:
+        ss = engine._events.stream_stats() if hasattr(engine._events, "stream_stats") else {}
+        out.update(phases_on_current_stream=int(ss.get("followed", 0)),
+                   phases_stream_unseen=int(ss.get("unseen", 0)),
+                   phases_switched_stream_inside=int(ss.get("switched_inside", 0)))
+        if ss.get("switched_inside") and engine._tracer is None:
+            engine.notes.append(f"{ss['switched_inside']} GPU phase(s) moved their work to another stream inside "
+                                "the phase (`with torch.cuda.stream(...)` inside `with timer.compute():`); CUDA events "
+                                "on the phase's first stream do not see it: open the stream outside the phase, or "
+                                "use kernels=True (CUPTI sees every stream)")
+        if ss.get("unseen"):
+            engine.notes.append(f"{ss['unseen']} GPU phase(s) could not read the current stream and were timed on "
+                                "the legacy default stream; work on non-blocking streams is not seen by them")
         cs = engine._events.clock_sync()
         out.update(event_clock_syncs=int(cs["syncs"]), event_clock_drift_ns=int(cs["max_abs_drift_ns"]),
                    event_clock_uncertainty_ns=int(cs["uncertainty_ns"]))
         out.setdefault("clock_drift_ns", out["event_clock_drift_ns"])  # events place the GPU work
+    kin = getattr(engine, "kineto", None)
+    if kin is not None:
+        out["torch_profiler"] = dict(kin)
     out["upkeep_errors"] = engine.upkeep_errors
     return out
 

@@ -1,0 +1,269 @@
+"""GPU capture on the device's own terms, where it can be modelled without a device: the record
+walk against the real libcupti (fabricated buffers), what the run reports losing, the named
+device, torch.profiler's state, graph kernels when CUPTI's ids cannot be trusted, copy kinds."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfcore.errors import UsageError
+
+
+# -- the record walk (real libcupti, fabricated buffers) ---------------------------------------
+_KEEP = []  # kernel records point at their names, which must outlive the decode
+
+
+def kernels_buffer(C, n, first=0):
+    b = C._FakeActivityBuffer()
+    for i in range(n):
+        b.add_kernel(1000 + i, 1001 + i, 0, 7, first + i, "k", 1, 1)
+    _KEEP.append(b)
+    return b
+
+
+@pytest.mark.cupti
+def test_walk_stops_at_an_incomplete_record_and_keeps_what_came_before(C):
+    # cuptiActivityGetNextRecord returns CUPTI_ERROR_INVALID_KIND for an "incomplete or invalid"
+    # record (what a forced flush hands over for work still running). The records before it are
+    # real and kept, and the stop is counted by cause.
+    head = kernels_buffer(C, 3)
+    full = kernels_buffer(C, 6)
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=2)
+    assert pool.deliver(full, invalid_at=head.size_bytes)
+    pool.decode_ready()
+    got = pool.take()
+    assert list(got["kernels"]["correlation_id"]) == [0, 1, 2]
+    st = pool.stats()
+    assert st["records"] == 3
+    assert st["buffers_undecodable"] == 1 and st["buffers_incomplete"] == 1
+    # at most the bytes from the last record decoded on; at least the three records not walked
+    assert full.size_bytes - head.size_bytes <= st["bytes_unwalked"] <= full.size_bytes
+    # the pool goes on: the next buffer decodes whole
+    assert pool.deliver(kernels_buffer(C, 2, first=10))
+    pool.decode_ready()
+    assert list(pool.take()["kernels"]["correlation_id"]) == [10, 11]
+
+
+@pytest.mark.cupti
+def test_zero_timestamps_are_counted_apart_from_broken_ones(C):
+    b = C._FakeActivityBuffer()
+    b.add_kernel(0, 50, 0, 7, 1, "not_collected", 1, 1)
+    b.add_kernel(100, 0, 0, 7, 2, "cut_off", 1, 1)
+    b.add_kernel(300, 200, 0, 7, 3, "backwards", 1, 1)
+    b.add_kernel(400, 410, 0, 7, 4, "fine", 1, 1)
+    got = b.decode()
+    assert got["invalid_timestamps"] == 3 and got["zero_timestamps"] == 2
+    _KEEP.append(b)
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=1)
+    pool.deliver(b)
+    pool.decode_ready()
+    st = pool.stats()
+    assert st["invalid_timestamps"] == 3 and st["zero_timestamps"] == 2
+
+
+@pytest.mark.cupti
+def test_known_cupti_bugs_are_guarded_by_version(C):
+    # Graph correlation ids are wrong after the first session before the fix; disabling
+    # CONCURRENT_KERNEL may deadlock before its fix. The first API version known to carry each.
+    assert C.cupti_guards(130001, 1) == {"graph_ids_untrusted": False, "concurrent_kernel_left_on": True}
+    assert C.cupti_guards(130001, 2) == {"graph_ids_untrusted": True, "concurrent_kernel_left_on": True}
+    assert C.cupti_guards(24, 3)["graph_ids_untrusted"]  # a 12.x CUPTI
+    assert C.cupti_guards(130200, 5) == {"graph_ids_untrusted": False, "concurrent_kernel_left_on": False}
+
+
+# -- copies ------------------------------------------------------------------------------------
+def test_pageable_reads_the_host_side_of_array_to_host_copies_too():
+    from perfcore.capture.columns import activity_frames
+
+    raw = {"names": [], "memcpy": {
+        "start_ns": np.array([0, 10, 20, 30]), "end_ns": np.array([5, 15, 25, 35]),
+        "size_bytes": np.array([1, 1, 1, 1]), "device_id": np.zeros(4, np.int32), "stream_id": np.zeros(4, np.int32),
+        "correlation_id": np.arange(4, dtype=np.int32),
+        # a2h into pageable, a2h into pinned, d2h into pageable, h2a from pageable
+        "copy_kind": np.array([4, 4, 2, 3], np.uint8), "src_kind": np.array([4, 4, 3, 1], np.uint8),
+        "dst_kind": np.array([1, 2, 1, 4], np.uint8), "flags": np.zeros(4, np.uint8)}}
+    m = activity_frames(raw)["memcpy"]
+    assert list(m["pageable"]) == [True, False, True, True]
+
+
+# -- what the run reports losing -----------------------------------------------------------------
+class _Tracer:
+    def __init__(self, stats, synced=True):
+        self.stats, self.synced_at_stop = stats, synced
+
+
+def _engine(stats):
+    from perfcore.capture.launches import LaunchPhases
+
+    class E:
+        backend = "native-cupti"
+        _tracer = _Tracer(stats)
+        _launches = LaunchPhases()
+        _events = None
+        _C = object()
+        upkeep_errors = 0
+        notes: list = []
+    return E()
+
+
+def test_run_json_capture_reports_every_loss_by_cause():
+    from perfcore.recording.gpu import capture_stats
+
+    cap = capture_stats(_engine({"records": 90, "dropped_records": 4, "overflow_records": 1, "invalid_timestamps": 3,
+                                 "zero_timestamps": 2, "buffers_undecodable": 2, "buffers_incomplete": 1,
+                                 "bytes_unwalked": 4096, "api_calls_filtered": 29, "session": 2,
+                                 "graph_ids_untrusted": True, "device_buffer_bytes": 8 << 20}))
+    assert (cap["dropped"], cap["overflow"], cap["invalid_timestamps"], cap["zero_timestamps"]) == (4, 1, 3, 2)
+    assert (cap["buffers_undecodable"], cap["buffers_incomplete"], cap["bytes_unwalked"]) == (2, 1, 4096)
+    assert cap["device_synced_at_stop"] is True and cap["api_calls_filtered"] == 29
+    assert cap["guards"] == ["graph_ids_untrusted"] and cap["cupti_session"] == 2
+
+
+# -- cuda:N ------------------------------------------------------------------------------------
+def test_a_named_device_makes_its_events_there(monkeypatch):
+    # The event timer takes the index (it sets that device current around each record): a
+    # "cuda:1" timer must not be made on whatever device is current.
+    import torch
+
+    import perfcore.recording.gpu as g
+
+    made = []
+
+    class Timer:
+        def __init__(self, device=-1):
+            made.append(device)
+
+    class Stream:
+        cuda_stream = 77
+
+    sources = []
+    fake = type("N", (), {"EventTimer": Timer, "FOLLOW_CURRENT_STREAM": 2 ** 64 - 1,
+                          "_set_current_stream_source": staticmethod(sources.append)})
+    monkeypatch.setattr(g, "capabilities", lambda: {"features": {"cuda_events": True}, "reasons": {}})
+    monkeypatch.setattr(g, "native", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    kind, handle, timer, follow = g.open_device("cuda:1", Stream())
+    assert (kind, handle, made, follow) == ("cuda", 77, [1], False)
+    g.open_device("cuda", None)
+    assert made[-1] == -1
+    with pytest.raises(UsageError, match="sees 2 GPU"):
+        g.open_device("cuda:2", None)
+    with pytest.raises(UsageError, match="cuda:N"):
+        g.open_device("cuda:x", None)
+
+
+# -- torch.profiler ------------------------------------------------------------------------------
+def _cuda_engine():
+    from perfcore.capture.launches import LaunchPhases
+
+    class E:
+        device = "cuda"
+        backend = "events"
+        _tracer = None
+        _launches = LaunchPhases()
+        notes: list = []
+    e = E()
+    e.notes = []
+    return e
+
+
+def test_kernels_are_declined_while_torch_profiler_records():
+    # A profiler recording now holds CUPTI's buffer callbacks: taking them would cost it its GPU
+    # trace, so perfcore declines, and says so (a real torch.profiler, CPU activity).
+    from torch.profiler import ProfilerActivity, profile
+
+    from perfcore.capture.native_cupti import kineto_state
+    from perfcore.recording.gpu import start_kernels
+
+    e = _cuda_engine()
+    with profile(activities=[ProfilerActivity.CPU]):
+        assert kineto_state()["active"]
+        start_kernels(e)
+    assert e._tracer is None and e.backend == "events"
+    assert len(e.notes) == 1 and "declined" in e.notes[0] and "torch.profiler is recording" in e.notes[0]
+    assert e.kineto["active"]
+
+
+def test_after_torch_profiler_ran_the_advice_is_to_restart():
+    # Kineto keeps CUPTI for the rest of the process once it ran: "stop it" would be false.
+    from torch.profiler import ProfilerActivity, profile
+
+    from perfcore.capture.native_cupti import kineto_state, watch_torch_profiler
+    from perfcore.recording.gpu import start_kernels
+
+    assert watch_torch_profiler()
+    with profile(activities=[ProfilerActivity.CPU]):
+        pass
+    assert kineto_state()["used"] and not kineto_state()["active"]
+    e = _cuda_engine()
+    start_kernels(e)  # no GPU here: CUPTI cannot start, as when kineto holds it
+    assert e._tracer is None
+    assert "restart the kernel" in e.notes[-1] and "stop it" not in e.notes[-1]
+
+
+# -- graph kernels when CUPTI's correlation ids are wrong -----------------------------------------
+def test_graph_kernels_are_placed_by_launch_time_when_ids_are_untrusted():
+    from perfcore.capture.launches import LaunchPhases
+
+    # Two phases, each launching a graph (cudaGraphLaunch, runtime cbid 311) whose kernels run
+    # after it; the kernels carry a correlation id that matches neither launch.
+    api = pd.DataFrame({"start_ns": [100, 1100], "end_ns": [110, 1110], "thread_id": [1, 1],
+                        "correlation_id": [5, 6], "cbid": [311, 311], "driver": [0, 0]})
+    ext = pd.DataFrame({"external_kind": [3, 3], "external_id": [16, 17], "correlation_id": [5, 6]})
+    spans = pd.DataFrame({"start_ns": [50, 1050], "end_ns": [900, 1900], "phase_id": [16, 17]})
+    corr = np.array([99, 99, 99, 99])  # wrong ids
+    graph = np.array([1, 1, 2, 2])
+    start = np.array([200, 300, 1200, 1300])
+    lp = LaunchPhases()
+    lp.add({"api": api, "external_correlation": ext}, spans)
+    assert list(lp.phase_of(corr, graph, start)) == [-1, -1, -1, -1]  # trusted ids: nothing matches
+    lp.trust_graph_ids = False
+    assert list(lp.phase_of(corr, graph, start)) == [16, 16, 17, 17]
+    assert lp.by_graph_time == 4
+    # kernels outside graphs keep the correlation id path
+    assert list(lp.phase_of(np.array([5]), np.array([0]), np.array([150]))) == [16]
+
+
+# -- side streams --------------------------------------------------------------------------------
+def test_phases_follow_the_stream_current_when_they_open(monkeypatch):
+    # Without a stream given, the event timer is told to read the current stream at each phase's
+    # start (torch's, via its C accessor), not to use the one current when the timer was made:
+    # work under `with torch.cuda.stream(side):` is then ordered with its phase's events.
+    import torch
+
+    import perfcore.recording.gpu as g
+
+    sources = []
+    fake = type("N", (), {"EventTimer": lambda device=-1: object(), "FOLLOW_CURRENT_STREAM": 2 ** 64 - 1,
+                          "_set_current_stream_source": staticmethod(sources.append)})
+    monkeypatch.setattr(g, "capabilities", lambda: {"features": {"cuda_events": True}, "reasons": {}})
+    monkeypatch.setattr(g, "native", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    kind, handle, _, follow = g.open_device("cuda", None)
+    assert handle == 2 ** 64 - 1 and follow
+    assert sources == [torch._C._cuda_getCurrentRawStream]
+
+
+@pytest.mark.cupti
+def test_the_native_module_knows_the_follow_current_stream_value(C):
+    assert C.FOLLOW_CURRENT_STREAM == 2 ** 64 - 1
+    C._set_current_stream_source(lambda device: 0)
+    C._set_current_stream_source(None)
+
+
+def test_a_phase_that_switched_streams_inside_is_said(monkeypatch):
+    from perfcore.recording.gpu import capture_stats
+
+    class Ev:
+        def stream_stats(self):
+            return {"followed": 10, "unseen": 0, "switched_inside": 3}
+
+        def clock_sync(self):
+            return {"syncs": 1, "max_abs_drift_ns": 0, "uncertainty_ns": 0}
+
+    e = _cuda_engine()
+    e._events, e._C, e.upkeep_errors = Ev(), object(), 0
+    cap = capture_stats(e)
+    assert cap["phases_switched_stream_inside"] == 3 and cap["phases_on_current_stream"] == 10
+    assert any("3 GPU phase(s) moved their work to another stream" in n for n in e.notes)
