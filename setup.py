@@ -218,7 +218,8 @@ def version_tuple(v: str | None) -> tuple[int, ...]:
 
 # The CUPTI headers csrc/cupti/records.h includes, never cupti.h: that one pulls
 # generated_cuda_meta.h, which needs a cuda.h as new as its CUPTI.
-CUPTI_HEADERS = ("cupti_activity.h", "cupti_callbacks.h", "cupti_result.h", "cupti_version.h")
+CUPTI_HEADERS = ("cupti_activity.h", "cupti_callbacks.h", "cupti_result.h", "cupti_version.h",
+                 "cupti_runtime_cbid.h", "cupti_driver_cbid.h")
 
 
 def stage_cupti_headers(include: str, dest: Path | None = None) -> Path:

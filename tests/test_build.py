@@ -228,6 +228,8 @@ def torch_cupti_package(site: Path, release: str, activity_h: str) -> Path:
     (inc / "cupti_activity.h").write_text(activity_h)
     (inc / "cupti_callbacks.h").write_text("#include <cuda.h>\n")
     (inc / "cupti_result.h").write_text("")
+    (inc / "cupti_runtime_cbid.h").write_text("")
+    (inc / "cupti_driver_cbid.h").write_text("")
     (inc / "Openacc" / "cupti_openacc.h").write_text("")
     (pkg / "lib" / "libcupti.so.12").write_text("")
     return pkg
@@ -246,7 +248,7 @@ def test_staged_cupti_headers_are_the_used_ones_with_cuda_stdint(setup_mod, tmp_
     staged = setup_mod.stage_cupti_headers(str(pkg / "include"), tmp_path / "staged")
     names = sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*.h"))
     assert names == ["Openacc/cupti_openacc.h", "cuda_stdint.h", "cupti_activity.h", "cupti_callbacks.h",
-                     "cupti_result.h", "cupti_version.h"]  # no cupti.h, no generated_*.h
+                     "cupti_driver_cbid.h", "cupti_result.h", "cupti_runtime_cbid.h", "cupti_version.h"]  # no cupti.h, no generated_*.h
 
 
 def test_sources_include_only_the_staged_cupti_headers(setup_mod):

@@ -12,8 +12,10 @@
 // user's toolkit (setup.py stages exactly these, with cuda_stdint.h and what they include).
 #include <cupti_activity.h>
 #include <cupti_callbacks.h>
+#include <cupti_driver_cbid.h>  // the call ids whose API records are turned off
 #include <cupti_result.h>
 #include <cupti_version.h>
+#include <cupti_runtime_cbid.h>
 
 namespace perfcore {
 
