@@ -308,12 +308,14 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
 
 
 def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any] | None = None,
-               evidence: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               evidence: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None,
+               decision: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The verdict, the loader plan and the advice of a run document, set on `doc` in place
     (verdict, recommendations, loader_plan). `focus`: whose numbers drive them (the slowest rank of
-    a job; default the document itself). `evidence` adds to the document's own."""
+    a job; default the document itself). `evidence` adds to the document's own. `decision`: a verdict
+    already reached on more evidence (diagnose's, checked by its experiments) instead of the document's."""
     f = focus if focus is not None else doc
-    decision = decide_run(f)
+    decision = dict(decision) if decision is not None else decide_run(f)
     if f is not doc and f.get("rank") is not None:
         decision["summary"] += f" on rank {f['rank']}; the other ranks wait for it in comm"
     ev = {"cpu_count": None, **dict(doc.get("evidence") or {}), **dict(evidence or {})}

@@ -67,7 +67,7 @@ def steps_to_settle(steps: int, share: float, band: tuple[float, float], tier: f
     d = abs(share - tier)
     if d < 1e-4 or half <= 0:
         return None
-    return int(np.ceil(steps * (half / d) ** 2))
+    return int(np.ceil(steps * (half / d) ** 2 - 1e-9))
 
 
 def robust_breakdown(table: pd.DataFrame, *, step_col: str = "step", resamples: int = RESAMPLES,

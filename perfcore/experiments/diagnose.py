@@ -13,6 +13,7 @@ import pstats
 import time
 from typing import Any, Callable
 
+from perfcore.analysis.advice import advise_run
 from perfcore.analysis.gain import expected_gain, measured_gain
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.analysis.verdict import avoidable, confirm, decide, decide_run, difference_noise_ms
@@ -80,9 +81,30 @@ def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
     say("worker profile")
     prof = worker_profile(workload)
     verdict, predicted = diagnose_verdict(base, exps, prof, on_gpu=base["device"] == "cuda")
-    return {"schema": "perfcore.diagnose/1", "workload": workload.name, "device": base["device"],
-            "experiments": exps, "skipped": skipped, "worker_profile": prof, "verdict": verdict,
-            "predicted_speedup": predicted, "measured_speedup": exps[1]["speedup"]}
+    doc = {"schema": "perfcore.diagnose/1", "workload": workload.name, "device": base["device"],
+           "experiments": exps, "skipped": skipped, "worker_profile": prof, "verdict": verdict,
+           "predicted_speedup": predicted, "measured_speedup": exps[1]["speedup"]}
+    if base.get("_result"):
+        doc["recommendations"] = diagnose_advice(base["_result"], verdict, base.get("evidence"))
+    if base.get("interference"):
+        doc["interference"] = base["interference"]
+    return doc
+
+
+def diagnose_advice(base_doc: dict, verdict: dict, evidence: dict | None = None) -> list[dict[str, Any]]:
+    """The baseline's advice on diagnose's checked verdict, with experiment B as measured evidence: a
+    workers change B measured not to help turns the advice round (analysis.advice.contradicting_trial)."""
+    b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
+    trials = []
+    if b and b.get("num_workers") is not None and b.get("measured_speedup"):
+        step = float(verdict.get("step_ms") or 0.0)
+        noise = b.get("measured_noise_ms")
+        trials.append({"experiment": f"diagnose {b['experiment']}", "num_workers": b["num_workers"],
+                       "speedup": b["measured_speedup"],
+                       "noise_share": (noise / step) if noise is not None and step else None})
+    doc = dict(base_doc)
+    advise_run(doc, zero_code=True, evidence={**dict(evidence or {}), "worker_trials": trials}, decision=verdict)
+    return doc["recommendations"]
 
 
 def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> tuple[dict[str, Any], float]:
