@@ -216,3 +216,18 @@ def test_diagnose_reads_a_noisy_pair_of_runs_as_noise():
     noisy, _ = diagnose_verdict(base, exps, prof, on_gpu=False)
     assert noisy["bound"] == "compute" and noisy["healthy"] and "inconclusive" in noisy["summary"]
     assert "attributed" not in noisy
+
+
+def test_cpu_host_time_says_it_holds_tensor_math_outside_modules():
+    # A manual-SGD loop on a CPU: the functional loss, zero_grad and p.data.add_ run outside modules,
+    # so they are in host; the words must not call that "Python, logging, syncs".
+    v = decide({"host": 30.0}, 100.0, on_gpu=False)
+    assert v["bound"] == "host" and "Python, logging, syncs" not in v["summary"]
+    assert "tensor math run outside modules, such as a functional loss, zero_grad or a manual parameter update" \
+        in v["summary"]
+    from perfcore.analysis.advice import advise
+
+    rec = advise(v, {"host": 30.0, "compute": 70.0}, on_gpu=False, zero_code=True)[0]
+    assert rec["id"] == "host_gaps" and "tensor math outside modules" in rec["text"]
+    gpu = decide({"host": 30.0}, 100.0, on_gpu=True)
+    assert gpu["summary"].startswith("host-bound: host gaps (the GPU idles")

@@ -247,7 +247,7 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
     for c in decision.get("causes", []):
         lb, because = c["label"], c["evidence"]
         g = c.get("expected_gain") or expected_gain(decision.get("step_ms") or 0.0, c["ms_per_step"])
-        gain = (f" Expected: steps {g['text']} ({fmt_ms(g['step_after_ms'])})." if g["text"] else "")
+        gain = (f" Expected: steps {g['text']}, {fmt_ms(g['step_after_ms'])} a step." if g["text"] else "")
         if lb == "load":
             if plan and plan.get("text"):
                 rid = {"start-up each epoch": "persistent_workers", "too slow per item": "cheaper_batches",
@@ -263,8 +263,8 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
                             if g["text"] else "")
                 elif plan.get("achievable_ms") is not None and plan["achievable_ms"] < c["ms_per_step"] - 1e-9:
                     a = expected_gain(decision.get("step_ms") or 0.0, plan["achievable_ms"])
-                    gain = (f" Expected: steps {a['text']} ({fmt_ms(a['step_after_ms'])}), what the free cores "
-                            f"allow of the {g['text'].replace('up to ', '')} that removing the wait would give."
+                    gain = (f" Expected: steps {a['text']}, {fmt_ms(a['step_after_ms'])} a step: what the free cores "
+                            f"allow of the {fmt_x(g['speedup'])} that removing the wait would give."
                             if a["text"] else "")
                 add(rid, lb, plan["text"] + gain, because,
                     "perfcore diagnose (synthetic data measures the step without loading)")
@@ -286,7 +286,10 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
             if zero_code:
                 add("host_gaps", lb, "Look at what your loop does between optimizer.step() and the next batch, and "
                     "between forward and backward: loss and metric code outside the model, logging, .item() calls, "
-                    "checkpointing. A sampling profiler (py-spy top -- python your_script.py) shows which lines."
+                    "checkpointing. On a CPU this time also holds tensor math outside modules (a functional loss, "
+                    "zero_grad, a manual p.data.add_ update): real compute, which a module (nn.MSELoss rather than "
+                    "F.mse_loss), torch.optim, or torch.compile makes cheaper or at least visible. A sampling "
+                    "profiler (py-spy top -- python your_script.py) shows which lines."
                     + gain, because)
             else:
                 add("untimed_host_work", lb, "Time the rest of the step with timer.phase('name') to see what it is "

@@ -13,9 +13,9 @@ MICRO = "\u00b5"
 def _sig3(v: float) -> str:
     """Three significant figures, no exponent, no trailing zeros beyond what is significant."""
     a = abs(v)
-    if a >= 100:
+    if a >= 99.95:
         return f"{v:.0f}"
-    if a >= 10:
+    if a >= 9.995:
         return f"{v:.1f}"
     return f"{v:.2f}"
 
@@ -67,6 +67,8 @@ def fmt_band(lo: float | None, hi: float | None, fmt=fmt_x) -> str:
     if lo is None or hi is None or lo != lo or hi != hi:
         return ""
     a, b = fmt(lo), fmt(hi)
+    if a == b:
+        return a
     # One unit at the end when both ends print the same one ("1.70-1.95x", "8.1-12%").
     for unit in ("x", "%", f" {MICRO}s", " ms", " ns", " s"):
         if a.endswith(unit) and b.endswith(unit):

@@ -50,8 +50,14 @@ _CAUSES = {
              "collective kernels with no compute kernel running", "time inside collectives"),
     "host": ("host-bound", "host gaps (the GPU idles while Python, launches or syncs run)",
              "step time no kernel, copy or data wait covers",
-             "host gaps (step time outside loading, copies and forward/backward/optimizer: Python, logging, syncs)"),
+             "step time outside loading, copies and the model's forward/backward/optimizer"),
 }
+# Without a GPU, host is everything outside the timed phases: tensor math the loop runs outside
+# modules (a functional loss, zero_grad, a manual parameter update, metrics) lands there beside
+# Python and logging, and the hooks cannot tell them apart, so the words say both.
+CPU_HOST = ("time outside the model's modules, backward and optimizer (on a CPU this holds tensor math run "
+            "outside modules, such as a functional loss, zero_grad or a manual parameter update, as well as "
+            "Python and logging)")
 
 
 def avoidable(breakdown_ms: Mapping[str, float]) -> dict[str, float]:
@@ -131,10 +137,8 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
         share = ms / step if step > 0 else 0.0
         bound, what, how_gpu, how_cpu = _CAUSES[lb]
         if lb == "host" and not on_gpu:
-            what = host_contains or "host gaps (time outside loading and the model's forward/backward/optimizer)"
+            what = host_contains or CPU_HOST
         how = (measured_by or {}).get(lb) or (how_gpu if on_gpu else how_cpu)
-        if lb == "host" and not on_gpu and host_contains and not (measured_by or {}).get(lb):
-            how = "step time outside loading, copies and the model's forward/backward/optimizer"
         band = tuple(share_band[lb]) if share_band and share_band.get(lb) is not None else None
         gain = expected_gain(step, ms, saved_band_ms=(band[0] * step, band[1] * step) if band else None)
         # The level the interval's low end surely reaches: a borderline cause never flips up a tier.
