@@ -130,3 +130,28 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
     assert "make a batch cheaper" in r["text"] and "torch.set_num_threads(1)" in r["text"]
     assert "diagnose B: num_workers=2 measured num_workers=2 at 0.89x" in r["text"] and "set num_workers" not in \
         r["text"]
+
+
+def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
+    import pandas as pd
+
+    from perfcore.analysis.advice import loader_plan
+    from perfcore.experiments.sweep import sweep_doc
+
+    rows = [{"batch_size": 8, "num_workers": w, "pin_memory": True, "prefetch_factor": 2, "samples_per_s": sps,
+             "step_ms": 8000 / sps, "status": "ok"} for w, sps in ((0, 28.4), (1, 24.5), (2, 24.0))]
+    doc = sweep_doc("imagenet", {}, 10, pd.DataFrame(rows), t0=0.0, rounds=[])
+    assert doc["best"]["num_workers"] == 0
+    trials = doc["worker_trials"]
+    one = next(t for t in trials if t["relative_to"] == 0 and t["num_workers"] == 1)
+    assert one["speedup"] == pytest.approx(24.5 / 28.4)
+    ld = {"site": "main.py:240", "num_workers": 0, "worker_batch_ms": 120.0, "batch_size": 8}
+    plan = loader_plan(ld, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False, trials=trials)
+    assert plan["reason"] == "measured: workers do not help" and "sweep (batch 8) measured num_workers=2 at 0.85x" \
+        in plan["sentence"]
+    # A run with one worker is judged on the ratios against one worker: there, none was faster.
+    one_w = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 400.0}, step_ms=282.0, load_ms=120.0,
+                        per_step=1, cpu_count=2, on_gpu=False, trials=trials)
+    assert one_w["reason"] == "measured: workers do not help" and one_w["trial"]["relative_to"] == 1
+    assert "sweep (batch 8) measured num_workers=0 at 1.16x of these settings' speed: fewer workers made steps " \
+           "faster" in one_w["sentence"]

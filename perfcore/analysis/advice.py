@@ -7,6 +7,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from perfcore.analysis.gain import expected_gain
+from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
@@ -81,14 +82,19 @@ def contradicting_trial(trials: Sequence[Mapping[str, Any]] | None, n: int, more
     best = None
     for t in trials or []:
         w, x = t.get("num_workers"), t.get("speedup")
-        if w is None or not x or x != x:
-            continue
+        if w is None or not x or x != x or t.get("relative_to", n) != n:
+            continue  # a ratio against other settings than this run's says nothing about its change
         noise = float(t.get("noise_share") or 0.0)  # the measurement's own noise, as a share of the step
+        # How strongly it says the opposite: the slowdown of more workers, the speed-up of fewer.
         if more and w > n and x <= 1.0 + noise:
-            best = t if best is None or x < best["speedup"] else best
+            score = 1.0 / x
         elif more and w < n and x > 1.0 + noise:
-            best = t if best is None or x > best["speedup"] else best
-    return dict(best) if best else None
+            score = x
+        else:
+            continue
+        if best is None or score > best[0]:
+            best = (score, t)
+    return dict(best[1]) if best else None
 
 
 def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_step: float,
@@ -334,7 +340,7 @@ def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any]
     load = float(f["breakdown_ms"].get("load") or 0.0)
     plan = None
     if ld and step and load / step >= WARN_SHARE:
-        intf = doc.get("interference") or {}
+        intf = valid_finding(doc.get("interference")) or {}
         plan = loader_plan(ld, step_ms=step, load_ms=load, per_step=per_step, cpu_count=ev.get("cpu_count"),
                            on_gpu=str(doc.get("device", "cpu")) != "cpu",
                            measured_batches=(int(f.get("steps") or 0) * per_step) or None,
@@ -347,8 +353,9 @@ def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any]
     doc["verdict"] = decision
     doc["recommendations"] = advise(decision, f["breakdown_ms"], on_gpu=str(doc.get("device", "cpu")) != "cpu",
                                     zero_code=zero_code, evidence=ev, plan=plan, loader=ld, memory=memory)
-    ev_find = doc.get("evaluation") or {}
-    if ev_find.get("sentence") and (ev_find.get("share_of_wall") or 0) >= WARN_SHARE:
+    ev_find = doc.get("evaluation") if isinstance(doc.get("evaluation"), Mapping) else {}
+    if isinstance(ev_find.get("sentence"), str) and isinstance(ev_find.get("share_of_wall"), (int, float)) \
+            and ev_find["share_of_wall"] >= WARN_SHARE:
         doc["recommendations"].append({
             "id": "evaluation", "cause": "evaluation", "evidence": ev_find["sentence"],
             "text": (f"Evaluation takes {fmt_share(ev_find['share_of_wall'])} of the wall time: evaluate less often "

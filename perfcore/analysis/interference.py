@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from perfcore.analysis.units import fmt_share
 
-__all__ = ["interference_finding", "MATERIAL_OTHERS_SHARE", "MATERIAL_STEAL_SHARE", "MATERIAL_OTHERS_CORES"]
+__all__ = ["interference_finding", "valid_finding", "MATERIAL_OTHERS_SHARE", "MATERIAL_STEAL_SHARE", "MATERIAL_OTHERS_CORES"]
 
 # Other processes are material when they used a quarter of the machine's cores and at least half a
 # core (on a 2-core machine, half a core: a neighbour that takes it makes every waiting step wait
@@ -79,3 +79,10 @@ def interference_finding(samples: Mapping[str, Sequence[Any]], *, cores: int, cl
     doc["sentence"] = ("; ".join(reasons) + ": step times are inflated and the verdict is uncertain") if reasons \
         else f"no material interference ({busy_line})"
     return doc
+
+
+def valid_finding(f: Any) -> dict[str, Any] | None:
+    """An interference finding read back from a document, or None when it is missing or damaged."""
+    if not isinstance(f, Mapping) or not isinstance(f.get("sentence"), str):
+        return None
+    return dict(f)

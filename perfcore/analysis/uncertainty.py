@@ -13,7 +13,7 @@ import pandas as pd
 
 from perfcore.analysis.units import fmt_ms, fmt_share
 
-__all__ = ["robust_breakdown", "OUTLIER_MADS", "TRIM_AT_MOST", "LEVEL", "RESAMPLES", "steps_to_settle"]
+__all__ = ["robust_breakdown", "valid_robust", "OUTLIER_MADS", "TRIM_AT_MOST", "LEVEL", "RESAMPLES", "steps_to_settle"]
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 # A step is an outlier when it is this many robust standard deviations (1.4826 MAD) above the
@@ -142,3 +142,25 @@ def describe_band(lb: str, rb: Mapping[str, Any]) -> str:
 
     s, b = rb["share"][lb], rb["share_band"][lb]
     return f"{lb} {fmt_share(s)} ({100 * rb['level']:.0f}% interval {fmt_band(b[0], b[1], fmt_share)})"
+
+
+def valid_robust(rb: Any) -> dict[str, Any] | None:
+    """A robust breakdown read back from a document, or None when it is missing or damaged (a document
+    is data: a hand-edited or fuzzed field never reaches the verdict as anything but absent)."""
+    try:
+        if not isinstance(rb, Mapping) or not float(rb["step_ms"]) > 0:
+            return None
+        ms = {str(k): float(v) for k, v in rb["ms"].items()}
+        band = {str(k): (float(v[0]), float(v[1])) for k, v in (rb.get("share_band") or {}).items()}
+        share = {str(k): float(v) for k, v in (rb.get("share") or {}).items()}
+        if set(band) - set(share):
+            return None
+        sb = rb.get("step_ms_band")
+        out = rb.get("outliers")
+        out = out if isinstance(out, Mapping) and isinstance(out.get("sentence"), str) else None
+        return {**rb, "ms": ms, "share": share, "share_band": band, "outliers": out,
+                "step_ms": float(rb["step_ms"]), "level": float(rb.get("level") or LEVEL),
+                "steps": int(rb.get("steps") or 0), "kept_steps": int(rb.get("kept_steps") or 0),
+                "step_ms_band": (float(sb[0]), float(sb[1])) if sb is not None else None}
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None

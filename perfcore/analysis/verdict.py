@@ -13,7 +13,8 @@ import statistics
 from typing import Any, Mapping
 
 from perfcore.analysis.gain import BAND_Z, expected_gain, judge, measured_gain, speedup
-from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
+from perfcore.analysis.interference import valid_finding
+from perfcore.analysis.uncertainty import LEVEL, steps_to_settle, valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 
 __all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "NOISE_SHARE",
@@ -222,10 +223,10 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
     st = doc.get("step_time_ms")
     step = st["mean"] if isinstance(st, Mapping) else float(st or doc.get("step_ms") or 0.0)
     bd = doc.get("breakdown_ms") or {}
-    rb = doc.get("breakdown_robust")
+    rb = valid_robust(doc.get("breakdown_robust"))
     band = None
     outliers = None
-    if rb and rb.get("step_ms"):
+    if rb:
         step = rb["step_ms"]
         bd = {**bd, **rb["ms"]}
         band = rb.get("share_band")
@@ -233,7 +234,8 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
     return decide(avoidable(bd), step, on_gpu=str(doc.get("device", "cpu")) != "cpu",
                   compute_ms=bd.get("compute"), measured_by=measured_by, startup=doc.get("startup"),
                   steps=int(doc.get("steps") or 0), share_band=band, outliers=outliers,
-                  interference=doc.get("interference"), gain_of=gain_of, host_contains=doc.get("host_contains"))
+                  interference=valid_finding(doc.get("interference")), gain_of=gain_of,
+                  host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None)
 
 
 # Removing a cause never makes compute itself slower: when the experiment's compute per step is this

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 
 __all__ = ["render_health", "render_diagnose", "render_sweep"]
@@ -91,5 +92,5 @@ def render_sweep(doc: dict[str, Any]) -> str:
 
 def _interference(doc: dict[str, Any]) -> list[str]:
     """Material interference, said before any number it inflates."""
-    f = doc.get("interference") or (doc.get("verdict") or {}).get("interference") or {}
+    f = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
     return [f"INTERFERENCE: {f['sentence']} ({f.get('detail', '')})"] if f.get("material") else []

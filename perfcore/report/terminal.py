@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.interference import valid_finding
+from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 
 __all__ = ["render_text"]
@@ -28,10 +30,10 @@ def render_text(doc: dict[str, Any]) -> str:
     lines = [
         f"perfcore: {doc['steps']} steps measured ({doc['warmup_steps']} warm-up apart), backend {doc['backend']}, "
         f"device {doc['device']}"]
-    intf = doc.get("interference") or (doc.get("verdict") or {}).get("interference") or {}
+    intf = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
     if intf.get("material"):  # before any number it inflates
         lines.append(f"INTERFERENCE: {intf['sentence']} ({intf.get('detail', '')})")
-    rb = doc.get("breakdown_robust") or {}
+    rb = valid_robust(doc.get("breakdown_robust")) or {}
     lines += [
         f"step time  mean {fmt_ms(st['mean'])}   p50 {fmt_ms(st['p50'])}   p90 {fmt_ms(st['p90'])}"
         + (f"   (warm-up mean {fmt_ms(doc['warmup_step_time_ms'])})" if doc.get("warmup_step_time_ms") else ""),
@@ -41,8 +43,8 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(f"  trimmed mean {fmt_ms(rb['step_ms'])}"
                      + (f" ({100 * rb['level']:.0f}% interval {fmt_band(band[0], band[1], fmt_ms)})" if band else "")
                      + f" over {rb['kept_steps']} of {rb['steps']} steps; the verdict is judged on it")
-    ev = doc.get("evaluation") or {}
-    if ev.get("sentence"):
+    ev = doc.get("evaluation") if isinstance(doc.get("evaluation"), dict) else {}
+    if isinstance(ev.get("sentence"), str):
         lines.append(f"  evaluation: {ev['sentence']}")
     lines += ["", f"  {'label':<9} {'ms/step':>9} {'share':>6}" + (f" {'':<{BAR_WIDTH}} trimmed share "
                                                                     f"({100 * rb['level']:.0f}% interval)"
