@@ -127,3 +127,22 @@ def test_evaluation_rows_are_out_of_the_training_figures():
     assert doc["verdict"]["healthy"] and doc["breakdown_ms"]["compute"] == pytest.approx(0.4)
     rec = next(r for r in doc["recommendations"] if r["id"] == "evaluation")
     assert rec["text"].startswith("Evaluation takes 92% of the wall time")
+
+
+def test_a_robust_breakdown_of_other_rows_than_the_documents_is_ignored():
+    # Evaluation rows taken out after the first summary: the document's figures cover 49 steps, the
+    # robust breakdown left beside them 55, so the verdict keeps to the document's own figures.
+    from perfcore.analysis.verdict import decide_run
+
+    n = 60
+    evaluation = np.zeros(n, dtype=bool)
+    evaluation[9::10] = True
+    load = np.where(evaluation, 30.0, 0.03)
+    with_eval = doc_of(table(load, np.where(evaluation, 10.0, 0.4), np.full(n, 0.02), warmup=5))
+    training = doc_of(table(load, np.where(evaluation, 10.0, 0.4), np.full(n, 0.02), warmup=5,
+                            evaluation=evaluation))
+    mixed = {**training, "breakdown_robust": with_eval["breakdown_robust"]}
+    assert with_eval["breakdown_robust"]["steps"] == 55 and training["steps"] == 49
+    assert decide_run(with_eval)["bound"] == "load"
+    assert decide_run(mixed)["summary"] == decide_run({k: v for k, v in training.items()
+                                                       if k != "breakdown_robust"})["summary"]

@@ -122,6 +122,11 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
     needed = max(1, math.ceil(make_ms / consume_ms))
     cores = cpu_count or 1
     # Measured CPU of the loop wins; torch's intra-op thread count says as much before anything ran.
+    # With num_workers=0 the main process also made the batches (about one core while it waits):
+    # what its compute uses is the rest of its CPU over the rest of the step.
+    if loop_cores is not None and n == 0 and step_ms > load_ms > 0:
+        wait = load_ms / step_ms
+        loop_cores = min(max((loop_cores - wait) / (1 - wait), 0.0), float(cores))
     loop_est = loop_cores if loop_cores is not None else (float(min(torch_threads, cores)) if torch_threads else None)
     free = spare_cores(cores, loop_cores=loop_est, other_cores=other_cores)
     plan: dict[str, Any] = {"num_workers": n, "worker_batch_ms": make_ms, "batches_per_step": per_step,

@@ -207,6 +207,8 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
         doc["startup"] = su
         if su["dominates"]:
             summary += f". Start-up dominates: {su['sentence']}"
+    # The verdict in words without the interference preface: what a quiet machine would read first.
+    doc["plain_summary"] = summary
     if interference and interference.get("material"):
         doc["interference"] = dict(interference)
         doc["uncertain"] = True
@@ -224,6 +226,10 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
     step = st["mean"] if isinstance(st, Mapping) else float(st or doc.get("step_ms") or 0.0)
     bd = doc.get("breakdown_ms") or {}
     rb = valid_robust(doc.get("breakdown_robust"))
+    if rb and doc.get("steps") and rb["steps"] != int(doc["steps"]):
+        # Computed over other rows than the document's figures (evaluation rows taken out after it):
+        # it describes another set of steps, so the verdict keeps to the document's own.
+        rb = None
     band = None
     outliers = None
     if rb:

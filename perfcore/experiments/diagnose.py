@@ -156,12 +156,15 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             final["cause"] = "CPU decode/augment"
             top = prof["top"][0]["function"] if prof["top"] else "?"
             how = f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
-        final["summary"] = final["summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
+        for key in ("summary", "plain_summary"):
+            final[key] = final[key].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
         final["checks"].append(workers_check(first, final, check, base, workers))
-    final["summary"] += "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) \
+    tail = "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) \
         + (f". {how}." if how else ".")
+    final["summary"] += tail
+    final["plain_summary"] += tail
     return final, check["predicted_speedup"]
 
 

@@ -53,11 +53,16 @@ def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only
         "busy_mean": busy,
         "healthy": healthy,
         "verdict": decision,
-        "summary": (f"{decision['summary']}"
-                    + (f" ({FORWARD_ONLY_NOTE})" if forward_only and decision.get("causes") else "")
-                    + f". {busy_line[0].upper()}{busy_line[1:]}"),
+        "plain_summary": (f"{decision['plain_summary']}"
+                          + (f" ({FORWARD_ONLY_NOTE})" if forward_only and decision.get("causes") else "")
+                          + f". {busy_line[0].upper()}{busy_line[1:]}"),
         "next": None if healthy else next_cmd,
     }
+    doc["summary"] = doc["plain_summary"]
+    if decision.get("uncertain"):
+        doc["uncertain"] = True
+        doc["summary"] = (f"{decision['interference']['sentence']}. {doc['plain_summary'][0].upper()}"
+                          f"{doc['plain_summary'][1:]}")
     if row.get("interference"):
         doc["interference"] = row["interference"]
     hb = heartbeat(row["busy_series"], row["busy_spacing_s"])

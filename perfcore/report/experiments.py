@@ -5,6 +5,7 @@ from typing import Any
 
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
+from perfcore.report.terminal import verdict_line
 
 __all__ = ["render_health", "render_diagnose", "render_sweep"]
 
@@ -14,7 +15,7 @@ def render_health(doc: dict[str, Any]) -> str:
     lines += _interference(doc)
     lines += [f"  step {fmt_ms(doc['step_ms'])}, {doc['samples_per_s']:.0f} samples/s, busy {100 * doc['busy_mean']:.0f}% "
               f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%",
-              f"verdict: {doc['summary']}"]
+              verdict_line(doc)]
     if doc.get("heartbeat"):
         lines.append(f"heartbeat: {doc['heartbeat']['meaning']}")
     if doc.get("next"):
@@ -46,7 +47,7 @@ def render_diagnose(doc: dict[str, Any]) -> str:
         lines.append(f"    ({p['note']})")
     for r in p["top"][:5]:
         lines.append(f"    {fmt_ms(r['self_ms_per_item']):>9}/item  {r['function']}")
-    lines.append(f"verdict: {doc['verdict']['summary']}")
+    lines.append(verdict_line(doc["verdict"]))
     for c in doc["verdict"].get("checks", []):
         pb, mb = c.get("predicted_band"), c.get("measured_band")
         if pb or mb:

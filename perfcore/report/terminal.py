@@ -8,7 +8,7 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 
-__all__ = ["render_text"]
+__all__ = ["render_text", "verdict_line"]
 
 BAR_WIDTH = 30
 
@@ -34,6 +34,8 @@ def render_text(doc: dict[str, Any]) -> str:
     if intf.get("material"):  # before any number it inflates
         lines.append(f"INTERFERENCE: {intf['sentence']} ({intf.get('detail', '')})")
     rb = valid_robust(doc.get("breakdown_robust")) or {}
+    if rb.get("steps") != doc.get("steps"):
+        rb = {}  # computed over other rows than the figures shown (the verdict ignores it too)
     lines += [
         f"step time  mean {fmt_ms(st['mean'])}   p50 {fmt_ms(st['p50'])}   p90 {fmt_ms(st['p90'])}"
         + (f"   (warm-up mean {fmt_ms(doc['warmup_step_time_ms'])})" if doc.get("warmup_step_time_ms") else ""),
@@ -56,7 +58,7 @@ def render_text(doc: dict[str, Any]) -> str:
                      + (f" {fmt_share(rb['share'][lb])} ({fmt_band(b[0], b[1], fmt_share)})" if b else ""))
     if (rb.get("outliers") or {}).get("sentence"):
         lines.append(f"  {rb['outliers']['sentence']}")
-    lines += ["", f"verdict: {doc['verdict']['summary']}"]
+    lines += ["", verdict_line(doc["verdict"])]
     for c in doc["verdict"].get("causes", [])[1:]:
         lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
     if doc.get("step_source"):
@@ -132,6 +134,15 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append("  (the timer's own bookkeeping; perfcore run's hooks add more, which "
                          "bench/bench_run_overhead.py measures against the uninstrumented script)")
     return "\n".join(lines)
+
+
+def verdict_line(v: dict[str, Any], summary_key: str = "summary") -> str:
+    """"verdict: ..." after the INTERFERENCE line that a report prints first: the verdict itself, marked
+    uncertain, without repeating the interference sentence."""
+    plain = v.get("plain_summary") if isinstance(v.get("plain_summary"), str) else None
+    if v.get("uncertain") and plain:
+        return f"verdict: {plain} [uncertain: see INTERFERENCE above]"
+    return f"verdict: {v.get(summary_key) or plain or ''}"
 
 
 def _outcome(doc: dict[str, Any]) -> list[str]:
