@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from perfcore.analysis.interference import interference_finding
+from perfcore.analysis.interference import interference_finding, window
 from perfcore.analysis.verdict import decide
 from perfcore.capture.interference import FIELDS, InterferenceSampler, process_tree, read_stat, snapshot
 
@@ -126,3 +126,10 @@ def test_sampler_sees_a_real_burner_as_a_stranger_and_its_own_child_as_a_worker(
     truth = usage.ru_utime + usage.ru_stime
     assert truth > 0.2
     assert g["workers_cores"] * g["span_s"] == pytest.approx(truth, abs=0.1 + 0.15 * truth), (truth, g)
+
+
+def test_a_window_keeps_the_samples_that_bound_the_measured_steps():
+    recs = [_rec(float(t), busy=100 * t, total=200 * t) for t in range(10)]
+    w = window(_samples(*recs), 2.5, 6.2)
+    assert w["t_s"] == [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    assert window(_samples(*recs), -1.0, 99.0)["t_s"] == [float(t) for t in range(10)]

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from perfcore.analysis.units import fmt_share
 
-__all__ = ["interference_finding", "valid_finding", "MATERIAL_OTHERS_SHARE", "MATERIAL_STEAL_SHARE", "MATERIAL_OTHERS_CORES"]
+__all__ = ["interference_finding", "valid_finding", "window", "MATERIAL_OTHERS_SHARE", "MATERIAL_STEAL_SHARE", "MATERIAL_OTHERS_CORES"]
 
 # Other processes are material when they used a quarter of the machine's cores and at least half a
 # core (on a 2-core machine, half a core: a neighbour that takes it makes every waiting step wait
@@ -86,3 +86,15 @@ def valid_finding(f: Any) -> dict[str, Any] | None:
     if not isinstance(f, Mapping) or not isinstance(f.get("sentence"), str):
         return None
     return dict(f)
+
+
+def window(samples: Mapping[str, Sequence[Any]], start_s: float, end_s: float) -> dict[str, list]:
+    """The samples that bound [start_s, end_s] (CLOCK_MONOTONIC seconds, the steps' clock): the last one
+    at or before the start, the first at or after the end, and those between; so a finding covers the
+    measured steps, not the interpreter's start-up before them."""
+    t = list(samples.get("t_s") or [])
+    if not t:
+        return {k: [] for k in samples}
+    lo = max([i for i, v in enumerate(t) if v is not None and v <= start_s], default=0)
+    hi = min([i for i, v in enumerate(t) if v is not None and v >= end_s], default=len(t) - 1)
+    return {k: list(v)[lo:hi + 1] for k, v in samples.items()}
