@@ -146,3 +146,16 @@ def test_a_robust_breakdown_of_other_rows_than_the_documents_is_ignored():
     assert decide_run(with_eval)["bound"] == "load"
     assert decide_run(mixed)["summary"] == decide_run({k: v for k, v in training.items()
                                                        if k != "breakdown_robust"})["summary"]
+
+
+def test_an_interval_across_both_tiers_is_borderline_at_the_first():
+    from perfcore.analysis.verdict import decide
+
+    v = decide({"load": 15.0}, 100.0, share_band={"load": (0.05, 0.25)}, steps=20)
+    assert v["level"] == "borderline" and v["bound"] == "load" and v["healthy"] is None
+    assert "straddles the 10% tier" in v["summary"]
+    # Surely past the first tier, straddling the second: named at warn, borderline critical.
+    w = decide({"load": 19.0}, 100.0, share_band={"load": (0.15, 0.23)}, steps=20)
+    assert w["level"] == "warn" and "Borderline critical" in w["summary"]
+    # Without an interval the point estimate decides, as before.
+    assert decide({"load": 15.0}, 100.0)["level"] == "warn"

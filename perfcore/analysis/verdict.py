@@ -74,7 +74,8 @@ def _straddles(band: tuple[float, float] | None) -> float | None:
     """The tier an interval of shares straddles (its low end below, its high end at or above), if any."""
     if not band:
         return None
-    for tier in (CRITICAL_SHARE, WARN_SHARE):
+    # The lower tier first: an interval across both is borderline at the first (is it a cause at all?).
+    for tier in (WARN_SHARE, CRITICAL_SHARE):
         if band[0] < tier <= band[1]:
             return tier
     return None
