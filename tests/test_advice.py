@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfcore.analysis.advice import advise_run, batches_per_step, loader_plan
+from perfcore.analysis.advice import advise_run, batches_per_step, contradicting_trial, loader_plan
 from perfcore.analysis.memory import memory_findings
 
 
@@ -74,7 +74,7 @@ def test_workers_too_slow_per_item_for_the_cores():
     ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 200.0}
     plan = loader_plan(ld, step_ms=100.0, load_ms=90.0, per_step=1, cpu_count=4, on_gpu=False)
     assert plan["reason"] == "too slow per item" and plan["workers_needed"] == 20
-    assert "about 20 workers would be needed, and 4 cores leave 3 beside the loop" in plan["sentence"]
+    assert "about 20 workers would be needed, and the loop keeps one of the 4 cores busy, leaving 3 core(s)" in plan["sentence"]
     # Enough workers in number, but they and the loop share two cores: no worker count hides it.
     two = loader_plan({**ld, "worker_batch_ms": 97.0}, step_ms=196.0, load_ms=38.0, per_step=2, cpu_count=2,
                       on_gpu=False)
@@ -89,7 +89,7 @@ def test_enough_workers_yet_waiting_blames_shallow_prefetch_or_pin():
     plan = loader_plan(ld, step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=False)
     assert plan["reason"] == "prefetch too shallow" and plan["workers_needed"] == 1
     assert "2 worker(s) are enough on average" in plan["sentence"]
-    assert "yet the loop waits 3.0 ms per batch" in plan["sentence"] and "the 4 queued" in plan["sentence"]
+    assert "yet the loop waits 3.00 ms per batch" in plan["sentence"] and "the 4 queued" in plan["sentence"]
     assert "raise prefetch_factor to 4" in plan["text"]
     gpu = loader_plan(ld, step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=True)
     assert gpu["reason"] == "pin in main process" and "pin_memory=False" in gpu["text"]
@@ -100,7 +100,7 @@ def test_cheap_batches_that_still_keep_the_loop_waiting_are_a_handover_cost():
     ld = {**LOADER, "num_workers": 1, "worker_batch_ms": 0.8, "prefetch_factor": 2}
     plan = loader_plan(ld, step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0)
     assert plan["reason"] == "handover from workers"
-    assert plan["sentence"] == ("1 worker(s) make a batch in 0.8 ms but the loop waits 13.1 ms for each: the "
+    assert plan["sentence"] == ("1 worker(s) make a batch in 800 µs but the loop waits 13.1 ms for each: the "
                                 "handover from the worker processes costs the rest (host CPU 100%: processes wait "
                                 "for a core)")
     assert "set num_workers=0" in plan["text"]
@@ -192,3 +192,65 @@ def test_a_jobs_verdict_is_its_slowest_ranks():
     advise_run(job, zero_code=True, focus=slow)
     assert job["verdict"]["bound"] == "load"
     assert job["verdict"]["summary"].endswith("on rank 1; the other ranks wait for it in comm")
+
+
+# The JPEG imagenet shape on a 2-core machine: num_workers=0, a batch of 8 decoded in ~120 ms, the
+# model step ~160 ms with torch's two intra-op threads on both cores.
+JPEG_LOADER = {**LOADER, "num_workers": 0, "worker_batch_ms": 120.0, "pin_memory": False}
+
+
+def test_workers_are_not_advised_when_the_loops_compute_holds_every_core():
+    kw = dict(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False)
+    free = loader_plan(JPEG_LOADER, **kw)  # nothing known of the loop's threads: one core left for a worker
+    assert free["reason"] == "main process" and "set num_workers=1" in free["text"]
+    assert free["achievable_ms"] == pytest.approx(120.0)
+    held = loader_plan(JPEG_LOADER, **kw, torch_threads=2)
+    assert held["spare_cores"] == 0 and held["reason"] == "no spare cores" and held["achievable_ms"] == 0
+    assert "torch runs the loop's compute on 2 threads of the 2 cores" in held["sentence"]
+    assert held["text"].index("make a batch cheaper") < held["text"].index("Workers would not help")
+    assert "torch.set_num_threads(1) with num_workers=1" in held["text"]
+    # Measured CPU of the main process and other processes' share say the same from the run itself.
+    # With num_workers=0 the main process made the batches too: 1.3 cores over the loop, of which
+    # about one core for the 43% of the step it loads, leaves 1.52 cores while it computes.
+    busy = loader_plan(JPEG_LOADER, **kw, loop_cores=1.3, other_cores=0.6)
+    wait = 120.0 / 282.0
+    assert busy["loop_cores"] == pytest.approx((1.3 - wait) / (1 - wait))
+    assert busy["reason"] == "no spare cores" and busy["spare_cores"] == 0
+    assert "the loop's compute already uses 1.5 of the 2 cores and other processes used 0.6" in busy["sentence"]
+    # A quiet machine and a one-thread loop leave a core: then a worker is the advice.
+    quiet = loader_plan(JPEG_LOADER, **kw, loop_cores=0.6, other_cores=0.0)
+    assert quiet["reason"] == "main process" and quiet["spare_cores"] == pytest.approx(1.0)
+
+
+def test_advice_turns_round_when_an_experiment_measured_the_opposite():
+    trials = [{"experiment": "diagnose B", "num_workers": 2, "speedup": 0.89}]
+    plan = loader_plan(JPEG_LOADER, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
+                       trials=trials)
+    assert plan["reason"] == "measured: workers do not help" and plan["trial"]["speedup"] == 0.89
+    assert "diagnose B measured num_workers=2 at 0.89x of these settings' speed: more workers made steps slower" \
+        in plan["sentence"]
+    assert plan["text"].startswith("In the DataLoader made at train.py:42")
+    assert plan["text"].index("make a batch cheaper") < plan["text"].index("Not more workers")
+    # A measured gain from more workers is no contradiction: the plan stands.
+    ok = loader_plan(JPEG_LOADER, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
+                     trials=[{"num_workers": 2, "speedup": 1.3}])
+    assert ok["reason"] == "main process"
+    # A loss within the measurement's own noise is not "faster" either way: 1.02x with 5% noise.
+    assert contradicting_trial([{"num_workers": 2, "speedup": 1.02, "noise_share": 0.05}], 0, more=True)
+    assert contradicting_trial([{"num_workers": 2, "speedup": 1.10, "noise_share": 0.05}], 0, more=True) is None
+
+
+def test_run_advice_leads_with_a_cheaper_batch_and_an_achievable_gain():
+    bd = {"load": 120.0, "transfer": 0.0, "compute": 160.0, "comm": 0.0, "host": 2.0}
+    doc = run_doc(bd, loaders=[{**JPEG_LOADER, "training": True, "batches": 40}])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2, "torch_threads": 2,
+                                              "worker_trials": [{"experiment": "diagnose B", "num_workers": 2,
+                                                                 "speedup": 0.89}]})
+    rec = doc["recommendations"][0]
+    assert rec["id"] == "cheaper_batches" and "set num_workers" not in rec["text"]
+    assert "Expected: a batch that costs nothing would make steps up to 1.74x faster" in rec["text"]
+    assert "more workers about 1.00x" in rec["text"]
+    # The same evidence without the threads and the trial: the old advice, its gain the whole wait.
+    plain = run_doc(bd, loaders=[{**JPEG_LOADER, "training": True, "batches": 40}])
+    advise_run(plain, zero_code=True, evidence={"cpu_count": 2})
+    assert plain["recommendations"][0]["id"] == "more_workers" and "up to 1.74x" in plain["recommendations"][0]["text"]

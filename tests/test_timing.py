@@ -316,4 +316,4 @@ def test_overhead_counts_the_settling_done_inside_the_loop(monkeypatch):
     steps = 3 * recording.COMPACT_EVERY + 5
     assert o["settle_ms_per_step"] == pytest.approx(7.0 / steps)
     assert o["ms_per_step"] == pytest.approx(o["phases_per_step"] * o["per_phase_ns"] / 1e6 + 7.0 / steps)
-    assert "settling" in o["method"] and "us settling" in str(timer.result())
+    assert "settling" in o["method"] and "µs settling" in str(timer.result())

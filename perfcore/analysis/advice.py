@@ -6,6 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from perfcore.analysis.gain import expected_gain
+from perfcore.analysis.interference import valid_finding
+from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
 __all__ = ["training_loader", "loader_plan", "advise", "advise_run", "batches_per_step"]
@@ -50,13 +53,65 @@ def _where(ld: Mapping[str, Any]) -> str:
     return f"{owner} ({_settings(ld)})" if _settings(ld) else owner
 
 
+def spare_cores(cores: int, *, loop_cores: float | None = None, other_cores: float | None = None) -> float:
+    """Cores a DataLoader worker could have to itself: the machine's, less what the loop's own compute
+    keeps busy (its measured CPU, or torch's intra-op threads; one core when neither is known) and what
+    other processes used during the run."""
+    loop = 1.0 if loop_cores is None else max(float(loop_cores), 1.0)
+    return max(float(cores) - loop - max(float(other_cores or 0.0), 0.0), 0.0)
+
+
+def _cores_text(cores: int, loop_cores: float | None, other_cores: float | None, threads: int | None) -> str:
+    parts = []
+    if loop_cores is not None:
+        parts.append(f"the loop's compute already uses {loop_cores:.1f} of the {cores} cores"
+                     + (f" ({threads} torch threads)" if threads else ""))
+    elif threads:
+        parts.append(f"torch runs the loop's compute on {threads} threads of the {cores} cores")
+    else:
+        parts.append(f"the loop keeps one of the {cores} cores busy")
+    if other_cores and other_cores >= 0.1:
+        parts.append(f"other processes used {other_cores:.1f}")
+    return " and ".join(parts)
+
+
+def contradicting_trial(trials: Sequence[Mapping[str, Any]] | None, n: int, more: bool) -> dict[str, Any] | None:
+    """A measured configuration (diagnose B, a sweep row: num_workers and its speedup against this
+    run's settings) that says the opposite of the advice: more workers measured not faster, or fewer
+    workers measured faster. The strongest such measurement, or None."""
+    best = None
+    for t in trials or []:
+        w, x = t.get("num_workers"), t.get("speedup")
+        if w is None or not x or x != x or t.get("relative_to", n) != n:
+            continue  # a ratio against other settings than this run's says nothing about its change
+        noise = float(t.get("noise_share") or 0.0)  # the measurement's own noise, as a share of the step
+        # How strongly it says the opposite: the slowdown of more workers, the speed-up of fewer.
+        if more and w > n and x <= 1.0 + noise:
+            score = 1.0 / x
+        elif more and w < n and x > 1.0 + noise:
+            score = x
+        else:
+            continue
+        if best is None or score > best[0]:
+            best = (score, t)
+    return dict(best[1]) if best else None
+
+
 def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_step: float,
                 cpu_count: int | None, on_gpu: bool, measured_batches: float | None = None,
-                cpu_percent: float | None = None) -> dict[str, Any] | None:
+                cpu_percent: float | None = None, loop_cores: float | None = None,
+                other_cores: float | None = None, torch_threads: int | None = None,
+                trials: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
     """How many workers would hide loading, and when workers already run and the loop still waits,
     why. ld: num_workers, worker_batch_ms (a worker's time to make one batch), and where known
     site, pin_memory, prefetch_factor, persistent_workers, worker_startup_ms (per epoch), batches,
-    collate_ms. None without a per-batch worker time."""
+    collate_ms. None without a per-batch worker time.
+
+    Workers only help on cores the loop's compute leaves free: loop_cores (the main process's measured
+    CPU), torch_threads and other_cores (other processes' CPU during the run) size the spare cores, and
+    `achievable_ms` is the wait that many workers can hide (the expected gain is the achievable one).
+    trials: measured configurations (num_workers, speedup against this run); one that measured the
+    opposite of the advice turns it round to what does help."""
     make_ms = ld.get("worker_batch_ms")
     if make_ms is None:
         return None
@@ -66,25 +121,60 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
     wait_ms = load_ms / per_step
     needed = max(1, math.ceil(make_ms / consume_ms))
     cores = cpu_count or 1
+    # Measured CPU of the loop wins; torch's intra-op thread count says as much before anything ran.
+    # With num_workers=0 the main process also made the batches (about one core while it waits):
+    # what its compute uses is the rest of its CPU over the rest of the step.
+    if loop_cores is not None and n == 0 and step_ms > load_ms > 0:
+        wait = load_ms / step_ms
+        loop_cores = min(max((loop_cores - wait) / (1 - wait), 0.0), float(cores))
+    loop_est = loop_cores if loop_cores is not None else (float(min(torch_threads, cores)) if torch_threads else None)
+    free = spare_cores(cores, loop_cores=loop_est, other_cores=other_cores)
     plan: dict[str, Any] = {"num_workers": n, "worker_batch_ms": make_ms, "batches_per_step": per_step,
                             "loop_ms_per_batch": consume_ms, "wait_ms_per_batch": wait_ms, "workers_needed": needed,
-                            "cpu_count": cores}
-    rate = (f"a batch takes {make_ms:.1f} ms to make and the loop uses one every {consume_ms:.1f} ms"
+                            "cpu_count": cores, "spare_cores": free, "loop_cores": loop_cores,
+                            "other_cores": other_cores, "torch_threads": torch_threads}
+    rate = (f"a batch takes {fmt_ms(make_ms)} to make and the loop uses one every {fmt_ms(consume_ms)}"
             + (f", {per_step:g} batches per step" if per_step > 1 else ""))
-    # The loop itself keeps one core busy: workers beyond the rest share cores with it and each other.
-    spare = max(cores - 1, 1)
+    # Workers beyond the free cores share them with the loop and each other: they hide at most
+    # free / needed of the wait (none when no core is free).
+    spare = max(int(math.floor(free + 1e-9)), 0)
+    hide = min(1.0, free / needed) if needed else 1.0
+    plan["achievable_ms"] = load_ms * hide
+    cores_text = _cores_text(cores, loop_cores, other_cores, torch_threads)
+    more_cheaper = ("make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
+                    "images pre-resized to the size the model takes, or data decoded once and cached as tensors")
+    fewer_threads = (f"or leave a core to a worker: torch.set_num_threads({max(cores - 1, 1)}) with num_workers=1 "
+                     "(compute then runs on one thread fewer; measure both)" if cores > 1 else "")
     where = _where(ld)
+    trial = contradicting_trial(trials, n, more=True)
+    if trial is not None and (n == 0 or needed > n):
+        plan["reason"] = "measured: workers do not help"
+        plan["achievable_ms"] = 0.0
+        plan["trial"] = trial
+        plan["sentence"] = (f"{trial.get('experiment', 'an experiment')} measured num_workers={trial['num_workers']} "
+                            f"at {fmt_x(trial['speedup'])} of these settings' speed: "
+                            + ("more workers made steps slower" if trial["num_workers"] > n else
+                               "fewer workers made steps faster")
+                            + f" on this machine ({cores_text}); {rate}")
+        plan["text"] = (f"In {where}: {more_cheaper}" + (f"; {fewer_threads}" if fewer_threads else "")
+                        + f". Not more workers: {plan['sentence']}.")
+        return plan
     if n == 0:
         collate = ld.get("collate_ms")
         plan["reason"] = "main process"
         plan["sentence"] = (f"loading runs in the main process (num_workers=0): {rate}, so about {needed} worker(s) "
-                            "would hide it" + (f"; collate alone is {collate:.1f} ms of each batch" if collate else ""))
-        if needed > spare:
+                            "would hide it" + (f"; collate alone is {fmt_ms(collate)} of each batch" if collate else ""))
+        if spare < 1:
+            plan["reason"] = "no spare cores"
+            plan["achievable_ms"] = 0.0
+            plan["sentence"] += f", but no core is free for one: {cores_text}"
+            plan["text"] = (f"In {where}: {more_cheaper}" + (f"; {fewer_threads}" if fewer_threads else "")
+                            + f". Workers would not help as things are: {plan['sentence']}.")
+        elif needed > spare:
             plan["text"] = (f"In {where}: set num_workers={spare} and persistent_workers=True. {rate[0].upper()}"
                             f"{rate[1:]}, so hiding it needs about {needed} workers, more than the {spare} core(s) "
-                            f"this machine's {cores} leave beside the loop: if __getitem__ computes (decode, augment) "
-                            "rather than waits on I/O, also make a batch cheaper (a faster decoder, lighter "
-                            "augmentation, pre-processed or cached data).")
+                            f"free beside the loop ({cores_text}): if __getitem__ computes (decode, augment) "
+                            f"rather than waits on I/O, also {more_cheaper}.")
         else:
             plan["text"] = (f"In {where}: set num_workers={needed} and persistent_workers=True; {rate}.")
         return plan
@@ -95,39 +185,39 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
     again_ms = sum(max(0.0, s - make_ms) for s in starts[1:]) if restarts > 0 else 0.0
     # Restarts after the first epoch fall in the measured steps: spread them over the batches measured.
     startup_per_batch = again_ms / max(measured_batches or ld.get("batches") or 1, 1)
-    restart = (f"the workers start again every epoch: {again_ms / max(restarts, 1):.0f} ms each time beyond making "
-               f"the first batch, over {restarts} restart(s) {startup_per_batch:.1f} ms per batch of the "
-               f"{wait_ms:.1f} ms the loop waits")
+    restart = (f"the workers start again every epoch: {fmt_ms(again_ms / max(restarts, 1))} each time beyond making "
+               f"the first batch, over {restarts} restart(s) {fmt_ms(startup_per_batch)} per batch of the "
+               f"{fmt_ms(wait_ms)} the loop waits")
     if restarts > 0 and wait_ms > 0 and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
         plan["reason"] = "start-up each epoch"
         plan["sentence"] = restart
         plan["text"] = f"In {where}: set persistent_workers=True; {plan['sentence']}."
     elif needed > spare:
         plan["reason"] = "too slow per item"
+        plan["achievable_ms"] = load_ms * min(1.0, free / needed) if n < spare else 0.0
         plan["sentence"] = (f"{n} worker(s) cannot keep up and more would not fit: {rate}, so about {needed} workers "
-                            f"would be needed, and {cores} cores leave {spare} beside the loop")
-        plan["text"] = (f"In {where}: make a batch cheaper (a faster decoder, lighter augmentation, pre-processed "
-                        f"or cached data) rather than adding workers; {plan['sentence']}.")
+                            f"would be needed, and {cores_text}, leaving {spare} core(s) for workers")
+        plan["text"] = (f"In {where}: {more_cheaper}, rather than adding workers; {plan['sentence']}.")
     elif needed > n:
         plan["reason"] = "too few workers"
-        plan["sentence"] = (f"{n} worker(s) make a batch every {make_ms / n:.1f} ms together, the loop uses one every "
-                            f"{consume_ms:.1f} ms and waits {wait_ms:.1f} ms per batch: about {needed} would hide it")
+        plan["sentence"] = (f"{n} worker(s) make a batch every {fmt_ms(make_ms / n)} together, the loop uses one every "
+                            f"{fmt_ms(consume_ms)} and waits {fmt_ms(wait_ms)} per batch: about {needed} would hide it")
         plan["text"] = f"In {where}: set num_workers={needed}; {plan['sentence']}."
     elif wait_ms > HANDOVER_RATIO * make_ms:
         # Waiting far longer than a batch takes to make: the time goes in handing it over (the worker
         # scheduled, the queue, unpickling in the main process), not in making it.
         busy = f" (host CPU {cpu_percent:.0f}%: processes wait for a core)" if cpu_percent and cpu_percent >= 90 else ""
         plan["reason"] = "handover from workers"
-        plan["sentence"] = (f"{n} worker(s) make a batch in {make_ms:.1f} ms but the loop waits {wait_ms:.1f} ms for "
+        plan["sentence"] = (f"{n} worker(s) make a batch in {fmt_ms(make_ms)} but the loop waits {fmt_ms(wait_ms)} for "
                             f"each: the handover from the worker processes costs the rest{busy}")
         plan["text"] = (f"In {where}: with batches this cheap set num_workers=0 (the loop would spend about "
-                        f"{make_ms:.1f} ms making each one itself); {plan['sentence']}.")
+                        f"{fmt_ms(make_ms)} making each one itself); {plan['sentence']}.")
     else:
         pf = ld.get("prefetch_factor") or 2
         pin = on_gpu and ld.get("pin_memory")
         plan["reason"] = "pin in main process" if pin else "prefetch too shallow"
         plan["sentence"] = (f"{n} worker(s) are enough on average ({rate}; about {needed} needed) yet the loop waits "
-                            f"{wait_ms:.1f} ms per batch: batches arrive in bursts and the {pf * n} queued "
+                            f"{fmt_ms(wait_ms)} per batch: batches arrive in bursts and the {pf * n} queued "
                             f"(prefetch_factor={pf} x {n}) run out")
         if pin:
             plan["sentence"] += ("; pin_memory=True also copies every batch in a thread of the main process, "
@@ -159,22 +249,34 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
     pageable = ev.get("pageable_h2d_bytes_per_step", 0)
     if pageable:  # certain and cheap to fix, whatever its share: first
         ms_pg = ev.get("pageable_h2d_ms_per_step", 0.0)
-        saving = (f" Expected saving: up to {ms_pg:.2f} ms per step, the time those copies take now, once they "
+        saving = (f" Expected saving: up to {fmt_ms(ms_pg)} per step, the time those copies take now, once they "
                   "overlap compute." if ms_pg else "")
         add("pin_memory", "transfer", f"In {where}: set pin_memory=True, and copy with .to(device, non_blocking=True): "
             "pageable copies are staged through a bounce buffer and block the host." + saving,
             f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory"
-            + (f", {ms_pg:.2f} ms per step" if ms_pg else ""), "perfcore transfer --batch-shape ...")
+            + (f", {fmt_ms(ms_pg)} per step" if ms_pg else ""), "perfcore transfer --batch-shape ...")
     for c in decision.get("causes", []):
         lb, because = c["label"], c["evidence"]
-        gain = (f" Expected: steps up to {c['expected_speedup']:.2f}x faster ({c['expected_step_ms']:.1f} ms)."
-                if c["expected_speedup"] is not None else "")
+        g = c.get("expected_gain") or expected_gain(decision.get("step_ms") or 0.0, c["ms_per_step"])
+        gain = (f" Expected: steps {g['text']}, {fmt_ms(g['step_after_ms'])} a step." if g["text"] else "")
         if lb == "load":
             if plan and plan.get("text"):
                 rid = {"start-up each epoch": "persistent_workers", "too slow per item": "cheaper_batches",
-                       "handover from workers": "fewer_workers",
+                       "handover from workers": "fewer_workers", "no spare cores": "cheaper_batches",
+                       "measured: workers do not help": "cheaper_batches",
                        "prefetch too shallow": "deeper_prefetch", "pin in main process": "deeper_prefetch"
                        }.get(plan.get("reason", ""), "more_workers")
+                if rid == "cheaper_batches":
+                    # What workers can hide is what is left to gain from them; a cheaper batch can save
+                    # up to the whole wait, which is the bound the verdict's gain gives.
+                    gain = (f" Expected: a batch that costs nothing would make steps {g['text']}; more workers "
+                            f"about {fmt_x(expected_gain(decision.get('step_ms') or 0.0, plan.get('achievable_ms') or 0.0)['speedup'])}."
+                            if g["text"] else "")
+                elif plan.get("achievable_ms") is not None and plan["achievable_ms"] < c["ms_per_step"] - 1e-9:
+                    a = expected_gain(decision.get("step_ms") or 0.0, plan["achievable_ms"])
+                    gain = (f" Expected: steps {a['text']}, {fmt_ms(a['step_after_ms'])} a step: what the free cores "
+                            f"allow of the {fmt_x(g['speedup'])} that removing the wait would give."
+                            if a["text"] else "")
                 add(rid, lb, plan["text"] + gain, because,
                     "perfcore diagnose (synthetic data measures the step without loading)")
             else:
@@ -195,7 +297,10 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
             if zero_code:
                 add("host_gaps", lb, "Look at what your loop does between optimizer.step() and the next batch, and "
                     "between forward and backward: loss and metric code outside the model, logging, .item() calls, "
-                    "checkpointing. A sampling profiler (py-spy top -- python your_script.py) shows which lines."
+                    "checkpointing. On a CPU this time also holds tensor math outside modules (a functional loss, "
+                    "zero_grad, a manual p.data.add_ update): real compute, which a module (nn.MSELoss rather than "
+                    "F.mse_loss), torch.optim, or torch.compile makes cheaper or at least visible. A sampling "
+                    "profiler (py-spy top -- python your_script.py) shows which lines."
                     + gain, because)
             else:
                 add("untimed_host_work", lb, "Time the rest of the step with timer.phase('name') to see what it is "
@@ -204,8 +309,8 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
         add("faster_compute", None, ("The step is GPU compute: mixed precision (bf16 autocast), torch.compile, "
                                      "channels_last for convnets, fused optimizers.") if on_gpu else
             ("The step is compute: on a GPU it would move there; on CPU, torch.compile and torch.set_num_threads "
-             "matter."), f"compute is {breakdown_ms.get('compute', 0):.1f} ms of a "
-                         f"{decision.get('step_ms', 0):.1f} ms step")
+             "matter."), f"compute is {fmt_ms(breakdown_ms.get('compute', 0))} of a "
+                         f"{fmt_ms(decision.get('step_ms', 0))} step")
     for f in (memory or {}).get("findings", []):
         add(f["id"], "memory", f["advice"], f["sentence"])
     su = decision.get("startup")
@@ -217,12 +322,14 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
 
 
 def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any] | None = None,
-               evidence: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               evidence: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None,
+               decision: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The verdict, the loader plan and the advice of a run document, set on `doc` in place
     (verdict, recommendations, loader_plan). `focus`: whose numbers drive them (the slowest rank of
-    a job; default the document itself). `evidence` adds to the document's own."""
+    a job; default the document itself). `evidence` adds to the document's own. `decision`: a verdict
+    already reached on more evidence (diagnose's, checked by its experiments) instead of the document's."""
     f = focus if focus is not None else doc
-    decision = decide_run(f)
+    decision = dict(decision) if decision is not None else decide_run(f)
     if f is not doc and f.get("rank") is not None:
         decision["summary"] += f" on rank {f['rank']}; the other ranks wait for it in comm"
     ev = {"cpu_count": None, **dict(doc.get("evidence") or {}), **dict(evidence or {})}
@@ -238,15 +345,26 @@ def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any]
     load = float(f["breakdown_ms"].get("load") or 0.0)
     plan = None
     if ld and step and load / step >= WARN_SHARE:
+        intf = valid_finding(doc.get("interference")) or {}
         plan = loader_plan(ld, step_ms=step, load_ms=load, per_step=per_step, cpu_count=ev.get("cpu_count"),
                            on_gpu=str(doc.get("device", "cpu")) != "cpu",
                            measured_batches=(int(f.get("steps") or 0) * per_step) or None,
-                           cpu_percent=doc.get("cpu_util_percent"))
+                           cpu_percent=doc.get("cpu_util_percent"),
+                           loop_cores=ev.get("loop_cpu_cores", intf.get("main_cores")),
+                           other_cores=ev.get("other_cpu_cores", intf.get("others_cores")),
+                           torch_threads=ev.get("torch_threads"), trials=ev.get("worker_trials"))
         if plan:
             plan["batches_per_step_source"] = per_step_how
     doc["verdict"] = decision
     doc["recommendations"] = advise(decision, f["breakdown_ms"], on_gpu=str(doc.get("device", "cpu")) != "cpu",
                                     zero_code=zero_code, evidence=ev, plan=plan, loader=ld, memory=memory)
+    ev_find = doc.get("evaluation") if isinstance(doc.get("evaluation"), Mapping) else {}
+    if isinstance(ev_find.get("sentence"), str) and isinstance(ev_find.get("share_of_wall"), (int, float)) \
+            and ev_find["share_of_wall"] >= WARN_SHARE:
+        doc["recommendations"].append({
+            "id": "evaluation", "cause": "evaluation", "evidence": ev_find["sentence"],
+            "text": (f"Evaluation takes {fmt_share(ev_find['share_of_wall'])} of the wall time: evaluate less often "
+                     "or on a subset, under torch.inference_mode(), with a larger batch size than training")})
     if plan:
         doc["loader_plan"] = plan
     return decision

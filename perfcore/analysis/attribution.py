@@ -94,8 +94,14 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
     """The perfcore.run/1 document from a step_table (warm-up rows are reported apart). zero_code: the
     loop is the user's unmodified script (advice then never names a perfcore call)."""
     from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.uncertainty import robust_breakdown
     from perfcore.analysis.verdict import avoidable, decide
 
+    # Evaluation passes are not training steps: out of the step statistics, the breakdown and the
+    # verdict, and reported as a finding of their own.
+    is_eval = steps["evaluation"].to_numpy(dtype=bool) if "evaluation" in steps else np.zeros(len(steps), dtype=bool)
+    evaluation = evaluation_finding(steps[is_eval], steps[~is_eval & ~steps["warmup"].to_numpy(dtype=bool)])
+    steps = steps[~is_eval]
     measured = steps[~steps["warmup"]]
     warm = steps[steps["warmup"]]
     if len(measured) == 0:
@@ -125,9 +131,37 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
         "overhead": overhead or {},
         "evidence": dict(evidence or {}),  # what the advice was keyed to, so it can be given again
     }
+    robust = robust_breakdown(measured) if len(measured) else None
+    if robust:
+        doc["breakdown_robust"] = robust
+        doc["step_time_ms"]["robust"] = robust["step_ms"]
+        doc["step_time_ms"]["robust_band"] = robust["step_ms_band"]
+        if robust["step_sem_ms"] is not None:
+            doc["step_time_ms"]["sem"] = robust["step_sem_ms"]
+    if evaluation:
+        doc["evaluation"] = evaluation
     if len(measured):
         advise_run(doc, zero_code=zero_code, evidence=evidence)
     return doc
+
+
+def evaluation_finding(evaluation: pd.DataFrame, training: pd.DataFrame) -> dict[str, Any] | None:
+    """Evaluation rows (passes between training steps) summed apart: passes, cost per pass, and their
+    share of the wall time of training and evaluation together. None without an evaluation row."""
+    if not len(evaluation):
+        return None
+    from perfcore.analysis.units import fmt_ms, fmt_share
+
+    ev_ns = float(evaluation["wall_ns"].sum())
+    tr_ns = float(training["wall_ns"].sum())
+    n = len(evaluation)
+    share = ev_ns / (ev_ns + tr_ns) if ev_ns + tr_ns > 0 else 0.0
+    per = ev_ns / n / 1e6
+    return {"passes": n, "rows": n, "apart": True, "total_ms": ev_ns / 1e6, "rows_ms": ev_ns / 1e6, "ms_per_pass": per,
+            "share_of_wall": share,
+            "sentence": (f"{n} evaluation pass(es) of {fmt_ms(per)} each took {fmt_share(share)} of the wall time "
+                         f"({fmt_ms(ev_ns / 1e6)} in all); they are reported apart and are not in the step time, "
+                         "the breakdown or the verdict")}
 
 
 # Kernel categories, matched on the demangled name, first match wins (order matters: NCCL's

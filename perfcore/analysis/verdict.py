@@ -12,6 +12,11 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
+from perfcore.analysis.gain import BAND_Z, expected_gain, judge, measured_gain, speedup
+from perfcore.analysis.interference import valid_finding
+from perfcore.analysis.uncertainty import LEVEL, steps_to_settle, valid_robust
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+
 __all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "NOISE_SHARE",
            "THRESHOLDS_RATIONALE",
            "avoidable",
@@ -46,8 +51,14 @@ _CAUSES = {
              "collective kernels with no compute kernel running", "time inside collectives"),
     "host": ("host-bound", "host gaps (the GPU idles while Python, launches or syncs run)",
              "step time no kernel, copy or data wait covers",
-             "host gaps (step time outside loading, copies and forward/backward/optimizer: Python, logging, syncs)"),
+             "step time outside loading, copies and the model's forward/backward/optimizer"),
 }
+# Without a GPU, host is everything outside the timed phases: tensor math the loop runs outside
+# modules (a functional loss, zero_grad, a manual parameter update, metrics) lands there beside
+# Python and logging, and the hooks cannot tell them apart, so the words say both.
+CPU_HOST = ("time outside the model's modules, backward and optimizer (on a CPU this holds tensor math run "
+            "outside modules, such as a functional loss, zero_grad or a manual parameter update, as well as "
+            "Python and logging)")
 
 
 def avoidable(breakdown_ms: Mapping[str, float]) -> dict[str, float]:
@@ -59,10 +70,19 @@ def _level(share: float) -> str:
     return "critical" if share >= CRITICAL_SHARE else "warn" if share >= WARN_SHARE else "minor"
 
 
+def _straddles(band: tuple[float, float] | None) -> float | None:
+    """The tier an interval of shares straddles (its low end below, its high end at or above), if any."""
+    if not band:
+        return None
+    # The lower tier first: an interval across both is borderline at the first (is it a cause at all?).
+    for tier in (WARN_SHARE, CRITICAL_SHARE):
+        if band[0] < tier <= band[1]:
+            return tier
+    return None
+
+
 def _speedup(step_ms: float, ms: float) -> float | None:
-    """step / (step - ms); None when nothing would be left (no finite figure, and JSON has no inf)."""
-    left = step_ms - ms
-    return step_ms / left if left > 1e-9 else None
+    return speedup(step_ms, ms)
 
 
 def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int) -> dict[str, Any] | None:
@@ -78,88 +98,161 @@ def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int)
     share = cost / run_ms if run_ms > 0 else 0.0
     first = startup.get("first_step_ms")
     return {"ms": cost, "time_to_first_step_ms": ttfs, "share_of_run": share, "dominates": share >= STARTUP_DOMINATES,
-            "sentence": (f"{ttfs / 1e3:.1f} s from launch to the end of the first step"
-                         + (f" (which took {first:.0f} ms; a steady one {steady:.0f} ms)" if first else "")
-                         + f" is {100 * share:.0f}% of this run"
+            "sentence": (f"{fmt_ms(ttfs)} from launch to the end of the first step"
+                         + (f" (which took {fmt_ms(first)}; a steady one {fmt_ms(steady)})" if first else "")
+                         + f" is {fmt_share(share)} of this run"
                          + (f" of {steps} steps; a longer run dilutes it" if steps else ""))}
+
+
+def _settle(steps: int, share: float, band, tier: float) -> str:
+    more = steps_to_settle(steps, share, band, tier) if steps else None
+    if more and more > steps:
+        return f"about {more} steps (--steps {more}) or a quieter machine would settle it"
+    return "more steps or a quieter machine would settle it"
 
 
 def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = False,
            measured_by: Mapping[str, str] | None = None, compute_ms: float | None = None,
-           startup: Mapping[str, Any] | None = None, steps: int = 0) -> dict[str, Any]:
+           startup: Mapping[str, Any] | None = None, steps: int = 0,
+           share_band: Mapping[str, tuple[float, float]] | None = None,
+           interference: Mapping[str, Any] | None = None, outliers: Mapping[str, Any] | None = None,
+           gain_of: str = "steps", host_contains: str | None = None) -> dict[str, Any]:
     """The verdict from the avoidable ms per step of each cause (load, transfer, comm, host) and the
     step's ms. Returns {bound, level, healthy, primary, causes (ranked, each with ms_per_step, share,
     level, evidence, expected_speedup), summary, thresholds[, startup]}. `measured_by` replaces the
-    default "how measured" of a label (diagnose passes its A/B measurement)."""
+    default "how measured" of a label (diagnose passes its A/B measurement).
+
+    share_band: each label's interval of shares (from the per-step samples). A cause whose interval
+    straddles a tier is "borderline" there: the verdict names the tier its low end surely reaches, and
+    says what would settle it, instead of flipping from run to run. interference: a finding of
+    analysis.interference; when material, the summary says so first and the verdict is `uncertain`.
+    gain_of: what the expected gain is of ("steps"; health's forward-only loop names itself).
+    host_contains: what the host label holds, in words, where it is more than Python (CPU runs)."""
     step = float(step_ms or 0.0)
+    thresholds = {"warn": WARN_SHARE, "critical": CRITICAL_SHARE, "rationale": THRESHOLDS_RATIONALE}
     if not step > 0:  # nothing measured yet (a live view before the first step, a warm-up-only run)
         return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "causes": [],
-                "avoidable_ms": {}, "step_ms": 0.0, "summary": "no steps measured",
-                "thresholds": {"warn": WARN_SHARE, "critical": CRITICAL_SHARE, "rationale": THRESHOLDS_RATIONALE}}
+                "avoidable_ms": {}, "step_ms": 0.0, "summary": "no steps measured", "thresholds": thresholds}
     causes = []
     for lb in AVOIDABLE:
         ms = max(0.0, float(avoidable_ms.get(lb) or 0.0))
         share = ms / step if step > 0 else 0.0
         bound, what, how_gpu, how_cpu = _CAUSES[lb]
         if lb == "host" and not on_gpu:
-            what = "host gaps (time outside loading and the model's forward/backward/optimizer)"
+            what = host_contains or CPU_HOST
         how = (measured_by or {}).get(lb) or (how_gpu if on_gpu else how_cpu)
-        gain = _speedup(step, ms)
-        causes.append({"label": lb, "bound": bound, "what": what, "ms_per_step": ms, "share": share,
-                       "level": _level(share), "expected_speedup": gain, "expected_step_ms": max(step - ms, 0.0),
-                       "evidence": f"{ms:.2f} ms of a {step:.2f} ms step ({100 * share:.0f}%), measured as {how}"})
+        band = tuple(share_band[lb]) if share_band and share_band.get(lb) is not None else None
+        gain = expected_gain(step, ms, saved_band_ms=(band[0] * step, band[1] * step) if band else None)
+        # The level the interval's low end surely reaches: a borderline cause never flips up a tier.
+        level = _level(band[0]) if band else _level(share)
+        tier = _straddles(band)
+        if tier == WARN_SHARE:
+            level = "borderline"
+        bnd = f", {100 * LEVEL:.0f}% interval {fmt_band(band[0], band[1], fmt_share)}" if band else ""
+        c = {"label": lb, "bound": bound, "what": what, "ms_per_step": ms, "share": share,
+             "level": level, "expected_speedup": gain["speedup"], "expected_step_ms": gain["step_after_ms"],
+             "expected_gain": gain,
+             "evidence": f"{fmt_ms(ms)} of a {fmt_ms(step)} step ({fmt_share(share)}{bnd}), measured as {how}"}
+        if band:
+            c["share_band"] = list(band)
+            c["borderline_tier"] = tier
+        causes.append(c)
     causes.sort(key=lambda c: -c["ms_per_step"])
     named = [c for c in causes if c["level"] != "minor"]
     comp = compute_ms if compute_ms is not None else max(step - sum(c["ms_per_step"] for c in causes), 0.0)
-    doc: dict[str, Any] = {"causes": named, "thresholds": {"warn": WARN_SHARE, "critical": CRITICAL_SHARE,
-                                                           "rationale": THRESHOLDS_RATIONALE},
-                           "step_ms": step, "avoidable_ms": {c["label"]: c["ms_per_step"] for c in causes}}
-    if named:
-        top = named[0]
+    doc: dict[str, Any] = {"causes": named, "thresholds": thresholds, "step_ms": step,
+                           "avoidable_ms": {c["label"]: c["ms_per_step"] for c in causes}}
+    if share_band:
+        doc["avoidable_band_ms"] = {c["label"]: [c["share_band"][0] * step, c["share_band"][1] * step]
+                                    for c in causes if c.get("share_band")}
+    sure = [c for c in named if c["level"] != "borderline"]
+    if sure:
+        top = sure[0]
         doc.update(bound=top["label"], level=top["level"], healthy=False, primary=top["label"])
-        speed = ("" if top["expected_speedup"] is None else
-                 f"; removing it would make steps up to {top['expected_speedup']:.2f}x faster")
-        summary = (f"{top['bound']}: {top['what']} costs {top['ms_per_step']:.1f} ms of each {step:.1f} ms step "
-                   f"({100 * top['share']:.0f}%; {top['level']} at >= "
-                   f"{100 * (CRITICAL_SHARE if top['level'] == 'critical' else WARN_SHARE):.0f}%){speed}")
-        if len(named) > 1:
-            summary += ". Also " + ", ".join(f"{c['what'].split(' (')[0]} {c['ms_per_step']:.1f} ms "
-                                             f"({100 * c['share']:.0f}%, {c['level']})" for c in named[1:])
+        g = top["expected_gain"]
+        speed = f"; removing it would make {gain_of} {g['text']}" if g["text"] else ""
+        tier = CRITICAL_SHARE if top["level"] == "critical" else WARN_SHARE
+        band = top.get("share_band")
+        pct = fmt_share(top["share"]) + (f", {100 * LEVEL:.0f}% interval {fmt_band(band[0], band[1], fmt_share)}"
+                                         if band else "")
+        summary = (f"{top['bound']}: {top['what']} costs {fmt_ms(top['ms_per_step'])} of each {fmt_ms(step)} step "
+                   f"({pct}; {top['level']} at >= {100 * tier:.0f}%){speed}")
+        if top.get("borderline_tier") == CRITICAL_SHARE:
+            summary += (f". Borderline critical: the interval straddles {100 * CRITICAL_SHARE:.0f}%; "
+                        + _settle(steps, top["share"], band, CRITICAL_SHARE))
+        others = [c for c in named if c is not top]
+        if others:
+            summary += ". Also " + ", ".join(f"{c['what'].split(' (')[0]} {fmt_ms(c['ms_per_step'])} "
+                                             f"({fmt_share(c['share'])}, {c['level']})" for c in others)
+    elif named:
+        top = named[0]
+        band = top["share_band"]
+        doc.update(bound=top["label"], level="borderline", healthy=None, primary=top["label"])
+        summary = (f"borderline {top['bound']}: {top['what']} costs {fmt_ms(top['ms_per_step'])} of each "
+                   f"{fmt_ms(step)} step ({fmt_share(top['share'])}, {100 * LEVEL:.0f}% interval "
+                   f"{fmt_band(band[0], band[1], fmt_share)}), which straddles the {100 * WARN_SHARE:.0f}% tier: "
+                   + _settle(steps, top["share"], band, WARN_SHARE))
     else:
         doc.update(bound="compute", level="healthy", healthy=True, primary=None)
         big = causes[0] if causes else None
-        summary = (f"compute-bound (healthy): compute is {100 * comp / step if step else 0:.0f}% of each {step:.1f} ms "
-                   f"step; no avoidable cause reaches {100 * WARN_SHARE:.0f}%")
+        summary = (f"compute-bound (healthy): compute is {fmt_share(comp / step if step else 0)} of each "
+                   f"{fmt_ms(step)} step; no avoidable cause reaches {100 * WARN_SHARE:.0f}%")
         if big and big["ms_per_step"] > 0:
-            summary += (f" (largest: {big['what'].split(' (')[0]} {big['ms_per_step']:.1f} ms, "
-                        f"{100 * big['share']:.0f}%)")
+            summary += (f" (largest: {big['what'].split(' (')[0]} {fmt_ms(big['ms_per_step'])}, "
+                        f"{fmt_share(big['share'])})")
+    if outliers and outliers.get("count"):
+        doc["outliers"] = dict(outliers)
+        summary += f" ({outliers['count']} outlier step(s) set apart)"
     su = startup_share(startup, step, steps)
     if su:
         doc["startup"] = su
         if su["dominates"]:
             summary += f". Start-up dominates: {su['sentence']}"
+    # The verdict in words without the interference preface: what a quiet machine would read first.
+    doc["plain_summary"] = summary
+    if interference and interference.get("material"):
+        doc["interference"] = dict(interference)
+        doc["uncertain"] = True
+        summary = f"{interference['sentence']}. {summary[0].upper()}{summary[1:]}"
     doc["summary"] = summary
     return doc
 
 
-def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """decide() on a perfcore.run/1 document (or any mapping with step_time_ms.mean and breakdown_ms)."""
+def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None = None,
+               gain_of: str = "steps") -> dict[str, Any]:
+    """decide() on a perfcore.run/1 document (or any mapping with step_time_ms.mean and breakdown_ms).
+    With the document's robust breakdown (breakdown_robust), the verdict is judged on its trimmed
+    estimate and intervals; its interference finding, when material, comes first."""
     st = doc.get("step_time_ms")
     step = st["mean"] if isinstance(st, Mapping) else float(st or doc.get("step_ms") or 0.0)
     bd = doc.get("breakdown_ms") or {}
+    rb = valid_robust(doc.get("breakdown_robust"))
+    if rb and doc.get("steps") and rb["steps"] != int(doc["steps"]):
+        # Computed over other rows than the document's figures (evaluation rows taken out after it):
+        # it describes another set of steps, so the verdict keeps to the document's own.
+        rb = None
+    band = None
+    outliers = None
+    if rb:
+        step = rb["step_ms"]
+        bd = {**bd, **rb["ms"]}
+        band = rb.get("share_band")
+        outliers = rb.get("outliers")
     return decide(avoidable(bd), step, on_gpu=str(doc.get("device", "cpu")) != "cpu",
                   compute_ms=bd.get("compute"), measured_by=measured_by, startup=doc.get("startup"),
-                  steps=int(doc.get("steps") or 0))
+                  steps=int(doc.get("steps") or 0), share_band=band, outliers=outliers,
+                  interference=valid_finding(doc.get("interference")), gain_of=gain_of,
+                  host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None)
 
 
 # Removing a cause never makes compute itself slower: when the experiment's compute per step is this
 # much above the baseline's, the machine changed between the runs and the A/B cannot correct anything.
 COMPUTE_DRIFT = 1.25
-# Two short runs' mean step times differ by a few percent with nothing changed: a measured saving
-# within 5% of the step of the predicted one agrees with it, or within the runs' own noise when
-# their step-to-step spread says it is larger (a busy host: waits end on scheduler ticks).
+# Two short runs' mean step times differ by a few percent with nothing changed: without a measured
+# spread a saving within 5% of the step of the predicted one agrees with it (gain.FALLBACK_STEP);
+# with one, the runs' own noise sets the band (a busy host: waits end on scheduler ticks).
 NOISE_SHARE = 0.05
-NOISE_SE = 3.0  # standard errors of the difference of the two runs' mean steps
+NOISE_SE = BAND_Z  # standard errors of the difference of the two runs' mean steps
 
 
 def step_sem_ms(wall_ms) -> float | None:
@@ -179,40 +272,44 @@ def difference_noise_ms(*sems: float | None) -> float | None:
 
 
 def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | None, experiment: str,
-            tolerance: float = 0.15, compute_ms: tuple[float, float] | None = None,
-            noise_ms: float | None = None) -> dict[str, Any]:
+            compute_ms: tuple[float, float] | None = None, noise_ms: float | None = None,
+            bound: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Does a measured A/B speedup (the step without `label`'s cause) agree with the verdict's
-    prediction (the saving it implies within `tolerance` of the predicted saving, or within the noise:
-    NOISE_SHARE of the step, or `noise_ms` when larger, the runs' own spread)? Returns {label,
-    experiment, predicted_speedup, measured_speedup, agrees, measured_ms, sentence}; measured_ms is
-    the saving the experiment implies, for a corrected verdict. compute_ms: (baseline, experiment)
-    compute per step, the control: agrees is None when it drifted up."""
+    prediction? gain.judge on the two savings in ms: the prediction's band (from the verdict's
+    intervals) widened by the runs' noise `noise_ms` (NOISE_SE standard errors of the difference of
+    their mean steps). Returns {label, experiment, status, predicted_speedup, measured_speedup, agrees
+    (True confirmed, False partly / not confirmed, None inconclusive), measured_ms, above_bound,
+    sentence}; measured_ms is the saving the experiment implies, for a corrected verdict. compute_ms:
+    (baseline, experiment) compute per step, the control: inconclusive when it drifted up."""
     step = float(decision.get("step_ms") or 0.0)
     ms = float((decision.get("avoidable_ms") or {}).get(label) or 0.0)
-    predicted = _speedup(step, ms) if step else 1.0
-    if not measured_speedup or measured_speedup != measured_speedup:
-        return {"label": label, "experiment": experiment, "predicted_speedup": predicted, "measured_speedup": None,
-                "agrees": None, "measured_ms": None, "sentence": f"{experiment}: no measurement"}
-    implied = max(step - step / measured_speedup, 0.0) if step else 0.0
-    if predicted is None:
-        return {"label": label, "experiment": experiment, "predicted_speedup": None,
-                "measured_speedup": measured_speedup, "agrees": None, "measured_ms": implied,
-                "sentence": f"{experiment} measured {measured_speedup:.2f}x (the step is all {_CAUSES[label][1]})"}
-    # In ms saved: within `tolerance` of the predicted saving, or within the noise floor of a step time.
-    agrees = abs(implied - ms) <= max(tolerance * ms, NOISE_SHARE * step, noise_ms or 0.0)
-    what = _CAUSES[label][1]
+    band = (decision.get("avoidable_band_ms") or {}).get(label)
+    predicted = expected_gain(step, ms, saved_band_ms=tuple(band) if band else None) if step else None
+    base = {"label": label, "experiment": experiment, "status": "no measurement",
+            "predicted_speedup": predicted["speedup"] if predicted else 1.0,
+            "measured_speedup": measured_speedup, "agrees": None, "measured_ms": None, "above_bound": False}
+    if not measured_speedup or measured_speedup != measured_speedup or not step:
+        return {**base, "measured_speedup": None, "sentence": f"{experiment}: no measurement"}
+    exp_ms = step / measured_speedup
+    meas = measured_gain(step, exp_ms)
+    if noise_ms is not None:
+        meas["noise_ms"] = float(noise_ms)
+        lo_left, hi_left = exp_ms + noise_ms, exp_ms - noise_ms
+        meas["band"] = (step / lo_left, step / hi_left if hi_left > 0 else None)
+    implied = max(meas["saved_ms"], 0.0)
+    base.update(measured_ms=implied)
+    if predicted["speedup"] is None:
+        return {**base, "predicted_speedup": None, "status": "inconclusive",
+                "sentence": f"{experiment} measured {fmt_x(measured_speedup)} (the step is all {_CAUSES[label][1]})"}
+    j = judge({**predicted, "saved_band_ms": tuple(band) if band else None}, meas, step_ms=step,
+              experiment=experiment, what=_CAUSES[label][1], bound=bound)
     drift = (compute_ms is not None and compute_ms[0] > 0 and compute_ms[1] > COMPUTE_DRIFT * compute_ms[0])
-    if not agrees and measured_speedup < predicted and drift:
-        return {"label": label, "experiment": experiment, "predicted_speedup": predicted,
-                "measured_speedup": measured_speedup, "agrees": None, "measured_ms": implied,
-                "sentence": (f"{experiment} measured {measured_speedup:.2f}x against {predicted:.2f}x predicted: "
-                             f"inconclusive, compute itself went from {compute_ms[0]:.1f} to {compute_ms[1]:.1f} ms "
-                             "per step between the runs (a busy machine); the attribution stands")}
-    if agrees:
-        s = (f"{experiment} measured {measured_speedup:.2f}x against {predicted:.2f}x predicted: confirmed")
-    else:
-        s = (f"{experiment} measured {measured_speedup:.2f}x against {predicted:.2f}x predicted: corrected, "
-             f"{what} costs {implied:.1f} ms per step ({100 * implied / step if step else 0:.0f}%), "
-             f"not {ms:.1f} ms")
-    return {"label": label, "experiment": experiment, "predicted_speedup": predicted,
-            "measured_speedup": measured_speedup, "agrees": agrees, "measured_ms": implied, "sentence": s}
+    if j["status"] in ("partly", "not confirmed") and measured_speedup < predicted["speedup"] and drift:
+        return {**base, "status": "inconclusive", "measured_noise_ms": meas["noise_ms"],
+                "sentence": (f"{experiment} measured {fmt_x(measured_speedup)} against {fmt_x(predicted['speedup'])} "
+                             f"predicted: inconclusive, compute itself went from {fmt_ms(compute_ms[0])} to "
+                             f"{fmt_ms(compute_ms[1])} per step between the runs (a busy machine); the attribution "
+                             "stands")}
+    return {**base, "status": j["status"], "agrees": j["agrees"], "above_bound": j["above_bound"],
+            "predicted_band": predicted["band"], "measured_band": meas["band"], "measured_noise_ms": meas["noise_ms"],
+            "sentence": j["sentence"]}

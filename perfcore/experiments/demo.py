@@ -5,6 +5,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report import jsonio
 
 __all__ = ["run_demo"]
@@ -59,21 +60,25 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
                  "the stages differ: " + ", ".join(f"{k} {v}" for k, v in bounds.items())
                  + " (diagnose measured it with synthetic data: that is the firmest)")
     text = "\n\n".join([render_health(h), render_text(run_doc), render_diagnose(d), agreement])
+    # The busiest stage's interference, said before any figure in the summary.
+    found = [v["interference"] for v in (h["verdict"], run_doc["verdict"], d["verdict"]) if v.get("interference")]
+    busy = max(found, key=lambda f: f.get("others_cores") or 0) if found else None
     summary = ["# perfcore demo", "",
                f"Workload: {w.name} — {len(w.dataset)} real JPEGs decoded with {w.decoder}, a small CNN, "
                f"batch {w.batch_size}, {w.num_workers} workers, on {row['device']}.", "",
-               "## Health", "", h["summary"], "",
+               *([f"**Interference: {busy['sentence']}** ({busy.get('detail', '')})", ""] if busy else []),
+               "## Health", "", h["plain_summary"], "",
                "## Where each training step goes", "", "![breakdown](breakdown.png)", "",
                "| label | ms/step | share |", "|---|---|---|"]
     for lb, v in run_doc["breakdown_ms"].items():
-        summary.append(f"| {lb} | {v:.2f} | {100 * run_doc['breakdown_fraction'][lb]:.0f}% |")
-    summary += ["", f"**{run_doc['verdict']['summary']}**", ""]
+        summary.append(f"| {lb} | {fmt_ms(v)} | {fmt_share(run_doc['breakdown_fraction'][lb])} |")
+    summary += ["", f"**{run_doc['verdict']['plain_summary']}**", ""]
     summary += [f"- {r['text']} (evidence: {r['evidence']})" for r in run_doc["recommendations"]]
     summary += ["", "## Diagnosis", "", "![experiments](experiments.png)",
-                "", "| experiment | step ms | samples/s | speedup |", "|---|---|---|---|"]
+                "", "| experiment | step | samples/s | speedup |", "|---|---|---|---|"]
     for e in d["experiments"]:
-        summary.append(f"| {e['name']} | {e['step_ms']:.2f} | {e['samples_per_s']:.0f} | {e['speedup']:.2f}x |")
-    summary += ["", f"**{d['verdict']['summary']}**", "", f"_{agreement[0].upper()}{agreement[1:]}._", ""]
+        summary.append(f"| {e['name']} | {fmt_ms(e['step_ms'])} | {e['samples_per_s']:.0f} | {fmt_x(e['speedup'])} |")
+    summary += ["", f"**{d['verdict']['plain_summary']}**", "", f"_{agreement[0].upper()}{agreement[1:]}._", ""]
     jsonio.write_text(out / "summary.md", "\n".join(summary))
     files["summary.md"] = "summary.md"
     doc = {"schema": "perfcore.experiments.demo/1", "health": _public(h), "run": run_doc, "diagnose": d,

@@ -13,7 +13,10 @@ import pstats
 import time
 from typing import Any, Callable
 
-from perfcore.analysis.verdict import avoidable, confirm, decide, difference_noise_ms
+from perfcore.analysis.advice import advise_run
+from perfcore.analysis.gain import expected_gain, measured_gain
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
+from perfcore.analysis.verdict import avoidable, confirm, decide, decide_run, difference_noise_ms
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
 
@@ -78,18 +81,44 @@ def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
     say("worker profile")
     prof = worker_profile(workload)
     verdict, predicted = diagnose_verdict(base, exps, prof, on_gpu=base["device"] == "cuda")
-    return {"schema": "perfcore.diagnose/1", "workload": workload.name, "device": base["device"],
-            "experiments": exps, "skipped": skipped, "worker_profile": prof, "verdict": verdict,
-            "predicted_speedup": predicted, "measured_speedup": exps[1]["speedup"]}
+    doc = {"schema": "perfcore.diagnose/1", "workload": workload.name, "device": base["device"],
+           "experiments": exps, "skipped": skipped, "worker_profile": prof, "verdict": verdict,
+           "predicted_speedup": predicted, "measured_speedup": exps[1]["speedup"]}
+    if base.get("_result"):
+        doc["recommendations"] = diagnose_advice(base["_result"], verdict, base.get("evidence"))
+    if base.get("interference"):
+        doc["interference"] = base["interference"]
+    return doc
+
+
+def diagnose_advice(base_doc: dict, verdict: dict, evidence: dict | None = None) -> list[dict[str, Any]]:
+    """The baseline's advice on diagnose's checked verdict, with experiment B as measured evidence: a
+    workers change B measured not to help turns the advice round (analysis.advice.contradicting_trial)."""
+    b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
+    trials = []
+    if b and b.get("num_workers") is not None and b.get("measured_speedup"):
+        step = float(verdict.get("step_ms") or 0.0)
+        noise = b.get("measured_noise_ms")
+        trials.append({"experiment": f"diagnose {b['experiment']}", "num_workers": b["num_workers"],
+                       "speedup": b["measured_speedup"],
+                       "noise_share": (noise / step) if noise is not None and step else None})
+    doc = dict(base_doc)
+    advise_run(doc, zero_code=True, evidence={**dict(evidence or {}), "worker_trials": trials}, decision=verdict)
+    return doc["recommendations"]
 
 
 def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> tuple[dict[str, Any], float]:
     """The one verdict on the baseline's attribution, then checked against experiment A: synthetic
-    data removes loading, so its measured speedup confirms the predicted one or, when they differ by
-    more than 15%, corrects what loading costs (and the verdict is decided again on that figure).
+    data removes loading, so its measured speedup confirms the predicted one (within both runs'
+    noise) or, when it is partly or not confirmed, corrects what loading costs (and the verdict is
+    decided again on that figure); inconclusive when the runs' noise is as large as the effect.
+    Experiment B is judged against the bound no change to the workers can pass: removing all loading.
     Returns (verdict, predicted speedup without loading)."""
     bd, step = base["breakdown_ms"], base["step_ms"]
-    first = decide(avoidable(bd), step, on_gpu=on_gpu, compute_ms=bd.get("compute"))
+    rb = base.get("breakdown_robust")
+    first = decide_run({"step_time_ms": {"mean": step}, "breakdown_ms": bd, "breakdown_robust": rb,
+                        "device": "cuda" if on_gpu else "cpu", "steps": base.get("steps") or 0,
+                        "interference": base.get("interference")})
     a_bd = exps[1].get("breakdown_ms") or {}
     control = (bd.get("compute") or 0.0, a_bd["compute"]) if a_bd.get("compute") is not None else None
     noise = difference_noise_ms(base.get("step_sem_ms"), exps[1].get("step_sem_ms"))
@@ -97,7 +126,8 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
                     noise_ms=noise)
     final = first
     if check["agrees"] is False:
-        final = decide({**avoidable(bd), "load": check["measured_ms"]}, step, on_gpu=on_gpu,
+        final = decide({**avoidable(first["avoidable_ms"]), "load": check["measured_ms"]}, first["step_ms"],
+                       on_gpu=on_gpu, interference=base.get("interference"),
                        measured_by={"load": "the step time saved with synthetic data (experiment A)"})
         final["attributed"] = first["summary"]
     final["checks"] = [check]
@@ -126,15 +156,51 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             final["cause"] = "CPU decode/augment"
             top = prof["top"][0]["function"] if prof["top"] else "?"
             how = f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
-        final["summary"] = final["summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
+        for key in ("summary", "plain_summary"):
+            final[key] = final[key].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
-    if final["bound"] == "load" and workers and workers.get("speedup") and final["causes"][0]["expected_speedup"]:
-        # Workers can at best hide the whole wait: B measured against that ceiling, in the same words.
-        ceiling = final["causes"][0]["expected_speedup"]
-        final["checks"].append({"label": "load", "experiment": workers["name"], "predicted_speedup": ceiling,
-                                "measured_speedup": workers["speedup"], "agrees": None,
-                                "sentence": f"{workers['name']} measured {workers['speedup']:.2f}x of the "
-                                            f"{ceiling:.2f}x that removing the wait can give"})
-    final["summary"] += "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) \
+    if workers and workers.get("speedup"):
+        final["checks"].append(workers_check(first, final, check, base, workers))
+    tail = "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) \
         + (f". {how}." if how else ".")
+    final["summary"] += tail
+    final["plain_summary"] += tail
     return final, check["predicted_speedup"]
+
+
+def workers_check(first: dict, final: dict, a_check: dict, base: dict, workers: dict) -> dict[str, Any]:
+    """Experiment B (the workers changed) against the bound no worker setting can pass: the step with
+    no loading at all (the prediction, or experiment A's measurement when it corrected it). A gain
+    above that bound is flagged: noise, or the machine changed between the runs."""
+    step = float(first["step_ms"])
+    load_ms = float((final.get("avoidable_ms") or {}).get("load") or 0.0)
+    band = (first.get("avoidable_band_ms") or {}).get("load") if final is first else None
+    ceiling = expected_gain(step, load_ms, saved_band_ms=tuple(band) if band else None)
+    noise = difference_noise_ms(base.get("step_sem_ms"), workers.get("step_sem_ms"))
+    meas = measured_gain(step, step / workers["speedup"])
+    if noise is not None:
+        meas["noise_ms"] = noise
+        meas["band"] = (step / (meas["exp_ms"] + noise),
+                        step / (meas["exp_ms"] - noise) if meas["exp_ms"] > noise else None)
+    x = fmt_x(workers["speedup"])
+    b = meas.get("band")
+    xb = f" ({fmt_band(b[0], b[1])})" if b and b[1] is not None else ""
+    above = ceiling["speedup"] is not None and meas["saved_ms"] > (
+        (band[1] if band else ceiling["saved_ms"]))
+    noisy = noise is not None and noise >= max(ceiling["saved_ms"], 1e-9) and abs(meas["saved_ms"]) <= noise
+    sent = f"{workers['name']} measured {x}{xb}"
+    if ceiling["speedup"] is not None:
+        sent += f" of the {fmt_x(ceiling['speedup'])} that removing all loading can give"
+    if workers["speedup"] < 1 and not noisy:
+        sent += ": slower, so workers do not help here"
+    if noisy:
+        sent += (f": inconclusive, the runs' noise ({fmt_ms(noise)} per step) is as large as the whole "
+                 f"loading wait ({fmt_ms(ceiling['saved_ms'])})")
+    if above:
+        sent += ("; above that bound" + (f", within the runs' noise ({fmt_ms(noise)} per step)"
+                                         if noise is not None and meas["saved_ms"] - ceiling["saved_ms"] <= noise
+                                         else ": the machine changed between the runs, not an effect of the workers"))
+    return {"label": "load", "experiment": workers["name"], "predicted_speedup": ceiling["speedup"],
+            "measured_speedup": workers["speedup"], "measured_band": b, "measured_noise_ms": noise,
+            "agrees": None, "status": "inconclusive" if noisy else "bound", "above_bound": bool(above),
+            "num_workers": workers.get("num_workers"), "sentence": sent}

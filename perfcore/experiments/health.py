@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from perfcore.analysis.verdict import avoidable, decide
+from perfcore.analysis.verdict import decide_run
 from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
@@ -18,20 +18,28 @@ HEALTHY_BUSY = 0.60
 def health(workload: Workload, *, steps: int = 100, warmup: int = 5, interval_s: float = 0.1,
            progress: Callable[[int, int], None] | None = None, target: str | None = None) -> dict[str, Any]:
     row = measure_workload(workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s, progress=progress)
-    doc = health_report(row, workload.name, f"perfcore diagnose {target or workload.name}")
+    doc = health_report(row, workload.name, f"perfcore diagnose {target or workload.name}", forward_only=True)
     doc["_row"] = row
     return doc
 
 
-def health_report(row: dict[str, Any], name: str, next_cmd: str) -> dict[str, Any]:
+# Health's loop has no backward or optimizer: the same wait is a larger share of its shorter step,
+# so the gain it predicts is this loop's, and the training step's (perfcore run, diagnose) is smaller.
+FORWARD_ONLY_GAIN = "this forward-only loop's steps"
+FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
+
+
+def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False) -> dict[str, Any]:
     """The perfcore.health/1 document from one measured run (a workload's or a script's): the one verdict,
     busy against HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy
     series has one."""
     busy = row["busy_mean"]
     what = "GPU utilisation" if row["busy_source"] == "gpu_util" else "compute share of each step (no GPU here)"
     bd = row["breakdown_ms"]
-    decision = decide(avoidable(bd), row["step_ms"], on_gpu=str(row["device"]) != "cpu", compute_ms=bd.get("compute"),
-                      steps=int(row.get("steps") or 0))
+    decision = decide_run({"step_time_ms": {"mean": row["step_ms"]}, "breakdown_ms": bd,
+                           "breakdown_robust": row.get("breakdown_robust"), "device": row["device"],
+                           "steps": int(row.get("steps") or 0), "interference": row.get("interference")},
+                          gain_of=FORWARD_ONLY_GAIN if forward_only else "steps")
     healthy = decision["healthy"]
     busy_line = f"{what} {100 * busy:.0f}% ({'>=' if busy >= HEALTHY_BUSY else '<'} {100 * HEALTHY_BUSY:.0f}%)"
     if healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util":
@@ -45,9 +53,18 @@ def health_report(row: dict[str, Any], name: str, next_cmd: str) -> dict[str, An
         "busy_mean": busy,
         "healthy": healthy,
         "verdict": decision,
-        "summary": f"{decision['summary']}. {busy_line[0].upper()}{busy_line[1:]}",
+        "plain_summary": (f"{decision['plain_summary']}"
+                          + (f" ({FORWARD_ONLY_NOTE})" if forward_only and decision.get("causes") else "")
+                          + f". {busy_line[0].upper()}{busy_line[1:]}"),
         "next": None if healthy else next_cmd,
     }
+    doc["summary"] = doc["plain_summary"]
+    if decision.get("uncertain"):
+        doc["uncertain"] = True
+        doc["summary"] = (f"{decision['interference']['sentence']}. {doc['plain_summary'][0].upper()}"
+                          f"{doc['plain_summary'][1:]}")
+    if row.get("interference"):
+        doc["interference"] = row["interference"]
     hb = heartbeat(row["busy_series"], row["busy_spacing_s"])
     if hb:
         unit = "s" if row["busy_source"] == "gpu_util" else "s (in steps)"

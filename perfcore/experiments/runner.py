@@ -12,6 +12,8 @@ import numpy as np
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.verdict import step_sem_ms
 from perfcore.errors import UsageError
+from perfcore.analysis.interference import interference_finding
+from perfcore.capture.interference import InterferenceSampler
 from perfcore.capture.sampler import Sampler
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
@@ -75,6 +77,8 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     sampler = Sampler(sample_interval_s).start()
+    # Beside it, what else used the machine: this process is the run (its workers are its children).
+    others = InterferenceSampler(interval_s=max(sample_interval_s, 0.1), gpu=device == "cuda").start()
     samples_seen = 0
     try:
         replay: list = []
@@ -107,7 +111,7 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
                                          f"(dataset of {len(workload.dataset)} < batch size {settings['batch_size']}?)")
             source = cycle()
         opt = workload.optimizer if train else None
-        t_start = time.perf_counter()
+        t_start, cpu0 = time.perf_counter(), time.process_time()
         for i, batch in enumerate(timer.load(source)):
             with timer.transfer():
                 if not synthetic:
@@ -144,9 +148,13 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
         row.update(oom=True, error=str(e).splitlines()[0])
         return _finish_oom(row, sampler, it)
     finally:
+        others_samples = others.stop()
         if it is not None:
             shutdown_loader(it)
     frame = sampler.stop()
+    loop_cpu_s = time.process_time() - cpu0
+    interference = interference_finding(others_samples, cores=os.cpu_count() or 1,
+                                        clock_ticks=os.sysconf("SC_CLK_TCK"))
     table = timer.summary()
     res = timer.result()
     steady = table[~table["warmup"]]
@@ -183,8 +191,17 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
                                                          "persistent_workers")},
               "worker_batch_ms": res["breakdown_ms"]["load"] if not settings["num_workers"] and not synthetic else None}
     res["loaders"] = [loader]
-    advise_run(res, zero_code=True, evidence={"cpu_count": os.cpu_count()})
+    if interference:
+        res["interference"] = interference
+    # The cores the loop's compute keeps busy (this process's CPU over the loop: torch's intra-op
+    # threads included, workers not), which DataLoader workers would have to share.
+    evidence = {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                "loop_cpu_cores": loop_cpu_s / elapsed if elapsed > 0 else None}
+    advise_run(res, zero_code=True, evidence=evidence)
     row["verdict"] = res["verdict"]
+    row["interference"] = interference
+    row["breakdown_robust"] = res.get("breakdown_robust")
+    row["evidence"] = evidence
     row["_table"] = table
     row["_result"] = res
     return row

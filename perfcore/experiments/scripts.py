@@ -70,7 +70,8 @@ def _row(name: str, doc: dict, base_ms: float | None) -> dict[str, Any]:
             "busy_mean": float(np.mean(b["series"])) if len(b["series"]) else float("nan"),
             "busy_std": float(np.std(b["series"])) if len(b["series"]) else float("nan"),
             "cpu_percent": b["cpu_percent"], "oom": False, "breakdown_ms": doc["breakdown_ms"],
-            "step_sem_ms": doc.get("_step_sem_ms"),
+            "step_sem_ms": doc.get("_step_sem_ms"), "breakdown_robust": doc.get("breakdown_robust"),
+            "interference": doc.get("interference"), "steps": doc.get("steps"),
             "num_workers": ov.get("num_workers", w.get("num_workers")), "batch_size": ov.get("batch_size", bs),
             "speedup": (base_ms / step_ms) if base_ms and step_ms else 1.0}
 
@@ -91,7 +92,7 @@ def script_health(cmd: list[str], *, steps: int, interval_s: float, out: Path) -
 
 def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from perfcore.experiments.diagnose import diagnose_verdict
+    from perfcore.experiments.diagnose import diagnose_advice, diagnose_verdict
 
     say = progress or (lambda m: None)
     say("baseline")
@@ -117,9 +118,12 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
             "note": "a script's workers are timed per batch (__getitem__ vs collate); for a function-level "
                     "profile, point diagnose at a workload factory"}
     base_row = {"step_ms": b_ms, "breakdown_ms": base["breakdown_ms"], "breakdown_fraction": base["breakdown_fraction"],
-                "device": base["device"], "step_sem_ms": base.get("_step_sem_ms")}
+                "device": base["device"], "step_sem_ms": base.get("_step_sem_ms"),
+                "breakdown_robust": base.get("breakdown_robust"), "interference": base.get("interference"),
+                "steps": base.get("steps")}
     verdict, predicted = diagnose_verdict(base_row, exps, prof, on_gpu=base["device"] != "cpu")
-    return {"schema": "perfcore.diagnose/1", "workload": " ".join(cmd), "device": base["device"], "experiments": exps,
+    recs = diagnose_advice({k: v for k, v in base.items() if not k.startswith("_")}, verdict)
+    return {"recommendations": recs, "schema": "perfcore.diagnose/1", "workload": " ".join(cmd), "device": base["device"], "experiments": exps,
             "skipped": [{"name": "C: other decoder", "reason": "a script declares no decoders; use a workload "
                                                                "factory with decoders={...} for this experiment"}],
             "worker_profile": prof, "verdict": verdict, "predicted_speedup": predicted,

@@ -18,7 +18,7 @@ from perfcore.errors import UsageError
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
 
-__all__ = ["sweep", "default_grid", "knees", "grid_configs", "run_grid", "sweep_doc", "config_key", "failed_row",
+__all__ = ["sweep", "default_grid", "knees", "worker_trials", "grid_configs", "run_grid", "sweep_doc", "config_key", "failed_row",
            "resume_rows", "CONFIG_KEYS", "Interrupted"]
 
 CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
@@ -145,6 +145,7 @@ def sweep_doc(name: str, grid: dict, steps: int, table: pd.DataFrame, *, t0: flo
         "configs": [_clean(r) for r in table.to_dict("records")],
         "best": best,
         "knees": knees(ok) if len(ok) else [],
+        "worker_trials": worker_trials(ok, best) if best else [],
         "failed": len(failed),
         "complete": not interrupted and (planned is None or len(table) >= planned),
         "interrupted": interrupted,
@@ -254,6 +255,17 @@ def knees(ok: pd.DataFrame, within: float = 0.05) -> list[str]:
         out.append(f"batch {bs}: throughput stops improving at {w} worker(s) ({by_w[w]:.0f} samples/s"
                    + (f"; {'; '.join(tail)})" if tail else ")"))
     return out
+
+
+def worker_trials(ok: pd.DataFrame, best: dict[str, Any]) -> list[dict[str, Any]]:
+    """At the best configuration's batch size and pin_memory, each worker count's speed against every
+    other's (throughput ratio: the same batch, so the step-time ratio): the measured evidence advice
+    checks a workers change against (analysis.advice.contradicting_trial)."""
+    g = ok[(ok["batch_size"] == best["batch_size"]) & (ok["pin_memory"] == best["pin_memory"])]
+    by_w = g.groupby("num_workers")["samples_per_s"].max().sort_index()
+    return [{"experiment": f"sweep (batch {best['batch_size']})", "relative_to": int(base), "num_workers": int(w),
+             "speedup": float(v / by_w[base])}
+            for base in by_w.index for w, v in by_w.items() if w != base and by_w[base] > 0]
 
 
 def _py(v):

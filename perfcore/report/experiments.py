@@ -3,14 +3,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfcore.analysis.interference import valid_finding
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
+from perfcore.report.terminal import verdict_line
+
 __all__ = ["render_health", "render_diagnose", "render_sweep"]
 
 
 def render_health(doc: dict[str, Any]) -> str:
-    lines = [f"health of {doc['workload']} on {doc['device']}: {doc['steps']} iterations of next batch -> forward -> loss",
-             f"  step {doc['step_ms']:.2f} ms, {doc['samples_per_s']:.0f} samples/s, busy {100 * doc['busy_mean']:.0f}% "
-             f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%",
-             f"verdict: {doc['summary']}"]
+    lines = [f"health of {doc['workload']} on {doc['device']}: {doc['steps']} iterations of next batch -> forward -> loss"]
+    lines += _interference(doc)
+    lines += [f"  step {fmt_ms(doc['step_ms'])}, {doc['samples_per_s']:.0f} samples/s, busy {100 * doc['busy_mean']:.0f}% "
+              f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%",
+              verdict_line(doc)]
     if doc.get("heartbeat"):
         lines.append(f"heartbeat: {doc['heartbeat']['meaning']}")
     if doc.get("next"):
@@ -19,8 +24,8 @@ def render_health(doc: dict[str, Any]) -> str:
 
 
 def render_diagnose(doc: dict[str, Any]) -> str:
-    lines = [f"diagnose {doc['workload']} on {doc['device']}",
-             f"  {'experiment':<34} {'step ms':>8} {'samples/s':>10} {'busy %':>7} {'CPU %':>6} {'speedup':>8}"]
+    lines = [f"diagnose {doc['workload']} on {doc['device']}"] + _interference(doc)
+    lines += [f"  {'experiment':<34} {'step':>9} {'+-':>8} {'samples/s':>10} {'busy %':>7} {'CPU %':>6} {'speedup':>8}"]
     for e in doc["experiments"]:
         if e.get("oom"):
             lines.append(f"  {e['name']:<34} {'OOM':>8}")
@@ -29,18 +34,29 @@ def render_diagnose(doc: dict[str, Any]) -> str:
             lines.append(f"  {e['name']:<34} failed: {e['error']}")
             continue
         cpu = e.get("cpu_percent")
-        lines.append(f"  {e['name']:<34} {e['step_ms']:>8.2f} {e['samples_per_s']:>10.0f} "
-                     f"{100 * e['busy_mean']:>7.0f} {cpu if cpu is None else round(cpu):>6} {e['speedup']:>7.2f}x")
+        sem = e.get("step_sem_ms")
+        lines.append(f"  {e['name']:<34} {fmt_ms(e['step_ms']):>9} {fmt_ms(sem) if sem is not None else '':>8} "
+                     f"{e['samples_per_s']:>10.0f} {100 * e['busy_mean']:>7.0f} {cpu if cpu is None else round(cpu):>6} "
+                     f"{fmt_x(e['speedup']):>8}")
     for s in doc.get("skipped", []):
         lines.append(f"  {s['name']:<34} skipped: {s['reason']}")
     p = doc["worker_profile"]
     ratio = f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else ""
-    lines.append(f"  __getitem__: {p['ms_per_item']:.2f} ms per item{ratio}" + ("; top functions:" if p["top"] else ""))
+    lines.append(f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item{ratio}" + ("; top functions:" if p["top"] else ""))
     if p.get("note"):
         lines.append(f"    ({p['note']})")
     for r in p["top"][:5]:
-        lines.append(f"    {r['self_ms_per_item']:7.3f} ms/item  {r['function']}")
-    lines.append(f"verdict: {doc['verdict']['summary']}")
+        lines.append(f"    {fmt_ms(r['self_ms_per_item']):>9}/item  {r['function']}")
+    lines.append(verdict_line(doc["verdict"]))
+    for c in doc["verdict"].get("checks", []):
+        pb, mb = c.get("predicted_band"), c.get("measured_band")
+        if pb or mb:
+            lines.append(f"  {c['experiment']}: predicted {fmt_x(c.get('predicted_speedup'))}"
+                         + (f" ({fmt_band(*pb)})" if pb and pb[1] is not None else "")
+                         + f", measured {fmt_x(c.get('measured_speedup'))}"
+                         + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "") + f": {c.get('status')}")
+    for r in doc.get("recommendations") or []:
+        lines.append(f"  - {r['text']}")
     return "\n".join(lines)
 
 
@@ -52,17 +68,17 @@ def _verdict_cell(c: dict[str, Any]) -> str:
 
 def render_sweep(doc: dict[str, Any]) -> str:
     lines = [f"sweep of {doc['workload']}: {len(doc['configs'])} configurations in {doc['elapsed_s']:.0f} s",
-             f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step ms':>8} {'samples/s':>10} {'busy %':>7}"
+             f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step':>9} {'samples/s':>10} {'busy %':>7}"
              f"  verdict"]
     for c in sorted(doc["configs"], key=lambda c: -(c["samples_per_s"] or 0)):
         # A configuration that did not measure fine shows its status (OOM, CRASHED, INFEASIBLE), never a rate.
         status = c.get("status") or ("oom" if c["oom"] else "ok")
         failed = status != "ok" or c["step_ms"] is None
-        step = status.upper() if failed else f"{c['step_ms']:.2f}"
+        step = status.upper() if failed else fmt_ms(c["step_ms"])
         busy = "" if failed or c["busy_mean"] is None else f"{100 * c['busy_mean']:.0f}"
         rate = "-" if failed or c["samples_per_s"] is None else f"{c['samples_per_s']:.0f}"
         lines.append(f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
-                     f"{str(c['prefetch_factor'] if c['num_workers'] else '-'):>8} {step:>8} {rate:>10} "
+                     f"{str(c['prefetch_factor'] if c['num_workers'] else '-'):>8} {step:>9} {rate:>10} "
                      f"{busy:>7}" + (f"  {c['error'][:80]}" if failed and c.get("error") else _verdict_cell(c)))
     b = doc["best"]
     if b is None:
@@ -73,3 +89,9 @@ def render_sweep(doc: dict[str, Any]) -> str:
     for k in doc["knees"]:
         lines.append(f"  {k}")
     return "\n".join(lines)
+
+
+def _interference(doc: dict[str, Any]) -> list[str]:
+    """Material interference, said before any number it inflates."""
+    f = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
+    return [f"INTERFERENCE: {f['sentence']} ({f.get('detail', '')})"] if f.get("material") else []

@@ -4,8 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.interference import valid_finding
+from perfcore.analysis.uncertainty import valid_robust
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 
-__all__ = ["render_text"]
+__all__ = ["render_text", "verdict_line"]
 
 BAR_WIDTH = 30
 
@@ -22,20 +25,40 @@ def render_text(doc: dict[str, Any]) -> str:
     if not doc["steps"]:
         # Ended during warm-up: say exactly that, and show the warm-up steps' split as it is.
         lines = [f"perfcore: the run ended during warm-up: {doc['warmup_steps']} warm-up step(s), none measured "
-                 f"(warm-up mean {doc.get('warmup_step_time_ms') or 0:.2f} ms); run longer or lower --warmup"]
+                 f"(warm-up mean {fmt_ms(doc.get('warmup_step_time_ms') or 0)}); run longer or lower --warmup"]
         return "\n".join(lines + _startup(doc) + _outcome(doc))
     lines = [
         f"perfcore: {doc['steps']} steps measured ({doc['warmup_steps']} warm-up apart), backend {doc['backend']}, "
-        f"device {doc['device']}",
-        f"step time  mean {st['mean']:.2f} ms   p50 {st['p50']:.2f} ms   p90 {st['p90']:.2f} ms"
-        + (f"   (warm-up mean {doc['warmup_step_time_ms']:.2f} ms)" if doc.get("warmup_step_time_ms") else ""),
-        "",
-        f"  {'label':<9} {'ms/step':>9} {'share':>6}",
+        f"device {doc['device']}"]
+    intf = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
+    if intf.get("material"):  # before any number it inflates
+        lines.append(f"INTERFERENCE: {intf['sentence']} ({intf.get('detail', '')})")
+    rb = valid_robust(doc.get("breakdown_robust")) or {}
+    if rb.get("steps") != doc.get("steps"):
+        rb = {}  # computed over other rows than the figures shown (the verdict ignores it too)
+    lines += [
+        f"step time  mean {fmt_ms(st['mean'])}   p50 {fmt_ms(st['p50'])}   p90 {fmt_ms(st['p90'])}"
+        + (f"   (warm-up mean {fmt_ms(doc['warmup_step_time_ms'])})" if doc.get("warmup_step_time_ms") else ""),
     ]
+    if rb.get("step_ms"):
+        band = rb.get("step_ms_band")
+        lines.append(f"  trimmed mean {fmt_ms(rb['step_ms'])}"
+                     + (f" ({100 * rb['level']:.0f}% interval {fmt_band(band[0], band[1], fmt_ms)})" if band else "")
+                     + f" over {rb['kept_steps']} of {rb['steps']} steps; the verdict is judged on it")
+    ev = doc.get("evaluation") if isinstance(doc.get("evaluation"), dict) else {}
+    if isinstance(ev.get("sentence"), str):
+        lines.append(f"  evaluation: {ev['sentence']}")
+    lines += ["", f"  {'label':<9} {'ms/step':>9} {'share':>6}" + (f" {'':<{BAR_WIDTH}} trimmed share "
+                                                                    f"({100 * rb['level']:.0f}% interval)"
+                                                                    if rb.get("share_band") else "")]
     for lb in LABELS:
         f = doc["breakdown_fraction"][lb]
-        lines.append(f"  {lb:<9} {doc['breakdown_ms'][lb]:>9.2f} {100 * f:>5.1f}% {_bar(f)}")
-    lines += ["", f"verdict: {doc['verdict']['summary']}"]
+        b = (rb.get("share_band") or {}).get(lb)
+        lines.append(f"  {lb:<9} {fmt_ms(doc['breakdown_ms'][lb]):>9} {fmt_share(f):>6} {_bar(f)}"
+                     + (f" {fmt_share(rb['share'][lb])} ({fmt_band(b[0], b[1], fmt_share)})" if b else ""))
+    if (rb.get("outliers") or {}).get("sentence"):
+        lines.append(f"  {rb['outliers']['sentence']}")
+    lines += ["", verdict_line(doc["verdict"])]
     for c in doc["verdict"].get("causes", [])[1:]:
         lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
     if doc.get("step_source"):
@@ -52,7 +75,7 @@ def render_text(doc: dict[str, Any]) -> str:
     if m.get("by_direction"):
         lines.append("")
         for d, v in m["by_direction"].items():
-            lines.append(f"  memcpy {d}: {v['bytes'] / 2**20:.1f} MiB in {v['ms']:.2f} ms, "
+            lines.append(f"  memcpy {d}: {v['bytes'] / 2**20:.1f} MiB in {fmt_ms(v['ms'])}, "
                          f"{v['pageable_bytes'] / 2**20:.1f} MiB pageable")
     if len(doc.get("ranks", [])) > 1 or doc.get("missing_ranks"):
         lines += ["", f"  {'rank':<6} {'step ms':>8} " + " ".join(f"{lb:>9}" for lb in LABELS)]
@@ -67,17 +90,17 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append(f"  MISSING: {doc['missing_note']}")
     split = doc.get("compute_split_ms") or {}
     if split:
-        lines += ["", "  host time in " + ", ".join(f"{k} {v:.2f} ms" for k, v in split.items()) + " per step"]
+        lines += ["", "  host time in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in split.items()) + " per step"]
     gsplit = doc.get("compute_split_gpu_ms") or {}
     if gsplit:
-        lines.append("  kernel time launched in " + ", ".join(f"{k} {v:.2f} ms" for k, v in gsplit.items()) + " per step")
+        lines.append("  kernel time launched in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in gsplit.items()) + " per step")
     cats = doc.get("kernel_categories") or {}
     if cats:
         lines.append("  kernel time by category: " + ", ".join(f"{c} {100 * v['share']:.0f}%" for c, v in cats.items()))
     w = doc.get("workers") or {}
     if w:
-        lines += ["", f"  DataLoader: {w['num_workers']} worker(s); a batch takes {w['fetch_ms_mean']:.1f} ms to make "
-                      f"(__getitem__ {w['getitem_ms_mean']:.1f} ms, collate {w['collate_ms_mean']:.1f} ms)"]
+        lines += ["", f"  DataLoader: {w['num_workers']} worker(s); a batch takes {fmt_ms(w['fetch_ms_mean'])} to make "
+                      f"(__getitem__ {fmt_ms(w['getitem_ms_mean'])}, collate {fmt_ms(w['collate_ms_mean'])})"]
     plan = doc.get("loader_plan") or {}
     if plan.get("sentence"):
         lines.append(f"  loading ({plan['reason']}): {plan['sentence']}")
@@ -92,6 +115,8 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append(f"  PROBABLE LEAK: grows {mem['growth_bytes_per_step'] / 2**20:.2f} MiB per step")
     if doc.get("cpu_util_percent") is not None:
         lines.append(f"  host CPU utilisation during the run: {doc['cpu_util_percent']:.0f}%")
+    if intf and not intf.get("material"):
+        lines.append(f"  {intf['sentence']}")
     lines += _startup(doc)
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
@@ -101,14 +126,23 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append(f"note: {note}")
     o = doc.get("overhead") or {}
     if o:
-        lines += ["", f"perfcore overhead: ~{o.get('ms_per_step', 0):.3f} ms/step "
-                      f"({100 * o.get('fraction', 0):.2f}% of step time; {o.get('per_phase_ns', 0):.0f} ns per phase"
-                      + (f", {1e3 * o['settle_ms_per_step']:.1f} us settling" if o.get("settle_ms_per_step") else "")
+        lines += ["", f"perfcore overhead: ~{fmt_ms(o.get('ms_per_step', 0))}/step "
+                      f"({fmt_share(o.get('fraction', 0))} of step time; {fmt_ms(o.get('per_phase_ns', 0) / 1e6)} per phase"
+                      + (f", {fmt_ms(o['settle_ms_per_step'])} settling" if o.get("settle_ms_per_step") else "")
                       + ")"]
         if o.get("hooks") == "not included":
             lines.append("  (the timer's own bookkeeping; perfcore run's hooks add more, which "
                          "bench/bench_run_overhead.py measures against the uninstrumented script)")
     return "\n".join(lines)
+
+
+def verdict_line(v: dict[str, Any], summary_key: str = "summary") -> str:
+    """"verdict: ..." after the INTERFERENCE line that a report prints first: the verdict itself, marked
+    uncertain, without repeating the interference sentence."""
+    plain = v.get("plain_summary") if isinstance(v.get("plain_summary"), str) else None
+    if v.get("uncertain") and plain:
+        return f"verdict: {plain} [uncertain: see INTERFERENCE above]"
+    return f"verdict: {v.get(summary_key) or plain or ''}"
 
 
 def _outcome(doc: dict[str, Any]) -> list[str]:
@@ -120,10 +154,10 @@ def _startup(doc: dict[str, Any]) -> list[str]:
     su = doc.get("startup") or {}
     if not su:
         return []
-    line = f"  start-up: first step ended {su['time_to_first_step_ms'] / 1e3:.2f} s after launch; " \
-           f"first step {su['first_step_ms']:.1f} ms"
+    line = f"  start-up: first step ended {fmt_ms(su['time_to_first_step_ms'])} after launch; " \
+           f"first step {fmt_ms(su['first_step_ms'])}"
     if su.get("steady_step_ms") is not None:
-        line += f" vs {su['steady_step_ms']:.1f} ms steady"
+        line += f" vs {fmt_ms(su['steady_step_ms'])} steady"
     out = ["", line]
     for ld in doc.get("loaders") or []:
         if ld.get("worker_startup_ms"):

@@ -1,0 +1,143 @@
+"""The one expected-gain model: how much faster a step gets when a cause is removed, predicted from the
+attribution, measured by an A/B pair of runs, and the two judged against each other with both runs'
+noise. health, run, diagnose, sweep and the notebook magic all say "removing X makes steps up to Nx
+faster" through `expected_gain`, and diagnose says "confirmed" only through `judge`.
+
+A gain is carried in saved milliseconds per step, where noise adds up (variances of independent
+runs add); it is shown as a speed ratio step / (step - saved).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
+
+__all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge", "sem_of_mean"]
+
+# Half-width of a band in standard errors: ~95% when the errors are normal. A band is where a
+# second measurement of the same thing may land.
+BAND_Z = 2.0
+# Without a measured spread (a run that reports none), two short runs' mean steps still differ by a
+# few percent with nothing changed: a prediction is then allowed 15% of itself or 5% of the step.
+FALLBACK_REL = 0.15
+FALLBACK_STEP = 0.05
+
+
+def speedup(step_ms: float, saved_ms: float) -> float | None:
+    """step / (step - saved); None when nothing would be left (no finite figure, and JSON has no inf)."""
+    left = float(step_ms) - float(saved_ms)
+    return float(step_ms) / left if left > 1e-9 else None
+
+
+def sem_of_mean(values) -> float | None:
+    """The standard error of a mean from its samples; None below two."""
+    n = len(values)
+    if n < 2:
+        return None
+    m = sum(float(v) for v in values) / n
+    var = sum((float(v) - m) ** 2 for v in values) / (n - 1)
+    return math.sqrt(var / n)
+
+
+def expected_gain(step_ms: float, saved_ms: float, *, saved_band_ms: tuple[float, float] | None = None
+                  ) -> dict[str, Any]:
+    """The gain of removing a cause whose exposed time is `saved_ms` of a `step_ms` step (the attribution:
+    exposed time is exactly what leaves the step). saved_band_ms: the interval of that saving (from the
+    per-step samples), which becomes the band of the speedup. Returns {saved_ms, step_after_ms, speedup,
+    band: (lo, hi) | None, text} where text is "up to 1.92x faster (1.80-2.05x)"."""
+    step = float(step_ms or 0.0)
+    saved = min(max(float(saved_ms or 0.0), 0.0), step) if step > 0 else 0.0
+    x = speedup(step, saved) if step > 0 else None
+    band = None
+    if saved_band_ms is not None and step > 0:
+        lo_ms, hi_ms = (min(max(float(v), 0.0), step) for v in saved_band_ms)
+        band = (speedup(step, lo_ms), speedup(step, hi_ms))
+        if band[0] is None:
+            band = None
+    text = ""
+    if x is not None:
+        b = fmt_band(*band) if band and band[1] is not None else ""
+        text = f"up to {fmt_x(x)} faster" + (f" ({b})" if b and band[0] != band[1] else "")
+    return {"saved_ms": saved, "step_after_ms": max(step - saved, 0.0), "speedup": x, "band": band, "text": text}
+
+
+def measured_gain(base_ms: float, exp_ms: float, *, base_sem_ms: float | None = None,
+                  exp_sem_ms: float | None = None) -> dict[str, Any]:
+    """What an A/B pair measured: the saving base - exp per step, its noise (BAND_Z standard errors of
+    the difference of the two runs' mean steps; None when a run reports no spread), and the speedup
+    with its band."""
+    base, exp = float(base_ms), float(exp_ms)
+    saved = base - exp
+    noise = None
+    if base_sem_ms is not None and exp_sem_ms is not None and base_sem_ms == base_sem_ms and exp_sem_ms == exp_sem_ms:
+        noise = BAND_Z * math.hypot(float(base_sem_ms), float(exp_sem_ms))
+    x = base / exp if exp > 0 else None
+    band = None
+    if noise is not None and base > 0:
+        lo_left, hi_left = base - (saved - noise), base - (saved + noise)
+        band = (base / lo_left if lo_left > 0 else None, base / hi_left if hi_left > 0 else None)
+    return {"saved_ms": saved, "noise_ms": noise, "speedup": x, "band": band, "base_ms": base, "exp_ms": exp}
+
+
+def _x_text(g: Mapping[str, Any]) -> str:
+    b = g.get("band")
+    extra = ""
+    if b and b[0] is not None:
+        extra = f" ({fmt_band(b[0], b[1])})" if b[1] is not None else f" ({fmt_x(b[0])} or more)"
+    return fmt_x(g.get("speedup")) + extra
+
+
+def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms: float, experiment: str,
+          what: str, bound: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A measured gain against the predicted one, both in ms saved per step.
+
+    confirmed: the measured saving lies within the prediction's band (its own interval widened by the
+      measurement's noise; without spreads, FALLBACK_REL of the prediction or FALLBACK_STEP of the step);
+    inconclusive: the measurement's noise is at least the predicted effect, so it cannot tell the
+      predicted gain from none, and the measured saving lies within that noise;
+    partly: a real saving (above the noise) that falls short of the band;
+    not confirmed: no saving above the noise, or more than the band allows.
+    bound: the largest gain the change can physically give (removing all of the cause): a measured
+      gain above it is flagged (noise or a changed machine, not an effect).
+    Returns {status, agrees (True/False/None for inconclusive), predicted, measured, above_bound, sentence}."""
+    step = float(step_ms)
+    p = float(predicted.get("saved_ms") or 0.0)
+    m = float(measured["saved_ms"])
+    noise = measured.get("noise_ms")
+    pband = predicted.get("saved_band_ms")
+    p_half = max(abs(p - pband[0]), abs(pband[1] - p)) if pband else 0.0
+    if noise is None:
+        tol = max(FALLBACK_REL * p, FALLBACK_STEP * step, p_half)
+        noise_floor = FALLBACK_STEP * step
+    else:
+        tol = math.hypot(p_half, float(noise))
+        noise_floor = float(noise)
+    if abs(m - p) <= tol:
+        status = "inconclusive" if noise is not None and noise_floor >= p and abs(m) <= noise_floor else "confirmed"
+    elif noise is not None and noise_floor >= p and abs(m) <= noise_floor:
+        status = "inconclusive"
+    elif m > noise_floor and m < p:
+        status = "partly"
+    else:
+        status = "not confirmed"
+    above = False
+    b_saved = None
+    if bound is not None and bound.get("saved_ms") is not None:
+        b_saved = float(bound["saved_ms"])
+        bh = bound.get("saved_band_ms")
+        above = m > (bh[1] if bh else b_saved)
+    sent = (f"{experiment} measured {_x_text(measured)} against {_x_text(predicted)} predicted: {status}")
+    if status == "inconclusive":
+        sent += (f", the runs' noise ({fmt_ms(noise_floor)} per step) is as large as the predicted saving "
+                 f"({fmt_ms(p)} of a {fmt_ms(step)} step): a quieter machine or more steps would settle it")
+    elif status in ("partly", "not confirmed"):
+        sent += (f", {what} saves {fmt_ms(m)} per step ({100 * m / step if step else 0:.0f}%), not {fmt_ms(p)}"
+                 if m >= 0 else f", the step got {fmt_ms(-m)} slower instead of {fmt_ms(p)} faster")
+    if above:
+        sent += (f"; above the {fmt_x(bound.get('speedup'))} that {bound.get('what', 'removing all of it')} could give"
+                 + (f", within the runs' noise ({fmt_ms(noise)} per step)" if noise is not None and m - b_saved <= noise
+                    else ": the machine changed between the runs, not an effect of the change"))
+    agrees = {"confirmed": True, "inconclusive": None}.get(status, False)
+    return {"experiment": experiment, "status": status, "agrees": agrees, "predicted": dict(predicted),
+            "measured": dict(measured), "above_bound": above, "sentence": sent}

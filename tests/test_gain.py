@@ -1,0 +1,157 @@
+"""The one expected-gain model and how diagnose judges a measurement against it, on injected numbers:
+the cases seen on real runs (the demo's four different gains, a noisy host's 0.88x "confirmed" and a
+workers gain above what removing all loading can give), and numbers that print at their size."""
+from __future__ import annotations
+
+import pytest
+
+from perfcore.analysis.gain import expected_gain, judge, measured_gain
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.analysis.verdict import confirm, decide, decide_run
+from perfcore.experiments.diagnose import diagnose_advice, diagnose_verdict
+from perfcore.experiments.health import health_report
+
+
+def test_numbers_print_with_units_that_fit_their_size():
+    assert fmt_ms(0.15) == "150 µs" and fmt_ms(0.0004) == "400 ns" and fmt_ms(0.0123) == "12.3 µs"
+    assert fmt_ms(4.69) == "4.69 ms" and fmt_ms(25.0) == "25.0 ms" and fmt_ms(282.4) == "282 ms"
+    assert fmt_ms(5300.0) == "5.30 s" and fmt_ms(0) == "0 ms" and fmt_ms(None) == fmt_ms(float("nan")) == "n/a"
+    assert fmt_share(0.48) == "48%" and fmt_share(0.037) == "3.7%" and fmt_share(0.0004) == "<0.1%"
+    assert fmt_share(0.0) == "0%" and fmt_x(1.8249) == "1.82x" and fmt_x(None) == "n/a"
+    assert fmt_band(1.7, 1.95) == "1.70-1.95x" and fmt_band(0.071, 0.123, fmt_share) == "7.1-12%"
+    assert fmt_band(0.5, 2.0, fmt_ms) == "500 µs to 2.00 ms" and fmt_band(None, 1.0) == ""
+    # A 0.15 ms step never reads "0.0 ms of each 0.1 ms step".
+    v = decide({"host": 0.05}, 0.15)
+    assert "50.0 µs of each 150 µs step" in v["summary"]
+
+
+def test_every_command_gives_the_same_gain_from_the_same_evidence():
+    bd = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
+    step = sum(bd.values())
+    run = decide_run({"step_time_ms": {"mean": step}, "breakdown_ms": bd, "device": "cpu", "steps": 40})
+    row = {"breakdown_ms": bd, "step_ms": step, "busy_mean": 0.5, "busy_std": 0.0, "busy_source": "compute_share",
+           "busy_series": [0.5] * 3, "busy_spacing_s": 0.1, "device": "cpu", "steps": 40, "samples_per_s": 1.0,
+           "cpu_percent": 50.0}
+    health = health_report(row, "w", "next")["verdict"]
+    diag, predicted = diagnose_verdict({"step_ms": step, "breakdown_ms": bd},
+                                       [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": None}],
+                                       {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    g = expected_gain(step, 12.3)
+    for v in (run, health, diag):
+        assert v["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
+        assert g["text"] in v["summary"]
+    assert predicted == pytest.approx(g["speedup"])
+    # Health of a workload runs forward only: same function, and it says whose steps the gain is for.
+    fwd = health_report(row, "w", "next", forward_only=True)
+    assert fwd["verdict"]["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
+    assert "removing it would make this forward-only loop's steps up to 1.92x faster" in fwd["summary"]
+    assert "(a training step, with backward and the optimizer, gains less" in fwd["summary"]
+
+
+def test_a_predicted_gain_carries_the_band_of_its_interval():
+    g = expected_gain(25.6, 12.3, saved_band_ms=(11.0, 13.5))
+    assert g["band"] == pytest.approx((25.6 / 14.6, 25.6 / 12.1)) and g["text"] == "up to 1.92x faster (1.75-2.12x)"
+    assert expected_gain(10.0, 10.0)["speedup"] is None and expected_gain(10.0, 10.0)["text"] == ""
+
+
+def _judge(step, predicted_ms, measured_x, noise_ms=None, band=None, bound=None):
+    p = expected_gain(step, predicted_ms, saved_band_ms=band)
+    m = measured_gain(step, step / measured_x)
+    if noise_ms is not None:
+        m["noise_ms"] = noise_ms
+    return judge({**p, "saved_band_ms": band}, m, step_ms=step, experiment="A", what="waiting for data",
+                 bound=bound)
+
+
+def test_judge_confirms_only_within_the_noise_band():
+    # The demo: 2.44x predicted, synthetic data measured 1.82x with steady runs: partly, with numbers.
+    step = 25.6
+    pred_ms = step - step / 2.44
+    partly = _judge(step, pred_ms, 1.82, noise_ms=0.6, band=(pred_ms - 0.5, pred_ms + 0.5))
+    assert partly["status"] == "partly" and partly["agrees"] is False
+    assert "measured 1.82x against 2.44x (2.33-2.56x) predicted: partly, waiting for data saves 11.5 ms" \
+        in partly["sentence"]
+    ok = _judge(step, pred_ms, 2.40, noise_ms=0.6, band=(pred_ms - 0.5, pred_ms + 0.5))
+    assert ok["status"] == "confirmed" and ok["agrees"] is True
+    none = _judge(step, pred_ms, 1.01, noise_ms=0.6)
+    assert none["status"] == "not confirmed" and none["agrees"] is False
+    slower = _judge(step, pred_ms, 0.9, noise_ms=0.6)
+    assert slower["status"] == "not confirmed" and "the step got 2.84 ms slower instead of" in slower["sentence"]
+
+
+def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_is_flagged():
+    # The noisy host: a 5.3 s step, standard error 1.3 s in each run; removing loading predicts 1.18x.
+    # Synthetic data measured 0.88x: nothing can be read from that pair.
+    step, sem = 5300.0, 1300.0
+    v = decide({"load": step - step / 1.18}, step)
+    from perfcore.analysis.verdict import difference_noise_ms
+
+    noise = difference_noise_ms(sem, sem)
+    c = confirm(v, "load", 0.88, "synthetic data", noise_ms=noise)
+    assert c["status"] == "inconclusive" and c["agrees"] is None
+    assert "inconclusive, the runs' noise (3.68 s per step) is as large as the predicted saving (808 ms" \
+        in c["sentence"]
+    # Diagnose B measured 2.38x with workers: more than removing all loading (1.18x) could give.
+    base = {"step_ms": step, "breakdown_ms": {"load": step - step / 1.18, "transfer": 0.0,
+                                              "compute": step / 1.18, "comm": 0.0, "host": 0.0},
+            "step_sem_ms": sem}
+    exps = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": 0.88, "step_sem_ms": sem},
+            {"name": "B: num_workers=2", "speedup": 2.38, "step_sem_ms": sem, "num_workers": 2}]
+    final, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    a, b = final["checks"]
+    assert a["status"] == "inconclusive" and "attributed" not in final
+    assert b["above_bound"] and "measured 2.38x" in b["sentence"] and "of the 1.18x that removing all loading" \
+        in b["sentence"] and "above that bound" in b["sentence"]
+    # Far past the bound with steady runs: the machine changed, said as such.
+    steady = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": 1.18, "step_sem_ms": 5.0},
+              {"name": "B: num_workers=2", "speedup": 2.38, "step_sem_ms": 5.0, "num_workers": 2}]
+    _, b2 = diagnose_verdict({**base, "step_sem_ms": 5.0}, steady, {"cpu_to_wall": 0.9, "top": []},
+                             on_gpu=False)[0]["checks"]
+    assert b2["above_bound"] and "the machine changed between the runs" in b2["sentence"]
+
+
+def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
+    # JPEG imagenet on 2 cores, num_workers=0, torch computing on both: diagnose B (2 workers) 0.89x.
+    bd = {"load": 120.0, "transfer": 0.0, "compute": 160.0, "comm": 0.0, "host": 2.0}
+    step = sum(bd.values())
+    doc = {"step_time_ms": {"mean": step}, "breakdown_ms": bd, "device": "cpu", "steps": 30, "warmup_steps": 3,
+           "loaders": [{"site": "main.py:240", "num_workers": 0, "batch_size": 8, "worker_batch_ms": 120.0,
+                        "training": True, "batches": 33}]}
+    base = {"step_ms": step, "breakdown_ms": bd, "step_sem_ms": 2.0}
+    exps = [{"name": "baseline", "speedup": 1.0},
+            {"name": "A", "speedup": step / 162.0, "step_sem_ms": 2.0},
+            {"name": "B: num_workers=2", "speedup": 0.89, "step_sem_ms": 2.0, "num_workers": 2}]
+    verdict, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.95, "top": []}, on_gpu=False)
+    assert "B: num_workers=2 measured 0.89x" in verdict["summary"] and "slower, so workers do not help" \
+        in verdict["summary"]
+    recs = diagnose_advice(doc, verdict, {"cpu_count": 2, "torch_threads": 2})
+    r = recs[0]
+    assert r["id"] == "cheaper_batches" and r["text"].startswith("In the DataLoader made at main.py:240")
+    assert "make a batch cheaper" in r["text"] and "torch.set_num_threads(1)" in r["text"]
+    assert "diagnose B: num_workers=2 measured num_workers=2 at 0.89x" in r["text"] and "set num_workers" not in \
+        r["text"]
+
+
+def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
+    import pandas as pd
+
+    from perfcore.analysis.advice import loader_plan
+    from perfcore.experiments.sweep import sweep_doc
+
+    rows = [{"batch_size": 8, "num_workers": w, "pin_memory": True, "prefetch_factor": 2, "samples_per_s": sps,
+             "step_ms": 8000 / sps, "status": "ok"} for w, sps in ((0, 28.4), (1, 24.5), (2, 24.0))]
+    doc = sweep_doc("imagenet", {}, 10, pd.DataFrame(rows), t0=0.0, rounds=[])
+    assert doc["best"]["num_workers"] == 0
+    trials = doc["worker_trials"]
+    one = next(t for t in trials if t["relative_to"] == 0 and t["num_workers"] == 1)
+    assert one["speedup"] == pytest.approx(24.5 / 28.4)
+    ld = {"site": "main.py:240", "num_workers": 0, "worker_batch_ms": 120.0, "batch_size": 8}
+    plan = loader_plan(ld, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False, trials=trials)
+    assert plan["reason"] == "measured: workers do not help" and "sweep (batch 8) measured num_workers=2 at 0.85x" \
+        in plan["sentence"]
+    # A run with one worker is judged on the ratios against one worker: there, none was faster.
+    one_w = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 400.0}, step_ms=282.0, load_ms=120.0,
+                        per_step=1, cpu_count=2, on_gpu=False, trials=trials)
+    assert one_w["reason"] == "measured: workers do not help" and one_w["trial"]["relative_to"] == 1
+    assert "sweep (batch 8) measured num_workers=0 at 1.16x of these settings' speed: fewer workers made steps " \
+           "faster" in one_w["sentence"]
