@@ -133,3 +133,31 @@ def test_a_window_keeps_the_samples_that_bound_the_measured_steps():
     w = window(_samples(*recs), 2.5, 6.2)
     assert w["t_s"] == [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
     assert window(_samples(*recs), -1.0, 99.0)["t_s"] == [float(t) for t in range(10)]
+
+
+def test_perfcore_run_records_interference_over_its_measured_steps(tmp_path):
+    """The launcher samples the script's tree: the script's main process (one level below it) is the
+    run's own CPU, never counted among other processes, and the finding lands in run.json."""
+    script = tmp_path / "spin.py"
+    script.write_text(
+        "import time, torch\n"
+        "model = torch.nn.Linear(4, 1)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "end = time.monotonic() + 3.0\n"
+        "while time.monotonic() < end:\n"
+        "    t = time.monotonic()\n"
+        "    while time.monotonic() - t < 0.02:\n"
+        "        pass\n"
+        "    model(torch.ones(2, 4)).sum().backward(); opt.step(); opt.zero_grad()\n")
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out), "--",
+                        sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    import json
+
+    f = json.loads((out / "run.json").read_text())["interference"]
+    assert f["samples"] >= 3 and f["cores"] == os.cpu_count()
+    # The script spins one core for 3 s; on a loaded 2-core machine it still gets a good part of one.
+    assert f["main_cores"] > 0.2, f
+    assert f["main_cores"] + f["workers_cores"] + f["others_cores"] <= f["cores"] + 0.3, f
+    assert isinstance(f["sentence"], str) and f["sentence"]

@@ -41,9 +41,16 @@ def test_input_bound_script_agrees_with_its_own_meter(input_bound):
     script_share = float(next(line for line in p.stdout.splitlines() if line.startswith("DATA_SHARE")).split()[1])
     assert abs(doc["breakdown_fraction"]["load"] - script_share) <= 0.05
     assert doc["verdict"]["bound"] == "load"
-    assert doc["verdict"]["summary"].startswith("input-bound:")
+    assert doc["verdict"]["plain_summary"].startswith("input-bound:")
     assert doc["steps"] + doc["warmup_steps"] == 40  # 2 epochs x 20 batches
-    assert doc["recommendations"][0]["id"] == "more_workers"
+    # The loader sleeps, so workers hide it while cores are free; when other processes held the
+    # cores during this run (measured, in run.json) the advice leads with a cheaper batch instead.
+    others = (doc.get("interference") or {}).get("others_cores", 0.0)
+    first = doc["recommendations"][0]["id"]
+    if others < 0.5:
+        assert first == "more_workers", (others, doc["recommendations"][0])
+    else:
+        assert first in ("more_workers", "cheaper_batches"), (others, doc["recommendations"][0])
 
 
 def test_run_folder_contents(input_bound):

@@ -77,9 +77,24 @@ def align_samples(samples: pd.DataFrame, start_ns: np.ndarray, wall_ns: np.ndarr
     return out
 
 
+def _interference(samples: dict[str, list] | None, raw: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The interference finding over the measured steps (the samples that bound them, on the steps'
+    monotonic clock), the script's main process one level below this launcher."""
+    if not samples:
+        return None
+    from perfcore.analysis.interference import interference_finding, window
+
+    if raw and len(raw.get("step_start_ns", [])):
+        start_s = float(raw["step_start_ns"][0]) / 1e9
+        end_s = float(raw["step_start_ns"][-1] + raw["step_wall_ns"][-1]) / 1e9
+        samples = window(samples, start_s, end_s)
+    return interference_finding(samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"),
+                                main_depth=1)
+
+
 def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] | None = None,
-               samples: pd.DataFrame | None = None, oom: tuple[int | None, int | None] = (None, None)
-               ) -> dict[str, Any]:
+               samples: pd.DataFrame | None = None, oom: tuple[int | None, int | None] = (None, None),
+               interference: dict[str, list] | None = None) -> dict[str, Any]:
     """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
     (with the script's exit code) only when the script failed and there is nothing to report."""
     from perfcore.run.parent.outcome import describe_exit
@@ -154,6 +169,10 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         doc["memory"] = mem = {**mem, **memory_findings(
             st["step"], st["mem_bytes"], kind=mem.get("kind", "cuda_allocated"),
             capacity_bytes=mem.get("capacity_bytes"), alloc_retries=mem.get("alloc_retries"))}
+    finding = _interference(interference, main["raw"])
+    if finding is not None:
+        doc["interference"] = finding
+        evidence["loop_cpu_cores"] = finding["main_cores"]
     # Verdict and advice again, now with the workers' side of the evidence (the child could not see it).
     advise_run(doc, zero_code=True, focus=focus, evidence=evidence, memory=mem)
     files = {"run.json": "run.json", "steps.csv": "steps.csv"}

@@ -139,12 +139,18 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
     oom_before = oom_kills()
     from perfcore.run.status import LiveStatus
 
+    from perfcore.capture.interference import InterferenceSampler
+
+    # Other processes' CPU, steal and the run queue while the script runs, sampled from here so that
+    # the script's own tree (its main process one level down, its workers below) is told apart.
+    others = InterferenceSampler(pid=os.getpid(), interval_s=0.25, gpu=backend != "cpu").start()
     status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
     try:
         rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides, step_on), stdout_to_stderr)
     finally:
         status.stop()
         samples = sampler.stop() if sampler else None
-    doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()))
+        interference = others.stop()
+    doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
     return rc, doc, out
 
