@@ -49,7 +49,8 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
         "host": socket.gethostname(),
         "argv": list(sys.argv),
-        "exit": {"reason": inst.exit_reason, "exception": inst.exception},
+        "exit": {"reason": inst.exit_reason, "exception": inst.exception,
+                 "usage_error": getattr(inst, "usage_error", None)},
         "step_source": source,
         "step_source_text": DESCRIBE.get(source or "", "none"),
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
