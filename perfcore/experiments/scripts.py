@@ -24,7 +24,8 @@ SYNTHETIC_KEEP = 8
 
 
 def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides: dict | None = None,
-               synthetic: bool = False, sampler_interval_s: float | None = None) -> dict[str, Any]:
+               synthetic: bool = False, sampler_interval_s: float | None = None,
+               settings_only: bool = False) -> dict[str, Any]:
     check_command(cmd)
     out = prepare_out(out)
     extra = {}
@@ -44,6 +45,8 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
     finally:
         frame = sampler.stop() if sampler else None
     doc = finish_run(out, rc, cmd)
+    if settings_only:
+        return doc  # what the script made (its loaders), measured steps or not
     if overrides and doc.get("dataloader_overrides", {}).get("applied", 0) == 0:
         raise UsageError("the script built no torch DataLoader, so its settings cannot be changed from outside")
     steps_tbl = pd.read_csv(out / "steps.csv")
@@ -133,7 +136,7 @@ def _interrupted(rc: int) -> bool:
 
 def script_settings(cmd: list[str], out: Path) -> dict[str, Any]:
     """The script's own training DataLoader settings, from one short run with nothing replaced."""
-    doc = script_run(cmd, out, steps=1, warmup=0)
+    doc = script_run(cmd, out, steps=1, warmup=0, settings_only=True)
     loaders = doc.get("loaders") or []
     ld = next((x for x in loaders if x.get("training")), loaders[0] if loaders else None)
     if ld is None:
