@@ -1,5 +1,5 @@
 """Finishing a run folder costs the same at 1k and 100k steps beyond reading the columns once: the
-plot has a fixed number of artists, the trace's step track holds only steps with detail, the
+plot has a fixed number of artists, the trace's step track is binned past a cap, the
 report's size is flat, steps.csv is copied rather than re-formatted. (Times: bench/bench_finish.py.)"""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 import perfcore
 from perfcore.analysis.bins import BINS, bin_steps, outliers
+from perfcore.recording.engine import detail_steps
 from perfcore.report import jsonio
 from steps_tables import steps_table as table
 
@@ -82,12 +83,16 @@ def long_part(folder, n: int):
     steps.to_csv(part / "steps.csv", index=False)
     spans = timer.engine.trace_tables()["spans"]
     names = timer.engine.phase_names()
+    kept = detail_steps(timer.engine)
     np.savez_compressed(part / "trace.npz", span_phase=spans["phase_id"].to_numpy(),
                         span_start_ns=spans["start_ns"].to_numpy(), span_end_ns=spans["end_ns"].to_numpy(),
                         span_thread=spans["thread_id"].to_numpy(), span_step=spans["step"].to_numpy(),
                         phase_ids=np.array(list(names), dtype=np.int32),
                         phase_names=np.array(list(names.values()), dtype=str),
-                        step_start_ns=full["start_ns"].to_numpy(), step_wall_ns=full["wall_ns"].to_numpy())
+                        step_start_ns=full["start_ns"].to_numpy(), step_wall_ns=full["wall_ns"].to_numpy(),
+                        detail_through=kept["through"], detail_settled=kept["settled"],
+                        detail_window=np.array(kept["window"], dtype=np.int64),
+                        detail_cap_steps=kept["cap_steps"], detail_cap_rows=kept["cap_rows"])
     jsonio.write(part / "run.json", doc)
     return part
 
@@ -104,8 +109,19 @@ def test_finishing_a_long_run_writes_bounded_outputs(tmp_path):
     assert (tmp_path / "steps.csv").read_bytes() == (part / "steps.csv").read_bytes()  # copied, not re-formatted
     assert {"run.json", "steps.csv", "trace.json", "breakdown.png", "report.html"} <= set(doc["files"])
     trace = json.loads((tmp_path / "trace.json").read_text())
+    from perfcore.analysis.detail import DETAIL_STEPS
+    from perfcore.report.chrome_trace import MAX_STEP_EVENTS
+
+    # The steps track: bins of consecutive steps covering the run, then each step with intervals
+    # (every one up to the recording's cap, and a window past it), never one event per step.
+    bins = [e for e in trace["traceEvents"] if e.get("cat") == "steps"]
+    assert len(bins) <= MAX_STEP_EVENTS and sum(e["args"]["steps"] for e in bins) == n
+    about = trace["otherData"]["processes"][0]
+    assert trace["otherData"]["windowed"] and about["steps_with_intervals"][0] == [0, DETAIL_STEPS - 1]
     step_events = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
-    assert 1 <= len(step_events) < 50  # the window, never one per step
+    assert DETAIL_STEPS < len(step_events) <= DETAIL_STEPS + 4
+    assert n - about["steps_without_intervals"] == len(step_events)
+    assert (tmp_path / "trace.json").stat().st_size < 12_000_000
     assert (tmp_path / "report.html").stat().st_size < 300_000
     try:
         import pyarrow  # noqa: F401

@@ -1,5 +1,5 @@
 """Bounded memory: settling in chunks gives the same rows as settling at once, and raw detail is
-kept only for a few steps however long the run."""
+kept for every step up to a cap and then only for a few steps, however long the run."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ import perfcore
 from perfcore.analysis.store import StepStore
 import perfcore.recording.engine as recording
 import perfcore.timing as timing
-from perfcore.recording.engine import COMPACT_EVERY
+from perfcore.recording.engine import COMPACT_EVERY, detail_steps
 
 LABELS = {0: "load", 1: "transfer", 2: "compute", 3: "comm", 16: "host"}
 
@@ -49,26 +49,54 @@ def test_chunked_settlement_matches_one_shot():
             == b["wall_ns"]).all()
 
 
-def test_long_run_keeps_only_a_window_of_detail(monkeypatch):
-    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle at every COMPACT_EVERY steps, however fast
+def _loop(steps: int):
     timer = perfcore.StepTimer(device="cpu", warmup=2)
-    steps = 6 * COMPACT_EVERY + 17
     for _ in timer.load(range(steps)):
         with timer.transfer():
             pass
         with timer.compute():
             pass
         timer.step()
+    return timer
+
+
+def test_every_step_keeps_its_detail_below_the_cap(monkeypatch):
+    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle at every COMPACT_EVERY steps, however fast
+    steps = 3 * COMPACT_EVERY + 17
+    timer = _loop(steps)
+    timer.summary()
+    store = timer.engine._store
+    spans = store.trace_tables()["spans"]
+    assert len(spans) == store.span_count  # nothing let go
+    assert set(spans["step"]) >= set(range(steps))
+    kept = detail_steps(timer.engine)
+    assert kept["through"] == steps and not kept["capped"] and kept["window"] == []
+
+
+def test_long_run_keeps_a_prefix_and_then_a_window_of_detail(monkeypatch):
+    from perfcore.analysis import detail
+
+    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
+    cap = 2 * COMPACT_EVERY + 5  # inside a settled chunk: the prefix ends mid-chunk
+    monkeypatch.setattr(detail, "DETAIL_STEPS", cap)
+    steps = 6 * COMPACT_EVERY + 17
+    timer = _loop(steps)
     store = timer.engine._store
     pending = sum(len(p) for parts in store.pending.values() for p in parts)
     assert pending <= (COMPACT_EVERY + 2) * 3  # at most one chunk of spans waits to be settled
-    assert len(store.detail["spans"]) <= 4 * 3 + 6  # the first, slowest, median and last steps
+    # The prefix's three spans a step (load, transfer, compute), and the window's few steps.
+    assert cap * 3 <= len(store.detail["spans"]) <= cap * 3 + 4 * 3 + 6
     df = timer.summary()
     assert len(df) == steps and list(df["step"]) == list(range(steps))
     assert np.allclose(df[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1), df["wall_ms"],
                        rtol=0, atol=1e-9)
     assert store.span_count == steps * 3 + 1  # and the last fetch, which ends the loop
-    assert set(store.keep) >= {0, steps - 1}
+    kept = detail_steps(timer.engine)
+    assert kept["through"] == cap and kept["capped"] and steps - 1 in kept["window"]
+    assert all(s >= cap for s in kept["window"]) and len(kept["window"]) <= 3
+    in_detail = set(store.detail["spans"]["step"])
+    assert set(range(cap)) <= in_detail and steps - 1 in in_detail
+    assert not in_detail & set(range(cap + 1, steps - COMPACT_EVERY)) - set(kept["window"])
 
 
 def test_kernels_are_split_by_the_phase_that_launched_them(C):

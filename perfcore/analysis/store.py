@@ -3,8 +3,8 @@
 Raw intervals (host spans, CUDA-event intervals, CUPTI kernels and copies) stay only until their
 steps are settled. Settling (every 1024 steps at most, in passes of SETTLE_SLICE steps) turns them
 into one row per step (the one definition, in attribution.step_table) and into aggregates (kernel
-time by name, copies by direction); full detail is kept only for a window of steps: the first, the
-slowest so far, and the median and last of the latest chunk, which is what a trace needs. The rows
+time by name, copies by direction); full detail is kept for the steps analysis.detail chooses (every
+step up to a cap, then a window), which is what a trace needs. The rows
 themselves go to a temporary file block by block. So memory is flat however long the run.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from perfcore.analysis import attribution
+from perfcore.analysis.detail import DetailSteps
 
 __all__ = ["StepStore", "Columns", "EMPTY", "with_columns"]
 
@@ -148,8 +149,7 @@ class StepStore:
         self.kernel_agg: dict[str, list[int]] = {}  # name -> [count, total ns]
         self.copy_agg: dict[str, dict[str, int]] = {}  # direction -> count, bytes, ns, pageable_bytes
         self.span_count = 0
-        self.keep: dict[int, tuple[int, int]] = {}  # step kept in detail -> its [start, end)
-        self.slowest: tuple[int, int] | None = None  # (wall ns, step)
+        self.keep = DetailSteps()  # which settled steps keep their intervals
         # Running sums over the settled measured steps: what a live view needs, O(1) to read.
         self.measured = 0
         self.wall_ns = 0
@@ -270,22 +270,7 @@ class StepStore:
         return out
 
     def _retire(self, raw: dict[str, pd.DataFrame], cut: int, df: pd.DataFrame) -> None:
-        # Which steps keep their detail: the first, the slowest so far, this chunk's median and last.
-        walls = df["wall_ns"].to_numpy()
-        i_slow = int(np.argmax(walls))
-        if self.slowest is None or walls[i_slow] > self.slowest[0]:
-            self.slowest = (int(walls[i_slow]), int(df["step"].iloc[i_slow]))
-        i_med = int(np.argsort(walls)[len(walls) // 2])
-        starts, first = df["start_ns"].to_numpy(), int(df["step"].iloc[0])
-
-        def window(step: int) -> tuple[int, int] | None:
-            if step in self.keep:
-                return self.keep[step]
-            i = step - first
-            return (int(starts[i]), int(starts[i] + walls[i])) if 0 <= i < len(walls) else None
-
-        want = {0, self.slowest[1], first + i_med, first + len(walls) - 1}
-        self.keep = {s: w for s in want if (w := window(s)) is not None}
+        self.keep.choose(df, raw, sum(len(self.detail[t]) for t in raw))
         for t, frame in raw.items():
             if not len(frame):
                 # Nothing to retire. (Filtering the shared empty frame would leave a copy-on-write
@@ -320,11 +305,8 @@ class StepStore:
         """Of `kept`, only the intervals that overlap a kept step's window stay in detail."""
         if not len(kept):
             return
-        mask = np.zeros(len(kept), dtype=bool)
-        a, e = kept["start_ns"].to_numpy(), kept["end_ns"].to_numpy()
-        for lo, hi in self.keep.values():
-            mask |= (a < hi) & (e > lo)
-        self.detail[t] = kept[mask].reset_index(drop=True)
+        self.detail[t] = kept[self.keep.mask(kept["start_ns"].to_numpy(), kept["end_ns"].to_numpy())
+                              ].reset_index(drop=True)
 
     def table(self, since: int = 0, upto: int | None = None) -> pd.DataFrame:
         """One row per settled step in [since, upto) (upto: every settled step): step, warmup,
@@ -345,6 +327,10 @@ class StepStore:
     def totals(self) -> dict[str, Any]:
         """Settled steps so far and the sums over the measured ones (ns): cheap, for progress lines."""
         return {"settled": self.settled, "measured": self.measured, "wall_ns": self.wall_ns, "ns": dict(self.label_ns)}
+
+    def detail_steps(self) -> dict[str, Any]:
+        """Which settled steps the trace tables hold in full (analysis.detail)."""
+        return self.keep.summary(self.settled)
 
     def trace_tables(self) -> dict[str, pd.DataFrame]:
         """Detail of the kept steps plus whatever is not settled yet (for the trace)."""

@@ -24,7 +24,8 @@ SYNTHETIC_KEEP = 8
 
 
 def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides: dict | None = None,
-               synthetic: bool = False, sampler_interval_s: float | None = None) -> dict[str, Any]:
+               synthetic: bool = False, sampler_interval_s: float | None = None,
+               settings_only: bool = False) -> dict[str, Any]:
     check_command(cmd)
     out = prepare_out(out)
     extra = {}
@@ -44,6 +45,8 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
     finally:
         frame = sampler.stop() if sampler else None
     doc = finish_run(out, rc, cmd)
+    if settings_only:
+        return doc  # what the script made (its loaders), measured steps or not
     if overrides and doc.get("dataloader_overrides", {}).get("applied", 0) == 0:
         raise UsageError("the script built no torch DataLoader, so its settings cannot be changed from outside")
     steps_tbl = pd.read_csv(out / "steps.csv")
@@ -135,11 +138,37 @@ def _interrupted(rc: int) -> bool:
     return rc in (130, -2)
 
 
-def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out: Path) -> dict[str, Any]:
-    """One sweep configuration of a script: a row, or a failed row with the reason (crash, warm-up only)."""
+def script_settings(cmd: list[str], out: Path) -> dict[str, Any]:
+    """The script's own training DataLoader settings, from one short run with nothing replaced."""
+    doc = script_run(cmd, out, steps=1, warmup=0, settings_only=True)
+    loaders = doc.get("loaders") or []
+    ld = next((x for x in loaders if x.get("training")), loaders[0] if loaders else None)
+    if ld is None:
+        raise UsageError("the script built no torch DataLoader, so its settings cannot be changed from outside")
+    return {k: ld.get(k) for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")}
+
+
+def own_config(cfg: dict, own: dict) -> dict:
+    """A configuration with the axes not swept (None) set to the script's own values; prefetch_factor
+    means nothing without workers (None), and torch's default (2) where the script had none."""
+    out = {k: (own.get(k) if v is None else v) for k, v in cfg.items()}
+    if not out["num_workers"]:
+        out["prefetch_factor"] = None
+    elif out["prefetch_factor"] is None:
+        out["prefetch_factor"] = 2
+    return out
+
+
+def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out: Path,
+                      swept: tuple = (), own: dict | None = None) -> dict[str, Any]:
+    """One sweep configuration of a script: a row, or a failed row with the reason (crash, warm-up only).
+    Only the swept axes are replaced; `replaced` lists each value that differs from the script's own."""
     from perfcore.experiments.sweep import Interrupted, failed_row, verdict_cols
 
-    ov = {k: v for k, v in cfg.items() if v is not None}
+    ov = {k: v for k, v in cfg.items() if v is not None and (not swept or k in swept)}
+    own = own or {}
+    replaced = ", ".join(f"{k} {own.get(k)}->{v}" for k, v in ov.items() if own and own.get(k) != v)
+    cfg = {**cfg, "replaced": replaced or None}
     try:
         doc = script_run(cmd, out, steps=steps, warmup=warmup, overrides=ov)
     except RunFailed as e:
@@ -172,12 +201,20 @@ def script_sweep(cmd: list[str], grid: dict[str, list], *, steps: int, warmup: i
 
     from perfcore.experiments.sweep import config_key, grid_configs, run_grid, sweep_doc
 
-    configs = grid_configs(grid)
     t0 = time.perf_counter()
+    own = script_settings(cmd, out / "script_settings")
+    swept = tuple(k for k, v in grid.items() if list(v) != [None])
+    configs = [own_config(c, own) for c in grid_configs(grid)]
     index = {config_key(c): i for i, c in enumerate(configs)}
     rows, interrupted = run_grid(
         configs, lambda cfg: script_config_row(cmd, cfg, steps=steps, warmup=warmup,
-                                               out=out / f"config{index[config_key(cfg)]}"),
+                                               out=out / f"config{index[config_key(cfg)]}", swept=swept, own=own),
         done=done, on_row=on_row, say=progress)
-    return sweep_doc(" ".join(cmd), grid, steps, pd.DataFrame(rows), t0=t0, rounds=[], interrupted=interrupted,
-                     planned=len(configs))
+    doc = sweep_doc(" ".join(cmd), grid, steps, pd.DataFrame(rows), t0=t0, rounds=[], interrupted=interrupted,
+                    planned=len(configs))
+    doc["script_settings"] = own
+    doc["kept"] = {k: own.get(k) for k in grid if k not in swept}
+    if doc["best"]:
+        best = next((r for r in doc["configs"] if config_key(r) == config_key(doc["best"])), {})
+        doc["best"]["replaced"] = best.get("replaced")
+    return doc

@@ -16,8 +16,9 @@ from perfcore.report import jsonio
 __all__ = ["Target", "parse_target", "is_workload_spec", "health_stage", "diagnose_stage", "sweep_stage",
            "SCRIPT_GRID"]
 
-# A script's sweep, where the user gives no values: its own batch size is unknown from outside.
-SCRIPT_GRID = {"batch_size": [16], "num_workers": [0, 2], "pin_memory": [False], "prefetch_factor": [2]}
+# A script's sweep, where the user gives no values: None keeps the script's own setting (read from a
+# first short run), so only the axes asked for are replaced; workers 0 and 2 when none is asked.
+SCRIPT_GRID = {"batch_size": [None], "num_workers": [0, 2], "pin_memory": [None], "prefetch_factor": [None]}
 
 
 @dataclass

@@ -40,7 +40,7 @@ def grid_configs(grid: dict[str, list]) -> list[dict[str, Any]]:
         if not grid.get(k):
             raise UsageError(f"empty grid: no values for {k}")
     for b in grid["batch_size"]:
-        if int(b) <= 0:
+        if b is not None and int(b) <= 0:
             raise UsageError(f"batch sizes must be > 0, got {b}")
     for w in grid["num_workers"]:
         if int(w) < 0:
@@ -53,7 +53,9 @@ def grid_configs(grid: dict[str, list]) -> list[dict[str, Any]]:
     for bs, nw, pin, pf in itertools.product(*(grid[k] for k in CONFIG_KEYS)):
         if int(nw) == 0 and pf != grid["prefetch_factor"][0]:
             continue  # prefetch_factor means nothing without workers: keep one copy of each such config
-        out.append({"batch_size": int(bs), "num_workers": int(nw), "pin_memory": bool(pin),
+        # None (a script's sweep): the script's own value, filled in from its first run.
+        out.append({"batch_size": None if bs is None else int(bs), "num_workers": int(nw),
+                    "pin_memory": None if pin is None else bool(pin),
                     "prefetch_factor": None if pf is None else int(pf)})
     return out
 

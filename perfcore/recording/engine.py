@@ -368,3 +368,9 @@ class Recording:
         if self._opt_hook is not None:
             self._opt_hook.remove()
             self._opt_hook = None
+
+
+def detail_steps(rec: Recording) -> dict[str, Any]:
+    """Which settled steps rec.trace_tables() holds in full: every one below `through`, then `window`
+    (analysis.detail). A function, not a method: the class stays the interface step sources use."""
+    return rec._store.detail_steps()

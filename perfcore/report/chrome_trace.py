@@ -1,9 +1,12 @@
 """Chrome/Perfetto trace (JSON): host phases and GPU activity of a run on one clock.
 
 One process track per rank (host threads inside it), one per GPU of a rank (a thread per CUDA
-stream), and a `steps` track with each step's breakdown in its args. Opens in ui.perfetto.dev
-and chrome://tracing. Bounded: past `max_events`, only the steps of a window (the slowest, a
-median one, the last) keep their detail, so a long run's trace stays openable.
+stream), and a `steps` track: every step with its breakdown in its args, or past MAX_STEP_EVENTS
+steps one event per bin of consecutive steps (their mean breakdown). The intervals are those the
+run kept: every step's, up to the recording's cap (analysis.detail: 10,000 steps or 200,000
+intervals), then a window of steps; and at most `max_events` of them (shared by the processes),
+the first steps' and the window's. `otherData.processes` says, per process, which steps' intervals
+the trace holds and why the others are not in it. Opens in ui.perfetto.dev and chrome://tracing.
 """
 from __future__ import annotations
 
@@ -13,112 +16,163 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["build_trace", "write_trace"]
+__all__ = ["build_trace", "write_trace", "MAX_EVENTS", "MAX_STEP_EVENTS"]
 
-MAX_EVENTS = 400_000
-MAX_STEP_EVENTS = 5_000  # step events of a run whose detail was all kept (a short run)
+MAX_EVENTS = 400_000  # interval events in one trace, all processes together
+MAX_STEP_EVENTS = 10_000  # step events per process; past it, bins of consecutive steps
+TABLES = (("span_start_ns", "span_end_ns"), ("kernel_start_ns", "kernel_end_ns"),
+          ("memcpy_start_ns", "memcpy_end_ns"), ("event_start_ns", "event_end_ns"))
 
 
-def _window(step_start: np.ndarray, step_wall: np.ndarray) -> list[int]:
-    if len(step_wall) == 0:
+def _window(step_wall: np.ndarray, among: np.ndarray) -> list[int]:
+    """The slowest, a median and the last of the steps `among` (indices)."""
+    if len(among) == 0:
         return []
-    order = np.argsort(step_wall)
-    picks = {int(order[-1]), int(order[len(order) // 2]), len(step_wall) - 1}
-    return sorted(picks)
+    order = among[np.argsort(step_wall[among], kind="stable")]
+    return sorted({int(order[-1]), int(order[len(order) // 2]), int(among[-1])})
 
 
-def _steps_with_detail(s0: np.ndarray, s1: np.ndarray, raw: dict[str, Any]) -> np.ndarray:
-    """Indices of the steps that some recorded interval overlaps (the run's kept detail), vectorised."""
-    hit = np.zeros(len(s0), dtype=bool)
-    for a_key, b_key in (("span_start_ns", "span_end_ns"), ("kernel_start_ns", "kernel_end_ns"),
-                         ("memcpy_start_ns", "memcpy_end_ns"), ("event_start_ns", "event_end_ns")):
-        if a_key not in raw or not len(raw[a_key]):
-            continue
-        a, b = np.asarray(raw[a_key], np.int64), np.asarray(raw[b_key], np.int64)
-        # Steps [first, last] an interval touches: every step in between is covered too.
-        first = np.clip(np.searchsorted(s1, a, side="right"), 0, len(s0))
-        last = np.clip(np.searchsorted(s0, b, side="left") - 1, -1, len(s0) - 1)
-        ok = first <= last
-        delta = np.zeros(len(s0) + 1, dtype=np.int64)
-        np.add.at(delta, first[ok], 1)
-        np.add.at(delta, last[ok] + 1, -1)
-        hit |= np.cumsum(delta)[:-1] > 0
-    return np.flatnonzero(hit)
+def _ranges(kept: np.ndarray) -> list[list[int]]:
+    """Indices of True as [first, last] runs."""
+    idx = np.flatnonzero(kept)
+    if not len(idx):
+        return []
+    cut = np.flatnonzero(np.diff(idx) > 1)
+    firsts, lasts = np.r_[idx[0], idx[cut + 1]], np.r_[idx[cut], idx[-1]]
+    return [[int(a), int(b)] for a, b in zip(firsts, lasts)]
 
 
-def build_trace(parts: list[dict[str, Any]], max_events: int = MAX_EVENTS) -> dict[str, Any]:
+def _step_of(raw: dict[str, Any], s0: np.ndarray) -> dict[str, np.ndarray]:
+    """For each interval table, the step each interval starts in (before the first step: step 0)."""
+    out = {}
+    for a_key, _ in TABLES:
+        if a_key in raw and len(raw[a_key]):
+            a = np.asarray(raw[a_key], np.int64)
+            out[a_key] = np.clip(np.searchsorted(s0, a, side="right") - 1, 0, max(0, len(s0) - 1))
+    return out
+
+
+def _choose(raw: dict[str, Any], s0: np.ndarray, wall: np.ndarray, budget: int
+            ) -> tuple[dict[str, np.ndarray], np.ndarray, str]:
+    """Which intervals go in (a mask per table), which steps' intervals the trace holds, and why
+    the others are not in it ("" when every step's are)."""
+    n = len(s0)
+    of = _step_of(raw, s0)
+    counts = np.zeros(n, dtype=np.int64)
+    for idx in of.values():
+        counts += np.bincount(idx, minlength=n)
+    if "detail_through" in raw:
+        # What the recording kept: every step up to its cap, the window past it, and unsettled steps.
+        through, settled = int(raw["detail_through"]), int(raw["detail_settled"])
+        kept = np.arange(n) < through
+        kept[np.asarray(raw["detail_window"], np.int64)[np.asarray(raw["detail_window"]) < n]] = True
+        kept[settled:] = True
+        why = "" if kept.all() else (
+            f"the run kept every step's intervals for its first {through} steps (the cap: "
+            f"{int(raw['detail_cap_steps'])} steps or {int(raw['detail_cap_rows'])} intervals, to bound "
+            f"memory and this file), then only those of a window: the slowest step, the median and last "
+            f"of the latest settled chunk")
+    else:
+        kept = counts > 0
+        why = "" if kept.all() else "only the steps whose intervals the recording kept"
+    if counts.sum() > budget:
+        picks = _window(wall, np.flatnonzero(kept))
+        k = int(np.searchsorted(np.cumsum(counts * kept), max(0, budget - int(counts[picks].sum())), side="right"))
+        keep = np.zeros(n, dtype=bool)
+        keep[:k] = True
+        keep[picks] = True
+        kept &= keep
+        why = (why + "; " if why else "") + (
+            f"this trace holds at most {budget} intervals for this process: those of the steps "
+            f"before step {k} and of the slowest, a median and the last step")
+    masks = {a_key: kept[idx] for a_key, idx in of.items()}
+    return masks, kept, why
+
+
+def _step_events(steps, s0: np.ndarray, wall: np.ndarray, pid: int, t0: int, kept: np.ndarray,
+                 max_step_events: int) -> tuple[list[dict], str]:
+    """The steps track: every step, or past max_step_events bins of consecutive steps (mean ms),
+    and then the steps whose intervals are in the trace on a thread of their own."""
+    n = len(s0)
+    ms_cols = [c for c in steps.columns if c.endswith("_ms")]
+    vals = {c: steps[c].to_numpy(dtype=np.float64)[:n] for c in ms_cols}
+    numbers = steps["step"].to_numpy()[:n] if "step" in steps else np.arange(n)
+    ts, ends = (s0 - t0) / 1e3, (s0 + wall - t0) / 1e3
+    events: list[dict] = [{"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "steps"}}]
+
+    def one(k: int, tid: int) -> dict:
+        return {"name": f"step {int(numbers[k])}", "ph": "X", "pid": pid, "tid": tid, "cat": "step",
+                "ts": float(ts[k]), "dur": float(wall[k]) / 1e3,
+                "args": {c: round(float(vals[c][k]), 3) for c in ms_cols}}
+
+    if n <= max_step_events:
+        return events + [one(k, 0) for k in range(n)], "every step"
+    size = -(-n // max_step_events)
+    firsts = np.arange(0, n, size)
+    lasts = np.minimum(firsts + size, n) - 1
+    mean = {c: np.add.reduceat(np.nan_to_num(vals[c]), firsts) / (lasts - firsts + 1) for c in ms_cols}
+    for j, (a, b) in enumerate(zip(firsts, lasts)):
+        events.append({"name": f"steps {int(numbers[a])}-{int(numbers[b])}", "ph": "X", "pid": pid, "tid": 0,
+                       "cat": "steps", "ts": float(ts[a]), "dur": float(ends[b] - ts[a]),
+                       "args": {"steps": int(b - a + 1), **{f"mean_{c}": round(float(mean[c][j]), 3) for c in ms_cols}}})
+    events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 1, "args": {"name": "steps with intervals"}})
+    # Bounded by the recording's cap (analysis.detail) and the trace's interval budget, not by n.
+    events += [one(int(k), 1) for k in np.flatnonzero(kept)]
+    return events, f"bins of {size} consecutive steps (mean ms), and each step whose intervals are in the trace"
+
+
+def build_trace(parts: list[dict[str, Any]], max_events: int = MAX_EVENTS,
+                max_step_events: int = MAX_STEP_EVENTS) -> dict[str, Any]:
     """parts: one dict per process: {"label", "pid", "raw" (trace.npz arrays), "steps" (DataFrame)}."""
     t0 = min((int(p["raw"]["step_start_ns"][0]) for p in parts if len(p["raw"]["step_start_ns"])), default=0)
     events: list[dict] = []
-    total = sum(len(p["raw"].get("span_start_ns", [])) + len(p["raw"].get("kernel_start_ns", []))
-                + len(p["raw"].get("memcpy_start_ns", [])) + len(p["raw"].get("event_start_ns", [])) for p in parts)
-    windowed = total > max_events
+    about: list[dict] = []
+    budget = max(1, max_events // max(1, len(parts)))
     for i, p in enumerate(parts):
         raw, pid, gpu_pid = p["raw"], 2 * i + 1, 2 * i + 2
         events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{p['label']} host"}})
         events.append({"name": "process_name", "ph": "M", "pid": gpu_pid, "args": {"name": f"{p['label']} GPU"}})
         s0, wall = raw["step_start_ns"].astype(np.int64), raw["step_wall_ns"].astype(np.int64)
-        # The steps track shows the steps whose detail the trace holds (a window of a long run) and
-        # the window's picks: never one event per step of a 100k-step run.
-        picks = set(_window(s0, wall)) if windowed else set(_steps_with_detail(s0, s0 + wall, raw).tolist())
-        if windowed or not picks:
-            picks |= set(_window(s0, wall))
-        keep_steps = sorted(picks)[:MAX_STEP_EVENTS]
-        lo = s0[keep_steps] if keep_steps else np.zeros(0, np.int64)
-        hi = (s0 + wall)[keep_steps] if keep_steps else np.zeros(0, np.int64)
-
-        def keep(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-            if not windowed:
-                return np.ones(len(a), dtype=bool)
-            m = np.zeros(len(a), dtype=bool)
-            for x, y in zip(lo, hi):
-                m |= (a < y) & (b > x)
-            return m
-
-        steps = p["steps"]
-        ms_cols = [c for c in steps.columns if c.endswith("_ms")]
-        if keep_steps:
-            rows = steps.iloc[keep_steps]
-            vals = {c: np.round(rows[c].to_numpy(dtype=np.float64), 3).tolist() for c in ms_cols}
-            numbers = rows["step"].to_numpy().tolist() if "step" in rows else keep_steps
-            for j, k in enumerate(keep_steps):
-                events.append({"name": f"step {int(numbers[j])}", "ph": "X", "pid": pid, "tid": 0, "cat": "step",
-                               "ts": (int(s0[k]) - t0) / 1e3, "dur": int(wall[k]) / 1e3,
-                               "args": {c: vals[c][j] for c in ms_cols}})
-        events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "steps"}})
+        n = min(len(s0), len(p["steps"]))
+        s0, wall = s0[:n], wall[:n]
+        masks, kept, why = _choose(raw, s0, wall, budget)
+        track, track_text = _step_events(p["steps"], s0, wall, pid, t0, kept, max_step_events)
+        events += track
+        about.append({"label": p["label"], "steps": int(n), "step_track": track_text,
+                      "steps_with_intervals": _ranges(kept), "steps_without_intervals": int(n - kept.sum()),
+                      "why": why or "every step's intervals are in the trace"})
         names = dict(zip(raw["phase_ids"].tolist(), raw["phase_names"].tolist()))
+        m = masks.get("span_start_ns", np.zeros(0, bool))
         a, b = raw["span_start_ns"], raw["span_end_ns"]
-        m = keep(a, b)
         for ph, st, en, tid, step in zip(raw["span_phase"][m], a[m], b[m], raw["span_thread"][m], raw["span_step"][m]):
             events.append({"name": names.get(int(ph), str(ph)), "ph": "X", "pid": pid, "tid": int(tid), "cat": "host",
                            "ts": (int(st) - t0) / 1e3, "dur": (int(en) - int(st)) / 1e3, "args": {"step": int(step)}})
-        if "kernel_start_ns" in raw:
-            a, b = raw["kernel_start_ns"], raw["kernel_end_ns"]
-            m = keep(a, b)
+        if "kernel_start_ns" in masks:
+            m, a, b = masks["kernel_start_ns"], raw["kernel_start_ns"], raw["kernel_end_ns"]
             for nm, st, en, stream in zip(raw["kernel_name"][m], a[m], b[m], raw["kernel_stream"][m]):
                 events.append({"name": str(nm), "ph": "X", "pid": gpu_pid, "tid": int(stream), "cat": "kernel",
                                "ts": (int(st) - t0) / 1e3, "dur": (int(en) - int(st)) / 1e3})
-        if "memcpy_start_ns" in raw:
-            a, b = raw["memcpy_start_ns"], raw["memcpy_end_ns"]
-            m = keep(a, b)
+        if "memcpy_start_ns" in masks:
+            m, a, b = masks["memcpy_start_ns"], raw["memcpy_start_ns"], raw["memcpy_end_ns"]
             for d, st, en, stream, nb, pg in zip(raw["memcpy_direction"][m], a[m], b[m], raw["memcpy_stream"][m],
                                                  raw["memcpy_bytes"][m], raw["memcpy_pageable"][m]):
                 events.append({"name": f"memcpy {d}" + (" (pageable)" if pg else ""), "ph": "X", "pid": gpu_pid,
                                "tid": int(stream), "cat": "memcpy", "ts": (int(st) - t0) / 1e3,
                                "dur": (int(en) - int(st)) / 1e3, "args": {"bytes": int(nb)}})
-        if "event_start_ns" in raw:
-            a, b = raw["event_start_ns"], raw["event_end_ns"]
-            m = keep(a, b)
+        if "event_start_ns" in masks:
+            m, a, b = masks["event_start_ns"], raw["event_start_ns"], raw["event_end_ns"]
             for ph, st, en in zip(raw["event_phase"][m], a[m], b[m]):
                 events.append({"name": f"{names.get(int(ph), ph)} (GPU)", "ph": "X", "pid": gpu_pid, "tid": 0,
                                "cat": "gpu", "ts": (int(st) - t0) / 1e3, "dur": (int(en) - int(st)) / 1e3})
+    # windowed: some step of some process has no intervals in the trace (its step event is there).
     return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"producer": "perfcore", "windowed": windowed, "clock": "CLOCK_MONOTONIC",
-                          "origin_ns": t0}}
+            "otherData": {"producer": "perfcore", "windowed": any(a["steps_without_intervals"] for a in about),
+                          "clock": "CLOCK_MONOTONIC", "origin_ns": t0, "processes": about}}
 
 
-def write_trace(path: Path, parts: list[dict[str, Any]], max_events: int = MAX_EVENTS) -> dict[str, Any]:
-    doc = build_trace(parts, max_events)
+def write_trace(path: Path, parts: list[dict[str, Any]], max_events: int = MAX_EVENTS,
+                max_step_events: int = MAX_STEP_EVENTS) -> dict[str, Any]:
+    doc = build_trace(parts, max_events, max_step_events)
     from perfcore.report import jsonio
 
     jsonio.write_text(Path(path), json.dumps(doc, separators=(",", ":")))

@@ -66,6 +66,11 @@ def _verdict_cell(c: dict[str, Any]) -> str:
     return "  healthy" if c.get("verdict_level") == "healthy" else f"  {c['verdict']} ({c.get('verdict_level')})"
 
 
+def _int(v):
+    """A table column holding None and ints comes back as floats (2.0): print the int."""
+    return int(v) if isinstance(v, float) and v == v else v
+
+
 def render_sweep(doc: dict[str, Any]) -> str:
     lines = [f"sweep of {doc['workload']}: {len(doc['configs'])} configurations in {doc['elapsed_s']:.0f} s",
              f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step':>9} {'samples/s':>10} {'busy %':>7}"
@@ -78,14 +83,20 @@ def render_sweep(doc: dict[str, Any]) -> str:
         busy = "" if failed or c["busy_mean"] is None else f"{100 * c['busy_mean']:.0f}"
         rate = "-" if failed or c["samples_per_s"] is None else f"{c['samples_per_s']:.0f}"
         lines.append(f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
-                     f"{str(c['prefetch_factor'] if c['num_workers'] else '-'):>8} {step:>9} {rate:>10} "
-                     f"{busy:>7}" + (f"  {c['error'][:80]}" if failed and c.get("error") else _verdict_cell(c)))
+                     f"{str(_int(c['prefetch_factor']) if c['num_workers'] else '-'):>8} {step:>9} {rate:>10} "
+                     f"{busy:>7}" + (f"  {c['error'][:80]}" if failed and c.get("error") else _verdict_cell(c))
+                     + (f"  replaced: {c['replaced']}" if c.get("replaced") else ""))
     b = doc["best"]
     if b is None:
         lines.append("best: none (no configuration measured fine)")
     else:
-        lines.append(f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']} "
-                     f"prefetch_factor={b['prefetch_factor']} -> {b['samples_per_s']:.0f} samples/s")
+        # prefetch_factor means nothing without workers: not printed for a 0-worker configuration.
+        lines.append(f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']}"
+                     + (f" prefetch_factor={_int(b['prefetch_factor'])}" if b['num_workers'] else "")
+                     + f" -> {b['samples_per_s']:.0f} samples/s"
+                     + (f" (replaced: {b['replaced']})" if b.get("replaced") else ""))
+    if doc.get("kept"):
+        lines.append("kept as the script sets them: " + " ".join(f"{k}={v}" for k, v in doc["kept"].items()))
     for k in doc["knees"]:
         lines.append(f"  {k}")
     return "\n".join(lines)

@@ -222,7 +222,8 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
         out.append(f"GPU/host clock drift during the run: {cap['clock_drift_ns'] / 1e3:.1f} us")
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
-        out.append(f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else ""))
+        out.append(f"partial results: the script {ex['sentence']}" if ex.get("sentence") else
+                   f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else ""))
     if doc.get("checkpoint"):
         out.append(f"these results are the last checkpoint ({doc['checkpoint'].get('steps', '?')} steps): "
                    "the script did not finish writing its own")

@@ -62,7 +62,8 @@ def render_text(doc: dict[str, Any]) -> str:
     for c in doc["verdict"].get("causes", [])[1:]:
         lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
     if doc.get("step_source"):
-        lines.append(f"  steps counted at: {doc['step_source']}")
+        lines.append(f"  steps counted at: {doc['step_source']}"
+                     + (f"; {doc['step_source_note']}" if doc.get("step_source_note") else ""))
     for r in doc["recommendations"]:
         lines.append(f"  - {r['text']}")
         lines.append(f"    evidence: {r['evidence']}" + (f"; try: {r['test']}" if r.get("test") else ""))
@@ -120,8 +121,10 @@ def render_text(doc: dict[str, Any]) -> str:
     lines += _startup(doc)
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
-        lines += ["", f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else "")]
-    lines += _outcome(doc)
+        lines += ["", f"partial results: the script {ex['sentence']}" if ex.get("sentence") else
+                  f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else "")]
+    if not (ex.get("sentence") and ex.get("reason") not in ("finished", "steps reached")):
+        lines += _outcome(doc)  # else the partial-results line already gave the exit code
     for note in doc.get("notes", []):
         lines.append(f"note: {note}")
     o = doc.get("overhead") or {}

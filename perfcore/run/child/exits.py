@@ -23,6 +23,7 @@ def install_exit_hooks(inst) -> None:
         prev_hook(tp, value, tb)
 
     sys.excepthook = excepthook
+    _note_usage_errors(inst)
     orig_exit = os._exit
 
     def _exit(code):
@@ -40,6 +41,22 @@ def install_exit_hooks(inst) -> None:
             raise SystemExit(128 + signum)
 
         signal.signal(signal.SIGTERM, on_term)
+
+
+def _note_usage_errors(inst) -> None:
+    """argparse's message for an exit 2 (the script's own usage error), kept so the parent can quote
+    it: it went to the terminal, which perfcore does not read."""
+    import argparse
+
+    inst.usage_error = None
+    orig = argparse.ArgumentParser.error
+
+    def error(parser, message):
+        inst.usage_error = f"{parser.prog}: error: {message}"[:300]
+        return orig(parser, message)
+
+    error.__wrapped__ = orig
+    argparse.ArgumentParser.error = error
 
 
 def die_of_sigint() -> None:

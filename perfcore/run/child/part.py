@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from perfcore.recording.engine import detail_steps
 from perfcore.report import jsonio
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
 from perfcore.run.protocol import WORKERS, part_dir, part_key
@@ -48,7 +49,8 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
         "host": socket.gethostname(),
         "argv": list(sys.argv),
-        "exit": {"reason": inst.exit_reason, "exception": inst.exception},
+        "exit": {"reason": inst.exit_reason, "exception": inst.exception,
+                 "usage_error": getattr(inst, "usage_error", None)},
         "step_source": source,
         "step_source_text": DESCRIBE.get(source or "", "none"),
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
@@ -182,6 +184,11 @@ def _write_trace(timer, full, part) -> None:
         "phase_ids": np.array(list(names), dtype=np.int32), "phase_names": np.array(list(names.values()), dtype=str),
         "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
     }
+    # Which steps those intervals cover, and the cap that bounded them (the trace says so).
+    kept = detail_steps(timer.engine)
+    raw.update(detail_through=np.int64(kept["through"]), detail_settled=np.int64(kept["settled"]),
+               detail_window=np.array(kept["window"], dtype=np.int64), detail_cap_steps=np.int64(kept["cap_steps"]),
+               detail_cap_rows=np.int64(kept["cap_rows"]))
     k, c, ev = detail["kernels"], detail["copies"], detail["events"]
     if len(k):
         raw.update(kernel_start_ns=k["start_ns"].to_numpy(), kernel_end_ns=k["end_ns"].to_numpy(),

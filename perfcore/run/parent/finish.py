@@ -97,7 +97,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
                interference: dict[str, list] | None = None) -> dict[str, Any]:
     """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
     (with the script's exit code) only when the script failed and there is nothing to report."""
-    from perfcore.run.parent.outcome import describe_exit
+    from perfcore.run.parent.outcome import before_first_step, describe_exit, exit_sentence, step_source_note
 
     parts = _read_parts(out) if parts is None else parts
     measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
@@ -113,6 +113,10 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         if rc != 0 and not parts and outcome["signal"]:
             raise RunFailed(f"the command {outcome['sentence']}; a process killed so cannot write its results, "
                             "so perfcore has none from it", exit_code=rc)
+        looked = {k: v for k, v in (doc.get("seen") or {}).items() if k in ("forward", "backward", "batch_all")}
+        if rc != 0 and not any(looked.values()):
+            # Nothing looked like a step: how it ended is the whole story (step-source advice cannot help).
+            raise RunFailed(before_first_step(rc, doc.get("exit") or {}), exit_code=rc)
         if rc != 0:
             raise RunFailed(f"the command {outcome['sentence']} before perfcore saw a training step ({seen})",
                             exit_code=rc)
@@ -132,6 +136,10 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     doc["command"] = cmd
     doc["exit_code"] = rc
     doc["outcome"] = outcome
+    if doc.get("exit"):
+        doc["exit"] = {**doc["exit"], "sentence": exit_sentence(doc["exit"], outcome)}
+    if step_source_note(doc):
+        doc["step_source_note"] = step_source_note(doc)
     focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one
     if len(parts) > 1 or doc.get("world_size"):
         from perfcore.analysis.ranks import clock_offsets, merge_ranks

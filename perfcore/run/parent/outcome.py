@@ -5,7 +5,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-__all__ = ["oom_kills", "describe_exit", "signal_name", "no_step_fields", "STEP_HEADER"]
+__all__ = ["oom_kills", "describe_exit", "signal_name", "no_step_fields", "STEP_HEADER", "exit_sentence",
+           "before_first_step", "step_source_note"]
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 # steps.csv of a run that saw no step: the columns, no rows.
@@ -65,6 +66,51 @@ def describe_exit(rc: int, child_reason: str | None, oom_before: int | None = No
         out["reason"] = "exited"
         out["sentence"] = f"exited with {rc}"
     return out
+
+
+def exit_sentence(exit: dict[str, Any], outcome: dict[str, Any]) -> str:
+    """The script's own end as the child saw it, with the code the parent got: "was interrupted
+    (Ctrl-C, exit 130)", "crashed (ValueError: bad shape; exit 1)". An empty message says nothing,
+    so a bare KeyboardInterrupt reads as Ctrl-C, never "(KeyboardInterrupt: )"."""
+    reason, exc = exit.get("reason") or "exited", (exit.get("exception") or "").strip()
+    name, _, msg = exc.partition(":")
+    msg = msg.strip()
+    code = f"exit {outcome['code']}" if outcome.get("code") else ""
+    if reason == "interrupted":
+        head, detail = "was interrupted", "Ctrl-C" + (f": {msg}" if name == "KeyboardInterrupt" and msg else "")
+    elif reason == "terminated":
+        head, detail = "was terminated", "SIGTERM"
+    else:
+        head, detail = reason, (exc if msg else name)
+    # "Ctrl-C, exit 130" as describe_exit words it; a message and the code apart: "ValueError: x; exit 1".
+    inner = (", " if reason in ("interrupted", "terminated") else "; ").join(x for x in (detail, code) if x)
+    return f"{head} ({inner})" if inner else head
+
+
+def before_first_step(rc: int, exit: dict[str, Any]) -> str:
+    """One line for a script that failed before anything looked like a step: no step-source advice,
+    which cannot help it. Exit 2 is a usage error by convention: argparse's message is quoted, and
+    the words say it is the script's own, not perfcore's."""
+    if rc == 2:
+        usage = exit.get("usage_error")
+        return ("the script exited 2 before its first step (its own usage error: "
+                + (f"{usage})" if usage else "exit 2 by convention; its message is above)"))
+    exc = (exit.get("exception") or "").strip()
+    if exit.get("reason") == "interrupted":
+        return f"the script was interrupted (Ctrl-C, exit {rc}) before its first step"
+    return f"the script exited {rc} before its first step" + (f" ({exc})" if exc else "")
+
+
+def step_source_note(doc: dict[str, Any]) -> str | None:
+    """What a row is when the clock optimizer is one of several (a GAN's D and G): a step ends at the
+    first optimizer to step, so a row runs from that optimizer's step in one iteration to its step in
+    the next, and holds the later optimizers' updates of the iteration before."""
+    n = (doc.get("seen") or {}).get("optimizers", 0)
+    if doc.get("step_source") != "optimizer" or not isinstance(n, int) or n < 2:
+        return None
+    return (f"{n} optimizers: a step ends at the first one's step() in each iteration, so each row holds the "
+            "other optimizers' updates of the iteration before it: rows are offset by one optimizer against "
+            "the script's iterations, and their count matches")
 
 
 def no_step_fields(sentence: str) -> dict[str, Any]:

@@ -1,0 +1,139 @@
+"""trace.json holds every step of a run (up to the recording's cap), is bounded past it, says in
+otherData which steps' intervals it holds and why, and is a Perfetto/Chrome trace."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import perfcore
+import perfcore.recording.engine as recording
+from perfcore.recording.engine import detail_steps
+from perfcore.report.chrome_trace import build_trace
+
+SCRIPT = Path(__file__).parent / "scripts" / "tiny_loop.py"
+
+
+def check_perfetto(doc: dict) -> None:
+    """The JSON trace event format as Perfetto and chrome://tracing read it."""
+    assert isinstance(doc["traceEvents"], list) and doc["traceEvents"]
+    for e in doc["traceEvents"]:
+        assert e["ph"] in ("X", "M"), e
+        assert isinstance(e["pid"], int) and isinstance(e["name"], str)
+        if e["ph"] == "M":
+            assert e["name"] in ("process_name", "thread_name") and isinstance(e["args"]["name"], str)
+        else:
+            assert isinstance(e["tid"], int)
+            assert isinstance(e["ts"], (int, float)) and isinstance(e["dur"], (int, float)) and e["dur"] >= 0
+
+
+def steps_covered(doc: dict, pid: int = 1) -> set[int]:
+    """The steps (by their step event) that some host span starts inside."""
+    steps = [e for e in doc["traceEvents"] if e.get("cat") == "step" and e["pid"] == pid]
+    starts = np.sort([e["ts"] for e in doc["traceEvents"] if e.get("cat") == "host" and e["pid"] == pid])
+    out = set()
+    for e in steps:
+        lo, hi = np.searchsorted(starts, e["ts"]), np.searchsorted(starts, e["ts"] + e["dur"], side="right")
+        if hi > lo:
+            out.add(int(e["name"].split()[1]))
+    return out
+
+
+@pytest.mark.parametrize("n", [50, 235])
+def test_perfcore_run_puts_every_step_in_the_trace(tmp_path, n):
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out), "--",
+                        sys.executable, str(SCRIPT), str(n)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads((out / "trace.json").read_text())
+    check_perfetto(doc)
+    steps = [e for e in doc["traceEvents"] if e.get("cat") == "step"]
+    assert sorted(int(e["name"].split()[1]) for e in steps) == list(range(n))
+    # Each step has its phases: forward, backward and optimizer spans start inside every one.
+    assert steps_covered(doc) == set(range(n))
+    for phase in ("forward", "backward", "optimizer"):
+        assert sum(e["name"] == phase for e in doc["traceEvents"]) >= n
+    od = doc["otherData"]
+    assert od["windowed"] is False
+    assert od["processes"][0]["steps_with_intervals"] == [[0, n - 1]]
+    assert od["processes"][0]["step_track"] == "every step"
+
+
+def _timer_parts(steps: int) -> list[dict]:
+    timer = perfcore.StepTimer(device="cpu", warmup=2)
+    for _ in timer.load(range(steps)):
+        with timer.compute():
+            pass
+        timer.step()
+    table = timer.summary()
+    full = timer.engine.step_table()
+    spans = timer.engine.trace_tables()["spans"]
+    names = timer.engine.phase_names()
+    kept = detail_steps(timer.engine)
+    raw = {"span_phase": spans["phase_id"].to_numpy(), "span_start_ns": spans["start_ns"].to_numpy(),
+           "span_end_ns": spans["end_ns"].to_numpy(), "span_thread": spans["thread_id"].to_numpy(),
+           "span_step": spans["step"].to_numpy(), "phase_ids": np.array(list(names), dtype=np.int32),
+           "phase_names": np.array(list(names.values()), dtype=str),
+           "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
+           "detail_through": np.int64(kept["through"]), "detail_settled": np.int64(kept["settled"]),
+           "detail_window": np.array(kept["window"], dtype=np.int64),
+           "detail_cap_steps": np.int64(kept["cap_steps"]), "detail_cap_rows": np.int64(kept["cap_rows"])}
+    return [{"label": "pid 1", "pid": 1, "raw": raw, "steps": table}]
+
+
+def test_a_long_run_is_binned_and_says_which_steps_have_intervals(monkeypatch):
+    from perfcore.analysis import detail
+
+    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle every COMPACT_EVERY steps
+    monkeypatch.setattr(detail, "DETAIL_STEPS", 1500)
+    n = 6000
+    parts = _timer_parts(n)
+    doc = build_trace(parts, max_step_events=1000)
+    check_perfetto(doc)
+    ev = doc["traceEvents"]
+    bins = [e for e in ev if e.get("cat") == "steps"]
+    assert len(bins) == 1000 and sum(e["args"]["steps"] for e in bins) == n
+    assert bins[0]["name"] == "steps 0-5" and bins[-1]["name"] == f"steps {n - 6}-{n - 1}"
+    # A bin's mean is the mean of its steps.
+    table = parts[0]["steps"]
+    assert bins[7]["args"]["mean_wall_ms"] == pytest.approx(table["wall_ms"].iloc[42:48].mean(), abs=1e-3)
+    about = doc["otherData"]["processes"][0]
+    assert doc["otherData"]["windowed"] is True and about["steps"] == n
+    assert about["steps_with_intervals"][0] == [0, 1499]
+    kept = sum(b - a + 1 for a, b in about["steps_with_intervals"])
+    assert 1500 < kept <= 1500 + 3 and about["steps_without_intervals"] == n - kept
+    assert [n - 1, n - 1] in about["steps_with_intervals"]
+    assert "first 1500 steps" in about["why"] and "the cap: 1500 steps" in about["why"]
+    assert "bins of 6 consecutive steps" in about["step_track"]
+    # Each step with intervals has its own event; its spans are in the trace, no one else's.
+    singles = {int(e["name"].split()[1]) for e in ev if e.get("cat") == "step"}
+    assert len(singles) == kept and steps_covered(doc) == singles
+
+
+def test_past_max_events_the_trace_keeps_the_first_steps_and_says_so():
+    n = 400
+    parts = _timer_parts(n)  # 2 spans a step (load, compute) and the last fetch
+    doc = build_trace(parts, max_events=300)
+    check_perfetto(doc)
+    host = [e for e in doc["traceEvents"] if e.get("cat") == "host"]
+    assert len(host) <= 300
+    about = doc["otherData"]["processes"][0]
+    assert doc["otherData"]["windowed"] is True
+    first = about["steps_with_intervals"][0]
+    assert first[0] == 0 and 140 <= first[1] < 150  # the window's steps take their share of the budget
+    assert "at most 300 intervals" in about["why"]
+    # Every step still has its step event (under the cap): only the intervals are trimmed.
+    assert sum(e.get("cat") == "step" for e in doc["traceEvents"]) == n
+
+
+def test_a_short_run_without_recorded_coverage_is_inferred_from_its_intervals():
+    parts = _timer_parts(30)
+    for k in [k for k in parts[0]["raw"] if k.startswith("detail_")]:
+        del parts[0]["raw"][k]  # a part written before the coverage was recorded
+    doc = build_trace(parts)
+    assert doc["otherData"]["processes"][0]["steps_with_intervals"] == [[0, 29]]
+    assert doc["otherData"]["windowed"] is False

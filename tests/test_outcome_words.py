@@ -1,0 +1,59 @@
+"""How a script's end reads: a bare Ctrl-C, the script's own usage error (exit 2) told apart from
+perfcore's, and what a row is when a GAN's two optimizers step in one iteration."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from perfcore.run.parent.outcome import before_first_step, exit_sentence, step_source_note
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def run(tmp_path, *args):
+    return subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(tmp_path / "r"), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_exit_sentences():
+    assert exit_sentence({"reason": "interrupted", "exception": "KeyboardInterrupt: "}, {"code": 130}) \
+        == "was interrupted (Ctrl-C, exit 130)"
+    assert exit_sentence({"reason": "interrupted", "exception": "KeyboardInterrupt: stop"}, {"code": 130}) \
+        == "was interrupted (Ctrl-C: stop, exit 130)"
+    assert exit_sentence({"reason": "crashed", "exception": "ValueError: bad shape"}, {"code": 1}) \
+        == "crashed (ValueError: bad shape; exit 1)"
+    assert exit_sentence({"reason": "crashed", "exception": "RuntimeError: "}, {"code": 1}) == "crashed (RuntimeError; exit 1)"
+    assert before_first_step(2, {}) == ("the script exited 2 before its first step (its own usage error: exit 2 by "
+                                        "convention; its message is above)")
+    assert before_first_step(1, {"exception": "ImportError: x"}) == "the script exited 1 before its first step (ImportError: x)"
+    assert step_source_note({"step_source": "optimizer", "seen": {"optimizers": 1}}) is None
+    assert step_source_note({"step_source": "backward", "seen": {"optimizers": 2}}) is None
+
+
+def test_a_bare_ctrl_c_reads_as_ctrl_c(tmp_path):
+    p = run(tmp_path, "--", sys.executable, str(SCRIPTS / "ctrl_c.py"))
+    assert p.returncode == 130, p.stderr[-2000:]
+    assert "partial results: the script was interrupted (Ctrl-C, exit 130)" in p.stdout
+    assert "KeyboardInterrupt: )" not in p.stdout and p.stdout.count("interrupted") == 1
+
+
+def test_the_scripts_usage_error_is_one_line_and_not_perfcores(tmp_path):
+    p = run(tmp_path, "--", sys.executable, str(SCRIPTS / "usage_error.py"))
+    assert p.returncode == 2
+    ours = [line for line in p.stderr.splitlines() if line.startswith("perfcore")]
+    assert ours == ["perfcore: error: the script exited 2 before its first step (its own usage error: "
+                    "usage_error.py: error: the following arguments are required: --lr)"], p.stderr
+    # perfcore's own usage error, also exit 2, names perfcore's command and never "the script".
+    q = run(tmp_path / "q", "--steps", "many", "--", sys.executable, str(SCRIPTS / "usage_error.py"))
+    assert q.returncode == 2 and q.stderr.startswith("perfcore run: error:") and "the script" not in q.stderr
+
+
+def test_a_gan_row_is_documented_as_offset_by_one_optimizer(tmp_path):
+    p = run(tmp_path, "--warmup", "1", "--", sys.executable, str(SCRIPTS / "gan.py"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    import json
+
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["step_source"] == "optimizer" and doc["step_source_note"].startswith("2 optimizers: a step ends")
+    assert f"steps counted at: optimizer; {doc['step_source_note']}" in p.stdout
