@@ -58,7 +58,7 @@ def describe_exit(rc: int, child_reason: str | None, oom_before: int | None = No
     elif child_reason == "interrupted":
         out["sentence"] = f"was interrupted (Ctrl-C, exit {rc})"
     elif child_reason == "terminated":
-        out["sentence"] = f"was terminated (SIGTERM, exit {rc})"
+        out["sentence"] = f"was terminated ({signal_name(rc - 128) if rc > 128 else 'SIGTERM'}, exit {rc})"
     elif child_reason == "crashed":
         out["sentence"] = f"crashed (exit {rc})"
     else:
