@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from perfcore.cli.shared import EXIT_FAILURE, Number, Results, results, version
+from perfcore.cli.shared import EXIT_FAILURE, Number, Results, UserPath, results, version
 
 __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
 
 
 @click.command("report")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_dir", type=UserPath(exists=True, file_okay=False))
 @click.option("--html", "html", is_flag=True, help="Also rewrite the folder's report.html.")
 @results("report", out=False)
 def report_cmd(res: Results, run_dir, html) -> None:
@@ -34,8 +34,8 @@ def report_cmd(res: Results, run_dir, html) -> None:
 
 
 @click.command("compare")
-@click.argument("run_a", type=click.Path(exists=True, file_okay=False))
-@click.argument("run_b", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_a", type=UserPath(exists=True, file_okay=False))
+@click.argument("run_b", type=UserPath(exists=True, file_okay=False))
 @click.option("--fail-above", type=Number(float), default=None,
               help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).")
 @results("compare", out=False)
@@ -57,7 +57,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above) -> None:
 
 
 @click.command("merge")
-@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("dirs", nargs=-1, required=True, type=UserPath(exists=True, file_okay=False))
 @results("merge")
 def merge_cmd(res: Results, dirs) -> None:
     """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."""

@@ -17,7 +17,7 @@ import click
 
 from perfcore.errors import PerfcoreError
 
-__all__ = ["PerfcoreGroup", "Number", "Duration", "ListOf", "COUNT", "NONNEG", "Results", "results",
+__all__ = ["PerfcoreGroup", "UserPath", "Number", "Duration", "ListOf", "COUNT", "NONNEG", "Results", "results",
            "folder_report", "steps_option", "warmup_option", "check_writable", "write_json", "Progress",
            "TargetCommand", "target_command", "target_arg", "load_target", "one_line", "debug_on", "version",
            "EXIT_FAILURE", "EXIT_USAGE", "EXIT_NO_DEVICE", "EXIT_INTERRUPTED"]
@@ -194,6 +194,17 @@ class ListOf(click.ParamType):
             self.fail(f"{self.what} {e.message}", param, ctx)
 
 
+class UserPath(click.Path):
+    """A path the user typed, with `~` expanded: bash leaves it as is after `=` (`--out=~/runs`) and in
+    quotes, and a folder named `~` in the working directory is never what was meant. Every path a
+    command takes goes through this one rule, so the parts, the reader and the finisher agree."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value != "-":
+            value = os.path.expanduser(value)
+        return super().convert(value, param, ctx)
+
+
 # ---- the options every command shares, defined once
 
 class Results:
@@ -239,10 +250,10 @@ def results(kind: str, out: bool = True):
             return f(Results(kind, out, json_path, quiet), *args, **kw)
 
         wrapper = click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")(wrapper)
-        wrapper = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+        wrapper = click.option("--json", "json_path", type=UserPath(dir_okay=False, allow_dash=True), default=None,
                                help="Also write the result as JSON to PATH ('-' for stdout).")(wrapper)
         if out:
-            wrapper = click.option("--out", type=click.Path(file_okay=False), default=None,
+            wrapper = click.option("--out", type=UserPath(file_okay=False), default=None,
                                    help=f"Folder for the results (default ./perfcore-runs/{kind}-<time>-<id>; "
                                         "an existing folder that is not empty is left as it is and a new "
                                         "subfolder is used).")(wrapper)
