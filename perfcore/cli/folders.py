@@ -21,16 +21,36 @@ def report_cmd(res: Results, run_dir, html) -> None:
     from perfcore.report.reader import load_run
     from perfcore.report.terminal import render_text
 
-    doc, steps = load_run(Path(run_dir))
-    res.echo(render_text(doc))
-    plotted = len(steps) > 0  # a run that saw no step has nothing to plot
-    if plotted:
-        plot_breakdown(steps, Path(run_dir) / "breakdown.png", title=doc["verdict"]["summary"])
-    if html:
-        from perfcore.report.html import write_report
+    from perfcore.errors import ResultWriteError
 
-        write_report(Path(run_dir), doc, steps)
-    res.done(doc, ["breakdown.png"] * plotted + (["report.html"] if html else []), Path(run_dir))
+    folder = Path(run_dir)
+    if not (folder / "run.json").exists():
+        from perfcore.run.parent.finish import finish_unfinished
+
+        # perfcore was stopped before it wrote run.json; the parts hold what it needs to.
+        finish_unfinished(folder)
+        click.echo(f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote",
+                   err=True)
+    doc, steps = load_run(folder)
+    res.echo(render_text(doc))
+    written = []
+    try:
+        if len(steps) > 0:  # a run that saw no step has nothing to plot
+            plot_breakdown(steps, folder / "breakdown.png", title=doc["verdict"]["summary"])
+            written.append("breakdown.png")
+        if html:
+            from perfcore.report.html import write_report
+
+            write_report(folder, doc, steps)
+            written.append("report.html")
+    except ResultWriteError as e:
+        # The report is shown; only the refreshed files could not be saved (a read-only copy).
+        # jsonio's advice (free space, choose --out) is for a run; here the folder just cannot be changed.
+        click.echo(f"perfcore report: the report is above, but its files were not rewritten: "
+                   f"{str(e).split(';')[0]}", err=True)
+        res.done(doc)
+        return
+    res.done(doc, written, folder)
 
 
 @click.command("compare")

@@ -123,6 +123,9 @@ def _bad(path: Path, problem: str, exit_code: int, fix: str = "") -> BadResultFi
 def read_json(path: Path, kind: str, *, exit_code: int = 2) -> dict[str, Any]:
     """A perfcore document of `kind` (e.g. "perfcore.run"), checked for presence, syntax, kind and version."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        # A FIFO or a device would block the read, or never end it.
+        raise _bad(path, "is not a regular file", exit_code)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -219,6 +222,9 @@ def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
     if not folder.is_dir():
         raise BadResultFile(folder, "is not a folder", exit_code=exit_code)
     if not (folder / "run.json").exists():
+        if (folder / "parts").is_dir():
+            raise BadResultFile(folder, "holds a run that was not finished (no run.json, but the parts its "
+                                "processes wrote)", f"perfcore report {folder} finishes it", exit_code=exit_code)
         raise BadResultFile(folder, "is not a perfcore run folder (no run.json)", exit_code=exit_code)
     doc = check_run_doc(read_json(folder / "run.json", "perfcore.run", exit_code=exit_code),
                         folder / "run.json", exit_code=exit_code)
