@@ -8,6 +8,7 @@ import functools
 import importlib
 import os
 import sys
+import time
 import traceback
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -195,14 +196,11 @@ class ListOf(click.ParamType):
 
 
 class UserPath(click.Path):
-    """A path the user typed, with `~` expanded: bash leaves it as is after `=` (`--out=~/runs`) and in
-    quotes, and a folder named `~` in the working directory is never what was meant. Every path a
-    command takes goes through this one rule, so the parts, the reader and the finisher agree."""
+    """A path as typed, `~` expanded (bash leaves it after `=` and in quotes; a folder `~` in the working
+    directory is never meant): every path a command takes, so parts, reader and finisher agree."""
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and value != "-":
-            value = os.path.expanduser(value)
-        return super().convert(value, param, ctx)
+        return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
 
 
 # ---- the options every command shares, defined once
@@ -323,8 +321,6 @@ class Progress:
     """Steps and ETA on stderr: one rewritten line on a terminal, a line per stage elsewhere; nothing when quiet."""
 
     def __init__(self, label: str = "", quiet: bool = False):
-        import time
-
         self.tty = sys.stderr.isatty()
         self.quiet = quiet
         self.label = label
@@ -333,16 +329,12 @@ class Progress:
         self._last = -1.0
 
     def stage(self, name: str) -> None:
-        import time
-
         self.label = name
         self.stage_t0 = time.perf_counter()
         if not self.tty and not self.quiet:
             click.echo(f"  {name} ...", err=True)
 
     def steps(self, done: int, total: int) -> None:
-        import time
-
         if not self.tty or self.quiet:
             return
         now = time.perf_counter()
