@@ -38,6 +38,13 @@ class Workload:
     collate_fn: Callable | None = None
     name: str = "workload"
 
+    def __post_init__(self):
+        d = self.device
+        if not hasattr(d, "type") and not (d in ("auto", "cpu", "cuda") or (isinstance(d, str) and
+                                                                           d.startswith("cuda:") and d[5:].isdigit())):
+            raise UsageError(f"Workload(device=...): {str(d)[:40]!r} is not a device; use 'auto', 'cpu', 'cuda' "
+                             "or 'cuda:N'")
+
     def loader_settings(self) -> dict[str, Any]:
         return {"batch_size": self.batch_size, "num_workers": self.num_workers, "pin_memory": self.pin_memory,
                 "prefetch_factor": self.prefetch_factor, "persistent_workers": self.persistent_workers}
