@@ -301,3 +301,31 @@ def test_fail_above_gates_a_regression_and_passes_an_equal_run(box, tmp_path):
     res = box.invoke(["compare", "--fail-above", "5", str(box.a), str(slow)])
     assert res.exit_code == 1 and "regression" in res.stderr
     assert box.invoke(["compare", "--fail-above", "5", str(box.a), str(box.a)]).exit_code == 0
+
+
+# Optional fields the report shows, of the wrong type or out of range: one line naming the field.
+BAD_FIELDS = [
+    ("outcome", [1, 2], "outcome is a list"),
+    ("memory", {"peak_bytes": "lots"}, "memory.peak_bytes is text"),
+    ("memory", {"peak_bytes": -5}, "not a count"),
+    ("overhead", {"ms_per_step": -1.0, "fraction": 0.1, "per_phase_ns": 1}, "below zero"),
+    ("exit", {"reason": 7}, "exit.reason"),
+    ("startup", {"time_to_first_step_ms": "soon", "first_step_ms": 1}, "startup.time_to_first_step_ms"),
+    ("breakdown_ms.compute", -50, "below zero"),
+    ("breakdown_fraction.load", 7, "more than the whole"),
+    ("steps", 1e30, "not a count"),
+    ("step_time_ms.mean", -3.0, "below zero"),
+]
+
+
+@pytest.mark.parametrize("key, value, says", BAD_FIELDS, ids=[f"{k}={v!r}"[:40] for k, v, _ in BAD_FIELDS])
+def test_optional_and_impossible_fields_are_refused_by_name(box, key, value, says):
+    doc = json.loads((box.a / "run.json").read_text())
+    head, _, leaf = key.partition(".")
+    if leaf:
+        doc[head][leaf] = value
+    else:
+        doc[head] = value
+    b = box.fresh_b(run_json=json.dumps(doc).encode())
+    res = box.invoke(["report", str(b)], may_write=b)
+    assert res.exit_code == 2 and says in res.stderr, res.stderr
