@@ -250,6 +250,17 @@ CATALOGUE = [
     (["env", "--json", "EMPTY"], 2, "is a directory"),
     (["nosuch"], 2, "No such command"),
     (["graph", "--steps", "-1", "demo"], 2, "--steps"),
+    # `~` and relative paths: expanded once, for every path a command takes
+    (["report", "~/no-such-perfcore-run"], 2, str(Path.home() / "no-such-perfcore-run")),
+    (["compare", "~/no-such-a", "~/no-such-b"], 2, str(Path.home() / "no-such-a")),
+    (["merge", "~/no-such-parts"], 2, str(Path.home() / "no-such-parts")),
+    (["env", "--json=~/no-such-folder/env.json"], 2, str(Path.home() / "no-such-folder")),
+    # the user's own files and folders given where perfcore expected something else
+    (["health", "WL_FILE"], 2, "needs its function"),
+    (["health", "WL_FILE:raises"], 2, "your raises() raised ValueError: my factory broke at"),
+    (["health", "WL_FILE:takes_args"], 2, "with no arguments"),
+    (["run", "--", "python", "DIR"], 2, "is a folder, not a script"),
+    (["diagnose", "--", "python", "DIR"], 2, "is a folder, not a script"),
 ]
 
 
@@ -257,7 +268,10 @@ CATALOGUE = [
 def test_catalogue_of_mistakes(box, args, code, says):
     empty = box.root / "empty"
     empty.mkdir(exist_ok=True)
-    args = [str(empty) if a == "EMPTY" else str(box.a) if a == "A" else str(box.a) if a == "B" else a for a in args]
+    wl = box.root / "my_wl.py"
+    wl.write_text("def raises():\n    raise ValueError('my factory broke')\n\n\ndef takes_args(size):\n    pass\n")
+    named = {"EMPTY": str(empty), "A": str(box.a), "B": str(box.a), "DIR": str(empty), "WL_FILE": str(wl)}
+    args = [named.get(a, a.replace("WL_FILE", str(wl))) for a in args]
     res = box.invoke(args)
     assert res.exit_code == code, (res.exit_code, res.stderr)
     assert says in res.stderr, res.stderr

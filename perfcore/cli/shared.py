@@ -152,8 +152,7 @@ class Number(click.ParamType):
             self.fail(str(e).removeprefix(": "), param, ctx)
 
 
-COUNT = Number(int, low=1, high=10**9)       # steps, repeats: at least one
-NONNEG = Number(int, low=0, high=10**9)      # warm-up steps
+COUNT, NONNEG = Number(int, low=1, high=10**9), Number(int, low=0, high=10**9)  # steps/repeats; warm-up steps
 
 
 class Duration(click.ParamType):
@@ -389,11 +388,12 @@ def load_target(words):
     """The workload (loaded) or command (checked) a triage command works on, before any folder is made."""
     from perfcore.experiments.stages import parse_target
 
+    if words and str(words[0]).endswith(".py") and os.path.isfile(words[0]):  # a workload file, no :FUNCTION
+        raise click.UsageError(f"{words[0]} needs its function, {words[0]}:FUNCTION; a script: -- python {words[0]}")
     return parse_target(words).check()
 
 
 def version() -> str:
     from perfcore import __version__
-
     return __version__
 

@@ -98,6 +98,9 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         if rc != 0 and not parts and outcome["signal"]:
             raise RunFailed(f"the command {outcome['sentence']}; a process killed so cannot write its results, "
                             "so perfcore has none from it", exit_code=rc)
+        crash = (doc.get("exit") or {}).get("exception") if outcome["reason"] == "crashed" else None
+        if crash:  # its own error, not where perfcore looks for steps, is what the user needs
+            raise RunFailed(f"the command crashed before its first step (exit {rc}): {crash}", exit_code=rc)
         if rc != 0:
             raise RunFailed(f"the command {outcome['sentence']} before perfcore saw a training step ({seen})",
                             exit_code=rc)

@@ -78,8 +78,15 @@ def check_command(cmd: list[str]) -> None:
                     i += 0 if a[k + 1:] else 1  # its value is the rest of the cluster, or the next word
                     break
             continue
+        if Path(a).is_dir():
+            hint = " (python runs a folder only through its __main__.py)" if not (Path(a) / "__main__.py").is_file() else ""
+            if hint:
+                raise UsageError(f"{a} is a folder, not a script{hint}; give the .py file to run")
+            return
         if not Path(a).is_file():
             raise UsageError(f"no such script: {a}")
+        if not os.access(a, os.R_OK):
+            raise UsageError(f"cannot read the script {a}: permission denied")
         return
 
 
