@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
+from perfcore.errors import UsageError
 from perfcore.recording.engine import BUILTIN, STEP_ON, Recording, TimedLoader
 
 __all__ = ["StepTimer", "RunResult"]
@@ -59,6 +60,9 @@ class StepTimer:
 
     def __init__(self, device: str = "auto", warmup: int = 5, kernels: bool = False, stream: Any = None,
                  step_on: str = "step", kernel_backend: str = "auto"):
+        if isinstance(warmup, bool) or not isinstance(warmup, int):
+            raise UsageError(f"StepTimer(warmup=...): {str(warmup)[:40]!r} is not a whole number of steps; "
+                             "give an int such as 5 (0 reports every step)")
         self.engine = Recording(device, warmup, kernels, stream, step_on, kernel_backend)
         # The built-in phases are attributes holding native scopes: timer.compute() returns the
         # scope itself (one C call), and `with` enters it in C.

@@ -250,6 +250,17 @@ CATALOGUE = [
     (["env", "--json", "EMPTY"], 2, "is a directory"),
     (["nosuch"], 2, "No such command"),
     (["graph", "--steps", "-1", "demo"], 2, "--steps"),
+    # `~` and relative paths: expanded once, for every path a command takes
+    (["report", "~/no-such-perfcore-run"], 2, str(Path.home() / "no-such-perfcore-run")),
+    (["compare", "~/no-such-a", "~/no-such-b"], 2, str(Path.home() / "no-such-a")),
+    (["merge", "~/no-such-parts"], 2, str(Path.home() / "no-such-parts")),
+    (["env", "--json=~/no-such-folder/env.json"], 2, str(Path.home() / "no-such-folder")),
+    # the user's own files and folders given where perfcore expected something else
+    (["health", "WL_FILE"], 2, "needs its function"),
+    (["health", "WL_FILE:raises"], 2, "your raises() raised ValueError: my factory broke at"),
+    (["health", "WL_FILE:takes_args"], 2, "with no arguments"),
+    (["run", "--", "python", "DIR"], 2, "is a folder, not a script"),
+    (["diagnose", "--", "python", "DIR"], 2, "is a folder, not a script"),
 ]
 
 
@@ -257,7 +268,10 @@ CATALOGUE = [
 def test_catalogue_of_mistakes(box, args, code, says):
     empty = box.root / "empty"
     empty.mkdir(exist_ok=True)
-    args = [str(empty) if a == "EMPTY" else str(box.a) if a == "A" else str(box.a) if a == "B" else a for a in args]
+    wl = box.root / "my_wl.py"
+    wl.write_text("def raises():\n    raise ValueError('my factory broke')\n\n\ndef takes_args(size):\n    pass\n")
+    named = {"EMPTY": str(empty), "A": str(box.a), "B": str(box.a), "DIR": str(empty), "WL_FILE": str(wl)}
+    args = [named.get(a, a.replace("WL_FILE", str(wl))) for a in args]
     res = box.invoke(args)
     assert res.exit_code == code, (res.exit_code, res.stderr)
     assert says in res.stderr, res.stderr
@@ -311,3 +325,31 @@ def test_compare_html_writes_the_side_by_side_page(box, tmp_path):
     html = page.read_text()
     assert html.startswith("<!doctype html>") or html.lower().startswith("<!doctype html>"), html[:80]
     assert str(slow) in html and "load" in html
+
+
+# Optional fields the report shows, of the wrong type or out of range: one line naming the field.
+BAD_FIELDS = [
+    ("outcome", [1, 2], "outcome is a list"),
+    ("memory", {"peak_bytes": "lots"}, "memory.peak_bytes is text"),
+    ("memory", {"peak_bytes": -5}, "not a count"),
+    ("overhead", {"ms_per_step": -1.0, "fraction": 0.1, "per_phase_ns": 1}, "below zero"),
+    ("exit", {"reason": 7}, "exit.reason"),
+    ("startup", {"time_to_first_step_ms": "soon", "first_step_ms": 1}, "startup.time_to_first_step_ms"),
+    ("breakdown_ms.compute", -50, "below zero"),
+    ("breakdown_fraction.load", 7, "more than the whole"),
+    ("steps", 1e30, "not a count"),
+    ("step_time_ms.mean", -3.0, "below zero"),
+]
+
+
+@pytest.mark.parametrize("key, value, says", BAD_FIELDS, ids=[f"{k}={v!r}"[:40] for k, v, _ in BAD_FIELDS])
+def test_optional_and_impossible_fields_are_refused_by_name(box, key, value, says):
+    doc = json.loads((box.a / "run.json").read_text())
+    head, _, leaf = key.partition(".")
+    if leaf:
+        doc[head][leaf] = value
+    else:
+        doc[head] = value
+    b = box.fresh_b(run_json=json.dumps(doc).encode())
+    res = box.invoke(["report", str(b)], may_write=b)
+    assert res.exit_code == 2 and says in res.stderr, res.stderr

@@ -38,3 +38,21 @@ def test_cell_is_instrumented_in_process_and_stops_at_steps():
     assert doc["seen"] == 7  # the cell stopped right after the 8th optimizer step (2 warm-up + 6)
     assert doc["html"] and doc["steps2"] == 3 and doc["seen2"] == 3  # a fresh timer for the second cell
     assert doc["host"] >= 1.5  # the untimed 2 ms sleep is host time
+
+
+def test_the_magic_answers_help_and_a_cell_without_a_step_in_one_line():
+    code = textwrap.dedent('''
+        from IPython.testing.globalipapp import start_ipython
+        ip = start_ipython()
+        ip.run_line_magic("load_ext", "perfcore")
+        ip.run_cell_magic("perfcore", "--help", "x = 1")
+        print("AFTER-HELP")
+        ip.run_cell_magic("perfcore", "--steps 3", "y = 2")
+        print("AFTER-NOSTEP")
+    ''')
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "--steps" in p.stdout.split("AFTER-HELP")[0] and "unrecognized" not in p.stdout + p.stderr
+    assert "AFTER-NOSTEP" in p.stdout and "Traceback" not in p.stdout + p.stderr, p.stdout + p.stderr
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("perfcore")]
+    assert "ran no training step" in line

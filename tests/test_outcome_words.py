@@ -26,7 +26,7 @@ def test_exit_sentences():
     assert exit_sentence({"reason": "crashed", "exception": "RuntimeError: "}, {"code": 1}) == "crashed (RuntimeError; exit 1)"
     assert before_first_step(2, {}) == ("the script exited 2 before its first step (its own usage error: exit 2 by "
                                         "convention; its message is above)")
-    assert before_first_step(1, {"exception": "ImportError: x"}) == "the script exited 1 before its first step (ImportError: x)"
+    assert before_first_step(1, {"exception": "ImportError: x"}) == "the script crashed before its first step (exit 1): ImportError: x"
     assert step_source_note({"step_source": "optimizer", "seen": {"optimizers": 1}}) is None
     assert step_source_note({"step_source": "backward", "seen": {"optimizers": 2}}) is None
 

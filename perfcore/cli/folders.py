@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from perfcore.cli.shared import EXIT_FAILURE, Number, Results, results, version
+from perfcore.cli.shared import EXIT_FAILURE, Number, Results, UserPath, results, version
 
 __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
 
 
 @click.command("report")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_dir", type=UserPath(exists=True, file_okay=False))
 @click.option("--html", "html", is_flag=True, help="Also rewrite the folder's report.html.")
 @results("report", out=False)
 def report_cmd(res: Results, run_dir, html) -> None:
@@ -21,21 +21,41 @@ def report_cmd(res: Results, run_dir, html) -> None:
     from perfcore.report.reader import load_run
     from perfcore.report.terminal import render_text
 
-    doc, steps = load_run(Path(run_dir))
-    res.echo(render_text(doc))
-    plotted = len(steps) > 0  # a run that saw no step has nothing to plot
-    if plotted:
-        plot_breakdown(steps, Path(run_dir) / "breakdown.png", title=doc["verdict"]["summary"])
-    if html:
-        from perfcore.report.html import write_report
+    from perfcore.errors import ResultWriteError
 
-        write_report(Path(run_dir), doc, steps)
-    res.done(doc, ["breakdown.png"] * plotted + (["report.html"] if html else []), Path(run_dir))
+    folder = Path(run_dir)
+    if not (folder / "run.json").exists():
+        from perfcore.run.parent.finish import finish_unfinished
+
+        # perfcore was stopped before it wrote run.json; the parts hold what it needs to.
+        finish_unfinished(folder)
+        click.echo(f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote",
+                   err=True)
+    doc, steps = load_run(folder)
+    res.echo(render_text(doc))
+    written = []
+    try:
+        if len(steps) > 0:  # a run that saw no step has nothing to plot
+            plot_breakdown(steps, folder / "breakdown.png", title=doc["verdict"]["summary"])
+            written.append("breakdown.png")
+        if html:
+            from perfcore.report.html import write_report
+
+            write_report(folder, doc, steps)
+            written.append("report.html")
+    except ResultWriteError as e:
+        # The report is shown; only the refreshed files could not be saved (a read-only copy).
+        # jsonio's advice (free space, choose --out) is for a run; here the folder just cannot be changed.
+        click.echo(f"perfcore report: the report is above, but its files were not rewritten: "
+                   f"{str(e).split(';')[0]}", err=True)
+        res.done(doc)
+        return
+    res.done(doc, written, folder)
 
 
 @click.command("compare")
-@click.argument("run_a", type=click.Path(exists=True, file_okay=False))
-@click.argument("run_b", type=click.Path(exists=True, file_okay=False))
+@click.argument("run_a", type=UserPath(exists=True, file_okay=False))
+@click.argument("run_b", type=UserPath(exists=True, file_okay=False))
 @click.option("--fail-above", type=Number(float), default=None,
               help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
@@ -64,7 +84,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
 
 
 @click.command("merge")
-@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("dirs", nargs=-1, required=True, type=UserPath(exists=True, file_okay=False))
 @results("merge")
 def merge_cmd(res: Results, dirs) -> None:
     """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."""

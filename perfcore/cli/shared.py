@@ -8,6 +8,7 @@ import functools
 import importlib
 import os
 import sys
+import time
 import traceback
 from collections.abc import MutableMapping
 from pathlib import Path
@@ -17,7 +18,7 @@ import click
 
 from perfcore.errors import PerfcoreError
 
-__all__ = ["PerfcoreGroup", "Number", "Duration", "ListOf", "COUNT", "NONNEG", "Results", "results",
+__all__ = ["PerfcoreGroup", "UserPath", "Number", "Duration", "ListOf", "COUNT", "NONNEG", "Results", "results",
            "folder_report", "steps_option", "warmup_option", "check_writable", "write_json", "Progress",
            "TargetCommand", "target_command", "target_arg", "load_target", "one_line", "debug_on", "version",
            "EXIT_FAILURE", "EXIT_USAGE", "EXIT_NO_DEVICE", "EXIT_INTERRUPTED"]
@@ -151,8 +152,7 @@ class Number(click.ParamType):
             self.fail(str(e).removeprefix(": "), param, ctx)
 
 
-COUNT = Number(int, low=1, high=10**9)       # steps, repeats: at least one
-NONNEG = Number(int, low=0, high=10**9)      # warm-up steps
+COUNT, NONNEG = Number(int, low=1, high=10**9), Number(int, low=0, high=10**9)  # steps/repeats; warm-up steps
 
 
 class Duration(click.ParamType):
@@ -192,6 +192,14 @@ class ListOf(click.ParamType):
             return [self.item.convert(w, param, ctx) for w in words]
         except click.BadParameter as e:
             self.fail(f"{self.what} {e.message}", param, ctx)
+
+
+class UserPath(click.Path):
+    """A path as typed, `~` expanded (bash leaves it after `=` and in quotes; a folder `~` in the working
+    directory is never meant): every path a command takes, so parts, reader and finisher agree."""
+
+    def convert(self, value, param, ctx):
+        return super().convert(os.path.expanduser(value) if isinstance(value, str) else value, param, ctx)
 
 
 # ---- the options every command shares, defined once
@@ -239,10 +247,10 @@ def results(kind: str, out: bool = True):
             return f(Results(kind, out, json_path, quiet), *args, **kw)
 
         wrapper = click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")(wrapper)
-        wrapper = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+        wrapper = click.option("--json", "json_path", type=UserPath(dir_okay=False, allow_dash=True), default=None,
                                help="Also write the result as JSON to PATH ('-' for stdout).")(wrapper)
         if out:
-            wrapper = click.option("--out", type=click.Path(file_okay=False), default=None,
+            wrapper = click.option("--out", type=UserPath(file_okay=False), default=None,
                                    help=f"Folder for the results (default ./perfcore-runs/{kind}-<time>-<id>; "
                                         "an existing folder that is not empty is left as it is and a new "
                                         "subfolder is used).")(wrapper)
@@ -312,8 +320,6 @@ class Progress:
     """Steps and ETA on stderr: one rewritten line on a terminal, a line per stage elsewhere; nothing when quiet."""
 
     def __init__(self, label: str = "", quiet: bool = False):
-        import time
-
         self.tty = sys.stderr.isatty()
         self.quiet = quiet
         self.label = label
@@ -322,16 +328,12 @@ class Progress:
         self._last = -1.0
 
     def stage(self, name: str) -> None:
-        import time
-
         self.label = name
         self.stage_t0 = time.perf_counter()
         if not self.tty and not self.quiet:
             click.echo(f"  {name} ...", err=True)
 
     def steps(self, done: int, total: int) -> None:
-        import time
-
         if not self.tty or self.quiet:
             return
         now = time.perf_counter()
@@ -386,11 +388,12 @@ def load_target(words):
     """The workload (loaded) or command (checked) a triage command works on, before any folder is made."""
     from perfcore.experiments.stages import parse_target
 
+    if words and str(words[0]).endswith(".py") and os.path.isfile(words[0]):  # a workload file, no :FUNCTION
+        raise click.UsageError(f"{words[0]} needs its function, {words[0]}:FUNCTION; a script: -- python {words[0]}")
     return parse_target(words).check()
 
 
 def version() -> str:
     from perfcore import __version__
-
     return __version__
 

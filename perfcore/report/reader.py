@@ -29,6 +29,10 @@ class Map(_Shape):
         self.of = of
 
 
+class Keys(dict):
+    """{key: shape} where every key may be absent, but one that is present must have its shape."""
+
+
 class Opt(_Shape):
     def __init__(self, of):
         self.of = of
@@ -40,6 +44,8 @@ class Some(_Shape):
 
 
 NUM, INT, STR, ANY = "number", "count", "text", "any"
+MS, FRAC = "duration", "fraction"  # a number >= 0; a share, 0..1
+_MAX_COUNT = 10**15  # more steps than a run could make in a century at a microsecond each
 
 
 def _problem(v: Any, shape: Any, where: str) -> str | None:
@@ -49,13 +55,17 @@ def _problem(v: Any, shape: Any, where: str) -> str | None:
         return None if v is None else _problem(v, shape.of, where)
     if isinstance(shape, Some):
         return None if v in ({}, [], None) else _problem(v, shape.of, where)
-    if shape is NUM or shape is INT:
+    if shape in (NUM, INT, MS, FRAC):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return f"{where} is {_kind(v)}, not a number"
         if not math.isfinite(v):
             return f"{where} is {v}, not a finite number"
-        if shape is INT and (v < 0 or v != int(v)):
-            return f"{where} is {v}, not a count"
+        if shape is INT and (v < 0 or v != int(v) or v > _MAX_COUNT):
+            return f"{where} is {v:g}, not a count"
+        if shape in (MS, FRAC) and v < 0:
+            return f"{where} is {v:g}, below zero"
+        if shape is FRAC and v > 1 + 1e-6:
+            return f"{where} is {v:g}, more than the whole"
         return None
     if shape is STR:
         return None if isinstance(v, str) else f"{where} is {_kind(v)}, not text"
@@ -63,6 +73,8 @@ def _problem(v: Any, shape: Any, where: str) -> str | None:
         if not isinstance(v, dict):
             return f"{where} is {_kind(v)}, not an object"
         for k, s in shape.items():
+            if k not in v and isinstance(shape, Keys):
+                continue
             if k not in v:
                 return f"{where}.{k} is missing"
             p = _problem(v[k], s, f"{where}.{k}")
@@ -93,16 +105,16 @@ def _kind(v: Any) -> str:
         type(v), f"{v!r}"[:20])
 
 
-_PER_LABEL = {lb: NUM for lb in LABELS}
-_STEP_MS = {"mean": NUM, "p50": NUM, "p90": NUM}
+_PER_LABEL = {lb: MS for lb in LABELS}
+_STEP_MS = {"mean": MS, "p50": MS, "p90": MS}
 # What a perfcore.run/1 document must hold (and the shape of the optional parts the report shows).
 RUN_REQUIRED = {
     "steps": INT, "warmup_steps": INT, "step_time_ms": _STEP_MS, "breakdown_ms": _PER_LABEL,
-    "breakdown_fraction": _PER_LABEL, "verdict": {"bound": STR, "summary": STR},
+    "breakdown_fraction": {lb: FRAC for lb in LABELS}, "verdict": {"bound": STR, "summary": STR},
     "recommendations": [{"text": STR, "evidence": ANY}], "backend": STR, "device": STR,
 }
 RUN_OPTIONAL = {
-    "warmup_step_time_ms": Opt(NUM),
+    "warmup_step_time_ms": Opt(MS),
     "kernels": [{"name": STR, "count": NUM, "total_ms": NUM, "mean_us": NUM}],
     "memcpy": Some({"by_direction": Map({"bytes": NUM, "ms": NUM, "pageable_bytes": NUM})}),
     "ranks": [{"rank": ANY, "step_time_ms": {"mean": NUM}, "breakdown_ms": _PER_LABEL}],
@@ -110,8 +122,13 @@ RUN_OPTIONAL = {
     "compute_split_ms": Opt(Map(NUM)), "compute_split_gpu_ms": Opt(Map(NUM)),
     "kernel_categories": Opt(Map({"share": NUM})),
     "workers": Some({"num_workers": NUM, "fetch_ms_mean": NUM, "getitem_ms_mean": NUM, "collate_ms_mean": NUM}),
-    "memory": Opt(Map(ANY)), "cpu_util_percent": Opt(NUM), "exit": Opt(Map(ANY)), "notes": [STR],
-    "overhead": Opt(Map(ANY)),
+    "memory": Opt(Keys({"peak_bytes": Opt(INT), "kind": Opt(STR), "findings": Opt([{"sentence": STR}]),
+                        "growth_bytes_per_step": Opt(NUM), "capacity_bytes": Opt(INT)})),
+    "cpu_util_percent": Opt(MS), "exit": Opt(Keys({"reason": Opt(STR), "exception": Opt(STR)})), "notes": [STR],
+    "overhead": Opt(Keys({"ms_per_step": MS, "fraction": MS, "per_phase_ns": MS, "settle_ms_per_step": Opt(MS)})),
+    "outcome": Opt(Keys({"code": Opt(INT), "reason": Opt(STR), "signal": Opt(STR), "sentence": STR})),
+    "startup": Opt(Keys({"time_to_first_step_ms": MS, "first_step_ms": MS, "steady_step_ms": Opt(MS)})),
+    "loader_plan": Opt(Keys({"sentence": STR, "reason": STR})),
 }
 STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
 
@@ -123,6 +140,9 @@ def _bad(path: Path, problem: str, exit_code: int, fix: str = "") -> BadResultFi
 def read_json(path: Path, kind: str, *, exit_code: int = 2) -> dict[str, Any]:
     """A perfcore document of `kind` (e.g. "perfcore.run"), checked for presence, syntax, kind and version."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        # A FIFO or a device would block the read, or never end it.
+        raise _bad(path, "is not a regular file", exit_code)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -219,6 +239,9 @@ def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
     if not folder.is_dir():
         raise BadResultFile(folder, "is not a folder", exit_code=exit_code)
     if not (folder / "run.json").exists():
+        if (folder / "parts").is_dir():
+            raise BadResultFile(folder, "holds a run that was not finished (no run.json, but the parts its "
+                                "processes wrote)", f"perfcore report {folder} finishes it", exit_code=exit_code)
         raise BadResultFile(folder, "is not a perfcore run folder (no run.json)", exit_code=exit_code)
     doc = check_run_doc(read_json(folder / "run.json", "perfcore.run", exit_code=exit_code),
                         folder / "run.json", exit_code=exit_code)

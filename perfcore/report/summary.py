@@ -22,28 +22,41 @@ def _doc_of(run: Any) -> Mapping[str, Any]:
     raise TypeError(f"summary() takes a perfcore.run/1 document, a run folder or a StepTimer, not {type(run).__name__}")
 
 
+def _number(doc: Mapping[str, Any], *path: str) -> float:
+    """doc[path...] as a finite number (0 when absent), or a UsageError naming the field."""
+    import math
+
+    v: Any = doc
+    for k in path:
+        v = v.get(k) if isinstance(v, Mapping) else None
+    if v is None:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        from perfcore.errors import UsageError
+
+        raise UsageError(f"perfcore.summary: {'.'.join(path)} is {str(v)[:40]!r}, not a number; pass the "
+                         "perfcore.run/1 document perfcore wrote, its run folder, or a StepTimer")
+    return float(v)
+
+
 def summary(run: Any, prefix: str = "perfcore/", numeric: bool = False) -> dict[str, Any]:
     """Flat key figures of `run` (a result dict / RunResult, a run folder path, or a StepTimer):
     steps, warmup_steps, step_ms (mean), step_ms_p50, step_ms_p90, <label>_ms and <label>_share for
     the five labels, overhead_ms and overhead_share, and bound / verdict (text; left out with
     numeric=True, since mlflow.log_metrics takes numbers only). Keys start with `prefix`."""
     doc = _doc_of(run)
-    st = doc.get("step_time_ms") or {}
-    bd = doc.get("breakdown_ms") or {}
-    fr = doc.get("breakdown_fraction") or {}
-    o = doc.get("overhead") or {}
     out: dict[str, Any] = {
-        "steps": int(doc.get("steps") or 0),
-        "warmup_steps": int(doc.get("warmup_steps") or 0),
-        "step_ms": float(st.get("mean") or 0.0),
-        "step_ms_p50": float(st.get("p50") or 0.0),
-        "step_ms_p90": float(st.get("p90") or 0.0),
+        "steps": int(_number(doc, "steps")),
+        "warmup_steps": int(_number(doc, "warmup_steps")),
+        "step_ms": _number(doc, "step_time_ms", "mean"),
+        "step_ms_p50": _number(doc, "step_time_ms", "p50"),
+        "step_ms_p90": _number(doc, "step_time_ms", "p90"),
     }
     for lb in LABELS:
-        out[f"{lb}_ms"] = float(bd.get(lb) or 0.0)
-        out[f"{lb}_share"] = float(fr.get(lb) or 0.0)
-    out["overhead_ms"] = float(o.get("ms_per_step") or 0.0)
-    out["overhead_share"] = float(o.get("fraction") or 0.0)
+        out[f"{lb}_ms"] = _number(doc, "breakdown_ms", lb)
+        out[f"{lb}_share"] = _number(doc, "breakdown_fraction", lb)
+    out["overhead_ms"] = _number(doc, "overhead", "ms_per_step")
+    out["overhead_share"] = _number(doc, "overhead", "fraction")
     if not numeric:
         v = doc.get("verdict") or {}
         out["bound"] = str(v.get("bound") or "")

@@ -38,6 +38,13 @@ class Workload:
     collate_fn: Callable | None = None
     name: str = "workload"
 
+    def __post_init__(self):
+        d = self.device
+        if not hasattr(d, "type") and not (d in ("auto", "cpu", "cuda") or (isinstance(d, str) and
+                                                                           d.startswith("cuda:") and d[5:].isdigit())):
+            raise UsageError(f"Workload(device=...): {str(d)[:40]!r} is not a device; use 'auto', 'cpu', 'cuda' "
+                             "or 'cuda:N'")
+
     def loader_settings(self) -> dict[str, Any]:
         return {"batch_size": self.batch_size, "num_workers": self.num_workers, "pin_memory": self.pin_memory,
                 "prefetch_factor": self.prefetch_factor, "persistent_workers": self.persistent_workers}
@@ -101,7 +108,29 @@ def load_workload(spec: str, **kwargs) -> Workload:
     fn = getattr(module, func, None)
     if fn is None or not callable(fn):
         raise UsageError(f"workload {spec!r}: {target} has no function {func!r}")
-    w = fn(**kwargs)
+    w = _call_factory(spec, fn, kwargs)
     if not isinstance(w, Workload):
         raise UsageError(f"workload {spec!r} returned {type(w).__name__}, not perfcore.Workload")
     return w
+
+
+def _call_factory(spec: str, fn: Callable, kwargs: dict[str, Any]) -> Any:
+    """The user's factory called; what goes wrong inside it is theirs, named at their file and line."""
+    import inspect
+    import traceback
+
+    try:
+        inspect.signature(fn).bind(**kwargs)
+    except TypeError as e:
+        raise UsageError(f"workload {spec!r}: perfcore calls {fn.__name__}() with no arguments, but {e}; "
+                         "give its parameters defaults") from e
+    except ValueError:
+        pass  # a builtin without a signature: just call it
+    try:
+        return fn(**kwargs)
+    except UsageError:
+        raise
+    except Exception as e:
+        tb = traceback.extract_tb(e.__traceback__)
+        where = f" at {tb[-1].filename}:{tb[-1].lineno}" if len(tb) > 1 else ""
+        raise UsageError(f"workload {spec!r}: your {fn.__name__}() raised {type(e).__name__}: {e}{where}") from e

@@ -1,5 +1,5 @@
 """How the profiled script ends, seen from inside it: exit handlers that write perfcore's part on a
-normal exit, an uncaught exception, SIGTERM and os._exit (which skips atexit), and dying of SIGINT
+normal exit, an uncaught exception, SIGTERM, SIGHUP and os._exit (which skips atexit), and dying of SIGINT
 after Ctrl-C as Python would have."""
 from __future__ import annotations
 
@@ -13,12 +13,16 @@ __all__ = ["install_exit_hooks", "die_of_sigint"]
 
 
 def install_exit_hooks(inst) -> None:
-    """Exit handlers, an excepthook and a SIGTERM handler (when the script has none) for `inst`."""
+    """Exit handlers, an excepthook and SIGTERM/SIGHUP handlers (where the script has none) for `inst`."""
     atexit.register(inst.finalize)
     prev_hook = sys.excepthook
 
     def excepthook(tp, value, tb):
         inst.exit_reason = "interrupted" if issubclass(tp, KeyboardInterrupt) else "crashed"
+        if inst.exit_reason == "interrupted" and threading.current_thread() is threading.main_thread():
+            # The process is dying of Ctrl-C now; a second and third one pressed impatiently would
+            # only cut the writing of the results short (die_of_sigint ends it by SIGINT after).
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         inst.exception = f"{tp.__name__}: {value}"
         prev_hook(tp, value, tb)
 
@@ -35,12 +39,50 @@ def install_exit_hooks(inst) -> None:
         orig_exit(code)
 
     os._exit = _exit
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        def on_term(signum, frame):
-            inst.exit_reason = "terminated"
-            raise SystemExit(128 + signum)
+    if threading.current_thread() is not threading.main_thread():
+        return
 
-        signal.signal(signal.SIGTERM, on_term)
+    def on_term(signum, frame):
+        inst.exit_reason = "terminated"
+        if _shutting_down(frame):
+            # The interpreter is already on its way out (waiting for threads, atexit: a
+            # multiprocessing.Pool exiting, the second TERM `timeout` sends, a HUP and the TERM
+            # perfcore passes on): an exception here would only print "Exception ignored in ...".
+            # Write the results now and die of the signal, as the script would have.
+            if _inside(frame, inst.finalize):
+                return  # the results are being written right now: let that finish, then the exit
+            signal.signal(signum, signal.SIG_IGN)
+            inst.finalize()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise SystemExit(128 + signum)
+
+    # SIGHUP (the terminal closed, ssh dropped) ends the script as SIGTERM does: results first.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, on_term)
+
+
+def _shutting_down(frame) -> bool:
+    """Whether Python is ending: joining threads (threading's shutdown on the stack) or past it (atexit)."""
+    if not threading.main_thread().is_alive():
+        return True
+    while frame is not None:
+        if frame.f_code.co_name == "_shutdown" and frame.f_code.co_filename == threading.__file__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _inside(frame, method) -> bool:
+    """Whether `method` is running somewhere below `frame` (the frame a signal interrupted)."""
+    code = getattr(getattr(method, "__func__", method), "__code__", None)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _note_usage_errors(inst) -> None:

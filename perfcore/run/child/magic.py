@@ -78,9 +78,15 @@ def load_ipython_extension(ipython) -> None:
         from perfcore.errors import PerfcoreError, UsageError
         from perfcore.run.options import MAX_COUNT, number
 
-        p = argparse.ArgumentParser(prog="%%perfcore", add_help=False)
-        p.add_argument("--steps", default=None)
-        p.add_argument("--warmup", default="5")
+        import sys
+
+        p = argparse.ArgumentParser(prog="%%perfcore", add_help=False,
+                                    description="Run the cell with perfcore's zero-code instrumentation.")
+        p.add_argument("--steps", default=None, help="stop the cell after N measured steps")
+        p.add_argument("--warmup", default="5", help="steps at the start reported apart (default 5)")
+        if {"-h", "--help"} & set(line.split()):
+            print(p.format_help())
+            return None
 
         def refuse(message):  # argparse would print usage and raise SystemExit into the notebook
             raise UsageError(f"%%perfcore: {message}")
@@ -91,11 +97,13 @@ def load_ipython_extension(ipython) -> None:
             steps = None if args.steps is None else number(args.steps, "--steps", kind=int, low=1, high=MAX_COUNT)
             warmup = number(args.warmup, "--warmup", kind=int, low=0, high=MAX_COUNT)
         except (PerfcoreError, ValueError) as e:  # ValueError: shlex on an unclosed quote
-            import sys
-
             print(f"perfcore: error: {e}", file=sys.stderr)
             return None
-        res, timer = run_cell(cell, ipython.user_ns, steps=steps, warmup=warmup)
+        try:
+            res, timer = run_cell(cell, ipython.user_ns, steps=steps, warmup=warmup)
+        except PerfcoreError as e:  # a cell with no step: one line under the cell, not a traceback
+            print(f"perfcore: {e}", file=sys.stderr)
+            return None
         from IPython.display import HTML, display
 
         from perfcore.report.html import render_html

@@ -14,7 +14,7 @@ from perfcore.report.reader import load_part
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.protocol import CHECKPOINT, PARTS, WORKER_COLUMNS, WORKERS
 
-__all__ = ["finish_run", "merge_dirs", "worker_summary", "align_samples", "write_steps"]
+__all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "align_samples", "write_steps"]
 
 
 def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None
@@ -254,6 +254,38 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
         return
     part["steps"].to_parquet(path.with_suffix(".parquet"), index=False)
     files["steps.parquet"] = "steps.parquet"
+
+
+# How a part says its process ended -> the exit code a shell would have shown for it.
+_CODE_OF = {"finished": 0, "steps reached": 0, "interrupted": 130, "terminated": 143, "crashed": 1}
+
+
+def finish_unfinished(out: Path) -> dict[str, Any]:
+    """A run folder perfcore was stopped before finishing (perfcore itself killed, its terminal
+    closed, Ctrl-C while it wrote, a full disk): run.json and the rest, made from the parts and
+    checkpoints its processes wrote, as `perfcore run` would have. The script's exit code was never
+    seen, so the one its part reports stands in for it, and a note says so."""
+    from perfcore.errors import BadResultFile
+    from perfcore.run.parent.folder import is_run_folder
+
+    out = Path(out)
+    parts = _read_parts(out)
+    if not parts:
+        if is_run_folder(out):
+            raise BadResultFile(out, "is a perfcore run folder, but its script left no results in it (killed "
+                                "before perfcore could write any, or it never reached torch)",
+                                "run the script again", exit_code=1)
+        raise BadResultFile(out, "is not a perfcore run folder (no run.json)", exit_code=2)
+    doc0 = parts[0]["doc"]
+    reason = (doc0.get("exit") or {}).get("reason")
+    rc = _CODE_OF.get(reason, 1) if not doc0.get("checkpoint") else 137
+    cmd = doc0.get("command") or doc0.get("argv") or []
+    doc = finish_run(out, rc, cmd, parts)
+    doc["notes"] = list(doc.get("notes") or []) + [
+        "finished afterwards by `perfcore report` from the parts its processes wrote: perfcore stopped before "
+        f"it saw the script end, so the exit code {rc} is the one the results imply"]
+    jsonio.write(out / "run.json", doc)
+    return doc
 
 
 def merge_dirs(dirs: list[Path], out: Path | None) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
     """The folder this command writes into (created and marked); see the module docstring for the rule."""
     if out is None:
         return _fresh(ROOT, kind)
-    out = Path(out)
+    out = Path(out).expanduser()  # the CLI's rule for `~`, for callers from Python too
     if _create(out, kind):
         return out
     if not out.is_dir():
@@ -113,7 +113,7 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
 
 def reuse_out(out: Path, needs: str) -> Path:
     """An earlier command's folder, to be continued (sweep --resume): it must be perfcore's and hold `needs`."""
-    out = Path(out)
+    out = Path(out).expanduser()
     if not out.is_dir():
         raise UsageError(f"nothing to resume: {out} is not a folder")
     if not is_run_folder(out):

@@ -78,8 +78,15 @@ def check_command(cmd: list[str]) -> None:
                     i += 0 if a[k + 1:] else 1  # its value is the rest of the cluster, or the next word
                     break
             continue
+        if Path(a).is_dir():
+            hint = " (python runs a folder only through its __main__.py)" if not (Path(a) / "__main__.py").is_file() else ""
+            if hint:
+                raise UsageError(f"{a} is a folder, not a script{hint}; give the .py file to run")
+            return
         if not Path(a).is_file():
             raise UsageError(f"no such script: {a}")
+        if not os.access(a, os.R_OK):
+            raise UsageError(f"cannot read the script {a}: permission denied")
         return
 
 
@@ -101,21 +108,43 @@ def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: 
     return env
 
 
+def _tty_sent(signum: int) -> bool:
+    """Whether a SIGINT most likely came from the terminal's Ctrl-C, which the kernel sends to the
+    whole foreground process group (the child got it too), rather than to perfcore's pid alone
+    (an IDE's stop button, a supervisor, `kill -INT`): perfcore in the terminal's foreground group."""
+    if signum != signal.SIGINT:
+        return False
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False  # no controlling terminal: no Ctrl-C can have reached the child by itself
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def run_child(cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = False) -> int:
-    """Runs the command; Ctrl-C reaches the child (same process group) and we wait for it to write.
+    """Runs the command and waits for it to write its results. A signal meant to stop the run reaches
+    the child however it was sent: Ctrl-C in the terminal reaches the whole group by itself; SIGINT
+    to perfcore's pid alone and SIGTERM are passed on; SIGHUP (the terminal closed, ssh dropped) is
+    passed on as SIGTERM, so the script writes its results instead of training on as an orphan.
+    perfcore itself stays to finish the run folder from what the script wrote.
     stdout_to_stderr: the script's output goes to stderr (stdout carries perfcore's JSON)."""
     proc = subprocess.Popen(cmd, env=env, stdout=2 if stdout_to_stderr else None)
-    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    def forward_term(signum, frame):
-        proc.send_signal(signum)
+    def forward(signum, frame):
+        if proc.poll() is None and not _tty_sent(signum):
+            proc.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
-    old_term = signal.signal(signal.SIGTERM, forward_term)
+    old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         rc = proc.wait()
     finally:
-        signal.signal(signal.SIGINT, old_int)
-        signal.signal(signal.SIGTERM, old_term)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     return 128 - rc if rc < 0 else rc
 
 
@@ -151,6 +180,29 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
         status.stop()
         samples = sampler.stop() if sampler else None
         interference = others.stop()
-    doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
+    with _finishing():
+        doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
     return rc, doc, out
+
+
+class _finishing:
+    """While the run folder is written: the rest of a burst of Ctrl-C (pressed impatiently, and sent
+    to the group, which the script has already died of) does not throw the results away. A Ctrl-C a
+    moment later still stops perfcore; `perfcore report` finishes the folder from its parts then."""
+
+    BURST_S = 1.0
+
+    def __enter__(self):
+        t0 = time.monotonic()
+
+        def on_int(signum, frame):
+            if time.monotonic() - t0 > self.BURST_S:
+                raise KeyboardInterrupt
+
+        self.old = signal.signal(signal.SIGINT, on_int)
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.old)
+        return False
 

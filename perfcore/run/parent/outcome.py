@@ -59,7 +59,7 @@ def describe_exit(rc: int, child_reason: str | None, oom_before: int | None = No
     elif child_reason == "interrupted":
         out["sentence"] = f"was interrupted (Ctrl-C, exit {rc})"
     elif child_reason == "terminated":
-        out["sentence"] = f"was terminated (SIGTERM, exit {rc})"
+        out["sentence"] = f"was terminated ({signal_name(rc - 128) if rc > 128 else 'SIGTERM'}, exit {rc})"
     elif child_reason == "crashed":
         out["sentence"] = f"crashed (exit {rc})"
     else:
@@ -98,7 +98,9 @@ def before_first_step(rc: int, exit: dict[str, Any]) -> str:
     exc = (exit.get("exception") or "").strip()
     if exit.get("reason") == "interrupted":
         return f"the script was interrupted (Ctrl-C, exit {rc}) before its first step"
-    return f"the script exited {rc} before its first step" + (f" ({exc})" if exc else "")
+    if exc:  # its own error, not where perfcore looks for steps, is what the user needs
+        return f"the script crashed before its first step (exit {rc}): {exc}"
+    return f"the script exited {rc} before its first step"
 
 
 def step_source_note(doc: dict[str, Any]) -> str | None:

@@ -1,0 +1,85 @@
+"""Signals a run gets from the world: to perfcore's pid alone (an IDE's stop button, a supervisor,
+`kill`) or to the whole process group (a terminal's Ctrl-C, a closed terminal, `timeout`). Each must
+stop the script, keep the steps measured so far, and print no perfcore traceback."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "until_stopped.py")
+
+
+def start(out: Path, *args: str) -> subprocess.Popen:
+    # A session of its own: no controlling terminal, and a group the test can signal as a shell would.
+    return subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "0", "--out", str(out), "--",
+                             sys.executable, SCRIPT, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for(proc: subprocess.Popen, word: str) -> None:
+    line = proc.stdout.readline()
+    assert line.strip() == word, (line, proc.stderr.read() if proc.poll() is not None else "")
+
+
+def perfcore_frames(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip().startswith("File ") and "/perfcore/" in line]
+
+
+def children(proc: subprocess.Popen) -> list[psutil.Process]:
+    return psutil.Process(proc.pid).children(recursive=True)
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 143)],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("to", ["parent", "group"])
+def test_a_stop_signal_keeps_the_results_and_leaves_no_orphan(tmp_path, signum, code, to):
+    out = tmp_path / "r"
+    proc = start(out)
+    wait_for(proc, "TRAINING")
+    kids = children(proc)
+    (os.kill if to == "parent" else os.killpg)(proc.pid, signum)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE], "the script trains on"
+    # SIGHUP to the group reaches the script itself too: it ends by SIGHUP's handler (129) or by the
+    # SIGTERM perfcore passes on (143), whichever comes first.
+    assert proc.returncode in ((code, 129) if signum == signal.SIGHUP and to == "group" else (code,)), stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["steps"] >= 20, doc["steps"]
+    assert doc["exit"]["reason"] in ("interrupted", "terminated"), doc["exit"]
+    assert not perfcore_frames(stderr), stderr  # the script's own KeyboardInterrupt traceback is Python's
+
+
+def test_three_quick_ctrl_c_keep_the_results(tmp_path):
+    out = tmp_path / "r"
+    proc = start(out)
+    wait_for(proc, "TRAINING")
+    for _ in range(3):
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.02)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr
+    assert json.loads((out / "run.json").read_text())["steps"] >= 20
+
+
+@pytest.mark.parametrize("times", [1, 2])
+def test_sigterm_during_the_scripts_own_exit_prints_no_perfcore_traceback(tmp_path, times):
+    out = tmp_path / "r"
+    proc = start(out, "atexit")
+    wait_for(proc, "EXITING")
+    kid = children(proc)[0]
+    for _ in range(times):  # `timeout` sends TERM, then TERM again
+        kid.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+    stdout, stderr = proc.communicate(timeout=90)
+    assert "Exception ignored" not in stderr and "Traceback" not in stderr, stderr
+    assert proc.returncode == 143, stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["steps"] == 20 and doc["exit"]["reason"] == "terminated"
