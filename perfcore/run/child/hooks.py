@@ -47,6 +47,7 @@ class TorchHooks:
         self.installed: dict[str, Any] = {}  # name -> what sits on the owner (a TimedCall, or a wrapper of it)
         self.patched: dict[str, tuple[Any, str]] = {}  # name -> (owner, attribute)
         self.clock = None  # perfcore._C.StepClock
+        self._first_step = None  # the optimizer pre-hook that makes the timer
         self.main_ident = threading.main_thread().ident
 
     # -- install ----------------------------------------------------------------------------------
@@ -78,8 +79,9 @@ class TorchHooks:
                         "to": (torch.Tensor, "to"), "cuda": (torch.Tensor, "cuda")}
         for name, (owner, attr) in self.patched.items():
             orig = orig_next if name == "load" else getattr(owner, attr)
-            # The first batch fetch or module call makes the timer; the others wait for it.
-            hook = TimedCall(orig, first_use(orig, name)) if name in ("load", "forward") else TimedCall(orig)
+            # The first batch fetch, module call, backward or optimizer step makes the timer (a loop on
+            # plain tensors has no module and no DataLoader); transfers wait for it.
+            hook = TimedCall(orig, first_use(orig, name)) if name not in ("to", "cuda") else TimedCall(orig)
             self.timed[name] = hook
             self.installed[name] = hook
             setattr(owner, attr, hook)
@@ -90,6 +92,8 @@ class TorchHooks:
         os.register_at_fork(after_in_child=inst.forked)
 
         self.clock = StepClock()
+        # Registered ahead of the clock's, so the first step finds the clock armed.
+        self._first_step = register_optimizer_step_pre_hook(self._make_timer_at_first_step)
         register_optimizer_step_pre_hook(self.clock.pre)
         register_optimizer_step_post_hook(self.clock.post)
         self._patch_optimizer_init(torch)
@@ -106,6 +110,17 @@ class TorchHooks:
             from perfcore.run.child.comm_hooks import patch_distributed
 
             patch_distributed(inst, torch)
+
+    def _make_timer_at_first_step(self, optimizer, args, kwargs) -> None:
+        if self.inst.timer is None:
+            self.inst.ensure_timer()
+
+    def first_step_done(self) -> None:
+        """After the first step end: the native clock alone from now on. (Not removed from inside the
+        pre-hook itself: torch is iterating over the hooks then.)"""
+        if self._first_step is not None:
+            self._first_step.remove()
+            self._first_step = None
 
     def _backward_end(self, hook, orig):
         """Backward timed natively; its end on the main thread, outside other hooks, is reported
@@ -238,30 +253,60 @@ class TorchHooks:
         Module.train = train
 
 class TorchImportHook:
-    """Runs inst.patch_torch() right after `import torch` finishes (one-shot meta path finder)."""
+    """Runs inst.patch_torch() once torch's own module has finished executing, however torch is
+    imported: `import torch`, importlib.import_module, an import inside a thread or a library.
+
+    It stays on sys.meta_path until then, and wraps the loader of every spec it hands out for
+    "torch": a probe (importlib.util.find_spec("torch"), which transformers, datasets and
+    accelerate make before importing torch) gets a spec that is never executed, so it must not use
+    the hook up. As a safety net, any later import seen while torch sits complete in sys.modules
+    without the hooks (a finder ahead of this one loaded it) patches it then."""
 
     def __init__(self, inst):
         self.inst = inst
+        self.done = False
 
     def find_spec(self, name, path, target=None):
-        if name != "torch":
+        if self.done:
             return None
-        sys.meta_path.remove(self)
-        import importlib.util
-
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
+        if name != "torch":
+            torch = sys.modules.get("torch")
+            if torch is not None and not getattr(getattr(torch, "__spec__", None), "_initializing", True):
+                self.patch()
+            return None
+        for finder in list(sys.meta_path):
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        loader, inst = spec.loader, self.inst
         orig_exec = loader.exec_module
 
         def exec_module(module):
             orig_exec(module)
-            try:
-                inst.patch_torch()
-            except Exception as e:
-                inst.disabled = True
-                sys.stderr.write(f"perfcore: could not instrument torch: {type(e).__name__}: {e}\n")
+            self.patch()
 
-        loader.exec_module = exec_module
+        try:
+            loader.exec_module = exec_module
+        except (AttributeError, TypeError):  # a loader that takes no attributes: the safety net patches later
+            pass
         return spec
+
+    def patch(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        try:
+            self.inst.patch_torch()
+        except Exception as e:
+            self.inst.disabled = True
+            sys.stderr.write(f"perfcore: could not instrument torch: {type(e).__name__}: {e}\n")

@@ -275,6 +275,8 @@ class Instrumentation:
         counters; every 8th on CPU, where one syscall costs ~8 us after an optimizer step), --steps."""
         if n == 0:
             return
+        if n == 1:
+            self.torch_hooks.first_step_done()
         if n % self.compact_every == 0 and self.sources.chosen is not None:
             self.timer.engine.upkeep(n)
         elif n <= 8:

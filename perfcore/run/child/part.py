@@ -28,13 +28,20 @@ def write_part(inst) -> None:
         if timer is not None:
             timer.engine.close_open_phases()
             timer.close()
-        common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9)
+        common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9,
+                                             inst.torch_hooks.clock is not None)
         jsonio.write(part / "run.json", {"schema": "perfcore.run/1", "steps": 0, "warmup_steps": 0, **common})
         return
     _write_steps(inst, timer, part, common)
 
 
-def no_step_sentence(counts: dict[str, int], wall_s: float) -> str:
+def no_step_sentence(counts: dict[str, int], wall_s: float, torch_instrumented: bool = True) -> str:
+    if not torch_instrumented:
+        if "torch" in sys.modules:
+            return (f"no step seen in {wall_s:.1f} s: torch was loaded in a way perfcore could not instrument "
+                    "(a custom import finder?); time the loop with perfcore.StepTimer instead")
+        # --step-on cannot help a script that has no torch loop to find a step in.
+        return f"no step seen in {wall_s:.1f} s: the script never imported torch, so there was no training loop to time"
     return (f"no step seen in {wall_s:.1f} s: {counts.get('forward', 0)} top-level forward call(s), "
             f"{counts.get('backward', 0)} backward pass(es), {counts.get('batch_all', 0)} DataLoader batch(es), "
             f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
