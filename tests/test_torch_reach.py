@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,47 @@ def test_a_script_that_never_imports_torch_is_told_so(tmp_path):
     assert doc["steps"] == 0
     assert "the script never imported torch" in doc["no_step"]
     assert "--step-on" not in doc["no_step"] and "--step-on" not in p.stdout
+
+
+def test_steps_stops_recording_at_n_when_the_script_catches_the_stop(tmp_path):
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "swallow_exit.py"), "60", extra=("--steps", "5"))
+    assert p.returncode == 0, p.stderr
+    assert "CAUGHT 1" in p.stdout and "ITERATIONS 60" in p.stdout  # it did run on
+    assert doc["steps"] == 5 and doc["exit"]["reason"] == "steps reached"  # never counted past N
+    (note,) = [n for n in doc["notes"] if "after perfcore stopped it" in n]
+    assert "54 more optimizer step(s)" in note and "caught the SystemExit" in note
+
+
+def test_steps_ends_every_training_thread(tmp_path):
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "two_threads.py"), "400", extra=("--steps", "5"), timeout=200)
+    assert p.returncode == 0, p.stderr
+    assert doc["steps"] == 5 and doc["exit"]["reason"] == "steps reached"
+    # Neither thread finished its 400 iterations, and the main thread was stopped too.
+    assert "DONE" not in p.stdout and "JOINED" not in p.stdout
+    assert not any("after perfcore stopped it" in n for n in doc.get("notes") or [])
+
+
+def test_step_on_batch_without_a_dataloader_names_what_would_work(tmp_path):
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "plain_tensors.py"), "autograd", "12", extra=("--step-on", "batch"))
+    assert p.returncode == 0, p.stderr
+    assert doc["steps"] == 0
+    sentence = doc["no_step"]
+    assert "with --step-on batch" in sentence and "12 backward pass(es)" in sentence
+    assert "--step-on optimizer would find steps here" in sentence and sentence in p.stdout
+
+
+@pytest.mark.parametrize("var,value", [("PERFCORE_WARMUP", "-3"), ("PERFCORE_WARMUP", "abc"), ("PERFCORE_STEPS", "-1"),
+                                       ("PERFCORE_STEP_ON", "bogus"), ("PERFCORE_NO_STEP_WARN_S", "x"),
+                                       ("PERFCORE_DL_OVERRIDES", "{bad")])
+def test_a_child_python_with_a_bad_perfcore_variable_runs_on_with_one_line(tmp_path, var, value):
+    # What a Python started by a profiled script inherits, or a hand-set variable: never an error
+    # raised into the script from perfcore's hooks.
+    from perfcore.run import protocol
+
+    env = dict(os.environ, PYTHONPATH=str(protocol.BOOT_DIR), **{protocol.ENV_RUN_DIR: str(tmp_path), var: value})
+    p = subprocess.run([sys.executable, str(SCRIPTS / "plain_tensors.py"), "autograd", "12"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "ITERATIONS 12" in p.stdout and "Traceback" not in p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if var in ln]
+    assert len(lines) == 1 and repr(value) in lines[0], p.stderr

@@ -29,10 +29,55 @@ STATE: "Instrumentation | None" = None
 
 
 def _env_int(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
+    """A whole number >= 0 from perfcore's environment. A bad value (a child Python inheriting a
+    stale or hand-set variable) never raises into the script: one line, and the default."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
         return default
+    try:
+        value = int(raw)
+        if value >= 0:
+            return value
+    except ValueError:
+        pass
+    sys.stderr.write(f"perfcore: {name}={raw!r} is not a whole number >= 0 (set in the environment?); "
+                     f"using {default}\n")
+    return default
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+        if value >= 0 and value == value:
+            return value
+    except ValueError:
+        pass
+    sys.stderr.write(f"perfcore: {name}={raw!r} is not a number of seconds >= 0; using {default:g}\n")
+    return default
+
+
+def _env_json(name: str) -> dict:
+    raw = os.environ.get(name) or "{}"
+    try:
+        value = json.loads(raw)
+        if isinstance(value, dict):
+            return value
+    except ValueError:
+        pass
+    sys.stderr.write(f"perfcore: {name}={raw!r} is not a JSON object of DataLoader settings; ignored\n")
+    return {}
+
+
+def _env_step_on() -> str | None:
+    raw = os.environ.get(protocol.ENV_STEP_ON) or None
+    if raw is None or raw in protocol.STEP_SOURCES:
+        return raw
+    sys.stderr.write(f"perfcore: {protocol.ENV_STEP_ON}={raw!r} is not one of {', '.join(protocol.STEP_SOURCES)}; "
+                     "choosing the step source automatically\n")
+    return None
 
 
 class MemorySamples:
@@ -89,11 +134,11 @@ class Instrumentation:
         self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
         self.rank = os.environ.get("RANK")
         self.progress = None  # run.child.progress.ProgressWriter, made with the timer
-        self.watch_s = float(os.environ.get(protocol.ENV_NO_STEP_WARN_S, "30") or 0)
+        self.watch_s = _env_float(protocol.ENV_NO_STEP_WARN_S, 30.0)
         self.timer = None
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
-        self.sources = StepSources(self, os.environ.get(protocol.ENV_STEP_ON) or None)
+        self.sources = StepSources(self, _env_step_on())
         self.loaders = Loaders(self.now_ns)
         self.mem_samples = MemorySamples()
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
@@ -102,6 +147,9 @@ class Instrumentation:
         self.exit_reason = "finished"
         self.exception: str | None = None
         self.stop_requested = False
+        self.stop_signal: type[BaseException] = SystemExit  # the notebook magic ends a cell its own way
+        self.t_stop = 0
+        self.steps_after_stop = 0
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
         self.t_start = _env_int(protocol.ENV_T_LAUNCH_NS, 0) or self.now_ns()
         self.t_activate = self.now_ns()
@@ -111,7 +159,7 @@ class Instrumentation:
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
-        self.overrides = json.loads(os.environ.get(protocol.ENV_DL_OVERRIDES) or "{}")
+        self.overrides = _env_json(protocol.ENV_DL_OVERRIDES)
         self.overrides_applied = 0
         self.synthetic = _env_int(protocol.ENV_SYNTHETIC, 0)
         self.replay_kept: list = []
@@ -140,6 +188,10 @@ class Instrumentation:
             self.torch_hooks.backward_ends(True)
         self.set_steps(steps, warmup)
         self.stop_requested, self._finalized, self.disabled = False, False, False
+        self.steps_after_stop = 0
+        if getattr(self, "_after_stop", None) is not None:
+            self._after_stop.remove()
+            self._after_stop = None
 
     # -- activation ---------------------------------------------------------------------------
     def patch_torch(self) -> None:
@@ -164,33 +216,43 @@ class Instrumentation:
         if get_worker_info() is not None:
             return None
         with self._lock:
-            if self.timer is not None:
+            if self.timer is not None or self.disabled:
                 return self.timer
-            import perfcore
-            import psutil
-            import torch
+            try:
+                return self._make_timer()
+            except Exception as e:  # never raised into the script's call: its hooks call straight through
+                self.disabled = True
+                self.disarm()
+                sys.stderr.write(f"perfcore: not timing this process ({type(e).__name__}: {e}); "
+                                 "the script runs on untimed\n")
+                return None
 
-            caps = perfcore.capabilities()
-            on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
-            kernels = on_gpu and self.kernels and self.backend in ("auto", "native", "cupti-python")
-            if self.backend in ("native", "cupti-python") and not kernels and not on_gpu:
-                self.notes.append(f"--backend {self.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
-                                  "host backend used")
-            timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=self.warmup, kernels=kernels,
-                                       kernel_backend=self.backend if self.backend != "host" else "auto")
-            self.fwd = timer.phase("forward", label="compute")
-            self.bwd = timer.phase("backward", label="compute")
-            self.opt = timer.phase("optimizer", label="compute")
-            self.on_gpu = on_gpu
-            _watch_memory(self, on_gpu)
-            psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
-            self.t_timer = self.now_ns()
-            self.timer = timer
-            from perfcore.run.child.progress import ProgressWriter
+    def _make_timer(self):
+        import perfcore
+        import psutil
+        import torch
 
-            self.progress = ProgressWriter.for_process(self.run_dir, self.rank, self.steps_wanted, self.warmup, on_gpu)
-            self.arm(timer)
-            return timer
+        caps = perfcore.capabilities()
+        on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
+        kernels = on_gpu and self.kernels and self.backend in ("auto", "native", "cupti-python")
+        if self.backend in ("native", "cupti-python") and not kernels and not on_gpu:
+            self.notes.append(f"--backend {self.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
+                              "host backend used")
+        timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=self.warmup, kernels=kernels,
+                                   kernel_backend=self.backend if self.backend != "host" else "auto")
+        self.fwd = timer.phase("forward", label="compute")
+        self.bwd = timer.phase("backward", label="compute")
+        self.opt = timer.phase("optimizer", label="compute")
+        self.on_gpu = on_gpu
+        _watch_memory(self, on_gpu)
+        psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
+        self.t_timer = self.now_ns()
+        self.timer = timer
+        from perfcore.run.child.progress import ProgressWriter
+
+        self.progress = ProgressWriter.for_process(self.run_dir, self.rank, self.steps_wanted, self.warmup, on_gpu)
+        self.arm(timer)
+        return timer
 
     def arm(self, timer) -> None:
         from perfcore.recording.engine import COMPACT_EVERY
@@ -207,7 +269,9 @@ class Instrumentation:
         # The optimizer clock appends its step ends straight into the timer's list unless another
         # source was forced (then the optimizer is timed, its steps are not step ends).
         ends = timer.engine.boundaries if chosen in (None, "optimizer") else None
-        self.torch_hooks.clock.arm(self.opt, ends, self.on_step, self.mem_every, COMPACT_EVERY, self.stop_at)
+        # Held here too: a stop inside the callback disarms the clock, which drops its reference.
+        self._on_step_cb = self.on_step
+        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.mem_every, COMPACT_EVERY, self.stop_at)
 
     def disarm(self) -> None:
         self.torch_hooks.disarm()
@@ -242,17 +306,17 @@ class Instrumentation:
 
     def step_ended(self, t: int) -> None:
         """A step end from a Python-side source (backward, batch, forward)."""
-        if self.timer is not None and self.timer.engine.end_step(at_ns=t):
+        if self.timer is not None and not self.stop_requested and self.timer.engine.end_step(at_ns=t):
             self.after_step(len(self.timer.engine.boundaries))
 
     def eval_ended(self, t0: int, t1: int) -> None:
         """An evaluation pass between two training steps becomes a row of its own (reported apart)."""
-        engine = self.timer.engine if self.timer is not None else None
+        engine = self.timer.engine if self.timer is not None and not self.stop_requested else None
         if engine is not None and engine.boundaries and engine.boundaries[-1] <= t0 and engine.end_step(at_ns=t1):
             self.eval_rows.append(len(engine.boundaries) - 1)
 
     def scaler_stepped(self, optimizer, stepped: bool) -> None:
-        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None:
+        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None and not self.stop_requested:
             if self.timer.engine.end_step():
                 self.after_step(len(self.timer.engine.boundaries))
 
@@ -291,13 +355,50 @@ class Instrumentation:
             self.request_stop()
 
     def request_stop(self) -> None:
+        """--steps reached: stop recording at once (nothing after this is counted, whatever the script
+        does next), then end the script as sys.exit(0) would, at this safe point between steps. The
+        thread that reached N raises the stop signal; on another thread the main thread gets it too,
+        and every other thread at its next optimizer step, so no training thread runs on alone."""
         if self.stop_requested:
             return
         self.stop_requested = True
         self.exit_reason = "steps reached"
+        self.t_stop = self.now_ns()
+        self.disarm()
         sys.stderr.write(f"perfcore: {self.steps_wanted} steps measured after {self.warmup} warm-up; "
                          "stopping the script (--steps)\n")
-        raise SystemExit(0)
+        signal_type = self.stop_signal
+        stopped = {threading.get_ident()}
+        if threading.get_ident() != self.torch_hooks.main_ident and signal_type is SystemExit:
+            import ctypes
+
+            stopped.add(self.torch_hooks.main_ident)
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.torch_hooks.main_ident),
+                                                       ctypes.py_object(SystemExit))
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        def after_stop(optimizer, args, kwargs):
+            # Another training thread: stopped at its first step after the stop. A thread already
+            # stopped that steps again caught the stop (the script or a library): counted, for the note.
+            if signal_type is SystemExit and threading.get_ident() not in stopped:
+                stopped.add(threading.get_ident())
+                raise SystemExit(0)
+            self.steps_after_stop += 1
+
+        self._after_stop = register_optimizer_step_post_hook(after_stop)
+        raise signal_type(0)
+
+    def stop_note(self) -> str | None:
+        """What the script did after perfcore stopped it at --steps, when it did not simply end."""
+        if not self.stop_requested or self.stop_signal is not SystemExit:
+            return None
+        ran_s = (self.now_ns() - self.t_stop) / 1e9
+        if self.steps_after_stop == 0 and ran_s < 2.0:
+            return None
+        more = f" and {self.steps_after_stop} more optimizer step(s)" if self.steps_after_stop else ""
+        return (f"the script ran on for {ran_s:.1f} s{more} after perfcore stopped it at --steps "
+                f"{self.steps_wanted} (it caught the SystemExit): nothing after the stop "
+                f"is measured; the {self.steps_wanted} measured steps are the result")
 
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:

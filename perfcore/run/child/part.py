@@ -28,20 +28,34 @@ def write_part(inst) -> None:
         if timer is not None:
             timer.engine.close_open_phases()
             timer.close()
-        common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9,
-                                             inst.torch_hooks.clock is not None)
+        clock = inst.torch_hooks.clock
+        common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9, clock is not None,
+                                             forced=inst.sources.forced,
+                                             optimizer_stepped=bool(clock is not None and clock.clocked))
         jsonio.write(part / "run.json", {"schema": "perfcore.run/1", "steps": 0, "warmup_steps": 0, **common})
         return
     _write_steps(inst, timer, part, common)
 
 
-def no_step_sentence(counts: dict[str, int], wall_s: float, torch_instrumented: bool = True) -> str:
+def no_step_sentence(counts: dict[str, int], wall_s: float, torch_instrumented: bool = True,
+                     forced: str | None = None, optimizer_stepped: bool = False) -> str:
     if not torch_instrumented:
         if "torch" in sys.modules:
             return (f"no step seen in {wall_s:.1f} s: torch was loaded in a way perfcore could not instrument "
                     "(a custom import finder?); time the loop with perfcore.StepTimer instead")
         # --step-on cannot help a script that has no torch loop to find a step in.
         return f"no step seen in {wall_s:.1f} s: the script never imported torch, so there was no training loop to time"
+    seen = (f"{counts.get('forward', 0)} top-level forward call(s), {counts.get('backward', 0)} backward pass(es), "
+            f"{counts.get('batch_all', 0)} DataLoader batch(es), "
+            f"{'optimizer steps' if optimizer_stepped else 'no optimizer step'}")
+    if forced:
+        # The source that would have given steps, in the automatic choice's order.
+        works = next((s for s, ok in (("optimizer", optimizer_stepped), ("backward", counts.get("backward", 0) > 0),
+                                      ("batch", counts.get("batch_all", 0) > 1),
+                                      ("forward", counts.get("forward", 0) > 1)) if ok and s != forced), None)
+        fix = (f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
+               if works else "nothing else looked like a step either")
+        return f"no step seen in {wall_s:.1f} s with --step-on {forced}: seen {seen}; {fix}"
     return (f"no step seen in {wall_s:.1f} s: {counts.get('forward', 0)} top-level forward call(s), "
             f"{counts.get('backward', 0)} backward pass(es), {counts.get('batch_all', 0)} DataLoader batch(es), "
             f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
@@ -128,6 +142,9 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
     if doc.get("overhead"):
         # The estimate covers the timer's phases; the zero-code hooks around them cost more.
         doc["overhead"] = dict(doc["overhead"], hooks="not included")
+    stop_note = inst.stop_note()
+    if stop_note:
+        inst.notes.append(stop_note)
     if inst.notes or timer.notes:
         doc["notes"] = list(dict.fromkeys(inst.notes + timer.notes))
     jsonio.write_csv(part / "steps.csv", table)
