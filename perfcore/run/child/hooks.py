@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["TorchHooks", "TorchImportHook", "call_site"]
+__all__ = ["TorchHooks", "TorchImportHook", "call_site", "patched_slots"]
 
 
 def call_site(depth: int = 2) -> str:
@@ -38,6 +38,33 @@ def call_site(depth: int = 2) -> str:
     return "?"
 
 
+_MISSING = object()
+
+
+def patched_slots(torch) -> list[tuple[Any, str]]:
+    """Every attribute install() replaces (uninstall() puts each original back)."""
+    import torch.utils.data._utils.fetch as fetch_mod
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    slots = [(_BaseDataLoaderIter, "__next__"), (torch.nn.Module, "__call__"), (torch.nn.Module, "train"),
+             (torch.Tensor, "backward"), (torch.autograd, "backward"), (torch.Tensor, "to"),
+             (torch.Tensor, "cuda"), (torch.optim.Optimizer, "__init__"), (DataLoader, "__init__"),
+             (DataLoader, "__iter__"), (fetch_mod._MapDatasetFetcher, "fetch"),
+             (fetch_mod._IterableDatasetFetcher, "fetch")]
+    cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
+    for cls in (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None)):
+        if cls is not None:
+            slots.append((cls, "step"))
+    if torch.distributed.is_available():
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from perfcore.run.child.comm_hooks import COLLECTIVES
+
+        slots += [(torch.distributed, name) for name in COLLECTIVES] + [(DDP, "forward"), (DDP, "register_comm_hook")]
+    return slots
+
+
 class TorchHooks:
     """Installs the hooks on torch and reports events to `inst` (the Instrumentation)."""
 
@@ -48,11 +75,17 @@ class TorchHooks:
         self.patched: dict[str, tuple[Any, str]] = {}  # name -> (owner, attribute)
         self.clock = None  # perfcore._C.StepClock
         self._first_step = None  # the optimizer pre-hook that makes the timer
+        self.saved: list[tuple[Any, str, Any]] = []  # (owner, attribute, original) of each patch
+        self.handles: list[Any] = []  # the optimizer hooks' handles
         self.main_ident = threading.main_thread().ident
 
+    _fork_hook = False  # os.register_at_fork has no removal: registered once a process
     # -- install ----------------------------------------------------------------------------------
     def install(self) -> None:
         import torch
+
+        # What each replaced attribute was, as the owner held it itself (_MISSING: inherited).
+        self.saved = [(owner, attr, vars(owner).get(attr, _MISSING)) for owner, attr in patched_slots(torch)]
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
@@ -88,14 +121,16 @@ class TorchHooks:
         self._ends = {name: self._backward_end(self.timed[name], self.timed[name].__wrapped__)
                       for name in ("backward", "autograd.backward")}
         self.backward_ends(True)
-        # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
-        os.register_at_fork(after_in_child=inst.forked)
+        if not TorchHooks._fork_hook:
+            # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
+            TorchHooks._fork_hook = True
+            os.register_at_fork(after_in_child=inst.forked)
 
         self.clock = StepClock()
         # Registered ahead of the clock's, so the first step finds the clock armed.
         self._first_step = register_optimizer_step_pre_hook(self._make_timer_at_first_step)
-        register_optimizer_step_pre_hook(self.clock.pre)
-        register_optimizer_step_post_hook(self.clock.post)
+        self.handles = [register_optimizer_step_pre_hook(self.clock.pre),
+                        register_optimizer_step_post_hook(self.clock.post)]
         self._patch_optimizer_init(torch)
         self._patch_loaders(torch)
         self._patch_scaler(torch)
@@ -160,10 +195,22 @@ class TorchHooks:
             self.clock.disarm()
 
     def uninstall(self) -> None:
-        """Put the original attributes back (the A/B benches and tests)."""
+        """Put every original attribute and hook back (a trainer callback's session ends, the A/B
+        benches): torch is as it was before install(), so torch.compile and other tracers see
+        plain functions again."""
         self.disarm()
-        for name, (owner, attr) in self.patched.items():
-            setattr(owner, attr, self.installed[name].__wrapped__)
+        for owner, attr, orig in reversed(self.saved):
+            if orig is _MISSING:
+                if attr in vars(owner):
+                    delattr(owner, attr)
+            elif vars(owner).get(attr, _MISSING) is not orig:
+                setattr(owner, attr, orig)
+        for h in self.handles:
+            h.remove()
+        self.first_step_done()
+        self.saved, self.handles = [], []
+        self.timed, self.installed, self._ends = {}, {}, {}
+        self.clock = None
 
     # -- construction-time patches (rare calls: plain Python) -------------------------------------
     def _patch_optimizer_init(self, torch) -> None:

@@ -9,7 +9,6 @@ PERFCORE_RUN_DIR/parts/.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -20,7 +19,9 @@ from typing import Any
 
 from perfcore.run import protocol
 from perfcore.run.child.hooks import TorchHooks, TorchImportHook
+from perfcore.run.child.env import env_float, env_int, env_json, env_step_on
 from perfcore.run.child.loaders import Loaders
+from perfcore.run.child.memory import MemorySamples
 from perfcore.run.child.steps import StepSources
 
 __all__ = ["activate", "STATE", "Instrumentation"]
@@ -28,117 +29,26 @@ __all__ = ["activate", "STATE", "Instrumentation"]
 STATE: "Instrumentation | None" = None
 
 
-def _env_int(name: str, default: int) -> int:
-    """A whole number >= 0 from perfcore's environment. A bad value (a child Python inheriting a
-    stale or hand-set variable) never raises into the script: one line, and the default."""
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-        if value >= 0:
-            return value
-    except ValueError:
-        pass
-    sys.stderr.write(f"perfcore: {name}={raw!r} is not a whole number >= 0 (set in the environment?); "
-                     f"using {default}\n")
-    return default
-
-
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-        if value >= 0 and value == value:
-            return value
-    except ValueError:
-        pass
-    sys.stderr.write(f"perfcore: {name}={raw!r} is not a number of seconds >= 0; using {default:g}\n")
-    return default
-
-
-def _env_json(name: str) -> dict:
-    raw = os.environ.get(name) or "{}"
-    try:
-        value = json.loads(raw)
-        if isinstance(value, dict):
-            return value
-    except ValueError:
-        pass
-    sys.stderr.write(f"perfcore: {name}={raw!r} is not a JSON object of DataLoader settings; ignored\n")
-    return {}
-
-
-def _env_step_on() -> str | None:
-    raw = os.environ.get(protocol.ENV_STEP_ON) or None
-    if raw is None or raw in protocol.STEP_SOURCES:
-        return raw
-    sys.stderr.write(f"perfcore: {protocol.ENV_STEP_ON}={raw!r} is not one of {', '.join(protocol.STEP_SOURCES)}; "
-                     "choosing the step source automatically\n")
-    return None
-
-
-class MemorySamples:
-    """(step, bytes) memory samples, one a step on a GPU: the newest in two short lists, the rest in
-    settled int64 columns (analysis.store.Columns, spilled to a temporary file), so a million
-    steps hold no million Python tuples."""
-
-    FLUSH = 1024
-
-    def __init__(self) -> None:
-        self.steps: list[int] = []
-        self.values: list[int] = []
-        self.columns = None  # made at the first flush: importing numpy is not for the script's start
-
-    def add(self, step: int, value: int) -> None:
-        self.steps.append(step)
-        self.values.append(value)
-        if len(self.steps) >= self.FLUSH:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.steps:
-            return
-        import numpy as np
-
-        from perfcore.analysis.store import Columns
-
-        if self.columns is None:
-            self.columns = Columns()
-        self.columns.append({"step": np.asarray(self.steps, dtype=np.int64),
-                             "bytes": np.asarray(self.values, dtype=np.int64)}, len(self.steps))
-        self.steps, self.values = [], []
-
-    def arrays(self):
-        """(steps, bytes) as int64 arrays, every sample so far."""
-        import numpy as np
-
-        self._flush()
-        if self.columns is None:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        return self.columns.column("step"), self.columns.column("bytes")
-
-    def __len__(self) -> int:
-        return (self.columns.n if self.columns is not None else 0) + len(self.steps)
-
-
 class Instrumentation:
     def __init__(self) -> None:
         self.run_dir = Path(os.environ[protocol.ENV_RUN_DIR])
         self.pid = os.getpid()
         self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
-        self.set_steps(_env_int(protocol.ENV_STEPS, 0), _env_int(protocol.ENV_WARMUP, 5))
+        self.set_steps(env_int(protocol.ENV_STEPS, 0), env_int(protocol.ENV_WARMUP, 5))
         self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
         self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
         self.rank = os.environ.get("RANK")
+        outer = os.environ.get(protocol.ENV_OUTER_PID)
+        # A Python the script started (not a launcher's rank): its part is kept apart from the job's.
+        self.nested_in = int(outer) if outer and outer.isdigit() and self.rank is None else None
+        if not outer:
+            os.environ[protocol.ENV_OUTER_PID] = str(self.pid)
         self.progress = None  # run.child.progress.ProgressWriter, made with the timer
-        self.watch_s = _env_float(protocol.ENV_NO_STEP_WARN_S, 30.0)
+        self.watch_s = env_float(protocol.ENV_NO_STEP_WARN_S, 30.0)
         self.timer = None
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
-        self.sources = StepSources(self, _env_step_on())
+        self.sources = StepSources(self, env_step_on())
         self.loaders = Loaders(self.now_ns)
         self.mem_samples = MemorySamples()
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
@@ -151,7 +61,7 @@ class Instrumentation:
         self.t_stop = 0
         self.steps_after_stop = 0
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
-        self.t_start = _env_int(protocol.ENV_T_LAUNCH_NS, 0) or self.now_ns()
+        self.t_start = env_int(protocol.ENV_T_LAUNCH_NS, 0) or self.now_ns()
         self.t_activate = self.now_ns()
         self.t_timer: int | None = None
         self.worker_file = None  # this DataLoader worker's batch lines (run/batches.py)
@@ -159,9 +69,9 @@ class Instrumentation:
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
-        self.overrides = _env_json(protocol.ENV_DL_OVERRIDES)
+        self.overrides = env_json(protocol.ENV_DL_OVERRIDES)
         self.overrides_applied = 0
-        self.synthetic = _env_int(protocol.ENV_SYNTHETIC, 0)
+        self.synthetic = env_int(protocol.ENV_SYNTHETIC, 0)
         self.replay_kept: list = []
         self.replayed = 0
 
@@ -194,6 +104,11 @@ class Instrumentation:
             self._after_stop = None
 
     # -- activation ---------------------------------------------------------------------------
+    def ensure_installed(self) -> None:
+        """The hooks on torch again after a session uninstalled them (torch already imported)."""
+        if not self.torch_hooks.saved and "torch" in sys.modules:
+            self.patch_torch()
+
     def patch_torch(self) -> None:
         self.torch_hooks.install()
         # Pay the import and probe costs now, while the script is still importing, so that making
@@ -219,40 +134,13 @@ class Instrumentation:
             if self.timer is not None or self.disabled:
                 return self.timer
             try:
-                return self._make_timer()
+                return _make_timer(self)
             except Exception as e:  # never raised into the script's call: its hooks call straight through
                 self.disabled = True
                 self.disarm()
                 sys.stderr.write(f"perfcore: not timing this process ({type(e).__name__}: {e}); "
                                  "the script runs on untimed\n")
                 return None
-
-    def _make_timer(self):
-        import perfcore
-        import psutil
-        import torch
-
-        caps = perfcore.capabilities()
-        on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
-        kernels = on_gpu and self.kernels and self.backend in ("auto", "native", "cupti-python")
-        if self.backend in ("native", "cupti-python") and not kernels and not on_gpu:
-            self.notes.append(f"--backend {self.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
-                              "host backend used")
-        timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=self.warmup, kernels=kernels,
-                                   kernel_backend=self.backend if self.backend != "host" else "auto")
-        self.fwd = timer.phase("forward", label="compute")
-        self.bwd = timer.phase("backward", label="compute")
-        self.opt = timer.phase("optimizer", label="compute")
-        self.on_gpu = on_gpu
-        _watch_memory(self, on_gpu)
-        psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
-        self.t_timer = self.now_ns()
-        self.timer = timer
-        from perfcore.run.child.progress import ProgressWriter
-
-        self.progress = ProgressWriter.for_process(self.run_dir, self.rank, self.steps_wanted, self.warmup, on_gpu)
-        self.arm(timer)
-        return timer
 
     def arm(self, timer) -> None:
         from perfcore.recording.engine import COMPACT_EVERY
@@ -355,50 +243,14 @@ class Instrumentation:
             self.request_stop()
 
     def request_stop(self) -> None:
-        """--steps reached: stop recording at once (nothing after this is counted, whatever the script
-        does next), then end the script as sys.exit(0) would, at this safe point between steps. The
-        thread that reached N raises the stop signal; on another thread the main thread gets it too,
-        and every other thread at its next optimizer step, so no training thread runs on alone."""
-        if self.stop_requested:
-            return
-        self.stop_requested = True
-        self.exit_reason = "steps reached"
-        self.t_stop = self.now_ns()
-        self.disarm()
-        sys.stderr.write(f"perfcore: {self.steps_wanted} steps measured after {self.warmup} warm-up; "
-                         "stopping the script (--steps)\n")
-        signal_type = self.stop_signal
-        stopped = {threading.get_ident()}
-        if threading.get_ident() != self.torch_hooks.main_ident and signal_type is SystemExit:
-            import ctypes
+        from perfcore.run.child.stop import request_stop
 
-            stopped.add(self.torch_hooks.main_ident)
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.torch_hooks.main_ident),
-                                                       ctypes.py_object(SystemExit))
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-
-        def after_stop(optimizer, args, kwargs):
-            # Another training thread: stopped at its first step after the stop. A thread already
-            # stopped that steps again caught the stop (the script or a library): counted, for the note.
-            if signal_type is SystemExit and threading.get_ident() not in stopped:
-                stopped.add(threading.get_ident())
-                raise SystemExit(0)
-            self.steps_after_stop += 1
-
-        self._after_stop = register_optimizer_step_post_hook(after_stop)
-        raise signal_type(0)
+        request_stop(self)
 
     def stop_note(self) -> str | None:
-        """What the script did after perfcore stopped it at --steps, when it did not simply end."""
-        if not self.stop_requested or self.stop_signal is not SystemExit:
-            return None
-        ran_s = (self.now_ns() - self.t_stop) / 1e9
-        if self.steps_after_stop == 0 and ran_s < 2.0:
-            return None
-        more = f" and {self.steps_after_stop} more optimizer step(s)" if self.steps_after_stop else ""
-        return (f"the script ran on for {ran_s:.1f} s{more} after perfcore stopped it at --steps "
-                f"{self.steps_wanted} (it caught the SystemExit): nothing after the stop "
-                f"is measured; the {self.steps_wanted} measured steps are the result")
+        from perfcore.run.child.stop import stop_note
+
+        return stop_note(self)
 
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:
@@ -423,6 +275,35 @@ class Instrumentation:
             from perfcore.run.child.exits import die_of_sigint
 
             die_of_sigint()
+
+
+def _make_timer(inst):
+    """The StepTimer on the device the run uses, its phases, memory watch and progress file; armed."""
+    import perfcore
+    import psutil
+    import torch
+
+    caps = perfcore.capabilities()
+    on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
+    kernels = on_gpu and inst.kernels and inst.backend in ("auto", "native", "cupti-python")
+    if inst.backend in ("native", "cupti-python") and not kernels and not on_gpu:
+        inst.notes.append(f"--backend {inst.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
+                          "host backend used")
+    timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=inst.warmup, kernels=kernels,
+                               kernel_backend=inst.backend if inst.backend != "host" else "auto")
+    inst.fwd = timer.phase("forward", label="compute")
+    inst.bwd = timer.phase("backward", label="compute")
+    inst.opt = timer.phase("optimizer", label="compute")
+    inst.on_gpu = on_gpu
+    _watch_memory(inst, on_gpu)
+    psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
+    inst.t_timer = inst.now_ns()
+    inst.timer = timer
+    from perfcore.run.child.progress import ProgressWriter
+
+    inst.progress = ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup, on_gpu)
+    inst.arm(timer)
+    return timer
 
 
 def _watch_memory(inst: Instrumentation, on_gpu: bool) -> None:

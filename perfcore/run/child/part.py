@@ -66,6 +66,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "rank": int(inst.rank) if inst.rank is not None else None,
+        "nested_in": inst.nested_in,
         "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
         "host": socket.gethostname(),
         "argv": list(sys.argv),
