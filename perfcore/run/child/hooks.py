@@ -26,16 +26,51 @@ from typing import Any
 __all__ = ["TorchHooks", "TorchImportHook", "call_site", "patched_slots"]
 
 
+# perfcore's own code, by where the package lies (a user's checkout in a folder named perfcore is
+# still the user's code).
+_PERFCORE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "")
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where installed libraries and the standard library live: frames there are not the user's."""
+    import sysconfig
+
+    dirs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    import site
+
+    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
+    # Environments layered on another (a .pth naming a second venv's site-packages).
+    dirs.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+_LIBRARY_DIRS: tuple[str, ...] | None = None
+
+
 def call_site(depth: int = 2) -> str:
-    """file:line of the first caller outside torch and perfcore (the user's line)."""
+    """file:line of the first caller in the user's own code (outside perfcore, torch and installed
+    libraries: the user's train_dataloader, not Lightning's or timm's loader code); a library's
+    frame only when no user frame calls it."""
+    global _LIBRARY_DIRS
+    if _LIBRARY_DIRS is None:
+        _LIBRARY_DIRS = _library_dirs()
     f = sys._getframe(depth)
+    library = None
     while f is not None:
         name = f.f_code.co_filename
-        if not any(part in name for part in (f"{os.sep}torch{os.sep}", f"{os.sep}perfcore{os.sep}",
-                                              "<frozen ")):
-            return f"{os.path.basename(name)}:{f.f_lineno}"
+        if name.startswith("<"):  # a notebook cell or `python -c` is the user's; frozen importlib is not
+            if not name.startswith("<frozen "):
+                return f"{name}:{f.f_lineno}"
+            f = f.f_back
+            continue
+        path = os.path.realpath(name)
+        if not path.startswith(_PERFCORE_DIR) and f"{os.sep}torch{os.sep}" not in path:
+            if not path.startswith(_LIBRARY_DIRS):
+                return f"{os.path.basename(name)}:{f.f_lineno}"
+            library = library or f"{os.path.basename(name)}:{f.f_lineno}"
         f = f.f_back
-    return "?"
+    return library or "?"
 
 
 _MISSING = object()
