@@ -138,3 +138,13 @@ def test_a_child_python_with_a_bad_perfcore_variable_runs_on_with_one_line(tmp_p
     assert "ITERATIONS 12" in p.stdout and "Traceback" not in p.stderr
     lines = [ln for ln in p.stderr.splitlines() if var in ln]
     assert len(lines) == 1 and repr(value) in lines[0], p.stderr
+
+
+def test_two_optimizer_runs_say_which_row_holds_the_second_optimizers_step(tmp_path):
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "gan.py"))
+    assert p.returncode == 0, p.stderr
+    assert doc["step_source"] == "optimizer" and doc["seen"]["optimizers"] == 2
+    assert "2 optimizers" in doc["step_source_text"] and "row k holds its step of iteration k-1" in doc["step_source_text"]
+    # One optimizer: the plain description.
+    p1, doc1 = perfcore_run(tmp_path / "one", str(SCRIPTS / "plain_tensors.py"), "autograd", "12")
+    assert doc1["step_source_text"] == "optimizer steps (torch.optim)"

@@ -62,6 +62,16 @@ def no_step_sentence(counts: dict[str, int], wall_s: float, torch_instrumented: 
             "optimizer|backward|batch|forward")
 
 
+def _source_text(inst, source: str | None) -> str:
+    text = DESCRIBE.get(source or "", "none")
+    if source == "optimizer" and inst.sources.optimizers_made > 1:
+        # Rows follow the first optimizer to step; say what that means for the others' work.
+        text += (f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the first one to step, "
+                 "so an optimizer that steps after it in an iteration (a GAN's generator after its discriminator) "
+                 "lands in the next row: row k holds its step of iteration k-1")
+    return text
+
+
 def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
@@ -72,7 +82,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "argv": list(sys.argv),
         "exit": {"reason": inst.exit_reason, "exception": inst.exception},
         "step_source": source,
-        "step_source_text": DESCRIBE.get(source or "", "none"),
+        "step_source_text": _source_text(inst, source),
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
         "seen": {**counts, "optimizers": inst.sources.optimizers_made, "counted_until": source or "the end",
                  "wall_ms": (inst.now_ns() - inst.t_start) / 1e6},
