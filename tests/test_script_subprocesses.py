@@ -24,3 +24,19 @@ def test_a_scripts_own_pythons_are_not_ranks(tmp_path, how, others):
     assert not doc.get("world_size") and not doc.get("ranks") and not doc.get("stragglers")
     (note,) = [n for n in doc["notes"] if "measured apart" in n]
     assert note.startswith(f"{others} other Python process(es) the script started")
+
+
+def test_merge_of_two_unrelated_runs_says_they_are_not_one_job(tmp_path):
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"r{k}"
+        p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "1", "--",
+                            sys.executable, str(SCRIPTS / "plain_tensors.py"), "autograd", "12"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        outs.append(str(out))
+    m = subprocess.run([sys.executable, "-m", "perfcore.cli", "merge", *outs, "--out", str(tmp_path / "m")],
+                       capture_output=True, text=True, timeout=120)
+    assert m.returncode == 2, (m.stdout, m.stderr)
+    assert "not a rank of one distributed job" in m.stderr and len(m.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "m").exists()
