@@ -38,11 +38,14 @@ class Instrumentation:
         self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
         self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
         self.rank = os.environ.get("RANK")
-        outer = os.environ.get(protocol.ENV_OUTER_PID)
+        # "<pid>@<run dir>": a marker from another run (a notebook or trainer session in the process
+        # that launched this run) is not this run's outer process.
+        pid, _, outer_dir = (os.environ.get(protocol.ENV_OUTER_PID) or "").partition("@")
+        mine = outer_dir == str(self.run_dir) and pid.isdigit()
         # A Python the script started (not a launcher's rank): its part is kept apart from the job's.
-        self.nested_in = int(outer) if outer and outer.isdigit() and self.rank is None else None
-        if not outer:
-            os.environ[protocol.ENV_OUTER_PID] = str(self.pid)
+        self.nested_in = int(pid) if mine and self.rank is None else None
+        if not mine:
+            os.environ[protocol.ENV_OUTER_PID] = f"{self.pid}@{self.run_dir}"
         self.progress = None  # run.child.progress.ProgressWriter, made with the timer
         self.watch_s = env_float(protocol.ENV_NO_STEP_WARN_S, 30.0)
         self.timer = None
