@@ -140,7 +140,13 @@ def test_processes_without_a_rank_are_not_missing_ranks():
 
     out = merge_ranks([_rank_part(None, None, pid=1), _rank_part(None, None, pid=2)])
     assert out["missing_ranks"] == [] and "missing_note" not in out
-    assert job_problem([_rank_part(None, None, pid=1), _rank_part(None, None, pid=2)]) is None
+    # Two processes without a rank are two single-process runs, not one job.
+    assert "not a rank of one distributed job" in job_problem([_rank_part(None, None, pid=1),
+                                                                _rank_part(None, None, pid=2)])
+    # A script's own subprocess beside its process is still one run.
+    helper = _rank_part(None, None, pid=2)
+    helper["doc"]["nested_in"] = 1
+    assert job_problem([_rank_part(None, None, pid=1), helper]) is None
 
 
 def test_two_jobs_rank_0_is_not_one_job():

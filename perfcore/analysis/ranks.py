@@ -96,6 +96,13 @@ def job_problem(parts: list[dict[str, Any]]) -> str | None:
             return (f"two parts claim rank {r} (host {seen[r][0]} pid {seen[r][1]}, host {who[0]} pid {who[1]}): "
                     "they come from different runs, not one job; merge the folders of one job's nodes")
         seen[r] = who
+    # A process without a rank is a run of its own (its own subprocesses aside): two of them, or one
+    # beside ranks, are separate runs.
+    single = [p["doc"] for p in parts if p["doc"].get("rank") is None and p["doc"].get("nested_in") is None]
+    if single and len(parts) - sum(p["doc"].get("nested_in") is not None for p in parts) > 1:
+        who = ", ".join(f"host {d.get('host')} pid {d.get('pid')}" for d in single[:3])
+        return (f"{len(single)} part(s) have no rank ({who}): each is a single-process run, not a rank of one "
+                "distributed job; merge only the folders of one job's nodes, and read a run alone with perfcore report")
     sizes = {p["doc"].get("world_size") for p in parts if p["doc"].get("world_size")}
     if len(sizes) > 1:
         return f"the parts disagree on the job's size (world sizes {sorted(sizes)}): they are not one job"

@@ -31,6 +31,7 @@ class Session:
         if instrument.STATE is None:
             instrument.activate(process_hooks=False)  # no exit or signal handlers: the trainer owns the process
         self.inst = instrument.STATE
+        self.inst.ensure_installed()
         self.inst.run_dir = run_dir
         self.inst.new_cell(0, self.warmup)
         return self
@@ -77,9 +78,13 @@ class Session:
             os.environ.pop(ENV_RUN_DIR, None)
         else:
             os.environ[ENV_RUN_DIR] = self._env
+        try:
+            source = inst.sources.finish() if timer is not None else None
+        finally:
+            # torch as it was: every patch off (torch.compile cannot trace through perfcore's hooks)
+            inst.torch_hooks.uninstall()
         if timer is None:
             return None
-        source = inst.sources.finish()
         timer.engine.close_open_phases()
         if not timer.engine.boundaries:
             timer.close()

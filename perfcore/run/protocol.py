@@ -29,6 +29,10 @@ ENV_DL_OVERRIDES = "PERFCORE_DL_OVERRIDES"  # JSON: DataLoader settings a triage
 ENV_SYNTHETIC = "PERFCORE_SYNTHETIC"  # K: replay the first K batches (a triage run without input cost)
 ENV_CHECKPOINT_S = "PERFCORE_CHECKPOINT_S"  # the checkpoint interval (tests shorten it)
 ENV_NO_STEP_WARN_S = "PERFCORE_NO_STEP_WARN_S"  # seconds without a step before the child says so
+# "<pid>@<run dir>", set by the first instrumented process of a run for the Pythons it starts: one
+# without RANK that sees its own run dir there is the script's own subprocess (a helper, a Pool
+# worker), not a rank of a distributed job.
+ENV_OUTER_PID = "PERFCORE_OUTER_PID"
 
 # What may end a step, in the order the automatic choice prefers them.
 STEP_SOURCES = ("optimizer", "backward", "batch", "forward")

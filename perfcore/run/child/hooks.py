@@ -23,19 +23,81 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["TorchHooks", "TorchImportHook", "call_site"]
+__all__ = ["TorchHooks", "TorchImportHook", "call_site", "patched_slots"]
+
+
+# perfcore's own code, by where the package lies (a user's checkout in a folder named perfcore is
+# still the user's code).
+_PERFCORE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "")
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where installed libraries and the standard library live: frames there are not the user's."""
+    import sysconfig
+
+    dirs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    import site
+
+    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
+    # Environments layered on another (a .pth naming a second venv's site-packages).
+    dirs.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+_LIBRARY_DIRS: tuple[str, ...] | None = None
 
 
 def call_site(depth: int = 2) -> str:
-    """file:line of the first caller outside torch and perfcore (the user's line)."""
+    """file:line of the first caller in the user's own code (outside perfcore, torch and installed
+    libraries: the user's train_dataloader, not Lightning's or timm's loader code); a library's
+    frame only when no user frame calls it."""
+    global _LIBRARY_DIRS
+    if _LIBRARY_DIRS is None:
+        _LIBRARY_DIRS = _library_dirs()
     f = sys._getframe(depth)
+    library = None
     while f is not None:
         name = f.f_code.co_filename
-        if not any(part in name for part in (f"{os.sep}torch{os.sep}", f"{os.sep}perfcore{os.sep}",
-                                              "<frozen ")):
-            return f"{os.path.basename(name)}:{f.f_lineno}"
+        if name.startswith("<"):  # a notebook cell or `python -c` is the user's; frozen importlib is not
+            if not name.startswith("<frozen "):
+                return f"{name}:{f.f_lineno}"
+            f = f.f_back
+            continue
+        path = os.path.realpath(name)
+        if not path.startswith(_PERFCORE_DIR) and f"{os.sep}torch{os.sep}" not in path:
+            if not path.startswith(_LIBRARY_DIRS):
+                return f"{os.path.basename(name)}:{f.f_lineno}"
+            library = library or f"{os.path.basename(name)}:{f.f_lineno}"
         f = f.f_back
-    return "?"
+    return library or "?"
+
+
+_MISSING = object()
+
+
+def patched_slots(torch) -> list[tuple[Any, str]]:
+    """Every attribute install() replaces (uninstall() puts each original back)."""
+    import torch.utils.data._utils.fetch as fetch_mod
+    from torch.utils.data import DataLoader
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    slots = [(_BaseDataLoaderIter, "__next__"), (torch.nn.Module, "__call__"), (torch.nn.Module, "train"),
+             (torch.Tensor, "backward"), (torch.autograd, "backward"), (torch.Tensor, "to"),
+             (torch.Tensor, "cuda"), (torch.optim.Optimizer, "__init__"), (DataLoader, "__init__"),
+             (DataLoader, "__iter__"), (fetch_mod._MapDatasetFetcher, "fetch"),
+             (fetch_mod._IterableDatasetFetcher, "fetch")]
+    cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
+    for cls in (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None)):
+        if cls is not None:
+            slots.append((cls, "step"))
+    if torch.distributed.is_available():
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from perfcore.run.child.comm_hooks import COLLECTIVES
+
+        slots += [(torch.distributed, name) for name in COLLECTIVES] + [(DDP, "forward"), (DDP, "register_comm_hook")]
+    return slots
 
 
 class TorchHooks:
@@ -47,11 +109,18 @@ class TorchHooks:
         self.installed: dict[str, Any] = {}  # name -> what sits on the owner (a TimedCall, or a wrapper of it)
         self.patched: dict[str, tuple[Any, str]] = {}  # name -> (owner, attribute)
         self.clock = None  # perfcore._C.StepClock
+        self._first_step = None  # the optimizer pre-hook that makes the timer
+        self.saved: list[tuple[Any, str, Any]] = []  # (owner, attribute, original) of each patch
+        self.handles: list[Any] = []  # the optimizer hooks' handles
         self.main_ident = threading.main_thread().ident
 
+    _fork_hook = False  # os.register_at_fork has no removal: registered once a process
     # -- install ----------------------------------------------------------------------------------
     def install(self) -> None:
         import torch
+
+        # What each replaced attribute was, as the owner held it itself (_MISSING: inherited).
+        self.saved = [(owner, attr, vars(owner).get(attr, _MISSING)) for owner, attr in patched_slots(torch)]
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
@@ -78,20 +147,25 @@ class TorchHooks:
                         "to": (torch.Tensor, "to"), "cuda": (torch.Tensor, "cuda")}
         for name, (owner, attr) in self.patched.items():
             orig = orig_next if name == "load" else getattr(owner, attr)
-            # The first batch fetch or module call makes the timer; the others wait for it.
-            hook = TimedCall(orig, first_use(orig, name)) if name in ("load", "forward") else TimedCall(orig)
+            # The first batch fetch, module call, backward or optimizer step makes the timer (a loop on
+            # plain tensors has no module and no DataLoader); transfers wait for it.
+            hook = TimedCall(orig, first_use(orig, name)) if name not in ("to", "cuda") else TimedCall(orig)
             self.timed[name] = hook
             self.installed[name] = hook
             setattr(owner, attr, hook)
         self._ends = {name: self._backward_end(self.timed[name], self.timed[name].__wrapped__)
                       for name in ("backward", "autograd.backward")}
         self.backward_ends(True)
-        # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
-        os.register_at_fork(after_in_child=inst.forked)
+        if not TorchHooks._fork_hook:
+            # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
+            TorchHooks._fork_hook = True
+            os.register_at_fork(after_in_child=inst.forked)
 
         self.clock = StepClock()
-        register_optimizer_step_pre_hook(self.clock.pre)
-        register_optimizer_step_post_hook(self.clock.post)
+        # Registered ahead of the clock's, so the first step finds the clock armed.
+        self._first_step = register_optimizer_step_pre_hook(self._make_timer_at_first_step)
+        self.handles = [register_optimizer_step_pre_hook(self.clock.pre),
+                        register_optimizer_step_post_hook(self.clock.post)]
         self._patch_optimizer_init(torch)
         self._patch_loaders(torch)
         self._patch_scaler(torch)
@@ -106,6 +180,17 @@ class TorchHooks:
             from perfcore.run.child.comm_hooks import patch_distributed
 
             patch_distributed(inst, torch)
+
+    def _make_timer_at_first_step(self, optimizer, args, kwargs) -> None:
+        if self.inst.timer is None:
+            self.inst.ensure_timer()
+
+    def first_step_done(self) -> None:
+        """After the first step end: the native clock alone from now on. (Not removed from inside the
+        pre-hook itself: torch is iterating over the hooks then.)"""
+        if self._first_step is not None:
+            self._first_step.remove()
+            self._first_step = None
 
     def _backward_end(self, hook, orig):
         """Backward timed natively; its end on the main thread, outside other hooks, is reported
@@ -145,10 +230,22 @@ class TorchHooks:
             self.clock.disarm()
 
     def uninstall(self) -> None:
-        """Put the original attributes back (the A/B benches and tests)."""
+        """Put every original attribute and hook back (a trainer callback's session ends, the A/B
+        benches): torch is as it was before install(), so torch.compile and other tracers see
+        plain functions again."""
         self.disarm()
-        for name, (owner, attr) in self.patched.items():
-            setattr(owner, attr, self.installed[name].__wrapped__)
+        for owner, attr, orig in reversed(self.saved):
+            if orig is _MISSING:
+                if attr in vars(owner):
+                    delattr(owner, attr)
+            elif vars(owner).get(attr, _MISSING) is not orig:
+                setattr(owner, attr, orig)
+        for h in self.handles:
+            h.remove()
+        self.first_step_done()
+        self.saved, self.handles = [], []
+        self.timed, self.installed, self._ends = {}, {}, {}
+        self.clock = None
 
     # -- construction-time patches (rare calls: plain Python) -------------------------------------
     def _patch_optimizer_init(self, torch) -> None:
@@ -238,30 +335,60 @@ class TorchHooks:
         Module.train = train
 
 class TorchImportHook:
-    """Runs inst.patch_torch() right after `import torch` finishes (one-shot meta path finder)."""
+    """Runs inst.patch_torch() once torch's own module has finished executing, however torch is
+    imported: `import torch`, importlib.import_module, an import inside a thread or a library.
+
+    It stays on sys.meta_path until then, and wraps the loader of every spec it hands out for
+    "torch": a probe (importlib.util.find_spec("torch"), which transformers, datasets and
+    accelerate make before importing torch) gets a spec that is never executed, so it must not use
+    the hook up. As a safety net, any later import seen while torch sits complete in sys.modules
+    without the hooks (a finder ahead of this one loaded it) patches it then."""
 
     def __init__(self, inst):
         self.inst = inst
+        self.done = False
 
     def find_spec(self, name, path, target=None):
-        if name != "torch":
+        if self.done:
             return None
-        sys.meta_path.remove(self)
-        import importlib.util
-
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
+        if name != "torch":
+            torch = sys.modules.get("torch")
+            if torch is not None and not getattr(getattr(torch, "__spec__", None), "_initializing", True):
+                self.patch()
+            return None
+        for finder in list(sys.meta_path):
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        loader, inst = spec.loader, self.inst
         orig_exec = loader.exec_module
 
         def exec_module(module):
             orig_exec(module)
-            try:
-                inst.patch_torch()
-            except Exception as e:
-                inst.disabled = True
-                sys.stderr.write(f"perfcore: could not instrument torch: {type(e).__name__}: {e}\n")
+            self.patch()
 
-        loader.exec_module = exec_module
+        try:
+            loader.exec_module = exec_module
+        except (AttributeError, TypeError):  # a loader that takes no attributes: the safety net patches later
+            pass
         return spec
+
+    def patch(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        try:
+            self.inst.patch_torch()
+        except Exception as e:
+            self.inst.disabled = True
+            sys.stderr.write(f"perfcore: could not instrument torch: {type(e).__name__}: {e}\n")

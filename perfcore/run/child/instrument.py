@@ -9,7 +9,6 @@ PERFCORE_RUN_DIR/parts/.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -20,7 +19,9 @@ from typing import Any
 
 from perfcore.run import protocol
 from perfcore.run.child.hooks import TorchHooks, TorchImportHook
+from perfcore.run.child.env import env_float, env_int, env_json, env_step_on
 from perfcore.run.child.loaders import Loaders
+from perfcore.run.child.memory import MemorySamples
 from perfcore.run.child.steps import StepSources
 
 __all__ = ["activate", "STATE", "Instrumentation"]
@@ -28,72 +29,29 @@ __all__ = ["activate", "STATE", "Instrumentation"]
 STATE: "Instrumentation | None" = None
 
 
-def _env_int(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
-class MemorySamples:
-    """(step, bytes) memory samples, one a step on a GPU: the newest in two short lists, the rest in
-    settled int64 columns (analysis.store.Columns, spilled to a temporary file), so a million
-    steps hold no million Python tuples."""
-
-    FLUSH = 1024
-
-    def __init__(self) -> None:
-        self.steps: list[int] = []
-        self.values: list[int] = []
-        self.columns = None  # made at the first flush: importing numpy is not for the script's start
-
-    def add(self, step: int, value: int) -> None:
-        self.steps.append(step)
-        self.values.append(value)
-        if len(self.steps) >= self.FLUSH:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.steps:
-            return
-        import numpy as np
-
-        from perfcore.analysis.store import Columns
-
-        if self.columns is None:
-            self.columns = Columns()
-        self.columns.append({"step": np.asarray(self.steps, dtype=np.int64),
-                             "bytes": np.asarray(self.values, dtype=np.int64)}, len(self.steps))
-        self.steps, self.values = [], []
-
-    def arrays(self):
-        """(steps, bytes) as int64 arrays, every sample so far."""
-        import numpy as np
-
-        self._flush()
-        if self.columns is None:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        return self.columns.column("step"), self.columns.column("bytes")
-
-    def __len__(self) -> int:
-        return (self.columns.n if self.columns is not None else 0) + len(self.steps)
-
-
 class Instrumentation:
     def __init__(self) -> None:
         self.run_dir = Path(os.environ[protocol.ENV_RUN_DIR])
         self.pid = os.getpid()
         self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
-        self.set_steps(_env_int(protocol.ENV_STEPS, 0), _env_int(protocol.ENV_WARMUP, 5))
+        self.set_steps(env_int(protocol.ENV_STEPS, 0), env_int(protocol.ENV_WARMUP, 5))
         self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
         self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
         self.rank = os.environ.get("RANK")
+        # "<pid>@<run dir>": a marker from another run (a notebook or trainer session in the process
+        # that launched this run) is not this run's outer process.
+        pid, _, outer_dir = (os.environ.get(protocol.ENV_OUTER_PID) or "").partition("@")
+        mine = outer_dir == str(self.run_dir) and pid.isdigit()
+        # A Python the script started (not a launcher's rank): its part is kept apart from the job's.
+        self.nested_in = int(pid) if mine and self.rank is None else None
+        if not mine:
+            os.environ[protocol.ENV_OUTER_PID] = f"{self.pid}@{self.run_dir}"
         self.progress = None  # run.child.progress.ProgressWriter, made with the timer
-        self.watch_s = float(os.environ.get(protocol.ENV_NO_STEP_WARN_S, "30") or 0)
+        self.watch_s = env_float(protocol.ENV_NO_STEP_WARN_S, 30.0)
         self.timer = None
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
-        self.sources = StepSources(self, os.environ.get(protocol.ENV_STEP_ON) or None)
+        self.sources = StepSources(self, env_step_on())
         self.loaders = Loaders(self.now_ns)
         self.mem_samples = MemorySamples()
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
@@ -102,8 +60,11 @@ class Instrumentation:
         self.exit_reason = "finished"
         self.exception: str | None = None
         self.stop_requested = False
+        self.stop_signal: type[BaseException] = SystemExit  # the notebook magic ends a cell its own way
+        self.t_stop = 0
+        self.steps_after_stop = 0
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
-        self.t_start = _env_int(protocol.ENV_T_LAUNCH_NS, 0) or self.now_ns()
+        self.t_start = env_int(protocol.ENV_T_LAUNCH_NS, 0) or self.now_ns()
         self.t_activate = self.now_ns()
         self.t_timer: int | None = None
         self.worker_file = None  # this DataLoader worker's batch lines (run/batches.py)
@@ -111,9 +72,9 @@ class Instrumentation:
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
-        self.overrides = json.loads(os.environ.get(protocol.ENV_DL_OVERRIDES) or "{}")
+        self.overrides = env_json(protocol.ENV_DL_OVERRIDES)
         self.overrides_applied = 0
-        self.synthetic = _env_int(protocol.ENV_SYNTHETIC, 0)
+        self.synthetic = env_int(protocol.ENV_SYNTHETIC, 0)
         self.replay_kept: list = []
         self.replayed = 0
 
@@ -140,8 +101,17 @@ class Instrumentation:
             self.torch_hooks.backward_ends(True)
         self.set_steps(steps, warmup)
         self.stop_requested, self._finalized, self.disabled = False, False, False
+        self.steps_after_stop = 0
+        if getattr(self, "_after_stop", None) is not None:
+            self._after_stop.remove()
+            self._after_stop = None
 
     # -- activation ---------------------------------------------------------------------------
+    def ensure_installed(self) -> None:
+        """The hooks on torch again after a session uninstalled them (torch already imported)."""
+        if not self.torch_hooks.saved and "torch" in sys.modules:
+            self.patch_torch()
+
     def patch_torch(self) -> None:
         self.torch_hooks.install()
         # Pay the import and probe costs now, while the script is still importing, so that making
@@ -164,33 +134,16 @@ class Instrumentation:
         if get_worker_info() is not None:
             return None
         with self._lock:
-            if self.timer is not None:
+            if self.timer is not None or self.disabled:
                 return self.timer
-            import perfcore
-            import psutil
-            import torch
-
-            caps = perfcore.capabilities()
-            on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
-            kernels = on_gpu and self.kernels and self.backend in ("auto", "native", "cupti-python")
-            if self.backend in ("native", "cupti-python") and not kernels and not on_gpu:
-                self.notes.append(f"--backend {self.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
-                                  "host backend used")
-            timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=self.warmup, kernels=kernels,
-                                       kernel_backend=self.backend if self.backend != "host" else "auto")
-            self.fwd = timer.phase("forward", label="compute")
-            self.bwd = timer.phase("backward", label="compute")
-            self.opt = timer.phase("optimizer", label="compute")
-            self.on_gpu = on_gpu
-            _watch_memory(self, on_gpu)
-            psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
-            self.t_timer = self.now_ns()
-            self.timer = timer
-            from perfcore.run.child.progress import ProgressWriter
-
-            self.progress = ProgressWriter.for_process(self.run_dir, self.rank, self.steps_wanted, self.warmup, on_gpu)
-            self.arm(timer)
-            return timer
+            try:
+                return _make_timer(self)
+            except Exception as e:  # never raised into the script's call: its hooks call straight through
+                self.disabled = True
+                self.disarm()
+                sys.stderr.write(f"perfcore: not timing this process ({type(e).__name__}: {e}); "
+                                 "the script runs on untimed\n")
+                return None
 
     def arm(self, timer) -> None:
         from perfcore.recording.engine import COMPACT_EVERY
@@ -207,7 +160,9 @@ class Instrumentation:
         # The optimizer clock appends its step ends straight into the timer's list unless another
         # source was forced (then the optimizer is timed, its steps are not step ends).
         ends = timer.engine.boundaries if chosen in (None, "optimizer") else None
-        self.torch_hooks.clock.arm(self.opt, ends, self.on_step, self.mem_every, COMPACT_EVERY, self.stop_at)
+        # Held here too: a stop inside the callback disarms the clock, which drops its reference.
+        self._on_step_cb = self.on_step
+        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.mem_every, COMPACT_EVERY, self.stop_at)
 
     def disarm(self) -> None:
         self.torch_hooks.disarm()
@@ -242,17 +197,17 @@ class Instrumentation:
 
     def step_ended(self, t: int) -> None:
         """A step end from a Python-side source (backward, batch, forward)."""
-        if self.timer is not None and self.timer.engine.end_step(at_ns=t):
+        if self.timer is not None and not self.stop_requested and self.timer.engine.end_step(at_ns=t):
             self.after_step(len(self.timer.engine.boundaries))
 
     def eval_ended(self, t0: int, t1: int) -> None:
         """An evaluation pass between two training steps becomes a row of its own (reported apart)."""
-        engine = self.timer.engine if self.timer is not None else None
+        engine = self.timer.engine if self.timer is not None and not self.stop_requested else None
         if engine is not None and engine.boundaries and engine.boundaries[-1] <= t0 and engine.end_step(at_ns=t1):
             self.eval_rows.append(len(engine.boundaries) - 1)
 
     def scaler_stepped(self, optimizer, stepped: bool) -> None:
-        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None:
+        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None and not self.stop_requested:
             if self.timer.engine.end_step():
                 self.after_step(len(self.timer.engine.boundaries))
 
@@ -275,6 +230,8 @@ class Instrumentation:
         counters; every 8th on CPU, where one syscall costs ~8 us after an optimizer step), --steps."""
         if n == 0:
             return
+        if n == 1:
+            self.torch_hooks.first_step_done()
         if n % self.compact_every == 0 and self.sources.chosen is not None:
             self.timer.engine.upkeep(n)
         elif n <= 8:
@@ -289,13 +246,14 @@ class Instrumentation:
             self.request_stop()
 
     def request_stop(self) -> None:
-        if self.stop_requested:
-            return
-        self.stop_requested = True
-        self.exit_reason = "steps reached"
-        sys.stderr.write(f"perfcore: {self.steps_wanted} steps measured after {self.warmup} warm-up; "
-                         "stopping the script (--steps)\n")
-        raise SystemExit(0)
+        from perfcore.run.child.stop import request_stop
+
+        request_stop(self)
+
+    def stop_note(self) -> str | None:
+        from perfcore.run.child.stop import stop_note
+
+        return stop_note(self)
 
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:
@@ -320,6 +278,35 @@ class Instrumentation:
             from perfcore.run.child.exits import die_of_sigint
 
             die_of_sigint()
+
+
+def _make_timer(inst):
+    """The StepTimer on the device the run uses, its phases, memory watch and progress file; armed."""
+    import perfcore
+    import psutil
+    import torch
+
+    caps = perfcore.capabilities()
+    on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
+    kernels = on_gpu and inst.kernels and inst.backend in ("auto", "native", "cupti-python")
+    if inst.backend in ("native", "cupti-python") and not kernels and not on_gpu:
+        inst.notes.append(f"--backend {inst.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
+                          "host backend used")
+    timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=inst.warmup, kernels=kernels,
+                               kernel_backend=inst.backend if inst.backend != "host" else "auto")
+    inst.fwd = timer.phase("forward", label="compute")
+    inst.bwd = timer.phase("backward", label="compute")
+    inst.opt = timer.phase("optimizer", label="compute")
+    inst.on_gpu = on_gpu
+    _watch_memory(inst, on_gpu)
+    psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
+    inst.t_timer = inst.now_ns()
+    inst.timer = timer
+    from perfcore.run.child.progress import ProgressWriter
+
+    inst.progress = ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup, on_gpu)
+    inst.arm(timer)
+    return timer
 
 
 def _watch_memory(inst: Instrumentation, on_gpu: bool) -> None:

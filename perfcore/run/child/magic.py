@@ -33,11 +33,7 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
     inst.run_dir = run_dir
     inst.new_cell(steps or 0, warmup)
 
-    def stop():
-        inst.stop_requested = True
-        raise _StopCell()
-
-    inst.request_stop = stop
+    inst.stop_signal = _StopCell
     from perfcore.run.status import NotebookStatus
 
     status = NotebookStatus(run_dir).start()  # the live status line under the cell (in a kernel only)

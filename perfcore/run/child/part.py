@@ -29,30 +29,62 @@ def write_part(inst) -> None:
         if timer is not None:
             timer.engine.close_open_phases()
             timer.close()
-        common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9)
+        clock = inst.torch_hooks.clock
+        common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9, clock is not None,
+                                             forced=inst.sources.forced,
+                                             optimizer_stepped=bool(clock is not None and clock.clocked))
         jsonio.write(part / "run.json", {"schema": "perfcore.run/1", "steps": 0, "warmup_steps": 0, **common})
         return
     _write_steps(inst, timer, part, common)
 
 
-def no_step_sentence(counts: dict[str, int], wall_s: float) -> str:
+def no_step_sentence(counts: dict[str, int], wall_s: float, torch_instrumented: bool = True,
+                     forced: str | None = None, optimizer_stepped: bool = False) -> str:
+    if not torch_instrumented:
+        if "torch" in sys.modules:
+            return (f"no step seen in {wall_s:.1f} s: torch was loaded in a way perfcore could not instrument "
+                    "(a custom import finder?); time the loop with perfcore.StepTimer instead")
+        # --step-on cannot help a script that has no torch loop to find a step in.
+        return f"no step seen in {wall_s:.1f} s: the script never imported torch, so there was no training loop to time"
+    seen = (f"{counts.get('forward', 0)} top-level forward call(s), {counts.get('backward', 0)} backward pass(es), "
+            f"{counts.get('batch_all', 0)} DataLoader batch(es), "
+            f"{'optimizer steps' if optimizer_stepped else 'no optimizer step'}")
+    if forced:
+        # The source that would have given steps, in the automatic choice's order.
+        works = next((s for s, ok in (("optimizer", optimizer_stepped), ("backward", counts.get("backward", 0) > 0),
+                                      ("batch", counts.get("batch_all", 0) > 1),
+                                      ("forward", counts.get("forward", 0) > 1)) if ok and s != forced), None)
+        fix = (f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
+               if works else "nothing else looked like a step either")
+        return f"no step seen in {wall_s:.1f} s with --step-on {forced}: seen {seen}; {fix}"
     return (f"no step seen in {wall_s:.1f} s: {counts.get('forward', 0)} top-level forward call(s), "
             f"{counts.get('backward', 0)} backward pass(es), {counts.get('batch_all', 0)} DataLoader batch(es), "
             f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
             "optimizer|backward|batch|forward")
 
 
+def _source_text(inst, source: str | None) -> str:
+    text = DESCRIBE.get(source or "", "none")
+    if source == "optimizer" and inst.sources.optimizers_made > 1:
+        # Rows follow the first optimizer to step; say what that means for the others' work.
+        text += (f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the first one to step, "
+                 "so an optimizer that steps after it in an iteration (a GAN's generator after its discriminator) "
+                 "lands in the next row: row k holds its step of iteration k-1")
+    return text
+
+
 def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
         "rank": int(inst.rank) if inst.rank is not None else None,
+        "nested_in": inst.nested_in,
         "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
         "host": socket.gethostname(),
         "argv": list(sys.argv),
         "exit": {"reason": inst.exit_reason, "exception": inst.exception,
                  "usage_error": getattr(inst, "usage_error", None)},
         "step_source": source,
-        "step_source_text": DESCRIBE.get(source or "", "none"),
+        "step_source_text": _source_text(inst, source),
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
         "seen": {**counts, "optimizers": inst.sources.optimizers_made, "counted_until": source or "the end",
                  "wall_ms": (inst.now_ns() - inst.t_start) / 1e6},
@@ -129,6 +161,9 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
     if doc.get("overhead"):
         # The estimate covers the timer's phases; the zero-code hooks around them cost more.
         doc["overhead"] = dict(doc["overhead"], hooks="not included")
+    stop_note = inst.stop_note()
+    if stop_note:
+        inst.notes.append(stop_note)
     if inst.notes or timer.notes:
         doc["notes"] = list(dict.fromkeys(inst.notes + timer.notes))
     jsonio.write_csv(part / "steps.csv", table)

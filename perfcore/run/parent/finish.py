@@ -101,6 +101,16 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
 
     parts = _read_parts(out) if parts is None else parts
     measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
+    # Pythons the script itself started (subprocess, a spawned Pool) are not ranks of one job: the
+    # job's own processes are reported; those are listed apart (or reported alone if they hold all).
+    apart = [p for p in measured if p["doc"].get("nested_in") is not None]
+    if apart and len(apart) < len(measured):
+        measured = [p for p in measured if p["doc"].get("nested_in") is None]
+    elif len(apart) > 1:
+        measured = sorted(apart, key=lambda p: -(p["doc"].get("steps") or 0))[:1]
+        apart = [p for p in apart if p is not measured[0]]
+    else:
+        apart = []
     # No step anywhere: the process that saw the most (not a launcher that only imported torch).
     parts = measured or sorted(parts, key=lambda p: -sum(v for v in (p["doc"].get("seen") or {}).values()
                                                               if isinstance(v, int)))[:1]
@@ -129,6 +139,11 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         jsonio.write(out / "run.json", doc)
         return doc
     main = parts[0]
+    if apart:
+        doc["notes"] = list(doc.get("notes") or []) + [
+            f"{len(apart)} other Python process(es) the script started ("
+            + ", ".join(f"pid {p['doc'].get('pid')}: {p['doc'].get('steps', 0)} steps" for p in apart)
+            + ") were measured apart: not ranks of this run, not merged into it"]
     if doc.get("checkpoint"):
         doc["notes"] = list(doc.get("notes") or []) + [
             f"the process ended without writing its results (killed?): these are its last checkpoint's, "

@@ -1,0 +1,48 @@
+"""Per-step memory samples of the instrumented process."""
+from __future__ import annotations
+
+__all__ = ["MemorySamples"]
+
+
+class MemorySamples:
+    """(step, bytes) memory samples, one a step on a GPU: the newest in two short lists, the rest in
+    settled int64 columns (analysis.store.Columns, spilled to a temporary file), so a million
+    steps hold no million Python tuples."""
+
+    FLUSH = 1024
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.values: list[int] = []
+        self.columns = None  # made at the first flush: importing numpy is not for the script's start
+
+    def add(self, step: int, value: int) -> None:
+        self.steps.append(step)
+        self.values.append(value)
+        if len(self.steps) >= self.FLUSH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.steps:
+            return
+        import numpy as np
+
+        from perfcore.analysis.store import Columns
+
+        if self.columns is None:
+            self.columns = Columns()
+        self.columns.append({"step": np.asarray(self.steps, dtype=np.int64),
+                             "bytes": np.asarray(self.values, dtype=np.int64)}, len(self.steps))
+        self.steps, self.values = [], []
+
+    def arrays(self):
+        """(steps, bytes) as int64 arrays, every sample so far."""
+        import numpy as np
+
+        self._flush()
+        if self.columns is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return self.columns.column("step"), self.columns.column("bytes")
+
+    def __len__(self) -> int:
+        return (self.columns.n if self.columns is not None else 0) + len(self.steps)

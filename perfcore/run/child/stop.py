@@ -1,0 +1,55 @@
+"""--steps reached inside the profiled script: how perfcore stops it, and what it says when the
+script ran on after the stop."""
+from __future__ import annotations
+
+import sys
+import threading
+
+__all__ = ["request_stop", "stop_note"]
+
+
+def request_stop(inst) -> None:
+    """--steps reached: stop recording at once (nothing after this is counted, whatever the script
+    does next), then end the script as sys.exit(0) would, at this safe point between steps. The
+    thread that reached N raises the stop signal; on another thread the main thread gets it too,
+    and every other thread at its next optimizer step, so no training thread runs on alone."""
+    if inst.stop_requested:
+        return
+    inst.stop_requested = True
+    inst.exit_reason = "steps reached"
+    inst.t_stop = inst.now_ns()
+    inst.disarm()
+    sys.stderr.write(f"perfcore: {inst.steps_wanted} steps measured after {inst.warmup} warm-up; "
+                     "stopping the script (--steps)\n")
+    signal_type = inst.stop_signal
+    stopped = {threading.get_ident()}
+    if threading.get_ident() != inst.torch_hooks.main_ident and signal_type is SystemExit:
+        import ctypes
+
+        stopped.add(inst.torch_hooks.main_ident)
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(inst.torch_hooks.main_ident),
+                                                   ctypes.py_object(SystemExit))
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    def after_stop(optimizer, args, kwargs):
+        # Another training thread: stopped at its first step after the stop. A thread already
+        # stopped that steps again caught the stop (the script or a library): counted, for the note.
+        if signal_type is SystemExit and threading.get_ident() not in stopped:
+            stopped.add(threading.get_ident())
+            raise SystemExit(0)
+        inst.steps_after_stop += 1
+
+    inst._after_stop = register_optimizer_step_post_hook(after_stop)
+    raise signal_type(0)
+
+def stop_note(inst) -> str | None:
+    """What the script did after perfcore stopped it at --steps, when it did not simply end."""
+    if not inst.stop_requested or inst.stop_signal is not SystemExit:
+        return None
+    ran_s = (inst.now_ns() - inst.t_stop) / 1e9
+    if inst.steps_after_stop == 0 and ran_s < 2.0:
+        return None
+    more = f" and {inst.steps_after_stop} more optimizer step(s)" if inst.steps_after_stop else ""
+    return (f"the script ran on for {ran_s:.1f} s{more} after perfcore stopped it at --steps "
+            f"{inst.steps_wanted} (it caught the SystemExit): nothing after the stop "
+            f"is measured; the {inst.steps_wanted} measured steps are the result")
