@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from pathlib import Path
 import json
 import os
 import platform
@@ -547,13 +548,38 @@ def run_isolated(names: Iterable[str], say: Callable[[str], None] = print,
     return rows
 
 
-def dry_run(say: Callable[[str], None] = print) -> int:
+# Packages the device run installs from the carried .whl/ folder (it has no network), not from
+# this environment: here, either importable or present there as a wheel.
+CARRIED = {"cupti": "cupti_python-"}
+
+
+def _carried(mod: str, wheels: Path) -> str | None:
+    """None when a carried package is importable or its wheel is in `wheels`; else what to do."""
+    try:
+        importlib.import_module(mod)
+        return None
+    except Exception:
+        pass
+    if any(wheels.glob(CARRIED[mod] + "*.whl")):
+        return None
+    return f"{mod} is neither installed here nor in {wheels}/ (bash bench/fetch_wheels.sh fetches it)"
+
+
+def dry_run(say: Callable[[str], None] = print, wheels: Path | None = None) -> int:
     """No GPU needed: import what every check uses and print each row with the value that
-    passes. 0 when every import resolves, 1 (naming each miss) otherwise."""
+    passes. 0 when every import resolves, 1 (naming each miss) otherwise. A package the device
+    run carries as a wheel (CARRIED) is named as still to fetch, which the device run needs but
+    this machine's table does not."""
+    wheels = wheels or Path(__file__).resolve().parents[1] / ".whl"
     missing = []
     for name in CHECKS:
         for use in USES.get(name, ()):
             mod, _, attr = use.partition(":")
+            if mod in CARRIED:
+                todo = _carried(mod, wheels)
+                if todo:
+                    say(f"gpu_check --dry-run: {name}: to carry to the device: {todo}")
+                continue
             try:
                 m = importlib.import_module(mod)
                 if attr and not hasattr(m, attr):

@@ -220,6 +220,12 @@ def test_workers_are_not_advised_when_the_loops_compute_holds_every_core():
     # A quiet machine and a one-thread loop leave a core: then a worker is the advice.
     quiet = loader_plan(JPEG_LOADER, **kw, loop_cores=0.6, other_cores=0.0)
     assert quiet["reason"] == "main process" and quiet["spare_cores"] == pytest.approx(1.0)
+    # A trace of other CPU (an idle shell, the sampler itself) does not take the worker away.
+    trace = loader_plan(JPEG_LOADER, **kw, loop_cores=0.4, other_cores=0.0036)
+    assert trace["reason"] == "main process" and "set num_workers=1" in trace["text"]
+    # Half a core of strangers does.
+    half = loader_plan(JPEG_LOADER, **kw, loop_cores=0.4, other_cores=0.5)
+    assert half["reason"] == "no spare cores"
 
 
 def test_advice_turns_round_when_an_experiment_measured_the_opposite():

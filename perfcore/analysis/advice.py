@@ -53,6 +53,9 @@ def _where(ld: Mapping[str, Any]) -> str:
     return f"{owner} ({_settings(ld)})" if _settings(ld) else owner
 
 
+SPARE_SLACK_CORES = 0.25
+
+
 def spare_cores(cores: int, *, loop_cores: float | None = None, other_cores: float | None = None) -> float:
     """Cores a DataLoader worker could have to itself: the machine's, less what the loop's own compute
     keeps busy (its measured CPU, or torch's intra-op threads; one core when neither is known) and what
@@ -136,8 +139,10 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
     rate = (f"a batch takes {fmt_ms(make_ms)} to make and the loop uses one every {fmt_ms(consume_ms)}"
             + (f", {per_step:g} batches per step" if per_step > 1 else ""))
     # Workers beyond the free cores share them with the loop and each other: they hide at most
-    # free / needed of the wait (none when no core is free).
-    spare = max(int(math.floor(free + 1e-9)), 0)
+    # free / needed of the wait (none when no core is free). A core three quarters free counts as
+    # free: measured CPU carries a few percent of noise (an idle shell, the sampler), and a worker on
+    # 0.996 of a core loses almost nothing, where flooring it to none would flip the advice.
+    spare = max(int(math.floor(free + SPARE_SLACK_CORES)), 0)
     hide = min(1.0, free / needed) if needed else 1.0
     plan["achievable_ms"] = load_ms * hide
     cores_text = _cores_text(cores, loop_cores, other_cores, torch_threads)

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from perfcore.recording.engine import detail_steps
 from perfcore.report import jsonio
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
 from perfcore.run.protocol import WORKERS, part_dir, part_key
@@ -220,6 +219,10 @@ def _write_trace(timer, full, part) -> None:
         "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
     }
     # Which steps those intervals cover, and the cap that bounded them (the trace says so).
+    # Imported here, not at the top: a process that never imported torch writes its part at
+    # interpreter shutdown, when pandas (which the engine brings) can no longer be imported.
+    from perfcore.recording.engine import detail_steps
+
     kept = detail_steps(timer.engine)
     raw.update(detail_through=np.int64(kept["through"]), detail_settled=np.int64(kept["settled"]),
                detail_window=np.array(kept["window"], dtype=np.int64), detail_cap_steps=np.int64(kept["cap_steps"]),
