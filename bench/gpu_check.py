@@ -14,6 +14,7 @@ Under 5 minutes on an H200 (the build is not counted).
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 from pathlib import Path
 import json
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 
 @dataclass
@@ -524,28 +525,24 @@ def run_isolated(names: Iterable[str], say: Callable[[str], None] = print,
     """Each check in a process of its own under its time limit: a hang or a crash of the process
     (a CUDA fault, a deadlock in a driver call) is that check's FAIL row, and the run goes on.
     A fresh process per check also gives the checks that need one (CUPTI's first use)."""
-    rows: list[Row] = []
-    for name in names:
-        limit = (limits or {}).get(name, TIME_LIMIT_S.get(name, DEFAULT_LIMIT_S))
-        t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "rows.json")
-            cmd = [sys.executable, os.path.abspath(__file__), "--one", name, "--rows-to", out]
-            try:
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
-                if os.path.exists(out):
-                    with open(out) as fh:
-                        got = [Row(**r) for r in json.load(fh)]
-                else:
-                    tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
-                    got = [Row(name, f"process ended with {p.returncode} before its rows: {tail[0]}", "runs", False)]
-            except subprocess.TimeoutExpired:
-                got = [Row(name, f"no result within {limit:.0f} s (hung or too slow): ended", "runs", False)]
-        for r in got:
-            rows.append(r)
-            say(f"  {r.verdict}  {r.check}: {r.measured} (passes: {r.target})")
-        say(f"  ({name}: {time.perf_counter() - t0:.1f} s)")
-    return rows
+    limit_of = lambda name: (limits or {}).get(name, TIME_LIMIT_S.get(name, DEFAULT_LIMIT_S))  # noqa: E731
+    return run_checks({name: functools.partial(_in_child, name, limit_of(name)) for name in names}, say=say)
+
+
+def _in_child(name: str, limit: float) -> list[Row]:
+    """One check's rows, from `gpu_check.py --one NAME` run as a child under `limit` seconds."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "rows.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--one", name, "--rows-to", out]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            return [Row(name, f"no result within {limit:.0f} s (hung or too slow): ended", "runs", False)]
+        if os.path.exists(out):
+            with open(out) as fh:
+                return [Row(**r) for r in json.load(fh)]
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or ["no output"]
+        return [Row(name, f"process ended with {p.returncode} before its rows: {tail[0]}", "runs", False)]
 
 
 # Packages the device run installs from the carried .whl/ folder (it has no network), not from
