@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfcore.analysis.advice import advise_run, batches_per_step, contradicting_trial, loader_plan
+from perfcore.analysis.advice import advise, advise_run, batches_per_step, contradicting_trial, loader_plan
 from perfcore.analysis.memory import memory_findings
 
 
@@ -260,3 +260,17 @@ def test_run_advice_leads_with_a_cheaper_batch_and_an_achievable_gain():
     plain = run_doc(bd, loaders=[{**JPEG_LOADER, "training": True, "batches": 40}])
     advise_run(plain, zero_code=True, evidence={"cpu_count": 2})
     assert plain["recommendations"][0]["id"] == "more_workers" and "up to 1.74x" in plain["recommendations"][0]["text"]
+
+
+def test_compute_evidence_is_on_the_verdicts_own_basis():
+    # A trimmed step of 76 ms with the mean compute of 122 ms read "compute is 122 ms of a 76 ms step".
+    from perfcore.analysis.verdict import decide_run
+
+    doc = {"steps": 50, "device": "cpu", "step_time_ms": {"mean": 124.0},
+           "breakdown_ms": {"load": 0.5, "transfer": 0.0, "compute": 122.0, "comm": 0.0, "host": 1.5},
+           "breakdown_robust": {"steps": 50, "step_ms": 76.0,
+                                "ms": {"load": 0.5, "transfer": 0.0, "compute": 73.5, "comm": 0.0, "host": 2.0}}}
+    v = decide_run(doc)
+    recs = advise(v, doc["breakdown_ms"], on_gpu=False, zero_code=True)
+    (fc,) = [r for r in recs if r["id"] == "faster_compute"]
+    assert fc["evidence"] == "compute is 73.5 ms of a 76.0 ms step", fc["evidence"]

@@ -310,11 +310,14 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
             else:
                 add("untimed_host_work", lb, "Time the rest of the step with timer.phase('name') to see what it is "
                     "(logging, metrics, checkpointing, Python overhead)." + gain, because)
-    if decision.get("healthy") and breakdown_ms.get("compute", 0) >= 0.6 * (decision.get("step_ms") or math.inf):
+    # Compute on the verdict's own basis (the trimmed estimate when there is one), so that it and
+    # the step it is a share of are the same steps' figures.
+    compute_ms = decision.get("compute_ms", breakdown_ms.get("compute", 0)) or 0.0
+    if decision.get("healthy") and compute_ms >= 0.6 * (decision.get("step_ms") or math.inf):
         add("faster_compute", None, ("The step is GPU compute: mixed precision (bf16 autocast), torch.compile, "
                                      "channels_last for convnets, fused optimizers.") if on_gpu else
             ("The step is compute: on a GPU it would move there; on CPU, torch.compile and torch.set_num_threads "
-             "matter."), f"compute is {fmt_ms(breakdown_ms.get('compute', 0))} of a "
+             "matter."), f"compute is {fmt_ms(compute_ms)} of a "
                          f"{fmt_ms(decision.get('step_ms', 0))} step")
     for f in (memory or {}).get("findings", []):
         add(f["id"], "memory", f["advice"], f["sentence"])

@@ -160,7 +160,7 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
     causes.sort(key=lambda c: -c["ms_per_step"])
     named = [c for c in causes if c["level"] != "minor"]
     comp = compute_ms if compute_ms is not None else max(step - sum(c["ms_per_step"] for c in causes), 0.0)
-    doc: dict[str, Any] = {"causes": named, "thresholds": thresholds, "step_ms": step,
+    doc: dict[str, Any] = {"causes": named, "thresholds": thresholds, "step_ms": step, "compute_ms": comp,
                            "avoidable_ms": {c["label"]: c["ms_per_step"] for c in causes}}
     if share_band:
         doc["avoidable_band_ms"] = {c["label"]: [c["share_band"][0] * step, c["share_band"][1] * step]
