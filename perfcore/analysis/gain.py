@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 
-__all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge", "sem_of_mean"]
+__all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge"]
 
 # Half-width of a band in standard errors: ~95% when the errors are normal. A band is where a
 # second measurement of the same thing may land.
@@ -28,16 +28,6 @@ def speedup(step_ms: float, saved_ms: float) -> float | None:
     """step / (step - saved); None when nothing would be left (no finite figure, and JSON has no inf)."""
     left = float(step_ms) - float(saved_ms)
     return float(step_ms) / left if left > 1e-9 else None
-
-
-def sem_of_mean(values) -> float | None:
-    """The standard error of a mean from its samples; None below two."""
-    n = len(values)
-    if n < 2:
-        return None
-    m = sum(float(v) for v in values) / n
-    var = sum((float(v) - m) ** 2 for v in values) / (n - 1)
-    return math.sqrt(var / n)
 
 
 def expected_gain(step_ms: float, saved_ms: float, *, saved_band_ms: tuple[float, float] | None = None
@@ -63,14 +53,14 @@ def expected_gain(step_ms: float, saved_ms: float, *, saved_band_ms: tuple[float
 
 
 def measured_gain(base_ms: float, exp_ms: float, *, base_sem_ms: float | None = None,
-                  exp_sem_ms: float | None = None) -> dict[str, Any]:
+                  exp_sem_ms: float | None = None, noise_ms: float | None = None) -> dict[str, Any]:
     """What an A/B pair measured: the saving base - exp per step, its noise (BAND_Z standard errors of
     the difference of the two runs' mean steps; None when a run reports no spread), and the speedup
-    with its band."""
+    with its band. noise_ms: that noise when the caller has it already."""
     base, exp = float(base_ms), float(exp_ms)
     saved = base - exp
-    noise = None
-    if base_sem_ms is not None and exp_sem_ms is not None and base_sem_ms == base_sem_ms and exp_sem_ms == exp_sem_ms:
+    noise = None if noise_ms is None else float(noise_ms)
+    if noise is None and base_sem_ms is not None and exp_sem_ms is not None and base_sem_ms == base_sem_ms and exp_sem_ms == exp_sem_ms:
         noise = BAND_Z * math.hypot(float(base_sem_ms), float(exp_sem_ms))
     x = base / exp if exp > 0 else None
     band = None

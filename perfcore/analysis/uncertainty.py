@@ -11,11 +11,11 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.units import fmt_ms, fmt_share
 
 __all__ = ["robust_breakdown", "valid_robust", "OUTLIER_MADS", "TRIM_AT_MOST", "LEVEL", "RESAMPLES", "steps_to_settle"]
 
-LABELS = ("load", "transfer", "compute", "comm", "host")
 # A step is an outlier when it is this many robust standard deviations (1.4826 MAD) above the
 # median step, and at least OUTLIER_MIN_RATIO times it (a steady loop's 1% jitter is no outlier).
 OUTLIER_MADS = 5.0
@@ -134,14 +134,6 @@ def robust_breakdown(table: pd.DataFrame, *, step_col: str = "step", resamples: 
                          + "): preemption, garbage collection or one-off work, not the loop's steady cost"),
         }
     return doc
-
-
-def describe_band(lb: str, rb: Mapping[str, Any]) -> str:
-    """'load 9.6% (95% interval 7.1-12%)' from a robust_breakdown."""
-    from perfcore.analysis.units import fmt_band
-
-    s, b = rb["share"][lb], rb["share_band"][lb]
-    return f"{lb} {fmt_share(s)} ({100 * rb['level']:.0f}% interval {fmt_band(b[0], b[1], fmt_share)})"
 
 
 def valid_robust(rb: Any) -> dict[str, Any] | None:

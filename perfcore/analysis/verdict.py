@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
-from perfcore.analysis.gain import BAND_Z, expected_gain, judge, measured_gain, speedup
+from perfcore.analysis.gain import BAND_Z, expected_gain, judge, measured_gain
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle, valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
@@ -79,10 +79,6 @@ def _straddles(band: tuple[float, float] | None) -> float | None:
         if band[0] < tier <= band[1]:
             return tier
     return None
-
-
-def _speedup(step_ms: float, ms: float) -> float | None:
-    return speedup(step_ms, ms)
 
 
 def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int) -> dict[str, Any] | None:
@@ -291,11 +287,7 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
     if not measured_speedup or measured_speedup != measured_speedup or not step:
         return {**base, "measured_speedup": None, "sentence": f"{experiment}: no measurement"}
     exp_ms = step / measured_speedup
-    meas = measured_gain(step, exp_ms)
-    if noise_ms is not None:
-        meas["noise_ms"] = float(noise_ms)
-        lo_left, hi_left = exp_ms + noise_ms, exp_ms - noise_ms
-        meas["band"] = (step / lo_left, step / hi_left if hi_left > 0 else None)
+    meas = measured_gain(step, exp_ms, noise_ms=noise_ms)
     implied = max(meas["saved_ms"], 0.0)
     base.update(measured_ms=implied)
     if predicted["speedup"] is None:

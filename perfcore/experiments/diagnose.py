@@ -177,11 +177,7 @@ def workers_check(first: dict, final: dict, a_check: dict, base: dict, workers: 
     band = (first.get("avoidable_band_ms") or {}).get("load") if final is first else None
     ceiling = expected_gain(step, load_ms, saved_band_ms=tuple(band) if band else None)
     noise = difference_noise_ms(base.get("step_sem_ms"), workers.get("step_sem_ms"))
-    meas = measured_gain(step, step / workers["speedup"])
-    if noise is not None:
-        meas["noise_ms"] = noise
-        meas["band"] = (step / (meas["exp_ms"] + noise),
-                        step / (meas["exp_ms"] - noise) if meas["exp_ms"] > noise else None)
+    meas = measured_gain(step, step / workers["speedup"], noise_ms=noise)
     x = fmt_x(workers["speedup"])
     b = meas.get("band")
     xb = f" ({fmt_band(b[0], b[1])})" if b and b[1] is not None else ""
