@@ -69,6 +69,9 @@ class StepTimer:
         self.transfer = self.engine.make_scope("transfer", BUILTIN["transfer"], "transfer")
         self.compute = self.engine.make_scope("compute", BUILTIN["compute"], "compute")
         self.comm = self.engine.make_scope("comm", BUILTIN["comm"], "comm")
+        # step() is called once per step in the user's loop: bound straight to the engine's, so the
+        # facade adds no Python frame (the method below documents it for help()).
+        self.step = self.engine.step
 
     @property
     def device(self) -> str:
