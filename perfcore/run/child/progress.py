@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from perfcore.analysis.attribution import LABELS
 
+from perfcore.run.child.env import env_float
 from perfcore.run.protocol import (CHECKPOINT_EVERY_S, ENV_CHECKPOINT_S, PROGRESS_EVERY_S, checkpoint_dir, part_key,
                                    progress_file)
 
@@ -55,10 +56,7 @@ class ProgressWriter:
                     ) -> "ProgressWriter":
         """The writer of this process, keyed as its part is (rank<N> or pid<P>)."""
         key = part_key(rank)
-        try:  # tests shorten the checkpoint interval; a bad value keeps the default
-            every = float(os.environ.get(ENV_CHECKPOINT_S) or CHECKPOINT_EVERY_S)
-        except ValueError:
-            every = CHECKPOINT_EVERY_S
+        every = env_float(ENV_CHECKPOINT_S, CHECKPOINT_EVERY_S)  # tests shorten the checkpoint interval
         return cls(run_dir, key, steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu,
                    checkpoint_s=every if every > 0 else CHECKPOINT_EVERY_S)
 

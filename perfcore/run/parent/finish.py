@@ -153,8 +153,9 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     doc["outcome"] = outcome
     if doc.get("exit"):
         doc["exit"] = {**doc["exit"], "sentence": exit_sentence(doc["exit"], outcome)}
-    if step_source_note(doc):
-        doc["step_source_note"] = step_source_note(doc)
+    note = step_source_note(doc)
+    if note:
+        doc["step_source_note"] = note
     focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one
     if len(parts) > 1 or doc.get("world_size"):
         from perfcore.analysis.ranks import clock_offsets, merge_ranks
