@@ -155,3 +155,16 @@ def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
     assert one_w["reason"] == "measured: workers do not help" and one_w["trial"]["relative_to"] == 1
     assert "sweep (batch 8) measured num_workers=0 at 1.16x of these settings' speed: fewer workers made steps " \
            "faster" in one_w["sentence"]
+
+
+def test_diagnose_names_the_cause_in_the_printed_summary_on_a_busy_machine_too():
+    # The interference preface capitalises the verdict; the cause must still reach the summary.
+    bd = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
+    step = sum(bd.values())
+    busy = {"material": True, "sentence": "other processes used 1.6 of 2 cores during this run: step times are "
+                                          "inflated and the verdict is uncertain"}
+    exps = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": step / bd["compute"]}]
+    final, _ = diagnose_verdict({"step_ms": step, "breakdown_ms": bd, "interference": busy}, exps,
+                                {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    assert final["summary"].startswith(busy["sentence"] + ". Input-bound (CPU decode/augment):"), final["summary"]
+    assert final["plain_summary"].startswith("input-bound (CPU decode/augment):")

@@ -17,7 +17,7 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle, valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 
-__all__ = ["AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "NOISE_SHARE",
+__all__ = ["preface", "AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "NOISE_SHARE",
            "THRESHOLDS_RATIONALE",
            "avoidable",
            "decide", "decide_run", "confirm", "startup_share"]
@@ -209,9 +209,16 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
     if interference and interference.get("material"):
         doc["interference"] = dict(interference)
         doc["uncertain"] = True
-        summary = f"{interference['sentence']}. {summary[0].upper()}{summary[1:]}"
-    doc["summary"] = summary
+    doc["summary"] = preface(summary, doc.get("interference"))
     return doc
+
+
+def preface(plain: str, interference: Mapping[str, Any] | None) -> str:
+    """The summary as printed: the plain verdict, after the interference sentence when that is
+    material. Whoever edits a verdict's words edits plain_summary and makes summary with this."""
+    if not interference or not interference.get("material") or not plain:
+        return plain
+    return f"{interference['sentence']}. {plain[0].upper()}{plain[1:]}"
 
 
 def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None = None,

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.gain import expected_gain, measured_gain
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
-from perfcore.analysis.verdict import avoidable, confirm, decide, decide_run, difference_noise_ms
+from perfcore.analysis.verdict import avoidable, confirm, decide, decide_run, difference_noise_ms, preface
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
 
@@ -156,15 +156,14 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             final["cause"] = "CPU decode/augment"
             top = prof["top"][0]["function"] if prof["top"] else "?"
             how = f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
-        for key in ("summary", "plain_summary"):
-            final[key] = final[key].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
+        final["plain_summary"] = final["plain_summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
         final["checks"].append(workers_check(first, final, check, base, workers))
     tail = "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) \
         + (f". {how}." if how else ".")
-    final["summary"] += tail
     final["plain_summary"] += tail
+    final["summary"] = preface(final["plain_summary"], final.get("interference"))
     return final, check["predicted_speedup"]
 
 

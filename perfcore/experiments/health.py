@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from perfcore.analysis.verdict import decide_run
+from perfcore.analysis.verdict import decide_run, preface
 from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
@@ -58,11 +58,9 @@ def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only
                           + f". {busy_line[0].upper()}{busy_line[1:]}"),
         "next": None if healthy else next_cmd,
     }
-    doc["summary"] = doc["plain_summary"]
+    doc["summary"] = preface(doc["plain_summary"], decision.get("interference"))
     if decision.get("uncertain"):
         doc["uncertain"] = True
-        doc["summary"] = (f"{decision['interference']['sentence']}. {doc['plain_summary'][0].upper()}"
-                          f"{doc['plain_summary'][1:]}")
     if row.get("interference"):
         doc["interference"] = row["interference"]
     hb = heartbeat(row["busy_series"], row["busy_spacing_s"])
