@@ -237,7 +237,7 @@ void ActivityTracer::start(const TracerConfig& config) {
 }
 
 void ActivityTracer::disableAll() {
-  // Before CUDA 13.0 Update 1, disabling CONCURRENT_KERNEL may deadlock (CUPTI release notes):
+  // In CUDA 13.0 before its Update 1, disabling CONCURRENT_KERNEL may deadlock (CUPTI release notes):
   // there it stays enabled, the pool refuses every later buffer (CUPTI drops and counts those
   // records, nothing is kept), and the next start() finds it still on.
   const bool keepKernels = !disableKernelSafe(cuptiLoadedVersion());

@@ -112,15 +112,19 @@ class ActivityTracer {
 
 // Which workarounds a loaded CUPTI API version needs (pure, for tests): graph kernels'
 // correlation ids are wrong in sessions after the first (fixed in CUDA 13.1 Update 1), and
-// disabling CONCURRENT_KERNEL may deadlock (fixed in 13.0 Update 1). cuptiGetVersion reports
-// the API version, which an update release may leave at its GA's number, so each guard lifts
-// at the first API version known to carry the fix: the next minor release.
+// disabling CONCURRENT_KERNEL may deadlock in 13.0 (fixed in 13.0 Update 1; 12.x CUPTIs report
+// API versions below 130000, and kineto disables the kind at every profiler stop there).
+// cuptiGetVersion reports the API version, which an update release may leave at its GA's
+// number, so each guard lifts at the first API version known to carry the fix: the next minor.
 constexpr uint32_t kGraphIdsFixedVersion = 130200;
+constexpr uint32_t kDisableKernelUnsafeFrom = 130000;
 constexpr uint32_t kDisableKernelSafeVersion = 130100;
 inline bool graphIdsTrusted(uint32_t loadedVersion, int64_t session) {
   return session <= 1 || loadedVersion >= kGraphIdsFixedVersion;
 }
-inline bool disableKernelSafe(uint32_t loadedVersion) { return loadedVersion >= kDisableKernelSafeVersion; }
+inline bool disableKernelSafe(uint32_t loadedVersion) {
+  return loadedVersion < kDisableKernelUnsafeFrom || loadedVersion >= kDisableKernelSafeVersion;
+}
 
 // Compiled-against and loaded CUPTI API versions.
 uint32_t cuptiCompiledVersion();
