@@ -268,3 +268,17 @@ def test_a_phase_that_switched_streams_inside_is_said(monkeypatch):
     cap = capture_stats(e)
     assert cap["phases_switched_stream_inside"] == 3 and cap["phases_on_current_stream"] == 10
     assert any("3 GPU phase(s) moved their work to another stream" in n for n in e.notes)
+
+
+def test_the_stop_sync_waits_only_for_gpus_that_have_a_context(monkeypatch):
+    # torch.cuda.synchronize(i) on a GPU the run never used would create a context there.
+    import sys
+    import types
+
+    from perfcore.capture.native_cupti import synchronize_devices
+
+    synced = []
+    cuda = types.SimpleNamespace(is_initialized=lambda: True, device_count=lambda: 3, synchronize=synced.append)
+    fake = types.SimpleNamespace(cuda=cuda, _C=types.SimpleNamespace(_cuda_hasPrimaryContext=lambda i: i == 1))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert synchronize_devices() is True and synced == [1]

@@ -25,6 +25,7 @@ import pandas as pd
 from perfcore.capture.columns import ACTIVITY_KINDS, activity_frames, merge_activity
 from perfcore.capture.cupti_python_kinds import PACKAGE, check_versions, install_advice
 from perfcore.capture.cupti_python_kinds import Kinds as _Kinds
+from perfcore.capture.native_cupti import synchronize_devices
 from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
 
 __all__ = ["CuptiPythonTracer", "records_to_columns", "load_cupti", "decoded_nothing", "SCHEMA", "PACKAGE",
@@ -302,6 +303,7 @@ class CuptiPythonTracer:
         for kind in self._enabled:
             self._cupti.activity_disable(kind)
         self._enabled = []
+        synchronize_devices()  # kernels still running would reach the forced flush incomplete
         t0 = time.perf_counter_ns()
         self._flush(1)  # the one forced flush: incomplete records included, at the end
         self._counts["forced_flush_ns"] = time.perf_counter_ns() - t0

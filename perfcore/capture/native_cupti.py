@@ -63,9 +63,11 @@ def watch_torch_profiler() -> bool:
 
 
 def synchronize_devices() -> bool:
-    """Wait for every GPU's work, so kernels still running reach CUPTI's buffers complete before
-    the final forced flush (CUPTI leaves that to the client: a forced flush hands over incomplete
-    records, which are lost). True when it synchronized."""
+    """Wait for the work of every GPU this process uses, so kernels still running reach CUPTI's
+    buffers complete before the final forced flush (CUPTI leaves that to the client: a forced
+    flush hands over incomplete records, which are lost). A GPU with no context yet has no work,
+    and synchronizing it would make one (hundreds of MB on a GPU the run never touched).
+    True when it synchronized."""
     import sys
 
     torch = sys.modules.get("torch")
@@ -74,8 +76,10 @@ def synchronize_devices() -> bool:
     try:
         if not torch.cuda.is_initialized():
             return False
+        has_context = getattr(torch._C, "_cuda_hasPrimaryContext", lambda i: True)
         for i in range(torch.cuda.device_count()):
-            torch.cuda.synchronize(i)
+            if has_context(i):
+                torch.cuda.synchronize(i)
         return True
     except Exception:  # a broken context: the flush still runs and counts what it lost
         return False
