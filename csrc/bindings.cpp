@@ -97,7 +97,14 @@ PyObject* currentStreamCallable = nullptr;
 bool currentStreamFromPython(int device, uintptr_t* out) {
   PyObject* fn = currentStreamCallable;
   if (fn == nullptr || !PyGILState_Check()) return false;
-  PyObject* r = PyObject_CallFunction(fn, "i", device);
+  // Called at every phase entry and exit: one argument, no format string to parse.
+  PyObject* arg = PyLong_FromLong(device);
+  if (arg == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* r = PyObject_CallOneArg(fn, arg);
+  Py_DECREF(arg);
   if (r == nullptr) {
     PyErr_Clear();  // never into the user's phase: the timer counts it as unseen
     return false;

@@ -103,16 +103,17 @@ void EventTimer::dropUnusedAnchors() {
 
 void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
   const int64_t tid = currentThreadId();
-  if (stream == kCurrentStream) {
+  const bool follow = stream == kCurrentStream;
+  bool seen = false;
+  if (follow) {
     // Read before the lock: the source may call into Python (torch's current stream).
     CurrentStreamFn fn = currentStreamSource.load();
     uintptr_t cur = 0;
-    const bool seen = fn != nullptr && fn(device_, &cur);
+    seen = fn != nullptr && fn(device_, &cur);
     stream = seen ? cur : 0;
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++(seen ? streams_.followed : streams_.unseen);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);  // one lock a phase entry
+  if (follow) ++(seen ? streams_.followed : streams_.unseen);
   OnDevice on(device_);
   if (anchor_ == nullptr || nowNs() - anchorNs_ >= kResyncNs) sync();
   // Bounded memory: at the cap, wait for the oldest pair (recorded long ago, so normally already
