@@ -222,8 +222,9 @@ void ActivityTracer::start(const TracerConfig& config) {
   }
   if (concurrentKernelOn_) enabledKinds_.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 #if CUPTI_API_VERSION >= 24
-  // Only where the loaded library has the calls too (a 12.4 libcupti under a 12.6 build says
-  // so in its result: then every API record stays on, as before).
+  // Compiled only against headers that declare the calls; setup.py builds against the headers
+  // of the libcupti that loads, so the symbols resolve (a library without them would fail the
+  // import of _C, not this call). A call the library refuses leaves that id's records on.
   for (auto cbid : kQuietRuntime) apiFiltered_ += cuptiActivityEnableRuntimeApi(cbid, 0) == CUPTI_SUCCESS;
   for (auto cbid : kQuietDriver) apiFiltered_ += cuptiActivityEnableDriverApi(cbid, 0) == CUPTI_SUCCESS;
 #endif
