@@ -235,10 +235,11 @@ class Recording:
         latest KEEP_ENDS are let go (indexing them raises IndexError)."""
         return self._boundaries
 
-    def end_step(self, at_ns: int | None = None) -> bool:
+    def end_step(self, at_ns: int | None = None, upkeep: bool = True) -> bool:
         """End the current step now (as step(), but False instead of an error when a phase is
         still open on this thread), or at `at_ns`, a time already past that a hook observed (a
-        batch fetch's start, a backward's end): then the per-thread phase state is left alone."""
+        batch fetch's start, a backward's end): then the per-thread phase state is left alone.
+        upkeep=False: the caller runs upkeep() itself after the step (perfcore run's sources)."""
         if at_ns is None:
             t = self._rec.boundary()
             if t < 0:
@@ -249,7 +250,7 @@ class Recording:
                 return False
         self._boundaries.append(t)
         n = len(self._boundaries)
-        if n % COMPACT_EVERY == 0:
+        if upkeep and n % COMPACT_EVERY == 0:
             self.upkeep(n)
         return True
 

@@ -196,8 +196,9 @@ class Instrumentation:
         return len(self.timer.engine.boundaries) if self.timer is not None else 0
 
     def step_ended(self, t: int) -> None:
-        """A step end from a Python-side source (backward, batch, forward)."""
-        if self.timer is not None and not self.stop_requested and self.timer.engine.end_step(at_ns=t):
+        """A step end from a Python-side source (backward, batch, forward), which is always the
+        chosen one: after_step does the upkeep (settling, following the device) once."""
+        if self.timer is not None and not self.stop_requested and self.timer.engine.end_step(at_ns=t, upkeep=False):
             self.after_step(len(self.timer.engine.boundaries))
 
     def eval_ended(self, t0: int, t1: int) -> None:
