@@ -29,9 +29,14 @@ def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int
     return df, df[cols + extra].reset_index(drop=True)
 
 
-def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int) -> dict[str, Any]:
-    """The perfcore.run/1 document of `full` (the settled ns table); per_phase: one phase's host cost."""
+def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int,
+                 evaluation_rows: list[int] | None = None) -> dict[str, Any]:
+    """The perfcore.run/1 document of `full` (the settled ns table); per_phase: one phase's host cost;
+    evaluation_rows: rows the summary sets apart as evaluation passes."""
     store = engine._store
+    if evaluation_rows:
+        full = full.assign(evaluation=False)
+        full.loc[[r for r in evaluation_rows if r < len(full)], "evaluation"] = True
     evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
     kernels, memcpy, categories = [], {}, {}
     if engine._tracer is not None:

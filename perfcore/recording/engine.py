@@ -238,8 +238,7 @@ class Recording:
     def end_step(self, at_ns: int | None = None, upkeep: bool = True) -> bool:
         """End the current step now (as step(), but False instead of an error when a phase is
         still open on this thread), or at `at_ns`, a time already past that a hook observed (a
-        batch fetch's start, a backward's end): then the per-thread phase state is left alone.
-        upkeep=False: the caller runs upkeep() itself after the step (perfcore run's sources)."""
+        batch fetch's start, a backward's end). upkeep=False: the caller upkeeps after it."""
         if at_ns is None:
             t = self._rec.boundary()
             if t < 0:
@@ -357,10 +356,11 @@ class Recording:
         self._last_table, view = document.ms_table(self._store.table(), self._names, FIRST_CUSTOM)
         return view
 
-    def document(self, top_kernels: int = 10) -> dict[str, Any]:
-        """The perfcore.run/1 document for the steps so far (settles them first)."""
-        self.summary()
-        return document.run_document(self, self._last_table, phase_cost_ns(), top_kernels)
+    def document(self, top_kernels: int = 10, *, settle: bool = True, evaluation_rows=None) -> dict[str, Any]:
+        """The run/1 document of the steps so far; settle=False: summary() just settled them."""
+        if settle:
+            self.summary()
+        return document.run_document(self, self._last_table, phase_cost_ns(), top_kernels, evaluation_rows)
 
     def close(self) -> None:
         """Stop CUPTI tracing if this recording started it, and the optimizer hook."""

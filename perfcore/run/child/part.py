@@ -106,27 +106,17 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
         except Exception:
             pass
     cpu_util = psutil.cpu_percent(None)
-    table = timer.summary()
-    doc = dict(timer.result())
+    table = timer.engine.summary()
+    # One summary of the run: the evaluation rows are set apart in it (out of the step statistics,
+    # the robust breakdown and the verdict) and their cost is a finding of its own.
+    doc = dict(timer.engine.document(settle=False, evaluation_rows=inst.eval_rows))
     timer.close()
     full = timer.engine.step_table()
     evaluation = _evaluation(inst, full, table)
     if evaluation:
-        from perfcore.analysis.attribution import summarize
-
-        import torch
-
-        # summarize sets the evaluation rows apart itself (out of the step statistics, the robust
-        # breakdown and the verdict) and sums their cost as a finding of its own.
-        again = summarize(full, on_gpu=inst.on_gpu, backend=doc["backend"], device=doc["device"],
-                          evidence={"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()},
-                          kernels=doc.get("kernels"), memcpy=doc.get("memcpy"), overhead=doc.get("overhead"))
-        doc.update({k: again[k] for k in ("steps", "warmup_steps", "step_time_ms", "warmup_step_time_ms",
-                                          "breakdown_ms", "breakdown_fraction", "breakdown_robust", "verdict",
-                                          "recommendations") if k in again})
         # The rows' indices and the passes seen by the step source are this side's; the cost per row
         # and the share of the wall time are the analysis's.
-        doc["evaluation"] = {**(again.get("evaluation") or {}), **evaluation}
+        doc["evaluation"] = {**(doc.get("evaluation") or {}), **evaluation}
     n = len(full)
     mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
     at, sampled = inst.mem_samples.arrays()
