@@ -83,7 +83,11 @@ def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
                  *py(TRAIN, "--delay", "0", "--width", "3072", "--epochs", "1"))
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert doc["verdict"]["bound"] == "compute"
+    v = doc["verdict"]
+    # Never named past a tier. With two CPU burners its host share reads 5.8-8% over these 18 steps,
+    # with an interval up to 10-12%: "borderline" (more steps would settle it), which is no blame.
+    assert v["level"] in ("healthy", "borderline") and v["bound"] != "load", v["summary"]
+    assert v["bound"] == "compute" or v["summary"].startswith("borderline "), v["summary"]
     assert doc["breakdown_fraction"]["compute"] > doc["breakdown_fraction"]["load"]
 
 
