@@ -14,40 +14,70 @@ namespace perfcore {
 namespace {
 std::atomic<FakeRuntime*> activeFake{nullptr};
 
-FakeRuntime& fake() { return *activeFake.load(); }
+// A timer made under a fake may outlive it (the test's scope ends first): its calls then fail
+// as calls on handles that no longer exist, never reach freed memory.
+FakeRuntime* fakeOrNull() { return activeFake.load(); }
 uintptr_t handleOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 cudaError_t result(int code) {
   return code == 0 ? cudaSuccess : code == 1 ? cudaErrorNotReady : cudaErrorInvalidResourceHandle;
 }
 
 const CudaCalls kFakeCalls = {
-    []() { return fake().now(); },
+    []() { return fakeOrNull() ? fakeOrNull()->now() : nowNs(); },
     [](int* n) {
-      *n = fake().deviceCount();
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      *n = F->deviceCount();
       return *n > 0 ? cudaSuccess : cudaErrorNoDevice;
     },
     [](int* d) {
-      *d = fake().current_;
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      *d = F->current_;
       return cudaSuccess;
     },
     [](int d) {
-      if (d < 0 || d >= fake().deviceCount()) return cudaErrorInvalidDevice;
-      fake().current_ = d;
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      if (d < 0 || d >= F->deviceCount()) return cudaErrorInvalidDevice;
+      F->current_ = d;
       return cudaSuccess;
     },
     [](cudaEvent_t* e) {
-      *e = reinterpret_cast<cudaEvent_t>(fake().newEvent());
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      *e = reinterpret_cast<cudaEvent_t>(F->newEvent());
       return cudaSuccess;
     },
-    [](cudaEvent_t e) { return fake().destroyEvent(handleOf(e)) ? cudaSuccess : cudaErrorInvalidResourceHandle; },
-    [](cudaEvent_t e, cudaStream_t s) {
-      return fake().record(handleOf(e), handleOf(s)) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+    [](cudaEvent_t e) {
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      return F->destroyEvent(handleOf(e)) ? cudaSuccess : cudaErrorInvalidResourceHandle;
     },
-    [](cudaEvent_t e) { return result(fake().query(handleOf(e))); },
-    [](cudaEvent_t e) { return result(fake().wait(handleOf(e))); },
-    [](float* ms, cudaEvent_t a, cudaEvent_t b) { return result(fake().elapsed(ms, handleOf(a), handleOf(b))); },
+    [](cudaEvent_t e, cudaStream_t s) {
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      return F->record(handleOf(e), handleOf(s)) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+    },
+    [](cudaEvent_t e) {
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      return result(F->query(handleOf(e)));
+    },
+    [](cudaEvent_t e) {
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      return result(F->wait(handleOf(e)));
+    },
+    [](float* ms, cudaEvent_t a, cudaEvent_t b) {
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      return result(F->elapsed(ms, handleOf(a), handleOf(b)));
+    },
     [](cudaStream_t* s) {
-      *s = reinterpret_cast<cudaStream_t>(fake().createStream(true));
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      *s = reinterpret_cast<cudaStream_t>(F->createStream(true));
       return cudaSuccess;
     },
     [](cudaStream_t) { return cudaSuccess; },
