@@ -328,10 +328,10 @@ def torch_profiler_mid_run(n: int = 50) -> dict:
         t.step()
     torch.cuda.synchronize()
     doc = t.result()
+    df = t.summary()
     t.close()
     after = _profiler_kernels(n)
     handed = doc.get("capture", {}).get("handed_over") or {}
-    df = t.summary()
     return {"expected": n, "traced_first": traced_first, "during": during, "after": after, "handed": handed,
             "compute_after_ms": float(df["compute_ms"].iloc[4:].median()) if len(df) > 4 else 0.0}
 

@@ -33,14 +33,14 @@ const CudaCalls kFakeCalls = {
     [](int* d) {
       FakeRuntime* F = fakeOrNull();
       if (F == nullptr) return cudaErrorInvalidResourceHandle;
-      *d = F->current_;
+      *d = F->currentDevice();
       return cudaSuccess;
     },
     [](int d) {
       FakeRuntime* F = fakeOrNull();
       if (F == nullptr) return cudaErrorInvalidResourceHandle;
       if (d < 0 || d >= F->deviceCount()) return cudaErrorInvalidDevice;
-      F->current_ = d;
+      F->setCurrentDevice(d);
       return cudaSuccess;
     },
     [](cudaEvent_t* e) {

@@ -12,6 +12,7 @@
 // advance() and waits move. Installed as the event timer's table of calls (cuda_calls.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -42,7 +43,8 @@ class FakeRuntime {
   // The calls of the table (one fake is installed at a time).
   static FakeRuntime* active();
   int deviceCount() const { return devices_; }
-  int current_ = 0;
+  int currentDevice() const { return current_.load(); }
+  void setCurrentDevice(int device) { current_.store(device); }
   uintptr_t newEvent();
   bool destroyEvent(uintptr_t ev);
   bool record(uintptr_t ev, uintptr_t stream);
@@ -71,6 +73,7 @@ class FakeRuntime {
   const bool manual_;
   const double driftPpm_;
   const int devices_;
+  std::atomic<int> current_{0};
   std::mutex mutex_;
   int64_t manualNs_ = 1'000'000'000;
   int64_t epochNs_ = 0;
