@@ -82,8 +82,10 @@ def test_work_on_a_side_stream_is_compute_not_host(monkeypatch, fake):
     spin_ns = 4_000_000
     meas, side = _side_stream_run(monkeypatch, rt, spin_ns, steps=6)
     assert len(meas) == 5
+    # With events on the legacy stream compute reads ~0.005 ms a step and the spin lands in host.
+    # Host itself is not bounded here: the fake's waits are real sleeps, which a busy machine
+    # overshoots by milliseconds.
     assert (meas["compute_ms"] >= 0.95 * spin_ns / 1e6).all(), meas[["compute_ms", "host_ms"]]
-    assert (meas["host_ms"] < meas["compute_ms"]).all()
     # every phase event went on the side stream (the anchors on the timer's private stream)
     phase_streams = [s for s in rt.recorded_streams() if s in (0, side)]
     assert phase_streams and set(phase_streams) == {side}
