@@ -17,6 +17,7 @@ import bisect
 import os
 import sys
 import threading
+import time
 
 from perfcore.run.protocol import STEP_SOURCES
 
@@ -174,9 +175,15 @@ class StepSources:
 
     # -- saying so when nothing looks like a step --------------------------------------------------
     def start_watch(self, after_s: float) -> None:
-        if after_s <= 0:
-            return
-        t = threading.Timer(after_s, self._warn_if_none)
+        """Say once that nothing looks like a step after `after_s` seconds of the script's CPU time.
+        CPU time, not wall time: on a busy machine a script's imports alone can take 30 s of wall
+        time, and a notice during start-up would be noise. A loop that runs without any step source
+        burns CPU; one that waits (a download, an input()) is not training either."""
+        if after_s > 0:
+            self._arm(after_s)
+
+    def _arm(self, wait_s: float) -> None:
+        t = threading.Timer(wait_s, self._warn_if_none)
         t.daemon = True
         t.start()
 
@@ -185,5 +192,10 @@ class StepSources:
             return
         timer = self.inst.timer
         if self.chosen is None and self.best_lower() is None and (timer is None or not timer.engine.boundaries):
+            short_s = self.inst.watch_s - time.process_time()
+            if short_s > 0:  # not yet that much work done: look again when it could be
+                self._arm(max(short_s, 0.5))
+                return
             self._warned = True
-            sys.stderr.write(f"perfcore: no step after {self.inst.watch_s:.0f} s of script time. {LOOKS_FOR}\n")
+            sys.stderr.write(f"perfcore: no step after {self.inst.watch_s:.0f} s of the script's CPU time. "
+                             f"{LOOKS_FOR}\n")

@@ -80,6 +80,8 @@ def exit_sentence(exit: dict[str, Any], outcome: dict[str, Any]) -> str:
         head, detail = "was interrupted", "Ctrl-C" + (f": {msg}" if name == "KeyboardInterrupt" and msg else "")
     elif reason == "terminated":
         head, detail = "was terminated", "SIGTERM"
+    elif reason.startswith("killed"):  # a checkpoint's "killed before writing its results"
+        head, detail = f"was {reason}", (exc if msg else name)
     else:
         head, detail = reason, (exc if msg else name)
     # "Ctrl-C, exit 130" as describe_exit words it; a message and the code apart: "ValueError: x; exit 1".
