@@ -60,7 +60,7 @@ class Instrumentation:
         self.exit_reason = "finished"
         self.exception: str | None = None
         self.stop_requested = False
-        self.stop_signal: type[BaseException] = SystemExit  # the notebook magic ends a cell its own way
+        self.in_cell = False  # the notebook magic runs a cell: --steps stops only the cell's threads
         self.t_stop = 0
         self.steps_after_stop = 0
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
@@ -102,9 +102,9 @@ class Instrumentation:
         self.set_steps(steps, warmup)
         self.stop_requested, self._finalized, self.disabled = False, False, False
         self.steps_after_stop = 0
-        if getattr(self, "_after_stop", None) is not None:
-            self._after_stop.remove()
-            self._after_stop = None
+        from perfcore.run.child.stop import release_stop
+
+        release_stop(self)
 
     # -- activation ---------------------------------------------------------------------------
     def ensure_installed(self) -> None:
