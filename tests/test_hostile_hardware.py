@@ -53,3 +53,20 @@ def test_run_with_a_gpu_backend_and_no_gpu_says_so_and_records_it(tmp_path, back
     doc = json.loads((out / "run.json").read_text())
     assert doc["backend"] == "host" and doc["steps"] == 7
     assert doc["capture"]["requested_backend"] == backend and doc["capture"]["note"] in line
+
+
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_the_default_sweep_leaves_pinned_memory_alone_where_there_is_no_gpu(device):
+    # pin_memory=True without a GPU is the same loader again (torch pins only for an accelerator and
+    # warns): its configurations doubled the sweep and measured only noise.
+    import torch
+
+    from perfcore.experiments.sweep import default_grid
+    from perfcore.workloads import Workload
+
+    if device == "auto" and not NO_GPU:
+        pytest.skip("what a machine without a GPU sweeps")
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.zeros(64, dtype=torch.long))
+    w = Workload(model=torch.nn.Linear(4, 2), dataset=data, loss_fn=torch.nn.functional.cross_entropy,
+                 batch_size=8, device=device)
+    assert default_grid(w)["pin_memory"] == [False]
