@@ -30,12 +30,15 @@ DEFAULT_ARCH_LIST = "7.5;8.0;9.0+PTX"
 # Files that need the CUDA runtime or CUPTI; every other .cpp under csrc/ builds in both modes
 # (found, not listed: a new file is compiled without touching this script).
 CUDA_ONLY_SOURCES = [
+    "csrc/cuda_calls.cpp",
     "csrc/cuda_check.cpp",
     "csrc/events.cpp",
+    "csrc/fake_runtime.cpp",
     "csrc/transfer.cpp",
     "csrc/cupti/decoder.cpp",
     "csrc/cupti/buffers.cpp",
     "csrc/cupti/tracer.cpp",
+    "csrc/cupti/quiet_api.cpp",
     "csrc/cupti/fake_buffer.cpp",
 ]
 # How to get the CUDA mode, said after every reason for the CPU mode.

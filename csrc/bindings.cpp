@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "hooks/hooks.h"
 #include "py_errors.h"
+#include "py_tables.h"
 #include "spans.h"
 
 #ifdef PERFCORE_WITH_CUDA
@@ -23,7 +24,6 @@
 #include "calib.h"
 #include "cuda_check.h"
 #include "cupti/buffers.h"
-#include "cupti/fake_buffer.h"
 #include "cupti/tracer.h"
 #include "events.h"
 #include "transfer.h"
@@ -32,26 +32,8 @@
 namespace py = pybind11;
 using namespace perfcore;
 
-namespace {
-
-// Hands a vector to numpy without copying: the array owns it through a capsule.
-template <class T>
-py::array toNumpy(std::vector<T>&& v) {
-  auto* owned = new std::vector<T>(std::move(v));
-  py::capsule free(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-  return py::array_t<T>({static_cast<py::ssize_t>(owned->size())}, {static_cast<py::ssize_t>(sizeof(T))},
-                        owned->data(), free);
-}
-
-template <class Table>
-py::dict tableToDict(Table&& table) {
-  py::dict d;
-  table.visit([&d](const char* name, auto& col) { d[name] = toNumpy(std::move(col)); });
-  return d;
-}
-
-
 #ifdef PERFCORE_WITH_CUDA
+namespace perfcore {
 py::dict activityToDict(ActivityColumns&& a) {
   py::dict d;
   d["kernels"] = tableToDict(std::move(a.kernels));
@@ -86,6 +68,12 @@ py::dict bufferStatsToDict(const BufferStats& b) {
   d["decode_ns"] = b.decodeNs;
   return d;
 }
+}  // namespace perfcore
+#endif
+
+namespace {
+
+#ifdef PERFCORE_WITH_CUDA
 
 uintptr_t streamArg(py::object s) { return s.is_none() ? 0 : s.cast<uintptr_t>(); }
 
@@ -312,6 +300,14 @@ PYBIND11_MODULE(_C, m) {
     }
     return activityToDict(std::move(cols));
   });
+  m.def("cupti_hand_over", []() {
+    ActivityColumns cols;
+    {
+      py::gil_scoped_release nogil;
+      cols = ActivityTracer::instance().handOver();
+    }
+    return activityToDict(std::move(cols));
+  }, "Stop, and leave CUPTI to the next client for good (finalized where safe): the rest of the records.");
   m.def("cupti_active", []() { return ActivityTracer::instance().active(); });
   m.def("cupti_set_tagging", [](bool on) { ActivityTracer::instance().setExternalTagging(on); }, py::arg("on"),
         "Phases push their id while another CUPTI client (the cupti-python backend) traces.");
@@ -329,66 +325,12 @@ PYBIND11_MODULE(_C, m) {
     d["api_calls_filtered"] = s.apiCallsFiltered;
     d["graph_ids_untrusted"] = s.graphIdsUntrusted;
     d["concurrent_kernel_left_on"] = s.concurrentKernelLeftOn;
+    d["handed_over"] = s.handedOver;
+    d["finalized"] = s.finalized;
     return d;
   });
   m.def("cupti_push_external_id", [](uint64_t id) { ActivityTracer::instance().pushExternalId(id); });
   m.def("cupti_pop_external_id", []() { ActivityTracer::instance().popExternalId(); });
-
-  m.def("_cupti_record_bytes", &loadedRecordBytes, py::arg("kind"),
-        "Test-only: the bytes the loaded libcupti gives one record of this CUpti_ActivityKind (0: unknown).");
-  py::class_<FakeActivityBuffer>(m, "_FakeActivityBuffer", "Test-only: CUPTI records built in memory.")
-      .def(py::init<>())
-      .def("add_kernel", &FakeActivityBuffer::addKernel, py::arg("start_ns"), py::arg("end_ns"), py::arg("device_id"),
-           py::arg("stream_id"), py::arg("correlation_id"), py::arg("name"), py::arg("grid_x"), py::arg("block_x"),
-           py::arg("graph_id") = 0)
-      .def("add_memcpy", &FakeActivityBuffer::addMemcpy, py::arg("start_ns"), py::arg("end_ns"), py::arg("size_bytes"),
-           py::arg("copy_kind"), py::arg("src_kind"), py::arg("dst_kind"), py::arg("device_id"), py::arg("stream_id"),
-           py::arg("correlation_id"))
-      .def("add_memset", &FakeActivityBuffer::addMemset, py::arg("start_ns"), py::arg("end_ns"), py::arg("size_bytes"),
-           py::arg("value"), py::arg("device_id"), py::arg("stream_id"), py::arg("correlation_id"))
-      .def("add_sync", &FakeActivityBuffer::addSync, py::arg("start_ns"), py::arg("end_ns"), py::arg("sync_type"),
-           py::arg("stream_id"), py::arg("correlation_id"))
-      .def("add_external_correlation", &FakeActivityBuffer::addExternalCorrelation, py::arg("external_id"),
-           py::arg("correlation_id"))
-      .def("add_overhead", &FakeActivityBuffer::addOverhead, py::arg("start_ns"), py::arg("end_ns"),
-           py::arg("overhead_kind"))
-      .def("add_api", &FakeActivityBuffer::addApi, py::arg("driver"), py::arg("start_ns"), py::arg("end_ns"),
-           py::arg("correlation_id"), py::arg("thread_id"), py::arg("cbid"))
-      .def_property_readonly("size_bytes", &FakeActivityBuffer::sizeBytes)
-      .def("decode", [](FakeActivityBuffer& b) { return activityToDict(b.decode()); });
-
-  // Test-only: the tracer's buffer pool and decode path, fed with fabricated buffers in place of
-  // CUPTI (which asks for a buffer, fills it, and hands it back complete).
-  py::class_<ActivityBuffers>(m, "_ActivityBuffers")
-      .def(py::init([](size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords) {
-        auto b = std::make_unique<ActivityBuffers>();
-        b->reset(bufferBytes, maxBuffers, maxPendingRecords);
-        return b;
-      }), py::arg("buffer_bytes"), py::arg("max_buffers"), py::arg("max_pending_records") = 8'000'000)
-      .def("deliver", [](ActivityBuffers& b, const FakeActivityBuffer& f, int64_t invalidAt) {
-        uint8_t* buf = nullptr;
-        size_t size = 0;
-        b.request(&buf, &size);
-        if (buf == nullptr) return false;  // pool at its cap: CUPTI would drop these records
-        if (f.sizeBytes() > size) {
-          b.complete(buf, 0);
-          throw UsageError("fabricated buffer is larger than the pool's buffers");
-        }
-        std::memcpy(buf, f.data(), f.sizeBytes());
-        if (invalidAt >= 0 && static_cast<size_t>(invalidAt) + sizeof(uint32_t) <= f.sizeBytes()) {
-          // The record starting there reads as CUPTI_ACTIVITY_KIND_INVALID (its kind is the
-          // first field), which cuptiActivityGetNextRecord refuses as it does an incomplete one.
-          const uint32_t invalidKind = 0;
-          std::memcpy(buf + invalidAt, &invalidKind, sizeof(invalidKind));
-        }
-        b.complete(buf, f.sizeBytes());
-        return true;
-      }, py::arg("buffer"), py::arg("invalid_at") = -1,
-      "Request a buffer, copy the records in (the record at byte invalid_at made invalid), complete "
-      "it; False at the pool cap.")
-      .def("add_dropped", [](ActivityBuffers& b, int64_t n) { b.addDropped(n); })
-      .def("decode_ready", &ActivityBuffers::decodeReady)
-      .def("take", [](ActivityBuffers& b) { return activityToDict(b.take()); })
-      .def("stats", [](ActivityBuffers& b) { return bufferStatsToDict(b.stats()); });
 #endif
+  addTestBindings(m);
 }

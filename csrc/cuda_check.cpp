@@ -30,9 +30,9 @@ void throwCudaError(cudaError_t err, const char* call) {
   throw CudaError(msg);
 }
 
-void requireDevice() {
+void requireDevice(cudaError_t (*count)(int*)) {
   int n = 0;
-  cudaError_t err = cudaGetDeviceCount(&n);
+  cudaError_t err = count ? count(&n) : cudaGetDeviceCount(&n);
   if (err != cudaSuccess) throwCudaError(err, "cudaGetDeviceCount");
   if (n == 0) {
     throw DeviceUnavailableError("cudaGetDeviceCount found 0 devices; run on a GPU machine, or use device='cpu'");

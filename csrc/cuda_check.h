@@ -15,8 +15,9 @@ inline void checkCuda(cudaError_t err, const char* call) {
   if (err != cudaSuccess) throwCudaError(err, call);
 }
 
-// Throws DeviceUnavailableError with a one-line reason when no GPU can be used.
-void requireDevice();
+// Throws DeviceUnavailableError with a one-line reason when no GPU can be used. `count` is the
+// device count call to ask (the event timer's table of calls; the runtime's by default).
+void requireDevice(cudaError_t (*count)(int*) = nullptr);
 
 }  // namespace perfcore
 

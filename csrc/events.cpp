@@ -18,16 +18,17 @@ namespace {
 // current already: one cudaGetDevice, which the runtime answers from thread state).
 class OnDevice {
  public:
-  explicit OnDevice(int device) {
-    if (cudaGetDevice(&prev_) == cudaSuccess && prev_ != device) {
-      switched_ = cudaSetDevice(device) == cudaSuccess;
+  OnDevice(const CudaCalls& rt, int device) : rt_(rt) {
+    if (rt_.getDevice(&prev_) == cudaSuccess && prev_ != device) {
+      switched_ = rt_.setDevice(device) == cudaSuccess;
     }
   }
   ~OnDevice() {
-    if (switched_) cudaSetDevice(prev_);
+    if (switched_) rt_.setDevice(prev_);
   }
 
  private:
+  const CudaCalls& rt_;
   int prev_ = -1;
   bool switched_ = false;
 };
@@ -39,21 +40,21 @@ std::atomic<CurrentStreamFn> currentStreamSource{nullptr};
 
 void setCurrentStreamSource(CurrentStreamFn fn) { currentStreamSource.store(fn); }
 
-EventTimer::EventTimer(size_t maxPending, int device) : maxPending_(maxPending) {
-  requireDevice();
-  if (device < 0) PERFCORE_CUDA_CHECK(cudaGetDevice(&device));
+EventTimer::EventTimer(size_t maxPending, int device) : rt_(&cudaCalls()), maxPending_(maxPending) {
+  requireDevice(rt_->getDeviceCount);
+  if (device < 0) checkCuda(rt_->getDevice(&device), "cudaGetDevice");
   device_ = device;
 }
 
 EventTimer::~EventTimer() {
   // Destructors must not throw; a failed destroy only leaks an event.
-  for (auto& a : anchors_) cudaEventDestroy(a.ev);
-  for (auto ev : free_) cudaEventDestroy(ev);
+  for (auto& a : anchors_) rt_->eventDestroy(a.ev);
+  for (auto ev : free_) rt_->eventDestroy(ev);
   for (auto& p : pending_) {
-    cudaEventDestroy(p.start);
-    cudaEventDestroy(p.stop);
+    rt_->eventDestroy(p.start);
+    rt_->eventDestroy(p.stop);
   }
-  if (syncStream_) cudaStreamDestroy(syncStream_);
+  if (syncStream_) rt_->streamDestroy(syncStream_);
 }
 
 cudaEvent_t EventTimer::take() {
@@ -64,22 +65,22 @@ cudaEvent_t EventTimer::take() {
   }
   cudaEvent_t ev;
   // Default flags: timing enabled. Not blocking-sync: we never wait on these per step.
-  PERFCORE_CUDA_CHECK(cudaEventCreate(&ev));
+  checkCuda(rt_->eventCreate(&ev), "cudaEventCreate");
   ++created_;
   return ev;
 }
 
 void EventTimer::sync() {
-  if (syncStream_ == nullptr) PERFCORE_CUDA_CHECK(cudaStreamCreateWithFlags(&syncStream_, cudaStreamNonBlocking));
+  if (syncStream_ == nullptr) checkCuda(rt_->streamCreateNonBlocking(&syncStream_), "cudaStreamCreateWithFlags");
   cudaEvent_t ev = take();
-  const int64_t t0 = nowNs();
-  PERFCORE_CUDA_CHECK(cudaEventRecord(ev, syncStream_));
-  PERFCORE_CUDA_CHECK(cudaEventSynchronize(ev));
-  const int64_t t1 = nowNs();
+  const int64_t t0 = rt_->nowNs();
+  checkCuda(rt_->eventRecord(ev, syncStream_), "cudaEventRecord");
+  checkCuda(rt_->eventSynchronize(ev), "cudaEventSynchronize");
+  const int64_t t1 = rt_->nowNs();
   const int64_t hostNs = t0 + (t1 - t0) / 2;  // errs by at most half the window
   if (anchor_ != nullptr) {
     float ms = 0.f;
-    PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, anchor_, ev));
+    checkCuda(rt_->eventElapsedTime(&ms, anchor_, ev), "cudaEventElapsedTime");
     const int64_t drift = anchorNs_ + msToNs(ms) - hostNs;
     clock_.lastDriftNs = drift;
     clock_.maxAbsDriftNs = std::max<int64_t>(clock_.maxAbsDriftNs, drift < 0 ? -drift : drift);
@@ -114,21 +115,21 @@ void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
   }
   std::lock_guard<std::mutex> lock(mutex_);  // one lock a phase entry
   if (follow) ++(seen ? streams_.followed : streams_.unseen);
-  OnDevice on(device_);
-  if (anchor_ == nullptr || nowNs() - anchorNs_ >= kResyncNs) sync();
+  OnDevice on(*rt_, device_);
+  if (anchorDue()) sync();
   // Bounded memory: at the cap, wait for the oldest pair (recorded long ago, so normally already
   // done) and keep its result for the next resolve().
   while (pending_.size() >= maxPending_ && collect(pending_.front(), true, ready_)) popFront();
   cudaEvent_t a = take();
   cudaEvent_t b = take();
-  const cudaError_t err = cudaEventRecord(a, reinterpret_cast<cudaStream_t>(stream));
+  const cudaError_t err = rt_->eventRecord(a, reinterpret_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) {  // nothing is left open: the events go back to the pool
     release(a);
     release(b);
     checkCuda(err, "cudaEventRecord(start)");
   }
   const uint64_t seq = nextSeq_++;
-  pending_.push_back(Pair{seq, phase, step, nowNs(), tid, a, b, false, anchors_.back().id, stream});
+  pending_.push_back(Pair{seq, phase, step, rt_->nowNs(), tid, a, b, false, anchors_.back().id, stream});
   open_[tid].push_back(seq);
 }
 
@@ -154,7 +155,7 @@ void EventTimer::end(int32_t phase, uintptr_t stream) {
     curSeen = fn != nullptr && fn(device_, &cur);
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  OnDevice on(device_);
+  OnDevice on(*rt_, device_);
   Pair* p = findOpen(tid, phase, "EventTimer.end");
   open_[tid].pop_back();  // closed even if the record fails: the stack stays usable
   if (stream == kCurrentStream) {
@@ -163,7 +164,7 @@ void EventTimer::end(int32_t phase, uintptr_t stream) {
     if (curSeen && cur != p->stream) ++streams_.switchedInside;
     stream = p->stream;
   }
-  const cudaError_t err = cudaEventRecord(p->stop, reinterpret_cast<cudaStream_t>(stream));
+  const cudaError_t err = rt_->eventRecord(p->stop, reinterpret_cast<cudaStream_t>(stream));
   p->closed = true;
   if (err != cudaSuccess) {
     p->phase = -1;  // no result; an unrecorded event counts as complete, so it never blocks resolve()
@@ -189,17 +190,17 @@ void EventTimer::popFront() { pending_.pop_front(); }
 bool EventTimer::collect(Pair& p, bool wait, EventColumns& out) {
   if (!p.closed) return false;
   if (wait) {
-    PERFCORE_CUDA_CHECK(cudaEventSynchronize(p.stop));
+    checkCuda(rt_->eventSynchronize(p.stop), "cudaEventSynchronize");
   } else {
-    cudaError_t q = cudaEventQuery(p.stop);
+    cudaError_t q = rt_->eventQuery(p.stop);
     if (q == cudaErrorNotReady) return false;
     checkCuda(q, "cudaEventQuery");
   }
   if (p.phase >= 0) {
     float ms = 0.f, fromAnchor = 0.f;
     const Anchor& an = anchorOf(p);
-    PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&ms, p.start, p.stop));
-    PERFCORE_CUDA_CHECK(cudaEventElapsedTime(&fromAnchor, an.ev, p.start));
+    checkCuda(rt_->eventElapsedTime(&ms, p.start, p.stop), "cudaEventElapsedTime");
+    checkCuda(rt_->eventElapsedTime(&fromAnchor, an.ev, p.start), "cudaEventElapsedTime");
     const int64_t gpuNs = msToNs(ms);
     const int64_t startNs = an.hostNs + msToNs(fromAnchor);
     out.phase_id.push_back(p.phase);
@@ -217,7 +218,7 @@ bool EventTimer::collect(Pair& p, bool wait, EventColumns& out) {
 
 EventColumns EventTimer::resolve(bool wait) {
   std::lock_guard<std::mutex> lock(mutex_);
-  OnDevice on(device_);
+  OnDevice on(*rt_, device_);
   EventColumns out = std::move(ready_);
   ready_ = EventColumns{};
   // Pairs resolve in FIFO order and stop at the first unfinished one (open pairs included), so
@@ -227,7 +228,7 @@ EventColumns EventTimer::resolve(bool wait) {
     popFront();
   }
   // Each pair keeps the anchor it began under; a new one serves the pairs begun from now on.
-  if (anchor_ != nullptr && nowNs() - anchorNs_ >= kResyncNs) sync();
+  if (anchor_ != nullptr && anchorDue()) sync();
   if (!anchors_.empty()) dropUnusedAnchors();
   return out;
 }
@@ -239,16 +240,16 @@ bool EventTimer::setDevice(int device) {
     if (!kv.second.empty()) return false;
   }
   {
-    OnDevice on(device_);
+    OnDevice on(*rt_, device_);
     // Every pair is closed: finish them on the old device (kept for the next resolve()), then
     // let go of its events, anchor and stream.
     while (!pending_.empty() && collect(pending_.front(), true, ready_)) popFront();
-    for (auto ev : free_) cudaEventDestroy(ev);
+    for (auto ev : free_) rt_->eventDestroy(ev);
     free_.clear();
-    for (auto& a : anchors_) cudaEventDestroy(a.ev);
+    for (auto& a : anchors_) rt_->eventDestroy(a.ev);
     anchors_.clear();
     anchor_ = nullptr;
-    if (syncStream_) cudaStreamDestroy(syncStream_);
+    if (syncStream_) rt_->streamDestroy(syncStream_);
     syncStream_ = nullptr;
   }
   device_ = device;  // the next begin() anchors on the new device

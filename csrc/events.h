@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_calls.h"
+
 namespace perfcore {
 
 struct EventColumns {
@@ -126,6 +128,11 @@ class EventTimer {
   void popFront();
   Pair* findOpen(int64_t tid, int32_t phase, const char* what);
   void sync();
+  // The anchor policy: a new anchor once the newest is kResyncNs old on the timer's clock (the
+  // table's nowNs, so a test can drive it), however often the run resolves.
+  bool anchorDue() const { return anchor_ == nullptr || rt_->nowNs() - anchorNs_ >= kResyncNs; }
+
+  const CudaCalls* rt_;  // the runtime the timer's events and stream were made with
 
   // Events measure intervals between events only, so an "anchor" event with a known host time
   // places every event on the perfcore clock. The anchor is recorded on a private idle stream

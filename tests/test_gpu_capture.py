@@ -162,6 +162,7 @@ def _cuda_engine():
         device = "cuda"
         backend = "events"
         _tracer = None
+        _events = None
         _launches = LaunchPhases()
         notes: list = []
     e = E()
@@ -282,3 +283,126 @@ def test_the_stop_sync_waits_only_for_gpus_that_have_a_context(monkeypatch):
     fake = types.SimpleNamespace(cuda=cuda, _C=types.SimpleNamespace(_cuda_hasPrimaryContext=lambda i: i == 1))
     monkeypatch.setitem(sys.modules, "torch", fake)
     assert synchronize_devices() is True and synced == [1]
+
+
+# -- API records of calls that launch nothing ---------------------------------------------------
+def _cbid_names() -> dict[str, dict[int, str]]:
+    """callback id -> call name, from the cbid headers of the CUPTI the extension was built against."""
+    import json
+    import re
+    from pathlib import Path
+
+    import perfcore
+
+    info = json.loads((Path(perfcore.__file__).parent / "_build_info.json").read_text())
+    include = Path(info["cupti"]["include"])
+    out = {}
+    for domain, header, prefix in (("runtime", "cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_"),
+                                   ("driver", "cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_")):
+        text = (include / header).read_text()
+        out[domain] = {int(v): n for n, v in re.findall(prefix + r"(\w+)\s*=\s*(\d+)", text)}
+    return out
+
+
+@pytest.mark.cupti
+def test_the_api_records_turned_off_are_calls_that_launch_nothing(C):
+    names = _cbid_names()
+    quiet = C._cupti_quiet_api()
+    runtime = [names["runtime"][i] for i in quiet["runtime"]]
+    driver = [names["driver"][i] for i in quiet["driver"]]
+    assert len(set(runtime)) == len(runtime) and len(set(driver)) == len(driver)
+    # torch's constant queries are off ...
+    for call in ("cudaGetDevice_v3020", "cudaGetLastError_v3020", "cudaStreamIsCapturing_v10000"):
+        assert call in runtime
+    for call in ("cuCtxGetCurrent", "cuDevicePrimaryCtxGetState", "cuGetProcAddress_v2"):
+        assert call in driver
+    # ... and nothing that launches, copies, sets, waits or runs a graph: those records tag kernels
+    # with their phase and place graph kernels (a graph's kernels carry the driver call's id)
+    work = ("Launch", "Memcpy", "Memset", "Graph", "Synchronize", "EventRecord", "StreamWait")
+    assert not [n for n in runtime + driver if any(w in n for w in work)]
+    ids = {d: {n: i for i, n in names[d].items()} for d in names}
+    for call in ("cudaLaunchKernel_v7000", "cudaMemcpyAsync_v3020", "cudaGraphLaunch_v10000"):
+        assert ids["runtime"][call] not in quiet["runtime"]
+    for call in ("cuLaunchKernel", "cuGraphLaunch"):
+        assert ids["driver"][call] not in quiet["driver"]
+
+
+# -- torch.profiler started while perfcore traces -------------------------------------------------
+class _HeldTracer:
+    """Stands in for a running CUPTI tracer (no GPU here): what hand-over asks of it."""
+    name = "native-cupti"
+
+    def __init__(self):
+        self.active = True
+        self.handed = 0
+        self.stats = {"records": 7, "finalized": True}
+        self.synced_at_stop = True
+
+    def start(self):
+        return self
+
+    def hand_over(self):
+        self.handed += 1
+        self.active = False
+        return {}
+
+    def take(self):
+        return {}
+
+
+def test_torch_profiler_starting_mid_run_gets_cupti_and_the_run_says_so(monkeypatch, capsys):
+    # Kineto subscribes to CUPTI when a profiler first prepares and keeps it: perfcore lets go
+    # first (real torch.profiler, CPU activity), keeps what it traced, and labels the GPU with
+    # its CUDA events from then on.
+    from torch.profiler import ProfilerActivity, profile
+
+    import perfcore.capture.native_cupti as nc
+    import perfcore.recording.gpu as g
+    from perfcore.analysis.store import StepStore
+
+    monkeypatch.setattr(nc, "CuptiTracer", _HeldTracer)
+    e = _cuda_engine()
+    e._boundaries = [1, 2, 3]  # three steps ended
+    e._C = type("C", (), {"now_ns": staticmethod(lambda: 12345)})
+    e._store = StepStore({}, 16, on_gpu=True, use_kernels=True, warmup=0)
+    e.upkeep_errors = 0
+    added = []
+    e._add_activity = added.append
+    monkeypatch.setattr(g, "trust_graph_ids", lambda engine: None)
+    g.start_kernels(e, "native")
+    tracer = e._tracer
+    assert isinstance(tracer, _HeldTracer)
+    with profile(activities=[ProfilerActivity.CPU]):
+        pass
+    assert tracer.handed == 1 and e._tracer is None and added == [{}]
+    assert e._store.events_from_ns == 12345
+    assert "until step 3, then from CUDA events: torch.profiler started" in e.notes[-1]
+    assert "until step 3" in capsys.readouterr().err
+    cap = g.capture_stats(e)
+    assert cap["handed_over"]["note"] == "kernels until step 3, then events, because torch.profiler started"
+    assert cap["handed_over"]["finalized"] and cap["records"] == 7
+    with profile(activities=[ProfilerActivity.CPU]):  # once: CUPTI is the profiler's now
+        pass
+    assert tracer.handed == 1
+
+
+def _store_with_hand_over_at(events_from_ns):
+    from perfcore.analysis.store import StepStore
+
+    st = StepStore({16: "compute"}, 17, on_gpu=True, use_kernels=True, warmup=0)
+    st.add("spans", pd.DataFrame({"phase_id": np.array([16, 16], np.int32), "step": [0, 1],
+                                  "start_ns": [0, 1000], "end_ns": [900, 1900], "thread_id": [1, 1]}))
+    # CUPTI saw the first step's kernel; the events saw both steps' phases (recorded all along)
+    st.add("kernels", pd.DataFrame({"start_ns": [100], "end_ns": [500], "stream_id": np.array([7], np.int32),
+                                    "name": ["k"], "comm": [False], "phase_id": np.array([16], np.int32)}))
+    st.add("events", pd.DataFrame({"phase_id": np.array([16, 16], np.int32), "step": [0, 1],
+                                   "start_ns": [50, 1100], "end_ns": [700, 1700]}))
+    st.events_from_ns = events_from_ns
+    st.settle(np.array([1000, 2000]), 2, 0)
+    return list(st.table()["compute_ns"])
+
+
+def test_after_a_hand_over_events_label_the_gpu():
+    # Kernels label the time before the hand-over, the phases' CUDA events the time after it.
+    assert _store_with_hand_over_at(1000) == [400, 600]
+    assert _store_with_hand_over_at(None) == [400, 0]  # kernels only: the later work is unseen

@@ -93,7 +93,7 @@ def test_dry_run_names_an_import_that_does_not_resolve(gc, monkeypatch):
 
 def test_each_defect_has_a_row(gc):
     for name in ("side_stream", "named_device", "in_flight_at_stop", "torch_profiler", "graph_before_cupti",
-                 "torch_loop_drain"):
+                 "torch_loop_drain", "torch_profiler_mid_run"):
         assert name in gc.CHECKS and gc.PLAN[name]
 
 

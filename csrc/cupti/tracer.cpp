@@ -3,6 +3,8 @@
 
 #include "records.h"
 
+#include <cuda_runtime_api.h>
+
 #include <chrono>
 #include <string>
 #include <utility>
@@ -31,46 +33,15 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
 
-// Runtime/driver calls torch makes constantly that launch nothing: each would be one API record
-// (plus an external-correlation record inside a tagged phase) to drain, and earlier drops on a
-// long run. Their records are turned off after the kinds are enabled (the kind, enabled later,
-// would turn them back on), as kineto does; launches, copies, memsets, graph launches and
-// synchronizations keep theirs. cuptiActivityEnableRuntimeApi/DriverApi arrived in CUPTI 12.6.
-#if CUPTI_API_VERSION >= 24
-constexpr CUpti_CallbackId kQuietRuntime[] = {
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaSetDevice_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaPeekAtLastError_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceProperties_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaPointerGetAttributes_v4000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamIsCapturing_v10000,
-    CUPTI_RUNTIME_TRACE_CBID_cudaStreamGetCaptureInfo_v10010,
-    CUPTI_RUNTIME_TRACE_CBID_cudaThreadExchangeStreamCaptureMode_v10010,
-    CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaDriverGetVersion_v3020,
-    CUPTI_RUNTIME_TRACE_CBID_cudaRuntimeGetVersion_v3020,
-};
-constexpr CUpti_CallbackId kQuietDriver[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent,
-    CUPTI_DRIVER_TRACE_CBID_cuCtxSetCurrent,
-    CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice,
-    CUPTI_DRIVER_TRACE_CBID_cuCtxPushCurrent_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuCtxPopCurrent_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuDevicePrimaryCtxGetState,
-    CUPTI_DRIVER_TRACE_CBID_cuDeviceGetAttribute,
-    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress,
-    CUPTI_DRIVER_TRACE_CBID_cuGetProcAddress_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttribute,
-    CUPTI_DRIVER_TRACE_CBID_cuPointerGetAttributes,
-    CUPTI_DRIVER_TRACE_CBID_cuStreamIsCapturing,
-    CUPTI_DRIVER_TRACE_CBID_cuFuncGetAttribute,
-    CUPTI_DRIVER_TRACE_CBID_cuGetErrorString,
-};
-#endif
+// Set while handOver() waits for a runtime call's exit callsite to detach CUPTI there.
+std::atomic<bool> detachRequested{false};
+std::atomic<bool> detached{false};
+
+void CUPTIAPI detachAtExit(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || info->callbackSite != CUPTI_API_EXIT) return;
+  if (detachRequested.exchange(false)) detached.store(cuptiFinalize() == CUPTI_SUCCESS);
+}
 
 std::string resultString(CUptiResult st) {
   const char* msg = nullptr;
@@ -221,13 +192,8 @@ void ActivityTracer::start(const TracerConfig& config) {
     enabledKinds_.push_back(kind);
   }
   if (concurrentKernelOn_) enabledKinds_.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-#if CUPTI_API_VERSION >= 24
-  // Compiled only against headers that declare the calls; setup.py builds against the headers
-  // of the libcupti that loads, so the symbols resolve (a library without them would fail the
-  // import of _C, not this call). A call the library refuses leaves that id's records on.
-  for (auto cbid : kQuietRuntime) apiFiltered_ += cuptiActivityEnableRuntimeApi(cbid, 0) == CUPTI_SUCCESS;
-  for (auto cbid : kQuietDriver) apiFiltered_ += cuptiActivityEnableDriverApi(cbid, 0) == CUPTI_SUCCESS;
-#endif
+  // The noisy ids' records go off after the kinds are on (enabling a kind turns its ids back on).
+  apiFiltered_ = quietApiRecords();
   {
     std::lock_guard<std::mutex> lock(drainMutex_);
     stopDrain_ = false;
@@ -317,6 +283,29 @@ ActivityColumns ActivityTracer::stop() {
   return out;
 }
 
+bool ActivityTracer::finalizeAtApiExit() {
+  CUpti_SubscriberHandle sub = nullptr;
+  if (cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(detachAtExit), nullptr) != CUPTI_SUCCESS) return false;
+  detached.store(false);
+  const CUpti_CallbackId cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
+  if (cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS) {
+    detachRequested.store(true);
+    int device = 0;
+    cudaGetDevice(&device);  // its exit callsite detaches CUPTI (from whichever thread gets there first)
+    detachRequested.store(false);
+  }
+  if (!detached.load()) cuptiUnsubscribe(sub);  // finalize frees the subscriber with the rest
+  return detached.load();
+}
+
+ActivityColumns ActivityTracer::handOver() {
+  ActivityColumns out = stop();
+  handedOver_ = true;
+  finalized_ = !concurrentKernelOn_ && finalizeAtApiExit();
+  if (finalized_) concurrentKernelOn_ = false;
+  return out;
+}
+
 TracerStats ActivityTracer::stats() {
   TracerStats s;
   s.buffers = buffers_.stats();
@@ -334,6 +323,8 @@ TracerStats ActivityTracer::stats() {
   s.apiCallsFiltered = apiFiltered_;
   s.graphIdsUntrusted = graphIdsUntrusted_;
   s.concurrentKernelLeftOn = concurrentKernelOn_;
+  s.handedOver = handedOver_;
+  s.finalized = finalized_;
   return s;
 }
 

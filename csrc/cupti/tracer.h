@@ -46,6 +46,8 @@ struct TracerStats {
   // Workarounds for known bugs of the loaded CUPTI (release notes), by name: see guards().
   bool graphIdsUntrusted = false;       // graph kernels' correlation ids wrong after the first session
   bool concurrentKernelLeftOn = false;  // disabling CONCURRENT_KERNEL may deadlock: not disabled
+  bool handedOver = false;              // handOver() ran: CUPTI is the next client's
+  bool finalized = false;               // ... and cuptiFinalize detached CUPTI before that
 };
 
 class ActivityTracer {
@@ -61,6 +63,13 @@ class ActivityTracer {
   // Disable, forced flush, stop the drain thread, release CUPTI; returns the rest.
   ActivityColumns stop();
   bool active() const { return active_.load(); }
+  // Hands CUPTI to the next client (torch.profiler's kineto, which subscribes once per process)
+  // for good: stop(), then cuptiFinalize so that client finds CUPTI as if never used (no
+  // timestamp callback or buffer callbacks of ours left). Finalize runs at the exit callsite of
+  // a runtime call made here, where CUPTI's documentation calls it safe, after the caller has
+  // synchronized the GPUs; where disabling CONCURRENT_KERNEL may deadlock (kept on, see
+  // disableAll) it is skipped. Returns the rest of the records; stats().finalized says if it ran.
+  ActivityColumns handOver();
   TracerStats stats();
   // Sets CUPTI's device buffer size now (before CUDA initialises, so the first context gets it).
   // Returns the CUptiResult; 0 is success.
@@ -85,6 +94,7 @@ class ActivityTracer {
   void flushAndDecode();
   void measureClockOffset();
   void addDropped(void* context, uint32_t streamId);
+  bool finalizeAtApiExit();
 
   ActivityBuffers buffers_;
   TracerConfig config_;
@@ -93,6 +103,8 @@ class ActivityTracer {
   std::vector<int> enabledKinds_;
   int64_t sessions_ = 0;
   int64_t apiFiltered_ = 0;
+  bool handedOver_ = false;
+  bool finalized_ = false;
   bool graphIdsUntrusted_ = false;
   bool concurrentKernelOn_ = false;  // left enabled past a stop (see kDisableKernelSafeVersion)
   std::atomic<bool> refuseBuffers_{false};  // after stop, while a kind stays on: CUPTI drops, we keep nothing
@@ -125,6 +137,13 @@ inline bool graphIdsTrusted(uint32_t loadedVersion, int64_t session) {
 inline bool disableKernelSafe(uint32_t loadedVersion) {
   return loadedVersion < kDisableKernelUnsafeFrom || loadedVersion >= kDisableKernelSafeVersion;
 }
+
+// The runtime and driver callback ids whose API records the tracer turns off: calls torch makes
+// constantly that launch nothing. Empty where this CUPTI has no per-id switch (before 12.6).
+std::vector<uint32_t> quietRuntimeCbids();
+std::vector<uint32_t> quietDriverCbids();
+// Turns those records off (after the API kinds are enabled); returns how many ids CUPTI accepted.
+int64_t quietApiRecords();
 
 // Compiled-against and loaded CUPTI API versions.
 uint32_t cuptiCompiledVersion();

@@ -155,6 +155,8 @@ class StepStore:
         self.shared_phase_ids: set[int] = set()
         self.on_gpu = on_gpu
         self.use_kernels = use_kernels
+        # CUPTI given up mid-run (to torch.profiler): the event intervals label the GPU from then on.
+        self.events_from_ns: int | None = None
         self.warmup = warmup
         self.precedence = attribution.PRECEDENCE if on_gpu else attribution.CPU_PRECEDENCE
         self.pending: dict[str, list[pd.DataFrame]] = {t: [] for t in EMPTY}
@@ -212,12 +214,19 @@ class StepStore:
             iv["compute"] = (k["start_ns"].to_numpy()[~comm], k["end_ns"].to_numpy()[~comm])
             iv["comm"] = (k["start_ns"].to_numpy()[comm], k["end_ns"].to_numpy()[comm])
             iv["transfer"] = (c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
-        else:
+        if not self.use_kernels or self.events_from_ns is not None:
             ev = raw["events"]
             ev_label = self._label_codes(ev["phase_id"].to_numpy())
+            a, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+            after = self.events_from_ns if self.use_kernels else None
             for lb in ("compute", "transfer", "comm"):
                 sel = ev_label == attribution.LABELS.index(lb)
-                iv[lb] = (ev["start_ns"].to_numpy()[sel], ev["end_ns"].to_numpy()[sel])
+                ea, ee = a[sel], e[sel]
+                if after is not None:  # kernels label the time before the hand-over, events the time after
+                    keep = ee > after
+                    ea, ee = np.maximum(ea[keep], after), ee[keep]
+                    ea, ee = np.concatenate([iv[lb][0], ea]), np.concatenate([iv[lb][1], ee])
+                iv[lb] = (ea, ee)
         return iv
 
     def settle(self, ends, upto: int, t_first: int, first: int = 0) -> None:

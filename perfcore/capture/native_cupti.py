@@ -1,7 +1,7 @@
 """The native CUPTI backend: a thin Python face on perfcore._C's activity tracer."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -9,7 +9,7 @@ from perfcore._native import require_cupti
 from perfcore.errors import UsageError
 from perfcore.capture.columns import activity_frames, merge_activity
 
-__all__ = ["CuptiTracer", "kineto_state", "synchronize_devices"]
+__all__ = ["CuptiTracer", "before_torch_profiler", "kineto_state", "synchronize_devices", "watch_torch_profiler"]
 
 
 def kineto_state() -> dict[str, bool]:
@@ -35,30 +35,64 @@ def kineto_state() -> dict[str, bool]:
 
 
 _PROFILES_MADE = [0]
+_BEFORE_KINETO: list[Callable[[], None]] = []  # run once, just before kineto first prepares
+
+
+def before_torch_profiler(fn: Callable[[], None]) -> None:
+    """Run fn (once) when the user's code next starts torch.profiler, before kineto prepares:
+    kineto subscribes to CUPTI on its first use and keeps it, so a CUPTI holder must let go then
+    (torch.profiler.profile, its schedule's warm-up, and torch.autograd.profiler.profile all
+    prepare through torch.autograd.profiler.profile._prepare_trace). Needs watch_torch_profiler()."""
+    _BEFORE_KINETO.append(fn)
+
+
+def _kineto_prepares() -> None:
+    _PROFILES_MADE[0] += 1
+    while _BEFORE_KINETO:
+        fn = _BEFORE_KINETO.pop()
+        try:
+            fn()
+        except Exception:  # never into the user's profiler
+            pass
+
+
+def _wrap(cls: Any, name: str, before: Callable[[], None]) -> None:
+    orig = getattr(cls, name)
+    if getattr(orig, "_perfcore_watch", False):
+        return
+
+    def wrapper(self, *a, **k):
+        before()
+        return orig(self, *a, **k)
+
+    wrapper._perfcore_watch = True  # type: ignore[attr-defined]
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    setattr(cls, name, wrapper)
 
 
 def watch_torch_profiler() -> bool:
-    """Count torch.profiler.profile objects made from now on (a wrapper on its __init__), so a
-    later kernels=True knows kineto took CUPTI. Idempotent; False if torch has no profiler."""
+    """From now on, count torch.profiler profiles made (a later kernels=True then knows kineto
+    took CUPTI) and run the before_torch_profiler functions when one prepares. Idempotent; False
+    if torch has no profiler."""
     import sys
 
     prof = sys.modules.get("torch.profiler.profiler")
-    if prof is None:
-        try:
+    try:
+        if prof is None:
             import torch.profiler.profiler as prof  # noqa: PLC0415
-        except Exception:
-            return False
+        import torch.autograd.profiler as autograd_prof  # noqa: PLC0415
+    except Exception:
+        return False
     cls = getattr(prof, "_KinetoProfile", None)
-    if cls is None or getattr(cls.__init__, "_perfcore_watch", False):
-        return cls is not None
-    orig = cls.__init__
+    prepare = getattr(autograd_prof, "profile", None)
+    if cls is None or prepare is None or not hasattr(prepare, "_prepare_trace"):
+        return False
 
-    def __init__(self, *a, **k):
+    def made() -> None:
         _PROFILES_MADE[0] += 1
-        orig(self, *a, **k)
 
-    __init__._perfcore_watch = True  # type: ignore[attr-defined]
-    cls.__init__ = __init__
+    _wrap(cls, "__init__", made)
+    _wrap(prepare, "_prepare_trace", _kineto_prepares)
     return True
 
 
@@ -133,11 +167,20 @@ class CuptiTracer:
 
     def stop(self) -> dict[str, pd.DataFrame]:
         """Stop tracing; returns what was traced since the last take() (everything, if none)."""
+        return self._finish("stop", "cupti_stop")
+
+    def hand_over(self) -> dict[str, pd.DataFrame]:
+        """Stop, and leave CUPTI to the next client for the rest of the process (torch.profiler):
+        the GPUs synchronized, the kinds off, the rest flushed, the subscription released and
+        CUPTI finalized where that is safe (stats["finalized"]). Returns the rest, as stop()."""
+        return self._finish("hand_over", "cupti_hand_over")
+
+    def _finish(self, what: str, call: str) -> dict[str, pd.DataFrame]:
         if not self.active:
-            raise UsageError("CuptiTracer.stop() before start()")
+            raise UsageError(f"CuptiTracer.{what}() before start()")
         self._started = False
         self.synced_at_stop = synchronize_devices()
-        self._parts.append(self._C.cupti_stop())
+        self._parts.append(getattr(self._C, call)())
         self.stats = dict(self._C.cupti_stats())
         self.frames = _merge(self._parts)
         self._parts = []

@@ -2,8 +2,10 @@
 is on, starting CUPTI (native, else cupti-python, else CUDA events), and what the capture lost."""
 from __future__ import annotations
 
+import sys
 import warnings
-from typing import Any
+import weakref
+from typing import Any, Callable
 
 from perfcore._native import capabilities, native
 from perfcore.errors import DeviceUnavailable, PerfcoreError, UsageError
@@ -103,7 +105,7 @@ def start_kernels(engine, backend: str = "auto") -> None:
             pass
         return
     from perfcore.capture.cupti_python import CuptiPythonTracer
-    from perfcore.capture.native_cupti import CuptiTracer, kineto_state, watch_torch_profiler
+    from perfcore.capture.native_cupti import CuptiTracer, before_torch_profiler, kineto_state, watch_torch_profiler
 
     watch_torch_profiler()
     kin = kineto_state()
@@ -124,6 +126,7 @@ def start_kernels(engine, backend: str = "auto") -> None:
             engine._tracer = cls().start()
             engine.backend = cls.name
             trust_graph_ids(engine)
+            before_torch_profiler(_handing_over(engine))
             break
         except PerfcoreError as e:  # CUPTI held (by a profiler, or a timer not closed), no device, no package
             engine._tracer = None
@@ -137,6 +140,42 @@ def start_kernels(engine, backend: str = "auto") -> None:
             why += ("; torch.profiler ran earlier in this process and keeps CUPTI until the process "
                     "ends: restart the kernel (or the script) to trace kernels with perfcore")
         engine.notes.append(f"CUPTI tracing unavailable ({why}); {done}")
+
+
+def _handing_over(engine) -> Callable[[], None]:
+    ref = weakref.ref(engine)  # a closed or collected timer hands nothing over
+
+    def run() -> None:
+        e = ref()
+        if e is not None:
+            hand_over(e, "torch.profiler started")
+
+    return run
+
+
+def hand_over(engine, why: str) -> None:
+    """Give CUPTI up for the rest of the run so another client can take it (torch.profiler:
+    kineto subscribes on its first use and keeps it; finding CUPTI held then, it would trace no
+    GPU activity for the rest of the process). What was traced so far is kept; CUDA events,
+    recorded all along, label the GPU from this instant on. Never raises."""
+    t = engine._tracer
+    if t is None or not getattr(t, "active", False):
+        return
+    step = len(engine._boundaries)
+    frames = None
+    try:
+        frames = t.hand_over() if hasattr(t, "hand_over") else t.stop()
+    except Exception as e:  # CUPTI is released whatever failed; the loss is said
+        engine.notes.append(f"handing CUPTI over lost its last records ({type(e).__name__}: {e})")
+    engine._tracer = None
+    engine._handed_over = {"tracer": t, "step": step, "why": why, "at_ns": int(engine._C.now_ns())}
+    if frames is not None:
+        engine._add_activity(frames)
+    engine._store.events_from_ns = engine._handed_over["at_ns"]
+    note = (f"GPU time from CUPTI kernels until step {step}, then from CUDA events: {why} in this process, "
+            "and perfcore handed CUPTI over to it")
+    engine.notes.append(note)
+    print(f"perfcore: {note}", file=sys.stderr)
 
 
 def trust_graph_ids(engine) -> None:
@@ -157,8 +196,15 @@ def capture_stats(engine) -> dict[str, Any]:
     out: dict[str, Any] = {"backend": engine.backend}
     if getattr(engine, "capture_note", None):  # kernels asked for and not traced: what was used and why
         out["note"] = engine.capture_note
-    if engine._tracer is not None:
-        st = dict(engine._tracer.stats)
+    handed = getattr(engine, "_handed_over", None)
+    tracer = engine._tracer if engine._tracer is not None else (handed or {}).get("tracer")
+    if handed:
+        st = dict(getattr(tracer, "stats", {}) or {})
+        out["handed_over"] = {"at_step": handed["step"], "why": handed["why"],
+                              "finalized": bool(st.get("finalized", False)),
+                              "note": f"kernels until step {handed['step']}, then events, because {handed['why']}"}
+    if tracer is not None:
+        st = dict(tracer.stats)
         launches = engine._launches
         # Every record lost, by cause: dropped by CUPTI (no buffer), over the decode cap, in
         # buffers whose walk stopped early (at an incomplete record: work still running at the
@@ -170,7 +216,7 @@ def capture_stats(engine) -> dict[str, Any]:
                    buffers_undecodable=int(st.get("buffers_undecodable", 0)),
                    buffers_incomplete=int(st.get("buffers_incomplete", 0)),
                    bytes_unwalked=int(st.get("bytes_unwalked", 0)),
-                   device_synced_at_stop=bool(getattr(engine._tracer, "synced_at_stop", False)),
+                   device_synced_at_stop=bool(getattr(tracer, "synced_at_stop", False)),
                    device_buffer_bytes=int(st.get("device_buffer_bytes", 0)),
                    api_calls_filtered=int(st.get("api_calls_filtered", 0)),
                    cupti_session=int(st.get("session", 0)),

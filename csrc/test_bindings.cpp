@@ -1,0 +1,111 @@
+// perfcore._C's test-only part: CUPTI records built in memory, the tracer's buffer pool fed by
+// hand, the CUDA runtime the event timer calls replaced by one that follows the runtime docs, and
+// the tracer's API-record filter by callback id. Nothing here runs in a user's process.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+
+#include "errors.h"
+#include "py_tables.h"
+
+#ifdef PERFCORE_WITH_CUDA
+#include "cupti/buffers.h"
+#include "cupti/fake_buffer.h"
+#include "cupti/tracer.h"
+#include "fake_runtime.h"
+#endif
+
+namespace perfcore {
+
+void addTestBindings(py::module_& m) {
+#ifdef PERFCORE_WITH_CUDA
+  m.def("_cupti_record_bytes", &loadedRecordBytes, py::arg("kind"),
+        "Test-only: the bytes the loaded libcupti gives one record of this CUpti_ActivityKind (0: unknown).");
+  py::class_<FakeActivityBuffer>(m, "_FakeActivityBuffer", "Test-only: CUPTI records built in memory.")
+      .def(py::init<>())
+      .def("add_kernel", &FakeActivityBuffer::addKernel, py::arg("start_ns"), py::arg("end_ns"), py::arg("device_id"),
+           py::arg("stream_id"), py::arg("correlation_id"), py::arg("name"), py::arg("grid_x"), py::arg("block_x"),
+           py::arg("graph_id") = 0)
+      .def("add_memcpy", &FakeActivityBuffer::addMemcpy, py::arg("start_ns"), py::arg("end_ns"), py::arg("size_bytes"),
+           py::arg("copy_kind"), py::arg("src_kind"), py::arg("dst_kind"), py::arg("device_id"), py::arg("stream_id"),
+           py::arg("correlation_id"))
+      .def("add_memset", &FakeActivityBuffer::addMemset, py::arg("start_ns"), py::arg("end_ns"), py::arg("size_bytes"),
+           py::arg("value"), py::arg("device_id"), py::arg("stream_id"), py::arg("correlation_id"))
+      .def("add_sync", &FakeActivityBuffer::addSync, py::arg("start_ns"), py::arg("end_ns"), py::arg("sync_type"),
+           py::arg("stream_id"), py::arg("correlation_id"))
+      .def("add_external_correlation", &FakeActivityBuffer::addExternalCorrelation, py::arg("external_id"),
+           py::arg("correlation_id"))
+      .def("add_overhead", &FakeActivityBuffer::addOverhead, py::arg("start_ns"), py::arg("end_ns"),
+           py::arg("overhead_kind"))
+      .def("add_api", &FakeActivityBuffer::addApi, py::arg("driver"), py::arg("start_ns"), py::arg("end_ns"),
+           py::arg("correlation_id"), py::arg("thread_id"), py::arg("cbid"))
+      .def_property_readonly("size_bytes", &FakeActivityBuffer::sizeBytes)
+      .def("decode", [](FakeActivityBuffer& b) { return activityToDict(b.decode()); });
+
+  // Test-only: the tracer's buffer pool and decode path, fed with fabricated buffers in place of
+  // CUPTI (which asks for a buffer, fills it, and hands it back complete).
+  py::class_<ActivityBuffers>(m, "_ActivityBuffers")
+      .def(py::init([](size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords) {
+        auto b = std::make_unique<ActivityBuffers>();
+        b->reset(bufferBytes, maxBuffers, maxPendingRecords);
+        return b;
+      }), py::arg("buffer_bytes"), py::arg("max_buffers"), py::arg("max_pending_records") = 8'000'000)
+      .def("deliver", [](ActivityBuffers& b, const FakeActivityBuffer& f, int64_t invalidAt) {
+        uint8_t* buf = nullptr;
+        size_t size = 0;
+        b.request(&buf, &size);
+        if (buf == nullptr) return false;  // pool at its cap: CUPTI would drop these records
+        if (f.sizeBytes() > size) {
+          b.complete(buf, 0);
+          throw UsageError("fabricated buffer is larger than the pool's buffers");
+        }
+        std::memcpy(buf, f.data(), f.sizeBytes());
+        if (invalidAt >= 0 && static_cast<size_t>(invalidAt) + sizeof(uint32_t) <= f.sizeBytes()) {
+          // The record starting there reads as CUPTI_ACTIVITY_KIND_INVALID (its kind is the
+          // first field), which cuptiActivityGetNextRecord refuses as it does an incomplete one.
+          const uint32_t invalidKind = 0;
+          std::memcpy(buf + invalidAt, &invalidKind, sizeof(invalidKind));
+        }
+        b.complete(buf, f.sizeBytes());
+        return true;
+      }, py::arg("buffer"), py::arg("invalid_at") = -1,
+      "Request a buffer, copy the records in (the record at byte invalid_at made invalid), complete "
+      "it; False at the pool cap.")
+      .def("add_dropped", [](ActivityBuffers& b, int64_t n) { b.addDropped(n); })
+      .def("decode_ready", &ActivityBuffers::decodeReady)
+      .def("take", [](ActivityBuffers& b) { return activityToDict(b.take()); })
+      .def("stats", [](ActivityBuffers& b) { return bufferStatsToDict(b.stats()); });
+
+  py::class_<FakeRuntime>(m, "_FakeCudaRuntime",
+                          "Test-only: the event timer's CUDA calls answered as the runtime docs define them.")
+      .def(py::init<bool, double, int>(), py::arg("manual_clock") = false, py::arg("drift_ppm") = 0.0,
+           py::arg("devices") = 1)
+      .def("install", &FakeRuntime::install, "Event timers made from now on use this runtime.")
+      .def("uninstall", &FakeRuntime::uninstall)
+      .def("create_stream", &FakeRuntime::createStream, py::arg("non_blocking"))
+      .def("launch", &FakeRuntime::launch, py::arg("stream"), py::arg("duration_ns"),
+           "Queue work of duration_ns on stream now; returns when it ends (host ns).")
+      .def("advance", &FakeRuntime::advance, py::arg("ns"))
+      .def("synchronize", [](FakeRuntime& f) {
+        py::gil_scoped_release nogil;
+        f.synchronize();
+      })
+      .def("now", &FakeRuntime::now)
+      .def("recorded_streams", &FakeRuntime::recordedStreams, "The stream of each cudaEventRecord, in order.")
+      .def("recorded_count", &FakeRuntime::recordedCount)
+      .def("recorded_times", &FakeRuntime::recordedTimes, "(host ns, device ns) each recorded event completes at.");
+
+  m.def("_cupti_quiet_api", []() {
+    py::dict d;
+    d["runtime"] = quietRuntimeCbids();
+    d["driver"] = quietDriverCbids();
+    return d;
+  }, "Test-only: the runtime and driver callback ids whose API records the tracer turns off.");
+#else
+  (void)m;
+#endif
+}
+
+}  // namespace perfcore
