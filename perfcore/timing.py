@@ -107,6 +107,9 @@ class StepTimer:
         """A custom phase, reported under its own name and counted in `label` (default host).
 
         Use as `with timer.phase("augment"):` or as a decorator `@timer.phase("augment")`.
+        Each name is a column kept for every step: past 512 distinct names (a name made per step,
+        f"step{i}"), new names are counted together as "other_phases" ("other_<label>_phases"),
+        said once in a warning and in `notes`; their time stays in `label`.
         """
         return self.engine.phase(name, label)
 

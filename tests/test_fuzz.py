@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from perfcore import capabilities
 from perfcore.cli import cli
 
 from run_docs import write_run_folder
@@ -275,6 +276,25 @@ def test_catalogue_of_mistakes(box, args, code, says):
     res = box.invoke(args)
     assert res.exit_code == code, (res.exit_code, res.stderr)
     assert says in res.stderr, res.stderr
+
+
+# Commands and options that need hardware, on a machine without it: one line naming what is missing,
+# exit 3 (GPU/CUPTI unavailable) and no folder left behind. The same class where a script or the API
+# runs on (--backend, kernels=True, the default sweep's pin_memory) is in test_hostile_hardware.py.
+NEEDS_A_GPU = [
+    (["transfer"], 3, "perfcore transfer needs a CUDA GPU"),
+    (["transfer", "--direction", "d2h", "--sizes", "1M"], 3, "perfcore transfer needs a CUDA GPU"),
+    (["graph", "demo"], 3, "perfcore graph needs a CUDA GPU"),
+    (["graph", "--steps", "3", "resnet18"], 3, "perfcore graph needs a CUDA GPU"),
+]
+
+
+@pytest.mark.skipif(capabilities()["features"]["cuda_events"], reason="what a machine without a GPU says")
+@pytest.mark.parametrize("args, code, says", NEEDS_A_GPU, ids=[" ".join(c[0]) for c in NEEDS_A_GPU])
+def test_what_needs_a_gpu_says_so_on_a_machine_without_one(box, args, code, says):
+    res = box.invoke(args)
+    assert res.exit_code == code, (res.exit_code, res.stderr)
+    assert says in res.stderr and ("no CUDA device visible" in res.stderr or "CPU mode" in res.stderr), res.stderr
 
 
 DAMAGED_FILES = [

@@ -56,3 +56,42 @@ def test_the_magic_answers_help_and_a_cell_without_a_step_in_one_line():
     assert "AFTER-NOSTEP" in p.stdout and "Traceback" not in p.stdout + p.stderr, p.stdout + p.stderr
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("perfcore")]
     assert "ran no training step" in line
+
+
+def test_a_cell_that_catches_the_stop_sees_only_what_perfcore_run_raises_and_is_measured_to_n():
+    code = textwrap.dedent('''
+        import json
+        from perfcore.run.child.magic import run_cell
+        cell = """
+        import torch
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        caught, ran = [], 0
+        for i in range(40):
+            try:
+                model(torch.randn(4, 8)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+            except CATCH as e:
+                caught.append(type(e).__module__ + "." + type(e).__name__)
+            ran += 1
+        """
+        out = {}
+        for catch in ("BaseException", "Exception"):
+            ns = {}
+            res, _ = run_cell(cell.replace("CATCH", catch), ns, steps=5, warmup=2)
+            out[catch] = {"steps": res["steps"], "caught": ns["caught"], "ran": ns["ran"],
+                          "notes": [n for n in res.get("notes", []) if "after perfcore stopped it" in n]}
+        print(json.dumps(out))
+    ''')
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    broad, narrow = out["BaseException"], out["Exception"]
+    # A cell catching BaseException sees the SystemExit `perfcore run --steps` raises, nothing of perfcore's.
+    assert broad["caught"] == ["builtins.SystemExit"]
+    assert broad["steps"] == 5 and broad["ran"] == 40  # it ran on, and nothing after the stop was counted
+    (note,) = broad["notes"]
+    assert note.startswith("the cell ran on") and "33 more optimizer step(s)" in note  # 40 less the 7th, where it stopped
+    # A cell catching Exception is stopped at the 7th optimizer step (2 warm-up + 5) and told nothing more.
+    assert narrow == {"steps": 5, "caught": [], "ran": 6, "notes": []}

@@ -132,10 +132,27 @@ class Columns:
         return np.concatenate(parts)[lo:lo + stop - start]  # concatenate has copied: nothing shared
 
 
+def _union_shared(spans: pd.DataFrame, shared: set[int]) -> pd.DataFrame:
+    """spans with those of the shared phase ids cut to their union per (phase, thread): each starts
+    no earlier than the latest end before it, so a span inside another of the same id lasts 0."""
+    sel = np.isin(spans["phase_id"].to_numpy(), list(shared))
+    if not sel.any():
+        return spans
+    mine = spans[sel].sort_values(["phase_id", "thread_id", "start_ns"], kind="stable")
+    covered = mine.groupby(["phase_id", "thread_id"], sort=False)["end_ns"].cummax()
+    before = covered.groupby([mine["phase_id"], mine["thread_id"]], sort=False).shift(1)
+    start = np.maximum(mine["start_ns"].to_numpy(), before.fillna(np.iinfo(np.int64).min).to_numpy(np.int64))
+    mine = mine.assign(start_ns=np.minimum(start, mine["end_ns"].to_numpy()))
+    return pd.concat([spans[~sel], mine], ignore_index=True)
+
+
 class StepStore:
     def __init__(self, labels: dict[int, str], first_custom: int, on_gpu: bool, use_kernels: bool, warmup: int):
         self.labels = labels  # phase id -> label (shared with the timer, which adds custom phases)
         self.first_custom = first_custom
+        # Phase ids that many names share (the names past the recording's limit): a name nested in
+        # another of them must not count twice, so their time per step is a union per thread.
+        self.shared_phase_ids: set[int] = set()
         self.on_gpu = on_gpu
         self.use_kernels = use_kernels
         # CUPTI given up mid-run (to torch.profiler): the event intervals label the GPU from then on.
@@ -240,6 +257,8 @@ class StepStore:
         spans = raw["spans"]
         custom = spans[spans["phase_id"] >= self.first_custom]
         if len(custom):
+            if self.shared_phase_ids:
+                custom = _union_shared(custom, self.shared_phase_ids)
             # A span belongs to the step in which it ends (by time, not by its step tag: steps made
             # from batch fetches after the fact never moved the recorder's step counter).
             extra.update(self._per_step(custom, s0, s1, upto, "_phase{}_ns"))

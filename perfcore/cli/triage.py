@@ -32,6 +32,7 @@ def health_cmd(res: Results, steps, interval, target) -> None:
     text = render_health(doc)
     res.echo(text)
     res.done(doc, folder_report(res, "health", doc, text, files))
+    _mirror_script_exit(doc)
 
 
 @target_command("diagnose")
@@ -48,6 +49,15 @@ def diagnose_cmd(res: Results, steps, warmup, target) -> None:
     text = render_diagnose(doc)
     res.echo(text)
     res.done(doc, folder_report(res, "diagnose", doc, text, files))
+    _mirror_script_exit(doc)
+
+
+def _mirror_script_exit(doc: dict) -> None:
+    """A script that failed after measured steps: the command exits with its code, as `run` does
+    (the report above ends with the line that says how it failed)."""
+    code = (doc.get("script_exit") or {}).get("code")
+    if code:
+        sys.exit(code)
 
 
 @target_command("sweep")

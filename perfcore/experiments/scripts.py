@@ -18,7 +18,7 @@ from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.launch import check_command, child_env, run_child
 
-__all__ = ["script_run", "script_health", "script_diagnose", "script_sweep"]
+__all__ = ["script_run", "script_health", "script_diagnose", "script_sweep", "script_failure"]
 
 SYNTHETIC_KEEP = 8
 
@@ -62,6 +62,18 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
     return doc
 
 
+def script_failure(doc: dict, where: str = "") -> dict[str, Any] | None:
+    """{"code", "sentence"} when the script failed after measured steps (crashed, exited non-zero,
+    killed), as `perfcore run` words it; None when it finished or --steps stopped it."""
+    rc = doc.get("exit_code") or 0
+    if not rc:
+        return None
+    how = (doc.get("exit") or {}).get("sentence") or (doc.get("outcome") or {}).get("sentence") or f"exited with {rc}"
+    n = doc.get("steps") or 0
+    return {"code": rc, "sentence": f"the script {how} after {n} measured step{'' if n == 1 else 's'}{where}: "
+                                    "these results are partial"}
+
+
 def _row(name: str, doc: dict, base_ms: float | None) -> dict[str, Any]:
     b = doc["_busy"]
     step_ms = doc["step_time_ms"]["mean"]
@@ -90,6 +102,9 @@ def script_health(cmd: list[str], *, steps: int, interval_s: float, out: Path) -
                busy_spacing_s=interval_s if doc["_busy"]["source"] == "gpu_util" else row["step_ms"] / 1e3)
     h = health_report(row, " ".join(cmd), "perfcore diagnose -- " + " ".join(cmd))
     h["note"] = "a script runs its own loop (optimizer included); health of a workload factory omits the optimizer"
+    failed = script_failure(doc)
+    if failed:
+        h["script_exit"] = failed
     return h
 
 
@@ -102,9 +117,11 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
     base = script_run(cmd, out / "baseline", steps=steps, warmup=warmup)
     b_ms = base["step_time_ms"]["mean"]
     exps = [_row("baseline", base, b_ms)]
+    failures = [script_failure(base, " in the baseline")]
     say("A: synthetic data")
-    exps.append(_row("A: synthetic data (replayed batches)",
-                     script_run(cmd, out / "synthetic", steps=steps, warmup=warmup, synthetic=True), b_ms))
+    synth = script_run(cmd, out / "synthetic", steps=steps, warmup=warmup, synthetic=True)
+    failures.append(script_failure(synth, " with synthetic data"))
+    exps.append(_row("A: synthetic data (replayed batches)", synth, b_ms))
     workers = (base.get("workers") or {}).get("num_workers", 0)
     import os
 
@@ -112,7 +129,9 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
     b_name = f"B: num_workers={b_over['num_workers']}"
     say(b_name)
     try:
-        exps.append(_row(b_name, script_run(cmd, out / "workers", steps=steps, warmup=warmup, overrides=b_over), b_ms))
+        b_doc = script_run(cmd, out / "workers", steps=steps, warmup=warmup, overrides=b_over)
+        failures.append(script_failure(b_doc, f" with {b_name[3:]}"))
+        exps.append(_row(b_name, b_doc, b_ms))
     except RunFailed as e:
         exps.append({"name": b_name, "oom": False, "step_ms": float("nan"), "speedup": None, "error": str(e)})
     w = base.get("workers") or {}
@@ -126,11 +145,15 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
                 "steps": base.get("steps")}
     verdict, predicted = diagnose_verdict(base_row, exps, prof, on_gpu=base["device"] != "cpu")
     recs = diagnose_advice({k: v for k, v in base.items() if not k.startswith("_")}, verdict)
-    return {"recommendations": recs, "schema": "perfcore.diagnose/1", "workload": " ".join(cmd), "device": base["device"], "experiments": exps,
-            "skipped": [{"name": "C: other decoder", "reason": "a script declares no decoders; use a workload "
-                                                               "factory with decoders={...} for this experiment"}],
-            "worker_profile": prof, "verdict": verdict, "predicted_speedup": predicted,
-            "measured_speedup": exps[1]["speedup"]}
+    doc = {"recommendations": recs, "schema": "perfcore.diagnose/1", "workload": " ".join(cmd), "device": base["device"], "experiments": exps,
+           "skipped": [{"name": "C: other decoder", "reason": "a script declares no decoders; use a workload "
+                                                              "factory with decoders={...} for this experiment"}],
+           "worker_profile": prof, "verdict": verdict, "predicted_speedup": predicted,
+           "measured_speedup": exps[1]["speedup"]}
+    failed = next((f for f in failures if f), None)
+    if failed:  # the first run whose script failed: its code is diagnose's, as run's is the script's
+        doc["script_exit"] = failed
+    return doc
 
 
 def _interrupted(rc: int) -> bool:
@@ -180,7 +203,8 @@ def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out
         raise Interrupted()
     r = _row("", doc, None)
     if doc["steps"] == 0 or not r["step_ms"]:
-        return failed_row(cfg, "crashed", f"the script ended (exit {rc}) during warm-up: no measured step")
+        how = (doc.get("exit") or {}).get("sentence") or f"ended (exit {rc})"
+        return failed_row(cfg, "crashed", f"the script {how} during warm-up: no measured step")
     row = {**cfg, "step_ms": r["step_ms"], "samples_per_s": cfg["batch_size"] / r["step_ms"] * 1e3,
            "busy_mean": r["busy_mean"], "busy_std": r["busy_std"],
            "peak_mem_bytes": (doc.get("memory") or {}).get("peak_bytes"), "oom": False, "status": "ok",
@@ -188,7 +212,7 @@ def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out
            **verdict_cols(doc.get("verdict"))}
     if rc != 0:
         # Numbers from a run that crashed part-way describe a different job: kept, never best.
-        row.update(status="crashed", error=f"the script exited with {rc} after {doc['steps']} measured steps")
+        row.update(status="crashed", error=script_failure(doc)["sentence"])
         if "out of memory" in str((doc.get("exit") or {}).get("exception", "")).lower():
             row.update(status="oom", oom=True)
     return row

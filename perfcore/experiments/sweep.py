@@ -16,7 +16,7 @@ import pandas as pd
 
 from perfcore.errors import UsageError
 from perfcore.workloads import Workload
-from perfcore.experiments.runner import measure_workload
+from perfcore.experiments.runner import measure_workload, resolve_device
 
 __all__ = ["sweep", "default_grid", "knees", "worker_trials", "grid_configs", "run_grid", "sweep_doc", "config_key", "failed_row",
            "resume_rows", "CONFIG_KEYS", "Interrupted"]
@@ -31,8 +31,11 @@ def default_grid(workload: Workload) -> dict[str, list]:
     bs = workload.batch_size
     rule = max(1, min(cores, round(2 * bs / 32)))
     workers = sorted({0, rule, cores} | ({cores // 2} if cores >= 4 else set()))
+    # Pinned memory needs a GPU (torch pins only for an accelerator, and warns): without one,
+    # pin_memory=True is the same loader again, so its configurations would measure only noise.
+    pins = [False, True] if resolve_device(workload) == "cuda" else [False]
     return {"batch_size": sorted({max(1, bs // 2), bs, bs * 2}), "num_workers": workers,
-            "pin_memory": [False, True], "prefetch_factor": [2]}
+            "pin_memory": pins, "prefetch_factor": [2]}
 
 
 def grid_configs(grid: dict[str, list]) -> list[dict[str, Any]]:

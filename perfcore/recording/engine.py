@@ -23,7 +23,7 @@ from perfcore.analysis.store import StepStore
 from perfcore.capture.activity import device_tables
 from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
-from perfcore.recording import document, gpu
+from perfcore.recording import document, gpu, phase_names
 
 __all__ = ["Recording", "TimedLoader", "phase_cost_ns"]
 
@@ -137,6 +137,8 @@ class Recording:
         self._names: dict[int, str] = {v: k for k, v in BUILTIN.items()}
         self._labels: dict[int, str] = {v: k for k, v in BUILTIN.items()}
         self._scopes: dict[str, Any] = {}
+        self._custom = 0  # custom phase names declared (at most phase_names.MAX_PHASE_NAMES)
+        self._others: dict[str, Any] = {}  # label -> the scope the names past that limit share
         self._lock = threading.Lock()
         self._boundaries = self._C.StepEnds()  # int64 ends; settled ones are let go
         self._t_created = self._C.now_ns()
@@ -180,11 +182,7 @@ class Recording:
             return scope
         if name in BUILTIN:
             raise UsageError(f"{name!r} is a built-in phase: use timer.{name}()")
-        with self._lock:
-            pid = FIRST_CUSTOM + len([p for p in self._names if p >= FIRST_CUSTOM])
-            self._names[pid] = name
-            self._labels[pid] = label
-            return self.make_scope(name, pid, label)
+        return phase_names.declare(self, name, label)
 
     def fetch_started(self) -> None:
         if self._t_first is None:

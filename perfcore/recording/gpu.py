@@ -3,11 +3,14 @@ is on, starting CUPTI (native, else cupti-python, else CUDA events), and what th
 from __future__ import annotations
 
 import sys
+import warnings
 import weakref
 from typing import Any, Callable
 
 from perfcore._native import capabilities, native
 from perfcore.errors import DeviceUnavailable, PerfcoreError, UsageError
+
+KERNEL_BACKENDS = ("auto", "native", "cupti-python")
 
 
 def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:
@@ -89,8 +92,17 @@ def follow_device(engine) -> None:
 def start_kernels(engine, backend: str = "auto") -> None:
     """Trace with the native CUPTI tracer, else (auto) with cupti-python, else CUDA events.
     backend: "auto", "native" or "cupti-python". Never raises: what failed goes to notes."""
+    if backend not in KERNEL_BACKENDS:
+        raise UsageError(f"kernel backend must be 'auto', 'native' or 'cupti-python', got {backend!r}")
     if engine.device != "cuda":
-        engine.notes.append("kernels=True ignored: no GPU timing on device='cpu'")
+        why = capabilities()["reasons"].get("cuda_events") or "device='cpu' was asked for"
+        engine.capture_note = (f"kernels=True (kernel_backend {backend!r}) needs a GPU ({why}): timing host "
+                               "phases instead (backend host)")
+        engine.notes.append(engine.capture_note)
+        try:  # once, at the timer's construction: stacklevel 5 is the user's StepTimer(...)
+            warnings.warn(f"perfcore: {engine.capture_note}", RuntimeWarning, stacklevel=5)
+        except Warning:  # warnings made errors: the note says it, the timer works on
+            pass
         return
     from perfcore.capture.cupti_python import CuptiPythonTracer
     from perfcore.capture.native_cupti import CuptiTracer, before_torch_profiler, kineto_state, watch_torch_profiler
@@ -107,9 +119,7 @@ def start_kernels(engine, backend: str = "auto") -> None:
         return
 
     order = {"auto": (CuptiTracer, CuptiPythonTracer), "native": (CuptiTracer,),
-             "cupti-python": (CuptiPythonTracer,)}.get(backend)
-    if order is None:
-        raise UsageError(f"kernel backend must be 'auto', 'native' or 'cupti-python', got {backend!r}")
+             "cupti-python": (CuptiPythonTracer,)}[backend]
     failed = []
     for cls in order:
         try:
@@ -184,6 +194,8 @@ def capture_stats(engine) -> dict[str, Any]:
     """What the GPU capture recorded and lost (run.json `capture`): records, drops, buffers,
     flush time, clock sync, and how kernels were tied to phases."""
     out: dict[str, Any] = {"backend": engine.backend}
+    if getattr(engine, "capture_note", None):  # kernels asked for and not traced: what was used and why
+        out["note"] = engine.capture_note
     handed = getattr(engine, "_handed_over", None)
     tracer = engine._tracer if engine._tracer is not None else (handed or {}).get("tracer")
     if handed:

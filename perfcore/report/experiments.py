@@ -20,7 +20,14 @@ def render_health(doc: dict[str, Any]) -> str:
         lines.append(f"heartbeat: {doc['heartbeat']['meaning']}")
     if doc.get("next"):
         lines.append(f"next: {doc['next']}")
+    lines += _script_exit(doc)
     return "\n".join(lines)
+
+
+def _script_exit(doc: dict[str, Any]) -> list[str]:
+    """The one line for a script that failed after measured steps (its code is the command's)."""
+    ex = doc.get("script_exit")
+    return [ex["sentence"]] if isinstance(ex, dict) and ex.get("sentence") else []
 
 
 def render_diagnose(doc: dict[str, Any]) -> str:
@@ -57,6 +64,7 @@ def render_diagnose(doc: dict[str, Any]) -> str:
                          + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "") + f": {c.get('status')}")
     for r in doc.get("recommendations") or []:
         lines.append(f"  - {r['text']}")
+    lines += _script_exit(doc)
     return "\n".join(lines)
 
 

@@ -23,6 +23,7 @@ from perfcore.run.child.env import env_float, env_int, env_json, env_step_on
 from perfcore.run.child.loaders import Loaders
 from perfcore.run.child.memory import MemorySamples
 from perfcore.run.child.steps import StepSources
+from perfcore.run.child.stop import release_stop
 
 __all__ = ["activate", "STATE", "Instrumentation"]
 
@@ -36,6 +37,7 @@ class Instrumentation:
         self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
         self.set_steps(env_int(protocol.ENV_STEPS, 0), env_int(protocol.ENV_WARMUP, 5))
         self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
+        self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
         self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
         self.rank = os.environ.get("RANK")
         # "<pid>@<run dir>": a marker from another run (a notebook or trainer session in the process
@@ -60,7 +62,7 @@ class Instrumentation:
         self.exit_reason = "finished"
         self.exception: str | None = None
         self.stop_requested = False
-        self.stop_signal: type[BaseException] = SystemExit  # the notebook magic ends a cell its own way
+        self.in_cell = False  # the notebook magic runs a cell: --steps stops only the cell's threads
         self.t_stop = 0
         self.steps_after_stop = 0
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
@@ -102,9 +104,7 @@ class Instrumentation:
         self.set_steps(steps, warmup)
         self.stop_requested, self._finalized, self.disabled = False, False, False
         self.steps_after_stop = 0
-        if getattr(self, "_after_stop", None) is not None:
-            self._after_stop.remove()
-            self._after_stop = None
+        release_stop(self)
 
     # -- activation ---------------------------------------------------------------------------
     def ensure_installed(self) -> None:
@@ -290,9 +290,11 @@ def _make_timer(inst):
     caps = perfcore.capabilities()
     on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
     kernels = on_gpu and inst.kernels and inst.backend in ("auto", "native", "cupti-python")
-    if inst.backend in ("native", "cupti-python") and not kernels and not on_gpu:
-        inst.notes.append(f"--backend {inst.backend} needs a GPU: {caps['reasons'].get('cupti', '')}; "
-                          "host backend used")
+    if inst.backend in ("native", "cupti-python") and not on_gpu:
+        why = caps["reasons"].get("cuda_events") or caps["reasons"].get("cupti") or "no GPU"
+        inst.backend_note = f"--backend {inst.backend} needs a GPU ({why}): timed host phases instead (backend host)"
+        inst.notes.append(inst.backend_note)
+        sys.stderr.write(f"perfcore: {inst.backend_note}\n")
     timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=inst.warmup, kernels=kernels,
                                kernel_backend=inst.backend if inst.backend != "host" else "auto")
     inst.fwd = timer.phase("forward", label="compute")

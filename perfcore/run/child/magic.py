@@ -12,15 +12,10 @@ from pathlib import Path
 __all__ = ["load_ipython_extension", "run_cell"]
 
 
-class _StopCell(BaseException):
-    """Raised by the hooks when --steps is reached; ends the cell without an error. A BaseException,
-    as SystemExit is: the native hooks pass it on (they keep an Exception from perfcore's own
-    upkeep away from the user's call), and the cell's own `except Exception` does not catch it."""
-
-
 def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5):
     """Runs `cell` instrumented and returns the perfcore.run/1 result (a RunResult)."""
     from perfcore.run.child import instrument
+    from perfcore.run.child.stop import release_stop
 
     run_dir = Path(tempfile.mkdtemp(prefix="perfcore-cell-"))
     from perfcore.run.protocol import ENV_RUN_DIR
@@ -33,18 +28,24 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
     inst.run_dir = run_dir
     inst.new_cell(steps or 0, warmup)
 
-    inst.stop_signal = _StopCell
+    # --steps ends the cell as `perfcore run --steps` ends a script: SystemExit(0) at the step,
+    # never a private exception a cell's `except BaseException` would see; only the cell's threads.
+    inst.in_cell = True
     from perfcore.run.status import NotebookStatus
 
     status = NotebookStatus(run_dir).start()  # the live status line under the cell (in a kernel only)
     try:
         exec(compile(cell, "<perfcore cell>", "exec"), user_ns)
-    except _StopCell:
-        pass
+    except SystemExit as e:
+        if not (inst.stop_requested and e.code == 0):
+            raise  # the cell's own sys.exit: IPython's to show
     finally:
         status.stop()
         inst.disabled = True
         inst.disarm()  # the hooks call straight through until the next cell's timer
+        stop_note = inst.stop_note()  # the cell caught the stop and ran on
+        inst.in_cell = False
+        release_stop(inst)  # a later cell's threads are not this one's
     timer = inst.timer
     inst.timer = None
     if timer is None:
@@ -59,6 +60,8 @@ def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5
         raise UsageError("the cell ran no complete step (no optimizer step, backward, batch or second module call)")
     res = timer.result()
     res["step_source"] = source
+    if stop_note:
+        res["notes"] = list(res.get("notes") or []) + [stop_note]
     from perfcore.analysis.advice import advise_run
 
     advise_run(res, zero_code=True)  # the cell is the user's unmodified code: no perfcore calls in the advice

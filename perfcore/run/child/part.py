@@ -147,6 +147,8 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
     if untimed:
         inst.notes.append(f"{untimed} hooked call(s) could not be timed (a phase would not open or "
                           "close there); they ran untimed")
+    if inst.backend_note:
+        doc["capture"] = {**(doc.get("capture") or {}), "requested_backend": inst.backend, "note": inst.backend_note}
     if doc.get("overhead"):
         # The estimate covers the timer's phases; the zero-code hooks around them cost more.
         doc["overhead"] = dict(doc["overhead"], hooks="not included")

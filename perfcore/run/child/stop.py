@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 
-__all__ = ["request_stop", "stop_note"]
+__all__ = ["request_stop", "stop_note", "release_stop"]
 
 
 def request_stop(inst) -> None:
@@ -20,10 +20,10 @@ def request_stop(inst) -> None:
     inst.t_stop = inst.now_ns()
     inst.disarm()
     sys.stderr.write(f"perfcore: {inst.steps_wanted} steps measured after {inst.warmup} warm-up; "
-                     "stopping the script (--steps)\n")
-    signal_type = inst.stop_signal
+                     f"stopping the {'cell' if inst.in_cell else 'script'} (--steps)\n")
     stopped = {threading.get_ident()}
-    if threading.get_ident() != inst.torch_hooks.main_ident and signal_type is SystemExit:
+    # In a notebook the main thread is the kernel's once the cell has returned: never stopped from here.
+    if threading.get_ident() != inst.torch_hooks.main_ident and not inst.in_cell:
         import ctypes
 
         stopped.add(inst.torch_hooks.main_ident)
@@ -34,22 +34,31 @@ def request_stop(inst) -> None:
     def after_stop(optimizer, args, kwargs):
         # Another training thread: stopped at its first step after the stop. A thread already
         # stopped that steps again caught the stop (the script or a library): counted, for the note.
-        if signal_type is SystemExit and threading.get_ident() not in stopped:
+        if threading.get_ident() not in stopped:
             stopped.add(threading.get_ident())
             raise SystemExit(0)
         inst.steps_after_stop += 1
 
     inst._after_stop = register_optimizer_step_post_hook(after_stop)
-    raise signal_type(0)
+    raise SystemExit(0)
+
 
 def stop_note(inst) -> str | None:
     """What the script did after perfcore stopped it at --steps, when it did not simply end."""
-    if not inst.stop_requested or inst.stop_signal is not SystemExit:
+    if not inst.stop_requested:
         return None
     ran_s = (inst.now_ns() - inst.t_stop) / 1e9
     if inst.steps_after_stop == 0 and ran_s < 2.0:
         return None
     more = f" and {inst.steps_after_stop} more optimizer step(s)" if inst.steps_after_stop else ""
-    return (f"the script ran on for {ran_s:.1f} s{more} after perfcore stopped it at --steps "
+    who = "the cell" if inst.in_cell else "the script"
+    return (f"{who} ran on for {ran_s:.1f} s{more} after perfcore stopped it at --steps "
             f"{inst.steps_wanted} (it caught the SystemExit): nothing after the stop "
             f"is measured; the {inst.steps_wanted} measured steps are the result")
+
+
+def release_stop(inst) -> None:
+    """Remove the hook request_stop left on every optimizer: a notebook cell's stop ends with the cell."""
+    if getattr(inst, "_after_stop", None) is not None:
+        inst._after_stop.remove()
+        inst._after_stop = None

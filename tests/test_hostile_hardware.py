@@ -1,0 +1,72 @@
+"""Options that need hardware, on a machine without it: a GPU-only backend asked for with no GPU
+says so in one line (what it needs, what was used instead) and run.json records it; the run works on."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import perfcore
+from perfcore.errors import UsageError
+
+NO_GPU = not perfcore.capabilities()["features"]["cuda_events"]
+needs_no_gpu = pytest.mark.skipif(not NO_GPU, reason="what a machine without a GPU says")
+SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "exits.py")
+
+
+@needs_no_gpu
+@pytest.mark.parametrize("backend", ["cupti-python", "native", "auto"])
+def test_steptimer_kernels_without_a_gpu_says_so_once_and_times_host_phases(backend):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        t = perfcore.StepTimer(kernels=True, kernel_backend=backend, warmup=0)
+    (w,) = [w for w in seen if "needs a GPU" in str(w.message)]
+    assert w.filename == __file__ and "\n" not in str(w.message)
+    assert f"kernel_backend {backend!r}" in str(w.message) and "timing host phases instead" in str(w.message)
+    for _ in range(3):
+        with t.compute():
+            pass
+        t.step()
+    res = t.result()
+    assert t.backend == "host" and res["backend"] == "host"
+    assert res["capture"]["note"] == str(w.message).removeprefix("perfcore: ")
+
+
+def test_a_kernel_backend_that_does_not_exist_is_refused_on_any_machine():
+    with pytest.raises(UsageError, match="kernel backend must be"):
+        perfcore.StepTimer(device="cpu", kernels=True, kernel_backend="cuptii")
+
+
+@needs_no_gpu
+@pytest.mark.parametrize("backend", ["cupti-python", "native"])
+def test_run_with_a_gpu_backend_and_no_gpu_says_so_and_records_it(tmp_path, backend):
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--backend", backend, "--warmup", "1", "--out",
+                        str(out), "--", sys.executable, SCRIPT], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr
+    (line,) = [ln for ln in p.stderr.splitlines() if "needs a GPU" in ln]
+    assert line.startswith(f"perfcore: --backend {backend} needs a GPU (") and "timed host phases instead" in line
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["backend"] == "host" and doc["steps"] == 7
+    assert doc["capture"]["requested_backend"] == backend and doc["capture"]["note"] in line
+
+
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_the_default_sweep_leaves_pinned_memory_alone_where_there_is_no_gpu(device):
+    # pin_memory=True without a GPU is the same loader again (torch pins only for an accelerator and
+    # warns): its configurations doubled the sweep and measured only noise.
+    import torch
+
+    from perfcore.experiments.sweep import default_grid
+    from perfcore.workloads import Workload
+
+    if device == "auto" and not NO_GPU:
+        pytest.skip("what a machine without a GPU sweeps")
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.zeros(64, dtype=torch.long))
+    w = Workload(model=torch.nn.Linear(4, 2), dataset=data, loss_fn=torch.nn.functional.cross_entropy,
+                 batch_size=8, device=device)
+    assert default_grid(w)["pin_memory"] == [False]
