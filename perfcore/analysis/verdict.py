@@ -276,14 +276,16 @@ def difference_noise_ms(*sems: float | None) -> float | None:
 
 def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | None, experiment: str,
             compute_ms: tuple[float, float] | None = None, noise_ms: float | None = None,
-            bound: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            bound: Mapping[str, Any] | None = None, compute_may_gain: bool = True) -> dict[str, Any]:
     """Does a measured A/B speedup (the step without `label`'s cause) agree with the verdict's
     prediction? gain.judge on the two savings in ms: the prediction's band (from the verdict's
     intervals) widened by the runs' noise `noise_ms` (NOISE_SE standard errors of the difference of
     their mean steps). Returns {label, experiment, status, predicted_speedup, measured_speedup, agrees
     (True confirmed, False partly / not confirmed, None inconclusive), measured_ms, above_bound,
     sentence}; measured_ms is the saving the experiment implies, for a corrected verdict. compute_ms:
-    (baseline, experiment) compute per step, the control: inconclusive when it drifted up."""
+    (baseline, experiment) compute per step, the control: inconclusive when it drifted up, or down
+    when compute_may_gain is False (nothing the experiment removed ran beside compute: loading in
+    the main process on a CPU, or any loading against GPU kernels), so only the machine changed."""
     step = float(decision.get("step_ms") or 0.0)
     ms = float((decision.get("avoidable_ms") or {}).get(label) or 0.0)
     band = (decision.get("avoidable_band_ms") or {}).get(label)
@@ -302,8 +304,11 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
                 "sentence": f"{experiment} measured {fmt_x(measured_speedup)} (the step is all {_CAUSES[label][1]})"}
     j = judge({**predicted, "saved_band_ms": tuple(band) if band else None}, meas, step_ms=step,
               experiment=experiment, what=_CAUSES[label][1], bound=bound)
-    drift = (compute_ms is not None and compute_ms[0] > 0 and compute_ms[1] > COMPUTE_DRIFT * compute_ms[0])
-    if j["status"] in ("partly", "not confirmed") and measured_speedup < predicted["speedup"] and drift:
+    slower = compute_ms is not None and compute_ms[0] > 0 and compute_ms[1] > COMPUTE_DRIFT * compute_ms[0]
+    faster = (not compute_may_gain and compute_ms is not None and compute_ms[1] > 0
+              and compute_ms[0] > COMPUTE_DRIFT * compute_ms[1])
+    if j["status"] in ("partly", "not confirmed") and (
+            (measured_speedup < predicted["speedup"] and slower) or (measured_speedup > predicted["speedup"] and faster)):
         return {**base, "status": "inconclusive", "measured_noise_ms": meas["noise_ms"],
                 "sentence": (f"{experiment} measured {fmt_x(measured_speedup)} against {fmt_x(predicted['speedup'])} "
                              f"predicted: inconclusive, compute itself went from {fmt_ms(compute_ms[0])} to "
