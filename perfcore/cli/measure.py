@@ -30,13 +30,13 @@ def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, step_on, 
     Attributes every training step to load / transfer / compute / comm / host, names the
     bottleneck and says what to try. Exits with the script's exit code.
     """
-    from perfcore.report.terminal import render_text
     from perfcore.run.parent.launch import run_command
 
     # run_command checks the command before it makes the folder: a typo leaves nothing behind.
     rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(res.out) if res.out else None,
                                    backend=backend, kernels=not no_kernels, monitor_s=monitor, step_on=step_on,
                                    quiet=res.quiet, stdout_to_stderr=res.json_path == "-")
+    from perfcore.report.terminal import render_text  # after the run: numpy and pandas load while the script runs
     res.echo(render_text(doc))
     res.done(doc, list(doc.get("files", {})), out_dir)
     sys.exit(rc)

@@ -123,6 +123,13 @@ def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bi
     if mem:
         charts.append({**common, "id": f"{prefix}-memory", "unit": unit, "y_label": "memory", "height": 150,
                        "series": mem, "title": "Memory"})
+    for col, label, unit, color in (("monitor_power_w", "GPU power", "W", "#b8860b"),
+                                    ("monitor_temp_c", "GPU temperature", "°C", "#c0392b")):
+        v = _col(steps, col)
+        if v is not None and np.isfinite(v).any():  # NVML answered: on the steps' axis, a drop lines up with them
+            charts.append({**common, "id": f"{prefix}-{col[8:]}", "unit": unit, "y_label": unit, "height": 110,
+                           "series": [{"label": label, "values": rounded(_bin_mean(v, starts), 3), "color": color,
+                                       "unit": unit, "gaps": True}], "title": f"{label} (sampled, mean per step)"})
     load = _col(steps, "load_ms")
     if load is not None and np.nanmax(load) > 0:
         charts.append({**common, "id": f"{prefix}-load", "unit": "ms", "y_label": "ms", "height": 130, "stepped": True,

@@ -43,6 +43,13 @@ def _gpu(doc: dict[str, Any]) -> str:
                  f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}", f(v.get("pageable_ms"))] for d, v in by.items()]
         parts.append("<h3>Copies by direction</h3>" + table(
             ["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5}))
+    per_step = (doc.get("monitor") or {}).get("per_step") or {}
+    names = {"power_w": ("power", "W"), "temp_c": ("temperature", "°C")}
+    rows = [[e(names[k][0]), *(f"{f(v.get(s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")), e(v.get("steps"))]
+            for k, v in per_step.items() if k in names and isinstance(v, dict)]
+    if rows:
+        parts.append("<h3>Power and temperature (per-step means, sampled)</h3>"
+                     + table(["", "mean", "lowest step", "highest step", "steps sampled"], rows, {1, 2, 3, 4}))
     cap = {k: v for k, v in (doc.get("capture") or {}).items() if isinstance(v, (int, float, str)) and v is not None}
     if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
         rows = [[e(k.replace("_", " ")), e(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v)]

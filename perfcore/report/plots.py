@@ -1,11 +1,12 @@
 """PNG plots of a run: the binned breakdown over time, the top kernels, heatmaps, ranks, transfer curves.
-Drawn on matplotlib Figures with the Agg canvas directly: never pyplot, so the user's GUI backend
-(MPLBACKEND, matplotlibrc, Jupyter's inline) is neither needed nor changed."""
+A run folder's charts (breakdown, kernels, monitor) are drawn on raster's Pillow canvas: they are at
+the end of every `perfcore run`, where matplotlib's import and first figure cost more than the rest of
+finishing. The others are drawn on matplotlib Figures with the Agg canvas directly: never pyplot, so
+the user's GUI backend (MPLBACKEND, matplotlibrc, Jupyter's inline) is neither needed nor changed."""
 from __future__ import annotations
 
 import os
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pandas as pd
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.bins import BINS, OUTLIER_FACTOR
 from perfcore.report.charts import COLORS
+from perfcore.report.raster import ms_label, step_label, wrap_title
 
 __all__ = ["plot_breakdown", "plot_kernels"]
 
@@ -63,32 +65,20 @@ def _ms_axis(ax, axis: str = "y") -> None:
     """Tick labels in ms, or s from a second up; never an offset or exponent (".83e+04")."""
     from matplotlib.ticker import FuncFormatter
 
-    def label(v, _pos):
-        if abs(v) >= 1000:
-            return f"{v / 1000:g} s"
-        return f"{v:g} ms" if v else "0"
-
-    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(FuncFormatter(label))
+    (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(FuncFormatter(lambda v, _pos: ms_label(v)))
 
 
 def _step_axis(ax) -> None:
     """Step numbers that fit under their tick at any run length: 900, 20k, 1.5M."""
     from matplotlib.ticker import FuncFormatter
 
-    def label(v, _pos):
-        if abs(v) >= 1e6:
-            return f"{v / 1e6:g}M"
-        return f"{v / 1e3:g}k" if abs(v) >= 1e4 else f"{v:g}"
-
-    ax.xaxis.set_major_formatter(FuncFormatter(label))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: step_label(v)))
 
 
 def _title(ax, text: str, width: int = 110) -> None:
     """A title that fits: wrapped to two lines at most, the rest cut with an ellipsis."""
-    lines = textwrap.wrap(text, width) or [""]
-    if len(lines) > 2:
-        lines = [lines[0], lines[1][: width - 1] + "…"]
-    ax.set_title("\n".join(lines), fontsize=9 if len(lines) > 1 else 10)
+    text = wrap_title(text, width)
+    ax.set_title(text, fontsize=9 if "\n" in text else 10)
 
 
 def _save(fig, path) -> None:
@@ -102,79 +92,76 @@ def _save(fig, path) -> None:
 def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int = BINS) -> Path:
     """Where the step time goes over the run, binned: stacked bars of each bin's mean ms per label (one
     bar per step for short runs), its median and p90 step time as lines, warm-up shaded, outliers
-    marked. A fixed number of artists, so the cost does not grow with the run."""
+    marked. A fixed number of shapes, so the cost does not grow with the run."""
     from perfcore.analysis.bins import bin_steps, outliers
+    from perfcore.report.raster import Figure, Panel, nice_ticks, ms_label, step_label, wrap_title
 
-    plt = _plt()
     b = bin_steps(steps, bins)
     out = outliers(steps)
-    fig, ax = plt.subplots(figsize=(10, 4.2), dpi=110)
+    fig = Figure(1100, 462)
+    # Fixed margins for this fixed-size figure: room for "1.5 s"-wide tick labels, the two-line
+    # title above and the legend below.
+    ax = Panel(fig, (0.085, 0.13, 0.975, 0.75))
     per_step = bool(len(b)) and int(b["steps"].max()) == 1
     x = b["first_step"].to_numpy(dtype=float)
     width = (b["last_step"].to_numpy(dtype=float) - x + 1) * (0.85 if per_step and len(b) <= 60 else 1.0)
-    bottom = np.zeros(len(b))
-    edges = np.append(x, x[-1] + width[-1]) if len(b) else np.zeros(1)
-    for lb in LABELS:
-        h = b[f"{lb}_ms"].to_numpy()
-        if len(b) <= 60:  # separate bars: one collection of rectangles per label (a patch each costs ~2 ms)
-            _bars(ax, x, width, bottom, h, COLORS[lb], lb)
-        else:  # one filled outline per label instead of a patch per bar: the same picture, far cheaper
-            ax.stairs(bottom + h, edges, baseline=bottom, fill=True, color=COLORS[lb], label=lb, linewidth=0)
-        bottom = bottom + h
-    if not per_step:
-        mid = x + width / 2
-        ax.plot(mid, b["median_ms"], color="#111", lw=1, label="median step")
-        ax.plot(mid, b["p90_ms"], color="#111", lw=1, ls=":", label="p90 step")
-    top = float(max(bottom.max(initial=0.0), b["p90_ms"].max() if len(b) else 0.0)) * 1.25 or 1.0
+    stacked = np.cumsum([np.zeros(len(b))] + [b[f"{lb}_ms"].to_numpy(dtype=float) for lb in LABELS], axis=0)
+    top = float(max(stacked[-1].max(initial=0.0), b["p90_ms"].max() if len(b) else 0.0)) * 1.25 or 1.0
+    ax.limits((x[0], x[-1] + width[-1]) if len(b) else (0, 1), (0, top))
+    yt = nice_ticks(0, top)
+    ax.grid(yt)
     if len(b) and b["warmup"].any():
         last_warm = float(b.loc[b["warmup"], "last_step"].max()) + 1
-        ax.axvspan(x[0], last_warm, color="#555", alpha=0.12, lw=0, label="warm-up")
+        ax.rects(np.array([x[0]]), np.array([last_warm]), np.zeros(1), np.array([top]), "#e4e4e4")
+    for i, lb in enumerate(LABELS):
+        ax.rects(x, x + width, stacked[i], stacked[i + 1], COLORS[lb])
+    legend = [(COLORS[lb], lb) for lb in LABELS]
+    if not per_step:
+        mid = x + width / 2
+        ax.line(mid, b["median_ms"], "#111111", 1.2)
+        ax.dots(mid, b["p90_ms"], "#111111")
+        legend += [("#111111", "median step (line)"), ("#111111", "p90 step (dots)")]
+    if len(b) and b["warmup"].any():
+        legend.append(("#d0d0d0", "warm-up"))
     if len(out):
         n_all = out.attrs.get("count", len(out))
-        ax.scatter(out["step"], np.minimum(out["wall_ms"], top * 0.97), marker="v", s=14, color="#c00", zorder=3,
-                   label=f"{n_all} outlier step(s) > {OUTLIER_FACTOR:g}x median"
-                         + (f" ({len(out)} slowest shown)" if n_all > len(out) else ""))
-    if len(b):
-        ax.set_xlim(x[0], x[-1] + width[-1])
-        ax.set_ylim(0, top)
-    ax.set_xlabel("step" if per_step else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps: mean per label)")
-    ax.set_ylabel("per step")
-    _ms_axis(ax)
-    _step_axis(ax)
-    _title(ax, title or "where each step's time goes")
-    ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.17), frameon=False)
-    # Fixed margins for this fixed-size figure (tight_layout would draw it once more to measure):
-    # room for "1.5 s"-wide tick labels, the two-line title and the legend below.
-    fig.subplots_adjust(left=0.085, right=0.975, top=0.87, bottom=0.25)
-    _save(fig, path)
-    plt.close(fig)
+        ax.markers(out["step"], np.minimum(out["wall_ms"], top * 0.97), "#cc0000")
+        legend.append(("#cc0000", f"{n_all} outlier step(s) > {OUTLIER_FACTOR:g}x median"
+                                  + (f" ({len(out)} slowest shown)" if n_all > len(out) else "")))
+    ax.frame()
+    ax.yaxis(yt, ms_label, "per step")
+    ax.xaxis(nice_ticks(*ax.xlim, target=9, integer=True), step_label,
+             "step" if per_step else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps: mean per label)")
+    fig.title(wrap_title(title or "where each step's time goes"), 0.11)
+    fig.legend(legend, 0.89)
+    fig.save(path)
     return Path(path)
 
 
-def _bars(ax, x: np.ndarray, width: np.ndarray, bottom: np.ndarray, height: np.ndarray, color: str, label: str) -> None:
-    """Stacked-bar segments as one PolyCollection (what ax.bar draws, without an artist per bar)."""
-    from matplotlib.collections import PolyCollection
-
-    x0, x1, y0, y1 = x, x + width, bottom, bottom + height
-    verts = np.stack([np.stack([x0, y0], 1), np.stack([x0, y1], 1), np.stack([x1, y1], 1), np.stack([x1, y0], 1)], 1)
-    ax.add_collection(PolyCollection(verts, facecolors=color, edgecolors="none", linewidths=0, label=label))
-
-
 def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
+    """The top kernels by total time, one horizontal bar each, the largest on top."""
     if not kernels:
         return None
-    plt = _plt()
-    top = kernels[:15][::-1]
-    fig, ax = plt.subplots(figsize=(10, 0.35 * len(top) + 1.2), dpi=110)
+    from perfcore.report.raster import Figure, Panel, nice_ticks, ms_label
+
+    top = kernels[:15]
+    height = round((0.35 * len(top) + 1.2) * 110)
+    fig = Figure(1100, height)
     labels = [k["name"] if len(k["name"]) <= 70 else k["name"][:67] + "..." for k in top]
-    ax.barh(range(len(top)), [k["total_ms"] for k in top], color=COLORS["compute"])
-    ax.set_yticks(range(len(top)), labels, fontsize=7)
-    ax.set_xlabel("total")
-    _ms_axis(ax, "x")
-    ax.set_title("top kernels by total time", fontsize=10)
-    fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    left = min(0.6, (max(fig.text_width(s, 7) for s in labels) + 16) / 1100)
+    ax = Panel(fig, (left, 40 / height, 0.97, 1 - 45 / height))
+    total = np.array([float(k["total_ms"]) for k in top])
+    hi = float(total.max(initial=0.0)) * 1.05 or 1.0
+    ax.limits((0, hi), (len(top), 0))
+    xt = nice_ticks(0, hi)
+    rows = np.arange(len(top), dtype=float)
+    ax.rects(np.zeros(len(top)), total, rows + 0.1, rows + 0.9, COLORS["compute"])
+    ax.frame()
+    for i, s in enumerate(labels):
+        fig.text((ax.x0 - 12, float(ax.py(i + 0.5))), s, size=7, anchor="rm")
+    ax.xaxis(xt, ms_label, "total")
+    fig.title("top kernels by total time", 30 / height)
+    fig.save(path)
     return Path(path)
 
 
@@ -254,24 +241,38 @@ def plot_experiments(experiments: list[dict[str, Any]], path: Path, title: str =
 
 def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
     """Sampler rows over time: utilisation (GPU when there is one), CPU %, memory."""
-    plt = _plt()
-    t = (samples["t_ns"] - samples["t_ns"].iloc[0]) / 1e9 if len(samples) else samples.get("t_ns", [])
+    from perfcore.report.raster import Figure, Panel, nice_ticks, wrap_title
+
+    t = ((samples["t_ns"] - samples["t_ns"].iloc[0]) / 1e9).to_numpy() if len(samples) else np.zeros(0)
     gpu = "gpu_util" in samples
-    fig, axes = plt.subplots(2, 1, figsize=(10, 4.8), dpi=110, sharex=True)
+    fig = Figure(1100, 528)
+    span = (0.0, float(t[-1]) if len(t) and t[-1] > 0 else 1.0)
+    top = Panel(fig, (0.08, 0.1, 0.975, 0.47))
+    top.limits(span, (0, 105))
+    yt = nice_ticks(0, 100)
+    top.grid(yt)
+    legend = []
     if gpu:
-        axes[0].plot(t, 100 * samples["gpu_util"], label="GPU util %", color=COLORS["compute"])
-    axes[0].plot(t, samples["cpu_percent"], label="CPU %", color=COLORS["load"])
-    axes[0].set_ylabel("%")
-    axes[0].set_ylim(0, 105)
-    axes[0].legend(fontsize=8, loc="upper right")
+        top.line(t, 100 * samples["gpu_util"].to_numpy(dtype=float), COLORS["compute"], 1.2)
+        legend.append((COLORS["compute"], "GPU util %"))
+    top.line(t, samples["cpu_percent"].to_numpy(dtype=float), COLORS["load"], 1.2)
+    legend.append((COLORS["load"], "CPU %"))
+    top.frame()
+    top.yaxis(yt, lambda v: f"{v:g}", "%")
     mem_col = "gpu_mem_used_bytes" if gpu else "ram_used_bytes"
-    axes[1].plot(t, samples[mem_col] / 2**30, color=COLORS["transfer"])
-    axes[1].set_ylabel("GPU memory GiB" if gpu else "RAM used GiB")
-    axes[1].set_xlabel("seconds")
-    _title(axes[0], title or "perfcore monitor")
-    fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    mem = samples[mem_col].to_numpy(dtype=float) / 2**30 if mem_col in samples else np.zeros(len(t))
+    low = Panel(fig, (0.08, 0.55, 0.975, 0.88))
+    hi = float(np.nanmax(mem, initial=0.0)) * 1.1 or 1.0
+    low.limits(span, (0, hi))
+    mt = nice_ticks(0, hi)
+    low.grid(mt)
+    low.line(t, mem, COLORS["transfer"], 1.2)
+    low.frame()
+    low.yaxis(mt, lambda v: f"{v:g}", "GPU memory GiB" if gpu else "RAM used GiB")
+    low.xaxis(nice_ticks(*span), lambda v: f"{v:g} s", "seconds")
+    fig.title(wrap_title(title or "perfcore monitor"), 0.06)
+    fig.legend(legend, 0.49)
+    fig.save(path)
     return Path(path)
 
 

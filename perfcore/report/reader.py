@@ -43,6 +43,13 @@ class Some(_Shape):
         self.of = of
 
 
+class Absent(_Shape):
+    """In a {key: shape} of required keys, one that may be missing (a field later writers added)."""
+
+    def __init__(self, of):
+        self.of = of
+
+
 NUM, INT, STR, ANY = "number", "count", "text", "any"
 MS, FRAC = "duration", "fraction"  # a number >= 0; a share, 0..1
 _MAX_COUNT = 10**15  # more steps than a run could make in a century at a microsecond each
@@ -51,6 +58,8 @@ _MAX_COUNT = 10**15  # more steps than a run could make in a century at a micros
 def _problem(v: Any, shape: Any, where: str) -> str | None:
     if shape is ANY:
         return None
+    if isinstance(shape, Absent):
+        return _problem(v, shape.of, where)
     if isinstance(shape, Opt):
         return None if v is None else _problem(v, shape.of, where)
     if isinstance(shape, Some):
@@ -73,7 +82,7 @@ def _problem(v: Any, shape: Any, where: str) -> str | None:
         if not isinstance(v, dict):
             return f"{where} is {_kind(v)}, not an object"
         for k, s in shape.items():
-            if k not in v and isinstance(shape, Keys):
+            if k not in v and (isinstance(shape, Keys) or isinstance(s, Absent)):
                 continue
             if k not in v:
                 return f"{where}.{k} is missing"
@@ -115,12 +124,16 @@ RUN_REQUIRED = {
 }
 RUN_OPTIONAL = {
     "warmup_step_time_ms": Opt(MS),
-    "kernels": [{"name": STR, "count": NUM, "total_ms": NUM, "mean_us": NUM}],
+    "kernels": [{"name": STR, "count": NUM, "total_ms": NUM, "mean_us": NUM, "category": Absent(STR)}],
     "memcpy": Some({"by_direction": Map({"bytes": NUM, "ms": NUM, "pageable_bytes": NUM})}),
     "ranks": [{"rank": ANY, "step_time_ms": {"mean": NUM}, "breakdown_ms": _PER_LABEL}],
     "stragglers": [{"sentence": STR}], "waiting": [{"sentence": STR}],
     "compute_split_ms": Opt(Map(NUM)), "compute_split_gpu_ms": Opt(Map(NUM)),
-    "kernel_categories": Opt(Map({"share": NUM})),
+    "kernel_categories": Opt(Map({"share": FRAC, "ms": Absent(MS)})),
+    # Sampled with --monitor; the GPU's fields only where NVML answered (absent without a GPU).
+    "monitor": Opt(Keys({"samples": INT, "cpu_percent_mean": Opt(MS), "gpu_util_mean": Opt(FRAC),
+                         "power_w_mean": Opt(MS), "power_w_max": Opt(MS), "temp_c_mean": Opt(NUM), "temp_c_max": Opt(NUM),
+                         "per_step": Opt(Map({"mean": NUM, "min": NUM, "max": NUM, "steps": INT}))})),
     "workers": Some({"num_workers": NUM, "fetch_ms_mean": NUM, "getitem_ms_mean": NUM, "collate_ms_mean": NUM}),
     "memory": Opt(Keys({"peak_bytes": Opt(INT), "kind": Opt(STR), "findings": Opt([{"sentence": STR}]),
                         "growth_bytes_per_step": Opt(NUM), "capacity_bytes": Opt(INT)})),

@@ -7,7 +7,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from perfcore.analysis.attribution import LABELS
 from perfcore.run.protocol import PROGRESS_EVERY_S, read_progress
 
 __all__ = ["LiveStatus", "NotebookStatus", "status_text"]
@@ -24,6 +23,8 @@ def status_text(p: dict[str, Any]) -> str:
             parts.append(f"ETA {(warm + want - n) * ms / 1e3:.0f} s")
     fr = p.get("breakdown_fraction")
     if fr:
+        from perfcore.analysis.attribution import LABELS  # here: the script starts before pandas loads
+
         parts.append(" ".join(f"{lb} {100 * fr.get(lb, 0):.0f}%" for lb in LABELS))
     v = (p.get("verdict") or {}).get("summary")
     if v:

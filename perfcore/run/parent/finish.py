@@ -14,7 +14,11 @@ from perfcore.report.reader import load_part
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.protocol import CHECKPOINT, PARTS, WORKER_COLUMNS, WORKERS
 
-__all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "align_samples", "write_steps"]
+__all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "align_samples", "write_steps",
+           "monitor_summary"]
+
+# Sampler columns that become per-step means in steps.csv (monitor_<name>); the GPU's only where NVML answered.
+SAMPLED = ("cpu_percent", "gpu_util", "gpu_mem_used_bytes", "power_w", "temp_c")
 
 
 def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None
@@ -65,7 +69,7 @@ def _read_parts(out: Path) -> list[dict[str, Any]]:
 
 def align_samples(samples: pd.DataFrame, start_ns: np.ndarray, wall_ns: np.ndarray) -> pd.DataFrame:
     """Sampler rows -> per-step means (the samples are on the perfcore clock, as the steps are)."""
-    cols = [c for c in ("cpu_percent", "gpu_util", "gpu_mem_used_bytes") if c in samples]
+    cols = [c for c in SAMPLED if c in samples]
     out = pd.DataFrame(index=range(len(start_ns)), columns=cols, dtype=float)
     if not len(samples) or not len(start_ns):
         return out
@@ -75,6 +79,27 @@ def align_samples(samples: pd.DataFrame, start_ns: np.ndarray, wall_ns: np.ndarr
     grouped = samples[inside].groupby(k[inside])[cols].mean()
     out.loc[grouped.index, cols] = grouped.to_numpy()
     return out
+
+
+def monitor_summary(samples: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
+    """run.json's `monitor`: means over the samples; the GPU's power and temperature (mean, max) and,
+    over the measured steps that hold a sample, the spread of their per-step means."""
+    doc: dict[str, Any] = {"samples": int(len(samples))}
+    for c in ("cpu_percent", "gpu_util", "power_w", "temp_c"):
+        v = pd.to_numeric(samples[c], errors="coerce").dropna() if c in samples else pd.Series(dtype=float)
+        if len(v):
+            doc[f"{c}_mean"] = float(v.mean())
+            if c in ("power_w", "temp_c"):
+                doc[f"{c}_max"] = float(v.max())
+    measured = steps[~steps["warmup"].to_numpy(dtype=bool)] if "warmup" in steps else steps
+    per_step = {}
+    for c in ("power_w", "temp_c"):
+        v = pd.to_numeric(measured[f"monitor_{c}"], errors="coerce").dropna() if f"monitor_{c}" in measured else ()
+        if len(v):
+            per_step[c] = {"mean": float(v.mean()), "min": float(v.min()), "max": float(v.max()), "steps": int(len(v))}
+    if per_step:
+        doc["per_step"] = per_step
+    return doc
 
 
 def _interference(samples: dict[str, list] | None, raw: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -211,8 +236,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
 
             plot_timeline(samples, out / "monitor.png", title="sampled during the run")
             files["monitor.png"] = "monitor.png"
-        doc["monitor"] = {"samples": int(len(samples)),
-                          **{f"{c}_mean": float(samples[c].mean()) for c in ("cpu_percent", "gpu_util") if c in samples}}
+        doc["monitor"] = monitor_summary(samples, main["steps"])
     write_steps(main, out / "steps.csv", files, unchanged=samples is None)
     if main["raw"]:
         from perfcore.report.chrome_trace import write_trace

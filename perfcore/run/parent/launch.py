@@ -8,12 +8,12 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from perfcore.errors import UsageError
-from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.outcome import oom_kills
+from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
 
 __all__ = ["run_command", "check_command", "child_env", "run_child"]
@@ -126,14 +126,18 @@ def _tty_sent(signum: int) -> bool:
         os.close(fd)
 
 
-def run_child(cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = False) -> int:
+def run_child(cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = False,
+              on_start: Callable[[], Any] | None = None) -> int:
     """Runs the command and waits for it to write its results. A signal meant to stop the run reaches
     the child however it was sent: Ctrl-C in the terminal reaches the whole group by itself; SIGINT
     to perfcore's pid alone and SIGTERM are passed on; SIGHUP (the terminal closed, ssh dropped) is
     passed on as SIGTERM, so the script writes its results instead of training on as an orphan.
     perfcore itself stays to finish the run folder from what the script wrote.
-    stdout_to_stderr: the script's output goes to stderr (stdout carries perfcore's JSON)."""
+    stdout_to_stderr: the script's output goes to stderr (stdout carries perfcore's JSON).
+    on_start: called once the script's process exists."""
     proc = subprocess.Popen(cmd, env=env, stdout=2 if stdout_to_stderr else None)
+    if on_start is not None:
+        on_start()
 
     def forward(signum, frame):
         if proc.poll() is None and not _tty_sent(signum):
@@ -174,12 +178,17 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
     # the script's own tree (its main process one level down, its workers below) is told apart.
     others = InterferenceSampler(pid=os.getpid(), interval_s=0.25, gpu=backend != "cpu").start()
     status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
+    warm = WarmUp()  # what finishing imports, loaded while the script runs (nothing before it starts)
     try:
-        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides, step_on), stdout_to_stderr)
+        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides, step_on), stdout_to_stderr,
+                       on_start=warm.start)
     finally:
+        warm.stop()
         status.stop()
         samples = sampler.stop() if sampler else None
         interference = others.stop()
+    from perfcore.run.parent.finish import finish_run
+
     with _finishing():
         doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
     return rc, doc, out
