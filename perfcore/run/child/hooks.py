@@ -244,7 +244,10 @@ class TorchHooks:
             rec = inst.loaders.epoch_started(loader, t0, torch.is_grad_enabled())
             it = orig_iter(loader)
             if rec is not None:
-                inst.loaders.watch_first_batch(it, rec)
+                try:
+                    inst.loaders.watch_first_batch(it, rec)
+                except Exception as e:  # never fail the user's iter(): this epoch goes unwatched
+                    inst.notes.append(f"a DataLoader epoch was not watched: {type(e).__name__}: {e}")
             return it
 
         __init__.__wrapped__, __iter__.__wrapped__ = orig_init, orig_iter

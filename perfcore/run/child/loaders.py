@@ -150,7 +150,7 @@ class Loaders:
         rec["_yielded"] = getattr(it, "_num_yielded", 0)
         if not hasattr(it, "_next_data"):
             return
-        it.__dict__.pop("_next_data", None)  # a persistent iterator may still hold last epoch's
+        vars(it).pop("_next_data", None)  # a persistent iterator may still hold last epoch's
         ep = rec["_epoch"]
         startup = [bool(rec["num_workers"])]
         if not startup[0] and ep[0] is not None:
@@ -172,7 +172,7 @@ class Loaders:
                 startup[0] = False
                 rec["worker_startup_ms"].append((now() - rec["_t_iter"]) / 1e6)
             if ep[0] is not None:
-                it.__dict__.pop("_next_data", None)
+                vars(it).pop("_next_data", None)
             return data
 
         it._next_data = next_data
