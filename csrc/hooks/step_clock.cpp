@@ -89,12 +89,10 @@ PyGetSetDef stepClosureGetSet[] = {
 // optimizer itself): a borrowed reference, or nullptr when the step has none.
 PyObject* findClosure(PyObject* opt, PyObject* args, PyObject* kwargs, Py_ssize_t* index) {
   *index = -1;
-  if (PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0) {
-    const Py_ssize_t i = PyTuple_GET_ITEM(args, 0) == opt ? 1 : 0;
-    if (PyTuple_GET_SIZE(args) > i) {
-      *index = i;
-      return PyTuple_GET_ITEM(args, i);
-    }
+  // step(self, closure): positionally only after the optimizer itself, as torch passes them.
+  if (PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 && PyTuple_GET_ITEM(args, 0) == opt) {
+    *index = 1;
+    return PyTuple_GET_ITEM(args, 1);
   }
   if (PyDict_Check(kwargs) && PyDict_GET_SIZE(kwargs) > 0) {
     static PyObject* key = PyUnicode_InternFromString("closure");
