@@ -192,6 +192,73 @@ def test_step_clock_skips_steps_made_inside_another_phase_and_stops_at_stop_at(r
     assert C.hook_depth() == 0 and not clock.armed
 
 
+def closure_step(rec):
+    """A clock armed with the optimizer phase (11), a timed forward (7), and the spans in time order."""
+    clock, ends = C.StepClock(), C.StepEnds()
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 11), ends, None, 1, 1 << 20, 1 << 60)
+    fwd = C.TimedCall(lambda x: 2 * x)
+    fwd.scope = C.phase_scope(C.PhaseScope, rec, FORWARD)
+
+    def ordered():
+        d = rec.drain()
+        return [p for _, p in sorted(zip(d["start_ns"].tolist(), d["phase_id"].tolist()))]
+
+    return clock, ends, fwd, ordered
+
+
+def test_step_clock_steps_aside_while_the_steps_closure_runs(rec):
+    # optimizer.step(closure) (LBFGS, Lightning): forward and backward run inside the step. The
+    # closure torch calls is the clock's wrapper: inside it the optimizer phase is closed and the
+    # depth is 0, so forward is timed as itself; the step still ends at the optimizer's end.
+    clock, ends, fwd, ordered = closure_step(rec)
+    opt, depths = Opt(), []
+
+    def closure():
+        depths.append(C.hook_depth())
+        return fwd(3)
+
+    user_args = (opt, closure)
+    args, kwargs = clock.pre(opt, user_args, {})
+    assert args[0] is opt and args[1] is not closure and args[1].__wrapped__ is closure and kwargs == {}
+    assert user_args[1] is closure  # the user's own tuple is untouched
+    assert C.hook_depth() == 1
+    assert args[1]() == 6 and args[1]() == 6  # LBFGS calls it more than once
+    assert depths == [0, 0] and C.hook_depth() == 1
+    clock.post(opt, args, kwargs)
+    assert C.hook_depth() == 0 and len(ends) == 1 and rec.open_phases() == []
+    assert ordered() == [11, FORWARD, 11, FORWARD, 11]
+    # closure= as a keyword; a None closure is left alone; a step without one returns nothing.
+    args, kwargs = clock.pre(opt, (opt,), {"closure": closure, "lr": 1})
+    assert kwargs["lr"] == 1 and kwargs["closure"]() == 6 and args == (opt,)
+    clock.post(opt, args, kwargs)
+    for plain in ((opt, None), (opt,)):
+        assert clock.pre(opt, plain, {}) is None
+        clock.post(opt, plain, {})
+    assert len(ends) == 4 and ordered() == [11, FORWARD, 11, 11, 11] and C.hook_depth() == 0
+
+
+def test_a_closure_that_raises_gives_its_step_up_and_leaves_nothing_open(rec):
+    clock, ends, fwd, ordered = closure_step(rec)
+    opt = Opt()
+
+    def closure():
+        fwd(1)
+        raise ValueError("nan loss")
+
+    args, _ = clock.pre(opt, (opt, closure), {})
+    with pytest.raises(ValueError, match="nan loss"):
+        args[1]()
+    # The error leaves optimizer.step() without its post hook: nothing stays open on the thread.
+    assert C.hook_depth() == 0 and rec.open_phases() == []
+    clock.post(opt, (opt,), {})  # a post for the abandoned step (an optimizer that caught it) is ignored
+    assert len(ends) == 0 and C.hook_depth() == 0
+    clock.pre(opt, (opt,), {})
+    clock.post(opt, (opt,), {})
+    assert len(ends) == 1 and ordered() == [11, FORWARD, 11]
+    # A closure called outside its step (kept and called later) just runs.
+    assert args[1].__wrapped__ is closure and C.hook_depth() == 0
+
+
 def test_timing_trouble_never_fails_the_users_call(rec):
     # The wrapped call leaves a phase of its own open, so the hook's phase cannot close in order:
     # the call still returns its result, and the miss is counted, not raised.

@@ -178,7 +178,9 @@ def test_gradient_accumulation_one_step_per_update_and_batches_per_step(tmp_path
     assert doc["batches_per_step"] == pytest.approx(4.0)
     (ld,) = doc["loaders"]
     line = next(i for i, t in enumerate((SCRIPTS / "grad_accum.py").read_text().splitlines(), 1) if "DataLoader(" in t)
-    assert ld["site"] == f"grad_accum.py:{line}" and ld["batches"] == 48 and ld["batch_size"] == 8
+    path, _, at = ld["site"].rpartition(":")  # a path the user can open: relative to the working directory
+    assert Path(path).resolve() == (SCRIPTS / "grad_accum.py").resolve() and at == str(line)
+    assert ld["batches"] == 48 and ld["batch_size"] == 8 and ld["role"] == "train"
 
 
 def test_gradscaler_skipped_step_is_still_one_step(tmp_path):

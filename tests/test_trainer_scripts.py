@@ -47,3 +47,50 @@ def test_lightning_script(tmp_path, accum):
     assert doc["step_source"] == "optimizer"
     assert doc["steps"] + doc["warmup_steps"] == global_step(p.stdout) == 9
     assert doc["batches_per_step"] == pytest.approx(accum)
+
+
+def split_and_labels(out: Path):
+    """The per-step forward/backward/optimizer means of the measured steps, and whether each step's
+    labels sum to its wall time."""
+    import pandas as pd
+
+    steps = pd.read_csv(out / "steps.csv")
+    measured = steps[~steps["warmup"].astype(bool)]
+    labels = measured[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1)
+    split = {ph: float(measured[f"{ph}_ms"].mean()) for ph in ("forward", "backward", "optimizer")}
+    parts = measured[["forward_ms", "backward_ms", "optimizer_ms"]].sum(axis=1)
+    return split, bool((abs(labels - measured["wall_ms"]) < 1e-6).all()), bool((parts <= measured["wall_ms"] + 1e-6).all())
+
+
+def test_an_lbfgs_closure_times_forward_and_backward_as_themselves(tmp_path):
+    # LBFGS runs forward and backward inside optimizer.step(closure), once or more a step; each call
+    # sleeps 6 ms in forward and 4 ms in backward, so their share has a floor the script counts.
+    p, doc = perfcore_run(tmp_path / "r", sys.executable, str(SCRIPTS / "lbfgs_closure.py"), "--steps", "12")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert doc["step_source"] == "optimizer" and doc["steps"] + doc["warmup_steps"] == 12
+    calls = int(next(line for line in p.stdout.splitlines() if line.startswith("CLOSURE_CALLS")).split()[1])
+    split, labels_sum, parts_fit = split_and_labels(tmp_path / "r")
+    assert calls >= 12 and labels_sum and parts_fit
+    # At least one closure call a step (the measured steps may hold fewer than the mean).
+    assert split["forward"] >= 6.0 and split["backward"] >= 4.0
+    assert split["optimizer"] < min(split["forward"], split["backward"])  # its own work only
+
+
+def test_a_lightning_closure_gives_forward_and_backward_their_share_and_names_train_dataloader(tmp_path):
+    pytest.importorskip("lightning.pytorch")
+    script = SCRIPTS / "lightning_closure.py"
+    # Forward 6 ms, backward 4 ms, and a batch of 16 items at 1.5 ms each: load-bound.
+    p, doc = perfcore_run(tmp_path / "r", sys.executable, str(script), "--max-steps", "12", "--item-ms", "1.5")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert doc["step_source"] == "optimizer" and doc["steps"] + doc["warmup_steps"] == global_step(p.stdout) == 12
+    split, labels_sum, parts_fit = split_and_labels(tmp_path / "r")
+    assert labels_sum and parts_fit
+    assert split["forward"] >= 6.0 and split["backward"] >= 4.0
+    assert split["optimizer"] < min(split["forward"], split["backward"])
+    # The loader is the user's train_dataloader line, not Lightning's wrapper around DataLoader.__init__.
+    line = next(i for i, t in enumerate(script.read_text().splitlines(), 1) if "TRAIN_DATALOADER" in t)
+    (ld,) = doc["loaders"]
+    path, _, at = ld["site"].rpartition(":")
+    assert Path(path).resolve() == script.resolve() and at == str(line) and ld["role"] == "train"
+    load_advice = next(r for r in doc["recommendations"] if r.get("cause") == "load")
+    assert ld["site"] in load_advice["text"] and "data.py" not in load_advice["text"]

@@ -47,6 +47,7 @@ void setOptional(PyObject*& slot, PyObject* value) {
 bool addHookTypes(PyObject* module) {
   return addType(module, &PhaseScopeType, "PhaseScope") && addType(module, &TimedCallType, "TimedCall") &&
          addType(module, &StepClockType, "StepClock") &&
+         addType(module, &StepClosureType, "StepClosure") &&
          addType(module, &StepEndsType, "StepEnds") && PyModule_AddFunctions(module, hookFunctions) == 0;
 }
 

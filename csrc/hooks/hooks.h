@@ -84,7 +84,8 @@ struct HeldRefs {
 };
 
 extern PyTypeObject TimedCallType;  // timed_call.cpp
-extern PyTypeObject StepClockType;  // step_clock.cpp
+extern PyTypeObject StepClockType;    // step_clock.cpp
+extern PyTypeObject StepClosureType;  // step_clock.cpp: what StepClock.pre hands torch for a closure
 
 // ---- StepEnds (step_ends.cpp) ----
 struct StepEndsObject {

@@ -6,6 +6,14 @@
 // thread), `post` closes it and, for the first optimizer that steps (the clock), ends the step:
 // the boundary is appended to `ends` (the StepTimer's StepEnds), and Python is called back
 // only on the steps that need it: (n - 1) % every == 0, n % compact_every == 0, n >= stop_at.
+// A step given a closure (`optimizer.step(closure)`: LBFGS, PyTorch Lightning, which runs
+// training_step and backward inside it) gets the closure back wrapped in a StepClosure: while it
+// runs, the optimizer phase steps aside (closed, the hook depth back to zero), so the forward,
+// backward, loads and copies inside are timed as themselves and the optimizer keeps only its own
+// time; the step still ends at the optimizer step's end. A step without a closure pays two size
+// checks for this.
+#include <cstddef>
+
 #include "hooks.h"
 
 namespace perfcore {
@@ -20,7 +28,116 @@ struct StepClockObject {
   uintptr_t inOpt;       // the optimizer whose step is being timed (by identity), or 0
   uintptr_t clockOpt;    // the optimizer whose steps end a step, or 0 until one has stepped
   long long every, compactEvery, stopAt, skipped;
+  bool open;    // the optimizer phase of inOpt's step is open (not stepped aside for its closure)
+  bool paused;  // that step's closure is running
 };
+
+// The closure of a timed optimizer step: while it runs, the optimizer phase is closed and the
+// thread's hook depth is what it was outside the step, then both are restored.
+struct StepClosureObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* clock;    // the StepClock that opened the step
+  PyObject* closure;  // the user's closure
+  uintptr_t opt;      // the optimizer whose step it belongs to
+};
+
+PyObject* stepClosureVectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* w = reinterpret_cast<StepClosureObject*>(self);
+  auto* c = reinterpret_cast<StepClockObject*>(w->clock);
+  // Only the step's own closure, called by the step itself (depth 1: the clock's), steps aside.
+  if (c->inOpt != w->opt || !c->open || c->paused || hookDepth != 1 || c->scope == nullptr) {
+    return PyObject_Vectorcall(w->closure, args, nargsf, kwnames);
+  }
+  PyObject* scope = Py_NewRef(c->scope);  // a re-arm during the closure must not free it under us
+  auto* s = reinterpret_cast<PhaseScopeObject*>(scope);
+  if (!scopeFinish(s)) hookError();
+  c->open = false;
+  c->paused = true;
+  --hookDepth;
+  PyObject* result = PyObject_Vectorcall(w->closure, args, nargsf, kwnames);
+  c->paused = false;
+  if (result == nullptr || c->inOpt != w->opt || c->scope != scope) {
+    // The closure raised (the step ends with it and no post hook comes), or the clock was re-armed
+    // or disarmed meanwhile: the step is given up, nothing stays open on this thread.
+    if (c->inOpt == w->opt) c->inOpt = 0;
+    Py_DECREF(scope);
+    return result;
+  }
+  ++hookDepth;
+  if (scopeBegin(s)) {
+    c->open = true;
+  } else {
+    hookError();  // the rest of the step goes untimed; post still ends it
+  }
+  Py_DECREF(scope);
+  return result;
+}
+
+using StepClosureRefs = HeldRefs<StepClosureObject, &StepClosureObject::clock, &StepClosureObject::closure>;
+
+PyObject* stepClosureWrapped(PyObject* self, void*) {
+  return Py_NewRef(reinterpret_cast<StepClosureObject*>(self)->closure);
+}
+
+PyGetSetDef stepClosureGetSet[] = {
+    {"__wrapped__", stepClosureWrapped, nullptr, "The user's closure.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+
+// Where the step's closure is in torch's (args, kwargs) of optimizer.step (args start with the
+// optimizer itself): a borrowed reference, or nullptr when the step has none.
+PyObject* findClosure(PyObject* opt, PyObject* args, PyObject* kwargs, Py_ssize_t* index) {
+  *index = -1;
+  // step(self, closure): positionally only after the optimizer itself, as torch passes them.
+  if (PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 && PyTuple_GET_ITEM(args, 0) == opt) {
+    *index = 1;
+    return PyTuple_GET_ITEM(args, 1);
+  }
+  if (PyDict_Check(kwargs) && PyDict_GET_SIZE(kwargs) > 0) {
+    static PyObject* key = PyUnicode_InternFromString("closure");
+    if (key) return PyDict_GetItem(kwargs, key);  // borrowed; never raises
+  }
+  return nullptr;
+}
+
+// (args, kwargs) with the closure replaced by a StepClosure, for torch to call the step with;
+// nullptr (no error set) when it cannot be made: the step then runs as the user wrote it.
+PyObject* withStepClosure(PyObject* clock, PyObject* opt, PyObject* args, PyObject* kwargs, PyObject* closure,
+                          Py_ssize_t index) {
+  auto* w = PyObject_GC_New(StepClosureObject, &StepClosureType);
+  if (!w) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  w->vectorcall = stepClosureVectorcall;
+  w->clock = Py_NewRef(clock);
+  w->closure = Py_NewRef(closure);
+  w->opt = reinterpret_cast<uintptr_t>(opt);
+  PyObject_GC_Track(reinterpret_cast<PyObject*>(w));
+  PyObject* wrapped = reinterpret_cast<PyObject*>(w);
+  PyObject* out = nullptr;
+  if (index >= 0) {
+    // A new tuple (a full slice of a tuple is the tuple itself): the user's stays untouched.
+    const Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject* a = PyTuple_New(n);
+    if (a) {
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyTuple_SET_ITEM(a, i, i == index ? wrapped : Py_NewRef(PyTuple_GET_ITEM(args, i)));
+      }
+      wrapped = nullptr;  // the tuple took our reference
+      out = PyTuple_Pack(2, a, kwargs);
+      Py_DECREF(a);
+    }
+  } else {
+    PyObject* kw = PyDict_Copy(kwargs);
+    if (kw && PyDict_SetItemString(kw, "closure", wrapped) == 0) out = PyTuple_Pack(2, args, kw);
+    Py_XDECREF(kw);
+  }
+  Py_XDECREF(wrapped);
+  if (!out) PyErr_Clear();
+  return out;
+}
 
 PyObject* stepClockPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto* c = reinterpret_cast<StepClockObject*>(self);
@@ -28,14 +145,22 @@ PyObject* stepClockPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
     PyErr_SetString(PyExc_TypeError, "StepClock.pre(optimizer, args, kwargs)");
     return nullptr;
   }
-  if (c->scope == nullptr || hookDepth > 0) Py_RETURN_NONE;  // e.g. an optimizer stepped in forward
+  // Not timed: an optimizer stepped in forward, or inside the closure of another step.
+  if (c->scope == nullptr || hookDepth > 0 || c->paused) Py_RETURN_NONE;
   if (!scopeBegin(reinterpret_cast<PhaseScopeObject*>(c->scope))) {
     hookError();  // never fail the user's optimizer.step(): this one goes untimed
     Py_RETURN_NONE;
   }
   ++hookDepth;
   c->inOpt = reinterpret_cast<uintptr_t>(args[0]);
-  Py_RETURN_NONE;
+  c->open = true;
+  if (nargs < 3) Py_RETURN_NONE;
+  Py_ssize_t index;
+  PyObject* closure = findClosure(args[0], args[1], args[2], &index);
+  if (closure == nullptr || closure == Py_None || !PyCallable_Check(closure)) Py_RETURN_NONE;
+  PyObject* replaced = withStepClosure(self, args[0], args[1], args[2], closure, index);
+  if (replaced) return replaced;
+  Py_RETURN_NONE;  // out of memory: the closure's work is timed as optimizer, as it was
 }
 
 PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
@@ -49,7 +174,9 @@ PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
   c->inOpt = 0;
   auto* s = reinterpret_cast<PhaseScopeObject*>(c->scope);
   if (hookDepth > 0) --hookDepth;
-  if (!scopeFinish(s)) hookError();  // the boundary below then finds the phase open and skips
+  // A failed close: the boundary below then finds the phase open and skips.
+  if (c->open && !scopeFinish(s)) hookError();
+  c->open = false;
   if (c->clockOpt == 0) c->clockOpt = opt;
   if (opt != c->clockOpt) Py_RETURN_NONE;
   const int64_t t = s->recorder->stepBoundary();
@@ -97,6 +224,7 @@ PyObject* stepClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   c->scope = nullptr;
   c->callback = nullptr;
   c->inOpt = c->clockOpt = 0;
+  c->open = c->paused = false;
   c->every = 1;
   c->compactEvery = 1024;
   c->stopAt = PY_LLONG_MAX;
@@ -129,6 +257,7 @@ PyObject* stepClockArm(PyObject* self, PyObject* args) {
   c->compactEvery = compactEvery;
   c->stopAt = stopAt;
   c->inOpt = c->clockOpt = 0;
+  c->open = false;
   c->skipped = 0;
   Py_RETURN_NONE;
 }
@@ -138,6 +267,7 @@ PyObject* stepClockDisarm(PyObject* self, PyObject*) {
   Py_CLEAR(c->scope);
   Py_CLEAR(c->callback);
   c->inOpt = 0;
+  c->open = false;
   Py_RETURN_NONE;
 }
 
@@ -185,5 +315,20 @@ PyTypeObject StepClockType = [] {
   return t;
 }();
 
+PyTypeObject StepClosureType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "perfcore._C.StepClosure";
+  t.tp_basicsize = sizeof(StepClosureObject);
+  t.tp_dealloc = StepClosureRefs::dealloc;
+  t.tp_vectorcall_offset = offsetof(StepClosureObject, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  // Made only by StepClock.pre.
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION;
+  t.tp_doc = "An optimizer step's closure, run with the optimizer phase stepped aside.";
+  t.tp_traverse = StepClosureRefs::traverse;
+  t.tp_clear = StepClosureRefs::clear;
+  t.tp_getset = stepClosureGetSet;
+  return t;
+}();
 
 }  // namespace perfcore

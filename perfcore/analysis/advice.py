@@ -11,7 +11,7 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
-__all__ = ["training_loader", "loader_plan", "advise", "advise_run", "batches_per_step"]
+__all__ = ["training_loader", "training_loader_index", "loader_plan", "advise", "advise_run", "batches_per_step"]
 
 # A wait the epochs' worker restarts explain at least half of is blamed on them; a quarter is
 # worth naming beside the main reason.
@@ -21,11 +21,19 @@ STARTUP_CONTRIBUTES = 0.25
 HANDOVER_RATIO = 2.0
 
 
-def training_loader(loaders: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
-    """The loader the loop draws most batches from (a script may build a validation loader too)."""
+def training_loader_index(loaders: Sequence[Mapping[str, Any]] | None) -> int | None:
+    """Which loader the loop trains on: a train one (not one an evaluation drew from), the one it
+    drew most batches from."""
     if not loaders:
         return None
-    return dict(max(loaders, key=lambda d: (bool(d.get("training", True)), d.get("batches") or 0)))
+    return max(range(len(loaders)), key=lambda i: (bool(loaders[i].get("training", True)),
+                                                    loaders[i].get("batches") or 0))
+
+
+def training_loader(loaders: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+    """The loader the loop trains on (a script may build a validation loader too)."""
+    i = training_loader_index(loaders)
+    return None if i is None else dict(loaders[i])
 
 
 def batches_per_step(doc: Mapping[str, Any]) -> tuple[float, str]:

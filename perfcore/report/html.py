@@ -63,8 +63,10 @@ def _loading(doc: dict[str, Any]) -> str:
     parts = []
     if loaders:
         keys = ["site", "batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "batches"]
-        rows = [[e(x.get(k, "")) for k in keys] + ["training" if x.get("training", True) else "other"] for x in loaders]
-        parts.append(table(keys + ["role"], rows, {1, 2, 6}))
+        # Each loader's own time to make a batch: an eval loader's never mixes into the train loader's.
+        rows = [[e(x.get(k, "")) for k in keys] + [ms(x["worker_batch_ms"]) if x.get("worker_batch_ms") is not None else ""]
+                + [e(x.get("role") or ("train" if x.get("training", True) else "other"))] for x in loaders]
+        parts.append(table(keys + ["batch made in", "role"], rows, {1, 2, 6, 7}))
     w = doc.get("workers") or {}
     if w:
         parts.append(f"<p>{e(w.get('num_workers'))} worker(s); a batch takes {ms(w.get('fetch_ms_mean'))} to make "

@@ -99,9 +99,17 @@ def render_text(doc: dict[str, Any]) -> str:
     if cats:
         lines.append("  kernel time by category: " + ", ".join(f"{c} {100 * v['share']:.0f}%" for c, v in cats.items()))
     w = doc.get("workers") or {}
+    roles = [ld for ld in doc.get("loaders") or [] if isinstance(ld, dict) and ld.get("role")]
     if w:
-        lines += ["", f"  DataLoader: {w['num_workers']} worker(s); a batch takes {fmt_ms(w['fetch_ms_mean'])} to make "
+        which = " (the train loader)" if len(roles) > 1 else ""
+        lines += ["", f"  DataLoader{which}: {w['num_workers']} worker(s); a batch takes {fmt_ms(w['fetch_ms_mean'])} to make "
                       f"(__getitem__ {fmt_ms(w['getitem_ms_mean'])}, collate {fmt_ms(w['collate_ms_mean'])})"]
+    if len(roles) > 1:
+        # Each loader apart: an eval loader's batches never set the train loader's figures.
+        lines.append("  DataLoaders: " + "; ".join(
+            f"{ld['role']} at {ld.get('site', '?')}: {ld.get('batches', 0)} batches"
+            + (f", {fmt_ms(ld['worker_batch_ms'])} each to make" if ld.get("worker_batch_ms") is not None else "")
+            for ld in roles))
     plan = doc.get("loader_plan") or {}
     if plan.get("sentence"):
         lines.append(f"  loading ({plan['reason']}): {plan['sentence']}")
@@ -166,7 +174,8 @@ def _startup(doc: dict[str, Any]) -> list[str]:
         if ld.get("worker_startup_ms"):
             t = ", ".join(f"{v:.0f}" for v in ld["worker_startup_ms"][:6])
             more = ", ..." if len(ld["worker_startup_ms"]) > 6 else ""
-            text = f"  DataLoader at {ld['site']}: {ld['num_workers']} worker(s) took {t}{more} ms to give each epoch's first batch"
+            role = f" ({ld['role']})" if ld.get("role") else ""
+            text = f"  DataLoader{role} at {ld['site']}: {ld['num_workers']} worker(s) took {t}{more} ms to give each epoch's first batch"
             if ld.get("persistent_workers_would_save_ms"):
                 text += f"; persistent_workers=True would save ~{ld['persistent_workers_would_save_ms']:.0f} ms"
             out.append(text)

@@ -6,7 +6,7 @@ made here once.
     <run dir>/parts/<key>/run.json, steps.csv, trace.npz   a process's part, written at its exit
     <run dir>/parts/<key>/checkpoint/run.json, steps.csv   the results so far, every ~30 s
     <run dir>/progress/<key>.json                          steps, recent step time, shares, every ~2 s
-    <run dir>/workers/<pid>.L<loader>.csv, <pid>-main.csv  one line per batch a DataLoader made
+    <run dir>/workers/<pid>.L<loader>.csv, <pid>-main.L<loader>.csv  one line per batch a DataLoader made
 
 <key> is rank<RANK> under a launcher that sets RANK, else pid<PID>.
 """

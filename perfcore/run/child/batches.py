@@ -17,23 +17,24 @@ def timed_fetch(inst, orig):
     def fetch(fetcher, index):
         cf = fetcher.collate_fn
         if cf.__class__ is not TimedCollate:
-            cf = fetcher.collate_fn = TimedCollate(cf, now)
+            # Once per iterator: which DataLoader it serves rides along with its batches' lines.
+            cf = fetcher.collate_fn = TimedCollate(cf, now, inst.loaders.index_of_dataset(fetcher.dataset))
         t0 = now()
         batch = orig(fetcher, index)
         t1 = now()
         n = len(index) if fetcher.auto_collation and hasattr(index, "__len__") else 1
         if inst.timer is not None:
             # The main process (num_workers=0): kept in memory, no formatting per batch.
-            main_fetches.append((t0, t1, cf.last_ns, n))
+            main_fetches.append((t0, t1, cf.last_ns, n, cf.loader))
         else:
-            worker_record(inst, t0, t1, cf.last_ns, n)
+            worker_record(inst, t0, t1, cf.last_ns, n, cf.loader)
         return batch
 
     fetch.__wrapped__ = orig
     return fetch
 
 
-def worker_record(inst, t0: int, t1: int, collate_ns: int, n: int) -> None:
+def worker_record(inst, t0: int, t1: int, collate_ns: int, n: int, loader: int = -1) -> None:
     """One line per batch from a DataLoader worker, flushed at once (workers end with os._exit,
     so nothing may wait for exit). Outside a worker (a fetch before the timer exists), kept
     in memory like the main process's."""
@@ -41,7 +42,7 @@ def worker_record(inst, t0: int, t1: int, collate_ns: int, n: int) -> None:
 
     info = get_worker_info()
     if info is None:
-        inst.main_fetches.append((t0, t1, collate_ns, n))
+        inst.main_fetches.append((t0, t1, collate_ns, n, loader))
         return
     if inst.worker_file is None:
         d = inst.run_dir / WORKERS
@@ -54,14 +55,19 @@ def worker_record(inst, t0: int, t1: int, collate_ns: int, n: int) -> None:
 
 
 def flush_main_fetches(inst) -> None:
-    """The main process's own fetches (num_workers=0), kept in memory while it ran."""
+    """The main process's own fetches (num_workers=0), kept in memory while it ran: one file per
+    DataLoader, as the workers' are, so a train and an eval loader keep their figures apart."""
     if not inst.main_fetches:
         return
     d = inst.run_dir / WORKERS
     d.mkdir(parents=True, exist_ok=True)
-    r = inst.rank if inst.rank is not None else -1
-    with open(d / f"{os.getpid()}-main.csv", "a") as fh:
-        fh.writelines(f"{os.getpid()},-1,{a},{b},{b - a - c},{c},{n},{r}\n" for a, b, c, n in inst.main_fetches)
+    r, pid = inst.rank if inst.rank is not None else -1, os.getpid()
+    by_loader: dict[int, list[str]] = {}
+    for a, b, c, n, loader in inst.main_fetches:
+        by_loader.setdefault(loader, []).append(f"{pid},-1,{a},{b},{b - a - c},{c},{n},{r}\n")
+    for loader, lines in by_loader.items():
+        with open(d / f"{pid}-main.L{loader}.csv", "a") as fh:
+            fh.writelines(lines)
     inst.main_fetches.clear()  # in place: the fetch hook holds this list
 
 
@@ -91,10 +97,10 @@ def replaying(inst, orig_next):
 class TimedCollate:
     """A DataLoader's collate_fn, timed: the fetch hook reads `last_ns` after each batch."""
 
-    __slots__ = ("fn", "now", "last_ns")
+    __slots__ = ("fn", "now", "last_ns", "loader")
 
-    def __init__(self, fn, now):
-        self.fn, self.now, self.last_ns = fn, now, 0
+    def __init__(self, fn, now, loader: int = -1):
+        self.fn, self.now, self.last_ns, self.loader = fn, now, 0, loader
 
     def __call__(self, batch):
         t0 = self.now()

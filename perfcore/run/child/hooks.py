@@ -23,54 +23,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["TorchHooks", "TorchImportHook", "call_site", "patched_slots"]
-
-
-# perfcore's own code, by where the package lies (a user's checkout in a folder named perfcore is
-# still the user's code).
-_PERFCORE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "")
-
-
-def _library_dirs() -> tuple[str, ...]:
-    """Where installed libraries and the standard library live: frames there are not the user's."""
-    import sysconfig
-
-    dirs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
-    import site
-
-    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
-    dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
-    # Environments layered on another (a .pth naming a second venv's site-packages).
-    dirs.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
-
-
-_LIBRARY_DIRS: tuple[str, ...] | None = None
-
-
-def call_site(depth: int = 2) -> str:
-    """file:line of the first caller in the user's own code (outside perfcore, torch and installed
-    libraries: the user's train_dataloader, not Lightning's or timm's loader code); a library's
-    frame only when no user frame calls it."""
-    global _LIBRARY_DIRS
-    if _LIBRARY_DIRS is None:
-        _LIBRARY_DIRS = _library_dirs()
-    f = sys._getframe(depth)
-    library = None
-    while f is not None:
-        name = f.f_code.co_filename
-        if name.startswith("<"):  # a notebook cell or `python -c` is the user's; frozen importlib is not
-            if not name.startswith("<frozen "):
-                return f"{name}:{f.f_lineno}"
-            f = f.f_back
-            continue
-        path = os.path.realpath(name)
-        if not path.startswith(_PERFCORE_DIR) and f"{os.sep}torch{os.sep}" not in path:
-            if not path.startswith(_LIBRARY_DIRS):
-                return f"{os.path.basename(name)}:{f.f_lineno}"
-            library = library or f"{os.path.basename(name)}:{f.f_lineno}"
-        f = f.f_back
-    return library or "?"
+__all__ = ["TorchHooks", "TorchImportHook", "patched_slots"]
 
 
 _MISSING = object()
@@ -264,6 +217,8 @@ class TorchHooks:
         perfcore sweep / diagnose on a script); each iter() (an epoch): the worker start-up."""
         from torch.utils.data import DataLoader
 
+        from perfcore.run.child.loaders import call_site
+
         inst = self.inst
         orig_init, orig_iter = DataLoader.__init__, DataLoader.__iter__
 
@@ -280,7 +235,7 @@ class TorchHooks:
                 inst.overrides_applied += 1
             orig_init(loader, dataset, *args, **kwargs)
             try:
-                inst.loaders.made(loader, call_site())
+                inst.loaders.made(loader, *call_site())
             except Exception as e:  # never fail the user's DataLoader
                 inst.notes.append(f"a DataLoader's settings were not recorded: {type(e).__name__}: {e}")
 
@@ -289,7 +244,10 @@ class TorchHooks:
             rec = inst.loaders.epoch_started(loader, t0, torch.is_grad_enabled())
             it = orig_iter(loader)
             if rec is not None:
-                inst.loaders.watch_first_batch(it, rec)
+                try:
+                    inst.loaders.watch_first_batch(it, rec)
+                except Exception as e:  # never fail the user's iter(): this epoch goes unwatched
+                    inst.notes.append(f"a DataLoader epoch was not watched: {type(e).__name__}: {e}")
             return it
 
         __init__.__wrapped__, __iter__.__wrapped__ = orig_init, orig_iter

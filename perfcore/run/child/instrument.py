@@ -54,7 +54,7 @@ class Instrumentation:
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
         self.sources = StepSources(self, env_step_on())
-        self.loaders = Loaders(self.now_ns)
+        self.loaders = Loaders(self.now_ns, lambda: self.sources.loop_state())
         self.mem_samples = MemorySamples()
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
         self.mem_every = 8
@@ -70,7 +70,7 @@ class Instrumentation:
         self.t_activate = self.now_ns()
         self.t_timer: int | None = None
         self.worker_file = None  # this DataLoader worker's batch lines (run/batches.py)
-        self.main_fetches: list[tuple[int, int, int, int]] = []
+        self.main_fetches: list[tuple[int, int, int, int, int]] = []  # (t0, t1, collate, items, loader)
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []

@@ -4,24 +4,99 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 from typing import Any
 
-__all__ = ["Loaders"]
+__all__ = ["Loaders", "call_site"]
+
+# perfcore's own code, by where the package lies (a user's checkout in a folder named perfcore is
+# still the user's code).
+_PERFCORE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "")
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Where installed libraries and the standard library live: frames there are not the user's."""
+    import sysconfig
+
+    dirs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    import site
+
+    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
+    # Environments layered on another (a .pth naming a second venv's site-packages).
+    dirs.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+
+
+_LIBRARY_DIRS: tuple[str, ...] | None = None
+
+
+def call_site(depth: int = 2) -> tuple[str, bool]:
+    """file:line of the first caller in the user's own code (outside perfcore, torch and installed
+    libraries: the user's train_dataloader, not Lightning's or timm's loader code), a library's
+    frame only when no user frame calls it; and whether a library's frame came first (the call
+    was made inside a library)."""
+    global _LIBRARY_DIRS
+    if _LIBRARY_DIRS is None:
+        _LIBRARY_DIRS = _library_dirs()
+    f = sys._getframe(depth)
+    library = None
+    while f is not None:
+        name = f.f_code.co_filename
+        if name.startswith("<"):  # a notebook cell or `python -c` is the user's; frozen importlib is not
+            if not name.startswith("<frozen "):
+                return f"{name}:{f.f_lineno}", library is not None
+            f = f.f_back
+            continue
+        path = os.path.realpath(name)
+        if not path.startswith(_PERFCORE_DIR) and f"{os.sep}torch{os.sep}" not in path:
+            if not path.startswith(_LIBRARY_DIRS):
+                return f"{_shown_path(path)}:{f.f_lineno}", library is not None
+            library = library or f"{_shown_path(path)}:{f.f_lineno}"
+        f = f.f_back
+    return library or "?", library is not None
+
+
+def _shown_path(path: str) -> str:
+    """A file as the user would open it: relative to the working directory when it lies under it,
+    else in full (a bare file name is ambiguous across a project, or a library's many loader.py)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel.startswith(os.pardir + os.sep) or rel == os.pardir else rel
+
 
 SETTINGS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "batch_size")
 
+# An epoch whose batches kept coming with grad on and the model in train mode, yet with no step
+# between this many of them, is an evaluation pass written without no_grad or model.eval().
+NO_STEP_BATCHES = 3
+
 
 class Loaders:
-    def __init__(self, now_ns) -> None:
+    """loop(): (training, steps): whether the loop trains now (grad enabled, no model.eval() pass
+    open) and the steps it has made so far (optimizer steps, backward ends). It tells each
+    loader's role, train or eval, by what happens around its batches; None: grad mode at iter()."""
+
+    def __init__(self, now_ns, loop=None) -> None:
         self.now_ns = now_ns
+        self.loop = loop
         self.records: list[dict[str, Any]] = []
         self._by_loader: dict[int, dict[str, Any]] = {}
         self._by_dataset: dict[int, int] = {}  # id(dataset) -> loader index (a forked worker shares the ids)
 
-    def made(self, loader, site: str) -> None:
+    def made(self, loader, site: str, in_library: bool = False) -> None:
+        """A new DataLoader, made at `site`; in_library: the call came from inside a library."""
+        earlier = self._by_dataset.get(id(loader.dataset))
+        if in_library and earlier is not None:
+            # A library re-making a loader over the same dataset (Lightning adding a distributed
+            # sampler to the user's): it is still the one the user made, where they made it.
+            site = self.records[earlier]["site"]
         rec: dict[str, Any] = {"site": site, **{k: getattr(loader, k, None) for k in SETTINGS},
                                "worker_startup_ms": [], "batches": 0, "worker_batch_ms": None,
-                               "training": False, "_yielded": 0, "_it": None, "_t_iter": None}
+                               "role": None, "training": False, "_yielded": 0, "_it": None, "_t_iter": None,
+                               "_epoch": None, "_epochs": {"train": 0, "eval": 0}}
         if not rec["num_workers"]:
             rec["prefetch_factor"] = None  # torch keeps a default that no worker uses
         self._by_loader[id(loader)] = rec
@@ -36,27 +111,71 @@ class Loaders:
         if rec is None:
             return None
         self._count(rec)  # a persistent iterator is reset in place: count its batches first
-        rec["training"] = rec["training"] or grad_enabled
+        self._close_epoch(rec)
+        # [role or None, steps at its first batch, batches seen]; under no_grad it is evaluation.
+        rec["_epoch"] = ["eval" if not grad_enabled else None, None, 0]
+        if self.loop is None and grad_enabled:
+            rec["_epoch"][0] = "train"
         rec["_t_iter"] = t0
         return rec
 
+    def _epoch_role(self, ep) -> str | None:
+        """An epoch's role when its batches told it, else train (grad on, train mode), but eval when
+        many batches came with no step between them in a run that steps; None before any batch."""
+        if ep is None or (ep[0] is None and ep[2] == 0):
+            return None
+        if ep[0] is None:
+            return "eval" if ep[2] >= NO_STEP_BATCHES and self.loop()[1] > 0 else "train"
+        return ep[0]
+
+    def _close_epoch(self, rec: dict[str, Any]) -> None:
+        role = self._epoch_role(rec["_epoch"])
+        rec["_epoch"] = None
+        if role is not None:
+            rec["_epochs"][role] += 1
+        self._set_role(rec)
+
+    def _set_role(self, rec: dict[str, Any]) -> None:
+        """Train when any epoch trained, else eval when any evaluated (the epoch under way counts)."""
+        now = self._epoch_role(rec["_epoch"])
+        votes = {r: n + (now == r) for r, n in rec["_epochs"].items()}
+        rec["role"] = "train" if votes["train"] else "eval" if votes["eval"] else None
+        rec["training"] = rec["role"] == "train"
+
     def watch_first_batch(self, it, rec: dict[str, Any]) -> None:
-        """Times iter() -> first batch of this epoch (worker start-up when there are workers)."""
+        """Times iter() -> first batch of this epoch (worker start-up when there are workers), and
+        watches the epoch's first batches until they tell its role: one call each, then the instance
+        attribute goes away, back to the class's."""
         rec["_it"] = it
         rec["_yielded"] = getattr(it, "_num_yielded", 0)
-        if not rec["num_workers"] or not hasattr(it, "_next_data"):
+        if not hasattr(it, "_next_data"):
             return
-        orig = it._next_data
-        now = self.now_ns
+        vars(it).pop("_next_data", None)  # a persistent iterator may still hold last epoch's
+        ep = rec["_epoch"]
+        startup = [bool(rec["num_workers"])]
+        if not startup[0] and ep[0] is not None:
+            return
+        orig, now, loop = it._next_data, self.now_ns, self.loop
 
-        def first_batch():
-            # One call per epoch: the instance attribute goes away after it, back to the class's.
-            it.__dict__.pop("_next_data", None)
+        def next_data():
+            if ep[0] is None:
+                training, steps = loop()
+                if not training:
+                    ep[0] = "eval"
+                elif ep[1] is None:
+                    ep[1] = steps
+                elif steps > ep[1]:
+                    ep[0] = "train"  # a step between two of its batches
+                ep[2] += 1
             data = orig()
-            rec["worker_startup_ms"].append((now() - rec["_t_iter"]) / 1e6)
+            if startup[0]:
+                startup[0] = False
+                rec["worker_startup_ms"].append((now() - rec["_t_iter"]) / 1e6)
+            if ep[0] is not None:
+                vars(it).pop("_next_data", None)
             return data
 
-        it._next_data = first_batch
+        it._next_data = next_data
 
     def _count(self, rec: dict[str, Any]) -> None:
         it = rec["_it"]
@@ -67,14 +186,17 @@ class Loaders:
     def training_batches(self) -> int:
         for rec in self.records:
             self._count(rec)
+            self._set_role(rec)
         return sum(r["batches"] for r in self.records if r["training"])
 
     def summary(self, workers_dir) -> list[dict[str, Any]]:
-        """The loaders as written to run.json (worker time per batch from the workers' files)."""
+        """The loaders as written to run.json: role, site, settings and each one's own figures (time
+        to make a batch from the workers' files, or the main process's with num_workers=0)."""
         per_loader = _worker_batch_ms(workers_dir)
         out = []
         for i, rec in enumerate(self.records):
             self._count(rec)
+            self._set_role(rec)
             doc = {k: v for k, v in rec.items() if not k.startswith("_")}
             doc["worker_batch_ms"] = per_loader.get(i)
             starts = doc["worker_startup_ms"]
@@ -88,7 +210,8 @@ class Loaders:
 
 
 def _worker_batch_ms(workers_dir) -> dict[int, float]:
-    """Mean time a worker took per batch, per loader index (files workers/<pid>.L<index>.csv)."""
+    """Mean time a worker (or the main process) took per batch, per loader index (files
+    workers/<pid>.L<index>.csv and <pid>-main.L<index>.csv)."""
     sums: dict[int, list[float]] = {}
     for f in glob.glob(os.path.join(str(workers_dir), "*.L*.csv")):
         try:

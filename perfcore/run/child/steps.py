@@ -164,6 +164,13 @@ class StepSources:
         self.scaler_skips += 1
         return self.chosen in (None, "optimizer")
 
+    def loop_state(self) -> tuple[bool, int]:
+        """Whether the loop trains now (grad enabled, no model.eval() pass open) and the steps it has
+        made so far (step ends, backward ends): what tells a DataLoader's role."""
+        torch = sys.modules.get("torch")
+        grad = torch.is_grad_enabled() if torch is not None else True
+        return grad and self._eval_start is None, self.inst.boundary_count() + self.counts["backward"]
+
     def mode_changed(self, training: bool, t: int) -> None:
         if not training and self._eval_start is None:
             self._eval_start = t

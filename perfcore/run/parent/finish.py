@@ -21,10 +21,13 @@ __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "a
 SAMPLED = ("cpu_percent", "gpu_util", "gpu_mem_used_bytes", "power_w", "temp_c")
 
 
-def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None
-                   ) -> dict[str, Any]:
-    """How fast DataLoader workers produce batches (for one rank); advice.loader_plan sets it against the loop."""
-    files = sorted((out / WORKERS).glob("*.csv")) if (out / WORKERS).is_dir() else []
+def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None,
+                   loader: int | None = None) -> dict[str, Any]:
+    """How fast DataLoader workers produce batches (for one rank; for one loader, by its index in
+    run.json's loaders, so an eval loader's batches never mix into the train loader's figures);
+    advice.loader_plan sets it against the loop."""
+    pattern = "*.csv" if loader is None else f"*.L{loader}.csv"
+    files = sorted((out / WORKERS).glob(pattern)) if (out / WORKERS).is_dir() else []
     frames = []
     for f in files:
         try:
@@ -182,6 +185,9 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     if note:
         doc["step_source_note"] = note
     focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one
+    from perfcore.analysis.advice import training_loader_index
+
+    train_ix = training_loader_index(doc.get("loaders"))  # the workers' figures are the train loader's
     if len(parts) > 1 or doc.get("world_size"):
         from perfcore.analysis.ranks import clock_offsets, merge_ranks
 
@@ -195,7 +201,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
                 for key in [k for k in p["raw"] if k.endswith("_ns")]:
                     p["raw"][key] = p["raw"][key] + off
         for r in doc["ranks"]:
-            ws = worker_summary(out, r["step_time_ms"]["mean"], r["breakdown_ms"]["load"], r["rank"])
+            ws = worker_summary(out, r["step_time_ms"]["mean"], r["breakdown_ms"]["load"], r["rank"], train_ix)
             if ws:
                 r["workers"] = ws
         if doc["stragglers"]:
@@ -204,7 +210,8 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     from perfcore.analysis.advice import advise_run
     from perfcore.analysis.memory import memory_findings
 
-    workers = worker_summary(out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"))
+    workers = worker_summary(out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"),
+                             train_ix)
     evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
     if workers:
         doc["workers"] = workers
