@@ -94,3 +94,23 @@ def test_a_lightning_closure_gives_forward_and_backward_their_share_and_names_tr
     assert Path(path).resolve() == script.resolve() and at == str(line) and ld["role"] == "train"
     load_advice = next(r for r in doc["recommendations"] if r.get("cause") == "load")
     assert ld["site"] in load_advice["text"] and "data.py" not in load_advice["text"]
+
+
+def test_lightnings_validation_loop_is_set_apart_from_training_steps(tmp_path):
+    # Lightning ends validation by writing each submodule's `training` flag back, without train():
+    # the pass must still end there, or the training step it sits in carries all of it.
+    pytest.importorskip("lightning.pytorch")
+    import pandas as pd
+
+    p, doc = perfcore_run(tmp_path / "r", sys.executable, str(SCRIPTS / "lightning_closure.py"), "--max-steps", "12",
+                          "--item-ms", "1", "--val-every", "4", "--val-batches", "8")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert doc["steps"] + doc["warmup_steps"] == global_step(p.stdout) == 12
+    ev = doc["evaluation"]
+    assert ev["apart"] and ev["passes"] >= 3, ev  # Lightning's sanity check, then after steps 4 and 8
+    steps = pd.read_csv(tmp_path / "r" / "steps.csv")
+    eval_ms = steps.loc[steps["evaluation"].astype(bool), "wall_ms"]
+    # 8 batches of 16 items at >= 1 ms, each through a 6 ms forward: >= 176 ms a pass; a training
+    # step is one such batch plus its backward (~26 ms). The pass after the last step has no row.
+    assert 3 <= len(eval_ms) <= ev["passes"] and (eval_ms >= 8 * (16 + 6) * 0.9).all(), eval_ms
+    assert doc["step_time_ms"]["p90"] < eval_ms.min()

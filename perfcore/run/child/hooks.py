@@ -288,9 +288,35 @@ class TorchHooks:
             finally:
                 Module.train = train
                 inst.sources.mode_changed(bool(mode), inst.now_ns())
+                if not mode:
+                    self._follow_mode_restores()
 
         train.__wrapped__ = orig
         Module.train = train
+
+    _MODE_RESTORERS = ("lightning.pytorch.utilities.model_helpers", "pytorch_lightning.utilities.model_helpers")
+
+    def _follow_mode_restores(self) -> None:
+        """Lightning ends its validation loop by writing each submodule's `training` flag back
+        (_ModuleMode.restore), never calling train(): without this the evaluation pass never ends
+        and the training step it sits in carries it. Looked for when an evaluation starts, so a
+        script without Lightning pays nothing; patched once, and put back with the rest."""
+        inst = self.inst
+        for name in self._MODE_RESTORERS:
+            cls = getattr(sys.modules.get(name), "_ModuleMode", None)
+            orig = vars(cls).get("restore") if cls is not None else None
+            if orig is None or getattr(orig, "__perfcore__", False):
+                continue
+
+            def restore(mode, module, *args, __orig=orig, **kwargs):
+                r = __orig(mode, module, *args, **kwargs)
+                if threading.get_ident() == self.main_ident:
+                    inst.sources.mode_changed(bool(getattr(module, "training", True)), inst.now_ns())
+                return r
+
+            restore.__wrapped__, restore.__perfcore__ = orig, True
+            self.saved.append((cls, "restore", orig))
+            cls.restore = restore
 
 class TorchImportHook:
     """Runs inst.patch_torch() once torch's own module has finished executing, however torch is
