@@ -23,6 +23,8 @@ import sys
 import threading
 from typing import Any
 
+from perfcore.run.child.eval_hooks import patch_train_eval
+
 __all__ = ["TorchHooks", "TorchImportHook", "patched_slots"]
 
 
@@ -122,7 +124,7 @@ class TorchHooks:
         self._patch_optimizer_init(torch)
         self._patch_loaders(torch)
         self._patch_scaler(torch)
-        self._patch_train_eval(torch)
+        patch_train_eval(self, torch)
         import torch.utils.data._utils.fetch as fetch_mod
 
         from perfcore.run.child.batches import timed_fetch
@@ -272,51 +274,6 @@ class TorchHooks:
             step.__wrapped__ = orig
             cls.step = step
 
-    def _patch_train_eval(self, torch) -> None:
-        """model.eval() ... model.train(): an evaluation pass. Only the outermost call is seen: while
-        it runs, the class holds the original again, so the recursion over submodules (eval() calls
-        train(False) on each; the HF Trainer calls model.train() every step) costs nothing extra."""
-        inst, Module = self.inst, torch.nn.Module
-        orig = Module.train
-
-        def train(module, mode: bool = True):
-            if threading.get_ident() != self.main_ident:
-                return orig(module, mode)
-            Module.train = orig
-            try:
-                return orig(module, mode)
-            finally:
-                Module.train = train
-                inst.sources.mode_changed(bool(mode), inst.now_ns())
-                if not mode:
-                    self._follow_mode_restores()
-
-        train.__wrapped__ = orig
-        Module.train = train
-
-    _MODE_RESTORERS = ("lightning.pytorch.utilities.model_helpers", "pytorch_lightning.utilities.model_helpers")
-
-    def _follow_mode_restores(self) -> None:
-        """Lightning ends its validation loop by writing each submodule's `training` flag back
-        (_ModuleMode.restore), never calling train(): without this the evaluation pass never ends
-        and the training step it sits in carries it. Looked for when an evaluation starts, so a
-        script without Lightning pays nothing; patched once, and put back with the rest."""
-        inst = self.inst
-        for name in self._MODE_RESTORERS:
-            cls = getattr(sys.modules.get(name), "_ModuleMode", None)
-            orig = vars(cls).get("restore") if cls is not None else None
-            if orig is None or getattr(orig, "__perfcore__", False):
-                continue
-
-            def restore(mode, module, *args, __orig=orig, **kwargs):
-                r = __orig(mode, module, *args, **kwargs)
-                if threading.get_ident() == self.main_ident:
-                    inst.sources.mode_changed(bool(getattr(module, "training", True)), inst.now_ns())
-                return r
-
-            restore.__wrapped__, restore.__perfcore__ = orig, True
-            self.saved.append((cls, "restore", orig))
-            cls.restore = restore
 
 class TorchImportHook:
     """Runs inst.patch_torch() once torch's own module has finished executing, however torch is
