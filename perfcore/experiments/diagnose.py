@@ -55,10 +55,15 @@ def _summary(row: dict[str, Any], name: str, base_ms: float) -> dict[str, Any]:
 
 
 def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
-             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[str], None] | None = None, baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+    """baseline: a training run of the workload as it is, measured already (measure_workload's row):
+    then diagnose predicts from that run, and its prediction is the one that run printed."""
     say = progress or (lambda msg: None)
-    say("baseline")
-    base = measure_workload(workload, steps=steps, warmup=warmup)
+    if baseline is None:
+        say("baseline")
+        base = measure_workload(workload, steps=steps, warmup=warmup)
+    else:
+        base = baseline
     b_ms = base["step_ms"]
     exps = [_summary(base, "baseline", b_ms)]
     say("A: synthetic data")
