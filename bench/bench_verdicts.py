@@ -12,6 +12,7 @@ after the run (the machine is shared: "quiet" is the machine as it is).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -68,9 +69,21 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--burners", type=int, default=2)
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--from-log", type=Path, help="print the tables from the per-run lines of an earlier run's output "
+                                                  "(one cut short too) instead of running")
     args = ap.parse_args()
+    if args.from_log:
+        results: dict[str, dict[str, list[dict]]] = {}
+        for line in args.from_log.read_text().splitlines():
+            head, _, rest = line.partition(": ")
+            if rest.startswith("{") and len(head.split()) == 3:
+                name, mode, _ = head.split()
+                results.setdefault(name, {}).setdefault(mode, []).append(ast.literal_eval(rest))
+        for name, modes in results.items():
+            print(f"\n{name}\n\n{table(modes)}")
+        return
     tmp = Path(tempfile.mkdtemp(prefix="perfcore-bench-verdicts-"))
-    results: dict[str, dict[str, list[dict]]] = {}
+    results = {}
     for mode in ("quiet", "busy"):
         burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                    for _ in range(args.burners if mode == "busy" else 0)]
@@ -94,7 +107,7 @@ def main() -> None:
 def table(modes: dict[str, list[dict]]) -> str:
     """One case's runs as a Markdown table, a row per run."""
     rows = ["| mode | run | verdict (bound/level) | trimmed share of the cause [95% interval] | script's meter | "
-            "others' cores (perfcore) | outliers | steps, mean step | load avg before/after |",
+            "others' cores (perfcore) | outliers | steps, mean/p50 step | load avg before/after |",
             "|---|---|---|---|---|---|---|---|---|"]
     for mode, rs in modes.items():
         for i, r in enumerate(rs):
@@ -106,7 +119,7 @@ def table(modes: dict[str, list[dict]]) -> str:
             meter = f"{100 * float(r['meter']):.1f}%" if r["meter"] else "-"
             oc = "-" if r["others_cores"] is None else f"{r['others_cores']:.2f}" + (" (material)" if r["material"] else "")
             rows.append(f"| {mode} | {i} | {r['bound']}/{r['level']} | {r['label']} {100 * r['share']:.1f}%{band} | "
-                        f"{meter} | {oc} | {r['outliers']} | {r['steps']}, {r['step_ms']:.1f} ms | {ld} |")
+                        f"{meter} | {oc} | {r['outliers']} | {r['steps']}, {r['step_ms']:.1f}/{r['p50']:.1f} ms | {ld} |")
     return "\n".join(rows)
 
 

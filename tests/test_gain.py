@@ -137,6 +137,17 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     _, b2 = diagnose_verdict({**base, "step_sem_ms": 5.0}, steady, {"cpu_to_wall": 0.9, "top": []},
                              on_gpu=False)[0]["checks"]
     assert b2["above_bound"] and "the machine changed between the runs" in b2["sentence"]
+    # Its line beside the others says what it was judged against (it predicts nothing).
+    from perfcore.report.experiments import render_diagnose
+
+    def line(check):
+        doc = {"workload": "w", "device": "cpu", "experiments": [], "worker_profile": {"ms_per_item": 1.0, "top": []},
+               "verdict": {"summary": "", "checks": [check]}}
+        return render_diagnose(doc).splitlines()[-1]
+
+    assert line(b) == "  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x: inconclusive"
+    assert line(b2) == (f"  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x "
+                        f"({fmt_band(*b2['measured_band'])}): above that bound")
 
 
 def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():

@@ -202,5 +202,5 @@ def workers_check(first: dict, final: dict, a_check: dict, base: dict, workers: 
                                          else ": the machine changed between the runs, not an effect of the workers"))
     return {"label": "load", "experiment": workers["name"], "predicted_speedup": ceiling["speedup"],
             "measured_speedup": workers["speedup"], "measured_band": b, "measured_noise_ms": noise,
-            "agrees": None, "status": "inconclusive" if noisy else "bound", "above_bound": bool(above),
+            "agrees": None, "status": "inconclusive" if noisy else "bound", "against": "bound", "above_bound": bool(above),
             "num_workers": workers.get("num_workers"), "sentence": sent}
