@@ -32,7 +32,8 @@ CASES = {
     # Compute-bound with a data wait below the tier (the script's meter read 7.2% on a loaded machine):
     # 0.2 ms per item sleeps in the main process, 16 items against a wide model.
     "meter_low": ([str(SCRIPTS / "train_meter.py"), "--delay", "0.0002", "--width", "1536", "--epochs", "2"], "load"),
-    # Two workers whose reads are mostly hidden behind compute, ~9% of each step exposed (the meter).
+    # Two workers whose reads are mostly hidden behind compute, ~9% of each step exposed (the meter; more
+    # where the machine is so crowded that the workers wake late even with no read at all).
     "workers_hide": ([str(SCRIPTS / "workers_hide.py"), "--steps", "160", "--batch-size", "64"], "load"),
 }
 

@@ -4,8 +4,10 @@ small part is exposed as a wait in next(). The read is a sleep (storage latency,
 from the loop's own measurements, shared with the workers: the recent compute time, scaled so that
 the recent exposed share approaches --exposed (9%). On a quiet machine that is a read about 10%
 slower than compute; on a busy one the workers also wake late, and the read shortens to keep the
-share. The script's own meter gives the truth (DATA_SHARE) over the steps after the first --warmup,
-as perfcore run --warmup leaves them out."""
+share, down to no read at all: past that (a crowded machine: 15-33% was measured with 11-13
+processes runnable on 2 cores) the exposed share is what the machine makes it. The script's own
+meter gives the truth (DATA_SHARE) over the steps after the first --warmup, as perfcore run --warmup
+leaves them out."""
 import argparse
 import collections
 import math
