@@ -79,6 +79,35 @@ def test_judge_confirms_only_within_the_noise_band():
     assert slower["status"] == "not confirmed" and "the step got 2.84 ms slower instead of" in slower["sentence"]
 
 
+@pytest.mark.parametrize("noise_ms", [None, 0.6, 2.5])
+def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_band(noise_ms):
+    # The demo printed "measured 1.85x (1.39-2.75x) against 2.15x (2.02-2.33x) predicted: confirmed": the
+    # band the judgement used (the prediction's interval widened by the noise) was not printed, so a
+    # reader could not tell a confirmation from a flip. It is printed now, and it is the rule.
+    from perfcore.report.experiments import render_diagnose
+
+    step = 25.6
+    pred_ms = step - step / 2.44
+    for x in (1.30, 1.60, 1.82, 2.00, 2.20, 2.44, 2.70, 3.00, 3.40):
+        j = _judge(step, pred_ms, x, noise_ms=noise_ms, band=(pred_ms - 0.5, pred_ms + 0.4))
+        lo, hi = j["agreement_band"]
+        inside = lo <= x <= (hi if hi is not None else float("inf"))
+        assert (j["status"] == "confirmed") == inside, (x, j["status"], j["agreement_band"])
+        agreeing = fmt_band(lo, hi) if hi is not None else f"{fmt_x(lo)} or more"
+        if j["status"] == "confirmed":
+            assert f"predicted: confirmed, within {agreeing} (the prediction's interval" in j["sentence"]
+        elif j["status"] in ("partly", "not confirmed"):
+            assert f"; agreeing would be {agreeing} (the prediction's interval" in j["sentence"]
+    # diagnose's check line prints the same band beside the two it compares.
+    v = decide({"load": pred_ms}, step, share_band={"load": ((pred_ms - 0.5) / step, (pred_ms + 0.4) / step)})
+    c = confirm(v, "load", 1.82, "synthetic data (no loading)", noise_ms=0.6)
+    doc = {"workload": "w", "device": "cpu", "experiments": [], "worker_profile": {"ms_per_item": 1.0, "top": []},
+           "verdict": {**v, "checks": [c]}}
+    line = next(ln for ln in render_diagnose(doc).splitlines() if ln.startswith("  synthetic data"))
+    assert line == (f"  synthetic data (no loading): predicted 2.44x ({fmt_band(*c['predicted_band'])}), measured 1.82x "
+                    f"({fmt_band(*c['measured_band'])}): partly (agreeing: {fmt_band(*c['agreement_band'])})")
+
+
 def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_is_flagged():
     # The noisy host: a 5.3 s step, standard error 1.3 s in each run; removing loading predicts 1.18x.
     # Synthetic data measured 0.88x: nothing can be read from that pair.
@@ -108,6 +137,17 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     _, b2 = diagnose_verdict({**base, "step_sem_ms": 5.0}, steady, {"cpu_to_wall": 0.9, "top": []},
                              on_gpu=False)[0]["checks"]
     assert b2["above_bound"] and "the machine changed between the runs" in b2["sentence"]
+    # Its line beside the others says what it was judged against (it predicts nothing).
+    from perfcore.report.experiments import render_diagnose
+
+    def line(check):
+        doc = {"workload": "w", "device": "cpu", "experiments": [], "worker_profile": {"ms_per_item": 1.0, "top": []},
+               "verdict": {"summary": "", "checks": [check]}}
+        return render_diagnose(doc).splitlines()[-1]
+
+    assert line(b) == "  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x: inconclusive"
+    assert line(b2) == (f"  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x "
+                        f"({fmt_band(*b2['measured_band'])}): above that bound")
 
 
 def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():

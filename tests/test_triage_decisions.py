@@ -148,3 +148,27 @@ def test_a_workload_factory_gets_the_arguments_it_was_loaded_with():
     w = load_workload(COMPUTE_BOUND, compute_s=0.0123)
     assert w.model.compute_s == pytest.approx(0.0123)
     assert load_workload(COMPUTE_BOUND).model.compute_s == pytest.approx(0.100)
+
+
+def test_diagnose_on_the_run_just_measured_checks_the_gain_that_run_printed(monkeypatch):
+    # The demo: run measures the training loop, then diagnose checks removing loading. Diagnose's own
+    # baseline was a second run of the same loop, so the demo printed two predictions of one gain
+    # (2.30x and 2.44x); on the run's measurement it predicts the gain run printed, exactly.
+    seen = []
+
+    def fake(workload, *, steps, warmup, synthetic=False, overrides=None, **kw):
+        seen.append("A" if synthetic else "B" if overrides else "baseline")
+        return measured_row(0.0 if synthetic else 12.0, 13.0, synthetic=synthetic, **(overrides or {}))
+
+    monkeypatch.setattr(diagnose_mod, "measure_workload", fake)
+    monkeypatch.setattr(diagnose_mod, "worker_profile", lambda w: {"items": 1, "ms_per_item": 1.0, "cpu_to_wall": 0.9,
+                                                                     "top": []})
+    run = measured_row(fetches(12.0, 3.0, 2), 13.0)
+    run["breakdown_robust"] = run["_result"]["breakdown_robust"]  # as measure_workload's row carries it
+    printed = next(c for c in run["_result"]["verdict"]["causes"] if c["label"] == "load")["expected_gain"]
+    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP, baseline=run)
+    assert seen == ["A", "B"]
+    a = doc["verdict"]["checks"][0]
+    assert doc["predicted_speedup"] == a["predicted_speedup"] == printed["speedup"]
+    assert printed["band"] is not None and tuple(a["predicted_band"]) == tuple(printed["band"])
+    assert f"against {printed['text'].removeprefix('up to ').replace(' faster', '')} predicted" in a["sentence"]

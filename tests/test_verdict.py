@@ -80,7 +80,9 @@ def test_startup_enters_the_verdict_only_when_it_dominates_a_short_run():
 def test_confirm_and_correct_in_the_same_words():
     v = decide(avoidable(DEMO_BD), DEMO_STEP)
     ok = confirm(v, "load", 1.80, "synthetic data")
-    assert ok["agrees"] and ok["sentence"] == "synthetic data measured 1.80x against 1.92x predicted: confirmed"
+    assert ok["agrees"] and ok["sentence"] == ("synthetic data measured 1.80x against 1.92x predicted: confirmed, "
+                                               "within 1.69-2.23x (the prediction's interval, or two runs' usual "
+                                               "spread: 15% of it or 5% of the step)")
     # A small predicted gain that the A/B does not show: 1.1 ms of 11.1 predicted, nothing measured.
     small = decide({"load": 1.1}, 11.1)
     assert not confirm(small, "load", 1.0, "synthetic data")["agrees"]

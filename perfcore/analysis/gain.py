@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 
-__all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge"]
+__all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge", "fmt_speedups"]
 
 # Half-width of a band in standard errors: ~95% when the errors are normal. A band is where a
 # second measurement of the same thing may land.
@@ -70,12 +70,16 @@ def measured_gain(base_ms: float, exp_ms: float, *, base_sem_ms: float | None = 
     return {"saved_ms": saved, "noise_ms": noise, "speedup": x, "band": band, "base_ms": base, "exp_ms": exp}
 
 
+def fmt_speedups(band: tuple[float | None, float | None] | None) -> str:
+    """A band of speedups: "1.70-1.95x", or "1.70x or more" when nothing would be left at its top."""
+    if not band or band[0] is None:
+        return ""
+    return fmt_band(band[0], band[1]) if band[1] is not None else f"{fmt_x(band[0])} or more"
+
+
 def _x_text(g: Mapping[str, Any]) -> str:
-    b = g.get("band")
-    extra = ""
-    if b and b[0] is not None:
-        extra = f" ({fmt_band(b[0], b[1])})" if b[1] is not None else f" ({fmt_x(b[0])} or more)"
-    return fmt_x(g.get("speedup")) + extra
+    b = fmt_speedups(g.get("band"))
+    return fmt_x(g.get("speedup")) + (f" ({b})" if b else "")
 
 
 def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms: float, experiment: str,
@@ -90,7 +94,8 @@ def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms:
     not confirmed: no saving above the noise, or more than the band allows.
     bound: the largest gain the change can physically give (removing all of the cause): a measured
       gain above it is flagged (noise or a changed machine, not an effect).
-    Returns {status, agrees (True/False/None for inconclusive), predicted, measured, above_bound, sentence}."""
+    Returns {status, agrees (True/False/None for inconclusive), predicted, measured, above_bound,
+    agreement_band (the speedups a measurement agreeing with the prediction lies in), sentence}."""
     step = float(step_ms)
     p = float(predicted.get("saved_ms") or 0.0)
     m = float(measured["saved_ms"])
@@ -103,6 +108,14 @@ def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms:
     else:
         tol = math.hypot(p_half, float(noise))
         noise_floor = float(noise)
+    # The band a measurement agreeing with the prediction falls in, printed with the verdict so that
+    # "confirmed" can be checked against it: the prediction's interval widened by the noise.
+    allow = (speedup(step, max(p - tol, 0.0)), speedup(step, p + tol)) if step > 0 else (None, None)
+    allow_text = fmt_speedups(allow)
+    if allow_text:
+        allow_text += (" (the prediction's interval widened by the runs' noise)" if noise is not None else
+                       f" (the prediction's interval, or two runs' usual spread: {100 * FALLBACK_REL:.0f}% of it "
+                       f"or {100 * FALLBACK_STEP:.0f}% of the step)")
     if abs(m - p) <= tol:
         status = "inconclusive" if noise is not None and noise_floor >= p and abs(m) <= noise_floor else "confirmed"
     elif noise is not None and noise_floor >= p and abs(m) <= noise_floor:
@@ -118,16 +131,20 @@ def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms:
         bh = bound.get("saved_band_ms")
         above = m > (bh[1] if bh else b_saved)
     sent = (f"{experiment} measured {_x_text(measured)} against {_x_text(predicted)} predicted: {status}")
+    if status == "confirmed" and allow_text:
+        sent += f", within {allow_text}"
     if status == "inconclusive":
         sent += (f", the runs' noise ({fmt_ms(noise_floor)} per step) is as large as the predicted saving "
                  f"({fmt_ms(p)} of a {fmt_ms(step)} step): a quieter machine or more steps would settle it")
     elif status in ("partly", "not confirmed"):
         sent += (f", {what} saves {fmt_ms(m)} per step ({100 * m / step if step else 0:.0f}%), not {fmt_ms(p)}"
                  if m >= 0 else f", the step got {fmt_ms(-m)} slower instead of {fmt_ms(p)} faster")
+        if allow_text:
+            sent += f"; agreeing would be {allow_text}"
     if above:
         sent += (f"; above the {fmt_x(bound.get('speedup'))} that {bound.get('what', 'removing all of it')} could give"
                  + (f", within the runs' noise ({fmt_ms(noise)} per step)" if noise is not None and m - b_saved <= noise
                     else ": the machine changed between the runs, not an effect of the change"))
     agrees = {"confirmed": True, "inconclusive": None}.get(status, False)
     return {"experiment": experiment, "status": status, "agrees": agrees, "predicted": dict(predicted),
-            "measured": dict(measured), "above_bound": above, "sentence": sent}
+            "measured": dict(measured), "above_bound": above, "agreement_band": allow, "sentence": sent}

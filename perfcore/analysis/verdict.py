@@ -316,4 +316,4 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
                              "stands")}
     return {**base, "status": j["status"], "agrees": j["agrees"], "above_bound": j["above_bound"],
             "predicted_band": predicted["band"], "measured_band": meas["band"], "measured_noise_ms": meas["noise_ms"],
-            "sentence": j["sentence"]}
+            "agreement_band": j["agreement_band"], "sentence": j["sentence"]}

@@ -55,10 +55,15 @@ def _summary(row: dict[str, Any], name: str, base_ms: float) -> dict[str, Any]:
 
 
 def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
-             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[str], None] | None = None, baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+    """baseline: a training run of the workload as it is, measured already (measure_workload's row):
+    then diagnose predicts from that run, and its prediction is the one that run printed."""
     say = progress or (lambda msg: None)
-    say("baseline")
-    base = measure_workload(workload, steps=steps, warmup=warmup)
+    if baseline is None:
+        say("baseline")
+        base = measure_workload(workload, steps=steps, warmup=warmup)
+    else:
+        base = baseline
     b_ms = base["step_ms"]
     exps = [_summary(base, "baseline", b_ms)]
     say("A: synthetic data")
@@ -200,5 +205,5 @@ def workers_check(first: dict, final: dict, a_check: dict, base: dict, workers: 
                                          else ": the machine changed between the runs, not an effect of the workers"))
     return {"label": "load", "experiment": workers["name"], "predicted_speedup": ceiling["speedup"],
             "measured_speedup": workers["speedup"], "measured_band": b, "measured_noise_ms": noise,
-            "agrees": None, "status": "inconclusive" if noisy else "bound", "above_bound": bool(above),
+            "agrees": None, "status": "inconclusive" if noisy else "bound", "against": "bound", "above_bound": bool(above),
             "num_workers": workers.get("num_workers"), "sentence": sent}

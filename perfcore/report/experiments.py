@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from perfcore.analysis.gain import fmt_speedups
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.terminal import verdict_line
@@ -57,11 +58,20 @@ def render_diagnose(doc: dict[str, Any]) -> str:
     lines.append(verdict_line(doc["verdict"]))
     for c in doc["verdict"].get("checks", []):
         pb, mb = c.get("predicted_band"), c.get("measured_band")
-        if pb or mb:
+        if c.get("against") == "bound":
+            # A workers change is judged against what removing all loading can give; it predicts nothing.
+            end = ("inconclusive" if c.get("status") == "inconclusive" else
+                   "above that bound" if c.get("above_bound") else "within it")
+            lines.append(f"  {c['experiment']}: at most {fmt_x(c.get('predicted_speedup'))} (removing all loading), "
+                         f"measured {fmt_x(c.get('measured_speedup'))}"
+                         + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "") + f": {end}")
+        elif pb or mb:
             lines.append(f"  {c['experiment']}: predicted {fmt_x(c.get('predicted_speedup'))}"
                          + (f" ({fmt_band(*pb)})" if pb and pb[1] is not None else "")
                          + f", measured {fmt_x(c.get('measured_speedup'))}"
-                         + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "") + f": {c.get('status')}")
+                         + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "") + f": {c.get('status')}"
+                         + (f" (agreeing: {fmt_speedups(c['agreement_band'])})" if fmt_speedups(c.get("agreement_band"))
+                            else ""))
     for r in doc.get("recommendations") or []:
         lines.append(f"  - {r['text']}")
     lines += _script_exit(doc)
