@@ -113,6 +113,8 @@ log "perfcore build: $((SECONDS - b0)) s, $(grep -c -i 'warning' "$LOG/build_ext
 grep -E "perfcore build:" "$LOG/build_ext.log"
 grep -E "csrc/.*(warning|error):" "$LOG/build_ext.log" | sort -u | head -40
 cd "$SRC" || exit 1
+# The tests start perfcore in child processes: the venv finds this copy as an editable install would.
+echo "$PWD" >"$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/perfcore-src.pth"
 log "mode $("$PY" -c "import perfcore; print(perfcore.capabilities()['mode'])")"
 [ $# -gt 0 ] || set -- tests/test_layers.py tests/test_native.py tests/test_hooks.py tests/test_timing.py \
   tests/test_step_sources.py tests/test_run.py tests/test_magic.py tests/test_session_restore.py \

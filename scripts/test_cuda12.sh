@@ -47,6 +47,8 @@ PY="$VENV/bin/python"
 mkdir -p "$SRC"
 git ls-files -z -co --exclude-standard | grep -z -v '^build/' | tar --null -T - -cf - | tar -xf - -C "$SRC" || exit 1
 cd "$SRC" || exit 1
+# The tests start perfcore in child processes: the venv finds this copy as an editable install would.
+echo "$PWD" >"$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/perfcore-src.pth"
 echo "test-cuda12: building perfcore against torch $TORCH ($("$PY" -c 'import torch; print(torch.version.cuda)')) and CUDA $TOOLKIT at $TK"
 b0=$SECONDS
 CUDA_HOME="$TK" PERFCORE_CUDA_FALLBACK=0 "$PY" setup.py -q build_ext --inplace 2>&1 | grep -E "perfcore build:|error:|FAILED"
