@@ -16,6 +16,7 @@ test-busy:
 
 # Colab's CUDA 12 stack without a GPU: torch 2.8.0+cu128 in its own cached venv, perfcore built in
 # CUDA mode against a CUDA 12.4 toolkit assembled from Debian's and PyPI's packages, and the
-# native, CUPTI and build tests run there (also against the real libcupti of 12.4 ... 13.0).
+# native, CUPTI and build tests run there (also against the real libcupti of 12.4 ... 13.0); then
+# the tests that patch torch, on the CPU: torch 2.8 is the oldest torch perfcore supports.
 test-cuda12:
 	./scripts/test_cuda12.sh

@@ -43,6 +43,9 @@ CUDA_ONLY_SOURCES = [
 ]
 # How to get the CUDA mode, said after every reason for the CPU mode.
 REBUILD_HINT = "then reinstall perfcore with pip's --no-build-isolation"
+# The oldest torch perfcore is tested with (make test-cuda12 runs the tests that patch torch on it,
+# make test on the newest); pyproject.toml's torch dependency says the same.
+MIN_TORCH = (2, 8)
 
 
 def sources(mode: str, root: Path = ROOT) -> list[str]:
@@ -94,6 +97,18 @@ def import_torch():
     except ImportError as e:
         fail(torch_missing(str(e)))
     return torch
+
+
+def torch_too_old(version: str) -> str:
+    """The one line that stops the build on a torch older than MIN_TORCH, else ''. pip may already
+    have fetched a newer torch for the dependency, but it would install it after building against
+    this one, and the extension would not load beside it."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None or (int(m[1]), int(m[2])) >= MIN_TORCH:
+        return ""
+    need = ".".join(map(str, MIN_TORCH))
+    return (f"torch {version} is older than {need}, the oldest torch perfcore supports: upgrade it first "
+            f"(pip install 'torch>={need}'), then install perfcore again with pip's --no-build-isolation")
 
 
 def find_cuda_home(candidates: list[Path] | None = None) -> tuple[Path | None, str]:
@@ -476,6 +491,9 @@ def main() -> None:
         return
 
     check_compiler()
+    too_old = torch_too_old(import_torch().__version__)
+    if too_old:
+        fail(too_old)
     info = decide()
     if info["mode"] == "cuda":
         # torch.utils.cpp_extension reads CUDA_HOME when it is imported: set it first.

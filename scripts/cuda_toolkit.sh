@@ -39,28 +39,12 @@ PY=${PYTHON:-python3}
 mkdir -p "$CACHE"
 
 # --- Debian: nvcc, cicc, ptxas, fatbinary, nvlink, libdevice -------------------------------------
-# A private apt root: its own sources.list, lists, status and archive cache, so the machine's
-# apt sources and state are never touched. Only `apt-get update` and `apt-get download` run.
+# A private apt root (scripts/private_apt.sh): only `apt-get update` and `apt-get download` run.
 APT="$CACHE/apt"
 DEBS="$CACHE/debs"
-mkdir -p "$APT/etc/sources.list.d" "$APT/etc/apt.conf.d" "$APT/etc/preferences.d" \
-  "$APT/lists/partial" "$APT/cache/archives/partial" "$DEBS"
-echo "deb http://deb.debian.org/debian trixie main contrib non-free" >"$APT/etc/sources.list"
-touch "$APT/status"
-cat >"$APT/apt.conf" <<EOF
-Dir::Etc::SourceList "$APT/etc/sources.list";
-Dir::Etc::SourceParts "$APT/etc/sources.list.d";
-Dir::Etc::Parts "$APT/etc/apt.conf.d";
-Dir::Etc::Preferences "$APT/etc/preferences";
-Dir::Etc::PreferencesParts "$APT/etc/preferences.d";
-Dir::State "$APT/state";
-Dir::State::Lists "$APT/lists";
-Dir::State::status "$APT/status";
-Dir::Cache "$APT/cache";
-APT::Architecture "amd64";
-Acquire::Languages "none";
-APT::Sandbox::User "root";
-EOF
+mkdir -p "$DEBS"
+. "$(dirname "$0")/private_apt.sh"
+private_apt "$APT" "deb http://deb.debian.org/debian trixie main contrib non-free"
 deb_file="$DEBS/nvidia-cuda-toolkit_${DEB_VERSION/:/%3a}_amd64.deb"
 if [ ! -s "$deb_file" ]; then
   echo "cuda_toolkit: fetching Debian's nvidia-cuda-toolkit $DEB_VERSION (87 MB, once)"

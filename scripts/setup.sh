@@ -17,7 +17,7 @@ pip_q() { python -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep 
 
 if ! python -c "import torch" 2>/dev/null; then
   echo "setup: installing torch and torchvision (a CUDA build is several GB; one-time)"
-  pip_q "torch>=2.1" torchvision
+  pip_q "torch>=2.8" torchvision
   python -c "import torch" || { echo "setup: torch did not install" >&2; exit 1; }
 fi
 # perfcore's declared dependencies (pyproject.toml: runtime, the test and gpu extras) and the

@@ -338,3 +338,28 @@ def test_env_shows_cpu_mode_why_and_how(monkeypatch):
     assert check.value == "CPU mode: no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"
     assert check.fix.endswith("; for the CUDA mode install the CUDA 12.x toolkit (nvcc, CUPTI) and set CUDA_HOME "
                               "to it, then reinstall perfcore with pip's --no-build-isolation")
+
+
+def test_torch_older_than_supported_stops_the_build_with_one_line(setup_mod, monkeypatch):
+    monkeypatch.setattr(setup_mod, "check_compiler", lambda: None)
+    monkeypatch.setattr(setup_mod, "import_torch", lambda: fake_torch("2.6.0+cu124", "12.4"))
+    monkeypatch.setattr(setup_mod.sys, "argv", ["setup.py", "build_ext", "--inplace"])
+    with pytest.raises(SystemExit) as e:
+        setup_mod.main()
+    msg = str(e.value)
+    assert msg.startswith("perfcore build: error: torch 2.6.0+cu124 is older than 2.8") and "\n" not in msg
+    assert "pip install 'torch>=2.8'" in msg and "--no-build-isolation" in msg
+
+
+def test_supported_torch_versions_pass_the_floor(setup_mod):
+    # 2.14 is newer than 2.8: the check compares numbers, not strings.
+    for version in ("2.8.0+cu128", "2.9.1", "2.14.1+cu130", "2.10.0a0+git1234", "3.0.0"):
+        assert setup_mod.torch_too_old(version) == "", version
+    for version in ("2.7.1+cu126", "2.1.0", "1.13.1"):
+        assert setup_mod.torch_too_old(version), version
+
+
+def test_pyproject_declares_the_torch_floor_setup_checks(setup_mod):
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    floor = ".".join(map(str, setup_mod.MIN_TORCH))
+    assert f'"torch>={floor}"' in pyproject

@@ -7,7 +7,11 @@ import threading
 
 import pytest
 
-import perfcore._C as C
+from perfcore._native import native
+
+# Through native(), as perfcore loads it: a CUDA-mode _C imported before torch would bind the
+# toolkit's libcudart by its RUNPATH, and torch then fails on that older runtime.
+C = native()
 
 FORWARD = 7
 

@@ -4,6 +4,14 @@
 
 #include <Python.h>
 
+// Py_NewRef is Python 3.10's; torch 2.8 still runs on 3.9, where it is spelled out here.
+#if PY_VERSION_HEX < 0x030A0000
+static inline PyObject* Py_NewRef(PyObject* o) {
+  Py_INCREF(o);
+  return o;
+}
+#endif
+
 #include <cstdint>
 #include <vector>
 
