@@ -42,10 +42,11 @@ def test_loaders_made_inside_a_library_name_the_users_line_from_a_folder_named_p
                                         "--eval-delay", "0", "--remake")
     assert doc["steps"] + doc["warmup_steps"] == 16
     # Run from the checkout: the path relative to it, which is the file's name here. The loader the
-    # library made again over the train dataset is still the one made at the user's line.
+    # library made again over the train dataset is still the one made at the user's line, with the
+    # same settings: one entry, made twice, with the batches the second one gave.
     train_site, eval_site = (f"train.py:{marked_line(script, m)}" for m in ("TRAIN_SITE", "EVAL_SITE"))
-    assert [ld["site"] for ld in doc["loaders"]] == [train_site, eval_site, train_site]
-    assert [ld["batches"] for ld in doc["loaders"]][::2] == [0, 16]
+    assert [ld["site"] for ld in doc["loaders"]] == [train_site, eval_site]
+    assert doc["loaders"][0]["made"] == 2 and doc["loaders"][0]["batches"] == 16
     assert "__init__.py" not in p.stdout  # the library's own line is never the advice's site
 
 
@@ -154,3 +155,34 @@ def test_each_loaders_batches_are_timed_apart_in_the_main_process(tmp_path):
     loaders.made(FakeLoader(0, False), "train.py:2")
     a, b = loaders.summary(tmp_path / "workers")
     assert a["worker_batch_ms"] == pytest.approx(2.0) and b["worker_batch_ms"] == pytest.approx(9.0)
+
+
+def test_a_loader_made_every_step_is_one_entry_counted(tmp_path):
+    # next(iter(DataLoader(...))) each step: one loader in the code, made 300 times. The run keeps
+    # one entry per site and settings (it kept 3,000 entries, 900 KB of run.json, for 3,000 steps).
+    script = SCRIPTS / "loader_per_step.py"
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out), "--warmup", "1",
+                        "--", sys.executable, str(script), "300"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["steps"] + doc["warmup_steps"] == 300
+    sites = [ld["site"] for ld in doc["loaders"]]
+    assert len(sites) == 2, sites  # the per-step loader and the evaluation loader
+    per_step, evaluation = doc["loaders"]
+    assert per_step["made"] == 300 and per_step["batches"] == 300 and per_step["role"] == "train"
+    assert evaluation["made"] == 1 and evaluation["role"] == "eval" and evaluation["batch_size"] == 64
+
+
+def test_loaders_past_the_cap_join_their_sites_entry():
+    loaders = Loaders(lambda: 0, Loop())
+    made = []
+    for bs in range(1, 200):  # a batch size that changes every step: new settings each time
+        ld = FakeLoader(0, False)
+        ld.batch_size = bs
+        made.append(ld)
+        loaders.made(ld, "train.py:7")
+    loaders.made(FakeLoader(0, False), "other.py:3")
+    assert len(loaders.records) == 64
+    assert sum(r["made"] for r in loaders.records) == 200
+    assert loaders.records[0]["folded"] == 199 - 64 and loaders.records[-1]["folded"] == 1 and loaders.records[-1]["site"] == "train.py:7"

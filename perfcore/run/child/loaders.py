@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
+import weakref
 from typing import Any
 
 __all__ = ["Loaders", "call_site"]
@@ -72,6 +73,8 @@ SETTINGS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers"
 # An epoch whose batches kept coming with grad on and the model in train mode, yet with no step
 # between this many of them, is an evaluation pass written without no_grad or model.eval().
 NO_STEP_BATCHES = 3
+# Distinct loader entries a run keeps (sites x settings); a loop making loaders without end stays bounded.
+MAX_LOADERS = 64
 
 
 class Loaders:
@@ -83,8 +86,11 @@ class Loaders:
         self.now_ns = now_ns
         self.loop = loop
         self.records: list[dict[str, Any]] = []
-        self._by_loader: dict[int, dict[str, Any]] = {}
-        self._by_dataset: dict[int, int] = {}  # id(dataset) -> loader index (a forked worker shares the ids)
+        # Each live loader's entry (weak: a loader made every step is let go with its step), and each
+        # live loader's dataset by id (a forked worker shares the ids; a dataset may be a plain list).
+        self._by_loader: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._by_dataset: dict[int, int] = {}
+        self._by_key: dict[tuple, int] = {}  # (site, settings) -> loader index
 
     def made(self, loader, site: str, in_library: bool = False) -> None:
         """A new DataLoader, made at `site`; in_library: the call came from inside a library."""
@@ -93,23 +99,47 @@ class Loaders:
             # A library re-making a loader over the same dataset (Lightning adding a distributed
             # sampler to the user's): it is still the one the user made, where they made it.
             site = self.records[earlier]["site"]
-        rec: dict[str, Any] = {"site": site, **{k: getattr(loader, k, None) for k in SETTINGS},
-                               "worker_startup_ms": [], "batches": 0, "worker_batch_ms": None,
-                               "role": None, "training": False, "_yielded": 0, "_it": None, "_t_iter": None,
-                               "_epoch": None, "_epochs": {"train": 0, "eval": 0}}
-        if not rec["num_workers"]:
-            rec["prefetch_factor"] = None  # torch keeps a default that no worker uses
-        self._by_loader[id(loader)] = rec
-        self._by_dataset[id(loader.dataset)] = len(self.records)
-        self.records.append(rec)
+        settings = {k: getattr(loader, k, None) for k in SETTINGS}
+        if not settings["num_workers"]:
+            settings["prefetch_factor"] = None  # torch keeps a default that no worker uses
+        key = (site, *(repr(settings[k]) for k in SETTINGS))
+        # A loop that makes a loader every step (next(iter(DataLoader(...)))) makes one loader, many
+        # times: one entry per site and settings, counted, so the list stays as long as the code.
+        # Past MAX_LOADERS entries, new ones join their site's first entry, or the last.
+        index = self._by_key.get(key)
+        if index is None and len(self.records) >= MAX_LOADERS:
+            index = next((i for i, r in enumerate(self.records) if r["site"] == site), len(self.records) - 1)
+            self.records[index]["folded"] = self.records[index].get("folded", 0) + 1
+        if index is not None:
+            rec = self.records[index]
+            self._count(rec)
+            rec["made"] += 1
+        else:
+            index = len(self.records)
+            rec = {"site": site, **settings, "made": 1, "worker_startup_ms": [], "batches": 0,
+                   "worker_batch_ms": None, "role": None, "training": False, "_yielded": 0, "_it": None,
+                   "_t_iter": None, "_epoch": None, "_epochs": {"train": 0, "eval": 0}}
+            self._by_key[key] = index
+            self.records.append(rec)
+        try:
+            self._by_loader[loader] = index
+        except TypeError:  # a loader class that refuses weak references: its epochs go unwatched
+            pass
+        if len(self._by_dataset) >= 4 * MAX_LOADERS:  # most of them belong to loaders long gone
+            self._by_dataset = {id(ld.dataset): i for ld, i in self._by_loader.items()}
+        self._by_dataset[id(loader.dataset)] = index
 
     def index_of_dataset(self, dataset) -> int:
         return self._by_dataset.get(id(dataset), -1)
 
     def epoch_started(self, loader, t0: int, grad_enabled: bool) -> dict[str, Any] | None:
-        rec = self._by_loader.get(id(loader))
-        if rec is None:
+        try:
+            index = self._by_loader.get(loader)
+        except TypeError:
+            index = None
+        if index is None:
             return None
+        rec = self.records[index]
         self._count(rec)  # a persistent iterator is reset in place: count its batches first
         self._close_epoch(rec)
         # [role or None, steps at its first batch, batches seen]; under no_grad it is evaluation.
