@@ -10,6 +10,8 @@ static inline PyObject* Py_NewRef(PyObject* o) {
   Py_INCREF(o);
   return o;
 }
+// 3.10's flag; before it, a static type with no tp_new already refuses instances from Python.
+#define Py_TPFLAGS_DISALLOW_INSTANTIATION 0
 #endif
 
 #include <cstdint>
