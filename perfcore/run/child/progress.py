@@ -16,8 +16,8 @@ from typing import Any, Callable
 from perfcore.analysis.attribution import LABELS
 
 from perfcore.run.child.env import env_float
-from perfcore.run.protocol import (CHECKPOINT_EVERY_S, ENV_CHECKPOINT_S, PROGRESS_EVERY_S, checkpoint_dir, part_key,
-                                   progress_file)
+from perfcore.run.protocol import (CHECKPOINT_EVERY_S, ENV_CHECKPOINT_S, ENV_TICK_EXTRA_S, PROGRESS_EVERY_S,
+                                   checkpoint_dir, part_key, progress_file)
 
 __all__ = ["ProgressWriter", "rows_to_table"]
 CHECKPOINT_SLICE = 1024  # rows a checkpoint formats at a time (to_csv holds their text at once)
@@ -50,6 +50,7 @@ class ProgressWriter:
         self.rows_written = 0
         self.columns: list[str] | None = None
         self.failed: str | None = None  # a write that failed once is not retried every tick
+        self.extra_s = 0.0  # tests: a tick made this much slower, as a loaded machine makes it
 
     @classmethod
     def for_process(cls, run_dir: Path, rank: str | None, steps_wanted: int, warmup: int, on_gpu: bool
@@ -57,8 +58,10 @@ class ProgressWriter:
         """The writer of this process, keyed as its part is (rank<N> or pid<P>)."""
         key = part_key(rank)
         every = env_float(ENV_CHECKPOINT_S, CHECKPOINT_EVERY_S)  # tests shorten the checkpoint interval
-        return cls(run_dir, key, steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu,
-                   checkpoint_s=every if every > 0 else CHECKPOINT_EVERY_S)
+        writer = cls(run_dir, key, steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu,
+                     checkpoint_s=every if every > 0 else CHECKPOINT_EVERY_S)
+        writer.extra_s = env_float(ENV_TICK_EXTRA_S, 0.0)
+        return writer
 
     def tick(self, timer) -> None:
         t = self.clock()
@@ -68,6 +71,8 @@ class ProgressWriter:
         try:
             timer.engine.upkeep(len(timer.engine.boundaries))  # settles the steps ended so far, when settling is due
             self.write_progress(timer, t)
+            if self.extra_s:
+                time.sleep(self.extra_s)
             if t >= self.next_checkpoint:
                 self.next_checkpoint = t + self.checkpoint_s
                 self.checkpoint(timer)
@@ -144,12 +149,14 @@ class ProgressWriter:
 
 
 def rows_to_table(rows, names: dict[int, str]):
-    """Settled ns rows -> the columns of steps.csv (step, wall_ms, <label>_ms, warmup, <phase>_ms)."""
+    """Settled ns rows -> the columns of steps.csv (step, wall_ms, <label>_ms, perfcore_ms, warmup, <phase>_ms)."""
     import pandas as pd
 
     out = pd.DataFrame({"step": rows["step"].to_numpy(), "wall_ms": rows["wall_ns"].to_numpy() / 1e6})
     for lb in LABELS:
         out[f"{lb}_ms"] = rows[f"{lb}_ns"].to_numpy() / 1e6
+    if "perfcore_ns" in rows:
+        out["perfcore_ms"] = rows["perfcore_ns"].to_numpy() / 1e6
     out["warmup"] = rows["warmup"].to_numpy(dtype=bool)
     for pid, name in sorted(names.items()):
         col = f"_phase{pid}_ns"
