@@ -96,3 +96,22 @@ def test_warmup_only_table_says_so():
     doc = summarize(df, on_gpu=False, backend="host", device="cpu")
     assert doc["steps"] == 0 and doc["recommendations"] == []
     assert doc["verdict"]["summary"] == "no steps measured" and isinstance(doc["verdict"]["bound"], str)
+
+
+def test_perfcore_own_work_is_left_out_of_every_label_and_the_wall():
+    from perfcore.analysis.attribution import OWN
+
+    iv = {"compute": ([10, 120], [50, 180]), "load": ([0], [10])}
+    # Own work inside step 0 (over compute and host), inside step 1's compute, and across 1 -> 2.
+    own = {OWN: ([30, 150, 190], [60, 170, 210])}
+    ns = attribute([0, 100, 200], [100, 200, 300], {**iv, **own})
+    assert ns.dtype == np.int64 and ns.shape == (3, len(LABELS) + 1)
+    assert ns[:, len(LABELS)].tolist() == [30, 30, 10]
+    assert ns[0, L["load"]] == 10 and ns[0, L["compute"]] == 20 and ns[0, L["host"]] == 40
+    assert ns[1, L["compute"]] == 40 and ns[1, L["host"]] == 30
+    assert ns[2, L["host"]] == 90
+    assert attribute([0, 100, 200], [100, 200, 300], iv).shape == (3, len(LABELS))  # without own work: five
+    df = step_table([0, 100, 200], [100, 200, 300], {**iv, **own})
+    assert df["perfcore_ns"].tolist() == [30, 30, 10]
+    assert df["wall_ns"].tolist() == [70, 70, 90]  # the boundary span less perfcore's work in it
+    assert (df[[f"{lb}_ns" for lb in LABELS]].sum(axis=1) == df["wall_ns"]).all()  # still exact

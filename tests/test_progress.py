@@ -244,3 +244,32 @@ def test_a_checkpoint_claiming_any_size_reads_only_what_its_file_holds(tmp_path)
     with pytest.raises(PerfcoreError) as e:
         load_part(tmp_path)
     assert "steps.csv" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_tick_settles_at_most_every_settle_interval_and_decides_only_on_new_rows(tmp_path, monkeypatch):
+    import perfcore.run.child.progress as progress_mod
+
+    decided = []
+    decide = progress_mod._decide
+    monkeypatch.setattr(progress_mod, "_decide", lambda *a: decided.append(a) or decide(*a))
+    clock = Clock()
+    timer = perfcore.StepTimer(device="cpu", warmup=2)
+    w = ProgressWriter(tmp_path, "pid1", warmup=2, clock=clock, every_s=2.0, checkpoint_s=1000.0)
+    run_steps(timer, 50)
+    clock.t += 2.5
+    timer.engine._last_compact_ns -= int(3e9)
+    w.tick(timer)  # nothing settled yet: it settles at once, so the live view has a breakdown early
+    first = read_progress(tmp_path)
+    assert first["settled_steps"] > 0 and first["verdict"]["summary"] and len(decided) == 1
+    run_steps(timer, 30)
+    clock.t += 2.5
+    timer.engine._last_compact_ns -= int(3e9)  # the engine would settle; the tick does not ask it yet
+    w.tick(timer)
+    p = read_progress(tmp_path)
+    assert p["steps"] == 80 and p["settled_steps"] == first["settled_steps"]  # the count is live, no settling
+    assert p["verdict"] == first["verdict"] and len(decided) == 1  # same rows: the verdict is not decided again
+    clock.t += progress_mod.SETTLE_EVERY_S
+    timer.engine._last_compact_ns -= int(3e9)
+    w.tick(timer)
+    p = read_progress(tmp_path)
+    assert p["settled_steps"] > first["settled_steps"] and len(decided) == 2

@@ -332,3 +332,31 @@ def test_check_command_reads_python_options_with_values(tmp_path):
         check_command(["python", "-W", "ignore", "missing.py"])
     with pytest.raises(UsageError, match="ignores PYTHONPATH"):
         check_command(["python", "-I", str(script)])
+
+
+def test_a_slow_progress_tick_is_perfcore_time_not_the_steps_host_time(tmp_path):
+    # Each progress write made 0.4 s slower (a loaded machine's stall, made certain): it runs on the
+    # training thread after a step ends, so it lies inside the next step's boundary span.
+    extra_ms = 400.0
+    env = dict(os.environ, PERFCORE_TICK_EXTRA_S=str(extra_ms / 1e3))
+    out = tmp_path / "r"
+    p = perfcore("run", "-q", "--warmup", "2", "--out", str(out), "--", *py(SCRIPTS / "sleepy_steps.py", "48", "0.1"),
+                 env=env)
+    assert p.returncode == 0, p.stderr
+    steps = pd.read_csv(out / "steps.csv")
+    slow = steps[steps["perfcore_ms"] >= extra_ms]
+    assert len(slow) >= 1, steps[["step", "wall_ms", "host_ms", "perfcore_ms"]]
+    # No step's host time carries the stall (a step is 0.1 s of sleep and a tiny SGD step), and
+    # the five labels still sum to the wall time, which leaves perfcore's work out.
+    assert (steps["host_ms"] < extra_ms * 0.75).all(), steps[["step", "wall_ms", "host_ms", "perfcore_ms"]]
+    labels = steps[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1)
+    assert ((labels - steps["wall_ms"]).abs() < 1e-6).all()
+    # The loop's own meter saw the stall in the iteration before the row that holds it: that
+    # iteration ended after perfcore's work, the row ended at the optimizer step.
+    meter = [float(v) for v in next(line for line in p.stdout.splitlines() if line.startswith("METER")).split()[1:]]
+    for k in slow["step"]:
+        assert meter[k - 1] >= extra_ms
+    doc = json.loads((out / "run.json").read_text())
+    own = doc["overhead"]["own_ms_total"]
+    assert own >= extra_ms * len(slow) and own >= steps["perfcore_ms"].sum() - 1e-6
+    assert doc["overhead"]["own_ms_per_step"] == pytest.approx(own / len(steps))

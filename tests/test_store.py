@@ -2,10 +2,13 @@
 kept for every step up to a cap and then only for a few steps, however long the run."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 
 import perfcore
+from perfcore.analysis import attribution
 from perfcore.analysis.store import StepStore
 import perfcore.recording.engine as recording
 import perfcore.timing as timing
@@ -67,7 +70,8 @@ def test_every_step_keeps_its_detail_below_the_cap(monkeypatch):
     timer.summary()
     store = timer.engine._store
     spans = store.trace_tables()["spans"]
-    assert len(spans) == store.span_count  # nothing let go
+    # Nothing let go (the trace also holds perfcore's own settling, which is not a timed phase).
+    assert len(spans[spans["phase_id"] != attribution.OWN_PHASE_ID]) == store.span_count
     assert set(spans["step"]) >= set(range(steps))
     kept = detail_steps(timer.engine)
     assert kept["through"] == steps and not kept["capped"] and kept["window"] == []
@@ -225,3 +229,46 @@ def test_table_derives_host_exactly_and_keeps_the_running_sums():
     tot = st.totals()
     assert tot["measured"] == len(m) and tot["wall_ns"] == int(m["wall_ns"].sum())
     assert tot["ns"]["host"] == int(m["host_ns"].sum())
+
+
+def test_own_work_spans_settle_out_of_the_steps_and_are_let_go():
+    # Hand-built spans: compute in each step, and perfcore's own work (settling, a progress write)
+    # recorded after step 1 ended, inside step 2's span, and after step 3 (not settled yet).
+    own_id = attribution.OWN_PHASE_ID
+    spans = pd.DataFrame([(2, 0, 1_000, 1_400, 1), (2, 1, 2_000, 2_400, 1), (own_id, 2, 2_010, 2_300, 1),
+                          (2, 2, 2_300, 2_500, 1), (own_id, 3, 4_005, 4_100, 1)],
+                         columns=["phase_id", "step", "start_ns", "end_ns", "thread_id"])
+    st = StepStore(LABELS, 16, on_gpu=False, use_kernels=False, warmup=0)
+    st.add("spans", spans)
+    st.settle([2_000, 2_005, 3_000, 4_000], 3, 1_000)
+    t = st.table()
+    assert t["perfcore_ns"].tolist() == [0, 0, 290]
+    assert t["wall_ns"].tolist() == [1_000, 5, 995 - 290]
+    assert t["compute_ns"].tolist() == [400, 5, 5 + 200]  # the own span overrides the compute it overlaps
+    assert (t[[f"{lb}_ns" for lb in attribution.LABELS]].sum(axis=1) == t["wall_ns"]).all()
+    assert st.totals()["wall_ns"] == int(t["wall_ns"].sum())  # the live view's sums leave it out too
+    assert st.span_count == 3  # timed phases only
+    # Settled with their rows: only the own span after the settled steps is still held.
+    pending = st.pending["spans"][0]
+    assert pending[pending["phase_id"] == own_id]["start_ns"].tolist() == [4_005]
+
+
+def test_upkeep_inside_a_step_timer_loop_is_not_the_next_steps_host_time(monkeypatch):
+    # StepTimer.step() settles every COMPACT_EVERY steps on the training thread; make that settle
+    # slow (as a loaded machine makes it): the step it lands in must not carry it as host.
+    monkeypatch.setattr(recording, "COMPACT_EVERY", 8)
+    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
+    slow_s = 0.3
+    compact = recording.Recording._compact
+
+    def slow_compact(self, final):
+        if not final:
+            time.sleep(slow_s)
+        compact(self, final)
+
+    monkeypatch.setattr(recording.Recording, "_compact", slow_compact)
+    timer = _loop(20)
+    t = timer.engine.step_table()
+    stalled = t[t["perfcore_ns"] >= slow_s * 1e9]
+    assert stalled["step"].tolist() == [8, 16]  # after boundaries 8 and 16, inside the steps after them
+    assert (t["host_ns"] < slow_s * 1e9 / 2).all() and (t["wall_ns"] < slow_s * 1e9 / 2).all()

@@ -4,6 +4,8 @@ no I/O, no plots, no torch. The verdict is verdict.decide's, the advice advice.a
 The one definition: within a step's wall interval every instant gets exactly
 one label, by precedence compute > comm > transfer > load, and `host` for instants no labelled
 interval covers. So the five labels sum to the step's wall time exactly, for every step.
+perfcore's own work on the training thread (settling, progress files, checkpoints) is no instant of
+the step: a step's wall time is its boundary span less the own-work intervals inside it.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["LABELS", "PRECEDENCE", "CPU_PRECEDENCE", "attribute", "step_table", "summarize", "kernel_category",
+__all__ = ["LABELS", "OWN", "PRECEDENCE", "CPU_PRECEDENCE", "attribute", "step_table", "summarize", "kernel_category",
            "SCHEMA"]
 
 SCHEMA = "perfcore.run/1"
@@ -22,30 +24,35 @@ PRECEDENCE = ("compute", "comm", "transfer", "load")  # highest first; host is w
 # phase (DDP's all-reduce ends backward): the inner, more specific phase wins, so comm > compute.
 CPU_PRECEDENCE = ("comm", "compute", "transfer", "load")
 _INDEX = {label: i for i, label in enumerate(LABELS)}
+OWN = "perfcore"  # the key of perfcore's own-work intervals: above every label, and out of the step
+OWN_PHASE_ID = 15  # the span phase id they are recorded under (a built-in id, below the custom ones)
 
 Intervals = Mapping[str, tuple[np.ndarray, np.ndarray]]
 
 
 def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Intervals,
               precedence: tuple[str, ...] = PRECEDENCE) -> np.ndarray:
-    """ns per (step, label): an int64 array of shape (steps, 5) in LABELS order.
+    """ns per (step, label): an int64 array of shape (steps, 5) in LABELS order, and a sixth
+    column, perfcore's own work, when `intervals` holds OWN.
 
-    Steps are [start, end) and must not overlap. `intervals` maps a label (not host) to
+    Steps are [start, end) and must not overlap. `intervals` maps a label (not host) or OWN to
     (start_ns, end_ns) arrays; intervals may overlap each other, cross step boundaries, or lie
-    outside every step. Vectorised: one sort of all boundaries, no loop over intervals.
+    outside every step. An instant OWN covers counts in no label: the five sum to the step's span
+    less its own work. Vectorised: one sort of all boundaries, no loop over intervals.
     """
     s0 = np.asarray(step_start_ns, dtype=np.int64)
     s1 = np.asarray(step_end_ns, dtype=np.int64)
     n = len(s0)
+    width = len(LABELS) + (OWN in intervals)
     if n == 0:
-        return np.zeros((0, len(LABELS)), dtype=np.int64)
+        return np.zeros((0, width), dtype=np.int64)
     if np.any(s1 < s0) or np.any(s0[1:] < s1[:-1]):
         raise ValueError("steps must be ordered, non-overlapping [start, end) intervals")
     if sorted(precedence) != sorted(PRECEDENCE):
         raise ValueError(f"precedence must order {PRECEDENCE}")
     for label in intervals:
-        if label not in PRECEDENCE:
-            raise ValueError(f"unknown label {label!r}; intervals take one of {PRECEDENCE}")
+        if label not in PRECEDENCE and label != OWN:
+            raise ValueError(f"unknown label {label!r}; intervals take one of {PRECEDENCE} or {OWN!r}")
     clean = {}
     for label, (a, b) in intervals.items():
         a = np.asarray(a, dtype=np.int64)
@@ -55,36 +62,41 @@ def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Int
     points = np.unique(np.concatenate([s0, s1] + [x for ab in clean.values() for x in ab]))
     seg_start, seg_len = points[:-1], np.diff(points)
     label_of = np.full(len(seg_start), _INDEX["host"], dtype=np.int64)
-    for label in reversed(precedence):  # lowest precedence first, so higher ones overwrite
+    index = {**_INDEX, OWN: len(LABELS)}
+    for label in reversed((OWN,) + tuple(precedence)):  # lowest precedence first, so higher ones overwrite
         if label not in clean or len(clean[label][0]) == 0:
             continue
         a, b = clean[label]
         delta = (np.bincount(np.searchsorted(points, a), minlength=len(points))
                  - np.bincount(np.searchsorted(points, b), minlength=len(points)))
         covered = np.cumsum(delta)[:-1] > 0
-        label_of[covered] = _INDEX[label]
+        label_of[covered] = index[label]
     k = np.searchsorted(s0, seg_start, side="right") - 1
     inside = k >= 0
     inside[inside] = seg_start[inside] < s1[k[inside]]
     # Integer accumulation: sums stay exact, so the identity holds to the nanosecond.
-    out = np.zeros(n * len(LABELS), dtype=np.int64)
-    np.add.at(out, k[inside] * len(LABELS) + label_of[inside], seg_len[inside])
-    return out.reshape(n, len(LABELS))
+    out = np.zeros(n * width, dtype=np.int64)
+    np.add.at(out, k[inside] * width + label_of[inside], seg_len[inside])
+    return out.reshape(n, width)
 
 
 def step_table(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Intervals, warmup: int = 0,
                first_step: int = 0, precedence: tuple[str, ...] = PRECEDENCE) -> pd.DataFrame:
-    """One row per step: step, warmup, wall_ms and <label>_ms (the five sum to wall_ms)."""
-    ns = attribute(step_start_ns, step_end_ns, intervals, precedence)
+    """One row per step: step, warmup, wall_ms and <label>_ms (the five sum to wall_ms), and
+    perfcore_ms, perfcore's own work inside the step's span, which wall_ms leaves out."""
+    ns = attribute(step_start_ns, step_end_ns, {OWN: ((), ()), **intervals}, precedence)
     s0 = np.asarray(step_start_ns, dtype=np.int64)
     s1 = np.asarray(step_end_ns, dtype=np.int64)
     steps = np.arange(first_step, first_step + len(s0))
-    df = pd.DataFrame({"step": steps, "warmup": steps < warmup, "start_ns": s0, "wall_ns": s1 - s0})
+    own = ns[:, len(LABELS)]
+    df = pd.DataFrame({"step": steps, "warmup": steps < warmup, "start_ns": s0, "wall_ns": s1 - s0 - own,
+                       "perfcore_ns": own})
     for i, label in enumerate(LABELS):
         df[f"{label}_ns"] = ns[:, i]
     df["wall_ms"] = df["wall_ns"] / 1e6
     for label in LABELS:
         df[f"{label}_ms"] = df[f"{label}_ns"] / 1e6
+    df["perfcore_ms"] = own / 1e6
     return df
 
 

@@ -34,7 +34,7 @@ class DetailSteps:
         i_slow = int(np.argmax(walls))
         if self.slowest is None or walls[i_slow] > self.slowest[0]:
             self.slowest = (int(walls[i_slow]), int(df["step"].iloc[i_slow]))
-        ends = starts + walls
+        ends = starts + walls + (df["perfcore_ns"].to_numpy() if "perfcore_ns" in df else 0)  # wall leaves it out
         if not self.capped:
             per_step = np.zeros(len(walls), dtype=np.int64)
             for f in raw.values():

@@ -29,7 +29,6 @@ EMPTY = {
                "direction": object, "pageable": bool, "kind": object},
 }
 
-
 _EMPTY_FRAMES: dict[str, pd.DataFrame] = {}
 
 
@@ -50,8 +49,8 @@ def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
 
 BLOCK_ROWS = 16384  # rows per block of a settled column (128 KiB of int64)
 SETTLE_SLICE = 4096  # steps attributed per pass: the passes' temporaries, not the run's length, set the peak
-# The columns every settled step keeps (host is derived: wall less the other four, exactly).
-ROW_COLUMNS = ("start_ns", "wall_ns", "load_ns", "transfer_ns", "compute_ns", "comm_ns")
+# The columns every settled step keeps (host is derived: wall less the other four, exactly; wall excludes perfcore_ns).
+ROW_COLUMNS = ("start_ns", "wall_ns", "load_ns", "transfer_ns", "compute_ns", "comm_ns", "perfcore_ns")
 
 
 class Columns:
@@ -178,7 +177,7 @@ class StepStore:
         if len(df):
             self.pending[table].append(df)
             if table == "spans":
-                self.span_count += len(df)
+                self.span_count += int((df["phase_id"] != attribution.OWN_PHASE_ID).sum())  # the timed phases
 
     def _tables(self) -> dict[str, pd.DataFrame]:
         for t in EMPTY:  # fold the parts once, so settle() works on one frame per table
@@ -202,7 +201,8 @@ class StepStore:
         spans = raw["spans"]
         label_of = self._label_codes(spans["phase_id"].to_numpy())
         host_labels = ("load",) if self.on_gpu else ("load", "transfer", "compute", "comm")
-        iv = {}
+        own = spans["phase_id"].to_numpy() == attribution.OWN_PHASE_ID
+        iv = {attribution.OWN: (spans["start_ns"].to_numpy()[own], spans["end_ns"].to_numpy()[own])}
         for lb in host_labels:
             sel = label_of == attribution.LABELS.index(lb)
             iv[lb] = (spans["start_ns"].to_numpy()[sel], spans["end_ns"].to_numpy()[sel])

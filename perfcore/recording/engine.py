@@ -24,6 +24,7 @@ from perfcore.capture.activity import device_tables
 from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu, phase_names
+from perfcore.recording.own_work import OwnWork
 
 __all__ = ["Recording", "TimedLoader", "phase_cost_ns"]
 
@@ -134,7 +135,8 @@ class Recording:
         self.warmup = int(warmup)
         self._C = native()
         self._rec = self._C.SpanRecorder()
-        self._names: dict[int, str] = {v: k for k, v in BUILTIN.items()}
+        self.own = OwnWork(self._rec, self._C.now_ns)  # perfcore's own work: left out of every step
+        self._names: dict[int, str] = {v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN}
         self._labels: dict[int, str] = {v: k for k, v in BUILTIN.items()}
         self._scopes: dict[str, Any] = {}
         self._custom = 0  # custom phase names declared (at most phase_names.MAX_PHASE_NAMES)
@@ -208,7 +210,7 @@ class Recording:
         """After boundary n, every COMPACT_EVERY steps: settle all but the last few steps into rows
         and aggregates, so memory stays flat. On a GPU this waits for the work of steps already
         ended (once per COMPACT_EVERY steps; never a per-step sync). Whoever appends to
-        `boundaries` directly (perfcore run's native step clock) calls this itself."""
+        `boundaries` directly (perfcore run's native step clock) calls this itself. Its time is own work."""
         if n <= FOLLOW_UNTIL or n % COMPACT_EVERY == 0:
             self.follow_device()
         t = self._boundaries[-1]  # boundary n, the latest (the ends before it may be let go)
@@ -223,7 +225,7 @@ class Recording:
                     self.notes.append(f"settling steps failed ({type(e).__name__}: {e}); retried at the next "
                                       "settle and at the end")
             finally:
-                self._settle_ns += self._C.now_ns() - t0
+                self._settle_ns += self.own.record(t0)
 
     # -- the interface of step sources outside the loop (perfcore run's hooks, the notebook magic) --
     @property
@@ -308,7 +310,8 @@ class Recording:
     # -- collection ---------------------------------------------------------------------------
     def follow_device(self) -> None:
         """Record phase events on the GPU that holds this process's tensors (see gpu.follow_device)."""
-        gpu.follow_device(self)
+        with self.own:
+            gpu.follow_device(self)
 
     def _start_kernels(self, backend: str = "auto") -> None:
         gpu.start_kernels(self, backend)

@@ -139,7 +139,8 @@ def render_text(doc: dict[str, Any]) -> str:
     if o:
         lines += ["", f"perfcore overhead: ~{fmt_ms(o.get('ms_per_step', 0))}/step "
                       f"({fmt_share(o.get('fraction', 0))} of step time; {fmt_ms(o.get('per_phase_ns', 0) / 1e6)} per phase"
-                      + (f", {fmt_ms(o['settle_ms_per_step'])} settling" if o.get("settle_ms_per_step") else "")
+                      + (f", {fmt_ms(o['own_ms_per_step'])} own work, left out of the steps"
+                         if o.get("own_ms_per_step") else "")
                       + ")"]
         if o.get("hooks") == "not included":
             lines.append("  (the timer's own bookkeeping; perfcore run's hooks add more, which "

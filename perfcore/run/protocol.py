@@ -28,6 +28,7 @@ ENV_T_LAUNCH_NS = "PERFCORE_T_LAUNCH_NS"  # the parent's clock at launch (same C
 ENV_DL_OVERRIDES = "PERFCORE_DL_OVERRIDES"  # JSON: DataLoader settings a triage run changes
 ENV_SYNTHETIC = "PERFCORE_SYNTHETIC"  # K: replay the first K batches (a triage run without input cost)
 ENV_CHECKPOINT_S = "PERFCORE_CHECKPOINT_S"  # the checkpoint interval (tests shorten it)
+ENV_TICK_EXTRA_S = "PERFCORE_TICK_EXTRA_S"  # tests: seconds of extra work in each progress write (a slow tick)
 ENV_NO_STEP_WARN_S = "PERFCORE_NO_STEP_WARN_S"  # seconds without a step before the child says so
 # "<pid>@<run dir>", set by the first instrumented process of a run for the Pythons it starts: one
 # without RANK that sees its own run dir there is the script's own subprocess (a helper, a Pool

@@ -229,18 +229,19 @@ class Instrumentation:
     def after_step(self, n: int) -> None:
         """Upkeep after step end n: settling, memory samples (every step on a GPU: two cheap
         counters; every 8th on CPU, where one syscall costs ~8 us after an optimizer step), --steps."""
-        if n == 0:
+        if n == 0 or self.timer is None:
             return
-        if n == 1:
-            self.torch_hooks.first_step_done()
-        if n % self.compact_every == 0 and self.sources.chosen is not None:
-            self.timer.engine.upkeep(n)
-        elif n <= 8:
-            self.timer.engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
-        if (n - 1) % self.mem_every == 0:
-            self.sample_memory(n - 1)
-        if self.sources.chosen is not None and self.progress is not None:
-            self.progress.tick(self.timer)  # one clock read unless the live view or a checkpoint is due
+        with self.timer.engine.own:  # all of it perfcore's own work, left out of the step it falls in
+            if n == 1:
+                self.torch_hooks.first_step_done()
+            if n % self.compact_every == 0 and self.sources.chosen is not None:
+                self.timer.engine.upkeep(n)
+            elif n <= 8:
+                self.timer.engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
+            if (n - 1) % self.mem_every == 0:
+                self.sample_memory(n - 1)
+            if self.sources.chosen is not None and self.progress is not None:
+                self.progress.tick(self.timer)  # one clock read unless the live view or a checkpoint is due
         # Evaluation rows are not training steps: --steps counts the training ones.
         if n - len(self.eval_rows) >= self.stop_at and (self.sources.chosen is not None
                                                          or self.sources.optimizers_made == 0):

@@ -182,7 +182,8 @@ def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured:
     """Time to the first step's end from interpreter start, the first step against steady state,
     and the training DataLoader's first-epoch worker start-up."""
     walls = full["wall_ns"].to_numpy() / 1e6
-    first_end_ns = int(full["start_ns"].iloc[0] + full["wall_ns"].iloc[0])
+    first = full.iloc[0]
+    first_end_ns = int(first["start_ns"] + first["wall_ns"] + first.get("perfcore_ns", 0))  # wall leaves it out
     rest = full.iloc[1:]  # steady state: never the first step itself (a one-step run has none)
     rest = rest[~rest["warmup"]] if measured else rest
     if "evaluation" in rest:
