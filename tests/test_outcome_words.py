@@ -60,3 +60,23 @@ def test_a_gan_row_is_documented_as_offset_by_one_optimizer(tmp_path):
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
     assert doc["step_source"] == "optimizer" and doc["step_source_note"].startswith("2 optimizers: a step ends")
     assert f"steps counted at: optimizer; {doc['step_source_note']}" in p.stdout
+
+
+def test_an_uncaught_exception_is_read_from_python_when_the_hook_never_ran(monkeypatch):
+    # A second Ctrl-C landing as perfcore's excepthook starts: Python prints "Error in
+    # sys.excepthook", the hook never sets the reason, and the results said "finished (exit 130)".
+    import sys
+
+    from perfcore.run.child.exits import uncaught_reason
+
+    for name in ("last_exc", "last_type"):
+        monkeypatch.delattr(sys, name, raising=False)
+    assert uncaught_reason("finished") == "finished"
+    monkeypatch.setattr(sys, "last_type", KeyboardInterrupt, raising=False)
+    assert uncaught_reason("finished") == "interrupted"
+    monkeypatch.setattr(sys, "last_type", ValueError, raising=False)
+    assert uncaught_reason("finished") == "crashed"
+    monkeypatch.setattr(sys, "last_type", SystemExit, raising=False)
+    assert uncaught_reason("finished") == "finished"
+    monkeypatch.setattr(sys, "last_exc", KeyboardInterrupt(), raising=False)  # Python 3.12+
+    assert uncaught_reason("finished") == "interrupted"

@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["install_exit_hooks", "die_of_sigint"]
+__all__ = ["install_exit_hooks", "die_of_sigint", "uncaught_reason"]
 
 
 def install_exit_hooks(inst) -> None:
@@ -62,6 +62,18 @@ def install_exit_hooks(inst) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) == signal.SIG_DFL:
             signal.signal(sig, on_term)
+
+
+def uncaught_reason(reason: str) -> str:
+    """The script's end as Python recorded it, when perfcore's excepthook could not: a second
+    Ctrl-C (a terminal's group signal, then the one perfcore passes on) can land as the hook starts,
+    so Python prints "Error in sys.excepthook" and the hook never ran. Python keeps the uncaught
+    exception in sys.last_type (sys.last_exc from 3.12) before it calls any hook."""
+    exc = getattr(sys, "last_exc", None)
+    tp = type(exc) if exc is not None else getattr(sys, "last_type", None)
+    if not isinstance(tp, type) or issubclass(tp, SystemExit):
+        return reason
+    return "interrupted" if issubclass(tp, KeyboardInterrupt) else "crashed"
 
 
 def _shutting_down(frame) -> bool:
