@@ -71,7 +71,7 @@ def uncaught_reason(reason: str) -> str:
     exception in sys.last_type (sys.last_exc from 3.12) before it calls any hook."""
     exc = getattr(sys, "last_exc", None)
     tp = type(exc) if exc is not None else getattr(sys, "last_type", None)
-    if not isinstance(tp, type) or issubclass(tp, SystemExit):
+    if reason != "finished" or not isinstance(tp, type) or issubclass(tp, SystemExit):
         return reason
     return "interrupted" if issubclass(tp, KeyboardInterrupt) else "crashed"
 

@@ -270,10 +270,6 @@ class Instrumentation:
         if threading.current_thread() is threading.main_thread():
             # A launcher (torchrun) that saw another rank fail sends SIGTERM now: finish writing first.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        from perfcore.run.child.exits import uncaught_reason
-
-        if self.exit_reason == "finished":
-            self.exit_reason = uncaught_reason(self.exit_reason)
         try:
             from perfcore.run.child.part import write_part
 

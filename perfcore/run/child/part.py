@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from perfcore.report import jsonio
+from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
 from perfcore.run.protocol import WORKERS, part_dir, part_key
 
@@ -18,6 +19,7 @@ __all__ = ["write_part", "memory_trend", "startup_summary"]
 
 
 def write_part(inst) -> None:
+    inst.exit_reason = uncaught_reason(inst.exit_reason)  # before finalize decides how to die
     counts = dict(inst.sources.counts)
     timer = inst.timer
     source = inst.sources.finish()
