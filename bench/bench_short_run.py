@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -80,6 +81,42 @@ print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxr
 """
 
 
+# A short run's process leaves its part raw (nothing settled there): the parent settles it. Timed in a
+# fresh process with pandas and the finishing modules loaded first, as the warm-up has them.
+REPLAY = r"""
+import sys, time
+from pathlib import Path
+import pandas
+import perfcore.recording.replay
+from perfcore.run.part_files import finish_raw
+(part,) = (Path(sys.argv[1]) / "parts").iterdir()
+t0 = time.perf_counter()
+finish_raw(part)
+print(time.perf_counter() - t0, "torch" in sys.modules)
+"""
+
+# The largest peak RSS among a command's processes (the script's, under perfcore run too).
+PEAK = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
+        "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+
+
+def raw_part_s(folder: Path) -> tuple[float, bool]:
+    """The script run alone as perfcore run's child (the boot folder on PYTHONPATH), then its raw part
+    settled in a fresh process: (seconds, whether that loaded torch)."""
+    from perfcore.run import protocol
+
+    env = env_for(ROOT)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "perfcore" / "run" / "child" / "_boot"), env["PYTHONPATH"]])
+    env.update({protocol.ENV_RUN_DIR: str(folder), protocol.ENV_STEPS: "0", protocol.ENV_WARMUP: "5",
+                protocol.ENV_BACKEND: "auto", protocol.ENV_KERNELS: "0"})
+    folder.mkdir(parents=True)
+    subprocess.run(SCRIPT, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
+    r = subprocess.run([sys.executable, "-c", REPLAY, str(folder)], check=True, capture_output=True, text=True,
+                       cwd=ROOT, env=env_for(ROOT))
+    took, torch_loaded = r.stdout.split()
+    return float(took), torch_loaded == "True"
+
+
 def env_for(tree: Path | None) -> dict[str, str]:
     env = dict(os.environ)
     if tree is not None:
@@ -126,6 +163,13 @@ def main() -> None:
         trees["before"] = a.before.resolve()
     if a.no_warm:
         trees["after, no warm-up"] = ROOT
+    # An installed wheel carries its bytecode; a checkout run with PYTHONDONTWRITEBYTECODE set (as
+    # this workplace sets it) would compile every perfcore module in every process, a cost users
+    # never pay. Compile each tree once, as pip does at install.
+    import compileall
+
+    for tree in dict.fromkeys(trees.values()):
+        compileall.compile_dir(str(tree / "perfcore"), quiet=1)
     bare: list[float] = []
     under: dict[str, list[float]] = {k: [] for k in trees}
     added: dict[str, list[float]] = {k: [] for k in trees}
@@ -173,6 +217,20 @@ def main() -> None:
           "the tree imports before and during the script already imported), seconds:")
     for name in finishers:
         print(f"  {name}: {spread(fin[name])}; the parent's peak RSS, MiB: {spread(peak[name])}")
+    replay = [raw_part_s(out / f"raw{i}") for i in range(a.repeats)]
+    print(f"a short run's raw part settled by the parent (fresh process, this tree), seconds: "
+          f"{spread([t for t, _ in replay])}; torch loaded there: {any(x for _, x in replay)}")
+    peaks = {"bare": SCRIPT, **{name: PERFCORE + ["run", "--quiet", "--out", str(out / f"peak-{i}"), "--"] + SCRIPT
+                                for i, name in enumerate(finishers)}}
+    mib = {name: [] for name in peaks}
+    for _ in range(3):
+        for name, cmd in peaks.items():
+            r = subprocess.run([sys.executable, "-c", PEAK, *cmd], check=True, capture_output=True, text=True,
+                               cwd=trees.get(name, ROOT), env=env_for(trees.get(name)))
+            mib[name].append(float(r.stdout))
+            if name != "bare":
+                shutil.rmtree(out / f"peak-{finishers.index(name)}")
+    print("the largest process's peak RSS (the script's), MiB: " + "; ".join(f"{n} {spread(v)}" for n, v in mib.items()))
     print("after the script, in a fresh process on the run folder (this tree):")
     subprocess.run([sys.executable, "-c", PARTS, str(out / "after0")], check=True, cwd=ROOT)
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-import pandas as pd
-
+from perfcore._lazy import lazy_module
 from perfcore.errors import UsageError
 from perfcore.recording.engine import BUILTIN, STEP_ON, Recording, TimedLoader
+
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["StepTimer", "RunResult"]
 

@@ -228,7 +228,7 @@ def test_monitor_samples_are_aligned_to_steps(tmp_path):
 def test_memory_trend_flags_a_steady_rise_only():
     import numpy as np
 
-    from perfcore.run.child.part import memory_trend as _memory_trend
+    from perfcore.run.part_files import memory_trend as _memory_trend
 
     flat = _memory_trend(np.full(50, 800 << 20) + np.random.default_rng(0).integers(0, 1 << 20, 50))
     assert not flat["probable_leak"]

@@ -306,7 +306,7 @@ def test_loaders_time_each_epochs_first_batch_and_what_persistent_workers_would_
 
 
 def test_startup_summary_on_a_hand_made_table():
-    from perfcore.run.child.part import startup_summary
+    from perfcore.run.part_files import startup_summary
 
     full = pd.DataFrame({"start_ns": [2_000_000_000, 2_500_000_000, 2_510_000_000, 2_520_000_000],
                          "wall_ns": [500_000_000, 10_000_000, 10_000_000, 12_000_000],

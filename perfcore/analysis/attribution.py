@@ -12,7 +12,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
-import pandas as pd
+
+from perfcore._lazy import lazy_module
+
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["LABELS", "OWN", "PRECEDENCE", "CPU_PRECEDENCE", "attribute", "step_table", "summarize", "kernel_category",
            "SCHEMA"]

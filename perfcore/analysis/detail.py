@@ -10,7 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
+
+from perfcore._lazy import lazy_module
+
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["DetailSteps", "DETAIL_STEPS", "DETAIL_ROWS"]
 

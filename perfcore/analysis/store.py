@@ -13,12 +13,14 @@ import os
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore.analysis.detail import DetailSteps
 
-__all__ = ["StepStore", "Columns", "EMPTY", "with_columns"]
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
+
+__all__ = ["StepStore", "Columns", "EMPTY"]
 
 EMPTY = {
     "spans": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64, "thread_id": np.int64},
@@ -38,6 +40,12 @@ def _empty(table: str) -> pd.DataFrame:
     if table not in _EMPTY_FRAMES:
         _EMPTY_FRAMES[table] = pd.DataFrame({c: pd.Series(dtype=t) for c, t in EMPTY[table].items()})
     return _EMPTY_FRAMES[table]
+
+
+class _EmptyUntilSet(dict):
+    # A table's kept detail: the empty frame until one is set (a recording that never settles builds none).
+    def __missing__(self, table: str) -> pd.DataFrame:
+        return _empty(table)
 
 
 def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
@@ -159,7 +167,7 @@ class StepStore:
         self.warmup = warmup
         self.precedence = attribution.PRECEDENCE if on_gpu else attribution.CPU_PRECEDENCE
         self.pending: dict[str, list[pd.DataFrame]] = {t: [] for t in EMPTY}
-        self.detail: dict[str, pd.DataFrame] = {t: _empty(t) for t in EMPTY}
+        self.detail: dict[str, pd.DataFrame] = _EmptyUntilSet()  # no frame made before the first settle
         self.rows = Columns()
         self.settled = 0
         self.t0: int | None = None
@@ -389,12 +397,3 @@ class StepStore:
         pageable = sum(v["pageable_bytes"] for v in by.values())
         return {"by_direction": by, "bytes": total, "pageable_bytes": pageable,
                 "pageable_share": pageable / total if total else 0.0}
-
-
-def with_columns(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
-    """df plus many new columns at once: one insert per column fragments the frame (pandas warns each
-    time), which a run with hundreds of custom phases would print hundreds of times."""
-    if not columns:
-        return df
-    return pd.concat([df.drop(columns=[c for c in columns if c in df]), pd.DataFrame(columns, index=df.index)], axis=1)
-

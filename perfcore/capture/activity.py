@@ -8,10 +8,12 @@ host side's pageable/pinned kind. Each device-work row carries the phase that la
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from perfcore._lazy import lazy_module
 from perfcore.capture.columns import TRANSFER_COPY_KINDS
 from perfcore.capture.launches import LaunchPhases
+
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["device_tables", "MEMSET_NAME", "device_copy_name"]
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
+
+from perfcore._lazy import lazy_module
+
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["MEMCPY_KINDS", "MEMORY_KINDS", "ACTIVITY_KINDS", "TRANSFER_COPY_KINDS", "HOST_DESTINATION_COPY_KINDS", "activity_frames",
            "merge_activity"]

@@ -19,7 +19,10 @@ used: entries live for `keep_drains` drains and then age out, which bounds memor
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+
+from perfcore._lazy import lazy_module
+
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["LaunchPhases", "EXTERNAL_KIND_CUSTOM0", "GRAPH_LAUNCH_CBIDS"]
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pandas as pd
-
+from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
-from perfcore.analysis.store import with_columns
-from perfcore.recording.gpu import capture_stats, device_name
+
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 
 def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int
@@ -63,11 +62,11 @@ def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int,
                 "method": "phases per step x the measured cost of one phase, plus perfcore's own work on the training "
                           "thread (settling, progress file, checkpoints), measured and left out of the steps"}
     doc = attribution.summarize(full, on_gpu=engine.device == "cuda", backend=engine.backend,
-                                device=device_name(engine.device), evidence=evidence, kernels=kernels,
+                                device=engine.device_name(), evidence=evidence, kernels=kernels,
                                 memcpy=memcpy, overhead=overhead)
     if categories:
         doc["kernel_categories"] = categories
-    doc["capture"] = capture_stats(engine)
+    doc["capture"] = engine.capture_stats()
     cap = doc["capture"]
     lost = cap.get("dropped", 0) + cap.get("overflow", 0)
     if cap.get("buffers_undecodable"):
@@ -81,3 +80,11 @@ def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int,
         doc["notes"] = list(dict.fromkeys(engine.notes))
     doc["step_source"] = "timer.step()" if engine.step_on == "step" else engine.step_on
     return doc
+
+
+def with_columns(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
+    """df plus many new columns at once: one insert per column fragments the frame (pandas warns each
+    time), which a run with hundreds of custom phases would print hundreds of times."""
+    if not columns:
+        return df
+    return pd.concat([df.drop(columns=[c for c in columns if c in df]), pd.DataFrame(columns, index=df.index)], axis=1)

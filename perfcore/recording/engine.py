@@ -15,8 +15,8 @@ import time
 from typing import Any, Callable, Iterable
 
 import numpy as np
-import pandas as pd
 
+from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore._native import native
 from perfcore.analysis.store import StepStore
@@ -25,6 +25,8 @@ from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu, phase_names
 from perfcore.recording.own_work import OwnWork
+
+pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["Recording", "TimedLoader", "phase_cost_ns"]
 
@@ -299,8 +301,7 @@ class Recording:
         return dict(self._names)
 
     @property
-    def kernels_traced(self) -> bool:
-        """Whether CUPTI records kernels and copies for this recording (else CUDA events, or host only)."""
+    def kernels_traced(self) -> bool:  # CUPTI records kernels and copies (else CUDA events, or host only)
         return self._tracer is not None
 
     @property
@@ -316,9 +317,11 @@ class Recording:
     def _start_kernels(self, backend: str = "auto") -> None:
         gpu.start_kernels(self, backend)
 
-    def capture_stats(self) -> dict[str, Any]:
-        """What the GPU capture recorded and lost (run.json `capture`)."""
+    def capture_stats(self) -> dict[str, Any]:  # run.json "capture": what the GPU capture recorded and lost
         return gpu.capture_stats(self)
+
+    def device_name(self) -> str:  # as run.json names it: "cpu", or the GPU's name
+        return gpu.device_name(self.device)
 
     def _drain(self, wait: bool) -> None:
         """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""

@@ -46,6 +46,8 @@ PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 # -- the files under the run folder ---------------------------------------------------------------
 PARTS = "parts"
 CHECKPOINT = "checkpoint"
+# A part its process left for the parent to settle (a short run): the arrays, then the meta written last.
+RAW_NPZ, RAW_JSON = "raw.npz", "raw.json"
 PROGRESS = "progress"
 WORKERS = "workers"
 # A worker file's columns (no header): one line per batch.

@@ -1,6 +1,7 @@
-"""Writing one process's part of a run (PERFCORE_RUN_DIR/parts/<rank or pid>/): run.json, steps.csv
-and trace.npz, from the instrumentation's StepTimer and what its hooks saw; `perfcore run`'s parent
-turns the parts into the run folder. A process that saw no step still writes what it saw."""
+"""Writing one process's part of a run (PERFCORE_RUN_DIR/parts/<rank or pid>/) at its end: what its
+hooks saw and its StepTimer's recording, written by run/part_files (here, or by the parent for a run
+that settled nothing here); `perfcore run`'s parent turns the parts into the run folder. A process
+that saw no step still writes what it saw."""
 from __future__ import annotations
 
 import os
@@ -8,14 +9,13 @@ import socket
 import sys
 from typing import Any
 
-import numpy as np
-
 from perfcore.report import jsonio
+from perfcore.run import part_files
 from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
 from perfcore.run.protocol import WORKERS, part_dir, part_key
 
-__all__ = ["write_part", "memory_trend", "startup_summary"]
+__all__ = ["write_part", "no_step_sentence", "memory_limits"]
 
 
 def write_part(inst) -> None:
@@ -96,10 +96,10 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
 
 
 def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
-    import pandas as pd
     import psutil
 
-    timer.engine.close_open_phases()  # a crash inside a phase: close it at the crash
+    engine = timer.engine
+    engine.close_open_phases()  # a crash inside a phase: close it at the crash
     if inst.on_gpu:
         import torch
 
@@ -107,135 +107,37 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
             torch.cuda.synchronize()
         except Exception:
             pass
-    cpu_util = psutil.cpu_percent(None)
-    table = timer.engine.summary()
-    # One summary of the run: the evaluation rows are set apart in it (out of the step statistics,
-    # the robust breakdown and the verdict) and their cost is a finding of its own.
-    doc = dict(timer.engine.document(settle=False, evaluation_rows=inst.eval_rows))
-    timer.close()
-    full = timer.engine.step_table()
-    evaluation = _evaluation(inst, full, table)
-    if evaluation:
-        # The rows' indices and the passes seen by the step source are this side's; the cost per row
-        # and the share of the wall time are the analysis's.
-        doc["evaluation"] = {**(doc.get("evaluation") or {}), **evaluation}
-    n = len(full)
-    mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
+    facts = _facts(inst, common, psutil.cpu_percent(None))
     at, sampled = inst.mem_samples.arrays()
-    inside = (at >= 0) & (at < n)
-    mem[at[inside]] = sampled[inside]
-    table["mem_bytes"] = mem
-    training = ~table["warmup"].to_numpy() & ~table.get("evaluation", pd.Series(False, index=table.index)).to_numpy()
-    steps_total = int(doc["steps"] + doc["warmup_steps"])
-    batches = inst.loaders.training_batches()
-    doc.update(common)
-    doc.update({
-        "cpu_util_percent": cpu_util,
-        "memory": {"kind": inst.mem_kind, **memory_trend(mem[training & (mem >= 0)]),
-                   **memory_limits(inst.mem_kind)},
-        "compute_split_ms": {ph: float(table.loc[training, f"{ph}_ms"].mean())
-                             for ph in ("forward", "backward", "optimizer") if f"{ph}_ms" in table and training.any()},
-        "compute_split_gpu_ms": {ph: float(table.loc[training, f"{ph}_gpu_ms"].mean())
-                                 for ph in ("forward", "backward", "optimizer")
-                                 if f"{ph}_gpu_ms" in table and training.any()},
-        "skipped_boundaries": inst.torch_hooks.clock.skipped if inst.torch_hooks.clock is not None else 0,
-        "batches_per_step": (batches / steps_total) if batches and steps_total else None,
-        "scaler_skipped_steps": inst.sources.scaler_skips,
-        "startup": startup_summary(inst.t_start, full, common["loaders"], doc["steps"]),
-    })
+    if part_files.can_defer(engine):
+        # Nothing settled here yet (a short run): the parent, which has pandas loaded already,
+        # settles and writes this part; this process never pays pandas' import.
+        timer.close()
+        part_files.write_raw(engine, facts, at, sampled, part)
+        return
+    part_files.write_steps(engine, facts, at, sampled, part, close=timer.close)
+
+
+def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
+    """What only the instrumented process knows, for the analysis that writes its part."""
     from perfcore._C import hook_errors
 
     untimed = hook_errors()
     if untimed:
         inst.notes.append(f"{untimed} hooked call(s) could not be timed (a phase would not open or "
                           "close there); they ran untimed")
-    if inst.backend_note:
-        doc["capture"] = {**(doc.get("capture") or {}), "requested_backend": inst.backend, "note": inst.backend_note}
-    if doc.get("overhead"):
-        # The estimate covers the timer's phases; the zero-code hooks around them cost more.
-        doc["overhead"] = dict(doc["overhead"], hooks="not included")
     stop_note = inst.stop_note()
     if stop_note:
         inst.notes.append(stop_note)
-    if inst.notes or timer.notes:
-        doc["notes"] = list(dict.fromkeys(inst.notes + timer.notes))
-    jsonio.write_csv(part / "steps.csv", table)
-    _write_trace(timer, full, part)
-    jsonio.write(part / "run.json", doc)
-
-
-def _evaluation(inst, full, table) -> dict[str, Any] | None:
-    """Rows that are evaluation passes: flagged in both tables, summed apart."""
-    rows = [r for r in inst.eval_rows if r < len(full)]
-    full["evaluation"] = False
-    table["evaluation"] = False
-    if not rows:
-        passes = inst.sources.eval_passes
-        return {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6,
-                "apart": False} if passes else None
-    full.loc[rows, "evaluation"] = True
-    table.loc[rows, "evaluation"] = True
-    passes = inst.sources.eval_passes
-    return {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6,
-            "rows": rows, "rows_ms": float(full.loc[rows, "wall_ns"].sum() / 1e6), "apart": True}
-
-
-def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured: int) -> dict[str, Any]:
-    """Time to the first step's end from interpreter start, the first step against steady state,
-    and the training DataLoader's first-epoch worker start-up."""
-    walls = full["wall_ns"].to_numpy() / 1e6
-    first = full.iloc[0]
-    first_end_ns = int(first["start_ns"] + first["wall_ns"] + first.get("perfcore_ns", 0))  # wall leaves it out
-    rest = full.iloc[1:]  # steady state: never the first step itself (a one-step run has none)
-    rest = rest[~rest["warmup"]] if measured else rest
-    if "evaluation" in rest:
-        rest = rest[~rest["evaluation"]]
-    starts = [s for ld in loaders if ld.get("training") for s in ld["worker_startup_ms"]]
-    starts = starts or [s for ld in loaders for s in ld["worker_startup_ms"]]
     return {
-        "time_to_first_step_ms": (first_end_ns - t_start) / 1e6,
-        "first_step_ms": float(walls[0]),
-        "steady_step_ms": float(np.median(rest["wall_ns"].to_numpy()) / 1e6) if len(rest) else None,
-        "worker_startup_ms": float(starts[0]) if starts else None,
-        "worker_startup_total_ms": float(sum(starts)) if starts else None,
+        "common": common, "cpu_util_percent": cpu_util, "eval_rows": [int(r) for r in inst.eval_rows],
+        "eval_passes": [[int(a), int(b)] for a, b in inst.sources.eval_passes],
+        "mem_kind": inst.mem_kind, "memory_limits": memory_limits(inst.mem_kind),
+        "skipped_boundaries": inst.torch_hooks.clock.skipped if inst.torch_hooks.clock is not None else 0,
+        "training_batches": inst.loaders.training_batches(), "scaler_skipped_steps": inst.sources.scaler_skips,
+        "t_start": int(inst.t_start), "notes": list(inst.notes),
+        "backend_note": inst.backend_note, "requested_backend": inst.backend,
     }
-
-
-def _write_trace(timer, full, part) -> None:
-    detail = timer.engine.trace_tables()  # the kept steps' detail: bounded however long the run
-    spans = detail["spans"]
-    names = timer.engine.phase_names()
-    # Strings go in as fixed-width unicode arrays: np.load(allow_pickle=False) must read them back.
-    raw: dict[str, Any] = {
-        "span_phase": spans["phase_id"].to_numpy(), "span_start_ns": spans["start_ns"].to_numpy(),
-        "span_end_ns": spans["end_ns"].to_numpy(), "span_thread": spans["thread_id"].to_numpy(),
-        "span_step": spans["step"].to_numpy(),
-        "phase_ids": np.array(list(names), dtype=np.int32), "phase_names": np.array(list(names.values()), dtype=str),
-        "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
-    }
-    # Which steps those intervals cover, and the cap that bounded them (the trace says so).
-    # Imported here, not at the top: a process that never imported torch writes its part at
-    # interpreter shutdown, when pandas (which the engine brings) can no longer be imported.
-    from perfcore.recording.engine import detail_steps
-
-    kept = detail_steps(timer.engine)
-    raw.update(detail_through=np.int64(kept["through"]), detail_settled=np.int64(kept["settled"]),
-               detail_window=np.array(kept["window"], dtype=np.int64), detail_cap_steps=np.int64(kept["cap_steps"]),
-               detail_cap_rows=np.int64(kept["cap_rows"]))
-    k, c, ev = detail["kernels"], detail["copies"], detail["events"]
-    if len(k):
-        raw.update(kernel_start_ns=k["start_ns"].to_numpy(), kernel_end_ns=k["end_ns"].to_numpy(),
-                   kernel_stream=k["stream_id"].to_numpy(), kernel_name=k["name"].to_numpy(dtype=str))
-    m = c[c["kind"] == "memcpy"]
-    if len(m):
-        raw.update(memcpy_start_ns=m["start_ns"].to_numpy(), memcpy_end_ns=m["end_ns"].to_numpy(),
-                   memcpy_stream=m["stream_id"].to_numpy(), memcpy_bytes=m["size_bytes"].to_numpy(),
-                   memcpy_direction=m["direction"].to_numpy(dtype=str), memcpy_pageable=m["pageable"].to_numpy())
-    if len(ev) and not timer.engine.kernels_traced:
-        raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
-                   event_end_ns=ev["end_ns"].to_numpy())
-    with jsonio.atomic_path(part / "trace.npz") as tmp, open(tmp, "wb") as fh:
-        np.savez_compressed(fh, **raw)  # a file object: given a path, numpy would append ".npz" to it
 
 
 def memory_limits(kind: str) -> dict:
@@ -252,19 +154,3 @@ def memory_limits(kind: str) -> dict:
         return {"capacity_bytes": int(psutil.virtual_memory().total)}
     except Exception:  # a missing figure only means no pressure finding
         return {}
-
-
-def memory_trend(mem) -> dict:
-    """Peak memory per step and its growth: a steady rise over steps is reported as a probable leak."""
-    if len(mem) < 3:
-        return {"peak_bytes": int(mem.max()) if len(mem) else None, "growth_bytes_per_step": 0.0, "probable_leak": False}
-    x = np.arange(len(mem), dtype=np.float64)
-    y = mem.astype(np.float64)
-    slope, intercept = np.polyfit(x, y, 1)
-    fit = slope * x + intercept
-    ss_res, ss_tot = float(((y - fit) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
-    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
-    total_growth = slope * (len(mem) - 1)
-    leak = bool(slope > 0 and r2 > 0.8 and total_growth > max(8 * 2**20, 0.05 * y[0]))
-    return {"peak_bytes": int(mem.max()), "first_bytes": int(mem[0]), "last_bytes": int(mem[-1]),
-            "growth_bytes_per_step": float(slope), "r2": r2, "probable_leak": leak}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,9 @@ import pandas as pd
 from perfcore.errors import RunFailed, UsageError
 from perfcore.report import jsonio
 from perfcore.report.reader import load_part
+from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
-from perfcore.run.protocol import CHECKPOINT, PARTS, WORKER_COLUMNS, WORKERS
+from perfcore.run.protocol import CHECKPOINT, PARTS, RAW_JSON, WORKER_COLUMNS, WORKERS
 
 __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "align_samples", "write_steps",
            "monitor_summary"]
@@ -59,6 +61,11 @@ def _read_parts(out: Path) -> list[dict[str, Any]]:
     parts = []
     for d in sorted((out / PARTS).glob("*")) if (out / PARTS).is_dir() else []:
         key = d.name
+        if not (d / "run.json").is_file() and (d / RAW_JSON).is_file():
+            try:
+                finish_raw(d)  # a short run's process left its settling to us
+            except Exception as e:  # a damaged raw part: say so, and use its checkpoint if it has one
+                sys.stderr.write(f"perfcore: could not finish the part in {d}: {type(e).__name__}: {e}\n")
         if not (d / "run.json").is_file():
             if (d / CHECKPOINT / "run.json").is_file():
                 d = d / CHECKPOINT  # the process died before writing its part: its last checkpoint

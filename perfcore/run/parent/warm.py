@@ -13,7 +13,8 @@ __all__ = ["WarmUp", "FINISH_MODULES"]
 # What finish_run and the terminal summary import, heaviest first (the most saved if the script ends early).
 FINISH_MODULES = (
     "numpy", "pandas",
-    "perfcore.report.reader", "perfcore.run.parent.finish", "perfcore.report.terminal",
+    "perfcore.report.reader", "perfcore.run.parent.finish", "perfcore.recording.replay", "perfcore.run.part_files",
+    "perfcore.report.terminal",
     "perfcore.analysis.advice", "perfcore.analysis.memory", "perfcore.analysis.interference",
     "perfcore.report.chrome_trace", "perfcore.report.plots", "perfcore.report.html",
     "PIL.Image", "PIL.ImageDraw", "PIL.ImageFont", "PIL.PngImagePlugin",

@@ -1,0 +1,198 @@
+"""One process's part of a run (parts/<key>/): run.json, steps.csv and trace.npz, written from its
+recording and what only that process knew (its facts: exit, loaders, memory samples, notes).
+
+The instrumented process writes them itself when it has settled steps (a long run: pandas is
+loaded there by then). A short run's process, which settled nothing, writes the raw part instead
+(raw.npz: the recording's arrays and the memory samples; raw.json, written last: the recording's
+meta and the facts) and never imports pandas; the parent, which has pandas loaded already, turns
+it into the same three files with the same code (finish_raw), and removes the raw files. A part
+without raw.json was cut short: the reader falls back to the process's last checkpoint, as it does
+for a missing run.json."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfcore.report import jsonio
+from perfcore.run.protocol import RAW_JSON, RAW_NPZ
+
+__all__ = ["RAW_SCHEMA", "can_defer", "write_raw", "finish_raw", "write_steps", "startup_summary", "memory_trend"]
+
+RAW_SCHEMA = "perfcore.rawpart/1"
+
+
+def can_defer(engine) -> bool:
+    from perfcore.recording.replay import can_carry
+
+    return can_carry(engine)
+
+
+def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> None:
+    from perfcore.recording.replay import export
+
+    meta, arrays = export(engine)
+    with jsonio.atomic_path(part / RAW_NPZ) as tmp, open(tmp, "wb") as fh:  # a file: numpy adds no ".npz"
+        np.savez(fh, **arrays, x_mem_at=np.asarray(mem_at, dtype=np.int64),
+                 x_mem_bytes=np.asarray(mem_bytes, dtype=np.int64))
+    jsonio.write(part / RAW_JSON, {"schema": RAW_SCHEMA, "recording": meta, "facts": facts})
+
+
+def finish_raw(part: Path) -> None:
+    """raw.json + raw.npz -> run.json, steps.csv, trace.npz in the same folder (raises on a bad part)."""
+    from perfcore.recording.replay import Replayed
+
+    doc = json.loads((part / RAW_JSON).read_text())
+    if doc.get("schema") != RAW_SCHEMA:
+        raise ValueError(f"{part / RAW_JSON}: schema {doc.get('schema')!r}, expected {RAW_SCHEMA!r}")
+    with np.load(part / RAW_NPZ, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    engine = Replayed(doc["recording"], {k: v for k, v in arrays.items() if not k.startswith("x_")})
+    write_steps(engine, doc["facts"], arrays["x_mem_at"], arrays["x_mem_bytes"], part)
+    for name in (RAW_NPZ, RAW_JSON):
+        (part / name).unlink()
+
+
+def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=lambda: None) -> None:
+    """A part's run.json, steps.csv and trace.npz from a recording (the instrumented process's own,
+    or the one the parent rebuilt from a raw part) and the process's facts."""
+    import pandas as pd
+
+    table = engine.summary()
+    eval_rows = facts["eval_rows"]
+    # One summary of the run: the evaluation rows are set apart in it (out of the step statistics,
+    # the robust breakdown and the verdict) and their cost is a finding of its own.
+    doc = dict(engine.document(settle=False, evaluation_rows=eval_rows))
+    close()
+    full = engine.step_table()
+    evaluation = _evaluation(eval_rows, facts["eval_passes"], full, table)
+    if evaluation:
+        # The rows' indices and the passes seen by the step source are this side's; the cost per row
+        # and the share of the wall time are the analysis's.
+        doc["evaluation"] = {**(doc.get("evaluation") or {}), **evaluation}
+    n = len(full)
+    mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
+    at, sampled = np.asarray(mem_at, dtype=np.int64), np.asarray(mem_sampled, dtype=np.int64)
+    inside = (at >= 0) & (at < n)
+    mem[at[inside]] = sampled[inside]
+    table["mem_bytes"] = mem
+    training = ~table["warmup"].to_numpy() & ~table.get("evaluation", pd.Series(False, index=table.index)).to_numpy()
+    steps_total = int(doc["steps"] + doc["warmup_steps"])
+    batches = facts["training_batches"]
+    common = facts["common"]
+    doc.update(common)
+    doc.update({
+        "cpu_util_percent": facts["cpu_util_percent"],
+        "memory": {"kind": facts["mem_kind"], **memory_trend(mem[training & (mem >= 0)]), **facts["memory_limits"]},
+        "compute_split_ms": {ph: float(table.loc[training, f"{ph}_ms"].mean())
+                             for ph in ("forward", "backward", "optimizer") if f"{ph}_ms" in table and training.any()},
+        "compute_split_gpu_ms": {ph: float(table.loc[training, f"{ph}_gpu_ms"].mean())
+                                 for ph in ("forward", "backward", "optimizer")
+                                 if f"{ph}_gpu_ms" in table and training.any()},
+        "skipped_boundaries": facts["skipped_boundaries"],
+        "batches_per_step": (batches / steps_total) if batches and steps_total else None,
+        "scaler_skipped_steps": facts["scaler_skipped_steps"],
+        "startup": startup_summary(facts["t_start"], full, common["loaders"], doc["steps"]),
+    })
+    if facts["backend_note"]:
+        doc["capture"] = {**(doc.get("capture") or {}), "requested_backend": facts["requested_backend"],
+                          "note": facts["backend_note"]}
+    if doc.get("overhead"):
+        # The estimate covers the timer's phases; the zero-code hooks around them cost more.
+        doc["overhead"] = dict(doc["overhead"], hooks="not included")
+    notes = facts["notes"] + engine.notes
+    if notes:
+        doc["notes"] = list(dict.fromkeys(notes))
+    jsonio.write_csv(part / "steps.csv", table)
+    _write_trace(engine, full, part)
+    jsonio.write(part / "run.json", doc)
+
+
+def _evaluation(eval_rows: list[int], passes: list, full, table) -> dict[str, Any] | None:
+    """Rows that are evaluation passes: flagged in both tables, summed apart."""
+    rows = [r for r in eval_rows if r < len(full)]
+    full["evaluation"] = False
+    table["evaluation"] = False
+    if not rows:
+        return {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6,
+                "apart": False} if passes else None
+    full.loc[rows, "evaluation"] = True
+    table.loc[rows, "evaluation"] = True
+    return {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6,
+            "rows": rows, "rows_ms": float(full.loc[rows, "wall_ns"].sum() / 1e6), "apart": True}
+
+
+def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured: int) -> dict[str, Any]:
+    """Time to the first step's end from interpreter start, the first step against steady state,
+    and the training DataLoader's first-epoch worker start-up."""
+    walls = full["wall_ns"].to_numpy() / 1e6
+    first = full.iloc[0]
+    first_end_ns = int(first["start_ns"] + first["wall_ns"] + first.get("perfcore_ns", 0))  # wall leaves it out
+    rest = full.iloc[1:]  # steady state: never the first step itself (a one-step run has none)
+    rest = rest[~rest["warmup"]] if measured else rest
+    if "evaluation" in rest:
+        rest = rest[~rest["evaluation"]]
+    starts = [s for ld in loaders if ld.get("training") for s in ld["worker_startup_ms"]]
+    starts = starts or [s for ld in loaders for s in ld["worker_startup_ms"]]
+    return {
+        "time_to_first_step_ms": (first_end_ns - t_start) / 1e6,
+        "first_step_ms": float(walls[0]),
+        "steady_step_ms": float(np.median(rest["wall_ns"].to_numpy()) / 1e6) if len(rest) else None,
+        "worker_startup_ms": float(starts[0]) if starts else None,
+        "worker_startup_total_ms": float(sum(starts)) if starts else None,
+    }
+
+
+def _write_trace(engine, full, part) -> None:
+    detail = engine.trace_tables()  # the kept steps' detail: bounded however long the run
+    spans = detail["spans"]
+    names = engine.phase_names()
+    # Strings go in as fixed-width unicode arrays: np.load(allow_pickle=False) must read them back.
+    raw: dict[str, Any] = {
+        "span_phase": spans["phase_id"].to_numpy(), "span_start_ns": spans["start_ns"].to_numpy(),
+        "span_end_ns": spans["end_ns"].to_numpy(), "span_thread": spans["thread_id"].to_numpy(),
+        "span_step": spans["step"].to_numpy(),
+        "phase_ids": np.array(list(names), dtype=np.int32), "phase_names": np.array(list(names.values()), dtype=str),
+        "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
+    }
+    # Which steps those intervals cover, and the cap that bounded them (the trace says so).
+    # Imported here, not at the top: a process that never imported torch writes its part at
+    # interpreter shutdown, when pandas (which the engine brings) can no longer be imported.
+    from perfcore.recording.engine import detail_steps
+
+    kept = detail_steps(engine)
+    raw.update(detail_through=np.int64(kept["through"]), detail_settled=np.int64(kept["settled"]),
+               detail_window=np.array(kept["window"], dtype=np.int64), detail_cap_steps=np.int64(kept["cap_steps"]),
+               detail_cap_rows=np.int64(kept["cap_rows"]))
+    k, c, ev = detail["kernels"], detail["copies"], detail["events"]
+    if len(k):
+        raw.update(kernel_start_ns=k["start_ns"].to_numpy(), kernel_end_ns=k["end_ns"].to_numpy(),
+                   kernel_stream=k["stream_id"].to_numpy(), kernel_name=k["name"].to_numpy(dtype=str))
+    m = c[c["kind"] == "memcpy"]
+    if len(m):
+        raw.update(memcpy_start_ns=m["start_ns"].to_numpy(), memcpy_end_ns=m["end_ns"].to_numpy(),
+                   memcpy_stream=m["stream_id"].to_numpy(), memcpy_bytes=m["size_bytes"].to_numpy(),
+                   memcpy_direction=m["direction"].to_numpy(dtype=str), memcpy_pageable=m["pageable"].to_numpy())
+    if len(ev) and not engine.kernels_traced:
+        raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
+                   event_end_ns=ev["end_ns"].to_numpy())
+    with jsonio.atomic_path(part / "trace.npz") as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **raw)  # a file object: given a path, numpy would append ".npz" to it
+
+
+def memory_trend(mem) -> dict:
+    """Peak memory per step and its growth: a steady rise over steps is reported as a probable leak."""
+    if len(mem) < 3:
+        return {"peak_bytes": int(mem.max()) if len(mem) else None, "growth_bytes_per_step": 0.0, "probable_leak": False}
+    x = np.arange(len(mem), dtype=np.float64)
+    y = mem.astype(np.float64)
+    slope, intercept = np.polyfit(x, y, 1)
+    fit = slope * x + intercept
+    ss_res, ss_tot = float(((y - fit) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
+    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
+    total_growth = slope * (len(mem) - 1)
+    leak = bool(slope > 0 and r2 > 0.8 and total_growth > max(8 * 2**20, 0.05 * y[0]))
+    return {"peak_bytes": int(mem.max()), "first_bytes": int(mem[0]), "last_bytes": int(mem[-1]),
+            "growth_bytes_per_step": float(slope), "r2": r2, "probable_leak": leak}

@@ -1,0 +1,161 @@
+"""A short run's part is settled by the parent: the instrumented process writes its recording's raw
+arrays and never imports pandas; what the parent writes from them is what the process would have
+written itself."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from perfcore.recording.engine import Recording
+from perfcore.recording.replay import Replayed, can_carry, export
+from perfcore.run.part_files import write_raw, write_steps
+from perfcore.run.protocol import RAW_JSON
+
+MS = 1_000_000
+
+
+def _facts(t_start: int, eval_rows=(), notes=()) -> dict:
+    return {"common": {"pid": 1, "rank": None, "loaders": [], "step_source": "timer.step()"},
+            "cpu_util_percent": 50.0, "eval_rows": list(eval_rows), "eval_passes": [[t_start, t_start + 3 * MS]],
+            "mem_kind": "rss", "memory_limits": {"capacity_bytes": 2 ** 34}, "skipped_boundaries": 0,
+            "training_batches": 12, "scaler_skipped_steps": 0, "t_start": t_start, "notes": list(notes),
+            "backend_note": None, "requested_backend": "auto"}
+
+
+def _record(steps: int = 12) -> Recording:
+    """A CPU recording with built-in and custom phases, own work and a phase past a step end."""
+    rec = Recording(device="cpu", warmup=2)
+    load, compute, aug = rec.fetch_scope(), rec.phase("fwd", "compute"), rec.phase("augment", "load")
+    for i in range(steps):
+        with load:
+            with aug:
+                time.sleep(0.0005)
+        with compute:
+            sum(range(2000 + 300 * i))
+        if i == 5:
+            with rec.own:
+                time.sleep(0.001)
+        rec.step()
+    return rec
+
+
+def _written(folder: Path) -> tuple[dict, bytes, dict]:
+    doc = json.loads((folder / "run.json").read_text())
+    with np.load(folder / "trace.npz") as z:
+        trace = {k: z[k] for k in z.files}
+    return doc, (folder / "steps.csv").read_bytes(), trace
+
+
+def test_the_parent_writes_what_the_process_would_have(tmp_path):
+    rec = _record()
+    assert can_carry(rec)
+    meta, arrays = export(rec)
+    meta = json.loads(json.dumps(meta))  # as raw.json carries it
+    # The process's own path, on the very intervals export() drained: _drain would have added them so.
+    spans = {c[len("span_"):]: v for c, v in arrays.items() if c.startswith("span_")}
+    rec._store.add("spans", pd.DataFrame(spans))
+    facts = _facts(int(arrays["step_ends_ns"][0]) - 50 * MS, eval_rows=[7])
+    mem_at, mem = np.array([0, 4, 8]), np.array([100, 200, 300]) * 2 ** 20
+    (tmp_path / "own").mkdir()
+    (tmp_path / "carried").mkdir()
+    write_steps(rec, facts, mem_at, mem, tmp_path / "own")
+    write_steps(Replayed(meta, arrays), facts, mem_at, mem, tmp_path / "carried")
+    own, carried = _written(tmp_path / "own"), _written(tmp_path / "carried")
+    assert own[0]["steps"] == 9 and own[0]["evaluation"]["rows"] == [7]
+    assert "augment_ms" in own[1].decode().splitlines()[0]
+    assert own[0]["overhead"]["own_ms_total"] > 0.9  # the own-work stretch, left out of its step
+    own[0]["overhead"].pop("per_phase_ns"), carried[0]["overhead"].pop("per_phase_ns")  # measured anew here
+    own[0]["overhead"].pop("ms_per_step"), carried[0]["overhead"].pop("ms_per_step")
+    own[0]["overhead"].pop("fraction"), carried[0]["overhead"].pop("fraction")
+    assert carried[0] == own[0]
+    assert carried[1] == own[1]
+    assert carried[2].keys() == own[2].keys()
+    for k in own[2]:
+        assert np.array_equal(carried[2][k], own[2][k]), k
+
+
+def test_a_recording_that_settled_or_traces_kernels_is_not_carried():
+    rec = _record(3)
+    rec.summary()
+    assert not can_carry(rec)
+
+
+def test_events_carried_to_the_parent_label_the_gpu_time(tmp_path):
+    """A CUDA recording's event intervals arrive as intervals: compute is the GPU's, load the host's."""
+    t0 = 10_000 * MS
+    ends = np.array([t0 + 10 * MS, t0 + 20 * MS, t0 + 30 * MS])
+    arrays = {"span_phase_id": np.array([0, 0, 0], dtype=np.int32), "span_step": np.arange(3),
+              "span_start_ns": ends - 10 * MS, "span_end_ns": ends - 8 * MS, "span_thread_id": np.ones(3, np.int64),
+              "event_phase_id": np.full(3, 2, dtype=np.int32), "event_step": np.arange(3),
+              "event_start_ns": ends - 6 * MS, "event_end_ns": ends - 1 * MS, "step_ends_ns": ends}
+    meta = {"device": "cuda", "device_name": "NVIDIA T4", "backend": "events", "warmup": 0, "step_on": "step",
+            "names": {"0": "load", "1": "transfer", "2": "compute", "3": "comm", "15": "perfcore"},
+            "labels": {"0": "load", "1": "transfer", "2": "compute", "3": "comm"}, "shared_phase_ids": [],
+            "t_first": int(t0), "t_created": int(t0), "settle_ns": 0, "upkeep_errors": 0, "notes": [],
+            "capture": {"backend": "events", "event_clock_syncs": 3}, "phase_cost_ns": 150.0}
+    rec = Replayed(meta, arrays)
+    write_steps(rec, _facts(int(t0) - MS), [], [], tmp_path)
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["device"] == "NVIDIA T4" and doc["capture"]["event_clock_syncs"] == 3
+    steps = pd.read_csv(tmp_path / "steps.csv")
+    assert np.allclose(steps["compute_ms"], 5.0) and np.allclose(steps["load_ms"], 2.0)
+    assert np.allclose(steps["wall_ms"], 10.0)
+
+
+def _short_script(tmp_path: Path) -> Path:
+    script = tmp_path / "short.py"
+    script.write_text(
+        "import sys\nimport torch\n"
+        "m = torch.nn.Linear(8, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(6):\n"
+        "    loss = m(torch.randn(4, 8)).sum()\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+        "print('PANDAS_IN_SCRIPT', 'pandas' in sys.modules)\n")
+    return script
+
+
+def test_a_short_runs_process_never_imports_pandas_and_its_results_are_complete(tmp_path):
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "1", "--",
+                        sys.executable, str(_short_script(tmp_path))], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "PANDAS_IN_SCRIPT False" in p.stdout
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["steps"] + doc["warmup_steps"] == 6 and doc["step_source"] == "optimizer"
+    (part,) = (out / "parts").iterdir()
+    assert sorted(f.name for f in part.iterdir()) == ["run.json", "steps.csv", "trace.npz"]  # raw files gone
+    assert len(pd.read_csv(out / "steps.csv")) == 6
+
+
+def test_a_raw_part_left_by_a_killed_parent_is_finished_by_report(tmp_path):
+    """The parent died before reading the part: `perfcore report` finishes the folder from it."""
+    from perfcore.run.parent.finish import finish_unfinished
+
+    out = tmp_path / "r"
+    part = out / "parts" / "pid7"
+    part.mkdir(parents=True)
+    t_start = int(time.perf_counter_ns())
+    rec = _record(8)
+    facts = _facts(t_start)
+    facts["common"].update({"pid": 7, "argv": ["train.py"], "exit": {"reason": "finished"}})
+    write_raw(rec, facts, np.array([1]), np.array([2 ** 30]), part)
+    doc = finish_unfinished(out)
+    assert doc["steps"] == 6 and (out / "steps.csv").is_file()
+    assert not (part / RAW_JSON).exists()
+
+
+def test_a_damaged_raw_part_is_one_line_and_the_checkpoint_is_used(tmp_path, capsys):
+    from perfcore.run.parent.finish import _read_parts
+
+    part = tmp_path / "parts" / "pid9"
+    part.mkdir(parents=True)
+    (part / RAW_JSON).write_text('{"schema": "perfcore.rawpart/1"}')  # raw.npz missing
+    assert _read_parts(tmp_path) == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not finish the part" in err[0] and "pid9" in err[0]
+
