@@ -65,6 +65,7 @@ def test_auto_uses_cupti_python_when_native_cannot_start(monkeypatch):
 def test_upkeep_failure_is_counted_not_raised(monkeypatch):
     monkeypatch.setattr(recording, "COMPACT_EVERY", 1)
     monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
     t = timing.StepTimer(device="cpu", warmup=0)
 
     def broken(final):

@@ -89,6 +89,7 @@ def test_a_long_run_is_binned_and_says_which_steps_have_intervals(monkeypatch):
     from perfcore.analysis import detail
 
     monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle every COMPACT_EVERY steps
+    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
     monkeypatch.setattr(detail, "DETAIL_STEPS", 1500)
     n = 6000
     parts = _timer_parts(n)

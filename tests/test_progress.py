@@ -37,14 +37,18 @@ def run_steps(timer, n):
 
 
 def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monkeypatch):
+    import perfcore.recording.engine as recording
+    import perfcore.run.child.progress as progress_mod
+
     clock = Clock()
     timer = perfcore.StepTimer(device="cpu", warmup=2)
     w = ProgressWriter(tmp_path, "pid1", steps_wanted=500, warmup=2, clock=clock, every_s=2.0, checkpoint_s=30.0)
     run_steps(timer, 50)
     w.tick(timer)
     assert read_progress(tmp_path) is None  # not due yet: nothing written
-    clock.t += 2.5
-    timer.engine._last_compact_ns -= int(3e9)  # settling is due too (it is every 2 s of the timer's own clock)
+    clock.t += progress_mod.SETTLE_EVERY_S + 0.5
+    # Settling is due too: the first one waits FIRST_COMPACT_S of the timer's own clock.
+    timer.engine._last_compact_ns -= int(1e9 * (recording.FIRST_COMPACT_S + 1))
     w.tick(timer)
     p = read_progress(tmp_path)
     assert p["steps"] == 50 and p["steps_wanted"] == 500 and p["step_ms"] > 0
@@ -52,7 +56,6 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     assert abs(sum(p["breakdown_fraction"].values()) - 1) < 1e-9
     assert p["verdict"]["summary"]
     assert not (tmp_path / "parts").exists()  # no checkpoint before 30 s
-    import perfcore.run.child.progress as progress_mod
 
     monkeypatch.setattr(progress_mod, "CHECKPOINT_SLICE", 20)
     asked = []
@@ -163,7 +166,7 @@ SLOW = textwrap.dedent("""
     model = torch.nn.Linear(8, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     t0 = time.time()
-    while time.time() - t0 < 7:
+    while time.time() - t0 < 13:  # past the first settle (10 s in), when the shares appear
         loss = model(torch.randn(4, 8)).sum()
         opt.zero_grad(); loss.backward(); opt.step()
         time.sleep(0.002)
@@ -247,6 +250,7 @@ def test_a_checkpoint_claiming_any_size_reads_only_what_its_file_holds(tmp_path)
 
 
 def test_a_tick_settles_at_most_every_settle_interval_and_decides_only_on_new_rows(tmp_path, monkeypatch):
+    import perfcore.recording.engine as engine_mod
     import perfcore.run.child.progress as progress_mod
 
     decided = []
@@ -258,7 +262,13 @@ def test_a_tick_settles_at_most_every_settle_interval_and_decides_only_on_new_ro
     run_steps(timer, 50)
     clock.t += 2.5
     timer.engine._last_compact_ns -= int(3e9)
-    w.tick(timer)  # nothing settled yet: it settles at once, so the live view has a breakdown early
+    w.tick(timer)  # the live count from the first tick; no settling before the settle interval
+    early = read_progress(tmp_path)
+    assert early["steps"] == 50 and early["step_ms"] > 0 and "settled_steps" not in early and not decided
+    assert timer.engine.settled_totals()["settled"] == 0
+    clock.t += progress_mod.SETTLE_EVERY_S
+    timer.engine._last_compact_ns -= int(1e9 * engine_mod.FIRST_COMPACT_S)
+    w.tick(timer)
     first = read_progress(tmp_path)
     assert first["settled_steps"] > 0 and first["verdict"]["summary"] and len(decided) == 1
     run_steps(timer, 30)

@@ -129,7 +129,9 @@ def test_a_short_runs_process_never_imports_pandas_and_its_results_are_complete(
     assert doc["steps"] + doc["warmup_steps"] == 6 and doc["step_source"] == "optimizer"
     (part,) = (out / "parts").iterdir()
     assert sorted(f.name for f in part.iterdir()) == ["run.json", "steps.csv", "trace.npz"]  # raw files gone
-    assert len(pd.read_csv(out / "steps.csv")) == 6
+    steps = pd.read_csv(out / "steps.csv")
+    assert len(steps) == 6 and steps["step"].dtype.kind == "i"  # also with the samples' columns added
+    assert (out / "monitor.csv").is_file() and "monitor_cpu_percent" in steps  # sampled by default
 
 
 def test_a_raw_part_left_by_a_killed_parent_is_finished_by_report(tmp_path):

@@ -65,6 +65,7 @@ def _loop(steps: int):
 
 def test_every_step_keeps_its_detail_below_the_cap(monkeypatch):
     monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle at every COMPACT_EVERY steps, however fast
+    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
     steps = 3 * COMPACT_EVERY + 17
     timer = _loop(steps)
     timer.summary()
@@ -81,6 +82,7 @@ def test_long_run_keeps_a_prefix_and_then_a_window_of_detail(monkeypatch):
     from perfcore.analysis import detail
 
     monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
     cap = 2 * COMPACT_EVERY + 5  # inside a settled chunk: the prefix ends mid-chunk
     monkeypatch.setattr(detail, "DETAIL_STEPS", cap)
     steps = 6 * COMPACT_EVERY + 17
@@ -196,6 +198,7 @@ def test_a_long_run_holds_a_bounded_number_of_rows_and_step_ends_in_memory(monke
 
     monkeypatch.setattr(store_mod, "BLOCK_ROWS", 512)
     monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
     timer = perfcore.StepTimer(device="cpu", warmup=2)
     steps = 12 * COMPACT_EVERY + 5
     for _ in range(steps):
@@ -258,6 +261,7 @@ def test_upkeep_inside_a_step_timer_loop_is_not_the_next_steps_host_time(monkeyp
     # slow (as a loaded machine makes it): the step it lands in must not carry it as host.
     monkeypatch.setattr(recording, "COMPACT_EVERY", 8)
     monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
     slow_s = 0.3
     compact = recording.Recording._compact
 

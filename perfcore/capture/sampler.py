@@ -8,7 +8,9 @@ import threading
 import time
 from typing import Any, Mapping
 
-import pandas as pd
+from perfcore._lazy import lazy_module
+
+pd = lazy_module("pandas")  # only frame() needs it: `perfcore run` starts a sampler before pandas loads
 
 __all__ = ["Sampler", "heartbeat", "nvml_handle"]
 

@@ -38,6 +38,10 @@ STEP_ON = ("step", "batch", "optimizer")
 COMPACT_EVERY = 1024  # settle at most this often (steps) ...
 COMPACT_MIN_S = 2.0  # ... and at most every 2 s, so settling costs under 1% of the run,
 COMPACT_MAX = 4096  # ... but always by this many steps, which bounds the raw intervals held (and settling's peak)
+# The first settle waits longer: a run that ends before it never builds a table in its own process
+# (perfcore run's parent settles it; the script never imports pandas), and one that runs on pays
+# pandas' import (~0.3 s, own work) once at least this far in.
+FIRST_COMPACT_S = 10.0
 SETTLE_LAG = 2  # the newest steps stay unsettled: their GPU work may still be arriving
 FOLLOW_UNTIL = 8  # the first steps (and every settle) check which GPU holds the work
 KEEP_ENDS = 1024  # step ends kept after their steps settle (the live view reads the latest 256)
@@ -216,7 +220,8 @@ class Recording:
         if n <= FOLLOW_UNTIL or n % COMPACT_EVERY == 0:
             self.follow_device()
         t = self._boundaries[-1]  # boundary n, the latest (the ends before it may be let go)
-        if t - self._last_compact_ns >= COMPACT_MIN_S * 1e9 or n - self._store.settled >= COMPACT_MAX:
+        wait_s = COMPACT_MIN_S if self._store.settled else FIRST_COMPACT_S
+        if t - self._last_compact_ns >= wait_s * 1e9 or n - self._store.settled >= COMPACT_MAX:
             self._last_compact_ns = t
             t0 = self._C.now_ns()
             try:
@@ -256,8 +261,7 @@ class Recording:
         return True
 
     def set_boundaries(self, times: Iterable[int]) -> None:
-        """Replace the step ends before any step is settled: a step source chosen after the run
-        began (perfcore run picks the optimizer, else backward, else batch, else forward)."""
+        """Replace the step ends before any step is settled (a step source chosen after the run began)."""
         if self._store.settled:
             raise UsageError("set_boundaries: steps are already settled; choose the step source earlier")
         self._boundaries.replace(sorted(int(t) for t in times))

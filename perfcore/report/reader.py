@@ -243,6 +243,10 @@ def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2, limit_
         if bad.any():
             row = int(bad.nonzero()[0][0])
             raise _bad(path, f"is corrupt or truncated: row {row + 1} has no number in column {c!r}", exit_code)
+        if c == "step":  # a step number stays an integer in what is written from the table
+            if (num != np.round(num)).any():
+                raise _bad(path, "is corrupt: column 'step' holds a non-integer", exit_code)
+            num = num.astype(np.int64)
         table[c] = num
     return table
 

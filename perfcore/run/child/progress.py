@@ -75,8 +75,9 @@ class ProgressWriter:
             return
         self.next_at = t + self.every_s
         try:
-            # (at once while nothing is settled: the live view's first breakdown comes early)
-            if t >= min(self.next_settle, self.next_checkpoint) or not timer.engine.settled_totals()["settled"]:
+            # The live view shows steps and step time from the first tick, the breakdown from the first
+            # settle (SETTLE_EVERY_S in): a run over by then is settled by the parent, never here.
+            if t >= min(self.next_settle, self.next_checkpoint):
                 self.next_settle = t + SETTLE_EVERY_S
                 timer.engine.upkeep(len(timer.engine.boundaries))  # settles the steps ended so far, when due
             self.write_progress(timer, t)

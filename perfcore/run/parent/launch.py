@@ -168,7 +168,7 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
     if monitor_s:
         from perfcore.capture.sampler import Sampler
 
-        sampler = Sampler(monitor_s).start()
+        sampler = Sampler(monitor_s)  # checks the interval now; samples once the script's process exists
     oom_before = oom_kills()
     from perfcore.run.status import LiveStatus
 
@@ -179,9 +179,15 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
     others = InterferenceSampler(pid=os.getpid(), interval_s=0.25, gpu=backend != "cpu").start()
     status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
     warm = WarmUp()  # what finishing imports, loaded while the script runs (nothing before it starts)
+
+    def started() -> None:
+        if sampler is not None:
+            sampler.start()
+        warm.start()
+
     try:
         rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides, step_on), stdout_to_stderr,
-                       on_start=warm.start)
+                       on_start=started)
     finally:
         warm.stop()
         status.stop()
