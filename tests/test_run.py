@@ -360,3 +360,51 @@ def test_a_slow_progress_tick_is_perfcore_time_not_the_steps_host_time(tmp_path)
     own = doc["overhead"]["own_ms_total"]
     assert own >= extra_ms * len(slow) and own >= steps["perfcore_ms"].sum() - 1e-6
     assert doc["overhead"]["own_ms_per_step"] == pytest.approx(own / len(steps))
+
+
+def test_the_scripts_pythonpath_holds_only_the_boot_folder_and_its_own(tmp_path):
+    """perfcore's own site-packages (or checkout) never goes on PYTHONPATH: every Python the script
+    starts inherits PYTHONPATH, and a different Python would import this one's packages first."""
+    from perfcore.run import protocol
+
+    script = tmp_path / "show.py"
+    script.write_text("import os, sys\nprint('PYTHONPATH=' + os.environ.get('PYTHONPATH', ''))\n"
+                      "print('LAST=' + sys.path[-1])\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "mine"))
+    p = perfcore("run", "-q", "--out", str(tmp_path / "r"), "--", *py(script), env=env)
+    assert p.returncode == 0, p.stderr
+    shown = next(line for line in p.stdout.splitlines() if line.startswith("PYTHONPATH="))
+    assert shown.split("=", 1)[1].split(os.pathsep) == [str(protocol.BOOT_DIR), str(tmp_path / "mine")]
+    # This interpreter imports perfcore by itself, so nothing was appended to its path either.
+    assert f"LAST={protocol.PACKAGE_PARENT}" not in p.stdout
+
+
+def test_the_boot_file_reaches_perfcore_where_the_interpreter_cannot_import_it(tmp_path):
+    """An interpreter without perfcore installed (python -S here: no site-packages, no editable
+    install) finds it through the folder `perfcore run` names, appended last to sys.path."""
+    from perfcore.run import protocol
+
+    code = ("import runpy, sys, importlib.util\n"
+            "assert importlib.util.find_spec('perfcore') is None\n"
+            f"runpy.run_path({str(protocol.BOOT_DIR / 'sitecustomize.py')!r})\n"
+            "print(sys.path[-1], importlib.util.find_spec('perfcore') is not None)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({protocol.ENV_RUN_DIR: str(tmp_path), protocol.ENV_PACKAGE_PARENT: str(protocol.PACKAGE_PARENT)})
+    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=120)
+    assert r.stdout.split() == [str(protocol.PACKAGE_PARENT), "True"], r.stdout + r.stderr
+
+
+def test_the_boot_file_never_hands_an_installed_perfcores_site_packages_to_another_python(tmp_path):
+    from perfcore.run import protocol
+
+    site = tmp_path / "lib" / "site-packages"
+    (site / "perfcore").mkdir(parents=True)
+    code = ("import runpy, sys\n"
+            f"runpy.run_path({str(protocol.BOOT_DIR / 'sitecustomize.py')!r})\n"
+            f"print({str(site)!r} in sys.path)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update({protocol.ENV_RUN_DIR: str(tmp_path), protocol.ENV_PACKAGE_PARENT: str(site)})
+    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=120)
+    assert r.stdout.split() == ["False"], r.stdout + r.stderr

@@ -34,13 +34,15 @@ ENV_NO_STEP_WARN_S = "PERFCORE_NO_STEP_WARN_S"  # seconds without a step before 
 # without RANK that sees its own run dir there is the script's own subprocess (a helper, a Pool
 # worker), not a rank of a distributed job.
 ENV_OUTER_PID = "PERFCORE_OUTER_PID"
+ENV_PACKAGE_PARENT = "PERFCORE_PACKAGE_PARENT"  # PACKAGE_PARENT, for the boot file (which spells it)
 
 # What may end a step, in the order the automatic choice prefers them.
 STEP_SOURCES = ("optimizer", "backward", "batch", "forward")
 
 # The folder the parent puts first on the child's PYTHONPATH: its sitecustomize.py boots the child.
 BOOT_DIR = Path(__file__).resolve().parent / "child" / "_boot"
-# The folder holding the perfcore package, also on the child's path (an uninstalled checkout).
+# The folder holding the perfcore package: the boot file appends it to sys.path where the child's
+# interpreter cannot import perfcore (an uninstalled checkout); never put on PYTHONPATH.
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 # -- the files under the run folder ---------------------------------------------------------------

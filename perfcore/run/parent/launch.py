@@ -93,9 +93,9 @@ def check_command(cmd: list[str]) -> None:
 def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: bool,
               overrides: dict[str, str] | None = None, step_on: str | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    pkg_parent = str(protocol.PACKAGE_PARENT)
-    paths = [str(BOOT), pkg_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    paths = [str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env[protocol.ENV_PACKAGE_PARENT] = str(protocol.PACKAGE_PARENT)
     env[protocol.ENV_RUN_DIR] = str(out.resolve())
     env[protocol.ENV_STEPS] = str(steps or 0)
     env[protocol.ENV_WARMUP] = str(warmup)

@@ -23,8 +23,22 @@ def _chain_next_sitecustomize() -> None:
             sys.modules["sitecustomize"] = saved_mod
 
 
+def _reach_perfcore() -> None:
+    """perfcore from where `perfcore run` found it, when this interpreter cannot import it (a checkout
+    that was never installed). Last on sys.path, and never on PYTHONPATH: the script's own packages
+    stay first, and a different Python that the script starts never sees perfcore's site-packages."""
+    import importlib.util
+
+    parent = os.environ.get("PERFCORE_PACKAGE_PARENT")
+    if not parent or parent in sys.path or os.path.basename(parent) in ("site-packages", "dist-packages"):
+        return  # an installed perfcore: an interpreter that cannot import it is another environment's
+    if importlib.util.find_spec("perfcore") is None:
+        sys.path.append(parent)
+
+
 if os.environ.get("PERFCORE_RUN_DIR"):
     try:
+        _reach_perfcore()
         from perfcore.run.child import instrument as _perfcore_instrument
 
         _perfcore_instrument.activate()
