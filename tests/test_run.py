@@ -408,3 +408,6 @@ def test_the_boot_file_never_hands_an_installed_perfcores_site_packages_to_anoth
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
                        timeout=120)
     assert r.stdout.split() == ["False"], r.stdout + r.stderr
+    # ... and says in one line why this Python runs unprofiled and what to do.
+    assert "this Python cannot import perfcore" in r.stderr and str(site) in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

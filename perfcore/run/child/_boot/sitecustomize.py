@@ -43,5 +43,12 @@ if os.environ.get("PERFCORE_RUN_DIR"):
 
         _perfcore_instrument.activate()
     except Exception as _e:  # never break the user's program because profiling could not start
-        sys.stderr.write(f"perfcore: instrumentation not active: {type(_e).__name__}: {_e}\n")
+        if isinstance(_e, ModuleNotFoundError) and (_e.name or "").split(".")[0] == "perfcore":
+            # another environment's Python: perfcore never lends it its own site-packages
+            _why = (f"not active in {sys.executable}: this Python cannot import perfcore (installed in "
+                    f"{os.environ.get('PERFCORE_PACKAGE_PARENT', '?')}); run the script with the Python "
+                    "perfcore is installed in, or pip install perfcore into this one")
+        else:
+            _why = f"instrumentation not active: {type(_e).__name__}: {_e}"
+        sys.stderr.write(f"perfcore: {_why}\n")
 _chain_next_sitecustomize()
