@@ -4,7 +4,7 @@ same under another checkout's perfcore in the same rounds (before/after side by 
 script's own p50 step time under each (finishing work done while the script runs must not slow it).
 Then where perfcore's part after the script goes, timed in a fresh process on the run folder it wrote.
 
-    .venv/bin/python bench/bench_short_run.py [REPEATS] [--before /work/main] [--no-warm]"""
+    .venv/bin/python bench/bench_short_run.py [REPEATS] [--before /work/main] [--no-warm] [--no-monitor]"""
 from __future__ import annotations
 
 import argparse
@@ -156,6 +156,7 @@ def main() -> None:
     ap.add_argument("repeats", type=int, nargs="?", default=5)
     ap.add_argument("--before", type=Path, help="another checkout (built) to run as 'before', side by side")
     ap.add_argument("--no-warm", action="store_true", help="also this tree without the warm-up thread")
+    ap.add_argument("--no-monitor", action="store_true", help="also this tree with --no-monitor (no sampler)")
     a = ap.parse_args()
     out = Path(tempfile.mkdtemp(prefix="bench-short-"))
     trees = {"after": ROOT}
@@ -163,6 +164,8 @@ def main() -> None:
         trees["before"] = a.before.resolve()
     if a.no_warm:
         trees["after, no warm-up"] = ROOT
+    if a.no_monitor:
+        trees["after, no monitor"] = ROOT
     # An installed wheel carries its bytecode; a checkout run with PYTHONDONTWRITEBYTECODE set (as
     # this workplace sets it) would compile every perfcore module in every process, a cost users
     # never pay. Compile each tree once, as pip does at install.
@@ -186,7 +189,8 @@ def main() -> None:
             else:
                 folder = out / f"{name.replace(', ', '-').replace(' ', '-')}{i}"
                 cli = NO_WARM if name == "after, no warm-up" else PERFCORE
-                took[name] = wall(cli + ["run", "--quiet", "--out", str(folder), "--"] + SCRIPT, trees[name])
+                flags = ["--no-monitor"] if name == "after, no monitor" else []
+                took[name] = wall(cli + ["run", "--quiet", *flags, "--out", str(folder), "--"] + SCRIPT, trees[name])
                 p50, to_first = script_times(folder)
                 step[name].append(p50)
                 first[name].append(to_first / 1e3)
@@ -207,7 +211,7 @@ def main() -> None:
               f"{statistics.median(added['after']):.2f} ({gain:.2f} s less)")
     fin: dict[str, list[float]] = {k: [] for k in trees}
     peak: dict[str, list[float]] = {k: [] for k in trees}
-    finishers = [k for k in trees if k != "after, no warm-up"]
+    finishers = [k for k in trees if not k.startswith("after, no ")]
     for i in range(a.repeats):  # the same parts finished by each tree, alternated
         for name in (finishers if i % 2 == 0 else finishers[::-1]):
             took, mib = finish_s(trees[name], out / f"after{i}", out / f"fin-{name}{i}")
