@@ -368,15 +368,20 @@ def test_the_scripts_pythonpath_holds_only_the_boot_folder_and_its_own(tmp_path)
     from perfcore.run import protocol
 
     script = tmp_path / "show.py"
-    script.write_text("import os, sys\nprint('PYTHONPATH=' + os.environ.get('PYTHONPATH', ''))\n"
-                      "print('LAST=' + sys.path[-1])\n")
+    script.write_text("import json, os, sys\nprint('PYTHONPATH=' + os.environ.get('PYTHONPATH', ''))\n"
+                      "print('PATH=' + json.dumps(sys.path))\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "mine"))
     p = perfcore("run", "-q", "--out", str(tmp_path / "r"), "--", *py(script), env=env)
     assert p.returncode == 0, p.stderr
     shown = next(line for line in p.stdout.splitlines() if line.startswith("PYTHONPATH="))
     assert shown.split("=", 1)[1].split(os.pathsep) == [str(protocol.BOOT_DIR), str(tmp_path / "mine")]
-    # This interpreter imports perfcore by itself, so nothing was appended to its path either.
-    assert f"LAST={protocol.PACKAGE_PARENT}" not in p.stdout
+    # This interpreter imports perfcore by itself (installed, or a .pth), so its sys.path is the bare
+    # script's with the boot folder added and nothing else.
+    bare = subprocess.run(py(script), capture_output=True, text=True, env=env, timeout=120)
+
+    def path_of(out):
+        return json.loads(next(line for line in out.splitlines() if line.startswith("PATH="))[5:])
+    assert [x for x in path_of(p.stdout) if x != str(protocol.BOOT_DIR)] == path_of(bare.stdout)
 
 
 def test_the_boot_file_reaches_perfcore_where_the_interpreter_cannot_import_it(tmp_path):
