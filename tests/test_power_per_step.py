@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfcore.capture.sampler import align_samples
 from perfcore.errors import BadResultFile
 from perfcore.report.reader import check_run_doc
-from perfcore.run.parent.finish import align_samples, monitor_summary
+from perfcore.run.parent.finish import monitor_summary
 from steps_tables import steps_table
 
 MS = 1_000_000

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import psutil
 import pytest
 
@@ -227,14 +228,15 @@ def test_sweep_cli_writes_csv_heatmaps_and_json(tmp_path):
     assert set(doc["best"]) == {"batch_size", "num_workers", "pin_memory", "prefetch_factor", "samples_per_s"}
 
 
-def test_demo_quick_writes_the_report_folder(tmp_path):
-    out = tmp_path / "demo"
-    p = cli("demo", "--quick", "--out", str(out), "--json", str(tmp_path / "demo.json"))
+def test_demo_quick_writes_the_report_folder(demo_quick):
+    p, out, doc_path = demo_quick
     assert p.returncode == 0, p.stderr
     for f in ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png", "experiments.png",
               "summary.md", "demo.json"):
         assert (out / f).is_file(), f
-    doc = json.loads((tmp_path / "demo.json").read_text())
+    steps = pd.read_csv(out / "steps.csv")  # the run stage's sampler readings beside its steps
+    assert steps["monitor_cpu_percent"].notna().any() and steps["monitor_cpu_percent"].max() <= 100
+    doc = json.loads(doc_path.read_text())
     assert doc["run"]["schema"] == "perfcore.run/1"
     assert doc["health"]["verdict"]["bound"] == doc["run"]["verdict"]["bound"] == "load"
     assert doc["diagnose"]["verdict"]["bound"] == "load" and doc["agree"]
@@ -248,8 +250,6 @@ def test_monitor_samples_any_command(tmp_path):
     p = cli("monitor", "--interval", "50ms", "--out", str(out), "--", sys.executable, "-c",
             "import time; time.sleep(1.0)")
     assert p.returncode == 0, p.stderr
-    import pandas as pd
-
     df = pd.read_csv(out / "monitor.csv")
     assert 10 <= len(df) <= 40 and {"t_ns", "cpu_percent", "ram_used_bytes"} <= set(df.columns)
     assert (out / "monitor.png").stat().st_size > 5000

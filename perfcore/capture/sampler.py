@@ -12,7 +12,11 @@ from perfcore._lazy import lazy_module
 
 pd = lazy_module("pandas")  # only frame() needs it: `perfcore run` starts a sampler before pandas loads
 
-__all__ = ["Sampler", "heartbeat", "nvml_handle"]
+__all__ = ["Sampler", "heartbeat", "nvml_handle", "align_samples", "SAMPLED"]
+
+# Sampler columns that become per-step means in a steps table (monitor_<name>); the GPU's only where
+# NVML answered.
+SAMPLED = ("cpu_percent", "gpu_util", "gpu_mem_used_bytes", "power_w", "temp_c")
 
 
 def _uuid(pynvml, h) -> str:
@@ -146,6 +150,25 @@ class Sampler:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def align_samples(samples: "pd.DataFrame", start_ns, wall_ns) -> "pd.DataFrame":
+    """Sampler rows -> per-step means (the samples are on the perfcore clock, as the steps are): a
+    step that holds no sample reads NaN. The steps' starts in order, each with its wall time (ns)."""
+    import numpy as np
+
+    start_ns = np.asarray(start_ns, dtype=np.int64)
+    wall_ns = np.asarray(wall_ns, dtype=np.int64)
+    cols = [c for c in SAMPLED if c in samples]
+    out = pd.DataFrame(index=range(len(start_ns)), columns=cols, dtype=float)
+    if not len(samples) or not len(start_ns):
+        return out
+    t = samples["t_ns"].to_numpy()
+    k = np.searchsorted(start_ns, t, side="right") - 1
+    inside = (k >= 0) & (t < start_ns[np.clip(k, 0, None)] + wall_ns[np.clip(k, 0, None)])
+    grouped = samples[inside].groupby(k[inside])[cols].mean()
+    out.loc[grouped.index, cols] = grouped.to_numpy()
+    return out
 
 
 def heartbeat(series, spacing_s: float, min_amplitude: float = 0.3, min_corr: float = 0.3) -> dict[str, Any] | None:

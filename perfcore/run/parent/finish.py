@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from perfcore.capture.sampler import align_samples
 from perfcore.errors import RunFailed, UsageError
 from perfcore.report import jsonio
 from perfcore.report.reader import load_part
@@ -16,11 +17,8 @@ from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.protocol import CHECKPOINT, PARTS, RAW_JSON, WORKER_COLUMNS, WORKERS
 
-__all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "align_samples", "write_steps",
-           "monitor_summary"]
+__all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "write_steps", "monitor_summary"]
 
-# Sampler columns that become per-step means in steps.csv (monitor_<name>); the GPU's only where NVML answered.
-SAMPLED = ("cpu_percent", "gpu_util", "gpu_mem_used_bytes", "power_w", "temp_c")
 
 
 def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None,
@@ -75,20 +73,6 @@ def _read_parts(out: Path) -> list[dict[str, Any]]:
         parts.append({"key": key, "dir": d, "doc": doc, "steps": steps, "raw": raw,
                       "label": f"rank {doc['rank']}" if doc.get("rank") is not None else f"pid {doc['pid']}"})
     return parts
-
-
-def align_samples(samples: pd.DataFrame, start_ns: np.ndarray, wall_ns: np.ndarray) -> pd.DataFrame:
-    """Sampler rows -> per-step means (the samples are on the perfcore clock, as the steps are)."""
-    cols = [c for c in SAMPLED if c in samples]
-    out = pd.DataFrame(index=range(len(start_ns)), columns=cols, dtype=float)
-    if not len(samples) or not len(start_ns):
-        return out
-    t = samples["t_ns"].to_numpy()
-    k = np.searchsorted(start_ns, t, side="right") - 1
-    inside = (k >= 0) & (t < start_ns[np.clip(k, 0, None)] + wall_ns[np.clip(k, 0, None)])
-    grouped = samples[inside].groupby(k[inside])[cols].mean()
-    out.loc[grouped.index, cols] = grouped.to_numpy()
-    return out
 
 
 def monitor_summary(samples: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
