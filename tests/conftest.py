@@ -1,6 +1,10 @@
 """Shared fixtures; GPU tests are skipped by marker with the reason (as torchvision does)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import perfcore
@@ -27,3 +31,14 @@ def C():
     from perfcore._native import native
 
     return native()
+
+
+@pytest.fixture(scope="session")
+def demo_quick(tmp_path_factory):
+    """`perfcore demo --quick` run once for the session, as a user runs it: (the finished process, its
+    folder, its --json file). The demo's own test and the browser test read the same real folder."""
+    base = tmp_path_factory.mktemp("demo-quick")
+    out, doc = base / "demo", base / "demo.json"
+    p = subprocess.run([sys.executable, "-m", "perfcore", "demo", "--quick", "--out", str(out), "--json", str(doc)],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    return p, out, doc

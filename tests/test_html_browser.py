@@ -5,11 +5,15 @@ page is kept in build/report-screens/ (printed; PERFCORE_SCREENSHOT_DIR chooses 
 only where there is no Chromium or Playwright; where PERFCORE_WITH_CHROMIUM=1 (CI) they must exist."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from test_html import doc_of, run_doc, steps_table, sweep_doc
@@ -83,6 +87,12 @@ def check_page(o: Opened, path: Path, sections: list[str], shots: Path, name: st
         print(f"\n  screenshot: {shots / (name + '.png')}")
 
 
+def page_charts(page) -> dict[str, dict]:
+    """The charts' data as the page holds it, by id without the page's own prefix."""
+    specs = json.loads(page.evaluate("document.querySelector('script.pc-data').textContent"))["charts"]
+    return {re.sub(r"^.*?(run-)", r"\1", c["id"]): c for c in specs}
+
+
 def hover_chart(page, chart_suffix: str, at: float = 0.6) -> str:
     box = page.locator(f"[data-chart$='{chart_suffix}']")
     over = box.locator(".u-over")
@@ -120,12 +130,32 @@ def test_run_report_in_chromium(browser, shots, tmp_path, capsys):
 
 
 def test_real_cpu_run_report_in_chromium(browser, shots, tmp_path, capsys):
-    from steps_tables import steps_table as synthetic
-
-    path = write_report(tmp_path, doc_of("run.json"), synthetic(200))
+    """The report.html a real `perfcore run` wrote for a real DataLoader loop: its tiles and its charts
+    read the same steps (the histogram counts every measured step, its median bin holds the p50 tile)."""
+    script = Path(__file__).resolve().parents[1] / "examples" / "train_small.py"
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "perfcore", "run", "--quiet", "--out", str(out), "--",
+                        sys.executable, str(script), "200", "0"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    path = out / "report.html"
     o = open_page(browser, path)
     check_page(o, path, ["Causes, ranked", "Over the run", "Data loading", "Step details"], shots, "run_cpu", capsys)
     assert o.page.locator("h2", has_text="On the GPU").count() == 0  # no GPU, no empty GPU section
+    doc = json.loads((out / "run.json").read_text())
+    tiles = dict(zip(o.page.locator(".tile span").all_inner_texts(), o.page.locator(".tile b").all_inner_texts()))
+    measured = int(tiles["steps measured"].split()[0].replace(",", ""))
+    assert measured == doc["steps"]
+    charts = page_charts(o.page)
+    hist = charts["run-hist"]
+    assert sum(hist["counts"]) == measured
+    cum = np.cumsum(hist["counts"])
+    i = int(np.searchsorted(cum, measured / 2))
+    p50 = float(tiles["p50 step"].split()[0])
+    assert hist["edges"][i] - 0.01 <= p50 <= hist["edges"][i + 1] + 0.01, (p50, hist["edges"][i:i + 2])
+    totals = np.asarray(charts["run-breakdown"]["total"], dtype=float)
+    warm = np.asarray(charts["run-breakdown"]["warm"], dtype=bool)
+    assert np.median(totals[~warm]) == pytest.approx(p50, rel=0.02, abs=0.01)  # one bar a step at 200 steps
+    assert "host CPU" in o.page.content()  # sampled by default, on the steps' axis
 
 
 def test_stage_reports_in_chromium(browser, shots, tmp_path, capsys):
@@ -156,20 +186,20 @@ def test_stage_reports_in_chromium(browser, shots, tmp_path, capsys):
         assert o.errors == []
 
 
-def test_demo_and_compare_and_merge_in_chromium(browser, shots, tmp_path, capsys):
-    from steps_tables import steps_table as synthetic
-
+def test_demo_and_compare_and_merge_in_chromium(browser, shots, tmp_path, capsys, demo_quick):
     from perfcore.analysis.compare import compare_runs
     from perfcore.report.html_stages import write_compare_report
 
-    out = tmp_path / "demo"
-    out.mkdir()
-    synthetic(40).to_csv(out / "steps.csv", index=False)
-    demo = dict(doc_of("demo.json"), health=doc_of("health.json"), run=doc_of("demo_run.json"),
-                diagnose=doc_of("diagnose.json"))
-    path = write_folder_report(out, "perfcore demo", demo, "", list(demo["files"]))
+    p, out, _ = demo_quick  # the report.html a real `perfcore demo --quick` wrote
+    assert p.returncode == 0, p.stderr
+    path = out / "report.html"
     o = open_page(browser, path)
     check_page(o, path, ["1 · health", "2 · run", "3 · diagnose", "Over the run", "Experiments"], shots, "demo", capsys)
+    run = json.loads((out / "run.json").read_text())
+    charts = page_charts(o.page)
+    assert sum(charts["run-hist"]["counts"]) == run["steps"]  # the run stage's charts read its own steps
+    assert "run-util" in charts  # host CPU sampled during the run stage, on its steps' axis
+    assert o.page.locator("pre").count() == 0  # every stage drawn, no terminal text dumped
     cmp_path = tmp_path / "compare.html"
     write_compare_report(cmp_path, compare_runs(doc_of("run.json"), doc_of("run_b.json")), ("run A", "run B"))
     o = open_page(browser, cmp_path)
