@@ -35,6 +35,9 @@ ENV_NO_STEP_WARN_S = "PERFCORE_NO_STEP_WARN_S"  # seconds without a step before 
 # worker), not a rank of a distributed job.
 ENV_OUTER_PID = "PERFCORE_OUTER_PID"
 ENV_PACKAGE_PARENT = "PERFCORE_PACKAGE_PARENT"  # PACKAGE_PARENT, for the boot file (which spells it)
+# A pipe's write end, inherited by the script's process: Python's signal.set_wakeup_fd writes there the
+# number of each signal the script receives, so the parent passes on only the ones it did not get.
+ENV_SIGNAL_FD = "PERFCORE_SIGNAL_FD"
 
 # What may end a step, in the order the automatic choice prefers them.
 STEP_SOURCES = ("optimizer", "backward", "batch", "forward")

@@ -41,6 +41,7 @@ def install_exit_hooks(inst) -> None:
     os._exit = _exit
     if threading.current_thread() is not threading.main_thread():
         return
+    _report_signals_to_parent()
 
     def on_term(signum, frame):
         inst.exit_reason = "terminated"
@@ -62,6 +63,29 @@ def install_exit_hooks(inst) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) == signal.SIG_DFL:
             signal.signal(sig, on_term)
+
+
+def _report_signals_to_parent() -> None:
+    """Python's C-level signal handler writes each signal's number to the pipe `perfcore run` holds the
+    other end of (signal.set_wakeup_fd), so the parent knows this process got a group's Ctrl-C and
+    does not send a second copy. Taken out of the environment: the script's own Python subprocesses
+    never see a descriptor number that is not theirs. Left alone where the script has its own."""
+    import stat
+
+    from perfcore.run.protocol import ENV_SIGNAL_FD
+
+    raw = os.environ.pop(ENV_SIGNAL_FD, None)
+    try:
+        fd = int(raw) if raw else -1
+        if fd < 0 or not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+        os.set_inheritable(fd, False)
+        os.set_blocking(fd, False)  # set_wakeup_fd refuses a blocking one; a full pipe drops a byte
+        old = signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
+        if old != -1:  # someone set one first: theirs stays
+            signal.set_wakeup_fd(old)
+    except (OSError, ValueError):
+        pass
 
 
 def uncaught_reason(reason: str) -> str:

@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -126,21 +127,83 @@ def _tty_sent(signum: int) -> bool:
         os.close(fd)
 
 
+class _ChildSignals:
+    """The signals the script's process received, as its Python's C-level handler reports them on a
+    pipe (signal.set_wakeup_fd, set up by the boot file): one byte, the signal's number, per signal.
+    A thread reads them as they come, so a stale byte never reads as a new signal."""
+
+    def __init__(self):
+        self.read_fd, self.write_fd = os.pipe()
+        self.seen: dict[int, float] = {}
+        self._changed = threading.Condition()
+
+    def start(self) -> "_ChildSignals":
+        os.close(self.write_fd)  # the child holds its copy; EOF once every holder has exited
+        threading.Thread(target=self._read, name="perfcore-child-signals", daemon=True).start()
+        return self
+
+    def _read(self) -> None:
+        try:
+            while data := os.read(self.read_fd, 64):
+                with self._changed:
+                    now = time.monotonic()
+                    for b in data:
+                        self.seen[b] = now
+                    self._changed.notify_all()
+        except OSError:
+            pass
+        finally:
+            os.close(self.read_fd)
+
+    def got(self, signum: int, since: float, wait_s: float) -> bool:
+        """Whether the child received `signum` at or after `since`, waiting up to wait_s for word of it
+        (its C handler writes at delivery; the byte may still be on its way)."""
+        deadline = time.monotonic() + wait_s
+        with self._changed:
+            while self.seen.get(signum, -1.0) < since:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+        return True
+
+
+# A signal sent to the whole process group reaches the child and the parent at once; word of the
+# child's copy takes a thread switch or two. Longer than that on a loaded machine, short enough that
+# a stop meant for perfcore alone is passed on without a wait anyone notices.
+GROUP_SIGNAL_WAIT_S = 0.2
+
+
 def run_child(cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = False,
               on_start: Callable[[], Any] | None = None) -> int:
     """Runs the command and waits for it to write its results. A signal meant to stop the run reaches
-    the child however it was sent: Ctrl-C in the terminal reaches the whole group by itself; SIGINT
-    to perfcore's pid alone and SIGTERM are passed on; SIGHUP (the terminal closed, ssh dropped) is
-    passed on as SIGTERM, so the script writes its results instead of training on as an orphan.
+    the child once, however it was sent: Ctrl-C in the terminal and a signal to the process group
+    reach the child by themselves (the child's Python says so on a pipe); SIGINT to perfcore's pid
+    alone and SIGTERM are passed on; SIGHUP (the terminal closed, ssh dropped) is passed on as
+    SIGTERM, so the script writes its results instead of training on as an orphan. A second copy
+    would land in the script's own KeyboardInterrupt handling, or in perfcore's writing of results.
     perfcore itself stays to finish the run folder from what the script wrote.
     stdout_to_stderr: the script's output goes to stderr (stdout carries perfcore's JSON).
     on_start: called once the script's process exists."""
-    proc = subprocess.Popen(cmd, env=env, stdout=2 if stdout_to_stderr else None)
+    signals = _ChildSignals()
+    env = {**env, protocol.ENV_SIGNAL_FD: str(signals.write_fd)}
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=2 if stdout_to_stderr else None, pass_fds=(signals.write_fd,))
+    except BaseException:
+        os.close(signals.write_fd)
+        os.close(signals.read_fd)
+        raise
+    signals.start()
     if on_start is not None:
         on_start()
 
     def forward(signum, frame):
-        if proc.poll() is None and not _tty_sent(signum):
+        if proc.poll() is not None or _tty_sent(signum):
+            return
+        # This handler runs after the signal arrived, by however long the interpreter took to get here.
+        if signals.got(signum, time.monotonic() - 0.5, GROUP_SIGNAL_WAIT_S):
+            return  # the child got this one too: it was sent to the group
+        if proc.poll() is None:
             proc.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
 
     old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
