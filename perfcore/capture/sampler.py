@@ -12,7 +12,7 @@ from perfcore._lazy import lazy_module
 
 pd = lazy_module("pandas")  # only frame() needs it: `perfcore run` starts a sampler before pandas loads
 
-__all__ = ["Sampler", "heartbeat", "nvml_handle", "align_samples", "SAMPLED"]
+__all__ = ["Sampler", "heartbeat", "nvml_handle", "align_samples", "add_per_step", "SAMPLED"]
 
 # Sampler columns that become per-step means in a steps table (monitor_<name>); the GPU's only where
 # NVML answered.
@@ -169,6 +169,13 @@ def align_samples(samples: "pd.DataFrame", start_ns, wall_ns) -> "pd.DataFrame":
     grouped = samples[inside].groupby(k[inside])[cols].mean()
     out.loc[grouped.index, cols] = grouped.to_numpy()
     return out
+
+
+def add_per_step(table: "pd.DataFrame", samples: "pd.DataFrame", start_ns, wall_ns) -> None:
+    """The samples' per-step means as the steps table's monitor_<name> columns (steps.csv's)."""
+    per_step = align_samples(samples, start_ns, wall_ns)
+    for c in per_step.columns:
+        table[f"monitor_{c}"] = per_step[c].to_numpy()
 
 
 def heartbeat(series, spacing_s: float, min_amplitude: float = 0.3, min_corr: float = 0.3) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ from perfcore.analysis.verdict import step_sem_ms
 from perfcore.errors import UsageError
 from perfcore.analysis.interference import interference_finding
 from perfcore.capture.interference import InterferenceSampler
-from perfcore.capture.sampler import Sampler, align_samples
+from perfcore.capture.sampler import Sampler, add_per_step
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 
@@ -52,19 +52,6 @@ def _to(batch, device: str, non_blocking: bool):
 def _batch_len(batch) -> int:
     first = batch[0] if isinstance(batch, (list, tuple)) else batch
     return int(first.shape[0]) if hasattr(first, "shape") else 1
-
-
-def _sampled_per_step(table, timer: StepTimer, frame) -> None:
-    """The sampler's readings as per-step means beside the steps (monitor_<name>, as `perfcore run`'s
-    steps.csv has them), so the report draws host CPU, memory and the GPU on the steps' axis."""
-    if not len(frame) or not len(table):
-        return
-    ends = timer.engine.step_table()
-    if len(ends) != len(table):
-        return
-    per_step = align_samples(frame, ends["start_ns"].to_numpy(), ends["wall_ns"].to_numpy())
-    for c in per_step.columns:
-        table[f"monitor_{c}"] = per_step[c].to_numpy()
 
 
 def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, train: bool = True, synthetic: bool = False,
@@ -169,7 +156,9 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
     interference = interference_finding(others_samples, cores=os.cpu_count() or 1,
                                         clock_ticks=os.sysconf("SC_CLK_TCK"))
     table = timer.summary()
-    _sampled_per_step(table, timer, frame)
+    if len(frame):  # the sampler's readings beside the steps, as `perfcore run`'s steps.csv has them
+        ends = timer.engine.step_table()
+        add_per_step(table, frame, ends["start_ns"].to_numpy(), ends["wall_ns"].to_numpy())
     res = timer.result()
     steady = table[~table["warmup"]]
     step_ms = float(steady["wall_ms"].mean()) if len(steady) else float("nan")

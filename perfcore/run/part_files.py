@@ -19,15 +19,9 @@ import numpy as np
 from perfcore.report import jsonio
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ
 
-__all__ = ["RAW_SCHEMA", "can_defer", "write_raw", "finish_raw", "write_steps", "startup_summary", "memory_trend"]
+__all__ = ["RAW_SCHEMA", "write_raw", "finish_raw", "write_steps", "startup_summary", "memory_trend"]
 
 RAW_SCHEMA = "perfcore.rawpart/1"
-
-
-def can_defer(engine) -> bool:
-    from perfcore.recording.replay import can_carry
-
-    return can_carry(engine)
 
 
 def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> None:
@@ -115,13 +109,12 @@ def _evaluation(eval_rows: list[int], passes: list, full, table) -> dict[str, An
     rows = [r for r in eval_rows if r < len(full)]
     full["evaluation"] = False
     table["evaluation"] = False
+    seen = {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6}
     if not rows:
-        return {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6,
-                "apart": False} if passes else None
+        return {**seen, "apart": False} if passes else None
     full.loc[rows, "evaluation"] = True
     table.loc[rows, "evaluation"] = True
-    return {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6,
-            "rows": rows, "rows_ms": float(full.loc[rows, "wall_ns"].sum() / 1e6), "apart": True}
+    return {**seen, "rows": rows, "rows_ms": float(full.loc[rows, "wall_ns"].sum() / 1e6), "apart": True}
 
 
 def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured: int) -> dict[str, Any]:

@@ -109,7 +109,9 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
             pass
     facts = _facts(inst, common, psutil.cpu_percent(None))
     at, sampled = inst.mem_samples.arrays()
-    if part_files.can_defer(engine):
+    from perfcore.recording.replay import can_carry
+
+    if can_carry(engine):
         # Nothing settled here yet (a short run): the parent, which has pandas loaded already,
         # settles and writes this part; this process never pays pandas' import.
         timer.close()

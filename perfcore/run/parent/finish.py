@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfcore.capture.sampler import align_samples
+from perfcore.capture.sampler import add_per_step
 from perfcore.errors import RunFailed, UsageError
 from perfcore.report import jsonio
 from perfcore.report.reader import load_part
@@ -227,9 +227,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         jsonio.write_csv(out / "monitor.csv", samples)
         files["monitor.csv"] = "monitor.csv"
         if main["raw"] and len(samples):
-            per_step = align_samples(samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
-            for c in per_step.columns:
-                main["steps"][f"monitor_{c}"] = per_step[c].to_numpy()
+            add_per_step(main["steps"], samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
             from perfcore.report.plots import plot_timeline
 
             plot_timeline(samples, out / "monitor.png", title="sampled during the run")
