@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1  # a pip that wants the network fails at once
 arch=$("$PY" -c "import torch; print('%d.%d' % torch.cuda.get_device_capability())" 2>/dev/null || true)
 if [ -n "$arch" ]; then export TORCH_CUDA_ARCH_LIST="$arch"; fi  # one arch: a build of seconds, not minutes
-"$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | grep -v "^$" | tail -n 5
+{ "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 || echo "gpu_check: perfcore did not install"; } | tail -n 5
 if ! "$PY" -c "import cupti" 2>/dev/null; then
   if ls .whl/cupti_python-*.whl >/dev/null 2>&1; then
     timeout 120 "$PY" -m pip install -q --no-deps --find-links .whl cupti-python cuda-bindings cuda-pathfinder 2>&1 \
