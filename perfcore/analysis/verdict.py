@@ -20,7 +20,7 @@ from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 __all__ = ["preface", "AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "NOISE_SHARE",
            "THRESHOLDS_RATIONALE",
            "avoidable",
-           "decide", "decide_run", "confirm", "startup_share"]
+           "decide", "decide_run", "run_evidence", "prediction", "confirm", "startup_share", "undecided"]
 
 AVOIDABLE = ("load", "transfer", "comm", "host")
 
@@ -107,6 +107,17 @@ def _settle(steps: int, share: float, band, tier: float) -> str:
     return "more steps or a quieter machine would settle it"
 
 
+def _thresholds() -> dict[str, Any]:
+    return {"warn": WARN_SHARE, "critical": CRITICAL_SHARE, "rationale": THRESHOLDS_RATIONALE}
+
+
+def undecided() -> dict[str, Any]:
+    """The verdict of a document no step has been judged in yet (nothing measured, or its decision is
+    left to a caller with more evidence)."""
+    return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "causes": [],
+            "avoidable_ms": {}, "step_ms": 0.0, "summary": "no steps measured", "thresholds": _thresholds()}
+
+
 def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = False,
            measured_by: Mapping[str, str] | None = None, compute_ms: float | None = None,
            startup: Mapping[str, Any] | None = None, steps: int = 0,
@@ -125,10 +136,9 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
     gain_of: what the expected gain is of ("steps"; health's forward-only loop names itself).
     host_contains: what the host label holds, in words, where it is more than Python (CPU runs)."""
     step = float(step_ms or 0.0)
-    thresholds = {"warn": WARN_SHARE, "critical": CRITICAL_SHARE, "rationale": THRESHOLDS_RATIONALE}
+    thresholds = _thresholds()
     if not step > 0:  # nothing measured yet (a live view before the first step, a warm-up-only run)
-        return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "causes": [],
-                "avoidable_ms": {}, "step_ms": 0.0, "summary": "no steps measured", "thresholds": thresholds}
+        return undecided()
     causes = []
     for lb in AVOIDABLE:
         ms = max(0.0, float(avoidable_ms.get(lb) or 0.0))
@@ -226,6 +236,20 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
     """decide() on a perfcore.run/1 document (or any mapping with step_time_ms.mean and breakdown_ms).
     With the document's robust breakdown (breakdown_robust), the verdict is judged on its trimmed
     estimate and intervals; its interference finding, when material, comes first."""
+    return decide(**run_evidence(doc), measured_by=measured_by, gain_of=gain_of)
+
+
+def prediction(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """What a verdict on run_evidence() would predict removing each cause saves, without deciding it:
+    {step_ms, avoidable_ms, avoidable_band_ms}, the figures confirm() checks an experiment against."""
+    step = float(evidence["step_ms"] or 0.0)
+    band = evidence.get("share_band") or {}
+    return {"step_ms": step, "avoidable_ms": dict(evidence["avoidable_ms"]),
+            "avoidable_band_ms": {lb: [b[0] * step, b[1] * step] for lb, b in band.items() if b is not None}}
+
+
+def run_evidence(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """decide()'s arguments from a perfcore.run/1 document: the numbers a verdict on it is judged on."""
     st = doc.get("step_time_ms")
     step = st["mean"] if isinstance(st, Mapping) else float(st or doc.get("step_ms") or 0.0)
     bd = doc.get("breakdown_ms") or {}
@@ -241,11 +265,11 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
         bd = {**bd, **rb["ms"]}
         band = rb.get("share_band")
         outliers = rb.get("outliers")
-    return decide(avoidable(bd), step, on_gpu=str(doc.get("device", "cpu")) != "cpu",
-                  compute_ms=bd.get("compute"), measured_by=measured_by, startup=doc.get("startup"),
-                  steps=int(doc.get("steps") or 0), share_band=band, outliers=outliers,
-                  interference=valid_finding(doc.get("interference")), gain_of=gain_of,
-                  host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None)
+    return dict(avoidable_ms=avoidable(bd), step_ms=step, on_gpu=str(doc.get("device", "cpu")) != "cpu",
+                compute_ms=bd.get("compute"), startup=doc.get("startup"),
+                steps=int(doc.get("steps") or 0), share_band=band, outliers=outliers,
+                interference=valid_finding(doc.get("interference")),
+                host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None)
 
 
 # Removing a cause never makes compute itself slower: when the experiment's compute per step is this

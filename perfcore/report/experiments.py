@@ -15,8 +15,10 @@ def render_health(doc: dict[str, Any]) -> str:
     lines = [f"health of {doc['workload']} on {doc['device']}: {doc['steps']} iterations of next batch -> forward -> loss"]
     lines += _interference(doc)
     lines += [f"  step {fmt_ms(doc['step_ms'])}, {doc['samples_per_s']:.0f} samples/s, busy {100 * doc['busy_mean']:.0f}% "
-              f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%",
-              verdict_line(doc)]
+              f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%"]
+    # A health run measured for a later decision (the demo's) has no verdict of its own: its busy line.
+    undecided = (doc.get("verdict") or {}).get("bound") == "unknown"
+    lines.append(f"  {doc['plain_summary']}" if undecided else verdict_line(doc))
     if doc.get("heartbeat"):
         lines.append(f"heartbeat: {doc['heartbeat']['meaning']}")
     if doc.get("next"):

@@ -18,7 +18,9 @@ def _bar(fraction: float) -> str:
     return "#" * full + "." * (BAR_WIDTH - full)
 
 
-def render_text(doc: dict[str, Any]) -> str:
+def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
+    """verdict=False: the measurement only, where the verdict and its advice are said once elsewhere (the
+    demo says them after diagnose has checked them)."""
     if not doc.get("steps") and not doc.get("warmup_steps"):
         return "\n".join([f"perfcore: {doc.get('no_step', 'no step seen')}"] + _outcome(doc))
     st = doc["step_time_ms"]
@@ -58,13 +60,14 @@ def render_text(doc: dict[str, Any]) -> str:
                      + (f" {fmt_share(rb['share'][lb])} ({fmt_band(b[0], b[1], fmt_share)})" if b else ""))
     if (rb.get("outliers") or {}).get("sentence"):
         lines.append(f"  {rb['outliers']['sentence']}")
-    lines += ["", verdict_line(doc["verdict"])]
-    for c in doc["verdict"].get("causes", [])[1:]:
-        lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
+    if verdict:
+        lines += ["", verdict_line(doc["verdict"])]
+        for c in doc["verdict"].get("causes", [])[1:]:
+            lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
     if doc.get("step_source"):
         lines.append(f"  steps counted at: {doc['step_source']}"
                      + (f"; {doc['step_source_note']}" if doc.get("step_source_note") else ""))
-    for r in doc["recommendations"]:
+    for r in doc["recommendations"] if verdict else []:
         lines.append(f"  - {r['text']}")
         lines.append(f"    evidence: {r['evidence']}" + (f"; try: {r['test']}" if r.get("test") else ""))
     if doc.get("kernels"):
