@@ -51,6 +51,10 @@ def _summary(row: dict[str, Any], name: str, base_ms: float) -> dict[str, Any]:
     keep = ("batch_size", "num_workers", "pin_memory", "decoder", "synthetic", "step_ms", "samples_per_s",
             "busy_mean", "busy_std", "cpu_percent", "peak_mem_bytes", "oom", "breakdown_ms", "step_sem_ms")
     out = {"name": name, **{k: row.get(k) for k in keep}}
+    f = row.get("interference") or {}
+    if f.get("others_cores") is not None:  # what else used the machine during this experiment, measured
+        out["interference"] = {"others_cores": f["others_cores"], "cores": f.get("cores"),
+                               "material": bool(f.get("material"))}
     out["speedup"] = base_ms / row["step_ms"] if row.get("step_ms") and row["step_ms"] == row["step_ms"] else None
     return out
 
@@ -141,8 +145,12 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     # Without loading, compute may truly get faster only where loading ran beside it on the same
     # cores (DataLoader workers on a CPU); otherwise a faster compute means the machine changed.
     concurrent = not on_gpu and bool(exps[0].get("num_workers"))
+    # The busier of the two runs as measured: only a measured busy machine may be blamed for a drift.
+    pair = [f for f in ((base.get("interference") or {}), (exps[1].get("interference") or {}))
+            if f.get("others_cores") is not None]
+    busy = max(pair, key=lambda f: f["others_cores"]) if pair else None
     check = confirm(first, "load", exps[1].get("speedup"), "synthetic data (no loading)", compute_ms=control,
-                    noise_ms=noise, compute_may_gain=concurrent)
+                    noise_ms=noise, compute_may_gain=concurrent, busy=busy)
     corrected = check["agrees"] is False
     if corrected:
         final = decide({**first["avoidable_ms"], "load": check["measured_ms"]}, first["step_ms"],
