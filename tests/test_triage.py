@@ -243,6 +243,8 @@ def test_demo_quick_writes_the_report_folder(demo_quick):
     assert doc["health"]["verdict"]["bound"] == "unknown" and doc["bounds"] == {"run": "load", "diagnose": "load"}
     assert doc["run"]["recommendations"] == doc["diagnose"]["recommendations"]
     assert p.stdout.count("verdict: input-bound") == 1, p.stdout
+    lines = p.stdout.splitlines()  # all three stages at a glance; --explain has the rest
+    assert len(lines) <= 30 and all(len(ln) <= 120 or "/" in ln for ln in lines), p.stdout
     summary = (out / "summary.md").read_text()
     assert summary.count("**input-bound") == 1
 
