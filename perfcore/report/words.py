@@ -18,7 +18,7 @@ WHAT = {"load": "waiting for data", "transfer": "host-to-device copies", "comm":
 _CHANGE = {
     "pin_memory": "pin_memory=True, and .to(device, non_blocking=True)",
     "more_workers": "more DataLoader workers (num_workers)",
-    "cheaper_batches": "make each batch cheaper (faster decoder, pre-resized or cached data)",
+    "cheaper_batches": "cheaper batches (a faster decoder, pre-resized or cached data)",
     "persistent_workers": "persistent_workers=True (workers start once, not every epoch)",
     "fewer_workers": "fewer workers: the hand-over from workers costs more than it hides",
     "deeper_prefetch": "a higher prefetch_factor",
@@ -37,7 +37,7 @@ def _gain(speedup: float | None, band: Any) -> str:
     if speedup is None:
         return ""
     b = fmt_band(*band) if band and band[0] is not None and band[1] is not None and band[0] != band[1] else ""
-    return f"up to {fmt_x(speedup)} faster" + (f", {b}" if b else "")
+    return f"up to {fmt_x(speedup)} faster" + (f" ({b})" if b else "")
 
 
 def verdict_short(v: Mapping[str, Any]) -> str:
@@ -56,7 +56,7 @@ def verdict_short(v: Mapping[str, Any]) -> str:
     top = next((c for c in t.named if c.label == t.primary), None)
     if top is None:  # a document without the verdict's numbers (written before they were kept)
         return f"verdict: {v.get('plain_summary') or v.get('summary') or ''}"
-    band = f", interval {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
+    band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
     level = "borderline" if t.level is Level.BORDERLINE else top.level.value
     # The gain of removing it is said once, on the "try" line that names the change.
     return (f"verdict: {top.bound} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of each "
@@ -72,4 +72,4 @@ def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | No
     g = (cause or {}).get("expected_gain") or {}
     gain = _gain(g.get("speedup"), g.get("band")) if rec.get("cause") in WHAT else ""
     where = f"{site}: " if site and rec.get("cause") in ("load", "transfer") else ""
-    return f"try: {where}{change}" + (f"; expected {gain}" if gain else "")
+    return f"try: {where}{change}" + (f": {gain}" if gain else "")
