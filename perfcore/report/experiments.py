@@ -112,16 +112,16 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
         sem = e.get("step_sem_ms")
         lines.append(f"  {e['name']:<34} {fmt_ms(e['step_ms']):>9} {fmt_ms(sem) if sem is not None else '':>8} "
                      f"{e['samples_per_s']:>10.0f} {fmt_x(e['speedup']):>8}")
+    v = doc["verdict"]
     p = doc.get("worker_profile") or {}
     if p.get("ms_per_item") is not None:
-        top = (p.get("top") or [{}])[0].get("function")
+        # What diagnose found loading to be, where it is more than "data loading" (CPU decode, I/O).
+        cause = f": {v['cause']}" if v.get("bound") == "load" and v.get("cause") not in (None, "data loading") else ""
+        top = str((p.get("top") or [{}])[0].get("function") or "")
         lines.append(f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item"
-                     + (f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else "")
-                     + (f"; top: {top}" if top else ""))
-    v = doc["verdict"]
-    # What diagnose found loading to be, where it is more than "data loading" (CPU decode, I/O).
-    cause = f"; {v['cause']}" if v.get("bound") == "load" and v.get("cause") not in (None, "data loading") else ""
-    lines.append(verdict_short(v) + cause)
+                     + (f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else "") + cause
+                     + (f"; top: {top if len(top) <= 40 else top[:37] + '...'}" if top else ""))
+    lines.append(verdict_short(v))
     lines += [_check_short(c) for c in v.get("checks", [])]
     site = None
     lines += [try_short(r, v, site) for r in (doc.get("recommendations") or [])[:2]]

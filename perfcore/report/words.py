@@ -12,8 +12,7 @@ from perfcore.analysis.verdict import WARN_SHARE
 __all__ = ["verdict_short", "try_short", "WHAT"]
 
 # What each avoidable label's time is, in a few words.
-WHAT = {"load": "waiting for data", "transfer": "host-to-device copies", "comm": "collectives not hidden",
-        "host": "host gaps"}
+WHAT = {"load": "waiting for data", "transfer": "copies", "comm": "collectives", "host": "host gaps"}
 # What each piece of advice changes, in a few words, by its id; the full text says how and why.
 _CHANGE = {
     "pin_memory": "pin_memory=True, and .to(device, non_blocking=True)",
@@ -47,7 +46,7 @@ def verdict_short(v: Mapping[str, Any]) -> str:
     if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
         return f"verdict: {v.get('summary') or 'no steps measured'}"
     t = Verdict.from_dict(v)
-    busy = " [uncertain: busy machine]" if t.uncertain else ""
+    busy = " [uncertain: busy]" if t.uncertain else ""  # the header line says how busy, as measured
     if t.level is Level.HEALTHY:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
         tail = f" (largest: {WHAT[big.label]}, {fmt_share(big.share)})" if big else ""
@@ -59,7 +58,7 @@ def verdict_short(v: Mapping[str, Any]) -> str:
     band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
     level = "borderline" if t.level is Level.BORDERLINE else top.level.value
     # The gain of removing it is said once, on the "try" line that names the change.
-    return (f"verdict: {top.bound} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of each "
+    return (f"verdict: {top.bound} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
             f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}{band}){busy}")
 
 
