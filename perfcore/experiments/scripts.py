@@ -145,7 +145,8 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
                 "steps": base.get("steps")}
     verdict, predicted = diagnose_verdict(base_row, exps, prof, on_gpu=base["device"] != "cpu")
     advised = diagnose_advice({k: v for k, v in base.items() if not k.startswith("_")}, verdict)
-    doc = {"recommendations": advised["recommendations"], "schema": "perfcore.diagnose/1", "workload": " ".join(cmd), "device": base["device"], "experiments": exps,
+    doc = {"recommendations": advised["recommendations"], "schema": "perfcore.diagnose/1", "workload": " ".join(cmd),
+           "device": base["device"], "experiments": exps,
            "skipped": [{"name": "C: other decoder", "reason": "a script declares no decoders; use a workload "
                                                               "factory with decoders={...} for this experiment"}],
            "worker_profile": prof, "verdict": verdict, "predicted_speedup": predicted,
