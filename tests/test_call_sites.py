@@ -30,7 +30,8 @@ def run_library_script(tmp_path, name: str, *args: str):
     # The library, and this checkout's perfcore (the child imports it from the path too).
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SCRIPTS / "site-packages"), str(SCRIPTS.parents[1])]))
     out = tmp_path / "r"
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "1", "--",
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--explain", "--out", str(out), "--warmup", "1",
+                        "--",
                         sys.executable, str(script), *args], capture_output=True, text=True, env=env, timeout=300,
                        cwd=checkout)
     assert p.returncode == 0, p.stderr
@@ -47,7 +48,7 @@ def test_loaders_made_inside_a_library_name_the_users_line_from_a_folder_named_p
     train_site, eval_site = (f"train.py:{marked_line(script, m)}" for m in ("TRAIN_SITE", "EVAL_SITE"))
     assert [ld["site"] for ld in doc["loaders"]] == [train_site, eval_site]
     assert doc["loaders"][0]["made"] == 2 and doc["loaders"][0]["batches"] == 16
-    assert "__init__.py" not in p.stdout  # the library's own line is never the advice's site
+    assert "__init__.py" not in p.stderr  # the library's own line is never the advice's site
 
 
 def test_a_train_and_an_eval_loader_made_by_a_library_are_told_apart_and_keep_their_figures(tmp_path):
@@ -69,7 +70,7 @@ def test_a_train_and_an_eval_loader_made_by_a_library_are_told_apart_and_keep_th
     assert doc["loader_plan"]["worker_batch_ms"] == pytest.approx(train["worker_batch_ms"])
     load_advice = next(r for r in doc["recommendations"] if r.get("cause") == "load")
     assert train_site in load_advice["text"] and eval_site not in load_advice["text"]
-    assert f"eval at {eval_site}" in p.stdout and f"train at {train_site}" in p.stdout
+    assert f"eval at {eval_site}" in p.stderr and f"train at {train_site}" in p.stderr
 
 
 class Loop:

@@ -164,7 +164,7 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
     verdict, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.95, "top": []}, on_gpu=False)
     assert "B: num_workers=2 measured 0.89x" in verdict["summary"] and "slower, so workers do not help" \
         in verdict["summary"]
-    recs = diagnose_advice(doc, verdict, {"cpu_count": 2, "torch_threads": 2})
+    recs = diagnose_advice(doc, verdict, {"cpu_count": 2, "torch_threads": 2})["recommendations"]
     r = recs[0]
     assert r["id"] == "cheaper_batches" and r["text"].startswith("In the DataLoader made at main.py:240")
     assert "make a batch cheaper" in r["text"] and "torch.set_num_threads(1)" in r["text"]

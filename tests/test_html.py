@@ -83,7 +83,7 @@ def test_run_report_is_one_self_contained_file_with_every_section(tmp_path):
         assert section in text, section
     assert "&lt;at train.py:12&gt;" in text  # user text is escaped, never markup
     assert "4.1 ms" in text and "46%" in text and "up to 1.84×" in text  # avoidable, share, expected gain
-    assert "p50 step" in text and "8.8 ms" in text and "10.1 ms" in text
+    assert "p50 step" in text and "8.80 ms" in text and "10.1 ms" in text  # as the terminal prints them
     assert "7,111 samples/s" in text  # 64 per batch / 9.0 ms
     assert "perfcore diagnose -- python train.py" in text and "123,456" in text and "pageable MiB" in text
     assert "12 CUPTI record(s) were dropped" in text and "href='trace.json'" in text

@@ -37,8 +37,9 @@ def test_exit_sentences():
 def test_a_bare_ctrl_c_reads_as_ctrl_c(tmp_path):
     p = run(tmp_path, "--", sys.executable, str(SCRIPTS / "ctrl_c.py"))
     assert p.returncode == 130, p.stderr[-2000:]
-    assert "partial results: the script was interrupted (Ctrl-C, exit 130)" in p.stdout
-    assert "KeyboardInterrupt: )" not in p.stdout and p.stdout.count("interrupted") == 1
+    assert "partial results: the script was interrupted (Ctrl-C, exit 130)" in p.stderr
+    report = p.stderr[p.stderr.index("perfcore: "):]
+    assert "KeyboardInterrupt: )" not in report and report.count("interrupted") == 1
 
 
 def test_the_scripts_usage_error_is_one_line_and_not_perfcores(tmp_path):
@@ -53,13 +54,13 @@ def test_the_scripts_usage_error_is_one_line_and_not_perfcores(tmp_path):
 
 
 def test_a_gan_row_is_documented_as_offset_by_one_optimizer(tmp_path):
-    p = run(tmp_path, "--warmup", "1", "--", sys.executable, str(SCRIPTS / "gan.py"))
+    p = run(tmp_path, "--explain", "--warmup", "1", "--", sys.executable, str(SCRIPTS / "gan.py"))
     assert p.returncode == 0, p.stderr[-2000:]
     import json
 
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
     assert doc["step_source"] == "optimizer" and doc["step_source_note"].startswith("2 optimizers: a step ends")
-    assert f"steps counted at: optimizer; {doc['step_source_note']}" in p.stdout
+    assert f"steps counted at: optimizer; {doc['step_source_note']}" in p.stderr
 
 
 def test_an_uncaught_exception_is_read_from_python_when_the_hook_never_ran(monkeypatch):

@@ -87,7 +87,7 @@ def test_a_killed_rank_leaves_the_others_and_is_named_missing(tmp_path):
     doc = json.loads((out / "run.json").read_text())
     assert doc["missing_ranks"] == [1]
     assert [r["rank"] for r in doc["ranks"]] == [0]
-    assert "MISSING: rank(s) 1 of 2" in p.stdout
+    assert "MISSING: rank(s) 1 of 2" in p.stderr
     assert doc["exit"]["reason"] in ("crashed", "terminated")
 
 

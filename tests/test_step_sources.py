@@ -228,7 +228,7 @@ def test_no_step_writes_what_was_seen_and_exits_0(tmp_path):
     assert "--step-on" in p.stderr
     # 3 s of the script's CPU time, some of it spent before perfcore's clock started (interpreter start)
     assert doc["steps"] == 0 and doc["seen"]["forward"] == 0 and doc["seen"]["wall_ms"] > 2000
-    assert doc["no_step"].startswith("no step seen in") and doc["no_step"] in p.stdout
+    assert doc["no_step"].startswith("no step seen in") and doc["no_step"] in p.stderr
     rep = subprocess.run([sys.executable, "-m", "perfcore.cli", "report", str(out)], capture_output=True, text=True)
     assert rep.returncode == 0 and "no step seen" in rep.stdout, rep.stderr
 
@@ -254,9 +254,9 @@ def test_warmup_only_run_says_so_without_artefacts(tmp_path):
     assert p.returncode == 0, p.stderr
     doc = json.loads((out / "run.json").read_text())
     assert doc["steps"] == 0 and doc["warmup_steps"] == 3
-    assert "ended during warm-up: 3 warm-up step(s), none measured" in p.stdout
-    assert "0.00 ms" not in p.stdout
-    counts = [int(n) for n in re.findall(r"(\d+) worker\(s\)", p.stdout)]
+    assert "ended during warm-up: 3 warm-up step(s), none measured" in p.stderr
+    assert "0.00 ms" not in p.stderr
+    counts = [int(n) for n in re.findall(r"(\d+) worker\(s\)", p.stderr)]
     assert counts and all(n <= 64 for n in counts)  # no absurd worker counts
     assert doc["loaders"][0]["num_workers"] == 2 and len(doc["loaders"][0]["worker_startup_ms"]) == 1
 
@@ -323,7 +323,7 @@ def test_startup_summary_on_a_hand_made_table():
 
 def test_worker_startup_per_epoch_from_a_real_run(tmp_path):
     p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "train_meter.py"), "--workers", "2",
-                             "--epochs", "3", "--samples", "96", "--delay", "0.002")
+                             "--epochs", "3", "--samples", "96", "--delay", "0.002", extra=("--explain",))
     assert p.returncode == 0, p.stderr
     (ld,) = doc["loaders"]
     assert ld["num_workers"] == 2 and ld["persistent_workers"] is False and ld["batches"] == 18
@@ -334,4 +334,4 @@ def test_worker_startup_per_epoch_from_a_real_run(tmp_path):
     su = doc["startup"]
     assert su["worker_startup_ms"] == starts[0]
     assert su["time_to_first_step_ms"] > su["first_step_ms"] > 0
-    assert "persistent_workers=True would save" in p.stdout
+    assert "persistent_workers=True would save" in p.stderr

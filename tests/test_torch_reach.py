@@ -93,7 +93,7 @@ def test_a_script_that_never_imports_torch_is_told_so(tmp_path):
     assert p.returncode == 0, p.stderr
     assert doc["steps"] == 0
     assert "the script never imported torch" in doc["no_step"]
-    assert "--step-on" not in doc["no_step"] and "--step-on" not in p.stdout
+    assert "--step-on" not in doc["no_step"] and "--step-on" not in p.stderr
 
 
 def test_steps_stops_recording_at_n_when_the_script_catches_the_stop(tmp_path):
@@ -120,7 +120,7 @@ def test_step_on_batch_without_a_dataloader_names_what_would_work(tmp_path):
     assert doc["steps"] == 0
     sentence = doc["no_step"]
     assert "with --step-on batch" in sentence and "12 backward pass(es)" in sentence
-    assert "--step-on optimizer would find steps here" in sentence and sentence in p.stdout
+    assert "--step-on optimizer would find steps here" in sentence and sentence in p.stderr
 
 
 @pytest.mark.parametrize("var,value", [("PERFCORE_WARMUP", "-3"), ("PERFCORE_WARMUP", "abc"), ("PERFCORE_STEPS", "-1"),

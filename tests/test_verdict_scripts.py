@@ -11,7 +11,8 @@ HERE = Path(__file__).resolve().parent
 
 def test_a_leak_is_named_with_its_rate_and_onset(tmp_path):
     out = tmp_path / "r"
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "2", "--out", str(out), "--",
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--explain", "--warmup", "2", "--out", str(out),
+                        "--",
                         sys.executable, str(HERE / "realworld" / "leaky.py")], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr
@@ -24,6 +25,6 @@ def test_a_leak_is_named_with_its_rate_and_onset(tmp_path):
     assert leak["evidence"].startswith(f"probable leak: process memory (RSS) rises "
                                        f"{mem['growth_bytes_per_step'] / 2**20:.2f} MB per step from step "
                                        f"{mem['leak_from_step']}")
-    assert "Probable leak: process memory (RSS) rises" in p.stdout
+    assert "Probable leak: process memory (RSS) rises" in p.stderr
     for r in doc["recommendations"]:
         assert "timer." not in r["text"]

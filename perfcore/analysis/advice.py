@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from perfcore.analysis.gain import expected_gain
 from perfcore.analysis.interference import valid_finding
+from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
@@ -95,17 +96,26 @@ def contradicting_trial(trials: Sequence[Mapping[str, Any]] | None, n: int, more
         w, x = t.get("num_workers"), t.get("speedup")
         if w is None or not x or x != x or t.get("relative_to", n) != n:
             continue  # a ratio against other settings than this run's says nothing about its change
-        noise = float(t.get("noise_share") or 0.0)  # the measurement's own noise, as a share of the step
-        # How strongly it says the opposite: the slowdown of more workers, the speed-up of fewer.
-        if more and w > n and x <= 1.0 + noise:
+        # The measurement's own noise, as a share of the step, decides faster / slower / within noise.
+        change = change_of(x, t.get("noise_share"))
+        # How strongly it says the opposite: the slowdown of more workers (or no gain beyond the
+        # noise), the speed-up of fewer.
+        if more and w > n and change is not Change.FASTER:
             score = 1.0 / x
-        elif more and w < n and x > 1.0 + noise:
+        elif more and w < n and change is Change.FASTER:
             score = x
         else:
             continue
         if best is None or score > best[0]:
-            best = (score, t)
+            best = (score, {**t, "change": change.value})
     return dict(best[1]) if best else None
+
+
+# What a workers trial that turned the advice round measured, by its status: the word sits beside
+# the number it describes, so a ratio above 1 is never called slower.
+_TRIAL_WORDS = {(True, Change.SLOWER): "more workers made steps slower",
+                (True, Change.WITHIN_NOISE): "more workers made steps no faster beyond the runs' noise",
+                (False, Change.FASTER): "fewer workers made steps faster"}
 
 
 def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_step: float,
@@ -164,10 +174,9 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
         plan["reason"] = "measured: workers do not help"
         plan["achievable_ms"] = 0.0
         plan["trial"] = trial
+        said = _TRIAL_WORDS[(trial["num_workers"] > n, Change(trial["change"]))]
         plan["sentence"] = (f"{trial.get('experiment', 'an experiment')} measured num_workers={trial['num_workers']} "
-                            f"at {fmt_x(trial['speedup'])} of these settings' speed: "
-                            + ("more workers made steps slower" if trial["num_workers"] > n else
-                               "fewer workers made steps faster")
+                            f"at {fmt_x(trial['speedup'])} of these settings' speed: {said}"
                             + f" on this machine ({cores_text}); {rate}")
         plan["text"] = (f"In {where}: {more_cheaper}" + (f"; {fewer_threads}" if fewer_threads else "")
                         + f". Not more workers: {plan['sentence']}.")

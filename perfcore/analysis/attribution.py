@@ -9,7 +9,9 @@ the step: a step's wall time is its boundary span less the own-work intervals in
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+import contextvars
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -18,7 +20,7 @@ from perfcore._lazy import lazy_module
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["LABELS", "OWN", "PRECEDENCE", "CPU_PRECEDENCE", "attribute", "step_table", "summarize", "kernel_category",
-           "SCHEMA"]
+           "SCHEMA", "decision_deferred"]
 
 SCHEMA = "perfcore.run/1"
 LABELS = ("load", "transfer", "compute", "comm", "host")
@@ -27,6 +29,22 @@ PRECEDENCE = ("compute", "comm", "transfer", "load")  # highest first; host is w
 # phase (DDP's all-reduce ends backward): the inner, more specific phase wins, so comm > compute.
 CPU_PRECEDENCE = ("comm", "compute", "transfer", "load")
 _INDEX = {label: i for i, label in enumerate(LABELS)}
+# Set while a caller that will decide the verdict itself, once all of its evidence exists (perfcore
+# run's finish, an experiment), has documents made for it: summarize then leaves them undecided.
+_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("perfcore_decision_deferred", default=False)
+
+
+@contextlib.contextmanager
+def decision_deferred() -> Iterator[None]:
+    """Documents summarized inside carry the numbers only (an undecided verdict, no advice): the caller
+    decides once, later, on more evidence than one document holds."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
 OWN = "perfcore"  # the key of perfcore's own-work intervals: above every label, and out of the step
 OWN_PHASE_ID = 15  # the span phase id they are recorded under (a built-in id, below the custom ones)
 
@@ -107,10 +125,11 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
               evidence: Mapping[str, Any] | None = None, kernels: list[dict] | None = None,
               memcpy: dict | None = None, overhead: dict | None = None, zero_code: bool = False) -> dict[str, Any]:
     """The perfcore.run/1 document from a step_table (warm-up rows are reported apart). zero_code: the
-    loop is the user's unmodified script (advice then never names a perfcore call)."""
+    loop is the user's unmodified script (advice then never names a perfcore call). Inside
+    decision_deferred() the verdict stays undecided and the advice empty."""
     from perfcore.analysis.advice import advise_run
     from perfcore.analysis.uncertainty import robust_breakdown
-    from perfcore.analysis.verdict import avoidable, decide
+    from perfcore.analysis.verdict import undecided
 
     # Evaluation passes are not training steps: out of the step statistics, the breakdown and the
     # verdict, and reported as a finding of their own.
@@ -137,7 +156,7 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
         "warmup_step_time_ms": float(warm["wall_ms"].mean()) if len(warm) else None,
         "breakdown_ms": mean_ms,
         "breakdown_fraction": fraction,
-        "verdict": decide(avoidable(mean_ms), 0.0),  # "no steps measured" until advise_run decides on steps
+        "verdict": undecided(),  # until advise_run decides on the steps
         "recommendations": [],
         "kernels": kernels or [],
         "memcpy": memcpy or {},
@@ -155,7 +174,7 @@ def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
             doc["step_time_ms"]["sem"] = robust["step_sem_ms"]
     if evaluation:
         doc["evaluation"] = evaluation
-    if len(measured):
+    if len(measured) and not _DEFERRED.get():
         advise_run(doc, zero_code=zero_code, evidence=evidence)
     return doc
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from perfcore.analysis.status import Check
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 
 __all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge", "fmt_speedups"]
@@ -116,14 +117,16 @@ def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms:
         allow_text += (" (the prediction's interval widened by the runs' noise)" if noise is not None else
                        f" (the prediction's interval, or two runs' usual spread: {100 * FALLBACK_REL:.0f}% of it "
                        f"or {100 * FALLBACK_STEP:.0f}% of the step)")
+    lost_in_noise = noise is not None and noise_floor >= p and abs(m) <= noise_floor
     if abs(m - p) <= tol:
-        status = "inconclusive" if noise is not None and noise_floor >= p and abs(m) <= noise_floor else "confirmed"
-    elif noise is not None and noise_floor >= p and abs(m) <= noise_floor:
-        status = "inconclusive"
-    elif m > noise_floor and m < p:
-        status = "partly"
+        check = Check.INCONCLUSIVE if lost_in_noise else Check.CONFIRMED
+    elif lost_in_noise:
+        check = Check.INCONCLUSIVE
+    elif noise_floor < m < p:
+        check = Check.PARTLY
     else:
-        status = "not confirmed"
+        check = Check.NOT_CONFIRMED
+    status = check.value
     above = False
     b_saved = None
     if bound is not None and bound.get("saved_ms") is not None:
@@ -145,6 +148,6 @@ def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms:
         sent += (f"; above the {fmt_x(bound.get('speedup'))} that {bound.get('what', 'removing all of it')} could give"
                  + (f", within the runs' noise ({fmt_ms(noise)} per step)" if noise is not None and m - b_saved <= noise
                     else ": the machine changed between the runs, not an effect of the change"))
-    agrees = {"confirmed": True, "inconclusive": None}.get(status, False)
+    agrees = {Check.CONFIRMED: True, Check.INCONCLUSIVE: None}.get(check, False)
     return {"experiment": experiment, "status": status, "agrees": agrees, "predicted": dict(predicted),
             "measured": dict(measured), "above_bound": above, "agreement_band": allow, "sentence": sent}

@@ -14,13 +14,15 @@ from typing import Any, Mapping
 
 from perfcore.analysis.gain import BAND_Z, expected_gain, judge, measured_gain
 from perfcore.analysis.interference import valid_finding
+from perfcore.analysis.results import BOUNDS, Cause, Gain, Level, Verdict
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle, valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 
 __all__ = ["preface", "AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "NOISE_SHARE",
            "THRESHOLDS_RATIONALE",
            "avoidable",
-           "decide", "decide_run", "confirm", "startup_share"]
+           "decide", "decide_run", "judge_causes", "run_evidence", "prediction", "confirm", "startup_share",
+           "undecided"]
 
 AVOIDABLE = ("load", "transfer", "comm", "host")
 
@@ -107,6 +109,52 @@ def _settle(steps: int, share: float, band, tier: float) -> str:
     return "more steps or a quieter machine would settle it"
 
 
+def _thresholds() -> dict[str, Any]:
+    return {"warn": WARN_SHARE, "critical": CRITICAL_SHARE, "rationale": THRESHOLDS_RATIONALE}
+
+
+def undecided() -> dict[str, Any]:
+    """The verdict of a document no step has been judged in yet (nothing measured, or its decision is
+    left to a caller with more evidence)."""
+    return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "causes": [],
+            "avoidable_ms": {}, "step_ms": 0.0, "summary": "no steps measured", "thresholds": _thresholds()}
+
+
+def judge_causes(avoidable_ms: Mapping[str, float], step_ms: float, *, compute_ms: float | None = None,
+                 share_band: Mapping[str, tuple[float, float]] | None = None, uncertain: bool = False) -> Verdict:
+    """The decision in numbers and statuses: each avoidable cause's ms per step, share and level (the
+    level its interval's low end surely reaches; borderline when the interval straddles the warn
+    tier), ranked by ms per step; the bound is the largest cause that surely reaches a tier, else a
+    borderline one, else compute (healthy). step_ms must be > 0."""
+    step = float(step_ms)
+    ranked = []
+    for lb in AVOIDABLE:
+        ms = max(0.0, float(avoidable_ms.get(lb) or 0.0))
+        share = ms / step
+        band = tuple(share_band[lb]) if share_band and share_band.get(lb) is not None else None
+        g = expected_gain(step, ms, saved_band_ms=(band[0] * step, band[1] * step) if band else None)
+        # The level the interval's low end surely reaches: a borderline cause never flips up a tier.
+        level = _level(band[0]) if band else _level(share)
+        tier = _straddles(band)
+        if tier == WARN_SHARE:
+            level = "borderline"
+        ranked.append(Cause(label=lb, bound=BOUNDS[lb], ms_per_step=ms, share=share, level=Level(level),
+                            gain=Gain(g["saved_ms"], g["step_after_ms"], g["speedup"], g["band"]),
+                            share_band=band, borderline_tier=tier if band else None))
+    ranked.sort(key=lambda c: -c.ms_per_step)
+    named = [c for c in ranked if c.level is not Level.MINOR]
+    sure = [c for c in named if c.level is not Level.BORDERLINE]
+    comp = compute_ms if compute_ms is not None else max(step - sum(c.ms_per_step for c in ranked), 0.0)
+    if sure:
+        bound, level, healthy, primary = sure[0].label, sure[0].level, False, sure[0].label
+    elif named:
+        bound, level, healthy, primary = named[0].label, Level.BORDERLINE, None, named[0].label
+    else:
+        bound, level, healthy, primary = "compute", Level.HEALTHY, True, None
+    return Verdict(bound=bound, level=level, healthy=healthy, primary=primary, step_ms=step, compute_ms=comp,
+                   ranked=tuple(ranked), uncertain=uncertain)
+
+
 def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = False,
            measured_by: Mapping[str, str] | None = None, compute_ms: float | None = None,
            startup: Mapping[str, Any] | None = None, steps: int = 0,
@@ -125,46 +173,28 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
     gain_of: what the expected gain is of ("steps"; health's forward-only loop names itself).
     host_contains: what the host label holds, in words, where it is more than Python (CPU runs)."""
     step = float(step_ms or 0.0)
-    thresholds = {"warn": WARN_SHARE, "critical": CRITICAL_SHARE, "rationale": THRESHOLDS_RATIONALE}
+    thresholds = _thresholds()
     if not step > 0:  # nothing measured yet (a live view before the first step, a warm-up-only run)
-        return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "causes": [],
-                "avoidable_ms": {}, "step_ms": 0.0, "summary": "no steps measured", "thresholds": thresholds}
+        return undecided()
+    v = judge_causes(avoidable_ms, step, compute_ms=compute_ms, share_band=share_band,
+                     uncertain=bool(interference and interference.get("material")))
     causes = []
-    for lb in AVOIDABLE:
-        ms = max(0.0, float(avoidable_ms.get(lb) or 0.0))
-        share = ms / step if step > 0 else 0.0
-        bound, what, how_gpu, how_cpu = _CAUSES[lb]
+    for cause in v.ranked:
+        lb, ms, share, band = cause.label, cause.ms_per_step, cause.share, cause.share_band
+        _, what, how_gpu, how_cpu = _CAUSES[lb]
         if lb == "host" and not on_gpu:
             what = host_contains or CPU_HOST
         how = (measured_by or {}).get(lb) or (how_gpu if on_gpu else how_cpu)
-        band = tuple(share_band[lb]) if share_band and share_band.get(lb) is not None else None
         gain = expected_gain(step, ms, saved_band_ms=(band[0] * step, band[1] * step) if band else None)
-        # The level the interval's low end surely reaches: a borderline cause never flips up a tier.
-        level = _level(band[0]) if band else _level(share)
-        tier = _straddles(band)
-        if tier == WARN_SHARE:
-            level = "borderline"
         bnd = f", {100 * LEVEL:.0f}% interval {fmt_band(band[0], band[1], fmt_share)}" if band else ""
-        c = {"label": lb, "bound": bound, "what": what, "ms_per_step": ms, "share": share,
-             "level": level, "expected_speedup": gain["speedup"], "expected_step_ms": gain["step_after_ms"],
-             "expected_gain": gain,
-             "evidence": f"{fmt_ms(ms)} of a {fmt_ms(step)} step ({fmt_share(share)}{bnd}), measured as {how}"}
-        if band:
-            c["share_band"] = list(band)
-            c["borderline_tier"] = tier
-        causes.append(c)
-    causes.sort(key=lambda c: -c["ms_per_step"])
+        evidence = f"{fmt_ms(ms)} of a {fmt_ms(step)} step ({fmt_share(share)}{bnd}), measured as {how}"
+        causes.append({**cause.to_dict(), "what": what, "expected_gain": gain, "evidence": evidence})
     named = [c for c in causes if c["level"] != "minor"]
-    comp = compute_ms if compute_ms is not None else max(step - sum(c["ms_per_step"] for c in causes), 0.0)
-    doc: dict[str, Any] = {"causes": named, "thresholds": thresholds, "step_ms": step, "compute_ms": comp,
-                           "avoidable_ms": {c["label"]: c["ms_per_step"] for c in causes}}
-    if share_band:
-        doc["avoidable_band_ms"] = {c["label"]: [c["share_band"][0] * step, c["share_band"][1] * step]
-                                    for c in causes if c.get("share_band")}
+    comp = v.compute_ms
+    doc: dict[str, Any] = {**v.to_dict(), "causes": named, "thresholds": thresholds}
     sure = [c for c in named if c["level"] != "borderline"]
     if sure:
         top = sure[0]
-        doc.update(bound=top["label"], level=top["level"], healthy=False, primary=top["label"])
         g = top["expected_gain"]
         speed = f"; removing it would make {gain_of} {g['text']}" if g["text"] else ""
         tier = CRITICAL_SHARE if top["level"] == "critical" else WARN_SHARE
@@ -183,13 +213,11 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
     elif named:
         top = named[0]
         band = top["share_band"]
-        doc.update(bound=top["label"], level="borderline", healthy=None, primary=top["label"])
         summary = (f"borderline {top['bound']}: {top['what']} costs {fmt_ms(top['ms_per_step'])} of each "
                    f"{fmt_ms(step)} step ({fmt_share(top['share'])}, {100 * LEVEL:.0f}% interval "
                    f"{fmt_band(band[0], band[1], fmt_share)}), which straddles the {100 * WARN_SHARE:.0f}% tier: "
                    + _settle(steps, top["share"], band, WARN_SHARE))
     else:
-        doc.update(bound="compute", level="healthy", healthy=True, primary=None)
         big = causes[0] if causes else None
         summary = (f"compute-bound (healthy): compute is {fmt_share(comp / step if step else 0)} of each "
                    f"{fmt_ms(step)} step; no avoidable cause reaches {100 * WARN_SHARE:.0f}%")
@@ -206,9 +234,8 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
             summary += f". Start-up dominates: {su['sentence']}"
     # The verdict in words without the interference preface: what a quiet machine would read first.
     doc["plain_summary"] = summary
-    if interference and interference.get("material"):
+    if v.uncertain:
         doc["interference"] = dict(interference)
-        doc["uncertain"] = True
     doc["summary"] = preface(summary, doc.get("interference"))
     return doc
 
@@ -226,6 +253,20 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
     """decide() on a perfcore.run/1 document (or any mapping with step_time_ms.mean and breakdown_ms).
     With the document's robust breakdown (breakdown_robust), the verdict is judged on its trimmed
     estimate and intervals; its interference finding, when material, comes first."""
+    return decide(**run_evidence(doc), measured_by=measured_by, gain_of=gain_of)
+
+
+def prediction(evidence: Mapping[str, Any]) -> dict[str, Any]:
+    """What a verdict on run_evidence() would predict removing each cause saves, without deciding it:
+    {step_ms, avoidable_ms, avoidable_band_ms}, the figures confirm() checks an experiment against."""
+    step = float(evidence["step_ms"] or 0.0)
+    band = evidence.get("share_band") or {}
+    return {"step_ms": step, "avoidable_ms": dict(evidence["avoidable_ms"]),
+            "avoidable_band_ms": {lb: [b[0] * step, b[1] * step] for lb, b in band.items() if b is not None}}
+
+
+def run_evidence(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """decide()'s arguments from a perfcore.run/1 document: the numbers a verdict on it is judged on."""
     st = doc.get("step_time_ms")
     step = st["mean"] if isinstance(st, Mapping) else float(st or doc.get("step_ms") or 0.0)
     bd = doc.get("breakdown_ms") or {}
@@ -241,11 +282,11 @@ def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None 
         bd = {**bd, **rb["ms"]}
         band = rb.get("share_band")
         outliers = rb.get("outliers")
-    return decide(avoidable(bd), step, on_gpu=str(doc.get("device", "cpu")) != "cpu",
-                  compute_ms=bd.get("compute"), measured_by=measured_by, startup=doc.get("startup"),
-                  steps=int(doc.get("steps") or 0), share_band=band, outliers=outliers,
-                  interference=valid_finding(doc.get("interference")), gain_of=gain_of,
-                  host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None)
+    return dict(avoidable_ms=avoidable(bd), step_ms=step, on_gpu=str(doc.get("device", "cpu")) != "cpu",
+                compute_ms=bd.get("compute"), startup=doc.get("startup"),
+                steps=int(doc.get("steps") or 0), share_band=band, outliers=outliers,
+                interference=valid_finding(doc.get("interference")),
+                host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None)
 
 
 # Removing a cause never makes compute itself slower: when the experiment's compute per step is this
@@ -276,7 +317,8 @@ def difference_noise_ms(*sems: float | None) -> float | None:
 
 def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | None, experiment: str,
             compute_ms: tuple[float, float] | None = None, noise_ms: float | None = None,
-            bound: Mapping[str, Any] | None = None, compute_may_gain: bool = True) -> dict[str, Any]:
+            bound: Mapping[str, Any] | None = None, compute_may_gain: bool = True,
+            busy: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Does a measured A/B speedup (the step without `label`'s cause) agree with the verdict's
     prediction? gain.judge on the two savings in ms: the prediction's band (from the verdict's
     intervals) widened by the runs' noise `noise_ms` (NOISE_SE standard errors of the difference of
@@ -285,7 +327,9 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
     sentence}; measured_ms is the saving the experiment implies, for a corrected verdict. compute_ms:
     (baseline, experiment) compute per step, the control: inconclusive when it drifted up, or down
     when compute_may_gain is False (nothing the experiment removed ran beside compute: loading in
-    the main process on a CPU, or any loading against GPU kernels), so only the machine changed."""
+    the main process on a CPU, or any loading against GPU kernels), so only the machine changed.
+    busy: the interference measured during the two runs ({others_cores, cores, material}): the drift is
+    put down to a busy machine only when one was measured busy, and otherwise said as unexplained."""
     step = float(decision.get("step_ms") or 0.0)
     ms = float((decision.get("avoidable_ms") or {}).get(label) or 0.0)
     band = (decision.get("avoidable_band_ms") or {}).get(label)
@@ -309,11 +353,17 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
               and compute_ms[0] > COMPUTE_DRIFT * compute_ms[1])
     if j["status"] in ("partly", "not confirmed") and (
             (measured_speedup < predicted["speedup"] and slower) or (measured_speedup > predicted["speedup"] and faster)):
-        return {**base, "status": "inconclusive", "measured_noise_ms": meas["noise_ms"],
+        measured_busy = bool(busy and busy.get("material"))
+        if busy and busy.get("others_cores") is not None:
+            why = (f"other processes used {busy['others_cores']:.1f} of {busy.get('cores', '?')} cores (measured)"
+                   + ("" if measured_busy else ": not a busy machine"))
+        else:
+            why = "no interference measured"
+        return {**base, "status": "inconclusive", "measured_noise_ms": meas["noise_ms"], "reason": "compute drift",
+                "machine_busy": measured_busy,
                 "sentence": (f"{experiment} measured {fmt_x(measured_speedup)} against {fmt_x(predicted['speedup'])} "
                              f"predicted: inconclusive, compute itself went from {fmt_ms(compute_ms[0])} to "
-                             f"{fmt_ms(compute_ms[1])} per step between the runs (a busy machine); the attribution "
-                             "stands")}
+                             f"{fmt_ms(compute_ms[1])} per step between the runs ({why}); the attribution stands")}
     return {**base, "status": j["status"], "agrees": j["agrees"], "above_bound": j["above_bound"],
             "predicted_band": predicted["band"], "measured_band": meas["band"], "measured_noise_ms": meas["noise_ms"],
             "agreement_band": j["agreement_band"], "sentence": j["sentence"]}

@@ -14,12 +14,13 @@ __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
 @click.command("report")
 @click.argument("run_dir", type=UserPath(exists=True, file_okay=False))
 @click.option("--html", "html", is_flag=True, help="Also rewrite the folder's report.html.")
+@click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("report", out=False)
-def report_cmd(res: Results, run_dir, html) -> None:
+def report_cmd(res: Results, run_dir, html, explain) -> None:
     """Re-render the report and plots of a run folder."""
     from perfcore.report.plots import plot_breakdown
     from perfcore.report.reader import load_run
-    from perfcore.report.terminal import render_text
+    from perfcore.report.terminal import render_brief, render_text
 
     from perfcore.errors import ResultWriteError
 
@@ -32,7 +33,7 @@ def report_cmd(res: Results, run_dir, html) -> None:
         click.echo(f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote",
                    err=True)
     doc, steps = load_run(folder)
-    res.echo(render_text(doc))
+    res.echo(render_text(doc) if explain else render_brief(doc, folder))
     written = []
     try:
         if len(steps) > 0:  # a run that saw no step has nothing to plot
@@ -88,7 +89,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
 @results("merge")
 def merge_cmd(res: Results, dirs) -> None:
     """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."""
-    from perfcore.report.terminal import render_text
+    from perfcore.report.terminal import render_brief, render_text
     from perfcore.run.parent.finish import merge_dirs
 
     # merge_dirs makes the merged folder only once the parts are read and found to be one job's.

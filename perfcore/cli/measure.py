@@ -24,9 +24,11 @@ __all__ = ["run_cmd", "monitor_cmd"]
 @click.option("--no-monitor", is_flag=True, help="Do not sample (no monitor.csv).")
 @click.option("--step-on", type=click.Choice(["optimizer", "backward", "batch", "forward"]), default=None,
               help="What ends a step (default: the first of these the script does).")
+@click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("run")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monitor, step_on, command) -> None:
+def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monitor, step_on, explain,
+            command) -> None:
     """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
 
     Attributes every training step to load / transfer / compute / comm / host, names the
@@ -38,8 +40,11 @@ def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monito
     rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(res.out) if res.out else None,
                                    backend=backend, kernels=not no_kernels, monitor_s=None if no_monitor else monitor,
                                    step_on=step_on, quiet=res.quiet, stdout_to_stderr=res.json_path == "-")
-    from perfcore.report.terminal import render_text  # after the run: numpy and pandas load while the script runs
-    res.echo(render_text(doc))
+    # after the run: numpy and pandas load while the script runs
+    from perfcore.report.terminal import render_brief, render_text
+
+    # On stderr, as `time` reports: the script's own stdout stays whole (perfcore run -- ... > out.txt).
+    click.echo(render_text(doc) if explain else render_brief(doc, out_dir), err=True)
     res.done(doc, list(doc.get("files", {})), out_dir)
     sys.exit(rc)
 

@@ -38,16 +38,17 @@ def health_cmd(res: Results, steps, interval, target) -> None:
 @target_command("diagnose")
 @steps_option(30, "Measured steps per experiment.")
 @warmup_option(3)
+@click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("diagnose")
 @target_arg
-def diagnose_cmd(res: Results, steps, warmup, target) -> None:
+def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     """Stage 2: differential experiments (synthetic data, num_workers, decoder) name the bottleneck."""
     from perfcore.experiments.stages import diagnose_stage
-    from perfcore.report.experiments import render_diagnose
+    from perfcore.report.experiments import render_diagnose, render_diagnose_brief
 
     doc, files = diagnose_stage(load_target(target), res.folder, steps=steps, warmup=warmup, progress=res.progress())
     text = render_diagnose(doc)
-    res.echo(text)
+    res.echo(text if explain else render_diagnose_brief(doc, f"{res.folder}/report.html; all evidence: --explain"))
     res.done(doc, folder_report(res, "diagnose", doc, text, files))
     _mirror_script_exit(doc)
 
@@ -113,12 +114,15 @@ def sweep_cmd(res: Results, batch_size, num_workers, pin_memory, prefetch_factor
 
 @click.command("demo")
 @click.option("--quick", is_flag=True, help="Fewer steps (for tests).")
+@click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("demo")
-def demo_cmd(res: Results, quick) -> None:
+def demo_cmd(res: Results, quick, explain) -> None:
     """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN)."""
     from perfcore.experiments.demo import run_demo
 
+    from perfcore.report.experiments import render_demo_brief
+
     doc = run_demo(res.folder, quick=quick, progress=res.progress())
-    res.echo(doc["_text"])
+    res.echo(doc["_text"] if explain else render_demo_brief(doc, res.folder))
     res.done({k: v for k, v in doc.items() if not k.startswith("_")},
              folder_report(res, "demo", doc, doc["_text"], list(doc["files"])))

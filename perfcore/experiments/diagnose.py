@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.gain import expected_gain, measured_gain
+from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
-from perfcore.analysis.verdict import avoidable, confirm, decide, decide_run, difference_noise_ms, preface
+from perfcore.analysis.verdict import confirm, decide, difference_noise_ms, prediction, preface, run_evidence
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
 
@@ -50,6 +51,10 @@ def _summary(row: dict[str, Any], name: str, base_ms: float) -> dict[str, Any]:
     keep = ("batch_size", "num_workers", "pin_memory", "decoder", "synthetic", "step_ms", "samples_per_s",
             "busy_mean", "busy_std", "cpu_percent", "peak_mem_bytes", "oom", "breakdown_ms", "step_sem_ms")
     out = {"name": name, **{k: row.get(k) for k in keep}}
+    f = row.get("interference") or {}
+    if f.get("others_cores") is not None:  # what else used the machine during this experiment, measured
+        out["interference"] = {"others_cores": f["others_cores"], "cores": f.get("cores"),
+                               "material": bool(f.get("material"))}
     out["speedup"] = base_ms / row["step_ms"] if row.get("step_ms") and row["step_ms"] == row["step_ms"] else None
     return out
 
@@ -61,25 +66,28 @@ def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
     say = progress or (lambda msg: None)
     if baseline is None:
         say("baseline")
-        base = measure_workload(workload, steps=steps, warmup=warmup)
+        base = measure_workload(workload, steps=steps, warmup=warmup, decide=False)
     else:
         base = baseline
     b_ms = base["step_ms"]
     exps = [_summary(base, "baseline", b_ms)]
     say("A: synthetic data")
-    exps.append(_summary(measure_workload(workload, steps=steps, warmup=warmup, synthetic=True), "A: synthetic data", b_ms))
+    exps.append(_summary(measure_workload(workload, steps=steps, warmup=warmup, synthetic=True, decide=False),
+                         "A: synthetic data", b_ms))
     cores = os.cpu_count() or 1
     if workload.num_workers > 0:
         b_name, b_over = "B: num_workers=0", {"num_workers": 0}
     else:
         b_name, b_over = f"B: num_workers={cores} (baseline uses 0)", {"num_workers": cores}
     say(b_name)
-    exps.append(_summary(measure_workload(workload, steps=steps, warmup=warmup, overrides=b_over), b_name, b_ms))
+    exps.append(_summary(measure_workload(workload, steps=steps, warmup=warmup, overrides=b_over, decide=False),
+                         b_name, b_ms))
     skipped = []
     others = [d for d in workload.decoders if d != workload.decoder]
     if others:
         say(f"C: decoder {others[0]}")
-        exps.append(_summary(measure_workload(workload.with_decoder(others[0]), steps=steps, warmup=warmup),
+        exps.append(_summary(measure_workload(workload.with_decoder(others[0]), steps=steps, warmup=warmup,
+                                              decide=False),
                              f"C: decoder {others[0]}", b_ms))
     else:
         skipped.append({"name": "C: other decoder", "reason": "the workload declares no other decoder"})
@@ -90,15 +98,19 @@ def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
            "experiments": exps, "skipped": skipped, "worker_profile": prof, "verdict": verdict,
            "predicted_speedup": predicted, "measured_speedup": exps[1]["speedup"]}
     if base.get("_result"):
-        doc["recommendations"] = diagnose_advice(base["_result"], verdict, base.get("evidence"))
+        advised = diagnose_advice(base["_result"], verdict, base.get("evidence"))
+        doc["recommendations"] = advised["recommendations"]
+        if advised.get("loader_plan"):
+            doc["loader_plan"] = advised["loader_plan"]
     if base.get("interference"):
         doc["interference"] = base["interference"]
     return doc
 
 
-def diagnose_advice(base_doc: dict, verdict: dict, evidence: dict | None = None) -> list[dict[str, Any]]:
-    """The baseline's advice on diagnose's checked verdict, with experiment B as measured evidence: a
-    workers change B measured not to help turns the advice round (analysis.advice.contradicting_trial)."""
+def diagnose_advice(base_doc: dict, verdict: dict, evidence: dict | None = None) -> dict[str, Any]:
+    """The baseline's document advised on diagnose's checked verdict (a copy: recommendations and
+    loader_plan set), with experiment B as measured evidence: a workers change B measured not to help
+    turns the advice round (analysis.advice.contradicting_trial)."""
     b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
     trials = []
     if b and b.get("num_workers") is not None and b.get("measured_speedup"):
@@ -109,7 +121,7 @@ def diagnose_advice(base_doc: dict, verdict: dict, evidence: dict | None = None)
                        "noise_share": (noise / step) if noise is not None and step else None})
     doc = dict(base_doc)
     advise_run(doc, zero_code=True, evidence={**dict(evidence or {}), "worker_trials": trials}, decision=verdict)
-    return doc["recommendations"]
+    return doc
 
 
 def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> tuple[dict[str, Any], float]:
@@ -121,23 +133,35 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     Returns (verdict, predicted speedup without loading)."""
     bd, step = base["breakdown_ms"], base["step_ms"]
     rb = base.get("breakdown_robust")
-    first = decide_run({"step_time_ms": {"mean": step}, "breakdown_ms": bd, "breakdown_robust": rb,
-                        "device": "cuda" if on_gpu else "cpu", "steps": base.get("steps") or 0,
-                        "interference": base.get("interference")})
+    evidence = run_evidence({"step_time_ms": {"mean": step}, "breakdown_ms": bd, "breakdown_robust": rb,
+                             "device": "cuda" if on_gpu else "cpu", "steps": base.get("steps") or 0,
+                             "interference": base.get("interference")})
+    # The attribution's prediction, checked before anything is decided: the verdict is decided once,
+    # on the attribution or on what experiment A measured in its place.
+    first = prediction(evidence)
     a_bd = exps[1].get("breakdown_ms") or {}
     control = (bd.get("compute") or 0.0, a_bd["compute"]) if a_bd.get("compute") is not None else None
     noise = difference_noise_ms(base.get("step_sem_ms"), exps[1].get("step_sem_ms"))
     # Without loading, compute may truly get faster only where loading ran beside it on the same
     # cores (DataLoader workers on a CPU); otherwise a faster compute means the machine changed.
     concurrent = not on_gpu and bool(exps[0].get("num_workers"))
+    # The busier of the two runs as measured: only a measured busy machine may be blamed for a drift.
+    pair = [f for f in ((base.get("interference") or {}), (exps[1].get("interference") or {}))
+            if f.get("others_cores") is not None]
+    busy = max(pair, key=lambda f: f["others_cores"]) if pair else None
     check = confirm(first, "load", exps[1].get("speedup"), "synthetic data (no loading)", compute_ms=control,
-                    noise_ms=noise, compute_may_gain=concurrent)
-    final = first
-    if check["agrees"] is False:
-        final = decide({**avoidable(first["avoidable_ms"]), "load": check["measured_ms"]}, first["step_ms"],
+                    noise_ms=noise, compute_may_gain=concurrent, busy=busy)
+    corrected = check["agrees"] is False
+    if corrected:
+        final = decide({**first["avoidable_ms"], "load": check["measured_ms"]}, first["step_ms"],
                        on_gpu=on_gpu, interference=base.get("interference"),
                        measured_by={"load": "the step time saved with synthetic data (experiment A)"})
-        final["attributed"] = first["summary"]
+        attributed = float(first["avoidable_ms"].get("load") or 0.0)
+        final["attributed"] = {"label": "load", "ms_per_step": attributed,
+                               "share": attributed / first["step_ms"] if first["step_ms"] else 0.0,
+                               "band_ms": first["avoidable_band_ms"].get("load")}
+    else:
+        final = decide(**evidence)
     final["checks"] = [check]
     causes = {"load": "data loading", "transfer": "transfer", "comm": "communication", "host": "host overhead",
               "compute": "GPU compute" if on_gpu else "compute"}
@@ -167,7 +191,7 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
         final["plain_summary"] = final["plain_summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
-        final["checks"].append(workers_check(first, final, check, base, workers))
+        final["checks"].append(workers_check(first, final, corrected, base, workers))
     tail = "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) \
         + (f". {how}." if how else ".")
     final["plain_summary"] += tail
@@ -175,13 +199,13 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     return final, check["predicted_speedup"]
 
 
-def workers_check(first: dict, final: dict, a_check: dict, base: dict, workers: dict) -> dict[str, Any]:
+def workers_check(first: dict, final: dict, corrected: bool, base: dict, workers: dict) -> dict[str, Any]:
     """Experiment B (the workers changed) against the bound no worker setting can pass: the step with
-    no loading at all (the prediction, or experiment A's measurement when it corrected it). A gain
-    above that bound is flagged: noise, or the machine changed between the runs."""
+    no loading at all (the prediction `first`, or experiment A's measurement when it `corrected` it). A
+    gain above that bound is flagged: noise, or the machine changed between the runs."""
     step = float(first["step_ms"])
     load_ms = float((final.get("avoidable_ms") or {}).get("load") or 0.0)
-    band = (first.get("avoidable_band_ms") or {}).get("load") if final is first else None
+    band = None if corrected else (first.get("avoidable_band_ms") or {}).get("load")
     ceiling = expected_gain(step, load_ms, saved_band_ms=tuple(band) if band else None)
     noise = difference_noise_ms(base.get("step_sem_ms"), workers.get("step_sem_ms"))
     meas = measured_gain(step, step / workers["speedup"], noise_ms=noise)
@@ -194,8 +218,11 @@ def workers_check(first: dict, final: dict, a_check: dict, base: dict, workers: 
     sent = f"{workers['name']} measured {x}{xb}"
     if ceiling["speedup"] is not None:
         sent += f" of the {fmt_x(ceiling['speedup'])} that removing all loading can give"
-    if workers["speedup"] < 1 and not noisy:
+    change = change_of(workers["speedup"], noise / step if noise is not None and step else None)
+    if change is Change.SLOWER and not noisy:
         sent += ": slower, so workers do not help here"
+    elif change is Change.WITHIN_NOISE and workers["speedup"] != 1 and not noisy:
+        sent += f": within the runs' noise ({fmt_ms(noise)} per step), so workers do not measurably help here"
     if noisy:
         sent += (f": inconclusive, the runs' noise ({fmt_ms(noise)} per step) is as large as the whole "
                  f"loading wait ({fmt_ms(ceiling['saved_ms'])})")
@@ -206,4 +233,4 @@ def workers_check(first: dict, final: dict, a_check: dict, base: dict, workers: 
     return {"label": "load", "experiment": workers["name"], "predicted_speedup": ceiling["speedup"],
             "measured_speedup": workers["speedup"], "measured_band": b, "measured_noise_ms": noise,
             "agrees": None, "status": "inconclusive" if noisy else "bound", "against": "bound", "above_bound": bool(above),
-            "num_workers": workers.get("num_workers"), "sentence": sent}
+            "num_workers": workers.get("num_workers"), "change": change.value, "sentence": sent}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from perfcore.analysis.verdict import decide_run, preface
+from perfcore.analysis.verdict import decide_run, preface, undecided
 from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
@@ -16,9 +16,13 @@ HEALTHY_BUSY = 0.60
 
 
 def health(workload: Workload, *, steps: int = 100, warmup: int = 5, interval_s: float = 0.1,
-           progress: Callable[[int, int], None] | None = None, target: str | None = None) -> dict[str, Any]:
-    row = measure_workload(workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s, progress=progress)
-    doc = health_report(row, workload.name, f"perfcore diagnose {target or workload.name}", forward_only=True)
+           progress: Callable[[int, int], None] | None = None, target: str | None = None,
+           decide: bool = True) -> dict[str, Any]:
+    """decide: False where a later stage decides the one verdict (the demo): the measurement only."""
+    row = measure_workload(workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s,
+                           progress=progress, decide=False)
+    doc = health_report(row, workload.name, f"perfcore diagnose {target or workload.name}", forward_only=True,
+                        decide=decide)
     doc["_row"] = row
     return doc
 
@@ -29,18 +33,22 @@ FORWARD_ONLY_GAIN = "this forward-only loop's steps"
 FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
 
 
-def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False) -> dict[str, Any]:
+def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False,
+                  decide: bool = True) -> dict[str, Any]:
     """The perfcore.health/1 document from one measured run (a workload's or a script's): the one verdict,
     busy against HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy
-    series has one."""
+    series has one. decide=False: the measurement only (undecided verdict; healthy from busy alone)."""
     busy = row["busy_mean"]
     what = "GPU utilisation" if row["busy_source"] == "gpu_util" else "compute share of each step (no GPU here)"
     bd = row["breakdown_ms"]
-    decision = decide_run({"step_time_ms": {"mean": row["step_ms"]}, "breakdown_ms": bd,
-                           "breakdown_robust": row.get("breakdown_robust"), "device": row["device"],
-                           "steps": int(row.get("steps") or 0), "interference": row.get("interference")},
-                          gain_of=FORWARD_ONLY_GAIN if forward_only else "steps")
-    healthy = decision["healthy"]
+    if decide:
+        decision = decide_run({"step_time_ms": {"mean": row["step_ms"]}, "breakdown_ms": bd,
+                               "breakdown_robust": row.get("breakdown_robust"), "device": row["device"],
+                               "steps": int(row.get("steps") or 0), "interference": row.get("interference")},
+                              gain_of=FORWARD_ONLY_GAIN if forward_only else "steps")
+    else:
+        decision = {**undecided(), "plain_summary": "", "summary": ""}
+    healthy = decision["healthy"] if decide else bool(busy >= HEALTHY_BUSY)
     busy_line = f"{what} {100 * busy:.0f}% ({'>=' if busy >= HEALTHY_BUSY else '<'} {100 * HEALTHY_BUSY:.0f}%)"
     if healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util":
         busy_line += ("; low utilisation with no avoidable cause above the threshold: the device's work is small "
@@ -55,7 +63,7 @@ def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only
         "verdict": decision,
         "plain_summary": (f"{decision['plain_summary']}"
                           + (f" ({FORWARD_ONLY_NOTE})" if forward_only and decision.get("causes") else "")
-                          + f". {busy_line[0].upper()}{busy_line[1:]}"),
+                          + (". " if decide else "") + f"{busy_line[0].upper()}{busy_line[1:]}"),
         "next": None if healthy else next_cmd,
     }
     doc["summary"] = preface(doc["plain_summary"], decision.get("interference"))

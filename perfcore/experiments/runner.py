@@ -10,6 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from perfcore.analysis.advice import advise_run
+from perfcore.analysis.attribution import decision_deferred
 from perfcore.analysis.verdict import step_sem_ms
 from perfcore.errors import UsageError
 from perfcore.analysis.interference import interference_finding
@@ -56,9 +57,11 @@ def _batch_len(batch) -> int:
 
 def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, train: bool = True, synthetic: bool = False,
             overrides: dict[str, Any] | None = None, sample_interval_s: float = 0.1,
-            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+            progress: Callable[[int, int], None] | None = None, decide: bool = True) -> dict[str, Any]:
     """Runs the workload and returns the row every experiment reports:
-    step_ms, samples_per_s, busy_mean/busy_std, cpu_percent, peak_mem_bytes, oom, breakdown, steps table."""
+    step_ms, samples_per_s, busy_mean/busy_std, cpu_percent, peak_mem_bytes, oom, breakdown, steps table.
+    decide: judge this run's verdict and advice (once, with the runner's evidence); False for a run whose
+    numbers feed a decision made elsewhere (diagnose's experiments), which then holds an undecided verdict."""
     import torch
 
     if steps <= 0:
@@ -159,7 +162,8 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
     if len(frame):  # the sampler's readings beside the steps, as `perfcore run`'s steps.csv has them
         ends = timer.engine.step_table()
         add_per_step(table, frame, ends["start_ns"].to_numpy(), ends["wall_ns"].to_numpy())
-    res = timer.result()
+    with decision_deferred():  # decided below, once, with the evidence only this runner has
+        res = timer.result()
     steady = table[~table["warmup"]]
     step_ms = float(steady["wall_ms"].mean()) if len(steady) else float("nan")
     if sampler.has_gpu:
@@ -200,7 +204,8 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
     # threads included, workers not), which DataLoader workers would have to share.
     evidence = {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                 "loop_cpu_cores": loop_cpu_s / elapsed if elapsed > 0 else None}
-    advise_run(res, zero_code=True, evidence=evidence)
+    if decide:
+        advise_run(res, zero_code=True, evidence=evidence)
     row["verdict"] = res["verdict"]
     row["interference"] = interference
     row["breakdown_robust"] = res.get("breakdown_robust")

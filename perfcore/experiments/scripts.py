@@ -144,12 +144,15 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
                 "breakdown_robust": base.get("breakdown_robust"), "interference": base.get("interference"),
                 "steps": base.get("steps")}
     verdict, predicted = diagnose_verdict(base_row, exps, prof, on_gpu=base["device"] != "cpu")
-    recs = diagnose_advice({k: v for k, v in base.items() if not k.startswith("_")}, verdict)
-    doc = {"recommendations": recs, "schema": "perfcore.diagnose/1", "workload": " ".join(cmd), "device": base["device"], "experiments": exps,
+    advised = diagnose_advice({k: v for k, v in base.items() if not k.startswith("_")}, verdict)
+    doc = {"recommendations": advised["recommendations"], "schema": "perfcore.diagnose/1", "workload": " ".join(cmd),
+           "device": base["device"], "experiments": exps,
            "skipped": [{"name": "C: other decoder", "reason": "a script declares no decoders; use a workload "
                                                               "factory with decoders={...} for this experiment"}],
            "worker_profile": prof, "verdict": verdict, "predicted_speedup": predicted,
            "measured_speedup": exps[1]["speedup"]}
+    if advised.get("loader_plan"):
+        doc["loader_plan"] = advised["loader_plan"]
     failed = next((f for f in failures if f), None)
     if failed:  # the first run whose script failed: its code is diagnose's, as run's is the script's
         doc["script_exit"] = failed

@@ -8,15 +8,17 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.terminal import verdict_line
 
-__all__ = ["render_health", "render_diagnose", "render_sweep"]
+__all__ = ["render_health", "render_diagnose", "render_diagnose_brief", "render_demo_brief", "render_sweep"]
 
 
 def render_health(doc: dict[str, Any]) -> str:
     lines = [f"health of {doc['workload']} on {doc['device']}: {doc['steps']} iterations of next batch -> forward -> loss"]
     lines += _interference(doc)
     lines += [f"  step {fmt_ms(doc['step_ms'])}, {doc['samples_per_s']:.0f} samples/s, busy {100 * doc['busy_mean']:.0f}% "
-              f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%",
-              verdict_line(doc)]
+              f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%"]
+    # A health run measured for a later decision (the demo's) has no verdict of its own: its busy line.
+    undecided = (doc.get("verdict") or {}).get("bound") == "unknown"
+    lines.append(f"  {doc['plain_summary']}" if undecided else verdict_line(doc))
     if doc.get("heartbeat"):
         lines.append(f"heartbeat: {doc['heartbeat']['meaning']}")
     if doc.get("next"):
@@ -76,6 +78,72 @@ def render_diagnose(doc: dict[str, Any]) -> str:
         lines.append(f"  - {r['text']}")
     lines += _script_exit(doc)
     return "\n".join(lines)
+
+
+def _check_short(c: dict[str, Any]) -> str:
+    """One experiment's check in a line: what it measured against what it tests, and its status."""
+    mx, px = fmt_x(c.get("measured_speedup")), fmt_x(c.get("predicted_speedup"))
+    noise = c.get("measured_noise_ms")
+    if c.get("against") == "bound":
+        said = {"slower": "slower", "faster": "faster", "within noise": "no change beyond noise"}
+        end = ("inconclusive" if c.get("status") == "inconclusive" else
+               "above that bound" if c.get("above_bound") else "within it") + (
+            f", {said[c['change']]}" if c.get("change") in said and c.get("status") != "inconclusive" else "")
+        return f"  {c['experiment']}: measured {mx}, at most {px} possible: {end}"
+    # A check from before statuses were kept carries only `agrees`.
+    status = c.get("status") or {True: "confirmed", False: "not confirmed"}.get(c.get("agrees"), "inconclusive")
+    why = (", compute drifted between the runs" if c.get("reason") == "compute drift" else
+           f", noise {fmt_ms(noise)} a step" if status == "inconclusive" and noise is not None else "")
+    return f"  {c['experiment']}: predicted {px}, measured {mx}: {status}{why}"
+
+
+def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, header: bool = True) -> str:
+    """Diagnose at a glance (at most 20 lines): the experiments' table, __getitem__'s cost, one verdict
+    line, each check in a line, at most two "try" lines and where to read more. render_diagnose is all
+    of it (--explain)."""
+    from perfcore.report.words import try_short, verdict_short
+
+    lines = [f"diagnose {doc['workload']} on {doc['device']}"] if header else []
+    lines.append(f"  {'experiment':<34} {'step':>9} {'+-':>8} {'samples/s':>10} {'speedup':>8}")
+    for e in doc["experiments"]:
+        if e.get("oom") or e.get("error"):
+            lines.append(f"  {e['name']:<34} {'OOM' if e.get('oom') else 'failed':>9}")
+            continue
+        sem = e.get("step_sem_ms")
+        lines.append(f"  {e['name']:<34} {fmt_ms(e['step_ms']):>9} {fmt_ms(sem) if sem is not None else '':>8} "
+                     f"{e['samples_per_s']:>10.0f} {fmt_x(e['speedup']):>8}")
+    v = doc["verdict"]
+    p = doc.get("worker_profile") or {}
+    if p.get("ms_per_item") is not None:
+        # What diagnose found loading to be, where it is more than "data loading" (CPU decode, I/O).
+        cause = f": {v['cause']}" if v.get("bound") == "load" and v.get("cause") not in (None, "data loading") else ""
+        top = str((p.get("top") or [{}])[0].get("function") or "")
+        lines.append(f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item"
+                     + (f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else "") + cause
+                     + (f"; top: {top if len(top) <= 40 else top[:37] + '...'}" if top else ""))
+    lines.append(verdict_short(v))
+    lines += [_check_short(c) for c in v.get("checks", [])]
+    site = None
+    lines += [try_short(r, v, site) for r in (doc.get("recommendations") or [])[:2]]
+    lines += _script_exit(doc)
+    if more:
+        lines.append(f"more: {more}")
+    return "\n".join(lines)
+
+
+def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
+    """The demo at a glance (at most 30 lines): health's busy line, the run's table, diagnose's
+    experiments and the one verdict with its checks and advice; `perfcore demo --explain` is all of it."""
+    from perfcore.report.terminal import brief_table
+
+    h, run, d = doc["health"], doc["run"], doc["diagnose"]
+    what = "GPU busy" if h.get("busy_source") == "gpu_util" else "compute share of the step"
+    lines = [f"health: {h['steps']} forward-only iterations, step {fmt_ms(h['step_ms'])}, {what} "
+             f"{100 * float(h.get('busy_mean') or 0):.0f}% (std {100 * float(h.get('busy_std') or 0):.0f}%)",
+             "run: " + "\n".join(brief_table(run))[len("perfcore: "):],
+             "diagnose:", render_diagnose_brief(d, f"{folder}/report.html; all evidence: perfcore demo --explain",
+                                               header=False)]
+    return "\n".join(lines + [f"demo finished in {doc['elapsed_s']:.0f} s"])
 
 
 def _verdict_cell(c: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ import time
 from typing import Any, Iterable
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.units import fmt_ms
 from perfcore.report.charts import COLORS, assets, to_json
 
 __all__ = ["e", "f", "ms", "Body", "page", "level_of", "verdict_card", "tiles", "samples_per_s", "stack_bar",
@@ -29,18 +30,12 @@ def f(x: Any, fmt: str = ".2f") -> str:
 
 
 def ms(x: Any) -> str:
-    """A duration for people: µs under 0.1 ms, s from a second up."""
+    """A duration for people, as the terminal prints it (units.fmt_ms); "-" where there is none."""
     try:
         v = float(x)
     except (TypeError, ValueError):
         return "-"
-    if v != v:
-        return "-"
-    if abs(v) >= 1000:
-        return f"{v / 1000:.3g} s"
-    if 0 < abs(v) < 0.1:
-        return f"{v * 1000:.3g} µs"
-    return f"{v:.3g} ms" if abs(v) < 100 else f"{v:.0f} ms"
+    return "-" if v != v else fmt_ms(v)
 
 
 class Body:

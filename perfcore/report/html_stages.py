@@ -231,10 +231,15 @@ def _demo(folder: Path, doc: dict[str, Any], body: Body) -> None:
     run = doc.get("run") or {}
     body.add(verdict_card(run, sentence=headline(doc)))
     bounds = doc.get("bounds") or {}
-    agree = (f"all three stages name the same cause: {bounds.get('run')}" if doc.get("agree") else
-             "the stages differ: " + ", ".join(f"{k} {v}" for k, v in bounds.items())
-             + " (diagnose measured it with synthetic data: that is the firmest)")
     stages = [("health", doc.get("health") or {}), ("run", run), ("diagnose", doc.get("diagnose") or {})]
+    if "health" not in bounds:
+        # One decision for the whole demo: the run's attribution checked by diagnose's experiments.
+        agree = f"one verdict: {_cause(run)}, the run's attribution checked by diagnose's experiments"
+        stages = [("demo", run)]
+    else:  # a demo document from before the one decision: each stage decided its own
+        agree = (f"all three stages name the same cause: {bounds.get('run')}" if doc.get("agree") else
+                 "the stages differ: " + ", ".join(f"{k} {v}" for k, v in bounds.items())
+                 + " (diagnose measured it with synthetic data: that is the firmest)")
     body.add(tiles([(f"{k}: names", _cause(d)) for k, d in stages]), f"<p><b>{e(agree)}</b></p>")
     body.add("<div class='stage'><h2>1 · health: is the device busy?</h2>")
     health_sections(doc.get("health") or {}, body, dom_id=None)

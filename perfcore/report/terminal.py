@@ -8,7 +8,7 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 
-__all__ = ["render_text", "verdict_line"]
+__all__ = ["render_text", "render_brief", "brief_table", "verdict_line"]
 
 BAR_WIDTH = 30
 
@@ -18,7 +18,50 @@ def _bar(fraction: float) -> str:
     return "#" * full + "." * (BAR_WIDTH - full)
 
 
-def render_text(doc: dict[str, Any]) -> str:
+def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
+    """The report read at a glance (at most 15 lines, each fact once): a header line (steps, device,
+    backend, p50/p90 step), the five-label table, one verdict line, at most two "try" lines, how the
+    script ended when it failed, and where to read more. render_text is the whole of it (--explain)."""
+    from perfcore.analysis.advice import training_loader
+    from perfcore.report.words import try_short, verdict_short
+
+    if not doc.get("steps"):  # no step, or warm-up only: the full text is a line or two already
+        return render_text(doc)
+    lines = brief_table(doc)
+    lines.append(verdict_short(doc["verdict"]))
+    site = (training_loader(doc.get("loaders")) or {}).get("site")
+    lines += [try_short(r, doc["verdict"], site) for r in (doc.get("recommendations") or [])[:2]]
+    ex = doc.get("exit") or {}
+    if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
+        lines.append(f"partial results: the script {ex.get('sentence') or ex['reason']}")
+    else:
+        lines += _outcome(doc)
+    if doc.get("missing_note"):
+        lines.append(f"MISSING: {doc['missing_note']}")
+    lines.append(f"more: {folder}/report.html; all evidence: perfcore report {folder} --explain"
+                 if folder else "more: report.html; all evidence: --explain")
+    return "\n".join(lines)
+
+
+def brief_table(doc: dict[str, Any]) -> list[str]:
+    """The header line (steps, device, backend, p50/p90 step, a measured busy machine) and the
+    five-label table of a run document with measured steps."""
+    st = doc["step_time_ms"]
+    intf = valid_finding(doc.get("interference")) or {}
+    lines = [f"perfcore: {doc['steps']} steps (+{doc['warmup_steps']} warm-up) on {doc['device']}, "
+             f"{doc['backend']} backend; step p50 {fmt_ms(st['p50'])}, p90 {fmt_ms(st['p90'])}"
+             + (f"; BUSY: others used {intf['others_cores']:.1f} of {intf['cores']} cores"
+                if intf.get("material") and intf.get("others_cores") is not None else "")]
+    lines.append(f"  {'label':<9} {'ms/step':>9} {'share':>6}")
+    for lb in LABELS:
+        f = doc["breakdown_fraction"][lb]
+        lines.append(f"  {lb:<9} {fmt_ms(doc['breakdown_ms'][lb]):>9} {fmt_share(f):>6} {_bar(f)}")
+    return lines
+
+
+def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
+    """verdict=False: the measurement only, where the verdict and its advice are said once elsewhere (the
+    demo says them after diagnose has checked them)."""
     if not doc.get("steps") and not doc.get("warmup_steps"):
         return "\n".join([f"perfcore: {doc.get('no_step', 'no step seen')}"] + _outcome(doc))
     st = doc["step_time_ms"]
@@ -58,13 +101,14 @@ def render_text(doc: dict[str, Any]) -> str:
                      + (f" {fmt_share(rb['share'][lb])} ({fmt_band(b[0], b[1], fmt_share)})" if b else ""))
     if (rb.get("outliers") or {}).get("sentence"):
         lines.append(f"  {rb['outliers']['sentence']}")
-    lines += ["", verdict_line(doc["verdict"])]
-    for c in doc["verdict"].get("causes", [])[1:]:
-        lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
+    if verdict:
+        lines += ["", verdict_line(doc["verdict"])]
+        for c in doc["verdict"].get("causes", [])[1:]:
+            lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
     if doc.get("step_source"):
         lines.append(f"  steps counted at: {doc['step_source']}"
                      + (f"; {doc['step_source_note']}" if doc.get("step_source_note") else ""))
-    for r in doc["recommendations"]:
+    for r in doc["recommendations"] if verdict else []:
         lines.append(f"  - {r['text']}")
         lines.append(f"    evidence: {r['evidence']}" + (f"; try: {r['test']}" if r.get("test") else ""))
     if doc.get("kernels"):

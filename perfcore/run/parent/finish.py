@@ -56,6 +56,15 @@ def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None,
 
 
 def _read_parts(out: Path) -> list[dict[str, Any]]:
+    from perfcore.analysis.attribution import decision_deferred
+
+    # The run's verdict is decided once, by finish_run with every process's evidence: a part settled
+    # or summarized here carries its numbers only.
+    with decision_deferred():
+        return _read_parts_undecided(out)
+
+
+def _read_parts_undecided(out: Path) -> list[dict[str, Any]]:
     parts = []
     for d in sorted((out / PARTS).glob("*")) if (out / PARTS).is_dir() else []:
         key = d.name
@@ -220,7 +229,7 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     if finding is not None:
         doc["interference"] = finding
         evidence["loop_cpu_cores"] = finding["main_cores"]
-    # Verdict and advice again, now with the workers' side of the evidence (the child could not see it).
+    # The run's one verdict and advice, with the workers' side of the evidence (the child could not see it).
     advise_run(doc, zero_code=True, focus=focus, evidence=evidence, memory=mem)
     files = {"run.json": "run.json", "steps.csv": "steps.csv"}
     if samples is not None:

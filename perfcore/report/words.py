@@ -1,0 +1,74 @@
+"""Statuses into words for the terminal's short report: the verdict in one line, each piece of advice as
+one "try" line, from the numbers and statuses the decision holds. The long words (every interval, the
+evidence, the caveats) stay in the documents' sentences, which `--explain` and report.html show."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from perfcore.analysis.results import Level, Verdict
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.analysis.verdict import WARN_SHARE
+
+__all__ = ["verdict_short", "try_short", "WHAT"]
+
+# What each avoidable label's time is, in a few words.
+WHAT = {"load": "waiting for data", "transfer": "copies", "comm": "collectives", "host": "host gaps"}
+# What each piece of advice changes, in a few words, by its id; the full text says how and why.
+_CHANGE = {
+    "pin_memory": "pin_memory=True, and .to(device, non_blocking=True)",
+    "more_workers": "more DataLoader workers (num_workers)",
+    "cheaper_batches": "cheaper batches (a faster decoder, pre-resized or cached data)",
+    "persistent_workers": "persistent_workers=True (workers start once, not every epoch)",
+    "fewer_workers": "fewer workers: the hand-over from workers costs more than it hides",
+    "deeper_prefetch": "a higher prefetch_factor",
+    "overlap_copies": "overlap copies with compute (pinned memory, non_blocking, prefetch the next batch)",
+    "overlap_comm": "overlap communication with backward, or send less",
+    "launch_overhead": "remove syncs (.item(), .cpu()) from the loop; torch.compile or CUDA Graphs",
+    "host_gaps": "look at the loop's code between steps (py-spy top shows which lines)",
+    "untimed_host_work": "time the rest of the step with timer.phase('name')",
+    "faster_compute": "faster compute (bf16 autocast, torch.compile, fused optimizers)",
+    "startup": "measure a longer run (--steps) before judging the steady state",
+    "evaluation": "evaluate less often, or on a subset under torch.inference_mode()",
+}
+
+
+def _gain(speedup: float | None, band: Any) -> str:
+    if speedup is None:
+        return ""
+    b = fmt_band(*band) if band and band[0] is not None and band[1] is not None and band[0] != band[1] else ""
+    return f"up to {fmt_x(speedup)} faster" + (f" ({b})" if b else "")
+
+
+def verdict_short(v: Mapping[str, Any]) -> str:
+    """The verdict in one line: the bound and its level, what the time is, its ms and share of the step
+    (with the interval), and what removing it gains. Marked when a measured busy machine makes it
+    uncertain."""
+    if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
+        return f"verdict: {v.get('summary') or 'no steps measured'}"
+    t = Verdict.from_dict(v)
+    busy = " [uncertain: busy]" if t.uncertain else ""  # the header line says how busy, as measured
+    if t.level is Level.HEALTHY:
+        big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
+        tail = f" (largest: {WHAT[big.label]}, {fmt_share(big.share)})" if big else ""
+        return (f"verdict: compute-bound (healthy): no avoidable cause reaches {100 * WARN_SHARE:.0f}% of the "
+                f"{fmt_ms(t.step_ms)} step{tail}{busy}")
+    top = next((c for c in t.named if c.label == t.primary), None)
+    if top is None:  # a document without the verdict's numbers (written before they were kept)
+        return f"verdict: {v.get('plain_summary') or v.get('summary') or ''}"
+    band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
+    level = "borderline" if t.level is Level.BORDERLINE else top.level.value
+    # The gain of removing it is said once, on the "try" line that names the change.
+    return (f"verdict: {top.bound} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
+            f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}{band}){busy}")
+
+
+def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | None) -> str:
+    """One piece of advice as a "try" line: where in the user's code, the change, its expected gain."""
+    change = _CHANGE.get(str(rec.get("id")))
+    if change is None:  # a finding with its own words (memory): its first clause
+        change = str(rec.get("text") or "").split(": ")[0].split(". ")[0]
+    cause = next((c for c in verdict.get("causes") or [] if c.get("label") == rec.get("cause")), None)
+    g = (cause or {}).get("expected_gain") or {}
+    gain = _gain(g.get("speedup"), g.get("band")) if rec.get("cause") in WHAT else ""
+    where = f"{site}: " if site and rec.get("cause") in ("load", "transfer") else ""
+    return f"try: {where}{change}" + (f": {gain}" if gain else "")

@@ -1,0 +1,81 @@
+"""Every rendered comparison agrees with its number: the word (faster, slower, within noise) is chosen
+from the status decided beside the figure, over random measurements and noise bands."""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfcore.analysis.advice import loader_plan
+from perfcore.analysis.gain import judge, measured_gain
+from perfcore.analysis.status import Change, change_of
+from perfcore.experiments.diagnose import workers_check
+
+speedups = st.floats(min_value=0.05, max_value=20.0, allow_nan=False)
+noises = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0, allow_nan=False))
+
+
+@given(speedups, noises)
+def test_change_agrees_with_the_ratio(x, noise):
+    c = change_of(x, noise)
+    assert (c is Change.FASTER) == (x > 1 + (noise or 0.0))
+    if c is Change.SLOWER:
+        assert x < 1
+    if c is Change.WITHIN_NOISE:
+        assert 1 / (1 + (noise or 0.0)) <= x <= 1 + (noise or 0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(speedups, noises, st.integers(0, 4), st.integers(0, 8))
+def test_a_workers_trial_is_said_as_measured(x, noise, n, w):
+    ld = {"num_workers": n, "worker_batch_ms": 40.0, "site": "train.py:12"}
+    trial = {"experiment": "diagnose B", "num_workers": w, "speedup": x, "noise_share": noise}
+    plan = loader_plan(ld, step_ms=60.0, load_ms=30.0, per_step=1, cpu_count=4, on_gpu=False, trials=[trial])
+    if plan is None or "trial" not in plan:
+        return
+    words = plan["sentence"]
+    assert f"at {x:.2f}x" in words
+    if "made steps slower" in words:
+        assert x < 1 and plan["trial"]["change"] == "slower"
+    if "made steps faster" in words:
+        assert x > 1 and plan["trial"]["change"] == "faster"
+    if "no faster beyond the runs' noise" in words:
+        assert plan["trial"]["change"] == "within noise" and x <= 1 + (noise or 0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(speedups, st.floats(min_value=0.1, max_value=0.9), st.one_of(st.none(), st.floats(0.01, 30.0)))
+def test_diagnose_b_is_said_as_measured(x, load_share, sem):
+    step = 50.0
+    first = {"step_ms": step, "avoidable_ms": {"load": load_share * step}, "avoidable_band_ms": {}}
+    c = workers_check(first, first, False, {"step_sem_ms": sem}, {"name": "B: num_workers=2", "speedup": x,
+                                                                  "step_sem_ms": sem, "num_workers": 2})
+    assert f"measured {x:.2f}x" in c["sentence"]
+    if ": slower" in c["sentence"]:
+        assert x < 1 and c["change"] == "slower"
+    if "within the runs' noise" in c["sentence"] and "above that bound" not in c["sentence"]:
+        assert c["change"] == "within noise"
+
+
+@settings(max_examples=300, deadline=None)
+@given(speedups, st.floats(min_value=0.0, max_value=0.9), st.one_of(st.none(), st.floats(0.0, 20.0)))
+def test_a_check_is_said_as_measured(x, predicted_share, noise):
+    step = 40.0
+    p = predicted_share * step
+    pred = {"saved_ms": p, "speedup": step / (step - p), "band": None}
+    meas = measured_gain(step, step / x, noise_ms=noise)
+    j = judge(pred, meas, step_ms=step, experiment="synthetic data", what="waiting for data")
+    words = j["sentence"]
+    if "got" in words and "slower" in words:
+        assert x < 1
+    if "saves" in words:
+        assert x >= 1
+    assert words.split(": ")[1].startswith(j["status"])
+
+
+def test_one_number_formatter_for_terminal_and_html():
+    from perfcore.analysis.units import fmt_ms
+    from perfcore.report.html_parts import ms
+
+    for v in (0.0, 0.0004, 0.05, 0.5, 1.0, 12.345, 150.0, 999.4, 1500.0, 72_000.0):
+        assert ms(v) == fmt_ms(v), v
+    assert ms(0.5) == "500 \u00b5s" and ms(1500) == "1.50 s" and ms(None) == "-" and ms(float("nan")) == "-"
