@@ -218,6 +218,10 @@ PYBIND11_MODULE(_C, m) {
         d["followed"] = st.followed;
         d["unseen"] = st.unseen;
         d["switched_inside"] = st.switchedInside;
+        d["capturing"] = st.capturing;
+        d["unreadable"] = st.unreadable;
+        d["last_unreadable_error"] =
+            st.unreadable ? cudaGetErrorName(static_cast<cudaError_t>(st.lastUnreadableError)) : "";
         return d;
       })
       .def_property_readonly("pending", &EventTimer::pending)

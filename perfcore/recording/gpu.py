@@ -234,7 +234,16 @@ def capture_stats(engine) -> dict[str, Any]:
         ss = engine._events.stream_stats() if hasattr(engine._events, "stream_stats") else {}
         out.update(phases_on_current_stream=int(ss.get("followed", 0)),
                    phases_stream_unseen=int(ss.get("unseen", 0)),
-                   phases_switched_stream_inside=int(ss.get("switched_inside", 0)))
+                   phases_switched_stream_inside=int(ss.get("switched_inside", 0)),
+                   phases_under_graph_capture=int(ss.get("capturing", 0)),
+                   event_pairs_unreadable=int(ss.get("unreadable", 0)))
+        if ss.get("capturing") and engine._tracer is None:
+            engine.notes.append(f"{ss['capturing']} GPU phase(s) ran while their stream was being captured into a "
+                                "CUDA graph (torch.cuda.graph, make_graphed_callables): not timed, since the "
+                                "capture records work rather than running it; the graph's replays are")
+        if ss.get("unreadable"):
+            engine.notes.append(f"{ss['unreadable']} GPU phase(s) could not be timed: the runtime refused their "
+                                f"events ({ss.get('last_unreadable_error')}); the phases after them were timed")
         if ss.get("switched_inside") and engine._tracer is None:
             engine.notes.append(f"{ss['switched_inside']} GPU phase(s) moved their work to another stream inside "
                                 "the phase (`with torch.cuda.stream(...)` inside `with timer.compute():`); CUDA events "
