@@ -210,7 +210,7 @@ def _tail(text: str) -> str:
 
 def run_cnn(out: str | None = None) -> list[Row]:
     """`perfcore run` on a small CNN script (DataLoader with workers, AdamW) end to end."""
-    out = out or tempfile.mkdtemp(prefix="gpu_check_cnn_")
+    out = out or os.path.join(tempfile.mkdtemp(prefix="gpu_check_"), "cnn")  # a new folder
     rc, text = _perfcore(["run", "--out", out, "--", sys.executable, str(SCRIPTS / "cnn.py"), "80"], 100)
     doc_path = Path(out) / "run.json"
     if rc != 0 or not doc_path.exists():
@@ -241,7 +241,7 @@ def run_cnn(out: str | None = None) -> list[Row]:
 def run_graphed(out: str | None = None) -> list[Row]:
     """torch.cuda.make_graphed_callables under `perfcore run`: the capture must survive perfcore's
     phases, and the run's results come out."""
-    out = out or tempfile.mkdtemp(prefix="gpu_check_graphed_")
+    out = out or os.path.join(tempfile.mkdtemp(prefix="gpu_check_"), "graphed")  # a new folder
     rc, text = _perfcore(["run", "--out", out, "--", sys.executable, str(SCRIPTS / "graphed.py")], 90)
     doc_path = Path(out) / "run.json"
     doc = json.loads(doc_path.read_text()) if doc_path.exists() else {}
@@ -269,7 +269,7 @@ def _find(obj, key):
 
 def demo_quick(out: str | None = None) -> list[Row]:
     """`perfcore demo --quick` (health, run, diagnose) on the device."""
-    out = out or tempfile.mkdtemp(prefix="gpu_check_demo_")
+    out = out or os.path.join(tempfile.mkdtemp(prefix="gpu_check_"), "demo")  # a new folder
     rc, text = _perfcore(["demo", "--quick", "--out", out], 150)
     health = Path(out) / "health.json"
     h = json.loads(health.read_text()) if health.exists() else {}
