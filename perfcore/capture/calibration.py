@@ -41,6 +41,10 @@ def _stream():
 
 def _event_pairs(C, t, s, repeats: int, launch) -> np.ndarray:
     t.resolve(wait=True)
+    # Queued behind a spin, every pair runs at the GPU's pace: an event pair then holds the
+    # kernel and the GPU's own gaps around it, never the host's time between two launches (an
+    # empty kernel's pairs, host-paced, read 10 us on the H200 where the GPU-paced gap is ~3 us).
+    C.launch_spin(2_000_000, s)
     for i in range(repeats):
         t.begin(0, i, s)
         launch()
@@ -50,9 +54,9 @@ def _event_pairs(C, t, s, repeats: int, launch) -> np.ndarray:
 
 def event_timer_error(durations_ns: Sequence[int] = (50_000, 1_000_000, 10_000_000), repeats: int = 20) -> list[dict]:
     """Event-timed spin kernels of known duration against the requested one. An event pair around
-    one launch also holds the launch's latency (the start event completes on an idle stream before
-    the kernel is there) and an empty kernel's run: measured as the bracket of an empty kernel and
-    expected on top of the spin. The tolerance: `duration_tolerance_ns` widened by the bracket's
+    one kernel also holds the GPU's gaps between the events and the kernel and the kernel's own
+    start and end (~3 us on the H200): measured as the bracket of an empty kernel and expected on
+    top of the spin. The tolerance: `duration_tolerance_ns` widened by the bracket's
     own spread."""
     C = require_cuda("event timer calibration")
     s = _stream()
