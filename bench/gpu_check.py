@@ -37,7 +37,7 @@ from gpu_rows import Row, within  # noqa: E402
 
 # ---- the checks: each returns rows -------------------------------------------------------------
 def check_event_timer() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     return [Row(f"event timer, {r['requested_ns'] / 1e3:g} us spin kernel",
                 f"{r['median_ns'] / 1e3:.2f} us = spin + empty-kernel bracket {r['bracket_ns'] / 1e3:.2f} us "
@@ -48,7 +48,7 @@ def check_event_timer() -> list[Row]:
 
 
 def check_cupti_durations() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     k = cal.cupti_kernel_error()
     rows = [Row(f"CUPTI kernel time, {r['requested_ns'] / 1e3:g} us spin kernel",
@@ -64,7 +64,7 @@ _BACKENDS: dict[str, dict] = {}
 
 
 def _spins(backend: str) -> dict:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     if backend not in _BACKENDS:
         _BACKENDS[backend] = cal.spin_kernels(backend)
@@ -98,7 +98,7 @@ def check_backends_agree() -> list[Row]:
 
 
 def check_phase_tagging() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     t = cal.phase_tagging()
     worst = min(t["per_phase"].values())
@@ -112,7 +112,7 @@ def check_phase_tagging() -> list[Row]:
 
 
 def check_graph() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     g = cal.graph_kernels()
     return [Row("graph launch: kernels seen", f"{g['seen']} of {g['expected']} ({g['launch_ids']} launch ids)",
@@ -122,7 +122,7 @@ def check_graph() -> list[Row]:
 
 
 def check_drops() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     m = cal.many_kernels()
     return [Row("100k kernels through an 8 MiB pool", f"{m['seen']} seen, {m['dropped']} dropped, "
@@ -132,7 +132,7 @@ def check_drops() -> list[Row]:
 
 
 def check_threads_and_clock() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     e = cal.events_from_threads()
     d = cal.event_clock_drift()
@@ -142,7 +142,8 @@ def check_threads_and_clock() -> list[Row]:
     budget_ns = 20e3 * interval_s + 2 * d["uncertainty_ns"]
     return [Row("event phases from 4 threads while resolving", f"{e['resolved']}/{e['expected']} pairs, errors "
                 f"{e['errors'] or 'none'}, each phase on one thread: {e['one_thread_per_phase']}",
-                "all pairs, no errors", e["resolved"] == e["expected"] and not e["errors"] and e["one_thread_per_phase"]),
+                "all pairs, no errors",
+                e["resolved"] == e["expected"] and not e["errors"] and e["one_thread_per_phase"]),
             Row("event clock drift per anchor interval", f"{d['max_abs_drift_ns'] / 1e3:.2f} us over anchor intervals "
                 f"of {interval_s:.2f} s ({d['syncs']} anchors, each +-{d['uncertainty_ns'] / 1e3:.1f} us)",
                 f"<= {budget_ns / 1e3:.1f} us = 20 ppm x interval + 2 x anchor uncertainty (claim: a placed event is "
@@ -151,7 +152,7 @@ def check_threads_and_clock() -> list[Row]:
 
 
 def check_copies() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
     from perfcore.experiments.transfer import nominal_link_gbps
 
     m = cal.memcpy_kinds()
@@ -178,7 +179,7 @@ def check_copies() -> list[Row]:
 
 
 def check_memory() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     p = cal.peak_memory_kept()
     return [Row("script's max_memory_allocated() with per-step peaks taken", f"{p['user_peak']} B (without perfcore: "
@@ -186,7 +187,7 @@ def check_memory() -> list[Row]:
 
 
 def check_costs() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     lo = cal.launch_overhead_us()
     ph = phase_costs()
@@ -199,7 +200,8 @@ def check_costs() -> list[Row]:
 
 def check_graph_speed() -> list[Row]:
     g = graph_check()
-    return [Row("CUDA Graph vs eager, launch-bound MLP", f"eager {g['eager_ms']:.3f} ms, graphed {g['graph_ms']:.3f} ms "
+    return [Row("CUDA Graph vs eager, launch-bound MLP",
+                f"eager {g['eager_ms']:.3f} ms, graphed {g['graph_ms']:.3f} ms "
                 f"({g['speedup']:.2f}x), losses equal: {g['match']}", "graphed faster, equal losses",
                 g["speedup"] > 1 and g["match"])]
 
@@ -447,7 +449,7 @@ def check_torch_profiler_mid_run() -> list[Row]:
 
 
 def check_graph_before_cupti() -> list[Row]:
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     r = cal.graph_kernels(nodes=30, replays=10, sessions=2)
     rows = []
@@ -513,26 +515,26 @@ BUILD_S = 45  # gpu_check.sh up to the first check (install, one arch; the wheel
 # What each check imports (module, or module:attribute): --dry-run imports them all, so a
 # renamed function fails here, not on a lent GPU.
 USES: dict[str, tuple[str, ...]] = {
-    "event_timer": ("perfcore.capture.calibration:event_timer_error",),
-    "cupti_durations": ("perfcore.capture.calibration:cupti_kernel_error",),
-    "kernel_vs_events": ("perfcore.capture.calibration:spin_kernels", "perfcore.capture.native_cupti:CuptiTracer"),
-    "backends": ("perfcore.capture.calibration:spin_kernels", "perfcore.capture.cupti_python:CuptiPythonTracer",
+    "event_timer": ("gpu_calibration:event_timer_error",),
+    "cupti_durations": ("gpu_calibration:cupti_kernel_error",),
+    "kernel_vs_events": ("gpu_calibration:spin_kernels", "perfcore.capture.native_cupti:CuptiTracer"),
+    "backends": ("gpu_calibration:spin_kernels", "perfcore.capture.cupti_python:CuptiPythonTracer",
                  "cupti"),
-    "tagging": ("perfcore.capture.calibration:phase_tagging", "perfcore.capture.launches:LaunchPhases"),
-    "graph": ("perfcore.capture.calibration:graph_kernels",),
-    "drops": ("perfcore.capture.calibration:many_kernels",),
-    "threads_clock": ("perfcore.capture.calibration:events_from_threads",
-                      "perfcore.capture.calibration:event_clock_drift"),
-    "copies": ("perfcore.capture.calibration:memcpy_kinds", "perfcore.capture.calibration:copy_bandwidth",
+    "tagging": ("gpu_calibration:phase_tagging", "perfcore.capture.launches:LaunchPhases"),
+    "graph": ("gpu_calibration:graph_kernels",),
+    "drops": ("gpu_calibration:many_kernels",),
+    "threads_clock": ("gpu_calibration:events_from_threads",
+                      "gpu_calibration:event_clock_drift"),
+    "copies": ("gpu_calibration:memcpy_kinds", "gpu_calibration:copy_bandwidth",
                "perfcore.experiments.transfer:nominal_link_gbps"),
-    "memory": ("perfcore.capture.calibration:peak_memory_kept",),
-    "costs": ("perfcore.capture.calibration:launch_overhead_us", "perfcore:StepTimer"),
+    "memory": ("gpu_calibration:peak_memory_kept",),
+    "costs": ("gpu_calibration:launch_overhead_us", "perfcore:StepTimer"),
     "graph_speed": ("perfcore.experiments.graph:check_same_training", "perfcore.experiments.graphs:capture_step"),
     "side_stream": ("perfcore:StepTimer",),
     "named_device": ("perfcore:StepTimer",),
     "in_flight_at_stop": ("perfcore.capture.native_cupti:CuptiTracer",),
     "torch_profiler": ("perfcore:StepTimer", "torch.profiler:profile", "perfcore.capture.native_cupti:kineto_state"),
-    "graph_before_cupti": ("perfcore.capture.calibration:graph_kernels",),
+    "graph_before_cupti": ("gpu_calibration:graph_kernels",),
     "torch_loop_drain": ("perfcore:StepTimer", "perfcore._native:native"),
     "torch_profiler_mid_run": ("perfcore:StepTimer", "torch.profiler:profile",
                                "perfcore.capture.native_cupti:before_torch_profiler"),
@@ -637,7 +639,8 @@ def run_isolated(names: Iterable[str], say: Callable[[str], None] = print,
     def one(name: str) -> list[Row]:
         need = EXPECTED_S.get(name, DEFAULT_LIMIT_S / 3)
         if left() < need:
-            return [Row(name, f"not run: {max(left(), 0):.0f} s of the {budget_s:.0f} s budget left, it takes ~{need:.0f} s",
+            return [Row(name, f"not run: {max(left(), 0):.0f} s of the {budget_s:.0f} s budget left, it takes "
+                        f"~{need:.0f} s",
                         "runs within --budget-s", False, decides=False)]
         return _in_child(name, limit_of(name))
 

@@ -313,6 +313,8 @@ PYBIND11_MODULE(_C, m) {
     return activityToDict(std::move(cols));
   }, "Stop, and leave CUPTI to the next client for good (finalized where safe): the rest of the records.");
   m.def("cupti_active", []() { return ActivityTracer::instance().active(); });
+  m.def("cupti_pending_share", []() { return ActivityTracer::instance().pendingShare(); },
+        "Decoded records not yet taken, as a share of the cap past which they are dropped (no lock).");
   m.def("cupti_set_tagging", [](bool on) { ActivityTracer::instance().setExternalTagging(on); }, py::arg("on"),
         "Phases push their id while another CUPTI client (the cupti-python backend) traces.");
   m.def("cupti_stats", []() {

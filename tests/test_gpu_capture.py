@@ -406,3 +406,42 @@ def test_after_a_hand_over_events_label_the_gpu():
     # Kernels label the time before the hand-over, the phases' CUDA events the time after it.
     assert _store_with_hand_over_at(1000) == [400, 600]
     assert _store_with_hand_over_at(None) == [400, 0]  # kernels only: the later work is unseen
+
+
+def test_a_tracer_filling_faster_than_settles_is_taken_by_volume():
+    # A step of ~3,200 kernels fills the tracer's 8M-record cap in ~850 steps (3 records a
+    # kernel); settles came every 1,024 steps at most, so the H200 run kept 1.85M of 3.52M
+    # kernels. The step end now asks how full the tracer is and settles by volume.
+    import perfcore
+    from perfcore.capture.native_cupti import _merge
+
+    class FillingTracer:
+        per_step = 3 * 3200 / 8_000_000  # of the cap, each step
+        backend = "native-cupti"
+        stats: dict = {}
+
+        def __init__(self):
+            self.share, self.takes, self.most = 0.0, 0, 0.0
+
+        def pending_share(self):
+            return self.share
+
+        def take(self):
+            self.takes += 1
+            self.share = 0.0
+            return _merge([])
+
+        def fill(self):
+            self.share += self.per_step
+            self.most = max(self.most, self.share)
+
+    t = perfcore.StepTimer(device="cpu", warmup=0)
+    tr = FillingTracer()
+    t.engine._tracer = tr
+    for _ in range(2000):
+        with t.compute():
+            tr.fill()
+        t.step()
+    assert tr.takes >= 4 and tr.most < 0.5, (tr.takes, tr.most)  # never near the cap (1.0)
+    t.engine._tracer = None
+    t.close()

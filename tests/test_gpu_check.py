@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))  # gpu_calibration, gpu_rows, gpu_reference
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_every_check_is_registered_and_callable(gc):
 
 
 def test_tolerance_comes_from_resolution_and_spread():
-    from perfcore.capture.calibration import EVENT_RESOLUTION_NS, duration_tolerance_ns
+    from gpu_calibration import EVENT_RESOLUTION_NS, duration_tolerance_ns
 
     # A 50 us kernel: 1% (0.5 us) is finer than two event resolutions, so those set the bound.
     assert duration_tolerance_ns(50_000, 0) == 2 * EVENT_RESOLUTION_NS
@@ -151,7 +152,7 @@ def test_the_budget_skips_what_does_not_fit_and_each_row_is_kept_as_it_ends(gc, 
 def test_the_drift_row_judges_each_anchor_interval(gc, monkeypatch):
     # A 60 ppm event clock: 60 us of drift at each 1 s re-anchor. Dividing the worst drift by the
     # whole 3 s run read 20 ppm and passed "<= 20 ppm"; per anchor interval it is 60 ppm.
-    from perfcore.capture import calibration as cal
+    import gpu_calibration as cal
 
     monkeypatch.setattr(cal, "events_from_threads", lambda: {"resolved": 1, "expected": 1, "errors": [],
                                                              "one_thread_per_phase": True})

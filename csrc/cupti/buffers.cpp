@@ -30,6 +30,7 @@ void ActivityBuffers::reset(size_t bufferBytes, size_t maxBuffers, int64_t maxPe
   names_ = NameTable{};
   maxPendingRecords_ = maxPendingRecords;
   records_ = pendingRecords_ = overflow_ = invalid_ = zero_ = other_ = undecodable_ = decodeNs_ = 0;
+  pendingNow_.store(0, std::memory_order_relaxed);
   incomplete_ = bytesUnwalked_ = 0;
   completed_.store(0);
   denied_.store(0);
@@ -92,6 +93,7 @@ size_t ActivityBuffers::decodeReady() {
       const DecodeResult d = decodeBuffer(r.buffer, r.validSize, pending_, names_, clockOffsetNs_.load());
       records_ += d.records;
       pendingRecords_ += d.records;
+      pendingNow_.store(pendingRecords_, std::memory_order_relaxed);
       if (d.status != 0) {
         ++undecodable_;
         if (d.incomplete) ++incomplete_;
@@ -115,6 +117,7 @@ ActivityColumns ActivityBuffers::take() {
   ActivityColumns out = std::move(pending_);
   pending_ = ActivityColumns{};
   pendingRecords_ = 0;
+  pendingNow_.store(0, std::memory_order_relaxed);
   out.names = names_.names();
   return out;
 }

@@ -56,6 +56,14 @@ class ActivityBuffers {
   // The pending columns (with the whole name table), emptied.
   ActivityColumns take();
   BufferStats stats();
+  // Records decoded and not yet taken, as a share of the cap past which they are counted and
+  // dropped: read without a lock (the training thread asks between steps), so a run can take
+  // them by volume before the cap, not only at its settles.
+  double pendingShare() const {
+    return maxPendingRecords_ > 0 ? static_cast<double>(pendingNow_.load(std::memory_order_relaxed)) /
+                                        static_cast<double>(maxPendingRecords_)
+                                  : 0.0;
+  }
 
  private:
   std::mutex poolMutex_;  // guards free_, ready_, allocated_; held only to move pointers
@@ -73,6 +81,7 @@ class ActivityBuffers {
   ActivityColumns pending_;
   NameTable names_;
   int64_t maxPendingRecords_ = 0;
+  std::atomic<int64_t> pendingNow_{0};  // pendingRecords_, for pendingShare()
   int64_t records_ = 0, pendingRecords_ = 0, overflow_ = 0, invalid_ = 0, zero_ = 0, other_ = 0, undecodable_ = 0;
   int64_t incomplete_ = 0, bytesUnwalked_ = 0;
   int64_t decodeNs_ = 0;

@@ -71,6 +71,7 @@ class ActivityTracer {
   // disableAll) it is skipped. Returns the rest of the records; stats().finalized says if it ran.
   ActivityColumns handOver();
   TracerStats stats();
+  double pendingShare() const { return buffers_.pendingShare(); }  // see ActivityBuffers::pendingShare
   // Sets CUPTI's device buffer size now (before CUDA initialises, so the first context gets it).
   // Returns the CUptiResult; 0 is success.
   static int setDeviceBufferBytes(size_t bytes);

@@ -207,7 +207,7 @@ class Recording:
             raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
         n = len(self._boundaries)
-        if n % COMPACT_EVERY == 0:
+        if n % COMPACT_EVERY == 0 or gpu.volume_due(self, n):
             self.upkeep(n)
         elif n <= FOLLOW_UNTIL and self._follow:
             self.follow_device()
@@ -221,7 +221,7 @@ class Recording:
             self.follow_device()
         t = self._boundaries[-1]  # boundary n, the latest (the ends before it may be let go)
         wait_s = COMPACT_MIN_S if self._store.settled else FIRST_COMPACT_S
-        if t - self._last_compact_ns >= wait_s * 1e9 or n - self._store.settled >= COMPACT_MAX:
+        if t - self._last_compact_ns >= wait_s * 1e9 or n - self._store.settled >= COMPACT_MAX or gpu.records_due(self):
             self._last_compact_ns = t
             t0 = self._C.now_ns()
             try:
@@ -256,7 +256,7 @@ class Recording:
                 return False
         self._boundaries.append(t)
         n = len(self._boundaries)
-        if upkeep and n % COMPACT_EVERY == 0:
+        if upkeep and (n % COMPACT_EVERY == 0 or gpu.volume_due(self, n)):
             self.upkeep(n)
         return True
 

@@ -178,6 +178,28 @@ def hand_over(engine, why: str) -> None:
     print(f"perfcore: {note}", file=sys.stderr)
 
 
+# Decoded CUPTI records wait in the tracer, under a cap past which they are counted and dropped,
+# until a settle takes them; settles come every 1,024 steps at most, which a step of ~2,600
+# kernels outruns. So every VOLUME_EVERY steps the step end asks how full the tracer is, and
+# settles once it is TAKE_AT_SHARE full.
+VOLUME_EVERY = 32
+TAKE_AT_SHARE = 0.25
+
+
+def volume_due(engine, n: int) -> bool:
+    """At step end n: whether to settle now for the tracer's volume (checked every VOLUME_EVERY)."""
+    return engine._tracer is not None and n % VOLUME_EVERY == 0 and records_due(engine)
+
+
+def records_due(engine) -> bool:
+    """Whether the tracer's decoded records should be taken now, by their volume."""
+    share = getattr(engine._tracer, "pending_share", None)
+    try:
+        return share is not None and share() >= TAKE_AT_SHARE
+    except Exception:  # a question about perfcore's own upkeep never reaches the user's loop
+        return False
+
+
 def trust_graph_ids(engine) -> None:
     """Place graph kernels by launch time where this CUPTI's graph correlation ids are wrong
     (a second tracing session in the process, before the fix), and say so."""

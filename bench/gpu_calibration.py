@@ -1,7 +1,8 @@
 """Accuracy checks against kernels of known duration: how far perfcore's GPU timers are from truth.
 
-Used by bench/gpu_check.py and the `cuda` tests; each function needs a GPU and raises
-DeviceUnavailable (one line, with the reason) where there is none.
+Used by bench/gpu_check.py and the `cuda` tests (tests/test_gpu.py), never by perfcore itself, so
+it lives here, outside the package; each function needs a GPU and raises DeviceUnavailable (one
+line, with the reason) where there is none.
 """
 from __future__ import annotations
 
