@@ -66,6 +66,7 @@ py::dict bufferStatsToDict(const BufferStats& b) {
   d["invalid_timestamps"] = b.invalidTimestamps;
   d["other_records"] = b.otherRecords;
   d["decode_ns"] = b.decodeNs;
+  d["discarded_records"] = b.discardedRecords;
   return d;
 }
 }  // namespace perfcore
@@ -286,6 +287,7 @@ PYBIND11_MODULE(_C, m) {
     py::dict d;
     d["graph_ids_untrusted"] = !graphIdsTrusted(loadedVersion, session);
     d["concurrent_kernel_left_on"] = !disableKernelSafe(loadedVersion);
+    d["null_buffer_unsafe"] = !nullBufferSafe(loadedVersion);
     return d;
   }, py::arg("loaded_version"), py::arg("session"), "Which known-bug workarounds a CUPTI version needs.");
   m.def("cupti_collect", []() {

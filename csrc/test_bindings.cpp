@@ -47,11 +47,13 @@ void addTestBindings(py::module_& m) {
   // Test-only: the tracer's buffer pool and decode path, fed with fabricated buffers in place of
   // CUPTI (which asks for a buffer, fills it, and hands it back complete).
   py::class_<ActivityBuffers>(m, "_ActivityBuffers")
-      .def(py::init([](size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords) {
+      .def(py::init([](size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords, int64_t cuptiVersion) {
         auto b = std::make_unique<ActivityBuffers>();
         b->reset(bufferBytes, maxBuffers, maxPendingRecords);
+        b->setNullSafe(nullBufferSafe(static_cast<uint32_t>(cuptiVersion)));
         return b;
-      }), py::arg("buffer_bytes"), py::arg("max_buffers"), py::arg("max_pending_records") = 8'000'000)
+      }), py::arg("buffer_bytes"), py::arg("max_buffers"), py::arg("max_pending_records") = 8'000'000,
+      py::arg("cupti_version") = 130001, "cupti_version: the loaded CUPTI API version the pool serves.")
       .def("deliver", [](ActivityBuffers& b, const FakeActivityBuffer& f, int64_t invalidAt) {
         uint8_t* buf = nullptr;
         size_t size = 0;

@@ -1,6 +1,7 @@
 // ActivityBuffers: a capped pool of aligned buffers and the decode into pending columns.
 #include "buffers.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -11,6 +12,33 @@ namespace perfcore {
 ActivityBuffers::~ActivityBuffers() {
   for (auto* b : free_) std::free(b);
   for (auto& r : ready_) std::free(r.buffer);
+}
+
+namespace {
+// The last resort where a refusal would crash libcupti and no discard buffer can be made: one
+// static buffer, possibly handed out twice (its records are discarded uncounted then).
+alignas(8) uint8_t emergencyBuffer[64 << 10];
+}  // namespace
+
+void ActivityBuffers::refuse(uint8_t** buffer, size_t* size) {
+  std::lock_guard<std::mutex> lock(poolMutex_);
+  refuseLocked(buffer, size);
+}
+
+void ActivityBuffers::refuseLocked(uint8_t** buffer, size_t* size) {
+  denied_.fetch_add(1);
+  *buffer = nullptr;
+  *size = 0;
+  if (nullSafe_.load()) return;  // CUPTI drops the records and counts them
+  auto* b = static_cast<uint8_t*>(std::aligned_alloc(8, bufferBytes_));
+  if (b == nullptr) {
+    *buffer = emergencyBuffer;
+    *size = sizeof(emergencyBuffer);
+    return;
+  }
+  discardOut_.push_back(b);
+  *buffer = b;
+  *size = bufferBytes_;
 }
 
 void ActivityBuffers::reset(size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords) {
@@ -35,6 +63,7 @@ void ActivityBuffers::reset(size_t bufferBytes, size_t maxBuffers, int64_t maxPe
   completed_.store(0);
   denied_.store(0);
   dropped_.store(0);
+  discarded_.store(0);
 }
 
 void ActivityBuffers::request(uint8_t** buffer, size_t* size) {
@@ -49,13 +78,13 @@ void ActivityBuffers::request(uint8_t** buffer, size_t* size) {
   *size = 0;
   if (allocated_ >= maxBuffers_) {
     // Cap reached: CUPTI drops the records it has no room for and counts them
-    // (cuptiActivityGetNumDroppedRecords), and stats() reports the refusal.
-    denied_.fetch_add(1);
+    // (cuptiActivityGetNumDroppedRecords), or they go to a discard buffer; stats() says so.
+    refuseLocked(buffer, size);
     return;
   }
   void* p = std::aligned_alloc(8, bufferBytes_);  // CUPTI needs ACTIVITY_RECORD_ALIGNMENT (8)
   if (!p) {
-    denied_.fetch_add(1);
+    refuseLocked(buffer, size);
     return;
   }
   ++allocated_;
@@ -66,7 +95,15 @@ void ActivityBuffers::request(uint8_t** buffer, size_t* size) {
 void ActivityBuffers::complete(uint8_t* buffer, size_t validSize) {
   completed_.fetch_add(1);
   if (!buffer) return;
+  if (buffer == emergencyBuffer) return;
   std::lock_guard<std::mutex> lock(poolMutex_);
+  auto it = std::find(discardOut_.begin(), discardOut_.end(), buffer);
+  if (it != discardOut_.end()) {  // a refused request's records: counted as lost, never decoded
+    discardOut_.erase(it);
+    discarded_.fetch_add(countRecords(buffer, validSize));
+    std::free(buffer);
+    return;
+  }
   ready_.push_back(Ready{buffer, validSize});
 }
 
@@ -143,6 +180,7 @@ BufferStats ActivityBuffers::stats() {
   s.buffersCompleted = completed_.load();
   s.buffersDenied = denied_.load();
   s.droppedRecords = dropped_.load();
+  s.discardedRecords = discarded_.load();
   return s;
 }
 

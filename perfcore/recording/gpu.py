@@ -231,7 +231,8 @@ def capture_stats(engine) -> dict[str, Any]:
         # Every record lost, by cause: dropped by CUPTI (no buffer), over the decode cap, in
         # buffers whose walk stopped early (at an incomplete record: work still running at the
         # forced flush), and records decoded but unplaceable (a timestamp CUPTI left at 0).
-        out.update(records=int(st.get("records", 0)), dropped=int(st.get("dropped_records", 0)),
+        out.update(records=int(st.get("records", 0)),
+                   dropped=int(st.get("dropped_records", 0)) + int(st.get("discarded_records", 0)),
                    overflow=int(st.get("overflow_records", 0)),
                    invalid_timestamps=int(st.get("invalid_timestamps", 0)),
                    zero_timestamps=int(st.get("zero_timestamps", 0)),
