@@ -75,6 +75,19 @@ void addTestBindings(py::module_& m) {
       }, py::arg("buffer"), py::arg("invalid_at") = -1,
       "Request a buffer, copy the records in (the record at byte invalid_at made invalid), complete "
       "it; False at the pool cap.")
+      .def("lend", [](ActivityBuffers& b) {
+        uint8_t* buf = nullptr;
+        size_t size = 0;
+        b.request(&buf, &size);
+        return py::make_tuple(reinterpret_cast<uintptr_t>(buf), size);
+      }, "Request a buffer as CUPTI does and keep it out: (address, size).")
+      .def("give_back", [](ActivityBuffers& b, uintptr_t address, const FakeActivityBuffer& f) {
+        auto* buf = reinterpret_cast<uint8_t*>(address);
+        std::memcpy(buf, f.data(), f.sizeBytes());
+        b.complete(buf, f.sizeBytes());
+      }, py::arg("address"), py::arg("buffer"), "Fill a lent buffer with the records and complete it.")
+      .def("reset", &ActivityBuffers::reset, py::arg("buffer_bytes"), py::arg("max_buffers"),
+           py::arg("max_pending_records") = 8'000'000)
       .def("add_dropped", [](ActivityBuffers& b, int64_t n) { b.addDropped(n); })
       .def("decode_ready", &ActivityBuffers::decodeReady)
       .def("take", [](ActivityBuffers& b) { return activityToDict(b.take()); })

@@ -226,3 +226,19 @@ def test_below_cupti_api_27_a_refused_buffer_is_handed_out_and_discarded(C):
 def test_the_null_buffer_guard_follows_the_loaded_version(C):
     assert C.cupti_guards(26, 1)["null_buffer_unsafe"] and not C.cupti_guards(27, 1)["null_buffer_unsafe"]
     assert not C.cupti_guards(130001, 1)["null_buffer_unsafe"]
+
+
+def test_a_buffer_out_across_a_reset_is_decoded_and_never_reused_at_the_new_size(C):
+    # A buffer CUPTI took before stop (a kind left on) comes back after the next start's reset()
+    # changed the buffer size: reused, CUPTI would be told it holds the new size and write past it.
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=2)
+    old, size = pool.lend()
+    assert old and size == 64 << 10
+    pool.reset(buffer_bytes=256 << 10, max_buffers=2)
+    pool.give_back(old, one_record_buffer(C, 7))
+    pool.decode_ready()
+    assert list(pool.take()["kernels"]["correlation_id"]) == [7]  # its records still count
+    lent = [pool.lend() for _ in range(2)]
+    assert all(size == 256 << 10 for _, size in lent)
+    # both made at the new size: the old one went back to the system, not to the pool
+    assert pool.stats()["buffers_allocated"] == 2

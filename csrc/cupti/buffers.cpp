@@ -49,6 +49,7 @@ void ActivityBuffers::reset(size_t bufferBytes, size_t maxBuffers, int64_t maxPe
     free_.clear();
     for (auto& r : ready_) std::free(r.buffer);
     ready_.clear();
+    current_.clear();
     allocated_ = 0;
     bufferBytes_ = bufferBytes;
     maxBuffers_ = maxBuffers;
@@ -88,6 +89,7 @@ void ActivityBuffers::request(uint8_t** buffer, size_t* size) {
     return;
   }
   ++allocated_;
+  current_.insert(static_cast<uint8_t*>(p));
   *buffer = static_cast<uint8_t*>(p);
   *size = bufferBytes_;
 }
@@ -143,7 +145,11 @@ size_t ActivityBuffers::decodeReady() {
       overflow_ += countRecords(r.buffer, r.validSize);
     }
     std::lock_guard<std::mutex> pool(poolMutex_);
-    free_.push_back(r.buffer);
+    if (current_.count(r.buffer)) {
+      free_.push_back(r.buffer);
+    } else {
+      std::free(r.buffer);  // made before the last reset(), of the old size
+    }
   }
   decodeNs_ += nowNs() - t0;
   return ready.size();

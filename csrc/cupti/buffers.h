@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "activity_columns.h"
@@ -91,7 +92,10 @@ class ActivityBuffers {
   int64_t maxPendingRecords_ = 0;
   void refuseLocked(uint8_t** buffer, size_t* size);  // poolMutex_ held
   std::atomic<bool> nullSafe_{true};
-  std::vector<uint8_t*> discardOut_;  // discard buffers with CUPTI (poolMutex_); freed when they come back
+  std::vector<uint8_t*> discardOut_;
+  // The pool's buffers of the current size (poolMutex_): one made before a reset() and still with
+  // CUPTI then comes back of the old size, and is freed after decoding instead of reused.
+  std::unordered_set<uint8_t*> current_;  // discard buffers with CUPTI (poolMutex_); freed when they come back
   std::atomic<int64_t> discarded_{0};
   std::atomic<int64_t> pendingNow_{0};  // pendingRecords_, for pendingShare()
   int64_t records_ = 0, pendingRecords_ = 0, overflow_ = 0, invalid_ = 0, zero_ = 0, other_ = 0, undecodable_ = 0;
