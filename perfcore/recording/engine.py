@@ -24,6 +24,7 @@ from perfcore.capture.activity import device_tables
 from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu, phase_names
+from perfcore.recording.document import run_document
 from perfcore.recording.own_work import OwnWork
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
@@ -368,7 +369,7 @@ class Recording:
         """The run/1 document of the steps so far; settle=False: summary() just settled them."""
         if settle:
             self.summary()
-        return document.run_document(self, self._last_table, phase_cost_ns(), top_kernels, evaluation_rows)
+        return run_document(self, self._last_table, gpu.phase_cost(self, phase_cost_ns), top_kernels, evaluation_rows)
 
     def close(self) -> None:
         """Stop CUPTI tracing if this recording started it, and the optimizer hook."""
