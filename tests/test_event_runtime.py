@@ -47,13 +47,11 @@ def test_the_fake_runtime_orders_streams_as_the_docs_say(C, fake):
     assert rt.now() >= end
 
 
-def _side_stream_run(monkeypatch, rt, spin_ns: int, steps: int):
-    """A training loop whose compute runs on a non-blocking pool stream, opened outside the
-    phase as `with torch.cuda.stream(side): with timer.compute():` does; the current stream is
-    torch's (its C accessor is what perfcore reads), here a variable the loop sets."""
+def _fake_gpu(monkeypatch) -> dict:
+    """perfcore's view of one GPU over the fake runtime: torch's current stream (its C accessor,
+    which perfcore reads) is the returned dict's "stream", which the test sets."""
     import torch
 
-    import perfcore
     import perfcore.recording.gpu as g
 
     current = {"stream": 0}
@@ -61,6 +59,16 @@ def _side_stream_run(monkeypatch, rt, spin_ns: int, steps: int):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(g, "capabilities", lambda: {"features": {"cuda_events": True}, "reasons": {}})
     monkeypatch.setattr(g, "device_name", lambda device: "fake GPU")
+    return current
+
+
+def _side_stream_run(monkeypatch, rt, spin_ns: int, steps: int):
+    """A training loop whose compute runs on a non-blocking pool stream, opened outside the
+    phase as `with torch.cuda.stream(side): with timer.compute():` does; the current stream is
+    torch's (its C accessor is what perfcore reads), here a variable the loop sets."""
+    import perfcore
+
+    current = _fake_gpu(monkeypatch)
     side = rt.create_stream(non_blocking=True)
     t = perfcore.StepTimer(device="cuda", warmup=1)
     for _ in range(steps):
@@ -128,17 +136,10 @@ def test_a_step_timer_over_a_captured_forward_finishes_and_says_so(monkeypatch, 
     # make_graphed_callables under perfcore run: the warm-up and capture of the forward open
     # compute phases on the capture stream, then the loop replays; the run's result must come
     # out (the first GPU run lost it to "cudaEventSynchronize failed") with the replays timed.
-    import torch
-
     import perfcore
-    import perfcore.recording.gpu as g
 
     rt = fake()
-    current = {"stream": 0}
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: current["stream"], raising=False)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(g, "capabilities", lambda: {"features": {"cuda_events": True}, "reasons": {}})
-    monkeypatch.setattr(g, "device_name", lambda device: "fake GPU")
+    current = _fake_gpu(monkeypatch)
     cap = rt.create_stream(non_blocking=True)
     t = perfcore.StepTimer(device="cuda", warmup=1)
     current["stream"] = cap
@@ -212,17 +213,11 @@ def test_a_run_timed_by_events_reports_the_cost_of_an_event_phase(monkeypatch, f
     # run.json's overhead is phases per step x one phase's cost; measured on the CPU path only, a
     # run timed by events reported 1.5 us a step on the H200 where it cost 64 us. The event pair is
     # measured too (on a scratch timer: its records are the fake's, counted here).
-    import torch
-
     import perfcore
-    import perfcore.recording.gpu as g
     from perfcore.recording.engine import phase_cost_ns
 
     rt = fake()
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0, raising=False)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(g, "capabilities", lambda: {"features": {"cuda_events": True}, "reasons": {}})
-    monkeypatch.setattr(g, "device_name", lambda device: "fake GPU")
+    _fake_gpu(monkeypatch)
     t = perfcore.StepTimer(device="cuda", warmup=0)
     for _ in range(3):
         with t.compute():
