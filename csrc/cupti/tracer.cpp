@@ -161,6 +161,9 @@ void ActivityTracer::start(const TracerConfig& config) {
   subscriber_ = sub;
   const auto giveUp = [this, sub](CUptiResult st, const char* call) {
     disableAll();
+    // A kind kept on (the 13.0 deadlock guard) still asks for buffers, with no drain thread to
+    // take them back: refused from here, as after stop().
+    if (concurrentKernelOn_) refuseBuffers_.store(true);
     cuptiUnsubscribe(sub);
     subscriber_ = nullptr;
     throwCupti(st, call);
