@@ -66,6 +66,7 @@ py::dict bufferStatsToDict(const BufferStats& b) {
   d["invalid_timestamps"] = b.invalidTimestamps;
   d["other_records"] = b.otherRecords;
   d["decode_ns"] = b.decodeNs;
+  d["discarded_records"] = b.discardedRecords;
   return d;
 }
 }  // namespace perfcore
@@ -218,6 +219,10 @@ PYBIND11_MODULE(_C, m) {
         d["followed"] = st.followed;
         d["unseen"] = st.unseen;
         d["switched_inside"] = st.switchedInside;
+        d["capturing"] = st.capturing;
+        d["unreadable"] = st.unreadable;
+        d["last_unreadable_error"] =
+            st.unreadable ? cudaGetErrorName(static_cast<cudaError_t>(st.lastUnreadableError)) : "";
         return d;
       })
       .def_property_readonly("pending", &EventTimer::pending)
@@ -282,6 +287,7 @@ PYBIND11_MODULE(_C, m) {
     py::dict d;
     d["graph_ids_untrusted"] = !graphIdsTrusted(loadedVersion, session);
     d["concurrent_kernel_left_on"] = !disableKernelSafe(loadedVersion);
+    d["null_buffer_unsafe"] = !nullBufferSafe(loadedVersion);
     return d;
   }, py::arg("loaded_version"), py::arg("session"), "Which known-bug workarounds a CUPTI version needs.");
   m.def("cupti_collect", []() {
@@ -309,6 +315,8 @@ PYBIND11_MODULE(_C, m) {
     return activityToDict(std::move(cols));
   }, "Stop, and leave CUPTI to the next client for good (finalized where safe): the rest of the records.");
   m.def("cupti_active", []() { return ActivityTracer::instance().active(); });
+  m.def("cupti_pending_share", []() { return ActivityTracer::instance().pendingShare(); },
+        "Decoded records not yet taken, as a share of the cap past which they are dropped (no lock).");
   m.def("cupti_set_tagging", [](bool on) { ActivityTracer::instance().setExternalTagging(on); }, py::arg("on"),
         "Phases push their id while another CUPTI client (the cupti-python backend) traces.");
   m.def("cupti_stats", []() {

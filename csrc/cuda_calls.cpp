@@ -21,6 +21,12 @@ const CudaCalls kRuntime = {
     [](float* ms, cudaEvent_t a, cudaEvent_t b) { return cudaEventElapsedTime(ms, a, b); },
     [](cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); },
     [](cudaStream_t s) { return cudaStreamDestroy(s); },
+    [](cudaStream_t s, int* capturing) {
+      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+      const cudaError_t err = cudaStreamIsCapturing(s, &st);
+      *capturing = st != cudaStreamCaptureStatusNone;
+      return err;
+    },
 };
 std::atomic<const CudaCalls*> installed{&kRuntime};
 }  // namespace

@@ -22,6 +22,10 @@ struct CudaCalls {
   cudaError_t (*eventElapsedTime)(float* ms, cudaEvent_t start, cudaEvent_t end);
   cudaError_t (*streamCreateNonBlocking)(cudaStream_t* stream);
   cudaError_t (*streamDestroy)(cudaStream_t stream);
+  // cudaStreamIsCapturing: *capturing = 1 while `stream` records into a graph. On the legacy
+  // stream while another stream captures in global mode the runtime answers
+  // cudaErrorStreamCaptureImplicit (using it would invalidate that capture).
+  cudaError_t (*streamIsCapturing)(cudaStream_t stream, int* capturing);
 };
 
 // The table in use: one atomic load, then a plain indirect call.

@@ -102,6 +102,17 @@ void EventTimer::dropUnusedAnchors() {
   }
 }
 
+bool EventTimer::capturing(uintptr_t stream) const {
+  int on = 0;
+  const cudaError_t err = rt_->streamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &on);
+  return err == cudaErrorStreamCaptureImplicit || (err == cudaSuccess && on != 0);
+}
+
+bool EventTimer::captureUnderway() {
+  if (captureSeen_ && !capturing(captureStream_)) captureSeen_ = false;
+  return captureSeen_;
+}
+
 void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
   const int64_t tid = currentThreadId();
   const bool follow = stream == kCurrentStream;
@@ -116,10 +127,30 @@ void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);  // one lock a phase entry
   if (follow) ++(seen ? streams_.followed : streams_.unseen);
   OnDevice on(*rt_, device_);
-  if (anchorDue()) sync();
+  if (capturing(stream)) {
+    // Under graph capture (torch.cuda.graph, make_graphed_callables) the phase is not timed: an
+    // event recorded here would be part of the graph and could never be queried. It stays on
+    // the thread's stack so its end() pairs with it.
+    ++streams_.capturing;
+    captureStream_ = stream;
+    captureSeen_ = true;
+    const uint64_t seq = nextSeq_++;
+    const uint64_t anchor = anchors_.empty() ? nextAnchor_ : anchors_.back().id;
+    pending_.push_back(Pair{seq, phase, step, rt_->nowNs(), tid, nullptr, nullptr, false, anchor, stream, false});
+    open_[tid].push_back(seq);
+    return;
+  }
+  if (anchorDue() && !captureUnderway()) sync();
   // Bounded memory: at the cap, wait for the oldest pair (recorded long ago, so normally already
   // done) and keep its result for the next resolve().
-  while (pending_.size() >= maxPending_ && collect(pending_.front(), true, ready_)) popFront();
+  while (pending_.size() >= maxPending_ && !captureUnderway() && collect(pending_.front(), true, ready_)) popFront();
+  if (anchor_ == nullptr) {  // first phase during another stream's capture: timed once an anchor exists
+    ++streams_.capturing;
+    const uint64_t seq = nextSeq_++;
+    pending_.push_back(Pair{seq, phase, step, rt_->nowNs(), tid, nullptr, nullptr, false, nextAnchor_, stream, false});
+    open_[tid].push_back(seq);
+    return;
+  }
   cudaEvent_t a = take();
   cudaEvent_t b = take();
   const cudaError_t err = rt_->eventRecord(a, reinterpret_cast<cudaStream_t>(stream));
@@ -129,7 +160,7 @@ void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
     checkCuda(err, "cudaEventRecord(start)");
   }
   const uint64_t seq = nextSeq_++;
-  pending_.push_back(Pair{seq, phase, step, rt_->nowNs(), tid, a, b, false, anchors_.back().id, stream});
+  pending_.push_back(Pair{seq, phase, step, rt_->nowNs(), tid, a, b, false, anchors_.back().id, stream, true});
   open_[tid].push_back(seq);
 }
 
@@ -164,6 +195,19 @@ void EventTimer::end(int32_t phase, uintptr_t stream) {
     if (curSeen && cur != p->stream) ++streams_.switchedInside;
     stream = p->stream;
   }
+  if (!p->timed || capturing(stream)) {
+    // Opened under capture, or closing under one (a stop event here would join the graph, or
+    // on the legacy stream invalidate the capture): no result. An unrecorded stop counts as
+    // complete, so the pair never holds resolve() back.
+    if (p->timed) {
+      ++streams_.capturing;
+      captureStream_ = stream;
+      captureSeen_ = true;
+    }
+    p->phase = -1;
+    p->closed = true;
+    return;
+  }
   const cudaError_t err = rt_->eventRecord(p->stop, reinterpret_cast<cudaStream_t>(stream));
   p->closed = true;
   if (err != cudaSuccess) {
@@ -189,18 +233,24 @@ void EventTimer::popFront() { pending_.pop_front(); }
 
 bool EventTimer::collect(Pair& p, bool wait, EventColumns& out) {
   if (!p.closed) return false;
-  if (wait) {
-    checkCuda(rt_->eventSynchronize(p.stop), "cudaEventSynchronize");
-  } else {
-    cudaError_t q = rt_->eventQuery(p.stop);
-    if (q == cudaErrorNotReady) return false;
-    checkCuda(q, "cudaEventQuery");
+  if (!p.timed) return true;  // no events to read or give back
+  const cudaError_t q = wait ? rt_->eventSynchronize(p.stop) : rt_->eventQuery(p.stop);
+  if (q == cudaErrorNotReady && !wait) return false;
+  float ms = 0.f, fromAnchor = 0.f;
+  cudaError_t err = q;
+  if (err == cudaSuccess && p.phase >= 0) {
+    err = rt_->eventElapsedTime(&ms, p.start, p.stop);
+    if (err == cudaSuccess) err = rt_->eventElapsedTime(&fromAnchor, anchorOf(p).ev, p.start);
+  }
+  if (err != cudaSuccess) {
+    // A pair the runtime will not answer for (an event that joined a graph, a context error)
+    // never will: dropped and counted, so the pairs behind it still resolve.
+    ++streams_.unreadable;
+    streams_.lastUnreadableError = static_cast<int>(err);
+    p.phase = -1;
   }
   if (p.phase >= 0) {
-    float ms = 0.f, fromAnchor = 0.f;
     const Anchor& an = anchorOf(p);
-    checkCuda(rt_->eventElapsedTime(&ms, p.start, p.stop), "cudaEventElapsedTime");
-    checkCuda(rt_->eventElapsedTime(&fromAnchor, an.ev, p.start), "cudaEventElapsedTime");
     const int64_t gpuNs = msToNs(ms);
     const int64_t startNs = an.hostNs + msToNs(fromAnchor);
     out.phase_id.push_back(p.phase);
@@ -221,6 +271,7 @@ EventColumns EventTimer::resolve(bool wait) {
   OnDevice on(*rt_, device_);
   EventColumns out = std::move(ready_);
   ready_ = EventColumns{};
+  if (captureUnderway()) return out;  // querying events now would break the capture
   // Pairs resolve in FIFO order and stop at the first unfinished one (open pairs included), so
   // every open pair stays in pending_ and seq - front.seq indexes it.
   while (!pending_.empty()) {

@@ -63,6 +63,12 @@ struct StreamStats {
   int64_t followed = 0;       // phases whose events went on the stream current at their start
   int64_t unseen = 0;         // ... whose current stream could not be read (legacy default used)
   int64_t switchedInside = 0;  // phases that ended on another current stream than they began on
+  // Phases opened or closed on a stream recording into a CUDA graph: not timed. Events recorded
+  // there belong to the graph, and querying them is an error (cudaErrorCapturedEvent).
+  int64_t capturing = 0;
+  // Pairs the runtime refused to query or time at resolve: dropped, so the queue moves on.
+  int64_t unreadable = 0;
+  int lastUnreadableError = 0;  // the cudaError_t of the latest of them
 };
 
 class EventTimer {
@@ -114,6 +120,7 @@ class EventTimer {
     bool closed;
     uint64_t anchor;   // the anchor (by number) current when the pair began
     uintptr_t stream;  // where both events were recorded
+    bool timed;        // false: opened on a capturing stream, no events (start/stop null)
   };
   struct Anchor {
     uint64_t id;
@@ -131,6 +138,15 @@ class EventTimer {
   // The anchor policy: a new anchor once the newest is kResyncNs old on the timer's clock (the
   // table's nowNs, so a test can drive it), however often the run resolves.
   bool anchorDue() const { return anchor_ == nullptr || rt_->nowNs() - anchorNs_ >= kResyncNs; }
+  // True while `stream` records into a graph (or is the legacy stream, which a global capture
+  // forbids). A query the runtime cannot answer counts as not capturing.
+  bool capturing(uintptr_t stream) const;
+  // True while the capture a phase last met is still going: the runtime forbids synchronizing
+  // or querying events then (a global-mode capture is invalidated by it), so the anchor and
+  // resolve() wait until it ends.
+  bool captureUnderway();
+  uintptr_t captureStream_ = 0;
+  bool captureSeen_ = false;
 
   const CudaCalls* rt_;  // the runtime the timer's events and stream were made with
 

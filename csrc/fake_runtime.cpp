@@ -19,7 +19,13 @@ std::atomic<FakeRuntime*> activeFake{nullptr};
 FakeRuntime* fakeOrNull() { return activeFake.load(); }
 uintptr_t handleOf(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 cudaError_t result(int code) {
-  return code == 0 ? cudaSuccess : code == 1 ? cudaErrorNotReady : cudaErrorInvalidResourceHandle;
+  switch (code) {
+    case 0: return cudaSuccess;
+    case 1: return cudaErrorNotReady;
+    case 3: return cudaErrorCapturedEvent;
+    case 4: return cudaErrorStreamCaptureUnsupported;
+    default: return cudaErrorInvalidResourceHandle;
+  }
 }
 
 const CudaCalls kFakeCalls = {
@@ -57,7 +63,7 @@ const CudaCalls kFakeCalls = {
     [](cudaEvent_t e, cudaStream_t s) {
       FakeRuntime* F = fakeOrNull();
       if (F == nullptr) return cudaErrorInvalidResourceHandle;
-      return F->record(handleOf(e), handleOf(s)) ? cudaSuccess : cudaErrorInvalidResourceHandle;
+      return result(F->record(handleOf(e), handleOf(s)));
     },
     [](cudaEvent_t e) {
       FakeRuntime* F = fakeOrNull();
@@ -81,6 +87,13 @@ const CudaCalls kFakeCalls = {
       return cudaSuccess;
     },
     [](cudaStream_t) { return cudaSuccess; },
+    [](cudaStream_t s, int* capturing) {
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      const int c = F->isCapturing(handleOf(s));
+      *capturing = c == 1;
+      return c == 2 ? cudaErrorStreamCaptureImplicit : cudaSuccess;
+    },
 };
 }  // namespace
 
@@ -188,22 +201,57 @@ bool FakeRuntime::destroyEvent(uintptr_t ev) {
   return true;
 }
 
-bool FakeRuntime::record(uintptr_t ev, uintptr_t stream) {
+void FakeRuntime::beginCapture(uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturing_ = stream;
+  captureInvalid_ = false;
+}
+
+bool FakeRuntime::endCapture() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capturing_ = 0;
+  return !captureInvalid_;
+}
+
+int FakeRuntime::isCapturing(uintptr_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (capturing_ == 0) return 0;
+  if (stream == capturing_) return 1;
+  const Stream* s = find(stream);
+  return s != nullptr && s->kind == Kind::kLegacy ? 2 : 0;
+}
+
+int FakeRuntime::forbiddenLocked() {
+  if (capturing_ == 0) return 0;
+  captureInvalid_ = true;
+  return 4;
+}
+
+int FakeRuntime::record(uintptr_t ev, uintptr_t stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   Stream* s = find(stream);
-  if (s == nullptr || ev == 0 || ev > events_.size() || !events_[ev - 1].alive) return false;
+  if (s == nullptr || ev == 0 || ev > events_.size() || !events_[ev - 1].alive) return 2;
   Event& e = events_[ev - 1];
+  if (capturing_ != 0 && stream == capturing_) {  // a node of the graph, not a point in time
+    e.recorded = true;
+    e.captured = true;
+    return 0;
+  }
+  if (capturing_ != 0 && s->kind == Kind::kLegacy) return forbiddenLocked();
+  e.captured = false;
   e.recorded = true;
   e.doneNs = readyAt(*s);
   recordedStreams_.push_back(stream);
   recordedTimes_.emplace_back(e.doneNs, deviceNs(e.doneNs));
-  return true;
+  return 0;
 }
 
 int FakeRuntime::query(uintptr_t ev) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (ev == 0 || ev > events_.size() || !events_[ev - 1].alive) return 2;
+  if (forbiddenLocked()) return 4;
   const Event& e = events_[ev - 1];
+  if (e.captured) return 3;
   return !e.recorded || nowLocked() >= e.doneNs ? 0 : 1;
 }
 
@@ -212,6 +260,8 @@ int FakeRuntime::wait(uintptr_t ev) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (ev == 0 || ev > events_.size() || !events_[ev - 1].alive) return 2;
+    if (forbiddenLocked()) return 4;
+    if (events_[ev - 1].captured) return 3;
     if (!events_[ev - 1].recorded) return 0;
     t = events_[ev - 1].doneNs;
   }
@@ -223,6 +273,7 @@ int FakeRuntime::elapsed(float* ms, uintptr_t a, uintptr_t b) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (uintptr_t ev : {a, b}) {
     if (ev == 0 || ev > events_.size() || !events_[ev - 1].alive || !events_[ev - 1].recorded) return 2;
+    if (events_[ev - 1].captured) return 3;
     if (nowLocked() < events_[ev - 1].doneNs) return 1;
   }
   *ms = static_cast<float>(static_cast<double>(deviceNs(events_[b - 1].doneNs) - deviceNs(events_[a - 1].doneNs)) / 1e6);

@@ -7,6 +7,11 @@
 //   cudaEventQuery is cudaErrorNotReady until then (cudaSuccess for an event never recorded);
 //   cudaEventSynchronize waits for it; cudaEventElapsedTime gives the ms between two completed
 //   events on the device's clock, cudaErrorNotReady while one is pending.
+// - stream capture (cudaStreamBeginCapture, global mode): cudaStreamIsCapturing says so for that
+//   stream, and answers cudaErrorStreamCaptureImplicit for the legacy stream; an event recorded
+//   on the capturing stream joins the graph, and querying, waiting on or timing it is
+//   cudaErrorCapturedEvent; recording on the legacy stream, or querying or waiting on any event,
+//   while the capture runs is cudaErrorStreamCaptureUnsupported and invalidates the capture.
 // The device clock may run at another rate than the host's (driftPpm). The host clock is
 // perfcore's (synchronize then sleeps until the work is done), or a manual one that only
 // advance() and waits move. Installed as the event timer's table of calls (cuda_calls.h).
@@ -31,6 +36,9 @@ class FakeRuntime {
   uintptr_t createStream(bool nonBlocking);
   // Queues work of durationNs on `stream` now; returns when it will finish (host ns).
   int64_t launch(uintptr_t stream, int64_t durationNs);
+  void beginCapture(uintptr_t stream);
+  bool endCapture();  // false when the capture was invalidated (a forbidden call during it)
+  int isCapturing(uintptr_t stream);  // 0 no, 1 yes, 2 implicit (the legacy stream, during capture)
   void advance(int64_t ns);  // manual clock only
   void synchronize();        // waits for every stream's work (cudaDeviceSynchronize)
   int64_t now();
@@ -47,8 +55,10 @@ class FakeRuntime {
   void setCurrentDevice(int device) { current_.store(device); }
   uintptr_t newEvent();
   bool destroyEvent(uintptr_t ev);
-  bool record(uintptr_t ev, uintptr_t stream);
-  int query(uintptr_t ev);  // 0 done, 1 not ready, 2 bad handle
+  int record(uintptr_t ev, uintptr_t stream);
+  // Results of the event calls: 0 done, 1 not ready, 2 bad handle, 3 captured event, 4 forbidden
+  // during capture.
+  int query(uintptr_t ev);
   int wait(uintptr_t ev);
   int elapsed(float* ms, uintptr_t a, uintptr_t b);
 
@@ -62,8 +72,10 @@ class FakeRuntime {
   struct Event {
     bool alive = true;
     bool recorded = false;
+    bool captured = false;
     int64_t doneNs = 0;
   };
+  int forbiddenLocked();  // 4 (and the capture invalidated) while a capture runs, else 0
   Stream* find(uintptr_t handle);
   int64_t readyAt(const Stream& s) const;  // when work queued on s now may start
   int64_t nowLocked() const;
@@ -82,6 +94,8 @@ class FakeRuntime {
   std::vector<uintptr_t> recordedStreams_;
   std::vector<std::pair<int64_t, int64_t>> recordedTimes_;
   uintptr_t nextStream_ = 0x1000;
+  uintptr_t capturing_ = 0;  // the stream capturing now (0: none)
+  bool captureInvalid_ = false;
 };
 
 }  // namespace perfcore

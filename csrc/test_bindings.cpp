@@ -47,11 +47,13 @@ void addTestBindings(py::module_& m) {
   // Test-only: the tracer's buffer pool and decode path, fed with fabricated buffers in place of
   // CUPTI (which asks for a buffer, fills it, and hands it back complete).
   py::class_<ActivityBuffers>(m, "_ActivityBuffers")
-      .def(py::init([](size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords) {
+      .def(py::init([](size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords, int64_t cuptiVersion) {
         auto b = std::make_unique<ActivityBuffers>();
         b->reset(bufferBytes, maxBuffers, maxPendingRecords);
+        b->setNullSafe(nullBufferSafe(static_cast<uint32_t>(cuptiVersion)));
         return b;
-      }), py::arg("buffer_bytes"), py::arg("max_buffers"), py::arg("max_pending_records") = 8'000'000)
+      }), py::arg("buffer_bytes"), py::arg("max_buffers"), py::arg("max_pending_records") = 8'000'000,
+      py::arg("cupti_version") = 130001, "cupti_version: the loaded CUPTI API version the pool serves.")
       .def("deliver", [](ActivityBuffers& b, const FakeActivityBuffer& f, int64_t invalidAt) {
         uint8_t* buf = nullptr;
         size_t size = 0;
@@ -73,6 +75,19 @@ void addTestBindings(py::module_& m) {
       }, py::arg("buffer"), py::arg("invalid_at") = -1,
       "Request a buffer, copy the records in (the record at byte invalid_at made invalid), complete "
       "it; False at the pool cap.")
+      .def("lend", [](ActivityBuffers& b) {
+        uint8_t* buf = nullptr;
+        size_t size = 0;
+        b.request(&buf, &size);
+        return py::make_tuple(reinterpret_cast<uintptr_t>(buf), size);
+      }, "Request a buffer as CUPTI does and keep it out: (address, size).")
+      .def("give_back", [](ActivityBuffers& b, uintptr_t address, const FakeActivityBuffer& f) {
+        auto* buf = reinterpret_cast<uint8_t*>(address);
+        std::memcpy(buf, f.data(), f.sizeBytes());
+        b.complete(buf, f.sizeBytes());
+      }, py::arg("address"), py::arg("buffer"), "Fill a lent buffer with the records and complete it.")
+      .def("reset", &ActivityBuffers::reset, py::arg("buffer_bytes"), py::arg("max_buffers"),
+           py::arg("max_pending_records") = 8'000'000)
       .def("add_dropped", [](ActivityBuffers& b, int64_t n) { b.addDropped(n); })
       .def("decode_ready", &ActivityBuffers::decodeReady)
       .def("take", [](ActivityBuffers& b) { return activityToDict(b.take()); })
@@ -87,6 +102,9 @@ void addTestBindings(py::module_& m) {
       .def("create_stream", &FakeRuntime::createStream, py::arg("non_blocking"))
       .def("launch", &FakeRuntime::launch, py::arg("stream"), py::arg("duration_ns"),
            "Queue work of duration_ns on stream now; returns when it ends (host ns).")
+      .def("begin_capture", &FakeRuntime::beginCapture, py::arg("stream"),
+           "cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal).")
+      .def("end_capture", &FakeRuntime::endCapture, "False when a forbidden call invalidated the capture.")
       .def("advance", &FakeRuntime::advance, py::arg("ns"))
       .def("synchronize", [](FakeRuntime& f) {
         py::gil_scoped_release nogil;

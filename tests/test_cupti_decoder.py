@@ -202,3 +202,43 @@ def test_decoded_columns_are_bounded(C):
     pool.deliver(one_record_buffer(C, 9))
     pool.decode_ready()
     assert list(pool.take()["kernels"]["correlation_id"]) == [9]  # room again after take()
+
+
+def test_below_cupti_api_27_a_refused_buffer_is_handed_out_and_discarded(C):
+    # Before API 27 (CUDA 12.9) libcupti crashes on a null buffer (kineto #1038, #1275; Colab's
+    # T4 stack): at the pool's cap the request gets a buffer whose records are counted as lost,
+    # never decoded; from API 27 it gets a null (CUPTI drops and counts the records itself).
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=2, cupti_version=26)
+    assert pool.deliver(one_record_buffer(C, 0)) and pool.deliver(one_record_buffer(C, 1))
+    assert pool.deliver(one_record_buffer(C, 2))  # a buffer, not a null
+    st = pool.stats()
+    assert st["buffers_denied"] == 1 and st["discarded_records"] == 1 and st["buffers_allocated"] == 2
+    pool.decode_ready()
+    assert list(pool.take()["kernels"]["correlation_id"]) == [0, 1]
+    assert pool.deliver(one_record_buffer(C, 3))  # the pool's own buffers are free again
+
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=2, cupti_version=27)
+    assert pool.deliver(one_record_buffer(C, 0)) and pool.deliver(one_record_buffer(C, 1))
+    assert not pool.deliver(one_record_buffer(C, 2))
+    assert pool.stats()["discarded_records"] == 0
+
+
+def test_the_null_buffer_guard_follows_the_loaded_version(C):
+    assert C.cupti_guards(26, 1)["null_buffer_unsafe"] and not C.cupti_guards(27, 1)["null_buffer_unsafe"]
+    assert not C.cupti_guards(130001, 1)["null_buffer_unsafe"]
+
+
+def test_a_buffer_out_across_a_reset_is_decoded_and_never_reused_at_the_new_size(C):
+    # A buffer CUPTI took before stop (a kind left on) comes back after the next start's reset()
+    # changed the buffer size: reused, CUPTI would be told it holds the new size and write past it.
+    pool = C._ActivityBuffers(buffer_bytes=64 << 10, max_buffers=2)
+    old, size = pool.lend()
+    assert old and size == 64 << 10
+    pool.reset(buffer_bytes=256 << 10, max_buffers=2)
+    pool.give_back(old, one_record_buffer(C, 7))
+    pool.decode_ready()
+    assert list(pool.take()["kernels"]["correlation_id"]) == [7]  # its records still count
+    lent = [pool.lend() for _ in range(2)]
+    assert all(size == 256 << 10 for _, size in lent)
+    # both made at the new size: the old one went back to the system, not to the pool
+    assert pool.stats()["buffers_allocated"] == 2

@@ -187,3 +187,43 @@ def test_a_backend_that_decodes_nothing_says_so():
     ok = {"records": 40, "other_records": 3, "invalid_timestamps": 1}
     assert cp.decoded_nothing(ok, "12.8") == "" and ok["decoded_records"] == 36 and "warning" not in ok
     assert cp.decoded_nothing({"records": 0, "other_records": 0, "invalid_timestamps": 0}, "12.8") == ""
+
+
+def test_stop_keeps_concurrent_kernel_on_where_disabling_it_hangs(monkeypatch):
+    # CUDA 13.0 GA's CUPTI may deadlock when CONCURRENT_KERNEL is disabled; the native tracer
+    # keeps the kind on there, and this backend disabled every kind at stop regardless.
+    assert not cp.disable_kernel_safe(130000, "13.0") and cp.disable_kernel_safe(130001, "13.0")
+    assert cp.disable_kernel_safe(28, "12.9") and not cp.disable_kernel_safe(None, "13.0")
+    assert cp.disable_kernel_safe(None, "12.8")
+
+    class FakeCupti:
+        ActivityKind = K
+
+        def __init__(self):
+            self.disabled = []
+
+        def activity_disable(self, kind):
+            self.disabled.append(kind)
+
+        def activity_flush_all(self, flag):
+            pass
+
+        def activity_get_num_dropped_records(self, *a):
+            pass
+
+        def get_timestamp(self):
+            return 0
+
+        def unsubscribe(self, sub):
+            pass
+
+    for version, kept in ((130000, True), (130001, False)):
+        t = cp.CuptiPythonTracer()
+        fake = FakeCupti()
+        t._cupti, t._active, t._enabled = fake, True, [K.CONCURRENT_KERNEL, K.MEMCPY]
+        monkeypatch.setattr(cp, "loaded_cupti_version", lambda: version)
+        monkeypatch.setattr(cp, "_measure_offset", lambda: None, raising=False)
+        monkeypatch.setattr(t, "_measure_offset", lambda: None)
+        t.stop()
+        assert (K.CONCURRENT_KERNEL not in fake.disabled) is kept and K.MEMCPY in fake.disabled
+        assert t.stats["concurrent_kernel_left_on"] is kept

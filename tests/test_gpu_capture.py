@@ -66,11 +66,14 @@ def test_zero_timestamps_are_counted_apart_from_broken_ones(C):
 def test_known_cupti_bugs_are_guarded_by_version(C):
     # Graph correlation ids are wrong after the first session before the fix; disabling
     # CONCURRENT_KERNEL may deadlock before its fix. The first API version known to carry each.
-    assert C.cupti_guards(130001, 1) == {"graph_ids_untrusted": False, "concurrent_kernel_left_on": True}
-    assert C.cupti_guards(130001, 2) == {"graph_ids_untrusted": True, "concurrent_kernel_left_on": True}
-    twelve = C.cupti_guards(24, 3)  # a 12.x CUPTI: wrong graph ids, but the deadlock is 13.0's
+    # 13.0 GA deadlocks; 13.0 Update 1 (API 130001 in cupti_version.h, nvidia-cuda-cupti 13.0.85) does not
+    guards = lambda v, s: {k: g for k, g in C.cupti_guards(v, s).items() if k != "null_buffer_unsafe"}  # noqa: E731
+    assert guards(130000, 1) == {"graph_ids_untrusted": False, "concurrent_kernel_left_on": True}
+    assert guards(130001, 1) == {"graph_ids_untrusted": False, "concurrent_kernel_left_on": False}
+    assert guards(130001, 2) == {"graph_ids_untrusted": True, "concurrent_kernel_left_on": False}
+    twelve = guards(24, 3)  # a 12.x CUPTI: wrong graph ids, but the deadlock is 13.0's
     assert twelve == {"graph_ids_untrusted": True, "concurrent_kernel_left_on": False}
-    assert C.cupti_guards(130200, 5) == {"graph_ids_untrusted": False, "concurrent_kernel_left_on": False}
+    assert guards(130200, 5) == {"graph_ids_untrusted": False, "concurrent_kernel_left_on": False}
 
 
 # -- copies ------------------------------------------------------------------------------------
@@ -406,3 +409,42 @@ def test_after_a_hand_over_events_label_the_gpu():
     # Kernels label the time before the hand-over, the phases' CUDA events the time after it.
     assert _store_with_hand_over_at(1000) == [400, 600]
     assert _store_with_hand_over_at(None) == [400, 0]  # kernels only: the later work is unseen
+
+
+def test_a_tracer_filling_faster_than_settles_is_taken_by_volume():
+    # A step of ~3,200 kernels fills the tracer's 8M-record cap in ~850 steps (3 records a
+    # kernel); settles came every 1,024 steps at most, so the H200 run kept 1.85M of 3.52M
+    # kernels. The step end now asks how full the tracer is and settles by volume.
+    import perfcore
+    from perfcore.capture.native_cupti import _merge
+
+    class FillingTracer:
+        per_step = 3 * 3200 / 8_000_000  # of the cap, each step
+        backend = "native-cupti"
+        stats: dict = {}
+
+        def __init__(self):
+            self.share, self.takes, self.most = 0.0, 0, 0.0
+
+        def pending_share(self):
+            return self.share
+
+        def take(self):
+            self.takes += 1
+            self.share = 0.0
+            return _merge([])
+
+        def fill(self):
+            self.share += self.per_step
+            self.most = max(self.most, self.share)
+
+    t = perfcore.StepTimer(device="cpu", warmup=0)
+    tr = FillingTracer()
+    t.engine._tracer = tr
+    for _ in range(2000):
+        with t.compute():
+            tr.fill()
+        t.step()
+    assert tr.takes >= 4 and tr.most < 0.5, (tr.takes, tr.most)  # never near the cap (1.0)
+    t.engine._tracer = None
+    t.close()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))  # gpu_calibration, gpu_rows, gpu_reference
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_every_check_is_registered_and_callable(gc):
 
 
 def test_tolerance_comes_from_resolution_and_spread():
-    from perfcore.capture.calibration import EVENT_RESOLUTION_NS, duration_tolerance_ns
+    from gpu_calibration import EVENT_RESOLUTION_NS, duration_tolerance_ns
 
     # A 50 us kernel: 1% (0.5 us) is finer than two event resolutions, so those set the bound.
     assert duration_tolerance_ns(50_000, 0) == 2 * EVENT_RESOLUTION_NS
@@ -70,30 +71,110 @@ def test_tolerance_comes_from_resolution_and_spread():
     assert duration_tolerance_ns(10_000_000, 0) == 100_000  # long kernels: 1%
 
 
-def test_dry_run_imports_what_every_check_uses_and_prints_each_row():
+def _device_wheels(tmp_path: Path) -> Path:
+    (tmp_path / "cupti_python-13.0.1-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl").write_text("")
+    return tmp_path
+
+
+def test_dry_run_imports_what_every_check_uses_and_prints_each_row(gc, tmp_path):
     # The table a lent GPU would decide, checked here: every import every check makes resolves
-    # (a renamed function fails now, not on the device), and every check has rows with targets.
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--dry-run"], capture_output=True,
-                       text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("| ") and not ln.startswith("| check")]
-    named = {ln.split(" | ")[0][2:] for ln in lines}
-    from gpu_check import CHECKS  # noqa: E402 (the module fixture registered it)
+    # (a renamed function fails now, not on the device), every check has rows with targets and an
+    # expected time, in the order they run, and the total fits the budget.
+    said = []
+    assert gc.dry_run(say=said.append, wheels=_device_wheels(tmp_path)) == 0, said
+    lines = [ln for ln in "\n".join(said).splitlines() if ln.startswith("| ") and not ln.startswith("| #")]
+    named = [ln.split(" | ")[1] for ln in lines][1:]  # after the build's line
+    assert named == list(gc.CHECKS)
+    assert all(ln.rstrip(" |").split(" | ")[-1].strip() for ln in lines[1:])
+    total = float(lines[-1].split(" | ")[3])
+    assert total <= gc.BUDGET_S and f"expected {total:g} s of the {gc.BUDGET_S:g} s budget" in said[0]
 
-    assert named == set(CHECKS)
-    assert all(ln.rstrip(" |").split(" | ")[-1].strip() for ln in lines)
+
+def test_dry_run_fails_when_the_checks_do_not_fit_the_budget(gc, tmp_path):
+    said = []
+    assert gc.dry_run(say=said.append, wheels=_device_wheels(tmp_path), budget_s=100) == 1
+    assert any("over the 100 s budget" in s for s in said)
 
 
-def test_dry_run_names_an_import_that_does_not_resolve(gc, monkeypatch):
+def test_the_carried_wheel_must_fit_the_devices_python_not_this_one(gc, tmp_path):
+    # The first device run's Python was 3.12; a cp311 wheel (fetched for this machine's Python)
+    # passed the old dry run here, where cupti-python is installed, and failed there.
+    (tmp_path / "cupti_python-13.0.1-cp311-cp311-manylinux2014_x86_64.whl").write_text("")
+    said = []
+    assert gc.dry_run(say=said.append, wheels=tmp_path) == 1
+    assert any("no wheel" in s and "Python 3.12" in s and "cp311" in s for s in said)
+    assert gc.dry_run(say=said.append, wheels=tmp_path, python="3.11") == 0
+
+
+def test_wheel_tags():
+    spec = importlib.util.spec_from_file_location("gpu_check_tags", ROOT / "bench" / "gpu_check.py")
+    gc = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check_tags"] = gc
+    spec.loader.exec_module(gc)
+    fits = gc.wheel_fits
+    assert fits("cupti_python-13.0.1-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", "3.12")
+    assert not fits("cupti_python-13.0.1-cp311-cp311-manylinux2014_x86_64.whl", "3.12")
+    assert not fits("cupti_python-13.0.1-cp312-cp312-manylinux2014_aarch64.whl", "3.12")
+    assert not fits("cupti_python-13.0.1-cp312-cp312-win_amd64.whl", "3.12")
+    assert fits("x-1.0-py3-none-any.whl", "3.12")
+    assert fits("x-1.0-cp39-abi3-manylinux_2_28_x86_64.whl", "3.12")
+    assert not fits("x-1.0-cp313-abi3-manylinux_2_28_x86_64.whl", "3.12")
+
+
+def test_the_budget_skips_what_does_not_fit_and_each_row_is_kept_as_it_ends(gc, tmp_path, monkeypatch):
+    # The device gives 600 s a command: the checks run in order of value, one expected to take
+    # longer than the budget has left is skipped with a row that says so, and every row is in
+    # the JSONL file the moment its check ends (a run killed later keeps them).
+    import json
+    import time
+
+    seen = []
+
+    def fake_child(name, limit):
+        seen.append((name, limit))
+        time.sleep(0.3)
+        return [gc.Row(name, "1", "1", True)]
+
+    monkeypatch.setattr(gc, "_in_child", fake_child)
+    monkeypatch.setattr(gc, "EXPECTED_S", {"a": 0.1, "b": 0.1, "c": 50})
+    rows_path = tmp_path / "rows.jsonl"
+    said = []
+    rows = gc.run_isolated(["a", "c", "b"], say=said.append, limits={"a": 90, "b": 90, "c": 90}, budget_s=2.0,
+                           rows_path=str(rows_path))
+    assert [(r.check, r.verdict) for r in rows] == [("a", "PASS"), ("c", "SKIP"), ("b", "PASS")]
+    assert "not run" in rows[1].measured and [n for n, _ in seen] == ["a", "b"]
+    assert all(limit <= 2.0 for _, limit in seen)  # no check may run past the budget's end
+    got = [json.loads(ln) for ln in rows_path.read_text().splitlines()]
+    assert [(g["check_name"], g["verdict"]) for g in got] == [("a", "PASS"), ("c", "SKIP"), ("b", "PASS")]
+    assert got[0]["elapsed_s"] < got[2]["elapsed_s"]
+
+
+def test_the_drift_row_judges_each_anchor_interval(gc, monkeypatch):
+    # A 60 ppm event clock: 60 us of drift at each 1 s re-anchor. Dividing the worst drift by the
+    # whole 3 s run read 20 ppm and passed "<= 20 ppm"; per anchor interval it is 60 ppm.
+    import gpu_calibration as cal
+
+    monkeypatch.setattr(cal, "events_from_threads", lambda: {"resolved": 1, "expected": 1, "errors": [],
+                                                             "one_thread_per_phase": True})
+    drift = {"syncs": 4, "max_abs_drift_ns": 60_000, "uncertainty_ns": 2_000, "seconds": 3.0}
+    monkeypatch.setattr(cal, "event_clock_drift", lambda: dict(drift))
+    row = gc.check_threads_and_clock()[1]
+    assert not row.ok and "24.0 us" in row.target
+    drift["max_abs_drift_ns"] = 15_000  # 15 ppm: inside 20 ppm plus the two anchors' uncertainty
+    assert gc.check_threads_and_clock()[1].ok
+
+
+def test_dry_run_names_an_import_that_does_not_resolve(gc, monkeypatch, tmp_path):
     monkeypatch.setitem(gc.USES, "graph_speed", ("perfcore.experiments.graph:compare_runs",))
     said = []
-    assert gc.dry_run(say=said.append) == 1
+    assert gc.dry_run(say=said.append, wheels=_device_wheels(tmp_path)) == 1
     assert any("graph_speed: perfcore.experiments.graph has no compare_runs" in s for s in said)
 
 
 def test_each_defect_has_a_row(gc):
     for name in ("side_stream", "named_device", "in_flight_at_stop", "torch_profiler", "graph_before_cupti",
-                 "torch_loop_drain", "torch_profiler_mid_run"):
+                 "torch_loop_drain", "torch_profiler_mid_run", "run_graphed", "run_cnn", "torch_compare",
+                 "step_overhead", "many_kernels_step", "demo_quick"):
         assert name in gc.CHECKS and gc.PLAN[name]
 
 
@@ -111,11 +192,3 @@ def test_rows_that_the_machine_decides_do_not_decide_the_run(gc):
     assert gc.exit_code(rows) == 0 and rows[1].verdict == "SKIP"
     assert gc.exit_code(rows[1:]) == 1  # nothing decided is not a pass
     assert "| SKIP |" in gc.table(rows)
-
-
-def test_a_carried_package_is_found_installed_or_as_a_wheel(gc, tmp_path, monkeypatch):
-    # cupti-python reaches the device as a wheel in .whl/: missing both here is said, not hidden.
-    monkeypatch.setitem(gc.CARRIED, "perfcore_no_such_pkg", "perfcore_no_such_pkg-")
-    assert "fetch_wheels.sh" in gc._carried("perfcore_no_such_pkg", tmp_path)
-    (tmp_path / "perfcore_no_such_pkg-1.0-py3-none-any.whl").write_text("")
-    assert gc._carried("perfcore_no_such_pkg", tmp_path) is None

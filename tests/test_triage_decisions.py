@@ -172,3 +172,23 @@ def test_diagnose_on_the_run_just_measured_checks_the_gain_that_run_printed(monk
     assert doc["predicted_speedup"] == a["predicted_speedup"] == printed["speedup"]
     assert printed["band"] is not None and tuple(a["predicted_band"]) == tuple(printed["band"])
     assert f"against {printed['text'].removeprefix('up to ').replace(' faster', '')} predicted" in a["sentence"]
+
+
+def test_health_busy_share_leaves_out_start_up_and_warm_up_samples():
+    # The GPU idles while the process starts, the model loads and cuDNN autotunes: samples from
+    # then averaged into busy% bias "busy < 60%" low. Only samples inside measured steps count.
+    import pandas as pd
+
+    from perfcore.experiments.runner import steady_samples
+
+    t = np.arange(0, 2_000_000_000, 100_000_000)  # a sample every 100 ms for 2 s
+    frame = pd.DataFrame({"t_ns": t, "gpu_util": np.where(t < 1_000_000_000, 0.0, 0.9)})
+    ends = pd.DataFrame({"start_ns": [500_000_000, 800_000_000, 1_000_000_000, 1_400_000_000],
+                         "wall_ns": [300_000_000, 200_000_000, 400_000_000, 600_000_000]})
+    warmup = np.array([True, True, False, False])
+    busy = steady_samples(frame, ends, warmup)["gpu_util"]
+    assert len(busy) == 10 and busy.mean() == pytest.approx(0.9)
+    assert frame["gpu_util"].mean() < 0.5  # what the whole run's samples said
+    # no sample inside the steps (a run shorter than the interval): all of them, not none
+    short = pd.DataFrame({"start_ns": [5, 10], "wall_ns": [1, 1]})
+    assert len(steady_samples(frame, short, np.array([False, False]))) == len(frame)

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <unordered_set>
 #include <vector>
 
 #include "activity_columns.h"
@@ -31,6 +32,7 @@ struct BufferStats {
   int64_t buffersIncomplete = 0;   // ... of which at an incomplete record (work still running at a forced flush)
   int64_t bytesUnwalked = 0;       // at most this many bytes after those stops were not decoded
   int64_t decodeNs = 0;            // time spent decoding, for the drain cost per record
+  int64_t discardedRecords = 0;    // in buffers handed out past the cap where a refusal is unsafe: counted, not kept
 };
 
 class ActivityBuffers {
@@ -43,6 +45,13 @@ class ActivityBuffers {
   // Sets the sizes for a new run and forgets the last one's columns, names and counts.
   void reset(size_t bufferBytes, size_t maxBuffers, int64_t maxPendingRecords);
   void setClockOffset(int64_t ns) { clockOffsetNs_.store(ns); }
+  // Whether CUPTI takes a refused (null) buffer: from API 27 (CUDA 12.9) it drops and counts
+  // the records; before, it crashes inside libcupti (kineto #1038, #1275). Where it does not,
+  // a refusal hands out a buffer whose records are counted and discarded instead.
+  void setNullSafe(bool safe) { nullSafe_.store(safe); }
+  // The buffer for a request that is refused (the tracer stopped): null where that is safe, else
+  // a discard buffer. request() refuses the same way at the pool's cap or a failed allocation.
+  void refuse(uint8_t** buffer, size_t* size);
 
   // CUPTI side (any thread, never blocks on decoding). request gives nullptr/0 at the cap.
   void request(uint8_t** buffer, size_t* size);
@@ -56,6 +65,14 @@ class ActivityBuffers {
   // The pending columns (with the whole name table), emptied.
   ActivityColumns take();
   BufferStats stats();
+  // Records decoded and not yet taken, as a share of the cap past which they are counted and
+  // dropped: read without a lock (the training thread asks between steps), so a run can take
+  // them by volume before the cap, not only at its settles.
+  double pendingShare() const {
+    return maxPendingRecords_ > 0 ? static_cast<double>(pendingNow_.load(std::memory_order_relaxed)) /
+                                        static_cast<double>(maxPendingRecords_)
+                                  : 0.0;
+  }
 
  private:
   std::mutex poolMutex_;  // guards free_, ready_, allocated_; held only to move pointers
@@ -73,6 +90,14 @@ class ActivityBuffers {
   ActivityColumns pending_;
   NameTable names_;
   int64_t maxPendingRecords_ = 0;
+  void refuseLocked(uint8_t** buffer, size_t* size);  // poolMutex_ held
+  std::atomic<bool> nullSafe_{true};
+  std::vector<uint8_t*> discardOut_;
+  // The pool's buffers of the current size (poolMutex_): one made before a reset() and still with
+  // CUPTI then comes back of the old size, and is freed after decoding instead of reused.
+  std::unordered_set<uint8_t*> current_;  // discard buffers with CUPTI (poolMutex_); freed when they come back
+  std::atomic<int64_t> discarded_{0};
+  std::atomic<int64_t> pendingNow_{0};  // pendingRecords_, for pendingShare()
   int64_t records_ = 0, pendingRecords_ = 0, overflow_ = 0, invalid_ = 0, zero_ = 0, other_ = 0, undecodable_ = 0;
   int64_t incomplete_ = 0, bytesUnwalked_ = 0;
   int64_t decodeNs_ = 0;

@@ -99,9 +99,8 @@ ActivityTracer& ActivityTracer::instance() {
 
 void ActivityTracer::onBufferRequested(uint8_t** buffer, size_t* size, size_t* maxNumRecords) {
   *maxNumRecords = 0;  // as many as fit
-  if (refuseBuffers_.load()) {  // stopped, a kind left on: CUPTI drops what it has no room for
-    *buffer = nullptr;
-    *size = 0;
+  if (refuseBuffers_.load()) {  // stopped, a kind left on: what CUPTI has no room for is lost
+    buffers_.refuse(buffer, size);
     return;
   }
   buffers_.request(buffer, size);
@@ -150,6 +149,7 @@ void ActivityTracer::start(const TracerConfig& config) {
   if (config.maxBuffers == 0) throw UsageError("CUPTI buffer cap must be at least 1");
   config_ = config;
   buffers_.reset(config.bufferBytes, config.maxBuffers, config.maxPendingRecords);
+  buffers_.setNullSafe(nullBufferSafe(cuptiLoadedVersion()));
   flushes_.store(0);
   flushNs_.store(0);
   forcedFlushNs_.store(0);
@@ -161,6 +161,9 @@ void ActivityTracer::start(const TracerConfig& config) {
   subscriber_ = sub;
   const auto giveUp = [this, sub](CUptiResult st, const char* call) {
     disableAll();
+    // A kind kept on (the 13.0 deadlock guard) still asks for buffers, with no drain thread to
+    // take them back: refused from here, as after stop().
+    if (concurrentKernelOn_) refuseBuffers_.store(true);
     cuptiUnsubscribe(sub);
     subscriber_ = nullptr;
     throwCupti(st, call);

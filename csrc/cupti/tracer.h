@@ -71,6 +71,7 @@ class ActivityTracer {
   // disableAll) it is skipped. Returns the rest of the records; stats().finalized says if it ran.
   ActivityColumns handOver();
   TracerStats stats();
+  double pendingShare() const { return buffers_.pendingShare(); }  // see ActivityBuffers::pendingShare
   // Sets CUPTI's device buffer size now (before CUDA initialises, so the first context gets it).
   // Returns the CUptiResult; 0 is success.
   static int setDeviceBufferBytes(size_t bytes);
@@ -126,17 +127,25 @@ class ActivityTracer {
 // correlation ids are wrong in sessions after the first (fixed in CUDA 13.1 Update 1), and
 // disabling CONCURRENT_KERNEL may deadlock in 13.0 (fixed in 13.0 Update 1; 12.x CUPTIs report
 // API versions below 130000, and kineto disables the kind at every profiler stop there).
-// cuptiGetVersion reports the API version, which an update release may leave at its GA's
-// number, so each guard lifts at the first API version known to carry the fix: the next minor.
+// Decided by the API version cuptiGetVersion reports, as cupti_version.h numbers it from 13.0
+// (xxyyzz, zz CUPTI's own update): v130000 is 13.0 GA, v130001 13.0 Update 1 (the library
+// nvidia-cuda-cupti 13.0.85 ships, and the H200's torch 2.11+cu130), so the deadlock guard
+// lifts at 130001. Where the fixed release's number is not documented yet (13.1 Update 1's), the
+// guard lifts at the next minor.
 constexpr uint32_t kGraphIdsFixedVersion = 130200;
 constexpr uint32_t kDisableKernelUnsafeFrom = 130000;
-constexpr uint32_t kDisableKernelSafeVersion = 130100;
+constexpr uint32_t kDisableKernelSafeVersion = 130001;
 inline bool graphIdsTrusted(uint32_t loadedVersion, int64_t session) {
   return session <= 1 || loadedVersion >= kGraphIdsFixedVersion;
 }
 inline bool disableKernelSafe(uint32_t loadedVersion) {
   return loadedVersion < kDisableKernelUnsafeFrom || loadedVersion >= kDisableKernelSafeVersion;
 }
+// A null buffer answers a buffer request safely from API 27 (CUDA 12.9; 13.x numbers its API
+// 130000 and up): CUPTI then drops the records and counts them. Before, libcupti crashes on it
+// (kineto gates the refusal the same way and otherwise hands out a buffer and discards it).
+constexpr uint32_t kNullBufferSafeVersion = 27;
+inline bool nullBufferSafe(uint32_t loadedVersion) { return loadedVersion >= kNullBufferSafeVersion; }
 
 // The runtime and driver callback ids whose API records the tracer turns off: calls torch makes
 // constantly that launch nothing. Empty where this CUPTI has no per-id switch (before 12.6).

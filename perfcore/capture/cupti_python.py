@@ -23,7 +23,9 @@ import numpy as np
 import pandas as pd
 
 from perfcore.capture.columns import ACTIVITY_KINDS, activity_frames, merge_activity
-from perfcore.capture.cupti_python_kinds import PACKAGE, check_versions, install_advice
+from perfcore.capture.cupti_python_kinds import (PACKAGE, check_versions, decoded_nothing, disable_kernel_safe,
+                                                 install_advice, loaded_cupti_version)
+from perfcore.capture.cupti_python_kinds import torch_cuda as _torch_cuda
 from perfcore.capture.cupti_python_kinds import Kinds as _Kinds
 from perfcore.capture.native_cupti import synchronize_devices
 from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
@@ -190,24 +192,6 @@ def records_to_columns(records: Iterable[Any], names: dict[str, int], kinds: "_K
     return raw
 
 
-def decoded_nothing(stats: dict[str, Any], cuda_version: str | None) -> str:
-    """Adds `decoded_records` to a tracer's stats; when records came but none was decoded (every
-    one of a class this backend does not read), also `warning`, which it returns ('' otherwise):
-    "zero kernels" must never pass for a result."""
-    stats["decoded_records"] = decoded = stats["records"] - stats["other_records"] - stats["invalid_timestamps"]
-    if not stats["records"] or decoded:
-        return ""
-    stats["warning"] = (f"{PACKAGE} delivered {stats['records']} records and perfcore decoded none of them "
-                        f"(record classes it does not know); {install_advice(cuda_version)}")
-    return stats["warning"]
-
-
-def _torch_cuda() -> str | None:
-    import torch
-
-    return torch.version.cuda
-
-
 def _native_tagging(on: bool) -> None:
     """perfcore's native phases push their id as external correlation while this backend traces:
     the id stack is libcupti's, shared by every client in the process."""
@@ -249,7 +233,7 @@ class CuptiPythonTracer:
         self._offset_start_ns = 0
         self._counts = {"buffers_completed": 0, "records": 0, "dropped_records": 0, "invalid_timestamps": 0,
                         "other_records": 0, "flushes": 0, "flush_ns": 0, "forced_flush_ns": 0, "decode_ns": 0,
-                        "callback_errors": 0}
+                        "callback_errors": 0, "concurrent_kernel_left_on": False}
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> "CuptiPythonTracer":
@@ -300,8 +284,12 @@ class CuptiPythonTracer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        safe = disable_kernel_safe(loaded_cupti_version(), _torch_cuda())
+        keep = None if safe else self._cupti.ActivityKind.CONCURRENT_KERNEL  # left on where disabling it hangs
+        self._counts["concurrent_kernel_left_on"] = keep in self._enabled
         for kind in self._enabled:
-            self._cupti.activity_disable(kind)
+            if kind != keep:
+                self._cupti.activity_disable(kind)
         self._enabled = []
         synchronize_devices()  # kernels still running would reach the forced flush incomplete
         t0 = time.perf_counter_ns()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["PACKAGE", "Kinds", "check_versions", "install_spec", "install_advice"]
+__all__ = ["PACKAGE", "Kinds", "check_versions", "install_spec", "install_advice", "decoded_nothing",
+           "disable_kernel_safe", "loaded_cupti_version", "torch_cuda"]
 
 PACKAGE = "cupti-python"
 
@@ -102,3 +103,44 @@ def check_versions(cupti_python_version: str, cuda_version: str | None, libcupti
         return (f"{PACKAGE} {cupti_python_version} is newer than the CUPTI torch loads ({libcupti_version}); "
                 f"{install_advice(libcupti_version)} (never upgrade torch's nvidia-cuda-cupti)")
     return None
+
+
+# Disabling CONCURRENT_KERNEL may deadlock on CUDA 13.0 GA's CUPTI (API 130000; fixed in 13.0
+# Update 1, API 130001): the native tracer keeps the kind on there (tracer.h, disableKernelSafe)
+# and so does this backend. With no version to read, a 13.0 torch counts as unsafe.
+KERNEL_DISABLE_UNSAFE = (130000, 130001)  # [from, fixed at)
+
+
+def disable_kernel_safe(loaded_version: int | None, torch_cuda: str | None) -> bool:
+    """Whether stopping may disable CONCURRENT_KERNEL with this CUPTI."""
+    if loaded_version:
+        return not KERNEL_DISABLE_UNSAFE[0] <= loaded_version < KERNEL_DISABLE_UNSAFE[1]
+    return not (torch_cuda or "").startswith("13.0")
+
+
+def loaded_cupti_version() -> int | None:
+    try:
+        from perfcore._native import native
+
+        C = native()
+        return int(C.cupti_loaded_version()) or None if hasattr(C, "cupti_loaded_version") else None
+    except Exception:  # no extension or no CUPTI in it: decided by torch's CUDA version
+        return None
+
+
+def decoded_nothing(stats: dict[str, Any], cuda_version: str | None) -> str:
+    """Adds `decoded_records` to a tracer's stats; when records came but none was decoded (every
+    one of a class this backend does not read), also `warning`, which it returns ('' otherwise):
+    "zero kernels" must never pass for a result."""
+    stats["decoded_records"] = decoded = stats["records"] - stats["other_records"] - stats["invalid_timestamps"]
+    if not stats["records"] or decoded:
+        return ""
+    stats["warning"] = (f"{PACKAGE} delivered {stats['records']} records and perfcore decoded none of them "
+                        f"(record classes it does not know); {install_advice(cuda_version)}")
+    return stats["warning"]
+
+
+def torch_cuda() -> str | None:
+    import torch
+
+    return torch.version.cuda

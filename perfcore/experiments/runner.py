@@ -19,8 +19,20 @@ from perfcore.capture.sampler import Sampler, add_per_step
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 
-__all__ = ["measure_workload", "resolve_device", "shutdown_loader"]
+__all__ = ["measure_workload", "resolve_device", "shutdown_loader", "steady_samples"]
 
+
+
+def steady_samples(frame, ends, warmup):
+    """The sampler's rows inside the measured steps: start-up (imports, the first CUDA context,
+    cuDNN's autotuning) and warm-up samples would bias a busy share low. All rows where no sample
+    falls inside (a run shorter than the sampling interval)."""
+    if not len(frame) or "t_ns" not in frame or not len(ends) or warmup.all():
+        return frame
+    start = ends["start_ns"].to_numpy()[~warmup]
+    t = frame["t_ns"].to_numpy()
+    inside = (t >= start.min()) & (t <= (start + ends["wall_ns"].to_numpy()[~warmup]).max())
+    return frame[inside] if inside.any() else frame
 
 def resolve_device(workload: Workload) -> str:
     from perfcore._native import capabilities
@@ -167,7 +179,7 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
     steady = table[~table["warmup"]]
     step_ms = float(steady["wall_ms"].mean()) if len(steady) else float("nan")
     if sampler.has_gpu:
-        busy = frame["gpu_util"].to_numpy(dtype=float)
+        busy = steady_samples(frame, timer.engine.step_table(), table["warmup"].to_numpy())["gpu_util"].to_numpy(float)
         busy_source = "gpu_util"
     else:
         # No GPU to sample: the device is "busy" while the loop computes (compute share per step).

@@ -24,6 +24,7 @@ from perfcore.capture.activity import device_tables
 from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu, phase_names
+from perfcore.recording.document import run_document
 from perfcore.recording.own_work import OwnWork
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
@@ -207,7 +208,7 @@ class Recording:
             raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
         n = len(self._boundaries)
-        if n % COMPACT_EVERY == 0:
+        if n % COMPACT_EVERY == 0 or gpu.volume_due(self, n):
             self.upkeep(n)
         elif n <= FOLLOW_UNTIL and self._follow:
             self.follow_device()
@@ -221,7 +222,7 @@ class Recording:
             self.follow_device()
         t = self._boundaries[-1]  # boundary n, the latest (the ends before it may be let go)
         wait_s = COMPACT_MIN_S if self._store.settled else FIRST_COMPACT_S
-        if t - self._last_compact_ns >= wait_s * 1e9 or n - self._store.settled >= COMPACT_MAX:
+        if t - self._last_compact_ns >= wait_s * 1e9 or n - self._store.settled >= COMPACT_MAX or gpu.records_due(self):
             self._last_compact_ns = t
             t0 = self._C.now_ns()
             try:
@@ -256,7 +257,7 @@ class Recording:
                 return False
         self._boundaries.append(t)
         n = len(self._boundaries)
-        if upkeep and n % COMPACT_EVERY == 0:
+        if upkeep and (n % COMPACT_EVERY == 0 or gpu.volume_due(self, n)):
             self.upkeep(n)
         return True
 
@@ -368,7 +369,7 @@ class Recording:
         """The run/1 document of the steps so far; settle=False: summary() just settled them."""
         if settle:
             self.summary()
-        return document.run_document(self, self._last_table, phase_cost_ns(), top_kernels, evaluation_rows)
+        return run_document(self, self._last_table, gpu.phase_cost(self, phase_cost_ns), top_kernels, evaluation_rows)
 
     def close(self) -> None:
         """Stop CUPTI tracing if this recording started it, and the optimizer hook."""
