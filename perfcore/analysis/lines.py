@@ -177,8 +177,8 @@ def join_lines(samples: LineSamples, step_start_ns: np.ndarray, step_end_ns: np.
         ns = np.bincount(site[mine], weights=w[mine], minlength=len(sites))
         count = np.bincount(site[mine], minlength=len(sites))
         hot = [k for k in np.argsort(-ns, kind="stable") if count[k]]
-        lines = tuple(LineCost(sites[k].file, sites[k].function, sites[k].line, ns[k] / 1e6 / n_steps,
-                               ns[k] / total_ns if total_ns else 0.0, int(count[k]), bool(user[k]),
+        lines = tuple(LineCost(sites[k].file, sites[k].function, sites[k].line, float(ns[k]) / 1e6 / n_steps,
+                               float(ns[k]) / total_ns if total_ns else 0.0, int(count[k]), bool(user[k]),
                                tuple(per_site_calls.get((sites[k].file, sites[k].line), ())))
                       for k in hot[:top])
         out.append(LabelLines(name, total_ns / 1e6 / n_steps, int(mine.sum()), lines,
@@ -193,7 +193,7 @@ def _functions(sites, user, ns, count, hot, total_ns: float, n_steps: int, top: 
         key = (sites[k].file, sites[k].function)
         if key not in acc:
             acc[key] = [sites[k].line, 0.0, 0, bool(user[k])]
-        acc[key][1] += ns[k]
+        acc[key][1] += float(ns[k])
         acc[key][2] += int(count[k])
     ranked = sorted(acc.items(), key=lambda kv: -kv[1][1])[:top]
     return tuple(FunctionCost(f, fn, line, v / 1e6 / n_steps, v / total_ns if total_ns else 0.0, c, u)

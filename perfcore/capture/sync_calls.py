@@ -25,7 +25,6 @@ __all__ = ["METHODS", "SyncCalls", "SyncCounter"]
 
 METHODS = ("item", "cpu", "tolist", "numpy")
 MAX_CALLS = 1 << 23  # 8M calls kept (96 MiB); later ones are counted per site and method only
-_NO_SITE = Frame("?", "?", 0)
 
 
 @dataclass(frozen=True)
@@ -56,16 +55,20 @@ class SyncCounter:
         self._prefixes = library_prefixes() if prefixes is None else prefixes
         self._t = array("q")
         self._site = array("i")
-        self._method = array("b")
-        self._sites: dict[tuple[Any, int], int] = {}  # (code, line) -> site id
+        self._sites: dict[tuple[Any, int], int] = {}  # (code, instruction offset) of a user frame -> site id
+        # (id(code), offset) of a caller that is itself that user frame -> site id. By id: a code object's
+        # hash is computed from its contents on every call (~0.5 us); _sites holds the code, so the id stays its.
+        self._direct: dict[tuple[int, int], int] = {}
         self._user: dict[Any, bool] = {}  # code -> is the user's
         self._saved: dict[str, Any] = {}
         self._wrappers: dict[str, Any] = {}
-        self._armed = False
+        self._on = [False]  # a cell the wrappers read: armed
         self._dropped = 0
         self.thread_id = 0
 
-    def _site_of(self, frame) -> int:
+    def _site_of(self, frame, caller: tuple[int, int]) -> int:
+        # The first call from a (code, instruction): walk out to the user's frame once. A caller that is
+        # the user's own code always maps to itself, so later calls from it skip the walk (the fast path).
         user = self._user
         f = frame
         while f is not None:
@@ -78,22 +81,32 @@ class SyncCounter:
             f = f.f_back
         if f is None:  # no user frame: the innermost caller stands for the call
             f = frame
-        key = (f.f_code, f.f_lineno)
+        key = (f.f_code, f.f_lasti)
         sid = self._sites.get(key)
         if sid is None:
             sid = self._sites[key] = len(self._sites)
+        if f is frame:
+            self._direct[caller] = sid
         return sid
 
     def _wrap(self, index: int, original: Any):
-        record_t, record_site, record_method = self._t.append, self._site.append, self._method.append
+        # The hot path: a thread check, one frame, one dict lookup, two appends (site and method share one
+        # int). The instruction offset, not the line, keys a site: f_lineno costs a line-table search per call.
+        record_t, record_site, direct = self._t.append, self._site.append, self._direct
         clock, getframe, get_ident = self._clock, sys._getframe, threading.get_ident
+        armed, tid = self._on, self.thread_id
+        slow, kept, cap = self._site_of, self._t, self._max
 
         def counted(tensor, *args, **kwargs):
-            if self._armed and get_ident() == self.thread_id:
-                if len(self._t) < self._max:
+            if armed[0] and get_ident() == tid:
+                if len(kept) < cap:
+                    f = getframe(1)
+                    caller = (id(f.f_code), f.f_lasti)
+                    sid = direct.get(caller)
+                    if sid is None:
+                        sid = slow(f, caller)
                     record_t(clock())
-                    record_site(self._site_of(getframe(1)))
-                    record_method(index)
+                    record_site(sid * 8 + index)
                 else:
                     self._dropped += 1
             return original(tensor, *args, **kwargs)
@@ -105,16 +118,16 @@ class SyncCounter:
 
     def start(self) -> "SyncCounter":
         self.thread_id = threading.get_ident()
-        for i, name in enumerate(self.methods):
+        for name in self.methods:
             own = self._tensor.__dict__.get(name)
             self._saved[name] = own
             wrapper = self._wrappers[name] = self._wrap(METHODS.index(name), getattr(self._tensor, name))
             setattr(self._tensor, name, wrapper)
-        self._armed = True
+        self._on[0] = True
         return self
 
     def stop(self) -> SyncCalls:
-        self._armed = False
+        self._on[0] = False
         for name, wrapper in self._wrappers.items():
             if self._tensor.__dict__.get(name) is not wrapper:
                 continue  # someone wrapped ours: theirs stays, ours now only passes calls through
@@ -132,10 +145,20 @@ class SyncCounter:
         self.stop()
 
     def result(self) -> SyncCalls:
-        sites = [_NO_SITE] * len(self._sites)
-        for (code, line), sid in list(self._sites.items()):
-            sites[sid] = code_frame(code, line)
-        n = min(len(self._t), len(self._site), len(self._method))
-        return SyncCalls(np.array(self._t[:n], dtype=np.int64), np.array(self._site[:n], dtype=np.int32),
-                         np.array(self._method[:n], dtype=np.int8), tuple(sites), METHODS, self._dropped,
-                         int(self.thread_id))
+        """The calls so far; sites resolved to (file, function, line), one site per line."""
+        frames: dict[Frame, int] = {}
+        remap = np.zeros(len(self._sites), dtype=np.int32)
+        for (code, offset), sid in list(self._sites.items()):
+            remap[sid] = frames.setdefault(code_frame(code, _line_at(code, offset)), len(frames))
+        n = min(len(self._t), len(self._site))
+        packed = np.array(self._site[:n], dtype=np.int64)
+        return SyncCalls(np.array(self._t[:n], dtype=np.int64), remap[packed >> 3], (packed & 7).astype(np.int8),
+                         tuple(frames), METHODS, self._dropped, int(self.thread_id))
+
+
+def _line_at(code, offset: int) -> int | None:
+    # The source line of an instruction offset (the f_lineno a frame there would report).
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line
+    return None

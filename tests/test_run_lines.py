@@ -1,0 +1,69 @@
+"""perfcore run's host lines: the capture's facts survive JSON (the raw part's path) and join to a steps
+table into run.json's "lines" and "starvation"."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from perfcore.run.lines import lines_document, start
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def _tables(starts, ends, warmup=3, load_ms=None):
+    s0, s1 = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    n = len(s0)
+    full = pd.DataFrame({"start_ns": s0, "wall_ns": s1 - s0, "perfcore_ns": np.zeros(n, np.int64)})
+    table = pd.DataFrame({"step": np.arange(n), "warmup": np.arange(n) < warmup, "wall_ms": (s1 - s0) / 1e6,
+                          "load_ms": np.zeros(n) if load_ms is None else load_ms})
+    return table, full
+
+
+def test_facts_through_json_join_to_the_steps():
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import host_metrics
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    cap, why = start(torch)
+    assert why is None
+    cap.sampler.interval_s = 0.001
+    starts, ends, _ = host_metrics.main(150, batch=48)
+    facts = json.loads(json.dumps(cap.facts()))
+    assert "item" not in torch.Tensor.__dict__  # the counter is gone once the facts are taken
+    table, full = _tables(starts, ends)
+    n = len(starts)
+    doc = lines_document(facts, table, full, (np.zeros(0, np.int64), np.zeros(0, np.int64)),
+                         {"through": n, "window": [], "settled": n})
+    json.dumps(doc)
+    host = doc["lines"]["labels"][0]
+    assert host["label"] == "host" and doc["lines"]["steps"] == n - 3
+    assert (host["functions"][0]["function"], Path(host["functions"][0]["file"]).name) == \
+        ("per_sample_metrics", "host_metrics.py")
+    calls = host["lines"][0]["calls"]
+    assert host["lines"][0]["function"] == "per_sample_metrics" and calls[0]["method"] == "item"
+    assert calls[0]["per_step"] == 4 * 48
+    assert doc["starvation"]["steps"] == n - 3 and doc["starvation"]["starved"] == 0
+
+
+def test_steps_without_kept_spans_are_not_joined_and_no_facts_means_no_lines():
+    t = np.arange(1, 40) * 10_000_000
+    facts = {"prefixes": [], "interval_ns": 10_000_000, "cap_ns": 15_000_000, "t_ns": t.tolist(),
+             "site": [0] * len(t), "sites": [["/u/t.py", "main", 3]], "user": [True], "missed": 0, "dropped": 0,
+             "sampler_ns": 1_000_000}
+    starts = np.arange(0, 40) * 10_000_000
+    table, full = _tables(starts[:-1], starts[1:], warmup=0, load_ms=np.r_[np.zeros(30), np.full(9, 5.0)])
+    load = (starts[30:-1], starts[31:])  # steps 30.. wait in the loader for all their time
+    # Spans kept for steps < 10 and for 35, then not settled from 38 on: 10..34, 36, 37 are not joined.
+    # Sample k (at k x 10 ms) falls in step k: host 1..9 (none at 0), load 35 and 38.
+    doc = lines_document(facts, table, full, load, {"through": 10, "window": [35], "settled": 38})
+    labels = {lb["label"]: lb for lb in doc["lines"]["labels"]}
+    assert doc["lines"]["steps"] == 12 and labels["load"]["samples"] == 2 and labels["host"]["samples"] == 9
+    assert doc["starvation"]["starved"] == 9 and doc["starvation"]["longest_run_first_step"] == 30
+    assert "lines" not in lines_document(None, table, full, load, {"through": 39, "window": [], "settled": 39})
