@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["LineCapture", "start", "lines_document", "MAX_SAMPLES_CARRIED"]
+__all__ = ["LineCapture", "start", "take_facts", "load_spans", "lines_document", "MAX_SAMPLES_CARRIED"]
 
 # Samples kept for the join (the newest): 200k is 33 min at the default rate, ~3 MiB of JSON.
 MAX_SAMPLES_CARRIED = 200_000
@@ -61,6 +61,26 @@ def start(torch: Any) -> tuple[LineCapture | None, str | None]:
         return LineCapture(torch, threading.get_ident()), None
     except Exception as e:  # never into the script: the run goes on without lines
         return None, f"no host lines ({type(e).__name__}: {e})"
+
+
+def take_facts(capture: LineCapture | None) -> dict[str, Any] | None:
+    """The capture's facts, or None (no capture, or one that failed: the part is written without lines)."""
+    if capture is None:
+        return None
+    try:
+        return capture.facts()
+    except Exception as e:
+        sys.stderr.write(f"perfcore: no host lines ({type(e).__name__}: {e})\n")
+        return None
+
+
+def load_spans(engine) -> tuple[tuple[np.ndarray, np.ndarray], dict[str, Any]]:
+    """The recording's loader spans (the load phase) over its kept steps, and which steps those are."""
+    from perfcore.recording.engine import BUILTIN, detail_steps
+
+    spans = engine.trace_tables()["spans"]
+    load = spans[spans["phase_id"].to_numpy() == BUILTIN["load"]]
+    return (load["start_ns"].to_numpy(np.int64), load["end_ns"].to_numpy(np.int64)), detail_steps(engine)
 
 
 def _samples(facts: Mapping[str, Any]):
