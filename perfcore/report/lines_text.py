@@ -1,0 +1,48 @@
+"""The terminal's lines for run.json's "lines" and "starvation": the user's function and line that held
+the verdict's label (host, or load when the loader runs in the training process), with the syncing calls
+counted there, and loader starvation in numbers. Text only; the figures are the document's."""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+from perfcore.analysis.units import fmt_ms, fmt_share
+
+__all__ = ["lines_text", "where"]
+
+
+def _printable(text: str) -> str:
+    # A document may come from someone else: no control character reaches the terminal.
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
+def where(file: str, line: int, cwd: str | None = None) -> str:
+    """file:line, relative to `cwd` (default: the current folder) when the file lies under it."""
+    cwd = os.getcwd() if cwd is None else cwd
+    rel = os.path.relpath(file, cwd) if os.path.isabs(file) else file
+    return _printable(f"{file if rel.startswith('..') else rel}:{int(line)}")
+
+
+def _calls(calls: list[Mapping[str, Any]]) -> str:
+    return "".join(f", {c['per_step']:.0f} `.{_printable(c['method'])}()` calls a step" for c in calls[:2])
+
+
+def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
+    out = []
+    causes = (doc.get("verdict") or {}).get("causes") or []
+    label = causes[0].get("label") if causes else None
+    lines = doc.get("lines") or {}
+    for lb in lines.get("labels") or []:
+        if lb.get("label") != label or label not in ("host", "load") or not lb.get("functions"):
+            continue
+        f = lb["functions"][0]
+        at = next((x for x in lb.get("lines") or [] if x["file"] == f["file"] and x["line"] == f["line"]), None)
+        out.append(f"  try: {_printable(f['function'])} at {where(f['file'], f['line'], cwd)}: "
+                   f"{fmt_ms(f['ms_per_step'])} of {fmt_ms(lb['ms_per_step'])} {label} a step "
+                   f"({fmt_share(f['share'])}, {lb['samples']} samples){_calls(at['calls'] if at else [])}")
+    s = doc.get("starvation") or {}
+    if s.get("starved"):
+        out.append(f"  loader starved on {fmt_share(s['share'])} of steps ({s['starved']} of {s['steps']}, waits over "
+                   f"{fmt_ms(s['threshold_ms'])}): p50 wait {fmt_ms(s['p50_wait_ms'])}, p95 {fmt_ms(s['p95_wait_ms'])}, "
+                   f"longest run {s['longest_run']} steps from step {s['longest_run_first_step']}")
+    return out
