@@ -31,3 +31,16 @@ def test_paths_outside_the_folder_stay_whole_and_control_characters_never_print(
     assert where("/q/train.py", 3, cwd="/p") == "/q/train.py:3"
     text = lines_text(_doc(file="/p/evil\x1b[2Jname.py"), cwd="/p")[0]
     assert "\x1b" not in text and "evil?[2Jname.py:31" in text
+
+
+def test_compute_facts_say_the_optimizer_change_and_the_heavy_backward():
+    doc = {"compute_facts": {"optimizer": {"snippet": "torch.optim.AdamW(..., fused=True)", "share": 0.54,
+                                           "optimizer_ms": 9.6, "keyword": "fused", "saved_ms": [7.0, 9.1],
+                                           "measured": True},
+                             "backward": {"ratio": 4.2, "backward_ms": 8.4, "forward_ms": 2.0, "excess_ms": 4.4,
+                                          "likely": ["activation_checkpointing", "backward_hooks"]}}}
+    opt, bwd = lines_text(doc)
+    assert opt == ("  try: torch.optim.AdamW(..., fused=True): the optimizer is 54% of the step (9.60 ms); "
+                   "its fused form saves 7.00 ms-9.10 ms a step")
+    assert bwd.startswith("  backward is 4.2x forward (8.40 ms against 2.00 ms; ~2x is usual, 4.40 ms a step above it)")
+    assert "activation checkpointing" in bwd

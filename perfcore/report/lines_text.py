@@ -8,7 +8,14 @@ from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_share
 
-__all__ = ["lines_text", "where"]
+__all__ = ["lines_text", "where", "BACKWARD_WORDS"]
+
+BACKWARD_WORDS = {
+    "activation_checkpointing": "activation checkpointing (forward recomputed in backward)",
+    "requires_grad_on_frozen_layers": "gradients computed for layers meant to be frozen (requires_grad left on)",
+    "scatter_or_index_backward": "indexing or embedding backward that scatters (index_add, dense embedding grads)",
+    "backward_hooks": "hooks that run in backward",
+}
 
 
 def _printable(text: str) -> str:
@@ -40,9 +47,27 @@ def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
         out.append(f"  try: {_printable(f['function'])} at {where(f['file'], f['line'], cwd)}: "
                    f"{fmt_ms(f['ms_per_step'])} of {fmt_ms(lb['ms_per_step'])} {label} a step "
                    f"({fmt_share(f['share'])}, {lb['samples']} samples){_calls(at['calls'] if at else [])}")
+    out += _compute_text(doc)
     s = doc.get("starvation") or {}
     if s.get("starved"):
         out.append(f"  loader starved on {fmt_share(s['share'])} of steps ({s['starved']} of {s['steps']}, waits over "
                    f"{fmt_ms(s['threshold_ms'])}): p50 wait {fmt_ms(s['p50_wait_ms'])}, p95 {fmt_ms(s['p95_wait_ms'])}, "
                    f"longest run {s['longest_run']} steps from step {s['longest_run_first_step']}")
+    return out
+
+
+def _compute_text(doc: Mapping[str, Any]) -> list[str]:
+    facts = doc.get("compute_facts") or {}
+    out = []
+    o = facts.get("optimizer")
+    if o:
+        lo, hi = o["saved_ms"]
+        saves = f"saves {fmt_ms(lo)}-{fmt_ms(hi)} a step" if o["measured"] else f"saves up to {fmt_ms(hi)} a step"
+        out.append(f"  try: {_printable(o['snippet'])}: the optimizer is {fmt_share(o['share'])} of the step "
+                   f"({fmt_ms(o['optimizer_ms'])}); its {o['keyword']} form {saves}")
+    b = facts.get("backward")
+    if b:
+        why = "; ".join(BACKWARD_WORDS.get(c, _printable(c)) for c in b["likely"][:3])
+        out.append(f"  backward is {b['ratio']:.1f}x forward ({fmt_ms(b['backward_ms'])} against {fmt_ms(b['forward_ms'])};"
+                   f" ~2x is usual, {fmt_ms(b['excess_ms'])} a step above it): look for {why}")
     return out
