@@ -67,3 +67,28 @@ def test_steps_without_kept_spans_are_not_joined_and_no_facts_means_no_lines():
     assert doc["lines"]["steps"] == 12 and labels["load"]["samples"] == 2 and labels["host"]["samples"] == 9
     assert doc["starvation"]["starved"] == 9 and doc["starvation"]["longest_run_first_step"] == 30
     assert "lines" not in lines_document(None, table, full, load, {"through": 39, "window": [], "settled": 39})
+
+
+@pytest.mark.parametrize("flag", ["--lines", "--no-lines"])
+def test_perfcore_run_names_the_metrics_line_in_run_json(tmp_path, flag):
+    """An unmodified host-bound script under perfcore run: run.json's lines name per_sample_metrics at its
+    stats line with its 4 .item() calls per sample; --no-lines leaves lines out, starvation stays."""
+    import subprocess
+
+    script = SCRIPTS / "host_metrics.py"
+    line = next(i for i, s in enumerate(script.read_text().splitlines(), 1) if "stats.append" in s)
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), flag, "--",
+                        sys.executable, str(script), "300"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["starvation"]["steps"] == doc["steps"] and doc["starvation"]["starved"] == 0
+    if flag == "--no-lines":
+        assert "lines" not in doc
+        return
+    host = doc["lines"]["labels"][0]
+    assert host["label"] == "host" and doc["lines"]["samples"] > 0
+    top = host["functions"][0]
+    assert (top["function"], Path(top["file"]).name, top["line"]) == ("per_sample_metrics", "host_metrics.py", line)
+    at_line = next(x for x in host["lines"] if x["line"] == line)
+    assert [(c["method"], c["per_step"]) for c in at_line["calls"]] == [("item", 4 * 48)]

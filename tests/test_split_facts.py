@@ -34,3 +34,19 @@ def test_no_split_or_no_optimizer_readable():
     assert compute_document(None, _table(1.0, 5.0, 0.5))["compute_facts"]["backward"]["ratio"] == 5.0
     assert compute_document(None, _table(1, 2, 3).drop(columns=["forward_ms"])) == {}
     assert optimizer_facts(object()) is None
+
+
+def test_perfcore_run_on_an_mlp_with_adamw_says_its_fused_form(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent / "scripts" / "mlp_adamw.py"
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--", sys.executable,
+                        str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    got = doc["compute_facts"]["optimizer"]
+    assert got["snippet"] == "torch.optim.AdamW(..., fused=True)" and got["share"] > 0.15
+    assert "try: torch.optim.AdamW(..., fused=True)" in p.stdout + p.stderr

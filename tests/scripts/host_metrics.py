@@ -38,5 +38,7 @@ def main(steps=40, batch=48):
 
 
 if __name__ == "__main__":
-    s, e, m = main()
+    import sys
+
+    s, e, m = main(int(sys.argv[1]) if len(sys.argv) > 1 else 40)
     print(f"{sum(m) / sum(b - a for a, b in zip(s, e)):.2f} of the step in per_sample_metrics")
