@@ -92,3 +92,24 @@ def test_perfcore_run_names_the_metrics_line_in_run_json(tmp_path, flag):
     assert (top["function"], Path(top["file"]).name, top["line"]) == ("per_sample_metrics", "host_metrics.py", line)
     at_line = next(x for x in host["lines"] if x["line"] == line)
     assert [(c["method"], c["per_step"]) for c in at_line["calls"]] == [("item", 4 * 48)]
+
+
+def test_a_main_process_pil_loader_is_traced_to_its_decode_line(tmp_path):
+    """num_workers=0 and PIL decoding in __getitem__: the load label's time is the Dataset's decode line
+    (torch's DataLoader frames and PIL's fold into it), and the terminal names it."""
+    import subprocess
+
+    script = SCRIPTS / "pil_decode.py"
+    line = next(i for i, s in enumerate(script.read_text().splitlines(), 1) if "Image.open" in s)
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--", sys.executable,
+                        str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    load = next(lb for lb in doc["lines"]["labels"] if lb["label"] == "load")
+    top = load["functions"][0]
+    assert (top["function"], Path(top["file"]).name, top["line"], top["user"]) == \
+        ("__getitem__", "pil_decode.py", line, True)
+    assert top["share"] > 0.5
+    assert doc["starvation"]["share"] > 0.5
+    assert "try: __getitem__ at " in p.stdout + p.stderr
