@@ -45,11 +45,18 @@ def code_frame(code, line: int | None) -> Frame:
 
 
 def library_prefixes() -> tuple[str, ...]:
-    """Folders whose code is not the user's: the standard library, site-packages, perfcore itself."""
+    """Folders whose code is not the user's: the standard library, every site-packages (the user's too, and
+    a layered environment's on sys.path), perfcore itself; each as given and with links resolved."""
+    import site
+
     paths = sysconfig.get_paths()
     found = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    found.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    found.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
+    found.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
     found.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the perfcore package
-    return tuple(sorted(os.path.join(os.path.abspath(p), "") for p in found if p))
+    both = {f(p) for p in found if p for f in (os.path.abspath, os.path.realpath)}
+    return tuple(sorted(os.path.join(p, "") for p in both))
 
 
 def is_library(path: str, prefixes: tuple[str, ...]) -> bool:
