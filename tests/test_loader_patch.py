@@ -40,6 +40,7 @@ CASES = {
     "nested call, unicode before it, no final newline": ("x = 'é'; l = DataLoader(make(ds, k=1), 4)", 1),
     "empty call, a second loader on another line": ("a = DataLoader()\nb = DataLoader(ds)\n", 1),
     "line inside a wrapped call": ("loader = DataLoader(ds, batch_size=8,\n                    shuffle=True)\n", 2),
+    "one argument on its own line": ("loader = DataLoader(\n    ds\n)\n", 1),
 }
 
 
@@ -54,6 +55,13 @@ def test_the_patch_applies_and_sets_the_keywords(tmp_path, name):
         {k: v for k, v in _keywords(source, p.line).items() if k not in SETTINGS}  # the others kept
     assert after.count("DataLoader(") == source.count("DataLoader(")
     assert p.call.startswith(("DataLoader(", "torch.utils.data.DataLoader(")) and "num_workers=2" in p.call
+
+
+def test_added_keywords_follow_the_calls_layout():
+    wrapped = loader_patch(CASES["line inside a wrapped call"][0], "t.py", 1, {"num_workers": 2}).diff
+    assert "+                    shuffle=True, num_workers=2)" in wrapped
+    listed = loader_patch(CASES["multi-line, one a line, trailing comma"][0], "t.py", 3, {"num_workers": 2}).diff
+    assert "+    num_workers=2,\n" in listed
 
 
 def test_what_changed_is_listed_and_an_unchanged_value_is_no_edit():

@@ -94,7 +94,11 @@ def _insertion(call: ast.Call, raw: list[bytes], added: list[tuple[str, str]]) -
         return (*at, *at, ", ".join(text).encode())
     last = args[-1]
     at = (last.end_lineno, last.end_col_offset)
-    one_per_line = len(args) > 1 and args[-2].end_lineno < last.lineno and last.lineno > call.lineno
+    def own_line(n: ast.AST) -> bool:
+        return not raw[n.lineno - 1][:n.col_offset].strip()
+
+    # One a line: the last argument and the one before it each begin a line (a wrapped call does not).
+    one_per_line = last.lineno > call.lineno and own_line(last) and (len(args) == 1 or own_line(args[-2]))
     if one_per_line:  # the call lists its arguments one a line: so do the added ones, at the same indent
         indent = raw[last.lineno - 1][:last.col_offset].decode()
         indent = indent if not indent.strip() else " " * len(indent)
