@@ -44,3 +44,15 @@ def test_compute_facts_say_the_optimizer_change_and_the_heavy_backward():
                    "its fused form saves 7.00 ms-9.10 ms a step")
     assert bwd.startswith("  backward is 4.2x forward (8.40 ms against 2.00 ms; ~2x is usual, 4.40 ms a step above it)")
     assert "activation checkpointing" in bwd
+
+
+def test_the_sweep_patch_lines():
+    from perfcore.report.lines_text import patch_text
+
+    p = {"status": "written", "patch": "dataloader.patch", "at": "train.py:42",
+         "call": "DataLoader(ds, num_workers=2, pin_memory=True)", "through_kwargs": False}
+    assert patch_text(p, "sweep1") == ["  change at train.py:42: DataLoader(ds, num_workers=2, pin_memory=True)",
+                                       "  git apply sweep1/dataloader.patch"]
+    assert patch_text({"status": "unchanged", "reason": "the best configuration is the script's own"}) == \
+        ["  no DataLoader patch: the best configuration is the script's own"]
+    assert patch_text(None) == []

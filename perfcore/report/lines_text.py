@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_share
 
-__all__ = ["lines_text", "where", "BACKWARD_WORDS"]
+__all__ = ["lines_text", "patch_text", "where", "BACKWARD_WORDS"]
 
 BACKWARD_WORDS = {
     "activation_checkpointing": "activation checkpointing (forward recomputed in backward)",
@@ -71,3 +71,14 @@ def _compute_text(doc: Mapping[str, Any]) -> list[str]:
         out.append(f"  backward is {b['ratio']:.1f}x forward ({fmt_ms(b['backward_ms'])} against {fmt_ms(b['forward_ms'])};"
                    f" ~2x is usual, {fmt_ms(b['excess_ms'])} a step above it): look for {why}")
     return out
+
+
+def patch_text(patch: Mapping[str, Any] | None, folder: str = "<sweep folder>") -> list[str]:
+    """The sweep's DataLoader change: the call as it would read at its file:line, and the patch to apply."""
+    if not patch:
+        return []
+    if patch.get("status") != "written":
+        return [f"  no DataLoader patch: {_printable(patch.get('reason', ''))}"]
+    return [f"  change at {_printable(patch['at'])}: {_printable(patch['call'])}",
+            f"  git apply {_printable(os.path.join(folder, patch['patch']))}"
+            + ("  (the call also passes **kwargs: check they do not set these)" if patch.get("through_kwargs") else "")]
