@@ -50,3 +50,29 @@ def test_no_patch_when_nothing_changes_or_the_file_is_not_the_users(tmp_path):
     r = sweep_patch(f"{proj / 'src' / 'train.py'}:1", best, OWN, KEYS, out, cwd=str(proj))
     assert r["status"] == "not_possible" and "no DataLoader" in r["reason"]
     assert not (out / PATCH_NAME).exists()
+
+
+def test_perfcore_sweep_on_a_script_writes_the_patch_for_its_loader(tmp_path):
+    """`perfcore sweep --num-workers 1` on a script with num_workers left at 0: the only configuration, so the
+    best, changes the call; the sweep folder gets dataloader.patch, which applies to the script's folder."""
+    import json
+    import shutil
+    import sys
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil.copy(Path(__file__).parent / "scripts" / "loader_settings.py", proj / "train.py")
+    before = (proj / "train.py").read_text()
+    out = tmp_path / "sweep"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "sweep", "--num-workers", "1", "--steps", "6",
+                        "--warmup", "1", "--out", str(out), "--", sys.executable, "train.py"],
+                       cwd=proj, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads((out / "sweep.json").read_text())
+    assert doc["patch"]["status"] == "written" and doc["patch"]["at"].startswith("train.py:")
+    assert "site" not in doc["script_settings"]
+    assert (proj / "train.py").read_text() == before
+    assert f"change at {doc['patch']['at']}: DataLoader(" in p.stdout
+    r = subprocess.run(["git", "apply", str(out / PATCH_NAME)], cwd=proj, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "num_workers=1, prefetch_factor=2" in (proj / "train.py").read_text()
