@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfcore.analysis.attribution import CPU_PRECEDENCE
 from perfcore.run.lines import lines_document, start
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -39,8 +40,7 @@ def test_facts_through_json_join_to_the_steps():
     assert "item" not in torch.Tensor.__dict__  # the counter is gone once the facts are taken
     table, full = _tables(starts, ends)
     n = len(starts)
-    doc = lines_document(facts, table, full, (np.zeros(0, np.int64), np.zeros(0, np.int64)),
-                         {"through": n, "window": [], "settled": n})
+    doc = lines_document(facts, table, full, {}, CPU_PRECEDENCE, {"through": n, "window": [], "settled": n})
     json.dumps(doc)
     host = doc["lines"]["labels"][0]
     assert host["label"] == "host" and doc["lines"]["steps"] == n - 3
@@ -62,11 +62,13 @@ def test_steps_without_kept_spans_are_not_joined_and_no_facts_means_no_lines():
     load = (starts[30:-1], starts[31:])  # steps 30.. wait in the loader for all their time
     # Spans kept for steps < 10 and for 35, then not settled from 38 on: 10..34, 36, 37 are not joined.
     # Sample k (at k x 10 ms) falls in step k: host 1..9 (none at 0), load 35 and 38.
-    doc = lines_document(facts, table, full, load, {"through": 10, "window": [35], "settled": 38})
+    doc = lines_document(facts, table, full, {"load": load}, CPU_PRECEDENCE,
+                         {"through": 10, "window": [35], "settled": 38})
     labels = {lb["label"]: lb for lb in doc["lines"]["labels"]}
     assert doc["lines"]["steps"] == 12 and labels["load"]["samples"] == 2 and labels["host"]["samples"] == 9
     assert doc["starvation"]["starved"] == 9 and doc["starvation"]["longest_run_first_step"] == 30
-    assert "lines" not in lines_document(None, table, full, load, {"through": 39, "window": [], "settled": 39})
+    assert "lines" not in lines_document(None, table, full, {"load": load}, CPU_PRECEDENCE,
+                                         {"through": 39, "window": [], "settled": 39})
 
 
 @pytest.mark.parametrize("flag", ["--lines", "--no-lines"])
@@ -90,6 +92,9 @@ def test_perfcore_run_names_the_metrics_line_in_run_json(tmp_path, flag):
     assert host["label"] == "host" and doc["lines"]["samples"] > 0
     top = host["functions"][0]
     assert (top["function"], Path(top["file"]).name, top["line"]) == ("per_sample_metrics", "host_metrics.py", line)
+    # Labelled as attribution labels the instant: forward/backward/optimizer phases are compute on a CPU.
+    compute = next(lb for lb in doc["lines"]["labels"] if lb["label"] == "compute")
+    assert compute["functions"][0]["function"] == "main"
     at_line = next(x for x in host["lines"] if x["line"] == line)
     assert [(c["method"], c["per_step"]) for c in at_line["calls"]] == [("item", 4 * 48)]
 

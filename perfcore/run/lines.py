@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["LineCapture", "start", "take_facts", "load_spans", "lines_document", "MAX_SAMPLES_CARRIED"]
+__all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document", "MAX_SAMPLES_CARRIED"]
 
 # Samples kept for the join (the newest): 200k is 33 min at the default rate, ~3 MiB of JSON.
 MAX_SAMPLES_CARRIED = 200_000
@@ -74,13 +74,14 @@ def take_facts(capture: LineCapture | None) -> dict[str, Any] | None:
         return None
 
 
-def load_spans(engine) -> tuple[tuple[np.ndarray, np.ndarray], dict[str, Any]]:
-    """The recording's loader spans (the load phase) over its kept steps, and which steps those are."""
-    from perfcore.recording.engine import BUILTIN, detail_steps
+def label_spans(engine) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple[str, ...], dict[str, Any]]:
+    """The recording's labelled intervals over its kept steps (as attribution takes them), their precedence,
+    and which steps those are."""
+    from perfcore.analysis.attribution import CPU_PRECEDENCE, OWN, PRECEDENCE
+    from perfcore.recording.engine import detail_steps, label_intervals
 
-    spans = engine.trace_tables()["spans"]
-    load = spans[spans["phase_id"].to_numpy() == BUILTIN["load"]]
-    return (load["start_ns"].to_numpy(np.int64), load["end_ns"].to_numpy(np.int64)), detail_steps(engine)
+    intervals = {k: v for k, v in label_intervals(engine).items() if k != OWN}
+    return intervals, (PRECEDENCE if engine.device == "cuda" else CPU_PRECEDENCE), detail_steps(engine)
 
 
 def _samples(facts: Mapping[str, Any]):
@@ -104,12 +105,13 @@ def _calls(facts: Mapping[str, Any] | None):
                      tuple(facts["methods"]), int(facts["dropped"]), 0)
 
 
-def lines_document(facts: Mapping[str, Any] | None, table, full, load_spans: tuple[np.ndarray, np.ndarray],
+def lines_document(facts: Mapping[str, Any] | None, table, full,
+                   intervals: Mapping[str, tuple[np.ndarray, np.ndarray]], precedence: tuple[str, ...],
                    kept: Mapping[str, Any]) -> dict[str, Any]:
     """run.json's "starvation" (from the steps table) and "lines" (from the facts, when sampled): the
     measured steps' [start, end) from `full` (start_ns, wall_ns, perfcore_ns), the rows `table` marks
-    warm-up or evaluation left out, and the loader's spans as the load label. Only steps whose spans
-    were kept (`kept`: the recording's detail_steps) are joined, so no load instant reads as host."""
+    warm-up or evaluation left out, each sample labelled by the recording's intervals as attribution labels
+    an instant. Only steps whose intervals were kept (`kept`: the recording's detail_steps) are joined."""
     from perfcore.analysis.lines import join_lines
     from perfcore.analysis.starvation import starvation
 
@@ -125,8 +127,8 @@ def lines_document(facts: Mapping[str, Any] | None, table, full, load_spans: tup
     idx = np.arange(n)
     measured = measured[:n] & ((idx < int(kept["through"])) | np.isin(idx, np.asarray(kept["window"], np.int64))
                                | (idx >= int(kept["settled"])))
-    result = join_lines(_samples(facts), s0[:n][measured], s1[:n][measured], {"load": load_spans},
-                        prefixes=tuple(facts["prefixes"]), calls=_calls(facts.get("calls")))
+    result = join_lines(_samples(facts), s0[:n][measured], s1[:n][measured], intervals,
+                        prefixes=tuple(facts["prefixes"]), precedence=precedence, calls=_calls(facts.get("calls")))
     steps_total = max(len(s0), 1)
     out["lines"] = {**dataclasses.asdict(result),
                     "sampler_ms_per_step": float(facts["sampler_ns"]) / 1e6 / steps_total,

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from perfcore.report import jsonio
-from perfcore.run.lines import lines_document, load_spans
+from perfcore.run.lines import label_spans, lines_document
 from perfcore.run.split_facts import compute_document
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ
 
@@ -98,7 +98,7 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
     if doc.get("overhead"):
         # The estimate covers the timer's phases; the zero-code hooks around them cost more.
         doc["overhead"] = dict(doc["overhead"], hooks="not included")
-    doc.update(lines_document(facts.get("lines"), table, full, *load_spans(engine)))
+    doc.update(lines_document(facts.get("lines"), table, full, *label_spans(engine)))
     doc.update(compute_document(facts.get("optimizer"), table))
     notes = facts["notes"] + engine.notes
     if notes:
