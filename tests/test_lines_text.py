@@ -20,6 +20,11 @@ def test_a_host_bound_run_names_the_function_line_and_calls():
         "410 `.item()` calls a step"]
 
 
+def test_the_labels_ms_are_the_breakdowns_and_the_function_gets_its_share_of_them():
+    doc = {**_doc(), "breakdown_ms": {"host": 8.0}}
+    assert lines_text(doc, cwd="/p")[0].startswith("  try: per_sample_metrics at train.py:31: 5.80 ms of 8.00 ms host")
+
+
 def test_other_verdicts_get_no_lines_and_starvation_shows_only_when_steps_waited():
     assert lines_text(_doc("compute"), cwd="/p") == []
     got = lines_text(_doc("compute", starved=28), cwd="/p")

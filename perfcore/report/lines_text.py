@@ -44,8 +44,11 @@ def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
             continue
         f = lb["functions"][0]
         at = next((x for x in lb.get("lines") or [] if x["file"] == f["file"] and x["line"] == f["line"]), None)
+        # The label's ms are the breakdown's (the table above); the samples give the function's share of them
+        # (a sampler starved of CPU sees less time, not a different split).
+        label_ms = (doc.get("breakdown_ms") or {}).get(label, lb["ms_per_step"])
         out.append(f"  try: {_printable(f['function'])} at {where(f['file'], f['line'], cwd)}: "
-                   f"{fmt_ms(f['ms_per_step'])} of {fmt_ms(lb['ms_per_step'])} {label} a step "
+                   f"{fmt_ms(f['share'] * label_ms)} of {fmt_ms(label_ms)} {label} a step "
                    f"({fmt_share(f['share'])}, {lb['samples']} samples){_calls(at['calls'] if at else [])}")
     out += _compute_text(doc)
     s = doc.get("starvation") or {}
