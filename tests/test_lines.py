@@ -101,7 +101,8 @@ def test_counter_restores_tensor_methods_and_counts_only_its_thread():
         th.join()
         assert x.cpu().numpy().tolist() == [0.0, 1.0, 2.0]
     got = c.result()
-    assert [got.methods[i] for i in got.method] == ["item", "tolist", "cpu", "numpy"]  # numpy's tolist is not a tensor's
+    # The last tolist is numpy's, not a tensor's.
+    assert [got.methods[i] for i in got.method] == ["item", "tolist", "cpu", "numpy"]
     assert {s.function for s in got.sites} == {"test_counter_restores_tensor_methods_and_counts_only_its_thread"}
     assert {m: torch.Tensor.__dict__.get(m) for m in METHODS} == before
     x.sum().item()

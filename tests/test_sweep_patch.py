@@ -10,7 +10,8 @@ from perfcore.experiments.sweep_patch import PATCH_NAME, sweep_patch
 
 KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
 OWN = {"batch_size": 32, "num_workers": 0, "pin_memory": False, "prefetch_factor": None}
-SRC = "from torch.utils.data import DataLoader\n\nloader = DataLoader(ds, batch_size=32,\n                    shuffle=True)\n"
+SRC = ("from torch.utils.data import DataLoader\n\n"
+       "loader = DataLoader(ds, batch_size=32,\n                    shuffle=True)\n")
 
 
 def _project(tmp_path: Path) -> tuple[Path, Path]:

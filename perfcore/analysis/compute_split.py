@@ -19,8 +19,8 @@ OPTIMIZER_SHARE = 0.15  # an optimizer step above this share of the step is wort
 BACKWARD_RATIO = 3.0  # backward usually costs ~2x forward; above 3x something adds to it
 # Share of the optimizer step's time a form saves against the per-parameter loop, as (low, high), by
 # (keyword, device type): AdamW on one CPU thread, 24 small to 8 large tensors, torch 2.14, the extremes of
-# two runs of bench/bench_optimizer_forms.py on a loaded two-core machine. A pair with no entry has no measured band: its gain is "up to" the
-# optimizer's whole time.
+# two runs of bench/bench_optimizer_forms.py on a loaded two-core machine. A pair with no entry has no
+# measured band: its gain is "up to" the optimizer's whole time.
 SAVED_FRACTION: dict[tuple[str, str], tuple[float, float]] = {
     ("fused", "cpu"): (0.73, 0.95),
     ("foreach", "cpu"): (0.0, 0.33),

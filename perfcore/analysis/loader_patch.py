@@ -31,7 +31,8 @@ class LoaderPatch:
 
 def _is_loader(node: ast.AST) -> bool:
     f = node.func if isinstance(node, ast.Call) else None
-    return (isinstance(f, ast.Name) and f.id == "DataLoader") or (isinstance(f, ast.Attribute) and f.attr == "DataLoader")
+    return (isinstance(f, ast.Name) and f.id == "DataLoader") or \
+        (isinstance(f, ast.Attribute) and f.attr == "DataLoader")
 
 
 def _find_call(tree: ast.AST, line: int) -> ast.Call:

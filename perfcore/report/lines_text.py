@@ -53,8 +53,9 @@ def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
     out += _compute_text(doc)
     s = doc.get("starvation") or {}
     if s.get("starved"):
-        out.append(f"  loader starved on {fmt_share(s['share'])} of steps ({s['starved']} of {s['steps']}, waits over "
-                   f"{fmt_ms(s['threshold_ms'])}): p50 wait {fmt_ms(s['p50_wait_ms'])}, p95 {fmt_ms(s['p95_wait_ms'])}, "
+        out.append(f"  loader starved on {fmt_share(s['share'])} of steps ({s['starved']} of {s['steps']}, "
+                   f"waits over {fmt_ms(s['threshold_ms'])}): p50 wait {fmt_ms(s['p50_wait_ms'])}, "
+                   f"p95 {fmt_ms(s['p95_wait_ms'])}, "
                    f"longest run {s['longest_run']} steps from step {s['longest_run_first_step']}")
     return out
 
@@ -71,8 +72,9 @@ def _compute_text(doc: Mapping[str, Any]) -> list[str]:
     b = facts.get("backward")
     if b:
         why = "; ".join(BACKWARD_WORDS.get(c, _printable(c)) for c in b["likely"][:3])
-        out.append(f"  backward is {b['ratio']:.1f}x forward ({fmt_ms(b['backward_ms'])} against {fmt_ms(b['forward_ms'])};"
-                   f" ~2x is usual, {fmt_ms(b['excess_ms'])} a step above it): look for {why}")
+        out.append(f"  backward is {b['ratio']:.1f}x forward ({fmt_ms(b['backward_ms'])} against "
+                   f"{fmt_ms(b['forward_ms'])}; ~2x is usual, {fmt_ms(b['excess_ms'])} a step above it): "
+                   f"look for {why}")
     return out
 
 
