@@ -89,6 +89,16 @@ def test_calls_per_step_counts_only_inside_steps():
     assert [(c.method, c.total, c.per_step, c.line) for c in got] == [("item", 2, 1.0, 31), ("cpu", 1, 0.5, 31)]
 
 
+def test_past_the_caps_only_the_steps_the_kept_samples_and_calls_cover_count():
+    site = Frame("/u/t.py", "metrics", 31)
+    calls = SyncCalls(np.array([5, 15, 16]), np.zeros(3, np.int32), np.zeros(3, np.int8), (site,), METHODS, 7, 1)
+    (got,) = calls_per_step(calls, [0, 10, 20, 30], [10, 20, 30, 40])  # kept calls end at 16: only step 0 ends by then
+    assert (got.total, got.per_step) == (1, 1.0)
+    s = LineSamples(np.array([10, 20, 30]), np.zeros(3, np.int32), ((site,),), 10, 10, 1, 0, 99, 0)
+    r = join_lines(s, [0, 10, 20, 30, 40], [10, 20, 30, 40, 50], prefixes=LIB)
+    assert r.steps == 3 and r.label("host").ms_per_step == pytest.approx(20 / 1e6 / 3)
+
+
 def test_counter_restores_tensor_methods_and_counts_only_its_thread():
     torch = pytest.importorskip("torch")
     before = {m: torch.Tensor.__dict__.get(m) for m in METHODS}

@@ -135,8 +135,12 @@ def _step_of(t: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
 
 
 def calls_per_step(calls: SyncCalls, step_start_ns: np.ndarray, step_end_ns: np.ndarray) -> tuple[SiteCalls, ...]:
-    """Counted calls inside the steps, per site and method, most first."""
+    """Counted calls inside the steps, per site and method, most first. When calls were dropped (past the
+    counter's cap), only the steps that end by the last kept call count."""
     s0, s1 = np.asarray(step_start_ns, np.int64), np.asarray(step_end_ns, np.int64)
+    if calls.dropped and len(calls.t_ns):
+        covered = s1 <= calls.t_ns[-1]
+        s0, s1 = s0[covered], s1[covered]
     if len(s0) == 0 or len(calls.t_ns) == 0:
         return ()
     inside = _step_of(calls.t_ns, s0, s1) >= 0
@@ -153,8 +157,12 @@ def join_lines(samples: LineSamples, step_start_ns: np.ndarray, step_end_ns: np.
                precedence: tuple[str, ...] = CPU_PRECEDENCE, calls: SyncCalls | None = None,
                top: int = 10) -> HostLines:
     """Per label, the user's lines and functions that held its time over the given steps (ordered,
-    non-overlapping [start, end): pass the measured steps only, not warm-up or evaluation)."""
+    non-overlapping [start, end): pass the measured steps only, not warm-up or evaluation). When samples
+    were dropped (past the sampler's cap), only the steps that end by the last kept sample count."""
     s0, s1 = np.asarray(step_start_ns, np.int64), np.asarray(step_end_ns, np.int64)
+    if samples.dropped and len(samples.t_ns):
+        covered = s1 <= samples.t_ns[-1]
+        s0, s1 = s0[covered], s1[covered]
     n_steps = len(s0)
     interval_ms = samples.interval_ns / 1e6
     if n_steps == 0 or len(samples.t_ns) == 0:

@@ -24,7 +24,9 @@ from perfcore.capture.line_sampler import Frame, code_frame, is_library, library
 __all__ = ["METHODS", "SyncCalls", "SyncCounter"]
 
 METHODS = ("item", "cpu", "tolist", "numpy")
-MAX_CALLS = 1 << 23  # 8M calls kept (96 MiB); later ones are counted per site and method only
+# 256k calls kept (3 MiB; ~1300 steps of a loop making 200 a step): later ones are counted, not kept, and
+# calls per step are then taken over the steps the kept calls cover.
+MAX_CALLS = 1 << 18
 
 
 @dataclass(frozen=True)

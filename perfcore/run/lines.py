@@ -14,10 +14,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document", "MAX_SAMPLES_CARRIED"]
+__all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document"]
 
-# Samples kept for the join (the newest): 200k is 33 min at the default rate, ~3 MiB of JSON.
-MAX_SAMPLES_CARRIED = 200_000
 
 
 class LineCapture:
@@ -39,12 +37,11 @@ class LineCapture:
         samples = self.sampler.stop()
         calls = self.counter.stop() if self.counter is not None else None
         site_of, sites, user = fold(samples.stacks, self.prefixes)
-        keep = slice(max(0, len(samples.t_ns) - MAX_SAMPLES_CARRIED), None)
         out: dict[str, Any] = {
             "prefixes": list(self.prefixes), "interval_ns": samples.interval_ns, "cap_ns": samples.cap_ns,
-            "t_ns": samples.t_ns[keep].tolist(), "site": site_of[samples.stack[keep]].tolist(),
+            "t_ns": samples.t_ns.tolist(), "site": site_of[samples.stack].tolist(),
             "sites": [[f.file, f.function, f.line] for f in sites], "user": user.tolist(),
-            "missed": samples.missed, "dropped": samples.dropped + int(keep.start), "sampler_ns": samples.sampler_ns,
+            "missed": samples.missed, "dropped": samples.dropped, "sampler_ns": samples.sampler_ns,
         }
         if calls is not None:
             out["calls"] = {"t_ns": calls.t_ns.tolist(), "site": calls.site.tolist(), "method": calls.method.tolist(),
