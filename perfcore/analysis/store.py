@@ -205,7 +205,7 @@ class StepStore:
         out[ok] = lut[ids[ok]]
         return out
 
-    def _intervals(self, raw: dict[str, pd.DataFrame]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def intervals(self, raw: dict[str, pd.DataFrame]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         spans = raw["spans"]
         label_of = self._label_codes(spans["phase_id"].to_numpy())
         host_labels = ("load",) if self.on_gpu else ("load", "transfer", "compute", "comm")
@@ -258,7 +258,7 @@ class StepStore:
             self.last_end = self.t0
         s0 = np.concatenate([[self.last_end], s1[:-1]])
         upto = self.settled + len(s1)
-        iv = {lb: self._within(a, e, int(s0[0]), int(s1[-1])) for lb, (a, e) in self._intervals(raw).items()}
+        iv = {lb: self._within(a, e, int(s0[0]), int(s1[-1])) for lb, (a, e) in self.intervals(raw).items()}
         df = attribution.step_table(s0, s1, iv, warmup=self.warmup, first_step=self.settled,
                                     precedence=self.precedence)
         extra: dict[str, np.ndarray] = {}

@@ -22,24 +22,29 @@ __all__ = ["run_cmd", "monitor_cmd"]
               help="Sample GPU utilisation, memory, power and host CPU every INTERVAL, aligned to the steps "
                    "(report.html draws them on the steps' axis).")
 @click.option("--no-monitor", is_flag=True, help="Do not sample (no monitor.csv).")
+@click.option("--lines/--no-lines", default=True, show_default=True,
+              help="Sample the training thread's Python stack (100 Hz) and count .item()/.cpu() calls: the lines "
+                   "of the script that hold host time.")
 @click.option("--step-on", type=click.Choice(["optimizer", "backward", "batch", "forward"]), default=None,
               help="What ends a step (default: the first of these the script does).")
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("run")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monitor, step_on, explain,
+def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monitor, lines, step_on, explain,
             command) -> None:
     """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
 
     Attributes every training step to load / transfer / compute / comm / host, names the
     bottleneck and says what to try. Exits with the script's exit code.
     """
+    from perfcore.run import protocol
     from perfcore.run.parent.launch import run_command
 
     # run_command checks the command before it makes the folder: a typo leaves nothing behind.
     rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(res.out) if res.out else None,
                                    backend=backend, kernels=not no_kernels, monitor_s=None if no_monitor else monitor,
-                                   step_on=step_on, quiet=res.quiet, stdout_to_stderr=res.json_path == "-")
+                                   step_on=step_on, quiet=res.quiet, stdout_to_stderr=res.json_path == "-",
+                                   overrides={protocol.ENV_LINES: "1" if lines else "0"})
     # after the run: numpy and pandas load while the script runs
     from perfcore.report.terminal import render_brief, render_text
 

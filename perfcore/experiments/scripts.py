@@ -171,7 +171,7 @@ def script_settings(cmd: list[str], out: Path) -> dict[str, Any]:
     ld = next((x for x in loaders if x.get("training")), loaders[0] if loaders else None)
     if ld is None:
         raise UsageError("the script built no torch DataLoader, so its settings cannot be changed from outside")
-    return {k: ld.get(k) for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")}
+    return {**{k: ld.get(k) for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")}, "site": ld.get("site")}
 
 
 def own_config(cfg: dict, own: dict) -> dict:
@@ -239,9 +239,13 @@ def script_sweep(cmd: list[str], grid: dict[str, list], *, steps: int, warmup: i
         done=done, on_row=on_row, say=progress)
     doc = sweep_doc(" ".join(cmd), grid, steps, pd.DataFrame(rows), t0=t0, rounds=[], interrupted=interrupted,
                     planned=len(configs))
-    doc["script_settings"] = own
+    doc["script_settings"] = {k: v for k, v in own.items() if k != "site"}
     doc["kept"] = {k: own.get(k) for k in grid if k not in swept}
     if doc["best"]:
         best = next((r for r in doc["configs"] if config_key(r) == config_key(doc["best"])), {})
         doc["best"]["replaced"] = best.get("replaced")
+    from perfcore.experiments.sweep import CONFIG_KEYS
+    from perfcore.experiments.sweep_patch import sweep_patch
+
+    doc["patch"] = sweep_patch(own.get("site"), doc["best"], own, CONFIG_KEYS, out)
     return doc

@@ -380,6 +380,11 @@ class Recording:
             self._opt_hook = None
 
 
+def label_intervals(rec: Recording) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The kept steps' labelled intervals (kernels, copies, phase spans), as attribution takes them."""
+    return rec._store.intervals(rec.trace_tables())
+
+
 def detail_steps(rec: Recording) -> dict[str, Any]:
     """Which settled steps rec.trace_tables() holds in full: every one below `through`, then `window`
     (analysis.detail). A function, not a method: the class stays the interface step sources use."""

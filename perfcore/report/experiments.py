@@ -6,6 +6,7 @@ from typing import Any
 from perfcore.analysis.gain import fmt_speedups
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
+from perfcore.report.lines_text import patch_text
 from perfcore.report.terminal import verdict_line
 
 __all__ = ["render_health", "render_diagnose", "render_diagnose_brief", "render_demo_brief", "render_sweep"]
@@ -181,6 +182,7 @@ def render_sweep(doc: dict[str, Any]) -> str:
                      + (f" prefetch_factor={_int(b['prefetch_factor'])}" if b['num_workers'] else "")
                      + f" -> {b['samples_per_s']:.0f} samples/s"
                      + (f" (replaced: {b['replaced']})" if b.get("replaced") else ""))
+    lines += patch_text(doc.get("patch"))  # the DataLoader change at the script's call, as a patch
     if doc.get("kept"):
         lines.append("kept as the script sets them: " + " ".join(f"{k}={v}" for k, v in doc["kept"].items()))
     for k in doc["knees"]:

@@ -7,6 +7,7 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
+from perfcore.report.lines_text import lines_text
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line"]
 
@@ -111,6 +112,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
     for r in doc["recommendations"] if verdict else []:
         lines.append(f"  - {r['text']}")
         lines.append(f"    evidence: {r['evidence']}" + (f"; try: {r['test']}" if r.get("test") else ""))
+    lines += lines_text(doc)  # the user's line that held the verdict's time; loader starvation
     if doc.get("kernels"):
         lines += ["", f"  {'top kernels':<60} {'count':>7} {'total ms':>10} {'mean us':>9}"]
         for k in doc["kernels"]:

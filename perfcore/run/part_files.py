@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from perfcore.report import jsonio
+from perfcore.run.lines import label_spans, lines_document
+from perfcore.run.split_facts import compute_document
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ
 
 __all__ = ["RAW_SCHEMA", "write_raw", "finish_raw", "write_steps", "startup_summary", "memory_trend"]
@@ -96,6 +98,8 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
     if doc.get("overhead"):
         # The estimate covers the timer's phases; the zero-code hooks around them cost more.
         doc["overhead"] = dict(doc["overhead"], hooks="not included")
+    doc.update(lines_document(facts.get("lines"), table, full, *label_spans(engine)))
+    doc.update(compute_document(facts.get("optimizer"), table))
     notes = facts["notes"] + engine.notes
     if notes:
         doc["notes"] = list(dict.fromkeys(notes))

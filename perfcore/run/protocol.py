@@ -23,6 +23,7 @@ ENV_STEPS = "PERFCORE_STEPS"  # measured steps wanted (0: all)
 ENV_WARMUP = "PERFCORE_WARMUP"
 ENV_BACKEND = "PERFCORE_BACKEND"  # kernel backend: auto, native, cupti-python
 ENV_KERNELS = "PERFCORE_KERNELS"  # "1": trace kernels with CUPTI
+ENV_LINES = "PERFCORE_LINES"  # "0": no host-lines sampler
 ENV_STEP_ON = "PERFCORE_STEP_ON"  # one of STEP_SOURCES, or empty for the automatic choice
 ENV_T_LAUNCH_NS = "PERFCORE_T_LAUNCH_NS"  # the parent's clock at launch (same CLOCK_MONOTONIC)
 ENV_DL_OVERRIDES = "PERFCORE_DL_OVERRIDES"  # JSON: DataLoader settings a triage run changes

@@ -209,7 +209,12 @@ class TorchHooks:
 
         def __init__(opt, *args, **kwargs):
             inst.sources.optimizers_made += 1
-            return orig(opt, *args, **kwargs)
+            made = orig(opt, *args, **kwargs)
+            if inst.sources.optimizers_made == 1:  # the first optimizer: its class and settings, for advice
+                from perfcore.run.split_facts import optimizer_facts
+
+                inst.optimizer_facts = optimizer_facts(opt)
+            return made
 
         __init__.__wrapped__ = orig
         torch.optim.Optimizer.__init__ = __init__

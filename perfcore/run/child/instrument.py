@@ -310,6 +310,13 @@ def _make_timer(inst):
 
     inst.progress = ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup, on_gpu)
     inst.arm(timer)
+    if os.environ.get(protocol.ENV_LINES, "1") != "0":
+        from perfcore.run.lines import start as start_lines
+
+        inst.lines, why = start_lines(torch)  # the thread that makes the timer is the training thread
+        if why:
+            inst.notes.append(why)
+            sys.stderr.write(f"perfcore: {why}\n")
     return timer
 
 

@@ -13,6 +13,7 @@ from perfcore.report import jsonio
 from perfcore.run import part_files
 from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
+from perfcore.run.lines import take_facts
 from perfcore.run.protocol import WORKERS, part_dir, part_key
 
 __all__ = ["write_part", "no_step_sentence", "memory_limits"]
@@ -139,6 +140,7 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
         "training_batches": inst.loaders.training_batches(), "scaler_skipped_steps": inst.sources.scaler_skips,
         "t_start": int(inst.t_start), "notes": list(inst.notes),
         "backend_note": inst.backend_note, "requested_backend": inst.backend,
+        "lines": take_facts(getattr(inst, "lines", None)), "optimizer": getattr(inst, "optimizer_facts", None),
     }
 
 

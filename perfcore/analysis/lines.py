@@ -1,0 +1,208 @@
+"""Samples of the training thread's stack joined to steps and labels: which of the user's lines and
+functions held each label's time, in ms per step with a share. Pure functions on arrays; no I/O.
+
+A sample stands for the time since the one before it (capped at the sampler's cap_ns: a sampler
+that could not run for a while says nothing about that while). It belongs to the step whose
+[start, end) holds its instant and to the label whose interval covers that instant (precedence as
+in attribution; host where none does). Its stack is folded to the innermost frame of the user's
+code: torch, the standard library, site-packages and perfcore are where the user's line spent its
+time, not lines the user can change. A stack with no user frame keeps its innermost frame, marked
+user=False.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from perfcore.analysis.attribution import CPU_PRECEDENCE, LABELS
+from perfcore.capture.line_sampler import Frame, LineSamples, is_library
+from perfcore.capture.sync_calls import SyncCalls
+
+__all__ = ["LineCost", "FunctionCost", "LabelLines", "HostLines", "SiteCalls", "fold", "label_at", "sample_weights",
+           "calls_per_step", "join_lines", "REPORT_ORDER"]
+
+REPORT_ORDER = ("host", "load", "compute", "transfer", "comm")  # host first: the label lines explain best
+
+
+@dataclass(frozen=True)
+class SiteCalls:
+    """Counted calls of one method at one of the user's lines, per measured step."""
+    file: str
+    function: str
+    line: int
+    method: str
+    per_step: float
+    total: int
+
+
+@dataclass(frozen=True)
+class LineCost:
+    file: str
+    function: str
+    line: int
+    ms_per_step: float
+    share: float  # of the label's sampled time
+    samples: int
+    user: bool
+    calls: tuple[SiteCalls, ...] = ()  # synchronising calls counted at this line
+
+
+@dataclass(frozen=True)
+class FunctionCost:
+    file: str
+    function: str
+    line: int  # its line that held the most time
+    ms_per_step: float
+    share: float
+    samples: int
+    user: bool
+
+
+@dataclass(frozen=True)
+class LabelLines:
+    label: str
+    ms_per_step: float  # the label's time as the samples see it
+    samples: int
+    lines: tuple[LineCost, ...]  # most time first, at most `top`
+    functions: tuple[FunctionCost, ...]
+
+
+@dataclass(frozen=True)
+class HostLines:
+    steps: int
+    samples: int  # samples inside the steps
+    interval_ms: float
+    labels: tuple[LabelLines, ...]  # REPORT_ORDER, labels with no sample left out
+
+    def label(self, name: str) -> LabelLines | None:
+        return next((lb for lb in self.labels if lb.label == name), None)
+
+
+def fold(stacks: tuple[tuple[Frame, ...], ...], prefixes: tuple[str, ...]) -> tuple[np.ndarray, tuple[Frame, ...],
+                                                                                   np.ndarray]:
+    """Per stack (frames innermost first): the index of its site in the returned sites, and per site
+    whether it is the user's (the innermost user frame) or a stand-in (the innermost frame)."""
+    index: dict[Frame, int] = {}
+    users: list[bool] = []
+    site_of = np.zeros(len(stacks), dtype=np.int64)
+    for i, frames in enumerate(stacks):
+        site = next((f for f in frames if not is_library(f.file, prefixes)), None)
+        user = site is not None
+        site = site if user else (frames[0] if frames else Frame("?", "?", 0))
+        if site not in index:
+            index[site] = len(index)
+            users.append(user)
+        site_of[i] = index[site]
+    return site_of, tuple(index), np.array(users, dtype=bool)
+
+
+def _covered(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # An instant is covered when more [a, b) intervals have begun than ended by it (overlaps allowed).
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    keep = b > a
+    begun = np.searchsorted(np.sort(a[keep]), t, side="right")
+    ended = np.searchsorted(np.sort(b[keep]), t, side="right")
+    return begun > ended
+
+
+def label_at(t_ns: np.ndarray, intervals: Mapping[str, tuple[np.ndarray, np.ndarray]],
+             precedence: tuple[str, ...] = CPU_PRECEDENCE) -> np.ndarray:
+    """The LABELS index of each instant: the highest-precedence label whose interval covers it, else host."""
+    t = np.asarray(t_ns, np.int64)
+    out = np.full(len(t), LABELS.index("host"), dtype=np.int64)
+    for label in reversed(precedence):  # lowest first, so higher ones overwrite
+        if label in intervals:
+            out[_covered(t, *intervals[label])] = LABELS.index(label)
+    return out
+
+
+def sample_weights(t_ns: np.ndarray, interval_ns: int, cap_ns: int) -> np.ndarray:
+    """ns each sample stands for: the time since the previous sample (the first: one interval), capped."""
+    t = np.asarray(t_ns, np.int64)
+    if len(t) == 0:
+        return np.zeros(0, np.int64)
+    dt = np.diff(t, prepend=t[0] - int(interval_ns))
+    return np.clip(dt, 0, int(cap_ns))
+
+
+def _step_of(t: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+    k = np.searchsorted(s0, t, side="right") - 1
+    ok = k >= 0
+    ok[ok] = t[ok] < s1[k[ok]]
+    return np.where(ok, k, -1)
+
+
+def calls_per_step(calls: SyncCalls, step_start_ns: np.ndarray, step_end_ns: np.ndarray) -> tuple[SiteCalls, ...]:
+    """Counted calls inside the steps, per site and method, most first. When calls were dropped (past the
+    counter's cap), only the steps that end by the last kept call count."""
+    s0, s1 = np.asarray(step_start_ns, np.int64), np.asarray(step_end_ns, np.int64)
+    if calls.dropped and len(calls.t_ns):
+        covered = s1 <= calls.t_ns[-1]
+        s0, s1 = s0[covered], s1[covered]
+    if len(s0) == 0 or len(calls.t_ns) == 0:
+        return ()
+    inside = _step_of(calls.t_ns, s0, s1) >= 0
+    m = len(calls.methods)
+    counts = np.bincount(calls.site[inside].astype(np.int64) * m + calls.method[inside], minlength=len(calls.sites) * m)
+    out = [SiteCalls(calls.sites[k // m].file, calls.sites[k // m].function, calls.sites[k // m].line,
+                     calls.methods[k % m], float(counts[k]) / len(s0), int(counts[k]))
+           for k in np.flatnonzero(counts)]
+    return tuple(sorted(out, key=lambda c: -c.total))
+
+
+def join_lines(samples: LineSamples, step_start_ns: np.ndarray, step_end_ns: np.ndarray,
+               intervals: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None, *, prefixes: tuple[str, ...],
+               precedence: tuple[str, ...] = CPU_PRECEDENCE, calls: SyncCalls | None = None,
+               top: int = 10) -> HostLines:
+    """Per label, the user's lines and functions that held its time over the given steps (ordered,
+    non-overlapping [start, end): pass the measured steps only, not warm-up or evaluation). When samples
+    were dropped (past the sampler's cap), only the steps that end by the last kept sample count."""
+    s0, s1 = np.asarray(step_start_ns, np.int64), np.asarray(step_end_ns, np.int64)
+    if samples.dropped and len(samples.t_ns):
+        covered = s1 <= samples.t_ns[-1]
+        s0, s1 = s0[covered], s1[covered]
+    n_steps = len(s0)
+    interval_ms = samples.interval_ns / 1e6
+    if n_steps == 0 or len(samples.t_ns) == 0:
+        return HostLines(n_steps, 0, interval_ms, ())
+    weight = sample_weights(samples.t_ns, samples.interval_ns, samples.cap_ns)
+    inside = _step_of(samples.t_ns, s0, s1) >= 0
+    t, w = samples.t_ns[inside], weight[inside]
+    site_of, sites, user = fold(samples.stacks, prefixes)
+    site = site_of[samples.stack[inside]]
+    label = label_at(t, intervals or {}, precedence)
+    per_site_calls: dict[tuple[str, int], list[SiteCalls]] = {}
+    for c in calls_per_step(calls, s0, s1) if calls is not None else ():
+        per_site_calls.setdefault((c.file, c.line), []).append(c)
+    out = []
+    for name in REPORT_ORDER:
+        mine = label == LABELS.index(name)
+        if not mine.any():
+            continue
+        total_ns = float(w[mine].sum())
+        ns = np.bincount(site[mine], weights=w[mine], minlength=len(sites))
+        count = np.bincount(site[mine], minlength=len(sites))
+        hot = [k for k in np.argsort(-ns, kind="stable") if count[k]]
+        lines = tuple(LineCost(sites[k].file, sites[k].function, sites[k].line, float(ns[k]) / 1e6 / n_steps,
+                               float(ns[k]) / total_ns if total_ns else 0.0, int(count[k]), bool(user[k]),
+                               tuple(per_site_calls.get((sites[k].file, sites[k].line), ())))
+                      for k in hot[:top])
+        out.append(LabelLines(name, total_ns / 1e6 / n_steps, int(mine.sum()), lines,
+                              _functions(sites, user, ns, count, hot, total_ns, n_steps, top)))
+    return HostLines(n_steps, int(inside.sum()), interval_ms, tuple(out))
+
+
+def _functions(sites, user, ns, count, hot, total_ns: float, n_steps: int, top: int) -> tuple[FunctionCost, ...]:
+    # A function's time is its lines' time; `hot` is already most first, so a function's first line is its hottest.
+    acc: dict[tuple[str, str], list] = {}
+    for k in hot:
+        key = (sites[k].file, sites[k].function)
+        if key not in acc:
+            acc[key] = [sites[k].line, 0.0, 0, bool(user[k])]
+        acc[key][1] += float(ns[k])
+        acc[key][2] += int(count[k])
+    ranked = sorted(acc.items(), key=lambda kv: -kv[1][1])[:top]
+    return tuple(FunctionCost(f, fn, line, v / 1e6 / n_steps, v / total_ns if total_ns else 0.0, c, u)
+                 for (f, fn), (line, v, c, u) in ranked)
