@@ -233,6 +233,6 @@ def test_no_cpp_file_is_too_long(path: Path) -> None:
 
 
 def test_the_boot_file_checks_the_protocols_run_dir_variable() -> None:
-    from perfcore.run.protocol import BOOT_DIR, ENV_RUN_DIR
+    from perfcore.run.protocol import BOOT_DIR, ENV_CHILD_CONFIG
 
-    assert f'os.environ.get("{ENV_RUN_DIR}")' in (BOOT_DIR / "sitecustomize.py").read_text()
+    assert f'os.environ.get("{ENV_CHILD_CONFIG}")' in (BOOT_DIR / "sitecustomize.py").read_text()

@@ -149,9 +149,9 @@ def test_a_sigkilled_run_leaves_its_last_checkpoint_as_results(tmp_path):
     script = tmp_path / "killed.py"
     script.write_text(KILLED)
     out = tmp_path / "run"
-    env = dict(os.environ, PERFCORE_CHECKPOINT_S="0.5")
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out), "--",
-                        sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out),
+                        "--test-setting", "checkpoint_s=0.5", "--", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 128 + 9, p.stderr[-2000:]
     doc = json.loads((out / "run.json").read_text())
     assert doc["checkpoint"]["steps"] > 0

@@ -338,10 +338,9 @@ def test_a_slow_progress_tick_is_perfcore_time_not_the_steps_host_time(tmp_path)
     # Each progress write made 0.4 s slower (a loaded machine's stall, made certain): it runs on the
     # training thread after a step ends, so it lies inside the next step's boundary span.
     extra_ms = 400.0
-    env = dict(os.environ, PERFCORE_TICK_EXTRA_S=str(extra_ms / 1e3))
     out = tmp_path / "r"
-    p = perfcore("run", "-q", "--warmup", "2", "--out", str(out), "--", *py(SCRIPTS / "sleepy_steps.py", "48", "0.1"),
-                 env=env)
+    p = perfcore("run", "-q", "--warmup", "2", "--out", str(out), "--test-setting", f"tick_extra_s={extra_ms / 1e3}",
+                 "--", *py(SCRIPTS / "sleepy_steps.py", "48", "0.1"))
     assert p.returncode == 0, p.stderr
     steps = pd.read_csv(out / "steps.csv")
     slow = steps[steps["perfcore_ms"] >= extra_ms]
@@ -394,7 +393,8 @@ def test_the_boot_file_reaches_perfcore_where_the_interpreter_cannot_import_it(t
             f"runpy.run_path({str(protocol.BOOT_DIR / 'sitecustomize.py')!r})\n"
             "print(sys.path[-1], importlib.util.find_spec('perfcore') is not None)\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update({protocol.ENV_RUN_DIR: str(tmp_path), protocol.ENV_PACKAGE_PARENT: str(protocol.PACKAGE_PARENT)})
+    config = protocol.ChildConfig(run_dir=str(tmp_path)).write()  # this process launches the child below
+    env[protocol.ENV_CHILD_CONFIG] = str(config.path)
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
                        timeout=120)
     assert r.stdout.split() == [str(protocol.PACKAGE_PARENT), "True"], r.stdout + r.stderr
@@ -409,7 +409,8 @@ def test_the_boot_file_never_hands_an_installed_perfcores_site_packages_to_anoth
             f"runpy.run_path({str(protocol.BOOT_DIR / 'sitecustomize.py')!r})\n"
             f"print({str(site)!r} in sys.path)\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update({protocol.ENV_RUN_DIR: str(tmp_path), protocol.ENV_PACKAGE_PARENT: str(site)})
+    config = protocol.ChildConfig(run_dir=str(tmp_path), package_parent=str(site)).write()
+    env[protocol.ENV_CHILD_CONFIG] = str(config.path)
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
                        timeout=120)
     assert r.stdout.split() == ["False"], r.stdout + r.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -221,8 +220,8 @@ def test_step_on_forces_the_source(tmp_path):
 
 
 def test_no_step_writes_what_was_seen_and_exits_0(tmp_path):
-    env = dict(os.environ, PERFCORE_NO_STEP_WARN_S="1")
-    p, doc, out = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "idle.py"), "3", env=env)
+    p, doc, out = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "idle.py"), "3",
+                               extra=("--test-setting", "no_step_warn_s=1"))
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("perfcore: no step after 1 s of the script's CPU time") == 1
     assert "--step-on" in p.stderr
@@ -236,11 +235,10 @@ def test_no_step_writes_what_was_seen_and_exits_0(tmp_path):
 def test_a_slow_start_is_not_taken_for_a_loop_without_steps(tmp_path):
     # 7 s of waiting (slow imports on a busy machine, a download) before the loop: little CPU time
     # spent (torch's import, ~2 s), so the no-step notice (due after 5 s of it) stays silent.
-    env = dict(os.environ, PERFCORE_NO_STEP_WARN_S="5")
     code = ("import time, torch\ntime.sleep(7)\nm = torch.nn.Linear(4, 1)\n"
             "o = torch.optim.SGD(m.parameters(), lr=0.1)\nfor _ in range(10):\n"
             "    o.zero_grad(); m(torch.randn(8, 4)).sum().backward(); o.step()\n")
-    p, doc, _ = perfcore_run(tmp_path, sys.executable, "-c", code, env=env)
+    p, doc, _ = perfcore_run(tmp_path, sys.executable, "-c", code, extra=("--test-setting", "no_step_warn_s=5"))
     assert p.returncode == 0, p.stderr
     assert "no step after" not in p.stderr, p.stderr
     assert doc["steps"] + doc["warmup_steps"] == 10

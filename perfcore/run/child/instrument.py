@@ -1,11 +1,13 @@
 """Zero-code instrumentation for `perfcore run`, active inside the profiled interpreter only.
 
-run/child/_boot/sitecustomize.py calls activate() when PERFCORE_RUN_DIR is set. Nothing is imported or
+run/child/_boot/sitecustomize.py calls activate_from_file() with the configuration `perfcore run` wrote
+for this process (protocol.ChildConfig); the notebook magic and the trainer callbacks build one and call
+activate(). Nothing is imported or
 patched until the script itself imports torch; then run/hooks.py patches torch, run/steps.py
 decides where steps end, run/loaders.py follows the DataLoaders, and a perfcore.StepTimer (same
 clock, same attribution) does the timing through its public interface. At exit (normal, crash,
 Ctrl-C, SIGTERM, os._exit, or --steps reached) run/part.py writes this process's part to
-PERFCORE_RUN_DIR/parts/.
+<run dir>/parts/.
 """
 from __future__ import annotations
 
@@ -15,58 +17,49 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from perfcore.run import protocol
 from perfcore.run.child.hooks import TorchHooks, TorchImportHook
-from perfcore.run.child.env import env_float, env_int, env_json, env_step_on
 from perfcore.run.child.loaders import Loaders
 from perfcore.run.child.memory import MemorySamples
 from perfcore.run.child.steps import StepSources
-from perfcore.run.child.stop import release_stop
+from perfcore.run.child.stop import Ending
 
-__all__ = ["activate", "STATE", "Instrumentation"]
+__all__ = ["activate", "activate_from_file", "STATE", "Instrumentation"]
 
 STATE: "Instrumentation | None" = None
 
 
 class Instrumentation:
-    def __init__(self) -> None:
-        self.run_dir = Path(os.environ[protocol.ENV_RUN_DIR])
+    def __init__(self, config: protocol.ChildConfig) -> None:
+        self.config = config
+        self.run_dir = Path(config.run_dir)
         self.pid = os.getpid()
         self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
-        self.set_steps(env_int(protocol.ENV_STEPS, 0), env_int(protocol.ENV_WARMUP, 5))
-        self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
+        self.set_steps(config.steps, config.warmup)
+        self.backend = config.backend
         self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
-        self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
+        self.kernels = config.kernels
         self.rank = os.environ.get("RANK")
-        # "<pid>@<run dir>": a marker from another run (a notebook or trainer session in the process
-        # that launched this run) is not this run's outer process.
-        pid, _, outer_dir = (os.environ.get(protocol.ENV_OUTER_PID) or "").partition("@")
-        mine = outer_dir == str(self.run_dir) and pid.isdigit()
-        # A Python the script started (not a launcher's rank): its part is kept apart from the job's.
-        self.nested_in = int(pid) if mine and self.rank is None else None
-        if not mine:
-            os.environ[protocol.ENV_OUTER_PID] = f"{self.pid}@{self.run_dir}"
+        self.nested_in: int | None = None  # a Python the script started: its part is kept apart from the job's
+        if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
+            outer = config.claim_outer()
+            self.nested_in = outer if self.rank is None else None
         self.progress = None  # run.child.progress.ProgressWriter, made with the timer
-        self.watch_s = env_float(protocol.ENV_NO_STEP_WARN_S, 30.0)
+        self.watch_s = config.no_step_warn_s
         self.timer = None
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
-        self.sources = StepSources(self, env_step_on())
+        self.sources = StepSources(self, config.step_on)
         self.loaders = Loaders(self.now_ns, lambda: self.sources.loop_state())
         self.mem_samples = MemorySamples()
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
         self.mem_every = 8
         self.mem_kind = "none"
-        self.exit_reason = "finished"
-        self.exception: str | None = None
-        self.stop_requested = False
+        self.ending = Ending(self.now_ns)  # how this process's run ends (exit handlers, --steps)
         self.in_cell = False  # the notebook magic runs a cell: --steps stops only the cell's threads
-        self.t_stop = 0
-        self.steps_after_stop = 0
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
-        self.t_start = env_int(protocol.ENV_T_LAUNCH_NS, 0) or self.now_ns()
+        self.t_start = config.t_launch_ns or self.now_ns()
         self.t_activate = self.now_ns()
         self.t_timer: int | None = None
         self.worker_file = None  # this DataLoader worker's batch lines (run/batches.py)
@@ -74,37 +67,41 @@ class Instrumentation:
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
-        self.overrides = env_json(protocol.ENV_DL_OVERRIDES)
+        self.overrides = dict(config.dl_overrides)
         self.overrides_applied = 0
-        self.synthetic = env_int(protocol.ENV_SYNTHETIC, 0)
+        self.synthetic = config.synthetic
         self.replay_kept: list = []
         self.replayed = 0
-
-    # bench/bench_hooks.py and tests read these tables.
-    @property
-    def hooks(self) -> dict[str, Any]:
-        return self.torch_hooks.installed
-
-    @property
-    def patched(self) -> dict[str, tuple[Any, str]]:
-        return self.torch_hooks.patched
 
     def set_steps(self, steps: int, warmup: int) -> None:
         """--steps / --warmup: stop once `steps` steps are measured after `warmup` (0: never)."""
         self.steps_wanted, self.warmup = steps, warmup
         self.stop_at = warmup + steps if steps else sys.maxsize
 
-    def new_cell(self, steps: int, warmup: int) -> None:
-        """The notebook magic: a fresh timer and step source per cell, nothing carried over."""
+    def new_cell(self, config: protocol.ChildConfig, in_cell: bool = False) -> None:
+        """The notebook magic (in_cell: --steps then stops only the cell's threads) and a trainer session: a
+        fresh timer and step source per cell, in its own folder, with its own steps and warm-up."""
+        self.config, self.run_dir, self.in_cell = config, Path(config.run_dir), in_cell
         self.timer = None
         self.mem_samples, self.eval_rows = MemorySamples(), []
         self.sources = StepSources(self, self.sources.forced)
         if self.torch_hooks.timed:
             self.torch_hooks.backward_ends(True)
-        self.set_steps(steps, warmup)
-        self.stop_requested, self._finalized, self.disabled = False, False, False
-        self.steps_after_stop = 0
-        release_stop(self)
+        self.set_steps(config.steps, config.warmup)
+        self._finalized, self.disabled = False, False
+        self.ending.release()
+        self.ending = Ending(self.now_ns)
+
+    def end_cell(self):
+        """The cell (or session) is over: the hooks call straight through until the next one, and a later
+        cell's threads are not this one's. Returns its timer (None if it made none) and the stop note."""
+        self.disabled = True
+        self.disarm()
+        note = self.stop_note()  # the cell caught the stop and ran on
+        self.in_cell = False
+        self.ending.release()
+        timer, self.timer = self.timer, None
+        return timer, note
 
     # -- activation ---------------------------------------------------------------------------
     def ensure_installed(self) -> None:
@@ -198,17 +195,17 @@ class Instrumentation:
     def step_ended(self, t: int) -> None:
         """A step end from a Python-side source (backward, batch, forward), which is always the
         chosen one: after_step does the upkeep (settling, following the device) once."""
-        if self.timer is not None and not self.stop_requested and self.timer.engine.end_step(at_ns=t, upkeep=False):
+        if self.timer is not None and not self.ending.stop_requested and self.timer.engine.end_step(at_ns=t, upkeep=False):
             self.after_step(len(self.timer.engine.boundaries))
 
     def eval_ended(self, t0: int, t1: int) -> None:
         """An evaluation pass between two training steps becomes a row of its own (reported apart)."""
-        engine = self.timer.engine if self.timer is not None and not self.stop_requested else None
+        engine = self.timer.engine if self.timer is not None and not self.ending.stop_requested else None
         if engine is not None and engine.boundaries and engine.boundaries[-1] <= t0 and engine.end_step(at_ns=t1):
             self.eval_rows.append(len(engine.boundaries) - 1)
 
     def scaler_stepped(self, optimizer, stepped: bool) -> None:
-        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None and not self.stop_requested:
+        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None and not self.ending.stop_requested:
             if self.timer.engine.end_step():
                 self.after_step(len(self.timer.engine.boundaries))
 
@@ -248,14 +245,10 @@ class Instrumentation:
             self.request_stop()
 
     def request_stop(self) -> None:
-        from perfcore.run.child.stop import request_stop
-
-        request_stop(self)
+        self.ending.request_stop(self)
 
     def stop_note(self) -> str | None:
-        from perfcore.run.child.stop import stop_note
-
-        return stop_note(self)
+        return self.ending.stop_note(self.steps_wanted, "the cell" if self.in_cell else "the script")
 
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:
@@ -276,7 +269,7 @@ class Instrumentation:
             write_part(self)
         except Exception as e:  # say so, but never mask the script's own exit
             sys.stderr.write(f"perfcore: could not write results: {type(e).__name__}: {e}\n")
-        if self.exit_reason == "interrupted":
+        if self.ending.reason == "interrupted":
             from perfcore.run.child.exits import die_of_sigint
 
             die_of_sigint()
@@ -308,7 +301,9 @@ def _make_timer(inst):
     inst.timer = timer
     from perfcore.run.child.progress import ProgressWriter
 
-    inst.progress = ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup, on_gpu)
+    inst.progress = ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup, on_gpu,
+                                               checkpoint_s=inst.config.checkpoint_s,
+                                               extra_s=inst.config.tick_extra_s)
     inst.arm(timer)
     return timer
 
@@ -343,10 +338,15 @@ def _install(inst: Instrumentation, process_hooks: bool) -> None:
     install_exit_hooks(inst)
 
 
-def activate(process_hooks: bool = True) -> None:
-    """Install the hooks (idempotent). Called by perfcore's sitecustomize; the notebook magic
-    passes process_hooks=False (no exit, excepthook or SIGTERM handlers in a kernel)."""
+def activate(config: protocol.ChildConfig, process_hooks: bool = True) -> None:
+    """Install the hooks (idempotent). The notebook magic and the trainer callbacks pass
+    process_hooks=False (no exit, excepthook or SIGTERM handlers in a process someone else owns)."""
     global STATE
     if STATE is None:
-        STATE = Instrumentation()
+        STATE = Instrumentation(config)
         _install(STATE, process_hooks)
+
+
+def activate_from_file(path: str) -> None:
+    """perfcore run's child: the configuration its launcher wrote (protocol.ConfigError on anything else)."""
+    activate(protocol.ChildConfig.load(path))

@@ -19,7 +19,8 @@ __all__ = ["write_part", "no_step_sentence", "memory_limits"]
 
 
 def write_part(inst) -> None:
-    inst.exit_reason = uncaught_reason(inst.exit_reason)  # before finalize decides how to die
+    ending = inst.ending
+    ending.ended(uncaught_reason(ending.reason))  # before finalize decides how to die
     counts = dict(inst.sources.counts)
     timer = inst.timer
     source = inst.sources.finish()
@@ -82,8 +83,8 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
         "host": socket.gethostname(),
         "argv": list(sys.argv),
-        "exit": {"reason": inst.exit_reason, "exception": inst.exception,
-                 "usage_error": getattr(inst, "usage_error", None)},
+        "exit": {"reason": inst.ending.reason, "exception": inst.ending.exception,
+                 "usage_error": inst.ending.usage_error},
         "step_source": source,
         "step_source_text": _source_text(inst, source),
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
