@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 
 from perfcore.run import protocol
+from perfcore.run.child.batches import BatchLines, LoaderChanges
 from perfcore.run.child.hooks import TorchHooks, TorchImportHook
 from perfcore.run.child.loaders import Loaders
-from perfcore.run.child.memory import MemorySamples
+from perfcore.run.child.memory import MemoryWatch
 from perfcore.run.child.steps import StepSources
 from perfcore.run.child.stop import Ending
 
@@ -52,26 +53,19 @@ class Instrumentation:
         self.torch_hooks = TorchHooks(self)
         self.sources = StepSources(self, config.step_on)
         self.loaders = Loaders(self.now_ns, lambda: self.sources.loop_state())
-        self.mem_samples = MemorySamples()
+        self.memory = MemoryWatch()  # per-step memory samples
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
-        self.mem_every = 8
-        self.mem_kind = "none"
         self.ending = Ending(self.now_ns)  # how this process's run ends (exit handlers, --steps)
         self.in_cell = False  # the notebook magic runs a cell: --steps stops only the cell's threads
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
         self.t_start = config.t_launch_ns or self.now_ns()
         self.t_activate = self.now_ns()
         self.t_timer: int | None = None
-        self.worker_file = None  # this DataLoader worker's batch lines (run/batches.py)
-        self.main_fetches: list[tuple[int, int, int, int, int]] = []  # (t0, t1, collate, items, loader)
+        self.batch_lines = BatchLines(self.rank)  # one line per batch, in <run dir>/workers/
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
-        self.overrides = dict(config.dl_overrides)
-        self.overrides_applied = 0
-        self.synthetic = config.synthetic
-        self.replay_kept: list = []
-        self.replayed = 0
+        self.loader_changes = LoaderChanges(config.dl_overrides, config.synthetic)  # what triage changes
 
     def set_steps(self, steps: int, warmup: int) -> None:
         """--steps / --warmup: stop once `steps` steps are measured after `warmup` (0: never)."""
@@ -83,7 +77,7 @@ class Instrumentation:
         fresh timer and step source per cell, in its own folder, with its own steps and warm-up."""
         self.config, self.run_dir, self.in_cell = config, Path(config.run_dir), in_cell
         self.timer = None
-        self.mem_samples, self.eval_rows = MemorySamples(), []
+        self.memory, self.eval_rows = MemoryWatch(), []
         self.sources = StepSources(self, self.sources.forced)
         if self.torch_hooks.timed:
             self.torch_hooks.backward_ends(True)
@@ -136,11 +130,14 @@ class Instrumentation:
             try:
                 return _make_timer(self)
             except Exception as e:  # never raised into the script's call: its hooks call straight through
-                self.disabled = True
                 self.disarm()
-                sys.stderr.write(f"perfcore: not timing this process ({type(e).__name__}: {e}); "
-                                 "the script runs on untimed\n")
+                self.stand_down(f"not timing this process ({type(e).__name__}: {e}); the script runs on untimed")
                 return None
+
+    def stand_down(self, why: str) -> None:
+        """Nothing more is timed in this process (the script runs on), with one line saying why."""
+        self.disabled = True
+        sys.stderr.write(f"perfcore: {why}\n")
 
     def arm(self, timer) -> None:
         from perfcore.recording.engine import COMPACT_EVERY
@@ -159,7 +156,7 @@ class Instrumentation:
         ends = timer.engine.boundaries if chosen in (None, "optimizer") else None
         # Held here too: a stop inside the callback disarms the clock, which drops its reference.
         self._on_step_cb = self.on_step
-        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.mem_every, COMPACT_EVERY, self.stop_at)
+        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.memory.every, COMPACT_EVERY, self.stop_at)
 
     def disarm(self) -> None:
         self.torch_hooks.disarm()
@@ -175,7 +172,11 @@ class Instrumentation:
     def on_forward_start(self) -> None:
         self.sources.forward_started(self.now_ns())
 
-    def source_chosen(self, source: str) -> None:
+    def source_chosen(self, source: str, eval_rows: list[int] | None = None) -> None:
+        """The step source is fixed (with the rows of the steps so far that are evaluation passes, when
+        they were found among the backward passes)."""
+        if eval_rows is not None:
+            self.eval_rows = eval_rows
         # No Python on the hot path for what cannot be the step source any more.
         if source != "forward":
             self.torch_hooks.timed["forward"].on_enter = None
@@ -209,14 +210,6 @@ class Instrumentation:
             if self.timer.engine.end_step():
                 self.after_step(len(self.timer.engine.boundaries))
 
-    def sample_memory(self, step: int) -> None:
-        if self.mem_kind == "cuda_allocated":
-            self.mem_samples.add(step, self.peak_memory.step_peak())
-        elif self.mem_kind == "peak_rss":
-            # Peak RSS so far: one getrusage call (reading /proc/self/statm cost ~11 us a step in a
-            # real training process); a leak shows as a peak that keeps rising.
-            self.mem_samples.add(step, self._getrusage(self._rusage_self).ru_maxrss * 1024)
-
     def on_step(self, n: int) -> None:
         """Called by the native StepClock after optimizer step end n when upkeep is due."""
         if n == 1:
@@ -235,8 +228,8 @@ class Instrumentation:
                 self.timer.engine.upkeep(n)
             elif n <= 8:
                 self.timer.engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
-            if (n - 1) % self.mem_every == 0:
-                self.sample_memory(n - 1)
+            if (n - 1) % self.memory.every == 0:
+                self.memory.sample(n - 1)
             if self.sources.chosen is not None and self.progress is not None:
                 self.progress.tick(self.timer)  # one clock read unless the live view or a checkpoint is due
         # Evaluation rows are not training steps: --steps counts the training ones.
@@ -254,9 +247,7 @@ class Instrumentation:
     def finalize(self) -> None:
         if os.getpid() != self.pid and self.timer is None:
             return  # a forked child: not the loop
-        from perfcore.run.child.batches import flush_main_fetches
-
-        flush_main_fetches(self)
+        self.batch_lines.flush(self.run_dir)
         if self._finalized or self.disabled and self.timer is None:
             return
         self._finalized = True
@@ -295,7 +286,7 @@ def _make_timer(inst):
     inst.bwd = timer.phase("backward", label="compute")
     inst.opt = timer.phase("optimizer", label="compute")
     inst.on_gpu = on_gpu
-    _watch_memory(inst, on_gpu)
+    inst.memory.start(on_gpu)
     psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
     inst.t_timer = inst.now_ns()
     inst.timer = timer
@@ -306,22 +297,6 @@ def _make_timer(inst):
                                                extra_s=inst.config.tick_extra_s)
     inst.arm(timer)
     return timer
-
-
-def _watch_memory(inst: Instrumentation, on_gpu: bool) -> None:
-    """Memory per step: the CUDA allocator's peak on a GPU (every step), else the peak RSS."""
-    if on_gpu:
-        from perfcore.capture.memory import PeakMemory
-
-        inst.mem_kind, inst.mem_every = "cuda_allocated", 1
-        # Per-step peaks, while the script's own max_memory_allocated() keeps its meaning.
-        inst.peak_memory = PeakMemory().install()
-        inst.peak_memory.step_peak()
-    else:
-        import resource
-
-        inst.mem_kind = "peak_rss"
-        inst._getrusage, inst._rusage_self = resource.getrusage, resource.RUSAGE_SELF
 
 
 def _install(inst: Instrumentation, process_hooks: bool) -> None:

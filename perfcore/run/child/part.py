@@ -91,8 +91,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "seen": {**counts, "optimizers": inst.sources.optimizers_made, "counted_until": source or "the end",
                  "wall_ms": (inst.now_ns() - inst.t_start) / 1e6},
         "loaders": inst.loaders.summary(inst.run_dir / WORKERS),
-        "dataloader_overrides": {"asked": inst.overrides, "applied": inst.overrides_applied},
-        "synthetic": {"keep": inst.synthetic, "replayed": inst.replayed},
+        **inst.loader_changes.facts(),
     }
 
 
@@ -109,7 +108,7 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
         except Exception:
             pass
     facts = _facts(inst, common, psutil.cpu_percent(None))
-    at, sampled = inst.mem_samples.arrays()
+    at, sampled = inst.memory.samples.arrays()
     from perfcore.recording.replay import can_carry
 
     if can_carry(engine):
@@ -135,7 +134,7 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
     return {
         "common": common, "cpu_util_percent": cpu_util, "eval_rows": [int(r) for r in inst.eval_rows],
         "eval_passes": [[int(a), int(b)] for a, b in inst.sources.eval_passes],
-        "mem_kind": inst.mem_kind, "memory_limits": memory_limits(inst.mem_kind),
+        "mem_kind": inst.memory.kind, "memory_limits": memory_limits(inst.memory.kind),
         "skipped_boundaries": inst.torch_hooks.clock.skipped if inst.torch_hooks.clock is not None else 0,
         "training_batches": inst.loaders.training_batches(), "scaler_skipped_steps": inst.sources.scaler_skips,
         "t_start": int(inst.t_start), "notes": list(inst.notes),

@@ -127,15 +127,16 @@ class StepSources:
         """Fix the source; the steps collected so far become the timer's."""
         self.chosen = source
         timer = self.inst.timer
+        eval_rows = None
         if source != "optimizer" and timer is not None:
             ends = self.boundaries(source)
             if source == "backward":
-                ends, self.inst.eval_rows = with_eval_rows(ends, self.eval_passes)
+                ends, eval_rows = with_eval_rows(ends, self.eval_passes)
             timer.engine.set_boundaries(ends)
         for s, ends in self.ends.items():
             # Batch and forward keep their last start: it opens the step in progress.
             del ends[:-1 if s == source and s != "backward" and ends else None]
-        self.inst.source_chosen(source)
+        self.inst.source_chosen(source, eval_rows)
 
     def optimizer_stepped(self) -> None:
         if self.chosen is None:
