@@ -19,7 +19,7 @@ def declare(engine, name: str, label: str):
             return scope
         if engine._custom >= MAX_PHASE_NAMES:
             return shared_scope(engine, name, label)
-        pid = engine._store.first_custom + engine._custom
+        pid = engine.store.first_custom + engine._custom
         engine._custom += 1
         engine._names[pid] = name
         engine._labels[pid] = label
@@ -44,9 +44,9 @@ def shared_scope(engine, name: str, label: str):
             warnings.warn(f"perfcore: {text}", RuntimeWarning, stacklevel=5)
         except Warning:  # warnings made errors: the note says it, the loop runs on
             pass
-    pid = engine._store.first_custom + MAX_PHASE_NAMES + len(engine._others)
+    pid = engine.store.first_custom + MAX_PHASE_NAMES + len(engine._others)
     engine._names[pid] = other
     engine._labels[pid] = label
-    engine._store.shared_phase_ids.add(pid)
+    engine.store.shared_phase_ids.add(pid)
     scope = engine._others[label] = engine.make_scope(other, pid, label)
     return scope
