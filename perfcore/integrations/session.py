@@ -77,7 +77,7 @@ class Session:
             shutil.rmtree(self.run_dir, ignore_errors=True)  # perfcore's own folder: nothing of it is kept
             self.run_dir = None
         try:
-            source = inst.sources.finish() if timer is not None else None
+            source = inst.finish_sources() if timer is not None else None
         finally:
             # torch as it was: every patch off (torch.compile cannot trace through perfcore's hooks)
             inst.torch_hooks.uninstall()

@@ -154,7 +154,7 @@ class TorchHooks:
             outer = hook_depth() == 0 and get_ident() == main
             r = hook(*args, **kwargs)
             if outer and inst.timer is not None:
-                inst.sources.backward_ended(inst.now_ns())
+                inst.on_backward_end()
             return r
 
         backward.__wrapped__ = orig

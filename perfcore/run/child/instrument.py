@@ -22,9 +22,9 @@ from perfcore.run import protocol
 from perfcore.run.child.batches import BatchLines, LoaderChanges
 from perfcore.run.child.hooks import TorchHooks, TorchImportHook
 from perfcore.run.child.loaders import Loaders
-from perfcore.run.child.memory import MemoryWatch
-from perfcore.run.child.steps import StepSources
+from perfcore.run.child.steps import EvalEnded, SourceChosen, StepEnded, StepSources
 from perfcore.run.child.stop import Ending
+from perfcore.run.child.upkeep import Upkeep
 
 __all__ = ["activate", "activate_from_file", "STATE", "Instrumentation"]
 
@@ -46,14 +46,13 @@ class Instrumentation:
         if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
             outer = config.claim_outer()
             self.nested_in = outer if self.rank is None else None
-        self.progress = None  # run.child.progress.ProgressWriter, made with the timer
         self.watch_s = config.no_step_warn_s
         self.timer = None
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
         self.sources = StepSources(self, config.step_on)
         self.loaders = Loaders(self.now_ns, lambda: self.sources.loop_state())
-        self.memory = MemoryWatch()  # per-step memory samples
+        self.upkeep = Upkeep()  # own work after each step end: settling, memory, the progress file
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
         self.ending = Ending(self.now_ns)  # how this process's run ends (exit handlers, --steps)
         self.in_cell = False  # the notebook magic runs a cell: --steps stops only the cell's threads
@@ -77,7 +76,7 @@ class Instrumentation:
         fresh timer and step source per cell, in its own folder, with its own steps and warm-up."""
         self.config, self.run_dir, self.in_cell = config, Path(config.run_dir), in_cell
         self.timer = None
-        self.memory, self.eval_rows = MemoryWatch(), []
+        self.upkeep, self.eval_rows = Upkeep(), []
         self.sources = StepSources(self, self.sources.forced)
         if self.torch_hooks.timed:
             self.torch_hooks.backward_ends(True)
@@ -146,7 +145,6 @@ class Instrumentation:
         scopes = {"load": timer.engine.fetch_scope(), "forward": self.fwd, "backward": self.bwd,
                   "autograd.backward": self.bwd, "to": timer.transfer, "cuda": timer.transfer}
         self.torch_hooks.arm(timer, scopes)
-        self.compact_every = COMPACT_EVERY
         chosen = self.sources.chosen
         self.torch_hooks.timed["load"].on_enter = self.on_fetch_start
         if chosen in (None, "forward"):
@@ -156,7 +154,7 @@ class Instrumentation:
         ends = timer.engine.boundaries if chosen in (None, "optimizer") else None
         # Held here too: a stop inside the callback disarms the clock, which drops its reference.
         self._on_step_cb = self.on_step
-        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.memory.every, COMPACT_EVERY, self.stop_at)
+        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.upkeep.memory.every, COMPACT_EVERY, self.stop_at)
 
     def disarm(self) -> None:
         self.torch_hooks.disarm()
@@ -166,17 +164,44 @@ class Instrumentation:
         self.timer = None
         self.disabled = True
 
+    # -- what the step sources see, and the events it implies ----------------------------------
     def on_fetch_start(self) -> None:
-        self.sources.fetch_started(self.now_ns(), self._is_grad_enabled())
+        events = self.sources.fetch_started(self.now_ns(), self._is_grad_enabled())
+        if events:
+            self.apply(events)
 
     def on_forward_start(self) -> None:
-        self.sources.forward_started(self.now_ns())
+        events = self.sources.forward_started(self.now_ns())
+        if events:
+            self.apply(events)
 
-    def source_chosen(self, source: str, eval_rows: list[int] | None = None) -> None:
-        """The step source is fixed (with the rows of the steps so far that are evaluation passes, when
-        they were found among the backward passes)."""
-        if eval_rows is not None:
-            self.eval_rows = eval_rows
+    def on_backward_end(self) -> None:
+        self.apply(self.sources.backward_ended(self.now_ns()))
+
+    def on_mode_change(self, training: bool) -> None:
+        self.apply(self.sources.mode_changed(training, self.now_ns()))
+
+    def finish_sources(self) -> str | None:
+        """The step source at the end, chosen now if it was not yet (None: nothing looked like a step)."""
+        self.apply(self.sources.finish())
+        return self.sources.chosen
+
+    def apply(self, events) -> None:
+        """The one place where the step sources' events change the timer (StepSources only decides)."""
+        for event in events:
+            if isinstance(event, StepEnded):
+                self._step_ended(event.t_ns)
+            elif isinstance(event, EvalEnded):
+                self._eval_ended(event.t0_ns, event.t1_ns)
+            elif isinstance(event, SourceChosen):
+                self._source_chosen(event)
+
+    def _source_chosen(self, event: SourceChosen) -> None:
+        source = event.source
+        if event.ends is not None and self.timer is not None:
+            self.timer.engine.set_boundaries(event.ends)
+        if event.eval_rows is not None:
+            self.eval_rows = event.eval_rows
         # No Python on the hot path for what cannot be the step source any more.
         if source != "forward":
             self.torch_hooks.timed["forward"].on_enter = None
@@ -189,17 +214,19 @@ class Instrumentation:
 
             # An optimizer that steps later still times its phase, but no longer ends steps.
             self.torch_hooks.clock.arm(self.opt, None, None, 1, COMPACT_EVERY, sys.maxsize)
+        if event.upkeep and self.timer is not None:
+            self.after_step(len(self.timer.engine.boundaries))
 
     def boundary_count(self) -> int:
         return len(self.timer.engine.boundaries) if self.timer is not None else 0
 
-    def step_ended(self, t: int) -> None:
+    def _step_ended(self, t: int) -> None:
         """A step end from a Python-side source (backward, batch, forward), which is always the
         chosen one: after_step does the upkeep (settling, following the device) once."""
         if self.timer is not None and not self.ending.stop_requested and self.timer.engine.end_step(at_ns=t, upkeep=False):
             self.after_step(len(self.timer.engine.boundaries))
 
-    def eval_ended(self, t0: int, t1: int) -> None:
+    def _eval_ended(self, t0: int, t1: int) -> None:
         """An evaluation pass between two training steps becomes a row of its own (reported apart)."""
         engine = self.timer.engine if self.timer is not None and not self.ending.stop_requested else None
         if engine is not None and engine.boundaries and engine.boundaries[-1] <= t0 and engine.end_step(at_ns=t1):
@@ -213,25 +240,14 @@ class Instrumentation:
     def on_step(self, n: int) -> None:
         """Called by the native StepClock after optimizer step end n when upkeep is due."""
         if n == 1:
-            self.sources.optimizer_stepped()
+            self.apply(self.sources.optimizer_stepped())
         self.after_step(n)
 
     def after_step(self, n: int) -> None:
-        """Upkeep after step end n: settling, memory samples (every step on a GPU: two cheap
-        counters; every 8th on CPU, where one syscall costs ~8 us after an optimizer step), --steps."""
+        """After step end n: the upkeep, then --steps."""
         if n == 0 or self.timer is None:
             return
-        with self.timer.engine.own:  # all of it perfcore's own work, left out of the step it falls in
-            if n == 1:
-                self.torch_hooks.first_step_done()
-            if n % self.compact_every == 0 and self.sources.chosen is not None:
-                self.timer.engine.upkeep(n)
-            elif n <= 8:
-                self.timer.engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
-            if (n - 1) % self.memory.every == 0:
-                self.memory.sample(n - 1)
-            if self.sources.chosen is not None and self.progress is not None:
-                self.progress.tick(self.timer)  # one clock read unless the live view or a checkpoint is due
+        self.upkeep.after(n, self.timer, self.sources.chosen is not None, self.torch_hooks)
         # Evaluation rows are not training steps: --steps counts the training ones.
         if n - len(self.eval_rows) >= self.stop_at and (self.sources.chosen is not None
                                                          or self.sources.optimizers_made == 0):
@@ -286,15 +302,14 @@ def _make_timer(inst):
     inst.bwd = timer.phase("backward", label="compute")
     inst.opt = timer.phase("optimizer", label="compute")
     inst.on_gpu = on_gpu
-    inst.memory.start(on_gpu)
     psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
     inst.t_timer = inst.now_ns()
     inst.timer = timer
     from perfcore.run.child.progress import ProgressWriter
 
-    inst.progress = ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup, on_gpu,
-                                               checkpoint_s=inst.config.checkpoint_s,
-                                               extra_s=inst.config.tick_extra_s)
+    inst.upkeep.start(on_gpu, ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup,
+                                                         on_gpu, checkpoint_s=inst.config.checkpoint_s,
+                                                         extra_s=inst.config.tick_extra_s))
     inst.arm(timer)
     return timer
 

@@ -50,7 +50,7 @@ def _run_in(run_dir: Path, cell: str, user_ns: dict, config):
         from perfcore.errors import UsageError
 
         raise UsageError("the cell ran no training step (no DataLoader iterated, no module called)")
-    source = inst.sources.finish()
+    source = inst.finish_sources()
     timer.engine.close_open_phases()
     if not timer.engine.boundaries:
         from perfcore.errors import UsageError

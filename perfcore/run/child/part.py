@@ -23,7 +23,7 @@ def write_part(inst) -> None:
     ending.ended(uncaught_reason(ending.reason))  # before finalize decides how to die
     counts = dict(inst.sources.counts)
     timer = inst.timer
-    source = inst.sources.finish()
+    source = inst.finish_sources()
     part = part_dir(inst.run_dir, part_key(inst.rank))
     part.mkdir(parents=True, exist_ok=True)
     common = _common(inst, source, counts)
@@ -108,7 +108,7 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
         except Exception:
             pass
     facts = _facts(inst, common, psutil.cpu_percent(None))
-    at, sampled = inst.memory.samples.arrays()
+    at, sampled = inst.upkeep.memory.samples.arrays()
     from perfcore.recording.replay import can_carry
 
     if can_carry(engine):
@@ -134,7 +134,7 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
     return {
         "common": common, "cpu_util_percent": cpu_util, "eval_rows": [int(r) for r in inst.eval_rows],
         "eval_passes": [[int(a), int(b)] for a, b in inst.sources.eval_passes],
-        "mem_kind": inst.memory.kind, "memory_limits": memory_limits(inst.memory.kind),
+        "mem_kind": inst.upkeep.memory.kind, "memory_limits": memory_limits(inst.upkeep.memory.kind),
         "skipped_boundaries": inst.torch_hooks.clock.skipped if inst.torch_hooks.clock is not None else 0,
         "training_batches": inst.loaders.training_batches(), "scaler_skipped_steps": inst.sources.scaler_skips,
         "t_start": int(inst.t_start), "notes": list(inst.notes),
