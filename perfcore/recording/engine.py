@@ -10,7 +10,6 @@ StepTimer gives the user's methods over one Recording; run/ and the integrations
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from typing import Any, Callable, Iterable
 
@@ -23,7 +22,8 @@ from perfcore.analysis.store import StepStore
 from perfcore.capture.activity import device_tables
 from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
-from perfcore.recording import document, gpu, phase_names
+from perfcore.recording import document, gpu
+from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
 from perfcore.recording.settling import COMPACT_MAX, COMPACT_MIN_S, FIRST_COMPACT_S, SettleSchedule
 
@@ -138,12 +138,8 @@ class Recording:
         self._C = native()
         self._rec = self._C.SpanRecorder()
         self.own = OwnWork(self._rec, self._C.now_ns)  # perfcore's own work: left out of every step
-        self._names: dict[int, str] = {v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN}
-        self._labels: dict[int, str] = {v: k for k, v in BUILTIN.items()}
-        self._scopes: dict[str, Any] = {}
-        self._custom = 0  # custom phase names declared (at most phase_names.MAX_PHASE_NAMES)
-        self._others: dict[str, Any] = {}  # label -> the scope the names past that limit share
-        self._lock = threading.Lock()
+        self.phases = PhaseNames({v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN},
+                                 {v: k for k, v in BUILTIN.items()}, FIRST_CUSTOM)
         self._boundaries = self._C.StepEnds()  # int64 ends; settled ones are let go
         self._t_created = self._C.now_ns()
         self.settling = SettleSchedule(self._t_created)
@@ -157,7 +153,7 @@ class Recording:
         if kernels:
             self._start_kernels(kernel_backend)
         # The settled steps and the kept detail (read by the document and the raw part; fed only from here).
-        self.store = StepStore(self._labels, FIRST_CUSTOM, on_gpu=self.device == "cuda",
+        self.store = StepStore(self.phases.labels, FIRST_CUSTOM, on_gpu=self.device == "cuda",
                                 use_kernels=self._tracer is not None, warmup=self.warmup)
         self.step_on = step_on
         self._fetches = 0
@@ -171,23 +167,21 @@ class Recording:
         """The native scope of one phase: entering and leaving it is one C call each."""
         events = self._events if (self._events is not None and label in GPU_LABELS) else None
         tag = self._tracer is not None and label in GPU_LABELS
-        scope = self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag)
-        self._scopes[name] = scope
-        return scope
+        return self.phases.add(name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag))
 
     def phase(self, name: str, label: str = "host"):
         """The scope of phase `name`, declared on first use with its label."""
         if label not in attribution.LABELS:
             raise UsageError(f"phase label must be one of {attribution.LABELS}, got {label!r}")
-        scope = self._scopes.get(name)
+        scope = self.phases.scope(name)
         if scope is not None:
-            pid = scope.phase_id
-            if self._labels[pid] != label:
-                raise UsageError(f"phase {name!r} was declared with label {self._labels[pid]!r}, not {label!r}")
+            declared = self.phases.labels[scope.phase_id]
+            if declared != label:
+                raise UsageError(f"phase {name!r} was declared with label {declared!r}, not {label!r}")
             return scope
         if name in BUILTIN:
             raise UsageError(f"{name!r} is a built-in phase: use timer.{name}()")
-        return phase_names.declare(self, name, label)
+        return self.phases.declare(name, label, self.make_scope, self.notes, self.store.shared_phase_ids)
 
     def fetch_started(self) -> None:
         if self._t_first is None:
@@ -200,7 +194,7 @@ class Recording:
     def step(self) -> None:
         t = self._rec.boundary()  # one native call: checks open phases, stamps, moves the step on
         if t < 0:
-            names = ", ".join(self._names.get(p, str(p)) for p in self._rec.open_phases())
+            names = ", ".join(self.phases.names.get(p, str(p)) for p in self._rec.open_phases())
             raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
         n = len(self._boundaries)
@@ -263,7 +257,7 @@ class Recording:
 
     def fetch_scope(self):
         """The native scope that times a batch fetch as `load` (what timer.load() times inside)."""
-        return self._scopes.get("load") or self.make_scope("load", LOAD, "load")
+        return self.phases.scope("load") or self.make_scope("load", LOAD, "load")
 
     def record(self, label: str, start_ns: int, end_ns: int) -> None:
         """A span measured elsewhere (e.g. a collective's completion on another thread), in `label`."""
@@ -297,7 +291,7 @@ class Recording:
 
     def phase_names(self) -> dict[int, str]:
         """Phase id -> name, the built-in phases and the custom ones."""
-        return dict(self._names)
+        return dict(self.phases.names)
 
     @property
     def kernels_traced(self) -> bool:  # CUPTI records kernels and copies (else CUDA events, or host only)
@@ -353,10 +347,10 @@ class Recording:
         """Settle every step (all phases must be closed) and return the per-step ms table."""
         open_now = self._rec.open_phases()
         if open_now:
-            names = ", ".join(self._names.get(p, str(p)) for p in open_now)
+            names = ", ".join(self.phases.names.get(p, str(p)) for p in open_now)
             raise UsageError(f"phase(s) {names} never closed; close them before summary()")
         self._compact(final=True)
-        self._last_table, view = document.ms_table(self.store.table(), self._names, FIRST_CUSTOM)
+        self._last_table, view = document.ms_table(self.store.table(), self.phases.names, FIRST_CUSTOM)
         return view
 
     def document(self, top_kernels: int = 10, *, settle: bool = True, evaluation_rows=None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import numpy as np
 from perfcore.analysis.store import StepStore
 from perfcore.recording import document
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
+from perfcore.recording.phase_names import PhaseNames
 
 __all__ = ["can_carry", "export", "Replayed"]
 
@@ -41,7 +42,8 @@ def export(engine: Recording) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     meta = {
         "device": engine.device, "device_name": engine.device_name(), "backend": engine.backend,
         "warmup": engine.warmup, "step_on": engine.step_on,
-        "names": {str(k): v for k, v in engine._names.items()}, "labels": {str(k): v for k, v in engine._labels.items()},
+        "names": {str(k): v for k, v in engine.phases.names.items()},
+        "labels": {str(k): v for k, v in engine.phases.labels.items()},
         "shared_phase_ids": sorted(int(p) for p in engine.store.shared_phase_ids),
         "t_first": engine._t_first, "t_created": int(engine._t_created), "settle_ns": int(engine.settle_ns),
         "upkeep_errors": int(engine.upkeep_errors), "notes": list(engine.notes), "capture": capture,
@@ -88,10 +90,10 @@ class Replayed(Recording):
         self._meta = meta
         self.device, self.backend, self.step_on = meta["device"], meta["backend"], meta["step_on"]
         self.warmup = int(meta["warmup"])
-        self._names = {int(k): v for k, v in meta["names"].items()}
-        self._labels = {int(k): v for k, v in meta["labels"].items()}
+        self.phases = PhaseNames({int(k): v for k, v in meta["names"].items()},
+                                 {int(k): v for k, v in meta["labels"].items()}, FIRST_CUSTOM)
         self._rec, self._events, self._tracer = _NoNewSpans(), None, None
-        self.store = StepStore(self._labels, FIRST_CUSTOM, on_gpu=self.device == "cuda", use_kernels=False,
+        self.store = StepStore(self.phases.labels, FIRST_CUSTOM, on_gpu=self.device == "cuda", use_kernels=False,
                                 warmup=self.warmup)
         self.store.shared_phase_ids = set(meta["shared_phase_ids"])
         self.store.add("spans", pd.DataFrame({c: arrays[f"span_{c}"] for c in _SPANS}))
