@@ -70,7 +70,8 @@ if os.environ.get("PERFCORE_CHILD_CONFIG"):
                     f"{_parent or '?'}); run the script with the Python perfcore is installed in, or pip "
                     "install perfcore into this one")
         elif type(_e).__name__ == "ConfigError":
-            _why = f"not active: {_e}"
+            _why = (f"not active: {_e}; this Python runs unprofiled (profile it with perfcore run, or unset "
+                    "PERFCORE_CHILD_CONFIG)")
         else:
             _why = f"instrumentation not active: {type(_e).__name__}: {_e}"
         sys.stderr.write(f"perfcore: {_why}\n")
