@@ -12,7 +12,6 @@ the cost sits.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -25,18 +24,19 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1500)
     args = ap.parse_args()
-    os.environ["PERFCORE_RUN_DIR"] = tempfile.mkdtemp(prefix="perfcore-hooks-")
-    os.environ["PERFCORE_WARMUP"] = "0"
     from perfcore.run.child import instrument
+    from perfcore.run.protocol import ChildConfig
 
-    instrument.activate(process_hooks=False)
+    instrument.activate(ChildConfig(run_dir=tempfile.mkdtemp(prefix="perfcore-hooks-"), warmup=0),
+                        process_hooks=False)
     import torch.optim.optimizer as optim_mod
     import torch.utils.data._utils.fetch as fetch_mod
     from overhead_train import epochs, make_loop
 
     inst = instrument.STATE
     model, opt, loader, crit = make_loop()
-    slots = [(owner, attr, inst.hooks[name]) for name, (owner, attr) in inst.patched.items()]
+    hooks = inst.torch_hooks
+    slots = [(owner, attr, hooks.installed[name]) for name, (owner, attr) in hooks.patched.items()]
     slots.append((fetch_mod._MapDatasetFetcher, "fetch", fetch_mod._MapDatasetFetcher.fetch))
     pre, post = dict(optim_mod._global_optimizer_pre_hooks), dict(optim_mod._global_optimizer_post_hooks)
 

@@ -30,13 +30,13 @@ def main() -> None:
             pass
         timer.step()
         if i in marks:
-            store = timer.engine._store
+            store = timer.engine.store
             held = sum(len(p) for parts in store.pending.values() for p in parts) + len(store.detail["spans"])
             rows = sum(len(r) for r in store.rows)
             print(f"| {i} | {(proc.memory_info().rss - base) / 2**20:+.1f} | {held} | {rows} |", flush=True)
     df = timer.summary()
     print(f"\n{len(df)} steps summarised; raw spans held at the end: "
-          f"{len(timer.engine._store.detail['spans'])} (detail of the kept steps)")
+          f"{len(timer.engine.store.detail['spans'])} (detail of the kept steps)")
 
 
 if __name__ == "__main__":

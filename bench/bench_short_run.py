@@ -107,9 +107,9 @@ def raw_part_s(folder: Path) -> tuple[float, bool]:
 
     env = env_for(ROOT)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "perfcore" / "run" / "child" / "_boot"), env["PYTHONPATH"]])
-    env.update({protocol.ENV_RUN_DIR: str(folder), protocol.ENV_STEPS: "0", protocol.ENV_WARMUP: "5",
-                protocol.ENV_BACKEND: "auto", protocol.ENV_KERNELS: "0"})
     folder.mkdir(parents=True)
+    config = protocol.ChildConfig(run_dir=str(folder.resolve()), warmup=5, kernels=False).write()
+    env[protocol.ENV_CHILD_CONFIG] = str(config.path)
     subprocess.run(SCRIPT, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
     r = subprocess.run([sys.executable, "-c", REPLAY, str(folder)], check=True, capture_output=True, text=True,
                        cwd=ROOT, env=env_for(ROOT))

@@ -4,7 +4,7 @@ The loop of a stalled step (tests/scripts/sleepy_steps.py: 40 x sleep(0.3) + a t
 the loop's own perf_counter meter), with the pieces of the tick wrapped in timers. Run it under
 perfcore run:
 
-    PERFCORE_CHECKPOINT_S=4 python -m perfcore run -q --out pc -- python bench/tick_profile.py
+    python -m perfcore run -q --out pc --test-setting checkpoint_s=4 -- python bench/tick_profile.py
 """
 import atexit
 import collections

@@ -143,14 +143,12 @@ def test_without_any_step_in_the_run_a_loader_under_grad_stays_train():
 
 
 def test_each_loaders_batches_are_timed_apart_in_the_main_process(tmp_path):
-    from perfcore.run.child.batches import flush_main_fetches
+    from perfcore.run.child.batches import BatchLines
 
-    class Inst:
-        run_dir, rank = tmp_path, None
-        # (t0, t1, collate_ns, items, loader): loader 0's batches take 2 ms, loader 1's 9 ms.
-        main_fetches = [(0, 2_000_000, 0, 8, 0), (0, 9_000_000, 0, 8, 1), (5, 2_000_005, 0, 8, 0)]
-
-    flush_main_fetches(Inst)
+    lines = BatchLines(rank=None)
+    # (t0, t1, collate_ns, items, loader): loader 0's batches take 2 ms, loader 1's 9 ms.
+    lines.main_fetches += [(0, 2_000_000, 0, 8, 0), (0, 9_000_000, 0, 8, 1), (5, 2_000_005, 0, 8, 0)]
+    lines.flush(tmp_path)
     loaders = Loaders(lambda: 0, Loop())
     loaders.made(FakeLoader(0, False), "train.py:1")
     loaders.made(FakeLoader(0, False), "train.py:2")

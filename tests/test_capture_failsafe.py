@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import perfcore.recording.engine as recording
+import perfcore.recording.settling as settling
 import perfcore.timing as timing
 from perfcore.errors import CuptiError, DeviceUnavailable
 
@@ -64,8 +65,8 @@ def test_auto_uses_cupti_python_when_native_cannot_start(monkeypatch):
 
 def test_upkeep_failure_is_counted_not_raised(monkeypatch):
     monkeypatch.setattr(recording, "COMPACT_EVERY", 1)
-    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
-    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
+    monkeypatch.setattr(settling, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(settling, "FIRST_COMPACT_S", 0.0)
     t = timing.StepTimer(device="cpu", warmup=0)
 
     def broken(final):

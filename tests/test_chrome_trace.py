@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import perfcore
-import perfcore.recording.engine as recording
+import perfcore.recording.settling as settling
 from perfcore.recording.engine import detail_steps
 from perfcore.report.chrome_trace import build_trace
 
@@ -88,8 +88,8 @@ def _timer_parts(steps: int) -> list[dict]:
 def test_a_long_run_is_binned_and_says_which_steps_have_intervals(monkeypatch):
     from perfcore.analysis import detail
 
-    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle every COMPACT_EVERY steps
-    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
+    monkeypatch.setattr(settling, "COMPACT_MIN_S", 0.0)  # settle every COMPACT_EVERY steps
+    monkeypatch.setattr(settling, "FIRST_COMPACT_S", 0.0)
     monkeypatch.setattr(detail, "DETAIL_STEPS", 1500)
     n = 6000
     parts = _timer_parts(n)

@@ -144,9 +144,9 @@ def test_the_instrumented_process_memory_is_flat_over_steps(tmp_path):
     import sys
 
     script = Path(__file__).parent / "scripts" / "tiny_loop.py"
-    env = {**os.environ, "PERFCORE_CHECKPOINT_S": "2"}
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(tmp_path / "r"), "--",
-                        sys.executable, str(script), "60000"], capture_output=True, text=True, timeout=900, env=env)
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(tmp_path / "r"),
+                        "--test-setting", "checkpoint_s=2", "--", sys.executable, str(script), "60000"],
+                       capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-2000:]
     every = [int(v) for v in p.stderr.split("EVERY10K")[1].split()[:6]]
     grew = (every[5] - every[2]) / 1e6

@@ -367,7 +367,7 @@ def test_torch_profiler_starting_mid_run_gets_cupti_and_the_run_says_so(monkeypa
     e = _cuda_engine()
     e._boundaries = [1, 2, 3]  # three steps ended
     e._C = type("C", (), {"now_ns": staticmethod(lambda: 12345)})
-    e._store = StepStore({}, 16, on_gpu=True, use_kernels=True, warmup=0)
+    e.store = StepStore({}, 16, on_gpu=True, use_kernels=True, warmup=0)
     e.upkeep_errors = 0
     added = []
     e._add_activity = added.append
@@ -378,7 +378,7 @@ def test_torch_profiler_starting_mid_run_gets_cupti_and_the_run_says_so(monkeypa
     with profile(activities=[ProfilerActivity.CPU]):
         pass
     assert tracer.handed == 1 and e._tracer is None and added == [{}]
-    assert e._store.events_from_ns == 12345
+    assert e.store.events_from_ns == 12345
     assert "until step 3, then from CUDA events: torch.profiler started" in e.notes[-1]
     assert "until step 3" in capsys.readouterr().err
     cap = g.capture_stats(e)

@@ -41,9 +41,9 @@ def test_report_finishes_a_folder_whose_perfcore_died_after_the_script(tmp_path)
 
 def test_report_finishes_a_folder_from_the_checkpoint_when_perfcore_and_script_were_killed(tmp_path):
     out = tmp_path / "r"
-    env = dict(os.environ, PERFCORE_CHECKPOINT_S="0.2")
-    proc = subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "0", "--out", str(out), "--",
-                             sys.executable, str(SCRIPTS / "until_stopped.py")], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "0", "--out", str(out),
+                             "--test-setting", "checkpoint_s=0.2", "--",
+                             sys.executable, str(SCRIPTS / "until_stopped.py")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout.readline().strip() == "TRAINING"
     deadline = time.monotonic() + 60

@@ -93,6 +93,73 @@ def test_no_private_names_across_modules(path: Path) -> None:
     assert not reaches, "\n".join(reaches)
 
 
+# -- private attributes stay in the module that defines them -------------------------------------
+def _private_attributes(path: Path) -> tuple[set[str], list[tuple[int, str, str]]]:
+    """(the private names the module defines: `def _x`, `class _X`, `_x = ...` at any level, `self._x = ...`;
+    every `<obj>._x` read or written where <obj> is not self or cls: (line, _x, the expression))."""
+    tree = ast.parse(path.read_text())
+    defined: set[str] = set()
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            if own and isinstance(node.ctx, ast.Store):
+                defined.add(node.attr)
+            elif not own:
+                uses.append((node.lineno, node.attr, ast.unparse(node)))
+    return defined, uses
+
+
+PRIVATES = {p: _private_attributes(p) for p in MODULES}
+DEFINED_ANYWHERE: dict[str, set[Path]] = {}
+for _p, (_defined, _) in PRIVATES.items():
+    for _n in _defined:
+        DEFINED_ANYWHERE.setdefault(_n, set()).add(_p)
+# Modules that still reach into the Recording's privates: the engine's public interface does not yet cover
+# what they need. The list only shrinks (a module that no longer reaches fails the stale-entry test).
+REACHES_INTO_THE_ENGINE = {"recording/gpu.py"}
+
+
+def _reaches(path: Path) -> list[str]:
+    defined, uses = PRIVATES[path]
+    return [f"{path.relative_to(PKG.parent)}:{line} {text}" for line, name, text in uses
+            if name not in defined and DEFINED_ANYWHERE.get(name, set()) - {path}]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
+def test_no_private_attributes_across_modules(path: Path) -> None:
+    """`obj._x` is a module's own business: allowed on self and cls, and where the module itself defines
+    _x (a class's helper, `TorchHooks._fork_hook` in hooks.py). A private name that no perfcore class
+    sets on self (nor any module defines) belongs to another library (torch._C, sys._getframe, a
+    DataLoader iterator's _num_yielded) or is a marker perfcore puts on a torch object (_perfcore_hooked):
+    patching torch needs those, and their owners are outside this check. Anything else is one module
+    reading or writing another's private state: give the owner a public method instead. A subclass that
+    sets its base's privates on self is not seen here (recording/replay.py's Replayed)."""
+    if str(path.relative_to(PKG)) in REACHES_INTO_THE_ENGINE:
+        return
+    found = _reaches(path)
+    assert not found, "\n".join(found) + "\n(another module's private attribute: use its public interface)"
+
+
+def test_the_list_of_modules_reaching_into_the_engine_only_shrinks() -> None:
+    stale = [m for m in REACHES_INTO_THE_ENGINE if not _reaches(PKG / m)]
+    assert not stale, f"{stale} no longer reach into the engine: take them off REACHES_INTO_THE_ENGINE"
+
+
+def test_the_private_attribute_check_sees_a_reach(tmp_path: Path) -> None:
+    owner, user = tmp_path / "owner.py", tmp_path / "user.py"
+    owner.write_text("class A:\n    def __init__(self):\n        self._state = 1\n")
+    user.write_text("def f(a, it):\n    a._state += 1\n    it._num_yielded\n    it._mark = 1\n    it._mark\n")
+    (o_def, _), (u_def, u_uses) = _private_attributes(owner), _private_attributes(user)
+    assert "_state" in o_def and not {"_state", "_mark", "_num_yielded"} & u_def
+    reaching = [name for _, name, _ in u_uses if name not in u_def and name in o_def]
+    assert reaching == ["_state"]  # a write to another's state; the foreign and marker names pass
+
+
 def test_every_layer_exists() -> None:
     for prefix, _ in LAYERS:
         rel = prefix.replace(".", "/")
@@ -233,6 +300,6 @@ def test_no_cpp_file_is_too_long(path: Path) -> None:
 
 
 def test_the_boot_file_checks_the_protocols_run_dir_variable() -> None:
-    from perfcore.run.protocol import BOOT_DIR, ENV_RUN_DIR
+    from perfcore.run.protocol import BOOT_DIR, ENV_CHILD_CONFIG
 
-    assert f'os.environ.get("{ENV_RUN_DIR}")' in (BOOT_DIR / "sitecustomize.py").read_text()
+    assert f'os.environ.get("{ENV_CHILD_CONFIG}")' in (BOOT_DIR / "sitecustomize.py").read_text()

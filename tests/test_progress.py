@@ -37,7 +37,6 @@ def run_steps(timer, n):
 
 
 def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monkeypatch):
-    import perfcore.recording.engine as recording
     import perfcore.run.child.progress as progress_mod
 
     clock = Clock()
@@ -48,7 +47,7 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     assert read_progress(tmp_path) is None  # not due yet: nothing written
     clock.t += progress_mod.SETTLE_EVERY_S + 0.5
     # Settling is due too: the first one waits FIRST_COMPACT_S of the timer's own clock.
-    timer.engine._last_compact_ns -= int(1e9 * (recording.FIRST_COMPACT_S + 1))
+    timer.engine.settling.make_due()
     w.tick(timer)
     p = read_progress(tmp_path)
     assert p["steps"] == 50 and p["steps_wanted"] == 500 and p["step_ms"] > 0
@@ -67,7 +66,7 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     rows_first = (ck / "steps.csv").read_text().splitlines()
     assert len(rows_first) - 1 == p["settled_steps"]
     run_steps(timer, 40)
-    timer.engine._last_compact_ns -= int(3e9)
+    timer.engine.settling.make_due()
     clock.t += 31
     w.tick(timer)
     rows = (ck / "steps.csv").read_text().splitlines()
@@ -149,9 +148,9 @@ def test_a_sigkilled_run_leaves_its_last_checkpoint_as_results(tmp_path):
     script = tmp_path / "killed.py"
     script.write_text(KILLED)
     out = tmp_path / "run"
-    env = dict(os.environ, PERFCORE_CHECKPOINT_S="0.5")
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out), "--",
-                        sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out),
+                        "--test-setting", "checkpoint_s=0.5", "--", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 128 + 9, p.stderr[-2000:]
     doc = json.loads((out / "run.json").read_text())
     assert doc["checkpoint"]["steps"] > 0
@@ -250,7 +249,6 @@ def test_a_checkpoint_claiming_any_size_reads_only_what_its_file_holds(tmp_path)
 
 
 def test_a_tick_settles_at_most_every_settle_interval_and_decides_only_on_new_rows(tmp_path, monkeypatch):
-    import perfcore.recording.engine as engine_mod
     import perfcore.run.child.progress as progress_mod
 
     decided = []
@@ -261,25 +259,25 @@ def test_a_tick_settles_at_most_every_settle_interval_and_decides_only_on_new_ro
     w = ProgressWriter(tmp_path, "pid1", warmup=2, clock=clock, every_s=2.0, checkpoint_s=1000.0)
     run_steps(timer, 50)
     clock.t += 2.5
-    timer.engine._last_compact_ns -= int(3e9)
+    timer.engine.settling.make_due()
     w.tick(timer)  # the live count from the first tick; no settling before the settle interval
     early = read_progress(tmp_path)
     assert early["steps"] == 50 and early["step_ms"] > 0 and "settled_steps" not in early and not decided
     assert timer.engine.settled_totals()["settled"] == 0
     clock.t += progress_mod.SETTLE_EVERY_S
-    timer.engine._last_compact_ns -= int(1e9 * engine_mod.FIRST_COMPACT_S)
+    timer.engine.settling.make_due()
     w.tick(timer)
     first = read_progress(tmp_path)
     assert first["settled_steps"] > 0 and first["verdict"]["summary"] and len(decided) == 1
     run_steps(timer, 30)
     clock.t += 2.5
-    timer.engine._last_compact_ns -= int(3e9)  # the engine would settle; the tick does not ask it yet
+    timer.engine.settling.make_due()  # the engine would settle; the tick does not ask it yet
     w.tick(timer)
     p = read_progress(tmp_path)
     assert p["steps"] == 80 and p["settled_steps"] == first["settled_steps"]  # the count is live, no settling
     assert p["verdict"] == first["verdict"] and len(decided) == 1  # same rows: the verdict is not decided again
     clock.t += progress_mod.SETTLE_EVERY_S
-    timer.engine._last_compact_ns -= int(3e9)
+    timer.engine.settling.make_due()
     w.tick(timer)
     p = read_progress(tmp_path)
     assert p["settled_steps"] > first["settled_steps"] and len(decided) == 2

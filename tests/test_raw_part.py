@@ -59,7 +59,7 @@ def test_the_parent_writes_what_the_process_would_have(tmp_path):
     meta = json.loads(json.dumps(meta))  # as raw.json carries it
     # The process's own path, on the very intervals export() drained: _drain would have added them so.
     spans = {c[len("span_"):]: v for c, v in arrays.items() if c.startswith("span_")}
-    rec._store.add("spans", pd.DataFrame(spans))
+    rec.store.add("spans", pd.DataFrame(spans))
     facts = _facts(int(arrays["step_ends_ns"][0]) - 50 * MS, eval_rows=[7])
     mem_at, mem = np.array([0, 4, 8]), np.array([100, 200, 300]) * 2 ** 20
     (tmp_path / "own").mkdir()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -12,13 +11,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from perfcore.run.child.steps import StepSources, with_eval_rows
+from perfcore.run.child.steps import SourceChosen, StepEnded, StepSources, with_eval_rows
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
 class FakeInst:
-    """What StepSources asks of the instrumentation, with a real StepTimer's boundary list."""
+    """What StepSources reads of the instrumentation (the timer, --steps), with a real StepTimer, and
+    the owner's part: applying the events StepSources returns, as the instrumentation does."""
 
     def __init__(self, stop_at=10**9):
         from perfcore import StepTimer
@@ -33,12 +33,47 @@ class FakeInst:
         if n >= self.stop_at and self.stopped_at is None:  # the real one raises SystemExit here
             self.stopped_at = n
 
-    def step_ended(self, t):
-        if self.timer.engine.end_step(at_ns=t):
-            self.after_step(len(self.timer.engine.boundaries))
+    def apply(self, events):
+        engine = self.timer.engine
+        for ev in events:
+            if isinstance(ev, StepEnded):
+                if engine.end_step(at_ns=ev.t_ns):
+                    self.after_step(len(engine.boundaries))
+            elif isinstance(ev, SourceChosen):
+                self.chosen.append(ev.source)
+                if ev.ends is not None:
+                    engine.set_boundaries(ev.ends)
+                if ev.upkeep:
+                    self.after_step(len(engine.boundaries))
 
-    def source_chosen(self, s):
-        self.chosen.append(s)
+
+class Driven:
+    """A StepSources whose events its FakeInst applies at once."""
+
+    def __init__(self, inst, forced):
+        self.inst, self.src = inst, StepSources(inst, forced)
+
+    def __getattr__(self, name):
+        return getattr(self.src, name)
+
+    def __setattr__(self, name, value):
+        if name in ("inst", "src"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.src, name, value)
+
+    def forward_started(self, t):
+        self.inst.apply(self.src.forward_started(t))
+
+    def backward_ended(self, t):
+        self.inst.apply(self.src.backward_ended(t))
+
+    def fetch_started(self, t, grad_enabled):
+        self.inst.apply(self.src.fetch_started(t, grad_enabled))
+
+    def finish(self):
+        self.inst.apply(self.src.finish())
+        return self.src.chosen
 
 
 def manual_sgd_events(src, n, t0=1_000):
@@ -53,7 +88,7 @@ def manual_sgd_events(src, n, t0=1_000):
 
 def test_backward_outranks_forward_and_gives_one_step_per_iteration():
     inst = FakeInst()
-    src = StepSources(inst, None)
+    src = Driven(inst, None)
     manual_sgd_events(src, 6)
     assert src.chosen is None  # undecided while it runs: an optimizer could still step
     assert src.finish() == "backward"
@@ -64,13 +99,13 @@ def test_an_optimizer_that_exists_holds_the_choice_open_for_steps():
     # Gradient accumulation: backward passes come before the first optimizer step; with an
     # optimizer made, --steps must not stop on backward counts.
     inst = FakeInst(stop_at=3)
-    src = StepSources(inst, None)
+    src = Driven(inst, None)
     src.optimizers_made = 1
     manual_sgd_events(src, 5)
     assert inst.stopped_at is None and src.chosen is None
     # Without one (manual SGD), the best source seen reaching --steps stops the run.
     inst2 = FakeInst(stop_at=3)
-    src2 = StepSources(inst2, None)
+    src2 = Driven(inst2, None)
     manual_sgd_events(src2, 5)
     assert src2.chosen == "backward" and inst2.stopped_at == 3
     # Forward reached 3 first (two module calls an iteration) but backward outranks it.
@@ -79,7 +114,7 @@ def test_an_optimizer_that_exists_holds_the_choice_open_for_steps():
 
 def test_batch_starts_mark_steps_and_eval_fetches_do_not():
     inst = FakeInst()
-    src = StepSources(inst, None)
+    src = Driven(inst, None)
     for k in range(4):
         src.fetch_started(1_000 + 100 * k, grad_enabled=True)
         src.forward_started(1_010 + 100 * k)
@@ -91,7 +126,7 @@ def test_batch_starts_mark_steps_and_eval_fetches_do_not():
 
 def test_inference_falls_to_forward_and_the_last_fetch_closes_the_last_step():
     inst = FakeInst()
-    src = StepSources(inst, None)
+    src = Driven(inst, None)
     for k in range(3):
         src.fetch_started(1_000 + 100 * k, grad_enabled=False)
         src.forward_started(1_010 + 100 * k)
@@ -102,14 +137,14 @@ def test_inference_falls_to_forward_and_the_last_fetch_closes_the_last_step():
 
 def test_forced_source_is_used_from_the_start():
     inst = FakeInst()
-    src = StepSources(inst, "forward")
+    src = Driven(inst, "forward")
     manual_sgd_events(src, 3)
     assert src.chosen == "forward" and src.finish() == "forward"
     assert list(inst.timer.engine.boundaries) == [1_010, 1_100, 1_110, 1_200, 1_210]
 
 
 def test_nothing_seen_chooses_nothing():
-    src = StepSources(FakeInst(), None)
+    src = Driven(FakeInst(), None)
     assert src.finish() is None
 
 
@@ -124,7 +159,7 @@ def test_evaluation_pass_between_steps_becomes_its_own_row():
 
 
 def test_gradscaler_skip_counts_only_for_the_clock_optimizer():
-    src = StepSources(FakeInst(), None)
+    src = Driven(FakeInst(), None)
     d, g = object(), object()
     assert src.scaler_stepped(d, stepped=True) is False
     assert src.scaler_stepped(g, stepped=False) is False  # the second optimizer of the iteration
@@ -221,8 +256,8 @@ def test_step_on_forces_the_source(tmp_path):
 
 
 def test_no_step_writes_what_was_seen_and_exits_0(tmp_path):
-    env = dict(os.environ, PERFCORE_NO_STEP_WARN_S="1")
-    p, doc, out = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "idle.py"), "3", env=env)
+    p, doc, out = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "idle.py"), "3",
+                               extra=("--test-setting", "no_step_warn_s=1"))
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("perfcore: no step after 1 s of the script's CPU time") == 1
     assert "--step-on" in p.stderr
@@ -236,11 +271,10 @@ def test_no_step_writes_what_was_seen_and_exits_0(tmp_path):
 def test_a_slow_start_is_not_taken_for_a_loop_without_steps(tmp_path):
     # 7 s of waiting (slow imports on a busy machine, a download) before the loop: little CPU time
     # spent (torch's import, ~2 s), so the no-step notice (due after 5 s of it) stays silent.
-    env = dict(os.environ, PERFCORE_NO_STEP_WARN_S="5")
     code = ("import time, torch\ntime.sleep(7)\nm = torch.nn.Linear(4, 1)\n"
             "o = torch.optim.SGD(m.parameters(), lr=0.1)\nfor _ in range(10):\n"
             "    o.zero_grad(); m(torch.randn(8, 4)).sum().backward(); o.step()\n")
-    p, doc, _ = perfcore_run(tmp_path, sys.executable, "-c", code, env=env)
+    p, doc, _ = perfcore_run(tmp_path, sys.executable, "-c", code, extra=("--test-setting", "no_step_warn_s=5"))
     assert p.returncode == 0, p.stderr
     assert "no step after" not in p.stderr, p.stderr
     assert doc["steps"] + doc["warmup_steps"] == 10
@@ -335,3 +369,21 @@ def test_worker_startup_per_epoch_from_a_real_run(tmp_path):
     assert su["worker_startup_ms"] == starts[0]
     assert su["time_to_first_step_ms"] > su["first_step_ms"] > 0
     assert "persistent_workers=True would save" in p.stderr
+
+
+def test_step_sources_only_decide_and_return_what_their_owner_applies():
+    """StepSources changes no timer itself: each observation returns the events it implies."""
+    from perfcore.run.child.steps import NOTHING, EvalEnded
+
+    inst = FakeInst()
+    src = StepSources(inst, None)
+    assert src.forward_started(1_000) == NOTHING and src.backward_ended(1_050) == NOTHING
+    assert src.mode_changed(False, 1_060) == NOTHING  # model.eval(): a pass opens
+    assert src.mode_changed(True, 1_080) == NOTHING  # closed, but no source chosen yet: no row of its own
+    src.backward_ended(1_150)
+    (chosen,) = src.finish()
+    assert chosen == SourceChosen("backward", [1_050, 1_080, 1_150], [1], False)  # the pass became row 1
+    assert len(inst.timer.engine.boundaries) == 0  # nothing applied yet: that is the owner's job
+    assert src.backward_ended(1_250) == (StepEnded(1_250),)
+    src.mode_changed(False, 1_260)
+    assert src.mode_changed(True, 1_290) == (EvalEnded(1_260, 1_290),)

@@ -11,6 +11,7 @@ import perfcore
 from perfcore.analysis import attribution
 from perfcore.analysis.store import StepStore
 import perfcore.recording.engine as recording
+import perfcore.recording.settling as settling
 import perfcore.timing as timing
 from perfcore.recording.engine import COMPACT_EVERY, detail_steps
 
@@ -64,12 +65,12 @@ def _loop(steps: int):
 
 
 def test_every_step_keeps_its_detail_below_the_cap(monkeypatch):
-    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)  # settle at every COMPACT_EVERY steps, however fast
-    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
+    monkeypatch.setattr(settling, "COMPACT_MIN_S", 0.0)  # settle at every COMPACT_EVERY steps, however fast
+    monkeypatch.setattr(settling, "FIRST_COMPACT_S", 0.0)
     steps = 3 * COMPACT_EVERY + 17
     timer = _loop(steps)
     timer.summary()
-    store = timer.engine._store
+    store = timer.engine.store
     spans = store.trace_tables()["spans"]
     # Nothing let go (the trace also holds perfcore's own settling, which is not a timed phase).
     assert len(spans[spans["phase_id"] != attribution.OWN_PHASE_ID]) == store.span_count
@@ -81,13 +82,13 @@ def test_every_step_keeps_its_detail_below_the_cap(monkeypatch):
 def test_long_run_keeps_a_prefix_and_then_a_window_of_detail(monkeypatch):
     from perfcore.analysis import detail
 
-    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
-    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
+    monkeypatch.setattr(settling, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(settling, "FIRST_COMPACT_S", 0.0)
     cap = 2 * COMPACT_EVERY + 5  # inside a settled chunk: the prefix ends mid-chunk
     monkeypatch.setattr(detail, "DETAIL_STEPS", cap)
     steps = 6 * COMPACT_EVERY + 17
     timer = _loop(steps)
-    store = timer.engine._store
+    store = timer.engine.store
     pending = sum(len(p) for parts in store.pending.values() for p in parts)
     assert pending <= (COMPACT_EVERY + 2) * 3  # at most one chunk of spans waits to be settled
     # The prefix's three spans a step (load, transfer, compute), and the window's few steps.
@@ -180,7 +181,7 @@ def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(mo
 
 def test_memory_samples_go_to_the_file_in_blocks(monkeypatch):
     import perfcore.analysis.store as store_mod
-    from perfcore.run.child.instrument import MemorySamples
+    from perfcore.run.child.memory import MemorySamples
 
     monkeypatch.setattr(store_mod, "BLOCK_ROWS", 256)
     m = MemorySamples()
@@ -197,15 +198,15 @@ def test_a_long_run_holds_a_bounded_number_of_rows_and_step_ends_in_memory(monke
     import perfcore.analysis.store as store_mod
 
     monkeypatch.setattr(store_mod, "BLOCK_ROWS", 512)
-    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
-    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
+    monkeypatch.setattr(settling, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(settling, "FIRST_COMPACT_S", 0.0)
     timer = perfcore.StepTimer(device="cpu", warmup=2)
     steps = 12 * COMPACT_EVERY + 5
     for _ in range(steps):
         with timer.compute():
             pass
         timer.step()
-    store = timer.engine._store
+    store = timer.engine.store
     in_memory = sum(len(b) for b in store.rows.tail.values()) + sum(
         len(b) for col in store.rows.spilled.values() for b in col.values() if isinstance(b, np.ndarray))
     assert in_memory == len(store.rows.names) * 512  # one block per column, the rest on disk
@@ -260,8 +261,8 @@ def test_upkeep_inside_a_step_timer_loop_is_not_the_next_steps_host_time(monkeyp
     # StepTimer.step() settles every COMPACT_EVERY steps on the training thread; make that settle
     # slow (as a loaded machine makes it): the step it lands in must not carry it as host.
     monkeypatch.setattr(recording, "COMPACT_EVERY", 8)
-    monkeypatch.setattr(recording, "COMPACT_MIN_S", 0.0)
-    monkeypatch.setattr(recording, "FIRST_COMPACT_S", 0.0)
+    monkeypatch.setattr(settling, "COMPACT_MIN_S", 0.0)
+    monkeypatch.setattr(settling, "FIRST_COMPACT_S", 0.0)
     slow_s = 0.3
     compact = recording.Recording._compact
 

@@ -1,7 +1,6 @@
 """The commands that measure a user's own program: run (steps, attributed) and monitor (device and host samples)."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -28,23 +27,25 @@ __all__ = ["run_cmd", "monitor_cmd"]
 @click.option("--step-on", type=click.Choice(["optimizer", "backward", "batch", "forward"]), default=None,
               help="What ends a step (default: the first of these the script does).")
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
+# Tests and benchmarks shorten or slow the child's upkeep here, never through the environment.
+@click.option("--test-setting", "test_settings", multiple=True, hidden=True, metavar="NAME=SECONDS")
 @results("run")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monitor, lines, step_on, explain,
+            test_settings,
             command) -> None:
     """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
 
     Attributes every training step to load / transfer / compute / comm / host, names the
     bottleneck and says what to try. Exits with the script's exit code.
     """
-    from perfcore.run import protocol
-    from perfcore.run.parent.launch import run_command
+    from perfcore.run.parent.launch import parse_test_settings, run_command
 
     # run_command checks the command before it makes the folder: a typo leaves nothing behind.
     rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(res.out) if res.out else None,
                                    backend=backend, kernels=not no_kernels, monitor_s=None if no_monitor else monitor,
                                    step_on=step_on, quiet=res.quiet, stdout_to_stderr=res.json_path == "-",
-                                   overrides={protocol.ENV_LINES: "1" if lines else "0"})
+                                   test_settings=parse_test_settings(test_settings), lines=lines)
     # after the run: numpy and pandas load while the script runs
     from perfcore.report.terminal import render_brief, render_text
 
@@ -62,7 +63,7 @@ def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monito
 def monitor_cmd(res: Results, interval, command) -> None:
     """Sample GPU (util, memory, power, temperature, SM clock), CPU and RAM while CMD runs; CSV + PNG."""
     from perfcore.report import jsonio
-    from perfcore.run.parent.launch import check_command, run_child
+    from perfcore.run.parent.launch import check_command, child_env, run_child
     from perfcore.capture.sampler import Sampler
     from perfcore.report.plots import plot_timeline
 
@@ -71,7 +72,7 @@ def monitor_cmd(res: Results, interval, command) -> None:
     out_dir = res.folder
     s = Sampler(interval).start()
     try:
-        rc = run_child(cmd, dict(os.environ))
+        rc = run_child(cmd, child_env())
     finally:
         frame = s.stop()
     files = ["monitor.csv"]

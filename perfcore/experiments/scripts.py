@@ -1,9 +1,8 @@
 """Triage on an unmodified script: health, diagnose and sweep run the command under `perfcore run`
-with DataLoader settings changed from outside (PERFCORE_DL_OVERRIDES) and, for synthetic data,
-batches already fetched replayed instead of loaded (PERFCORE_SYNTHETIC)."""
+with DataLoader settings changed from outside (the child configuration's dl_overrides) and, for synthetic
+data, batches already fetched replayed instead of loaded (its synthetic)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,10 +12,9 @@ import pandas as pd
 from perfcore.analysis.verdict import step_sem_ms
 from perfcore.errors import UsageError
 from perfcore.errors import RunFailed
-from perfcore.run import protocol
 from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
-from perfcore.run.parent.launch import check_command, child_env, run_child
+from perfcore.run.parent.launch import check_command, child_config, run_instrumented
 
 __all__ = ["script_run", "script_health", "script_diagnose", "script_sweep", "script_failure"]
 
@@ -28,11 +26,7 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
                settings_only: bool = False) -> dict[str, Any]:
     check_command(cmd)
     out = prepare_out(out)
-    extra = {}
-    if overrides:
-        extra[protocol.ENV_DL_OVERRIDES] = json.dumps(overrides)
     if synthetic:
-        extra[protocol.ENV_SYNTHETIC] = str(SYNTHETIC_KEEP)
         # The first SYNTHETIC_KEEP batches are really loaded (to be replayed): keep them in warm-up.
         warmup = max(warmup, SYNTHETIC_KEEP)
     sampler = None
@@ -41,7 +35,9 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
 
         sampler = Sampler(sampler_interval_s).start()
     try:
-        rc = run_child(cmd, child_env(out, steps, warmup, "auto", True, extra))
+        config = child_config(out, steps, warmup, "auto", True, dl_overrides=overrides,
+                              synthetic=SYNTHETIC_KEEP if synthetic else 0)
+        rc = run_instrumented(cmd, config)
     finally:
         frame = sampler.stop() if sampler else None
     doc = finish_run(out, rc, cmd)

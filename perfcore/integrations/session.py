@@ -3,12 +3,13 @@ mark the trainer's step numbers as steps end, read the settled figures while it 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from perfcore.run.protocol import ENV_RUN_DIR
+from perfcore.run.protocol import ChildConfig
 
 __all__ = ["Session", "CallbackState"]
 
@@ -21,19 +22,19 @@ class Session:
         self.marks: list[tuple[int, int]] = []  # (perfcore steps ended so far, the trainer's step number)
         self.result = None
         self.steps = None
+        self.run_dir: Path | None = None  # the session's own folder (progress files), removed at finish
 
     def start(self) -> "Session":
         from perfcore.run.child import instrument
 
-        run_dir = Path(tempfile.mkdtemp(prefix="perfcore-trainer-"))
-        self._env = os.environ.get(ENV_RUN_DIR)
-        os.environ[ENV_RUN_DIR] = str(run_dir)
+        # Built here, never set in the trainer's environment: the training process keeps its own variables.
+        self.run_dir = Path(tempfile.mkdtemp(prefix="perfcore-trainer-"))
+        config = ChildConfig(run_dir=str(self.run_dir), warmup=self.warmup)
         if instrument.STATE is None:
-            instrument.activate(process_hooks=False)  # no exit or signal handlers: the trainer owns the process
+            instrument.activate(config, process_hooks=False)  # no exit or signal handlers: the trainer owns them
         self.inst = instrument.STATE
         self.inst.ensure_installed()
-        self.inst.run_dir = run_dir
-        self.inst.new_cell(0, self.warmup)
+        self.inst.new_cell(config)
         return self
 
     @property
@@ -71,15 +72,12 @@ class Session:
         inst = self.inst
         if inst is None:
             return None
-        inst.disabled = True
-        inst.disarm()  # the hooks call straight through from now on
-        timer, inst.timer = inst.timer, None
-        if self._env is None:
-            os.environ.pop(ENV_RUN_DIR, None)
-        else:
-            os.environ[ENV_RUN_DIR] = self._env
+        timer, _ = inst.end_cell()  # the hooks call straight through from now on
+        if self.run_dir is not None:
+            shutil.rmtree(self.run_dir, ignore_errors=True)  # perfcore's own folder: nothing of it is kept
+            self.run_dir = None
         try:
-            source = inst.sources.finish() if timer is not None else None
+            source = inst.finish_sources() if timer is not None else None
         finally:
             # torch as it was: every patch off (torch.compile cannot trace through perfcore's hooks)
             inst.torch_hooks.uninstall()

@@ -34,13 +34,13 @@ def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int,
                  evaluation_rows: list[int] | None = None) -> dict[str, Any]:
     """The perfcore.run/1 document of `full` (the settled ns table); per_phase: one phase's host cost;
     evaluation_rows: rows the summary sets apart as evaluation passes."""
-    store = engine._store
+    store = engine.store
     if evaluation_rows:
         full = full.assign(evaluation=False)
         full.loc[[r for r in evaluation_rows if r < len(full)], "evaluation"] = True
     evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
     kernels, memcpy, categories = [], {}, {}
-    if engine._tracer is not None:
+    if engine.kernels_traced:
         kernels = store.top_kernels(top_kernels)
         categories = store.kernel_categories()
         memcpy = store.memcpy_summary()
@@ -50,7 +50,7 @@ def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int,
     measured = full[~full["warmup"]]
     phases_per_step = store.span_count / max(1, len(full))
     mean_wall_ns = float(measured["wall_ns"].mean()) if len(measured) else 0.0
-    settle_ms = engine._settle_ns / max(1, len(full)) / 1e6
+    settle_ms = engine.settle_ns / max(1, len(full)) / 1e6
     # perfcore's own work inside the loop (settling, progress, checkpoints), measured and left out of
     # the steps' wall time: the user's script paid it, the rows do not show it.
     own_ms = float(full["perfcore_ns"].sum()) / 1e6 if "perfcore_ns" in full else 0.0

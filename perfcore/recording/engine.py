@@ -10,7 +10,6 @@ StepTimer gives the user's methods over one Recording; run/ and the integrations
 from __future__ import annotations
 
 import functools
-import threading
 import time
 from typing import Any, Callable, Iterable
 
@@ -23,26 +22,23 @@ from perfcore.analysis.store import StepStore
 from perfcore.capture.activity import device_tables
 from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
-from perfcore.recording import document, gpu, phase_names
+from perfcore.recording import document, gpu
 from perfcore.recording.document import run_document
+from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
+from perfcore.recording.settling import COMPACT_MAX, COMPACT_MIN_S, FIRST_COMPACT_S, SettleSchedule
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["Recording", "TimedLoader", "phase_cost_ns"]
+__all__ = ["Recording", "TimedLoader", "SettleSchedule", "phase_cost_ns", "COMPACT_MAX", "COMPACT_MIN_S",
+           "FIRST_COMPACT_S"]
 
 LOAD, TRANSFER, COMPUTE, COMM = 0, 1, 2, 3
 BUILTIN = {"load": LOAD, "transfer": TRANSFER, "compute": COMPUTE, "comm": COMM}
 FIRST_CUSTOM = 16
 GPU_LABELS = ("compute", "transfer", "comm")
 STEP_ON = ("step", "batch", "optimizer")
-COMPACT_EVERY = 1024  # settle at most this often (steps) ...
-COMPACT_MIN_S = 2.0  # ... and at most every 2 s, so settling costs under 1% of the run,
-COMPACT_MAX = 4096  # ... but always by this many steps, which bounds the raw intervals held (and settling's peak)
-# The first settle waits longer: a run that ends before it never builds a table in its own process
-# (perfcore run's parent settles it; the script never imports pandas), and one that runs on pays
-# pandas' import (~0.3 s, own work) once at least this far in.
-FIRST_COMPACT_S = 10.0
+COMPACT_EVERY = 1024  # settle at most this often (steps); when, in time, is the SettleSchedule's
 SETTLE_LAG = 2  # the newest steps stay unsettled: their GPU work may still be arriving
 FOLLOW_UNTIL = 8  # the first steps (and every settle) check which GPU holds the work
 KEEP_ENDS = 1024  # step ends kept after their steps settle (the live view reads the latest 256)
@@ -143,25 +139,22 @@ class Recording:
         self._C = native()
         self._rec = self._C.SpanRecorder()
         self.own = OwnWork(self._rec, self._C.now_ns)  # perfcore's own work: left out of every step
-        self._names: dict[int, str] = {v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN}
-        self._labels: dict[int, str] = {v: k for k, v in BUILTIN.items()}
-        self._scopes: dict[str, Any] = {}
-        self._custom = 0  # custom phase names declared (at most phase_names.MAX_PHASE_NAMES)
-        self._others: dict[str, Any] = {}  # label -> the scope the names past that limit share
-        self._lock = threading.Lock()
+        self.phases = PhaseNames({v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN},
+                                 {v: k for k, v in BUILTIN.items()}, FIRST_CUSTOM)
         self._boundaries = self._C.StepEnds()  # int64 ends; settled ones are let go
         self._t_created = self._C.now_ns()
-        self._last_compact_ns = self._t_created
+        self.settling = SettleSchedule(self._t_created)
         self._t_first: int | None = None
         self.backend = "events" if self.device == "cuda" else "host"
         self.notes: list[str] = []
         self._tracer = None
         self._launches = LaunchPhases()  # CUPTI correlation id -> launching phase, kept across drains
         self.upkeep_errors = 0
-        self._settle_ns = 0  # time spent settling inside the loop (the final settle runs after it)
+        self.settle_ns = 0  # time spent settling inside the loop (the final settle runs after it; read-only)
         if kernels:
             self._start_kernels(kernel_backend)
-        self._store = StepStore(self._labels, FIRST_CUSTOM, on_gpu=self.device == "cuda",
+        # The settled steps and the kept detail (read by the document and the raw part; fed only from here).
+        self.store = StepStore(self.phases.labels, FIRST_CUSTOM, on_gpu=self.device == "cuda",
                                 use_kernels=self._tracer is not None, warmup=self.warmup)
         self.step_on = step_on
         self._fetches = 0
@@ -175,23 +168,21 @@ class Recording:
         """The native scope of one phase: entering and leaving it is one C call each."""
         events = self._events if (self._events is not None and label in GPU_LABELS) else None
         tag = self._tracer is not None and label in GPU_LABELS
-        scope = self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag)
-        self._scopes[name] = scope
-        return scope
+        return self.phases.add(name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag))
 
     def phase(self, name: str, label: str = "host"):
         """The scope of phase `name`, declared on first use with its label."""
         if label not in attribution.LABELS:
             raise UsageError(f"phase label must be one of {attribution.LABELS}, got {label!r}")
-        scope = self._scopes.get(name)
+        scope = self.phases.scope(name)
         if scope is not None:
-            pid = scope.phase_id
-            if self._labels[pid] != label:
-                raise UsageError(f"phase {name!r} was declared with label {self._labels[pid]!r}, not {label!r}")
+            declared = self.phases.labels[scope.phase_id]
+            if declared != label:
+                raise UsageError(f"phase {name!r} was declared with label {declared!r}, not {label!r}")
             return scope
         if name in BUILTIN:
             raise UsageError(f"{name!r} is a built-in phase: use timer.{name}()")
-        return phase_names.declare(self, name, label)
+        return self.phases.declare(name, label, self.make_scope, self.notes, self.store.shared_phase_ids)
 
     def fetch_started(self) -> None:
         if self._t_first is None:
@@ -204,7 +195,7 @@ class Recording:
     def step(self) -> None:
         t = self._rec.boundary()  # one native call: checks open phases, stamps, moves the step on
         if t < 0:
-            names = ", ".join(self._names.get(p, str(p)) for p in self._rec.open_phases())
+            names = ", ".join(self.phases.names.get(p, str(p)) for p in self._rec.open_phases())
             raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
         n = len(self._boundaries)
@@ -221,9 +212,8 @@ class Recording:
         if n <= FOLLOW_UNTIL or n % COMPACT_EVERY == 0:
             self.follow_device()
         t = self._boundaries[-1]  # boundary n, the latest (the ends before it may be let go)
-        wait_s = COMPACT_MIN_S if self._store.settled else FIRST_COMPACT_S
-        if t - self._last_compact_ns >= wait_s * 1e9 or n - self._store.settled >= COMPACT_MAX or gpu.records_due(self):
-            self._last_compact_ns = t
+        # by time or count (the schedule), or by the volume of decoded records waiting in the tracer
+        if self.settling.due(t, n - self.store.settled, self.store.settled > 0) or gpu.records_due(self):
             t0 = self._C.now_ns()
             try:
                 self._compact(final=False)
@@ -233,7 +223,7 @@ class Recording:
                     self.notes.append(f"settling steps failed ({type(e).__name__}: {e}); retried at the next "
                                       "settle and at the end")
             finally:
-                self._settle_ns += self.own.record(t0)
+                self.settle_ns += self.own.record(t0)
 
     # -- the interface of step sources outside the loop (perfcore run's hooks, the notebook magic) --
     @property
@@ -263,13 +253,13 @@ class Recording:
 
     def set_boundaries(self, times: Iterable[int]) -> None:
         """Replace the step ends before any step is settled (a step source chosen after the run began)."""
-        if self._store.settled:
+        if self.store.settled:
             raise UsageError("set_boundaries: steps are already settled; choose the step source earlier")
         self._boundaries.replace(sorted(int(t) for t in times))
 
     def fetch_scope(self):
         """The native scope that times a batch fetch as `load` (what timer.load() times inside)."""
-        return self._scopes.get("load") or self.make_scope("load", LOAD, "load")
+        return self.phases.scope("load") or self.make_scope("load", LOAD, "load")
 
     def record(self, label: str, start_ns: int, end_ns: int) -> None:
         """A span measured elsewhere (e.g. a collective's completion on another thread), in `label`."""
@@ -290,20 +280,20 @@ class Recording:
 
     def trace_tables(self) -> dict[str, pd.DataFrame]:
         """The kept steps' raw spans, kernels, copies and events (bounded however long the run)."""
-        return self._store.trace_tables()
+        return self.store.trace_tables()
 
     def settled_rows(self, since: int = 0, upto: int | None = None) -> pd.DataFrame:
         """The settled steps in [since, upto) (upto: all settled so far), ns columns, without
         settling more or waiting (a checkpoint reads only the rows it has not written, in slices)."""
-        return self._store.table(since, upto)
+        return self.store.table(since, upto)
 
     def settled_totals(self) -> dict[str, Any]:
         """Settled and measured step counts and their summed ns per label: O(1), for a live view."""
-        return self._store.totals()
+        return self.store.totals()
 
     def phase_names(self) -> dict[int, str]:
         """Phase id -> name, the built-in phases and the custom ones."""
-        return dict(self._names)
+        return dict(self.phases.names)
 
     @property
     def kernels_traced(self) -> bool:  # CUPTI records kernels and copies (else CUDA events, or host only)
@@ -331,10 +321,10 @@ class Recording:
     def _drain(self, wait: bool) -> None:
         """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""
         part = self._rec.drain()
-        self._store.add("spans", pd.DataFrame(part))
+        self.store.add("spans", pd.DataFrame(part))
         if self._events is not None:
             ev = self._events.resolve(wait)
-            self._store.add("events", pd.DataFrame({"phase_id": ev["phase_id"], "step": ev["step"],
+            self.store.add("events", pd.DataFrame({"phase_id": ev["phase_id"], "step": ev["step"],
                                                     "start_ns": ev["gpu_start_ns"], "end_ns": ev["gpu_end_ns"]}))
         if self._tracer is not None:
             self._add_activity(self._tracer.take(), part)
@@ -344,25 +334,25 @@ class Recording:
         # launched (work from autograd's threads); entries outlive first use (graph launches).
         self._launches.add(frames, pd.DataFrame(spans) if spans is not None else None)
         for table, df in device_tables(frames, self._launches).items():
-            self._store.add(table, df)
+            self.store.add(table, df)
 
     def _compact(self, final: bool) -> None:
         self._drain(wait=final or self.device == "cuda")
-        ends, done = self._boundaries, self._store.settled
+        ends, done = self._boundaries, self.store.settled
         upto = len(ends) - (0 if final else SETTLE_LAG)
         if upto > done:
             since = np.frombuffer(ends.since(done), dtype=np.int64)
-            self._store.settle(since, upto, self._t_first or self._t_created, first=done)
-        ends.trim(min(self._store.settled, len(ends) - KEEP_ENDS))
+            self.store.settle(since, upto, self._t_first or self._t_created, first=done)
+        ends.trim(min(self.store.settled, len(ends) - KEEP_ENDS))
 
     def summary(self) -> pd.DataFrame:
         """Settle every step (all phases must be closed) and return the per-step ms table."""
         open_now = self._rec.open_phases()
         if open_now:
-            names = ", ".join(self._names.get(p, str(p)) for p in open_now)
+            names = ", ".join(self.phases.names.get(p, str(p)) for p in open_now)
             raise UsageError(f"phase(s) {names} never closed; close them before summary()")
         self._compact(final=True)
-        self._last_table, view = document.ms_table(self._store.table(), self._names, FIRST_CUSTOM)
+        self._last_table, view = document.ms_table(self.store.table(), self.phases.names, FIRST_CUSTOM)
         return view
 
     def document(self, top_kernels: int = 10, *, settle: bool = True, evaluation_rows=None) -> dict[str, Any]:
@@ -388,4 +378,4 @@ def label_intervals(rec: Recording) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 def detail_steps(rec: Recording) -> dict[str, Any]:
     """Which settled steps rec.trace_tables() holds in full: every one below `through`, then `window`
     (analysis.detail). A function, not a method: the class stays the interface step sources use."""
-    return rec._store.detail_steps()
+    return rec.store.detail_steps()

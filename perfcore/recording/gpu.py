@@ -172,7 +172,7 @@ def hand_over(engine, why: str) -> None:
     engine._handed_over = {"tracer": t, "step": step, "why": why, "at_ns": int(engine._C.now_ns())}
     if frames is not None:
         engine._add_activity(frames)
-    engine._store.events_from_ns = engine._handed_over["at_ns"]
+    engine.store.events_from_ns = engine._handed_over["at_ns"]
     note = (f"GPU time from CUPTI kernels until step {step}, then from CUDA events: {why} in this process, "
             "and perfcore handed CUPTI over to it")
     engine.notes.append(note)

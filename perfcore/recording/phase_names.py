@@ -1,52 +1,76 @@
-"""The custom phase names of a Recording, bounded: each distinct name is a column kept for every step
+"""The phase names of a Recording, bounded: each distinct custom name is a column kept for every step
 (steps.csv, the summary table), so names made per step (f"step{i}") would grow the recording with
 the run. Names past MAX_PHASE_NAMES share one phase per label: "other_phases" for host,
 "other_<label>_phases" for the others."""
 from __future__ import annotations
 
+import threading
 import warnings
+from typing import Any, Callable
 
-__all__ = ["MAX_PHASE_NAMES", "declare", "shared_scope"]
+__all__ = ["MAX_PHASE_NAMES", "PhaseNames"]
 
 MAX_PHASE_NAMES = 512
 
 
-def declare(engine, name: str, label: str):
-    """The scope of a custom phase not declared yet: its own id, or past the limit the shared one."""
-    with engine._lock:
-        scope = engine._scopes.get(name)  # declared by another thread meanwhile
+class PhaseNames:
+    """Phase id -> name and -> label (`names`, `labels`: read by the store, the tables and the raw part),
+    and the native scope of each declared name. make_scope(name, phase_id, label) builds a scope (the
+    engine's: it knows the recorder, the events and the tracer)."""
+
+    def __init__(self, names: dict[int, str], labels: dict[int, str], first_custom: int) -> None:
+        self.names = names
+        self.labels = labels
+        self.first_custom = first_custom
+        self._scopes: dict[str, Any] = {}
+        self._custom = 0  # custom phase names declared (at most MAX_PHASE_NAMES)
+        self._others: dict[str, Any] = {}  # label -> the scope the names past that limit share
+        self._lock = threading.Lock()
+
+    def scope(self, name: str):
+        """The scope of a declared name, or None."""
+        return self._scopes.get(name)
+
+    def add(self, name: str, scope):
+        self._scopes[name] = scope
+        return scope
+
+    def declare(self, name: str, label: str, make_scope: Callable, notes: list[str], shared_ids: set[int]):
+        """The scope of a custom phase not declared yet: its own id, or past the limit the shared one
+        (whose id goes into shared_ids, the store's)."""
+        with self._lock:
+            scope = self._scopes.get(name)  # declared by another thread meanwhile
+            if scope is not None:
+                return scope
+            if self._custom >= MAX_PHASE_NAMES:
+                return self._shared(name, label, make_scope, notes, shared_ids)
+            pid = self.first_custom + self._custom
+            self._custom += 1
+            self.names[pid] = name
+            self.labels[pid] = label
+            return self.add(name, make_scope(name, pid, label))
+
+    def _shared(self, name: str, label: str, make_scope: Callable, notes: list[str], shared_ids: set[int]):
+        """The scope every name past MAX_PHASE_NAMES with this label shares (under the lock): its time
+        still counts in `label`, and its column sums those names, a name nested in another once. Said
+        once per recording, in a warning and a note, never raised into the loop."""
+        scope = self._others.get(label)
         if scope is not None:
             return scope
-        if engine._custom >= MAX_PHASE_NAMES:
-            return shared_scope(engine, name, label)
-        pid = engine._store.first_custom + engine._custom
-        engine._custom += 1
-        engine._names[pid] = name
-        engine._labels[pid] = label
-        return engine.make_scope(name, pid, label)
-
-
-def shared_scope(engine, name: str, label: str):
-    """The scope every name past MAX_PHASE_NAMES with this label shares (under the engine's lock): its
-    time still counts in `label`, and its column sums those names, a name nested in another once.
-    Said once per recording, in a warning and a note, never raised into the loop."""
-    scope = engine._others.get(label)
-    if scope is not None:
+        other = "other_phases" if label == "host" else f"other_{label}_phases"
+        if not self._others:
+            text = (f"more than {MAX_PHASE_NAMES} distinct phase names (the next was {name!r}): each name is a "
+                    f"column kept for every step, so names past {MAX_PHASE_NAMES} are counted together as "
+                    f"{other!r} (their time stays in its label); use a fixed set of names, e.g. "
+                    "timer.phase('step') rather than timer.phase(f'step{i}') (each step is already a row)")
+            notes.append(text)
+            try:  # stacklevel 5: the user's `with timer.phase(...)`, through StepTimer.phase, the engine, declare
+                warnings.warn(f"perfcore: {text}", RuntimeWarning, stacklevel=5)
+            except Warning:  # warnings made errors: the note says it, the loop runs on
+                pass
+        pid = self.first_custom + MAX_PHASE_NAMES + len(self._others)
+        self.names[pid] = other
+        self.labels[pid] = label
+        shared_ids.add(pid)
+        scope = self._others[label] = self.add(other, make_scope(other, pid, label))
         return scope
-    other = "other_phases" if label == "host" else f"other_{label}_phases"
-    if not engine._others:
-        text = (f"more than {MAX_PHASE_NAMES} distinct phase names (the next was {name!r}): each name is a column "
-                f"kept for every step, so names past {MAX_PHASE_NAMES} are counted together as {other!r} (their "
-                "time stays in its label); use a fixed set of names, e.g. timer.phase('step') rather than "
-                "timer.phase(f'step{i}') (each step is already a row)")
-        engine.notes.append(text)
-        try:  # stacklevel 5: the user's `with timer.phase(...)`, through StepTimer.phase, the engine, declare
-            warnings.warn(f"perfcore: {text}", RuntimeWarning, stacklevel=5)
-        except Warning:  # warnings made errors: the note says it, the loop runs on
-            pass
-    pid = engine._store.first_custom + MAX_PHASE_NAMES + len(engine._others)
-    engine._names[pid] = other
-    engine._labels[pid] = label
-    engine._store.shared_phase_ids.add(pid)
-    scope = engine._others[label] = engine.make_scope(other, pid, label)
-    return scope

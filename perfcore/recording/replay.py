@@ -14,6 +14,7 @@ import numpy as np
 from perfcore.analysis.store import StepStore
 from perfcore.recording import document
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
+from perfcore.recording.phase_names import PhaseNames
 
 __all__ = ["can_carry", "export", "Replayed"]
 
@@ -22,7 +23,7 @@ _EVENTS = {"phase_id": "phase_id", "step": "step", "gpu_start_ns": "start_ns", "
 
 
 def can_carry(engine: Recording) -> bool:
-    store = engine._store
+    store = engine.store
     return (engine._tracer is None and store.settled == 0 and not any(store.pending.values())
             and getattr(engine, "_handed_over", None) is None)
 
@@ -41,9 +42,10 @@ def export(engine: Recording) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     meta = {
         "device": engine.device, "device_name": engine.device_name(), "backend": engine.backend,
         "warmup": engine.warmup, "step_on": engine.step_on,
-        "names": {str(k): v for k, v in engine._names.items()}, "labels": {str(k): v for k, v in engine._labels.items()},
-        "shared_phase_ids": sorted(int(p) for p in engine._store.shared_phase_ids),
-        "t_first": engine._t_first, "t_created": int(engine._t_created), "settle_ns": int(engine._settle_ns),
+        "names": {str(k): v for k, v in engine.phases.names.items()},
+        "labels": {str(k): v for k, v in engine.phases.labels.items()},
+        "shared_phase_ids": sorted(int(p) for p in engine.store.shared_phase_ids),
+        "t_first": engine._t_first, "t_created": int(engine._t_created), "settle_ns": int(engine.settle_ns),
         "upkeep_errors": int(engine.upkeep_errors), "notes": list(engine.notes), "capture": capture,
         "phase_cost_ns": phase_cost_ns(),
     }
@@ -88,18 +90,18 @@ class Replayed(Recording):
         self._meta = meta
         self.device, self.backend, self.step_on = meta["device"], meta["backend"], meta["step_on"]
         self.warmup = int(meta["warmup"])
-        self._names = {int(k): v for k, v in meta["names"].items()}
-        self._labels = {int(k): v for k, v in meta["labels"].items()}
+        self.phases = PhaseNames({int(k): v for k, v in meta["names"].items()},
+                                 {int(k): v for k, v in meta["labels"].items()}, FIRST_CUSTOM)
         self._rec, self._events, self._tracer = _NoNewSpans(), None, None
-        self._store = StepStore(self._labels, FIRST_CUSTOM, on_gpu=self.device == "cuda", use_kernels=False,
+        self.store = StepStore(self.phases.labels, FIRST_CUSTOM, on_gpu=self.device == "cuda", use_kernels=False,
                                 warmup=self.warmup)
-        self._store.shared_phase_ids = set(meta["shared_phase_ids"])
-        self._store.add("spans", pd.DataFrame({c: arrays[f"span_{c}"] for c in _SPANS}))
+        self.store.shared_phase_ids = set(meta["shared_phase_ids"])
+        self.store.add("spans", pd.DataFrame({c: arrays[f"span_{c}"] for c in _SPANS}))
         if "event_phase_id" in arrays:
-            self._store.add("events", pd.DataFrame({c: arrays[f"event_{c}"] for c in _EVENTS.values()}))
+            self.store.add("events", pd.DataFrame({c: arrays[f"event_{c}"] for c in _EVENTS.values()}))
         self._boundaries = _Ends(arrays["step_ends_ns"])
         self._t_first, self._t_created = meta["t_first"], int(meta["t_created"])
-        self._settle_ns, self.upkeep_errors = int(meta["settle_ns"]), int(meta["upkeep_errors"])
+        self.settle_ns, self.upkeep_errors = int(meta["settle_ns"]), int(meta["upkeep_errors"])
         self.notes = list(meta["notes"])
 
     def capture_stats(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from perfcore.run.lines import label_spans, lines_document
 from perfcore.run.split_facts import compute_document
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ
 
-__all__ = ["RAW_SCHEMA", "write_raw", "finish_raw", "write_steps", "startup_summary", "memory_trend"]
+__all__ = ["RAW_SCHEMA", "write_raw", "finish_raw", "write_steps", "startup_summary"]
 
 RAW_SCHEMA = "perfcore.rawpart/1"
 
@@ -81,7 +81,10 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
     doc.update(common)
     doc.update({
         "cpu_util_percent": facts["cpu_util_percent"],
-        "memory": {"kind": facts["mem_kind"], **memory_trend(mem[training & (mem >= 0)]), **facts["memory_limits"]},
+        # The peak only: whether memory leaks is judged once, by the finish (analysis.memory), on every
+        # part's samples in steps.csv.
+        "memory": {"kind": facts["mem_kind"], "peak_bytes": _peak(mem[training & (mem >= 0)]),
+                   **facts["memory_limits"]},
         "compute_split_ms": {ph: float(table.loc[training, f"{ph}_ms"].mean())
                              for ph in ("forward", "backward", "optimizer") if f"{ph}_ms" in table and training.any()},
         "compute_split_gpu_ms": {ph: float(table.loc[training, f"{ph}_gpu_ms"].mean())
@@ -179,17 +182,5 @@ def _write_trace(engine, full, part) -> None:
         np.savez_compressed(fh, **raw)  # a file object: given a path, numpy would append ".npz" to it
 
 
-def memory_trend(mem) -> dict:
-    """Peak memory per step and its growth: a steady rise over steps is reported as a probable leak."""
-    if len(mem) < 3:
-        return {"peak_bytes": int(mem.max()) if len(mem) else None, "growth_bytes_per_step": 0.0, "probable_leak": False}
-    x = np.arange(len(mem), dtype=np.float64)
-    y = mem.astype(np.float64)
-    slope, intercept = np.polyfit(x, y, 1)
-    fit = slope * x + intercept
-    ss_res, ss_tot = float(((y - fit) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
-    r2 = 1 - ss_res / ss_tot if ss_tot > 0 else 0.0
-    total_growth = slope * (len(mem) - 1)
-    leak = bool(slope > 0 and r2 > 0.8 and total_growth > max(8 * 2**20, 0.05 * y[0]))
-    return {"peak_bytes": int(mem.max()), "first_bytes": int(mem[0]), "last_bytes": int(mem[-1]),
-            "growth_bytes_per_step": float(slope), "r2": r2, "probable_leak": leak}
+def _peak(mem) -> int | None:
+    return int(mem.max()) if len(mem) else None

@@ -1,8 +1,9 @@
-"""What crosses between `perfcore run`'s parent and the instrumented child: the environment the
-parent sets, the folders and files the child writes under the run folder, and how the parent reads
+"""What crosses between `perfcore run`'s parent and the instrumented child: the frozen configuration the
+parent writes (and the one variable naming it), the folders and files the child writes under the run folder, and how the parent reads
 them back. Both sides import this module and nothing of each other, so a change to what crosses is
 made here once.
 
+    <run dir>/.perfcore-child-<token>.json                the child's configuration, while the script runs
     <run dir>/parts/<key>/run.json, steps.csv, trace.npz   a process's part, written at its exit
     <run dir>/parts/<key>/checkpoint/run.json, steps.csv   the results so far, every ~30 s
     <run dir>/progress/<key>.json                          steps, recent step time, shares, every ~2 s
@@ -14,31 +15,32 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
-# -- the environment the parent sets for the child ------------------------------------------------
-ENV_RUN_DIR = "PERFCORE_RUN_DIR"  # set: the boot file activates the instrumentation
-ENV_STEPS = "PERFCORE_STEPS"  # measured steps wanted (0: all)
-ENV_WARMUP = "PERFCORE_WARMUP"
-ENV_BACKEND = "PERFCORE_BACKEND"  # kernel backend: auto, native, cupti-python
-ENV_KERNELS = "PERFCORE_KERNELS"  # "1": trace kernels with CUPTI
-ENV_LINES = "PERFCORE_LINES"  # "0": no host-lines sampler
-ENV_STEP_ON = "PERFCORE_STEP_ON"  # one of STEP_SOURCES, or empty for the automatic choice
-ENV_T_LAUNCH_NS = "PERFCORE_T_LAUNCH_NS"  # the parent's clock at launch (same CLOCK_MONOTONIC)
-ENV_DL_OVERRIDES = "PERFCORE_DL_OVERRIDES"  # JSON: DataLoader settings a triage run changes
-ENV_SYNTHETIC = "PERFCORE_SYNTHETIC"  # K: replay the first K batches (a triage run without input cost)
-ENV_CHECKPOINT_S = "PERFCORE_CHECKPOINT_S"  # the checkpoint interval (tests shorten it)
-ENV_TICK_EXTRA_S = "PERFCORE_TICK_EXTRA_S"  # tests: seconds of extra work in each progress write (a slow tick)
-ENV_NO_STEP_WARN_S = "PERFCORE_NO_STEP_WARN_S"  # seconds without a step before the child says so
-# "<pid>@<run dir>", set by the first instrumented process of a run for the Pythons it starts: one
-# without RANK that sees its own run dir there is the script's own subprocess (a helper, a Pool
-# worker), not a rank of a distributed job.
-ENV_OUTER_PID = "PERFCORE_OUTER_PID"
-ENV_PACKAGE_PARENT = "PERFCORE_PACKAGE_PARENT"  # PACKAGE_PARENT, for the boot file (which spells it)
+# -- what the parent hands the child -------------------------------------------------------------
+# perfcore's settings for its child never travel as variables of their own: a variable left in a shell
+# (PERFCORE_SYNTHETIC=2 from an earlier experiment) would change a later plain run's training. They
+# travel as one frozen ChildConfig, written by the parent into the run folder it has just created, in a
+# file named by a random token. The one variable below names that file; it is the only thing a leftover
+# could carry, and a leftover names a file that is gone (the parent removes it when the script ends), or
+# one written by a perfcore that is not this process's ancestor: either way nothing is instrumented.
+# A file, not an inherited descriptor: the script's own Pythons (torchrun's ranks, a spawned Pool) must
+# find it too, and subprocess closes inherited descriptors by default.
+ENV_CHILD_CONFIG = "PERFCORE_CHILD_CONFIG"
+CONFIG_PREFIX, CONFIG_SUFFIX = ".perfcore-child-", ".json"
 # A pipe's write end, inherited by the script's process: Python's signal.set_wakeup_fd writes there the
 # number of each signal the script receives, so the parent passes on only the ones it did not get.
 ENV_SIGNAL_FD = "PERFCORE_SIGNAL_FD"
+# Every name perfcore ever used to hand its child something: the parent takes them all out of the
+# environment it gives the script, so a leftover (this version's or an earlier one's) reaches nobody.
+PARENT_ONLY_ENV = (ENV_CHILD_CONFIG, ENV_SIGNAL_FD, "PERFCORE_OUTER_PID", "PERFCORE_RUN_DIR", "PERFCORE_STEPS",
+                   "PERFCORE_WARMUP", "PERFCORE_BACKEND", "PERFCORE_KERNELS", "PERFCORE_STEP_ON",
+                   "PERFCORE_T_LAUNCH_NS", "PERFCORE_DL_OVERRIDES", "PERFCORE_SYNTHETIC", "PERFCORE_CHECKPOINT_S",
+                   "PERFCORE_TICK_EXTRA_S", "PERFCORE_NO_STEP_WARN_S", "PERFCORE_PACKAGE_PARENT")
 
 # What may end a step, in the order the automatic choice prefers them.
 STEP_SOURCES = ("optimizer", "backward", "batch", "forward")
@@ -95,3 +97,178 @@ def read_progress(run_dir: Path) -> dict[str, Any] | None:
         return None
     rank0 = [x for x in docs if x.get("key") == "rank0"]
     return rank0[0] if rank0 else max(docs, key=lambda x: x.get("time_ns", 0))
+
+
+# -- the child's configuration --------------------------------------------------------------------
+# Test knobs: set only through `perfcore run --test-setting NAME=VALUE` (hidden), never from a shell.
+TEST_SETTINGS = ("checkpoint_s", "tick_extra_s", "no_step_warn_s")
+
+
+class ConfigError(ValueError):
+    """A child configuration that cannot be used: the instrumentation stays off, with this one line."""
+
+
+@dataclass(frozen=True)
+class ChildConfig:
+    """Everything the instrumented child is told, parsed once. `perfcore run` writes it (write) and the
+    boot file reads it (load); the notebook magic and the trainer callbacks build one directly."""
+
+    run_dir: str
+    steps: int = 0  # measured steps wanted after warm-up (0: all)
+    warmup: int = 5
+    backend: str = "auto"  # kernel backend: auto, native, cupti-python, host
+    kernels: bool = True  # trace kernels with CUPTI
+    lines: bool = True  # sample the training thread's Python lines and count syncing tensor calls
+    step_on: str | None = None  # one of STEP_SOURCES; None: the automatic choice
+    t_launch_ns: int = 0  # the parent's clock at launch (same CLOCK_MONOTONIC); 0: unknown
+    dl_overrides: Mapping[str, Any] = field(default_factory=dict)  # DataLoader settings a triage run changes
+    synthetic: int = 0  # K: replay the first K batches (a triage run without input cost)
+    checkpoint_s: float = CHECKPOINT_EVERY_S
+    tick_extra_s: float = 0.0  # tests: seconds of extra work in each progress write (a slow tick)
+    no_step_warn_s: float = 30.0  # seconds of the script's CPU time without a step before the child says so
+    package_parent: str = str(PACKAGE_PARENT)
+    launcher_pid: int = 0  # the perfcore that wrote this file (0: built in-process)
+    token: str = ""  # the random part of the file's name, repeated inside it
+
+    def __post_init__(self) -> None:
+        def whole(name: str) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"{name}={v!r} is not a whole number >= 0")
+
+        def seconds(name: str) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
+                raise ConfigError(f"{name}={v!r} is not a number of seconds >= 0")
+
+        for name in ("steps", "warmup", "t_launch_ns", "synthetic", "launcher_pid"):
+            whole(name)
+        for name in ("checkpoint_s", "tick_extra_s", "no_step_warn_s"):
+            seconds(name)
+        if not isinstance(self.run_dir, str) or not os.path.isabs(self.run_dir):
+            raise ConfigError(f"run_dir={self.run_dir!r} is not an absolute path")
+        if self.backend not in ("auto", "native", "cupti-python", "host"):
+            raise ConfigError(f"backend={self.backend!r} is not auto, native, cupti-python or host")
+        for name in ("kernels", "lines"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r} is not true or false")
+        if self.step_on is not None and self.step_on not in STEP_SOURCES:
+            raise ConfigError(f"step_on={self.step_on!r} is not one of {', '.join(STEP_SOURCES)}")
+        if not isinstance(self.dl_overrides, Mapping) or not all(isinstance(k, str) for k in self.dl_overrides):
+            raise ConfigError(f"dl_overrides={self.dl_overrides!r} is not a JSON object of DataLoader settings")
+        # Frozen all the way down: a later change to the caller's dict cannot reach the child.
+        object.__setattr__(self, "dl_overrides", MappingProxyType(dict(self.dl_overrides)))
+
+    def to_json(self) -> str:
+        doc = {f.name: getattr(self, f.name) for f in fields(self)}
+        return json.dumps({**doc, "dl_overrides": dict(self.dl_overrides)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ChildConfig":
+        try:
+            doc = json.loads(text)
+        except ValueError as e:
+            raise ConfigError(f"not JSON ({e})") from None
+        if not isinstance(doc, dict):
+            raise ConfigError("not a JSON object")
+        unknown = set(doc) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown settings {sorted(unknown)} (written by another perfcore version?)")
+        try:
+            return cls(**doc)
+        except TypeError as e:  # a required setting missing
+            raise ConfigError(str(e)) from None
+
+    def write(self) -> "ChildConfig":
+        """Writes this configuration into its run folder under a fresh random name (its path: .path),
+        readable by this user only, never through an existing file or link; returns what was written.
+        The parent removes its files (.files()) when the script has ended."""
+        done = replace(self, launcher_pid=os.getpid(), token=secrets.token_hex(16))
+        text = done.to_json()  # before the file exists: a setting JSON cannot carry leaves nothing behind
+        fd = os.open(done.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+        except BaseException:
+            done.path.unlink(missing_ok=True)
+            raise
+        return done
+
+    @property
+    def path(self) -> Path:
+        return Path(self.run_dir) / f"{CONFIG_PREFIX}{self.token}{CONFIG_SUFFIX}"
+
+    @classmethod
+    def load(cls, path: str) -> "ChildConfig":
+        """The configuration a `perfcore run` that is this process's ancestor wrote for it. Anything else
+        (a leftover variable naming a finished run's file, a file not named as written) is a ConfigError."""
+        p = Path(path)
+        token = p.name[len(CONFIG_PREFIX):-len(CONFIG_SUFFIX)] if p.name.startswith(CONFIG_PREFIX) else ""
+        if not p.is_absolute() or not token or not p.name.endswith(CONFIG_SUFFIX):
+            raise ConfigError(f"{ENV_CHILD_CONFIG}={path!r} does not name a file perfcore run writes")
+        try:
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd) as fh:
+                text = fh.read(1 << 20)
+        except OSError as e:
+            raise ConfigError(f"{ENV_CHILD_CONFIG} names {path}, which cannot be read ({e.strerror}): "
+                              "the run it belonged to is over (a variable left in the environment?)") from None
+        config = cls.from_json(text)
+        if config.token != token or Path(config.run_dir) != p.parent:
+            raise ConfigError(f"{path} was not written for its own folder by perfcore run")
+        if not launched_by(config.launcher_pid):
+            raise ConfigError(f"{path} belongs to a perfcore run (pid {config.launcher_pid}) that did not start "
+                              "this process (a variable left in the environment?)")
+        return config
+
+    def claim_outer(self) -> int | None:
+        """None for the run's first instrumented process (the script's, or its launcher's: torchrun), which
+        claims the run here; for a later one, the first one's pid: a Python the script started itself
+        (a helper, a spawned Pool) when it has no RANK. The claim is a file beside the configuration,
+        created exclusively, so no variable in the script's environment carries it."""
+        path = self.path.with_suffix(".outer")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            try:
+                return int(path.read_text() or 0) or None
+            except (OSError, ValueError):
+                return None
+        except OSError:
+            return None
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+        return None
+
+    def files(self) -> list[Path]:
+        """The files a written configuration leaves in its run folder (the parent removes them)."""
+        return [self.path, self.path.with_suffix(".outer")]
+
+
+def launched_by(pid: int) -> bool:
+    """Whether process `pid` is an ancestor of this one (on Linux: its parent chain in /proc; elsewhere
+    the parent, or a live process of that id)."""
+    if pid <= 1:
+        return False
+    here = os.getppid()
+    for _ in range(256):
+        if here == pid:
+            return True
+        if here <= 1:
+            return False
+        try:
+            with open(f"/proc/{here}/stat", "rb") as fh:
+                here = int(fh.read().rsplit(b")", 1)[1].split()[1])  # the field after the command name
+        except (OSError, ValueError, IndexError):
+            break
+    else:
+        return False
+    if os.path.isdir("/proc/self"):
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True

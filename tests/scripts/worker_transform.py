@@ -18,7 +18,7 @@ class Data(Dataset):
             from perfcore.run.child import instrument
 
             st = instrument.STATE
-            armed = int(st is not None and (st.timer is not None or st.hooks["forward"].scope is not None))
+            armed = int(st is not None and (st.timer is not None or st.torch_hooks.installed["forward"].scope is not None))
         except ImportError:
             pass
         return self.transform(torch.full((8,), float(i))), armed

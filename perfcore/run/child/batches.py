@@ -1,18 +1,22 @@
 """Where batches come from, seen from `perfcore run`: each dataset fetch timed (__getitem__ and
-collate_fn) in the worker that made it, one line per batch in PERFCORE_RUN_DIR/workers/; and the
-synthetic mode that hands the first batches out again instead of loading."""
+collate_fn) in the worker that made it, one line per batch in <run dir>/workers/; and what a triage run
+changes in the script's data loading (DataLoader settings, synthetic data that hands the first batches
+out again instead of loading)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any, Mapping
 
 from perfcore.run.protocol import WORKERS
 
-__all__ = ["timed_fetch", "worker_record", "flush_main_fetches", "replaying", "TimedCollate"]
+__all__ = ["timed_fetch", "BatchLines", "LoaderChanges", "TimedCollate"]
 
 
 def timed_fetch(inst, orig):
     now = inst.now_ns
-    main_fetches = inst.main_fetches
+    lines = inst.batch_lines
+    main_fetches = lines.main_fetches
 
     def fetch(fetcher, index):
         cf = fetcher.collate_fn
@@ -27,71 +31,111 @@ def timed_fetch(inst, orig):
             # The main process (num_workers=0): kept in memory, no formatting per batch.
             main_fetches.append((t0, t1, cf.last_ns, n, cf.loader))
         else:
-            worker_record(inst, t0, t1, cf.last_ns, n, cf.loader)
+            lines.record(inst.run_dir, inst.loaders, t0, t1, cf.last_ns, n, cf.loader)
         return batch
 
     fetch.__wrapped__ = orig
     return fetch
 
 
-def worker_record(inst, t0: int, t1: int, collate_ns: int, n: int, loader: int = -1) -> None:
-    """One line per batch from a DataLoader worker, flushed at once (workers end with os._exit,
-    so nothing may wait for exit). Outside a worker (a fetch before the timer exists), kept
-    in memory like the main process's."""
-    from torch.utils.data import get_worker_info
+class BatchLines:
+    """One line per batch a DataLoader made: a worker's written at once (workers end with os._exit, so
+    nothing may wait for exit); the main process's own fetches (num_workers=0) kept in memory while it
+    runs, then one file per DataLoader, as the workers' are, so a train and an eval loader keep their
+    figures apart."""
 
-    info = get_worker_info()
-    if info is None:
-        inst.main_fetches.append((t0, t1, collate_ns, n, loader))
-        return
-    if inst.worker_file is None:
-        d = inst.run_dir / WORKERS
+    def __init__(self, rank: str | None) -> None:
+        self.rank = rank if rank is not None else -1
+        self.main_fetches: list[tuple[int, int, int, int, int]] = []  # (t0, t1, collate, items, loader)
+        self.worker_file = None  # this DataLoader worker's file, opened at its first batch
+
+    def record(self, run_dir: Path, loaders, t0: int, t1: int, collate_ns: int, n: int, loader: int = -1) -> None:
+        """A batch fetched outside the main process's timer: a worker's line, or (a fetch before the
+        timer exists) kept in memory like the main process's."""
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        if info is None:
+            self.main_fetches.append((t0, t1, collate_ns, n, loader))
+            return
+        if self.worker_file is None:
+            d = Path(run_dir) / WORKERS
+            d.mkdir(parents=True, exist_ok=True)
+            # The file name carries which DataLoader this worker serves (a forked worker shares ids).
+            self.worker_file = open(d / f"{os.getpid()}.L{loaders.index_of_dataset(info.dataset)}.csv", "a",
+                                    buffering=1)
+        self.worker_file.write(f"{os.getpid()},{info.id},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},"
+                               f"{self.rank}\n")
+
+    def flush(self, run_dir: Path) -> None:
+        """The main process's fetches into their files (at the end)."""
+        if not self.main_fetches:
+            return
+        d = Path(run_dir) / WORKERS
         d.mkdir(parents=True, exist_ok=True)
-        # The file name carries which DataLoader this worker serves (a forked worker shares ids).
-        inst.worker_file = open(d / f"{os.getpid()}.L{inst.loaders.index_of_dataset(info.dataset)}.csv",
-                                 "a", buffering=1)
-    inst.worker_file.write(f"{os.getpid()},{info.id},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},"
-                            f"{inst.rank if inst.rank is not None else -1}\n")
+        pid = os.getpid()
+        by_loader: dict[int, list[str]] = {}
+        for a, b, c, n, loader in self.main_fetches:
+            by_loader.setdefault(loader, []).append(f"{pid},-1,{a},{b},{b - a - c},{c},{n},{self.rank}\n")
+        for loader, lines in by_loader.items():
+            with open(d / f"{pid}-main.L{loader}.csv", "a") as fh:
+                fh.writelines(lines)
+        self.main_fetches.clear()  # in place: the fetch hook holds this list
 
 
-def flush_main_fetches(inst) -> None:
-    """The main process's own fetches (num_workers=0), kept in memory while it ran: one file per
-    DataLoader, as the workers' are, so a train and an eval loader keep their figures apart."""
-    if not inst.main_fetches:
-        return
-    d = inst.run_dir / WORKERS
-    d.mkdir(parents=True, exist_ok=True)
-    r, pid = inst.rank if inst.rank is not None else -1, os.getpid()
-    by_loader: dict[int, list[str]] = {}
-    for a, b, c, n, loader in inst.main_fetches:
-        by_loader.setdefault(loader, []).append(f"{pid},-1,{a},{b},{b - a - c},{c},{n},{r}\n")
-    for loader, lines in by_loader.items():
-        with open(d / f"{pid}-main.L{loader}.csv", "a") as fh:
-            fh.writelines(lines)
-    inst.main_fetches.clear()  # in place: the fetch hook holds this list
+class LoaderChanges:
+    """What a triage run changes in the script's data loading, from the child's configuration: DataLoader
+    settings (asked, and how many DataLoaders took them) and synthetic data (keep the first K batches,
+    then hand them out again instead of loading, for as many batches as the epoch would have had)."""
 
+    def __init__(self, overrides: Mapping[str, Any], synthetic: int) -> None:
+        self.asked = dict(overrides)
+        self.applied = 0
+        self.keep = synthetic
+        self.kept: list = []
+        self.replayed = 0
 
-def replaying(inst, orig_next):
-    """PERFCORE_SYNTHETIC=K: keep the first K batches, then hand them out again instead of
-    loading, for as many batches as the epoch would have had (no loading at all)."""
+    def apply(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """A DataLoader's arguments after dataset, with the asked settings in them."""
+        if not self.asked:
+            return args, kwargs
+        # Positional arguments after dataset are batch_size, shuffle, ...: fold the first in.
+        if args:
+            kwargs.setdefault("batch_size", args[0])
+            args = args[1:]
+        kwargs.update(self.asked)
+        if int(kwargs.get("num_workers", 0) or 0) == 0:
+            kwargs.pop("prefetch_factor", None)
+            kwargs["persistent_workers"] = False
+        self.applied += 1
+        return args, kwargs
 
-    def next_batch(it):
-        if len(inst.replay_kept) < inst.synthetic:
-            batch = orig_next(it)
-            inst.replay_kept.append(batch)
-            return batch
-        n = getattr(it, "_perfcore_yielded", it._num_yielded)
-        try:
-            length = len(it)
-        except TypeError:
-            length = None
-        if length is not None and n >= length:
-            raise StopIteration
-        it._perfcore_yielded = n + 1
-        inst.replayed += 1
-        return inst.replay_kept[inst.replayed % len(inst.replay_kept)]
+    def replaying(self, orig_next):
+        """A DataLoader iterator's __next__ that replays (when synthetic data was asked for)."""
+        if not self.keep:
+            return orig_next
 
-    return next_batch
+        def next_batch(it):
+            if len(self.kept) < self.keep:
+                batch = orig_next(it)
+                self.kept.append(batch)
+                return batch
+            n = getattr(it, "_perfcore_yielded", it._num_yielded)
+            try:
+                length = len(it)
+            except TypeError:
+                length = None
+            if length is not None and n >= length:
+                raise StopIteration
+            it._perfcore_yielded = n + 1
+            self.replayed += 1
+            return self.kept[self.replayed % len(self.kept)]
+
+        return next_batch
+
+    def facts(self) -> dict[str, Any]:
+        return {"dataloader_overrides": {"asked": self.asked, "applied": self.applied},
+                "synthetic": {"keep": self.keep, "replayed": self.replayed}}
 
 
 class TimedCollate:

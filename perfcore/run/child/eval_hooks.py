@@ -26,7 +26,7 @@ def patch_train_eval(hooks, torch) -> None:
             return orig(module, mode)
         finally:
             Module.train = train
-            inst.sources.mode_changed(bool(mode), inst.now_ns())
+            inst.on_mode_change(bool(mode))
             if not mode:
                 follow_mode_restores(hooks)
 
@@ -49,7 +49,7 @@ def follow_mode_restores(hooks) -> None:
         def restore(mode, module, *args, __orig=orig, **kwargs):
             r = __orig(mode, module, *args, **kwargs)
             if threading.get_ident() == hooks.main_ident:
-                inst.sources.mode_changed(bool(getattr(module, "training", True)), inst.now_ns())
+                inst.on_mode_change(bool(getattr(module, "training", True)))
             return r
 
         restore.__wrapped__, restore.__perfcore__ = orig, True

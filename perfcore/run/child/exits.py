@@ -18,23 +18,23 @@ def install_exit_hooks(inst) -> None:
     prev_hook = sys.excepthook
 
     def excepthook(tp, value, tb):
-        inst.exit_reason = "interrupted" if issubclass(tp, KeyboardInterrupt) else "crashed"
-        if inst.exit_reason == "interrupted" and threading.current_thread() is threading.main_thread():
+        interrupted = issubclass(tp, KeyboardInterrupt)
+        inst.ending.ended("interrupted" if interrupted else "crashed", f"{tp.__name__}: {value}")
+        if interrupted and threading.current_thread() is threading.main_thread():
             # The process is dying of Ctrl-C now; a second and third one pressed impatiently would
             # only cut the writing of the results short (die_of_sigint ends it by SIGINT after).
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-        inst.exception = f"{tp.__name__}: {value}"
         prev_hook(tp, value, tb)
 
     sys.excepthook = excepthook
-    _note_usage_errors(inst)
+    _note_usage_errors(inst.ending)
     orig_exit = os._exit
 
     def _exit(code):
         # os._exit skips atexit: write the part first (the main process only; a forked
         # worker's copy is disabled and returns at once).
         if os.getpid() == inst.pid:
-            inst.exit_reason = "finished"  # the parent reports the code itself
+            inst.ending.ended("finished")  # the parent reports the code itself
             inst.finalize()
         orig_exit(code)
 
@@ -44,7 +44,7 @@ def install_exit_hooks(inst) -> None:
     _report_signals_to_parent()
 
     def on_term(signum, frame):
-        inst.exit_reason = "terminated"
+        inst.ending.ended("terminated")
         if _shutting_down(frame):
             # The interpreter is already on its way out (waiting for threads, atexit: a
             # multiprocessing.Pool exiting, the second TERM `timeout` sends, a HUP and the TERM
@@ -121,16 +121,16 @@ def _inside(frame, method) -> bool:
     return False
 
 
-def _note_usage_errors(inst) -> None:
+def _note_usage_errors(ending) -> None:
     """argparse's message for an exit 2 (the script's own usage error), kept so the parent can quote
     it: it went to the terminal, which perfcore does not read."""
     import argparse
 
-    inst.usage_error = None
+    ending.usage(None)
     orig = argparse.ArgumentParser.error
 
     def error(parser, message):
-        inst.usage_error = f"{parser.prog}: error: {message}"[:300]
+        ending.usage(f"{parser.prog}: error: {message}"[:300])
         return orig(parser, message)
 
     error.__wrapped__ = orig

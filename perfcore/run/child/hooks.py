@@ -82,11 +82,7 @@ class TorchHooks:
         from perfcore._C import StepClock, TimedCall
 
         inst = self.inst
-        orig_next = _BaseDataLoaderIter.__next__
-        if inst.synthetic:
-            from perfcore.run.child.batches import replaying
-
-            orig_next = replaying(inst, orig_next)
+        orig_next = inst.loader_changes.replaying(_BaseDataLoaderIter.__next__)
 
         def first_use(orig, name):
             def make_timer_then_call(*args, **kwargs):
@@ -158,7 +154,7 @@ class TorchHooks:
             outer = hook_depth() == 0 and get_ident() == main
             r = hook(*args, **kwargs)
             if outer and inst.timer is not None:
-                inst.sources.backward_ended(inst.now_ns())
+                inst.on_backward_end()
             return r
 
         backward.__wrapped__ = orig
@@ -230,16 +226,7 @@ class TorchHooks:
         orig_init, orig_iter = DataLoader.__init__, DataLoader.__iter__
 
         def __init__(loader, dataset, *args, **kwargs):
-            if inst.overrides:
-                # Positional arguments after dataset are batch_size, shuffle, ...: fold the first in.
-                if args:
-                    kwargs.setdefault("batch_size", args[0])
-                    args = args[1:]
-                kwargs.update(inst.overrides)
-                if int(kwargs.get("num_workers", 0) or 0) == 0:
-                    kwargs.pop("prefetch_factor", None)
-                    kwargs["persistent_workers"] = False
-                inst.overrides_applied += 1
+            args, kwargs = inst.loader_changes.apply(args, kwargs)
             orig_init(loader, dataset, *args, **kwargs)
             try:
                 inst.loaders.made(loader, *call_site())
@@ -336,5 +323,4 @@ class TorchImportHook:
         try:
             self.inst.patch_torch()
         except Exception as e:
-            self.inst.disabled = True
-            sys.stderr.write(f"perfcore: could not instrument torch: {type(e).__name__}: {e}\n")
+            self.inst.stand_down(f"could not instrument torch: {type(e).__name__}: {e}")

@@ -1,11 +1,13 @@
 """Zero-code instrumentation for `perfcore run`, active inside the profiled interpreter only.
 
-run/child/_boot/sitecustomize.py calls activate() when PERFCORE_RUN_DIR is set. Nothing is imported or
+run/child/_boot/sitecustomize.py calls activate_from_file() with the configuration `perfcore run` wrote
+for this process (protocol.ChildConfig); the notebook magic and the trainer callbacks build one and call
+activate(). Nothing is imported or
 patched until the script itself imports torch; then run/hooks.py patches torch, run/steps.py
 decides where steps end, run/loaders.py follows the DataLoaders, and a perfcore.StepTimer (same
 clock, same attribution) does the timing through its public interface. At exit (normal, crash,
 Ctrl-C, SIGTERM, os._exit, or --steps reached) run/part.py writes this process's part to
-PERFCORE_RUN_DIR/parts/.
+<run dir>/parts/.
 """
 from __future__ import annotations
 
@@ -15,96 +17,84 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from perfcore.run import protocol
+from perfcore.run.child.batches import BatchLines, LoaderChanges
 from perfcore.run.child.hooks import TorchHooks, TorchImportHook
-from perfcore.run.child.env import env_float, env_int, env_json, env_step_on
 from perfcore.run.child.loaders import Loaders
-from perfcore.run.child.memory import MemorySamples
-from perfcore.run.child.steps import StepSources
-from perfcore.run.child.stop import release_stop
+from perfcore.run.child.steps import EvalEnded, SourceChosen, StepEnded, StepSources
+from perfcore.run.child.stop import Ending
+from perfcore.run.child.upkeep import Upkeep
 
-__all__ = ["activate", "STATE", "Instrumentation"]
+__all__ = ["activate", "activate_from_file", "STATE", "Instrumentation"]
 
 STATE: "Instrumentation | None" = None
 
 
 class Instrumentation:
-    def __init__(self) -> None:
-        self.run_dir = Path(os.environ[protocol.ENV_RUN_DIR])
+    def __init__(self, config: protocol.ChildConfig) -> None:
+        self.config = config
+        self.run_dir = Path(config.run_dir)
         self.pid = os.getpid()
         self.now_ns = time.perf_counter_ns  # the perfcore clock (same CLOCK_MONOTONIC)
-        self.set_steps(env_int(protocol.ENV_STEPS, 0), env_int(protocol.ENV_WARMUP, 5))
-        self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
+        self.set_steps(config.steps, config.warmup)
+        self.backend = config.backend
         self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
-        self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
+        self.kernels = config.kernels
         self.rank = os.environ.get("RANK")
-        # "<pid>@<run dir>": a marker from another run (a notebook or trainer session in the process
-        # that launched this run) is not this run's outer process.
-        pid, _, outer_dir = (os.environ.get(protocol.ENV_OUTER_PID) or "").partition("@")
-        mine = outer_dir == str(self.run_dir) and pid.isdigit()
-        # A Python the script started (not a launcher's rank): its part is kept apart from the job's.
-        self.nested_in = int(pid) if mine and self.rank is None else None
-        if not mine:
-            os.environ[protocol.ENV_OUTER_PID] = f"{self.pid}@{self.run_dir}"
-        self.progress = None  # run.child.progress.ProgressWriter, made with the timer
-        self.watch_s = env_float(protocol.ENV_NO_STEP_WARN_S, 30.0)
+        self.nested_in: int | None = None  # a Python the script started: its part is kept apart from the job's
+        if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
+            outer = config.claim_outer()
+            self.nested_in = outer if self.rank is None else None
+        self.watch_s = config.no_step_warn_s
         self.timer = None
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
-        self.sources = StepSources(self, env_step_on())
+        self.sources = StepSources(self, config.step_on)
         self.loaders = Loaders(self.now_ns, lambda: self.sources.loop_state())
-        self.mem_samples = MemorySamples()
+        self.upkeep = Upkeep()  # own work after each step end: settling, memory, the progress file
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
-        self.mem_every = 8
-        self.mem_kind = "none"
-        self.exit_reason = "finished"
-        self.exception: str | None = None
-        self.stop_requested = False
+        self.ending = Ending(self.now_ns)  # how this process's run ends (exit handlers, --steps)
         self.in_cell = False  # the notebook magic runs a cell: --steps stops only the cell's threads
-        self.t_stop = 0
-        self.steps_after_stop = 0
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
-        self.t_start = env_int(protocol.ENV_T_LAUNCH_NS, 0) or self.now_ns()
+        self.t_start = config.t_launch_ns or self.now_ns()
         self.t_activate = self.now_ns()
         self.t_timer: int | None = None
-        self.worker_file = None  # this DataLoader worker's batch lines (run/batches.py)
-        self.main_fetches: list[tuple[int, int, int, int, int]] = []  # (t0, t1, collate, items, loader)
+        self.batch_lines = BatchLines(self.rank)  # one line per batch, in <run dir>/workers/
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
-        self.overrides = env_json(protocol.ENV_DL_OVERRIDES)
-        self.overrides_applied = 0
-        self.synthetic = env_int(protocol.ENV_SYNTHETIC, 0)
-        self.replay_kept: list = []
-        self.replayed = 0
-
-    # bench/bench_hooks.py and tests read these tables.
-    @property
-    def hooks(self) -> dict[str, Any]:
-        return self.torch_hooks.installed
-
-    @property
-    def patched(self) -> dict[str, tuple[Any, str]]:
-        return self.torch_hooks.patched
+        self.loader_changes = LoaderChanges(config.dl_overrides, config.synthetic)  # what triage changes
 
     def set_steps(self, steps: int, warmup: int) -> None:
         """--steps / --warmup: stop once `steps` steps are measured after `warmup` (0: never)."""
         self.steps_wanted, self.warmup = steps, warmup
         self.stop_at = warmup + steps if steps else sys.maxsize
 
-    def new_cell(self, steps: int, warmup: int) -> None:
-        """The notebook magic: a fresh timer and step source per cell, nothing carried over."""
+    def new_cell(self, config: protocol.ChildConfig, in_cell: bool = False) -> None:
+        """The notebook magic (in_cell: --steps then stops only the cell's threads) and a trainer session: a
+        fresh timer and step source per cell, in its own folder, with its own steps and warm-up."""
+        self.config, self.run_dir, self.in_cell = config, Path(config.run_dir), in_cell
         self.timer = None
-        self.mem_samples, self.eval_rows = MemorySamples(), []
+        self.upkeep, self.eval_rows = Upkeep(), []
         self.sources = StepSources(self, self.sources.forced)
         if self.torch_hooks.timed:
             self.torch_hooks.backward_ends(True)
-        self.set_steps(steps, warmup)
-        self.stop_requested, self._finalized, self.disabled = False, False, False
-        self.steps_after_stop = 0
-        release_stop(self)
+        self.set_steps(config.steps, config.warmup)
+        self._finalized, self.disabled = False, False
+        self.ending.release()
+        self.ending = Ending(self.now_ns)
+
+    def end_cell(self):
+        """The cell (or session) is over: the hooks call straight through until the next one, and a later
+        cell's threads are not this one's. Returns its timer (None if it made none) and the stop note."""
+        self.disabled = True
+        self.disarm()
+        note = self.stop_note()  # the cell caught the stop and ran on
+        self.in_cell = False
+        self.ending.release()
+        timer, self.timer = self.timer, None
+        return timer, note
 
     # -- activation ---------------------------------------------------------------------------
     def ensure_installed(self) -> None:
@@ -139,11 +129,14 @@ class Instrumentation:
             try:
                 return _make_timer(self)
             except Exception as e:  # never raised into the script's call: its hooks call straight through
-                self.disabled = True
                 self.disarm()
-                sys.stderr.write(f"perfcore: not timing this process ({type(e).__name__}: {e}); "
-                                 "the script runs on untimed\n")
+                self.stand_down(f"not timing this process ({type(e).__name__}: {e}); the script runs on untimed")
                 return None
+
+    def stand_down(self, why: str) -> None:
+        """Nothing more is timed in this process (the script runs on), with one line saying why."""
+        self.disabled = True
+        sys.stderr.write(f"perfcore: {why}\n")
 
     def arm(self, timer) -> None:
         from perfcore.recording.engine import COMPACT_EVERY
@@ -152,7 +145,6 @@ class Instrumentation:
         scopes = {"load": timer.engine.fetch_scope(), "forward": self.fwd, "backward": self.bwd,
                   "autograd.backward": self.bwd, "to": timer.transfer, "cuda": timer.transfer}
         self.torch_hooks.arm(timer, scopes)
-        self.compact_every = COMPACT_EVERY
         chosen = self.sources.chosen
         self.torch_hooks.timed["load"].on_enter = self.on_fetch_start
         if chosen in (None, "forward"):
@@ -162,7 +154,7 @@ class Instrumentation:
         ends = timer.engine.boundaries if chosen in (None, "optimizer") else None
         # Held here too: a stop inside the callback disarms the clock, which drops its reference.
         self._on_step_cb = self.on_step
-        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.mem_every, COMPACT_EVERY, self.stop_at)
+        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.upkeep.memory.every, COMPACT_EVERY, self.stop_at)
 
     def disarm(self) -> None:
         self.torch_hooks.disarm()
@@ -172,13 +164,44 @@ class Instrumentation:
         self.timer = None
         self.disabled = True
 
+    # -- what the step sources see, and the events it implies ----------------------------------
     def on_fetch_start(self) -> None:
-        self.sources.fetch_started(self.now_ns(), self._is_grad_enabled())
+        events = self.sources.fetch_started(self.now_ns(), self._is_grad_enabled())
+        if events:
+            self.apply(events)
 
     def on_forward_start(self) -> None:
-        self.sources.forward_started(self.now_ns())
+        events = self.sources.forward_started(self.now_ns())
+        if events:
+            self.apply(events)
 
-    def source_chosen(self, source: str) -> None:
+    def on_backward_end(self) -> None:
+        self.apply(self.sources.backward_ended(self.now_ns()))
+
+    def on_mode_change(self, training: bool) -> None:
+        self.apply(self.sources.mode_changed(training, self.now_ns()))
+
+    def finish_sources(self) -> str | None:
+        """The step source at the end, chosen now if it was not yet (None: nothing looked like a step)."""
+        self.apply(self.sources.finish())
+        return self.sources.chosen
+
+    def apply(self, events) -> None:
+        """The one place where the step sources' events change the timer (StepSources only decides)."""
+        for event in events:
+            if isinstance(event, StepEnded):
+                self._step_ended(event.t_ns)
+            elif isinstance(event, EvalEnded):
+                self._eval_ended(event.t0_ns, event.t1_ns)
+            elif isinstance(event, SourceChosen):
+                self._source_chosen(event)
+
+    def _source_chosen(self, event: SourceChosen) -> None:
+        source = event.source
+        if event.ends is not None and self.timer is not None:
+            self.timer.engine.set_boundaries(event.ends)
+        if event.eval_rows is not None:
+            self.eval_rows = event.eval_rows
         # No Python on the hot path for what cannot be the step source any more.
         if source != "forward":
             self.torch_hooks.timed["forward"].on_enter = None
@@ -191,79 +214,56 @@ class Instrumentation:
 
             # An optimizer that steps later still times its phase, but no longer ends steps.
             self.torch_hooks.clock.arm(self.opt, None, None, 1, COMPACT_EVERY, sys.maxsize)
+        if event.upkeep and self.timer is not None:
+            self.after_step(len(self.timer.engine.boundaries))
 
     def boundary_count(self) -> int:
         return len(self.timer.engine.boundaries) if self.timer is not None else 0
 
-    def step_ended(self, t: int) -> None:
+    def _step_ended(self, t: int) -> None:
         """A step end from a Python-side source (backward, batch, forward), which is always the
         chosen one: after_step does the upkeep (settling, following the device) once."""
-        if self.timer is not None and not self.stop_requested and self.timer.engine.end_step(at_ns=t, upkeep=False):
+        if self.timer is not None and not self.ending.stop_requested and self.timer.engine.end_step(at_ns=t, upkeep=False):
             self.after_step(len(self.timer.engine.boundaries))
 
-    def eval_ended(self, t0: int, t1: int) -> None:
+    def _eval_ended(self, t0: int, t1: int) -> None:
         """An evaluation pass between two training steps becomes a row of its own (reported apart)."""
-        engine = self.timer.engine if self.timer is not None and not self.stop_requested else None
+        engine = self.timer.engine if self.timer is not None and not self.ending.stop_requested else None
         if engine is not None and engine.boundaries and engine.boundaries[-1] <= t0 and engine.end_step(at_ns=t1):
             self.eval_rows.append(len(engine.boundaries) - 1)
 
     def scaler_stepped(self, optimizer, stepped: bool) -> None:
-        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None and not self.stop_requested:
+        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None and not self.ending.stop_requested:
             if self.timer.engine.end_step():
                 self.after_step(len(self.timer.engine.boundaries))
-
-    def sample_memory(self, step: int) -> None:
-        if self.mem_kind == "cuda_allocated":
-            self.mem_samples.add(step, self.peak_memory.step_peak())
-        elif self.mem_kind == "peak_rss":
-            # Peak RSS so far: one getrusage call (reading /proc/self/statm cost ~11 us a step in a
-            # real training process); a leak shows as a peak that keeps rising.
-            self.mem_samples.add(step, self._getrusage(self._rusage_self).ru_maxrss * 1024)
 
     def on_step(self, n: int) -> None:
         """Called by the native StepClock after optimizer step end n when upkeep is due."""
         if n == 1:
-            self.sources.optimizer_stepped()
+            self.apply(self.sources.optimizer_stepped())
         self.after_step(n)
 
     def after_step(self, n: int) -> None:
-        """Upkeep after step end n: settling, memory samples (every step on a GPU: two cheap
-        counters; every 8th on CPU, where one syscall costs ~8 us after an optimizer step), --steps."""
+        """After step end n: the upkeep, then --steps."""
         if n == 0 or self.timer is None:
             return
-        with self.timer.engine.own:  # all of it perfcore's own work, left out of the step it falls in
-            if n == 1:
-                self.torch_hooks.first_step_done()
-            if n % self.compact_every == 0 and self.sources.chosen is not None:
-                self.timer.engine.upkeep(n)
-            elif n <= 8:
-                self.timer.engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
-            if (n - 1) % self.mem_every == 0:
-                self.sample_memory(n - 1)
-            if self.sources.chosen is not None and self.progress is not None:
-                self.progress.tick(self.timer)  # one clock read unless the live view or a checkpoint is due
+        self.upkeep.after(n, self.timer, self.sources.chosen is not None, self.torch_hooks)
         # Evaluation rows are not training steps: --steps counts the training ones.
         if n - len(self.eval_rows) >= self.stop_at and (self.sources.chosen is not None
                                                          or self.sources.optimizers_made == 0):
             self.request_stop()
 
     def request_stop(self) -> None:
-        from perfcore.run.child.stop import request_stop
-
-        request_stop(self)
+        self.ending.request_stop(self)
 
     def stop_note(self) -> str | None:
-        from perfcore.run.child.stop import stop_note
-
-        return stop_note(self)
+        return self.ending.stop_note(self.steps_wanted, "the cell" if self.in_cell else "the script")
 
     # -- the end -------------------------------------------------------------------------------
     def finalize(self) -> None:
         if os.getpid() != self.pid and self.timer is None:
             return  # a forked child: not the loop
-        from perfcore.run.child.batches import flush_main_fetches
-
-        flush_main_fetches(self)
+        self.batch_lines.flush(self.run_dir)
         if self._finalized or self.disabled and self.timer is None:
             return
         self._finalized = True
@@ -276,7 +276,7 @@ class Instrumentation:
             write_part(self)
         except Exception as e:  # say so, but never mask the script's own exit
             sys.stderr.write(f"perfcore: could not write results: {type(e).__name__}: {e}\n")
-        if self.exit_reason == "interrupted":
+        if self.ending.reason == "interrupted":
             from perfcore.run.child.exits import die_of_sigint
 
             die_of_sigint()
@@ -302,15 +302,16 @@ def _make_timer(inst):
     inst.bwd = timer.phase("backward", label="compute")
     inst.opt = timer.phase("optimizer", label="compute")
     inst.on_gpu = on_gpu
-    _watch_memory(inst, on_gpu)
     psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
     inst.t_timer = inst.now_ns()
     inst.timer = timer
     from perfcore.run.child.progress import ProgressWriter
 
-    inst.progress = ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup, on_gpu)
+    inst.upkeep.start(on_gpu, ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup,
+                                                         on_gpu, checkpoint_s=inst.config.checkpoint_s,
+                                                         extra_s=inst.config.tick_extra_s))
     inst.arm(timer)
-    if os.environ.get(protocol.ENV_LINES, "1") != "0":
+    if inst.config.lines:
         from perfcore.run.lines import start as start_lines
 
         inst.lines, why = start_lines(torch)  # the thread that makes the timer is the training thread
@@ -318,22 +319,6 @@ def _make_timer(inst):
             inst.notes.append(why)
             sys.stderr.write(f"perfcore: {why}\n")
     return timer
-
-
-def _watch_memory(inst: Instrumentation, on_gpu: bool) -> None:
-    """Memory per step: the CUDA allocator's peak on a GPU (every step), else the peak RSS."""
-    if on_gpu:
-        from perfcore.capture.memory import PeakMemory
-
-        inst.mem_kind, inst.mem_every = "cuda_allocated", 1
-        # Per-step peaks, while the script's own max_memory_allocated() keeps its meaning.
-        inst.peak_memory = PeakMemory().install()
-        inst.peak_memory.step_peak()
-    else:
-        import resource
-
-        inst.mem_kind = "peak_rss"
-        inst._getrusage, inst._rusage_self = resource.getrusage, resource.RUSAGE_SELF
 
 
 def _install(inst: Instrumentation, process_hooks: bool) -> None:
@@ -350,10 +335,15 @@ def _install(inst: Instrumentation, process_hooks: bool) -> None:
     install_exit_hooks(inst)
 
 
-def activate(process_hooks: bool = True) -> None:
-    """Install the hooks (idempotent). Called by perfcore's sitecustomize; the notebook magic
-    passes process_hooks=False (no exit, excepthook or SIGTERM handlers in a kernel)."""
+def activate(config: protocol.ChildConfig, process_hooks: bool = True) -> None:
+    """Install the hooks (idempotent). The notebook magic and the trainer callbacks pass
+    process_hooks=False (no exit, excepthook or SIGTERM handlers in a process someone else owns)."""
     global STATE
     if STATE is None:
-        STATE = Instrumentation()
+        STATE = Instrumentation(config)
         _install(STATE, process_hooks)
+
+
+def activate_from_file(path: str) -> None:
+    """perfcore run's child: the configuration its launcher wrote (protocol.ConfigError on anything else)."""
+    activate(protocol.ChildConfig.load(path))

@@ -4,8 +4,8 @@ inline (HTML table and the per-step plot)."""
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -13,46 +13,44 @@ __all__ = ["load_ipython_extension", "run_cell"]
 
 
 def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5):
-    """Runs `cell` instrumented and returns the perfcore.run/1 result (a RunResult)."""
-    from perfcore.run.child import instrument
-    from perfcore.run.child.stop import release_stop
+    """Runs `cell` instrumented and returns the perfcore.run/1 result (a RunResult) and its timer. Nothing
+    is set in the notebook's environment, and no folder is left behind."""
+    from perfcore.run.protocol import ChildConfig
 
+    # The cell's own folder, for its progress file (the live status line): removed when the cell ends.
     run_dir = Path(tempfile.mkdtemp(prefix="perfcore-cell-"))
-    from perfcore.run.protocol import ENV_RUN_DIR
+    try:
+        return _run_in(run_dir, cell, user_ns, ChildConfig(run_dir=str(run_dir), steps=steps or 0, warmup=warmup))
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
 
-    os.environ[ENV_RUN_DIR] = str(run_dir)
+
+def _run_in(run_dir: Path, cell: str, user_ns: dict, config):
+    from perfcore.run.child import instrument
+
     if instrument.STATE is None:
         # In-process: no exit handlers or signal handlers (the notebook owns those).
-        instrument.activate(process_hooks=False)
+        instrument.activate(config, process_hooks=False)
     inst = instrument.STATE
-    inst.run_dir = run_dir
-    inst.new_cell(steps or 0, warmup)
-
     # --steps ends the cell as `perfcore run --steps` ends a script: SystemExit(0) at the step,
     # never a private exception a cell's `except BaseException` would see; only the cell's threads.
-    inst.in_cell = True
+    inst.new_cell(config, in_cell=True)
     from perfcore.run.status import NotebookStatus
 
     status = NotebookStatus(run_dir).start()  # the live status line under the cell (in a kernel only)
     try:
         exec(compile(cell, "<perfcore cell>", "exec"), user_ns)
     except SystemExit as e:
-        if not (inst.stop_requested and e.code == 0):
+        if not (inst.ending.stop_requested and e.code == 0):
             raise  # the cell's own sys.exit: IPython's to show
     finally:
         status.stop()
-        inst.disabled = True
-        inst.disarm()  # the hooks call straight through until the next cell's timer
-        stop_note = inst.stop_note()  # the cell caught the stop and ran on
-        inst.in_cell = False
-        release_stop(inst)  # a later cell's threads are not this one's
-    timer = inst.timer
-    inst.timer = None
+        timer, stop_note = inst.end_cell()
     if timer is None:
         from perfcore.errors import UsageError
 
         raise UsageError("the cell ran no training step (no DataLoader iterated, no module called)")
-    source = inst.sources.finish()
+    source = inst.finish_sources()
     timer.engine.close_open_phases()
     if not timer.engine.boundaries:
         from perfcore.errors import UsageError

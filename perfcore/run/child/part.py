@@ -20,10 +20,11 @@ __all__ = ["write_part", "no_step_sentence", "memory_limits"]
 
 
 def write_part(inst) -> None:
-    inst.exit_reason = uncaught_reason(inst.exit_reason)  # before finalize decides how to die
+    ending = inst.ending
+    ending.ended(uncaught_reason(ending.reason))  # before finalize decides how to die
     counts = dict(inst.sources.counts)
     timer = inst.timer
-    source = inst.sources.finish()
+    source = inst.finish_sources()
     part = part_dir(inst.run_dir, part_key(inst.rank))
     part.mkdir(parents=True, exist_ok=True)
     common = _common(inst, source, counts)
@@ -83,16 +84,15 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
         "host": socket.gethostname(),
         "argv": list(sys.argv),
-        "exit": {"reason": inst.exit_reason, "exception": inst.exception,
-                 "usage_error": getattr(inst, "usage_error", None)},
+        "exit": {"reason": inst.ending.reason, "exception": inst.ending.exception,
+                 "usage_error": inst.ending.usage_error},
         "step_source": source,
         "step_source_text": _source_text(inst, source),
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
         "seen": {**counts, "optimizers": inst.sources.optimizers_made, "counted_until": source or "the end",
                  "wall_ms": (inst.now_ns() - inst.t_start) / 1e6},
         "loaders": inst.loaders.summary(inst.run_dir / WORKERS),
-        "dataloader_overrides": {"asked": inst.overrides, "applied": inst.overrides_applied},
-        "synthetic": {"keep": inst.synthetic, "replayed": inst.replayed},
+        **inst.loader_changes.facts(),
     }
 
 
@@ -109,7 +109,7 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
         except Exception:
             pass
     facts = _facts(inst, common, psutil.cpu_percent(None))
-    at, sampled = inst.mem_samples.arrays()
+    at, sampled = inst.upkeep.memory.samples.arrays()
     from perfcore.recording.replay import can_carry
 
     if can_carry(engine):
@@ -135,7 +135,7 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
     return {
         "common": common, "cpu_util_percent": cpu_util, "eval_rows": [int(r) for r in inst.eval_rows],
         "eval_passes": [[int(a), int(b)] for a, b in inst.sources.eval_passes],
-        "mem_kind": inst.mem_kind, "memory_limits": memory_limits(inst.mem_kind),
+        "mem_kind": inst.upkeep.memory.kind, "memory_limits": memory_limits(inst.upkeep.memory.kind),
         "skipped_boundaries": inst.torch_hooks.clock.skipped if inst.torch_hooks.clock is not None else 0,
         "training_batches": inst.loaders.training_batches(), "scaler_skipped_steps": inst.sources.scaler_skips,
         "t_start": int(inst.t_start), "notes": list(inst.notes),

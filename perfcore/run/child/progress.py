@@ -15,9 +15,7 @@ from typing import Any, Callable
 
 from perfcore.analysis.attribution import LABELS
 
-from perfcore.run.child.env import env_float
-from perfcore.run.protocol import (CHECKPOINT_EVERY_S, ENV_CHECKPOINT_S, ENV_TICK_EXTRA_S, PROGRESS_EVERY_S,
-                                   checkpoint_dir, part_key, progress_file)
+from perfcore.run.protocol import CHECKPOINT_EVERY_S, PROGRESS_EVERY_S, checkpoint_dir, part_key, progress_file
 
 __all__ = ["ProgressWriter", "rows_to_table"]
 CHECKPOINT_SLICE = 1024  # rows a checkpoint formats at a time (to_csv holds their text at once)
@@ -59,14 +57,13 @@ class ProgressWriter:
         self.extra_s = 0.0  # tests: a tick made this much slower, as a loaded machine makes it
 
     @classmethod
-    def for_process(cls, run_dir: Path, rank: str | None, steps_wanted: int, warmup: int, on_gpu: bool
-                    ) -> "ProgressWriter":
-        """The writer of this process, keyed as its part is (rank<N> or pid<P>)."""
-        key = part_key(rank)
-        every = env_float(ENV_CHECKPOINT_S, CHECKPOINT_EVERY_S)  # tests shorten the checkpoint interval
-        writer = cls(run_dir, key, steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu,
-                     checkpoint_s=every if every > 0 else CHECKPOINT_EVERY_S)
-        writer.extra_s = env_float(ENV_TICK_EXTRA_S, 0.0)
+    def for_process(cls, run_dir: Path, rank: str | None, steps_wanted: int, warmup: int, on_gpu: bool, *,
+                    checkpoint_s: float = CHECKPOINT_EVERY_S, extra_s: float = 0.0) -> "ProgressWriter":
+        """The writer of this process, keyed as its part is (rank<N> or pid<P>). Tests shorten the
+        checkpoint interval and slow each write (extra_s) through the child's configuration."""
+        writer = cls(run_dir, part_key(rank), steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu,
+                     checkpoint_s=checkpoint_s if checkpoint_s > 0 else CHECKPOINT_EVERY_S)
+        writer.extra_s = extra_s
         return writer
 
     def tick(self, timer) -> None:

@@ -10,6 +10,9 @@ Until an optimizer steps, the lower sources are only collected. The choice is ma
 can be: at the first optimizer step; when `--steps` is reached by the best source seen and no
 optimizer exists that could still step; when the collected steps reach the settling bound; at the
 end. A forced source (--step-on) is chosen from the start.
+
+StepSources only decides: each observation returns the events it implies (StepEnded, SourceChosen,
+EvalEnded; usually none), and the instrumentation, their one owner, applies them to the timer.
 """
 from __future__ import annotations
 
@@ -18,10 +21,12 @@ import os
 import sys
 import threading
 import time
+from typing import NamedTuple
 
 from perfcore.run.protocol import STEP_SOURCES
 
-__all__ = ["SOURCES", "StepSources", "DESCRIBE", "with_eval_rows"]
+__all__ = ["SOURCES", "StepSources", "DESCRIBE", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded",
+           "NOTHING"]
 
 SOURCES = STEP_SOURCES
 
@@ -38,6 +43,30 @@ LOOKS_FOR = ("perfcore looks for a step in: torch.optim optimizer.step(), else l
 
 # Steps collected before the choice is made at the latest (the timer's settling bound).
 DECIDE_BY = 16384
+
+
+class StepEnded(NamedTuple):
+    """The chosen Python-side source (backward, batch, forward) ended a step at t_ns."""
+    t_ns: int
+
+
+class SourceChosen(NamedTuple):
+    """The step source is fixed. ends: the step ends it gave so far, which replace the timer's (None:
+    keep them, the optimizer's clock wrote them); eval_rows: which of them end evaluation passes;
+    upkeep: the choice was made at a step end, whose upkeep is due once it is applied."""
+    source: str
+    ends: list[int] | None
+    eval_rows: list[int] | None
+    upkeep: bool
+
+
+class EvalEnded(NamedTuple):
+    """An evaluation pass (model.eval() ... train()) ran from t0_ns to t1_ns."""
+    t0_ns: int
+    t1_ns: int
+
+
+NOTHING: tuple = ()  # what most observations imply
 
 
 def with_eval_rows(ends: list[int], passes: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
@@ -71,31 +100,32 @@ class StepSources:
         self.last_fetch = 0
 
     # -- candidates -----------------------------------------------------------------------------
-    def backward_ended(self, t: int) -> None:
+    def backward_ended(self, t: int) -> tuple:
         self.counts["backward"] += 1
-        self._candidate("backward", t)
+        return self._candidate("backward", t)
 
-    def fetch_started(self, t: int, grad_enabled: bool) -> None:
+    def fetch_started(self, t: int, grad_enabled: bool) -> tuple:
         self.counts["batch_all"] += 1
         self.last_fetch = t
         if grad_enabled or self.forced == "batch":
             self.counts["batch"] += 1
-            self._candidate("batch", t)
+            return self._candidate("batch", t)
+        return NOTHING
 
-    def forward_started(self, t: int) -> None:
+    def forward_started(self, t: int) -> tuple:
         self.counts["forward"] += 1
-        self._candidate("forward", t)
+        return self._candidate("forward", t)
 
-    def _candidate(self, source: str, t: int) -> None:
+    def _candidate(self, source: str, t: int) -> tuple:
         if self.chosen is None:
             self.ends[source].append(t)
-            self.maybe_decide()
-        elif self.chosen == source:
+            return self.maybe_decide()
+        if self.chosen == source:
             # Batch and forward mark a step's start: the first one opens step 0, the next ends it.
             if source == "backward" or self.ends[source]:
-                self.inst.step_ended(t)
-            else:
-                self.ends[source].append(t)
+                return (StepEnded(t),)
+            self.ends[source].append(t)
+        return NOTHING
 
     def boundaries(self, source: str) -> list[int]:
         """The step ends this source gives from what was collected so far."""
@@ -114,45 +144,45 @@ class StepSources:
                 return s
         return None
 
-    def maybe_decide(self) -> None:
+    def maybe_decide(self) -> tuple:
         best = self.best_lower()
         if best is None or self.inst.timer is None:
-            return
+            return NOTHING
         n = self.count(best)
         if n >= DECIDE_BY or (self.optimizers_made == 0 and n >= self.inst.stop_at):
-            self.choose(best)
-            self.inst.after_step(len(self.inst.timer.engine.boundaries))
+            return (self.choose(best, upkeep=True),)
+        return NOTHING
 
-    def choose(self, source: str) -> None:
-        """Fix the source; the steps collected so far become the timer's."""
+    def choose(self, source: str, upkeep: bool = False) -> SourceChosen:
+        """Fix the source; the steps collected so far are to become the timer's."""
         self.chosen = source
-        timer = self.inst.timer
-        if source != "optimizer" and timer is not None:
+        ends = eval_rows = None
+        if source != "optimizer" and self.inst.timer is not None:
             ends = self.boundaries(source)
             if source == "backward":
-                ends, self.inst.eval_rows = with_eval_rows(ends, self.eval_passes)
-            timer.engine.set_boundaries(ends)
-        for s, ends in self.ends.items():
+                ends, eval_rows = with_eval_rows(ends, self.eval_passes)
+        for s, kept in self.ends.items():
             # Batch and forward keep their last start: it opens the step in progress.
-            del ends[:-1 if s == source and s != "backward" and ends else None]
-        self.inst.source_chosen(source)
+            del kept[:-1 if s == source and s != "backward" and kept else None]
+        return SourceChosen(source, ends, eval_rows, upkeep)
 
-    def optimizer_stepped(self) -> None:
-        if self.chosen is None:
-            self.choose("optimizer")
+    def optimizer_stepped(self) -> tuple:
+        return (self.choose("optimizer"),) if self.chosen is None else NOTHING
 
-    def finish(self) -> str | None:
-        """At the end: the source, chosen now if it was not yet (None: nothing looked like a step)."""
+    def finish(self) -> tuple:
+        """At the end: the source chosen now if it was not yet (self.chosen stays None when nothing looked
+        like a step), and the step end an inference loop's last fetch makes."""
+        events = []
         if self.chosen is None:
             best = self.best_lower()
             if best is not None:
-                self.choose(best)
+                events.append(self.choose(best))
         last = self.ends["forward"][-1:] if self.chosen == "forward" else []
         if last and self.last_fetch > last[0]:
             # An inference loop over a DataLoader: the fetch after the last module call (the one that
             # ends the epoch) closes the last step, as it does for the batch source.
-            self.inst.step_ended(self.last_fetch)
-        return self.chosen
+            events.append(StepEnded(self.last_fetch))
+        return tuple(events)
 
     # -- GradScaler, evaluation -----------------------------------------------------------------
     def scaler_stepped(self, optimizer, stepped: bool) -> bool:
@@ -171,14 +201,15 @@ class StepSources:
         grad = torch.is_grad_enabled() if torch is not None else True
         return grad and self._eval_start is None, self.inst.boundary_count() + self.counts["backward"]
 
-    def mode_changed(self, training: bool, t: int) -> None:
+    def mode_changed(self, training: bool, t: int) -> tuple:
         if not training and self._eval_start is None:
             self._eval_start = t
         elif training and self._eval_start is not None:
             self.eval_passes.append((self._eval_start, t))
             self._eval_start = None
             if self.chosen in ("optimizer", "backward"):
-                self.inst.eval_ended(*self.eval_passes[-1])
+                return (EvalEnded(*self.eval_passes[-1]),)
+        return NOTHING
 
     # -- saying so when nothing looks like a step --------------------------------------------------
     def start_watch(self, after_s: float) -> None:

@@ -17,7 +17,7 @@ from perfcore.run.parent.outcome import oom_kills
 from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
 
-__all__ = ["run_command", "check_command", "child_env", "run_child"]
+__all__ = ["run_command", "check_command", "child_config", "child_env", "run_child", "run_instrumented"]
 
 BOOT = protocol.BOOT_DIR
 
@@ -91,22 +91,56 @@ def check_command(cmd: list[str]) -> None:
         return
 
 
-def child_env(out: Path, steps: int | None, warmup: int, backend: str, kernels: bool,
-              overrides: dict[str, str] | None = None, step_on: str | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    paths = [str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env[protocol.ENV_PACKAGE_PARENT] = str(protocol.PACKAGE_PARENT)
-    env[protocol.ENV_RUN_DIR] = str(out.resolve())
-    env[protocol.ENV_STEPS] = str(steps or 0)
-    env[protocol.ENV_WARMUP] = str(warmup)
-    env[protocol.ENV_BACKEND] = backend
-    env[protocol.ENV_KERNELS] = "1" if kernels else "0"
-    env[protocol.ENV_STEP_ON] = step_on or ""
-    # The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here.
-    env[protocol.ENV_T_LAUNCH_NS] = str(time.perf_counter_ns())
-    env.update(overrides or {})
+def child_config(out: Path, steps: int | None, warmup: int, backend: str, kernels: bool, *,
+                 step_on: str | None = None, dl_overrides: dict | None = None, synthetic: int = 0,
+                 test_settings: dict[str, float] | None = None, lines: bool = True) -> protocol.ChildConfig:
+    """What the instrumented script is told, all of it from perfcore's own arguments (nothing from the
+    environment). The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here."""
+    unknown = set(test_settings or {}) - set(protocol.TEST_SETTINGS)
+    if unknown:
+        raise UsageError(f"--test-setting {sorted(unknown)[0]} is not one of {', '.join(protocol.TEST_SETTINGS)}")
+    return protocol.ChildConfig(run_dir=str(out.resolve()), steps=steps or 0, warmup=warmup, backend=backend,
+                                kernels=kernels, lines=lines, step_on=step_on, t_launch_ns=time.perf_counter_ns(),
+                                dl_overrides=dl_overrides or {}, synthetic=synthetic, **(test_settings or {}))
+
+
+def parse_test_settings(given: tuple[str, ...] | list[str]) -> dict[str, float]:
+    """`--test-setting NAME=SECONDS` (hidden; tests and benchmarks shorten or slow the child's upkeep)."""
+    out = {}
+    for item in given:
+        name, eq, value = item.partition("=")
+        try:
+            seconds = float(value) if eq else -1.0
+        except ValueError:
+            seconds = -1.0
+        if name not in protocol.TEST_SETTINGS or not 0 <= seconds < float("inf"):
+            raise UsageError(f"--test-setting {item!r}: give NAME=SECONDS, NAME one of "
+                             f"{', '.join(protocol.TEST_SETTINGS)}")
+        out[name] = seconds
+    return out
+
+
+def child_env(config_path: Path | None = None) -> dict[str, str]:
+    """The script's environment: the user's, less every variable perfcore ever used to talk to its child
+    (a leftover changes nothing), with the boot folder first on PYTHONPATH and the configuration's file
+    named (the one variable the script and its own Pythons see)."""
+    env = {k: v for k, v in os.environ.items() if k not in protocol.PARENT_ONLY_ENV}
+    if config_path is not None:
+        paths = [str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        env[protocol.ENV_CHILD_CONFIG] = str(config_path)
     return env
+
+
+def run_instrumented(cmd: list[str], config: protocol.ChildConfig, **kw: Any) -> int:
+    """run_child with perfcore's instrumentation: the configuration written into the run folder for the
+    script's lifetime, and removed once it has ended (perfcore's own file; the finish never sees it)."""
+    written = config.write()
+    try:
+        return run_child(cmd, child_env(written.path), **kw)
+    finally:
+        for f in written.files():
+            f.unlink(missing_ok=True)
 
 
 def _tty_sent(signum: int) -> bool:
@@ -216,9 +250,9 @@ def run_child(cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = Fals
 
 
 def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | None, backend: str,
-                kernels: bool, overrides: dict[str, str] | None = None, monitor_s: float | None = None,
-                step_on: str | None = None, quiet: bool = False, stdout_to_stderr: bool = False
-                ) -> tuple[int, dict[str, Any], Path]:
+                kernels: bool, monitor_s: float | None = None, step_on: str | None = None, quiet: bool = False,
+                stdout_to_stderr: bool = False, test_settings: dict[str, float] | None = None,
+                lines: bool = True) -> tuple[int, dict[str, Any], Path]:
     if steps is not None and steps <= 0:
         raise UsageError(f"--steps must be at least 1, got {steps}")
     if warmup < 0:
@@ -249,8 +283,9 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
         warm.start()
 
     try:
-        rc = run_child(cmd, child_env(out, steps, warmup, backend, kernels, overrides, step_on), stdout_to_stderr,
-                       on_start=started)
+        config = child_config(out, steps, warmup, backend, kernels, step_on=step_on, test_settings=test_settings,
+                              lines=lines)
+        rc = run_instrumented(cmd, config, stdout_to_stderr=stdout_to_stderr, on_start=started)
     finally:
         warm.stop()
         status.stop()

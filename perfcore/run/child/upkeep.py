@@ -1,0 +1,42 @@
+"""perfcore's own work on the training thread after a step ends: settling, following the device, the
+memory sample and the progress file. All of it is own work, left out of the step it falls in."""
+from __future__ import annotations
+
+from perfcore.run.child.memory import MemoryWatch
+
+__all__ = ["Upkeep"]
+
+
+class Upkeep:
+    """One process's (or notebook cell's) upkeep: its memory samples and, once the timer exists, its
+    progress file."""
+
+    def __init__(self) -> None:
+        self.memory = MemoryWatch()  # per-step memory samples
+        self.progress = None  # run.child.progress.ProgressWriter, from start()
+        self.compact_every, self.follow_until = 1 << 62, 0  # the engine's, from start() (numpy loads with it)
+
+    def start(self, on_gpu: bool, progress) -> None:
+        """With the timer: how memory is read on this device, and where progress is written."""
+        from perfcore.recording.engine import COMPACT_EVERY, FOLLOW_UNTIL
+
+        self.compact_every, self.follow_until = COMPACT_EVERY, FOLLOW_UNTIL
+        self.memory.start(on_gpu)
+        self.progress = progress
+
+    def after(self, n: int, timer, decided: bool, torch_hooks) -> None:
+        """After step end n (memory every step on a GPU: two cheap counters; every 8th on CPU, where one
+        syscall costs ~8 us after an optimizer step). decided: the step source is chosen (settling and
+        the live view wait for it)."""
+        engine = timer.engine
+        with engine.own:
+            if n == 1:
+                torch_hooks.first_step_done()
+            if n % self.compact_every == 0 and decided:
+                engine.upkeep(n)
+            elif n <= self.follow_until:
+                engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
+            if (n - 1) % self.memory.every == 0:
+                self.memory.sample(n - 1)
+            if decided and self.progress is not None:
+                self.progress.tick(timer)  # one clock read unless the live view or a checkpoint is due
