@@ -372,7 +372,7 @@ class Recording:
 
 def label_intervals(rec: Recording) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The kept steps' labelled intervals (kernels, copies, phase spans), as attribution takes them."""
-    return rec._store.intervals(rec.trace_tables())
+    return rec.store.intervals(rec.trace_tables())
 
 
 def detail_steps(rec: Recording) -> dict[str, Any]:
