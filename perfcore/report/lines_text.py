@@ -47,7 +47,8 @@ def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
         # The label's ms are the breakdown's (the table above); the samples give the function's share of them
         # (a sampler starved of CPU sees less time, not a different split).
         label_ms = (doc.get("breakdown_ms") or {}).get(label, lb["ms_per_step"])
-        out.append(f"  try: {_printable(f['function'])} at {where(f['file'], f['line'], cwd)}: "
+        fn = "" if f["function"] == "<module>" else f"{_printable(f['function'])} at "  # the script's top level
+        out.append(f"  try: {fn}{where(f['file'], f['line'], cwd)}: "
                    f"{fmt_ms(f['share'] * label_ms)} of {fmt_ms(label_ms)} {label} a step "
                    f"({fmt_share(f['share'])}, {lb['samples']} samples){_calls(at['calls'] if at else [])}")
     out += _compute_text(doc)

@@ -31,7 +31,13 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
     lines = brief_table(doc)
     lines.append(verdict_short(doc["verdict"]))
     site = (training_loader(doc.get("loaders")) or {}).get("site")
-    lines += [try_short(r, doc["verdict"], site) for r in (doc.get("recommendations") or [])[:2]]
+    # The user's own line that held the verdict's time (and the optimizer's change) come first; the
+    # generic host advice ("a sampling profiler shows which lines") is what a named line replaces.
+    extra = [s.strip() for s in lines_text(doc)]
+    named = [s for s in extra if s.startswith("try:")]
+    recs = [r for r in doc.get("recommendations") or [] if not (named and r.get("id") == "host_gaps")]
+    lines += (named + [try_short(r, doc["verdict"], site) for r in recs])[:2]
+    lines += [s for s in extra if s.startswith("loader starved")][:1]
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
         lines.append(f"partial results: the script {ex.get('sentence') or ex['reason']}")
