@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
 
 import pytest
@@ -279,17 +280,26 @@ def test_the_user_api_check_sees_a_call_past_the_facade(tmp_path: Path) -> None:
 
 
 # -- sizes -----------------------------------------------------------------------------------------
-MAX_MODULE, MAX_CPP, MAX_CLASS = 400, 400, 250
+# Measured on the formatter's output (ruff format, 120 columns): past the first pair a module or class
+# is worth splitting along a seam (a warning); past the second it must be.
+WARN_MODULE, WARN_CLASS = 400, 250
+MAX_MODULE, MAX_CPP, MAX_CLASS = 600, 400, 350
 CSRC = PKG.parent / "csrc"
 
 
 @pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
 def test_no_module_or_class_is_too_long(path: Path) -> None:
-    lines = len(path.read_text().splitlines())
+    text = path.read_text()
+    lines = len(text.splitlines())
     assert lines <= MAX_MODULE, f"{path.relative_to(PKG.parent)} has {lines} lines (at most {MAX_MODULE})"
-    long = [f"class {n.name}: {n.end_lineno - n.lineno + 1} lines" for n in ast.walk(ast.parse(path.read_text()))
-            if isinstance(n, ast.ClassDef) and n.end_lineno - n.lineno + 1 > MAX_CLASS]
+    sizes = [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef)]
+    long = [f"class {name}: {n} lines" for name, n in sizes if n > MAX_CLASS]
     assert not long, f"{path.relative_to(PKG.parent)}: {long} (at most {MAX_CLASS})"
+    big = ([f"{lines} lines (warn at {WARN_MODULE})"] if lines > WARN_MODULE else []) + [
+        f"class {name}: {n} lines (warn at {WARN_CLASS})" for name, n in sizes if n > WARN_CLASS
+    ]
+    if big:
+        warnings.warn(f"{path.relative_to(PKG.parent)}: {'; '.join(big)}: worth splitting along a seam", stacklevel=1)
 
 
 @pytest.mark.parametrize("path", sorted(p for p in CSRC.rglob("*") if p.suffix in (".cpp", ".cu", ".h", ".cuh", ".hpp")),
