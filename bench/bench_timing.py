@@ -80,7 +80,7 @@ def main() -> None:
         empty.append(loop_ns(args.n))
         for name, fn in rows.items():
             results[name].append(per_phase_ns(fn, args.n))
-            timer.engine._rec.drain()
+            timer.engine.spans.drain()
             plain.spans.clear()
             spans.clear()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):

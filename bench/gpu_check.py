@@ -275,7 +275,7 @@ def named_device_events(spin_ns: int = 1_000_000) -> dict:
                 C.launch_spin(int(spin_ns), s1)
         t.step()
     df = t.summary()
-    return {"gpus": n, "timer_device": int(t.engine._events.device),
+    return {"gpus": n, "timer_device": int(t.engine.event_timer.device),
             "compute_ms": float(df["compute_ms"].median()), "spin_ms": spin_ns / 1e6}
 
 
@@ -357,7 +357,7 @@ def torch_loop_drain(steps: int = 300) -> dict:
     doc = t.result()
     t.close()
     cap = doc["capture"]
-    st = t.engine._tracer.stats if t.engine._tracer is not None else {}
+    st = t.engine.tracer.stats if t.engine.tracer is not None else {}
     gpu_records = int(st.get("records", 0))
     return {"backend": t.backend, "steps": steps, "records": gpu_records,
             "dropped": int(cap.get("dropped", 0)) + int(cap.get("overflow", 0)),

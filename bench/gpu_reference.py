@@ -98,7 +98,7 @@ def torch_compare(steps: int = 60) -> list[Row]:
     ours_ms = (time.perf_counter_ns() - t0) / steps / 1e6
     t.result()
     backend = t.backend
-    agg = t.engine._store.kernel_agg
+    agg = t.engine.store.kernel_agg
     ours_n, ours_us = sum(c for c, _ in agg.values()), sum(ns for _, ns in agg.values()) / 1e3
     spin = [(c, ns) for name, (c, ns) in agg.items() if "spinKernel" in name]
     ours_spin = sum(ns for _, ns in spin) / max(sum(c for c, _ in spin), 1) / 1e3
@@ -198,7 +198,7 @@ def many_kernels_per_step(per_step: int = 3200, steps: int = 1100) -> list[Row]:
         torch.cuda.synchronize()
         t.step()
     doc = t.result()
-    agg = t.engine._store.kernel_agg
+    agg = t.engine.store.kernel_agg
     seen = sum(c for name, (c, _) in agg.items() if "emptyKernel" in name)
     t.close()
     cap = doc.get("capture", {})

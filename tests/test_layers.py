@@ -313,3 +313,17 @@ def test_the_boot_file_checks_the_protocols_run_dir_variable() -> None:
     from perfcore.run.protocol import BOOT_DIR, ENV_CHILD_CONFIG
 
     assert f'os.environ.get("{ENV_CHILD_CONFIG}")' in (BOOT_DIR / "sitecustomize.py").read_text()
+
+
+BENCH = sorted((PKG.parent / "bench").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", BENCH, ids=lambda p: p.name)
+def test_bench_reaches_no_private_attribute_of_perfcore(path: Path) -> None:
+    """The GPU check and the benchmarks run where CI does not (a lent GPU, a quiet machine): a private of
+    perfcore's that they read breaks there, silently here, when its owner renames it (engine._store
+    became engine.store and two gpu_check rows crashed on the device). They use the public interface."""
+    defined, uses = _private_attributes(path)
+    found = [f"bench/{path.name}:{line} {text}" for line, name, text in uses
+             if name not in defined and DEFINED_ANYWHERE.get(name)]
+    assert not found, "\n".join(found)

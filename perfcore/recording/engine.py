@@ -299,6 +299,19 @@ class Recording:
     def kernels_traced(self) -> bool:  # CUPTI records kernels and copies (else CUDA events, or host only)
         return self._tracer is not None
 
+    # Read-only views for the GPU check and the benchmarks, which measure these parts themselves.
+    @property
+    def tracer(self):  # the CUPTI tracer (native or cupti-python) when kernels are traced, else None
+        return self._tracer
+
+    @property
+    def event_timer(self):  # the CUDA event timer of GPU-label phases, else None
+        return self._events
+
+    @property
+    def spans(self):  # the native span recorder the phases write to
+        return self._rec
+
     @property
     def steps(self) -> int:
         return len(self._boundaries)
