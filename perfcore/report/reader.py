@@ -147,6 +147,18 @@ RUN_OPTIONAL = {
 STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
 
 
+# A file a document names (run.json's `files`): a plain name inside its folder, never a path or a URL.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
+# The fields of a part that name things: they become file names (steps_rank<N>.csv) and keys.
+PART_NAMES = Keys({"rank": Opt(INT), "pid": Opt(INT), "world_size": Opt(INT), "nested_in": Opt(INT), "host": Opt(STR)})
+
+
+def is_plain_name(name: Any) -> bool:
+    """A file name that stays in its folder and reads as a file, not a link elsewhere: no '/', no
+    '..', no scheme ('javascript:'), no control character."""
+    return isinstance(name, str) and bool(_PLAIN_NAME.fullmatch(name)) and ".." not in name
+
+
 def _bad(path: Path, problem: str, exit_code: int, fix: str = "") -> BadResultFile:
     return BadResultFile(path, problem, fix, exit_code=exit_code)
 
@@ -197,6 +209,10 @@ def check_run_doc(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> dic
             p = _problem(doc[k], shape, k)
             if p:
                 raise _bad(path, f"is corrupt: {p}", exit_code)
+    files = doc.get("files")
+    if files is not None and (not isinstance(files, dict)
+                              or not all(is_plain_name(k) and is_plain_name(v) for k, v in files.items())):
+        raise _bad(path, "is corrupt: 'files' names something other than a plain file name in its folder", exit_code)
     return doc
 
 
@@ -292,9 +308,12 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
 
     folder = Path(folder)
     doc = read_json(folder / "run.json", "perfcore.run", exit_code=1)
-    p = _problem(doc.get("steps", 0), INT, "steps") or _problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
+    p = (_problem(doc.get("steps", 0), INT, "steps") or _problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
+         or _problem(doc, PART_NAMES, "part"))
     if p:
         raise _bad(folder / "run.json", f"is corrupt: {p}", 1)
+    # Integers from here on: a rank becomes part of a file name (steps_rank<N>.csv).
+    doc.update({k: int(doc[k]) for k in ("rank", "pid", "world_size", "nested_in") if doc.get(k) is not None})
     if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not (folder / "steps.csv").exists():
         return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
     checkpoint = doc.get("checkpoint")

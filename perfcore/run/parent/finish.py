@@ -15,7 +15,8 @@ from perfcore.report import jsonio
 from perfcore.report.reader import load_part
 from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
-from perfcore.run.protocol import CHECKPOINT, PARTS, RAW_JSON, WORKER_COLUMNS, WORKERS
+from perfcore.report.safe_text import clean
+from perfcore.run.protocol import CHECKPOINT, PARTS, RAW_JSON, WORKER_COLUMNS, WORKERS, is_part_key
 
 __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "write_steps", "monitor_summary"]
 
@@ -55,9 +56,27 @@ def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None,
     return doc
 
 
+def _part_dirs(out: Path) -> list[Path]:
+    """The part folders of a run folder: real folders named as protocol.part_key names them. A link
+    (parts/ itself, or a part) is never followed: finishing writes into a part and drops its
+    checkpoint, which through a link would change files outside the folder."""
+    root = out / PARTS
+    if root.is_symlink() or not root.is_dir():
+        return []
+    found = []
+    for d in sorted(root.iterdir()):
+        if d.is_symlink() or not d.is_dir():
+            continue
+        if not is_part_key(d.name):
+            sys.stderr.write(f"perfcore: skipping {clean(str(d))}: not a part perfcore writes (rank<N> or pid<N>)\n")
+            continue
+        found.append(d)
+    return found
+
+
 def _read_parts(out: Path) -> list[dict[str, Any]]:
     parts = []
-    for d in sorted((out / PARTS).glob("*")) if (out / PARTS).is_dir() else []:
+    for d in _part_dirs(out):
         key = d.name
         if not (d / "run.json").is_file() and (d / RAW_JSON).is_file():
             try:
@@ -65,7 +84,7 @@ def _read_parts(out: Path) -> list[dict[str, Any]]:
             except Exception as e:  # a damaged raw part: say so, and use its checkpoint if it has one
                 sys.stderr.write(f"perfcore: could not finish the part in {d}: {type(e).__name__}: {e}\n")
         if not (d / "run.json").is_file():
-            if (d / CHECKPOINT / "run.json").is_file():
+            if (d / CHECKPOINT / "run.json").is_file() and not (d / CHECKPOINT).is_symlink():
                 d = d / CHECKPOINT  # the process died before writing its part: its last checkpoint
             else:
                 continue
@@ -251,7 +270,11 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         plot_ranks(doc["ranks"], out / "ranks.png")
         files["ranks.png"] = "ranks.png"
         for p in parts:
-            jsonio.write_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", p["steps"])
+            # load_part checked the rank is an integer and _part_dirs the key's form: the name stays a
+            # file name in this folder.
+            rank = p["doc"].get("rank")
+            jsonio.write_csv(out / (f"steps_rank{int(rank)}.csv" if rank is not None else f"steps_{p['key']}.csv"),
+                             p["steps"])
     files["report.html"] = "report.html"
     doc["files"] = files
     from perfcore.report.html import write_report
@@ -268,8 +291,11 @@ def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
 
     for p in parts:
         d = Path(p.get("dir") or "")
-        ck = d / "checkpoint"
-        if d.parent == out / "parts" and (d / "run.json").is_file() and ck.is_dir():
+        ck = d / CHECKPOINT
+        # Only a real folder inside this run folder's parts/ (rmtree refuses a link, and a linked part
+        # was never read): nothing outside the folder being finished is deleted.
+        if (d.parent == out / PARTS and not d.is_symlink() and not (out / PARTS).is_symlink()
+                and (d / "run.json").is_file() and ck.is_dir() and not ck.is_symlink()):
             shutil.rmtree(ck, ignore_errors=True)
 
 
@@ -288,7 +314,8 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
         import pyarrow  # noqa: F401
     except ImportError:
         return
-    part["steps"].to_parquet(path.with_suffix(".parquet"), index=False)
+    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp:
+        part["steps"].to_parquet(tmp, index=False)
     files["steps.parquet"] = "steps.parquet"
 
 
@@ -302,9 +329,15 @@ def finish_unfinished(out: Path) -> dict[str, Any]:
     checkpoints its processes wrote, as `perfcore run` would have. The script's exit code was never
     seen, so the one its part reports stands in for it, and a note says so."""
     from perfcore.errors import BadResultFile
-    from perfcore.run.parent.folder import is_run_folder
+    from perfcore.run.parent.folder import is_run_folder, live_run
 
     out = Path(out)
+    alive = live_run(out)
+    if alive:
+        # Its run writes the results itself when it ends; finishing now would report it as killed.
+        raise BadResultFile(out, f"belongs to a run that is still going ({alive} is alive); nothing was written",
+                            "wait for it to end, it finishes the folder itself (or stop it, then run perfcore "
+                            "report again)", exit_code=1)
     parts = _read_parts(out)
     if not parts:
         if is_run_folder(out):

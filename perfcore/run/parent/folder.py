@@ -16,10 +16,11 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from perfcore.errors import UsageError
 
-__all__ = ["MARKER", "default_out", "prepare_out", "reuse_out", "is_run_folder", "marker_of"]
+__all__ = ["MARKER", "default_out", "prepare_out", "reuse_out", "is_run_folder", "marker_of", "live_run"]
 
 MARKER = ".perfcore-folder.json"
 _SCHEMA = "perfcore.folder/1"
@@ -47,6 +48,46 @@ def marker_of(folder: Path) -> dict | None:
 
 def is_run_folder(folder: Path) -> bool:
     return marker_of(folder) is not None
+
+
+def _alive_since(pid: Any, written_s: float) -> bool:
+    """Whether process `pid` runs on this host and started before `written_s` (a file it wrote): a
+    pid reused since by another process does not count, nor does a zombie."""
+    import psutil
+
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= written_s + 1.0
+    except (psutil.Error, OSError, ValueError):
+        return False
+
+
+def live_run(folder: Path) -> str | None:
+    """Who is still writing `folder` ("perfcore (pid N)" or "its script (pid N)"), or None when no
+    process of its run is alive here. Read from the folder's marker and progress files; a folder made
+    on another host has no process here to ask about."""
+    folder = Path(folder)
+    mark = marker_of(folder)
+    if mark is None or mark.get("host") != socket.gethostname() or mark.get("token") == _TOKEN:
+        return None
+    try:
+        if _alive_since(mark.get("pid"), (folder / MARKER).stat().st_mtime):
+            return f"perfcore (pid {mark['pid']})"
+    except OSError:
+        return None
+    progress = folder / "progress"
+    if progress.is_dir() and not progress.is_symlink():
+        for f in sorted(progress.glob("*.json")):
+            try:
+                doc = json.loads(f.read_text()) if f.is_file() and not f.is_symlink() else None
+                written = f.stat().st_mtime
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict) and _alive_since(doc.get("pid"), written):
+                return f"its script (pid {doc['pid']})"
+    return None
 
 
 def _cannot(out: Path, e: OSError) -> UsageError:
