@@ -6,6 +6,7 @@ and open_report with a sentinel folder beside it that must not change."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -178,3 +179,167 @@ def test_a_linked_checkpoint_is_neither_read_nor_deleted(tmp_path):
     res = invoke("report", out)
     assert res.exit_code == 0, res.output
     assert snapshot(s) == before and (out / "parts" / "pid4242" / "checkpoint").is_symlink()
+
+
+# ---- a folder whose run is still going
+
+
+@pytest.fixture
+def live_process():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    time.sleep(0.05)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def marked(out: Path, pid: int) -> None:
+    import socket
+
+    from perfcore.run.parent.folder import MARKER
+
+    out.mkdir(parents=True, exist_ok=True)
+    jsonio.write(out / MARKER, {"schema": "perfcore.folder/1", "kind": "run", "host": socket.gethostname(),
+                                "pid": pid, "token": "another-perfcore"})
+
+
+def test_report_on_a_live_run_says_so_and_writes_nothing(tmp_path, live_process):
+    out = unfinished(tmp_path / "r")
+    marked(out, live_process.pid)
+    before = snapshot(out)
+    res = invoke("report", out)
+    assert res.exit_code == 1, res.output
+    (line,) = res.stderr.strip().splitlines()
+    assert f"still going (perfcore (pid {live_process.pid}) is alive); nothing was written" in line
+    assert snapshot(out) == before
+    live_process.kill()
+    live_process.wait()
+    res = invoke("report", out)
+    assert res.exit_code == 0 and (out / "run.json").is_file(), res.output
+
+
+def test_report_sees_the_script_alive_after_perfcore_died(tmp_path, live_process):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    out = unfinished(tmp_path / "r")
+    marked(out, int(dead.stdout))
+    (out / "progress").mkdir()
+    jsonio.write(out / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": live_process.pid})
+    res = invoke("report", out)
+    assert res.exit_code == 1 and f"its script (pid {live_process.pid}) is alive" in res.stderr, res.output
+    assert not (out / "run.json").exists()
+
+
+def test_a_pid_reused_since_the_folder_was_written_is_not_its_run(tmp_path, live_process):
+    out = unfinished(tmp_path / "r")
+    marked(out, live_process.pid)
+    from perfcore.run.parent.folder import MARKER
+
+    old = time.time() - 3600  # the marker predates the live process: that pid is someone else's now
+    os.utime(out / MARKER, (old, old))
+    res = invoke("report", out)
+    assert res.exit_code == 0, res.output
+
+
+# ---- what is shown: terminal, HTML, notebook
+
+ESC = "\x1b]0;owned\x07\x1b[2J\x1b[1A\r\x9b2K\u202e"
+
+
+def poisoned(path: Path, **kw) -> Path:
+    out = write_run_folder(path, **kw)
+    doc = json.loads((out / "run.json").read_text())
+    doc["verdict"]["summary"] = f"summary{ESC}end"
+    doc["notes"] = [f"note{ESC}"]
+    doc["device"] = f"cpu{ESC}"
+    doc["command"] = ["python", f"x{ESC}.py"]
+    doc["recommendations"] = [{"id": "x", "text": f"advice{ESC}", "evidence": {}}]
+    doc["kernel_categories"] = {f"conv{ESC}": {"share": 0.5, "ms": 3.0}}
+    jsonio.write(out / "run.json", doc)
+    return out
+
+
+def controls(text: str) -> list[str]:
+    return [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f
+            or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
+
+
+def test_report_and_compare_strip_control_characters(tmp_path):
+    a, b = poisoned(tmp_path / "a"), poisoned(tmp_path / "b", compute_ms=9.0)
+    rep = invoke("report", a)
+    assert rep.exit_code == 0 and "summary" in rep.stdout and "end" in rep.stdout, rep.output
+    assert controls(rep.output) == []
+    cmp = invoke("compare", a, b)
+    assert cmp.exit_code == 0 and "conv" in cmp.stdout, cmp.output
+    assert controls(cmp.output) == []
+
+
+def test_merge_strips_control_characters(tmp_path):
+    part = poisoned(tmp_path / "n" / "parts" / "rank0")
+    doc = json.loads((part / "run.json").read_text())
+    doc.update(rank=0, world_size=1, host=f"h{ESC}")
+    jsonio.write(part / "run.json", doc)
+    res = invoke("merge", tmp_path / "n", "--out", tmp_path / "m")
+    assert res.exit_code == 0, res.output
+    assert controls(res.output) == []
+
+
+def test_an_error_quoting_a_document_strips_control_characters(tmp_path):
+    out = unfinished(tmp_path / "r")
+    set_part(out, "pid4242", schema=f"perfcore.other{ESC}/1")
+    res = invoke("report", out)
+    assert res.exit_code == 1 and "not perfcore.run" in res.stderr, res.output
+    assert controls(res.stderr.rstrip("\n")) == []
+
+
+def test_chart_data_cannot_end_or_stall_its_script_element(tmp_path):
+    import re
+
+    from perfcore.report.html_stages import write_compare_report
+
+    from perfcore.analysis.compare import compare_runs
+    from perfcore.report.reader import load_run
+
+    a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b", compute_ms=9.0)
+    doc = compare_runs(load_run(a)[0], load_run(b)[0])
+    names = ("<!--<script", "</script><script>alert(1)</script>")
+    page = write_compare_report(tmp_path / "c.html", doc, names).read_text()
+    (data,) = re.findall(r"<script type='application/json' class='pc-data'>(.*?)</script>", page, re.S)
+    assert "<" not in data
+    assert names[0] in data.encode().decode("unicode_escape") or names[0] in json.dumps(json.loads(data))
+    assert "alert(1)</script>" not in page
+
+
+def test_links_are_plain_file_names(tmp_path):
+    from perfcore.report.html import links
+
+    html = links(["javascript:alert(1)", "../../etc/passwd", "trace.json", "a\x1bb.csv"])
+    assert re.findall(r"href='([^']*)'", html) == ["trace.json"]
+    out = write_run_folder(tmp_path / "r")
+    doc = json.loads((out / "run.json").read_text())
+    doc["files"] = {"javascript:alert(1)": "javascript:alert(1)"}
+    jsonio.write(out / "run.json", doc)
+    res = invoke("report", out, "--html")
+    assert res.exit_code == 2 and "'files' names something other than a plain file name" in res.stderr
+    assert not (out / "report.html").exists()
+
+
+def test_open_report_renders_the_documents_never_the_folders_html(tmp_path):
+    from perfcore.report.html import open_report
+
+    out = write_run_folder(tmp_path / "r")
+    (out / "report.html").write_text("<html><body><div class='perfcore'><script>window.owned=1</script>"
+                                     "</div></body></html>")
+    shown = open_report(out)._repr_html_()
+    assert "window.owned" not in shown and "Causes, ranked" in shown
+
+
+def test_open_report_of_a_stage_folder_renders_its_document(tmp_path):
+    from perfcore.report.html import open_report
+
+    out = tmp_path / "h"
+    out.mkdir()
+    jsonio.write(out / "health.json", {"schema": "perfcore.health/1", "workload": "<script>window.owned=1</script>",
+                                       "verdict": {"bound": "ok", "summary": "fine"}})
+    (out / "report.html").write_text("<div class='perfcore'><script>window.owned=2</script></div></body>")
+    shown = open_report(out)._repr_html_()
+    assert "<script>window.owned" not in shown and "&lt;script&gt;window.owned=1" in shown

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from perfcore.cli.shared import EXIT_FAILURE, Number, Results, UserPath, results, version
+from perfcore.report.safe_text import clean
 
 __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
 
@@ -32,7 +33,7 @@ def report_cmd(res: Results, run_dir, html) -> None:
         click.echo(f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote",
                    err=True)
     doc, steps = load_run(folder)
-    res.echo(render_text(doc))
+    res.echo(clean(render_text(doc)))
     written = []
     try:
         if len(steps) > 0:  # a run that saw no step has nothing to plot
@@ -69,7 +70,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     a, _ = load_run(Path(run_a), measured=True)
     b, _ = load_run(Path(run_b), measured=True)
     doc = compare_runs(a, b)
-    res.echo(render_compare(doc))
+    res.echo(clean(render_compare(doc)))
     if html_path is not None:
         from perfcore.report.html_stages import write_compare_report
 
@@ -93,7 +94,7 @@ def merge_cmd(res: Results, dirs) -> None:
 
     # merge_dirs makes the merged folder only once the parts are read and found to be one job's.
     doc = merge_dirs([Path(d) for d in dirs], Path(res.out) if res.out else None)
-    res.echo(render_text(doc))
+    res.echo(clean(render_text(doc)))
     res.done(doc, list(doc.get("files", {})), doc["_out"])
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from perfcore.errors import PerfcoreError
+from perfcore.report.safe_text import clean
 
 __all__ = ["PerfcoreGroup", "UserPath", "Number", "Duration", "ListOf", "COUNT", "NONNEG", "Results", "results",
            "folder_report", "steps_option", "warmup_option", "check_writable", "write_json", "Progress",
@@ -30,8 +31,8 @@ EXIT_FAILURE, EXIT_USAGE, EXIT_NO_DEVICE, EXIT_INTERRUPTED = 1, 2, 3, 130
 _DEBUG_OFF = ("", "0", "false", "no", "off")
 
 
-def one_line(text: str) -> str:
-    return " ".join(str(text).split())
+def one_line(text: str) -> str:  # it may quote a folder's document: no control character passes
+    return " ".join(clean(str(text)).split())
 
 
 def debug_on() -> bool:
