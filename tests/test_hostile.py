@@ -343,3 +343,84 @@ def test_open_report_of_a_stage_folder_renders_its_document(tmp_path):
     (out / "report.html").write_text("<div class='perfcore'><script>window.owned=2</script></div></body>")
     shown = open_report(out)._repr_html_()
     assert "<script>window.owned" not in shown and "&lt;script&gt;window.owned=1" in shown
+
+
+# ---- one folder, one run
+
+
+def _claim_at(args) -> str:
+    from perfcore.run.parent.folder import prepare_out
+
+    out, start_at = args
+    time.sleep(max(0.0, start_at - time.time()))
+    return str(prepare_out(Path(out), "run"))
+
+
+def test_commands_started_together_on_one_empty_out_never_share_it(tmp_path):
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(4) as pool:
+        pool.map(time.sleep, [0.01] * 4)  # every worker up before the rounds start
+        for i in range(6):
+            out = tmp_path / f"out{i}"
+            out.mkdir()
+            got = pool.map(_claim_at, [(str(out), time.time() + 0.3)] * 4)
+            assert len(set(got)) == 4 and got.count(str(out)) == 1, got
+
+
+def test_a_folder_claimed_between_the_look_and_the_claim_goes_to_the_other_command(tmp_path, monkeypatch):
+    from perfcore.run.parent import folder
+
+    out = tmp_path / "out"
+    out.mkdir()
+    real = folder._claim
+
+    def raced(path, kind):  # another command's marker lands just before ours
+        if Path(path) == out:
+            (out / folder.MARKER).write_text(json.dumps({"schema": "perfcore.folder/1", "token": "other"}))
+        return real(path, kind)
+
+    monkeypatch.setattr(folder, "_claim", raced)
+    got = folder.prepare_out(out, "run")
+    assert got.parent == out and got != out
+    assert json.loads((out / folder.MARKER).read_text())["token"] == "other"
+
+
+def test_json_never_replaces_a_file_perfcore_did_not_write(tmp_path):
+    run = write_run_folder(tmp_path / "r")
+    mine = tmp_path / "notes.json"
+    mine.write_text('{"my": "notes"}')
+    res = invoke("report", run, "--json", mine)
+    assert res.exit_code == 2 and "a file perfcore did not write" in res.stderr, res.output
+    assert mine.read_text() == '{"my": "notes"}'
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "elsewhere.json")
+    res = invoke("report", run, "--json", link)
+    assert res.exit_code == 2 and "is a link" in res.stderr and not (tmp_path / "elsewhere.json").exists()
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text('{"schema": "perfcore.run/1"}')
+    res = invoke("report", run, "--json", earlier)
+    assert res.exit_code == 0 and json.loads(earlier.read_text())["steps"] == 6, res.output
+
+
+def test_json_and_html_never_replace_a_file_inside_an_input_folder(tmp_path):
+    a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b")
+    before = snapshot(tmp_path)
+    for flag in ("--json", "--html"):
+        res = invoke("compare", a, b, flag, b / "run.json")
+        assert res.exit_code == 2 and f"{flag} {b / 'run.json'} is inside {b}" in res.stderr, res.output
+    res = invoke("report", a, "--json", a / "run.json")
+    assert res.exit_code == 2 and "which this command reads" in res.stderr
+    assert snapshot(tmp_path) == before
+
+
+def test_html_replaces_only_a_page_perfcore_wrote(tmp_path):
+    a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b")
+    page = tmp_path / "c.html"
+    page.write_text("<html>my page</html>")
+    res = invoke("compare", a, b, "--html", page)
+    assert res.exit_code == 2 and page.read_text() == "<html>my page</html>"
+    page.unlink()
+    assert invoke("compare", a, b, "--html", page).exit_code == 0
+    again = invoke("compare", a, b, "--html", page)
+    assert again.exit_code == 0 and "perfcore compare" in page.read_text(), again.output
