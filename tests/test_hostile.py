@@ -424,3 +424,34 @@ def test_html_replaces_only_a_page_perfcore_wrote(tmp_path):
     assert invoke("compare", a, b, "--html", page).exit_code == 0
     again = invoke("compare", a, b, "--html", page)
     assert again.exit_code == 0 and "perfcore compare" in page.read_text(), again.output
+
+
+# ---- a launcher's variables left in the shell
+
+
+def test_launcher_variables_are_integers_or_ignored_with_one_line():
+    from perfcore.run.protocol import launcher_env, part_key
+
+    values, problems = launcher_env({"RANK": "/../../x", "WORLD_SIZE": "0", "LOCAL_RANK": " 3 "})
+    assert values == {"RANK": None, "WORLD_SIZE": None, "LOCAL_RANK": 3}
+    assert len(problems) == 2 and "RANK='/../../x' is not a non-negative integer" in problems[0]
+    assert "keyed by its pid" in problems[0] and "WORLD_SIZE='0' is not a positive integer" in problems[1]
+    assert launcher_env({"RANK": "2", "WORLD_SIZE": "4"}) == ({"RANK": 2, "WORLD_SIZE": 4, "LOCAL_RANK": None}, [])
+    assert part_key("/../../x", pid=7) == "pid7" and part_key("3") == "rank3" and part_key(None, 9) == "pid9"
+
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+def test_a_bad_rank_keeps_the_run_and_says_so(tmp_path):
+    env = dict(os.environ, RANK="/../../escaped", WORLD_SIZE="two")
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "1", "--no-monitor", "--out",
+                        str(tmp_path / "r"), "--", sys.executable, str(SCRIPTS / "exits.py")],
+                       capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if "RANK=" in ln or "WORLD_SIZE=" in ln]
+    assert len(lines) == 2 and "keyed by its pid" in lines[0], p.stderr
+    doc = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert doc["steps"] == 7 and doc["rank"] is None and doc["world_size"] is None
+    assert [d.name[:3] for d in (tmp_path / "r" / "parts").iterdir()] == ["pid"]
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["r"]
