@@ -82,6 +82,12 @@ def is_part_key(name: str) -> bool:
     return bool(_PART_KEY.fullmatch(name))
 
 
+def launcher_rank() -> str | None:
+    """This process's RANK as part_key takes it (the integer's digits), or None when unset or unusable."""
+    rank = launcher_env()[0]["RANK"]
+    return None if rank is None else str(rank)
+
+
 def launcher_env(environ: Mapping[str, str] | None = None) -> tuple[dict[str, int | None], list[str]]:
     """RANK, WORLD_SIZE and LOCAL_RANK as integers (None when unset or not a plain non-negative
     integer), and one line for each that was set but unusable, saying what is done instead."""

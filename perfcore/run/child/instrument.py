@@ -39,8 +39,7 @@ class Instrumentation:
         self.backend = os.environ.get(protocol.ENV_BACKEND, "auto")
         self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
         self.kernels = os.environ.get(protocol.ENV_KERNELS, "1") == "1"
-        rank = protocol.launcher_env()[0]["RANK"]  # a RANK that is not an integer: keyed by pid (launch says so)
-        self.rank = str(rank) if rank is not None else None
+        self.rank = protocol.launcher_rank()  # None for a RANK that is not an integer (perfcore run says so)
         # "<pid>@<run dir>": a marker from another run (a notebook or trainer session in the process
         # that launched this run) is not this run's outer process.
         pid, _, outer_dir = (os.environ.get(protocol.ENV_OUTER_PID) or "").partition("@")
