@@ -455,3 +455,36 @@ def test_a_bad_rank_keeps_the_run_and_says_so(tmp_path):
     assert doc["steps"] == 7 and doc["rank"] is None and doc["world_size"] is None
     assert [d.name[:3] for d in (tmp_path / "r" / "parts").iterdir()] == ["pid"]
     assert sorted(x.name for x in tmp_path.iterdir()) == ["r"]
+
+
+# ---- names perfcore's tables use are not phase names
+
+
+@pytest.mark.parametrize("name", ["wall", "step", "perfcore", "warmup", "host", "other_phases", "mem", "forward_gpu",
+                                  "_phase16", "monitor_cpu_percent", ""])
+def test_a_reserved_phase_name_is_refused_in_one_line(name):
+    from perfcore import StepTimer
+    from perfcore.errors import UsageError
+
+    timer = StepTimer(warmup=0)
+    with pytest.raises(UsageError) as err:
+        with timer.phase(name):
+            pass
+    assert "is reserved" in str(err.value) and "\n" not in str(err.value)
+    with timer.phase("augment"):  # the timer goes on
+        pass
+    timer.step()
+    assert "augment_ms" in timer.summary().columns
+
+
+def test_the_summary_table_keeps_its_wall_time_beside_custom_phases():
+    from perfcore import StepTimer
+
+    timer = StepTimer(warmup=0)
+    for _ in range(3):
+        with timer.phase("augment"):
+            time.sleep(0.002)
+        time.sleep(0.002)
+        timer.step()
+    table = timer.summary()
+    assert (table["wall_ms"] >= table["augment_ms"]).all() and (table["wall_ms"] >= 3.5).all()

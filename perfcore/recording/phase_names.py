@@ -6,13 +6,31 @@ from __future__ import annotations
 
 import warnings
 
-__all__ = ["MAX_PHASE_NAMES", "declare", "shared_scope"]
+from perfcore.errors import UsageError
+
+__all__ = ["MAX_PHASE_NAMES", "RESERVED", "declare", "shared_scope", "check_name"]
 
 MAX_PHASE_NAMES = 512
+# Names whose <name>_ms column is one perfcore writes in every steps table (a phase "wall" replaced
+# the step's wall time; "perfcore" was taken out of the step as perfcore's own work), or that it
+# gives to names past the limit.
+RESERVED = frozenset({"step", "wall", "warmup", "perfcore", "start", "mem", "evaluation", "host", "load", "transfer",
+                      "compute", "comm", "other_phases", "other_compute_phases", "other_transfer_phases",
+                      "other_comm_phases", "other_load_phases"})
+
+
+def check_name(name: str) -> None:
+    """A custom phase name must name a column of its own: not one perfcore writes, nor another
+    phase's GPU column (<name>_gpu_ms), nor an internal one; UsageError, one line, otherwise."""
+    text = str(name)
+    if text in RESERVED or text.startswith(("_", "monitor_")) or text.endswith("_gpu") or not text.strip():
+        raise UsageError(f"phase name {text[:60]!r} is reserved: perfcore's steps table has a column of that name "
+                         "(or it is empty); choose another name, such as 'augment' or 'decode'")
 
 
 def declare(engine, name: str, label: str):
     """The scope of a custom phase not declared yet: its own id, or past the limit the shared one."""
+    check_name(name)
     with engine._lock:
         scope = engine._scopes.get(name)  # declared by another thread meanwhile
         if scope is not None:
@@ -37,8 +55,8 @@ def shared_scope(engine, name: str, label: str):
     if not engine._others:
         text = (f"more than {MAX_PHASE_NAMES} distinct phase names (the next was {name!r}): each name is a column "
                 f"kept for every step, so names past {MAX_PHASE_NAMES} are counted together as {other!r} (their "
-                "time stays in its label); use a fixed set of names, e.g. timer.phase('step') rather than "
-                "timer.phase(f'step{i}') (each step is already a row)")
+                "time stays in its label); use a fixed set of names, e.g. timer.phase('augment') rather than "
+                "timer.phase(f'augment{i}') (each step is already a row)")
         engine.notes.append(text)
         try:  # stacklevel 5: the user's `with timer.phase(...)`, through StepTimer.phase, the engine, declare
             warnings.warn(f"perfcore: {text}", RuntimeWarning, stacklevel=5)
