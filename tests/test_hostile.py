@@ -488,3 +488,139 @@ def test_the_summary_table_keeps_its_wall_time_beside_custom_phases():
         timer.step()
     table = timer.summary()
     assert (table["wall_ms"] >= table["augment_ms"]).all() and (table["wall_ms"] >= 3.5).all()
+
+
+# ---- the catalogue: every hostile folder class through every command that reads a folder
+
+SCRIPT = "</script><script>window.owned=1</script><!--<script"
+
+
+def _paths_everywhere(f: Path, s: Path) -> None:
+    """A finished run whose every string names a path (relative, absolute, URL) or carries markup."""
+    write_run_folder(f)
+    doc = json.loads((f / "run.json").read_text())
+    aim = f"../{s.name}/victim.txt"
+    doc.update(device=aim, backend=str(s / "victim.txt"), host=SCRIPT, step_source=aim, step_source_text=SCRIPT,
+               command=[aim, SCRIPT], argv=[aim], notes=[aim, SCRIPT], rank=None)
+    doc["verdict"]["summary"] = SCRIPT
+    doc["recommendations"] = [{"id": aim, "text": SCRIPT, "evidence": {aim: SCRIPT}}]
+    doc["kernel_categories"] = {SCRIPT: {"share": 0.5, "ms": 1.0}}
+    doc["kernels"] = [{"name": SCRIPT, "count": 1, "total_ms": 1.0, "mean_us": 1.0}]
+    jsonio.write(f / "run.json", doc)
+
+
+def _paths_in_parts(f: Path, s: Path) -> None:
+    """An unfinished run whose parts name paths in every field perfcore could make a name of."""
+    unfinished(f, ranks=(0, 1))
+    set_part(f, "rank1", host=f"../{s.name}", argv=[str(s / "victim.txt")], command=[f"../{s.name}/data/results"],
+             step_source=f"../{s.name}")
+    (f / "steps_rankX").mkdir()
+
+
+def _bad_rank(f: Path, s: Path) -> None:
+    unfinished(f, ranks=(0, 1))
+    set_part(f, "rank1", rank=f"X/../../{s.name}/data/results")
+
+
+def _links_at_outputs(f: Path, s: Path) -> None:
+    unfinished(f, ranks=(0, 1))
+    for name in ("run.json.tmp", "steps.csv", "steps.parquet", "report.html", "breakdown.png", "steps_rank0.csv",
+                 "steps_rank1.csv", "ranks.png", "trace.json", "kernels.png", "monitor.csv", "monitor.png"):
+        (f / name).symlink_to(s / "victim.txt")
+
+
+def _links_under_parts(f: Path, s: Path) -> None:
+    unfinished(f)
+    (f / "parts" / "rank0").symlink_to(s / "part")
+    (f / "parts" / "pid4242" / "checkpoint").symlink_to(s / "part" / "checkpoint")
+    (f / "progress").symlink_to(s / "data")
+    (f / "workers").symlink_to(s / "data")
+
+
+def _linked_parts(f: Path, s: Path) -> None:
+    f.mkdir()
+    (s / "parts").mkdir(exist_ok=True)
+    if not (s / "parts" / "rank0").is_symlink():
+        (s / "parts" / "rank0").symlink_to(s / "part")
+    (f / "parts").symlink_to(s / "parts")
+
+
+def _finished_links(f: Path, s: Path) -> None:
+    """A finished run whose outputs a report --html rewrites are links out of it."""
+    write_run_folder(f)
+    for name in ("report.html", "breakdown.png"):
+        (f / name).symlink_to(s / "victim.txt")
+
+
+def _controls(f: Path, s: Path) -> None:
+    poisoned(f)
+
+
+def _live(f: Path, s: Path) -> None:
+    unfinished(f)
+    marked(f, os.getppid())  # a process alive for the whole test, started before the marker was written
+
+
+def _own_html(f: Path, s: Path) -> None:
+    write_run_folder(f)
+    (f / "report.html").write_text(f"<div class='perfcore'>{SCRIPT}</div></body>")
+
+
+CLASSES = {"paths_everywhere": _paths_everywhere, "paths_in_parts": _paths_in_parts, "bad_rank": _bad_rank,
+           "links_at_outputs": _links_at_outputs, "links_under_parts": _links_under_parts,
+           "linked_parts": _linked_parts, "finished_links": _finished_links, "controls": _controls,
+           "live": _live, "own_html": _own_html}
+
+
+def _run(command: str, f: Path, tmp_path: Path) -> tuple[str, str]:
+    """The command on folder f: (what it printed, the pages it wrote or returned)."""
+    if command == "open_report":
+        from perfcore.errors import PerfcoreError
+        from perfcore.report.html import open_report
+
+        try:
+            return "", open_report(f)._repr_html_()
+        except PerfcoreError as err:
+            assert "\n" not in str(err)
+            return "", ""
+    args = {"report": ["report", f, "--html"],
+            "compare": ["compare", f, f, "--html", tmp_path / "c.html", "--json", tmp_path / "c.json"],
+            "merge": ["merge", f, "--out", tmp_path / "merged"]}[command]
+    res = invoke(*args)
+    assert res.exit_code in (0, 1, 2), res.output
+    assert "Traceback" not in res.output and "internal error" not in res.output, res.output
+    if res.exit_code:
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    pages = ""
+    written = {"report": f / "report.html", "compare": tmp_path / "c.html", "merge": tmp_path / "merged" / "report.html"}
+    for page in [written[command]]:
+        if page.is_file() and not page.is_symlink():
+            pages += page.read_text()
+    return res.output, pages
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "merge", "open_report"])
+@pytest.mark.parametrize("kind", sorted(CLASSES))
+def test_catalogue(tmp_path, kind, command):
+    s = sentinel(tmp_path)
+    f = tmp_path / "f"
+    CLASSES[kind](f, s)
+    before = snapshot(s)
+    before_f = snapshot(f)
+    printed, pages = _run(command, f, tmp_path)
+    assert snapshot(s) == before, kind  # nothing outside the folder changed
+    if kind == "live":
+        assert snapshot(f) == before_f  # and a live run's folder is left to its run
+    assert controls(printed) == []
+    if kind == "own_html":
+        assert "window.owned" not in pages
+    for page in re.split(r"(?=<!DOCTYPE html>)|(?=<div class='perfcore')", pages):
+        # perfcore's own elements only (its data block, then uPlot and its script): nothing injected runs.
+        assert set(re.findall(r"<script[^>]*>", page)) <= {"<script type='application/json' class='pc-data'>",
+                                                           "<script>"}
+        assert "<script>window.owned" not in page and "href='javascript" not in page
+        for data in re.findall(r"class='pc-data'>(.*?)</script>", page, re.S):
+            assert "<" not in data
+        scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+        assert not any("window.owned" in x for x in scripts)
+    assert {p.name for p in tmp_path.iterdir()} <= {"sentinel", "f", "c.html", "c.json", "merged"}

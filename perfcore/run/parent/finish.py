@@ -28,16 +28,21 @@ def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None,
     run.json's loaders, so an eval loader's batches never mix into the train loader's figures);
     advice.loader_plan sets it against the loop."""
     pattern = "*.csv" if loader is None else f"*.L{loader}.csv"
-    files = sorted((out / WORKERS).glob(pattern)) if (out / WORKERS).is_dir() else []
+    root = out / WORKERS
+    # Files the loaders wrote here, not what a link points at; a row that is not numbers is no batch.
+    linked = root.is_symlink() or not root.is_dir()
+    files = [] if linked else sorted(f for f in root.glob(pattern) if not f.is_symlink())
     frames = []
     for f in files:
         try:
             frames.append(pd.read_csv(f, header=None, names=WORKER_COLUMNS))
-        except (pd.errors.EmptyDataError, pd.errors.ParserError):
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError):
             continue
     if not frames:
         return {}
-    w = pd.concat(frames, ignore_index=True)
+    w = pd.concat(frames, ignore_index=True).apply(pd.to_numeric, errors="coerce").dropna()
+    if w.empty:
+        return {}
     if rank is not None and (w["rank"] >= 0).any():
         w = w[w["rank"] == rank]
         if w.empty:
