@@ -12,7 +12,7 @@ from typing import Any
 from perfcore.analysis.attribution import LABELS
 from perfcore.errors import BadResultFile
 
-__all__ = ["read_json", "read_csv", "load_run", "load_part", "load_sweep", "check_run_doc", "SUPPORTED"]
+__all__ = ["read_json", "read_csv", "steps_file", "load_run", "load_part", "load_sweep", "check_run_doc", "SUPPORTED"]
 
 # The newest version of each document this perfcore reads.
 SUPPORTED = {"perfcore.run": 1, "perfcore.sweep": 1, "perfcore.diagnose": 1, "perfcore.health": 1}
@@ -282,7 +282,13 @@ def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
     if measured and (doc["steps"] == 0 or doc["step_time_ms"]["mean"] <= 0):
         raise BadResultFile(folder / "run.json", "holds no measured step (a run stopped during warm-up?)",
                             "compare runs with at least one step after --warmup", exit_code=exit_code)
-    return doc, read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=exit_code)
+    return doc, read_csv(steps_file(folder), STEP_COLUMNS, exit_code=exit_code)
+
+
+def steps_file(folder: Path) -> Path:
+    """A folder's steps table: steps.csv, or steps.csv.gz where a large run keeps it compressed."""
+    plain = Path(folder) / "steps.csv"
+    return plain if plain.exists() or not plain.with_name("steps.csv.gz").is_file() else plain.with_name("steps.csv.gz")
 
 
 def summarize_checkpoint(doc: dict[str, Any], steps) -> dict[str, Any]:
@@ -314,13 +320,13 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
         raise _bad(folder / "run.json", f"is corrupt: {p}", 1)
     # Integers from here on: a rank becomes part of a file name (steps_rank<N>.csv).
     doc.update({k: int(doc[k]) for k in ("rank", "pid", "world_size", "nested_in") if doc.get(k) is not None})
-    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not (folder / "steps.csv").exists():
+    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not steps_file(folder).exists():
         return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
     checkpoint = doc.get("checkpoint")
     if not isinstance(checkpoint, dict):
         check_run_doc(doc, folder / "run.json", exit_code=1)
     vouched = (checkpoint or {}).get("csv_bytes")
-    steps = read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=1,
+    steps = read_csv(steps_file(folder), STEP_COLUMNS, exit_code=1,
                      limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None)
     if isinstance(checkpoint, dict):
         # A checkpoint's run.json says what its steps.csv holds; the figures come from the rows.

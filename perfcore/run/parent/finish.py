@@ -15,8 +15,8 @@ from perfcore.report import jsonio
 from perfcore.report.reader import load_part
 from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
-from perfcore.report.safe_text import clean
-from perfcore.run.protocol import CHECKPOINT, PARTS, RAW_JSON, WORKER_COLUMNS, WORKERS, is_part_key
+from perfcore.run.parent.part_dirs import compress_parts, drop_checkpoints, part_dirs, write_steps
+from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
 
 __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "write_steps", "monitor_summary"]
 
@@ -61,27 +61,9 @@ def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None,
     return doc
 
 
-def _part_dirs(out: Path) -> list[Path]:
-    """The part folders of a run folder: real folders named as protocol.part_key names them. A link
-    (parts/ itself, or a part) is never followed: finishing writes into a part and drops its
-    checkpoint, which through a link would change files outside the folder."""
-    root = out / PARTS
-    if root.is_symlink() or not root.is_dir():
-        return []
-    found = []
-    for d in sorted(root.iterdir()):
-        if d.is_symlink() or not d.is_dir():
-            continue
-        if not is_part_key(d.name):
-            sys.stderr.write(f"perfcore: skipping {clean(str(d))}: not a part perfcore writes (rank<N> or pid<N>)\n")
-            continue
-        found.append(d)
-    return found
-
-
 def _read_parts(out: Path) -> list[dict[str, Any]]:
     parts = []
-    for d in _part_dirs(out):
+    for d in part_dirs(out):
         key = d.name
         if not (d / "run.json").is_file() and (d / RAW_JSON).is_file():
             try:
@@ -287,41 +269,8 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     jsonio.write(out / "run.json", doc)
     write_report(out, doc, main["steps"])
     drop_checkpoints(out, parts)
+    compress_parts(out, parts)
     return doc
-
-
-def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
-    """A part that wrote its own results no longer needs the checkpoint perfcore kept for it."""
-    import shutil
-
-    for p in parts:
-        d = Path(p.get("dir") or "")
-        ck = d / CHECKPOINT
-        # Only a real folder inside this run folder's parts/ (rmtree refuses a link, and a linked part
-        # was never read): nothing outside the folder being finished is deleted.
-        if (d.parent == out / PARTS and not d.is_symlink() and not (out / PARTS).is_symlink()
-                and (d / "run.json").is_file() and ck.is_dir() and not ck.is_symlink()):
-            shutil.rmtree(ck, ignore_errors=True)
-
-
-def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchanged: bool) -> None:
-    """steps.csv (a copy of the part's file when no column was added: no re-formatting of 100k
-    rows), and steps.parquet when pyarrow is installed."""
-    import shutil
-
-    src = part.get("dir")
-    if unchanged and src is not None and (Path(src) / "steps.csv").is_file():
-        with jsonio.atomic_path(path) as tmp:
-            shutil.copyfile(Path(src) / "steps.csv", tmp)
-    else:
-        jsonio.write_csv(path, part["steps"])
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return
-    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp:
-        part["steps"].to_parquet(tmp, index=False)
-    files["steps.parquet"] = "steps.parquet"
 
 
 # How a part says its process ended -> the exit code a shell would have shown for it.
