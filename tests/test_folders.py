@@ -122,7 +122,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
 
 def test_a_full_disk_in_the_cli_is_one_line_and_exit_1(tmp_path, monkeypatch):
     out = tmp_path / "env.json"
-    out.write_text("earlier\n")
+    out.write_text('{"schema": "perfcore.env/1"}\n')  # an earlier run's: perfcore replaces only its own
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -132,14 +132,18 @@ def test_a_full_disk_in_the_cli_is_one_line_and_exit_1(tmp_path, monkeypatch):
     assert res.exit_code == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"perfcore: error: cannot write {out}: the disk is full"), lines
-    assert out.read_text() == "earlier\n" and sorted(p.name for p in tmp_path.iterdir()) == ["env.json"]
+    assert out.read_text() == '{"schema": "perfcore.env/1"}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["env.json"]
 
 
 def test_a_read_only_folder_is_one_line(tmp_path, monkeypatch):
-    def read_only(src, dst):
-        raise OSError(errno.EROFS, "Read-only file system")
+    real_open = os.open
 
-    monkeypatch.setattr(jsonio.os, "replace", read_only)
+    def read_only(path, flags, *args, **kw):  # the folder's marker is the first file written in it
+        if str(path).endswith(MARKER):
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_open(path, flags, *args, **kw)
+
+    monkeypatch.setattr(os, "open", read_only)
     res = CliRunner().invoke(cli, ["health", "--out", str(tmp_path / "h"), "demo"])
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()

@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from perfcore.cli.shared import EXIT_FAILURE, Number, Results, UserPath, results, version
+from perfcore.report.safe_text import clean
+from perfcore.run.parent.folder import check_target
 
 __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
 
@@ -25,6 +27,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     from perfcore.errors import ResultWriteError
 
     folder = Path(run_dir)
+    check_target(res.json_path, [folder])
     if not (folder / "run.json").exists():
         from perfcore.run.parent.finish import finish_unfinished
 
@@ -33,7 +36,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
         click.echo(f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote",
                    err=True)
     doc, steps = load_run(folder)
-    res.echo(render_text(doc) if explain else render_brief(doc, folder))
+    res.echo(clean(render_text(doc) if explain else render_brief(doc, folder)))
     written = []
     try:
         if len(steps) > 0:  # a run that saw no step has nothing to plot
@@ -67,10 +70,12 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     from perfcore.analysis.compare import compare_runs, render_compare
     from perfcore.report.reader import load_run
 
+    check_target(res.json_path, [run_a, run_b])
+    check_target(html_path, [run_a, run_b], page=True)
     a, _ = load_run(Path(run_a), measured=True)
     b, _ = load_run(Path(run_b), measured=True)
     doc = compare_runs(a, b)
-    res.echo(render_compare(doc))
+    res.echo(clean(render_compare(doc)))
     if html_path is not None:
         from perfcore.report.html_stages import write_compare_report
 
@@ -92,9 +97,10 @@ def merge_cmd(res: Results, dirs) -> None:
     from perfcore.report.terminal import render_brief, render_text
     from perfcore.run.parent.finish import merge_dirs
 
+    check_target(res.json_path, dirs)
     # merge_dirs makes the merged folder only once the parts are read and found to be one job's.
     doc = merge_dirs([Path(d) for d in dirs], Path(res.out) if res.out else None)
-    res.echo(render_text(doc))
+    res.echo(clean(render_text(doc)))
     res.done(doc, list(doc.get("files", {})), doc["_out"])
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from perfcore.errors import PerfcoreError
+from perfcore.report.safe_text import clean
 
 __all__ = ["PerfcoreGroup", "UserPath", "Number", "Duration", "ListOf", "COUNT", "NONNEG", "Results", "results",
            "folder_report", "steps_option", "warmup_option", "check_writable", "write_json", "Progress",
@@ -30,8 +31,8 @@ EXIT_FAILURE, EXIT_USAGE, EXIT_NO_DEVICE, EXIT_INTERRUPTED = 1, 2, 3, 130
 _DEBUG_OFF = ("", "0", "false", "no", "off")
 
 
-def one_line(text: str) -> str:
-    return " ".join(str(text).split())
+def one_line(text: str) -> str:  # it may quote a folder's document: no control character passes
+    return " ".join(clean(str(text)).split())
 
 
 def debug_on() -> bool:
@@ -282,19 +283,17 @@ class JsonTargetError(click.ClickException):
 
 
 def check_writable(path: str | None) -> None:
-    """Fail before the work, not after it, when a result could not be saved."""
+    """Fail before the work, not after it, when a result could not be saved or would replace a file not perfcore's."""
+    from perfcore.run.parent.folder import check_target, is_stream
+
     if not path or path == "-":
         return
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise JsonTargetError(f"cannot write JSON to {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK) and not _is_stream(path):
+    if not os.access(parent, os.W_OK) and not is_stream(path):
         raise JsonTargetError(f"cannot write JSON to {path}: folder {parent} is not writable")
-
-
-def _is_stream(path: str) -> bool:
-    """A device, pipe or socket (/dev/stdout, >(jq .)): written into, never replaced by a file."""
-    return os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
+    check_target(path)
 
 
 def write_json(doc: dict, path: str | None) -> None:
@@ -305,7 +304,9 @@ def write_json(doc: dict, path: str | None) -> None:
     if path == "-":
         click.echo(jsonio.dumps(doc), nl=False)
         return
-    if _is_stream(path):
+    from perfcore.run.parent.folder import is_stream
+
+    if is_stream(path):
         try:
             with open(path, "w") as f:
                 f.write(jsonio.dumps(doc))

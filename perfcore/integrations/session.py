@@ -104,7 +104,7 @@ class Session:
 
         out.mkdir(parents=True, exist_ok=True)
         doc = dict(self.result, files={"run.json": "run.json", "steps.csv": "steps.csv", "report.html": "report.html"})
-        self.steps.to_csv(out / "steps.csv", index=False)
+        jsonio.write_csv(out / "steps.csv", self.steps)  # atomic, and never through a planted link
         jsonio.write(out / "run.json", doc)
         write_report(out, doc, self.steps)
         return out

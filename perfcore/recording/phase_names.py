@@ -8,9 +8,26 @@ import threading
 import warnings
 from typing import Any, Callable
 
-__all__ = ["MAX_PHASE_NAMES", "PhaseNames"]
+from perfcore.errors import UsageError
+
+__all__ = ["MAX_PHASE_NAMES", "RESERVED", "PhaseNames", "check_name"]
 
 MAX_PHASE_NAMES = 512
+# Names whose <name>_ms column is one perfcore writes in every steps table (a phase "wall" replaced
+# the step's wall time; "perfcore" was taken out of the step as perfcore's own work), or that it
+# gives to names past the limit.
+RESERVED = frozenset({"step", "wall", "warmup", "perfcore", "start", "mem", "evaluation", "host", "load", "transfer",
+                      "compute", "comm", "other_phases", "other_compute_phases", "other_transfer_phases",
+                      "other_comm_phases", "other_load_phases"})
+
+
+def check_name(name: str) -> None:
+    """A custom phase name must name a column of its own: not one perfcore writes, nor another
+    phase's GPU column (<name>_gpu_ms), nor an internal one; UsageError, one line, otherwise."""
+    text = str(name)
+    if text in RESERVED or text.startswith(("_", "monitor_")) or text.endswith("_gpu") or not text.strip():
+        raise UsageError(f"phase name {text[:60]!r} is reserved: perfcore's steps table has a column of that name "
+                         "(or it is empty); choose another name, such as 'augment' or 'decode'")
 
 
 class PhaseNames:
@@ -38,6 +55,7 @@ class PhaseNames:
     def declare(self, name: str, label: str, make_scope: Callable, notes: list[str], shared_ids: set[int]):
         """The scope of a custom phase not declared yet: its own id, or past the limit the shared one
         (whose id goes into shared_ids, the store's)."""
+        check_name(name)
         with self._lock:
             scope = self._scopes.get(name)  # declared by another thread meanwhile
             if scope is not None:
@@ -62,7 +80,7 @@ class PhaseNames:
             text = (f"more than {MAX_PHASE_NAMES} distinct phase names (the next was {name!r}): each name is a "
                     f"column kept for every step, so names past {MAX_PHASE_NAMES} are counted together as "
                     f"{other!r} (their time stays in its label); use a fixed set of names, e.g. "
-                    "timer.phase('step') rather than timer.phase(f'step{i}') (each step is already a row)")
+                    "timer.phase('augment') rather than timer.phase(f'augment{i}') (each step is already a row)")
             notes.append(text)
             try:  # stacklevel 5: the user's `with timer.phase(...)`, through StepTimer.phase, the engine, declare
                 warnings.warn(f"perfcore: {text}", RuntimeWarning, stacklevel=5)

@@ -44,8 +44,10 @@ def rounded(values: Iterable[float] | np.ndarray, sig: int = 4) -> list[float | 
 
 
 def to_json(obj: Any) -> str:
-    """JSON that can sit inside a <script> element (no '</' to end it early)."""
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    """JSON that can sit inside a <script> element: no '<' at all, so neither '</script' nor '<!--<script'
+    (which puts the parser in a state where the real '</script>' no longer ends the element) can appear;
+    JSON.parse reads the escape back as '<'."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
 
 
 def _bin_mean(values: np.ndarray, starts: np.ndarray) -> np.ndarray:

@@ -132,7 +132,12 @@ def _environment(doc: dict[str, Any]) -> str:
 
 
 def links(files: Iterable[str]) -> str:
-    return " · ".join(f"<a href='{e(x)}'>{e(x)}</a>" for x in files if x != "report.html")
+    """Links to files beside the page: plain names only, so a link never leaves the folder or runs
+    a script (a name such as 'javascript:...' from a document is shown as text, not linked)."""
+    from perfcore.report.reader import is_plain_name
+
+    return " · ".join(f"<a href='{e(x)}'>{e(x)}</a>" if is_plain_name(x) else e(x)
+                      for x in files if x != "report.html")
 
 
 def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:
@@ -201,18 +206,35 @@ class _Shown:
 
 def open_report(folder: str | Path) -> _Shown:
     """A perfcore folder's report to show inline in a notebook (`open_report("runs/x")` as a cell's last
-    line): the body of its report.html, charts and all; a run folder without one is rendered."""
-    folder = Path(folder)
-    page_path = folder / "report.html"
-    if page_path.is_file():
-        text = page_path.read_text(encoding="utf-8")
-        start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
-        if start >= 0 and end > start:
-            return _Shown(text[start:end])
-    from perfcore.report.reader import load_run
+    line), charts and all, rendered here from the folder's validated documents. The folder's own
+    report.html is never shown: a notebook trusts its output, and a folder from elsewhere could hold
+    any script there."""
+    from perfcore.report.reader import load_run, read_json
 
-    doc, steps = load_run(folder)
-    return _Shown(render_html(doc, steps))
+    folder = Path(folder)
+    if (folder / "run.json").exists() or (folder / "parts").is_dir():
+        doc, steps = load_run(folder)
+        return _Shown(render_html(doc, steps))
+    for name, kind in _STAGE_DOCS:
+        if (folder / name).exists():
+            from perfcore.report.html_stages import stage_page
+
+            doc = read_json(folder / name, kind)
+            try:
+                text = stage_page(folder, f"perfcore {name.split('.')[0]}", doc, "", [])
+            except (TypeError, KeyError, ValueError, AttributeError, IndexError) as err:
+                from perfcore.errors import BadResultFile
+
+                raise BadResultFile(folder / name, f"is corrupt: {type(err).__name__} while drawing it",
+                                    exit_code=2) from err
+            start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
+            return _Shown(text[start:end])
+    return _Shown(render_html(*load_run(folder)))  # says in one line why this is not a run folder
+
+
+# The documents of the folders the triage commands write, and their kinds.
+_STAGE_DOCS = (("demo.json", "perfcore.experiments.demo"), ("health.json", "perfcore.health"), ("diagnose.json", "perfcore.diagnose"),
+               ("sweep.json", "perfcore.sweep"))
 
 
 def _atomic_write(path: Path, text: str) -> Path:

@@ -1,7 +1,10 @@
 """Writing result files: JSON documents (numpy values become plain numbers and lists, keys starting
 with "_" are in-memory helpers and left out) and any text or bytes, always atomically: a temporary
 file in the same folder, renamed over the target only once complete, removed when writing fails.
-A reader never sees half a file, and a full disk leaves the previous version (or none) in place."""
+A reader never sees half a file, and a full disk leaves the previous version (or none) in place.
+No write follows a symlink: the temporary file is created here, exclusively and not through a link,
+and the rename replaces a link found at the target itself, never the file it points to (a folder
+someone else prepared cannot redirect a write outside it)."""
 from __future__ import annotations
 
 import contextlib
@@ -56,12 +59,18 @@ def atomic_path(path: Path) -> Iterator[Path]:
     # Unique per writer: two processes finishing into one folder never share a temporary file. The
     # suffix stays last, since writers such as savefig pick the format from it.
     tmp = path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(3)}.tmp{path.suffix}")
+    made = False
     try:
+        # The writer fills a file made here: an existing name (a planted link) fails instead of being followed.
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+                         0o666))
+        made = True
         yield tmp
         os.replace(tmp, path)
     except BaseException as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        if made:  # only the file made here is removed
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         if isinstance(e, OSError):
             raise _failed(path, e) from e
         raise

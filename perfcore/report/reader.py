@@ -12,7 +12,7 @@ from typing import Any
 from perfcore.analysis.attribution import LABELS
 from perfcore.errors import BadResultFile
 
-__all__ = ["read_json", "read_csv", "load_run", "load_part", "load_sweep", "check_run_doc", "SUPPORTED"]
+__all__ = ["read_json", "read_csv", "steps_file", "load_run", "load_part", "load_sweep", "check_run_doc", "SUPPORTED"]
 
 # The newest version of each document this perfcore reads.
 SUPPORTED = {"perfcore.run": 1, "perfcore.sweep": 1, "perfcore.diagnose": 1, "perfcore.health": 1}
@@ -147,6 +147,18 @@ RUN_OPTIONAL = {
 STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
 
 
+# A file a document names (run.json's `files`): a plain name inside its folder, never a path or a URL.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
+# The fields of a part that name things: they become file names (steps_rank<N>.csv) and keys.
+PART_NAMES = Keys({"rank": Opt(INT), "pid": Opt(INT), "world_size": Opt(INT), "nested_in": Opt(INT), "host": Opt(STR)})
+
+
+def is_plain_name(name: Any) -> bool:
+    """A file name that stays in its folder and reads as a file, not a link elsewhere: no '/', no
+    '..', no scheme ('javascript:'), no control character."""
+    return isinstance(name, str) and bool(_PLAIN_NAME.fullmatch(name)) and ".." not in name
+
+
 def _bad(path: Path, problem: str, exit_code: int, fix: str = "") -> BadResultFile:
     return BadResultFile(path, problem, fix, exit_code=exit_code)
 
@@ -197,6 +209,10 @@ def check_run_doc(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> dic
             p = _problem(doc[k], shape, k)
             if p:
                 raise _bad(path, f"is corrupt: {p}", exit_code)
+    files = doc.get("files")
+    if files is not None and (not isinstance(files, dict)
+                              or not all(is_plain_name(k) and is_plain_name(v) for k, v in files.items())):
+        raise _bad(path, "is corrupt: 'files' names something other than a plain file name in its folder", exit_code)
     return doc
 
 
@@ -266,7 +282,13 @@ def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
     if measured and (doc["steps"] == 0 or doc["step_time_ms"]["mean"] <= 0):
         raise BadResultFile(folder / "run.json", "holds no measured step (a run stopped during warm-up?)",
                             "compare runs with at least one step after --warmup", exit_code=exit_code)
-    return doc, read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=exit_code)
+    return doc, read_csv(steps_file(folder), STEP_COLUMNS, exit_code=exit_code)
+
+
+def steps_file(folder: Path) -> Path:
+    """A folder's steps table: steps.csv, or steps.csv.gz where a large run keeps it compressed."""
+    plain = Path(folder) / "steps.csv"
+    return plain if plain.exists() or not plain.with_name("steps.csv.gz").is_file() else plain.with_name("steps.csv.gz")
 
 
 def summarize_checkpoint(doc: dict[str, Any], steps) -> dict[str, Any]:
@@ -292,16 +314,19 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
 
     folder = Path(folder)
     doc = read_json(folder / "run.json", "perfcore.run", exit_code=1)
-    p = _problem(doc.get("steps", 0), INT, "steps") or _problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
+    p = (_problem(doc.get("steps", 0), INT, "steps") or _problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
+         or _problem(doc, PART_NAMES, "part"))
     if p:
         raise _bad(folder / "run.json", f"is corrupt: {p}", 1)
-    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not (folder / "steps.csv").exists():
+    # Integers from here on: a rank becomes part of a file name (steps_rank<N>.csv).
+    doc.update({k: int(doc[k]) for k in ("rank", "pid", "world_size", "nested_in") if doc.get(k) is not None})
+    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not steps_file(folder).exists():
         return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
     checkpoint = doc.get("checkpoint")
     if not isinstance(checkpoint, dict):
         check_run_doc(doc, folder / "run.json", exit_code=1)
     vouched = (checkpoint or {}).get("csv_bytes")
-    steps = read_csv(folder / "steps.csv", STEP_COLUMNS, exit_code=1,
+    steps = read_csv(steps_file(folder), STEP_COLUMNS, exit_code=1,
                      limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None)
     if isinstance(checkpoint, dict):
         # A checkpoint's run.json says what its steps.csv holds; the figures come from the rows.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -65,9 +66,51 @@ PROGRESS_EVERY_S = 2.0
 CHECKPOINT_EVERY_S = 30.0
 
 
-def part_key(rank: str | None, pid: int | None = None) -> str:
-    """The name of a process's part and progress file: rank<N>, else pid<P>."""
-    return f"rank{rank}" if rank is not None else f"pid{os.getpid() if pid is None else pid}"
+_PART_KEY = re.compile(r"(rank|pid)[0-9]{1,10}")
+_COUNT = re.compile(r"[0-9]{1,10}")
+# What a launcher (torchrun, mpirun, SLURM's wrappers) sets for each process of a job.
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+
+def part_key(rank: str | int | None, pid: int | None = None) -> str:
+    """The name of a process's part and progress file: rank<N>, else pid<P>. A rank that is not a
+    plain integer never becomes part of a path: the process is keyed by its pid."""
+    if rank is not None and _COUNT.fullmatch(str(rank)):
+        return f"rank{int(rank)}"
+    return f"pid{os.getpid() if pid is None else int(pid)}"
+
+
+def is_part_key(name: str) -> bool:
+    """Whether a folder name under parts/ is one part_key makes (a name read from disk is checked)."""
+    return bool(_PART_KEY.fullmatch(name))
+
+
+def launcher_rank() -> str | None:
+    """This process's RANK as part_key takes it (the integer's digits), or None when unset or unusable."""
+    rank = launcher_env()[0]["RANK"]
+    return None if rank is None else str(rank)
+
+
+def launcher_env(environ: Mapping[str, str] | None = None) -> tuple[dict[str, int | None], list[str]]:
+    """RANK, WORLD_SIZE and LOCAL_RANK as integers (None when unset or not a plain non-negative
+    integer), and one line for each that was set but unusable, saying what is done instead."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, int | None] = {}
+    problems = []
+    for name in LAUNCHER_VARIABLES:
+        raw = environ.get(name)
+        if raw is None or raw.strip() == "":
+            values[name] = None
+        elif _COUNT.fullmatch(raw.strip()) and (name != "WORLD_SIZE" or int(raw) > 0):
+            values[name] = int(raw)
+        else:
+            values[name] = None
+            shown = raw.encode("unicode_escape").decode("ascii")[:40]
+            kind = "positive" if name == "WORLD_SIZE" else "non-negative"
+            instead = " (this process's results are keyed by its pid)" if name == "RANK" else ""
+            problems.append(f"perfcore: {name}={shown!r} is not a {kind} integer; ignoring it{instead}; "
+                            "unset it or let the launcher set it")
+    return values, problems
 
 
 def part_dir(run_dir: Path, key: str) -> Path:

@@ -41,7 +41,7 @@ class Instrumentation:
         self.backend = config.backend
         self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
         self.kernels = config.kernels
-        self.rank = os.environ.get("RANK")
+        self.rank = protocol.launcher_rank()  # None for a RANK that is not an integer (perfcore run says so)
         self.nested_in: int | None = None  # a Python the script started: its part is kept apart from the job's
         if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
             outer = config.claim_outer()

@@ -14,7 +14,7 @@ from perfcore.run import part_files
 from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
 from perfcore.run.lines import take_facts
-from perfcore.run.protocol import WORKERS, part_dir, part_key
+from perfcore.run.protocol import WORKERS, launcher_env, part_dir, part_key
 
 __all__ = ["write_part", "no_step_sentence", "memory_limits"]
 
@@ -81,7 +81,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "pid": os.getpid(),
         "rank": int(inst.rank) if inst.rank is not None else None,
         "nested_in": inst.nested_in,
-        "world_size": int(os.environ["WORLD_SIZE"]) if os.environ.get("WORLD_SIZE") else None,
+        "world_size": launcher_env()[0]["WORLD_SIZE"],
         "host": socket.gethostname(),
         "argv": list(sys.argv),
         "exit": {"reason": inst.ending.reason, "exception": inst.ending.exception,

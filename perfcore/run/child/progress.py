@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 from perfcore.analysis.attribution import LABELS
 
-from perfcore.run.protocol import CHECKPOINT_EVERY_S, PROGRESS_EVERY_S, checkpoint_dir, part_key, progress_file
+from perfcore.run.protocol import (CHECKPOINT_EVERY_S, PROGRESS_EVERY_S, checkpoint_dir, launcher_env, part_key,
+                                   progress_file)
 
 __all__ = ["ProgressWriter", "rows_to_table"]
 CHECKPOINT_SLICE = 1024  # rows a checkpoint formats at a time (to_csv holds their text at once)
@@ -148,7 +149,7 @@ class ProgressWriter:
         measured = int(totals["measured"])
         doc = {"schema": "perfcore.run/1", "backend": getattr(timer, "backend", "host"),
                "device": "cuda" if self.on_gpu else "cpu", "steps": measured, "warmup_steps": settled - measured,
-               "pid": os.getpid(), "rank": int(os.environ["RANK"]) if os.environ.get("RANK") else None,
+               "pid": os.getpid(), "rank": launcher_env()[0]["RANK"],
                # The bytes of steps.csv this checkpoint vouches for: an append cut short by a kill
                # lies beyond them and is ignored by the reader.
                "argv": [], "checkpoint": {"steps": settled, "written_unix_ns": time.time_ns(),

@@ -15,7 +15,8 @@ from perfcore.report import jsonio
 from perfcore.report.reader import load_part
 from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
-from perfcore.run.protocol import CHECKPOINT, PARTS, RAW_JSON, WORKER_COLUMNS, WORKERS
+from perfcore.run.parent.part_dirs import compress_parts, drop_checkpoints, part_dirs, write_steps
+from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
 
 __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "write_steps", "monitor_summary"]
 
@@ -27,16 +28,21 @@ def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None,
     run.json's loaders, so an eval loader's batches never mix into the train loader's figures);
     advice.loader_plan sets it against the loop."""
     pattern = "*.csv" if loader is None else f"*.L{loader}.csv"
-    files = sorted((out / WORKERS).glob(pattern)) if (out / WORKERS).is_dir() else []
+    root = out / WORKERS
+    # Files the loaders wrote here, not what a link points at; a row that is not numbers is no batch.
+    linked = root.is_symlink() or not root.is_dir()
+    files = [] if linked else sorted(f for f in root.glob(pattern) if not f.is_symlink())
     frames = []
     for f in files:
         try:
             frames.append(pd.read_csv(f, header=None, names=WORKER_COLUMNS))
-        except (pd.errors.EmptyDataError, pd.errors.ParserError):
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError):
             continue
     if not frames:
         return {}
-    w = pd.concat(frames, ignore_index=True)
+    w = pd.concat(frames, ignore_index=True).apply(pd.to_numeric, errors="coerce").dropna()
+    if w.empty:
+        return {}
     if rank is not None and (w["rank"] >= 0).any():
         w = w[w["rank"] == rank]
         if w.empty:
@@ -66,7 +72,7 @@ def _read_parts(out: Path) -> list[dict[str, Any]]:
 
 def _read_parts_undecided(out: Path) -> list[dict[str, Any]]:
     parts = []
-    for d in sorted((out / PARTS).glob("*")) if (out / PARTS).is_dir() else []:
+    for d in part_dirs(out):
         key = d.name
         if not (d / "run.json").is_file() and (d / RAW_JSON).is_file():
             try:
@@ -74,7 +80,7 @@ def _read_parts_undecided(out: Path) -> list[dict[str, Any]]:
             except Exception as e:  # a damaged raw part: say so, and use its checkpoint if it has one
                 sys.stderr.write(f"perfcore: could not finish the part in {d}: {type(e).__name__}: {e}\n")
         if not (d / "run.json").is_file():
-            if (d / CHECKPOINT / "run.json").is_file():
+            if (d / CHECKPOINT / "run.json").is_file() and not (d / CHECKPOINT).is_symlink():
                 d = d / CHECKPOINT  # the process died before writing its part: its last checkpoint
             else:
                 continue
@@ -260,7 +266,11 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         plot_ranks(doc["ranks"], out / "ranks.png")
         files["ranks.png"] = "ranks.png"
         for p in parts:
-            jsonio.write_csv(out / f"steps_rank{p['doc'].get('rank')}.csv", p["steps"])
+            # load_part checked the rank is an integer and _part_dirs the key's form: the name stays a
+            # file name in this folder.
+            rank = p["doc"].get("rank")
+            jsonio.write_csv(out / (f"steps_rank{int(rank)}.csv" if rank is not None else f"steps_{p['key']}.csv"),
+                             p["steps"])
     files["report.html"] = "report.html"
     doc["files"] = files
     from perfcore.report.html import write_report
@@ -268,37 +278,8 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     jsonio.write(out / "run.json", doc)
     write_report(out, doc, main["steps"])
     drop_checkpoints(out, parts)
+    compress_parts(out, parts)
     return doc
-
-
-def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
-    """A part that wrote its own results no longer needs the checkpoint perfcore kept for it."""
-    import shutil
-
-    for p in parts:
-        d = Path(p.get("dir") or "")
-        ck = d / "checkpoint"
-        if d.parent == out / "parts" and (d / "run.json").is_file() and ck.is_dir():
-            shutil.rmtree(ck, ignore_errors=True)
-
-
-def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchanged: bool) -> None:
-    """steps.csv (a copy of the part's file when no column was added: no re-formatting of 100k
-    rows), and steps.parquet when pyarrow is installed."""
-    import shutil
-
-    src = part.get("dir")
-    if unchanged and src is not None and (Path(src) / "steps.csv").is_file():
-        with jsonio.atomic_path(path) as tmp:
-            shutil.copyfile(Path(src) / "steps.csv", tmp)
-    else:
-        jsonio.write_csv(path, part["steps"])
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        return
-    part["steps"].to_parquet(path.with_suffix(".parquet"), index=False)
-    files["steps.parquet"] = "steps.parquet"
 
 
 # How a part says its process ended -> the exit code a shell would have shown for it.
@@ -311,9 +292,15 @@ def finish_unfinished(out: Path) -> dict[str, Any]:
     checkpoints its processes wrote, as `perfcore run` would have. The script's exit code was never
     seen, so the one its part reports stands in for it, and a note says so."""
     from perfcore.errors import BadResultFile
-    from perfcore.run.parent.folder import is_run_folder
+    from perfcore.run.parent.folder import is_run_folder, live_run
 
     out = Path(out)
+    alive = live_run(out)
+    if alive:
+        # Its run writes the results itself when it ends; finishing now would report it as killed.
+        raise BadResultFile(out, f"belongs to a run that is still going ({alive} is alive); nothing was written",
+                            "wait for it to end, it finishes the folder itself (or stop it, then run perfcore "
+                            "report again)", exit_code=1)
     parts = _read_parts(out)
     if not parts:
         if is_run_folder(out):

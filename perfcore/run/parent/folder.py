@@ -16,10 +16,12 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any, Iterable
 
 from perfcore.errors import UsageError
 
-__all__ = ["MARKER", "default_out", "prepare_out", "reuse_out", "is_run_folder", "marker_of"]
+__all__ = ["MARKER", "default_out", "prepare_out", "reuse_out", "is_run_folder", "marker_of", "live_run",
+           "is_stream", "check_target"]
 
 MARKER = ".perfcore-folder.json"
 _SCHEMA = "perfcore.folder/1"
@@ -49,24 +51,70 @@ def is_run_folder(folder: Path) -> bool:
     return marker_of(folder) is not None
 
 
+def _alive_since(pid: Any, written_s: float) -> bool:
+    """Whether process `pid` runs on this host and started before `written_s` (a file it wrote): a
+    pid reused since by another process does not count, nor does a zombie."""
+    import psutil
+
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= written_s + 1.0
+    except (psutil.Error, OSError, ValueError):
+        return False
+
+
+def live_run(folder: Path) -> str | None:
+    """Who is still writing `folder` ("perfcore (pid N)" or "its script (pid N)"), or None when no
+    process of its run is alive here. Read from the folder's marker and progress files; a folder made
+    on another host has no process here to ask about."""
+    folder = Path(folder)
+    mark = marker_of(folder)
+    if mark is None or mark.get("host") != socket.gethostname() or mark.get("token") == _TOKEN:
+        return None
+    try:
+        if _alive_since(mark.get("pid"), (folder / MARKER).stat().st_mtime):
+            return f"perfcore (pid {mark['pid']})"
+    except OSError:
+        return None
+    progress = folder / "progress"
+    if progress.is_dir() and not progress.is_symlink():
+        for f in sorted(progress.glob("*.json")):
+            try:
+                doc = json.loads(f.read_text()) if f.is_file() and not f.is_symlink() else None
+                written = f.stat().st_mtime
+            except (OSError, ValueError):
+                continue
+            if isinstance(doc, dict) and _alive_since(doc.get("pid"), written):
+                return f"its script (pid {doc['pid']})"
+    return None
+
+
 def _cannot(out: Path, e: OSError) -> UsageError:
     return UsageError(f"cannot write to --out {out}: {e.strerror or e}; choose a writable folder")
 
 
-def _mark(out: Path, kind: str) -> None:
+def _claim(out: Path, kind: str) -> bool:
+    """Marks `out` as this run's: the marker is created exclusively (never through a link), so of two
+    commands claiming one folder at once exactly one gets it. False when it already has a marker."""
     from perfcore.report import jsonio
 
     doc = {"schema": _SCHEMA, "kind": kind, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "host": socket.gethostname(), "pid": os.getpid(), "token": _TOKEN}
     try:
-        jsonio.write(out / MARKER, doc)
-    except Exception as e:  # a read-only folder: say so before the work starts, not after it
-        cause = e.__cause__ if isinstance(e.__cause__, OSError) else e
-        raise _cannot(out, cause) if isinstance(cause, OSError) else e
+        fd = os.open(out / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    except FileExistsError:
+        return False
+    except OSError as e:  # a read-only folder: say so before the work starts, not after it
+        raise _cannot(out, e)
+    with os.fdopen(fd, "w") as f:
+        f.write(jsonio.dumps(doc))
+    return True
 
 
 def _create(out: Path, kind: str) -> bool:
-    """Makes `out` as a new folder; False when the name is already taken."""
+    """Makes `out` as a new folder and claims it; False when the name is already taken."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.mkdir()
@@ -74,8 +122,8 @@ def _create(out: Path, kind: str) -> bool:
         return False
     except OSError as e:
         raise _cannot(out, e)
-    _mark(out, kind)
-    return True
+    # Another command that found the new folder empty may have claimed it first: then it is theirs.
+    return _claim(out, kind)
 
 
 def _fresh(parent: Path, kind: str) -> Path:
@@ -102,11 +150,12 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
         empty = not any(out.iterdir())
     except OSError as e:
         raise _cannot(out, e)
-    if empty:
-        _mark(out, kind)
+    if empty and _claim(out, kind):
         return out
     sub = _fresh(out, kind)
-    what = "an earlier perfcore run" if mark else "files perfcore did not write"
+    # Not empty, or claimed between the look and the claim: another command started on it just now.
+    what = ("another perfcore command" if empty else "an earlier perfcore run" if mark
+            else "files perfcore did not write")
     print(f"perfcore: {out} holds {what}; leaving it as it is and writing into {sub}", file=sys.stderr)
     return sub
 
@@ -121,3 +170,50 @@ def reuse_out(out: Path, needs: str) -> Path:
     if not (out / needs).is_file():
         raise UsageError(f"nothing to resume in {out}: no {needs} (the sweep stopped before its first configuration?)")
     return out
+
+
+def is_stream(path: str | Path) -> bool:
+    """A device, pipe or socket (/dev/stdout, >(jq .)): written into, never replaced by a file."""
+    return os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path)
+
+
+def _perfcore_wrote(path: Path, page: bool) -> bool:
+    """Whether an existing file is one perfcore writes: a page ending with perfcore's footer, or a
+    JSON document of a perfcore schema."""
+    try:
+        if page:
+            with open(path, "rb") as f:
+                f.seek(max(0, path.stat().st_size - 256))
+                return b"written by perfcore at " in f.read()
+        if path.stat().st_size > 256 * 2**20:
+            return False
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and str(doc.get("schema", "")).startswith("perfcore.")
+
+
+def check_target(path: str | Path | None, inputs: Iterable[str | Path] = (), page: bool = False) -> None:
+    """A file a command writes beside its folder (--json, compare's --html): it may replace only a
+    file perfcore wrote (a JSON document or a page of its own), never a link, and never a file in a
+    folder the command reads. Checked before any work, as one line."""
+    if not path or str(path) == "-" or is_stream(path):
+        return
+    path = Path(path).expanduser()
+    if not os.path.lexists(path):
+        return
+    flag = "--html" if page else "--json"
+    where = next((Path(d) for d in inputs if _inside(path, Path(d))), None)
+    if where is not None:
+        raise UsageError(f"{flag} {path} is inside {where}, which this command reads; choose a path outside it")
+    if path.is_symlink() or not path.is_file() or not _perfcore_wrote(path, page):
+        what = ("a link" if path.is_symlink() else "not a file" if not path.is_file()
+                else "a file perfcore did not write")
+        raise UsageError(f"{flag} {path} is {what}; perfcore replaces only files it wrote: choose another path")
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):
+        return False

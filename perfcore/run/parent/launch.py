@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -260,6 +261,10 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
     if step_on is not None and step_on not in protocol.STEP_SOURCES:
         raise UsageError(f"--step-on must be one of {', '.join(protocol.STEP_SOURCES)}, got {step_on!r}")
     check_command(cmd)
+    # RANK/WORLD_SIZE/LOCAL_RANK left in the shell: a bad one is said once; the script's process then
+    # keys its results by pid (protocol.part_key) instead of losing them.
+    for line in protocol.launcher_env()[1]:
+        print(line, file=sys.stderr)
     out = prepare_out(out)
     sampler = None
     if monitor_s:

@@ -1,0 +1,98 @@
+"""A run folder's parts on disk, handled as untrusted: which folders are parts (never one reached
+through a link), the run's steps table (written once; compressed where large), and what finishing
+leaves of each part (its checkpoint dropped, a large table compressed). Nothing outside the folder
+being finished is read as a part, written or deleted."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from perfcore.report import jsonio
+from perfcore.report.safe_text import clean
+from perfcore.run.protocol import CHECKPOINT, PARTS, is_part_key
+
+__all__ = ["part_dirs", "drop_checkpoints", "write_steps", "compress_parts", "LARGE_STEPS"]
+
+
+def part_dirs(out: Path) -> list[Path]:
+    """The part folders of a run folder: real folders named as protocol.part_key names them. A link
+    (parts/ itself, or a part) is never followed: finishing writes into a part and drops its
+    checkpoint, which through a link would change files outside the folder."""
+    root = out / PARTS
+    if root.is_symlink() or not root.is_dir():
+        return []
+    found = []
+    for d in sorted(root.iterdir()):
+        if d.is_symlink() or not d.is_dir():
+            continue
+        if not is_part_key(d.name):
+            sys.stderr.write(f"perfcore: skipping {clean(str(d))}: not a part perfcore writes (rank<N> or pid<N>)\n")
+            continue
+        found.append(d)
+    return found
+
+
+def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
+    """A part that wrote its own results no longer needs the checkpoint perfcore kept for it."""
+    import shutil
+
+    for p in parts:
+        d = Path(p.get("dir") or "")
+        ck = d / CHECKPOINT
+        # Only a real folder inside this run folder's parts/ (rmtree refuses a link, and a linked part
+        # was never read): nothing outside the folder being finished is deleted.
+        if (d.parent == out / PARTS and not d.is_symlink() and not (out / PARTS).is_symlink()
+                and (d / "run.json").is_file() and ck.is_dir() and not ck.is_symlink()):
+            shutil.rmtree(ck, ignore_errors=True)
+
+
+# From this many rows a steps table is kept gzip-compressed (steps.csv.gz): 1M tiny steps made an 83 MB
+# steps.csv, stored twice (the part's and the run's) and a third time as parquet.
+LARGE_STEPS = 100_000
+_GZIP = {"method": "gzip", "compresslevel": 6, "mtime": 0}
+
+
+def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchanged: bool) -> None:
+    """steps.csv (a copy of the part's file when no column was added: no re-formatting of 100k
+    rows), and steps.parquet when pyarrow is installed; a large table only as steps.csv.gz."""
+    import shutil
+
+    if len(part["steps"]) >= LARGE_STEPS:
+        files.pop(path.name, None)
+        gz = path.with_name(path.name + ".gz")
+        with jsonio.atomic_path(gz) as tmp:
+            part["steps"].to_csv(tmp, index=False, compression=_GZIP)
+        files[gz.name] = gz.name
+        return
+    src = part.get("dir")
+    if unchanged and src is not None and (Path(src) / "steps.csv").is_file():
+        with jsonio.atomic_path(path) as tmp:
+            shutil.copyfile(Path(src) / "steps.csv", tmp)
+    else:
+        jsonio.write_csv(path, part["steps"])
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return
+    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp:
+        part["steps"].to_parquet(tmp, index=False)
+    files["steps.parquet"] = "steps.parquet"
+
+
+def compress_parts(out: Path, parts: list[dict[str, Any]]) -> None:
+    """A large part's steps.csv, read and written into the run's table, is kept compressed (merge and
+    report read steps.csv.gz alike). Only parts of this folder, real folders, their own files."""
+    import gzip
+    import shutil
+
+    for p in parts:
+        d = Path(p.get("dir") or "")
+        csv = d / "steps.csv"
+        if (len(p["steps"]) < LARGE_STEPS or d.parent != out / PARTS or d.is_symlink() or (out / PARTS).is_symlink()
+                or csv.is_symlink() or not csv.is_file()):
+            continue
+        with jsonio.atomic_path(d / "steps.csv.gz") as tmp, open(csv, "rb") as src, \
+                gzip.GzipFile(tmp, "wb", compresslevel=6, mtime=0) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        csv.unlink()
