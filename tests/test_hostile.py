@@ -265,7 +265,10 @@ def controls(text: str) -> list[str]:
 
 def test_report_and_compare_strip_control_characters(tmp_path):
     a, b = poisoned(tmp_path / "a"), poisoned(tmp_path / "b", compute_ms=9.0)
-    rep = invoke("report", a)
+    brief = invoke("report", a)  # the short report: the header line carries the document's device name
+    assert brief.exit_code == 0 and "on cpu" in brief.stdout, brief.output
+    assert controls(brief.output) == []
+    rep = invoke("report", a, "--explain")  # the whole text: the verdict's summary and every string
     assert rep.exit_code == 0 and "summary" in rep.stdout and "end" in rep.stdout, rep.output
     assert controls(rep.output) == []
     cmp = invoke("compare", a, b)
