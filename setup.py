@@ -6,6 +6,7 @@ reason for the CPU mode (a failed CUDA-mode compile too) is one line that says h
 mode; none fails the install. The settings chosen are printed and written to
 perfcore/_build_info.json, which `perfcore env` shows.
 """
+
 from __future__ import annotations
 
 import glob
@@ -82,13 +83,19 @@ def torch_missing(error: str) -> str:
     paths = sysconfig.get_paths()
     hidden = any((Path(paths[k]) / "torch").is_dir() for k in ("purelib", "platlib"))
     if hidden or (isolated_build() and not any("pip-build-env-" in p for p in sys.path)):
-        return ("perfcore compiles against the torch you run with, and build isolation hides it: "
-                "run the same pip command with --no-build-isolation (e.g. pip install --no-build-isolation .)")
+        return (
+            "perfcore compiles against the torch you run with, and build isolation hides it: "
+            "run the same pip command with --no-build-isolation (e.g. pip install --no-build-isolation .)"
+        )
     if isolated_build():
-        return (f"torch is not installed in {sys.prefix}: install torch first (pip install torch), then run "
-                "the same pip command with --no-build-isolation (e.g. pip install --no-build-isolation .)")
-    return (f"torch is not importable here ({error}): install torch first (pip install torch), "
-            "then pip install --no-build-isolation .")
+        return (
+            f"torch is not installed in {sys.prefix}: install torch first (pip install torch), then run "
+            "the same pip command with --no-build-isolation (e.g. pip install --no-build-isolation .)"
+        )
+    return (
+        f"torch is not importable here ({error}): install torch first (pip install torch), "
+        "then pip install --no-build-isolation ."
+    )
 
 
 def import_torch():
@@ -107,8 +114,10 @@ def torch_too_old(version: str) -> str:
     if m is None or (int(m[1]), int(m[2])) >= MIN_TORCH:
         return ""
     need = ".".join(map(str, MIN_TORCH))
-    return (f"torch {version} is older than {need}, the oldest torch perfcore supports: upgrade it first "
-            f"(pip install 'torch>={need}'), then install perfcore again with pip's --no-build-isolation")
+    return (
+        f"torch {version} is older than {need}, the oldest torch perfcore supports: upgrade it first "
+        f"(pip install 'torch>={need}'), then install perfcore again with pip's --no-build-isolation"
+    )
 
 
 def find_cuda_home(candidates: list[Path] | None = None) -> tuple[Path | None, str]:
@@ -147,8 +156,9 @@ def find_cuda_home(candidates: list[Path] | None = None) -> tuple[Path | None, s
 
 def nvcc_version(cuda_home: Path) -> str:
     try:
-        out = subprocess.run([str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True,
-                             timeout=60).stdout
+        out = subprocess.run(
+            [str(cuda_home / "bin" / "nvcc"), "--version"], capture_output=True, text=True, timeout=60
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     m = re.search(r"release (\d+\.\d+)", out)
@@ -189,7 +199,11 @@ def find_cupti(cuda_home: Path, cuda_major: str) -> tuple[dict | None, list[str]
             base = site / sub
             candidates.append((f"torch's nvidia package ({sub})", base / "include", base / "lib"))
     candidates += [
-        ("CUDA toolkit (extras/CUPTI)", cuda_home / "extras" / "CUPTI" / "include", cuda_home / "extras" / "CUPTI" / "lib64"),
+        (
+            "CUDA toolkit (extras/CUPTI)",
+            cuda_home / "extras" / "CUPTI" / "include",
+            cuda_home / "extras" / "CUPTI" / "lib64",
+        ),
         ("CUDA toolkit", cuda_home / "include", cuda_home / "lib64"),
     ]
     for source, inc, lib in candidates:
@@ -214,14 +228,14 @@ def find_cupti(cuda_home: Path, cuda_major: str) -> tuple[dict | None, list[str]
 
 
 def cuda_h_version(include: Path) -> str | None:
-    """"12.4" from include/cuda.h's CUDA_VERSION (12040), or None."""
+    """ "12.4" from include/cuda.h's CUDA_VERSION (12040), or None."""
     f = include / "cuda.h"
     m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", f.read_text(errors="replace")) if f.is_file() else None
     return f"{int(m.group(1)) // 1000}.{int(m.group(1)) % 1000 // 10}" if m else None
 
 
 def cupti_release(include: Path) -> str | None:
-    """"12.8" for a CUPTI from a pip package (its dist-info says the release), else None."""
+    """ "12.8" for a CUPTI from a pip package (its dist-info says the release), else None."""
     site = include.parent.parent.parent  # site-packages/nvidia/<pkg>/include
     for d in sorted(glob.glob(str(site / "nvidia_cuda_cupti*.dist-info"))):
         m = re.search(r"-(\d+)\.(\d+)[^-]*\.dist-info$", d)
@@ -236,8 +250,14 @@ def version_tuple(v: str | None) -> tuple[int, ...]:
 
 # The CUPTI headers csrc/cupti/records.h includes, never cupti.h: that one pulls
 # generated_cuda_meta.h, which needs a cuda.h as new as its CUPTI.
-CUPTI_HEADERS = ("cupti_activity.h", "cupti_callbacks.h", "cupti_result.h", "cupti_version.h",
-                 "cupti_runtime_cbid.h", "cupti_driver_cbid.h")
+CUPTI_HEADERS = (
+    "cupti_activity.h",
+    "cupti_callbacks.h",
+    "cupti_result.h",
+    "cupti_version.h",
+    "cupti_runtime_cbid.h",
+    "cupti_driver_cbid.h",
+)
 
 
 def stage_cupti_headers(include: str, dest: Path | None = None) -> Path:
@@ -264,9 +284,16 @@ def cupti_header_error(staged: Path, *cuda_includes: Path, cxx: str | None = Non
     cxx = cxx or os.environ.get("CXX") or shutil.which("g++") or "c++"
     src = "".join(f"#include <{h}>\n" for h in CUPTI_HEADERS) + "int main() { return 0; }\n"
     try:
-        r = subprocess.run([cxx, "-fsyntax-only", "-std=c++17", "-x", "c++", "-I", str(staged)]
-                           + [f"-I{d}" for d in cuda_includes] + ["-"], input=src, capture_output=True, text=True,
-                           timeout=120, env={**os.environ, "LC_ALL": "C"})
+        r = subprocess.run(
+            [cxx, "-fsyntax-only", "-std=c++17", "-x", "c++", "-I", str(staged)]
+            + [f"-I{d}" for d in cuda_includes]
+            + ["-"],
+            input=src,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "LC_ALL": "C"},
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"{cxx} did not run ({e})"
     # The staged folder is gone by the time anyone reads the line: name the header alone.
@@ -302,9 +329,11 @@ def cupti_pair_refusal(info: dict) -> str:
     if not err:
         return ""
     whose = "torch's CUPTI" if cupti["source"].startswith("torch") else "the CUPTI found"
-    return (f"{whose} {cupti_v or 'API %s' % cupti['api_version']} needs CUDA toolkit >= {cupti_v or 'its'} headers; "
-            f"this nvcc is {info['toolkit_version']} (cuda.h {cuda_h or '?'} at {include}: {err}); for the CUDA mode "
-            f"set CUDA_HOME to a CUDA {cupti_v or info['toolkit_version'].split('.')[0]}+ toolkit, {REBUILD_HINT}")
+    return (
+        f"{whose} {cupti_v or 'API %s' % cupti['api_version']} needs CUDA toolkit >= {cupti_v or 'its'} headers; "
+        f"this nvcc is {info['toolkit_version']} (cuda.h {cuda_h or '?'} at {include}: {err}); for the CUDA mode "
+        f"set CUDA_HOME to a CUDA {cupti_v or info['toolkit_version'].split('.')[0]}+ toolkit, {REBUILD_HINT}"
+    )
 
 
 def decide(torch=None) -> dict:
@@ -337,8 +366,7 @@ def decide(torch=None) -> dict:
     if not torch.version.cuda:
         return cpu(f"torch {torch.__version__} is a CPU build", f"install a CUDA build of torch, {REBUILD_HINT}")
     torch_major = torch.version.cuda.split(".")[0]
-    toolkit_hint = (f"install the CUDA {torch_major}.x toolkit (nvcc, CUPTI) and set CUDA_HOME to it, "
-                    f"{REBUILD_HINT}")
+    toolkit_hint = f"install the CUDA {torch_major}.x toolkit (nvcc, CUPTI) and set CUDA_HOME to it, {REBUILD_HINT}"
     cuda_home, why = find_cuda_home()
     if cuda_home is None:
         return cpu(why, toolkit_hint)
@@ -346,12 +374,17 @@ def decide(torch=None) -> dict:
     if toolkit == "unknown":
         return cpu(f"{cuda_home}/bin/nvcc --version does not say its release", toolkit_hint)
     if toolkit.split(".")[0] != torch_major:
-        return cpu(f"torch {torch.__version__} is built for CUDA {torch.version.cuda} but nvcc at {cuda_home} "
-                   f"is CUDA {toolkit}", toolkit_hint)
+        return cpu(
+            f"torch {torch.__version__} is built for CUDA {torch.version.cuda} but nvcc at {cuda_home} "
+            f"is CUDA {toolkit}",
+            toolkit_hint,
+        )
     cupti, looked = find_cupti(cuda_home, torch_major)
     if cupti is None:
-        return cpu("no CUPTI headers and library found (looked for cupti.h and libcupti.so* in "
-                   + ", ".join(looked) + ")", toolkit_hint)
+        return cpu(
+            "no CUPTI headers and library found (looked for cupti.h and libcupti.so* in " + ", ".join(looked) + ")",
+            toolkit_hint,
+        )
     info.update(mode="cuda", cuda_home=str(cuda_home), toolkit_version=toolkit, cupti=cupti)
     refusal = cupti_pair_refusal(info)
     if refusal:
@@ -376,8 +409,10 @@ def arch_list(torch) -> str:
 def check_compiler() -> None:
     cxx = os.environ.get("CXX", "c++")
     if shutil.which(cxx) is None and shutil.which("g++") is None:
-        fail(f"no C++ compiler found (looked for $CXX={cxx!r} and g++ on PATH); install one "
-             "(Debian/Ubuntu: apt-get install g++) and build again")
+        fail(
+            f"no C++ compiler found (looked for $CXX={cxx!r} and g++ on PATH); install one "
+            "(Debian/Ubuntu: apt-get install g++) and build again"
+        )
 
 
 def extension_settings(info: dict, torch_include: str) -> dict:
@@ -390,8 +425,14 @@ def extension_settings(info: dict, torch_include: str) -> dict:
     if not truthy("PERFCORE_DEBUG_SYMBOLS"):
         cxx.append("-g0")
     nvcc = ["-O3", "-std=c++17", "--expt-relaxed-constexpr"]
-    kw: dict = {"sources": sources(info["mode"]), "include_dirs": [str(ROOT / "csrc"), torch_include],
-                "define_macros": [], "library_dirs": [], "libraries": [], "extra_link_args": []}
+    kw: dict = {
+        "sources": sources(info["mode"]),
+        "include_dirs": [str(ROOT / "csrc"), torch_include],
+        "define_macros": [],
+        "library_dirs": [],
+        "libraries": [],
+        "extra_link_args": [],
+    }
     if info["mode"] == "cuda":
         cupti = info["cupti"]
         staged = stage_cupti_headers(cupti["include"])
@@ -521,8 +562,16 @@ def main() -> None:
                 with tee:
                     super().build_extensions()
             except Exception as e:  # ninja's RuntimeError, distutils' CompileError/LinkError
-                cpu = {**info, "mode": "cpu", "reason": compile_failed_reason(e, tee.text()), "cuda_home": None,
-                       "toolkit_version": None, "cupti": None, "arch_list": None, "nvcc_flags": []}
+                cpu = {
+                    **info,
+                    "mode": "cpu",
+                    "reason": compile_failed_reason(e, tee.text()),
+                    "cuda_home": None,
+                    "toolkit_version": None,
+                    "cupti": None,
+                    "arch_list": None,
+                    "nvcc_flags": [],
+                }
                 for k, v in extension_settings(cpu, torch_include).items():
                     setattr(ext, k, v)
                 report(cpu, Path(self.build_lib) / "perfcore" / "_build_info.json")

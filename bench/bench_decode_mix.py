@@ -9,6 +9,7 @@ makes around them (about 3 cudaGetDevice / cuCtxGetCurrent-like calls per launch
 record and, inside a tagged phase, an external-correlation record). Prints ns per step both ways
 and their ratio, measured side by side in one run (median of 5).
 """
+
 from __future__ import annotations
 
 import argparse

@@ -7,6 +7,7 @@ side fabricated CUPTI buffers through the tracer's pool and decode path; the cup
 own record classes over numpy records, through perfcore's conversion to columns. On a GPU,
 bench/gpu_check.py measures the same on real records. Prints ns per record and the ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,14 +58,26 @@ def cupti_python_ns_per_record(n: int, repeats: int = 5) -> float:
     recs = []
     for c in range(n // 2):
         off = c * pair
-        a = buf[off:off + da.itemsize].view(da)
-        a["kind"], a["start"], a["end"], a["correlation_id"], a["thread_id"] = int(cupti.ActivityKind.RUNTIME), \
-            1000 + c, 1001 + c, c, 7
-        k = buf[off + da.itemsize:off + pair].view(dk)
-        k["kind"], k["start"], k["end"], k["correlation_id"] = int(cupti.ActivityKind.CONCURRENT_KERNEL), 2000 + c, 2100 + c, c
+        a = buf[off : off + da.itemsize].view(da)
+        a["kind"], a["start"], a["end"], a["correlation_id"], a["thread_id"] = (
+            int(cupti.ActivityKind.RUNTIME),
+            1000 + c,
+            1001 + c,
+            c,
+            7,
+        )
+        k = buf[off + da.itemsize : off + pair].view(dk)
+        k["kind"], k["start"], k["end"], k["correlation_id"] = (
+            int(cupti.ActivityKind.CONCURRENT_KERNEL),
+            2000 + c,
+            2100 + c,
+            c,
+        )
         k["name"] = ctypes.addressof(name)
-        recs += [cupti.ActivityAPI.from_ptr(buf.ctypes.data + off, readonly=True),
-                 cupti.ActivityKernel10.from_ptr(buf.ctypes.data + off + da.itemsize, readonly=True)]
+        recs += [
+            cupti.ActivityAPI.from_ptr(buf.ctypes.data + off, readonly=True),
+            cupti.ActivityKernel10.from_ptr(buf.ctypes.data + off + da.itemsize, readonly=True),
+        ]
     kinds = cp._Kinds(cupti)
     times = []
     for _ in range(repeats):

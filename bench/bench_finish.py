@@ -11,6 +11,7 @@ good as the load allows (the report's CPU seconds are the steadier figure).
 
     .venv/bin/python bench/bench_finish.py [--steps 1000,10000,100000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,11 @@ def folder_bytes(d: Path) -> int:
 def one(n: int, work: Path, script: Path) -> dict:
     out = work / f"run{n}"
     cpu0 = _children_cpu()
-    p = subprocess.run(perfcore_cmd() + ["run", "--quiet", "--out", str(out), "--", sys.executable, str(script), str(n)],
-                       capture_output=True, text=True)
+    p = subprocess.run(
+        perfcore_cmd() + ["run", "--quiet", "--out", str(out), "--", sys.executable, str(script), str(n)],
+        capture_output=True,
+        text=True,
+    )
     t_end = time.time()
     if p.returncode != 0:
         raise SystemExit(f"perfcore run failed ({p.returncode}):\n{p.stderr[-3000:]}")
@@ -59,9 +63,19 @@ def one(n: int, work: Path, script: Path) -> dict:
     report_s, report_cpu = time.perf_counter() - t, _children_cpu() - cpu
     if r.returncode != 0:
         raise SystemExit(f"perfcore report failed ({r.returncode}):\n{r.stderr[-3000:]}")
-    return {"steps": n, "loop_s": t1 - t0, "finish_s": t_end - t1, "finish_cpu": finish_cpu, "child_s": part.stat().st_mtime - t1,
-            "report_s": report_s, "report_cpu": report_cpu, "load": os.getloadavg()[0], "mb": folder_bytes(out) / 1e6, "rss_growth_mb": (rn - r1) / 1e6 if r1 else 0.0,
-            "rss_after_10k_mb": (rn - r10k) / 1e6 if r10k else None}
+    return {
+        "steps": n,
+        "loop_s": t1 - t0,
+        "finish_s": t_end - t1,
+        "finish_cpu": finish_cpu,
+        "child_s": part.stat().st_mtime - t1,
+        "report_s": report_s,
+        "report_cpu": report_cpu,
+        "load": os.getloadavg()[0],
+        "mb": folder_bytes(out) / 1e6,
+        "rss_growth_mb": (rn - r1) / 1e6 if r1 else 0.0,
+        "rss_after_10k_mb": (rn - r10k) / 1e6 if r10k else None,
+    }
 
 
 def _children_cpu() -> float:
@@ -97,21 +111,29 @@ def main() -> None:
         rows = [one(n, work, script) for n in lengths]
         # perfcore's own memory: the same loop's growth without perfcore, at the longest length only.
         bare = bare_growth(max(lengths), script) if max(lengths) > 1000 else 0.0
-    print("| steps | loop s | finish s (child part) (CPU s) | report --html s (CPU s) | folder MB | RSS growth MB "
-          "(step 1000 -> end) | (step 10k -> end) | load avg |")
+    print(
+        "| steps | loop s | finish s (child part) (CPU s) | report --html s (CPU s) | folder MB | RSS growth MB "
+        "(step 1000 -> end) | (step 10k -> end) | load avg |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['steps']} | {r['loop_s']:.1f} | {r['finish_s']:.2f} ({r['child_s']:.2f}) ({r['finish_cpu']:.2f}) "
-              f"| {r['report_s']:.2f} "
-              f"({r['report_cpu']:.2f}) | {r['mb']:.1f} | {r['rss_growth_mb']:.1f} | "
-              f"{'-' if r['rss_after_10k_mb'] is None else format(r['rss_after_10k_mb'], '.1f')} | {r['load']:.1f} |")
+        print(
+            f"| {r['steps']} | {r['loop_s']:.1f} | {r['finish_s']:.2f} ({r['child_s']:.2f}) ({r['finish_cpu']:.2f}) "
+            f"| {r['report_s']:.2f} "
+            f"({r['report_cpu']:.2f}) | {r['mb']:.1f} | {r['rss_growth_mb']:.1f} | "
+            f"{'-' if r['rss_after_10k_mb'] is None else format(r['rss_after_10k_mb'], '.1f')} | {r['load']:.1f} |"
+        )
     if len(rows) > 1:
-        print(f"slope per 10k steps: finish {slope(rows, 'finish_s'):+.3f} s ({slope(rows, 'finish_cpu'):+.3f} CPU s), "
-              f"report {slope(rows, 'report_s'):+.3f} s ({slope(rows, 'report_cpu'):+.3f} CPU s), "
-              f"folder {slope(rows, 'mb'):+.2f} MB, RSS {slope(rows, 'rss_growth_mb'):+.2f} MB")
+        print(
+            f"slope per 10k steps: finish {slope(rows, 'finish_s'):+.3f} s ({slope(rows, 'finish_cpu'):+.3f} CPU s), "
+            f"report {slope(rows, 'report_s'):+.3f} s ({slope(rows, 'report_cpu'):+.3f} CPU s), "
+            f"folder {slope(rows, 'mb'):+.2f} MB, RSS {slope(rows, 'rss_growth_mb'):+.2f} MB"
+        )
     big = max(rows, key=lambda r: r["steps"])
-    print(f"without perfcore the loop grew {bare:.1f} MB over {big['steps']} steps; perfcore's own growth: "
-          f"{big['rss_growth_mb'] - bare:.1f} MB")
+    print(
+        f"without perfcore the loop grew {bare:.1f} MB over {big['steps']} steps; perfcore's own growth: "
+        f"{big['rss_growth_mb'] - bare:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

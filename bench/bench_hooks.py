@@ -9,6 +9,7 @@ optimizer.step, whole step), the median time with the hooks out and in, and the 
 Complements bench_run_overhead.py (whole processes against each other): this one says where
 the cost sits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,7 @@ def main() -> None:
     from perfcore.run.child import instrument
     from perfcore.run.protocol import ChildConfig
 
-    instrument.activate(ChildConfig(run_dir=tempfile.mkdtemp(prefix="perfcore-hooks-"), warmup=0),
-                        process_hooks=False)
+    instrument.activate(ChildConfig(run_dir=tempfile.mkdtemp(prefix="perfcore-hooks-"), warmup=0), process_hooks=False)
     import torch.optim.optimizer as optim_mod
     import torch.utils.data._utils.fetch as fetch_mod
     from overhead_train import epochs, make_loop
@@ -43,7 +43,10 @@ def main() -> None:
     def hooks(on: bool) -> None:
         for owner, attr, hooked in slots:
             setattr(owner, attr, hooked if on else hooked.__wrapped__)
-        for live, saved in ((optim_mod._global_optimizer_pre_hooks, pre), (optim_mod._global_optimizer_post_hooks, post)):
+        for live, saved in (
+            (optim_mod._global_optimizer_pre_hooks, pre),
+            (optim_mod._global_optimizer_post_hooks, post),
+        ):
             live.clear()
             if on:
                 live.update(saved)
@@ -77,19 +80,23 @@ def main() -> None:
     res = {on: {p: [] for p in PARTS} for on in (False, True)}
     t0 = time.time()
     for r in range(args.rounds):
-        for on in ((False, True) if r % 2 else (True, False)):
+        for on in (False, True) if r % 2 else (True, False):
             hooks(on)
             step()  # the step right after a swap is not counted
             for _ in range(5):
                 step(res[on])
     hooks(True)
-    print(f"CPU training step (bench/overhead_train.py's model), {args.rounds} rounds x 5 steps each way, "
-          f"{time.time() - t0:.0f} s; medians")
+    print(
+        f"CPU training step (bench/overhead_train.py's model), {args.rounds} rounds x 5 steps each way, "
+        f"{time.time() - t0:.0f} s; medians"
+    )
     print("| part | hooks out | hooks in | difference |")
     print("|---|---|---|---|")
     for p in PARTS:
         off, on = statistics.median(res[False][p]), statistics.median(res[True][p])
-        print(f"| {p} | {off / 1e3:.1f} us | {on / 1e3:.1f} us | {(on - off) / 1e3:+.1f} us ({100 * (on - off) / off:+.1f}%) |")
+        print(
+            f"| {p} | {off / 1e3:.1f} us | {on / 1e3:.1f} us | {(on - off) / 1e3:+.1f} us ({100 * (on - off) / off:+.1f}%) |"
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ the order rotating every round, so machine drift and memory layout cancel. Also 
 The step: an MLP forward/backward/SGD step with per-sample Python metrics (`.item()` per sample), ~5 ms
 on one thread. Prints the median step per variant, its overhead against nothing, and ns per counted call.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,7 +96,7 @@ def main() -> None:
         step()
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for r in range(args.rounds):
-        order = VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]
+        order = VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]
         for v in order:
             times[v] += block(torch, step, v, args.block)
     base = statistics.median(times["none"])

@@ -3,6 +3,7 @@
 
     python bench/bench_memory.py [--steps 100000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ def main() -> None:
             rows = sum(len(r) for r in store.rows)
             print(f"| {i} | {(proc.memory_info().rss - base) / 2**20:+.1f} | {held} | {rows} |", flush=True)
     df = timer.summary()
-    print(f"\n{len(df)} steps summarised; raw spans held at the end: "
-          f"{len(timer.engine.store.detail['spans'])} (detail of the kept steps)")
+    print(
+        f"\n{len(df)} steps summarised; raw spans held at the end: "
+        f"{len(timer.engine.store.detail['spans'])} (detail of the kept steps)"
+    )
 
 
 if __name__ == "__main__":

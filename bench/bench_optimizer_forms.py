@@ -7,14 +7,17 @@ analysis/compute_split.SAVED_FRACTION.
 
 Prints the median ms per optimizer.step() of each form and the fraction each saves.
 """
+
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
 
-SHAPES = {"mlp-small": [(256, 256), (256,), (256, 256), (256,), (10, 256), (10,)] * 4,
-          "mlp-large": [(1024, 1024), (1024,)] * 4}
+SHAPES = {
+    "mlp-small": [(256, 256), (256,), (256, 256), (256,), (10, 256), (10,)] * 4,
+    "mlp-large": [(1024, 1024), (1024,)] * 4,
+}
 
 
 def step_ms(torch, device: str, shapes, repeats: int, **kw) -> float:

@@ -3,6 +3,7 @@ and, where Chromium and Playwright are installed, the browser's time from naviga
 drawn (median of 5). Printed side by side, with the 100k/1k ratios.
 
     .venv/bin/python bench/bench_report.py"""
+
 from __future__ import annotations
 
 import shutil

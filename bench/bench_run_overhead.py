@@ -15,6 +15,7 @@ and the mean over rings is reported with its standard error.
 
 Target (issue #4): perfcore run adds <= 2% to the step time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,6 +28,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+
+
 def one_ring(variants: tuple[str, ...], rounds: int, block: int, warm: int, tmp: Path) -> dict[str, list[float]]:
     steps = warm + rounds * block
     script = [sys.executable, str(HERE / "overhead_train.py"), str(steps)]
@@ -58,8 +61,9 @@ def one_ring(variants: tuple[str, ...], rounds: int, block: int, warm: int, tmp:
             cmd, extra = cmds[name]
             ring = f"{fifos[i]},{fifos[(i + 1) % len(fifos)]},{block},{warm}"
             err = open(ring_dir / f"stderr-{i}.txt", "w")
-            procs[name] = subprocess.Popen(cmd, env=dict(env, BENCH_RING=ring, **extra), stdout=subprocess.PIPE,
-                                           stderr=err, text=True)
+            procs[name] = subprocess.Popen(
+                cmd, env=dict(env, BENCH_RING=ring, **extra), stdout=subprocess.PIPE, stderr=err, text=True
+            )
             errs[name] = ring_dir / f"stderr-{i}.txt"
         for name, p in procs.items():  # every variant warmed up and waiting
             for line in p.stdout:
@@ -91,13 +95,22 @@ def paired(blocks: dict[str, list[float]], name: str, base: list[float]) -> floa
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rings", type=int, default=6, help="rings of fresh processes (each process's memory "
-                    "layout is its own: two runs of the same script differ by up to 2%% here)")
+    ap.add_argument(
+        "--rings",
+        type=int,
+        default=6,
+        help="rings of fresh processes (each process's memory "
+        "layout is its own: two runs of the same script differ by up to 2%% here)",
+    )
     ap.add_argument("--rounds", type=int, default=400)
     ap.add_argument("--block", type=int, default=5, help="steps a variant runs before handing over")
     ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--against", metavar="DIR", help="also run another perfcore checkout (built in place), "
-                    "e.g. a git worktree of the previous commit, in the same rings")
+    ap.add_argument(
+        "--against",
+        metavar="DIR",
+        help="also run another perfcore checkout (built in place), "
+        "e.g. a git worktree of the previous commit, in the same rings",
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="perfcore-bench-"))
     other = f"perfcore run @ {Path(args.against).resolve()}" if args.against else None
@@ -113,12 +126,17 @@ def main() -> None:
         base = [(a + b) / 2 for a, b in zip(blocks["uninstrumented"], blocks["uninstrumented, 2nd process"])]
         for k in variants:
             ms[k] += blocks[k]
-        per_ring["uninstrumented, 2nd process"].append(paired(blocks, "uninstrumented, 2nd process",
-                                                              blocks["uninstrumented"]))
+        per_ring["uninstrumented, 2nd process"].append(
+            paired(blocks, "uninstrumented, 2nd process", blocks["uninstrumented"])
+        )
         for k in variants[2:]:
             per_ring[k].append(paired(blocks, k, base))
-        print(f"  ring {r + 1}/{args.rings} ({time.time() - t0:.0f} s): " + ", ".join(
-            f"{k} {100 * v[-1]:+.2f}%" for k, v in per_ring.items()), file=sys.stderr, flush=True)
+        print(
+            f"  ring {r + 1}/{args.rings} ({time.time() - t0:.0f} s): "
+            + ", ".join(f"{k} {100 * v[-1]:+.2f}%" for k, v in per_ring.items()),
+            file=sys.stderr,
+            flush=True,
+        )
     # torch.profiler in a shorter ring of its own: its steps are ~3x longer and its event list
     # grows with every step.
     prof_rounds = max(20, args.rounds // 4)
@@ -128,17 +146,24 @@ def main() -> None:
     def mean_sem(v: list[float]) -> tuple[float, float]:
         return statistics.mean(v), (statistics.stdev(v) / len(v) ** 0.5 if len(v) > 1 else float("nan"))
 
-    print(f"CPU training loop (bench/overhead_train.py, {statistics.median(ms['uninstrumented']):.2f} ms/step), "
-          f"{args.rings} rings x {args.rounds} rounds x {args.block} steps per variant in lock-step")
+    print(
+        f"CPU training loop (bench/overhead_train.py, {statistics.median(ms['uninstrumented']):.2f} ms/step), "
+        f"{args.rings} rings x {args.rounds} rounds x {args.block} steps per variant in lock-step"
+    )
     print("| variant | ms/step (median block) | overhead, mean of rings | +- s.e. | per ring |")
     print("|---|---|---|---|---|")
     for k, v in per_ring.items():
         m, e = mean_sem(v)
         label = k + (" (control)" if k.endswith("2nd process") else "")
-        print(f"| {label} | {statistics.median(ms[k]):.3f} | {100 * m:+.2f}% | {100 * e:.2f}% | "
-              + " ".join(f"{100 * x:+.1f}" for x in v) + " |")
-    print(f"| torch.profiler (CPU), own ring of {prof_rounds} rounds | {statistics.median(blocks['torch.profiler (CPU)']):.3f}"
-          f" | {100 * prof:+.1f}% | | |")
+        print(
+            f"| {label} | {statistics.median(ms[k]):.3f} | {100 * m:+.2f}% | {100 * e:.2f}% | "
+            + " ".join(f"{100 * x:+.1f}" for x in v)
+            + " |"
+        )
+    print(
+        f"| torch.profiler (CPU), own ring of {prof_rounds} rounds | {statistics.median(blocks['torch.profiler (CPU)']):.3f}"
+        f" | {100 * prof:+.1f}% | | |"
+    )
     ov, err = mean_sem(per_ring["perfcore run"])
     print(f"\ntarget perfcore run <= 2%: {'PASS' if ov <= 0.02 else 'FAIL'} ({100 * ov:+.2f}% +- {100 * err:.2f}%)")
     if ov > 0:

@@ -5,6 +5,7 @@ script's own p50 step time under each (finishing work done while the script runs
 Then where perfcore's part after the script goes, timed in a fresh process on the run folder it wrote.
 
     .venv/bin/python bench/bench_short_run.py [REPEATS] [--before /work/main] [--no-warm] [--no-monitor]"""
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,13 @@ SCRIPT = [sys.executable, str(ROOT / "examples" / "train_small.py"), "30"]
 PERFCORE = [sys.executable, "-c", "from perfcore.cli import main; main()"]
 # This tree with a warm-up thread that loads only the chart font: the script's own times with
 # and without the warm-up beside it, the rest of perfcore the same.
-NO_WARM = [sys.executable, "-c", "from perfcore.run.parent import launch, warm\n"
-           "launch.WarmUp = lambda: warm.WarmUp(modules=())\n"
-           "from perfcore.cli import main; main()"]
+NO_WARM = [
+    sys.executable,
+    "-c",
+    "from perfcore.run.parent import launch, warm\n"
+    "launch.WarmUp = lambda: warm.WarmUp(modules=())\n"
+    "from perfcore.cli import main; main()",
+]
 
 PARTS = r"""
 import time, sys
@@ -96,8 +101,10 @@ print(time.perf_counter() - t0, "torch" in sys.modules)
 """
 
 # The largest peak RSS among a command's processes (the script's, under perfcore run too).
-PEAK = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
-        "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)")
+PEAK = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
+    "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+)
 
 
 def raw_part_s(folder: Path) -> tuple[float, bool]:
@@ -111,8 +118,14 @@ def raw_part_s(folder: Path) -> tuple[float, bool]:
     config = protocol.ChildConfig(run_dir=str(folder.resolve()), warmup=5, kernels=False).write()
     env[protocol.ENV_CHILD_CONFIG] = str(config.path)
     subprocess.run(SCRIPT, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
-    r = subprocess.run([sys.executable, "-c", REPLAY, str(folder)], check=True, capture_output=True, text=True,
-                       cwd=ROOT, env=env_for(ROOT))
+    r = subprocess.run(
+        [sys.executable, "-c", REPLAY, str(folder)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env_for(ROOT),
+    )
     took, torch_loaded = r.stdout.split()
     return float(took), torch_loaded == "True"
 
@@ -127,14 +140,21 @@ def env_for(tree: Path | None) -> dict[str, str]:
 def wall(cmd: list[str], tree: Path | None = None) -> float:
     # cwd is the tree: `python -c` puts the working directory first on sys.path, before PYTHONPATH.
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree or ROOT,
-                   env=env_for(tree))
+    subprocess.run(
+        cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tree or ROOT, env=env_for(tree)
+    )
     return time.perf_counter() - t0
 
 
 def finish_s(tree: Path, folder: Path, scratch: Path) -> tuple[float, float]:
-    r = subprocess.run([sys.executable, "-c", FINISH, str(folder), str(scratch)], check=True, capture_output=True,
-                       text=True, cwd=tree, env=env_for(tree))
+    r = subprocess.run(
+        [sys.executable, "-c", FINISH, str(folder), str(scratch)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tree,
+        env=env_for(tree),
+    )
     took, peak_mib, where = r.stdout.split()
     assert where.startswith(str(tree)), (where, tree)  # the tree meant, not another on sys.path
     return float(took), float(peak_mib)
@@ -151,7 +171,7 @@ def script_times(folder: Path) -> tuple[float, float]:
     return float(doc["step_time_ms"]["p50"]), float((doc.get("startup") or {}).get("time_to_first_step_ms", "nan"))
 
 
-def main() -> None:
+def main() -> None:  # noqa: C901, PLR0912, PLR0915
     ap = argparse.ArgumentParser()
     ap.add_argument("repeats", type=int, nargs="?", default=5)
     ap.add_argument("--before", type=Path, help="another checkout (built) to run as 'before', side by side")
@@ -181,7 +201,7 @@ def main() -> None:
     for i in range(a.repeats):
         # Alternated, the order rotated each round, so drift on a shared machine hits all alike.
         order = ["bare"] + list(trees)
-        order = order[i % len(order):] + order[:i % len(order)]
+        order = order[i % len(order) :] + order[: i % len(order)]
         took = {}
         for name in order:
             if name == "bare":
@@ -203,38 +223,59 @@ def main() -> None:
         ratio = statistics.median(under[name]) / statistics.median(bare)
         print(f"  under perfcore run ({name}, {trees[name]}): {spread(under[name])}; ratio {ratio:.2f}x")
         print(f"    perfcore's added seconds (paired per round): {spread(added[name])}")
-        print(f"    the script's own p50 step, ms: {spread(step[name])}; launch to first step end, s: "
-              f"{spread(first[name])}")
+        print(
+            f"    the script's own p50 step, ms: {spread(step[name])}; launch to first step end, s: "
+            f"{spread(first[name])}"
+        )
     if "before" in trees:
         gain = statistics.median(added["before"]) - statistics.median(added["after"])
-        print(f"  added seconds before/after: {statistics.median(added['before']):.2f} -> "
-              f"{statistics.median(added['after']):.2f} ({gain:.2f} s less)")
+        print(
+            f"  added seconds before/after: {statistics.median(added['before']):.2f} -> "
+            f"{statistics.median(added['after']):.2f} ({gain:.2f} s less)"
+        )
     fin: dict[str, list[float]] = {k: [] for k in trees}
     peak: dict[str, list[float]] = {k: [] for k in trees}
     finishers = [k for k in trees if not k.startswith("after, no ")]
     for i in range(a.repeats):  # the same parts finished by each tree, alternated
-        for name in (finishers if i % 2 == 0 else finishers[::-1]):
+        for name in finishers if i % 2 == 0 else finishers[::-1]:
             took, mib = finish_s(trees[name], out / f"after{i}", out / f"fin-{name}{i}")
             fin[name].append(took)
             peak[name].append(mib)
-    print("the parent's part after the script (finish_run + terminal text on the same parts, fresh process, what "
-          "the tree imports before and during the script already imported), seconds:")
+    print(
+        "the parent's part after the script (finish_run + terminal text on the same parts, fresh process, what "
+        "the tree imports before and during the script already imported), seconds:"
+    )
     for name in finishers:
         print(f"  {name}: {spread(fin[name])}; the parent's peak RSS, MiB: {spread(peak[name])}")
     replay = [raw_part_s(out / f"raw{i}") for i in range(a.repeats)]
-    print(f"a short run's raw part settled by the parent (fresh process, this tree), seconds: "
-          f"{spread([t for t, _ in replay])}; torch loaded there: {any(x for _, x in replay)}")
-    peaks = {"bare": SCRIPT, **{name: PERFCORE + ["run", "--quiet", "--out", str(out / f"peak-{i}"), "--"] + SCRIPT
-                                for i, name in enumerate(finishers)}}
+    print(
+        f"a short run's raw part settled by the parent (fresh process, this tree), seconds: "
+        f"{spread([t for t, _ in replay])}; torch loaded there: {any(x for _, x in replay)}"
+    )
+    peaks = {
+        "bare": SCRIPT,
+        **{
+            name: PERFCORE + ["run", "--quiet", "--out", str(out / f"peak-{i}"), "--"] + SCRIPT
+            for i, name in enumerate(finishers)
+        },
+    }
     mib = {name: [] for name in peaks}
     for _ in range(3):
         for name, cmd in peaks.items():
-            r = subprocess.run([sys.executable, "-c", PEAK, *cmd], check=True, capture_output=True, text=True,
-                               cwd=trees.get(name, ROOT), env=env_for(trees.get(name)))
+            r = subprocess.run(
+                [sys.executable, "-c", PEAK, *cmd],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=trees.get(name, ROOT),
+                env=env_for(trees.get(name)),
+            )
             mib[name].append(float(r.stdout))
             if name != "bare":
                 shutil.rmtree(out / f"peak-{finishers.index(name)}")
-    print("the largest process's peak RSS (the script's), MiB: " + "; ".join(f"{n} {spread(v)}" for n, v in mib.items()))
+    print(
+        "the largest process's peak RSS (the script's), MiB: " + "; ".join(f"{n} {spread(v)}" for n, v in mib.items())
+    )
     print("after the script, in a fresh process on the run folder (this tree):")
     subprocess.run([sys.executable, "-c", PARTS, str(out / "after0")], check=True, cwd=ROOT)
 

@@ -8,6 +8,7 @@ contextlib; torch.profiler.record_function inside an active torch.profiler.profi
 Targets (issue #3): perfcore <= 300 ns, >= 2x cheaper than the plain-Python manager, >= 5x cheaper
 than record_function.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +72,11 @@ def main() -> None:
         yield
         spans.append((t0, time.perf_counter_ns()))
 
-    rows = {"perfcore timer.compute()": lambda: timer.compute(), "plain-Python context manager": plain.compute,
-            "contextlib.contextmanager": ctxlib}
+    rows = {
+        "perfcore timer.compute()": lambda: timer.compute(),
+        "plain-Python context manager": plain.compute,
+        "contextlib.contextmanager": ctxlib,
+    }
     results = {k: [] for k in list(rows) + ["torch.profiler.record_function (profiling)"]}
     empty = []
     n_rf = max(1000, args.n // 20)  # record_function is slow; fewer iterations, same per-call figure
@@ -85,7 +89,8 @@ def main() -> None:
             spans.clear()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
             results["torch.profiler.record_function (profiling)"].append(
-                per_phase_ns(lambda: torch.profiler.record_function("compute"), n_rf))
+                per_phase_ns(lambda: torch.profiler.record_function("compute"), n_rf)
+            )
     base = statistics.median(empty)
     med = {k: statistics.median(v) - base for k, v in results.items()}
     ours = med["perfcore timer.compute()"]

@@ -9,6 +9,7 @@ largest) and its interval, the script's own data-time meter where it prints one,
 cores perfcore measured during the run, outliers set apart, and the 1-minute load average before and
 after the run (the machine is shared: "quiet" is the machine as it is).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,12 @@ CASES = {
 
 def one(cmd: list[str], out: Path, cause: str | None = None) -> dict:
     load_before = os.getloadavg()[0]
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "3", "--out", str(out), "--",
-                        sys.executable, *cmd], capture_output=True, text=True, timeout=900)
+    p = subprocess.run(
+        [sys.executable, "-m", "perfcore.cli", "run", "--warmup", "3", "--out", str(out), "--", sys.executable, *cmd],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     load = (load_before, os.getloadavg()[0])
     if p.returncode != 0:
         return {"error": p.stderr.strip().splitlines()[-1:] or ["exit %d" % p.returncode], "load": load}
@@ -49,20 +54,37 @@ def one(cmd: list[str], out: Path, cause: str | None = None) -> dict:
     v = doc["verdict"]
     rb = doc.get("breakdown_robust") or {}
     causes = v.get("causes") or []
-    lb = causes[0]["label"] if causes else cause or max(("load", "transfer", "comm", "host"),
-                                               key=lambda k: (rb.get("share") or doc["breakdown_fraction"]).get(k, 0))
+    lb = (
+        causes[0]["label"]
+        if causes
+        else cause
+        or max(
+            ("load", "transfer", "comm", "host"), key=lambda k: (rb.get("share") or doc["breakdown_fraction"]).get(k, 0)
+        )
+    )
     share = (rb.get("share") or {}).get(lb, doc["breakdown_fraction"][lb])
     band = (rb.get("share_band") or {}).get(lb)
     meter = next((line.split()[1] for line in p.stdout.splitlines() if line.startswith("DATA_SHARE")), None)
     intf = doc.get("interference") or v.get("interference") or {}
     # A cause surely past 10% whose interval straddles 20% is "warn" and said to be borderline critical.
     level = v["level"] + (" (borderline critical)" if causes and causes[0].get("borderline_tier") == 0.2 else "")
-    return {"bound": v["bound"], "level": level, "label": lb, "share": share, "band": band,
-            "mean_share": doc["breakdown_fraction"][lb], "steps": doc["steps"],
-            "step_ms": doc["step_time_ms"]["mean"], "p50": doc["step_time_ms"]["p50"],
-            "outliers": (rb.get("outliers") or {}).get("count", 0), "meter": meter,
-            "others_cores": intf.get("others_cores"), "evaluation": (doc.get("evaluation") or {}).get("passes"),
-            "material": bool(intf.get("material")), "load": load}
+    return {
+        "bound": v["bound"],
+        "level": level,
+        "label": lb,
+        "share": share,
+        "band": band,
+        "mean_share": doc["breakdown_fraction"][lb],
+        "steps": doc["steps"],
+        "step_ms": doc["step_time_ms"]["mean"],
+        "p50": doc["step_time_ms"]["p50"],
+        "outliers": (rb.get("outliers") or {}).get("count", 0),
+        "meter": meter,
+        "others_cores": intf.get("others_cores"),
+        "evaluation": (doc.get("evaluation") or {}).get("passes"),
+        "material": bool(intf.get("material")),
+        "load": load,
+    }
 
 
 def main() -> None:
@@ -70,8 +92,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--burners", type=int, default=2)
     ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--from-log", type=Path, help="print the tables from the per-run lines of an earlier run's output "
-                                                  "(one cut short too) instead of running")
+    ap.add_argument(
+        "--from-log",
+        type=Path,
+        help="print the tables from the per-run lines of an earlier run's output "
+        "(one cut short too) instead of running",
+    )
     args = ap.parse_args()
     if args.from_log:
         results: dict[str, dict[str, list[dict]]] = {}
@@ -86,8 +112,10 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="perfcore-bench-verdicts-"))
     results = {}
     for mode in ("quiet", "busy"):
-        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                   for _ in range(args.burners if mode == "busy" else 0)]
+        burners = [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(args.burners if mode == "busy" else 0)
+        ]
         try:
             for name in args.cases.split(","):
                 for i in range(args.runs):
@@ -107,9 +135,11 @@ def main() -> None:
 
 def table(modes: dict[str, list[dict]]) -> str:
     """One case's runs as a Markdown table, a row per run."""
-    rows = ["| mode | run | verdict (bound/level) | trimmed share of the cause [95% interval] | script's meter | "
-            "others' cores (perfcore) | outliers | steps, mean/p50 step | load avg before/after |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| mode | run | verdict (bound/level) | trimmed share of the cause [95% interval] | script's meter | "
+        "others' cores (perfcore) | outliers | steps, mean/p50 step | load avg before/after |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for mode, rs in modes.items():
         for i, r in enumerate(rs):
             ld = "%.1f/%.1f" % r["load"]
@@ -118,9 +148,15 @@ def table(modes: dict[str, list[dict]]) -> str:
                 continue
             band = f" [{100 * r['band'][0]:.1f}-{100 * r['band'][1]:.1f}]" if r["band"] else ""
             meter = f"{100 * float(r['meter']):.1f}%" if r["meter"] else "-"
-            oc = "-" if r["others_cores"] is None else f"{r['others_cores']:.2f}" + (" (material)" if r["material"] else "")
-            rows.append(f"| {mode} | {i} | {r['bound']}/{r['level']} | {r['label']} {100 * r['share']:.1f}%{band} | "
-                        f"{meter} | {oc} | {r['outliers']} | {r['steps']}, {r['step_ms']:.1f}/{r['p50']:.1f} ms | {ld} |")
+            oc = (
+                "-"
+                if r["others_cores"] is None
+                else f"{r['others_cores']:.2f}" + (" (material)" if r["material"] else "")
+            )
+            rows.append(
+                f"| {mode} | {i} | {r['bound']}/{r['level']} | {r['label']} {100 * r['share']:.1f}%{band} | "
+                f"{meter} | {oc} | {r['outliers']} | {r['steps']}, {r['step_ms']:.1f}/{r['p50']:.1f} ms | {ld} |"
+            )
     return "\n".join(rows)
 
 

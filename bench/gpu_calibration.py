@@ -4,6 +4,7 @@ Used by bench/gpu_check.py and the `cuda` tests (tests/test_gpu.py), never by pe
 it lives here, outside the package; each function needs a GPU and raises DeviceUnavailable (one
 line, with the reason) where there is none.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -12,9 +13,22 @@ import numpy as np
 
 from perfcore._native import require_cuda, require_cupti
 
-__all__ = ["EVENT_RESOLUTION_NS", "duration_tolerance_ns", "event_timer_error", "cupti_kernel_error", "memcpy_kinds",
-           "copy_bandwidth", "launch_overhead_us", "spin_kernels", "phase_tagging", "graph_kernels", "many_kernels",
-           "events_from_threads", "peak_memory_kept", "event_clock_drift"]
+__all__ = [
+    "EVENT_RESOLUTION_NS",
+    "duration_tolerance_ns",
+    "event_timer_error",
+    "cupti_kernel_error",
+    "memcpy_kinds",
+    "copy_bandwidth",
+    "launch_overhead_us",
+    "spin_kernels",
+    "phase_tagging",
+    "graph_kernels",
+    "many_kernels",
+    "events_from_threads",
+    "peak_memory_kept",
+    "event_clock_drift",
+]
 
 # cudaEventElapsedTime: "this value has a resolution of around 0.5 microseconds" (CUDA runtime
 # API reference). CUPTI's kernel timestamps are finer, but both are compared against events here.
@@ -71,13 +85,24 @@ def event_timer_error(durations_ns: Sequence[int] = (50_000, 1_000_000, 10_000_0
         med = float(np.median(got))
         tol = duration_tolerance_ns(d, _iqr(got) + bracket_iqr)
         err = med - bracket_ns - d
-        out.append({"requested_ns": int(d), "median_ns": med, "bracket_ns": bracket_ns, "error_ns": err,
-                    "rel_error": abs(err) / d, "spread_ns": _iqr(got) + bracket_iqr, "tolerance_ns": tol,
-                    "ok": abs(err) <= tol})
+        out.append(
+            {
+                "requested_ns": int(d),
+                "median_ns": med,
+                "bracket_ns": bracket_ns,
+                "error_ns": err,
+                "rel_error": abs(err) / d,
+                "spread_ns": _iqr(got) + bracket_iqr,
+                "tolerance_ns": tol,
+                "ok": abs(err) <= tol,
+            }
+        )
     return out
 
 
-def cupti_kernel_error(durations_ns: Sequence[int] = (50_000, 1_000_000, 10_000_000), repeats: int = 20) -> dict[str, Any]:
+def cupti_kernel_error(
+    durations_ns: Sequence[int] = (50_000, 1_000_000, 10_000_000), repeats: int = 20
+) -> dict[str, Any]:
     """CUPTI-recorded duration of spin kernels against the requested one; also the clock check
     (every kernel starts after its host launch and ends before the host saw it finish)."""
     C = require_cupti("CUPTI calibration")
@@ -103,14 +128,27 @@ def cupti_kernel_error(durations_ns: Sequence[int] = (50_000, 1_000_000, 10_000_
         sel = spins[np.isclose(spins["duration_ns"], d, rtol=0.5)]
         med = float(np.median(sel["duration_ns"])) if len(sel) else float("nan")
         tol = duration_tolerance_ns(d, _iqr(sel["duration_ns"]))
-        rows.append({"requested_ns": int(d), "kernels": int(len(sel)), "median_ns": med, "rel_error": abs(med - d) / d,
-                     "tolerance_ns": tol, "ok": bool(abs(med - d) <= tol)})
+        rows.append(
+            {
+                "requested_ns": int(d),
+                "kernels": int(len(sel)),
+                "median_ns": med,
+                "rel_error": abs(med - d) / d,
+                "tolerance_ns": tol,
+                "ok": bool(abs(med - d) <= tol),
+            }
+        )
     on_clock = 0
     starts, ends = spins["start_ns"].to_numpy(), spins["end_ns"].to_numpy()
     for (_, t0, t1), ks, ke in zip(windows, starts, ends):
         on_clock += int(t0 <= ks and ke <= t1)
-    return {"durations": rows, "kernels_total": int(len(spins)), "launches": len(windows),
-            "on_clock": on_clock, "stats": tr.stats}
+    return {
+        "durations": rows,
+        "kernels_total": int(len(spins)),
+        "launches": len(windows),
+        "on_clock": on_clock,
+        "stats": tr.stats,
+    }
 
 
 def memcpy_kinds(size_bytes: int = 16 << 20) -> dict[str, Any]:
@@ -130,8 +168,11 @@ def memcpy_kinds(size_bytes: int = 16 << 20) -> dict[str, Any]:
         torch.cuda.synchronize()
     m = tr.frames["memcpy"]
     h2d = m[(m["direction"] == "h2d") & (m["size_bytes"] == size_bytes)].sort_values("start_ns")
-    return {"copies": int(len(h2d)), "src_kinds": [str(x) for x in h2d["src"]],
-            "correct": len(h2d) == 2 and list(h2d["src"].astype(str)) == ["pageable", "pinned"]}
+    return {
+        "copies": int(len(h2d)),
+        "src_kinds": [str(x) for x in h2d["src"]],
+        "correct": len(h2d) == 2 and list(h2d["src"].astype(str)) == ["pageable", "pinned"],
+    }
 
 
 def copy_bandwidth(size_bytes: int = 256 << 20, repeats: int = 10) -> dict[str, float]:
@@ -142,7 +183,9 @@ def copy_bandwidth(size_bytes: int = 256 << 20, repeats: int = 10) -> dict[str, 
     for direction in ("h2d", "d2h"):
         for pinned in (True, False):
             cols = C.measure_copies([size_bytes], direction, pinned, repeats, s)
-            out[f"{direction}_{'pinned' if pinned else 'pageable'}_gbps"] = size_bytes / float(np.median(cols["gpu_ns"]))
+            out[f"{direction}_{'pinned' if pinned else 'pageable'}_gbps"] = size_bytes / float(
+                np.median(cols["gpu_ns"])
+            )
     return out
 
 
@@ -162,7 +205,9 @@ def _tracer(backend: str, **kw):
     return CuptiTracer(**kw)
 
 
-def spin_kernels(backend: str, durations_ns: Sequence[int] = (1_000_000, 5_000_000), repeats: int = 20) -> dict[str, Any]:
+def spin_kernels(
+    backend: str, durations_ns: Sequence[int] = (1_000_000, 5_000_000), repeats: int = 20
+) -> dict[str, Any]:
     """The calibration spin kernels traced by one backend, each also timed by a CUDA event pair:
     count and median duration per requested length, the event-timed median, and the drain cost
     per record (decode time / records) of the backend."""
@@ -186,13 +231,22 @@ def spin_kernels(backend: str, durations_ns: Sequence[int] = (1_000_000, 5_000_0
     rows = []
     for i, d in enumerate(durations_ns):
         sel = spins[np.isclose(spins["duration_ns"], d, rtol=0.5)]
-        rows.append({"requested_ns": int(d), "kernels": int(len(sel)),
-                     "median_ns": float(np.median(sel["duration_ns"])) if len(sel) else float("nan"),
-                     "event_median_ns": float(np.median(e["gpu_ns"][e["phase_id"] == i]))})
+        rows.append(
+            {
+                "requested_ns": int(d),
+                "kernels": int(len(sel)),
+                "median_ns": float(np.median(sel["duration_ns"])) if len(sel) else float("nan"),
+                "event_median_ns": float(np.median(e["gpu_ns"][e["phase_id"] == i])),
+            }
+        )
     st = tr.stats
-    return {"backend": backend, "durations": rows, "records": int(st.get("records", 0)),
-            "decode_ns_per_record": st.get("decode_ns", 0) / max(1, int(st.get("records", 0))),
-            "dropped": int(st.get("dropped_records", 0))}
+    return {
+        "backend": backend,
+        "durations": rows,
+        "records": int(st.get("records", 0)),
+        "decode_ns_per_record": st.get("decode_ns", 0) / max(1, int(st.get("records", 0))),
+        "dropped": int(st.get("dropped_records", 0)),
+    }
 
 
 def phase_tagging(launches_per_phase: int = 500, phases: int = 4) -> dict[str, Any]:
@@ -236,9 +290,12 @@ def phase_tagging(launches_per_phase: int = 500, phases: int = 4) -> dict[str, A
     from_autograd = k["correlation_id"].isin(other).to_numpy() & ~empty
     per_phase = {pid: float((phase[empty] == pid).sum()) / launches_per_phase for pid in ids}
     outside = float((phase[empty] == -1).sum()) / launches_per_phase
-    return {"per_phase": per_phase, "outside_untagged": outside,
-            "autograd_kernels": int(from_autograd.sum()),
-            "autograd_attributed": float((phase[from_autograd] == 99).mean()) if from_autograd.any() else float("nan")}
+    return {
+        "per_phase": per_phase,
+        "outside_untagged": outside,
+        "autograd_kernels": int(from_autograd.sum()),
+        "autograd_attributed": float((phase[from_autograd] == 99).mean()) if from_autograd.any() else float("nan"),
+    }
 
 
 def _graph_of_empty_kernels(C, nodes: int):
@@ -285,8 +342,14 @@ def graph_kernels(nodes: int = 50, replays: int = 20, sessions: int = 1) -> dict
         lp.trust_graph_ids = not tr.stats.get("graph_ids_untrusted", False)
         lp.add(tr.frames, pd.DataFrame(rec.drain()))
         phase = lp.phase_of(k["correlation_id"].to_numpy(), k["graph_id"].to_numpy(), k["start_ns"].to_numpy())
-        out.append({"seen": int(len(k)), "launch_ids": int(k["correlation_id"].nunique()),
-                    "attributed": float((phase == 42).mean()) if len(k) else 0.0, "by_time": not lp.trust_graph_ids})
+        out.append(
+            {
+                "seen": int(len(k)),
+                "launch_ids": int(k["correlation_id"].nunique()),
+                "attributed": float((phase == 42).mean()) if len(k) else 0.0,
+                "by_time": not lp.trust_graph_ids,
+            }
+        )
     return {"expected": nodes * replays, **out[0], "sessions": out}
 
 
@@ -308,11 +371,17 @@ def many_kernels(n: int = 100_000, buffer_bytes: int = 1 << 20, max_buffers: int
         torch.cuda.synchronize()
     k = tr.frames["kernels"]
     st = tr.stats
-    return {"launched": n, "seen": int(k["name"].astype(str).str.contains("emptyKernel").sum()),
-            "dropped": int(st.get("dropped_records", 0)) + int(st.get("overflow_records", 0)),
-            "buffers_denied": int(st.get("buffers_denied", 0)), "buffers": int(st.get("buffers_completed", 0)),
-            "pool_bytes": buffer_bytes * max_buffers, "flush_ms": st.get("flush_ns", 0) / 1e6,
-            "decode_ms": st.get("decode_ns", 0) / 1e6, "wall_ms": (C.now_ns() - t0) / 1e6}
+    return {
+        "launched": n,
+        "seen": int(k["name"].astype(str).str.contains("emptyKernel").sum()),
+        "dropped": int(st.get("dropped_records", 0)) + int(st.get("overflow_records", 0)),
+        "buffers_denied": int(st.get("buffers_denied", 0)),
+        "buffers": int(st.get("buffers_completed", 0)),
+        "pool_bytes": buffer_bytes * max_buffers,
+        "flush_ms": st.get("flush_ns", 0) / 1e6,
+        "decode_ms": st.get("decode_ns", 0) / 1e6,
+        "wall_ms": (C.now_ns() - t0) / 1e6,
+    }
 
 
 def events_from_threads(threads: int = 4, pairs: int = 2000) -> dict[str, Any]:
@@ -354,8 +423,13 @@ def events_from_threads(threads: int = 4, pairs: int = 2000) -> dict[str, Any]:
     phase = np.concatenate([g["phase_id"] for g in got])
     tids = np.concatenate([g["thread_id"] for g in got])
     per_thread_ok = all(len(set(tids[(phase == i) | (phase == i + 100)].tolist())) == 1 for i in range(threads))
-    return {"expected": threads * pairs * 2, "resolved": int(len(phase)), "errors": errors[:3],
-            "one_thread_per_phase": per_thread_ok, "clock": t.clock_sync()}
+    return {
+        "expected": threads * pairs * 2,
+        "resolved": int(len(phase)),
+        "errors": errors[:3],
+        "one_thread_per_phase": per_thread_ok,
+        "clock": t.clock_sync(),
+    }
 
 
 def peak_memory_kept() -> dict[str, Any]:
@@ -402,4 +476,3 @@ def event_clock_drift(seconds: float = 3.0, every_s: float = 0.1) -> dict[str, A
     t.resolve(wait=True)
     c = t.clock_sync()
     return dict(c, seconds=time.perf_counter() - t0)
-

@@ -13,6 +13,7 @@ The checks run in order of value under a global --budget-s (default 480, the bui
 each row is appended to --rows (JSONL) as its check ends, so a run cut short keeps what it reached.
 --dry-run prints the order with each check's expected time (about 5 minutes in all on an H200).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,24 +40,40 @@ from gpu_rows import Row, within  # noqa: E402
 def check_event_timer() -> list[Row]:
     import gpu_calibration as cal
 
-    return [Row(f"event timer, {r['requested_ns'] / 1e3:g} us spin kernel",
-                f"{r['median_ns'] / 1e3:.2f} us = spin + empty-kernel bracket {r['bracket_ns'] / 1e3:.2f} us "
-                f"{r['error_ns'] / 1e3:+.2f} us (IQR {r['spread_ns'] / 1e3:.2f} us)",
-                f"error within {r['tolerance_ns'] / 1e3:.2f} us = max(1%, 2 x {cal.EVENT_RESOLUTION_NS / 1e3} us + "
-                "IQR) (claim: an event pair times the GPU between its events: kernel and launch gap)",
-                bool(r["ok"])) for r in cal.event_timer_error()]
+    return [
+        Row(
+            f"event timer, {r['requested_ns'] / 1e3:g} us spin kernel",
+            f"{r['median_ns'] / 1e3:.2f} us = spin + empty-kernel bracket {r['bracket_ns'] / 1e3:.2f} us "
+            f"{r['error_ns'] / 1e3:+.2f} us (IQR {r['spread_ns'] / 1e3:.2f} us)",
+            f"error within {r['tolerance_ns'] / 1e3:.2f} us = max(1%, 2 x {cal.EVENT_RESOLUTION_NS / 1e3} us + "
+            "IQR) (claim: an event pair times the GPU between its events: kernel and launch gap)",
+            bool(r["ok"]),
+        )
+        for r in cal.event_timer_error()
+    ]
 
 
 def check_cupti_durations() -> list[Row]:
     import gpu_calibration as cal
 
     k = cal.cupti_kernel_error()
-    rows = [Row(f"CUPTI kernel time, {r['requested_ns'] / 1e3:g} us spin kernel",
-                f"{r['median_ns'] / 1e3:.2f} us over {r['kernels']} kernels",
-                f"within {r['tolerance_ns'] / 1e3:.2f} us = max(1%, 2 x resolution + IQR)", bool(r["ok"]))
-            for r in k["durations"]]
-    rows.append(Row("CUPTI records on the perfcore clock", f"{k['on_clock']}/{k['launches']} inside their host window",
-                    "all", k["on_clock"] == k["launches"] > 0))
+    rows = [
+        Row(
+            f"CUPTI kernel time, {r['requested_ns'] / 1e3:g} us spin kernel",
+            f"{r['median_ns'] / 1e3:.2f} us over {r['kernels']} kernels",
+            f"within {r['tolerance_ns'] / 1e3:.2f} us = max(1%, 2 x resolution + IQR)",
+            bool(r["ok"]),
+        )
+        for r in k["durations"]
+    ]
+    rows.append(
+        Row(
+            "CUPTI records on the perfcore clock",
+            f"{k['on_clock']}/{k['launches']} inside their host window",
+            "all",
+            k["on_clock"] == k["launches"] > 0,
+        )
+    )
     return rows
 
 
@@ -73,9 +90,15 @@ def _spins(backend: str) -> dict:
 
 def check_kernel_vs_events() -> list[Row]:
     n = _spins("native")
-    return [Row(f"CUPTI kernel time vs CUDA events, {r['requested_ns'] / 1e6:g} ms",
-                f"{r['median_ns'] / 1e3:.1f} vs {r['event_median_ns'] / 1e3:.1f} us",
-                "within 1%", within(r["median_ns"], r["event_median_ns"], 0.01)) for r in n["durations"]]
+    return [
+        Row(
+            f"CUPTI kernel time vs CUDA events, {r['requested_ns'] / 1e6:g} ms",
+            f"{r['median_ns'] / 1e3:.1f} vs {r['event_median_ns'] / 1e3:.1f} us",
+            "within 1%",
+            within(r["median_ns"], r["event_median_ns"], 0.01),
+        )
+        for r in n["durations"]
+    ]
 
 
 def check_backends_agree() -> list[Row]:
@@ -86,14 +109,26 @@ def check_backends_agree() -> list[Row]:
         return [Row("cupti-python backend vs native", f"could not run: {e}", "same count, time within 1%", False)]
     rows = []
     for a, b in zip(n["durations"], p["durations"]):
-        rows.append(Row(f"backends agree, {a['requested_ns'] / 1e6:g} ms spin kernels",
-                        f"native {a['kernels']} kernels {a['median_ns'] / 1e3:.1f} us, cupti-python {b['kernels']} "
-                        f"kernels {b['median_ns'] / 1e3:.1f} us", "same count, time within 1%",
-                        a["kernels"] == b["kernels"] > 0 and within(b["median_ns"], a["median_ns"], 0.01)))
+        rows.append(
+            Row(
+                f"backends agree, {a['requested_ns'] / 1e6:g} ms spin kernels",
+                f"native {a['kernels']} kernels {a['median_ns'] / 1e3:.1f} us, cupti-python {b['kernels']} "
+                f"kernels {b['median_ns'] / 1e3:.1f} us",
+                "same count, time within 1%",
+                a["kernels"] == b["kernels"] > 0 and within(b["median_ns"], a["median_ns"], 0.01),
+            )
+        )
     ratio = p["decode_ns_per_record"] / n["decode_ns_per_record"] if n["decode_ns_per_record"] else float("nan")
-    rows.append(Row("drain cost per record", f"native {n['decode_ns_per_record']:.0f} ns, cupti-python "
-                    f"{p['decode_ns_per_record']:.0f} ns ({ratio:.1f}x)", "information (side by side)",
-                    True, decides=False))
+    rows.append(
+        Row(
+            "drain cost per record",
+            f"native {n['decode_ns_per_record']:.0f} ns, cupti-python "
+            f"{p['decode_ns_per_record']:.0f} ns ({ratio:.1f}x)",
+            "information (side by side)",
+            True,
+            decides=False,
+        )
+    )
     return rows
 
 
@@ -102,33 +137,62 @@ def check_phase_tagging() -> list[Row]:
 
     t = cal.phase_tagging()
     worst = min(t["per_phase"].values())
-    return [Row("kernels attributed to their phase (external correlation)", f"worst phase {worst * 100:.2f}%",
-                ">= 99% of each phase's kernels", worst >= 0.99),
-            Row("kernels launched outside every phase", f"{t['outside_untagged'] * 100:.2f}% left untagged",
-                ">= 99% untagged", t["outside_untagged"] >= 0.99),
-            Row("backward kernels from autograd's thread", f"{t['autograd_kernels']} kernels, "
-                f"{t['autograd_attributed'] * 100:.2f}% attributed to the backward phase",
-                "> 0 kernels, >= 99% attributed", t["autograd_kernels"] > 0 and t["autograd_attributed"] >= 0.99)]
+    return [
+        Row(
+            "kernels attributed to their phase (external correlation)",
+            f"worst phase {worst * 100:.2f}%",
+            ">= 99% of each phase's kernels",
+            worst >= 0.99,
+        ),
+        Row(
+            "kernels launched outside every phase",
+            f"{t['outside_untagged'] * 100:.2f}% left untagged",
+            ">= 99% untagged",
+            t["outside_untagged"] >= 0.99,
+        ),
+        Row(
+            "backward kernels from autograd's thread",
+            f"{t['autograd_kernels']} kernels, {t['autograd_attributed'] * 100:.2f}% attributed to the backward phase",
+            "> 0 kernels, >= 99% attributed",
+            t["autograd_kernels"] > 0 and t["autograd_attributed"] >= 0.99,
+        ),
+    ]
 
 
 def check_graph() -> list[Row]:
     import gpu_calibration as cal
 
     g = cal.graph_kernels()
-    return [Row("graph launch: kernels seen", f"{g['seen']} of {g['expected']} ({g['launch_ids']} launch ids)",
-                "all", g["seen"] == g["expected"]),
-            Row("graph launch: kernels attributed to the phase", f"{g['attributed'] * 100:.2f}%", ">= 99%",
-                g["attributed"] >= 0.99)]
+    return [
+        Row(
+            "graph launch: kernels seen",
+            f"{g['seen']} of {g['expected']} ({g['launch_ids']} launch ids)",
+            "all",
+            g["seen"] == g["expected"],
+        ),
+        Row(
+            "graph launch: kernels attributed to the phase",
+            f"{g['attributed'] * 100:.2f}%",
+            ">= 99%",
+            g["attributed"] >= 0.99,
+        ),
+    ]
 
 
 def check_drops() -> list[Row]:
     import gpu_calibration as cal
 
     m = cal.many_kernels()
-    return [Row("100k kernels through an 8 MiB pool", f"{m['seen']} seen, {m['dropped']} dropped, "
-                f"{m['buffers_denied']} buffer refusals, {m['buffers']} buffers, flush {m['flush_ms']:.1f} ms, "
-                f"decode {m['decode_ms']:.1f} ms", "all seen, 0 dropped",
-                m["seen"] == m["launched"] and m["dropped"] == 0)]
+    return [
+        Row(
+            "100k kernels through an 8 MiB pool",
+            f"{m['seen']} seen, {m['dropped']} dropped, "
+            f"{m['buffers_denied']} buffer refusals, {m['buffers']} buffers, flush {m['flush_ms']:.1f} ms, "
+            f"decode {m['decode_ms']:.1f} ms",
+            "all seen, 0 dropped",
+            m["seen"] == m["launched"] and m["dropped"] == 0,
+        )
+    ]
 
 
 def check_threads_and_clock() -> list[Row]:
@@ -140,15 +204,23 @@ def check_threads_and_clock() -> list[Row]:
     # interval, measured between two anchors each placed within +-uncertainty on the host clock.
     interval_s = d["seconds"] / max(d["syncs"] - 1, 1)
     budget_ns = 20e3 * interval_s + 2 * d["uncertainty_ns"]
-    return [Row("event phases from 4 threads while resolving", f"{e['resolved']}/{e['expected']} pairs, errors "
-                f"{e['errors'] or 'none'}, each phase on one thread: {e['one_thread_per_phase']}",
-                "all pairs, no errors",
-                e["resolved"] == e["expected"] and not e["errors"] and e["one_thread_per_phase"]),
-            Row("event clock drift per anchor interval", f"{d['max_abs_drift_ns'] / 1e3:.2f} us over anchor intervals "
-                f"of {interval_s:.2f} s ({d['syncs']} anchors, each +-{d['uncertainty_ns'] / 1e3:.1f} us)",
-                f"<= {budget_ns / 1e3:.1f} us = 20 ppm x interval + 2 x anchor uncertainty (claim: a placed event is "
-                "off by at most 20 us per second since its anchor)", d["syncs"] >= 2 and
-                abs(d["max_abs_drift_ns"]) <= budget_ns)]
+    return [
+        Row(
+            "event phases from 4 threads while resolving",
+            f"{e['resolved']}/{e['expected']} pairs, errors "
+            f"{e['errors'] or 'none'}, each phase on one thread: {e['one_thread_per_phase']}",
+            "all pairs, no errors",
+            e["resolved"] == e["expected"] and not e["errors"] and e["one_thread_per_phase"],
+        ),
+        Row(
+            "event clock drift per anchor interval",
+            f"{d['max_abs_drift_ns'] / 1e3:.2f} us over anchor intervals "
+            f"of {interval_s:.2f} s ({d['syncs']} anchors, each +-{d['uncertainty_ns'] / 1e3:.1f} us)",
+            f"<= {budget_ns / 1e3:.1f} us = 20 ppm x interval + 2 x anchor uncertainty (claim: a placed event is "
+            "off by at most 20 us per second since its anchor)",
+            d["syncs"] >= 2 and abs(d["max_abs_drift_ns"]) <= budget_ns,
+        ),
+    ]
 
 
 def check_copies() -> list[Row]:
@@ -156,25 +228,53 @@ def check_copies() -> list[Row]:
     from perfcore.experiments.transfer import nominal_link_gbps
 
     m = cal.memcpy_kinds()
-    rows = [Row("memcpy pageable/pinned flags", ", ".join(m["src_kinds"]) or "no copies seen", "pageable, pinned",
-                m["correct"])]
+    rows = [
+        Row(
+            "memcpy pageable/pinned flags",
+            ", ".join(m["src_kinds"]) or "no copies seen",
+            "pageable, pinned",
+            m["correct"],
+        )
+    ]
     bw = cal.copy_bandwidth()
-    rows += [Row(f"copy {k.replace('_gbps', '')}", f"{v:.1f} GB/s", "information (the machine's link)", True,
-                 decides=False) for k, v in bw.items()]
-    rows.append(Row("pinned H2D faster than pageable H2D", f"{bw['h2d_pinned_gbps']:.1f} vs "
-                    f"{bw['h2d_pageable_gbps']:.1f} GB/s", "pinned > pageable", bw["h2d_pinned_gbps"] >
-                    bw["h2d_pageable_gbps"]) if "h2d_pageable_gbps" in bw else
-                Row("pinned vs pageable H2D", f"not measured: {sorted(bw)}", "both measured", False))
+    rows += [
+        Row(f"copy {k.replace('_gbps', '')}", f"{v:.1f} GB/s", "information (the machine's link)", True, decides=False)
+        for k, v in bw.items()
+    ]
+    rows.append(
+        Row(
+            "pinned H2D faster than pageable H2D",
+            f"{bw['h2d_pinned_gbps']:.1f} vs {bw['h2d_pageable_gbps']:.1f} GB/s",
+            "pinned > pageable",
+            bw["h2d_pinned_gbps"] > bw["h2d_pageable_gbps"],
+        )
+        if "h2d_pageable_gbps" in bw
+        else Row("pinned vs pageable H2D", f"not measured: {sorted(bw)}", "both measured", False)
+    )
     link = nominal_link_gbps()
     # NVML's PCIe link inside a VM is whatever the hypervisor shows: it says nothing about perfcore.
     if link.get("gbps"):
         frac = bw["h2d_pinned_gbps"] / link["gbps"]
-        rows.append(Row("pinned H2D vs nominal link (environment)", f"{bw['h2d_pinned_gbps']:.1f} of "
-                        f"{link['gbps']:.1f} GB/s (PCIe gen{link['generation']} x{link['width']}) = {frac * 100:.0f}%",
-                        "information: NVML's link in a VM is the hypervisor's", True, decides=False))
+        rows.append(
+            Row(
+                "pinned H2D vs nominal link (environment)",
+                f"{bw['h2d_pinned_gbps']:.1f} of "
+                f"{link['gbps']:.1f} GB/s (PCIe gen{link['generation']} x{link['width']}) = {frac * 100:.0f}%",
+                "information: NVML's link in a VM is the hypervisor's",
+                True,
+                decides=False,
+            )
+        )
     else:
-        rows.append(Row("pinned H2D vs nominal link (environment)", f"link rate unknown: {link.get('reason')}",
-                        "information", False, decides=False))
+        rows.append(
+            Row(
+                "pinned H2D vs nominal link (environment)",
+                f"link rate unknown: {link.get('reason')}",
+                "information",
+                False,
+                decides=False,
+            )
+        )
     return rows
 
 
@@ -182,8 +282,14 @@ def check_memory() -> list[Row]:
     import gpu_calibration as cal
 
     p = cal.peak_memory_kept()
-    return [Row("script's max_memory_allocated() with per-step peaks taken", f"{p['user_peak']} B (without perfcore: "
-                f"{p['truth']} B); step peaks {p['step_peaks']}", "equal", p["user_peak"] == p["truth"])]
+    return [
+        Row(
+            "script's max_memory_allocated() with per-step peaks taken",
+            f"{p['user_peak']} B (without perfcore: {p['truth']} B); step peaks {p['step_peaks']}",
+            "equal",
+            p["user_peak"] == p["truth"],
+        )
+    ]
 
 
 def check_costs() -> list[Row]:
@@ -191,19 +297,35 @@ def check_costs() -> list[Row]:
 
     lo = cal.launch_overhead_us()
     ph = phase_costs()
-    return [Row("launch overhead", f"{lo['host_us_per_launch']:.2f} us host/launch, {lo['gpu_us_per_kernel']:.2f} us "
-                "GPU/kernel", "information (the machine's driver)", True, decides=False),
-            Row("StepTimer phase enter+exit", f"CUDA events path {ph['cuda_phase_ns']:.0f} ns, CPU path "
-                f"{ph['cpu_phase_ns']:.0f} ns", "information (what a step pays is the 5 ms step row)", True,
-                decides=False)]
+    return [
+        Row(
+            "launch overhead",
+            f"{lo['host_us_per_launch']:.2f} us host/launch, {lo['gpu_us_per_kernel']:.2f} us GPU/kernel",
+            "information (the machine's driver)",
+            True,
+            decides=False,
+        ),
+        Row(
+            "StepTimer phase enter+exit",
+            f"CUDA events path {ph['cuda_phase_ns']:.0f} ns, CPU path {ph['cpu_phase_ns']:.0f} ns",
+            "information (what a step pays is the 5 ms step row)",
+            True,
+            decides=False,
+        ),
+    ]
 
 
 def check_graph_speed() -> list[Row]:
     g = graph_check()
-    return [Row("CUDA Graph vs eager, launch-bound MLP",
-                f"eager {g['eager_ms']:.3f} ms, graphed {g['graph_ms']:.3f} ms "
-                f"({g['speedup']:.2f}x), losses equal: {g['match']}", "graphed faster, equal losses",
-                g["speedup"] > 1 and g["match"])]
+    return [
+        Row(
+            "CUDA Graph vs eager, launch-bound MLP",
+            f"eager {g['eager_ms']:.3f} ms, graphed {g['graph_ms']:.3f} ms "
+            f"({g['speedup']:.2f}x), losses equal: {g['match']}",
+            "graphed faster, equal losses",
+            g["speedup"] > 1 and g["match"],
+        )
+    ]
 
 
 def _profiler_kernels(n: int) -> int:
@@ -275,8 +397,12 @@ def named_device_events(spin_ns: int = 1_000_000) -> dict:
                 C.launch_spin(int(spin_ns), s1)
         t.step()
     df = t.summary()
-    return {"gpus": n, "timer_device": int(t.engine.event_timer.device),
-            "compute_ms": float(df["compute_ms"].median()), "spin_ms": spin_ns / 1e6}
+    return {
+        "gpus": n,
+        "timer_device": int(t.engine.event_timer.device),
+        "compute_ms": float(df["compute_ms"].median()),
+        "spin_ms": spin_ns / 1e6,
+    }
 
 
 def torch_profiler_coexistence(n: int = 50) -> dict:
@@ -297,8 +423,13 @@ def torch_profiler_coexistence(n: int = 50) -> dict:
     t.summary()
     t.close()
     after = _profiler_kernels(n)
-    return {"expected": n, "before": before, "after": after, "perfcore_backend": t.backend,
-            "perfcore_notes": list(t.notes)}
+    return {
+        "expected": n,
+        "before": before,
+        "after": after,
+        "perfcore_backend": t.backend,
+        "perfcore_notes": list(t.notes),
+    }
 
 
 def torch_profiler_mid_run(n: int = 50) -> dict:
@@ -329,8 +460,14 @@ def torch_profiler_mid_run(n: int = 50) -> dict:
     t.close()
     after = _profiler_kernels(n)
     handed = doc.get("capture", {}).get("handed_over") or {}
-    return {"expected": n, "traced_first": traced_first, "during": during, "after": after, "handed": handed,
-            "compute_after_ms": float(df["compute_ms"].iloc[4:].median()) if len(df) > 4 else 0.0}
+    return {
+        "expected": n,
+        "traced_first": traced_first,
+        "during": during,
+        "after": after,
+        "handed": handed,
+        "compute_after_ms": float(df["compute_ms"].iloc[4:].median()) if len(df) > 4 else 0.0,
+    }
 
 
 def torch_loop_drain(steps: int = 300) -> dict:
@@ -342,8 +479,9 @@ def torch_loop_drain(steps: int = 300) -> dict:
     import perfcore
     from perfcore._native import native
 
-    model = torch.nn.Sequential(*[m for _ in range(12) for m in (torch.nn.Linear(128, 128), torch.nn.GELU(),
-                                                                 torch.nn.LayerNorm(128))]).cuda()
+    model = torch.nn.Sequential(
+        *[m for _ in range(12) for m in (torch.nn.Linear(128, 128), torch.nn.GELU(), torch.nn.LayerNorm(128))]
+    ).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(32, 128, device="cuda")
     t = perfcore.StepTimer(device="cuda", warmup=5, kernels=True)
@@ -359,11 +497,16 @@ def torch_loop_drain(steps: int = 300) -> dict:
     cap = doc["capture"]
     st = t.engine.tracer.stats if t.engine.tracer is not None else {}
     gpu_records = int(st.get("records", 0))
-    return {"backend": t.backend, "steps": steps, "records": gpu_records,
-            "dropped": int(cap.get("dropped", 0)) + int(cap.get("overflow", 0)),
-            "api_calls_filtered": int(cap.get("api_calls_filtered", 0)),
-            "quiet_ids": sum(len(v) for v in native()._cupti_quiet_api().values()),
-            "drain_ns": int(st.get("decode_ns", 0)) + int(st.get("flush_ns", 0)), "wall_ns": wall}
+    return {
+        "backend": t.backend,
+        "steps": steps,
+        "records": gpu_records,
+        "dropped": int(cap.get("dropped", 0)) + int(cap.get("overflow", 0)),
+        "api_calls_filtered": int(cap.get("api_calls_filtered", 0)),
+        "quiet_ids": sum(len(v) for v in native()._cupti_quiet_api().values()),
+        "drain_ns": int(st.get("decode_ns", 0)) + int(st.get("flush_ns", 0)),
+        "wall_ns": wall,
+    }
 
 
 def in_flight_at_stop(kernels: int = 40, spin_ns: int = 5_000_000) -> dict:
@@ -385,9 +528,13 @@ def in_flight_at_stop(kernels: int = 40, spin_ns: int = 5_000_000) -> dict:
     frames = tr.stop()  # ~200 ms of work still queued here
     k = frames["kernels"]
     st = tr.stats
-    return {"launched": kernels, "seen": int(k["name"].astype(str).str.contains("spinKernel").sum()),
-            "synced": bool(tr.synced_at_stop), "incomplete": int(st.get("buffers_incomplete", 0)),
-            "zero_timestamps": int(st.get("zero_timestamps", 0))}
+    return {
+        "launched": kernels,
+        "seen": int(k["name"].astype(str).str.contains("spinKernel").sum()),
+        "synced": bool(tr.synced_at_stop),
+        "incomplete": int(st.get("buffers_incomplete", 0)),
+        "zero_timestamps": int(st.get("zero_timestamps", 0)),
+    }
 
 
 # ---- the rows for GPU capture on the device's own terms ---------------------------------------
@@ -397,55 +544,103 @@ def check_side_stream() -> list[Row]:
     rows = []
     for key in ("events", "cupti"):
         got = r[f"{key}_compute_ms"]
-        rows.append(Row(f"compute on a side stream ({key}, backend {r[f'{key}_backend']})",
-                        f"{got:.3f} ms of a {want:.1f} ms spin per step" +
-                        (f"; notes: {' | '.join(r[f'{key}_notes'])}" if r[f"{key}_notes"] else ""),
-                        ">= 90% of the spin (claim: events follow the work's stream; CUPTI sees every stream)",
-                        got >= 0.9 * want))
+        rows.append(
+            Row(
+                f"compute on a side stream ({key}, backend {r[f'{key}_backend']})",
+                f"{got:.3f} ms of a {want:.1f} ms spin per step"
+                + (f"; notes: {' | '.join(r[f'{key}_notes'])}" if r[f"{key}_notes"] else ""),
+                ">= 90% of the spin (claim: events follow the work's stream; CUPTI sees every stream)",
+                got >= 0.9 * want,
+            )
+        )
     return rows
 
 
 def check_named_device() -> list[Row]:
     r = named_device_events()
     if r["gpus"] < 2:
-        return [Row("StepTimer(device='cuda:1') times GPU 1", f"{r['gpus']} GPU(s) here",
-                    "needs 2 GPUs: skipped", False, decides=False)]
-    return [Row("StepTimer(device='cuda:1') times GPU 1", f"events on GPU {r['timer_device']}, compute "
-                f"{r['compute_ms']:.3f} ms of a {r['spin_ms']:.1f} ms spin", "GPU 1, >= 90% of the spin",
-                r["timer_device"] == 1 and r["compute_ms"] >= 0.9 * r["spin_ms"])]
+        return [
+            Row(
+                "StepTimer(device='cuda:1') times GPU 1",
+                f"{r['gpus']} GPU(s) here",
+                "needs 2 GPUs: skipped",
+                False,
+                decides=False,
+            )
+        ]
+    return [
+        Row(
+            "StepTimer(device='cuda:1') times GPU 1",
+            f"events on GPU {r['timer_device']}, compute {r['compute_ms']:.3f} ms of a {r['spin_ms']:.1f} ms spin",
+            "GPU 1, >= 90% of the spin",
+            r["timer_device"] == 1 and r["compute_ms"] >= 0.9 * r["spin_ms"],
+        )
+    ]
 
 
 def check_in_flight_at_stop() -> list[Row]:
     r = in_flight_at_stop()
-    return [Row("kernels still running at stop", f"{r['seen']}/{r['launched']} delivered (synchronized first: "
-                f"{r['synced']}; incomplete buffers {r['incomplete']}, zero timestamps {r['zero_timestamps']})",
-                "all delivered, 0 incomplete", r["seen"] == r["launched"] and r["incomplete"] == 0)]
+    return [
+        Row(
+            "kernels still running at stop",
+            f"{r['seen']}/{r['launched']} delivered (synchronized first: "
+            f"{r['synced']}; incomplete buffers {r['incomplete']}, zero timestamps {r['zero_timestamps']})",
+            "all delivered, 0 incomplete",
+            r["seen"] == r["launched"] and r["incomplete"] == 0,
+        )
+    ]
 
 
 def check_torch_profiler() -> list[Row]:
     r = torch_profiler_coexistence()
     traced = r["perfcore_backend"] != "events"
     told = any("restart" in n for n in r["perfcore_notes"])
-    return [Row("torch.profiler before perfcore", f"{r['before']} GPU kernel events for {r['expected']} launches",
-                f">= {r['expected']}", r["before"] >= r["expected"]),
-            Row("perfcore kernels=True after torch.profiler", f"backend {r['perfcore_backend']}; notes: "
-                f"{' | '.join(r['perfcore_notes']) or 'none'}", "traced, or events with 'restart' advice",
-                traced or told),
-            Row("torch.profiler after perfcore", f"{r['after']} GPU kernel events for {r['expected']} launches",
-                f">= {r['expected']}", r["after"] >= r["expected"])]
+    return [
+        Row(
+            "torch.profiler before perfcore",
+            f"{r['before']} GPU kernel events for {r['expected']} launches",
+            f">= {r['expected']}",
+            r["before"] >= r["expected"],
+        ),
+        Row(
+            "perfcore kernels=True after torch.profiler",
+            f"backend {r['perfcore_backend']}; notes: {' | '.join(r['perfcore_notes']) or 'none'}",
+            "traced, or events with 'restart' advice",
+            traced or told,
+        ),
+        Row(
+            "torch.profiler after perfcore",
+            f"{r['after']} GPU kernel events for {r['expected']} launches",
+            f">= {r['expected']}",
+            r["after"] >= r["expected"],
+        ),
+    ]
 
 
 def check_torch_profiler_mid_run() -> list[Row]:
     r = torch_profiler_mid_run()
     h = r["handed"]
-    return [Row("torch.profiler started while perfcore traces", f"{r['during']} GPU kernel events for {r['expected']} "
-                f"launches (perfcore traced with {r['traced_first']})", f">= {r['expected']}",
-                r["during"] >= r["expected"]),
-            Row("perfcore after handing CUPTI over", f"handed over: {h.get('note', 'no')}; finalized "
-                f"{h.get('finalized')}; compute after it {r['compute_after_ms']:.3f} ms/step",
-                "note at step 4, compute > 0", h.get("at_step") == 4 and r["compute_after_ms"] > 0),
-            Row("torch.profiler after perfcore stops (CUPTI handed over)", f"{r['after']} GPU kernel events for "
-                f"{r['expected']} launches", f">= {r['expected']}", r["after"] >= r["expected"])]
+    return [
+        Row(
+            "torch.profiler started while perfcore traces",
+            f"{r['during']} GPU kernel events for {r['expected']} launches (perfcore traced with {r['traced_first']})",
+            f">= {r['expected']}",
+            r["during"] >= r["expected"],
+        ),
+        Row(
+            "perfcore after handing CUPTI over",
+            f"handed over: {h.get('note', 'no')}; finalized "
+            f"{h.get('finalized')}; compute after it {r['compute_after_ms']:.3f} ms/step",
+            "note at step 4, compute > 0",
+            h.get("at_step") == 4 and r["compute_after_ms"] > 0,
+        ),
+        Row(
+            "torch.profiler after perfcore stops (CUPTI handed over)",
+            f"{r['after']} GPU kernel events for {r['expected']} launches",
+            f">= {r['expected']}",
+            r["after"] >= r["expected"],
+        ),
+    ]
 
 
 def check_graph_before_cupti() -> list[Row]:
@@ -455,23 +650,41 @@ def check_graph_before_cupti() -> list[Row]:
     rows = []
     for i, sess in enumerate(r["sessions"], 1):
         how = "placed by launch time (version guard)" if sess["by_time"] else "by correlation id"
-        rows.append(Row(f"graph captured before CUPTI's first use, session {i}",
-                        f"{sess['seen']} of {r['expected']} kernels, {sess['attributed'] * 100:.2f}% attributed, {how}",
-                        "all seen, >= 99% attributed", sess["seen"] == r["expected"] and sess["attributed"] >= 0.99))
+        rows.append(
+            Row(
+                f"graph captured before CUPTI's first use, session {i}",
+                f"{sess['seen']} of {r['expected']} kernels, {sess['attributed'] * 100:.2f}% attributed, {how}",
+                "all seen, >= 99% attributed",
+                sess["seen"] == r["expected"] and sess["attributed"] >= 0.99,
+            )
+        )
     return rows
 
 
 def check_torch_loop_drain() -> list[Row]:
     r = torch_loop_drain()
     frac = r["drain_ns"] / r["wall_ns"] if r["wall_ns"] else float("nan")
-    return [Row("torch-heavy loop under kernels=True: records lost", f"{r['dropped']} of {r['records']} "
-                f"({r['steps']} steps, backend {r['backend']})", "0", r["dropped"] == 0 and r["records"] > 0),
-            Row("noisy runtime/driver API records turned off", f"{r['api_calls_filtered']} of {r['quiet_ids']} "
-                "callback ids accepted by CUPTI", "every id of the quiet lists",
-                r["api_calls_filtered"] == r["quiet_ids"] > 0),
-            Row("drain cost (flush + decode) vs loop wall", f"{frac * 100:.2f}% ({r['drain_ns'] / 1e6:.1f} of "
-                f"{r['wall_ns'] / 1e6:.0f} ms)", "information (on the drain thread; the loop's cost is the "
-                "torch.profiler row's)", True, decides=False)]
+    return [
+        Row(
+            "torch-heavy loop under kernels=True: records lost",
+            f"{r['dropped']} of {r['records']} ({r['steps']} steps, backend {r['backend']})",
+            "0",
+            r["dropped"] == 0 and r["records"] > 0,
+        ),
+        Row(
+            "noisy runtime/driver API records turned off",
+            f"{r['api_calls_filtered']} of {r['quiet_ids']} callback ids accepted by CUPTI",
+            "every id of the quiet lists",
+            r["api_calls_filtered"] == r["quiet_ids"] > 0,
+        ),
+        Row(
+            "drain cost (flush + decode) vs loop wall",
+            f"{frac * 100:.2f}% ({r['drain_ns'] / 1e6:.1f} of {r['wall_ns'] / 1e6:.0f} ms)",
+            "information (on the drain thread; the loop's cost is the torch.profiler row's)",
+            True,
+            decides=False,
+        ),
+    ]
 
 
 # In order of value: what the last device run found failing and the claims only a device decides
@@ -518,15 +731,16 @@ USES: dict[str, tuple[str, ...]] = {
     "event_timer": ("gpu_calibration:event_timer_error",),
     "cupti_durations": ("gpu_calibration:cupti_kernel_error",),
     "kernel_vs_events": ("gpu_calibration:spin_kernels", "perfcore.capture.native_cupti:CuptiTracer"),
-    "backends": ("gpu_calibration:spin_kernels", "perfcore.capture.cupti_python:CuptiPythonTracer",
-                 "cupti"),
+    "backends": ("gpu_calibration:spin_kernels", "perfcore.capture.cupti_python:CuptiPythonTracer", "cupti"),
     "tagging": ("gpu_calibration:phase_tagging", "perfcore.capture.launches:LaunchPhases"),
     "graph": ("gpu_calibration:graph_kernels",),
     "drops": ("gpu_calibration:many_kernels",),
-    "threads_clock": ("gpu_calibration:events_from_threads",
-                      "gpu_calibration:event_clock_drift"),
-    "copies": ("gpu_calibration:memcpy_kinds", "gpu_calibration:copy_bandwidth",
-               "perfcore.experiments.transfer:nominal_link_gbps"),
+    "threads_clock": ("gpu_calibration:events_from_threads", "gpu_calibration:event_clock_drift"),
+    "copies": (
+        "gpu_calibration:memcpy_kinds",
+        "gpu_calibration:copy_bandwidth",
+        "perfcore.experiments.transfer:nominal_link_gbps",
+    ),
     "memory": ("gpu_calibration:peak_memory_kept",),
     "costs": ("gpu_calibration:launch_overhead_us", "perfcore:StepTimer"),
     "graph_speed": ("perfcore.experiments.graph:check_same_training", "perfcore.experiments.graphs:capture_step"),
@@ -536,8 +750,11 @@ USES: dict[str, tuple[str, ...]] = {
     "torch_profiler": ("perfcore:StepTimer", "torch.profiler:profile", "perfcore.capture.native_cupti:kineto_state"),
     "graph_before_cupti": ("gpu_calibration:graph_kernels",),
     "torch_loop_drain": ("perfcore:StepTimer", "perfcore._native:native"),
-    "torch_profiler_mid_run": ("perfcore:StepTimer", "torch.profiler:profile",
-                               "perfcore.capture.native_cupti:before_torch_profiler"),
+    "torch_profiler_mid_run": (
+        "perfcore:StepTimer",
+        "torch.profiler:profile",
+        "perfcore.capture.native_cupti:before_torch_profiler",
+    ),
     "run_graphed": ("perfcore.cli:main",),
     "run_cnn": ("perfcore.cli:main", "pandas:read_csv"),
     "torch_compare": ("perfcore:StepTimer", "torch.profiler:profile"),
@@ -549,58 +766,92 @@ USES: dict[str, tuple[str, ...]] = {
 # The rows each check gives and the value that passes each, for --dry-run (the check's own code
 # states the same target when it runs; test_gpu_check holds the two together).
 PLAN: dict[str, tuple[tuple[str, str], ...]] = {
-    "event_timer": (("event timer, spin kernels of 50 us / 1 ms / 10 ms",
-                     "spin + empty-kernel bracket within max(1%, 2 x resolution + IQR)"),),
-    "cupti_durations": (("CUPTI kernel time, 3 spin lengths", "within max(1%, 2 x resolution + IQR)"),
-                        ("CUPTI records on the perfcore clock", "all")),
+    "event_timer": (
+        (
+            "event timer, spin kernels of 50 us / 1 ms / 10 ms",
+            "spin + empty-kernel bracket within max(1%, 2 x resolution + IQR)",
+        ),
+    ),
+    "cupti_durations": (
+        ("CUPTI kernel time, 3 spin lengths", "within max(1%, 2 x resolution + IQR)"),
+        ("CUPTI records on the perfcore clock", "all"),
+    ),
     "kernel_vs_events": (("CUPTI kernel time vs CUDA events", "within 1%"),),
     "backends": (("backends agree", "same count, time within 1%"), ("drain cost per record", "information")),
-    "tagging": (("kernels attributed to their phase", ">= 99% of each phase's kernels"),
-                ("kernels launched outside every phase", ">= 99% untagged"),
-                ("backward kernels from autograd's thread", "> 0 kernels, >= 99% attributed")),
+    "tagging": (
+        ("kernels attributed to their phase", ">= 99% of each phase's kernels"),
+        ("kernels launched outside every phase", ">= 99% untagged"),
+        ("backward kernels from autograd's thread", "> 0 kernels, >= 99% attributed"),
+    ),
     "graph": (("graph launch: kernels seen", "all"), ("graph launch: kernels attributed to the phase", ">= 99%")),
     "drops": (("100k kernels through an 8 MiB pool", "all seen, 0 dropped"),),
-    "threads_clock": (("event phases from 4 threads while resolving", "all pairs, no errors"),
-                      ("event clock drift per anchor interval", "<= 20 ppm x interval + 2 x anchor uncertainty")),
-    "copies": (("memcpy pageable/pinned flags", "pageable, pinned"), ("copy bandwidths", "information"),
-               ("pinned H2D faster than pageable H2D", "pinned > pageable"),
-               ("pinned H2D vs nominal link (environment)", "information")),
+    "threads_clock": (
+        ("event phases from 4 threads while resolving", "all pairs, no errors"),
+        ("event clock drift per anchor interval", "<= 20 ppm x interval + 2 x anchor uncertainty"),
+    ),
+    "copies": (
+        ("memcpy pageable/pinned flags", "pageable, pinned"),
+        ("copy bandwidths", "information"),
+        ("pinned H2D faster than pageable H2D", "pinned > pageable"),
+        ("pinned H2D vs nominal link (environment)", "information"),
+    ),
     "memory": (("script's max_memory_allocated() with per-step peaks taken", "equal"),),
     "costs": (("launch overhead", "information"), ("StepTimer phase enter+exit", "information")),
     "graph_speed": (("CUDA Graph vs eager, launch-bound MLP", "graphed faster, equal losses"),),
-    "side_stream": (("compute on a side stream (events)", ">= 90% of the spin"),
-                    ("compute on a side stream (cupti)", ">= 90% of the spin")),
+    "side_stream": (
+        ("compute on a side stream (events)", ">= 90% of the spin"),
+        ("compute on a side stream (cupti)", ">= 90% of the spin"),
+    ),
     "named_device": (("StepTimer(device='cuda:1') times GPU 1", "GPU 1, >= 90% of the spin (SKIP with 1 GPU)"),),
     "in_flight_at_stop": (("kernels still running at stop", "all delivered, 0 incomplete"),),
-    "torch_profiler": (("torch.profiler before perfcore", ">= launches"),
-                       ("perfcore kernels=True after torch.profiler", "traced, or events with 'restart' advice"),
-                       ("torch.profiler after perfcore", ">= launches")),
-    "graph_before_cupti": (("graph captured before CUPTI's first use, session 1", "all seen, >= 99% attributed"),
-                           ("graph captured before CUPTI's first use, session 2", "all seen, >= 99% attributed")),
-    "torch_loop_drain": (("torch-heavy loop under kernels=True: records lost", "0"),
-                         ("noisy runtime/driver API records turned off", "every id of the quiet lists"),
-                         ("drain cost (flush + decode) vs loop wall", "information")),
-    "torch_profiler_mid_run": (("torch.profiler started while perfcore traces", ">= launches"),
-                               ("perfcore after handing CUPTI over", "note at step 4, compute > 0"),
-                               ("torch.profiler after perfcore stops (CUPTI handed over)", ">= launches")),
+    "torch_profiler": (
+        ("torch.profiler before perfcore", ">= launches"),
+        ("perfcore kernels=True after torch.profiler", "traced, or events with 'restart' advice"),
+        ("torch.profiler after perfcore", ">= launches"),
+    ),
+    "graph_before_cupti": (
+        ("graph captured before CUPTI's first use, session 1", "all seen, >= 99% attributed"),
+        ("graph captured before CUPTI's first use, session 2", "all seen, >= 99% attributed"),
+    ),
+    "torch_loop_drain": (
+        ("torch-heavy loop under kernels=True: records lost", "0"),
+        ("noisy runtime/driver API records turned off", "every id of the quiet lists"),
+        ("drain cost (flush + decode) vs loop wall", "information"),
+    ),
+    "torch_profiler_mid_run": (
+        ("torch.profiler started while perfcore traces", ">= launches"),
+        ("perfcore after handing CUPTI over", "note at step 4, compute > 0"),
+        ("torch.profiler after perfcore stops (CUPTI handed over)", ">= launches"),
+    ),
     "run_graphed": (("make_graphed_callables under perfcore run", "exit 0, the script's line, steps > 0, no error"),),
-    "run_cnn": (("perfcore run on a CNN script", "exit 0, >= 70 steps, a verdict"),
-                ("perfcore run on a CNN: records lost", "0"),
-                ("perfcore run on a CNN: monitor.csv GPU utilisation", "> 0 samples, max > 0")),
-    "torch_compare": (("kernels vs torch.profiler, same eager AdamW loop", "within 2%"),
-                      ("kernel GPU time vs torch.profiler", "within 2%"),
-                      ("tracing cost per step vs torch.profiler", "perfcore below torch.profiler")),
-    "step_overhead": (("StepTimer cost on a 5 ms step (events, 4 phases)", "< 1% of the step"),
-                      ("overhead run.json reports vs measured", "reported >= measured - 2 x spread")),
+    "run_cnn": (
+        ("perfcore run on a CNN script", "exit 0, >= 70 steps, a verdict"),
+        ("perfcore run on a CNN: records lost", "0"),
+        ("perfcore run on a CNN: monitor.csv GPU utilisation", "> 0 samples, max > 0"),
+    ),
+    "torch_compare": (
+        ("kernels vs torch.profiler, same eager AdamW loop", "within 2%"),
+        ("kernel GPU time vs torch.profiler", "within 2%"),
+        ("tracing cost per step vs torch.profiler", "perfcore below torch.profiler"),
+    ),
+    "step_overhead": (
+        ("StepTimer cost on a 5 ms step (events, 4 phases)", "< 1% of the step"),
+        ("overhead run.json reports vs measured", "reported >= measured - 2 x spread"),
+    ),
     "many_kernels_step": (("3200 kernels a step for 1100 steps, kernels=True", "all kept, 0 lost"),),
-    "demo_quick": (("perfcore demo --quick", "exit 0 with demo.json"),
-                   ("health reads the GPU's busy share", "from gpu_util")),
+    "demo_quick": (
+        ("perfcore demo --quick", "exit 0 with demo.json"),
+        ("health reads the GPU's busy share", "from gpu_util"),
+    ),
 }
 
 
 # ---- running and reporting (no GPU needed) -----------------------------------------------------
-def run_checks(checks: dict[str, Callable[[], list[Row]]], say: Callable[[str], None] = print,
-               on_rows: Callable[[str, list[Row]], None] | None = None) -> list[Row]:
+def run_checks(
+    checks: dict[str, Callable[[], list[Row]]],
+    say: Callable[[str], None] = print,
+    on_rows: Callable[[str, list[Row]], None] | None = None,
+) -> list[Row]:
     rows: list[Row] = []
     for name, fn in checks.items():
         t0 = time.perf_counter()
@@ -619,9 +870,14 @@ def run_checks(checks: dict[str, Callable[[], list[Row]]], say: Callable[[str], 
     return rows
 
 
-def run_isolated(names: Iterable[str], say: Callable[[str], None] = print,
-                 limits: dict[str, float] | None = None, budget_s: float | None = None,
-                 t0: float | None = None, rows_path: str | None = None) -> list[Row]:
+def run_isolated(
+    names: Iterable[str],
+    say: Callable[[str], None] = print,
+    limits: dict[str, float] | None = None,
+    budget_s: float | None = None,
+    t0: float | None = None,
+    rows_path: str | None = None,
+) -> list[Row]:
     """Each check in a process of its own under its time limit: a hang or a crash of the process
     (a CUDA fault, a deadlock in a driver call) is that check's FAIL row, and the run goes on.
     A fresh process per check also gives the checks that need one (CUPTI's first use).
@@ -639,9 +895,15 @@ def run_isolated(names: Iterable[str], say: Callable[[str], None] = print,
     def one(name: str) -> list[Row]:
         need = EXPECTED_S.get(name, DEFAULT_LIMIT_S / 3)
         if left() < need:
-            return [Row(name, f"not run: {max(left(), 0):.0f} s of the {budget_s:.0f} s budget left, it takes "
-                        f"~{need:.0f} s",
-                        "runs within --budget-s", False, decides=False)]
+            return [
+                Row(
+                    name,
+                    f"not run: {max(left(), 0):.0f} s of the {budget_s:.0f} s budget left, it takes ~{need:.0f} s",
+                    "runs within --budget-s",
+                    False,
+                    decides=False,
+                )
+            ]
         return _in_child(name, limit_of(name))
 
     def record(name: str, rows: list[Row]) -> None:
@@ -649,8 +911,12 @@ def run_isolated(names: Iterable[str], say: Callable[[str], None] = print,
             return
         with open(rows_path, "a") as fh:
             for r in rows:
-                fh.write(json.dumps(dict(asdict(r), verdict=r.verdict, check_name=name,
-                                         elapsed_s=round(time.time() - t0, 1))) + "\n")
+                fh.write(
+                    json.dumps(
+                        dict(asdict(r), verdict=r.verdict, check_name=name, elapsed_s=round(time.time() - t0, 1))
+                    )
+                    + "\n"
+                )
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -682,7 +948,7 @@ DEVICE_PYTHON = "3.12"  # the lent H200's (torch 2.11+cu130)
 def wheel_fits(filename: str, python: str) -> bool:
     """Whether a wheel's tags (name-version[-build]-python-abi-platform.whl) install on CPython
     `python` ("3.12") on x86-64 Linux."""
-    parts = filename[:-len(".whl")].split("-") if filename.endswith(".whl") else []
+    parts = filename[: -len(".whl")].split("-") if filename.endswith(".whl") else []
     if len(parts) < 5:
         return False
     py_tags, abi_tags, plats = (set(p.split(".")) for p in parts[-3:])
@@ -705,8 +971,10 @@ def carried_misses(wheels: Path, python: str) -> list[str]:
         found = sorted(p.name for p in wheels.glob(prefix + "*.whl"))
         if not any(wheel_fits(f, python) for f in found):
             have = ", ".join(found) or "none"
-            out.append(f"{mod}: no wheel in {wheels}/ for Python {python} (there: {have}); run "
-                       f"DEVICE_PYTHON={python} bash bench/fetch_wheels.sh where there is a network")
+            out.append(
+                f"{mod}: no wheel in {wheels}/ for Python {python} (there: {have}); run "
+                f"DEVICE_PYTHON={python} bash bench/fetch_wheels.sh where there is a network"
+            )
     return out
 
 
@@ -724,8 +992,12 @@ def plan_lines(budget_s: float) -> tuple[list[str], float]:
     return lines, total
 
 
-def dry_run(say: Callable[[str], None] = print, wheels: Path | None = None, budget_s: float = BUDGET_S,
-            python: str = DEVICE_PYTHON) -> int:
+def dry_run(
+    say: Callable[[str], None] = print,
+    wheels: Path | None = None,
+    budget_s: float = BUDGET_S,
+    python: str = DEVICE_PYTHON,
+) -> int:
     """No GPU needed: import what every check uses, check the carried wheels fit the device's
     Python, and print the order, each check's expected time and rows with the value that passes.
     0 when all of that holds and the expected total fits the budget, 1 (naming each miss)
@@ -842,14 +1114,25 @@ def graph_check(steps: int = 50) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", dest="json_path", default=None)
-    ap.add_argument("--rows", dest="rows_path", default=None,
-                    help="append each row to this JSONL file as its check ends (e.g. $OUT/rows.jsonl)")
-    ap.add_argument("--budget-s", type=float, default=BUDGET_S,
-                    help=f"seconds for the whole run, counted from gpu_check.sh's start (default {BUDGET_S}): "
-                         "checks run in order of value, and one that would not fit is skipped")
+    ap.add_argument(
+        "--rows",
+        dest="rows_path",
+        default=None,
+        help="append each row to this JSONL file as its check ends (e.g. $OUT/rows.jsonl)",
+    )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=BUDGET_S,
+        help=f"seconds for the whole run, counted from gpu_check.sh's start (default {BUDGET_S}): "
+        "checks run in order of value, and one that would not fit is skipped",
+    )
     ap.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run these checks only")
-    ap.add_argument("--dry-run", action="store_true",
-                    help="no GPU: the order and expected times, the imports each check uses, the carried wheels")
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: the order and expected times, the imports each check uses, the carried wheels",
+    )
     ap.add_argument("--device-python", default=DEVICE_PYTHON, help="the device's Python, for the carried wheels")
     ap.add_argument("--one", choices=sorted(CHECKS), help=argparse.SUPPRESS)  # a child of run_isolated
     ap.add_argument("--rows-to", help=argparse.SUPPRESS)
@@ -875,15 +1158,21 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     dev = torch.cuda.get_device_name(0)
-    print(f"gpu_check on {dev}, torch {torch.__version__}, CUPTI {caps.get('cupti_version')}, Python "
-          f"{platform.python_version()}; budget {args.budget_s:.0f} s, {time.time() - t0:.0f} s used", flush=True)
+    print(
+        f"gpu_check on {dev}, torch {torch.__version__}, CUPTI {caps.get('cupti_version')}, Python "
+        f"{platform.python_version()}; budget {args.budget_s:.0f} s, {time.time() - t0:.0f} s used",
+        flush=True,
+    )
     if args.rows_path:
         with open(args.rows_path, "a") as fh:
-            fh.write(json.dumps({"device": dev, "torch": torch.__version__, "capabilities": caps,
-                                 "budget_s": args.budget_s}) + "\n")
+            fh.write(
+                json.dumps({"device": dev, "torch": torch.__version__, "capabilities": caps, "budget_s": args.budget_s})
+                + "\n"
+            )
     names = [k for k in CHECKS if not args.only or k in args.only]
-    rows = run_isolated(names, say=lambda s: print(s, flush=True), budget_s=args.budget_s, t0=t0,
-                        rows_path=args.rows_path)
+    rows = run_isolated(
+        names, say=lambda s: print(s, flush=True), budget_s=args.budget_s, t0=t0, rows_path=args.rows_path
+    )
     print()
     print(table(rows))
     print(f"\n{dev}; {platform.node()}; {time.strftime('%Y-%m-%d')}; {time.time() - t0:.0f} s")

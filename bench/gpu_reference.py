@@ -3,6 +3,7 @@
 
 Each function runs in gpu_check's child process for its check and returns rows (gpu_rows.Row).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,8 +60,11 @@ def _profiler_kernels(step, steps: int) -> tuple[int, float, float, float]:
             step()
             torch.cuda.synchronize()
         wall = (time.perf_counter_ns() - t0) / steps / 1e6
-    ks = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-          and not e.name.startswith(("Memcpy", "Memset"))]
+    ks = [
+        e
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))
+    ]
     spins = [e.time_range.elapsed_us() for e in ks if "spinKernel" in e.name]
     return len(ks), sum(e.time_range.elapsed_us() for e in ks), wall, statistics.mean(spins) if spins else 0.0
 
@@ -109,17 +113,30 @@ def torch_compare(steps: int = 60) -> list[Row]:
     ours_cost = (ours_ms - statistics.mean([plain_before, plain_mid])) * 1e3
     prof_cost = (prof_ms - statistics.mean([plain_mid, plain_after])) * 1e3
     claim = "(claim: perfcore sees every kernel kineto sees, with the same GPU time)"
-    return [Row("kernels vs torch.profiler, same eager AdamW loop", f"perfcore ({backend}) {ours_n}, torch.profiler "
-                f"{prof_n} over {steps} steps", f"within 2% {claim}", prof_n > 0 and within(ours_n, prof_n, 0.02)),
-            Row("kernel GPU time vs torch.profiler", f"perfcore {ours_us / 1e3:.2f} ms, torch.profiler "
-                f"{prof_us / 1e3:.2f} ms; the {SPIN_NS / 1e3:g} us spin kernel: {ours_spin:.1f} vs {prof_spin:.1f} us; "
-                f"the rest {(ours_us - ours_spin * steps) / max(ours_n - steps, 1):.2f} vs "
-                f"{(prof_us - prof_spin * steps) / max(prof_n - steps, 1):.2f} us a kernel",
-                f"within 2% {claim}", prof_us > 0 and within(ours_us, prof_us, 0.02)),
-            Row("tracing cost per step vs torch.profiler", f"perfcore {ours_cost:.0f} us/step, torch.profiler "
-                f"{prof_cost:.0f} us/step (untraced {plain_mid:.3f} ms/step)",
-                "perfcore below torch.profiler (claim: cheaper than the profiler it replaces for this question)",
-                ours_cost < prof_cost)]
+    return [
+        Row(
+            "kernels vs torch.profiler, same eager AdamW loop",
+            f"perfcore ({backend}) {ours_n}, torch.profiler {prof_n} over {steps} steps",
+            f"within 2% {claim}",
+            prof_n > 0 and within(ours_n, prof_n, 0.02),
+        ),
+        Row(
+            "kernel GPU time vs torch.profiler",
+            f"perfcore {ours_us / 1e3:.2f} ms, torch.profiler "
+            f"{prof_us / 1e3:.2f} ms; the {SPIN_NS / 1e3:g} us spin kernel: {ours_spin:.1f} vs {prof_spin:.1f} us; "
+            f"the rest {(ours_us - ours_spin * steps) / max(ours_n - steps, 1):.2f} vs "
+            f"{(prof_us - prof_spin * steps) / max(prof_n - steps, 1):.2f} us a kernel",
+            f"within 2% {claim}",
+            prof_us > 0 and within(ours_us, prof_us, 0.02),
+        ),
+        Row(
+            "tracing cost per step vs torch.profiler",
+            f"perfcore {ours_cost:.0f} us/step, torch.profiler "
+            f"{prof_cost:.0f} us/step (untraced {plain_mid:.3f} ms/step)",
+            "perfcore below torch.profiler (claim: cheaper than the profiler it replaces for this question)",
+            ours_cost < prof_cost,
+        ),
+    ]
 
 
 def step_overhead(spin_ns: int = 5_000_000, steps: int = 40, repeats: int = 5) -> list[Row]:
@@ -139,7 +156,7 @@ def step_overhead(spin_ns: int = 5_000_000, steps: int = 40, repeats: int = 5) -
         t = perfcore.StepTimer(device="cuda", warmup=0) if timed else None
         torch.cuda.synchronize()
         t0 = time.perf_counter_ns()
-        for _ in (t.load(data) if timed else data):
+        for _ in t.load(data) if timed else data:
             if timed:
                 with t.transfer():
                     C.launch_empty(1, s)
@@ -171,12 +188,20 @@ def step_overhead(spin_ns: int = 5_000_000, steps: int = 40, repeats: int = 5) -
     spread = statistics.pstdev(diffs) if len(diffs) > 1 else 0.0
     rep = statistics.median(reported)
     step_us = spin_ns / 1e3
-    return [Row("StepTimer cost on a 5 ms step (events, 4 phases)", f"{cost:.1f} us/step ({cost / step_us * 100:.2f}%, "
-                f"+-{spread:.1f} us over {repeats} interleaved pairs)",
-                "< 1% of the step (claim: timing a step of >= 5 ms does not change it)", cost < 0.01 * step_us),
-            Row("overhead run.json reports vs measured", f"reported {rep:.1f} us/step, measured {cost:.1f} us/step",
-                "reported >= measured - 2 x spread (claim: its own overhead is measured and reported with every run)",
-                rep >= cost - 2 * spread - 1.0)]
+    return [
+        Row(
+            "StepTimer cost on a 5 ms step (events, 4 phases)",
+            f"{cost:.1f} us/step ({cost / step_us * 100:.2f}%, +-{spread:.1f} us over {repeats} interleaved pairs)",
+            "< 1% of the step (claim: timing a step of >= 5 ms does not change it)",
+            cost < 0.01 * step_us,
+        ),
+        Row(
+            "overhead run.json reports vs measured",
+            f"reported {rep:.1f} us/step, measured {cost:.1f} us/step",
+            "reported >= measured - 2 x spread (claim: its own overhead is measured and reported with every run)",
+            rep >= cost - 2 * spread - 1.0,
+        ),
+    ]
 
 
 def many_kernels_per_step(per_step: int = 3200, steps: int = 1100) -> list[Row]:
@@ -203,17 +228,28 @@ def many_kernels_per_step(per_step: int = 3200, steps: int = 1100) -> list[Row]:
     t.close()
     cap = doc.get("capture", {})
     lost = int(cap.get("dropped", 0)) + int(cap.get("overflow", 0))
-    return [Row(f"{per_step} kernels a step for {steps} steps, kernels=True", f"{seen} of {per_step * steps} kept; "
-                f"dropped {cap.get('dropped')}, over the decode cap {cap.get('overflow')} (backend {t.backend})",
-                "all kept, 0 lost (claim: no kernel lost at any kernels-per-step)",
-                seen == per_step * steps and lost == 0)]
+    return [
+        Row(
+            f"{per_step} kernels a step for {steps} steps, kernels=True",
+            f"{seen} of {per_step * steps} kept; "
+            f"dropped {cap.get('dropped')}, over the decode cap {cap.get('overflow')} (backend {t.backend})",
+            "all kept, 0 lost (claim: no kernel lost at any kernels-per-step)",
+            seen == per_step * steps and lost == 0,
+        )
+    ]
 
 
 def _perfcore(args: list[str], limit: float) -> tuple[int, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     try:
-        p = subprocess.run([sys.executable, "-m", "perfcore", *args], capture_output=True, text=True,
-                           timeout=limit, env=env, cwd=tempfile.gettempdir())
+        p = subprocess.run(
+            [sys.executable, "-m", "perfcore", *args],
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            env=env,
+            cwd=tempfile.gettempdir(),
+        )
         return p.returncode, p.stdout + p.stderr
     except subprocess.TimeoutExpired as e:
         return 124, f"timed out after {limit:.0f} s: {(e.stdout or b'')[-300:]!r}"
@@ -230,8 +266,14 @@ def run_cnn(out: str | None = None) -> list[Row]:
     rc, text = _perfcore(["run", "--out", out, "--", sys.executable, str(SCRIPTS / "cnn.py"), "80"], 100)
     doc_path = Path(out) / "run.json"
     if rc != 0 or not doc_path.exists():
-        return [Row("perfcore run on a CNN script", f"exit {rc}, run.json {doc_path.exists()}: {_tail(text)}",
-                    "exit 0 with run.json", False)]
+        return [
+            Row(
+                "perfcore run on a CNN script",
+                f"exit {rc}, run.json {doc_path.exists()}: {_tail(text)}",
+                "exit 0 with run.json",
+                False,
+            )
+        ]
     doc = json.loads(doc_path.read_text())
     cap = doc.get("capture", {})
     causes = (doc.get("verdict") or {}).get("causes") or []
@@ -244,14 +286,26 @@ def run_cnn(out: str | None = None) -> list[Row]:
         m = pd.read_csv(mon)
         util = m["gpu_util"].dropna().tolist() if "gpu_util" in m else []
     lost = int(cap.get("dropped", 0)) + int(cap.get("overflow", 0))
-    return [Row("perfcore run on a CNN script", f"{doc.get('steps')} steps, backend {cap.get('backend')}, verdict "
-                f"{verdict}", "exit 0, >= 70 steps, a verdict (claim: perfcore run works on a GPU, no code change)",
-                (doc.get("steps") or 0) >= 70 and bool(verdict)),
-            Row("perfcore run on a CNN: records lost", f"{lost} (dropped {cap.get('dropped')}, overflow "
-                f"{cap.get('overflow')})", "0", lost == 0),
-            Row("perfcore run on a CNN: monitor.csv GPU utilisation", f"{len(util)} samples, max "
-                f"{max(util) if util else 0:.2f}", "> 0 samples, max > 0 (claim: the GPU's busy share is sampled)",
-                bool(util) and max(util) > 0)]
+    return [
+        Row(
+            "perfcore run on a CNN script",
+            f"{doc.get('steps')} steps, backend {cap.get('backend')}, verdict {verdict}",
+            "exit 0, >= 70 steps, a verdict (claim: perfcore run works on a GPU, no code change)",
+            (doc.get("steps") or 0) >= 70 and bool(verdict),
+        ),
+        Row(
+            "perfcore run on a CNN: records lost",
+            f"{lost} (dropped {cap.get('dropped')}, overflow {cap.get('overflow')})",
+            "0",
+            lost == 0,
+        ),
+        Row(
+            "perfcore run on a CNN: monitor.csv GPU utilisation",
+            f"{len(util)} samples, max {max(util) if util else 0:.2f}",
+            "> 0 samples, max > 0 (claim: the GPU's busy share is sampled)",
+            bool(util) and max(util) > 0,
+        ),
+    ]
 
 
 def run_graphed(out: str | None = None) -> list[Row]:
@@ -263,11 +317,16 @@ def run_graphed(out: str | None = None) -> list[Row]:
     doc = json.loads(doc_path.read_text()) if doc_path.exists() else {}
     failed = [ln for ln in text.splitlines() if "could not write results" in ln or "Error" in ln.split(":")[0]]
     cap = doc.get("capture", {})
-    return [Row("make_graphed_callables under perfcore run", f"exit {rc}, script {'GRAPHED ok' in text}, "
-                f"{doc.get('steps', 0)} steps, phases under capture {cap.get('phases_under_graph_capture', '-')}; "
-                f"{failed[0][:120] if failed else 'no errors'}",
-                "exit 0, the script's line, steps > 0, no error (claim: perfcore never breaks a graph capture)",
-                rc == 0 and "GRAPHED ok" in text and (doc.get("steps") or 0) > 0 and not failed)]
+    return [
+        Row(
+            "make_graphed_callables under perfcore run",
+            f"exit {rc}, script {'GRAPHED ok' in text}, "
+            f"{doc.get('steps', 0)} steps, phases under capture {cap.get('phases_under_graph_capture', '-')}; "
+            f"{failed[0][:120] if failed else 'no errors'}",
+            "exit 0, the script's line, steps > 0, no error (claim: perfcore never breaks a graph capture)",
+            rc == 0 and "GRAPHED ok" in text and (doc.get("steps") or 0) > 0 and not failed,
+        )
+    ]
 
 
 def _find(obj, key):
@@ -290,8 +349,17 @@ def demo_quick(out: str | None = None) -> list[Row]:
     health = Path(out) / "health.json"
     h = json.loads(health.read_text()) if health.exists() else {}
     src, busy = _find(h, "busy_source"), _find(h, "busy_mean")
-    return [Row("perfcore demo --quick", f"exit {rc}, demo.json {(Path(out) / 'demo.json').exists()}: {_tail(text)}",
-                "exit 0 with demo.json (claim: the demo runs on a GPU)",
-                rc == 0 and (Path(out) / "demo.json").exists()),
-            Row("health reads the GPU's busy share", f"busy {busy} from {src}",
-                "from gpu_util (claim: health's busy share is the GPU's, sampled by NVML)", src == "gpu_util")]
+    return [
+        Row(
+            "perfcore demo --quick",
+            f"exit {rc}, demo.json {(Path(out) / 'demo.json').exists()}: {_tail(text)}",
+            "exit 0 with demo.json (claim: the demo runs on a GPU)",
+            rc == 0 and (Path(out) / "demo.json").exists(),
+        ),
+        Row(
+            "health reads the GPU's busy share",
+            f"busy {busy} from {src}",
+            "from gpu_util (claim: health's busy share is the GPU's, sampled by NVML)",
+            src == "gpu_util",
+        ),
+    ]

@@ -1,4 +1,5 @@
 """The row every gpu_check check returns: what was measured, the value that passes and the claim it decides."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

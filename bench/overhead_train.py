@@ -8,6 +8,7 @@ WARM steps it prints READY, then waits for a byte on fifo IN, runs BLOCK steps, 
 fifo OUT, and so on. Only one variant runs at a time and neighbouring blocks see the same machine,
 so a slow minute on a shared machine slows all variants alike.
 """
+
 import os
 import statistics
 import sys

@@ -6,6 +6,7 @@ perfcore run:
 
     python -m perfcore run -q --out pc --test-setting checkpoint_s=4 -- python bench/tick_profile.py
 """
+
 import atexit
 import collections
 import runpy
@@ -47,8 +48,10 @@ wrap(progress.ProgressWriter, "checkpoint", "checkpoint")
 def show() -> None:
     for label, values in cost_ms.items():
         due = [v for v in values if v > 0.05] or values  # the tick returns at once when nothing is due
-        print(f"{label:22s} n={len(due):3d} mean {sum(due) / len(due):7.2f} ms  max {max(due):7.2f} ms  "
-              f"first {due[0]:7.2f}")
+        print(
+            f"{label:22s} n={len(due):3d} mean {sum(due) / len(due):7.2f} ms  max {max(due):7.2f} ms  "
+            f"first {due[0]:7.2f}"
+        )
 
 
 atexit.register(show)

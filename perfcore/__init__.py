@@ -2,6 +2,7 @@
 
 Importing perfcore is cheap and never needs a GPU; the native core and torch load on first use.
 """
+
 from __future__ import annotations
 
 from perfcore._native import build_info, capabilities

@@ -3,6 +3,7 @@
 pandas costs ~0.3 s to import. The recording engine needs it only when it settles steps, so an
 instrumented script whose run is short never pays it (its part is finished by the parent, which has
 pandas loaded already)."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """Loads perfcore._C and says what it can do: capabilities(), build_info(), require_*()."""
+
 from __future__ import annotations
 
 import functools
@@ -14,8 +15,10 @@ __all__ = ["native", "build_info", "capabilities", "require_cuda", "require_cupt
 
 _BUILD_INFO = Path(__file__).with_name("_build_info.json")
 # Right for an install from pip as well as for a checkout.
-REBUILD = ("pip install --no-build-isolation --force-reinstall --no-deps <where perfcore came from>, "
-           "or ./scripts/setup.sh in a checkout")
+REBUILD = (
+    "pip install --no-build-isolation --force-reinstall --no-deps <where perfcore came from>, "
+    "or ./scripts/setup.sh in a checkout"
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -49,8 +52,10 @@ def unwanted_cpu_mode(info: dict[str, Any]) -> str:
     PERFCORE_CPU_ONLY unset), else ''. pip shows the build's reason only with -v."""
     if info.get("mode") != "cpu" or not info.get("cuda_wanted"):
         return ""
-    return (f"perfcore was built in CPU mode although torch {info.get('torch_version')} is a CUDA build, so GPU "
-            f"tracing is off: {info.get('reason') or 'no reason recorded'}")
+    return (
+        f"perfcore was built in CPU mode although torch {info.get('torch_version')} is a CUDA build, so GPU "
+        f"tracing is off: {info.get('reason') or 'no reason recorded'}"
+    )
 
 
 def warn_unwanted_cpu_mode(info: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
 """perfcore's exception tree. The CLI turns each into one line and an exit code."""
+
 from __future__ import annotations
 
 __all__ = [

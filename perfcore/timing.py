@@ -13,6 +13,7 @@ No step is ever synchronized: host phases are recorded natively, GPU phases by C
 CUPTI kernel records with kernels=True) resolved lazily. The recording itself lives in
 perfcore.recording; StepTimer is the part a user calls.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
@@ -59,11 +60,20 @@ class StepTimer:
 
     STEP_ON = STEP_ON
 
-    def __init__(self, device: str = "auto", warmup: int = 5, kernels: bool = False, stream: Any = None,
-                 step_on: str = "step", kernel_backend: str = "auto"):
+    def __init__(
+        self,
+        device: str = "auto",
+        warmup: int = 5,
+        kernels: bool = False,
+        stream: Any = None,
+        step_on: str = "step",
+        kernel_backend: str = "auto",
+    ):
         if isinstance(warmup, bool) or not isinstance(warmup, int):
-            raise UsageError(f"StepTimer(warmup=...): {str(warmup)[:40]!r} is not a whole number of steps; "
-                             "give an int such as 5 (0 reports every step)")
+            raise UsageError(
+                f"StepTimer(warmup=...): {str(warmup)[:40]!r} is not a whole number of steps; "
+                "give an int such as 5 (0 reports every step)"
+            )
         self.engine = Recording(device, warmup, kernels, stream, step_on, kernel_backend)
         # The built-in phases are attributes holding native scopes: timer.compute() returns the
         # scope itself (one C call), and `with` enters it in C.
@@ -76,7 +86,7 @@ class StepTimer:
 
     @property
     def device(self) -> str:
-        """"cuda" or "cpu": where the phases are timed."""
+        """ "cuda" or "cpu": where the phases are timed."""
         return self.engine.device
 
     @property

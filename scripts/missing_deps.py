@@ -3,6 +3,7 @@ and the build tools need that this Python lacks or has too old; torch is left to
 
 Usage: python scripts/missing_deps.py [PYPROJECT]   (runs on any Python that has pip)
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,6 +1,7 @@
 """Advice keyed to the verdict's causes and to evidence, pointing at the user's own code (the DataLoader's
 construction site and its settings). A zero-code user (perfcore run, the notebook magic) is never told
 to add a perfcore call to the script; a StepTimer user may be. Pure functions on documents."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,9 @@ def training_loader_index(loaders: Sequence[Mapping[str, Any]] | None) -> int | 
     drew most batches from."""
     if not loaders:
         return None
-    return max(range(len(loaders)), key=lambda i: (bool(loaders[i].get("training", True)),
-                                                    loaders[i].get("batches") or 0))
+    return max(
+        range(len(loaders)), key=lambda i: (bool(loaders[i].get("training", True)), loaders[i].get("batches") or 0)
+    )
 
 
 def training_loader(loaders: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
@@ -76,8 +78,10 @@ def spare_cores(cores: int, *, loop_cores: float | None = None, other_cores: flo
 def _cores_text(cores: int, loop_cores: float | None, other_cores: float | None, threads: int | None) -> str:
     parts = []
     if loop_cores is not None:
-        parts.append(f"the loop's compute already uses {loop_cores:.1f} of the {cores} cores"
-                     + (f" ({threads} torch threads)" if threads else ""))
+        parts.append(
+            f"the loop's compute already uses {loop_cores:.1f} of the {cores} cores"
+            + (f" ({threads} torch threads)" if threads else "")
+        )
     elif threads:
         parts.append(f"torch runs the loop's compute on {threads} threads of the {cores} cores")
     else:
@@ -113,16 +117,28 @@ def contradicting_trial(trials: Sequence[Mapping[str, Any]] | None, n: int, more
 
 # What a workers trial that turned the advice round measured, by its status: the word sits beside
 # the number it describes, so a ratio above 1 is never called slower.
-_TRIAL_WORDS = {(True, Change.SLOWER): "more workers made steps slower",
-                (True, Change.WITHIN_NOISE): "more workers made steps no faster beyond the runs' noise",
-                (False, Change.FASTER): "fewer workers made steps faster"}
+_TRIAL_WORDS = {
+    (True, Change.SLOWER): "more workers made steps slower",
+    (True, Change.WITHIN_NOISE): "more workers made steps no faster beyond the runs' noise",
+    (False, Change.FASTER): "fewer workers made steps faster",
+}
 
 
-def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_step: float,
-                cpu_count: int | None, on_gpu: bool, measured_batches: float | None = None,
-                cpu_percent: float | None = None, loop_cores: float | None = None,
-                other_cores: float | None = None, torch_threads: int | None = None,
-                trials: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+def loader_plan(  # noqa: PLR0913, PLR0915
+    ld: Mapping[str, Any],
+    *,
+    step_ms: float,
+    load_ms: float,
+    per_step: float,
+    cpu_count: int | None,
+    on_gpu: bool,
+    measured_batches: float | None = None,
+    cpu_percent: float | None = None,
+    loop_cores: float | None = None,
+    other_cores: float | None = None,
+    torch_threads: int | None = None,
+    trials: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any] | None:
     """How many workers would hide loading, and when workers already run and the loop still waits,
     why. ld: num_workers, worker_batch_ms (a worker's time to make one batch), and where known
     site, pin_memory, prefetch_factor, persistent_workers, worker_startup_ms (per epoch), batches,
@@ -150,12 +166,22 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
         loop_cores = min(max((loop_cores - wait) / (1 - wait), 0.0), float(cores))
     loop_est = loop_cores if loop_cores is not None else (float(min(torch_threads, cores)) if torch_threads else None)
     free = spare_cores(cores, loop_cores=loop_est, other_cores=other_cores)
-    plan: dict[str, Any] = {"num_workers": n, "worker_batch_ms": make_ms, "batches_per_step": per_step,
-                            "loop_ms_per_batch": consume_ms, "wait_ms_per_batch": wait_ms, "workers_needed": needed,
-                            "cpu_count": cores, "spare_cores": free, "loop_cores": loop_cores,
-                            "other_cores": other_cores, "torch_threads": torch_threads}
-    rate = (f"a batch takes {fmt_ms(make_ms)} to make and the loop uses one every {fmt_ms(consume_ms)}"
-            + (f", {per_step:g} batches per step" if per_step > 1 else ""))
+    plan: dict[str, Any] = {
+        "num_workers": n,
+        "worker_batch_ms": make_ms,
+        "batches_per_step": per_step,
+        "loop_ms_per_batch": consume_ms,
+        "wait_ms_per_batch": wait_ms,
+        "workers_needed": needed,
+        "cpu_count": cores,
+        "spare_cores": free,
+        "loop_cores": loop_cores,
+        "other_cores": other_cores,
+        "torch_threads": torch_threads,
+    }
+    rate = f"a batch takes {fmt_ms(make_ms)} to make and the loop uses one every {fmt_ms(consume_ms)}" + (
+        f", {per_step:g} batches per step" if per_step > 1 else ""
+    )
     # Workers beyond the free cores share them with the loop and each other: they hide at most
     # free / needed of the wait (none when no core is free). A core three quarters free counts as
     # free: measured CPU carries a few percent of noise (an idle shell, the sampler), and a worker on
@@ -164,10 +190,16 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
     hide = min(1.0, free / needed) if needed else 1.0
     plan["achievable_ms"] = load_ms * hide
     cores_text = _cores_text(cores, loop_cores, other_cores, torch_threads)
-    more_cheaper = ("make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
-                    "images pre-resized to the size the model takes, or data decoded once and cached as tensors")
-    fewer_threads = (f"or leave a core to a worker: torch.set_num_threads({max(cores - 1, 1)}) with num_workers=1 "
-                     "(compute then runs on one thread fewer; measure both)" if cores > 1 else "")
+    more_cheaper = (
+        "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
+        "images pre-resized to the size the model takes, or data decoded once and cached as tensors"
+    )
+    fewer_threads = (
+        f"or leave a core to a worker: torch.set_num_threads({max(cores - 1, 1)}) with num_workers=1 "
+        "(compute then runs on one thread fewer; measure both)"
+        if cores > 1
+        else ""
+    )
     where = _where(ld)
     trial = contradicting_trial(trials, n, more=True)
     if trial is not None and (n == 0 or needed > n):
@@ -175,30 +207,42 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
         plan["achievable_ms"] = 0.0
         plan["trial"] = trial
         said = _TRIAL_WORDS[(trial["num_workers"] > n, Change(trial["change"]))]
-        plan["sentence"] = (f"{trial.get('experiment', 'an experiment')} measured num_workers={trial['num_workers']} "
-                            f"at {fmt_x(trial['speedup'])} of these settings' speed: {said}"
-                            + f" on this machine ({cores_text}); {rate}")
-        plan["text"] = (f"In {where}: {more_cheaper}" + (f"; {fewer_threads}" if fewer_threads else "")
-                        + f". Not more workers: {plan['sentence']}.")
+        plan["sentence"] = (
+            f"{trial.get('experiment', 'an experiment')} measured num_workers={trial['num_workers']} "
+            f"at {fmt_x(trial['speedup'])} of these settings' speed: {said}"
+            + f" on this machine ({cores_text}); {rate}"
+        )
+        plan["text"] = (
+            f"In {where}: {more_cheaper}"
+            + (f"; {fewer_threads}" if fewer_threads else "")
+            + f". Not more workers: {plan['sentence']}."
+        )
         return plan
     if n == 0:
         collate = ld.get("collate_ms")
         plan["reason"] = "main process"
-        plan["sentence"] = (f"loading runs in the main process (num_workers=0): {rate}, so about {needed} worker(s) "
-                            "would hide it" + (f"; collate alone is {fmt_ms(collate)} of each batch" if collate else ""))
+        plan["sentence"] = (
+            f"loading runs in the main process (num_workers=0): {rate}, so about {needed} worker(s) "
+            "would hide it" + (f"; collate alone is {fmt_ms(collate)} of each batch" if collate else "")
+        )
         if spare < 1:
             plan["reason"] = "no spare cores"
             plan["achievable_ms"] = 0.0
             plan["sentence"] += f", but no core is free for one: {cores_text}"
-            plan["text"] = (f"In {where}: {more_cheaper}" + (f"; {fewer_threads}" if fewer_threads else "")
-                            + f". Workers would not help as things are: {plan['sentence']}.")
+            plan["text"] = (
+                f"In {where}: {more_cheaper}"
+                + (f"; {fewer_threads}" if fewer_threads else "")
+                + f". Workers would not help as things are: {plan['sentence']}."
+            )
         elif needed > spare:
-            plan["text"] = (f"In {where}: set num_workers={spare} and persistent_workers=True. {rate[0].upper()}"
-                            f"{rate[1:]}, so hiding it needs about {needed} workers, more than the {spare} core(s) "
-                            f"free beside the loop ({cores_text}): if __getitem__ computes (decode, augment) "
-                            f"rather than waits on I/O, also {more_cheaper}.")
+            plan["text"] = (
+                f"In {where}: set num_workers={spare} and persistent_workers=True. {rate[0].upper()}"
+                f"{rate[1:]}, so hiding it needs about {needed} workers, more than the {spare} core(s) "
+                f"free beside the loop ({cores_text}): if __getitem__ computes (decode, augment) "
+                f"rather than waits on I/O, also {more_cheaper}."
+            )
         else:
-            plan["text"] = (f"In {where}: set num_workers={needed} and persistent_workers=True; {rate}.")
+            plan["text"] = f"In {where}: set num_workers={needed} and persistent_workers=True; {rate}."
         return plan
     # Each epoch's start-up (iter() to its first batch) less the making of that batch; the first
     # epoch pays it whatever the settings, later ones only without persistent_workers.
@@ -207,9 +251,11 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
     again_ms = sum(max(0.0, s - make_ms) for s in starts[1:]) if restarts > 0 else 0.0
     # Restarts after the first epoch fall in the measured steps: spread them over the batches measured.
     startup_per_batch = again_ms / max(measured_batches or ld.get("batches") or 1, 1)
-    restart = (f"the workers start again every epoch: {fmt_ms(again_ms / max(restarts, 1))} each time beyond making "
-               f"the first batch, over {restarts} restart(s) {fmt_ms(startup_per_batch)} per batch of the "
-               f"{fmt_ms(wait_ms)} the loop waits")
+    restart = (
+        f"the workers start again every epoch: {fmt_ms(again_ms / max(restarts, 1))} each time beyond making "
+        f"the first batch, over {restarts} restart(s) {fmt_ms(startup_per_batch)} per batch of the "
+        f"{fmt_ms(wait_ms)} the loop waits"
+    )
     if restarts > 0 and wait_ms > 0 and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
         plan["reason"] = "start-up each epoch"
         plan["sentence"] = restart
@@ -217,45 +263,72 @@ def loader_plan(ld: Mapping[str, Any], *, step_ms: float, load_ms: float, per_st
     elif needed > spare:
         plan["reason"] = "too slow per item"
         plan["achievable_ms"] = load_ms * min(1.0, free / needed) if n < spare else 0.0
-        plan["sentence"] = (f"{n} worker(s) cannot keep up and more would not fit: {rate}, so about {needed} workers "
-                            f"would be needed, and {cores_text}, leaving {spare} core(s) for workers")
-        plan["text"] = (f"In {where}: {more_cheaper}, rather than adding workers; {plan['sentence']}.")
+        plan["sentence"] = (
+            f"{n} worker(s) cannot keep up and more would not fit: {rate}, so about {needed} workers "
+            f"would be needed, and {cores_text}, leaving {spare} core(s) for workers"
+        )
+        plan["text"] = f"In {where}: {more_cheaper}, rather than adding workers; {plan['sentence']}."
     elif needed > n:
         plan["reason"] = "too few workers"
-        plan["sentence"] = (f"{n} worker(s) make a batch every {fmt_ms(make_ms / n)} together, the loop uses one every "
-                            f"{fmt_ms(consume_ms)} and waits {fmt_ms(wait_ms)} per batch: about {needed} would hide it")
+        plan["sentence"] = (
+            f"{n} worker(s) make a batch every {fmt_ms(make_ms / n)} together, the loop uses one every "
+            f"{fmt_ms(consume_ms)} and waits {fmt_ms(wait_ms)} per batch: about {needed} would hide it"
+        )
         plan["text"] = f"In {where}: set num_workers={needed}; {plan['sentence']}."
     elif wait_ms > HANDOVER_RATIO * make_ms:
         # Waiting far longer than a batch takes to make: the time goes in handing it over (the worker
         # scheduled, the queue, unpickling in the main process), not in making it.
         busy = f" (host CPU {cpu_percent:.0f}%: processes wait for a core)" if cpu_percent and cpu_percent >= 90 else ""
         plan["reason"] = "handover from workers"
-        plan["sentence"] = (f"{n} worker(s) make a batch in {fmt_ms(make_ms)} but the loop waits {fmt_ms(wait_ms)} for "
-                            f"each: the handover from the worker processes costs the rest{busy}")
-        plan["text"] = (f"In {where}: with batches this cheap set num_workers=0 (the loop would spend about "
-                        f"{fmt_ms(make_ms)} making each one itself); {plan['sentence']}.")
+        plan["sentence"] = (
+            f"{n} worker(s) make a batch in {fmt_ms(make_ms)} but the loop waits {fmt_ms(wait_ms)} for "
+            f"each: the handover from the worker processes costs the rest{busy}"
+        )
+        plan["text"] = (
+            f"In {where}: with batches this cheap set num_workers=0 (the loop would spend about "
+            f"{fmt_ms(make_ms)} making each one itself); {plan['sentence']}."
+        )
     else:
         pf = ld.get("prefetch_factor") or 2
         pin = on_gpu and ld.get("pin_memory")
         plan["reason"] = "pin in main process" if pin else "prefetch too shallow"
-        plan["sentence"] = (f"{n} worker(s) are enough on average ({rate}; about {needed} needed) yet the loop waits "
-                            f"{fmt_ms(wait_ms)} per batch: batches arrive in bursts and the {pf * n} queued "
-                            f"(prefetch_factor={pf} x {n}) run out")
+        plan["sentence"] = (
+            f"{n} worker(s) are enough on average ({rate}; about {needed} needed) yet the loop waits "
+            f"{fmt_ms(wait_ms)} per batch: batches arrive in bursts and the {pf * n} queued "
+            f"(prefetch_factor={pf} x {n}) run out"
+        )
         if pin:
-            plan["sentence"] += ("; pin_memory=True also copies every batch in a thread of the main process, "
-                                 "which competes with the loop for the interpreter")
-        plan["text"] = (f"In {where}: raise prefetch_factor to {max(pf * 2, 4)}"
-                        + (" or try pin_memory=False" if pin else "") + f"; {plan['sentence']}.")
-    if plan["reason"] != "start-up each epoch" and restarts > 0 and wait_ms > 0 \
-            and startup_per_batch >= STARTUP_CONTRIBUTES * wait_ms:
+            plan["sentence"] += (
+                "; pin_memory=True also copies every batch in a thread of the main process, "
+                "which competes with the loop for the interpreter"
+            )
+        plan["text"] = (
+            f"In {where}: raise prefetch_factor to {max(pf * 2, 4)}"
+            + (" or try pin_memory=False" if pin else "")
+            + f"; {plan['sentence']}."
+        )
+    if (
+        plan["reason"] != "start-up each epoch"
+        and restarts > 0
+        and wait_ms > 0
+        and startup_per_batch >= STARTUP_CONTRIBUTES * wait_ms
+    ):
         plan["sentence"] += f"; besides, {restart}"
         plan["text"] = plan["text"][:-1] + f"; besides, {restart}: also set persistent_workers=True."
     return plan
 
 
-def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on_gpu: bool, zero_code: bool,
-           evidence: Mapping[str, Any] | None = None, plan: Mapping[str, Any] | None = None,
-           loader: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+def advise(  # noqa: C901, PLR0912
+    decision: Mapping[str, Any],
+    breakdown_ms: Mapping[str, float],
+    *,
+    on_gpu: bool,
+    zero_code: bool,
+    evidence: Mapping[str, Any] | None = None,
+    plan: Mapping[str, Any] | None = None,
+    loader: Mapping[str, Any] | None = None,
+    memory: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Recommendations [{id, cause, text, evidence[, test]}], one per named cause (ranked as the
     verdict ranks them) plus the pageable-copy, memory and start-up findings."""
     ev = dict(evidence or {})
@@ -271,84 +344,158 @@ def advise(decision: Mapping[str, Any], breakdown_ms: Mapping[str, float], *, on
     pageable = ev.get("pageable_h2d_bytes_per_step", 0)
     if pageable:  # certain and cheap to fix, whatever its share: first
         ms_pg = ev.get("pageable_h2d_ms_per_step", 0.0)
-        saving = (f" Expected saving: up to {fmt_ms(ms_pg)} per step, the time those copies take now, once they "
-                  "overlap compute." if ms_pg else "")
-        add("pin_memory", "transfer", f"In {where}: set pin_memory=True, and copy with .to(device, non_blocking=True): "
+        saving = (
+            f" Expected saving: up to {fmt_ms(ms_pg)} per step, the time those copies take now, once they "
+            "overlap compute."
+            if ms_pg
+            else ""
+        )
+        add(
+            "pin_memory",
+            "transfer",
+            f"In {where}: set pin_memory=True, and copy with .to(device, non_blocking=True): "
             "pageable copies are staged through a bounce buffer and block the host." + saving,
             f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory"
-            + (f", {fmt_ms(ms_pg)} per step" if ms_pg else ""), "perfcore transfer --batch-shape ...")
+            + (f", {fmt_ms(ms_pg)} per step" if ms_pg else ""),
+            "perfcore transfer --batch-shape ...",
+        )
     for c in decision.get("causes", []):
         lb, because = c["label"], c["evidence"]
         g = c.get("expected_gain") or expected_gain(decision.get("step_ms") or 0.0, c["ms_per_step"])
-        gain = (f" Expected: steps {g['text']}, {fmt_ms(g['step_after_ms'])} a step." if g["text"] else "")
+        gain = f" Expected: steps {g['text']}, {fmt_ms(g['step_after_ms'])} a step." if g["text"] else ""
         if lb == "load":
             if plan and plan.get("text"):
-                rid = {"start-up each epoch": "persistent_workers", "too slow per item": "cheaper_batches",
-                       "handover from workers": "fewer_workers", "no spare cores": "cheaper_batches",
-                       "measured: workers do not help": "cheaper_batches",
-                       "prefetch too shallow": "deeper_prefetch", "pin in main process": "deeper_prefetch"
-                       }.get(plan.get("reason", ""), "more_workers")
+                rid = {
+                    "start-up each epoch": "persistent_workers",
+                    "too slow per item": "cheaper_batches",
+                    "handover from workers": "fewer_workers",
+                    "no spare cores": "cheaper_batches",
+                    "measured: workers do not help": "cheaper_batches",
+                    "prefetch too shallow": "deeper_prefetch",
+                    "pin in main process": "deeper_prefetch",
+                }.get(plan.get("reason", ""), "more_workers")
                 if rid == "cheaper_batches":
                     # What workers can hide is what is left to gain from them; a cheaper batch can save
                     # up to the whole wait, which is the bound the verdict's gain gives.
-                    gain = (f" Expected: a batch that costs nothing would make steps {g['text']}; more workers "
-                            f"about {fmt_x(expected_gain(decision.get('step_ms') or 0.0, plan.get('achievable_ms') or 0.0)['speedup'])}."
-                            if g["text"] else "")
+                    gain = (
+                        f" Expected: a batch that costs nothing would make steps {g['text']}; more workers "
+                        f"about {fmt_x(expected_gain(decision.get('step_ms') or 0.0, plan.get('achievable_ms') or 0.0)['speedup'])}."
+                        if g["text"]
+                        else ""
+                    )
                 elif plan.get("achievable_ms") is not None and plan["achievable_ms"] < c["ms_per_step"] - 1e-9:
                     a = expected_gain(decision.get("step_ms") or 0.0, plan["achievable_ms"])
-                    gain = (f" Expected: steps {a['text']}, {fmt_ms(a['step_after_ms'])} a step: what the free cores "
-                            f"allow of the {fmt_x(g['speedup'])} that removing the wait would give."
-                            if a["text"] else "")
-                add(rid, lb, plan["text"] + gain, because,
-                    "perfcore diagnose (synthetic data measures the step without loading)")
+                    gain = (
+                        f" Expected: steps {a['text']}, {fmt_ms(a['step_after_ms'])} a step: what the free cores "
+                        f"allow of the {fmt_x(g['speedup'])} that removing the wait would give."
+                        if a["text"]
+                        else ""
+                    )
+                add(
+                    rid,
+                    lb,
+                    plan["text"] + gain,
+                    because,
+                    "perfcore diagnose (synthetic data measures the step without loading)",
+                )
             else:
-                add("more_workers", lb, f"Feed the loop faster in {where}: more workers (num_workers), "
-                    "persistent_workers=True, a cheaper decode/augment, or data already in memory." + gain, because,
-                    "perfcore diagnose (synthetic data measures the step without loading)")
+                add(
+                    "more_workers",
+                    lb,
+                    f"Feed the loop faster in {where}: more workers (num_workers), "
+                    "persistent_workers=True, a cheaper decode/augment, or data already in memory." + gain,
+                    because,
+                    "perfcore diagnose (synthetic data measures the step without loading)",
+                )
         elif lb == "transfer" and not pageable:
-            add("overlap_copies", lb, f"Overlap copies with compute: pin_memory=True in {where}, "
-                ".to(device, non_blocking=True), and copy the next batch while this one computes." + gain, because)
+            add(
+                "overlap_copies",
+                lb,
+                f"Overlap copies with compute: pin_memory=True in {where}, "
+                ".to(device, non_blocking=True), and copy the next batch while this one computes." + gain,
+                because,
+            )
         elif lb == "comm":
-            add("overlap_comm", lb, "Overlap communication with backward (DDP bucket_cap_mb, gradient accumulation "
-                "with no_sync), or send less (bf16 gradients)." + gain, because)
+            add(
+                "overlap_comm",
+                lb,
+                "Overlap communication with backward (DDP bucket_cap_mb, gradient accumulation "
+                "with no_sync), or send less (bf16 gradients)." + gain,
+                because,
+            )
         elif lb == "host" and on_gpu:
-            add("launch_overhead", lb, "The GPU idles between kernels: remove .item()/.cpu()/print of tensors from "
+            add(
+                "launch_overhead",
+                lb,
+                "The GPU idles between kernels: remove .item()/.cpu()/print of tensors from "
                 "the loop, capture the step with torch.compile(mode='reduce-overhead') or CUDA Graphs, and raise the "
-                "batch size." + gain, because, "perfcore graph")
+                "batch size." + gain,
+                because,
+                "perfcore graph",
+            )
         elif lb == "host":
             if zero_code:
-                add("host_gaps", lb, "Look at what your loop does between optimizer.step() and the next batch, and "
+                add(
+                    "host_gaps",
+                    lb,
+                    "Look at what your loop does between optimizer.step() and the next batch, and "
                     "between forward and backward: loss and metric code outside the model, logging, .item() calls, "
                     "checkpointing. On a CPU this time also holds tensor math outside modules (a functional loss, "
                     "zero_grad, a manual p.data.add_ update): real compute, which a module (nn.MSELoss rather than "
                     "F.mse_loss), torch.optim, or torch.compile makes cheaper or at least visible. A sampling "
-                    "profiler (py-spy top -- python your_script.py) shows which lines."
-                    + gain, because)
+                    "profiler (py-spy top -- python your_script.py) shows which lines." + gain,
+                    because,
+                )
             else:
-                add("untimed_host_work", lb, "Time the rest of the step with timer.phase('name') to see what it is "
-                    "(logging, metrics, checkpointing, Python overhead)." + gain, because)
+                add(
+                    "untimed_host_work",
+                    lb,
+                    "Time the rest of the step with timer.phase('name') to see what it is "
+                    "(logging, metrics, checkpointing, Python overhead)." + gain,
+                    because,
+                )
     # Compute on the verdict's own basis (the trimmed estimate when there is one), so that it and
     # the step it is a share of are the same steps' figures.
     compute_ms = decision.get("compute_ms", breakdown_ms.get("compute", 0)) or 0.0
     if decision.get("healthy") and compute_ms >= 0.6 * (decision.get("step_ms") or math.inf):
-        add("faster_compute", None, ("The step is GPU compute: mixed precision (bf16 autocast), torch.compile, "
-                                     "channels_last for convnets, fused optimizers.") if on_gpu else
-            ("The step is compute: on a GPU it would move there; on CPU, torch.compile and torch.set_num_threads "
-             "matter."), f"compute is {fmt_ms(compute_ms)} of a "
-                         f"{fmt_ms(decision.get('step_ms', 0))} step")
+        add(
+            "faster_compute",
+            None,
+            (
+                "The step is GPU compute: mixed precision (bf16 autocast), torch.compile, "
+                "channels_last for convnets, fused optimizers."
+            )
+            if on_gpu
+            else (
+                "The step is compute: on a GPU it would move there; on CPU, torch.compile and torch.set_num_threads "
+                "matter."
+            ),
+            f"compute is {fmt_ms(compute_ms)} of a {fmt_ms(decision.get('step_ms', 0))} step",
+        )
     for f in (memory or {}).get("findings", []):
         add(f["id"], "memory", f["advice"], f["sentence"])
     su = decision.get("startup")
     if su and su.get("dominates"):
-        add("startup", "startup", "Measure a longer run (--steps) before judging the steady state; to cut the "
+        add(
+            "startup",
+            "startup",
+            "Measure a longer run (--steps) before judging the steady state; to cut the "
             "start itself, build the dataset index once (cache it), keep workers (persistent_workers=True), and "
-            "compile or warm up once.", su["sentence"])
+            "compile or warm up once.",
+            su["sentence"],
+        )
     return recs
 
 
-def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any] | None = None,
-               evidence: Mapping[str, Any] | None = None, memory: Mapping[str, Any] | None = None,
-               decision: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def advise_run(
+    doc: dict[str, Any],
+    *,
+    zero_code: bool,
+    focus: Mapping[str, Any] | None = None,
+    evidence: Mapping[str, Any] | None = None,
+    memory: Mapping[str, Any] | None = None,
+    decision: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The verdict, the loader plan and the advice of a run document, set on `doc` in place
     (verdict, recommendations, loader_plan). `focus`: whose numbers drive them (the slowest rank of
     a job; default the document itself). `evidence` adds to the document's own. `decision`: a verdict
@@ -361,8 +508,12 @@ def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any]
     ld = training_loader(doc.get("loaders"))
     w = doc.get("workers") or {}
     if ld is None and w:
-        ld = {"num_workers": w.get("num_workers"), "worker_batch_ms": w.get("fetch_ms_mean"),
-              "batches": w.get("batches"), "collate_ms": w.get("collate_ms_mean")}
+        ld = {
+            "num_workers": w.get("num_workers"),
+            "worker_batch_ms": w.get("fetch_ms_mean"),
+            "batches": w.get("batches"),
+            "collate_ms": w.get("collate_ms_mean"),
+        }
     elif ld is not None and ld.get("worker_batch_ms") is None and w:
         ld["worker_batch_ms"] = w.get("fetch_ms_mean")
     per_step, per_step_how = batches_per_step(doc)
@@ -371,25 +522,50 @@ def advise_run(doc: dict[str, Any], *, zero_code: bool, focus: Mapping[str, Any]
     plan = None
     if ld and step and load / step >= WARN_SHARE:
         intf = valid_finding(doc.get("interference")) or {}
-        plan = loader_plan(ld, step_ms=step, load_ms=load, per_step=per_step, cpu_count=ev.get("cpu_count"),
-                           on_gpu=str(doc.get("device", "cpu")) != "cpu",
-                           measured_batches=(int(f.get("steps") or 0) * per_step) or None,
-                           cpu_percent=doc.get("cpu_util_percent"),
-                           loop_cores=ev.get("loop_cpu_cores", intf.get("main_cores")),
-                           other_cores=ev.get("other_cpu_cores", intf.get("others_cores")),
-                           torch_threads=ev.get("torch_threads"), trials=ev.get("worker_trials"))
+        plan = loader_plan(
+            ld,
+            step_ms=step,
+            load_ms=load,
+            per_step=per_step,
+            cpu_count=ev.get("cpu_count"),
+            on_gpu=str(doc.get("device", "cpu")) != "cpu",
+            measured_batches=(int(f.get("steps") or 0) * per_step) or None,
+            cpu_percent=doc.get("cpu_util_percent"),
+            loop_cores=ev.get("loop_cpu_cores", intf.get("main_cores")),
+            other_cores=ev.get("other_cpu_cores", intf.get("others_cores")),
+            torch_threads=ev.get("torch_threads"),
+            trials=ev.get("worker_trials"),
+        )
         if plan:
             plan["batches_per_step_source"] = per_step_how
     doc["verdict"] = decision
-    doc["recommendations"] = advise(decision, f["breakdown_ms"], on_gpu=str(doc.get("device", "cpu")) != "cpu",
-                                    zero_code=zero_code, evidence=ev, plan=plan, loader=ld, memory=memory)
+    doc["recommendations"] = advise(
+        decision,
+        f["breakdown_ms"],
+        on_gpu=str(doc.get("device", "cpu")) != "cpu",
+        zero_code=zero_code,
+        evidence=ev,
+        plan=plan,
+        loader=ld,
+        memory=memory,
+    )
     ev_find = doc.get("evaluation") if isinstance(doc.get("evaluation"), Mapping) else {}
-    if isinstance(ev_find.get("sentence"), str) and isinstance(ev_find.get("share_of_wall"), (int, float)) \
-            and ev_find["share_of_wall"] >= WARN_SHARE:
-        doc["recommendations"].append({
-            "id": "evaluation", "cause": "evaluation", "evidence": ev_find["sentence"],
-            "text": (f"Evaluation takes {fmt_share(ev_find['share_of_wall'])} of the wall time: evaluate less often "
-                     "or on a subset, under torch.inference_mode(), with a larger batch size than training")})
+    if (
+        isinstance(ev_find.get("sentence"), str)
+        and isinstance(ev_find.get("share_of_wall"), (int, float))
+        and ev_find["share_of_wall"] >= WARN_SHARE
+    ):
+        doc["recommendations"].append(
+            {
+                "id": "evaluation",
+                "cause": "evaluation",
+                "evidence": ev_find["sentence"],
+                "text": (
+                    f"Evaluation takes {fmt_share(ev_find['share_of_wall'])} of the wall time: evaluate less often "
+                    "or on a subset, under torch.inference_mode(), with a larger batch size than training"
+                ),
+            }
+        )
     if plan:
         doc["loader_plan"] = plan
     return decision

@@ -7,6 +7,7 @@ interval covers. So the five labels sum to the step's wall time exactly, for eve
 perfcore's own work on the training thread (settling, progress files, checkpoints) is no instant of
 the step: a step's wall time is its boundary span less the own-work intervals inside it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,18 @@ from perfcore._lazy import lazy_module
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["LABELS", "OWN", "PRECEDENCE", "CPU_PRECEDENCE", "attribute", "step_table", "summarize", "kernel_category",
-           "SCHEMA", "decision_deferred"]
+__all__ = [
+    "LABELS",
+    "OWN",
+    "PRECEDENCE",
+    "CPU_PRECEDENCE",
+    "attribute",
+    "step_table",
+    "summarize",
+    "kernel_category",
+    "SCHEMA",
+    "decision_deferred",
+]
 
 SCHEMA = "perfcore.run/1"
 LABELS = ("load", "transfer", "compute", "comm", "host")
@@ -51,8 +62,9 @@ OWN_PHASE_ID = 15  # the span phase id they are recorded under (a built-in id, b
 Intervals = Mapping[str, tuple[np.ndarray, np.ndarray]]
 
 
-def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Intervals,
-              precedence: tuple[str, ...] = PRECEDENCE) -> np.ndarray:
+def attribute(
+    step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Intervals, precedence: tuple[str, ...] = PRECEDENCE
+) -> np.ndarray:
     """ns per (step, label): an int64 array of shape (steps, 5) in LABELS order, and a sixth
     column, perfcore's own work, when `intervals` holds OWN.
 
@@ -88,8 +100,9 @@ def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Int
         if label not in clean or len(clean[label][0]) == 0:
             continue
         a, b = clean[label]
-        delta = (np.bincount(np.searchsorted(points, a), minlength=len(points))
-                 - np.bincount(np.searchsorted(points, b), minlength=len(points)))
+        delta = np.bincount(np.searchsorted(points, a), minlength=len(points)) - np.bincount(
+            np.searchsorted(points, b), minlength=len(points)
+        )
         covered = np.cumsum(delta)[:-1] > 0
         label_of[covered] = index[label]
     k = np.searchsorted(s0, seg_start, side="right") - 1
@@ -101,8 +114,14 @@ def attribute(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Int
     return out.reshape(n, width)
 
 
-def step_table(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: Intervals, warmup: int = 0,
-               first_step: int = 0, precedence: tuple[str, ...] = PRECEDENCE) -> pd.DataFrame:
+def step_table(
+    step_start_ns: np.ndarray,
+    step_end_ns: np.ndarray,
+    intervals: Intervals,
+    warmup: int = 0,
+    first_step: int = 0,
+    precedence: tuple[str, ...] = PRECEDENCE,
+) -> pd.DataFrame:
     """One row per step: step, warmup, wall_ms and <label>_ms (the five sum to wall_ms), and
     perfcore_ms, perfcore's own work inside the step's span, which wall_ms leaves out."""
     ns = attribute(step_start_ns, step_end_ns, {OWN: ((), ()), **intervals}, precedence)
@@ -110,8 +129,9 @@ def step_table(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: In
     s1 = np.asarray(step_end_ns, dtype=np.int64)
     steps = np.arange(first_step, first_step + len(s0))
     own = ns[:, len(LABELS)]
-    df = pd.DataFrame({"step": steps, "warmup": steps < warmup, "start_ns": s0, "wall_ns": s1 - s0 - own,
-                       "perfcore_ns": own})
+    df = pd.DataFrame(
+        {"step": steps, "warmup": steps < warmup, "start_ns": s0, "wall_ns": s1 - s0 - own, "perfcore_ns": own}
+    )
     for i, label in enumerate(LABELS):
         df[f"{label}_ns"] = ns[:, i]
     df["wall_ms"] = df["wall_ns"] / 1e6
@@ -121,9 +141,18 @@ def step_table(step_start_ns: np.ndarray, step_end_ns: np.ndarray, intervals: In
     return df
 
 
-def summarize(steps: pd.DataFrame, *, on_gpu: bool, backend: str, device: str,
-              evidence: Mapping[str, Any] | None = None, kernels: list[dict] | None = None,
-              memcpy: dict | None = None, overhead: dict | None = None, zero_code: bool = False) -> dict[str, Any]:
+def summarize(  # noqa: PLR0913
+    steps: pd.DataFrame,
+    *,
+    on_gpu: bool,
+    backend: str,
+    device: str,
+    evidence: Mapping[str, Any] | None = None,
+    kernels: list[dict] | None = None,
+    memcpy: dict | None = None,
+    overhead: dict | None = None,
+    zero_code: bool = False,
+) -> dict[str, Any]:
     """The perfcore.run/1 document from a step_table (warm-up rows are reported apart). zero_code: the
     loop is the user's unmodified script (advice then never names a perfcore call). Inside
     decision_deferred() the verdict stays undecided and the advice empty."""
@@ -191,11 +220,20 @@ def evaluation_finding(evaluation: pd.DataFrame, training: pd.DataFrame) -> dict
     n = len(evaluation)
     share = ev_ns / (ev_ns + tr_ns) if ev_ns + tr_ns > 0 else 0.0
     per = ev_ns / n / 1e6
-    return {"passes": n, "rows": n, "apart": True, "total_ms": ev_ns / 1e6, "rows_ms": ev_ns / 1e6, "ms_per_pass": per,
-            "share_of_wall": share,
-            "sentence": (f"{n} evaluation pass(es) of {fmt_ms(per)} each took {fmt_share(share)} of the wall time "
-                         f"({fmt_ms(ev_ns / 1e6)} in all); they are reported apart and are not in the step time, "
-                         "the breakdown or the verdict")}
+    return {
+        "passes": n,
+        "rows": n,
+        "apart": True,
+        "total_ms": ev_ns / 1e6,
+        "rows_ms": ev_ns / 1e6,
+        "ms_per_pass": per,
+        "share_of_wall": share,
+        "sentence": (
+            f"{n} evaluation pass(es) of {fmt_ms(per)} each took {fmt_share(share)} of the wall time "
+            f"({fmt_ms(ev_ns / 1e6)} in all); they are reported apart and are not in the step time, "
+            "the breakdown or the verdict"
+        ),
+    }
 
 
 # Kernel categories, matched on the demangled name, first match wins (order matters: NCCL's
@@ -203,8 +241,25 @@ def evaluation_finding(evaluation: pd.DataFrame, training: pd.DataFrame) -> dict
 _CATEGORIES = (
     ("nccl", ("nccl",)),
     ("attention", ("flash", "attention", "fmha", "sdpa", "mha")),
-    ("gemm/conv", ("gemm", "conv", "cutlass", "cublas", "xmma", "wgrad", "dgrad", "implicit_", "winograd", "sm90_",
-                   "sm80_", "ampere_", "volta_", "turing_")),
+    (
+        "gemm/conv",
+        (
+            "gemm",
+            "conv",
+            "cutlass",
+            "cublas",
+            "xmma",
+            "wgrad",
+            "dgrad",
+            "implicit_",
+            "winograd",
+            "sm90_",
+            "sm80_",
+            "ampere_",
+            "volta_",
+            "turing_",
+        ),
+    ),
     ("norm/softmax/reduce", ("norm", "softmax", "reduce", "welford", "layer_norm", "batch_norm")),
     ("elementwise", ("elementwise", "vectorized", "unrolled", "pointwise", "triton_poi", "copy_kernel", "fill")),
 )

@@ -4,6 +4,7 @@ Each bin holds consecutive steps: the mean ms of each label (the five still sum 
 step time), the median and p90 step time, and whether it holds warm-up steps. Outliers are the
 steps far above the typical step, reported by step number (at most a fixed count, slowest first).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,9 @@ def bin_steps(steps: pd.DataFrame, bins: int = BINS) -> pd.DataFrame:
     """One row per bin: first_step, last_step, steps, warmup (any warm-up step inside),
     <label>_ms (mean), wall_ms (mean), median_ms, p90_ms. With no more steps than bins, one row per step."""
     n = len(steps)
-    cols = ["first_step", "last_step", "steps", "warmup", "wall_ms", "median_ms", "p90_ms"] + [f"{lb}_ms" for lb in LABELS]
+    cols = ["first_step", "last_step", "steps", "warmup", "wall_ms", "median_ms", "p90_ms"] + [
+        f"{lb}_ms" for lb in LABELS
+    ]
     if n == 0:
         return pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
     k = min(bins, n)
@@ -32,9 +35,13 @@ def bin_steps(steps: pd.DataFrame, bins: int = BINS) -> pd.DataFrame:
     wall = steps["wall_ms"].to_numpy(dtype=np.float64)
     warm = steps["warmup"].to_numpy(dtype=bool) if "warmup" in steps else np.zeros(n, dtype=bool)
     count = np.diff(edges)
-    out = {"first_step": step[edges[:-1]], "last_step": step[edges[1:] - 1], "steps": count,
-           "warmup": np.add.reduceat(warm.astype(np.int64), edges[:-1]) > 0,
-           "wall_ms": np.add.reduceat(wall, edges[:-1]) / count}
+    out = {
+        "first_step": step[edges[:-1]],
+        "last_step": step[edges[1:] - 1],
+        "steps": count,
+        "warmup": np.add.reduceat(warm.astype(np.int64), edges[:-1]) > 0,
+        "wall_ms": np.add.reduceat(wall, edges[:-1]) / count,
+    }
     g = pd.Series(wall).groupby(which)
     out["median_ms"] = g.median().to_numpy()
     out["p90_ms"] = g.quantile(0.9).to_numpy()
@@ -55,8 +62,9 @@ def outliers(steps: pd.DataFrame, factor: float = OUTLIER_FACTOR, limit: int = 5
     wall = measured["wall_ms"].to_numpy(dtype=np.float64)
     hit = np.flatnonzero(wall > factor * base) if base > 0 else np.zeros(0, dtype=np.int64)
     order = hit[np.argsort(-wall[hit], kind="stable")][:limit]
-    out = pd.DataFrame({"step": measured["step"].to_numpy()[order] if "step" in measured else order,
-                        "wall_ms": wall[order]})
+    out = pd.DataFrame(
+        {"step": measured["step"].to_numpy()[order] if "step" in measured else order, "wall_ms": wall[order]}
+    )
     out.attrs["count"] = int(len(hit))
     out.attrs["median_ms"] = base
     return out

@@ -2,6 +2,7 @@
 backward_ms, optimizer_ms per step): an optimizer heavy enough that its fused or foreach form pays,
 and a backward far above twice the forward. Pure functions returning typed facts; no sentences.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,8 +13,17 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SplitShares", "OptimizerFact", "BackwardFact", "split_shares", "optimizer_fact", "backward_fact",
-           "OPTIMIZER_SHARE", "BACKWARD_RATIO", "SAVED_FRACTION"]
+__all__ = [
+    "SplitShares",
+    "OptimizerFact",
+    "BackwardFact",
+    "split_shares",
+    "optimizer_fact",
+    "backward_fact",
+    "OPTIMIZER_SHARE",
+    "BACKWARD_RATIO",
+    "SAVED_FRACTION",
+]
 
 OPTIMIZER_SHARE = 0.15  # an optimizer step above this share of the step is worth a faster form
 BACKWARD_RATIO = 3.0  # backward usually costs ~2x forward; above 3x something adds to it
@@ -25,8 +35,12 @@ SAVED_FRACTION: dict[tuple[str, str], tuple[float, float]] = {
     ("fused", "cpu"): (0.73, 0.95),
     ("foreach", "cpu"): (0.0, 0.33),
 }
-LIKELY_BACKWARD = ("activation_checkpointing", "requires_grad_on_frozen_layers", "scatter_or_index_backward",
-                   "backward_hooks")
+LIKELY_BACKWARD = (
+    "activation_checkpointing",
+    "requires_grad_on_frozen_layers",
+    "scatter_or_index_backward",
+    "backward_hooks",
+)
 
 
 @dataclass(frozen=True)
@@ -75,15 +89,22 @@ def split_shares(steps: pd.DataFrame) -> SplitShares | None:
     rows = steps[keep]
     if not len(rows):
         return None
-    step, fw, bw, opt = (float(rows[c].to_numpy(dtype=float).mean())
-                         for c in ("wall_ms", "forward_ms", "backward_ms", "optimizer_ms"))
+    step, fw, bw, opt = (
+        float(rows[c].to_numpy(dtype=float).mean()) for c in ("wall_ms", "forward_ms", "backward_ms", "optimizer_ms")
+    )
     if step <= 0:
         return None
     return SplitShares(step, fw, bw, opt, fw / step, bw / step, opt / step)
 
 
-def optimizer_fact(split: SplitShares, optimizer: str, settings: Mapping[str, object], accepts: frozenset[str],
-                   device: str, fused_devices: frozenset[str] = frozenset()) -> OptimizerFact | None:
+def optimizer_fact(
+    split: SplitShares,
+    optimizer: str,
+    settings: Mapping[str, object],
+    accepts: frozenset[str],
+    device: str,
+    fused_devices: frozenset[str] = frozenset(),
+) -> OptimizerFact | None:
     """The faster form of the user's optimizer when it takes more than OPTIMIZER_SHARE of the step.
 
     optimizer: its class's name as imported (torch.optim.AdamW); settings: its current defaults (foreach,
@@ -105,9 +126,17 @@ def optimizer_fact(split: SplitShares, optimizer: str, settings: Mapping[str, ob
         return None
     band = SAVED_FRACTION.get((keyword, device))
     lo, hi = band if band else (0.0, 1.0)
-    return OptimizerFact(optimizer, keyword, device, split.optimizer_share, split.optimizer_ms, split.step_ms,
-                         (lo * split.optimizer_ms, hi * split.optimizer_ms), band is not None,
-                         f"{optimizer}(..., {keyword}=True)")
+    return OptimizerFact(
+        optimizer,
+        keyword,
+        device,
+        split.optimizer_share,
+        split.optimizer_ms,
+        split.step_ms,
+        (lo * split.optimizer_ms, hi * split.optimizer_ms),
+        band is not None,
+        f"{optimizer}(..., {keyword}=True)",
+    )
 
 
 def backward_fact(split: SplitShares) -> BackwardFact | None:
@@ -117,5 +146,11 @@ def backward_fact(split: SplitShares) -> BackwardFact | None:
     excess = split.backward_ms - 2.0 * split.forward_ms
     if excess < 0.10 * split.step_ms:
         return None
-    return BackwardFact(split.backward_ms / split.forward_ms, split.forward_ms, split.backward_ms, excess,
-                        split.step_ms, LIKELY_BACKWARD)
+    return BackwardFact(
+        split.backward_ms / split.forward_ms,
+        split.forward_ms,
+        split.backward_ms,
+        excess,
+        split.step_ms,
+        LIKELY_BACKWARD,
+    )

@@ -5,6 +5,7 @@ Every step keeps them, from the first, until DETAIL_STEPS steps or DETAIL_ROWS i
 at the cap) and the trace's size however long the run. Past the cap only a window keeps them: the
 first step, the slowest so far and the median and last step of the latest settled chunk.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -71,5 +72,11 @@ class DetailSteps:
         return m
 
     def summary(self, settled: int) -> dict[str, Any]:
-        return {"through": self.through, "window": sorted(self.window), "capped": self.capped,
-                "settled": settled, "cap_steps": DETAIL_STEPS, "cap_rows": DETAIL_ROWS}
+        return {
+            "through": self.through,
+            "window": sorted(self.window),
+            "capped": self.capped,
+            "settled": settled,
+            "cap_steps": DETAIL_STEPS,
+            "cap_rows": DETAIL_ROWS,
+        }

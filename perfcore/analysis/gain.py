@@ -6,6 +6,7 @@ faster" through `expected_gain`, and diagnose says "confirmed" only through `jud
 A gain is carried in saved milliseconds per step, where noise adds up (variances of independent
 runs add); it is shown as a speed ratio step / (step - saved).
 """
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,9 @@ def speedup(step_ms: float, saved_ms: float) -> float | None:
     return float(step_ms) / left if left > 1e-9 else None
 
 
-def expected_gain(step_ms: float, saved_ms: float, *, saved_band_ms: tuple[float, float] | None = None
-                  ) -> dict[str, Any]:
+def expected_gain(
+    step_ms: float, saved_ms: float, *, saved_band_ms: tuple[float, float] | None = None
+) -> dict[str, Any]:
     """The gain of removing a cause whose exposed time is `saved_ms` of a `step_ms` step (the attribution:
     exposed time is exactly what leaves the step). saved_band_ms: the interval of that saving (from the
     per-step samples), which becomes the band of the speedup. Returns {saved_ms, step_after_ms, speedup,
@@ -53,15 +55,27 @@ def expected_gain(step_ms: float, saved_ms: float, *, saved_band_ms: tuple[float
     return {"saved_ms": saved, "step_after_ms": max(step - saved, 0.0), "speedup": x, "band": band, "text": text}
 
 
-def measured_gain(base_ms: float, exp_ms: float, *, base_sem_ms: float | None = None,
-                  exp_sem_ms: float | None = None, noise_ms: float | None = None) -> dict[str, Any]:
+def measured_gain(
+    base_ms: float,
+    exp_ms: float,
+    *,
+    base_sem_ms: float | None = None,
+    exp_sem_ms: float | None = None,
+    noise_ms: float | None = None,
+) -> dict[str, Any]:
     """What an A/B pair measured: the saving base - exp per step, its noise (BAND_Z standard errors of
     the difference of the two runs' mean steps; None when a run reports no spread), and the speedup
     with its band. noise_ms: that noise when the caller has it already."""
     base, exp = float(base_ms), float(exp_ms)
     saved = base - exp
     noise = None if noise_ms is None else float(noise_ms)
-    if noise is None and base_sem_ms is not None and exp_sem_ms is not None and base_sem_ms == base_sem_ms and exp_sem_ms == exp_sem_ms:
+    if (
+        noise is None
+        and base_sem_ms is not None
+        and exp_sem_ms is not None
+        and base_sem_ms == base_sem_ms
+        and exp_sem_ms == exp_sem_ms
+    ):
         noise = BAND_Z * math.hypot(float(base_sem_ms), float(exp_sem_ms))
     x = base / exp if exp > 0 else None
     band = None
@@ -83,8 +97,15 @@ def _x_text(g: Mapping[str, Any]) -> str:
     return fmt_x(g.get("speedup")) + (f" ({b})" if b else "")
 
 
-def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms: float, experiment: str,
-          what: str, bound: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def judge(
+    predicted: Mapping[str, Any],
+    measured: Mapping[str, Any],
+    *,
+    step_ms: float,
+    experiment: str,
+    what: str,
+    bound: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """A measured gain against the predicted one, both in ms saved per step.
 
     confirmed: the measured saving lies within the prediction's band (its own interval widened by the
@@ -114,9 +135,12 @@ def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms:
     allow = (speedup(step, max(p - tol, 0.0)), speedup(step, p + tol)) if step > 0 else (None, None)
     allow_text = fmt_speedups(allow)
     if allow_text:
-        allow_text += (" (the prediction's interval widened by the runs' noise)" if noise is not None else
-                       f" (the prediction's interval, or two runs' usual spread: {100 * FALLBACK_REL:.0f}% of it "
-                       f"or {100 * FALLBACK_STEP:.0f}% of the step)")
+        allow_text += (
+            " (the prediction's interval widened by the runs' noise)"
+            if noise is not None
+            else f" (the prediction's interval, or two runs' usual spread: {100 * FALLBACK_REL:.0f}% of it "
+            f"or {100 * FALLBACK_STEP:.0f}% of the step)"
+        )
     lost_in_noise = noise is not None and noise_floor >= p and abs(m) <= noise_floor
     if abs(m - p) <= tol:
         check = Check.INCONCLUSIVE if lost_in_noise else Check.CONFIRMED
@@ -133,21 +157,39 @@ def judge(predicted: Mapping[str, Any], measured: Mapping[str, Any], *, step_ms:
         b_saved = float(bound["saved_ms"])
         bh = bound.get("saved_band_ms")
         above = m > (bh[1] if bh else b_saved)
-    sent = (f"{experiment} measured {_x_text(measured)} against {_x_text(predicted)} predicted: {status}")
+    sent = f"{experiment} measured {_x_text(measured)} against {_x_text(predicted)} predicted: {status}"
     if status == "confirmed" and allow_text:
         sent += f", within {allow_text}"
     if status == "inconclusive":
-        sent += (f", the runs' noise ({fmt_ms(noise_floor)} per step) is as large as the predicted saving "
-                 f"({fmt_ms(p)} of a {fmt_ms(step)} step): a quieter machine or more steps would settle it")
+        sent += (
+            f", the runs' noise ({fmt_ms(noise_floor)} per step) is as large as the predicted saving "
+            f"({fmt_ms(p)} of a {fmt_ms(step)} step): a quieter machine or more steps would settle it"
+        )
     elif status in ("partly", "not confirmed"):
-        sent += (f", {what} saves {fmt_ms(m)} per step ({100 * m / step if step else 0:.0f}%), not {fmt_ms(p)}"
-                 if m >= 0 else f", the step got {fmt_ms(-m)} slower instead of {fmt_ms(p)} faster")
+        sent += (
+            f", {what} saves {fmt_ms(m)} per step ({100 * m / step if step else 0:.0f}%), not {fmt_ms(p)}"
+            if m >= 0
+            else f", the step got {fmt_ms(-m)} slower instead of {fmt_ms(p)} faster"
+        )
         if allow_text:
             sent += f"; agreeing would be {allow_text}"
     if above:
-        sent += (f"; above the {fmt_x(bound.get('speedup'))} that {bound.get('what', 'removing all of it')} could give"
-                 + (f", within the runs' noise ({fmt_ms(noise)} per step)" if noise is not None and m - b_saved <= noise
-                    else ": the machine changed between the runs, not an effect of the change"))
+        sent += (
+            f"; above the {fmt_x(bound.get('speedup'))} that {bound.get('what', 'removing all of it')} could give"
+            + (
+                f", within the runs' noise ({fmt_ms(noise)} per step)"
+                if noise is not None and m - b_saved <= noise
+                else ": the machine changed between the runs, not an effect of the change"
+            )
+        )
     agrees = {Check.CONFIRMED: True, Check.INCONCLUSIVE: None}.get(check, False)
-    return {"experiment": experiment, "status": status, "agrees": agrees, "predicted": dict(predicted),
-            "measured": dict(measured), "above_bound": above, "agreement_band": allow, "sentence": sent}
+    return {
+        "experiment": experiment,
+        "status": status,
+        "agrees": agrees,
+        "predicted": dict(predicted),
+        "measured": dict(measured),
+        "above_bound": above,
+        "agreement_band": allow,
+        "sentence": sent,
+    }

@@ -3,13 +3,21 @@ other processes used against the cores there are, how much the hypervisor stole,
 queue was, how often the run's main process was preempted, and whether other processes used the GPU.
 When that is material, step times are inflated and a verdict on them is uncertain: the finding says
 so in one sentence, which the verdict puts first. Pure functions on the samples' columns."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
 from perfcore.analysis.units import fmt_share
 
-__all__ = ["interference_finding", "valid_finding", "window", "MATERIAL_OTHERS_SHARE", "MATERIAL_STEAL_SHARE", "MATERIAL_OTHERS_CORES"]
+__all__ = [
+    "interference_finding",
+    "valid_finding",
+    "window",
+    "MATERIAL_OTHERS_SHARE",
+    "MATERIAL_STEAL_SHARE",
+    "MATERIAL_OTHERS_CORES",
+]
 
 # Other processes are material when they used a quarter of the machine's cores and at least half a
 # core (on a 2-core machine, half a core: a neighbour that takes it makes every waiting step wait
@@ -24,8 +32,9 @@ def _delta(col: Sequence[Any]) -> float | None:
     return float(vals[-1] - vals[0]) if len(vals) >= 2 else None
 
 
-def interference_finding(samples: Mapping[str, Sequence[Any]], *, cores: int, clock_ticks: int = 100,
-                         main_depth: int = 0) -> dict[str, Any] | None:
+def interference_finding(
+    samples: Mapping[str, Sequence[Any]], *, cores: int, clock_ticks: int = 100, main_depth: int = 0
+) -> dict[str, Any] | None:
     """The finding over the span of the samples (FIELDS of capture.interference, in order). cores: the
     machine's CPUs (what /proc/stat sums). main_depth: where the run's main process sits in the sampled
     tree: 0 when the sampler ran in it, 1 when it sampled from a launcher (the script is its child).
@@ -52,9 +61,13 @@ def interference_finding(samples: Mapping[str, Sequence[Any]], *, cores: int, cl
     gpu = [v for v in samples.get("gpu_other_processes", []) if v is not None]
     gpu_bytes = [v for v in samples.get("gpu_other_bytes", []) if v is not None]
     doc: dict[str, Any] = {
-        "span_s": span, "samples": len(t), "cores": cores,
-        "others_cores": cores_of(others), "others_share": cores_of(others) / cores if cores else 0.0,
-        "main_cores": cores_of(main), "workers_cores": cores_of(workers),
+        "span_s": span,
+        "samples": len(t),
+        "cores": cores,
+        "others_cores": cores_of(others),
+        "others_share": cores_of(others) / cores if cores else 0.0,
+        "main_cores": cores_of(main),
+        "workers_cores": cores_of(workers),
         "idle_cores": cores_of(max(d_total - d_busy - d_steal, 0.0)),
         "steal_share": d_steal / d_total if d_total > 0 else 0.0,
         "run_queue_mean": sum(runq) / len(runq) if runq else None,
@@ -71,13 +84,18 @@ def interference_finding(samples: Mapping[str, Sequence[Any]], *, cores: int, cl
     if doc["gpu_other_processes"]:
         reasons.append(f"{doc['gpu_other_processes']} other process(es) used the GPU")
     doc["material"] = bool(reasons)
-    busy_line = (f"this run's main process used {doc['main_cores']:.1f} core(s) and its workers "
-                 f"{doc['workers_cores']:.1f}; other processes {doc['others_cores']:.1f} of {cores}"
-                 + (f"; {doc['run_queue_mean']:.1f} tasks runnable on average" if runq else "")
-                 + f"; the main process was preempted {doc['main_nonvoluntary_per_s']:.0f} times a second")
+    busy_line = (
+        f"this run's main process used {doc['main_cores']:.1f} core(s) and its workers "
+        f"{doc['workers_cores']:.1f}; other processes {doc['others_cores']:.1f} of {cores}"
+        + (f"; {doc['run_queue_mean']:.1f} tasks runnable on average" if runq else "")
+        + f"; the main process was preempted {doc['main_nonvoluntary_per_s']:.0f} times a second"
+    )
     doc["detail"] = busy_line
-    doc["sentence"] = ("; ".join(reasons) + ": step times are inflated and the verdict is uncertain") if reasons \
+    doc["sentence"] = (
+        ("; ".join(reasons) + ": step times are inflated and the verdict is uncertain")
+        if reasons
         else f"no material interference ({busy_line})"
+    )
     return doc
 
 
@@ -97,4 +115,4 @@ def window(samples: Mapping[str, Sequence[Any]], start_s: float, end_s: float) -
         return {k: [] for k in samples}
     lo = max([i for i, v in enumerate(t) if v is not None and v <= start_s], default=0)
     hi = min([i for i, v in enumerate(t) if v is not None and v >= end_s], default=len(t) - 1)
-    return {k: list(v)[lo:hi + 1] for k, v in samples.items()}
+    return {k: list(v)[lo : hi + 1] for k, v in samples.items()}

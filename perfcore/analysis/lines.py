@@ -9,6 +9,7 @@ code: torch, the standard library, site-packages and perfcore are where the user
 time, not lines the user can change. A stack with no user frame keeps its innermost frame, marked
 user=False.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,19 @@ from perfcore.analysis.attribution import CPU_PRECEDENCE, LABELS
 from perfcore.capture.line_sampler import Frame, LineSamples, is_library
 from perfcore.capture.sync_calls import SyncCalls
 
-__all__ = ["LineCost", "FunctionCost", "LabelLines", "HostLines", "SiteCalls", "fold", "label_at", "sample_weights",
-           "calls_per_step", "join_lines", "REPORT_ORDER"]
+__all__ = [
+    "LineCost",
+    "FunctionCost",
+    "LabelLines",
+    "HostLines",
+    "SiteCalls",
+    "fold",
+    "label_at",
+    "sample_weights",
+    "calls_per_step",
+    "join_lines",
+    "REPORT_ORDER",
+]
 
 REPORT_ORDER = ("host", "load", "compute", "transfer", "comm")  # host first: the label lines explain best
 
@@ -29,6 +41,7 @@ REPORT_ORDER = ("host", "load", "compute", "transfer", "comm")  # host first: th
 @dataclass(frozen=True)
 class SiteCalls:
     """Counted calls of one method at one of the user's lines, per measured step."""
+
     file: str
     function: str
     line: int
@@ -80,8 +93,9 @@ class HostLines:
         return next((lb for lb in self.labels if lb.label == name), None)
 
 
-def fold(stacks: tuple[tuple[Frame, ...], ...], prefixes: tuple[str, ...]) -> tuple[np.ndarray, tuple[Frame, ...],
-                                                                                   np.ndarray]:
+def fold(
+    stacks: tuple[tuple[Frame, ...], ...], prefixes: tuple[str, ...]
+) -> tuple[np.ndarray, tuple[Frame, ...], np.ndarray]:
     """Per stack (frames innermost first): the index of its site in the returned sites, and per site
     whether it is the user's (the innermost user frame) or a stand-in (the innermost frame)."""
     index: dict[Frame, int] = {}
@@ -107,8 +121,11 @@ def _covered(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return begun > ended
 
 
-def label_at(t_ns: np.ndarray, intervals: Mapping[str, tuple[np.ndarray, np.ndarray]],
-             precedence: tuple[str, ...] = CPU_PRECEDENCE) -> np.ndarray:
+def label_at(
+    t_ns: np.ndarray,
+    intervals: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    precedence: tuple[str, ...] = CPU_PRECEDENCE,
+) -> np.ndarray:
     """The LABELS index of each instant: the highest-precedence label whose interval covers it, else host."""
     t = np.asarray(t_ns, np.int64)
     out = np.full(len(t), LABELS.index("host"), dtype=np.int64)
@@ -146,16 +163,31 @@ def calls_per_step(calls: SyncCalls, step_start_ns: np.ndarray, step_end_ns: np.
     inside = _step_of(calls.t_ns, s0, s1) >= 0
     m = len(calls.methods)
     counts = np.bincount(calls.site[inside].astype(np.int64) * m + calls.method[inside], minlength=len(calls.sites) * m)
-    out = [SiteCalls(calls.sites[k // m].file, calls.sites[k // m].function, calls.sites[k // m].line,
-                     calls.methods[k % m], float(counts[k]) / len(s0), int(counts[k]))
-           for k in np.flatnonzero(counts)]
+    out = [
+        SiteCalls(
+            calls.sites[k // m].file,
+            calls.sites[k // m].function,
+            calls.sites[k // m].line,
+            calls.methods[k % m],
+            float(counts[k]) / len(s0),
+            int(counts[k]),
+        )
+        for k in np.flatnonzero(counts)
+    ]
     return tuple(sorted(out, key=lambda c: -c.total))
 
 
-def join_lines(samples: LineSamples, step_start_ns: np.ndarray, step_end_ns: np.ndarray,
-               intervals: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None, *, prefixes: tuple[str, ...],
-               precedence: tuple[str, ...] = CPU_PRECEDENCE, calls: SyncCalls | None = None,
-               top: int = 10) -> HostLines:
+def join_lines(
+    samples: LineSamples,
+    step_start_ns: np.ndarray,
+    step_end_ns: np.ndarray,
+    intervals: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    *,
+    prefixes: tuple[str, ...],
+    precedence: tuple[str, ...] = CPU_PRECEDENCE,
+    calls: SyncCalls | None = None,
+    top: int = 10,
+) -> HostLines:
     """Per label, the user's lines and functions that held its time over the given steps (ordered,
     non-overlapping [start, end): pass the measured steps only, not warm-up or evaluation). When samples
     were dropped (past the sampler's cap), only the steps that end by the last kept sample count."""
@@ -185,12 +217,28 @@ def join_lines(samples: LineSamples, step_start_ns: np.ndarray, step_end_ns: np.
         ns = np.bincount(site[mine], weights=w[mine], minlength=len(sites))
         count = np.bincount(site[mine], minlength=len(sites))
         hot = [k for k in np.argsort(-ns, kind="stable") if count[k]]
-        lines = tuple(LineCost(sites[k].file, sites[k].function, sites[k].line, float(ns[k]) / 1e6 / n_steps,
-                               float(ns[k]) / total_ns if total_ns else 0.0, int(count[k]), bool(user[k]),
-                               tuple(per_site_calls.get((sites[k].file, sites[k].line), ())))
-                      for k in hot[:top])
-        out.append(LabelLines(name, total_ns / 1e6 / n_steps, int(mine.sum()), lines,
-                              _functions(sites, user, ns, count, hot, total_ns, n_steps, top)))
+        lines = tuple(
+            LineCost(
+                sites[k].file,
+                sites[k].function,
+                sites[k].line,
+                float(ns[k]) / 1e6 / n_steps,
+                float(ns[k]) / total_ns if total_ns else 0.0,
+                int(count[k]),
+                bool(user[k]),
+                tuple(per_site_calls.get((sites[k].file, sites[k].line), ())),
+            )
+            for k in hot[:top]
+        )
+        out.append(
+            LabelLines(
+                name,
+                total_ns / 1e6 / n_steps,
+                int(mine.sum()),
+                lines,
+                _functions(sites, user, ns, count, hot, total_ns, n_steps, top),
+            )
+        )
     return HostLines(n_steps, int(inside.sum()), interval_ms, tuple(out))
 
 
@@ -204,5 +252,7 @@ def _functions(sites, user, ns, count, hot, total_ns: float, n_steps: int, top: 
         acc[key][1] += float(ns[k])
         acc[key][2] += int(count[k])
     ranked = sorted(acc.items(), key=lambda kv: -kv[1][1])[:top]
-    return tuple(FunctionCost(f, fn, line, v / 1e6 / n_steps, v / total_ns if total_ns else 0.0, c, u)
-                 for (f, fn), (line, v, c, u) in ranked)
+    return tuple(
+        FunctionCost(f, fn, line, v / 1e6 / n_steps, v / total_ns if total_ns else 0.0, c, u)
+        for (f, fn), (line, v, c, u) in ranked
+    )

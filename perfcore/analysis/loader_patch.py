@@ -3,6 +3,7 @@ with ast at the line perfcore recorded, existing keywords given new values, miss
 last argument (on a line of their own when the call puts one argument per line). Pure: it takes the
 file's text and returns the diff; the user's file is never touched.
 """
+
 from __future__ import annotations
 
 import ast
@@ -31,8 +32,9 @@ class LoaderPatch:
 
 def _is_loader(node: ast.AST) -> bool:
     f = node.func if isinstance(node, ast.Call) else None
-    return (isinstance(f, ast.Name) and f.id == "DataLoader") or \
-        (isinstance(f, ast.Attribute) and f.attr == "DataLoader")
+    return (isinstance(f, ast.Name) and f.id == "DataLoader") or (
+        isinstance(f, ast.Attribute) and f.attr == "DataLoader"
+    )
 
 
 def _find_call(tree: ast.AST, line: int) -> ast.Call:
@@ -79,12 +81,17 @@ def loader_patch(source: str, path: str, line: int, settings: Mapping[str, objec
         changed.extend((n, None, v) for n, v in added)
     for l0, c0, l1, c1, new in sorted(edits, reverse=True):
         head, tail = raw[l0 - 1][:c0], raw[l1 - 1][c1:]
-        raw[l0 - 1:l1] = [head + new + tail]
+        raw[l0 - 1 : l1] = [head + new + tail]
     after = b"".join(raw).decode()
     out_call = ast.get_source_segment(after, _find_call(ast.parse(after), call.lineno))
-    return LoaderPatch(path, call.lineno, tuple(changed), any(k.arg is None for k in call.keywords),
-                       " ".join(out_call.split()).replace("( ", "(").replace(", )", ")"),
-                       _unified(lines, after.splitlines(keepends=True), path))
+    return LoaderPatch(
+        path,
+        call.lineno,
+        tuple(changed),
+        any(k.arg is None for k in call.keywords),
+        " ".join(out_call.split()).replace("( ", "(").replace(", )", ")"),
+        _unified(lines, after.splitlines(keepends=True), path),
+    )
 
 
 def _insertion(call: ast.Call, raw: list[bytes], added: list[tuple[str, str]]) -> tuple[int, int, int, int, bytes]:
@@ -95,13 +102,14 @@ def _insertion(call: ast.Call, raw: list[bytes], added: list[tuple[str, str]]) -
         return (*at, *at, ", ".join(text).encode())
     last = args[-1]
     at = (last.end_lineno, last.end_col_offset)
+
     def own_line(n: ast.AST) -> bool:
-        return not raw[n.lineno - 1][:n.col_offset].strip()
+        return not raw[n.lineno - 1][: n.col_offset].strip()
 
     # One a line: the last argument and the one before it each begin a line (a wrapped call does not).
     one_per_line = last.lineno > call.lineno and own_line(last) and (len(args) == 1 or own_line(args[-2]))
     if one_per_line:  # the call lists its arguments one a line: so do the added ones, at the same indent
-        indent = raw[last.lineno - 1][:last.col_offset].decode()
+        indent = raw[last.lineno - 1][: last.col_offset].decode()
         indent = indent if not indent.strip() else " " * len(indent)
         return (*at, *at, "".join(f",\n{indent}{t}" for t in text).encode())
     return (*at, *at, "".join(f", {t}" for t in text).encode())

@@ -1,5 +1,6 @@
 """Memory over a run -> a probable leak (a steady rise per step, and from which step) or memory pressure
 (allocator retries, use near capacity). Pure functions on per-step samples."""
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -25,8 +26,14 @@ def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(slope), r2
 
 
-def memory_findings(steps: Sequence[int], mem_bytes: Sequence[float], *, kind: str = "cuda_allocated",
-                    capacity_bytes: int | None = None, alloc_retries: int | None = None) -> dict[str, Any]:
+def memory_findings(
+    steps: Sequence[int],
+    mem_bytes: Sequence[float],
+    *,
+    kind: str = "cuda_allocated",
+    capacity_bytes: int | None = None,
+    alloc_retries: int | None = None,
+) -> dict[str, Any]:
     """steps and mem_bytes: one sample per sampled step (peak allocated on a GPU, peak RSS on CPU).
     Returns {peak_bytes, growth_bytes_per_step, probable_leak, leak_from_step, pressure, findings:
     [{id, sentence, advice}]}."""
@@ -34,8 +41,15 @@ def memory_findings(steps: Sequence[int], mem_bytes: Sequence[float], *, kind: s
     y = np.asarray(mem_bytes, dtype=np.float64)
     keep = y >= 0
     x, y = x[keep], y[keep]
-    out: dict[str, Any] = {"kind": kind, "peak_bytes": int(y.max()) if len(y) else None, "growth_bytes_per_step": 0.0,
-                           "probable_leak": False, "leak_from_step": None, "pressure": False, "findings": []}
+    out: dict[str, Any] = {
+        "kind": kind,
+        "peak_bytes": int(y.max()) if len(y) else None,
+        "growth_bytes_per_step": 0.0,
+        "probable_leak": False,
+        "leak_from_step": None,
+        "pressure": False,
+        "findings": [],
+    }
     what = "device memory" if kind == "cuda_allocated" else "process memory (RSS)"
     if len(y) >= 4:
         # Where the rise starts: the split that best explains the samples as flat, then a straight line
@@ -61,26 +75,43 @@ def memory_findings(steps: Sequence[int], mem_bytes: Sequence[float], *, kind: s
         if slope > 0 and r2 >= LEAK_R2 and growth >= max(LEAK_MIN_BYTES, 0.05 * max(y[0], 1.0)) and still_rising:
             out["probable_leak"] = True
             out["leak_from_step"] = int(tail_x[0])
-            out["findings"].append({
-                "id": "memory_leak",
-                "sentence": (f"probable leak: {what} rises {slope / 2**20:.2f} MB per step from step {int(tail_x[0])} "
-                             f"({growth / 2**20:.0f} MB over {int(tail_x[-1] - tail_x[0])} steps, a straight-line "
-                             f"fit explains {100 * r2:.0f}% of it)"),
-                "advice": ("Something keeps tensors alive across steps: a loss or output appended to a list without "
-                           ".item() or .detach(), a growing cache, or a graph kept by retain_graph=True.")})
+            out["findings"].append(
+                {
+                    "id": "memory_leak",
+                    "sentence": (
+                        f"probable leak: {what} rises {slope / 2**20:.2f} MB per step from step {int(tail_x[0])} "
+                        f"({growth / 2**20:.0f} MB over {int(tail_x[-1] - tail_x[0])} steps, a straight-line "
+                        f"fit explains {100 * r2:.0f}% of it)"
+                    ),
+                    "advice": (
+                        "Something keeps tensors alive across steps: a loss or output appended to a list without "
+                        ".item() or .detach(), a growing cache, or a graph kept by retain_graph=True."
+                    ),
+                }
+            )
     if alloc_retries:
         out["pressure"] = True
-        out["findings"].append({
-            "id": "memory_pressure",
-            "sentence": f"memory pressure: the CUDA caching allocator had to free and retry {alloc_retries} time(s)",
-            "advice": ("Each retry synchronizes and frees cached blocks: lower the batch size, use activation "
-                       "checkpointing or bf16, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")})
+        out["findings"].append(
+            {
+                "id": "memory_pressure",
+                "sentence": f"memory pressure: the CUDA caching allocator had to free and retry {alloc_retries} time(s)",
+                "advice": (
+                    "Each retry synchronizes and frees cached blocks: lower the batch size, use activation "
+                    "checkpointing or bf16, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
+                ),
+            }
+        )
     if capacity_bytes and out["peak_bytes"] and out["peak_bytes"] >= NEAR_CAPACITY * capacity_bytes:
         out["pressure"] = True
-        out["findings"].append({
-            "id": "memory_near_capacity",
-            "sentence": (f"memory pressure: peak {what} {out['peak_bytes'] / 2**30:.1f} GB is "
-                         f"{100 * out['peak_bytes'] / capacity_bytes:.0f}% of {capacity_bytes / 2**30:.1f} GB"),
-            "advice": "One larger batch or a longer sequence will not fit: keep headroom, or cut activation memory "
-                      "(checkpointing, bf16) before scaling up."})
+        out["findings"].append(
+            {
+                "id": "memory_near_capacity",
+                "sentence": (
+                    f"memory pressure: peak {what} {out['peak_bytes'] / 2**30:.1f} GB is "
+                    f"{100 * out['peak_bytes'] / capacity_bytes:.0f}% of {capacity_bytes / 2**30:.1f} GB"
+                ),
+                "advice": "One larger batch or a longer sequence will not fit: keep headroom, or cut activation memory "
+                "(checkpointing, bf16) before scaling up.",
+            }
+        )
     return out

@@ -5,6 +5,7 @@ one whose own work (wall minus comm) is longest, and the others show its excess 
 in the collective. Clocks of one host are one clock; across hosts an offset per host is estimated
 from when the collectives end (they end together on every rank).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,8 +17,12 @@ from perfcore.analysis.attribution import LABELS
 
 __all__ = ["merge_ranks", "clock_offsets", "job_problem"]
 
-_PHRASE = {"load": "its DataLoader waits", "compute": "it computes", "transfer": "it copies",
-           "host": "it spends outside the timed phases"}
+_PHRASE = {
+    "load": "its DataLoader waits",
+    "compute": "it computes",
+    "transfer": "it copies",
+    "host": "it spends outside the timed phases",
+}
 
 
 def _measured(steps: pd.DataFrame) -> pd.DataFrame:
@@ -36,13 +41,23 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
     ranks = []
     for p in parts:
         d = p["doc"]
-        ranks.append({"rank": d.get("rank"), "step_time_ms": d["step_time_ms"], "breakdown_ms": d["breakdown_ms"],
-                      "breakdown_fraction": d["breakdown_fraction"], "steps": d["steps"],
-                      "exit": (d.get("exit") or {}).get("reason"), "host": d.get("host")})
+        ranks.append(
+            {
+                "rank": d.get("rank"),
+                "step_time_ms": d["step_time_ms"],
+                "breakdown_ms": d["breakdown_ms"],
+                "breakdown_fraction": d["breakdown_fraction"],
+                "steps": d["steps"],
+                "exit": (d.get("exit") or {}).get("reason"),
+                "host": d.get("host"),
+            }
+        )
     out: dict[str, Any] = {"world_size": world, "ranks": ranks, "missing_ranks": missing, "stragglers": []}
     if missing:
-        out["missing_note"] = (f"rank(s) {', '.join(map(str, missing))} of {world} left no results (crashed or "
-                               "killed before writing); the report covers the others")
+        out["missing_note"] = (
+            f"rank(s) {', '.join(map(str, missing))} of {world} left no results (crashed or "
+            "killed before writing); the report covers the others"
+        )
     tables = [_measured(p["steps"]) for p in parts]
     k = min((len(t) for t in tables), default=0)
     if len(parts) < 2 or k == 0:
@@ -63,22 +78,36 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
         r = p["doc"].get("rank")
         mine, theirs = float(work[i].mean()), float(np.median(work[others].mean(axis=1)))
         pct = 100 * (mine - theirs) / max(float(np.mean(tables[i]["wall_ms"].to_numpy()[:k])), 1e-9)
-        out["stragglers"].append({
-            "rank": r, "excess_label": label, "excess_ms": diffs[label], "slowest_share": share_slowest,
-            "work_ms": mine, "others_work_ms": theirs,
-            "sentence": (f"rank {r} holds up the job: its own work is {mine:.1f} ms/step against {theirs:.1f} ms on "
-                         f"the other ranks ({pct:.0f}% of each step); its excess is {label}: {_PHRASE[label]} "
-                         f"{diffs[label]:.1f} ms/step more than the median of the other ranks"),
-        })
+        out["stragglers"].append(
+            {
+                "rank": r,
+                "excess_label": label,
+                "excess_ms": diffs[label],
+                "slowest_share": share_slowest,
+                "work_ms": mine,
+                "others_work_ms": theirs,
+                "sentence": (
+                    f"rank {r} holds up the job: its own work is {mine:.1f} ms/step against {theirs:.1f} ms on "
+                    f"the other ranks ({pct:.0f}% of each step); its excess is {label}: {_PHRASE[label]} "
+                    f"{diffs[label]:.1f} ms/step more than the median of the other ranks"
+                ),
+            }
+        )
     if out["stragglers"]:
         slow = {s["rank"] for s in out["stragglers"]}
         slow_idx = [i for i, p in enumerate(parts) if p["doc"].get("rank") in slow]
         slow_comm = max(label_means["comm"][i] for i in slow_idx)
         who = ", ".join(str(r) for r in sorted(slow))
-        out["waiting"] = [{"rank": parts[i]["doc"].get("rank"), "comm_ms": float(label_means["comm"][i]),
-                           "sentence": f"rank {parts[i]['doc'].get('rank')} waits {label_means['comm'][i]:.1f} "
-                                       f"ms/step in collectives for rank(s) {who}"}
-                          for i in range(len(parts)) if i not in slow_idx and label_means["comm"][i] - slow_comm > 0.5]
+        out["waiting"] = [
+            {
+                "rank": parts[i]["doc"].get("rank"),
+                "comm_ms": float(label_means["comm"][i]),
+                "sentence": f"rank {parts[i]['doc'].get('rank')} waits {label_means['comm'][i]:.1f} "
+                f"ms/step in collectives for rank(s) {who}",
+            }
+            for i in range(len(parts))
+            if i not in slow_idx and label_means["comm"][i] - slow_comm > 0.5
+        ]
     return out
 
 
@@ -93,16 +122,20 @@ def job_problem(parts: list[dict[str, Any]]) -> str | None:
             continue
         who = (d.get("host"), d.get("pid"))
         if r in seen and seen[r] != who:
-            return (f"two parts claim rank {r} (host {seen[r][0]} pid {seen[r][1]}, host {who[0]} pid {who[1]}): "
-                    "they come from different runs, not one job; merge the folders of one job's nodes")
+            return (
+                f"two parts claim rank {r} (host {seen[r][0]} pid {seen[r][1]}, host {who[0]} pid {who[1]}): "
+                "they come from different runs, not one job; merge the folders of one job's nodes"
+            )
         seen[r] = who
     # A process without a rank is a run of its own (its own subprocesses aside): two of them, or one
     # beside ranks, are separate runs.
     single = [p["doc"] for p in parts if p["doc"].get("rank") is None and p["doc"].get("nested_in") is None]
     if single and len(parts) - sum(p["doc"].get("nested_in") is not None for p in parts) > 1:
         who = ", ".join(f"host {d.get('host')} pid {d.get('pid')}" for d in single[:3])
-        return (f"{len(single)} part(s) have no rank ({who}): each is a single-process run, not a rank of one "
-                "distributed job; merge only the folders of one job's nodes, and read a run alone with perfcore report")
+        return (
+            f"{len(single)} part(s) have no rank ({who}): each is a single-process run, not a rank of one "
+            "distributed job; merge only the folders of one job's nodes, and read a run alone with perfcore report"
+        )
     sizes = {p["doc"].get("world_size") for p in parts if p["doc"].get("world_size")}
     if len(sizes) > 1:
         return f"the parts disagree on the job's size (world sizes {sorted(sizes)}): they are not one job"

@@ -2,6 +2,7 @@
 interval and expected gain) as frozen dataclasses holding numbers and statuses, no prose. verdict.decide
 makes one; the documents (run.json, diagnose.json, demo.json) are its serialisation, to which the
 words are added at the edge (the `summary` and `evidence` keys a reader of an old document expects)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,6 +17,7 @@ BOUNDS = {"load": "input-bound", "transfer": "transfer-bound", "comm": "communic
 
 class Level(str, enum.Enum):
     """How much a cause costs against the tiers, or the state of a whole verdict."""
+
     CRITICAL = "critical"
     WARN = "warn"
     BORDERLINE = "borderline"
@@ -27,6 +29,7 @@ class Level(str, enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class Gain:
     """Removing a cause: the ms it saves per step, the step after, the speedup and its band."""
+
     saved_ms: float
     step_after_ms: float
     speedup: float | None
@@ -36,6 +39,7 @@ class Gain:
 @dataclasses.dataclass(frozen=True)
 class Cause:
     """One avoidable label's cost: ms per step, share of the step (and its interval), level, gain."""
+
     label: str
     bound: str
     ms_per_step: float
@@ -46,9 +50,15 @@ class Cause:
     borderline_tier: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"label": self.label, "bound": self.bound, "ms_per_step": self.ms_per_step,
-                             "share": self.share, "level": self.level.value,
-                             "expected_speedup": self.gain.speedup, "expected_step_ms": self.gain.step_after_ms}
+        d: dict[str, Any] = {
+            "label": self.label,
+            "bound": self.bound,
+            "ms_per_step": self.ms_per_step,
+            "share": self.share,
+            "level": self.level.value,
+            "expected_speedup": self.gain.speedup,
+            "expected_step_ms": self.gain.step_after_ms,
+        }
         if self.share_band is not None:
             d["share_band"] = list(self.share_band)
             d["borderline_tier"] = self.borderline_tier
@@ -60,6 +70,7 @@ class Verdict:
     """The one decision: the bound (a label, "compute" when healthy, "unknown" before any step), its
     level, every avoidable cause ranked by ms per step, and which of them are named (at or above the
     warn tier, or borderline there)."""
+
     bound: str
     level: Level
     healthy: bool | None
@@ -79,14 +90,24 @@ class Verdict:
 
     @property
     def avoidable_band_ms(self) -> dict[str, list[float]]:
-        return {c.label: [c.share_band[0] * self.step_ms, c.share_band[1] * self.step_ms]
-                for c in self.ranked if c.share_band is not None}
+        return {
+            c.label: [c.share_band[0] * self.step_ms, c.share_band[1] * self.step_ms]
+            for c in self.ranked
+            if c.share_band is not None
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """The numbers of run.json's `verdict` (the words are added beside them by whoever renders)."""
-        d: dict[str, Any] = {"bound": self.bound, "level": self.level.value, "healthy": self.healthy,
-                             "primary": self.primary, "step_ms": self.step_ms, "compute_ms": self.compute_ms,
-                             "causes": [c.to_dict() for c in self.named], "avoidable_ms": self.avoidable_ms}
+        d: dict[str, Any] = {
+            "bound": self.bound,
+            "level": self.level.value,
+            "healthy": self.healthy,
+            "primary": self.primary,
+            "step_ms": self.step_ms,
+            "compute_ms": self.compute_ms,
+            "causes": [c.to_dict() for c in self.named],
+            "avoidable_ms": self.avoidable_ms,
+        }
         if any(c.share_band is not None for c in self.ranked):
             d["avoidable_band_ms"] = self.avoidable_band_ms
         if self.uncertain:
@@ -104,14 +125,30 @@ class Verdict:
             c = named.get(label) or {}
             band = c.get("share_band")
             gain = c.get("expected_gain") or {}
-            ranked.append(Cause(label=label, bound=str(c.get("bound") or BOUNDS.get(label, label)),
-                                ms_per_step=float(ms),
-                                share=float(c.get("share", ms / step if step else 0.0)),
-                                level=Level(c.get("level", "minor")),
-                                gain=Gain(float(gain.get("saved_ms", ms)), float(c.get("expected_step_ms", step - ms)),
-                                          c.get("expected_speedup"),
-                                          tuple(gain["band"]) if gain.get("band") else None),
-                                share_band=tuple(band) if band else None, borderline_tier=c.get("borderline_tier")))
-        return cls(bound=str(d.get("bound")), level=Level(d.get("level", "unknown")), healthy=d.get("healthy"),
-                   primary=d.get("primary"), step_ms=step, compute_ms=float(d.get("compute_ms") or 0.0),
-                   ranked=tuple(ranked), uncertain=bool(d.get("uncertain")))
+            ranked.append(
+                Cause(
+                    label=label,
+                    bound=str(c.get("bound") or BOUNDS.get(label, label)),
+                    ms_per_step=float(ms),
+                    share=float(c.get("share", ms / step if step else 0.0)),
+                    level=Level(c.get("level", "minor")),
+                    gain=Gain(
+                        float(gain.get("saved_ms", ms)),
+                        float(c.get("expected_step_ms", step - ms)),
+                        c.get("expected_speedup"),
+                        tuple(gain["band"]) if gain.get("band") else None,
+                    ),
+                    share_band=tuple(band) if band else None,
+                    borderline_tier=c.get("borderline_tier"),
+                )
+            )
+        return cls(
+            bound=str(d.get("bound")),
+            level=Level(d.get("level", "unknown")),
+            healthy=d.get("healthy"),
+            primary=d.get("primary"),
+            step_ms=step,
+            compute_ms=float(d.get("compute_ms") or 0.0),
+            ranked=tuple(ranked),
+            uncertain=bool(d.get("uncertain")),
+        )

@@ -1,5 +1,6 @@
 """Loader starvation in numbers, from the steps table's per-step load time: how many steps waited for
 data, how long those waits were, and the longest run of starved steps in a row. Pure; no I/O."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -62,9 +63,13 @@ def starvation(steps: pd.DataFrame, threshold_ms: float | None = None) -> Starva
     run, first = _longest_run(starved)
     numbers = rows["step"].to_numpy() if "step" in rows else np.arange(len(rows))
     return Starvation(
-        steps=len(rows), starved=int(starved.sum()), share=float(starved.mean()) if len(rows) else 0.0,
+        steps=len(rows),
+        starved=int(starved.sum()),
+        share=float(starved.mean()) if len(rows) else 0.0,
         threshold_ms=float(threshold_ms),
         p50_wait_ms=float(np.percentile(waits, 50)) if len(waits) else None,
         p95_wait_ms=float(np.percentile(waits, 95)) if len(waits) else None,
-        longest_run=run, longest_run_first_step=int(numbers[first]) if run else None,
-        load_ms_per_step=float(load.mean()) if len(load) else 0.0)
+        longest_run=run,
+        longest_run_first_step=int(numbers[first]) if run else None,
+        load_ms_per_step=float(load.mean()) if len(load) else 0.0,
+    )

@@ -4,6 +4,7 @@ speeds (faster / slower / within noise) and a check of a prediction (confirmed /
 
 The values are the strings the documents have always carried, so run.json and diagnose.json keep
 their keys and values, and an old document's status reads back as the same member."""
+
 from __future__ import annotations
 
 import enum
@@ -13,6 +14,7 @@ __all__ = ["Change", "Check", "change_of"]
 
 class Change(str, enum.Enum):
     """How a measured speed compares with the one it is measured against, given the runs' noise."""
+
     FASTER = "faster"
     SLOWER = "slower"
     WITHIN_NOISE = "within noise"
@@ -20,6 +22,7 @@ class Change(str, enum.Enum):
 
 class Check(str, enum.Enum):
     """How a measurement compares with the prediction it tests."""
+
     CONFIRMED = "confirmed"
     PARTLY = "partly"
     NOT_CONFIRMED = "not confirmed"

@@ -7,6 +7,7 @@ time by name, copies by direction); full detail is kept for the steps analysis.d
 step up to a cap, then a window), which is what a trace needs. The rows
 themselves go to a temporary file block by block. So memory is flat however long the run.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,10 +26,23 @@ __all__ = ["StepStore", "Columns", "EMPTY"]
 EMPTY = {
     "spans": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64, "thread_id": np.int64},
     "events": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64},
-    "kernels": {"start_ns": np.int64, "end_ns": np.int64, "stream_id": np.int32, "name": object, "comm": bool,
-                "phase_id": np.int32},
-    "copies": {"start_ns": np.int64, "end_ns": np.int64, "stream_id": np.int32, "size_bytes": np.int64,
-               "direction": object, "pageable": bool, "kind": object},
+    "kernels": {
+        "start_ns": np.int64,
+        "end_ns": np.int64,
+        "stream_id": np.int32,
+        "name": object,
+        "comm": bool,
+        "phase_id": np.int32,
+    },
+    "copies": {
+        "start_ns": np.int64,
+        "end_ns": np.int64,
+        "stream_id": np.int32,
+        "size_bytes": np.int64,
+        "direction": object,
+        "pageable": bool,
+        "kind": object,
+    },
 }
 
 _EMPTY_FRAMES: dict[str, pd.DataFrame] = {}
@@ -92,7 +106,7 @@ class Columns:
             take = min(k - i, BLOCK_ROWS - off)
             for name, block in self.tail.items():
                 v = values.get(name)
-                block[off:off + take] = v[i:i + take] if v is not None else 0
+                block[off : off + take] = v[i : i + take] if v is not None else 0
             self.n, i = self.n + take, i + take
             if off + take == BLOCK_ROWS:
                 for name, block in self.tail.items():
@@ -136,7 +150,7 @@ class Columns:
         if not parts:
             return np.zeros(0, dtype=np.int64)
         lo = start - first * BLOCK_ROWS
-        return np.concatenate(parts)[lo:lo + stop - start]  # concatenate has copied: nothing shared
+        return np.concatenate(parts)[lo : lo + stop - start]  # concatenate has copied: nothing shared
 
 
 def _union_shared(spans: pd.DataFrame, shared: set[int]) -> pd.DataFrame:
@@ -244,11 +258,12 @@ class StepStore:
             return
         ends = np.asarray(ends, dtype=np.int64)
         if first > self.settled or first + len(ends) < upto:
-            raise ValueError(f"settle: ends of steps [{first}, {first + len(ends)}) do not cover "
-                             f"[{self.settled}, {upto})")
+            raise ValueError(
+                f"settle: ends of steps [{first}, {first + len(ends)}) do not cover [{self.settled}, {upto})"
+            )
         while self.settled < upto:
             stop = min(upto, self.settled + SETTLE_SLICE)
-            self._settle_slice(ends[self.settled - first:stop - first], t_first)
+            self._settle_slice(ends[self.settled - first : stop - first], t_first)
 
     def _settle_slice(self, s1: np.ndarray, t_first: int) -> None:
         raw = self._tables()
@@ -259,8 +274,7 @@ class StepStore:
         s0 = np.concatenate([[self.last_end], s1[:-1]])
         upto = self.settled + len(s1)
         iv = {lb: self._within(a, e, int(s0[0]), int(s1[-1])) for lb, (a, e) in self.intervals(raw).items()}
-        df = attribution.step_table(s0, s1, iv, warmup=self.warmup, first_step=self.settled,
-                                    precedence=self.precedence)
+        df = attribution.step_table(s0, s1, iv, warmup=self.warmup, first_step=self.settled, precedence=self.precedence)
         extra: dict[str, np.ndarray] = {}
         spans = raw["spans"]
         custom = spans[spans["phase_id"] >= self.first_custom]
@@ -291,8 +305,9 @@ class StepStore:
         sel = (e > lo) & (a < hi)
         return a[sel], e[sel]
 
-    def _per_step(self, frame: pd.DataFrame, s0: np.ndarray, s1: np.ndarray, upto: int, name: str
-                  ) -> dict[str, np.ndarray]:
+    def _per_step(
+        self, frame: pd.DataFrame, s0: np.ndarray, s1: np.ndarray, upto: int, name: str
+    ) -> dict[str, np.ndarray]:
         """Summed duration per step [settled, upto) and phase id of intervals, each in the step it ends in."""
         end = frame["end_ns"].to_numpy()
         step = np.searchsorted(s1, end, side="left")
@@ -326,8 +341,9 @@ class StepStore:
             if t == "copies" and len(gone):
                 m = gone[gone["kind"] == "memcpy"]
                 for d, grp in m.groupby("direction"):
-                    a = self.copy_agg.setdefault(str(d), {"count": 0, "bytes": 0, "ns": 0, "pageable_bytes": 0,
-                                                          "pageable_ns": 0})
+                    a = self.copy_agg.setdefault(
+                        str(d), {"count": 0, "bytes": 0, "ns": 0, "pageable_bytes": 0, "pageable_ns": 0}
+                    )
                     a["count"] += len(grp)
                     a["bytes"] += int(grp["size_bytes"].sum())
                     a["ns"] += int((grp["end_ns"] - grp["start_ns"]).sum())
@@ -341,8 +357,9 @@ class StepStore:
         """Of `kept`, only the intervals that overlap a kept step's window stay in detail."""
         if not len(kept):
             return
-        self.detail[t] = kept[self.keep.mask(kept["start_ns"].to_numpy(), kept["end_ns"].to_numpy())
-                              ].reset_index(drop=True)
+        self.detail[t] = kept[self.keep.mask(kept["start_ns"].to_numpy(), kept["end_ns"].to_numpy())].reset_index(
+            drop=True
+        )
 
     def table(self, since: int = 0, upto: int | None = None) -> pd.DataFrame:
         """One row per settled step in [since, upto) (upto: every settled step): step, warmup,
@@ -371,13 +388,23 @@ class StepStore:
     def trace_tables(self) -> dict[str, pd.DataFrame]:
         """Detail of the kept steps plus whatever is not settled yet (for the trace)."""
         pend = self._tables()
-        return {t: _concat([self.detail[t], pend[t]], t).sort_values("start_ns", kind="stable").reset_index(drop=True)
-                for t in EMPTY}
+        return {
+            t: _concat([self.detail[t], pend[t]], t).sort_values("start_ns", kind="stable").reset_index(drop=True)
+            for t in EMPTY
+        }
 
     def top_kernels(self, n: int) -> list[dict[str, Any]]:
         items = sorted(self.kernel_agg.items(), key=lambda kv: kv[1][1], reverse=True)[:n]
-        return [{"name": name, "count": c, "total_ms": ns / 1e6, "mean_us": ns / c / 1e3 if c else 0.0,
-                 "category": attribution.kernel_category(name)} for name, (c, ns) in items]
+        return [
+            {
+                "name": name,
+                "count": c,
+                "total_ms": ns / 1e6,
+                "mean_us": ns / c / 1e3 if c else 0.0,
+                "category": attribution.kernel_category(name),
+            }
+            for name, (c, ns) in items
+        ]
 
     def kernel_categories(self) -> dict[str, dict[str, float]]:
         by: dict[str, int] = {}
@@ -385,15 +412,29 @@ class StepStore:
             cat = attribution.kernel_category(name)
             by[cat] = by.get(cat, 0) + ns
         total = sum(by.values())
-        return {c: {"ms": v / 1e6, "share": v / total if total else 0.0}
-                for c, v in sorted(by.items(), key=lambda kv: -kv[1])}
+        return {
+            c: {"ms": v / 1e6, "share": v / total if total else 0.0}
+            for c, v in sorted(by.items(), key=lambda kv: -kv[1])
+        }
 
     def memcpy_summary(self) -> dict[str, Any]:
         if not self.copy_agg:
             return {}
-        by = {d: {"count": a["count"], "bytes": a["bytes"], "ms": a["ns"] / 1e6, "pageable_bytes": a["pageable_bytes"],
-                  "pageable_ms": a["pageable_ns"] / 1e6} for d, a in self.copy_agg.items()}
+        by = {
+            d: {
+                "count": a["count"],
+                "bytes": a["bytes"],
+                "ms": a["ns"] / 1e6,
+                "pageable_bytes": a["pageable_bytes"],
+                "pageable_ms": a["pageable_ns"] / 1e6,
+            }
+            for d, a in self.copy_agg.items()
+        }
         total = sum(v["bytes"] for v in by.values())
         pageable = sum(v["pageable_bytes"] for v in by.values())
-        return {"by_direction": by, "bytes": total, "pageable_bytes": pageable,
-                "pageable_share": pageable / total if total else 0.0}
+        return {
+            "by_direction": by,
+            "bytes": total,
+            "pageable_bytes": pageable,
+            "pageable_share": pageable / total if total else 0.0,
+        }

@@ -4,6 +4,7 @@ interval. A preempted step on a busy machine piles its wait into whatever label 
 apart and reported on its own, it no longer moves the verdict. A step that is slow because it waits
 for data (an epoch's workers starting, a burst of batches) is the loop's own cost and stays in.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -70,8 +71,9 @@ def steps_to_settle(steps: int, share: float, band: tuple[float, float], tier: f
     return int(np.ceil(steps * (half / d) ** 2 - 1e-9))
 
 
-def robust_breakdown(table: pd.DataFrame, *, step_col: str = "step", resamples: int = RESAMPLES,
-                     level: float = LEVEL, seed: int = 0) -> dict[str, Any] | None:
+def robust_breakdown(
+    table: pd.DataFrame, *, step_col: str = "step", resamples: int = RESAMPLES, level: float = LEVEL, seed: int = 0
+) -> dict[str, Any] | None:
     """The trimmed per-label ms and shares of measured steps (no warm-up or evaluation rows: the caller
     selects), each with a `level` block bootstrap interval, and the outlier steps apart with what they
     contained. None without steps."""
@@ -96,14 +98,21 @@ def robust_breakdown(table: pd.DataFrame, *, step_col: str = "step", resamples: 
     step_rs = res_wall / np.maximum(res_cnt, 1) / 1e6
     total = float(w_k.sum())
     doc: dict[str, Any] = {
-        "method": (f"trimmed: steps set apart as outliers (> {OUTLIER_MADS:g} MADs and {OUTLIER_MIN_RATIO:g}x the "
-                   f"median step, their extra time not a data wait; at most {100 * TRIM_AT_MOST:.0f}% of the steps); "
-                   f"{100 * level:.0f}% block bootstrap over {nb} block(s) of consecutive steps"),
-        "level": level, "steps": n, "kept_steps": k,
+        "method": (
+            f"trimmed: steps set apart as outliers (> {OUTLIER_MADS:g} MADs and {OUTLIER_MIN_RATIO:g}x the "
+            f"median step, their extra time not a data wait; at most {100 * TRIM_AT_MOST:.0f}% of the steps); "
+            f"{100 * level:.0f}% block bootstrap over {nb} block(s) of consecutive steps"
+        ),
+        "level": level,
+        "steps": n,
+        "kept_steps": k,
         "step_ms": total / k / 1e6 if k else 0.0,
         "step_ms_band": [float(np.quantile(step_rs, tail)), float(np.quantile(step_rs, 1 - tail))],
         "step_sem_ms": float(np.std(w_k, ddof=1) / np.sqrt(k) / 1e6) if k > 1 else None,
-        "ms": {}, "ms_band": {}, "share": {}, "share_band": {},
+        "ms": {},
+        "ms_band": {},
+        "share": {},
+        "share_band": {},
     }
     for lb, v in parts.items():
         v_k = v[keep]
@@ -123,15 +132,21 @@ def robust_breakdown(table: pd.DataFrame, *, step_col: str = "step", resamples: 
         ex_total = sum(extra.values())
         top = max(extra, key=extra.get) if ex_total > 0 else None
         doc["outliers"] = {
-            "count": int(out.sum()), "steps": [int(s) for s in steps[:20]],
-            "wall_ms": {"min": float(o_wall.min() / 1e6), "max": float(o_wall.max() / 1e6),
-                        "mean": float(o_wall.mean() / 1e6)},
+            "count": int(out.sum()),
+            "steps": [int(s) for s in steps[:20]],
+            "wall_ms": {
+                "min": float(o_wall.min() / 1e6),
+                "max": float(o_wall.max() / 1e6),
+                "mean": float(o_wall.mean() / 1e6),
+            },
             "ms_per_step": o_ms,
             "excess_share": {lb: (e / ex_total if ex_total else 0.0) for lb, e in extra.items()},
-            "sentence": (f"{int(out.sum())} outlier step(s) set apart ({fmt_ms(o_wall.min() / 1e6)} to "
-                         f"{fmt_ms(o_wall.max() / 1e6)} against a median of {fmt_ms(np.median(wall) / 1e6)}"
-                         + (f"; {fmt_share(extra[top] / ex_total)} of their extra time was {top}" if top else "")
-                         + "): preemption, garbage collection or one-off work, not the loop's steady cost"),
+            "sentence": (
+                f"{int(out.sum())} outlier step(s) set apart ({fmt_ms(o_wall.min() / 1e6)} to "
+                f"{fmt_ms(o_wall.max() / 1e6)} against a median of {fmt_ms(np.median(wall) / 1e6)}"
+                + (f"; {fmt_share(extra[top] / ex_total)} of their extra time was {top}" if top else "")
+                + "): preemption, garbage collection or one-off work, not the loop's steady cost"
+            ),
         }
     return doc
 
@@ -150,9 +165,17 @@ def valid_robust(rb: Any) -> dict[str, Any] | None:
         sb = rb.get("step_ms_band")
         out = rb.get("outliers")
         out = out if isinstance(out, Mapping) and isinstance(out.get("sentence"), str) else None
-        return {**rb, "ms": ms, "share": share, "share_band": band, "outliers": out,
-                "step_ms": float(rb["step_ms"]), "level": float(rb.get("level") or LEVEL),
-                "steps": int(rb.get("steps") or 0), "kept_steps": int(rb.get("kept_steps") or 0),
-                "step_ms_band": (float(sb[0]), float(sb[1])) if sb is not None else None}
+        return {
+            **rb,
+            "ms": ms,
+            "share": share,
+            "share_band": band,
+            "outliers": out,
+            "step_ms": float(rb["step_ms"]),
+            "level": float(rb.get("level") or LEVEL),
+            "steps": int(rb.get("steps") or 0),
+            "kept_steps": int(rb.get("kept_steps") or 0),
+            "step_ms_band": (float(sb[0]), float(sb[1])) if sb is not None else None,
+        }
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         return None

@@ -1,6 +1,7 @@
 """Numbers in words: a duration, a share or a ratio printed with the unit and precision its size
 needs, so a 0.15 ms step reads "150 us", never "0.1 ms", and nothing real reads "0 ms". Every text
 the analysis, the terminal and the experiments print goes through these."""
+
 from __future__ import annotations
 
 import math
@@ -72,5 +73,5 @@ def fmt_band(lo: float | None, hi: float | None, fmt=fmt_x) -> str:
     # One unit at the end when both ends print the same one ("1.70-1.95x", "8.1-12%").
     for unit in ("x", "%", f" {MICRO}s", " ms", " ns", " s"):
         if a.endswith(unit) and b.endswith(unit):
-            return f"{a[:-len(unit)]}-{b}"
+            return f"{a[: -len(unit)]}-{b}"
     return f"{a} to {b}"

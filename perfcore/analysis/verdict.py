@@ -7,6 +7,7 @@ data (load not hidden by workers), exposed copies, exposed collectives and host 
 exposed time (the attribution's own definition) is exactly what would leave the step if that
 cause were removed, so it is also the expected gain.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -18,11 +19,25 @@ from perfcore.analysis.results import BOUNDS, Cause, Gain, Level, Verdict
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle, valid_robust
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 
-__all__ = ["preface", "AVOIDABLE", "WARN_SHARE", "CRITICAL_SHARE", "STARTUP_DOMINATES", "COMPUTE_DRIFT", "NOISE_SHARE",
-           "THRESHOLDS_RATIONALE",
-           "avoidable",
-           "decide", "decide_run", "judge_causes", "run_evidence", "prediction", "confirm", "startup_share",
-           "undecided"]
+__all__ = [
+    "preface",
+    "AVOIDABLE",
+    "WARN_SHARE",
+    "CRITICAL_SHARE",
+    "STARTUP_DOMINATES",
+    "COMPUTE_DRIFT",
+    "NOISE_SHARE",
+    "THRESHOLDS_RATIONALE",
+    "avoidable",
+    "decide",
+    "decide_run",
+    "judge_causes",
+    "run_evidence",
+    "prediction",
+    "confirm",
+    "startup_share",
+    "undecided",
+]
 
 AVOIDABLE = ("load", "transfer", "comm", "host")
 
@@ -38,29 +53,47 @@ CRITICAL_SHARE = 0.20
 # Start-up (time to the first step plus the first step's excess) enters the verdict when it is at
 # least half of the whole run: then a short run measures mostly its own start.
 STARTUP_DOMINATES = 0.50
-THRESHOLDS_RATIONALE = ("a cause is named at >= 10% of the step (warn), critical at >= 20%; otherwise healthy, "
-                        "compute-bound (seed stage 1: >= 60% busy is healthy; XProf input-bound 5%/20%; "
-                        "TraceML 10%/20%)")
+THRESHOLDS_RATIONALE = (
+    "a cause is named at >= 10% of the step (warn), critical at >= 20%; otherwise healthy, "
+    "compute-bound (seed stage 1: >= 60% busy is healthy; XProf input-bound 5%/20%; "
+    "TraceML 10%/20%)"
+)
 
 # bound name, what the time is, how the attribution measured it (GPU, no GPU)
 _CAUSES = {
-    "load": ("input-bound", "waiting for data",
-             "the host waits in the DataLoader's next() while no GPU work runs",
-             "the loop waits in the DataLoader's next()"),
-    "transfer": ("transfer-bound", "host-to-device copies not hidden by compute",
-                 "copy time with no kernel running", "time in the copy phase"),
-    "comm": ("communication-bound", "collective communication not hidden by compute",
-             "collective kernels with no compute kernel running", "time inside collectives"),
-    "host": ("host-bound", "host gaps (the GPU idles while Python, launches or syncs run)",
-             "step time no kernel, copy or data wait covers",
-             "step time outside loading, copies and the model's forward/backward/optimizer"),
+    "load": (
+        "input-bound",
+        "waiting for data",
+        "the host waits in the DataLoader's next() while no GPU work runs",
+        "the loop waits in the DataLoader's next()",
+    ),
+    "transfer": (
+        "transfer-bound",
+        "host-to-device copies not hidden by compute",
+        "copy time with no kernel running",
+        "time in the copy phase",
+    ),
+    "comm": (
+        "communication-bound",
+        "collective communication not hidden by compute",
+        "collective kernels with no compute kernel running",
+        "time inside collectives",
+    ),
+    "host": (
+        "host-bound",
+        "host gaps (the GPU idles while Python, launches or syncs run)",
+        "step time no kernel, copy or data wait covers",
+        "step time outside loading, copies and the model's forward/backward/optimizer",
+    ),
 }
 # Without a GPU, host is everything outside the timed phases: tensor math the loop runs outside
 # modules (a functional loss, zero_grad, a manual parameter update, metrics) lands there beside
 # Python and logging, and the hooks cannot tell them apart, so the words say both.
-CPU_HOST = ("time outside the model's modules, backward and optimizer (on a CPU this holds tensor math run "
-            "outside modules, such as a functional loss, zero_grad or a manual parameter update, as well as "
-            "Python and logging)")
+CPU_HOST = (
+    "time outside the model's modules, backward and optimizer (on a CPU this holds tensor math run "
+    "outside modules, such as a functional loss, zero_grad or a manual parameter update, as well as "
+    "Python and logging)"
+)
 
 
 def avoidable(breakdown_ms: Mapping[str, float]) -> dict[str, float]:
@@ -95,11 +128,18 @@ def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int)
     run_ms = ttfs + max(steps, 0) * steady
     share = cost / run_ms if run_ms > 0 else 0.0
     first = startup.get("first_step_ms")
-    return {"ms": cost, "time_to_first_step_ms": ttfs, "share_of_run": share, "dominates": share >= STARTUP_DOMINATES,
-            "sentence": (f"{fmt_ms(ttfs)} from launch to the end of the first step"
-                         + (f" (which took {fmt_ms(first)}; a steady one {fmt_ms(steady)})" if first else "")
-                         + f" is {fmt_share(share)} of this run"
-                         + (f" of {steps} steps; a longer run dilutes it" if steps else ""))}
+    return {
+        "ms": cost,
+        "time_to_first_step_ms": ttfs,
+        "share_of_run": share,
+        "dominates": share >= STARTUP_DOMINATES,
+        "sentence": (
+            f"{fmt_ms(ttfs)} from launch to the end of the first step"
+            + (f" (which took {fmt_ms(first)}; a steady one {fmt_ms(steady)})" if first else "")
+            + f" is {fmt_share(share)} of this run"
+            + (f" of {steps} steps; a longer run dilutes it" if steps else "")
+        ),
+    }
 
 
 def _settle(steps: int, share: float, band, tier: float) -> str:
@@ -116,12 +156,27 @@ def _thresholds() -> dict[str, Any]:
 def undecided() -> dict[str, Any]:
     """The verdict of a document no step has been judged in yet (nothing measured, or its decision is
     left to a caller with more evidence)."""
-    return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "causes": [],
-            "avoidable_ms": {}, "step_ms": 0.0, "summary": "no steps measured", "thresholds": _thresholds()}
+    return {
+        "bound": "unknown",
+        "level": "unknown",
+        "healthy": None,
+        "primary": None,
+        "causes": [],
+        "avoidable_ms": {},
+        "step_ms": 0.0,
+        "summary": "no steps measured",
+        "thresholds": _thresholds(),
+    }
 
 
-def judge_causes(avoidable_ms: Mapping[str, float], step_ms: float, *, compute_ms: float | None = None,
-                 share_band: Mapping[str, tuple[float, float]] | None = None, uncertain: bool = False) -> Verdict:
+def judge_causes(
+    avoidable_ms: Mapping[str, float],
+    step_ms: float,
+    *,
+    compute_ms: float | None = None,
+    share_band: Mapping[str, tuple[float, float]] | None = None,
+    uncertain: bool = False,
+) -> Verdict:
     """The decision in numbers and statuses: each avoidable cause's ms per step, share and level (the
     level its interval's low end surely reaches; borderline when the interval straddles the warn
     tier), ranked by ms per step; the bound is the largest cause that surely reaches a tier, else a
@@ -138,9 +193,18 @@ def judge_causes(avoidable_ms: Mapping[str, float], step_ms: float, *, compute_m
         tier = _straddles(band)
         if tier == WARN_SHARE:
             level = "borderline"
-        ranked.append(Cause(label=lb, bound=BOUNDS[lb], ms_per_step=ms, share=share, level=Level(level),
-                            gain=Gain(g["saved_ms"], g["step_after_ms"], g["speedup"], g["band"]),
-                            share_band=band, borderline_tier=tier if band else None))
+        ranked.append(
+            Cause(
+                label=lb,
+                bound=BOUNDS[lb],
+                ms_per_step=ms,
+                share=share,
+                level=Level(level),
+                gain=Gain(g["saved_ms"], g["step_after_ms"], g["speedup"], g["band"]),
+                share_band=band,
+                borderline_tier=tier if band else None,
+            )
+        )
     ranked.sort(key=lambda c: -c.ms_per_step)
     named = [c for c in ranked if c.level is not Level.MINOR]
     sure = [c for c in named if c.level is not Level.BORDERLINE]
@@ -151,16 +215,33 @@ def judge_causes(avoidable_ms: Mapping[str, float], step_ms: float, *, compute_m
         bound, level, healthy, primary = named[0].label, Level.BORDERLINE, None, named[0].label
     else:
         bound, level, healthy, primary = "compute", Level.HEALTHY, True, None
-    return Verdict(bound=bound, level=level, healthy=healthy, primary=primary, step_ms=step, compute_ms=comp,
-                   ranked=tuple(ranked), uncertain=uncertain)
+    return Verdict(
+        bound=bound,
+        level=level,
+        healthy=healthy,
+        primary=primary,
+        step_ms=step,
+        compute_ms=comp,
+        ranked=tuple(ranked),
+        uncertain=uncertain,
+    )
 
 
-def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = False,
-           measured_by: Mapping[str, str] | None = None, compute_ms: float | None = None,
-           startup: Mapping[str, Any] | None = None, steps: int = 0,
-           share_band: Mapping[str, tuple[float, float]] | None = None,
-           interference: Mapping[str, Any] | None = None, outliers: Mapping[str, Any] | None = None,
-           gain_of: str = "steps", host_contains: str | None = None) -> dict[str, Any]:
+def decide(  # noqa: PLR0913
+    avoidable_ms: Mapping[str, float],
+    step_ms: float,
+    *,
+    on_gpu: bool = False,
+    measured_by: Mapping[str, str] | None = None,
+    compute_ms: float | None = None,
+    startup: Mapping[str, Any] | None = None,
+    steps: int = 0,
+    share_band: Mapping[str, tuple[float, float]] | None = None,
+    interference: Mapping[str, Any] | None = None,
+    outliers: Mapping[str, Any] | None = None,
+    gain_of: str = "steps",
+    host_contains: str | None = None,
+) -> dict[str, Any]:
     """The verdict from the avoidable ms per step of each cause (load, transfer, comm, host) and the
     step's ms. Returns {bound, level, healthy, primary, causes (ranked, each with ms_per_step, share,
     level, evidence, expected_speedup), summary, thresholds[, startup]}. `measured_by` replaces the
@@ -176,8 +257,13 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
     thresholds = _thresholds()
     if not step > 0:  # nothing measured yet (a live view before the first step, a warm-up-only run)
         return undecided()
-    v = judge_causes(avoidable_ms, step, compute_ms=compute_ms, share_band=share_band,
-                     uncertain=bool(interference and interference.get("material")))
+    v = judge_causes(
+        avoidable_ms,
+        step,
+        compute_ms=compute_ms,
+        share_band=share_band,
+        uncertain=bool(interference and interference.get("material")),
+    )
     causes = []
     for cause in v.ranked:
         lb, ms, share, band = cause.label, cause.ms_per_step, cause.share, cause.share_band
@@ -199,31 +285,42 @@ def decide(avoidable_ms: Mapping[str, float], step_ms: float, *, on_gpu: bool = 
         speed = f"; removing it would make {gain_of} {g['text']}" if g["text"] else ""
         tier = CRITICAL_SHARE if top["level"] == "critical" else WARN_SHARE
         band = top.get("share_band")
-        pct = fmt_share(top["share"]) + (f", {100 * LEVEL:.0f}% interval {fmt_band(band[0], band[1], fmt_share)}"
-                                         if band else "")
-        summary = (f"{top['bound']}: {top['what']} costs {fmt_ms(top['ms_per_step'])} of each {fmt_ms(step)} step "
-                   f"({pct}; {top['level']} at >= {100 * tier:.0f}%){speed}")
+        pct = fmt_share(top["share"]) + (
+            f", {100 * LEVEL:.0f}% interval {fmt_band(band[0], band[1], fmt_share)}" if band else ""
+        )
+        summary = (
+            f"{top['bound']}: {top['what']} costs {fmt_ms(top['ms_per_step'])} of each {fmt_ms(step)} step "
+            f"({pct}; {top['level']} at >= {100 * tier:.0f}%){speed}"
+        )
         if top.get("borderline_tier") == CRITICAL_SHARE:
-            summary += (f". Borderline critical: the interval straddles {100 * CRITICAL_SHARE:.0f}%; "
-                        + _settle(steps, top["share"], band, CRITICAL_SHARE))
+            summary += f". Borderline critical: the interval straddles {100 * CRITICAL_SHARE:.0f}%; " + _settle(
+                steps, top["share"], band, CRITICAL_SHARE
+            )
         others = [c for c in named if c is not top]
         if others:
-            summary += ". Also " + ", ".join(f"{c['what'].split(' (')[0]} {fmt_ms(c['ms_per_step'])} "
-                                             f"({fmt_share(c['share'])}, {c['level']})" for c in others)
+            summary += ". Also " + ", ".join(
+                f"{c['what'].split(' (')[0]} {fmt_ms(c['ms_per_step'])} ({fmt_share(c['share'])}, {c['level']})"
+                for c in others
+            )
     elif named:
         top = named[0]
         band = top["share_band"]
-        summary = (f"borderline {top['bound']}: {top['what']} costs {fmt_ms(top['ms_per_step'])} of each "
-                   f"{fmt_ms(step)} step ({fmt_share(top['share'])}, {100 * LEVEL:.0f}% interval "
-                   f"{fmt_band(band[0], band[1], fmt_share)}), which straddles the {100 * WARN_SHARE:.0f}% tier: "
-                   + _settle(steps, top["share"], band, WARN_SHARE))
+        summary = (
+            f"borderline {top['bound']}: {top['what']} costs {fmt_ms(top['ms_per_step'])} of each "
+            f"{fmt_ms(step)} step ({fmt_share(top['share'])}, {100 * LEVEL:.0f}% interval "
+            f"{fmt_band(band[0], band[1], fmt_share)}), which straddles the {100 * WARN_SHARE:.0f}% tier: "
+            + _settle(steps, top["share"], band, WARN_SHARE)
+        )
     else:
         big = causes[0] if causes else None
-        summary = (f"compute-bound (healthy): compute is {fmt_share(comp / step if step else 0)} of each "
-                   f"{fmt_ms(step)} step; no avoidable cause reaches {100 * WARN_SHARE:.0f}%")
+        summary = (
+            f"compute-bound (healthy): compute is {fmt_share(comp / step if step else 0)} of each "
+            f"{fmt_ms(step)} step; no avoidable cause reaches {100 * WARN_SHARE:.0f}%"
+        )
         if big and big["ms_per_step"] > 0:
-            summary += (f" (largest: {big['what'].split(' (')[0]} {fmt_ms(big['ms_per_step'])}, "
-                        f"{fmt_share(big['share'])})")
+            summary += (
+                f" (largest: {big['what'].split(' (')[0]} {fmt_ms(big['ms_per_step'])}, {fmt_share(big['share'])})"
+            )
     if outliers and outliers.get("count"):
         doc["outliers"] = dict(outliers)
         summary += f" ({outliers['count']} outlier step(s) set apart)"
@@ -248,8 +345,9 @@ def preface(plain: str, interference: Mapping[str, Any] | None) -> str:
     return f"{interference['sentence']}. {plain[0].upper()}{plain[1:]}"
 
 
-def decide_run(doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None = None,
-               gain_of: str = "steps") -> dict[str, Any]:
+def decide_run(
+    doc: Mapping[str, Any], *, measured_by: Mapping[str, str] | None = None, gain_of: str = "steps"
+) -> dict[str, Any]:
     """decide() on a perfcore.run/1 document (or any mapping with step_time_ms.mean and breakdown_ms).
     With the document's robust breakdown (breakdown_robust), the verdict is judged on its trimmed
     estimate and intervals; its interference finding, when material, comes first."""
@@ -261,8 +359,11 @@ def prediction(evidence: Mapping[str, Any]) -> dict[str, Any]:
     {step_ms, avoidable_ms, avoidable_band_ms}, the figures confirm() checks an experiment against."""
     step = float(evidence["step_ms"] or 0.0)
     band = evidence.get("share_band") or {}
-    return {"step_ms": step, "avoidable_ms": dict(evidence["avoidable_ms"]),
-            "avoidable_band_ms": {lb: [b[0] * step, b[1] * step] for lb, b in band.items() if b is not None}}
+    return {
+        "step_ms": step,
+        "avoidable_ms": dict(evidence["avoidable_ms"]),
+        "avoidable_band_ms": {lb: [b[0] * step, b[1] * step] for lb, b in band.items() if b is not None},
+    }
 
 
 def run_evidence(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -282,11 +383,18 @@ def run_evidence(doc: Mapping[str, Any]) -> dict[str, Any]:
         bd = {**bd, **rb["ms"]}
         band = rb.get("share_band")
         outliers = rb.get("outliers")
-    return dict(avoidable_ms=avoidable(bd), step_ms=step, on_gpu=str(doc.get("device", "cpu")) != "cpu",
-                compute_ms=bd.get("compute"), startup=doc.get("startup"),
-                steps=int(doc.get("steps") or 0), share_band=band, outliers=outliers,
-                interference=valid_finding(doc.get("interference")),
-                host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None)
+    return dict(
+        avoidable_ms=avoidable(bd),
+        step_ms=step,
+        on_gpu=str(doc.get("device", "cpu")) != "cpu",
+        compute_ms=bd.get("compute"),
+        startup=doc.get("startup"),
+        steps=int(doc.get("steps") or 0),
+        share_band=band,
+        outliers=outliers,
+        interference=valid_finding(doc.get("interference")),
+        host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None,
+    )
 
 
 # Removing a cause never makes compute itself slower: when the experiment's compute per step is this
@@ -315,10 +423,17 @@ def difference_noise_ms(*sems: float | None) -> float | None:
     return NOISE_SE * sum(float(s) ** 2 for s in sems) ** 0.5
 
 
-def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | None, experiment: str,
-            compute_ms: tuple[float, float] | None = None, noise_ms: float | None = None,
-            bound: Mapping[str, Any] | None = None, compute_may_gain: bool = True,
-            busy: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def confirm(  # noqa: PLR0913
+    decision: Mapping[str, Any],
+    label: str,
+    measured_speedup: float | None,
+    experiment: str,
+    compute_ms: tuple[float, float] | None = None,
+    noise_ms: float | None = None,
+    bound: Mapping[str, Any] | None = None,
+    compute_may_gain: bool = True,
+    busy: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Does a measured A/B speedup (the step without `label`'s cause) agree with the verdict's
     prediction? gain.judge on the two savings in ms: the prediction's band (from the verdict's
     intervals) widened by the runs' noise `noise_ms` (NOISE_SE standard errors of the difference of
@@ -334,9 +449,16 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
     ms = float((decision.get("avoidable_ms") or {}).get(label) or 0.0)
     band = (decision.get("avoidable_band_ms") or {}).get(label)
     predicted = expected_gain(step, ms, saved_band_ms=tuple(band) if band else None) if step else None
-    base = {"label": label, "experiment": experiment, "status": "no measurement",
-            "predicted_speedup": predicted["speedup"] if predicted else 1.0,
-            "measured_speedup": measured_speedup, "agrees": None, "measured_ms": None, "above_bound": False}
+    base = {
+        "label": label,
+        "experiment": experiment,
+        "status": "no measurement",
+        "predicted_speedup": predicted["speedup"] if predicted else 1.0,
+        "measured_speedup": measured_speedup,
+        "agrees": None,
+        "measured_ms": None,
+        "above_bound": False,
+    }
     if not measured_speedup or measured_speedup != measured_speedup or not step:
         return {**base, "measured_speedup": None, "sentence": f"{experiment}: no measurement"}
     exp_ms = step / measured_speedup
@@ -344,26 +466,57 @@ def confirm(decision: Mapping[str, Any], label: str, measured_speedup: float | N
     implied = max(meas["saved_ms"], 0.0)
     base.update(measured_ms=implied)
     if predicted["speedup"] is None:
-        return {**base, "predicted_speedup": None, "status": "inconclusive",
-                "sentence": f"{experiment} measured {fmt_x(measured_speedup)} (the step is all {_CAUSES[label][1]})"}
-    j = judge({**predicted, "saved_band_ms": tuple(band) if band else None}, meas, step_ms=step,
-              experiment=experiment, what=_CAUSES[label][1], bound=bound)
+        return {
+            **base,
+            "predicted_speedup": None,
+            "status": "inconclusive",
+            "sentence": f"{experiment} measured {fmt_x(measured_speedup)} (the step is all {_CAUSES[label][1]})",
+        }
+    j = judge(
+        {**predicted, "saved_band_ms": tuple(band) if band else None},
+        meas,
+        step_ms=step,
+        experiment=experiment,
+        what=_CAUSES[label][1],
+        bound=bound,
+    )
     slower = compute_ms is not None and compute_ms[0] > 0 and compute_ms[1] > COMPUTE_DRIFT * compute_ms[0]
-    faster = (not compute_may_gain and compute_ms is not None and compute_ms[1] > 0
-              and compute_ms[0] > COMPUTE_DRIFT * compute_ms[1])
+    faster = (
+        not compute_may_gain
+        and compute_ms is not None
+        and compute_ms[1] > 0
+        and compute_ms[0] > COMPUTE_DRIFT * compute_ms[1]
+    )
     if j["status"] in ("partly", "not confirmed") and (
-            (measured_speedup < predicted["speedup"] and slower) or (measured_speedup > predicted["speedup"] and faster)):
+        (measured_speedup < predicted["speedup"] and slower) or (measured_speedup > predicted["speedup"] and faster)
+    ):
         measured_busy = bool(busy and busy.get("material"))
         if busy and busy.get("others_cores") is not None:
-            why = (f"other processes used {busy['others_cores']:.1f} of {busy.get('cores', '?')} cores (measured)"
-                   + ("" if measured_busy else ": not a busy machine"))
+            why = f"other processes used {busy['others_cores']:.1f} of {busy.get('cores', '?')} cores (measured)" + (
+                "" if measured_busy else ": not a busy machine"
+            )
         else:
             why = "no interference measured"
-        return {**base, "status": "inconclusive", "measured_noise_ms": meas["noise_ms"], "reason": "compute drift",
-                "machine_busy": measured_busy,
-                "sentence": (f"{experiment} measured {fmt_x(measured_speedup)} against {fmt_x(predicted['speedup'])} "
-                             f"predicted: inconclusive, compute itself went from {fmt_ms(compute_ms[0])} to "
-                             f"{fmt_ms(compute_ms[1])} per step between the runs ({why}); the attribution stands")}
-    return {**base, "status": j["status"], "agrees": j["agrees"], "above_bound": j["above_bound"],
-            "predicted_band": predicted["band"], "measured_band": meas["band"], "measured_noise_ms": meas["noise_ms"],
-            "agreement_band": j["agreement_band"], "sentence": j["sentence"]}
+        return {
+            **base,
+            "status": "inconclusive",
+            "measured_noise_ms": meas["noise_ms"],
+            "reason": "compute drift",
+            "machine_busy": measured_busy,
+            "sentence": (
+                f"{experiment} measured {fmt_x(measured_speedup)} against {fmt_x(predicted['speedup'])} "
+                f"predicted: inconclusive, compute itself went from {fmt_ms(compute_ms[0])} to "
+                f"{fmt_ms(compute_ms[1])} per step between the runs ({why}); the attribution stands"
+            ),
+        }
+    return {
+        **base,
+        "status": j["status"],
+        "agrees": j["agrees"],
+        "above_bound": j["above_bound"],
+        "predicted_band": predicted["band"],
+        "measured_band": meas["band"],
+        "measured_noise_ms": meas["noise_ms"],
+        "agreement_band": j["agreement_band"],
+        "sentence": j["sentence"],
+    }

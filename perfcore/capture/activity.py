@@ -5,6 +5,7 @@ stay on the device (device-to-device, arrays, peer), which the host link plays n
 Transfers ("copies") are copies between host and device memory only, by direction, with the
 host side's pageable/pinned kind. Each device-work row carries the phase that launched it.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,14 @@ pd = lazy_module("pandas")  # imported on first use: settling needs it, recordin
 __all__ = ["device_tables", "MEMSET_NAME", "device_copy_name"]
 
 MEMSET_NAME = "Memset (Device)"  # the names torch.profiler gives these rows
-_COPY_NAMES = {5: "Memcpy AtoA (Device)", 6: "Memcpy AtoD (Device)", 7: "Memcpy DtoA (Device)",
-               8: "Memcpy DtoD (Device -> Device)", 9: "Memcpy HtoH (Host -> Host)", 10: "Memcpy PtoP (Device -> Device)"}
+_COPY_NAMES = {
+    5: "Memcpy AtoA (Device)",
+    6: "Memcpy AtoD (Device)",
+    7: "Memcpy DtoA (Device)",
+    8: "Memcpy DtoD (Device -> Device)",
+    9: "Memcpy HtoH (Host -> Host)",
+    10: "Memcpy PtoP (Device -> Device)",
+}
 
 
 def device_copy_name(copy_kind: int) -> str:
@@ -39,36 +46,66 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
     k = _present(frames, "kernels")
     if k is not None:
         names = k["name"].astype(str)
-        work.append(pd.DataFrame({
-            "start_ns": k["start_ns"].to_numpy(), "end_ns": k["end_ns"].to_numpy(),
-            "stream_id": k["stream_id"].to_numpy(), "name": names.to_numpy(dtype=object),
-            "comm": names.str.contains("nccl", case=False).to_numpy(),
-            "phase_id": launches.phase_of(k["correlation_id"].to_numpy(),
-                                          k["graph_id"].to_numpy() if "graph_id" in k else None,
-                                          k["start_ns"].to_numpy())}))
+        work.append(
+            pd.DataFrame(
+                {
+                    "start_ns": k["start_ns"].to_numpy(),
+                    "end_ns": k["end_ns"].to_numpy(),
+                    "stream_id": k["stream_id"].to_numpy(),
+                    "name": names.to_numpy(dtype=object),
+                    "comm": names.str.contains("nccl", case=False).to_numpy(),
+                    "phase_id": launches.phase_of(
+                        k["correlation_id"].to_numpy(),
+                        k["graph_id"].to_numpy() if "graph_id" in k else None,
+                        k["start_ns"].to_numpy(),
+                    ),
+                }
+            )
+        )
     m = _present(frames, "memcpy")
     if m is not None:
         host = np.isin(m["copy_kind"].to_numpy(), TRANSFER_COPY_KINDS)
         t = m[host]
         if len(t):
-            out["copies"] = pd.DataFrame({
-                "start_ns": t["start_ns"].to_numpy(), "end_ns": t["end_ns"].to_numpy(),
-                "stream_id": t["stream_id"].to_numpy(), "size_bytes": t["size_bytes"].to_numpy(),
-                "direction": t["direction"].astype(str).to_numpy(dtype=object),
-                "pageable": t["pageable"].to_numpy(dtype=bool), "kind": "memcpy"})
+            out["copies"] = pd.DataFrame(
+                {
+                    "start_ns": t["start_ns"].to_numpy(),
+                    "end_ns": t["end_ns"].to_numpy(),
+                    "stream_id": t["stream_id"].to_numpy(),
+                    "size_bytes": t["size_bytes"].to_numpy(),
+                    "direction": t["direction"].astype(str).to_numpy(dtype=object),
+                    "pageable": t["pageable"].to_numpy(dtype=bool),
+                    "kind": "memcpy",
+                }
+            )
         d = m[~host & (m["copy_kind"].to_numpy() != 9)]  # host-to-host copies involve no device
         if len(d):
-            work.append(pd.DataFrame({
-                "start_ns": d["start_ns"].to_numpy(), "end_ns": d["end_ns"].to_numpy(),
-                "stream_id": d["stream_id"].to_numpy(),
-                "name": np.array([device_copy_name(c) for c in d["copy_kind"].to_numpy()], dtype=object),
-                "comm": np.zeros(len(d), dtype=bool), "phase_id": launches.phase_of(d["correlation_id"].to_numpy())}))
+            work.append(
+                pd.DataFrame(
+                    {
+                        "start_ns": d["start_ns"].to_numpy(),
+                        "end_ns": d["end_ns"].to_numpy(),
+                        "stream_id": d["stream_id"].to_numpy(),
+                        "name": np.array([device_copy_name(c) for c in d["copy_kind"].to_numpy()], dtype=object),
+                        "comm": np.zeros(len(d), dtype=bool),
+                        "phase_id": launches.phase_of(d["correlation_id"].to_numpy()),
+                    }
+                )
+            )
     s = _present(frames, "memset")
     if s is not None:
-        work.append(pd.DataFrame({
-            "start_ns": s["start_ns"].to_numpy(), "end_ns": s["end_ns"].to_numpy(),
-            "stream_id": s["stream_id"].to_numpy(), "name": np.full(len(s), MEMSET_NAME, dtype=object),
-            "comm": np.zeros(len(s), dtype=bool), "phase_id": launches.phase_of(s["correlation_id"].to_numpy())}))
+        work.append(
+            pd.DataFrame(
+                {
+                    "start_ns": s["start_ns"].to_numpy(),
+                    "end_ns": s["end_ns"].to_numpy(),
+                    "stream_id": s["stream_id"].to_numpy(),
+                    "name": np.full(len(s), MEMSET_NAME, dtype=object),
+                    "comm": np.zeros(len(s), dtype=bool),
+                    "phase_id": launches.phase_of(s["correlation_id"].to_numpy()),
+                }
+            )
+        )
     if work:
         out["kernels"] = work[0] if len(work) == 1 else pd.concat(work, ignore_index=True)
     return out

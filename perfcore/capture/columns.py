@@ -4,6 +4,7 @@ Native code hands over dicts of numpy arrays; this module names and types them o
 Strings are interned: kernel names arrive as integer ids plus one table of names, and become a
 pandas Categorical (codes + categories), never one Python string per row.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,14 +15,40 @@ from perfcore._lazy import lazy_module
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["MEMCPY_KINDS", "MEMORY_KINDS", "ACTIVITY_KINDS", "TRANSFER_COPY_KINDS", "HOST_DESTINATION_COPY_KINDS", "activity_frames",
-           "merge_activity"]
+__all__ = [
+    "MEMCPY_KINDS",
+    "MEMORY_KINDS",
+    "ACTIVITY_KINDS",
+    "TRANSFER_COPY_KINDS",
+    "HOST_DESTINATION_COPY_KINDS",
+    "activity_frames",
+    "merge_activity",
+]
 
 # CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind values (cupti_activity.h).
-MEMCPY_KINDS = {0: "unknown", 1: "h2d", 2: "d2h", 3: "h2a", 4: "a2h", 5: "a2a", 6: "a2d", 7: "d2a", 8: "d2d",
-                9: "h2h", 10: "p2p"}
-MEMORY_KINDS = {0: "unknown", 1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed",
-                6: "device_static", 7: "managed_static"}
+MEMCPY_KINDS = {
+    0: "unknown",
+    1: "h2d",
+    2: "d2h",
+    3: "h2a",
+    4: "a2h",
+    5: "a2a",
+    6: "a2d",
+    7: "d2a",
+    8: "d2d",
+    9: "h2h",
+    10: "p2p",
+}
+MEMORY_KINDS = {
+    0: "unknown",
+    1: "pageable",
+    2: "pinned",
+    3: "device",
+    4: "array",
+    5: "managed",
+    6: "device_static",
+    7: "managed_static",
+}
 
 # Copies between host and device memory: what `transfer` means. Device-to-device, array and
 # peer copies run on the device without the host link, and memsets write device memory: those are
@@ -60,8 +87,11 @@ def activity_frames(raw: dict[str, Any]) -> dict[str, pd.DataFrame]:
         cats = pd.Index(names, dtype=object)
         codes = k["name_id"].to_numpy()
         # Interned names are unique unless two mangled names demangle alike; then fall back to labels.
-        k["name"] = (pd.Categorical.from_codes(codes, categories=cats) if cats.is_unique
-                     else pd.Categorical(np.asarray(names, dtype=object)[codes]))
+        k["name"] = (
+            pd.Categorical.from_codes(codes, categories=cats)
+            if cats.is_unique
+            else pd.Categorical(np.asarray(names, dtype=object)[codes])
+        )
         k["duration_ns"] = k["end_ns"] - k["start_ns"]
     m = frames["memcpy"]
     if len(m.columns):
@@ -70,8 +100,11 @@ def activity_frames(raw: dict[str, Any]) -> dict[str, pd.DataFrame]:
         m["dst"] = _lookup(m["dst_kind"].to_numpy(), MEMORY_KINDS)
         # The host is the destination of device-to-host (2) and array-to-host (4) copies, the
         # source of every other transfer kind.
-        host_side = np.where(np.isin(m["copy_kind"].to_numpy(), HOST_DESTINATION_COPY_KINDS),
-                             m["dst_kind"].to_numpy(), m["src_kind"].to_numpy())
+        host_side = np.where(
+            np.isin(m["copy_kind"].to_numpy(), HOST_DESTINATION_COPY_KINDS),
+            m["dst_kind"].to_numpy(),
+            m["src_kind"].to_numpy(),
+        )
         m["pageable"] = host_side == 1
         m["transfer"] = np.isin(m["copy_kind"].to_numpy(), TRANSFER_COPY_KINDS)
         m["duration_ns"] = m["end_ns"] - m["start_ns"]

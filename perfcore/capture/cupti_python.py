@@ -11,6 +11,7 @@ measures both. The same rules as the native tracer hold: the same activity kinds
 included, since external-correlation records come only with them), default flushes from a drain
 thread and one forced flush at stop, dropped counts summed, invalid timestamps dropped and counted.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -23,49 +24,113 @@ import numpy as np
 import pandas as pd
 
 from perfcore.capture.columns import ACTIVITY_KINDS, activity_frames, merge_activity
-from perfcore.capture.cupti_python_kinds import (PACKAGE, check_versions, decoded_nothing, disable_kernel_safe,
-                                                 install_advice, loaded_cupti_version)
+from perfcore.capture.cupti_python_kinds import (
+    PACKAGE,
+    check_versions,
+    decoded_nothing,
+    disable_kernel_safe,
+    install_advice,
+    loaded_cupti_version,
+)
 from perfcore.capture.cupti_python_kinds import torch_cuda as _torch_cuda
 from perfcore.capture.cupti_python_kinds import Kinds as _Kinds
 from perfcore.capture.native_cupti import synchronize_devices
 from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
 
-__all__ = ["CuptiPythonTracer", "records_to_columns", "load_cupti", "decoded_nothing", "SCHEMA", "PACKAGE",
-           "check_versions"]
+__all__ = [
+    "CuptiPythonTracer",
+    "records_to_columns",
+    "load_cupti",
+    "decoded_nothing",
+    "SCHEMA",
+    "PACKAGE",
+    "check_versions",
+]
 
 # Column -> (record attribute, dtype), per table; the same names and dtypes as the native
 # decoder's tables (csrc/cupti/activity_columns.h), so parts from either backend concatenate.
 _I64, _I32, _U8, _U16 = np.int64, np.int32, np.uint8, np.uint16
 SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
-    "kernels": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "device_id": ("device_id", _I32),
-                "stream_id": ("stream_id", _I32), "correlation_id": ("correlation_id", _I32),
-                "name_id": ("name", _I32), "grid_x": ("grid_x", _I32), "grid_y": ("grid_y", _I32),
-                "grid_z": ("grid_z", _I32), "block_x": ("block_x", _I32), "block_y": ("block_y", _I32),
-                "block_z": ("block_z", _I32), "registers_per_thread": ("registers_per_thread", _I32),
-                "static_shared_bytes": ("static_shared_memory", _I32),
-                "dynamic_shared_bytes": ("dynamic_shared_memory", _I32), "graph_id": ("graph_id", _I32)},
-    "memcpy": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "size_bytes": ("bytes", _I64),
-               "device_id": ("device_id", _I32), "stream_id": ("stream_id", _I32),
-               "correlation_id": ("correlation_id", _I32), "copy_kind": ("copy_kind", _U8),
-               "src_kind": ("src_kind", _U8), "dst_kind": ("dst_kind", _U8), "flags": ("flags_", _U8)},
-    "memset": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "size_bytes": ("bytes", _I64),
-               "device_id": ("device_id", _I32), "stream_id": ("stream_id", _I32),
-               "correlation_id": ("correlation_id", _I32), "value": ("value", _I32),
-               "memory_kind": ("memory_kind", _U16)},
-    "sync": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "sync_type": ("type", _I32),
-             "context_id": ("context_id", _I32), "stream_id": ("stream_id", _I32),
-             "correlation_id": ("correlation_id", _I32)},
-    "external_correlation": {"external_kind": ("external_kind", _I32), "external_id": ("external_id", _I64),
-                             "correlation_id": ("correlation_id", _I32)},
-    "overhead": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "overhead_kind": ("overhead_kind", _I32),
-                 "object_kind": ("object_kind", _I32)},
-    "api": {"start_ns": ("start", _I64), "end_ns": ("end", _I64), "thread_id": ("thread_id", _I64),
-            "correlation_id": ("correlation_id", _I32), "cbid": ("cbid", _I32), "driver": ("kind", _U8)},
+    "kernels": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "device_id": ("device_id", _I32),
+        "stream_id": ("stream_id", _I32),
+        "correlation_id": ("correlation_id", _I32),
+        "name_id": ("name", _I32),
+        "grid_x": ("grid_x", _I32),
+        "grid_y": ("grid_y", _I32),
+        "grid_z": ("grid_z", _I32),
+        "block_x": ("block_x", _I32),
+        "block_y": ("block_y", _I32),
+        "block_z": ("block_z", _I32),
+        "registers_per_thread": ("registers_per_thread", _I32),
+        "static_shared_bytes": ("static_shared_memory", _I32),
+        "dynamic_shared_bytes": ("dynamic_shared_memory", _I32),
+        "graph_id": ("graph_id", _I32),
+    },
+    "memcpy": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "size_bytes": ("bytes", _I64),
+        "device_id": ("device_id", _I32),
+        "stream_id": ("stream_id", _I32),
+        "correlation_id": ("correlation_id", _I32),
+        "copy_kind": ("copy_kind", _U8),
+        "src_kind": ("src_kind", _U8),
+        "dst_kind": ("dst_kind", _U8),
+        "flags": ("flags_", _U8),
+    },
+    "memset": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "size_bytes": ("bytes", _I64),
+        "device_id": ("device_id", _I32),
+        "stream_id": ("stream_id", _I32),
+        "correlation_id": ("correlation_id", _I32),
+        "value": ("value", _I32),
+        "memory_kind": ("memory_kind", _U16),
+    },
+    "sync": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "sync_type": ("type", _I32),
+        "context_id": ("context_id", _I32),
+        "stream_id": ("stream_id", _I32),
+        "correlation_id": ("correlation_id", _I32),
+    },
+    "external_correlation": {
+        "external_kind": ("external_kind", _I32),
+        "external_id": ("external_id", _I64),
+        "correlation_id": ("correlation_id", _I32),
+    },
+    "overhead": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "overhead_kind": ("overhead_kind", _I32),
+        "object_kind": ("object_kind", _I32),
+    },
+    "api": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "thread_id": ("thread_id", _I64),
+        "correlation_id": ("correlation_id", _I32),
+        "cbid": ("cbid", _I32),
+        "driver": ("kind", _U8),
+    },
 }
 _TIMED = {t for t, cols in SCHEMA.items() if "start_ns" in cols}
 
-_ENABLE = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION", "RUNTIME", "DRIVER",
-           "EXTERNAL_CORRELATION", "OVERHEAD")
+_ENABLE = (
+    "CONCURRENT_KERNEL",
+    "MEMCPY",
+    "MEMSET",
+    "SYNCHRONIZATION",
+    "RUNTIME",
+    "DRIVER",
+    "EXTERNAL_CORRELATION",
+    "OVERHEAD",
+)
 
 
 def load_cupti():
@@ -140,8 +205,9 @@ def _gather(records: Iterable[Any], dtypes: dict) -> tuple[dict[Any, np.ndarray]
     return out, n, other
 
 
-def records_to_columns(records: Iterable[Any], names: dict[str, int], kinds: "_Kinds",
-                       clock_offset_ns: int = 0) -> dict[str, Any]:
+def records_to_columns(
+    records: Iterable[Any], names: dict[str, int], kinds: "_Kinds", clock_offset_ns: int = 0
+) -> dict[str, Any]:
     """cupti-python record objects -> the raw dict the native tracer returns (tables of numpy
     arrays, `names`, `records`, `other_records`, `invalid_timestamps`).
 
@@ -186,7 +252,9 @@ def records_to_columns(records: Iterable[Any], names: dict[str, int], kinds: "_K
     raw: dict[str, Any] = {}
     for t, cols in SCHEMA.items():
         got = parts[t]
-        raw[t] = {c: (np.concatenate([g[c] for g in got]) if got else np.empty(0, dtype=dt)) for c, (_, dt) in cols.items()}
+        raw[t] = {
+            c: (np.concatenate([g[c] for g in got]) if got else np.empty(0, dtype=dt)) for c, (_, dt) in cols.items()
+        }
     raw["names"] = list(names)  # insertion order = id order
     raw["records"], raw["other_records"], raw["invalid_timestamps"] = n, other, invalid
     return raw
@@ -231,9 +299,19 @@ class CuptiPythonTracer:
         self._active = False
         self._offset_ns = 0
         self._offset_start_ns = 0
-        self._counts = {"buffers_completed": 0, "records": 0, "dropped_records": 0, "invalid_timestamps": 0,
-                        "other_records": 0, "flushes": 0, "flush_ns": 0, "forced_flush_ns": 0, "decode_ns": 0,
-                        "callback_errors": 0, "concurrent_kernel_left_on": False}
+        self._counts = {
+            "buffers_completed": 0,
+            "records": 0,
+            "dropped_records": 0,
+            "invalid_timestamps": 0,
+            "other_records": 0,
+            "flushes": 0,
+            "flush_ns": 0,
+            "forced_flush_ns": 0,
+            "decode_ns": 0,
+            "callback_errors": 0,
+            "concurrent_kernel_left_on": False,
+        }
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> "CuptiPythonTracer":
@@ -242,14 +320,17 @@ class CuptiPythonTracer:
         cupti = load_cupti()
         import torch
 
-        reason = check_versions(_installed(PACKAGE) or "0", torch.version.cuda,
-                                _installed("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu12"))
+        reason = check_versions(
+            _installed(PACKAGE) or "0", torch.version.cuda, _installed("nvidia-cuda-cupti", "nvidia-cuda-cupti-cu12")
+        )
         if reason:
             raise DeviceUnavailable(reason)
         self._cupti, self._kinds = cupti, _Kinds(cupti)
         if self._kinds.missing():
-            raise DeviceUnavailable(f"{PACKAGE} {_installed(PACKAGE)} has no record class perfcore reads for "
-                                    f"{', '.join(self._kinds.missing())}; {install_advice(torch.version.cuda)}")
+            raise DeviceUnavailable(
+                f"{PACKAGE} {_installed(PACKAGE)} has no record class perfcore reads for "
+                f"{', '.join(self._kinds.missing())}; {install_advice(torch.version.cuda)}"
+            )
         try:
             # Subscribing claims CUPTI's one subscriber slot: the reliable way to learn that
             # torch.profiler, nsys or perfcore's native tracer already holds it.
@@ -264,7 +345,9 @@ class CuptiPythonTracer:
         except Exception as e:
             self._release()
             status = getattr(e, "status", None)
-            raise CuptiError(f"cupti-python could not start tracing: {e}", int(status) if status is not None else -1) from None
+            raise CuptiError(
+                f"cupti-python could not start tracing: {e}", int(status) if status is not None else -1
+            ) from None
         self._active = True
         _native_tagging(True)
         self._stop.clear()
@@ -381,7 +464,14 @@ class CuptiPythonTracer:
     def _frames(self) -> dict[str, pd.DataFrame]:
         with self._lock:
             parts, self._parts = self._parts, []
-            self.stats = dict(self._counts, timestamp_callback=False, clock_offset_ns=self._offset_ns,
-                              clock_drift_ns=self._offset_ns - self._offset_start_ns)
-        return activity_frames(merge_activity(parts)) if parts else activity_frames(
-            {k: {} for k in ACTIVITY_KINDS} | {"names": list(self._names)})
+            self.stats = dict(
+                self._counts,
+                timestamp_callback=False,
+                clock_offset_ns=self._offset_ns,
+                clock_drift_ns=self._offset_ns - self._offset_start_ns,
+            )
+        return (
+            activity_frames(merge_activity(parts))
+            if parts
+            else activity_frames({k: {} for k in ACTIVITY_KINDS} | {"names": list(self._names)})
+        )

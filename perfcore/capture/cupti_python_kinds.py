@@ -1,24 +1,44 @@
 """cupti-python's names and releases: its record classes and their numpy dtypes under both naming
 schemes, which release fits which torch, and whether one can trace beside it."""
+
 from __future__ import annotations
 
 import re
 from typing import Any
 
-__all__ = ["PACKAGE", "Kinds", "check_versions", "install_spec", "install_advice", "decoded_nothing",
-           "disable_kernel_safe", "loaded_cupti_version", "torch_cuda"]
+__all__ = [
+    "PACKAGE",
+    "Kinds",
+    "check_versions",
+    "install_spec",
+    "install_advice",
+    "decoded_nothing",
+    "disable_kernel_safe",
+    "loaded_cupti_version",
+    "torch_cuda",
+]
 
 PACKAGE = "cupti-python"
 
 # The activity kinds the backend reads, and the table each lands in (CUpti_ActivityKind names).
-KIND_TABLE = {"CONCURRENT_KERNEL": "kernels", "KERNEL": "kernels", "MEMCPY": "memcpy", "MEMSET": "memset",
-              "SYNCHRONIZATION": "sync", "EXTERNAL_CORRELATION": "external_correlation", "OVERHEAD": "overhead",
-              "RUNTIME": "api", "DRIVER": "api"}
+KIND_TABLE = {
+    "CONCURRENT_KERNEL": "kernels",
+    "KERNEL": "kernels",
+    "MEMCPY": "memcpy",
+    "MEMSET": "memset",
+    "SYNCHRONIZATION": "sync",
+    "EXTERNAL_CORRELATION": "external_correlation",
+    "OVERHEAD": "overhead",
+    "RUNTIME": "api",
+    "DRIVER": "api",
+}
 # Record classes of those kinds, any struct version: each release names the newest of its CUPTI
 # (12.8: ActivityKernel9, ActivityMemcpy6; 13.x: ActivityKernel10, ...). Not ActivityMemcpyKind and
 # the like, which are enums.
-_RECORD_CLASS = re.compile(r"^Activity(Kernel|Memcpy|Memset|Synchronization|Overhead)\d*$|"
-                           r"^Activity(ExternalCorrelation|API)$")
+_RECORD_CLASS = re.compile(
+    r"^Activity(Kernel|Memcpy|Memset|Synchronization|Overhead)\d*$|"
+    r"^Activity(ExternalCorrelation|API)$"
+)
 
 # cupti-python's releases on PyPI (pip index versions cupti-python): 12.6.0, 12.8.0, 13.0.0,
 # 13.0.1, 13.2.0, 13.3.0, 13.3.1, 13.4.0. Release X.Y requires nvidia-cuda-cupti >= X.Y (13.x:
@@ -81,9 +101,11 @@ def install_advice(cuda_version: str | None) -> str:
         return f'pip install "{spec}" (the release that fits torch\'s CUPTI {cuda_version})'
     if not cuda_version:
         return "it needs a CUDA build of torch"
-    return (f"no {PACKAGE} release installs beside torch's CUPTI {cuda_version} without replacing it "
-            f"(12.6.0 pins nvidia-cuda-cupti-cu12==12.6.37; there is none for 12.5 and older): the native "
-            "tracer is the CUPTI backend there")
+    return (
+        f"no {PACKAGE} release installs beside torch's CUPTI {cuda_version} without replacing it "
+        f"(12.6.0 pins nvidia-cuda-cupti-cu12==12.6.37; there is none for 12.5 and older): the native "
+        "tracer is the CUPTI backend there"
+    )
 
 
 def check_versions(cupti_python_version: str, cuda_version: str | None, libcupti_version: str | None) -> str | None:
@@ -97,11 +119,15 @@ def check_versions(cupti_python_version: str, cuda_version: str | None, libcupti
         return "torch is a CPU build: there is no CUPTI to trace with"
     have = _major_minor(cupti_python_version)
     if have[0] != _major_minor(cuda_version)[0]:
-        return (f"{PACKAGE} {cupti_python_version} is for CUDA {have[0]}, but torch uses CUDA {cuda_version}; "
-                f"{install_advice(cuda_version)}")
+        return (
+            f"{PACKAGE} {cupti_python_version} is for CUDA {have[0]}, but torch uses CUDA {cuda_version}; "
+            f"{install_advice(cuda_version)}"
+        )
     if libcupti_version and _major_minor(libcupti_version) < have:
-        return (f"{PACKAGE} {cupti_python_version} is newer than the CUPTI torch loads ({libcupti_version}); "
-                f"{install_advice(libcupti_version)} (never upgrade torch's nvidia-cuda-cupti)")
+        return (
+            f"{PACKAGE} {cupti_python_version} is newer than the CUPTI torch loads ({libcupti_version}); "
+            f"{install_advice(libcupti_version)} (never upgrade torch's nvidia-cuda-cupti)"
+        )
     return None
 
 
@@ -135,8 +161,10 @@ def decoded_nothing(stats: dict[str, Any], cuda_version: str | None) -> str:
     stats["decoded_records"] = decoded = stats["records"] - stats["other_records"] - stats["invalid_timestamps"]
     if not stats["records"] or decoded:
         return ""
-    stats["warning"] = (f"{PACKAGE} delivered {stats['records']} records and perfcore decoded none of them "
-                        f"(record classes it does not know); {install_advice(cuda_version)}")
+    stats["warning"] = (
+        f"{PACKAGE} delivered {stats['records']} records and perfcore decoded none of them "
+        f"(record classes it does not know); {install_advice(cuda_version)}"
+    )
     return stats["warning"]
 
 

@@ -3,6 +3,7 @@
 Every check returns a Check(status ok/warn/fail/info, value, fix). Nothing here changes the
 machine: no process is killed, no GPU is reset, no setting is written.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,16 +62,30 @@ def check_build() -> list[Check]:
     mode = caps["mode"]
     if mode == "cuda":
         c = info.get("cupti") or {}
-        checks.append(Check("build", "ok", f"CUDA mode, CUDA {info.get('toolkit_version')}, arch {info.get('arch_list')}"))
-        checks.append(Check("cupti", "ok" if not caps["warnings"] else "warn",
-                            f"API {caps['cupti_version']} loaded, {caps['cupti_compiled_version']} compiled "
-                            f"({c.get('source', '?')})", "; ".join(caps["warnings"])))
+        checks.append(
+            Check("build", "ok", f"CUDA mode, CUDA {info.get('toolkit_version')}, arch {info.get('arch_list')}")
+        )
+        checks.append(
+            Check(
+                "cupti",
+                "ok" if not caps["warnings"] else "warn",
+                f"API {caps['cupti_version']} loaded, {caps['cupti_compiled_version']} compiled "
+                f"({c.get('source', '?')})",
+                "; ".join(caps["warnings"]),
+            )
+        )
     else:
         # setup.py's reason reads "<why>; for the CUDA mode <how>": the why is the value, the how the fix.
         why, _, how = (info.get("reason") or "").partition("; for the CUDA mode ")
-        checks.append(Check("build", "warn", f"CPU mode: {why}",
-                            "GPU timing, CUPTI and transfer tools are left out of this build"
-                            + (f"; for the CUDA mode {how}" if how else "")))
+        checks.append(
+            Check(
+                "build",
+                "warn",
+                f"CPU mode: {why}",
+                "GPU timing, CUPTI and transfer tools are left out of this build"
+                + (f"; for the CUDA mode {how}" if how else ""),
+            )
+        )
     return checks
 
 
@@ -79,16 +94,28 @@ def check_gpu() -> list[Check]:
     checks = []
     if caps["device_count"] == 0:
         reason = caps["reasons"].get("cuda_events", "no device")
-        checks.append(Check("gpu", "info", f"no CUDA GPU usable: {reason}",
-                            "GPU checks skipped; perfcore measures host phases only here"))
+        checks.append(
+            Check(
+                "gpu",
+                "info",
+                f"no CUDA GPU usable: {reason}",
+                "GPU checks skipped; perfcore measures host phases only here",
+            )
+        )
     else:
         checks.append(Check("gpu", "ok", f"{caps['device_count']} CUDA device(s) visible"))
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:
         if caps["device_count"]:
-            checks.append(Check("nvml", "warn", "nvidia-ml-py not installed",
-                                "pip install nvidia-ml-py (GPU utilisation sampling and process checks need it)"))
+            checks.append(
+                Check(
+                    "nvml",
+                    "warn",
+                    "nvidia-ml-py not installed",
+                    "pip install nvidia-ml-py (GPU utilisation sampling and process checks need it)",
+                )
+            )
         return checks
     try:
         pynvml.nvmlInit()
@@ -103,10 +130,14 @@ def check_gpu() -> list[Check]:
             name = pynvml.nvmlDeviceGetName(h)
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
             used_frac = mem.used / mem.total if mem.total else 0.0
-            checks.append(Check(f"gpu{i}.memory", "warn" if used_frac > 0.10 else "ok",
-                                f"{name}: {mem.used / GiB:.1f} of {mem.total / GiB:.1f} GiB in use",
-                                "another job holds GPU memory: results will be skewed; free it first"
-                                if used_frac > 0.10 else ""))
+            checks.append(
+                Check(
+                    f"gpu{i}.memory",
+                    "warn" if used_frac > 0.10 else "ok",
+                    f"{name}: {mem.used / GiB:.1f} of {mem.total / GiB:.1f} GiB in use",
+                    "another job holds GPU memory: results will be skewed; free it first" if used_frac > 0.10 else "",
+                )
+            )
             procs = []
             for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
                 try:
@@ -116,8 +147,14 @@ def check_gpu() -> list[Check]:
             others = [p for p in procs if p.pid != os.getpid()]
             if others:
                 desc = ", ".join(f"pid {p.pid} ({(p.usedGpuMemory or 0) / GiB:.1f} GiB)" for p in others[:5])
-                checks.append(Check(f"gpu{i}.processes", "warn", f"{len(others)} other process(es): {desc}",
-                                    "other work on this GPU shares its SMs and memory bandwidth; stop it for clean numbers"))
+                checks.append(
+                    Check(
+                        f"gpu{i}.processes",
+                        "warn",
+                        f"{len(others)} other process(es): {desc}",
+                        "other work on this GPU shares its SMs and memory bandwidth; stop it for clean numbers",
+                    )
+                )
             else:
                 checks.append(Check(f"gpu{i}.processes", "ok", "no other process on this GPU"))
     finally:
@@ -130,40 +167,70 @@ def check_cpu() -> list[Check]:
 
     cores = os.cpu_count() or 1
     busy = psutil.cpu_percent(interval=0.3)
-    checks = [Check("cpu.load", "warn" if busy > 50 else "ok", f"{busy:.0f}% busy over 0.3 s, {cores} logical cores",
-                    "other processes compete with DataLoader workers; stop them or expect noisy load times"
-                    if busy > 50 else "")]
-    governors = sorted({p.read_text().strip() for p in Path("/sys/devices/system/cpu").glob("cpu*/cpufreq/scaling_governor")})
+    checks = [
+        Check(
+            "cpu.load",
+            "warn" if busy > 50 else "ok",
+            f"{busy:.0f}% busy over 0.3 s, {cores} logical cores",
+            "other processes compete with DataLoader workers; stop them or expect noisy load times"
+            if busy > 50
+            else "",
+        )
+    ]
+    governors = sorted(
+        {p.read_text().strip() for p in Path("/sys/devices/system/cpu").glob("cpu*/cpufreq/scaling_governor")}
+    )
     if not governors:
         checks.append(Check("cpu.governor", "info", "not exposed (VM or container)"))
     elif governors != ["performance"]:
-        checks.append(Check("cpu.governor", "warn", ",".join(governors),
-                            "frequency scaling adds noise: sudo cpupower frequency-set -g performance"))
+        checks.append(
+            Check(
+                "cpu.governor",
+                "warn",
+                ",".join(governors),
+                "frequency scaling adds noise: sudo cpupower frequency-set -g performance",
+            )
+        )
     else:
         checks.append(Check("cpu.governor", "ok", "performance"))
     vm = psutil.virtual_memory()
-    checks.append(Check("ram.available", "warn" if vm.available < 2 * GiB else "ok",
-                        f"{vm.available / GiB:.1f} of {vm.total / GiB:.1f} GiB",
-                        "little free RAM: workers and pinned buffers may swap or be killed" if vm.available < 2 * GiB else ""))
+    checks.append(
+        Check(
+            "ram.available",
+            "warn" if vm.available < 2 * GiB else "ok",
+            f"{vm.available / GiB:.1f} of {vm.total / GiB:.1f} GiB",
+            "little free RAM: workers and pinned buffers may swap or be killed" if vm.available < 2 * GiB else "",
+        )
+    )
     return checks
 
 
 def check_limits() -> list[Check]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    checks = [Check("ulimit.nofile", "warn" if soft < 4096 else "ok", f"soft {soft}, hard {hard}",
-                    f"DataLoader workers pass tensors through file descriptors: ulimit -n {min(hard, 65536)}"
-                    if soft < 4096 else "")]
+    checks = [
+        Check(
+            "ulimit.nofile",
+            "warn" if soft < 4096 else "ok",
+            f"soft {soft}, hard {hard}",
+            f"DataLoader workers pass tensors through file descriptors: ulimit -n {min(hard, 65536)}"
+            if soft < 4096
+            else "",
+        )
+    ]
     mounts = _mounts()
-    for path, need, why in (("/tmp", 1 * GiB, "scratch files and compile caches"),
-                            ("/dev/shm", 1 * GiB, "DataLoader workers hand batches over in shared memory")):
+    for path, need, why in (
+        ("/tmp", 1 * GiB, "scratch files and compile caches"),
+        ("/dev/shm", 1 * GiB, "DataLoader workers hand batches over in shared memory"),
+    ):
         if not os.path.isdir(path):
             continue
         free = shutil.disk_usage(path).free
         fs = _fs_of(path, mounts)
         fix = ""
         if free < need:
-            fix = (f"only {free / GiB:.2f} GiB free ({why}); "
-                   + ("run docker with --shm-size=8g" if path == "/dev/shm" else "free space or set TMPDIR"))
+            fix = f"only {free / GiB:.2f} GiB free ({why}); " + (
+                "run docker with --shm-size=8g" if path == "/dev/shm" else "free space or set TMPDIR"
+            )
         checks.append(Check(f"{path}.free", "warn" if fix else "ok", f"{free / GiB:.1f} GiB free ({fs})", fix))
     return checks
 
@@ -178,8 +245,14 @@ def check_versions() -> list[Check]:
     cudnn = torch.backends.cudnn
     checks.append(Check("cudnn", "info", str(cudnn.version()) if cudnn.is_available() else "not available"))
     bench = bool(cudnn.benchmark)
-    checks.append(Check("cudnn.benchmark", "info", str(bench),
-                        "" if bench else "for fixed input shapes, torch.backends.cudnn.benchmark = True picks faster conv kernels"))
+    checks.append(
+        Check(
+            "cudnn.benchmark",
+            "info",
+            str(bench),
+            "" if bench else "for fixed input shapes, torch.backends.cudnn.benchmark = True picks faster conv kernels",
+        )
+    )
     return checks
 
 

@@ -9,6 +9,7 @@ The run's tree is its root process and every descendant. CPU time stays with the
 exits: the kernel adds a reaped child's time to its parent's cutime/cstime, so the tree's total is
 each live process's utime+stime+cutime+cstime, counted once.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,9 +20,21 @@ from typing import Any
 
 __all__ = ["InterferenceSampler", "read_stat", "read_process", "process_tree", "snapshot", "FIELDS"]
 
-FIELDS = ("t_s", "total_ticks", "busy_ticks", "steal_ticks", "procs_running", "tree_ticks", "depth0_ticks",
-          "depth1_ticks", "depth0_nonvoluntary", "depth1_nonvoluntary", "tree_processes", "gpu_other_processes",
-          "gpu_other_bytes")
+FIELDS = (
+    "t_s",
+    "total_ticks",
+    "busy_ticks",
+    "steal_ticks",
+    "procs_running",
+    "tree_ticks",
+    "depth0_ticks",
+    "depth1_ticks",
+    "depth0_nonvoluntary",
+    "depth1_nonvoluntary",
+    "tree_processes",
+    "gpu_other_processes",
+    "gpu_other_bytes",
+)
 
 
 def read_stat(root: str | Path = "/proc") -> dict[str, int]:
@@ -49,9 +62,15 @@ def read_process(pid: int, root: str | Path = "/proc") -> dict[str, int] | None:
     except OSError:
         return None
     # The command name is in parentheses and may hold spaces: fields start after the last ')'.
-    rest = raw[raw.rindex(")") + 2:].split()
-    out = {"ppid": int(rest[1]), "utime": int(rest[11]), "stime": int(rest[12]), "cutime": int(rest[13]),
-           "cstime": int(rest[14]), "nonvoluntary": 0}
+    rest = raw[raw.rindex(")") + 2 :].split()
+    out = {
+        "ppid": int(rest[1]),
+        "utime": int(rest[11]),
+        "stime": int(rest[12]),
+        "cutime": int(rest[13]),
+        "cstime": int(rest[14]),
+        "nonvoluntary": 0,
+    }
     try:
         for line in Path(root, str(pid), "status").read_text().splitlines():
             if line.startswith("nonvoluntary_ctxt_switches"):
@@ -111,8 +130,18 @@ def snapshot(pid: int, root: str | Path = "/proc", gpu=None, now=time.monotonic)
     device and their memory [(pid, bytes)], or None."""
     s = read_stat(root)
     tree = process_tree(pid, root)
-    rec = {"t_s": now(), **s, "tree_ticks": 0, "depth0_ticks": 0, "depth1_ticks": 0, "depth0_nonvoluntary": 0,
-           "depth1_nonvoluntary": 0, "tree_processes": 0, "gpu_other_processes": None, "gpu_other_bytes": None}
+    rec = {
+        "t_s": now(),
+        **s,
+        "tree_ticks": 0,
+        "depth0_ticks": 0,
+        "depth1_ticks": 0,
+        "depth0_nonvoluntary": 0,
+        "depth1_nonvoluntary": 0,
+        "tree_processes": 0,
+        "gpu_other_processes": None,
+        "gpu_other_bytes": None,
+    }
     for p, d in tree.items():
         info = read_process(p, root)
         if info is None:
@@ -149,6 +178,7 @@ def _nvml_processes():
             for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
                 out.append((int(p.pid), int(getattr(p, "usedGpuMemory", 0) or 0)))
         return out
+
     return procs
 
 
@@ -157,8 +187,7 @@ class InterferenceSampler:
     the samples as a dict of lists (FIELDS). pid: the root of the run's tree (default this process).
     Never raises into the run: a failed read ends sampling and is kept in `note`."""
 
-    def __init__(self, pid: int | None = None, interval_s: float = 0.25, root: str | Path = "/proc",
-                 gpu: bool = True):
+    def __init__(self, pid: int | None = None, interval_s: float = 0.25, root: str | Path = "/proc", gpu: bool = True):
         self.pid = os.getpid() if pid is None else pid
         self.interval_s = interval_s
         self.root = root

@@ -16,6 +16,7 @@ come in the global host buffer, kernels in per-stream device buffers, completed 
 cudaGraphLaunch id covers every kernel of the graph. So nothing is removed when it is first
 used: entries live for `keep_drains` drains and then age out, which bounds memory.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,8 +50,8 @@ class LaunchPhases:
             raise ValueError("keep_drains must be >= 1")
         self.keep_drains = keep_drains
         self.generation = 0
-        self._ext = _empty("corr", "phase", "gen")       # sorted by corr
-        self._api = _empty("corr", "start", "gen")       # sorted by corr
+        self._ext = _empty("corr", "phase", "gen")  # sorted by corr
+        self._api = _empty("corr", "start", "gen")  # sorted by corr
         self._win = _empty("start", "end", "phase", "gen")  # sorted by start
         self._graph = _empty("start", "gen")  # graph launch calls' host start, sorted
         # False when the loaded CUPTI gives graph kernels wrong correlation ids (sessions after the
@@ -70,22 +71,36 @@ class LaunchPhases:
         ext = frames.get("external_correlation")
         if ext is not None and len(ext):
             mine = ext[ext["external_kind"].to_numpy() == EXTERNAL_KIND_CUSTOM0]
-            self._ext = self._merge(self._ext, "corr", {"corr": mine["correlation_id"].to_numpy(_I64),
-                                                        "phase": mine["external_id"].to_numpy(_I64)}, g)
+            self._ext = self._merge(
+                self._ext,
+                "corr",
+                {"corr": mine["correlation_id"].to_numpy(_I64), "phase": mine["external_id"].to_numpy(_I64)},
+                g,
+            )
         api = frames.get("api")
         if api is not None and len(api):
-            self._api = self._merge(self._api, "corr", {"corr": api["correlation_id"].to_numpy(_I64),
-                                                        "start": api["start_ns"].to_numpy(_I64)}, g)
+            self._api = self._merge(
+                self._api,
+                "corr",
+                {"corr": api["correlation_id"].to_numpy(_I64), "start": api["start_ns"].to_numpy(_I64)},
+                g,
+            )
             if "cbid" in api:
                 key = api["driver"].to_numpy(_I64) * 100000 + api["cbid"].to_numpy(_I64)
                 graph = np.isin(key, [d * 100000 + c for d, c in GRAPH_LAUNCH_CBIDS])
                 if graph.any():
-                    self._graph = self._merge(self._graph, "start",
-                                              {"start": api["start_ns"].to_numpy(_I64)[graph]}, g)
+                    self._graph = self._merge(self._graph, "start", {"start": api["start_ns"].to_numpy(_I64)[graph]}, g)
         if spans is not None and len(spans):
-            self._win = self._merge(self._win, "start", {"start": spans["start_ns"].to_numpy(_I64),
-                                                         "end": spans["end_ns"].to_numpy(_I64),
-                                                         "phase": spans["phase_id"].to_numpy(_I64)}, g)
+            self._win = self._merge(
+                self._win,
+                "start",
+                {
+                    "start": spans["start_ns"].to_numpy(_I64),
+                    "end": spans["end_ns"].to_numpy(_I64),
+                    "phase": spans["phase_id"].to_numpy(_I64),
+                },
+                g,
+            )
         self._age()
 
     def _merge(self, old: dict[str, np.ndarray], key: str, new: dict[str, np.ndarray], g: int) -> dict[str, np.ndarray]:
@@ -112,8 +127,9 @@ class LaunchPhases:
         idx = np.clip(idx, 0, len(sorted_keys) - 1)
         return idx, sorted_keys[idx] == keys
 
-    def phase_of(self, correlation_ids: np.ndarray, graph_ids: np.ndarray | None = None,
-                 start_ns: np.ndarray | None = None) -> np.ndarray:
+    def phase_of(
+        self, correlation_ids: np.ndarray, graph_ids: np.ndarray | None = None, start_ns: np.ndarray | None = None
+    ) -> np.ndarray:
         """Phase of each record; graph_ids and start_ns (kernels) let graph kernels be placed by
         time when their correlation ids cannot be trusted."""
         corr = np.asarray(correlation_ids, dtype=_I64)
@@ -126,8 +142,9 @@ class LaunchPhases:
         if by_time.any():
             t = np.asarray(start_ns, dtype=_I64)[by_time]
             gi = np.searchsorted(self._graph["start"], t, side="right") - 1
-            launch = np.where(gi >= 0, self._graph["start"][np.clip(gi, 0, None)] if len(self._graph["start"])
-                              else -1, -1)
+            launch = np.where(
+                gi >= 0, self._graph["start"][np.clip(gi, 0, None)] if len(self._graph["start"]) else -1, -1
+            )
             phase = self._window_phase(launch)
             phase[launch < 0] = -1
             out[by_time] = phase

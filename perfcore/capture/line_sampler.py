@@ -12,6 +12,7 @@ clock of the step table's start_ns), so a sample falls in a step and a label wit
 The thread waits for the GIL while the training thread runs Python, so samples are late, never
 early: analysis weights each by the time since the previous one (capped at `cap_ns`).
 """
+
 from __future__ import annotations
 
 import os
@@ -74,6 +75,7 @@ def is_library(path: str, prefixes: tuple[str, ...]) -> bool:
 @dataclass(frozen=True)
 class LineSamples:
     """What a LineSampler saw: t_ns and stack per sample (columns), each stack its frames innermost first."""
+
     t_ns: np.ndarray  # int64, perfcore's clock
     stack: np.ndarray  # int32 index into stacks
     stacks: tuple[tuple[Frame, ...], ...]
@@ -86,15 +88,21 @@ class LineSamples:
 
     @staticmethod
     def empty(interval_ns: int = int(DEFAULT_INTERVAL_S * 1e9), thread_id: int = 0) -> "LineSamples":
-        return LineSamples(np.zeros(0, np.int64), np.zeros(0, np.int32), (), interval_ns, interval_ns,
-                           thread_id, 0, 0, 0)
+        return LineSamples(
+            np.zeros(0, np.int64), np.zeros(0, np.int32), (), interval_ns, interval_ns, thread_id, 0, 0, 0
+        )
 
 
 class LineSampler:
     """with LineSampler() as s: ...; s.result() -> LineSamples of the main thread (or `thread_id`)."""
 
-    def __init__(self, thread_id: int | None = None, interval_s: float = DEFAULT_INTERVAL_S,
-                 clock: Callable[[], int] = time.perf_counter_ns, max_samples: int = MAX_SAMPLES):
+    def __init__(
+        self,
+        thread_id: int | None = None,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        max_samples: int = MAX_SAMPLES,
+    ):
         if not (0 < interval_s < float("inf")):
             from perfcore.errors import UsageError
 
@@ -165,6 +173,14 @@ class LineSampler:
             stacks[sid] = tuple(code_frame(code, line) for code, line in key)
         n = min(len(self._t), len(self._stack))
         interval_ns = int(self.interval_s * 1e9)
-        return LineSamples(np.array(self._t[:n], dtype=np.int64), np.array(self._stack[:n], dtype=np.int32),
-                           tuple(stacks), interval_ns, interval_ns + int(sys.getswitchinterval() * 1e9),
-                           int(self.thread_id or 0), self._missed, self._dropped, self._busy_ns)
+        return LineSamples(
+            np.array(self._t[:n], dtype=np.int64),
+            np.array(self._stack[:n], dtype=np.int32),
+            tuple(stacks),
+            interval_ns,
+            interval_ns + int(sys.getswitchinterval() * 1e9),
+            int(self.thread_id or 0),
+            self._missed,
+            self._dropped,
+            self._busy_ns,
+        )

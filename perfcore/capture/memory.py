@@ -9,6 +9,7 @@ max_memory_allocated() and max_memory_reserved(), which read it) reports the lar
 the allocator's own: the user sees the peaks they would have seen without perfcore. A
 reset_peak_memory_stats() by the user clears what perfcore kept for that device.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -1,4 +1,5 @@
 """The native CUPTI backend: a thin Python face on perfcore._C's activity tracer."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -118,6 +119,7 @@ def synchronize_devices() -> bool:
     except Exception:  # a broken context: the flush still runs and counts what it lost
         return False
 
+
 class CuptiTracer:
     """Traces kernels, memcpys, memsets, syncs and CUPTI's own overhead on the perfcore clock.
 
@@ -132,8 +134,13 @@ class CuptiTracer:
 
     name = "native-cupti"
 
-    def __init__(self, buffer_bytes: int = 8 << 20, max_buffers: int = 64, drain_period_ms: int = 200,
-                 max_pending_records: int = 8_000_000):
+    def __init__(
+        self,
+        buffer_bytes: int = 8 << 20,
+        max_buffers: int = 64,
+        drain_period_ms: int = 200,
+        max_pending_records: int = 8_000_000,
+    ):
         self.buffer_bytes = int(buffer_bytes)
         self.max_buffers = int(max_buffers)
         self.drain_period_ms = int(drain_period_ms)
@@ -202,6 +209,7 @@ class CuptiTracer:
     def __exit__(self, *exc) -> None:
         if self.active:
             self.stop()
+
 
 def _merge(parts: list[dict[str, Any]]) -> dict[str, pd.DataFrame]:
     return activity_frames(merge_activity(parts))

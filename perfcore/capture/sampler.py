@@ -1,5 +1,6 @@
 """A sampler thread like `nvidia-smi dmon`: GPU utilisation, memory, power, temperature and SM
 clock through NVML, plus CPU % and RAM, every `interval_s`. CPU-only machines get CPU and RAM."""
+
 from __future__ import annotations
 
 import os
@@ -44,11 +45,16 @@ def nvml_handle(pynvml, cuda_index: int = 0, env: Mapping[str, str] | None = Non
         if getattr(torch_props, "pci_bus_id", None) is not None:
             bus = f"{torch_props.pci_domain_id:08x}:{torch_props.pci_bus_id:02x}:{torch_props.pci_device_id:02x}.0"
             return pynvml.nvmlDeviceGetHandleByPciBusId_v2(bus), "pci bus id"
-    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()] \
-        if "CUDA_VISIBLE_DEVICES" in env else None
+    visible = (
+        [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        if "CUDA_VISIBLE_DEVICES" in env
+        else None
+    )
     entry = str(cuda_index) if visible is None else (visible[cuda_index] if cuda_index < len(visible) else None)
     if entry is None:
-        raise ValueError(f"CUDA device {cuda_index} is not among CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')}")
+        raise ValueError(
+            f"CUDA device {cuda_index} is not among CUDA_VISIBLE_DEVICES={env.get('CUDA_VISIBLE_DEVICES')}"
+        )
     if entry.startswith("MIG-"):
         raise ValueError(f"CUDA device {cuda_index} is a MIG instance ({entry}); NVML samples whole GPUs only")
     if entry.startswith("GPU-"):  # CUDA accepts a unique UUID prefix
@@ -96,17 +102,23 @@ class Sampler:
     def _sample(self) -> dict[str, Any]:
         import psutil
 
-        row: dict[str, Any] = {"t_ns": time.perf_counter_ns(), "cpu_percent": psutil.cpu_percent(None),
-                               "ram_used_bytes": psutil.virtual_memory().used}
+        row: dict[str, Any] = {
+            "t_ns": time.perf_counter_ns(),
+            "cpu_percent": psutil.cpu_percent(None),
+            "ram_used_bytes": psutil.virtual_memory().used,
+        }
         if self._nvml is not None:
             n, h = self._nvml, self._handle
             try:
                 u = n.nvmlDeviceGetUtilizationRates(h)
-                row.update(gpu_util=u.gpu / 100.0, mem_util=u.memory / 100.0,
-                           gpu_mem_used_bytes=n.nvmlDeviceGetMemoryInfo(h).used,
-                           power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
-                           temp_c=n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
-                           sm_clock_mhz=n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))
+                row.update(
+                    gpu_util=u.gpu / 100.0,
+                    mem_util=u.memory / 100.0,
+                    gpu_mem_used_bytes=n.nvmlDeviceGetMemoryInfo(h).used,
+                    power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                    temp_c=n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU),
+                    sm_clock_mhz=n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM),
+                )
             except Exception:
                 pass
         return row
@@ -197,8 +209,13 @@ def heartbeat(series, spacing_s: float, min_amplitude: float = 0.3, min_corr: fl
     denom = float((y * y).sum())
     if denom == 0:
         return None
-    acf = np.correlate(y, y, mode="full")[len(y) - 1:] / denom
+    acf = np.correlate(y, y, mode="full")[len(y) - 1 :] / denom
     for lag in range(2, len(acf) // 2):
         if acf[lag] > min_corr and acf[lag] >= acf[lag - 1] and acf[lag] >= acf[lag + 1]:
-            return {"period_s": lag * spacing_s, "period_samples": lag, "amplitude": amp, "correlation": float(acf[lag])}
+            return {
+                "period_s": lag * spacing_s,
+                "period_samples": lag,
+                "amplitude": amp,
+                "correlation": float(acf[lag]),
+            }
     return None

@@ -8,6 +8,7 @@ is left in place and ours becomes a pass-through. The site is the innermost fram
 (library frames, torch's own `.cpu()` calls included, fold into the user's line that led to them);
 whether a code object is the user's is decided once per code object. Cost per call: bench/bench_lines.py.
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,6 +33,7 @@ MAX_CALLS = 1 << 18
 @dataclass(frozen=True)
 class SyncCalls:
     """Per call: t_ns (perfcore's clock), site (index into sites) and method (index into METHODS)."""
+
     t_ns: np.ndarray
     site: np.ndarray
     method: np.ndarray
@@ -45,8 +47,14 @@ class SyncCounter:
     """with SyncCounter(torch) as c: ...; c.result() -> SyncCalls. Only calls on `thread_id` (default:
     the thread that arms it) are counted; the wrapper is armed for the process, so keep it short-lived."""
 
-    def __init__(self, torch: Any, methods: tuple[str, ...] = METHODS, clock: Callable[[], int] = time.perf_counter_ns,
-                 max_calls: int = MAX_CALLS, prefixes: tuple[str, ...] | None = None):
+    def __init__(
+        self,
+        torch: Any,
+        methods: tuple[str, ...] = METHODS,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        max_calls: int = MAX_CALLS,
+        prefixes: tuple[str, ...] | None = None,
+    ):
         unknown = [m for m in methods if m not in METHODS]
         if unknown:
             raise ValueError(f"cannot count {unknown}; counted methods are {METHODS}")
@@ -154,8 +162,15 @@ class SyncCounter:
             remap[sid] = frames.setdefault(code_frame(code, _line_at(code, offset)), len(frames))
         n = min(len(self._t), len(self._site))
         packed = np.array(self._site[:n], dtype=np.int64)
-        return SyncCalls(np.array(self._t[:n], dtype=np.int64), remap[packed >> 3], (packed & 7).astype(np.int8),
-                         tuple(frames), METHODS, self._dropped, int(self.thread_id))
+        return SyncCalls(
+            np.array(self._t[:n], dtype=np.int64),
+            remap[packed >> 3],
+            (packed & 7).astype(np.int8),
+            tuple(frames),
+            METHODS,
+            self._dropped,
+            int(self.thread_id),
+        )
 
 
 def _line_at(code, offset: int) -> int | None:

@@ -2,6 +2,7 @@
 values and the options every command shares live in `shared`; the commands, by what they do, in
 `measure`, `triage`, `gpu` and `folders`, each imported only when its command is used, so
 `perfcore --help` stays instant and never imports torch."""
+
 from __future__ import annotations
 
 import click
@@ -13,29 +14,62 @@ __all__ = ["main", "cli"]
 # name -> (module, command, the first paragraph of its help, which `perfcore --help` lists without
 # importing the module; a test checks each against the command's own help).
 COMMANDS = {
-    "run": ("perfcore.cli.measure", "run_cmd",
-            "Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS..."),
-    "monitor": ("perfcore.cli.measure", "monitor_cmd",
-                "Sample GPU (util, memory, power, temperature, SM clock), CPU and RAM while CMD runs; CSV + PNG."),
-    "health": ("perfcore.cli.triage", "health_cmd",
-               "Stage 1: is the device busy? 100 iterations of next batch -> forward -> loss."),
-    "diagnose": ("perfcore.cli.triage", "diagnose_cmd",
-                 "Stage 2: differential experiments (synthetic data, num_workers, decoder) name the bottleneck."),
-    "sweep": ("perfcore.cli.triage", "sweep_cmd",
-              "Stage 3: batch_size x num_workers x pin_memory x prefetch_factor; heatmaps, best, knees."),
-    "demo": ("perfcore.cli.triage", "demo_cmd",
-             "health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN)."),
-    "transfer": ("perfcore.cli.gpu", "transfer_cmd",
-                 "Pinned vs pageable copy bandwidth (CUDA events), against the link's nominal rate."),
-    "graph": ("perfcore.cli.gpu", "graph_cmd",
-              "Eager vs CUDA-Graph step time, launch overhead, and a same-result check against eager."),
+    "run": (
+        "perfcore.cli.measure",
+        "run_cmd",
+        "Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...",
+    ),
+    "monitor": (
+        "perfcore.cli.measure",
+        "monitor_cmd",
+        "Sample GPU (util, memory, power, temperature, SM clock), CPU and RAM while CMD runs; CSV + PNG.",
+    ),
+    "health": (
+        "perfcore.cli.triage",
+        "health_cmd",
+        "Stage 1: is the device busy? 100 iterations of next batch -> forward -> loss.",
+    ),
+    "diagnose": (
+        "perfcore.cli.triage",
+        "diagnose_cmd",
+        "Stage 2: differential experiments (synthetic data, num_workers, decoder) name the bottleneck.",
+    ),
+    "sweep": (
+        "perfcore.cli.triage",
+        "sweep_cmd",
+        "Stage 3: batch_size x num_workers x pin_memory x prefetch_factor; heatmaps, best, knees.",
+    ),
+    "demo": (
+        "perfcore.cli.triage",
+        "demo_cmd",
+        "health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN).",
+    ),
+    "transfer": (
+        "perfcore.cli.gpu",
+        "transfer_cmd",
+        "Pinned vs pageable copy bandwidth (CUDA events), against the link's nominal rate.",
+    ),
+    "graph": (
+        "perfcore.cli.gpu",
+        "graph_cmd",
+        "Eager vs CUDA-Graph step time, launch overhead, and a same-result check against eager.",
+    ),
     "report": ("perfcore.cli.folders", "report_cmd", "Re-render the report and plots of a run folder."),
-    "compare": ("perfcore.cli.folders", "compare_cmd",
-                "Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."),
-    "merge": ("perfcore.cli.folders", "merge_cmd",
-              "Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."),
-    "env": ("perfcore.cli.folders", "env_cmd",
-            "Build info and a non-destructive check of this machine (GPU, CPU, limits, versions)."),
+    "compare": (
+        "perfcore.cli.folders",
+        "compare_cmd",
+        "Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup.",
+    ),
+    "merge": (
+        "perfcore.cli.folders",
+        "merge_cmd",
+        "Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...).",
+    ),
+    "env": (
+        "perfcore.cli.folders",
+        "env_cmd",
+        "Build info and a non-destructive check of this machine (GPU, CPU, limits, versions).",
+    ),
 }
 
 

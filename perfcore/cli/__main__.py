@@ -1,4 +1,5 @@
 """`python -m perfcore.cli ...`: the same as `perfcore ...`."""
+
 from perfcore.cli import main
 
 # Guarded so that importing the module (a test imports every module) runs nothing.

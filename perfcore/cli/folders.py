@@ -1,4 +1,5 @@
 """The commands that read folders and the machine: report, compare and merge of run folders, and env."""
+
 from __future__ import annotations
 
 import sys
@@ -33,8 +34,9 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 
         # perfcore was stopped before it wrote run.json; the parts hold what it needs to.
         finish_unfinished(folder)
-        click.echo(f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote",
-                   err=True)
+        click.echo(
+            f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote", err=True
+        )
     doc, steps = load_run(folder)
     res.echo(clean(render_text(doc) if explain else render_brief(doc, folder)))
     written = []
@@ -50,8 +52,9 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     except ResultWriteError as e:
         # The report is shown; only the refreshed files could not be saved (a read-only copy).
         # jsonio's advice (free space, choose --out) is for a run; here the folder just cannot be changed.
-        click.echo(f"perfcore report: the report is above, but its files were not rewritten: "
-                   f"{str(e).split(';')[0]}", err=True)
+        click.echo(
+            f"perfcore report: the report is above, but its files were not rewritten: {str(e).split(';')[0]}", err=True
+        )
         res.done(doc)
         return
     res.done(doc, written, folder)
@@ -60,10 +63,19 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 @click.command("compare")
 @click.argument("run_a", type=UserPath(exists=True, file_okay=False))
 @click.argument("run_b", type=UserPath(exists=True, file_okay=False))
-@click.option("--fail-above", type=Number(float), default=None,
-              help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write the two runs side by side as a self-contained page at PATH.")
+@click.option(
+    "--fail-above",
+    type=Number(float),
+    default=None,
+    help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the two runs side by side as a self-contained page at PATH.",
+)
 @results("compare", out=False)
 def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""

@@ -1,4 +1,5 @@
 """The device experiments: copy bandwidth (transfer) and eager vs CUDA-Graph steps (graph)."""
+
 from __future__ import annotations
 
 import sys
@@ -37,8 +38,12 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
     out_dir = res.folder
     curve = measure(size_list, dirs, repeats)
     link = nominal_link_gbps()
-    doc = {"schema": "perfcore.experiments.transfer/1", "curve": curve.to_dict("records"), "link": link,
-           "summary": summarize_curve(curve, link.get("gbps"))}
+    doc = {
+        "schema": "perfcore.experiments.transfer/1",
+        "curve": curve.to_dict("records"),
+        "link": link,
+        "summary": summarize_curve(curve, link.get("gbps")),
+    }
     if shape:
         doc["batch"] = batch_cost(shape, dtype)
     jsonio.write_csv(out_dir / "transfer.csv", curve)
@@ -49,8 +54,10 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
         res.echo(f"  {k}: {v:.2f}")
     if shape:
         b = doc["batch"]
-        res.echo(f"  batch {tuple(shape)} {dtype}: pinned {b['pinned_ms']:.2f} ms, pageable {b['pageable_ms']:.2f} ms; "
-                 f"non_blocking overlaps a kernel: pinned {b['overlap_pinned']}, pageable {b['overlap_pageable']}")
+        res.echo(
+            f"  batch {tuple(shape)} {dtype}: pinned {b['pinned_ms']:.2f} ms, pageable {b['pageable_ms']:.2f} ms; "
+            f"non_blocking overlaps a kernel: pinned {b['overlap_pinned']}, pageable {b['overlap_pageable']}"
+        )
     res.done(doc, files)
 
 
@@ -71,13 +78,17 @@ def graph_cmd(res: Results, workload, steps) -> None:
     doc = graph_experiment(load_workload(workload), steps=steps)
     jsonio.write(res.folder / "graph.json", doc)
     lo = doc["launch_overhead"]
-    res.echo(f"launch overhead: eager {lo['eager_host_us_per_launch']:.2f} us/launch (host), "
-             f"graph {lo['graph_us_per_kernel']:.2f} us/kernel")
+    res.echo(
+        f"launch overhead: eager {lo['eager_host_us_per_launch']:.2f} us/launch (host), "
+        f"graph {lo['graph_us_per_kernel']:.2f} us/kernel"
+    )
     if doc.get("captured"):
         c = doc["check"]
-        res.echo(f"step: eager {doc['eager_step_ms']:.3f} ms, graphed {doc['graph_step_ms']:.3f} ms "
-                 f"({doc['speedup']:.2f}x); same results as eager: {c['match']} "
-                 f"(loss rel err {c['max_loss_rel_error']:.1e}, params {c['max_param_rel_error']:.1e})")
+        res.echo(
+            f"step: eager {doc['eager_step_ms']:.3f} ms, graphed {doc['graph_step_ms']:.3f} ms "
+            f"({doc['speedup']:.2f}x); same results as eager: {c['match']} "
+            f"(loss rel err {c['max_loss_rel_error']:.1e}, params {c['max_param_rel_error']:.1e})"
+        )
     else:
         res.echo(f"not captured: {doc['error']}")
     res.done(doc, ["graph.json"])

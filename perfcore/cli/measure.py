@@ -1,4 +1,5 @@
 """The commands that measure a user's own program: run (steps, attributed) and monitor (device and host samples)."""
+
 from __future__ import annotations
 
 import sys
@@ -14,26 +15,56 @@ __all__ = ["run_cmd", "monitor_cmd"]
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @steps_option(None, "Stop the script after N measured steps (after warm-up).")
 @warmup_option(5)
-@click.option("--backend", type=click.Choice(["auto", "native", "cupti-python", "host"]), default="auto",
-              show_default=True, help="How GPU activity is captured.")
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "native", "cupti-python", "host"]),
+    default="auto",
+    show_default=True,
+    help="How GPU activity is captured.",
+)
 @click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only).")
-@click.option("--monitor", "monitor", type=Duration(), default="250ms", show_default=True,
-              help="Sample GPU utilisation, memory, power and host CPU every INTERVAL, aligned to the steps "
-                   "(report.html draws them on the steps' axis).")
+@click.option(
+    "--monitor",
+    "monitor",
+    type=Duration(),
+    default="250ms",
+    show_default=True,
+    help="Sample GPU utilisation, memory, power and host CPU every INTERVAL, aligned to the steps "
+    "(report.html draws them on the steps' axis).",
+)
 @click.option("--no-monitor", is_flag=True, help="Do not sample (no monitor.csv).")
-@click.option("--lines/--no-lines", default=True, show_default=True,
-              help="Sample the training thread's Python stack (100 Hz) and count .item()/.cpu() calls: the lines "
-                   "of the script that hold host time.")
-@click.option("--step-on", type=click.Choice(["optimizer", "backward", "batch", "forward"]), default=None,
-              help="What ends a step (default: the first of these the script does).")
+@click.option(
+    "--lines/--no-lines",
+    default=True,
+    show_default=True,
+    help="Sample the training thread's Python stack (100 Hz) and count .item()/.cpu() calls: the lines "
+    "of the script that hold host time.",
+)
+@click.option(
+    "--step-on",
+    type=click.Choice(["optimizer", "backward", "batch", "forward"]),
+    default=None,
+    help="What ends a step (default: the first of these the script does).",
+)
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 # Tests and benchmarks shorten or slow the child's upkeep here, never through the environment.
 @click.option("--test-setting", "test_settings", multiple=True, hidden=True, metavar="NAME=SECONDS")
 @results("run")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monitor, lines, step_on, explain,
-            test_settings,
-            command) -> None:
+def run_cmd(  # noqa: PLR0913
+    res: Results,
+    steps,
+    warmup,
+    backend,
+    no_kernels,
+    monitor,
+    no_monitor,
+    lines,
+    step_on,
+    explain,
+    test_settings,
+    command,
+) -> None:
     """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
 
     Attributes every training step to load / transfer / compute / comm / host, names the
@@ -42,10 +73,20 @@ def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monito
     from perfcore.run.parent.launch import parse_test_settings, run_command
 
     # run_command checks the command before it makes the folder: a typo leaves nothing behind.
-    rc, doc, out_dir = run_command(list(command), steps=steps, warmup=warmup, out=Path(res.out) if res.out else None,
-                                   backend=backend, kernels=not no_kernels, monitor_s=None if no_monitor else monitor,
-                                   step_on=step_on, quiet=res.quiet, stdout_to_stderr=res.json_path == "-",
-                                   test_settings=parse_test_settings(test_settings), lines=lines)
+    rc, doc, out_dir = run_command(
+        list(command),
+        steps=steps,
+        warmup=warmup,
+        out=Path(res.out) if res.out else None,
+        backend=backend,
+        kernels=not no_kernels,
+        monitor_s=None if no_monitor else monitor,
+        step_on=step_on,
+        quiet=res.quiet,
+        stdout_to_stderr=res.json_path == "-",
+        test_settings=parse_test_settings(test_settings),
+        lines=lines,
+    )
     # after the run: numpy and pandas load while the script runs
     from perfcore.report.terminal import render_brief, render_text
 
@@ -56,8 +97,9 @@ def run_cmd(res: Results, steps, warmup, backend, no_kernels, monitor, no_monito
 
 
 @click.command("monitor", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--interval", type=Duration(), default="100ms", show_default=True,
-              help="Sampling interval (100ms, 0.5s, 1).")
+@click.option(
+    "--interval", type=Duration(), default="100ms", show_default=True, help="Sampling interval (100ms, 0.5s, 1)."
+)
 @results("monitor")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def monitor_cmd(res: Results, interval, command) -> None:

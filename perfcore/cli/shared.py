@@ -2,6 +2,7 @@
 exit code and loads each command only when it is used, the checked values (numbers, durations,
 lists), the results options (--out, --json, --quiet), progress lines and the TARGET command type.
 Nothing heavy is imported here: torch, pandas and the native core load inside the commands."""
+
 from __future__ import annotations
 
 import functools
@@ -19,10 +20,34 @@ import click
 from perfcore.errors import PerfcoreError
 from perfcore.report.safe_text import clean
 
-__all__ = ["PerfcoreGroup", "UserPath", "Number", "Duration", "ListOf", "COUNT", "NONNEG", "Results", "results",
-           "folder_report", "steps_option", "warmup_option", "check_writable", "write_json", "Progress",
-           "TargetCommand", "target_command", "target_arg", "load_target", "one_line", "debug_on", "version",
-           "EXIT_FAILURE", "EXIT_USAGE", "EXIT_NO_DEVICE", "EXIT_INTERRUPTED"]
+__all__ = [
+    "PerfcoreGroup",
+    "UserPath",
+    "Number",
+    "Duration",
+    "ListOf",
+    "COUNT",
+    "NONNEG",
+    "Results",
+    "results",
+    "folder_report",
+    "steps_option",
+    "warmup_option",
+    "check_writable",
+    "write_json",
+    "Progress",
+    "TargetCommand",
+    "target_command",
+    "target_arg",
+    "load_target",
+    "one_line",
+    "debug_on",
+    "version",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "EXIT_NO_DEVICE",
+    "EXIT_INTERRUPTED",
+]
 
 # Exit codes: 0 ok, 1 failure, 2 usage, 3 GPU/CUPTI unavailable; 130 interrupted (128 + SIGINT).
 EXIT_FAILURE, EXIT_USAGE, EXIT_NO_DEVICE, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -86,8 +111,10 @@ class PerfcoreGroup(click.Group):
             return
         limit = formatter.width - 6 - max(len(n) for n in names)
         # Shortened by click's own rule, from the table's copy of the help (a stand-in command, not the module).
-        rows = [(n, (click.Command(n, help=table[n][2]) if n in table else self.commands[n]).get_short_help_str(limit))
-                for n in names]
+        rows = [
+            (n, (click.Command(n, help=table[n][2]) if n in table else self.commands[n]).get_short_help_str(limit))
+            for n in names
+        ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
@@ -130,17 +157,19 @@ def _failure(e: Exception) -> tuple[int, str]:
         return e.exit_code, f"perfcore: error: {e}"
     if isinstance(e, OSError):
         return EXIT_FAILURE, f"perfcore: error:{f' {e.filename}:' if e.filename else ''} {e.strerror or e}"
-    return EXIT_FAILURE, (f"perfcore: internal error: {type(e).__name__}: {e} "
-                          "(a perfcore bug: PERFCORE_DEBUG=1 shows where; please report it)")
+    return EXIT_FAILURE, (
+        f"perfcore: internal error: {type(e).__name__}: {e} "
+        "(a perfcore bug: PERFCORE_DEBUG=1 shows where; please report it)"
+    )
 
 
 # ---- values: every number is checked once, here (nan, inf, negative, zero where meaningless, not a number)
 
+
 class Number(click.ParamType):
     """A finite int or float within [low, high] (low excluded when low_open); see perfcore.run.options."""
 
-    def __init__(self, kind: type = float, low: float | None = None, high: float | None = None,
-                 low_open: bool = False):
+    def __init__(self, kind: type = float, low: float | None = None, high: float | None = None, low_open: bool = False):
         self.kind, self.low, self.high, self.low_open = kind, low, high, low_open
         self.name = "integer" if kind is int else "number"
 
@@ -205,6 +234,7 @@ class UserPath(click.Path):
 
 # ---- the options every command shares, defined once
 
+
 class Results:
     """Where a command's results go: the run folder (--out, made on first use), the JSON copy (--json),
     the human report (stdout, or stderr when stdout carries the JSON), progress (unless --quiet)."""
@@ -242,20 +272,31 @@ class Results:
 
 def results(kind: str, out: bool = True):
     """--out (when the command writes a folder), --json and --quiet; the command gets `res: Results`."""
+
     def deco(f):
         @functools.wraps(f)
         def wrapper(*args, out=None, json_path=None, quiet=False, **kw):
             return f(Results(kind, out, json_path, quiet), *args, **kw)
 
         wrapper = click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")(wrapper)
-        wrapper = click.option("--json", "json_path", type=UserPath(dir_okay=False, allow_dash=True), default=None,
-                               help="Also write the result as JSON to PATH ('-' for stdout).")(wrapper)
+        wrapper = click.option(
+            "--json",
+            "json_path",
+            type=UserPath(dir_okay=False, allow_dash=True),
+            default=None,
+            help="Also write the result as JSON to PATH ('-' for stdout).",
+        )(wrapper)
         if out:
-            wrapper = click.option("--out", type=UserPath(file_okay=False), default=None,
-                                   help=f"Folder for the results (default ./perfcore-runs/{kind}-<time>-<id>; "
-                                        "an existing folder that is not empty is left as it is and a new "
-                                        "subfolder is used).")(wrapper)
+            wrapper = click.option(
+                "--out",
+                type=UserPath(file_okay=False),
+                default=None,
+                help=f"Folder for the results (default ./perfcore-runs/{kind}-<time>-<id>; "
+                "an existing folder that is not empty is left as it is and a new "
+                "subfolder is used).",
+            )(wrapper)
         return wrapper
+
     return deco
 
 
@@ -272,8 +313,9 @@ def steps_option(default: int | None, help: str = "Measured steps (after warm-up
 
 
 def warmup_option(default: int):
-    return click.option("--warmup", type=NONNEG, default=default, show_default=True,
-                        help="Steps at the start reported apart.")
+    return click.option(
+        "--warmup", type=NONNEG, default=default, show_default=True, help="Steps at the start reported apart."
+    )
 
 
 class JsonTargetError(click.ClickException):
@@ -378,8 +420,9 @@ class TargetCommand(click.Command):
 
 
 def target_command(name: str):
-    return click.command(name, cls=TargetCommand,
-                         context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+    return click.command(
+        name, cls=TargetCommand, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+    )
 
 
 target_arg = click.argument("target", nargs=-1, type=click.UNPROCESSED)
@@ -396,5 +439,5 @@ def load_target(words):
 
 def version() -> str:
     from perfcore import __version__
-    return __version__
 
+    return __version__

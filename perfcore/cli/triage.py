@@ -1,5 +1,6 @@
 """The staged triage of a workload: health (is the device busy), diagnose (which part is the bottleneck),
 sweep (which DataLoader settings), and demo (all of them on the built-in workload)."""
+
 from __future__ import annotations
 
 import sys
@@ -7,9 +8,22 @@ from pathlib import Path
 
 import click
 
-from perfcore.cli.shared import (EXIT_FAILURE, EXIT_INTERRUPTED, Duration, ListOf, Number, Results, folder_report,
-                                 load_target, one_line, results, steps_option, target_arg, target_command,
-                                 warmup_option)
+from perfcore.cli.shared import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    Duration,
+    ListOf,
+    Number,
+    Results,
+    folder_report,
+    load_target,
+    one_line,
+    results,
+    steps_option,
+    target_arg,
+    target_command,
+    warmup_option,
+)
 
 __all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
 
@@ -27,8 +41,9 @@ def health_cmd(res: Results, steps, interval, target) -> None:
     from perfcore.experiments.stages import health_stage
     from perfcore.report.experiments import render_health
 
-    doc, files = health_stage(load_target(target), res.folder, steps=steps, interval_s=interval,
-                              progress=res.progress())
+    doc, files = health_stage(
+        load_target(target), res.folder, steps=steps, interval_s=interval, progress=res.progress()
+    )
     text = render_health(doc)
     res.echo(text)
     res.done(doc, folder_report(res, "health", doc, text, files))
@@ -62,23 +77,39 @@ def _mirror_script_exit(doc: dict) -> None:
 
 
 @target_command("sweep")
-@click.option("--batch-size", "batch_size", type=ListOf(Number(int, low=0, low_open=True), "batch sizes"),
-              default=None, help="Comma-separated, e.g. 8,16.")
-@click.option("--num-workers", "num_workers", type=ListOf(Number(int, low=0, high=1024), "worker counts"),
-              default=None,
-              help="Comma-separated, e.g. 0,2.")
+@click.option(
+    "--batch-size",
+    "batch_size",
+    type=ListOf(Number(int, low=0, low_open=True), "batch sizes"),
+    default=None,
+    help="Comma-separated, e.g. 8,16.",
+)
+@click.option(
+    "--num-workers",
+    "num_workers",
+    type=ListOf(Number(int, low=0, high=1024), "worker counts"),
+    default=None,
+    help="Comma-separated, e.g. 0,2.",
+)
 @click.option("--pin-memory", "pin_memory", type=ListOf("bool"), default=None, help="Comma-separated true/false.")
-@click.option("--prefetch-factor", "prefetch_factor", type=ListOf(Number(int, low=0, low_open=True), "prefetch factors"),
-              default=None, help="Comma-separated, e.g. 2,4.")
+@click.option(
+    "--prefetch-factor",
+    "prefetch_factor",
+    type=ListOf(Number(int, low=0, low_open=True), "prefetch factors"),
+    default=None,
+    help="Comma-separated, e.g. 2,4.",
+)
 @steps_option(50, "Measured steps per configuration.")
 @warmup_option(3)
-@click.option("--budget", type=Number(float, low=0, low_open=True), default=None,
-              help="Minutes; successive halving to fit.")
+@click.option(
+    "--budget", type=Number(float, low=0, low_open=True), default=None, help="Minutes; successive halving to fit."
+)
 @click.option("--resume", is_flag=True, help="Continue the sweep in --out: keep the configurations it finished.")
 @results("sweep")
 @target_arg
-def sweep_cmd(res: Results, batch_size, num_workers, pin_memory, prefetch_factor, steps, warmup, budget, resume,
-              target) -> None:
+def sweep_cmd(  # noqa: PLR0913
+    res: Results, batch_size, num_workers, pin_memory, prefetch_factor, steps, warmup, budget, resume, target
+) -> None:
     """Stage 3: batch_size x num_workers x pin_memory x prefetch_factor; heatmaps, best, knees.
 
     A configuration that crashes, runs out of memory or cannot run is recorded with its reason;
@@ -94,21 +125,39 @@ def sweep_cmd(res: Results, batch_size, num_workers, pin_memory, prefetch_factor
         from perfcore.run.parent.folder import reuse_out
 
         res.continue_in(reuse_out(Path(res.out), "sweep.json"))
-    grid = {"batch_size": batch_size, "num_workers": num_workers, "pin_memory": pin_memory,
-            "prefetch_factor": prefetch_factor}
-    doc, files = sweep_stage(what, res.folder, grid, steps=steps, warmup=warmup,
-                             budget_s=budget * 60 if budget else None, resume=resume, progress=res.progress())
+    grid = {
+        "batch_size": batch_size,
+        "num_workers": num_workers,
+        "pin_memory": pin_memory,
+        "prefetch_factor": prefetch_factor,
+    }
+    doc, files = sweep_stage(
+        what,
+        res.folder,
+        grid,
+        steps=steps,
+        warmup=warmup,
+        budget_s=budget * 60 if budget else None,
+        resume=resume,
+        progress=res.progress(),
+    )
     text = render_sweep(doc)
     res.echo(text)
     res.done(doc, folder_report(res, "sweep", doc, text, files))
     if doc["interrupted"]:
-        click.echo(f"perfcore: interrupted: {len(doc['configs'])} configuration(s) kept; "
-                   f"continue with --resume --out {res.folder}", err=True)
+        click.echo(
+            f"perfcore: interrupted: {len(doc['configs'])} configuration(s) kept; "
+            f"continue with --resume --out {res.folder}",
+            err=True,
+        )
         sys.exit(EXIT_INTERRUPTED)
     if doc["best"] is None:
         first = next((c for c in doc["configs"] if c.get("error")), {})
-        click.echo(f"perfcore: error: no configuration could be measured"
-                   + (f" (first: {first.get('status')}: {one_line(first['error'])[:300]})" if first else ""), err=True)
+        click.echo(
+            f"perfcore: error: no configuration could be measured"
+            + (f" (first: {first.get('status')}: {one_line(first['error'])[:300]})" if first else ""),
+            err=True,
+        )
         sys.exit(EXIT_FAILURE)
 
 
@@ -124,5 +173,7 @@ def demo_cmd(res: Results, quick, explain) -> None:
 
     doc = run_demo(res.folder, quick=quick, progress=res.progress())
     res.echo(doc["_text"] if explain else render_demo_brief(doc, res.folder))
-    res.done({k: v for k, v in doc.items() if not k.startswith("_")},
-             folder_report(res, "demo", doc, doc["_text"], list(doc["files"])))
+    res.done(
+        {k: v for k, v in doc.items() if not k.startswith("_")},
+        folder_report(res, "demo", doc, doc["_text"], list(doc["files"])),
+    )

@@ -1,4 +1,5 @@
 """`perfcore demo`: health + run + diagnose on the built-in `demo` workload, into one report folder."""
+
 from __future__ import annotations
 
 import time
@@ -54,8 +55,12 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     # Diagnose's baseline is the run just measured: one measurement, so the gain run predicts for
     # removing loading is the one diagnose checks with synthetic data, not a second estimate of it.
     d = diagnose(w, steps=8 if quick else 25, warmup=2, progress=say, baseline=row)
-    run_doc = {**row["_result"], "workload": "demo", "verdict": d["verdict"],
-               "recommendations": d.get("recommendations") or []}
+    run_doc = {
+        **row["_result"],
+        "workload": "demo",
+        "verdict": d["verdict"],
+        "recommendations": d.get("recommendations") or [],
+    }
     if d.get("loader_plan"):
         run_doc["loader_plan"] = d["loader_plan"]
 
@@ -66,30 +71,51 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     _dump(d, out / "diagnose.json")
     plot_breakdown(table, out / "breakdown.png", title=run_doc["verdict"]["summary"])
     plot_experiments(d["experiments"], out / "experiments.png", title=d["verdict"]["summary"].split(";")[0])
-    files.update({n: n for n in ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png",
-                                 "experiments.png")})
+    files.update(
+        {n: n for n in ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png", "experiments.png")}
+    )
     # One decision: the run's verdict is diagnose's (the run checked by experiment A); health measured
     # a forward-only loop and decides nothing of its own.
     bounds = {"run": run_doc["verdict"]["bound"], "diagnose": d["verdict"]["bound"]}
     agree = True
     agreement = _gains(run_doc["verdict"], d["verdict"])
-    text = "\n\n".join([render_health(h), render_text(run_doc, verdict=False), render_diagnose(d)]
-                       + ([agreement] if agreement else []))
+    text = "\n\n".join(
+        [render_health(h), render_text(run_doc, verdict=False), render_diagnose(d)] + ([agreement] if agreement else [])
+    )
     # The busiest stage's interference, said before any figure in the summary.
-    found = [f for f in (h.get("interference"), row.get("interference"), d.get("interference"))
-             if f and f.get("material")]
+    found = [
+        f for f in (h.get("interference"), row.get("interference"), d.get("interference")) if f and f.get("material")
+    ]
     busy = max(found, key=lambda f: f.get("others_cores") or 0) if found else None
-    summary = ["# perfcore demo", "",
-               f"Workload: {w.name} — {len(w.dataset)} real JPEGs decoded with {w.decoder}, a small CNN, "
-               f"batch {w.batch_size}, {w.num_workers} workers, on {row['device']}.", "",
-               *([f"**Interference: {busy['sentence']}** ({busy.get('detail', '')})", ""] if busy else []),
-               "## Health", "", h["plain_summary"], "",
-               "## Where each training step goes", "", "![breakdown](breakdown.png)", "",
-               "| label | ms/step | share |", "|---|---|---|"]
+    summary = [
+        "# perfcore demo",
+        "",
+        f"Workload: {w.name} — {len(w.dataset)} real JPEGs decoded with {w.decoder}, a small CNN, "
+        f"batch {w.batch_size}, {w.num_workers} workers, on {row['device']}.",
+        "",
+        *([f"**Interference: {busy['sentence']}** ({busy.get('detail', '')})", ""] if busy else []),
+        "## Health",
+        "",
+        h["plain_summary"],
+        "",
+        "## Where each training step goes",
+        "",
+        "![breakdown](breakdown.png)",
+        "",
+        "| label | ms/step | share |",
+        "|---|---|---|",
+    ]
     for lb, v in run_doc["breakdown_ms"].items():
         summary.append(f"| {lb} | {fmt_ms(v)} | {fmt_share(run_doc['breakdown_fraction'][lb])} |")
-    summary += ["", "## Diagnosis", "", "![experiments](experiments.png)",
-                "", "| experiment | step | samples/s | speedup |", "|---|---|---|---|"]
+    summary += [
+        "",
+        "## Diagnosis",
+        "",
+        "![experiments](experiments.png)",
+        "",
+        "| experiment | step | samples/s | speedup |",
+        "|---|---|---|---|",
+    ]
     for e in d["experiments"]:
         summary.append(f"| {e['name']} | {fmt_ms(e['step_ms'])} | {e['samples_per_s']:.0f} | {fmt_x(e['speedup'])} |")
     summary += ["", f"**{d['verdict']['plain_summary']}**", ""]
@@ -98,9 +124,16 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
         summary += [f"_{agreement[0].upper()}{agreement[1:]}._", ""]
     jsonio.write_text(out / "summary.md", "\n".join(summary))
     files["summary.md"] = "summary.md"
-    doc = {"schema": "perfcore.experiments.demo/1", "health": _public(h), "run": run_doc, "diagnose": d,
-           "agree": agree, "bounds": bounds, "files": files,
-           "elapsed_s": time.perf_counter() - t0}
+    doc = {
+        "schema": "perfcore.experiments.demo/1",
+        "health": _public(h),
+        "run": run_doc,
+        "diagnose": d,
+        "agree": agree,
+        "bounds": bounds,
+        "files": files,
+        "elapsed_s": time.perf_counter() - t0,
+    }
     _dump(_public(doc), out / "demo.json")
     doc["files"]["demo.json"] = "demo.json"
     doc["_text"] = text + f"\n\ndemo finished in {doc['elapsed_s']:.0f} s"

@@ -5,6 +5,7 @@
 (C) the other decoder, where the workload declares one;
 plus a profile of where __getitem__ spends its time in the main process (top functions).
 """
+
 from __future__ import annotations
 
 import cProfile
@@ -41,26 +42,55 @@ def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> dict[st
     stats = pstats.Stats(prof)
     rows = []
     for (file, line, func), (cc, nc, tt, ct, callers) in stats.stats.items():
-        rows.append({"function": f"{func} ({os.path.basename(file)}:{line})" if file != "~" else func,
-                     "self_ms_per_item": tt / n * 1e3, "total_ms_per_item": ct / n * 1e3, "calls": nc})
+        rows.append(
+            {
+                "function": f"{func} ({os.path.basename(file)}:{line})" if file != "~" else func,
+                "self_ms_per_item": tt / n * 1e3,
+                "total_ms_per_item": ct / n * 1e3,
+                "calls": nc,
+            }
+        )
     rows.sort(key=lambda r: r["self_ms_per_item"], reverse=True)
     return {"items": n, "ms_per_item": wall / n * 1e3, "cpu_to_wall": cpu / wall if wall else 0.0, "top": rows[:top]}
 
 
 def _summary(row: dict[str, Any], name: str, base_ms: float) -> dict[str, Any]:
-    keep = ("batch_size", "num_workers", "pin_memory", "decoder", "synthetic", "step_ms", "samples_per_s",
-            "busy_mean", "busy_std", "cpu_percent", "peak_mem_bytes", "oom", "breakdown_ms", "step_sem_ms")
+    keep = (
+        "batch_size",
+        "num_workers",
+        "pin_memory",
+        "decoder",
+        "synthetic",
+        "step_ms",
+        "samples_per_s",
+        "busy_mean",
+        "busy_std",
+        "cpu_percent",
+        "peak_mem_bytes",
+        "oom",
+        "breakdown_ms",
+        "step_sem_ms",
+    )
     out = {"name": name, **{k: row.get(k) for k in keep}}
     f = row.get("interference") or {}
     if f.get("others_cores") is not None:  # what else used the machine during this experiment, measured
-        out["interference"] = {"others_cores": f["others_cores"], "cores": f.get("cores"),
-                               "material": bool(f.get("material"))}
+        out["interference"] = {
+            "others_cores": f["others_cores"],
+            "cores": f.get("cores"),
+            "material": bool(f.get("material")),
+        }
     out["speedup"] = base_ms / row["step_ms"] if row.get("step_ms") and row["step_ms"] == row["step_ms"] else None
     return out
 
 
-def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
-             progress: Callable[[str], None] | None = None, baseline: dict[str, Any] | None = None) -> dict[str, Any]:
+def diagnose(
+    workload: Workload,
+    *,
+    steps: int = 30,
+    warmup: int = 3,
+    progress: Callable[[str], None] | None = None,
+    baseline: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """baseline: a training run of the workload as it is, measured already (measure_workload's row):
     then diagnose predicts from that run, and its prediction is the one that run printed."""
     say = progress or (lambda msg: None)
@@ -72,31 +102,49 @@ def diagnose(workload: Workload, *, steps: int = 30, warmup: int = 3,
     b_ms = base["step_ms"]
     exps = [_summary(base, "baseline", b_ms)]
     say("A: synthetic data")
-    exps.append(_summary(measure_workload(workload, steps=steps, warmup=warmup, synthetic=True, decide=False),
-                         "A: synthetic data", b_ms))
+    exps.append(
+        _summary(
+            measure_workload(workload, steps=steps, warmup=warmup, synthetic=True, decide=False),
+            "A: synthetic data",
+            b_ms,
+        )
+    )
     cores = os.cpu_count() or 1
     if workload.num_workers > 0:
         b_name, b_over = "B: num_workers=0", {"num_workers": 0}
     else:
         b_name, b_over = f"B: num_workers={cores} (baseline uses 0)", {"num_workers": cores}
     say(b_name)
-    exps.append(_summary(measure_workload(workload, steps=steps, warmup=warmup, overrides=b_over, decide=False),
-                         b_name, b_ms))
+    exps.append(
+        _summary(measure_workload(workload, steps=steps, warmup=warmup, overrides=b_over, decide=False), b_name, b_ms)
+    )
     skipped = []
     others = [d for d in workload.decoders if d != workload.decoder]
     if others:
         say(f"C: decoder {others[0]}")
-        exps.append(_summary(measure_workload(workload.with_decoder(others[0]), steps=steps, warmup=warmup,
-                                              decide=False),
-                             f"C: decoder {others[0]}", b_ms))
+        exps.append(
+            _summary(
+                measure_workload(workload.with_decoder(others[0]), steps=steps, warmup=warmup, decide=False),
+                f"C: decoder {others[0]}",
+                b_ms,
+            )
+        )
     else:
         skipped.append({"name": "C: other decoder", "reason": "the workload declares no other decoder"})
     say("worker profile")
     prof = worker_profile(workload)
     verdict, predicted = diagnose_verdict(base, exps, prof, on_gpu=base["device"] == "cuda")
-    doc = {"schema": "perfcore.diagnose/1", "workload": workload.name, "device": base["device"],
-           "experiments": exps, "skipped": skipped, "worker_profile": prof, "verdict": verdict,
-           "predicted_speedup": predicted, "measured_speedup": exps[1]["speedup"]}
+    doc = {
+        "schema": "perfcore.diagnose/1",
+        "workload": workload.name,
+        "device": base["device"],
+        "experiments": exps,
+        "skipped": skipped,
+        "worker_profile": prof,
+        "verdict": verdict,
+        "predicted_speedup": predicted,
+        "measured_speedup": exps[1]["speedup"],
+    }
     if base.get("_result"):
         advised = diagnose_advice(base["_result"], verdict, base.get("evidence"))
         doc["recommendations"] = advised["recommendations"]
@@ -116,9 +164,14 @@ def diagnose_advice(base_doc: dict, verdict: dict, evidence: dict | None = None)
     if b and b.get("num_workers") is not None and b.get("measured_speedup"):
         step = float(verdict.get("step_ms") or 0.0)
         noise = b.get("measured_noise_ms")
-        trials.append({"experiment": f"diagnose {b['experiment']}", "num_workers": b["num_workers"],
-                       "speedup": b["measured_speedup"],
-                       "noise_share": (noise / step) if noise is not None and step else None})
+        trials.append(
+            {
+                "experiment": f"diagnose {b['experiment']}",
+                "num_workers": b["num_workers"],
+                "speedup": b["measured_speedup"],
+                "noise_share": (noise / step) if noise is not None and step else None,
+            }
+        )
     doc = dict(base_doc)
     advise_run(doc, zero_code=True, evidence={**dict(evidence or {}), "worker_trials": trials}, decision=verdict)
     return doc
@@ -133,9 +186,16 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     Returns (verdict, predicted speedup without loading)."""
     bd, step = base["breakdown_ms"], base["step_ms"]
     rb = base.get("breakdown_robust")
-    evidence = run_evidence({"step_time_ms": {"mean": step}, "breakdown_ms": bd, "breakdown_robust": rb,
-                             "device": "cuda" if on_gpu else "cpu", "steps": base.get("steps") or 0,
-                             "interference": base.get("interference")})
+    evidence = run_evidence(
+        {
+            "step_time_ms": {"mean": step},
+            "breakdown_ms": bd,
+            "breakdown_robust": rb,
+            "device": "cuda" if on_gpu else "cpu",
+            "steps": base.get("steps") or 0,
+            "interference": base.get("interference"),
+        }
+    )
     # The attribution's prediction, checked before anything is decided: the verdict is decided once,
     # on the attribution or on what experiment A measured in its place.
     first = prediction(evidence)
@@ -146,25 +206,48 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     # cores (DataLoader workers on a CPU); otherwise a faster compute means the machine changed.
     concurrent = not on_gpu and bool(exps[0].get("num_workers"))
     # The busier of the two runs as measured: only a measured busy machine may be blamed for a drift.
-    pair = [f for f in ((base.get("interference") or {}), (exps[1].get("interference") or {}))
-            if f.get("others_cores") is not None]
+    pair = [
+        f
+        for f in ((base.get("interference") or {}), (exps[1].get("interference") or {}))
+        if f.get("others_cores") is not None
+    ]
     busy = max(pair, key=lambda f: f["others_cores"]) if pair else None
-    check = confirm(first, "load", exps[1].get("speedup"), "synthetic data (no loading)", compute_ms=control,
-                    noise_ms=noise, compute_may_gain=concurrent, busy=busy)
+    check = confirm(
+        first,
+        "load",
+        exps[1].get("speedup"),
+        "synthetic data (no loading)",
+        compute_ms=control,
+        noise_ms=noise,
+        compute_may_gain=concurrent,
+        busy=busy,
+    )
     corrected = check["agrees"] is False
     if corrected:
-        final = decide({**first["avoidable_ms"], "load": check["measured_ms"]}, first["step_ms"],
-                       on_gpu=on_gpu, interference=base.get("interference"),
-                       measured_by={"load": "the step time saved with synthetic data (experiment A)"})
+        final = decide(
+            {**first["avoidable_ms"], "load": check["measured_ms"]},
+            first["step_ms"],
+            on_gpu=on_gpu,
+            interference=base.get("interference"),
+            measured_by={"load": "the step time saved with synthetic data (experiment A)"},
+        )
         attributed = float(first["avoidable_ms"].get("load") or 0.0)
-        final["attributed"] = {"label": "load", "ms_per_step": attributed,
-                               "share": attributed / first["step_ms"] if first["step_ms"] else 0.0,
-                               "band_ms": first["avoidable_band_ms"].get("load")}
+        final["attributed"] = {
+            "label": "load",
+            "ms_per_step": attributed,
+            "share": attributed / first["step_ms"] if first["step_ms"] else 0.0,
+            "band_ms": first["avoidable_band_ms"].get("load"),
+        }
     else:
         final = decide(**evidence)
     final["checks"] = [check]
-    causes = {"load": "data loading", "transfer": "transfer", "comm": "communication", "host": "host overhead",
-              "compute": "GPU compute" if on_gpu else "compute"}
+    causes = {
+        "load": "data loading",
+        "transfer": "transfer",
+        "comm": "communication",
+        "host": "host overhead",
+        "compute": "GPU compute" if on_gpu else "compute",
+    }
     final["cause"] = causes.get(final["bound"], "unknown")
     how = ""
     if final["bound"] == "load":
@@ -177,13 +260,17 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
         elif 0.2 <= prof["cpu_to_wall"] < 0.5 and (base.get("cpu_percent") or 0) >= SATURATED_CPU:
             # Off-CPU time on a saturated host is waiting for a core as much as for storage (below 20%
             # on a CPU, even a crowded host leaves no doubt that it waits on something else).
-            how = (f"__getitem__ ran on a CPU {100 * prof['cpu_to_wall']:.0f}% of its time, but the host was "
-                   f"{base['cpu_percent']:.0f}% busy, so it waited for a core as much as for I/O: run diagnose on "
-                   "a quieter machine to tell them apart")
+            how = (
+                f"__getitem__ ran on a CPU {100 * prof['cpu_to_wall']:.0f}% of its time, but the host was "
+                f"{base['cpu_percent']:.0f}% busy, so it waited for a core as much as for I/O: run diagnose on "
+                "a quieter machine to tell them apart"
+            )
         elif prof["cpu_to_wall"] < 0.5:
             final["cause"] = "I/O"
-            how = (f"__getitem__ spends {100 * (1 - prof['cpu_to_wall']):.0f}% of its time waiting, not computing: "
-                   "faster storage, caching, or more workers to overlap the waits")
+            how = (
+                f"__getitem__ spends {100 * (1 - prof['cpu_to_wall']):.0f}% of its time waiting, not computing: "
+                "faster storage, caching, or more workers to overlap the waits"
+            )
         else:
             final["cause"] = "CPU decode/augment"
             top = prof["top"][0]["function"] if prof["top"] else "?"
@@ -192,8 +279,9 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
         final["checks"].append(workers_check(first, final, corrected, base, workers))
-    tail = "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) \
-        + (f". {how}." if how else ".")
+    tail = "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) + (
+        f". {how}." if how else "."
+    )
     final["plain_summary"] += tail
     final["summary"] = preface(final["plain_summary"], final.get("interference"))
     return final, check["predicted_speedup"]
@@ -212,8 +300,7 @@ def workers_check(first: dict, final: dict, corrected: bool, base: dict, workers
     x = fmt_x(workers["speedup"])
     b = meas.get("band")
     xb = f" ({fmt_band(b[0], b[1])})" if b and b[1] is not None else ""
-    above = ceiling["speedup"] is not None and meas["saved_ms"] > (
-        (band[1] if band else ceiling["saved_ms"]))
+    above = ceiling["speedup"] is not None and meas["saved_ms"] > (band[1] if band else ceiling["saved_ms"])
     noisy = noise is not None and noise >= max(ceiling["saved_ms"], 1e-9) and abs(meas["saved_ms"]) <= noise
     sent = f"{workers['name']} measured {x}{xb}"
     if ceiling["speedup"] is not None:
@@ -224,13 +311,28 @@ def workers_check(first: dict, final: dict, corrected: bool, base: dict, workers
     elif change is Change.WITHIN_NOISE and workers["speedup"] != 1 and not noisy:
         sent += f": within the runs' noise ({fmt_ms(noise)} per step), so workers do not measurably help here"
     if noisy:
-        sent += (f": inconclusive, the runs' noise ({fmt_ms(noise)} per step) is as large as the whole "
-                 f"loading wait ({fmt_ms(ceiling['saved_ms'])})")
+        sent += (
+            f": inconclusive, the runs' noise ({fmt_ms(noise)} per step) is as large as the whole "
+            f"loading wait ({fmt_ms(ceiling['saved_ms'])})"
+        )
     if above:
-        sent += ("; above that bound" + (f", within the runs' noise ({fmt_ms(noise)} per step)"
-                                         if noise is not None and meas["saved_ms"] - ceiling["saved_ms"] <= noise
-                                         else ": the machine changed between the runs, not an effect of the workers"))
-    return {"label": "load", "experiment": workers["name"], "predicted_speedup": ceiling["speedup"],
-            "measured_speedup": workers["speedup"], "measured_band": b, "measured_noise_ms": noise,
-            "agrees": None, "status": "inconclusive" if noisy else "bound", "against": "bound", "above_bound": bool(above),
-            "num_workers": workers.get("num_workers"), "change": change.value, "sentence": sent}
+        sent += "; above that bound" + (
+            f", within the runs' noise ({fmt_ms(noise)} per step)"
+            if noise is not None and meas["saved_ms"] - ceiling["saved_ms"] <= noise
+            else ": the machine changed between the runs, not an effect of the workers"
+        )
+    return {
+        "label": "load",
+        "experiment": workers["name"],
+        "predicted_speedup": ceiling["speedup"],
+        "measured_speedup": workers["speedup"],
+        "measured_band": b,
+        "measured_noise_ms": noise,
+        "agrees": None,
+        "status": "inconclusive" if noisy else "bound",
+        "against": "bound",
+        "above_bound": bool(above),
+        "num_workers": workers.get("num_workers"),
+        "change": change.value,
+        "sentence": sent,
+    }

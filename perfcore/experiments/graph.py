@@ -1,5 +1,6 @@
 """`perfcore graph`: eager vs CUDA-Graph step time for a workload, launch overhead per kernel, and
 the check that losses and parameters after K steps match eager within tolerance."""
+
 from __future__ import annotations
 
 import copy
@@ -14,8 +15,9 @@ from perfcore.workloads import Workload
 __all__ = ["graph_experiment", "check_same_training"]
 
 
-def check_same_training(eager_losses, graph_losses, eager_params, graph_params, rtol: float = 1e-3, atol: float = 1e-5
-                 ) -> dict[str, Any]:
+def check_same_training(
+    eager_losses, graph_losses, eager_params, graph_params, rtol: float = 1e-3, atol: float = 1e-5
+) -> dict[str, Any]:
     """Do two training runs agree? (pure: lists of floats and of numpy arrays)"""
     el, gl = np.asarray(eager_losses, dtype=np.float64), np.asarray(graph_losses, dtype=np.float64)
     loss_err = float(np.max(np.abs(el - gl) / np.maximum(np.abs(el), atol))) if len(el) else 0.0
@@ -23,10 +25,19 @@ def check_same_training(eager_losses, graph_losses, eager_params, graph_params, 
     for a, b in zip(eager_params, graph_params):
         denom = np.maximum(np.abs(a), atol)
         perr = max(perr, float(np.max(np.abs(a - b) / denom)) if a.size else 0.0)
-    return {"max_loss_rel_error": loss_err, "max_param_rel_error": perr,
-            "match": bool(loss_err <= rtol and np.allclose(np.concatenate([p.ravel() for p in eager_params] or [[0]]),
-                                                            np.concatenate([p.ravel() for p in graph_params] or [[0]]),
-                                                            rtol=rtol, atol=atol))}
+    return {
+        "max_loss_rel_error": loss_err,
+        "max_param_rel_error": perr,
+        "match": bool(
+            loss_err <= rtol
+            and np.allclose(
+                np.concatenate([p.ravel() for p in eager_params] or [[0]]),
+                np.concatenate([p.ravel() for p in graph_params] or [[0]]),
+                rtol=rtol,
+                atol=atol,
+            )
+        ),
+    }
 
 
 def graph_experiment(workload: Workload, steps: int = 50, check_steps: int = 5) -> dict[str, Any]:
@@ -67,8 +78,12 @@ def graph_experiment(workload: Workload, steps: int = 50, check_steps: int = 5) 
 
     model.load_state_dict(start_model)
     opt.load_state_dict(start_opt)
-    result: dict[str, Any] = {"schema": "perfcore.graph/1", "workload": workload.name, "steps": steps,
-                              "eager_step_ms": eager_ms}
+    result: dict[str, Any] = {
+        "schema": "perfcore.graph/1",
+        "workload": workload.name,
+        "steps": steps,
+        "eager_step_ms": eager_ms,
+    }
     try:
         step = capture_step(model, workload.loss_fn, opt, example, warmup=3)
     except CaptureError as e:

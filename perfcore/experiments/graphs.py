@@ -9,6 +9,7 @@ reads and writes; batches must keep the example's shapes and dtypes, and the ret
 overwritten by the next replay (clone it to keep it). Capture runs `warmup` real training steps on
 the example batch first, on a side stream, as CUDA Graphs require.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -30,22 +31,36 @@ def explain_capture_failure(message: str) -> str:
     """A capture error from CUDA/torch -> what usually causes it and the fix (pure; tested on CPU)."""
     m = message.lower()
     if "capturable" in m:
-        return ("the optimizer is not capturable: create it with capturable=True (Adam, AdamW, ...) so its step "
-                "keeps its state on the GPU")
-    if "synchroniz" in m or "item" in m or "operation not permitted when stream is capturing" in m or \
-            "cudaerrorstreamcaptureunsupported" in m:
-        return ("a CPU sync ran inside the step: .item(), .cpu(), .tolist(), printing a tensor, "
-                "torch.cuda.synchronize() or a data-dependent Python branch on a tensor value; move it out of the "
-                "step or keep the value on the GPU")
+        return (
+            "the optimizer is not capturable: create it with capturable=True (Adam, AdamW, ...) so its step "
+            "keeps its state on the GPU"
+        )
+    if (
+        "synchroniz" in m
+        or "item" in m
+        or "operation not permitted when stream is capturing" in m
+        or "cudaerrorstreamcaptureunsupported" in m
+    ):
+        return (
+            "a CPU sync ran inside the step: .item(), .cpu(), .tolist(), printing a tensor, "
+            "torch.cuda.synchronize() or a data-dependent Python branch on a tensor value; move it out of the "
+            "step or keep the value on the GPU"
+        )
     if "invalidated" in m or "cudaerrorstreamcaptureinvalidated" in m:
-        return ("work outside the capture touched the captured stream (another thread, or a library call on the "
-                "default stream); capture in one thread and keep other streams idle")
+        return (
+            "work outside the capture touched the captured stream (another thread, or a library call on the "
+            "default stream); capture in one thread and keep other streams idle"
+        )
     if "dynamic" in m or "shape" in m or "size" in m:
-        return ("the step's shapes changed between calls (dynamic shapes): a graph replays fixed shapes, so pad "
-                "batches to one size (drop_last=True) or capture one graph per shape")
+        return (
+            "the step's shapes changed between calls (dynamic shapes): a graph replays fixed shapes, so pad "
+            "batches to one size (drop_last=True) or capture one graph per shape"
+        )
     if "allocat" in m or "memory" in m:
-        return ("memory was allocated from outside the graph's private pool during capture; warm up more "
-                "iterations first, and avoid host-side allocations inside the step")
+        return (
+            "memory was allocated from outside the graph's private pool during capture; warm up more "
+            "iterations first, and avoid host-side allocations inside the step"
+        )
     return "an operation in the step cannot be captured; run the step eagerly to find the failing op"
 
 
@@ -54,11 +69,15 @@ def _check_optimizer(optimizer) -> None:
     groups = optimizer.param_groups
     if any("capturable" in g for g in groups):
         if not all(g.get("capturable") for g in groups):
-            raise CaptureError(f"optimizer {name} cannot be captured as created: pass capturable=True "
-                               f"({name}(params, ..., capturable=True)) so its step stays on the GPU")
+            raise CaptureError(
+                f"optimizer {name} cannot be captured as created: pass capturable=True "
+                f"({name}(params, ..., capturable=True)) so its step stays on the GPU"
+            )
     elif name not in _CAPTURABLE_WITHOUT_FLAG:
-        raise CaptureError(f"optimizer {name} has no capturable mode; use one that has (SGD, Adam, AdamW with "
-                           "capturable=True) or capture forward+backward only")
+        raise CaptureError(
+            f"optimizer {name} has no capturable mode; use one that has (SGD, Adam, AdamW with "
+            "capturable=True) or capture forward+backward only"
+        )
 
 
 def _to_device(batch, device):
@@ -79,8 +98,10 @@ class GraphedStep:
             raise UsageError(f"the graphed step takes {len(self.static_inputs)} tensors, got {len(items)}")
         for dst, src in zip(self.static_inputs, items):
             if tuple(src.shape) != tuple(dst.shape) or src.dtype != dst.dtype:
-                raise UsageError(f"batch shape {tuple(src.shape)} {src.dtype} differs from the captured "
-                                 f"{tuple(dst.shape)} {dst.dtype}: a graph replays fixed shapes (drop_last=True)")
+                raise UsageError(
+                    f"batch shape {tuple(src.shape)} {src.dtype} differs from the captured "
+                    f"{tuple(dst.shape)} {dst.dtype}: a graph replays fixed shapes (drop_last=True)"
+                )
             dst.copy_(src, non_blocking=True)
         self.graph.replay()
         return self.static_loss
@@ -141,6 +162,8 @@ def launch_overhead(kernels: int = 2000) -> dict[str, float]:
     g.replay()
     b.record()
     torch.cuda.synchronize()
-    return {"eager_host_us_per_launch": eager["host_ns_per_launch"] / 1e3,
-            "eager_gpu_us_per_kernel": eager["gpu_ns_per_kernel"] / 1e3,
-            "graph_us_per_kernel": a.elapsed_time(b) * 1e3 / kernels}
+    return {
+        "eager_host_us_per_launch": eager["host_ns_per_launch"] / 1e3,
+        "eager_gpu_us_per_kernel": eager["gpu_ns_per_kernel"] / 1e3,
+        "graph_us_per_kernel": a.elapsed_time(b) * 1e3 / kernels,
+    }

@@ -1,6 +1,7 @@
 """Stage 1, health: a short run of the minimal loop (next batch -> forward -> loss, no optimizer),
 device utilisation sampled alongside. The verdict is the one every command gives (verdict.decide on
 the avoidable time per step); busy below 60% is shown next to it as the seed method's check."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -15,14 +16,23 @@ __all__ = ["health", "health_report", "HEALTHY_BUSY"]
 HEALTHY_BUSY = 0.60
 
 
-def health(workload: Workload, *, steps: int = 100, warmup: int = 5, interval_s: float = 0.1,
-           progress: Callable[[int, int], None] | None = None, target: str | None = None,
-           decide: bool = True) -> dict[str, Any]:
+def health(
+    workload: Workload,
+    *,
+    steps: int = 100,
+    warmup: int = 5,
+    interval_s: float = 0.1,
+    progress: Callable[[int, int], None] | None = None,
+    target: str | None = None,
+    decide: bool = True,
+) -> dict[str, Any]:
     """decide: False where a later stage decides the one verdict (the demo): the measurement only."""
-    row = measure_workload(workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s,
-                           progress=progress, decide=False)
-    doc = health_report(row, workload.name, f"perfcore diagnose {target or workload.name}", forward_only=True,
-                        decide=decide)
+    row = measure_workload(
+        workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s, progress=progress, decide=False
+    )
+    doc = health_report(
+        row, workload.name, f"perfcore diagnose {target or workload.name}", forward_only=True, decide=decide
+    )
     doc["_row"] = row
     return doc
 
@@ -33,8 +43,9 @@ FORWARD_ONLY_GAIN = "this forward-only loop's steps"
 FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
 
 
-def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False,
-                  decide: bool = True) -> dict[str, Any]:
+def health_report(
+    row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False, decide: bool = True
+) -> dict[str, Any]:
     """The perfcore.health/1 document from one measured run (a workload's or a script's): the one verdict,
     busy against HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy
     series has one. decide=False: the measurement only (undecided verdict; healthy from busy alone)."""
@@ -42,28 +53,51 @@ def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only
     what = "GPU utilisation" if row["busy_source"] == "gpu_util" else "compute share of each step (no GPU here)"
     bd = row["breakdown_ms"]
     if decide:
-        decision = decide_run({"step_time_ms": {"mean": row["step_ms"]}, "breakdown_ms": bd,
-                               "breakdown_robust": row.get("breakdown_robust"), "device": row["device"],
-                               "steps": int(row.get("steps") or 0), "interference": row.get("interference")},
-                              gain_of=FORWARD_ONLY_GAIN if forward_only else "steps")
+        decision = decide_run(
+            {
+                "step_time_ms": {"mean": row["step_ms"]},
+                "breakdown_ms": bd,
+                "breakdown_robust": row.get("breakdown_robust"),
+                "device": row["device"],
+                "steps": int(row.get("steps") or 0),
+                "interference": row.get("interference"),
+            },
+            gain_of=FORWARD_ONLY_GAIN if forward_only else "steps",
+        )
     else:
         decision = {**undecided(), "plain_summary": "", "summary": ""}
     healthy = decision["healthy"] if decide else bool(busy >= HEALTHY_BUSY)
     busy_line = f"{what} {100 * busy:.0f}% ({'>=' if busy >= HEALTHY_BUSY else '<'} {100 * HEALTHY_BUSY:.0f}%)"
     if healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util":
-        busy_line += ("; low utilisation with no avoidable cause above the threshold: the device's work is small "
-                      "(short kernels), not blocked")
+        busy_line += (
+            "; low utilisation with no avoidable cause above the threshold: the device's work is small "
+            "(short kernels), not blocked"
+        )
     doc: dict[str, Any] = {
         "schema": "perfcore.health/1",
         "workload": name,
-        **{k: row[k] for k in ("device", "steps", "step_ms", "samples_per_s", "busy_std", "busy_source",
-                               "cpu_percent", "breakdown_ms")},
+        **{
+            k: row[k]
+            for k in (
+                "device",
+                "steps",
+                "step_ms",
+                "samples_per_s",
+                "busy_std",
+                "busy_source",
+                "cpu_percent",
+                "breakdown_ms",
+            )
+        },
         "busy_mean": busy,
         "healthy": healthy,
         "verdict": decision,
-        "plain_summary": (f"{decision['plain_summary']}"
-                          + (f" ({FORWARD_ONLY_NOTE})" if forward_only and decision.get("causes") else "")
-                          + (". " if decide else "") + f"{busy_line[0].upper()}{busy_line[1:]}"),
+        "plain_summary": (
+            f"{decision['plain_summary']}"
+            + (f" ({FORWARD_ONLY_NOTE})" if forward_only and decision.get("causes") else "")
+            + (". " if decide else "")
+            + f"{busy_line[0].upper()}{busy_line[1:]}"
+        ),
         "next": None if healthy else next_cmd,
     }
     doc["summary"] = preface(doc["plain_summary"], decision.get("interference"))
@@ -74,8 +108,12 @@ def health_report(row: dict[str, Any], name: str, next_cmd: str, *, forward_only
     hb = heartbeat(row["busy_series"], row["busy_spacing_s"])
     if hb:
         unit = "s" if row["busy_source"] == "gpu_util" else "s (in steps)"
-        doc["heartbeat"] = {**hb, "meaning": (
-            f"utilisation swings between busy and idle every {hb['period_s']:.2f} {unit}: the loader delivers in "
-            "bursts (each worker hands over a batch, then all are busy decoding while the device waits); more "
-            "workers, a higher prefetch_factor or cheaper batches smooth it")}
+        doc["heartbeat"] = {
+            **hb,
+            "meaning": (
+                f"utilisation swings between busy and idle every {hb['period_s']:.2f} {unit}: the loader delivers in "
+                "bursts (each worker hands over a batch, then all are busy decoding while the device waits); more "
+                "workers, a higher prefetch_factor or cheaper batches smooth it"
+            ),
+        }
     return doc

@@ -1,5 +1,6 @@
 """One measured run of a Workload: a fresh DataLoader, N steps after warm-up, timed with
 StepTimer and sampled with the Sampler. Every experiment is built from this."""
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,6 @@ from perfcore.workloads import Workload
 __all__ = ["measure_workload", "resolve_device", "shutdown_loader", "steady_samples"]
 
 
-
 def steady_samples(frame, ends, warmup):
     """The sampler's rows inside the measured steps: start-up (imports, the first CUDA context,
     cuDNN's autotuning) and warm-up samples would bias a busy share low. All rows where no sample
@@ -33,6 +33,7 @@ def steady_samples(frame, ends, warmup):
     t = frame["t_ns"].to_numpy()
     inside = (t >= start.min()) & (t <= (start + ends["wall_ns"].to_numpy()[~warmup]).max())
     return frame[inside] if inside.any() else frame
+
 
 def resolve_device(workload: Workload) -> str:
     from perfcore._native import capabilities
@@ -67,9 +68,18 @@ def _batch_len(batch) -> int:
     return int(first.shape[0]) if hasattr(first, "shape") else 1
 
 
-def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, train: bool = True, synthetic: bool = False,
-            overrides: dict[str, Any] | None = None, sample_interval_s: float = 0.1,
-            progress: Callable[[int, int], None] | None = None, decide: bool = True) -> dict[str, Any]:
+def measure_workload(  # noqa: C901, PLR0912, PLR0913, PLR0915
+    workload: Workload,
+    *,
+    steps: int = 50,
+    warmup: int = 5,
+    train: bool = True,
+    synthetic: bool = False,
+    overrides: dict[str, Any] | None = None,
+    sample_interval_s: float = 0.1,
+    progress: Callable[[int, int], None] | None = None,
+    decide: bool = True,
+) -> dict[str, Any]:
     """Runs the workload and returns the row every experiment reports:
     step_ms, samples_per_s, busy_mean/busy_std, cpu_percent, peak_mem_bytes, oom, breakdown, steps table.
     decide: judge this run's verdict and advice (once, with the runner's evidence); False for a run whose
@@ -86,8 +96,13 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
     non_blocking = bool(settings["pin_memory"]) and device == "cuda"
     timer = StepTimer(device=device, warmup=warmup)
     total = warmup + steps
-    row: dict[str, Any] = {**{k: settings[k] for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")},
-                           "synthetic": synthetic, "decoder": workload.decoder, "device": device, "oom": False}
+    row: dict[str, Any] = {
+        **{k: settings[k] for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")},
+        "synthetic": synthetic,
+        "decoder": workload.decoder,
+        "device": device,
+        "oom": False,
+    }
     it = None
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -113,6 +128,7 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
                 torch.cuda.synchronize()
             source = (replay[i % len(replay)] for i in range(total))
         else:
+
             def cycle():
                 nonlocal it
                 while True:
@@ -122,8 +138,11 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
                         got = True
                         yield b
                     if not got:
-                        raise UsageError(f"workload {workload.name!r}: the loader produced no batch "
-                                         f"(dataset of {len(workload.dataset)} < batch size {settings['batch_size']}?)")
+                        raise UsageError(
+                            f"workload {workload.name!r}: the loader produced no batch "
+                            f"(dataset of {len(workload.dataset)} < batch size {settings['batch_size']}?)"
+                        )
+
             source = cycle()
         opt = workload.optimizer if train else None
         t_start, cpu0 = time.perf_counter(), time.process_time()
@@ -168,8 +187,7 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
             shutdown_loader(it)
     frame = sampler.stop()
     loop_cpu_s = time.process_time() - cpu0
-    interference = interference_finding(others_samples, cores=os.cpu_count() or 1,
-                                        clock_ticks=os.sysconf("SC_CLK_TCK"))
+    interference = interference_finding(others_samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"))
     table = timer.summary()
     if len(frame):  # the sampler's readings beside the steps, as `perfcore run`'s steps.csv has them
         ends = timer.engine.step_table()
@@ -185,37 +203,48 @@ def measure_workload(workload: Workload, *, steps: int = 50, warmup: int = 5, tr
         # No GPU to sample: the device is "busy" while the loop computes (compute share per step).
         busy = (steady["compute_ms"] / steady["wall_ms"]).to_numpy(dtype=float)
         busy_source = "compute_share"
-    row.update({
-        "steps": int(len(steady)),
-        "step_ms": step_ms,
-        # The standard error of the mean step: how far a second run of the same loop may land.
-        "step_sem_ms": step_sem_ms(steady["wall_ms"].to_numpy()),
-        "samples_per_s": float(samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
-        "busy_mean": float(np.mean(busy)) if len(busy) else float("nan"),
-        "busy_std": float(np.std(busy)) if len(busy) else float("nan"),
-        "busy_source": busy_source,
-        "busy_series": [float(b) for b in busy],
-        "busy_spacing_s": sample_interval_s if busy_source == "gpu_util" else (step_ms / 1e3 if step_ms == step_ms else 0),
-        "cpu_percent": float(frame["cpu_percent"].mean()) if len(frame) else float("nan"),
-        "peak_mem_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else _rss(),
-        "breakdown_ms": res["breakdown_ms"],
-        "breakdown_fraction": res["breakdown_fraction"],
-        "elapsed_s": elapsed,
-        "sampler_note": sampler.note,
-    })
+    row.update(
+        {
+            "steps": int(len(steady)),
+            "step_ms": step_ms,
+            # The standard error of the mean step: how far a second run of the same loop may land.
+            "step_sem_ms": step_sem_ms(steady["wall_ms"].to_numpy()),
+            "samples_per_s": float(samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
+            "busy_mean": float(np.mean(busy)) if len(busy) else float("nan"),
+            "busy_std": float(np.std(busy)) if len(busy) else float("nan"),
+            "busy_source": busy_source,
+            "busy_series": [float(b) for b in busy],
+            "busy_spacing_s": sample_interval_s
+            if busy_source == "gpu_util"
+            else (step_ms / 1e3 if step_ms == step_ms else 0),
+            "cpu_percent": float(frame["cpu_percent"].mean()) if len(frame) else float("nan"),
+            "peak_mem_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else _rss(),
+            "breakdown_ms": res["breakdown_ms"],
+            "breakdown_fraction": res["breakdown_fraction"],
+            "elapsed_s": elapsed,
+            "sampler_note": sampler.note,
+        }
+    )
     # The workload's DataLoader is the user's code here: advice names it and its settings. With no
     # workers the main process makes each batch, so its wait is the time to make one.
-    loader = {"owner": f"the {workload.name} workload's DataLoader", **{k: settings.get(k) for k in
-                                                        ("batch_size", "num_workers", "pin_memory", "prefetch_factor",
-                                                         "persistent_workers")},
-              "worker_batch_ms": res["breakdown_ms"]["load"] if not settings["num_workers"] and not synthetic else None}
+    loader = {
+        "owner": f"the {workload.name} workload's DataLoader",
+        **{
+            k: settings.get(k)
+            for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+        },
+        "worker_batch_ms": res["breakdown_ms"]["load"] if not settings["num_workers"] and not synthetic else None,
+    }
     res["loaders"] = [loader]
     if interference:
         res["interference"] = interference
     # The cores the loop's compute keeps busy (this process's CPU over the loop: torch's intra-op
     # threads included, workers not), which DataLoader workers would have to share.
-    evidence = {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                "loop_cpu_cores": loop_cpu_s / elapsed if elapsed > 0 else None}
+    evidence = {
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "loop_cpu_cores": loop_cpu_s / elapsed if elapsed > 0 else None,
+    }
     if decide:
         advise_run(res, zero_code=True, evidence=evidence)
     row["verdict"] = res["verdict"]
@@ -231,8 +260,15 @@ def _finish_oom(row: dict, sampler: Sampler, it) -> dict:
     sampler.stop()
     if it is not None:
         shutdown_loader(it)
-    row.update(steps=0, step_ms=math.nan, samples_per_s=0.0, busy_mean=math.nan, busy_std=math.nan,
-               cpu_percent=math.nan, peak_mem_bytes=0)
+    row.update(
+        steps=0,
+        step_ms=math.nan,
+        samples_per_s=0.0,
+        busy_mean=math.nan,
+        busy_std=math.nan,
+        cpu_percent=math.nan,
+        peak_mem_bytes=0,
+    )
     return row
 
 

@@ -1,6 +1,7 @@
 """Triage on an unmodified script: health, diagnose and sweep run the command under `perfcore run`
 with DataLoader settings changed from outside (the child configuration's dl_overrides) and, for synthetic
 data, batches already fetched replayed instead of loaded (its synthetic)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,9 +22,17 @@ __all__ = ["script_run", "script_health", "script_diagnose", "script_sweep", "sc
 SYNTHETIC_KEEP = 8
 
 
-def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides: dict | None = None,
-               synthetic: bool = False, sampler_interval_s: float | None = None,
-               settings_only: bool = False) -> dict[str, Any]:
+def script_run(
+    cmd: list[str],
+    out: Path,
+    *,
+    steps: int,
+    warmup: int,
+    overrides: dict | None = None,
+    synthetic: bool = False,
+    sampler_interval_s: float | None = None,
+    settings_only: bool = False,
+) -> dict[str, Any]:
     check_command(cmd)
     out = prepare_out(out)
     if synthetic:
@@ -35,8 +44,9 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
 
         sampler = Sampler(sampler_interval_s).start()
     try:
-        config = child_config(out, steps, warmup, "auto", True, dl_overrides=overrides,
-                              synthetic=SYNTHETIC_KEEP if synthetic else 0)
+        config = child_config(
+            out, steps, warmup, "auto", True, dl_overrides=overrides, synthetic=SYNTHETIC_KEEP if synthetic else 0
+        )
         rc = run_instrumented(cmd, config)
     finally:
         frame = sampler.stop() if sampler else None
@@ -51,8 +61,13 @@ def script_run(cmd: list[str], out: Path, *, steps: int, warmup: int, overrides:
         busy, src = frame["gpu_util"].to_numpy(dtype=float), "gpu_util"
     else:
         busy, src = (steady["compute_ms"] / steady["wall_ms"]).to_numpy(dtype=float), "compute_share"
-    doc["_busy"] = {"series": busy, "source": src, "cpu_percent": float(frame["cpu_percent"].mean())
-                    if frame is not None and len(frame) else doc.get("cpu_util_percent")}
+    doc["_busy"] = {
+        "series": busy,
+        "source": src,
+        "cpu_percent": float(frame["cpu_percent"].mean())
+        if frame is not None and len(frame)
+        else doc.get("cpu_util_percent"),
+    }
     doc["_step_sem_ms"] = step_sem_ms(steady["wall_ms"].to_numpy())
     doc["_out"] = out
     return doc
@@ -66,8 +81,11 @@ def script_failure(doc: dict, where: str = "") -> dict[str, Any] | None:
         return None
     how = (doc.get("exit") or {}).get("sentence") or (doc.get("outcome") or {}).get("sentence") or f"exited with {rc}"
     n = doc.get("steps") or 0
-    return {"code": rc, "sentence": f"the script {how} after {n} measured step{'' if n == 1 else 's'}{where}: "
-                                    "these results are partial"}
+    return {
+        "code": rc,
+        "sentence": f"the script {how} after {n} measured step{'' if n == 1 else 's'}{where}: "
+        "these results are partial",
+    }
 
 
 def _row(name: str, doc: dict, base_ms: float | None) -> dict[str, Any]:
@@ -76,15 +94,23 @@ def _row(name: str, doc: dict, base_ms: float | None) -> dict[str, Any]:
     ov = (doc.get("dataloader_overrides") or {}).get("asked") or {}
     w = doc.get("workers") or {}
     bs = w.get("items_per_batch")
-    return {"name": name, "step_ms": step_ms,
-            "samples_per_s": (bs or 0) / step_ms * 1e3 if step_ms else 0.0,
-            "busy_mean": float(np.mean(b["series"])) if len(b["series"]) else float("nan"),
-            "busy_std": float(np.std(b["series"])) if len(b["series"]) else float("nan"),
-            "cpu_percent": b["cpu_percent"], "oom": False, "breakdown_ms": doc["breakdown_ms"],
-            "step_sem_ms": doc.get("_step_sem_ms"), "breakdown_robust": doc.get("breakdown_robust"),
-            "interference": doc.get("interference"), "steps": doc.get("steps"),
-            "num_workers": ov.get("num_workers", w.get("num_workers")), "batch_size": ov.get("batch_size", bs),
-            "speedup": (base_ms / step_ms) if base_ms and step_ms else 1.0}
+    return {
+        "name": name,
+        "step_ms": step_ms,
+        "samples_per_s": (bs or 0) / step_ms * 1e3 if step_ms else 0.0,
+        "busy_mean": float(np.mean(b["series"])) if len(b["series"]) else float("nan"),
+        "busy_std": float(np.std(b["series"])) if len(b["series"]) else float("nan"),
+        "cpu_percent": b["cpu_percent"],
+        "oom": False,
+        "breakdown_ms": doc["breakdown_ms"],
+        "step_sem_ms": doc.get("_step_sem_ms"),
+        "breakdown_robust": doc.get("breakdown_robust"),
+        "interference": doc.get("interference"),
+        "steps": doc.get("steps"),
+        "num_workers": ov.get("num_workers", w.get("num_workers")),
+        "batch_size": ov.get("batch_size", bs),
+        "speedup": (base_ms / step_ms) if base_ms and step_ms else 1.0,
+    }
 
 
 def script_health(cmd: list[str], *, steps: int, interval_s: float, out: Path) -> dict[str, Any]:
@@ -93,9 +119,15 @@ def script_health(cmd: list[str], *, steps: int, interval_s: float, out: Path) -
     doc = script_run(cmd, out / "run", steps=steps, warmup=5, sampler_interval_s=interval_s)
     row = _row("health", doc, None)
     series = doc["_busy"]["series"]
-    row.update(device=doc["device"], steps=doc["steps"], busy_source=doc["_busy"]["source"], busy_series=series,
-               busy_mean=row["busy_mean"] if len(series) else 0.0, busy_std=row["busy_std"] if len(series) else 0.0,
-               busy_spacing_s=interval_s if doc["_busy"]["source"] == "gpu_util" else row["step_ms"] / 1e3)
+    row.update(
+        device=doc["device"],
+        steps=doc["steps"],
+        busy_source=doc["_busy"]["source"],
+        busy_series=series,
+        busy_mean=row["busy_mean"] if len(series) else 0.0,
+        busy_std=row["busy_std"] if len(series) else 0.0,
+        busy_spacing_s=interval_s if doc["_busy"]["source"] == "gpu_util" else row["step_ms"] / 1e3,
+    )
     h = health_report(row, " ".join(cmd), "perfcore diagnose -- " + " ".join(cmd))
     h["note"] = "a script runs its own loop (optimizer included); health of a workload factory omits the optimizer"
     failed = script_failure(doc)
@@ -104,8 +136,9 @@ def script_health(cmd: list[str], *, steps: int, interval_s: float, out: Path) -
     return h
 
 
-def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
-                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def script_diagnose(
+    cmd: list[str], *, steps: int, warmup: int, out: Path, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     from perfcore.experiments.diagnose import diagnose_advice, diagnose_verdict
 
     say = progress or (lambda m: None)
@@ -131,22 +164,44 @@ def script_diagnose(cmd: list[str], *, steps: int, warmup: int, out: Path,
     except RunFailed as e:
         exps.append({"name": b_name, "oom": False, "step_ms": float("nan"), "speedup": None, "error": str(e)})
     w = base.get("workers") or {}
-    prof = {"items": int(w.get("batches", 0)), "ms_per_item": w.get("getitem_ms_mean", 0.0) / max(1.0, w.get("items_per_batch", 1)),
-            "cpu_to_wall": None, "top": [],
-            "note": "a script's workers are timed per batch (__getitem__ vs collate); for a function-level "
-                    "profile, point diagnose at a workload factory"}
-    base_row = {"step_ms": b_ms, "breakdown_ms": base["breakdown_ms"], "breakdown_fraction": base["breakdown_fraction"],
-                "device": base["device"], "step_sem_ms": base.get("_step_sem_ms"),
-                "breakdown_robust": base.get("breakdown_robust"), "interference": base.get("interference"),
-                "steps": base.get("steps")}
+    prof = {
+        "items": int(w.get("batches", 0)),
+        "ms_per_item": w.get("getitem_ms_mean", 0.0) / max(1.0, w.get("items_per_batch", 1)),
+        "cpu_to_wall": None,
+        "top": [],
+        "note": "a script's workers are timed per batch (__getitem__ vs collate); for a function-level "
+        "profile, point diagnose at a workload factory",
+    }
+    base_row = {
+        "step_ms": b_ms,
+        "breakdown_ms": base["breakdown_ms"],
+        "breakdown_fraction": base["breakdown_fraction"],
+        "device": base["device"],
+        "step_sem_ms": base.get("_step_sem_ms"),
+        "breakdown_robust": base.get("breakdown_robust"),
+        "interference": base.get("interference"),
+        "steps": base.get("steps"),
+    }
     verdict, predicted = diagnose_verdict(base_row, exps, prof, on_gpu=base["device"] != "cpu")
     advised = diagnose_advice({k: v for k, v in base.items() if not k.startswith("_")}, verdict)
-    doc = {"recommendations": advised["recommendations"], "schema": "perfcore.diagnose/1", "workload": " ".join(cmd),
-           "device": base["device"], "experiments": exps,
-           "skipped": [{"name": "C: other decoder", "reason": "a script declares no decoders; use a workload "
-                                                              "factory with decoders={...} for this experiment"}],
-           "worker_profile": prof, "verdict": verdict, "predicted_speedup": predicted,
-           "measured_speedup": exps[1]["speedup"]}
+    doc = {
+        "recommendations": advised["recommendations"],
+        "schema": "perfcore.diagnose/1",
+        "workload": " ".join(cmd),
+        "device": base["device"],
+        "experiments": exps,
+        "skipped": [
+            {
+                "name": "C: other decoder",
+                "reason": "a script declares no decoders; use a workload "
+                "factory with decoders={...} for this experiment",
+            }
+        ],
+        "worker_profile": prof,
+        "verdict": verdict,
+        "predicted_speedup": predicted,
+        "measured_speedup": exps[1]["speedup"],
+    }
     if advised.get("loader_plan"):
         doc["loader_plan"] = advised["loader_plan"]
     failed = next((f for f in failures if f), None)
@@ -167,7 +222,10 @@ def script_settings(cmd: list[str], out: Path) -> dict[str, Any]:
     ld = next((x for x in loaders if x.get("training")), loaders[0] if loaders else None)
     if ld is None:
         raise UsageError("the script built no torch DataLoader, so its settings cannot be changed from outside")
-    return {**{k: ld.get(k) for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")}, "site": ld.get("site")}
+    return {
+        **{k: ld.get(k) for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")},
+        "site": ld.get("site"),
+    }
 
 
 def own_config(cfg: dict, own: dict) -> dict:
@@ -181,8 +239,9 @@ def own_config(cfg: dict, own: dict) -> dict:
     return out
 
 
-def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out: Path,
-                      swept: tuple = (), own: dict | None = None) -> dict[str, Any]:
+def script_config_row(
+    cmd: list[str], cfg: dict, *, steps: int, warmup: int, out: Path, swept: tuple = (), own: dict | None = None
+) -> dict[str, Any]:
     """One sweep configuration of a script: a row, or a failed row with the reason (crash, warm-up only).
     Only the swept axes are replaced; `replaced` lists each value that differs from the script's own."""
     from perfcore.experiments.sweep import Interrupted, failed_row, verdict_cols
@@ -204,11 +263,20 @@ def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out
     if doc["steps"] == 0 or not r["step_ms"]:
         how = (doc.get("exit") or {}).get("sentence") or f"ended (exit {rc})"
         return failed_row(cfg, "crashed", f"the script {how} during warm-up: no measured step")
-    row = {**cfg, "step_ms": r["step_ms"], "samples_per_s": cfg["batch_size"] / r["step_ms"] * 1e3,
-           "busy_mean": r["busy_mean"], "busy_std": r["busy_std"],
-           "peak_mem_bytes": (doc.get("memory") or {}).get("peak_bytes"), "oom": False, "status": "ok",
-           "error": None, "steps": doc["steps"], "load_share": doc["breakdown_fraction"]["load"],
-           **verdict_cols(doc.get("verdict"))}
+    row = {
+        **cfg,
+        "step_ms": r["step_ms"],
+        "samples_per_s": cfg["batch_size"] / r["step_ms"] * 1e3,
+        "busy_mean": r["busy_mean"],
+        "busy_std": r["busy_std"],
+        "peak_mem_bytes": (doc.get("memory") or {}).get("peak_bytes"),
+        "oom": False,
+        "status": "ok",
+        "error": None,
+        "steps": doc["steps"],
+        "load_share": doc["breakdown_fraction"]["load"],
+        **verdict_cols(doc.get("verdict")),
+    }
     if rc != 0:
         # Numbers from a run that crashed part-way describe a different job: kept, never best.
         row.update(status="crashed", error=script_failure(doc)["sentence"])
@@ -217,9 +285,17 @@ def script_config_row(cmd: list[str], cfg: dict, *, steps: int, warmup: int, out
     return row
 
 
-def script_sweep(cmd: list[str], grid: dict[str, list], *, steps: int, warmup: int, out: Path,
-                 progress: Callable | None = None, done: list[dict] | None = None,
-                 on_row: Callable[[list[dict]], None] | None = None) -> dict[str, Any]:
+def script_sweep(
+    cmd: list[str],
+    grid: dict[str, list],
+    *,
+    steps: int,
+    warmup: int,
+    out: Path,
+    progress: Callable | None = None,
+    done: list[dict] | None = None,
+    on_row: Callable[[list[dict]], None] | None = None,
+) -> dict[str, Any]:
     import time
 
     from perfcore.experiments.sweep import config_key, grid_configs, run_grid, sweep_doc
@@ -230,11 +306,17 @@ def script_sweep(cmd: list[str], grid: dict[str, list], *, steps: int, warmup: i
     configs = [own_config(c, own) for c in grid_configs(grid)]
     index = {config_key(c): i for i, c in enumerate(configs)}
     rows, interrupted = run_grid(
-        configs, lambda cfg: script_config_row(cmd, cfg, steps=steps, warmup=warmup,
-                                               out=out / f"config{index[config_key(cfg)]}", swept=swept, own=own),
-        done=done, on_row=on_row, say=progress)
-    doc = sweep_doc(" ".join(cmd), grid, steps, pd.DataFrame(rows), t0=t0, rounds=[], interrupted=interrupted,
-                    planned=len(configs))
+        configs,
+        lambda cfg: script_config_row(
+            cmd, cfg, steps=steps, warmup=warmup, out=out / f"config{index[config_key(cfg)]}", swept=swept, own=own
+        ),
+        done=done,
+        on_row=on_row,
+        say=progress,
+    )
+    doc = sweep_doc(
+        " ".join(cmd), grid, steps, pd.DataFrame(rows), t0=t0, rounds=[], interrupted=interrupted, planned=len(configs)
+    )
     doc["script_settings"] = {k: v for k, v in own.items() if k != "site"}
     doc["kept"] = {k: own.get(k) for k in grid if k not in swept}
     if doc["best"]:

@@ -2,6 +2,7 @@
 spec or a command), runs the stage and writes its files into the run folder. Results are written as
 they come (a sweep after every configuration), atomically, so Ctrl-C or a full disk leaves the
 part already finished readable."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,7 @@ from typing import Any
 from perfcore.errors import UsageError
 from perfcore.report import jsonio
 
-__all__ = ["Target", "parse_target", "is_workload_spec", "health_stage", "diagnose_stage", "sweep_stage",
-           "SCRIPT_GRID"]
+__all__ = ["Target", "parse_target", "is_workload_spec", "health_stage", "diagnose_stage", "sweep_stage", "SCRIPT_GRID"]
 
 # A script's sweep, where the user gives no values: None keeps the script's own setting (read from a
 # first short run), so only the axes asked for are replaced; workers 0 and 2 when none is asked.
@@ -62,8 +62,10 @@ def parse_target(words: tuple[str, ...] | list[str]) -> Target:
     if len(words) == 1 and is_workload_spec(words[0]):
         return Target("workload", words[0])
     if is_workload_spec(words[0]) and not os.path.isfile(words[0]):
-        raise UsageError(f"unexpected {' '.join(words[1:])!r} after the workload {words[0]!r}; "
-                         "options go before the workload, a command after --")
+        raise UsageError(
+            f"unexpected {' '.join(words[1:])!r} after the workload {words[0]!r}; "
+            "options go before the workload, a command after --"
+        )
     return Target("command", words)
 
 
@@ -75,8 +77,13 @@ def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, pr
     else:
         from perfcore.experiments.health import health
 
-        doc = health(target.workload(), steps=steps, interval_s=interval_s,
-                     progress=progress.steps if progress else None, target=target.spec)
+        doc = health(
+            target.workload(),
+            steps=steps,
+            interval_s=interval_s,
+            progress=progress.steps if progress else None,
+            target=target.spec,
+        )
     jsonio.write(out / "health.json", doc)
     return doc, ["health.json"]
 
@@ -98,8 +105,17 @@ def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progre
     return doc, ["diagnose.json", "experiments.png"]
 
 
-def sweep_stage(target: Target, out: Path, grid: dict[str, list | None], *, steps: int, warmup: int,
-                budget_s: float | None = None, resume: bool = False, progress=None) -> tuple[dict, list]:
+def sweep_stage(
+    target: Target,
+    out: Path,
+    grid: dict[str, list | None],
+    *,
+    steps: int,
+    warmup: int,
+    budget_s: float | None = None,
+    resume: bool = False,
+    progress=None,
+) -> tuple[dict, list]:
     """The sweep, checkpointed to sweep.json after every configuration; resume=True continues the
     configurations an earlier sweep into `out` did not finish."""
     from perfcore.experiments.sweep import default_grid, resume_rows
@@ -123,19 +139,23 @@ def sweep_stage(target: Target, out: Path, grid: dict[str, list | None], *, step
         import pandas as pd
         import time
 
-        jsonio.write(out / "sweep.json", sweep_doc(name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(),
-                                                   rounds=[], interrupted=True))
+        jsonio.write(
+            out / "sweep.json",
+            sweep_doc(name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(), rounds=[], interrupted=True),
+        )
 
     if workload is None:
         from perfcore.experiments.scripts import script_sweep
 
-        doc = script_sweep(target.spec, grid, steps=steps, warmup=warmup, out=out, progress=say, done=done,
-                           on_row=checkpoint)
+        doc = script_sweep(
+            target.spec, grid, steps=steps, warmup=warmup, out=out, progress=say, done=done, on_row=checkpoint
+        )
     else:
         from perfcore.experiments.sweep import sweep
 
-        doc = sweep(workload, grid, steps=steps, warmup=warmup, budget_s=budget_s, progress=say, done=done,
-                    on_row=checkpoint)
+        doc = sweep(
+            workload, grid, steps=steps, warmup=warmup, budget_s=budget_s, progress=say, done=done, on_row=checkpoint
+        )
     return doc, write_sweep(doc, out)
 
 

@@ -4,6 +4,7 @@ cannot run (infeasible) or crashes is recorded with its status and reason, the s
 is never the best. Ctrl-C ends the sweep with the configurations finished so far, and a sweep can
 continue from them (`done`). With a time budget, successive halving: every configuration gets a
 few steps, the better half gets twice as many, and so on."""
+
 from __future__ import annotations
 
 import itertools
@@ -18,8 +19,20 @@ from perfcore.errors import UsageError
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload, resolve_device
 
-__all__ = ["sweep", "default_grid", "knees", "worker_trials", "grid_configs", "run_grid", "sweep_doc", "config_key", "failed_row",
-           "resume_rows", "CONFIG_KEYS", "Interrupted"]
+__all__ = [
+    "sweep",
+    "default_grid",
+    "knees",
+    "worker_trials",
+    "grid_configs",
+    "run_grid",
+    "sweep_doc",
+    "config_key",
+    "failed_row",
+    "resume_rows",
+    "CONFIG_KEYS",
+    "Interrupted",
+]
 
 CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
 
@@ -34,8 +47,12 @@ def default_grid(workload: Workload) -> dict[str, list]:
     # Pinned memory needs a GPU (torch pins only for an accelerator, and warns): without one,
     # pin_memory=True is the same loader again, so its configurations would measure only noise.
     pins = [False, True] if resolve_device(workload) == "cuda" else [False]
-    return {"batch_size": sorted({max(1, bs // 2), bs, bs * 2}), "num_workers": workers,
-            "pin_memory": pins, "prefetch_factor": [2]}
+    return {
+        "batch_size": sorted({max(1, bs // 2), bs, bs * 2}),
+        "num_workers": workers,
+        "pin_memory": pins,
+        "prefetch_factor": [2],
+    }
 
 
 def grid_configs(grid: dict[str, list]) -> list[dict[str, Any]]:
@@ -57,19 +74,33 @@ def grid_configs(grid: dict[str, list]) -> list[dict[str, Any]]:
         if int(nw) == 0 and pf != grid["prefetch_factor"][0]:
             continue  # prefetch_factor means nothing without workers: keep one copy of each such config
         # None (a script's sweep): the script's own value, filled in from its first run.
-        out.append({"batch_size": None if bs is None else int(bs), "num_workers": int(nw),
-                    "pin_memory": None if pin is None else bool(pin),
-                    "prefetch_factor": None if pf is None else int(pf)})
+        out.append(
+            {
+                "batch_size": None if bs is None else int(bs),
+                "num_workers": int(nw),
+                "pin_memory": None if pin is None else bool(pin),
+                "prefetch_factor": None if pf is None else int(pf),
+            }
+        )
     return out
 
 
 def _row(cfg: dict, res: dict) -> dict[str, Any]:
     status = "oom" if res.get("oom") else "ok"
-    return {**cfg, "step_ms": res.get("step_ms"), "samples_per_s": res.get("samples_per_s", 0.0),
-            "busy_mean": res.get("busy_mean"), "busy_std": res.get("busy_std"),
-            "peak_mem_bytes": res.get("peak_mem_bytes"), "oom": status == "oom", "status": status,
-            "error": res.get("error"), "steps": res.get("steps", 0),
-            "load_share": (res.get("breakdown_fraction") or {}).get("load"), **verdict_cols(res.get("verdict"))}
+    return {
+        **cfg,
+        "step_ms": res.get("step_ms"),
+        "samples_per_s": res.get("samples_per_s", 0.0),
+        "busy_mean": res.get("busy_mean"),
+        "busy_std": res.get("busy_std"),
+        "peak_mem_bytes": res.get("peak_mem_bytes"),
+        "oom": status == "oom",
+        "status": status,
+        "error": res.get("error"),
+        "steps": res.get("steps", 0),
+        "load_share": (res.get("breakdown_fraction") or {}).get("load"),
+        **verdict_cols(res.get("verdict")),
+    }
 
 
 def verdict_cols(v: dict | None) -> dict[str, Any]:
@@ -79,9 +110,20 @@ def verdict_cols(v: dict | None) -> dict[str, Any]:
 
 def failed_row(cfg: dict, status: str, reason: str) -> dict[str, Any]:
     """A configuration that gave no measurement: recorded, never best."""
-    return {**cfg, "step_ms": None, "samples_per_s": None, "busy_mean": None, "busy_std": None,
-            "peak_mem_bytes": None, "oom": status == "oom", "status": status, "error": reason[:300], "steps": 0,
-            "load_share": None, **verdict_cols(None)}
+    return {
+        **cfg,
+        "step_ms": None,
+        "samples_per_s": None,
+        "busy_mean": None,
+        "busy_std": None,
+        "peak_mem_bytes": None,
+        "oom": status == "oom",
+        "status": status,
+        "error": reason[:300],
+        "steps": 0,
+        "load_share": None,
+        **verdict_cols(None),
+    }
 
 
 class Interrupted(Exception):
@@ -92,9 +134,14 @@ def config_key(cfg: dict) -> tuple:
     return tuple(cfg.get(k) for k in CONFIG_KEYS)
 
 
-def run_grid(configs: list[dict], measure_one: Callable[[dict], dict], *, done: list[dict] | None = None,
-             on_row: Callable[[list[dict]], None] | None = None,
-             say: Callable[[int, int, float | None, str], None] | None = None) -> tuple[list[dict], bool]:
+def run_grid(
+    configs: list[dict],
+    measure_one: Callable[[dict], dict],
+    *,
+    done: list[dict] | None = None,
+    on_row: Callable[[list[dict]], None] | None = None,
+    say: Callable[[int, int, float | None, str], None] | None = None,
+) -> tuple[list[dict], bool]:
     """Each configuration once, in order: measure_one(cfg) -> row. Rows in `done` (from an earlier,
     interrupted sweep of the same grid) are kept, not measured again. A configuration that raises
     is a failed row (UsageError: infeasible, anything else: crashed) and the sweep goes on; Ctrl-C
@@ -126,8 +173,17 @@ def run_grid(configs: list[dict], measure_one: Callable[[dict], dict], *, done: 
     return rows, interrupted
 
 
-def sweep_doc(name: str, grid: dict, steps: int, table: pd.DataFrame, *, t0: float, rounds: list,
-              interrupted: bool = False, planned: int | None = None) -> dict[str, Any]:
+def sweep_doc(
+    name: str,
+    grid: dict,
+    steps: int,
+    table: pd.DataFrame,
+    *,
+    t0: float,
+    rounds: list,
+    interrupted: bool = False,
+    planned: int | None = None,
+) -> dict[str, Any]:
     """The perfcore.sweep/1 document; best and knees only from configurations that measured fine."""
     if "status" not in table:
         table = table.assign(status=[] if table.empty else "ok")
@@ -161,14 +217,24 @@ def sweep_doc(name: str, grid: dict, steps: int, table: pd.DataFrame, *, t0: flo
 
 def _measure_cfg(workload: Workload, steps: int, warmup: int):
     def one(cfg: dict) -> dict:
-        return _row(cfg, measure_workload(workload, steps=_steps(cfg, steps), warmup=_warmup(cfg, warmup), overrides=cfg))
+        return _row(
+            cfg, measure_workload(workload, steps=_steps(cfg, steps), warmup=_warmup(cfg, warmup), overrides=cfg)
+        )
+
     return one
 
 
-def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int = 50, warmup: int = 3,
-          budget_s: float | None = None, progress: Callable[[int, int, float | None, str], None] | None = None,
-          done: list[dict] | None = None, on_row: Callable[[list[dict]], None] | None = None
-          ) -> dict[str, Any]:
+def sweep(
+    workload: Workload,
+    grid: dict[str, list] | None = None,
+    *,
+    steps: int = 50,
+    warmup: int = 3,
+    budget_s: float | None = None,
+    progress: Callable[[int, int, float | None, str], None] | None = None,
+    done: list[dict] | None = None,
+    on_row: Callable[[list[dict]], None] | None = None,
+) -> dict[str, Any]:
     grid = grid or default_grid(workload)
     configs = grid_configs(grid)
     say = progress or (lambda done_, total, eta, label: None)
@@ -180,8 +246,16 @@ def sweep(workload: Workload, grid: dict[str, list] | None = None, *, steps: int
         table = pd.DataFrame(rows)
     else:
         table, interrupted = _halving(workload, configs, steps, warmup, budget_s, say, rounds)
-    return sweep_doc(workload.name, grid, steps, table, t0=t0, rounds=rounds, interrupted=interrupted,
-                     planned=None if budget_s else len(configs))
+    return sweep_doc(
+        workload.name,
+        grid,
+        steps,
+        table,
+        t0=t0,
+        rounds=rounds,
+        interrupted=interrupted,
+        planned=None if budget_s else len(configs),
+    )
 
 
 def _warmup(cfg: dict, warmup: int) -> int:
@@ -201,8 +275,10 @@ def _steps(cfg: dict, steps: int) -> int:
 
 
 def _label(cfg: dict) -> str:
-    return (f"batch {cfg['batch_size']}, workers {cfg['num_workers']}, pin {cfg['pin_memory']}, "
-            f"prefetch {cfg['prefetch_factor']}")
+    return (
+        f"batch {cfg['batch_size']}, workers {cfg['num_workers']}, pin {cfg['pin_memory']}, "
+        f"prefetch {cfg['prefetch_factor']}"
+    )
 
 
 def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> tuple[pd.DataFrame, bool]:
@@ -257,8 +333,10 @@ def knees(ok: pd.DataFrame, within: float = 0.05) -> list[str]:
             tail.append(f"{', '.join(map(str, flat))} add less than {int(within * 100)}%")
         if worse:
             tail.append(f"{', '.join(map(str, worse))} are slower (cores shared with the loop)")
-        out.append(f"batch {bs}: throughput stops improving at {w} worker(s) ({by_w[w]:.0f} samples/s"
-                   + (f"; {'; '.join(tail)})" if tail else ")"))
+        out.append(
+            f"batch {bs}: throughput stops improving at {w} worker(s) ({by_w[w]:.0f} samples/s"
+            + (f"; {'; '.join(tail)})" if tail else ")")
+        )
     return out
 
 
@@ -268,9 +346,17 @@ def worker_trials(ok: pd.DataFrame, best: dict[str, Any]) -> list[dict[str, Any]
     checks a workers change against (analysis.advice.contradicting_trial)."""
     g = ok[(ok["batch_size"] == best["batch_size"]) & (ok["pin_memory"] == best["pin_memory"])]
     by_w = g.groupby("num_workers")["samples_per_s"].max().sort_index()
-    return [{"experiment": f"sweep (batch {best['batch_size']})", "relative_to": int(base), "num_workers": int(w),
-             "speedup": float(v / by_w[base])}
-            for base in by_w.index for w, v in by_w.items() if w != base and by_w[base] > 0]
+    return [
+        {
+            "experiment": f"sweep (batch {best['batch_size']})",
+            "relative_to": int(base),
+            "num_workers": int(w),
+            "speedup": float(v / by_w[base]),
+        }
+        for base in by_w.index
+        for w, v in by_w.items()
+        if w != base and by_w[base] > 0
+    ]
 
 
 def _py(v):
@@ -284,10 +370,14 @@ def _clean(r: dict) -> dict:
 def resume_rows(previous: dict[str, Any], grid: dict, steps: int, name: str) -> list[dict]:
     """The finished configurations of an earlier sweep document, when it swept the same thing."""
     if previous.get("workload") != name or previous.get("steps") != steps:
-        raise UsageError(f"the sweep to resume ran {previous.get('workload')!r} with --steps {previous.get('steps')}; "
-                         f"this one is {name!r} with --steps {steps}: give the same target and --steps, or a new --out")
+        raise UsageError(
+            f"the sweep to resume ran {previous.get('workload')!r} with --steps {previous.get('steps')}; "
+            f"this one is {name!r} with --steps {steps}: give the same target and --steps, or a new --out"
+        )
     same = {k: [_py(x) for x in v] for k, v in grid.items()} == previous.get("grid")
     if not same:
-        raise UsageError("the sweep to resume had another grid; give the same --batch-size/--num-workers/"
-                         "--pin-memory/--prefetch-factor, or a new --out")
+        raise UsageError(
+            "the sweep to resume had another grid; give the same --batch-size/--num-workers/"
+            "--pin-memory/--prefetch-factor, or a new --out"
+        )
     return [r for r in previous.get("configs", []) if isinstance(r, dict)]

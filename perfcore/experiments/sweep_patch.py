@@ -1,6 +1,7 @@
 """The sweep's best DataLoader settings as a patch for the user's own call: read the script's file at the
 DataLoader's recorded file:line (read only), write dataloader.patch into the sweep's folder, and say the
 call as it would read. The user applies it with `git apply <folder>/dataloader.patch` from `cwd`."""
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,14 @@ def _settings(best: Mapping[str, Any], own: Mapping[str, Any], keys: tuple[str, 
     return out
 
 
-def sweep_patch(site: str | None, best: Mapping[str, Any] | None, own: Mapping[str, Any], keys: tuple[str, ...],
-                out: Path, cwd: str | None = None) -> dict[str, Any]:
+def sweep_patch(
+    site: str | None,
+    best: Mapping[str, Any] | None,
+    own: Mapping[str, Any],
+    keys: tuple[str, ...],
+    out: Path,
+    cwd: str | None = None,
+) -> dict[str, Any]:
     """{"status": written | unchanged | not_possible, "reason", "patch" (file name), "call", "at"}. `site` is
     the recorded "file:line" (untrusted: read, never written; it must lie under `cwd`)."""
     if not site or not best:
@@ -49,5 +56,11 @@ def sweep_patch(site: str | None, best: Mapping[str, Any] | None, own: Mapping[s
     from perfcore.report import jsonio
 
     jsonio.write_text(out / PATCH_NAME, p.diff)
-    return {"status": "written", "patch": PATCH_NAME, "at": f"{rel}:{p.line}", "call": p.call,
-            "changed": [list(c) for c in p.changed], "through_kwargs": p.through_kwargs}
+    return {
+        "status": "written",
+        "patch": PATCH_NAME,
+        "at": f"{rel}:{p.line}",
+        "call": p.call,
+        "changed": [list(c) for c in p.changed],
+        "through_kwargs": p.through_kwargs,
+    }

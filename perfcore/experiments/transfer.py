@@ -4,6 +4,7 @@ non_blocking=True really overlaps with a running kernel (measured, not assumed).
 Python API: measure(...) -> DataFrame, batch_cost(shape, dtype) -> dict. Needs a GPU; without one
 every function raises DeviceUnavailable with the reason. parse_sizes is pure and runs anywhere.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,11 +16,29 @@ import pandas as pd
 from perfcore._native import require_cuda
 from perfcore.errors import UsageError
 
-__all__ = ["parse_sizes", "parse_shape", "measure", "batch_cost", "overlap_check", "nominal_link_gbps",
-           "summarize_curve"]
+__all__ = [
+    "parse_sizes",
+    "parse_shape",
+    "measure",
+    "batch_cost",
+    "overlap_check",
+    "nominal_link_gbps",
+    "summarize_curve",
+]
 
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
-          "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1 << 10,
+    "KB": 1 << 10,
+    "KIB": 1 << 10,
+    "M": 1 << 20,
+    "MB": 1 << 20,
+    "MIB": 1 << 20,
+    "G": 1 << 30,
+    "GB": 1 << 30,
+    "GIB": 1 << 30,
+}
 
 
 def _size(tok: str) -> int:
@@ -68,8 +87,9 @@ def _stream() -> int:
     return torch.cuda.current_stream().cuda_stream
 
 
-def measure(sizes: Iterable[int] = tuple(parse_sizes("4K..1G")), directions: Iterable[str] = ("h2d", "d2h"),
-            repeats: int = 10) -> pd.DataFrame:
+def measure(
+    sizes: Iterable[int] = tuple(parse_sizes("4K..1G")), directions: Iterable[str] = ("h2d", "d2h"), repeats: int = 10
+) -> pd.DataFrame:
     """One row per (direction, memory, size): median GB/s (1e9 B/s) and ms of `repeats` copies,
     timed with CUDA events, plus the host time of the call (pageable copies block the host)."""
     C = require_cuda("transfer measurement")
@@ -83,9 +103,17 @@ def measure(sizes: Iterable[int] = tuple(parse_sizes("4K..1G")), directions: Ite
             df = pd.DataFrame(cols)
             for size, g in df.groupby("size_bytes"):
                 med_ns = float(np.median(g["gpu_ns"]))
-                rows.append({"direction": d, "memory": "pinned" if pinned else "pageable", "size_bytes": int(size),
-                             "gbps": size / med_ns if med_ns else float("nan"), "ms": med_ns / 1e6,
-                             "host_ms": float(np.median(g["host_ns"])) / 1e6, "repeats": len(g)})
+                rows.append(
+                    {
+                        "direction": d,
+                        "memory": "pinned" if pinned else "pageable",
+                        "size_bytes": int(size),
+                        "gbps": size / med_ns if med_ns else float("nan"),
+                        "ms": med_ns / 1e6,
+                        "host_ms": float(np.median(g["host_ns"])) / 1e6,
+                        "repeats": len(g),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -110,9 +138,14 @@ def nominal_link_gbps() -> dict[str, Any]:
         pynvml.nvmlShutdown()
     except Exception as e:
         return {"gbps": None, "reason": f"NVML could not tell the link ({type(e).__name__}: {e})"}
-    return {"gbps": per_lane.get(max_gen, float("nan")) * max_width, "generation": max_gen, "width": max_width,
-            "current_generation": gen, "current_width": width,
-            "note": "nominal = the most this device and system allow; the current link may be trained down when idle"}
+    return {
+        "gbps": per_lane.get(max_gen, float("nan")) * max_width,
+        "generation": max_gen,
+        "width": max_width,
+        "current_generation": gen,
+        "current_width": width,
+        "note": "nominal = the most this device and system allow; the current link may be trained down when idle",
+    }
 
 
 def summarize_curve(df: pd.DataFrame, nominal: float | None) -> dict[str, Any]:

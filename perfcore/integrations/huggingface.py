@@ -9,6 +9,7 @@ the same log call; in callbacks=[...] it comes after them (the keys reach log_hi
 callbacks). After train(): `.result` (perfcore.run/1), `.steps` (per step, with `trainer_step`),
 `.summary` (the flat dict that was logged).
 """
+
 from __future__ import annotations
 
 

@@ -8,6 +8,7 @@ While training, the settled steps' figures are logged every `log_every_n_steps`;
 run's summary. After fit(): `.result` (perfcore.run/1), `.steps` (per step, with `trainer_step`),
 `.summary` (the flat dict that was logged).
 """
+
 from __future__ import annotations
 
 

@@ -1,5 +1,6 @@
 """perfcore run's zero-code instrumentation inside this process, for a trainer callback: start it,
 mark the trainer's step numbers as steps end, read the settled figures while it runs, finish."""
+
 from __future__ import annotations
 
 import os
@@ -133,4 +134,3 @@ class CallbackState:
         self.result = None
         self.steps = None
         self.summary: dict = {}
-

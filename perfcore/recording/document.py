@@ -1,4 +1,5 @@
 """What a Recording's settled steps become: the per-step ms table and the perfcore.run/1 document."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,7 @@ from perfcore.analysis import attribution
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 
-def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int
-             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(df with the ms columns added, the user's view of it). The view: one row per completed step: step, wall_ms, load_ms, transfer_ms, compute_ms, comm_ms,
     host_ms (the five sum to wall_ms), warmup, and <custom phase>_ms for custom phases."""
     new = {"wall_ms": df["wall_ns"] / 1e6, **{f"{lb}_ms": df[f"{lb}_ns"] / 1e6 for lb in attribution.LABELS}}
@@ -30,8 +30,9 @@ def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int
     return df, df[cols + extra].reset_index(drop=True)
 
 
-def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int,
-                 evaluation_rows: list[int] | None = None) -> dict[str, Any]:
+def run_document(
+    engine, full: pd.DataFrame, per_phase: float, top_kernels: int, evaluation_rows: list[int] | None = None
+) -> dict[str, Any]:
     """The perfcore.run/1 document of `full` (the settled ns table); per_phase: one phase's host cost;
     evaluation_rows: rows the summary sets apart as evaluation passes."""
     store = engine.store
@@ -56,26 +57,43 @@ def run_document(engine, full: pd.DataFrame, per_phase: float, top_kernels: int,
     own_ms = float(full["perfcore_ns"].sum()) / 1e6 if "perfcore_ns" in full else 0.0
     own_per_step = own_ms / max(1, len(full))
     overhead_ms = phases_per_step * per_phase / 1e6 + own_per_step
-    overhead = {"per_phase_ns": per_phase, "phases_per_step": phases_per_step, "settle_ms_per_step": settle_ms,
-                "own_ms_total": own_ms, "own_ms_per_step": own_per_step, "ms_per_step": overhead_ms,
-                "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
-                "method": "phases per step x the measured cost of one phase, plus perfcore's own work on the training "
-                          "thread (settling, progress file, checkpoints), measured and left out of the steps"}
-    doc = attribution.summarize(full, on_gpu=engine.device == "cuda", backend=engine.backend,
-                                device=engine.device_name(), evidence=evidence, kernels=kernels,
-                                memcpy=memcpy, overhead=overhead)
+    overhead = {
+        "per_phase_ns": per_phase,
+        "phases_per_step": phases_per_step,
+        "settle_ms_per_step": settle_ms,
+        "own_ms_total": own_ms,
+        "own_ms_per_step": own_per_step,
+        "ms_per_step": overhead_ms,
+        "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
+        "method": "phases per step x the measured cost of one phase, plus perfcore's own work on the training "
+        "thread (settling, progress file, checkpoints), measured and left out of the steps",
+    }
+    doc = attribution.summarize(
+        full,
+        on_gpu=engine.device == "cuda",
+        backend=engine.backend,
+        device=engine.device_name(),
+        evidence=evidence,
+        kernels=kernels,
+        memcpy=memcpy,
+        overhead=overhead,
+    )
     if categories:
         doc["kernel_categories"] = categories
     doc["capture"] = engine.capture_stats()
     cap = doc["capture"]
     lost = cap.get("dropped", 0) + cap.get("overflow", 0)
     if cap.get("buffers_undecodable"):
-        engine.notes.append(f"{cap['buffers_undecodable']} CUPTI buffer(s) ended at a record CUPTI would not return "
-                            f"({cap.get('buffers_incomplete', 0)} incomplete: work still running at stop); up to "
-                            f"{cap.get('bytes_unwalked', 0)} bytes of records after them are lost")
+        engine.notes.append(
+            f"{cap['buffers_undecodable']} CUPTI buffer(s) ended at a record CUPTI would not return "
+            f"({cap.get('buffers_incomplete', 0)} incomplete: work still running at stop); up to "
+            f"{cap.get('bytes_unwalked', 0)} bytes of records after them are lost"
+        )
     if lost:
-        engine.notes.append(f"{lost} CUPTI records were dropped (buffers full or drained too slowly): kernel "
-                            "and copy times are undercounted; see capture in run.json")
+        engine.notes.append(
+            f"{lost} CUPTI records were dropped (buffers full or drained too slowly): kernel "
+            "and copy times are undercounted; see capture in run.json"
+        )
     if engine.notes:
         doc["notes"] = list(dict.fromkeys(engine.notes))
     doc["step_source"] = "timer.step()" if engine.step_on == "step" else engine.step_on

@@ -7,6 +7,7 @@ so no step is ever synchronized; `load` is host waiting and uses the host clock 
 kernels=True, CUPTI kernel and memcpy records replace the events (compute = inside a kernel).
 StepTimer gives the user's methods over one Recording; run/ and the integrations drive it directly.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,8 +31,15 @@ from perfcore.recording.settling import COMPACT_MAX, COMPACT_MIN_S, FIRST_COMPAC
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["Recording", "TimedLoader", "SettleSchedule", "phase_cost_ns", "COMPACT_MAX", "COMPACT_MIN_S",
-           "FIRST_COMPACT_S"]
+__all__ = [
+    "Recording",
+    "TimedLoader",
+    "SettleSchedule",
+    "phase_cost_ns",
+    "COMPACT_MAX",
+    "COMPACT_MIN_S",
+    "FIRST_COMPACT_S",
+]
 
 LOAD, TRANSFER, COMPUTE, COMM = 0, 1, 2, 3
 BUILTIN = {"load": LOAD, "transfer": TRANSFER, "compute": COMPUTE, "comm": COMM}
@@ -111,8 +119,10 @@ class TimedLoader:
             self._it = iter(self._src)
         rec = self._engine._rec
         if LOAD in rec.open_phases():
-            raise UsageError("nested timer.load(): a batch is fetched while another fetch is being timed; "
-                             "wrap only the outermost loader")
+            raise UsageError(
+                "nested timer.load(): a batch is fetched while another fetch is being timed; "
+                "wrap only the outermost loader"
+            )
         self._engine.fetch_started()
         rec.begin(LOAD)
         try:
@@ -128,8 +138,15 @@ class Recording:
     """One run's recording: the native span recorder, the CUDA event timer or CUPTI tracer, the
     step ends, and the StepStore the steps settle into. Arguments as StepTimer's."""
 
-    def __init__(self, device: str = "auto", warmup: int = 5, kernels: bool = False, stream: Any = None,
-                 step_on: str = "step", kernel_backend: str = "auto"):
+    def __init__(
+        self,
+        device: str = "auto",
+        warmup: int = 5,
+        kernels: bool = False,
+        stream: Any = None,
+        step_on: str = "step",
+        kernel_backend: str = "auto",
+    ):
         if warmup < 0:
             raise UsageError(f"warmup must be >= 0, got {warmup}")
         if step_on not in STEP_ON:
@@ -139,8 +156,11 @@ class Recording:
         self._C = native()
         self._rec = self._C.SpanRecorder()
         self.own = OwnWork(self._rec, self._C.now_ns)  # perfcore's own work: left out of every step
-        self.phases = PhaseNames({v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN},
-                                 {v: k for k, v in BUILTIN.items()}, FIRST_CUSTOM)
+        self.phases = PhaseNames(
+            {v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN},
+            {v: k for k, v in BUILTIN.items()},
+            FIRST_CUSTOM,
+        )
         self._boundaries = self._C.StepEnds()  # int64 ends; settled ones are let go
         self._t_created = self._C.now_ns()
         self.settling = SettleSchedule(self._t_created)
@@ -154,8 +174,13 @@ class Recording:
         if kernels:
             self._start_kernels(kernel_backend)
         # The settled steps and the kept detail (read by the document and the raw part; fed only from here).
-        self.store = StepStore(self.phases.labels, FIRST_CUSTOM, on_gpu=self.device == "cuda",
-                                use_kernels=self._tracer is not None, warmup=self.warmup)
+        self.store = StepStore(
+            self.phases.labels,
+            FIRST_CUSTOM,
+            on_gpu=self.device == "cuda",
+            use_kernels=self._tracer is not None,
+            warmup=self.warmup,
+        )
         self.step_on = step_on
         self._fetches = 0
         self._opt_hook = None
@@ -168,7 +193,9 @@ class Recording:
         """The native scope of one phase: entering and leaving it is one C call each."""
         events = self._events if (self._events is not None and label in GPU_LABELS) else None
         tag = self._tracer is not None and label in GPU_LABELS
-        return self.phases.add(name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag))
+        return self.phases.add(
+            name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag)
+        )
 
     def phase(self, name: str, label: str = "host"):
         """The scope of phase `name`, declared on first use with its label."""
@@ -220,8 +247,9 @@ class Recording:
             except Exception as e:  # never into the user's loop: counted, noted, retried next time
                 self.upkeep_errors += 1
                 if self.upkeep_errors == 1:
-                    self.notes.append(f"settling steps failed ({type(e).__name__}: {e}); retried at the next "
-                                      "settle and at the end")
+                    self.notes.append(
+                        f"settling steps failed ({type(e).__name__}: {e}); retried at the next settle and at the end"
+                    )
             finally:
                 self.settle_ns += self.own.record(t0)
 
@@ -337,8 +365,17 @@ class Recording:
         self.store.add("spans", pd.DataFrame(part))
         if self._events is not None:
             ev = self._events.resolve(wait)
-            self.store.add("events", pd.DataFrame({"phase_id": ev["phase_id"], "step": ev["step"],
-                                                    "start_ns": ev["gpu_start_ns"], "end_ns": ev["gpu_end_ns"]}))
+            self.store.add(
+                "events",
+                pd.DataFrame(
+                    {
+                        "phase_id": ev["phase_id"],
+                        "step": ev["step"],
+                        "start_ns": ev["gpu_start_ns"],
+                        "end_ns": ev["gpu_end_ns"],
+                    }
+                ),
+            )
         if self._tracer is not None:
             self._add_activity(self._tracer.take(), part)
 

@@ -1,5 +1,6 @@
 """The GPU side of a Recording: which device and stream its events time, following the GPU the work
 is on, starting CUPTI (native, else cupti-python, else CUDA events), and what the capture lost."""
+
 from __future__ import annotations
 
 import sys
@@ -23,8 +24,9 @@ def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:
         raise UsageError(f"device must be 'cuda', 'cpu' or 'auto', got {device!r}")
     kind = "cuda" if str(device).startswith("cuda") else "cpu"
     if kind == "cuda" and not caps["features"]["cuda_events"]:
-        raise DeviceUnavailable(f"StepTimer(device='cuda'): {caps['reasons'].get('cuda_events', 'no GPU')}; "
-                                "use device='cpu' or 'auto'")
+        raise DeviceUnavailable(
+            f"StepTimer(device='cuda'): {caps['reasons'].get('cuda_events', 'no GPU')}; use device='cpu' or 'auto'"
+        )
     if kind == "cpu":
         return kind, 0, None, False
     import torch
@@ -35,8 +37,10 @@ def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:
 
     index = device_index(device)
     if index is not None and index >= torch.cuda.device_count():
-        raise UsageError(f"StepTimer(device={device!r}): this process sees {torch.cuda.device_count()} GPU(s); "
-                         "use an index below that (CUDA_VISIBLE_DEVICES renumbers them)")
+        raise UsageError(
+            f"StepTimer(device={device!r}): this process sees {torch.cuda.device_count()} GPU(s); "
+            "use an index below that (CUDA_VISIBLE_DEVICES renumbers them)"
+        )
     C = native()
     if stream is None:
         # Phases time the stream current when each opens (a side stream under
@@ -57,7 +61,7 @@ def device_index(device: str) -> int | None:
     if not d.startswith("cuda:"):
         return None
     try:
-        n = int(d[len("cuda:"):])
+        n = int(d[len("cuda:") :])
     except ValueError:
         n = -1
     if n < 0:
@@ -83,8 +87,10 @@ def follow_device(engine) -> None:
         used = [torch.cuda.memory_allocated(i) for i in range(n)]
         best = max(range(n), key=lambda i: (used[i], i == cur))
         if used[best] > 0 and best != engine._events.device and engine._events.set_device(best):
-            engine.notes.append(f"phases timed on GPU {best}, which holds this process's tensors "
-                                f"(the current device is {cur}: torch.cuda.set_device was not called)")
+            engine.notes.append(
+                f"phases timed on GPU {best}, which holds this process's tensors "
+                f"(the current device is {cur}: torch.cuda.set_device was not called)"
+            )
     except Exception as e:  # never into the user's loop
         engine._follow = False
         engine.notes.append(f"could not check which GPU holds the work ({type(e).__name__}: {e})")
@@ -97,8 +103,9 @@ def start_kernels(engine, backend: str = "auto") -> None:
         raise UsageError(f"kernel backend must be 'auto', 'native' or 'cupti-python', got {backend!r}")
     if engine.device != "cuda":
         why = capabilities()["reasons"].get("cuda_events") or "device='cpu' was asked for"
-        engine.capture_note = (f"kernels=True (kernel_backend {backend!r}) needs a GPU ({why}): timing host "
-                               "phases instead (backend host)")
+        engine.capture_note = (
+            f"kernels=True (kernel_backend {backend!r}) needs a GPU ({why}): timing host phases instead (backend host)"
+        )
         engine.notes.append(engine.capture_note)
         try:  # once, at the timer's construction: stacklevel 5 is the user's StepTimer(...)
             warnings.warn(f"perfcore: {engine.capture_note}", RuntimeWarning, stacklevel=5)
@@ -114,13 +121,16 @@ def start_kernels(engine, backend: str = "auto") -> None:
     if kin["active"]:
         # torch.profiler is recording now: taking CUPTI would replace its buffer callbacks and
         # cost it the GPU trace it is taking. Declined, so both stay true.
-        engine.notes.append("kernels=True declined: torch.profiler is recording in this process and holds "
-                            "CUPTI; timing with CUDA events instead (use kernels=True outside the profiler's "
-                            "`with` block, or read its trace)")
+        engine.notes.append(
+            "kernels=True declined: torch.profiler is recording in this process and holds "
+            "CUPTI; timing with CUDA events instead (use kernels=True outside the profiler's "
+            "`with` block, or read its trace)"
+        )
         return
 
-    order = {"auto": (CuptiTracer, CuptiPythonTracer), "native": (CuptiTracer,),
-             "cupti-python": (CuptiPythonTracer,)}[backend]
+    order = {"auto": (CuptiTracer, CuptiPythonTracer), "native": (CuptiTracer,), "cupti-python": (CuptiPythonTracer,)}[
+        backend
+    ]
     failed = []
     for cls in order:
         try:
@@ -138,8 +148,10 @@ def start_kernels(engine, backend: str = "auto") -> None:
         if kin["used"] and engine._tracer is None:
             # Kineto keeps its CUPTI subscription for the life of the process once torch.profiler
             # has run: only a new process frees it.
-            why += ("; torch.profiler ran earlier in this process and keeps CUPTI until the process "
-                    "ends: restart the kernel (or the script) to trace kernels with perfcore")
+            why += (
+                "; torch.profiler ran earlier in this process and keeps CUPTI until the process "
+                "ends: restart the kernel (or the script) to trace kernels with perfcore"
+            )
         engine.notes.append(f"CUPTI tracing unavailable ({why}); {done}")
 
 
@@ -173,8 +185,10 @@ def hand_over(engine, why: str) -> None:
     if frames is not None:
         engine._add_activity(frames)
     engine.store.events_from_ns = engine._handed_over["at_ns"]
-    note = (f"GPU time from CUPTI kernels until step {step}, then from CUDA events: {why} in this process, "
-            "and perfcore handed CUPTI over to it")
+    note = (
+        f"GPU time from CUPTI kernels until step {step}, then from CUDA events: {why} in this process, "
+        "and perfcore handed CUPTI over to it"
+    )
     engine.notes.append(note)
     print(f"perfcore: {note}", file=sys.stderr)
 
@@ -226,9 +240,11 @@ def trust_graph_ids(engine) -> None:
     st = dict(t._C.cupti_stats()) if getattr(t, "_C", None) is not None and hasattr(t._C, "cupti_stats") else {}
     if st.get("graph_ids_untrusted"):
         engine._launches.trust_graph_ids = False
-        engine.notes.append(f"CUPTI tracing session {st.get('session')} in this process: this CUPTI gives graph "
-                            "kernels wrong correlation ids after the first, so they are placed by the time of "
-                            "the graph launch before them")
+        engine.notes.append(
+            f"CUPTI tracing session {st.get('session')} in this process: this CUPTI gives graph "
+            "kernels wrong correlation ids after the first, so they are placed by the time of "
+            "the graph launch before them"
+        )
 
 
 def capture_stats(engine) -> dict[str, Any]:
@@ -241,62 +257,82 @@ def capture_stats(engine) -> dict[str, Any]:
     tracer = engine._tracer if engine._tracer is not None else (handed or {}).get("tracer")
     if handed:
         st = dict(getattr(tracer, "stats", {}) or {})
-        out["handed_over"] = {"at_step": handed["step"], "why": handed["why"],
-                              "finalized": bool(st.get("finalized", False)),
-                              "note": f"kernels until step {handed['step']}, then events, because {handed['why']}"}
+        out["handed_over"] = {
+            "at_step": handed["step"],
+            "why": handed["why"],
+            "finalized": bool(st.get("finalized", False)),
+            "note": f"kernels until step {handed['step']}, then events, because {handed['why']}",
+        }
     if tracer is not None:
         st = dict(tracer.stats)
         launches = engine._launches
         # Every record lost, by cause: dropped by CUPTI (no buffer), over the decode cap, in
         # buffers whose walk stopped early (at an incomplete record: work still running at the
         # forced flush), and records decoded but unplaceable (a timestamp CUPTI left at 0).
-        out.update(records=int(st.get("records", 0)),
-                   dropped=int(st.get("dropped_records", 0)) + int(st.get("discarded_records", 0)),
-                   overflow=int(st.get("overflow_records", 0)),
-                   invalid_timestamps=int(st.get("invalid_timestamps", 0)),
-                   zero_timestamps=int(st.get("zero_timestamps", 0)),
-                   buffers_undecodable=int(st.get("buffers_undecodable", 0)),
-                   buffers_incomplete=int(st.get("buffers_incomplete", 0)),
-                   bytes_unwalked=int(st.get("bytes_unwalked", 0)),
-                   device_synced_at_stop=bool(getattr(tracer, "synced_at_stop", False)),
-                   device_buffer_bytes=int(st.get("device_buffer_bytes", 0)),
-                   api_calls_filtered=int(st.get("api_calls_filtered", 0)),
-                   cupti_session=int(st.get("session", 0)),
-                   guards=[g for g in ("graph_ids_untrusted", "concurrent_kernel_left_on") if st.get(g)],
-                   buffers=int(st.get("buffers_completed", 0)), buffers_denied=int(st.get("buffers_denied", 0)),
-                   flushes=int(st.get("flushes", 0)), flush_ms=st.get("flush_ns", 0) / 1e6,
-                   forced_flush_ms=st.get("forced_flush_ns", 0) / 1e6,
-                   clock_drift_ns=int(st.get("clock_drift_ns", 0)),
-                   kernels_by_external_id=launches.by_external,
-                   kernels_by_launch_time=launches.by_window,
-                   kernels_by_graph_launch_time=launches.by_graph_time,
-                   kernels_unattributed=launches.unattributed,
-                   tag_errors=int(engine._C.tag_errors()) if hasattr(engine._C, "tag_errors") else 0)
+        out.update(
+            records=int(st.get("records", 0)),
+            dropped=int(st.get("dropped_records", 0)) + int(st.get("discarded_records", 0)),
+            overflow=int(st.get("overflow_records", 0)),
+            invalid_timestamps=int(st.get("invalid_timestamps", 0)),
+            zero_timestamps=int(st.get("zero_timestamps", 0)),
+            buffers_undecodable=int(st.get("buffers_undecodable", 0)),
+            buffers_incomplete=int(st.get("buffers_incomplete", 0)),
+            bytes_unwalked=int(st.get("bytes_unwalked", 0)),
+            device_synced_at_stop=bool(getattr(tracer, "synced_at_stop", False)),
+            device_buffer_bytes=int(st.get("device_buffer_bytes", 0)),
+            api_calls_filtered=int(st.get("api_calls_filtered", 0)),
+            cupti_session=int(st.get("session", 0)),
+            guards=[g for g in ("graph_ids_untrusted", "concurrent_kernel_left_on") if st.get(g)],
+            buffers=int(st.get("buffers_completed", 0)),
+            buffers_denied=int(st.get("buffers_denied", 0)),
+            flushes=int(st.get("flushes", 0)),
+            flush_ms=st.get("flush_ns", 0) / 1e6,
+            forced_flush_ms=st.get("forced_flush_ns", 0) / 1e6,
+            clock_drift_ns=int(st.get("clock_drift_ns", 0)),
+            kernels_by_external_id=launches.by_external,
+            kernels_by_launch_time=launches.by_window,
+            kernels_by_graph_launch_time=launches.by_graph_time,
+            kernels_unattributed=launches.unattributed,
+            tag_errors=int(engine._C.tag_errors()) if hasattr(engine._C, "tag_errors") else 0,
+        )
     if engine._events is not None:
         ss = engine._events.stream_stats() if hasattr(engine._events, "stream_stats") else {}
-        out.update(phases_on_current_stream=int(ss.get("followed", 0)),
-                   phases_stream_unseen=int(ss.get("unseen", 0)),
-                   phases_switched_stream_inside=int(ss.get("switched_inside", 0)),
-                   phases_under_graph_capture=int(ss.get("capturing", 0)),
-                   event_pairs_unreadable=int(ss.get("unreadable", 0)))
+        out.update(
+            phases_on_current_stream=int(ss.get("followed", 0)),
+            phases_stream_unseen=int(ss.get("unseen", 0)),
+            phases_switched_stream_inside=int(ss.get("switched_inside", 0)),
+            phases_under_graph_capture=int(ss.get("capturing", 0)),
+            event_pairs_unreadable=int(ss.get("unreadable", 0)),
+        )
         if ss.get("capturing") and engine._tracer is None:
-            engine.notes.append(f"{ss['capturing']} GPU phase(s) ran while their stream was being captured into a "
-                                "CUDA graph (torch.cuda.graph, make_graphed_callables): not timed, since the "
-                                "capture records work rather than running it; the graph's replays are")
+            engine.notes.append(
+                f"{ss['capturing']} GPU phase(s) ran while their stream was being captured into a "
+                "CUDA graph (torch.cuda.graph, make_graphed_callables): not timed, since the "
+                "capture records work rather than running it; the graph's replays are"
+            )
         if ss.get("unreadable"):
-            engine.notes.append(f"{ss['unreadable']} GPU phase(s) could not be timed: the runtime refused their "
-                                f"events ({ss.get('last_unreadable_error')}); the phases after them were timed")
+            engine.notes.append(
+                f"{ss['unreadable']} GPU phase(s) could not be timed: the runtime refused their "
+                f"events ({ss.get('last_unreadable_error')}); the phases after them were timed"
+            )
         if ss.get("switched_inside") and engine._tracer is None:
-            engine.notes.append(f"{ss['switched_inside']} GPU phase(s) moved their work to another stream inside "
-                                "the phase (`with torch.cuda.stream(...)` inside `with timer.compute():`); CUDA events "
-                                "on the phase's first stream do not see it: open the stream outside the phase, or "
-                                "use kernels=True (CUPTI sees every stream)")
+            engine.notes.append(
+                f"{ss['switched_inside']} GPU phase(s) moved their work to another stream inside "
+                "the phase (`with torch.cuda.stream(...)` inside `with timer.compute():`); CUDA events "
+                "on the phase's first stream do not see it: open the stream outside the phase, or "
+                "use kernels=True (CUPTI sees every stream)"
+            )
         if ss.get("unseen"):
-            engine.notes.append(f"{ss['unseen']} GPU phase(s) could not read the current stream and were timed on "
-                                "the legacy default stream; work on non-blocking streams is not seen by them")
+            engine.notes.append(
+                f"{ss['unseen']} GPU phase(s) could not read the current stream and were timed on "
+                "the legacy default stream; work on non-blocking streams is not seen by them"
+            )
         cs = engine._events.clock_sync()
-        out.update(event_clock_syncs=int(cs["syncs"]), event_clock_drift_ns=int(cs["max_abs_drift_ns"]),
-                   event_clock_uncertainty_ns=int(cs["uncertainty_ns"]))
+        out.update(
+            event_clock_syncs=int(cs["syncs"]),
+            event_clock_drift_ns=int(cs["max_abs_drift_ns"]),
+            event_clock_uncertainty_ns=int(cs["uncertainty_ns"]),
+        )
         out.setdefault("clock_drift_ns", out["event_clock_drift_ns"])  # events place the GPU work
     kin = getattr(engine, "kineto", None)
     if kin is not None:

@@ -1,4 +1,5 @@
 """perfcore's own work on the training thread, as spans the attribution leaves out of the steps."""
+
 from __future__ import annotations
 
 from typing import Callable

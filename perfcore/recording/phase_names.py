@@ -2,6 +2,7 @@
 (steps.csv, the summary table), so names made per step (f"step{i}") would grow the recording with
 the run. Names past MAX_PHASE_NAMES share one phase per label: "other_phases" for host,
 "other_<label>_phases" for the others."""
+
 from __future__ import annotations
 
 import threading
@@ -16,9 +17,27 @@ MAX_PHASE_NAMES = 512
 # Names whose <name>_ms column is one perfcore writes in every steps table (a phase "wall" replaced
 # the step's wall time; "perfcore" was taken out of the step as perfcore's own work), or that it
 # gives to names past the limit.
-RESERVED = frozenset({"step", "wall", "warmup", "perfcore", "start", "mem", "evaluation", "host", "load", "transfer",
-                      "compute", "comm", "other_phases", "other_compute_phases", "other_transfer_phases",
-                      "other_comm_phases", "other_load_phases"})
+RESERVED = frozenset(
+    {
+        "step",
+        "wall",
+        "warmup",
+        "perfcore",
+        "start",
+        "mem",
+        "evaluation",
+        "host",
+        "load",
+        "transfer",
+        "compute",
+        "comm",
+        "other_phases",
+        "other_compute_phases",
+        "other_transfer_phases",
+        "other_comm_phases",
+        "other_load_phases",
+    }
+)
 
 
 def check_name(name: str) -> None:
@@ -26,8 +45,10 @@ def check_name(name: str) -> None:
     phase's GPU column (<name>_gpu_ms), nor an internal one; UsageError, one line, otherwise."""
     text = str(name)
     if text in RESERVED or text.startswith(("_", "monitor_")) or text.endswith("_gpu") or not text.strip():
-        raise UsageError(f"phase name {text[:60]!r} is reserved: perfcore's steps table has a column of that name "
-                         "(or it is empty); choose another name, such as 'augment' or 'decode'")
+        raise UsageError(
+            f"phase name {text[:60]!r} is reserved: perfcore's steps table has a column of that name "
+            "(or it is empty); choose another name, such as 'augment' or 'decode'"
+        )
 
 
 class PhaseNames:
@@ -77,10 +98,12 @@ class PhaseNames:
             return scope
         other = "other_phases" if label == "host" else f"other_{label}_phases"
         if not self._others:
-            text = (f"more than {MAX_PHASE_NAMES} distinct phase names (the next was {name!r}): each name is a "
-                    f"column kept for every step, so names past {MAX_PHASE_NAMES} are counted together as "
-                    f"{other!r} (their time stays in its label); use a fixed set of names, e.g. "
-                    "timer.phase('augment') rather than timer.phase(f'augment{i}') (each step is already a row)")
+            text = (
+                f"more than {MAX_PHASE_NAMES} distinct phase names (the next was {name!r}): each name is a "
+                f"column kept for every step, so names past {MAX_PHASE_NAMES} are counted together as "
+                f"{other!r} (their time stays in its label); use a fixed set of names, e.g. "
+                "timer.phase('augment') rather than timer.phase(f'augment{i}') (each step is already a row)"
+            )
             notes.append(text)
             try:  # stacklevel 5: the user's `with timer.phase(...)`, through StepTimer.phase, the engine, declare
                 warnings.warn(f"perfcore: {text}", RuntimeWarning, stacklevel=5)

@@ -5,6 +5,7 @@ it and settles it there, with the same code the instrumented process would have 
 
 Only a recording with nothing settled or pending and no CUPTI tracer is carried: its state is then
 exactly what the native recorder and event timer still hold, so nothing is lost in the carrying."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,8 +25,12 @@ _EVENTS = {"phase_id": "phase_id", "step": "step", "gpu_start_ns": "start_ns", "
 
 def can_carry(engine: Recording) -> bool:
     store = engine.store
-    return (engine._tracer is None and store.settled == 0 and not any(store.pending.values())
-            and getattr(engine, "_handed_over", None) is None)
+    return (
+        engine._tracer is None
+        and store.settled == 0
+        and not any(store.pending.values())
+        and getattr(engine, "_handed_over", None) is None
+    )
 
 
 def export(engine: Recording) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -40,13 +45,20 @@ def export(engine: Recording) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     arrays["step_ends_ns"] = np.frombuffer(ends.since(0), dtype=np.int64).copy()
     capture = engine.capture_stats()  # after the events resolved; it may add notes
     meta = {
-        "device": engine.device, "device_name": engine.device_name(), "backend": engine.backend,
-        "warmup": engine.warmup, "step_on": engine.step_on,
+        "device": engine.device,
+        "device_name": engine.device_name(),
+        "backend": engine.backend,
+        "warmup": engine.warmup,
+        "step_on": engine.step_on,
         "names": {str(k): v for k, v in engine.phases.names.items()},
         "labels": {str(k): v for k, v in engine.phases.labels.items()},
         "shared_phase_ids": sorted(int(p) for p in engine.store.shared_phase_ids),
-        "t_first": engine._t_first, "t_created": int(engine._t_created), "settle_ns": int(engine.settle_ns),
-        "upkeep_errors": int(engine.upkeep_errors), "notes": list(engine.notes), "capture": capture,
+        "t_first": engine._t_first,
+        "t_created": int(engine._t_created),
+        "settle_ns": int(engine.settle_ns),
+        "upkeep_errors": int(engine.upkeep_errors),
+        "notes": list(engine.notes),
+        "capture": capture,
         "phase_cost_ns": phase_cost_ns(),
     }
     return meta, arrays
@@ -84,17 +96,20 @@ class Replayed(Recording):
     device is a name, the events are already intervals, the spans already arrays. It holds what
     settling and the run document read; recording into it is not possible."""
 
-    def __init__(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]):  # noqa: super() would open a device
+    # Not super().__init__(): it would open a device.
+    def __init__(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]):
         import pandas as pd
 
         self._meta = meta
         self.device, self.backend, self.step_on = meta["device"], meta["backend"], meta["step_on"]
         self.warmup = int(meta["warmup"])
-        self.phases = PhaseNames({int(k): v for k, v in meta["names"].items()},
-                                 {int(k): v for k, v in meta["labels"].items()}, FIRST_CUSTOM)
+        self.phases = PhaseNames(
+            {int(k): v for k, v in meta["names"].items()}, {int(k): v for k, v in meta["labels"].items()}, FIRST_CUSTOM
+        )
         self._rec, self._events, self._tracer = _NoNewSpans(), None, None
-        self.store = StepStore(self.phases.labels, FIRST_CUSTOM, on_gpu=self.device == "cuda", use_kernels=False,
-                                warmup=self.warmup)
+        self.store = StepStore(
+            self.phases.labels, FIRST_CUSTOM, on_gpu=self.device == "cuda", use_kernels=False, warmup=self.warmup
+        )
         self.store.shared_phase_ids = set(meta["shared_phase_ids"])
         self.store.add("spans", pd.DataFrame({c: arrays[f"span_{c}"] for c in _SPANS}))
         if "event_phase_id" in arrays:
@@ -114,5 +129,6 @@ class Replayed(Recording):
         if settle:
             self.summary()
         # One phase's cost as measured where the phases ran.
-        return document.run_document(self, self._last_table, float(self._meta["phase_cost_ns"]), top_kernels,
-                                     evaluation_rows)
+        return document.run_document(
+            self, self._last_table, float(self._meta["phase_cost_ns"]), top_kernels, evaluation_rows
+        )

@@ -1,4 +1,5 @@
 """When a recording settles its steps into rows: a schedule on the step ends' own clock."""
+
 from __future__ import annotations
 
 __all__ = ["SettleSchedule", "COMPACT_MIN_S", "COMPACT_MAX", "FIRST_COMPACT_S"]

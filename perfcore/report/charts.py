@@ -1,5 +1,6 @@
 """Chart data for report.html: per-step columns binned to a fixed size, rounded, as the JSON the
 inlined chart script (assets/report.js, drawing with uPlot) reads. Pure functions: tables in, dicts out."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,7 @@ import pandas as pd
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.bins import bin_steps
 
-__all__ = ["COLORS", "HTML_BINS", "HIST_BINS", "run_charts", "histogram", "stackbars", "to_json", "assets",
-           "rounded"]
+__all__ = ["COLORS", "HTML_BINS", "HIST_BINS", "run_charts", "histogram", "stackbars", "to_json", "assets", "rounded"]
 
 COLORS = {"load": "#e4572e", "transfer": "#f3a712", "compute": "#29335c", "comm": "#669bbc", "host": "#a8a8a8"}
 HTML_BINS = 600  # enough to zoom into a long run; a fixed size whatever its length
@@ -27,8 +27,12 @@ ASSETS = Path(__file__).with_name("assets")
 def assets() -> dict[str, str]:
     """The inlined chart library (uPlot, MIT: assets/uPlot.LICENSE), its CSS, and perfcore's own script and CSS."""
     read = lambda name: (ASSETS / name).read_text(encoding="utf-8")  # noqa: E731
-    return {"uplot_js": read("uPlot.iife.min.js"), "uplot_css": read("uPlot.min.css"),
-            "report_js": read("report.js"), "report_css": read("report.css")}
+    return {
+        "uplot_js": read("uPlot.iife.min.js"),
+        "uplot_css": read("uPlot.min.css"),
+        "report_js": read("report.js"),
+        "report_css": read("report.css"),
+    }
 
 
 def rounded(values: Iterable[float] | np.ndarray, sig: int = 4) -> list[float | None]:
@@ -66,7 +70,7 @@ def _col(steps: pd.DataFrame, name: str) -> np.ndarray | None:
     return v if np.isfinite(v).any() else None
 
 
-def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bins: int = HTML_BINS) -> list[dict]:
+def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bins: int = HTML_BINS) -> list[dict]:  # noqa: C901
     """The charts over a run, all on one step axis (zoom and cursor shared): stacked ms per label,
     utilisation (GPU, host CPU), memory, DataLoader waits; and the step-time histogram beside them."""
     if steps is None or not len(steps):
@@ -80,64 +84,167 @@ def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bi
     binned = int(b["steps"].max()) > 1
     warm = b["warmup"].to_numpy(dtype=bool)
     shade = [[x[0], int(b.loc[b["warmup"], "last_step"].max()) + 1]] if warm.any() else None
-    common = {"kind": "timeline", "group": prefix, "x": x, "x_end": x_end, "shade": shade,
-              "x_label": "step" if not binned else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps)"}
+    common = {
+        "kind": "timeline",
+        "group": prefix,
+        "x": x,
+        "x_end": x_end,
+        "shade": shade,
+        "x_label": "step" if not binned else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps)",
+    }
     lines = []
     if int(b["steps"].median()) >= 20:  # a median or p90 of a few steps is noise, not a line
-        lines = [{"label": "median step", "values": rounded(b["median_ms"]), "color": "#111111", "unit": "ms"},
-                 {"label": "p90 step", "values": rounded(b["p90_ms"]), "color": "#111111", "dash": [4, 3], "unit": "ms"}]
-    charts = [{**common, "id": f"{prefix}-breakdown", "stacked": True, "unit": "ms", "y_label": "ms per step",
-               "height": 230, "warm": [bool(w) for w in warm], "total": rounded(b["wall_ms"]),
-               "series": [{"label": lb, "values": rounded(b[f"{lb}_ms"]), "color": COLORS[lb], "unit": "ms"}
-                          for lb in LABELS], "lines": lines,
-               "title": "Where each step goes" + (" (mean per bin)" if binned else "")}]
+        lines = [
+            {"label": "median step", "values": rounded(b["median_ms"]), "color": "#111111", "unit": "ms"},
+            {"label": "p90 step", "values": rounded(b["p90_ms"]), "color": "#111111", "dash": [4, 3], "unit": "ms"},
+        ]
+    charts = [
+        {
+            **common,
+            "id": f"{prefix}-breakdown",
+            "stacked": True,
+            "unit": "ms",
+            "y_label": "ms per step",
+            "height": 230,
+            "warm": [bool(w) for w in warm],
+            "total": rounded(b["wall_ms"]),
+            "series": [
+                {"label": lb, "values": rounded(b[f"{lb}_ms"]), "color": COLORS[lb], "unit": "ms"} for lb in LABELS
+            ],
+            "lines": lines,
+            "title": "Where each step goes" + (" (mean per bin)" if binned else ""),
+        }
+    ]
     util = []
     gpu = _col(steps, "monitor_gpu_util")
     if gpu is not None:
-        util.append({"label": "GPU utilisation", "values": rounded(100 * _bin_mean(gpu, starts), 3),
-                     "color": COLORS["compute"], "unit": "%", "fill": True, "gaps": True})
+        util.append(
+            {
+                "label": "GPU utilisation",
+                "values": rounded(100 * _bin_mean(gpu, starts), 3),
+                "color": COLORS["compute"],
+                "unit": "%",
+                "fill": True,
+                "gaps": True,
+            }
+        )
     cpu = _col(steps, "monitor_cpu_percent")
     if cpu is not None:
         # Sampled every interval, not every step: a line across the steps between samples.
-        util.append({"label": "host CPU", "values": rounded(_bin_mean(cpu, starts), 3), "color": COLORS["load"],
-                     "unit": "%", "gaps": True})
+        util.append(
+            {
+                "label": "host CPU",
+                "values": rounded(_bin_mean(cpu, starts), 3),
+                "color": COLORS["load"],
+                "unit": "%",
+                "gaps": True,
+            }
+        )
     if util:
-        charts.append({**common, "id": f"{prefix}-util", "unit": "%", "y_label": "%", "y_max": 100, "height": 150,
-                       "series": util, "title": "Utilisation (sampled, mean per step)"})
+        charts.append(
+            {
+                **common,
+                "id": f"{prefix}-util",
+                "unit": "%",
+                "y_label": "%",
+                "y_max": 100,
+                "height": 150,
+                "series": util,
+                "title": "Utilisation (sampled, mean per step)",
+            }
+        )
     mem = []
     gmem = _col(steps, "monitor_gpu_mem_used_bytes")
     if gmem is not None:
-        mem.append({"label": "GPU memory used", "values": rounded(_bin_mean(gmem, starts) / 2**20), "color": "#7b4fa0",
-                    "unit": "MiB", "fill": True, "gaps": True})
+        mem.append(
+            {
+                "label": "GPU memory used",
+                "values": rounded(_bin_mean(gmem, starts) / 2**20),
+                "color": "#7b4fa0",
+                "unit": "MiB",
+                "fill": True,
+                "gaps": True,
+            }
+        )
     pmem = _col(steps, "mem_bytes")
     if pmem is not None:
         pmem = np.where(pmem >= 0, pmem, np.nan)  # -1: not sampled at that step
         kind = (doc.get("memory") or {}).get("kind")
         label = "CUDA allocated" if kind == "cuda_allocated" else "process RSS" if kind else "memory"
         if np.isfinite(pmem).any():
-            mem.append({"label": label, "values": rounded(_bin_mean(pmem, starts) / 2**20), "color": COLORS["transfer"],
-                        "unit": "MiB", "gaps": True})
+            mem.append(
+                {
+                    "label": label,
+                    "values": rounded(_bin_mean(pmem, starts) / 2**20),
+                    "color": COLORS["transfer"],
+                    "unit": "MiB",
+                    "gaps": True,
+                }
+            )
     unit = "MiB"
     if mem and max((v for s in mem for v in s["values"] if v is not None), default=0) > 2048:
         unit = "GiB"  # ticks at whole GiB, not at 9.77 GiB
         for s in mem:
             s["values"], s["unit"] = [None if v is None else round(v / 1024, 3) for v in s["values"]], unit
     if mem:
-        charts.append({**common, "id": f"{prefix}-memory", "unit": unit, "y_label": "memory", "height": 150,
-                       "series": mem, "title": "Memory"})
-    for col, label, unit, color in (("monitor_power_w", "GPU power", "W", "#b8860b"),
-                                    ("monitor_temp_c", "GPU temperature", "°C", "#c0392b")):
+        charts.append(
+            {
+                **common,
+                "id": f"{prefix}-memory",
+                "unit": unit,
+                "y_label": "memory",
+                "height": 150,
+                "series": mem,
+                "title": "Memory",
+            }
+        )
+    for col, label, unit, color in (
+        ("monitor_power_w", "GPU power", "W", "#b8860b"),
+        ("monitor_temp_c", "GPU temperature", "°C", "#c0392b"),
+    ):
         v = _col(steps, col)
         if v is not None and np.isfinite(v).any():  # NVML answered: on the steps' axis, a drop lines up with them
-            charts.append({**common, "id": f"{prefix}-{col[8:]}", "unit": unit, "y_label": unit, "height": 110,
-                           "series": [{"label": label, "values": rounded(_bin_mean(v, starts), 3), "color": color,
-                                       "unit": unit, "gaps": True}], "title": f"{label} (sampled, mean per step)"})
+            charts.append(
+                {
+                    **common,
+                    "id": f"{prefix}-{col[8:]}",
+                    "unit": unit,
+                    "y_label": unit,
+                    "height": 110,
+                    "series": [
+                        {
+                            "label": label,
+                            "values": rounded(_bin_mean(v, starts), 3),
+                            "color": color,
+                            "unit": unit,
+                            "gaps": True,
+                        }
+                    ],
+                    "title": f"{label} (sampled, mean per step)",
+                }
+            )
     load = _col(steps, "load_ms")
     if load is not None and np.nanmax(load) > 0:
-        charts.append({**common, "id": f"{prefix}-load", "unit": "ms", "y_label": "ms", "height": 130, "stepped": True,
-                       "series": [{"label": "DataLoader wait", "values": rounded(b["load_ms"]), "color": COLORS["load"],
-                                   "unit": "ms", "fill": True}],
-                       "title": "DataLoader waits (ms per step)"})
+        charts.append(
+            {
+                **common,
+                "id": f"{prefix}-load",
+                "unit": "ms",
+                "y_label": "ms",
+                "height": 130,
+                "stepped": True,
+                "series": [
+                    {
+                        "label": "DataLoader wait",
+                        "values": rounded(b["load_ms"]),
+                        "color": COLORS["load"],
+                        "unit": "ms",
+                        "fill": True,
+                    }
+                ],
+                "title": "DataLoader waits (ms per step)",
+            }
+        )
     hist = histogram(steps, doc.get("step_time_ms") or {}, f"{prefix}-hist")
     if hist:
         charts.append(hist)
@@ -157,18 +264,50 @@ def histogram(steps: pd.DataFrame, step_ms: dict[str, Any], chart_id: str, bins:
         hi = lo + max(abs(lo) * 0.01, 1e-3)
     counts, edges = np.histogram(np.clip(w, lo, hi), bins=bins, range=(lo, hi))
     above = int((w > hi).sum())
-    marks = [{"x": float(step_ms[k]), "label": k, "color": "#111111", "dash": [] if k == "p50" else [4, 3]}
-             for k in ("p50", "p90") if isinstance(step_ms.get(k), (int, float)) and lo <= step_ms[k] <= hi]
-    return {"kind": "histogram", "id": chart_id, "edges": rounded(edges, 5), "counts": [int(c) for c in counts],
-            "color": COLORS["compute"], "marks": marks, "height": 230, "title": "Step-time distribution",
-            "note": f"{int(w.size):,} measured steps" + (f"; the {above} slowest (> {hi:.3g} ms) are in the last bar"
-                                                         if above else "")}
+    marks = [
+        {"x": float(step_ms[k]), "label": k, "color": "#111111", "dash": [] if k == "p50" else [4, 3]}
+        for k in ("p50", "p90")
+        if isinstance(step_ms.get(k), (int, float)) and lo <= step_ms[k] <= hi
+    ]
+    return {
+        "kind": "histogram",
+        "id": chart_id,
+        "edges": rounded(edges, 5),
+        "counts": [int(c) for c in counts],
+        "color": COLORS["compute"],
+        "marks": marks,
+        "height": 230,
+        "title": "Step-time distribution",
+        "note": f"{int(w.size):,} measured steps"
+        + (f"; the {above} slowest (> {hi:.3g} ms) are in the last bar" if above else ""),
+    }
 
 
-def stackbars(chart_id: str, names: list[str], breakdowns: list[dict[str, float] | None], totals: list[str],
-              title: str, height: int = 220) -> dict:
+def stackbars(
+    chart_id: str,
+    names: list[str],
+    breakdowns: list[dict[str, float] | None],
+    totals: list[str],
+    title: str,
+    height: int = 220,
+) -> dict:
     """One stacked bar per named row (experiments, ranks, runs), split by label."""
-    return {"kind": "stackbars", "id": chart_id, "names": names, "totals": totals, "unit": "ms", "height": height,
-            "y_label": "ms per step", "title": title,
-            "series": [{"label": lb, "values": rounded([float((bd or {}).get(lb) or 0.0) for bd in breakdowns]),
-                        "color": COLORS[lb], "unit": "ms"} for lb in LABELS]}
+    return {
+        "kind": "stackbars",
+        "id": chart_id,
+        "names": names,
+        "totals": totals,
+        "unit": "ms",
+        "height": height,
+        "y_label": "ms per step",
+        "title": title,
+        "series": [
+            {
+                "label": lb,
+                "values": rounded([float((bd or {}).get(lb) or 0.0) for bd in breakdowns]),
+                "color": COLORS[lb],
+                "unit": "ms",
+            }
+            for lb in LABELS
+        ],
+    }

@@ -8,6 +8,7 @@ intervals), then a window of steps; and at most `max_events` of them (shared by 
 the first steps' and the window's. `otherData.processes` says, per process, which steps' intervals
 the trace holds and why the others are not in it. Opens in ui.perfetto.dev and chrome://tracing.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,12 @@ __all__ = ["build_trace", "write_trace", "MAX_EVENTS", "MAX_STEP_EVENTS"]
 
 MAX_EVENTS = 400_000  # interval events in one trace, all processes together
 MAX_STEP_EVENTS = 10_000  # step events per process; past it, bins of consecutive steps
-TABLES = (("span_start_ns", "span_end_ns"), ("kernel_start_ns", "kernel_end_ns"),
-          ("memcpy_start_ns", "memcpy_end_ns"), ("event_start_ns", "event_end_ns"))
+TABLES = (
+    ("span_start_ns", "span_end_ns"),
+    ("kernel_start_ns", "kernel_end_ns"),
+    ("memcpy_start_ns", "memcpy_end_ns"),
+    ("event_start_ns", "event_end_ns"),
+)
 
 
 def _window(step_wall: np.ndarray, among: np.ndarray) -> list[int]:
@@ -52,8 +57,9 @@ def _step_of(raw: dict[str, Any], s0: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _choose(raw: dict[str, Any], s0: np.ndarray, wall: np.ndarray, budget: int
-            ) -> tuple[dict[str, np.ndarray], np.ndarray, str]:
+def _choose(
+    raw: dict[str, Any], s0: np.ndarray, wall: np.ndarray, budget: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, str]:
     """Which intervals go in (a mask per table), which steps' intervals the trace holds, and why
     the others are not in it ("" when every step's are)."""
     n = len(s0)
@@ -67,11 +73,16 @@ def _choose(raw: dict[str, Any], s0: np.ndarray, wall: np.ndarray, budget: int
         kept = np.arange(n) < through
         kept[np.asarray(raw["detail_window"], np.int64)[np.asarray(raw["detail_window"]) < n]] = True
         kept[settled:] = True
-        why = "" if kept.all() else (
-            f"the run kept every step's intervals for its first {through} steps (the cap: "
-            f"{int(raw['detail_cap_steps'])} steps or {int(raw['detail_cap_rows'])} intervals, to bound "
-            f"memory and this file), then only those of a window: the slowest step, the median and last "
-            f"of the latest settled chunk")
+        why = (
+            ""
+            if kept.all()
+            else (
+                f"the run kept every step's intervals for its first {through} steps (the cap: "
+                f"{int(raw['detail_cap_steps'])} steps or {int(raw['detail_cap_rows'])} intervals, to bound "
+                f"memory and this file), then only those of a window: the slowest step, the median and last "
+                f"of the latest settled chunk"
+            )
+        )
     else:
         kept = counts > 0
         why = "" if kept.all() else "only the steps whose intervals the recording kept"
@@ -84,13 +95,15 @@ def _choose(raw: dict[str, Any], s0: np.ndarray, wall: np.ndarray, budget: int
         kept &= keep
         why = (why + "; " if why else "") + (
             f"this trace holds at most {budget} intervals for this process: those of the steps "
-            f"before step {k} and of the slowest, a median and the last step")
+            f"before step {k} and of the slowest, a median and the last step"
+        )
     masks = {a_key: kept[idx] for a_key, idx in of.items()}
     return masks, kept, why
 
 
-def _step_events(steps, s0: np.ndarray, wall: np.ndarray, pid: int, t0: int, kept: np.ndarray,
-                 max_step_events: int) -> tuple[list[dict], str]:
+def _step_events(
+    steps, s0: np.ndarray, wall: np.ndarray, pid: int, t0: int, kept: np.ndarray, max_step_events: int
+) -> tuple[list[dict], str]:
     """The steps track: every step, or past max_step_events bins of consecutive steps (mean ms),
     and then the steps whose intervals are in the trace on a thread of their own."""
     n = len(s0)
@@ -101,9 +114,16 @@ def _step_events(steps, s0: np.ndarray, wall: np.ndarray, pid: int, t0: int, kep
     events: list[dict] = [{"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "steps"}}]
 
     def one(k: int, tid: int) -> dict:
-        return {"name": f"step {int(numbers[k])}", "ph": "X", "pid": pid, "tid": tid, "cat": "step",
-                "ts": float(ts[k]), "dur": float(wall[k]) / 1e3,
-                "args": {c: round(float(vals[c][k]), 3) for c in ms_cols}}
+        return {
+            "name": f"step {int(numbers[k])}",
+            "ph": "X",
+            "pid": pid,
+            "tid": tid,
+            "cat": "step",
+            "ts": float(ts[k]),
+            "dur": float(wall[k]) / 1e3,
+            "args": {c: round(float(vals[c][k]), 3) for c in ms_cols},
+        }
 
     if n <= max_step_events:
         return events + [one(k, 0) for k in range(n)], "every step"
@@ -112,17 +132,27 @@ def _step_events(steps, s0: np.ndarray, wall: np.ndarray, pid: int, t0: int, kep
     lasts = np.minimum(firsts + size, n) - 1
     mean = {c: np.add.reduceat(np.nan_to_num(vals[c]), firsts) / (lasts - firsts + 1) for c in ms_cols}
     for j, (a, b) in enumerate(zip(firsts, lasts)):
-        events.append({"name": f"steps {int(numbers[a])}-{int(numbers[b])}", "ph": "X", "pid": pid, "tid": 0,
-                       "cat": "steps", "ts": float(ts[a]), "dur": float(ends[b] - ts[a]),
-                       "args": {"steps": int(b - a + 1), **{f"mean_{c}": round(float(mean[c][j]), 3) for c in ms_cols}}})
+        events.append(
+            {
+                "name": f"steps {int(numbers[a])}-{int(numbers[b])}",
+                "ph": "X",
+                "pid": pid,
+                "tid": 0,
+                "cat": "steps",
+                "ts": float(ts[a]),
+                "dur": float(ends[b] - ts[a]),
+                "args": {"steps": int(b - a + 1), **{f"mean_{c}": round(float(mean[c][j]), 3) for c in ms_cols}},
+            }
+        )
     events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 1, "args": {"name": "steps with intervals"}})
     # Bounded by the recording's cap (analysis.detail) and the trace's interval budget, not by n.
     events += [one(int(k), 1) for k in np.flatnonzero(kept)]
     return events, f"bins of {size} consecutive steps (mean ms), and each step whose intervals are in the trace"
 
 
-def build_trace(parts: list[dict[str, Any]], max_events: int = MAX_EVENTS,
-                max_step_events: int = MAX_STEP_EVENTS) -> dict[str, Any]:
+def build_trace(
+    parts: list[dict[str, Any]], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
+) -> dict[str, Any]:
     """parts: one dict per process: {"label", "pid", "raw" (trace.npz arrays), "steps" (DataFrame)}."""
     t0 = min((int(p["raw"]["step_start_ns"][0]) for p in parts if len(p["raw"]["step_start_ns"])), default=0)
     events: list[dict] = []
@@ -138,40 +168,99 @@ def build_trace(parts: list[dict[str, Any]], max_events: int = MAX_EVENTS,
         masks, kept, why = _choose(raw, s0, wall, budget)
         track, track_text = _step_events(p["steps"], s0, wall, pid, t0, kept, max_step_events)
         events += track
-        about.append({"label": p["label"], "steps": int(n), "step_track": track_text,
-                      "steps_with_intervals": _ranges(kept), "steps_without_intervals": int(n - kept.sum()),
-                      "why": why or "every step's intervals are in the trace"})
+        about.append(
+            {
+                "label": p["label"],
+                "steps": int(n),
+                "step_track": track_text,
+                "steps_with_intervals": _ranges(kept),
+                "steps_without_intervals": int(n - kept.sum()),
+                "why": why or "every step's intervals are in the trace",
+            }
+        )
         names = dict(zip(raw["phase_ids"].tolist(), raw["phase_names"].tolist()))
         m = masks.get("span_start_ns", np.zeros(0, bool))
         a, b = raw["span_start_ns"], raw["span_end_ns"]
         for ph, st, en, tid, step in zip(raw["span_phase"][m], a[m], b[m], raw["span_thread"][m], raw["span_step"][m]):
-            events.append({"name": names.get(int(ph), str(ph)), "ph": "X", "pid": pid, "tid": int(tid), "cat": "host",
-                           "ts": (int(st) - t0) / 1e3, "dur": (int(en) - int(st)) / 1e3, "args": {"step": int(step)}})
+            events.append(
+                {
+                    "name": names.get(int(ph), str(ph)),
+                    "ph": "X",
+                    "pid": pid,
+                    "tid": int(tid),
+                    "cat": "host",
+                    "ts": (int(st) - t0) / 1e3,
+                    "dur": (int(en) - int(st)) / 1e3,
+                    "args": {"step": int(step)},
+                }
+            )
         if "kernel_start_ns" in masks:
             m, a, b = masks["kernel_start_ns"], raw["kernel_start_ns"], raw["kernel_end_ns"]
             for nm, st, en, stream in zip(raw["kernel_name"][m], a[m], b[m], raw["kernel_stream"][m]):
-                events.append({"name": str(nm), "ph": "X", "pid": gpu_pid, "tid": int(stream), "cat": "kernel",
-                               "ts": (int(st) - t0) / 1e3, "dur": (int(en) - int(st)) / 1e3})
+                events.append(
+                    {
+                        "name": str(nm),
+                        "ph": "X",
+                        "pid": gpu_pid,
+                        "tid": int(stream),
+                        "cat": "kernel",
+                        "ts": (int(st) - t0) / 1e3,
+                        "dur": (int(en) - int(st)) / 1e3,
+                    }
+                )
         if "memcpy_start_ns" in masks:
             m, a, b = masks["memcpy_start_ns"], raw["memcpy_start_ns"], raw["memcpy_end_ns"]
-            for d, st, en, stream, nb, pg in zip(raw["memcpy_direction"][m], a[m], b[m], raw["memcpy_stream"][m],
-                                                 raw["memcpy_bytes"][m], raw["memcpy_pageable"][m]):
-                events.append({"name": f"memcpy {d}" + (" (pageable)" if pg else ""), "ph": "X", "pid": gpu_pid,
-                               "tid": int(stream), "cat": "memcpy", "ts": (int(st) - t0) / 1e3,
-                               "dur": (int(en) - int(st)) / 1e3, "args": {"bytes": int(nb)}})
+            for d, st, en, stream, nb, pg in zip(
+                raw["memcpy_direction"][m],
+                a[m],
+                b[m],
+                raw["memcpy_stream"][m],
+                raw["memcpy_bytes"][m],
+                raw["memcpy_pageable"][m],
+            ):
+                events.append(
+                    {
+                        "name": f"memcpy {d}" + (" (pageable)" if pg else ""),
+                        "ph": "X",
+                        "pid": gpu_pid,
+                        "tid": int(stream),
+                        "cat": "memcpy",
+                        "ts": (int(st) - t0) / 1e3,
+                        "dur": (int(en) - int(st)) / 1e3,
+                        "args": {"bytes": int(nb)},
+                    }
+                )
         if "event_start_ns" in masks:
             m, a, b = masks["event_start_ns"], raw["event_start_ns"], raw["event_end_ns"]
             for ph, st, en in zip(raw["event_phase"][m], a[m], b[m]):
-                events.append({"name": f"{names.get(int(ph), ph)} (GPU)", "ph": "X", "pid": gpu_pid, "tid": 0,
-                               "cat": "gpu", "ts": (int(st) - t0) / 1e3, "dur": (int(en) - int(st)) / 1e3})
+                events.append(
+                    {
+                        "name": f"{names.get(int(ph), ph)} (GPU)",
+                        "ph": "X",
+                        "pid": gpu_pid,
+                        "tid": 0,
+                        "cat": "gpu",
+                        "ts": (int(st) - t0) / 1e3,
+                        "dur": (int(en) - int(st)) / 1e3,
+                    }
+                )
     # windowed: some step of some process has no intervals in the trace (its step event is there).
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"producer": "perfcore", "windowed": any(a["steps_without_intervals"] for a in about),
-                          "clock": "CLOCK_MONOTONIC", "origin_ns": t0, "processes": about}}
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "producer": "perfcore",
+            "windowed": any(a["steps_without_intervals"] for a in about),
+            "clock": "CLOCK_MONOTONIC",
+            "origin_ns": t0,
+            "processes": about,
+        },
+    }
 
 
-def write_trace(path: Path, parts: list[dict[str, Any]], max_events: int = MAX_EVENTS,
-                max_step_events: int = MAX_STEP_EVENTS) -> dict[str, Any]:
+def write_trace(
+    path: Path, parts: list[dict[str, Any]], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
+) -> dict[str, Any]:
     doc = build_trace(parts, max_events, max_step_events)
     from perfcore.report import jsonio
 

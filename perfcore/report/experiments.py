@@ -1,4 +1,5 @@
 """Terminal text for health, diagnose and sweep results."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,10 +14,14 @@ __all__ = ["render_health", "render_diagnose", "render_diagnose_brief", "render_
 
 
 def render_health(doc: dict[str, Any]) -> str:
-    lines = [f"health of {doc['workload']} on {doc['device']}: {doc['steps']} iterations of next batch -> forward -> loss"]
+    lines = [
+        f"health of {doc['workload']} on {doc['device']}: {doc['steps']} iterations of next batch -> forward -> loss"
+    ]
     lines += _interference(doc)
-    lines += [f"  step {fmt_ms(doc['step_ms'])}, {doc['samples_per_s']:.0f} samples/s, busy {100 * doc['busy_mean']:.0f}% "
-              f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%"]
+    lines += [
+        f"  step {fmt_ms(doc['step_ms'])}, {doc['samples_per_s']:.0f} samples/s, busy {100 * doc['busy_mean']:.0f}% "
+        f"(std {100 * doc['busy_std']:.0f}%), CPU {doc['cpu_percent']:.0f}%"
+    ]
     # A health run measured for a later decision (the demo's) has no verdict of its own: its busy line.
     undecided = (doc.get("verdict") or {}).get("bound") == "unknown"
     lines.append(f"  {doc['plain_summary']}" if undecided else verdict_line(doc))
@@ -46,14 +51,18 @@ def render_diagnose(doc: dict[str, Any]) -> str:
             continue
         cpu = e.get("cpu_percent")
         sem = e.get("step_sem_ms")
-        lines.append(f"  {e['name']:<34} {fmt_ms(e['step_ms']):>9} {fmt_ms(sem) if sem is not None else '':>8} "
-                     f"{e['samples_per_s']:>10.0f} {100 * e['busy_mean']:>7.0f} {cpu if cpu is None else round(cpu):>6} "
-                     f"{fmt_x(e['speedup']):>8}")
+        lines.append(
+            f"  {e['name']:<34} {fmt_ms(e['step_ms']):>9} {fmt_ms(sem) if sem is not None else '':>8} "
+            f"{e['samples_per_s']:>10.0f} {100 * e['busy_mean']:>7.0f} {cpu if cpu is None else round(cpu):>6} "
+            f"{fmt_x(e['speedup']):>8}"
+        )
     for s in doc.get("skipped", []):
         lines.append(f"  {s['name']:<34} skipped: {s['reason']}")
     p = doc["worker_profile"]
     ratio = f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else ""
-    lines.append(f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item{ratio}" + ("; top functions:" if p["top"] else ""))
+    lines.append(
+        f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item{ratio}" + ("; top functions:" if p["top"] else "")
+    )
     if p.get("note"):
         lines.append(f"    ({p['note']})")
     for r in p["top"][:5]:
@@ -63,18 +72,28 @@ def render_diagnose(doc: dict[str, Any]) -> str:
         pb, mb = c.get("predicted_band"), c.get("measured_band")
         if c.get("against") == "bound":
             # A workers change is judged against what removing all loading can give; it predicts nothing.
-            end = ("inconclusive" if c.get("status") == "inconclusive" else
-                   "above that bound" if c.get("above_bound") else "within it")
-            lines.append(f"  {c['experiment']}: at most {fmt_x(c.get('predicted_speedup'))} (removing all loading), "
-                         f"measured {fmt_x(c.get('measured_speedup'))}"
-                         + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "") + f": {end}")
+            end = (
+                "inconclusive"
+                if c.get("status") == "inconclusive"
+                else "above that bound"
+                if c.get("above_bound")
+                else "within it"
+            )
+            lines.append(
+                f"  {c['experiment']}: at most {fmt_x(c.get('predicted_speedup'))} (removing all loading), "
+                f"measured {fmt_x(c.get('measured_speedup'))}"
+                + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "")
+                + f": {end}"
+            )
         elif pb or mb:
-            lines.append(f"  {c['experiment']}: predicted {fmt_x(c.get('predicted_speedup'))}"
-                         + (f" ({fmt_band(*pb)})" if pb and pb[1] is not None else "")
-                         + f", measured {fmt_x(c.get('measured_speedup'))}"
-                         + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "") + f": {c.get('status')}"
-                         + (f" (agreeing: {fmt_speedups(c['agreement_band'])})" if fmt_speedups(c.get("agreement_band"))
-                            else ""))
+            lines.append(
+                f"  {c['experiment']}: predicted {fmt_x(c.get('predicted_speedup'))}"
+                + (f" ({fmt_band(*pb)})" if pb and pb[1] is not None else "")
+                + f", measured {fmt_x(c.get('measured_speedup'))}"
+                + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "")
+                + f": {c.get('status')}"
+                + (f" (agreeing: {fmt_speedups(c['agreement_band'])})" if fmt_speedups(c.get("agreement_band")) else "")
+            )
     for r in doc.get("recommendations") or []:
         lines.append(f"  - {r['text']}")
     lines += _script_exit(doc)
@@ -87,14 +106,23 @@ def _check_short(c: dict[str, Any]) -> str:
     noise = c.get("measured_noise_ms")
     if c.get("against") == "bound":
         said = {"slower": "slower", "faster": "faster", "within noise": "no change beyond noise"}
-        end = ("inconclusive" if c.get("status") == "inconclusive" else
-               "above that bound" if c.get("above_bound") else "within it") + (
-            f", {said[c['change']]}" if c.get("change") in said and c.get("status") != "inconclusive" else "")
+        end = (
+            "inconclusive"
+            if c.get("status") == "inconclusive"
+            else "above that bound"
+            if c.get("above_bound")
+            else "within it"
+        ) + (f", {said[c['change']]}" if c.get("change") in said and c.get("status") != "inconclusive" else "")
         return f"  {c['experiment']}: measured {mx}, at most {px} possible: {end}"
     # A check from before statuses were kept carries only `agrees`.
     status = c.get("status") or {True: "confirmed", False: "not confirmed"}.get(c.get("agrees"), "inconclusive")
-    why = (", compute drifted between the runs" if c.get("reason") == "compute drift" else
-           f", noise {fmt_ms(noise)} a step" if status == "inconclusive" and noise is not None else "")
+    why = (
+        ", compute drifted between the runs"
+        if c.get("reason") == "compute drift"
+        else f", noise {fmt_ms(noise)} a step"
+        if status == "inconclusive" and noise is not None
+        else ""
+    )
     return f"  {c['experiment']}: predicted {px}, measured {mx}: {status}{why}"
 
 
@@ -111,17 +139,22 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
             lines.append(f"  {e['name']:<34} {'OOM' if e.get('oom') else 'failed':>9}")
             continue
         sem = e.get("step_sem_ms")
-        lines.append(f"  {e['name']:<34} {fmt_ms(e['step_ms']):>9} {fmt_ms(sem) if sem is not None else '':>8} "
-                     f"{e['samples_per_s']:>10.0f} {fmt_x(e['speedup']):>8}")
+        lines.append(
+            f"  {e['name']:<34} {fmt_ms(e['step_ms']):>9} {fmt_ms(sem) if sem is not None else '':>8} "
+            f"{e['samples_per_s']:>10.0f} {fmt_x(e['speedup']):>8}"
+        )
     v = doc["verdict"]
     p = doc.get("worker_profile") or {}
     if p.get("ms_per_item") is not None:
         # What diagnose found loading to be, where it is more than "data loading" (CPU decode, I/O).
         cause = f": {v['cause']}" if v.get("bound") == "load" and v.get("cause") not in (None, "data loading") else ""
         top = str((p.get("top") or [{}])[0].get("function") or "")
-        lines.append(f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item"
-                     + (f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else "") + cause
-                     + (f"; top: {top if len(top) <= 40 else top[:37] + '...'}" if top else ""))
+        lines.append(
+            f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item"
+            + (f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else "")
+            + cause
+            + (f"; top: {top if len(top) <= 40 else top[:37] + '...'}" if top else "")
+        )
     lines.append(verdict_short(v))
     lines += [_check_short(c) for c in v.get("checks", [])]
     site = None
@@ -139,11 +172,13 @@ def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
 
     h, run, d = doc["health"], doc["run"], doc["diagnose"]
     what = "GPU busy" if h.get("busy_source") == "gpu_util" else "compute share of the step"
-    lines = [f"health: {h['steps']} forward-only iterations, step {fmt_ms(h['step_ms'])}, {what} "
-             f"{100 * float(h.get('busy_mean') or 0):.0f}% (std {100 * float(h.get('busy_std') or 0):.0f}%)",
-             "run: " + "\n".join(brief_table(run))[len("perfcore: "):],
-             "diagnose:", render_diagnose_brief(d, f"{folder}/report.html; all evidence: perfcore demo --explain",
-                                               header=False)]
+    lines = [
+        f"health: {h['steps']} forward-only iterations, step {fmt_ms(h['step_ms'])}, {what} "
+        f"{100 * float(h.get('busy_mean') or 0):.0f}% (std {100 * float(h.get('busy_std') or 0):.0f}%)",
+        "run: " + "\n".join(brief_table(run))[len("perfcore: ") :],
+        "diagnose:",
+        render_diagnose_brief(d, f"{folder}/report.html; all evidence: perfcore demo --explain", header=False),
+    ]
     return "\n".join(lines + [f"demo finished in {doc['elapsed_s']:.0f} s"])
 
 
@@ -159,9 +194,11 @@ def _int(v):
 
 
 def render_sweep(doc: dict[str, Any]) -> str:
-    lines = [f"sweep of {doc['workload']}: {len(doc['configs'])} configurations in {doc['elapsed_s']:.0f} s",
-             f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step':>9} {'samples/s':>10} {'busy %':>7}"
-             f"  verdict"]
+    lines = [
+        f"sweep of {doc['workload']}: {len(doc['configs'])} configurations in {doc['elapsed_s']:.0f} s",
+        f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step':>9} {'samples/s':>10} {'busy %':>7}"
+        f"  verdict",
+    ]
     for c in sorted(doc["configs"], key=lambda c: -(c["samples_per_s"] or 0)):
         # A configuration that did not measure fine shows its status (OOM, CRASHED, INFEASIBLE), never a rate.
         status = c.get("status") or ("oom" if c["oom"] else "ok")
@@ -169,19 +206,24 @@ def render_sweep(doc: dict[str, Any]) -> str:
         step = status.upper() if failed else fmt_ms(c["step_ms"])
         busy = "" if failed or c["busy_mean"] is None else f"{100 * c['busy_mean']:.0f}"
         rate = "-" if failed or c["samples_per_s"] is None else f"{c['samples_per_s']:.0f}"
-        lines.append(f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
-                     f"{str(_int(c['prefetch_factor']) if c['num_workers'] else '-'):>8} {step:>9} {rate:>10} "
-                     f"{busy:>7}" + (f"  {c['error'][:80]}" if failed and c.get("error") else _verdict_cell(c))
-                     + (f"  replaced: {c['replaced']}" if c.get("replaced") else ""))
+        lines.append(
+            f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
+            f"{str(_int(c['prefetch_factor']) if c['num_workers'] else '-'):>8} {step:>9} {rate:>10} "
+            f"{busy:>7}"
+            + (f"  {c['error'][:80]}" if failed and c.get("error") else _verdict_cell(c))
+            + (f"  replaced: {c['replaced']}" if c.get("replaced") else "")
+        )
     b = doc["best"]
     if b is None:
         lines.append("best: none (no configuration measured fine)")
     else:
         # prefetch_factor means nothing without workers: not printed for a 0-worker configuration.
-        lines.append(f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']}"
-                     + (f" prefetch_factor={_int(b['prefetch_factor'])}" if b['num_workers'] else "")
-                     + f" -> {b['samples_per_s']:.0f} samples/s"
-                     + (f" (replaced: {b['replaced']})" if b.get("replaced") else ""))
+        lines.append(
+            f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']}"
+            + (f" prefetch_factor={_int(b['prefetch_factor'])}" if b["num_workers"] else "")
+            + f" -> {b['samples_per_s']:.0f} samples/s"
+            + (f" (replaced: {b['replaced']})" if b.get("replaced") else "")
+        )
     lines += patch_text(doc.get("patch"))  # the DataLoader change at the script's call, as a patch
     if doc.get("kept"):
         lines.append("kept as the script sets them: " + " ".join(f"{k}={v}" for k, v in doc["kept"].items()))

@@ -2,6 +2,7 @@
 (_repr_html_, %%perfcore). One self-contained file: CSS, the chart library (uPlot) and the chart data
 inline, no request to anywhere. Experiment folders (demo, health, diagnose, sweep) and compare get
 their pages from html_stages, built from the pieces here."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,11 +12,33 @@ import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.report.charts import COLORS, run_charts, stackbars
-from perfcore.report.html_parts import (Body, breakdown_table, causes_list, e, f, ms, page, samples_per_s, stack_bar,
-                                         table, tiles, verdict_card, warnings_of)
+from perfcore.report.html_parts import (
+    Body,
+    breakdown_table,
+    causes_list,
+    e,
+    f,
+    ms,
+    page,
+    samples_per_s,
+    stack_bar,
+    table,
+    tiles,
+    verdict_card,
+    warnings_of,
+)
 
-__all__ = ["render_html", "render_report", "write_report", "write_folder_report", "headline", "breakdown_svg",
-           "open_report", "links", "run_sections"]
+__all__ = [
+    "render_html",
+    "render_report",
+    "write_report",
+    "write_folder_report",
+    "headline",
+    "breakdown_svg",
+    "open_report",
+    "links",
+    "run_sections",
+]
 
 
 def _gpu(doc: dict[str, Any]) -> str:
@@ -27,33 +50,62 @@ def _gpu(doc: dict[str, Any]) -> str:
         cat_total = sum(float(c.get("ms") or 0) for c in cats.values() if isinstance(c, dict))
         total = cat_total or sum(float(k.get("total_ms") or 0) for k in ks) or 1.0
         what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
-        rows = [[f"<span title='{e(k['name'])}'>{e(k['name'][:100])}</span>", e(k.get("count", "")),
-                 f(k.get("total_ms")), f(k.get("mean_us"), ".1f"),
-                 f"{100 * float(k.get('total_ms') or 0) / total:.1f}% "
-                 f"<span class='hbar' style='background:{COLORS['compute']};width:"
-                 f"{80 * float(k.get('total_ms') or 0) / total:.0f}px'></span>"] for k in ks]
-        parts.append(f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}")
+        rows = [
+            [
+                f"<span title='{e(k['name'])}'>{e(k['name'][:100])}</span>",
+                e(k.get("count", "")),
+                f(k.get("total_ms")),
+                f(k.get("mean_us"), ".1f"),
+                f"{100 * float(k.get('total_ms') or 0) / total:.1f}% "
+                f"<span class='hbar' style='background:{COLORS['compute']};width:"
+                f"{80 * float(k.get('total_ms') or 0) / total:.0f}px'></span>",
+            ]
+            for k in ks
+        ]
+        parts.append(
+            f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}"
+        )
     if cats:
-        rows = [[e(c), f(v.get("ms")) if isinstance(v, dict) else "-",
-                 f"{100 * float((v or {}).get('share') or 0):.1f}%"] for c, v in cats.items()]
+        rows = [
+            [e(c), f(v.get("ms")) if isinstance(v, dict) else "-", f"{100 * float((v or {}).get('share') or 0):.1f}%"]
+            for c, v in cats.items()
+        ]
         parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
     by = (doc.get("memcpy") or {}).get("by_direction") or {}
     if by:
-        rows = [[e(d), e(v.get("count", "")), f"{float(v.get('bytes', 0)) / 2**20:.1f}", f(v.get("ms")),
-                 f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}", f(v.get("pageable_ms"))] for d, v in by.items()]
-        parts.append("<h3>Copies by direction</h3>" + table(
-            ["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5}))
+        rows = [
+            [
+                e(d),
+                e(v.get("count", "")),
+                f"{float(v.get('bytes', 0)) / 2**20:.1f}",
+                f(v.get("ms")),
+                f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}",
+                f(v.get("pageable_ms")),
+            ]
+            for d, v in by.items()
+        ]
+        parts.append(
+            "<h3>Copies by direction</h3>"
+            + table(["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5})
+        )
     per_step = (doc.get("monitor") or {}).get("per_step") or {}
     names = {"power_w": ("power", "W"), "temp_c": ("temperature", "°C")}
-    rows = [[e(names[k][0]), *(f"{f(v.get(s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")), e(v.get("steps"))]
-            for k, v in per_step.items() if k in names and isinstance(v, dict)]
+    rows = [
+        [e(names[k][0]), *(f"{f(v.get(s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")), e(v.get("steps"))]
+        for k, v in per_step.items()
+        if k in names and isinstance(v, dict)
+    ]
     if rows:
-        parts.append("<h3>Power and temperature (per-step means, sampled)</h3>"
-                     + table(["", "mean", "lowest step", "highest step", "steps sampled"], rows, {1, 2, 3, 4}))
+        parts.append(
+            "<h3>Power and temperature (per-step means, sampled)</h3>"
+            + table(["", "mean", "lowest step", "highest step", "steps sampled"], rows, {1, 2, 3, 4})
+        )
     cap = {k: v for k, v in (doc.get("capture") or {}).items() if isinstance(v, (int, float, str)) and v is not None}
     if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
-        rows = [[e(k.replace("_", " ")), e(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v)]
-                for k, v in cap.items()]
+        rows = [
+            [e(k.replace("_", " ")), e(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v)]
+            for k, v in cap.items()
+        ]
         parts.append(f"<h3>Capture</h3>{table(['', ''], rows)}")
     return ("<h2>On the GPU</h2>" + "".join(parts)) if parts else ""
 
@@ -64,13 +116,19 @@ def _loading(doc: dict[str, Any]) -> str:
     if loaders:
         keys = ["site", "batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "batches"]
         # Each loader's own time to make a batch: an eval loader's never mixes into the train loader's.
-        rows = [[e(x.get(k, "")) for k in keys] + [ms(x["worker_batch_ms"]) if x.get("worker_batch_ms") is not None else ""]
-                + [e(x.get("role") or ("train" if x.get("training", True) else "other"))] for x in loaders]
+        rows = [
+            [e(x.get(k, "")) for k in keys]
+            + [ms(x["worker_batch_ms"]) if x.get("worker_batch_ms") is not None else ""]
+            + [e(x.get("role") or ("train" if x.get("training", True) else "other"))]
+            for x in loaders
+        ]
         parts.append(table(keys + ["batch made in", "role"], rows, {1, 2, 6, 7}))
     w = doc.get("workers") or {}
     if w:
-        parts.append(f"<p>{e(w.get('num_workers'))} worker(s); a batch takes {ms(w.get('fetch_ms_mean'))} to make "
-                     f"(__getitem__ {ms(w.get('getitem_ms_mean'))}, collate {ms(w.get('collate_ms_mean'))})</p>")
+        parts.append(
+            f"<p>{e(w.get('num_workers'))} worker(s); a batch takes {ms(w.get('fetch_ms_mean'))} to make "
+            f"(__getitem__ {ms(w.get('getitem_ms_mean'))}, collate {ms(w.get('collate_ms_mean'))})</p>"
+        )
     plan = doc.get("loader_plan") or {}
     if plan.get("sentence"):
         parts.append(f"<p>{e(plan['sentence'])}</p>")
@@ -84,7 +142,9 @@ def _details(doc: dict[str, Any]) -> str:
         rows.append(["host time in " + ", ".join(f"{e(k)} {ms(v)}" for k, v in split.items()) + " per step"])
     gsplit = doc.get("compute_split_gpu_ms") or {}
     if gsplit:
-        rows.append(["kernel time launched in " + ", ".join(f"{e(k)} {ms(v)}" for k, v in gsplit.items()) + " per step"])
+        rows.append(
+            ["kernel time launched in " + ", ".join(f"{e(k)} {ms(v)}" for k, v in gsplit.items()) + " per step"]
+        )
     mem = doc.get("memory") or {}
     if mem.get("peak_bytes"):
         kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS"
@@ -92,8 +152,12 @@ def _details(doc: dict[str, Any]) -> str:
         rows += [[e(x.get("sentence", ""))] for x in mem.get("findings") or [] if isinstance(x, dict)]
     su = doc.get("startup") or {}
     if su.get("time_to_first_step_ms") is not None:
-        rows.append([f"start-up: first step ended {ms(su['time_to_first_step_ms'])} after launch; first step "
-                     f"{ms(su.get('first_step_ms'))} vs {ms(su.get('steady_step_ms'))} steady"])
+        rows.append(
+            [
+                f"start-up: first step ended {ms(su['time_to_first_step_ms'])} after launch; first step "
+                f"{ms(su.get('first_step_ms'))} vs {ms(su.get('steady_step_ms'))} steady"
+            ]
+        )
     if doc.get("cpu_util_percent") is not None:
         rows.append([f"host CPU utilisation during the run: {float(doc['cpu_util_percent']):.0f}%"])
     return ("<h2>Step details</h2><ul>" + "".join(f"<li>{r[0]}</li>" for r in rows) + "</ul>") if rows else ""
@@ -104,26 +168,51 @@ def _ranks(doc: dict[str, Any], body: Body) -> str:
     if len(ranks) < 2 and not doc.get("stragglers"):
         return ""
     slow = {s.get("rank") for s in doc.get("stragglers") or []}
-    rows = [[("<b>" if r.get("rank") in slow else "") + f"rank {e(r.get('rank'))}" + (" ◀ straggler</b>" if r.get("rank") in slow else ""),
-             e(r.get("host", "")), f((r.get("step_time_ms") or {}).get("mean"))]
-            + [f((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS] + [e(r.get("steps", "")), e(r.get("exit") or "")]
-            for r in ranks]
-    rank_table = table(["rank", "host", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["steps", "exit"], rows,
-                   {2, 3, 4, 5, 6, 7, 8})
-    chart = body.chart(stackbars("ranks", [f"rank {r.get('rank')}" for r in ranks], [r.get("breakdown_ms") for r in ranks],
-                                 [ms((r.get("step_time_ms") or {}).get("mean")) for r in ranks],
-                                 "Per-rank breakdown (a straggler stands out by its colours)"))
-    sentences = [s.get("sentence", "") for s in doc.get("stragglers") or []] + \
-                [w.get("sentence", "") for w in doc.get("waiting") or []]
-    return ("<h2>Ranks</h2>" + rank_table + chart
-            + ("<ul>" + "".join(f"<li>{e(s)}</li>" for s in sentences if s) + "</ul>" if sentences else ""))
+    rows = [
+        [
+            ("<b>" if r.get("rank") in slow else "")
+            + f"rank {e(r.get('rank'))}"
+            + (" ◀ straggler</b>" if r.get("rank") in slow else ""),
+            e(r.get("host", "")),
+            f((r.get("step_time_ms") or {}).get("mean")),
+        ]
+        + [f((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS]
+        + [e(r.get("steps", "")), e(r.get("exit") or "")]
+        for r in ranks
+    ]
+    rank_table = table(
+        ["rank", "host", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["steps", "exit"], rows, {2, 3, 4, 5, 6, 7, 8}
+    )
+    chart = body.chart(
+        stackbars(
+            "ranks",
+            [f"rank {r.get('rank')}" for r in ranks],
+            [r.get("breakdown_ms") for r in ranks],
+            [ms((r.get("step_time_ms") or {}).get("mean")) for r in ranks],
+            "Per-rank breakdown (a straggler stands out by its colours)",
+        )
+    )
+    sentences = [s.get("sentence", "") for s in doc.get("stragglers") or []] + [
+        w.get("sentence", "") for w in doc.get("waiting") or []
+    ]
+    return (
+        "<h2>Ranks</h2>"
+        + rank_table
+        + chart
+        + ("<ul>" + "".join(f"<li>{e(s)}</li>" for s in sentences if s) + "</ul>" if sentences else "")
+    )
 
 
 def _environment(doc: dict[str, Any]) -> str:
-    keys = [("device", doc.get("device")), ("backend", doc.get("backend")), ("host", doc.get("host")),
-            ("command", " ".join(map(str, doc.get("command") or doc.get("argv") or [])) or None),
-            ("step source", doc.get("step_source_text") or doc.get("step_source")),
-            ("world size", doc.get("world_size")), ("exit", (doc.get("outcome") or {}).get("sentence"))]
+    keys = [
+        ("device", doc.get("device")),
+        ("backend", doc.get("backend")),
+        ("host", doc.get("host")),
+        ("command", " ".join(map(str, doc.get("command") or doc.get("argv") or [])) or None),
+        ("step source", doc.get("step_source_text") or doc.get("step_source")),
+        ("world size", doc.get("world_size")),
+        ("exit", (doc.get("outcome") or {}).get("sentence")),
+    ]
     env = doc.get("environment") or {}
     if isinstance(env, dict):
         keys += [(k, v) for k, v in env.items() if isinstance(v, (str, int, float))]
@@ -136,8 +225,7 @@ def links(files: Iterable[str]) -> str:
     a script (a name such as 'javascript:...' from a document is shown as text, not linked)."""
     from perfcore.report.reader import is_plain_name
 
-    return " · ".join(f"<a href='{e(x)}'>{e(x)}</a>" if is_plain_name(x) else e(x)
-                      for x in files if x != "report.html")
+    return " · ".join(f"<a href='{e(x)}'>{e(x)}</a>" if is_plain_name(x) else e(x) for x in files if x != "report.html")
 
 
 def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:
@@ -145,30 +233,49 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
     then the run over time (all charts on one step axis), the GPU, loading, ranks, warnings."""
     st = doc.get("step_time_ms") or {}
     rate = samples_per_s(doc)
-    body.add(verdict_card(doc, dom_id=dom_id), tiles([
-        ("p50 step", ms(st.get("p50"))), ("p90 step", ms(st.get("p90"))), ("mean step", ms(st.get("mean"))),
-        ("throughput", f"{rate:,.0f} samples/s" if rate else None),
-        ("steps measured", f"{int(doc.get('steps') or 0):,} (+{int(doc.get('warmup_steps') or 0)} warm-up)"),
-        ("device", doc.get("device")), ("backend", doc.get("backend")),
-        ("step source", doc.get("step_source_text") or doc.get("step_source"))]))
-    body.add("<h2>Causes, ranked</h2>" if (doc.get("verdict") or {}).get("causes") or doc.get("recommendations") else "",
-             causes_list(doc))
+    body.add(
+        verdict_card(doc, dom_id=dom_id),
+        tiles(
+            [
+                ("p50 step", ms(st.get("p50"))),
+                ("p90 step", ms(st.get("p90"))),
+                ("mean step", ms(st.get("mean"))),
+                ("throughput", f"{rate:,.0f} samples/s" if rate else None),
+                ("steps measured", f"{int(doc.get('steps') or 0):,} (+{int(doc.get('warmup_steps') or 0)} warm-up)"),
+                ("device", doc.get("device")),
+                ("backend", doc.get("backend")),
+                ("step source", doc.get("step_source_text") or doc.get("step_source")),
+            ]
+        ),
+    )
+    body.add(
+        "<h2>Causes, ranked</h2>" if (doc.get("verdict") or {}).get("causes") or doc.get("recommendations") else "",
+        causes_list(doc),
+    )
     # A job of several ranks: who holds it up comes right after the causes.
-    body.add(_ranks(doc, body), "<h2>Where each step goes</h2>", stack_bar(doc.get("breakdown_ms") or {}),
-             breakdown_table(doc))
+    body.add(
+        _ranks(doc, body),
+        "<h2>Where each step goes</h2>",
+        stack_bar(doc.get("breakdown_ms") or {}),
+        breakdown_table(doc),
+    )
     charts = run_charts(doc, steps, "run") if steps is not None and len(steps) else []
     if charts:
         hist = [c for c in charts if c["kind"] == "histogram"]
         over = [c for c in charts if c["kind"] == "timeline"]
         left = "".join(body.chart(c, breakdown_svg(steps) if c["id"] == "run-breakdown" else "") for c in over)
         right = "".join(body.chart(c) for c in hist)
-        body.add("<h2>Over the run</h2><div class='muted'>One step axis for every chart: a drop in one lines up "
-                 "with the others. Shaded: warm-up.</div>", f"<div class='run-grid'><div>{left}</div><div>{right}</div></div>")
+        body.add(
+            "<h2>Over the run</h2><div class='muted'>One step axis for every chart: a drop in one lines up "
+            "with the others. Shaded: warm-up.</div>",
+            f"<div class='run-grid'><div>{left}</div><div>{right}</div></div>",
+        )
     body.add(_gpu(doc), _loading(doc), _details(doc))
     warns = warnings_of(doc)
     if warns:
-        body.add("<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{e(w)}</li>" for w in warns)
-                 + "</ul>")
+        body.add(
+            "<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{e(w)}</li>" for w in warns) + "</ul>"
+        )
 
 
 def render_html(doc: dict[str, Any], steps: pd.DataFrame | None = None) -> str:
@@ -185,8 +292,10 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
     body = Body("merge" if len(doc.get("ranks") or []) > 1 else "run")
     cmd = " ".join(map(str, doc.get("command") or doc.get("argv") or []))
     n_ranks = len(doc.get("ranks") or [])
-    body.add(f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else ''}</h1>",
-             f"<div class='sub'>{e(cmd)}</div>" if cmd else "")
+    body.add(
+        f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else ''}</h1>",
+        f"<div class='sub'>{e(cmd)}</div>" if cmd else "",
+    )
     run_sections(doc, steps, body)
     body.add("<h2>Environment</h2>", _environment(doc))
     if files:
@@ -225,16 +334,21 @@ def open_report(folder: str | Path) -> _Shown:
             except (TypeError, KeyError, ValueError, AttributeError, IndexError) as err:
                 from perfcore.errors import BadResultFile
 
-                raise BadResultFile(folder / name, f"is corrupt: {type(err).__name__} while drawing it",
-                                    exit_code=2) from err
+                raise BadResultFile(
+                    folder / name, f"is corrupt: {type(err).__name__} while drawing it", exit_code=2
+                ) from err
             start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
             return _Shown(text[start:end])
     return _Shown(render_html(*load_run(folder)))  # says in one line why this is not a run folder
 
 
 # The documents of the folders the triage commands write, and their kinds.
-_STAGE_DOCS = (("demo.json", "perfcore.experiments.demo"), ("health.json", "perfcore.health"), ("diagnose.json", "perfcore.diagnose"),
-               ("sweep.json", "perfcore.sweep"))
+_STAGE_DOCS = (
+    ("demo.json", "perfcore.experiments.demo"),
+    ("health.json", "perfcore.health"),
+    ("diagnose.json", "perfcore.diagnose"),
+    ("sweep.json", "perfcore.sweep"),
+)
 
 
 def _atomic_write(path: Path, text: str) -> Path:
@@ -290,12 +404,16 @@ def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins
     span = max(last - first, 1.0)
     X = lambda s: left + (s - first) / span * w  # noqa: E731
     Y = lambda v: top_pad + h - min(v, top) / top * h  # noqa: E731
-    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='100%' viewBox='0 0 {width} {height}' role='img' "
-             "aria-label='step time breakdown over the run'>"]
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='100%' viewBox='0 0 {width} {height}' role='img' "
+        "aria-label='step time breakdown over the run'>"
+    ]
     if b["warmup"].any():
         end = float(b.loc[b["warmup"], "last_step"].max()) + 1
-        parts.append(f"<rect x='{X(first):.1f}' y='{top_pad}' width='{X(end) - X(first):.1f}' height='{h}' "
-                     "fill='#555' fill-opacity='0.12'/>")
+        parts.append(
+            f"<rect x='{X(first):.1f}' y='{top_pad}' width='{X(end) - X(first):.1f}' height='{h}' "
+            "fill='#555' fill-opacity='0.12'/>"
+        )
     x0 = b["first_step"].to_numpy(dtype=float)
     x1 = b["last_step"].to_numpy(dtype=float) + 1
     base = [0.0] * len(b)
@@ -305,13 +423,19 @@ def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins
             v = float(vals[i])
             if v > 0:
                 yt, yb = Y(base[i] + v), Y(base[i])
-                parts.append(f"<rect x='{X(x0[i]):.1f}' y='{yt:.1f}' width='{max(X(x1[i]) - X(x0[i]), 0.6):.1f}' "
-                             f"height='{max(yb - yt, 0):.1f}' fill='{COLORS[lb]}'/>")
+                parts.append(
+                    f"<rect x='{X(x0[i]):.1f}' y='{yt:.1f}' width='{max(X(x1[i]) - X(x0[i]), 0.6):.1f}' "
+                    f"height='{max(yb - yt, 0):.1f}' fill='{COLORS[lb]}'/>"
+                )
             base[i] += v
     for frac in (0, 0.5, 1):
         y = Y(top * frac)
-        parts.append(f"<line x1='{left}' x2='{left + w}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ccc' stroke-width='0.5'/>"
-                     f"<text x='{left - 4}' y='{y + 4:.1f}' font-size='11' text-anchor='end'>{e(ms(top * frac))}</text>")
-    parts.append(f"<text x='{left}' y='{height - 6}' font-size='11'>step {int(first)}</text>"
-                 f"<text x='{left + w}' y='{height - 6}' font-size='11' text-anchor='end'>step {int(last) - 1}</text></svg>")
+        parts.append(
+            f"<line x1='{left}' x2='{left + w}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ccc' stroke-width='0.5'/>"
+            f"<text x='{left - 4}' y='{y + 4:.1f}' font-size='11' text-anchor='end'>{e(ms(top * frac))}</text>"
+        )
+    parts.append(
+        f"<text x='{left}' y='{height - 6}' font-size='11'>step {int(first)}</text>"
+        f"<text x='{left + w}' y='{height - 6}' font-size='11' text-anchor='end'>step {int(last) - 1}</text></svg>"
+    )
     return "".join(parts)

@@ -1,6 +1,7 @@
 """The pieces every perfcore page is built from: escaping and number text, the page shell (CSS, the
 inlined chart library), the verdict card, tiles, the breakdown bar and table, ranked causes, warnings
 and plain tables. html (run pages) and html_stages (experiment pages) compose them."""
+
 from __future__ import annotations
 
 import html
@@ -12,10 +13,26 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.units import fmt_ms
 from perfcore.report.charts import COLORS, assets, to_json
 
-__all__ = ["e", "f", "ms", "Body", "page", "level_of", "verdict_card", "tiles", "samples_per_s", "stack_bar",
-           "breakdown_table", "causes_list", "advice_item", "warnings_of", "table"]
+__all__ = [
+    "e",
+    "f",
+    "ms",
+    "Body",
+    "page",
+    "level_of",
+    "verdict_card",
+    "tiles",
+    "samples_per_s",
+    "stack_bar",
+    "breakdown_table",
+    "causes_list",
+    "advice_item",
+    "warnings_of",
+    "table",
+]
 
 _ids = itertools.count()
+
 
 def e(x: Any) -> str:
     return html.escape(str(x), quote=True)
@@ -58,31 +75,38 @@ class Body:
             spec["group"] = f"{self.uid}-{spec['group']}"
         self.charts.append(spec)
         note = note or spec.get("note", "")
-        return (f"<div class='chart'><div class='title'>{e(spec.get('title', ''))}</div>"
-                f"<div data-chart='{spec['id']}'>{fallback or '<span class=muted>(chart drawn by the script)</span>'}"
-                f"</div>{f'<div class=muted>{e(note)}</div>' if note else ''}</div>")
+        return (
+            f"<div class='chart'><div class='title'>{e(spec.get('title', ''))}</div>"
+            f"<div data-chart='{spec['id']}'>{fallback or '<span class=muted>(chart drawn by the script)</span>'}"
+            f"</div>{f'<div class=muted>{e(note)}</div>' if note else ''}</div>"
+        )
 
     def html(self) -> str:
         a = assets()
         data = to_json({"charts": self.charts})
         # The script finds its report by the class; charts need the library, so it comes first.
-        return (f"<div class='perfcore' id='{self.uid}' data-kind='{e(self.kind)}'><style>{a['uplot_css']}"
-                f"{a['report_css']}</style>{''.join(self.parts)}"
-                f"<script type='application/json' class='pc-data'>{data}</script>"
-                f"<script>{a['uplot_js']}</script><script>{a['report_js']}</script></div>")
+        return (
+            f"<div class='perfcore' id='{self.uid}' data-kind='{e(self.kind)}'><style>{a['uplot_css']}"
+            f"{a['report_css']}</style>{''.join(self.parts)}"
+            f"<script type='application/json' class='pc-data'>{data}</script>"
+            f"<script>{a['uplot_js']}</script><script>{a['report_js']}</script></div>"
+        )
 
 
 def page(title: str, body: Body | str) -> str:
     inner = body.html() if isinstance(body, Body) else body
-    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
-            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>{e(title)}</title><style>body{{margin:24px auto;max-width:1180px;padding:0 16px;"
-            f"background:#fff}}</style></head><body>{inner}"
-            f"<p class='muted' style='font:12px sans-serif;color:#777'>written by perfcore at "
-            f"{e(time.strftime('%Y-%m-%d %H:%M:%S'))}</p></body></html>\n")
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{e(title)}</title><style>body{{margin:24px auto;max-width:1180px;padding:0 16px;"
+        f"background:#fff}}</style></head><body>{inner}"
+        f"<p class='muted' style='font:12px sans-serif;color:#777'>written by perfcore at "
+        f"{e(time.strftime('%Y-%m-%d %H:%M:%S'))}</p></body></html>\n"
+    )
 
 
 # ---- pieces every page uses
+
 
 def level_of(doc: dict[str, Any]) -> str:
     v = doc.get("verdict") or {}
@@ -109,22 +133,32 @@ def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str |
     big = []
     if causes:
         c = causes[0]
-        big.append(f"<div><b>{ms(c.get('ms_per_step'))}</b><span>avoidable per step ({e(c.get('what', c.get('label')))})"
-                   f"</span></div>")
+        big.append(
+            f"<div><b>{ms(c.get('ms_per_step'))}</b><span>avoidable per step ({e(c.get('what', c.get('label')))})"
+            f"</span></div>"
+        )
         if c.get("share") is not None:
             big.append(f"<div><b>{100 * float(c['share']):.0f}%</b><span>of the step</span></div>")
         if c.get("expected_speedup"):
-            big.append(f"<div><b>up to {float(c['expected_speedup']):.2f}×</b><span>faster steps if removed "
-                       f"({ms(v.get('step_ms'))} → {ms(c.get('expected_step_ms'))})</span></div>")
+            big.append(
+                f"<div><b>up to {float(c['expected_speedup']):.2f}×</b><span>faster steps if removed "
+                f"({ms(v.get('step_ms'))} → {ms(c.get('expected_step_ms'))})</span></div>"
+            )
     elif v.get("avoidable_ms"):
         lb, worst = max(v["avoidable_ms"].items(), key=lambda kv: kv[1])
         step = v.get("step_ms") or 0
-        big.append(f"<div><b>{ms(worst)}</b><span>largest avoidable ({e(lb)}"
-                   + (f", {100 * worst / step:.0f}% of the step" if step else "") + ")</span></div>")
+        big.append(
+            f"<div><b>{ms(worst)}</b><span>largest avoidable ({e(lb)}"
+            + (f", {100 * worst / step:.0f}% of the step" if step else "")
+            + ")</span></div>"
+        )
     idattr = f" id='{dom_id}'" if dom_id else ""
-    return (f"<div class='verdict {level}'><div class='bound'>{e(bound)}</div>"
-            f"<div class='sentence'{idattr}>{e(sentence)}</div>"
-            + (f"<div class='big'>{''.join(big)}</div>" if big else "") + "</div>")
+    return (
+        f"<div class='verdict {level}'><div class='bound'>{e(bound)}</div>"
+        f"<div class='sentence'{idattr}>{e(sentence)}</div>"
+        + (f"<div class='big'>{''.join(big)}</div>" if big else "")
+        + "</div>"
+    )
 
 
 def tiles(items: Iterable[tuple[str, Any]]) -> str:
@@ -145,9 +179,13 @@ def samples_per_s(doc: dict[str, Any]) -> float | None:
 def stack_bar(breakdown_ms: dict[str, float]) -> str:
     """The mean step as one bar split by label (HTML, so it shows even where scripts do not run)."""
     total = sum(float(breakdown_ms.get(lb) or 0) for lb in LABELS) or 1.0
-    segs = "".join(f"<div style='width:{100 * float(breakdown_ms.get(lb) or 0) / total:.2f}%;background:{COLORS[lb]}' "
-                   f"data-tip='{lb}: {ms(breakdown_ms.get(lb))} ({100 * float(breakdown_ms.get(lb) or 0) / total:.0f}%)'>"
-                   "</div>" for lb in LABELS if float(breakdown_ms.get(lb) or 0) > 0)
+    segs = "".join(
+        f"<div style='width:{100 * float(breakdown_ms.get(lb) or 0) / total:.2f}%;background:{COLORS[lb]}' "
+        f"data-tip='{lb}: {ms(breakdown_ms.get(lb))} ({100 * float(breakdown_ms.get(lb) or 0) / total:.0f}%)'>"
+        "</div>"
+        for lb in LABELS
+        if float(breakdown_ms.get(lb) or 0) > 0
+    )
     legend = "".join(f"<i style='background:{COLORS[lb]}'></i>{lb}" for lb in LABELS)
     return f"<div class='stackbar'>{segs}</div><div class='legend'>{legend}</div>"
 
@@ -156,11 +194,16 @@ def breakdown_table(doc: dict[str, Any]) -> str:
     rows = []
     for lb in LABELS:
         fr = float((doc.get("breakdown_fraction") or {}).get(lb, 0.0) or 0.0)
-        rows.append(f"<tr><td><i class='pc-chip' style='background:{COLORS[lb]};margin-left:0'></i>{lb}</td>"
-                    f"<td class='n'>{f((doc.get('breakdown_ms') or {}).get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
-                    f"<td><span class='hbar' style='background:{COLORS[lb]};width:{max(0.0, 200 * fr):.0f}px'></span></td></tr>")
-    return ("<table><tr><th>label</th><th class='n'>ms/step</th><th class='n'>share</th><th></th></tr>"
-            + "".join(rows) + "</table>")
+        rows.append(
+            f"<tr><td><i class='pc-chip' style='background:{COLORS[lb]};margin-left:0'></i>{lb}</td>"
+            f"<td class='n'>{f((doc.get('breakdown_ms') or {}).get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
+            f"<td><span class='hbar' style='background:{COLORS[lb]};width:{max(0.0, 200 * fr):.0f}px'></span></td></tr>"
+        )
+    return (
+        "<table><tr><th>label</th><th class='n'>ms/step</th><th class='n'>share</th><th></th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def causes_list(doc: dict[str, Any]) -> str:
@@ -177,15 +220,20 @@ def causes_list(doc: dict[str, Any]) -> str:
         used.update(j for j, _ in mine)
         advice = "".join(advice_item(r) for _, r in mine)
         gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
-        items.append(f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
-                     f"<div class='head'>{i}. {e(c.get('bound', lb))}: {e(c.get('what', ''))} — "
-                     f"{ms(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {e(c.get('level', ''))})"
-                     f"{gain}</div><div class='ev'>evidence: {e(c.get('evidence', ''))}</div>{advice}</li>")
+        items.append(
+            f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
+            f"<div class='head'>{i}. {e(c.get('bound', lb))}: {e(c.get('what', ''))} — "
+            f"{ms(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {e(c.get('level', ''))})"
+            f"{gain}</div><div class='ev'>evidence: {e(c.get('evidence', ''))}</div>{advice}</li>"
+        )
     rest = [r for j, r in enumerate(recs) if j not in used]
     if rest:
         title = "Also" if items else "Advice"
-        items.append(f"<li class='cause' style='border-left-color:#888'><div class='head'>{title}</div>"
-                     + "".join(advice_item(r) for r in rest) + "</li>")
+        items.append(
+            f"<li class='cause' style='border-left-color:#888'><div class='head'>{title}</div>"
+            + "".join(advice_item(r) for r in rest)
+            + "</li>"
+        )
     return f"<ul class='causes'>{''.join(items)}</ul>" if items else ""
 
 
@@ -204,28 +252,39 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
         out.append(f"{dropped} CUPTI record(s) were dropped: kernel and copy time is undercounted")
     o = doc.get("overhead") or {}
     if o.get("fraction") is not None:
-        line = (f"perfcore's own overhead: ~{f(o.get('ms_per_step'), '.3f')} ms per step "
-                f"({100 * float(o.get('fraction') or 0):.2f}% of the step)")
+        line = (
+            f"perfcore's own overhead: ~{f(o.get('ms_per_step'), '.3f')} ms per step "
+            f"({100 * float(o.get('fraction') or 0):.2f}% of the step)"
+        )
         if o.get("hooks") == "not included":
             line += "; the zero-code hooks add more (bench/bench_run_overhead.py measures them)"
         out.append(line)
     offsets = doc.get("clock_offsets_ns") or {}
     if any(offsets.values()) if isinstance(offsets, dict) else False:
-        out.append("hosts' clocks were aligned by offsets " + ", ".join(f"{k}: {v / 1e6:+.3f} ms"
-                                                                        for k, v in offsets.items()))
+        out.append(
+            "hosts' clocks were aligned by offsets " + ", ".join(f"{k}: {v / 1e6:+.3f} ms" for k, v in offsets.items())
+        )
     if cap.get("clock_drift_ns"):
         out.append(f"GPU/host clock drift during the run: {cap['clock_drift_ns'] / 1e3:.1f} us")
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
-        out.append(f"partial results: the script {ex['sentence']}" if ex.get("sentence") else
-                   f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else ""))
+        out.append(
+            f"partial results: the script {ex['sentence']}"
+            if ex.get("sentence")
+            else f"partial results: the script {ex['reason']}"
+            + (f" ({ex['exception']})" if ex.get("exception") else "")
+        )
     if doc.get("checkpoint"):
-        out.append(f"these results are the last checkpoint ({doc['checkpoint'].get('steps', '?')} steps): "
-                   "the script did not finish writing its own")
+        out.append(
+            f"these results are the last checkpoint ({doc['checkpoint'].get('steps', '?')} steps): "
+            "the script did not finish writing its own"
+        )
     if doc.get("missing_note"):
         out.append(str(doc["missing_note"]))
     if (doc.get("memory") or {}).get("probable_leak"):
-        out.append(f"memory grows {doc['memory'].get('growth_bytes_per_step', 0) / 2**20:.2f} MiB per step: probable leak")
+        out.append(
+            f"memory grows {doc['memory'].get('growth_bytes_per_step', 0) / 2**20:.2f} MiB per step: probable leak"
+        )
     if doc.get("skipped_boundaries"):
         out.append(f"{doc['skipped_boundaries']} step boundaries were skipped")
     out += [str(n) for n in doc.get("notes") or []]
@@ -234,6 +293,10 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
 
 def table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
     th = "".join(f"<th class='n'>{e(h)}</th>" if i in numeric else f"<th>{e(h)}</th>" for i, h in enumerate(head))
-    body = "".join("<tr>" + "".join(f"<td class='n'>{c}</td>" if i in numeric else f"<td>{c}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td class='n'>{c}</td>" if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))
+        + "</tr>"
+        for r in rows
+    )
     return f"<table><tr>{th}</tr>{body}</table>"

@@ -5,6 +5,7 @@ A reader never sees half a file, and a full disk leaves the previous version (or
 No write follows a symlink: the temporary file is created here, exclusively and not through a link,
 and the rename replaces a link found at the target itself, never the file it points to (a folder
 someone else prepared cannot redirect a write outside it)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -38,16 +39,23 @@ def dumps(doc: Any) -> str:
     return json.dumps(_public(doc), indent=2, default=_default) + "\n"
 
 
-_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
-        errno.EROFS: "the folder is on a read-only file system", errno.EACCES: "permission denied",
-        errno.EPERM: "permission denied", errno.ENOENT: "the folder does not exist",
-        errno.ENOTDIR: "a part of the path is not a folder"}
+_WHY = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the folder is on a read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOENT: "the folder does not exist",
+    errno.ENOTDIR: "a part of the path is not a folder",
+}
 
 
 def _failed(path: Path, e: OSError) -> ResultWriteError:
     why = _WHY.get(e.errno, e.strerror or str(e))
-    return ResultWriteError(f"cannot write {path}: {why}; the files written before it are complete, "
-                            "free space or choose a writable --out and run again")
+    return ResultWriteError(
+        f"cannot write {path}: {why}; the files written before it are complete, "
+        "free space or choose a writable --out and run again"
+    )
 
 
 @contextlib.contextmanager
@@ -62,8 +70,9 @@ def atomic_path(path: Path) -> Iterator[Path]:
     made = False
     try:
         # The writer fills a file made here: an existing name (a planted link) fails instead of being followed.
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                         0o666))
+        os.close(
+            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
+        )
         made = True
         yield tmp
         os.replace(tmp, path)

@@ -1,6 +1,7 @@
 """The terminal's lines for run.json's "lines" and "starvation": the user's function and line that held
 the verdict's label (host, or load when the loader runs in the training process), with the syncing calls
 counted there, and loader starvation in numbers. Text only; the figures are the document's."""
+
 from __future__ import annotations
 
 import os
@@ -48,16 +49,20 @@ def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
         # (a sampler starved of CPU sees less time, not a different split).
         label_ms = (doc.get("breakdown_ms") or {}).get(label, lb["ms_per_step"])
         fn = "" if f["function"] == "<module>" else f"{_printable(f['function'])} at "  # the script's top level
-        out.append(f"  try: {fn}{where(f['file'], f['line'], cwd)}: "
-                   f"{fmt_ms(f['share'] * label_ms)} of {fmt_ms(label_ms)} {label} a step "
-                   f"({fmt_share(f['share'])}, {lb['samples']} samples){_calls(at['calls'] if at else [])}")
+        out.append(
+            f"  try: {fn}{where(f['file'], f['line'], cwd)}: "
+            f"{fmt_ms(f['share'] * label_ms)} of {fmt_ms(label_ms)} {label} a step "
+            f"({fmt_share(f['share'])}, {lb['samples']} samples){_calls(at['calls'] if at else [])}"
+        )
     out += _compute_text(doc)
     s = doc.get("starvation") or {}
     if s.get("starved"):
-        out.append(f"  loader starved on {fmt_share(s['share'])} of steps ({s['starved']} of {s['steps']}, "
-                   f"waits over {fmt_ms(s['threshold_ms'])}): p50 wait {fmt_ms(s['p50_wait_ms'])}, "
-                   f"p95 {fmt_ms(s['p95_wait_ms'])}, "
-                   f"longest run {s['longest_run']} steps from step {s['longest_run_first_step']}")
+        out.append(
+            f"  loader starved on {fmt_share(s['share'])} of steps ({s['starved']} of {s['steps']}, "
+            f"waits over {fmt_ms(s['threshold_ms'])}): p50 wait {fmt_ms(s['p50_wait_ms'])}, "
+            f"p95 {fmt_ms(s['p95_wait_ms'])}, "
+            f"longest run {s['longest_run']} steps from step {s['longest_run_first_step']}"
+        )
     return out
 
 
@@ -68,14 +73,18 @@ def _compute_text(doc: Mapping[str, Any]) -> list[str]:
     if o:
         lo, hi = o["saved_ms"]
         saves = f"saves {fmt_ms(lo)}-{fmt_ms(hi)} a step" if o["measured"] else f"saves up to {fmt_ms(hi)} a step"
-        out.append(f"  try: {_printable(o['snippet'])}: the optimizer is {fmt_share(o['share'])} of the step "
-                   f"({fmt_ms(o['optimizer_ms'])}); its {o['keyword']} form {saves}")
+        out.append(
+            f"  try: {_printable(o['snippet'])}: the optimizer is {fmt_share(o['share'])} of the step "
+            f"({fmt_ms(o['optimizer_ms'])}); its {o['keyword']} form {saves}"
+        )
     b = facts.get("backward")
     if b:
         why = "; ".join(BACKWARD_WORDS.get(c, _printable(c)) for c in b["likely"][:3])
-        out.append(f"  backward is {b['ratio']:.1f}x forward ({fmt_ms(b['backward_ms'])} against "
-                   f"{fmt_ms(b['forward_ms'])}; ~2x is usual, {fmt_ms(b['excess_ms'])} a step above it): "
-                   f"look for {why}")
+        out.append(
+            f"  backward is {b['ratio']:.1f}x forward ({fmt_ms(b['backward_ms'])} against "
+            f"{fmt_ms(b['forward_ms'])}; ~2x is usual, {fmt_ms(b['excess_ms'])} a step above it): "
+            f"look for {why}"
+        )
     return out
 
 
@@ -85,6 +94,8 @@ def patch_text(patch: Mapping[str, Any] | None, folder: str = "<sweep folder>") 
         return []
     if patch.get("status") != "written":
         return [f"  no DataLoader patch: {_printable(patch.get('reason', ''))}"]
-    return [f"  change at {_printable(patch['at'])}: {_printable(patch['call'])}",
-            f"  git apply {_printable(os.path.join(folder, patch['patch']))}"
-            + ("  (the call also passes **kwargs: check they do not set these)" if patch.get("through_kwargs") else "")]
+    return [
+        f"  change at {_printable(patch['at'])}: {_printable(patch['call'])}",
+        f"  git apply {_printable(os.path.join(folder, patch['patch']))}"
+        + ("  (the call also passes **kwargs: check they do not set these)" if patch.get("through_kwargs") else ""),
+    ]

@@ -3,6 +3,7 @@ A run folder's charts (breakdown, kernels, monitor) are drawn on raster's Pillow
 the end of every `perfcore run`, where matplotlib's import and first figure cost more than the rest of
 finishing. The others are drawn on matplotlib Figures with the Agg canvas directly: never pyplot, so
 the user's GUI backend (MPLBACKEND, matplotlibrc, Jupyter's inline) is neither needed nor changed."""
+
 from __future__ import annotations
 
 import os
@@ -126,12 +127,20 @@ def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int =
     if len(out):
         n_all = out.attrs.get("count", len(out))
         ax.markers(out["step"], np.minimum(out["wall_ms"], top * 0.97), "#cc0000")
-        legend.append(("#cc0000", f"{n_all} outlier step(s) > {OUTLIER_FACTOR:g}x median"
-                                  + (f" ({len(out)} slowest shown)" if n_all > len(out) else "")))
+        legend.append(
+            (
+                "#cc0000",
+                f"{n_all} outlier step(s) > {OUTLIER_FACTOR:g}x median"
+                + (f" ({len(out)} slowest shown)" if n_all > len(out) else ""),
+            )
+        )
     ax.frame()
     ax.yaxis(yt, ms_label, "per step")
-    ax.xaxis(nice_ticks(*ax.xlim, target=9, integer=True), step_label,
-             "step" if per_step else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps: mean per label)")
+    ax.xaxis(
+        nice_ticks(*ax.xlim, target=9, integer=True),
+        step_label,
+        "step" if per_step else f"step ({len(b)} bins of ~{int(b['steps'].median())} steps: mean per label)",
+    )
     fig.title(wrap_title(title or "where each step's time goes"), 0.11)
     fig.legend(legend, 0.89)
     fig.save(path)
@@ -176,7 +185,8 @@ def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
     for (pin, pf), g in ok.groupby(["pin_memory", "prefetch_factor"]):
         # Configurations without workers have no prefetch_factor: show them in every slice.
         g = pd.concat([g, ok[(ok["num_workers"] == 0) & (ok["pin_memory"] == pin)]]).drop_duplicates(
-            subset=["batch_size", "num_workers"])
+            subset=["batch_size", "num_workers"]
+        )
         bss = sorted(g["batch_size"].unique())
         nws = sorted(g["num_workers"].unique())
         grid = np.full((len(bss), len(nws)), np.nan)
@@ -190,8 +200,15 @@ def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
         for i in range(len(bss)):
             for j in range(len(nws)):
                 txt = "OOM" if oom[i, j] else ("" if np.isnan(grid[i, j]) else f"{grid[i, j]:.0f}")
-                ax.text(j, i, txt, ha="center", va="center", color="white" if (grid[i, j] or 0) < 0.6 * vmax else "black",
-                        fontsize=9)
+                ax.text(
+                    j,
+                    i,
+                    txt,
+                    ha="center",
+                    va="center",
+                    color="white" if (grid[i, j] or 0) < 0.6 * vmax else "black",
+                    fontsize=9,
+                )
         ax.set_xticks(range(len(nws)), [str(n) for n in nws])
         ax.set_yticks(range(len(bss)), [str(b) for b in bss])
         ax.set_xlabel("num_workers")
@@ -206,8 +223,9 @@ def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
     return paths
 
 
-def _stacked_rows(names: list[str], breakdowns: list[dict[str, float]], notes: list[str], path: Path,
-                  title: str) -> Path:
+def _stacked_rows(
+    names: list[str], breakdowns: list[dict[str, float]], notes: list[str], path: Path, title: str
+) -> Path:
     """One horizontal bar per row, split by label, first row on top; `notes` printed at each bar's end."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.6), dpi=110)
@@ -233,10 +251,17 @@ def _stacked_rows(names: list[str], breakdowns: list[dict[str, float]], notes: l
 
 def plot_experiments(experiments: list[dict[str, Any]], path: Path, title: str = "") -> Path:
     """One stacked bar per experiment: mean step time split by label."""
-    notes = [f"{e['step_ms']:.1f} ms" if e.get("step_ms") == e.get("step_ms") and e.get("step_ms") is not None
-             else "OOM" for e in experiments]
-    return _stacked_rows([e["name"] for e in experiments], [e.get("breakdown_ms") for e in experiments], notes,
-                         path, title or "experiments")
+    notes = [
+        f"{e['step_ms']:.1f} ms" if e.get("step_ms") == e.get("step_ms") and e.get("step_ms") is not None else "OOM"
+        for e in experiments
+    ]
+    return _stacked_rows(
+        [e["name"] for e in experiments],
+        [e.get("breakdown_ms") for e in experiments],
+        notes,
+        path,
+        title or "experiments",
+    )
 
 
 def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
@@ -278,16 +303,25 @@ def plot_timeline(samples: pd.DataFrame, path: Path, title: str = "") -> Path:
 
 def plot_ranks(ranks: list[dict[str, Any]], path: Path) -> Path:
     """One stacked bar per rank: mean ms per step by label (a straggler stands out by its colours)."""
-    return _stacked_rows([f"rank {r['rank']}" for r in ranks], [r["breakdown_ms"] for r in ranks],
-                         [f"{r['step_time_ms']['mean']:.1f} ms" for r in ranks], path, "per-rank breakdown")
+    return _stacked_rows(
+        [f"rank {r['rank']}" for r in ranks],
+        [r["breakdown_ms"] for r in ranks],
+        [f"{r['step_time_ms']['mean']:.1f} ms" for r in ranks],
+        path,
+        "per-rank breakdown",
+    )
 
 
 def plot_transfer(curve: pd.DataFrame, path: Path, nominal_gbps: float | None = None) -> Path:
     """GB/s against copy size, pinned vs pageable, both directions, with the link's nominal rate."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
-    styles = {("h2d", "pinned"): ("-", COLORS["compute"]), ("h2d", "pageable"): ("--", COLORS["compute"]),
-              ("d2h", "pinned"): ("-", COLORS["load"]), ("d2h", "pageable"): ("--", COLORS["load"])}
+    styles = {
+        ("h2d", "pinned"): ("-", COLORS["compute"]),
+        ("h2d", "pageable"): ("--", COLORS["compute"]),
+        ("d2h", "pinned"): ("-", COLORS["load"]),
+        ("d2h", "pageable"): ("--", COLORS["load"]),
+    }
     for (d, mem), g in curve.groupby(["direction", "memory"]):
         ls, c = styles.get((d, mem), ("-", "k"))
         g = g.sort_values("size_bytes")

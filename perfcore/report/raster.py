@@ -1,6 +1,7 @@
 """A small PNG canvas on Pillow for the run folder's charts (bars, steps, lines, ticks, legend).
 matplotlib's import and first figure cost ~1-2 s, more than a short run's whole finish; Pillow (which
 matplotlib itself needs, so it is always there) draws the same binned charts in milliseconds."""
+
 from __future__ import annotations
 
 import importlib.util

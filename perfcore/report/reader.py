@@ -1,6 +1,7 @@
 """Reading result files back, validated: run.json and steps.csv of a run folder, a rank's part, a sweep
 folder. A missing, empty, truncated, corrupt, foreign or newer file raises BadResultFile, whose
 message names the file and what is wrong with it (one line for the CLI), never a traceback."""
+
 from __future__ import annotations
 
 import json
@@ -55,7 +56,7 @@ MS, FRAC = "duration", "fraction"  # a number >= 0; a share, 0..1
 _MAX_COUNT = 10**15  # more steps than a run could make in a century at a microsecond each
 
 
-def _problem(v: Any, shape: Any, where: str) -> str | None:
+def _problem(v: Any, shape: Any, where: str) -> str | None:  # noqa: C901, PLR0912
     if shape is ANY:
         return None
     if isinstance(shape, Absent):
@@ -111,35 +112,76 @@ def _problem(v: Any, shape: Any, where: str) -> str | None:
 
 def _kind(v: Any) -> str:
     return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
-        type(v), f"{v!r}"[:20])
+        type(v), f"{v!r}"[:20]
+    )
 
 
 _PER_LABEL = {lb: MS for lb in LABELS}
 _STEP_MS = {"mean": MS, "p50": MS, "p90": MS}
 # What a perfcore.run/1 document must hold (and the shape of the optional parts the report shows).
 RUN_REQUIRED = {
-    "steps": INT, "warmup_steps": INT, "step_time_ms": _STEP_MS, "breakdown_ms": _PER_LABEL,
-    "breakdown_fraction": {lb: FRAC for lb in LABELS}, "verdict": {"bound": STR, "summary": STR},
-    "recommendations": [{"text": STR, "evidence": ANY}], "backend": STR, "device": STR,
+    "steps": INT,
+    "warmup_steps": INT,
+    "step_time_ms": _STEP_MS,
+    "breakdown_ms": _PER_LABEL,
+    "breakdown_fraction": {lb: FRAC for lb in LABELS},
+    "verdict": {"bound": STR, "summary": STR},
+    "recommendations": [{"text": STR, "evidence": ANY}],
+    "backend": STR,
+    "device": STR,
 }
 RUN_OPTIONAL = {
     "warmup_step_time_ms": Opt(MS),
     "kernels": [{"name": STR, "count": NUM, "total_ms": NUM, "mean_us": NUM, "category": Absent(STR)}],
     "memcpy": Some({"by_direction": Map({"bytes": NUM, "ms": NUM, "pageable_bytes": NUM})}),
     "ranks": [{"rank": ANY, "step_time_ms": {"mean": NUM}, "breakdown_ms": _PER_LABEL}],
-    "stragglers": [{"sentence": STR}], "waiting": [{"sentence": STR}],
-    "compute_split_ms": Opt(Map(NUM)), "compute_split_gpu_ms": Opt(Map(NUM)),
+    "stragglers": [{"sentence": STR}],
+    "waiting": [{"sentence": STR}],
+    "compute_split_ms": Opt(Map(NUM)),
+    "compute_split_gpu_ms": Opt(Map(NUM)),
     "kernel_categories": Opt(Map({"share": FRAC, "ms": Absent(MS)})),
     # Sampled with --monitor; the GPU's fields only where NVML answered (absent without a GPU).
-    "monitor": Opt(Keys({"samples": INT, "cpu_percent_mean": Opt(MS), "gpu_util_mean": Opt(FRAC),
-                         "power_w_mean": Opt(MS), "power_w_max": Opt(MS), "temp_c_mean": Opt(NUM), "temp_c_max": Opt(NUM),
-                         "per_step": Opt(Map({"mean": NUM, "min": NUM, "max": NUM, "steps": INT}))})),
+    "monitor": Opt(
+        Keys(
+            {
+                "samples": INT,
+                "cpu_percent_mean": Opt(MS),
+                "gpu_util_mean": Opt(FRAC),
+                "power_w_mean": Opt(MS),
+                "power_w_max": Opt(MS),
+                "temp_c_mean": Opt(NUM),
+                "temp_c_max": Opt(NUM),
+                "per_step": Opt(Map({"mean": NUM, "min": NUM, "max": NUM, "steps": INT})),
+            }
+        )
+    ),
     "workers": Some({"num_workers": NUM, "fetch_ms_mean": NUM, "getitem_ms_mean": NUM, "collate_ms_mean": NUM}),
-    "memory": Opt(Keys({"peak_bytes": Opt(INT), "kind": Opt(STR), "findings": Opt([{"sentence": STR}]),
-                        "growth_bytes_per_step": Opt(NUM), "capacity_bytes": Opt(INT)})),
-    "cpu_util_percent": Opt(MS), "exit": Opt(Keys({"reason": Opt(STR), "exception": Opt(STR)})), "notes": [STR],
-    "overhead": Opt(Keys({"ms_per_step": MS, "fraction": MS, "per_phase_ns": MS, "settle_ms_per_step": Opt(MS),
-                          "own_ms_total": Opt(MS), "own_ms_per_step": Opt(MS)})),
+    "memory": Opt(
+        Keys(
+            {
+                "peak_bytes": Opt(INT),
+                "kind": Opt(STR),
+                "findings": Opt([{"sentence": STR}]),
+                "growth_bytes_per_step": Opt(NUM),
+                "capacity_bytes": Opt(INT),
+            }
+        )
+    ),
+    "cpu_util_percent": Opt(MS),
+    "exit": Opt(Keys({"reason": Opt(STR), "exception": Opt(STR)})),
+    "notes": [STR],
+    "overhead": Opt(
+        Keys(
+            {
+                "ms_per_step": MS,
+                "fraction": MS,
+                "per_phase_ns": MS,
+                "settle_ms_per_step": Opt(MS),
+                "own_ms_total": Opt(MS),
+                "own_ms_per_step": Opt(MS),
+            }
+        )
+    ),
     "outcome": Opt(Keys({"code": Opt(INT), "reason": Opt(STR), "signal": Opt(STR), "sentence": STR})),
     "startup": Opt(Keys({"time_to_first_step_ms": MS, "first_step_ms": MS, "steady_step_ms": Opt(MS)})),
     "loader_plan": Opt(Keys({"sentence": STR, "reason": STR})),
@@ -194,8 +236,12 @@ def read_json(path: Path, kind: str, *, exit_code: int = 2) -> dict[str, Any]:
         raise _bad(path, f"is a {schema[:60]} document, not {kind}", exit_code)
     version, newest = int(m.group(2)), SUPPORTED.get(kind, 1)
     if version > newest:
-        raise _bad(path, f"was written by a newer perfcore ({schema}; this one reads up to {kind}/{newest})",
-                   exit_code, "upgrade perfcore to read it")
+        raise _bad(
+            path,
+            f"was written by a newer perfcore ({schema}; this one reads up to {kind}/{newest})",
+            exit_code,
+            "upgrade perfcore to read it",
+        )
     return doc
 
 
@@ -210,8 +256,9 @@ def check_run_doc(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> dic
             if p:
                 raise _bad(path, f"is corrupt: {p}", exit_code)
     files = doc.get("files")
-    if files is not None and (not isinstance(files, dict)
-                              or not all(is_plain_name(k) and is_plain_name(v) for k, v in files.items())):
+    if files is not None and (
+        not isinstance(files, dict) or not all(is_plain_name(k) and is_plain_name(v) for k, v in files.items())
+    ):
         raise _bad(path, "is corrupt: 'files' names something other than a plain file name in its folder", exit_code)
     return doc
 
@@ -250,8 +297,9 @@ def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2, limit_
             if col.dtype != bool:
                 words = col.astype(str).str.strip().str.lower()
                 if not words.isin(["true", "false"]).all():
-                    raise _bad(path, f"is corrupt or truncated: column {c!r} holds values other than True/False",
-                               exit_code)
+                    raise _bad(
+                        path, f"is corrupt or truncated: column {c!r} holds values other than True/False", exit_code
+                    )
                 table[c] = words == "true"
             continue
         num = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
@@ -274,14 +322,23 @@ def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
         raise BadResultFile(folder, "is not a folder", exit_code=exit_code)
     if not (folder / "run.json").exists():
         if (folder / "parts").is_dir():
-            raise BadResultFile(folder, "holds a run that was not finished (no run.json, but the parts its "
-                                "processes wrote)", f"perfcore report {folder} finishes it", exit_code=exit_code)
+            raise BadResultFile(
+                folder,
+                "holds a run that was not finished (no run.json, but the parts its processes wrote)",
+                f"perfcore report {folder} finishes it",
+                exit_code=exit_code,
+            )
         raise BadResultFile(folder, "is not a perfcore run folder (no run.json)", exit_code=exit_code)
-    doc = check_run_doc(read_json(folder / "run.json", "perfcore.run", exit_code=exit_code),
-                        folder / "run.json", exit_code=exit_code)
+    doc = check_run_doc(
+        read_json(folder / "run.json", "perfcore.run", exit_code=exit_code), folder / "run.json", exit_code=exit_code
+    )
     if measured and (doc["steps"] == 0 or doc["step_time_ms"]["mean"] <= 0):
-        raise BadResultFile(folder / "run.json", "holds no measured step (a run stopped during warm-up?)",
-                            "compare runs with at least one step after --warmup", exit_code=exit_code)
+        raise BadResultFile(
+            folder / "run.json",
+            "holds no measured step (a run stopped during warm-up?)",
+            "compare runs with at least one step after --warmup",
+            exit_code=exit_code,
+        )
     return doc, read_csv(steps_file(folder), STEP_COLUMNS, exit_code=exit_code)
 
 
@@ -314,8 +371,11 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
 
     folder = Path(folder)
     doc = read_json(folder / "run.json", "perfcore.run", exit_code=1)
-    p = (_problem(doc.get("steps", 0), INT, "steps") or _problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
-         or _problem(doc, PART_NAMES, "part"))
+    p = (
+        _problem(doc.get("steps", 0), INT, "steps")
+        or _problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
+        or _problem(doc, PART_NAMES, "part")
+    )
     if p:
         raise _bad(folder / "run.json", f"is corrupt: {p}", 1)
     # Integers from here on: a rank becomes part of a file name (steps_rank<N>.csv).
@@ -326,8 +386,12 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
     if not isinstance(checkpoint, dict):
         check_run_doc(doc, folder / "run.json", exit_code=1)
     vouched = (checkpoint or {}).get("csv_bytes")
-    steps = read_csv(steps_file(folder), STEP_COLUMNS, exit_code=1,
-                     limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None)
+    steps = read_csv(
+        steps_file(folder),
+        STEP_COLUMNS,
+        exit_code=1,
+        limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None,
+    )
     if isinstance(checkpoint, dict):
         # A checkpoint's run.json says what its steps.csv holds; the figures come from the rows.
         doc = check_run_doc(summarize_checkpoint(doc, steps), folder / "run.json", exit_code=1)
@@ -345,9 +409,20 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
 
 
 SWEEP_REQUIRED = {
-    "workload": STR, "steps": INT, "grid": Map([ANY]),
-    "configs": [{"batch_size": INT, "num_workers": INT, "pin_memory": ANY, "prefetch_factor": Opt(INT),
-                 "status": STR, "step_ms": Opt(NUM), "samples_per_s": Opt(NUM)}],
+    "workload": STR,
+    "steps": INT,
+    "grid": Map([ANY]),
+    "configs": [
+        {
+            "batch_size": INT,
+            "num_workers": INT,
+            "pin_memory": ANY,
+            "prefetch_factor": Opt(INT),
+            "status": STR,
+            "step_ms": Opt(NUM),
+            "samples_per_s": Opt(NUM),
+        }
+    ],
 }
 
 

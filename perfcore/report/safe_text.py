@@ -1,4 +1,5 @@
 """Text read from a document, made safe to print: no control characters (a run folder is untrusted)."""
+
 from __future__ import annotations
 
 import re

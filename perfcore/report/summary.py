@@ -1,5 +1,6 @@
 """`perfcore.summary(run)`: the key figures of a run as one flat dict, ready for wandb.log,
 mlflow.log_metrics (numeric=True) or a TensorBoard SummaryWriter's add_scalar per key."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,8 +35,10 @@ def _number(doc: Mapping[str, Any], *path: str) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         from perfcore.errors import UsageError
 
-        raise UsageError(f"perfcore.summary: {'.'.join(path)} is {str(v)[:40]!r}, not a number; pass the "
-                         "perfcore.run/1 document perfcore wrote, its run folder, or a StepTimer")
+        raise UsageError(
+            f"perfcore.summary: {'.'.join(path)} is {str(v)[:40]!r}, not a number; pass the "
+            "perfcore.run/1 document perfcore wrote, its run folder, or a StepTimer"
+        )
     return float(v)
 
 

@@ -1,4 +1,5 @@
 """The terminal report of a perfcore.run/1 document: per-label mean, share and a bar; verdict; advice."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -45,8 +46,11 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
         lines += _outcome(doc)
     if doc.get("missing_note"):
         lines.append(f"MISSING: {doc['missing_note']}")
-    lines.append(f"more: {folder}/report.html; all evidence: perfcore report {folder} --explain"
-                 if folder else "more: report.html; all evidence: --explain")
+    lines.append(
+        f"more: {folder}/report.html; all evidence: perfcore report {folder} --explain"
+        if folder
+        else "more: report.html; all evidence: --explain"
+    )
     return "\n".join(lines)
 
 
@@ -55,10 +59,15 @@ def brief_table(doc: dict[str, Any]) -> list[str]:
     five-label table of a run document with measured steps."""
     st = doc["step_time_ms"]
     intf = valid_finding(doc.get("interference")) or {}
-    lines = [f"perfcore: {doc['steps']} steps (+{doc['warmup_steps']} warm-up) on {doc['device']}, "
-             f"{doc['backend']} backend; step p50 {fmt_ms(st['p50'])}, p90 {fmt_ms(st['p90'])}"
-             + (f"; BUSY: others used {intf['others_cores']:.1f} of {intf['cores']} cores"
-                if intf.get("material") and intf.get("others_cores") is not None else "")]
+    lines = [
+        f"perfcore: {doc['steps']} steps (+{doc['warmup_steps']} warm-up) on {doc['device']}, "
+        f"{doc['backend']} backend; step p50 {fmt_ms(st['p50'])}, p90 {fmt_ms(st['p90'])}"
+        + (
+            f"; BUSY: others used {intf['others_cores']:.1f} of {intf['cores']} cores"
+            if intf.get("material") and intf.get("others_cores") is not None
+            else ""
+        )
+    ]
     lines.append(f"  {'label':<9} {'ms/step':>9} {'share':>6}")
     for lb in LABELS:
         f = doc["breakdown_fraction"][lb]
@@ -66,7 +75,7 @@ def brief_table(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
+def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C901, PLR0912, PLR0915
     """verdict=False: the measurement only, where the verdict and its advice are said once elsewhere (the
     demo says them after diagnose has checked them)."""
     if not doc.get("steps") and not doc.get("warmup_steps"):
@@ -74,12 +83,15 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
     st = doc["step_time_ms"]
     if not doc["steps"]:
         # Ended during warm-up: say exactly that, and show the warm-up steps' split as it is.
-        lines = [f"perfcore: the run ended during warm-up: {doc['warmup_steps']} warm-up step(s), none measured "
-                 f"(warm-up mean {fmt_ms(doc.get('warmup_step_time_ms') or 0)}); run longer or lower --warmup"]
+        lines = [
+            f"perfcore: the run ended during warm-up: {doc['warmup_steps']} warm-up step(s), none measured "
+            f"(warm-up mean {fmt_ms(doc.get('warmup_step_time_ms') or 0)}); run longer or lower --warmup"
+        ]
         return "\n".join(lines + _startup(doc) + _outcome(doc))
     lines = [
         f"perfcore: {doc['steps']} steps measured ({doc['warmup_steps']} warm-up apart), backend {doc['backend']}, "
-        f"device {doc['device']}"]
+        f"device {doc['device']}"
+    ]
     intf = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
     if intf.get("material"):  # before any number it inflates
         lines.append(f"INTERFERENCE: {intf['sentence']} ({intf.get('detail', '')})")
@@ -92,20 +104,26 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
     ]
     if rb.get("step_ms"):
         band = rb.get("step_ms_band")
-        lines.append(f"  trimmed mean {fmt_ms(rb['step_ms'])}"
-                     + (f" ({100 * rb['level']:.0f}% interval {fmt_band(band[0], band[1], fmt_ms)})" if band else "")
-                     + f" over {rb['kept_steps']} of {rb['steps']} steps; the verdict is judged on it")
+        lines.append(
+            f"  trimmed mean {fmt_ms(rb['step_ms'])}"
+            + (f" ({100 * rb['level']:.0f}% interval {fmt_band(band[0], band[1], fmt_ms)})" if band else "")
+            + f" over {rb['kept_steps']} of {rb['steps']} steps; the verdict is judged on it"
+        )
     ev = doc.get("evaluation") if isinstance(doc.get("evaluation"), dict) else {}
     if isinstance(ev.get("sentence"), str):
         lines.append(f"  evaluation: {ev['sentence']}")
-    lines += ["", f"  {'label':<9} {'ms/step':>9} {'share':>6}" + (f" {'':<{BAR_WIDTH}} trimmed share "
-                                                                    f"({100 * rb['level']:.0f}% interval)"
-                                                                    if rb.get("share_band") else "")]
+    lines += [
+        "",
+        f"  {'label':<9} {'ms/step':>9} {'share':>6}"
+        + (f" {'':<{BAR_WIDTH}} trimmed share ({100 * rb['level']:.0f}% interval)" if rb.get("share_band") else ""),
+    ]
     for lb in LABELS:
         f = doc["breakdown_fraction"][lb]
         b = (rb.get("share_band") or {}).get(lb)
-        lines.append(f"  {lb:<9} {fmt_ms(doc['breakdown_ms'][lb]):>9} {fmt_share(f):>6} {_bar(f)}"
-                     + (f" {fmt_share(rb['share'][lb])} ({fmt_band(b[0], b[1], fmt_share)})" if b else ""))
+        lines.append(
+            f"  {lb:<9} {fmt_ms(doc['breakdown_ms'][lb]):>9} {fmt_share(f):>6} {_bar(f)}"
+            + (f" {fmt_share(rb['share'][lb])} ({fmt_band(b[0], b[1], fmt_share)})" if b else "")
+        )
     if (rb.get("outliers") or {}).get("sentence"):
         lines.append(f"  {rb['outliers']['sentence']}")
     if verdict:
@@ -113,8 +131,10 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
         for c in doc["verdict"].get("causes", [])[1:]:
             lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
     if doc.get("step_source"):
-        lines.append(f"  steps counted at: {doc['step_source']}"
-                     + (f"; {doc['step_source_note']}" if doc.get("step_source_note") else ""))
+        lines.append(
+            f"  steps counted at: {doc['step_source']}"
+            + (f"; {doc['step_source_note']}" if doc.get("step_source_note") else "")
+        )
     for r in doc["recommendations"] if verdict else []:
         lines.append(f"  - {r['text']}")
         lines.append(f"    evidence: {r['evidence']}" + (f"; try: {r['test']}" if r.get("test") else ""))
@@ -128,13 +148,17 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
     if m.get("by_direction"):
         lines.append("")
         for d, v in m["by_direction"].items():
-            lines.append(f"  memcpy {d}: {v['bytes'] / 2**20:.1f} MiB in {fmt_ms(v['ms'])}, "
-                         f"{v['pageable_bytes'] / 2**20:.1f} MiB pageable")
+            lines.append(
+                f"  memcpy {d}: {v['bytes'] / 2**20:.1f} MiB in {fmt_ms(v['ms'])}, "
+                f"{v['pageable_bytes'] / 2**20:.1f} MiB pageable"
+            )
     if len(doc.get("ranks", [])) > 1 or doc.get("missing_ranks"):
         lines += ["", f"  {'rank':<6} {'step ms':>8} " + " ".join(f"{lb:>9}" for lb in LABELS)]
         for r in doc["ranks"]:
-            lines.append(f"  {r['rank']!s:<6} {r['step_time_ms']['mean']:>8.2f} "
-                         + " ".join(f"{r['breakdown_ms'][lb]:>9.2f}" for lb in LABELS))
+            lines.append(
+                f"  {r['rank']!s:<6} {r['step_time_ms']['mean']:>8.2f} "
+                + " ".join(f"{r['breakdown_ms'][lb]:>9.2f}" for lb in LABELS)
+            )
         for st in doc.get("stragglers", []):
             lines.append(f"  straggler: {st['sentence']}")
         for w in doc.get("waiting", []):
@@ -146,7 +170,9 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
         lines += ["", "  host time in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in split.items()) + " per step"]
     gsplit = doc.get("compute_split_gpu_ms") or {}
     if gsplit:
-        lines.append("  kernel time launched in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in gsplit.items()) + " per step")
+        lines.append(
+            "  kernel time launched in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in gsplit.items()) + " per step"
+        )
     cats = doc.get("kernel_categories") or {}
     if cats:
         lines.append("  kernel time by category: " + ", ".join(f"{c} {100 * v['share']:.0f}%" for c, v in cats.items()))
@@ -154,14 +180,21 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
     roles = [ld for ld in doc.get("loaders") or [] if isinstance(ld, dict) and ld.get("role")]
     if w:
         which = " (the train loader)" if len(roles) > 1 else ""
-        lines += ["", f"  DataLoader{which}: {w['num_workers']} worker(s); a batch takes {fmt_ms(w['fetch_ms_mean'])} to make "
-                      f"(__getitem__ {fmt_ms(w['getitem_ms_mean'])}, collate {fmt_ms(w['collate_ms_mean'])})"]
+        lines += [
+            "",
+            f"  DataLoader{which}: {w['num_workers']} worker(s); a batch takes {fmt_ms(w['fetch_ms_mean'])} to make "
+            f"(__getitem__ {fmt_ms(w['getitem_ms_mean'])}, collate {fmt_ms(w['collate_ms_mean'])})",
+        ]
     if len(roles) > 1:
         # Each loader apart: an eval loader's batches never set the train loader's figures.
-        lines.append("  DataLoaders: " + "; ".join(
-            f"{ld['role']} at {ld.get('site', '?')}: {ld.get('batches', 0)} batches"
-            + (f", {fmt_ms(ld['worker_batch_ms'])} each to make" if ld.get("worker_batch_ms") is not None else "")
-            for ld in roles))
+        lines.append(
+            "  DataLoaders: "
+            + "; ".join(
+                f"{ld['role']} at {ld.get('site', '?')}: {ld.get('batches', 0)} batches"
+                + (f", {fmt_ms(ld['worker_batch_ms'])} each to make" if ld.get("worker_batch_ms") is not None else "")
+                for ld in roles
+            )
+        )
     plan = doc.get("loader_plan") or {}
     if plan.get("sentence"):
         lines.append(f"  loading ({plan['reason']}): {plan['sentence']}")
@@ -181,27 +214,36 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:
     lines += _startup(doc)
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
-        lines += ["", f"partial results: the script {ex['sentence']}" if ex.get("sentence") else
-                  f"partial results: the script {ex['reason']}" + (f" ({ex['exception']})" if ex.get("exception") else "")]
+        lines += [
+            "",
+            f"partial results: the script {ex['sentence']}"
+            if ex.get("sentence")
+            else f"partial results: the script {ex['reason']}"
+            + (f" ({ex['exception']})" if ex.get("exception") else ""),
+        ]
     if not (ex.get("sentence") and ex.get("reason") not in ("finished", "steps reached")):
         lines += _outcome(doc)  # else the partial-results line already gave the exit code
     for note in doc.get("notes", []):
         lines.append(f"note: {note}")
     o = doc.get("overhead") or {}
     if o:
-        lines += ["", f"perfcore overhead: ~{fmt_ms(o.get('ms_per_step', 0))}/step "
-                      f"({fmt_share(o.get('fraction', 0))} of step time; {fmt_ms(o.get('per_phase_ns', 0) / 1e6)} per phase"
-                      + (f", {fmt_ms(o['own_ms_per_step'])} own work, left out of the steps"
-                         if o.get("own_ms_per_step") else "")
-                      + ")"]
+        lines += [
+            "",
+            f"perfcore overhead: ~{fmt_ms(o.get('ms_per_step', 0))}/step "
+            f"({fmt_share(o.get('fraction', 0))} of step time; {fmt_ms(o.get('per_phase_ns', 0) / 1e6)} per phase"
+            + (f", {fmt_ms(o['own_ms_per_step'])} own work, left out of the steps" if o.get("own_ms_per_step") else "")
+            + ")",
+        ]
         if o.get("hooks") == "not included":
-            lines.append("  (the timer's own bookkeeping; perfcore run's hooks add more, which "
-                         "bench/bench_run_overhead.py measures against the uninstrumented script)")
+            lines.append(
+                "  (the timer's own bookkeeping; perfcore run's hooks add more, which "
+                "bench/bench_run_overhead.py measures against the uninstrumented script)"
+            )
     return "\n".join(lines)
 
 
 def verdict_line(v: dict[str, Any], summary_key: str = "summary") -> str:
-    """"verdict: ..." after the INTERFERENCE line that a report prints first: the verdict itself, marked
+    """ "verdict: ..." after the INTERFERENCE line that a report prints first: the verdict itself, marked
     uncertain, without repeating the interference sentence."""
     plain = v.get("plain_summary") if isinstance(v.get("plain_summary"), str) else None
     if v.get("uncertain") and plain:
@@ -218,8 +260,10 @@ def _startup(doc: dict[str, Any]) -> list[str]:
     su = doc.get("startup") or {}
     if not su:
         return []
-    line = f"  start-up: first step ended {fmt_ms(su['time_to_first_step_ms'])} after launch; " \
-           f"first step {fmt_ms(su['first_step_ms'])}"
+    line = (
+        f"  start-up: first step ended {fmt_ms(su['time_to_first_step_ms'])} after launch; "
+        f"first step {fmt_ms(su['first_step_ms'])}"
+    )
     if su.get("steady_step_ms") is not None:
         line += f" vs {fmt_ms(su['steady_step_ms'])} steady"
     out = ["", line]

@@ -1,6 +1,7 @@
 """Statuses into words for the terminal's short report: the verdict in one line, each piece of advice as
 one "try" line, from the numbers and statuses the decision holds. The long words (every interval, the
 evidence, the caveats) stay in the documents' sentences, which `--explain` and report.html show."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -50,16 +51,20 @@ def verdict_short(v: Mapping[str, Any]) -> str:
     if t.level is Level.HEALTHY:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
         tail = f" (largest: {WHAT[big.label]}, {fmt_share(big.share)})" if big else ""
-        return (f"verdict: compute-bound (healthy): no avoidable cause reaches {100 * WARN_SHARE:.0f}% of the "
-                f"{fmt_ms(t.step_ms)} step{tail}{busy}")
+        return (
+            f"verdict: compute-bound (healthy): no avoidable cause reaches {100 * WARN_SHARE:.0f}% of the "
+            f"{fmt_ms(t.step_ms)} step{tail}{busy}"
+        )
     top = next((c for c in t.named if c.label == t.primary), None)
     if top is None:  # a document without the verdict's numbers (written before they were kept)
         return f"verdict: {v.get('plain_summary') or v.get('summary') or ''}"
     band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
     level = "borderline" if t.level is Level.BORDERLINE else top.level.value
     # The gain of removing it is said once, on the "try" line that names the change.
-    return (f"verdict: {top.bound} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
-            f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}{band}){busy}")
+    return (
+        f"verdict: {top.bound} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
+        f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}{band}){busy}"
+    )
 
 
 def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | None) -> str:

@@ -5,6 +5,7 @@ there joined to the steps into run.json's "lines", with the loader's starvation 
 Stacks are folded to the user's sites here in the training process (where the library folders are this
 interpreter's), so what travels is one site per sample, not a stack.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +18,6 @@ import numpy as np
 __all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document"]
 
 
-
 class LineCapture:
     """The sampler and the counter of one training thread, from the first step to the part's writing."""
 
@@ -27,8 +27,9 @@ class LineCapture:
 
         self.prefixes = library_prefixes()
         self.sampler = LineSampler(thread_id, interval_s or DEFAULT_INTERVAL_S).start()
-        self.counter = SyncCounter(torch, prefixes=self.prefixes).start() \
-            if threading.get_ident() == thread_id else None
+        self.counter = (
+            SyncCounter(torch, prefixes=self.prefixes).start() if threading.get_ident() == thread_id else None
+        )
 
     def facts(self) -> dict[str, Any]:
         """Stop both and return what the part's writer joins (plain lists and numbers)."""
@@ -38,15 +39,26 @@ class LineCapture:
         calls = self.counter.stop() if self.counter is not None else None
         site_of, sites, user = fold(samples.stacks, self.prefixes)
         out: dict[str, Any] = {
-            "prefixes": list(self.prefixes), "interval_ns": samples.interval_ns, "cap_ns": samples.cap_ns,
-            "t_ns": samples.t_ns.tolist(), "site": site_of[samples.stack].tolist(),
-            "sites": [[f.file, f.function, f.line] for f in sites], "user": user.tolist(),
-            "missed": samples.missed, "dropped": samples.dropped, "sampler_ns": samples.sampler_ns,
+            "prefixes": list(self.prefixes),
+            "interval_ns": samples.interval_ns,
+            "cap_ns": samples.cap_ns,
+            "t_ns": samples.t_ns.tolist(),
+            "site": site_of[samples.stack].tolist(),
+            "sites": [[f.file, f.function, f.line] for f in sites],
+            "user": user.tolist(),
+            "missed": samples.missed,
+            "dropped": samples.dropped,
+            "sampler_ns": samples.sampler_ns,
         }
         if calls is not None:
-            out["calls"] = {"t_ns": calls.t_ns.tolist(), "site": calls.site.tolist(), "method": calls.method.tolist(),
-                            "sites": [list(f) for f in calls.sites], "methods": list(calls.methods),
-                            "dropped": calls.dropped}
+            out["calls"] = {
+                "t_ns": calls.t_ns.tolist(),
+                "site": calls.site.tolist(),
+                "method": calls.method.tolist(),
+                "sites": [list(f) for f in calls.sites],
+                "methods": list(calls.methods),
+                "dropped": calls.dropped,
+            }
         return out
 
 
@@ -85,9 +97,17 @@ def _samples(facts: Mapping[str, Any]):
     from perfcore.capture.line_sampler import Frame, LineSamples
 
     sites = tuple((Frame(str(f), str(fn), int(ln)),) for f, fn, ln in facts["sites"])
-    return LineSamples(np.asarray(facts["t_ns"], np.int64), np.asarray(facts["site"], np.int32), sites,
-                       int(facts["interval_ns"]), int(facts["cap_ns"]), 0, int(facts["missed"]),
-                       int(facts["dropped"]), int(facts["sampler_ns"]))
+    return LineSamples(
+        np.asarray(facts["t_ns"], np.int64),
+        np.asarray(facts["site"], np.int32),
+        sites,
+        int(facts["interval_ns"]),
+        int(facts["cap_ns"]),
+        0,
+        int(facts["missed"]),
+        int(facts["dropped"]),
+        int(facts["sampler_ns"]),
+    )
 
 
 def _calls(facts: Mapping[str, Any] | None):
@@ -96,15 +116,25 @@ def _calls(facts: Mapping[str, Any] | None):
 
     if not facts:
         return None
-    return SyncCalls(np.asarray(facts["t_ns"], np.int64), np.asarray(facts["site"], np.int32),
-                     np.asarray(facts["method"], np.int8), tuple(Frame(str(a), str(b), int(c)) for a, b, c in
-                                                                 facts["sites"]),
-                     tuple(facts["methods"]), int(facts["dropped"]), 0)
+    return SyncCalls(
+        np.asarray(facts["t_ns"], np.int64),
+        np.asarray(facts["site"], np.int32),
+        np.asarray(facts["method"], np.int8),
+        tuple(Frame(str(a), str(b), int(c)) for a, b, c in facts["sites"]),
+        tuple(facts["methods"]),
+        int(facts["dropped"]),
+        0,
+    )
 
 
-def lines_document(facts: Mapping[str, Any] | None, table, full,
-                   intervals: Mapping[str, tuple[np.ndarray, np.ndarray]], precedence: tuple[str, ...],
-                   kept: Mapping[str, Any]) -> dict[str, Any]:
+def lines_document(
+    facts: Mapping[str, Any] | None,
+    table,
+    full,
+    intervals: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    precedence: tuple[str, ...],
+    kept: Mapping[str, Any],
+) -> dict[str, Any]:
     """run.json's "starvation" (from the steps table) and "lines" (from the facts, when sampled): the
     measured steps' [start, end) from `full` (start_ns, wall_ns, perfcore_ns), the rows `table` marks
     warm-up or evaluation left out, each sample labelled by the recording's intervals as attribution labels
@@ -122,12 +152,25 @@ def lines_document(facts: Mapping[str, Any] | None, table, full,
     s1 = s0 + full["wall_ns"].to_numpy(np.int64) + full["perfcore_ns"].to_numpy(np.int64)
     n = min(len(measured), len(s0))
     idx = np.arange(n)
-    measured = measured[:n] & ((idx < int(kept["through"])) | np.isin(idx, np.asarray(kept["window"], np.int64))
-                               | (idx >= int(kept["settled"])))
-    result = join_lines(_samples(facts), s0[:n][measured], s1[:n][measured], intervals,
-                        prefixes=tuple(facts["prefixes"]), precedence=precedence, calls=_calls(facts.get("calls")))
+    measured = measured[:n] & (
+        (idx < int(kept["through"]))
+        | np.isin(idx, np.asarray(kept["window"], np.int64))
+        | (idx >= int(kept["settled"]))
+    )
+    result = join_lines(
+        _samples(facts),
+        s0[:n][measured],
+        s1[:n][measured],
+        intervals,
+        prefixes=tuple(facts["prefixes"]),
+        precedence=precedence,
+        calls=_calls(facts.get("calls")),
+    )
     steps_total = max(len(s0), 1)
-    out["lines"] = {**dataclasses.asdict(result),
-                    "sampler_ms_per_step": float(facts["sampler_ns"]) / 1e6 / steps_total,
-                    "missed": int(facts["missed"]), "dropped": int(facts["dropped"])}
+    out["lines"] = {
+        **dataclasses.asdict(result),
+        "sampler_ms_per_step": float(facts["sampler_ns"]) / 1e6 / steps_total,
+        "missed": int(facts["missed"]),
+        "dropped": int(facts["dropped"]),
+    }
     return out

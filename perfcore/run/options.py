@@ -1,5 +1,6 @@
 """Checks of the numbers a user gives perfcore (CLI options, `%%perfcore` arguments): a finite number
 in range, or a one-line UsageError that says which value, what is wrong and what would do."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,9 @@ MIN_INTERVAL_S = 0.01  # below this the sampler would spend the core it is meant
 MAX_COUNT = 10**9
 
 
-def number(value, name: str, *, kind: type = float, low: float | None = None, high: float | None = None,
-           low_open: bool = False) -> int | float:
+def number(
+    value, name: str, *, kind: type = float, low: float | None = None, high: float | None = None, low_open: bool = False
+) -> int | float:
     """`value` (text or a number) as `kind`, finite and within [low, high] (low excluded when low_open)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         text = str(value).strip()

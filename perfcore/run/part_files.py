@@ -8,6 +8,7 @@ meta and the facts) and never imports pandas; the parent, which has pandas loade
 it into the same three files with the same code (finish_raw), and removes the raw files. A part
 without raw.json was cut short: the reader falls back to the process's last checkpoint, as it does
 for a missing run.json."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,9 @@ def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> N
 
     meta, arrays = export(engine)
     with jsonio.atomic_path(part / RAW_NPZ) as tmp, open(tmp, "wb") as fh:  # a file: numpy adds no ".npz"
-        np.savez(fh, **arrays, x_mem_at=np.asarray(mem_at, dtype=np.int64),
-                 x_mem_bytes=np.asarray(mem_bytes, dtype=np.int64))
+        np.savez(
+            fh, **arrays, x_mem_at=np.asarray(mem_at, dtype=np.int64), x_mem_bytes=np.asarray(mem_bytes, dtype=np.int64)
+        )
     jsonio.write(part / RAW_JSON, {"schema": RAW_SCHEMA, "recording": meta, "facts": facts})
 
 
@@ -79,25 +81,38 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
     batches = facts["training_batches"]
     common = facts["common"]
     doc.update(common)
-    doc.update({
-        "cpu_util_percent": facts["cpu_util_percent"],
-        # The peak only: whether memory leaks is judged once, by the finish (analysis.memory), on every
-        # part's samples in steps.csv.
-        "memory": {"kind": facts["mem_kind"], "peak_bytes": _peak(mem[training & (mem >= 0)]),
-                   **facts["memory_limits"]},
-        "compute_split_ms": {ph: float(table.loc[training, f"{ph}_ms"].mean())
-                             for ph in ("forward", "backward", "optimizer") if f"{ph}_ms" in table and training.any()},
-        "compute_split_gpu_ms": {ph: float(table.loc[training, f"{ph}_gpu_ms"].mean())
-                                 for ph in ("forward", "backward", "optimizer")
-                                 if f"{ph}_gpu_ms" in table and training.any()},
-        "skipped_boundaries": facts["skipped_boundaries"],
-        "batches_per_step": (batches / steps_total) if batches and steps_total else None,
-        "scaler_skipped_steps": facts["scaler_skipped_steps"],
-        "startup": startup_summary(facts["t_start"], full, common["loaders"], doc["steps"]),
-    })
+    doc.update(
+        {
+            "cpu_util_percent": facts["cpu_util_percent"],
+            # The peak only: whether memory leaks is judged once, by the finish (analysis.memory), on every
+            # part's samples in steps.csv.
+            "memory": {
+                "kind": facts["mem_kind"],
+                "peak_bytes": _peak(mem[training & (mem >= 0)]),
+                **facts["memory_limits"],
+            },
+            "compute_split_ms": {
+                ph: float(table.loc[training, f"{ph}_ms"].mean())
+                for ph in ("forward", "backward", "optimizer")
+                if f"{ph}_ms" in table and training.any()
+            },
+            "compute_split_gpu_ms": {
+                ph: float(table.loc[training, f"{ph}_gpu_ms"].mean())
+                for ph in ("forward", "backward", "optimizer")
+                if f"{ph}_gpu_ms" in table and training.any()
+            },
+            "skipped_boundaries": facts["skipped_boundaries"],
+            "batches_per_step": (batches / steps_total) if batches and steps_total else None,
+            "scaler_skipped_steps": facts["scaler_skipped_steps"],
+            "startup": startup_summary(facts["t_start"], full, common["loaders"], doc["steps"]),
+        }
+    )
     if facts["backend_note"]:
-        doc["capture"] = {**(doc.get("capture") or {}), "requested_backend": facts["requested_backend"],
-                          "note": facts["backend_note"]}
+        doc["capture"] = {
+            **(doc.get("capture") or {}),
+            "requested_backend": facts["requested_backend"],
+            "note": facts["backend_note"],
+        }
     if doc.get("overhead"):
         # The estimate covers the timer's phases; the zero-code hooks around them cost more.
         doc["overhead"] = dict(doc["overhead"], hooks="not included")
@@ -151,11 +166,15 @@ def _write_trace(engine, full, part) -> None:
     names = engine.phase_names()
     # Strings go in as fixed-width unicode arrays: np.load(allow_pickle=False) must read them back.
     raw: dict[str, Any] = {
-        "span_phase": spans["phase_id"].to_numpy(), "span_start_ns": spans["start_ns"].to_numpy(),
-        "span_end_ns": spans["end_ns"].to_numpy(), "span_thread": spans["thread_id"].to_numpy(),
+        "span_phase": spans["phase_id"].to_numpy(),
+        "span_start_ns": spans["start_ns"].to_numpy(),
+        "span_end_ns": spans["end_ns"].to_numpy(),
+        "span_thread": spans["thread_id"].to_numpy(),
         "span_step": spans["step"].to_numpy(),
-        "phase_ids": np.array(list(names), dtype=np.int32), "phase_names": np.array(list(names.values()), dtype=str),
-        "step_start_ns": full["start_ns"].to_numpy(), "step_wall_ns": full["wall_ns"].to_numpy(),
+        "phase_ids": np.array(list(names), dtype=np.int32),
+        "phase_names": np.array(list(names.values()), dtype=str),
+        "step_start_ns": full["start_ns"].to_numpy(),
+        "step_wall_ns": full["wall_ns"].to_numpy(),
     }
     # Which steps those intervals cover, and the cap that bounded them (the trace says so).
     # Imported here, not at the top: a process that never imported torch writes its part at
@@ -163,21 +182,37 @@ def _write_trace(engine, full, part) -> None:
     from perfcore.recording.engine import detail_steps
 
     kept = detail_steps(engine)
-    raw.update(detail_through=np.int64(kept["through"]), detail_settled=np.int64(kept["settled"]),
-               detail_window=np.array(kept["window"], dtype=np.int64), detail_cap_steps=np.int64(kept["cap_steps"]),
-               detail_cap_rows=np.int64(kept["cap_rows"]))
+    raw.update(
+        detail_through=np.int64(kept["through"]),
+        detail_settled=np.int64(kept["settled"]),
+        detail_window=np.array(kept["window"], dtype=np.int64),
+        detail_cap_steps=np.int64(kept["cap_steps"]),
+        detail_cap_rows=np.int64(kept["cap_rows"]),
+    )
     k, c, ev = detail["kernels"], detail["copies"], detail["events"]
     if len(k):
-        raw.update(kernel_start_ns=k["start_ns"].to_numpy(), kernel_end_ns=k["end_ns"].to_numpy(),
-                   kernel_stream=k["stream_id"].to_numpy(), kernel_name=k["name"].to_numpy(dtype=str))
+        raw.update(
+            kernel_start_ns=k["start_ns"].to_numpy(),
+            kernel_end_ns=k["end_ns"].to_numpy(),
+            kernel_stream=k["stream_id"].to_numpy(),
+            kernel_name=k["name"].to_numpy(dtype=str),
+        )
     m = c[c["kind"] == "memcpy"]
     if len(m):
-        raw.update(memcpy_start_ns=m["start_ns"].to_numpy(), memcpy_end_ns=m["end_ns"].to_numpy(),
-                   memcpy_stream=m["stream_id"].to_numpy(), memcpy_bytes=m["size_bytes"].to_numpy(),
-                   memcpy_direction=m["direction"].to_numpy(dtype=str), memcpy_pageable=m["pageable"].to_numpy())
+        raw.update(
+            memcpy_start_ns=m["start_ns"].to_numpy(),
+            memcpy_end_ns=m["end_ns"].to_numpy(),
+            memcpy_stream=m["stream_id"].to_numpy(),
+            memcpy_bytes=m["size_bytes"].to_numpy(),
+            memcpy_direction=m["direction"].to_numpy(dtype=str),
+            memcpy_pageable=m["pageable"].to_numpy(),
+        )
     if len(ev) and not engine.kernels_traced:
-        raw.update(event_phase=ev["phase_id"].to_numpy(), event_start_ns=ev["start_ns"].to_numpy(),
-                   event_end_ns=ev["end_ns"].to_numpy())
+        raw.update(
+            event_phase=ev["phase_id"].to_numpy(),
+            event_start_ns=ev["start_ns"].to_numpy(),
+            event_end_ns=ev["end_ns"].to_numpy(),
+        )
     with jsonio.atomic_path(part / "trace.npz") as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **raw)  # a file object: given a path, numpy would append ".npz" to it
 

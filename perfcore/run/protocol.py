@@ -11,6 +11,7 @@ made here once.
 
 <key> is rank<RANK> under a launcher that sets RANK, else pid<PID>.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,10 +39,24 @@ CONFIG_PREFIX, CONFIG_SUFFIX = ".perfcore-child-", ".json"
 ENV_SIGNAL_FD = "PERFCORE_SIGNAL_FD"
 # Every name perfcore ever used to hand its child something: the parent takes them all out of the
 # environment it gives the script, so a leftover (this version's or an earlier one's) reaches nobody.
-PARENT_ONLY_ENV = (ENV_CHILD_CONFIG, ENV_SIGNAL_FD, "PERFCORE_OUTER_PID", "PERFCORE_RUN_DIR", "PERFCORE_STEPS",
-                   "PERFCORE_WARMUP", "PERFCORE_BACKEND", "PERFCORE_KERNELS", "PERFCORE_STEP_ON",
-                   "PERFCORE_T_LAUNCH_NS", "PERFCORE_DL_OVERRIDES", "PERFCORE_SYNTHETIC", "PERFCORE_CHECKPOINT_S",
-                   "PERFCORE_TICK_EXTRA_S", "PERFCORE_NO_STEP_WARN_S", "PERFCORE_PACKAGE_PARENT")
+PARENT_ONLY_ENV = (
+    ENV_CHILD_CONFIG,
+    ENV_SIGNAL_FD,
+    "PERFCORE_OUTER_PID",
+    "PERFCORE_RUN_DIR",
+    "PERFCORE_STEPS",
+    "PERFCORE_WARMUP",
+    "PERFCORE_BACKEND",
+    "PERFCORE_KERNELS",
+    "PERFCORE_STEP_ON",
+    "PERFCORE_T_LAUNCH_NS",
+    "PERFCORE_DL_OVERRIDES",
+    "PERFCORE_SYNTHETIC",
+    "PERFCORE_CHECKPOINT_S",
+    "PERFCORE_TICK_EXTRA_S",
+    "PERFCORE_NO_STEP_WARN_S",
+    "PERFCORE_PACKAGE_PARENT",
+)
 
 # What may end a step, in the order the automatic choice prefers them.
 STEP_SOURCES = ("optimizer", "backward", "batch", "forward")
@@ -108,8 +123,10 @@ def launcher_env(environ: Mapping[str, str] | None = None) -> tuple[dict[str, in
             shown = raw.encode("unicode_escape").decode("ascii")[:40]
             kind = "positive" if name == "WORLD_SIZE" else "non-negative"
             instead = " (this process's results are keyed by its pid)" if name == "RANK" else ""
-            problems.append(f"perfcore: {name}={shown!r} is not a {kind} integer; ignoring it{instead}; "
-                            "unset it or let the launcher set it")
+            problems.append(
+                f"perfcore: {name}={shown!r} is not a {kind} integer; ignoring it{instead}; "
+                "unset it or let the launcher set it"
+            )
     return values, problems
 
 
@@ -246,7 +263,7 @@ class ChildConfig:
         """The configuration a `perfcore run` that is this process's ancestor wrote for it. Anything else
         (a leftover variable naming a finished run's file, a file not named as written) is a ConfigError."""
         p = Path(path)
-        token = p.name[len(CONFIG_PREFIX):-len(CONFIG_SUFFIX)] if p.name.startswith(CONFIG_PREFIX) else ""
+        token = p.name[len(CONFIG_PREFIX) : -len(CONFIG_SUFFIX)] if p.name.startswith(CONFIG_PREFIX) else ""
         if not p.is_absolute() or not token or not p.name.endswith(CONFIG_SUFFIX):
             raise ConfigError(f"{ENV_CHILD_CONFIG}={path!r} does not name a file perfcore run writes")
         try:
@@ -254,14 +271,18 @@ class ChildConfig:
             with os.fdopen(fd) as fh:
                 text = fh.read(1 << 20)
         except OSError as e:
-            raise ConfigError(f"{ENV_CHILD_CONFIG} names {path}, which cannot be read ({e.strerror}): "
-                              "the run it belonged to is over (a variable left in the environment?)") from None
+            raise ConfigError(
+                f"{ENV_CHILD_CONFIG} names {path}, which cannot be read ({e.strerror}): "
+                "the run it belonged to is over (a variable left in the environment?)"
+            ) from None
         config = cls.from_json(text)
         if config.token != token or Path(config.run_dir) != p.parent:
             raise ConfigError(f"{path} was not written for its own folder by perfcore run")
         if not launched_by(config.launcher_pid):
-            raise ConfigError(f"{path} belongs to a perfcore run (pid {config.launcher_pid}) that did not start "
-                              "this process (a variable left in the environment?)")
+            raise ConfigError(
+                f"{path} belongs to a perfcore run (pid {config.launcher_pid}) that did not start "
+                "this process (a variable left in the environment?)"
+            )
         return config
 
     def claim_outer(self) -> int | None:

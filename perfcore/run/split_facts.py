@@ -2,6 +2,7 @@
 user imports it, its foreach/fused settings, the keywords its constructor takes and where this torch has
 fused kernels), carried in the part's facts, and the document's "compute_facts" built from it and the
 steps' forward/backward/optimizer split (analysis.compute_split)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,13 +23,20 @@ def optimizer_facts(opt: Any) -> dict[str, Any] | None:
         device = params[0].device.type if params else "cpu"
         try:
             from torch.optim.optimizer import _get_fused_kernels_supported_devices as fused_on
+
             fused = sorted(fused_on())
         except Exception:  # an older torch: fused only where the class says, on CUDA
             fused = ["cuda"]
-        settings = {k: opt.defaults.get(k) for k in ("foreach", "fused") if isinstance(opt.defaults.get(k), (bool,
-                                                                                                       type(None)))}
-        return {"class": name, "settings": settings, "accepts": sorted(inspect.signature(cls).parameters),
-                "device": device, "fused_devices": fused}
+        settings = {
+            k: opt.defaults.get(k) for k in ("foreach", "fused") if isinstance(opt.defaults.get(k), (bool, type(None)))
+        }
+        return {
+            "class": name,
+            "settings": settings,
+            "accepts": sorted(inspect.signature(cls).parameters),
+            "device": device,
+            "fused_devices": fused,
+        }
     except Exception:
         return None
 
@@ -42,9 +50,19 @@ def compute_document(facts: Mapping[str, Any] | None, table) -> dict[str, Any]:
         return {}
     opt = None
     if facts:
-        opt = optimizer_fact(split, str(facts["class"]), dict(facts["settings"]), frozenset(facts["accepts"]),
-                             str(facts["device"]), frozenset(facts["fused_devices"]))
+        opt = optimizer_fact(
+            split,
+            str(facts["class"]),
+            dict(facts["settings"]),
+            frozenset(facts["accepts"]),
+            str(facts["device"]),
+            frozenset(facts["fused_devices"]),
+        )
     bwd = backward_fact(split)
-    return {"compute_facts": {"split": dataclasses.asdict(split),
-                              "optimizer": dataclasses.asdict(opt) if opt else None,
-                              "backward": dataclasses.asdict(bwd) if bwd else None}}
+    return {
+        "compute_facts": {
+            "split": dataclasses.asdict(split),
+            "optimizer": dataclasses.asdict(opt) if opt else None,
+            "backward": dataclasses.asdict(bwd) if bwd else None,
+        }
+    }

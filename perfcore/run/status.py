@@ -1,5 +1,6 @@
 """The status line of a run while it happens, read from the child's progress file: on the parent's
 stderr (`perfcore run`, a terminal only) and under a notebook cell (%%perfcore, in-process)."""
+
 from __future__ import annotations
 
 import os
@@ -78,8 +79,9 @@ class LiveStatus(_Refresher):
         from rich.live import Live
 
         console = self.console or Console(stderr=True)
-        self._live = Live("", console=console, auto_refresh=False, transient=True, redirect_stdout=False,
-                          redirect_stderr=False)
+        self._live = Live(
+            "", console=console, auto_refresh=False, transient=True, redirect_stdout=False, redirect_stderr=False
+        )
         self._live.start()
         self._start_thread("perfcore-status")
         return self

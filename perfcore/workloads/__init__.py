@@ -1,6 +1,7 @@
 """Workloads: a model, its data and how to train it, so experiments can rebuild the loader with
 other settings. Built-ins need no download: `demo` (real JPEGs made once and cached), and
 `resnet18`, `resnet50`, `vit_b_16` on synthetic images (torchvision; a small CNN without it)."""
+
 from __future__ import annotations
 
 import importlib
@@ -40,14 +41,21 @@ class Workload:
 
     def __post_init__(self):
         d = self.device
-        if not hasattr(d, "type") and not (d in ("auto", "cpu", "cuda") or (isinstance(d, str) and
-                                                                           d.startswith("cuda:") and d[5:].isdigit())):
-            raise UsageError(f"Workload(device=...): {str(d)[:40]!r} is not a device; use 'auto', 'cpu', 'cuda' "
-                             "or 'cuda:N'")
+        if not hasattr(d, "type") and not (
+            d in ("auto", "cpu", "cuda") or (isinstance(d, str) and d.startswith("cuda:") and d[5:].isdigit())
+        ):
+            raise UsageError(
+                f"Workload(device=...): {str(d)[:40]!r} is not a device; use 'auto', 'cpu', 'cuda' or 'cuda:N'"
+            )
 
     def loader_settings(self) -> dict[str, Any]:
-        return {"batch_size": self.batch_size, "num_workers": self.num_workers, "pin_memory": self.pin_memory,
-                "prefetch_factor": self.prefetch_factor, "persistent_workers": self.persistent_workers}
+        return {
+            "batch_size": self.batch_size,
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+            "prefetch_factor": self.prefetch_factor,
+            "persistent_workers": self.persistent_workers,
+        }
 
     def with_decoder(self, name: str) -> "Workload":
         if name not in self.decoders:
@@ -63,9 +71,14 @@ class Workload:
             raise UsageError(f"batch_size must be > 0, got {s['batch_size']}")
         if int(s["num_workers"]) < 0:
             raise UsageError(f"num_workers must be >= 0, got {s['num_workers']}")
-        kw: dict[str, Any] = dict(batch_size=int(s["batch_size"]), num_workers=int(s["num_workers"]),
-                                  pin_memory=bool(s["pin_memory"]), shuffle=True, drop_last=True,
-                                  collate_fn=self.collate_fn)
+        kw: dict[str, Any] = dict(
+            batch_size=int(s["batch_size"]),
+            num_workers=int(s["num_workers"]),
+            pin_memory=bool(s["pin_memory"]),
+            shuffle=True,
+            drop_last=True,
+            collate_fn=self.collate_fn,
+        )
         if kw["num_workers"] > 0:
             kw["persistent_workers"] = bool(s["persistent_workers"])
             if s["prefetch_factor"]:
@@ -87,8 +100,10 @@ def load_workload(spec: str, **kwargs) -> Workload:
     if spec in BUILTINS:
         return _builtin(spec)(**kwargs)
     if ":" not in spec:
-        raise UsageError(f"unknown workload {spec!r}: use one of {', '.join(BUILTINS)}, or FILE.py:FUNCTION / "
-                         "module:function returning perfcore.Workload")
+        raise UsageError(
+            f"unknown workload {spec!r}: use one of {', '.join(BUILTINS)}, or FILE.py:FUNCTION / "
+            "module:function returning perfcore.Workload"
+        )
     target, func = spec.rsplit(":", 1)
     try:
         if target.endswith(".py") or "/" in target:
@@ -122,8 +137,10 @@ def _call_factory(spec: str, fn: Callable, kwargs: dict[str, Any]) -> Any:
     try:
         inspect.signature(fn).bind(**kwargs)
     except TypeError as e:
-        raise UsageError(f"workload {spec!r}: perfcore calls {fn.__name__}() with no arguments, but {e}; "
-                         "give its parameters defaults") from e
+        raise UsageError(
+            f"workload {spec!r}: perfcore calls {fn.__name__}() with no arguments, but {e}; "
+            "give its parameters defaults"
+        ) from e
     except ValueError:
         pass  # a builtin without a signature: just call it
     try:

@@ -1,5 +1,6 @@
 """The built-in workloads. `demo` is the embedded default: a folder of real JPEGs, generated once
 and cached, decoded with PIL (the slow path) or torchvision.io.decode_jpeg, feeding a small CNN."""
+
 from __future__ import annotations
 
 import io
@@ -35,7 +36,7 @@ def jpeg_folder(count: int = 512, size: int = 160, quality: int = 90) -> Path:
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size
     for i in range(count):
         a, b, c = rng.uniform(0, 6.3, 3)
-        img = np.stack([np.sin(xx * a * 3 + b) , np.cos(yy * b * 3 + c), np.sin((xx + yy) * c * 2 + a)], -1)
+        img = np.stack([np.sin(xx * a * 3 + b), np.cos(yy * b * 3 + c), np.sin((xx + yy) * c * 2 + a)], -1)
         img = (img * 0.5 + 0.5) * 200 + rng.normal(0, 18, (size, size, 3))
         cy, cx, r = rng.uniform(0.2, 0.8, 2).tolist() + [rng.uniform(0.05, 0.2)]
         img[((yy - cy) ** 2 + (xx - cx) ** 2) < r * r] = rng.uniform(0, 255, 3)
@@ -82,7 +83,7 @@ class JpegDataset:
         g = torch.Generator().manual_seed(i)
         top = int(torch.randint(0, h - self.crop + 1, (1,), generator=g))
         left = int(torch.randint(0, w - self.crop + 1, (1,), generator=g))
-        img = img[:, top:top + self.crop, left:left + self.crop]
+        img = img[:, top : top + self.crop, left : left + self.crop]
         if bool(torch.rand(1, generator=g) < 0.5):
             img = img.flip(-1)
         return img.float().div_(255), i % self.classes
@@ -108,10 +109,17 @@ def SmallCNN(classes: int = 10):
     from torch import nn
 
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(inplace=True),
-        nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
-        nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(inplace=True),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes))
+        nn.Conv2d(3, 16, 3, stride=2, padding=1),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(32, 64, 3, stride=2, padding=1),
+        nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, classes),
+    )
 
 
 def _has_torchvision() -> bool:
@@ -123,7 +131,9 @@ def _has_torchvision() -> bool:
         return False
 
 
-def demo(count: int = 256, size: int = 320, batch_size: int = 16, num_workers: int = 0, decoder: str = "pil") -> Workload:
+def demo(
+    count: int = 256, size: int = 320, batch_size: int = 16, num_workers: int = 0, decoder: str = "pil"
+) -> Workload:
     import torch
 
     folder = jpeg_folder(count, size)
@@ -131,9 +141,17 @@ def demo(count: int = 256, size: int = 320, batch_size: int = 16, num_workers: i
     if _has_torchvision():
         decoders["torchvision"] = JpegDataset(folder, "torchvision")
     model = SmallCNN(10)
-    return Workload(dataset=decoders[decoder], model=model, loss_fn=torch.nn.CrossEntropyLoss(),
-                    optimizer=torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), batch_size=batch_size,
-                    num_workers=num_workers, decoders=decoders, decoder=decoder, name="demo")
+    return Workload(
+        dataset=decoders[decoder],
+        model=model,
+        loss_fn=torch.nn.CrossEntropyLoss(),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+        batch_size=batch_size,
+        num_workers=num_workers,
+        decoders=decoders,
+        decoder=decoder,
+        name="demo",
+    )
 
 
 def _vision(arch: str, batch_size: int, size: int) -> Workload:
@@ -147,9 +165,15 @@ def _vision(arch: str, batch_size: int, size: int) -> Workload:
         name = arch
     else:
         model, name = SmallCNN(1000), f"{arch} (small CNN: torchvision not installed)"
-    return Workload(dataset=ds, model=model, loss_fn=torch.nn.CrossEntropyLoss(),
-                    optimizer=torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), batch_size=batch_size,
-                    num_workers=min(4, os.cpu_count() or 1), name=name)
+    return Workload(
+        dataset=ds,
+        model=model,
+        loss_fn=torch.nn.CrossEntropyLoss(),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+        batch_size=batch_size,
+        num_workers=min(4, os.cpu_count() or 1),
+        name=name,
+    )
 
 
 def resnet18(batch_size: int = 32) -> Workload:

@@ -2,6 +2,7 @@
 collate_fn) in the worker that made it, one line per batch in <run dir>/workers/; and what a triage run
 changes in the script's data loading (DataLoader settings, synthetic data that hands the first batches
 out again instead of loading)."""
+
 from __future__ import annotations
 
 import os
@@ -62,10 +63,12 @@ class BatchLines:
             d = Path(run_dir) / WORKERS
             d.mkdir(parents=True, exist_ok=True)
             # The file name carries which DataLoader this worker serves (a forked worker shares ids).
-            self.worker_file = open(d / f"{os.getpid()}.L{loaders.index_of_dataset(info.dataset)}.csv", "a",
-                                    buffering=1)
-        self.worker_file.write(f"{os.getpid()},{info.id},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},"
-                               f"{self.rank}\n")
+            self.worker_file = open(
+                d / f"{os.getpid()}.L{loaders.index_of_dataset(info.dataset)}.csv", "a", buffering=1
+            )
+        self.worker_file.write(
+            f"{os.getpid()},{info.id},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},{self.rank}\n"
+        )
 
     def flush(self, run_dir: Path) -> None:
         """The main process's fetches into their files (at the end)."""
@@ -134,8 +137,10 @@ class LoaderChanges:
         return next_batch
 
     def facts(self) -> dict[str, Any]:
-        return {"dataloader_overrides": {"asked": self.asked, "applied": self.applied},
-                "synthetic": {"keep": self.keep, "replayed": self.replayed}}
+        return {
+            "dataloader_overrides": {"asked": self.asked, "applied": self.applied},
+            "synthetic": {"keep": self.keep, "replayed": self.replayed},
+        }
 
 
 class TimedCollate:

@@ -1,12 +1,25 @@
 """comm on CPU/gloo for `perfcore run`: time inside torch.distributed collectives, and DDP's gradient
 all-reduce from launch to completion."""
+
 from __future__ import annotations
 
 __all__ = ["patch_distributed", "COLLECTIVES"]
 
-COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier", "all_to_all", "reduce",
-               "gather", "scatter", "all_gather_into_tensor", "reduce_scatter_tensor", "all_gather_object",
-               "broadcast_object_list")
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "broadcast",
+    "reduce_scatter",
+    "barrier",
+    "all_to_all",
+    "reduce",
+    "gather",
+    "scatter",
+    "all_gather_into_tensor",
+    "reduce_scatter_tensor",
+    "all_gather_object",
+    "broadcast_object_list",
+)
 
 
 def patch_distributed(inst, torch) -> None:

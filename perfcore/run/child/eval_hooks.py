@@ -1,5 +1,6 @@
 """Evaluation passes seen from outside the loop: model.eval() ... model.train(), and the trainers
 that end a pass without calling train()."""
+
 from __future__ import annotations
 
 import sys

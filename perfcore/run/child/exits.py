@@ -1,6 +1,7 @@
 """How the profiled script ends, seen from inside it: exit handlers that write perfcore's part on a
 normal exit, an uncaught exception, SIGTERM, SIGHUP and os._exit (which skips atexit), and dying of SIGINT
 after Ctrl-C as Python would have."""
+
 from __future__ import annotations
 
 import atexit

@@ -16,6 +16,7 @@ The per-call hooks are native (perfcore._C.TimedCall, StepClock): only the outer
 thread is timed. Python runs on the hot path only for backward's end (once a step) and, while
 the step source is undecided, at batch and forward starts.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,11 +38,20 @@ def patched_slots(torch) -> list[tuple[Any, str]]:
     from torch.utils.data import DataLoader
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-    slots = [(_BaseDataLoaderIter, "__next__"), (torch.nn.Module, "__call__"), (torch.nn.Module, "train"),
-             (torch.Tensor, "backward"), (torch.autograd, "backward"), (torch.Tensor, "to"),
-             (torch.Tensor, "cuda"), (torch.optim.Optimizer, "__init__"), (DataLoader, "__init__"),
-             (DataLoader, "__iter__"), (fetch_mod._MapDatasetFetcher, "fetch"),
-             (fetch_mod._IterableDatasetFetcher, "fetch")]
+    slots = [
+        (_BaseDataLoaderIter, "__next__"),
+        (torch.nn.Module, "__call__"),
+        (torch.nn.Module, "train"),
+        (torch.Tensor, "backward"),
+        (torch.autograd, "backward"),
+        (torch.Tensor, "to"),
+        (torch.Tensor, "cuda"),
+        (torch.optim.Optimizer, "__init__"),
+        (DataLoader, "__init__"),
+        (DataLoader, "__iter__"),
+        (fetch_mod._MapDatasetFetcher, "fetch"),
+        (fetch_mod._IterableDatasetFetcher, "fetch"),
+    ]
     cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
     for cls in (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None)):
         if cls is not None:
@@ -70,6 +80,7 @@ class TorchHooks:
         self.main_ident = threading.main_thread().ident
 
     _fork_hook = False  # os.register_at_fork has no removal: registered once a process
+
     # -- install ----------------------------------------------------------------------------------
     def install(self) -> None:
         import torch
@@ -93,9 +104,14 @@ class TorchHooks:
             return make_timer_then_call
 
         # bench/bench_hooks.py swaps these same attributes in and out.
-        self.patched = {"load": (_BaseDataLoaderIter, "__next__"), "forward": (torch.nn.Module, "__call__"),
-                        "backward": (torch.Tensor, "backward"), "autograd.backward": (torch.autograd, "backward"),
-                        "to": (torch.Tensor, "to"), "cuda": (torch.Tensor, "cuda")}
+        self.patched = {
+            "load": (_BaseDataLoaderIter, "__next__"),
+            "forward": (torch.nn.Module, "__call__"),
+            "backward": (torch.Tensor, "backward"),
+            "autograd.backward": (torch.autograd, "backward"),
+            "to": (torch.Tensor, "to"),
+            "cuda": (torch.Tensor, "cuda"),
+        }
         for name, (owner, attr) in self.patched.items():
             orig = orig_next if name == "load" else getattr(owner, attr)
             # The first batch fetch, module call, backward or optimizer step makes the timer (a loop on
@@ -104,8 +120,10 @@ class TorchHooks:
             self.timed[name] = hook
             self.installed[name] = hook
             setattr(owner, attr, hook)
-        self._ends = {name: self._backward_end(self.timed[name], self.timed[name].__wrapped__)
-                      for name in ("backward", "autograd.backward")}
+        self._ends = {
+            name: self._backward_end(self.timed[name], self.timed[name].__wrapped__)
+            for name in ("backward", "autograd.backward")
+        }
         self.backward_ends(True)
         if not TorchHooks._fork_hook:
             # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
@@ -115,8 +133,10 @@ class TorchHooks:
         self.clock = StepClock()
         # Registered ahead of the clock's, so the first step finds the clock armed.
         self._first_step = register_optimizer_step_pre_hook(self._make_timer_at_first_step)
-        self.handles = [register_optimizer_step_pre_hook(self.clock.pre),
-                        register_optimizer_step_post_hook(self.clock.post)]
+        self.handles = [
+            register_optimizer_step_pre_hook(self.clock.pre),
+            register_optimizer_step_post_hook(self.clock.post),
+        ]
         self._patch_optimizer_init(torch)
         self._patch_loaders(torch)
         self._patch_scaler(torch)

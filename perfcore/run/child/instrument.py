@@ -9,6 +9,7 @@ clock, same attribution) does the timing through its public interface. At exit (
 Ctrl-C, SIGTERM, os._exit, or --steps reached) run/part.py writes this process's part to
 <run dir>/parts/.
 """
+
 from __future__ import annotations
 
 import os
@@ -142,8 +143,14 @@ class Instrumentation:
         from perfcore.recording.engine import COMPACT_EVERY
 
         self._is_grad_enabled = __import__("torch").is_grad_enabled
-        scopes = {"load": timer.engine.fetch_scope(), "forward": self.fwd, "backward": self.bwd,
-                  "autograd.backward": self.bwd, "to": timer.transfer, "cuda": timer.transfer}
+        scopes = {
+            "load": timer.engine.fetch_scope(),
+            "forward": self.fwd,
+            "backward": self.bwd,
+            "autograd.backward": self.bwd,
+            "to": timer.transfer,
+            "cuda": timer.transfer,
+        }
         self.torch_hooks.arm(timer, scopes)
         chosen = self.sources.chosen
         self.torch_hooks.timed["load"].on_enter = self.on_fetch_start
@@ -154,7 +161,9 @@ class Instrumentation:
         ends = timer.engine.boundaries if chosen in (None, "optimizer") else None
         # Held here too: a stop inside the callback disarms the clock, which drops its reference.
         self._on_step_cb = self.on_step
-        self.torch_hooks.clock.arm(self.opt, ends, self._on_step_cb, self.upkeep.memory.every, COMPACT_EVERY, self.stop_at)
+        self.torch_hooks.clock.arm(
+            self.opt, ends, self._on_step_cb, self.upkeep.memory.every, COMPACT_EVERY, self.stop_at
+        )
 
     def disarm(self) -> None:
         self.torch_hooks.disarm()
@@ -223,7 +232,11 @@ class Instrumentation:
     def _step_ended(self, t: int) -> None:
         """A step end from a Python-side source (backward, batch, forward), which is always the
         chosen one: after_step does the upkeep (settling, following the device) once."""
-        if self.timer is not None and not self.ending.stop_requested and self.timer.engine.end_step(at_ns=t, upkeep=False):
+        if (
+            self.timer is not None
+            and not self.ending.stop_requested
+            and self.timer.engine.end_step(at_ns=t, upkeep=False)
+        ):
             self.after_step(len(self.timer.engine.boundaries))
 
     def _eval_ended(self, t0: int, t1: int) -> None:
@@ -233,7 +246,11 @@ class Instrumentation:
             self.eval_rows.append(len(engine.boundaries) - 1)
 
     def scaler_stepped(self, optimizer, stepped: bool) -> None:
-        if self.sources.scaler_stepped(optimizer, stepped) and self.timer is not None and not self.ending.stop_requested:
+        if (
+            self.sources.scaler_stepped(optimizer, stepped)
+            and self.timer is not None
+            and not self.ending.stop_requested
+        ):
             if self.timer.engine.end_step():
                 self.after_step(len(self.timer.engine.boundaries))
 
@@ -249,8 +266,9 @@ class Instrumentation:
             return
         self.upkeep.after(n, self.timer, self.sources.chosen is not None, self.torch_hooks)
         # Evaluation rows are not training steps: --steps counts the training ones.
-        if n - len(self.eval_rows) >= self.stop_at and (self.sources.chosen is not None
-                                                         or self.sources.optimizers_made == 0):
+        if n - len(self.eval_rows) >= self.stop_at and (
+            self.sources.chosen is not None or self.sources.optimizers_made == 0
+        ):
             self.request_stop()
 
     def request_stop(self) -> None:
@@ -296,8 +314,12 @@ def _make_timer(inst):
         inst.backend_note = f"--backend {inst.backend} needs a GPU ({why}): timed host phases instead (backend host)"
         inst.notes.append(inst.backend_note)
         sys.stderr.write(f"perfcore: {inst.backend_note}\n")
-    timer = perfcore.StepTimer(device="cuda" if on_gpu else "cpu", warmup=inst.warmup, kernels=kernels,
-                               kernel_backend=inst.backend if inst.backend != "host" else "auto")
+    timer = perfcore.StepTimer(
+        device="cuda" if on_gpu else "cpu",
+        warmup=inst.warmup,
+        kernels=kernels,
+        kernel_backend=inst.backend if inst.backend != "host" else "auto",
+    )
     inst.fwd = timer.phase("forward", label="compute")
     inst.bwd = timer.phase("backward", label="compute")
     inst.opt = timer.phase("optimizer", label="compute")
@@ -307,9 +329,18 @@ def _make_timer(inst):
     inst.timer = timer
     from perfcore.run.child.progress import ProgressWriter
 
-    inst.upkeep.start(on_gpu, ProgressWriter.for_process(inst.run_dir, inst.rank, inst.steps_wanted, inst.warmup,
-                                                         on_gpu, checkpoint_s=inst.config.checkpoint_s,
-                                                         extra_s=inst.config.tick_extra_s))
+    inst.upkeep.start(
+        on_gpu,
+        ProgressWriter.for_process(
+            inst.run_dir,
+            inst.rank,
+            inst.steps_wanted,
+            inst.warmup,
+            on_gpu,
+            checkpoint_s=inst.config.checkpoint_s,
+            extra_s=inst.config.tick_extra_s,
+        ),
+    )
     inst.arm(timer)
     if inst.config.lines:
         from perfcore.run.lines import start as start_lines

@@ -1,5 +1,6 @@
 """Every DataLoader the script makes: where (the user's file:line), with which settings, how many
 batches it gave, and how long each epoch waited for its workers to start (worker start-up)."""
+
 from __future__ import annotations
 
 import glob
@@ -116,9 +117,21 @@ class Loaders:
             rec["made"] += 1
         else:
             index = len(self.records)
-            rec = {"site": site, **settings, "made": 1, "worker_startup_ms": [], "batches": 0,
-                   "worker_batch_ms": None, "role": None, "training": False, "_yielded": 0, "_it": None,
-                   "_t_iter": None, "_epoch": None, "_epochs": {"train": 0, "eval": 0}}
+            rec = {
+                "site": site,
+                **settings,
+                "made": 1,
+                "worker_startup_ms": [],
+                "batches": 0,
+                "worker_batch_ms": None,
+                "role": None,
+                "training": False,
+                "_yielded": 0,
+                "_it": None,
+                "_t_iter": None,
+                "_epoch": None,
+                "_epochs": {"train": 0, "eval": 0},
+            }
             self._by_key[key] = index
             self.records.append(rec)
         try:

@@ -1,6 +1,7 @@
 """IPython/Colab: `%load_ext perfcore`, then a cell starting with `%%perfcore [--steps N] [--warmup W]`
 runs with the same zero-code instrumentation as `perfcore run`, in-process, and shows the report
 inline (HTML table and the per-step plot)."""
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,9 @@ def load_ipython_extension(ipython) -> None:
 
         import sys
 
-        p = argparse.ArgumentParser(prog="%%perfcore", add_help=False,
-                                    description="Run the cell with perfcore's zero-code instrumentation.")
+        p = argparse.ArgumentParser(
+            prog="%%perfcore", add_help=False, description="Run the cell with perfcore's zero-code instrumentation."
+        )
         p.add_argument("--steps", default=None, help="stop the cell after N measured steps")
         p.add_argument("--warmup", default="5", help="steps at the start reported apart (default 5)")
         if {"-h", "--help"} & set(line.split()):

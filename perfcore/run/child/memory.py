@@ -1,4 +1,5 @@
 """Per-step memory samples of the instrumented process."""
+
 from __future__ import annotations
 
 __all__ = ["MemorySamples", "MemoryWatch"]
@@ -31,8 +32,10 @@ class MemorySamples:
 
         if self.columns is None:
             self.columns = Columns()
-        self.columns.append({"step": np.asarray(self.steps, dtype=np.int64),
-                             "bytes": np.asarray(self.values, dtype=np.int64)}, len(self.steps))
+        self.columns.append(
+            {"step": np.asarray(self.steps, dtype=np.int64), "bytes": np.asarray(self.values, dtype=np.int64)},
+            len(self.steps),
+        )
         self.steps, self.values = [], []
 
     def arrays(self):

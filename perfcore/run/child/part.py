@@ -2,6 +2,7 @@
 hooks saw and its StepTimer's recording, written by run/part_files (here, or by the parent for a run
 that settled nothing here); `perfcore run`'s parent turns the parts into the run folder. A process
 that saw no step still writes what it saw."""
+
 from __future__ import annotations
 
 import os
@@ -33,46 +34,76 @@ def write_part(inst) -> None:
             timer.engine.close_open_phases()
             timer.close()
         clock = inst.torch_hooks.clock
-        common["no_step"] = no_step_sentence(counts, (inst.now_ns() - inst.t_start) / 1e9, clock is not None,
-                                             forced=inst.sources.forced,
-                                             optimizer_stepped=bool(clock is not None and clock.clocked))
+        common["no_step"] = no_step_sentence(
+            counts,
+            (inst.now_ns() - inst.t_start) / 1e9,
+            clock is not None,
+            forced=inst.sources.forced,
+            optimizer_stepped=bool(clock is not None and clock.clocked),
+        )
         jsonio.write(part / "run.json", {"schema": "perfcore.run/1", "steps": 0, "warmup_steps": 0, **common})
         return
     _write_steps(inst, timer, part, common)
 
 
-def no_step_sentence(counts: dict[str, int], wall_s: float, torch_instrumented: bool = True,
-                     forced: str | None = None, optimizer_stepped: bool = False) -> str:
+def no_step_sentence(
+    counts: dict[str, int],
+    wall_s: float,
+    torch_instrumented: bool = True,
+    forced: str | None = None,
+    optimizer_stepped: bool = False,
+) -> str:
     if not torch_instrumented:
         if "torch" in sys.modules:
-            return (f"no step seen in {wall_s:.1f} s: torch was loaded in a way perfcore could not instrument "
-                    "(a custom import finder?); time the loop with perfcore.StepTimer instead")
+            return (
+                f"no step seen in {wall_s:.1f} s: torch was loaded in a way perfcore could not instrument "
+                "(a custom import finder?); time the loop with perfcore.StepTimer instead"
+            )
         # --step-on cannot help a script that has no torch loop to find a step in.
         return f"no step seen in {wall_s:.1f} s: the script never imported torch, so there was no training loop to time"
-    seen = (f"{counts.get('forward', 0)} top-level forward call(s), {counts.get('backward', 0)} backward pass(es), "
-            f"{counts.get('batch_all', 0)} DataLoader batch(es), "
-            f"{'optimizer steps' if optimizer_stepped else 'no optimizer step'}")
+    seen = (
+        f"{counts.get('forward', 0)} top-level forward call(s), {counts.get('backward', 0)} backward pass(es), "
+        f"{counts.get('batch_all', 0)} DataLoader batch(es), "
+        f"{'optimizer steps' if optimizer_stepped else 'no optimizer step'}"
+    )
     if forced:
         # The source that would have given steps, in the automatic choice's order.
-        works = next((s for s, ok in (("optimizer", optimizer_stepped), ("backward", counts.get("backward", 0) > 0),
-                                      ("batch", counts.get("batch_all", 0) > 1),
-                                      ("forward", counts.get("forward", 0) > 1)) if ok and s != forced), None)
-        fix = (f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
-               if works else "nothing else looked like a step either")
+        works = next(
+            (
+                s
+                for s, ok in (
+                    ("optimizer", optimizer_stepped),
+                    ("backward", counts.get("backward", 0) > 0),
+                    ("batch", counts.get("batch_all", 0) > 1),
+                    ("forward", counts.get("forward", 0) > 1),
+                )
+                if ok and s != forced
+            ),
+            None,
+        )
+        fix = (
+            f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
+            if works
+            else "nothing else looked like a step either"
+        )
         return f"no step seen in {wall_s:.1f} s with --step-on {forced}: seen {seen}; {fix}"
-    return (f"no step seen in {wall_s:.1f} s: {counts.get('forward', 0)} top-level forward call(s), "
-            f"{counts.get('backward', 0)} backward pass(es), {counts.get('batch_all', 0)} DataLoader batch(es), "
-            f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
-            "optimizer|backward|batch|forward")
+    return (
+        f"no step seen in {wall_s:.1f} s: {counts.get('forward', 0)} top-level forward call(s), "
+        f"{counts.get('backward', 0)} backward pass(es), {counts.get('batch_all', 0)} DataLoader batch(es), "
+        f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
+        "optimizer|backward|batch|forward"
+    )
 
 
 def _source_text(inst, source: str | None) -> str:
     text = DESCRIBE.get(source or "", "none")
     if source == "optimizer" and inst.sources.optimizers_made > 1:
         # Rows follow the first optimizer to step; say what that means for the others' work.
-        text += (f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the first one to step, "
-                 "so an optimizer that steps after it in an iteration (a GAN's generator after its discriminator) "
-                 "lands in the next row: row k holds its step of iteration k-1")
+        text += (
+            f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the first one to step, "
+            "so an optimizer that steps after it in an iteration (a GAN's generator after its discriminator) "
+            "lands in the next row: row k holds its step of iteration k-1"
+        )
     return text
 
 
@@ -84,13 +115,20 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "world_size": launcher_env()[0]["WORLD_SIZE"],
         "host": socket.gethostname(),
         "argv": list(sys.argv),
-        "exit": {"reason": inst.ending.reason, "exception": inst.ending.exception,
-                 "usage_error": inst.ending.usage_error},
+        "exit": {
+            "reason": inst.ending.reason,
+            "exception": inst.ending.exception,
+            "usage_error": inst.ending.usage_error,
+        },
         "step_source": source,
         "step_source_text": _source_text(inst, source),
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
-        "seen": {**counts, "optimizers": inst.sources.optimizers_made, "counted_until": source or "the end",
-                 "wall_ms": (inst.now_ns() - inst.t_start) / 1e6},
+        "seen": {
+            **counts,
+            "optimizers": inst.sources.optimizers_made,
+            "counted_until": source or "the end",
+            "wall_ms": (inst.now_ns() - inst.t_start) / 1e6,
+        },
         "loaders": inst.loaders.summary(inst.run_dir / WORKERS),
         **inst.loader_changes.facts(),
     }
@@ -127,20 +165,28 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
 
     untimed = hook_errors()
     if untimed:
-        inst.notes.append(f"{untimed} hooked call(s) could not be timed (a phase would not open or "
-                          "close there); they ran untimed")
+        inst.notes.append(
+            f"{untimed} hooked call(s) could not be timed (a phase would not open or close there); they ran untimed"
+        )
     stop_note = inst.stop_note()
     if stop_note:
         inst.notes.append(stop_note)
     return {
-        "common": common, "cpu_util_percent": cpu_util, "eval_rows": [int(r) for r in inst.eval_rows],
+        "common": common,
+        "cpu_util_percent": cpu_util,
+        "eval_rows": [int(r) for r in inst.eval_rows],
         "eval_passes": [[int(a), int(b)] for a, b in inst.sources.eval_passes],
-        "mem_kind": inst.upkeep.memory.kind, "memory_limits": memory_limits(inst.upkeep.memory.kind),
+        "mem_kind": inst.upkeep.memory.kind,
+        "memory_limits": memory_limits(inst.upkeep.memory.kind),
         "skipped_boundaries": inst.torch_hooks.clock.skipped if inst.torch_hooks.clock is not None else 0,
-        "training_batches": inst.loaders.training_batches(), "scaler_skipped_steps": inst.sources.scaler_skips,
-        "t_start": int(inst.t_start), "notes": list(inst.notes),
-        "backend_note": inst.backend_note, "requested_backend": inst.backend,
-        "lines": take_facts(getattr(inst, "lines", None)), "optimizer": getattr(inst, "optimizer_facts", None),
+        "training_batches": inst.loaders.training_batches(),
+        "scaler_skipped_steps": inst.sources.scaler_skips,
+        "t_start": int(inst.t_start),
+        "notes": list(inst.notes),
+        "backend_note": inst.backend_note,
+        "requested_backend": inst.backend,
+        "lines": take_facts(getattr(inst, "lines", None)),
+        "optimizer": getattr(inst, "optimizer_facts", None),
     }
 
 
@@ -151,8 +197,10 @@ def memory_limits(kind: str) -> dict:
         if kind == "cuda_allocated":
             import torch
 
-            return {"alloc_retries": int(torch.cuda.memory_stats().get("num_alloc_retries", 0)),
-                    "capacity_bytes": int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)}
+            return {
+                "alloc_retries": int(torch.cuda.memory_stats().get("num_alloc_retries", 0)),
+                "capacity_bytes": int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory),
+            }
         import psutil
 
         return {"capacity_bytes": int(psutil.virtual_memory().total)}

@@ -5,6 +5,7 @@ The status line that reads the progress file is run/status.py.
 
 The tick is one clock read between writes; the checkpoint appends only the rows settled since the last one.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,14 @@ from typing import Any, Callable
 
 from perfcore.analysis.attribution import LABELS
 
-from perfcore.run.protocol import (CHECKPOINT_EVERY_S, PROGRESS_EVERY_S, checkpoint_dir, launcher_env, part_key,
-                                   progress_file)
+from perfcore.run.protocol import (
+    CHECKPOINT_EVERY_S,
+    PROGRESS_EVERY_S,
+    checkpoint_dir,
+    launcher_env,
+    part_key,
+    progress_file,
+)
 
 __all__ = ["ProgressWriter", "rows_to_table"]
 CHECKPOINT_SLICE = 1024  # rows a checkpoint formats at a time (to_csv holds their text at once)
@@ -42,9 +49,18 @@ class ProgressWriter:
     """Child side, one per instrumented process. Call tick(timer) after step ends (it returns at once
     unless a write is due); checkpoint(timer) is also called by tick every CHECKPOINT_EVERY_S."""
 
-    def __init__(self, run_dir: Path, key: str, *, steps_wanted: int = 0, warmup: int = 0, on_gpu: bool = False,
-                 clock: Callable[[], float] = time.monotonic, every_s: float = PROGRESS_EVERY_S,
-                 checkpoint_s: float = CHECKPOINT_EVERY_S):
+    def __init__(
+        self,
+        run_dir: Path,
+        key: str,
+        *,
+        steps_wanted: int = 0,
+        warmup: int = 0,
+        on_gpu: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = PROGRESS_EVERY_S,
+        checkpoint_s: float = CHECKPOINT_EVERY_S,
+    ):
         self.run_dir, self.key = Path(run_dir), key
         self.steps_wanted, self.warmup, self.on_gpu = steps_wanted, warmup, on_gpu
         self.clock, self.every_s, self.checkpoint_s = clock, every_s, checkpoint_s
@@ -58,12 +74,27 @@ class ProgressWriter:
         self.extra_s = 0.0  # tests: a tick made this much slower, as a loaded machine makes it
 
     @classmethod
-    def for_process(cls, run_dir: Path, rank: str | None, steps_wanted: int, warmup: int, on_gpu: bool, *,
-                    checkpoint_s: float = CHECKPOINT_EVERY_S, extra_s: float = 0.0) -> "ProgressWriter":
+    def for_process(
+        cls,
+        run_dir: Path,
+        rank: str | None,
+        steps_wanted: int,
+        warmup: int,
+        on_gpu: bool,
+        *,
+        checkpoint_s: float = CHECKPOINT_EVERY_S,
+        extra_s: float = 0.0,
+    ) -> "ProgressWriter":
         """The writer of this process, keyed as its part is (rank<N> or pid<P>). Tests shorten the
         checkpoint interval and slow each write (extra_s) through the child's configuration."""
-        writer = cls(run_dir, part_key(rank), steps_wanted=steps_wanted, warmup=warmup, on_gpu=on_gpu,
-                     checkpoint_s=checkpoint_s if checkpoint_s > 0 else CHECKPOINT_EVERY_S)
+        writer = cls(
+            run_dir,
+            part_key(rank),
+            steps_wanted=steps_wanted,
+            warmup=warmup,
+            on_gpu=on_gpu,
+            checkpoint_s=checkpoint_s if checkpoint_s > 0 else CHECKPOINT_EVERY_S,
+        )
         writer.extra_s = extra_s
         return writer
 
@@ -95,9 +126,17 @@ class ProgressWriter:
         k = min(n - 1, 256)
         recent_ms = (b[-1] - b[-1 - k]) / k / 1e6 if k > 0 else None
         store = timer.engine.settled_totals()
-        doc: dict[str, Any] = {"schema": "perfcore.progress/1", "pid": os.getpid(), "key": self.key, "steps": n,
-                               "warmup": self.warmup, "steps_wanted": self.steps_wanted,
-                               "elapsed_s": t - self.t_start, "step_ms": recent_ms, "time_ns": time.time_ns()}
+        doc: dict[str, Any] = {
+            "schema": "perfcore.progress/1",
+            "pid": os.getpid(),
+            "key": self.key,
+            "steps": n,
+            "warmup": self.warmup,
+            "steps_wanted": self.steps_wanted,
+            "elapsed_s": t - self.t_start,
+            "step_ms": recent_ms,
+            "time_ns": time.time_ns(),
+        }
         if store and store["measured"]:
             bd = {lb: store["ns"][lb] / store["measured"] / 1e6 for lb in LABELS}
             step_ms = store["wall_ns"] / store["measured"] / 1e6
@@ -141,20 +180,31 @@ class ProgressWriter:
             # them all would be a peak the training process keeps (the allocator does not give
             # it back).
             for start in range(self.rows_written, settled, CHECKPOINT_SLICE):
-                part = rows_to_table(timer.engine.settled_rows(since=start, upto=min(start + CHECKPOINT_SLICE, settled)),
-                                     names)
+                part = rows_to_table(
+                    timer.engine.settled_rows(since=start, upto=min(start + CHECKPOINT_SLICE, settled)), names
+                )
                 part.to_csv(fh, index=False, header=start == 0)
             fh.flush()
         self.columns, self.rows_written = cols, settled
         measured = int(totals["measured"])
-        doc = {"schema": "perfcore.run/1", "backend": getattr(timer, "backend", "host"),
-               "device": "cuda" if self.on_gpu else "cpu", "steps": measured, "warmup_steps": settled - measured,
-               "pid": os.getpid(), "rank": launcher_env()[0]["RANK"],
-               # The bytes of steps.csv this checkpoint vouches for: an append cut short by a kill
-               # lies beyond them and is ignored by the reader.
-               "argv": [], "checkpoint": {"steps": settled, "written_unix_ns": time.time_ns(),
-                                          "csv_bytes": (d / "steps.csv").stat().st_size},
-               "exit": {"reason": "killed before writing its results", "exception": None}}
+        doc = {
+            "schema": "perfcore.run/1",
+            "backend": getattr(timer, "backend", "host"),
+            "device": "cuda" if self.on_gpu else "cpu",
+            "steps": measured,
+            "warmup_steps": settled - measured,
+            "pid": os.getpid(),
+            "rank": launcher_env()[0]["RANK"],
+            # The bytes of steps.csv this checkpoint vouches for: an append cut short by a kill
+            # lies beyond them and is ignored by the reader.
+            "argv": [],
+            "checkpoint": {
+                "steps": settled,
+                "written_unix_ns": time.time_ns(),
+                "csv_bytes": (d / "steps.csv").stat().st_size,
+            },
+            "exit": {"reason": "killed before writing its results", "exception": None},
+        }
         jsonio.write(d / "run.json", doc)
         return d
 

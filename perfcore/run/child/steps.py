@@ -14,6 +14,7 @@ end. A forced source (--step-on) is chosen from the start.
 StepSources only decides: each observation returns the events it implies (StepEnded, SourceChosen,
 EvalEnded; usually none), and the instrumentation, their one owner, applies them to the timer.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -25,8 +26,7 @@ from typing import NamedTuple
 
 from perfcore.run.protocol import STEP_SOURCES
 
-__all__ = ["SOURCES", "StepSources", "DESCRIBE", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded",
-           "NOTHING"]
+__all__ = ["SOURCES", "StepSources", "DESCRIBE", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded", "NOTHING"]
 
 SOURCES = STEP_SOURCES
 
@@ -37,9 +37,11 @@ DESCRIBE = {
     "forward": "top-level module calls (no optimizer step, no backward, no training DataLoader)",
 }
 
-LOOKS_FOR = ("perfcore looks for a step in: torch.optim optimizer.step(), else loss.backward() on the main "
-             "thread, else a DataLoader batch fetch, else a top-level nn.Module call; none has happened yet. "
-             "Force one with perfcore run --step-on optimizer|backward|batch|forward")
+LOOKS_FOR = (
+    "perfcore looks for a step in: torch.optim optimizer.step(), else loss.backward() on the main "
+    "thread, else a DataLoader batch fetch, else a top-level nn.Module call; none has happened yet. "
+    "Force one with perfcore run --step-on optimizer|backward|batch|forward"
+)
 
 # Steps collected before the choice is made at the latest (the timer's settling bound).
 DECIDE_BY = 16384
@@ -47,6 +49,7 @@ DECIDE_BY = 16384
 
 class StepEnded(NamedTuple):
     """The chosen Python-side source (backward, batch, forward) ended a step at t_ns."""
+
     t_ns: int
 
 
@@ -54,6 +57,7 @@ class SourceChosen(NamedTuple):
     """The step source is fixed. ends: the step ends it gave so far, which replace the timer's (None:
     keep them, the optimizer's clock wrote them); eval_rows: which of them end evaluation passes;
     upkeep: the choice was made at a step end, whose upkeep is due once it is applied."""
+
     source: str
     ends: list[int] | None
     eval_rows: list[int] | None
@@ -62,6 +66,7 @@ class SourceChosen(NamedTuple):
 
 class EvalEnded(NamedTuple):
     """An evaluation pass (model.eval() ... train()) ran from t0_ns to t1_ns."""
+
     t0_ns: int
     t1_ns: int
 
@@ -163,7 +168,7 @@ class StepSources:
                 ends, eval_rows = with_eval_rows(ends, self.eval_passes)
         for s, kept in self.ends.items():
             # Batch and forward keep their last start: it opens the step in progress.
-            del kept[:-1 if s == source and s != "backward" and kept else None]
+            del kept[: -1 if s == source and s != "backward" and kept else None]
         return SourceChosen(source, ends, eval_rows, upkeep)
 
     def optimizer_stepped(self) -> tuple:
@@ -235,5 +240,6 @@ class StepSources:
                 self._arm(max(short_s, 0.5))
                 return
             self._warned = True
-            sys.stderr.write(f"perfcore: no step after {self.inst.watch_s:.0f} s of the script's CPU time. "
-                             f"{LOOKS_FOR}\n")
+            sys.stderr.write(
+                f"perfcore: no step after {self.inst.watch_s:.0f} s of the script's CPU time. {LOOKS_FOR}\n"
+            )

@@ -1,6 +1,7 @@
 """How this process's run ends, as the child sees it: the reason (finished, crashed, interrupted,
 terminated, steps reached), the exception or usage error behind it, and --steps: how perfcore stops
 the script, and what it says when the script ran on after the stop."""
+
 from __future__ import annotations
 
 import sys
@@ -43,8 +44,10 @@ class Ending:
         self.reason = "steps reached"
         self.t_stop = self.now_ns()
         inst.disarm()
-        sys.stderr.write(f"perfcore: {inst.steps_wanted} steps measured after {inst.warmup} warm-up; "
-                         f"stopping the {'cell' if inst.in_cell else 'script'} (--steps)\n")
+        sys.stderr.write(
+            f"perfcore: {inst.steps_wanted} steps measured after {inst.warmup} warm-up; "
+            f"stopping the {'cell' if inst.in_cell else 'script'} (--steps)\n"
+        )
         stopped = {threading.get_ident()}
         # In a notebook the main thread is the kernel's once the cell has returned: never stopped from here.
         main_ident = inst.torch_hooks.main_ident
@@ -75,9 +78,11 @@ class Ending:
         if self.steps_after_stop == 0 and ran_s < 2.0:
             return None
         more = f" and {self.steps_after_stop} more optimizer step(s)" if self.steps_after_stop else ""
-        return (f"{who} ran on for {ran_s:.1f} s{more} after perfcore stopped it at --steps "
-                f"{steps_wanted} (it caught the SystemExit): nothing after the stop "
-                f"is measured; the {steps_wanted} measured steps are the result")
+        return (
+            f"{who} ran on for {ran_s:.1f} s{more} after perfcore stopped it at --steps "
+            f"{steps_wanted} (it caught the SystemExit): nothing after the stop "
+            f"is measured; the {steps_wanted} measured steps are the result"
+        )
 
     def release(self) -> None:
         """Remove the hook request_stop left on every optimizer: a notebook cell's stop ends with the cell."""

@@ -1,5 +1,6 @@
 """perfcore's own work on the training thread after a step ends: settling, following the device, the
 memory sample and the progress file. All of it is own work, left out of the step it falls in."""
+
 from __future__ import annotations
 
 from perfcore.run.child.memory import MemoryWatch

@@ -1,4 +1,5 @@
 """Finishing a run: the parts every instrumented process wrote -> one run folder (run.json, steps.csv, trace, plots)."""
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,9 @@ from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
 __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "write_steps", "monitor_summary"]
 
 
-
-def worker_summary(out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None,
-                   loader: int | None = None) -> dict[str, Any]:
+def worker_summary(
+    out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None, loader: int | None = None
+) -> dict[str, Any]:
     """How fast DataLoader workers produce batches (for one rank; for one loader, by its index in
     run.json's loaders, so an eval loader's batches never mix into the train loader's figures);
     advice.loader_plan sets it against the loop."""
@@ -85,8 +86,16 @@ def _read_parts_undecided(out: Path) -> list[dict[str, Any]]:
             else:
                 continue
         doc, steps, raw = load_part(d)  # validated: a damaged part is one line naming the file
-        parts.append({"key": key, "dir": d, "doc": doc, "steps": steps, "raw": raw,
-                      "label": f"rank {doc['rank']}" if doc.get("rank") is not None else f"pid {doc['pid']}"})
+        parts.append(
+            {
+                "key": key,
+                "dir": d,
+                "doc": doc,
+                "steps": steps,
+                "raw": raw,
+                "label": f"rank {doc['rank']}" if doc.get("rank") is not None else f"pid {doc['pid']}",
+            }
+        )
     return parts
 
 
@@ -122,13 +131,18 @@ def _interference(samples: dict[str, list] | None, raw: dict[str, Any] | None) -
         start_s = float(raw["step_start_ns"][0]) / 1e9
         end_s = float(raw["step_start_ns"][-1] + raw["step_wall_ns"][-1]) / 1e9
         samples = window(samples, start_s, end_s)
-    return interference_finding(samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"),
-                                main_depth=1)
+    return interference_finding(samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"), main_depth=1)
 
 
-def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] | None = None,
-               samples: pd.DataFrame | None = None, oom: tuple[int | None, int | None] = (None, None),
-               interference: dict[str, list] | None = None) -> dict[str, Any]:
+def finish_run(  # noqa: C901, PLR0912, PLR0915
+    out: Path,
+    rc: int,
+    cmd: list[str],
+    parts: list[dict[str, Any]] | None = None,
+    samples: pd.DataFrame | None = None,
+    oom: tuple[int | None, int | None] = (None, None),
+    interference: dict[str, list] | None = None,
+) -> dict[str, Any]:
     """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
     (with the script's exit code) only when the script failed and there is nothing to report."""
     from perfcore.run.parent.outcome import before_first_step, describe_exit, exit_sentence, step_source_note
@@ -146,29 +160,46 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     else:
         apart = []
     # No step anywhere: the process that saw the most (not a launcher that only imported torch).
-    parts = measured or sorted(parts, key=lambda p: -sum(v for v in (p["doc"].get("seen") or {}).values()
-                                                              if isinstance(v, int)))[:1]
+    parts = (
+        measured
+        or sorted(parts, key=lambda p: -sum(v for v in (p["doc"].get("seen") or {}).values() if isinstance(v, int)))[:1]
+    )
     parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
     doc = dict(parts[0]["doc"]) if parts else {}
     outcome = describe_exit(rc, (doc.get("exit") or {}).get("reason"), *oom)
     if not doc.get("steps") and not doc.get("warmup_steps"):
-        seen = doc.get("no_step") or ("no instrumented Python process imported torch: perfcore looks for "
-                                      "optimizer steps, backward passes, DataLoader batches and module calls")
+        seen = doc.get("no_step") or (
+            "no instrumented Python process imported torch: perfcore looks for "
+            "optimizer steps, backward passes, DataLoader batches and module calls"
+        )
         if rc != 0 and not parts and outcome["signal"]:
-            raise RunFailed(f"the command {outcome['sentence']}; a process killed so cannot write its results, "
-                            "so perfcore has none from it", exit_code=rc)
+            raise RunFailed(
+                f"the command {outcome['sentence']}; a process killed so cannot write its results, "
+                "so perfcore has none from it",
+                exit_code=rc,
+            )
         looked = {k: v for k, v in (doc.get("seen") or {}).items() if k in ("forward", "backward", "batch_all")}
         if rc != 0 and not any(looked.values()):
             # Nothing looked like a step: how it ended is the whole story (step-source advice cannot help).
             raise RunFailed(before_first_step(rc, doc.get("exit") or {}), exit_code=rc)
         if rc != 0:
-            raise RunFailed(f"the command {outcome['sentence']} before perfcore saw a training step ({seen})",
-                            exit_code=rc)
+            raise RunFailed(
+                f"the command {outcome['sentence']} before perfcore saw a training step ({seen})", exit_code=rc
+            )
         from perfcore.run.parent.outcome import STEP_HEADER, no_step_fields
 
-        doc.update({"schema": "perfcore.run/1", "backend": doc.get("backend", "none"), "device": doc.get("device", "none"),
-                    **no_step_fields(seen), "command": cmd, "exit_code": rc, "outcome": outcome,
-                    "files": {"run.json": "run.json", "steps.csv": "steps.csv"}})
+        doc.update(
+            {
+                "schema": "perfcore.run/1",
+                "backend": doc.get("backend", "none"),
+                "device": doc.get("device", "none"),
+                **no_step_fields(seen),
+                "command": cmd,
+                "exit_code": rc,
+                "outcome": outcome,
+                "files": {"run.json": "run.json", "steps.csv": "steps.csv"},
+            }
+        )
         jsonio.write_text(out / "steps.csv", STEP_HEADER)
         jsonio.write(out / "run.json", doc)
         return doc
@@ -177,11 +208,13 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
         doc["notes"] = list(doc.get("notes") or []) + [
             f"{len(apart)} other Python process(es) the script started ("
             + ", ".join(f"pid {p['doc'].get('pid')}: {p['doc'].get('steps', 0)} steps" for p in apart)
-            + ") were measured apart: not ranks of this run, not merged into it"]
+            + ") were measured apart: not ranks of this run, not merged into it"
+        ]
     if doc.get("checkpoint"):
         doc["notes"] = list(doc.get("notes") or []) + [
             f"the process ended without writing its results (killed?): these are its last checkpoint's, "
-            f"{doc['checkpoint']['steps']} settled steps"]
+            f"{doc['checkpoint']['steps']} settled steps"
+        ]
     doc["command"] = cmd
     doc["exit_code"] = rc
     doc["outcome"] = outcome
@@ -216,8 +249,9 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     from perfcore.analysis.advice import advise_run
     from perfcore.analysis.memory import memory_findings
 
-    workers = worker_summary(out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"),
-                             train_ix)
+    workers = worker_summary(
+        out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"), train_ix
+    )
     evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
     if workers:
         doc["workers"] = workers
@@ -228,9 +262,16 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
     mem = dict(doc.get("memory") or {})
     if "mem_bytes" in main["steps"] and "warmup" in main["steps"]:
         st = main["steps"][~main["steps"]["warmup"].astype(bool)]
-        doc["memory"] = mem = {**mem, **memory_findings(
-            st["step"], st["mem_bytes"], kind=mem.get("kind", "cuda_allocated"),
-            capacity_bytes=mem.get("capacity_bytes"), alloc_retries=mem.get("alloc_retries"))}
+        doc["memory"] = mem = {
+            **mem,
+            **memory_findings(
+                st["step"],
+                st["mem_bytes"],
+                kind=mem.get("kind", "cuda_allocated"),
+                capacity_bytes=mem.get("capacity_bytes"),
+                alloc_retries=mem.get("alloc_retries"),
+            ),
+        }
     finding = _interference(interference, main["raw"])
     if finding is not None:
         doc["interference"] = finding
@@ -269,8 +310,9 @@ def finish_run(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]] |
             # load_part checked the rank is an integer and _part_dirs the key's form: the name stays a
             # file name in this folder.
             rank = p["doc"].get("rank")
-            jsonio.write_csv(out / (f"steps_rank{int(rank)}.csv" if rank is not None else f"steps_{p['key']}.csv"),
-                             p["steps"])
+            jsonio.write_csv(
+                out / (f"steps_rank{int(rank)}.csv" if rank is not None else f"steps_{p['key']}.csv"), p["steps"]
+            )
     files["report.html"] = "report.html"
     doc["files"] = files
     from perfcore.report.html import write_report
@@ -298,15 +340,22 @@ def finish_unfinished(out: Path) -> dict[str, Any]:
     alive = live_run(out)
     if alive:
         # Its run writes the results itself when it ends; finishing now would report it as killed.
-        raise BadResultFile(out, f"belongs to a run that is still going ({alive} is alive); nothing was written",
-                            "wait for it to end, it finishes the folder itself (or stop it, then run perfcore "
-                            "report again)", exit_code=1)
+        raise BadResultFile(
+            out,
+            f"belongs to a run that is still going ({alive} is alive); nothing was written",
+            "wait for it to end, it finishes the folder itself (or stop it, then run perfcore report again)",
+            exit_code=1,
+        )
     parts = _read_parts(out)
     if not parts:
         if is_run_folder(out):
-            raise BadResultFile(out, "is a perfcore run folder, but its script left no results in it (killed "
-                                "before perfcore could write any, or it never reached torch)",
-                                "run the script again", exit_code=1)
+            raise BadResultFile(
+                out,
+                "is a perfcore run folder, but its script left no results in it (killed "
+                "before perfcore could write any, or it never reached torch)",
+                "run the script again",
+                exit_code=1,
+            )
         raise BadResultFile(out, "is not a perfcore run folder (no run.json)", exit_code=2)
     doc0 = parts[0]["doc"]
     reason = (doc0.get("exit") or {}).get("reason")
@@ -315,7 +364,8 @@ def finish_unfinished(out: Path) -> dict[str, Any]:
     doc = finish_run(out, rc, cmd, parts)
     doc["notes"] = list(doc.get("notes") or []) + [
         "finished afterwards by `perfcore report` from the parts its processes wrote: perfcore stopped before "
-        f"it saw the script end, so the exit code {rc} is the one the results imply"]
+        f"it saw the script end, so the exit code {rc} is the one the results imply"
+    ]
     jsonio.write(out / "run.json", doc)
     return doc
 

@@ -7,6 +7,7 @@ existing folder (the user's files, or an earlier run's results) is left as it is
 goes into a fresh subfolder of it, which perfcore names on stderr. Nothing is ever deleted.
 Default folders are unique across processes and hosts started in the same second: time, then a
 random suffix, and the folder is created exclusively (a name already taken is drawn again)."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,17 @@ from typing import Any, Iterable
 
 from perfcore.errors import UsageError
 
-__all__ = ["MARKER", "default_out", "prepare_out", "reuse_out", "is_run_folder", "marker_of", "live_run",
-           "is_stream", "check_target"]
+__all__ = [
+    "MARKER",
+    "default_out",
+    "prepare_out",
+    "reuse_out",
+    "is_run_folder",
+    "marker_of",
+    "live_run",
+    "is_stream",
+    "check_target",
+]
 
 MARKER = ".perfcore-folder.json"
 _SCHEMA = "perfcore.folder/1"
@@ -100,8 +110,14 @@ def _claim(out: Path, kind: str) -> bool:
     commands claiming one folder at once exactly one gets it. False when it already has a marker."""
     from perfcore.report import jsonio
 
-    doc = {"schema": _SCHEMA, "kind": kind, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-           "host": socket.gethostname(), "pid": os.getpid(), "token": _TOKEN}
+    doc = {
+        "schema": _SCHEMA,
+        "kind": kind,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "token": _TOKEN,
+    }
     try:
         fd = os.open(out / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     except FileExistsError:
@@ -154,8 +170,9 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
         return out
     sub = _fresh(out, kind)
     # Not empty, or claimed between the look and the claim: another command started on it just now.
-    what = ("another perfcore command" if empty else "an earlier perfcore run" if mark
-            else "files perfcore did not write")
+    what = (
+        "another perfcore command" if empty else "an earlier perfcore run" if mark else "files perfcore did not write"
+    )
     print(f"perfcore: {out} holds {what}; leaving it as it is and writing into {sub}", file=sys.stderr)
     return sub
 
@@ -207,8 +224,9 @@ def check_target(path: str | Path | None, inputs: Iterable[str | Path] = (), pag
     if where is not None:
         raise UsageError(f"{flag} {path} is inside {where}, which this command reads; choose a path outside it")
     if path.is_symlink() or not path.is_file() or not _perfcore_wrote(path, page):
-        what = ("a link" if path.is_symlink() else "not a file" if not path.is_file()
-                else "a file perfcore did not write")
+        what = (
+            "a link" if path.is_symlink() else "not a file" if not path.is_file() else "a file perfcore did not write"
+        )
         raise UsageError(f"{flag} {path} is {what}; perfcore replaces only files it wrote: choose another path")
 
 

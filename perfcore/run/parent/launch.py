@@ -1,5 +1,6 @@
 """`perfcore run`: start an unmodified command with perfcore's instrumentation, then turn the
 parts it wrote into one run folder (run.json, steps.csv, trace.json, PNGs) and a report."""
+
 from __future__ import annotations
 
 import os
@@ -40,7 +41,7 @@ def _is_python(path: str) -> bool:
     return first.startswith(b"#!") and b"python" in first
 
 
-def check_command(cmd: list[str]) -> None:
+def check_command(cmd: list[str]) -> None:  # noqa: C901, PLR0912
     if not cmd:
         raise UsageError("no command given: perfcore run [OPTIONS] -- python train.py ARGS...")
     if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
@@ -52,8 +53,10 @@ def check_command(cmd: list[str]) -> None:
                 flags = fh.readline(256).split()[1:]
             for flag in (b"-I", b"-E"):
                 if flag in flags:
-                    raise UsageError(f"{cmd[0]} starts Python with {flag.decode()}, which ignores PYTHONPATH, so "
-                                     f"perfcore cannot instrument it; run it as: perfcore run -- python {exe} ...")
+                    raise UsageError(
+                        f"{cmd[0]} starts Python with {flag.decode()}, which ignores PYTHONPATH, so "
+                        f"perfcore cannot instrument it; run it as: perfcore run -- python {exe} ..."
+                    )
         return
     rest = cmd[1:]
     # python [-u -O -W ignore -X dev ...] script.py: the first non-option is the script, unless a
@@ -72,16 +75,21 @@ def check_command(cmd: list[str]) -> None:
         if a.startswith("-"):
             for k, letter in enumerate(a[1:], 1):
                 if letter in "IE":
-                    raise UsageError(f"python -{letter} ignores PYTHONPATH, so perfcore cannot instrument it; "
-                                     f"drop -{letter}")
+                    raise UsageError(
+                        f"python -{letter} ignores PYTHONPATH, so perfcore cannot instrument it; drop -{letter}"
+                    )
                 if letter in "cm":
                     return
                 if letter in "WX":
-                    i += 0 if a[k + 1:] else 1  # its value is the rest of the cluster, or the next word
+                    i += 0 if a[k + 1 :] else 1  # its value is the rest of the cluster, or the next word
                     break
             continue
         if Path(a).is_dir():
-            hint = " (python runs a folder only through its __main__.py)" if not (Path(a) / "__main__.py").is_file() else ""
+            hint = (
+                " (python runs a folder only through its __main__.py)"
+                if not (Path(a) / "__main__.py").is_file()
+                else ""
+            )
             if hint:
                 raise UsageError(f"{a} is a folder, not a script{hint}; give the .py file to run")
             return
@@ -92,17 +100,37 @@ def check_command(cmd: list[str]) -> None:
         return
 
 
-def child_config(out: Path, steps: int | None, warmup: int, backend: str, kernels: bool, *,
-                 step_on: str | None = None, dl_overrides: dict | None = None, synthetic: int = 0,
-                 test_settings: dict[str, float] | None = None, lines: bool = True) -> protocol.ChildConfig:
+def child_config(  # noqa: PLR0913
+    out: Path,
+    steps: int | None,
+    warmup: int,
+    backend: str,
+    kernels: bool,
+    *,
+    step_on: str | None = None,
+    dl_overrides: dict | None = None,
+    synthetic: int = 0,
+    test_settings: dict[str, float] | None = None,
+    lines: bool = True,
+) -> protocol.ChildConfig:
     """What the instrumented script is told, all of it from perfcore's own arguments (nothing from the
     environment). The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here."""
     unknown = set(test_settings or {}) - set(protocol.TEST_SETTINGS)
     if unknown:
         raise UsageError(f"--test-setting {sorted(unknown)[0]} is not one of {', '.join(protocol.TEST_SETTINGS)}")
-    return protocol.ChildConfig(run_dir=str(out.resolve()), steps=steps or 0, warmup=warmup, backend=backend,
-                                kernels=kernels, lines=lines, step_on=step_on, t_launch_ns=time.perf_counter_ns(),
-                                dl_overrides=dl_overrides or {}, synthetic=synthetic, **(test_settings or {}))
+    return protocol.ChildConfig(
+        run_dir=str(out.resolve()),
+        steps=steps or 0,
+        warmup=warmup,
+        backend=backend,
+        kernels=kernels,
+        lines=lines,
+        step_on=step_on,
+        t_launch_ns=time.perf_counter_ns(),
+        dl_overrides=dl_overrides or {},
+        synthetic=synthetic,
+        **(test_settings or {}),
+    )
 
 
 def parse_test_settings(given: tuple[str, ...] | list[str]) -> dict[str, float]:
@@ -115,8 +143,9 @@ def parse_test_settings(given: tuple[str, ...] | list[str]) -> dict[str, float]:
         except ValueError:
             seconds = -1.0
         if name not in protocol.TEST_SETTINGS or not 0 <= seconds < float("inf"):
-            raise UsageError(f"--test-setting {item!r}: give NAME=SECONDS, NAME one of "
-                             f"{', '.join(protocol.TEST_SETTINGS)}")
+            raise UsageError(
+                f"--test-setting {item!r}: give NAME=SECONDS, NAME one of {', '.join(protocol.TEST_SETTINGS)}"
+            )
         out[name] = seconds
     return out
 
@@ -209,8 +238,9 @@ class _ChildSignals:
 GROUP_SIGNAL_WAIT_S = 0.2
 
 
-def run_child(cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = False,
-              on_start: Callable[[], Any] | None = None) -> int:
+def run_child(
+    cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = False, on_start: Callable[[], Any] | None = None
+) -> int:
     """Runs the command and waits for it to write its results. A signal meant to stop the run reaches
     the child once, however it was sent: Ctrl-C in the terminal and a signal to the process group
     reach the child by themselves (the child's Python says so on a pipe); SIGINT to perfcore's pid
@@ -250,10 +280,21 @@ def run_child(cmd: list[str], env: dict[str, str], stdout_to_stderr: bool = Fals
     return 128 - rc if rc < 0 else rc
 
 
-def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | None, backend: str,
-                kernels: bool, monitor_s: float | None = None, step_on: str | None = None, quiet: bool = False,
-                stdout_to_stderr: bool = False, test_settings: dict[str, float] | None = None,
-                lines: bool = True) -> tuple[int, dict[str, Any], Path]:
+def run_command(  # noqa: PLR0913
+    cmd: list[str],
+    *,
+    steps: int | None,
+    warmup: int,
+    out: Path | None,
+    backend: str,
+    kernels: bool,
+    monitor_s: float | None = None,
+    step_on: str | None = None,
+    quiet: bool = False,
+    stdout_to_stderr: bool = False,
+    test_settings: dict[str, float] | None = None,
+    lines: bool = True,
+) -> tuple[int, dict[str, Any], Path]:
     if steps is not None and steps <= 0:
         raise UsageError(f"--steps must be at least 1, got {steps}")
     if warmup < 0:
@@ -288,8 +329,9 @@ def run_command(cmd: list[str], *, steps: int | None, warmup: int, out: Path | N
         warm.start()
 
     try:
-        config = child_config(out, steps, warmup, backend, kernels, step_on=step_on, test_settings=test_settings,
-                              lines=lines)
+        config = child_config(
+            out, steps, warmup, backend, kernels, step_on=step_on, test_settings=test_settings, lines=lines
+        )
         rc = run_instrumented(cmd, config, stdout_to_stderr=stdout_to_stderr, on_start=started)
     finally:
         warm.stop()
@@ -323,4 +365,3 @@ class _finishing:
     def __exit__(self, *exc):
         signal.signal(signal.SIGINT, self.old)
         return False
-

@@ -1,12 +1,21 @@
 """How the script ended, in words: its exit code, the signal that killed it, the OOM killer."""
+
 from __future__ import annotations
 
 import signal
 from pathlib import Path
 from typing import Any
 
-__all__ = ["oom_kills", "describe_exit", "signal_name", "no_step_fields", "STEP_HEADER", "exit_sentence",
-           "before_first_step", "step_source_note"]
+__all__ = [
+    "oom_kills",
+    "describe_exit",
+    "signal_name",
+    "no_step_fields",
+    "STEP_HEADER",
+    "exit_sentence",
+    "before_first_step",
+    "step_source_note",
+]
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 # steps.csv of a run that saw no step: the columns, no rows.
@@ -33,12 +42,12 @@ def oom_kills() -> int | None:
     return None
 
 
-def describe_exit(rc: int, child_reason: str | None, oom_before: int | None = None,
-                  oom_after: int | None = None) -> dict[str, Any]:
+def describe_exit(
+    rc: int, child_reason: str | None, oom_before: int | None = None, oom_after: int | None = None
+) -> dict[str, Any]:
     """{"code", "reason", "signal", "sentence"} for the script's end as `perfcore run` saw it
     (rc: 128+N for death by signal N, as a shell reports it)."""
-    out: dict[str, Any] = {"code": rc, "reason": child_reason or ("finished" if rc == 0 else "exited"),
-                           "signal": None}
+    out: dict[str, Any] = {"code": rc, "reason": child_reason or ("finished" if rc == 0 else "exited"), "signal": None}
     if child_reason in ("steps reached",):
         out["sentence"] = "stopped after the steps asked for (--steps)"
     elif rc == 0:
@@ -51,11 +60,15 @@ def describe_exit(rc: int, child_reason: str | None, oom_before: int | None = No
         if sig == signal.SIGKILL:
             if oom_before is not None and oom_after is not None and oom_after > oom_before:
                 out["reason"] = "out of memory"
-                out["sentence"] = (f"was killed by the kernel's out-of-memory killer (SIGKILL, exit {rc}); "
-                                   "lower the batch size or the DataLoader workers' memory")
+                out["sentence"] = (
+                    f"was killed by the kernel's out-of-memory killer (SIGKILL, exit {rc}); "
+                    "lower the batch size or the DataLoader workers' memory"
+                )
             else:
-                out["sentence"] += ("; SIGKILL is what the kernel's out-of-memory killer sends: if memory was "
-                                    "short (dmesg shows 'Out of memory'), that is the likely cause")
+                out["sentence"] += (
+                    "; SIGKILL is what the kernel's out-of-memory killer sends: if memory was "
+                    "short (dmesg shows 'Out of memory'), that is the likely cause"
+                )
     elif child_reason == "interrupted":
         out["sentence"] = f"was interrupted (Ctrl-C, exit {rc})"
     elif child_reason == "terminated":
@@ -95,8 +108,9 @@ def before_first_step(rc: int, exit: dict[str, Any]) -> str:
     the words say it is the script's own, not perfcore's."""
     if rc == 2:
         usage = exit.get("usage_error")
-        return ("the script exited 2 before its first step (its own usage error: "
-                + (f"{usage})" if usage else "exit 2 by convention; its message is above)"))
+        return "the script exited 2 before its first step (its own usage error: " + (
+            f"{usage})" if usage else "exit 2 by convention; its message is above)"
+        )
     exc = (exit.get("exception") or "").strip()
     if exit.get("reason") == "interrupted":
         return f"the script was interrupted (Ctrl-C, exit {rc}) before its first step"
@@ -112,14 +126,23 @@ def step_source_note(doc: dict[str, Any]) -> str | None:
     n = (doc.get("seen") or {}).get("optimizers", 0)
     if doc.get("step_source") != "optimizer" or not isinstance(n, int) or n < 2:
         return None
-    return (f"{n} optimizers: a step ends at the first one's step() in each iteration, so each row holds the "
-            "other optimizers' updates of the iteration before it: rows are offset by one optimizer against "
-            "the script's iterations, and their count matches")
+    return (
+        f"{n} optimizers: a step ends at the first one's step() in each iteration, so each row holds the "
+        "other optimizers' updates of the iteration before it: rows are offset by one optimizer against "
+        "the script's iterations, and their count matches"
+    )
 
 
 def no_step_fields(sentence: str) -> dict[str, Any]:
     """The measured fields of a run.json for a run that saw no step: zeros, and the sentence as its verdict."""
     zeros = {lb: 0.0 for lb in LABELS}
-    return {"steps": 0, "warmup_steps": 0, "step_time_ms": {"mean": 0.0, "p50": 0.0, "p90": 0.0},
-            "breakdown_ms": dict(zeros), "breakdown_fraction": dict(zeros),
-            "verdict": {"bound": "none", "summary": sentence}, "recommendations": [], "no_step": sentence}
+    return {
+        "steps": 0,
+        "warmup_steps": 0,
+        "step_time_ms": {"mean": 0.0, "p50": 0.0, "p90": 0.0},
+        "breakdown_ms": dict(zeros),
+        "breakdown_fraction": dict(zeros),
+        "verdict": {"bound": "none", "summary": sentence},
+        "recommendations": [],
+        "no_step": sentence,
+    }

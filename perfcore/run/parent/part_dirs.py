@@ -2,6 +2,7 @@
 through a link), the run's steps table (written once; compressed where large), and what finishing
 leaves of each part (its checkpoint dropped, a large table compressed). Nothing outside the folder
 being finished is read as a part, written or deleted."""
+
 from __future__ import annotations
 
 import sys
@@ -42,8 +43,14 @@ def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
         ck = d / CHECKPOINT
         # Only a real folder inside this run folder's parts/ (rmtree refuses a link, and a linked part
         # was never read): nothing outside the folder being finished is deleted.
-        if (d.parent == out / PARTS and not d.is_symlink() and not (out / PARTS).is_symlink()
-                and (d / "run.json").is_file() and ck.is_dir() and not ck.is_symlink()):
+        if (
+            d.parent == out / PARTS
+            and not d.is_symlink()
+            and not (out / PARTS).is_symlink()
+            and (d / "run.json").is_file()
+            and ck.is_dir()
+            and not ck.is_symlink()
+        ):
             shutil.rmtree(ck, ignore_errors=True)
 
 
@@ -89,10 +96,19 @@ def compress_parts(out: Path, parts: list[dict[str, Any]]) -> None:
     for p in parts:
         d = Path(p.get("dir") or "")
         csv = d / "steps.csv"
-        if (len(p["steps"]) < LARGE_STEPS or d.parent != out / PARTS or d.is_symlink() or (out / PARTS).is_symlink()
-                or csv.is_symlink() or not csv.is_file()):
+        if (
+            len(p["steps"]) < LARGE_STEPS
+            or d.parent != out / PARTS
+            or d.is_symlink()
+            or (out / PARTS).is_symlink()
+            or csv.is_symlink()
+            or not csv.is_file()
+        ):
             continue
-        with jsonio.atomic_path(d / "steps.csv.gz") as tmp, open(csv, "rb") as src, \
-                gzip.GzipFile(tmp, "wb", compresslevel=6, mtime=0) as dst:
+        with (
+            jsonio.atomic_path(d / "steps.csv.gz") as tmp,
+            open(csv, "rb") as src,
+            gzip.GzipFile(tmp, "wb", compresslevel=6, mtime=0) as dst,
+        ):
             shutil.copyfileobj(src, dst, 1 << 20)
         csv.unlink()

@@ -1,6 +1,7 @@
 """Loading what finishing a run needs while the script runs: the parent is idle until the script ends,
 and after it only the real work should remain (numpy, pandas and the report code cost ~1-2 s to import
 on a 2-core machine, as much as a short script's run)."""
+
 from __future__ import annotations
 
 import importlib
@@ -12,12 +13,23 @@ __all__ = ["WarmUp", "FINISH_MODULES"]
 
 # What finish_run and the terminal summary import, heaviest first (the most saved if the script ends early).
 FINISH_MODULES = (
-    "numpy", "pandas",
-    "perfcore.report.reader", "perfcore.run.parent.finish", "perfcore.recording.replay", "perfcore.run.part_files",
+    "numpy",
+    "pandas",
+    "perfcore.report.reader",
+    "perfcore.run.parent.finish",
+    "perfcore.recording.replay",
+    "perfcore.run.part_files",
     "perfcore.report.terminal",
-    "perfcore.analysis.advice", "perfcore.analysis.memory", "perfcore.analysis.interference",
-    "perfcore.report.chrome_trace", "perfcore.report.plots", "perfcore.report.html",
-    "PIL.Image", "PIL.ImageDraw", "PIL.ImageFont", "PIL.PngImagePlugin",
+    "perfcore.analysis.advice",
+    "perfcore.analysis.memory",
+    "perfcore.analysis.interference",
+    "perfcore.report.chrome_trace",
+    "perfcore.report.plots",
+    "perfcore.report.html",
+    "PIL.Image",
+    "PIL.ImageDraw",
+    "PIL.ImageFont",
+    "PIL.PngImagePlugin",
     "pyarrow.parquet",  # steps.parquet, when pyarrow is installed
 )
 NICE_INCREMENT = 10  # well below the script, which the warm-up must not slow: it gets the spare cycles

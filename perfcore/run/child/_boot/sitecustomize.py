@@ -4,6 +4,7 @@ It activates perfcore.run.child.instrument only when PERFCORE_CHILD_CONFIG names
 `perfcore run` wrote for this process, then hands over to any sitecustomize this one shadows, so the
 environment behaves as it would without perfcore.
 """
+
 import os
 import sys
 
@@ -66,12 +67,16 @@ if os.environ.get("PERFCORE_CHILD_CONFIG"):
             sys.path.pop()  # a configuration that was not this process's lends it nothing
         if isinstance(_e, ModuleNotFoundError) and (_e.name or "").split(".")[0] == "perfcore":
             # another environment's Python: perfcore never lends it its own site-packages
-            _why = (f"not active in {sys.executable}: this Python cannot import perfcore (installed in "
-                    f"{_parent or '?'}); run the script with the Python perfcore is installed in, or pip "
-                    "install perfcore into this one")
+            _why = (
+                f"not active in {sys.executable}: this Python cannot import perfcore (installed in "
+                f"{_parent or '?'}); run the script with the Python perfcore is installed in, or pip "
+                "install perfcore into this one"
+            )
         elif type(_e).__name__ == "ConfigError":
-            _why = (f"not active: {_e}; this Python runs unprofiled (profile it with perfcore run, or unset "
-                    "PERFCORE_CHILD_CONFIG)")
+            _why = (
+                f"not active: {_e}; this Python runs unprofiled (profile it with perfcore run, or unset "
+                "PERFCORE_CHILD_CONFIG)"
+            )
         else:
             _why = f"instrumentation not active: {type(_e).__name__}: {_e}"
         sys.stderr.write(f"perfcore: {_why}\n")
