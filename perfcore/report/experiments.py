@@ -72,13 +72,7 @@ def render_diagnose(doc: dict[str, Any]) -> str:
         pb, mb = c.get("predicted_band"), c.get("measured_band")
         if c.get("against") == "bound":
             # A workers change is judged against what removing all loading can give; it predicts nothing.
-            end = (
-                "inconclusive"
-                if c.get("status") == "inconclusive"
-                else "above that bound"
-                if c.get("above_bound")
-                else "within it"
-            )
+            end = _bound_word(c)
             lines.append(
                 f"  {c['experiment']}: at most {fmt_x(c.get('predicted_speedup'))} (removing all loading), "
                 f"measured {fmt_x(c.get('measured_speedup'))}"
@@ -100,19 +94,22 @@ def render_diagnose(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _bound_word(c: dict[str, Any]) -> str:
+    """A check against a bound (what removing all loading can give): where the measurement fell."""
+    if c.get("status") == "inconclusive":
+        return "inconclusive"
+    return "above that bound" if c.get("above_bound") else "within it"
+
+
 def _check_short(c: dict[str, Any]) -> str:
     """One experiment's check in a line: what it measured against what it tests, and its status."""
     mx, px = fmt_x(c.get("measured_speedup")), fmt_x(c.get("predicted_speedup"))
     noise = c.get("measured_noise_ms")
     if c.get("against") == "bound":
         said = {"slower": "slower", "faster": "faster", "within noise": "no change beyond noise"}
-        end = (
-            "inconclusive"
-            if c.get("status") == "inconclusive"
-            else "above that bound"
-            if c.get("above_bound")
-            else "within it"
-        ) + (f", {said[c['change']]}" if c.get("change") in said and c.get("status") != "inconclusive" else "")
+        end = _bound_word(c) + (
+            f", {said[c['change']]}" if c.get("change") in said and c.get("status") != "inconclusive" else ""
+        )
         return f"  {c['experiment']}: measured {mx}, at most {px} possible: {end}"
     # A check from before statuses were kept carries only `agrees`.
     status = c.get("status") or {True: "confirmed", False: "not confirmed"}.get(c.get("agrees"), "inconclusive")
