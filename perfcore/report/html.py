@@ -27,6 +27,7 @@ from perfcore.report.html_parts import (
     verdict_card,
     warnings_of,
 )
+from perfcore.report.html_lines import lines_section, starvation_block
 
 __all__ = [
     "render_html",
@@ -129,6 +130,8 @@ def _loading(doc: dict[str, Any]) -> str:
             f"<p>{e(w.get('num_workers'))} worker(s); a batch takes {ms(w.get('fetch_ms_mean'))} to make "
             f"(__getitem__ {ms(w.get('getitem_ms_mean'))}, collate {ms(w.get('collate_ms_mean'))})</p>"
         )
+    if loaders or (doc.get("starvation") or {}).get("starved"):
+        parts.append(starvation_block(doc))
     plan = doc.get("loader_plan") or {}
     if plan.get("sentence"):
         parts.append(f"<p>{e(plan['sentence'])}</p>")
@@ -258,6 +261,7 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
         "<h2>Where each step goes</h2>",
         stack_bar(doc.get("breakdown_ms") or {}),
         breakdown_table(doc),
+        lines_section(doc),
     )
     charts = run_charts(doc, steps, "run") if steps is not None and len(steps) else []
     if charts:
