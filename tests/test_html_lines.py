@@ -98,3 +98,24 @@ def test_the_host_lines_chart_and_a_damaged_timeline():
     bad = _doc()
     bad["lines"]["timeline"]["ms_per_step"] = [[2.0]]  # one bin short
     assert lines_chart(bad) is None and lines_chart({}) is None
+
+
+def test_the_reader_takes_the_lines_and_refuses_a_damaged_figure():
+    import copy
+    from pathlib import Path
+
+    import pytest
+    from test_html import run_doc
+
+    from perfcore.errors import BadResultFile
+    from perfcore.report.reader import check_run_doc
+
+    doc = {**run_doc(), "lines": _doc()["lines"], "starvation": _doc()["starvation"]}
+    check_run_doc(copy.deepcopy(doc), Path("run.json"))  # what the part writer makes passes
+    for damage in (lambda d: d["lines"]["labels"][0]["lines"][0].update(share="3/4"),
+                   lambda d: d["lines"]["timeline"]["ms_per_step"][0].__setitem__(0, -1.0),
+                   lambda d: d["starvation"].update(p95_wait_ms="53 ms")):
+        bad = copy.deepcopy(doc)
+        damage(bad)
+        with pytest.raises(BadResultFile, match="is corrupt: (lines|starvation)"):
+            check_run_doc(bad, Path("run.json"))
