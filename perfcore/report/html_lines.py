@@ -7,19 +7,12 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, Mapping
 
-from perfcore.report.html_parts import e, ms, table
+from perfcore.report.html_parts import e, ms, pct, table
 
 __all__ = ["lines_section", "starvation_block", "SHOWN_LABELS"]
 
 SHOWN_LABELS = ("host", "load")  # the labels a user's line explains; compute's lines are the model's call
 TOP_ROWS = 8
-
-
-def _share(x: Any) -> str:
-    try:
-        return f"{100 * float(x):.1f}%"
-    except (TypeError, ValueError):
-        return "-"
 
 
 def _where(file: Any, line: Any) -> str:
@@ -51,7 +44,7 @@ def _label_table(lb: Mapping[str, Any], label_ms: float) -> str:
                 fn,
                 _where(x.get("file", "?"), x.get("line", "?")),
                 ms(share * label_ms),
-                f"{_share(share)} <span class='hbar' style='background:#a8a8a8;width:{80 * share:.0f}px'></span>",
+                f"{pct(share, 1)} <span class='hbar' style='background:#a8a8a8;width:{80 * share:.0f}px'></span>",
                 e(x.get("samples", "")),
                 _calls(x.get("calls")),
             ]
@@ -95,7 +88,7 @@ def starvation_block(doc: Mapping[str, Any]) -> str:
     first = s.get("longest_run_first_step")
     rows = [
         [
-            f"{_share(s.get('share'))} ({e(s.get('starved'))} of {e(s.get('steps'))})",
+            f"{pct(s.get('share'), 1)} ({e(s.get('starved'))} of {e(s.get('steps'))})",
             ms(s.get("p50_wait_ms")),
             ms(s.get("p95_wait_ms")),
             f"{e(s.get('longest_run'))} steps" + (f" from step {e(first)}" if first is not None else ""),
