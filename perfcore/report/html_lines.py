@@ -66,7 +66,9 @@ def lines_section(doc: Mapping[str, Any]) -> str:
         "<h2>Your code's lines</h2>",
         f"<div class='muted'>The training thread's stack sampled every {e(lines.get('interval_ms'))} ms "
         f"({e(lines.get('samples'))} samples over {e(lines.get('steps'))} steps); library frames are counted "
-        "at the line of your code that called them. Drawn over the run below.</div>",
+        "at the line of your code that called them."
+        + (" Host time by function is drawn over the run below." if lines.get("timeline") else "")
+        + "</div>",
     ]
     for lb in shown:
         name = str(lb.get("label"))
