@@ -157,7 +157,6 @@ def test_line_samples_are_instants_on_the_training_threads_track_in_the_kept_ste
         line_line=np.array([31, 9]),
         line_user=np.array([True, False]),
         line_tid=np.int64(tid),
-        line_interval_ns=np.int64(10_000_000),
     )
     doc = build_trace(parts)
     check_perfetto(doc)
@@ -182,3 +181,8 @@ def test_line_samples_are_instants_on_the_training_threads_track_in_the_kept_ste
     ev = build_trace(parts)["traceEvents"]
     assert {e["tid"] for e in ev if e.get("cat") == "line"} == {-1}
     assert any(e["ph"] == "M" and e.get("tid") == -1 and e["args"]["name"] == "host lines (sampled)" for e in ev)
+    # Arrays a damaged part holds draw no samples and break nothing else.
+    for k, bad in (("line_t_ns", np.array(["x"])), ("line_tid", np.array([1, 2])), ("line_site", np.zeros((1, 2), int))):
+        damaged = [{**parts[0], "raw": {**raw, k: bad}}]
+        doc = build_trace(damaged)
+        assert not any(e.get("cat") == "line" for e in doc["traceEvents"]) and doc["otherData"]["processes"][0]["steps"] == 30

@@ -160,16 +160,18 @@ def line_events(
     site is not in the table (a damaged file) is left out."""
     if "line_t_ns" not in raw or not len(s0):
         return []
-    t = np.asarray(raw["line_t_ns"], np.int64)
-    site = np.asarray(raw["line_site"], np.int64)
-    files, funcs, nums = raw["line_file"], raw["line_function"], raw["line_line"]
-    user = raw["line_user"]
+    # A part's arrays are read back from a folder: only 1-d integer columns of matching lengths are drawn.
+    cols = [np.asarray(raw.get(k, ())) for k in ("line_t_ns", "line_site", "line_line", "line_tid")]
+    if any(c.dtype.kind not in "iu" for c in cols) or [c.ndim for c in cols] != [1, 1, 1, 0]:
+        return []
+    t, site, nums = cols[0].astype(np.int64), cols[1].astype(np.int64), cols[2]
+    files, funcs, user = (np.asarray(raw.get(k, ())).reshape(-1) for k in ("line_file", "line_function", "line_user"))
     if not (len(t) == len(site) and len(files) == len(funcs) == len(nums) == len(user)):
         return []
     k = np.searchsorted(s0, t, side="right") - 1
     ok = (k >= 0) & (site >= 0) & (site < len(files))
     ok[ok] = (t[ok] < s0[k[ok]] + wall[k[ok]]) & kept[k[ok]]
-    tid = int(raw.get("line_tid", 0))
+    tid = int(cols[3])
     out: list[dict] = []
     if not tid:  # no OS id for the training thread: a track of its own
         tid = -1

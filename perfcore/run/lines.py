@@ -194,5 +194,4 @@ def trace_arrays(facts: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
         "line_line": np.array([int(x[2]) for x in sites], dtype=np.int64),
         "line_user": np.asarray(facts["user"], dtype=bool),
         "line_tid": np.int64(facts.get("native_tid") or 0),
-        "line_interval_ns": np.int64(facts["interval_ns"]),
     }
