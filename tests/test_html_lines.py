@@ -76,6 +76,10 @@ def test_host_then_load_lines_with_the_breakdowns_ms_and_escaped_names():
     assert "410 <code>.item()</code> a step" in html
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<b>x</b>" not in html
     assert lines_section({}) == "" and lines_section({"lines": {"labels": []}}) == ""
+    # Loading in workers: the thread's load samples are its wait, not where the batch is made.
+    workers = lines_section({**_doc(), "loaders": [{"num_workers": 2}]})
+    assert "<h3>host:" in workers and "<h3>load:" not in workers
+    assert "<h3>load:" in lines_section({**_doc(), "loaders": [{"num_workers": 0}]})
 
 
 def test_starvation_in_numbers():

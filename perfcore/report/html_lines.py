@@ -52,13 +52,21 @@ def _label_table(lb: Mapping[str, Any], label_ms: float) -> str:
     return table(["function", "line", "ms a step", "share", "samples", "syncing calls"], rows, {2, 3, 4})
 
 
+def _loads_in_process(doc: Mapping[str, Any]) -> bool:
+    # With workers, the training thread's load samples are only its wait in the loop's `for` line: the
+    # batch is made elsewhere. A loader perfcore did not see (timer.load) runs where it is called.
+    loaders = [x for x in doc.get("loaders") or [] if isinstance(x, Mapping)]
+    return not loaders or any(not x.get("num_workers") for x in loaders)
+
+
 def lines_section(doc: Mapping[str, Any]) -> str:
     """The top lines per label, with ms per step and share; "" when the run sampled no lines."""
     lines = doc.get("lines") or {}
     if not isinstance(lines, Mapping):
         return ""
     labels = [lb for lb in lines.get("labels") or [] if isinstance(lb, Mapping)]
-    shown = [lb for name in SHOWN_LABELS for lb in labels if lb.get("label") == name and lb.get("lines")]
+    names = SHOWN_LABELS if _loads_in_process(doc) else ("host",)
+    shown = [lb for name in names for lb in labels if lb.get("label") == name and lb.get("lines")]
     if not shown:
         return ""
     breakdown = doc.get("breakdown_ms") or {}
