@@ -317,7 +317,7 @@ def _graph_of_empty_kernels(C, nodes: int):
 def graph_kernels(nodes: int = 50, replays: int = 20, sessions: int = 1) -> dict[str, Any]:
     """A CUDA graph of `nodes` kernels, captured before any tracing, replayed inside a tagged phase
     in each of `sessions` tracing sessions (one correlation id covers every kernel of a replay;
-    after the first session, a CUPTI with the graph-id bug gets graph kernels placed by time).
+    after the first session, a CUPTI with the graph-id bug gets graph kernels placed by launch order).
     Per session: kernels seen, launch ids, the share attributed to the phase; session 1's on top."""
     C = require_cupti("graph launch check")
     import pandas as pd
@@ -347,7 +347,7 @@ def graph_kernels(nodes: int = 50, replays: int = 20, sessions: int = 1) -> dict
                 "seen": int(len(k)),
                 "launch_ids": int(k["correlation_id"].nunique()),
                 "attributed": float((phase == 42).mean()) if len(k) else 0.0,
-                "by_time": not lp.trust_graph_ids,
+                "by_order": not lp.trust_graph_ids,
             }
         )
     return {"expected": nodes * replays, **out[0], "sessions": out}

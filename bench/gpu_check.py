@@ -649,7 +649,7 @@ def check_graph_before_cupti() -> list[Row]:
     r = cal.graph_kernels(nodes=30, replays=10, sessions=2)
     rows = []
     for i, sess in enumerate(r["sessions"], 1):
-        how = "placed by launch time (version guard)" if sess["by_time"] else "by correlation id"
+        how = "placed by launch order (version guard)" if sess["by_order"] else "by correlation id"
         rows.append(
             Row(
                 f"graph captured before CUPTI's first use, session {i}",

@@ -208,7 +208,7 @@ def test_after_torch_profiler_ran_the_advice_is_to_restart():
 
 
 # -- graph kernels when CUPTI's correlation ids are wrong -----------------------------------------
-def test_graph_kernels_are_placed_by_launch_time_when_ids_are_untrusted():
+def test_graph_kernels_are_placed_by_launch_order_when_ids_are_untrusted():
     from perfcore.capture.launches import LaunchPhases
 
     # Two phases, each launching a graph (cudaGraphLaunch, runtime cbid 311) whose kernels run
@@ -225,9 +225,46 @@ def test_graph_kernels_are_placed_by_launch_time_when_ids_are_untrusted():
     assert list(lp.phase_of(corr, graph, start)) == [-1, -1, -1, -1]  # trusted ids: nothing matches
     lp.trust_graph_ids = False
     assert list(lp.phase_of(corr, graph, start)) == [16, 16, 17, 17]
-    assert lp.by_graph_time == 4
+    assert lp.by_graph_order == 4
     # kernels outside graphs keep the correlation id path
     assert list(lp.phase_of(np.array([5]), np.array([0]), np.array([150]))) == [16]
+
+
+def test_graph_replays_go_to_their_launch_in_order_when_the_cpu_runs_ahead():
+    from perfcore.capture.launches import LaunchPhases
+
+    # Phase 16 launches the graph at 100 and phase 17 again at 1100; the GPU is behind, so both
+    # replays run after the second launch call (1200.. and 1400..). Each launch is a runtime
+    # cudaGraphLaunch with its driver cuGraphLaunch inside it on the same thread (one launch).
+    api = pd.DataFrame({"start_ns": [100, 102, 1100, 1102], "end_ns": [110, 108, 1110, 1108],
+                        "thread_id": [1, 1, 1, 1], "correlation_id": [5, 6, 7, 8],
+                        "cbid": [311, 514, 311, 514], "driver": [0, 1, 0, 1]})
+    spans = pd.DataFrame({"start_ns": [50, 1050], "end_ns": [900, 1900], "phase_id": [16, 17]})
+    corr = np.array([99, 99, 100, 100])  # wrong ids, one per launch
+    graph = np.array([1, 1, 1, 1])
+    start = np.array([1200, 1300, 1400, 1500])
+    lp = LaunchPhases()
+    lp.trust_graph_ids = False
+    lp.add({"api": api}, spans)
+    # The latest launch before each kernel would give [17, 17, 17, 17].
+    assert list(lp.phase_of(corr, graph, start)) == [16, 16, 17, 17]
+
+
+def test_graph_replays_split_across_drains_keep_their_launch():
+    from perfcore.capture.launches import LaunchPhases
+
+    api = pd.DataFrame({"start_ns": [100, 1100, 1150], "end_ns": [110, 1110, 1160], "thread_id": [1, 1, 2],
+                        "correlation_id": [5, 7, 9], "cbid": [311, 311, 311], "driver": [0, 0, 0]})
+    spans = pd.DataFrame({"start_ns": [50, 1050, 1140], "end_ns": [900, 1900, 1170], "phase_id": [16, 17, 18]})
+    lp = LaunchPhases()
+    lp.trust_graph_ids = False
+    lp.add({"api": api}, spans)
+    # Drain 1 ends inside the first replay of graph 1; phase 17 launched graph 2, phase 18 graph 1
+    # again (on another thread).
+    first = lp.phase_of(np.array([99, 99, 50]), np.array([1, 1, 2]), np.array([1200, 1300, 1250]))
+    lp.add({})
+    rest = lp.phase_of(np.array([99, 100, 100]), np.array([1, 1, 1]), np.array([1350, 1400, 1500]))
+    assert list(first) == [16, 16, 17] and list(rest) == [16, 18, 18]
 
 
 # -- side streams --------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from perfcore._lazy import lazy_module
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["LaunchPhases", "EXTERNAL_KIND_CUSTOM0", "GRAPH_LAUNCH_CBIDS"]
+__all__ = ["LaunchPhases", "GraphReplays", "EXTERNAL_KIND_CUSTOM0", "GRAPH_LAUNCH_CBIDS"]
 
 EXTERNAL_KIND_CUSTOM0 = 3  # CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, the kind perfcore pushes
 # (driver, cbid) of the graph launch calls: cudaGraphLaunch(_ptsz) and cuGraphLaunch(_ptsz).
@@ -36,6 +36,75 @@ _I64 = np.int64
 
 def _empty(*names: str) -> dict[str, np.ndarray]:
     return {n: np.empty(0, dtype=_I64) for n in names}
+
+
+class GraphReplays:
+    """Graph kernels matched to the graph launches that ran them, by order.
+
+    For CUPTIs whose graph correlation ids cannot be trusted. A graph's launches run in the order
+    they were made (CUDA orders work on a stream, and one executable graph never overlaps
+    itself), so the n-th replay seen on the GPU belongs to the n-th graph launch call, however far
+    the CPU ran ahead. A replay is a run of one graph's kernels, in start order, sharing one
+    correlation id: the ids are wrong, not split within a launch. The time of the launch call is
+    then looked up in the phases. Limits: API records carry no stream, so launches are matched in
+    one host order (graphs launched on several streams at once can swap); a launch whose graph
+    has no kernel node leaves the queue one ahead, which the launch-before-replay check catches
+    only when the CPU did not run ahead.
+    """
+
+    MAX_PENDING = 1 << 16  # launches whose kernels never came (graphs without kernels) age out
+
+    def __init__(self) -> None:
+        self._pending = np.empty(0, dtype=_I64)  # host start of launches not yet matched, in order
+        self._last: dict[int, tuple[int, int]] = {}  # graph id -> (correlation id, launch start)
+        self.matched = 0
+
+    def add_launches(self, api: pd.DataFrame) -> None:
+        """Queue the graph launch calls among one drain's API records. cudaGraphLaunch runs a
+        cuGraphLaunch inside it on the same thread: one launch, so the inner driver call is dropped."""
+        key = api["driver"].to_numpy(_I64) * 100000 + api["cbid"].to_numpy(_I64)
+        is_graph = np.isin(key, [d * 100000 + c for d, c in GRAPH_LAUNCH_CBIDS])
+        if not is_graph.any():
+            return
+        rows = api[is_graph][["start_ns", "end_ns", "driver", "thread_id"]].astype(_I64)
+        rows = rows.sort_values("start_ns", kind="stable")
+        runtime, driver = rows[rows["driver"] == 0], rows[rows["driver"] != 0]
+        if len(runtime) and len(driver):
+            outer = pd.merge_asof(driver, runtime, on="start_ns", by="thread_id", suffixes=("", "_rt"))
+            nested = (outer["end_ns_rt"] >= outer["end_ns"]).to_numpy()
+            driver = driver[~nested]
+        start = np.concatenate([runtime["start_ns"].to_numpy(_I64), driver["start_ns"].to_numpy(_I64)])
+        self._pending = np.sort(np.concatenate([self._pending, start]), kind="stable")[-self.MAX_PENDING :]
+
+    def launch_of(self, corr: np.ndarray, graph: np.ndarray, start: np.ndarray) -> np.ndarray:
+        """Host start of the launch that ran each graph kernel, or -1 where none is known."""
+        out = np.full(len(corr), -1, dtype=_I64)
+        order = np.lexsort((start, graph))
+        g, c, t = graph[order], corr[order], start[order]
+        new = np.ones(len(g), dtype=bool)
+        new[1:] = (g[1:] != g[:-1]) | (c[1:] != c[:-1])
+        firsts = np.flatnonzero(new)
+        # A graph's first run here may continue the replay the previous drain ended with.
+        graph_first = firsts[np.r_[True, g[firsts[1:]] != g[firsts[:-1]]]] if len(firsts) else firsts
+        cont = np.zeros(len(g), dtype=bool)
+        for i in graph_first:
+            cont[i] = self._last.get(int(g[i]), (None,))[0] == int(c[i])
+        fresh = firsts[~cont[firsts]]
+        by_start = fresh[np.argsort(t[fresh], kind="stable")]
+        n = min(len(by_start), len(self._pending))
+        launch = np.full(len(g), -1, dtype=_I64)
+        took = self._pending[:n]
+        launch[by_start[:n]] = np.where(took <= t[by_start[:n]], took, -1)  # a replay never precedes its launch
+        self._pending = self._pending[n:]
+        self.matched += int((launch[by_start[:n]] >= 0).sum())
+        for i in graph_first[cont[graph_first]]:
+            launch[i] = self._last[int(g[i])][1]
+        per_kernel = launch[firsts][np.cumsum(new) - 1]  # every kernel takes its run's launch
+        out[order] = per_kernel
+        graph_last = np.flatnonzero(np.r_[g[1:] != g[:-1], True]) if len(g) else firsts
+        for e in graph_last:
+            self._last[int(g[e])] = (int(c[e]), int(per_kernel[e]))
+        return out
 
 
 class LaunchPhases:
@@ -53,14 +122,13 @@ class LaunchPhases:
         self._ext = _empty("corr", "phase", "gen")  # sorted by corr
         self._api = _empty("corr", "start", "gen")  # sorted by corr
         self._win = _empty("start", "end", "phase", "gen")  # sorted by start
-        self._graph = _empty("start", "gen")  # graph launch calls' host start, sorted
         # False when the loaded CUPTI gives graph kernels wrong correlation ids (sessions after the
-        # first, before the fix): each graph kernel then belongs to the latest graph launch made
-        # before it started, placed by that launch's host time.
+        # first, before the fix): graph kernels are then placed by order (see GraphReplays).
         self.trust_graph_ids = True
+        self._replays = GraphReplays()
         self.by_external = 0  # records attributed each way (for the run's capture report)
         self.by_window = 0
-        self.by_graph_time = 0
+        self.by_graph_order = 0
         self.unattributed = 0
 
     # -- feeding ----------------------------------------------------------------------------
@@ -86,10 +154,7 @@ class LaunchPhases:
                 g,
             )
             if "cbid" in api:
-                key = api["driver"].to_numpy(_I64) * 100000 + api["cbid"].to_numpy(_I64)
-                graph = np.isin(key, [d * 100000 + c for d, c in GRAPH_LAUNCH_CBIDS])
-                if graph.any():
-                    self._graph = self._merge(self._graph, "start", {"start": api["start_ns"].to_numpy(_I64)[graph]}, g)
+                self._replays.add_launches(api)
         if spans is not None and len(spans):
             self._win = self._merge(
                 self._win,
@@ -111,7 +176,7 @@ class LaunchPhases:
 
     def _age(self) -> None:
         oldest = self.generation - self.keep_drains + 1
-        for name in ("_ext", "_api", "_win", "_graph"):
+        for name in ("_ext", "_api", "_win"):
             t = getattr(self, name)
             keep = t["gen"] >= oldest
             if not keep.all():
@@ -131,26 +196,24 @@ class LaunchPhases:
         self, correlation_ids: np.ndarray, graph_ids: np.ndarray | None = None, start_ns: np.ndarray | None = None
     ) -> np.ndarray:
         """Phase of each record; graph_ids and start_ns (kernels) let graph kernels be placed by
-        time when their correlation ids cannot be trusted."""
+        the order of the graph launches when their correlation ids cannot be trusted."""
         corr = np.asarray(correlation_ids, dtype=_I64)
         out = np.full(len(corr), -1, dtype=np.int32)
         if not len(corr):
             return out
-        by_time = np.zeros(len(corr), dtype=bool)
+        by_order = np.zeros(len(corr), dtype=bool)
         if not self.trust_graph_ids and graph_ids is not None and start_ns is not None:
-            by_time = np.asarray(graph_ids) != 0
-        if by_time.any():
-            t = np.asarray(start_ns, dtype=_I64)[by_time]
-            gi = np.searchsorted(self._graph["start"], t, side="right") - 1
-            launch = np.where(
-                gi >= 0, self._graph["start"][np.clip(gi, 0, None)] if len(self._graph["start"]) else -1, -1
+            by_order = np.asarray(graph_ids) != 0
+        if by_order.any():
+            launch = self._replays.launch_of(
+                corr[by_order], np.asarray(graph_ids)[by_order], np.asarray(start_ns, dtype=_I64)[by_order]
             )
             phase = self._window_phase(launch)
             phase[launch < 0] = -1
-            out[by_time] = phase
-            self.by_graph_time += int((phase >= 0).sum())
+            out[by_order] = phase
+            self.by_graph_order += int((phase >= 0).sum())
             self.unattributed += int((phase < 0).sum())
-            rest_idx = np.flatnonzero(~by_time)
+            rest_idx = np.flatnonzero(~by_order)
             if len(rest_idx):
                 out[rest_idx] = self.phase_of(corr[rest_idx])
             return out
