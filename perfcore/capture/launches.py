@@ -11,9 +11,9 @@ that call starts repeat it. Two ways lead from a correlation id to a phase:
    an API record but no external record; its launch time falls inside the phase open at that
    moment, on whichever thread: the innermost such phase is the launching one.
 
-Records of one launch arrive in different buffers and in any order (API and external records
-come in the global host buffer, kernels in per-stream device buffers, completed later), and one
-cudaGraphLaunch id covers every kernel of the graph. So nothing is removed when it is first
+Records of one launch arrive in different buffers and in any order (a kernel's record is written
+when the GPU has run it, into whichever buffer CUPTI fills then, possibly completed in a later
+flush than its launch's API record), and one cudaGraphLaunch id covers every kernel of the graph. So nothing is removed when it is first
 used: entries live for `keep_drains` drains and then age out, which bounds memory.
 """
 
