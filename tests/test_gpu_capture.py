@@ -485,3 +485,41 @@ def test_a_tracer_filling_faster_than_settles_is_taken_by_volume():
     assert tr.takes >= 4 and tr.most < 0.5, (tr.takes, tr.most)  # never near the cap (1.0)
     t.engine._tracer = None
     t.close()
+
+
+# -- a driver older than the CUPTI perfcore loads --------------------------------------------------
+def test_a_driver_older_than_cupti_is_one_line():
+    from perfcore.capture.environment import driver_older_than_cupti
+
+    line = driver_older_than_cupti(12040, "12.8")
+    assert "\n" not in line and "CUDA 12.4" in line and "CUDA 12.8" in line and "driver" in line
+    assert driver_older_than_cupti(12080, "12.8") == "" and driver_older_than_cupti(13000, "12.8") == ""
+    assert driver_older_than_cupti(None, "12.8") == "" and driver_older_than_cupti(12040, None) == ""
+
+
+def test_cupti_failing_on_an_old_driver_says_so(monkeypatch):
+    # Colab: torch's kernels run on the driver (minor-version compatibility), CUPTI refuses it.
+    import perfcore.capture.environment as env
+    import perfcore.capture.native_cupti as nc
+    from perfcore.errors import CuptiError
+
+    def start(*a):
+        raise CuptiError("cuptiSubscribe failed: CUPTI_ERROR_NOT_INITIALIZED; no usable CUDA device or driver", 15)
+
+    fake = type("C", (), {"cupti_start": staticmethod(start), "cupti_active": staticmethod(lambda: False)})
+    monkeypatch.setattr(nc, "require_cupti", lambda what: fake)
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: 12040)
+    monkeypatch.setattr(env, "_cupti_release", lambda: "12.8")
+    with pytest.raises(CuptiError) as ei:
+        nc.CuptiTracer().start()
+    msg = str(ei.value)
+    assert ei.value.code == 15 and "\n" not in msg
+    assert msg.startswith("cuptiSubscribe failed: CUPTI_ERROR_NOT_INITIALIZED: the NVIDIA driver supports CUDA 12.4")
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: 12080)  # a driver new enough: CUPTI's own words
+    with pytest.raises(CuptiError, match="no usable CUDA device"):
+        nc.CuptiTracer().start()
+    checks = {c.name: c for c in env.check_gpu()}
+    assert "driver.cupti" not in checks
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: 12040)
+    checks = {c.name: c for c in env.check_gpu()}
+    assert checks["driver.cupti"].status == "warn" and "CUDA 12.4" in checks["driver.cupti"].value
