@@ -212,3 +212,6 @@ def test_torch_profiler_total_is_its_kernels_not_its_gpu_annotations():
     k = gpu_reference.kineto_kernels(events)
     assert (k["n"], k["us"], k["spin_us"]) == (5, 112.0, 100.0)
     assert (k["annotations"], k["annotation_us"]) == (1, 700.0)
+    assert k["by_name"] == {"gemm": 4, "spinKernel": 1}
+    assert gpu_reference.count_gaps({"gemm": 5, "spinKernel": 1}, k["by_name"]) == "; gemm: 5 vs 4"
+    assert gpu_reference.count_gaps({"gemm": 4, "spinKernel": 1}, k["by_name"]) == ""
