@@ -357,7 +357,7 @@ def graph_kernels(nodes: int = 50, replays: int = 20, sessions: int = 1) -> dict
                 "by_order": not lp.trust_graph_ids,
             }
         )
-    return {"expected": nodes * replays, **out[0], "sessions": out}
+    return {"expected": nodes * replays, "replays": replays, **out[0], "sessions": out}
 
 
 def many_kernels(n: int = 100_000, buffer_bytes: int = 1 << 20, max_buffers: int = 8) -> dict[str, Any]:

@@ -653,7 +653,8 @@ def check_graph_before_cupti() -> list[Row]:
         rows.append(
             Row(
                 f"graph captured before CUPTI's first use, session {i}",
-                f"{sess['seen']} of {r['expected']} kernels, {sess['attributed'] * 100:.2f}% attributed, {how}",
+                f"{sess['seen']} of {r['expected']} kernels ({sess['launch_ids']} correlation ids for "
+                f"{r['replays']} replays), {sess['attributed'] * 100:.2f}% in the launching phase, {how}",
                 "all seen, >= 99% in the phase that launched their replay, the GPU 5 ms behind (claim: graph "
                 "kernels go to the launching phase, by launch order where CUPTI's ids are wrong)",
                 sess["seen"] == r["expected"] and sess["attributed"] >= 0.99,
