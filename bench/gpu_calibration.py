@@ -347,7 +347,10 @@ def graph_kernels(nodes: int = 50, replays: int = 20, sessions: int = 1) -> dict
         lp = LaunchPhases()
         lp.trust_graph_ids = not tr.stats.get("graph_ids_untrusted", False)
         lp.add(tr.frames, pd.DataFrame(rec.drain()))
-        phase = lp.phase_of(k["correlation_id"].to_numpy(), k["graph_id"].to_numpy(), k["start_ns"].to_numpy())
+        nodes_of = k["graph_node_id"].to_numpy() if "graph_node_id" in k else None
+        phase = lp.phase_of(
+            k["correlation_id"].to_numpy(), k["graph_id"].to_numpy(), k["start_ns"].to_numpy(), nodes_of
+        )
         want = np.where(np.arange(len(k)) < first * nodes, 42, 43)
         out.append(
             {

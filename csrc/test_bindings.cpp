@@ -28,7 +28,7 @@ void addTestBindings(py::module_& m) {
       .def(py::init<>())
       .def("add_kernel", &FakeActivityBuffer::addKernel, py::arg("start_ns"), py::arg("end_ns"), py::arg("device_id"),
            py::arg("stream_id"), py::arg("correlation_id"), py::arg("name"), py::arg("grid_x"), py::arg("block_x"),
-           py::arg("graph_id") = 0)
+           py::arg("graph_id") = 0, py::arg("graph_node_id") = 0)
       .def("add_memcpy", &FakeActivityBuffer::addMemcpy, py::arg("start_ns"), py::arg("end_ns"), py::arg("size_bytes"),
            py::arg("copy_kind"), py::arg("src_kind"), py::arg("dst_kind"), py::arg("device_id"), py::arg("stream_id"),
            py::arg("correlation_id"))

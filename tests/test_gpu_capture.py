@@ -267,6 +267,38 @@ def test_graph_replays_split_across_drains_keep_their_launch():
     assert list(first) == [16, 16, 17] and list(rest) == [16, 18, 18]
 
 
+def _two_graph_launches_ids_untrusted():
+    """Phase 16 launches a graph at 100, phase 17 at 1100 (cudaGraphLaunch); ids untrusted."""
+    from perfcore.capture.launches import LaunchPhases
+
+    api = pd.DataFrame({"start_ns": [100, 1100], "end_ns": [110, 1110], "thread_id": [1, 1],
+                        "correlation_id": [5, 7], "cbid": [311, 311], "driver": [0, 0]})
+    spans = pd.DataFrame({"start_ns": [50, 1050], "end_ns": [900, 1900], "phase_id": [16, 17]})
+    lp = LaunchPhases()
+    lp.trust_graph_ids = False
+    lp.add({"api": api}, spans)
+    return lp
+
+
+def test_graph_node_ids_tell_replays_apart_when_the_wrong_ids_are_all_alike():
+    # The same CPU-ahead pair of launches, but CUPTI's wrong ids are one value for every replay:
+    # only the node ids (each node runs once a replay) split the two replays of graph 1.
+    lp = _two_graph_launches_ids_untrusted()
+    corr, graph = np.array([0, 0, 0, 0]), np.array([1, 1, 1, 1])
+    start, node = np.array([1200, 1300, 1400, 1500]), np.array([71, 72, 71, 72])
+    assert list(lp.phase_of(corr, graph, start, node)) == [16, 16, 17, 17]
+
+
+def test_graph_node_ids_keep_a_replay_split_across_drains():
+    lp = _two_graph_launches_ids_untrusted()
+    # Three nodes a replay; the first drain ends after two kernels of the first replay.
+    first = lp.phase_of(np.array([0, 0]), np.array([1, 1]), np.array([1200, 1250]), np.array([71, 72]))
+    lp.add({})
+    rest = lp.phase_of(np.array([0] * 4), np.array([1] * 4), np.array([1300, 1400, 1450, 1500]),
+                       np.array([73, 71, 72, 73]))
+    assert list(first) == [16, 16] and list(rest) == [16, 17, 17, 17]
+
+
 # -- side streams --------------------------------------------------------------------------------
 def test_phases_follow_the_stream_current_when_they_open(monkeypatch):
     # Without a stream given, the event timer is told to read the current stream at each phase's
@@ -509,7 +541,7 @@ def test_cupti_failing_on_an_old_driver_says_so(monkeypatch):
     fake = type("C", (), {"cupti_start": staticmethod(start), "cupti_active": staticmethod(lambda: False)})
     monkeypatch.setattr(nc, "require_cupti", lambda what: fake)
     monkeypatch.setattr(env, "driver_cuda_version", lambda: 12040)
-    monkeypatch.setattr(env, "_cupti_release", lambda: "12.8")
+    monkeypatch.setattr(env, "cupti_release", lambda: "12.8")
     with pytest.raises(CuptiError) as ei:
         nc.CuptiTracer().start()
     msg = str(ei.value)

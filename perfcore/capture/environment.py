@@ -17,7 +17,14 @@ from typing import Any, Callable
 
 from perfcore._native import build_info, capabilities
 
-__all__ = ["Check", "run_checks", "environment_report", "driver_cuda_version", "driver_older_than_cupti"]
+__all__ = [
+    "Check",
+    "run_checks",
+    "environment_report",
+    "cupti_release",
+    "driver_cuda_version",
+    "driver_older_than_cupti",
+]
 
 GiB = 1024**3
 
@@ -124,7 +131,7 @@ def driver_older_than_cupti(driver: int | None, cupti_release: str | None) -> st
     )
 
 
-def _cupti_release() -> str | None:
+def cupti_release() -> str | None:
     return (build_info().get("cupti") or {}).get("release")
 
 
@@ -143,7 +150,7 @@ def check_gpu() -> list[Check]:
         )
     else:
         checks.append(Check("gpu", "ok", f"{caps['device_count']} CUDA device(s) visible"))
-    old = driver_older_than_cupti(driver_cuda_version(), _cupti_release())
+    old = driver_older_than_cupti(driver_cuda_version(), cupti_release())
     if old:
         checks.append(Check("driver.cupti", "warn", old))
     try:

@@ -44,9 +44,10 @@ class GraphReplays:
     For CUPTIs whose graph correlation ids cannot be trusted. A graph's launches run in the order
     they were made (CUDA orders work on a stream, and one executable graph never overlaps
     itself), so the n-th replay seen on the GPU belongs to the n-th graph launch call, however far
-    the CPU ran ahead. A replay is a run of one graph's kernels, in start order, sharing one
-    correlation id: the ids are wrong, not split within a launch. The time of the launch call is
-    then looked up in the phases. Limits: API records carry no stream, so launches are matched in
+    the CPU ran ahead. A replay is told by its kernels' graph node ids where the backend decodes
+    them (each node runs once a replay), else as a run of one graph's kernels, in start order,
+    sharing one correlation id (the ids are wrong, but one per launch). The time of the launch
+    call is then looked up in the phases. Limits: API records carry no stream, so launches are matched in
     one host order (graphs launched on several streams at once can swap); a launch whose graph
     has no kernel node leaves the queue one ahead, which the launch-before-replay check catches
     only when the CPU did not run ahead.
@@ -57,6 +58,8 @@ class GraphReplays:
     def __init__(self) -> None:
         self._pending = np.empty(0, dtype=_I64)  # host start of launches not yet matched, in order
         self._last: dict[int, tuple[int, int]] = {}  # graph id -> (correlation id, launch start)
+        self._node_runs: dict[tuple[int, int], int] = {}  # (graph, node) -> its runs so far
+        self._replay_launch: dict[tuple[int, int], int] = {}  # (graph, replay) -> launch start, recent
         self.matched = 0
 
     def add_launches(self, api: pd.DataFrame) -> None:
@@ -76,8 +79,26 @@ class GraphReplays:
         start = np.concatenate([runtime["start_ns"].to_numpy(_I64), driver["start_ns"].to_numpy(_I64)])
         self._pending = np.sort(np.concatenate([self._pending, start]), kind="stable")[-self.MAX_PENDING :]
 
-    def launch_of(self, corr: np.ndarray, graph: np.ndarray, start: np.ndarray) -> np.ndarray:
-        """Host start of the launch that ran each graph kernel, or -1 where none is known."""
+    def _take(self, first_start: np.ndarray) -> np.ndarray:
+        """Launch host start for each new replay (given its first kernel's start), matched to the
+        queued launches in the replays' start order; -1 where none, or where the launch would
+        come after the replay (never true of a right match)."""
+        order = np.argsort(first_start, kind="stable")
+        n = min(len(order), len(self._pending))
+        out = np.full(len(first_start), -1, dtype=_I64)
+        took = self._pending[:n]
+        out[order[:n]] = np.where(took <= first_start[order[:n]], took, -1)
+        self._pending = self._pending[n:]
+        self.matched += int((out >= 0).sum())
+        return out
+
+    def launch_of(
+        self, corr: np.ndarray, graph: np.ndarray, start: np.ndarray, node: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Host start of the launch that ran each graph kernel, or -1 where none is known. node:
+        each kernel's graph node id, where the backend decodes it."""
+        if node is not None and len(node) and (np.asarray(node) != 0).all():
+            return self._by_node(np.asarray(graph, dtype=_I64), np.asarray(start, dtype=_I64), np.asarray(node, _I64))
         out = np.full(len(corr), -1, dtype=_I64)
         order = np.lexsort((start, graph))
         g, c, t = graph[order], corr[order], start[order]
@@ -90,13 +111,8 @@ class GraphReplays:
         for i in graph_first:
             cont[i] = self._last.get(int(g[i]), (None,))[0] == int(c[i])
         fresh = firsts[~cont[firsts]]
-        by_start = fresh[np.argsort(t[fresh], kind="stable")]
-        n = min(len(by_start), len(self._pending))
         launch = np.full(len(g), -1, dtype=_I64)
-        took = self._pending[:n]
-        launch[by_start[:n]] = np.where(took <= t[by_start[:n]], took, -1)  # a replay never precedes its launch
-        self._pending = self._pending[n:]
-        self.matched += int((launch[by_start[:n]] >= 0).sum())
+        launch[fresh] = self._take(t[fresh])
         for i in graph_first[cont[graph_first]]:
             launch[i] = self._last[int(g[i])][1]
         per_kernel = launch[firsts][np.cumsum(new) - 1]  # every kernel takes its run's launch
@@ -104,6 +120,37 @@ class GraphReplays:
         graph_last = np.flatnonzero(np.r_[g[1:] != g[:-1], True]) if len(g) else firsts
         for e in graph_last:
             self._last[int(g[e])] = (int(c[e]), int(per_kernel[e]))
+        return out
+
+    def _by_node(self, graph: np.ndarray, start: np.ndarray, node: np.ndarray) -> np.ndarray:
+        """Each node runs once per replay, so a kernel's replay is the count of its node's runs
+        before it (kept across drains): a replay split across drains keeps one key, and replays
+        of one graph are told apart whatever their correlation ids."""
+        order = np.lexsort((start, node, graph))
+        g, n, t = graph[order], node[order], start[order]
+        head = np.r_[True, (g[1:] != g[:-1]) | (n[1:] != n[:-1])]
+        first = np.flatnonzero(head)
+        group = np.cumsum(head) - 1
+        base = np.array([self._node_runs.get((int(g[i]), int(n[i])), 0) for i in first], dtype=_I64)
+        replay = base[group] + np.arange(len(g)) - first[group]
+        ends = np.r_[first[1:], len(g)]
+        for i, e, b in zip(first, ends, base):
+            self._node_runs[(int(g[i]), int(n[i]))] = int(b + e - i)
+        keys, inverse = np.unique(np.stack([g, replay]), axis=1, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        first_start = np.full(keys.shape[1], np.iinfo(np.int64).max, dtype=_I64)
+        np.minimum.at(first_start, inverse, t)
+        launch = np.array([self._replay_launch.get((int(a), int(b)), -2) for a, b in keys.T], dtype=_I64)
+        fresh = launch == -2
+        launch[fresh] = self._take(first_start[fresh])
+        for (a, b), at in zip(keys.T, launch):
+            self._replay_launch[(int(a), int(b))] = int(at)
+        for a in np.unique(keys[0]):  # a replay stays open only until the next ones come
+            newest = int(keys[1][keys[0] == a].max())
+            for k in [k for k in self._replay_launch if k[0] == a and k[1] < newest - 4]:
+                del self._replay_launch[k]
+        out = np.empty(len(g), dtype=_I64)
+        out[order] = launch[inverse]
         return out
 
 
@@ -193,7 +240,11 @@ class LaunchPhases:
         return idx, sorted_keys[idx] == keys
 
     def phase_of(
-        self, correlation_ids: np.ndarray, graph_ids: np.ndarray | None = None, start_ns: np.ndarray | None = None
+        self,
+        correlation_ids: np.ndarray,
+        graph_ids: np.ndarray | None = None,
+        start_ns: np.ndarray | None = None,
+        graph_node_ids: np.ndarray | None = None,
     ) -> np.ndarray:
         """Phase of each record; graph_ids and start_ns (kernels) let graph kernels be placed by
         the order of the graph launches when their correlation ids cannot be trusted."""
@@ -206,7 +257,10 @@ class LaunchPhases:
             by_order = np.asarray(graph_ids) != 0
         if by_order.any():
             launch = self._replays.launch_of(
-                corr[by_order], np.asarray(graph_ids)[by_order], np.asarray(start_ns, dtype=_I64)[by_order]
+                corr[by_order],
+                np.asarray(graph_ids)[by_order],
+                np.asarray(start_ns, dtype=_I64)[by_order],
+                None if graph_node_ids is None else np.asarray(graph_node_ids)[by_order],
             )
             phase = self._window_phase(launch)
             phase[launch < 0] = -1

@@ -158,9 +158,9 @@ class CuptiTracer:
             self._C.cupti_start(self.buffer_bytes, self.max_buffers, self.drain_period_ms, self.max_pending_records)
         except CuptiError as e:
             # CUPTI's own word for a driver older than itself is "not initialized" or "unknown".
-            from perfcore.capture.environment import _cupti_release, driver_cuda_version, driver_older_than_cupti
+            from perfcore.capture.environment import cupti_release, driver_cuda_version, driver_older_than_cupti
 
-            old = "" if e.held_by_other else driver_older_than_cupti(driver_cuda_version(), _cupti_release())
+            old = "" if e.held_by_other else driver_older_than_cupti(driver_cuda_version(), cupti_release())
             if old:
                 raise CuptiError(f"{str(e).split('; ')[0]}: {old}", e.code) from e
             raise
