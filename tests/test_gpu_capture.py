@@ -190,6 +190,38 @@ def test_kernels_are_declined_while_torch_profiler_records():
     assert e.kineto["active"]
 
 
+def test_a_profiler_recording_on_another_thread_is_seen():
+    # torch's C flag is thread-local: a torch.profiler opened by another thread (a trainer thread,
+    # a monitoring thread) reads as off from this one, and newer kineto or CUPTI >= 13.3 no longer
+    # refuse a second subscriber. torch's process-wide Python flag says it.
+    import threading
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from perfcore.capture.native_cupti import kineto_state
+    from perfcore.recording.gpu import start_kernels
+
+    ready, done = threading.Event(), threading.Event()
+
+    def other():
+        with profile(activities=[ProfilerActivity.CPU]):
+            ready.set()
+            done.wait(30)
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        assert ready.wait(30)
+        assert kineto_state()["active"]
+        e = _cuda_engine()
+        start_kernels(e)
+        assert e._tracer is None and "declined" in e.notes[0]
+    finally:
+        done.set()
+        t.join()
+    assert not kineto_state()["active"]
+
+
 def test_after_torch_profiler_ran_the_advice_is_to_restart():
     # Kineto keeps CUPTI for the rest of the process once it ran: "stop it" would be false.
     from torch.profiler import ProfilerActivity, profile

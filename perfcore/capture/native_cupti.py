@@ -26,7 +26,8 @@ def kineto_state() -> dict[str, bool]:
     try:
         ap = torch.autograd.profiler
         out["available"] = bool(ap.kineto_available())
-        out["active"] = bool(torch._C._autograd._profiler_enabled())
+        # The C flag is this thread's; the Python one is set by a profiler started on any thread.
+        out["active"] = bool(torch._C._autograd._profiler_enabled()) or bool(getattr(ap, "_is_profiler_enabled", False))
         # torch keeps no flag for "kineto took CUPTI"; a torch.profiler profile made since
         # watch_torch_profiler() (perfcore installs it when a CUDA recording opens) is the evidence.
         out["used"] = out["active"] or _PROFILES_MADE[0] > 0
