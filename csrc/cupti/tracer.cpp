@@ -179,7 +179,8 @@ void ActivityTracer::start(const TracerConfig& config) {
   const Claim claim = claimSubscriber(&sub, subscribeNamed, cuptiUnsubscribe);
   CUptiResult st = claim.status;
   if (st != CUPTI_SUCCESS && !claim.other.empty()) {
-    throw CuptiError("cuptiSubscribe: CUPTI is in use by " + claim.other + "; " + advice(st), st);
+    throw CuptiError("cuptiSubscribe failed: " + resultString(st) + " (in use by " + claim.other + "); " + advice(st),
+                     st);
   }
   if (st != CUPTI_SUCCESS) throwCupti(st, "cuptiSubscribe");
   subscriber_ = sub;
