@@ -142,19 +142,22 @@ def _evaluation(eval_rows: list[int], passes: list, full, table) -> dict[str, An
 def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured: int) -> dict[str, Any]:
     """Time to the first step's end from interpreter start, the first step against steady state,
     and the training DataLoader's first-epoch worker start-up."""
-    walls = full["wall_ns"].to_numpy() / 1e6
-    first = full.iloc[0]
-    first_end_ns = int(first["start_ns"] + first["wall_ns"] + first.get("perfcore_ns", 0))  # wall leaves it out
-    rest = full.iloc[1:]  # steady state: never the first step itself (a one-step run has none)
-    rest = rest[~rest["warmup"]] if measured else rest
-    if "evaluation" in rest:
-        rest = rest[~rest["evaluation"]]
+    # Columns as arrays, rows chosen by one mask: selecting rows of the whole table copies every column.
+    wall_ns = full["wall_ns"].to_numpy()
+    own = int(full["perfcore_ns"].iat[0]) if "perfcore_ns" in full else 0
+    first_end_ns = int(full["start_ns"].iat[0]) + int(wall_ns[0]) + own  # wall leaves perfcore's work out
+    steady = np.ones(len(full), dtype=bool)
+    steady[0] = False  # steady state: never the first step itself (a one-step run has none)
+    if measured:
+        steady &= ~full["warmup"].to_numpy(dtype=bool)
+    if "evaluation" in full:
+        steady &= ~full["evaluation"].to_numpy(dtype=bool)
     starts = [s for ld in loaders if ld.get("training") for s in ld["worker_startup_ms"]]
     starts = starts or [s for ld in loaders for s in ld["worker_startup_ms"]]
     return {
         "time_to_first_step_ms": (first_end_ns - t_start) / 1e6,
-        "first_step_ms": float(walls[0]),
-        "steady_step_ms": float(np.median(rest["wall_ns"].to_numpy()) / 1e6) if len(rest) else None,
+        "first_step_ms": float(wall_ns[0] / 1e6),
+        "steady_step_ms": float(np.median(wall_ns[steady]) / 1e6) if steady.any() else None,
         "worker_startup_ms": float(starts[0]) if starts else None,
         "worker_startup_total_ms": float(sum(starts)) if starts else None,
     }
