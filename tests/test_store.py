@@ -127,12 +127,12 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
     buf.add_kernel(t0 + 500, t0 + 900, 0, 7, 2, "bwd_kernel", 1, 1)    # step 0, backward: 400 ns
     buf.add_kernel(t0 + 1100, t0 + 1150, 0, 7, 3, "bwd_kernel", 1, 1)  # step 1, backward: 50 ns
     buf.add_kernel(t0 + 1200, t0 + 1300, 0, 7, 99, "untagged", 1, 1)   # launched outside any phase
-    timer.engine._add_activity(activity_frames(buf.decode()))
+    timer.engine.add_activity(activity_frames(buf.decode()))
     # A later drain brings another kernel of launch 3 (a graph launch's nodes share its id): the
     # mapping was kept, not used up by the first kernel.
     later = C._FakeActivityBuffer()
     later.add_kernel(t0 + 1400, t0 + 1450, 0, 7, 3, "bwd_kernel", 1, 1)  # step 1, backward: 50 ns more
-    timer.engine._add_activity(activity_frames(later.decode()))
+    timer.engine.add_activity(activity_frames(later.decode()))
     timer.engine.set_boundaries([t0 + 1000, t0 + 2000])
     df = timer.summary()
     assert list(df["forward_gpu_ms"] * 1e6) == [300, 0]

@@ -21,7 +21,6 @@ from perfcore.analysis import attribution
 from perfcore._native import native
 from perfcore.analysis.store import StepStore
 from perfcore.capture.activity import device_tables
-from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu
 from perfcore.recording.document import run_document
@@ -151,7 +150,8 @@ class Recording:
             raise UsageError(f"warmup must be >= 0, got {warmup}")
         if step_on not in STEP_ON:
             raise UsageError(f"step_on must be one of {', '.join(STEP_ON)}, got {step_on!r}")
-        self.device, self._stream, self._events, self._follow = gpu.open_device(device, stream)
+        self.gpu = gpu.DeviceCapture.open(device, stream)  # the GPU side: events, CUPTI tracer, device following
+        self.device = self.gpu.kind
         self.warmup = int(warmup)
         self._C = native()
         self._rec = self._C.SpanRecorder()
@@ -167,18 +167,16 @@ class Recording:
         self._t_first: int | None = None
         self.backend = "events" if self.device == "cuda" else "host"
         self.notes: list[str] = []
-        self._tracer = None
-        self._launches = LaunchPhases()  # CUPTI correlation id -> launching phase, kept across drains
         self.upkeep_errors = 0
         self.settle_ns = 0  # time spent settling inside the loop (the final settle runs after it; read-only)
         if kernels:
-            self._start_kernels(kernel_backend)
+            self.start_kernels(kernel_backend)
         # The settled steps and the kept detail (read by the document and the raw part; fed only from here).
         self.store = StepStore(
             self.phases.labels,
             FIRST_CUSTOM,
             on_gpu=self.device == "cuda",
-            use_kernels=self._tracer is not None,
+            use_kernels=self.gpu.tracer is not None,
             warmup=self.warmup,
         )
         self.step_on = step_on
@@ -191,11 +189,10 @@ class Recording:
     # -- phases -------------------------------------------------------------------------------
     def make_scope(self, name: str, phase_id: int, label: str):
         """The native scope of one phase: entering and leaving it is one C call each."""
-        events = self._events if (self._events is not None and label in GPU_LABELS) else None
-        tag = self._tracer is not None and label in GPU_LABELS
-        return self.phases.add(
-            name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag)
-        )
+        cap = self.gpu
+        events = cap.events if (cap.events is not None and label in GPU_LABELS) else None
+        tag = cap.tracer is not None and label in GPU_LABELS
+        return self.phases.add(name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, cap.stream, tag))
 
     def phase(self, name: str, label: str = "host"):
         """The scope of phase `name`, declared on first use with its label."""
@@ -228,7 +225,7 @@ class Recording:
         n = len(self._boundaries)
         if n % COMPACT_EVERY == 0 or gpu.volume_due(self, n):
             self.upkeep(n)
-        elif n <= FOLLOW_UNTIL and self._follow:
+        elif n <= FOLLOW_UNTIL and self.gpu.follow:
             self.follow_device()
 
     def upkeep(self, n: int) -> None:
@@ -325,16 +322,16 @@ class Recording:
 
     @property
     def kernels_traced(self) -> bool:  # CUPTI records kernels and copies (else CUDA events, or host only)
-        return self._tracer is not None
+        return self.gpu.tracer is not None
 
     # Read-only views for the GPU check and the benchmarks, which measure these parts themselves.
     @property
     def tracer(self):  # the CUPTI tracer (native or cupti-python) when kernels are traced, else None
-        return self._tracer
+        return self.gpu.tracer
 
     @property
     def event_timer(self):  # the CUDA event timer of GPU-label phases, else None
-        return self._events
+        return self.gpu.events
 
     @property
     def spans(self):  # the native span recorder the phases write to
@@ -350,8 +347,11 @@ class Recording:
         with self.own:
             gpu.follow_device(self)
 
-    def _start_kernels(self, backend: str = "auto") -> None:
-        gpu.start_kernels(self, backend)
+    def start_kernels(self, backend: str = "auto") -> None:
+        """Trace kernels and copies with CUPTI (gpu.start_kernels); CUDA events stay where it cannot."""
+        started = gpu.start_kernels(self, backend)
+        if started is not None:
+            self.backend = started
 
     def capture_stats(self) -> dict[str, Any]:  # run.json "capture": what the GPU capture recorded and lost
         return gpu.capture_stats(self)
@@ -363,8 +363,8 @@ class Recording:
         """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""
         part = self._rec.drain()
         self.store.add("spans", pd.DataFrame(part))
-        if self._events is not None:
-            ev = self._events.resolve(wait)
+        if self.gpu.events is not None:
+            ev = self.gpu.events.resolve(wait)
             self.store.add(
                 "events",
                 pd.DataFrame(
@@ -376,14 +376,16 @@ class Recording:
                     }
                 ),
             )
-        if self._tracer is not None:
-            self._add_activity(self._tracer.take(), part)
+        if self.gpu.tracer is not None:
+            self.add_activity(self.gpu.tracer.take(), part)
 
-    def _add_activity(self, frames: dict[str, pd.DataFrame], spans: dict | None = None) -> None:
-        # Each kernel's phase: the external id its launch carried, else the phase open when it was
-        # launched (work from autograd's threads); entries outlive first use (graph launches).
-        self._launches.add(frames, pd.DataFrame(spans) if spans is not None else None)
-        for table, df in device_tables(frames, self._launches).items():
+    def add_activity(self, frames: dict[str, pd.DataFrame], spans: dict | None = None) -> None:
+        """CUPTI's kernel, copy and launch frames into the store's pending tables. Each kernel's phase:
+        the external id its launch carried, else the phase open when it was launched (work from
+        autograd's threads); entries outlive first use (graph launches)."""
+        launches = self.gpu.launches
+        launches.add(frames, pd.DataFrame(spans) if spans is not None else None)
+        for table, df in device_tables(frames, launches).items():
             self.store.add(table, df)
 
     def _compact(self, final: bool) -> None:
@@ -413,8 +415,8 @@ class Recording:
 
     def close(self) -> None:
         """Stop CUPTI tracing if this recording started it, and the optimizer hook."""
-        if self._tracer is not None and self._tracer.active:
-            self._add_activity(self._tracer.stop())
+        if self.gpu.tracer is not None and self.gpu.tracer.active:
+            self.add_activity(self.gpu.tracer.stop())
         if self._opt_hook is not None:
             self._opt_hook.remove()
             self._opt_hook = None

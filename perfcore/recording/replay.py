@@ -15,6 +15,7 @@ import numpy as np
 from perfcore.analysis.store import StepStore
 from perfcore.recording import document
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
+from perfcore.recording.gpu import DeviceCapture
 from perfcore.recording.phase_names import PhaseNames
 
 __all__ = ["can_carry", "export", "Replayed"]
@@ -26,20 +27,20 @@ _EVENTS = {"phase_id": "phase_id", "step": "step", "gpu_start_ns": "start_ns", "
 def can_carry(engine: Recording) -> bool:
     store = engine.store
     return (
-        engine._tracer is None
+        engine.gpu.tracer is None
         and store.settled == 0
         and not any(store.pending.values())
-        and getattr(engine, "_handed_over", None) is None
+        and engine.gpu.handed_over is None
     )
 
 
 def export(engine: Recording) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(meta, arrays) of a recording can_carry() accepts. Drains the recorder and waits for the
     CUDA events, as the final settle would."""
-    spans = engine._rec.drain()
+    spans = engine.spans.drain()
     arrays = {f"span_{c}": np.asarray(spans[c]) for c in _SPANS}
-    if engine._events is not None:
-        ev = engine._events.resolve(True)
+    if engine.event_timer is not None:
+        ev = engine.event_timer.resolve(True)
         arrays.update({f"event_{to}": np.asarray(ev[frm]) for frm, to in _EVENTS.items()})
     ends = engine.boundaries
     arrays["step_ends_ns"] = np.frombuffer(ends.since(0), dtype=np.int64).copy()
@@ -106,7 +107,7 @@ class Replayed(Recording):
         self.phases = PhaseNames(
             {int(k): v for k, v in meta["names"].items()}, {int(k): v for k, v in meta["labels"].items()}, FIRST_CUSTOM
         )
-        self._rec, self._events, self._tracer = _NoNewSpans(), None, None
+        self._rec, self.gpu = _NoNewSpans(), DeviceCapture(self.device)
         self.store = StepStore(
             self.phases.labels, FIRST_CUSTOM, on_gpu=self.device == "cuda", use_kernels=False, warmup=self.warmup
         )
