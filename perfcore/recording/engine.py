@@ -150,41 +150,85 @@ class Recording:
             raise UsageError(f"warmup must be >= 0, got {warmup}")
         if step_on not in STEP_ON:
             raise UsageError(f"step_on must be one of {', '.join(STEP_ON)}, got {step_on!r}")
-        self.gpu = gpu.DeviceCapture.open(device, stream)  # the GPU side: events, CUPTI tracer, device following
-        self.device = self.gpu.kind
-        self.warmup = int(warmup)
         self._C = native()
-        self._rec = self._C.SpanRecorder()
-        self.own = OwnWork(self._rec, self._C.now_ns)  # perfcore's own work: left out of every step
-        self.phases = PhaseNames(
+        self._assemble(
+            gpu.DeviceCapture.open(device, stream),
+            self._C.SpanRecorder(),
+            self._C.StepEnds(),  # int64 ends; settled ones are let go
+            self._C.now_ns,
+            phases=None,
+            warmup=warmup,
+            step_on=step_on,
+        )
+        if kernels:
+            self.start_kernels(kernel_backend)
+        self.store = self._new_store()
+        if step_on == "optimizer":
+            self._opt_hook = _hook_optimizer(self)
+
+    @classmethod
+    def assembled(
+        cls,
+        capture: "gpu.DeviceCapture",
+        spans,
+        ends,
+        phases: PhaseNames,
+        *,
+        warmup: int,
+        step_on: str,
+        created_ns: int,
+    ) -> "Recording":
+        """A Recording of parts made elsewhere (recording/replay.py: a recording carried to another
+        process): the capture, a span recorder (drain, open_phases, record), the step ends (len,
+        since, trim) and the phase names. Everything else is set up as for a new recording; nothing
+        native is loaded, and no optimizer is hooked."""
+        rec = cls.__new__(cls)
+        rec._assemble(capture, spans, ends, lambda: created_ns, phases=phases, warmup=warmup, step_on=step_on)
+        rec.store = rec._new_store()
+        return rec
+
+    def restore(self, *, backend: str, first_ns: int | None, settle_ns: int, upkeep_errors: int, notes: list[str]):
+        """What an assembled recording's own process knew of its run: the backend, the first batch
+        fetch's time, the time spent settling there, its upkeep errors and notes."""
+        self.backend, self._t_first, self.settle_ns = backend, first_ns, int(settle_ns)
+        self.upkeep_errors, self.notes = int(upkeep_errors), list(notes)
+
+    def _assemble(
+        self, capture: "gpu.DeviceCapture", spans, ends, clock, *, phases: PhaseNames | None, warmup: int, step_on: str
+    ) -> None:
+        self.gpu = capture  # the GPU side: events, CUPTI tracer, device following
+        self.device = capture.kind
+        self.warmup = int(warmup)
+        self._rec = spans
+        self.own = OwnWork(spans, clock)  # perfcore's own work: left out of every step
+        self.phases = phases or PhaseNames(
             {v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN},
             {v: k for k, v in BUILTIN.items()},
             FIRST_CUSTOM,
         )
-        self._boundaries = self._C.StepEnds()  # int64 ends; settled ones are let go
-        self._t_created = self._C.now_ns()
+        self._boundaries = ends
+        self._t_created = clock()
         self.settling = SettleSchedule(self._t_created)
         self._t_first: int | None = None
         self.backend = "events" if self.device == "cuda" else "host"
         self.notes: list[str] = []
         self.upkeep_errors = 0
         self.settle_ns = 0  # time spent settling inside the loop (the final settle runs after it; read-only)
-        if kernels:
-            self.start_kernels(kernel_backend)
-        # The settled steps and the kept detail (read by the document and the raw part; fed only from here).
-        self.store = StepStore(
+        self.step_on = step_on
+        self._fetches = 0
+        self._opt_hook = None
+        self._clock_opt: int | None = None
+
+    def _new_store(self) -> StepStore:
+        # The settled steps and the kept detail (read by the document and the raw part; fed only from
+        # here). Made once the tracer is known: with CUPTI, kernels label the GPU rather than events.
+        return StepStore(
             self.phases.labels,
             FIRST_CUSTOM,
             on_gpu=self.device == "cuda",
             use_kernels=self.gpu.tracer is not None,
             warmup=self.warmup,
         )
-        self.step_on = step_on
-        self._fetches = 0
-        self._opt_hook = None
-        self._clock_opt: int | None = None
-        if step_on == "optimizer":
-            self._opt_hook = _hook_optimizer(self)
 
     # -- phases -------------------------------------------------------------------------------
     def make_scope(self, name: str, phase_id: int, label: str):
@@ -341,6 +385,12 @@ class Recording:
     def steps(self) -> int:
         return len(self._boundaries)
 
+    @property
+    def started_ns(self) -> tuple[int | None, int]:
+        """(the first batch fetch's time, None before one; the recording's creation), ns: the first
+        step starts at the earlier of them (what a carried recording's assembled() and restore() take)."""
+        return self._t_first, int(self._t_created)
+
     # -- collection ---------------------------------------------------------------------------
     def follow_device(self) -> None:
         """Record phase events on the GPU that holds this process's tensors (see gpu.follow_device)."""
@@ -354,10 +404,10 @@ class Recording:
             self.backend = started
 
     def capture_stats(self) -> dict[str, Any]:  # run.json "capture": what the GPU capture recorded and lost
-        return gpu.capture_stats(self)
+        return self.gpu.capture_stats(self)
 
     def device_name(self) -> str:  # as run.json names it: "cpu", or the GPU's name
-        return gpu.device_name(self.device)
+        return self.gpu.device_name()
 
     def _drain(self, wait: bool) -> None:
         """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""
@@ -411,7 +461,9 @@ class Recording:
         """The run/1 document of the steps so far; settle=False: summary() just settled them."""
         if settle:
             self.summary()
-        return run_document(self, self._last_table, gpu.phase_cost(self, phase_cost_ns), top_kernels, evaluation_rows)
+        return run_document(
+            self, self._last_table, self.gpu.phase_cost(self, phase_cost_ns), top_kernels, evaluation_rows
+        )
 
     def close(self) -> None:
         """Stop CUPTI tracing if this recording started it, and the optimizer hook."""

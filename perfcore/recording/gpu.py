@@ -43,6 +43,16 @@ class DeviceCapture:
     def open(cls, device: str, stream: Any) -> "DeviceCapture":
         return cls(*open_device(device, stream))
 
+    # What the run document reads of the capture (a recording carried elsewhere answers from its facts).
+    def capture_stats(self, engine) -> dict[str, Any]:
+        return capture_stats(engine)
+
+    def device_name(self) -> str:
+        return device_name(self.kind)
+
+    def phase_cost(self, engine, cpu_cost: Callable[[], float]) -> float:
+        return phase_cost(engine, cpu_cost)
+
 
 def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:
     """(device "cuda"/"cpu", stream handle, native EventTimer or None, follow the work's GPU)."""

@@ -40,14 +40,14 @@ def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> N
 
 def finish_raw(part: Path) -> None:
     """raw.json + raw.npz -> run.json, steps.csv, trace.npz in the same folder (raises on a bad part)."""
-    from perfcore.recording.replay import Replayed
+    from perfcore.recording.replay import replayed
 
     doc = json.loads((part / RAW_JSON).read_text())
     if doc.get("schema") != RAW_SCHEMA:
         raise ValueError(f"{part / RAW_JSON}: schema {doc.get('schema')!r}, expected {RAW_SCHEMA!r}")
     with np.load(part / RAW_NPZ, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    engine = Replayed(doc["recording"], {k: v for k, v in arrays.items() if not k.startswith("x_")})
+    engine = replayed(doc["recording"], {k: v for k, v in arrays.items() if not k.startswith("x_")})
     write_steps(engine, doc["facts"], arrays["x_mem_at"], arrays["x_mem_bytes"], part)
     for name in (RAW_NPZ, RAW_JSON):
         (part / name).unlink()
