@@ -140,10 +140,10 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
 
 
 def test_settled_columns_span_blocks_and_fill_late_columns_with_zero(monkeypatch):
-    import perfcore.analysis.store as store_mod
-    from perfcore.analysis.store import Columns
+    import perfcore.analysis.spill as spill_mod
+    from perfcore.analysis.spill import Columns
 
-    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 7)
+    monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 7)
     c = Columns()
     c.append({"a": np.arange(5)}, 5)
     c.append({"a": np.arange(5, 20), "b": np.full(15, 3)}, 15)  # b first seen at row 5, crosses blocks
@@ -164,13 +164,13 @@ def test_settled_columns_span_blocks_and_fill_late_columns_with_zero(monkeypatch
 def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(monkeypatch):
     import tempfile
 
-    import perfcore.analysis.store as store_mod
-    from perfcore.analysis.store import Columns
+    import perfcore.analysis.spill as spill_mod
+    from perfcore.analysis.spill import Columns
 
     def full_disk(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 4)
+    monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 4)
     monkeypatch.setattr(tempfile, "TemporaryFile", full_disk)
     c = Columns()
     c.append({"a": np.arange(10)}, 10)
@@ -180,10 +180,10 @@ def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(mo
 
 
 def test_memory_samples_go_to_the_file_in_blocks(monkeypatch):
-    import perfcore.analysis.store as store_mod
+    import perfcore.analysis.spill as spill_mod
     from perfcore.run.child.memory import MemorySamples
 
-    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 256)
+    monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 256)
     m = MemorySamples()
     for k in range(3000):
         m.add(k, 1000 + k)
@@ -195,9 +195,9 @@ def test_memory_samples_go_to_the_file_in_blocks(monkeypatch):
 
 
 def test_a_long_run_holds_a_bounded_number_of_rows_and_step_ends_in_memory(monkeypatch):
-    import perfcore.analysis.store as store_mod
+    import perfcore.analysis.spill as spill_mod
 
-    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 512)
+    monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 512)
     monkeypatch.setattr(settling, "COMPACT_MIN_S", 0.0)
     monkeypatch.setattr(settling, "FIRST_COMPACT_S", 0.0)
     timer = perfcore.StepTimer(device="cpu", warmup=2)
