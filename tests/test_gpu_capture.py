@@ -98,7 +98,7 @@ class _Tracer:
 
 
 def _engine(stats):
-    from perfcore.recording.gpu import DeviceCapture
+    from perfcore.recording.device_capture import DeviceCapture
 
     class E:
         backend = "native-cupti"
@@ -158,7 +158,7 @@ def test_a_named_device_makes_its_events_there(monkeypatch):
 
 # -- torch.profiler ------------------------------------------------------------------------------
 def _cuda_engine():
-    from perfcore.recording.gpu import DeviceCapture
+    from perfcore.recording.device_capture import DeviceCapture
 
     class E:
         device = "cuda"

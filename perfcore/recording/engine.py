@@ -20,9 +20,9 @@ from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore._native import native
 from perfcore.analysis.store import StepStore
-from perfcore.capture.activity import device_tables
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu
+from perfcore.recording.device_capture import DeviceCapture
 from perfcore.recording.document import run_document
 from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
@@ -152,7 +152,7 @@ class Recording:
             raise UsageError(f"step_on must be one of {', '.join(STEP_ON)}, got {step_on!r}")
         self._C = native()
         self._assemble(
-            gpu.DeviceCapture.open(device, stream),
+            DeviceCapture.open(device, stream),
             self._C.SpanRecorder(),
             self._C.StepEnds(),  # int64 ends; settled ones are let go
             self._C.now_ns,
@@ -169,7 +169,7 @@ class Recording:
     @classmethod
     def assembled(
         cls,
-        capture: "gpu.DeviceCapture",
+        capture: DeviceCapture,
         spans,
         ends,
         phases: PhaseNames,
@@ -194,7 +194,7 @@ class Recording:
         self.upkeep_errors, self.notes = int(upkeep_errors), list(notes)
 
     def _assemble(
-        self, capture: "gpu.DeviceCapture", spans, ends, clock, *, phases: PhaseNames | None, warmup: int, step_on: str
+        self, capture: DeviceCapture, spans, ends, clock, *, phases: PhaseNames | None, warmup: int, step_on: str
     ) -> None:
         self.gpu = capture  # the GPU side: events, CUPTI tracer, device following
         self.device = capture.kind
@@ -413,30 +413,11 @@ class Recording:
         """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""
         part = self._rec.drain()
         self.store.add("spans", pd.DataFrame(part))
-        if self.gpu.events is not None:
-            ev = self.gpu.events.resolve(wait)
-            self.store.add(
-                "events",
-                pd.DataFrame(
-                    {
-                        "phase_id": ev["phase_id"],
-                        "step": ev["step"],
-                        "start_ns": ev["gpu_start_ns"],
-                        "end_ns": ev["gpu_end_ns"],
-                    }
-                ),
-            )
-        if self.gpu.tracer is not None:
-            self.add_activity(self.gpu.tracer.take(), part)
+        self.gpu.drain(self.store, part, wait)
 
     def add_activity(self, frames: dict[str, pd.DataFrame], spans: dict | None = None) -> None:
-        """CUPTI's kernel, copy and launch frames into the store's pending tables. Each kernel's phase:
-        the external id its launch carried, else the phase open when it was launched (work from
-        autograd's threads); entries outlive first use (graph launches)."""
-        launches = self.gpu.launches
-        launches.add(frames, pd.DataFrame(spans) if spans is not None else None)
-        for table, df in device_tables(frames, launches).items():
-            self.store.add(table, df)
+        """CUPTI's kernel, copy and launch frames into the store (DeviceCapture.add_activity)."""
+        self.gpu.add_activity(self.store, frames, spans)
 
     def _compact(self, final: bool) -> None:
         self._drain(wait=final or self.device == "cuda")

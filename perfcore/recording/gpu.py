@@ -1,5 +1,6 @@
-"""The GPU side of a Recording: which device and stream its events time, following the GPU the work
-is on, starting CUPTI (native, else cupti-python, else CUDA events), and what the capture lost."""
+"""The GPU side of a Recording (its DeviceCapture, engine.gpu): which device and stream its events time,
+following the GPU the work is on, starting CUPTI (native, else cupti-python, else CUDA events),
+handing it over, and what the capture lost. Functions of the engine's public interface."""
 
 from __future__ import annotations
 
@@ -10,48 +11,9 @@ import weakref
 from typing import Any, Callable
 
 from perfcore._native import capabilities, native
-from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import DeviceUnavailable, PerfcoreError, UsageError
 
 KERNEL_BACKENDS = ("auto", "native", "cupti-python")
-
-
-class DeviceCapture:
-    """What a Recording records the GPU with, owned here: the device kind, the stream and CUDA event
-    timer of GPU-label phases, whether the events follow the GPU the work is on, the CUPTI tracer
-    (None when kernels are not traced, or were handed over), the kernel-to-phase map, and what the
-    capture noted on the way. The Recording reads it; the functions below change it."""
-
-    def __init__(
-        self,
-        kind: str,
-        stream: Any = 0,
-        events: Any = None,
-        follow: bool = False,
-        now_ns: Callable[[], int] | None = None,
-    ):
-        self.kind, self.stream, self.events, self.follow = kind, stream, events, follow
-        self.now_ns = now_ns  # the clock a hand-over is stamped with (None: perfcore's, read when needed)
-        self.tracer = None
-        self.launches = LaunchPhases()  # CUPTI correlation id -> launching phase, kept across drains
-        self.handed_over: dict[str, Any] | None = None  # CUPTI given up mid-run: to whom, at which step
-        self.kineto: dict[str, Any] | None = None  # torch.profiler's hold on CUPTI when kernels were asked for
-        self.note: str | None = None  # kernels asked for and not traced: what was used instead, and why
-        self.events_pair_ns: float | None = None  # one event pair's host cost, measured once
-
-    @classmethod
-    def open(cls, device: str, stream: Any) -> "DeviceCapture":
-        return cls(*open_device(device, stream))
-
-    # What the run document reads of the capture (a recording carried elsewhere answers from its facts).
-    def capture_stats(self, engine) -> dict[str, Any]:
-        return capture_stats(engine)
-
-    def device_name(self) -> str:
-        return device_name(self.kind)
-
-    def phase_cost(self, engine, cpu_cost: Callable[[], float]) -> float:
-        return phase_cost(engine, cpu_cost)
 
 
 def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
-from perfcore.recording.gpu import DeviceCapture
+from perfcore.recording.device_capture import DeviceCapture
 from perfcore.recording.phase_names import PhaseNames
 
 __all__ = ["can_carry", "export", "replayed"]
