@@ -38,8 +38,8 @@ def test_second_tracer_and_missing_cupti_python_fall_back_to_events(monkeypatch)
     monkeypatch.setattr(cp, "CuptiPythonTracer", type("P", (_Refuses,), {"name": "cupti-python", "__init__":
                                                                          lambda self: _Refuses.__init__(self, missing)}))
     t = _cuda_timer_without_gpu(monkeypatch)
-    t.engine._start_kernels("auto")  # must not raise
-    assert t.engine._tracer is None and t.backend == "host"
+    t.engine.start_kernels("auto")  # must not raise
+    assert t.engine.tracer is None and t.backend == "host"
     (note,) = t.notes
     assert "already running" in note and "cupti-python package" in note and "CUDA events" in note
 
@@ -59,7 +59,7 @@ def test_auto_uses_cupti_python_when_native_cannot_start(monkeypatch):
         "name": "native-cupti", "__init__": lambda self: _Refuses.__init__(self, CuptiError("held by nsys", 1))}))
     monkeypatch.setattr(cp, "CuptiPythonTracer", Works)
     t = _cuda_timer_without_gpu(monkeypatch)
-    t.engine._start_kernels("auto")
+    t.engine.start_kernels("auto")
     assert t.backend == "cupti-python" and "using cupti-python" in t.notes[0]
 
 
@@ -115,9 +115,9 @@ def test_events_follow_the_gpu_that_holds_the_work(monkeypatch):
     # model.to(rank) without torch.cuda.set_device: current device 0, every tensor on GPU 2.
     _fake_gpus(monkeypatch, [0, 0, 4096, 0])
     t = timing.StepTimer(device="cpu", warmup=0)
-    t.engine._follow, t.engine._events = True, _Events(0)
+    t.engine.gpu.follow, t.engine.gpu.events = True, _Events(0)
     t.engine.follow_device()
-    assert t.engine._events.device == 2 and any("GPU 2" in n for n in t.notes)
+    assert t.engine.gpu.events.device == 2 and any("GPU 2" in n for n in t.notes)
     t.engine.follow_device()  # already there: nothing more to say
     assert len([n for n in t.notes if "GPU 2" in n]) == 1
 
@@ -125,17 +125,17 @@ def test_events_follow_the_gpu_that_holds_the_work(monkeypatch):
 def test_follow_waits_while_a_phase_is_open_and_keeps_the_current_device_on_ties(monkeypatch):
     _fake_gpus(monkeypatch, [0, 4096])
     t = timing.StepTimer(device="cpu", warmup=0)
-    t.engine._follow, t.engine._events = True, _Events(0, busy=True)
+    t.engine.gpu.follow, t.engine.gpu.events = True, _Events(0, busy=True)
     t.engine.follow_device()
-    assert t.engine._events.device == 0 and not t.notes  # retried at the next check
+    assert t.engine.gpu.events.device == 0 and not t.notes  # retried at the next check
     _fake_gpus(monkeypatch, [4096, 4096], current=0)
-    t.engine._events.busy = False
+    t.engine.gpu.events.busy = False
     t.engine.follow_device()
-    assert t.engine._events.device == 0
+    assert t.engine.gpu.events.device == 0
 
 
 def test_follow_is_off_when_the_device_was_named():
     t = timing.StepTimer(device="cpu", warmup=0)
-    t.engine._events = _Events(0)
-    t.engine.follow_device()  # _follow is False: a CPU timer, or cuda:N / an explicit stream
-    assert t.engine._events.device == 0
+    t.engine.gpu.events = _Events(0)
+    t.engine.follow_device()  # follow is False: a CPU timer, or cuda:N / an explicit stream
+    assert t.engine.gpu.events.device == 0

@@ -115,7 +115,7 @@ def test_second_kernels_timer_falls_back_instead_of_raising():
         assert first.backend == "native-cupti" and second.backend == "events"
         assert any("already running" in n for n in second.notes)
         second.close()  # must not stop the first timer's tracing
-        assert first.engine._tracer.active
+        assert first.engine.tracer.active
 
 
 def test_kernel_time_matches_cuda_events_within_1_percent():

@@ -98,17 +98,16 @@ class _Tracer:
 
 
 def _engine(stats):
-    from perfcore.capture.launches import LaunchPhases
+    from perfcore.recording.device_capture import DeviceCapture
 
     class E:
         backend = "native-cupti"
-        _tracer = _Tracer(stats)
-        _launches = LaunchPhases()
-        _events = None
-        _C = object()
         upkeep_errors = 0
         notes: list = []
-    return E()
+    e = E()
+    e.gpu = DeviceCapture("cuda")
+    e.gpu.tracer = _Tracer(stats)
+    return e
 
 
 def test_run_json_capture_reports_every_loss_by_cause():
@@ -159,17 +158,15 @@ def test_a_named_device_makes_its_events_there(monkeypatch):
 
 # -- torch.profiler ------------------------------------------------------------------------------
 def _cuda_engine():
-    from perfcore.capture.launches import LaunchPhases
+    from perfcore.recording.device_capture import DeviceCapture
 
     class E:
         device = "cuda"
         backend = "events"
-        _tracer = None
-        _events = None
-        _launches = LaunchPhases()
         notes: list = []
     e = E()
     e.notes = []
+    e.gpu = DeviceCapture("cuda")
     return e
 
 
@@ -185,9 +182,9 @@ def test_kernels_are_declined_while_torch_profiler_records():
     with profile(activities=[ProfilerActivity.CPU]):
         assert kineto_state()["active"]
         start_kernels(e)
-    assert e._tracer is None and e.backend == "events"
+    assert e.gpu.tracer is None and e.backend == "events"
     assert len(e.notes) == 1 and "declined" in e.notes[0] and "torch.profiler is recording" in e.notes[0]
-    assert e.kineto["active"]
+    assert e.gpu.kineto["active"]
 
 
 def test_a_profiler_recording_on_another_thread_is_seen():
@@ -235,7 +232,7 @@ def test_after_torch_profiler_ran_the_advice_is_to_restart():
     assert kineto_state()["used"] and not kineto_state()["active"]
     e = _cuda_engine()
     start_kernels(e)  # no GPU here: CUPTI cannot start, as when kineto holds it
-    assert e._tracer is None
+    assert e.gpu.tracer is None
     assert "restart the kernel" in e.notes[-1] and "stop it" not in e.notes[-1]
 
 
@@ -369,7 +366,7 @@ def test_a_phase_that_switched_streams_inside_is_said(monkeypatch):
             return {"syncs": 1, "max_abs_drift_ns": 0, "uncertainty_ns": 0}
 
     e = _cuda_engine()
-    e._events, e._C, e.upkeep_errors = Ev(), object(), 0
+    e.gpu.events, e.upkeep_errors = Ev(), 0
     cap = capture_stats(e)
     assert cap["phases_switched_stream_inside"] == 3 and cap["phases_on_current_stream"] == 10
     assert any("3 GPU phase(s) moved their work to another stream" in n for n in e.notes)
@@ -466,19 +463,19 @@ def test_torch_profiler_starting_mid_run_gets_cupti_and_the_run_says_so(monkeypa
 
     monkeypatch.setattr(nc, "CuptiTracer", _HeldTracer)
     e = _cuda_engine()
-    e._boundaries = [1, 2, 3]  # three steps ended
-    e._C = type("C", (), {"now_ns": staticmethod(lambda: 12345)})
+    e.steps = 3  # three steps ended
+    e.gpu.now_ns = lambda: 12345
     e.store = StepStore({}, 16, on_gpu=True, use_kernels=True, warmup=0)
     e.upkeep_errors = 0
     added = []
-    e._add_activity = added.append
+    e.add_activity = added.append
     monkeypatch.setattr(g, "trust_graph_ids", lambda engine: None)
     g.start_kernels(e, "native")
-    tracer = e._tracer
+    tracer = e.gpu.tracer
     assert isinstance(tracer, _HeldTracer)
     with profile(activities=[ProfilerActivity.CPU]):
         pass
-    assert tracer.handed == 1 and e._tracer is None and added == [{}]
+    assert tracer.handed == 1 and e.gpu.tracer is None and added == [{}]
     assert e.store.events_from_ns == 12345
     assert "until step 3, then from CUDA events: torch.profiler started" in e.notes[-1]
     assert "until step 3" in capsys.readouterr().err
@@ -541,13 +538,13 @@ def test_a_tracer_filling_faster_than_settles_is_taken_by_volume():
 
     t = perfcore.StepTimer(device="cpu", warmup=0)
     tr = FillingTracer()
-    t.engine._tracer = tr
+    t.engine.gpu.tracer = tr
     for _ in range(2000):
         with t.compute():
             tr.fill()
         t.step()
     assert tr.takes >= 4 and tr.most < 0.5, (tr.takes, tr.most)  # never near the cap (1.0)
-    t.engine._tracer = None
+    t.engine.gpu.tracer = None
     t.close()
 
 

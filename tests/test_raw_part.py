@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from perfcore.recording.engine import Recording
-from perfcore.recording.replay import Replayed, can_carry, export
+from perfcore.recording.replay import can_carry, export, replayed
 from perfcore.run.part_files import write_raw, write_steps
 from perfcore.run.protocol import RAW_JSON
 
@@ -65,7 +65,7 @@ def test_the_parent_writes_what_the_process_would_have(tmp_path):
     (tmp_path / "own").mkdir()
     (tmp_path / "carried").mkdir()
     write_steps(rec, facts, mem_at, mem, tmp_path / "own")
-    write_steps(Replayed(meta, arrays), facts, mem_at, mem, tmp_path / "carried")
+    write_steps(replayed(meta, arrays), facts, mem_at, mem, tmp_path / "carried")
     own, carried = _written(tmp_path / "own"), _written(tmp_path / "carried")
     assert own[0]["steps"] == 9 and own[0]["evaluation"]["rows"] == [7]
     assert "augment_ms" in own[1].decode().splitlines()[0]
@@ -99,7 +99,7 @@ def test_events_carried_to_the_parent_label_the_gpu_time(tmp_path):
             "labels": {"0": "load", "1": "transfer", "2": "compute", "3": "comm"}, "shared_phase_ids": [],
             "t_first": int(t0), "t_created": int(t0), "settle_ns": 0, "upkeep_errors": 0, "notes": [],
             "capture": {"backend": "events", "event_clock_syncs": 3}, "phase_cost_ns": 150.0}
-    rec = Replayed(meta, arrays)
+    rec = replayed(meta, arrays)
     write_steps(rec, _facts(int(t0) - MS), [], [], tmp_path)
     doc = json.loads((tmp_path / "run.json").read_text())
     assert doc["device"] == "NVIDIA T4" and doc["capture"]["event_clock_syncs"] == 3

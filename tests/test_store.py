@@ -116,7 +116,7 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
     timer = perfcore.StepTimer(device="cpu", warmup=0)
     fwd = timer.phase("forward", label="compute")
     bwd = timer.phase("backward", label="compute")
-    t0 = timer.engine._t_created
+    t0 = timer.engine.started_ns[1]
     buf = C._FakeActivityBuffer()
     # CUPTI writes an external-correlation record before each API record made while a phase's id
     # is pushed; the kernels come later, in their own buffers.
@@ -127,12 +127,12 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
     buf.add_kernel(t0 + 500, t0 + 900, 0, 7, 2, "bwd_kernel", 1, 1)    # step 0, backward: 400 ns
     buf.add_kernel(t0 + 1100, t0 + 1150, 0, 7, 3, "bwd_kernel", 1, 1)  # step 1, backward: 50 ns
     buf.add_kernel(t0 + 1200, t0 + 1300, 0, 7, 99, "untagged", 1, 1)   # launched outside any phase
-    timer.engine._add_activity(activity_frames(buf.decode()))
+    timer.engine.add_activity(activity_frames(buf.decode()))
     # A later drain brings another kernel of launch 3 (a graph launch's nodes share its id): the
     # mapping was kept, not used up by the first kernel.
     later = C._FakeActivityBuffer()
     later.add_kernel(t0 + 1400, t0 + 1450, 0, 7, 3, "bwd_kernel", 1, 1)  # step 1, backward: 50 ns more
-    timer.engine._add_activity(activity_frames(later.decode()))
+    timer.engine.add_activity(activity_frames(later.decode()))
     timer.engine.set_boundaries([t0 + 1000, t0 + 2000])
     df = timer.summary()
     assert list(df["forward_gpu_ms"] * 1e6) == [300, 0]
@@ -140,10 +140,10 @@ def test_kernels_are_split_by_the_phase_that_launched_them(C):
 
 
 def test_settled_columns_span_blocks_and_fill_late_columns_with_zero(monkeypatch):
-    import perfcore.analysis.store as store_mod
-    from perfcore.analysis.store import Columns
+    import perfcore.analysis.spill as spill_mod
+    from perfcore.analysis.spill import Columns
 
-    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 7)
+    monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 7)
     c = Columns()
     c.append({"a": np.arange(5)}, 5)
     c.append({"a": np.arange(5, 20), "b": np.full(15, 3)}, 15)  # b first seen at row 5, crosses blocks
@@ -164,13 +164,13 @@ def test_settled_columns_span_blocks_and_fill_late_columns_with_zero(monkeypatch
 def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(monkeypatch):
     import tempfile
 
-    import perfcore.analysis.store as store_mod
-    from perfcore.analysis.store import Columns
+    import perfcore.analysis.spill as spill_mod
+    from perfcore.analysis.spill import Columns
 
     def full_disk(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 4)
+    monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 4)
     monkeypatch.setattr(tempfile, "TemporaryFile", full_disk)
     c = Columns()
     c.append({"a": np.arange(10)}, 10)
@@ -180,10 +180,10 @@ def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(mo
 
 
 def test_memory_samples_go_to_the_file_in_blocks(monkeypatch):
-    import perfcore.analysis.store as store_mod
+    import perfcore.analysis.spill as spill_mod
     from perfcore.run.child.memory import MemorySamples
 
-    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 256)
+    monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 256)
     m = MemorySamples()
     for k in range(3000):
         m.add(k, 1000 + k)
@@ -195,9 +195,9 @@ def test_memory_samples_go_to_the_file_in_blocks(monkeypatch):
 
 
 def test_a_long_run_holds_a_bounded_number_of_rows_and_step_ends_in_memory(monkeypatch):
-    import perfcore.analysis.store as store_mod
+    import perfcore.analysis.spill as spill_mod
 
-    monkeypatch.setattr(store_mod, "BLOCK_ROWS", 512)
+    monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 512)
     monkeypatch.setattr(settling, "COMPACT_MIN_S", 0.0)
     monkeypatch.setattr(settling, "FIRST_COMPACT_S", 0.0)
     timer = perfcore.StepTimer(device="cpu", warmup=2)

@@ -70,7 +70,7 @@ def test_labels_within_3_percent_of_the_truth(measured):
 
 def test_five_labels_sum_to_wall_exactly(measured):
     timer, df = measured
-    ns = timer.engine._last_table
+    ns = timer.engine.step_table()
     total = sum(ns[f"{lb}_ns"] for lb in LABELS)
     assert (total == ns["wall_ns"]).all()
     assert np.allclose(df[[f"{lb}_ms" for lb in LABELS]].sum(axis=1), df["wall_ms"], rtol=0, atol=1e-9)

@@ -5,12 +5,11 @@ steps are settled. Settling (every 1024 steps at most, in passes of SETTLE_SLICE
 into one row per step (the one definition, in attribution.step_table) and into aggregates (kernel
 time by name, copies by direction); full detail is kept for the steps analysis.detail chooses (every
 step up to a cap, then a window), which is what a trace needs. The rows
-themselves go to a temporary file block by block. So memory is flat however long the run.
+themselves go to a temporary file block by block (analysis.spill). So memory is flat however long the run.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -18,10 +17,11 @@ import numpy as np
 from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore.analysis.detail import DetailSteps
+from perfcore.analysis.spill import Columns
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["StepStore", "Columns", "EMPTY"]
+__all__ = ["StepStore", "EMPTY"]
 
 EMPTY = {
     "spans": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64, "thread_id": np.int64},
@@ -69,88 +69,9 @@ def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
-BLOCK_ROWS = 16384  # rows per block of a settled column (128 KiB of int64)
 SETTLE_SLICE = 4096  # steps attributed per pass: the passes' temporaries, not the run's length, set the peak
 # The columns every settled step keeps (host is derived: wall less the other four, exactly; wall excludes perfcore_ns).
 ROW_COLUMNS = ("start_ns", "wall_ns", "load_ns", "transfer_ns", "compute_ns", "comm_ns", "perfcore_ns")
-
-
-class Columns:
-    """Settled per-step columns of int64. The newest rows sit in one block per column; each full
-    block goes to an anonymous temporary file (the OS removes it when the process ends), so memory
-    holds one block per column however many steps are settled, and reading a column back (at the
-    end, or a checkpoint's new rows) costs a read of its blocks. Where no temporary file can be
-    made or written (no writable temp dir, a full disk) the blocks stay in memory instead. A column
-    first seen late (a custom phase used from step 5000 on) reads 0 for the earlier rows."""
-
-    def __init__(self) -> None:
-        self.tail: dict[str, np.ndarray] = {}  # name -> the block being filled
-        self.spilled: dict[str, dict[int, int | np.ndarray]] = {}  # name -> block -> file offset, or the block
-        self.n = 0
-        self._file = None
-        self._end = 0  # bytes written to the file
-        self.spill_error: str | None = None
-
-    @property
-    def names(self) -> list[str]:
-        return list(self.tail)
-
-    def append(self, values: dict[str, np.ndarray], k: int) -> None:
-        for name in values:
-            if name not in self.tail:
-                self.tail[name] = np.zeros(BLOCK_ROWS, dtype=np.int64)
-                self.spilled[name] = {}
-        i = 0
-        while i < k:
-            b, off = divmod(self.n, BLOCK_ROWS)
-            take = min(k - i, BLOCK_ROWS - off)
-            for name, block in self.tail.items():
-                v = values.get(name)
-                block[off : off + take] = v[i : i + take] if v is not None else 0
-            self.n, i = self.n + take, i + take
-            if off + take == BLOCK_ROWS:
-                for name, block in self.tail.items():
-                    self.spilled[name][b] = self._spill(block)
-                    self.tail[name] = np.zeros(BLOCK_ROWS, dtype=np.int64)
-
-    def _spill(self, block: np.ndarray) -> int | np.ndarray:
-        if self.spill_error is None:
-            try:
-                if self._file is None:
-                    import tempfile
-
-                    self._file = tempfile.TemporaryFile(prefix="perfcore-steps-")
-                # Positional writes: a forked child sharing the descriptor moves no offset of ours.
-                if os.pwrite(self._file.fileno(), block, self._end) != block.nbytes:
-                    raise OSError("short write")
-                at, self._end = self._end, self._end + block.nbytes
-                return at
-            except OSError as e:
-                self.spill_error = f"{type(e).__name__}: {e}"
-        return block.copy()
-
-    def _block(self, name: str, b: int) -> np.ndarray:
-        where = self.spilled.get(name, {}).get(b)
-        if where is None:  # the column did not exist yet
-            return np.zeros(BLOCK_ROWS, dtype=np.int64)
-        if isinstance(where, np.ndarray):
-            return where
-        raw = os.pread(self._file.fileno(), BLOCK_ROWS * 8, where)
-        return np.frombuffer(raw, dtype=np.int64)
-
-    def column(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Rows [start, stop) of a column (stop: n by default; zeros for a column never seen)."""
-        stop = self.n if stop is None else min(max(stop, 0), self.n)
-        start = min(max(start, 0), stop)
-        first, last = start // BLOCK_ROWS, self.n // BLOCK_ROWS
-        tail = self.tail.get(name)
-        parts = [self._block(name, b) for b in range(first, min(last, (stop - 1) // BLOCK_ROWS + 1))]
-        if stop > last * BLOCK_ROWS:
-            parts.append(tail if tail is not None else np.zeros(BLOCK_ROWS, dtype=np.int64))
-        if not parts:
-            return np.zeros(0, dtype=np.int64)
-        lo = start - first * BLOCK_ROWS
-        return np.concatenate(parts)[lo : lo + stop - start]  # concatenate has copied: nothing shared
 
 
 def _union_shared(spans: pd.DataFrame, shared: set[int]) -> pd.DataFrame:

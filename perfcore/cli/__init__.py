@@ -1,5 +1,6 @@
-"""The perfcore command line: each command parses, calls one function, renders. The group, the checked
-values and the options every command shares live in `shared`; the commands, by what they do, in
+"""The perfcore command line: each command parses, calls one function, renders. The group lives in
+`group`, the checked values in `types`, where results go in `output`, and the options every command
+shares in `shared` (which re-exports the other three); the commands, by what they do, in
 `measure`, `triage`, `gpu` and `folders`, each imported only when its command is used, so
 `perfcore --help` stays instant and never imports torch."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from perfcore.cli.shared import PerfcoreGroup
+from perfcore.cli.group import PerfcoreGroup
 
 __all__ = ["main", "cli"]
 

@@ -36,9 +36,17 @@ def run_document(
     """The perfcore.run/1 document of `full` (the settled ns table); per_phase: one phase's host cost;
     evaluation_rows: rows the summary sets apart as evaluation passes."""
     store = engine.store
+    n_rows = len(full)
+    # The summary reads only these columns, and it selects rows (training, measured, warm-up) as
+    # whole-frame copies: given every custom phase's ns and ms columns too, that was three copies of
+    # a 24-column table at the end of a long run (1M steps: ~640 MB in the training process).
+    own_ns = full["perfcore_ns"].to_numpy() if "perfcore_ns" in full else None
+    warm = full["warmup"].to_numpy(dtype=bool)
+    wall_ns = full["wall_ns"].to_numpy()
+    full = full[summary_columns(full)]
     if evaluation_rows:
         full = full.assign(evaluation=False)
-        full.loc[[r for r in evaluation_rows if r < len(full)], "evaluation"] = True
+        full.loc[[r for r in evaluation_rows if r < n_rows], "evaluation"] = True
     evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
     kernels, memcpy, categories = [], {}, {}
     if engine.kernels_traced:
@@ -46,16 +54,15 @@ def run_document(
         categories = store.kernel_categories()
         memcpy = store.memcpy_summary()
         h2d = memcpy.get("by_direction", {}).get("h2d", {})
-        evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / max(1, len(full))
-        evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / max(1, len(full))
-    measured = full[~full["warmup"]]
-    phases_per_step = store.span_count / max(1, len(full))
-    mean_wall_ns = float(measured["wall_ns"].mean()) if len(measured) else 0.0
-    settle_ms = engine.settle_ns / max(1, len(full)) / 1e6
+        evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / max(1, n_rows)
+        evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / max(1, n_rows)
+    phases_per_step = store.span_count / max(1, n_rows)
+    mean_wall_ns = float(wall_ns[~warm].mean()) if (~warm).any() else 0.0
+    settle_ms = engine.settle_ns / max(1, n_rows) / 1e6
     # perfcore's own work inside the loop (settling, progress, checkpoints), measured and left out of
     # the steps' wall time: the user's script paid it, the rows do not show it.
-    own_ms = float(full["perfcore_ns"].sum()) / 1e6 if "perfcore_ns" in full else 0.0
-    own_per_step = own_ms / max(1, len(full))
+    own_ms = float(own_ns.sum()) / 1e6 if own_ns is not None else 0.0
+    own_per_step = own_ms / max(1, n_rows)
     overhead_ms = phases_per_step * per_phase / 1e6 + own_per_step
     overhead = {
         "per_phase_ns": per_phase,
@@ -98,6 +105,14 @@ def run_document(
         doc["notes"] = list(dict.fromkeys(engine.notes))
     doc["step_source"] = "timer.step()" if engine.step_on == "step" else engine.step_on
     return doc
+
+
+def summary_columns(full: pd.DataFrame) -> list[str]:
+    """The columns attribution.summarize reads: the step, its flags, and wall and the five labels in
+    ns and ms (the custom phases' columns are the steps table's, not the summary's)."""
+    wanted = ["step", "warmup", "evaluation", "wall_ns", "wall_ms"]
+    wanted += [f"{lb}_{u}" for lb in attribution.LABELS for u in ("ns", "ms")]
+    return [c for c in wanted if c in full]
 
 
 def with_columns(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:

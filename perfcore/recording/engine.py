@@ -20,10 +20,9 @@ from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore._native import native
 from perfcore.analysis.store import StepStore
-from perfcore.capture.activity import device_tables
-from perfcore.capture.launches import LaunchPhases
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu
+from perfcore.recording.device_capture import DeviceCapture
 from perfcore.recording.document import run_document
 from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
@@ -151,51 +150,93 @@ class Recording:
             raise UsageError(f"warmup must be >= 0, got {warmup}")
         if step_on not in STEP_ON:
             raise UsageError(f"step_on must be one of {', '.join(STEP_ON)}, got {step_on!r}")
-        self.device, self._stream, self._events, self._follow = gpu.open_device(device, stream)
-        self.warmup = int(warmup)
         self._C = native()
-        self._rec = self._C.SpanRecorder()
-        self.own = OwnWork(self._rec, self._C.now_ns)  # perfcore's own work: left out of every step
-        self.phases = PhaseNames(
+        self._assemble(
+            DeviceCapture.open(device, stream),
+            self._C.SpanRecorder(),
+            self._C.StepEnds(),  # int64 ends; settled ones are let go
+            self._C.now_ns,
+            phases=None,
+            warmup=warmup,
+            step_on=step_on,
+        )
+        if kernels:
+            self.start_kernels(kernel_backend)
+        self.store = self._new_store()
+        if step_on == "optimizer":
+            self._opt_hook = _hook_optimizer(self)
+
+    @classmethod
+    def assembled(
+        cls,
+        capture: DeviceCapture,
+        spans,
+        ends,
+        phases: PhaseNames,
+        *,
+        warmup: int,
+        step_on: str,
+        created_ns: int,
+    ) -> "Recording":
+        """A Recording of parts made elsewhere (recording/replay.py: a recording carried to another
+        process): the capture, a span recorder (drain, open_phases, record), the step ends (len,
+        since, trim) and the phase names. Everything else is set up as for a new recording; nothing
+        native is loaded, and no optimizer is hooked."""
+        rec = cls.__new__(cls)
+        rec._assemble(capture, spans, ends, lambda: created_ns, phases=phases, warmup=warmup, step_on=step_on)
+        rec.store = rec._new_store()
+        return rec
+
+    def restore(self, *, backend: str, first_ns: int | None, settle_ns: int, upkeep_errors: int, notes: list[str]):
+        """What an assembled recording's own process knew of its run: the backend, the first batch
+        fetch's time, the time spent settling there, its upkeep errors and notes."""
+        self.backend, self._t_first, self.settle_ns = backend, first_ns, int(settle_ns)
+        self.upkeep_errors, self.notes = int(upkeep_errors), list(notes)
+
+    def _assemble(
+        self, capture: DeviceCapture, spans, ends, clock, *, phases: PhaseNames | None, warmup: int, step_on: str
+    ) -> None:
+        self.gpu = capture  # the GPU side: events, CUPTI tracer, device following
+        self.device = capture.kind
+        self.warmup = int(warmup)
+        self._rec = spans
+        self.own = OwnWork(spans, clock)  # perfcore's own work: left out of every step
+        self.phases = phases or PhaseNames(
             {v: k for k, v in BUILTIN.items()} | {attribution.OWN_PHASE_ID: attribution.OWN},
             {v: k for k, v in BUILTIN.items()},
             FIRST_CUSTOM,
         )
-        self._boundaries = self._C.StepEnds()  # int64 ends; settled ones are let go
-        self._t_created = self._C.now_ns()
+        self._boundaries = ends
+        self._t_created = clock()
         self.settling = SettleSchedule(self._t_created)
         self._t_first: int | None = None
         self.backend = "events" if self.device == "cuda" else "host"
         self.notes: list[str] = []
-        self._tracer = None
-        self._launches = LaunchPhases()  # CUPTI correlation id -> launching phase, kept across drains
         self.upkeep_errors = 0
         self.settle_ns = 0  # time spent settling inside the loop (the final settle runs after it; read-only)
-        if kernels:
-            self._start_kernels(kernel_backend)
-        # The settled steps and the kept detail (read by the document and the raw part; fed only from here).
-        self.store = StepStore(
-            self.phases.labels,
-            FIRST_CUSTOM,
-            on_gpu=self.device == "cuda",
-            use_kernels=self._tracer is not None,
-            warmup=self.warmup,
-        )
         self.step_on = step_on
         self._fetches = 0
         self._opt_hook = None
         self._clock_opt: int | None = None
-        if step_on == "optimizer":
-            self._opt_hook = _hook_optimizer(self)
+
+    def _new_store(self) -> StepStore:
+        # The settled steps and the kept detail (read by the document and the raw part; fed only from
+        # here). Made once the tracer is known: with CUPTI, kernels label the GPU rather than events.
+        return StepStore(
+            self.phases.labels,
+            FIRST_CUSTOM,
+            on_gpu=self.device == "cuda",
+            use_kernels=self.gpu.tracer is not None,
+            warmup=self.warmup,
+        )
 
     # -- phases -------------------------------------------------------------------------------
     def make_scope(self, name: str, phase_id: int, label: str):
         """The native scope of one phase: entering and leaving it is one C call each."""
-        events = self._events if (self._events is not None and label in GPU_LABELS) else None
-        tag = self._tracer is not None and label in GPU_LABELS
-        return self.phases.add(
-            name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, self._stream, tag)
-        )
+        cap = self.gpu
+        events = cap.events if (cap.events is not None and label in GPU_LABELS) else None
+        tag = cap.tracer is not None and label in GPU_LABELS
+        return self.phases.add(name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, cap.stream, tag))
 
     def phase(self, name: str, label: str = "host"):
         """The scope of phase `name`, declared on first use with its label."""
@@ -228,7 +269,7 @@ class Recording:
         n = len(self._boundaries)
         if n % COMPACT_EVERY == 0 or gpu.volume_due(self, n):
             self.upkeep(n)
-        elif n <= FOLLOW_UNTIL and self._follow:
+        elif n <= FOLLOW_UNTIL and self.gpu.follow:
             self.follow_device()
 
     def upkeep(self, n: int) -> None:
@@ -325,16 +366,16 @@ class Recording:
 
     @property
     def kernels_traced(self) -> bool:  # CUPTI records kernels and copies (else CUDA events, or host only)
-        return self._tracer is not None
+        return self.gpu.tracer is not None
 
     # Read-only views for the GPU check and the benchmarks, which measure these parts themselves.
     @property
     def tracer(self):  # the CUPTI tracer (native or cupti-python) when kernels are traced, else None
-        return self._tracer
+        return self.gpu.tracer
 
     @property
     def event_timer(self):  # the CUDA event timer of GPU-label phases, else None
-        return self._events
+        return self.gpu.events
 
     @property
     def spans(self):  # the native span recorder the phases write to
@@ -344,47 +385,39 @@ class Recording:
     def steps(self) -> int:
         return len(self._boundaries)
 
+    @property
+    def started_ns(self) -> tuple[int | None, int]:
+        """(the first batch fetch's time, None before one; the recording's creation), ns: the first
+        step starts at the earlier of them (what a carried recording's assembled() and restore() take)."""
+        return self._t_first, int(self._t_created)
+
     # -- collection ---------------------------------------------------------------------------
     def follow_device(self) -> None:
         """Record phase events on the GPU that holds this process's tensors (see gpu.follow_device)."""
         with self.own:
             gpu.follow_device(self)
 
-    def _start_kernels(self, backend: str = "auto") -> None:
-        gpu.start_kernels(self, backend)
+    def start_kernels(self, backend: str = "auto") -> None:
+        """Trace kernels and copies with CUPTI (gpu.start_kernels); CUDA events stay where it cannot."""
+        started = gpu.start_kernels(self, backend)
+        if started is not None:
+            self.backend = started
 
     def capture_stats(self) -> dict[str, Any]:  # run.json "capture": what the GPU capture recorded and lost
-        return gpu.capture_stats(self)
+        return self.gpu.capture_stats(self)
 
     def device_name(self) -> str:  # as run.json names it: "cpu", or the GPU's name
-        return gpu.device_name(self.device)
+        return self.gpu.device_name()
 
     def _drain(self, wait: bool) -> None:
         """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""
         part = self._rec.drain()
         self.store.add("spans", pd.DataFrame(part))
-        if self._events is not None:
-            ev = self._events.resolve(wait)
-            self.store.add(
-                "events",
-                pd.DataFrame(
-                    {
-                        "phase_id": ev["phase_id"],
-                        "step": ev["step"],
-                        "start_ns": ev["gpu_start_ns"],
-                        "end_ns": ev["gpu_end_ns"],
-                    }
-                ),
-            )
-        if self._tracer is not None:
-            self._add_activity(self._tracer.take(), part)
+        self.gpu.drain(self.store, part, wait)
 
-    def _add_activity(self, frames: dict[str, pd.DataFrame], spans: dict | None = None) -> None:
-        # Each kernel's phase: the external id its launch carried, else the phase open when it was
-        # launched (work from autograd's threads); entries outlive first use (graph launches).
-        self._launches.add(frames, pd.DataFrame(spans) if spans is not None else None)
-        for table, df in device_tables(frames, self._launches).items():
-            self.store.add(table, df)
+    def add_activity(self, frames: dict[str, pd.DataFrame], spans: dict | None = None) -> None:
+        """CUPTI's kernel, copy and launch frames into the store (DeviceCapture.add_activity)."""
+        self.gpu.add_activity(self.store, frames, spans)
 
     def _compact(self, final: bool) -> None:
         self._drain(wait=final or self.device == "cuda")
@@ -409,12 +442,14 @@ class Recording:
         """The run/1 document of the steps so far; settle=False: summary() just settled them."""
         if settle:
             self.summary()
-        return run_document(self, self._last_table, gpu.phase_cost(self, phase_cost_ns), top_kernels, evaluation_rows)
+        return run_document(
+            self, self._last_table, self.gpu.phase_cost(self, phase_cost_ns), top_kernels, evaluation_rows
+        )
 
     def close(self) -> None:
         """Stop CUPTI tracing if this recording started it, and the optimizer hook."""
-        if self._tracer is not None and self._tracer.active:
-            self._add_activity(self._tracer.stop())
+        if self.gpu.tracer is not None and self.gpu.tracer.active:
+            self.add_activity(self.gpu.tracer.stop())
         if self._opt_hook is not None:
             self._opt_hook.remove()
             self._opt_hook = None

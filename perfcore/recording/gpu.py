@@ -1,5 +1,6 @@
-"""The GPU side of a Recording: which device and stream its events time, following the GPU the work
-is on, starting CUPTI (native, else cupti-python, else CUDA events), and what the capture lost."""
+"""The GPU side of a Recording (its DeviceCapture, engine.gpu): which device and stream its events time,
+following the GPU the work is on, starting CUPTI (native, else cupti-python, else CUDA events),
+handing it over, and what the capture lost. Functions of the engine's public interface."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:
     if stream is None:
         # Phases time the stream current when each opens (a side stream under
         # `with torch.cuda.stream(s):` included), read from torch natively at the phase's start.
-        C._set_current_stream_source(torch._C._cuda_getCurrentRawStream)
+        from torch._C import _cuda_getCurrentRawStream  # torch's own C function (not perfcore's _C)
+
+        C._set_current_stream_source(_cuda_getCurrentRawStream)
         handle = int(C.FOLLOW_CURRENT_STREAM)
     else:
         handle = int(stream.cuda_stream if hasattr(stream, "cuda_stream") else stream)
@@ -74,50 +77,53 @@ def follow_device(engine) -> None:
     its model with model.to(rank) and never calls torch.cuda.set_device leaves the current
     device at 0 while its work runs on `rank`; the events must follow the work. Called at the
     first steps and at every settle; a no-op on CPU or when the device or stream was given."""
-    if not engine._follow:
+    cap = engine.gpu
+    if not cap.follow:
         return
     try:
         import torch
 
         n = torch.cuda.device_count()
         if n < 2:
-            engine._follow = False  # nothing to follow
+            cap.follow = False  # nothing to follow
             return
         cur = torch.cuda.current_device()
         used = [torch.cuda.memory_allocated(i) for i in range(n)]
         best = max(range(n), key=lambda i: (used[i], i == cur))
-        if used[best] > 0 and best != engine._events.device and engine._events.set_device(best):
+        if used[best] > 0 and best != cap.events.device and cap.events.set_device(best):
             engine.notes.append(
                 f"phases timed on GPU {best}, which holds this process's tensors "
                 f"(the current device is {cur}: torch.cuda.set_device was not called)"
             )
     except Exception as e:  # never into the user's loop
-        engine._follow = False
+        cap.follow = False
         engine.notes.append(f"could not check which GPU holds the work ({type(e).__name__}: {e})")
 
 
-def start_kernels(engine, backend: str = "auto") -> None:
+def start_kernels(engine, backend: str = "auto") -> str | None:
     """Trace with the native CUPTI tracer, else (auto) with cupti-python, else CUDA events.
-    backend: "auto", "native" or "cupti-python". Never raises: what failed goes to notes."""
+    backend: "auto", "native" or "cupti-python". The name of the tracer started (None: none
+    was). Never raises (but on a bad backend name): what failed goes to notes."""
     if backend not in KERNEL_BACKENDS:
         raise UsageError(f"kernel backend must be 'auto', 'native' or 'cupti-python', got {backend!r}")
+    cap = engine.gpu
     if engine.device != "cuda":
         why = capabilities()["reasons"].get("cuda_events") or "device='cpu' was asked for"
-        engine.capture_note = (
+        cap.note = (
             f"kernels=True (kernel_backend {backend!r}) needs a GPU ({why}): timing host phases instead (backend host)"
         )
-        engine.notes.append(engine.capture_note)
+        engine.notes.append(cap.note)
         try:  # once, at the timer's construction: stacklevel 5 is the user's StepTimer(...)
-            warnings.warn(f"perfcore: {engine.capture_note}", RuntimeWarning, stacklevel=5)
+            warnings.warn(f"perfcore: {cap.note}", RuntimeWarning, stacklevel=5)
         except Warning:  # warnings made errors: the note says it, the timer works on
             pass
-        return
+        return None
     from perfcore.capture.cupti_python import CuptiPythonTracer
     from perfcore.capture.native_cupti import CuptiTracer, before_torch_profiler, kineto_state, watch_torch_profiler
 
     watch_torch_profiler()
     kin = kineto_state()
-    engine.kineto = kin
+    cap.kineto = kin
     if kin["active"]:
         # torch.profiler is recording now: taking CUPTI would replace its buffer callbacks and
         # cost it the GPU trace it is taking. Declined, so both stay true.
@@ -126,26 +132,26 @@ def start_kernels(engine, backend: str = "auto") -> None:
             "CUPTI; timing with CUDA events instead (use kernels=True outside the profiler's "
             "`with` block, or read its trace)"
         )
-        return
+        return None
 
     order = {"auto": (CuptiTracer, CuptiPythonTracer), "native": (CuptiTracer,), "cupti-python": (CuptiPythonTracer,)}[
         backend
     ]
-    failed = []
+    failed, started = [], None
     for cls in order:
         try:
-            engine._tracer = cls().start()
-            engine.backend = cls.name
+            cap.tracer = cls().start()
+            started = cls.name
             trust_graph_ids(engine)
             before_torch_profiler(_handing_over(engine))
             break
         except PerfcoreError as e:  # CUPTI held (by a profiler, or a timer not closed), no device, no package
-            engine._tracer = None
+            cap.tracer, started = None, None
             failed.append(f"{cls.name}: {e}")
     if failed:
-        done = f"using {engine.backend}" if engine._tracer is not None else "timing with CUDA events instead"
+        done = f"using {started}" if started is not None else "timing with CUDA events instead"
         why = "; ".join(failed)
-        if kin["used"] and engine._tracer is None:
+        if kin["used"] and started is None:
             # Kineto keeps its CUPTI subscription for the life of the process once torch.profiler
             # has run: only a new process frees it.
             why += (
@@ -153,6 +159,7 @@ def start_kernels(engine, backend: str = "auto") -> None:
                 "ends: restart the kernel (or the script) to trace kernels with perfcore"
             )
         engine.notes.append(f"CUPTI tracing unavailable ({why}); {done}")
+    return started
 
 
 def _handing_over(engine) -> Callable[[], None]:
@@ -171,20 +178,21 @@ def hand_over(engine, why: str) -> None:
     kineto subscribes on its first use and keeps it; finding CUPTI held then, it would trace no
     GPU activity for the rest of the process). What was traced so far is kept; CUDA events,
     recorded all along, label the GPU from this instant on. Never raises."""
-    t = engine._tracer
+    cap = engine.gpu
+    t = cap.tracer
     if t is None or not getattr(t, "active", False):
         return
-    step = len(engine._boundaries)
+    step = engine.steps
     frames = None
     try:
         frames = t.hand_over() if hasattr(t, "hand_over") else t.stop()
     except Exception as e:  # CUPTI is released whatever failed; the loss is said
         engine.notes.append(f"handing CUPTI over lost its last records ({type(e).__name__}: {e})")
-    engine._tracer = None
-    engine._handed_over = {"tracer": t, "step": step, "why": why, "at_ns": int(engine._C.now_ns())}
+    cap.tracer = None
+    cap.handed_over = {"tracer": t, "step": step, "why": why, "at_ns": int((cap.now_ns or native().now_ns)())}
     if frames is not None:
-        engine._add_activity(frames)
-    engine.store.events_from_ns = engine._handed_over["at_ns"]
+        engine.add_activity(frames)
+    engine.store.events_from_ns = cap.handed_over["at_ns"]
     note = (
         f"GPU time from CUPTI kernels until step {step}, then from CUDA events: {why} in this process, "
         "and perfcore handed CUPTI over to it"
@@ -203,12 +211,12 @@ TAKE_AT_SHARE = 0.25
 
 def volume_due(engine, n: int) -> bool:
     """At step end n: whether to settle now for the tracer's volume (checked every VOLUME_EVERY)."""
-    return engine._tracer is not None and n % VOLUME_EVERY == 0 and records_due(engine)
+    return engine.gpu.tracer is not None and n % VOLUME_EVERY == 0 and records_due(engine)
 
 
 def records_due(engine) -> bool:
     """Whether the tracer's decoded records should be taken now, by their volume."""
-    share = getattr(engine._tracer, "pending_share", None)
+    share = getattr(engine.gpu.tracer, "pending_share", None)
     try:
         return share is not None and share() >= TAKE_AT_SHARE
     except Exception:  # a question about perfcore's own upkeep never reaches the user's loop
@@ -220,26 +228,31 @@ def phase_cost(engine, cpu_cost: Callable[[], float], n: int = 500) -> float:
     span), plus on the CUDA-events path the event pair (two records, the current stream read from
     torch), measured once per run on a scratch timer. The CPU path alone, which a run timed by
     events reported before, is ~1/20 of it (218 ns against 5.1 us on the H200)."""
-    if engine._events is None:
+    cap = engine.gpu
+    if cap.events is None:
         return cpu_cost()
-    if getattr(engine, "_events_pair_ns", None) is None:
-        ev, stream = engine._C.EventTimer(device=int(engine._events.device)), engine._stream
+    if cap.events_pair_ns is None:
+        ev, stream = native().EventTimer(device=int(cap.events.device)), cap.stream
         t0 = time.perf_counter_ns()
         for _ in range(n):
             ev.begin(0, 0, stream)
             ev.end(0, stream)
-        engine._events_pair_ns = (time.perf_counter_ns() - t0) / n
+        cap.events_pair_ns = (time.perf_counter_ns() - t0) / n
         ev.resolve(wait=True)
-    return cpu_cost() + engine._events_pair_ns
+    return cpu_cost() + cap.events_pair_ns
 
 
 def trust_graph_ids(engine) -> None:
     """Place graph kernels by launch time where this CUPTI's graph correlation ids are wrong
     (a second tracing session in the process, before the fix), and say so."""
-    t = engine._tracer
-    st = dict(t._C.cupti_stats()) if getattr(t, "_C", None) is not None and hasattr(t._C, "cupti_stats") else {}
+    from perfcore.capture.native_cupti import CuptiTracer
+
+    C = native()
+    # Only the native tracer runs in perfcore's own CUPTI session, whose statistics say so.
+    native_session = isinstance(engine.gpu.tracer, CuptiTracer) and hasattr(C, "cupti_stats")
+    st = dict(C.cupti_stats()) if native_session else {}
     if st.get("graph_ids_untrusted"):
-        engine._launches.trust_graph_ids = False
+        engine.gpu.launches.trust_graph_ids = False
         engine.notes.append(
             f"CUPTI tracing session {st.get('session')} in this process: this CUPTI gives graph "
             "kernels wrong correlation ids after the first, so they are placed by "
@@ -250,11 +263,12 @@ def trust_graph_ids(engine) -> None:
 def capture_stats(engine) -> dict[str, Any]:
     """What the GPU capture recorded and lost (run.json `capture`): records, drops, buffers,
     flush time, clock sync, and how kernels were tied to phases."""
+    cap = engine.gpu
     out: dict[str, Any] = {"backend": engine.backend}
-    if getattr(engine, "capture_note", None):  # kernels asked for and not traced: what was used and why
-        out["note"] = engine.capture_note
-    handed = getattr(engine, "_handed_over", None)
-    tracer = engine._tracer if engine._tracer is not None else (handed or {}).get("tracer")
+    if cap.note:  # kernels asked for and not traced: what was used and why
+        out["note"] = cap.note
+    handed = cap.handed_over
+    tracer = cap.tracer if cap.tracer is not None else (handed or {}).get("tracer")
     if handed:
         st = dict(getattr(tracer, "stats", {}) or {})
         out["handed_over"] = {
@@ -265,7 +279,7 @@ def capture_stats(engine) -> dict[str, Any]:
         }
     if tracer is not None:
         st = dict(tracer.stats)
-        launches = engine._launches
+        launches = cap.launches
         # Every record lost, by cause: dropped by CUPTI (no buffer), over the decode cap, in
         # buffers whose walk stopped early (at an incomplete record: work still running at the
         # forced flush), and records decoded but unplaceable (a timestamp CUPTI left at 0).
@@ -293,10 +307,10 @@ def capture_stats(engine) -> dict[str, Any]:
             kernels_by_launch_time=launches.by_window,
             kernels_by_graph_launch_order=launches.by_graph_order,
             kernels_unattributed=launches.unattributed,
-            tag_errors=int(engine._C.tag_errors()) if hasattr(engine._C, "tag_errors") else 0,
+            tag_errors=int(native().tag_errors()) if hasattr(native(), "tag_errors") else 0,
         )
-    if engine._events is not None:
-        ss = engine._events.stream_stats() if hasattr(engine._events, "stream_stats") else {}
+    if cap.events is not None:
+        ss = cap.events.stream_stats() if hasattr(cap.events, "stream_stats") else {}
         out.update(
             phases_on_current_stream=int(ss.get("followed", 0)),
             phases_stream_unseen=int(ss.get("unseen", 0)),
@@ -304,7 +318,7 @@ def capture_stats(engine) -> dict[str, Any]:
             phases_under_graph_capture=int(ss.get("capturing", 0)),
             event_pairs_unreadable=int(ss.get("unreadable", 0)),
         )
-        if ss.get("capturing") and engine._tracer is None:
+        if ss.get("capturing") and cap.tracer is None:
             engine.notes.append(
                 f"{ss['capturing']} GPU phase(s) ran while their stream was being captured into a "
                 "CUDA graph (torch.cuda.graph, make_graphed_callables): not timed, since the "
@@ -315,7 +329,7 @@ def capture_stats(engine) -> dict[str, Any]:
                 f"{ss['unreadable']} GPU phase(s) could not be timed: the runtime refused their "
                 f"events ({ss.get('last_unreadable_error')}); the phases after them were timed"
             )
-        if ss.get("switched_inside") and engine._tracer is None:
+        if ss.get("switched_inside") and cap.tracer is None:
             engine.notes.append(
                 f"{ss['switched_inside']} GPU phase(s) moved their work to another stream inside "
                 "the phase (`with torch.cuda.stream(...)` inside `with timer.compute():`); CUDA events "
@@ -327,16 +341,15 @@ def capture_stats(engine) -> dict[str, Any]:
                 f"{ss['unseen']} GPU phase(s) could not read the current stream and were timed on "
                 "the legacy default stream; work on non-blocking streams is not seen by them"
             )
-        cs = engine._events.clock_sync()
+        cs = cap.events.clock_sync()
         out.update(
             event_clock_syncs=int(cs["syncs"]),
             event_clock_drift_ns=int(cs["max_abs_drift_ns"]),
             event_clock_uncertainty_ns=int(cs["uncertainty_ns"]),
         )
         out.setdefault("clock_drift_ns", out["event_clock_drift_ns"])  # events place the GPU work
-    kin = getattr(engine, "kineto", None)
-    if kin is not None:
-        out["torch_profiler"] = dict(kin)
+    if cap.kineto is not None:
+        out["torch_profiler"] = dict(cap.kineto)
     out["upkeep_errors"] = engine.upkeep_errors
     return out
 

@@ -40,14 +40,14 @@ def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> N
 
 def finish_raw(part: Path) -> None:
     """raw.json + raw.npz -> run.json, steps.csv, trace.npz in the same folder (raises on a bad part)."""
-    from perfcore.recording.replay import Replayed
+    from perfcore.recording.replay import replayed
 
     doc = json.loads((part / RAW_JSON).read_text())
     if doc.get("schema") != RAW_SCHEMA:
         raise ValueError(f"{part / RAW_JSON}: schema {doc.get('schema')!r}, expected {RAW_SCHEMA!r}")
     with np.load(part / RAW_NPZ, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    engine = Replayed(doc["recording"], {k: v for k, v in arrays.items() if not k.startswith("x_")})
+    engine = replayed(doc["recording"], {k: v for k, v in arrays.items() if not k.startswith("x_")})
     write_steps(engine, doc["facts"], arrays["x_mem_at"], arrays["x_mem_bytes"], part)
     for name in (RAW_NPZ, RAW_JSON):
         (part / name).unlink()
@@ -142,19 +142,22 @@ def _evaluation(eval_rows: list[int], passes: list, full, table) -> dict[str, An
 def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured: int) -> dict[str, Any]:
     """Time to the first step's end from interpreter start, the first step against steady state,
     and the training DataLoader's first-epoch worker start-up."""
-    walls = full["wall_ns"].to_numpy() / 1e6
-    first = full.iloc[0]
-    first_end_ns = int(first["start_ns"] + first["wall_ns"] + first.get("perfcore_ns", 0))  # wall leaves it out
-    rest = full.iloc[1:]  # steady state: never the first step itself (a one-step run has none)
-    rest = rest[~rest["warmup"]] if measured else rest
-    if "evaluation" in rest:
-        rest = rest[~rest["evaluation"]]
+    # Columns as arrays, rows chosen by one mask: selecting rows of the whole table copies every column.
+    wall_ns = full["wall_ns"].to_numpy()
+    own = int(full["perfcore_ns"].iat[0]) if "perfcore_ns" in full else 0
+    first_end_ns = int(full["start_ns"].iat[0]) + int(wall_ns[0]) + own  # wall leaves perfcore's work out
+    steady = np.ones(len(full), dtype=bool)
+    steady[0] = False  # steady state: never the first step itself (a one-step run has none)
+    if measured:
+        steady &= ~full["warmup"].to_numpy(dtype=bool)
+    if "evaluation" in full:
+        steady &= ~full["evaluation"].to_numpy(dtype=bool)
     starts = [s for ld in loaders if ld.get("training") for s in ld["worker_startup_ms"]]
     starts = starts or [s for ld in loaders for s in ld["worker_startup_ms"]]
     return {
         "time_to_first_step_ms": (first_end_ns - t_start) / 1e6,
-        "first_step_ms": float(walls[0]),
-        "steady_step_ms": float(np.median(rest["wall_ns"].to_numpy()) / 1e6) if len(rest) else None,
+        "first_step_ms": float(wall_ns[0] / 1e6),
+        "steady_step_ms": float(np.median(wall_ns[steady]) / 1e6) if steady.any() else None,
         "worker_startup_ms": float(starts[0]) if starts else None,
         "worker_startup_total_ms": float(sum(starts)) if starts else None,
     }

@@ -7,7 +7,7 @@ __all__ = ["MemorySamples", "MemoryWatch"]
 
 class MemorySamples:
     """(step, bytes) memory samples, one a step on a GPU: the newest in two short lists, the rest in
-    settled int64 columns (analysis.store.Columns, spilled to a temporary file), so a million
+    settled int64 columns (analysis.spill.Columns, spilled to a temporary file), so a million
     steps hold no million Python tuples."""
 
     FLUSH = 1024
@@ -28,7 +28,7 @@ class MemorySamples:
             return
         import numpy as np
 
-        from perfcore.analysis.store import Columns
+        from perfcore.analysis.spill import Columns
 
         if self.columns is None:
             self.columns = Columns()

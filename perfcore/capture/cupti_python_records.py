@@ -1,0 +1,187 @@
+"""cupti-python's record objects -> the columns the native tracer gives (csrc/cupti/activity_columns.h):
+the same tables, names and dtypes, so parts from either backend concatenate. Records are read as the
+bytes of their buffer, not attribute by attribute."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Iterable
+
+import numpy as np
+
+from perfcore.capture.cupti_python_kinds import Kinds
+
+__all__ = ["SCHEMA", "records_to_columns"]
+
+# Column -> (record attribute, dtype), per table; the same names and dtypes as the native
+# decoder's tables (csrc/cupti/activity_columns.h), so parts from either backend concatenate.
+_I64, _I32, _U8, _U16 = np.int64, np.int32, np.uint8, np.uint16
+SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
+    "kernels": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "device_id": ("device_id", _I32),
+        "stream_id": ("stream_id", _I32),
+        "correlation_id": ("correlation_id", _I32),
+        "name_id": ("name", _I32),
+        "grid_x": ("grid_x", _I32),
+        "grid_y": ("grid_y", _I32),
+        "grid_z": ("grid_z", _I32),
+        "block_x": ("block_x", _I32),
+        "block_y": ("block_y", _I32),
+        "block_z": ("block_z", _I32),
+        "registers_per_thread": ("registers_per_thread", _I32),
+        "static_shared_bytes": ("static_shared_memory", _I32),
+        "dynamic_shared_bytes": ("dynamic_shared_memory", _I32),
+        "graph_id": ("graph_id", _I32),
+        "graph_node_id": ("graph_node_id", _I64),
+    },
+    "memcpy": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "size_bytes": ("bytes", _I64),
+        "device_id": ("device_id", _I32),
+        "stream_id": ("stream_id", _I32),
+        "correlation_id": ("correlation_id", _I32),
+        "copy_kind": ("copy_kind", _U8),
+        "src_kind": ("src_kind", _U8),
+        "dst_kind": ("dst_kind", _U8),
+        "flags": ("flags_", _U8),
+    },
+    "memset": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "size_bytes": ("bytes", _I64),
+        "device_id": ("device_id", _I32),
+        "stream_id": ("stream_id", _I32),
+        "correlation_id": ("correlation_id", _I32),
+        "value": ("value", _I32),
+        "memory_kind": ("memory_kind", _U16),
+    },
+    "sync": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "sync_type": ("type", _I32),
+        "context_id": ("context_id", _I32),
+        "stream_id": ("stream_id", _I32),
+        "correlation_id": ("correlation_id", _I32),
+    },
+    "external_correlation": {
+        "external_kind": ("external_kind", _I32),
+        "external_id": ("external_id", _I64),
+        "correlation_id": ("correlation_id", _I32),
+    },
+    "overhead": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "overhead_kind": ("overhead_kind", _I32),
+        "object_kind": ("object_kind", _I32),
+    },
+    "api": {
+        "start_ns": ("start", _I64),
+        "end_ns": ("end", _I64),
+        "thread_id": ("thread_id", _I64),
+        "correlation_id": ("correlation_id", _I32),
+        "cbid": ("cbid", _I32),
+        "driver": ("kind", _U8),
+    },
+}
+_TIMED = {t for t, cols in SCHEMA.items() if "start_ns" in cols}
+
+
+def _gather(records: Iterable[Any], dtypes: dict) -> tuple[dict[Any, np.ndarray], int, int]:
+    """Record objects -> one structured array per record class (the records' own bytes), the
+    number of records, and how many were of classes perfcore does not read.
+
+    Reading attributes costs microseconds each (cupti-python reads every field through numpy),
+    so only each record's address is read, and the bytes are copied as arrays: records handed
+    to one callback lie in one CUPTI buffer, so a single view of that span serves them all;
+    records elsewhere (built by hand) are copied one by one.
+    """
+    addrs: dict[Any, list[int]] = {}
+    n = other = 0
+    for rec in records:
+        n += 1
+        cls = type(rec)
+        if cls in dtypes:
+            addrs.setdefault(cls, []).append(rec.ptr)
+        else:
+            other += 1
+    out: dict[Any, np.ndarray] = {}
+    if not addrs:
+        return out, n, other
+    lo = min(min(a) for a in addrs.values())
+    hi = max(max(a) + dtypes[c].itemsize for c, a in addrs.items())
+    packed = sum(len(a) * dtypes[c].itemsize for c, a in addrs.items())
+    offs = {c: np.asarray(a, dtype=np.int64) - lo for c, a in addrs.items()}
+    # CUPTI records are 8-byte aligned (ACTIVITY_RECORD_ALIGNMENT) and sized in 8-byte words.
+    aligned = lo % 8 == 0 and all(not (o % 8).any() and dtypes[c].itemsize % 8 == 0 for c, o in offs.items())
+    if hi - lo <= 2 * packed + 4096 and aligned:  # one buffer: one view over it, gathered in words
+        words = np.frombuffer((ctypes.c_char * (hi - lo)).from_address(lo), dtype=np.uint64)
+        for cls, off in offs.items():
+            dt = dtypes[cls]
+            out[cls] = np.ascontiguousarray(words[off[:, None] // 8 + np.arange(dt.itemsize // 8)]).view(dt).ravel()
+    else:
+        for cls, a in addrs.items():
+            dt = dtypes[cls]
+            arr = np.zeros(len(a), dtype=dt)
+            base = arr.ctypes.data
+            for i, p in enumerate(a):
+                ctypes.memmove(base + i * dt.itemsize, p, dt.itemsize)
+            out[cls] = arr
+    return out, n, other
+
+
+def records_to_columns(
+    records: Iterable[Any], names: dict[str, int], kinds: Kinds, clock_offset_ns: int = 0
+) -> dict[str, Any]:
+    """cupti-python record objects -> the raw dict the native tracer returns (tables of numpy
+    arrays, `names`, `records`, `other_records`, `invalid_timestamps`).
+
+    `names` is the tracer's name table (name -> id), extended in place so ids stay stable across
+    drains. Timestamps are moved onto the perfcore clock by subtracting clock_offset_ns. Records
+    with a 0 timestamp or end < start are dropped and counted (CUPTI writes 0 when it could not
+    collect a timestamp).
+    """
+    arrays, n, other = _gather(records, kinds.dtype)
+    parts: dict[str, list[dict[str, np.ndarray]]] = {t: [] for t in SCHEMA}
+    invalid = 0
+    for arr in arrays.values():
+        kind = arr["kind"].astype(np.int64)
+        for k in np.unique(kind):
+            table = kinds.table.get(int(k))
+            sel = arr[kind == k]
+            if table is None:
+                other += len(sel)
+                continue
+            if table in _TIMED:
+                start, end = sel["start"].astype(np.int64), sel["end"].astype(np.int64)
+                ok = (start != 0) & (end != 0) & (end >= start)
+                invalid += int((~ok).sum())
+                sel = sel[ok]
+            cols: dict[str, np.ndarray] = {}
+            for col, (field, dt) in SCHEMA[table].items():
+                if col == "name_id":
+                    ptrs = sel["name"].astype(np.int64)
+                    ids: dict[int, int] = {}  # name pointers are stable within one buffer
+                    for p in np.unique(ptrs).tolist():
+                        name = ctypes.string_at(p).decode(errors="replace") if p else "<unknown>"
+                        ids[p] = names.setdefault(name, len(names))
+                    v = np.array([ids[p] for p in ptrs.tolist()], dtype=dt) if len(ptrs) else np.empty(0, dt)
+                elif col == "driver":
+                    v = np.full(len(sel), int(k) == kinds.driver, dtype=dt)
+                else:
+                    v = sel[field].astype(dt)
+                    if col in ("start_ns", "end_ns"):
+                        v = v - clock_offset_ns
+                cols[col] = v
+            parts[table].append(cols)
+    raw: dict[str, Any] = {}
+    for t, cols in SCHEMA.items():
+        got = parts[t]
+        raw[t] = {
+            c: (np.concatenate([g[c] for g in got]) if got else np.empty(0, dtype=dt)) for c, (_, dt) in cols.items()
+        }
+    raw["names"] = list(names)  # insertion order = id order
+    raw["records"], raw["other_records"], raw["invalid_timestamps"] = n, other, invalid
+    return raw

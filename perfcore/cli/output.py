@@ -1,0 +1,168 @@
+"""Where a command's results go: the run folder, the JSON copy (checked before the work), the report
+and the progress lines on stderr."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from perfcore.cli.group import EXIT_USAGE
+from perfcore.cli.types import UserPath
+
+__all__ = ["Results", "results", "folder_report", "check_writable", "write_json", "Progress"]
+
+
+class Results:
+    """Where a command's results go: the run folder (--out, made on first use), the JSON copy (--json),
+    the human report (stdout, or stderr when stdout carries the JSON), progress (unless --quiet)."""
+
+    def __init__(self, kind: str, out: str | None, json_path: str | None, quiet: bool):
+        self.kind, self.out, self.json_path, self.quiet = kind, out, json_path, quiet
+        self._folder: Path | None = None
+        check_writable(json_path)
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is None:
+            from perfcore.run.parent.folder import prepare_out
+
+            self._folder = prepare_out(Path(self.out) if self.out else None, self.kind)
+        return self._folder
+
+    def continue_in(self, folder: Path) -> None:
+        """Results go into an earlier command's folder (checked by the caller), not a new one."""
+        self._folder = folder
+
+    def echo(self, text: str) -> None:
+        click.echo(text, err=self.json_path == "-")
+
+    def progress(self) -> "Progress":
+        return Progress(quiet=self.quiet)
+
+    def done(self, doc: dict | None, files: list[str] | None = None, folder: Path | None = None) -> None:
+        """Says what was written, then writes the JSON copy."""
+        if files:
+            click.echo(f"wrote {folder or self.folder}/: " + ", ".join(files), err=True)
+        if doc is not None:
+            write_json(doc, self.json_path)
+
+
+def results(kind: str, out: bool = True):
+    """--out (when the command writes a folder), --json and --quiet; the command gets `res: Results`."""
+
+    def deco(f):
+        @functools.wraps(f)
+        def wrapper(*args, out=None, json_path=None, quiet=False, **kw):
+            return f(Results(kind, out, json_path, quiet), *args, **kw)
+
+        wrapper = click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")(wrapper)
+        wrapper = click.option(
+            "--json",
+            "json_path",
+            type=UserPath(dir_okay=False, allow_dash=True),
+            default=None,
+            help="Also write the result as JSON to PATH ('-' for stdout).",
+        )(wrapper)
+        if out:
+            wrapper = click.option(
+                "--out",
+                type=UserPath(file_okay=False),
+                default=None,
+                help=f"Folder for the results (default ./perfcore-runs/{kind}-<time>-<id>; "
+                "an existing folder that is not empty is left as it is and a new "
+                "subfolder is used).",
+            )(wrapper)
+        return wrapper
+
+    return deco
+
+
+def folder_report(res: Results, kind: str, doc: dict, text: str, files: list[str]) -> list[str]:
+    """report.html in an experiment's folder (its plots inline, heatmaps included); the files with it."""
+    from perfcore.report.html import write_folder_report
+
+    write_folder_report(res.folder, f"perfcore {kind}", doc, text, files)
+    return list(files) + ["report.html"]
+
+
+class JsonTargetError(click.ClickException):
+    """--json names a place no file can go: a usage error, found before any work is done."""
+
+    exit_code = EXIT_USAGE
+
+
+def check_writable(path: str | None) -> None:
+    """Fail before the work, not after it, when a result could not be saved or would replace a file not perfcore's."""
+    from perfcore.run.parent.folder import check_target, is_stream
+
+    if not path or path == "-":
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise JsonTargetError(f"cannot write JSON to {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK) and not is_stream(path):
+        raise JsonTargetError(f"cannot write JSON to {path}: folder {parent} is not writable")
+    check_target(path)
+
+
+def write_json(doc: dict, path: str | None) -> None:
+    if not path:
+        return
+    from perfcore.report import jsonio
+
+    if path == "-":
+        click.echo(jsonio.dumps(doc), nl=False)
+        return
+    from perfcore.run.parent.folder import is_stream
+
+    if is_stream(path):
+        try:
+            with open(path, "w") as f:
+                f.write(jsonio.dumps(doc))
+        except OSError as e:
+            raise click.ClickException(f"cannot write JSON to {path}: {e.strerror or e}") from e
+    else:
+        jsonio.write(Path(path), doc)
+    click.echo(f"wrote {path}", err=True)
+
+
+class Progress:
+    """Steps and ETA on stderr: one rewritten line on a terminal, a line per stage elsewhere; nothing when quiet."""
+
+    def __init__(self, label: str = "", quiet: bool = False):
+        self.tty = sys.stderr.isatty()
+        self.quiet = quiet
+        self.label = label
+        self.t0 = time.perf_counter()
+        self.stage_t0 = self.t0
+        self._last = -1.0
+
+    def stage(self, name: str) -> None:
+        self.label = name
+        self.stage_t0 = time.perf_counter()
+        if not self.tty and not self.quiet:
+            click.echo(f"  {name} ...", err=True)
+
+    def steps(self, done: int, total: int) -> None:
+        if not self.tty or self.quiet:
+            return
+        now = time.perf_counter()
+        if now - self._last < 0.2 and done < total:
+            return
+        self._last = now
+        eta = (now - self.stage_t0) / done * (total - done) if done else 0.0
+        click.echo(f"\r  {self.label}: {done}/{total} steps, ETA {eta:.0f} s   ", err=True, nl=done >= total)
+
+    def configs(self, done: int, total: int, eta, label: str) -> None:
+        if self.quiet:
+            return
+        msg = f"  [{done}/{total}] {label}" + (f", ETA {eta:.0f} s" if eta is not None else "")
+        if self.tty:
+            click.echo(f"\r{msg:<90}", err=True, nl=done >= total)
+        else:
+            click.echo(msg, err=True)

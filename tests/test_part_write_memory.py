@@ -1,0 +1,69 @@
+"""What the training process holds while it writes its part at the end of a run grows with the run's
+rows; this bounds by how much. (Recording itself stays flat over steps: test_finish_scale.)"""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import numpy as np
+
+from perfcore.recording.engine import Recording
+from perfcore.run.part_files import write_steps
+
+MS = 1_000_000
+
+
+def _facts(t_start: int) -> dict:
+    return {
+        "common": {"pid": 1, "rank": None, "loaders": [], "step_source": "timer.step()"},
+        "cpu_util_percent": 50.0,
+        "eval_rows": [7],
+        "eval_passes": [[t_start, t_start + 3 * MS]],
+        "mem_kind": "rss",
+        "memory_limits": {"capacity_bytes": 2**34},
+        "skipped_boundaries": 0,
+        "training_batches": 12,
+        "scaler_skipped_steps": 0,
+        "t_start": t_start,
+        "notes": [],
+        "backend_note": None,
+        "requested_backend": "auto",
+    }
+
+
+def _write_peak(tmp_path, n: int) -> int:
+    """Peak bytes Python and numpy allocate while write_steps writes a part of n steps (load and three
+    compute phases a step, as `perfcore run` times a plain loop)."""
+    rec = Recording(device="cpu", warmup=5)
+    load = rec.fetch_scope()
+    phases = [rec.phase(name, "compute") for name in ("forward", "backward", "optimizer")]
+    t_start = time.perf_counter_ns() - 50 * MS
+    for _ in range(n):
+        with load:
+            pass
+        for ph in phases:
+            with ph:
+                pass
+        rec.step()
+    rec.close()
+    at = np.arange(0, n, 8)
+    out = tmp_path / f"n{n}"
+    out.mkdir()
+    tracemalloc.start()
+    try:
+        write_steps(rec, _facts(t_start), at, np.full(len(at), 100 * 2**20), out)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_writing_a_part_costs_a_bounded_amount_per_row(tmp_path):
+    """Measured (tracemalloc; one evaluation row, as a validation pass makes): 806 bytes a row from 40k
+    to 120k steps while the summary was handed the whole 24-column table (it selects rows of it as
+    copies: ~800 MB at 1M steps), 531 once it gets the 14 columns it reads (without the evaluation
+    row: 607 -> 371). What stays is ~190 bytes a row: the ns table and its ms view (about 20 MB per
+    100k steps); the rest is the summary's row selections and the CSV writer's buffers."""
+    small, large = _write_peak(tmp_path, 40_000), _write_peak(tmp_path, 120_000)
+    per_row = (large - small) / 80_000
+    assert per_row < 650, f"writing the part took {per_row:.0f} more bytes per row (40k -> 120k steps)"
