@@ -212,7 +212,7 @@ def test_a_profiler_recording_on_another_thread_is_seen():
         assert kineto_state()["active"]
         e = _cuda_engine()
         start_kernels(e)
-        assert e._tracer is None and "declined" in e.notes[0]
+        assert e.gpu.tracer is None and "declined" in e.notes[0]
     finally:
         done.set()
         t.join()
