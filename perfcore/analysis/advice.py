@@ -17,6 +17,8 @@ from perfcore.analysis.loader_plan import (
     training_loader_index,
     where,
 )
+from perfcore.analysis.ranks import judge_straggle, straggle
+from perfcore.analysis.script_facts import compiled, oversubscription, threads_of
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
@@ -30,6 +32,78 @@ __all__ = [
     "advise_run",
     "batches_per_step",
 ]
+
+
+# What makes one rank slower than the others, by the label of its excess.
+_SLOW_WHY = {
+    "compute": "it computes longer per step: uneven shards or sequence lengths, a slower or shared device, or "
+    "other processes on its cores",
+    "load": "its DataLoader keeps it waiting: more workers or a faster source on its node",
+    "transfer": "its copies take longer: pinned memory and non_blocking copies on its node",
+    "host": "it spends longer outside the model: logging, metrics or checkpointing done on that rank only",
+}
+
+
+def _first_findings(add, decision: Mapping[str, Any], ev: Mapping[str, Any], at: str, pinned: bool) -> float:
+    """The findings said before the causes, as each is certain and cheap to act on: threads that outnumber
+    the free cores (they inflate every figure), a straggler every rank waits for, pageable copies.
+    Returns the pageable bytes per step (the transfer cause's advice is theirs when there are some)."""
+    over = ev.get("oversubscribed")
+    if over:  # the threads' spinning inflates every figure below: said first, with its fix
+        rec = add(
+            "set_num_threads",
+            "threads",
+            f"Call torch.set_num_threads({over['fits']}) at the top of the script (or set OMP_NUM_THREADS="
+            f"{over['fits']}): OpenMP threads spin waiting for each other when cores are oversubscribed, "
+            "which can make a step many times slower.",
+            f"{over['threads']} {'torch' if over['source'] == 'torch' else 'OpenMP'} threads on "
+            f"{over['free_cores']:.1f} free core(s) ({over['cpus']} CPUs, other processes used "
+            f"{over['others_cores']:.1f})",
+        )
+        rec["threads_fit"] = over["fits"]
+    job = decision.get("straggler")
+    if job:  # every rank waits for the slowest: what makes that one slow is the change
+        add(
+            "balance_ranks",
+            "straggler",
+            f"Even out rank {job['slow_rank']}'s work: {_SLOW_WHY.get(job['excess_label'], job['excess_label'])}. "
+            f"The other ranks would stop waiting about {fmt_ms(job['wait_ms'])} per step.",
+            f"rank {job['waiting_rank']} waits {fmt_ms(job['wait_ms'])} of a {fmt_ms(job['step_ms'])} step "
+            f"({fmt_share(job['wait_share'])}) for rank {job['slow_rank']}, whose {job['excess_label']} is "
+            f"{fmt_ms(job['excess_ms'])} per step above the others'",
+        )
+    pageable = ev.get("pageable_h2d_bytes_per_step", 0)
+    if pageable and pinned:  # pin_memory is set, yet copies come from pageable memory
+        ms_pg = ev.get("pageable_h2d_ms_per_step", 0.0)
+        add(
+            "pageable_despite_pin",
+            "transfer",
+            f"In {at}: pin_memory=True is set, yet copies come from pageable memory: a tensor made in the "
+            "loop rather than taken from the batch, or a custom batch type without a pin_memory() method. "
+            "Pin that tensor (.pin_memory()) or make it on the device, and copy with "
+            ".to(device, non_blocking=True).",
+            f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory"
+            + (f", {fmt_ms(ms_pg)} per step" if ms_pg else ""),
+            "perfcore transfer --batch-shape ...",
+        )
+    elif pageable:  # certain and cheap to fix, whatever its share: first
+        ms_pg = ev.get("pageable_h2d_ms_per_step", 0.0)
+        saving = (
+            f" Expected saving: up to {fmt_ms(ms_pg)} per step, the time those copies take now, once they "
+            "overlap compute."
+            if ms_pg
+            else ""
+        )
+        add(
+            "pin_memory",
+            "transfer",
+            f"In {at}: set pin_memory=True, and copy with .to(device, non_blocking=True): "
+            "pageable copies are staged through a bounce buffer and block the host." + saving,
+            f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory"
+            + (f", {fmt_ms(ms_pg)} per step" if ms_pg else ""),
+            "perfcore transfer --batch-shape ...",
+        )
+    return pageable
 
 
 def advise(  # noqa: C901, PLR0912
@@ -47,32 +121,20 @@ def advise(  # noqa: C901, PLR0912
     verdict ranks them) plus the pageable-copy, memory and start-up findings."""
     ev = dict(evidence or {})
     recs: list[dict[str, Any]] = []
-    at = where(loader or {})
+    ld = loader or {}
+    at = where(ld)
+    # What the script already does is never proposed again: a compiled model, pinned batches.
+    is_compiled = bool(ev.get("compiled"))
+    pinned = ld.get("pin_memory") is True
 
-    def add(rid: str, cause: str | None, text: str, because: str, test: str | None = None) -> None:
+    def add(rid: str, cause: str | None, text: str, because: str, test: str | None = None) -> dict[str, Any]:
         r = {"id": rid, "cause": cause, "text": text, "evidence": because}
         if test:
             r["test"] = test
         recs.append(r)
+        return r
 
-    pageable = ev.get("pageable_h2d_bytes_per_step", 0)
-    if pageable:  # certain and cheap to fix, whatever its share: first
-        ms_pg = ev.get("pageable_h2d_ms_per_step", 0.0)
-        saving = (
-            f" Expected saving: up to {fmt_ms(ms_pg)} per step, the time those copies take now, once they "
-            "overlap compute."
-            if ms_pg
-            else ""
-        )
-        add(
-            "pin_memory",
-            "transfer",
-            f"In {at}: set pin_memory=True, and copy with .to(device, non_blocking=True): "
-            "pageable copies are staged through a bounce buffer and block the host." + saving,
-            f"{pageable / 2**20:.1f} MiB per step copied host-to-device from pageable memory"
-            + (f", {fmt_ms(ms_pg)} per step" if ms_pg else ""),
-            "perfcore transfer --batch-shape ...",
-        )
+    pageable = _first_findings(add, decision, ev, at, pinned)
     for c in decision.get("causes", []):
         lb, because = c["label"], c["evidence"]
         g = c.get("expected_gain") or expected_gain(decision.get("step_ms") or 0.0, c["ms_per_step"])
@@ -105,19 +167,25 @@ def advise(  # noqa: C901, PLR0912
                         if a["text"]
                         else ""
                     )
-                add(
+                rec = add(
                     rid,
                     lb,
                     plan["text"] + gain,
                     because,
                     "perfcore diagnose (synthetic data measures the step without loading)",
                 )
+                if rid == "cheaper_batches":
+                    rec["decode"] = plan.get("decode")
             else:
+                n = int(ld.get("num_workers") or 0)
+                ways = ["more workers (num_workers)"] + (
+                    ["persistent_workers=True"] if n and not ld.get("persistent_workers") else []
+                )
                 add(
                     "more_workers",
                     lb,
-                    f"Feed the loop faster in {at}: more workers (num_workers), "
-                    "persistent_workers=True, a cheaper decode/augment, or data already in memory." + gain,
+                    f"Feed the loop faster in {at}: " + ", ".join(ways) + ", "
+                    "cheaper work per item (transforms done once, data cached as tensors)." + gain,
                     because,
                     "perfcore diagnose (synthetic data measures the step without loading)",
                 )
@@ -125,8 +193,10 @@ def advise(  # noqa: C901, PLR0912
             add(
                 "overlap_copies",
                 lb,
-                f"Overlap copies with compute: pin_memory=True in {at}, "
-                ".to(device, non_blocking=True), and copy the next batch while this one computes." + gain,
+                "Overlap copies with compute: "
+                + ("" if pinned else f"pin_memory=True in {at}, ")
+                + ".to(device, non_blocking=True), and copy the next batch while this one computes."
+                + gain,
                 because,
             )
         elif lb == "comm":
@@ -141,9 +211,14 @@ def advise(  # noqa: C901, PLR0912
             add(
                 "launch_overhead",
                 lb,
-                "The GPU idles between kernels: remove .item()/.cpu()/print of tensors from "
-                "the loop, capture the step with torch.compile(mode='reduce-overhead') or CUDA Graphs, and raise the "
-                "batch size." + gain,
+                "The GPU idles between kernels: remove .item()/.cpu()/print of tensors from the loop, capture "
+                + (
+                    "the step with CUDA Graphs (the model is compiled already: mode='reduce-overhead' does that)"
+                    if is_compiled
+                    else "the step with torch.compile(mode='reduce-overhead') or CUDA Graphs"
+                )
+                + ", and raise the batch size."
+                + gain,
                 because,
                 "perfcore graph",
             )
@@ -156,7 +231,8 @@ def advise(  # noqa: C901, PLR0912
                     "between forward and backward: loss and metric code outside the model, logging, .item() calls, "
                     "checkpointing. On a CPU this time also holds tensor math outside modules (a functional loss, "
                     "zero_grad, a manual p.data.add_ update): real compute, which a module (nn.MSELoss rather than "
-                    "F.mse_loss), torch.optim, or torch.compile makes cheaper or at least visible. A sampling "
+                    f"F.mse_loss), torch.optim{'' if is_compiled else ', or torch.compile'} makes cheaper or at "
+                    "least visible. A sampling "
                     "profiler (py-spy top -- python your_script.py) shows which lines." + gain,
                     because,
                 )
@@ -176,13 +252,18 @@ def advise(  # noqa: C901, PLR0912
             "faster_compute",
             None,
             (
-                "The step is GPU compute: mixed precision (bf16 autocast), torch.compile, "
-                "channels_last for convnets, fused optimizers."
+                "The step is GPU compute: mixed precision (bf16 autocast), "
+                + ("" if is_compiled else "torch.compile, ")
+                + "channels_last for convnets, fused optimizers."
             )
             if on_gpu
             else (
-                "The step is compute: on a GPU it would move there; on CPU, torch.compile and torch.set_num_threads "
-                "matter."
+                "The step is compute: on a GPU it would move there; on CPU, "
+                + (
+                    "torch.set_num_threads matters."
+                    if is_compiled
+                    else "torch.compile and torch.set_num_threads matter."
+                )
             ),
             f"compute is {fmt_ms(compute_ms)} of a {fmt_ms(decision.get('step_ms', 0))} step",
         )
@@ -216,9 +297,27 @@ def advise_run(
     already reached on more evidence (diagnose's, checked by its experiments) instead of the document's."""
     f = focus if focus is not None else doc
     decision = dict(decision) if decision is not None else decide_run(f)
-    if f is not doc and f.get("rank") is not None:
+    job = straggle(doc)
+    if job is not None:
+        decision = judge_straggle(decision, job)
+    elif f is not doc and f.get("rank") is not None:
         decision["summary"] += f" on rank {f['rank']}; the other ranks wait for it in comm"
     ev = {"cpu_count": None, **dict(doc.get("evidence") or {}), **dict(evidence or {})}
+    intf = valid_finding(doc.get("interference")) or {}
+    threads, source, cpus = threads_of(doc, ev)
+    if threads and not ev.get("torch_threads") and source == "torch":
+        ev["torch_threads"] = threads  # the script's own setting, recorded by the child
+    ev["compiled"] = ev.get("compiled") or compiled(doc)
+    over = oversubscription(threads, cpus or ev.get("cpu_count"), intf.get("others_cores"), source=source)
+    if over is not None and decision.get("step_ms"):
+        ev["oversubscribed"] = over.to_dict()
+        decision["oversubscribed"] = over.to_dict()
+        # What inflated the steps comes before the verdict on them, with its fix, not only "interference".
+        decision["summary"] = (
+            f"{over.threads} {'torch' if over.source == 'torch' else 'OpenMP'} threads on {over.free_cores:.1f} "
+            f"free core(s) of {over.cpus}: OpenMP threads spin when cores are oversubscribed, which can make "
+            f"steps many times slower: torch.set_num_threads({over.fits}). {decision['summary']}"
+        )
     ld = training_loader(doc.get("loaders"))
     w = doc.get("workers") or {}
     if ld is None and w:
@@ -235,7 +334,6 @@ def advise_run(
     load = float(f["breakdown_ms"].get("load") or 0.0)
     plan = None
     if ld and step and load / step >= WARN_SHARE:
-        intf = valid_finding(doc.get("interference")) or {}
         plan = loader_plan(
             ld,
             step_ms=step,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
+from perfcore.analysis.script_facts import Decode, decode_of
 from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.units import fmt_ms, fmt_x
 
@@ -128,6 +129,25 @@ _TRIAL_WORDS = {
 }
 
 
+# How to make a batch cheaper, by how its items are made: a decoder is named only where images are decoded.
+_CHEAPER = {
+    Decode.PIL: "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
+    "images pre-resized to the size the model takes, or data decoded once and cached as tensors",
+    Decode.FAST: "make a batch cheaper: images pre-resized to the size the model takes, or data decoded "
+    "once and cached as tensors",
+    Decode.NONE: "make a batch cheaper: the items are in memory already, so the time is the per-item "
+    "transforms and collate: transform the whole tensor once up front, or index a batch at a time "
+    "(a BatchSampler) rather than item by item",
+    Decode.UNKNOWN: "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms "
+    "done once up front, data prepared once and cached as tensors)",
+}
+
+
+def cheaper_batch(decode: Decode) -> str:
+    """What makes a batch cheaper, for items made as `decode` says."""
+    return _CHEAPER[decode]
+
+
 def loader_plan(  # noqa: PLR0913, PLR0915
     ld: Mapping[str, Any],
     *,
@@ -194,10 +214,9 @@ def loader_plan(  # noqa: PLR0913, PLR0915
     hide = min(1.0, free / needed) if needed else 1.0
     plan["achievable_ms"] = load_ms * hide
     cores_text = _cores_text(cores, loop_cores, other_cores, torch_threads)
-    more_cheaper = (
-        "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
-        "images pre-resized to the size the model takes, or data decoded once and cached as tensors"
-    )
+    decode = decode_of(ld)
+    plan["decode"] = decode.value
+    more_cheaper = cheaper_batch(decode)
     fewer_threads = (
         f"or leave a core to a worker: torch.set_num_threads({max(cores - 1, 1)}) with num_workers=1 "
         "(compute then runs on one thread fewer; measure both)"
