@@ -113,6 +113,13 @@ def test_pin_memory_is_not_proposed_when_set():
     assert "pin_memory=True in" in doc["recommendations"][0]["text"]
 
 
+def test_fewer_torch_threads_not_proposed_when_already_that_few():
+    ld = {**LOADER, "dataset": "x.Mine"}
+    args = dict(step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=1.0, other_cores=1.0)
+    assert "torch.set_num_threads(1)" in loader_plan(ld, **args, torch_threads=2)["text"]
+    assert "torch.set_num_threads" not in loader_plan(ld, **args, torch_threads=1)["text"]
+
+
 def test_persistent_workers_not_proposed_when_set():
     # No per-batch time: the generic advice, worded from the loader's own settings.
     ld = {**LOADER, "num_workers": 4, "persistent_workers": True, "worker_batch_ms": None}

@@ -54,6 +54,7 @@ def test_both_ranks_measured_and_the_slow_one_named(two_ranks):
     assert (job["slow_rank"], job["waiting_rank"], job["excess_label"]) == (1, 0, "load")
     assert job["wait_ms"] == pytest.approx(r0["breakdown_ms"]["comm"], rel=0.3) and job["wait_share"] >= 0.1
     assert doc["verdict"]["summary"].startswith("rank 1 holds up the job: rank 0 waits")
+    assert doc["recommendations"][0]["id"] != "balance_ranks"  # rank 1's own cause (load) is the change
     assert doc["missing_ranks"] == []
 
 

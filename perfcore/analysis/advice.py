@@ -62,7 +62,9 @@ def _first_findings(add, decision: Mapping[str, Any], ev: Mapping[str, Any], at:
         )
         rec["threads_fit"] = over["fits"]
     job = decision.get("straggler")
-    if job:  # every rank waits for the slowest: what makes that one slow is the change
+    # Every rank waits for the slowest; where its own steps name a cause, that cause's advice is the
+    # change, else what makes it slow (its compute) is.
+    if job and decision.get("bound") == "straggler":
         add(
             "balance_ranks",
             "straggler",

@@ -220,7 +220,7 @@ def loader_plan(  # noqa: PLR0913, PLR0915
     fewer_threads = (
         f"or leave a core to a worker: torch.set_num_threads({max(cores - 1, 1)}) with num_workers=1 "
         "(compute then runs on one thread fewer; measure both)"
-        if cores > 1
+        if cores > 1 and (torch_threads is None or torch_threads > cores - 1)  # not a count it already has
         else ""
     )
     at = where(ld)

@@ -97,8 +97,9 @@ def verdict_short(v: Mapping[str, Any]) -> str:
     band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
     level = "borderline" if t.level is Level.BORDERLINE else top.level.value
     # The gain of removing it is said once, on the "try" line that names the change.
+    on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
     return (
-        f"verdict: {top.bound} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
+        f"verdict: {top.bound}{on} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
         f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}{band}){wait}{busy}"
     )
 
