@@ -175,3 +175,16 @@ def test_the_child_records_threads_compile_and_the_dataset(tmp_path):
     assert doc["compiled_graphs"] >= 1
     assert doc["loaders"][0]["dataset"] == "torch.utils.data.dataset.TensorDataset"
     assert all("torch.compile," not in r["text"] for r in doc["recommendations"])
+
+
+def test_the_try_line_names_the_settings_with_their_numbers():
+    doc = run_doc(LOAD_BOUND, loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    rec = doc["recommendations"][0]
+    assert rec["id"] == "more_workers" and rec["set"] == {"num_workers": 3, "persistent_workers": True}
+    line = try_short(rec, doc["verdict"], LOADER["site"])
+    assert line.startswith("try: train.py:42: set num_workers=3, persistent_workers=True: up to 4.00x faster")
+    # Enough workers, the queue runs dry: the prefetch factor, doubled from the loader's own.
+    ld = {**LOADER, "num_workers": 4, "prefetch_factor": 3, "worker_batch_ms": 20.0, "persistent_workers": True}
+    plan = loader_plan(ld, step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False)
+    assert plan["reason"] == "prefetch too shallow" and plan["set"] == {"prefetch_factor": 6}

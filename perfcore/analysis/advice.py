@@ -178,6 +178,8 @@ def advise(  # noqa: C901, PLR0912
                 )
                 if rid == "cheaper_batches":
                     rec["decode"] = plan.get("decode")
+                if plan.get("set"):
+                    rec["set"] = dict(plan["set"])
             else:
                 n = int(ld.get("num_workers") or 0)
                 ways = ["more workers (num_workers)"] + (

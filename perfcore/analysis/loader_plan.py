@@ -202,6 +202,7 @@ def loader_plan(  # noqa: PLR0913, PLR0915
         "loop_cores": loop_cores,
         "other_cores": other_cores,
         "torch_threads": torch_threads,
+        "set": {},  # the settings the plan changes in the user's DataLoader call, as numbers
     }
     rate = f"a batch takes {fmt_ms(make_ms)} to make and the loop uses one every {fmt_ms(consume_ms)}" + (
         f", {per_step:g} batches per step" if per_step > 1 else ""
@@ -258,6 +259,7 @@ def loader_plan(  # noqa: PLR0913, PLR0915
                 + f". Workers would not help as things are: {plan['sentence']}."
             )
         elif needed > spare:
+            plan["set"] = {"num_workers": spare, "persistent_workers": True}
             plan["text"] = (
                 f"In {at}: set num_workers={spare} and persistent_workers=True. {rate[0].upper()}"
                 f"{rate[1:]}, so hiding it needs about {needed} workers, more than the {spare} core(s) "
@@ -265,6 +267,7 @@ def loader_plan(  # noqa: PLR0913, PLR0915
                 f"rather than waits on I/O, also {more_cheaper}."
             )
         else:
+            plan["set"] = {"num_workers": needed, "persistent_workers": True}
             plan["text"] = f"In {at}: set num_workers={needed} and persistent_workers=True; {rate}."
         return plan
     # Each epoch's start-up (iter() to its first batch) less the making of that batch; the first
@@ -282,6 +285,7 @@ def loader_plan(  # noqa: PLR0913, PLR0915
     if restarts > 0 and wait_ms > 0 and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
         plan["reason"] = "start-up each epoch"
         plan["sentence"] = restart
+        plan["set"] = {"persistent_workers": True}
         plan["text"] = f"In {at}: set persistent_workers=True; {plan['sentence']}."
     elif needed > spare:
         plan["reason"] = "too slow per item"
@@ -297,6 +301,7 @@ def loader_plan(  # noqa: PLR0913, PLR0915
             f"{n} worker(s) make a batch every {fmt_ms(make_ms / n)} together, the loop uses one every "
             f"{fmt_ms(consume_ms)} and waits {fmt_ms(wait_ms)} per batch: about {needed} would hide it"
         )
+        plan["set"] = {"num_workers": needed}
         plan["text"] = f"In {at}: set num_workers={needed}; {plan['sentence']}."
     elif wait_ms > HANDOVER_RATIO * make_ms:
         # Waiting far longer than a batch takes to make: the time goes in handing it over (the worker
@@ -307,6 +312,7 @@ def loader_plan(  # noqa: PLR0913, PLR0915
             f"{n} worker(s) make a batch in {fmt_ms(make_ms)} but the loop waits {fmt_ms(wait_ms)} for "
             f"each: the handover from the worker processes costs the rest{busy}"
         )
+        plan["set"] = {"num_workers": 0}
         plan["text"] = (
             f"In {at}: with batches this cheap set num_workers=0 (the loop would spend about "
             f"{fmt_ms(make_ms)} making each one itself); {plan['sentence']}."
@@ -325,6 +331,7 @@ def loader_plan(  # noqa: PLR0913, PLR0915
                 "; pin_memory=True also copies every batch in a thread of the main process, "
                 "which competes with the loop for the interpreter"
             )
+        plan["set"] = {"prefetch_factor": max(pf * 2, 4)}
         plan["text"] = (
             f"In {at}: raise prefetch_factor to {max(pf * 2, 4)}"
             + (" or try pin_memory=False" if pin else "")
@@ -337,5 +344,6 @@ def loader_plan(  # noqa: PLR0913, PLR0915
         and startup_per_batch >= STARTUP_CONTRIBUTES * wait_ms
     ):
         plan["sentence"] += f"; besides, {restart}"
+        plan["set"] = {**plan["set"], "persistent_workers": True}
         plan["text"] = plan["text"][:-1] + f"; besides, {restart}: also set persistent_workers=True."
     return plan

@@ -45,6 +45,8 @@ _CHEAPER = {
 
 def _change(rec: Mapping[str, Any]) -> str | None:
     rid = str(rec.get("id"))
+    if isinstance(rec.get("set"), Mapping) and rec["set"]:  # the settings themselves, with their numbers
+        return "set " + ", ".join(f"{k}={v}" for k, v in rec["set"].items())
     if rid == "set_num_threads":
         return f"torch.set_num_threads({rec.get('threads_fit', 1)}): threads spin on oversubscribed cores"
     if rid == "cheaper_batches" and rec.get("decode") in _CHEAPER:
