@@ -135,6 +135,8 @@ def test_persistent_workers_not_proposed_when_set():
 def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
     assert oversubscription(2, 2, 0.0) is None  # two threads, two free cores
     assert oversubscription(2, 2, 0.1) is None  # measurement noise is not a taken core
+    assert oversubscription(2, 2, 0.45) is None  # nor is less than the interference finding's half core
+    assert oversubscription(2, 2, 0.6).fits == 1
     o = oversubscription(2, 2, 1.0)
     assert (o.threads, o.free_cores, o.fits) == (2, 1.0, 1)
     assert oversubscription(8, 4, 0.0).fits == 4  # more threads than CPUs, on a quiet machine too

@@ -10,6 +10,8 @@ import enum
 import math
 from typing import Any, Mapping
 
+from perfcore.analysis.interference import MATERIAL_OTHERS_CORES
+
 __all__ = ["Decode", "decode_of", "compiled", "Oversubscription", "oversubscription", "threads_of"]
 
 
@@ -92,8 +94,9 @@ def compiled(doc: Mapping[str, Any]) -> bool:
     return isinstance(n, int) and not isinstance(n, bool) and n > 0
 
 
-# A core three quarters free counts as free (measured CPU carries a few percent of noise), as for workers.
-FREE_SLACK_CORES = 0.25
+# Other processes take a core from torch's threads when they are material (half a core, the interference
+# finding's own bar): less is the sampler, a shell, measurement noise.
+FREE_SLACK_CORES = MATERIAL_OTHERS_CORES
 
 
 @dataclasses.dataclass(frozen=True)
