@@ -58,6 +58,24 @@ def test_both_ranks_measured_and_the_slow_one_named(two_ranks):
     assert doc["missing_ranks"] == []
 
 
+def test_a_rank_that_computes_longer_is_named_in_the_headline(tmp_path):
+    if not Path(TORCHRUN).exists():
+        pytest.skip("torchrun not installed next to this Python")
+    out = tmp_path / "run"
+    p = perfcore("run", "--warmup", "3", "--out", str(out), "--", TORCHRUN, "--nproc_per_node=2", SCRIPT,
+                 "--slow-rank", "1", "--compute-delay", "0.02")
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["stragglers"][0]["rank"] == 1 and doc["stragglers"][0]["excess_label"] == "compute"
+    v = doc["verdict"]
+    # Rank 1's own steps are compute; rank 0 waits about the 20 ms it sleeps in forward.
+    assert v["bound"] == "straggler" and v["healthy"] is False
+    assert (v["straggler"]["slow_rank"], v["straggler"]["waiting_rank"]) == (1, 0)
+    assert v["straggler"]["wait_ms"] > 10 and v["straggler"]["wait_share"] >= 0.2 and v["level"] == "critical"
+    assert "compute-bound (healthy)" not in p.stderr and "verdict: waiting for a straggler (critical)" in p.stderr
+    assert doc["recommendations"][0]["id"] == "balance_ranks"
+
+
 def test_trace_and_plots_cover_all_ranks(two_ranks):
     _, out = two_ranks
     trace = json.loads((out / "trace.json").read_text())
@@ -217,6 +235,11 @@ def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     line = verdict_short(v)
     assert line.startswith("verdict: waiting for a straggler (critical)") and "78%" in line and "rank 2" in line
     assert "slow rank" in try_short(rec, v, None)
+    # The slow rank's own collective time (its all-reduce) is not why it is slow: still the wait.
+    parts = [_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 1.5, compute=10.0)]
+    doc, focus = _merged(parts)
+    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    assert v["bound"] == "straggler" and v["causes"][0]["label"] == "comm"
 
 
 def test_a_wait_below_the_tier_leaves_the_slow_ranks_verdict():

@@ -158,6 +158,9 @@ def straggle(merged: Mapping[str, Any]) -> Straggle | None:
     )
 
 
+_OWN_CAUSES = tuple(lb for lb in AVOIDABLE if lb != "comm")
+
+
 def judge_straggle(decision: Mapping[str, Any], s: Straggle | None) -> dict[str, Any]:
     """The job's verdict from the slow rank's own (`decision`) and the straggle: when a rank waits for the
     straggler at or above the warn tier, the headline names that wait first, with the slow rank and why it
@@ -171,7 +174,9 @@ def judge_straggle(decision: Mapping[str, Any], s: Straggle | None) -> dict[str,
         return out
     out["straggler"] = s.to_dict()
     level = "critical" if share >= CRITICAL_SHARE else "warn"
-    if out.get("bound") not in AVOIDABLE:  # the slow rank names no cause of its own: the wait is the bound
+    # The slow rank's own cause is the job's bound when it surely names one that makes it slow; its comm
+    # (the collective itself), a borderline cause or healthy compute leave the wait as the bound.
+    if not (out.get("healthy") is False and out.get("bound") in _OWN_CAUSES):
         out.update(bound="straggler", level=level, healthy=False, primary=None)
     lead = (
         f"rank {s.slow_rank} holds up the job: rank {s.waiting_rank} waits {fmt_ms(s.wait_ms)} of each "
