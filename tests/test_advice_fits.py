@@ -150,6 +150,11 @@ def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
     assert rec["id"] == "set_num_threads" and rec["threads_fit"] == 1
     assert "torch.set_num_threads(1)" in try_short(rec, v, None)
     assert "[2 threads on 1.0 free cores]" in verdict_short(v)
+    # A cause of its own keeps its advice first; the threads' fix follows it.
+    doc = run_doc(LOAD_BOUND, loaders=[LOADER], threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
+    ids = [r["id"] for r in doc["recommendations"]]
+    assert ids[0] != "set_num_threads" and ids[1] == "set_num_threads"
     # OMP_NUM_THREADS alone (torch not imported when the run ended) says as much.
     doc = run_doc(HEALTHY, threads={"torch": None, "omp_env": "4", "cpus": 2})
     advise_run(doc, zero_code=True, evidence={"cpu_count": 2})

@@ -44,12 +44,11 @@ _SLOW_WHY = {
 }
 
 
-def _first_findings(add, decision: Mapping[str, Any], ev: Mapping[str, Any], at: str, pinned: bool) -> float:
-    """The findings said before the causes, as each is certain and cheap to act on: threads that outnumber
-    the free cores (they inflate every figure), a straggler every rank waits for, pageable copies.
-    Returns the pageable bytes per step (the transfer cause's advice is theirs when there are some)."""
+def _threads_finding(add, ev: Mapping[str, Any]) -> None:
+    """Threads that outnumber the free cores, with the fix: after the causes' own advice (the verdict
+    already says first that the threads inflate its figures), before the compute and start-up notes."""
     over = ev.get("oversubscribed")
-    if over:  # the threads' spinning inflates every figure below: said first, with its fix
+    if over:
         rec = add(
             "set_num_threads",
             "threads",
@@ -61,6 +60,12 @@ def _first_findings(add, decision: Mapping[str, Any], ev: Mapping[str, Any], at:
             f"{over['others_cores']:.1f})",
         )
         rec["threads_fit"] = over["fits"]
+
+
+def _first_findings(add, decision: Mapping[str, Any], ev: Mapping[str, Any], at: str, pinned: bool) -> float:
+    """The findings said before the causes, as each is certain and cheap to act on: a straggler every rank
+    waits for, pageable copies.
+    Returns the pageable bytes per step (the transfer cause's advice is theirs when there are some)."""
     job = decision.get("straggler")
     # Every rank waits for the slowest; where its own steps name a cause, that cause's advice is the
     # change, else what makes it slow (its compute) is.
@@ -248,6 +253,7 @@ def advise(  # noqa: C901, PLR0912
                     "(logging, metrics, checkpointing, Python overhead)." + gain,
                     because,
                 )
+    _threads_finding(add, ev)
     # Compute on the verdict's own basis (the trimmed estimate when there is one), so that it and
     # the step it is a share of are the same steps' figures.
     compute_ms = decision.get("compute_ms", breakdown_ms.get("compute", 0)) or 0.0
