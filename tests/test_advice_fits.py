@@ -195,3 +195,22 @@ def test_the_try_line_names_the_settings_with_their_numbers():
     ld = {**LOADER, "num_workers": 4, "prefetch_factor": 3, "worker_batch_ms": 20.0, "persistent_workers": True}
     plan = loader_plan(ld, step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False)
     assert plan["reason"] == "prefetch too shallow" and plan["set"] == {"prefetch_factor": 6}
+
+
+def test_each_piece_of_advice_carries_its_own_gain_and_site():
+    # Two cores, the loop holds one: one worker fits where three are needed, so a third of the wait is
+    # what the advice can gain, not the whole of it.
+    doc = run_doc(LOAD_BOUND, loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 1.0})
+    rec, cause = doc["recommendations"][0], doc["verdict"]["causes"][0]
+    assert rec["id"] == "more_workers" and rec["site"] == "train.py:42" and rec["set"]["num_workers"] == 1
+    assert doc["loader_plan"]["achievable_ms"] == pytest.approx(10.0)
+    assert rec["gain"]["saved_ms"] == pytest.approx(10.0) and rec["gain"]["speedup"] == pytest.approx(40 / 30)
+    assert cause["expected_speedup"] == pytest.approx(4.0)
+    line = try_short(rec, doc["verdict"], "train.py:42")
+    assert "up to 1.33x faster" in line and "4.00x" not in line
+    # A cause's advice without a plan gains what removing the cause does.
+    gpu = run_doc({**HEALTHY, "host": 8.0}, device="cuda:0")
+    advise_run(gpu, zero_code=True, evidence={"cpu_count": 8})
+    launch = next(r for r in gpu["recommendations"] if r["id"] == "launch_overhead")
+    assert launch["gain"]["saved_ms"] == pytest.approx(8.0) and "site" not in launch

@@ -18,6 +18,7 @@ from perfcore.analysis.loader_plan import (
     where,
 )
 from perfcore.analysis.ranks import judge_straggle, straggle
+from perfcore.analysis.results import Advice, Gain
 from perfcore.analysis.script_facts import compiled, oversubscription, threads_of
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
@@ -134,8 +135,20 @@ def advise(  # noqa: C901, PLR0912
     is_compiled = bool(ev.get("compiled"))
     pinned = ld.get("pin_memory") is True
 
-    def add(rid: str, cause: str | None, text: str, because: str, test: str | None = None) -> dict[str, Any]:
-        r = {"id": rid, "cause": cause, "text": text, "evidence": because}
+    def add(
+        rid: str,
+        cause: str | None,
+        text: str,
+        because: str,
+        test: str | None = None,
+        *,
+        gain: Mapping[str, Any] | None = None,
+        change: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        site = ld.get("site") if cause in ("load", "transfer") else None
+        g = Gain(gain["saved_ms"], gain["step_after_ms"], gain["speedup"], gain.get("band")) if gain else None
+        item = Advice(rid, cause, site=site, change=tuple((change or {}).items()), gain=g)
+        r = {**item.to_dict(), "text": text, "evidence": because}
         if test:
             r["test"] = test
         recs.append(r)
@@ -145,9 +158,11 @@ def advise(  # noqa: C901, PLR0912
     for c in decision.get("causes", []):
         lb, because = c["label"], c["evidence"]
         g = c.get("expected_gain") or expected_gain(decision.get("step_ms") or 0.0, c["ms_per_step"])
+        before = len(recs)
         gain = f" Expected: steps {g['text']}, {fmt_ms(g['step_after_ms'])} a step." if g["text"] else ""
         if lb == "load":
             if plan and plan.get("text"):
+                own = g  # the cause's whole wait, unless the free cores allow less of it
                 rid = {
                     "start-up each epoch": "persistent_workers",
                     "too slow per item": "cheaper_batches",
@@ -168,6 +183,7 @@ def advise(  # noqa: C901, PLR0912
                     )
                 elif plan.get("achievable_ms") is not None and plan["achievable_ms"] < c["ms_per_step"] - 1e-9:
                     a = expected_gain(decision.get("step_ms") or 0.0, plan["achievable_ms"])
+                    own = a
                     gain = (
                         f" Expected: steps {a['text']}, {fmt_ms(a['step_after_ms'])} a step: what the free cores "
                         f"allow of the {fmt_x(g['speedup'])} that removing the wait would give."
@@ -180,11 +196,11 @@ def advise(  # noqa: C901, PLR0912
                     plan["text"] + gain,
                     because,
                     "perfcore diagnose (synthetic data measures the step without loading)",
+                    gain=own,
+                    change=plan.get("set"),
                 )
                 if rid == "cheaper_batches":
                     rec["decode"] = plan.get("decode")
-                if plan.get("set"):
-                    rec["set"] = dict(plan["set"])
             else:
                 n = int(ld.get("num_workers") or 0)
                 ways = ["more workers (num_workers)"] + (
@@ -253,6 +269,8 @@ def advise(  # noqa: C901, PLR0912
                     "(logging, metrics, checkpointing, Python overhead)." + gain,
                     because,
                 )
+        for r in recs[before:]:  # a cause's advice gains what removing the cause does, unless it says less
+            r.setdefault("gain", Gain(g["saved_ms"], g["step_after_ms"], g["speedup"], g.get("band")).to_dict())
     _threads_finding(add, ev)
     # Compute on the verdict's own basis (the trimmed estimate when there is one), so that it and
     # the step it is a share of are the same steps' figures.

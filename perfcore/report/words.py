@@ -111,8 +111,10 @@ def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | No
     change = _change(rec)
     if change is None:  # a finding with its own words (memory): its first clause
         change = str(rec.get("text") or "").split(": ")[0].split(". ")[0]
+    # The advice's own gain (what the free cores allow of a wait, say); a document written before advice
+    # kept one: its cause's.
     cause = next((c for c in verdict.get("causes") or [] if c.get("label") == rec.get("cause")), None)
-    g = (cause or {}).get("expected_gain") or {}
+    g = rec.get("gain") if isinstance(rec.get("gain"), Mapping) else (cause or {}).get("expected_gain") or {}
     gain = _gain(g.get("speedup"), g.get("band")) if rec.get("cause") in WHAT else ""
     where = f"{site}: " if site and rec.get("cause") in ("load", "transfer") else ""
     return f"try: {where}{change}" + (f": {gain}" if gain else "")
