@@ -214,3 +214,16 @@ def test_each_piece_of_advice_carries_its_own_gain_and_site():
     advise_run(gpu, zero_code=True, evidence={"cpu_count": 8})
     launch = next(r for r in gpu["recommendations"] if r["id"] == "launch_overhead")
     assert launch["gain"]["saved_ms"] == pytest.approx(8.0) and "site" not in launch
+
+
+@pytest.mark.parametrize("decode", ["pil", "fast", "none", "unknown"])
+def test_a_cheaper_batch_try_line_fits_the_terminal(decode):
+    rec = {
+        "id": "cheaper_batches",
+        "cause": "load",
+        "decode": decode,
+        "gain": {"saved_ms": 1.0, "step_after_ms": 1.0, "speedup": 22.46, "band": [20.2, 28.81]},
+    }
+    line = try_short(rec, {"causes": []}, None)
+    assert line.startswith("try: cheaper batches") and len(line) <= 120, line
+    assert ("decode_jpeg" in line) == (decode == "pil")

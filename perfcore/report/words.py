@@ -19,7 +19,7 @@ _CHANGE = {
     "pin_memory": "pin_memory=True, and .to(device, non_blocking=True)",
     "more_workers": "more DataLoader workers (num_workers)",
     "cheaper_batches": "cheaper batches (less work per item, data cached as tensors)",
-    "pageable_despite_pin": "pin the tensor copied from pageable memory (pin_memory=True is set already)",
+    "pageable_despite_pin": "pin the tensor copied from pageable memory (pin_memory is set)",
     "persistent_workers": "persistent_workers=True (workers start once, not every epoch)",
     "fewer_workers": "fewer workers: the hand-over from workers costs more than it hides",
     "deeper_prefetch": "a higher prefetch_factor",
@@ -37,9 +37,9 @@ _CHANGE = {
 
 # A cheaper batch, by how the loader's items are made: a decoder is named only where images are decoded.
 _CHEAPER = {
-    "pil": "cheaper batches (torchvision.io.decode_jpeg rather than PIL, pre-resized or cached images)",
+    "pil": "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
     "fast": "cheaper batches (pre-resized or cached images)",
-    "none": "cheaper batches (transforms done once on the whole tensor, batches indexed at once)",
+    "none": "cheaper batches (transforms once on the whole tensor, batch indexing)",
 }
 
 
@@ -80,23 +80,22 @@ def verdict_short(v: Mapping[str, Any]) -> str:
             f"{fmt_ms(t.step_ms)} step{tail}{busy}"
         )
     job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
+    # A job held up by one rank: the wait, the slow rank and the label of its excess, each once.
     wait = (
-        f"; rank {job.get('waiting_rank')} waits {fmt_share(float(job.get('wait_share') or 0))} of each step "
-        f"for rank {job.get('slow_rank')} ({job.get('excess_label')} +{fmt_ms(float(job.get('excess_ms') or 0))})"
-        if job
-        else ""
+        f"; rank {job.get('waiting_rank')} waits {fmt_share(float(job.get('wait_share') or 0))} for it" if job else ""
     )
     if job and t.bound == "straggler":
         return (
-            f"verdict: waiting for a straggler ({t.level.value}): rank {job.get('waiting_rank')} waits "
-            f"{fmt_ms(float(job.get('wait_ms') or 0))} of a {fmt_ms(float(job.get('step_ms') or 0))} step "
-            f"({fmt_share(float(job.get('wait_share') or 0))}) for rank {job.get('slow_rank')}, whose "
-            f"{job.get('excess_label')} is {fmt_ms(float(job.get('excess_ms') or 0))} longer{busy}"
+            f"verdict: straggler rank {job.get('slow_rank')} ({t.level.value}): rank {job.get('waiting_rank')} "
+            f"waits {fmt_ms(float(job.get('wait_ms') or 0))} of a {fmt_ms(float(job.get('step_ms') or 0))} step "
+            f"({fmt_share(float(job.get('wait_share') or 0))}) for it, {job.get('excess_label')} "
+            f"+{fmt_ms(float(job.get('excess_ms') or 0))}{busy}"
         )
     top = next((c for c in t.named if c.label == t.primary), None)
     if top is None:  # a document without the verdict's numbers (written before they were kept)
         return f"verdict: {v.get('plain_summary') or v.get('summary') or ''}"
-    band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
+    # The interval gives way to the wait for the slow rank, which the line must also hold.
+    band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band and not job else ""
     level = "borderline" if t.level is Level.BORDERLINE else top.level.value
     # The gain of removing it is said once, on the "try" line that names the change.
     on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
