@@ -7,7 +7,8 @@ import pytest
 
 from perfcore.analysis.gain import expected_gain, judge, measured_gain
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
-from perfcore.analysis.verdict import confirm, decide, decide_run
+from perfcore.analysis.checks import confirm
+from perfcore.analysis.verdict import decide, decide_run
 from perfcore.experiments.diagnose import diagnose_advice, diagnose_verdict
 from perfcore.experiments.health import health_report
 
@@ -113,7 +114,7 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     # Synthetic data measured 0.88x: nothing can be read from that pair.
     step, sem = 5300.0, 1300.0
     v = decide({"load": step - step / 1.18}, step)
-    from perfcore.analysis.verdict import difference_noise_ms
+    from perfcore.analysis.checks import difference_noise_ms
 
     noise = difference_noise_ms(sem, sem)
     c = confirm(v, "load", 0.88, "synthetic data", noise_ms=noise)

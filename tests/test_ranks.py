@@ -49,7 +49,31 @@ def test_both_ranks_measured_and_the_slow_one_named(two_ranks):
     assert r0["breakdown_ms"]["comm"] > 0.7 * r1["breakdown_ms"]["load"]
     assert r1["breakdown_ms"]["comm"] < 0.2 * r0["breakdown_ms"]["comm"]
     assert doc["verdict"]["bound"] == "load" and "rank 1" in doc["verdict"]["summary"]
+    # The headline names the wait for the straggler, with the slow rank and why it is slow.
+    job = doc["verdict"]["straggler"]
+    assert (job["slow_rank"], job["waiting_rank"], job["excess_label"]) == (1, 0, "load")
+    assert job["wait_ms"] == pytest.approx(r0["breakdown_ms"]["comm"], rel=0.3) and job["wait_share"] >= 0.1
+    assert doc["verdict"]["summary"].startswith("rank 1 holds up the job: rank 0 waits")
+    assert doc["recommendations"][0]["id"] != "balance_ranks"  # rank 1's own cause (load) is the change
     assert doc["missing_ranks"] == []
+
+
+def test_a_rank_that_computes_longer_is_named_in_the_headline(tmp_path):
+    if not Path(TORCHRUN).exists():
+        pytest.skip("torchrun not installed next to this Python")
+    out = tmp_path / "run"
+    p = perfcore("run", "--warmup", "3", "--out", str(out), "--", TORCHRUN, "--nproc_per_node=2", SCRIPT,
+                 "--slow-rank", "1", "--compute-delay", "0.02")
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["stragglers"][0]["rank"] == 1 and doc["stragglers"][0]["excess_label"] == "compute"
+    v = doc["verdict"]
+    # Rank 1's own steps are compute; rank 0 waits about the 20 ms it sleeps in forward.
+    assert v["bound"] == "straggler" and v["healthy"] is False
+    assert (v["straggler"]["slow_rank"], v["straggler"]["waiting_rank"]) == (1, 0)
+    assert v["straggler"]["wait_ms"] > 10 and v["straggler"]["wait_share"] >= 0.2 and v["level"] == "critical"
+    assert "compute-bound (healthy)" not in p.stderr and "verdict: straggler rank 1 (critical): rank 0 waits" in p.stderr
+    assert doc["recommendations"][0]["id"] == "balance_ranks"
 
 
 def test_trace_and_plots_cover_all_ranks(two_ranks):
@@ -180,3 +204,52 @@ def test_merging_two_jobs_folders_is_one_line(tmp_path):
     lines = res.stderr.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and "two parts claim rank 0" in lines[0], lines
     assert not (tmp_path / "m").exists()
+
+
+def _merged(parts):
+    """A merged job document as finish makes it (rank 0's numbers plus the merge), and the slow rank's."""
+    merged = {**parts[0]["doc"], "device": "cpu", "warmup_steps": 0, **merge_ranks(parts)}
+    slow = merged["stragglers"][0]["rank"]
+    return merged, next(p["doc"] for p in parts if p["doc"]["rank"] == slow)
+
+
+def test_a_straggler_that_computes_longer_is_the_jobs_headline():
+    from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.ranks import straggle
+    from perfcore.report.words import try_short, verdict_short
+
+    # Rank 2 computes 10 ms a step; ranks 0 and 1 compute 1 ms and wait 9 ms for it in the collective.
+    parts = [_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 0.0, compute=10.0)]
+    doc, focus = _merged(parts)
+    s = straggle(doc)
+    assert (s.slow_rank, s.excess_label) == (2, "compute")
+    assert s.wait_ms == pytest.approx(9.0) and s.wait_share == pytest.approx(9.0 / 11.5)
+    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    # Alone, rank 2's own steps are healthy compute; the job's verdict is the wait for it.
+    assert (v["bound"], v["level"], v["healthy"]) == ("straggler", "critical", False)
+    assert v["straggler"]["waiting_rank"] in (0, 1) and v["straggler"]["excess_ms"] == pytest.approx(9.0)
+    assert v["summary"].startswith("rank 2 holds up the job")
+    rec = doc["recommendations"][0]
+    assert rec["id"] == "balance_ranks" and rec["cause"] == "straggler"
+    assert all(r["id"] != "faster_compute" for r in doc["recommendations"])
+    line = verdict_short(v)
+    assert line.startswith("verdict: straggler rank 2 (critical): rank ") and "(78%) for it, compute +9.00 ms" in line
+    assert len(line) <= 120
+    assert "slow rank" in try_short(rec, v, None)
+    # The slow rank's own collective time (its all-reduce) is not why it is slow: still the wait.
+    parts = [_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 1.5, compute=10.0)]
+    doc, focus = _merged(parts)
+    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    assert v["bound"] == "straggler" and v["causes"][0]["label"] == "comm"
+
+
+def test_a_wait_below_the_tier_leaves_the_slow_ranks_verdict():
+    from perfcore.analysis.advice import advise_run
+
+    # Rank 2 is slower by 0.6 ms of a 10.6 ms step: the others wait under 10% for it.
+    parts = [_part(0, 1.0, 0.6, compute=8.5), _part(1, 1.0, 0.6, compute=8.5), _part(2, 1.0, 0.0, compute=9.1)]
+    doc, focus = _merged(parts)
+    assert doc["stragglers"][0]["rank"] == 2 and doc["waiting"]
+    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    assert v["bound"] == "compute" and "straggler" not in v
+    assert all(r["id"] != "balance_ranks" for r in doc["recommendations"])

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from perfcore.analysis.compare import compare_runs, render_compare
-from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, confirm, decide, decide_run
+from perfcore.analysis.checks import confirm
+from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, decide, decide_run
 from perfcore.experiments.diagnose import diagnose_verdict
 from perfcore.experiments.health import health_report
 
@@ -187,7 +188,7 @@ def test_compare_with_a_run_that_measured_nothing():
 
 
 def test_the_runs_own_spread_widens_what_agrees():
-    from perfcore.analysis.verdict import NOISE_SE, difference_noise_ms, step_sem_ms
+    from perfcore.analysis.checks import NOISE_SE, difference_noise_ms, step_sem_ms
 
     # A healthy 30 ms step whose fetch is 1 ms: removing it predicts ~1.03x. On a busy host the two
     # runs' mean steps differ by 3 ms (10%) with nothing changed, ticks of 4 ms ending the waits.

@@ -8,14 +8,17 @@ from when the collectives end (they end together on every rank).
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.units import fmt_ms, fmt_share
+from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
-__all__ = ["merge_ranks", "clock_offsets", "job_problem"]
+__all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle"]
 
 _PHRASE = {
     "load": "its DataLoader waits",
@@ -102,12 +105,89 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
             {
                 "rank": parts[i]["doc"].get("rank"),
                 "comm_ms": float(label_means["comm"][i]),
+                "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
                 "sentence": f"rank {parts[i]['doc'].get('rank')} waits {label_means['comm'][i]:.1f} "
                 f"ms/step in collectives for rank(s) {who}",
             }
             for i in range(len(parts))
             if i not in slow_idx and label_means["comm"][i] - slow_comm > 0.5
         ]
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Straggle:
+    """A job held up by one rank: the rank that waits longest in collectives (`wait_ms` of its `step_ms`),
+    the slow rank it waits for, and why that one is slow (the label of its excess over the others)."""
+
+    waiting_rank: int | None
+    wait_ms: float
+    step_ms: float
+    slow_rank: int | None
+    excess_label: str
+    excess_ms: float
+    work_ms: float
+    others_work_ms: float
+
+    @property
+    def wait_share(self) -> float:
+        return self.wait_ms / self.step_ms if self.step_ms > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "wait_share": self.wait_share}
+
+
+def straggle(merged: Mapping[str, Any]) -> Straggle | None:
+    """The job's straggle from merge_ranks' fields (stragglers, waiting): the longest wait for the slowest
+    straggler, or None when no rank is a straggler or none waits for it."""
+    slow = [s for s in merged.get("stragglers") or [] if isinstance(s, Mapping)]
+    waits = [w for w in merged.get("waiting") or [] if isinstance(w, Mapping) and w.get("step_ms")]
+    if not slow or not waits:
+        return None
+    s = max(slow, key=lambda x: float(x.get("work_ms") or 0.0))
+    w = max(waits, key=lambda x: float(x["comm_ms"]) / float(x["step_ms"]))
+    return Straggle(
+        waiting_rank=w.get("rank"),
+        wait_ms=float(w["comm_ms"]),
+        step_ms=float(w["step_ms"]),
+        slow_rank=s.get("rank"),
+        excess_label=str(s.get("excess_label")),
+        excess_ms=float(s.get("excess_ms") or 0.0),
+        work_ms=float(s.get("work_ms") or 0.0),
+        others_work_ms=float(s.get("others_work_ms") or 0.0),
+    )
+
+
+_OWN_CAUSES = tuple(lb for lb in AVOIDABLE if lb != "comm")
+
+
+def judge_straggle(decision: Mapping[str, Any], s: Straggle | None) -> dict[str, Any]:
+    """The job's verdict from the slow rank's own (`decision`) and the straggle: when a rank waits for the
+    straggler at or above the warn tier, the headline names that wait first, with the slow rank and why it
+    is slow; and where the slow rank's own verdict is healthy (its excess is compute), the wait is the
+    bound. Otherwise the decision as it was."""
+    out = dict(decision)
+    if s is None or not out.get("step_ms"):
+        return out
+    share = s.wait_share
+    if share < WARN_SHARE:
+        return out
+    out["straggler"] = s.to_dict()
+    level = "critical" if share >= CRITICAL_SHARE else "warn"
+    # The slow rank's own cause is the job's bound when it surely names one that makes it slow; its comm
+    # (the collective itself), a borderline cause or healthy compute leave the wait as the bound.
+    if not (out.get("healthy") is False and out.get("bound") in _OWN_CAUSES):
+        out.update(bound="straggler", level=level, healthy=False, primary=None)
+    lead = (
+        f"rank {s.slow_rank} holds up the job: rank {s.waiting_rank} waits {fmt_ms(s.wait_ms)} of each "
+        f"{fmt_ms(s.step_ms)} step ({fmt_share(share)}, {level}) in collectives for it; its own work is "
+        f"{fmt_ms(s.work_ms)} against {fmt_ms(s.others_work_ms)} on the other ranks, the excess in "
+        f"{s.excess_label}: {_PHRASE.get(s.excess_label, s.excess_label)} {fmt_ms(s.excess_ms)} more per step"
+    )
+    plain = str(out.get("plain_summary") or out.get("summary") or "")
+    out["plain_summary"] = f"{lead}. On rank {s.slow_rank}: {plain}" if plain else lead
+    summary = str(out.get("summary") or "")
+    out["summary"] = f"{lead}. On rank {s.slow_rank}: {summary}" if summary else lead
     return out
 
 

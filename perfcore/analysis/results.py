@@ -9,7 +9,7 @@ import dataclasses
 import enum
 from typing import Any, Mapping
 
-__all__ = ["Level", "Gain", "Cause", "Verdict", "BOUNDS"]
+__all__ = ["Level", "Gain", "Cause", "Verdict", "Advice", "BOUNDS"]
 
 # The bound each avoidable label names when it is the verdict's.
 BOUNDS = {"load": "input-bound", "transfer": "transfer-bound", "comm": "communication-bound", "host": "host-bound"}
@@ -34,6 +34,14 @@ class Gain:
     step_after_ms: float
     speedup: float | None
     band: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "saved_ms": self.saved_ms,
+            "step_after_ms": self.step_after_ms,
+            "speedup": self.speedup,
+            "band": list(self.band) if self.band else None,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,3 +160,27 @@ class Verdict:
             ranked=tuple(ranked),
             uncertain=bool(d.get("uncertain")),
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """One piece of advice as facts: its kind (the recommendation's id), the cause or finding it answers,
+    where in the user's code (file:line), the settings it changes with their values, and its own expected
+    gain (for a loader change, what the free cores allow, which may be less than removing the cause)."""
+
+    kind: str
+    cause: str | None
+    site: str | None = None
+    change: tuple[tuple[str, Any], ...] = ()
+    gain: Gain | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The typed fields of a run.json recommendation (its words, text and evidence, sit beside them)."""
+        d: dict[str, Any] = {"id": self.kind, "cause": self.cause}
+        if self.site:
+            d["site"] = self.site
+        if self.change:
+            d["set"] = dict(self.change)
+        if self.gain is not None:
+            d["gain"] = self.gain.to_dict()
+        return d

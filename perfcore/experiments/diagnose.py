@@ -18,7 +18,8 @@ from perfcore.analysis.advice import advise_run
 from perfcore.analysis.gain import expected_gain, measured_gain
 from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
-from perfcore.analysis.verdict import confirm, decide, difference_noise_ms, prediction, preface, run_evidence
+from perfcore.analysis.checks import confirm, difference_noise_ms, prediction
+from perfcore.analysis.verdict import decide, preface, run_evidence
 from perfcore.workloads import Workload
 from perfcore.experiments.runner import measure_workload
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.attribution import decision_deferred
-from perfcore.analysis.verdict import step_sem_ms
+from perfcore.analysis.checks import step_sem_ms
 from perfcore.errors import UsageError
 from perfcore.analysis.interference import interference_finding
 from perfcore.capture.interference import InterferenceSampler
@@ -234,6 +234,7 @@ def measure_workload(  # noqa: C901, PLR0912, PLR0913, PLR0915
             for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
         },
         "worker_batch_ms": res["breakdown_ms"]["load"] if not settings["num_workers"] and not synthetic else None,
+        "decoder": getattr(workload, "decoder", None),  # decoder advice only where images are decoded
     }
     res["loaders"] = [loader]
     if interference:

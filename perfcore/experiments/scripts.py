@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from perfcore.analysis.verdict import step_sem_ms
+from perfcore.analysis.checks import step_sem_ms
 from perfcore.errors import UsageError
 from perfcore.errors import RunFailed
 from perfcore.run.parent.finish import finish_run

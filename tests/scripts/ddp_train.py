@@ -12,6 +12,19 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 
+class Slow(nn.Module):
+    """Holds a forward up by `delay` seconds: a rank whose compute is slower (a slower device, more work)."""
+
+    def __init__(self, delay):
+        super().__init__()
+        self.delay = delay
+
+    def forward(self, x):
+        if self.delay:
+            time.sleep(self.delay)
+        return x
+
+
 class Data(Dataset):
     def __init__(self, n, delay):
         self.n, self.delay = n, delay
@@ -31,6 +44,7 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--slow-rank", type=int, default=1)
     p.add_argument("--delay", type=float, default=0.0025)
+    p.add_argument("--compute-delay", type=float, default=0.0, help="seconds the slow rank's forward takes longer")
     p.add_argument("--crash-rank", type=int, default=-1)
     p.add_argument("--crash-at", type=int, default=10)
     p.add_argument("--hard", action="store_true", help="die by SIGKILL (as the OOM killer does): no cleanup at all")
@@ -39,9 +53,10 @@ def main():
     rank = dist.get_rank()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = DDP(nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4)))
+    slow = args.compute_delay if rank == args.slow_rank else 0.0
+    model = DDP(nn.Sequential(nn.Linear(64, 256), Slow(slow), nn.ReLU(), nn.Linear(256, 4)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    ds = Data(args.steps * 8 * dist.get_world_size(), args.delay if rank == args.slow_rank else 0.0)
+    ds = Data(args.steps * 8 * dist.get_world_size(), args.delay if rank == args.slow_rank and not slow else 0.0)
     loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, shuffle=False))
     for step, (x, y) in enumerate(loader):
         loss = nn.functional.cross_entropy(model(x), y)

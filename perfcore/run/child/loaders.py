@@ -117,9 +117,13 @@ class Loaders:
             rec["made"] += 1
         else:
             index = len(self.records)
+            ds = type(loader.dataset)
             rec = {
                 "site": site,
                 **settings,
+                # The dataset's class says whether items are decoded images (ImageFolder) or arrays
+                # already in memory (MNIST, TensorDataset): decoder advice only fits the first.
+                "dataset": f"{ds.__module__}.{ds.__qualname__}",
                 "made": 1,
                 "worker_startup_ms": [],
                 "batches": 0,

@@ -131,6 +131,31 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         },
         "loaders": inst.loaders.summary(inst.run_dir / WORKERS),
         **inst.loader_changes.facts(),
+        **_runtime_facts(),
+    }
+
+
+def _runtime_facts() -> dict[str, Any]:
+    """What the script set that advice must not propose again, read without importing anything: torch's
+    intra-op threads, OMP_NUM_THREADS, the CPUs this process may run on, and whether torch.compile
+    compiled a graph."""
+    torch = sys.modules.get("torch")
+    dynamo = sys.modules.get("torch._dynamo.utils")
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count()
+    try:
+        graphs = int(dynamo.counters["stats"]["unique_graphs"]) if dynamo is not None else 0
+    except Exception:  # a torch whose counters differ: say nothing rather than guess
+        graphs = None
+    return {
+        "threads": {
+            "torch": int(torch.get_num_threads()) if torch is not None else None,
+            "omp_env": os.environ.get("OMP_NUM_THREADS"),
+            "cpus": cpus,
+        },
+        "compiled_graphs": graphs,
     }
 
 

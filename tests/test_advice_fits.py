@@ -1,0 +1,229 @@
+"""Advice fits the data and the script: a decoder only where images are decoded, nothing the script
+already does (torch.compile, pin_memory=True, persistent workers), and threads that outnumber the free
+cores diagnosed with their fix. Statuses and numbers on synthetic documents; one real run for the facts
+the child records."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfcore.analysis.advice import advise_run, loader_plan
+from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
+from perfcore.report.words import try_short, verdict_short
+
+LOADER = {
+    "site": "train.py:42",
+    "num_workers": 0,
+    "pin_memory": False,
+    "prefetch_factor": None,
+    "persistent_workers": False,
+    "batch_size": 32,
+    "worker_startup_ms": [],
+    "batches": 45,
+    "worker_batch_ms": 30.0,
+}
+LOAD_BOUND = {"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}
+HEALTHY = {"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.2}
+
+
+def run_doc(bd, **extra):
+    return {
+        "step_time_ms": {"mean": sum(bd.values())},
+        "breakdown_ms": bd,
+        "device": "cpu",
+        "steps": 40,
+        "warmup_steps": 5,
+        **extra,
+    }
+
+
+@pytest.mark.parametrize(
+    ("ld", "decode"),
+    [
+        ({"dataset": "torchvision.datasets.mnist.MNIST"}, Decode.NONE),
+        ({"dataset": "torch.utils.data.dataset.TensorDataset"}, Decode.NONE),
+        ({"dataset": "torchvision.datasets.folder.ImageFolder"}, Decode.PIL),
+        ({"decoder": "pil", "dataset": "perfcore.workloads.builtin.JpegDataset"}, Decode.PIL),
+        ({"decoder": "torchvision"}, Decode.FAST),
+        ({"dataset": "train.MyDataset"}, Decode.UNKNOWN),
+        ({}, Decode.UNKNOWN),
+    ],
+)
+def test_how_items_are_made_comes_from_the_loaders_dataset(ld, decode):
+    assert decode_of(ld) is decode
+
+
+def _no_core_plan(ld):
+    # The loop holds both cores: workers cannot help, the plan says make a batch cheaper.
+    return loader_plan(ld, step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=2.0)
+
+
+def test_decoder_advice_only_where_images_are_decoded():
+    for dataset in ("torchvision.datasets.mnist.MNIST", "torch.utils.data.dataset.TensorDataset", "x.Mine"):
+        plan = _no_core_plan({**LOADER, "dataset": dataset})
+        assert plan["reason"] == "no spare cores" and plan["decode"] in ("none", "unknown")
+        assert "decode_jpeg" not in plan["text"] and "PIL" not in plan["text"]
+    plan = _no_core_plan({**LOADER, "dataset": "torchvision.datasets.folder.ImageFolder"})
+    assert plan["decode"] == "pil" and "decode_jpeg" in plan["text"]
+    # The short line follows the same status.
+    doc = run_doc(LOAD_BOUND, loaders=[{**LOADER, "dataset": "torchvision.datasets.mnist.MNIST"}])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 2.0})
+    rec = doc["recommendations"][0]
+    assert rec["id"] == "cheaper_batches" and rec["decode"] == "none"
+    line = try_short(rec, doc["verdict"], "train.py:42")
+    assert "cheaper batches" in line and "decode_jpeg" not in line and "PIL" not in line
+
+
+def test_torch_compile_is_not_proposed_to_a_compiled_model():
+    plain = run_doc(HEALTHY)
+    advise_run(plain, zero_code=True, evidence={"cpu_count": 8})
+    assert [r["id"] for r in plain["recommendations"]] == ["faster_compute"]
+    assert "torch.compile" in plain["recommendations"][0]["text"]
+    done = run_doc(HEALTHY, compiled_graphs=3)
+    advise_run(done, zero_code=True, evidence={"cpu_count": 8})
+    assert "torch.compile" not in done["recommendations"][0]["text"]
+    gpu = run_doc({**HEALTHY, "host": 8.0}, device="cuda:0", compiled_graphs=1)
+    advise_run(gpu, zero_code=True, evidence={"cpu_count": 8})
+    launch = next(r for r in gpu["recommendations"] if r["id"] == "launch_overhead")
+    assert "torch.compile(" not in launch["text"]
+
+
+def test_pin_memory_is_not_proposed_when_set():
+    bd = {"load": 0.0, "transfer": 6.0, "compute": 10.0, "comm": 0.0, "host": 0.0}
+    pinned = {**LOADER, "pin_memory": True}
+    doc = run_doc(bd, device="cuda:0", loaders=[pinned])
+    ev = {"cpu_count": 8, "pageable_h2d_bytes_per_step": 4 * 2**20, "pageable_h2d_ms_per_step": 2.0}
+    advise_run(doc, zero_code=True, evidence=ev)
+    ids = [r["id"] for r in doc["recommendations"]]
+    assert ids[0] == "pageable_despite_pin" and "pin_memory" not in ids
+    assert all("set pin_memory=True" not in r["text"] for r in doc["recommendations"])
+    # No pageable copies, still transfer-bound: overlap, without proposing the pinning it has.
+    doc = run_doc(bd, device="cuda:0", loaders=[pinned])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    (rec,) = doc["recommendations"]
+    assert rec["id"] == "overlap_copies" and "pin_memory=True in" not in rec["text"]
+    doc = run_doc(bd, device="cuda:0", loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert "pin_memory=True in" in doc["recommendations"][0]["text"]
+
+
+def test_fewer_torch_threads_not_proposed_when_already_that_few():
+    ld = {**LOADER, "dataset": "x.Mine"}
+    args = dict(step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=1.0, other_cores=1.0)
+    assert "torch.set_num_threads(1)" in loader_plan(ld, **args, torch_threads=2)["text"]
+    assert "torch.set_num_threads" not in loader_plan(ld, **args, torch_threads=1)["text"]
+
+
+def test_persistent_workers_not_proposed_when_set():
+    # No per-batch time: the generic advice, worded from the loader's own settings.
+    ld = {**LOADER, "num_workers": 4, "persistent_workers": True, "worker_batch_ms": None}
+    doc = run_doc(LOAD_BOUND, loaders=[ld])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    rec = doc["recommendations"][0]
+    assert rec["id"] == "more_workers" and "persistent_workers=True," not in rec["text"]
+    doc = run_doc(LOAD_BOUND, loaders=[{**ld, "persistent_workers": False}])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert "persistent_workers=True," in doc["recommendations"][0]["text"]
+
+
+def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
+    assert oversubscription(2, 2, 0.0) is None  # two threads, two free cores
+    assert oversubscription(2, 2, 0.1) is None  # measurement noise is not a taken core
+    assert oversubscription(2, 2, 0.45) is None  # nor is less than the interference finding's half core
+    assert oversubscription(2, 2, 0.6).fits == 1
+    o = oversubscription(2, 2, 1.0)
+    assert (o.threads, o.free_cores, o.fits) == (2, 1.0, 1)
+    assert oversubscription(8, 4, 0.0).fits == 4  # more threads than CPUs, on a quiet machine too
+    assert oversubscription(1, 2, 1.9) is None  # one thread cannot oversubscribe
+    busy = {"sentence": "other processes used 1.0 of 2 cores", "material": True, "others_cores": 1.0, "cores": 2}
+    doc = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
+    v = doc["verdict"]
+    assert v["oversubscribed"]["fits"] == 1 and "torch.set_num_threads(1)" in v["summary"]
+    rec = doc["recommendations"][0]
+    assert rec["id"] == "set_num_threads" and rec["threads_fit"] == 1
+    assert "torch.set_num_threads(1)" in try_short(rec, v, None)
+    assert "[2 threads on 1.0 free cores]" in verdict_short(v)
+    # A cause of its own keeps its advice first; the threads' fix follows it.
+    doc = run_doc(LOAD_BOUND, loaders=[LOADER], threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
+    ids = [r["id"] for r in doc["recommendations"]]
+    assert ids[0] != "set_num_threads" and ids[1] == "set_num_threads"
+    # OMP_NUM_THREADS alone (torch not imported when the run ended) says as much.
+    doc = run_doc(HEALTHY, threads={"torch": None, "omp_env": "4", "cpus": 2})
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
+    assert doc["verdict"]["oversubscribed"]["source"] == "OMP_NUM_THREADS"
+    quiet = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2})
+    advise_run(quiet, zero_code=True, evidence={"cpu_count": 2})
+    assert "oversubscribed" not in quiet["verdict"]
+    assert all(r["id"] != "set_num_threads" for r in quiet["recommendations"])
+
+
+def test_the_child_records_threads_compile_and_the_dataset(tmp_path):
+    script = Path(__file__).parent / "scripts" / "compiled_train.py"
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.run(
+        [sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["threads"]["torch"] == 1 and doc["threads"]["omp_env"] == "1" and doc["threads"]["cpus"] >= 1
+    assert doc["compiled_graphs"] >= 1
+    assert doc["loaders"][0]["dataset"] == "torch.utils.data.dataset.TensorDataset"
+    assert all("torch.compile," not in r["text"] for r in doc["recommendations"])
+
+
+def test_the_try_line_names_the_settings_with_their_numbers():
+    doc = run_doc(LOAD_BOUND, loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    rec = doc["recommendations"][0]
+    assert rec["id"] == "more_workers" and rec["set"] == {"num_workers": 3, "persistent_workers": True}
+    line = try_short(rec, doc["verdict"], LOADER["site"])
+    assert line.startswith("try: train.py:42: set num_workers=3, persistent_workers=True: up to 4.00x faster")
+    # Enough workers, the queue runs dry: the prefetch factor, doubled from the loader's own.
+    ld = {**LOADER, "num_workers": 4, "prefetch_factor": 3, "worker_batch_ms": 20.0, "persistent_workers": True}
+    plan = loader_plan(ld, step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False)
+    assert plan["reason"] == "prefetch too shallow" and plan["set"] == {"prefetch_factor": 6}
+
+
+def test_each_piece_of_advice_carries_its_own_gain_and_site():
+    # Two cores, the loop holds one: one worker fits where three are needed, so a third of the wait is
+    # what the advice can gain, not the whole of it.
+    doc = run_doc(LOAD_BOUND, loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 1.0})
+    rec, cause = doc["recommendations"][0], doc["verdict"]["causes"][0]
+    assert rec["id"] == "more_workers" and rec["site"] == "train.py:42" and rec["set"]["num_workers"] == 1
+    assert doc["loader_plan"]["achievable_ms"] == pytest.approx(10.0)
+    assert rec["gain"]["saved_ms"] == pytest.approx(10.0) and rec["gain"]["speedup"] == pytest.approx(40 / 30)
+    assert cause["expected_speedup"] == pytest.approx(4.0)
+    line = try_short(rec, doc["verdict"], "train.py:42")
+    assert "up to 1.33x faster" in line and "4.00x" not in line
+    # A cause's advice without a plan gains what removing the cause does.
+    gpu = run_doc({**HEALTHY, "host": 8.0}, device="cuda:0")
+    advise_run(gpu, zero_code=True, evidence={"cpu_count": 8})
+    launch = next(r for r in gpu["recommendations"] if r["id"] == "launch_overhead")
+    assert launch["gain"]["saved_ms"] == pytest.approx(8.0) and "site" not in launch
+
+
+@pytest.mark.parametrize("decode", ["pil", "fast", "none", "unknown"])
+def test_a_cheaper_batch_try_line_fits_the_terminal(decode):
+    rec = {
+        "id": "cheaper_batches",
+        "cause": "load",
+        "decode": decode,
+        "gain": {"saved_ms": 1.0, "step_after_ms": 1.0, "speedup": 22.46, "band": [20.2, 28.81]},
+    }
+    line = try_short(rec, {"causes": []}, None)
+    assert line.startswith("try: cheaper batches") and len(line) <= 120, line
+    assert ("decode_jpeg" in line) == (decode == "pil")
