@@ -70,7 +70,7 @@ def test_health_names_loading_only_past_the_tier(monkeypatch):
     # longest single fetch seen on this machine with three CPU burners. 3.7 ms of 104 (4%): healthy.
     h = run(fetches(0.6, 31.0, 1), 100.0)
     assert h["healthy"] and h["verdict"]["bound"] == "compute" and h["next"] is None
-    assert h["summary"].startswith("compute-bound (healthy)")
+    assert h["verdict"]["level"] == "healthy"
     assert calls == [False]  # health's minimal loop: no optimizer
     # Against 10 ms of compute one 9 ms preemption of a fetch in ten (a neighbour's time slice) is
     # enough: 1.4 ms of 11.5 (12%), and the wait that really happened is named.
@@ -97,7 +97,7 @@ def test_diagnose_keeps_compute_bound_when_runs_differ_by_scheduler_ticks(monkey
     doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP)
     v = doc["verdict"]
     assert v["healthy"] and v["bound"] == "compute" and v["cause"] == "compute"
-    assert v["summary"].startswith("compute-bound (healthy)") and v["checks"][0]["agrees"] is True
+    assert v["level"] == "healthy" and v["checks"][0]["agrees"] is True and v["checks"][0]["status"] == "confirmed"
     assert seen == {"baseline": None, "A": None, "B": {"num_workers": os.cpu_count()}}
     assert doc["measured_speedup"] == pytest.approx(102.65 / 100.05)
 
@@ -139,11 +139,13 @@ def test_script_diagnose_names_loading_and_keeps_it_when_the_machine_changed(mon
     assert a["synthetic"] and a["speedup"] == pytest.approx(54.9 / (synthetic_compute_ms + 0.3))
     assert b["name"].startswith("B:") and b["num_workers"] == os.cpu_count()
     assert doc["skipped"][0]["name"].startswith("C:") and "script_exit" not in doc
+    check = v["checks"][0]
     if synthetic_compute_ms < 2:
-        assert v["checks"][0]["agrees"] is True and "confirmed" in v["summary"]
+        assert check["agrees"] is True and check["status"] == "confirmed"
     else:
-        assert a["speedup"] < 1 and v["checks"][0]["agrees"] is None and "attributed" not in v
-        assert "inconclusive, compute itself went from 1.20 ms to 135 ms" in v["summary"]
+        # Compute itself went from 1.2 ms to 134.7 ms between the runs: A says nothing about loading.
+        assert a["speedup"] < 1 and check["agrees"] is None and "attributed" not in v
+        assert check["status"] == "inconclusive" and check["reason"] == "compute drift" and not check["machine_busy"]
 
 
 def test_a_workload_factory_gets_the_arguments_it_was_loaded_with():
@@ -176,7 +178,6 @@ def test_diagnose_on_the_run_just_measured_checks_the_gain_that_run_printed(monk
     a = doc["verdict"]["checks"][0]
     assert doc["predicted_speedup"] == a["predicted_speedup"] == printed["speedup"]
     assert printed["band"] is not None and tuple(a["predicted_band"]) == tuple(printed["band"])
-    assert f"against {printed['text'].removeprefix('up to ').replace(' faster', '')} predicted" in a["sentence"]
 
 
 def test_health_busy_share_leaves_out_start_up_and_warm_up_samples():

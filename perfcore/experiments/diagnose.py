@@ -111,7 +111,11 @@ def diagnose(
     others = runner.other_decoders()
     if others:
         say(f"C: decoder {others[0]}")
-        exps.append(against(f"C: decoder {others[0]}", runner.measure(Trial(steps, warmup, decoder=others[0])), b_ms))
+        exps.append(
+            against(
+                f"C: decoder {others[0]}", runner.measure(Trial(steps, warmup, decoder=others[0], tag="decoder")), b_ms
+            )
+        )
     else:
         skipped.append({"name": "C: other decoder", "reason": runner.decoder_skip})
     say("worker profile")
