@@ -5,7 +5,8 @@ measured fine; an earlier document's finished rows, to resume it."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -14,6 +15,8 @@ from perfcore.experiments.measurement import Measurement
 
 __all__ = [
     "CONFIG_KEYS",
+    "ConfigResult",
+    "config_result",
     "config_key",
     "config_row",
     "failed_row",
@@ -27,54 +30,71 @@ __all__ = [
 CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
 
 
-def config_row(cfg: dict, m: Measurement) -> dict[str, Any]:
-    """One configuration's row from its measurement: a failed row when it gave no measured step (out of
-    memory, or a script that ended in warm-up); a script that failed part-way keeps its numbers, never best."""
+@dataclass(frozen=True)
+class ConfigResult:
+    """One configuration of a sweep: its settings (and, for a script, what they replace), its status
+    (ok, oom, crashed, infeasible) and the measurement, where it gave one. A status other than ok is
+    never best; a script that failed part-way keeps its numbers beside its status."""
+
+    config: Mapping[str, Any]
+    status: str
+    measurement: Measurement | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.measurement
+        if m is None:
+            numbers: dict[str, Any] = dict.fromkeys(("step_ms", "samples_per_s", "busy_mean", "busy_std"))
+            numbers.update(peak_mem_bytes=None, steps=0, load_share=None, **verdict_cols(None))
+        else:
+            numbers = {
+                "step_ms": m.step_ms,
+                "samples_per_s": m.samples_per_s,
+                "busy_mean": m.busy_mean,
+                "busy_std": m.busy_std,
+                "peak_mem_bytes": m.peak_mem_bytes,
+                "steps": m.steps,
+                "load_share": m.breakdown_fraction.get("load"),
+                **verdict_cols(m.verdict),
+            }
+        order = ("step_ms", "samples_per_s", "busy_mean", "busy_std", "peak_mem_bytes")
+        return {
+            **self.config,
+            **{k: numbers[k] for k in order},
+            "oom": self.status == "oom",
+            "status": self.status,
+            "error": self.error[:300] if self.error else None,
+            **{k: v for k, v in numbers.items() if k not in order},
+        }
+
+
+def config_result(cfg: Mapping[str, Any], m: Measurement) -> ConfigResult:
+    """One configuration's result from its measurement: failed when it gave no measured step (out of
+    memory, or a script that ended in warm-up)."""
     if m.oom and not m.steps:
-        return failed_row(cfg, "oom", m.error or "out of memory")
+        return ConfigResult(cfg, "oom", None, m.error or "out of memory")
     if not m.steps or not m.step_ms or m.step_ms != m.step_ms:
-        return failed_row(cfg, "crashed", f"the script {m.ended} during warm-up: no measured step")
-    row = {
-        **cfg,
-        "step_ms": m.step_ms,
-        "samples_per_s": m.samples_per_s,
-        "busy_mean": m.busy_mean,
-        "busy_std": m.busy_std,
-        "peak_mem_bytes": m.peak_mem_bytes,
-        "oom": False,
-        "status": "ok",
-        "error": None,
-        "steps": m.steps,
-        "load_share": m.breakdown_fraction.get("load"),
-        **verdict_cols(m.verdict),
-    }
+        how = f"the script {m.ended} during warm-up" if m.ended else "the run ended in warm-up"
+        return ConfigResult(cfg, "crashed", None, f"{how}: no measured step")
     if m.failure:
         # Numbers from a run that crashed part-way describe a different job: kept, never best.
-        row.update(status="oom" if m.failure.oom else "crashed", oom=m.failure.oom, error=m.failure.sentence)
-    return row
+        return ConfigResult(cfg, "oom" if m.failure.oom else "crashed", m, m.failure.sentence)
+    return ConfigResult(cfg, "ok", m)
 
 
-def verdict_cols(v: dict | None) -> dict[str, Any]:
+def config_row(cfg: Mapping[str, Any], m: Measurement) -> dict[str, Any]:
+    """The row of the sweep's table (sweep.json's configs) for one measured configuration."""
+    return config_result(cfg, m).as_dict()
+
+
+def verdict_cols(v: Mapping[str, Any] | None) -> dict[str, Any]:
     """The one verdict of a configuration, as two columns (bound, level)."""
     return {"verdict": (v or {}).get("bound"), "verdict_level": (v or {}).get("level")}
 
 
-def failed_row(cfg: dict, status: str, reason: str) -> dict[str, Any]:
+def failed_row(cfg: Mapping[str, Any], status: str, reason: str) -> dict[str, Any]:
     """A configuration that gave no measurement: recorded, never best."""
-    return {
-        **cfg,
-        "step_ms": None,
-        "samples_per_s": None,
-        "busy_mean": None,
-        "busy_std": None,
-        "peak_mem_bytes": None,
-        "oom": status == "oom",
-        "status": status,
-        "error": reason[:300],
-        "steps": 0,
-        "load_share": None,
-        **verdict_cols(None),
-    }
+    return ConfigResult(cfg, status, None, reason).as_dict()
 
 
 def config_key(cfg: dict) -> tuple:
