@@ -17,7 +17,7 @@ from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.launch import check_command, child_config, run_instrumented
 
-__all__ = ["ScriptRunner", "script_run", "script_measurement", "script_failure"]
+__all__ = ["ScriptRunner", "script_run", "script_document", "script_measurement", "script_failure"]
 
 SYNTHETIC_KEEP = 8
 # Diagnose's runs, as a failure sentence names them (a sweep's configurations are named by their row).
@@ -25,9 +25,9 @@ WHERE = {"baseline": " in the baseline", "synthetic": " with synthetic data", "w
 NO_LOADER = "the script built no torch DataLoader, so its settings cannot be changed from outside"
 
 
-def script_run(cmd: list[str], out: Path, trial: Trial, *, settings_only: bool = False) -> Measurement | dict:
-    """One run of the command under `perfcore run`, measured; settings_only: the run document alone
-    (what the script made: its loaders), measured steps or not."""
+def script_document(cmd: list[str], out: Path, trial: Trial) -> tuple[dict[str, Any], Any, Path]:
+    """One run of the command under `perfcore run`: its run document (what the script made, its loaders,
+    measured steps or not), the sampler's frame where the trial asked for one, and its folder."""
     check_command(cmd)
     out = prepare_out(out)
     warmup = trial.warmup
@@ -53,10 +53,13 @@ def script_run(cmd: list[str], out: Path, trial: Trial, *, settings_only: bool =
         rc = run_instrumented(cmd, config)
     finally:
         frame = sampler.stop() if sampler else None
-    doc = finish_run(out, rc, cmd)
-    if settings_only:
-        return doc
-    if overrides and doc.get("dataloader_overrides", {}).get("applied", 0) == 0:
+    return finish_run(out, rc, cmd), frame, out
+
+
+def script_run(cmd: list[str], out: Path, trial: Trial) -> Measurement:
+    """One run of the command under `perfcore run`, measured."""
+    doc, frame, out = script_document(cmd, out, trial)
+    if trial.overrides and doc.get("dataloader_overrides", {}).get("applied", 0) == 0:
         raise UsageError(NO_LOADER)
     # The steps table crosses from the child through the run folder (the processes' protocol is files)
     # and finish_run hands back only the document: the table is read here, once, for the busy series
@@ -179,7 +182,7 @@ class ScriptRunner:
         """The script's own training DataLoader settings (and its site), from one short run with nothing
         replaced; measured once."""
         if self._own is None:
-            doc = script_run(self.cmd, self.out / "script_settings", Trial(steps=1, warmup=0), settings_only=True)
+            doc, _, _ = script_document(self.cmd, self.out / "script_settings", Trial(steps=1, warmup=0))
             loaders = doc.get("loaders") or []
             ld = next((x for x in loaders if x.get("training")), loaders[0] if loaders else None)
             if ld is None:
