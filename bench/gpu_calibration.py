@@ -315,11 +315,15 @@ def _graph_of_empty_kernels(C, nodes: int):
 
 
 def graph_kernels(nodes: int = 50, replays: int = 20, sessions: int = 1) -> dict[str, Any]:
-    """A CUDA graph of `nodes` kernels, captured before any tracing, replayed inside a tagged phase
-    in each of `sessions` tracing sessions (one correlation id covers every kernel of a replay;
-    after the first session, a CUPTI with the graph-id bug gets graph kernels placed by time).
-    Per session: kernels seen, launch ids, the share attributed to the phase; session 1's on top."""
+    """A CUDA graph of `nodes` kernels, captured before any tracing, replayed in two tagged phases
+    (42 then 43, half the replays each) in each of `sessions` tracing sessions, behind a 5 ms spin
+    so the CPU runs ahead and every replay runs after both phases' launches. One correlation id
+    covers every kernel of a replay; after the first session, a CUPTI with the graph-id bug gets
+    graph kernels placed by launch order. Per session: kernels seen, launch ids, the share placed
+    in the phase that launched its replay (the replays run in launch order on one stream, so the
+    first half of the kernels by start are phase 42's); session 1's on top."""
     C = require_cupti("graph launch check")
+    import numpy as np
     import pandas as pd
     import torch
 
@@ -327,30 +331,36 @@ def graph_kernels(nodes: int = 50, replays: int = 20, sessions: int = 1) -> dict
     from perfcore.capture.native_cupti import CuptiTracer
 
     g = _graph_of_empty_kernels(C, nodes)
+    first = replays // 2
     out = []
     for _ in range(sessions):
         rec = C.SpanRecorder()
-        scope = C.phase_scope(C.PhaseScope, rec, 42, None, None, True)
         with CuptiTracer() as tr:
-            with scope:
-                for _ in range(replays):
-                    g.replay()
+            C.launch_spin(5_000_000, torch.cuda.current_stream().cuda_stream)
+            for phase, n in ((42, first), (43, replays - first)):
+                with C.phase_scope(C.PhaseScope, rec, phase, None, None, True):
+                    for _ in range(n):
+                        g.replay()
             torch.cuda.synchronize()
         k = tr.frames["kernels"]
-        k = k[k["graph_id"] != 0]
+        k = k[k["graph_id"] != 0].sort_values("start_ns", kind="stable")
         lp = LaunchPhases()
         lp.trust_graph_ids = not tr.stats.get("graph_ids_untrusted", False)
         lp.add(tr.frames, pd.DataFrame(rec.drain()))
-        phase = lp.phase_of(k["correlation_id"].to_numpy(), k["graph_id"].to_numpy(), k["start_ns"].to_numpy())
+        nodes_of = k["graph_node_id"].to_numpy() if "graph_node_id" in k else None
+        phase = lp.phase_of(
+            k["correlation_id"].to_numpy(), k["graph_id"].to_numpy(), k["start_ns"].to_numpy(), nodes_of
+        )
+        want = np.where(np.arange(len(k)) < first * nodes, 42, 43)
         out.append(
             {
                 "seen": int(len(k)),
                 "launch_ids": int(k["correlation_id"].nunique()),
-                "attributed": float((phase == 42).mean()) if len(k) else 0.0,
-                "by_time": not lp.trust_graph_ids,
+                "attributed": float((phase == want).mean()) if len(k) else 0.0,
+                "by_order": not lp.trust_graph_ids,
             }
         )
-    return {"expected": nodes * replays, **out[0], "sessions": out}
+    return {"expected": nodes * replays, "replays": replays, **out[0], "sessions": out}
 
 
 def many_kernels(n: int = 100_000, buffer_bytes: int = 1 << 20, max_buffers: int = 8) -> dict[str, Any]:

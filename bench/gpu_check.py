@@ -173,7 +173,7 @@ def check_graph() -> list[Row]:
         Row(
             "graph launch: kernels attributed to the phase",
             f"{g['attributed'] * 100:.2f}%",
-            ">= 99%",
+            ">= 99% in the phase that launched their replay",
             g["attributed"] >= 0.99,
         ),
     ]
@@ -649,12 +649,14 @@ def check_graph_before_cupti() -> list[Row]:
     r = cal.graph_kernels(nodes=30, replays=10, sessions=2)
     rows = []
     for i, sess in enumerate(r["sessions"], 1):
-        how = "placed by launch time (version guard)" if sess["by_time"] else "by correlation id"
+        how = "placed by launch order (version guard)" if sess["by_order"] else "by correlation id"
         rows.append(
             Row(
                 f"graph captured before CUPTI's first use, session {i}",
-                f"{sess['seen']} of {r['expected']} kernels, {sess['attributed'] * 100:.2f}% attributed, {how}",
-                "all seen, >= 99% attributed",
+                f"{sess['seen']} of {r['expected']} kernels ({sess['launch_ids']} correlation ids for "
+                f"{r['replays']} replays), {sess['attributed'] * 100:.2f}% in the launching phase, {how}",
+                "all seen, >= 99% in the phase that launched their replay, the GPU 5 ms behind (claim: graph "
+                "kernels go to the launching phase, by launch order where CUPTI's ids are wrong)",
                 sess["seen"] == r["expected"] and sess["attributed"] >= 0.99,
             )
         )
@@ -786,7 +788,10 @@ PLAN: dict[str, tuple[tuple[str, str], ...]] = {
         ("kernels launched outside every phase", ">= 99% untagged"),
         ("backward kernels from autograd's thread", "> 0 kernels, >= 99% attributed"),
     ),
-    "graph": (("graph launch: kernels seen", "all"), ("graph launch: kernels attributed to the phase", ">= 99%")),
+    "graph": (
+        ("graph launch: kernels seen", "all"),
+        ("graph launch: kernels attributed to the phase", ">= 99% in the phase that launched their replay"),
+    ),
     "drops": (("100k kernels through an 8 MiB pool", "all seen, 0 dropped"),),
     "threads_clock": (
         ("event phases from 4 threads while resolving", "all pairs, no errors"),
@@ -813,8 +818,8 @@ PLAN: dict[str, tuple[tuple[str, str], ...]] = {
         ("torch.profiler after perfcore", ">= launches"),
     ),
     "graph_before_cupti": (
-        ("graph captured before CUPTI's first use, session 1", "all seen, >= 99% attributed"),
-        ("graph captured before CUPTI's first use, session 2", "all seen, >= 99% attributed"),
+        ("graph captured before CUPTI's first use, session 1", "all seen, >= 99% in the launching phase"),
+        ("graph captured before CUPTI's first use, session 2", "all seen, >= 99% in the launching phase (by order)"),
     ),
     "torch_loop_drain": (
         ("torch-heavy loop under kernels=True: records lost", "0"),
@@ -834,7 +839,7 @@ PLAN: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "torch_compare": (
         ("kernels vs torch.profiler, same eager AdamW loop", "within 2%"),
-        ("kernel GPU time vs torch.profiler", "within 2%"),
+        ("kernel GPU time vs torch.profiler", "within 2% (kineto's kernel events, not its GPU annotations)"),
         ("tracing cost per step vs torch.profiler", "perfcore below torch.profiler"),
     ),
     "step_overhead": (

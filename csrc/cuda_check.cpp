@@ -4,6 +4,9 @@
 namespace perfcore {
 
 namespace {
+// The likely cause where perfcore most often meets no GPU: a Colab notebook left on a CPU runtime.
+constexpr const char* kNoGpuFix = "run on a GPU machine (on Colab: Runtime > Change runtime type > a GPU), or use device='cpu'";
+
 bool meansNoDevice(cudaError_t err) {
   switch (err) {
     case cudaErrorNoDevice:
@@ -25,7 +28,7 @@ void throwCudaError(cudaError_t err, const char* call) {
   cudaGetLastError();
   std::string msg = std::string(call) + " failed: " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")";
   if (meansNoDevice(err)) {
-    throw DeviceUnavailableError(msg + "; no usable CUDA GPU here: run on a GPU machine, or use device='cpu'");
+    throw DeviceUnavailableError(msg + "; no usable CUDA GPU here: " + kNoGpuFix);
   }
   throw CudaError(msg);
 }
@@ -35,7 +38,7 @@ void requireDevice(cudaError_t (*count)(int*)) {
   cudaError_t err = count ? count(&n) : cudaGetDeviceCount(&n);
   if (err != cudaSuccess) throwCudaError(err, "cudaGetDeviceCount");
   if (n == 0) {
-    throw DeviceUnavailableError("cudaGetDeviceCount found 0 devices; run on a GPU machine, or use device='cpu'");
+    throw DeviceUnavailableError(std::string("cudaGetDeviceCount found 0 devices; ") + kNoGpuFix);
   }
 }
 

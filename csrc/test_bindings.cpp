@@ -12,6 +12,7 @@
 
 #ifdef PERFCORE_WITH_CUDA
 #include "cupti/buffers.h"
+#include "cupti/claim.h"
 #include "cupti/fake_buffer.h"
 #include "cupti/tracer.h"
 #include "fake_runtime.h"
@@ -27,7 +28,7 @@ void addTestBindings(py::module_& m) {
       .def(py::init<>())
       .def("add_kernel", &FakeActivityBuffer::addKernel, py::arg("start_ns"), py::arg("end_ns"), py::arg("device_id"),
            py::arg("stream_id"), py::arg("correlation_id"), py::arg("name"), py::arg("grid_x"), py::arg("block_x"),
-           py::arg("graph_id") = 0)
+           py::arg("graph_id") = 0, py::arg("graph_node_id") = 0)
       .def("add_memcpy", &FakeActivityBuffer::addMemcpy, py::arg("start_ns"), py::arg("end_ns"), py::arg("size_bytes"),
            py::arg("copy_kind"), py::arg("src_kind"), py::arg("dst_kind"), py::arg("device_id"), py::arg("stream_id"),
            py::arg("correlation_id"))
@@ -114,6 +115,35 @@ void addTestBindings(py::module_& m) {
       .def("recorded_streams", &FakeRuntime::recordedStreams, "The stream of each cudaEventRecord, in order.")
       .def("recorded_count", &FakeRuntime::recordedCount)
       .def("recorded_times", &FakeRuntime::recordedTimes, "(host ns, device ns) each recorded event completes at.");
+
+  m.def("_claim_subscriber", [](int status, const std::string& named) {
+    // CUPTI answers the subscribe with `status` and names `named` as the first subscriber.
+    int unsubscribed = 0;
+    CUpti_SubscriberHandle out = nullptr;
+    const Claim c = claimSubscriber(
+        &out,
+        [&](CUpti_SubscriberHandle* sub, char* oldName, size_t oldSize) {
+          *sub = reinterpret_cast<CUpti_SubscriberHandle>(uintptr_t{0x1234});
+          std::strncpy(oldName, named.c_str(), oldSize);
+          return static_cast<CUptiResult>(status);
+        },
+        [&](CUpti_SubscriberHandle) {
+          ++unsubscribed;
+          return CUPTI_SUCCESS;
+        });
+    py::dict d;
+    d["status"] = static_cast<int>(c.status);
+    d["other"] = c.other;
+    d["kept"] = out != nullptr;
+    d["unsubscribed"] = unsubscribed;
+    return d;
+  }, py::arg("status"), py::arg("named"), "Test-only: the tracer's subscribe step against a fake CUPTI answer.");
+  py::class_<DetachGate>(m, "_DetachGate", "Test-only: the hand-over's finalize hand-shake.")
+      .def(py::init<>())
+      .def("open", &DetachGate::open)
+      .def("take", &DetachGate::take)
+      .def("finished", &DetachGate::finished, py::arg("detached"))
+      .def("close", &DetachGate::close, py::call_guard<py::gil_scoped_release>());
 
   m.def("_cupti_quiet_api", []() {
     py::dict d;

@@ -22,10 +22,12 @@ def check_perfetto(doc: dict) -> None:
     """The JSON trace event format as Perfetto and chrome://tracing read it."""
     assert isinstance(doc["traceEvents"], list) and doc["traceEvents"]
     for e in doc["traceEvents"]:
-        assert e["ph"] in ("X", "M"), e
+        assert e["ph"] in ("X", "M", "i"), e
         assert isinstance(e["pid"], int) and isinstance(e["name"], str)
         if e["ph"] == "M":
             assert e["name"] in ("process_name", "thread_name") and isinstance(e["args"]["name"], str)
+        elif e["ph"] == "i":  # an instant on its thread's track: no duration
+            assert e["s"] == "t" and isinstance(e["tid"], int) and isinstance(e["ts"], (int, float)) and "dur" not in e
         else:
             assert isinstance(e["tid"], int)
             assert isinstance(e["ts"], (int, float)) and isinstance(e["dur"], (int, float)) and e["dur"] >= 0
@@ -138,3 +140,49 @@ def test_a_short_run_without_recorded_coverage_is_inferred_from_its_intervals():
     doc = build_trace(parts)
     assert doc["otherData"]["processes"][0]["steps_with_intervals"] == [[0, 29]]
     assert doc["otherData"]["windowed"] is False
+
+
+def test_line_samples_are_instants_on_the_training_threads_track_in_the_kept_steps():
+    parts = _timer_parts(30)
+    raw, steps = parts[0]["raw"], parts[0]["steps"]
+    s0, wall = raw["step_start_ns"].astype(np.int64), raw["step_wall_ns"].astype(np.int64)
+    tid = int(raw["span_thread"][0])
+    # One sample in the middle of steps 3 and 7, one before the first step, one with a site the table lacks.
+    t = [int(s0[0]) - 1000, int(s0[3] + wall[3] // 2), int(s0[7] + wall[7] // 2), int(s0[9] + wall[9] // 2)]
+    raw.update(
+        line_t_ns=np.array(t, np.int64),
+        line_site=np.array([0, 0, 1, 5], np.int32),
+        line_file=np.array(["/u/train.py", "/lib/torch/x.py"]),
+        line_function=np.array(["metrics", "item"]),
+        line_line=np.array([31, 9]),
+        line_user=np.array([True, False]),
+        line_tid=np.int64(tid),
+    )
+    doc = build_trace(parts)
+    check_perfetto(doc)
+    got = [e for e in doc["traceEvents"] if e.get("cat") == "line"]
+    assert [(e["name"], e["args"]["step"], e["tid"]) for e in got] == [
+        ("metrics (train.py:31)", int(steps["step"].iloc[3]), tid),
+        ("item (x.py:9)", int(steps["step"].iloc[7]), tid),
+    ]
+    assert got[0]["args"] == {"file": "/u/train.py", "line": 31, "user": True, "step": int(steps["step"].iloc[3])}
+    assert doc["otherData"]["processes"][0]["line_samples"] == 2
+    # Steps whose intervals are not in the trace carry none of their samples either.
+    raw["detail_through"], raw["detail_settled"], raw["detail_window"] = (
+        np.int64(5),
+        np.int64(30),
+        np.zeros(0, np.int64),
+    )
+    assert [e["args"]["step"] for e in build_trace(parts)["traceEvents"] if e.get("cat") == "line"] == [
+        int(steps["step"].iloc[3])
+    ]
+    # Without the training thread's OS id the samples get a track of their own, named.
+    raw["line_tid"] = np.int64(0)
+    ev = build_trace(parts)["traceEvents"]
+    assert {e["tid"] for e in ev if e.get("cat") == "line"} == {-1}
+    assert any(e["ph"] == "M" and e.get("tid") == -1 and e["args"]["name"] == "host lines (sampled)" for e in ev)
+    # Arrays a damaged part holds draw no samples and break nothing else.
+    for k, bad in (("line_t_ns", np.array(["x"])), ("line_tid", np.array([1, 2])), ("line_site", np.zeros((1, 2), int))):
+        damaged = [{**parts[0], "raw": {**raw, k: bad}}]
+        doc = build_trace(damaged)
+        assert not any(e.get("cat") == "line" for e in doc["traceEvents"]) and doc["otherData"]["processes"][0]["steps"] == 30

@@ -141,9 +141,12 @@ def test_graph_kernels_share_the_launch_correlation_id(C):
     # kernel record repeats that correlation id and carries the graph's id.
     buf = C._FakeActivityBuffer()
     for i in range(5):
-        buf.add_kernel(1000 + 10 * i, 1005 + 10 * i, 0, 7, 99, f"node{i}", 1, 1, graph_id=3)
+        buf.add_kernel(1000 + 10 * i, 1005 + 10 * i, 0, 7, 99, f"node{i}", 1, 1, graph_id=3,
+                       graph_node_id=(1 << 40) + i)
     k = buf.decode()["kernels"]
     assert list(k["correlation_id"]) == [99] * 5 and list(k["graph_id"]) == [3] * 5
+    # graphNodeId is 64-bit: kept whole, it tells one replay's nodes apart
+    assert list(k["graph_node_id"]) == [(1 << 40) + i for i in range(5)]
 
 
 _KEEP = []  # kernel records point at their name, which must outlive the decode (as CUPTI's do)

@@ -46,13 +46,13 @@ def record(cls, dtype, **fields):
     return cls.from_data(arr)
 
 
-def kernel(start, end, corr, name, stream=7, graph_id=0):
+def kernel(start, end, corr, name, stream=7, graph_id=0, graph_node_id=0):
     s = ctypes.create_string_buffer(name.encode())
     _NAMES.append(s)
     return record(*KERNEL, kind=int(K.CONCURRENT_KERNEL),
                   start=start, end=end, correlation_id=corr, stream_id=stream, device_id=0, grid_x=4, grid_y=1,
                   grid_z=1, block_x=128, block_y=1, block_z=1, registers_per_thread=32, graph_id=graph_id,
-                  name=ctypes.addressof(s))
+                  graph_node_id=graph_node_id, name=ctypes.addressof(s))
 
 
 def api(start, end, corr, thread, cbid=211, driver=False):

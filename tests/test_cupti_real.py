@@ -85,7 +85,7 @@ def test_fabricated_records_decode_field_by_field(harness):
     expect = {
         "kernel.start_ns": ["1000", "1001"], "kernel.end_ns": ["2000", "2001"], "kernel.stream_id": ["7", "8"],
         "kernel.correlation_id": ["11", "12"], "kernel.grid_x": ["64", "65"], "kernel.block_x": ["128", "129"],
-        "kernel.graph_id": ["5", "6"], "names": ["relu_kernel", "gemm()"],
+        "kernel.graph_id": ["5", "6"], "kernel.graph_node_id": [str((1 << 40) + 0), str((1 << 40) + 1)], "names": ["relu_kernel", "gemm()"],
         "memcpy.start_ns": ["3000", "3001"], "memcpy.size_bytes": ["4096", "4097"], "memcpy.copy_kind": ["1", "1"],
         "memcpy.src_kind": ["2", "2"], "memcpy.dst_kind": ["3", "3"], "memcpy.correlation_id": ["21", "22"],
         "memset.size_bytes": ["512", "513"], "memset.value": ["9", "10"], "memset.correlation_id": ["31", "32"],

@@ -190,6 +190,38 @@ def test_kernels_are_declined_while_torch_profiler_records():
     assert e.kineto["active"]
 
 
+def test_a_profiler_recording_on_another_thread_is_seen():
+    # torch's C flag is thread-local: a torch.profiler opened by another thread (a trainer thread,
+    # a monitoring thread) reads as off from this one, and newer kineto or CUPTI >= 13.3 no longer
+    # refuse a second subscriber. torch's process-wide Python flag says it.
+    import threading
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from perfcore.capture.native_cupti import kineto_state
+    from perfcore.recording.gpu import start_kernels
+
+    ready, done = threading.Event(), threading.Event()
+
+    def other():
+        with profile(activities=[ProfilerActivity.CPU]):
+            ready.set()
+            done.wait(30)
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        assert ready.wait(30)
+        assert kineto_state()["active"]
+        e = _cuda_engine()
+        start_kernels(e)
+        assert e._tracer is None and "declined" in e.notes[0]
+    finally:
+        done.set()
+        t.join()
+    assert not kineto_state()["active"]
+
+
 def test_after_torch_profiler_ran_the_advice_is_to_restart():
     # Kineto keeps CUPTI for the rest of the process once it ran: "stop it" would be false.
     from torch.profiler import ProfilerActivity, profile
@@ -208,7 +240,7 @@ def test_after_torch_profiler_ran_the_advice_is_to_restart():
 
 
 # -- graph kernels when CUPTI's correlation ids are wrong -----------------------------------------
-def test_graph_kernels_are_placed_by_launch_time_when_ids_are_untrusted():
+def test_graph_kernels_are_placed_by_launch_order_when_ids_are_untrusted():
     from perfcore.capture.launches import LaunchPhases
 
     # Two phases, each launching a graph (cudaGraphLaunch, runtime cbid 311) whose kernels run
@@ -225,9 +257,78 @@ def test_graph_kernels_are_placed_by_launch_time_when_ids_are_untrusted():
     assert list(lp.phase_of(corr, graph, start)) == [-1, -1, -1, -1]  # trusted ids: nothing matches
     lp.trust_graph_ids = False
     assert list(lp.phase_of(corr, graph, start)) == [16, 16, 17, 17]
-    assert lp.by_graph_time == 4
+    assert lp.by_graph_order == 4
     # kernels outside graphs keep the correlation id path
     assert list(lp.phase_of(np.array([5]), np.array([0]), np.array([150]))) == [16]
+
+
+def test_graph_replays_go_to_their_launch_in_order_when_the_cpu_runs_ahead():
+    from perfcore.capture.launches import LaunchPhases
+
+    # Phase 16 launches the graph at 100 and phase 17 again at 1100; the GPU is behind, so both
+    # replays run after the second launch call (1200.. and 1400..). Each launch is a runtime
+    # cudaGraphLaunch with its driver cuGraphLaunch inside it on the same thread (one launch).
+    api = pd.DataFrame({"start_ns": [100, 102, 1100, 1102], "end_ns": [110, 108, 1110, 1108],
+                        "thread_id": [1, 1, 1, 1], "correlation_id": [5, 6, 7, 8],
+                        "cbid": [311, 514, 311, 514], "driver": [0, 1, 0, 1]})
+    spans = pd.DataFrame({"start_ns": [50, 1050], "end_ns": [900, 1900], "phase_id": [16, 17]})
+    corr = np.array([99, 99, 100, 100])  # wrong ids, one per launch
+    graph = np.array([1, 1, 1, 1])
+    start = np.array([1200, 1300, 1400, 1500])
+    lp = LaunchPhases()
+    lp.trust_graph_ids = False
+    lp.add({"api": api}, spans)
+    # The latest launch before each kernel would give [17, 17, 17, 17].
+    assert list(lp.phase_of(corr, graph, start)) == [16, 16, 17, 17]
+
+
+def test_graph_replays_split_across_drains_keep_their_launch():
+    from perfcore.capture.launches import LaunchPhases
+
+    api = pd.DataFrame({"start_ns": [100, 1100, 1150], "end_ns": [110, 1110, 1160], "thread_id": [1, 1, 2],
+                        "correlation_id": [5, 7, 9], "cbid": [311, 311, 311], "driver": [0, 0, 0]})
+    spans = pd.DataFrame({"start_ns": [50, 1050, 1140], "end_ns": [900, 1900, 1170], "phase_id": [16, 17, 18]})
+    lp = LaunchPhases()
+    lp.trust_graph_ids = False
+    lp.add({"api": api}, spans)
+    # Drain 1 ends inside the first replay of graph 1; phase 17 launched graph 2, phase 18 graph 1
+    # again (on another thread).
+    first = lp.phase_of(np.array([99, 99, 50]), np.array([1, 1, 2]), np.array([1200, 1300, 1250]))
+    lp.add({})
+    rest = lp.phase_of(np.array([99, 100, 100]), np.array([1, 1, 1]), np.array([1350, 1400, 1500]))
+    assert list(first) == [16, 16, 17] and list(rest) == [16, 18, 18]
+
+
+def _two_graph_launches_ids_untrusted():
+    """Phase 16 launches a graph at 100, phase 17 at 1100 (cudaGraphLaunch); ids untrusted."""
+    from perfcore.capture.launches import LaunchPhases
+
+    api = pd.DataFrame({"start_ns": [100, 1100], "end_ns": [110, 1110], "thread_id": [1, 1],
+                        "correlation_id": [5, 7], "cbid": [311, 311], "driver": [0, 0]})
+    spans = pd.DataFrame({"start_ns": [50, 1050], "end_ns": [900, 1900], "phase_id": [16, 17]})
+    lp = LaunchPhases()
+    lp.trust_graph_ids = False
+    lp.add({"api": api}, spans)
+    return lp
+
+
+def test_graph_node_ids_tell_replays_apart_when_the_wrong_ids_are_all_alike():
+    # The same CPU-ahead pair of launches, but CUPTI's wrong ids are one value for every replay:
+    # only the node ids (each node runs once a replay) split the two replays of graph 1.
+    lp = _two_graph_launches_ids_untrusted()
+    corr, graph = np.array([0, 0, 0, 0]), np.array([1, 1, 1, 1])
+    start, node = np.array([1200, 1300, 1400, 1500]), np.array([71, 72, 71, 72])
+    assert list(lp.phase_of(corr, graph, start, node)) == [16, 16, 17, 17]
+
+
+def test_graph_node_ids_keep_a_replay_split_across_drains():
+    lp = _two_graph_launches_ids_untrusted()
+    # Three nodes a replay; the first drain ends after two kernels of the first replay.
+    first = lp.phase_of(np.array([0, 0]), np.array([1, 1]), np.array([1200, 1250]), np.array([71, 72]))
+    lp.add({})
+    rest = lp.phase_of(np.array([0] * 4), np.array([1] * 4), np.array([1300, 1400, 1450, 1500]),
+                       np.array([73, 71, 72, 73]))
+    assert list(first) == [16, 16] and list(rest) == [16, 17, 17, 17]
 
 
 # -- side streams --------------------------------------------------------------------------------
@@ -448,3 +549,41 @@ def test_a_tracer_filling_faster_than_settles_is_taken_by_volume():
     assert tr.takes >= 4 and tr.most < 0.5, (tr.takes, tr.most)  # never near the cap (1.0)
     t.engine._tracer = None
     t.close()
+
+
+# -- a driver older than the CUPTI perfcore loads --------------------------------------------------
+def test_a_driver_older_than_cupti_is_one_line():
+    from perfcore.capture.environment import driver_older_than_cupti
+
+    line = driver_older_than_cupti(12040, "12.8")
+    assert "\n" not in line and "CUDA 12.4" in line and "CUDA 12.8" in line and "driver" in line
+    assert driver_older_than_cupti(12080, "12.8") == "" and driver_older_than_cupti(13000, "12.8") == ""
+    assert driver_older_than_cupti(None, "12.8") == "" and driver_older_than_cupti(12040, None) == ""
+
+
+def test_cupti_failing_on_an_old_driver_says_so(monkeypatch):
+    # Colab: torch's kernels run on the driver (minor-version compatibility), CUPTI refuses it.
+    import perfcore.capture.environment as env
+    import perfcore.capture.native_cupti as nc
+    from perfcore.errors import CuptiError
+
+    def start(*a):
+        raise CuptiError("cuptiSubscribe failed: CUPTI_ERROR_NOT_INITIALIZED; no usable CUDA device or driver", 15)
+
+    fake = type("C", (), {"cupti_start": staticmethod(start), "cupti_active": staticmethod(lambda: False)})
+    monkeypatch.setattr(nc, "require_cupti", lambda what: fake)
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: 12040)
+    monkeypatch.setattr(env, "cupti_release", lambda: "12.8")
+    with pytest.raises(CuptiError) as ei:
+        nc.CuptiTracer().start()
+    msg = str(ei.value)
+    assert ei.value.code == 15 and "\n" not in msg
+    assert msg.startswith("cuptiSubscribe failed: CUPTI_ERROR_NOT_INITIALIZED: the NVIDIA driver supports CUDA 12.4")
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: 12080)  # a driver new enough: CUPTI's own words
+    with pytest.raises(CuptiError, match="no usable CUDA device"):
+        nc.CuptiTracer().start()
+    checks = {c.name: c for c in env.check_gpu()}
+    assert "driver.cupti" not in checks
+    monkeypatch.setattr(env, "driver_cuda_version", lambda: 12040)
+    checks = {c.name: c for c in env.check_gpu()}
+    assert checks["driver.cupti"].status == "warn" and "CUDA 12.4" in checks["driver.cupti"].value

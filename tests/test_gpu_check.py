@@ -192,3 +192,26 @@ def test_rows_that_the_machine_decides_do_not_decide_the_run(gc):
     assert gc.exit_code(rows) == 0 and rows[1].verdict == "SKIP"
     assert gc.exit_code(rows[1:]) == 1  # nothing decided is not a pass
     assert "| SKIP |" in gc.table(rows)
+
+
+def test_torch_profiler_total_is_its_kernels_not_its_gpu_annotations():
+    # A step as kineto reports it: 4 kernels of 3 us, the spin kernel, a memset, and the GPU
+    # projection of the optimizer's record_function range spanning 700 us around its kernels.
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    import gpu_reference
+
+    def ev(i, name, start, end, **kw):
+        return FunctionEvent(i, name, thread=0, start_us=start, end_us=end, device_type=DeviceType.CUDA, **kw)
+
+    events = [ev(i, "gemm", 10.0 * i, 10.0 * i + 3.0) for i in range(4)]
+    events += [ev(5, "spinKernel", 50.0, 150.0), ev(6, "Memset (Device)", 160.0, 161.0)]
+    events += [ev(7, "Optimizer.step#AdamW.step", 0.0, 700.0, is_user_annotation=True)]
+    events += [FunctionEvent(8, "aten::mm", thread=0, start_us=0.0, end_us=5.0)]  # a CPU op
+    k = gpu_reference.kineto_kernels(events)
+    assert (k["n"], k["us"], k["spin_us"]) == (5, 112.0, 100.0)
+    assert (k["annotations"], k["annotation_us"]) == (1, 700.0)
+    assert k["by_name"] == {"gemm": 4, "spinKernel": 1}
+    assert gpu_reference.count_gaps({"gemm": 5, "spinKernel": 1}, k["by_name"]) == "; gemm: 5 vs 4"
+    assert gpu_reference.count_gaps({"gemm": 4, "spinKernel": 1}, k["by_name"]) == ""

@@ -236,3 +236,38 @@ def test_the_checks_catch_a_broken_page(browser, tmp_path):
     o = open_page(browser, bad)
     assert any("undefined_function" in x for x in o.errors)
     assert any(u.startswith("http://192.0.2.1") for u in o.requests)
+
+
+def test_host_lines_in_chromium(browser, shots, tmp_path, capsys):
+    """A host-bound script's report: the user's lines table names per_sample_metrics, and its sampled host
+    time is drawn on the steps' axis with the other charts (hovering it reads the function's ms)."""
+    script = Path(__file__).resolve().parent / "scripts" / "host_metrics.py"
+    out = tmp_path / "r"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfcore",
+            "run",
+            "--quiet",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            str(script),
+            "400",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    path = out / "report.html"
+    o = open_page(browser, path)
+    check_page(o, path, ["Your code's lines", "host:", "Over the run"], shots, "run_host_lines", capsys)
+    first = o.page.locator("h3:has-text('host:') + table tr").nth(1).locator("td").all_inner_texts()
+    assert first[0] == "per_sample_metrics" and first[1].startswith("host_metrics.py:")
+    charts = page_charts(o.page)
+    assert charts["run-lines"]["group"] == charts["run-breakdown"]["group"]
+    assert re.search(r"per_sample_metrics \(host_metrics\.py:\d+\) \d", hover_chart(o.page, "run-lines", 0.5))
+    assert o.errors == []

@@ -7,9 +7,10 @@ What CUPTI documents, and each test models:
   the id and the API call's correlation id.
 - CUpti_ActivityAPI.correlationId equals the correlationId of the kernel, memcpy and memset
   records the call started; a cudaGraphLaunch's one id is repeated by every kernel of the graph.
-- API and external-correlation records sit in the global (host) buffer; kernel records in
-  per-context/stream buffers completed when the GPU finishes, so they come in other buffers, in
-  any order, and possibly in a later flush than the launch.
+- A kernel's record is written when the GPU has run it (buffers have not been per context or
+  stream since CUDA 6.0: bufferCompleted's context and stream are always NULL and 0), so it can
+  come in another buffer than its launch's API and external records, in any order, and possibly
+  in a later flush than the launch.
 """
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfcore.analysis.lines import calls_per_step, fold, join_lines, label_at, sample_weights
+from perfcore.analysis import lines
+from perfcore.analysis.lines import calls_per_step, fold, host_timeline, join_lines, label_at, sample_weights
 from perfcore.capture.line_sampler import Frame, LineSampler, LineSamples, is_library, library_prefixes
 from perfcore.capture.sync_calls import METHODS, SyncCalls, SyncCounter
 from perfcore.errors import UsageError
@@ -79,6 +80,34 @@ def test_join_gives_exact_ms_per_step_and_shares_per_label():
     assert host.functions[1].function == "main" and host.functions[1].ms_per_step == pytest.approx(15.0)
     assert ld.samples == 5 and ld.ms_per_step == pytest.approx(25.0)
     assert join_lines(_samples([], [], ()), [0], [1], prefixes=LIB).labels == ()
+
+
+def test_host_timeline_puts_each_functions_samples_in_its_steps_bin(monkeypatch):
+    a, b, c = Frame("/u/t.py", "metrics", 31), Frame("/u/t.py", "main", 12), Frame("/u/t.py", "log", 40)
+    stacks = ((a, b), (b,), (c, b))
+    # Four steps of 100 ms numbered 10..13, samples every 10 ms: step 10 all metrics, step 11 all main,
+    # step 12 metrics then log, step 13 load (not host). Bins of two steps.
+    t = [x * 10_000_000 for x in range(1, 40)]
+    stack = [0] * 9 + [1] * 10 + [0] * 5 + [2] * 5 + [1] * 10
+    s0 = np.arange(4) * 100_000_000
+    load = (np.array([300_000_000]), np.array([400_000_000]))
+    monkeypatch.setattr(lines, "TIMELINE_BINS", 2)
+    tl = host_timeline(
+        _samples(t, stack, stacks, interval=10_000_000, cap=15_000_000),
+        s0,
+        s0 + 100_000_000,
+        [10, 11, 12, 13],
+        {"load": load},
+        prefixes=LIB,
+        top=2,
+    )
+    assert tl.first_step == (10, 12) and tl.last_step == (11, 13) and tl.steps == (2, 2)
+    # metrics: 9 + 5 samples of 10 ms = 140 ms; main: 10 (step 11) + the one at 300e6 is load -> 100 ms; log: 50.
+    assert [f[1] for f in tl.functions] == ["metrics", "main"] and tl.functions[0][2] == 31
+    assert tl.ms_per_step[0] == pytest.approx((45.0, 25.0))  # 90 ms over steps 10-11, 50 over 12-13
+    assert tl.ms_per_step[1] == pytest.approx((50.0, 0.0))
+    assert tl.other_ms_per_step == pytest.approx((0.0, 25.0))  # log, drawn as the rest of host time
+    assert host_timeline(_samples([], [], ()), [0], [1], [0], prefixes=LIB) is None
 
 
 def test_calls_per_step_counts_only_inside_steps():

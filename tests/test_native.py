@@ -74,6 +74,7 @@ def test_gpu_parts_without_gpu_raise_one_line(caps, C):
             call()
         msg = str(ei.value)
         assert "\n" not in msg and "GPU" in msg
+        assert "Colab: Runtime > Change runtime type" in msg  # the likely cause, where it is likely
 
 
 def test_cupti_without_gpu_is_a_clear_cupti_error(caps, C):
@@ -83,6 +84,7 @@ def test_cupti_without_gpu_is_a_clear_cupti_error(caps, C):
         C.cupti_start()
     assert ei.value.code > 0
     assert "failed" in str(ei.value) and "host backend" in str(ei.value)
+    assert "Change runtime type" in str(ei.value)  # no device: Colab's likely cause is named
     assert not C.cupti_active()
     # The failed start left nothing half-enabled: the stats are untouched.
     assert C.cupti_stats()["buffers_allocated"] == 0

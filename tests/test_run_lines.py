@@ -97,6 +97,25 @@ def test_perfcore_run_names_the_metrics_line_in_run_json(tmp_path, flag):
     assert compute["functions"][0]["function"] == "main"
     at_line = next(x for x in host["lines"] if x["line"] == line)
     assert [(c["method"], c["per_step"]) for c in at_line["calls"]] == [("item", 4 * 48)]
+    # On the steps' axis: the same samples, binned by step; summed back they are the join's figure.
+    tl = doc["lines"]["timeline"]
+    assert tl["functions"][0][:2] == [top["file"], "per_sample_metrics"] and tl["functions"][0][2] == line
+    assert sum(tl["steps"]) == doc["lines"]["steps"] and tl["first_step"][0] >= doc["warmup_steps"]
+    summed = sum(v * k for v, k in zip(tl["ms_per_step"][0], tl["steps"])) / sum(tl["steps"])
+    assert summed == pytest.approx(top["ms_per_step"], rel=1e-9)
+    # In trace.json: instant events on the training thread's track (the one its forward spans are on).
+    trace = json.loads((out / "trace.json").read_text())
+    forward_tids = {e["tid"] for e in trace["traceEvents"] if e.get("name") == "forward" and e.get("cat") == "host"}
+    samples = [e for e in trace["traceEvents"] if e.get("cat") == "line"]
+    mine = [e for e in samples if e["name"] == f"per_sample_metrics (host_metrics.py:{line})"]
+    assert mine and {e["tid"] for e in samples} == forward_tids and {e["ph"] for e in samples} == {"i"}
+    assert mine[0]["args"]["file"] == top["file"] and mine[0]["args"]["line"] == line
+    assert trace["otherData"]["processes"][0]["line_samples"] == len(samples)
+    # In report.html: the function in the host table, and the chart's data.
+    page = (out / "report.html").read_text()
+    assert "Your code's lines" in page and f"host_metrics.py:{line}</span>" in page
+    assert "-run-lines'" in page and f"per_sample_metrics (host_metrics.py:{line})" in page
+
 
 
 def test_a_main_process_pil_loader_is_traced_to_its_decode_line(tmp_path):

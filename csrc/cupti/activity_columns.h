@@ -15,6 +15,9 @@ struct KernelColumns {
   // The CUDA graph the kernel ran in (0: not a graph launch). Every kernel of one cudaGraphLaunch
   // carries that launch's correlation id.
   std::vector<int32_t> graph_id;
+  // The graph node the kernel ran as (0: not a graph launch): each node runs once per replay, so
+  // a node seen again starts the graph's next replay, whatever the correlation ids say.
+  std::vector<int64_t> graph_node_id;
 
   template <class F>
   void visit(F&& f) {
@@ -34,6 +37,7 @@ struct KernelColumns {
     f("static_shared_bytes", static_shared_bytes);
     f("dynamic_shared_bytes", dynamic_shared_bytes);
     f("graph_id", graph_id);
+    f("graph_node_id", graph_node_id);
   }
 };
 

@@ -79,6 +79,7 @@ DecodeResult decodeBuffer(uint8_t* buffer, size_t validBytes, ActivityColumns& o
         c.static_shared_bytes.push_back(k->staticSharedMemory);
         c.dynamic_shared_bytes.push_back(k->dynamicSharedMemory);
         c.graph_id.push_back(static_cast<int32_t>(k->graphId));
+        c.graph_node_id.push_back(static_cast<int64_t>(k->graphNodeId));
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {

@@ -57,7 +57,7 @@ void FakeActivityBuffer::append(const T& record) {
 
 void FakeActivityBuffer::addKernel(int64_t startNs, int64_t endNs, int32_t device, int32_t stream,
                                    int32_t correlation, const std::string& name, int32_t gridX, int32_t blockX,
-                                   int32_t graphId) {
+                                   int32_t graphId, int64_t graphNodeId) {
   names_.push_back(std::make_unique<std::string>(name));
   KernelRecord r{};
   r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -75,6 +75,7 @@ void FakeActivityBuffer::addKernel(int64_t startNs, int64_t endNs, int32_t devic
   r.blockZ = 1;
   r.registersPerThread = 32;
   r.graphId = static_cast<uint32_t>(graphId);
+  r.graphNodeId = static_cast<uint64_t>(graphNodeId);
   append(r);
 }
 

@@ -19,7 +19,8 @@ size_t loadedRecordBytes(int kind);
 class FakeActivityBuffer {
  public:
   void addKernel(int64_t startNs, int64_t endNs, int32_t device, int32_t stream, int32_t correlation,
-                 const std::string& name, int32_t gridX, int32_t blockX, int32_t graphId = 0);
+                 const std::string& name, int32_t gridX, int32_t blockX, int32_t graphId = 0,
+                 int64_t graphNodeId = 0);
   void addMemcpy(int64_t startNs, int64_t endNs, int64_t bytes, int32_t copyKind, int32_t srcKind,
                  int32_t dstKind, int32_t device, int32_t stream, int32_t correlation);
   void addMemset(int64_t startNs, int64_t endNs, int64_t bytes, int32_t value, int32_t device, int32_t stream,

@@ -6,11 +6,13 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "../clock.h"
 #include "../errors.h"
+#include "claim.h"
 
 namespace perfcore {
 
@@ -33,14 +35,13 @@ constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_OVERHEAD,
 };
 
-// Set while handOver() waits for a runtime call's exit callsite to detach CUPTI there.
-std::atomic<bool> detachRequested{false};
-std::atomic<bool> detached{false};
+// Open while handOver() waits for a runtime call's exit callsite to detach CUPTI there.
+DetachGate detachGate;
 
 void CUPTIAPI detachAtExit(void*, CUpti_CallbackDomain domain, CUpti_CallbackId, const void* data) {
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API || info->callbackSite != CUPTI_API_EXIT) return;
-  if (detachRequested.exchange(false)) detached.store(cuptiFinalize() == CUPTI_SUCCESS);
+  if (detachGate.take()) detachGate.finished(cuptiFinalize() == CUPTI_SUCCESS);
 }
 
 std::string resultString(CUptiResult st) {
@@ -64,7 +65,8 @@ std::string advice(CUptiResult st) {
     case CUPTI_ERROR_INVALID_DEVICE:
     case CUPTI_ERROR_NOT_SUPPORTED:
     case CUPTI_ERROR_UNKNOWN:
-      return "no usable CUDA device or driver for CUPTI; run on a GPU machine or use the host backend";
+      return "no usable CUDA device or driver for CUPTI; run on a GPU machine (on Colab: Runtime > Change "
+             "runtime type > a GPU) or use the host backend";
     default:
       return "see CUPTI's message";
   }
@@ -86,9 +88,26 @@ void CUPTIAPI bufferCompletedTrampoline(CUcontext ctx, uint32_t streamId, uint8_
 
 uint64_t CUPTIAPI timestampTrampoline() { return static_cast<uint64_t>(nowNs()); }
 
-// Subscribing claims CUPTI's single subscriber slot: the reliable way to find out that
-// torch.profiler or nsys already holds it, before we replace their buffer callbacks.
+// Subscribing claims CUPTI's subscriber slot: the way to find out that torch.profiler or nsys
+// already holds it, before we replace their buffer callbacks (claimSubscriber).
 void CUPTIAPI noopCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+CUptiResult subscribeNamed(CUpti_SubscriberHandle* sub, char* oldName, size_t oldSize) {
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE
+  // cuptiSubscribe_v2 (CUDA 13): CUPTI names any other subscriber in oldSubscriberName.
+  CUpti_SubscriberParams p;
+  std::memset(&p, 0, sizeof(p));
+  p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  p.subscriberName = kSubscriberName;
+  p.oldSubscriberName = oldName;
+  p.oldSubscriberSize = oldSize;
+  return cuptiSubscribe_v2(sub, reinterpret_cast<CUpti_CallbackFunc>(noopCallback), nullptr, &p);
+#else
+  (void)oldName;
+  (void)oldSize;
+  return cuptiSubscribe(sub, reinterpret_cast<CUpti_CallbackFunc>(noopCallback), nullptr);
+#endif
+}
 
 }  // namespace
 
@@ -111,19 +130,20 @@ int ActivityTracer::setDeviceBufferBytes(size_t bytes) {
   return static_cast<int>(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &attrSize, &attr));
 }
 
-void ActivityTracer::addDropped(void* context, uint32_t streamId) {
-  // CUPTI keeps one dropped count per (context, stream) queue plus a global one (context
-  // nullptr), and resets each to zero when it is read: so every read is added, never stored.
+void ActivityTracer::addDropped() {
+  // Buffers have not been per context or stream since CUDA 6.0 (bufferCompleted's context and
+  // stream are always NULL and 0): the one count is the global queue's, read after each flush.
+  // CUPTI resets it to zero when it is read, so every read is added, never stored.
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(static_cast<CUcontext>(context), streamId, &dropped) == CUPTI_SUCCESS &&
-      dropped > 0) {
+  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
     buffers_.addDropped(static_cast<int64_t>(dropped));
   }
 }
 
 void ActivityTracer::onBufferCompleted(void* context, uint32_t streamId, uint8_t* buffer, size_t validSize) {
+  (void)context;
+  (void)streamId;
   buffers_.complete(buffer, validSize);
-  addDropped(context, streamId);
   wake_.notify_one();  // decode it soon, so the buffer goes back to the pool
 }
 
@@ -156,7 +176,12 @@ void ActivityTracer::start(const TracerConfig& config) {
   drainError_.store(0);
 
   CUpti_SubscriberHandle sub = nullptr;
-  CUptiResult st = cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(noopCallback), nullptr);
+  const Claim claim = claimSubscriber(&sub, subscribeNamed, cuptiUnsubscribe);
+  CUptiResult st = claim.status;
+  if (st != CUPTI_SUCCESS && !claim.other.empty()) {
+    throw CuptiError("cuptiSubscribe failed: " + resultString(st) + " (in use by " + claim.other + "); " + advice(st),
+                     st);
+  }
   if (st != CUPTI_SUCCESS) throwCupti(st, "cuptiSubscribe");
   subscriber_ = sub;
   const auto giveUp = [this, sub](CUptiResult st, const char* call) {
@@ -230,7 +255,7 @@ void ActivityTracer::flushAndDecode() {
   flushes_.fetch_add(1);
   if (st != CUPTI_SUCCESS) drainError_.store(static_cast<int>(st));
   if (!timestampCallback_) measureClockOffset();
-  addDropped(nullptr, 0);
+  addDropped();
   buffers_.decodeReady();
 }
 
@@ -275,7 +300,7 @@ ActivityColumns ActivityTracer::stop() {
   const int64_t t0 = nowNs();
   const CUptiResult st = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   forcedFlushNs_.store(nowNs() - t0);
-  addDropped(nullptr, 0);
+  addDropped();
   buffers_.decodeReady();
   if (concurrentKernelOn_) refuseBuffers_.store(true);
   if (subscriber_) cuptiUnsubscribe(static_cast<CUpti_SubscriberHandle>(subscriber_));
@@ -289,16 +314,16 @@ ActivityColumns ActivityTracer::stop() {
 bool ActivityTracer::finalizeAtApiExit() {
   CUpti_SubscriberHandle sub = nullptr;
   if (cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(detachAtExit), nullptr) != CUPTI_SUCCESS) return false;
-  detached.store(false);
   const CUpti_CallbackId cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020;
+  bool detached = false;
   if (cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS) {
-    detachRequested.store(true);
+    detachGate.open();
     int device = 0;
     cudaGetDevice(&device);  // its exit callsite detaches CUPTI (from whichever thread gets there first)
-    detachRequested.store(false);
+    detached = detachGate.close();  // waits for a finalize another thread is still inside
   }
-  if (!detached.load()) cuptiUnsubscribe(sub);  // finalize frees the subscriber with the rest
-  return detached.load();
+  if (!detached) cuptiUnsubscribe(sub);  // finalize frees the subscriber with the rest
+  return detached;
 }
 
 ActivityColumns ActivityTracer::handOver() {

@@ -94,7 +94,7 @@ class ActivityTracer {
   void drainLoop();
   void flushAndDecode();
   void measureClockOffset();
-  void addDropped(void* context, uint32_t streamId);
+  void addDropped();
   bool finalizeAtApiExit();
 
   ActivityBuffers buffers_;

@@ -58,6 +58,7 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
                         k["correlation_id"].to_numpy(),
                         k["graph_id"].to_numpy() if "graph_id" in k else None,
                         k["start_ns"].to_numpy(),
+                        k["graph_node_id"].to_numpy() if "graph_node_id" in k else None,
                     ),
                 }
             )

@@ -68,6 +68,7 @@ SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
         "static_shared_bytes": ("static_shared_memory", _I32),
         "dynamic_shared_bytes": ("dynamic_shared_memory", _I32),
         "graph_id": ("graph_id", _I32),
+        "graph_node_id": ("graph_node_id", _I64),
     },
     "memcpy": {
         "start_ns": ("start", _I64),

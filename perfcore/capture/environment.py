@@ -17,7 +17,14 @@ from typing import Any, Callable
 
 from perfcore._native import build_info, capabilities
 
-__all__ = ["Check", "run_checks", "environment_report"]
+__all__ = [
+    "Check",
+    "run_checks",
+    "environment_report",
+    "cupti_release",
+    "driver_cuda_version",
+    "driver_older_than_cupti",
+]
 
 GiB = 1024**3
 
@@ -89,6 +96,45 @@ def check_build() -> list[Check]:
     return checks
 
 
+def driver_cuda_version() -> int | None:
+    """The CUDA version the installed driver supports (12040 for 12.4), from libcuda's
+    cuDriverGetVersion, which needs no device; None where there is no driver."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        v = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(v)) != 0 or v.value <= 0:
+            return None
+        return int(v.value)
+    except (OSError, AttributeError):
+        return None
+
+
+def driver_older_than_cupti(driver: int | None, cupti_release: str | None) -> str:
+    """One line when the driver supports an older CUDA than the CUPTI perfcore loads ("" when not,
+    or not known). CUPTI is not covered by CUDA's minor-version compatibility: torch's kernels run
+    on such a driver while CUPTI refuses to start (CUPTI_ERROR_NOT_INITIALIZED, or UNKNOWN)."""
+    if not driver or not cupti_release:
+        return ""
+    try:
+        want = tuple(int(x) for x in cupti_release.split(".")[:2])
+    except ValueError:
+        return ""
+    have = (driver // 1000, driver % 1000 // 10)
+    if have >= want:
+        return ""
+    return (
+        f"the NVIDIA driver supports CUDA {have[0]}.{have[1]}, older than the CUPTI perfcore uses (CUDA "
+        f"{want[0]}.{want[1]}): kernel tracing needs a newer driver, or a torch built for CUDA {have[0]}.{have[1]} "
+        "(perfcore then rebuilt); CUDA events time the GPU meanwhile"
+    )
+
+
+def cupti_release() -> str | None:
+    return (build_info().get("cupti") or {}).get("release")
+
+
 def check_gpu() -> list[Check]:
     caps = capabilities()
     checks = []
@@ -104,6 +150,9 @@ def check_gpu() -> list[Check]:
         )
     else:
         checks.append(Check("gpu", "ok", f"{caps['device_count']} CUDA device(s) visible"))
+    old = driver_older_than_cupti(driver_cuda_version(), cupti_release())
+    if old:
+        checks.append(Check("driver.cupti", "warn", old))
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:

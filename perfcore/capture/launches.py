@@ -11,9 +11,9 @@ that call starts repeat it. Two ways lead from a correlation id to a phase:
    an API record but no external record; its launch time falls inside the phase open at that
    moment, on whichever thread: the innermost such phase is the launching one.
 
-Records of one launch arrive in different buffers and in any order (API and external records
-come in the global host buffer, kernels in per-stream device buffers, completed later), and one
-cudaGraphLaunch id covers every kernel of the graph. So nothing is removed when it is first
+Records of one launch arrive in different buffers and in any order (a kernel's record is written
+when the GPU has run it, into whichever buffer CUPTI fills then, possibly completed in a later
+flush than its launch's API record), and one cudaGraphLaunch id covers every kernel of the graph. So nothing is removed when it is first
 used: entries live for `keep_drains` drains and then age out, which bounds memory.
 """
 
@@ -25,7 +25,7 @@ from perfcore._lazy import lazy_module
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["LaunchPhases", "EXTERNAL_KIND_CUSTOM0", "GRAPH_LAUNCH_CBIDS"]
+__all__ = ["LaunchPhases", "GraphReplays", "EXTERNAL_KIND_CUSTOM0", "GRAPH_LAUNCH_CBIDS"]
 
 EXTERNAL_KIND_CUSTOM0 = 3  # CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, the kind perfcore pushes
 # (driver, cbid) of the graph launch calls: cudaGraphLaunch(_ptsz) and cuGraphLaunch(_ptsz).
@@ -36,6 +36,122 @@ _I64 = np.int64
 
 def _empty(*names: str) -> dict[str, np.ndarray]:
     return {n: np.empty(0, dtype=_I64) for n in names}
+
+
+class GraphReplays:
+    """Graph kernels matched to the graph launches that ran them, by order.
+
+    For CUPTIs whose graph correlation ids cannot be trusted. A graph's launches run in the order
+    they were made (CUDA orders work on a stream, and one executable graph never overlaps
+    itself), so the n-th replay seen on the GPU belongs to the n-th graph launch call, however far
+    the CPU ran ahead. A replay is told by its kernels' graph node ids where the backend decodes
+    them (each node runs once a replay), else as a run of one graph's kernels, in start order,
+    sharing one correlation id (the ids are wrong, but one per launch). The time of the launch
+    call is then looked up in the phases. Limits: API records carry no stream, so launches are matched in
+    one host order (graphs launched on several streams at once can swap); a launch whose graph
+    has no kernel node leaves the queue one ahead, which the launch-before-replay check catches
+    only when the CPU did not run ahead.
+    """
+
+    MAX_PENDING = 1 << 16  # launches whose kernels never came (graphs without kernels) age out
+
+    def __init__(self) -> None:
+        self._pending = np.empty(0, dtype=_I64)  # host start of launches not yet matched, in order
+        self._last: dict[int, tuple[int, int]] = {}  # graph id -> (correlation id, launch start)
+        self._node_runs: dict[tuple[int, int], int] = {}  # (graph, node) -> its runs so far
+        self._replay_launch: dict[tuple[int, int], int] = {}  # (graph, replay) -> launch start, recent
+        self.matched = 0
+
+    def add_launches(self, api: pd.DataFrame) -> None:
+        """Queue the graph launch calls among one drain's API records. cudaGraphLaunch runs a
+        cuGraphLaunch inside it on the same thread: one launch, so the inner driver call is dropped."""
+        key = api["driver"].to_numpy(_I64) * 100000 + api["cbid"].to_numpy(_I64)
+        is_graph = np.isin(key, [d * 100000 + c for d, c in GRAPH_LAUNCH_CBIDS])
+        if not is_graph.any():
+            return
+        rows = api[is_graph][["start_ns", "end_ns", "driver", "thread_id"]].astype(_I64)
+        rows = rows.sort_values("start_ns", kind="stable")
+        runtime, driver = rows[rows["driver"] == 0], rows[rows["driver"] != 0]
+        if len(runtime) and len(driver):
+            outer = pd.merge_asof(driver, runtime, on="start_ns", by="thread_id", suffixes=("", "_rt"))
+            nested = (outer["end_ns_rt"] >= outer["end_ns"]).to_numpy()
+            driver = driver[~nested]
+        start = np.concatenate([runtime["start_ns"].to_numpy(_I64), driver["start_ns"].to_numpy(_I64)])
+        self._pending = np.sort(np.concatenate([self._pending, start]), kind="stable")[-self.MAX_PENDING :]
+
+    def _take(self, first_start: np.ndarray) -> np.ndarray:
+        """Launch host start for each new replay (given its first kernel's start), matched to the
+        queued launches in the replays' start order; -1 where none, or where the launch would
+        come after the replay (never true of a right match)."""
+        order = np.argsort(first_start, kind="stable")
+        n = min(len(order), len(self._pending))
+        out = np.full(len(first_start), -1, dtype=_I64)
+        took = self._pending[:n]
+        out[order[:n]] = np.where(took <= first_start[order[:n]], took, -1)
+        self._pending = self._pending[n:]
+        self.matched += int((out >= 0).sum())
+        return out
+
+    def launch_of(
+        self, corr: np.ndarray, graph: np.ndarray, start: np.ndarray, node: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Host start of the launch that ran each graph kernel, or -1 where none is known. node:
+        each kernel's graph node id, where the backend decodes it."""
+        if node is not None and len(node) and (np.asarray(node) != 0).all():
+            return self._by_node(np.asarray(graph, dtype=_I64), np.asarray(start, dtype=_I64), np.asarray(node, _I64))
+        out = np.full(len(corr), -1, dtype=_I64)
+        order = np.lexsort((start, graph))
+        g, c, t = graph[order], corr[order], start[order]
+        new = np.ones(len(g), dtype=bool)
+        new[1:] = (g[1:] != g[:-1]) | (c[1:] != c[:-1])
+        firsts = np.flatnonzero(new)
+        # A graph's first run here may continue the replay the previous drain ended with.
+        graph_first = firsts[np.r_[True, g[firsts[1:]] != g[firsts[:-1]]]] if len(firsts) else firsts
+        cont = np.zeros(len(g), dtype=bool)
+        for i in graph_first:
+            cont[i] = self._last.get(int(g[i]), (None,))[0] == int(c[i])
+        fresh = firsts[~cont[firsts]]
+        launch = np.full(len(g), -1, dtype=_I64)
+        launch[fresh] = self._take(t[fresh])
+        for i in graph_first[cont[graph_first]]:
+            launch[i] = self._last[int(g[i])][1]
+        per_kernel = launch[firsts][np.cumsum(new) - 1]  # every kernel takes its run's launch
+        out[order] = per_kernel
+        graph_last = np.flatnonzero(np.r_[g[1:] != g[:-1], True]) if len(g) else firsts
+        for e in graph_last:
+            self._last[int(g[e])] = (int(c[e]), int(per_kernel[e]))
+        return out
+
+    def _by_node(self, graph: np.ndarray, start: np.ndarray, node: np.ndarray) -> np.ndarray:
+        """Each node runs once per replay, so a kernel's replay is the count of its node's runs
+        before it (kept across drains): a replay split across drains keeps one key, and replays
+        of one graph are told apart whatever their correlation ids."""
+        order = np.lexsort((start, node, graph))
+        g, n, t = graph[order], node[order], start[order]
+        head = np.r_[True, (g[1:] != g[:-1]) | (n[1:] != n[:-1])]
+        first = np.flatnonzero(head)
+        group = np.cumsum(head) - 1
+        base = np.array([self._node_runs.get((int(g[i]), int(n[i])), 0) for i in first], dtype=_I64)
+        replay = base[group] + np.arange(len(g)) - first[group]
+        ends = np.r_[first[1:], len(g)]
+        for i, e, b in zip(first, ends, base):
+            self._node_runs[(int(g[i]), int(n[i]))] = int(b + e - i)
+        keys, inverse = np.unique(np.stack([g, replay]), axis=1, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        first_start = np.full(keys.shape[1], np.iinfo(np.int64).max, dtype=_I64)
+        np.minimum.at(first_start, inverse, t)
+        launch = np.array([self._replay_launch.get((int(a), int(b)), -2) for a, b in keys.T], dtype=_I64)
+        fresh = launch == -2
+        launch[fresh] = self._take(first_start[fresh])
+        for (a, b), at in zip(keys.T, launch):
+            self._replay_launch[(int(a), int(b))] = int(at)
+        for a in np.unique(keys[0]):  # a replay stays open only until the next ones come
+            newest = int(keys[1][keys[0] == a].max())
+            for k in [k for k in self._replay_launch if k[0] == a and k[1] < newest - 4]:
+                del self._replay_launch[k]
+        out = np.empty(len(g), dtype=_I64)
+        out[order] = launch[inverse]
+        return out
 
 
 class LaunchPhases:
@@ -53,14 +169,13 @@ class LaunchPhases:
         self._ext = _empty("corr", "phase", "gen")  # sorted by corr
         self._api = _empty("corr", "start", "gen")  # sorted by corr
         self._win = _empty("start", "end", "phase", "gen")  # sorted by start
-        self._graph = _empty("start", "gen")  # graph launch calls' host start, sorted
         # False when the loaded CUPTI gives graph kernels wrong correlation ids (sessions after the
-        # first, before the fix): each graph kernel then belongs to the latest graph launch made
-        # before it started, placed by that launch's host time.
+        # first, before the fix): graph kernels are then placed by order (see GraphReplays).
         self.trust_graph_ids = True
+        self._replays = GraphReplays()
         self.by_external = 0  # records attributed each way (for the run's capture report)
         self.by_window = 0
-        self.by_graph_time = 0
+        self.by_graph_order = 0
         self.unattributed = 0
 
     # -- feeding ----------------------------------------------------------------------------
@@ -86,10 +201,7 @@ class LaunchPhases:
                 g,
             )
             if "cbid" in api:
-                key = api["driver"].to_numpy(_I64) * 100000 + api["cbid"].to_numpy(_I64)
-                graph = np.isin(key, [d * 100000 + c for d, c in GRAPH_LAUNCH_CBIDS])
-                if graph.any():
-                    self._graph = self._merge(self._graph, "start", {"start": api["start_ns"].to_numpy(_I64)[graph]}, g)
+                self._replays.add_launches(api)
         if spans is not None and len(spans):
             self._win = self._merge(
                 self._win,
@@ -111,7 +223,7 @@ class LaunchPhases:
 
     def _age(self) -> None:
         oldest = self.generation - self.keep_drains + 1
-        for name in ("_ext", "_api", "_win", "_graph"):
+        for name in ("_ext", "_api", "_win"):
             t = getattr(self, name)
             keep = t["gen"] >= oldest
             if not keep.all():
@@ -128,29 +240,34 @@ class LaunchPhases:
         return idx, sorted_keys[idx] == keys
 
     def phase_of(
-        self, correlation_ids: np.ndarray, graph_ids: np.ndarray | None = None, start_ns: np.ndarray | None = None
+        self,
+        correlation_ids: np.ndarray,
+        graph_ids: np.ndarray | None = None,
+        start_ns: np.ndarray | None = None,
+        graph_node_ids: np.ndarray | None = None,
     ) -> np.ndarray:
         """Phase of each record; graph_ids and start_ns (kernels) let graph kernels be placed by
-        time when their correlation ids cannot be trusted."""
+        the order of the graph launches when their correlation ids cannot be trusted."""
         corr = np.asarray(correlation_ids, dtype=_I64)
         out = np.full(len(corr), -1, dtype=np.int32)
         if not len(corr):
             return out
-        by_time = np.zeros(len(corr), dtype=bool)
+        by_order = np.zeros(len(corr), dtype=bool)
         if not self.trust_graph_ids and graph_ids is not None and start_ns is not None:
-            by_time = np.asarray(graph_ids) != 0
-        if by_time.any():
-            t = np.asarray(start_ns, dtype=_I64)[by_time]
-            gi = np.searchsorted(self._graph["start"], t, side="right") - 1
-            launch = np.where(
-                gi >= 0, self._graph["start"][np.clip(gi, 0, None)] if len(self._graph["start"]) else -1, -1
+            by_order = np.asarray(graph_ids) != 0
+        if by_order.any():
+            launch = self._replays.launch_of(
+                corr[by_order],
+                np.asarray(graph_ids)[by_order],
+                np.asarray(start_ns, dtype=_I64)[by_order],
+                None if graph_node_ids is None else np.asarray(graph_node_ids)[by_order],
             )
             phase = self._window_phase(launch)
             phase[launch < 0] = -1
-            out[by_time] = phase
-            self.by_graph_time += int((phase >= 0).sum())
+            out[by_order] = phase
+            self.by_graph_order += int((phase >= 0).sum())
             self.unattributed += int((phase < 0).sum())
-            rest_idx = np.flatnonzero(~by_time)
+            rest_idx = np.flatnonzero(~by_order)
             if len(rest_idx):
                 out[rest_idx] = self.phase_of(corr[rest_idx])
             return out

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from perfcore._native import require_cupti
-from perfcore.errors import UsageError
+from perfcore.errors import CuptiError, UsageError
 from perfcore.capture.columns import activity_frames, merge_activity
 
 __all__ = ["CuptiTracer", "before_torch_profiler", "kineto_state", "synchronize_devices", "watch_torch_profiler"]
@@ -26,7 +26,8 @@ def kineto_state() -> dict[str, bool]:
     try:
         ap = torch.autograd.profiler
         out["available"] = bool(ap.kineto_available())
-        out["active"] = bool(torch._C._autograd._profiler_enabled())
+        # The C flag is this thread's; the Python one is set by a profiler started on any thread.
+        out["active"] = bool(torch._C._autograd._profiler_enabled()) or bool(getattr(ap, "_is_profiler_enabled", False))
         # torch keeps no flag for "kineto took CUPTI"; a torch.profiler profile made since
         # watch_torch_profiler() (perfcore installs it when a CUDA recording opens) is the evidence.
         out["used"] = out["active"] or _PROFILES_MADE[0] > 0
@@ -154,7 +155,16 @@ class CuptiTracer:
 
     def start(self) -> "CuptiTracer":
         self._C = require_cupti("kernel tracing")
-        self._C.cupti_start(self.buffer_bytes, self.max_buffers, self.drain_period_ms, self.max_pending_records)
+        try:
+            self._C.cupti_start(self.buffer_bytes, self.max_buffers, self.drain_period_ms, self.max_pending_records)
+        except CuptiError as e:
+            # CUPTI's own word for a driver older than itself is "not initialized" or "unknown".
+            from perfcore.capture.environment import cupti_release, driver_cuda_version, driver_older_than_cupti
+
+            old = "" if e.held_by_other else driver_older_than_cupti(driver_cuda_version(), cupti_release())
+            if old:
+                raise CuptiError(f"{str(e).split('; ')[0]}: {old}", e.code) from e
+            raise
         self._started = True
         return self
 

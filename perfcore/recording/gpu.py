@@ -242,8 +242,8 @@ def trust_graph_ids(engine) -> None:
         engine._launches.trust_graph_ids = False
         engine.notes.append(
             f"CUPTI tracing session {st.get('session')} in this process: this CUPTI gives graph "
-            "kernels wrong correlation ids after the first, so they are placed by the time of "
-            "the graph launch before them"
+            "kernels wrong correlation ids after the first, so they are placed by "
+            "the order of the graph launches"
         )
 
 
@@ -291,7 +291,7 @@ def capture_stats(engine) -> dict[str, Any]:
             clock_drift_ns=int(st.get("clock_drift_ns", 0)),
             kernels_by_external_id=launches.by_external,
             kernels_by_launch_time=launches.by_window,
-            kernels_by_graph_launch_time=launches.by_graph_time,
+            kernels_by_graph_launch_order=launches.by_graph_order,
             kernels_unattributed=launches.unattributed,
             tag_errors=int(engine._C.tag_errors()) if hasattr(engine._C, "tag_errors") else 0,
         )

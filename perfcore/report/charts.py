@@ -15,7 +15,19 @@ import pandas as pd
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.bins import bin_steps
 
-__all__ = ["COLORS", "HTML_BINS", "HIST_BINS", "run_charts", "histogram", "stackbars", "to_json", "assets", "rounded"]
+__all__ = [
+    "COLORS",
+    "HTML_BINS",
+    "HIST_BINS",
+    "run_charts",
+    "lines_chart",
+    "histogram",
+    "stackbars",
+    "to_json",
+    "assets",
+    "rounded",
+]
+LINE_COLORS = ("#5b3a8c", "#2a9d8f", "#c2185b", "#8d6e63")  # the top host functions; the rest: host's grey
 
 COLORS = {"load": "#e4572e", "transfer": "#f3a712", "compute": "#29335c", "comm": "#669bbc", "host": "#a8a8a8"}
 HTML_BINS = 600  # enough to zoom into a long run; a fixed size whatever its length
@@ -245,10 +257,53 @@ def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bi
                 "title": "DataLoader waits (ms per step)",
             }
         )
+    # Host time by the user's function right under the breakdown (a host dip lines up with its cause), the
+    # histogram beside the timelines: either may have nothing to draw.
+    charts[1:1] = [c for c in (lines_chart(doc, prefix),) if c]
     hist = histogram(steps, doc.get("step_time_ms") or {}, f"{prefix}-hist")
-    if hist:
-        charts.append(hist)
+    charts += [hist] if hist else []
     return charts
+
+
+def lines_chart(doc: dict[str, Any], prefix: str = "run") -> dict | None:
+    """Host time by the user's function on the steps' axis (run.json's lines.timeline: sampled, binned by
+    the run), stacked, in the same group as the other charts so a dip lines up with its cause."""
+    tl = (doc.get("lines") or {}).get("timeline")
+    if not isinstance(tl, dict) or not tl.get("first_step"):
+        return None
+    x = [int(v) for v in tl["first_step"]]
+    fns = [f for f in tl.get("functions") or [] if isinstance(f, (list, tuple)) and len(f) == 3]
+    vals = list(tl.get("ms_per_step") or [])[: len(fns)]
+    if len(vals) != len(fns) or any(len(v) != len(x) for v in vals) or len(tl.get("other_ms_per_step") or []) != len(x):
+        return None  # a damaged document draws no chart rather than a wrong one
+    series = [
+        {
+            "label": f"{fn if fn != '<module>' else 'top level'} ({Path(str(file)).name}:{int(line)})",
+            "values": rounded(v),
+            "color": LINE_COLORS[i % len(LINE_COLORS)],
+            "unit": "ms",
+        }
+        for i, ((file, fn, line), v) in enumerate(zip(fns, vals))
+    ]
+    series.append(
+        {"label": "other host", "values": rounded(tl["other_ms_per_step"]), "color": COLORS["host"], "unit": "ms"}
+    )
+    binned = max(int(v) for v in tl.get("steps") or [1]) > 1
+    return {
+        "kind": "timeline",
+        "group": prefix,
+        "id": f"{prefix}-lines",
+        "x": x,
+        "x_end": int(tl["last_step"][-1]) + 1,
+        "shade": None,
+        "x_label": f"step ({len(x)} bins)" if binned else "step",
+        "stacked": True,
+        "unit": "ms",
+        "y_label": "ms per step",
+        "height": 170,
+        "series": series,
+        "title": "Host time by your function (sampled" + (", mean per bin)" if binned else ")"),
+    }
 
 
 def histogram(steps: pd.DataFrame, step_ms: dict[str, Any], chart_id: str, bins: int = HIST_BINS) -> dict | None:

@@ -1,6 +1,7 @@
 """Chrome/Perfetto trace (JSON): host phases and GPU activity of a run on one clock.
 
-One process track per rank (host threads inside it), one per GPU of a rank (a thread per CUDA
+One process track per rank (host threads inside it; the sampled host lines as instant events on the
+training thread's track, each naming the user's function and file:line), one per GPU of a rank (a thread per CUDA
 stream), and a `steps` track: every step with its breakdown in its args, or past MAX_STEP_EVENTS
 steps one event per bin of consecutive steps (their mean breakdown). The intervals are those the
 run kept: every step's, up to the recording's cap (analysis.detail: 10,000 steps or 200,000
@@ -17,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["build_trace", "write_trace", "MAX_EVENTS", "MAX_STEP_EVENTS"]
+__all__ = ["build_trace", "write_trace", "line_events", "MAX_EVENTS", "MAX_STEP_EVENTS", "MAX_LINE_EVENTS"]
 
 MAX_EVENTS = 400_000  # interval events in one trace, all processes together
 MAX_STEP_EVENTS = 10_000  # step events per process; past it, bins of consecutive steps
+MAX_LINE_EVENTS = 200_000  # host-line samples per process (the first ones of the steps whose intervals are in)
 TABLES = (
     ("span_start_ns", "span_end_ns"),
     ("kernel_start_ns", "kernel_end_ns"),
@@ -150,6 +152,53 @@ def _step_events(
     return events, f"bins of {size} consecutive steps (mean ms), and each step whose intervals are in the trace"
 
 
+def line_events(
+    raw: dict[str, Any], s0: np.ndarray, wall: np.ndarray, kept: np.ndarray, numbers: np.ndarray, pid: int, t0: int
+) -> list[dict]:
+    """The host-line samples that fall in the steps whose intervals are in the trace, as instant events on
+    the training thread's track (its OS id, as the spans have it), at most MAX_LINE_EVENTS. A sample whose
+    site is not in the table (a damaged file) is left out."""
+    if "line_t_ns" not in raw or not len(s0):
+        return []
+    # A part's arrays are read back from a folder: only 1-d integer columns of matching lengths are drawn.
+    cols = [np.asarray(raw.get(k, ())) for k in ("line_t_ns", "line_site", "line_line", "line_tid")]
+    if any(c.dtype.kind not in "iu" for c in cols) or [c.ndim for c in cols] != [1, 1, 1, 0]:
+        return []
+    t, site, nums = cols[0].astype(np.int64), cols[1].astype(np.int64), cols[2]
+    files, funcs, user = (np.asarray(raw.get(k, ())).reshape(-1) for k in ("line_file", "line_function", "line_user"))
+    if not (len(t) == len(site) and len(files) == len(funcs) == len(nums) == len(user)):
+        return []
+    k = np.searchsorted(s0, t, side="right") - 1
+    ok = (k >= 0) & (site >= 0) & (site < len(files))
+    ok[ok] = (t[ok] < s0[k[ok]] + wall[k[ok]]) & kept[k[ok]]
+    tid = int(cols[3])
+    out: list[dict] = []
+    if not tid:  # no OS id for the training thread: a track of its own
+        tid = -1
+        out.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": "host lines (sampled)"}})
+    names = [f"{fn} ({Path(str(f)).name}:{int(n)})" for f, fn, n in zip(files, funcs, nums)]
+    for i in np.flatnonzero(ok)[:MAX_LINE_EVENTS]:
+        j = int(site[i])
+        out.append(
+            {
+                "name": names[j],
+                "ph": "i",
+                "s": "t",
+                "pid": pid,
+                "tid": tid,
+                "cat": "line",
+                "ts": (int(t[i]) - t0) / 1e3,
+                "args": {
+                    "file": str(files[j]),
+                    "line": int(nums[j]),
+                    "user": bool(user[j]),
+                    "step": int(numbers[k[i]]),
+                },
+            }
+        )
+    return out
+
+
 def build_trace(
     parts: list[dict[str, Any]], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
 ) -> dict[str, Any]:
@@ -178,6 +227,10 @@ def build_trace(
                 "why": why or "every step's intervals are in the trace",
             }
         )
+        numbers = p["steps"]["step"].to_numpy()[:n] if "step" in p["steps"] else np.arange(n)
+        lines = line_events(raw, s0, wall, kept, numbers, pid, t0)
+        events += lines
+        about[-1]["line_samples"] = sum(1 for x in lines if x["ph"] == "i")
         names = dict(zip(raw["phase_ids"].tolist(), raw["phase_names"].tolist()))
         m = masks.get("span_start_ns", np.zeros(0, bool))
         a, b = raw["span_start_ns"], raw["span_end_ns"]

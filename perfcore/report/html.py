@@ -27,6 +27,8 @@ from perfcore.report.html_parts import (
     verdict_card,
     warnings_of,
 )
+from perfcore.report.html_gpu import gpu_section
+from perfcore.report.html_lines import lines_section, starvation_block
 
 __all__ = [
     "render_html",
@@ -39,75 +41,6 @@ __all__ = [
     "links",
     "run_sections",
 ]
-
-
-def _gpu(doc: dict[str, Any]) -> str:
-    """On a GPU: top kernels, kernel categories, copies by direction (pageable bytes), capture statistics."""
-    parts = []
-    ks = doc.get("kernels") or []
-    cats = doc.get("kernel_categories") or {}
-    if ks:
-        cat_total = sum(float(c.get("ms") or 0) for c in cats.values() if isinstance(c, dict))
-        total = cat_total or sum(float(k.get("total_ms") or 0) for k in ks) or 1.0
-        what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
-        rows = [
-            [
-                f"<span title='{e(k['name'])}'>{e(k['name'][:100])}</span>",
-                e(k.get("count", "")),
-                f(k.get("total_ms")),
-                f(k.get("mean_us"), ".1f"),
-                f"{100 * float(k.get('total_ms') or 0) / total:.1f}% "
-                f"<span class='hbar' style='background:{COLORS['compute']};width:"
-                f"{80 * float(k.get('total_ms') or 0) / total:.0f}px'></span>",
-            ]
-            for k in ks
-        ]
-        parts.append(
-            f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}"
-        )
-    if cats:
-        rows = [
-            [e(c), f(v.get("ms")) if isinstance(v, dict) else "-", f"{100 * float((v or {}).get('share') or 0):.1f}%"]
-            for c, v in cats.items()
-        ]
-        parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
-    by = (doc.get("memcpy") or {}).get("by_direction") or {}
-    if by:
-        rows = [
-            [
-                e(d),
-                e(v.get("count", "")),
-                f"{float(v.get('bytes', 0)) / 2**20:.1f}",
-                f(v.get("ms")),
-                f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}",
-                f(v.get("pageable_ms")),
-            ]
-            for d, v in by.items()
-        ]
-        parts.append(
-            "<h3>Copies by direction</h3>"
-            + table(["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5})
-        )
-    per_step = (doc.get("monitor") or {}).get("per_step") or {}
-    names = {"power_w": ("power", "W"), "temp_c": ("temperature", "°C")}
-    rows = [
-        [e(names[k][0]), *(f"{f(v.get(s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")), e(v.get("steps"))]
-        for k, v in per_step.items()
-        if k in names and isinstance(v, dict)
-    ]
-    if rows:
-        parts.append(
-            "<h3>Power and temperature (per-step means, sampled)</h3>"
-            + table(["", "mean", "lowest step", "highest step", "steps sampled"], rows, {1, 2, 3, 4})
-        )
-    cap = {k: v for k, v in (doc.get("capture") or {}).items() if isinstance(v, (int, float, str)) and v is not None}
-    if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
-        rows = [
-            [e(k.replace("_", " ")), e(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v)]
-            for k, v in cap.items()
-        ]
-        parts.append(f"<h3>Capture</h3>{table(['', ''], rows)}")
-    return ("<h2>On the GPU</h2>" + "".join(parts)) if parts else ""
 
 
 def _loading(doc: dict[str, Any]) -> str:
@@ -129,6 +62,8 @@ def _loading(doc: dict[str, Any]) -> str:
             f"<p>{e(w.get('num_workers'))} worker(s); a batch takes {ms(w.get('fetch_ms_mean'))} to make "
             f"(__getitem__ {ms(w.get('getitem_ms_mean'))}, collate {ms(w.get('collate_ms_mean'))})</p>"
         )
+    if loaders or (doc.get("starvation") or {}).get("starved"):
+        parts.append(starvation_block(doc))
     plan = doc.get("loader_plan") or {}
     if plan.get("sentence"):
         parts.append(f"<p>{e(plan['sentence'])}</p>")
@@ -258,6 +193,7 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
         "<h2>Where each step goes</h2>",
         stack_bar(doc.get("breakdown_ms") or {}),
         breakdown_table(doc),
+        lines_section(doc),
     )
     charts = run_charts(doc, steps, "run") if steps is not None and len(steps) else []
     if charts:
@@ -270,7 +206,7 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
             "with the others. Shaded: warm-up.</div>",
             f"<div class='run-grid'><div>{left}</div><div>{right}</div></div>",
         )
-    body.add(_gpu(doc), _loading(doc), _details(doc))
+    body.add(gpu_section(doc), _loading(doc), _details(doc))
     warns = warnings_of(doc)
     if warns:
         body.add(

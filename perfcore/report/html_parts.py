@@ -29,6 +29,7 @@ __all__ = [
     "advice_item",
     "warnings_of",
     "table",
+    "pct",
 ]
 
 _ids = itertools.count()
@@ -53,6 +54,14 @@ def ms(x: Any) -> str:
     except (TypeError, ValueError):
         return "-"
     return "-" if v != v else fmt_ms(v)
+
+
+def pct(x: Any, digits: int = 0) -> str:
+    """A fraction as a percentage with `digits` decimals; "-" where there is none."""
+    try:
+        return f"{100 * float(x):.{digits}f}%"
+    except (TypeError, ValueError):
+        return "-"
 
 
 class Body:

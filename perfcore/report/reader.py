@@ -5,13 +5,14 @@ message names the file and what is wrong with it (one line for the CLI), never a
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.errors import BadResultFile
+from perfcore.report.run_schema import RUN_OPTIONAL, RUN_REQUIRED
+from perfcore.report.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
 
 __all__ = ["read_json", "read_csv", "steps_file", "load_run", "load_part", "load_sweep", "check_run_doc", "SUPPORTED"]
 
@@ -19,173 +20,6 @@ __all__ = ["read_json", "read_csv", "steps_file", "load_run", "load_part", "load
 SUPPORTED = {"perfcore.run": 1, "perfcore.sweep": 1, "perfcore.diagnose": 1, "perfcore.health": 1}
 
 
-# A small shape language: NUM / INT / STR / ANY, {key: shape} (all keys required), [shape] (a list of),
-# Map(shape) (str -> shape), Opt(shape) (None allowed), Some(shape) (an empty container allowed).
-class _Shape:
-    pass
-
-
-class Map(_Shape):
-    def __init__(self, of):
-        self.of = of
-
-
-class Keys(dict):
-    """{key: shape} where every key may be absent, but one that is present must have its shape."""
-
-
-class Opt(_Shape):
-    def __init__(self, of):
-        self.of = of
-
-
-class Some(_Shape):
-    def __init__(self, of):
-        self.of = of
-
-
-class Absent(_Shape):
-    """In a {key: shape} of required keys, one that may be missing (a field later writers added)."""
-
-    def __init__(self, of):
-        self.of = of
-
-
-NUM, INT, STR, ANY = "number", "count", "text", "any"
-MS, FRAC = "duration", "fraction"  # a number >= 0; a share, 0..1
-_MAX_COUNT = 10**15  # more steps than a run could make in a century at a microsecond each
-
-
-def _problem(v: Any, shape: Any, where: str) -> str | None:  # noqa: C901, PLR0912
-    if shape is ANY:
-        return None
-    if isinstance(shape, Absent):
-        return _problem(v, shape.of, where)
-    if isinstance(shape, Opt):
-        return None if v is None else _problem(v, shape.of, where)
-    if isinstance(shape, Some):
-        return None if v in ({}, [], None) else _problem(v, shape.of, where)
-    if shape in (NUM, INT, MS, FRAC):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            return f"{where} is {_kind(v)}, not a number"
-        if not math.isfinite(v):
-            return f"{where} is {v}, not a finite number"
-        if shape is INT and (v < 0 or v != int(v) or v > _MAX_COUNT):
-            return f"{where} is {v:g}, not a count"
-        if shape in (MS, FRAC) and v < 0:
-            return f"{where} is {v:g}, below zero"
-        if shape is FRAC and v > 1 + 1e-6:
-            return f"{where} is {v:g}, more than the whole"
-        return None
-    if shape is STR:
-        return None if isinstance(v, str) else f"{where} is {_kind(v)}, not text"
-    if isinstance(shape, dict):
-        if not isinstance(v, dict):
-            return f"{where} is {_kind(v)}, not an object"
-        for k, s in shape.items():
-            if k not in v and (isinstance(shape, Keys) or isinstance(s, Absent)):
-                continue
-            if k not in v:
-                return f"{where}.{k} is missing"
-            p = _problem(v[k], s, f"{where}.{k}")
-            if p:
-                return p
-        return None
-    if isinstance(shape, Map):
-        if not isinstance(v, dict):
-            return f"{where} is {_kind(v)}, not an object"
-        for k, x in v.items():
-            p = _problem(x, shape.of, f"{where}.{k}")
-            if p:
-                return p
-        return None
-    if isinstance(shape, list):
-        if not isinstance(v, list):
-            return f"{where} is {_kind(v)}, not a list"
-        for i, x in enumerate(v):
-            p = _problem(x, shape[0], f"{where}[{i}]")
-            if p:
-                return p
-        return None
-    raise TypeError(shape)
-
-
-def _kind(v: Any) -> str:
-    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
-        type(v), f"{v!r}"[:20]
-    )
-
-
-_PER_LABEL = {lb: MS for lb in LABELS}
-_STEP_MS = {"mean": MS, "p50": MS, "p90": MS}
-# What a perfcore.run/1 document must hold (and the shape of the optional parts the report shows).
-RUN_REQUIRED = {
-    "steps": INT,
-    "warmup_steps": INT,
-    "step_time_ms": _STEP_MS,
-    "breakdown_ms": _PER_LABEL,
-    "breakdown_fraction": {lb: FRAC for lb in LABELS},
-    "verdict": {"bound": STR, "summary": STR},
-    "recommendations": [{"text": STR, "evidence": ANY}],
-    "backend": STR,
-    "device": STR,
-}
-RUN_OPTIONAL = {
-    "warmup_step_time_ms": Opt(MS),
-    "kernels": [{"name": STR, "count": NUM, "total_ms": NUM, "mean_us": NUM, "category": Absent(STR)}],
-    "memcpy": Some({"by_direction": Map({"bytes": NUM, "ms": NUM, "pageable_bytes": NUM})}),
-    "ranks": [{"rank": ANY, "step_time_ms": {"mean": NUM}, "breakdown_ms": _PER_LABEL}],
-    "stragglers": [{"sentence": STR}],
-    "waiting": [{"sentence": STR}],
-    "compute_split_ms": Opt(Map(NUM)),
-    "compute_split_gpu_ms": Opt(Map(NUM)),
-    "kernel_categories": Opt(Map({"share": FRAC, "ms": Absent(MS)})),
-    # Sampled with --monitor; the GPU's fields only where NVML answered (absent without a GPU).
-    "monitor": Opt(
-        Keys(
-            {
-                "samples": INT,
-                "cpu_percent_mean": Opt(MS),
-                "gpu_util_mean": Opt(FRAC),
-                "power_w_mean": Opt(MS),
-                "power_w_max": Opt(MS),
-                "temp_c_mean": Opt(NUM),
-                "temp_c_max": Opt(NUM),
-                "per_step": Opt(Map({"mean": NUM, "min": NUM, "max": NUM, "steps": INT})),
-            }
-        )
-    ),
-    "workers": Some({"num_workers": NUM, "fetch_ms_mean": NUM, "getitem_ms_mean": NUM, "collate_ms_mean": NUM}),
-    "memory": Opt(
-        Keys(
-            {
-                "peak_bytes": Opt(INT),
-                "kind": Opt(STR),
-                "findings": Opt([{"sentence": STR}]),
-                "growth_bytes_per_step": Opt(NUM),
-                "capacity_bytes": Opt(INT),
-            }
-        )
-    ),
-    "cpu_util_percent": Opt(MS),
-    "exit": Opt(Keys({"reason": Opt(STR), "exception": Opt(STR)})),
-    "notes": [STR],
-    "overhead": Opt(
-        Keys(
-            {
-                "ms_per_step": MS,
-                "fraction": MS,
-                "per_phase_ns": MS,
-                "settle_ms_per_step": Opt(MS),
-                "own_ms_total": Opt(MS),
-                "own_ms_per_step": Opt(MS),
-            }
-        )
-    ),
-    "outcome": Opt(Keys({"code": Opt(INT), "reason": Opt(STR), "signal": Opt(STR), "sentence": STR})),
-    "startup": Opt(Keys({"time_to_first_step_ms": MS, "first_step_ms": MS, "steady_step_ms": Opt(MS)})),
-    "loader_plan": Opt(Keys({"sentence": STR, "reason": STR})),
-}
 STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
 
 
@@ -252,7 +86,7 @@ def check_run_doc(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> dic
                 if required:
                     raise _bad(path, f"has no {k!r} (incomplete or not a run result)", exit_code)
                 continue
-            p = _problem(doc[k], shape, k)
+            p = problem(doc[k], shape, k)
             if p:
                 raise _bad(path, f"is corrupt: {p}", exit_code)
     files = doc.get("files")
@@ -372,9 +206,9 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
     folder = Path(folder)
     doc = read_json(folder / "run.json", "perfcore.run", exit_code=1)
     p = (
-        _problem(doc.get("steps", 0), INT, "steps")
-        or _problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
-        or _problem(doc, PART_NAMES, "part")
+        problem(doc.get("steps", 0), INT, "steps")
+        or problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
+        or problem(doc, PART_NAMES, "part")
     )
     if p:
         raise _bad(folder / "run.json", f"is corrupt: {p}", 1)
@@ -431,7 +265,7 @@ def load_sweep(folder: Path) -> dict[str, Any]:
     path = Path(folder) / "sweep.json"
     doc = read_json(path, "perfcore.sweep")
     for k, shape in SWEEP_REQUIRED.items():
-        p = _problem(doc.get(k), shape, k) if k in doc else f"{k} is missing"
+        p = problem(doc.get(k), shape, k) if k in doc else f"{k} is missing"
         if p:
             raise _bad(path, f"is corrupt: {p}", 2)
     return doc

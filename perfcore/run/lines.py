@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document"]
+__all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document", "trace_arrays"]
 
 
 class LineCapture:
@@ -26,6 +26,8 @@ class LineCapture:
         from perfcore.capture.sync_calls import SyncCounter
 
         self.prefixes = library_prefixes()
+        # The OS id the span recorder gives this thread: the trace puts the samples on its track.
+        self.native_tid = threading.get_native_id() if threading.get_ident() == thread_id else 0
         self.sampler = LineSampler(thread_id, interval_s or DEFAULT_INTERVAL_S).start()
         self.counter = (
             SyncCounter(torch, prefixes=self.prefixes).start() if threading.get_ident() == thread_id else None
@@ -49,6 +51,7 @@ class LineCapture:
             "missed": samples.missed,
             "dropped": samples.dropped,
             "sampler_ns": samples.sampler_ns,
+            "native_tid": self.native_tid,
         }
         if calls is not None:
             out["calls"] = {
@@ -148,6 +151,8 @@ def lines_document(
     measured = ~table["warmup"].to_numpy(dtype=bool)
     if "evaluation" in table:
         measured &= ~table["evaluation"].to_numpy(dtype=bool)
+    from perfcore.analysis.lines import host_timeline
+
     s0 = full["start_ns"].to_numpy(np.int64)
     s1 = s0 + full["wall_ns"].to_numpy(np.int64) + full["perfcore_ns"].to_numpy(np.int64)
     n = min(len(measured), len(s0))
@@ -157,20 +162,36 @@ def lines_document(
         | np.isin(idx, np.asarray(kept["window"], np.int64))
         | (idx >= int(kept["settled"]))
     )
+    samples, prefixes = _samples(facts), tuple(facts["prefixes"])
+    a, b = s0[:n][measured], s1[:n][measured]
     result = join_lines(
-        _samples(facts),
-        s0[:n][measured],
-        s1[:n][measured],
-        intervals,
-        prefixes=tuple(facts["prefixes"]),
-        precedence=precedence,
-        calls=_calls(facts.get("calls")),
+        samples, a, b, intervals, prefixes=prefixes, precedence=precedence, calls=_calls(facts.get("calls"))
     )
+    numbers = table["step"].to_numpy(np.int64)[:n][measured] if "step" in table else np.flatnonzero(measured)
+    timeline = host_timeline(samples, a, b, numbers, intervals, prefixes=prefixes, precedence=precedence)
     steps_total = max(len(s0), 1)
     out["lines"] = {
         **dataclasses.asdict(result),
         "sampler_ms_per_step": float(facts["sampler_ns"]) / 1e6 / steps_total,
         "missed": int(facts["missed"]),
         "dropped": int(facts["dropped"]),
+        "timeline": dataclasses.asdict(timeline) if timeline is not None else None,
     }
     return out
+
+
+def trace_arrays(facts: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    """The samples as trace.npz arrays (fixed-width strings: the reader loads without pickle): each
+    sample's instant and site, the sites, and the training thread's OS id. Empty without facts."""
+    if not facts or not facts.get("t_ns"):
+        return {}
+    sites = facts["sites"]
+    return {
+        "line_t_ns": np.asarray(facts["t_ns"], np.int64),
+        "line_site": np.asarray(facts["site"], np.int32),
+        "line_file": np.array([str(x[0]) for x in sites], dtype=str),
+        "line_function": np.array([str(x[1]) for x in sites], dtype=str),
+        "line_line": np.array([int(x[2]) for x in sites], dtype=np.int64),
+        "line_user": np.asarray(facts["user"], dtype=bool),
+        "line_tid": np.int64(facts.get("native_tid") or 0),
+    }

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from perfcore.report import jsonio
-from perfcore.run.lines import label_spans, lines_document
+from perfcore.run.lines import label_spans, lines_document, trace_arrays
 from perfcore.run.split_facts import compute_document
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ
 
@@ -122,7 +122,7 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
     if notes:
         doc["notes"] = list(dict.fromkeys(notes))
     jsonio.write_csv(part / "steps.csv", table)
-    _write_trace(engine, full, part)
+    _write_trace(engine, full, part, trace_arrays(facts.get("lines")))
     jsonio.write(part / "run.json", doc)
 
 
@@ -160,7 +160,7 @@ def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured:
     }
 
 
-def _write_trace(engine, full, part) -> None:
+def _write_trace(engine, full, part, lines: dict[str, Any]) -> None:
     detail = engine.trace_tables()  # the kept steps' detail: bounded however long the run
     spans = detail["spans"]
     names = engine.phase_names()
@@ -213,6 +213,7 @@ def _write_trace(engine, full, part) -> None:
             event_start_ns=ev["start_ns"].to_numpy(),
             event_end_ns=ev["end_ns"].to_numpy(),
         )
+    raw.update(lines)  # the host-line samples, for the trace's training-thread track
     with jsonio.atomic_path(part / "trace.npz") as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **raw)  # a file object: given a path, numpy would append ".npz" to it
 

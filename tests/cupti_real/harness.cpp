@@ -51,7 +51,8 @@ int main() {
   // Two of each kind, so a wrong stride shows as a second record misread or an error.
   FakeActivityBuffer b;
   for (int i = 0; i < 2; ++i) {
-    b.addKernel(1000 + i, 2000 + i, 0, 7 + i, 11 + i, i ? "_Z4gemmv" : "relu_kernel", 64 + i, 128 + i, 5 + i);
+    b.addKernel(1000 + i, 2000 + i, 0, 7 + i, 11 + i, i ? "_Z4gemmv" : "relu_kernel", 64 + i, 128 + i, 5 + i,
+                (int64_t{1} << 40) + i);
     b.addMemcpy(3000 + i, 3500 + i, 4096 + i, 1, 2, 3, 0, 7, 21 + i);
     b.addMemset(4000 + i, 4100 + i, 512 + i, 9 + i, 0, 7, 31 + i);
     b.addSync(5000 + i, 5200 + i, 3, 7, 41 + i);
@@ -71,6 +72,7 @@ int main() {
     column("kernel.grid_x", c.kernels.grid_x);
     column("kernel.block_x", c.kernels.block_x);
     column("kernel.graph_id", c.kernels.graph_id);
+    column("kernel.graph_node_id", c.kernels.graph_node_id);
     std::printf("names");
     for (auto id : c.kernels.name_id) std::printf(" %s", c.names[id].c_str());
     std::printf("\n");

@@ -1,0 +1,88 @@
+"""compare's page: two runs side by side, their verdicts and what changed per label and per kernel
+category, by how much."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfcore.analysis.attribution import LABELS
+from perfcore.report.charts import COLORS, stackbars
+from perfcore.report.html_parts import Body, e, f, ms, page, tiles
+
+__all__ = ["render_compare_page", "write_compare_report"]
+
+
+def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
+    """Two runs side by side: their verdicts, what changed per label and per kernel category, by how much."""
+    a, b = doc.get("a") or {}, doc.get("b") or {}
+    body = Body("compare")
+    pct = float(doc.get("step_time_change_pct") or 0)
+    body.add(
+        "<h1>perfcore compare</h1>",
+        f"<div class='sub'>A: {e(names[0])} · B: {e(names[1])}</div>",
+        f"<div class='verdict {'critical' if pct > 5 else 'healthy' if pct < -5 else ''}'><div class='bound'>"
+        f"step time {ms(a.get('step_ms'))} → {ms(b.get('step_ms'))} ({pct:+.1f}%, speedup "
+        f"{float(doc.get('speedup') or 0):.2f}×)</div><div class='sentence' id='verdict'>"
+        f"{e((doc.get('verdict_change') or {}).get('sentence', ''))}</div></div>",
+    )
+    cards = "".join(
+        f"<div><h3>{k}: {e(n)}</h3>{tiles([('step', ms(r.get('step_ms'))), ('device', r.get('device')), ('bound', r.get('bound')), ('level', r.get('level'))])}"
+        f"<p>{e(r.get('verdict', ''))}</p></div>"
+        for k, n, r in (("A", names[0], a), ("B", names[1], b))
+    )
+    body.add(f"<div class='run-grid' style='grid-template-columns:1fr 1fr'>{cards}</div>")
+    labels = doc.get("labels") or {}
+    if labels:
+
+        def row(name: str, v: dict[str, float], chip: str = "") -> str:
+            d = float(v.get("delta_ms") or 0)
+            rel = f"{100 * d / v['a_ms']:+.0f}%" if v.get("a_ms") else ""
+            cls = "delta-up" if d > 0 else "delta-down" if d < 0 else ""
+            return (
+                f"<tr><td>{chip}{e(name)}</td><td class='n'>{f(v.get('a_ms'))}</td><td class='n'>{f(v.get('b_ms'))}</td>"
+                f"<td class='n {cls}'>{d:+.2f}</td><td class='n {cls}'>{rel}</td></tr>"
+            )
+
+        head = (
+            "<tr><th></th><th class='n'>A ms</th><th class='n'>B ms</th><th class='n'>change ms</th>"
+            "<th class='n'>change</th></tr>"
+        )
+        body.add(
+            "<h2>What changed, per label (ms per step)</h2><table>"
+            + head
+            + "".join(
+                row(lb, labels[lb], f"<i class='pc-chip' style='background:{COLORS[lb]};margin-left:0'></i>")
+                for lb in LABELS
+                if lb in labels
+            )
+            + "</table>"
+        )
+        body.add(
+            body.chart(
+                stackbars(
+                    "ab",
+                    [f"A: {names[0]}"[:40], f"B: {names[1]}"[:40]],
+                    [{lb: v["a_ms"] for lb, v in labels.items()}, {lb: v["b_ms"] for lb, v in labels.items()}],
+                    [ms(a.get("step_ms")), ms(b.get("step_ms"))],
+                    "A and B, mean step split by label",
+                    height=200,
+                )
+            )
+        )
+        cats = doc.get("kernel_categories") or {}
+        if cats:
+            body.add(
+                "<h2>Kernel categories (ms per step)</h2><table>"
+                + head
+                + "".join(row(c, v) for c, v in cats.items())
+                + "</table>"
+            )
+    return page(f"perfcore compare: {pct:+.1f}%", body)
+
+
+def write_compare_report(path: Path, doc: dict[str, Any], names: tuple[str, str] = ("A", "B")) -> Path:
+    """compare's page at `path` (written atomically): for `perfcore compare A B --html PATH`."""
+    from perfcore.report import jsonio
+
+    return jsonio.write_text(Path(path), render_compare_page(doc, names))

@@ -1,0 +1,80 @@
+"""report.html's "On the GPU" section of a run: top kernels and their categories, copies by direction
+(pageable bytes apart), power and temperature per step, and the capture's own statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfcore.report.charts import COLORS
+from perfcore.report.html_parts import e, f, table
+
+__all__ = ["gpu_section"]
+
+
+def gpu_section(doc: dict[str, Any]) -> str:
+    """On a GPU: top kernels, kernel categories, copies by direction (pageable bytes), capture statistics."""
+    parts = []
+    ks = doc.get("kernels") or []
+    cats = doc.get("kernel_categories") or {}
+    if ks:
+        cat_total = sum(float(c.get("ms") or 0) for c in cats.values() if isinstance(c, dict))
+        total = cat_total or sum(float(k.get("total_ms") or 0) for k in ks) or 1.0
+        what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
+        rows = [
+            [
+                f"<span title='{e(k['name'])}'>{e(k['name'][:100])}</span>",
+                e(k.get("count", "")),
+                f(k.get("total_ms")),
+                f(k.get("mean_us"), ".1f"),
+                f"{100 * float(k.get('total_ms') or 0) / total:.1f}% "
+                f"<span class='hbar' style='background:{COLORS['compute']};width:"
+                f"{80 * float(k.get('total_ms') or 0) / total:.0f}px'></span>",
+            ]
+            for k in ks
+        ]
+        parts.append(
+            f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}"
+        )
+    if cats:
+        rows = [
+            [e(c), f(v.get("ms")) if isinstance(v, dict) else "-", f"{100 * float((v or {}).get('share') or 0):.1f}%"]
+            for c, v in cats.items()
+        ]
+        parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
+    by = (doc.get("memcpy") or {}).get("by_direction") or {}
+    if by:
+        rows = [
+            [
+                e(d),
+                e(v.get("count", "")),
+                f"{float(v.get('bytes', 0)) / 2**20:.1f}",
+                f(v.get("ms")),
+                f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}",
+                f(v.get("pageable_ms")),
+            ]
+            for d, v in by.items()
+        ]
+        parts.append(
+            "<h3>Copies by direction</h3>"
+            + table(["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5})
+        )
+    per_step = (doc.get("monitor") or {}).get("per_step") or {}
+    names = {"power_w": ("power", "W"), "temp_c": ("temperature", "°C")}
+    rows = [
+        [e(names[k][0]), *(f"{f(v.get(s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")), e(v.get("steps"))]
+        for k, v in per_step.items()
+        if k in names and isinstance(v, dict)
+    ]
+    if rows:
+        parts.append(
+            "<h3>Power and temperature (per-step means, sampled)</h3>"
+            + table(["", "mean", "lowest step", "highest step", "steps sampled"], rows, {1, 2, 3, 4})
+        )
+    cap = {k: v for k, v in (doc.get("capture") or {}).items() if isinstance(v, (int, float, str)) and v is not None}
+    if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
+        rows = [
+            [e(k.replace("_", " ")), e(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v)]
+            for k, v in cap.items()
+        ]
+        parts.append(f"<h3>Capture</h3>{table(['', ''], rows)}")
+    return ("<h2>On the GPU</h2>" + "".join(parts)) if parts else ""
