@@ -745,7 +745,10 @@ USES: dict[str, tuple[str, ...]] = {
     ),
     "memory": ("gpu_calibration:peak_memory_kept",),
     "costs": ("gpu_calibration:launch_overhead_us", "perfcore:StepTimer"),
-    "graph_speed": ("perfcore.experiments.graph:check_same_training", "perfcore.experiments.graphs:capture_step"),
+    "graph_speed": (
+        "perfcore.experiments.graph_experiment:check_same_training",
+        "perfcore.experiments.graph_capture:capture_step",
+    ),
     "side_stream": ("perfcore:StepTimer",),
     "named_device": ("perfcore:StepTimer",),
     "in_flight_at_stop": ("perfcore.capture.native_cupti:CuptiTracer",),
@@ -1074,8 +1077,8 @@ def graph_check(steps: int = 50) -> dict:
 
     import torch
 
-    from perfcore.experiments.graph import check_same_training
-    from perfcore.experiments.graphs import capture_step
+    from perfcore.experiments.graph_experiment import check_same_training
+    from perfcore.experiments.graph_capture import capture_step
 
     torch.manual_seed(0)
     layers = []

@@ -33,7 +33,7 @@ _LAZY = {
     "RunResult": ("perfcore.timing", "RunResult"),
     "Workload": ("perfcore.workloads", "Workload"),
     "transfer": ("perfcore.experiments.transfer", None),
-    "graphs": ("perfcore.experiments.graphs", None),
+    "graphs": ("perfcore.experiments.graph_capture", None),
     "summary": ("perfcore.report.summary", "summary"),
 }
 

@@ -165,10 +165,10 @@ def test_the_drift_row_judges_each_anchor_interval(gc, monkeypatch):
 
 
 def test_dry_run_names_an_import_that_does_not_resolve(gc, monkeypatch, tmp_path):
-    monkeypatch.setitem(gc.USES, "graph_speed", ("perfcore.experiments.graph:compare_runs",))
+    monkeypatch.setitem(gc.USES, "graph_speed", ("perfcore.experiments.graph_experiment:compare_runs",))
     said = []
     assert gc.dry_run(say=said.append, wheels=_device_wheels(tmp_path)) == 1
-    assert any("graph_speed: perfcore.experiments.graph has no compare_runs" in s for s in said)
+    assert any("graph_speed: perfcore.experiments.graph_experiment has no compare_runs" in s for s in said)
 
 
 def test_each_defect_has_a_row(gc):

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from perfcore.cli import cli
 from perfcore.errors import UsageError
-from perfcore.experiments import scripts, sweep as sweep_mod
+from perfcore.experiments import runner as runner_mod, scripts, sweep as sweep_mod
+from perfcore.experiments.measurement import Interrupted, Trial
 from perfcore.experiments.sweep import grid_configs, run_grid, sweep_doc
 
 HERE = Path(__file__).resolve()
@@ -77,24 +78,34 @@ def test_prefetch_factor_zero_is_refused_not_ignored():
 
 def _script_doc(steps, rc, step_ms):
     return {"steps": steps, "exit_code": rc, "step_time_ms": {"mean": step_ms}, "breakdown_ms": {},
-            "breakdown_fraction": {"load": 0.1}, "_busy": {"series": [], "source": "compute_share", "cpu_percent": None}}
+            "breakdown_fraction": {"load": 0.1}}
 
 
-@pytest.mark.parametrize("doc, status, says", [
-    (_script_doc(0, 1, 0.0), "crashed", "during warm-up"),       # was ZeroDivisionError
-    (_script_doc(0, 0, 0.0), "crashed", "during warm-up"),
-    (_script_doc(5, 1, 2.0), "crashed", "exited with 1 after 5 measured steps"),
+def _script_measured(monkeypatch, tmp_path, doc):
+    """A configuration of a script measured by the script runner, the script's run giving `doc`."""
+    monkeypatch.setattr(scripts, "script_run", lambda cmd, out, trial, **k: scripts.script_measurement(
+        doc, [], "compute_share", None, None, trial))
+    cfg = grid_configs(GRID)[0]
+    return cfg, scripts.ScriptRunner(["python", "t.py"], tmp_path).measure(Trial(5, 2, overrides=cfg, tag="config0"))
+
+
+@pytest.mark.parametrize("doc, measured", [
+    (_script_doc(0, 1, 0.0), False),       # was ZeroDivisionError
+    (_script_doc(0, 0, 0.0), False),
+    (_script_doc(5, 1, 2.0), True),
 ])
-def test_a_script_configuration_that_crashes_is_a_failed_row(monkeypatch, tmp_path, doc, status, says):
-    monkeypatch.setattr(scripts, "script_run", lambda *a, **k: doc)
-    row = scripts.script_config_row(["python", "t.py"], grid_configs(GRID)[0], steps=5, warmup=2, out=tmp_path)
-    assert row["status"] == status and says in row["error"]
+def test_a_script_configuration_that_crashes_is_a_failed_row(monkeypatch, tmp_path, doc, measured):
+    cfg, m = _script_measured(monkeypatch, tmp_path, doc)
+    row = sweep_mod.config_row(cfg, m)
+    assert row["status"] == "crashed" and row["error"] and row["steps"] == doc["steps"]
+    # Crashed part-way: its numbers kept (never best); in warm-up: none.
+    assert (row["step_ms"] == 2.0) if measured else (row["step_ms"] is None)
+    assert (m.failure.code if m.failure else 0) == doc["exit_code"]
 
 
 def test_a_script_ended_by_ctrl_c_stops_the_sweep(monkeypatch, tmp_path):
-    monkeypatch.setattr(scripts, "script_run", lambda *a, **k: _script_doc(3, 130, 2.0))
-    with pytest.raises(sweep_mod.Interrupted):
-        scripts.script_config_row(["python", "t.py"], grid_configs(GRID)[0], steps=5, warmup=2, out=tmp_path)
+    with pytest.raises(Interrupted):
+        _script_measured(monkeypatch, tmp_path, _script_doc(3, 130, 2.0))
 
 
 def fake_measure(calls, stop_at=None):
@@ -113,7 +124,7 @@ def test_cli_ctrl_c_writes_what_finished_and_resume_runs_only_the_rest(monkeypat
     args = ["sweep", "--batch-size", "4,8,16", "--num-workers", "0", "--pin-memory", "false", "--steps", "4",
             "--out", str(out), target]
     first: list = []
-    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure(first, stop_at=2))
+    monkeypatch.setattr(runner_mod, "measure_workload", fake_measure(first, stop_at=2))
     res = CliRunner().invoke(cli, args, prog_name="perfcore")
     assert res.exit_code == 130, res.output
     assert "--resume" in res.stderr.strip().splitlines()[-1]
@@ -121,7 +132,7 @@ def test_cli_ctrl_c_writes_what_finished_and_resume_runs_only_the_rest(monkeypat
     assert [c["batch_size"] for c in partial["configs"]] == [4, 8] and partial["interrupted"]
 
     second: list = []
-    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure(second))
+    monkeypatch.setattr(runner_mod, "measure_workload", fake_measure(second))
     res = CliRunner().invoke(cli, [args[0], "--resume", *args[1:]], prog_name="perfcore")
     assert res.exit_code == 0, res.output
     assert second == [16], "resume measured again what had finished"
@@ -133,7 +144,7 @@ def test_cli_ctrl_c_writes_what_finished_and_resume_runs_only_the_rest(monkeypat
 def test_resume_refuses_another_grid_and_a_folder_perfcore_did_not_make(monkeypatch, tmp_path):
     out = tmp_path / "s"
     target = f"{HERE.parent / 'workload_factories.py'}:slow_loader"
-    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure([]))
+    monkeypatch.setattr(runner_mod, "measure_workload", fake_measure([]))
     base = ["sweep", "--num-workers", "0", "--pin-memory", "false", "--steps", "4", "--out", str(out)]
     assert CliRunner().invoke(cli, [*base, "--batch-size", "4", target]).exit_code == 0
     res = CliRunner().invoke(cli, [*base, "--resume", "--batch-size", "8", target], prog_name="perfcore")
@@ -203,7 +214,7 @@ def crashes_above_8():
 def test_resume_from_a_damaged_sweep_json_is_one_line(monkeypatch, tmp_path, damage, says):
     out = tmp_path / "s"
     target = f"{HERE.parent / 'workload_factories.py'}:slow_loader"
-    monkeypatch.setattr(sweep_mod, "measure_workload", fake_measure([]))
+    monkeypatch.setattr(runner_mod, "measure_workload", fake_measure([]))
     base = ["sweep", "--num-workers", "0", "--pin-memory", "false", "--steps", "4", "--batch-size", "4",
             "--out", str(out)]
     assert CliRunner().invoke(cli, [*base, target]).exit_code == 0

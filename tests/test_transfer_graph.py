@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from perfcore import errors
-from perfcore.experiments.graphs import CaptureError, _check_optimizer, explain_capture_failure
+from perfcore.experiments.graph_capture import CaptureError, _check_optimizer, explain_capture_failure
 from perfcore.experiments.transfer import parse_shape, parse_sizes, summarize_curve
 
 
@@ -75,7 +75,7 @@ def test_optimizers_that_cannot_be_captured_are_named():
 
 
 def test_graph_comparison_logic():
-    from perfcore.experiments.graph import check_same_training
+    from perfcore.experiments.graph_experiment import check_same_training
 
     same = check_same_training([1.0, 0.9], [1.0, 0.9000001], [np.ones(3)], [np.ones(3)])
     assert same["match"]
@@ -98,7 +98,7 @@ def test_gpu_commands_exit_3_in_one_line_without_a_gpu(caps):
 
         with pytest.raises(errors.DeviceUnavailable):
             getattr(t, fn)(*args)
-    from perfcore.experiments.graphs import capture_step, launch_overhead
+    from perfcore.experiments.graph_capture import capture_step, launch_overhead
 
     with pytest.raises(errors.DeviceUnavailable):
         launch_overhead()
@@ -118,7 +118,7 @@ def test_transfer_on_gpu():
 
 @pytest.mark.cuda
 def test_graph_capture_matches_eager():
-    from perfcore.experiments.graph import graph_experiment
+    from perfcore.experiments.graph_experiment import graph_experiment
     from perfcore.workloads import load_workload
 
     doc = graph_experiment(load_workload("demo", batch_size=8), steps=10, check_steps=3)

@@ -11,6 +11,7 @@ import pytest
 
 import perfcore.experiments.diagnose as diagnose_mod
 import perfcore.experiments.health as health_mod
+import perfcore.experiments.runner as runner_mod
 import perfcore.experiments.scripts as scripts_mod
 from perfcore.analysis.attribution import CPU_PRECEDENCE, step_table, summarize
 from perfcore.workloads import load_workload
@@ -62,14 +63,14 @@ def test_health_names_loading_only_past_the_tier(monkeypatch):
             calls.append(train)
             return measured_row(load_ms, compute_ms)
 
-        monkeypatch.setattr(health_mod, "measure_workload", fake)
+        monkeypatch.setattr(runner_mod, "measure_workload", fake)
         return health_mod.health(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP)
 
     # 100 ms of compute and 0.6 ms fetches (as measured here), one of them preempted for 31 ms: the
     # longest single fetch seen on this machine with three CPU burners. 3.7 ms of 104 (4%): healthy.
     h = run(fetches(0.6, 31.0, 1), 100.0)
     assert h["healthy"] and h["verdict"]["bound"] == "compute" and h["next"] is None
-    assert h["summary"].startswith("compute-bound (healthy)")
+    assert h["verdict"]["level"] == "healthy"
     assert calls == [False]  # health's minimal loop: no optimizer
     # Against 10 ms of compute one 9 ms preemption of a fetch in ten (a neighbour's time slice) is
     # enough: 1.4 ms of 11.5 (12%), and the wait that really happened is named.
@@ -92,24 +93,25 @@ def test_diagnose_keeps_compute_bound_when_runs_differ_by_scheduler_ticks(monkey
         compute = 100.0 if synthetic else fetches(100.0, 4.0, 5)
         return measured_row(0.0 if synthetic else 0.6, compute, synthetic=synthetic, **(overrides or {}))
 
-    monkeypatch.setattr(diagnose_mod, "measure_workload", fake)
+    monkeypatch.setattr(runner_mod, "measure_workload", fake)
     doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP)
     v = doc["verdict"]
     assert v["healthy"] and v["bound"] == "compute" and v["cause"] == "compute"
-    assert v["summary"].startswith("compute-bound (healthy)") and v["checks"][0]["agrees"] is True
+    assert v["level"] == "healthy" and v["checks"][0]["agrees"] is True and v["checks"][0]["status"] == "confirmed"
     assert seen == {"baseline": None, "A": None, "B": {"num_workers": os.cpu_count()}}
     assert doc["measured_speedup"] == pytest.approx(102.65 / 100.05)
 
 
-def _script_doc(load_ms, compute_ms, host_ms, out, overrides=None):
+def _script_run(load_ms, compute_ms, host_ms, trial):
+    """What one run of a script under `perfcore run` hands the script runner, from phase timings."""
     doc, table = injected_run(load_ms, compute_ms, host_ms)
     steady = table[~table["warmup"]]
-    doc.update(workers={"num_workers": (overrides or {}).get("num_workers", 0), "items_per_batch": 16,
+    overrides = dict(trial.overrides or {})
+    doc.update(workers={"num_workers": overrides.get("num_workers", 0), "items_per_batch": 16,
                         "batches": STEPS + WARMUP, "getitem_ms_mean": 48.0},
-               dataloader_overrides={"asked": overrides or {}, "applied": 1 if overrides else 0},
-               _busy={"series": (steady["compute_ms"] / steady["wall_ms"]).to_numpy(), "source": "compute_share",
-                      "cpu_percent": 100.0}, _out=out)
-    return doc
+               dataloader_overrides={"asked": overrides, "applied": 1 if overrides else 0})
+    busy = (steady["compute_ms"] / steady["wall_ms"]).to_numpy()
+    return scripts_mod.script_measurement(doc, busy, "compute_share", 100.0, None, trial)
 
 
 @pytest.mark.parametrize("synthetic_compute_ms", [1.2, 134.7])
@@ -120,26 +122,30 @@ def test_script_diagnose_names_loading_and_keeps_it_when_the_machine_changed(mon
     # (each parallel op waits for a thread that has no core): that run says nothing about loading.
     seen = {}
 
-    def fake(cmd, out, *, steps, warmup, overrides=None, synthetic=False, **kw):
-        name = "A" if synthetic else "B" if overrides else "baseline"
-        seen[name] = overrides
-        if synthetic:
-            return _script_doc(0.0, synthetic_compute_ms, 0.3, out)
-        return _script_doc(23.7 if overrides else 53.2, 1.2, 0.5, out, overrides)
+    def fake(cmd, out, trial, **kw):
+        name = "A" if trial.synthetic else "B" if trial.overrides else "baseline"
+        seen[name] = trial.overrides
+        assert out == tmp_path / trial.tag and trial.steps == STEPS and trial.warmup == WARMUP
+        if trial.synthetic:
+            return _script_run(0.0, synthetic_compute_ms, 0.3, trial)
+        return _script_run(23.7 if trial.overrides else 53.2, 1.2, 0.5, trial)
 
     monkeypatch.setattr(scripts_mod, "script_run", fake)
     cmd = [sys.executable, str(HERE / "scripts" / "train_meter.py"), "--delay", "0.003", "--epochs", "3"]
-    doc = scripts_mod.script_diagnose(cmd, steps=STEPS, warmup=WARMUP, out=tmp_path)
+    doc = diagnose_mod.diagnose(scripts_mod.ScriptRunner(cmd, tmp_path), steps=STEPS, warmup=WARMUP)
     v, a, b = doc["verdict"], doc["experiments"][1], doc["experiments"][2]
     assert seen == {"baseline": None, "A": None, "B": {"num_workers": os.cpu_count()}}
     assert v["bound"] == "load" and v["cause"] == "data loading"
-    assert a["name"].startswith("A: synthetic") and a["speedup"] == pytest.approx(54.9 / (synthetic_compute_ms + 0.3))
-    assert b["name"] == f"B: num_workers={os.cpu_count()}" and b["num_workers"] == os.cpu_count()
+    assert a["synthetic"] and a["speedup"] == pytest.approx(54.9 / (synthetic_compute_ms + 0.3))
+    assert b["name"].startswith("B:") and b["num_workers"] == os.cpu_count()
+    assert doc["skipped"][0]["name"].startswith("C:") and "script_exit" not in doc
+    check = v["checks"][0]
     if synthetic_compute_ms < 2:
-        assert v["checks"][0]["agrees"] is True and "confirmed" in v["summary"]
+        assert check["agrees"] is True and check["status"] == "confirmed"
     else:
-        assert a["speedup"] < 1 and v["checks"][0]["agrees"] is None and "attributed" not in v
-        assert "inconclusive, compute itself went from 1.20 ms to 135 ms" in v["summary"]
+        # Compute itself went from 1.2 ms to 134.7 ms between the runs: A says nothing about loading.
+        assert a["speedup"] < 1 and check["agrees"] is None and "attributed" not in v
+        assert check["status"] == "inconclusive" and check["reason"] == "compute drift" and not check["machine_busy"]
 
 
 def test_a_workload_factory_gets_the_arguments_it_was_loaded_with():
@@ -160,18 +166,18 @@ def test_diagnose_on_the_run_just_measured_checks_the_gain_that_run_printed(monk
         seen.append("A" if synthetic else "B" if overrides else "baseline")
         return measured_row(0.0 if synthetic else 12.0, 13.0, synthetic=synthetic, **(overrides or {}))
 
-    monkeypatch.setattr(diagnose_mod, "measure_workload", fake)
-    monkeypatch.setattr(diagnose_mod, "worker_profile", lambda w: {"items": 1, "ms_per_item": 1.0, "cpu_to_wall": 0.9,
-                                                                     "top": []})
+    monkeypatch.setattr(runner_mod, "measure_workload", fake)
+    monkeypatch.setattr(runner_mod, "worker_profile", lambda w: {"items": 1, "ms_per_item": 1.0, "cpu_to_wall": 0.9,
+                                                                    "top": []})
     run = measured_row(fetches(12.0, 3.0, 2), 13.0)
     run["breakdown_robust"] = run["_result"]["breakdown_robust"]  # as measure_workload's row carries it
     printed = next(c for c in run["_result"]["verdict"]["causes"] if c["label"] == "load")["expected_gain"]
-    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP, baseline=run)
+    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP,
+                                baseline=runner_mod.measurement_of(run))
     assert seen == ["A", "B"]
     a = doc["verdict"]["checks"][0]
     assert doc["predicted_speedup"] == a["predicted_speedup"] == printed["speedup"]
     assert printed["band"] is not None and tuple(a["predicted_band"]) == tuple(printed["band"])
-    assert f"against {printed['text'].removeprefix('up to ').replace(' faster', '')} predicted" in a["sentence"]
 
 
 def test_health_busy_share_leaves_out_start_up_and_warm_up_samples():

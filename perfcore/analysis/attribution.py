@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from perfcore._lazy import lazy_module
+from perfcore.analysis.labels import LABELS  # the one list, in a leaf; named here too, as before
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
@@ -34,7 +35,6 @@ __all__ = [
 ]
 
 SCHEMA = "perfcore.run/1"
-LABELS = ("load", "transfer", "compute", "comm", "host")
 PRECEDENCE = ("compute", "comm", "transfer", "load")  # highest first; host is what is left
 # Without a GPU the labels come from host phases, and a collective is a wait *inside* a compute
 # phase (DDP's all-reduce ends backward): the inner, more specific phase wins, so comm > compute.

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.labels import LABELS
 from perfcore.analysis.units import fmt_ms, fmt_share
 
 __all__ = ["robust_breakdown", "valid_robust", "OUTLIER_MADS", "TRIM_AT_MOST", "LEVEL", "RESAMPLES", "steps_to_settle"]

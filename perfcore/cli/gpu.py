@@ -70,7 +70,7 @@ def graph_cmd(res: Results, workload, steps) -> None:
     from perfcore._native import require_cuda
 
     require_cuda("perfcore graph")
-    from perfcore.experiments.graph import graph_experiment
+    from perfcore.experiments.graph_experiment import graph_experiment
     from perfcore.report import jsonio
 
     from perfcore.workloads import load_workload

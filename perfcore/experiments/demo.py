@@ -34,7 +34,8 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     from perfcore.experiments.diagnose import diagnose
     from perfcore.experiments.health import health
     from perfcore.report.experiments import render_diagnose, render_health
-    from perfcore.experiments.runner import measure_workload
+    from perfcore.experiments.measurement import Trial
+    from perfcore.experiments.runner import WorkloadRunner
     from perfcore.report.plots import plot_breakdown, plot_experiments
     from perfcore.report.terminal import render_text
     from perfcore.workloads import load_workload
@@ -44,19 +45,20 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     steps_cb = progress.steps if progress else None
     say("preparing the demo workload (JPEGs are made once and cached)")
     w = load_workload("demo")
+    runner = WorkloadRunner(w, "demo")
     say("health: next batch -> forward -> loss")
     # The demo decides one verdict, at its end, where all of its evidence exists: health and run are
     # measured without deciding, and diagnose decides on the run checked by its experiments.
-    h = health(w, steps=30 if quick else 100, warmup=3, progress=steps_cb, target="demo", decide=False)
+    h = health(runner, steps=30 if quick else 100, warmup=3, progress=steps_cb, decide=False)
     say("run: training steps, attributed")
-    row = measure_workload(w, steps=15 if quick else 40, warmup=3, train=True, progress=steps_cb, decide=False)
-    table = row["_table"]
+    run = runner.measure(Trial(steps=15 if quick else 40, warmup=3), steps_cb)
+    table = run.table
     say("diagnose: synthetic data, workers, decoder")
     # Diagnose's baseline is the run just measured: one measurement, so the gain run predicts for
     # removing loading is the one diagnose checks with synthetic data, not a second estimate of it.
-    d = diagnose(w, steps=8 if quick else 25, warmup=2, progress=say, baseline=row)
+    d = diagnose(runner, steps=8 if quick else 25, warmup=2, progress=say, baseline=run)
     run_doc = {
-        **row["_result"],
+        **run.document,
         "workload": "demo",
         "verdict": d["verdict"],
         "recommendations": d.get("recommendations") or [],
@@ -83,15 +85,13 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
         [render_health(h), render_text(run_doc, verdict=False), render_diagnose(d)] + ([agreement] if agreement else [])
     )
     # The busiest stage's interference, said before any figure in the summary.
-    found = [
-        f for f in (h.get("interference"), row.get("interference"), d.get("interference")) if f and f.get("material")
-    ]
+    found = [f for f in (h.get("interference"), run.interference, d.get("interference")) if f and f.get("material")]
     busy = max(found, key=lambda f: f.get("others_cores") or 0) if found else None
     summary = [
         "# perfcore demo",
         "",
         f"Workload: {w.name} — {len(w.dataset)} real JPEGs decoded with {w.decoder}, a small CNN, "
-        f"batch {w.batch_size}, {w.num_workers} workers, on {row['device']}.",
+        f"batch {w.batch_size}, {w.num_workers} workers, on {run.device}.",
         "",
         *([f"**Interference: {busy['sentence']}** ({busy.get('detail', '')})", ""] if busy else []),
         "## Health",

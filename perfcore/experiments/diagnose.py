@@ -8,10 +8,8 @@ plus a profile of where __getitem__ spends its time in the main process (top fun
 
 from __future__ import annotations
 
-import cProfile
 import os
-import pstats
-import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from perfcore.analysis.advice import advise_run
@@ -20,139 +18,132 @@ from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.analysis.checks import confirm, difference_noise_ms, prediction
 from perfcore.analysis.verdict import decide, preface, run_evidence
+from perfcore.errors import RunFailed
+from perfcore.experiments.measurement import Measurement, Runner, Trial
+from perfcore.experiments.runner import as_runner
 from perfcore.workloads import Workload
-from perfcore.experiments.runner import measure_workload
 
-__all__ = ["diagnose", "worker_profile", "SATURATED_CPU"]
+__all__ = ["diagnose", "Experiment", "diagnose_verdict", "diagnose_advice", "workers_check", "SATURATED_CPU"]
 
 SATURATED_CPU = 90.0  # host CPU % above which __getitem__'s off-CPU time cannot be read as I/O
 
 
-def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> dict[str, Any]:
-    """cProfile of dataset[i] for a few items, in this process, plus its CPU/wall ratio: a ratio
-    far below 1 means __getitem__ waits (I/O), near 1 means it computes (decode, augment)."""
-    ds = workload.dataset
-    n = min(items, len(ds))
-    prof = cProfile.Profile()
-    c0, w0 = time.process_time(), time.perf_counter()
-    prof.enable()
-    for i in range(n):
-        ds[i]
-    prof.disable()
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-    stats = pstats.Stats(prof)
-    rows = []
-    for (file, line, func), (cc, nc, tt, ct, callers) in stats.stats.items():
-        rows.append(
-            {
-                "function": f"{func} ({os.path.basename(file)}:{line})" if file != "~" else func,
-                "self_ms_per_item": tt / n * 1e3,
-                "total_ms_per_item": ct / n * 1e3,
-                "calls": nc,
+@dataclass(frozen=True)
+class Experiment:
+    """One row of diagnose's table: a measurement against the baseline's step (speedup = base / this),
+    or the reason the experiment gave none."""
+
+    name: str
+    measurement: Measurement | None
+    speedup: float | None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        if self.measurement is None:
+            return {"name": self.name, "oom": False, "step_ms": float("nan"), "speedup": None, "error": self.error}
+        row = self.measurement.row()
+        out = {"name": self.name, **{k: row.get(k) for k in ROW_KEYS}}
+        f = row.get("interference") or {}
+        if f.get("others_cores") is not None:  # what else used the machine during this experiment, measured
+            out["interference"] = {
+                "others_cores": f["others_cores"],
+                "cores": f.get("cores"),
+                "material": bool(f.get("material")),
             }
-        )
-    rows.sort(key=lambda r: r["self_ms_per_item"], reverse=True)
-    return {"items": n, "ms_per_item": wall / n * 1e3, "cpu_to_wall": cpu / wall if wall else 0.0, "top": rows[:top]}
+        out["speedup"] = self.speedup
+        return out
 
 
-def _summary(row: dict[str, Any], name: str, base_ms: float) -> dict[str, Any]:
-    keep = (
-        "batch_size",
-        "num_workers",
-        "pin_memory",
-        "decoder",
-        "synthetic",
-        "step_ms",
-        "samples_per_s",
-        "busy_mean",
-        "busy_std",
-        "cpu_percent",
-        "peak_mem_bytes",
-        "oom",
-        "breakdown_ms",
-        "step_sem_ms",
-    )
-    out = {"name": name, **{k: row.get(k) for k in keep}}
-    f = row.get("interference") or {}
-    if f.get("others_cores") is not None:  # what else used the machine during this experiment, measured
-        out["interference"] = {
-            "others_cores": f["others_cores"],
-            "cores": f.get("cores"),
-            "material": bool(f.get("material")),
-        }
-    out["speedup"] = base_ms / row["step_ms"] if row.get("step_ms") and row["step_ms"] == row["step_ms"] else None
-    return out
+ROW_KEYS = (
+    "batch_size",
+    "num_workers",
+    "pin_memory",
+    "decoder",
+    "synthetic",
+    "step_ms",
+    "samples_per_s",
+    "busy_mean",
+    "busy_std",
+    "cpu_percent",
+    "peak_mem_bytes",
+    "oom",
+    "breakdown_ms",
+    "step_sem_ms",
+    "steps",
+)
+
+
+def against(name: str, m: Measurement, base_ms: float) -> Experiment:
+    step = m.step_ms
+    return Experiment(name, m, base_ms / step if step and step == step else None)
 
 
 def diagnose(
-    workload: Workload,
+    runner: Runner | Workload,
     *,
     steps: int = 30,
     warmup: int = 3,
     progress: Callable[[str], None] | None = None,
-    baseline: dict[str, Any] | None = None,
+    baseline: Measurement | None = None,
 ) -> dict[str, Any]:
-    """baseline: a training run of the workload as it is, measured already (measure_workload's row):
-    then diagnose predicts from that run, and its prediction is the one that run printed."""
+    """baseline: a training run of the loop as it is, measured already: then diagnose predicts from
+    that run, and its prediction is the one that run printed."""
+    runner = as_runner(runner)
     say = progress or (lambda msg: None)
     if baseline is None:
         say("baseline")
-        base = measure_workload(workload, steps=steps, warmup=warmup, decide=False)
-    else:
-        base = baseline
-    b_ms = base["step_ms"]
-    exps = [_summary(base, "baseline", b_ms)]
+        baseline = runner.measure(Trial(steps=steps, warmup=warmup, tag="baseline"))
+    base, b_ms = baseline, baseline.step_ms
+    runs = [baseline]
+    exps = [against("baseline", base, b_ms)]
     say("A: synthetic data")
-    exps.append(
-        _summary(
-            measure_workload(workload, steps=steps, warmup=warmup, synthetic=True, decide=False),
-            "A: synthetic data",
-            b_ms,
-        )
-    )
-    cores = os.cpu_count() or 1
-    if workload.num_workers > 0:
-        b_name, b_over = "B: num_workers=0", {"num_workers": 0}
-    else:
-        b_name, b_over = f"B: num_workers={cores} (baseline uses 0)", {"num_workers": cores}
+    runs.append(runner.measure(Trial(steps=steps, warmup=warmup, synthetic=True, tag="synthetic")))
+    exps.append(against("A: synthetic data", runs[-1], b_ms))
+    workers = base.settings.get("num_workers") or 0
+    b_over = {"num_workers": 0} if workers else {"num_workers": os.cpu_count() or 1}
+    b_name = f"B: num_workers={b_over['num_workers']}" + ("" if workers else " (baseline uses 0)")
     say(b_name)
-    exps.append(
-        _summary(measure_workload(workload, steps=steps, warmup=warmup, overrides=b_over, decide=False), b_name, b_ms)
-    )
+    try:
+        runs.append(runner.measure(Trial(steps=steps, warmup=warmup, overrides=b_over, tag="workers")))
+        exps.append(against(b_name, runs[-1], b_ms))
+    except RunFailed as e:  # the script could not run with these workers: said in its row
+        exps.append(Experiment(b_name, None, None, str(e)))
     skipped = []
-    others = [d for d in workload.decoders if d != workload.decoder]
+    others = runner.other_decoders()
     if others:
         say(f"C: decoder {others[0]}")
         exps.append(
-            _summary(
-                measure_workload(workload.with_decoder(others[0]), steps=steps, warmup=warmup, decide=False),
-                f"C: decoder {others[0]}",
-                b_ms,
+            against(
+                f"C: decoder {others[0]}", runner.measure(Trial(steps, warmup, decoder=others[0], tag="decoder")), b_ms
             )
         )
     else:
-        skipped.append({"name": "C: other decoder", "reason": "the workload declares no other decoder"})
+        skipped.append({"name": "C: other decoder", "reason": runner.decoder_skip})
     say("worker profile")
-    prof = worker_profile(workload)
-    verdict, predicted = diagnose_verdict(base, exps, prof, on_gpu=base["device"] == "cuda")
+    prof = runner.worker_profile(base)
+    rows = [e.as_dict() for e in exps]
+    verdict, predicted = diagnose_verdict(base.row(), rows, prof, on_gpu=base.device.startswith("cuda"))
     doc = {
         "schema": "perfcore.diagnose/1",
-        "workload": workload.name,
-        "device": base["device"],
-        "experiments": exps,
+        "workload": runner.name,
+        "device": base.device,
+        "experiments": rows,
         "skipped": skipped,
         "worker_profile": prof,
         "verdict": verdict,
         "predicted_speedup": predicted,
-        "measured_speedup": exps[1]["speedup"],
+        "measured_speedup": rows[1]["speedup"],
     }
-    if base.get("_result"):
-        advised = diagnose_advice(base["_result"], verdict, base.get("evidence"))
+    if base.document:
+        advised = diagnose_advice(dict(base.document), verdict, base.evidence)
         doc["recommendations"] = advised["recommendations"]
         if advised.get("loader_plan"):
             doc["loader_plan"] = advised["loader_plan"]
-    if base.get("interference"):
-        doc["interference"] = base["interference"]
+    if base.interference:
+        doc["interference"] = base.interference
+    failed = next((m.failure for m in runs if m.failure), None)
+    if failed:  # the first run whose script failed: its code is diagnose's, as run's is the script's
+        doc["script_exit"] = failed.as_dict()
     return doc
 
 

@@ -9,7 +9,8 @@ from typing import Any, Callable
 from perfcore.analysis.verdict import decide_run, preface, undecided
 from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
-from perfcore.experiments.runner import measure_workload
+from perfcore.experiments.measurement import Runner, Trial
+from perfcore.experiments.runner import as_runner
 
 __all__ = ["health", "health_report", "HEALTHY_BUSY"]
 
@@ -17,7 +18,7 @@ HEALTHY_BUSY = 0.60
 
 
 def health(
-    workload: Workload,
+    runner: Runner | Workload,
     *,
     steps: int = 100,
     warmup: int = 5,
@@ -26,14 +27,23 @@ def health(
     target: str | None = None,
     decide: bool = True,
 ) -> dict[str, Any]:
-    """decide: False where a later stage decides the one verdict (the demo): the measurement only."""
-    row = measure_workload(
-        workload, steps=steps, warmup=warmup, train=False, sample_interval_s=interval_s, progress=progress, decide=False
-    )
+    """One measured run of the loop (a workload's forward-only loop, or the script's own), judged.
+    target: how the next command names a workload; decide: False where a later stage decides the one
+    verdict (the demo): the measurement only."""
+    runner = as_runner(runner, target)
+    m = runner.measure(Trial(steps=steps, warmup=warmup, train=False, interval_s=interval_s), progress)
+    row = m.row()
+    if not m.busy_series:
+        row.update(busy_mean=0.0, busy_std=0.0)
     doc = health_report(
-        row, workload.name, f"perfcore diagnose {target or workload.name}", forward_only=True, decide=decide
+        row, runner.name, f"perfcore diagnose {runner.target}", forward_only=runner.forward_only, decide=decide
     )
-    doc["_row"] = row
+    if runner.health_note:
+        doc["note"] = runner.health_note
+    if m.failure:
+        doc["script_exit"] = m.failure.as_dict()
+    # The busy series for the report's chart (the document keeps its summary: mean, spread, heartbeat).
+    doc["_row"] = {"busy_series": list(m.busy_series), "busy_spacing_s": m.busy_spacing_s}
     return doc
 
 

@@ -3,8 +3,10 @@ StepTimer and sampled with the Sampler. Every experiment is built from this."""
 
 from __future__ import annotations
 
+import cProfile
 import math
 import os
+import pstats
 import time
 from typing import Any, Callable
 
@@ -17,10 +19,20 @@ from perfcore.errors import UsageError
 from perfcore.analysis.interference import interference_finding
 from perfcore.capture.interference import InterferenceSampler
 from perfcore.capture.sampler import Sampler, add_per_step
+from perfcore.experiments.measurement import SETTINGS, Measurement, Trial
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 
-__all__ = ["measure_workload", "resolve_device", "shutdown_loader", "steady_samples"]
+__all__ = [
+    "measure_workload",
+    "measurement_of",
+    "WorkloadRunner",
+    "as_runner",
+    "worker_profile",
+    "resolve_device",
+    "shutdown_loader",
+    "steady_samples",
+]
 
 
 def steady_samples(frame, ends, warmup):
@@ -277,3 +289,103 @@ def _rss() -> int:
     import psutil
 
     return int(psutil.Process(os.getpid()).memory_info().rss)
+
+
+def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> dict[str, Any]:
+    """cProfile of dataset[i] for a few items, in this process, plus its CPU/wall ratio: a ratio
+    far below 1 means __getitem__ waits (I/O), near 1 means it computes (decode, augment)."""
+    ds = workload.dataset
+    n = min(items, len(ds))
+    prof = cProfile.Profile()
+    c0, w0 = time.process_time(), time.perf_counter()
+    prof.enable()
+    for i in range(n):
+        ds[i]
+    prof.disable()
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    stats = pstats.Stats(prof)
+    rows = []
+    for (file, line, func), (cc, nc, tt, ct, callers) in stats.stats.items():
+        rows.append(
+            {
+                "function": f"{func} ({os.path.basename(file)}:{line})" if file != "~" else func,
+                "self_ms_per_item": tt / n * 1e3,
+                "total_ms_per_item": ct / n * 1e3,
+                "calls": nc,
+            }
+        )
+    rows.sort(key=lambda r: r["self_ms_per_item"], reverse=True)
+    return {"items": n, "ms_per_item": wall / n * 1e3, "cpu_to_wall": cpu / wall if wall else 0.0, "top": rows[:top]}
+
+
+def measurement_of(row: dict[str, Any]) -> Measurement:
+    """measure_workload's row, typed."""
+    return Measurement(
+        device=row.get("device", "cpu"),
+        steps=int(row.get("steps") or 0),
+        step_ms=row.get("step_ms", math.nan),
+        settings={k: row.get(k) for k in SETTINGS},
+        step_sem_ms=row.get("step_sem_ms"),
+        samples_per_s=row.get("samples_per_s") or 0.0,
+        busy_source=row.get("busy_source", "compute_share"),
+        busy_series=tuple(float(b) for b in row.get("busy_series") or ()),
+        busy_spacing_s=row.get("busy_spacing_s") or 0.0,
+        cpu_percent=row.get("cpu_percent"),
+        peak_mem_bytes=row.get("peak_mem_bytes"),
+        breakdown_ms=row.get("breakdown_ms") or {},
+        breakdown_fraction=row.get("breakdown_fraction") or {},
+        breakdown_robust=row.get("breakdown_robust"),
+        interference=row.get("interference"),
+        verdict=row.get("verdict"),
+        decoder=row.get("decoder"),
+        synthetic=bool(row.get("synthetic")),
+        oom=bool(row.get("oom")),
+        error=row.get("error"),
+        document=row.get("_result"),
+        evidence=row.get("evidence"),
+        table=row.get("_table"),
+    )
+
+
+class WorkloadRunner:
+    """A Workload measured in this process: a fresh DataLoader per measurement."""
+
+    forward_only = True
+    keeps_own_settings = False
+    health_note = None
+    decoder_skip = "the workload declares no other decoder"
+
+    def __init__(self, workload: Workload, target: str | None = None) -> None:
+        self.workload = workload
+        self.name = workload.name
+        self.target = target or workload.name
+
+    def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement:
+        w = self.workload.with_decoder(trial.decoder) if trial.decoder else self.workload
+        kw: dict[str, Any] = {"sample_interval_s": trial.interval_s} if trial.interval_s else {}
+        row = measure_workload(
+            w,
+            steps=trial.steps,
+            warmup=trial.warmup,
+            train=trial.train,
+            synthetic=trial.synthetic,
+            overrides=dict(trial.overrides) if trial.overrides else None,
+            progress=progress,
+            decide=trial.decide,
+            **kw,
+        )
+        return measurement_of(row)
+
+    def own_settings(self) -> dict[str, Any]:
+        return {k: self.workload.loader_settings().get(k) for k in SETTINGS}
+
+    def other_decoders(self) -> list[str]:
+        return [d for d in self.workload.decoders if d != self.workload.decoder]
+
+    def worker_profile(self, baseline: Measurement) -> dict[str, Any]:
+        return worker_profile(self.workload)
+
+
+def as_runner(what: Any, target: str | None = None) -> Any:
+    """A Workload becomes the runner that measures it in this process; a runner stays as it is."""
+    return WorkloadRunner(what, target) if isinstance(what, Workload) else what

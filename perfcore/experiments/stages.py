@@ -69,37 +69,33 @@ def parse_target(words: tuple[str, ...] | list[str]) -> Target:
     return Target("command", words)
 
 
-def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, progress=None) -> tuple[dict, list]:
+def runner_for(target: Target, out: Path):
+    """The runner that measures the target: its workload in this process, or its command under
+    `perfcore run`, each run in a folder under `out`."""
     if target.kind == "command":
-        from perfcore.experiments.scripts import script_health
+        from perfcore.experiments.scripts import ScriptRunner
 
-        doc = script_health(target.spec, steps=steps, interval_s=interval_s, out=out)
-    else:
-        from perfcore.experiments.health import health
+        return ScriptRunner(target.spec, out)
+    from perfcore.experiments.runner import WorkloadRunner
 
-        doc = health(
-            target.workload(),
-            steps=steps,
-            interval_s=interval_s,
-            progress=progress.steps if progress else None,
-            target=target.spec,
-        )
+    return WorkloadRunner(target.workload(), target.spec)
+
+
+def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, progress=None) -> tuple[dict, list]:
+    from perfcore.experiments.health import health
+
+    progress_steps = progress.steps if progress and target.kind == "workload" else None
+    doc = health(runner_for(target, out), steps=steps, interval_s=interval_s, progress=progress_steps)
     jsonio.write(out / "health.json", doc)
     return doc, ["health.json"]
 
 
 def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progress=None) -> tuple[dict, list]:
+    from perfcore.experiments.diagnose import diagnose
     from perfcore.report.plots import plot_experiments
 
     say = progress.stage if progress else None
-    if target.kind == "command":
-        from perfcore.experiments.scripts import script_diagnose
-
-        doc = script_diagnose(target.spec, steps=steps, warmup=warmup, out=out, progress=say)
-    else:
-        from perfcore.experiments.diagnose import diagnose
-
-        doc = diagnose(target.workload(), steps=steps, warmup=warmup, progress=say)
+    doc = diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say)
     jsonio.write(out / "diagnose.json", doc)
     plot_experiments(doc["experiments"], out / "experiments.png", title=doc["verdict"]["summary"].split(";")[0])
     return doc, ["diagnose.json", "experiments.png"]
@@ -118,12 +114,10 @@ def sweep_stage(
 ) -> tuple[dict, list]:
     """The sweep, checkpointed to sweep.json after every configuration; resume=True continues the
     configurations an earlier sweep into `out` did not finish."""
-    from perfcore.experiments.sweep import default_grid, resume_rows
+    from perfcore.experiments.sweep import default_grid, resume_rows, sweep, sweep_doc
 
-    say = progress.configs if progress else None
-    workload = target.workload() if target.kind == "workload" else None
-    base = default_grid(workload) if workload is not None else SCRIPT_GRID
-    name = workload.name if workload is not None else target.name  # as the sweep document names it
+    runner = runner_for(target, out)
+    base = default_grid(runner.workload) if target.kind == "workload" else SCRIPT_GRID
     grid = {k: v if v is not None else base[k] for k, v in grid.items()}
     done = None
     if resume:
@@ -131,31 +125,22 @@ def sweep_stage(
             raise UsageError("--resume continues a full-grid sweep; it cannot be combined with --budget")
         from perfcore.report.reader import load_sweep
 
-        previous = load_sweep(out)
-        done = resume_rows(previous, grid, steps, name)
+        done = resume_rows(load_sweep(out), grid, steps, runner.name)
 
     def checkpoint(rows: list[dict]) -> None:
-        from perfcore.experiments.sweep import sweep_doc
-        import pandas as pd
         import time
+
+        import pandas as pd
 
         jsonio.write(
             out / "sweep.json",
-            sweep_doc(name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(), rounds=[], interrupted=True),
+            sweep_doc(
+                runner.name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(), rounds=[], interrupted=True
+            ),
         )
 
-    if workload is None:
-        from perfcore.experiments.scripts import script_sweep
-
-        doc = script_sweep(
-            target.spec, grid, steps=steps, warmup=warmup, out=out, progress=say, done=done, on_row=checkpoint
-        )
-    else:
-        from perfcore.experiments.sweep import sweep
-
-        doc = sweep(
-            workload, grid, steps=steps, warmup=warmup, budget_s=budget_s, progress=say, done=done, on_row=checkpoint
-        )
+    say = progress.configs if progress else None
+    doc = sweep(runner, grid, steps=steps, warmup=warmup, budget_s=budget_s, progress=say, done=done, on_row=checkpoint)
     return doc, write_sweep(doc, out)
 
 

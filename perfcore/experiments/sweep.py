@@ -15,9 +15,21 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from perfcore.errors import UsageError
+from perfcore.errors import RunFailed, UsageError
+from perfcore.experiments.measurement import Interrupted, Runner, Trial
+from perfcore.experiments.runner import as_runner, resolve_device
+from perfcore.experiments.sweep_results import (
+    CONFIG_KEYS,
+    config_key,
+    config_row,
+    failed_row,
+    knees,
+    resume_rows,
+    sweep_doc,
+    verdict_cols,
+    worker_trials,
+)
 from perfcore.workloads import Workload
-from perfcore.experiments.runner import measure_workload, resolve_device
 
 __all__ = [
     "sweep",
@@ -32,9 +44,9 @@ __all__ = [
     "resume_rows",
     "CONFIG_KEYS",
     "Interrupted",
+    "config_row",
+    "verdict_cols",
 ]
-
-CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
 
 
 def default_grid(workload: Workload) -> dict[str, list]:
@@ -85,55 +97,6 @@ def grid_configs(grid: dict[str, list]) -> list[dict[str, Any]]:
     return out
 
 
-def _row(cfg: dict, res: dict) -> dict[str, Any]:
-    status = "oom" if res.get("oom") else "ok"
-    return {
-        **cfg,
-        "step_ms": res.get("step_ms"),
-        "samples_per_s": res.get("samples_per_s", 0.0),
-        "busy_mean": res.get("busy_mean"),
-        "busy_std": res.get("busy_std"),
-        "peak_mem_bytes": res.get("peak_mem_bytes"),
-        "oom": status == "oom",
-        "status": status,
-        "error": res.get("error"),
-        "steps": res.get("steps", 0),
-        "load_share": (res.get("breakdown_fraction") or {}).get("load"),
-        **verdict_cols(res.get("verdict")),
-    }
-
-
-def verdict_cols(v: dict | None) -> dict[str, Any]:
-    """The one verdict of a configuration, as two columns (bound, level)."""
-    return {"verdict": (v or {}).get("bound"), "verdict_level": (v or {}).get("level")}
-
-
-def failed_row(cfg: dict, status: str, reason: str) -> dict[str, Any]:
-    """A configuration that gave no measurement: recorded, never best."""
-    return {
-        **cfg,
-        "step_ms": None,
-        "samples_per_s": None,
-        "busy_mean": None,
-        "busy_std": None,
-        "peak_mem_bytes": None,
-        "oom": status == "oom",
-        "status": status,
-        "error": reason[:300],
-        "steps": 0,
-        "load_share": None,
-        **verdict_cols(None),
-    }
-
-
-class Interrupted(Exception):
-    """Raised by a configuration's run when the user pressed Ctrl-C (a child that ended on SIGINT)."""
-
-
-def config_key(cfg: dict) -> tuple:
-    return tuple(cfg.get(k) for k in CONFIG_KEYS)
-
-
 def run_grid(
     configs: list[dict],
     measure_one: Callable[[dict], dict],
@@ -173,59 +136,28 @@ def run_grid(
     return rows, interrupted
 
 
-def sweep_doc(
-    name: str,
-    grid: dict,
-    steps: int,
-    table: pd.DataFrame,
-    *,
-    t0: float,
-    rounds: list,
-    interrupted: bool = False,
-    planned: int | None = None,
-) -> dict[str, Any]:
-    """The perfcore.sweep/1 document; best and knees only from configurations that measured fine."""
-    if "status" not in table:
-        table = table.assign(status=[] if table.empty else "ok")
-    ok = table[(table["status"] == "ok") & (table["samples_per_s"].fillna(0) > 0)] if len(table) else table
-    if "round" in ok and len(ok):
-        # Successive halving: the best is among the configurations measured longest (the last
-        # round). A configuration dropped after a short round can show a rate its longer runs
-        # would not (a prefetched queue, a quiet second), and must not win on it.
-        ok = ok[ok["round"] == ok["round"].max()]
-    best = None
-    if len(ok):
-        b = ok.loc[ok["samples_per_s"].idxmax()]
-        best = {**{k: _py(b[k]) for k in CONFIG_KEYS}, "samples_per_s": float(b["samples_per_s"])}
-    failed = [r for r in table.to_dict("records") if r.get("status") != "ok"] if len(table) else []
-    return {
-        "schema": "perfcore.sweep/1",
-        "workload": name,
-        "grid": grid,
-        "steps": steps,
-        "configs": [_clean(r) for r in table.to_dict("records")],
-        "best": best,
-        "knees": knees(ok) if len(ok) else [],
-        "worker_trials": worker_trials(ok, best) if best else [],
-        "failed": len(failed),
-        "complete": not interrupted and (planned is None or len(table) >= planned),
-        "interrupted": interrupted,
-        "elapsed_s": time.perf_counter() - t0,
-        "rounds": rounds,
-    }
+def _measure_cfg(runner: Runner, steps: int, warmup: int, axes: tuple, tag: Callable[[dict], str]):
+    """measure_one for run_grid: the configuration's row, with the loader's settings on `axes` changed;
+    a run that failed with nothing to report is a crashed row with its reason."""
 
-
-def _measure_cfg(workload: Workload, steps: int, warmup: int):
     def one(cfg: dict) -> dict:
-        return _row(
-            cfg, measure_workload(workload, steps=_steps(cfg, steps), warmup=_warmup(cfg, warmup), overrides=cfg)
+        trial = Trial(
+            _steps(cfg, steps),
+            _warmup(cfg, warmup),
+            overrides={k: cfg[k] for k in axes},
+            tag=tag(cfg),
+            decide=True,
         )
+        try:
+            return config_row(cfg, runner.measure(trial))
+        except RunFailed as e:
+            return failed_row(cfg, "crashed", str(e))
 
     return one
 
 
 def sweep(
-    workload: Workload,
+    runner: Runner | Workload,
     grid: dict[str, list] | None = None,
     *,
     steps: int = 50,
@@ -235,19 +167,31 @@ def sweep(
     done: list[dict] | None = None,
     on_row: Callable[[list[dict]], None] | None = None,
 ) -> dict[str, Any]:
-    grid = grid or default_grid(workload)
+    """A grid axis given as [None] keeps the loop's own value (a script's sweep): its own settings are
+    read first, and each configuration's `replaced` lists what differs from them."""
+    runner = as_runner(runner)
+    grid = grid or default_grid(runner.workload)
+    swept = tuple(k for k, v in grid.items() if list(v) != [None])
+    # A script keeps its own settings on the axes not swept (read from one short run); a workload's
+    # loader is rebuilt with every axis set.
+    own = runner.own_settings() if runner.keeps_own_settings else None
+    axes = swept if own is not None and swept else CONFIG_KEYS
     configs = grid_configs(grid)
+    if own is not None:
+        configs = [_own_config(c, own, axes) for c in configs]
+    index = {config_key(c): i for i, c in enumerate(configs)}
     say = progress or (lambda done_, total, eta, label: None)
     t0 = time.perf_counter()
     rounds: list = []
     interrupted = False
     if budget_s is None:
-        rows, interrupted = run_grid(configs, _measure_cfg(workload, steps, warmup), done=done, on_row=on_row, say=say)
+        measure = _measure_cfg(runner, steps, warmup, axes, lambda c: f"config{index[config_key(c)]}")
+        rows, interrupted = run_grid(configs, measure, done=done, on_row=on_row, say=say)
         table = pd.DataFrame(rows)
     else:
-        table, interrupted = _halving(workload, configs, steps, warmup, budget_s, say, rounds)
-    return sweep_doc(
-        workload.name,
+        table, interrupted = _halving(runner, configs, steps, warmup, budget_s, say, rounds, axes)
+    doc = sweep_doc(
+        runner.name,
         grid,
         steps,
         table,
@@ -256,6 +200,39 @@ def sweep(
         interrupted=interrupted,
         planned=None if budget_s else len(configs),
     )
+    if own is not None:
+        _keep_own(doc, grid, own, swept, runner)
+    return doc
+
+
+def own_config(cfg: dict, own: dict) -> dict[str, Any]:
+    """A configuration with the axes not swept (None) set to the script's own values; prefetch_factor
+    means nothing without workers (None), and torch's default (2) where the script had none."""
+    out = {k: (own.get(k) if v is None else v) for k, v in cfg.items()}
+    if not out["num_workers"]:
+        out["prefetch_factor"] = None
+    elif out["prefetch_factor"] is None:
+        out["prefetch_factor"] = 2
+    return out
+
+
+def _own_config(cfg: dict, own: dict, axes: tuple) -> dict:
+    """The configuration with the script's own values where an axis is not swept, and what it replaces."""
+    full = own_config(cfg, own)
+    replaced = ", ".join(f"{k} {own.get(k)}->{full[k]}" for k in axes if full[k] is not None and own.get(k) != full[k])
+    return {**full, "replaced": replaced or None}
+
+
+def _keep_own(doc: dict, grid: dict, own: dict, swept: tuple, runner: Runner) -> None:
+    """A sweep of a loop's own settings says what they were, which it kept, and the patch to the best."""
+    from perfcore.experiments.sweep_patch import sweep_patch
+
+    doc["script_settings"] = {k: v for k, v in own.items() if k != "site"}
+    doc["kept"] = {k: own.get(k) for k in grid if k not in swept}
+    if doc["best"]:
+        best = next((r for r in doc["configs"] if config_key(r) == config_key(doc["best"])), {})
+        doc["best"]["replaced"] = best.get("replaced")
+    doc["patch"] = sweep_patch(own.get("site"), doc["best"], own, CONFIG_KEYS, getattr(runner, "out", None))
 
 
 def _warmup(cfg: dict, warmup: int) -> int:
@@ -281,7 +258,7 @@ def _label(cfg: dict) -> str:
     )
 
 
-def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> tuple[pd.DataFrame, bool]:
+def _halving(runner, configs, steps, warmup, budget_s, say, rounds, axes) -> tuple[pd.DataFrame, bool]:  # noqa: PLR0913
     """Successive halving inside budget_s: round r runs the survivors for steps_r steps each."""
     t0 = time.perf_counter()
     survivors = list(configs)
@@ -295,7 +272,9 @@ def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> tuple[p
         def tick(i, total, eta, label):
             say(done + i, done + total, max(0.0, budget_s - (time.perf_counter() - t0)), label)
 
-        results, interrupted = run_grid(survivors, _measure_cfg(workload, steps_r, warmup), say=tick)
+        index = {config_key(c): i for i, c in enumerate(survivors)}
+        tag = lambda c, r=len(rounds): f"round{r}_config{index[config_key(c)]}"  # noqa: E731
+        results, interrupted = run_grid(survivors, _measure_cfg(runner, steps_r, warmup, axes, tag), say=tick)
         for res in results:
             res["round"] = len(rounds)
             final[config_key(res)] = res
@@ -310,74 +289,7 @@ def _halving(workload, configs, steps, warmup, budget_s, say, rounds) -> tuple[p
         next_steps = min(steps, steps_r * 2)
         if len(ok) <= 1 or steps_r >= steps or elapsed + keep * next_steps * per_step_s > budget_s:
             break
-        survivors = [{k: r[k] for k in CONFIG_KEYS} for r in ok[:keep]]
+        survivors = [{k: v for k, v in r.items() if k in CONFIG_KEYS or k == "replaced"} for r in ok[:keep]]
         steps_r = next_steps
     say(done, done, 0.0, "interrupted" if interrupted else "done")
     return pd.DataFrame(list(final.values())), interrupted
-
-
-def knees(ok: pd.DataFrame, within: float = 0.05) -> list[str]:
-    """In words: for each batch size (pin/prefetch at their best), the fewest workers that reach
-    within 5% of the best throughput at that batch size."""
-    out = []
-    for bs, g in ok.groupby("batch_size"):
-        by_w = g.groupby("num_workers")["samples_per_s"].max().sort_index()
-        top = by_w.max()
-        enough = by_w[by_w >= (1 - within) * top]
-        w = int(enough.index.min())
-        more = by_w[by_w.index > w]
-        worse = [int(x) for x, v in more.items() if v < by_w[w] * (1 - within)]
-        flat = [int(x) for x in more.index if int(x) not in worse]
-        tail = []
-        if flat:
-            tail.append(f"{', '.join(map(str, flat))} add less than {int(within * 100)}%")
-        if worse:
-            tail.append(f"{', '.join(map(str, worse))} are slower (cores shared with the loop)")
-        out.append(
-            f"batch {bs}: throughput stops improving at {w} worker(s) ({by_w[w]:.0f} samples/s"
-            + (f"; {'; '.join(tail)})" if tail else ")")
-        )
-    return out
-
-
-def worker_trials(ok: pd.DataFrame, best: dict[str, Any]) -> list[dict[str, Any]]:
-    """At the best configuration's batch size and pin_memory, each worker count's speed against every
-    other's (throughput ratio: the same batch, so the step-time ratio): the measured evidence advice
-    checks a workers change against (analysis.advice.contradicting_trial)."""
-    g = ok[(ok["batch_size"] == best["batch_size"]) & (ok["pin_memory"] == best["pin_memory"])]
-    by_w = g.groupby("num_workers")["samples_per_s"].max().sort_index()
-    return [
-        {
-            "experiment": f"sweep (batch {best['batch_size']})",
-            "relative_to": int(base),
-            "num_workers": int(w),
-            "speedup": float(v / by_w[base]),
-        }
-        for base in by_w.index
-        for w, v in by_w.items()
-        if w != base and by_w[base] > 0
-    ]
-
-
-def _py(v):
-    return v.item() if hasattr(v, "item") else v
-
-
-def _clean(r: dict) -> dict:
-    return {k: (None if isinstance(v, float) and v != v else _py(v)) for k, v in r.items()}
-
-
-def resume_rows(previous: dict[str, Any], grid: dict, steps: int, name: str) -> list[dict]:
-    """The finished configurations of an earlier sweep document, when it swept the same thing."""
-    if previous.get("workload") != name or previous.get("steps") != steps:
-        raise UsageError(
-            f"the sweep to resume ran {previous.get('workload')!r} with --steps {previous.get('steps')}; "
-            f"this one is {name!r} with --steps {steps}: give the same target and --steps, or a new --out"
-        )
-    same = {k: [_py(x) for x in v] for k, v in grid.items()} == previous.get("grid")
-    if not same:
-        raise UsageError(
-            "the sweep to resume had another grid; give the same --batch-size/--num-workers/"
-            "--pin-memory/--prefetch-factor, or a new --out"
-        )
-    return [r for r in previous.get("configs", []) if isinstance(r, dict)]

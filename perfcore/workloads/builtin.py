@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from perfcore.workloads import Workload
+from perfcore.workloads.workload import Workload
 
 __all__ = ["demo", "resnet18", "resnet50", "vit_b_16", "jpeg_folder", "JpegDataset", "SyntheticImages", "SmallCNN"]
 

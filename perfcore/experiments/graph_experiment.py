@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from perfcore._native import require_cuda
-from perfcore.experiments.graphs import CaptureError, capture_step, launch_overhead
+from perfcore.experiments.graph_capture import CaptureError, capture_step, launch_overhead
 from perfcore.workloads import Workload
 
 __all__ = ["graph_experiment", "check_same_training"]

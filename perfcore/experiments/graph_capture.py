@@ -1,6 +1,6 @@
 """CUDA Graphs for a training step: capture forward + backward + optimizer step once, replay it.
 
-    step = perfcore.experiments.graphs.capture_step(model, loss_fn, optimizer, example_batch)
+    step = perfcore.graphs.capture_step(model, loss_fn, optimizer, example_batch)
     for x, y in loader:
         loss = step((x, y))          # copies into the static inputs, replays; returns the static loss
 

@@ -1,0 +1,141 @@
+"""The one interface every experiment runs on: a Runner measures a training loop under changed
+DataLoader settings (or with its batches replayed: synthetic data) and hands back a Measurement.
+Two runners: a Workload in this process (runner.WorkloadRunner) and an unmodified command under
+`perfcore run` (scripts.ScriptRunner). health, diagnose and sweep are written once, over this."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+__all__ = ["Measurement", "Failure", "Trial", "Runner", "Interrupted", "SETTINGS"]
+
+SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
+
+
+class Interrupted(Exception):
+    """Raised by a runner's measurement when the user pressed Ctrl-C (a child that ended on SIGINT)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A script that failed after measured steps (crashed, exited non-zero, killed): its numbers are
+    kept, partial. code: the script's exit code; oom: it ran out of memory."""
+
+    code: int
+    sentence: str
+    oom: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "sentence": self.sentence}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured run of the loop: the numbers every experiment reads, from either runner.
+    oom: the loop ran out of memory before any measured step (no numbers); steps == 0 with no oom:
+    the run ended in warm-up (`ended` says how)."""
+
+    device: str
+    steps: int
+    step_ms: float
+    settings: Mapping[str, Any]  # batch_size, num_workers, pin_memory, prefetch_factor as measured
+    step_sem_ms: float | None = None
+    samples_per_s: float = 0.0
+    busy_source: str = "compute_share"
+    busy_series: tuple[float, ...] = ()
+    busy_spacing_s: float = 0.0
+    cpu_percent: float | None = None
+    peak_mem_bytes: int | None = None
+    breakdown_ms: Mapping[str, float] = field(default_factory=dict)
+    breakdown_fraction: Mapping[str, float] = field(default_factory=dict)
+    breakdown_robust: Mapping[str, Any] | None = None
+    interference: Mapping[str, Any] | None = None
+    verdict: Mapping[str, Any] | None = None
+    decoder: str | None = None
+    synthetic: bool = False
+    oom: bool = False
+    error: str | None = None
+    failure: Failure | None = None
+    ended: str | None = None
+    # The run's perfcore.run/1 document (advice is made on it) and, in this process, its steps table.
+    document: Mapping[str, Any] | None = None
+    evidence: Mapping[str, Any] | None = None
+    table: Any = None
+
+    @property
+    def busy_mean(self) -> float:
+        return sum(self.busy_series) / len(self.busy_series) if self.busy_series else math.nan
+
+    @property
+    def busy_std(self) -> float:
+        if not self.busy_series:
+            return math.nan
+        m = self.busy_mean
+        return math.sqrt(sum((b - m) ** 2 for b in self.busy_series) / len(self.busy_series))
+
+    def row(self) -> dict[str, Any]:
+        """The flat row health_report and the experiment tables read (the documents' form)."""
+        return {
+            **dict(self.settings),
+            "device": self.device,
+            "steps": self.steps,
+            "step_ms": self.step_ms,
+            "step_sem_ms": self.step_sem_ms,
+            "samples_per_s": self.samples_per_s,
+            "busy_mean": self.busy_mean,
+            "busy_std": self.busy_std,
+            "busy_source": self.busy_source,
+            "busy_series": list(self.busy_series),
+            "busy_spacing_s": self.busy_spacing_s,
+            "cpu_percent": self.cpu_percent,
+            "peak_mem_bytes": self.peak_mem_bytes,
+            "breakdown_ms": dict(self.breakdown_ms),
+            "breakdown_fraction": dict(self.breakdown_fraction),
+            "breakdown_robust": self.breakdown_robust,
+            "interference": self.interference,
+            "verdict": self.verdict,
+            "decoder": self.decoder,
+            "synthetic": self.synthetic,
+            "oom": self.oom,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class Trial:
+    """What one measurement runs: steps after warm-up, with these changes to the loop. tag names a
+    script's run folder (a workload keeps nothing on disk); decide: judge the run's own verdict (a
+    sweep's configuration), not only measure it; train=False: health's forward-only loop."""
+
+    steps: int
+    warmup: int
+    train: bool = True
+    synthetic: bool = False
+    overrides: Mapping[str, Any] | None = None
+    decoder: str | None = None
+    interval_s: float | None = None
+    tag: str = "run"
+    decide: bool = False
+
+
+class Runner(Protocol):
+    """What health, diagnose and sweep need of the thing they measure."""
+
+    name: str  # as the documents name it
+    target: str  # as a next command names it: `perfcore diagnose <target>`
+    forward_only: bool  # health's loop is forward-only (a workload); a script runs its own loop
+    # A sweep changes only the axes asked for and keeps the rest as the loop has them (a script); else
+    # every axis is set (a workload's loader, rebuilt per configuration).
+    keeps_own_settings: bool
+    health_note: str | None
+    decoder_skip: str  # why diagnose's experiment C is skipped when there is no other decoder
+
+    def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement: ...
+
+    def own_settings(self) -> dict[str, Any]: ...
+
+    def other_decoders(self) -> list[str]: ...
+
+    def worker_profile(self, baseline: Measurement) -> dict[str, Any]: ...

@@ -1,0 +1,210 @@
+"""A sweep's rows and its document: one configuration's row from its measurement (or the reason it
+has none), and perfcore.sweep/1 with the best, the knees and the worker trials, from the rows that
+measured fine; an earlier document's finished rows, to resume it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pandas as pd
+
+from perfcore.errors import UsageError
+from perfcore.experiments.measurement import Measurement
+
+__all__ = [
+    "CONFIG_KEYS",
+    "ConfigResult",
+    "config_result",
+    "config_key",
+    "config_row",
+    "failed_row",
+    "verdict_cols",
+    "sweep_doc",
+    "knees",
+    "worker_trials",
+    "resume_rows",
+]
+
+CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    """One configuration of a sweep: its settings (and, for a script, what they replace), its status
+    (ok, oom, crashed, infeasible) and the measurement, where it gave one. A status other than ok is
+    never best; a script that failed part-way keeps its numbers beside its status."""
+
+    config: Mapping[str, Any]
+    status: str
+    measurement: Measurement | None = None
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.measurement
+        if m is None:
+            numbers: dict[str, Any] = dict.fromkeys(("step_ms", "samples_per_s", "busy_mean", "busy_std"))
+            numbers.update(peak_mem_bytes=None, steps=0, load_share=None, **verdict_cols(None))
+        else:
+            numbers = {
+                "step_ms": m.step_ms,
+                "samples_per_s": m.samples_per_s,
+                "busy_mean": m.busy_mean,
+                "busy_std": m.busy_std,
+                "peak_mem_bytes": m.peak_mem_bytes,
+                "steps": m.steps,
+                "load_share": m.breakdown_fraction.get("load"),
+                **verdict_cols(m.verdict),
+            }
+        order = ("step_ms", "samples_per_s", "busy_mean", "busy_std", "peak_mem_bytes")
+        return {
+            **self.config,
+            **{k: numbers[k] for k in order},
+            "oom": self.status == "oom",
+            "status": self.status,
+            "error": self.error[:300] if self.error else None,
+            **{k: v for k, v in numbers.items() if k not in order},
+        }
+
+
+def config_result(cfg: Mapping[str, Any], m: Measurement) -> ConfigResult:
+    """One configuration's result from its measurement: failed when it gave no measured step (out of
+    memory, or a script that ended in warm-up)."""
+    if m.oom and not m.steps:
+        return ConfigResult(cfg, "oom", None, m.error or "out of memory")
+    if not m.steps or not m.step_ms or m.step_ms != m.step_ms:
+        how = f"the script {m.ended} during warm-up" if m.ended else "the run ended in warm-up"
+        return ConfigResult(cfg, "crashed", None, f"{how}: no measured step")
+    if m.failure:
+        # Numbers from a run that crashed part-way describe a different job: kept, never best.
+        return ConfigResult(cfg, "oom" if m.failure.oom else "crashed", m, m.failure.sentence)
+    return ConfigResult(cfg, "ok", m)
+
+
+def config_row(cfg: Mapping[str, Any], m: Measurement) -> dict[str, Any]:
+    """The row of the sweep's table (sweep.json's configs) for one measured configuration."""
+    return config_result(cfg, m).as_dict()
+
+
+def verdict_cols(v: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The one verdict of a configuration, as two columns (bound, level)."""
+    return {"verdict": (v or {}).get("bound"), "verdict_level": (v or {}).get("level")}
+
+
+def failed_row(cfg: Mapping[str, Any], status: str, reason: str) -> dict[str, Any]:
+    """A configuration that gave no measurement: recorded, never best."""
+    return ConfigResult(cfg, status, None, reason).as_dict()
+
+
+def config_key(cfg: dict) -> tuple:
+    return tuple(cfg.get(k) for k in CONFIG_KEYS)
+
+
+def sweep_doc(
+    name: str,
+    grid: dict,
+    steps: int,
+    table: pd.DataFrame,
+    *,
+    t0: float,
+    rounds: list,
+    interrupted: bool = False,
+    planned: int | None = None,
+) -> dict[str, Any]:
+    """The perfcore.sweep/1 document; best and knees only from configurations that measured fine."""
+    if "status" not in table:
+        table = table.assign(status=[] if table.empty else "ok")
+    ok = table[(table["status"] == "ok") & (table["samples_per_s"].fillna(0) > 0)] if len(table) else table
+    if "round" in ok and len(ok):
+        # Successive halving: the best is among the configurations measured longest (the last
+        # round). A configuration dropped after a short round can show a rate its longer runs
+        # would not (a prefetched queue, a quiet second), and must not win on it.
+        ok = ok[ok["round"] == ok["round"].max()]
+    best = None
+    if len(ok):
+        b = ok.loc[ok["samples_per_s"].idxmax()]
+        best = {**{k: _py(b[k]) for k in CONFIG_KEYS}, "samples_per_s": float(b["samples_per_s"])}
+    failed = [r for r in table.to_dict("records") if r.get("status") != "ok"] if len(table) else []
+    return {
+        "schema": "perfcore.sweep/1",
+        "workload": name,
+        "grid": grid,
+        "steps": steps,
+        "configs": [_clean(r) for r in table.to_dict("records")],
+        "best": best,
+        "knees": knees(ok) if len(ok) else [],
+        "worker_trials": worker_trials(ok, best) if best else [],
+        "failed": len(failed),
+        "complete": not interrupted and (planned is None or len(table) >= planned),
+        "interrupted": interrupted,
+        "elapsed_s": time.perf_counter() - t0,
+        "rounds": rounds,
+    }
+
+
+def knees(ok: pd.DataFrame, within: float = 0.05) -> list[str]:
+    """In words: for each batch size (pin/prefetch at their best), the fewest workers that reach
+    within 5% of the best throughput at that batch size."""
+    out = []
+    for bs, g in ok.groupby("batch_size"):
+        by_w = g.groupby("num_workers")["samples_per_s"].max().sort_index()
+        top = by_w.max()
+        enough = by_w[by_w >= (1 - within) * top]
+        w = int(enough.index.min())
+        more = by_w[by_w.index > w]
+        worse = [int(x) for x, v in more.items() if v < by_w[w] * (1 - within)]
+        flat = [int(x) for x in more.index if int(x) not in worse]
+        tail = []
+        if flat:
+            tail.append(f"{', '.join(map(str, flat))} add less than {int(within * 100)}%")
+        if worse:
+            tail.append(f"{', '.join(map(str, worse))} are slower (cores shared with the loop)")
+        out.append(
+            f"batch {bs}: throughput stops improving at {w} worker(s) ({by_w[w]:.0f} samples/s"
+            + (f"; {'; '.join(tail)})" if tail else ")")
+        )
+    return out
+
+
+def worker_trials(ok: pd.DataFrame, best: dict[str, Any]) -> list[dict[str, Any]]:
+    """At the best configuration's batch size and pin_memory, each worker count's speed against every
+    other's (throughput ratio: the same batch, so the step-time ratio): the measured evidence advice
+    checks a workers change against (analysis.advice.contradicting_trial)."""
+    g = ok[(ok["batch_size"] == best["batch_size"]) & (ok["pin_memory"] == best["pin_memory"])]
+    by_w = g.groupby("num_workers")["samples_per_s"].max().sort_index()
+    return [
+        {
+            "experiment": f"sweep (batch {best['batch_size']})",
+            "relative_to": int(base),
+            "num_workers": int(w),
+            "speedup": float(v / by_w[base]),
+        }
+        for base in by_w.index
+        for w, v in by_w.items()
+        if w != base and by_w[base] > 0
+    ]
+
+
+def _py(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def _clean(r: dict) -> dict:
+    return {k: (None if isinstance(v, float) and v != v else _py(v)) for k, v in r.items()}
+
+
+def resume_rows(previous: dict[str, Any], grid: dict, steps: int, name: str) -> list[dict]:
+    """The finished configurations of an earlier sweep document, when it swept the same thing."""
+    if previous.get("workload") != name or previous.get("steps") != steps:
+        raise UsageError(
+            f"the sweep to resume ran {previous.get('workload')!r} with --steps {previous.get('steps')}; "
+            f"this one is {name!r} with --steps {steps}: give the same target and --steps, or a new --out"
+        )
+    same = {k: [_py(x) for x in v] for k, v in grid.items()} == previous.get("grid")
+    if not same:
+        raise UsageError(
+            "the sweep to resume had another grid; give the same --batch-size/--num-workers/"
+            "--pin-memory/--prefetch-factor, or a new --out"
+        )
+    return [r for r in previous.get("configs", []) if isinstance(r, dict)]

@@ -1,0 +1,149 @@
+"""health, diagnose and sweep are written once, over the Runner interface: driven here by a runner whose
+measurements are given, they ask for the trials they need and report statuses and numbers from what
+came back; both real runners hand over the same Measurement."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from perfcore.errors import RunFailed
+from perfcore.experiments import scripts
+from perfcore.experiments.diagnose import diagnose
+from perfcore.experiments.health import health
+from perfcore.experiments.measurement import Failure, Measurement, Trial
+from perfcore.experiments.runner import measurement_of
+from perfcore.experiments.sweep import sweep
+
+LABELS = ("load", "transfer", "compute", "comm", "host")
+
+
+def measured(load_ms: float, compute_ms: float, *, steps: int = 20, failure: Failure | None = None,
+             synthetic: bool = False, **settings) -> Measurement:
+    """A run whose every step waited load_ms for data and computed compute_ms, on a CPU."""
+    bd = {"load": load_ms, "transfer": 0.0, "compute": compute_ms, "comm": 0.0, "host": 0.0}
+    step = load_ms + compute_ms
+    own = {"batch_size": 16, "num_workers": 0, "pin_memory": False, "prefetch_factor": None}
+    return Measurement(
+        device="cpu", steps=steps, step_ms=step, settings={**own, **settings}, step_sem_ms=0.01,
+        samples_per_s=16 / step * 1e3, busy_series=(compute_ms / step,) * steps, busy_spacing_s=step / 1e3,
+        cpu_percent=50.0, breakdown_ms=bd, breakdown_fraction={k: v / step for k, v in bd.items()},
+        failure=failure, ended="exited with 1", synthetic=synthetic,
+    )
+
+
+class GivenRunner:
+    """A runner whose measurements are given by a function of the trial; it records every trial."""
+
+    forward_only = False
+    health_note = "given"
+    decoder_skip = "no decoders given"
+
+    def __init__(self, answer, *, keeps_own_settings=False, decoders=()):
+        self.name, self.target = "given", "-- given"
+        self.answer, self.trials = answer, []
+        self.keeps_own_settings = keeps_own_settings
+        self.decoders = list(decoders)
+
+    def measure(self, trial: Trial, progress=None) -> Measurement:
+        self.trials.append(trial)
+        return self.answer(trial)
+
+    def own_settings(self):
+        return {"batch_size": 16, "num_workers": 0, "pin_memory": False, "prefetch_factor": None, "site": None}
+
+    def other_decoders(self):
+        return self.decoders
+
+    def worker_profile(self, baseline):
+        return {"items": 8, "ms_per_item": 1.0, "cpu_to_wall": 0.95, "top": []}
+
+
+def test_health_judges_the_one_measurement_it_asked_for():
+    runner = GivenRunner(lambda t: measured(6.0, 4.0))
+    doc = health(runner, steps=30, warmup=4, interval_s=0.2)
+    assert [(t.steps, t.warmup, t.train, t.interval_s) for t in runner.trials] == [(30, 4, False, 0.2)]
+    assert doc["verdict"]["bound"] == "load" and not doc["healthy"] and doc["next"] == "perfcore diagnose -- given"
+    assert doc["step_ms"] == 10.0 and doc["busy_mean"] == pytest.approx(0.4) and doc["note"] == "given"
+    assert "script_exit" not in doc
+
+
+def test_health_carries_a_failed_scripts_exit_code():
+    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, "the script exited with 3"))))
+    assert doc["script_exit"]["code"] == 3 and doc["verdict"]["bound"] == "compute"
+
+
+def test_diagnose_asks_for_the_baseline_synthetic_data_and_other_workers():
+    def answer(t: Trial) -> Measurement:
+        if t.synthetic:
+            return measured(0.0, 4.0, synthetic=True)
+        if t.overrides:
+            return measured(3.0, 4.0, **t.overrides)
+        return measured(6.0, 4.0)
+
+    runner = GivenRunner(answer)
+    doc = diagnose(runner, steps=12, warmup=2)
+    assert [(t.tag, t.synthetic, dict(t.overrides or {})) for t in runner.trials] == [
+        ("baseline", False, {}), ("synthetic", True, {}), ("workers", False, {"num_workers": os.cpu_count() or 1})]
+    base, a, b = doc["experiments"]
+    assert base["speedup"] == 1.0 and a["speedup"] == pytest.approx(10 / 4) and b["speedup"] == pytest.approx(10 / 7)
+    assert a["synthetic"] and b["num_workers"] == (os.cpu_count() or 1)
+    assert doc["measured_speedup"] == pytest.approx(2.5) and doc["verdict"]["bound"] == "load"
+    assert doc["verdict"]["checks"][0]["agrees"] is True
+    assert doc["skipped"] == [{"name": "C: other decoder", "reason": "no decoders given"}]
+    assert "script_exit" not in doc
+
+
+def test_diagnose_keeps_going_when_the_workers_run_fails_and_reports_the_first_failure():
+    def answer(t: Trial) -> Measurement:
+        if t.overrides:
+            raise RunFailed("the command exited with 1 before perfcore saw a training step", exit_code=1)
+        return measured(0.0 if t.synthetic else 6.0, 4.0, failure=Failure(2, "partial") if t.synthetic else None)
+
+    doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2)
+    names = [e["name"][:2] for e in doc["experiments"]]
+    assert names == ["ba", "A:", "B:", "C:"] and not doc["skipped"]
+    b = doc["experiments"][2]
+    assert b["speedup"] is None and b["error"] and b["step_ms"] != b["step_ms"]
+    assert doc["script_exit"] == {"code": 2, "sentence": "partial"}
+
+
+def test_a_sweep_of_a_loop_that_keeps_its_own_settings_changes_only_the_swept_axes():
+    runner = GivenRunner(lambda t: measured(2.0, 4.0, **t.overrides), keeps_own_settings=True)
+    grid = {"batch_size": [None], "num_workers": [0, 2], "pin_memory": [None], "prefetch_factor": [None]}
+    doc = sweep(runner, grid, steps=6, warmup=1)
+    assert [dict(t.overrides) for t in runner.trials] == [{"num_workers": 0}, {"num_workers": 2}]
+    assert [t.tag for t in runner.trials] == ["config0", "config1"] and all(t.decide for t in runner.trials)
+    assert [c["replaced"] for c in doc["configs"]] == [None, "num_workers 0->2"]
+    assert [c["prefetch_factor"] for c in doc["configs"]] == [None, 2]  # torch's default, with workers
+    assert doc["kept"] == {"batch_size": 16, "pin_memory": False, "prefetch_factor": None}
+    assert doc["script_settings"]["num_workers"] == 0 and doc["best"] is not None
+
+
+def test_a_sweep_of_a_workload_sets_every_axis_and_a_crashed_run_is_a_row_not_an_end():
+    def answer(t: Trial) -> Measurement:
+        if t.overrides["batch_size"] == 32:
+            raise RunFailed("out of luck", exit_code=1)
+        return measured(2.0, 4.0 * t.overrides["batch_size"] / 16, **t.overrides)
+
+    runner = GivenRunner(answer)
+    grid = {"batch_size": [16, 32], "num_workers": [0], "pin_memory": [False], "prefetch_factor": [2]}
+    doc = sweep(runner, grid, steps=6, warmup=1)
+    assert [set(t.overrides) for t in runner.trials] == [{"batch_size", "num_workers", "pin_memory", "prefetch_factor"}] * 2
+    assert [c["status"] for c in doc["configs"]] == ["ok", "crashed"] and doc["best"]["batch_size"] == 16
+    assert "script_settings" not in doc and doc["failed"] == 1
+
+
+def test_both_runners_hand_over_the_same_measurement(tmp_path: Path):
+    row = {"device": "cpu", "steps": 4, "step_ms": 10.0, "batch_size": 8, "num_workers": 2, "pin_memory": False,
+           "prefetch_factor": 2, "busy_series": [0.5] * 4, "breakdown_ms": dict.fromkeys(LABELS, 2.0),
+           "_result": {"schema": "perfcore.run/1"}}
+    doc = {"device": "cpu", "steps": 4, "step_time_ms": {"mean": 10.0}, "breakdown_ms": dict.fromkeys(LABELS, 2.0),
+           "workers": {"num_workers": 2, "items_per_batch": 8}, "exit_code": 0, "_private": object()}
+    here = measurement_of(row)
+    there = scripts.script_measurement(doc, [0.5] * 4, "compute_share", None, 0.1, Trial(4, 1))
+    assert here.row().keys() == there.row().keys()
+    assert (here.step_ms, here.steps, here.busy_mean) == (there.step_ms, there.steps, there.busy_mean) == (10.0, 4, 0.5)
+    assert there.samples_per_s == pytest.approx(800.0) and there.failure is None
+    assert "_private" not in there.document and here.document == {"schema": "perfcore.run/1"}
