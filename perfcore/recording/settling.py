@@ -5,7 +5,10 @@ from __future__ import annotations
 __all__ = ["SettleSchedule", "COMPACT_MIN_S", "COMPACT_MAX", "FIRST_COMPACT_S"]
 
 COMPACT_MIN_S = 2.0  # settle at most every 2 s, so settling costs under 1% of the run,
-COMPACT_MAX = 4096  # ... but always by this many steps, which bounds the raw intervals held (and settling's peak)
+# ... but always by this many steps, which bounds the raw intervals held (and settling's peak). A pass costs
+# mostly a fixed ~25-50 ms of pandas work whatever its length (16384 rows cost what 4096 do: bench/RESULTS.md),
+# so a fast loop's passes are made long: at 4096 a 0.25 ms step paid ~10 us a step for settling.
+COMPACT_MAX = 16384
 # The first settle waits longer: a run that ends before it never builds a table in its own process
 # (perfcore run's parent settles it; the script never imports pandas), and one that runs on pays
 # pandas' import (~0.3 s, own work) once at least this far in.
