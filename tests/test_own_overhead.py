@@ -37,3 +37,17 @@ def test_the_wrappers_costs_are_measured_here():
     # Positive and below a millisecond: a wrapper's own time, not a loop's.
     assert 0 < SyncCounter.call_cost_ns() < 1e6
     assert 0 < fetch_cost_ns() < 1e6
+
+
+def test_the_short_report_names_a_material_overhead_only():
+    import json
+    from pathlib import Path
+
+    from perfcore.report.terminal import render_brief
+
+    doc = json.loads((Path(__file__).with_name("report_docs") / "run.json").read_text())
+    heavy = beside_steps(TIMER, {"sync_calls": 130_000, "sync_call_ns": 1300.0}, steps=1000, mean_wall_ms=4.0)
+    quiet = beside_steps(TIMER, {}, steps=1000, mean_wall_ms=30.0)
+    shown = render_brief({**doc, "overhead": heavy}, "runs/r1").splitlines()
+    assert len(shown) <= 15 and sum(ln.startswith("overhead: perfcore added") for ln in shown) == 1
+    assert "overhead" not in render_brief({**doc, "overhead": quiet}, "runs/r1")
