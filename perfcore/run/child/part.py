@@ -186,8 +186,8 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
         "notes": list(inst.notes),
         "backend_note": inst.backend_note,
         "requested_backend": inst.backend,
-        "own_costs": own_costs(inst),
         "lines": take_facts(getattr(inst, "lines", None)),
+        "own_costs": own_costs(inst),  # after the sampler stopped: its calibration is not the script's
         "optimizer": getattr(inst, "optimizer_facts", None),
     }
 
