@@ -51,3 +51,16 @@ def test_the_short_report_names_a_material_overhead_only():
     shown = render_brief({**doc, "overhead": heavy}, "runs/r1").splitlines()
     assert len(shown) <= 15 and sum(ln.startswith("overhead: perfcore added") for ln in shown) == 1
     assert "overhead" not in render_brief({**doc, "overhead": quiet}, "runs/r1")
+
+
+def test_the_counter_takes_its_wrappers_off_at_the_cap():
+    import torch
+
+    x = torch.tensor(2.0)
+    before = torch.Tensor.__dict__.get("item")
+    counter = SyncCounter(torch, methods=("item",), max_calls=5).start()
+    for _ in range(8):
+        assert x.item() == 2.0  # every call still answers, the ones past the cap straight from torch
+    assert torch.Tensor.__dict__.get("item") is before  # off at the cap, not only at stop()
+    calls = counter.stop()
+    assert len(calls.t_ns) == 5 and calls.dropped == 1 and counter.calls_seen == 6

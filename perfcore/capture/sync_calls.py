@@ -26,9 +26,10 @@ from perfcore.capture.line_sampler import Frame, code_frame, is_library, library
 __all__ = ["METHODS", "SyncCalls", "SyncCounter"]
 
 METHODS = ("item", "cpu", "tolist", "numpy")
-# 256k calls kept (3 MiB; ~1300 steps of a loop making 200 a step): later ones are counted, not kept, and
-# calls per step are then taken over the steps the kept calls cover.
-MAX_CALLS = 1 << 18
+# 64k calls counted (~330 steps of a loop making 200 a step), then the wrappers are taken off: a counted call
+# costs 1-5 us inside a host-heavy loop (+25-40% on a 1.6 ms step making 129; bench/RESULTS.md), and calls per
+# step are as well known from the steps the kept calls cover, over which they are then taken.
+MAX_CALLS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class SyncCalls:
     method: np.ndarray
     sites: tuple[Frame, ...]
     methods: tuple[str, ...]
-    dropped: int  # calls past MAX_CALLS, not kept
+    dropped: int  # 1 once the cap was reached and counting stopped there (calls after it were not seen), else 0
     thread_id: int
 
 
@@ -118,8 +119,9 @@ class SyncCounter:
                         sid = slow(f, caller)
                     record_t(clock())
                     record_site(sid * 8 + index)
-                else:
-                    self._dropped += 1
+                else:  # enough seen: later calls go straight to torch
+                    self._dropped = 1
+                    self._off()
             return original(tensor, *args, **kwargs)
 
         counted.__name__ = counted.__qualname__ = original.__name__
@@ -138,6 +140,12 @@ class SyncCounter:
         return self
 
     def stop(self) -> SyncCalls:
+        self._off()
+        return self.result()
+
+    def _off(self) -> None:
+        """Disarm and put back what was there (the wrapper may call this on itself: it then passes its
+        call on to the method it saved)."""
         self._on[0] = False
         for name, wrapper in self._wrappers.items():
             if self._tensor.__dict__.get(name) is not wrapper:
@@ -147,7 +155,6 @@ class SyncCounter:
             else:
                 setattr(self._tensor, name, self._saved[name])
         self._wrappers.clear()
-        return self.result()
 
     def __enter__(self) -> "SyncCounter":
         return self.start()
@@ -157,7 +164,7 @@ class SyncCounter:
 
     @property
     def calls_seen(self) -> int:
-        """Calls counted on the armed thread so far, kept or not (each paid the wrapper)."""
+        """Calls counted on the armed thread so far (each paid the wrapper; the cap's one more too)."""
         return len(self._t) + self._dropped
 
     @staticmethod
