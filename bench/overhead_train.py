@@ -1,14 +1,19 @@
 """A CPU training loop that times itself (used by bench_run_overhead.py; not perfcore-aware).
 
-    python bench/overhead_train.py STEPS
+    python bench/overhead_train.py STEPS [SHAPE]
+
+SHAPE is one of bench/overhead_shapes.py's loops (default mlp, the original one).
 
 PROFILE=torch wraps the loop in torch.profiler (CPU activity), the usual alternative.
 BENCH_RING=IN,OUT,BLOCK,WARM runs in lock-step with the other variants of the benchmark: after
 WARM steps it prints READY, then waits for a byte on fifo IN, runs BLOCK steps, writes a byte to
 fifo OUT, and so on. Only one variant runs at a time and neighbouring blocks see the same machine,
 so a slow minute on a shared machine slows all variants alike.
+COUNT_CALLS=N counts, over N steps after the warm-up, the Python functions of perfcore that run on the
+training thread (a profile hook on this thread): the frames perfcore adds per step, printed as CALLS json.
 """
 
+import json
 import os
 import statistics
 import sys
@@ -40,26 +45,44 @@ def make_loop():
     return model, opt, DataLoader(data, batch_size=32, shuffle=True), nn.CrossEntropyLoss()
 
 
-def main(steps: int) -> None:
+def _counter(counts: dict[str, int]):
+    """A profile hook counting calls of functions that live in perfcore's package (its Python frames)."""
+    mark = os.sep + "perfcore" + os.sep
+
+    def hook(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if mark in code.co_filename:
+                key = f"{code.co_filename.rsplit(mark, 1)[1]}:{code.co_qualname}"
+                counts[key] = counts.get(key, 0) + 1
+
+    return hook
+
+
+def main(steps: int, shape: str = "mlp") -> None:
     ring = os.environ.get("BENCH_RING")
     block, warm = 0, 10
     if ring:
         fifo_in, fifo_out, block, warm = ring.split(",")
         block, warm = int(block), int(warm)
         rfd, wfd = os.open(fifo_in, os.O_RDWR), os.open(fifo_out, os.O_RDWR)
-    model, opt, loader, crit = make_loop()
+    from overhead_shapes import make
+
+    loader, step = make(shape)
     prof = None
     if os.environ.get("PROFILE") == "torch":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         prof.__enter__()
-    times, blocks = [], []
+    times, blocks, sums = [], [], []
+    count_n = int(os.environ.get("COUNT_CALLS", "0"))
+    counts: dict[str, int] = {}
     end = time.perf_counter()
-    for i, (x, y) in enumerate(epochs(loader, steps)):
-        x = x.to("cpu")
-        loss = crit(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    for i, batch in enumerate(epochs(loader, steps)):
+        if count_n and i == warm:
+            sys.setprofile(_counter(counts))
+        step(batch)
+        if count_n and i == warm + count_n - 1:
+            sys.setprofile(None)
         now = time.perf_counter()
         if i >= warm:
             times.append(now - end)
@@ -69,6 +92,7 @@ def main(steps: int) -> None:
                 print("READY", flush=True)
             else:
                 blocks.append(statistics.median(times[-block:]))
+                sums.append(sum(times[-block:]))
                 os.write(wfd, b"x")  # the next variant's turn
             if i + 1 < steps:
                 os.read(rfd, 1)
@@ -77,9 +101,13 @@ def main(steps: int) -> None:
         prof.__exit__(None, None, None)
     # Median of steady-state steps: one-off costs and noise spikes drop out.
     print(f"LOOP_MS_PER_STEP {statistics.median(times) * 1e3:.4f}", flush=True)
+    if count_n:
+        print("CALLS " + json.dumps({k: v / count_n for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}))
     if blocks:
         print("BLOCK_MS " + " ".join(f"{b * 1e3:.4f}" for b in blocks), flush=True)
+        # Every step's time, one-off costs included (what a mean per step, such as a self-report, holds).
+        print(f"TOTAL_MS {sum(sums) * 1e3:.4f}", flush=True)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 300)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 300, sys.argv[2] if len(sys.argv) > 2 else "mlp")

@@ -16,6 +16,7 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import numpy as np
@@ -25,9 +26,10 @@ from perfcore.capture.line_sampler import Frame, code_frame, is_library, library
 __all__ = ["METHODS", "SyncCalls", "SyncCounter"]
 
 METHODS = ("item", "cpu", "tolist", "numpy")
-# 256k calls kept (3 MiB; ~1300 steps of a loop making 200 a step): later ones are counted, not kept, and
-# calls per step are then taken over the steps the kept calls cover.
-MAX_CALLS = 1 << 18
+# 64k calls counted (~330 steps of a loop making 200 a step), then the wrappers are taken off: a counted call
+# costs 1-5 us inside a host-heavy loop (+25-40% on a 1.6 ms step making 129; bench/RESULTS.md), and calls per
+# step are as well known from the steps the kept calls cover, over which they are then taken.
+MAX_CALLS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class SyncCalls:
     method: np.ndarray
     sites: tuple[Frame, ...]
     methods: tuple[str, ...]
-    dropped: int  # calls past MAX_CALLS, not kept
+    dropped: int  # 1 once the cap was reached and counting stopped there (calls after it were not seen), else 0
     thread_id: int
 
 
@@ -117,8 +119,9 @@ class SyncCounter:
                         sid = slow(f, caller)
                     record_t(clock())
                     record_site(sid * 8 + index)
-                else:
-                    self._dropped += 1
+                else:  # enough seen: later calls go straight to torch
+                    self._dropped = 1
+                    self._off()
             return original(tensor, *args, **kwargs)
 
         counted.__name__ = counted.__qualname__ = original.__name__
@@ -137,6 +140,12 @@ class SyncCounter:
         return self
 
     def stop(self) -> SyncCalls:
+        self._off()
+        return self.result()
+
+    def _off(self) -> None:
+        """Disarm and put back what was there (the wrapper may call this on itself: it then passes its
+        call on to the method it saved)."""
         self._on[0] = False
         for name, wrapper in self._wrappers.items():
             if self._tensor.__dict__.get(name) is not wrapper:
@@ -146,13 +155,44 @@ class SyncCounter:
             else:
                 setattr(self._tensor, name, self._saved[name])
         self._wrappers.clear()
-        return self.result()
 
     def __enter__(self) -> "SyncCounter":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    @property
+    def calls_seen(self) -> int:
+        """Calls counted on the armed thread so far (each paid the wrapper; the cap's one more too)."""
+        return len(self._t) + self._dropped
+
+    @staticmethod
+    def call_cost_ns(calls: int = 1000, blocks: int = 5) -> float:
+        """What the wrapper adds to one counted call on this machine now (median of `blocks` blocks of
+        `calls`): the same wrapper around a method that does nothing, against that method alone, called
+        from a frame marked the user's (the fast path every repeated call takes)."""
+
+        class Host:
+            def item(self):
+                return 0
+
+        counter = SyncCounter(SimpleNamespace(Tensor=Host), methods=("item",), prefixes=())
+        plain = Host.item
+        counter.start()
+        counted, obj, now = Host.item, Host(), time.perf_counter_ns
+        counter._user[sys._getframe().f_code] = True  # this frame stands for the user's line
+        per = []
+        for _ in range(blocks):
+            t0 = now()
+            for _ in range(calls):
+                counted(obj)
+            t1 = now()
+            for _ in range(calls):
+                plain(obj)
+            per.append(((t1 - t0) - (now() - t1)) / calls)
+        counter.stop()
+        return max(0.0, float(np.median(per)))
 
     def result(self) -> SyncCalls:
         """The calls so far; sites resolved to (file, function, line), one site per line."""

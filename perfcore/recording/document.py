@@ -7,6 +7,7 @@ from typing import Any
 
 from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
+from perfcore.recording.own_work import MATERIAL_OVERHEAD
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
@@ -72,6 +73,7 @@ def run_document(
         "own_ms_per_step": own_per_step,
         "ms_per_step": overhead_ms,
         "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
+        "material": bool(mean_wall_ns and overhead_ms * 1e6 / mean_wall_ns >= MATERIAL_OVERHEAD),
         "method": "phases per step x the measured cost of one phase, plus perfcore's own work on the training "
         "thread (settling, progress file, checkpoints), measured and left out of the steps",
     }

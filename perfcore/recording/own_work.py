@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from perfcore.analysis import attribution
 
-__all__ = ["OwnWork"]
+__all__ = ["OwnWork", "beside_steps", "MATERIAL_OVERHEAD"]
+
+# An overhead worth a warning: two uninstrumented processes of the same script differ by up to ~2% in the
+# overhead bench's rings (memory layout), so less than this is within what a rerun moves the step by.
+MATERIAL_OVERHEAD = 0.02
 
 
 class OwnWork:
@@ -38,3 +42,35 @@ class OwnWork:
         if self._depth == 0:
             self._rec.record(attribution.OWN_PHASE_ID, int(start_ns), t)
         return t - int(start_ns)
+
+
+def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: int, mean_wall_ms: float) -> dict:
+    """A perfcore run's whole overhead: the timer's (its phases, and its own work left out of the steps)
+    plus what the run's wrappers and its line sampler added inside the steps, each a cost measured on
+    this machine times how often it ran (`costs`: sync_calls x sync_call_ns, fetches x fetch_ns, and
+    sampler_ns, the line sampler's time holding the interpreter), over `steps` (warm-up included). The
+    fraction is of the step the script would take without perfcore, which is what a side-by-side run
+    against the uninstrumented script measures."""
+    n = max(1, int(steps))
+    beside = {
+        "sync_calls_ms_per_step": costs.get("sync_calls", 0) * costs.get("sync_call_ns", 0.0) / n / 1e6,
+        "fetch_ms_per_step": costs.get("fetches", 0) * costs.get("fetch_ns", 0.0) / n / 1e6,
+        "sampler_ms_per_step": costs.get("sampler_ns", 0) / n / 1e6,
+    }
+    in_steps = overhead.get("phases_per_step", 0.0) * overhead.get("per_phase_ns", 0.0) / 1e6 + sum(beside.values())
+    total = in_steps + overhead.get("own_ms_per_step", 0.0)
+    bare = mean_wall_ms - in_steps
+    fraction = total / bare if bare > 0 else 0.0
+    return {
+        **overhead,
+        **beside,
+        "sync_call_ns": float(costs.get("sync_call_ns", 0.0)),
+        "fetch_ns": float(costs.get("fetch_ns", 0.0)),
+        "ms_per_step": total,
+        "fraction": fraction,
+        "material": fraction >= MATERIAL_OVERHEAD,
+        "method": "phases per step x the measured cost of one phase, perfcore's own work on the training thread "
+        "(settling, memory samples, progress file, checkpoints; left out of the steps), counted .item()-style "
+        "calls x the counter's measured cost per call, main-process batches x the fetch wrapper's measured "
+        "cost, and the line sampler's time; as a share of the step without them",
+    }

@@ -260,7 +260,7 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
     if dropped:
         out.append(f"{dropped} CUPTI record(s) were dropped: kernel and copy time is undercounted")
     o = doc.get("overhead") or {}
-    if o.get("fraction") is not None:
+    if o.get("material"):  # decided with the overhead: above what a rerun of the script moves its step by
         line = (
             f"perfcore's own overhead: ~{f(o.get('ms_per_step'), '.3f')} ms per step "
             f"({100 * float(o.get('fraction') or 0):.2f}% of the step)"

@@ -46,6 +46,11 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
         lines += _outcome(doc)
     if doc.get("missing_note"):
         lines.append(f"MISSING: {doc['missing_note']}")
+    o = doc.get("overhead") or {}
+    if o.get("material"):  # decided with the overhead: more than a rerun of the script moves its step by
+        lines.append(
+            f"overhead: perfcore added ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
+        )
     lines.append(
         f"more: {folder}/report.html; all evidence: perfcore report {folder} --explain"
         if folder

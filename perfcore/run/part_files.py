@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from perfcore.recording.own_work import beside_steps
 from perfcore.report import jsonio
 from perfcore.run.lines import label_spans, lines_document, trace_arrays
 from perfcore.run.split_facts import compute_document
@@ -114,8 +115,15 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
             "note": facts["backend_note"],
         }
     if doc.get("overhead"):
-        # The estimate covers the timer's phases; the zero-code hooks around them cost more.
-        doc["overhead"] = dict(doc["overhead"], hooks="not included")
+        # The timer's phases and own work, plus the run's wrappers and line sampler (a part from before
+        # these were counted has no own_costs: its estimate still says the hooks are not included).
+        costs = facts.get("own_costs")
+        if costs is None or "error" in costs:
+            doc["overhead"] = dict(doc["overhead"], hooks="not included")
+        else:
+            costs = {**costs, "sampler_ns": (facts.get("lines") or {}).get("sampler_ns", 0)}
+            wall = (doc.get("step_time_ms") or {}).get("mean") or 0.0
+            doc["overhead"] = beside_steps(doc["overhead"], costs, steps_total, wall)
     doc.update(lines_document(facts.get("lines"), table, full, *label_spans(engine)))
     doc.update(compute_document(facts.get("optimizer"), table))
     notes = facts["notes"] + engine.notes

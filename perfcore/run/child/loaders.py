@@ -9,25 +9,11 @@ import sys
 import weakref
 from typing import Any
 
-__all__ = ["Loaders", "call_site"]
+__all__ = ["Loaders", "call_site", "fetch_cost_ns"]
 
 # perfcore's own code, by where the package lies (a user's checkout in a folder named perfcore is
 # still the user's code).
 _PERFCORE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "")
-
-
-def _library_dirs() -> tuple[str, ...]:
-    """Where installed libraries and the standard library live: frames there are not the user's."""
-    import sysconfig
-
-    dirs = {sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
-    import site
-
-    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
-    dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
-    # Environments layered on another (a .pth naming a second venv's site-packages).
-    dirs.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
 
 
 _LIBRARY_DIRS: tuple[str, ...] | None = None
@@ -40,7 +26,9 @@ def call_site(depth: int = 2) -> tuple[str, bool]:
     was made inside a library)."""
     global _LIBRARY_DIRS
     if _LIBRARY_DIRS is None:
-        _LIBRARY_DIRS = _library_dirs()
+        from perfcore.capture.line_sampler import library_prefixes
+
+        _LIBRARY_DIRS = library_prefixes()
     f = sys._getframe(depth)
     library = None
     while f is not None:
@@ -236,6 +224,13 @@ class Loaders:
             self._set_role(rec)
         return sum(r["batches"] for r in self.records if r["training"])
 
+    def main_process_batches(self) -> int:
+        """Batches made in this process (num_workers=0): each went through the fetch wrapper on the
+        training thread."""
+        for rec in self.records:
+            self._count(rec)
+        return sum(r["batches"] for r in self.records if not r["num_workers"])
+
     def summary(self, workers_dir) -> list[dict[str, Any]]:
         """The loaders as written to run.json: role, site, settings and each one's own figures (time
         to make a batch from the workers' files, or the main process's with num_workers=0)."""
@@ -254,6 +249,39 @@ class Loaders:
                 doc["persistent_workers_would_save_ms"] = float(sum(max(0.0, s - per_batch) for s in starts[1:]))
             out.append(doc)
         return out
+
+
+def fetch_cost_ns(calls: int = 500, blocks: int = 5) -> float:
+    """What the main process's fetch wrapper (run.child.batches.timed_fetch, with its timed collate) adds
+    to one batch on this machine now: median of `blocks` blocks, wrapped against bare, around a fetch
+    that does nothing."""
+    import time
+    from types import SimpleNamespace
+
+    from perfcore.run.child.batches import BatchLines, timed_fetch
+
+    lines = BatchLines(None)
+    inst = SimpleNamespace(
+        now_ns=time.perf_counter_ns, batch_lines=lines, loaders=Loaders(time.perf_counter_ns), timer=True
+    )
+
+    def fetch(fetcher, index):
+        return fetcher.collate_fn(index)
+
+    # Two fetchers: the wrapper times its fetcher's collate_fn in place (a TimedCollate), the bare one's stays plain.
+    fetcher, bare = (SimpleNamespace(collate_fn=list, dataset=(), auto_collation=True) for _ in range(2))
+    wrapped, index, now, per = timed_fetch(inst, fetch), [0], time.perf_counter_ns, []
+    for _ in range(blocks):
+        t0 = now()
+        for _ in range(calls):
+            wrapped(fetcher, index)
+        t1 = now()
+        for _ in range(calls):
+            fetch(bare, index)
+        per.append(((t1 - t0) - (now() - t1)) / calls)
+        lines.main_fetches.clear()
+    per.sort()
+    return max(0.0, float(per[len(per) // 2]))
 
 
 def _worker_batch_ms(workers_dir) -> dict[int, float]:

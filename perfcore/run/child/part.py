@@ -14,6 +14,7 @@ from perfcore.report import jsonio
 from perfcore.run import part_files
 from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
+from perfcore.run.child.upkeep import own_costs
 from perfcore.run.lines import take_facts
 from perfcore.run.protocol import WORKERS, launcher_env, part_dir, part_key
 
@@ -211,6 +212,7 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
         "backend_note": inst.backend_note,
         "requested_backend": inst.backend,
         "lines": take_facts(getattr(inst, "lines", None)),
+        "own_costs": own_costs(inst),  # after the sampler stopped: its calibration is not the script's
         "optimizer": getattr(inst, "optimizer_facts", None),
     }
 

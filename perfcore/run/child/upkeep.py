@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from perfcore.run.child.memory import MemoryWatch
 
-__all__ = ["Upkeep"]
+__all__ = ["Upkeep", "own_costs"]
 
 
 class Upkeep:
@@ -41,3 +41,24 @@ class Upkeep:
                 self.memory.sample(n - 1)
             if decided and self.progress is not None:
                 self.progress.tick(timer)  # one clock read unless the live view or a checkpoint is due
+
+
+def own_costs(inst) -> dict:
+    """How often the run's per-call wrappers ran on the training thread, and what one call of each costs
+    on this machine now (measured here, at the end): what recording.own_work.beside_steps adds to the
+    overhead the run reports. The line sampler's own time comes with its samples."""
+    from perfcore.capture.sync_calls import SyncCounter
+    from perfcore.run.child.loaders import fetch_cost_ns
+
+    try:
+        counter = getattr(getattr(inst, "lines", None), "counter", None)
+        calls = counter.calls_seen if counter is not None else 0
+        fetches = inst.loaders.main_process_batches()
+        return {
+            "sync_calls": calls,
+            "sync_call_ns": SyncCounter.call_cost_ns() if calls else 0.0,
+            "fetches": fetches,
+            "fetch_ns": fetch_cost_ns() if fetches else 0.0,
+        }
+    except Exception as e:  # the part is still written: its overhead then leaves these out, and says so
+        return {"error": f"{type(e).__name__}: {e}"}
