@@ -98,13 +98,23 @@ def no_step_sentence(
 def _source_text(inst, source: str | None) -> str:
     text = DESCRIBE.get(source or "", "none")
     if source == "optimizer" and inst.sources.optimizers_made > 1:
-        # Rows follow the first optimizer to step; say what that means for the others' work.
+        # Rows follow the optimizer that is stepping; say what that means for the others' work.
         text += (
-            f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the first one to step, "
-            "so an optimizer that steps after it in an iteration (a GAN's generator after its discriminator) "
-            "lands in the next row: row k holds its step of iteration k-1"
+            f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the optimizer that is "
+            "stepping (one that steps twice with no step of the other between takes over), so an optimizer "
+            "that steps once after it in an iteration (a GAN's generator after its discriminator) lands in "
+            "the next row: row k holds its step of iteration k-1"
         )
     return text
+
+
+def _clock_facts(inst) -> dict[str, int]:
+    """How the optimizer clock went: handovers to a later optimizer, and other optimizers' steps that
+    ended no row (what the parent's note compares with the rows)."""
+    clock = inst.torch_hooks.clock
+    if clock is None:
+        return {}
+    return {"optimizer_handovers": int(clock.handovers), "other_optimizer_steps": int(clock.others)}
 
 
 def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
@@ -126,6 +136,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "seen": {
             **counts,
             "optimizers": inst.sources.optimizers_made,
+            **_clock_facts(inst),
             "counted_until": source or "the end",
             "wall_ms": (inst.now_ns() - inst.t_start) / 1e6,
         },

@@ -1,7 +1,8 @@
 """Where a step ends, whatever the loop: one step source per run, chosen in this order.
 
-  optimizer  the first torch.optim optimizer to step (GradScaler, accelerate, Lightning and the
-             HF Trainer step torch.optim underneath); a GAN's second optimizer is in the same step
+  optimizer  the torch.optim optimizer that is stepping (GradScaler, accelerate, Lightning and the
+             HF Trainer step torch.optim underneath): the first to step, until another steps twice
+             with no step of it between (a later stage's); a GAN's second optimizer is in the same step
   backward   the end of each outermost backward on the main thread (manual SGD: p.data.add_)
   batch      the start of each training batch fetch (grad enabled; eval loaders excluded)
   forward    the start of each outermost module call (inference and evaluation loops)
