@@ -9,6 +9,7 @@ timed, and which events are reported to the instrumentation.
   DataLoader construction and iter()  -> the call site and settings; each epoch's worker start-up
   GradScaler.step that skips          -> still ends the step it belongs to
   nn.Module.eval() ... .train()       -> an evaluation pass, reported apart from training steps
+  top-level no_grad/inference_mode    -> the same, when it calls a module and no optimizer steps
   dataset fetch in each worker        -> __getitem__ and collate_fn time per batch (run/batches.py)
   torch.distributed collectives, DDP  -> comm (run/comm_hooks.py)
 
@@ -24,7 +25,7 @@ import sys
 import threading
 from typing import Any
 
-from perfcore.run.child.eval_hooks import patch_train_eval
+from perfcore.run.child.eval_hooks import GradOffPasses, grad_off_contexts, patch_train_eval
 
 __all__ = ["TorchHooks", "TorchImportHook", "patched_slots"]
 
@@ -51,6 +52,7 @@ def patched_slots(torch) -> list[tuple[Any, str]]:
         (DataLoader, "__iter__"),
         (fetch_mod._MapDatasetFetcher, "fetch"),
         (fetch_mod._IterableDatasetFetcher, "fetch"),
+        *grad_off_contexts(torch),
     ]
     cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
     for cls in (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None)):
@@ -141,6 +143,7 @@ class TorchHooks:
         self._patch_loaders(torch)
         self._patch_scaler(torch)
         patch_train_eval(self, torch)
+        GradOffPasses(self, torch).install()
         import torch.utils.data._utils.fetch as fetch_mod
 
         from perfcore.run.child.batches import timed_fetch

@@ -217,6 +217,14 @@ class StepSources:
                 return (EvalEnded(*self.eval_passes[-1]),)
         return NOTHING
 
+    def grad_off_pass(self, t0: int, t1: int) -> tuple:
+        """Module calls under a top-level no_grad()/inference_mode() and no step: an evaluation pass,
+        unless it sits inside a model.eval() pass already open."""
+        if self._eval_start is not None:
+            return NOTHING
+        self._eval_start = t0
+        return self.mode_changed(True, t1)
+
     # -- saying so when nothing looks like a step --------------------------------------------------
     def start_watch(self, after_s: float) -> None:
         """Say once that nothing looks like a step after `after_s` seconds of the script's CPU time.
