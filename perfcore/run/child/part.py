@@ -117,6 +117,11 @@ def _clock_facts(inst) -> dict[str, int]:
     return {"optimizer_handovers": int(clock.handovers), "other_optimizer_steps": int(clock.others)}
 
 
+def _compiled(inst) -> bool:
+    watch = getattr(inst.torch_hooks, "compile_watch", None)
+    return bool(watch is not None and watch.calls)
+
+
 def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
     return {
         "pid": os.getpid(),
@@ -140,6 +145,8 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
             "counted_until": source or "the end",
             "wall_ms": (inst.now_ns() - inst.t_start) / 1e6,
         },
+        # Whether the script compiles its model: advice never proposes torch.compile to one that does.
+        "torch_compile": _compiled(inst),
         "loaders": inst.loaders.summary(inst.run_dir / WORKERS),
         **inst.loader_changes.facts(),
     }
