@@ -15,9 +15,11 @@ from perfcore.run import part_files
 from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
 from perfcore.run.lines import take_facts
-from perfcore.run.protocol import WORKERS, launcher_env, part_dir, part_key
+from perfcore.run.protocol import PARTS, WORKERS, launcher_env, part_dir, part_key
 
-__all__ = ["write_part", "no_step_sentence", "memory_limits"]
+__all__ = ["write_part", "no_step_sentence", "memory_limits", "ERROR_FILE"]
+
+ERROR_FILE = "error.txt"  # the uncaught exception's traceback, in the process's part folder
 
 
 def write_part(inst) -> None:
@@ -29,6 +31,10 @@ def write_part(inst) -> None:
     part = part_dir(inst.run_dir, part_key(inst.rank))
     part.mkdir(parents=True, exist_ok=True)
     common = _common(inst, source, counts)
+    if ending.traceback:
+        # The exception's first line travels in run.json; the whole of it waits in the run folder.
+        jsonio.write_text(part / ERROR_FILE, ending.traceback)
+        common["exit"]["traceback"] = f"{PARTS}/{part.name}/{ERROR_FILE}"
     if timer is None or not timer.engine.boundaries:
         if timer is not None:
             timer.engine.close_open_phases()
