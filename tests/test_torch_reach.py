@@ -147,3 +147,11 @@ def test_every_optimizer_that_trains_gives_its_steps(tmp_path, mode):
     assert doc["seen"]["other_optimizer_steps"] == 0
     note = doc["step_source_note"]
     assert "stages one after the other" in note and "count matches" not in note
+
+
+def test_a_cast_on_the_cpu_is_not_a_transfer(tmp_path):
+    # x.to("cpu", torch.float64) with no GPU moves nothing between devices: its time is the host's.
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "cpu_cast.py"), "12")
+    assert p.returncode == 0, p.stderr
+    assert doc["steps"] + doc["warmup_steps"] == 12
+    assert doc["breakdown_ms"]["transfer"] == 0.0 and doc["breakdown_ms"]["host"] > 0

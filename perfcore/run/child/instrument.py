@@ -150,8 +150,10 @@ class Instrumentation:
             "forward": self.fwd,
             "backward": self.bwd,
             "autograd.backward": self.bwd,
-            "to": timer.transfer,
-            "cuda": timer.transfer,
+            # Without a GPU no .to() moves data between devices (x.to("cpu", torch.float64) is a cast
+            # on the host): only a run on a GPU times them as transfer.
+            "to": timer.transfer if self.on_gpu else None,
+            "cuda": timer.transfer if self.on_gpu else None,
         }
         self.torch_hooks.arm(timer, scopes)
         chosen = self.sources.chosen
