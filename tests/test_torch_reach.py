@@ -155,3 +155,12 @@ def test_a_cast_on_the_cpu_is_not_a_transfer(tmp_path):
     assert p.returncode == 0, p.stderr
     assert doc["steps"] + doc["warmup_steps"] == 12
     assert doc["breakdown_ms"]["transfer"] == 0.0 and doc["breakdown_ms"]["host"] > 0
+
+
+def test_a_bad_rank_the_script_sets_itself_is_noted(tmp_path):
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "bad_rank.py"))
+    assert p.returncode == 0, p.stderr
+    assert doc["steps"] + doc["warmup_steps"] == 6
+    note = "RANK='worker-a' is not a non-negative integer, as the script set it; ignoring it"
+    assert any(n.startswith(note) for n in doc["notes"]), doc["notes"]
+    assert f"perfcore: {note}" in p.stderr

@@ -45,6 +45,7 @@ class Instrumentation:
         self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
         self.kernels = config.kernels
         self.rank = protocol.launcher_rank()  # None for a RANK that is not an integer (perfcore run says so)
+        self.launcher_problems = protocol.launcher_env()[1]  # said by the parent; the script's own are noted
         self.nested_in: int | None = None  # a Python the script started: its part is kept apart from the job's
         if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
             outer = config.claim_outer()

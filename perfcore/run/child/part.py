@@ -128,7 +128,19 @@ def _compiled(inst) -> bool:
     return bool(watch is not None and watch.calls)
 
 
+def _launcher_notes(inst) -> None:
+    """RANK, WORLD_SIZE or LOCAL_RANK that the script itself set to something unusable (the parent
+    said so for the ones it was given): a note, never silence."""
+    for line in launcher_env()[1]:
+        if line not in inst.launcher_problems:
+            note = line.removeprefix("perfcore: ").replace("; ignoring it", ", as the script set it; ignoring it", 1)
+            if note not in inst.notes:
+                inst.notes.append(note)
+                sys.stderr.write(f"perfcore: {note}\n")  # as the parent says it for a variable it was given
+
+
 def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
+    _launcher_notes(inst)
     return {
         "pid": os.getpid(),
         "rank": int(inst.rank) if inst.rank is not None else None,
