@@ -62,6 +62,15 @@ def worker_summary(
     return doc
 
 
+def _training_first(measured: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The processes that train (optimizer or backward steps) and those that only evaluated (a
+    Hogwild parent's test pass: forward steps), when some of each ran; else all, and none."""
+    training = [p for p in measured if p["doc"].get("step_source") in ("optimizer", "backward")]
+    if not training or len(training) == len(measured):
+        return measured, []
+    return training, [p for p in measured if p not in training]
+
+
 def _read_parts(out: Path) -> list[dict[str, Any]]:
     from perfcore.analysis.attribution import decision_deferred
 
@@ -149,11 +158,14 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
 
     parts = _read_parts(out) if parts is None else parts
     measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
+    measured, evaluating = _training_first(measured)
     # Pythons the script itself started (subprocess, a spawned Pool) are not ranks of one job: the
     # job's own processes are reported; those are listed apart (or reported alone if they hold all).
     apart = [p for p in measured if p["doc"].get("nested_in") is not None]
     if apart and len(apart) < len(measured):
         measured = [p for p in measured if p["doc"].get("nested_in") is None]
+    elif len(apart) > 1 and evaluating:
+        apart = []  # Hogwild: the processes the script started all train; they are the run, together
     elif len(apart) > 1:
         measured = sorted(apart, key=lambda p: -(p["doc"].get("steps") or 0))[:1]
         apart = [p for p in apart if p is not measured[0]]
@@ -204,6 +216,11 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         jsonio.write(out / "run.json", doc)
         return doc
     main = parts[0]
+    if evaluating:
+        doc["notes"] = list(doc.get("notes") or []) + [
+            ", ".join(f"pid {p['doc'].get('pid')}" for p in evaluating)
+            + " stepped no optimizer while other processes trained (evaluation only): not in the steps"
+        ]
     if apart:
         doc["notes"] = list(doc.get("notes") or []) + [
             f"{len(apart)} other Python process(es) the script started ("
