@@ -152,6 +152,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
             "reason": inst.ending.reason,
             "exception": inst.ending.exception,
             "usage_error": inst.ending.usage_error,
+            "t_exception_ns": inst.ending.t_exception,
         },
         "step_source": source,
         "step_source_text": _source_text(inst, source),

@@ -33,6 +33,7 @@ class Ending:
         self.reason = "finished"
         self.exception: str | None = None  # "Type: message" of the uncaught exception, its first line
         self.traceback: str | None = None  # that exception's whole traceback (written beside the part)
+        self.t_exception: int | None = None  # when it reached the top (ns, the run's one clock)
         self.usage_error: str | None = None  # argparse's message for the script's own exit 2
         self.stop_requested = False
         self.t_stop = 0
@@ -43,6 +44,8 @@ class Ending:
         self.reason = reason
         if exception is not None:
             self.exception = exception
+            if self.t_exception is None:  # which rank of a job failed first: its error is the job's
+                self.t_exception = self.now_ns()
 
     def usage(self, message: str | None) -> None:
         self.usage_error = message

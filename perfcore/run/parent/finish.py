@@ -62,15 +62,6 @@ def worker_summary(
     return doc
 
 
-def _training_first(measured: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The processes that train (optimizer or backward steps) and those that only evaluated (a
-    Hogwild parent's test pass: forward steps), when some of each ran; else all, and none."""
-    training = [p for p in measured if p["doc"].get("step_source") in ("optimizer", "backward")]
-    if not training or len(training) == len(measured):
-        return measured, []
-    return training, [p for p in measured if p not in training]
-
-
 def _read_parts(out: Path) -> list[dict[str, Any]]:
     from perfcore.analysis.attribution import decision_deferred
 
@@ -154,11 +145,19 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
 ) -> dict[str, Any]:
     """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
     (with the script's exit code) only when the script failed and there is nothing to report."""
-    from perfcore.run.parent.outcome import before_first_step, describe_exit, exit_sentence, step_source_note
+    from perfcore.run.parent.outcome import (
+        before_first_step,
+        describe_exit,
+        exit_sentence,
+        first_failed_rank,
+        step_source_note,
+        training_first,
+    )
 
     parts = _read_parts(out) if parts is None else parts
+    failed_first = first_failed_rank(parts)
     measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
-    measured, evaluating = _training_first(measured)
+    measured, evaluating = training_first(measured)
     # Pythons the script itself started (subprocess, a spawned Pool) are not ranks of one job: the
     # job's own processes are reported; those are listed apart (or reported alone if they hold all).
     apart = [p for p in measured if p["doc"].get("nested_in") is not None]
@@ -178,6 +177,11 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     )
     parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
     doc = dict(parts[0]["doc"]) if parts else {}
+    if failed_first is not None and rc != 0:
+        # A job's error is the rank that failed first, in its own words: not another rank's broken
+        # connection to it, nor the launcher's banner.
+        first = failed_first["doc"]
+        doc["exit"] = {**first["exit"], "exception": f"rank {first['rank']}: {first['exit']['exception']}"}
     outcome = describe_exit(rc, (doc.get("exit") or {}).get("reason"), *oom)
     if not doc.get("steps") and not doc.get("warmup_steps"):
         seen = doc.get("no_step") or (

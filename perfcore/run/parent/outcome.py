@@ -15,6 +15,8 @@ __all__ = [
     "exit_sentence",
     "before_first_step",
     "step_source_note",
+    "first_failed_rank",
+    "training_first",
 ]
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
@@ -165,3 +167,24 @@ def no_step_fields(sentence: str) -> dict[str, Any]:
         "recommendations": [],
         "no_step": sentence,
     }
+
+
+def first_failed_rank(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The rank whose uncaught exception came first (None when no rank raised one)."""
+    failed = [
+        p
+        for p in parts
+        if isinstance(p["doc"].get("rank"), int)
+        and (p["doc"].get("exit") or {}).get("exception")
+        and isinstance((p["doc"].get("exit") or {}).get("t_exception_ns"), int)
+    ]
+    return min(failed, key=lambda p: p["doc"]["exit"]["t_exception_ns"], default=None)
+
+
+def training_first(measured: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The processes that train (optimizer or backward steps) and those that only evaluated (a
+    Hogwild parent's test pass: forward steps), when some of each ran; else all, and none."""
+    training = [p for p in measured if p["doc"].get("step_source") in ("optimizer", "backward")]
+    if not training or len(training) == len(measured):
+        return measured, []
+    return training, [p for p in measured if p not in training]
