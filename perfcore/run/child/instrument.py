@@ -27,8 +27,6 @@ from perfcore.run.child.steps import EvalEnded, SourceChosen, StepEnded, StepSou
 from perfcore.run.child.stop import Ending
 from perfcore.run.child.upkeep import Upkeep
 
-SETTLE_MODULES = ("pandas", "pyarrow.pandas_compat")  # what the engine's first settle imports (pyarrow: if installed)
-
 __all__ = ["activate", "activate_from_file", "STATE", "Instrumentation"]
 
 STATE: "Instrumentation | None" = None
@@ -305,18 +303,6 @@ class Instrumentation:
             die_of_sigint()
 
 
-def _warm_settling(inst) -> None:
-    """pandas (0.3-3 s to import) for settling, whose first comes FIRST_COMPACT_S into the steps:
-    imported on a thread of its own from half that on, so the settle never stops the training thread
-    for it, and a run shorter than that never pays it. Not at a lower priority: the settle would wait
-    for a thread that a busy machine starves."""
-    from perfcore.recording.settling import FIRST_COMPACT_S
-    from perfcore.run.warm_up import WarmUp
-
-    inst.warm_up = WarmUp(SETTLE_MODULES, nice=0, name="perfcore-warm-settle", delay_s=FIRST_COMPACT_S / 2)
-    inst.warm_up.start()
-
-
 def _make_timer(inst):
     """The StepTimer on the device the run uses, its phases, memory watch and progress file; armed."""
     import perfcore
@@ -359,7 +345,6 @@ def _make_timer(inst):
         ),
     )
     inst.arm(timer)
-    _warm_settling(inst)
     if inst.config.lines:
         from perfcore.run.lines import start as start_lines
 

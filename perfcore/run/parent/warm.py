@@ -4,8 +4,10 @@ on a 2-core machine, as much as a short script's run)."""
 
 from __future__ import annotations
 
-from perfcore.run.warm_up import NICE_INCREMENT
-from perfcore.run.warm_up import WarmUp as _WarmUp
+import importlib
+import os
+import sys
+import threading
 
 __all__ = ["WarmUp", "FINISH_MODULES"]
 
@@ -30,19 +32,67 @@ FINISH_MODULES = (
     "PIL.PngImagePlugin",
     "pyarrow.parquet",  # steps.parquet, when pyarrow is installed
 )
+NICE_INCREMENT = 10  # well below the script, which the warm-up must not slow: it gets the spare cycles
 
 
-def _warm_fonts() -> str:
-    from perfcore.report.raster import warm_fonts
-
-    warm_fonts()
-    return "fonts"
-
-
-class WarmUp(_WarmUp):
-    """FINISH_MODULES, then the chart font. stop() asks it to end after the module it is on and waits
-    for that: the main thread then imports whatever is left itself, at its own priority, so a warm-up
-    the script outran costs nothing."""
+class WarmUp:
+    """A daemon thread importing FINISH_MODULES (and loading the chart font) at a lower priority.
+    stop() asks it to end after the module it is on and waits for that: the main thread then imports
+    whatever is left itself, at its own priority, so a warm-up the script outran costs nothing."""
 
     def __init__(self, modules: tuple[str, ...] = FINISH_MODULES, nice: int = NICE_INCREMENT):
-        super().__init__(modules, nice, after=_warm_fonts)
+        self.modules, self.nice = modules, nice
+        self.done: list[str] = []
+        self._tid: int | None = None
+        self._nice_before: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="perfcore-warm-up", daemon=True)
+
+    def start(self) -> "WarmUp":
+        self._thread.start()
+        return self
+
+    def _lower_priority(self) -> None:
+        # On Linux a nice value belongs to a thread (setpriority with its tid); elsewhere it would
+        # lower the whole process, the status line and signal forwarding with it, so it is left alone.
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            self._tid = threading.get_native_id()
+            self._nice_before = os.getpriority(os.PRIO_PROCESS, self._tid)
+            os.setpriority(os.PRIO_PROCESS, self._tid, self._nice_before + self.nice)
+        except (OSError, AttributeError):
+            self._nice_before = None
+
+    def _run(self) -> None:
+        self._lower_priority()
+        for name in self.modules:
+            if self._stop.is_set():
+                return
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - finishing imports it again and reports a real failure there
+                continue
+            self.done.append(name)
+        if not self._stop.is_set():
+            try:
+                from perfcore.report.raster import warm_fonts
+
+                warm_fonts()
+                self.done.append("fonts")
+            except Exception:  # noqa: BLE001 - as above: the chart loads it when it draws
+                pass
+
+    def stop(self) -> list[str]:
+        """What it loaded; returns once it is no longer importing."""
+        self._stop.set()
+        if self._thread.is_alive():
+            # Back to full priority for the module it is in, which the main thread now waits for;
+            # an unprivileged process may not raise a priority (RLIMIT_NICE), and then it ends as it is.
+            if self._nice_before is not None:
+                try:
+                    os.setpriority(os.PRIO_PROCESS, self._tid, self._nice_before)
+                except OSError:
+                    pass
+            self._thread.join()
+        return list(self.done)
