@@ -1,5 +1,6 @@
 """perfcore._C.TimedCall and StepClock: the native hooks `perfcore run` puts on
 nn.Module.__call__, DataLoader iterators, backward and copies."""
+
 from __future__ import annotations
 
 import inspect
@@ -166,6 +167,75 @@ def test_step_clock_times_the_optimizer_and_ends_steps_for_the_first_optimizer_o
     assert clock.clocked and len(boundaries) == 9 and list(boundaries) == sorted(boundaries)
     assert calls == [1, 5, 6, 9]  # (n - 1) % 4 == 0 or n % 6 == 0
     assert [p for p, _ in spans(rec)] == [11] * 18 and C.hook_depth() == 0
+
+
+def test_step_clock_follows_an_optimizer_that_steps_twice_without_the_clock(rec):
+    # Sequential stages (layer-wise training, an LR finder then training, one optimizer per epoch):
+    # the later optimizer takes the clock over at its second step, and its first step ends a step too.
+    # A GAN's second optimizer, once between two clock steps, never does.
+    ends, calls = C.StepEnds(), []
+    clock = C.StepClock()
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 11), ends, calls.append, 1 << 20, 1 << 20, 1 << 60)
+    a, b, c = Opt(), Opt(), Opt()
+
+    def step(opt):
+        clock.pre(opt, (), {})
+        clock.post(opt, (), {})
+
+    for _ in range(3):  # a GAN: a is the clock, b steps once in each of its steps
+        step(a)
+        step(b)
+    assert len(ends) == 3 and clock.handovers == 0 and clock.others == 3
+    for _ in range(5):  # then a second stage: b alone. It takes the clock over at its first step
+        step(b)  # alone, and its step of the last GAN iteration ends a row too (one row more)
+    assert len(ends) == 3 + 1 + 5 and clock.handovers == 1 and list(ends) == sorted(ends)
+    for _ in range(4):  # then a GAN of b and c: b stays the clock
+        step(b)
+        step(c)
+    assert len(ends) == 9 + 4 and clock.handovers == 1
+    for _ in range(2):  # c alone
+        step(c)
+    assert len(ends) == 13 + 1 + 2 and clock.handovers == 2 and list(ends) == sorted(ends)
+    assert calls == [1]  # the callback once, for the first step: (n - 1) % every == 0
+    assert [p for p, _ in spans(rec)] == [11] * 21 and C.hook_depth() == 0
+
+    # A stage after a stage: a alone, then d alone, ends one row per step.
+    ends = C.StepEnds()
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 11), ends, None, 1 << 20, 1 << 20, 1 << 60)
+    d = Opt()
+    for opt in [a] * 3 + [d] * 4:
+        step(opt)
+    assert len(ends) == 7 and clock.handovers == 1 and clock.others == 0
+
+
+def test_step_clock_times_each_threads_own_optimizer_at_once(rec):
+    # Threads that step their own optimizers at the same time: each thread's open step is its own,
+    # so one thread's post never closes (or skips) another's phase.
+    import threading
+
+    ends = C.StepEnds()
+    clock = C.StepClock()
+    clock.arm(C.phase_scope(C.PhaseScope, rec, 11), ends, None, 1, 1 << 20, 1 << 60)
+    a, b = Opt(), Opt()
+    inside, go_on = threading.Event(), threading.Event()
+    depth = []
+
+    def other():
+        clock.pre(b, (), {})
+        inside.set()
+        go_on.wait(10)
+        clock.post(b, (), {})
+        depth.append((C.hook_depth(), rec.open_phases()))
+
+    t = threading.Thread(target=other)
+    clock.pre(a, (), {})
+    t.start()
+    assert inside.wait(10)
+    clock.post(a, (), {})  # a's step ends while b's is open on the other thread
+    go_on.set()
+    t.join(10)
+    assert len(ends) == 1 and depth == [(0, [])] and rec.open_phases() == [] and C.hook_depth() == 0
+    assert sorted(p for p, _ in spans(rec)) == [11, 11]
 
 
 def test_step_clock_skips_steps_made_inside_another_phase_and_stops_at_stop_at(rec):

@@ -59,7 +59,8 @@ def test_a_gan_row_is_documented_as_offset_by_one_optimizer(tmp_path):
     import json
 
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert doc["step_source"] == "optimizer" and doc["step_source_note"].startswith("2 optimizers: a step ends")
+    assert doc["step_source"] == "optimizer" and doc["step_source_note"].startswith("2 optimizers; a step ends")
+    assert "one per row: the count matches" in doc["step_source_note"]
     assert f"steps counted at: optimizer; {doc['step_source_note']}" in p.stderr
 
 

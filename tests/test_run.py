@@ -410,3 +410,20 @@ def test_the_boot_file_never_hands_an_installed_perfcores_site_packages_to_anoth
     # ... and says in one line why this Python runs unprofiled and what to do.
     assert "this Python cannot import perfcore" in r.stderr and str(site) in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_perfcore_run_of_perfcore_run_is_one_clear_line(tmp_path):
+    # perfcore run -- perfcore run -- python x.py: the outer one refuses in one line (exit 2) before
+    # it starts anything, rather than timing a perfcore that "never imported torch".
+    inner = [[sys.executable, "-m", "perfcore", "run", "--", sys.executable, TRAIN],
+             [str(Path(sys.executable).parent / "perfcore"), "run", "--", sys.executable, TRAIN]]
+    for cmd in inner:
+        out = tmp_path / f"r{len(cmd)}"
+        p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--", *cmd],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2, p.stderr
+        assert p.stderr.strip().splitlines() == [
+            "perfcore: error: the command is perfcore itself: one perfcore run measures the script; give it "
+            "the script's command alone: perfcore run [OPTIONS] -- python train.py ARGS..."
+        ]
+        assert not out.exists()

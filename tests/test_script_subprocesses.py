@@ -43,3 +43,21 @@ def test_merge_of_two_unrelated_runs_says_they_are_not_one_job(tmp_path):
     assert m.returncode == 2, (m.stdout, m.stderr)
     assert "not a rank of one distributed job" in m.stderr and len(m.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "m").exists()
+
+
+def test_hogwild_processes_that_train_are_the_run_and_the_evaluating_parent_is_not(tmp_path):
+    # pytorch/examples mnist_hogwild's shape: two spawned processes train the shared model, then the
+    # parent only runs test() under no_grad. The training processes are the run (merged), the
+    # parent's forward passes are no steps of it, and a note says which process only evaluated.
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "1", "--",
+                        sys.executable, str(SCRIPTS / "hogwild.py"), "2"],
+                       capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.count("TRAINED 24") == 2 and "TESTED" in p.stdout
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["step_source"] == "optimizer"
+    assert sorted(r["steps"] for r in doc["ranks"]) == [23, 23]  # each child's 24 steps, 1 of them warm-up
+    assert doc["steps"] + doc["warmup_steps"] == 24
+    assert any("stepped no optimizer while other processes trained (evaluation only)" in n for n in doc["notes"])
+    assert not any("measured apart" in n for n in doc["notes"])

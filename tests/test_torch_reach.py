@@ -130,3 +130,37 @@ def test_two_optimizer_runs_say_which_row_holds_the_second_optimizers_step(tmp_p
     # One optimizer: the plain description.
     p1, doc1 = perfcore_run(tmp_path / "one", str(SCRIPTS / "plain_tensors.py"), "autograd", "12")
     assert doc1["step_source_text"] == "optimizer steps (torch.optim)"
+
+
+@pytest.mark.parametrize("mode", ["stages", "layerwise", "per_epoch", "threads"])
+def test_every_optimizer_that_trains_gives_its_steps(tmp_path, mode):
+    # The step clock follows whichever optimizer is stepping: a later stage's optimizer (an LR finder
+    # then training, the next layer of a layer-wise loop, a new optimizer per epoch, a thread of its
+    # own) takes it over, so every iteration is a row; the note says so and never claims that counts
+    # match the script's when they do not.
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "optimizer_stages.py"), mode, "8")
+    assert p.returncode == 0, p.stderr
+    iterations = int(p.stdout.split("ITERATIONS")[1].split()[0])
+    assert doc["step_source"] == "optimizer"
+    assert doc["steps"] + doc["warmup_steps"] == iterations, (doc["steps"], iterations, doc["seen"])
+    assert doc["seen"]["optimizer_handovers"] == doc["seen"]["optimizers"] - 1
+    assert doc["seen"]["other_optimizer_steps"] == 0
+    note = doc["step_source_note"]
+    assert "stages one after the other" in note and "count matches" not in note
+
+
+def test_a_cast_on_the_cpu_is_not_a_transfer(tmp_path):
+    # x.to("cpu", torch.float64) with no GPU moves nothing between devices: its time is the host's.
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "cpu_cast.py"), "12")
+    assert p.returncode == 0, p.stderr
+    assert doc["steps"] + doc["warmup_steps"] == 12
+    assert doc["breakdown_ms"]["transfer"] == 0.0 and doc["breakdown_ms"]["host"] > 0
+
+
+def test_a_bad_rank_the_script_sets_itself_is_noted(tmp_path):
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "bad_rank.py"))
+    assert p.returncode == 0, p.stderr
+    assert doc["steps"] + doc["warmup_steps"] == 6
+    note = "RANK='worker-a' is not a non-negative integer, as the script set it; ignoring it"
+    assert any(n.startswith(note) for n in doc["notes"]), doc["notes"]
+    assert f"perfcore: {note}" in p.stderr

@@ -3,7 +3,7 @@
 // functions these were the costliest part of the zero-code hooks (five Python frames a step,
 // right after an optimizer step has flushed the caches: ~20 us on a 2 ms CPU step). Here
 // `pre` opens the optimizer phase (the TimedCall rule: only when no other hook is open on the
-// thread), `post` closes it and, for the first optimizer that steps (the clock), ends the step:
+// thread), `post` closes it and, for the clock optimizer, ends the step:
 // the boundary is appended to `ends` (the StepTimer's StepEnds), and Python is called back
 // only on the steps that need it: (n - 1) % every == 0, n % compact_every == 0, n >= stop_at.
 // A step given a closure (`optimizer.step(closure)`: LBFGS, PyTorch Lightning, which runs
@@ -12,8 +12,14 @@
 // backward, loads and copies inside are timed as themselves and the optimizer keeps only its own
 // time; the step still ends at the optimizer step's end. A step without a closure pays two size
 // checks for this.
+// Which optimizer is the clock follows whichever is stepping (clock_follower.h). The open step
+// (which optimizer, open, paused) is per thread: threads that each step their own optimizer at
+// once never close one another's phase.
 #include <cstddef>
+#include <new>
 
+#include "../clock.h"
+#include "clock_follower.h"
 #include "hooks.h"
 
 namespace perfcore {
@@ -25,12 +31,29 @@ struct StepClockObject {
   PyObject* scope;       // PhaseScope of the optimizer phase, or nullptr (disarmed)
   PyObject* ends;        // StepEnds the step ends go to, or nullptr (the optimizer is timed, ends no step)
   PyObject* callback;    // callable(n) or nullptr
-  uintptr_t inOpt;       // the optimizer whose step is being timed (by identity), or 0
-  uintptr_t clockOpt;    // the optimizer whose steps end a step, or 0 until one has stepped
+  ClockFollower follow;  // which optimizer's steps end a step
   long long every, compactEvery, stopAt, skipped;
-  bool open;    // the optimizer phase of inOpt's step is open (not stepped aside for its closure)
-  bool paused;  // that step's closure is running
+  unsigned long long generation;  // bumped by arm/disarm: a thread's open step from before is dropped
 };
+
+// The step open on this thread: whose clock, of which arming, and which optimizer.
+struct OpenStep {
+  const void* clock = nullptr;
+  unsigned long long generation = 0;
+  uintptr_t inOpt = 0;  // the optimizer whose step is being timed (by identity), or 0
+  bool open = false;    // the optimizer phase of inOpt's step is open (not stepped aside for its closure)
+  bool paused = false;  // that step's closure is running
+};
+thread_local OpenStep tOpen;
+
+OpenStep& openStep(StepClockObject* c) {
+  if (tOpen.clock != c || tOpen.generation != c->generation) {
+    tOpen = OpenStep{};
+    tOpen.clock = c;
+    tOpen.generation = c->generation;
+  }
+  return tOpen;
+}
 
 // The closure of a timed optimizer step: while it runs, the optimizer phase is closed and the
 // thread's hook depth is what it was outside the step, then both are restored.
@@ -45,28 +68,30 @@ struct StepClosureObject {
 PyObject* stepClosureVectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* w = reinterpret_cast<StepClosureObject*>(self);
   auto* c = reinterpret_cast<StepClockObject*>(w->clock);
+  OpenStep& o = openStep(c);
   // Only the step's own closure, called by the step itself (depth 1: the clock's), steps aside.
-  if (c->inOpt != w->opt || !c->open || c->paused || hookDepth != 1 || c->scope == nullptr) {
+  if (o.inOpt != w->opt || !o.open || o.paused || hookDepth != 1 || c->scope == nullptr) {
     return PyObject_Vectorcall(w->closure, args, nargsf, kwnames);
   }
   PyObject* scope = Py_NewRef(c->scope);  // a re-arm during the closure must not free it under us
   auto* s = reinterpret_cast<PhaseScopeObject*>(scope);
   if (!scopeFinish(s)) hookError();
-  c->open = false;
-  c->paused = true;
+  o.open = false;
+  o.paused = true;
   --hookDepth;
   PyObject* result = PyObject_Vectorcall(w->closure, args, nargsf, kwnames);
-  c->paused = false;
-  if (result == nullptr || c->inOpt != w->opt || c->scope != scope) {
+  OpenStep& after = openStep(c);  // a re-arm meanwhile starts this thread's state afresh
+  after.paused = false;
+  if (result == nullptr || after.inOpt != w->opt || c->scope != scope) {
     // The closure raised (the step ends with it and no post hook comes), or the clock was re-armed
     // or disarmed meanwhile: the step is given up, nothing stays open on this thread.
-    if (c->inOpt == w->opt) c->inOpt = 0;
+    if (after.inOpt == w->opt) after.inOpt = 0;
     Py_DECREF(scope);
     return result;
   }
   ++hookDepth;
   if (scopeBegin(s)) {
-    c->open = true;
+    after.open = true;
   } else {
     hookError();  // the rest of the step goes untimed; post still ends it
   }
@@ -145,15 +170,16 @@ PyObject* stepClockPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
     PyErr_SetString(PyExc_TypeError, "StepClock.pre(optimizer, args, kwargs)");
     return nullptr;
   }
+  OpenStep& o = openStep(c);
   // Not timed: an optimizer stepped in forward, or inside the closure of another step.
-  if (c->scope == nullptr || hookDepth > 0 || c->paused) Py_RETURN_NONE;
+  if (c->scope == nullptr || hookDepth > 0 || o.paused) Py_RETURN_NONE;
   if (!scopeBegin(reinterpret_cast<PhaseScopeObject*>(c->scope))) {
     hookError();  // never fail the user's optimizer.step(): this one goes untimed
     Py_RETURN_NONE;
   }
   ++hookDepth;
-  c->inOpt = reinterpret_cast<uintptr_t>(args[0]);
-  c->open = true;
+  o.inOpt = reinterpret_cast<uintptr_t>(args[0]);
+  o.open = true;
   if (nargs < 3) Py_RETURN_NONE;
   Py_ssize_t index;
   PyObject* closure = findClosure(args[0], args[1], args[2], &index);
@@ -163,6 +189,19 @@ PyObject* stepClockPre(PyObject* self, PyObject* const* args, Py_ssize_t nargs) 
   Py_RETURN_NONE;  // out of memory: the closure's work is timed as optimizer, as it was
 }
 
+// Appends t to the clock's step ends; whether the callback is due for the count reached.
+// false with nothing appended when out of memory (counted as a hook error).
+bool appendEnd(StepClockObject* c, int64_t t, bool* due) {
+  auto* ends = reinterpret_cast<StepEndsObject*>(c->ends);
+  if (!stepEndsAppend(ends, t)) {
+    hookError();  // out of memory: this boundary is lost, the user's step goes on
+    return false;
+  }
+  const long long n = stepEndsCount(ends);
+  *due = *due || (n - 1) % c->every == 0 || n % c->compactEvery == 0 || n >= c->stopAt;
+  return true;
+}
+
 PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   auto* c = reinterpret_cast<StepClockObject*>(self);
   if (nargs < 1) {
@@ -170,29 +209,36 @@ PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
     return nullptr;
   }
   const auto opt = reinterpret_cast<uintptr_t>(args[0]);
-  if (c->inOpt != opt || c->scope == nullptr) Py_RETURN_NONE;
-  c->inOpt = 0;
+  OpenStep& o = openStep(c);
+  if (o.inOpt != opt || c->scope == nullptr) Py_RETURN_NONE;
+  o.inOpt = 0;
   auto* s = reinterpret_cast<PhaseScopeObject*>(c->scope);
   if (hookDepth > 0) --hookDepth;
   // A failed close: the boundary below then finds the phase open and skips.
-  if (c->open && !scopeFinish(s)) hookError();
-  c->open = false;
-  if (c->clockOpt == 0) c->clockOpt = opt;
-  if (opt != c->clockOpt) Py_RETURN_NONE;
+  if (o.open && !scopeFinish(s)) hookError();
+  o.open = false;
+  int64_t pending = -1;
+  const bool clock = c->follow.clockOpt == 0 || c->follow.clockOpt == opt;
+  // Where another optimizer's step would end one if it took the clock over later: now, unless a
+  // phase is open.
+  const int64_t when = clock ? -1 : (s->recorder->openPhases().empty() ? nowNs() : -1);
+  if (!c->follow.stepped(opt, when, &pending)) Py_RETURN_NONE;
+  if (pending >= 0 && c->ends != nullptr) {
+    // The earlier step of the optimizer that took the clock over ended a step as well. No clock
+    // step came between, so it is later than every end appended so far.
+    s->recorder->setStep(s->recorder->step() + 1);
+  }
   const int64_t t = s->recorder->stepBoundary();
   if (t < 0) {  // a phase is still open: the optimizer stepped inside another phase, not a loop step
     ++c->skipped;
     Py_RETURN_NONE;
   }
   if (c->ends == nullptr) Py_RETURN_NONE;
-  auto* ends = reinterpret_cast<StepEndsObject*>(c->ends);
-  if (!stepEndsAppend(ends, t)) {
-    hookError();  // out of memory: this boundary is lost, the user's step goes on
-    Py_RETURN_NONE;
-  }
-  const long long n = stepEndsCount(ends);
-  if (c->callback && ((n - 1) % c->every == 0 || n % c->compactEvery == 0 || n >= c->stopAt)) {
-    PyObject* nobj = PyLong_FromLongLong(n);
+  bool due = false;
+  if (pending >= 0 && !appendEnd(c, pending, &due)) Py_RETURN_NONE;
+  if (!appendEnd(c, t, &due)) Py_RETURN_NONE;
+  if (c->callback && due) {
+    PyObject* nobj = PyLong_FromLongLong(stepEndsCount(reinterpret_cast<StepEndsObject*>(c->ends)));
     PyObject* r = nobj ? PyObject_CallOneArg(c->callback, nobj) : nullptr;
     Py_XDECREF(nobj);
     if (r) {
@@ -223,12 +269,12 @@ PyObject* stepClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   setOptional(c->ends, ends);
   c->scope = nullptr;
   c->callback = nullptr;
-  c->inOpt = c->clockOpt = 0;
-  c->open = c->paused = false;
+  new (&c->follow) ClockFollower();
   c->every = 1;
   c->compactEvery = 1024;
   c->stopAt = PY_LLONG_MAX;
   c->skipped = 0;
+  c->generation = 0;
   return reinterpret_cast<PyObject*>(c);
 }
 
@@ -256,8 +302,8 @@ PyObject* stepClockArm(PyObject* self, PyObject* args) {
   c->every = every;
   c->compactEvery = compactEvery;
   c->stopAt = stopAt;
-  c->inOpt = c->clockOpt = 0;
-  c->open = false;
+  c->follow.reset();
+  ++c->generation;
   c->skipped = 0;
   Py_RETURN_NONE;
 }
@@ -266,17 +312,25 @@ PyObject* stepClockDisarm(PyObject* self, PyObject*) {
   auto* c = reinterpret_cast<StepClockObject*>(self);
   Py_CLEAR(c->scope);
   Py_CLEAR(c->callback);
-  c->inOpt = 0;
-  c->open = false;
+  ++c->generation;
+  c->follow.nOthers = 0;
   Py_RETURN_NONE;
 }
 
 PyObject* stepClockClocked(PyObject* self, void*) {
-  return PyBool_FromLong(reinterpret_cast<StepClockObject*>(self)->clockOpt != 0);
+  return PyBool_FromLong(reinterpret_cast<StepClockObject*>(self)->follow.clockOpt != 0);
 }
 
 PyObject* stepClockSkipped(PyObject* self, void*) {
   return PyLong_FromLongLong(reinterpret_cast<StepClockObject*>(self)->skipped);
+}
+
+PyObject* stepClockHandovers(PyObject* self, void*) {
+  return PyLong_FromLongLong(reinterpret_cast<StepClockObject*>(self)->follow.handovers);
+}
+
+PyObject* stepClockOthers(PyObject* self, void*) {
+  return PyLong_FromLongLong(reinterpret_cast<StepClockObject*>(self)->follow.others);
 }
 
 PyObject* stepClockArmed(PyObject* self, void*) {
@@ -295,6 +349,8 @@ PyMethodDef stepClockMethods[] = {
 PyGetSetDef stepClockGetSet[] = {
     {"clocked", stepClockClocked, nullptr, "Whether an optimizer has become the step clock.", nullptr},
     {"skipped", stepClockSkipped, nullptr, "Clock steps made inside another phase (not loop steps).", nullptr},
+    {"handovers", stepClockHandovers, nullptr, "How often another optimizer took the clock over.", nullptr},
+    {"others", stepClockOthers, nullptr, "Timed steps of other optimizers that ended no step (a GAN's generator).", nullptr},
     {"armed", stepClockArmed, nullptr, "Whether a scope is set.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 

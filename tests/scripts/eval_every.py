@@ -1,5 +1,7 @@
 """A training loop that evaluates every N steps on a held-out loader (model.eval(), no_grad, then
-model.train() again), as most training scripts do."""
+model.train() again), as most training scripts do; --how no_grad / inference_mode: the same pass
+without model.eval() (super_resolution's test(), makemore's sampling)."""
+
 import argparse
 import time
 
@@ -20,14 +22,16 @@ class Slow(Dataset):
         return self.x[i], int(self.x[i].sum() > 0)
 
 
-def evaluate(model, loader):
-    model.eval()
+def evaluate(model, loader, how="eval"):
+    if how == "eval":
+        model.eval()
     correct = total = 0
-    with torch.no_grad():
+    with torch.inference_mode() if how == "inference_mode" else torch.no_grad():
         for x, y in loader:
             correct += int((model(x).argmax(1) == y).sum())
             total += len(y)
-    model.train()
+    if how == "eval":
+        model.train()
     return correct / total
 
 
@@ -36,6 +40,7 @@ def main():
     p.add_argument("--eval-every", type=int, default=8)
     p.add_argument("--steps", type=int, default=32)
     p.add_argument("--val-delay", type=float, default=0.002)
+    p.add_argument("--how", choices=["eval", "no_grad", "inference_mode"], default="eval")
     args = p.parse_args()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 2))
@@ -48,8 +53,11 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+        with torch.no_grad():  # an update under no_grad that calls no module (an EMA's): not evaluation
+            for p_ in model.parameters():
+                p_.mul_(1.0)
         if step % args.eval_every == 0:
-            print(f"step {step} val_acc {evaluate(model, val_loader):.3f}", flush=True)
+            print(f"step {step} val_acc {evaluate(model, val_loader, args.how):.3f}", flush=True)
     print("TRAIN_STEPS", step)
 
 

@@ -9,6 +9,9 @@ import os
 import signal
 import sys
 import threading
+import traceback
+
+from perfcore.run.child.stop import first_line
 
 __all__ = ["install_exit_hooks", "die_of_sigint", "uncaught_reason"]
 
@@ -20,7 +23,11 @@ def install_exit_hooks(inst) -> None:
 
     def excepthook(tp, value, tb):
         interrupted = issubclass(tp, KeyboardInterrupt)
-        inst.ending.ended("interrupted" if interrupted else "crashed", f"{tp.__name__}: {value}")
+        try:
+            inst.ending.ended("interrupted" if interrupted else "crashed", first_line(tp, value))
+            inst.ending.traceback = "".join(traceback.format_exception(tp, value, tb))
+        except Exception:  # a message that cannot be made text: the type alone, never a second error
+            inst.ending.ended("interrupted" if interrupted else "crashed", tp.__name__)
         if interrupted and threading.current_thread() is threading.main_thread():
             # The process is dying of Ctrl-C now; a second and third one pressed impatiently would
             # only cut the writing of the results short (die_of_sigint ends it by SIGINT after).

@@ -8,7 +8,9 @@ timed, and which events are reported to the instrumentation.
   Tensor.to / .cuda outside those     -> transfer
   DataLoader construction and iter()  -> the call site and settings; each epoch's worker start-up
   GradScaler.step that skips          -> still ends the step it belongs to
+  torch.compile                       -> counted; Module.__call__ made traceable (run/child/compile_hooks.py)
   nn.Module.eval() ... .train()       -> an evaluation pass, reported apart from training steps
+  top-level no_grad/inference_mode    -> the same, when it calls a module and no optimizer steps
   dataset fetch in each worker        -> __getitem__ and collate_fn time per batch (run/batches.py)
   torch.distributed collectives, DDP  -> comm (run/comm_hooks.py)
 
@@ -24,7 +26,8 @@ import sys
 import threading
 from typing import Any
 
-from perfcore.run.child.eval_hooks import patch_train_eval
+from perfcore.run.child.compile_hooks import CompileWatch
+from perfcore.run.child.eval_hooks import GradOffPasses, grad_off_contexts, patch_train_eval
 
 __all__ = ["TorchHooks", "TorchImportHook", "patched_slots"]
 
@@ -51,6 +54,8 @@ def patched_slots(torch) -> list[tuple[Any, str]]:
         (DataLoader, "__iter__"),
         (fetch_mod._MapDatasetFetcher, "fetch"),
         (fetch_mod._IterableDatasetFetcher, "fetch"),
+        *grad_off_contexts(torch),
+        (torch, "compile"),
     ]
     cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
     for cls in (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None)):
@@ -78,6 +83,7 @@ class TorchHooks:
         self.saved: list[tuple[Any, str, Any]] = []  # (owner, attribute, original) of each patch
         self.handles: list[Any] = []  # the optimizer hooks' handles
         self.main_ident = threading.main_thread().ident
+        self.compile_watch = None  # CompileWatch: torch.compile's calls
 
     _fork_hook = False  # os.register_at_fork has no removal: registered once a process
 
@@ -141,6 +147,9 @@ class TorchHooks:
         self._patch_loaders(torch)
         self._patch_scaler(torch)
         patch_train_eval(self, torch)
+        GradOffPasses(self, torch).install()
+        self.compile_watch = CompileWatch(self, torch)
+        self.compile_watch.install()
         import torch.utils.data._utils.fetch as fetch_mod
 
         from perfcore.run.child.batches import timed_fetch

@@ -43,6 +43,7 @@ class Instrumentation:
         self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
         self.kernels = config.kernels
         self.rank = protocol.launcher_rank()  # None for a RANK that is not an integer (perfcore run says so)
+        self.launcher_problems = protocol.launcher_env()[1]  # said by the parent; the script's own are noted
         self.nested_in: int | None = None  # a Python the script started: its part is kept apart from the job's
         if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
             outer = config.claim_outer()
@@ -148,8 +149,10 @@ class Instrumentation:
             "forward": self.fwd,
             "backward": self.bwd,
             "autograd.backward": self.bwd,
-            "to": timer.transfer,
-            "cuda": timer.transfer,
+            # Without a GPU no .to() moves data between devices (x.to("cpu", torch.float64) is a cast
+            # on the host): only a run on a GPU times them as transfer.
+            "to": timer.transfer if self.on_gpu else None,
+            "cuda": timer.transfer if self.on_gpu else None,
         }
         self.torch_hooks.arm(timer, scopes)
         chosen = self.sources.chosen

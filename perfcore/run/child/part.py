@@ -16,9 +16,11 @@ from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
 from perfcore.run.child.upkeep import own_costs
 from perfcore.run.lines import take_facts
-from perfcore.run.protocol import WORKERS, launcher_env, part_dir, part_key
+from perfcore.run.protocol import PARTS, WORKERS, launcher_env, part_dir, part_key
 
-__all__ = ["write_part", "no_step_sentence", "memory_limits"]
+__all__ = ["write_part", "no_step_sentence", "memory_limits", "ERROR_FILE"]
+
+ERROR_FILE = "error.txt"  # the uncaught exception's traceback, in the process's part folder
 
 
 def write_part(inst) -> None:
@@ -30,6 +32,10 @@ def write_part(inst) -> None:
     part = part_dir(inst.run_dir, part_key(inst.rank))
     part.mkdir(parents=True, exist_ok=True)
     common = _common(inst, source, counts)
+    if ending.traceback:
+        # The exception's first line travels in run.json; the whole of it waits in the run folder.
+        jsonio.write_text(part / ERROR_FILE, ending.traceback)
+        common["exit"]["traceback"] = f"{PARTS}/{part.name}/{ERROR_FILE}"
     if timer is None or not timer.engine.boundaries:
         if timer is not None:
             timer.engine.close_open_phases()
@@ -99,16 +105,43 @@ def no_step_sentence(
 def _source_text(inst, source: str | None) -> str:
     text = DESCRIBE.get(source or "", "none")
     if source == "optimizer" and inst.sources.optimizers_made > 1:
-        # Rows follow the first optimizer to step; say what that means for the others' work.
+        # Rows follow the optimizer that is stepping; say what that means for the others' work.
         text += (
-            f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the first one to step, "
-            "so an optimizer that steps after it in an iteration (a GAN's generator after its discriminator) "
-            "lands in the next row: row k holds its step of iteration k-1"
+            f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the optimizer that is "
+            "stepping (one that steps twice with no step of the other between takes over), so an optimizer "
+            "that steps once after it in an iteration (a GAN's generator after its discriminator) lands in "
+            "the next row: row k holds its step of iteration k-1"
         )
     return text
 
 
+def _clock_facts(inst) -> dict[str, int]:
+    """How the optimizer clock went: handovers to a later optimizer, and other optimizers' steps that
+    ended no row (what the parent's note compares with the rows)."""
+    clock = inst.torch_hooks.clock
+    if clock is None:
+        return {}
+    return {"optimizer_handovers": int(clock.handovers), "other_optimizer_steps": int(clock.others)}
+
+
+def _compiled(inst) -> bool:
+    watch = getattr(inst.torch_hooks, "compile_watch", None)
+    return bool(watch is not None and watch.calls)
+
+
+def _launcher_notes(inst) -> None:
+    """RANK, WORLD_SIZE or LOCAL_RANK that the script itself set to something unusable (the parent
+    said so for the ones it was given): a note, never silence."""
+    for line in launcher_env()[1]:
+        if line not in inst.launcher_problems:
+            note = line.removeprefix("perfcore: ").replace("; ignoring it", ", as the script set it; ignoring it", 1)
+            if note not in inst.notes:
+                inst.notes.append(note)
+                sys.stderr.write(f"perfcore: {note}\n")  # as the parent says it for a variable it was given
+
+
 def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
+    _launcher_notes(inst)
     return {
         "pid": os.getpid(),
         "rank": int(inst.rank) if inst.rank is not None else None,
@@ -120,6 +153,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
             "reason": inst.ending.reason,
             "exception": inst.ending.exception,
             "usage_error": inst.ending.usage_error,
+            "t_exception_ns": inst.ending.t_exception,
         },
         "step_source": source,
         "step_source_text": _source_text(inst, source),
@@ -127,9 +161,12 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "seen": {
             **counts,
             "optimizers": inst.sources.optimizers_made,
+            **_clock_facts(inst),
             "counted_until": source or "the end",
             "wall_ms": (inst.now_ns() - inst.t_start) / 1e6,
         },
+        # Whether the script compiles its model: advice never proposes torch.compile to one that does.
+        "torch_compile": _compiled(inst),
         "loaders": inst.loaders.summary(inst.run_dir / WORKERS),
         **inst.loader_changes.facts(),
         **_runtime_facts(),

@@ -1,7 +1,8 @@
 """Where a step ends, whatever the loop: one step source per run, chosen in this order.
 
-  optimizer  the first torch.optim optimizer to step (GradScaler, accelerate, Lightning and the
-             HF Trainer step torch.optim underneath); a GAN's second optimizer is in the same step
+  optimizer  the torch.optim optimizer that is stepping (GradScaler, accelerate, Lightning and the
+             HF Trainer step torch.optim underneath): the first to step, until another steps twice
+             with no step of it between (a later stage's); a GAN's second optimizer is in the same step
   backward   the end of each outermost backward on the main thread (manual SGD: p.data.add_)
   batch      the start of each training batch fetch (grad enabled; eval loaders excluded)
   forward    the start of each outermost module call (inference and evaluation loops)
@@ -215,6 +216,14 @@ class StepSources:
             if self.chosen in ("optimizer", "backward"):
                 return (EvalEnded(*self.eval_passes[-1]),)
         return NOTHING
+
+    def grad_off_pass(self, t0: int, t1: int) -> tuple:
+        """Module calls under a top-level no_grad()/inference_mode() and no step: an evaluation pass,
+        unless it sits inside a model.eval() pass already open."""
+        if self._eval_start is not None:
+            return NOTHING
+        self._eval_start = t0
+        return self.mode_changed(True, t1)
 
     # -- saying so when nothing looks like a step --------------------------------------------------
     def start_watch(self, after_s: float) -> None:

@@ -8,7 +8,20 @@ import sys
 import threading
 from typing import Callable
 
-__all__ = ["Ending"]
+__all__ = ["Ending", "first_line", "ERROR_CHARS"]
+
+ERROR_CHARS = 200  # the exception as one line: its type and its message's first line, at most this long
+
+
+def first_line(tp: type, value: BaseException) -> str:
+    """`Type: first line of the message`, at most ERROR_CHARS characters (the rest of a long message,
+    a torch error's several paragraphs, is in the traceback file)."""
+    lines = [line.strip() for line in str(value).splitlines() if line.strip()]
+    text = f"{tp.__name__}: {lines[0]}" if lines else tp.__name__
+    more = len(lines) > 1
+    if len(text) > ERROR_CHARS or more:
+        text = text[: ERROR_CHARS - 2].rstrip() + " …"
+    return text
 
 
 class Ending:
@@ -18,7 +31,9 @@ class Ending:
     def __init__(self, now_ns: Callable[[], int]) -> None:
         self.now_ns = now_ns
         self.reason = "finished"
-        self.exception: str | None = None  # "Type: message" of the uncaught exception
+        self.exception: str | None = None  # "Type: message" of the uncaught exception, its first line
+        self.traceback: str | None = None  # that exception's whole traceback (written beside the part)
+        self.t_exception: int | None = None  # when it reached the top (ns, the run's one clock)
         self.usage_error: str | None = None  # argparse's message for the script's own exit 2
         self.stop_requested = False
         self.t_stop = 0
@@ -29,6 +44,8 @@ class Ending:
         self.reason = reason
         if exception is not None:
             self.exception = exception
+            if self.t_exception is None:  # which rank of a job failed first: its error is the job's
+                self.t_exception = self.now_ns()
 
     def usage(self, message: str | None) -> None:
         self.usage_error = message

@@ -145,15 +145,26 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
 ) -> dict[str, Any]:
     """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
     (with the script's exit code) only when the script failed and there is nothing to report."""
-    from perfcore.run.parent.outcome import before_first_step, describe_exit, exit_sentence, step_source_note
+    from perfcore.run.parent.outcome import (
+        before_first_step,
+        describe_exit,
+        exit_sentence,
+        first_failed_rank,
+        step_source_note,
+        training_first,
+    )
 
     parts = _read_parts(out) if parts is None else parts
+    failed_first = first_failed_rank(parts)
     measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
+    measured, evaluating = training_first(measured)
     # Pythons the script itself started (subprocess, a spawned Pool) are not ranks of one job: the
     # job's own processes are reported; those are listed apart (or reported alone if they hold all).
     apart = [p for p in measured if p["doc"].get("nested_in") is not None]
     if apart and len(apart) < len(measured):
         measured = [p for p in measured if p["doc"].get("nested_in") is None]
+    elif len(apart) > 1 and evaluating:
+        apart = []  # Hogwild: the processes the script started all train; they are the run, together
     elif len(apart) > 1:
         measured = sorted(apart, key=lambda p: -(p["doc"].get("steps") or 0))[:1]
         apart = [p for p in apart if p is not measured[0]]
@@ -166,6 +177,11 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     )
     parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
     doc = dict(parts[0]["doc"]) if parts else {}
+    if failed_first is not None and rc != 0:
+        # A job's error is the rank that failed first, in its own words: not another rank's broken
+        # connection to it, nor the launcher's banner.
+        first = failed_first["doc"]
+        doc["exit"] = {**first["exit"], "exception": f"rank {first['rank']}: {first['exit']['exception']}"}
     outcome = describe_exit(rc, (doc.get("exit") or {}).get("reason"), *oom)
     if not doc.get("steps") and not doc.get("warmup_steps"):
         seen = doc.get("no_step") or (
@@ -204,6 +220,11 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         jsonio.write(out / "run.json", doc)
         return doc
     main = parts[0]
+    if evaluating:
+        doc["notes"] = list(doc.get("notes") or []) + [
+            ", ".join(f"pid {p['doc'].get('pid')}" for p in evaluating)
+            + " stepped no optimizer while other processes trained (evaluation only): not in the steps"
+        ]
     if apart:
         doc["notes"] = list(doc.get("notes") or []) + [
             f"{len(apart)} other Python process(es) the script started ("

@@ -41,9 +41,28 @@ def _is_python(path: str) -> bool:
     return first.startswith(b"#!") and b"python" in first
 
 
+def _runs_perfcore(cmd: list[str]) -> bool:
+    """Whether the command is itself perfcore (`perfcore run ...`, `python -m perfcore run ...`)."""
+    if Path(cmd[0]).name == "perfcore":
+        return True
+    if not Path(cmd[0]).name.startswith("python"):
+        return False
+    for a, b in zip(cmd[1:], cmd[2:]):
+        if a == "-m":
+            return b in ("perfcore", "perfcore.cli")
+        if not a.startswith("-"):
+            return False
+    return False
+
+
 def check_command(cmd: list[str]) -> None:  # noqa: C901, PLR0912
     if not cmd:
         raise UsageError("no command given: perfcore run [OPTIONS] -- python train.py ARGS...")
+    if _runs_perfcore(cmd):
+        raise UsageError(
+            "the command is perfcore itself: one perfcore run measures the script; give it the script's "
+            "command alone: perfcore run [OPTIONS] -- python train.py ARGS..."
+        )
     if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
         raise UsageError(f"no such command: {cmd[0]}")
     if not Path(cmd[0]).name.startswith("python"):

@@ -15,6 +15,8 @@ __all__ = [
     "exit_sentence",
     "before_first_step",
     "step_source_note",
+    "first_failed_rank",
+    "training_first",
 ]
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
@@ -120,17 +122,36 @@ def before_first_step(rc: int, exit: dict[str, Any]) -> str:
 
 
 def step_source_note(doc: dict[str, Any]) -> str | None:
-    """What a row is when the clock optimizer is one of several (a GAN's D and G): a step ends at the
-    first optimizer to step, so a row runs from that optimizer's step in one iteration to its step in
-    the next, and holds the later optimizers' updates of the iteration before."""
-    n = (doc.get("seen") or {}).get("optimizers", 0)
+    """What a row is when the clock optimizer is one of several. The clock follows the optimizer that
+    is stepping: stages one after the other (layer-wise training, an LR finder then training) hand it
+    over, and each stage's steps are rows. Optimizers that step in the same iteration (a GAN's D and G)
+    share a row from the clock's step in one iteration to its step in the next; the count matches the
+    script's iterations only when every other step fits one to a row, which is said only when it does."""
+    seen = doc.get("seen") or {}
+    n = seen.get("optimizers", 0)
     if doc.get("step_source") != "optimizer" or not isinstance(n, int) or n < 2:
         return None
-    return (
-        f"{n} optimizers: a step ends at the first one's step() in each iteration, so each row holds the "
-        "other optimizers' updates of the iteration before it: rows are offset by one optimizer against "
-        "the script's iterations, and their count matches"
-    )
+    handovers, others = seen.get("optimizer_handovers"), seen.get("other_optimizer_steps")
+    rows = int(doc.get("steps") or 0) + int(doc.get("warmup_steps") or 0)
+    parts = [f"{n} optimizers"]
+    if isinstance(handovers, int) and handovers > 0:
+        parts.append(
+            f"the step clock passed to the optimizer that was stepping {handovers} time(s) (stages one after "
+            "the other), so every stage's steps are rows"
+        )
+    if not isinstance(others, int):  # a run.json from before these facts were kept
+        parts.append("a step ends at the first one's step() in each iteration; the others' updates are in its rows")
+    elif others:
+        count = (
+            "one per row: the count matches the script's iterations"
+            if others == rows and not handovers
+            else f"{others} steps of other optimizers against {rows} rows: they are inside rows, not counted as steps"
+        )
+        parts.append(
+            "a step ends at the stepping optimizer's step() in each iteration, so each row holds the other "
+            f"optimizers' updates of the iteration before it ({count})"
+        )
+    return "; ".join(parts) if len(parts) > 1 else None
 
 
 def no_step_fields(sentence: str) -> dict[str, Any]:
@@ -146,3 +167,24 @@ def no_step_fields(sentence: str) -> dict[str, Any]:
         "recommendations": [],
         "no_step": sentence,
     }
+
+
+def first_failed_rank(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The rank whose uncaught exception came first (None when no rank raised one)."""
+    failed = [
+        p
+        for p in parts
+        if isinstance(p["doc"].get("rank"), int)
+        and (p["doc"].get("exit") or {}).get("exception")
+        and isinstance((p["doc"].get("exit") or {}).get("t_exception_ns"), int)
+    ]
+    return min(failed, key=lambda p: p["doc"]["exit"]["t_exception_ns"], default=None)
+
+
+def training_first(measured: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The processes that train (optimizer or backward steps) and those that only evaluated (a
+    Hogwild parent's test pass: forward steps), when some of each ran; else all, and none."""
+    training = [p for p in measured if p["doc"].get("step_source") in ("optimizer", "backward")]
+    if not training or len(training) == len(measured):
+        return measured, []
+    return training, [p for p in measured if p not in training]
