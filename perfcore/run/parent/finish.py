@@ -110,6 +110,8 @@ def monitor_summary(samples: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any
             doc[f"{c}_mean"] = float(v.mean())
             if c in ("power_w", "temp_c"):
                 doc[f"{c}_max"] = float(v.max())
+    # The two monitor columns before the measured rows: selecting rows of the whole table copies every column.
+    steps = steps[[c for c in ("warmup", "monitor_power_w", "monitor_temp_c") if c in steps]]
     measured = steps[~steps["warmup"].to_numpy(dtype=bool)] if "warmup" in steps else steps
     per_step = {}
     for c in ("power_w", "temp_c"):
@@ -262,7 +264,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / n_steps
     mem = dict(doc.get("memory") or {})
     if "mem_bytes" in main["steps"] and "warmup" in main["steps"]:
-        st = main["steps"][~main["steps"]["warmup"].astype(bool)]
+        st = main["steps"][["step", "mem_bytes"]][~main["steps"]["warmup"].to_numpy(dtype=bool)]  # two columns copied
         doc["memory"] = mem = {
             **mem,
             **memory_findings(
