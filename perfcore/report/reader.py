@@ -196,10 +196,12 @@ def summarize_checkpoint(doc: dict[str, Any], steps) -> dict[str, Any]:
     return {**doc, **summarize(full, on_gpu=device != "cpu", backend=str(doc.get("backend", "host")), device=device)}
 
 
-def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, Any], Any, dict[str, Any]]:
     """(document, steps table, raw trace arrays) of one process's part (parts/<key>/), written by the
     instrumented process. A part that saw no complete step has no steps.csv: its table is empty.
-    Problems here are perfcore's or the disk's, not the user's argument: exit code 1."""
+    run_table: where the run folder keeps its steps table, read when the part's run.json says finishing
+    handed its table over to the run (a large table is kept once). The caller names that place, never
+    the document. Problems here are perfcore's or the disk's, not the user's argument: exit code 1."""
     import numpy as np
     import pandas as pd
 
@@ -214,14 +216,17 @@ def load_part(folder: Path) -> tuple[dict[str, Any], Any, dict[str, Any]]:
         raise _bad(folder / "run.json", f"is corrupt: {p}", 1)
     # Integers from here on: a rank becomes part of a file name (steps_rank<N>.csv).
     doc.update({k: int(doc[k]) for k in ("rank", "pid", "world_size", "nested_in") if doc.get(k) is not None})
-    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not steps_file(folder).exists():
+    table = steps_file(folder)
+    if not table.exists() and doc.get("steps_table") == "run" and run_table is not None:
+        table = run_table
+    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not table.exists():
         return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
     checkpoint = doc.get("checkpoint")
     if not isinstance(checkpoint, dict):
         check_run_doc(doc, folder / "run.json", exit_code=1)
     vouched = (checkpoint or {}).get("csv_bytes")
     steps = read_csv(
-        steps_file(folder),
+        table,
         STEP_COLUMNS,
         exit_code=1,
         limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None,

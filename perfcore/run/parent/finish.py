@@ -13,10 +13,10 @@ import pandas as pd
 from perfcore.capture.sampler import add_per_step
 from perfcore.errors import RunFailed, UsageError
 from perfcore.report import jsonio
-from perfcore.report.reader import load_part
+from perfcore.report.reader import load_part, steps_file
 from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
-from perfcore.run.parent.part_dirs import compress_parts, drop_checkpoints, part_dirs, write_steps
+from perfcore.run.parent.part_dirs import compress_parts, drop_checkpoints, hand_over_table, part_dirs, write_steps
 from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
 
 __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "write_steps", "monitor_summary"]
@@ -85,7 +85,8 @@ def _read_parts_undecided(out: Path) -> list[dict[str, Any]]:
                 d = d / CHECKPOINT  # the process died before writing its part: its last checkpoint
             else:
                 continue
-        doc, steps, raw = load_part(d)  # validated: a damaged part is one line naming the file
+        # validated: a damaged part is one line naming the file
+        doc, steps, raw = load_part(d, run_table=steps_file(out))
         parts.append(
             {
                 "key": key,
@@ -109,6 +110,8 @@ def monitor_summary(samples: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any
             doc[f"{c}_mean"] = float(v.mean())
             if c in ("power_w", "temp_c"):
                 doc[f"{c}_max"] = float(v.max())
+    # The two monitor columns before the measured rows: selecting rows of the whole table copies every column.
+    steps = steps[[c for c in ("warmup", "monitor_power_w", "monitor_temp_c") if c in steps]]
     measured = steps[~steps["warmup"].to_numpy(dtype=bool)] if "warmup" in steps else steps
     per_step = {}
     for c in ("power_w", "temp_c"):
@@ -282,7 +285,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / n_steps
     mem = dict(doc.get("memory") or {})
     if "mem_bytes" in main["steps"] and "warmup" in main["steps"]:
-        st = main["steps"][~main["steps"]["warmup"].astype(bool)]
+        st = main["steps"][["step", "mem_bytes"]][~main["steps"]["warmup"].to_numpy(dtype=bool)]  # two columns copied
         doc["memory"] = mem = {
             **mem,
             **memory_findings(
@@ -341,6 +344,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     jsonio.write(out / "run.json", doc)
     write_report(out, doc, main["steps"])
     drop_checkpoints(out, parts)
+    hand_over_table(out, main)
     compress_parts(out, parts)
     return doc
 

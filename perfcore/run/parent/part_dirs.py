@@ -5,6 +5,7 @@ being finished is read as a part, written or deleted."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from perfcore.report import jsonio
 from perfcore.report.safe_text import clean
 from perfcore.run.protocol import CHECKPOINT, PARTS, is_part_key
 
-__all__ = ["part_dirs", "drop_checkpoints", "write_steps", "compress_parts", "LARGE_STEPS"]
+__all__ = ["part_dirs", "drop_checkpoints", "write_steps", "hand_over_table", "compress_parts", "LARGE_STEPS"]
 
 
 def part_dirs(out: Path) -> list[Path]:
@@ -85,6 +86,28 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
     with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp:
         part["steps"].to_parquet(tmp, index=False)
     files["steps.parquet"] = "steps.parquet"
+
+
+def _own_part(out: Path, d: Path) -> bool:
+    """A real part folder of this run folder (not a checkpoint, not reached through a link)."""
+    return d.parent == out / PARTS and not d.is_symlink() and not (out / PARTS).is_symlink()
+
+
+def hand_over_table(out: Path, main: dict[str, Any]) -> None:
+    """The run's steps table was written from the main part's rows: a large one is kept once. The
+    part's run.json says its table is the run's (load_part reads it from there), and only then is the
+    part's own copy removed: cut short between the two, the part still reads its own."""
+    d = Path(main.get("dir") or "")
+    if len(main["steps"]) < LARGE_STEPS or not _own_part(out, d) or not (out / "steps.csv.gz").is_file():
+        return
+    own = [d / n for n in ("steps.csv", "steps.csv.gz") if (d / n).is_file() and not (d / n).is_symlink()]
+    if not own or (d / "run.json").is_symlink() or not (d / "run.json").is_file():
+        return
+    doc = json.loads((d / "run.json").read_text())
+    if doc.get("steps_table") != "run":
+        jsonio.write(d / "run.json", {**doc, "steps_table": "run"})
+    for f in own:
+        f.unlink()
 
 
 def compress_parts(out: Path, parts: list[dict[str, Any]]) -> None:
