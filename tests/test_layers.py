@@ -100,11 +100,7 @@ def test_no_private_names_across_modules(path: Path) -> None:
 # interpreter (nothing fails at import time), not from the design, where the two modules still cannot
 # be read, tested or moved apart. Every cycle the package once had ran through a deferred import.
 # Cycles still open, each inside a room another engineer owns; the list only shrinks.
-KNOWN_CYCLES = [
-    {"perfcore.report.html", "perfcore.report.html_stages"},  # stage_page <-> headline, links, run_sections
-    # instrument takes capabilities from the package's facade (perfcore/__init__), not from perfcore._native
-    {"perfcore", "perfcore.run.child.instrument", "perfcore.run.child.magic"},
-]
+KNOWN_CYCLES: list[set[str]] = []
 
 
 def import_graph(paths: list[Path]) -> dict[str, set[str]]:

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.labels import LABELS
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcore.report.charts import COLORS, stackbars
-from perfcore.report.html import headline, links, run_sections
+from perfcore.report.html_run import headline, links, run_sections
 from perfcore.report.html_compare import render_compare_page, write_compare_report
 from perfcore.report.html_parts import Body, breakdown_table, e, f, ms, page, pct, stack_bar, tiles, verdict_card
 from perfcore.report.html_sweep import sweep_sections

@@ -112,7 +112,7 @@ class Instrumentation:
         import psutil  # noqa: F401
 
         import perfcore.timing  # noqa: F401
-        from perfcore import capabilities
+        from perfcore._native import capabilities
 
         capabilities()
 
@@ -305,11 +305,13 @@ class Instrumentation:
 
 def _make_timer(inst):
     """The StepTimer on the device the run uses, its phases, memory watch and progress file; armed."""
-    import perfcore
     import psutil
     import torch
 
-    caps = perfcore.capabilities()
+    from perfcore._native import capabilities
+    from perfcore.timing import StepTimer
+
+    caps = capabilities()
     on_gpu = torch.cuda.is_available() and caps["features"]["cuda_events"]
     kernels = on_gpu and inst.kernels and inst.backend in ("auto", "native", "cupti-python")
     if inst.backend in ("native", "cupti-python") and not on_gpu:
@@ -317,7 +319,7 @@ def _make_timer(inst):
         inst.backend_note = f"--backend {inst.backend} needs a GPU ({why}): timed host phases instead (backend host)"
         inst.notes.append(inst.backend_note)
         sys.stderr.write(f"perfcore: {inst.backend_note}\n")
-    timer = perfcore.StepTimer(
+    timer = StepTimer(
         device="cuda" if on_gpu else "cpu",
         warmup=inst.warmup,
         kernels=kernels,

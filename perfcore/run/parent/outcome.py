@@ -6,6 +6,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from perfcore.analysis.labels import LABELS
+
 __all__ = [
     "oom_kills",
     "describe_exit",
@@ -19,7 +21,6 @@ __all__ = [
     "training_first",
 ]
 
-LABELS = ("load", "transfer", "compute", "comm", "host")
 # steps.csv of a run that saw no step: the columns, no rows.
 STEP_HEADER = "step,wall_ms," + ",".join(f"{lb}_ms" for lb in LABELS) + ",warmup\n"
 
