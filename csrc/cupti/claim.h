@@ -2,7 +2,9 @@
 // clients, apart from the tracer so tests can drive them with fake CUPTI calls.
 #pragma once
 
-#include <cupti.h>
+// CUPTI's own headers only, never cupti.h (setup.py stages these; cupti.h pulls a cuda.h as new as CUPTI).
+#include <cupti_callbacks.h>
+#include <cupti_result.h>
 
 #include <atomic>
 #include <cstring>
