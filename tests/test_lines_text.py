@@ -43,14 +43,16 @@ def _doc(label="host", starved=0, file="/p/train.py"):
 
 def test_a_host_bound_run_names_the_function_line_and_calls():
     assert lines_text(_doc(), cwd="/p") == [
-        "  try: per_sample_metrics at train.py:31: 2.90 ms of 4.00 ms host a step (72%, 40 of 55 samples), "
-        "410 `.item()` calls a step: keep the metric on the device and read it once per N steps"
+        "  try: per_sample_metrics at train.py:31: 2.90 ms a step (72% of host, 40 of 55 samples); "
+        "410 `.item()` calls a step: keep the metric on the device, read it every N steps"
     ]
 
 
 def test_the_labels_ms_are_the_breakdowns_and_the_function_gets_its_share_of_them():
     doc = {**_doc(), "breakdown_ms": {"host": 8.0}}
-    assert lines_text(doc, cwd="/p")[0].startswith("  try: per_sample_metrics at train.py:31: 5.80 ms of 8.00 ms host")
+    assert lines_text(doc, cwd="/p")[0].startswith(
+        "  try: per_sample_metrics at train.py:31: 5.80 ms a step (72% of host"
+    )
 
 
 def test_other_verdicts_get_no_lines_and_starvation_shows_only_when_steps_waited():
@@ -165,7 +167,7 @@ def test_five_samples_of_module_level_code_say_few_samples_and_give_no_time():
         samples=5,
     )
     (got,) = lines_text(doc, cwd="/p")
-    assert got.startswith("  try: <module> at main.py:49-60: few samples, 4 of 5 host samples")
+    assert got.startswith("  try: <module> at main.py:49-60: few samples (4 of 5 host; a time needs 6")
     assert "µs" not in got and " ms" not in got and "main.py:60:" not in got
 
 
@@ -178,8 +180,7 @@ def test_a_function_spread_over_its_lines_gets_its_total_under_its_name_and_span
     )
     (got,) = lines_text(doc, cwd="/p")
     assert got == (
-        "  try: sgd_update at main.py:55-62: 8.00 ms of 10.0 ms host a step (80%, 48 of 60 samples; "
-        "no one line stands out)"
+        "  try: sgd_update at main.py:55-62: 8.00 ms a step (80% of host, 48 of 60 samples; no one line stands out)"
     )
 
 
@@ -190,7 +191,7 @@ def test_a_sized_line_gets_its_own_time_not_its_functions():
         breakdown=10.0,
     )
     (got,) = lines_text(doc, cwd="/p")
-    assert got == "  try: metrics at main.py:31: 6.00 ms of 10.0 ms host a step (60%, 60 of 100 samples)"
+    assert got == "  try: metrics at main.py:31: 6.00 ms a step (60% of host, 60 of 100 samples)"
 
 
 def test_calls_under_one_a_step_are_not_printed():
@@ -215,8 +216,8 @@ def test_load_time_in_the_loops_for_line_points_at_the_dataloader_and_its_settin
     doc["lines"]["labels"][0]["label"] = "load"
     (got,) = lines_text(doc, cwd="/p")
     assert got == (
-        "  try: DataLoader at main.py:124, num_workers=0: the loop's next() (main.py:38) waits 7.67 ms "
-        "of 7.67 ms load a step (100%, 39 of 39 samples); workers would build batches during the step"
+        "  try: DataLoader at main.py:124 (num_workers=0): 7.67 ms a step (100% of load, 39 of 39 samples) "
+        "waiting for batches; add workers"
     )
     # A Dataset's own method is where the batch is made: that line is named, not the loader.
     doc["lines"]["labels"][0]["lines"][0]["function"] = "__getitem__"

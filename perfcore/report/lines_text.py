@@ -40,9 +40,9 @@ LOOP_FUNCTIONS_PREFIX = "__"  # a Dataset's own methods (__getitem__, __call__ o
 def _calls(calls: list[Mapping[str, Any]]) -> str:
     # Fewer than one call a step is not what holds a step's time (and rounds to "0 calls").
     shown = [c for c in calls if float(c.get("per_step") or 0) >= 1.0][:2]
-    text = "".join(f", {c['per_step']:.0f} `.{_printable(c['method'])}()` calls a step" for c in shown)
+    text = "".join(f"; {c['per_step']:.0f} `.{_printable(c['method'])}()` calls a step" for c in shown)
     if any(c.get("method") in SYNCING for c in shown):
-        text += ": keep the metric on the device and read it once per N steps"
+        text += ": keep the metric on the device, read it every N steps"
     return text
 
 
@@ -68,13 +68,11 @@ def _loop_wait(doc: Mapping[str, Any], label: str, x: Mapping[str, Any]) -> Mapp
     return loader if loader and loader.get("site") else None
 
 
-def _loader_text(loader: Mapping[str, Any], x: Mapping[str, Any], cwd: str | None, figure: str) -> str:
+def _loader_text(loader: Mapping[str, Any], figure: str) -> str:
+    # The loop's own line only shows where it waits; the change is the loader's settings, at its line.
     workers = int(loader.get("num_workers") or 0)
-    change = "workers would build batches during the step" if not workers else "more workers or cheaper batches"
-    return (
-        f"DataLoader at {_printable(loader['site'])}, num_workers={workers}: the loop's next() "
-        f"({where(x['file'], x['line'], cwd)}) waits {figure}; {change}"
-    )
+    change = "add workers" if not workers else "more workers or cheaper batches"
+    return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting for batches; {change}"
 
 
 def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: str | None) -> str:
@@ -88,11 +86,11 @@ def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: st
     loader = _loop_wait(doc, label, x)
 
     def sized(share: float, k: int, note: str = "") -> str:
-        return f"{fmt_ms(share * label_ms)} of {fmt_ms(label_ms)} {label} a step ({fmt_share(share)}, {k} of {n} samples{note})"
+        return f"{fmt_ms(share * label_ms)} a step ({fmt_share(share)} of {label}, {k} of {n} samples{note})"
 
     if enough_samples(x["share"], n):
         if loader:
-            return f"  try: {_loader_text(loader, x, cwd, sized(x['share'], x['samples']))}"
+            return f"  try: {_loader_text(loader, sized(x['share'], x['samples']))}"
         return f"  try: {_site(x, cwd)}: {sized(x['share'], x['samples'])}{_calls(x.get('calls') or [])}"
     calls = [
         c
@@ -105,8 +103,8 @@ def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: st
             f"  try: {_span(lb, f, cwd)}: {sized(f['share'], f['samples'], '; no one line stands out')}{_calls(calls)}"
         )
     return (
-        f"  try: {_span(lb, f, cwd)}: few samples, {f['samples']} of {n} {label} samples "
-        f"(a time needs {min_samples(f['share'])}; a longer run has more){_calls(calls)}"
+        f"  try: {_span(lb, f, cwd)}: few samples ({f['samples']} of {n} {label}; "
+        f"a time needs {min_samples(f['share'])}, a longer run has more){_calls(calls)}"
     )
 
 
