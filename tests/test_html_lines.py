@@ -82,6 +82,16 @@ def test_host_then_load_lines_with_the_breakdowns_ms_and_escaped_names():
     assert "<h3>load:" in lines_section({**_doc(), "loaders": [{"num_workers": 0}]})
 
 
+def test_a_line_with_too_few_samples_gets_no_ms_and_rare_calls_are_not_rounded_to_zero():
+    doc = _doc()
+    host = doc["lines"]["labels"][0]
+    host["samples"] = 5
+    host["lines"] = [{**host["lines"][0], "samples": 2, "share": 0.44, "calls": [{"method": "item", "per_step": 0.02}]}]
+    html = lines_section(doc)
+    assert "few samples" in html and "1.76 ms" not in html and "<code>.item()</code>" not in html
+    assert "few samples" not in lines_section(_doc()).split("<h3>load")[0].split("</tr>")[1]  # 30 of 40 at 75%
+
+
 def test_starvation_in_numbers():
     html = starvation_block(_doc())
     assert "<th>steps that waited &gt; 500 µs</th>" in html
@@ -116,9 +126,11 @@ def test_the_reader_takes_the_lines_and_refuses_a_damaged_figure():
 
     doc = {**run_doc(), "lines": _doc()["lines"], "starvation": _doc()["starvation"]}
     check_run_doc(copy.deepcopy(doc), Path("run.json"))  # what the part writer makes passes
-    for damage in (lambda d: d["lines"]["labels"][0]["lines"][0].update(share="3/4"),
-                   lambda d: d["lines"]["timeline"]["ms_per_step"][0].__setitem__(0, -1.0),
-                   lambda d: d["starvation"].update(p95_wait_ms="53 ms")):
+    for damage in (
+        lambda d: d["lines"]["labels"][0]["lines"][0].update(share="3/4"),
+        lambda d: d["lines"]["timeline"]["ms_per_step"][0].__setitem__(0, -1.0),
+        lambda d: d["starvation"].update(p95_wait_ms="53 ms"),
+    ):
         bad = copy.deepcopy(doc)
         damage(bad)
         with pytest.raises(BadResultFile, match="is corrupt: (lines|starvation)"):

@@ -1,5 +1,6 @@
 """Host time to the user's lines: the stack sampler, the call counter and their join to steps and labels,
 on hand-built samples (exact figures) and on a real host-bound loop with a measured truth."""
+
 from __future__ import annotations
 
 import sys
@@ -26,9 +27,15 @@ def _samples(t, stack, stacks, interval=10, cap=15):
 
 def test_library_frames_fold_into_the_users_calling_line():
     user = Frame("/home/u/train.py", "metrics", 31)
-    stacks = ((Frame("/lib/python3/site-packages/torch/_tensor.py", "item", 9), Frame("/lib/python3/json.py", "x", 2),
-               user, Frame("/home/u/train.py", "main", 50)),
-              (Frame("/lib/python3/threading.py", "wait", 3), Frame("<frozen importlib._bootstrap>", "load", 1)))
+    stacks = (
+        (
+            Frame("/lib/python3/site-packages/torch/_tensor.py", "item", 9),
+            Frame("/lib/python3/json.py", "x", 2),
+            user,
+            Frame("/home/u/train.py", "main", 50),
+        ),
+        (Frame("/lib/python3/threading.py", "wait", 3), Frame("<frozen importlib._bootstrap>", "load", 1)),
+    )
     site_of, sites, users = fold(stacks, LIB)
     assert sites[site_of[0]] == user and users[site_of[0]]
     assert sites[site_of[1]] == stacks[1][0] and not users[site_of[1]]  # no user frame: the innermost stands in
@@ -48,10 +55,18 @@ def test_what_counts_as_library():
 
 def test_label_at_takes_the_highest_precedence_and_overlaps():
     t = np.array([5, 15, 25, 35, 45])
-    got = label_at(t, {"load": ([0, 10], [20, 30]), "compute": ([12], [18]), "comm": ([40], [50])},
-                   ("comm", "compute", "transfer", "load"))
-    assert [["load", "transfer", "compute", "comm", "host"][i] for i in got] == ["load", "compute", "load", "host",
-                                                                                 "comm"]
+    got = label_at(
+        t,
+        {"load": ([0, 10], [20, 30]), "compute": ([12], [18]), "comm": ([40], [50])},
+        ("comm", "compute", "transfer", "load"),
+    )
+    assert [["load", "transfer", "compute", "comm", "host"][i] for i in got] == [
+        "load",
+        "compute",
+        "load",
+        "host",
+        "comm",
+    ]
 
 
 def test_weights_are_time_since_the_previous_sample_capped():
@@ -68,8 +83,13 @@ def test_join_gives_exact_ms_per_step_and_shares_per_label():
     t = [x * 10_000_000 for x in range(1, 20)] + [250_000_000]
     stack = [0 if x % 4 else 1 for x in range(1, 20)] + [0]
     load = (np.array([150_000_000]), np.array([200_000_000]))  # samples at 150..190e6 are load
-    r = join_lines(_samples(t, stack, stacks, interval=10_000_000, cap=15_000_000), [0, 100_000_000],
-                   [100_000_000, 200_000_000], {"load": load}, prefixes=LIB)
+    r = join_lines(
+        _samples(t, stack, stacks, interval=10_000_000, cap=15_000_000),
+        [0, 100_000_000],
+        [100_000_000, 200_000_000],
+        {"load": load},
+        prefixes=LIB,
+    )
     assert r.steps == 2 and r.samples == 19
     host, ld = r.label("host"), r.label("load")
     assert [lb.label for lb in r.labels] == ["host", "load"]
@@ -112,8 +132,15 @@ def test_host_timeline_puts_each_functions_samples_in_its_steps_bin(monkeypatch)
 
 def test_calls_per_step_counts_only_inside_steps():
     site = Frame("/u/t.py", "metrics", 31)
-    calls = SyncCalls(np.array([5, 15, 16, 25, 99]), np.array([0, 0, 0, 0, 0], np.int32),
-                      np.array([0, 0, 1, 0, 0], np.int8), (site,), METHODS, 0, 1)
+    calls = SyncCalls(
+        np.array([5, 15, 16, 25, 99]),
+        np.array([0, 0, 0, 0, 0], np.int32),
+        np.array([0, 0, 1, 0, 0], np.int8),
+        (site,),
+        METHODS,
+        0,
+        1,
+    )
     got = calls_per_step(calls, [10, 20], [20, 30])
     assert [(c.method, c.total, c.per_step, c.line) for c in got] == [("item", 2, 1.0, 31), ("cpu", 1, 0.5, 31)]
 
@@ -211,3 +238,15 @@ def test_a_host_bound_loop_is_traced_to_its_metrics_line():
     assert host.samples >= 50 and top.share == pytest.approx(truth, abs=spread), (top, truth, host.samples)
     item = next(k for k in host.lines[0].calls if k.method == "item") if host.lines[0].line == line else None
     assert item is not None and item.per_step == 4 * 48 and item.total == 200 * 4 * 48
+
+
+def test_the_minimum_samples_keep_two_standard_errors_within_half_the_share():
+    from perfcore.analysis.lines import MIN_SAMPLES, enough_samples, min_samples
+
+    for p in np.linspace(0.01, 0.99, 99):
+        n = min_samples(p)
+        assert 2 * np.sqrt(p * (1 - p) / n) <= 0.5 * p + 1e-12  # enough at the bound
+        if n > MIN_SAMPLES:
+            assert 2 * np.sqrt(p * (1 - p) / (n - 1)) > 0.5 * p  # and not one sample earlier
+    assert min_samples(0.5) == 16 and min_samples(1.0) == MIN_SAMPLES == 6 and min_samples(0.0) > 10**9
+    assert not enough_samples(0.44, 5) and not enough_samples(0.83, 5) and enough_samples(1.0, 39)

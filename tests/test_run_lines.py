@@ -1,5 +1,6 @@
 """perfcore run's host lines: the capture's facts survive JSON (the raw part's path) and join to a steps
 table into run.json's "lines" and "starvation"."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,14 @@ def _tables(starts, ends, warmup=3, load_ms=None):
     s0, s1 = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     n = len(s0)
     full = pd.DataFrame({"start_ns": s0, "wall_ns": s1 - s0, "perfcore_ns": np.zeros(n, np.int64)})
-    table = pd.DataFrame({"step": np.arange(n), "warmup": np.arange(n) < warmup, "wall_ms": (s1 - s0) / 1e6,
-                          "load_ms": np.zeros(n) if load_ms is None else load_ms})
+    table = pd.DataFrame(
+        {
+            "step": np.arange(n),
+            "warmup": np.arange(n) < warmup,
+            "wall_ms": (s1 - s0) / 1e6,
+            "load_ms": np.zeros(n) if load_ms is None else load_ms,
+        }
+    )
     return table, full
 
 
@@ -44,8 +51,10 @@ def test_facts_through_json_join_to_the_steps():
     json.dumps(doc)
     host = doc["lines"]["labels"][0]
     assert host["label"] == "host" and doc["lines"]["steps"] == n - 3
-    assert (host["functions"][0]["function"], Path(host["functions"][0]["file"]).name) == \
-        ("per_sample_metrics", "host_metrics.py")
+    assert (host["functions"][0]["function"], Path(host["functions"][0]["file"]).name) == (
+        "per_sample_metrics",
+        "host_metrics.py",
+    )
     calls = host["lines"][0]["calls"]
     assert host["lines"][0]["function"] == "per_sample_metrics" and calls[0]["method"] == "item"
     assert calls[0]["per_step"] == 4 * 48
@@ -54,21 +63,32 @@ def test_facts_through_json_join_to_the_steps():
 
 def test_steps_without_kept_spans_are_not_joined_and_no_facts_means_no_lines():
     t = np.arange(1, 40) * 10_000_000
-    facts = {"prefixes": [], "interval_ns": 10_000_000, "cap_ns": 15_000_000, "t_ns": t.tolist(),
-             "site": [0] * len(t), "sites": [["/u/t.py", "main", 3]], "user": [True], "missed": 0, "dropped": 0,
-             "sampler_ns": 1_000_000}
+    facts = {
+        "prefixes": [],
+        "interval_ns": 10_000_000,
+        "cap_ns": 15_000_000,
+        "t_ns": t.tolist(),
+        "site": [0] * len(t),
+        "sites": [["/u/t.py", "main", 3]],
+        "user": [True],
+        "missed": 0,
+        "dropped": 0,
+        "sampler_ns": 1_000_000,
+    }
     starts = np.arange(0, 40) * 10_000_000
     table, full = _tables(starts[:-1], starts[1:], warmup=0, load_ms=np.r_[np.zeros(30), np.full(9, 5.0)])
     load = (starts[30:-1], starts[31:])  # steps 30.. wait in the loader for all their time
     # Spans kept for steps < 10 and for 35, then not settled from 38 on: 10..34, 36, 37 are not joined.
     # Sample k (at k x 10 ms) falls in step k: host 1..9 (none at 0), load 35 and 38.
-    doc = lines_document(facts, table, full, {"load": load}, CPU_PRECEDENCE,
-                         {"through": 10, "window": [35], "settled": 38})
+    doc = lines_document(
+        facts, table, full, {"load": load}, CPU_PRECEDENCE, {"through": 10, "window": [35], "settled": 38}
+    )
     labels = {lb["label"]: lb for lb in doc["lines"]["labels"]}
     assert doc["lines"]["steps"] == 12 and labels["load"]["samples"] == 2 and labels["host"]["samples"] == 9
     assert doc["starvation"]["starved"] == 9 and doc["starvation"]["longest_run_first_step"] == 30
-    assert "lines" not in lines_document(None, table, full, {"load": load}, CPU_PRECEDENCE,
-                                         {"through": 39, "window": [], "settled": 39})
+    assert "lines" not in lines_document(
+        None, table, full, {"load": load}, CPU_PRECEDENCE, {"through": 39, "window": [], "settled": 39}
+    )
 
 
 @pytest.mark.parametrize("flag", ["--lines", "--no-lines"])
@@ -80,8 +100,24 @@ def test_perfcore_run_names_the_metrics_line_in_run_json(tmp_path, flag):
     script = SCRIPTS / "host_metrics.py"
     line = next(i for i, s in enumerate(script.read_text().splitlines(), 1) if "stats.append" in s)
     out = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), flag, "--",
-                        sys.executable, str(script), "300"], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfcore.cli",
+            "run",
+            "--out",
+            str(out),
+            flag,
+            "--",
+            sys.executable,
+            str(script),
+            "300",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads((out / "run.json").read_text())
     assert doc["starvation"]["steps"] == doc["steps"] and doc["starvation"]["starved"] == 0
@@ -92,6 +128,12 @@ def test_perfcore_run_names_the_metrics_line_in_run_json(tmp_path, flag):
     assert host["label"] == "host" and doc["lines"]["samples"] > 0
     top = host["functions"][0]
     assert (top["function"], Path(top["file"]).name, top["line"]) == ("per_sample_metrics", "host_metrics.py", line)
+    # The terminal names that line with its own time, its .item() count and the change that count asks for.
+    said = next(s for s in p.stderr.splitlines() if s.startswith("try: per_sample_metrics at "))
+    assert (
+        f"host_metrics.py:{line}: " in said
+        and f"{4 * 48} `.item()` calls a step: keep the metric on the device" in said
+    )
     # Labelled as attribution labels the instant: forward/backward/optimizer phases are compute on a CPU.
     compute = next(lb for lb in doc["lines"]["labels"] if lb["label"] == "compute")
     assert compute["functions"][0]["function"] == "main"
@@ -117,7 +159,6 @@ def test_perfcore_run_names_the_metrics_line_in_run_json(tmp_path, flag):
     assert "-run-lines'" in page and f"per_sample_metrics (host_metrics.py:{line})" in page
 
 
-
 def test_a_main_process_pil_loader_is_traced_to_its_decode_line(tmp_path):
     """num_workers=0 and PIL decoding in __getitem__: the load label's time is the Dataset's decode line
     (torch's DataLoader frames and PIL's fold into it), and the terminal names it."""
@@ -126,14 +167,22 @@ def test_a_main_process_pil_loader_is_traced_to_its_decode_line(tmp_path):
     script = SCRIPTS / "pil_decode.py"
     line = next(i for i, s in enumerate(script.read_text().splitlines(), 1) if "Image.open" in s)
     out = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--", sys.executable,
-                        str(script)], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads((out / "run.json").read_text())
     load = next(lb for lb in doc["lines"]["labels"] if lb["label"] == "load")
     top = load["functions"][0]
-    assert (top["function"], Path(top["file"]).name, top["line"], top["user"]) == \
-        ("__getitem__", "pil_decode.py", line, True)
+    assert (top["function"], Path(top["file"]).name, top["line"], top["user"]) == (
+        "__getitem__",
+        "pil_decode.py",
+        line,
+        True,
+    )
     assert top["share"] > 0.5
     assert doc["starvation"]["share"] > 0.5
     assert "try: __getitem__ at " in p.stdout + p.stderr

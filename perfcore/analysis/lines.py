@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+import math
+
 import numpy as np
 
 from perfcore.analysis.attribution import CPU_PRECEDENCE, LABELS
@@ -38,6 +40,11 @@ __all__ = [
     "TIMELINE_BINS",
     "TIMELINE_TOP",
     "TIMELINE_SAMPLES_PER_BIN",
+    "SHARE_Z",
+    "SHARE_REL",
+    "MIN_SAMPLES",
+    "min_samples",
+    "enough_samples",
 ]
 
 REPORT_ORDER = ("host", "load", "compute", "transfer", "comm")  # host first: the label lines explain best
@@ -46,6 +53,27 @@ TIMELINE_TOP = 4  # functions drawn apart on the time axis; the rest of host tim
 # Host samples a bin holds on average, at least: steps much shorter than the sampling interval would
 # otherwise draw one sample's whole interval on one step and nothing on the next nine.
 TIMELINE_SAMPLES_PER_BIN = 4
+
+# A share p read from n samples has standard error sqrt(p(1-p)/n). A site's time is given in ms only when
+# its interval of SHARE_Z standard errors lies within SHARE_REL of the share either side, that is when
+# n >= SHARE_Z^2 (1-p) / (p SHARE_REL^2). Near p = 1 that bound falls to 0 samples, so a floor: with all
+# n samples on one site its true share is only known to be above 1 - 3/n (95%, the rule of three),
+# which is within SHARE_REL of it from n = 3 / SHARE_REL on.
+SHARE_Z = 2.0
+SHARE_REL = 0.5
+MIN_SAMPLES = math.ceil(3 / SHARE_REL)
+
+
+def min_samples(share: float) -> int:
+    """The label's samples needed before a site holding `share` of them can be given a time."""
+    if not share > 0:
+        return 2**62  # a site with no time is never sized
+    need = SHARE_Z**2 * (1.0 - min(share, 1.0)) / (share * SHARE_REL**2)
+    return max(MIN_SAMPLES, math.ceil(need - 1e-9))
+
+
+def enough_samples(share: float, samples: int) -> bool:
+    return int(samples) >= min_samples(float(share))
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, Mapping
 
+from perfcore.analysis.lines import enough_samples
 from perfcore.report.html_parts import e, ms, pct, table
 
 __all__ = ["lines_section", "starvation_block", "SHOWN_LABELS"]
@@ -25,14 +26,16 @@ def _calls(calls: Any) -> str:
     out = [
         f"{float(c.get('per_step') or 0):.0f} <code>.{e(c.get('method', '?'))}()</code>"
         for c in (calls or [])[:2]
-        if isinstance(c, Mapping)
+        if isinstance(c, Mapping) and float(c.get("per_step") or 0) >= 1.0  # rarer calls round to "0"
     ]
     return ", ".join(out) + (" a step" if out else "")
 
 
 def _label_table(lb: Mapping[str, Any], label_ms: float) -> str:
     # Each line's ms are its share of the label's ms in the breakdown: a sampler starved of CPU sees less
-    # time, not a different split (as the terminal's "try" line says it).
+    # time, not a different split (as the terminal's "try" line says it). A line whose share the label's
+    # samples cannot pin down (enough_samples) gets no ms figure.
+    n = int(lb.get("samples") or 0)
     rows = []
     for x in (lb.get("lines") or [])[:TOP_ROWS]:
         if not isinstance(x, Mapping):
@@ -43,7 +46,7 @@ def _label_table(lb: Mapping[str, Any], label_ms: float) -> str:
             [
                 fn,
                 _where(x.get("file", "?"), x.get("line", "?")),
-                ms(share * label_ms),
+                ms(share * label_ms) if enough_samples(share, n) else "<span class='muted'>few samples</span>",
                 f"{pct(share, 1)} <span class='hbar' style='background:#a8a8a8;width:{80 * share:.0f}px'></span>",
                 e(x.get("samples", "")),
                 _calls(x.get("calls")),

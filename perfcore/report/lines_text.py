@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
+from perfcore.analysis.lines import enough_samples, min_samples
+from perfcore.analysis.loader_plan import training_loader
 from perfcore.analysis.units import fmt_ms, fmt_share
 
 __all__ = ["lines_text", "patch_text", "where", "BACKWARD_WORDS"]
@@ -31,8 +33,79 @@ def where(file: str, line: int, cwd: str | None = None) -> str:
     return _printable(f"{file if rel.startswith('..') else rel}:{int(line)}")
 
 
+SYNCING = ("item", "cpu", "tolist")  # read a value back to Python: on a GPU each waits for the device
+LOOP_FUNCTIONS_PREFIX = "__"  # a Dataset's own methods (__getitem__, __call__ of a transform) are dunders
+
+
 def _calls(calls: list[Mapping[str, Any]]) -> str:
-    return "".join(f", {c['per_step']:.0f} `.{_printable(c['method'])}()` calls a step" for c in calls[:2])
+    # Fewer than one call a step is not what holds a step's time (and rounds to "0 calls").
+    shown = [c for c in calls if float(c.get("per_step") or 0) >= 1.0][:2]
+    text = "".join(f"; {c['per_step']:.0f} `.{_printable(c['method'])}()` calls a step" for c in shown)
+    if any(c.get("method") in SYNCING for c in shown):
+        text += ": keep the metric on the device, read it every N steps"
+    return text
+
+
+def _span(lb: Mapping[str, Any], f: Mapping[str, Any], cwd: str | None) -> str:
+    # A function's total belongs to the function: its name and the lines its samples fell on.
+    mine = [int(x["line"]) for x in lb.get("lines") or [] if (x["file"], x["function"]) == (f["file"], f["function"])]
+    lo, hi = min(mine + [int(f["line"])]), max(mine + [int(f["line"])])
+    at = where(f["file"], lo, cwd)
+    return f"{_printable(f['function'])} at {at}" + (f"-{hi}" if hi > lo else "")
+
+
+def _site(x: Mapping[str, Any], cwd: str | None) -> str:
+    fn = "" if x["function"] == "<module>" else f"{_printable(x['function'])} at "  # the script's top level
+    return f"{fn}{where(x['file'], x['line'], cwd)}"
+
+
+def _loop_wait(doc: Mapping[str, Any], label: str, x: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    # Load time at a line of the loop itself (not a Dataset's method) is the loader's next(): the batch is
+    # made in library code (a library Dataset, collate, workers), so the change is the DataLoader's settings.
+    if label != "load" or not x.get("user", True) or str(x["function"]).startswith(LOOP_FUNCTIONS_PREFIX):
+        return None
+    loader = training_loader([d for d in doc.get("loaders") or [] if isinstance(d, Mapping)])
+    return loader if loader and loader.get("site") else None
+
+
+def _loader_text(loader: Mapping[str, Any], figure: str) -> str:
+    # The loop's own line only shows where it waits; the change is the loader's settings, at its line.
+    workers = int(loader.get("num_workers") or 0)
+    change = "add workers" if not workers else "more workers or cheaper batches"
+    return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting for batches; {change}"
+
+
+def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: str | None) -> str:
+    # The label's ms are the breakdown's (the table above); the samples give a site's share of them (a
+    # sampler starved of CPU sees less time, not a different split). A site is sized only when its samples
+    # are enough for its share (enough_samples); else the function, else the counts alone.
+    label_ms = (doc.get("breakdown_ms") or {}).get(label, lb["ms_per_step"])
+    n = int(lb.get("samples") or 0)
+    f = lb["functions"][0]
+    x = (lb.get("lines") or [None])[0] or {**f, "share": f["share"], "calls": []}
+    loader = _loop_wait(doc, label, x)
+
+    def sized(share: float, k: int, note: str = "") -> str:
+        return f"{fmt_ms(share * label_ms)} a step ({fmt_share(share)} of {label}, {k} of {n} samples{note})"
+
+    if enough_samples(x["share"], n):
+        if loader:
+            return f"  try: {_loader_text(loader, sized(x['share'], x['samples']))}"
+        return f"  try: {_site(x, cwd)}: {sized(x['share'], x['samples'])}{_calls(x.get('calls') or [])}"
+    calls = [
+        c
+        for y in lb.get("lines") or []
+        if (y["file"], y["function"]) == (f["file"], f["function"])
+        for c in y.get("calls") or []
+    ]
+    if enough_samples(f["share"], n):
+        return (
+            f"  try: {_span(lb, f, cwd)}: {sized(f['share'], f['samples'], '; no one line stands out')}{_calls(calls)}"
+        )
+    return (
+        f"  try: {_span(lb, f, cwd)}: few samples ({f['samples']} of {n} {label}; "
+        f"a time needs {min_samples(f['share'])}, a longer run has more){_calls(calls)}"
+    )
 
 
 def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
@@ -43,17 +116,7 @@ def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
     for lb in lines.get("labels") or []:
         if lb.get("label") != label or label not in ("host", "load") or not lb.get("functions"):
             continue
-        f = lb["functions"][0]
-        at = next((x for x in lb.get("lines") or [] if x["file"] == f["file"] and x["line"] == f["line"]), None)
-        # The label's ms are the breakdown's (the table above); the samples give the function's share of them
-        # (a sampler starved of CPU sees less time, not a different split).
-        label_ms = (doc.get("breakdown_ms") or {}).get(label, lb["ms_per_step"])
-        fn = "" if f["function"] == "<module>" else f"{_printable(f['function'])} at "  # the script's top level
-        out.append(
-            f"  try: {fn}{where(f['file'], f['line'], cwd)}: "
-            f"{fmt_ms(f['share'] * label_ms)} of {fmt_ms(label_ms)} {label} a step "
-            f"({fmt_share(f['share'])}, {lb['samples']} samples){_calls(at['calls'] if at else [])}"
-        )
+        out.append(_try_line(doc, lb, label, cwd))
     out += _compute_text(doc)
     s = doc.get("starvation") or {}
     if s.get("starved"):
