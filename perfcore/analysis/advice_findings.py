@@ -33,9 +33,9 @@ def threads_finding(add, ev: Mapping[str, Any]) -> None:
             f"Call torch.set_num_threads({over['fits']}) at the top of the script (or set OMP_NUM_THREADS="
             f"{over['fits']}): OpenMP threads spin waiting for each other when cores are oversubscribed, "
             "which can make a step many times slower.",
-            f"{over['threads']} {'torch' if over['source'] == 'torch' else 'OpenMP'} threads on "
-            f"{over['free_cores']:.1f} free core(s) ({over['cpus']} CPUs, other processes used "
-            f"{over['others_cores']:.1f})",
+            f"{over['threads']} {'torch' if over['source'] == 'torch' else 'OpenMP'} threads on the "
+            f"{over['cpus']} CPU(s) this process may use"
+            + (f" (other processes used {over['others_cores']:.1f})" if over["others_cores"] >= 0.05 else ""),
         )
         rec["threads_fit"] = over["fits"]
 
