@@ -94,6 +94,79 @@ def test_torch_compile_is_not_proposed_to_a_compiled_model():
     assert "torch.compile(" not in launch["text"]
 
 
+ADAMW_FACT = {
+    "optimizer": "torch.optim.AdamW",
+    "keyword": "foreach",
+    "device": "cpu",
+    "share": 0.2,
+    "optimizer_ms": 2.0,
+    "step_ms": 10.2,
+    "saved_ms": [0.0, 0.66],
+    "measured": True,
+    "snippet": "torch.optim.AdamW(..., foreach=True)",
+}
+
+
+def _compute_advice(**extra):
+    doc = run_doc(HEALTHY, **extra)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    (rec,) = [r for r in doc["recommendations"] if r["id"] == "faster_compute"]
+    return rec, try_short(rec, doc["verdict"], None)
+
+
+def test_faster_compute_is_built_from_what_the_script_does():
+    # A CPU script updating its parameters by hand, not compiled: torch.compile and a GPU; no optimizer,
+    # no bf16 (a CPU), no thread count (nothing measured says fewer threads help).
+    rec, line = _compute_advice(seen={"optimizers": 0}, compute_facts={"optimizer": None})
+    for text in (rec["text"], line):
+        assert "torch.compile" in text and "GPU" in text
+        assert "fused" not in text and "foreach" not in text and "bf16" not in text
+        assert "set_num_threads" not in text
+    # Compiled (the child saw torch.compile called) and an optimizer whose foreach form pays: named with
+    # its class and keyword, the same in the long text and the try line.
+    rec, line = _compute_advice(torch_compile=True, compiled_graphs=0, compute_facts={"optimizer": ADAMW_FACT})
+    for text in (rec["text"], line):
+        assert "torch.compile" not in text and "torch.optim.AdamW(..., foreach=True)" in text
+    assert line == "try: faster compute: torch.optim.AdamW(..., foreach=True), a GPU"
+    assert rec["ways"] == ["torch.optim.AdamW(..., foreach=True)", "a GPU"]
+    # bf16 only on a GPU that has it; a GPU not recorded hears it as a condition.
+    gpu = {"device": "cuda:0", "compiled_graphs": 1}
+    assert _compute_advice(device="cuda:0", bf16_supported=False)[1] == "try: faster compute: torch.compile"
+    assert _compute_advice(**gpu, bf16_supported=True)[1] == "try: faster compute: bf16 autocast"
+    assert "bf16 autocast if the GPU has bf16" in _compute_advice(**gpu)[1]
+    assert "GPU" not in _compute_advice(**gpu, bf16_supported=True)[0]["text"].split(":", 1)[1]
+    # Nothing left to propose from what was measured: no generic sentence.
+    doc = run_doc(HEALTHY, device="cuda:0", compiled_graphs=1, bf16_supported=False)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert all(r["id"] != "faster_compute" for r in doc["recommendations"])
+
+
+def test_an_evaluation_share_of_the_wall_time_reaches_the_short_report():
+    from perfcore.report.terminal import render_brief
+
+    sentence = "1 evaluation pass(es) of 17.5 s each took 21% of the wall time (17.5 s in all)"
+    ev = {"passes": 1, "share_of_wall": 0.2084, "sentence": sentence}
+    busy = {"sentence": "other processes used 1.4 of 2 cores", "material": True, "others_cores": 1.4, "cores": 2}
+    doc = run_doc(
+        HEALTHY,
+        evaluation=ev,
+        threads={"torch": 2, "omp_env": None, "cpus": 2},
+        interference=busy,
+        backend="host",
+        step_time_ms={"mean": 10.2, "p50": 10.2, "p90": 10.5},
+        breakdown_fraction={k: v / 10.2 for k, v in HEALTHY.items()},
+    )
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
+    ids = [r["id"] for r in doc["recommendations"]]
+    assert ids.index("evaluation") < ids.index("faster_compute")  # measured before generic
+    tries = [ln for ln in render_brief(doc).splitlines() if ln.startswith("try:")]
+    assert tries[0] == "try: evaluation took 21% of the run: evaluate less often, on fewer batches"
+    # Under a tenth of the wall time it is said only in the long form.
+    small = run_doc(HEALTHY, evaluation={**ev, "share_of_wall": 0.05})
+    advise_run(small, zero_code=True, evidence={"cpu_count": 8})
+    assert all(r["id"] != "evaluation" for r in small["recommendations"])
+
+
 def test_pin_memory_is_not_proposed_when_set():
     bd = {"load": 0.0, "transfer": 6.0, "compute": 10.0, "comm": 0.0, "host": 0.0}
     pinned = {**LOADER, "pin_memory": True}
@@ -138,23 +211,41 @@ def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
     assert oversubscription(2, 2, 0.45) is None  # nor is less than the interference finding's half core
     assert oversubscription(2, 2, 0.6).fits == 1
     o = oversubscription(2, 2, 1.0)
-    assert (o.threads, o.free_cores, o.fits) == (2, 1.0, 1)
-    assert oversubscription(8, 4, 0.0).fits == 4  # more threads than CPUs, on a quiet machine too
+    assert (o.threads, o.free_cores, o.fits, o.own) == (2, 1.0, 1, False)  # others' load took the cores
+    o = oversubscription(8, 4, 0.0)  # more threads than CPUs, on a quiet machine too: the script's own
+    assert (o.fits, o.own) == (4, True)
+    o = oversubscription(4, 2, 1.0)  # its own excess, on a busy machine: fixed by its own CPU count
+    assert (o.fits, o.own) == (2, True)
     assert oversubscription(1, 2, 1.9) is None  # one thread cannot oversubscribe
     busy = {"sentence": "other processes used 1.0 of 2 cores", "material": True, "others_cores": 1.0, "cores": 2}
-    doc = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
+    doc = run_doc(HEALTHY, threads={"torch": 4, "omp_env": None, "cpus": 2}, interference=busy)
     advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
     v = doc["verdict"]
-    assert v["oversubscribed"]["fits"] == 1 and "torch.set_num_threads(1)" in v["summary"]
+    assert v["oversubscribed"]["fits"] == 2 and "torch.set_num_threads(2)" in v["summary"]
     rec = doc["recommendations"][0]
-    assert rec["id"] == "set_num_threads" and rec["threads_fit"] == 1
-    assert "torch.set_num_threads(1)" in try_short(rec, v, None)
-    assert "[2 threads on 1.0 free cores]" in verdict_short(v)
+    assert rec["id"] == "set_num_threads" and rec["threads_fit"] == 2
+    assert "torch.set_num_threads(2)" in try_short(rec, v, None)
+    assert "[4 threads on 1.0 free cores]" in verdict_short(v)
     # A cause of its own keeps its advice first; the threads' fix follows it.
-    doc = run_doc(LOAD_BOUND, loaders=[LOADER], threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
+    doc = run_doc(LOAD_BOUND, loaders=[LOADER], threads={"torch": 4, "omp_env": None, "cpus": 2}, interference=busy)
     advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
     ids = [r["id"] for r in doc["recommendations"]]
     assert ids[0] != "set_num_threads" and ids[1] == "set_num_threads"
+
+
+def test_cores_taken_by_other_processes_are_said_as_theirs_not_as_the_scripts_fix():
+    # Two threads on two CPUs while other processes used 1.4 cores: on the quiet machine one thread was
+    # 1.5x slower, so fewer threads is not the script's fix; the load at the time is named as the reason.
+    busy = {"sentence": "other processes used 1.4 of 2 cores", "material": True, "others_cores": 1.4, "cores": 2}
+    doc = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
+    v = doc["verdict"]
+    assert "oversubscribed" not in v and v["threads_busy"]["own"] is False
+    assert "while other processes used 1.4 of 2 cores" in v["summary"]
+    assert "torch.set_num_threads(" not in v["summary"]
+    assert all("set_num_threads" not in r["text"] for r in doc["recommendations"])
+    assert all(r["id"] != "set_num_threads" for r in doc["recommendations"])
+    assert "threads on" not in verdict_short(v) and "[uncertain: busy]" in verdict_short(v)
     # OMP_NUM_THREADS alone (torch not imported when the run ended) says as much.
     doc = run_doc(HEALTHY, threads={"torch": None, "omp_env": "4", "cpus": 2})
     advise_run(doc, zero_code=True, evidence={"cpu_count": 2})

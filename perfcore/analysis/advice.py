@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from perfcore.analysis.advice_findings import evaluation_advice, first_findings, threads_finding
+from perfcore.analysis.advice_findings import compute_ways, evaluation_advice, first_findings, threads_finding
 from perfcore.analysis.gain import expected_gain
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.loader_plan import (
@@ -20,7 +20,7 @@ from perfcore.analysis.loader_plan import (
 )
 from perfcore.analysis.ranks import judge_straggle, straggle
 from perfcore.analysis.results import Advice, Gain
-from perfcore.analysis.script_facts import compiled, oversubscription, threads_of
+from perfcore.analysis.script_facts import compiled, optimizer_of, oversubscription, threads_of
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
@@ -197,26 +197,17 @@ def advise(  # noqa: C901, PLR0912
     # Compute on the verdict's own basis (the trimmed estimate when there is one), so that it and
     # the step it is a share of are the same steps' figures.
     compute_ms = decision.get("compute_ms", breakdown_ms.get("compute", 0)) or 0.0
-    if decision.get("healthy") and compute_ms >= 0.6 * (decision.get("step_ms") or math.inf):
-        add(
+    ways = compute_ways(ev, on_gpu=on_gpu)
+    if decision.get("healthy") and compute_ms >= 0.6 * (decision.get("step_ms") or math.inf) and ways:
+        rec = add(
             "faster_compute",
             None,
-            (
-                "The step is GPU compute: mixed precision (bf16 autocast), "
-                + ("" if is_compiled else "torch.compile, ")
-                + "channels_last for convnets, fused optimizers."
-            )
-            if on_gpu
-            else (
-                "The step is compute: on a GPU it would move there; on CPU, "
-                + (
-                    "torch.set_num_threads matters."
-                    if is_compiled
-                    else "torch.compile and torch.set_num_threads matter."
-                )
-            ),
+            f"The step is {'GPU ' if on_gpu else ''}compute; what would make it faster: "
+            + "; ".join(long for _, long in ways)
+            + ".",
             f"compute is {fmt_ms(compute_ms)} of a {fmt_ms(decision.get('step_ms', 0))} step",
         )
+        rec["ways"] = [short for short, _ in ways]  # the same ways, in a few words, for the "try" line
     for f in (memory or {}).get("findings", []):
         add(f["id"], "memory", f["advice"], f["sentence"])
     su = decision.get("startup")
@@ -258,16 +249,30 @@ def advise_run(
     if threads and not ev.get("torch_threads") and source == "torch":
         ev["torch_threads"] = threads  # the script's own setting, recorded by the child
     ev["compiled"] = ev.get("compiled") or compiled(doc)
+    ev.setdefault("optimizer_fact", optimizer_of(doc)[1])
+    if isinstance(doc.get("bf16_supported"), bool):
+        ev.setdefault("bf16_supported", doc["bf16_supported"])
     over = oversubscription(threads, cpus or ev.get("cpu_count"), intf.get("others_cores"), source=source)
     if over is not None and decision.get("step_ms"):
-        ev["oversubscribed"] = over.to_dict()
-        decision["oversubscribed"] = over.to_dict()
-        # What inflated the steps comes before the verdict on them, with its fix, not only "interference".
-        decision["summary"] = (
-            f"{over.threads} {'torch' if over.source == 'torch' else 'OpenMP'} threads on {over.free_cores:.1f} "
-            f"free core(s) of {over.cpus}: OpenMP threads spin when cores are oversubscribed, which can make "
-            f"steps many times slower: torch.set_num_threads({over.fits}). {decision['summary']}"
-        )
+        kind = "torch" if over.source == "torch" else "OpenMP"
+        # What inflated the steps comes before the verdict on them, not only "interference"; with the
+        # script's fix only where its own threads outnumber its CPUs.
+        if over.own:
+            ev["oversubscribed"] = over.to_dict()
+            decision["oversubscribed"] = over.to_dict()
+            decision["summary"] = (
+                f"{over.threads} {kind} threads on {over.cpus} CPU(s): OpenMP threads spin when cores are "
+                f"oversubscribed, which can make steps many times slower: torch.set_num_threads({over.fits}). "
+                f"{decision['summary']}"
+            )
+        else:
+            decision["threads_busy"] = over.to_dict()
+            decision["summary"] = (
+                f"{over.threads} {kind} threads had {over.free_cores:.1f} free core(s) while other processes "
+                f"used {over.others_cores:.1f} of {over.cpus} cores: their threads spin when cores are taken, "
+                f"so these steps are slower than the script's own; measure on a quieter machine before "
+                f"changing its thread count. {decision['summary']}"
+            )
     ld = training_loader(doc.get("loaders"))
     w = doc.get("workers") or {}
     if ld is None and w:
@@ -313,7 +318,10 @@ def advise_run(
     )
     evaluation = evaluation_advice(doc.get("evaluation"))
     if evaluation:
-        doc["recommendations"].append(evaluation)
+        # A measured share of the wall time comes before the generic ways to faster compute.
+        recs = doc["recommendations"]
+        at_compute = next((i for i, r in enumerate(recs) if r["id"] == "faster_compute"), len(recs))
+        recs.insert(at_compute, evaluation)
     if plan:
         doc["loader_plan"] = plan
     return decision

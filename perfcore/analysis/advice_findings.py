@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import WARN_SHARE
 
-__all__ = ["first_findings", "threads_finding", "evaluation_advice"]
+__all__ = ["first_findings", "threads_finding", "evaluation_advice", "compute_ways"]
 
 # What makes one rank slower than the others, by the label of its excess.
 _SLOW_WHY = {
@@ -22,19 +22,20 @@ _SLOW_WHY = {
 
 
 def threads_finding(add, ev: Mapping[str, Any]) -> None:
-    """Threads that outnumber the free cores, with the fix: after the causes' own advice (the verdict
-    already says first that the threads inflate its figures), before the compute and start-up notes."""
+    """The script's threads that outnumber the CPUs it may use, with the fix: after the causes' own advice
+    (the verdict already says first that the threads inflate its figures), before the compute and start-up
+    notes. Cores that other processes took at the time are the verdict's caveat, not the script's fix."""
     over = ev.get("oversubscribed")
-    if over:
+    if over and over.get("own", True):
         rec = add(
             "set_num_threads",
             "threads",
             f"Call torch.set_num_threads({over['fits']}) at the top of the script (or set OMP_NUM_THREADS="
             f"{over['fits']}): OpenMP threads spin waiting for each other when cores are oversubscribed, "
             "which can make a step many times slower.",
-            f"{over['threads']} {'torch' if over['source'] == 'torch' else 'OpenMP'} threads on "
-            f"{over['free_cores']:.1f} free core(s) ({over['cpus']} CPUs, other processes used "
-            f"{over['others_cores']:.1f})",
+            f"{over['threads']} {'torch' if over['source'] == 'torch' else 'OpenMP'} threads on the "
+            f"{over['cpus']} CPU(s) this process may use"
+            + (f" (other processes used {over['others_cores']:.1f})" if over["others_cores"] >= 0.05 else ""),
         )
         rec["threads_fit"] = over["fits"]
 
@@ -90,6 +91,36 @@ def first_findings(add, decision: Mapping[str, Any], ev: Mapping[str, Any], at: 
     return pageable
 
 
+def compute_ways(ev: Mapping[str, Any], *, on_gpu: bool) -> list[tuple[str, str]]:
+    """What would make a compute-bound step faster, from what the script does: (short, long) each, in the
+    order worth trying. torch.compile only to a script that does not compile; the optimizer's fused or
+    foreach form only where the script has an optimizer and that form pays (compute_facts names its
+    class and keyword); bf16 autocast only on a GPU that has bf16 (said as a condition where the run did
+    not record it). Thread counts are not here: they are advised only on a measured oversubscription."""
+    ways: list[tuple[str, str]] = []
+    bf16 = ev.get("bf16_supported")
+    if on_gpu and bf16 is not False:
+        ways.append(
+            ("bf16 autocast", "bf16 autocast (torch.autocast('cuda', dtype=torch.bfloat16) around forward and loss)")
+            if bf16 is True
+            else ("bf16 autocast if the GPU has bf16", "bf16 autocast where the GPU has bf16 (Ampere or newer)")
+        )
+    if not ev.get("compiled"):
+        ways.append(("torch.compile", "torch.compile(model)"))
+    opt = ev.get("optimizer_fact")
+    if isinstance(opt, Mapping):
+        ways.append(
+            (
+                str(opt["snippet"]),
+                f"{opt['snippet']} (the optimizer is {fmt_share(float(opt.get('share') or 0.0))} of the step; "
+                f"its {opt['keyword']} form runs it in fewer kernels)",
+            )
+        )
+    if not on_gpu:
+        ways.append(("a GPU", "a GPU, where this compute would run many times faster"))
+    return ways
+
+
 def evaluation_advice(finding: Any) -> dict[str, Any] | None:
     """Advice on evaluation passes that take a tenth of the wall time or more (the finding of
     attribution.evaluation_finding), or None."""
@@ -103,9 +134,10 @@ def evaluation_advice(finding: Any) -> dict[str, Any] | None:
     return {
         "id": "evaluation",
         "cause": "evaluation",
+        "share_of_wall": float(ev_find["share_of_wall"]),
         "evidence": ev_find["sentence"],
         "text": (
             f"Evaluation takes {fmt_share(ev_find['share_of_wall'])} of the wall time: evaluate less often "
-            "or on a subset, under torch.inference_mode(), with a larger batch size than training"
+            "or on fewer batches, under torch.inference_mode(), with a larger batch size than training"
         ),
     }

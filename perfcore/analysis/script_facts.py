@@ -12,7 +12,15 @@ from typing import Any, Mapping
 
 from perfcore.analysis.interference import MATERIAL_OTHERS_CORES
 
-__all__ = ["Decode", "decode_of", "compiled", "Oversubscription", "oversubscription", "threads_of"]
+__all__ = [
+    "Decode",
+    "decode_of",
+    "compiled",
+    "optimizer_of",
+    "Oversubscription",
+    "oversubscription",
+    "threads_of",
+]
 
 
 class Decode(str, enum.Enum):
@@ -89,9 +97,24 @@ def decode_of(ld: Mapping[str, Any] | None) -> Decode:
 
 
 def compiled(doc: Mapping[str, Any]) -> bool:
-    """Whether torch.compile compiled at least one graph in the run (the child counts dynamo's graphs)."""
+    """Whether the script compiles its model: it called torch.compile (the child counts the calls), or
+    dynamo compiled at least one graph in the run (the child counts its graphs)."""
     n = doc.get("compiled_graphs")
-    return isinstance(n, int) and not isinstance(n, bool) and n > 0
+    return doc.get("torch_compile") is True or (isinstance(n, int) and not isinstance(n, bool) and n > 0)
+
+
+def optimizer_of(doc: Mapping[str, Any]) -> tuple[bool | None, Mapping[str, Any] | None]:
+    """(whether the script made a torch.optim optimizer, the faster form of it that pays): the child counts
+    the optimizers made; compute_facts holds the class, the keyword (fused or foreach) and its call where
+    that form saves a share of the step. (None, None) when the run does not say."""
+    seen = doc.get("seen") if isinstance(doc.get("seen"), Mapping) else {}
+    n = seen.get("optimizers")
+    made = n > 0 if isinstance(n, int) and not isinstance(n, bool) else None
+    facts = doc.get("compute_facts") if isinstance(doc.get("compute_facts"), Mapping) else {}
+    fact = facts.get("optimizer") if isinstance(facts.get("optimizer"), Mapping) else None
+    if fact is not None and not all(isinstance(fact.get(k), str) for k in ("optimizer", "keyword", "snippet")):
+        fact = None
+    return (True if fact is not None else made), fact
 
 
 # Other processes take a core from torch's threads when they are material (half a core, the interference
@@ -102,7 +125,10 @@ FREE_SLACK_CORES = MATERIAL_OTHERS_CORES
 @dataclasses.dataclass(frozen=True)
 class Oversubscription:
     """torch's intra-op threads against the cores left to them: `threads` on `free_cores` (the CPUs this
-    process may use less what other processes used), and the thread count that fits (`fits`)."""
+    process may use less what other processes used), and the thread count that fits (`fits`). `own`: the
+    script's threads outnumber the CPUs it may use, whoever else runs: the script's to fix; otherwise
+    other processes' load at the time took the cores, which a setting in the script does not answer
+    (one thread fewer is slower on the same machine when it is quiet)."""
 
     threads: int
     cpus: int
@@ -110,6 +136,7 @@ class Oversubscription:
     free_cores: float
     fits: int
     source: str  # "torch" (torch.get_num_threads()) or "OMP_NUM_THREADS"
+    own: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -140,7 +167,9 @@ def oversubscription(
     free = max(float(cpus) - others, 0.0)
     if threads <= free + FREE_SLACK_CORES:
         return None
-    fits = max(int(math.floor(free + FREE_SLACK_CORES)), 1)
+    own = threads > cpus
+    # The script's own excess is fixed by its own CPU count; what others' load leaves is a moment's figure.
+    fits = int(cpus) if own else max(int(math.floor(free + FREE_SLACK_CORES)), 1)
     if fits >= threads:
         return None
-    return Oversubscription(int(threads), int(cpus), others, free, fits, source)
+    return Oversubscription(int(threads), int(cpus), others, free, fits, source, own)

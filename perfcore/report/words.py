@@ -49,6 +49,10 @@ def _change(rec: Mapping[str, Any]) -> str | None:
         return "set " + ", ".join(f"{k}={v}" for k, v in rec["set"].items())
     if rid == "set_num_threads":
         return f"torch.set_num_threads({rec.get('threads_fit', 1)}): threads spin on oversubscribed cores"
+    if rid == "faster_compute" and isinstance(rec.get("ways"), list) and rec["ways"]:
+        return "faster compute: " + ", ".join(str(w) for w in rec["ways"])  # the advice's own ways, as it lists them
+    if rid == "evaluation" and isinstance(rec.get("share_of_wall"), (int, float)):
+        return f"evaluation took {fmt_share(rec['share_of_wall'])} of the run: evaluate less often, on fewer batches"
     if rid == "cheaper_batches" and rec.get("decode") in _CHEAPER:
         return _CHEAPER[rec["decode"]]
     return _CHANGE.get(rid)

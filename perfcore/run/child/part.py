@@ -175,8 +175,8 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
 
 def _runtime_facts() -> dict[str, Any]:
     """What the script set that advice must not propose again, read without importing anything: torch's
-    intra-op threads, OMP_NUM_THREADS, the CPUs this process may run on, and whether torch.compile
-    compiled a graph."""
+    intra-op threads, OMP_NUM_THREADS, the CPUs this process may run on, whether torch.compile
+    compiled a graph, and whether the GPU has bf16."""
     torch = sys.modules.get("torch")
     dynamo = sys.modules.get("torch._dynamo.utils")
     try:
@@ -187,7 +187,13 @@ def _runtime_facts() -> dict[str, Any]:
         graphs = int(dynamo.counters["stats"]["unique_graphs"]) if dynamo is not None else 0
     except Exception:  # a torch whose counters differ: say nothing rather than guess
         graphs = None
+    try:  # bf16 the GPU runs natively (Ampere or newer); asked only of a CUDA the script started itself
+        cuda = getattr(torch, "cuda", None)
+        bf16 = bool(cuda.is_bf16_supported(including_emulation=False)) if cuda and cuda.is_initialized() else None
+    except Exception:  # an older torch, a failed query: advice says bf16 as a condition
+        bf16 = None
     return {
+        "bf16_supported": bf16,
         "threads": {
             "torch": int(torch.get_num_threads()) if torch is not None else None,
             "omp_env": os.environ.get("OMP_NUM_THREADS"),
