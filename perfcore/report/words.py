@@ -101,7 +101,7 @@ def verdict_short(v: Mapping[str, Any]) -> str:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
         return _fit(
             (
-                f"verdict: compute-bound (healthy): nothing avoidable reaches {100 * WARN_SHARE:.0f}% of the "
+                f"verdict: compute-bound (healthy): nothing avoidable reaches {100 * WARN_SHARE:.0f}% of a "
                 f"{fmt_ms(t.step_ms)} step",
                 0,
             ),
