@@ -1,5 +1,6 @@
 """The terminal report read at a glance: line budgets, each fact once, no line over 120 characters but a
 path, the same decision as the document. Built on documents real perfcore commands wrote."""
+
 from __future__ import annotations
 
 import json
@@ -48,3 +49,140 @@ def test_diagnose_and_demo_briefs_fit_their_budgets():
     lines = _fits(render_demo_brief(demo, "runs/demo"), 30)
     assert sum(ln.startswith("verdict:") for ln in lines) == 1
     assert lines[0].startswith("health:") and lines[1].startswith("run:") and lines[-1].startswith("demo finished")
+
+
+def _table(compute, host, load=None):
+    """A step table from per-step ms (transfer and comm zero), as the attribution writes it."""
+    import numpy as np
+    from test_uncertainty import table
+
+    return table(np.zeros(len(compute)) if load is None else load, compute, host)
+
+
+def _summarized(df):
+    from perfcore.analysis.attribution import summarize
+
+    return summarize(df, on_gpu=False, backend="host", device="cpu")
+
+
+def _rows(lines):
+    return {ln.split()[0]: ln.split()[1:4] for ln in lines[2:7]}  # label: [ms, unit, share]
+
+
+def test_the_table_and_the_verdict_quote_one_step_statistic():
+    import numpy as np
+
+    from perfcore.analysis.units import fmt_ms, fmt_share
+
+    # The regression example: 120 us compute and 166 us host a step; 8 of 80 steps preempted inside
+    # compute for ~5 ms, so the plain mean reads compute-heavy while the steady step is host-bound.
+    n = 80
+    compute = np.full(n, 0.120)
+    compute[::10] = 5.0
+    doc = _summarized(_table(compute, np.full(n, 0.166)))
+    v = doc["verdict"]
+    assert v["bound"] == "host" and doc["breakdown_fraction"]["compute"] > 0.5  # the mean says otherwise
+    lines = render_brief(doc, "runs/r1").splitlines()
+    (said,) = [ln for ln in lines if ln.startswith("verdict:")]
+    host = v["causes"][0]
+    assert f"{fmt_ms(host['ms_per_step'])} of a {fmt_ms(v['step_ms'])} step ({fmt_share(host['share'])}" in said
+    rows = _rows(lines)
+    assert " ".join(rows["host"][:2]) == fmt_ms(host["ms_per_step"]) and rows["host"][2] == fmt_share(host["share"])
+    assert f"of a steady {fmt_ms(v['step_ms'])} step: 8 outlier step(s) of 80 set apart" in lines[1]
+    # The plain mean stays in --explain.
+    assert f"mean {fmt_ms(doc['step_time_ms']['mean'])}" in render_text(doc)
+
+    # The minGPT adder: healthy, and its largest avoidable share is the table's own row.
+    load = np.full(n, 11.0)
+    compute = np.full(n, 334.0)
+    compute[::10] = 3000.0
+    doc = _summarized(_table(compute, np.full(n, 4.7), load))
+    lines = render_brief(doc, "runs/r1").splitlines()
+    (said,) = [ln for ln in lines if ln.startswith("verdict:")]
+    assert doc["verdict"]["healthy"] and f"(largest: load, {_rows(lines)['load'][2]})" in said
+    assert fmt_share(doc["breakdown_fraction"]["load"]) != _rows(lines)["load"][2]  # the mean would disagree
+
+
+def _straggler_doc():
+    from test_ranks import _merged, _part
+
+    from perfcore.analysis.advice import advise_run
+
+    doc, focus = _merged([_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 0.0, compute=10.0)])
+    doc["backend"] = "host"
+    advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    return doc
+
+
+def _busy(doc):
+    """The document of a run on a busy machine whose torch threads outnumber the free cores."""
+    from perfcore.analysis.advice import advise_run
+
+    busy = {"sentence": "other processes used 1.4 of 2 cores", "material": True, "others_cores": 1.4, "cores": 2}
+    doc = {**doc, "interference": busy, "threads": {"torch": 2, "omp_env": None, "cpus": 2}}
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
+    return doc
+
+
+def test_every_line_of_the_short_report_fits_and_speaks_plainly():
+    import numpy as np
+
+    n = 80
+    compute = np.full(n, 0.120)
+    compute[::10] = 5.0
+    host_bound = _busy(_summarized(_table(compute, np.full(n, 0.166))))
+    fn = {
+        "file": "main.py",
+        "function": "sgd_update",
+        "line": 60,
+        "ms_per_step": 0.1,
+        "share": 0.6,
+        "samples": 40,
+        "user": True,
+    }
+    host_bound["lines"] = {
+        "labels": [
+            {
+                "label": "host",
+                "ms_per_step": 0.166,
+                "samples": 60,
+                "functions": [fn],
+                "lines": [{**fn, "calls": [{"method": "item", "per_step": 3.0}]}],
+            }
+        ]
+    }
+    load = np.full(n, 11.0)
+    compute = np.full(n, 334.0)
+    compute[::10] = 3000.0
+    healthy = _busy(_summarized(_table(compute, np.full(n, 4.7), load)))
+    starved = _busy(_summarized(_table(np.full(n, 18.6), np.full(n, 0.44), np.full(n, 6.48))))
+    starved["starvation"] = {
+        "steps": 445,
+        "starved": 435,
+        "share": 435 / 445,
+        "threshold_ms": 0.97,
+        "p50_wait_ms": 3.58,
+        "p95_wait_ms": 23.6,
+        "longest_run": 170,
+        "longest_run_first_step": 5,
+    }
+    docs = [doc_of("run.json"), _straggler_doc(), host_bound, healthy, starved]
+    for doc in docs:
+        text = render_brief(doc, "runs/r1")
+        _fits(text, 15)
+        assert "host gaps" not in text and "(warn)" not in text, text
+    said = {d["verdict"]["bound"]: render_brief(d, "runs/r1") for d in docs}
+    assert "verdict: straggler rank 2 (critical)" in said["straggler"]
+    assert "time outside the model" in said["host"] and "[uncertain: busy]" in said["host"]
+    assert "loader starved: 435 of 445 steps (98%) waited over 970 µs; p50 wait 3.58 ms" in said["load"]
+    assert "[uncertain: busy]" in render_brief(healthy, "runs/r1")
+
+
+def test_a_verdict_line_too_long_gives_up_its_least_needed_parts_first():
+    from perfcore.report.words import WIDTH, _fit
+
+    assert (
+        _fit(("a" * 100, 0), (" band", 3), (")", 0), (" [busy]", 1), (" [threads]", 4)) == "a" * 100 + " band) [busy]"
+    )
+    assert _fit(("a" * 110, 0), (" band", 3), (")", 0), (" [busy]", 1)) == "a" * 110 + ") [busy]"
+    assert _fit(("a" * (WIDTH + 5), 0), (" x", 1)) == "a" * (WIDTH + 5)  # what must be said is said

@@ -47,3 +47,18 @@ def test_from_a_run_folder_and_from_a_step_timer(tmp_path):
 def test_anything_else_is_refused_with_what_it_takes():
     with pytest.raises(TypeError, match="run folder or a StepTimer"):
         perfcore.summary(42)
+
+
+def test_the_steady_figures_are_the_verdicts():
+    import numpy as np
+    from test_uncertainty import doc_of, table
+
+    n = 40
+    host = np.full(n, 1.0)
+    host[[7, 19, 33]] = [380.0, 420.0, 400.0]  # three preempted steps: the mean reads host-bound
+    doc = doc_of(table(np.zeros(n), np.full(n, 12.0), host))
+    s = perfcore.summary(doc, prefix="")
+    assert s["host_share"] > 0.6 and s["step_ms"] > 40  # every step
+    assert s["step_ms_steady"] == pytest.approx(doc["verdict"]["step_ms"]) == pytest.approx(13.0)
+    assert s["host_steady_share"] == pytest.approx(1 / 13) and s["compute_steady_share"] == pytest.approx(12 / 13)
+    assert perfcore.summary(DOC)["perfcore/load_steady_share"] == 0.5  # no robust figures: the mean

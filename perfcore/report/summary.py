@@ -45,8 +45,10 @@ def _number(doc: Mapping[str, Any], *path: str) -> float:
 def summary(run: Any, prefix: str = "perfcore/", numeric: bool = False) -> dict[str, Any]:
     """Flat key figures of `run` (a result dict / RunResult, a run folder path, or a StepTimer):
     steps, warmup_steps, step_ms (mean), step_ms_p50, step_ms_p90, <label>_ms and <label>_share for
-    the five labels, overhead_ms and overhead_share, and bound / verdict (text; left out with
-    numeric=True, since mlflow.log_metrics takes numbers only). Keys start with `prefix`."""
+    the five labels (means over every step), step_ms_steady and <label>_steady_share (the steady step the
+    verdict judges on: outlier steps set apart, as the terminal's table shows it), overhead_ms and
+    overhead_share, and bound / verdict (text; left out with numeric=True, since mlflow.log_metrics
+    takes numbers only). Keys start with `prefix`."""
     doc = _doc_of(run)
     out: dict[str, Any] = {
         "steps": int(_number(doc, "steps")),
@@ -58,6 +60,14 @@ def summary(run: Any, prefix: str = "perfcore/", numeric: bool = False) -> dict[
     for lb in LABELS:
         out[f"{lb}_ms"] = _number(doc, "breakdown_ms", lb)
         out[f"{lb}_share"] = _number(doc, "breakdown_fraction", lb)
+    from perfcore.analysis.verdict import run_evidence
+
+    ev = run_evidence(doc)  # after the checks above: every figure it reads is a number
+    steady = float(ev["step_ms"] or 0.0)
+    out["step_ms_steady"] = steady
+    for lb in LABELS:
+        ms = ev["compute_ms"] if lb == "compute" else ev["avoidable_ms"][lb]
+        out[f"{lb}_steady_share"] = float(ms or 0.0) / steady if steady > 0 else 0.0
     out["overhead_ms"] = _number(doc, "overhead", "ms_per_step")
     out["overhead_share"] = _number(doc, "overhead", "fraction")
     if not numeric:

@@ -7,6 +7,7 @@ from typing import Any
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
+from perfcore.analysis.verdict import run_evidence
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 from perfcore.report.lines_text import lines_text
 
@@ -25,7 +26,7 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
     backend, p50/p90 step), the five-label table, one verdict line, at most two "try" lines, how the
     script ended when it failed, and where to read more. render_text is the whole of it (--explain)."""
     from perfcore.analysis.advice import training_loader
-    from perfcore.report.words import try_short, verdict_short
+    from perfcore.report.words import starved_short, try_short, verdict_short
 
     if not doc.get("steps"):  # no step, or warm-up only: the full text is a line or two already
         return render_text(doc)
@@ -38,7 +39,8 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
     named = [s for s in extra if s.startswith("try:")]
     recs = [r for r in doc.get("recommendations") or [] if not (named and r.get("id") == "host_gaps")]
     lines += (named + [try_short(r, doc["verdict"], site) for r in recs])[:2]
-    lines += [s for s in extra if s.startswith("loader starved")][:1]
+    starved = starved_short(doc.get("starvation") or {})
+    lines += [starved] if starved else []
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
         lines.append(f"partial results: the script {ex.get('sentence') or ex['reason']}")
@@ -73,10 +75,19 @@ def brief_table(doc: dict[str, Any]) -> list[str]:
             else ""
         )
     ]
-    lines.append(f"  {'label':<9} {'ms/step':>9} {'share':>6}")
+    # The figures the verdict judges on (the trimmed steady step where outliers were set apart), so that
+    # the table and the verdict line quote one statistic; the plain means stay in --explain and run.json.
+    ev = run_evidence(doc)
+    step = float(ev["step_ms"] or 0.0)
+    ms = {**ev["avoidable_ms"], "compute": float(ev["compute_ms"] or 0.0)}
+    out = (ev.get("outliers") or {}).get("count")
+    lines.append(
+        f"  {'label':<9} {'ms/step':>9} {'share':>6}"
+        + (f"  of a steady {fmt_ms(step)} step: {out} outlier step(s) of {doc['steps']} set apart" if out else "")
+    )
     for lb in LABELS:
-        f = doc["breakdown_fraction"][lb]
-        lines.append(f"  {lb:<9} {fmt_ms(doc['breakdown_ms'][lb]):>9} {fmt_share(f):>6} {_bar(f)}")
+        f = ms[lb] / step if step > 0 else 0.0
+        lines.append(f"  {lb:<9} {fmt_ms(ms[lb]):>9} {fmt_share(f):>6} {_bar(f)}")
     return lines
 
 

@@ -10,10 +10,20 @@ from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE
 
-__all__ = ["verdict_short", "try_short", "WHAT"]
+__all__ = ["verdict_short", "try_short", "starved_short", "WHAT", "WIDTH"]
+
+# The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
+WIDTH = 120
 
 # What each avoidable label's time is, in a few words.
-WHAT = {"load": "waiting for data", "transfer": "copies", "comm": "collectives", "host": "host gaps"}
+WHAT = {
+    "load": "waiting for data",
+    "transfer": "copying data",
+    "comm": "communication",
+    "host": "time outside the model",
+}
+# A cause's tier in plain words (the verdict's "warn" is a threshold's name, not a finding).
+_LEVEL = {"warn": "moderate", "critical": "critical", "borderline": "borderline", "minor": "minor"}
 # What each piece of advice changes, in a few words, by its id; the full text says how and why.
 _CHANGE = {
     "pin_memory": "pin_memory=True, and .to(device, non_blocking=True)",
@@ -43,12 +53,19 @@ _CHEAPER = {
 }
 
 
-def _change(rec: Mapping[str, Any]) -> str | None:
+def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any]) -> str | None:
     rid = str(rec.get("id"))
     if isinstance(rec.get("set"), Mapping) and rec["set"]:  # the settings themselves, with their numbers
         return "set " + ", ".join(f"{k}={v}" for k, v in rec["set"].items())
     if rid == "set_num_threads":
-        return f"torch.set_num_threads({rec.get('threads_fit', 1)}): threads spin on oversubscribed cores"
+        over = verdict.get("oversubscribed")
+        over = over if isinstance(over, Mapping) and over.get("threads") else None
+        spin = (
+            f"{over['threads']} threads spin on {float(over.get('free_cores') or 0):.1f} free cores"
+            if over
+            else "threads spin on oversubscribed cores"
+        )
+        return f"torch.set_num_threads({rec.get('threads_fit', 1)}): {spin}"
     if rid == "faster_compute" and isinstance(rec.get("ways"), list) and rec["ways"]:
         return "faster compute: " + ", ".join(str(w) for w in rec["ways"])  # the advice's own ways, as it lists them
     if rid == "evaluation" and isinstance(rec.get("share_of_wall"), (int, float)):
@@ -65,53 +82,92 @@ def _gain(speedup: float | None, band: Any) -> str:
     return f"up to {fmt_x(speedup)} faster" + (f" ({b})" if b else "")
 
 
+def _fit(*parts: tuple[str, int]) -> str:
+    """The parts in order, each (text, rank): rank 0 always, then the lowest ranked dropped first until the
+    line fits in WIDTH. What is left out is in the verdict's own sentence (--explain, report.html)."""
+    keep = [text for text, _ in parts]
+    for k in sorted(range(len(parts)), key=lambda k: -parts[k][1]):
+        if len("".join(keep)) <= WIDTH or parts[k][1] == 0:
+            break
+        keep[k] = ""
+    return "".join(keep)
+
+
 def verdict_short(v: Mapping[str, Any]) -> str:
-    """The verdict in one line: the bound and its level, what the time is, its ms and share of the step
-    (with the interval), and what removing it gains. Marked when a measured busy machine makes it
-    uncertain."""
+    """The verdict in one line of at most WIDTH characters: the bound and its level, what the time is, its
+    ms and share of the step (with the interval, where it fits), and a mark when a measured busy machine
+    makes it uncertain."""
     if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
         return f"verdict: {v.get('summary') or 'no steps measured'}"
     t = Verdict.from_dict(v)
-    busy = " [uncertain: busy]" if t.uncertain else ""  # the header line says how busy, as measured
-    over = v.get("oversubscribed")
-    if isinstance(over, Mapping) and over.get("threads"):
-        busy += f" [{over['threads']} threads on {float(over.get('free_cores') or 0):.1f} free cores]"
+    busy = (" [uncertain: busy]" if t.uncertain else "", 1)  # the header line says how busy, as measured
     if t.level is Level.HEALTHY:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
-        tail = f" (largest: {WHAT[big.label]}, {fmt_share(big.share)})" if big else ""
-        return (
-            f"verdict: compute-bound (healthy): no avoidable cause reaches {100 * WARN_SHARE:.0f}% of the "
-            f"{fmt_ms(t.step_ms)} step{tail}{busy}"
+        return _fit(
+            (
+                f"verdict: compute-bound (healthy): nothing avoidable reaches {100 * WARN_SHARE:.0f}% of a "
+                f"{fmt_ms(t.step_ms)} step",
+                0,
+            ),
+            (f" (largest: {big.label}, {fmt_share(big.share)})" if big else "", 2),
+            busy,
         )
     job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
-    # A job held up by one rank: the wait, the slow rank and the label of its excess, each once.
-    wait = (
-        f"; rank {job.get('waiting_rank')} waits {fmt_share(float(job.get('wait_share') or 0))} for it" if job else ""
-    )
-    if job and t.bound == "straggler":
-        return (
-            f"verdict: straggler rank {job.get('slow_rank')} ({t.level.value}): rank {job.get('waiting_rank')} "
-            f"waits {fmt_ms(float(job.get('wait_ms') or 0))} of a {fmt_ms(float(job.get('step_ms') or 0))} step "
-            f"({fmt_share(float(job.get('wait_share') or 0))}) for it, {job.get('excess_label')} "
-            f"+{fmt_ms(float(job.get('excess_ms') or 0))}{busy}"
+    if job and t.bound == "straggler":  # a job held up by one rank: the wait, the slow rank, its excess
+        return _fit(
+            (
+                f"verdict: straggler rank {job.get('slow_rank')} ({_LEVEL.get(t.level.value, t.level.value)}): "
+                f"rank {job.get('waiting_rank')} waits {fmt_ms(float(job.get('wait_ms') or 0))} of a "
+                f"{fmt_ms(float(job.get('step_ms') or 0))} step ({fmt_share(float(job.get('wait_share') or 0))}) "
+                f"for it, {job.get('excess_label')} +{fmt_ms(float(job.get('excess_ms') or 0))}",
+                0,
+            ),
+            busy,
         )
     top = next((c for c in t.named if c.label == t.primary), None)
     if top is None:  # a document without the verdict's numbers (written before they were kept)
         return f"verdict: {v.get('plain_summary') or v.get('summary') or ''}"
-    # The interval gives way to the wait for the slow rank, which the line must also hold.
-    band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band and not job else ""
-    level = "borderline" if t.level is Level.BORDERLINE else top.level.value
-    # The gain of removing it is said once, on the "try" line that names the change.
+    band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
+    level = "borderline" if t.level is Level.BORDERLINE else _LEVEL.get(top.level.value, top.level.value)
     on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
-    return (
-        f"verdict: {top.bound}{on} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
-        f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}{band}){wait}{busy}"
+    # The gain of removing it is said once, on the "try" line that names the change; the interval gives
+    # way to the wait for the slow rank and to the busy mark.
+    return _fit(
+        (
+            f"verdict: {top.bound}{on} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
+            f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}",
+            0,
+        ),
+        (band if not job else "", 3),
+        (")", 0),
+        (
+            f"; rank {job.get('waiting_rank')} waits {fmt_share(float(job.get('wait_share') or 0))} for it"
+            if job
+            else "",
+            1,
+        ),
+        busy,
+    )
+
+
+def starved_short(s: Mapping[str, Any]) -> str | None:
+    """Loader starvation in one line: how many steps waited, over what, and the typical and worst wait;
+    the longest starved run is in --explain."""
+    if not isinstance(s, Mapping) or not s.get("starved"):
+        return None
+    return _fit(
+        (
+            f"loader starved: {s['starved']} of {s['steps']} steps ({fmt_share(float(s['share']))}) waited over "
+            f"{fmt_ms(float(s['threshold_ms']))}",
+            0,
+        ),
+        (f"; p50 wait {fmt_ms(float(s['p50_wait_ms']))}, p95 {fmt_ms(float(s['p95_wait_ms']))}", 1),
     )
 
 
 def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | None) -> str:
     """One piece of advice as a "try" line: where in the user's code, the change, its expected gain."""
-    change = _change(rec)
+    change = _change(rec, verdict)
     if change is None:  # a finding with its own words (memory): its first clause
         change = str(rec.get("text") or "").split(": ")[0].split(". ")[0]
     # The advice's own gain (what the free cores allow of a wait, say); a document written before advice
