@@ -132,7 +132,7 @@ def test_perfcore_run_names_the_metrics_line_in_run_json(tmp_path, flag):
     said = next(s for s in p.stderr.splitlines() if s.startswith("try: per_sample_metrics at "))
     assert (
         f"host_metrics.py:{line}: " in said
-        and f"{4 * 48} `.item()` calls a step: keep the metric on the device" in said
+        and f"{4 * 48} `.item()` a step: keep on device" in said
     )
     # Labelled as attribution labels the instant: forward/backward/optimizer phases are compute on a CPU.
     compute = next(lb for lb in doc["lines"]["labels"] if lb["label"] == "compute")

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from perfcore.analysis.lines import enough_samples, min_samples
 from perfcore.analysis.loader_plan import training_loader
 from perfcore.analysis.units import fmt_ms, fmt_share
+from perfcore.analysis.verdict import run_evidence
 
 __all__ = ["lines_text", "patch_text", "where", "BACKWARD_WORDS"]
 
@@ -40,9 +41,9 @@ LOOP_FUNCTIONS_PREFIX = "__"  # a Dataset's own methods (__getitem__, __call__ o
 def _calls(calls: list[Mapping[str, Any]]) -> str:
     # Fewer than one call a step is not what holds a step's time (and rounds to "0 calls").
     shown = [c for c in calls if float(c.get("per_step") or 0) >= 1.0][:2]
-    text = "".join(f"; {c['per_step']:.0f} `.{_printable(c['method'])}()` calls a step" for c in shown)
+    text = "".join(f"; {c['per_step']:.0f} `.{_printable(c['method'])}()` a step" for c in shown)
     if any(c.get("method") in SYNCING for c in shown):
-        text += ": keep the metric on the device, read it every N steps"
+        text += ": keep on device, read every N steps"
     return text
 
 
@@ -75,23 +76,35 @@ def _loader_text(loader: Mapping[str, Any], figure: str) -> str:
     return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting for batches; {change}"
 
 
+def _steady_ms(doc: Mapping[str, Any], label: str, fallback: float) -> float:
+    # The label's ms a step as the table above the try line quotes it: the verdict's steady estimate
+    # (outlier steps set apart), so the line's share of it and the table speak of one step.
+    try:
+        ev = run_evidence(doc)
+        ms = {**ev["avoidable_ms"], "compute": ev["compute_ms"]}
+        return float(ms[label]) if ms.get(label) else float((doc.get("breakdown_ms") or {}).get(label, fallback))
+    except (KeyError, TypeError, ValueError):
+        return float((doc.get("breakdown_ms") or {}).get(label, fallback))
+
+
 def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: str | None) -> str:
     # The label's ms are the breakdown's (the table above); the samples give a site's share of them (a
     # sampler starved of CPU sees less time, not a different split). A site is sized only when its samples
     # are enough for its share (enough_samples); else the function, else the counts alone.
-    label_ms = (doc.get("breakdown_ms") or {}).get(label, lb["ms_per_step"])
+    label_ms = _steady_ms(doc, label, lb["ms_per_step"])
     n = int(lb.get("samples") or 0)
     f = lb["functions"][0]
     x = (lb.get("lines") or [None])[0] or {**f, "share": f["share"], "calls": []}
     loader = _loop_wait(doc, label, x)
 
-    def sized(share: float, k: int, note: str = "") -> str:
-        return f"{fmt_ms(share * label_ms)} a step ({fmt_share(share)} of {label}, {k} of {n} samples{note})"
+    def sized(share: float, note: str = "") -> str:
+        # The sample counts stay in --explain and report.html: the short line keeps the figure and its share.
+        return f"{fmt_ms(share * label_ms)} a step ({fmt_share(share)} of {label}{note})"
 
     if enough_samples(x["share"], n):
         if loader:
-            return f"  try: {_loader_text(loader, sized(x['share'], x['samples']))}"
-        return f"  try: {_site(x, cwd)}: {sized(x['share'], x['samples'])}{_calls(x.get('calls') or [])}"
+            return f"  try: {_loader_text(loader, sized(x['share']))}"
+        return f"  try: {_site(x, cwd)}: {sized(x['share'])}{_calls(x.get('calls') or [])}"
     calls = [
         c
         for y in lb.get("lines") or []
@@ -99,9 +112,7 @@ def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: st
         for c in y.get("calls") or []
     ]
     if enough_samples(f["share"], n):
-        return (
-            f"  try: {_span(lb, f, cwd)}: {sized(f['share'], f['samples'], '; no one line stands out')}{_calls(calls)}"
-        )
+        return f"  try: {_span(lb, f, cwd)}: {sized(f['share'], '; no one line stands out')}{_calls(calls)}"
     return (
         f"  try: {_span(lb, f, cwd)}: few samples ({f['samples']} of {n} {label}; "
         f"a time needs {min_samples(f['share'])}, a longer run has more){_calls(calls)}"
