@@ -447,7 +447,7 @@ def peak_memory_kept() -> dict[str, Any]:
     require_cuda("peak memory check")
     import torch
 
-    from perfcore.capture.memory import PeakMemory
+    from perfcore.capture.peak_memory import PeakMemory
 
     torch.cuda.reset_peak_memory_stats()
     big = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from perfcore.analysis.advice import advise, advise_run, batches_per_step, contradicting_trial, loader_plan
-from perfcore.analysis.memory import memory_findings
+from perfcore.analysis.memory_findings import memory_findings
 
 
 def run_doc(bd, *, loaders=None, workers=None, device="cpu", steps=40, warmup=5, **extra):

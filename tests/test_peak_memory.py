@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import types
 
-from perfcore.capture.memory import PeakMemory
+from perfcore.capture.peak_memory import PeakMemory
 
 
 def fake_cuda():

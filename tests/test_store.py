@@ -181,7 +181,7 @@ def test_settled_columns_stay_in_memory_when_no_temporary_file_can_be_written(mo
 
 def test_memory_samples_go_to_the_file_in_blocks(monkeypatch):
     import perfcore.analysis.spill as spill_mod
-    from perfcore.run.child.memory import MemorySamples
+    from perfcore.run.child.memory_samples import MemorySamples
 
     monkeypatch.setattr(spill_mod, "BLOCK_ROWS", 256)
     m = MemorySamples()

@@ -85,7 +85,7 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
     doc.update(
         {
             "cpu_util_percent": facts["cpu_util_percent"],
-            # The peak only: whether memory leaks is judged once, by the finish (analysis.memory), on every
+            # The peak only: whether memory leaks is judged once, by the finish (analysis.memory_findings), on every
             # part's samples in steps.csv.
             "memory": {
                 "kind": facts["mem_kind"],

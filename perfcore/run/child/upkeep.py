@@ -3,7 +3,7 @@ memory sample and the progress file. All of it is own work, left out of the step
 
 from __future__ import annotations
 
-from perfcore.run.child.memory import MemoryWatch
+from perfcore.run.child.memory_samples import MemoryWatch
 
 __all__ = ["Upkeep", "own_costs"]
 

@@ -271,7 +271,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
             st = doc["stragglers"][0]
             focus = next(p["doc"] for p in parts if p["doc"].get("rank") == st["rank"])
     from perfcore.analysis.advice import advise_run
-    from perfcore.analysis.memory import memory_findings
+    from perfcore.analysis.memory_findings import memory_findings
 
     workers = worker_summary(
         out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"), train_ix

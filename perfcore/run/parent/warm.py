@@ -21,7 +21,7 @@ FINISH_MODULES = (
     "perfcore.run.part_files",
     "perfcore.report.terminal",
     "perfcore.analysis.advice",
-    "perfcore.analysis.memory",
+    "perfcore.analysis.memory_findings",
     "perfcore.analysis.interference",
     "perfcore.report.chrome_trace",
     "perfcore.report.plots",

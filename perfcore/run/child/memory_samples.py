@@ -66,7 +66,7 @@ class MemoryWatch:
 
     def start(self, on_gpu: bool) -> None:
         if on_gpu:
-            from perfcore.capture.memory import PeakMemory
+            from perfcore.capture.peak_memory import PeakMemory
 
             peak = PeakMemory().install()
             peak.step_peak()
