@@ -74,8 +74,8 @@ def test_a_check_is_said_as_measured(x, predicted_share, noise):
 
 def test_one_number_formatter_for_terminal_and_html():
     from perfcore.analysis.units import fmt_ms
-    from perfcore.report.html_parts import ms
+    from perfcore.report.html_parts import dur
 
     for v in (0.0, 0.0004, 0.05, 0.5, 1.0, 12.345, 150.0, 999.4, 1500.0, 72_000.0):
-        assert ms(v) == fmt_ms(v), v
-    assert ms(0.5) == "500 \u00b5s" and ms(1500) == "1.50 s" and ms(None) == "-" and ms(float("nan")) == "-"
+        assert dur(v) == fmt_ms(v), v
+    assert dur(0.5) == "500 \u00b5s" and dur(1500) == "1.50 s" and dur(None) == "-" and dur(float("nan")) == "-"

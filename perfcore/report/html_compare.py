@@ -8,7 +8,7 @@ from typing import Any
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.report.charts import COLORS, stackbars
-from perfcore.report.html_parts import Body, e, f, ms, page, tiles
+from perfcore.report.html_parts import Body, esc, num, dur, page, tiles
 
 __all__ = ["render_compare_page", "write_compare_report"]
 
@@ -20,15 +20,15 @@ def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")
     pct = float(doc.get("step_time_change_pct") or 0)
     body.add(
         "<h1>perfcore compare</h1>",
-        f"<div class='sub'>A: {e(names[0])} · B: {e(names[1])}</div>",
+        f"<div class='sub'>A: {esc(names[0])} · B: {esc(names[1])}</div>",
         f"<div class='verdict {'critical' if pct > 5 else 'healthy' if pct < -5 else ''}'><div class='bound'>"
-        f"step time {ms(a.get('step_ms'))} → {ms(b.get('step_ms'))} ({pct:+.1f}%, speedup "
+        f"step time {dur(a.get('step_ms'))} → {dur(b.get('step_ms'))} ({pct:+.1f}%, speedup "
         f"{float(doc.get('speedup') or 0):.2f}×)</div><div class='sentence' id='verdict'>"
-        f"{e((doc.get('verdict_change') or {}).get('sentence', ''))}</div></div>",
+        f"{esc((doc.get('verdict_change') or {}).get('sentence', ''))}</div></div>",
     )
     cards = "".join(
-        f"<div><h3>{k}: {e(n)}</h3>{tiles([('step', ms(r.get('step_ms'))), ('device', r.get('device')), ('bound', r.get('bound')), ('level', r.get('level'))])}"
-        f"<p>{e(r.get('verdict', ''))}</p></div>"
+        f"<div><h3>{k}: {esc(n)}</h3>{tiles([('step', dur(r.get('step_ms'))), ('device', r.get('device')), ('bound', r.get('bound')), ('level', r.get('level'))])}"
+        f"<p>{esc(r.get('verdict', ''))}</p></div>"
         for k, n, r in (("A", names[0], a), ("B", names[1], b))
     )
     body.add(f"<div class='run-grid' style='grid-template-columns:1fr 1fr'>{cards}</div>")
@@ -40,7 +40,7 @@ def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")
             rel = f"{100 * d / v['a_ms']:+.0f}%" if v.get("a_ms") else ""
             cls = "delta-up" if d > 0 else "delta-down" if d < 0 else ""
             return (
-                f"<tr><td>{chip}{e(name)}</td><td class='n'>{f(v.get('a_ms'))}</td><td class='n'>{f(v.get('b_ms'))}</td>"
+                f"<tr><td>{chip}{esc(name)}</td><td class='n'>{num(v.get('a_ms'))}</td><td class='n'>{num(v.get('b_ms'))}</td>"
                 f"<td class='n {cls}'>{d:+.2f}</td><td class='n {cls}'>{rel}</td></tr>"
             )
 
@@ -64,7 +64,7 @@ def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")
                     "ab",
                     [f"A: {names[0]}"[:40], f"B: {names[1]}"[:40]],
                     [{lb: v["a_ms"] for lb, v in labels.items()}, {lb: v["b_ms"] for lb, v in labels.items()}],
-                    [ms(a.get("step_ms")), ms(b.get("step_ms"))],
+                    [dur(a.get("step_ms")), dur(b.get("step_ms"))],
                     "A and B, mean step split by label",
                     height=200,
                 )

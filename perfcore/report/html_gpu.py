@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from perfcore.report.charts import COLORS
-from perfcore.report.html_parts import e, f, table
+from perfcore.report.html_parts import esc, num, table
 
 __all__ = ["gpu_section"]
 
@@ -22,10 +22,10 @@ def gpu_section(doc: dict[str, Any]) -> str:
         what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
         rows = [
             [
-                f"<span title='{e(k['name'])}'>{e(k['name'][:100])}</span>",
-                e(k.get("count", "")),
-                f(k.get("total_ms")),
-                f(k.get("mean_us"), ".1f"),
+                f"<span title='{esc(k['name'])}'>{esc(k['name'][:100])}</span>",
+                esc(k.get("count", "")),
+                num(k.get("total_ms")),
+                num(k.get("mean_us"), ".1f"),
                 f"{100 * float(k.get('total_ms') or 0) / total:.1f}% "
                 f"<span class='hbar' style='background:{COLORS['compute']};width:"
                 f"{80 * float(k.get('total_ms') or 0) / total:.0f}px'></span>",
@@ -37,7 +37,11 @@ def gpu_section(doc: dict[str, Any]) -> str:
         )
     if cats:
         rows = [
-            [e(c), f(v.get("ms")) if isinstance(v, dict) else "-", f"{100 * float((v or {}).get('share') or 0):.1f}%"]
+            [
+                esc(c),
+                num(v.get("ms")) if isinstance(v, dict) else "-",
+                f"{100 * float((v or {}).get('share') or 0):.1f}%",
+            ]
             for c, v in cats.items()
         ]
         parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
@@ -45,12 +49,12 @@ def gpu_section(doc: dict[str, Any]) -> str:
     if by:
         rows = [
             [
-                e(d),
-                e(v.get("count", "")),
+                esc(d),
+                esc(v.get("count", "")),
                 f"{float(v.get('bytes', 0)) / 2**20:.1f}",
-                f(v.get("ms")),
+                num(v.get("ms")),
                 f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}",
-                f(v.get("pageable_ms")),
+                num(v.get("pageable_ms")),
             ]
             for d, v in by.items()
         ]
@@ -61,7 +65,11 @@ def gpu_section(doc: dict[str, Any]) -> str:
     per_step = (doc.get("monitor") or {}).get("per_step") or {}
     names = {"power_w": ("power", "W"), "temp_c": ("temperature", "°C")}
     rows = [
-        [e(names[k][0]), *(f"{f(v.get(s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")), e(v.get("steps"))]
+        [
+            esc(names[k][0]),
+            *(f"{num(v.get(s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")),
+            esc(v.get("steps")),
+        ]
         for k, v in per_step.items()
         if k in names and isinstance(v, dict)
     ]
@@ -73,7 +81,10 @@ def gpu_section(doc: dict[str, Any]) -> str:
     cap = {k: v for k, v in (doc.get("capture") or {}).items() if isinstance(v, (int, float, str)) and v is not None}
     if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
         rows = [
-            [e(k.replace("_", " ")), e(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v)]
+            [
+                esc(k.replace("_", " ")),
+                esc(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v),
+            ]
             for k, v in cap.items()
         ]
         parts.append(f"<h3>Capture</h3>{table(['', ''], rows)}")

@@ -8,7 +8,7 @@ from pathlib import PurePath
 from typing import Any, Mapping
 
 from perfcore.analysis.lines import enough_samples
-from perfcore.report.html_parts import e, ms, pct, table
+from perfcore.report.html_parts import esc, dur, pct, table
 
 __all__ = ["lines_section", "starvation_block", "SHOWN_LABELS"]
 
@@ -19,12 +19,12 @@ TOP_ROWS = 8
 def _where(file: Any, line: Any) -> str:
     # The file's name and line, the whole path on hover: a path from a document is only ever text here.
     name = PurePath(str(file)).name or str(file)
-    return f"<span title='{e(file)}'>{e(name)}:{e(line)}</span>"
+    return f"<span title='{esc(file)}'>{esc(name)}:{esc(line)}</span>"
 
 
 def _calls(calls: Any) -> str:
     out = [
-        f"{float(c.get('per_step') or 0):.0f} <code>.{e(c.get('method', '?'))}()</code>"
+        f"{float(c.get('per_step') or 0):.0f} <code>.{esc(c.get('method', '?'))}()</code>"
         for c in (calls or [])[:2]
         if isinstance(c, Mapping) and float(c.get("per_step") or 0) >= 1.0  # rarer calls round to "0"
     ]
@@ -41,14 +41,14 @@ def _label_table(lb: Mapping[str, Any], label_ms: float) -> str:
         if not isinstance(x, Mapping):
             continue
         share = float(x.get("share") or 0)
-        fn = e(x.get("function", "?")) + ("" if x.get("user", True) else " <span class='muted'>(library)</span>")
+        fn = esc(x.get("function", "?")) + ("" if x.get("user", True) else " <span class='muted'>(library)</span>")
         rows.append(
             [
                 fn,
                 _where(x.get("file", "?"), x.get("line", "?")),
-                ms(share * label_ms) if enough_samples(share, n) else "<span class='muted'>few samples</span>",
+                dur(share * label_ms) if enough_samples(share, n) else "<span class='muted'>few samples</span>",
                 f"{pct(share, 1)} <span class='hbar' style='background:#a8a8a8;width:{80 * share:.0f}px'></span>",
-                e(x.get("samples", "")),
+                esc(x.get("samples", "")),
                 _calls(x.get("calls")),
             ]
         )
@@ -75,8 +75,8 @@ def lines_section(doc: Mapping[str, Any]) -> str:
     breakdown = doc.get("breakdown_ms") or {}
     parts = [
         "<h2>Your code's lines</h2>",
-        f"<div class='muted'>The training thread's stack sampled every {e(lines.get('interval_ms'))} ms "
-        f"({e(lines.get('samples'))} samples over {e(lines.get('steps'))} steps); library frames are counted "
+        f"<div class='muted'>The training thread's stack sampled every {esc(lines.get('interval_ms'))} ms "
+        f"({esc(lines.get('samples'))} samples over {esc(lines.get('steps'))} steps); library frames are counted "
         "at the line of your code that called them."
         + (" Host time by function is drawn over the run below." if lines.get("timeline") else "")
         + "</div>",
@@ -84,7 +84,7 @@ def lines_section(doc: Mapping[str, Any]) -> str:
     for lb in shown:
         name = str(lb.get("label"))
         label_ms = float(breakdown.get(name, lb.get("ms_per_step")) or 0)
-        parts.append(f"<h3>{e(name)}: {ms(label_ms)} a step</h3>" + _label_table(lb, label_ms))
+        parts.append(f"<h3>{esc(name)}: {dur(label_ms)} a step</h3>" + _label_table(lb, label_ms))
     return "".join(parts)
 
 
@@ -95,22 +95,22 @@ def starvation_block(doc: Mapping[str, Any]) -> str:
         return ""
     if not s.get("starved"):
         return (
-            f"<p>No step waited for data longer than {ms(s.get('threshold_ms'))} "
-            f"(of {e(s.get('steps'))} measured steps).</p>"
+            f"<p>No step waited for data longer than {dur(s.get('threshold_ms'))} "
+            f"(of {esc(s.get('steps'))} measured steps).</p>"
         )
     first = s.get("longest_run_first_step")
     rows = [
         [
-            f"{pct(s.get('share'), 1)} ({e(s.get('starved'))} of {e(s.get('steps'))})",
-            ms(s.get("p50_wait_ms")),
-            ms(s.get("p95_wait_ms")),
-            f"{e(s.get('longest_run'))} steps" + (f" from step {e(first)}" if first is not None else ""),
-            ms(s.get("load_ms_per_step")),
+            f"{pct(s.get('share'), 1)} ({esc(s.get('starved'))} of {esc(s.get('steps'))})",
+            dur(s.get("p50_wait_ms")),
+            dur(s.get("p95_wait_ms")),
+            f"{esc(s.get('longest_run'))} steps" + (f" from step {esc(first)}" if first is not None else ""),
+            dur(s.get("load_ms_per_step")),
         ]
     ]
     return "<h3>Loader starvation</h3>" + table(
         [
-            f"steps that waited > {ms(s.get('threshold_ms'))}",
+            f"steps that waited > {dur(s.get('threshold_ms'))}",
             "p50 wait",
             "p95 wait",
             "longest starved run",

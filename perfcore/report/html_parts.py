@@ -14,9 +14,9 @@ from perfcore.analysis.units import fmt_ms
 from perfcore.report.charts import COLORS, assets, to_json
 
 __all__ = [
-    "e",
-    "f",
-    "ms",
+    "esc",
+    "num",
+    "dur",
     "Body",
     "page",
     "level_of",
@@ -35,11 +35,11 @@ __all__ = [
 _ids = itertools.count()
 
 
-def e(x: Any) -> str:
+def esc(x: Any) -> str:
     return html.escape(str(x), quote=True)
 
 
-def f(x: Any, fmt: str = ".2f") -> str:
+def num(x: Any, fmt: str = ".2f") -> str:
     try:
         v = float(x)
     except (TypeError, ValueError):
@@ -47,7 +47,7 @@ def f(x: Any, fmt: str = ".2f") -> str:
     return "-" if v != v else format(v, fmt)
 
 
-def ms(x: Any) -> str:
+def dur(x: Any) -> str:
     """A duration for people, as the terminal prints it (units.fmt_ms); "-" where there is none."""
     try:
         v = float(x)
@@ -85,9 +85,9 @@ class Body:
         self.charts.append(spec)
         note = note or spec.get("note", "")
         return (
-            f"<div class='chart'><div class='title'>{e(spec.get('title', ''))}</div>"
+            f"<div class='chart'><div class='title'>{esc(spec.get('title', ''))}</div>"
             f"<div data-chart='{spec['id']}'>{fallback or '<span class=muted>(chart drawn by the script)</span>'}"
-            f"</div>{f'<div class=muted>{e(note)}</div>' if note else ''}</div>"
+            f"</div>{f'<div class=muted>{esc(note)}</div>' if note else ''}</div>"
         )
 
     def html(self) -> str:
@@ -95,7 +95,7 @@ class Body:
         data = to_json({"charts": self.charts})
         # The script finds its report by the class; charts need the library, so it comes first.
         return (
-            f"<div class='perfcore' id='{self.uid}' data-kind='{e(self.kind)}'><style>{a['uplot_css']}"
+            f"<div class='perfcore' id='{self.uid}' data-kind='{esc(self.kind)}'><style>{a['uplot_css']}"
             f"{a['report_css']}</style>{''.join(self.parts)}"
             f"<script type='application/json' class='pc-data'>{data}</script>"
             f"<script>{a['uplot_js']}</script><script>{a['report_js']}</script></div>"
@@ -107,10 +107,10 @@ def page(title: str, body: Body | str) -> str:
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{e(title)}</title><style>body{{margin:24px auto;max-width:1180px;padding:0 16px;"
+        f"<title>{esc(title)}</title><style>body{{margin:24px auto;max-width:1180px;padding:0 16px;"
         f"background:#fff}}</style></head><body>{inner}"
         f"<p class='muted' style='font:12px sans-serif;color:#777'>written by perfcore at "
-        f"{e(time.strftime('%Y-%m-%d %H:%M:%S'))}</p></body></html>\n"
+        f"{esc(time.strftime('%Y-%m-%d %H:%M:%S'))}</p></body></html>\n"
     )
 
 
@@ -143,7 +143,7 @@ def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str |
     if causes:
         c = causes[0]
         big.append(
-            f"<div><b>{ms(c.get('ms_per_step'))}</b><span>avoidable per step ({e(c.get('what', c.get('label')))})"
+            f"<div><b>{dur(c.get('ms_per_step'))}</b><span>avoidable per step ({esc(c.get('what', c.get('label')))})"
             f"</span></div>"
         )
         if c.get("share") is not None:
@@ -151,27 +151,29 @@ def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str |
         if c.get("expected_speedup"):
             big.append(
                 f"<div><b>up to {float(c['expected_speedup']):.2f}×</b><span>faster steps if removed "
-                f"({ms(v.get('step_ms'))} → {ms(c.get('expected_step_ms'))})</span></div>"
+                f"({dur(v.get('step_ms'))} → {dur(c.get('expected_step_ms'))})</span></div>"
             )
     elif v.get("avoidable_ms"):
         lb, worst = max(v["avoidable_ms"].items(), key=lambda kv: kv[1])
         step = v.get("step_ms") or 0
         big.append(
-            f"<div><b>{ms(worst)}</b><span>largest avoidable ({e(lb)}"
+            f"<div><b>{dur(worst)}</b><span>largest avoidable ({esc(lb)}"
             + (f", {100 * worst / step:.0f}% of the step" if step else "")
             + ")</span></div>"
         )
     idattr = f" id='{dom_id}'" if dom_id else ""
     return (
-        f"<div class='verdict {level}'><div class='bound'>{e(bound)}</div>"
-        f"<div class='sentence'{idattr}>{e(sentence)}</div>"
+        f"<div class='verdict {level}'><div class='bound'>{esc(bound)}</div>"
+        f"<div class='sentence'{idattr}>{esc(sentence)}</div>"
         + (f"<div class='big'>{''.join(big)}</div>" if big else "")
         + "</div>"
     )
 
 
 def tiles(items: Iterable[tuple[str, Any]]) -> str:
-    cells = [f"<div class='tile'><span>{e(k)}</span><b>{e(v)}</b></div>" for k, v in items if v not in (None, "", "-")]
+    cells = [
+        f"<div class='tile'><span>{esc(k)}</span><b>{esc(v)}</b></div>" for k, v in items if v not in (None, "", "-")
+    ]
     return f"<div class='tiles'>{''.join(cells)}</div>" if cells else ""
 
 
@@ -190,7 +192,7 @@ def stack_bar(breakdown_ms: dict[str, float]) -> str:
     total = sum(float(breakdown_ms.get(lb) or 0) for lb in LABELS) or 1.0
     segs = "".join(
         f"<div style='width:{100 * float(breakdown_ms.get(lb) or 0) / total:.2f}%;background:{COLORS[lb]}' "
-        f"data-tip='{lb}: {ms(breakdown_ms.get(lb))} ({100 * float(breakdown_ms.get(lb) or 0) / total:.0f}%)'>"
+        f"data-tip='{lb}: {dur(breakdown_ms.get(lb))} ({100 * float(breakdown_ms.get(lb) or 0) / total:.0f}%)'>"
         "</div>"
         for lb in LABELS
         if float(breakdown_ms.get(lb) or 0) > 0
@@ -205,7 +207,7 @@ def breakdown_table(doc: dict[str, Any]) -> str:
         fr = float((doc.get("breakdown_fraction") or {}).get(lb, 0.0) or 0.0)
         rows.append(
             f"<tr><td><i class='pc-chip' style='background:{COLORS[lb]};margin-left:0'></i>{lb}</td>"
-            f"<td class='n'>{f((doc.get('breakdown_ms') or {}).get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
+            f"<td class='n'>{num((doc.get('breakdown_ms') or {}).get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
             f"<td><span class='hbar' style='background:{COLORS[lb]};width:{max(0.0, 200 * fr):.0f}px'></span></td></tr>"
         )
     return (
@@ -231,9 +233,9 @@ def causes_list(doc: dict[str, Any]) -> str:
         gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
         items.append(
             f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
-            f"<div class='head'>{i}. {e(c.get('bound', lb))}: {e(c.get('what', ''))} — "
-            f"{ms(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {e(c.get('level', ''))})"
-            f"{gain}</div><div class='ev'>evidence: {e(c.get('evidence', ''))}</div>{advice}</li>"
+            f"<div class='head'>{i}. {esc(c.get('bound', lb))}: {esc(c.get('what', ''))} — "
+            f"{dur(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {esc(c.get('level', ''))})"
+            f"{gain}</div><div class='ev'>evidence: {esc(c.get('evidence', ''))}</div>{advice}</li>"
         )
     rest = [r for j, r in enumerate(recs) if j not in used]
     if rest:
@@ -247,9 +249,9 @@ def causes_list(doc: dict[str, Any]) -> str:
 
 
 def advice_item(r: dict[str, Any]) -> str:
-    test = f"<div class='try'>test it: <code>{e(r['test'])}</code></div>" if r.get("test") else ""
-    ev = f"<div class='ev'>evidence: {e(r['evidence'])}</div>" if r.get("evidence") else ""
-    return f"<div style='margin-top:4px'>→ {e(r.get('text', ''))}{ev}{test}</div>"
+    test = f"<div class='try'>test it: <code>{esc(r['test'])}</code></div>" if r.get("test") else ""
+    ev = f"<div class='ev'>evidence: {esc(r['evidence'])}</div>" if r.get("evidence") else ""
+    return f"<div style='margin-top:4px'>→ {esc(r.get('text', ''))}{ev}{test}</div>"
 
 
 def warnings_of(doc: dict[str, Any]) -> list[str]:
@@ -262,7 +264,7 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
     o = doc.get("overhead") or {}
     if o.get("material"):  # decided with the overhead: above what a rerun of the script moves its step by
         line = (
-            f"perfcore's own overhead: ~{f(o.get('ms_per_step'), '.3f')} ms per step "
+            f"perfcore's own overhead: ~{num(o.get('ms_per_step'), '.3f')} ms per step "
             f"({100 * float(o.get('fraction') or 0):.2f}% of the step)"
         )
         if o.get("hooks") == "not included":
@@ -301,7 +303,7 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
 
 
 def table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
-    th = "".join(f"<th class='n'>{e(h)}</th>" if i in numeric else f"<th>{e(h)}</th>" for i, h in enumerate(head))
+    th = "".join(f"<th class='n'>{esc(h)}</th>" if i in numeric else f"<th>{esc(h)}</th>" for i, h in enumerate(head))
     body = "".join(
         "<tr>"
         + "".join(f"<td class='n'>{c}</td>" if i in numeric else f"<td>{c}</td>" for i, c in enumerate(r))

@@ -15,9 +15,9 @@ from perfcore.report.html_parts import (
     Body,
     breakdown_table,
     causes_list,
-    e,
-    f,
-    ms,
+    esc,
+    num,
+    dur,
     page,
     samples_per_s,
     stack_bar,
@@ -39,23 +39,23 @@ def _loading(doc: dict[str, Any]) -> str:
         keys = ["site", "batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "batches"]
         # Each loader's own time to make a batch: an eval loader's never mixes into the train loader's.
         rows = [
-            [e(x.get(k, "")) for k in keys]
-            + [ms(x["worker_batch_ms"]) if x.get("worker_batch_ms") is not None else ""]
-            + [e(x.get("role") or ("train" if x.get("training", True) else "other"))]
+            [esc(x.get(k, "")) for k in keys]
+            + [dur(x["worker_batch_ms"]) if x.get("worker_batch_ms") is not None else ""]
+            + [esc(x.get("role") or ("train" if x.get("training", True) else "other"))]
             for x in loaders
         ]
         parts.append(table(keys + ["batch made in", "role"], rows, {1, 2, 6, 7}))
     w = doc.get("workers") or {}
     if w:
         parts.append(
-            f"<p>{e(w.get('num_workers'))} worker(s); a batch takes {ms(w.get('fetch_ms_mean'))} to make "
-            f"(__getitem__ {ms(w.get('getitem_ms_mean'))}, collate {ms(w.get('collate_ms_mean'))})</p>"
+            f"<p>{esc(w.get('num_workers'))} worker(s); a batch takes {dur(w.get('fetch_ms_mean'))} to make "
+            f"(__getitem__ {dur(w.get('getitem_ms_mean'))}, collate {dur(w.get('collate_ms_mean'))})</p>"
         )
     if loaders or (doc.get("starvation") or {}).get("starved"):
         parts.append(starvation_block(doc))
     plan = doc.get("loader_plan") or {}
     if plan.get("sentence"):
-        parts.append(f"<p>{e(plan['sentence'])}</p>")
+        parts.append(f"<p>{esc(plan['sentence'])}</p>")
     return ("<h2>Data loading</h2>" + "".join(parts)) if parts else ""
 
 
@@ -63,23 +63,23 @@ def _details(doc: dict[str, Any]) -> str:
     rows = []
     split = doc.get("compute_split_ms") or {}
     if split:
-        rows.append(["host time in " + ", ".join(f"{e(k)} {ms(v)}" for k, v in split.items()) + " per step"])
+        rows.append(["host time in " + ", ".join(f"{esc(k)} {dur(v)}" for k, v in split.items()) + " per step"])
     gsplit = doc.get("compute_split_gpu_ms") or {}
     if gsplit:
         rows.append(
-            ["kernel time launched in " + ", ".join(f"{e(k)} {ms(v)}" for k, v in gsplit.items()) + " per step"]
+            ["kernel time launched in " + ", ".join(f"{esc(k)} {dur(v)}" for k, v in gsplit.items()) + " per step"]
         )
     mem = doc.get("memory") or {}
     if mem.get("peak_bytes"):
         kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS"
         rows.append([f"peak {kind}: {float(mem['peak_bytes']) / 2**20:.0f} MiB"])
-        rows += [[e(x.get("sentence", ""))] for x in mem.get("findings") or [] if isinstance(x, dict)]
+        rows += [[esc(x.get("sentence", ""))] for x in mem.get("findings") or [] if isinstance(x, dict)]
     su = doc.get("startup") or {}
     if su.get("time_to_first_step_ms") is not None:
         rows.append(
             [
-                f"start-up: first step ended {ms(su['time_to_first_step_ms'])} after launch; first step "
-                f"{ms(su.get('first_step_ms'))} vs {ms(su.get('steady_step_ms'))} steady"
+                f"start-up: first step ended {dur(su['time_to_first_step_ms'])} after launch; first step "
+                f"{dur(su.get('first_step_ms'))} vs {dur(su.get('steady_step_ms'))} steady"
             ]
         )
     if doc.get("cpu_util_percent") is not None:
@@ -95,13 +95,13 @@ def _ranks(doc: dict[str, Any], body: Body) -> str:
     rows = [
         [
             ("<b>" if r.get("rank") in slow else "")
-            + f"rank {e(r.get('rank'))}"
+            + f"rank {esc(r.get('rank'))}"
             + (" ◀ straggler</b>" if r.get("rank") in slow else ""),
-            e(r.get("host", "")),
-            f((r.get("step_time_ms") or {}).get("mean")),
+            esc(r.get("host", "")),
+            num((r.get("step_time_ms") or {}).get("mean")),
         ]
-        + [f((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS]
-        + [e(r.get("steps", "")), e(r.get("exit") or "")]
+        + [num((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS]
+        + [esc(r.get("steps", "")), esc(r.get("exit") or "")]
         for r in ranks
     ]
     rank_table = table(
@@ -112,7 +112,7 @@ def _ranks(doc: dict[str, Any], body: Body) -> str:
             "ranks",
             [f"rank {r.get('rank')}" for r in ranks],
             [r.get("breakdown_ms") for r in ranks],
-            [ms((r.get("step_time_ms") or {}).get("mean")) for r in ranks],
+            [dur((r.get("step_time_ms") or {}).get("mean")) for r in ranks],
             "Per-rank breakdown (a straggler stands out by its colours)",
         )
     )
@@ -123,7 +123,7 @@ def _ranks(doc: dict[str, Any], body: Body) -> str:
         "<h2>Ranks</h2>"
         + rank_table
         + chart
-        + ("<ul>" + "".join(f"<li>{e(s)}</li>" for s in sentences if s) + "</ul>" if sentences else "")
+        + ("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences if s) + "</ul>" if sentences else "")
     )
 
 
@@ -140,7 +140,7 @@ def _environment(doc: dict[str, Any]) -> str:
     env = doc.get("environment") or {}
     if isinstance(env, dict):
         keys += [(k, v) for k, v in env.items() if isinstance(v, (str, int, float))]
-    rows = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in keys if v not in (None, ""))
+    rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in keys if v not in (None, ""))
     return f"<table>{rows}</table>"
 
 
@@ -149,7 +149,9 @@ def links(files: Iterable[str]) -> str:
     a script (a name such as 'javascript:...' from a document is shown as text, not linked)."""
     from perfcore.report.reader import is_plain_name
 
-    return " · ".join(f"<a href='{e(x)}'>{e(x)}</a>" if is_plain_name(x) else e(x) for x in files if x != "report.html")
+    return " · ".join(
+        f"<a href='{esc(x)}'>{esc(x)}</a>" if is_plain_name(x) else esc(x) for x in files if x != "report.html"
+    )
 
 
 def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:
@@ -161,9 +163,9 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
         verdict_card(doc, dom_id=dom_id),
         tiles(
             [
-                ("p50 step", ms(st.get("p50"))),
-                ("p90 step", ms(st.get("p90"))),
-                ("mean step", ms(st.get("mean"))),
+                ("p50 step", dur(st.get("p50"))),
+                ("p90 step", dur(st.get("p90"))),
+                ("mean step", dur(st.get("mean"))),
                 ("throughput", f"{rate:,.0f} samples/s" if rate else None),
                 ("steps measured", f"{int(doc.get('steps') or 0):,} (+{int(doc.get('warmup_steps') or 0)} warm-up)"),
                 ("device", doc.get("device")),
@@ -199,7 +201,7 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
     warns = warnings_of(doc)
     if warns:
         body.add(
-            "<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{e(w)}</li>" for w in warns) + "</ul>"
+            "<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{esc(w)}</li>" for w in warns) + "</ul>"
         )
 
 
@@ -219,7 +221,7 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
     n_ranks = len(doc.get("ranks") or [])
     body.add(
         f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else ''}</h1>",
-        f"<div class='sub'>{e(cmd)}</div>" if cmd else "",
+        f"<div class='sub'>{esc(cmd)}</div>" if cmd else "",
     )
     run_sections(doc, steps, body)
     body.add("<h2>Environment</h2>", _environment(doc))
@@ -287,7 +289,7 @@ def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins
         y = Y(top * frac)
         parts.append(
             f"<line x1='{left}' x2='{left + w}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ccc' stroke-width='0.5'/>"
-            f"<text x='{left - 4}' y='{y + 4:.1f}' font-size='11' text-anchor='end'>{e(ms(top * frac))}</text>"
+            f"<text x='{left - 4}' y='{y + 4:.1f}' font-size='11' text-anchor='end'>{esc(dur(top * frac))}</text>"
         )
     parts.append(
         f"<text x='{left}' y='{height - 6}' font-size='11'>step {int(first)}</text>"

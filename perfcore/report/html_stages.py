@@ -10,7 +10,7 @@ from typing import Any
 from perfcore.report.charts import COLORS, stackbars
 from perfcore.report.html_run import headline, links, run_sections
 from perfcore.report.html_compare import render_compare_page, write_compare_report
-from perfcore.report.html_parts import Body, breakdown_table, e, f, ms, page, pct, stack_bar, tiles, verdict_card
+from perfcore.report.html_parts import Body, breakdown_table, esc, num, dur, page, pct, stack_bar, tiles, verdict_card
 from perfcore.report.html_sweep import sweep_sections
 
 __all__ = [
@@ -29,7 +29,7 @@ def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdi
         verdict_card(doc, sentence=doc.get("summary") or headline(doc), dom_id=dom_id),
         tiles(
             [
-                ("step", ms(doc.get("step_ms"))),
+                ("step", dur(doc.get("step_ms"))),
                 ("throughput", f"{float(doc['samples_per_s']):,.0f} samples/s" if doc.get("samples_per_s") else None),
                 (
                     f"busy ({src})" if "," not in src else f"busy: {src}",
@@ -82,9 +82,9 @@ def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdi
         )
     hb = doc.get("heartbeat") or {}
     if hb.get("meaning"):
-        body.add(f"<p><b>heartbeat:</b> {e(hb['meaning'])}</p>")
+        body.add(f"<p><b>heartbeat:</b> {esc(hb['meaning'])}</p>")
     if doc.get("next"):
-        body.add(f"<p>next: <code>{e(doc['next'])}</code></p>")
+        body.add(f"<p>next: <code>{esc(doc['next'])}</code></p>")
 
 
 def _fractions(bd: dict[str, float]) -> dict[str, float]:
@@ -117,10 +117,10 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
                 f"{k}={x[k]}" for k in ("batch_size", "num_workers", "pin_memory", "decoder", "synthetic") if k in x
             )
             rows.append(
-                f"<tr><td><b>{e(x.get('name'))}</b><div class='muted'>{e(settings)}</div></td>"
-                f"<td class='n'>{f(x.get('step_ms'))}</td><td class='n'>{f(x.get('samples_per_s'), ',.0f')}</td>"
-                f"<td class='n'>{pct(x.get('busy_mean'))}</td><td class='n'>{f(x.get('cpu_percent'), '.0f')}</td>"
-                f"<td class='n'>{f(x.get('speedup'))}×</td><td>{e(status)}</td></tr>"
+                f"<tr><td><b>{esc(x.get('name'))}</b><div class='muted'>{esc(settings)}</div></td>"
+                f"<td class='n'>{num(x.get('step_ms'))}</td><td class='n'>{num(x.get('samples_per_s'), ',.0f')}</td>"
+                f"<td class='n'>{pct(x.get('busy_mean'))}</td><td class='n'>{num(x.get('cpu_percent'), '.0f')}</td>"
+                f"<td class='n'>{num(x.get('speedup'))}×</td><td>{esc(status)}</td></tr>"
             )
         body.add(
             "<h2>Experiments</h2><table><tr><th>experiment</th><th class='n'>step ms</th><th class='n'>samples/s</th>"
@@ -136,7 +136,7 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
                         "experiments",
                         [x["name"] for x in ok],
                         [x["breakdown_ms"] for x in ok],
-                        [f"{ms(x.get('step_ms'))} · {f(x.get('speedup'))}×" for x in ok],
+                        [f"{dur(x.get('step_ms'))} · {num(x.get('speedup'))}×" for x in ok],
                         "Mean step per experiment, split by label",
                     )
                 )
@@ -144,9 +144,9 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
     checks = [c for c in v.get("checks") or [] if isinstance(c, dict)]
     if checks:
         rows = "".join(
-            f"<tr><td>{e(c.get('experiment'))}</td><td>{e(c.get('label', ''))}</td>"
-            f"<td class='n'>{f(c.get('predicted_speedup'))}×</td><td class='n'>{f(c.get('measured_speedup'))}×</td>"
-            f"<td>{_agrees(c.get('agrees'))}</td><td>{e(c.get('sentence', ''))}</td></tr>"
+            f"<tr><td>{esc(c.get('experiment'))}</td><td>{esc(c.get('label', ''))}</td>"
+            f"<td class='n'>{num(c.get('predicted_speedup'))}×</td><td class='n'>{num(c.get('measured_speedup'))}×</td>"
+            f"<td>{_agrees(c.get('agrees'))}</td><td>{esc(c.get('sentence', ''))}</td></tr>"
             for c in checks
         )
         body.add(
@@ -157,24 +157,24 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
     if skipped:
         body.add(
             "<p class='muted'>skipped: "
-            + "; ".join(f"{e(s.get('name'))} ({e(s.get('reason'))})" for s in skipped)
+            + "; ".join(f"{esc(s.get('name'))} ({esc(s.get('reason'))})" for s in skipped)
             + "</p>"
         )
     p = doc.get("worker_profile") or {}
     if p:
         top = [r for r in p.get("top") or [] if isinstance(r, dict)]
         head = (
-            f"<h2>Inside __getitem__</h2><p>{ms(p.get('ms_per_item'))} per item over {e(p.get('items', '?'))} items"
+            f"<h2>Inside __getitem__</h2><p>{dur(p.get('ms_per_item'))} per item over {esc(p.get('items', '?'))} items"
             + (f", CPU/wall {float(p['cpu_to_wall']):.2f}" if p.get("cpu_to_wall") is not None else "")
             + "</p>"
         )
         if p.get("note"):
-            head += f"<p class='muted'>{e(p['note'])}</p>"
+            head += f"<p class='muted'>{esc(p['note'])}</p>"
         if top:
             peak = max(float(r.get("self_ms_per_item") or 0) for r in top) or 1.0
             rows = "".join(
-                f"<tr><td><code>{e(r.get('function'))}</code></td><td class='n'>{f(r.get('self_ms_per_item'), '.3f')}</td>"
-                f"<td class='n'>{f(r.get('total_ms_per_item'), '.3f')}</td><td class='n'>{e(r.get('calls', ''))}</td>"
+                f"<tr><td><code>{esc(r.get('function'))}</code></td><td class='n'>{num(r.get('self_ms_per_item'), '.3f')}</td>"
+                f"<td class='n'>{num(r.get('total_ms_per_item'), '.3f')}</td><td class='n'>{esc(r.get('calls', ''))}</td>"
                 f"<td><span class='hbar' style='background:{COLORS['load']};width:"
                 f"{120 * float(r.get('self_ms_per_item') or 0) / peak:.0f}px'></span></td></tr>"
                 for r in top
@@ -209,7 +209,7 @@ def _demo(folder: Path, doc: dict[str, Any], body: Body) -> None:
             + ", ".join(f"{k} {v}" for k, v in bounds.items())
             + " (diagnose measured it with synthetic data: that is the firmest)"
         )
-    body.add(tiles([(f"{k}: names", _cause(d)) for k, d in stages]), f"<p><b>{e(agree)}</b></p>")
+    body.add(tiles([(f"{k}: names", _cause(d)) for k, d in stages]), f"<p><b>{esc(agree)}</b></p>")
     body.add("<div class='stage'><h2>1 · health: is the device busy?</h2>")
     health_sections(doc.get("health") or {}, body, dom_id=None)
     body.add("</div><div class='stage'><h2>2 · run: where each training step goes</h2>")
@@ -237,10 +237,10 @@ def stage_page(folder: Path, title: str, doc: dict[str, Any], text: str, files: 
     schema = str(doc.get("schema") or "")
     kind = title.replace("perfcore ", "")
     body = Body(kind)
-    body.add(f"<h1>{e(title)}</h1>")
+    body.add(f"<h1>{esc(title)}</h1>")
     target = doc.get("workload") or (doc.get("run") or {}).get("workload")
     if target:
-        body.add(f"<div class='sub'>target: {e(target)}</div>")
+        body.add(f"<div class='sub'>target: {esc(target)}</div>")
     if schema.startswith("perfcore.experiments.demo") or kind == "demo":
         _demo(Path(folder), doc, body)
     elif schema.startswith("perfcore.health"):
@@ -252,7 +252,7 @@ def stage_page(folder: Path, title: str, doc: dict[str, Any], text: str, files: 
     else:  # a document this page does not know: its headline, and the text in a box that wraps
         body.add(
             verdict_card(doc, sentence=headline(doc, text)),
-            f"<pre style='white-space:pre-wrap;font-size:.85em'>{e(text)}</pre>",
+            f"<pre style='white-space:pre-wrap;font-size:.85em'>{esc(text)}</pre>",
         )
     if files:
         body.add(f"<h2>Files</h2><p>{links(files)}</p>")

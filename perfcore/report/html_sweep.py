@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfcore.report.html_parts import Body, e, f, ms, pct, tiles
+from perfcore.report.html_parts import Body, esc, num, dur, pct, tiles
 
 __all__ = ["sweep_sections"]
 
@@ -49,8 +49,8 @@ def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdic
     )
     configs = pd.DataFrame([c for c in doc.get("configs") or [] if isinstance(c, dict)])
     body.add(
-        f"<div class='verdict {'healthy' if b else 'critical'}'><div class='bound'>sweep of {e(doc.get('workload', ''))}"
-        f"</div><div class='sentence'{f' id={dom_id!r}' if dom_id else ''}>{e(best)}</div></div>",
+        f"<div class='verdict {'healthy' if b else 'critical'}'><div class='bound'>sweep of {esc(doc.get('workload', ''))}"
+        f"</div><div class='sentence'{f' id={dom_id!r}' if dom_id else ''}>{esc(best)}</div></div>",
         tiles(
             [
                 ("configurations", len(configs)),
@@ -61,7 +61,7 @@ def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdic
         ),
     )
     if doc.get("knees"):
-        body.add("<h3>Knees</h3><ul>" + "".join(f"<li>{e(k)}</li>" for k in doc["knees"]) + "</ul>")
+        body.add("<h3>Knees</h3><ul>" + "".join(f"<li>{esc(k)}</li>" for k in doc["knees"]) + "</ul>")
     if not len(configs):
         return
     knees = {(int(m.group(1)), int(m.group(2))) for m in (_KNEE.search(k) for k in doc.get("knees") or []) if m}
@@ -107,8 +107,8 @@ def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdic
                     if r["status"] != "ok":
                         err = str(r.get("error") or "")[:120]
                         tds.append(
-                            f"<td class='cell bad' data-tip='{e(tip + str(r['status']).upper() + (': ' + err if err else ''))}'>"
-                            f"{e(str(r['status']).upper())}</td>"
+                            f"<td class='cell bad' data-tip='{esc(tip + str(r['status']).upper() + (': ' + err if err else ''))}'>"
+                            f"{esc(str(r['status']).upper())}</td>"
                         )
                         continue
                     v = pd.to_numeric(pd.Series([r[col]]), errors="coerce").iloc[0]
@@ -119,31 +119,31 @@ def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdic
                     t = t if higher else 1 - t
                     knee = (bs, nw) in knees and best_slice.get((bs, nw)) == (bool(pin), _pf(r["prefetch_factor"]))
                     more = (
-                        f"{float(r['samples_per_s']):,.0f} samples/s, step {ms(r['step_ms'])}, busy {pct(r.get('busy_mean'))}"
+                        f"{float(r['samples_per_s']):,.0f} samples/s, step {dur(r['step_ms'])}, busy {pct(r.get('busy_mean'))}"
                         + (f", verdict {r['verdict']} ({r.get('verdict_level')})" if r.get("verdict") else "")
                         + (" · knee" if knee else "")
                     )
                     tds.append(
                         f"<td class='cell{' knee' if knee else ''}' style='background:{_color(t)};color:"
-                        f"{'#000' if t > 0.55 else '#fff'}' data-tip='{e(tip + more)}'>{e(fmt.format(float(v)))}</td>"
+                        f"{'#000' if t > 0.55 else '#fff'}' data-tip='{esc(tip + more)}'>{esc(fmt.format(float(v)))}</td>"
                     )
                 cells.append(f"<tr><th>{bs}</th>{''.join(tds)}</tr>")
             head = "".join(f"<th>{nw}</th>" for nw in nws)
             maps.append(
-                f"<div><div class='title' style='font-weight:600;font-size:.9em'>{e(name)} · pin_memory={pin}"
+                f"<div><div class='title' style='font-weight:600;font-size:.9em'>{esc(name)} · pin_memory={pin}"
                 f"{f', prefetch_factor={pf}' if pf is not None else ''}</div><table class='heat'><tr><th class='muted'>"
                 f"batch ╲ workers</th>{head}</tr>{''.join(cells)}</table></div>"
             )
         body.add(
-            f"<h3>{e(name)} ({'higher' if higher else 'lower'} is better)</h3><div class='heats'>{''.join(maps)}</div>"
+            f"<h3>{esc(name)} ({'higher' if higher else 'lower'} is better)</h3><div class='heats'>{''.join(maps)}</div>"
         )
     rows = "".join(
-        f"<tr><td class='n'>{e(r['batch_size'])}</td><td class='n'>{e(r['num_workers'])}</td><td>{e(r['pin_memory'])}</td>"
-        f"<td class='n'>{e(r['prefetch_factor'] if r['num_workers'] else '-')}</td><td>{e(str(r['status']).upper())}</td>"
-        f"<td class='n'>{f(r.get('step_ms'))}</td><td class='n'>{f(r.get('samples_per_s'), ',.0f')}</td>"
+        f"<tr><td class='n'>{esc(r['batch_size'])}</td><td class='n'>{esc(r['num_workers'])}</td><td>{esc(r['pin_memory'])}</td>"
+        f"<td class='n'>{esc(r['prefetch_factor'] if r['num_workers'] else '-')}</td><td>{esc(str(r['status']).upper())}</td>"
+        f"<td class='n'>{num(r.get('step_ms'))}</td><td class='n'>{num(r.get('samples_per_s'), ',.0f')}</td>"
         f"<td class='n'>{pct(r.get('busy_mean')) if r['status'] == 'ok' else ''}</td>"
-        f"<td>{e(r.get('verdict') or '')}{e(' (' + str(r.get('verdict_level')) + ')') if r.get('verdict') else ''}"
-        f"{e(str(r.get('error') or '')[:100]) if r['status'] != 'ok' else ''}</td></tr>"
+        f"<td>{esc(r.get('verdict') or '')}{esc(' (' + str(r.get('verdict_level')) + ')') if r.get('verdict') else ''}"
+        f"{esc(str(r.get('error') or '')[:100]) if r['status'] != 'ok' else ''}</td></tr>"
         for _, r in c.sort_values("samples_per_s", ascending=False, na_position="last").iterrows()
     )
     body.add(
