@@ -24,8 +24,8 @@ def install_exit_hooks(inst) -> None:
     def excepthook(tp, value, tb):
         interrupted = issubclass(tp, KeyboardInterrupt)
         try:
-            inst.ending.ended("interrupted" if interrupted else "crashed", first_line(tp, value))
-            inst.ending.traceback = "".join(traceback.format_exception(tp, value, tb))
+            text = "".join(traceback.format_exception(tp, value, tb))
+            inst.ending.ended("interrupted" if interrupted else "crashed", first_line(tp, value), text)
         except Exception:  # a message that cannot be made text: the type alone, never a second error
             inst.ending.ended("interrupted" if interrupted else "crashed", tp.__name__)
         if interrupted and threading.current_thread() is threading.main_thread():

@@ -233,12 +233,10 @@ class TorchHooks:
         orig = torch.optim.Optimizer.__init__
 
         def __init__(opt, *args, **kwargs):
-            inst.sources.optimizers_made += 1
+            n = inst.sources.optimizer_made()
             made = orig(opt, *args, **kwargs)
-            if inst.sources.optimizers_made == 1:  # the first optimizer: its class and settings, for advice
-                from perfcore.run.split_facts import optimizer_facts
-
-                inst.optimizer_facts = optimizer_facts(opt)
+            if n == 1:
+                inst.sources.first_optimizer(opt)
             return made
 
         __init__.__wrapped__ = orig

@@ -256,7 +256,7 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
         "requested_backend": inst.backend,
         "lines": take_facts(getattr(inst, "lines", None)),
         "own_costs": own_costs(inst),  # after the sampler stopped: its calibration is not the script's
-        "optimizer": getattr(inst, "optimizer_facts", None),
+        "optimizer": inst.sources.optimizer_facts,
     }
 
 

@@ -95,6 +95,7 @@ class StepSources:
         self.forced = forced
         self.chosen: str | None = forced
         self.optimizers_made = 0
+        self.optimizer_facts: dict | None = None  # the first optimizer's class and settings, for advice
         self.counts = {"backward": 0, "batch": 0, "forward": 0, "batch_all": 0}
         # Candidate times, kept while the source is undecided (or chosen).
         self.ends: dict[str, list[int]] = {"backward": [], "batch": [], "forward": []}
@@ -106,6 +107,19 @@ class StepSources:
         self.last_fetch = 0
 
     # -- candidates -----------------------------------------------------------------------------
+
+    def optimizer_made(self) -> int:
+        """An optimizer is being constructed (counted before its __init__ runs, as a wrapper's inner
+        optimizers come after it): its number."""
+        self.optimizers_made += 1
+        return self.optimizers_made
+
+    def first_optimizer(self, opt) -> None:
+        """The first optimizer, constructed: its class and settings, kept for advice."""
+        from perfcore.run.split_facts import optimizer_facts
+
+        self.optimizer_facts = optimizer_facts(opt)
+
     def backward_ended(self, t: int) -> tuple:
         self.counts["backward"] += 1
         return self._candidate("backward", t)

@@ -40,8 +40,10 @@ class Ending:
         self.steps_after_stop = 0
         self._after_stop = None  # the optimizer hook the stop leaves behind (released with a cell)
 
-    def ended(self, reason: str, exception: str | None = None) -> None:
+    def ended(self, reason: str, exception: str | None = None, traceback: str | None = None) -> None:
         self.reason = reason
+        if traceback is not None:
+            self.traceback = traceback
         if exception is not None:
             self.exception = exception
             if self.t_exception is None:  # which rank of a job failed first: its error is the job's
