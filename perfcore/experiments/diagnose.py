@@ -175,6 +175,8 @@ def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[di
                     "measured": {"speedup": x, "band": b.get("measured_band"), "experiment": b["experiment"]},
                     "text": f"Set num_workers={n} in the DataLoader: experiment {b['experiment']} measured the "
                     f"step {fmt_x(x)} faster.",
+                    "evidence": f"diagnose's experiment {b['experiment']} against its baseline, beyond both runs' "
+                    "noise and within what removing all loading can give",
                 },
             )
     c = next((e for e in rows if e["name"].startswith("C:") and e.get("speedup")), None)

@@ -200,7 +200,7 @@ def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
         f"health: {h['steps']} forward-only iterations, step {fmt_ms(h['step_ms'])}, {what} "
         f"{100 * float(h.get('busy_mean') or 0):.0f}% (std {100 * float(h.get('busy_std') or 0):.0f}%)",
         "run: " + "\n".join(brief_table(run))[len("perfcore: ") :],
-        f"diagnose:{busy_note(d)}",
+        "diagnose:" + busy_note(d).replace(";", "", 1),
         render_diagnose_brief(d, f"{folder}/report.html; all evidence: perfcore demo --explain", header=False),
     ]
     return "\n".join(lines + [f"demo finished in {doc['elapsed_s']:.0f} s"])
