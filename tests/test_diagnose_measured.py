@@ -117,3 +117,23 @@ def test_diagnose_help_explains_target_without_importing_torch():
     assert p.returncode == 0, p.stderr
     assert "TARGET is what to measure" in p.stdout and "-- python train.py" in p.stdout
     assert "FILE.py:FUNCTION" in p.stdout and "stderr" in p.stdout
+
+
+def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
+    from perfcore.experiments.diagnose import diagnose_verdict
+
+    base = {
+        "breakdown_ms": {"load": 600.0, "transfer": 0.0, "compute": 400.0, "comm": 0.0, "host": 0.0},
+        "step_ms": 1000.0,
+        "steps": 20,
+        "step_sem_ms": 5.0,
+        "num_workers": 0,
+        "cpu_percent": 50.0,
+    }
+    rows = [
+        {"name": "baseline", "speedup": 1.0, "step_sem_ms": 5.0, "num_workers": 0},
+        {"name": "A: synthetic data", "speedup": 2.5, "step_sem_ms": 5.0, "breakdown_ms": {"compute": 400.0}},
+    ]
+    prof = {"cpu_to_wall": 0.9, "top": [{"function": "<method 'float' of 'torch._C.TensorBase' objects>"}]}
+    v, _ = diagnose_verdict(base, rows, prof, on_gpu=False)
+    assert v["bound"] == "load" and "(top: Tensor.float (torch))" in v["plain_summary"], v["plain_summary"]

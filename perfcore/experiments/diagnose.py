@@ -305,7 +305,9 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             )
         else:
             final["cause"] = "CPU decode/augment"
-            top = prof["top"][0]["function"] if prof["top"] else "?"
+            from perfcore.report.experiments import readable_frame
+
+            top = readable_frame(prof["top"][0]["function"]) if prof["top"] else "?"
             how = f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
         final["plain_summary"] = final["plain_summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
