@@ -278,6 +278,9 @@ def test_script_diagnose_and_overrides(tmp_path):
     assert a["synthetic"] and a["speedup"] > 1.5
     b = doc["experiments"][2]
     assert b["name"].startswith("B:") and b["num_workers"] == os.cpu_count() and not b["synthetic"]
+    # The report on stderr, as run's: stdout is the JSON alone; "more:" names the command for all of it.
+    assert p.stderr.count("verdict: input-bound") == 1, p.stderr
+    assert f"all evidence: perfcore diagnose --explain -- {sys.executable} {script} --delay" in p.stderr
 
 
 def test_script_without_dataloader_cannot_be_swept(tmp_path):

@@ -3,6 +3,7 @@ sweep (which DataLoader settings), and demo (all of them on the built-in workloa
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -57,13 +58,29 @@ def health_cmd(res: Results, steps, interval, target) -> None:
 @results("diagnose")
 @target_arg
 def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
-    """Stage 2: differential experiments (synthetic data, num_workers, decoder) name the bottleneck."""
+    """Stage 2: differential experiments (A: synthetic data, B: num_workers, C: decoder) name the
+    bottleneck, each measured against the baseline's step.
+
+    \b
+    TARGET is what to measure:
+      demo | resnet18           a built-in workload
+      FILE.py:FUNCTION          a function that returns a perfcore.Workload
+      -- python train.py ARGS   your script, run as it is (each experiment runs it again)
+
+    The report goes to stderr, as run's does: the script's own output stays on stdout.
+    """
     from perfcore.experiments.stages import diagnose_stage
     from perfcore.report.experiments import render_diagnose, render_diagnose_brief
 
-    doc, files = diagnose_stage(load_target(target), res.folder, steps=steps, warmup=warmup, progress=res.progress())
+    what = load_target(target)
+    doc, files = diagnose_stage(what, res.folder, steps=steps, warmup=warmup, progress=res.progress())
     text = render_diagnose(doc)
-    res.echo(text if explain else render_diagnose_brief(doc, f"{res.folder}/report.html; all evidence: --explain"))
+    again = " ".join(shlex.quote(str(w)) for w in target)
+    again = f"perfcore diagnose --explain {'-- ' if what.kind == 'command' else ''}{again}"
+    # On stderr, as run's report: the script's lines on stdout are its own (and `--json -` keeps stdout).
+    click.echo(
+        text if explain else render_diagnose_brief(doc, f"{res.folder}/report.html; all evidence: {again}"), err=True
+    )
     res.done(doc, folder_report(res, "diagnose", doc, text, files))
     _mirror_script_exit(doc)
 

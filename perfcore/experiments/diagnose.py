@@ -23,9 +23,18 @@ from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
 from perfcore.workloads import Workload
 
-__all__ = ["diagnose", "Experiment", "diagnose_verdict", "diagnose_advice", "workers_check", "SATURATED_CPU"]
+__all__ = [
+    "diagnose",
+    "measured_first",
+    "Experiment",
+    "diagnose_verdict",
+    "diagnose_advice",
+    "workers_check",
+    "SATURATED_CPU",
+]
 
 SATURATED_CPU = 90.0  # host CPU % above which __getitem__'s off-CPU time cannot be read as I/O
+MATERIAL_X = 1.10  # a measured speedup below this is no gain worth a change (the decoder's threshold too)
 
 
 @dataclass(frozen=True)
@@ -136,7 +145,7 @@ def diagnose(
     }
     if base.document:
         advised = diagnose_advice(dict(base.document), verdict, base.evidence)
-        doc["recommendations"] = advised["recommendations"]
+        doc["recommendations"] = measured_first(advised["recommendations"], verdict, rows)
         if advised.get("loader_plan"):
             doc["loader_plan"] = advised["loader_plan"]
     if base.interference:
@@ -145,6 +154,37 @@ def diagnose(
     if failed:  # the first run whose script failed: its code is diagnose's, as run's is the script's
         doc["script_exit"] = failed.as_dict()
     return doc
+
+
+def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[dict]:
+    """The advice after what the experiments measured: a workers setting that experiment B measured
+    faster (beyond its noise) leads, as a change with its measured figure; a decoder change that
+    experiment C measured to gain less than MATERIAL_X carries that figure in place of the bound
+    (what a batch that costs nothing would give). Advice no experiment measured keeps its order."""
+    out = [dict(r) for r in recs]
+    b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
+    if b and b.get("change") == "faster" and b.get("status") != "inconclusive" and not b.get("above_bound"):
+        x, n = b["measured_speedup"], b.get("num_workers")
+        if n is not None and x >= MATERIAL_X:
+            out.insert(
+                0,
+                {
+                    "id": "workers_measured",
+                    "cause": "load",
+                    "set": {"num_workers": n},
+                    "measured": {"speedup": x, "band": b.get("measured_band"), "experiment": b["experiment"]},
+                    "text": f"Set num_workers={n} in the DataLoader: experiment {b['experiment']} measured the "
+                    f"step {fmt_x(x)} faster.",
+                    "evidence": f"diagnose's experiment {b['experiment']} against its baseline, beyond both runs' "
+                    "noise and within what removing all loading can give",
+                },
+            )
+    c = next((e for e in rows if e["name"].startswith("C:") and e.get("speedup")), None)
+    for r in out:
+        if c and r.get("id") == "cheaper_batches" and r.get("decode") and c["speedup"] < MATERIAL_X:
+            r["measured"] = {"speedup": c["speedup"], "experiment": c["name"], "material": False}
+            r["text"] = f"{r['text']} Measured: {c['name']} alone gave {fmt_x(c['speedup'])}."
+    return out
 
 
 def diagnose_advice(base_doc: dict, verdict: dict, evidence: dict | None = None) -> dict[str, Any]:
@@ -244,7 +284,7 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     how = ""
     if final["bound"] == "load":
         decoder = next((e for e in exps if e["name"].startswith("C:")), None)
-        if decoder and (decoder.get("speedup") or 0) >= 1.10:
+        if decoder and (decoder.get("speedup") or 0) >= MATERIAL_X:
             final["cause"] = "CPU decode"
             how = f"The {decoder['decoder']} decoder alone is {decoder['speedup']:.2f}x faster per step: switch to it"
         elif prof.get("cpu_to_wall") is None:
@@ -265,7 +305,9 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             )
         else:
             final["cause"] = "CPU decode/augment"
-            top = prof["top"][0]["function"] if prof["top"] else "?"
+            from perfcore.report.experiments import readable_frame
+
+            top = readable_frame(prof["top"][0]["function"]) if prof["top"] else "?"
             how = f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
         final["plain_summary"] = final["plain_summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)

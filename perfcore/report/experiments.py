@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from perfcore.analysis.gain import fmt_speedups
@@ -66,7 +67,7 @@ def render_diagnose(doc: dict[str, Any]) -> str:
     if p.get("note"):
         lines.append(f"    ({p['note']})")
     for r in p["top"][:5]:
-        lines.append(f"    {fmt_ms(r['self_ms_per_item']):>9}/item  {r['function']}")
+        lines.append(f"    {fmt_ms(r['self_ms_per_item']):>9}/item  {readable_frame(r['function'])}")
     lines.append(verdict_line(doc["verdict"]))
     for c in doc["verdict"].get("checks", []):
         pb, mb = c.get("predicted_band"), c.get("measured_band")
@@ -129,7 +130,7 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
     of it (--explain)."""
     from perfcore.report.words import try_short, verdict_short
 
-    lines = [f"diagnose {doc['workload']} on {doc['device']}"] if header else []
+    lines = [f"diagnose {doc['workload']} on {doc['device']}{busy_note(doc)}"] if header else []
     lines.append(f"  {'experiment':<34} {'step':>9} {'+-':>8} {'samples/s':>10} {'speedup':>8}")
     for e in doc["experiments"]:
         if e.get("oom") or e.get("error"):
@@ -145,7 +146,7 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
     if p.get("ms_per_item") is not None:
         # What diagnose found loading to be, where it is more than "data loading" (CPU decode, I/O).
         cause = f": {v['cause']}" if v.get("bound") == "load" and v.get("cause") not in (None, "data loading") else ""
-        top = str((p.get("top") or [{}])[0].get("function") or "")
+        top = readable_frame(str((p.get("top") or [{}])[0].get("function") or ""))
         lines.append(
             f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item"
             + (f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else "")
@@ -154,12 +155,38 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
         )
     lines.append(verdict_short(v))
     lines += [_check_short(c) for c in v.get("checks", [])]
-    site = None
-    lines += [try_short(r, v, site) for r in (doc.get("recommendations") or [])[:2]]
+    lines += [_try_measured(r, v, try_short) for r in (doc.get("recommendations") or [])[:2]]
     lines += _script_exit(doc)
     if more:
         lines.append(f"more: {more}")
     return "\n".join(lines)
+
+
+def _try_measured(rec: dict[str, Any], v: dict[str, Any], try_short: Any) -> str:
+    """A try line; advice an experiment measured says that figure, never the bound it was advised on."""
+    m = rec.get("measured")
+    if not isinstance(m, dict) or m.get("speedup") is None:
+        return try_short(rec, v, None)
+    b = m.get("band")
+    band = f" ({fmt_band(*b)})" if b and b[0] is not None and b[1] is not None and b[0] != b[1] else ""
+    return f"{try_short({**rec, 'gain': {}}, v, None)}: measured {fmt_x(m['speedup'])}{band} ({m['experiment']})"
+
+
+_METHOD = re.compile(r"<method '(\w+)' of '([\w.]+)' objects>")
+_BUILTIN = re.compile(r"<built-in (?:function|method) ([\w.]+)(?: of .*)?>")
+
+
+def readable_frame(function: str) -> str:
+    """A profiler's name for a frame, readable: a library method as Class.method (its module said),
+    the user's function as it came ("func (file.py:12)")."""
+    m = _METHOD.fullmatch(function.strip())
+    if m:
+        name, owner = m.groups()
+        cls = owner.rsplit(".", 1)[-1].removesuffix("Base")
+        lib = owner.split(".", 1)[0]
+        return f"{cls}.{name} ({lib.lstrip('_')})" if "." in owner else f"{cls}.{name}"
+    m = _BUILTIN.fullmatch(function.strip())
+    return f"{m.group(1)} (built-in)" if m else function
 
 
 def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
@@ -173,7 +200,7 @@ def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
         f"health: {h['steps']} forward-only iterations, step {fmt_ms(h['step_ms'])}, {what} "
         f"{100 * float(h.get('busy_mean') or 0):.0f}% (std {100 * float(h.get('busy_std') or 0):.0f}%)",
         "run: " + "\n".join(brief_table(run))[len("perfcore: ") :],
-        "diagnose:",
+        "diagnose:" + busy_note(d).replace(";", "", 1),
         render_diagnose_brief(d, f"{folder}/report.html; all evidence: perfcore demo --explain", header=False),
     ]
     return "\n".join(lines + [f"demo finished in {doc['elapsed_s']:.0f} s"])
@@ -227,6 +254,24 @@ def render_sweep(doc: dict[str, Any]) -> str:
     for k in doc["knees"]:
         lines.append(f"  {k}")
     return "\n".join(lines)
+
+
+def busy_note(doc: dict[str, Any]) -> str:
+    """ "; BUSY: ..." where other processes materially used the machine during any of diagnose's runs
+    (each experiment's own measured finding; the busiest said, with the experiments it touched)."""
+    found = [
+        (e["name"], e["interference"])
+        for e in doc.get("experiments") or []
+        if isinstance(e.get("interference"), dict) and e["interference"].get("others_cores") is not None
+    ]
+    busy = [(n, f) for n, f in found if f.get("material")]
+    if not busy:
+        return ""
+    worst = max(f["others_cores"] for _, f in busy)
+    cores = next((f.get("cores") for _, f in busy if f.get("cores")), None)
+    of = f" of {cores}" if cores else ""
+    which = "all runs" if len(busy) == len(found) and len(found) > 1 else ", ".join(n.split(":")[0] for n, _ in busy)
+    return f"; BUSY: others used up to {worst:.1f}{of} cores ({which}); the speedups are uncertain"
 
 
 def _interference(doc: dict[str, Any]) -> list[str]:

@@ -1,0 +1,139 @@
+"""Diagnose's advice follows what its experiments measured, and its report reads on its own: the try
+lines, the busy flag, the library frame in __getitem__'s line, and the command's help and streams."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from perfcore.experiments.diagnose import measured_first
+from perfcore.report.experiments import busy_note, readable_frame, render_diagnose_brief
+
+# The demo's diagnose as a new user saw it: B (two workers) measured 2.23x, C (the other decoder) 1.08x,
+# while the advice was "cheaper batches (decode_jpeg ...): up to 2.25x".
+CHEAPER = {
+    "id": "cheaper_batches",
+    "cause": "load",
+    "decode": "pil",
+    "gain": {"speedup": 2.25, "band": [2.05, 2.49]},
+    "text": "make a batch cheaper.",
+}
+THREADS = {"id": "set_num_threads", "cause": "threads", "threads_fit": 1, "text": "set threads."}
+B_CHECK = {
+    "experiment": "B: num_workers=2 (baseline uses 0)",
+    "against": "bound",
+    "status": "bound",
+    "change": "faster",
+    "above_bound": False,
+    "num_workers": 2,
+    "measured_speedup": 2.23,
+    "measured_band": [2.0, 2.5],
+    "predicted_speedup": 2.25,
+}
+
+
+def _rows(c_speedup=1.08, busy=None):
+    rows = [
+        {"name": "baseline", "step_ms": 837.0, "samples_per_s": 19.0, "speedup": 1.0, "step_sem_ms": 98.0},
+        {"name": "A: synthetic data", "step_ms": 122.0, "samples_per_s": 131.0, "speedup": 6.86, "step_sem_ms": 12.0},
+        {"name": B_CHECK["experiment"], "step_ms": 375.0, "samples_per_s": 43.0, "speedup": 2.23, "step_sem_ms": 59.0},
+        {"name": "C: decoder torchvision", "step_ms": 837.0 / c_speedup, "samples_per_s": 21.0, "speedup": c_speedup},
+    ]
+    for r, f in zip(rows, busy or []):
+        if f is not None:
+            r["interference"] = {"others_cores": f, "cores": 2, "material": f >= 0.5}
+    return rows
+
+
+def _verdict(*checks):
+    return {"bound": "unknown", "summary": "input-bound", "checks": list(checks)}
+
+
+def test_a_measured_workers_gain_leads_and_an_immaterial_decoder_says_its_measured_figure():
+    recs = measured_first([CHEAPER, THREADS], _verdict(B_CHECK), _rows())
+    assert [r["id"] for r in recs] == ["workers_measured", "cheaper_batches", "set_num_threads"]
+    assert recs[0]["set"] == {"num_workers": 2} and recs[0]["measured"]["speedup"] == 2.23
+    assert recs[1]["measured"] == {"speedup": 1.08, "experiment": "C: decoder torchvision", "material": False}
+    assert CHEAPER.get("measured") is None  # the advice handed in is not changed
+    doc = {
+        "workload": "demo",
+        "device": "cpu",
+        "experiments": _rows(),
+        "verdict": _verdict(B_CHECK),
+        "recommendations": recs,
+    }
+    tries = [ln for ln in render_diagnose_brief(doc).splitlines() if ln.startswith("try:")]
+    assert "num_workers=2" in tries[0] and "up to" not in tries[0], tries
+    assert tries[0].endswith(": measured 2.23x (2.00-2.50x) (B: num_workers=2 (baseline uses 0))"), tries
+    assert "up to" not in tries[1] and tries[1].endswith(": measured 1.08x (C: decoder torchvision)"), tries
+
+
+def test_advice_no_experiment_measured_keeps_its_bound_and_order():
+    slower = {**B_CHECK, "change": "slower", "measured_speedup": 0.82}
+    recs = measured_first([CHEAPER, THREADS], _verdict(slower), _rows(c_speedup=1.4))
+    assert [r["id"] for r in recs] == ["cheaper_batches", "set_num_threads"] and "measured" not in recs[0]
+    # A gain within the runs' noise, or above what removing all loading can give, is not confirmed.
+    for b in ({**B_CHECK, "status": "inconclusive"}, {**B_CHECK, "above_bound": True}):
+        assert measured_first([CHEAPER], _verdict(b), _rows(c_speedup=1.4))[0]["id"] == "cheaper_batches"
+
+
+def test_a_busy_machine_during_any_experiment_is_flagged_in_the_header():
+    assert busy_note({"experiments": _rows(busy=[0.1, 0.2, 0.1])}) == ""
+    assert busy_note({"experiments": _rows()}) == ""  # not measured: nothing claimed
+    note = busy_note({"experiments": _rows(busy=[1.4, 0.2, 0.9])})
+    assert note == "; BUSY: others used up to 1.4 of 2 cores (baseline, B); the speedups are uncertain"
+    doc = {"workload": "w", "device": "cpu", "experiments": _rows(busy=[1.4, 1.2, 0.9, 0.7]), "verdict": _verdict()}
+    head = render_diagnose_brief(doc).splitlines()[0]
+    assert head == "diagnose w on cpu; BUSY: others used up to 1.4 of 2 cores (all runs); the speedups are uncertain"
+
+
+def test_library_frames_read_as_class_and_method():
+    assert readable_frame("<method 'float' of 'torch._C.TensorBase' objects>") == "Tensor.float (torch)"
+    assert readable_frame("<method 'read' of '_io.BufferedReader' objects>") == "BufferedReader.read (io)"
+    assert readable_frame("<built-in method torch.stack>") == "torch.stack (built-in)"
+    assert readable_frame("__getitem__ (data.py:42)") == "__getitem__ (data.py:42)"
+    doc = {
+        "workload": "w",
+        "device": "cpu",
+        "experiments": _rows(),
+        "verdict": _verdict(),
+        "worker_profile": {
+            "ms_per_item": 32.0,
+            "cpu_to_wall": 0.46,
+            "top": [{"function": "<method 'float' of 'torch._C.TensorBase' objects>"}],
+        },
+    }
+    line = next(ln for ln in render_diagnose_brief(doc).splitlines() if "__getitem__" in ln)
+    assert line.endswith("; top: Tensor.float (torch)") and "<" not in line, line
+
+
+def test_diagnose_help_explains_target_without_importing_torch():
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom perfcore.cli.triage import diagnose_cmd\n"
+        "r = CliRunner().invoke(diagnose_cmd, ['--help'])\nprint(r.output)\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "TARGET is what to measure" in p.stdout and "-- python train.py" in p.stdout
+    assert "FILE.py:FUNCTION" in p.stdout and "stderr" in p.stdout
+
+
+def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
+    from perfcore.experiments.diagnose import diagnose_verdict
+
+    base = {
+        "breakdown_ms": {"load": 600.0, "transfer": 0.0, "compute": 400.0, "comm": 0.0, "host": 0.0},
+        "step_ms": 1000.0,
+        "steps": 20,
+        "step_sem_ms": 5.0,
+        "num_workers": 0,
+        "cpu_percent": 50.0,
+    }
+    rows = [
+        {"name": "baseline", "speedup": 1.0, "step_sem_ms": 5.0, "num_workers": 0},
+        {"name": "A: synthetic data", "speedup": 2.5, "step_sem_ms": 5.0, "breakdown_ms": {"compute": 400.0}},
+    ]
+    prof = {"cpu_to_wall": 0.9, "top": [{"function": "<method 'float' of 'torch._C.TensorBase' objects>"}]}
+    v, _ = diagnose_verdict(base, rows, prof, on_gpu=False)
+    assert v["bound"] == "load" and "(top: Tensor.float (torch))" in v["plain_summary"], v["plain_summary"]
