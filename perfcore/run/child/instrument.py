@@ -292,7 +292,7 @@ class Instrumentation:
             # A launcher (torchrun) that saw another rank fail sends SIGTERM now: finish writing first.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
-            from perfcore.run.child.part import write_part
+            from perfcore.run.child.part_writer import write_part
 
             write_part(self)
         except Exception as e:  # say so, but never mask the script's own exit
