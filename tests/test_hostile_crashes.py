@@ -31,7 +31,7 @@ def test_health_of_a_script_that_crashes_exits_with_its_code_and_says_so(tmp_pat
 def test_diagnose_of_a_script_that_crashes_exits_with_its_code_and_says_where(tmp_path):
     p, out = triage(tmp_path, "diagnose", "--steps", "30", "--warmup", "2")
     assert p.returncode == 1, p.stderr
-    (line,) = [ln for ln in p.stdout.splitlines() if ln.startswith(CRASH)]
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith(CRASH)]  # the report is on stderr, as run's
     assert "in the baseline" in line
     assert json.loads((out / "diagnose.json").read_text())["script_exit"]["sentence"] == line
 

@@ -33,7 +33,8 @@ COMMANDS = {
     "diagnose": (
         "perfcore.cli.triage",
         "diagnose_cmd",
-        "Stage 2: differential experiments (synthetic data, num_workers, decoder) name the bottleneck.",
+        "Stage 2: differential experiments (A: synthetic data, B: num_workers, C: decoder) name the bottleneck, "
+        "each measured against the baseline's step.",
     ),
     "sweep": (
         "perfcore.cli.triage",
