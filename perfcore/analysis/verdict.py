@@ -30,6 +30,7 @@ __all__ = [
     "decide_run",
     "judge_causes",
     "run_evidence",
+    "steady_ms",
     "what_of",
     "startup_share",
     "undecided",
@@ -384,3 +385,9 @@ def run_evidence(doc: Mapping[str, Any]) -> dict[str, Any]:
         interference=valid_finding(doc.get("interference")),
         host_contains=doc.get("host_contains") if isinstance(doc.get("host_contains"), str) else None,
     )
+
+
+def steady_ms(evidence: Mapping[str, Any]) -> dict[str, float]:
+    """Every label's ms a step as run_evidence() gives them to the verdict (the steady estimate where
+    outlier steps were set apart): what the table and a try line quote beside the verdict."""
+    return {**evidence["avoidable_ms"], "compute": float(evidence["compute_ms"] or 0.0)}

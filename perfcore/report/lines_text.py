@@ -10,7 +10,7 @@ from typing import Any, Mapping
 from perfcore.analysis.lines import enough_samples, min_samples
 from perfcore.analysis.loader_plan import training_loader
 from perfcore.analysis.units import fmt_ms, fmt_share
-from perfcore.analysis.verdict import run_evidence
+from perfcore.analysis.verdict import run_evidence, steady_ms
 
 __all__ = ["lines_text", "patch_text", "where", "BACKWARD_WORDS"]
 
@@ -76,22 +76,12 @@ def _loader_text(loader: Mapping[str, Any], figure: str) -> str:
     return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting for batches; {change}"
 
 
-def _steady_ms(doc: Mapping[str, Any], label: str, fallback: float) -> float:
-    # The label's ms a step as the table above the try line quotes it: the verdict's steady estimate
-    # (outlier steps set apart), so the line's share of it and the table speak of one step.
-    try:
-        ev = run_evidence(doc)
-        ms = {**ev["avoidable_ms"], "compute": ev["compute_ms"]}
-        return float(ms[label]) if ms.get(label) else float((doc.get("breakdown_ms") or {}).get(label, fallback))
-    except (KeyError, TypeError, ValueError):
-        return float((doc.get("breakdown_ms") or {}).get(label, fallback))
-
-
 def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: str | None) -> str:
     # The label's ms are the breakdown's (the table above); the samples give a site's share of them (a
     # sampler starved of CPU sees less time, not a different split). A site is sized only when its samples
     # are enough for its share (enough_samples); else the function, else the counts alone.
-    label_ms = _steady_ms(doc, label, lb["ms_per_step"])
+    # The label's ms as the table above quotes it (the verdict's steady estimate, outliers set apart).
+    label_ms = steady_ms(run_evidence(doc)).get(label) or lb["ms_per_step"]
     n = int(lb.get("samples") or 0)
     f = lb["functions"][0]
     x = (lb.get("lines") or [None])[0] or {**f, "share": f["share"], "calls": []}

@@ -7,7 +7,7 @@ from typing import Any
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
-from perfcore.analysis.verdict import run_evidence
+from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 from perfcore.report.lines_text import lines_text
 
@@ -79,7 +79,7 @@ def brief_table(doc: dict[str, Any]) -> list[str]:
     # the table and the verdict line quote one statistic; the plain means stay in --explain and run.json.
     ev = run_evidence(doc)
     step = float(ev["step_ms"] or 0.0)
-    ms = {**ev["avoidable_ms"], "compute": float(ev["compute_ms"] or 0.0)}
+    ms = steady_ms(ev)
     out = (ev.get("outliers") or {}).get("count")
     lines.append(
         f"  {'label':<9} {'ms/step':>9} {'share':>6}"
