@@ -92,8 +92,8 @@ def test_compute_facts_say_the_optimizer_change_and_the_heavy_backward():
     }
     opt, bwd = lines_text(doc)
     assert opt == (
-        "  try: torch.optim.AdamW(..., fused=True): the optimizer is 54% of the step (9.60 ms); "
-        "its fused form saves 7.00 ms-9.10 ms a step"
+        "  try: torch.optim.AdamW(..., fused=True): optimizer 54% of the step (9.60 ms); "
+        "the fused form saves 7.00 ms-9.10 ms a step"
     )
     assert bwd.startswith("  backward is 4.2x forward (8.40 ms against 2.00 ms; ~2x is usual, 4.40 ms a step above it)")
     assert "activation checkpointing" in bwd

@@ -138,8 +138,8 @@ def _compute_text(doc: Mapping[str, Any]) -> list[str]:
         lo, hi = o["saved_ms"]
         saves = f"saves {fmt_ms(lo)}-{fmt_ms(hi)} a step" if o["measured"] else f"saves up to {fmt_ms(hi)} a step"
         out.append(
-            f"  try: {_printable(o['snippet'])}: the optimizer is {fmt_share(o['share'])} of the step "
-            f"({fmt_ms(o['optimizer_ms'])}); its {o['keyword']} form {saves}"
+            f"  try: {_printable(o['snippet'])}: optimizer {fmt_share(o['share'])} of the step "
+            f"({fmt_ms(o['optimizer_ms'])}); the {o['keyword']} form {saves}"
         )
     b = facts.get("backward")
     if b:
