@@ -6,6 +6,8 @@ from __future__ import annotations
 import inspect
 import threading
 
+import time
+
 import pytest
 
 from perfcore._native import native
@@ -167,6 +169,36 @@ def test_step_clock_times_the_optimizer_and_ends_steps_for_the_first_optimizer_o
     assert clock.clocked and len(boundaries) == 9 and list(boundaries) == sorted(boundaries)
     assert calls == [1, 5, 6, 9]  # (n - 1) % 4 == 0 or n % 6 == 0
     assert [p for p, _ in spans(rec)] == [11] * 18 and C.hook_depth() == 0
+
+
+def test_step_clock_spaces_its_every_calls_by_the_least_gap(rec):
+    # On CPU the every-8th-step upkeep is also spaced in time: steps far shorter than the gap call back
+    # only when the gap has passed since the last such call (the first step always), the compaction
+    # and stop steps whatever the gap; a gap of 0 is the plain every-nth rule.
+    def run(gap_ns, sleep_s):
+        boundaries, calls = C.StepEnds(), []
+        clock = C.StepClock()
+        clock.arm(C.phase_scope(C.PhaseScope, rec, 11), boundaries, calls.append, 2, 1 << 20, 1 << 60, gap_ns)
+        opt = Opt()
+        for _ in range(40):
+            clock.pre(opt, (), {})
+            clock.post(opt, (), {})
+            if sleep_s:
+                time.sleep(sleep_s)
+        clock.disarm()
+        return calls, list(boundaries)
+
+    calls, _ = run(0, 0)
+    assert calls == list(range(1, 41, 2))
+    calls, _ = run(3_600 * 10**9, 0)  # an hour: only the first step
+    assert calls == [1]
+    calls, ends = run(20_000_000, 0.004)  # 4 ms steps, 20 ms gap: one call in 5-6 steps, on odd n
+    gaps = [ends[b - 1] - ends[a - 1] for a, b in zip(calls, calls[1:])]
+    assert calls[0] == 1 and all(n % 2 == 1 for n in calls) and all(g >= 20_000_000 for g in gaps)
+    # No more calls than the gaps the run's length holds, and fewer than the plain rule's 20.
+    assert 2 <= len(calls) <= (ends[-1] - ends[0]) / 20_000_000 + 1 and len(calls) < 20, calls
+    with pytest.raises(ValueError):
+        C.StepClock().arm(C.phase_scope(C.PhaseScope, rec, 11), C.StepEnds(), None, 1, 1, 1, -1)
 
 
 def test_step_clock_follows_an_optimizer_that_steps_twice_without_the_clock(rec):

@@ -38,6 +38,17 @@ void hookError() {
 
 void tagError() { ++tagErrors; }
 
+bool wrappedNameAttr(PyObject* wrapped, PyObject* name, PyObject** out) {
+  static const char* const forwarded[] = {"__doc__", "__name__", "__qualname__", "__module__"};
+  for (const char* f : forwarded) {
+    if (PyUnicode_CompareWithASCIIString(name, f) == 0) {
+      *out = PyObject_GetAttr(wrapped, name);
+      return true;
+    }
+  }
+  return false;
+}
+
 PyObject* getOptional(PyObject* slot) { return Py_NewRef(slot ? slot : Py_None); }
 
 void setOptional(PyObject*& slot, PyObject* value) {
@@ -48,7 +59,11 @@ bool addHookTypes(PyObject* module) {
   return addType(module, &PhaseScopeType, "PhaseScope") && addType(module, &TimedCallType, "TimedCall") &&
          addType(module, &StepClockType, "StepClock") &&
          addType(module, &StepClosureType, "StepClosure") &&
-         addType(module, &StepEndsType, "StepEnds") && PyModule_AddFunctions(module, hookFunctions) == 0;
+         addType(module, &StepEndsType, "StepEnds") &&
+#if PY_VERSION_HEX >= 0x030B0000
+         addType(module, &SyncLogType, "SyncLog") && addType(module, &CountedCallType, "CountedCall") &&
+#endif
+         PyModule_AddFunctions(module, hookFunctions) == 0;
 }
 
 }  // namespace perfcore

@@ -58,6 +58,10 @@ void hookError();
 // A phase that opened without its CUPTI tag (the push failed): counted (tag_errors()).
 void tagError();
 
+// A wrapper type's introspection: true (and *out set, or nullptr with the error set) when `name` is
+// __doc__, __name__, __qualname__ or __module__, answered by the wrapped callable; false otherwise.
+bool wrappedNameAttr(PyObject* wrapped, PyObject* name, PyObject** out);
+
 // An optional reference: nullptr inside, None outside.
 PyObject* getOptional(PyObject* slot);
 void setOptional(PyObject*& slot, PyObject* value);
@@ -96,6 +100,10 @@ struct HeldRefs {
 extern PyTypeObject TimedCallType;  // timed_call.cpp
 extern PyTypeObject StepClockType;    // step_clock.cpp
 extern PyTypeObject StepClosureType;  // step_clock.cpp: what StepClock.pre hands torch for a closure
+#if PY_VERSION_HEX >= 0x030B0000
+extern PyTypeObject SyncLogType;      // sync_count.cpp: the sync-call counter's calls
+extern PyTypeObject CountedCallType;  // sync_count.cpp: a Tensor method counted into a SyncLog
+#endif
 
 // ---- StepEnds (step_ends.cpp) ----
 struct StepEndsObject {
@@ -108,7 +116,7 @@ inline Py_ssize_t stepEndsCount(const StepEndsObject* o) { return o->base + stat
 // false when out of memory (nothing appended, no Python error set).
 bool stepEndsAppend(StepEndsObject* o, int64_t t) noexcept;
 
-// Readies the four types and adds them, with hook_depth() and hook_errors(), to `module`.
+// Readies the hook types and adds them, with hook_depth() and hook_errors(), to `module`.
 // false with the Python error set.
 bool addHookTypes(PyObject* module);
 

@@ -5,7 +5,7 @@
 // `pre` opens the optimizer phase (the TimedCall rule: only when no other hook is open on the
 // thread), `post` closes it and, for the clock optimizer, ends the step:
 // the boundary is appended to `ends` (the StepTimer's StepEnds), and Python is called back
-// only on the steps that need it: (n - 1) % every == 0, n % compact_every == 0, n >= stop_at.
+// only on the steps that need it (callback_due.h).
 // A step given a closure (`optimizer.step(closure)`: LBFGS, PyTorch Lightning, which runs
 // training_step and backward inside it) gets the closure back wrapped in a StepClosure: while it
 // runs, the optimizer phase steps aside (closed, the hook depth back to zero), so the forward,
@@ -19,6 +19,7 @@
 #include <new>
 
 #include "../clock.h"
+#include "callback_due.h"
 #include "clock_follower.h"
 #include "hooks.h"
 
@@ -32,7 +33,8 @@ struct StepClockObject {
   PyObject* ends;        // StepEnds the step ends go to, or nullptr (the optimizer is timed, ends no step)
   PyObject* callback;    // callable(n) or nullptr
   ClockFollower follow;  // which optimizer's steps end a step
-  long long every, compactEvery, stopAt, skipped;
+  CallbackDue callbackDue;  // when Python is called back
+  long long skipped;
   unsigned long long generation;  // bumped by arm/disarm: a thread's open step from before is dropped
 };
 
@@ -198,7 +200,7 @@ bool appendEnd(StepClockObject* c, int64_t t, bool* due) {
     return false;
   }
   const long long n = stepEndsCount(ends);
-  *due = *due || (n - 1) % c->every == 0 || n % c->compactEvery == 0 || n >= c->stopAt;
+  *due = c->callbackDue.due(n, t) || *due;
   return true;
 }
 
@@ -270,38 +272,35 @@ PyObject* stepClockNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   c->scope = nullptr;
   c->callback = nullptr;
   new (&c->follow) ClockFollower();
-  c->every = 1;
-  c->compactEvery = 1024;
-  c->stopAt = PY_LLONG_MAX;
+  new (&c->callbackDue) CallbackDue();
   c->skipped = 0;
   c->generation = 0;
   return reinterpret_cast<PyObject*>(c);
 }
 
-// arm(scope, ends, callback, every, compact_every, stop_at): a new timer's phase and step ends
-// (None: the optimizer is timed but ends no step).
+// arm(scope, ends, callback, every, compact_every, stop_at, min_gap_ns=0): a new timer's phase and step
+// ends (None: the optimizer is timed but ends no step).
 PyObject* stepClockArm(PyObject* self, PyObject* args) {
   auto* c = reinterpret_cast<StepClockObject*>(self);
   PyObject *scope, *ends, *callback;
-  long long every, compactEvery, stopAt;
-  if (!PyArg_ParseTuple(args, "O!OOLLL:arm", &PhaseScopeType, &scope, &ends, &callback, &every, &compactEvery,
-                        &stopAt)) {
+  long long every, compactEvery, stopAt, minGap = 0;
+  if (!PyArg_ParseTuple(args, "O!OOLLL|L:arm", &PhaseScopeType, &scope, &ends, &callback, &every, &compactEvery,
+                        &stopAt, &minGap)) {
     return nullptr;
   }
   if (ends != Py_None && !PyObject_TypeCheck(ends, &StepEndsType)) {
     PyErr_SetString(PyExc_TypeError, "arm: ends must be a StepEnds or None");
     return nullptr;
   }
-  if (every < 1 || compactEvery < 1 || (callback != Py_None && !PyCallable_Check(callback))) {
-    PyErr_SetString(PyExc_ValueError, "arm: every and compact_every must be >= 1, callback callable or None");
+  if (every < 1 || compactEvery < 1 || minGap < 0 || (callback != Py_None && !PyCallable_Check(callback))) {
+    PyErr_SetString(PyExc_ValueError,
+                    "arm: every and compact_every must be >= 1, min_gap_ns >= 0, callback callable or None");
     return nullptr;
   }
   setOptional(c->scope, scope);
   setOptional(c->ends, ends);
   setOptional(c->callback, callback);
-  c->every = every;
-  c->compactEvery = compactEvery;
-  c->stopAt = stopAt;
+  c->callbackDue.arm(every, compactEvery, stopAt, minGap);
   c->follow.reset();
   ++c->generation;
   c->skipped = 0;
@@ -342,7 +341,7 @@ PyMethodDef stepClockMethods[] = {
      "Global optimizer pre-step hook: opens the optimizer phase."},
     {"post", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stepClockPost)), METH_FASTCALL,
      "Global optimizer post-step hook: closes the phase; the clock optimizer ends the step."},
-    {"arm", stepClockArm, METH_VARARGS, "arm(scope, ends, callback, every, compact_every, stop_at)"},
+    {"arm", stepClockArm, METH_VARARGS, "arm(scope, ends, callback, every, compact_every, stop_at, min_gap_ns=0)"},
     {"disarm", stepClockDisarm, METH_NOARGS, "Stop timing: pre and post do nothing until armed again."},
     {nullptr, nullptr, 0, nullptr}};
 

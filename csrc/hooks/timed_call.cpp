@@ -130,13 +130,9 @@ PyObject* timedCallGetWrapped(PyObject* self, void*) {
 // __name__, __qualname__, __doc__, __module__ (and anything else the type lacks) come from the
 // wrapped callable, so introspection (inspect.signature follows __wrapped__) sees the original.
 PyObject* timedCallGetAttro(PyObject* self, PyObject* name) {
-  static const char* const forwarded[] = {"__doc__", "__name__", "__qualname__", "__module__"};
-  for (const char* f : forwarded) {
-    if (PyUnicode_CompareWithASCIIString(name, f) == 0) {
-      return PyObject_GetAttr(reinterpret_cast<TimedCallObject*>(self)->wrapped, name);
-    }
-  }
-  PyObject* r = PyObject_GenericGetAttr(self, name);
+  PyObject* r = nullptr;
+  if (wrappedNameAttr(reinterpret_cast<TimedCallObject*>(self)->wrapped, name, &r)) return r;
+  r = PyObject_GenericGetAttr(self, name);
   if (r || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
   PyErr_Clear();
   return PyObject_GetAttr(reinterpret_cast<TimedCallObject*>(self)->wrapped, name);

@@ -6,7 +6,10 @@ method) and calls the original; disarming puts back exactly what was there (the 
 none: the methods are inherited from torch._C.TensorBase). A wrapper someone else installed over ours
 is left in place and ours becomes a pass-through. The site is the innermost frame of the user's code
 (library frames, torch's own `.cpu()` calls included, fold into the user's line that led to them);
-whether a code object is the user's is decided once per code object. Cost per call: bench/bench_lines.py.
+whether a code object is the user's is decided once per code object. On Python >= 3.11 with perfcore's
+clock the wrapper is native (perfcore._C.CountedCall into a SyncLog: no frame of its own, the caller's
+(code, offset) looked up in C); the Python wrapper below is the same counter for older Pythons and injected
+clocks. Cost per call: bench/bench_lines.py.
 """
 
 from __future__ import annotations
@@ -77,6 +80,21 @@ class SyncCounter:
         self._on = [False]  # a cell the wrappers read: armed
         self._dropped = 0
         self.thread_id = 0
+        self._log = None  # the native SyncLog while one counts (see _native)
+        self._native = clock is time.perf_counter_ns and _native_types() is not None
+
+    def _native_slow(self, frame, caller: tuple[int, int]) -> int:
+        # The native log's first call from a caller: the site, kept there (>= 0) when the caller is
+        # the user's frame itself, else -(sid + 1) (a library caller: resolved on every call, as here).
+        direct = self._direct
+        sid = direct.get(caller)
+        if sid is None:
+            sid = self._site_of(frame, caller)
+        return sid if caller in direct else -(sid + 1)
+
+    def _native_full(self) -> None:
+        self._dropped = 1
+        self._off()
 
     def _site_of(self, frame, caller: tuple[int, int]) -> int:
         # The first call from a (code, instruction): walk out to the user's frame once. A caller that is
@@ -131,12 +149,19 @@ class SyncCounter:
 
     def start(self) -> "SyncCounter":
         self.thread_id = threading.get_ident()
+        wrap = self._wrap
+        if self._native:
+            log_type, counted = _native_types()
+            if self._log is None:  # armed again after a stop: the calls so far stay, as the Python wrapper's do
+                self._log = log_type(self._native_slow, self._native_full, self._max, self.thread_id)
+            wrap = lambda index, original: counted(original, self._log, index)  # noqa: E731
         for name in self.methods:
-            own = self._tensor.__dict__.get(name)
-            self._saved[name] = own
-            wrapper = self._wrappers[name] = self._wrap(METHODS.index(name), getattr(self._tensor, name))
-            setattr(self._tensor, name, wrapper)
+            self._saved[name] = self._tensor.__dict__.get(name)
+            index = METHODS.index(name)
+            setattr(self._tensor, name, self._wrappers.setdefault(name, wrap(index, getattr(self._tensor, name))))
         self._on[0] = True
+        if self._log is not None:
+            self._log.armed = True
         return self
 
     def stop(self) -> SyncCalls:
@@ -147,6 +172,8 @@ class SyncCounter:
         """Disarm and put back what was there (the wrapper may call this on itself: it then passes its
         call on to the method it saved)."""
         self._on[0] = False
+        if self._log is not None:
+            self._log.armed = False
         for name, wrapper in self._wrappers.items():
             if self._tensor.__dict__.get(name) is not wrapper:
                 continue  # someone wrapped ours: theirs stays, ours now only passes calls through
@@ -165,33 +192,33 @@ class SyncCounter:
     @property
     def calls_seen(self) -> int:
         """Calls counted on the armed thread so far (each paid the wrapper; the cap's one more too)."""
-        return len(self._t) + self._dropped
+        return (len(self._log) if self._log is not None else len(self._t)) + self._dropped
 
     @staticmethod
     def call_cost_ns(calls: int = 1000, blocks: int = 5) -> float:
         """What the wrapper adds to one counted call on this machine now (median of `blocks` blocks of
-        `calls`): the same wrapper around a method that does nothing, against that method alone, called
-        from a frame marked the user's (the fast path every repeated call takes)."""
+        `calls`): `obj.item()` on a C method, as torch's are, counted against not, each from its own call
+        site (the interpreter specialises a plain call to a C method; a wrapped one loses that, which is
+        most of what a counted call costs inside a loop), from a frame marked the user's."""
 
-        class Host:
-            def item(self):
-                return 0
+        class Host(int):
+            item = int.bit_length  # a C method descriptor taking no argument, like Tensor.item
 
-        counter = SyncCounter(SimpleNamespace(Tensor=Host), methods=("item",), prefixes=())
-        plain = Host.item
-        counter.start()
-        counted, obj, now = Host.item, Host(), time.perf_counter_ns
+        counter = SyncCounter(SimpleNamespace(Tensor=Host), methods=("item",), prefixes=(), max_calls=1 << 30)
+        obj, now = Host(5), time.perf_counter_ns
         counter._user[sys._getframe().f_code] = True  # this frame stands for the user's line
         per = []
         for _ in range(blocks):
+            counter.start()
             t0 = now()
             for _ in range(calls):
-                counted(obj)
+                obj.item()
             t1 = now()
+            counter.stop()
+            t2 = now()
             for _ in range(calls):
-                plain(obj)
-            per.append(((t1 - t0) - (now() - t1)) / calls)
-        counter.stop()
+                obj.item()
+            per.append(((t1 - t0) - (now() - t2)) / calls)
         return max(0.0, float(np.median(per)))
 
     def result(self) -> SyncCalls:
@@ -200,10 +227,14 @@ class SyncCounter:
         remap = np.zeros(len(self._sites), dtype=np.int32)
         for (code, offset), sid in list(self._sites.items()):
             remap[sid] = frames.setdefault(code_frame(code, _line_at(code, offset)), len(frames))
-        n = min(len(self._t), len(self._site))
-        packed = np.array(self._site[:n], dtype=np.int64)
+        if self._log is not None:
+            t_bytes, site_bytes = self._log.columns()
+            t_ns, packed = np.frombuffer(t_bytes, np.int64), np.frombuffer(site_bytes, np.int32).astype(np.int64)
+        else:
+            n = min(len(self._t), len(self._site))
+            t_ns, packed = np.array(self._t[:n], dtype=np.int64), np.array(self._site[:n], dtype=np.int64)
         return SyncCalls(
-            np.array(self._t[:n], dtype=np.int64),
+            t_ns,
             remap[packed >> 3],
             (packed & 7).astype(np.int8),
             tuple(frames),
@@ -211,6 +242,16 @@ class SyncCounter:
             self._dropped,
             int(self.thread_id),
         )
+
+
+def _native_types():
+    """(SyncLog, CountedCall) from the extension, or None (Python < 3.11, or an extension without them)."""
+    try:
+        from perfcore import _C
+    except ImportError:
+        return None
+    log_type, counted = getattr(_C, "SyncLog", None), getattr(_C, "CountedCall", None)
+    return (log_type, counted) if log_type is not None and counted is not None else None
 
 
 def _line_at(code, offset: int) -> int | None:

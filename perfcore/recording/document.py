@@ -64,6 +64,7 @@ def run_document(
     # the steps' wall time: the user's script paid it, the rows do not show it.
     own_ms = float(own_ns.sum()) / 1e6 if own_ns is not None else 0.0
     own_per_step = own_ms / max(1, n_rows)
+    pauses_ms, pauses = own_pauses(own_ns, wall_ns)
     overhead_ms = phases_per_step * per_phase / 1e6 + own_per_step
     overhead = {
         "per_phase_ns": per_phase,
@@ -71,6 +72,8 @@ def run_document(
         "settle_ms_per_step": settle_ms,
         "own_ms_total": own_ms,
         "own_ms_per_step": own_per_step,
+        "pause_ms_total": pauses_ms,
+        "pauses": pauses,
         "ms_per_step": overhead_ms,
         "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
         "material": bool(mean_wall_ns and overhead_ms * 1e6 / mean_wall_ns >= MATERIAL_OVERHEAD),
@@ -107,6 +110,20 @@ def run_document(
         doc["notes"] = list(dict.fromkeys(engine.notes))
     doc["step_source"] = "timer.step()" if engine.step_on == "step" else engine.step_on
     return doc
+
+
+def own_pauses(own_ns, wall_ns, factor: float = 10.0) -> tuple[float, int]:
+    """perfcore's own work that came as pauses (ms in all, how many): a step whose own work exceeds
+    `factor` x the median step (settling, a checkpoint, an import), against the small work spread over
+    many steps (memory samples, progress ticks). A side-by-side bench's per-block medians leave the
+    pauses out and keep the rest; a whole run's time keeps both."""
+    import numpy as np
+
+    if own_ns is None or not len(own_ns):
+        return 0.0, 0
+    own = np.asarray(own_ns, dtype=np.float64)
+    big = own > factor * float(np.median(np.asarray(wall_ns, dtype=np.float64)))
+    return float(own[big].sum()) / 1e6, int(big.sum())
 
 
 def summary_columns(full: pd.DataFrame) -> list[str]:

@@ -351,10 +351,11 @@ class Recording:
         """The kept steps' raw spans, kernels, copies and events (bounded however long the run)."""
         return self.store.trace_tables()
 
-    def settled_rows(self, since: int = 0, upto: int | None = None) -> pd.DataFrame:
-        """The settled steps in [since, upto) (upto: all settled so far), ns columns, without
-        settling more or waiting (a checkpoint reads only the rows it has not written, in slices)."""
-        return self.store.table(since, upto)
+    def settled_rows(self, since: int = 0, upto: int | None = None) -> dict[str, np.ndarray]:
+        """The settled steps in [since, upto) (upto: all settled so far), ns columns as plain arrays,
+        without settling more or waiting (a checkpoint reads only the rows it has not written, in
+        slices, on the training thread: no pandas)."""
+        return self.store.columns(since, upto)
 
     def settled_totals(self) -> dict[str, Any]:
         """Settled and measured step counts and their summed ns per label: O(1), for a live view."""
@@ -412,7 +413,7 @@ class Recording:
     def _drain(self, wait: bool) -> None:
         """Move what the recorder, the event timer and CUPTI have into the store's pending tables."""
         part = self._rec.drain()
-        self.store.add("spans", pd.DataFrame(part))
+        self.store.add("spans", part)
         self.gpu.drain(self.store, part, wait)
 
     def add_activity(self, frames: dict[str, pd.DataFrame], spans: dict | None = None) -> None:

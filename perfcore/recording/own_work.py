@@ -59,11 +59,16 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     }
     in_steps = overhead.get("phases_per_step", 0.0) * overhead.get("per_phase_ns", 0.0) / 1e6 + sum(beside.values())
     total = in_steps + overhead.get("own_ms_per_step", 0.0)
+    # Between the pauses (settling, checkpoints, imports: own work many steps long, in few steps): what a
+    # typical step pays, which a side-by-side bench's per-block medians measure.
+    steady = total - overhead.get("pause_ms_total", 0.0) / n
     bare = mean_wall_ms - in_steps
     fraction = total / bare if bare > 0 else 0.0
     return {
         **overhead,
         **beside,
+        "steady_ms_per_step": steady,
+        "steady_fraction": steady / bare if bare > 0 else 0.0,
         "sync_call_ns": float(costs.get("sync_call_ns", 0.0)),
         "fetch_ns": float(costs.get("fetch_ns", 0.0)),
         "ms_per_step": total,
