@@ -31,3 +31,30 @@ def test_the_monitor_summary_copies_only_its_columns():
         tracemalloc.stop()
     assert doc["per_step"]["power_w"]["steps"] == n - 5
     assert peak < 0.3 * size, f"the monitor summary held {peak / size:.0%} of the table's size"
+
+
+def _bins_peak(n: int) -> int:
+    from perfcore.analysis.attribution import LABELS
+    from perfcore.analysis.bins import bin_steps, outliers
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"step": np.arange(n), "wall_ms": rng.random(n) + 1.0})
+    for c in [f"{lb}_ms" for lb in LABELS] + [f"c{i}_ms" for i in range(14)]:
+        table[c] = rng.random(n)
+    table["warmup"] = np.arange(n) < 5
+    tracemalloc.start()
+    try:
+        bin_steps(table)
+        outliers(table)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_binning_and_outliers_hold_a_few_columns_not_the_table():
+    """The breakdown plot bins the whole steps table: measured 179 bytes a row (a per-row bin index, a
+    groupby's sorted copies, the measured rows of every column) against 17 once the quantiles are taken
+    per bin slice and the outliers read two columns. A table copy here is 168 bytes a row (21 columns)."""
+    small, large = _bins_peak(200_000), _bins_peak(600_000)
+    per_row = (large - small) / 400_000
+    assert per_row < 40, f"binning took {per_row:.0f} more bytes per row (200k -> 600k steps)"

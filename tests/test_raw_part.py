@@ -81,9 +81,50 @@ def test_the_parent_writes_what_the_process_would_have(tmp_path):
         assert np.array_equal(carried[2][k], own[2][k]), k
 
 
-def test_a_recording_that_settled_or_traces_kernels_is_not_carried():
+def test_a_recording_that_settled_is_carried_and_written_as_its_process_would(tmp_path):
+    """Settled rows, kept detail and running sums travel too: a long run's process writes a raw
+    part as well, and the parent's files equal the process's own."""
+    from perfcore.run.part_files import finish_raw
+
+    rec = _record(30)
+    rec.settling.make_due()
+    rec.upkeep(rec.steps)  # settles all but the last few steps, as a tick would
+    settled = rec.store.settled
+    assert 0 < settled < 30
+    for i in range(5):  # more steps after the settle
+        with rec.phase("fwd", "compute"):
+            sum(range(1000 + 100 * i))
+        rec.step()
+    assert can_carry(rec)
+    facts = _facts(int(rec.started_ns[1]) - 50 * MS, eval_rows=[7])
+    mem_at, mem = np.array([0, 4, 8]), np.array([100, 200, 300]) * 2 ** 20
+    for d in ("own", "carried"):
+        (tmp_path / d).mkdir()
+    write_raw(rec, facts, mem_at, mem, tmp_path / "carried")
+    with np.load(tmp_path / "carried" / "raw.npz") as z:
+        assert len(z["row_wall_ns"]) == settled and len(z["step_ends_ns"]) == 35 - settled
+        carried_spans = {c: z[f"span_{c}"] for c in ("phase_id", "step", "start_ns", "end_ns", "thread_id")}
+    # The process's own path, on the very intervals export() took: it drained them from the recorder
+    # after those pending in the store, as the final settle's _drain would have added them.
+    held = sum(len(p["step"]) for p in rec.store.pending["spans"])
+    rec.store.add("spans", {c: v[held:] for c, v in carried_spans.items()})
+    write_steps(rec, facts, mem_at, mem, tmp_path / "own")
+    finish_raw(tmp_path / "carried")
+    own, carried = _written(tmp_path / "own"), _written(tmp_path / "carried")
+    assert own[0]["steps"] == 32  # 35 less 2 warm-up steps and the evaluation row
+    for doc in (own[0], carried[0]):
+        for k in ("per_phase_ns", "ms_per_step", "fraction", "material"):
+            doc["overhead"].pop(k)
+    assert carried[0] == own[0]
+    assert carried[1] == own[1]
+    assert carried[2].keys() == own[2].keys()
+    for k in own[2]:
+        assert np.array_equal(carried[2][k], own[2][k]), k
+
+
+def test_a_recording_that_traced_kernels_is_not_carried():
     rec = _record(3)
-    rec.summary()
+    rec.store.kernel_agg["gemm"] = [1, 1000]  # kernels settled: their names are strings, not carried
     assert not can_carry(rec)
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 import perfcore
 from perfcore.analysis import attribution
+from perfcore.analysis.columns import nrows
 from perfcore.analysis.store import StepStore
 import perfcore.recording.engine as recording
 import perfcore.recording.settling as settling
@@ -89,10 +90,10 @@ def test_long_run_keeps_a_prefix_and_then_a_window_of_detail(monkeypatch):
     steps = 6 * COMPACT_EVERY + 17
     timer = _loop(steps)
     store = timer.engine.store
-    pending = sum(len(p) for parts in store.pending.values() for p in parts)
+    pending = sum(nrows(p) for parts in store.pending.values() for p in parts)
     assert pending <= (COMPACT_EVERY + 2) * 3  # at most one chunk of spans waits to be settled
     # The prefix's three spans a step (load, transfer, compute), and the window's few steps.
-    assert cap * 3 <= len(store.detail["spans"]) <= cap * 3 + 4 * 3 + 6
+    assert cap * 3 <= nrows(store.detail["spans"]) <= cap * 3 + 4 * 3 + 6
     df = timer.summary()
     assert len(df) == steps and list(df["step"]) == list(range(steps))
     assert np.allclose(df[["load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms"]].sum(axis=1), df["wall_ms"],
@@ -254,7 +255,7 @@ def test_own_work_spans_settle_out_of_the_steps_and_are_let_go():
     assert st.span_count == 3  # timed phases only
     # Settled with their rows: only the own span after the settled steps is still held.
     pending = st.pending["spans"][0]
-    assert pending[pending["phase_id"] == own_id]["start_ns"].tolist() == [4_005]
+    assert pending["start_ns"][pending["phase_id"] == own_id].tolist() == [4_005]
 
 
 def test_upkeep_inside_a_step_timer_loop_is_not_the_next_steps_host_time(monkeypatch):

@@ -6,6 +6,10 @@ into one row per step (the one definition, in attribution.step_table) and into a
 time by name, copies by direction); full detail is kept for the steps analysis.detail chooses (every
 step up to a cap, then a window), which is what a trace needs. The rows
 themselves go to a temporary file block by block (analysis.spill). So memory is flat however long the run.
+
+Settling works on plain columns (analysis.columns), never pandas: it runs on the training thread, and
+pandas' first import there stopped the script's loop for 0.3-2.5 s. Only the readers' views (table(),
+trace_tables()) build DataFrames.
 """
 
 from __future__ import annotations
@@ -14,12 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
+from perfcore.analysis.columns import Cols, as_cols, concat, empty, frame, nrows, take
 from perfcore.analysis.detail import DetailSteps
 from perfcore.analysis.spill import Columns
-
-pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["StepStore", "EMPTY"]
 
@@ -45,28 +47,15 @@ EMPTY = {
     },
 }
 
-_EMPTY_FRAMES: dict[str, pd.DataFrame] = {}
-
-
-def _empty(table: str) -> pd.DataFrame:
-    # Built once: pandas construction costs ~1 ms, and settle() would otherwise pay it per table.
-    # Callers never modify frames in place, so sharing one is safe.
-    if table not in _EMPTY_FRAMES:
-        _EMPTY_FRAMES[table] = pd.DataFrame({c: pd.Series(dtype=t) for c, t in EMPTY[table].items()})
-    return _EMPTY_FRAMES[table]
-
 
 class _EmptyUntilSet(dict):
-    # A table's kept detail: the empty frame until one is set (a recording that never settles builds none).
-    def __missing__(self, table: str) -> pd.DataFrame:
-        return _empty(table)
+    # A table's kept detail: no rows until some are set (a recording that never settles keeps none).
+    def __missing__(self, table: str) -> Cols:
+        return empty(EMPTY[table])
 
 
-def _concat(frames: list[pd.DataFrame], table: str) -> pd.DataFrame:
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return _empty(table)
-    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+def _concat(parts: list[Cols], table: str) -> Cols:
+    return concat(parts, EMPTY[table])
 
 
 SETTLE_SLICE = 4096  # steps attributed per pass: the passes' temporaries, not the run's length, set the peak
@@ -74,18 +63,21 @@ SETTLE_SLICE = 4096  # steps attributed per pass: the passes' temporaries, not t
 ROW_COLUMNS = ("start_ns", "wall_ns", "load_ns", "transfer_ns", "compute_ns", "comm_ns", "perfcore_ns")
 
 
-def _union_shared(spans: pd.DataFrame, shared: set[int]) -> pd.DataFrame:
+def _union_shared(spans: Cols, shared: set[int]) -> Cols:
     """spans with those of the shared phase ids cut to their union per (phase, thread): each starts
     no earlier than the latest end before it, so a span inside another of the same id lasts 0."""
-    sel = np.isin(spans["phase_id"].to_numpy(), list(shared))
+    sel = np.isin(spans["phase_id"], list(shared))
     if not sel.any():
         return spans
-    mine = spans[sel].sort_values(["phase_id", "thread_id", "start_ns"], kind="stable")
-    covered = mine.groupby(["phase_id", "thread_id"], sort=False)["end_ns"].cummax()
-    before = covered.groupby([mine["phase_id"], mine["thread_id"]], sort=False).shift(1)
-    start = np.maximum(mine["start_ns"].to_numpy(), before.fillna(np.iinfo(np.int64).min).to_numpy(np.int64))
-    mine = mine.assign(start_ns=np.minimum(start, mine["end_ns"].to_numpy()))
-    return pd.concat([spans[~sel], mine], ignore_index=True)
+    mine = take(spans, sel)
+    mine = take(mine, np.lexsort((mine["start_ns"], mine["thread_id"], mine["phase_id"])))  # stable
+    pid, tid, start, end = mine["phase_id"], mine["thread_id"], mine["start_ns"], mine["end_ns"]
+    cut = np.flatnonzero(np.r_[True, (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]).tolist() + [len(pid)]
+    before = np.full(len(pid), np.iinfo(np.int64).min, dtype=np.int64)
+    for g0, g1 in zip(cut[:-1], cut[1:]):  # one pass per (phase, thread) pair: a handful, not per span
+        before[g0 + 1 : g1] = np.maximum.accumulate(end[g0:g1])[:-1]
+    mine["start_ns"] = np.minimum(np.maximum(start, before), end)
+    return concat([take(spans, ~sel), mine], spans)
 
 
 class StepStore:
@@ -101,8 +93,8 @@ class StepStore:
         self.events_from_ns: int | None = None
         self.warmup = warmup
         self.precedence = attribution.PRECEDENCE if on_gpu else attribution.CPU_PRECEDENCE
-        self.pending: dict[str, list[pd.DataFrame]] = {t: [] for t in EMPTY}
-        self.detail: dict[str, pd.DataFrame] = _EmptyUntilSet()  # no frame made before the first settle
+        self.pending: dict[str, list[Cols]] = {t: [] for t in EMPTY}
+        self.detail: dict[str, Cols] = _EmptyUntilSet()
         self.rows = Columns()
         self.settled = 0
         self.t0: int | None = None
@@ -116,13 +108,15 @@ class StepStore:
         self.wall_ns = 0
         self.label_ns = {lb: 0 for lb in attribution.LABELS}
 
-    def add(self, table: str, df: pd.DataFrame) -> None:
-        if len(df):
-            self.pending[table].append(df)
+    def add(self, table: str, df) -> None:
+        """Intervals (a DataFrame or a mapping of columns) into the table's pending rows."""
+        cols = as_cols(df)
+        if nrows(cols):
+            self.pending[table].append(cols)
             if table == "spans":
-                self.span_count += int((df["phase_id"] != attribution.OWN_PHASE_ID).sum())  # the timed phases
+                self.span_count += int((cols["phase_id"] != attribution.OWN_PHASE_ID).sum())  # the timed phases
 
-    def _tables(self) -> dict[str, pd.DataFrame]:
+    def _tables(self) -> dict[str, Cols]:
         for t in EMPTY:  # fold the parts once, so settle() works on one frame per table
             self.pending[t] = [_concat(self.pending[t], t)]
         return {t: self.pending[t][0] for t in EMPTY}
@@ -140,27 +134,28 @@ class StepStore:
         out[ok] = lut[ids[ok]]
         return out
 
-    def intervals(self, raw: dict[str, pd.DataFrame]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        spans = raw["spans"]
-        label_of = self._label_codes(spans["phase_id"].to_numpy())
+    def intervals(self, raw) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Labelled intervals of raw tables (columns or DataFrames), as attribution takes them."""
+        spans = as_cols(raw["spans"])
+        label_of = self._label_codes(spans["phase_id"])
         host_labels = ("load",) if self.on_gpu else ("load", "transfer", "compute", "comm")
-        own = spans["phase_id"].to_numpy() == attribution.OWN_PHASE_ID
-        iv = {attribution.OWN: (spans["start_ns"].to_numpy()[own], spans["end_ns"].to_numpy()[own])}
+        own = spans["phase_id"] == attribution.OWN_PHASE_ID
+        iv = {attribution.OWN: (spans["start_ns"][own], spans["end_ns"][own])}
         for lb in host_labels:
             sel = label_of == attribution.LABELS.index(lb)
-            iv[lb] = (spans["start_ns"].to_numpy()[sel], spans["end_ns"].to_numpy()[sel])
+            iv[lb] = (spans["start_ns"][sel], spans["end_ns"][sel])
         if not self.on_gpu:
             return iv
         if self.use_kernels:
-            k, c = raw["kernels"], raw["copies"]
-            comm = k["comm"].to_numpy(dtype=bool)
-            iv["compute"] = (k["start_ns"].to_numpy()[~comm], k["end_ns"].to_numpy()[~comm])
-            iv["comm"] = (k["start_ns"].to_numpy()[comm], k["end_ns"].to_numpy()[comm])
-            iv["transfer"] = (c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
+            k, c = as_cols(raw["kernels"]), as_cols(raw["copies"])
+            comm = k["comm"].astype(bool)
+            iv["compute"] = (k["start_ns"][~comm], k["end_ns"][~comm])
+            iv["comm"] = (k["start_ns"][comm], k["end_ns"][comm])
+            iv["transfer"] = (c["start_ns"], c["end_ns"])
         if not self.use_kernels or self.events_from_ns is not None:
-            ev = raw["events"]
-            ev_label = self._label_codes(ev["phase_id"].to_numpy())
-            a, e = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+            ev = as_cols(raw["events"])
+            ev_label = self._label_codes(ev["phase_id"])
+            a, e = ev["start_ns"], ev["end_ns"]
             after = self.events_from_ns if self.use_kernels else None
             for lb in ("compute", "transfer", "comm"):
                 sel = ev_label == attribution.LABELS.index(lb)
@@ -189,33 +184,35 @@ class StepStore:
     def _settle_slice(self, s1: np.ndarray, t_first: int) -> None:
         raw = self._tables()
         if self.t0 is None:
-            first = raw["spans"].loc[raw["spans"]["step"] == 0, "start_ns"]
+            first = raw["spans"]["start_ns"][raw["spans"]["step"] == 0]
             self.t0 = min(int(first.min()) if len(first) else t_first, t_first, int(s1[0]))
             self.last_end = self.t0
         s0 = np.concatenate([[self.last_end], s1[:-1]])
         upto = self.settled + len(s1)
         iv = {lb: self._within(a, e, int(s0[0]), int(s1[-1])) for lb, (a, e) in self.intervals(raw).items()}
-        df = attribution.step_table(s0, s1, iv, warmup=self.warmup, first_step=self.settled, precedence=self.precedence)
+        df = attribution.step_columns(
+            s0, s1, iv, warmup=self.warmup, first_step=self.settled, precedence=self.precedence
+        )
         extra: dict[str, np.ndarray] = {}
         spans = raw["spans"]
-        custom = spans[spans["phase_id"] >= self.first_custom]
-        if len(custom):
+        custom = take(spans, spans["phase_id"] >= self.first_custom)
+        if nrows(custom):
             if self.shared_phase_ids:
                 custom = _union_shared(custom, self.shared_phase_ids)
             # A span belongs to the step in which it ends (by time, not by its step tag: steps made
             # from batch fetches after the fact never moved the recorder's step counter).
             extra.update(self._per_step(custom, s0, s1, upto, "_phase{}_ns"))
         k = raw["kernels"]
-        tagged = k[k["phase_id"] >= 0]
-        if len(tagged):
+        tagged = take(k, k["phase_id"] >= 0)
+        if nrows(tagged):
             # Kernel time per launching phase, each kernel counted in the step where it ends.
             extra.update(self._per_step(tagged, s0, s1, upto, "_gpu{}_ns"))
-        self.rows.append({**{c: df[c].to_numpy() for c in ROW_COLUMNS}, **extra}, len(df))
-        m = df[~df["warmup"].to_numpy(dtype=bool)]
-        self.measured += len(m)
-        self.wall_ns += int(m["wall_ns"].sum())
+        self.rows.append({**{c: df[c] for c in ROW_COLUMNS}, **extra}, len(s1))
+        m = ~df["warmup"]
+        self.measured += int(m.sum())
+        self.wall_ns += int(df["wall_ns"][m].sum())
         for lb in attribution.LABELS:
-            self.label_ns[lb] += int(m[f"{lb}_ns"].sum())
+            self.label_ns[lb] += int(df[f"{lb}_ns"][m].sum())
         self._retire(raw, int(s1[-1]), df)
         self.settled = upto
         self.last_end = int(s1[-1])
@@ -226,66 +223,72 @@ class StepStore:
         sel = (e > lo) & (a < hi)
         return a[sel], e[sel]
 
-    def _per_step(
-        self, frame: pd.DataFrame, s0: np.ndarray, s1: np.ndarray, upto: int, name: str
-    ) -> dict[str, np.ndarray]:
+    def _per_step(self, frame: Cols, s0: np.ndarray, s1: np.ndarray, upto: int, name: str) -> dict[str, np.ndarray]:
         """Summed duration per step [settled, upto) and phase id of intervals, each in the step it ends in."""
-        end = frame["end_ns"].to_numpy()
+        end = frame["end_ns"]
         step = np.searchsorted(s1, end, side="left")
         ok = (step < upto - self.settled) & (end > s0[0])
-        dur = (end - frame["start_ns"].to_numpy())[ok]
-        pid = frame["phase_id"].to_numpy()[ok]
+        dur = (end - frame["start_ns"])[ok]
+        pid = frame["phase_id"][ok]
         out = {}
         for p in np.unique(pid):
             sel = pid == p
             out[name.format(int(p))] = np.bincount(step[ok][sel], weights=dur[sel], minlength=len(s1)).astype(np.int64)
         return out
 
-    def _retire(self, raw: dict[str, pd.DataFrame], cut: int, df: pd.DataFrame) -> None:
-        self.keep.choose(df, raw, sum(len(self.detail[t]) for t in raw))
-        for t, frame in raw.items():
-            if not len(frame):
-                # Nothing to retire. (Filtering the shared empty frame would leave a copy-on-write
-                # reference on it every settle: pandas keeps those, so memory would creep.)
+    def _retire(self, raw: dict[str, Cols], cut: int, df: Cols) -> None:
+        self.keep.choose(df, raw, sum(nrows(self.detail[t]) for t in raw))
+        for t, rows in raw.items():
+            if not nrows(rows):
                 self.pending[t] = []
-                if len(self.detail[t]):
+                if nrows(self.detail[t]):
                     self._keep_detail(t, self.detail[t])
                 continue
-            done = frame["end_ns"].to_numpy() <= cut
-            gone = frame[done]
-            if t == "kernels" and len(gone):
-                g = (gone["end_ns"] - gone["start_ns"]).groupby(gone["name"]).agg(["count", "sum"])
-                for name, row in g.iterrows():
-                    a = self.kernel_agg.setdefault(str(name), [0, 0])
-                    a[0] += int(row["count"])
-                    a[1] += int(row["sum"])
-            if t == "copies" and len(gone):
-                m = gone[gone["kind"] == "memcpy"]
-                for d, grp in m.groupby("direction"):
-                    a = self.copy_agg.setdefault(
-                        str(d), {"count": 0, "bytes": 0, "ns": 0, "pageable_bytes": 0, "pageable_ns": 0}
-                    )
-                    a["count"] += len(grp)
-                    a["bytes"] += int(grp["size_bytes"].sum())
-                    a["ns"] += int((grp["end_ns"] - grp["start_ns"]).sum())
-                    pg = grp[grp["pageable"]]
-                    a["pageable_bytes"] += int(pg["size_bytes"].sum())
-                    a["pageable_ns"] += int((pg["end_ns"] - pg["start_ns"]).sum())
+            done = rows["end_ns"] <= cut
+            gone = take(rows, done)
+            if t == "kernels" and nrows(gone):
+                self._add_kernels(gone)
+            if t == "copies" and nrows(gone):
+                self._add_copies(take(gone, gone["kind"] == "memcpy"))
             self._keep_detail(t, _concat([self.detail[t], gone], t))
-            self.pending[t] = [frame[~done].reset_index(drop=True)]
+            self.pending[t] = [take(rows, ~done)]
 
-    def _keep_detail(self, t: str, kept: pd.DataFrame) -> None:
+    def _add_kernels(self, gone: Cols) -> None:
+        names, which = np.unique(gone["name"].astype(str), return_inverse=True)
+        total = np.zeros(len(names), dtype=np.int64)
+        np.add.at(total, which, gone["end_ns"] - gone["start_ns"])
+        for name, count, ns in zip(names.tolist(), np.bincount(which).tolist(), total.tolist()):
+            a = self.kernel_agg.setdefault(name, [0, 0])
+            a[0] += count
+            a[1] += ns
+
+    def _add_copies(self, m: Cols) -> None:
+        ns = m["end_ns"] - m["start_ns"]
+        pageable = m["pageable"].astype(bool)
+        direction = m["direction"].astype(str)
+        for d in np.unique(direction).tolist():  # a handful of directions
+            sel = direction == d
+            a = self.copy_agg.setdefault(d, {"count": 0, "bytes": 0, "ns": 0, "pageable_bytes": 0, "pageable_ns": 0})
+            a["count"] += int(sel.sum())
+            a["bytes"] += int(m["size_bytes"][sel].sum())
+            a["ns"] += int(ns[sel].sum())
+            a["pageable_bytes"] += int(m["size_bytes"][sel & pageable].sum())
+            a["pageable_ns"] += int(ns[sel & pageable].sum())
+
+    def _keep_detail(self, t: str, kept: Cols) -> None:
         """Of `kept`, only the intervals that overlap a kept step's window stay in detail."""
-        if not len(kept):
+        if not nrows(kept):
             return
-        self.detail[t] = kept[self.keep.mask(kept["start_ns"].to_numpy(), kept["end_ns"].to_numpy())].reset_index(
-            drop=True
-        )
+        self.detail[t] = take(kept, self.keep.mask(kept["start_ns"], kept["end_ns"]))
 
-    def table(self, since: int = 0, upto: int | None = None) -> pd.DataFrame:
+    def table(self, since: int = 0, upto: int | None = None):
+        """columns(since, upto) as a pandas DataFrame."""
+        return frame(self.columns(since, upto))
+
+    def columns(self, since: int = 0, upto: int | None = None) -> Cols:
         """One row per settled step in [since, upto) (upto: every settled step): step, warmup,
         start_ns, wall_ns, <label>_ns (the five sum to wall_ns), and _phase<id>_ns / _gpu<id>_ns
-        per custom phase."""
+        per custom phase; plain arrays, no pandas."""
         upto = self.rows.n if upto is None else min(max(upto, 0), self.rows.n)
         since = min(max(since, 0), upto)
         step = np.arange(since, upto, dtype=np.int64)
@@ -296,7 +299,7 @@ class StepStore:
         for c in self.rows.names:
             if c not in cols:
                 cols[c] = self.rows.column(c, since, upto)
-        return pd.DataFrame(cols)
+        return cols
 
     def totals(self) -> dict[str, Any]:
         """Settled steps so far and the sums over the measured ones (ns): cheap, for progress lines."""
@@ -306,13 +309,14 @@ class StepStore:
         """Which settled steps the trace tables hold in full (analysis.detail)."""
         return self.keep.summary(self.settled)
 
-    def trace_tables(self) -> dict[str, pd.DataFrame]:
-        """Detail of the kept steps plus whatever is not settled yet (for the trace)."""
+    def trace_tables(self) -> dict:
+        """Detail of the kept steps plus whatever is not settled yet (for the trace), as DataFrames."""
         pend = self._tables()
-        return {
-            t: _concat([self.detail[t], pend[t]], t).sort_values("start_ns", kind="stable").reset_index(drop=True)
-            for t in EMPTY
-        }
+        out = {}
+        for t in EMPTY:
+            both = _concat([self.detail[t], pend[t]], t)
+            out[t] = frame(take(both, np.argsort(both["start_ns"], kind="stable")))
+        return out
 
     def top_kernels(self, n: int) -> list[dict[str, Any]]:
         items = sorted(self.kernel_agg.items(), key=lambda kv: kv[1][1], reverse=True)[:n]

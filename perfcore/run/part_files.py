@@ -1,16 +1,16 @@
 """One process's part of a run (parts/<key>/): run.json, steps.csv and trace.npz, written from its
 recording and what only that process knew (its facts: exit, loaders, memory samples, notes).
 
-The instrumented process writes them itself when it has settled steps (a long run: pandas is
-loaded there by then). A short run's process, which settled nothing, writes the raw part instead
-(raw.npz: the recording's arrays and the memory samples; raw.json, written last: the recording's
-meta and the facts) and never imports pandas; the parent, which has pandas loaded already, turns
-it into the same three files with the same code (finish_raw), and removes the raw files. A part
-without raw.json was cut short: the reader falls back to the process's last checkpoint, as it does
-for a missing run.json."""
+The instrumented process writes the raw part (raw.npz: the recording's arrays, its settled columns
+and the memory samples; raw.json, written last: the recording's meta and the facts) and never
+imports pandas; the parent, which has pandas loaded already, turns it into the same three files
+with the same code (finish_raw), and removes the raw files. Only a recording that traced kernels
+(CUPTI) writes the three files itself (write_steps). A part without raw.json was cut short: the
+reader falls back to the process's last checkpoint, as it does for a missing run.json."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -29,14 +29,26 @@ RAW_SCHEMA = "perfcore.rawpart/1"
 
 
 def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> None:
-    from perfcore.recording.replay import export
+    """raw.json + raw.npz: the recording as replay.export() carries it, for the parent to finish
+    (finish_raw). The instrumented process writes it column by column: no DataFrame, no pandas, and
+    never the whole steps table at once."""
+    from perfcore.recording.replay import export, settled_columns
 
     meta, arrays = export(engine)
+    arrays.update(x_mem_at=np.asarray(mem_at, dtype=np.int64), x_mem_bytes=np.asarray(mem_bytes, dtype=np.int64))
     with jsonio.atomic_path(part / RAW_NPZ) as tmp, open(tmp, "wb") as fh:  # a file: numpy adds no ".npz"
-        np.savez(
-            fh, **arrays, x_mem_at=np.asarray(mem_at, dtype=np.int64), x_mem_bytes=np.asarray(mem_bytes, dtype=np.int64)
-        )
+        _save_npz(fh, itertools.chain(arrays.items(), settled_columns(engine)))  # a column at a time
     jsonio.write(part / RAW_JSON, {"schema": RAW_SCHEMA, "recording": meta, "facts": facts})
+
+
+def _save_npz(fh, items) -> None:
+    """np.savez of (name, array) items taken one at a time (np.savez wants them all at once)."""
+    import zipfile
+
+    with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, a in items:
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asarray(a), allow_pickle=False)
 
 
 def finish_raw(part: Path) -> None:
@@ -48,8 +60,10 @@ def finish_raw(part: Path) -> None:
         raise ValueError(f"{part / RAW_JSON}: schema {doc.get('schema')!r}, expected {RAW_SCHEMA!r}")
     with np.load(part / RAW_NPZ, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
-    engine = replayed(doc["recording"], {k: v for k, v in arrays.items() if not k.startswith("x_")})
-    write_steps(engine, doc["facts"], arrays["x_mem_at"], arrays["x_mem_bytes"], part)
+    mem_at, mem_bytes = arrays.pop("x_mem_at"), arrays.pop("x_mem_bytes")
+    engine = replayed(doc["recording"], arrays)
+    del arrays  # the settled columns are in the recording's own (spilled) columns now: not held twice
+    write_steps(engine, doc["facts"], mem_at, mem_bytes, part)
     for name in (RAW_NPZ, RAW_JSON):
         (part / name).unlink()
 

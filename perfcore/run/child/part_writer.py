@@ -220,8 +220,8 @@ def _write_steps(inst, timer, part, common: dict[str, Any]) -> None:
     from perfcore.recording.replay import can_carry
 
     if can_carry(engine):
-        # Nothing settled here yet (a short run): the parent, which has pandas loaded already,
-        # settles and writes this part; this process never pays pandas' import.
+        # The parent, which has pandas loaded already, settles the rest and writes this part; this
+        # process never pays pandas' import nor holds its whole steps table at once.
         timer.close()
         part_files.write_raw(engine, facts, at, sampled, part)
         return

@@ -271,6 +271,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
             st = doc["stragglers"][0]
             focus = next(p["doc"] for p in parts if p["doc"].get("rank") == st["rank"])
     from perfcore.analysis.advice import advise_run
+    from perfcore.report.advice_words import say
     from perfcore.analysis.memory_findings import memory_findings
 
     workers = worker_summary(
@@ -302,6 +303,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         evidence["loop_cpu_cores"] = finding["main_cores"]
     # The run's one verdict and advice, with the workers' side of the evidence (the child could not see it).
     advise_run(doc, zero_code=True, focus=focus, evidence=evidence, memory=mem)
+    say(doc)  # the advice's words beside its facts, as run.json has always kept them
     files = {"run.json": "run.json", "steps.csv": "steps.csv"}
     if samples is not None:
         jsonio.write_csv(out / "monitor.csv", samples)
