@@ -12,7 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "compiled_breaks.py"
+# The same model and loop from a file that calls a Block's forward directly: perfcore times that
+# forward too (run/child/direct_forward.py), and dynamo must still see the same.
+DIRECT = SCRIPT.with_name("compiled_direct.py")
 # Dynamo's log lines: where it broke a graph, which function it recompiled.
 EVENT = re.compile(r"(Graph break|Recompiling function)\b.*? (?:in user code at|in) (\S+)")
 
@@ -25,12 +30,13 @@ def counted(stdout: str, name: str) -> int:
     return int(stdout.split(name)[1].split()[0])
 
 
-def test_graph_breaks_and_recompiles_are_the_same_as_bare(tmp_path):
+@pytest.mark.parametrize("script", [SCRIPT, DIRECT], ids=["module_calls", "direct_forward"])
+def test_graph_breaks_and_recompiles_are_the_same_as_bare(tmp_path, script):
     env = {**os.environ, "TORCH_LOGS": "graph_breaks,recompiles"}
-    bare = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=400)
+    bare = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=400)
     assert bare.returncode == 0, bare.stderr[-3000:]
     out = tmp_path / "r"
-    cmd = [sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--", sys.executable, str(SCRIPT)]
+    cmd = [sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--", sys.executable, str(script)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=400)
     assert p.returncode == 0, p.stderr[-3000:]
     events = dynamo_events(bare.stderr)

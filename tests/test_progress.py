@@ -281,3 +281,24 @@ def test_a_tick_settles_at_most_every_settle_interval_and_decides_only_on_new_ro
     w.tick(timer)
     p = read_progress(tmp_path)
     assert p["settled_steps"] > first["settled_steps"] and len(decided) == 2
+
+
+def test_checkpoint_csv_reads_back_to_the_exact_values():
+    """The training process formats checkpoint rows without pandas; pandas reads them back exactly."""
+    import io
+
+    import numpy as np
+    import pandas as pd
+
+    from perfcore.run.child.progress import write_csv
+
+    ns = np.array([0, 1, 999_999, 1_500_000, 123_456_789_012], dtype=np.int64)
+    cols = {"step": np.arange(5), "wall_ms": ns / 1e6, "warmup": np.arange(5) < 2, "a,b_ms": ns[::-1] / 1e6}
+    fh = io.StringIO()
+    write_csv(fh, {c: v[:0] for c, v in cols.items()}, header=True)
+    write_csv(fh, {c: v[:2] for c, v in cols.items()}, header=False)
+    write_csv(fh, {c: v[2:] for c, v in cols.items()}, header=False)
+    back = pd.read_csv(io.StringIO(fh.getvalue()))
+    assert list(back.columns) == list(cols) and back["warmup"].dtype == bool
+    for c, v in cols.items():
+        assert np.array_equal(back[c].to_numpy(), v), c

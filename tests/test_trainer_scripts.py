@@ -36,6 +36,11 @@ def test_huggingface_trainer_script(tmp_path, accum):
     # `accum` batches fetch 8 * accum + 1, and perfcore counts fetches, so the ratio is at most one
     # batch over the whole run above accum.
     assert 8 * accum <= round(doc["batches_per_step"] * 8) <= 8 * accum + 1
+    # The Trainer's loader and accelerate's shard of it, made over the same dataset inside the
+    # libraries: one loader, where the script made it, with every batch.
+    (loader,) = doc["loaders"]
+    assert loader["made"] == 2 and loader["role"] == "train" and loader["batch_size"] == 8
+    assert 8 * accum <= loader["batches"] <= 8 * accum + 1
 
 
 @pytest.mark.parametrize("accum", [1, 3])

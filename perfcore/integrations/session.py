@@ -101,10 +101,12 @@ class Session:
     def write(self, out: Path) -> Path:
         """run.json, steps.csv and report.html of the trained run into `out` (made if missing)."""
         from perfcore.report import jsonio
+        from perfcore.report.advice_words import say
         from perfcore.report.html import write_report
 
         out.mkdir(parents=True, exist_ok=True)
         doc = dict(self.result, files={"run.json": "run.json", "steps.csv": "steps.csv", "report.html": "report.html"})
+        say(doc)  # the advice's words beside its facts, as run.json has always kept them
         jsonio.write_csv(out / "steps.csv", self.steps)  # atomic, and never through a planted link
         jsonio.write(out / "run.json", doc)
         write_report(out, doc, self.steps)

@@ -25,10 +25,10 @@ class Block(nn.Module):
         return self.b(h).to(torch.float32) + x.to(x.dtype)
 
 
-if __name__ == "__main__":
+def main(backend):
     torch.manual_seed(0)
     model = nn.Sequential(Block(), Block(), nn.Linear(16, 4))
-    compiled = torch.compile(model, backend=sys.argv[1] if len(sys.argv) > 1 else "eager")
+    compiled = torch.compile(model, backend=backend)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = torch.randn(32, 16), torch.randint(0, 4, (32,))
     for _ in range(6):
@@ -42,3 +42,7 @@ if __name__ == "__main__":
     print(f"GRAPH_BREAKS {breaks}", flush=True)
     print(f"FRAMES {counters['stats']['unique_graphs']}", flush=True)
     print(f"RECOMPILES {sum(counters['recompiles'].values())}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "eager")

@@ -1,5 +1,5 @@
 """pytorch/examples mnist_hogwild's shape: the model's parameters shared, argv[1] processes started
-with torch.multiprocessing (spawn) each train it with their own optimizer, then the parent only
+with torch.multiprocessing (spawn; argv[2] "fork": forked) each train it with their own optimizer, then the parent only
 evaluates it (test(): no_grad over a test loader). Each child prints `TRAINED <steps>`."""
 
 import sys
@@ -36,7 +36,7 @@ def test(model):
 
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-    mp.set_start_method("spawn", force=True)
+    mp.set_start_method(sys.argv[2] if len(sys.argv) > 2 else "spawn", force=True)
     model = make_model()
     model.share_memory()
     procs = [mp.Process(target=train, args=(rank, model, 24)) for rank in range(n)]

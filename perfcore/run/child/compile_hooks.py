@@ -63,3 +63,5 @@ class CompileWatch:
         eval_frame.skip_code(__call__.__code__)
         hooks.installed["forward"] = __call__
         setattr(owner, attr, __call__)
+        if hooks.direct is not None:
+            hooks.direct.traceable()

@@ -4,6 +4,7 @@ timed, and which events are reported to the instrumentation.
   DataLoader iterators' __next__      -> load (the main process waiting for a batch)
   optimizer step pre/post hooks       -> the `optimizer` phase and its step ends (native StepClock)
   outermost nn.Module.__call__        -> the `forward` phase (its start: a forward step source)
+  module.forward(x) called directly   -> the `forward` phase too (run/child/direct_forward.py)
   Tensor.backward / autograd.backward -> the `backward` phase (its end: a backward step source)
   Tensor.to / .cuda outside those     -> transfer
   DataLoader construction and iter()  -> the call site and settings; each epoch's worker start-up
@@ -27,6 +28,7 @@ import threading
 from typing import Any
 
 from perfcore.run.child.compile_hooks import CompileWatch
+from perfcore.run.child.direct_forward import DirectForwards
 from perfcore.run.child.eval_hooks import GradOffPasses, grad_off_contexts, patch_train_eval
 
 __all__ = ["TorchHooks", "TorchImportHook", "patched_slots"]
@@ -44,6 +46,7 @@ def patched_slots(torch) -> list[tuple[Any, str]]:
     slots = [
         (_BaseDataLoaderIter, "__next__"),
         (torch.nn.Module, "__call__"),
+        (torch.nn.Module, "__init_subclass__"),
         (torch.nn.Module, "train"),
         (torch.Tensor, "backward"),
         (torch.autograd, "backward"),
@@ -84,6 +87,7 @@ class TorchHooks:
         self.handles: list[Any] = []  # the optimizer hooks' handles
         self.main_ident = threading.main_thread().ident
         self.compile_watch = None  # CompileWatch: torch.compile's calls
+        self.direct = None  # DirectForwards: module.forward(x) called directly
 
     _fork_hook = False  # os.register_at_fork has no removal: registered once a process
 
@@ -150,6 +154,8 @@ class TorchHooks:
         GradOffPasses(self, torch).install()
         self.compile_watch = CompileWatch(self, torch)
         self.compile_watch.install()
+        self.direct = DirectForwards(self, torch)
+        self.direct.install()
         import torch.utils.data._utils.fetch as fetch_mod
 
         from perfcore.run.child.batches import timed_fetch
@@ -164,6 +170,25 @@ class TorchHooks:
     def _make_timer_at_first_step(self, optimizer, args, kwargs) -> None:
         if self.inst.timer is None:
             self.inst.ensure_timer()
+
+    def after_fork(self) -> None:
+        """In a forked child: its first optimizer step (Hogwild by fork, an optimizer carried across fork)
+        makes it a training process, from a hook ahead of the clock's so that step finds the clock armed."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        for h in self.handles:
+            h.remove()
+        self.first_step_done()
+        self.main_ident = threading.get_ident()  # the thread that forked: the child's only one
+        self._first_step = register_optimizer_step_pre_hook(self._adopt_at_first_step)
+        self.handles = [
+            register_optimizer_step_pre_hook(self.clock.pre),
+            register_optimizer_step_post_hook(self.clock.post),
+        ]
+
+    def _adopt_at_first_step(self, optimizer, args, kwargs) -> None:
+        if self.inst.timer is None and self.inst.pid != os.getpid():
+            self.inst.adopt_fork()
 
     def first_step_done(self) -> None:
         """After the first step end: the native clock alone from now on. (Not removed from inside the
@@ -201,11 +226,15 @@ class TorchHooks:
     def arm(self, timer, scopes: dict[str, Any]) -> None:
         for name, hook in self.timed.items():
             hook.scope = scopes[name]
+        if self.direct is not None:
+            self.direct.arm(scopes["forward"])
 
     def disarm(self) -> None:
         for hook in self.timed.values():
             hook.scope = None
             hook.on_enter = None
+        if self.direct is not None:
+            self.direct.arm(None)
         if self.clock is not None:
             self.clock.disarm()
 
@@ -214,6 +243,8 @@ class TorchHooks:
         benches): torch is as it was before install(), so torch.compile and other tracers see
         plain functions again."""
         self.disarm()
+        if self.direct is not None:
+            self.direct.uninstall()
         for owner, attr, orig in reversed(self.saved):
             if orig is _MISSING:
                 if attr in vars(owner):

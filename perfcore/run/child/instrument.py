@@ -53,7 +53,7 @@ class Instrumentation:
         self.disabled = False
         self.torch_hooks = TorchHooks(self)
         self.sources = StepSources(self, config.step_on)
-        self.loaders = Loaders(self.now_ns, lambda: self.sources.loop_state())
+        self.loaders = Loaders(self.now_ns, lambda: self.sources.loop_state(), self.on_loader_eval)
         self.upkeep = Upkeep()  # own work after each step end: settling, memory, the progress file
         self.eval_rows: list[int] = []  # rows that are an evaluation pass, not a training step
         self.ending = Ending(self.now_ns)  # how this process's run ends (exit handlers, --steps)
@@ -78,13 +78,17 @@ class Instrumentation:
         fresh timer and step source per cell, in its own folder, with its own steps and warm-up."""
         self.config, self.run_dir, self.in_cell = config, Path(config.run_dir), in_cell
         self.timer = None
-        self.upkeep, self.eval_rows = Upkeep(), []
-        self.sources = StepSources(self, self.sources.forced)
+        self.ending.release()
+        self._afresh()
         if self.torch_hooks.timed:
             self.torch_hooks.backward_ends(True)
         self.set_steps(config.steps, config.warmup)
+
+    def _afresh(self) -> None:
+        """A new recording's state: step sources, upkeep, evaluation rows, ending (the timer is made later)."""
+        self.upkeep, self.eval_rows = Upkeep(), []
+        self.sources = StepSources(self, self.sources.forced)
         self._finalized, self.disabled = False, False
-        self.ending.release()
         self.ending = Ending(self.now_ns)
 
     def end_cell(self):
@@ -165,16 +169,41 @@ class Instrumentation:
         # Held here too: a stop inside the callback disarms the clock, which drops its reference.
         self._on_step_cb = self.on_step
         self.torch_hooks.clock.arm(
-            self.opt, ends, self._on_step_cb, self.upkeep.memory.every, COMPACT_EVERY, self.stop_at
+            self.opt,
+            ends,
+            self._on_step_cb,
+            self.upkeep.memory.every,
+            COMPACT_EVERY,
+            self.stop_at,
+            self.upkeep.memory.min_gap_ns,
         )
 
     def disarm(self) -> None:
         self.torch_hooks.disarm()
 
     def forked(self) -> None:
+        """A forked child (a DataLoader worker, a user's Pool, Hogwild by fork) is not this loop; it
+        becomes a training process of its own if it steps an optimizer (TorchHooks.after_fork)."""
         self.disarm()
         self.timer = None
         self.disabled = True
+        if self.torch_hooks.clock is not None:
+            self.torch_hooks.after_fork()
+
+    def adopt_fork(self) -> None:
+        """This forked child steps an optimizer: it trains, measured as a process the script started
+        (its own part; the parent merges those that train), from a fresh timer."""
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is not None or self.timer is not None:
+            return
+        if self.rank is None:
+            self.nested_in = self.nested_in or self.pid
+        self.pid, self.notes = os.getpid(), []
+        self.t_start = self.t_activate = self.now_ns()
+        self._lock = threading.Lock()  # a lock held by another thread at the fork stays held in the child
+        self._afresh()
+        self.ensure_timer()
 
     # -- what the step sources see, and the events it implies ----------------------------------
     def on_fetch_start(self) -> None:
@@ -192,6 +221,10 @@ class Instrumentation:
 
     def on_mode_change(self, training: bool) -> None:
         self.apply(self.sources.mode_changed(training, self.now_ns()))
+
+    def on_loader_eval(self, t0: int, t1: int) -> None:
+        if not self.disabled and threading.get_ident() == self.torch_hooks.main_ident:
+            self.apply(self.sources.grad_off_pass(t0, t1))
 
     def finish_sources(self) -> str | None:
         """The step source at the end, chosen now if it was not yet (None: nothing looked like a step)."""
@@ -265,14 +298,16 @@ class Instrumentation:
 
     def after_step(self, n: int) -> None:
         """After step end n: the upkeep, then --steps."""
-        if n == 0 or self.timer is None:
+        if n == 0 or self.timer is None or self.ending.stop_requested:
             return
-        self.upkeep.after(n, self.timer, self.sources.chosen is not None, self.torch_hooks)
-        # Evaluation rows are not training steps: --steps counts the training ones.
+        # Evaluation rows are not training steps: --steps counts the training ones. The stop comes
+        # before the upkeep: the upkeep lets other threads run, and a second training thread must
+        # not end a step past the stop while this one settles.
         if n - len(self.eval_rows) >= self.stop_at and (
             self.sources.chosen is not None or self.sources.optimizers_made == 0
         ):
             self.request_stop()
+        self.upkeep.after(n, self.timer, self.sources.chosen is not None, self.torch_hooks)
 
     def request_stop(self) -> None:
         self.ending.request_stop(self)

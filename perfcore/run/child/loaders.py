@@ -71,9 +71,12 @@ class Loaders:
     open) and the steps it has made so far (optimizer steps, backward ends). It tells each
     loader's role, train or eval, by what happens around its batches; None: grad mode at iter()."""
 
-    def __init__(self, now_ns, loop=None) -> None:
+    def __init__(self, now_ns, loop=None, on_eval=None) -> None:
         self.now_ns = now_ns
         self.loop = loop
+        # on_eval(t0, t1): an epoch of a loader that never trained, whose batches came with grad on
+        # and no step between them while another loader trains (a test() without eval() or no_grad).
+        self.on_eval = on_eval
         self.records: list[dict[str, Any]] = []
         # Each live loader's entry (weak: a loader made every step is let go with its step), and each
         # live loader's dataset by id (a forked worker shares the ids; a dataset may be a plain list).
@@ -83,15 +86,22 @@ class Loaders:
 
     def made(self, loader, site: str, in_library: bool = False) -> None:
         """A new DataLoader, made at `site`; in_library: the call came from inside a library."""
-        earlier = self._by_dataset.get(id(loader.dataset))
-        if in_library and earlier is not None:
-            # A library re-making a loader over the same dataset (Lightning adding a distributed
-            # sampler to the user's): it is still the one the user made, where they made it.
-            site = self.records[earlier]["site"]
+        earlier = self._earlier(loader.dataset)
         settings = {k: getattr(loader, k, None) for k in SETTINGS}
         if not settings["num_workers"]:
             settings["prefetch_factor"] = None  # torch keeps a default that no worker uses
+        if in_library and earlier is not None:
+            # A library re-making a loader over the same dataset (Lightning adding a distributed
+            # sampler, accelerate's shard of the HF Trainer's): still the one the user made, where they
+            # made it, one entry with the settings of the loader that gives the batches (a batch
+            # sampler leaves batch_size None: the user's stays).
+            rec = self.records[earlier]
+            site = rec["site"]
+            settings = {k: rec[k] if v is None and k == "batch_size" else v for k, v in settings.items()}
+            rec.update(settings)
         key = (site, *(repr(settings[k]) for k in SETTINGS))
+        if in_library and earlier is not None:
+            self._by_key[key] = earlier
         # A loop that makes a loader every step (next(iter(DataLoader(...)))) makes one loader, many
         # times: one entry per site and settings, counted, so the list stays as long as the code.
         # Past MAX_LOADERS entries, new ones join their site's first entry, or the last.
@@ -133,6 +143,15 @@ class Loaders:
         if len(self._by_dataset) >= 4 * MAX_LOADERS:  # most of them belong to loaders long gone
             self._by_dataset = {id(ld.dataset): i for ld, i in self._by_loader.items()}
         self._by_dataset[id(loader.dataset)] = index
+
+    def _earlier(self, dataset) -> int | None:
+        """The entry of a live loader over this very dataset (an id alone may be a dead dataset's, reused:
+        the HF Trainer makes a new dataset for each loader it makes)."""
+        index = self._by_dataset.get(id(dataset))
+        if index is None:
+            return None
+        live = any(i == index and ld.dataset is dataset for ld, i in list(self._by_loader.items()))
+        return index if live else None
 
     def index_of_dataset(self, dataset) -> int:
         return self._by_dataset.get(id(dataset), -1)
@@ -190,9 +209,13 @@ class Loaders:
         startup = [bool(rec["num_workers"])]
         if not startup[0] and ep[0] is not None:
             return
-        orig, now, loop = it._next_data, self.now_ns, self.loop
+        # Weakly held, and the class's function rather than a bound method: an iterator the loop lets go
+        # (a `break`) is freed at once, which ends an evaluation pass there.
+        ref, orig_next, now, loop = weakref.ref(it), type(it)._next_data, self.now_ns, self.loop
+        passing = [None]  # the evaluation pass this epoch is, once its batches tell it: its end, once
 
         def next_data():
+            target = ref()
             if ep[0] is None:
                 training, steps = loop()
                 if not training:
@@ -202,15 +225,55 @@ class Loaders:
                 elif steps > ep[1]:
                     ep[0] = "train"  # a step between two of its batches
                 ep[2] += 1
-            data = orig()
+                if ep[0] is None and self._evaluates(rec, ep, steps):
+                    ep[0] = "eval"
+                    self._count(rec)  # its batches from here are counted below: the entry lets it go
+                    rec["_it"] = None
+                    passing[0] = self._pass(target, rec["_t_iter"])
+            try:
+                data = orig_next(target)
+            except StopIteration:
+                if passing[0] is not None:
+                    passing[0]()
+                raise
             if startup[0]:
                 startup[0] = False
                 rec["worker_startup_ms"].append((now() - rec["_t_iter"]) / 1e6)
-            if ep[0] is not None:
-                vars(it).pop("_next_data", None)
+            if passing[0] is not None:
+                rec["batches"] += 1
+            elif ep[0] is not None:
+                vars(target).pop("_next_data", None)
             return data
 
         it._next_data = next_data
+
+    def _evaluates(self, rec: dict[str, Any], ep, steps: int) -> bool:
+        """This epoch, under way, is an evaluation pass: NO_STEP_BATCHES batches and no step between them,
+        from a loader that never trained, while another one has (so a training loader's gradient
+        accumulation, or its first epoch, is never taken for one)."""
+        return (
+            self.on_eval is not None
+            and ep[2] >= NO_STEP_BATCHES
+            and steps == ep[1]
+            and steps > 0
+            and not rec["_epochs"]["train"]
+            and any(
+                r["_epochs"]["train"] or self._epoch_role(r["_epoch"]) == "train" for r in self.records if r is not rec
+            )
+        )
+
+    def _pass(self, it, t0: int):
+        """The evaluation pass from iter() at t0; it ends when the epoch does, or when the loop lets its
+        iterator go (a `break` after some batches): whichever comes first."""
+        done = []
+
+        def end() -> None:
+            if not done:
+                done.append(True)
+                self.on_eval(t0, self.now_ns())
+
+        weakref.finalize(it, end).atexit = False  # an iterator alive at exit: the run's end closes nothing
+        return end
 
     def _count(self, rec: dict[str, Any]) -> None:
         it = rec["_it"]

@@ -197,6 +197,10 @@ class StepSources:
             best = self.best_lower()
             if best is not None:
                 events.append(self.choose(best))
+        if self._eval_start is not None:
+            # An evaluation pass that nothing ended (the HF Trainer's last one, after the last step, has
+            # no train() after it) ends with the run.
+            events.extend(self.mode_changed(True, self.inst.now_ns()))
         last = self.ends["forward"][-1:] if self.chosen == "forward" else []
         if last and self.last_fetch > last[0]:
             # An inference loop over a DataLoader: the fetch after the last module call (the one that
@@ -232,8 +236,9 @@ class StepSources:
         return NOTHING
 
     def grad_off_pass(self, t0: int, t1: int) -> tuple:
-        """Module calls under a top-level no_grad()/inference_mode() and no step: an evaluation pass,
-        unless it sits inside a model.eval() pass already open."""
+        """Module calls under a top-level no_grad()/inference_mode() and no step, or an epoch of another
+        loader with no step between its batches: an evaluation pass, unless it sits inside a
+        model.eval() pass already open."""
         if self._eval_start is not None:
             return NOTHING
         self._eval_start = t0

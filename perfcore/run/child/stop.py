@@ -4,6 +4,7 @@ the script, and what it says when the script ran on after the stop."""
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from typing import Callable
@@ -11,17 +12,39 @@ from typing import Callable
 __all__ = ["Ending", "first_line", "ERROR_CHARS"]
 
 ERROR_CHARS = 200  # the exception as one line: its type and its message's first line, at most this long
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")  # CSI sequences, then the two-byte escapes
 
 
 def first_line(tp: type, value: BaseException) -> str:
     """`Type: first line of the message`, at most ERROR_CHARS characters (the rest of a long message,
     a torch error's several paragraphs, is in the traceback file)."""
-    lines = [line.strip() for line in str(value).splitlines() if line.strip()]
+    # Terminal colours in a library's message (rich, transformers' "[1m") are no text of it.
+    lines = [line.strip() for line in _ANSI.sub("", str(value)).splitlines() if line.strip()]
     text = f"{tp.__name__}: {lines[0]}" if lines else tp.__name__
     more = len(lines) > 1
     if len(text) > ERROR_CHARS or more:
         text = text[: ERROR_CHARS - 2].rstrip() + " …"
     return text
+
+
+def trim_past_stop(inst) -> int:
+    """The step ends past --steps, dropped once the clock is disarmed: another training thread can end a
+    step between the one that reached the stop and the disarm (the stop's callback lets threads run).
+    Returns how many were dropped."""
+    ends = inst.timer.engine.boundaries if inst.timer is not None else None
+    keep = inst.stop_at + len(inst.eval_rows)
+    if ends is None or len(ends) <= keep:
+        return 0
+    extra = len(ends) - keep
+    if ends.base == 0 and inst.timer.engine.store.settled <= keep:
+        ends.replace([ends[i] for i in range(keep)])  # the settled rows are all kept: unchanged
+        return extra
+    # Ends let go after settling cannot be replaced: the rows stay, and the run says so.
+    inst.notes.append(
+        f"{extra} step(s) past --steps {inst.steps_wanted} were ended by another training thread "
+        "before the stop took hold; they are in the result"
+    )
+    return 0
 
 
 class Ending:
@@ -63,6 +86,7 @@ class Ending:
         self.reason = "steps reached"
         self.t_stop = self.now_ns()
         inst.disarm()
+        trim_past_stop(inst)
         sys.stderr.write(
             f"perfcore: {inst.steps_wanted} steps measured after {inst.warmup} warm-up; "
             f"stopping the {'cell' if inst.in_cell else 'script'} (--steps)\n"
