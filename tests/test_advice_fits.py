@@ -15,6 +15,7 @@ import pytest
 
 from perfcore.analysis.advice import advise_run, loader_plan
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
+from perfcore.report.advice_words import plan_words, text_of
 from perfcore.report.words import try_short, verdict_short
 
 LOADER = {
@@ -68,9 +69,10 @@ def test_decoder_advice_only_where_images_are_decoded():
     for dataset in ("torchvision.datasets.mnist.MNIST", "torch.utils.data.dataset.TensorDataset", "x.Mine"):
         plan = _no_core_plan({**LOADER, "dataset": dataset})
         assert plan["reason"] == "no spare cores" and plan["decode"] in ("none", "unknown")
-        assert "decode_jpeg" not in plan["text"] and "PIL" not in plan["text"]
+        text = plan_words(plan)[1]  # the words follow the status
+        assert "decode_jpeg" not in text and "PIL" not in text
     plan = _no_core_plan({**LOADER, "dataset": "torchvision.datasets.folder.ImageFolder"})
-    assert plan["decode"] == "pil" and "decode_jpeg" in plan["text"]
+    assert plan["decode"] == "pil" and "decode_jpeg" in plan_words(plan)[1]
     # The short line follows the same status.
     doc = run_doc(LOAD_BOUND, loaders=[{**LOADER, "dataset": "torchvision.datasets.mnist.MNIST"}])
     advise_run(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 2.0})
@@ -84,14 +86,14 @@ def test_torch_compile_is_not_proposed_to_a_compiled_model():
     plain = run_doc(HEALTHY)
     advise_run(plain, zero_code=True, evidence={"cpu_count": 8})
     assert [r["id"] for r in plain["recommendations"]] == ["faster_compute"]
-    assert "torch.compile" in plain["recommendations"][0]["text"]
+    assert {"way": "compile"} in plain["recommendations"][0]["facts"]["ways"]
     done = run_doc(HEALTHY, compiled_graphs=3)
     advise_run(done, zero_code=True, evidence={"cpu_count": 8})
-    assert "torch.compile" not in done["recommendations"][0]["text"]
+    assert {"way": "compile"} not in done["recommendations"][0]["facts"]["ways"]
     gpu = run_doc({**HEALTHY, "host": 8.0}, device="cuda:0", compiled_graphs=1)
     advise_run(gpu, zero_code=True, evidence={"cpu_count": 8})
     launch = next(r for r in gpu["recommendations"] if r["id"] == "launch_overhead")
-    assert "torch.compile(" not in launch["text"]
+    assert launch["facts"]["compiled"] is True and "torch.compile(" not in text_of(launch)
 
 
 ADAMW_FACT = {
@@ -118,23 +120,25 @@ def test_faster_compute_is_built_from_what_the_script_does():
     # A CPU script updating its parameters by hand, not compiled: torch.compile and a GPU; no optimizer,
     # no bf16 (a CPU), no thread count (nothing measured says fewer threads help).
     rec, line = _compute_advice(seen={"optimizers": 0}, compute_facts={"optimizer": None})
-    for text in (rec["text"], line):
+    assert [w["way"] for w in rec["facts"]["ways"]] == ["compile", "gpu"]
+    for text in (text_of(rec), line):
         assert "torch.compile" in text and "GPU" in text
         assert "fused" not in text and "foreach" not in text and "bf16" not in text
         assert "set_num_threads" not in text
     # Compiled (the child saw torch.compile called) and an optimizer whose foreach form pays: named with
     # its class and keyword, the same in the long text and the try line.
     rec, line = _compute_advice(torch_compile=True, compiled_graphs=0, compute_facts={"optimizer": ADAMW_FACT})
-    for text in (rec["text"], line):
+    ways = rec["facts"]["ways"]
+    assert [w["way"] for w in ways] == ["optimizer", "gpu"] and ways[0]["keyword"] == "foreach"
+    for text in (text_of(rec), line):
         assert "torch.compile" not in text and "torch.optim.AdamW(..., foreach=True)" in text
     assert line == "try: faster compute: torch.optim.AdamW(..., foreach=True), a GPU"
-    assert rec["ways"] == ["torch.optim.AdamW(..., foreach=True)", "a GPU"]
     # bf16 only on a GPU that has it; a GPU not recorded hears it as a condition.
     gpu = {"device": "cuda:0", "compiled_graphs": 1}
     assert _compute_advice(device="cuda:0", bf16_supported=False)[1] == "try: faster compute: torch.compile"
     assert _compute_advice(**gpu, bf16_supported=True)[1] == "try: faster compute: bf16 autocast"
     assert "bf16 autocast if the GPU has bf16" in _compute_advice(**gpu)[1]
-    assert "GPU" not in _compute_advice(**gpu, bf16_supported=True)[0]["text"].split(":", 1)[1]
+    assert "GPU" not in text_of(_compute_advice(**gpu, bf16_supported=True)[0]).split(":", 1)[1]
     # Nothing left to propose from what was measured: no generic sentence.
     doc = run_doc(HEALTHY, device="cuda:0", compiled_graphs=1, bf16_supported=False)
     advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
@@ -175,22 +179,22 @@ def test_pin_memory_is_not_proposed_when_set():
     advise_run(doc, zero_code=True, evidence=ev)
     ids = [r["id"] for r in doc["recommendations"]]
     assert ids[0] == "pageable_despite_pin" and "pin_memory" not in ids
-    assert all("set pin_memory=True" not in r["text"] for r in doc["recommendations"])
+    assert all("set pin_memory=True" not in text_of(r) for r in doc["recommendations"])
     # No pageable copies, still transfer-bound: overlap, without proposing the pinning it has.
     doc = run_doc(bd, device="cuda:0", loaders=[pinned])
     advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
     (rec,) = doc["recommendations"]
-    assert rec["id"] == "overlap_copies" and "pin_memory=True in" not in rec["text"]
+    assert rec["id"] == "overlap_copies" and rec["facts"]["pinned"] is True
     doc = run_doc(bd, device="cuda:0", loaders=[LOADER])
     advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    assert "pin_memory=True in" in doc["recommendations"][0]["text"]
+    assert doc["recommendations"][0]["facts"]["pinned"] is False
 
 
 def test_fewer_torch_threads_not_proposed_when_already_that_few():
     ld = {**LOADER, "dataset": "x.Mine"}
     args = dict(step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=1.0, other_cores=1.0)
-    assert "torch.set_num_threads(1)" in loader_plan(ld, **args, torch_threads=2)["text"]
-    assert "torch.set_num_threads" not in loader_plan(ld, **args, torch_threads=1)["text"]
+    assert loader_plan(ld, **args, torch_threads=2)["fewer_threads"] == 1
+    assert "fewer_threads" not in loader_plan(ld, **args, torch_threads=1)
 
 
 def test_persistent_workers_not_proposed_when_set():
@@ -199,10 +203,10 @@ def test_persistent_workers_not_proposed_when_set():
     doc = run_doc(LOAD_BOUND, loaders=[ld])
     advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
     rec = doc["recommendations"][0]
-    assert rec["id"] == "more_workers" and "persistent_workers=True," not in rec["text"]
+    assert rec["id"] == "more_workers" and rec["facts"]["persistent_workers"] is False
     doc = run_doc(LOAD_BOUND, loaders=[{**ld, "persistent_workers": False}])
     advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    assert "persistent_workers=True," in doc["recommendations"][0]["text"]
+    assert doc["recommendations"][0]["facts"]["persistent_workers"] is True
 
 
 def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
@@ -243,7 +247,6 @@ def test_cores_taken_by_other_processes_are_said_as_theirs_not_as_the_scripts_fi
     assert "oversubscribed" not in v and v["threads_busy"]["own"] is False
     assert "while other processes used 1.4 of 2 cores" in v["summary"]
     assert "torch.set_num_threads(" not in v["summary"]
-    assert all("set_num_threads" not in r["text"] for r in doc["recommendations"])
     assert all(r["id"] != "set_num_threads" for r in doc["recommendations"])
     assert "threads on" not in verdict_short(v) and "[uncertain: busy]" in verdict_short(v)
     # OMP_NUM_THREADS alone (torch not imported when the run ended) says as much.

@@ -174,7 +174,7 @@ def test_every_line_of_the_short_report_fits_and_speaks_plainly():
     said = {d["verdict"]["bound"]: render_brief(d, "runs/r1") for d in docs}
     assert "verdict: straggler rank 2 (critical)" in said["straggler"]
     assert "time outside the model" in said["host"] and "[uncertain: busy]" in said["host"]
-    assert "loader starved: 435 of 445 steps (98%) waited over 970 µs; p50 wait 3.58 ms" in said["load"]
+    assert "loader starved: 435 of 445 steps (98%) waited over 970 µs; their p50 wait 3.58 ms" in said["load"]
     assert "[uncertain: busy]" in render_brief(healthy, "runs/r1")
 
 

@@ -66,3 +66,16 @@ def test_gpu_check_dry_run_without_gpu_exits_3_in_one_line():
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpu_check: no GPU")
     assert "Traceback" not in p.stderr + p.stdout
+
+
+def test_env_gives_cudnn_advice_only_where_a_gpu_runs_the_convolutions(monkeypatch):
+    import torch
+
+    from perfcore.capture.environment import check_versions
+
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    fixes = {}
+    for gpu in (False, True):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
+        fixes[gpu] = next(c for c in check_versions() if c.name == "cudnn.benchmark").fix
+    assert fixes[False] == "" and "cudnn.benchmark = True" in fixes[True]

@@ -6,9 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfcore.analysis.advice import loader_plan
+from perfcore.report.advice_words import plan_words
 from perfcore.analysis.gain import judge, measured_gain
 from perfcore.analysis.status import Change, change_of
 from perfcore.experiments.diagnose import workers_check
+from perfcore.report.check_words import check_text
 
 speedups = st.floats(min_value=0.05, max_value=20.0, allow_nan=False)
 noises = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0, allow_nan=False))
@@ -32,7 +34,7 @@ def test_a_workers_trial_is_said_as_measured(x, noise, n, w):
     plan = loader_plan(ld, step_ms=60.0, load_ms=30.0, per_step=1, cpu_count=4, on_gpu=False, trials=[trial])
     if plan is None or "trial" not in plan:
         return
-    words = plan["sentence"]
+    words = plan_words(plan)[0]  # the renderer's words, chosen from the trial's status
     assert f"at {x:.2f}x" in words
     if "made steps slower" in words:
         assert x < 1 and plan["trial"]["change"] == "slower"
@@ -49,10 +51,11 @@ def test_diagnose_b_is_said_as_measured(x, load_share, sem):
     first = {"step_ms": step, "avoidable_ms": {"load": load_share * step}, "avoidable_band_ms": {}}
     c = workers_check(first, first, False, {"step_sem_ms": sem}, {"name": "B: num_workers=2", "speedup": x,
                                                                   "step_sem_ms": sem, "num_workers": 2})
-    assert f"measured {x:.2f}x" in c["sentence"]
-    if ": slower" in c["sentence"]:
+    words = check_text(c)
+    assert f"measured {x:.2f}x" in words
+    if ": slower" in words:
         assert x < 1 and c["change"] == "slower"
-    if "within the runs' noise" in c["sentence"] and "above that bound" not in c["sentence"]:
+    if "within the runs' noise" in words and "above that bound" not in words:
         assert c["change"] == "within noise"
 
 

@@ -77,6 +77,29 @@ def test_advice_no_experiment_measured_keeps_its_bound_and_order():
         assert measured_first([CHEAPER], _verdict(b), _rows(c_speedup=1.4))[0]["id"] == "cheaper_batches"
 
 
+def test_loading_advice_no_experiment_measured_is_bounded_by_what_synthetic_data_measured():
+    # The trial's demo: A measured 1.60x with no loading, C not run, the decoder advice said "up to 2.11x".
+    rows = [r for r in _rows() if not r["name"].startswith("C:")]
+    rows[1] = {**rows[1], "speedup": 1.60}
+    cheaper = {**CHEAPER, "gain": {"speedup": 2.11, "band": [1.88, 2.38]}}
+    slower = {**B_CHECK, "change": "slower", "measured_speedup": 0.9}
+    (rec,) = measured_first([cheaper], _verdict(slower), rows)
+    assert rec["ceiling"] == {"speedup": 1.60, "experiment": "A: synthetic data"}
+    doc = {
+        "workload": "demo",
+        "device": "cpu",
+        "experiments": rows,
+        "verdict": _verdict(slower),
+        "recommendations": [rec],
+    }
+    (line,) = [ln for ln in render_diagnose_brief(doc).splitlines() if ln.startswith("try:")]
+    assert line.endswith(": up to 1.60x (A, measured with no loading)"), line
+    assert "2.11" not in line and len(line) <= 120
+    # A measured above the prediction: the prediction stays the bound.
+    rows[1] = {**rows[1], "speedup": 2.5}
+    assert "ceiling" not in measured_first([cheaper], _verdict(slower), rows)[0]
+
+
 def test_a_busy_machine_during_any_experiment_is_flagged_in_the_header():
     assert busy_note({"experiments": _rows(busy=[0.1, 0.2, 0.1])}) == ""
     assert busy_note({"experiments": _rows()}) == ""  # not measured: nothing claimed

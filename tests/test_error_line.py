@@ -60,3 +60,11 @@ def test_under_torchrun_the_error_is_the_failing_ranks_own(tmp_path):
     assert doc["exit"]["exception"] == "rank 1: RuntimeError: rank 1 crashed on purpose"
     assert "the script crashed (rank 1: RuntimeError: rank 1 crashed on purpose; exit 1)" in p.stderr
     assert "rank 1 crashed on purpose" in (out / doc["exit"]["traceback"]).read_text()
+
+
+def test_terminal_colours_in_a_message_are_no_part_of_its_line():
+    from perfcore.run.child.stop import first_line
+
+    err = ValueError("\x1b[31m\x1b[1mconfig.json has no vocab_size\x1b[0m\n\nsee the docs")
+    assert first_line(ValueError, err) == "ValueError: config.json has no vocab_size …"
+    assert first_line(ValueError, ValueError("\x1b[1m\nthe message")) == "ValueError: the message"

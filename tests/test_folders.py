@@ -1,5 +1,6 @@
 """Run folders and result files: perfcore never deletes, truncates or overwrites what it did not
 create; default folders are unique; a write that fails is one line and leaves earlier files whole."""
+
 from __future__ import annotations
 
 import errno
@@ -31,7 +32,7 @@ def users_folder(root: Path) -> Path:
     (root / "parts").mkdir()
     (root / "workers" / "notes.csv").write_text("my,data\n1,2\n")
     (root / "parts" / "thesis.txt").write_text("chapter 1")
-    (root / "run.json").write_text("{\"mine\": true}")
+    (root / "run.json").write_text('{"mine": true}')
     return root
 
 
@@ -132,7 +133,9 @@ def test_a_full_disk_in_the_cli_is_one_line_and_exit_1(tmp_path, monkeypatch):
     assert res.exit_code == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"perfcore: error: cannot write {out}: the disk is full"), lines
-    assert out.read_text() == '{"schema": "perfcore.env/1"}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["env.json"]
+    assert out.read_text() == '{"schema": "perfcore.env/1"}\n' and sorted(p.name for p in tmp_path.iterdir()) == [
+        "env.json"
+    ]
 
 
 def test_a_read_only_folder_is_one_line(tmp_path, monkeypatch):
@@ -147,8 +150,9 @@ def test_a_read_only_folder_is_one_line(tmp_path, monkeypatch):
     res = CliRunner().invoke(cli, ["health", "--out", str(tmp_path / "h"), "demo"])
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
-    assert lines == [f"perfcore: error: cannot write to --out {tmp_path / 'h'}: Read-only file system; "
-                     "choose a writable folder"]
+    assert lines == [
+        f"perfcore: error: cannot write to --out {tmp_path / 'h'}: Read-only file system; choose a writable folder"
+    ]
 
 
 def test_atomic_path_keeps_the_suffix_for_writers_that_read_it(tmp_path):
@@ -181,3 +185,28 @@ def test_ctrl_c_while_writing_leaves_the_previous_file_whole(tmp_path, monkeypat
         jsonio.write(target, {"schema": "perfcore.run/1", "v": 2, "big": "x" * 100_000})
     assert target.read_bytes() == old and json.loads(old)["v"] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+@pytest.mark.parametrize(
+    "name, says",
+    [
+        ("diagnose.json", "verdict: input-bound"),
+        ("health.json", "health"),
+        ("sweep.json", "num_workers"),
+    ],
+)
+def test_report_on_an_experiment_folder_shows_its_own_report(tmp_path, name, says):
+    # A diagnose (or health, sweep) folder holds no run.json: `perfcore report` said its script left no
+    # results in it (exit 1); it now shows the stage's report from its document, and --html rewrites its page.
+    src = Path(__file__).with_name("report_docs") / name
+    out = tmp_path / "stage"
+    out.mkdir()
+    (out / MARKER).write_text("{}")
+    (out / name).write_bytes(src.read_bytes())
+    before = (out / name).read_bytes()
+    res = CliRunner().invoke(cli, ["report", str(out), "--html"])
+    assert res.exit_code == 0, res.output
+    assert says in res.output and (out / "report.html").exists() and (out / name).read_bytes() == before
+    (out / name).write_text(json.dumps({"schema": json.loads(before)["schema"]}))  # its schema, nothing else
+    res = CliRunner().invoke(cli, ["report", str(out)])
+    assert res.exit_code == 2 and "corrupt" in res.output and "Traceback" not in res.output

@@ -8,6 +8,7 @@ import pytest
 from perfcore.analysis.gain import expected_gain, judge, measured_gain
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.checks import confirm
+from perfcore.report.check_words import check_long, check_text
 from perfcore.analysis.verdict import decide, decide_run
 from perfcore.experiments.diagnose import diagnose_advice, diagnose_verdict
 from perfcore.experiments.health import health_report
@@ -101,7 +102,7 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
             assert f"; agreeing would be {agreeing} (the prediction's interval" in j["sentence"]
     # diagnose's check line prints the same band beside the two it compares.
     v = decide({"load": pred_ms}, step, share_band={"load": ((pred_ms - 0.5) / step, (pred_ms + 0.4) / step)})
-    c = confirm(v, "load", 1.82, "synthetic data (no loading)", noise_ms=0.6)
+    c = confirm(v, "load", 1.82, "synthetic data (no loading)", noise_ms=0.6).as_dict()
     doc = {"workload": "w", "device": "cpu", "experiments": [], "worker_profile": {"ms_per_item": 1.0, "top": []},
            "verdict": {**v, "checks": [c]}}
     line = next(ln for ln in render_diagnose(doc).splitlines() if ln.startswith("  synthetic data"))
@@ -118,9 +119,9 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
 
     noise = difference_noise_ms(sem, sem)
     c = confirm(v, "load", 0.88, "synthetic data", noise_ms=noise)
-    assert c["status"] == "inconclusive" and c["agrees"] is None
+    assert c.status.value == "inconclusive" and c.agrees is None
     assert "inconclusive, the runs' noise (3.68 s per step) is as large as the predicted saving (808 ms" \
-        in c["sentence"]
+        in check_long(c)
     # Diagnose B measured 2.38x with workers: more than removing all loading (1.18x) could give.
     base = {"step_ms": step, "breakdown_ms": {"load": step - step / 1.18, "transfer": 0.0,
                                               "compute": step / 1.18, "comm": 0.0, "host": 0.0},
@@ -130,14 +131,14 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     final, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
     a, b = final["checks"]
     assert a["status"] == "inconclusive" and "attributed" not in final
-    assert b["above_bound"] and "measured 2.38x" in b["sentence"] and "of the 1.18x that removing all loading" \
-        in b["sentence"] and "above that bound" in b["sentence"]
+    assert b["above_bound"] and b["measured_speedup"] == 2.38 and b["predicted_speedup"] == pytest.approx(1.18)
+    assert "above that bound" in check_text(b)
     # Far past the bound with steady runs: the machine changed, said as such.
     steady = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": 1.18, "step_sem_ms": 5.0},
               {"name": "B: num_workers=2", "speedup": 2.38, "step_sem_ms": 5.0, "num_workers": 2}]
     _, b2 = diagnose_verdict({**base, "step_sem_ms": 5.0}, steady, {"cpu_to_wall": 0.9, "top": []},
                              on_gpu=False)[0]["checks"]
-    assert b2["above_bound"] and "the machine changed between the runs" in b2["sentence"]
+    assert b2["above_bound"] and "the machine changed between the runs" in check_text(b2)
     # Its line beside the others says what it was judged against (it predicts nothing).
     from perfcore.report.experiments import render_diagnose
 
@@ -165,12 +166,11 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
     verdict, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.95, "top": []}, on_gpu=False)
     assert "B: num_workers=2 measured 0.89x" in verdict["summary"] and "slower, so workers do not help" \
         in verdict["summary"]
-    recs = diagnose_advice(doc, verdict, {"cpu_count": 2, "torch_threads": 2})["recommendations"]
-    r = recs[0]
-    assert r["id"] == "cheaper_batches" and r["text"].startswith("In the DataLoader made at main.py:240")
-    assert "make a batch cheaper" in r["text"] and "torch.set_num_threads(1)" in r["text"]
-    assert "diagnose B: num_workers=2 measured num_workers=2 at 0.89x" in r["text"] and "set num_workers" not in \
-        r["text"]
+    advised = diagnose_advice(doc, verdict, {"cpu_count": 2, "torch_threads": 2})
+    r, plan = advised["recommendations"][0], advised["loader_plan"]
+    assert r["id"] == "cheaper_batches" and r["site"] == "main.py:240" and "set" not in r
+    assert plan["kind"] == "measured_no_help" and plan["fewer_threads"] == 1
+    assert plan["trial"]["num_workers"] == 2 and plan["trial"]["speedup"] == 0.89 and plan["trial"]["change"] == "slower"
 
 
 def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
@@ -188,14 +188,14 @@ def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
     assert one["speedup"] == pytest.approx(24.5 / 28.4)
     ld = {"site": "main.py:240", "num_workers": 0, "worker_batch_ms": 120.0, "batch_size": 8}
     plan = loader_plan(ld, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False, trials=trials)
-    assert plan["reason"] == "measured: workers do not help" and "sweep (batch 8) measured num_workers=2 at 0.85x" \
-        in plan["sentence"]
+    assert plan["reason"] == "measured: workers do not help" and plan["trial"]["experiment"] == "sweep (batch 8)"
+    assert plan["trial"]["num_workers"] == 2 and plan["trial"]["speedup"] == pytest.approx(0.85, abs=0.005)
     # A run with one worker is judged on the ratios against one worker: there, none was faster.
     one_w = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 400.0}, step_ms=282.0, load_ms=120.0,
                         per_step=1, cpu_count=2, on_gpu=False, trials=trials)
     assert one_w["reason"] == "measured: workers do not help" and one_w["trial"]["relative_to"] == 1
-    assert "sweep (batch 8) measured num_workers=0 at 1.16x of these settings' speed: fewer workers made steps " \
-           "faster" in one_w["sentence"]
+    assert one_w["trial"]["num_workers"] == 0 and one_w["trial"]["change"] == "faster"
+    assert one_w["trial"]["speedup"] == pytest.approx(1.16, abs=0.005)
 
 
 def test_diagnose_names_the_cause_in_the_printed_summary_on_a_busy_machine_too():

@@ -1,6 +1,7 @@
 """report.html: one self-contained file per command (run, merge, demo, health, diagnose, sweep,
 compare) with its sections, a fixed size at any run length; PNGs that never depend on the user's
 matplotlib backend. The pages are also opened in a real Chromium (tests/test_html_browser.py)."""
+
 from __future__ import annotations
 
 import json
@@ -41,36 +42,80 @@ def steps_table(n: int, gpu: bool = True) -> pd.DataFrame:
 
 def run_doc() -> dict:
     return {
-        "schema": "perfcore.run/1", "steps": 995, "warmup_steps": 5,
+        "schema": "perfcore.run/1",
+        "steps": 995,
+        "warmup_steps": 5,
         "step_time_ms": {"mean": 9.0, "p50": 8.8, "p90": 10.1},
         "breakdown_ms": {"load": 4.1, "transfer": 0.5, "compute": 3.4, "comm": 0.0, "host": 1.0},
         "breakdown_fraction": {"load": 0.46, "transfer": 0.05, "compute": 0.38, "comm": 0.0, "host": 0.11},
-        "verdict": {"bound": "load", "level": "critical", "summary": VERDICT, "step_ms": 9.0,
-                    "causes": [{"label": "load", "bound": "input-bound", "what": "waiting for data",
-                                "ms_per_step": 4.1, "share": 0.46, "level": "critical", "expected_speedup": 1.84,
-                                "expected_step_ms": 4.9, "evidence": "4.10 ms of a 9.00 ms step, in next()"}]},
-        "recommendations": [{"id": "more_workers", "cause": "load", "text": "Use DataLoader(num_workers=4) <at train.py:12>",
-                             "evidence": "load is 4.1 ms", "test": "perfcore diagnose -- python train.py"},
-                            {"id": "pin", "cause": "transfer", "text": "pin_memory=True", "evidence": "pageable copies"}],
-        "kernels": [{"name": "void at::native::vectorized_elementwise_kernel<4>", "count": 1000, "total_ms": 12.5,
-                     "mean_us": 12.5}, {"name": "sm90_xmma_gemm_f32", "count": 2000, "total_ms": 30.0, "mean_us": 15.0}],
+        "verdict": {
+            "bound": "load",
+            "level": "critical",
+            "summary": VERDICT,
+            "step_ms": 9.0,
+            "causes": [
+                {
+                    "label": "load",
+                    "bound": "input-bound",
+                    "what": "waiting for data",
+                    "ms_per_step": 4.1,
+                    "share": 0.46,
+                    "level": "critical",
+                    "expected_speedup": 1.84,
+                    "expected_step_ms": 4.9,
+                    "evidence": "4.10 ms of a 9.00 ms step, in next()",
+                }
+            ],
+        },
+        "recommendations": [
+            {
+                "id": "more_workers",
+                "cause": "load",
+                "text": "Use DataLoader(num_workers=4) <at train.py:12>",
+                "evidence": "load is 4.1 ms",
+                "test": "perfcore diagnose -- python train.py",
+            },
+            {"id": "pin", "cause": "transfer", "text": "pin_memory=True", "evidence": "pageable copies"},
+        ],
+        "kernels": [
+            {
+                "name": "void at::native::vectorized_elementwise_kernel<4>",
+                "count": 1000,
+                "total_ms": 12.5,
+                "mean_us": 12.5,
+            },
+            {"name": "sm90_xmma_gemm_f32", "count": 2000, "total_ms": 30.0, "mean_us": 15.0},
+        ],
         "kernel_categories": {"gemm": {"ms": 30.0, "share": 0.6}, "elementwise": {"ms": 20.0, "share": 0.4}},
-        "memcpy": {"by_direction": {"h2d": {"count": 1000, "bytes": 2**30, "ms": 80.0, "pageable_bytes": 2**29,
-                                            "pageable_ms": 50.0}}},
+        "memcpy": {
+            "by_direction": {
+                "h2d": {"count": 1000, "bytes": 2**30, "ms": 80.0, "pageable_bytes": 2**29, "pageable_ms": 50.0}
+            }
+        },
         "capture": {"backend": "native", "records": 123456, "dropped": 12, "buffers": 8},
         "overhead": {"ms_per_step": 0.02, "fraction": 0.0022, "hooks": "not included"},
         "notes": ["clock: CUPTI timestamps aligned to CLOCK_MONOTONIC"],
         "loaders": [{"site": "train.py:12", "batch_size": 64, "num_workers": 0, "training": True}],
-        "backend": "native-cupti", "device": "NVIDIA H200", "host": "node1", "command": ["python", "train.py"],
-        "step_source": "optimizer", "files": {"run.json": "run.json", "steps.csv": "steps.csv",
-                                              "trace.json": "trace.json", "report.html": "report.html"},
+        "backend": "native-cupti",
+        "device": "NVIDIA H200",
+        "host": "node1",
+        "command": ["python", "train.py"],
+        "step_source": "optimizer",
+        "files": {
+            "run.json": "run.json",
+            "steps.csv": "steps.csv",
+            "trace.json": "trace.json",
+            "report.html": "report.html",
+        },
     }
 
 
 def external_refs(text: str) -> list[str]:
     """Anything the page could fetch: an src/href/url() that is not inline data or a local file."""
     refs = re.findall(r"""(?:src|href)\s*=\s*['"]?([^'" >]+)|url\(\s*['"]?([^'")]+)""", text)
-    return [a or b for a, b in refs if not (a or b).startswith(("data:", "#")) and ("//" in (a or b) or ":" in (a or b))]
+    return [
+        a or b for a, b in refs if not (a or b).startswith(("data:", "#")) and ("//" in (a or b) or ":" in (a or b))
+    ]
 
 
 def test_run_report_is_one_self_contained_file_with_every_section(tmp_path):
@@ -78,8 +123,18 @@ def test_run_report_is_one_self_contained_file_with_every_section(tmp_path):
     text = path.read_text()
     assert external_refs(text) == [] and "<link" not in text and not re.search(r"<script[^>]*\ssrc=", text)
     assert "uPlot" in text and "class='pc-data'" in text  # the chart library and its data, inline
-    for section in ("Causes, ranked", "Where each step goes", "Over the run", "On the GPU", "Top kernels",
-                    "Kernel categories", "Copies by direction", "Capture", "Warnings and notes", "Environment"):
+    for section in (
+        "Causes, ranked",
+        "Where each step goes",
+        "Over the run",
+        "On the GPU",
+        "Top kernels",
+        "Kernel categories",
+        "Copies by direction",
+        "Capture",
+        "Warnings and notes",
+        "Environment",
+    ):
         assert section in text, section
     assert "&lt;at train.py:12&gt;" in text  # user text is escaped, never markup
     assert "4.1 ms" in text and "46%" in text and "up to 1.84×" in text  # avoidable, share, expected gain
@@ -139,10 +194,30 @@ def write_stage(tmp_path: Path, kind: str, doc: dict) -> Path:
 def sweep_doc() -> dict:
     doc = doc_of("sweep.json")
     base = dict(doc["configs"][0])
-    doc["configs"] += [dict(base, batch_size=64, num_workers=0, status="oom", oom=True, step_ms=None, samples_per_s=None,
-                            busy_mean=None, error="CUDA out of memory"),
-                       dict(base, batch_size=64, num_workers=1, status="crashed", oom=False, step_ms=None,
-                            samples_per_s=None, busy_mean=None, error="worker 0 exited with signal 9")]
+    doc["configs"] += [
+        dict(
+            base,
+            batch_size=64,
+            num_workers=0,
+            status="oom",
+            oom=True,
+            step_ms=None,
+            samples_per_s=None,
+            busy_mean=None,
+            error="CUDA out of memory",
+        ),
+        dict(
+            base,
+            batch_size=64,
+            num_workers=1,
+            status="crashed",
+            oom=False,
+            step_ms=None,
+            samples_per_s=None,
+            busy_mean=None,
+            error="worker 0 exited with signal 9",
+        ),
+    ]
     doc["failed"] = 2
     return doc
 
@@ -164,8 +239,9 @@ def test_stage_pages_draw_from_their_documents(tmp_path):
 def test_demo_page_shows_all_three_stages_without_terminal_text(tmp_path):
     out = tmp_path / "demo"
     out.mkdir()
-    doc = dict(doc_of("demo.json"), health=doc_of("health.json"), run=doc_of("demo_run.json"),
-               diagnose=doc_of("diagnose.json"))
+    doc = dict(
+        doc_of("demo.json"), health=doc_of("health.json"), run=doc_of("demo_run.json"), diagnose=doc_of("diagnose.json")
+    )
     synthetic_steps(40).to_csv(out / "steps.csv", index=False)
     text = write_folder_report(out, "perfcore demo", doc, "health of demo ...", list(doc["files"])).read_text()
     for s in ("1 · health", "2 · run", "3 · diagnose", "Over the run", "Predicted vs measured", "all three stages"):
@@ -186,8 +262,16 @@ def test_compare_page_puts_the_two_runs_side_by_side():
 
 def test_merged_run_has_a_rank_table_and_straggler_chart(tmp_path):
     doc = run_doc()
-    doc["ranks"] = [{"rank": r, "host": "n0", "steps": 100, "step_time_ms": {"mean": 9.0 + 3 * (r == 1)},
-                     "breakdown_ms": {**doc["breakdown_ms"], "load": 4.1 + 3 * (r == 1)}} for r in range(3)]
+    doc["ranks"] = [
+        {
+            "rank": r,
+            "host": "n0",
+            "steps": 100,
+            "step_time_ms": {"mean": 9.0 + 3 * (r == 1)},
+            "breakdown_ms": {**doc["breakdown_ms"], "load": 4.1 + 3 * (r == 1)},
+        }
+        for r in range(3)
+    ]
     doc["stragglers"] = [{"rank": 1, "sentence": "rank 1 holds up the job: its excess is load"}]
     text = write_report(tmp_path, doc, steps_table(200)).read_text()
     assert "<h2>Ranks</h2>" in text and "◀ straggler" in text and "rank 1 holds up the job" in text
@@ -216,13 +300,20 @@ def test_experiment_commands_write_a_report(tmp_path):
 def test_plots_work_under_a_broken_mplbackend_and_leave_it_alone(tmp_path):
     """MPLBACKEND=Qt4Agg makes `import matplotlib` raise; perfcore's plots must still draw, and the
     user's setting must be there afterwards, untouched."""
-    code = ("import os, sys; sys.path.insert(0, %r)\n"
-            "from steps_tables import steps_table\n"
-            "from perfcore.report.plots import plot_breakdown\n"
-            "plot_breakdown(steps_table(50), %r, title='x' * 400)\n"
-            "print(os.environ['MPLBACKEND'])\n") % (str(Path(__file__).parent), str(tmp_path / "b.png"))
-    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "MPLBACKEND": "Qt4Agg"},
-                       capture_output=True, text=True, timeout=120)
+    code = (
+        "import os, sys; sys.path.insert(0, %r)\n"
+        "from steps_tables import steps_table\n"
+        "from perfcore.report.plots import plot_breakdown\n"
+        "plot_breakdown(steps_table(50), %r, title='x' * 400)\n"
+        "print(os.environ['MPLBACKEND'])\n"
+    ) % (str(Path(__file__).parent), str(tmp_path / "b.png"))
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "MPLBACKEND": "Qt4Agg"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "Qt4Agg" and (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -232,20 +323,26 @@ def test_report_command_under_a_broken_mplbackend(tmp_path):
     run.mkdir()
     (run / "run.json").write_text(json.dumps(doc_of("run.json")))
     synthetic_steps(200).to_csv(run / "steps.csv", index=False)
-    r = subprocess.run([sys.executable, "-m", "perfcore.cli", "report", "--html", str(run)],
-                       env={**os.environ, "MPLBACKEND": "Qt4Agg"}, capture_output=True, text=True, timeout=180)
+    r = subprocess.run(
+        [sys.executable, "-m", "perfcore.cli", "report", "--html", str(run)],
+        env={**os.environ, "MPLBACKEND": "Qt4Agg"},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert (run / "breakdown.png").stat().st_size > 10_000 and "Over the run" in (run / "report.html").read_text()
 
 
 def test_plots_never_switch_the_users_pyplot_backend(tmp_path):
-    code = ("import matplotlib; matplotlib.use('svg'); import matplotlib.pyplot as plt\n"
-            "import sys; sys.path.insert(0, %r)\n"
-            "from steps_tables import steps_table\n"
-            "from perfcore.report.plots import plot_breakdown\n"
-            "plot_breakdown(steps_table(50), %r)\n"
-            "print(matplotlib.get_backend(), len(plt.get_fignums()))\n") % (str(Path(__file__).parent),
-                                                                           str(tmp_path / "b.png"))
+    code = (
+        "import matplotlib; matplotlib.use('svg'); import matplotlib.pyplot as plt\n"
+        "import sys; sys.path.insert(0, %r)\n"
+        "from steps_tables import steps_table\n"
+        "from perfcore.report.plots import plot_breakdown\n"
+        "plot_breakdown(steps_table(50), %r)\n"
+        "print(matplotlib.get_backend(), len(plt.get_fignums()))\n"
+    ) % (str(Path(__file__).parent), str(tmp_path / "b.png"))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["svg", "0"]  # still the user's, and no figure left registered with pyplot
@@ -273,3 +370,35 @@ def test_breakdown_png_step_ticks_fit_at_100k_steps(tmp_path):
     fig.canvas.draw()
     labels = [x.get_text() for x in ax.get_xticklabels() if x.get_text()]
     assert labels[-1] == "100k" and all(len(s) <= 5 for s in labels), labels
+
+
+def test_the_label_table_quotes_the_terminals_steady_figures_and_a_busy_verdict_says_so():
+    # A run whose outlier steps were set apart: the terminal's table and the verdict judge the steady step
+    # (10 ms here) while the plain means (in breakdown_ms) hold the outliers; the page quotes the former.
+    from perfcore.report.terminal import render_brief
+
+    doc = json.loads((Path(__file__).with_name("report_docs") / "run.json").read_text())
+    steady = {"load": 4.0, "transfer": 0.0, "compute": 5.0, "comm": 0.0, "host": 1.0}
+    doc["breakdown_robust"] = {
+        "steps": doc["steps"],
+        "step_ms": 10.0,
+        "ms": steady,
+        "share": {k: v / 10 for k, v in steady.items()},
+        "outliers": {"count": 3, "sentence": "3 outlier steps set apart"},
+    }
+    doc["verdict"] = {**doc["verdict"], "uncertain": True}
+    page = render_html(doc)
+    html_share = {
+        lb: float(pct)
+        for lb, pct in re.findall(r"</i>(\w+)</td><td class='n'>[^<]*</td><td class='n'>([\d.]+)%</td>", page)
+    }
+    term_share = {}
+    for ln in render_brief(doc, "runs/r1").splitlines():
+        m = re.match(r"\s+(load|transfer|compute|comm|host)\s+\S+(?: \S+)?\s+(\d+)%", ln)
+        if m:
+            term_share[m.group(1)] = float(m.group(2))
+    assert set(html_share) == set(term_share) == set(steady)
+    for lb, v in steady.items():
+        assert html_share[lb] == pytest.approx(10 * v) and abs(term_share[lb] - html_share[lb]) <= 0.5
+    assert "of a steady 10" in page and "3 outlier step(s)" in page
+    assert "uncertain: the machine was busy" in page

@@ -59,7 +59,7 @@ def test_other_verdicts_get_no_lines_and_starvation_shows_only_when_steps_waited
     assert lines_text(_doc("compute"), cwd="/p") == []
     got = lines_text(_doc("compute", starved=28), cwd="/p")
     assert got == [
-        "  loader starved on 56% of steps (28 of 50, waits over 500 µs): p50 wait 20.0 ms, p95 53.0 ms, "
+        "  loader starved on 56% of steps (28 of 50, waits over 500 µs): their p50 wait 20.0 ms, p95 53.0 ms, "
         "longest run 4 steps from step 7"
     ]
 
@@ -92,8 +92,8 @@ def test_compute_facts_say_the_optimizer_change_and_the_heavy_backward():
     }
     opt, bwd = lines_text(doc)
     assert opt == (
-        "  try: torch.optim.AdamW(..., fused=True): optimizer 54% of the step (9.60 ms); "
-        "the fused form saves 7.00 ms-9.10 ms a step"
+        "  try: torch.optim.AdamW(..., fused=True): saves 7.00 ms-9.10 ms a step (the optimizer: 9.60 ms, "
+        "54% of the step)"
     )
     assert bwd.startswith("  backward is 4.2x forward (8.40 ms against 2.00 ms; ~2x is usual, 4.40 ms a step above it)")
     assert "activation checkpointing" in bwd
@@ -167,8 +167,20 @@ def test_five_samples_of_module_level_code_say_few_samples_and_give_no_time():
         samples=5,
     )
     (got,) = lines_text(doc, cwd="/p")
-    assert got.startswith("  try: <module> at main.py:49-60: few samples (4 of 5 host; a time needs 6")
+    assert got.startswith("  try: <module> at main.py:49-60: too few samples to time it (4 of 5 host; a time needs 6")
     assert "µs" not in got and " ms" not in got and "main.py:60:" not in got
+
+
+def test_few_samples_with_counted_calls_keep_the_calls_action_within_the_width():
+    # The regression trial: 5 samples size nothing, but its `.item()` each step is still the change to make.
+    item = [{"method": "item", "per_step": 1.0, "total": 438}]
+    doc = _host([("<module>", 60, 0.44, 2, item), ("<module>", 49, 0.21, 1, []), ("<module>", 52, 0.35, 2, [])], 5)
+    (got,) = lines_text(doc, cwd="/p")
+    assert (
+        got
+        == "  try: <module> at main.py:49-60: too few samples to time it; 1 `.item()` a step: keep on device, read every N steps"
+    )
+    assert len(got.strip()) <= 120
 
 
 def test_a_function_spread_over_its_lines_gets_its_total_under_its_name_and_span():
@@ -179,9 +191,7 @@ def test_a_function_spread_over_its_lines_gets_its_total_under_its_name_and_span
         breakdown=10.0,
     )
     (got,) = lines_text(doc, cwd="/p")
-    assert got == (
-        "  try: sgd_update at main.py:55-62: 8.00 ms a step (80% of host; no one line stands out)"
-    )
+    assert got == ("  try: sgd_update at main.py:55-62: 8.00 ms a step (80% of host; no one line stands out)")
 
 
 def test_a_sized_line_gets_its_own_time_not_its_functions():

@@ -13,10 +13,14 @@ import pandas as pd
 import psutil
 import pytest
 
+from perfcore.analysis.checks import CheckResult
 from perfcore.experiments.diagnose import diagnose
+from perfcore.report.check_words import check_text
+from perfcore.report.experiments import knee_text
 from perfcore.experiments.health import health
 from perfcore.experiments.sweep import sweep
 from perfcore.capture.sampler import heartbeat
+from perfcore.report.advice_words import text_of
 from perfcore.workloads import load_workload
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +85,8 @@ def test_sweep_picks_workers_for_a_sleepy_loader_and_leaks_no_worker():
                 steps=8, warmup=2)
     assert len(doc["configs"]) == 4
     assert doc["best"]["num_workers"] == 2
-    assert len(doc["knees"]) == 2 and all("worker" in k for k in doc["knees"])
+    assert [k["batch_size"] for k in doc["knees"]] == [8, 16] and all(k["workers"] in (0, 2) for k in doc["knees"])
+    assert all("worker(s)" in knee_text(k) for k in doc["knees"])
     time.sleep(0.5)
     after = {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()}
     assert after <= before, "a DataLoader worker outlived its configuration"
@@ -173,14 +178,17 @@ def test_demo_stages_all_name_loading():
     # Diagnose checks its attribution against synthetic data, in the same words.
     check = d["verdict"]["checks"][0]
     assert check["experiment"].startswith("synthetic data") and check["measured_speedup"] > 1.0
-    assert check["sentence"] in d["verdict"]["summary"] or check["sentence"][1:] in d["verdict"]["summary"]
-    assert check["sentence"].startswith(f"synthetic data (no loading) measured {check['measured_speedup']:.2f}x")
-    assert f"against {check['predicted_speedup']:.2f}x" in check["sentence"]
+    said = check_text(check)
+    assert said[1:] in d["verdict"]["summary"]
+    assert said.startswith(f"synthetic data (no loading) measured {check['measured_speedup']:.2f}x")
+    assert f"against {check['predicted_speedup']:.2f}x" in said
     assert check["status"] in ("confirmed", "partly", "not confirmed", "inconclusive")
+    assert CheckResult.from_dict(json.loads(json.dumps(check))).as_dict() == json.loads(json.dumps(check))
     # The advice names the workload's loader and its settings, and no perfcore call.
     rec = run["recommendations"][0]
+    text = text_of(rec, run.get("loader_plan"))  # the renderer's words from the advice's facts
     assert rec["id"] in ("more_workers", "cheaper_batches") and "the demo workload's DataLoader (batch_size=16, " \
-        "num_workers=0" in rec["text"] and "timer." not in rec["text"]
+        "num_workers=0" in text and "timer." not in text
 
 
 def test_heartbeat_found_in_a_bursty_series_and_not_in_a_flat_one():

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from perfcore.analysis.compare import compare_runs, render_compare
-from perfcore.analysis.checks import confirm
+from perfcore.analysis.checks import CheckResult, Reason, confirm
+from perfcore.analysis.status import Check
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, decide, decide_run
 from perfcore.experiments.diagnose import diagnose_verdict
 from perfcore.experiments.health import health_report
@@ -62,7 +63,7 @@ def test_partial_data_and_degenerate_input():
     v = decide({"load": 10.0}, 10.0)  # a step that is all waiting: no finite gain
     assert v["bound"] == "load" and "faster" not in v["summary"] and v["causes"][0]["expected_speedup"] is None
     json.dumps(v, allow_nan=False)  # run.json stays strict JSON
-    assert confirm(v, "load", 3.0, "synthetic data")["agrees"] is None
+    assert confirm(v, "load", 3.0, "synthetic data").agrees is None
 
 
 def test_startup_enters_the_verdict_only_when_it_dominates_a_short_run():
@@ -78,33 +79,43 @@ def test_startup_enters_the_verdict_only_when_it_dominates_a_short_run():
     assert "startup" not in decide({"load": 1.0}, 25.0)
 
 
-def test_confirm_and_correct_in_the_same_words():
+def test_confirm_and_correct_as_statuses_and_figures():
     v = decide(avoidable(DEMO_BD), DEMO_STEP)
     ok = confirm(v, "load", 1.80, "synthetic data")
-    assert ok["agrees"] and ok["sentence"] == ("synthetic data measured 1.80x against 1.92x predicted: confirmed, "
-                                               "within 1.69-2.23x (the prediction's interval, or two runs' usual "
-                                               "spread: 15% of it or 5% of the step)")
+    assert ok.status is Check.CONFIRMED and ok.agrees and ok.reason is None and ok.fallback_band
+    assert ok.predicted_speedup == pytest.approx(DEMO_STEP / (DEMO_STEP - 12.3))
+    assert ok.agreement_band[0] < 1.80 < ok.agreement_band[1]
     # A small predicted gain that the A/B does not show: 1.1 ms of 11.1 predicted, nothing measured.
     small = decide({"load": 1.1}, 11.1)
-    assert not confirm(small, "load", 1.0, "synthetic data")["agrees"]
-    assert confirm(small, "load", 1.08, "synthetic data")["agrees"]
+    assert confirm(small, "load", 1.0, "synthetic data").status is Check.NOT_CONFIRMED
+    assert confirm(small, "load", 1.08, "synthetic data").agrees
     bad = confirm(v, "load", 1.05, "synthetic data")
-    assert bad["agrees"] is False and bad["measured_ms"] == pytest.approx(25.6 - 25.6 / 1.05)
-    assert "not confirmed, waiting for data saves 1.22 ms per step (5%), not 12.3 ms" in bad["sentence"]
+    assert bad.agrees is False and bad.measured_ms == pytest.approx(25.6 - 25.6 / 1.05)
+    assert bad.predicted_ms == pytest.approx(12.3) and bad.measured_saved_ms == pytest.approx(bad.measured_ms)
+    assert confirm(v, "load", None, "synthetic data").reason is Reason.NO_MEASUREMENT
+    # The document's form reads back as the same check (an old "no measurement" status too).
+    assert CheckResult.from_dict(json.loads(json.dumps(bad.as_dict()))) == bad
+    old = CheckResult.from_dict({"experiment": "synthetic data", "status": "no measurement", "agrees": None})
+    assert old.status is Check.INCONCLUSIVE and old.reason is Reason.NO_MEASUREMENT
 
 
 def test_a_busy_machine_cannot_correct_the_attribution():
     v = decide(avoidable(DEMO_BD), DEMO_STEP)
     # The synthetic run's compute took 1.6x the baseline's: noise from outside, not an effect of the data.
     c = confirm(v, "load", 1.37, "synthetic data", compute_ms=(12.9, 20.6))
-    assert c["agrees"] is None and "inconclusive, compute itself went from 12.9 ms to 20.6 ms" in c["sentence"]
+    assert c.agrees is None and c.reason is Reason.COMPUTE_DRIFT and c.compute_ms == (12.9, 20.6)
+    assert c.others_cores is None and not c.machine_busy  # nothing measured: no busy machine to blame
+    quiet = {"others_cores": 0.1, "cores": 2, "material": False}
+    assert not confirm(v, "load", 1.37, "synthetic data", compute_ms=(12.9, 20.6), busy=quiet).machine_busy
+    loud = {"others_cores": 1.2, "cores": 2, "material": True}
+    assert confirm(v, "load", 1.37, "synthetic data", compute_ms=(12.9, 20.6), busy=loud).machine_busy
     # Faster compute without loading is real (workers no longer compete for cores): that corrects.
     up = confirm(v, "load", 2.6, "synthetic data", compute_ms=(12.9, 9.0))
-    assert up["agrees"] is False and "not confirmed, waiting for data saves 15.8 ms per step (62%)" in up["sentence"]
+    assert up.agrees is False and up.status is Check.NOT_CONFIRMED and up.measured_ms == pytest.approx(25.6 - 25.6 / 2.6)
     # ... but not when loading never ran beside compute (num_workers=0 on a CPU, or GPU kernels):
     # then a faster compute is the machine getting quieter between the runs.
     calm = confirm(v, "load", 2.6, "synthetic data", compute_ms=(12.9, 9.0), compute_may_gain=False)
-    assert calm["agrees"] is None and "inconclusive, compute itself went from 12.9 ms to 9.00 ms" in calm["sentence"]
+    assert calm.agrees is None and calm.reason is Reason.COMPUTE_DRIFT
 
 
 def _exp(name, speedup, compute=None):
@@ -193,7 +204,7 @@ def test_the_runs_own_spread_widens_what_agrees():
     # A healthy 30 ms step whose fetch is 1 ms: removing it predicts ~1.03x. On a busy host the two
     # runs' mean steps differ by 3 ms (10%) with nothing changed, ticks of 4 ms ending the waits.
     v = decide({"load": 1.0}, 30.0)
-    assert confirm(v, "load", 30.0 / 27.0, "synthetic data")["agrees"] is False  # read as loading
+    assert confirm(v, "load", 30.0 / 27.0, "synthetic data").agrees is False  # read as loading
     walls = [30.0, 34.0, 26.0, 38.0, 30.0, 26.0, 34.0, 30.0, 38.0, 26.0]
     sem = step_sem_ms(walls)
     n = len(walls)
@@ -204,10 +215,10 @@ def test_the_runs_own_spread_widens_what_agrees():
     c = confirm(v, "load", 30.0 / 27.0, "synthetic data", noise_ms=noise)
     # That noise (~3.7 ms) is larger than the whole predicted saving (1 ms): the pair cannot tell the
     # predicted gain from none, and says so rather than confirming or correcting anything.
-    assert noise > 1.0 and c["agrees"] is None and c["status"] == "inconclusive"
-    assert "inconclusive, the runs' noise" in c["sentence"] and "as large as the predicted saving" in c["sentence"]
+    assert noise > 1.0 and c.agrees is None and c.status is Check.INCONCLUSIVE and c.reason is Reason.NOISE
+    assert c.measured_noise_ms == pytest.approx(noise) and c.predicted_ms == pytest.approx(1.0)
     # A real effect stays far outside that noise: half the step saved is still a correction.
-    assert confirm(v, "load", 2.0, "synthetic data", noise_ms=noise)["agrees"] is False
+    assert confirm(v, "load", 2.0, "synthetic data", noise_ms=noise).agrees is False
     # Steady runs (a quiet machine) leave the 5% floor in charge; one run without a spread, no noise.
     assert difference_noise_ms(step_sem_ms([30.0] * 10), 0.0) == 0.0
     assert difference_noise_ms(sem, None) is None and step_sem_ms([30.0]) is None
@@ -235,9 +246,10 @@ def test_cpu_host_time_says_it_holds_tensor_math_outside_modules():
     assert "tensor math run outside modules, such as a functional loss, zero_grad or a manual parameter update" \
         in v["summary"]
     from perfcore.analysis.advice import advise
+    from perfcore.report.advice_words import text_of
 
     rec = advise(v, {"host": 30.0, "compute": 70.0}, on_gpu=False, zero_code=True)[0]
-    assert rec["id"] == "host_gaps" and "tensor math outside modules" in rec["text"]
+    assert rec["id"] == "host_gaps" and "tensor math outside modules" in text_of(rec)  # the renderer's words
     gpu = decide({"host": 30.0}, 100.0, on_gpu=True)
     assert gpu["summary"].startswith("host-bound: host gaps (the GPU idles")
 
@@ -266,9 +278,10 @@ def test_a_compute_drift_blames_a_busy_machine_only_when_one_was_measured():
     v = decide({"load": 12.0, "transfer": 0.0, "comm": 0.0, "host": 0.0}, 25.0, compute_ms=13.0)
     quiet = confirm(v, "load", 1.1, "synthetic data", compute_ms=(13.2, 22.0),
                     busy={"others_cores": 0.0, "cores": 2, "material": False})
-    assert quiet["status"] == "inconclusive" and quiet["reason"] == "compute drift" and not quiet["machine_busy"]
-    assert "other processes used 0.0 of 2 cores (measured): not a busy machine" in quiet["sentence"]
+    assert quiet.status is Check.INCONCLUSIVE and quiet.reason is Reason.COMPUTE_DRIFT and not quiet.machine_busy
+    assert (quiet.others_cores, quiet.cores) == (0.0, 2)
     busy = confirm(v, "load", 1.1, "synthetic data", compute_ms=(13.2, 22.0),
                    busy={"others_cores": 1.5, "cores": 2, "material": True})
-    assert busy["machine_busy"] and "other processes used 1.5 of 2 cores (measured)" in busy["sentence"]
-    assert "no interference measured" in confirm(v, "load", 1.1, "synthetic data", compute_ms=(13.2, 22.0))["sentence"]
+    assert busy.machine_busy and busy.others_cores == 1.5
+    unmeasured = confirm(v, "load", 1.1, "synthetic data", compute_ms=(13.2, 22.0))
+    assert unmeasured.others_cores is None and not unmeasured.machine_busy

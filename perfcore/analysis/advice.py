@@ -5,23 +5,23 @@ to add a perfcore call to the script; a StepTimer user may be. Pure functions on
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from perfcore.analysis.advice_findings import compute_ways, evaluation_advice, first_findings, threads_finding
 from perfcore.analysis.gain import expected_gain
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.loader_plan import (
+    PlanKind,
     batches_per_step,
     contradicting_trial,
+    loader_facts,
     loader_plan,
     training_loader,
     training_loader_index,
-    where,
 )
 from perfcore.analysis.ranks import judge_straggle, straggle
 from perfcore.analysis.results import Advice, Gain
 from perfcore.analysis.script_facts import compiled, optimizer_of, oversubscription, threads_of
-from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
 # The loader's side lives in loader_plan; its names stay importable here, where advice is asked for.
@@ -36,6 +36,22 @@ __all__ = [
 ]
 
 
+# The advice each loader plan kind gives (its id in run.json).
+_PLAN_ADVICE = {
+    PlanKind.PERSISTENT_WORKERS: "persistent_workers",
+    PlanKind.CHEAPER_FETCH: "cheaper_batches",
+    PlanKind.HANDOVER: "fewer_workers",
+    PlanKind.NO_FREE_CORE: "cheaper_batches",
+    PlanKind.MEASURED_NO_HELP: "cheaper_batches",
+    PlanKind.DEEPER_PREFETCH: "deeper_prefetch",
+}
+_DIAGNOSE = "perfcore diagnose (synthetic data measures the step without loading)"
+
+
+def _gain_facts(g: Mapping[str, Any]) -> dict[str, Any]:
+    return {"speedup": g["speedup"], "band": g.get("band"), "step_after_ms": g["step_after_ms"]}
+
+
 def advise(  # noqa: C901, PLR0912
     decision: Mapping[str, Any],
     breakdown_ms: Mapping[str, float],
@@ -47,21 +63,22 @@ def advise(  # noqa: C901, PLR0912
     loader: Mapping[str, Any] | None = None,
     memory: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Recommendations [{id, cause, text, evidence[, test]}], one per named cause (ranked as the
-    verdict ranks them) plus the pageable-copy, memory and start-up findings."""
+    """Recommendations [{id, cause, facts, set, gain[, test]}], one per named cause (ranked as the
+    verdict ranks them) plus the pageable-copy, memory and start-up findings: facts, which
+    report.advice_words puts into words (with the loader plan's, for a load cause's advice)."""
     ev = dict(evidence or {})
     recs: list[dict[str, Any]] = []
     ld = loader or {}
-    at = where(ld)
+    facts_of_ld = loader_facts(ld)
     # What the script already does is never proposed again: a compiled model, pinned batches.
     is_compiled = bool(ev.get("compiled"))
     pinned = ld.get("pin_memory") is True
+    step = decision.get("step_ms") or 0.0
 
     def add(
         rid: str,
         cause: str | None,
-        text: str,
-        because: str,
+        facts: Mapping[str, Any],
         test: str | None = None,
         *,
         gain: Mapping[str, Any] | None = None,
@@ -69,128 +86,48 @@ def advise(  # noqa: C901, PLR0912
     ) -> dict[str, Any]:
         site = ld.get("site") if cause in ("load", "transfer") else None
         g = Gain(gain["saved_ms"], gain["step_after_ms"], gain["speedup"], gain.get("band")) if gain else None
-        item = Advice(rid, cause, site=site, change=tuple((change or {}).items()), gain=g)
-        r = {**item.to_dict(), "text": text, "evidence": because}
+        item = Advice(rid, cause, site=site, change=tuple((change or {}).items()), gain=g, facts=tuple(facts.items()))
+        r = item.to_dict()
         if test:
             r["test"] = test
         recs.append(r)
         return r
 
-    pageable = first_findings(add, decision, ev, at, pinned)
+    pageable = first_findings(add, decision, ev, facts_of_ld)
     for c in decision.get("causes", []):
-        lb, because = c["label"], c["evidence"]
-        g = c.get("expected_gain") or expected_gain(decision.get("step_ms") or 0.0, c["ms_per_step"])
+        lb = c["label"]
+        g = c.get("expected_gain") or expected_gain(step, c["ms_per_step"])
+        # Every cause's advice says what removing the cause gives (the cause's evidence is the verdict's).
+        base = {"cause_gain": _gain_facts(g), "evidence": c["evidence"]}
         before = len(recs)
-        gain = f" Expected: steps {g['text']}, {fmt_ms(g['step_after_ms'])} a step." if g["text"] else ""
         if lb == "load":
-            if plan and plan.get("text"):
+            kind = PlanKind(plan["kind"]) if plan and plan.get("kind") else None
+            if kind is not None:
                 own = g  # the cause's whole wait, unless the free cores allow less of it
-                rid = {
-                    "start-up each epoch": "persistent_workers",
-                    "too slow per item": "cheaper_batches",
-                    "handover from workers": "fewer_workers",
-                    "no spare cores": "cheaper_batches",
-                    "measured: workers do not help": "cheaper_batches",
-                    "prefetch too shallow": "deeper_prefetch",
-                    "pin in main process": "deeper_prefetch",
-                }.get(plan.get("reason", ""), "more_workers")
+                rid = _PLAN_ADVICE.get(kind, "more_workers")
+                facts = {**base, "plan": True}
                 if rid == "cheaper_batches":
                     # What workers can hide is what is left to gain from them; a cheaper batch can save
                     # up to the whole wait, which is the bound the verdict's gain gives.
-                    gain = (
-                        f" Expected: a batch that costs nothing would make steps {g['text']}; more workers "
-                        f"about {fmt_x(expected_gain(decision.get('step_ms') or 0.0, plan.get('achievable_ms') or 0.0)['speedup'])}."
-                        if g["text"]
-                        else ""
-                    )
+                    facts["workers_speedup"] = expected_gain(step, plan.get("achievable_ms") or 0.0)["speedup"]
                 elif plan.get("achievable_ms") is not None and plan["achievable_ms"] < c["ms_per_step"] - 1e-9:
-                    a = expected_gain(decision.get("step_ms") or 0.0, plan["achievable_ms"])
-                    own = a
-                    gain = (
-                        f" Expected: steps {a['text']}, {fmt_ms(a['step_after_ms'])} a step: what the free cores "
-                        f"allow of the {fmt_x(g['speedup'])} that removing the wait would give."
-                        if a["text"]
-                        else ""
-                    )
-                rec = add(
-                    rid,
-                    lb,
-                    plan["text"] + gain,
-                    because,
-                    "perfcore diagnose (synthetic data measures the step without loading)",
-                    gain=own,
-                    change=plan.get("set"),
-                )
+                    own = expected_gain(step, plan["achievable_ms"])
+                    facts["achievable_gain"] = _gain_facts(own)  # what the free cores allow of the cause's
+                rec = add(rid, lb, facts, _DIAGNOSE, gain=own, change=plan.get("set"))
                 if rid == "cheaper_batches":
                     rec["decode"] = plan.get("decode")
             else:
                 n = int(ld.get("num_workers") or 0)
-                ways = ["more workers (num_workers)"] + (
-                    ["persistent_workers=True"] if n and not ld.get("persistent_workers") else []
-                )
-                add(
-                    "more_workers",
-                    lb,
-                    f"Feed the loop faster in {at}: " + ", ".join(ways) + ", "
-                    "cheaper work per item (transforms done once, data cached as tensors)." + gain,
-                    because,
-                    "perfcore diagnose (synthetic data measures the step without loading)",
-                )
+                persistent = bool(n and not ld.get("persistent_workers"))
+                add("more_workers", lb, {**base, "loader": facts_of_ld, "persistent_workers": persistent}, _DIAGNOSE)
         elif lb == "transfer" and not pageable:
-            add(
-                "overlap_copies",
-                lb,
-                "Overlap copies with compute: "
-                + ("" if pinned else f"pin_memory=True in {at}, ")
-                + ".to(device, non_blocking=True), and copy the next batch while this one computes."
-                + gain,
-                because,
-            )
+            add("overlap_copies", lb, {**base, "pinned": pinned, "loader": facts_of_ld})
         elif lb == "comm":
-            add(
-                "overlap_comm",
-                lb,
-                "Overlap communication with backward (DDP bucket_cap_mb, gradient accumulation "
-                "with no_sync), or send less (bf16 gradients)." + gain,
-                because,
-            )
+            add("overlap_comm", lb, base)
         elif lb == "host" and on_gpu:
-            add(
-                "launch_overhead",
-                lb,
-                "The GPU idles between kernels: remove .item()/.cpu()/print of tensors from the loop, capture "
-                + (
-                    "the step with CUDA Graphs (the model is compiled already: mode='reduce-overhead' does that)"
-                    if is_compiled
-                    else "the step with torch.compile(mode='reduce-overhead') or CUDA Graphs"
-                )
-                + ", and raise the batch size."
-                + gain,
-                because,
-                "perfcore graph",
-            )
+            add("launch_overhead", lb, {**base, "compiled": is_compiled}, "perfcore graph")
         elif lb == "host":
-            if zero_code:
-                add(
-                    "host_gaps",
-                    lb,
-                    "Look at what your loop does between optimizer.step() and the next batch, and "
-                    "between forward and backward: loss and metric code outside the model, logging, .item() calls, "
-                    "checkpointing. On a CPU this time also holds tensor math outside modules (a functional loss, "
-                    "zero_grad, a manual p.data.add_ update): real compute, which a module (nn.MSELoss rather than "
-                    f"F.mse_loss), torch.optim{'' if is_compiled else ', or torch.compile'} makes cheaper or at "
-                    "least visible. A sampling "
-                    "profiler (py-spy top -- python your_script.py) shows which lines." + gain,
-                    because,
-                )
-            else:
-                add(
-                    "untimed_host_work",
-                    lb,
-                    "Time the rest of the step with timer.phase('name') to see what it is "
-                    "(logging, metrics, checkpointing, Python overhead)." + gain,
-                    because,
-                )
+            add("host_gaps" if zero_code else "untimed_host_work", lb, {**base, "compiled": is_compiled})
         for r in recs[before:]:  # a cause's advice gains what removing the cause does, unless it says less
             r.setdefault("gain", Gain(g["saved_ms"], g["step_after_ms"], g["speedup"], g.get("band")).to_dict())
     threads_finding(add, ev)
@@ -198,28 +135,14 @@ def advise(  # noqa: C901, PLR0912
     # the step it is a share of are the same steps' figures.
     compute_ms = decision.get("compute_ms", breakdown_ms.get("compute", 0)) or 0.0
     ways = compute_ways(ev, on_gpu=on_gpu)
-    if decision.get("healthy") and compute_ms >= 0.6 * (decision.get("step_ms") or math.inf) and ways:
-        rec = add(
-            "faster_compute",
-            None,
-            f"The step is {'GPU ' if on_gpu else ''}compute; what would make it faster: "
-            + "; ".join(long for _, long in ways)
-            + ".",
-            f"compute is {fmt_ms(compute_ms)} of a {fmt_ms(decision.get('step_ms', 0))} step",
-        )
-        rec["ways"] = [short for short, _ in ways]  # the same ways, in a few words, for the "try" line
+    if decision.get("healthy") and compute_ms >= 0.6 * (step or math.inf) and ways:
+        facts = {"on_gpu": on_gpu, "compute_ms": compute_ms, "step_ms": decision.get("step_ms", 0), "ways": ways}
+        add("faster_compute", None, facts)
     for f in (memory or {}).get("findings", []):
-        add(f["id"], "memory", f["advice"], f["sentence"])
+        add(f["id"], "memory", {"memory": dict(f)})  # the finding's figures: its words are its advice's
     su = decision.get("startup")
     if su and su.get("dominates"):
-        add(
-            "startup",
-            "startup",
-            "Measure a longer run (--steps) before judging the steady state; to cut the "
-            "start itself, build the dataset index once (cache it), keep workers (persistent_workers=True), and "
-            "compile or warm up once.",
-            su["sentence"],
-        )
+        add("startup", "startup", {"finding": su["sentence"]})
     return recs
 
 

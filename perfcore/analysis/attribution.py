@@ -25,6 +25,7 @@ __all__ = [
     "LABELS",
     "OWN",
     "PRECEDENCE",
+    "step_columns",
     "CPU_PRECEDENCE",
     "attribute",
     "step_table",
@@ -114,6 +115,27 @@ def attribute(
     return out.reshape(n, width)
 
 
+def step_columns(
+    step_start_ns: np.ndarray,
+    step_end_ns: np.ndarray,
+    intervals: Intervals,
+    warmup: int = 0,
+    first_step: int = 0,
+    precedence: tuple[str, ...] = PRECEDENCE,
+) -> dict[str, np.ndarray]:
+    """step_table's ns columns as plain arrays (step, warmup, start_ns, wall_ns, perfcore_ns,
+    <label>_ns): what settling in the training process keeps, without pandas."""
+    ns = attribute(step_start_ns, step_end_ns, {OWN: ((), ()), **intervals}, precedence)
+    s0 = np.asarray(step_start_ns, dtype=np.int64)
+    s1 = np.asarray(step_end_ns, dtype=np.int64)
+    steps = np.arange(first_step, first_step + len(s0))
+    own = ns[:, len(LABELS)]
+    cols = {"step": steps, "warmup": steps < warmup, "start_ns": s0, "wall_ns": s1 - s0 - own, "perfcore_ns": own}
+    for i, label in enumerate(LABELS):
+        cols[f"{label}_ns"] = ns[:, i]
+    return cols
+
+
 def step_table(
     step_start_ns: np.ndarray,
     step_end_ns: np.ndarray,
@@ -124,20 +146,11 @@ def step_table(
 ) -> pd.DataFrame:
     """One row per step: step, warmup, wall_ms and <label>_ms (the five sum to wall_ms), and
     perfcore_ms, perfcore's own work inside the step's span, which wall_ms leaves out."""
-    ns = attribute(step_start_ns, step_end_ns, {OWN: ((), ()), **intervals}, precedence)
-    s0 = np.asarray(step_start_ns, dtype=np.int64)
-    s1 = np.asarray(step_end_ns, dtype=np.int64)
-    steps = np.arange(first_step, first_step + len(s0))
-    own = ns[:, len(LABELS)]
-    df = pd.DataFrame(
-        {"step": steps, "warmup": steps < warmup, "start_ns": s0, "wall_ns": s1 - s0 - own, "perfcore_ns": own}
-    )
-    for i, label in enumerate(LABELS):
-        df[f"{label}_ns"] = ns[:, i]
+    df = pd.DataFrame(step_columns(step_start_ns, step_end_ns, intervals, warmup, first_step, precedence))
     df["wall_ms"] = df["wall_ns"] / 1e6
     for label in LABELS:
         df[f"{label}_ms"] = df[f"{label}_ns"] / 1e6
-    df["perfcore_ms"] = own / 1e6
+    df["perfcore_ms"] = df["perfcore_ns"] / 1e6
     return df
 
 
@@ -213,26 +226,22 @@ def evaluation_finding(evaluation: pd.DataFrame, training: pd.DataFrame) -> dict
     share of the wall time of training and evaluation together. None without an evaluation row."""
     if not len(evaluation):
         return None
-    from perfcore.analysis.units import fmt_ms, fmt_share
-
     ev_ns = float(evaluation["wall_ns"].sum())
     tr_ns = float(training["wall_ns"].sum())
     n = len(evaluation)
     share = ev_ns / (ev_ns + tr_ns) if ev_ns + tr_ns > 0 else 0.0
     per = ev_ns / n / 1e6
+    walls = evaluation["wall_ns"].to_numpy(dtype=float) / 1e6
     return {
         "passes": n,
+        "min_ms_per_pass": float(walls.min()),
+        "max_ms_per_pass": float(walls.max()),
         "rows": n,
         "apart": True,
         "total_ms": ev_ns / 1e6,
         "rows_ms": ev_ns / 1e6,
         "ms_per_pass": per,
         "share_of_wall": share,
-        "sentence": (
-            f"{n} evaluation pass(es) of {fmt_ms(per)} each took {fmt_share(share)} of the wall time "
-            f"({fmt_ms(ev_ns / 1e6)} in all); they are reported apart and are not in the step time, "
-            "the breakdown or the verdict"
-        ),
     }
 
 

@@ -12,9 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from perfcore._lazy import lazy_module
-
-pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = ["DetailSteps", "DETAIL_STEPS", "DETAIL_ROWS"]
 
@@ -30,20 +27,20 @@ class DetailSteps:
         self.window: dict[int, tuple[int, int]] = {}  # step -> its [start, end), past the cap
         self.slowest: tuple[int, int] | None = None  # (wall ns, step)
 
-    def choose(self, df: pd.DataFrame, raw: dict[str, pd.DataFrame], held: int) -> None:
+    def choose(self, df: dict[str, np.ndarray], raw: dict[str, dict[str, np.ndarray]], held: int) -> None:
         """After settling the steps of df (step, start_ns, wall_ns): extend the every-step prefix by as
         many of them as the cap still holds (`held`: intervals kept now), and move the window."""
-        walls, starts = df["wall_ns"].to_numpy(), df["start_ns"].to_numpy()
-        first = int(df["step"].iloc[0])
+        walls, starts, steps = np.asarray(df["wall_ns"]), np.asarray(df["start_ns"]), np.asarray(df["step"])
+        first = int(steps[0])
         i_slow = int(np.argmax(walls))
         if self.slowest is None or walls[i_slow] > self.slowest[0]:
-            self.slowest = (int(walls[i_slow]), int(df["step"].iloc[i_slow]))
-        ends = starts + walls + (df["perfcore_ns"].to_numpy() if "perfcore_ns" in df else 0)  # wall leaves it out
+            self.slowest = (int(walls[i_slow]), int(steps[i_slow]))
+        ends = starts + walls + (np.asarray(df["perfcore_ns"]) if "perfcore_ns" in df else 0)  # wall leaves it out
         if not self.capped:
             per_step = np.zeros(len(walls), dtype=np.int64)
             for f in raw.values():
-                if len(f):
-                    idx = np.searchsorted(ends, f["start_ns"].to_numpy(), side="right")
+                if len(f["start_ns"]):
+                    idx = np.searchsorted(ends, np.asarray(f["start_ns"]), side="right")
                     per_step += np.bincount(idx[idx < len(walls)], minlength=len(walls))
             fit = int(np.searchsorted(np.cumsum(per_step), DETAIL_ROWS - held, side="right"))
             n = min(fit, DETAIL_STEPS - first, len(walls))

@@ -1,5 +1,6 @@
 """Memory over a run -> a probable leak (a steady rise per step, and from which step) or memory pressure
-(allocator retries, use near capacity). Pure functions on per-step samples."""
+(allocator retries, use near capacity), as figures: report.memory_words says them. Pure functions on
+per-step samples."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def memory_findings(
 ) -> dict[str, Any]:
     """steps and mem_bytes: one sample per sampled step (peak allocated on a GPU, peak RSS on CPU).
     Returns {peak_bytes, growth_bytes_per_step, probable_leak, leak_from_step, pressure, findings:
-    [{id, sentence, advice}]}."""
+    [{id, kind, and the finding's figures}]}."""
     x = np.asarray(steps, dtype=np.float64)
     y = np.asarray(mem_bytes, dtype=np.float64)
     keep = y >= 0
@@ -50,7 +51,6 @@ def memory_findings(
         "pressure": False,
         "findings": [],
     }
-    what = "device memory" if kind == "cuda_allocated" else "process memory (RSS)"
     if len(y) >= 4:
         # Where the rise starts: the split that best explains the samples as flat, then a straight line
         # (least squares over both pieces; a rise from the first step splits at 0).
@@ -78,40 +78,25 @@ def memory_findings(
             out["findings"].append(
                 {
                     "id": "memory_leak",
-                    "sentence": (
-                        f"probable leak: {what} rises {slope / 2**20:.2f} MB per step from step {int(tail_x[0])} "
-                        f"({growth / 2**20:.0f} MB over {int(tail_x[-1] - tail_x[0])} steps, a straight-line "
-                        f"fit explains {100 * r2:.0f}% of it)"
-                    ),
-                    "advice": (
-                        "Something keeps tensors alive across steps: a loss or output appended to a list without "
-                        ".item() or .detach(), a growing cache, or a graph kept by retain_graph=True."
-                    ),
+                    "kind": kind,
+                    "bytes_per_step": slope,
+                    "from_step": int(tail_x[0]),
+                    "growth_bytes": growth,
+                    "over_steps": int(tail_x[-1] - tail_x[0]),
+                    "r2": r2,  # how much of the rise a straight line explains
                 }
             )
     if alloc_retries:
         out["pressure"] = True
-        out["findings"].append(
-            {
-                "id": "memory_pressure",
-                "sentence": f"memory pressure: the CUDA caching allocator had to free and retry {alloc_retries} time(s)",
-                "advice": (
-                    "Each retry synchronizes and frees cached blocks: lower the batch size, use activation "
-                    "checkpointing or bf16, or set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."
-                ),
-            }
-        )
+        out["findings"].append({"id": "memory_pressure", "kind": kind, "retries": int(alloc_retries)})
     if capacity_bytes and out["peak_bytes"] and out["peak_bytes"] >= NEAR_CAPACITY * capacity_bytes:
         out["pressure"] = True
         out["findings"].append(
             {
                 "id": "memory_near_capacity",
-                "sentence": (
-                    f"memory pressure: peak {what} {out['peak_bytes'] / 2**30:.1f} GB is "
-                    f"{100 * out['peak_bytes'] / capacity_bytes:.0f}% of {capacity_bytes / 2**30:.1f} GB"
-                ),
-                "advice": "One larger batch or a longer sequence will not fit: keep headroom, or cut activation memory "
-                "(checkpointing, bf16) before scaling up.",
+                "kind": kind,
+                "peak_bytes": out["peak_bytes"],
+                "capacity_bytes": capacity_bytes,
             }
         )
     return out

@@ -165,18 +165,21 @@ class Verdict:
 @dataclasses.dataclass(frozen=True)
 class Advice:
     """One piece of advice as facts: its kind (the recommendation's id), the cause or finding it answers,
-    where in the user's code (file:line), the settings it changes with their values, and its own expected
-    gain (for a loader change, what the free cores allow, which may be less than removing the cause)."""
+    where in the user's code (file:line), the settings it changes with their values, the facts its words
+    are made from, and its own expected gain (for a loader change, what the free cores allow, which may be less than removing the cause)."""
 
     kind: str
     cause: str | None
     site: str | None = None
     change: tuple[tuple[str, Any], ...] = ()
     gain: Gain | None = None
+    # What the words are made from (numbers, flags, the loader's settings): report.advice_words renders
+    # the text and evidence from these; a document without them keeps its stored words.
+    facts: tuple[tuple[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The typed fields of a run.json recommendation (its words, text and evidence, sit beside them)."""
-        d: dict[str, Any] = {"id": self.kind, "cause": self.cause}
+        d: dict[str, Any] = {"id": self.kind, "cause": self.cause, "facts": dict(self.facts)}
         if self.site:
             d["site"] = self.site
         if self.change:

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
-import pandas as pd
 
+from perfcore._lazy import lazy_module
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.units import fmt_ms, fmt_share
+
+pd = lazy_module("pandas")  # the live verdict in the training process imports this module, never pandas
 
 __all__ = ["robust_breakdown", "valid_robust", "OUTLIER_MADS", "TRIM_AT_MOST", "LEVEL", "RESAMPLES", "steps_to_settle"]
 

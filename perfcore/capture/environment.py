@@ -294,12 +294,16 @@ def check_versions() -> list[Check]:
     cudnn = torch.backends.cudnn
     checks.append(Check("cudnn", "info", str(cudnn.version()) if cudnn.is_available() else "not available"))
     bench = bool(cudnn.benchmark)
+    # cuDNN's kernel choice only matters where convolutions run on a GPU: no advice for a machine without one.
+    gpu = bool(torch.cuda.is_available())
     checks.append(
         Check(
             "cudnn.benchmark",
             "info",
             str(bench),
-            "" if bench else "for fixed input shapes, torch.backends.cudnn.benchmark = True picks faster conv kernels",
+            ""
+            if bench or not gpu
+            else "for fixed input shapes, torch.backends.cudnn.benchmark = True picks faster conv kernels",
         )
     )
     return checks

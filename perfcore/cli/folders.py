@@ -29,6 +29,22 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 
     folder = Path(run_dir)
     check_target(res.json_path, [folder])
+    if not (folder / "run.json").exists() and not (folder / "parts").is_dir():
+        from perfcore.report.experiments import stage_text
+
+        shown = stage_text(folder, explain)  # a health, diagnose or sweep folder: its own report
+        if shown is not None:
+            doc, text, name = shown
+            res.echo(clean(text))
+            if html:
+                from perfcore.report.html import write_folder_report
+
+                files = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
+                write_folder_report(folder, f"perfcore {name}", doc, text, files)
+                res.done(doc, ["report.html"], folder)
+            else:
+                res.done(doc)
+            return
     if not (folder / "run.json").exists():
         from perfcore.run.parent.finish import finish_unfinished
 

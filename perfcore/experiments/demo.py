@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report import jsonio
+from perfcore.report.demo_words import demo_markdown, gains_text
 
 __all__ = ["run_demo"]
 
@@ -18,16 +18,6 @@ def _dump(obj: Any, path: Path) -> None:
 
 def _public(doc: dict) -> dict:
     return {k: v for k, v in doc.items() if not k.startswith("_")}
-
-
-def _gains(run: dict, diag: dict) -> str:
-    """What removing loading gains: run's prediction for a training step beside diagnose's measurement."""
-    c = next((c for c in run.get("causes") or [] if c["label"] == "load"), None)
-    r = c["expected_gain"]["text"] if c and c.get("expected_gain", {}).get("text") else None
-    check = next((c for c in diag.get("checks") or [] if c["experiment"].startswith("synthetic")), None)
-    if not r:
-        return ""
-    return f"removing loading: {r} for a training step" + (f"; {check['sentence']}" if check else "")
 
 
 def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
@@ -80,49 +70,23 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     # a forward-only loop and decides nothing of its own.
     bounds = {"run": run_doc["verdict"]["bound"], "diagnose": d["verdict"]["bound"]}
     agree = True
-    agreement = _gains(run_doc["verdict"], d["verdict"])
+    agreement = gains_text(run_doc["verdict"], d["verdict"])
     text = "\n\n".join(
         [render_health(h), render_text(run_doc, verdict=False), render_diagnose(d)] + ([agreement] if agreement else [])
     )
     # The busiest stage's interference, said before any figure in the summary.
     found = [f for f in (h.get("interference"), run.interference, d.get("interference")) if f and f.get("material")]
     busy = max(found, key=lambda f: f.get("others_cores") or 0) if found else None
-    summary = [
-        "# perfcore demo",
-        "",
-        f"Workload: {w.name} — {len(w.dataset)} real JPEGs decoded with {w.decoder}, a small CNN, "
-        f"batch {w.batch_size}, {w.num_workers} workers, on {run.device}.",
-        "",
-        *([f"**Interference: {busy['sentence']}** ({busy.get('detail', '')})", ""] if busy else []),
-        "## Health",
-        "",
-        h["plain_summary"],
-        "",
-        "## Where each training step goes",
-        "",
-        "![breakdown](breakdown.png)",
-        "",
-        "| label | ms/step | share |",
-        "|---|---|---|",
-    ]
-    for lb, v in run_doc["breakdown_ms"].items():
-        summary.append(f"| {lb} | {fmt_ms(v)} | {fmt_share(run_doc['breakdown_fraction'][lb])} |")
-    summary += [
-        "",
-        "## Diagnosis",
-        "",
-        "![experiments](experiments.png)",
-        "",
-        "| experiment | step | samples/s | speedup |",
-        "|---|---|---|---|",
-    ]
-    for e in d["experiments"]:
-        summary.append(f"| {e['name']} | {fmt_ms(e['step_ms'])} | {e['samples_per_s']:.0f} | {fmt_x(e['speedup'])} |")
-    summary += ["", f"**{d['verdict']['plain_summary']}**", ""]
-    summary += [f"- {r['text']} (evidence: {r['evidence']})" for r in run_doc["recommendations"]] + [""]
-    if agreement:
-        summary += [f"_{agreement[0].upper()}{agreement[1:]}._", ""]
-    jsonio.write_text(out / "summary.md", "\n".join(summary))
+    workload = {
+        "name": w.name,
+        "images": len(w.dataset),
+        "decoder": w.decoder,
+        "batch_size": w.batch_size,
+        "num_workers": w.num_workers,
+        "device": run.device,
+    }
+    summary = demo_markdown(workload, h, run_doc, d, busy, agreement)
+    jsonio.write_text(out / "summary.md", summary)
     files["summary.md"] = "summary.md"
     doc = {
         "schema": "perfcore.experiments.demo/1",

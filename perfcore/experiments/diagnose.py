@@ -15,12 +15,13 @@ from typing import Any, Callable
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.gain import expected_gain, measured_gain
 from perfcore.analysis.status import Change, change_of
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
+from perfcore.analysis.units import fmt_x
 from perfcore.analysis.checks import confirm, difference_noise_ms, prediction
 from perfcore.analysis.verdict import decide, preface, run_evidence
 from perfcore.errors import RunFailed
 from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
+from perfcore.report.check_words import check_text, loading_text
 from perfcore.workloads import Workload
 
 __all__ = [
@@ -183,7 +184,14 @@ def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[di
     for r in out:
         if c and r.get("id") == "cheaper_batches" and r.get("decode") and c["speedup"] < MATERIAL_X:
             r["measured"] = {"speedup": c["speedup"], "experiment": c["name"], "material": False}
-            r["text"] = f"{r['text']} Measured: {c['name']} alone gave {fmt_x(c['speedup'])}."
+    # Loading advice no experiment measured is bounded by what experiment A measured with no loading at
+    # all, where A measured less than the prediction: "up to" that, not the predicted bound (the demo said
+    # "up to 2.11x" beside A's measured 1.60x).
+    a = next((e for e in rows if e["name"].startswith("A:") and e.get("speedup")), None)
+    for r in out:
+        g = r.get("gain") if isinstance(r.get("gain"), dict) else {}
+        if a and r.get("cause") == "load" and "measured" not in r and g.get("speedup") and a["speedup"] < g["speedup"]:
+            r["ceiling"] = {"speedup": a["speedup"], "experiment": a["name"]}
     return out
 
 
@@ -254,10 +262,10 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
         compute_may_gain=concurrent,
         busy=busy,
     )
-    corrected = check["agrees"] is False
+    corrected = check.agrees is False
     if corrected:
         final = decide(
-            {**first["avoidable_ms"], "load": check["measured_ms"]},
+            {**first["avoidable_ms"], "load": check.measured_ms},
             first["step_ms"],
             on_gpu=on_gpu,
             interference=base.get("interference"),
@@ -272,7 +280,7 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
         }
     else:
         final = decide(**evidence)
-    final["checks"] = [check]
+    final["checks"] = [check.as_dict()]
     causes = {
         "load": "data loading",
         "transfer": "transfer",
@@ -281,44 +289,41 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
         "compute": "GPU compute" if on_gpu else "compute",
     }
     final["cause"] = causes.get(final["bound"], "unknown")
-    how = ""
     if final["bound"] == "load":
-        decoder = next((e for e in exps if e["name"].startswith("C:")), None)
-        if decoder and (decoder.get("speedup") or 0) >= MATERIAL_X:
-            final["cause"] = "CPU decode"
-            how = f"The {decoder['decoder']} decoder alone is {decoder['speedup']:.2f}x faster per step: switch to it"
-        elif prof.get("cpu_to_wall") is None:
-            how = "Workers' __getitem__ dominates; a workload factory lets diagnose split decode from I/O"
-        elif 0.2 <= prof["cpu_to_wall"] < 0.5 and (base.get("cpu_percent") or 0) >= SATURATED_CPU:
-            # Off-CPU time on a saturated host is waiting for a core as much as for storage (below 20%
-            # on a CPU, even a crowded host leaves no doubt that it waits on something else).
-            how = (
-                f"__getitem__ ran on a CPU {100 * prof['cpu_to_wall']:.0f}% of its time, but the host was "
-                f"{base['cpu_percent']:.0f}% busy, so it waited for a core as much as for I/O: run diagnose on "
-                "a quieter machine to tell them apart"
-            )
-        elif prof["cpu_to_wall"] < 0.5:
-            final["cause"] = "I/O"
-            how = (
-                f"__getitem__ spends {100 * (1 - prof['cpu_to_wall']):.0f}% of its time waiting, not computing: "
-                "faster storage, caching, or more workers to overlap the waits"
-            )
-        else:
-            final["cause"] = "CPU decode/augment"
-            from perfcore.report.experiments import readable_frame
-
-            top = readable_frame(prof["top"][0]["function"]) if prof["top"] else "?"
-            how = f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
+        final["loading"] = loading_cause(exps, prof, base.get("cpu_percent"))
+        final["cause"] = final["loading"]["cause"]
         final["plain_summary"] = final["plain_summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
         final["checks"].append(workers_check(first, final, corrected, base, workers))
-    tail = "".join(f". {c['sentence'][0].upper()}{c['sentence'][1:]}" for c in final["checks"]) + (
-        f". {how}." if how else "."
-    )
+    said = [check_text(c) for c in final["checks"]]
+    how = loading_text(final["loading"]) if final.get("loading") else ""
+    tail = "".join(f". {t[0].upper()}{t[1:]}" for t in said if t) + (f". {how}." if how else ".")
     final["plain_summary"] += tail
     final["summary"] = preface(final["plain_summary"], final.get("interference"))
-    return final, check["predicted_speedup"]
+    return final, check.predicted_speedup
+
+
+def loading_cause(exps: list[dict], prof: dict, cpu_percent: float | None) -> dict[str, Any]:
+    """What loading is, where diagnose can tell, from the experiments and __getitem__'s profile: {kind,
+    cause, and the figures that tell it}. kind: "decoder" (experiment C measured the other decoder at
+    MATERIAL_X or more), "unprofiled" (no CPU/wall ratio), "crowded" (off-CPU 50-80% of the time on a
+    host over SATURATED_CPU: waiting for a core as much as for I/O), "io" (off-CPU over half the time),
+    "cpu" (on-CPU: decode/augment, with the top function)."""
+    decoder = next((e for e in exps if e["name"].startswith("C:")), None)
+    if decoder and (decoder.get("speedup") or 0) >= MATERIAL_X:
+        return {"kind": "decoder", "cause": "CPU decode", "decoder": decoder["decoder"], "speedup": decoder["speedup"]}
+    ratio = prof.get("cpu_to_wall")
+    if ratio is None:
+        return {"kind": "unprofiled", "cause": "data loading"}
+    if 0.2 <= ratio < 0.5 and (cpu_percent or 0) >= SATURATED_CPU:
+        # Off-CPU time on a saturated host is waiting for a core as much as for storage (below 20%
+        # on a CPU, even a crowded host leaves no doubt that it waits on something else).
+        return {"kind": "crowded", "cause": "data loading", "cpu_to_wall": ratio, "cpu_percent": cpu_percent}
+    if ratio < 0.5:
+        return {"kind": "io", "cause": "I/O", "cpu_to_wall": ratio}
+    top = prof["top"][0]["function"] if prof.get("top") else None
+    return {"kind": "cpu", "cause": "CPU decode/augment", "cpu_to_wall": ratio, "top": top}
 
 
 def workers_check(first: dict, final: dict, corrected: bool, base: dict, workers: dict) -> dict[str, Any]:
@@ -331,30 +336,10 @@ def workers_check(first: dict, final: dict, corrected: bool, base: dict, workers
     ceiling = expected_gain(step, load_ms, saved_band_ms=tuple(band) if band else None)
     noise = difference_noise_ms(base.get("step_sem_ms"), workers.get("step_sem_ms"))
     meas = measured_gain(step, step / workers["speedup"], noise_ms=noise)
-    x = fmt_x(workers["speedup"])
     b = meas.get("band")
-    xb = f" ({fmt_band(b[0], b[1])})" if b and b[1] is not None else ""
     above = ceiling["speedup"] is not None and meas["saved_ms"] > (band[1] if band else ceiling["saved_ms"])
     noisy = noise is not None and noise >= max(ceiling["saved_ms"], 1e-9) and abs(meas["saved_ms"]) <= noise
-    sent = f"{workers['name']} measured {x}{xb}"
-    if ceiling["speedup"] is not None:
-        sent += f" of the {fmt_x(ceiling['speedup'])} that removing all loading can give"
     change = change_of(workers["speedup"], noise / step if noise is not None and step else None)
-    if change is Change.SLOWER and not noisy:
-        sent += ": slower, so workers do not help here"
-    elif change is Change.WITHIN_NOISE and workers["speedup"] != 1 and not noisy:
-        sent += f": within the runs' noise ({fmt_ms(noise)} per step), so workers do not measurably help here"
-    if noisy:
-        sent += (
-            f": inconclusive, the runs' noise ({fmt_ms(noise)} per step) is as large as the whole "
-            f"loading wait ({fmt_ms(ceiling['saved_ms'])})"
-        )
-    if above:
-        sent += "; above that bound" + (
-            f", within the runs' noise ({fmt_ms(noise)} per step)"
-            if noise is not None and meas["saved_ms"] - ceiling["saved_ms"] <= noise
-            else ": the machine changed between the runs, not an effect of the workers"
-        )
     return {
         "label": "load",
         "experiment": workers["name"],
@@ -368,5 +353,9 @@ def workers_check(first: dict, final: dict, corrected: bool, base: dict, workers
         "above_bound": bool(above),
         "num_workers": workers.get("num_workers"),
         "change": change.value,
-        "sentence": sent,
+        # The figures its words are made from (report.check_words): the step, the bound's saving (all of
+        # loading) and the measured one, signed.
+        "step_ms": step,
+        "bound_ms": ceiling["saved_ms"],
+        "measured_saved_ms": meas["saved_ms"],
     }

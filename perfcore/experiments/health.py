@@ -11,6 +11,7 @@ from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
 from perfcore.experiments.measurement import Runner, Trial
 from perfcore.experiments.runner import as_runner
+from perfcore.report.health_words import health_summary, heartbeat_meaning
 
 __all__ = ["health", "health_report", "HEALTHY_BUSY"]
 
@@ -50,7 +51,6 @@ def health(
 # Health's loop has no backward or optimizer: the same wait is a larger share of its shorter step,
 # so the gain it predicts is this loop's, and the training step's (perfcore run, diagnose) is smaller.
 FORWARD_ONLY_GAIN = "this forward-only loop's steps"
-FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
 
 
 def health_report(
@@ -60,7 +60,6 @@ def health_report(
     busy against HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy
     series has one. decide=False: the measurement only (undecided verdict; healthy from busy alone)."""
     busy = row["busy_mean"]
-    what = "GPU utilisation" if row["busy_source"] == "gpu_util" else "compute share of each step (no GPU here)"
     bd = row["breakdown_ms"]
     if decide:
         decision = decide_run(
@@ -77,12 +76,6 @@ def health_report(
     else:
         decision = {**undecided(), "plain_summary": "", "summary": ""}
     healthy = decision["healthy"] if decide else bool(busy >= HEALTHY_BUSY)
-    busy_line = f"{what} {100 * busy:.0f}% ({'>=' if busy >= HEALTHY_BUSY else '<'} {100 * HEALTHY_BUSY:.0f}%)"
-    if healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util":
-        busy_line += (
-            "; low utilisation with no avoidable cause above the threshold: the device's work is small "
-            "(short kernels), not blocked"
-        )
     doc: dict[str, Any] = {
         "schema": "perfcore.health/1",
         "workload": name,
@@ -102,14 +95,18 @@ def health_report(
         "busy_mean": busy,
         "healthy": healthy,
         "verdict": decision,
-        "plain_summary": (
-            f"{decision['plain_summary']}"
-            + (f" ({FORWARD_ONLY_NOTE})" if forward_only and decision.get("causes") else "")
-            + (". " if decide else "")
-            + f"{busy_line[0].upper()}{busy_line[1:]}"
-        ),
+        # The seed method's busy check beside the verdict: the figures its line is made from.
+        "busy_check": {
+            "threshold": HEALTHY_BUSY,
+            "decided": decide,
+            # Low device utilisation with nothing avoidable above a tier: the device's work is small.
+            "small_work": bool(healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util"),
+            # A forward-only loop's gain is larger than a training step's: said beside a named cause.
+            "forward_only": bool(forward_only and decision.get("causes")),
+        },
         "next": None if healthy else next_cmd,
     }
+    doc["plain_summary"] = health_summary(doc)
     doc["summary"] = preface(doc["plain_summary"], decision.get("interference"))
     if decision.get("uncertain"):
         doc["uncertain"] = True
@@ -117,13 +114,5 @@ def health_report(
         doc["interference"] = row["interference"]
     hb = heartbeat(row["busy_series"], row["busy_spacing_s"])
     if hb:
-        unit = "s" if row["busy_source"] == "gpu_util" else "s (in steps)"
-        doc["heartbeat"] = {
-            **hb,
-            "meaning": (
-                f"utilisation swings between busy and idle every {hb['period_s']:.2f} {unit}: the loader delivers in "
-                "bursts (each worker hands over a batch, then all are busy decoding while the device waits); more "
-                "workers, a higher prefetch_factor or cheaper batches smooth it"
-            ),
-        }
+        doc["heartbeat"] = {**hb, "meaning": heartbeat_meaning(hb, row["busy_source"])}
     return doc

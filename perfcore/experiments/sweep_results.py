@@ -143,9 +143,10 @@ def sweep_doc(
     }
 
 
-def knees(ok: pd.DataFrame, within: float = 0.05) -> list[str]:
-    """In words: for each batch size (pin/prefetch at their best), the fewest workers that reach
-    within 5% of the best throughput at that batch size."""
+def knees(ok: pd.DataFrame, within: float = 0.05) -> list[dict[str, Any]]:
+    """For each batch size (pin/prefetch at their best), the fewest workers that reach within 5% of the
+    best throughput at that batch size: {batch_size, workers, samples_per_s, within, flat (more workers
+    adding less than `within`), worse (more workers measured slower beyond it)}; report.sweep words."""
     out = []
     for bs, g in ok.groupby("batch_size"):
         by_w = g.groupby("num_workers")["samples_per_s"].max().sort_index()
@@ -155,14 +156,15 @@ def knees(ok: pd.DataFrame, within: float = 0.05) -> list[str]:
         more = by_w[by_w.index > w]
         worse = [int(x) for x, v in more.items() if v < by_w[w] * (1 - within)]
         flat = [int(x) for x in more.index if int(x) not in worse]
-        tail = []
-        if flat:
-            tail.append(f"{', '.join(map(str, flat))} add less than {int(within * 100)}%")
-        if worse:
-            tail.append(f"{', '.join(map(str, worse))} are slower (cores shared with the loop)")
         out.append(
-            f"batch {bs}: throughput stops improving at {w} worker(s) ({by_w[w]:.0f} samples/s"
-            + (f"; {'; '.join(tail)})" if tail else ")")
+            {
+                "batch_size": int(bs),
+                "workers": w,
+                "samples_per_s": float(by_w[w]),
+                "within": within,
+                "flat": flat,
+                "worse": worse,
+            }
         )
     return out
 

@@ -48,7 +48,7 @@ class DeviceCapture:
         if self.events is not None:
             ev = self.events.resolve(wait)
             frame = {"phase_id": ev["phase_id"], "step": ev["step"]}
-            store.add("events", pd.DataFrame({**frame, "start_ns": ev["gpu_start_ns"], "end_ns": ev["gpu_end_ns"]}))
+            store.add("events", {**frame, "start_ns": ev["gpu_start_ns"], "end_ns": ev["gpu_end_ns"]})
         if self.tracer is not None:
             self.add_activity(store, self.tracer.take(), spans)
 

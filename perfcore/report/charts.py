@@ -309,7 +309,12 @@ def lines_chart(doc: dict[str, Any], prefix: str = "run") -> dict | None:
 def histogram(steps: pd.DataFrame, step_ms: dict[str, Any], chart_id: str, bins: int = HIST_BINS) -> dict | None:
     """Measured step times in `bins` equal bins up to the 99.5th percentile (slower steps counted in the
     note), with p50 and p90 marked: a heartbeat shows as two humps."""
-    wall = steps.loc[~steps["warmup"].to_numpy(dtype=bool), "wall_ms"] if "warmup" in steps else steps["wall_ms"]
+    # Training steps only: warm-up and evaluation rows are reported apart.
+    keep = np.ones(len(steps), dtype=bool)
+    for col in ("warmup", "evaluation"):
+        if col in steps:
+            keep &= ~steps[col].fillna(False).to_numpy(dtype=bool)
+    wall = steps.loc[keep, "wall_ms"]
     w = pd.to_numeric(wall, errors="coerce").to_numpy(dtype=np.float64)
     w = w[np.isfinite(w)]
     if not w.size:

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from perfcore.analysis.gain import fmt_speedups
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
+from perfcore.report.advice_words import text_of
 from perfcore.report.lines_text import patch_text
 from perfcore.report.terminal import verdict_line
 
-__all__ = ["render_health", "render_diagnose", "render_diagnose_brief", "render_demo_brief", "render_sweep"]
+__all__ = [
+    "render_health",
+    "render_diagnose",
+    "render_diagnose_brief",
+    "render_demo_brief",
+    "render_sweep",
+    "knee_text",
+]
 
 
 def render_health(doc: dict[str, Any]) -> str:
@@ -89,8 +98,9 @@ def render_diagnose(doc: dict[str, Any]) -> str:
                 + f": {c.get('status')}"
                 + (f" (agreeing: {fmt_speedups(c['agreement_band'])})" if fmt_speedups(c.get("agreement_band")) else "")
             )
+    plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     for r in doc.get("recommendations") or []:
-        lines.append(f"  - {r['text']}")
+        lines.append(f"  - {text_of(r, plan)}")
     lines += _script_exit(doc)
     return "\n".join(lines)
 
@@ -121,7 +131,12 @@ def _check_short(c: dict[str, Any]) -> str:
         if status == "inconclusive" and noise is not None
         else ""
     )
-    return f"  {c['experiment']}: predicted {px}, measured {mx}: {status}{why}"
+    # The band the status was judged on (the prediction's interval widened by the runs' noise), beside
+    # the word, so "confirmed" is never read against a narrower range printed elsewhere.
+    agreeing = fmt_speedups(c.get("agreement_band")) if status != "inconclusive" else ""
+    return f"  {c['experiment']}: predicted {px}, measured {mx}: {status}{why}" + (
+        f" (agreeing: {agreeing})" if agreeing else ""
+    )
 
 
 def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, header: bool = True) -> str:
@@ -165,6 +180,12 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
 def _try_measured(rec: dict[str, Any], v: dict[str, Any], try_short: Any) -> str:
     """A try line; advice an experiment measured says that figure, never the bound it was advised on."""
     m = rec.get("measured")
+    ceiling = rec.get("ceiling")
+    if (not isinstance(m, dict) or m.get("speedup") is None) and isinstance(ceiling, dict):
+        return (
+            f"{try_short({**rec, 'gain': {}}, v, None)}: up to {fmt_x(ceiling['speedup'])} "
+            f"({str(ceiling['experiment']).split(':')[0]}, measured with no loading)"
+        )
     if not isinstance(m, dict) or m.get("speedup") is None:
         return try_short(rec, v, None)
     b = m.get("band")
@@ -252,8 +273,23 @@ def render_sweep(doc: dict[str, Any]) -> str:
     if doc.get("kept"):
         lines.append("kept as the script sets them: " + " ".join(f"{k}={v}" for k, v in doc["kept"].items()))
     for k in doc["knees"]:
-        lines.append(f"  {k}")
+        lines.append(f"  {knee_text(k)}")
     return "\n".join(lines)
+
+
+def knee_text(k: Any) -> str:
+    """A sweep's knee (sweep_results.knees) in words; a knee from before they kept figures is its text."""
+    if not isinstance(k, dict):
+        return str(k)
+    tail = []
+    if k.get("flat"):
+        tail.append(f"{', '.join(map(str, k['flat']))} add less than {int(float(k.get('within') or 0) * 100)}%")
+    if k.get("worse"):
+        tail.append(f"{', '.join(map(str, k['worse']))} are slower (cores shared with the loop)")
+    return (
+        f"batch {k['batch_size']}: throughput stops improving at {k['workers']} worker(s) "
+        f"({float(k['samples_per_s']):.0f} samples/s" + (f"; {'; '.join(tail)})" if tail else ")")
+    )
 
 
 def busy_note(doc: dict[str, Any]) -> str:
@@ -278,3 +314,27 @@ def _interference(doc: dict[str, Any]) -> list[str]:
     """Material interference, said before any number it inflates."""
     f = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
     return [f"INTERFERENCE: {f['sentence']} ({f.get('detail', '')})"] if f.get("material") else []
+
+
+def stage_text(folder: Path, explain: bool = False) -> tuple[dict[str, Any], str, str] | None:
+    """(document, terminal text, stage name) of a health, diagnose or sweep folder, read from its
+    validated document; None when the folder holds none of them (a demo folder holds its run's run.json). A document that does not render is
+    corrupt (one line, exit 2), as open_report says of it."""
+    from perfcore.errors import BadResultFile
+    from perfcore.report.reader import stage_document
+
+    renders = {
+        "health.json": render_health,
+        "diagnose.json": render_diagnose if explain else render_diagnose_brief,
+        "sweep.json": render_sweep,
+    }
+    found = stage_document(folder, tuple(renders))
+    if found is None:
+        return None
+    name, doc = found
+    try:
+        return doc, renders[name](doc), name.split(".")[0]
+    except (TypeError, KeyError, ValueError, AttributeError, IndexError) as err:
+        raise BadResultFile(
+            Path(folder) / name, f"is corrupt: {type(err).__name__} while reading it", exit_code=2
+        ) from err

@@ -39,37 +39,28 @@ def open_report(folder: str | Path) -> _Shown:
     line), charts and all, rendered here from the folder's validated documents. The folder's own
     report.html is never shown: a notebook trusts its output, and a folder from elsewhere could hold
     any script there."""
-    from perfcore.report.reader import load_run, read_json
+    from perfcore.report.reader import load_run, stage_document
 
     folder = Path(folder)
     if (folder / "run.json").exists() or (folder / "parts").is_dir():
         doc, steps = load_run(folder)
         return _Shown(render_html(doc, steps))
-    for name, kind in _STAGE_DOCS:
-        if (folder / name).exists():
-            from perfcore.report.html_stages import stage_page
+    found = stage_document(folder)
+    if found:
+        from perfcore.report.html_stages import stage_page
 
-            doc = read_json(folder / name, kind)
-            try:
-                text = stage_page(folder, f"perfcore {name.split('.')[0]}", doc, "", [])
-            except (TypeError, KeyError, ValueError, AttributeError, IndexError) as err:
-                from perfcore.errors import BadResultFile
+        name, doc = found
+        try:
+            text = stage_page(folder, f"perfcore {name.split('.')[0]}", doc, "", [])
+        except (TypeError, KeyError, ValueError, AttributeError, IndexError) as err:
+            from perfcore.errors import BadResultFile
 
-                raise BadResultFile(
-                    folder / name, f"is corrupt: {type(err).__name__} while drawing it", exit_code=2
-                ) from err
-            start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
-            return _Shown(text[start:end])
+            raise BadResultFile(
+                folder / name, f"is corrupt: {type(err).__name__} while drawing it", exit_code=2
+            ) from err
+        start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
+        return _Shown(text[start:end])
     return _Shown(render_html(*load_run(folder)))  # says in one line why this is not a run folder
-
-
-# The documents of the folders the triage commands write, and their kinds.
-_STAGE_DOCS = (
-    ("demo.json", "perfcore.experiments.demo"),
-    ("health.json", "perfcore.health"),
-    ("diagnose.json", "perfcore.diagnose"),
-    ("sweep.json", "perfcore.sweep"),
-)
 
 
 def _atomic_write(path: Path, text: str) -> Path:

@@ -10,8 +10,11 @@ import time
 from typing import Any, Iterable
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_ms
+from perfcore.report.advice_words import evidence_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
+from perfcore.report.words import overhead_short
 
 __all__ = [
     "esc",
@@ -139,6 +142,8 @@ def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str |
         bound = "healthy: compute-bound"
     else:
         bound = str(v.get("bound") or "")
+    if v.get("uncertain") and bound:  # the terminal's "[uncertain: busy]": other processes inflated the steps
+        bound += " · uncertain: the machine was busy (see Warnings)"
     big = []
     if causes:
         c = causes[0]
@@ -187,8 +192,15 @@ def samples_per_s(doc: dict[str, Any]) -> float | None:
     return bs * float(doc.get("batches_per_step") or 1.0) / (float(mean) / 1000)
 
 
+def steady_breakdown(doc: dict[str, Any]) -> tuple[dict[str, float], float, int | None]:
+    """The figures the verdict judges on, as the terminal's table quotes them: per label ms of the steady
+    step (outlier steps set apart, when they were), that step, and how many steps were set apart."""
+    ev = run_evidence(doc)
+    return steady_ms(ev), float(ev["step_ms"] or 0.0), (ev.get("outliers") or {}).get("count")
+
+
 def stack_bar(breakdown_ms: dict[str, float]) -> str:
-    """The mean step as one bar split by label (HTML, so it shows even where scripts do not run)."""
+    """The steady step as one bar split by label (HTML, so it shows even where scripts do not run)."""
     total = sum(float(breakdown_ms.get(lb) or 0) for lb in LABELS) or 1.0
     segs = "".join(
         f"<div style='width:{100 * float(breakdown_ms.get(lb) or 0) / total:.2f}%;background:{COLORS[lb]}' "
@@ -202,16 +214,26 @@ def stack_bar(breakdown_ms: dict[str, float]) -> str:
 
 
 def breakdown_table(doc: dict[str, Any]) -> str:
+    """The five labels of the steady step: the terminal's table and the verdict's figures (the plain means
+    over every step are in run.json's breakdown_ms and the "mean step" tile)."""
+    ms, step, outliers = steady_breakdown(doc)
     rows = []
     for lb in LABELS:
-        fr = float((doc.get("breakdown_fraction") or {}).get(lb, 0.0) or 0.0)
+        fr = float(ms.get(lb) or 0.0) / step if step > 0 else 0.0
         rows.append(
             f"<tr><td><i class='pc-chip' style='background:{COLORS[lb]};margin-left:0'></i>{lb}</td>"
-            f"<td class='n'>{num((doc.get('breakdown_ms') or {}).get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
+            f"<td class='n'>{num(ms.get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
             f"<td><span class='hbar' style='background:{COLORS[lb]};width:{max(0.0, 200 * fr):.0f}px'></span></td></tr>"
         )
+    caption = (
+        f"<div class='muted'>of a steady {dur(step)} step: {outliers} outlier step(s) of "
+        f"{int(doc.get('steps') or 0):,} set apart</div>"
+        if outliers
+        else ""
+    )
     return (
-        "<table><tr><th>label</th><th class='n'>ms/step</th><th class='n'>share</th><th></th></tr>"
+        caption
+        + "<table><tr><th>label</th><th class='n'>ms/step</th><th class='n'>share</th><th></th></tr>"
         + "".join(rows)
         + "</table>"
     )
@@ -223,13 +245,14 @@ def causes_list(doc: dict[str, Any]) -> str:
     v = doc.get("verdict") or {}
     causes = v.get("causes") or []
     recs = [r for r in doc.get("recommendations") or [] if isinstance(r, dict)]
+    plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     used: set[int] = set()
     items = []
     for i, c in enumerate(causes, 1):
         lb = c.get("label")
         mine = [(j, r) for j, r in enumerate(recs) if r.get("cause") == lb]
         used.update(j for j, _ in mine)
-        advice = "".join(advice_item(r) for _, r in mine)
+        advice = "".join(advice_item(r, plan) for _, r in mine)
         gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
         items.append(
             f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
@@ -242,16 +265,17 @@ def causes_list(doc: dict[str, Any]) -> str:
         title = "Also" if items else "Advice"
         items.append(
             f"<li class='cause' style='border-left-color:#888'><div class='head'>{title}</div>"
-            + "".join(advice_item(r) for r in rest)
+            + "".join(advice_item(r, plan) for r in rest)
             + "</li>"
         )
     return f"<ul class='causes'>{''.join(items)}</ul>" if items else ""
 
 
-def advice_item(r: dict[str, Any]) -> str:
+def advice_item(r: dict[str, Any], plan: dict[str, Any] | None = None) -> str:
     test = f"<div class='try'>test it: <code>{esc(r['test'])}</code></div>" if r.get("test") else ""
-    ev = f"<div class='ev'>evidence: {esc(r['evidence'])}</div>" if r.get("evidence") else ""
-    return f"<div style='margin-top:4px'>→ {esc(r.get('text', ''))}{ev}{test}</div>"
+    because = evidence_of(r, plan)
+    ev = f"<div class='ev'>evidence: {esc(because)}</div>" if because else ""
+    return f"<div style='margin-top:4px'>→ {esc(text_of(r, plan))}{ev}{test}</div>"
 
 
 def warnings_of(doc: dict[str, Any]) -> list[str]:
@@ -263,10 +287,7 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
         out.append(f"{dropped} CUPTI record(s) were dropped: kernel and copy time is undercounted")
     o = doc.get("overhead") or {}
     if o.get("material"):  # decided with the overhead: above what a rerun of the script moves its step by
-        line = (
-            f"perfcore's own overhead: ~{num(o.get('ms_per_step'), '.3f')} ms per step "
-            f"({100 * float(o.get('fraction') or 0):.2f}% of the step)"
-        )
+        line = overhead_short(o)
         if o.get("hooks") == "not included":
             line += "; the zero-code hooks add more (bench/bench_run_overhead.py measures them)"
         out.append(line)

@@ -10,10 +10,13 @@ from typing import Any, Iterable
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.report.advice_words import plan_sentence
+from perfcore.report.finding_words import memory_sentence
 from perfcore.report.charts import COLORS, run_charts, stackbars
 from perfcore.report.html_parts import (
     Body,
     breakdown_table,
+    steady_breakdown,
     causes_list,
     esc,
     num,
@@ -54,8 +57,8 @@ def _loading(doc: dict[str, Any]) -> str:
     if loaders or (doc.get("starvation") or {}).get("starved"):
         parts.append(starvation_block(doc))
     plan = doc.get("loader_plan") or {}
-    if plan.get("sentence"):
-        parts.append(f"<p>{esc(plan['sentence'])}</p>")
+    if plan_sentence(plan):
+        parts.append(f"<p>{esc(plan_sentence(plan))}</p>")
     return ("<h2>Data loading</h2>" + "".join(parts)) if parts else ""
 
 
@@ -73,7 +76,7 @@ def _details(doc: dict[str, Any]) -> str:
     if mem.get("peak_bytes"):
         kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS"
         rows.append([f"peak {kind}: {float(mem['peak_bytes']) / 2**20:.0f} MiB"])
-        rows += [[esc(x.get("sentence", ""))] for x in mem.get("findings") or [] if isinstance(x, dict)]
+        rows += [[esc(memory_sentence(x))] for x in mem.get("findings") or [] if isinstance(x, dict)]
     su = doc.get("startup") or {}
     if su.get("time_to_first_step_ms") is not None:
         rows.append(
@@ -182,7 +185,7 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
     body.add(
         _ranks(doc, body),
         "<h2>Where each step goes</h2>",
-        stack_bar(doc.get("breakdown_ms") or {}),
+        stack_bar(steady_breakdown(doc)[0]),
         breakdown_table(doc),
         lines_section(doc),
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcore.report.charts import COLORS, stackbars
+from perfcore.report.check_words import check_text
 from perfcore.report.html_run import headline, links, run_sections
 from perfcore.report.html_compare import render_compare_page, write_compare_report
 from perfcore.report.html_parts import Body, breakdown_table, esc, num, dur, page, pct, stack_bar, tiles, verdict_card
@@ -146,7 +147,7 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
         rows = "".join(
             f"<tr><td>{esc(c.get('experiment'))}</td><td>{esc(c.get('label', ''))}</td>"
             f"<td class='n'>{num(c.get('predicted_speedup'))}×</td><td class='n'>{num(c.get('measured_speedup'))}×</td>"
-            f"<td>{_agrees(c.get('agrees'))}</td><td>{esc(c.get('sentence', ''))}</td></tr>"
+            f"<td>{_agrees(c.get('agrees'))}</td><td>{esc(check_text(c))}</td></tr>"
             for c in checks
         )
         body.add(

@@ -8,12 +8,27 @@ from typing import Any
 
 import pandas as pd
 
+from perfcore.report.experiments import knee_text
 from perfcore.report.html_parts import Body, esc, num, dur, pct, tiles
 
 __all__ = ["sweep_sections"]
 
 
+# A knee from before sweep.json kept its figures: its cell read from its text.
 _KNEE = re.compile(r"batch (\d+): throughput stops improving at (\d+) worker")
+
+
+def _knee_cell(k: Any) -> tuple[int, int] | None:
+    """(batch_size, workers) of a knee, today's figures or an older document's text."""
+    if isinstance(k, dict):
+        try:
+            return int(k["batch_size"]), int(k["workers"])
+        except (KeyError, TypeError, ValueError):
+            return None
+    m = _KNEE.search(str(k))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 _METRICS = [
     ("samples_per_s", "samples/s", "{:,.0f}", True),
     ("step_ms", "step ms", "{:.1f}", False),
@@ -61,10 +76,10 @@ def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdic
         ),
     )
     if doc.get("knees"):
-        body.add("<h3>Knees</h3><ul>" + "".join(f"<li>{esc(k)}</li>" for k in doc["knees"]) + "</ul>")
+        body.add("<h3>Knees</h3><ul>" + "".join(f"<li>{esc(knee_text(k))}</li>" for k in doc["knees"]) + "</ul>")
     if not len(configs):
         return
-    knees = {(int(m.group(1)), int(m.group(2))) for m in (_KNEE.search(k) for k in doc.get("knees") or []) if m}
+    knees = {_knee_cell(k) for k in doc.get("knees") or []} - {None}
     c = configs.copy()
     c["status"] = c.get("status", pd.Series(["ok"] * len(c))).fillna("ok")
     if "oom" in c:

@@ -103,10 +103,15 @@ def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: st
     ]
     if enough_samples(f["share"], n):
         return f"  try: {_span(lb, f, cwd)}: {sized(f['share'], '; no one line stands out')}{_calls(calls)}"
-    return (
-        f"  try: {_span(lb, f, cwd)}: few samples ({f['samples']} of {n} {label}; "
-        f"a time needs {min_samples(f['share'])}, a longer run has more){_calls(calls)}"
+    counted = _calls(calls)
+    # With counted calls the line's action is theirs; the sample counts would only push it past the width.
+    few = (
+        "too few samples to time it"
+        if counted
+        else f"too few samples to time it ({f['samples']} of {n} {label}; a time needs {min_samples(f['share'])}, "
+        "a longer run has more)"
     )
+    return f"  try: {_span(lb, f, cwd)}: {few}{counted}"
 
 
 def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
@@ -123,7 +128,7 @@ def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
     if s.get("starved"):
         out.append(
             f"  loader starved on {fmt_share(s['share'])} of steps ({s['starved']} of {s['steps']}, "
-            f"waits over {fmt_ms(s['threshold_ms'])}): p50 wait {fmt_ms(s['p50_wait_ms'])}, "
+            f"waits over {fmt_ms(s['threshold_ms'])}): their p50 wait {fmt_ms(s['p50_wait_ms'])}, "
             f"p95 {fmt_ms(s['p95_wait_ms'])}, "
             f"longest run {s['longest_run']} steps from step {s['longest_run_first_step']}"
         )
@@ -138,8 +143,8 @@ def _compute_text(doc: Mapping[str, Any]) -> list[str]:
         lo, hi = o["saved_ms"]
         saves = f"saves {fmt_ms(lo)}-{fmt_ms(hi)} a step" if o["measured"] else f"saves up to {fmt_ms(hi)} a step"
         out.append(
-            f"  try: {_printable(o['snippet'])}: optimizer {fmt_share(o['share'])} of the step "
-            f"({fmt_ms(o['optimizer_ms'])}); the {o['keyword']} form {saves}"
+            f"  try: {_printable(o['snippet'])}: {saves} (the optimizer: {fmt_ms(o['optimizer_ms'])}, "
+            f"{fmt_share(o['share'])} of the step)"
         )
     b = facts.get("backward")
     if b:

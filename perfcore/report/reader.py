@@ -14,7 +14,18 @@ from perfcore.errors import BadResultFile
 from perfcore.report.run_schema import RUN_OPTIONAL, RUN_REQUIRED
 from perfcore.report.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
 
-__all__ = ["read_json", "read_csv", "steps_file", "load_run", "load_part", "load_sweep", "check_run_doc", "SUPPORTED"]
+__all__ = [
+    "stage_document",
+    "STAGE_DOCS",
+    "read_json",
+    "read_csv",
+    "steps_file",
+    "load_run",
+    "load_part",
+    "load_sweep",
+    "check_run_doc",
+    "SUPPORTED",
+]
 
 # The newest version of each document this perfcore reads.
 SUPPORTED = {"perfcore.run": 1, "perfcore.sweep": 1, "perfcore.diagnose": 1, "perfcore.health": 1}
@@ -274,3 +285,22 @@ def load_sweep(folder: Path) -> dict[str, Any]:
         if p:
             raise _bad(path, f"is corrupt: {p}", 2)
     return doc
+
+
+# The documents of the folders the triage commands write, and their kinds (a demo folder's run.json is read
+# as a run).
+STAGE_DOCS = (
+    ("demo.json", "perfcore.experiments.demo"),
+    ("health.json", "perfcore.health"),
+    ("diagnose.json", "perfcore.diagnose"),
+    ("sweep.json", "perfcore.sweep"),
+)
+
+
+def stage_document(folder: Path, names: tuple[str, ...] | None = None) -> tuple[str, dict[str, Any]] | None:
+    """(file name, validated document) of the first stage document the folder holds (of `names`, by
+    default every one in STAGE_DOCS), or None."""
+    for name, kind in STAGE_DOCS:
+        if (names is None or name in names) and (Path(folder) / name).exists():
+            return name, read_json(Path(folder) / name, kind)
+    return None

@@ -9,6 +9,8 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
+from perfcore.report.advice_words import evidence_of, plan_sentence, text_of
+from perfcore.report.finding_words import evaluation_sentence, memory_sentence
 from perfcore.report.lines_text import lines_text
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line"]
@@ -50,9 +52,9 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
         lines.append(f"MISSING: {doc['missing_note']}")
     o = doc.get("overhead") or {}
     if o.get("material"):  # decided with the overhead: more than a rerun of the script moves its step by
-        lines.append(
-            f"overhead: perfcore added ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
-        )
+        from perfcore.report.words import overhead_short
+
+        lines.append(overhead_short(o))
     lines.append(
         f"more: {folder}/report.html; all evidence: perfcore report {folder} --explain"
         if folder
@@ -126,8 +128,8 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
             + f" over {rb['kept_steps']} of {rb['steps']} steps; the verdict is judged on it"
         )
     ev = doc.get("evaluation") if isinstance(doc.get("evaluation"), dict) else {}
-    if isinstance(ev.get("sentence"), str):
-        lines.append(f"  evaluation: {ev['sentence']}")
+    if evaluation_sentence(ev):
+        lines.append(f"  evaluation: {evaluation_sentence(ev)}")
     lines += [
         "",
         f"  {'label':<9} {'ms/step':>9} {'share':>6}"
@@ -151,9 +153,10 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
             f"  steps counted at: {doc['step_source']}"
             + (f"; {doc['step_source_note']}" if doc.get("step_source_note") else "")
         )
+    plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     for r in doc["recommendations"] if verdict else []:
-        lines.append(f"  - {r['text']}")
-        lines.append(f"    evidence: {r['evidence']}" + (f"; try: {r['test']}" if r.get("test") else ""))
+        lines.append(f"  - {text_of(r, plan)}")
+        lines.append(f"    evidence: {evidence_of(r, plan)}" + (f"; try: {r['test']}" if r.get("test") else ""))
     lines += lines_text(doc)  # the user's line that held the verdict's time; loader starvation
     if doc.get("kernels"):
         lines += ["", f"  {'top kernels':<60} {'count':>7} {'total ms':>10} {'mean us':>9}"]
@@ -212,15 +215,16 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
             )
         )
     plan = doc.get("loader_plan") or {}
-    if plan.get("sentence"):
-        lines.append(f"  loading ({plan['reason']}): {plan['sentence']}")
+    if plan_sentence(plan):
+        lines.append(f"  loading ({plan['reason']}): {plan_sentence(plan)}")
     mem = doc.get("memory") or {}
     if mem.get("peak_bytes"):
         kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS (peak)"
         lines.append(f"  peak {kind}: {mem['peak_bytes'] / 2**20:.0f} MiB")
         found = mem.get("findings")
         if found:
-            lines += [f"  {f['sentence'].upper()[:1]}{f['sentence'][1:]}" for f in found]
+            said = [memory_sentence(f) for f in found if isinstance(f, dict)]
+            lines += [f"  {s.upper()[:1]}{s[1:]}" for s in said]
         elif mem.get("probable_leak"):  # a document from before the findings
             lines.append(f"  PROBABLE LEAK: grows {mem['growth_bytes_per_step'] / 2**20:.2f} MiB per step")
     if doc.get("cpu_util_percent") is not None:

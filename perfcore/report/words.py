@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from perfcore.analysis.results import Level, Verdict
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 from perfcore.analysis.verdict import WARN_SHARE
+from perfcore.report.advice_words import gain_words, text_of, ways_short
 
-__all__ = ["verdict_short", "try_short", "starved_short", "WHAT", "WIDTH"]
+__all__ = ["verdict_short", "try_short", "starved_short", "overhead_short", "WHAT", "WIDTH"]
 
 # The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
 WIDTH = 120
@@ -66,20 +67,13 @@ def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any]) -> str | None:
             else "threads spin on oversubscribed cores"
         )
         return f"torch.set_num_threads({rec.get('threads_fit', 1)}): {spin}"
-    if rid == "faster_compute" and isinstance(rec.get("ways"), list) and rec["ways"]:
-        return "faster compute: " + ", ".join(str(w) for w in rec["ways"])  # the advice's own ways, as it lists them
+    if rid == "faster_compute" and ways_short(rec):
+        return "faster compute: " + ", ".join(ways_short(rec))  # the advice's own ways, as it lists them
     if rid == "evaluation" and isinstance(rec.get("share_of_wall"), (int, float)):
         return f"evaluation took {fmt_share(rec['share_of_wall'])} of the run: evaluate less often, on fewer batches"
     if rid == "cheaper_batches" and rec.get("decode") in _CHEAPER:
         return _CHEAPER[rec["decode"]]
     return _CHANGE.get(rid)
-
-
-def _gain(speedup: float | None, band: Any) -> str:
-    if speedup is None:
-        return ""
-    b = fmt_band(*band) if band and band[0] is not None and band[1] is not None and band[0] != band[1] else ""
-    return f"up to {fmt_x(speedup)} faster" + (f" ({b})" if b else "")
 
 
 def _fit(*parts: tuple[str, int]) -> str:
@@ -161,7 +155,7 @@ def starved_short(s: Mapping[str, Any]) -> str | None:
             f"{fmt_ms(float(s['threshold_ms']))}",
             0,
         ),
-        (f"; p50 wait {fmt_ms(float(s['p50_wait_ms']))}, p95 {fmt_ms(float(s['p95_wait_ms']))}", 1),
+        (f"; their p50 wait {fmt_ms(float(s['p50_wait_ms']))}, p95 {fmt_ms(float(s['p95_wait_ms']))}", 1),
     )
 
 
@@ -169,11 +163,23 @@ def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | No
     """One piece of advice as a "try" line: where in the user's code, the change, its expected gain."""
     change = _change(rec, verdict)
     if change is None:  # a finding with its own words (memory): its first clause
-        change = str(rec.get("text") or "").split(": ")[0].split(". ")[0]
+        change = text_of(rec).split(": ")[0].split(". ")[0]
     # The advice's own gain (what the free cores allow of a wait, say); a document written before advice
     # kept one: its cause's.
     cause = next((c for c in verdict.get("causes") or [] if c.get("label") == rec.get("cause")), None)
     g = rec.get("gain") if isinstance(rec.get("gain"), Mapping) else (cause or {}).get("expected_gain") or {}
-    gain = _gain(g.get("speedup"), g.get("band")) if rec.get("cause") in WHAT else ""
+    gain = gain_words(g.get("speedup"), g.get("band")) if rec.get("cause") in WHAT else ""
     where = f"{site}: " if site and rec.get("cause") in ("load", "transfer") else ""
     return f"try: {where}{change}" + (f": {gain}" if gain else "")
+
+
+def overhead_short(o: dict[str, Any]) -> str:
+    """perfcore's cost: per step as a typical step pays it, and its pauses (settling, checkpoints, an
+    import: own work many steps long, in a few steps) apart, when it had any (the HTML's warning too)."""
+    if o.get("pauses") and "steady_ms_per_step" in o:
+        return (
+            f"overhead: perfcore added ~{fmt_ms(o['steady_ms_per_step'])}/step "
+            f"({fmt_share(o.get('steady_fraction', 0))}), and {fmt_ms(o.get('pause_ms_total', 0))} "
+            f"in {o['pauses']} pause{'s' if o['pauses'] != 1 else ''} (settling, checkpoints)"
+        )
+    return f"overhead: perfcore added ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"

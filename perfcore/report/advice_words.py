@@ -1,0 +1,400 @@
+"""The advice and the loader plan into words: each recommendation's text and evidence, and the loader
+plan's sentence and text, made from the facts analysis.advice and analysis.loader_plan decide (kinds,
+numbers, the loader's settings). A document written before the facts were kept has its words stored:
+they are read back as they are."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from perfcore.analysis.loader_plan import PlanKind
+from perfcore.analysis.status import Change
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.report.finding_words import evaluation_sentence, memory_words
+
+__all__ = ["gain_words", "where_words", "plan_words", "advice_words", "text_of", "evidence_of", "ways_short", "say"]
+
+# How to make a batch cheaper, by how its items are made: a decoder is named only where images are decoded.
+_CHEAPER = {
+    "pil": "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
+    "images pre-resized to the size the model takes, or data decoded once and cached as tensors",
+    "fast": "make a batch cheaper: images pre-resized to the size the model takes, or data decoded "
+    "once and cached as tensors",
+    "none": "make a batch cheaper: the items are in memory already, so the time is the per-item "
+    "transforms and collate: transform the whole tensor once up front, or index a batch at a time "
+    "(a BatchSampler) rather than item by item",
+    "unknown": "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms "
+    "done once up front, data prepared once and cached as tensors)",
+}
+# What a workers trial that turned the advice round measured, by its status: the word sits beside
+# the number it describes, so a ratio above 1 is never called slower.
+_TRIAL_WORDS = {
+    (True, Change.SLOWER): "more workers made steps slower",
+    (True, Change.WITHIN_NOISE): "more workers made steps no faster beyond the runs' noise",
+    (False, Change.FASTER): "fewer workers made steps faster",
+}
+# What makes one rank slower than the others, by the label of its excess.
+_SLOW_WHY = {
+    "compute": "it computes longer per step: uneven shards or sequence lengths, a slower or shared device, or "
+    "other processes on its cores",
+    "load": "its DataLoader keeps it waiting: more workers or a faster source on its node",
+    "transfer": "its copies take longer: pinned memory and non_blocking copies on its node",
+    "host": "it spends longer outside the model: logging, metrics or checkpointing done on that rank only",
+}
+# Each way to faster compute: (short, for the "try" line; long, for the advice's text).
+_WAYS = {
+    "bf16": ("bf16 autocast", "bf16 autocast (torch.autocast('cuda', dtype=torch.bfloat16) around forward and loss)"),
+    "bf16_if_supported": (
+        "bf16 autocast if the GPU has bf16",
+        "bf16 autocast where the GPU has bf16 (Ampere or newer)",
+    ),
+    "compile": ("torch.compile", "torch.compile(model)"),
+    "gpu": ("a GPU", "a GPU, where this compute would run many times faster"),
+}
+_STARTUP = (
+    "Measure a longer run (--steps) before judging the steady state; to cut the start itself, build the "
+    "dataset index once (cache it), keep workers (persistent_workers=True), and compile or warm up once."
+)
+
+
+def gain_words(speedup: float | None, band: Any = None) -> str:
+    """A speedup with its band: "up to 1.92x faster (1.80-2.05x)"; empty without a finite speedup."""
+    if speedup is None:
+        return ""
+    ok = band and band[0] is not None and band[1] is not None and band[0] != band[1]
+    return f"up to {fmt_x(speedup)} faster" + (f" ({fmt_band(*band)})" if ok else "")
+
+
+def where_words(ld: Mapping[str, Any]) -> str:
+    """The user's DataLoader: its construction site (file:line) and settings, where known."""
+    owner = f"the DataLoader made at {ld['site']}" if ld.get("site") else ld.get("owner") or "your DataLoader"
+    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+    settings = ", ".join(f"{k}={ld[k]}" for k in keys if ld.get(k) is not None)
+    return f"{owner} ({settings})" if settings else owner
+
+
+def _cores(p: Mapping[str, Any]) -> str:
+    cores, loop, others, threads = p["cpu_count"], p.get("loop_cores"), p.get("other_cores"), p.get("torch_threads")
+    if loop is not None:
+        said = f"the loop's compute already uses {loop:.1f} of the {cores} cores" + (
+            f" ({threads} torch threads)" if threads else ""
+        )
+    elif threads:
+        said = f"torch runs the loop's compute on {threads} threads of the {cores} cores"
+    else:
+        said = f"the loop keeps one of the {cores} cores busy"
+    return said + (f" and other processes used {others:.1f}" if others and others >= 0.1 else "")
+
+
+def plan_words(p: Mapping[str, Any]) -> tuple[str, str]:  # noqa: PLR0915
+    """The loader plan's (sentence, text): why the loop waits, and the change in the user's DataLoader."""
+    kind = PlanKind(p["kind"])
+    n, make, wait, needed, spare = (
+        p["num_workers"],
+        p["worker_batch_ms"],
+        p["wait_ms_per_batch"],
+        p["workers_needed"],
+        p["spare_workers"],
+    )
+    at = where_words(p.get("loader") or {})
+    per = p["batches_per_step"]
+    rate = f"a batch takes {fmt_ms(make)} to make and the loop uses one every {fmt_ms(p['loop_ms_per_batch'])}" + (
+        f", {per:g} batches per step" if per > 1 else ""
+    )
+    cheaper = _CHEAPER.get(str(p.get("decode")), _CHEAPER["unknown"])
+    fewer = (
+        f"; or leave a core to a worker: torch.set_num_threads({p['fewer_threads']}) with num_workers=1 "
+        "(compute then runs on one thread fewer; measure both)"
+        if p.get("fewer_threads")
+        else ""
+    )
+    rs = p.get("restart") or {}
+    restart = (
+        f"the workers start again every epoch: {fmt_ms(rs['each_ms'])} each time beyond making the first batch, "
+        f"over {rs['restarts']} restart(s) {fmt_ms(rs['per_batch_ms'])} per batch of the {fmt_ms(wait)} the loop waits"
+        if rs
+        else ""
+    )
+    if kind is PlanKind.MEASURED_NO_HELP:
+        t = p["trial"]
+        said = _TRIAL_WORDS[(t["num_workers"] > n, Change(t["change"]))]
+        s = (
+            f"{t.get('experiment', 'an experiment')} measured num_workers={t['num_workers']} at {fmt_x(t['speedup'])} "
+            f"of these settings' speed: {said} on this machine ({_cores(p)}); {rate}"
+        )
+        return s, f"In {at}: {cheaper}{fewer}. Not more workers: {s}."
+    if kind in (PlanKind.MORE_WORKERS, PlanKind.MORE_WORKERS_CAPPED, PlanKind.NO_FREE_CORE):
+        s = f"loading runs in the main process (num_workers=0): {rate}, so about {needed} worker(s) would hide it" + (
+            f"; collate alone is {fmt_ms(p['collate_ms'])} of each batch" if p.get("collate_ms") else ""
+        )
+        if kind is PlanKind.NO_FREE_CORE:
+            s += f", but no core is free for one: {_cores(p)}"
+            return s, f"In {at}: {cheaper}{fewer}. Workers would not help as things are: {s}."
+        if kind is PlanKind.MORE_WORKERS_CAPPED:
+            return s, (
+                f"In {at}: set num_workers={spare} and persistent_workers=True. {rate[0].upper()}{rate[1:]}, so "
+                f"hiding it needs about {needed} workers, more than the {spare} core(s) free beside the loop "
+                f"({_cores(p)}): if __getitem__ computes (decode, augment) rather than waits on I/O, also {cheaper}."
+            )
+        return s, f"In {at}: set num_workers={needed} and persistent_workers=True; {rate}."
+    if kind is PlanKind.PERSISTENT_WORKERS:
+        return restart, f"In {at}: set persistent_workers=True; {restart}."
+    if kind is PlanKind.CHEAPER_FETCH:
+        s = (
+            f"{n} worker(s) cannot keep up and more would not fit: {rate}, so about {needed} workers "
+            f"would be needed, and {_cores(p)}, leaving {spare} core(s) for workers"
+        )
+        text = f"In {at}: {cheaper}, rather than adding workers; {s}."
+    elif kind is PlanKind.TOO_FEW_WORKERS:
+        s = (
+            f"{n} worker(s) make a batch every {fmt_ms(make / n)} together, the loop uses one every "
+            f"{fmt_ms(p['loop_ms_per_batch'])} and waits {fmt_ms(wait)} per batch: about {needed} would hide it"
+        )
+        text = f"In {at}: set num_workers={needed}; {s}."
+    elif kind is PlanKind.HANDOVER:
+        cpu = p.get("cpu_percent")
+        busy = f" (host CPU {cpu:.0f}%: processes wait for a core)" if cpu else ""
+        s = (
+            f"{n} worker(s) make a batch in {fmt_ms(make)} but the loop waits {fmt_ms(wait)} for "
+            f"each: the handover from the worker processes costs the rest{busy}"
+        )
+        text = (
+            f"In {at}: with batches this cheap set num_workers=0 (the loop would spend about "
+            f"{fmt_ms(make)} making each one itself); {s}."
+        )
+    else:
+        pf, pin = p["prefetch_factor"], p.get("pin_in_main")
+        s = (
+            f"{n} worker(s) are enough on average ({rate}; about {needed} needed) yet the loop waits "
+            f"{fmt_ms(wait)} per batch: batches arrive in bursts and the {pf * n} queued "
+            f"(prefetch_factor={pf} x {n}) run out"
+        ) + (
+            "; pin_memory=True also copies every batch in a thread of the main process, "
+            "which competes with the loop for the interpreter"
+            if pin
+            else ""
+        )
+        text = (
+            f"In {at}: raise prefetch_factor to {max(pf * 2, 4)}"
+            + (" or try pin_memory=False" if pin else "")
+            + f"; {s}."
+        )
+    if rs.get("contributes"):
+        s += f"; besides, {restart}"
+        text = text[:-1] + f"; besides, {restart}: also set persistent_workers=True."
+    return s, text
+
+
+def _expected(f: Mapping[str, Any], rid: str) -> str:
+    """What the advice would gain, after its text."""
+    g = f.get("cause_gain")
+    said = gain_words(g["speedup"], g.get("band")) if g else ""
+    if not said:
+        return ""
+    if rid == "cheaper_batches" and f.get("plan"):
+        return (
+            f" Expected: a batch that costs nothing would make steps {said}; more workers "
+            f"about {fmt_x(f.get('workers_speedup'))}."
+        )
+    a = f.get("achievable_gain")
+    if a:
+        a_said = gain_words(a["speedup"], a.get("band"))
+        return (
+            f" Expected: steps {a_said}, {fmt_ms(a['step_after_ms'])} a step: what the free cores "
+            f"allow of the {fmt_x(g['speedup'])} that removing the wait would give."
+            if a_said
+            else ""
+        )
+    return f" Expected: steps {said}, {fmt_ms(g['step_after_ms'])} a step."
+
+
+def _pageable(f: Mapping[str, Any]) -> str:
+    ms = f.get("pageable_ms")
+    return f"{f['pageable_bytes'] / 2**20:.1f} MiB per step copied host-to-device from pageable memory" + (
+        f", {fmt_ms(ms)} per step" if ms else ""
+    )
+
+
+def _way_long(w: Mapping[str, Any]) -> str:
+    if w["way"] == "optimizer":
+        return (
+            f"{w['snippet']} (the optimizer is {fmt_share(float(w.get('share') or 0.0))} of the step; "
+            f"its {w['keyword']} form runs it in fewer kernels)"
+        )
+    return _WAYS[w["way"]][1]
+
+
+def ways_short(rec: Mapping[str, Any]) -> list[str]:
+    """The faster-compute advice's ways in a few words each, for the "try" line."""
+    f = rec.get("facts")
+    if isinstance(f, Mapping) and isinstance(f.get("ways"), list):
+        return [str(w["snippet"]) if w["way"] == "optimizer" else _WAYS[w["way"]][0] for w in f["ways"]]
+    return [str(w) for w in rec.get("ways") or []]  # a document written before the facts were kept
+
+
+def advice_words(  # noqa: C901, PLR0911, PLR0912
+    rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None
+) -> tuple[str, str]:
+    """One recommendation's (text, evidence) from its facts; plan: the run's loader plan, which a load
+    cause's advice is made of."""
+    f, rid = rec["facts"], str(rec.get("id"))
+    at = where_words(f.get("loader") or {})
+    gain = _expected(f, rid)
+    because = str(f.get("evidence") or "")
+    if rid == "balance_ranks":
+        return (
+            f"Even out rank {f['slow_rank']}'s work: {_SLOW_WHY.get(f['excess_label'], f['excess_label'])}. "
+            f"The other ranks would stop waiting about {fmt_ms(f['wait_ms'])} per step.",
+            f"rank {f['waiting_rank']} waits {fmt_ms(f['wait_ms'])} of a {fmt_ms(f['step_ms'])} step "
+            f"({fmt_share(f['wait_share'])}) for rank {f['slow_rank']}, whose {f['excess_label']} is "
+            f"{fmt_ms(f['excess_ms'])} per step above the others'",
+        )
+    if rid == "pageable_despite_pin":
+        return (
+            f"In {at}: pin_memory=True is set, yet copies come from pageable memory: a tensor made in the "
+            "loop rather than taken from the batch, or a custom batch type without a pin_memory() method. "
+            "Pin that tensor (.pin_memory()) or make it on the device, and copy with "
+            ".to(device, non_blocking=True).",
+            _pageable(f),
+        )
+    if rid == "pin_memory":
+        saving = (
+            f" Expected saving: up to {fmt_ms(f['pageable_ms'])} per step, the time those copies take now, once "
+            "they overlap compute."
+            if f.get("pageable_ms")
+            else ""
+        )
+        return (
+            f"In {at}: set pin_memory=True, and copy with .to(device, non_blocking=True): "
+            "pageable copies are staged through a bounce buffer and block the host." + saving,
+            _pageable(f),
+        )
+    if f.get("plan") and plan and plan.get("kind"):
+        text = plan_words(plan)[1] + gain
+    elif f.get("plan"):  # the plan is not at hand: its stored text
+        text = str((plan or {}).get("text") or "") + gain
+    elif rid == "more_workers":
+        ways = ["more workers (num_workers)"] + (["persistent_workers=True"] if f.get("persistent_workers") else [])
+        text = (
+            f"Feed the loop faster in {at}: " + ", ".join(ways) + ", "
+            "cheaper work per item (transforms done once, data cached as tensors)." + gain
+        )
+    elif rid == "overlap_copies":
+        text = (
+            "Overlap copies with compute: "
+            + ("" if f.get("pinned") else f"pin_memory=True in {at}, ")
+            + ".to(device, non_blocking=True), and copy the next batch while this one computes."
+            + gain
+        )
+    elif rid == "overlap_comm":
+        text = (
+            "Overlap communication with backward (DDP bucket_cap_mb, gradient accumulation "
+            "with no_sync), or send less (bf16 gradients)." + gain
+        )
+    elif rid == "launch_overhead":
+        text = (
+            "The GPU idles between kernels: remove .item()/.cpu()/print of tensors from the loop, capture "
+            + (
+                "the step with CUDA Graphs (the model is compiled already: mode='reduce-overhead' does that)"
+                if f.get("compiled")
+                else "the step with torch.compile(mode='reduce-overhead') or CUDA Graphs"
+            )
+            + ", and raise the batch size."
+            + gain
+        )
+    elif rid == "host_gaps":
+        text = (
+            "Look at what your loop does between optimizer.step() and the next batch, and "
+            "between forward and backward: loss and metric code outside the model, logging, .item() calls, "
+            "checkpointing. On a CPU this time also holds tensor math outside modules (a functional loss, "
+            "zero_grad, a manual p.data.add_ update): real compute, which a module (nn.MSELoss rather than "
+            f"F.mse_loss), torch.optim{'' if f.get('compiled') else ', or torch.compile'} makes cheaper or at "
+            "least visible. A sampling profiler (py-spy top -- python your_script.py) shows which lines." + gain
+        )
+    elif rid == "untimed_host_work":
+        text = (
+            "Time the rest of the step with timer.phase('name') to see what it is "
+            "(logging, metrics, checkpointing, Python overhead)." + gain
+        )
+    elif rid == "set_num_threads":
+        others = float(f.get("others_cores") or 0.0)
+        return (
+            f"Call torch.set_num_threads({f['fits']}) at the top of the script (or set OMP_NUM_THREADS="
+            f"{f['fits']}): OpenMP threads spin waiting for each other when cores are oversubscribed, "
+            "which can make a step many times slower.",
+            f"{f['threads']} {'torch' if f.get('source') == 'torch' else 'OpenMP'} threads on the "
+            f"{f['cpus']} CPU(s) this process may use"
+            + (f" (other processes used {others:.1f})" if others >= 0.05 else ""),
+        )
+    elif rid == "faster_compute":
+        return (
+            f"The step is {'GPU ' if f.get('on_gpu') else ''}compute; what would make it faster: "
+            + "; ".join(_way_long(w) for w in f["ways"])
+            + ".",
+            f"compute is {fmt_ms(f['compute_ms'])} of a {fmt_ms(f['step_ms'])} step",
+        )
+    elif rid == "startup":
+        return _STARTUP, str(f.get("finding") or "")
+    elif rid == "evaluation":
+        return (
+            f"Evaluation takes {fmt_share(f['share_of_wall'])} of the wall time: evaluate less often "
+            "or on fewer batches, under torch.inference_mode(), with a larger batch size than training",
+            evaluation_sentence(f.get("evaluation") or {}),
+        )
+    elif isinstance(f.get("memory"), Mapping):  # a memory finding: its advice, and the finding as evidence
+        sentence, advice = memory_words(f["memory"])
+        return advice, sentence
+    else:
+        text = str(rec.get("text") or "")
+    m = rec.get("measured")
+    if isinstance(m, Mapping) and m.get("material") is False and m.get("speedup") is not None:
+        text += f" Measured: {m.get('experiment')} alone gave {fmt_x(m['speedup'])}."  # diagnose's experiment C
+    return text, because
+
+
+# A document read from a folder is untrusted: facts that do not have the shape this version writes
+# (another version's, an edited file) are not said; the words stored beside them are.
+_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
+
+def text_of(rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> str:
+    """The recommendation's text: from its facts, else (an old document) the words it stored."""
+    try:
+        return advice_words(rec, plan)[0] if isinstance(rec.get("facts"), Mapping) else str(rec.get("text") or "")
+    except _MALFORMED:
+        return str(rec.get("text") or "")
+
+
+def evidence_of(rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> str:
+    """The recommendation's evidence: from its facts, else the words it stored."""
+    try:
+        return advice_words(rec, plan)[1] if isinstance(rec.get("facts"), Mapping) else str(rec.get("evidence") or "")
+    except _MALFORMED:
+        return str(rec.get("evidence") or "")
+
+
+def plan_sentence(plan: Mapping[str, Any]) -> str:
+    """The loader plan's sentence: from its kind and figures, else the words it stored."""
+    try:
+        return plan_words(plan)[0] if plan.get("kind") else str(plan.get("sentence") or "")
+    except _MALFORMED:
+        return str(plan.get("sentence") or "")
+
+
+def say(doc: dict[str, Any]) -> dict[str, Any]:
+    """The words beside the facts, in place, as run.json has always kept them: each recommendation's
+    text and evidence, the loader plan's sentence and text, each memory finding's sentence and advice. Where the writer at the edge stores a
+    document, it calls this; every renderer makes the same words from the same facts."""
+    plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
+    if plan is not None and plan.get("kind"):
+        plan["sentence"], plan["text"] = plan_words(plan)
+    for rec in doc.get("recommendations") or []:
+        if isinstance(rec, dict) and isinstance(rec.get("facts"), Mapping):
+            rec["text"], rec["evidence"] = advice_words(rec, plan)
+    ev = doc.get("evaluation")
+    if isinstance(ev, dict) and evaluation_sentence(ev):
+        ev["sentence"] = evaluation_sentence(ev)
+    for f in (doc.get("memory") or {}).get("findings") or []:
+        if isinstance(f, dict) and "sentence" not in f:
+            f["sentence"], f["advice"] = memory_words(f)
+    return doc

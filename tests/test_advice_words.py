@@ -1,0 +1,168 @@
+"""The advice's words are made at the edge: analysis.advice, advice_findings and loader_plan return facts
+(kinds, numbers, the loader's settings) and report.advice_words says them; a document written before the
+facts were kept keeps its stored words. A few sentences are pinned here, for the renderer only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfcore.analysis.advice import advise_run, loader_plan
+from perfcore.analysis.loader_plan import PIN_REASON, REASON
+from perfcore.analysis.memory_findings import memory_findings
+from perfcore.report.advice_words import evidence_of, plan_sentence, plan_words, say, text_of
+from perfcore.report.finding_words import evaluation_sentence, memory_sentence
+from perfcore.report.run_schema import RUN_REQUIRED
+from perfcore.report.shapes import problem
+
+ANALYSIS = Path(__file__).resolve().parents[1] / "perfcore" / "analysis"
+# The modules whose words moved to report.advice_words.
+CLEANED = ("loader_plan.py", "advice_findings.py", "memory_findings.py")
+# Statuses old documents carry and readers key on (loader_plan's `reason`), and commands to run: a string
+# of several words allowed in a cleaned module. Anything else of four words or more is a sentence.
+ALLOWED = set(REASON.values()) | {PIN_REASON}
+
+LOADER = {"site": "train.py:42", "num_workers": 0, "pin_memory": False, "persistent_workers": False,
+          "batch_size": 32, "worker_startup_ms": [], "batches": 45, "worker_batch_ms": 30.0}
+
+
+def _prose(tree: ast.AST) -> list[str]:
+    """f-strings and string literals of four words or more that are not docstrings, statuses or commands."""
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.JoinedStr):
+            found.append(f"line {n.lineno}: an f-string")
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings:
+            if len(n.value.split()) >= 4 and n.value not in ALLOWED and not n.value.startswith("perfcore "):
+                found.append(f"line {n.lineno}: {n.value[:60]!r}")
+    return found
+
+
+@pytest.mark.parametrize("name", CLEANED)
+def test_cleaned_analysis_modules_compose_no_sentence(name):
+    """An AST check, not a grep: an f-string anywhere, or a literal of four words or more (a sentence
+    split over literals has one), fails; splitting a sentence into one-word literals to pass it would
+    be a deliberate act a reviewer sees."""
+    assert _prose(ast.parse((ANALYSIS / name).read_text())) == []
+
+
+def test_advise_composes_no_sentence():
+    # advise_run still writes the verdict's summary prefixes (the verdict's words move with verdict.py);
+    # advise, the advice itself, composes none.
+    tree = ast.parse((ANALYSIS / "advice.py").read_text())
+    (advise,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "advise"]
+    assert _prose(advise) == []
+
+
+def test_the_check_catches_a_sentence():
+    assert _prose(ast.parse('x = f"{n} workers"')) and _prose(ast.parse('x = "set more workers now"'))
+    assert not _prose(ast.parse('x = "more_workers"'))
+
+
+def _run(bd, **extra):
+    step = sum(bd.values())
+    return {"step_time_ms": {"mean": step, "p50": step, "p90": step}, "breakdown_ms": bd, "device": "cpu", "steps": 40,
+            "warmup_steps": 5, "backend": "host", "breakdown_fraction": {k: v / sum(bd.values()) for k, v in bd.items()},
+            **extra}
+
+
+@pytest.mark.parametrize(
+    "bd",
+    [
+        {"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0},
+        {"load": 1.0, "transfer": 6.0, "compute": 10.0, "comm": 4.0, "host": 3.0},
+        {"load": 0.0, "transfer": 0.0, "compute": 30.0, "comm": 0.0, "host": 0.1},
+    ],
+)
+def test_the_advice_holds_facts_and_say_adds_the_words(bd):
+    doc = _run(bd, loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8, "pageable_h2d_bytes_per_step": 2**20})
+    assert doc["recommendations"]
+    for r in doc["recommendations"]:
+        assert "text" not in r and "evidence" not in r and isinstance(r["facts"], dict)
+    assert not {"sentence", "text"} & set(doc.get("loader_plan") or {})
+    assert problem(doc, RUN_REQUIRED, "run.json") is None  # a document of facts alone still reads back
+    said = say(doc)
+    assert problem(said, RUN_REQUIRED, "run.json") is None
+    for r in said["recommendations"]:
+        assert r["text"] and r["text"] == text_of(r, said.get("loader_plan"))
+        assert r["evidence"] == evidence_of(r, said.get("loader_plan"))
+
+
+def test_the_renderer_says_the_plan_as_before():
+    doc = _run({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert text_of(doc["recommendations"][0], doc["loader_plan"]) == (
+        "In the DataLoader made at train.py:42 (batch_size=32, num_workers=0, pin_memory=False, "
+        "persistent_workers=False): set num_workers=3 and persistent_workers=True; a batch takes 30.0 ms to make "
+        "and the loop uses one every 10.0 ms. Expected: steps up to 4.00x faster, 10.0 ms a step."
+    )
+    cheap = loader_plan({**LOADER, "num_workers": 1, "worker_batch_ms": 0.8, "prefetch_factor": 2},
+                        step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0)
+    assert plan_sentence(cheap) == (
+        "1 worker(s) make a batch in 800 µs but the loop waits 13.1 ms for each: the handover from the worker "
+        "processes costs the rest (host CPU 100%: processes wait for a core)"
+    )
+    few = loader_plan({**LOADER, "num_workers": 1, "worker_batch_ms": 40.0, "worker_startup_ms": [500.0, 540.0, 540.0]},
+                      step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False, measured_batches=57)
+    sentence, text = plan_words(few)
+    assert "; besides, the workers start again every epoch: 500 ms each time" in sentence
+    assert text.endswith("also set persistent_workers=True.")
+
+
+def test_an_old_document_keeps_its_stored_words():
+    old = {"id": "more_workers", "cause": "load", "text": "Feed the loop faster.", "evidence": "load is 75%"}
+    assert text_of(old) == "Feed the loop faster." and evidence_of(old) == "load is 75%"
+    assert plan_sentence({"reason": "main process", "sentence": "loading runs in the main process"}) == (
+        "loading runs in the main process"
+    )
+    # Facts of another shape (an edited folder) are not said: the stored words are.
+    odd = {**old, "facts": {"cause_gain": "fast"}}
+    assert text_of(odd) == "Feed the loop faster."
+    assert plan_sentence({"kind": "more_workers", "sentence": "stored"}) == "stored"
+
+
+def test_memory_findings_are_said_from_their_figures():
+    steps = np.arange(100)
+    leak = np.full(100, 500 * 2**20, dtype=np.float64)
+    leak[40:] += (steps[40:] - 40) * 2 * 2**20
+    (f,) = memory_findings(steps, leak)["findings"]
+    assert memory_sentence(f).startswith("probable leak: device memory rises 2.00 MB per step from step")
+    m = memory_findings(np.arange(10), np.full(10, 75 * 2**30), capacity_bytes=80 * 2**30, alloc_retries=3)
+    assert [memory_sentence(x) for x in m["findings"]] == [
+        "memory pressure: the CUDA caching allocator had to free and retry 3 time(s)",
+        "memory pressure: peak device memory 75.0 GB is 94% of 80.0 GB",
+    ]
+    doc = _run({"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, memory=m)
+    advise_run(doc, zero_code=True, memory=m)
+    said = say(doc)
+    rec = next(r for r in said["recommendations"] if r["id"] == "memory_near_capacity")
+    assert rec["evidence"] == said["memory"]["findings"][1]["sentence"] == memory_sentence(m["findings"][1])
+    assert rec["text"].startswith("One larger batch or a longer sequence will not fit")
+    # An old document's finding: its stored sentence.
+    assert memory_sentence({"id": "memory_leak", "sentence": "probable leak: stored"}) == "probable leak: stored"
+
+
+def test_the_evaluation_finding_is_said_from_its_figures():
+    ev = {"passes": 6, "ms_per_pass": 40.05, "total_ms": 240.3, "share_of_wall": 0.92}
+    assert evaluation_sentence(ev) == (
+        "6 evaluation pass(es) of 40.0 ms each took 92% of the wall time (240 ms in all); they are reported "
+        "apart and are not in the step time, the breakdown or the verdict"
+    )
+    # The HF Trainer's three passes of 5.19, 2.39 and 0.40 s: their range, not one "each".
+    ev = {"passes": 3, "ms_per_pass": 2660.0, "min_ms_per_pass": 400.0, "max_ms_per_pass": 5190.0}
+    said = evaluation_sentence({**ev, "total_ms": 7980.0, "share_of_wall": 0.12})
+    assert said.startswith("3 evaluation pass(es) of 400 ms to 5.19 s (2.66 s mean) took 12% of the wall time")
+    assert evaluation_sentence({"sentence": "1 evaluation pass(es) stored"}) == "1 evaluation pass(es) stored"
+    assert evaluation_sentence({}) == ""

@@ -1,0 +1,142 @@
+"""The words of a verdict's check, made from its status and figures (report.check_words): the few
+sentence tests; what a check decides is tested as statuses in test_verdict."""
+
+from __future__ import annotations
+
+from perfcore.analysis.checks import CheckResult, confirm
+from perfcore.analysis.verdict import avoidable, decide
+from perfcore.report.check_words import check_long, check_text
+
+DEMO_BD = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
+DEMO_STEP = sum(DEMO_BD.values())
+
+
+def test_each_status_in_words_beside_its_number():
+    v = decide(avoidable(DEMO_BD), DEMO_STEP)
+    assert check_long(confirm(v, "load", 1.80, "synthetic data")) == (
+        "synthetic data measured 1.80x against 1.92x predicted: confirmed, within 1.69-2.23x (the prediction's "
+        "interval, or two runs' usual spread: 15% of it or 5% of the step)"
+    )
+    bad = check_long(confirm(v, "load", 1.05, "synthetic data"))
+    assert "not confirmed, waiting for data saves 1.22 ms per step (5%), not 12.3 ms" in bad
+    slower = check_long(confirm(v, "load", 0.9, "synthetic data"))
+    assert "not confirmed, the step got 2.84 ms slower instead of 12.3 ms faster" in slower
+
+
+def test_a_drift_names_a_busy_machine_only_when_measured():
+    v = decide(avoidable(DEMO_BD), DEMO_STEP)
+    quiet = confirm(v, "load", 1.37, "synthetic data", compute_ms=(12.9, 20.6), busy={"others_cores": 0.0, "cores": 2})
+    said = check_long(quiet)
+    assert "inconclusive, compute itself went from 12.9 ms to 20.6 ms per step" in said
+    assert "other processes used 0.0 of 2 cores (measured): not a busy machine" in said
+    loud = {"others_cores": 1.3, "cores": 2, "material": True}
+    said = check_long(confirm(v, "load", 1.37, "synthetic data", compute_ms=(12.9, 20.6), busy=loud))
+    assert "other processes used 1.3 of 2 cores (measured)); the attribution stands" in said
+
+
+def test_a_document_check_is_rendered_from_its_figures_or_kept_when_old():
+    v = decide(avoidable(DEMO_BD), DEMO_STEP)
+    c = confirm(v, "load", 1.80, "synthetic data")
+    assert check_text(c.as_dict()) == check_long(c)
+    old = {"experiment": "synthetic data", "status": "confirmed", "agrees": True, "sentence": "as it was written"}
+    assert check_text(old) == "as it was written"
+    assert check_text({"against": "bound", "sentence": "B measured 1.10x"}) == "B measured 1.10x"
+
+
+def test_experiment_b_against_its_bound_in_words():
+    from perfcore.experiments.diagnose import workers_check
+
+    first = {"step_ms": 50.0, "avoidable_ms": {"load": 20.0}, "avoidable_band_ms": {}}
+    slower = workers_check(first, first, False, {"step_sem_ms": 1.0}, {"name": "B", "speedup": 0.8, "step_sem_ms": 1.0})
+    assert check_text(slower) == "B measured 0.80x (0.77-0.84x) of the 1.67x that removing all loading can give: " \
+        "slower, so workers do not help here"
+    above = workers_check(first, first, False, {"step_sem_ms": 0.1}, {"name": "B", "speedup": 3.0, "step_sem_ms": 0.1})
+    assert above["above_bound"] and check_text(above).endswith("; above that bound: the machine changed between the "
+                                                               "runs, not an effect of the workers")
+    assert CheckResult.from_dict({"status": "bogus", "agrees": False, "reason": "??"}).reason is None
+
+
+def test_what_loading_is_decided_as_a_kind_with_its_figures():
+    from perfcore.experiments.diagnose import loading_cause
+    from perfcore.report.check_words import loading_text
+
+    c = {"name": "C: decoder torchvision", "decoder": "torchvision", "speedup": 1.4}
+    assert loading_cause([c], {"cpu_to_wall": 0.9}, None) == {
+        "kind": "decoder", "cause": "CPU decode", "decoder": "torchvision", "speedup": 1.4}
+    assert loading_cause([], {"cpu_to_wall": 0.3}, 95.0)["kind"] == "crowded"
+    io = loading_cause([], {"cpu_to_wall": 0.3}, 40.0)
+    assert (io["kind"], io["cause"]) == ("io", "I/O") and loading_text(io).startswith("__getitem__ spends 70% ")
+    assert loading_cause([], {}, None)["kind"] == "unprofiled"
+
+
+def test_health_keeps_its_busy_check_as_figures():
+    from perfcore.experiments.health import health_report
+    from perfcore.report.health_words import health_summary
+
+    bd = {"load": 0.5, "transfer": 0.0, "compute": 9.5, "comm": 0.0, "host": 0.0}
+    row = {"busy_mean": 0.4, "busy_source": "gpu_util", "breakdown_ms": bd, "step_ms": 10.0, "device": "cuda",
+           "steps": 50, "samples_per_s": 1.0, "busy_std": 0.0, "cpu_percent": 5.0, "busy_series": [],
+           "busy_spacing_s": 0.1}
+    doc = health_report(row, "w", "perfcore diagnose w")
+    assert doc["healthy"] and doc["busy_check"] == {"threshold": 0.6, "decided": True, "small_work": True,
+                                                    "forward_only": False}
+    assert doc["plain_summary"] == health_summary(doc) and "the device's work is small" in doc["plain_summary"]
+
+
+def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
+    import html
+    import json
+    from pathlib import Path
+
+    from perfcore.experiments.diagnose import diagnose_verdict
+    from perfcore.report.html_parts import Body
+    from perfcore.report.html_stages import diagnose_sections
+
+    def page(doc):
+        body = Body("diagnose")
+        diagnose_sections(doc, body)
+        return html.unescape("".join(body.parts))
+
+    # Written before the checks kept their figures: each check keeps the sentence it was written with.
+    old = json.loads((Path(__file__).parent / "report_docs" / "diagnose.json").read_text())
+    assert all(c["sentence"] in page(old) for c in old["verdict"]["checks"])
+    # Written by today's diagnose, through its JSON: the words made from the figures it kept.
+    base = {"step_ms": DEMO_STEP, "breakdown_ms": DEMO_BD, "step_sem_ms": 0.5}
+    exps = [{"name": "baseline", "speedup": 1.0, "num_workers": 0},
+            {"name": "A: synthetic data", "speedup": 1.85, "step_sem_ms": 0.5, "breakdown_ms": {"compute": 12.5}},
+            {"name": "B: num_workers=2", "speedup": 1.5, "step_sem_ms": 0.5, "num_workers": 2}]
+    v, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    doc = json.loads(json.dumps({**old, "verdict": v}))
+    a, b = doc["verdict"]["checks"]
+    assert "sentence" not in a and "sentence" not in b and a["status"] == "confirmed" and b["against"] == "bound"
+    assert check_text(a) in page(doc) and check_text(b) in page(doc)
+    assert check_text(a).startswith("synthetic data (no loading) measured 1.85x")
+
+
+def test_sweep_knees_as_figures_and_as_old_text_outline_the_same_cells(tmp_path):
+    from test_html import sweep_doc, write_stage
+
+    from perfcore.report.experiments import knee_text
+
+    old = sweep_doc()
+    today = dict(old, knees=[{"batch_size": 8, "workers": 1, "samples_per_s": 311.0, "within": 0.05, "flat": [],
+                              "worse": [2]}])
+    assert knee_text(today["knees"][0]) == "batch 8: throughput stops improving at 1 worker(s) (311 samples/s; 2 are " \
+        "slower (cores shared with the loop))"
+    old = dict(old, knees=[knee_text(today["knees"][0])])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = write_stage(tmp_path / "a", "sweep", old).read_text()
+    b = write_stage(tmp_path / "b", "sweep", today).read_text()
+    assert a.count("cell knee") == b.count("cell knee") >= 4 and knee_text(today["knees"][0]) in b
+
+
+def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
+    from perfcore.report.experiments import _check_short
+
+    v = decide(avoidable(DEMO_BD), DEMO_STEP)
+    c = confirm(v, "load", 1.60, "synthetic data", noise_ms=4.0)
+    lo, hi = c.agreement_band
+    assert c.status.value == "confirmed" and lo <= 1.60 <= hi
+    line = _check_short(c.as_dict())
+    assert line.endswith(f"measured 1.60x: confirmed (agreeing: {lo:.2f}-{hi:.2f}x)"), line
