@@ -140,3 +140,20 @@ def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
     assert c.status.value == "confirmed" and lo <= 1.60 <= hi
     line = _check_short(c.as_dict())
     assert line.endswith(f"measured 1.60x: confirmed (agreeing: {lo:.2f}-{hi:.2f}x)"), line
+
+
+def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
+    from perfcore.experiments.diagnose import workers_check
+    from perfcore.report.experiments import _check_short
+
+    # The prediction's band reaches past its point (20 of 50 ms saved: 1.67x; up to 26 ms: 2.08x).
+    first = {"step_ms": 50.0, "avoidable_ms": {"load": 20.0}, "avoidable_band_ms": {"load": [14.0, 26.0]}}
+    seen = set()
+    for speedup, sem in [(1.9, 1.0), (1.3, 1.0), (0.8, 1.0), (3.0, 0.1)]:
+        c = workers_check(first, first, False, {"step_sem_ms": sem}, {"name": "B", "speedup": speedup, "step_sem_ms": sem})
+        line = _check_short(c)
+        past = c["measured_speedup"] > c["predicted_speedup"]
+        assert ("within it" in line) == (not past and not c["above_bound"]), line
+        assert ("past it, within noise" in line) == (past and not c["above_bound"]), line
+        seen.add(line.rsplit(": ", 1)[1])
+    assert seen == {"within it", "past it, within noise", "above that bound"}, seen

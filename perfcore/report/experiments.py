@@ -109,7 +109,11 @@ def _bound_word(c: dict[str, Any]) -> str:
     """A check against a bound (what removing all loading can give): where the measurement fell."""
     if c.get("status") == "inconclusive":
         return "inconclusive"
-    return "above that bound" if c.get("above_bound") else "within it"
+    if c.get("above_bound"):
+        return "above that bound"
+    m, p = c.get("measured_speedup"), c.get("predicted_speedup")
+    # Past the bound's point but inside its band: "within it" would read as below it.
+    return "past it, within noise" if m is not None and p is not None and m > p else "within it"
 
 
 def _check_short(c: dict[str, Any]) -> str:
@@ -118,10 +122,8 @@ def _check_short(c: dict[str, Any]) -> str:
     noise = c.get("measured_noise_ms")
     if c.get("against") == "bound":
         said = {"slower": "slower", "faster": "faster", "within noise": "no change beyond noise"}
-        end = _bound_word(c) + (
-            f", {said[c['change']]}" if c.get("change") in said and c.get("status") != "inconclusive" else ""
-        )
-        return f"  {c['experiment']}: measured {mx}, at most {px} possible: {end}"
+        change = f" ({said[c['change']]})" if c.get("change") in said and c.get("status") != "inconclusive" else ""
+        return f"  {c['experiment']}: measured {mx}{change}, at most {px} possible: {_bound_word(c)}"
     # A check from before statuses were kept carries only `agrees`.
     status = c.get("status") or {True: "confirmed", False: "not confirmed"}.get(c.get("agrees"), "inconclusive")
     why = (
