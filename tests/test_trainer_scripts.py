@@ -43,6 +43,21 @@ def test_huggingface_trainer_script(tmp_path, accum):
     assert 8 * accum <= loader["batches"] <= 8 * accum + 1
 
 
+def test_the_hf_trainers_eval_loader_is_its_own_entry_with_its_own_batches(tmp_path):
+    # The Trainer makes its train and eval loaders on one line with one set of settings; 40 held-out
+    # rows at 8 a batch are 5 batches a pass, 3 passes in 12 steps.
+    pytest.importorskip("transformers")
+    p, doc = perfcore_run(tmp_path / "r", sys.executable, str(SCRIPTS / "hf_trainer.py"),
+                          "--output_dir", str(tmp_path / "hf"), "--max_steps", "12", "--eval_steps", "4")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert doc["steps"] + doc["warmup_steps"] == global_step(p.stdout) == 12
+    train, ev = sorted(doc["loaders"], key=lambda ld: ld["role"] != "train")
+    assert train["role"] == "train" and 12 <= train["batches"] <= 13 and train["made"] == 2
+    assert ev["role"] == "eval" and ev["batches"] == 3 * 5 and ev["made"] == 3 * 2
+    assert 1.0 <= doc["batches_per_step"] <= 13 / 12
+    assert doc["evaluation"]["passes"] == 3
+
+
 @pytest.mark.parametrize("accum", [1, 3])
 def test_lightning_script(tmp_path, accum):
     pytest.importorskip("lightning.pytorch")

@@ -99,7 +99,11 @@ class Loaders:
             site = rec["site"]
             settings = {k: rec[k] if v is None and k == "batch_size" else v for k, v in settings.items()}
             rec.update(settings)
-        key = (site, *(repr(settings[k]) for k in SETTINGS))
+        # The dataset tells a trainer's loaders apart: the HF Trainer makes its train and eval loaders on
+        # one line with one set of settings. Its class and length, not its id: a loop that wraps new data
+        # of one shape every step still makes one loader.
+        shape = _dataset_shape(loader.dataset)
+        key = (site, *(repr(settings[k]) for k in SETTINGS), shape)
         if in_library and earlier is not None:
             self._by_key[key] = earlier
         # A loop that makes a loader every step (next(iter(DataLoader(...)))) makes one loader, many
@@ -115,16 +119,16 @@ class Loaders:
             rec["made"] += 1
         else:
             index = len(self.records)
-            ds = type(loader.dataset)
             rec = {
                 "site": site,
                 **settings,
                 # The dataset's class says whether items are decoded images (ImageFolder) or arrays
                 # already in memory (MNIST, TensorDataset): decoder advice only fits the first.
-                "dataset": f"{ds.__module__}.{ds.__qualname__}",
+                "dataset": shape[0],
                 "made": 1,
                 "worker_startup_ms": [],
                 "batches": 0,
+                "_batches": {"train": 0, "eval": 0},  # by the role of the epoch that drew them
                 "worker_batch_ms": None,
                 "role": None,
                 "training": False,
@@ -240,7 +244,7 @@ class Loaders:
                 startup[0] = False
                 rec["worker_startup_ms"].append((now() - rec["_t_iter"]) / 1e6)
             if passing[0] is not None:
-                rec["batches"] += 1
+                rec["_batches"]["eval"] += 1
             elif ep[0] is not None:
                 vars(target).pop("_next_data", None)
             return data
@@ -276,16 +280,19 @@ class Loaders:
         return end
 
     def _count(self, rec: dict[str, Any]) -> None:
+        """Adds the batches the current iterator gave since the last count to its epoch's role (a train
+        loader may also serve an evaluation pass: its batches are no training batches)."""
         it = rec["_it"]
         if it is not None:
-            rec["batches"] += max(0, getattr(it, "_num_yielded", 0) - rec["_yielded"])
+            role = self._epoch_role(rec["_epoch"]) or rec["role"] or "train"
+            rec["_batches"][role] += max(0, getattr(it, "_num_yielded", 0) - rec["_yielded"])
             rec["_yielded"] = getattr(it, "_num_yielded", 0)
+        rec["batches"] = rec["_batches"]["train"] + rec["_batches"]["eval"]
 
     def training_batches(self) -> int:
         for rec in self.records:
             self._count(rec)
-            self._set_role(rec)
-        return sum(r["batches"] for r in self.records if r["training"])
+        return sum(r["_batches"]["train"] for r in self.records)
 
     def main_process_batches(self) -> int:
         """Batches made in this process (num_workers=0): each went through the fetch wrapper on the
@@ -303,6 +310,10 @@ class Loaders:
             self._count(rec)
             self._set_role(rec)
             doc = {k: v for k, v in rec.items() if not k.startswith("_")}
+            # `batches`: those of its role; a train loader that an evaluation also drew from says how many apart.
+            doc["batches"] = rec["_batches"]["eval" if rec["role"] == "eval" else "train"]
+            if rec["role"] != "eval" and rec["_batches"]["eval"]:
+                doc["eval_batches"] = rec["_batches"]["eval"]
             doc["worker_batch_ms"] = per_loader.get(i)
             starts = doc["worker_startup_ms"]
             if rec["num_workers"] and not rec["persistent_workers"] and len(starts) > 1:
@@ -312,6 +323,16 @@ class Loaders:
                 doc["persistent_workers_would_save_ms"] = float(sum(max(0.0, s - per_batch) for s in starts[1:]))
             out.append(doc)
         return out
+
+
+def _dataset_shape(dataset) -> tuple[str, int | None]:
+    """A dataset's class and length (None: an iterable dataset, or a __len__ that fails)."""
+    try:
+        n = len(dataset)
+    except Exception:  # the user's __len__: whatever it raises stays out of their DataLoader(...)
+        n = None
+    ds = type(dataset)
+    return f"{ds.__module__}.{ds.__qualname__}", n if isinstance(n, int) else None
 
 
 def fetch_cost_ns(calls: int = 500, blocks: int = 5) -> float:
