@@ -1,6 +1,7 @@
 """Findings beside the verdict into words: a probable leak or memory pressure (analysis.memory_findings'
 figures) as a sentence and the advice that answers it; the evaluation passes set apart from the
-training steps (attribution.evaluation_finding). A document written before the figures were kept has
+training steps (attribution.evaluation_finding); how several optimizers stepped (run.child.part_writer's
+optimizer_order). A document written before the figures were kept has
 its words stored: they are read back as they are."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_share
 
-__all__ = ["memory_words", "memory_sentence", "evaluation_sentence"]
+__all__ = ["memory_words", "memory_sentence", "evaluation_sentence", "optimizer_order_sentence"]
 
 _ADVICE = {
     "memory_leak": "Something keeps tensors alive across steps: a loss or output appended to a list without "
@@ -68,3 +69,21 @@ def evaluation_sentence(ev: Mapping[str, Any]) -> str:
         )
     except _MALFORMED:
         return str(ev.get("sentence") or "") if isinstance(ev.get("sentence"), str) else ""
+
+
+_ORDER = {
+    "sequence": "stepping in sequence, one stage after the other (layer-wise training, an LR finder before "
+    "training): the step clock passed to each in turn, so every stage's steps are rows",
+    "interleaved": "a step ends at the step of the optimizer that is stepping (one that steps twice with no "
+    "step of the other between takes over), so an optimizer that steps once after it in an iteration (a GAN's "
+    "generator after its discriminator) lands in the next row: row k holds its step of iteration k-1",
+}
+
+
+def optimizer_order_sentence(order: str, optimizers: int) -> str:
+    """Several optimizers, by how they stepped (sequence, interleaved or both), for the step source's line."""
+    if order == "both":
+        return f"{optimizers} optimizers, some {_ORDER['sequence']}; within a stage, {_ORDER['interleaved']}"
+    return f"{optimizers} optimizers " + (
+        _ORDER[order] if order == "sequence" else f"stepping in one iteration: {_ORDER[order]}"
+    )

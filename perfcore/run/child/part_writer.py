@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from perfcore.report import jsonio
+from perfcore.report.finding_words import optimizer_order_sentence
 from perfcore.run import part_files
 from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
@@ -18,7 +19,7 @@ from perfcore.run.child.upkeep import own_costs
 from perfcore.run.lines import take_facts
 from perfcore.run.protocol import PARTS, WORKERS, launcher_env, part_dir, part_key
 
-__all__ = ["write_part", "no_step_sentence", "memory_limits", "ERROR_FILE"]
+__all__ = ["write_part", "no_step_sentence", "memory_limits", "optimizer_order", "ERROR_FILE"]
 
 ERROR_FILE = "error.txt"  # the uncaught exception's traceback, in the process's part folder
 
@@ -104,15 +105,28 @@ def no_step_sentence(
 
 def _source_text(inst, source: str | None) -> str:
     text = DESCRIBE.get(source or "", "none")
-    if source == "optimizer" and inst.sources.optimizers_made > 1:
-        # Rows follow the optimizer that is stepping; say what that means for the others' work.
-        text += (
-            f"; {inst.sources.optimizers_made} optimizers: a step ends at the step of the optimizer that is "
-            "stepping (one that steps twice with no step of the other between takes over), so an optimizer "
-            "that steps once after it in an iteration (a GAN's generator after its discriminator) lands in "
-            "the next row: row k holds its step of iteration k-1"
+    if source == "optimizer":
+        # Rows follow the optimizer that is stepping; what that means for the others' work depends on
+        # how they stepped, which the clock saw.
+        facts = _clock_facts(inst)
+        order = optimizer_order(
+            inst.sources.optimizers_made, facts.get("optimizer_handovers", 0), facts.get("other_optimizer_steps", 0)
         )
+        if order is not None:
+            text += "; " + optimizer_order_sentence(order, inst.sources.optimizers_made)
     return text
+
+
+def optimizer_order(optimizers: int, handovers: int, others: int) -> str | None:
+    """How several optimizers stepped, as the step clock saw it: "sequence" (stages one after the other,
+    each handing the clock to the next: layer-wise training, an LR finder then training), "interleaved"
+    (others stepping inside the clock optimizer's iterations: a GAN's generator after its
+    discriminator), "both"; None with one optimizer, or when no other one ever stepped."""
+    if optimizers < 2:
+        return None
+    if handovers and others:
+        return "both"
+    return "sequence" if handovers else "interleaved" if others else None
 
 
 def _clock_facts(inst) -> dict[str, int]:
