@@ -11,6 +11,7 @@ StepTimer gives the user's methods over one Recording; run/ and the integrations
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from typing import Any, Callable, Iterable
 
@@ -325,6 +326,26 @@ class Recording:
         if self.store.settled:
             raise UsageError("set_boundaries: steps are already settled; choose the step source earlier")
         self._boundaries.replace(sorted(int(t) for t in times))
+
+    def drop_steps_after(self, n: int) -> int:
+        """Forget the steps ended after step n that are not settled yet (--steps: another training thread
+        ended one between the stop and the clock's disarm); returns how many. Settled steps stay. Once
+        ends were let go the native ends cannot shorten: a fresh one of the same length and base replaces
+        them (the clock that appended to them is disarmed)."""
+        ends = self._boundaries
+        keep = max(int(n), self.store.settled)
+        extra = len(ends) - keep
+        if extra <= 0:
+            return 0
+        if ends.base == 0:
+            ends.replace(ends[:keep])
+            return extra
+        kept = np.frombuffer(ends.since(ends.base), dtype=np.int64)[: keep - ends.base].tolist()
+        fresh = type(ends)()
+        fresh.replace(itertools.chain(itertools.repeat(0, ends.base), kept))  # the let-go ends are never read
+        fresh.trim(ends.base)
+        self._boundaries = fresh
+        return extra
 
     def fetch_scope(self):
         """The native scope that times a batch fetch as `load` (what timer.load() times inside)."""

@@ -29,22 +29,21 @@ def first_line(tp: type, value: BaseException) -> str:
 
 def trim_past_stop(inst) -> int:
     """The step ends past --steps, dropped once the clock is disarmed: another training thread can end a
-    step between the one that reached the stop and the disarm (the stop's callback lets threads run).
-    Returns how many were dropped."""
-    ends = inst.timer.engine.boundaries if inst.timer is not None else None
-    keep = inst.stop_at + len(inst.eval_rows)
-    if ends is None or len(ends) <= keep:
+    step between the one that reached the stop and the disarm (the stop's callback lets threads run), so
+    the run's tables and statistics hold exactly the steps asked for. Returns how many were dropped."""
+    if inst.timer is None:
         return 0
-    extra = len(ends) - keep
-    if ends.base == 0 and inst.timer.engine.store.settled <= keep:
-        ends.replace([ends[i] for i in range(keep)])  # the settled rows are all kept: unchanged
-        return extra
-    # Ends let go after settling cannot be replaced: the rows stay, and the run says so.
-    inst.notes.append(
-        f"{extra} step(s) past --steps {inst.steps_wanted} were ended by another training thread "
-        "before the stop took hold; they are in the result"
-    )
-    return 0
+    engine = inst.timer.engine
+    keep = inst.stop_at + len(inst.eval_rows)
+    over = len(engine.boundaries) - keep
+    dropped = engine.drop_steps_after(keep)
+    if over > dropped:
+        # Settled already (a settle ran between the stop and the disarm): those rows stay, and the run says so.
+        inst.notes.append(
+            f"{over - dropped} step(s) past --steps {inst.steps_wanted} were ended by another training thread "
+            "before the stop took hold; they are in the result"
+        )
+    return dropped
 
 
 class Ending:
