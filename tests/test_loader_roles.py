@@ -4,7 +4,7 @@ train loader itself is no training batch."""
 from __future__ import annotations
 
 from perfcore.run.child.loaders import Loaders
-from test_call_sites import Loop, epoch
+from test_call_sites import Loop, epoch, roles
 from test_step_sources import FakeLoader
 
 
@@ -70,3 +70,30 @@ def test_a_dataset_whose_len_fails_is_still_recorded():
     loaders.made(loader_over(NoLen()), "train.py:3")
     (doc,) = loaders.summary("/nonexistent")
     assert doc["made"] == 2 and doc["dataset"].endswith("NoLen")
+
+
+def test_a_test_loaders_one_batch_after_training_is_never_train():
+    # mnist_forward_forward: one batch from the train loader, then the layers train on it; then one
+    # batch from the test loader, with grad on, no eval(), and no step after it.
+    loop = Loop()
+    loaders = Loaders(lambda: 0, loop)
+    train, test = loader_over(list(range(512))), loader_over(list(range(128)))
+    loaders.made(train, "ff.py:20")
+    loaders.made(test, "ff.py:21")
+    epoch(loaders, train, loop, 1)
+    loop.steps += 120
+    epoch(loaders, test, loop, 1)
+    assert roles(loaders) == ["train", "eval"]
+    assert loaders.training_batches() == 1
+
+
+def test_a_loader_that_trained_keeps_its_last_epoch_when_the_run_ends_after_its_first_batch():
+    # A trainer that fetches a batch ahead: the run ends with a new epoch's first batch taken, no step after.
+    loop = Loop()
+    loaders = Loaders(lambda: 0, loop)
+    train = loader_over(list(range(64)))
+    loaders.made(train, "train.py:9")
+    epoch(loaders, train, loop, 8, step_every=1)
+    epoch(loaders, train, loop, 1)
+    (doc,) = loaders.summary("/nonexistent")
+    assert doc["role"] == "train" and doc["batches"] == 9 and "eval_batches" not in doc

@@ -41,3 +41,18 @@ def test_a_gan_keeps_the_interleaved_explanation(tmp_path):
     assert doc["seen"]["other_optimizer_steps"] > 0 and doc["seen"]["optimizer_handovers"] == 0
     text = doc["step_source_text"]
     assert "stepping in one iteration" in text and "GAN" in text and "in sequence" not in text, text
+
+
+def test_forward_forward_as_a_user_runs_it(tmp_path):
+    # Both layers' steps are rows, said as stages in sequence; the test loader's one batch after training
+    # is evaluation, never "train"; in-memory data gets no decoder advice.
+    p, doc = perfcore_run(tmp_path, str(SCRIPTS / "forward_forward.py"), "30")
+    assert p.returncode == 0, p.stderr
+    assert "ITERATIONS 60" in p.stdout
+    assert doc["steps"] + doc["warmup_steps"] == 60
+    text = doc["step_source_text"]
+    assert "2 optimizers stepping in sequence" in text and "GAN" not in text, text
+    train, test = doc["loaders"]
+    assert (train["role"], train["batches"]) == ("train", 1)
+    assert (test["role"], test["batches"]) == ("eval", 1)
+    assert not any("decode_jpeg" in r["text"] or "PIL" in r["text"] for r in doc["recommendations"])

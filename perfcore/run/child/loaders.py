@@ -177,17 +177,21 @@ class Loaders:
         rec["_t_iter"] = t0
         return rec
 
-    def _epoch_role(self, ep) -> str | None:
-        """An epoch's role when its batches told it, else train (grad on, train mode), but eval when
-        many batches came with no step between them in a run that steps; None before any batch."""
+    def _epoch_role(self, ep, rec: dict[str, Any] | None = None) -> str | None:
+        """An epoch's role when its batches told it, else train (grad on, train mode), but eval in a run
+        that steps when many batches came with no step between them, or when no step came after its
+        first batch at all from a loader that never trained (`next(iter(test_loader))` after training,
+        as forward-forward does); None before any batch."""
         if ep is None or (ep[0] is None and ep[2] == 0):
             return None
         if ep[0] is None:
-            return "eval" if ep[2] >= NO_STEP_BATCHES and self.loop()[1] > 0 else "train"
+            steps = self.loop()[1]
+            after = rec is not None and steps == ep[1] and not rec["_epochs"]["train"]
+            return "eval" if steps > 0 and (ep[2] >= NO_STEP_BATCHES or after) else "train"
         return ep[0]
 
     def _close_epoch(self, rec: dict[str, Any]) -> None:
-        role = self._epoch_role(rec["_epoch"])
+        role = self._epoch_role(rec["_epoch"], rec)
         rec["_epoch"] = None
         if role is not None:
             rec["_epochs"][role] += 1
@@ -195,7 +199,7 @@ class Loaders:
 
     def _set_role(self, rec: dict[str, Any]) -> None:
         """Train when any epoch trained, else eval when any evaluated (the epoch under way counts)."""
-        now = self._epoch_role(rec["_epoch"])
+        now = self._epoch_role(rec["_epoch"], rec)
         votes = {r: n + (now == r) for r, n in rec["_epochs"].items()}
         rec["role"] = "train" if votes["train"] else "eval" if votes["eval"] else None
         rec["training"] = rec["role"] == "train"
@@ -262,7 +266,9 @@ class Loaders:
             and steps > 0
             and not rec["_epochs"]["train"]
             and any(
-                r["_epochs"]["train"] or self._epoch_role(r["_epoch"]) == "train" for r in self.records if r is not rec
+                r["_epochs"]["train"] or self._epoch_role(r["_epoch"], r) == "train"
+                for r in self.records
+                if r is not rec
             )
         )
 
@@ -284,7 +290,7 @@ class Loaders:
         loader may also serve an evaluation pass: its batches are no training batches)."""
         it = rec["_it"]
         if it is not None:
-            role = self._epoch_role(rec["_epoch"]) or rec["role"] or "train"
+            role = self._epoch_role(rec["_epoch"], rec) or rec["role"] or "train"
             rec["_batches"][role] += max(0, getattr(it, "_num_yielded", 0) - rec["_yielded"])
             rec["_yielded"] = getattr(it, "_num_yielded", 0)
         rec["batches"] = rec["_batches"]["train"] + rec["_batches"]["eval"]
