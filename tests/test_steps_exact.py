@@ -3,6 +3,10 @@ ended between the stop and the clock's disarm are dropped, also once settling ha
 (a run past its first settle)."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -78,3 +82,19 @@ def test_the_part_carried_to_the_parent_holds_the_same_steps():
     meta, arrays = export(engine)
     arrays.update(dict(settled_columns(engine)))
     assert len(replayed(meta, arrays).summary()) == 3000
+
+
+def test_two_training_threads_stopped_past_the_first_settle_give_exactly_n_steps(tmp_path):
+    # Two threads stepping at once past 4096 steps (the first settle): the stop races the other
+    # thread's next step; the run still holds exactly N steps, in run.json and steps.csv alike.
+    script = Path(__file__).resolve().parent / "scripts" / "two_threads.py"
+    out = tmp_path / "r"
+    cmd = [sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out), "--warmup", "1",
+           "--steps", "4200", "--", sys.executable, str(script), "5000"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stderr[-2000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["steps"] == 4200 and doc["warmup_steps"] == 1 and doc["exit"]["reason"] == "steps reached"
+    assert not any("past --steps" in n for n in doc.get("notes") or [])
+    rows = (out / "steps.csv").read_text().strip().splitlines()
+    assert len(rows) == 1 + 4201
