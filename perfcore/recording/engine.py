@@ -329,23 +329,12 @@ class Recording:
 
     def drop_steps_after(self, n: int) -> int:
         """Forget the steps ended after step n that are not settled yet (--steps: another training thread
-        ended one between the stop and the clock's disarm); returns how many. Settled steps stay. Once
-        ends were let go the native ends cannot shorten: a fresh one of the same length and base replaces
-        them (the clock that appended to them is disarmed)."""
-        ends = self._boundaries
+        ended one between the stop and the clock's disarm); returns how many. Settled steps stay."""
         keep = max(int(n), self.store.settled)
-        extra = len(ends) - keep
-        if extra <= 0:
-            return 0
-        if ends.base == 0:
-            ends.replace(ends[:keep])
-            return extra
-        kept = np.frombuffer(ends.since(ends.base), dtype=np.int64)[: keep - ends.base].tolist()
-        fresh = type(ends)()
-        fresh.replace(itertools.chain(itertools.repeat(0, ends.base), kept))  # the let-go ends are never read
-        fresh.trim(ends.base)
-        self._boundaries = fresh
-        return extra
+        extra = len(self._boundaries) - keep
+        if extra > 0:
+            self._boundaries = first_ends(self._boundaries, keep)  # the clock that appended to them is disarmed
+        return max(extra, 0)
 
     def fetch_scope(self):
         """The native scope that times a batch fetch as `load` (what timer.load() times inside)."""
@@ -475,6 +464,19 @@ class Recording:
         if self._opt_hook is not None:
             self._opt_hook.remove()
             self._opt_hook = None
+
+
+def first_ends(ends, n: int):
+    """The native step ends of the first n steps. Ends let go after settling cannot come back, so a
+    fresh StepEnds of the same base holds the kept ones (the let-go ones, never read, are zeros)."""
+    if ends.base == 0:
+        ends.replace(ends[:n])
+        return ends
+    kept = np.frombuffer(ends.since(ends.base), dtype=np.int64)[: n - ends.base].tolist()
+    fresh = type(ends)()
+    fresh.replace(itertools.chain(itertools.repeat(0, ends.base), kept))
+    fresh.trim(ends.base)
+    return fresh
 
 
 def label_intervals(rec: Recording) -> dict[str, tuple[np.ndarray, np.ndarray]]:
