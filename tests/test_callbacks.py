@@ -19,6 +19,18 @@ def test_trainer_steps_maps_each_perfcore_step_to_the_mark_after_it():
     assert trainer_steps(3, []).tolist() == [-1, -1, -1]
 
 
+class Tiny(torch.nn.Module):
+    """A Trainer's model: it takes the batch's keys and returns its loss."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+
+    def forward(self, x, labels):
+        loss = ((self.lin(x).squeeze(-1) - labels) ** 2).mean()
+        return {"loss": loss}
+
+
 def _check_result(cb, total_steps: int, warmup: int) -> None:
     res, steps = cb.result, cb.steps
     assert res is not None, "the callback saw no step"
@@ -39,15 +51,6 @@ def test_huggingface_trainer_callback(tmp_path):
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
     from perfcore.integrations.huggingface import PerfcoreCallback
-
-    class Tiny(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(4, 1)
-
-        def forward(self, x, labels):
-            loss = ((self.lin(x).squeeze(-1) - labels) ** 2).mean()
-            return {"loss": loss}
 
     class Logger(TrainerCallback):  # stands in for report_to's wandb / mlflow / tensorboard callbacks
         def __init__(self):

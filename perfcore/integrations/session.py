@@ -58,10 +58,11 @@ class Session:
         if e is None:
             return {}
         tot = e.settled_totals()
+        steps = float(len(e.boundaries) - len(self.inst.eval_rows))  # an evaluation pass is no step
         if not tot["measured"]:
-            return {"steps": float(len(e.boundaries))}
+            return {"steps": steps}
         step_ms = tot["wall_ns"] / tot["measured"] / 1e6
-        out = {"steps": float(len(e.boundaries)), "step_ms": step_ms}
+        out = {"steps": steps, "step_ms": step_ms}
         for lb in LABELS:
             ms = tot["ns"][lb] / tot["measured"] / 1e6
             out[f"{lb}_ms"], out[f"{lb}_share"] = ms, (ms / step_ms if step_ms else 0.0)
@@ -88,11 +89,17 @@ class Session:
         if not timer.engine.boundaries:
             timer.close()
             return None
-        res = timer.result()
-        res["step_source"] = source
+        from perfcore.timing import RunResult
+
+        # The trainer's evaluations (evaluate() between steps) are rows of their own: set apart from
+        # the training steps' statistics as `perfcore run` sets them apart, and no trainer step.
+        evaluation = list(inst.eval_rows)
         table = timer.summary()
+        res = RunResult(timer.engine.document(settle=False, evaluation_rows=evaluation))
+        res["step_source"] = source
         timer.close()
-        table["trainer_step"] = trainer_steps(len(table), self.marks)
+        table["evaluation"] = np.isin(np.arange(len(table)), evaluation)
+        table["trainer_step"] = np.where(table["evaluation"], -1, trainer_steps(len(table), self.marks))
         self.result, self.steps = res, table
         if self.out is not None:
             self.write(self.out)
