@@ -95,3 +95,34 @@ def test_a_cell_that_catches_the_stop_sees_only_what_perfcore_run_raises_and_is_
     assert note.startswith("the cell ran on") and "33 more optimizer step(s)" in note  # 40 less the 7th, where it stopped
     # A cell catching Exception is stopped at the 7th optimizer step (2 warm-up + 5) and told nothing more.
     assert narrow == {"steps": 5, "caught": [], "ran": 6, "notes": []}
+
+
+def test_a_cells_evaluation_pass_is_set_apart_from_its_steps():
+    code = textwrap.dedent('''
+        import json
+        from perfcore.run.child.magic import run_cell
+        cell = """
+        import time, torch
+        from torch.utils.data import DataLoader, TensorDataset
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        train = DataLoader(TensorDataset(torch.randn(48, 8), torch.randint(0, 2, (48,))), batch_size=4)
+        test = DataLoader(TensorDataset(torch.randn(40, 8), torch.randint(0, 2, (40,))), batch_size=4)
+        for epoch in range(2):
+            for x, y in train:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad(); loss.backward(); opt.step()
+            with torch.no_grad():
+                for x, y in test:
+                    model(x); time.sleep(0.01)
+        """
+        res, _ = run_cell(cell, {}, warmup=2)
+        ev = res.get("evaluation") or {}
+        print(json.dumps({"steps": res["steps"], "warm": res["warmup_steps"], "passes": ev.get("passes"),
+                          "apart": ev.get("apart")}))
+    ''')
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout.strip().splitlines()[-1])
+    assert doc["steps"] + doc["warm"] == 24, doc  # 12 optimizer steps an epoch, and no evaluation row among them
+    assert doc["passes"] == 2 and doc["apart"], doc  # one evaluation pass after each epoch, kept out of the steps

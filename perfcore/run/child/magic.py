@@ -57,7 +57,11 @@ def _run_in(run_dir: Path, cell: str, user_ns: dict, config):
         from perfcore.errors import UsageError
 
         raise UsageError("the cell ran no complete step (no optimizer step, backward, batch or second module call)")
-    res = timer.result()
+    from perfcore.timing import RunResult
+
+    # Evaluation passes in the cell are rows of their own, set apart from the training steps' statistics
+    # as `perfcore run` sets them apart.
+    res = RunResult(timer.engine.document(evaluation_rows=list(inst.eval_rows)))
     res["step_source"] = source
     if stop_note:
         res["notes"] = list(res.get("notes") or []) + [stop_note]
