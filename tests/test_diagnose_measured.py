@@ -6,7 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from perfcore.experiments.diagnose import measured_first
+import pytest
+
+from perfcore.analysis.units import fmt_x
+from perfcore.experiments.diagnose import MATERIAL_X, measured_first
+from perfcore.report.advice_words import text_of
+from perfcore.report.words import WIDTH
 from perfcore.report.experiments import busy_note, readable_frame, render_diagnose_brief
 
 # The demo's diagnose as a new user saw it: B (two workers) measured 2.23x, C (the other decoder) 1.08x,
@@ -70,11 +75,31 @@ def test_a_measured_workers_gain_leads_and_an_immaterial_decoder_says_its_measur
 
 def test_advice_no_experiment_measured_keeps_its_bound_and_order():
     slower = {**B_CHECK, "change": "slower", "measured_speedup": 0.82}
-    recs = measured_first([CHEAPER, THREADS], _verdict(slower), _rows(c_speedup=1.4))
+    no_c = [r for r in _rows() if not r["name"].startswith("C:")]
+    no_c[1] = {**no_c[1], "speedup": 3.0}  # A above the prediction: no ceiling either
+    recs = measured_first([CHEAPER, THREADS], _verdict(slower), no_c)
     assert [r["id"] for r in recs] == ["cheaper_batches", "set_num_threads"] and "measured" not in recs[0]
     # A gain within the runs' noise, or above what removing all loading can give, is not confirmed.
     for b in ({**B_CHECK, "status": "inconclusive"}, {**B_CHECK, "above_bound": True}):
         assert measured_first([CHEAPER], _verdict(b), _rows(c_speedup=1.4))[0]["id"] == "cheaper_batches"
+
+
+@pytest.mark.parametrize("c_speedup", [1.08, 1.20, 1.4, 2.0])
+def test_a_decoder_change_quotes_what_experiment_c_measured_never_the_prediction(c_speedup):
+    rows = _rows(c_speedup=c_speedup)
+    rows[3]["step_sem_ms"] = 40.0  # C's spread: its band comes from both runs' noise
+    slower = {**B_CHECK, "change": "slower", "measured_speedup": 0.9}
+    (rec,) = measured_first([CHEAPER], _verdict(slower), rows)
+    m = rec["measured"]
+    assert m["speedup"] == pytest.approx(c_speedup) and m["material"] is (c_speedup >= MATERIAL_X)
+    lo, hi = m["band"]
+    assert lo < c_speedup < hi  # a band around the measured figure, from the two runs' noise
+    doc = {"workload": "demo", "device": "cpu", "experiments": rows, "verdict": _verdict(slower)}
+    (line,) = [ln for ln in render_diagnose_brief({**doc, "recommendations": [rec]}).splitlines() if "try:" in ln]
+    assert f"measured {fmt_x(c_speedup)}" in line and "2.25" not in line and "up to" not in line, line
+    assert len(line) <= WIDTH
+    # The long words say the same figure (the HTML and --explain): measured, never the prediction.
+    assert f"gave {fmt_x(c_speedup)}" in text_of({**rec, "facts": {"plan": True}})
 
 
 def test_loading_advice_no_experiment_measured_is_bounded_by_what_synthetic_data_measured():

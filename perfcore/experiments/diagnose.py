@@ -160,8 +160,8 @@ def diagnose(
 def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[dict]:
     """The advice after what the experiments measured: a workers setting that experiment B measured
     faster (beyond its noise) leads, as a change with its measured figure; a decoder change that
-    experiment C measured to gain less than MATERIAL_X carries that figure in place of the bound
-    (what a batch that costs nothing would give). Advice no experiment measured keeps its order."""
+    experiment C measured carries that figure (material or not) in place of the bound (what a batch
+    that costs nothing would give). Advice no experiment measured keeps its order."""
     out = [dict(r) for r in recs]
     b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
     if b and b.get("change") == "faster" and b.get("status") != "inconclusive" and not b.get("above_bound"):
@@ -182,8 +182,8 @@ def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[di
             )
     c = next((e for e in rows if e["name"].startswith("C:") and e.get("speedup")), None)
     for r in out:
-        if c and r.get("id") == "cheaper_batches" and r.get("decode") and c["speedup"] < MATERIAL_X:
-            r["measured"] = {"speedup": c["speedup"], "experiment": c["name"], "material": False}
+        if c and r.get("id") == "cheaper_batches" and r.get("decode"):
+            r["measured"] = decoder_measured(c, rows[0])
     # Loading advice no experiment measured is bounded by what experiment A measured with no loading at
     # all, where A measured less than the prediction: "up to" that, not the predicted bound (the demo said
     # "up to 2.11x" beside A's measured 1.60x).
@@ -192,6 +192,20 @@ def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[di
         g = r.get("gain") if isinstance(r.get("gain"), dict) else {}
         if a and r.get("cause") == "load" and "measured" not in r and g.get("speedup") and a["speedup"] < g["speedup"]:
             r["ceiling"] = {"speedup": a["speedup"], "experiment": a["name"]}
+    return out
+
+
+def decoder_measured(c: dict, base: dict) -> dict[str, Any]:
+    """What experiment C measured of a cheaper batch: its speedup, with its band from both runs' spread
+    where they report one, and whether it is material (MATERIAL_X or more). The decoder advice quotes
+    this figure in place of the bound a batch that costs nothing would give."""
+    out = {"speedup": c["speedup"], "experiment": c["name"], "material": c["speedup"] >= MATERIAL_X}
+    noise = difference_noise_ms(base.get("step_sem_ms"), c.get("step_sem_ms"))
+    step = base.get("step_ms")
+    if noise is not None and step:
+        band = measured_gain(float(step), float(step) / c["speedup"], noise_ms=noise)["band"]
+        if band and band[0] is not None and band[1] is not None:
+            out["band"] = [band[0], band[1]]
     return out
 
 

@@ -347,7 +347,7 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
     else:
         text = str(rec.get("text") or "")
     m = rec.get("measured")
-    if isinstance(m, Mapping) and m.get("material") is False and m.get("speedup") is not None:
+    if isinstance(m, Mapping) and isinstance(m.get("material"), bool) and m.get("speedup") is not None:
         text += f" Measured: {m.get('experiment')} alone gave {fmt_x(m['speedup'])}."  # diagnose's experiment C
     return text, because
 

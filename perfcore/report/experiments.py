@@ -190,9 +190,16 @@ def _try_measured(rec: dict[str, Any], v: dict[str, Any], try_short: Any) -> str
         )
     if not isinstance(m, dict) or m.get("speedup") is None:
         return try_short(rec, v, None)
+    from perfcore.report.words import WIDTH
+
     b = m.get("band")
     band = f" ({fmt_band(*b)})" if b and b[0] is not None and b[1] is not None and b[0] != b[1] else ""
-    return f"{try_short({**rec, 'gain': {}}, v, None)}: measured {fmt_x(m['speedup'])}{band} ({m['experiment']})"
+    head = f"{try_short({**rec, 'gain': {}}, v, None)}: measured {fmt_x(m['speedup'])}"
+    # The band, then the experiment's full name, give way to the line's width (--explain has both).
+    for line in (f"{head}{band} ({m['experiment']})", f"{head} ({m['experiment']})"):
+        if len(line) <= WIDTH:
+            return line
+    return f"{head} ({str(m['experiment']).split(':')[0]})"
 
 
 _METHOD = re.compile(r"<method '(\w+)' of '([\w.]+)' objects>")
