@@ -50,6 +50,24 @@ def _rows(c_speedup=1.08, busy=None):
     return rows
 
 
+# A CPU run whose loading is 60% of the step, and experiment A measuring it without loading.
+CPU_BASE = {
+    "breakdown_ms": {"load": 600.0, "transfer": 0.0, "compute": 400.0, "comm": 0.0, "host": 0.0},
+    "step_ms": 1000.0,
+    "steps": 20,
+    "step_sem_ms": 5.0,
+    "num_workers": 0,
+    "cpu_percent": 50.0,
+}
+
+
+def _cpu_rows():
+    return [
+        {"name": "baseline", "speedup": 1.0, "step_sem_ms": 5.0, "num_workers": 0},
+        {"name": "A: synthetic data", "speedup": 2.5, "step_sem_ms": 5.0, "breakdown_ms": {"compute": 400.0}},
+    ]
+
+
 def _verdict(*checks):
     return {"bound": "unknown", "summary": "input-bound", "checks": list(checks)}
 
@@ -168,20 +186,39 @@ def test_diagnose_help_explains_target_without_importing_torch():
 
 
 def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
-    from perfcore.experiments.diagnose import diagnose_verdict
+    from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
+    from perfcore.report.diagnose_words import say_verdict
 
-    base = {
-        "breakdown_ms": {"load": 600.0, "transfer": 0.0, "compute": 400.0, "comm": 0.0, "host": 0.0},
-        "step_ms": 1000.0,
-        "steps": 20,
-        "step_sem_ms": 5.0,
-        "num_workers": 0,
-        "cpu_percent": 50.0,
-    }
-    rows = [
-        {"name": "baseline", "speedup": 1.0, "step_sem_ms": 5.0, "num_workers": 0},
-        {"name": "A: synthetic data", "speedup": 2.5, "step_sem_ms": 5.0, "breakdown_ms": {"compute": 400.0}},
-    ]
+    def diagnose_verdict(*args, **kwargs):
+        v, predicted = _diagnose_verdict(*args, **kwargs)
+        return say_verdict(v), predicted
+
+    base, rows = dict(CPU_BASE), _cpu_rows()
     prof = {"cpu_to_wall": 0.9, "top": [{"function": "<method 'float' of 'torch._C.TensorBase' objects>"}]}
     v, _ = diagnose_verdict(base, rows, prof, on_gpu=False)
     assert v["bound"] == "load" and "(top: Tensor.float (torch))" in v["plain_summary"], v["plain_summary"]
+
+
+def test_the_verdict_is_decided_as_facts_and_said_once_from_them():
+    from perfcore.experiments.diagnose import diagnose_verdict
+    from perfcore.report.check_words import check_text
+    from perfcore.report.diagnose_words import say_verdict
+
+    base = dict(CPU_BASE)
+    rows = _cpu_rows() + [
+        {"name": "B: num_workers=2 (baseline uses 0)", "speedup": 1.2, "step_sem_ms": 5.0, "num_workers": 2}
+    ]
+    v, _ = diagnose_verdict(base, rows, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    # The analysis keeps its findings as facts: the checks and the loading cause, not their words.
+    assert v["plain_summary"] == v["decided_summary"] and [c["status"] for c in v["checks"]][0] == "confirmed"
+    assert v["loading"]["kind"] == "cpu" and v["cause"] == "CPU decode/augment"
+    said = say_verdict(dict(v))["plain_summary"]
+    assert said.startswith("input-bound (CPU decode/augment):")
+    for c in v["checks"]:
+        t = check_text(c)
+        assert t[0].upper() + t[1:] in said
+    assert say_verdict(say_verdict(dict(v)))["plain_summary"] == said  # said the same each time
+    # The measured workers advice is facts too: its words come from them.
+    recs = measured_first([CHEAPER], _verdict(B_CHECK), _rows())
+    assert "text" not in recs[0] and recs[0]["facts"]["speedup"] == 2.23
+    assert text_of(recs[0]).startswith("Set num_workers=2 in the DataLoader") and "2.23x faster" in text_of(recs[0])

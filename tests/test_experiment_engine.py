@@ -83,7 +83,7 @@ def test_diagnose_asks_for_the_baseline_synthetic_data_and_other_workers():
         return measured(6.0, 4.0)
 
     runner = GivenRunner(answer)
-    doc = diagnose(runner, steps=12, warmup=2)
+    doc = diagnose(runner, steps=12, warmup=2).to_dict()
     assert [(t.tag, t.synthetic, dict(t.overrides or {})) for t in runner.trials] == [
         ("baseline", False, {}), ("synthetic", True, {}), ("workers", False, {"num_workers": os.cpu_count() or 1})]
     base, a, b = doc["experiments"]
@@ -101,7 +101,7 @@ def test_diagnose_keeps_going_when_the_workers_run_fails_and_reports_the_first_f
             raise RunFailed("the command exited with 1 before perfcore saw a training step", exit_code=1)
         return measured(0.0 if t.synthetic else 6.0, 4.0, failure=Failure(2, "partial") if t.synthetic else None)
 
-    doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2)
+    doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2).to_dict()
     names = [e["name"][:2] for e in doc["experiments"]]
     assert names == ["ba", "A:", "B:", "C:"] and not doc["skipped"]
     b = doc["experiments"][2]

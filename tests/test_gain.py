@@ -10,8 +10,16 @@ from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.checks import confirm
 from perfcore.report.check_words import check_long, check_text
 from perfcore.analysis.verdict import decide, decide_run
-from perfcore.experiments.diagnose import diagnose_advice, diagnose_verdict
+from perfcore.experiments.diagnose import diagnose_advice
+from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
+from perfcore.report.diagnose_words import say_verdict
 from perfcore.experiments.health import health_report
+
+
+def diagnose_verdict(*args, **kwargs):
+    """diagnose's verdict with its words, as the writer keeps them (report.diagnose_words)."""
+    v, predicted = _diagnose_verdict(*args, **kwargs)
+    return say_verdict(v), predicted
 
 
 def test_numbers_print_with_units_that_fit_their_size():

@@ -15,13 +15,12 @@ from typing import Any, Callable
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.gain import expected_gain, measured_gain
 from perfcore.analysis.status import Change, change_of
-from perfcore.analysis.units import fmt_x
 from perfcore.analysis.checks import confirm, difference_noise_ms, prediction
-from perfcore.analysis.verdict import decide, preface, run_evidence
+from perfcore.analysis.command_results import DiagnoseResult
+from perfcore.analysis.verdict import decide, run_evidence
 from perfcore.errors import RunFailed
 from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
-from perfcore.report.check_words import check_text, loading_text
 from perfcore.workloads import Workload
 
 __all__ = [
@@ -95,9 +94,10 @@ def diagnose(
     warmup: int = 3,
     progress: Callable[[str], None] | None = None,
     baseline: Measurement | None = None,
-) -> dict[str, Any]:
-    """baseline: a training run of the loop as it is, measured already: then diagnose predicts from
-    that run, and its prediction is the one that run printed."""
+) -> DiagnoseResult:
+    """diagnose's one result (diagnose.json is its to_dict). baseline: a training run of the loop as it
+    is, measured already: then diagnose predicts from that run, and its prediction is the one that run
+    printed."""
     runner = as_runner(runner)
     say = progress or (lambda msg: None)
     if baseline is None:
@@ -133,28 +133,26 @@ def diagnose(
     prof = runner.worker_profile(base)
     rows = [e.as_dict() for e in exps]
     verdict, predicted = diagnose_verdict(base.row(), rows, prof, on_gpu=base.device.startswith("cuda"))
-    doc = {
-        "schema": "perfcore.diagnose/1",
-        "workload": runner.name,
-        "device": base.device,
-        "experiments": rows,
-        "skipped": skipped,
-        "worker_profile": prof,
-        "verdict": verdict,
-        "predicted_speedup": predicted,
-        "measured_speedup": rows[1]["speedup"],
-    }
+    recs, plan = None, None
     if base.document:
         advised = diagnose_advice(dict(base.document), verdict, base.evidence)
-        doc["recommendations"] = measured_first(advised["recommendations"], verdict, rows)
-        if advised.get("loader_plan"):
-            doc["loader_plan"] = advised["loader_plan"]
-    if base.interference:
-        doc["interference"] = base.interference
+        recs, plan = measured_first(advised["recommendations"], verdict, rows), advised.get("loader_plan")
     failed = next((m.failure for m in runs if m.failure), None)
-    if failed:  # the first run whose script failed: its code is diagnose's, as run's is the script's
-        doc["script_exit"] = failed.as_dict()
-    return doc
+    return DiagnoseResult(
+        workload=runner.name,
+        device=base.device,
+        experiments=tuple(rows),
+        verdict=verdict,
+        predicted_speedup=predicted,
+        measured_speedup=rows[1]["speedup"],
+        skipped=tuple(skipped),
+        worker_profile=prof,
+        recommendations=None if recs is None else tuple(recs),
+        loader_plan=plan or None,
+        interference=base.interference or None,
+        # The first run whose script failed: its code is diagnose's, as run's is the script's.
+        script_exit=failed.as_dict() if failed else None,
+    )
 
 
 def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[dict]:
@@ -174,10 +172,7 @@ def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[di
                     "cause": "load",
                     "set": {"num_workers": n},
                     "measured": {"speedup": x, "band": b.get("measured_band"), "experiment": b["experiment"]},
-                    "text": f"Set num_workers={n} in the DataLoader: experiment {b['experiment']} measured the "
-                    f"step {fmt_x(x)} faster.",
-                    "evidence": f"diagnose's experiment {b['experiment']} against its baseline, beyond both runs' "
-                    "noise and within what removing all loading can give",
+                    "facts": {"num_workers": n, "speedup": x, "experiment": b["experiment"]},
                 },
             )
     c = next((e for e in rows if e["name"].startswith("C:") and e.get("speedup")), None)
@@ -306,15 +301,12 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     if final["bound"] == "load":
         final["loading"] = loading_cause(exps, prof, base.get("cpu_percent"))
         final["cause"] = final["loading"]["cause"]
-        final["plain_summary"] = final["plain_summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
         final["checks"].append(workers_check(first, final, corrected, base, workers))
-    said = [check_text(c) for c in final["checks"]]
-    how = loading_text(final["loading"]) if final.get("loading") else ""
-    tail = "".join(f". {t[0].upper()}{t[1:]}" for t in said if t) + (f". {how}." if how else ".")
-    final["plain_summary"] += tail
-    final["summary"] = preface(final["plain_summary"], final.get("interference"))
+    # The verdict's own words as decided; report.diagnose_words makes the summary from them, the cause,
+    # the checks and what loading is, where the result is written.
+    final["decided_summary"] = final["plain_summary"]
     return final, check.predicted_speedup
 
 

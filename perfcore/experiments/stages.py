@@ -92,10 +92,11 @@ def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, pr
 
 def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progress=None) -> tuple[dict, list]:
     from perfcore.experiments.diagnose import diagnose
+    from perfcore.report.diagnose_words import say as say_diagnose
     from perfcore.report.plots import plot_experiments
 
     say = progress.stage if progress else None
-    doc = diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say)
+    doc = say_diagnose(diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say).to_dict())
     jsonio.write(out / "diagnose.json", doc)
     plot_experiments(doc["experiments"], out / "experiments.png", title=doc["verdict"]["summary"].split(";")[0])
     return doc, ["diagnose.json", "experiments.png"]
