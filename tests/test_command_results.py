@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from perfcore.analysis.command_results import BadResult, DemoResult, DiagnoseResult
+from perfcore.analysis.command_results import BadResult, DemoResult, DiagnoseResult, HealthResult
 from perfcore.errors import BadResultFile
 from perfcore.report.diagnose_words import say
 from perfcore.report.reader import stage_document
@@ -100,3 +100,30 @@ def test_the_demo_result_holds_one_decision():
     assert back.diagnose == d and back.files == demo.files and back.to_dict() == doc
     with pytest.raises(BadResult, match="run"):
         DemoResult.from_dict({**doc, "run": {"verdict": {}}})
+
+
+def _health_row(busy=0.4):
+    bd = {"load": 6.0, "transfer": 0.0, "compute": 4.0, "comm": 0.0, "host": 0.0}
+    return {"busy_mean": busy, "busy_source": "compute_share", "breakdown_ms": bd, "step_ms": 10.0, "device": "cpu",
+            "steps": 50, "samples_per_s": 100.0, "busy_std": 0.1, "cpu_percent": 50.0,
+            "busy_series": [busy, 0.1, 0.9] * 4, "busy_spacing_s": 0.1}
+
+
+def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(tmp_path):
+    from perfcore.experiments.health import health_report
+    from perfcore.report.health_words import say as say_health
+    from perfcore.report.html_stages import stage_page
+
+    result = health_report(_health_row(), "w", "perfcore diagnose w")
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["busy_series"] == list(_health_row()["busy_series"]) and "plain_summary" not in doc
+    assert HealthResult.from_dict(doc) == result
+    said = say_health(dict(doc))
+    assert said["plain_summary"].startswith("input-bound") and "Compute share of each step" in said["summary"]
+    (tmp_path / "health.json").write_text(json.dumps(said))
+    name, back = stage_document(tmp_path)
+    assert name == "health.json" and back["plain_summary"] == said["plain_summary"]  # the words it kept stay
+    page = stage_page(tmp_path, "perfcore health", back, "", ["health.json"])
+    assert "Busy over the run" in page  # the chart, from the document alone
+    with pytest.raises(BadResult, match="busy_mean"):
+        HealthResult.from_dict({**doc, "busy_mean": "40%"})

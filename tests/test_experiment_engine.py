@@ -62,7 +62,7 @@ class GivenRunner:
 
 def test_health_judges_the_one_measurement_it_asked_for():
     runner = GivenRunner(lambda t: measured(6.0, 4.0))
-    doc = health(runner, steps=30, warmup=4, interval_s=0.2)
+    doc = health(runner, steps=30, warmup=4, interval_s=0.2).to_dict()
     assert [(t.steps, t.warmup, t.train, t.interval_s) for t in runner.trials] == [(30, 4, False, 0.2)]
     assert doc["verdict"]["bound"] == "load" and not doc["healthy"] and doc["next"] == "perfcore diagnose -- given"
     assert doc["step_ms"] == 10.0 and doc["busy_mean"] == pytest.approx(0.4) and doc["note"] == "given"
@@ -70,7 +70,7 @@ def test_health_judges_the_one_measurement_it_asked_for():
 
 
 def test_health_carries_a_failed_scripts_exit_code():
-    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, "the script exited with 3"))))
+    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, "the script exited with 3")))).to_dict()
     assert doc["script_exit"]["code"] == 3 and doc["verdict"]["bound"] == "compute"
 
 

@@ -13,6 +13,7 @@ from perfcore.analysis.verdict import decide, decide_run
 from perfcore.experiments.diagnose import diagnose_advice
 from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
 from perfcore.report.diagnose_words import say_verdict
+from perfcore.report.health_words import say as say_health
 from perfcore.experiments.health import health_report
 
 
@@ -42,7 +43,7 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
     row = {"breakdown_ms": bd, "step_ms": step, "busy_mean": 0.5, "busy_std": 0.0, "busy_source": "compute_share",
            "busy_series": [0.5] * 3, "busy_spacing_s": 0.1, "device": "cpu", "steps": 40, "samples_per_s": 1.0,
            "cpu_percent": 50.0}
-    health = health_report(row, "w", "next")["verdict"]
+    health = health_report(row, "w", "next").verdict
     diag, predicted = diagnose_verdict({"step_ms": step, "breakdown_ms": bd},
                                        [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": None}],
                                        {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
@@ -52,7 +53,7 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
         assert g["text"] in v["summary"]
     assert predicted == pytest.approx(g["speedup"])
     # Health of a workload runs forward only: same function, and it says whose steps the gain is for.
-    fwd = health_report(row, "w", "next", forward_only=True)
+    fwd = say_health(health_report(row, "w", "next", forward_only=True).to_dict())
     assert fwd["verdict"]["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
     assert "removing it would make this forward-only loop's steps up to 1.92x faster" in fwd["summary"]
     assert "(a training step, with backward and the optimizer, gains less" in fwd["summary"]

@@ -13,6 +13,7 @@ from perfcore.analysis.status import Check
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, decide, decide_run
 from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
 from perfcore.report.diagnose_words import say_verdict
+from perfcore.report.health_words import say as say_health
 from perfcore.experiments.health import health_report
 
 
@@ -167,7 +168,7 @@ def _row(bd, busy, device="cpu"):
 
 def test_health_run_and_compare_agree_on_the_same_evidence():
     # Health's forward-only loop has the same avoidable wait; compute share is lower (no backward).
-    h = health_report(_row({**DEMO_BD, "compute": 4.0}, busy=0.23), "demo", "perfcore diagnose demo")
+    h = say_health(health_report(_row({**DEMO_BD, "compute": 4.0}, busy=0.23), "demo", "perfcore diagnose demo").to_dict())
     run = {"step_time_ms": {"mean": DEMO_STEP}, "breakdown_ms": DEMO_BD, "device": "cpu", "steps": 40}
     assert h["verdict"]["bound"] == decide_run(run)["bound"] == "load"
     assert not h["healthy"] and h["next"] == "perfcore diagnose demo"
@@ -175,7 +176,7 @@ def test_health_run_and_compare_agree_on_the_same_evidence():
     assert "Compute share of each step (no GPU here) 23% (< 60%)" in h["summary"]
     ok = health_report(_row({"load": 0.5, "transfer": 0, "compute": 9.0, "comm": 0, "host": 0.5}, busy=0.9),
                        "w", "next")
-    assert ok["healthy"] and ok["next"] is None and ok["verdict"]["bound"] == "compute"
+    assert ok.healthy and ok.next is None and ok.verdict["bound"] == "compute"
 
 
 def test_compare_says_when_the_verdict_or_primary_cause_changed():

@@ -1,14 +1,15 @@
-"""What diagnose and the demo each find, as one frozen result: their measurements, the verdict decided
-once with its checks, the advice, and (the demo) the files written. diagnose.json and demo.json are
-these results' serialisation (to_dict), read back through from_dict, which checks the shape a renderer
-relies on; the words are added at the edge (report.diagnose_words, report.advice_words)."""
+"""What health, diagnose and the demo each find, as one frozen result: their measurements, the verdict
+decided once with its checks, the advice, and (the demo) the files written. health.json, diagnose.json
+and demo.json are these results' serialisation (to_dict), read back through from_dict, which checks the
+shape a renderer relies on; the words are added at the edge (report.health_words, diagnose_words,
+advice_words)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping
 
-__all__ = ["DiagnoseResult", "DemoResult", "BadResult"]
+__all__ = ["HealthResult", "DiagnoseResult", "DemoResult", "BadResult"]
 
 
 class BadResult(ValueError):
@@ -29,10 +30,97 @@ def _dicts(v: Any, what: str) -> tuple[dict[str, Any], ...]:
     return tuple(v)
 
 
+def _present(doc: dict[str, Any], result: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    """doc with each optional key of `result` that holds something: a document has the key only then."""
+    doc.update({k: getattr(result, k) for k in keys if getattr(result, k)})
+    return doc
+
+
 def _opt_dict(d: Mapping[str, Any], key: str) -> dict[str, Any] | None:
     v = d.get(key)
     _need(v is None or isinstance(v, dict), f"{key} is not an object")
     return v
+
+
+# health.json's figures of the measured run, in the order the document has always had them.
+_HEALTH_FIGURES = ("device", "steps", "step_ms", "samples_per_s", "busy_std", "busy_source", "cpu_percent")
+
+
+@dataclasses.dataclass(frozen=True)
+class HealthResult:
+    """health's result: one measured run of the minimal loop (its figures and breakdown), the verdict
+    (undecided where a later stage decides, the demo's), the seed method's busy check beside it, the
+    next command when not healthy, the busy series (for the chart) and the heartbeat found in it."""
+
+    SCHEMA = "perfcore.health/1"
+
+    workload: str
+    figures: dict[str, Any]  # _HEALTH_FIGURES
+    breakdown_ms: dict[str, float] | None
+    busy_mean: float | None
+    healthy: bool | None
+    verdict: dict[str, Any]
+    busy_check: dict[str, Any]
+    next: str | None = None
+    busy_series: tuple[float, ...] = ()
+    busy_spacing_s: float | None = None
+    heartbeat: dict[str, Any] | None = None
+    interference: dict[str, Any] | None = None
+    note: str | None = None
+    script_exit: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """health.json: the keys it has always had (the optional ones only where there is one), and the
+        busy series its chart is drawn from, which it kept in memory only before."""
+        doc: dict[str, Any] = {
+            "schema": self.SCHEMA,
+            "workload": self.workload,
+            **{k: self.figures.get(k) for k in _HEALTH_FIGURES},
+            "breakdown_ms": self.breakdown_ms,
+            "busy_mean": self.busy_mean,
+            "healthy": self.healthy,
+            "verdict": self.verdict,
+            "busy_check": self.busy_check,
+            "next": self.next,
+            "busy_series": list(self.busy_series),
+            "busy_spacing_s": self.busy_spacing_s,
+        }
+        if self.verdict.get("uncertain"):
+            doc["uncertain"] = True
+        return _present(doc, self, ("interference", "heartbeat", "note", "script_exit"))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "HealthResult":
+        """The result a health.json holds (this version's or an older one's), or BadResult naming what a
+        renderer could not read."""
+        _need(isinstance(d, Mapping), "is not an object")
+        _need(isinstance(d.get("workload"), str), "has no workload")
+        # A figure may be absent (the notebook view shows what there is; the terminal's table says the
+        # document is corrupt), never another type.
+        for key in ("step_ms", "samples_per_s", "busy_mean", "busy_std", "cpu_percent"):
+            _need(_num_or_none(d.get(key)), f"{key} is not a number")
+        _need(d.get("breakdown_ms") is None or isinstance(d.get("breakdown_ms"), dict), "breakdown_ms is not an object")
+        v = d.get("verdict")
+        _need(isinstance(v, dict) and isinstance(v.get("bound"), str), "has no verdict")
+        series = d.get("busy_series") or []
+        _need(isinstance(series, list) and all(_num_or_none(x) for x in series), "busy_series is not numbers")
+        note = d.get("note")
+        return cls(
+            workload=d["workload"],
+            figures={k: d.get(k) for k in _HEALTH_FIGURES},
+            breakdown_ms=d.get("breakdown_ms"),
+            busy_mean=d.get("busy_mean"),
+            healthy=d.get("healthy"),
+            verdict=v,
+            busy_check=_opt_dict(d, "busy_check") or {},
+            next=d.get("next") if isinstance(d.get("next"), str) else None,
+            busy_series=tuple(series),
+            busy_spacing_s=d.get("busy_spacing_s") if _num_or_none(d.get("busy_spacing_s")) else None,
+            heartbeat=_opt_dict(d, "heartbeat"),
+            interference=_opt_dict(d, "interference"),
+            note=note if isinstance(note, str) else None,
+            script_exit=_opt_dict(d, "script_exit"),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,10 +160,7 @@ class DiagnoseResult:
         }
         if self.recommendations is not None:
             doc["recommendations"] = list(self.recommendations)
-        for key in ("loader_plan", "interference", "script_exit"):
-            if getattr(self, key):
-                doc[key] = getattr(self, key)
-        return doc
+        return _present(doc, self, ("loader_plan", "interference", "script_exit"))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "DiagnoseResult":

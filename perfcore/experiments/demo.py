@@ -13,10 +13,6 @@ from perfcore.report.demo_words import demo_markdown, gains_text
 __all__ = ["run_demo"]
 
 
-def _public(doc: dict) -> dict:
-    return {k: v for k, v in doc.items() if not k.startswith("_")}
-
-
 def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     """The demo's one result (demo.json is its to_dict), its files written into `out`."""
     from perfcore.experiments.diagnose import diagnose
@@ -24,6 +20,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     from perfcore.experiments.measurement import Trial
     from perfcore.experiments.runner import WorkloadRunner
     from perfcore.report.diagnose_words import say as say_diagnose
+    from perfcore.report.health_words import say as say_health
     from perfcore.report.plots import plot_breakdown, plot_experiments
     from perfcore.workloads import load_workload
 
@@ -36,7 +33,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     say("health: next batch -> forward -> loss")
     # The demo decides one verdict, at its end, where all of its evidence exists: health and run are
     # measured without deciding, and diagnose decides on the run checked by its experiments.
-    h = _public(health(runner, steps=30 if quick else 100, warmup=3, progress=steps_cb, decide=False))
+    h = say_health(health(runner, steps=30 if quick else 100, warmup=3, progress=steps_cb, decide=False).to_dict())
     say("run: training steps, attributed")
     run = runner.measure(Trial(steps=15 if quick else 40, warmup=3), steps_cb)
     say("diagnose: synthetic data, workers, decoder")

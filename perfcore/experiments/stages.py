@@ -83,9 +83,11 @@ def runner_for(target: Target, out: Path):
 
 def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, progress=None) -> tuple[dict, list]:
     from perfcore.experiments.health import health
+    from perfcore.report.health_words import say as say_health
 
     progress_steps = progress.steps if progress and target.kind == "workload" else None
-    doc = health(runner_for(target, out), steps=steps, interval_s=interval_s, progress=progress_steps)
+    result = health(runner_for(target, out), steps=steps, interval_s=interval_s, progress=progress_steps)
+    doc = say_health(result.to_dict())
     jsonio.write(out / "health.json", doc)
     return doc, ["health.json"]
 
