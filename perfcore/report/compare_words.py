@@ -47,7 +47,11 @@ def step_words(doc: Mapping[str, Any]) -> str:
     a, b = doc.get("a") or {}, doc.get("b") or {}
     said = _CHANGE.get(str(doc.get("change")), "")
     noise = doc.get("noise_ms")
-    tail = f", {said}" + (f" (noise {fmt_ms(noise)})" if said and noise is not None else "") if said else ""
+    if said and noise is not None:
+        said += (
+            f" ({fmt_ms(noise)})" if doc.get("change") == "within noise" else f" (beyond the noise, {fmt_ms(noise)})"
+        )
+    tail = f", {said}" if said else ""
     return (
         f"step time: A {fmt_ms(a.get('step_ms'))} -> B {fmt_ms(b.get('step_ms'))} "
         f"({float(doc.get('step_time_change_pct') or 0.0):+.1f}%, speedup {fmt_x(doc.get('speedup'))}{tail})"
