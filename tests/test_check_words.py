@@ -71,13 +71,15 @@ def test_what_loading_is_decided_as_a_kind_with_its_figures():
 
 def test_health_keeps_its_busy_check_as_figures():
     from perfcore.experiments.health import health_report
-    from perfcore.report.health_words import health_summary
+    from perfcore.report.health_words import health_summary, say
 
     bd = {"load": 0.5, "transfer": 0.0, "compute": 9.5, "comm": 0.0, "host": 0.0}
     row = {"busy_mean": 0.4, "busy_source": "gpu_util", "breakdown_ms": bd, "step_ms": 10.0, "device": "cuda",
            "steps": 50, "samples_per_s": 1.0, "busy_std": 0.0, "cpu_percent": 5.0, "busy_series": [],
            "busy_spacing_s": 0.1}
-    doc = health_report(row, "w", "perfcore diagnose w")
+    result = health_report(row, "w", "perfcore diagnose w")
+    assert "plain_summary" not in result.to_dict()  # facts; the words are made at the edge
+    doc = say(result.to_dict())
     assert doc["healthy"] and doc["busy_check"] == {"threshold": 0.6, "decided": True, "small_work": True,
                                                     "forward_only": False}
     assert doc["plain_summary"] == health_summary(doc) and "the device's work is small" in doc["plain_summary"]
@@ -88,7 +90,12 @@ def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
     import json
     from pathlib import Path
 
-    from perfcore.experiments.diagnose import diagnose_verdict
+    from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
+    from perfcore.report.diagnose_words import say_verdict
+
+    def diagnose_verdict(*args, **kwargs):
+        v, predicted = _diagnose_verdict(*args, **kwargs)
+        return say_verdict(v), predicted
     from perfcore.report.html_parts import Body
     from perfcore.report.html_stages import diagnose_sections
 

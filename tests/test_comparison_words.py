@@ -7,10 +7,13 @@ from hypothesis import strategies as st
 
 from perfcore.analysis.advice import loader_plan
 from perfcore.report.advice_words import plan_words
+from perfcore.analysis.checks import confirm
+from perfcore.analysis.compare import compare_runs
 from perfcore.analysis.gain import judge, measured_gain
 from perfcore.analysis.status import Change, change_of
 from perfcore.experiments.diagnose import workers_check
-from perfcore.report.check_words import check_text
+from perfcore.report.check_words import check_long, check_text
+from perfcore.report.compare_words import step_words
 
 speedups = st.floats(min_value=0.05, max_value=20.0, allow_nan=False)
 noises = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0, allow_nan=False))
@@ -64,10 +67,15 @@ def test_diagnose_b_is_said_as_measured(x, load_share, sem):
 def test_a_check_is_said_as_measured(x, predicted_share, noise):
     step = 40.0
     p = predicted_share * step
-    pred = {"saved_ms": p, "speedup": step / (step - p), "band": None}
-    meas = measured_gain(step, step / x, noise_ms=noise)
-    j = judge(pred, meas, step_ms=step, experiment="synthetic data", what="waiting for data")
-    words = j["sentence"]
+    c = confirm({"step_ms": step, "avoidable_ms": {"load": p}}, "load", x, "synthetic data", noise_ms=noise)
+    j = judge(
+        {"saved_ms": p, "speedup": step / (step - p), "band": None},
+        measured_gain(step, step / x, noise_ms=noise),
+        step_ms=step,
+        experiment="synthetic data",
+    )
+    assert c.status.value == j["status"]  # the check is gain.judge's status on the same figures
+    words = check_long(c)
     if "got" in words and "slower" in words:
         assert x < 1
     if "saves" in words:
@@ -82,3 +90,21 @@ def test_one_number_formatter_for_terminal_and_html():
     for v in (0.0, 0.0004, 0.05, 0.5, 1.0, 12.345, 150.0, 999.4, 1500.0, 72_000.0):
         assert dur(v) == fmt_ms(v), v
     assert dur(0.5) == "500 \u00b5s" and dur(1500) == "1.50 s" and dur(None) == "-" and dur(float("nan")) == "-"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(min_value=1.0, max_value=500.0),
+    st.floats(min_value=1.0, max_value=500.0),
+    st.one_of(st.none(), st.floats(min_value=0.0, max_value=50.0)),
+)
+def test_compare_says_the_step_change_as_measured(a_ms, b_ms, sem):
+    bd = {"load": 0.0, "transfer": 0.0, "compute": 1.0, "comm": 0.0, "host": 0.0}
+    a = {"step_time_ms": {"mean": a_ms, "sem": sem}, "breakdown_ms": bd, "device": "cpu"}
+    b = {"step_time_ms": {"mean": b_ms, "sem": sem}, "breakdown_ms": bd, "device": "cpu"}
+    doc = compare_runs(a, b)
+    words = step_words(doc)
+    noise = (doc["noise_ms"] or 0.0) / a_ms
+    assert ("B faster" in words) == (a_ms / b_ms > 1 + noise) == (doc["change"] == "faster")
+    assert ("B slower" in words) == (a_ms / b_ms < 1 / (1 + noise)) == (doc["change"] == "slower")
+    assert f"speedup {a_ms / b_ms:.2f}x" in words

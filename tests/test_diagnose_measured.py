@@ -6,7 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from perfcore.experiments.diagnose import measured_first
+import pytest
+
+from perfcore.analysis.units import fmt_x
+from perfcore.experiments.diagnose import MATERIAL_X, measured_first
+from perfcore.report.advice_words import text_of
+from perfcore.report.words import WIDTH
 from perfcore.report.experiments import busy_note, readable_frame, render_diagnose_brief
 
 # The demo's diagnose as a new user saw it: B (two workers) measured 2.23x, C (the other decoder) 1.08x,
@@ -45,6 +50,24 @@ def _rows(c_speedup=1.08, busy=None):
     return rows
 
 
+# A CPU run whose loading is 60% of the step, and experiment A measuring it without loading.
+CPU_BASE = {
+    "breakdown_ms": {"load": 600.0, "transfer": 0.0, "compute": 400.0, "comm": 0.0, "host": 0.0},
+    "step_ms": 1000.0,
+    "steps": 20,
+    "step_sem_ms": 5.0,
+    "num_workers": 0,
+    "cpu_percent": 50.0,
+}
+
+
+def _cpu_rows():
+    return [
+        {"name": "baseline", "speedup": 1.0, "step_sem_ms": 5.0, "num_workers": 0},
+        {"name": "A: synthetic data", "speedup": 2.5, "step_sem_ms": 5.0, "breakdown_ms": {"compute": 400.0}},
+    ]
+
+
 def _verdict(*checks):
     return {"bound": "unknown", "summary": "input-bound", "checks": list(checks)}
 
@@ -70,11 +93,31 @@ def test_a_measured_workers_gain_leads_and_an_immaterial_decoder_says_its_measur
 
 def test_advice_no_experiment_measured_keeps_its_bound_and_order():
     slower = {**B_CHECK, "change": "slower", "measured_speedup": 0.82}
-    recs = measured_first([CHEAPER, THREADS], _verdict(slower), _rows(c_speedup=1.4))
+    no_c = [r for r in _rows() if not r["name"].startswith("C:")]
+    no_c[1] = {**no_c[1], "speedup": 3.0}  # A above the prediction: no ceiling either
+    recs = measured_first([CHEAPER, THREADS], _verdict(slower), no_c)
     assert [r["id"] for r in recs] == ["cheaper_batches", "set_num_threads"] and "measured" not in recs[0]
     # A gain within the runs' noise, or above what removing all loading can give, is not confirmed.
     for b in ({**B_CHECK, "status": "inconclusive"}, {**B_CHECK, "above_bound": True}):
         assert measured_first([CHEAPER], _verdict(b), _rows(c_speedup=1.4))[0]["id"] == "cheaper_batches"
+
+
+@pytest.mark.parametrize("c_speedup", [1.08, 1.20, 1.4, 2.0])
+def test_a_decoder_change_quotes_what_experiment_c_measured_never_the_prediction(c_speedup):
+    rows = _rows(c_speedup=c_speedup)
+    rows[3]["step_sem_ms"] = 40.0  # C's spread: its band comes from both runs' noise
+    slower = {**B_CHECK, "change": "slower", "measured_speedup": 0.9}
+    (rec,) = measured_first([CHEAPER], _verdict(slower), rows)
+    m = rec["measured"]
+    assert m["speedup"] == pytest.approx(c_speedup) and m["material"] is (c_speedup >= MATERIAL_X)
+    lo, hi = m["band"]
+    assert lo < c_speedup < hi  # a band around the measured figure, from the two runs' noise
+    doc = {"workload": "demo", "device": "cpu", "experiments": rows, "verdict": _verdict(slower)}
+    (line,) = [ln for ln in render_diagnose_brief({**doc, "recommendations": [rec]}).splitlines() if "try:" in ln]
+    assert f"measured {fmt_x(c_speedup)}" in line and "2.25" not in line and "up to" not in line, line
+    assert len(line) <= WIDTH
+    # The long words say the same figure (the HTML and --explain): measured, never the prediction.
+    assert f"gave {fmt_x(c_speedup)}" in text_of({**rec, "facts": {"plan": True}})
 
 
 def test_loading_advice_no_experiment_measured_is_bounded_by_what_synthetic_data_measured():
@@ -143,20 +186,39 @@ def test_diagnose_help_explains_target_without_importing_torch():
 
 
 def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
-    from perfcore.experiments.diagnose import diagnose_verdict
+    from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
+    from perfcore.report.diagnose_words import say_verdict
 
-    base = {
-        "breakdown_ms": {"load": 600.0, "transfer": 0.0, "compute": 400.0, "comm": 0.0, "host": 0.0},
-        "step_ms": 1000.0,
-        "steps": 20,
-        "step_sem_ms": 5.0,
-        "num_workers": 0,
-        "cpu_percent": 50.0,
-    }
-    rows = [
-        {"name": "baseline", "speedup": 1.0, "step_sem_ms": 5.0, "num_workers": 0},
-        {"name": "A: synthetic data", "speedup": 2.5, "step_sem_ms": 5.0, "breakdown_ms": {"compute": 400.0}},
-    ]
+    def diagnose_verdict(*args, **kwargs):
+        v, predicted = _diagnose_verdict(*args, **kwargs)
+        return say_verdict(v), predicted
+
+    base, rows = dict(CPU_BASE), _cpu_rows()
     prof = {"cpu_to_wall": 0.9, "top": [{"function": "<method 'float' of 'torch._C.TensorBase' objects>"}]}
     v, _ = diagnose_verdict(base, rows, prof, on_gpu=False)
     assert v["bound"] == "load" and "(top: Tensor.float (torch))" in v["plain_summary"], v["plain_summary"]
+
+
+def test_the_verdict_is_decided_as_facts_and_said_once_from_them():
+    from perfcore.experiments.diagnose import diagnose_verdict
+    from perfcore.report.check_words import check_text
+    from perfcore.report.diagnose_words import say_verdict
+
+    base = dict(CPU_BASE)
+    rows = _cpu_rows() + [
+        {"name": "B: num_workers=2 (baseline uses 0)", "speedup": 1.2, "step_sem_ms": 5.0, "num_workers": 2}
+    ]
+    v, _ = diagnose_verdict(base, rows, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    # The analysis keeps its findings as facts: the checks and the loading cause, not their words.
+    assert v["plain_summary"] == v["decided_summary"] and [c["status"] for c in v["checks"]][0] == "confirmed"
+    assert v["loading"]["kind"] == "cpu" and v["cause"] == "CPU decode/augment"
+    said = say_verdict(dict(v))["plain_summary"]
+    assert said.startswith("input-bound (CPU decode/augment):")
+    for c in v["checks"]:
+        t = check_text(c)
+        assert t[0].upper() + t[1:] in said
+    assert say_verdict(say_verdict(dict(v)))["plain_summary"] == said  # said the same each time
+    # The measured workers advice is facts too: its words come from them.
+    recs = measured_first([CHEAPER], _verdict(B_CHECK), _rows())
+    assert "text" not in recs[0] and recs[0]["facts"]["speedup"] == 2.23
+    assert text_of(recs[0]).startswith("Set num_workers=2 in the DataLoader") and "2.23x faster" in text_of(recs[0])

@@ -62,7 +62,7 @@ class GivenRunner:
 
 def test_health_judges_the_one_measurement_it_asked_for():
     runner = GivenRunner(lambda t: measured(6.0, 4.0))
-    doc = health(runner, steps=30, warmup=4, interval_s=0.2)
+    doc = health(runner, steps=30, warmup=4, interval_s=0.2).to_dict()
     assert [(t.steps, t.warmup, t.train, t.interval_s) for t in runner.trials] == [(30, 4, False, 0.2)]
     assert doc["verdict"]["bound"] == "load" and not doc["healthy"] and doc["next"] == "perfcore diagnose -- given"
     assert doc["step_ms"] == 10.0 and doc["busy_mean"] == pytest.approx(0.4) and doc["note"] == "given"
@@ -70,7 +70,7 @@ def test_health_judges_the_one_measurement_it_asked_for():
 
 
 def test_health_carries_a_failed_scripts_exit_code():
-    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, "the script exited with 3"))))
+    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, "the script exited with 3")))).to_dict()
     assert doc["script_exit"]["code"] == 3 and doc["verdict"]["bound"] == "compute"
 
 
@@ -83,7 +83,7 @@ def test_diagnose_asks_for_the_baseline_synthetic_data_and_other_workers():
         return measured(6.0, 4.0)
 
     runner = GivenRunner(answer)
-    doc = diagnose(runner, steps=12, warmup=2)
+    doc = diagnose(runner, steps=12, warmup=2).to_dict()
     assert [(t.tag, t.synthetic, dict(t.overrides or {})) for t in runner.trials] == [
         ("baseline", False, {}), ("synthetic", True, {}), ("workers", False, {"num_workers": os.cpu_count() or 1})]
     base, a, b = doc["experiments"]
@@ -101,7 +101,7 @@ def test_diagnose_keeps_going_when_the_workers_run_fails_and_reports_the_first_f
             raise RunFailed("the command exited with 1 before perfcore saw a training step", exit_code=1)
         return measured(0.0 if t.synthetic else 6.0, 4.0, failure=Failure(2, "partial") if t.synthetic else None)
 
-    doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2)
+    doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2).to_dict()
     names = [e["name"][:2] for e in doc["experiments"]]
     assert names == ["ba", "A:", "B:", "C:"] and not doc["skipped"]
     b = doc["experiments"][2]

@@ -10,8 +10,17 @@ from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.checks import confirm
 from perfcore.report.check_words import check_long, check_text
 from perfcore.analysis.verdict import decide, decide_run
-from perfcore.experiments.diagnose import diagnose_advice, diagnose_verdict
+from perfcore.experiments.diagnose import diagnose_advice
+from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
+from perfcore.report.diagnose_words import say_verdict
+from perfcore.report.health_words import say as say_health
 from perfcore.experiments.health import health_report
+
+
+def diagnose_verdict(*args, **kwargs):
+    """diagnose's verdict with its words, as the writer keeps them (report.diagnose_words)."""
+    v, predicted = _diagnose_verdict(*args, **kwargs)
+    return say_verdict(v), predicted
 
 
 def test_numbers_print_with_units_that_fit_their_size():
@@ -34,7 +43,7 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
     row = {"breakdown_ms": bd, "step_ms": step, "busy_mean": 0.5, "busy_std": 0.0, "busy_source": "compute_share",
            "busy_series": [0.5] * 3, "busy_spacing_s": 0.1, "device": "cpu", "steps": 40, "samples_per_s": 1.0,
            "cpu_percent": 50.0}
-    health = health_report(row, "w", "next")["verdict"]
+    health = health_report(row, "w", "next").verdict
     diag, predicted = diagnose_verdict({"step_ms": step, "breakdown_ms": bd},
                                        [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": None}],
                                        {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
@@ -44,7 +53,7 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
         assert g["text"] in v["summary"]
     assert predicted == pytest.approx(g["speedup"])
     # Health of a workload runs forward only: same function, and it says whose steps the gain is for.
-    fwd = health_report(row, "w", "next", forward_only=True)
+    fwd = say_health(health_report(row, "w", "next", forward_only=True).to_dict())
     assert fwd["verdict"]["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
     assert "removing it would make this forward-only loop's steps up to 1.92x faster" in fwd["summary"]
     assert "(a training step, with backward and the optimizer, gains less" in fwd["summary"]
@@ -61,8 +70,7 @@ def _judge(step, predicted_ms, measured_x, noise_ms=None, band=None, bound=None)
     m = measured_gain(step, step / measured_x)
     if noise_ms is not None:
         m["noise_ms"] = noise_ms
-    return judge({**p, "saved_band_ms": band}, m, step_ms=step, experiment="A", what="waiting for data",
-                 bound=bound)
+    return judge({**p, "saved_band_ms": band}, m, step_ms=step, experiment="A", bound=bound)
 
 
 def test_judge_confirms_only_within_the_noise_band():
@@ -71,14 +79,13 @@ def test_judge_confirms_only_within_the_noise_band():
     pred_ms = step - step / 2.44
     partly = _judge(step, pred_ms, 1.82, noise_ms=0.6, band=(pred_ms - 0.5, pred_ms + 0.5))
     assert partly["status"] == "partly" and partly["agrees"] is False
-    assert "measured 1.82x against 2.44x (2.33-2.56x) predicted: partly, waiting for data saves 11.5 ms" \
-        in partly["sentence"]
+    assert partly["measured"]["saved_ms"] == pytest.approx(step - step / 1.82) and "sentence" not in partly
     ok = _judge(step, pred_ms, 2.40, noise_ms=0.6, band=(pred_ms - 0.5, pred_ms + 0.5))
     assert ok["status"] == "confirmed" and ok["agrees"] is True
     none = _judge(step, pred_ms, 1.01, noise_ms=0.6)
     assert none["status"] == "not confirmed" and none["agrees"] is False
     slower = _judge(step, pred_ms, 0.9, noise_ms=0.6)
-    assert slower["status"] == "not confirmed" and "the step got 2.84 ms slower instead of" in slower["sentence"]
+    assert slower["status"] == "not confirmed" and slower["measured"]["saved_ms"] == pytest.approx(-step / 9)
 
 
 @pytest.mark.parametrize("noise_ms", [None, 0.6, 2.5])
@@ -86,22 +93,25 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
     # The demo printed "measured 1.85x (1.39-2.75x) against 2.15x (2.02-2.33x) predicted: confirmed": the
     # band the judgement used (the prediction's interval widened by the noise) was not printed, so a
     # reader could not tell a confirmation from a flip. It is printed now, and it is the rule.
+    from perfcore.report.check_words import check_long
     from perfcore.report.experiments import render_diagnose
 
     step = 25.6
     pred_ms = step - step / 2.44
+    v = decide({"load": pred_ms}, step, share_band={"load": ((pred_ms - 0.5) / step, (pred_ms + 0.4) / step)})
     for x in (1.30, 1.60, 1.82, 2.00, 2.20, 2.44, 2.70, 3.00, 3.40):
         j = _judge(step, pred_ms, x, noise_ms=noise_ms, band=(pred_ms - 0.5, pred_ms + 0.4))
         lo, hi = j["agreement_band"]
         inside = lo <= x <= (hi if hi is not None else float("inf"))
         assert (j["status"] == "confirmed") == inside, (x, j["status"], j["agreement_band"])
+        # The words (report.check_words, from confirm's check on the same figures) print that band.
         agreeing = fmt_band(lo, hi) if hi is not None else f"{fmt_x(lo)} or more"
+        said = check_long(confirm(v, "load", x, "A", noise_ms=noise_ms))
         if j["status"] == "confirmed":
-            assert f"predicted: confirmed, within {agreeing} (the prediction's interval" in j["sentence"]
+            assert f"predicted: confirmed, within {agreeing} (the prediction's interval" in said
         elif j["status"] in ("partly", "not confirmed"):
-            assert f"; agreeing would be {agreeing} (the prediction's interval" in j["sentence"]
+            assert f"; agreeing would be {agreeing} (the prediction's interval" in said
     # diagnose's check line prints the same band beside the two it compares.
-    v = decide({"load": pred_ms}, step, share_band={"load": ((pred_ms - 0.5) / step, (pred_ms + 0.4) / step)})
     c = confirm(v, "load", 1.82, "synthetic data (no loading)", noise_ms=0.6).as_dict()
     doc = {"workload": "w", "device": "cpu", "experiments": [], "worker_profile": {"ms_per_item": 1.0, "top": []},
            "verdict": {**v, "checks": [c]}}

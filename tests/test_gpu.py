@@ -176,7 +176,7 @@ def test_diagnose_and_sweep_on_gpu():
     from perfcore.workloads import load_workload
 
     w = load_workload("demo")
-    doc = diagnose(w, steps=10, warmup=2)
+    doc = diagnose(w, steps=10, warmup=2).to_dict()
     assert doc["device"] == "cuda"
     assert doc["experiments"][0]["busy_mean"] == doc["experiments"][0]["busy_mean"]  # sampled, not NaN
     sw = sweep(w, {"batch_size": [8, 16], "num_workers": [0, 2], "pin_memory": [False, True], "prefetch_factor": [2]},

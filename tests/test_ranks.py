@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 
 from perfcore.analysis.ranks import clock_offsets, merge_ranks
+from perfcore.analysis.units import fmt_ms
+from perfcore.report.rank_words import say as say_ranks, straggler_sentence
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "ddp_train.py")
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -134,11 +136,21 @@ def test_merge_ranks_on_hand_built_parts():
     assert [s["rank"] for s in m["stragglers"]] == [2]
     assert m["stragglers"][0]["excess_label"] == "load"
     assert m["stragglers"][0]["excess_ms"] == pytest.approx(9.0)
-    assert {w["rank"] for w in m["waiting"]} == {0, 1}
+    assert {w["rank"] for w in m["waiting"]} == {0, 1} and all(w["waits_for"] == [2] for w in m["waiting"])
+    s = m["stragglers"][0]
+    assert s["work_ms"] > s["others_work_ms"] and "sentence" not in s  # facts: the words are report's
+    # The words are made from those figures, and the writer keeps them beside the facts.
+    said = say_ranks(dict(m))
+    assert said["stragglers"][0]["sentence"] == straggler_sentence(s)
+    assert f"{fmt_ms(s['excess_ms'])}/step more" in straggler_sentence(s) and "rank 2" in straggler_sentence(s)
+    assert all(f"rank {w['rank']} waits {fmt_ms(w['comm_ms'])}/step" in w["sentence"] for w in said["waiting"])
     balanced = merge_ranks([_part(0, 1.0, 1.0), _part(1, 1.0, 1.0), _part(2, 1.0, 1.0)])
     assert balanced["stragglers"] == []
     missing = merge_ranks([_part(0, 1.0, 1.0), _part(2, 1.0, 1.0)])
-    assert missing["missing_ranks"] == [1] and "rank(s) 1 of 3" in missing["missing_note"]
+    assert missing["missing_ranks"] == [1] and missing["world_size"] == 3
+    assert "rank(s) 1 of 3" in say_ranks(missing)["missing_note"]
+    # An old document's words are kept where its facts are not.
+    assert straggler_sentence({"rank": 1, "sentence": "old words"}) == "old words"
 
 
 def test_clock_offsets_from_collective_ends():

@@ -45,7 +45,7 @@ def cli(*args, timeout=300, env=None):
 
 
 def test_slow_loader_is_input_bound_and_synthetic_matches_prediction():
-    doc = diagnose(load_workload(f"{FACTORIES}:slow_loader"), steps=15, warmup=2)
+    doc = diagnose(load_workload(f"{FACTORIES}:slow_loader"), steps=15, warmup=2).to_dict()
     # Judged on the share of the step that removing loading saves (1 - 1/speedup), as diagnose's own
     # confirmation is: a ratio of speedups blows up as that share nears 1 (3.8x predicted against 5.3x
     # measured is 74% against 81% of the step). Measured spread of |saved - predicted| / predicted on
@@ -72,7 +72,7 @@ def test_compute_bound_is_not_blamed_on_data():
     # 2.2%; the tier is 10%, 11 sd away. At 30 ms a step the same ticks reached 14% and named
     # loading in 4 runs of 25. The decision at the tier is tested on injected timings in
     # test_triage_decisions.py.
-    doc = diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2)
+    doc = diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2).to_dict()
     assert doc["experiments"][0]["breakdown_ms"]["compute"] >= 100.0  # the step described above
     assert doc["verdict"]["bound"] == "compute" and doc["verdict"]["healthy"]
     assert doc["verdict"]["plain_summary"].startswith("compute-bound (healthy)")
@@ -135,13 +135,13 @@ def test_budget_uses_successive_halving_and_still_finds_the_best(monkeypatch):
 
 
 def test_health_verdicts():
-    slow = health(load_workload(f"{FACTORIES}:slow_loader"), steps=20, warmup=2)
+    slow = health(load_workload(f"{FACTORIES}:slow_loader"), steps=20, warmup=2).to_dict()
     assert not slow["healthy"] and slow["verdict"]["bound"] == "load" and slow["next"].startswith("perfcore diagnose")
     # 100 ms of compute per step against fetches of 64 in-memory rows (~0.6 ms). Measured over 75 runs
     # with two and three CPU burners: a load share of at most 1.2% (mean 0.7%, sd 0.2%). A preempted
     # fetch waits a neighbour's time slice or two (31 ms at the most seen), so reaching the 10% tier
     # would take 10 ms more wait in every step.
-    fast = health(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2)
+    fast = health(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2).to_dict()
     assert fast["breakdown_ms"]["compute"] >= 100.0  # the step described above
     assert fast["healthy"] and fast["verdict"]["bound"] == "compute" and fast["next"] is None
 
@@ -159,14 +159,16 @@ def test_demo_stages_all_name_loading():
     # The built-in demo decodes JPEGs in the main process: about half of each training step waits for
     # data (more in health's forward-only loop). Health, run and diagnose must say so in one voice.
     from perfcore.experiments.runner import measure_workload
+    from perfcore.report.diagnose_words import say as say_diagnose
+    from perfcore.report.health_words import say as say_health
     from perfcore.report.experiments import render_diagnose, render_health
     from perfcore.report.terminal import render_text
 
     w = load_workload("demo")
-    h = health(w, steps=6, warmup=1)
+    h = say_health(health(w, steps=6, warmup=1).to_dict())
     row = measure_workload(w, steps=6, warmup=1, train=True)
     run = row["_result"]
-    d = diagnose(w, steps=4, warmup=1)
+    d = say_diagnose(diagnose(w, steps=4, warmup=1).to_dict())  # the verdict's words, as the writer keeps them
     for v in (h["verdict"], run["verdict"], d["verdict"]):
         assert v["bound"] == "load" and v["primary"] == "load" and v["level"] in ("warn", "critical"), v["summary"]
         assert v["causes"][0]["share"] >= 0.10

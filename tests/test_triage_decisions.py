@@ -64,7 +64,7 @@ def test_health_names_loading_only_past_the_tier(monkeypatch):
             return measured_row(load_ms, compute_ms)
 
         monkeypatch.setattr(runner_mod, "measure_workload", fake)
-        return health_mod.health(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP)
+        return health_mod.health(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP).to_dict()
 
     # 100 ms of compute and 0.6 ms fetches (as measured here), one of them preempted for 31 ms: the
     # longest single fetch seen on this machine with three CPU burners. 3.7 ms of 104 (4%): healthy.
@@ -94,7 +94,7 @@ def test_diagnose_keeps_compute_bound_when_runs_differ_by_scheduler_ticks(monkey
         return measured_row(0.0 if synthetic else 0.6, compute, synthetic=synthetic, **(overrides or {}))
 
     monkeypatch.setattr(runner_mod, "measure_workload", fake)
-    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP)
+    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP).to_dict()
     v = doc["verdict"]
     assert v["healthy"] and v["bound"] == "compute" and v["cause"] == "compute"
     assert v["level"] == "healthy" and v["checks"][0]["agrees"] is True and v["checks"][0]["status"] == "confirmed"
@@ -132,7 +132,7 @@ def test_script_diagnose_names_loading_and_keeps_it_when_the_machine_changed(mon
 
     monkeypatch.setattr(scripts_mod, "script_run", fake)
     cmd = [sys.executable, str(HERE / "scripts" / "train_meter.py"), "--delay", "0.003", "--epochs", "3"]
-    doc = diagnose_mod.diagnose(scripts_mod.ScriptRunner(cmd, tmp_path), steps=STEPS, warmup=WARMUP)
+    doc = diagnose_mod.diagnose(scripts_mod.ScriptRunner(cmd, tmp_path), steps=STEPS, warmup=WARMUP).to_dict()
     v, a, b = doc["verdict"], doc["experiments"][1], doc["experiments"][2]
     assert seen == {"baseline": None, "A": None, "B": {"num_workers": os.cpu_count()}}
     assert v["bound"] == "load" and v["cause"] == "data loading"
@@ -173,7 +173,7 @@ def test_diagnose_on_the_run_just_measured_checks_the_gain_that_run_printed(monk
     run["breakdown_robust"] = run["_result"]["breakdown_robust"]  # as measure_workload's row carries it
     printed = next(c for c in run["_result"]["verdict"]["causes"] if c["label"] == "load")["expected_gain"]
     doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP,
-                                baseline=runner_mod.measurement_of(run))
+                                baseline=runner_mod.measurement_of(run)).to_dict()
     assert seen == ["A", "B"]
     a = doc["verdict"]["checks"][0]
     assert doc["predicted_speedup"] == a["predicted_speedup"] == printed["speedup"]

@@ -5,12 +5,22 @@ import json
 
 import pytest
 
-from perfcore.analysis.compare import compare_runs, render_compare
+from perfcore.analysis.compare import compare_runs
+from perfcore.analysis.units import fmt_x
+from perfcore.report.compare_words import change_sentence, render_compare, say, step_words
 from perfcore.analysis.checks import CheckResult, Reason, confirm
 from perfcore.analysis.status import Check
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, decide, decide_run
-from perfcore.experiments.diagnose import diagnose_verdict
+from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
+from perfcore.report.diagnose_words import say_verdict
+from perfcore.report.health_words import say as say_health
 from perfcore.experiments.health import health_report
+
+
+def diagnose_verdict(*args, **kwargs):
+    """diagnose's verdict with its words, as the writer keeps them (report.diagnose_words)."""
+    v, predicted = _diagnose_verdict(*args, **kwargs)
+    return say_verdict(v), predicted
 
 # The demo as measured on this machine before the fix: loading ~48% of a training step.
 DEMO_BD = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
@@ -158,7 +168,7 @@ def _row(bd, busy, device="cpu"):
 
 def test_health_run_and_compare_agree_on_the_same_evidence():
     # Health's forward-only loop has the same avoidable wait; compute share is lower (no backward).
-    h = health_report(_row({**DEMO_BD, "compute": 4.0}, busy=0.23), "demo", "perfcore diagnose demo")
+    h = say_health(health_report(_row({**DEMO_BD, "compute": 4.0}, busy=0.23), "demo", "perfcore diagnose demo").to_dict())
     run = {"step_time_ms": {"mean": DEMO_STEP}, "breakdown_ms": DEMO_BD, "device": "cpu", "steps": 40}
     assert h["verdict"]["bound"] == decide_run(run)["bound"] == "load"
     assert not h["healthy"] and h["next"] == "perfcore diagnose demo"
@@ -166,7 +176,7 @@ def test_health_run_and_compare_agree_on_the_same_evidence():
     assert "Compute share of each step (no GPU here) 23% (< 60%)" in h["summary"]
     ok = health_report(_row({"load": 0.5, "transfer": 0, "compute": 9.0, "comm": 0, "host": 0.5}, busy=0.9),
                        "w", "next")
-    assert ok["healthy"] and ok["next"] is None and ok["verdict"]["bound"] == "compute"
+    assert ok.healthy and ok.next is None and ok.verdict["bound"] == "compute"
 
 
 def test_compare_says_when_the_verdict_or_primary_cause_changed():
@@ -176,26 +186,51 @@ def test_compare_says_when_the_verdict_or_primary_cause_changed():
     doc = compare_runs(a, b)
     ch = doc["verdict_change"]
     assert ch["changed"] and ch["primary_changed"] and (ch["a_primary"], ch["b_primary"]) == ("load", None)
-    assert ch["sentence"] == ("verdict changed: input-bound (critical) -> healthy, compute-bound; primary cause "
-                              "load -> none")
+    assert (doc["a"]["named"], doc["a"]["level"], doc["b"]["named"], doc["b"]["healthy"]) == (
+        "input-bound", "critical", None, True)
+    assert "sentence" not in ch  # the analysis says no words; the writer at the edge adds them
+    said = change_sentence(doc)
+    assert said.startswith("verdict changed") and "load -> none" in said and "healthy" in said
     assert doc["labels"]["load"]["delta_ms"] == pytest.approx(-11.9)
+    # No spread in either document: any ratio but 1 counts, and the words follow the status.
+    assert doc["change"] == "faster" and "B faster" in step_words(doc)
     text = render_compare(doc)
     assert "verdict changed" in text and "load" in text
-    same = compare_runs(a, a)["verdict_change"]
-    assert not same["changed"] and same["sentence"] == "verdict unchanged: input-bound (critical)"
+    same = compare_runs(a, a)
+    assert not same["verdict_change"]["changed"] and same["change"] == "within noise"
+    assert change_sentence(same).startswith("verdict unchanged") and "input-bound (critical)" in change_sentence(same)
     # Same cause, lower tier: changed, primary not.
     c_bd = {**DEMO_BD, "load": 2.0}
     c = {"step_time_ms": {"mean": sum(c_bd.values())}, "breakdown_ms": c_bd, "device": "cpu"}
-    tier = compare_runs(a, c)["verdict_change"]
-    assert tier["changed"] and not tier["primary_changed"] and "critical -> warn" in tier["sentence"]
+    tier = compare_runs(a, c)
+    assert tier["verdict_change"]["changed"] and not tier["verdict_change"]["primary_changed"]
+    assert (tier["verdict_change"]["a_level"], tier["verdict_change"]["b_level"]) == ("critical", "warn")
+    assert "critical -> warn" in change_sentence(tier)
+    assert say(tier)["verdict_change"]["sentence"] == change_sentence(tier)  # compare's JSON keeps its words
+
+
+def test_compare_judges_the_step_change_against_both_runs_noise():
+    bd = {**DEMO_BD}
+    a = {"step_time_ms": {"mean": 10.0, "sem": 0.5}, "breakdown_ms": bd, "device": "cpu"}
+    for b_ms, sem, status in ((9.5, 0.5, "within noise"), (8.0, 0.2, "faster"), (12.0, 0.2, "slower")):
+        b = {"step_time_ms": {"mean": b_ms, "sem": sem}, "breakdown_ms": bd, "device": "cpu"}
+        doc = compare_runs(a, b)
+        assert doc["change"] == status and doc["noise_ms"] > 0
+        x = doc["speedup"]
+        # The word agrees with the number: faster only above 1 + noise, slower only below its mirror.
+        assert (status == "faster") == (x > 1 + doc["noise_ms"] / 10.0)
+        words = step_words(doc)
+        assert fmt_x(x) in words and ("faster" in words) == (status == "faster")
+        assert ("slower" in words) == (status == "slower")
 
 
 def test_compare_with_a_run_that_measured_nothing():
     a = {"step_time_ms": {"mean": 0.0}, "breakdown_ms": {lb: 0.0 for lb in DEMO_BD}, "device": "cpu"}
     b = {"step_time_ms": {"mean": DEMO_STEP}, "breakdown_ms": DEMO_BD, "device": "cpu"}
-    ch = compare_runs(a, b)["verdict_change"]
-    assert ch["sentence"] == ("verdict changed: no steps measured -> input-bound (critical); primary cause none -> "
-                              "load")
+    doc = compare_runs(a, b)
+    ch = doc["verdict_change"]
+    assert ch["primary_changed"] and (ch["a_primary"], ch["b_primary"]) == (None, "load") and doc["change"] is None
+    assert change_sentence(doc).startswith("verdict changed: no steps measured -> input-bound (critical)")
 
 
 def test_the_runs_own_spread_widens_what_agrees():

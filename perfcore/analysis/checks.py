@@ -235,7 +235,6 @@ def confirm(  # noqa: PLR0913
         meas,
         step_ms=step,
         experiment=experiment,
-        what=label,
         bound=bound,
     )
     status = Check(j["status"])

@@ -13,7 +13,7 @@ import math
 from typing import Any, Mapping
 
 from perfcore.analysis.status import Check
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
+from perfcore.analysis.units import fmt_band, fmt_x
 
 __all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge", "fmt_speedups"]
 
@@ -92,18 +92,12 @@ def fmt_speedups(band: tuple[float | None, float | None] | None) -> str:
     return fmt_band(band[0], band[1]) if band[1] is not None else f"{fmt_x(band[0])} or more"
 
 
-def _x_text(g: Mapping[str, Any]) -> str:
-    b = fmt_speedups(g.get("band"))
-    return fmt_x(g.get("speedup")) + (f" ({b})" if b else "")
-
-
 def judge(
     predicted: Mapping[str, Any],
     measured: Mapping[str, Any],
     *,
     step_ms: float,
     experiment: str,
-    what: str,
     bound: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A measured gain against the predicted one, both in ms saved per step.
@@ -116,8 +110,9 @@ def judge(
     not confirmed: no saving above the noise, or more than the band allows.
     bound: the largest gain the change can physically give (removing all of the cause): a measured
       gain above it is flagged (noise or a changed machine, not an effect).
-    Returns {status, agrees (True/False/None for inconclusive), predicted, measured, above_bound,
-    agreement_band (the speedups a measurement agreeing with the prediction lies in), sentence}."""
+    Returns {experiment, status, agrees (True/False/None for inconclusive), predicted, measured,
+    above_bound, agreement_band (the speedups a measurement agreeing with the prediction lies in)}: facts,
+    said by report.check_words."""
     step = float(step_ms)
     p = float(predicted.get("saved_ms") or 0.0)
     m = float(measured["saved_ms"])
@@ -133,14 +128,6 @@ def judge(
     # The band a measurement agreeing with the prediction falls in, printed with the verdict so that
     # "confirmed" can be checked against it: the prediction's interval widened by the noise.
     allow = (speedup(step, max(p - tol, 0.0)), speedup(step, p + tol)) if step > 0 else (None, None)
-    allow_text = fmt_speedups(allow)
-    if allow_text:
-        allow_text += (
-            " (the prediction's interval widened by the runs' noise)"
-            if noise is not None
-            else f" (the prediction's interval, or two runs' usual spread: {100 * FALLBACK_REL:.0f}% of it "
-            f"or {100 * FALLBACK_STEP:.0f}% of the step)"
-        )
     lost_in_noise = noise is not None and noise_floor >= p and abs(m) <= noise_floor
     if abs(m - p) <= tol:
         check = Check.INCONCLUSIVE if lost_in_noise else Check.CONFIRMED
@@ -152,36 +139,10 @@ def judge(
         check = Check.NOT_CONFIRMED
     status = check.value
     above = False
-    b_saved = None
     if bound is not None and bound.get("saved_ms") is not None:
         b_saved = float(bound["saved_ms"])
         bh = bound.get("saved_band_ms")
         above = m > (bh[1] if bh else b_saved)
-    sent = f"{experiment} measured {_x_text(measured)} against {_x_text(predicted)} predicted: {status}"
-    if status == "confirmed" and allow_text:
-        sent += f", within {allow_text}"
-    if status == "inconclusive":
-        sent += (
-            f", the runs' noise ({fmt_ms(noise_floor)} per step) is as large as the predicted saving "
-            f"({fmt_ms(p)} of a {fmt_ms(step)} step): a quieter machine or more steps would settle it"
-        )
-    elif status in ("partly", "not confirmed"):
-        sent += (
-            f", {what} saves {fmt_ms(m)} per step ({100 * m / step if step else 0:.0f}%), not {fmt_ms(p)}"
-            if m >= 0
-            else f", the step got {fmt_ms(-m)} slower instead of {fmt_ms(p)} faster"
-        )
-        if allow_text:
-            sent += f"; agreeing would be {allow_text}"
-    if above:
-        sent += (
-            f"; above the {fmt_x(bound.get('speedup'))} that {bound.get('what', 'removing all of it')} could give"
-            + (
-                f", within the runs' noise ({fmt_ms(noise)} per step)"
-                if noise is not None and m - b_saved <= noise
-                else ": the machine changed between the runs, not an effect of the change"
-            )
-        )
     agrees = {Check.CONFIRMED: True, Check.INCONCLUSIVE: None}.get(check, False)
     return {
         "experiment": experiment,
@@ -191,5 +152,4 @@ def judge(
         "measured": dict(measured),
         "above_bound": above,
         "agreement_band": allow,
-        "sentence": sent,
     }

@@ -18,9 +18,10 @@ from perfcore.analysis.labels import LABELS
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
-__all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle"]
+__all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle", "EXCESS_PHRASE"]
 
-_PHRASE = {
+# What a slow rank does more of, by its excess label (judge_straggle's headline; report.rank_words too).
+EXCESS_PHRASE = {
     "load": "its DataLoader waits",
     "compute": "it computes",
     "transfer": "it copies",
@@ -34,7 +35,9 @@ def _measured(steps: pd.DataFrame) -> pd.DataFrame:
 
 def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """parts: [{"doc": run.json of a rank, "steps": its steps table}]. Returns the fields the
-    merged perfcore.run/1 document adds: ranks, stragglers, missing_ranks, world_size."""
+    merged perfcore.run/1 document adds, as facts (report.rank_words says them): ranks, stragglers
+    (each with its own work against the others' and the label of its excess), waiting (the ranks that
+    wait in collectives for them), missing_ranks, world_size."""
     parts = sorted(parts, key=lambda p: p["doc"].get("rank") or 0)
     world = max([p["doc"].get("world_size") or 0 for p in parts] + [len(parts)])
     present = [p["doc"].get("rank") for p in parts]
@@ -56,11 +59,6 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
             }
         )
     out: dict[str, Any] = {"world_size": world, "ranks": ranks, "missing_ranks": missing, "stragglers": []}
-    if missing:
-        out["missing_note"] = (
-            f"rank(s) {', '.join(map(str, missing))} of {world} left no results (crashed or "
-            "killed before writing); the report covers the others"
-        )
     tables = [_measured(p["steps"]) for p in parts]
     k = min((len(t) for t in tables), default=0)
     if len(parts) < 2 or k == 0:
@@ -80,7 +78,6 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
         label = max(diffs, key=diffs.get)
         r = p["doc"].get("rank")
         mine, theirs = float(work[i].mean()), float(np.median(work[others].mean(axis=1)))
-        pct = 100 * (mine - theirs) / max(float(np.mean(tables[i]["wall_ms"].to_numpy()[:k])), 1e-9)
         out["stragglers"].append(
             {
                 "rank": r,
@@ -89,25 +86,19 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
                 "slowest_share": share_slowest,
                 "work_ms": mine,
                 "others_work_ms": theirs,
-                "sentence": (
-                    f"rank {r} holds up the job: its own work is {mine:.1f} ms/step against {theirs:.1f} ms on "
-                    f"the other ranks ({pct:.0f}% of each step); its excess is {label}: {_PHRASE[label]} "
-                    f"{diffs[label]:.1f} ms/step more than the median of the other ranks"
-                ),
+                "step_ms": float(np.mean(tables[i]["wall_ms"].to_numpy()[:k])),
             }
         )
     if out["stragglers"]:
         slow = {s["rank"] for s in out["stragglers"]}
         slow_idx = [i for i, p in enumerate(parts) if p["doc"].get("rank") in slow]
         slow_comm = max(label_means["comm"][i] for i in slow_idx)
-        who = ", ".join(str(r) for r in sorted(slow))
         out["waiting"] = [
             {
                 "rank": parts[i]["doc"].get("rank"),
                 "comm_ms": float(label_means["comm"][i]),
                 "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
-                "sentence": f"rank {parts[i]['doc'].get('rank')} waits {label_means['comm'][i]:.1f} "
-                f"ms/step in collectives for rank(s) {who}",
+                "waits_for": sorted(slow, key=str),
             }
             for i in range(len(parts))
             if i not in slow_idx and label_means["comm"][i] - slow_comm > 0.5
@@ -182,7 +173,7 @@ def judge_straggle(decision: Mapping[str, Any], s: Straggle | None) -> dict[str,
         f"rank {s.slow_rank} holds up the job: rank {s.waiting_rank} waits {fmt_ms(s.wait_ms)} of each "
         f"{fmt_ms(s.step_ms)} step ({fmt_share(share)}, {level}) in collectives for it; its own work is "
         f"{fmt_ms(s.work_ms)} against {fmt_ms(s.others_work_ms)} on the other ranks, the excess in "
-        f"{s.excess_label}: {_PHRASE.get(s.excess_label, s.excess_label)} {fmt_ms(s.excess_ms)} more per step"
+        f"{s.excess_label}: {EXCESS_PHRASE.get(s.excess_label, s.excess_label)} {fmt_ms(s.excess_ms)} more per step"
     )
     plain = str(out.get("plain_summary") or out.get("summary") or "")
     out["plain_summary"] = f"{lead}. On rank {s.slow_rank}: {plain}" if plain else lead

@@ -95,7 +95,8 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 @results("compare", out=False)
 def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
-    from perfcore.analysis.compare import compare_runs, render_compare
+    from perfcore.analysis.compare import compare_runs
+    from perfcore.report.compare_words import render_compare, say
     from perfcore.report.reader import load_run
 
     check_target(res.json_path, [run_a, run_b])
@@ -109,7 +110,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
 
         page = write_compare_report(Path(html_path).expanduser(), doc, (run_a, run_b))
         res.echo(f"wrote {page}")
-    res.done(doc)
+    res.done(say(doc))
     change = doc["step_time_change_pct"]
     # Written so that a change that is not a number fails the gate rather than passing it.
     if fail_above is not None and not change <= fail_above:

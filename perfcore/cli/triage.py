@@ -186,11 +186,10 @@ def demo_cmd(res: Results, quick, explain) -> None:
     """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN)."""
     from perfcore.experiments.demo import run_demo
 
+    from perfcore.report.demo_words import render_demo
     from perfcore.report.experiments import render_demo_brief
 
-    doc = run_demo(res.folder, quick=quick, progress=res.progress())
-    res.echo(doc["_text"] if explain else render_demo_brief(doc, res.folder))
-    res.done(
-        {k: v for k, v in doc.items() if not k.startswith("_")},
-        folder_report(res, "demo", doc, doc["_text"], list(doc["files"])),
-    )
+    doc = run_demo(res.folder, quick=quick, progress=res.progress()).to_dict()
+    text = render_demo(doc)
+    res.echo(text if explain else render_demo_brief(doc, res.folder))
+    res.done(doc, folder_report(res, "demo", doc, text, list(doc["files"])))

@@ -6,28 +6,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from perfcore.analysis.command_results import DemoResult
 from perfcore.report import jsonio
 from perfcore.report.demo_words import demo_markdown, gains_text
 
 __all__ = ["run_demo"]
 
 
-def _dump(obj: Any, path: Path) -> None:
-    jsonio.write(path, obj)
-
-
-def _public(doc: dict) -> dict:
-    return {k: v for k, v in doc.items() if not k.startswith("_")}
-
-
-def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
+def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
+    """The demo's one result (demo.json is its to_dict), its files written into `out`."""
     from perfcore.experiments.diagnose import diagnose
     from perfcore.experiments.health import health
-    from perfcore.report.experiments import render_diagnose, render_health
     from perfcore.experiments.measurement import Trial
     from perfcore.experiments.runner import WorkloadRunner
+    from perfcore.report.diagnose_words import say as say_diagnose
+    from perfcore.report.health_words import say as say_health
     from perfcore.report.plots import plot_breakdown, plot_experiments
-    from perfcore.report.terminal import render_text
     from perfcore.workloads import load_workload
 
     t0 = time.perf_counter()
@@ -39,14 +33,16 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     say("health: next batch -> forward -> loss")
     # The demo decides one verdict, at its end, where all of its evidence exists: health and run are
     # measured without deciding, and diagnose decides on the run checked by its experiments.
-    h = health(runner, steps=30 if quick else 100, warmup=3, progress=steps_cb, decide=False)
+    h = say_health(health(runner, steps=30 if quick else 100, warmup=3, progress=steps_cb, decide=False).to_dict())
     say("run: training steps, attributed")
     run = runner.measure(Trial(steps=15 if quick else 40, warmup=3), steps_cb)
-    table = run.table
     say("diagnose: synthetic data, workers, decoder")
     # Diagnose's baseline is the run just measured: one measurement, so the gain run predicts for
     # removing loading is the one diagnose checks with synthetic data, not a second estimate of it.
-    d = diagnose(runner, steps=8 if quick else 25, warmup=2, progress=say, baseline=run)
+    result = diagnose(runner, steps=8 if quick else 25, warmup=2, progress=say, baseline=run)
+    d = say_diagnose(result.to_dict())
+    # One decision: the run's verdict is diagnose's (the run checked by experiment A); health measured
+    # a forward-only loop and decides nothing of its own.
     run_doc = {
         **run.document,
         "workload": "demo",
@@ -55,25 +51,12 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     }
     if d.get("loader_plan"):
         run_doc["loader_plan"] = d["loader_plan"]
-
-    files = {}
-    _dump(_public(h), out / "health.json")
-    _dump(run_doc, out / "run.json")
-    jsonio.write_csv(out / "steps.csv", table)
-    _dump(d, out / "diagnose.json")
-    plot_breakdown(table, out / "breakdown.png", title=run_doc["verdict"]["summary"])
+    jsonio.write(out / "health.json", h)
+    jsonio.write(out / "run.json", run_doc)
+    jsonio.write_csv(out / "steps.csv", run.table)
+    jsonio.write(out / "diagnose.json", d)
+    plot_breakdown(run.table, out / "breakdown.png", title=run_doc["verdict"]["summary"])
     plot_experiments(d["experiments"], out / "experiments.png", title=d["verdict"]["summary"].split(";")[0])
-    files.update(
-        {n: n for n in ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png", "experiments.png")}
-    )
-    # One decision: the run's verdict is diagnose's (the run checked by experiment A); health measured
-    # a forward-only loop and decides nothing of its own.
-    bounds = {"run": run_doc["verdict"]["bound"], "diagnose": d["verdict"]["bound"]}
-    agree = True
-    agreement = gains_text(run_doc["verdict"], d["verdict"])
-    text = "\n\n".join(
-        [render_health(h), render_text(run_doc, verdict=False), render_diagnose(d)] + ([agreement] if agreement else [])
-    )
     # The busiest stage's interference, said before any figure in the summary.
     found = [f for f in (h.get("interference"), run.interference, d.get("interference")) if f and f.get("material")]
     busy = max(found, key=lambda f: f.get("others_cores") or 0) if found else None
@@ -85,20 +68,16 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
         "num_workers": w.num_workers,
         "device": run.device,
     }
-    summary = demo_markdown(workload, h, run_doc, d, busy, agreement)
-    jsonio.write_text(out / "summary.md", summary)
-    files["summary.md"] = "summary.md"
-    doc = {
-        "schema": "perfcore.experiments.demo/1",
-        "health": _public(h),
-        "run": run_doc,
-        "diagnose": d,
-        "agree": agree,
-        "bounds": bounds,
-        "files": files,
-        "elapsed_s": time.perf_counter() - t0,
-    }
-    _dump(_public(doc), out / "demo.json")
-    doc["files"]["demo.json"] = "demo.json"
-    doc["_text"] = text + f"\n\ndemo finished in {doc['elapsed_s']:.0f} s"
-    return doc
+    jsonio.write_text(
+        out / "summary.md", demo_markdown(workload, h, run_doc, d, busy, gains_text(run_doc["verdict"], d["verdict"]))
+    )
+    files = ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png", "experiments.png", "summary.md")
+    demo = DemoResult(
+        health=h,
+        run=run_doc,
+        diagnose=result,  # its verdict said in place above: the run's, the one decision
+        files=files + ("demo.json",),
+        elapsed_s=time.perf_counter() - t0,
+    )
+    jsonio.write(out / "demo.json", demo.to_dict())
+    return demo

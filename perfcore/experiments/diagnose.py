@@ -15,13 +15,12 @@ from typing import Any, Callable
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.gain import expected_gain, measured_gain
 from perfcore.analysis.status import Change, change_of
-from perfcore.analysis.units import fmt_x
 from perfcore.analysis.checks import confirm, difference_noise_ms, prediction
-from perfcore.analysis.verdict import decide, preface, run_evidence
+from perfcore.analysis.command_results import DiagnoseResult
+from perfcore.analysis.verdict import decide, run_evidence
 from perfcore.errors import RunFailed
 from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
-from perfcore.report.check_words import check_text, loading_text
 from perfcore.workloads import Workload
 
 __all__ = [
@@ -95,9 +94,10 @@ def diagnose(
     warmup: int = 3,
     progress: Callable[[str], None] | None = None,
     baseline: Measurement | None = None,
-) -> dict[str, Any]:
-    """baseline: a training run of the loop as it is, measured already: then diagnose predicts from
-    that run, and its prediction is the one that run printed."""
+) -> DiagnoseResult:
+    """diagnose's one result (diagnose.json is its to_dict). baseline: a training run of the loop as it
+    is, measured already: then diagnose predicts from that run, and its prediction is the one that run
+    printed."""
     runner = as_runner(runner)
     say = progress or (lambda msg: None)
     if baseline is None:
@@ -133,35 +133,33 @@ def diagnose(
     prof = runner.worker_profile(base)
     rows = [e.as_dict() for e in exps]
     verdict, predicted = diagnose_verdict(base.row(), rows, prof, on_gpu=base.device.startswith("cuda"))
-    doc = {
-        "schema": "perfcore.diagnose/1",
-        "workload": runner.name,
-        "device": base.device,
-        "experiments": rows,
-        "skipped": skipped,
-        "worker_profile": prof,
-        "verdict": verdict,
-        "predicted_speedup": predicted,
-        "measured_speedup": rows[1]["speedup"],
-    }
+    recs, plan = None, None
     if base.document:
         advised = diagnose_advice(dict(base.document), verdict, base.evidence)
-        doc["recommendations"] = measured_first(advised["recommendations"], verdict, rows)
-        if advised.get("loader_plan"):
-            doc["loader_plan"] = advised["loader_plan"]
-    if base.interference:
-        doc["interference"] = base.interference
+        recs, plan = measured_first(advised["recommendations"], verdict, rows), advised.get("loader_plan")
     failed = next((m.failure for m in runs if m.failure), None)
-    if failed:  # the first run whose script failed: its code is diagnose's, as run's is the script's
-        doc["script_exit"] = failed.as_dict()
-    return doc
+    return DiagnoseResult(
+        workload=runner.name,
+        device=base.device,
+        experiments=tuple(rows),
+        verdict=verdict,
+        predicted_speedup=predicted,
+        measured_speedup=rows[1]["speedup"],
+        skipped=tuple(skipped),
+        worker_profile=prof,
+        recommendations=None if recs is None else tuple(recs),
+        loader_plan=plan or None,
+        interference=base.interference or None,
+        # The first run whose script failed: its code is diagnose's, as run's is the script's.
+        script_exit=failed.as_dict() if failed else None,
+    )
 
 
 def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[dict]:
     """The advice after what the experiments measured: a workers setting that experiment B measured
     faster (beyond its noise) leads, as a change with its measured figure; a decoder change that
-    experiment C measured to gain less than MATERIAL_X carries that figure in place of the bound
-    (what a batch that costs nothing would give). Advice no experiment measured keeps its order."""
+    experiment C measured carries that figure (material or not) in place of the bound (what a batch
+    that costs nothing would give). Advice no experiment measured keeps its order."""
     out = [dict(r) for r in recs]
     b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
     if b and b.get("change") == "faster" and b.get("status") != "inconclusive" and not b.get("above_bound"):
@@ -174,16 +172,13 @@ def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[di
                     "cause": "load",
                     "set": {"num_workers": n},
                     "measured": {"speedup": x, "band": b.get("measured_band"), "experiment": b["experiment"]},
-                    "text": f"Set num_workers={n} in the DataLoader: experiment {b['experiment']} measured the "
-                    f"step {fmt_x(x)} faster.",
-                    "evidence": f"diagnose's experiment {b['experiment']} against its baseline, beyond both runs' "
-                    "noise and within what removing all loading can give",
+                    "facts": {"num_workers": n, "speedup": x, "experiment": b["experiment"]},
                 },
             )
     c = next((e for e in rows if e["name"].startswith("C:") and e.get("speedup")), None)
     for r in out:
-        if c and r.get("id") == "cheaper_batches" and r.get("decode") and c["speedup"] < MATERIAL_X:
-            r["measured"] = {"speedup": c["speedup"], "experiment": c["name"], "material": False}
+        if c and r.get("id") == "cheaper_batches" and r.get("decode"):
+            r["measured"] = decoder_measured(c, rows[0])
     # Loading advice no experiment measured is bounded by what experiment A measured with no loading at
     # all, where A measured less than the prediction: "up to" that, not the predicted bound (the demo said
     # "up to 2.11x" beside A's measured 1.60x).
@@ -192,6 +187,20 @@ def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[di
         g = r.get("gain") if isinstance(r.get("gain"), dict) else {}
         if a and r.get("cause") == "load" and "measured" not in r and g.get("speedup") and a["speedup"] < g["speedup"]:
             r["ceiling"] = {"speedup": a["speedup"], "experiment": a["name"]}
+    return out
+
+
+def decoder_measured(c: dict, base: dict) -> dict[str, Any]:
+    """What experiment C measured of a cheaper batch: its speedup, with its band from both runs' spread
+    where they report one, and whether it is material (MATERIAL_X or more). The decoder advice quotes
+    this figure in place of the bound a batch that costs nothing would give."""
+    out = {"speedup": c["speedup"], "experiment": c["name"], "material": c["speedup"] >= MATERIAL_X}
+    noise = difference_noise_ms(base.get("step_sem_ms"), c.get("step_sem_ms"))
+    step = base.get("step_ms")
+    if noise is not None and step:
+        band = measured_gain(float(step), float(step) / c["speedup"], noise_ms=noise)["band"]
+        if band and band[0] is not None and band[1] is not None:
+            out["band"] = [band[0], band[1]]
     return out
 
 
@@ -292,15 +301,12 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     if final["bound"] == "load":
         final["loading"] = loading_cause(exps, prof, base.get("cpu_percent"))
         final["cause"] = final["loading"]["cause"]
-        final["plain_summary"] = final["plain_summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
         final["checks"].append(workers_check(first, final, corrected, base, workers))
-    said = [check_text(c) for c in final["checks"]]
-    how = loading_text(final["loading"]) if final.get("loading") else ""
-    tail = "".join(f". {t[0].upper()}{t[1:]}" for t in said if t) + (f". {how}." if how else ".")
-    final["plain_summary"] += tail
-    final["summary"] = preface(final["plain_summary"], final.get("interference"))
+    # The verdict's own words as decided; report.diagnose_words makes the summary from them, the cause,
+    # the checks and what loading is, where the result is written.
+    final["decided_summary"] = final["plain_summary"]
     return final, check.predicted_speedup
 
 

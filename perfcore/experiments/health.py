@@ -4,14 +4,15 @@ the avoidable time per step); busy below 60% is shown next to it as the seed met
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
-from perfcore.analysis.verdict import decide_run, preface, undecided
+from perfcore.analysis.command_results import HealthResult
+from perfcore.analysis.verdict import decide_run, undecided
 from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
 from perfcore.experiments.measurement import Runner, Trial
 from perfcore.experiments.runner import as_runner
-from perfcore.report.health_words import health_summary, heartbeat_meaning
 
 __all__ = ["health", "health_report", "HEALTHY_BUSY"]
 
@@ -27,25 +28,25 @@ def health(
     progress: Callable[[int, int], None] | None = None,
     target: str | None = None,
     decide: bool = True,
-) -> dict[str, Any]:
-    """One measured run of the loop (a workload's forward-only loop, or the script's own), judged.
-    target: how the next command names a workload; decide: False where a later stage decides the one
-    verdict (the demo): the measurement only."""
+) -> HealthResult:
+    """One measured run of the loop (a workload's forward-only loop, or the script's own), judged: health's
+    one result (health.json is its to_dict). target: how the next command names a workload; decide: False
+    where a later stage decides the one verdict (the demo): the measurement only."""
     runner = as_runner(runner, target)
     m = runner.measure(Trial(steps=steps, warmup=warmup, train=False, interval_s=interval_s), progress)
     row = m.row()
     if not m.busy_series:
         row.update(busy_mean=0.0, busy_std=0.0)
-    doc = health_report(
+    result = health_report(
         row, runner.name, f"perfcore diagnose {runner.target}", forward_only=runner.forward_only, decide=decide
     )
-    if runner.health_note:
-        doc["note"] = runner.health_note
-    if m.failure:
-        doc["script_exit"] = m.failure.as_dict()
-    # The busy series for the report's chart (the document keeps its summary: mean, spread, heartbeat).
-    doc["_row"] = {"busy_series": list(m.busy_series), "busy_spacing_s": m.busy_spacing_s}
-    return doc
+    return dataclasses.replace(
+        result,
+        note=runner.health_note or None,
+        script_exit=m.failure.as_dict() if m.failure else None,
+        busy_series=tuple(float(v) for v in m.busy_series),
+        busy_spacing_s=m.busy_spacing_s,
+    )
 
 
 # Health's loop has no backward or optimizer: the same wait is a larger share of its shorter step,
@@ -55,10 +56,11 @@ FORWARD_ONLY_GAIN = "this forward-only loop's steps"
 
 def health_report(
     row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False, decide: bool = True
-) -> dict[str, Any]:
-    """The perfcore.health/1 document from one measured run (a workload's or a script's): the one verdict,
-    busy against HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy
-    series has one. decide=False: the measurement only (undecided verdict; healthy from busy alone)."""
+) -> HealthResult:
+    """health's result from one measured run (a workload's or a script's): the one verdict, busy against
+    HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy series has one.
+    decide=False: the measurement only (undecided verdict; healthy from busy alone). Facts only: the
+    words are report.health_words'."""
     busy = row["busy_mean"]
     bd = row["breakdown_ms"]
     if decide:
@@ -76,27 +78,17 @@ def health_report(
     else:
         decision = {**undecided(), "plain_summary": "", "summary": ""}
     healthy = decision["healthy"] if decide else bool(busy >= HEALTHY_BUSY)
-    doc: dict[str, Any] = {
-        "schema": "perfcore.health/1",
-        "workload": name,
-        **{
-            k: row[k]
-            for k in (
-                "device",
-                "steps",
-                "step_ms",
-                "samples_per_s",
-                "busy_std",
-                "busy_source",
-                "cpu_percent",
-                "breakdown_ms",
-            )
+    return HealthResult(
+        workload=name,
+        figures={
+            k: row[k] for k in ("device", "steps", "step_ms", "samples_per_s", "busy_std", "busy_source", "cpu_percent")
         },
-        "busy_mean": busy,
-        "healthy": healthy,
-        "verdict": decision,
+        breakdown_ms=bd,
+        busy_mean=busy,
+        healthy=healthy,
+        verdict=decision,
         # The seed method's busy check beside the verdict: the figures its line is made from.
-        "busy_check": {
+        busy_check={
             "threshold": HEALTHY_BUSY,
             "decided": decide,
             # Low device utilisation with nothing avoidable above a tier: the device's work is small.
@@ -104,15 +96,9 @@ def health_report(
             # A forward-only loop's gain is larger than a training step's: said beside a named cause.
             "forward_only": bool(forward_only and decision.get("causes")),
         },
-        "next": None if healthy else next_cmd,
-    }
-    doc["plain_summary"] = health_summary(doc)
-    doc["summary"] = preface(doc["plain_summary"], decision.get("interference"))
-    if decision.get("uncertain"):
-        doc["uncertain"] = True
-    if row.get("interference"):
-        doc["interference"] = row["interference"]
-    hb = heartbeat(row["busy_series"], row["busy_spacing_s"])
-    if hb:
-        doc["heartbeat"] = {**hb, "meaning": heartbeat_meaning(hb, row["busy_source"])}
-    return doc
+        next=None if healthy else next_cmd,
+        busy_series=tuple(float(v) for v in row.get("busy_series") or ()),
+        busy_spacing_s=row.get("busy_spacing_s"),
+        heartbeat=heartbeat(row["busy_series"], row["busy_spacing_s"]) or None,
+        interference=row.get("interference") or None,
+    )

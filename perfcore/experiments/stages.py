@@ -83,19 +83,22 @@ def runner_for(target: Target, out: Path):
 
 def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, progress=None) -> tuple[dict, list]:
     from perfcore.experiments.health import health
+    from perfcore.report.health_words import say as say_health
 
     progress_steps = progress.steps if progress and target.kind == "workload" else None
-    doc = health(runner_for(target, out), steps=steps, interval_s=interval_s, progress=progress_steps)
+    result = health(runner_for(target, out), steps=steps, interval_s=interval_s, progress=progress_steps)
+    doc = say_health(result.to_dict())
     jsonio.write(out / "health.json", doc)
     return doc, ["health.json"]
 
 
 def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progress=None) -> tuple[dict, list]:
     from perfcore.experiments.diagnose import diagnose
+    from perfcore.report.diagnose_words import say as say_diagnose
     from perfcore.report.plots import plot_experiments
 
     say = progress.stage if progress else None
-    doc = diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say)
+    doc = say_diagnose(diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say).to_dict())
     jsonio.write(out / "diagnose.json", doc)
     plot_experiments(doc["experiments"], out / "experiments.png", title=doc["verdict"]["summary"].split(";")[0])
     return doc, ["diagnose.json", "experiments.png"]

@@ -249,6 +249,13 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
             f"({fmt_share(f['wait_share'])}) for rank {f['slow_rank']}, whose {f['excess_label']} is "
             f"{fmt_ms(f['excess_ms'])} per step above the others'",
         )
+    if rid == "workers_measured":  # diagnose's experiment B measured this setting faster, beyond its noise
+        return (
+            f"Set num_workers={f['num_workers']} in the DataLoader: experiment {f['experiment']} measured the "
+            f"step {fmt_x(f['speedup'])} faster.",
+            f"diagnose's experiment {f['experiment']} against its baseline, beyond both runs' noise and within "
+            "what removing all loading can give",
+        )
     if rid == "pageable_despite_pin":
         return (
             f"In {at}: pin_memory=True is set, yet copies come from pageable memory: a tensor made in the "
@@ -347,7 +354,7 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
     else:
         text = str(rec.get("text") or "")
     m = rec.get("measured")
-    if isinstance(m, Mapping) and m.get("material") is False and m.get("speedup") is not None:
+    if isinstance(m, Mapping) and isinstance(m.get("material"), bool) and m.get("speedup") is not None:
         text += f" Measured: {m.get('experiment')} alone gave {fmt_x(m['speedup'])}."  # diagnose's experiment C
     return text, because
 

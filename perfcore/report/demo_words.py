@@ -6,16 +6,17 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
-from perfcore.report.advice_words import evidence_of, text_of
+from perfcore.report.advice_words import evidence_of, gain_words, text_of
 from perfcore.report.check_words import check_text
 
-__all__ = ["gains_text", "demo_markdown"]
+__all__ = ["gains_text", "demo_markdown", "render_demo"]
 
 
 def gains_text(run: Mapping[str, Any], diag: Mapping[str, Any]) -> str:
     """What removing loading gains: run's prediction for a training step beside diagnose's measurement."""
     c = next((c for c in run.get("causes") or [] if c["label"] == "load"), None)
-    r = c["expected_gain"]["text"] if c and c.get("expected_gain", {}).get("text") else None
+    g = (c or {}).get("expected_gain") or {}
+    r = gain_words(g.get("speedup"), g.get("band")) or g.get("text")  # an old document: the words it kept
     check = next((c for c in diag.get("checks") or [] if c["experiment"].startswith("synthetic")), None)
     if not r:
         return ""
@@ -70,3 +71,15 @@ def demo_markdown(  # noqa: PLR0913
     if agreement:
         summary += [f"_{agreement[0].upper()}{agreement[1:]}._", ""]
     return "\n".join(summary)
+
+
+def render_demo(doc: Mapping[str, Any]) -> str:
+    """The whole demo (--explain): health, the run's report without a second verdict line, diagnose with
+    every check, and what removing loading gains, predicted beside measured."""
+    from perfcore.report.experiments import render_diagnose, render_health
+    from perfcore.report.terminal import render_text
+
+    run, d = doc["run"], doc["diagnose"]
+    agreement = gains_text(run["verdict"], d["verdict"])
+    parts = [render_health(doc["health"]), render_text(run, verdict=False), render_diagnose(d)]
+    return "\n\n".join(parts + ([agreement] if agreement else []) + [f"demo finished in {doc['elapsed_s']:.0f} s"])

@@ -172,27 +172,11 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
         )
     lines.append(verdict_short(v))
     lines += [_check_short(c) for c in v.get("checks", [])]
-    lines += [_try_measured(r, v, try_short) for r in (doc.get("recommendations") or [])[:2]]
+    lines += [try_short(r, v, None) for r in (doc.get("recommendations") or [])[:2]]
     lines += _script_exit(doc)
     if more:
         lines.append(f"more: {more}")
     return "\n".join(lines)
-
-
-def _try_measured(rec: dict[str, Any], v: dict[str, Any], try_short: Any) -> str:
-    """A try line; advice an experiment measured says that figure, never the bound it was advised on."""
-    m = rec.get("measured")
-    ceiling = rec.get("ceiling")
-    if (not isinstance(m, dict) or m.get("speedup") is None) and isinstance(ceiling, dict):
-        return (
-            f"{try_short({**rec, 'gain': {}}, v, None)}: up to {fmt_x(ceiling['speedup'])} "
-            f"({str(ceiling['experiment']).split(':')[0]}, measured with no loading)"
-        )
-    if not isinstance(m, dict) or m.get("speedup") is None:
-        return try_short(rec, v, None)
-    b = m.get("band")
-    band = f" ({fmt_band(*b)})" if b and b[0] is not None and b[1] is not None and b[0] != b[1] else ""
-    return f"{try_short({**rec, 'gain': {}}, v, None)}: measured {fmt_x(m['speedup'])}{band} ({m['experiment']})"
 
 
 _METHOD = re.compile(r"<method '(\w+)' of '([\w.]+)' objects>")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["health_summary", "heartbeat_meaning", "FORWARD_ONLY_NOTE"]
+from perfcore.analysis.verdict import preface
+
+__all__ = ["health_summary", "heartbeat_meaning", "say", "FORWARD_ONLY_NOTE"]
 
 FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
 
@@ -40,3 +42,14 @@ def heartbeat_meaning(hb: Mapping[str, Any], busy_source: str) -> str:
         "bursts (each worker hands over a batch, then all are busy decoding while the device waits); more "
         "workers, a higher prefetch_factor or cheaper batches smooth it"
     )
+
+
+def say(doc: dict[str, Any]) -> dict[str, Any]:
+    """health.json's words beside its facts, in place, as it has always kept them (plain_summary, summary
+    after the interference when material, the heartbeat's meaning), for the writer."""
+    doc["plain_summary"] = health_summary(doc)
+    doc["summary"] = preface(doc["plain_summary"], (doc.get("verdict") or {}).get("interference"))
+    hb = doc.get("heartbeat")
+    if isinstance(hb, dict) and "period_s" in hb:
+        hb["meaning"] = heartbeat_meaning(hb, str(doc.get("busy_source")))
+    return doc

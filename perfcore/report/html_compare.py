@@ -8,6 +8,7 @@ from typing import Any
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.report.charts import COLORS, stackbars
+from perfcore.report.compare_words import change_sentence, step_words
 from perfcore.report.html_parts import Body, esc, num, dur, page, tiles
 
 __all__ = ["render_compare_page", "write_compare_report"]
@@ -17,14 +18,13 @@ def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")
     """Two runs side by side: their verdicts, what changed per label and per kernel category, by how much."""
     a, b = doc.get("a") or {}, doc.get("b") or {}
     body = Body("compare")
-    pct = float(doc.get("step_time_change_pct") or 0)
+    # The card's colour from the change's status (B against A, beyond both runs' noise), as its words are.
+    tone = {"slower": "critical", "faster": "healthy"}.get(str(doc.get("change")), "")
     body.add(
         "<h1>perfcore compare</h1>",
         f"<div class='sub'>A: {esc(names[0])} · B: {esc(names[1])}</div>",
-        f"<div class='verdict {'critical' if pct > 5 else 'healthy' if pct < -5 else ''}'><div class='bound'>"
-        f"step time {dur(a.get('step_ms'))} → {dur(b.get('step_ms'))} ({pct:+.1f}%, speedup "
-        f"{float(doc.get('speedup') or 0):.2f}×)</div><div class='sentence' id='verdict'>"
-        f"{esc((doc.get('verdict_change') or {}).get('sentence', ''))}</div></div>",
+        f"<div class='verdict {tone}'><div class='bound'>{esc(step_words(doc))}</div>"
+        f"<div class='sentence' id='verdict'>{esc(change_sentence(doc))}</div></div>",
     )
     cards = "".join(
         f"<div><h3>{k}: {esc(n)}</h3>{tiles([('step', dur(r.get('step_ms'))), ('device', r.get('device')), ('bound', r.get('bound')), ('level', r.get('level'))])}"
@@ -78,7 +78,7 @@ def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")
                 + "".join(row(c, v) for c, v in cats.items())
                 + "</table>"
             )
-    return page(f"perfcore compare: {pct:+.1f}%", body)
+    return page(f"perfcore compare: {float(doc.get('step_time_change_pct') or 0):+.1f}%", body)
 
 
 def write_compare_report(path: Path, doc: dict[str, Any], names: tuple[str, str] = ("A", "B")) -> Path:

@@ -51,10 +51,9 @@ def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdi
                 {"breakdown_ms": doc["breakdown_ms"], "breakdown_fraction": _fractions(doc["breakdown_ms"])}
             ),
         )
-    row = doc.get("_row") or {}
-    series = row.get("busy_series")
-    if series is not None and len(series) > 1:
-        spacing = float(row.get("busy_spacing_s") or 0) or None
+    series = doc.get("busy_series")
+    if isinstance(series, list) and len(series) > 1:
+        spacing = float(doc.get("busy_spacing_s") or 0) or None
         x = list(range(len(series)))
         body.add(
             body.chart(

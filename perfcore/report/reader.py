@@ -302,5 +302,25 @@ def stage_document(folder: Path, names: tuple[str, ...] | None = None) -> tuple[
     default every one in STAGE_DOCS), or None."""
     for name, kind in STAGE_DOCS:
         if (names is None or name in names) and (Path(folder) / name).exists():
-            return name, read_json(Path(folder) / name, kind)
+            return name, _as_result(Path(folder) / name, read_json(Path(folder) / name, kind))
     return None
+
+
+def _as_result(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """A health, diagnose or demo document read back as its command's result (this version's or an older
+    one's), checked for what the renderers read; corrupt (exit 2) where it does not hold one."""
+    from perfcore.analysis.command_results import BadResult, DemoResult, DiagnoseResult, HealthResult
+
+    typed = {
+        "perfcore.health": HealthResult,
+        "perfcore.diagnose": DiagnoseResult,
+        "perfcore.experiments.demo": DemoResult,
+    }
+    kind = str(doc.get("schema")).split("/")[0]
+    if kind not in typed:
+        return doc
+    try:
+        # The words an older document kept beside its facts stay (they are what it says).
+        return {**doc, **typed[kind].from_dict(doc).to_dict()}
+    except BadResult as err:
+        raise _bad(path, f"is corrupt: {err}", 2) from err

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from perfcore.analysis.results import Level, Verdict
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE
 from perfcore.report.advice_words import gain_words, text_of, ways_short
 
@@ -159,11 +159,34 @@ def starved_short(s: Mapping[str, Any]) -> str | None:
     )
 
 
+def _measured_gain(rec: Mapping[str, Any]) -> list[str]:
+    """What an experiment measured of this advice, longest first (the band, then the experiment's full
+    name give way to the line's width), or [] when none did: diagnose's figure, or the bound experiment A
+    set with no loading at all, in place of the prediction."""
+    m, ceiling = rec.get("measured"), rec.get("ceiling")
+    if isinstance(m, Mapping) and m.get("speedup") is not None:
+        b = m.get("band")
+        band = f" ({fmt_band(*b)})" if b and len(b) == 2 and None not in b and b[0] != b[1] else ""
+        head, exp = f"measured {fmt_x(m['speedup'])}", str(m.get("experiment") or "")
+        return [f"{head}{band} ({exp})", f"{head} ({exp})", f"{head} ({exp.split(':')[0]})"]
+    if isinstance(ceiling, Mapping) and ceiling.get("speedup") is not None:
+        exp = str(ceiling.get("experiment") or "").split(":")[0]
+        return [f"up to {fmt_x(ceiling['speedup'])} ({exp}, measured with no loading)"]
+    return []
+
+
 def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | None) -> str:
-    """One piece of advice as a "try" line: where in the user's code, the change, its expected gain."""
+    """One piece of advice as a "try" line: where in the user's code, the change, its expected gain; the
+    gain an experiment measured where one did (diagnose's), never the prediction beside it."""
     change = _change(rec, verdict)
     if change is None:  # a finding with its own words (memory): its first clause
         change = text_of(rec).split(": ")[0].split(". ")[0]
+    measured = _measured_gain(rec)
+    if measured:
+        lines = [f"try: {change}: {m}" for m in measured]
+        if site:
+            lines.insert(0, f"try: {site}: {change}: {measured[0]}")
+        return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
     # The advice's own gain (what the free cores allow of a wait, say); a document written before advice
     # kept one: its cause's.
     cause = next((c for c in verdict.get("causes") or [] if c.get("label") == rec.get("cause")), None)

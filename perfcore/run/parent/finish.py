@@ -255,7 +255,9 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         from perfcore.analysis.ranks import clock_offsets, merge_ranks
 
         # The merged document: rank 0's (or the lowest present) numbers, plus every rank's and the stragglers.
-        doc.update(merge_ranks(parts))
+        from perfcore.report.rank_words import say as say_ranks
+
+        doc.update(say_ranks(merge_ranks(parts)))
         offsets = clock_offsets(parts)
         doc["clock_offsets_ns"] = offsets
         for p in parts:

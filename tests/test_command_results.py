@@ -1,0 +1,129 @@
+"""diagnose's and the demo's one result: diagnose.json and demo.json are its serialisation, read back
+through the one reader, which checks what the renderers read; old documents still open."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from perfcore.analysis.command_results import BadResult, DemoResult, DiagnoseResult, HealthResult
+from perfcore.errors import BadResultFile
+from perfcore.report.diagnose_words import say
+from perfcore.report.reader import stage_document
+
+
+def _diagnose(**over) -> DiagnoseResult:
+    rows = (
+        {"name": "baseline", "step_ms": 10.0, "speedup": 1.0},
+        {"name": "A: synthetic data", "step_ms": 5.0, "speedup": 2.0},
+    )
+    verdict = {
+        "bound": "load",
+        "level": "critical",
+        "cause": "I/O",
+        "loading": {"kind": "io", "cause": "I/O", "cpu_to_wall": 0.2},
+        "checks": [],
+        "decided_summary": "input-bound: waiting for data costs 5.00 ms of each 10.0 ms step",
+        "plain_summary": "input-bound: waiting for data costs 5.00 ms of each 10.0 ms step",
+    }
+    return DiagnoseResult(
+        **{
+            "workload": "w",
+            "device": "cpu",
+            "experiments": rows,
+            "verdict": verdict,
+            "predicted_speedup": 2.1,
+            "measured_speedup": 2.0,
+            **over,
+        }
+    )
+
+
+def test_a_result_round_trips_through_its_document():
+    r = _diagnose(recommendations=({"id": "more_workers", "cause": "load"},), interference=None)
+    doc = json.loads(json.dumps(r.to_dict()))
+    assert doc["schema"] == "perfcore.diagnose/1" and "interference" not in doc and "script_exit" not in doc
+    assert DiagnoseResult.from_dict(doc) == r
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.workload = "x"  # type: ignore[misc]
+
+
+def test_the_words_are_made_from_the_results_facts():
+    doc = say(_diagnose().to_dict())
+    v = doc["verdict"]
+    assert v["plain_summary"].startswith("input-bound (I/O):") and "80% of its time waiting" in v["plain_summary"]
+    assert v["summary"] == v["plain_summary"]  # no material interference: nothing before it
+
+
+@pytest.mark.parametrize(
+    "broken, what",
+    [
+        ({"experiments": "x"}, "experiments"),
+        ({"experiments": [{"speedup": 1.0}]}, "no name"),
+        ({"experiments": [{"name": "A", "speedup": "fast"}]}, "speedup"),
+        ({"verdict": None}, "no verdict"),
+        ({"measured_speedup": "2x"}, "measured_speedup"),
+        ({"workload": 3}, "workload"),
+    ],
+)
+def test_a_document_without_the_result_is_corrupt(tmp_path, broken, what):
+    doc = {**_diagnose().to_dict(), **broken}
+    with pytest.raises(BadResult, match=what):
+        DiagnoseResult.from_dict(doc)
+    (tmp_path / "diagnose.json").write_text(json.dumps(doc))
+    with pytest.raises(BadResultFile) as err:
+        stage_document(tmp_path)
+    assert err.value.exit_code == 2 and "corrupt" in str(err.value)
+
+
+def test_an_older_diagnose_document_still_opens(tmp_path):
+    # Written before diagnose kept its words apart (no decided_summary) and before `skipped`.
+    old = _diagnose().to_dict()
+    del old["skipped"], old["verdict"]["decided_summary"]
+    old["verdict"]["plain_summary"] = "input-bound: the sentence it was written with."
+    (tmp_path / "diagnose.json").write_text(json.dumps(old))
+    name, doc = stage_document(tmp_path)
+    assert name == "diagnose.json" and doc["skipped"] == []
+    assert say(doc)["verdict"]["plain_summary"] == "input-bound: the sentence it was written with."
+
+
+def test_the_demo_result_holds_one_decision():
+    d = _diagnose()
+    run = {"schema": "perfcore.run/1", "verdict": d.verdict, "recommendations": []}
+    demo = DemoResult(health={"steps": 3}, run=run, diagnose=d, files=("run.json", "demo.json"), elapsed_s=12.0)
+    doc = json.loads(json.dumps(demo.to_dict()))
+    assert doc["bounds"] == {"run": "load", "diagnose": "load"} and doc["agree"] is True
+    assert doc["files"] == {"run.json": "run.json", "demo.json": "demo.json"}
+    back = DemoResult.from_dict(doc)
+    assert back.diagnose == d and back.files == demo.files and back.to_dict() == doc
+    with pytest.raises(BadResult, match="run"):
+        DemoResult.from_dict({**doc, "run": {"verdict": {}}})
+
+
+def _health_row(busy=0.4):
+    bd = {"load": 6.0, "transfer": 0.0, "compute": 4.0, "comm": 0.0, "host": 0.0}
+    return {"busy_mean": busy, "busy_source": "compute_share", "breakdown_ms": bd, "step_ms": 10.0, "device": "cpu",
+            "steps": 50, "samples_per_s": 100.0, "busy_std": 0.1, "cpu_percent": 50.0,
+            "busy_series": [busy, 0.1, 0.9] * 4, "busy_spacing_s": 0.1}
+
+
+def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(tmp_path):
+    from perfcore.experiments.health import health_report
+    from perfcore.report.health_words import say as say_health
+    from perfcore.report.html_stages import stage_page
+
+    result = health_report(_health_row(), "w", "perfcore diagnose w")
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["busy_series"] == list(_health_row()["busy_series"]) and "plain_summary" not in doc
+    assert HealthResult.from_dict(doc) == result
+    said = say_health(dict(doc))
+    assert said["plain_summary"].startswith("input-bound") and "Compute share of each step" in said["summary"]
+    (tmp_path / "health.json").write_text(json.dumps(said))
+    name, back = stage_document(tmp_path)
+    assert name == "health.json" and back["plain_summary"] == said["plain_summary"]  # the words it kept stay
+    page = stage_page(tmp_path, "perfcore health", back, "", ["health.json"])
+    assert "Busy over the run" in page  # the chart, from the document alone
+    with pytest.raises(BadResult, match="busy_mean"):
+        HealthResult.from_dict({**doc, "busy_mean": "40%"})
