@@ -142,3 +142,11 @@ def test_a_counter_armed_again_keeps_the_calls_it_counted_before():
             x.item()
             c.stop()
         assert len(c.result().t_ns) == 2 and c.calls_seen == 2
+
+
+def test_pauses_timed_past_the_own_work_leave_no_negative_steady_cost():
+    from perfcore.recording.own_work import beside_steps
+
+    got = beside_steps({"own_ms_per_step": 0.010, "pause_ms_total": 1.2}, {}, 100, 5.0)
+    assert got["steady_ms_per_step"] == 0.0 and got["steady_fraction"] == 0.0
+    assert got["ms_per_step"] > 0

@@ -61,7 +61,9 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     total = in_steps + overhead.get("own_ms_per_step", 0.0)
     # Between the pauses (settling, checkpoints, imports: own work many steps long, in few steps): what a
     # typical step pays, which a side-by-side bench's per-block medians measure.
-    steady = total - overhead.get("pause_ms_total", 0.0) / n
+    # The pauses are timed apart from the per-step sums, so on a loaded machine they can exceed them
+    # by a little: never a negative cost.
+    steady = max(0.0, total - overhead.get("pause_ms_total", 0.0) / n)
     bare = mean_wall_ms - in_steps
     fraction = total / bare if bare > 0 else 0.0
     return {
