@@ -222,3 +222,22 @@ def test_the_verdict_is_decided_as_facts_and_said_once_from_them():
     recs = measured_first([CHEAPER], _verdict(B_CHECK), _rows())
     assert "text" not in recs[0] and recs[0]["facts"]["speedup"] == 2.23
     assert text_of(recs[0]).startswith("Set num_workers=2 in the DataLoader") and "2.23x faster" in text_of(recs[0])
+
+
+def test_a_decoder_experiment_c_measured_slower_is_not_advised():
+    # A busy demo: the other decoder measured 0.69x beyond its noise, and the try line still said "decode_jpeg".
+    rows = _rows(c_speedup=0.69)
+    rows[3]["step_sem_ms"] = 20.0
+    slower = {**B_CHECK, "change": "slower", "measured_speedup": 0.9}
+    (rec,) = measured_first([CHEAPER], _verdict(slower), rows)
+    assert "measured" not in rec and rec["decoder_slower"]["speedup"] == pytest.approx(0.69)
+    assert rec["decoder_slower"]["band"][1] < 1.0
+    doc = {"workload": "demo", "device": "cpu", "experiments": rows, "verdict": _verdict(slower)}
+    (line,) = [ln for ln in render_diagnose_brief({**doc, "recommendations": [rec]}).splitlines() if "try:" in ln]
+    assert "decode_jpeg" not in line and "0.69" not in line and "cheaper batches" in line, line
+    assert "Not the decoder" in text_of({**rec, "facts": {"plan": True}})
+    # Within its noise, C's figure is quoted as it is (no refutation from noise).
+    noisy = _rows(c_speedup=0.95)
+    noisy[3]["step_sem_ms"] = 200.0
+    (rec,) = measured_first([CHEAPER], _verdict(slower), noisy)
+    assert "decoder_slower" not in rec and rec["measured"]["speedup"] == pytest.approx(0.95)

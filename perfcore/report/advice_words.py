@@ -356,6 +356,12 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
     m = rec.get("measured")
     if isinstance(m, Mapping) and isinstance(m.get("material"), bool) and m.get("speedup") is not None:
         text += f" Measured: {m.get('experiment')} alone gave {fmt_x(m['speedup'])}."  # diagnose's experiment C
+    slower = rec.get("decoder_slower")
+    if isinstance(slower, Mapping) and slower.get("speedup") is not None:
+        text += (
+            f" Not the decoder: {slower.get('experiment')} made steps slower here ({fmt_x(slower['speedup'])});"
+            " cache or pre-resize the images instead."
+        )
     return text, because
 
 

@@ -71,6 +71,8 @@ def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any]) -> str | None:
         return "faster compute: " + ", ".join(ways_short(rec))  # the advice's own ways, as it lists them
     if rid == "evaluation" and isinstance(rec.get("share_of_wall"), (int, float)):
         return f"evaluation took {fmt_share(rec['share_of_wall'])} of the run: evaluate less often, on fewer batches"
+    if rid == "cheaper_batches" and isinstance(rec.get("decoder_slower"), Mapping):
+        return _CHEAPER["fast"]  # experiment C measured the other decoder slower: not advised
     if rid == "cheaper_batches" and rec.get("decode") in _CHEAPER:
         return _CHEAPER[rec["decode"]]
     return _CHANGE.get(rid)
