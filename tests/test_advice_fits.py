@@ -228,7 +228,7 @@ def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
     assert v["oversubscribed"]["fits"] == 2 and "torch.set_num_threads(2)" in v["summary"]
     rec = doc["recommendations"][0]
     assert rec["id"] == "set_num_threads" and rec["threads_fit"] == 2
-    assert "torch.set_num_threads(2): 4 threads spin on 1.0 free cores" in try_short(rec, v, None)
+    assert "torch.set_num_threads(2): 4 threads on 2 CPU(s)" in try_short(rec, v, None)
     assert "threads" not in verdict_short(v)  # said once, with its fix
     # A cause of its own keeps its advice first; the threads' fix follows it.
     doc = run_doc(LOAD_BOUND, loaders=[LOADER], threads={"torch": 4, "omp_env": None, "cpus": 2}, interference=busy)

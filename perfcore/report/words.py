@@ -61,10 +61,13 @@ def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any]) -> str | None:
     if rid == "set_num_threads":
         over = verdict.get("oversubscribed")
         over = over if isinstance(over, Mapping) and over.get("threads") else None
+        # The script's own excess is said against its CPUs: others' momentary load can leave "0.0 free cores".
         spin = (
-            f"{over['threads']} threads spin on {float(over.get('free_cores') or 0):.1f} free cores"
-            if over
-            else "threads spin on oversubscribed cores"
+            "threads spin on oversubscribed cores"
+            if not over
+            else f"{over['threads']} threads on {over['cpus']} CPU(s)"
+            if over.get("own", True) and over.get("cpus")
+            else f"{over['threads']} threads spin on {float(over.get('free_cores') or 0):.1f} free cores"
         )
         return f"torch.set_num_threads({rec.get('threads_fit', 1)}): {spin}"
     if rid == "faster_compute" and ways_short(rec):
