@@ -8,6 +8,7 @@ import sys
 
 from perfcore.experiments.diagnose import measured_first
 from perfcore.report.experiments import busy_note, readable_frame, render_diagnose_brief
+from perfcore.report.verdict_words import plain_words
 
 # The demo's diagnose as a new user saw it: B (two workers) measured 2.23x, C (the other decoder) 1.08x,
 # while the advice was "cheaper batches (decode_jpeg ...): up to 2.25x".
@@ -159,4 +160,4 @@ def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
     ]
     prof = {"cpu_to_wall": 0.9, "top": [{"function": "<method 'float' of 'torch._C.TensorBase' objects>"}]}
     v, _ = diagnose_verdict(base, rows, prof, on_gpu=False)
-    assert v["bound"] == "load" and "(top: Tensor.float (torch))" in v["plain_summary"], v["plain_summary"]
+    assert v["bound"] == "load" and v["loading"]["kind"] == "cpu" and "(top: Tensor.float (torch))" in plain_words(v)

@@ -34,14 +34,14 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             "device": a.get("device"),
             "bound": va["bound"],
             "level": va["level"],
-            "verdict": va["summary"],
+            "decision": va,  # its words: report.verdict_words.say_compare
         },
         "b": {
             "step_ms": tb,
             "device": b.get("device"),
             "bound": vb["bound"],
             "level": vb["level"],
-            "verdict": vb["summary"],
+            "decision": vb,
         },
         "verdict_change": _verdict_change(va, vb),
         "speedup": ta / tb if tb else float("inf"),
@@ -54,7 +54,7 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 def _verdict_change(va: dict[str, Any], vb: dict[str, Any]) -> dict[str, Any]:
     def name(v):
         if not v["causes"]:
-            return "healthy, compute-bound" if v["healthy"] else v["summary"]
+            return "healthy, compute-bound" if v["healthy"] else "no steps measured"
         return f"{v['causes'][0]['bound']} ({v['level']})"
 
     primary = va["primary"] != vb["primary"]
@@ -82,8 +82,8 @@ def render_compare(doc: dict[str, Any]) -> str:
         f"step time: A {doc['a']['step_ms']:.2f} ms -> B {doc['b']['step_ms']:.2f} ms "
         f"({doc['step_time_change_pct']:+.1f}%, speedup {doc['speedup']:.2f}x)",
         doc["verdict_change"]["sentence"],
-        f"  A: {doc['a']['verdict']}",
-        f"  B: {doc['b']['verdict']}",
+        f"  A: {doc['a'].get('verdict', '')}",
+        f"  B: {doc['b'].get('verdict', '')}",
         f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
     ]
     for lb, v in doc["labels"].items():

@@ -28,6 +28,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     from perfcore.experiments.runner import WorkloadRunner
     from perfcore.report.plots import plot_breakdown, plot_experiments
     from perfcore.report.terminal import render_text
+    from perfcore.report.verdict_words import headline
     from perfcore.workloads import load_workload
 
     t0 = time.perf_counter()
@@ -61,8 +62,8 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> dict[str, Any]:
     _dump(run_doc, out / "run.json")
     jsonio.write_csv(out / "steps.csv", table)
     _dump(d, out / "diagnose.json")
-    plot_breakdown(table, out / "breakdown.png", title=run_doc["verdict"]["summary"])
-    plot_experiments(d["experiments"], out / "experiments.png", title=d["verdict"]["summary"].split(";")[0])
+    plot_breakdown(table, out / "breakdown.png", title=headline(run_doc["verdict"]))
+    plot_experiments(d["experiments"], out / "experiments.png", title=headline(d["verdict"]))
     files.update(
         {n: n for n in ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png", "experiments.png")}
     )

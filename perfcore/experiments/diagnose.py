@@ -17,11 +17,11 @@ from perfcore.analysis.gain import expected_gain, measured_gain
 from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.units import fmt_x
 from perfcore.analysis.checks import confirm, difference_noise_ms, prediction
-from perfcore.analysis.verdict import decide, preface, run_evidence
+from perfcore.analysis.verdict import decide, run_evidence
 from perfcore.errors import RunFailed
 from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
-from perfcore.report.check_words import check_text, loading_text
+from perfcore.report.advice_words import say as say_words
 from perfcore.workloads import Workload
 
 __all__ = [
@@ -154,7 +154,7 @@ def diagnose(
     failed = next((m.failure for m in runs if m.failure), None)
     if failed:  # the first run whose script failed: its code is diagnose's, as run's is the script's
         doc["script_exit"] = failed.as_dict()
-    return doc
+    return say_words(doc)  # the words beside the decision's facts, at the edge
 
 
 def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[dict]:
@@ -269,7 +269,7 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             first["step_ms"],
             on_gpu=on_gpu,
             interference=base.get("interference"),
-            measured_by={"load": "the step time saved with synthetic data (experiment A)"},
+            measured_by={"load": "synthetic"},  # experiment A's saving replaces the attribution's figure
         )
         attributed = float(first["avoidable_ms"].get("load") or 0.0)
         final["attributed"] = {
@@ -292,15 +292,9 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     if final["bound"] == "load":
         final["loading"] = loading_cause(exps, prof, base.get("cpu_percent"))
         final["cause"] = final["loading"]["cause"]
-        final["plain_summary"] = final["plain_summary"].replace("input-bound:", f"input-bound ({final['cause']}):", 1)
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
         final["checks"].append(workers_check(first, final, corrected, base, workers))
-    said = [check_text(c) for c in final["checks"]]
-    how = loading_text(final["loading"]) if final.get("loading") else ""
-    tail = "".join(f". {t[0].upper()}{t[1:]}" for t in said if t) + (f". {how}." if how else ".")
-    final["plain_summary"] += tail
-    final["summary"] = preface(final["plain_summary"], final.get("interference"))
     return final, check.predicted_speedup
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from perfcore.analysis.verdict import decide_run, preface, undecided
+from perfcore.analysis.verdict import decide_run, undecided
 from perfcore.capture.sampler import heartbeat
 from perfcore.workloads import Workload
 from perfcore.experiments.measurement import Runner, Trial
 from perfcore.experiments.runner import as_runner
 from perfcore.report.health_words import health_summary, heartbeat_meaning
+from perfcore.report.verdict_words import preface, say_verdict
 
 __all__ = ["health", "health_report", "HEALTHY_BUSY"]
 
@@ -48,11 +49,6 @@ def health(
     return doc
 
 
-# Health's loop has no backward or optimizer: the same wait is a larger share of its shorter step,
-# so the gain it predicts is this loop's, and the training step's (perfcore run, diagnose) is smaller.
-FORWARD_ONLY_GAIN = "this forward-only loop's steps"
-
-
 def health_report(
     row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False, decide: bool = True
 ) -> dict[str, Any]:
@@ -71,8 +67,9 @@ def health_report(
                 "steps": int(row.get("steps") or 0),
                 "interference": row.get("interference"),
             },
-            gain_of=FORWARD_ONLY_GAIN if forward_only else "steps",
+            forward_only=forward_only,
         )
+        say_verdict(decision)  # the words beside the decision's facts, at the edge
     else:
         decision = {**undecided(), "plain_summary": "", "summary": ""}
     healthy = decision["healthy"] if decide else bool(busy >= HEALTHY_BUSY)

@@ -93,11 +93,12 @@ def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, pr
 def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progress=None) -> tuple[dict, list]:
     from perfcore.experiments.diagnose import diagnose
     from perfcore.report.plots import plot_experiments
+    from perfcore.report.verdict_words import headline
 
     say = progress.stage if progress else None
     doc = diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say)
     jsonio.write(out / "diagnose.json", doc)
-    plot_experiments(doc["experiments"], out / "experiments.png", title=doc["verdict"]["summary"].split(";")[0])
+    plot_experiments(doc["experiments"], out / "experiments.png", title=headline(doc["verdict"]))
     return doc, ["diagnose.json", "experiments.png"]
 
 

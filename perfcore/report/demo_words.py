@@ -8,6 +8,7 @@ from typing import Any, Mapping
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report.advice_words import evidence_of, text_of
 from perfcore.report.check_words import check_text
+from perfcore.report.label_words import gain_words, interference_detail, interference_sentence
 
 __all__ = ["gains_text", "demo_markdown"]
 
@@ -15,7 +16,8 @@ __all__ = ["gains_text", "demo_markdown"]
 def gains_text(run: Mapping[str, Any], diag: Mapping[str, Any]) -> str:
     """What removing loading gains: run's prediction for a training step beside diagnose's measurement."""
     c = next((c for c in run.get("causes") or [] if c["label"] == "load"), None)
-    r = c["expected_gain"]["text"] if c and c.get("expected_gain", {}).get("text") else None
+    g = (c or {}).get("expected_gain") or {}
+    r = gain_words(g.get("speedup"), g.get("band")) or g.get("text")
     check = next((c for c in diag.get("checks") or [] if c["experiment"].startswith("synthetic")), None)
     if not r:
         return ""
@@ -39,7 +41,7 @@ def demo_markdown(  # noqa: PLR0913
         f"Workload: {w['name']} — {w['images']} real JPEGs decoded with {w['decoder']}, a small CNN, "
         f"batch {w['batch_size']}, {w['num_workers']} workers, on {w['device']}.",
         "",
-        *([f"**Interference: {busy['sentence']}** ({busy.get('detail', '')})", ""] if busy else []),
+        *([f"**Interference: {interference_sentence(busy)}** ({interference_detail(busy)})", ""] if busy else []),
         "## Health",
         "",
         h["plain_summary"],
