@@ -191,6 +191,9 @@ def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
     assert lines[1].startswith("partial:") and not any(ln.startswith("try:") for ln in lines)
     assert any(ln.startswith("verdict: input-bound") for ln in lines)  # the figures are still shown
     assert all(len(ln) <= WIDTH for ln in lines[:-1])
+    from perfcore.report.html_parts import verdict_card
+
+    assert "<div class='sentence'>partial: the script crashed after 8 measured step(s)" in verdict_card(_doc(8, "crashed"))
     # A crash after many steps, or a finished run: advised as usual.
     for doc in (_doc(FEW_STEPS, "crashed", exc), _doc(8, "finished")):
         lines = render_brief(doc, "runs/r1").splitlines()

@@ -16,6 +16,7 @@ from perfcore.analysis.units import fmt_ms
 from perfcore.report.advice_words import evidence_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
 from perfcore.report.label_words import interference_detail, interference_sentence
+from perfcore.report.terminal import crashed_early
 from perfcore.report.verdict_words import card_lines, cause_words, summary_words
 from perfcore.report.words import overhead_short
 
@@ -143,6 +144,8 @@ def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str |
     why = sentence if sentence is not None else (summary_words(v) if decided else "")
     if decided:
         head, short = card_lines(v)
+        crash = crashed_early(doc)
+        short = ["partial: " + crash[0].removeprefix("ERROR: "), *short][:2] if crash else short
     else:
         head, short, why = str(why or v.get("summary") or doc.get("no_step") or "no verdict"), [], ""
     big = []
