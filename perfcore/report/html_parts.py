@@ -145,7 +145,7 @@ def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str |
     if decided:
         head, short = card_lines(v)
         crash = crashed_early(doc)
-        short = ["partial: " + crash[0].removeprefix("ERROR: "), *short][:2] if crash else short
+        short = [crash[0], *short][:2] if crash else short  # the figures are partial: said first
     else:
         head, short, why = str(why or v.get("summary") or doc.get("no_step") or "no verdict"), [], ""
     big = []

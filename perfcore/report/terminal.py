@@ -13,7 +13,7 @@ from perfcore.report.advice_words import evidence_of, plan_sentence, text_of
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import lines_text
-from perfcore.report.verdict_words import WIDTH, cause_words, plain_words, summary_words
+from perfcore.report.verdict_words import cause_words, plain_words, summary_words
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "crashed_early", "FEW_STEPS"]
 
@@ -76,21 +76,23 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
 
 def crashed_early(doc: dict[str, Any]) -> list[str]:
     """The lines a report leads with when the script failed within FEW_STEPS measured steps: the error in
-    one line (its message cut to fit; the traceback's file is in the folder), and that the figures are
-    partial and not advised on. Empty for a run that finished, was stopped, or failed later."""
+    one line, and that the figures are partial and not advised on. Empty for a run that finished, was
+    stopped, or failed later."""
     ex = doc.get("exit") or {}
     steps = int(doc.get("steps") or 0)
     if ex.get("reason") not in _ERRORS or steps >= FEW_STEPS:
         return []
+    # The exit record's sentence quotes the exception's first line (cut at 200 characters where it is
+    # written; the traceback is a file in the folder) and the exit code.
     code = (doc.get("outcome") or {}).get("code")
-    head = f"ERROR: the script {ex['reason']} after {steps} measured step(s)"
-    tail = f" (exit {code})" if code is not None else ""
-    exc = " ".join(str(ex.get("exception") or "").split())  # one line; the traceback is in the folder
-    room = WIDTH - len(head) - len(tail) - 2
-    exc = exc if len(exc) <= room else exc[: max(room - 3, 0)] + "..."
+    said = ex.get("sentence") or (
+        str(ex["reason"])
+        + (f" ({' '.join(str(ex['exception']).split())})" if ex.get("exception") else "")
+        + (f" (exit {code})" if code is not None else "")
+    )
     return [
-        head + (f": {exc}" if exc else "") + tail,
-        f"partial: {steps} step(s) are too few to advise on; the figures below are what ran before it ended",
+        f"partial results: the script {said}",
+        f"{steps} measured step(s) before it ended are too few to advise on; the figures below are what ran",
     ]
 
 
