@@ -139,7 +139,9 @@ class StepTimer:
 
     def result(self, top_kernels: int = 10) -> RunResult:
         """The perfcore.run/1 document for the steps so far."""
-        return RunResult(self.engine.document(top_kernels))
+        from perfcore.report.advice_words import say
+
+        return RunResult(say(self.engine.document(top_kernels)))  # the words beside the facts, at the edge
 
     def report(self, file=None) -> RunResult:
         """Print the terminal report (per-label mean, share, bar; verdict; advice) and return the result."""

@@ -192,7 +192,10 @@ def test_a_jobs_verdict_is_its_slowest_ranks():
     job = run_doc({"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 20.0, "host": 0.0}, rank=0)
     advise_run(job, zero_code=True, focus=slow)
     assert job["verdict"]["bound"] == "load"
-    assert job["verdict"]["summary"].endswith("on rank 1; the other ranks wait for it in comm")
+    assert job["verdict"]["focus_rank"] == 1
+    from perfcore.report.verdict_words import plain_words
+
+    assert plain_words(job["verdict"]).endswith("on rank 1; the other ranks wait for it in comm")
 
 
 # The JPEG imagenet shape on a 2-core machine: num_workers=0, a batch of 8 decoded in ~120 ms, the

@@ -17,6 +17,7 @@ from perfcore.analysis.advice import advise_run, loader_plan
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
 from perfcore.report.advice_words import plan_words, text_of
 from perfcore.report.words import try_short, verdict_short
+from perfcore.report.verdict_words import summary_words
 
 LOADER = {
     "site": "train.py:42",
@@ -225,7 +226,7 @@ def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
     doc = run_doc(HEALTHY, threads={"torch": 4, "omp_env": None, "cpus": 2}, interference=busy)
     advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
     v = doc["verdict"]
-    assert v["oversubscribed"]["fits"] == 2 and "torch.set_num_threads(2)" in v["summary"]
+    assert v["oversubscribed"]["fits"] == 2 and "torch.set_num_threads(2)" in summary_words(v)
     rec = doc["recommendations"][0]
     assert rec["id"] == "set_num_threads" and rec["threads_fit"] == 2
     assert "torch.set_num_threads(2): 4 threads on 2 CPU(s)" in try_short(rec, v, None)
@@ -245,8 +246,8 @@ def test_cores_taken_by_other_processes_are_said_as_theirs_not_as_the_scripts_fi
     advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
     v = doc["verdict"]
     assert "oversubscribed" not in v and v["threads_busy"]["own"] is False
-    assert "while other processes used 1.4 of 2 cores" in v["summary"]
-    assert "torch.set_num_threads(" not in v["summary"]
+    assert "while other processes used 1.4 of 2 cores" in summary_words(v)
+    assert "torch.set_num_threads(" not in summary_words(v)
     assert all(r["id"] != "set_num_threads" for r in doc["recommendations"])
     assert "threads on" not in verdict_short(v) and "[uncertain: busy]" in verdict_short(v)
     # OMP_NUM_THREADS alone (torch not imported when the run ended) says as much.

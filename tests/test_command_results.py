@@ -25,7 +25,6 @@ def _diagnose(**over) -> DiagnoseResult:
         "cause": "I/O",
         "loading": {"kind": "io", "cause": "I/O", "cpu_to_wall": 0.2},
         "checks": [],
-        "decided_summary": "input-bound: waiting for data costs 5.00 ms of each 10.0 ms step",
         "plain_summary": "input-bound: waiting for data costs 5.00 ms of each 10.0 ms step",
     }
     return DiagnoseResult(
@@ -51,7 +50,12 @@ def test_a_result_round_trips_through_its_document():
 
 
 def test_the_words_are_made_from_the_results_facts():
-    doc = say(_diagnose().to_dict())
+    from perfcore.analysis.verdict import avoidable, decide
+
+    bd = {"load": 5.0, "transfer": 0.0, "compute": 5.0, "comm": 0.0, "host": 0.0}
+    facts = {**decide(avoidable(bd), 10.0), "cause": "I/O", "loading": {"kind": "io", "cause": "I/O", "cpu_to_wall": 0.2}}
+    assert "plain_summary" not in facts  # decided as facts: the words come at the edge
+    doc = say(_diagnose(verdict=facts).to_dict())
     v = doc["verdict"]
     assert v["plain_summary"].startswith("input-bound (I/O):") and "80% of its time waiting" in v["plain_summary"]
     assert v["summary"] == v["plain_summary"]  # no material interference: nothing before it
@@ -79,9 +83,9 @@ def test_a_document_without_the_result_is_corrupt(tmp_path, broken, what):
 
 
 def test_an_older_diagnose_document_still_opens(tmp_path):
-    # Written before diagnose kept its words apart (no decided_summary) and before `skipped`.
+    # Written before the verdict was kept as facts (its words stored) and before `skipped`.
     old = _diagnose().to_dict()
-    del old["skipped"], old["verdict"]["decided_summary"]
+    del old["skipped"]
     old["verdict"]["plain_summary"] = "input-bound: the sentence it was written with."
     (tmp_path / "diagnose.json").write_text(json.dumps(old))
     name, doc = stage_document(tmp_path)

@@ -14,6 +14,8 @@ from perfcore.experiments.diagnose import diagnose_advice
 from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
 from perfcore.report.diagnose_words import say_verdict
 from perfcore.report.health_words import say as say_health
+from perfcore.report.label_words import interference_sentence
+from perfcore.report.verdict_words import plain_words, summary_words
 from perfcore.experiments.health import health_report
 
 
@@ -33,7 +35,7 @@ def test_numbers_print_with_units_that_fit_their_size():
     assert fmt_band(0.5, 2.0, fmt_ms) == "500 µs to 2.00 ms" and fmt_band(None, 1.0) == ""
     # A 0.15 ms step never reads "0.0 ms of each 0.1 ms step".
     v = decide({"host": 0.05}, 0.15)
-    assert "50.0 µs of each 150 µs step" in v["summary"]
+    assert "50.0 µs of each 150 µs step" in summary_words(v)
 
 
 def test_every_command_gives_the_same_gain_from_the_same_evidence():
@@ -50,12 +52,12 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
     g = expected_gain(step, 12.3)
     for v in (run, health, diag):
         assert v["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
-        assert g["text"] in v["summary"]
+        assert g["text"] in summary_words(v)
     assert predicted == pytest.approx(g["speedup"])
     # Health of a workload runs forward only: same function, and it says whose steps the gain is for.
     fwd = say_health(health_report(row, "w", "next", forward_only=True).to_dict())
     assert fwd["verdict"]["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
-    assert "removing it would make this forward-only loop's steps up to 1.92x faster" in fwd["summary"]
+    assert fwd["verdict"]["forward_only"] and "forward-only loop's steps up to 1.92x faster" in fwd["summary"]
     assert "(a training step, with backward and the optimizer, gains less" in fwd["summary"]
 
 
@@ -174,8 +176,8 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
             {"name": "A", "speedup": step / 162.0, "step_sem_ms": 2.0},
             {"name": "B: num_workers=2", "speedup": 0.89, "step_sem_ms": 2.0, "num_workers": 2}]
     verdict, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.95, "top": []}, on_gpu=False)
-    assert "B: num_workers=2 measured 0.89x" in verdict["summary"] and "slower, so workers do not help" \
-        in verdict["summary"]
+    b = verdict["checks"][1]
+    assert b["measured_speedup"] == 0.89 and b["change"] == "slower" and "0.89x" in summary_words(verdict)
     advised = diagnose_advice(doc, verdict, {"cpu_count": 2, "torch_threads": 2})
     r, plan = advised["recommendations"][0], advised["loader_plan"]
     assert r["id"] == "cheaper_batches" and r["site"] == "main.py:240" and "set" not in r
@@ -212,10 +214,11 @@ def test_diagnose_names_the_cause_in_the_printed_summary_on_a_busy_machine_too()
     # The interference preface capitalises the verdict; the cause must still reach the summary.
     bd = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
     step = sum(bd.values())
-    busy = {"material": True, "sentence": "other processes used 1.6 of 2 cores during this run: step times are "
-                                          "inflated and the verdict is uncertain"}
+    busy = {"material": True, "reasons": ["others"], "others_cores": 1.6, "cores": 2, "main_cores": 0.3}
     exps = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": step / bd["compute"]}]
     final, _ = diagnose_verdict({"step_ms": step, "breakdown_ms": bd, "interference": busy}, exps,
                                 {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
-    assert final["summary"].startswith(busy["sentence"] + ". Input-bound (CPU decode/augment):"), final["summary"]
-    assert final["plain_summary"].startswith("input-bound (CPU decode/augment):")
+    said = summary_words(final)
+    assert final["uncertain"] and final["cause"] == "CPU decode/augment"
+    assert said.startswith(interference_sentence(busy) + ". Input-bound (CPU decode/augment):"), said
+    assert plain_words(final).startswith("input-bound (CPU decode/augment):")

@@ -249,6 +249,7 @@ def poisoned(path: Path, **kw) -> Path:
     out = write_run_folder(path, **kw)
     doc = json.loads((out / "run.json").read_text())
     doc["verdict"]["summary"] = f"summary{ESC}end"
+    doc["verdict"].pop("on_gpu", None)  # a document written before the facts were kept: its words are shown
     doc["notes"] = [f"note{ESC}"]
     doc["device"] = f"cpu{ESC}"
     doc["command"] = ["python", f"x{ESC}.py"]

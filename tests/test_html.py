@@ -294,7 +294,10 @@ def test_experiment_commands_write_a_report(tmp_path):
     assert r.exit_code == 0, r.output
     text = (tmp_path / "h" / "report.html").read_text()
     doc = json.loads((tmp_path / "h" / "health.json").read_text())
-    assert f"id='verdict'>{doc['summary'][:40]}" in text.replace("&#x27;", "'") and "report.html" in r.output
+    # The card's headline is the verdict's; the stage's whole summary is its "why" panel.
+    page_text = text.replace("&#x27;", "'")
+    assert "id='verdict'>" in page_text and f"<summary>why</summary><p>{doc['summary'][:40]}" in page_text
+    assert "report.html" in r.output
 
 
 def test_plots_work_under_a_broken_mplbackend_and_leave_it_alone(tmp_path):
@@ -401,4 +404,4 @@ def test_the_label_table_quotes_the_terminals_steady_figures_and_a_busy_verdict_
     for lb, v in steady.items():
         assert html_share[lb] == pytest.approx(10 * v) and abs(term_share[lb] - html_share[lb]) <= 0.5
     assert "of a steady 10" in page and "3 outlier step(s)" in page
-    assert "uncertain: the machine was busy" in page
+    assert "uncertain: other processes used the machine" in page

@@ -11,6 +11,8 @@ import pytest
 
 from perfcore.analysis.interference import interference_finding, window
 from perfcore.analysis.verdict import decide
+from perfcore.report.label_words import interference_sentence
+from perfcore.report.verdict_words import summary_words
 from perfcore.capture.interference import FIELDS, InterferenceSampler, process_tree, read_stat, snapshot
 
 
@@ -60,15 +62,15 @@ def test_finding_on_injected_samples_names_other_processes_first():
     f = interference_finding(_samples(a, b), cores=2)
     assert f["others_cores"] == pytest.approx(1.6) and f["main_cores"] == pytest.approx(0.2)
     assert f["workers_cores"] == pytest.approx(0.1) and f["main_nonvoluntary_per_s"] == pytest.approx(400)
-    assert f["material"] and f["sentence"] == ("other processes used 1.6 of 2 cores during this run: step times "
-                                               "are inflated and the verdict is uncertain")
+    assert f["material"] and f["reasons"] == ["others"] and "sentence" not in f  # facts; words in report/
+    assert "1.6 of 2 cores" in interference_sentence(f) and "inflated" in interference_sentence(f)
     v = decide({"load": 11.2}, 100.0, interference=f)
-    assert v["summary"].startswith("other processes used 1.6 of 2 cores during this run: step times are inflated")
+    assert summary_words(v).startswith(interference_sentence(f))  # what inflated the steps comes first
     assert v["uncertain"] and v["interference"]["others_cores"] == pytest.approx(1.6)
     # The run's own workers busy on both cores are not interference.
     own = interference_finding(_samples(a, _rec(10.0, busy=1900, total=2000, tree=1850, d0=900)), cores=2)
     assert not own["material"] and own["workers_cores"] == pytest.approx(0.95)
-    assert own["sentence"].startswith("no material interference")
+    assert own["reasons"] == [] and interference_sentence(own).startswith("no material interference")
     assert "uncertain" not in decide({"load": 11.2}, 100.0, interference=own)
     # Seen from a launcher (the script is its child): the launcher's own time is neither main nor workers.
     launched = interference_finding(_samples(a, _rec(10.0, busy=600, total=2000, tree=500, d0=50, d1=350)),
@@ -77,9 +79,9 @@ def test_finding_on_injected_samples_names_other_processes_first():
     # Steal and other GPU processes are material on their own.
     stolen = interference_finding(_samples(a, _rec(10.0, busy=300, total=2000, steal=200, tree=300, d0=300)),
                                   cores=2)
-    assert stolen["material"] and "the hypervisor took 10% of the CPU time (steal)" in stolen["sentence"]
+    assert stolen["material"] and stolen["reasons"] == ["steal"] and "10%" in interference_sentence(stolen)
     gpu = interference_finding(_samples(a, _rec(10.0, busy=300, total=2000, tree=300, d0=300, gpu=2)), cores=2)
-    assert gpu["material"] and "2 other process(es) used the GPU" in gpu["sentence"]
+    assert gpu["material"] and gpu["reasons"] == ["gpu"] and "2 other process(es)" in interference_sentence(gpu)
     assert interference_finding(_samples(a), cores=2) is None
 
 
@@ -160,4 +162,4 @@ def test_perfcore_run_records_interference_over_its_measured_steps(tmp_path):
     # The script spins one core for 3 s; on a loaded 2-core machine it still gets a good part of one.
     assert f["main_cores"] > 0.2, f
     assert f["main_cores"] + f["workers_cores"] + f["others_cores"] <= f["cores"] + 0.3, f
-    assert isinstance(f["sentence"], str) and f["sentence"]
+    assert isinstance(f["reasons"], list) and isinstance(f["sentence"], str) and f["sentence"]  # said at the edge

@@ -88,7 +88,7 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     assert doc["steps"] == len(measured) and doc["warmup_steps"] == 2
     assert abs(doc["step_time_ms"]["mean"] - measured["wall_ms"].mean()) < 1e-6
     assert abs(doc["step_time_ms"]["p90"] - measured["wall_ms"].quantile(0.9)) < 1e-6
-    assert doc["verdict"]["summary"] and abs(sum(doc["breakdown_fraction"].values()) - 1) < 1e-6
+    assert doc["verdict"]["bound"] and abs(sum(doc["breakdown_fraction"].values()) - 1) < 1e-6
     assert w.failed is None
 
     # Killed while appending the next rows: the half-written row lies beyond the bytes the

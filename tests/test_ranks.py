@@ -14,6 +14,7 @@ import pytest
 from perfcore.analysis.ranks import clock_offsets, merge_ranks
 from perfcore.analysis.units import fmt_ms
 from perfcore.report.rank_words import say as say_ranks, straggler_sentence
+from perfcore.report.verdict_words import summary_words
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "ddp_train.py")
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -240,7 +241,7 @@ def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     # Alone, rank 2's own steps are healthy compute; the job's verdict is the wait for it.
     assert (v["bound"], v["level"], v["healthy"]) == ("straggler", "critical", False)
     assert v["straggler"]["waiting_rank"] in (0, 1) and v["straggler"]["excess_ms"] == pytest.approx(9.0)
-    assert v["summary"].startswith("rank 2 holds up the job")
+    assert summary_words(v).startswith("rank 2 holds up the job")
     rec = doc["recommendations"][0]
     assert rec["id"] == "balance_ranks" and rec["cause"] == "straggler"
     assert all(r["id"] != "faster_compute" for r in doc["recommendations"])

@@ -72,7 +72,9 @@ def test_compute_bound_is_not_blamed_on_data():
     # 2.2%; the tier is 10%, 11 sd away. At 30 ms a step the same ticks reached 14% and named
     # loading in 4 runs of 25. The decision at the tier is tested on injected timings in
     # test_triage_decisions.py.
-    doc = diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2).to_dict()
+    from perfcore.report.diagnose_words import say as say_diagnose
+
+    doc = say_diagnose(diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2).to_dict())
     assert doc["experiments"][0]["breakdown_ms"]["compute"] >= 100.0  # the step described above
     assert doc["verdict"]["bound"] == "compute" and doc["verdict"]["healthy"]
     assert doc["verdict"]["plain_summary"].startswith("compute-bound (healthy)")

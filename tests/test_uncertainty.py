@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfcore.report.verdict_words import summary_words as said
+
 from perfcore.analysis.attribution import LABELS, summarize
 from perfcore.analysis.uncertainty import robust_breakdown, steps_to_settle
 
@@ -52,7 +54,8 @@ def test_preempted_steps_are_set_apart_and_the_verdict_holds():
     assert "3 outlier step(s) set apart (392 ms to 432 ms against a median of 13.0 ms; 100% of their extra time " \
            "was host)" in rb["outliers"]["sentence"]
     v = doc["verdict"]
-    assert v["bound"] == "compute" and v["healthy"] and "(3 outlier step(s) set apart)" in v["summary"]
+    assert v["bound"] == "compute" and v["healthy"] and v["outliers"] == {"count": 3}
+    assert "(3 outlier step(s) set apart)" in said(v)
     assert doc["step_time_ms"]["mean"] > 40 and doc["step_time_ms"]["robust"] == pytest.approx(13.0)
     json.dumps(doc, allow_nan=False)
 
@@ -91,17 +94,17 @@ def test_a_share_on_the_tier_is_borderline_in_every_run_and_one_clearly_below_is
         v = doc_of(_noisy_run(seed, load_ms=2.25))["verdict"]
         levels.append(v["level"])
         if v["level"] == "borderline":
-            assert v["summary"].startswith("borderline input-bound: waiting for data costs")
-            assert "which straddles the 10% tier" in v["summary"] and "would settle it" in v["summary"]
+            assert said(v).startswith("borderline input-bound: waiting for data costs")
+            assert "which straddles the 10% tier" in said(v) and "would settle it" in said(v)
             assert v["healthy"] is None and v["bound"] == "load"
     assert levels == ["borderline"] * 5
     # Truth 3.7%: healthy in every run, never above the tier.
     for seed in range(5):
         v = doc_of(_noisy_run(seed, load_ms=0.77))["verdict"]
-        assert v["bound"] == "compute" and v["healthy"], v["summary"]
+        assert v["bound"] == "compute" and v["healthy"], said(v)
     # Clearly above: named at its tier with its interval.
     v = doc_of(_noisy_run(0, load_ms=8.0))["verdict"]
-    assert v["bound"] == "load" and v["level"] == "critical" and "95% interval" in v["summary"]
+    assert v["bound"] == "load" and v["level"] == "critical" and "95% interval" in said(v)
 
 
 def test_the_interval_says_how_many_steps_would_settle_it():
@@ -144,8 +147,7 @@ def test_a_robust_breakdown_of_other_rows_than_the_documents_is_ignored():
     mixed = {**training, "breakdown_robust": with_eval["breakdown_robust"]}
     assert with_eval["breakdown_robust"]["steps"] == 55 and training["steps"] == 49
     assert decide_run(with_eval)["bound"] == "load"
-    assert decide_run(mixed)["summary"] == decide_run({k: v for k, v in training.items()
-                                                       if k != "breakdown_robust"})["summary"]
+    assert decide_run(mixed) == decide_run({k: v for k, v in training.items() if k != "breakdown_robust"})
 
 
 def test_an_interval_across_both_tiers_is_borderline_at_the_first():
@@ -153,9 +155,9 @@ def test_an_interval_across_both_tiers_is_borderline_at_the_first():
 
     v = decide({"load": 15.0}, 100.0, share_band={"load": (0.05, 0.25)}, steps=20)
     assert v["level"] == "borderline" and v["bound"] == "load" and v["healthy"] is None
-    assert "straddles the 10% tier" in v["summary"]
+    assert "straddles the 10% tier" in said(v)
     # Surely past the first tier, straddling the second: named at warn, borderline critical.
     w = decide({"load": 19.0}, 100.0, share_band={"load": (0.15, 0.23)}, steps=20)
-    assert w["level"] == "warn" and "Borderline critical" in w["summary"]
+    assert w["level"] == "warn" and "Borderline critical" in said(w)
     # Without an interval the point estimate decides, as before.
     assert decide({"load": 15.0}, 100.0)["level"] == "warn"

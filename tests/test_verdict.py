@@ -1,4 +1,5 @@
-"""The one verdict: thresholds, ranking, the sentence a user reads, and that every command reaches it."""
+"""The one verdict: thresholds, ranking, its facts (and the words made from them agreeing with its
+numbers), and that every command reaches it."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,7 @@ from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
 from perfcore.report.diagnose_words import say_verdict
 from perfcore.report.health_words import say as say_health
 from perfcore.experiments.health import health_report
+from perfcore.report.verdict_words import summary_words as said
 
 
 def diagnose_verdict(*args, **kwargs):
@@ -39,8 +41,9 @@ def test_thresholds_are_the_published_tiers():
 def test_compute_is_healthy_even_when_it_is_most_of_the_step():
     v = decide({"load": 4.0, "transfer": 1.0, "comm": 0.0, "host": 3.0}, 100.0, compute_ms=92.0)
     assert v["bound"] == "compute" and v["healthy"] and v["primary"] is None and v["causes"] == []
-    assert v["summary"] == ("compute-bound (healthy): compute is 92% of each 100 ms step; no avoidable cause "
-                            "reaches 10% (largest: waiting for data 4.00 ms, 4.0%)")
+    assert v["compute_ms"] == 92.0 and v["avoidable_ms"]["load"] == 4.0 and "summary" not in v  # facts, no words
+    words = said(v)
+    assert words.startswith("compute-bound (healthy)") and "92%" in words and "4.00 ms" in words
 
 
 def test_demo_shape_names_loading_with_its_numbers():
@@ -49,29 +52,35 @@ def test_demo_shape_names_loading_with_its_numbers():
     c = v["causes"][0]
     assert c["ms_per_step"] == pytest.approx(12.3) and c["share"] == pytest.approx(12.3 / 25.6)
     assert c["expected_speedup"] == pytest.approx(25.6 / 13.3)
-    assert v["summary"] == ("input-bound: waiting for data costs 12.3 ms of each 25.6 ms step (48%; critical at "
-                            ">= 20%); removing it would make steps up to 1.92x faster")
-    assert "measured as" in c["evidence"] and "12.3 ms of a 25.6 ms step (48%)" in c["evidence"]
+    words = said(v)
+    assert words.startswith("input-bound") and all(f in words for f in ("12.3 ms", "25.6 ms", "48%", "critical", "1.92x"))
+    from perfcore.report.verdict_words import cause_words
+
+    assert "12.3 ms of a 25.6 ms step (48%)" in cause_words(v, c)[1]
 
 
 def test_several_causes_ranked_each_with_evidence_and_gain():
     v = decide({"load": 12.0, "transfer": 0.0, "comm": 25.0, "host": 15.0}, 100.0, on_gpu=True)
     assert [c["label"] for c in v["causes"]] == ["comm", "host", "load"]
     assert [c["level"] for c in v["causes"]] == ["critical", "warn", "warn"]
-    assert v["bound"] == "comm" and v["summary"].startswith("communication-bound:")
-    assert "Also host gaps 15.0 ms (15%, warn), waiting for data 12.0 ms (12%, warn)" in v["summary"]
+    assert v["bound"] == "comm" and said(v).startswith("communication-bound:")
+    also = said(v).split("Also ")[1]
+    assert also.index("15.0 ms (15%, warn)") < also.index("12.0 ms (12%, warn)")  # in the ranked order
+    from perfcore.report.verdict_words import cause_words
+
     for c in v["causes"]:
         assert c["expected_speedup"] == pytest.approx(100.0 / (100.0 - c["ms_per_step"]))
-        assert "GPU" in c["evidence"] or "kernel" in c["evidence"] or "copy" in c["evidence"]
+        evidence = cause_words(v, c)[1]
+        assert "GPU" in evidence or "kernel" in evidence or "copy" in evidence
 
 
 def test_partial_data_and_degenerate_input():
     assert decide({}, 10.0)["healthy"]
     for nothing in (0.0, float("nan"), None):
         v = decide({"load": 5.0}, nothing)
-        assert v["summary"] == "no steps measured" and v["healthy"] is None and v["bound"] == v["level"] == "unknown"
+        assert said(v) == "no steps measured" and v["healthy"] is None and v["bound"] == v["level"] == "unknown"
     v = decide({"load": 10.0}, 10.0)  # a step that is all waiting: no finite gain
-    assert v["bound"] == "load" and "faster" not in v["summary"] and v["causes"][0]["expected_speedup"] is None
+    assert v["bound"] == "load" and "faster" not in said(v) and v["causes"][0]["expected_speedup"] is None
     json.dumps(v, allow_nan=False)  # run.json stays strict JSON
     assert confirm(v, "load", 3.0, "synthetic data").agrees is None
 
@@ -82,10 +91,10 @@ def test_startup_enters_the_verdict_only_when_it_dominates_a_short_run():
     assert short["startup"]["dominates"] and short["healthy"]
     # 9 s to the end of the first step, less one steady step, of a 9 s + 20 x 25 ms run.
     assert short["startup"]["ms"] == pytest.approx(8975.0)
-    assert "Start-up dominates: 9.00 s from launch to the end of the first step (which took 900 ms; a steady one " \
-           "25.0 ms) is 94% of this run of 20 steps" in short["summary"]
+    assert short["startup"]["share_of_run"] == pytest.approx(8975.0 / (9000.0 + 20 * 25.0))
+    assert all(f in said(short) for f in ("Start-up dominates", "9.00 s", "900 ms", "94%", "20 steps"))
     long = decide({"load": 1.0}, 25.0, startup=su, steps=100_000)
-    assert not long["startup"]["dominates"] and "Start-up" not in long["summary"]
+    assert not long["startup"]["dominates"] and "Start-up" not in said(long)
     assert "startup" not in decide({"load": 1.0}, 25.0)
 
 
@@ -137,27 +146,30 @@ def test_diagnose_confirms_or_corrects_the_attribution():
     prof = {"cpu_to_wall": 0.95, "top": [{"function": "decode (x.py:1)"}]}
     v, predicted = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85)], prof, on_gpu=False)
     assert v["bound"] == "load" and v["cause"] == "CPU decode/augment" and predicted == pytest.approx(25.6 / 13.3)
-    assert v["summary"].startswith("input-bound (CPU decode/augment): waiting for data costs 12.3 ms")
-    assert "measured 1.85x against 1.92x predicted: confirmed" in v["summary"]
+    assert v["checks"][0]["status"] == "confirmed" and v["checks"][0]["measured_speedup"] == 1.85
+    assert said(v).startswith("input-bound (CPU decode/augment): waiting for data costs 12.3 ms")
+    assert "1.85x" in said(v) and "confirmed" in said(v)
     io = {"cpu_to_wall": 0.39, "top": []}
     assert diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85)], io, on_gpu=False)[0]["cause"] == "I/O"
     busy, _ = diagnose_verdict({**base, "cpu_percent": 100.0}, [_exp("baseline", 1.0), _exp("A", 1.85)], io,
                                on_gpu=False)
-    assert busy["cause"] == "data loading" and "the host was 100% busy, so it waited for a core" in busy["summary"]
+    assert busy["cause"] == "data loading" and busy["loading"]["kind"] == "crowded" and "100% busy" in said(busy)
     asleep = diagnose_verdict({**base, "cpu_percent": 100.0}, [_exp("baseline", 1.0), _exp("A", 1.85)],
                               {"cpu_to_wall": 0.05, "top": []}, on_gpu=False)[0]
     assert asleep["cause"] == "I/O"
     v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85), _exp("B: num_workers=2", 1.5)], prof,
                             on_gpu=False)
-    assert "B: num_workers=2 measured 1.50x of the 1.92x that removing all loading can give" in v["summary"]
+    b = v["checks"][1]
+    assert b["against"] == "bound" and b["measured_speedup"] == 1.5 and "1.50x" in said(v)
     # Synthetic data barely helps: the measurement wins and the verdict is decided again on it.
     v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04)], prof, on_gpu=False)
     # What the attribution said is kept as its figures beside the corrected verdict (decided once).
     assert v["healthy"] and v["bound"] == "compute" and v["attributed"]["label"] == "load"
     assert v["attributed"]["share"] >= 0.10 and v["avoidable_ms"]["load"] < v["attributed"]["ms_per_step"]
-    assert "not confirmed, waiting for data saves 985 µs per step (4%)" in v["summary"]
+    assert v["checks"][0]["status"] == "not confirmed" and v["measured_by"] == {"load": "synthetic"}
+    assert "not confirmed" in said(v) and "985 µs" in said(v)
     v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04, compute=25.0)], prof, on_gpu=False)
-    assert v["bound"] == "load" and "attributed" not in v and "inconclusive" in v["summary"]
+    assert v["bound"] == "load" and "attributed" not in v and v["checks"][0]["status"] == "inconclusive"
 
 
 def _row(bd, busy, device="cpu"):
@@ -172,8 +184,8 @@ def test_health_run_and_compare_agree_on_the_same_evidence():
     run = {"step_time_ms": {"mean": DEMO_STEP}, "breakdown_ms": DEMO_BD, "device": "cpu", "steps": 40}
     assert h["verdict"]["bound"] == decide_run(run)["bound"] == "load"
     assert not h["healthy"] and h["next"] == "perfcore diagnose demo"
-    assert h["summary"].startswith("input-bound: waiting for data costs 12.3 ms of each 16.7 ms step (74%")
-    assert "Compute share of each step (no GPU here) 23% (< 60%)" in h["summary"]
+    assert h["busy_mean"] == 0.23 and h["verdict"]["avoidable_ms"]["load"] == 12.3
+    assert h["summary"].startswith("input-bound:") and all(f in h["summary"] for f in ("12.3 ms", "16.7 ms", "74%", "23%"))
     ok = health_report(_row({"load": 0.5, "transfer": 0, "compute": 9.0, "comm": 0, "host": 0.5}, busy=0.9),
                        "w", "next")
     assert ok.healthy and ok.next is None and ok.verdict["bound"] == "compute"
@@ -266,10 +278,10 @@ def test_diagnose_reads_a_noisy_pair_of_runs_as_noise():
     quiet, _ = diagnose_verdict({**base, "step_sem_ms": 0.05},
                                 [_exp("baseline", 1.0), {**_exp("A", 1.11), "step_sem_ms": 0.05}], prof, on_gpu=False)
     # Steady runs: a 10% gain is real, above the prediction's band, and corrects the attribution.
-    assert "not confirmed" in quiet["summary"] and "attributed" in quiet
+    assert quiet["checks"][0]["status"] == "not confirmed" and "attributed" in quiet
     exps = [_exp("baseline", 1.0), {**_exp("A", 1.11), "step_sem_ms": 1.4}]
     noisy, _ = diagnose_verdict(base, exps, prof, on_gpu=False)
-    assert noisy["bound"] == "compute" and noisy["healthy"] and "inconclusive" in noisy["summary"]
+    assert noisy["bound"] == "compute" and noisy["healthy"] and noisy["checks"][0]["status"] == "inconclusive"
     assert "attributed" not in noisy
 
 
@@ -277,16 +289,15 @@ def test_cpu_host_time_says_it_holds_tensor_math_outside_modules():
     # A manual-SGD loop on a CPU: the functional loss, zero_grad and p.data.add_ run outside modules,
     # so they are in host; the words must not call that "Python, logging, syncs".
     v = decide({"host": 30.0}, 100.0, on_gpu=False)
-    assert v["bound"] == "host" and "Python, logging, syncs" not in v["summary"]
-    assert "tensor math run outside modules, such as a functional loss, zero_grad or a manual parameter update" \
-        in v["summary"]
+    assert v["bound"] == "host" and not v["on_gpu"] and "Python, logging, syncs" not in said(v)
+    assert "tensor math run outside modules" in said(v)
     from perfcore.analysis.advice import advise
     from perfcore.report.advice_words import text_of
 
     rec = advise(v, {"host": 30.0, "compute": 70.0}, on_gpu=False, zero_code=True)[0]
     assert rec["id"] == "host_gaps" and "tensor math outside modules" in text_of(rec)  # the renderer's words
     gpu = decide({"host": 30.0}, 100.0, on_gpu=True)
-    assert gpu["summary"].startswith("host-bound: host gaps (the GPU idles")
+    assert gpu["on_gpu"] and said(gpu).startswith("host-bound: host gaps (the GPU idles")
 
 
 def test_the_typed_verdict_is_the_decision_and_the_document_its_serialisation():

@@ -98,7 +98,9 @@ def advise(  # noqa: C901, PLR0912
         lb = c["label"]
         g = c.get("expected_gain") or expected_gain(step, c["ms_per_step"])
         # Every cause's advice says what removing the cause gives (the cause's evidence is the verdict's).
-        base = {"cause_gain": _gain_facts(g), "evidence": c["evidence"]}
+        cause_facts = {k: c.get(k) for k in ("label", "ms_per_step", "share", "share_band")}
+        cause_facts.update(step_ms=step, on_gpu=on_gpu, measured_by=(decision.get("measured_by") or {}).get(lb))
+        base = {"cause_gain": _gain_facts(g), "cause_facts": cause_facts}
         before = len(recs)
         if lb == "load":
             kind = PlanKind(plan["kind"]) if plan and plan.get("kind") else None
@@ -142,7 +144,7 @@ def advise(  # noqa: C901, PLR0912
         add(f["id"], "memory", {"memory": dict(f)})  # the finding's figures: its words are its advice's
     su = decision.get("startup")
     if su and su.get("dominates"):
-        add("startup", "startup", {"finding": su["sentence"]})
+        add("startup", "startup", {"startup": dict(su)})
     return recs
 
 
@@ -165,7 +167,7 @@ def advise_run(
     if job is not None:
         decision = judge_straggle(decision, job)
     elif f is not doc and f.get("rank") is not None:
-        decision["summary"] += f" on rank {f['rank']}; the other ranks wait for it in comm"
+        decision["focus_rank"] = f["rank"]  # the slowest rank's verdict: the others wait for it in comm
     ev = {"cpu_count": None, **dict(doc.get("evidence") or {}), **dict(evidence or {})}
     intf = valid_finding(doc.get("interference")) or {}
     threads, source, cpus = threads_of(doc, ev)
@@ -177,25 +179,13 @@ def advise_run(
         ev.setdefault("bf16_supported", doc["bf16_supported"])
     over = oversubscription(threads, cpus or ev.get("cpu_count"), intf.get("others_cores"), source=source)
     if over is not None and decision.get("step_ms"):
-        kind = "torch" if over.source == "torch" else "OpenMP"
-        # What inflated the steps comes before the verdict on them, not only "interference"; with the
-        # script's fix only where its own threads outnumber its CPUs.
+        # What inflated the steps is said before the verdict on them (verdict_words), not only
+        # "interference"; with the script's fix only where its own threads outnumber its CPUs.
         if over.own:
             ev["oversubscribed"] = over.to_dict()
             decision["oversubscribed"] = over.to_dict()
-            decision["summary"] = (
-                f"{over.threads} {kind} threads on {over.cpus} CPU(s): OpenMP threads spin when cores are "
-                f"oversubscribed, which can make steps many times slower: torch.set_num_threads({over.fits}). "
-                f"{decision['summary']}"
-            )
         else:
             decision["threads_busy"] = over.to_dict()
-            decision["summary"] = (
-                f"{over.threads} {kind} threads had {over.free_cores:.1f} free core(s) while other processes "
-                f"used {over.others_cores:.1f} of {over.cpus} cores: their threads spin when cores are taken, "
-                f"so these steps are slower than the script's own; measure on a quieter machine before "
-                f"changing its thread count. {decision['summary']}"
-            )
     ld = training_loader(doc.get("loaders"))
     w = doc.get("workers") or {}
     if ld is None and w:

@@ -27,7 +27,7 @@ def _side(doc: Mapping[str, Any], v: Mapping[str, Any]) -> dict[str, Any]:
         "named": v["causes"][0]["bound"] if v["causes"] else None,
         "healthy": bool(v["healthy"]),
         "primary": v["primary"],
-        "verdict": v["summary"],
+        "decision": dict(v),  # its words: report.verdict_words.say_compare
     }
 
 

@@ -1,14 +1,13 @@
 """Interference as a finding: from the samples capture.interference takes during a run, how much CPU
 other processes used against the cores there are, how much the hypervisor stole, how long the run
 queue was, how often the run's main process was preempted, and whether other processes used the GPU.
-When that is material, step times are inflated and a verdict on them is uncertain: the finding says
-so in one sentence, which the verdict puts first. Pure functions on the samples' columns."""
+When that is material, step times are inflated and a verdict on them is uncertain: the finding holds
+the figures and the reasons as codes (report.verdict_words says them, before the verdict). Pure
+functions on the samples' columns."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
-
-from perfcore.analysis.units import fmt_share
 
 __all__ = [
     "interference_finding",
@@ -76,32 +75,26 @@ def interference_finding(
         "gpu_other_processes": max(gpu) if gpu else None,
         "gpu_other_bytes": max(gpu_bytes) if gpu_bytes else None,
     }
+    # Why the run counts as disturbed, as codes (report.verdict_words says them): other processes' CPU,
+    # the hypervisor's steal, other processes on the GPU.
     reasons = []
     if doc["others_share"] >= MATERIAL_OTHERS_SHARE and doc["others_cores"] >= MATERIAL_OTHERS_CORES:
-        reasons.append(f"other processes used {doc['others_cores']:.1f} of {cores} cores during this run")
+        reasons.append("others")
     if doc["steal_share"] >= MATERIAL_STEAL_SHARE:
-        reasons.append(f"the hypervisor took {fmt_share(doc['steal_share'])} of the CPU time (steal)")
+        reasons.append("steal")
     if doc["gpu_other_processes"]:
-        reasons.append(f"{doc['gpu_other_processes']} other process(es) used the GPU")
+        reasons.append("gpu")
+    doc["reasons"] = reasons
     doc["material"] = bool(reasons)
-    busy_line = (
-        f"this run's main process used {doc['main_cores']:.1f} core(s) and its workers "
-        f"{doc['workers_cores']:.1f}; other processes {doc['others_cores']:.1f} of {cores}"
-        + (f"; {doc['run_queue_mean']:.1f} tasks runnable on average" if runq else "")
-        + f"; the main process was preempted {doc['main_nonvoluntary_per_s']:.0f} times a second"
-    )
-    doc["detail"] = busy_line
-    doc["sentence"] = (
-        ("; ".join(reasons) + ": step times are inflated and the verdict is uncertain")
-        if reasons
-        else f"no material interference ({busy_line})"
-    )
     return doc
 
 
 def valid_finding(f: Any) -> dict[str, Any] | None:
-    """An interference finding read back from a document, or None when it is missing or damaged."""
-    if not isinstance(f, Mapping) or not isinstance(f.get("sentence"), str):
+    """An interference finding read back from a document, or None when it is missing or damaged (a
+    document written before the reasons were kept has its sentence instead)."""
+    if not isinstance(f, Mapping) or not isinstance(f.get("material"), bool):
+        return None
+    if not isinstance(f.get("reasons"), list) and not isinstance(f.get("sentence"), str):
         return None
     return dict(f)
 

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from perfcore.analysis.labels import LABELS
-from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
 __all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle", "EXCESS_PHRASE"]
@@ -154,7 +153,7 @@ _OWN_CAUSES = tuple(lb for lb in AVOIDABLE if lb != "comm")
 
 def judge_straggle(decision: Mapping[str, Any], s: Straggle | None) -> dict[str, Any]:
     """The job's verdict from the slow rank's own (`decision`) and the straggle: when a rank waits for the
-    straggler at or above the warn tier, the headline names that wait first, with the slow rank and why it
+    straggler at or above the warn tier, it keeps the straggle (whose words name that wait first), with the slow rank and why it
     is slow; and where the slow rank's own verdict is healthy (its excess is compute), the wait is the
     bound. Otherwise the decision as it was."""
     out = dict(decision)
@@ -169,17 +168,7 @@ def judge_straggle(decision: Mapping[str, Any], s: Straggle | None) -> dict[str,
     # (the collective itself), a borderline cause or healthy compute leave the wait as the bound.
     if not (out.get("healthy") is False and out.get("bound") in _OWN_CAUSES):
         out.update(bound="straggler", level=level, healthy=False, primary=None)
-    lead = (
-        f"rank {s.slow_rank} holds up the job: rank {s.waiting_rank} waits {fmt_ms(s.wait_ms)} of each "
-        f"{fmt_ms(s.step_ms)} step ({fmt_share(share)}, {level}) in collectives for it; its own work is "
-        f"{fmt_ms(s.work_ms)} against {fmt_ms(s.others_work_ms)} on the other ranks, the excess in "
-        f"{s.excess_label}: {EXCESS_PHRASE.get(s.excess_label, s.excess_label)} {fmt_ms(s.excess_ms)} more per step"
-    )
-    plain = str(out.get("plain_summary") or out.get("summary") or "")
-    out["plain_summary"] = f"{lead}. On rank {s.slow_rank}: {plain}" if plain else lead
-    summary = str(out.get("summary") or "")
-    out["summary"] = f"{lead}. On rank {s.slow_rank}: {summary}" if summary else lead
-    return out
+    return out  # report.verdict_words leads with the straggler (out["straggler"]) before the slow rank's verdict
 
 
 def job_problem(parts: list[dict[str, Any]]) -> str | None:

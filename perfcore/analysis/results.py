@@ -9,7 +9,7 @@ import dataclasses
 import enum
 from typing import Any, Mapping
 
-__all__ = ["Level", "Gain", "Cause", "Verdict", "Advice", "BOUNDS"]
+__all__ = ["Level", "Gain", "Cause", "Startup", "Verdict", "Advice", "BOUNDS"]
 
 # The bound each avoidable label names when it is the verdict's.
 BOUNDS = {"load": "input-bound", "transfer": "transfer-bound", "comm": "communication-bound", "host": "host-bound"}
@@ -66,6 +66,7 @@ class Cause:
             "level": self.level.value,
             "expected_speedup": self.gain.speedup,
             "expected_step_ms": self.gain.step_after_ms,
+            "expected_gain": self.gain.to_dict(),
         }
         if self.share_band is not None:
             d["share_band"] = list(self.share_band)
@@ -74,10 +75,44 @@ class Cause:
 
 
 @dataclasses.dataclass(frozen=True)
+class Startup:
+    """Start-up's cost against the run: time from launch to the end of the first step, less one steady
+    step, as a share of the whole run (that plus the measured steps); dominant at STARTUP_DOMINATES."""
+
+    ms: float
+    time_to_first_step_ms: float
+    steady_step_ms: float
+    share_of_run: float
+    dominates: bool
+    steps: int = 0
+    first_step_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Startup":
+        first = d.get("first_step_ms")
+        return cls(
+            ms=float(d.get("ms") or 0.0),
+            time_to_first_step_ms=float(d.get("time_to_first_step_ms") or 0.0),
+            steady_step_ms=float(d.get("steady_step_ms") or 0.0),
+            share_of_run=float(d.get("share_of_run") or 0.0),
+            dominates=bool(d.get("dominates")),
+            steps=int(d.get("steps") or 0),
+            first_step_ms=float(first) if isinstance(first, (int, float)) else None,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     """The one decision: the bound (a label, "compute" when healthy, "unknown" before any step), its
     level, every avoidable cause ranked by ms per step, and which of them are named (at or above the
-    warn tier, or borderline there)."""
+    warn tier, or borderline there); beside it the facts its words need: the device (what each label's
+    time is), the steps (what would settle a borderline cause), how a label was measured where an
+    experiment replaced the attribution (a code: "synthetic"), whether the loop is forward-only (whose
+    gain is larger than a training step's), start-up's cost, the machine's interference finding and
+    the outlier steps set apart. No prose: report.verdict_words says it."""
 
     bound: str
     level: Level
@@ -87,6 +122,14 @@ class Verdict:
     compute_ms: float
     ranked: tuple[Cause, ...]
     uncertain: bool = False
+    on_gpu: bool = False
+    steps: int = 0
+    measured_by: tuple[tuple[str, str], ...] = ()
+    forward_only: bool = False
+    startup: Startup | None = None
+    interference: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False, hash=False)
+    outliers: int = 0
+    thresholds: tuple[float, float] = (0.10, 0.20)
 
     @property
     def named(self) -> tuple[Cause, ...]:
@@ -105,7 +148,7 @@ class Verdict:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The numbers of run.json's `verdict` (the words are added beside them by whoever renders)."""
+        """run.json's `verdict`: the numbers and statuses (the words are added beside them at the edge)."""
         d: dict[str, Any] = {
             "bound": self.bound,
             "level": self.level.value,
@@ -115,11 +158,24 @@ class Verdict:
             "compute_ms": self.compute_ms,
             "causes": [c.to_dict() for c in self.named],
             "avoidable_ms": self.avoidable_ms,
+            "thresholds": {"warn": self.thresholds[0], "critical": self.thresholds[1]},
+            "on_gpu": self.on_gpu,
+            "steps": self.steps,
         }
         if any(c.share_band is not None for c in self.ranked):
             d["avoidable_band_ms"] = self.avoidable_band_ms
         if self.uncertain:
             d["uncertain"] = True
+        if self.measured_by:
+            d["measured_by"] = dict(self.measured_by)
+        if self.forward_only:
+            d["forward_only"] = True
+        if self.startup is not None:
+            d["startup"] = self.startup.to_dict()
+        if self.interference is not None:
+            d["interference"] = dict(self.interference)
+        if self.outliers:
+            d["outliers"] = {"count": self.outliers}
         return d
 
     @classmethod
@@ -128,10 +184,13 @@ class Verdict:
         so their ms per step come from avoidable_ms)."""
         step = float(d.get("step_ms") or 0.0)
         named = {c["label"]: c for c in d.get("causes") or []}
+        bands = d.get("avoidable_band_ms") if isinstance(d.get("avoidable_band_ms"), Mapping) else {}
         ranked = []
         for label, ms in (d.get("avoidable_ms") or {}).items():
             c = named.get(label) or {}
             band = c.get("share_band")
+            if band is None and bands.get(label) and step > 0:  # a minor cause keeps its interval here only
+                band = [v / step for v in bands[label]]
             gain = c.get("expected_gain") or {}
             ranked.append(
                 Cause(
@@ -150,6 +209,10 @@ class Verdict:
                     borderline_tier=c.get("borderline_tier"),
                 )
             )
+        ranked.sort(key=lambda c: -c.ms_per_step)
+        su, out = d.get("startup"), d.get("outliers")
+        th = d.get("thresholds") if isinstance(d.get("thresholds"), Mapping) else {}
+        by = d.get("measured_by")
         return cls(
             bound=str(d.get("bound")),
             level=Level(d.get("level", "unknown")),
@@ -159,6 +222,14 @@ class Verdict:
             compute_ms=float(d.get("compute_ms") or 0.0),
             ranked=tuple(ranked),
             uncertain=bool(d.get("uncertain")),
+            on_gpu=bool(d.get("on_gpu")),
+            steps=int(d.get("steps") or 0),
+            measured_by=tuple((str(k), str(v)) for k, v in by.items()) if isinstance(by, Mapping) else (),
+            forward_only=bool(d.get("forward_only")),
+            startup=Startup.from_dict(su) if isinstance(su, Mapping) and "share_of_run" in su else None,
+            interference=dict(d["interference"]) if isinstance(d.get("interference"), Mapping) else None,
+            outliers=int(out.get("count") or 0) if isinstance(out, Mapping) else 0,
+            thresholds=(float(th.get("warn", 0.10)), float(th.get("critical", 0.20))),
         )
 
 

@@ -22,6 +22,7 @@ __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
 def report_cmd(res: Results, run_dir, html, explain) -> None:
     """Re-render the report and plots of a run folder."""
     from perfcore.report.plots import plot_breakdown
+    from perfcore.report.verdict_words import headline
     from perfcore.report.reader import load_run
     from perfcore.report.terminal import render_brief, render_text
 
@@ -58,7 +59,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     written = []
     try:
         if len(steps) > 0:  # a run that saw no step has nothing to plot
-            plot_breakdown(steps, folder / "breakdown.png", title=doc["verdict"]["summary"])
+            plot_breakdown(steps, folder / "breakdown.png", title=headline(doc["verdict"]))
             written.append("breakdown.png")
         if html:
             from perfcore.report.html import write_report
@@ -97,13 +98,14 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
     from perfcore.analysis.compare import compare_runs
     from perfcore.report.compare_words import render_compare, say
+    from perfcore.report.verdict_words import say_compare
     from perfcore.report.reader import load_run
 
     check_target(res.json_path, [run_a, run_b])
     check_target(html_path, [run_a, run_b], page=True)
     a, _ = load_run(Path(run_a), measured=True)
     b, _ = load_run(Path(run_b), measured=True)
-    doc = compare_runs(a, b)
+    doc = say_compare(compare_runs(a, b))
     res.echo(clean(render_compare(doc)))
     if html_path is not None:
         from perfcore.report.html_stages import write_compare_report
@@ -123,7 +125,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
 @results("merge")
 def merge_cmd(res: Results, dirs) -> None:
     """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."""
-    from perfcore.report.terminal import render_brief, render_text
+    from perfcore.report.terminal import render_text
     from perfcore.run.parent.finish import merge_dirs
 
     check_target(res.json_path, dirs)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 from perfcore.analysis.command_results import DemoResult
 from perfcore.report import jsonio
@@ -22,6 +21,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     from perfcore.report.diagnose_words import say as say_diagnose
     from perfcore.report.health_words import say as say_health
     from perfcore.report.plots import plot_breakdown, plot_experiments
+    from perfcore.report.verdict_words import headline
     from perfcore.workloads import load_workload
 
     t0 = time.perf_counter()
@@ -55,8 +55,8 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     jsonio.write(out / "run.json", run_doc)
     jsonio.write_csv(out / "steps.csv", run.table)
     jsonio.write(out / "diagnose.json", d)
-    plot_breakdown(run.table, out / "breakdown.png", title=run_doc["verdict"]["summary"])
-    plot_experiments(d["experiments"], out / "experiments.png", title=d["verdict"]["summary"].split(";")[0])
+    plot_breakdown(run.table, out / "breakdown.png", title=headline(run_doc["verdict"]))
+    plot_experiments(d["experiments"], out / "experiments.png", title=headline(d["verdict"]))
     # The busiest stage's interference, said before any figure in the summary.
     found = [f for f in (h.get("interference"), run.interference, d.get("interference")) if f and f.get("material")]
     busy = max(found, key=lambda f: f.get("others_cores") or 0) if found else None

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.gain import expected_gain, measured_gain
-from perfcore.analysis.status import Change, change_of
+from perfcore.analysis.status import change_of
 from perfcore.analysis.checks import confirm, difference_noise_ms, prediction
 from perfcore.analysis.command_results import DiagnoseResult
 from perfcore.analysis.verdict import decide, run_evidence
@@ -285,7 +285,7 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             first["step_ms"],
             on_gpu=on_gpu,
             interference=base.get("interference"),
-            measured_by={"load": "the step time saved with synthetic data (experiment A)"},
+            measured_by={"load": "synthetic"},  # experiment A's saving replaces the attribution's figure
         )
         attributed = float(first["avoidable_ms"].get("load") or 0.0)
         final["attributed"] = {
@@ -311,9 +311,6 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     workers = next((e for e in exps if e["name"].startswith("B:")), None)
     if workers and workers.get("speedup"):
         final["checks"].append(workers_check(first, final, corrected, base, workers))
-    # The verdict's own words as decided; report.diagnose_words makes the summary from them, the cause,
-    # the checks and what loading is, where the result is written.
-    final["decided_summary"] = final["plain_summary"]
     return final, check.predicted_speedup
 
 

@@ -49,11 +49,6 @@ def health(
     )
 
 
-# Health's loop has no backward or optimizer: the same wait is a larger share of its shorter step,
-# so the gain it predicts is this loop's, and the training step's (perfcore run, diagnose) is smaller.
-FORWARD_ONLY_GAIN = "this forward-only loop's steps"
-
-
 def health_report(
     row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False, decide: bool = True
 ) -> HealthResult:
@@ -73,7 +68,7 @@ def health_report(
                 "steps": int(row.get("steps") or 0),
                 "interference": row.get("interference"),
             },
-            gain_of=FORWARD_ONLY_GAIN if forward_only else "steps",
+            forward_only=forward_only,
         )
     else:
         decision = {**undecided(), "plain_summary": "", "summary": ""}

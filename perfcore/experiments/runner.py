@@ -20,6 +20,7 @@ from perfcore.analysis.interference import interference_finding
 from perfcore.capture.interference import InterferenceSampler
 from perfcore.capture.sampler import Sampler, add_per_step
 from perfcore.experiments.measurement import SETTINGS, Measurement, Trial
+from perfcore.report.advice_words import say
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 
@@ -260,6 +261,7 @@ def measure_workload(  # noqa: C901, PLR0912, PLR0913, PLR0915
     }
     if decide:
         advise_run(res, zero_code=True, evidence=evidence)
+        say(res)  # the words beside the decision's facts, at the edge
     row["verdict"] = res["verdict"]
     row["interference"] = interference
     row["breakdown_robust"] = res.get("breakdown_robust")

@@ -96,11 +96,12 @@ def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progre
     from perfcore.experiments.diagnose import diagnose
     from perfcore.report.diagnose_words import say as say_diagnose
     from perfcore.report.plots import plot_experiments
+    from perfcore.report.verdict_words import headline
 
     say = progress.stage if progress else None
     doc = say_diagnose(diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say).to_dict())
     jsonio.write(out / "diagnose.json", doc)
-    plot_experiments(doc["experiments"], out / "experiments.png", title=doc["verdict"]["summary"].split(";")[0])
+    plot_experiments(doc["experiments"], out / "experiments.png", title=headline(doc["verdict"]))
     return doc, ["diagnose.json", "experiments.png"]
 
 

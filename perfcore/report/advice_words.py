@@ -9,8 +9,10 @@ from typing import Any, Mapping
 
 from perfcore.analysis.loader_plan import PlanKind
 from perfcore.analysis.status import Change
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report.finding_words import evaluation_sentence, memory_words
+from perfcore.report.label_words import evidence_words, gain_words, startup_sentence
+from perfcore.report.verdict_words import say_interference, say_verdict
 
 __all__ = ["gain_words", "where_words", "plan_words", "advice_words", "text_of", "evidence_of", "ways_short", "say"]
 
@@ -55,14 +57,6 @@ _STARTUP = (
     "Measure a longer run (--steps) before judging the steady state; to cut the start itself, build the "
     "dataset index once (cache it), keep workers (persistent_workers=True), and compile or warm up once."
 )
-
-
-def gain_words(speedup: float | None, band: Any = None) -> str:
-    """A speedup with its band: "up to 1.92x faster (1.80-2.05x)"; empty without a finite speedup."""
-    if speedup is None:
-        return ""
-    ok = band and band[0] is not None and band[1] is not None and band[0] != band[1]
-    return f"up to {fmt_x(speedup)} faster" + (f" ({fmt_band(*band)})" if ok else "")
 
 
 def where_words(ld: Mapping[str, Any]) -> str:
@@ -240,7 +234,10 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
     f, rid = rec["facts"], str(rec.get("id"))
     at = where_words(f.get("loader") or {})
     gain = _expected(f, rid)
-    because = str(f.get("evidence") or "")
+    # The cause's evidence from its figures; a document written before they were kept has its words.
+    because = (
+        evidence_words(f["cause_facts"]) if isinstance(f.get("cause_facts"), Mapping) else str(f.get("evidence") or "")
+    )
     if rid == "balance_ranks":
         return (
             f"Even out rank {f['slow_rank']}'s work: {_SLOW_WHY.get(f['excess_label'], f['excess_label'])}. "
@@ -341,7 +338,8 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
             f"compute is {fmt_ms(f['compute_ms'])} of a {fmt_ms(f['step_ms'])} step",
         )
     elif rid == "startup":
-        return _STARTUP, str(f.get("finding") or "")
+        su = f.get("startup")
+        return _STARTUP, startup_sentence(su) if isinstance(su, Mapping) else str(f.get("finding") or "")
     elif rid == "evaluation":
         return (
             f"Evaluation takes {fmt_share(f['share_of_wall'])} of the wall time: evaluate less often "
@@ -396,7 +394,8 @@ def plan_sentence(plan: Mapping[str, Any]) -> str:
 
 def say(doc: dict[str, Any]) -> dict[str, Any]:
     """The words beside the facts, in place, as run.json has always kept them: each recommendation's
-    text and evidence, the loader plan's sentence and text, each memory finding's sentence and advice. Where the writer at the edge stores a
+    text and evidence, the loader plan's sentence and text, each memory finding's sentence and advice, the
+    verdict's (verdict_words.say_verdict) and the interference finding's. Where the writer at the edge stores a
     document, it calls this; every renderer makes the same words from the same facts."""
     plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     if plan is not None and plan.get("kind"):
@@ -410,4 +409,8 @@ def say(doc: dict[str, Any]) -> dict[str, Any]:
     for f in (doc.get("memory") or {}).get("findings") or []:
         if isinstance(f, dict) and "sentence" not in f:
             f["sentence"], f["advice"] = memory_words(f)
+    say_verdict(doc.get("verdict"))
+    intf = doc.get("interference")
+    if isinstance(intf, dict) and isinstance(intf.get("reasons"), list):
+        intf.update(say_interference(intf))
     return doc

@@ -3,15 +3,16 @@ verdict's summary and report.html. Each word is chosen from the status beside it
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from perfcore.analysis.checks import CheckResult, Reason
 from perfcore.analysis.gain import FALLBACK_REL, FALLBACK_STEP, fmt_speedups
 from perfcore.analysis.status import Check
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
-from perfcore.analysis.verdict import what_of
+from perfcore.report.label_words import what_of
 
-__all__ = ["check_long", "bound_long", "check_text", "loading_text"]
+__all__ = ["check_long", "bound_long", "check_text", "loading_text", "readable_frame"]
 
 
 def _x(x: float | None, band) -> str:
@@ -136,8 +137,23 @@ def loading_text(f: Mapping[str, Any]) -> str:
             "faster storage, caching, or more workers to overlap the waits"
         )
     if kind == "cpu":
-        from perfcore.report.experiments import readable_frame
-
         top = readable_frame(f["top"]) if f.get("top") else "?"
         return f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
     return ""
+
+
+_METHOD = re.compile(r"<method '(\w+)' of '([\w.]+)' objects>")
+_BUILTIN = re.compile(r"<built-in (?:function|method) ([\w.]+)(?: of .*)?>")
+
+
+def readable_frame(function: str) -> str:
+    """A profiler's name for a frame, readable: a library method as Class.method (its module said),
+    the user's function as it came ("func (file.py:12)")."""
+    m = _METHOD.fullmatch(function.strip())
+    if m:
+        name, owner = m.groups()
+        cls = owner.rsplit(".", 1)[-1].removesuffix("Base")
+        lib = owner.split(".", 1)[0]
+        return f"{cls}.{name} ({lib.lstrip('_')})" if "." in owner else f"{cls}.{name}"
+    m = _BUILTIN.fullmatch(function.strip())
+    return f"{m.group(1)} (built-in)" if m else function

@@ -15,7 +15,12 @@ def verdict_name(side: Mapping[str, Any]) -> str:
     (no steps measured)."""
     if side.get("named"):
         return f"{side['named']} ({side.get('level')})"
-    return "healthy, compute-bound" if side.get("healthy") else str(side.get("verdict") or "no verdict")
+    if side.get("healthy"):
+        return "healthy, compute-bound"
+    if side.get("verdict"):  # a document written before compare kept each side's decision
+        return str(side["verdict"])
+    d = side.get("decision") if isinstance(side.get("decision"), Mapping) else {}
+    return "no steps measured" if d.get("bound") in (None, "unknown") else str(d.get("bound"))
 
 
 def change_sentence(doc: Mapping[str, Any]) -> str:
@@ -64,8 +69,8 @@ def render_compare(doc: Mapping[str, Any]) -> str:
     lines = [
         step_words(doc),
         change_sentence(doc),
-        f"  A: {doc['a']['verdict']}",
-        f"  B: {doc['b']['verdict']}",
+        f"  A: {doc['a'].get('verdict') or verdict_name(doc['a'])}",
+        f"  B: {doc['b'].get('verdict') or verdict_name(doc['b'])}",
         f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
     ]
     for lb, v in doc["labels"].items():

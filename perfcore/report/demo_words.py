@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
-from perfcore.report.advice_words import evidence_of, gain_words, text_of
+from perfcore.report.advice_words import evidence_of, text_of
 from perfcore.report.check_words import check_text
+from perfcore.report.label_words import gain_words, interference_detail, interference_sentence
 
 __all__ = ["gains_text", "demo_markdown", "render_demo"]
 
@@ -40,7 +41,7 @@ def demo_markdown(  # noqa: PLR0913
         f"Workload: {w['name']} — {w['images']} real JPEGs decoded with {w['decoder']}, a small CNN, "
         f"batch {w['batch_size']}, {w['num_workers']} workers, on {w['device']}.",
         "",
-        *([f"**Interference: {busy['sentence']}** ({busy.get('detail', '')})", ""] if busy else []),
+        *([f"**Interference: {interference_sentence(busy)}** ({interference_detail(busy)})", ""] if busy else []),
         "## Health",
         "",
         h["plain_summary"],

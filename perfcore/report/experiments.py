@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,8 @@ from perfcore.analysis.gain import fmt_speedups
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.advice_words import text_of
+from perfcore.report.check_words import readable_frame
+from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import patch_text
 from perfcore.report.terminal import verdict_line
 
@@ -179,23 +180,6 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
     return "\n".join(lines)
 
 
-_METHOD = re.compile(r"<method '(\w+)' of '([\w.]+)' objects>")
-_BUILTIN = re.compile(r"<built-in (?:function|method) ([\w.]+)(?: of .*)?>")
-
-
-def readable_frame(function: str) -> str:
-    """A profiler's name for a frame, readable: a library method as Class.method (its module said),
-    the user's function as it came ("func (file.py:12)")."""
-    m = _METHOD.fullmatch(function.strip())
-    if m:
-        name, owner = m.groups()
-        cls = owner.rsplit(".", 1)[-1].removesuffix("Base")
-        lib = owner.split(".", 1)[0]
-        return f"{cls}.{name} ({lib.lstrip('_')})" if "." in owner else f"{cls}.{name}"
-    m = _BUILTIN.fullmatch(function.strip())
-    return f"{m.group(1)} (built-in)" if m else function
-
-
 def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
     """The demo at a glance (at most 30 lines): health's busy line, the run's table, diagnose's
     experiments and the one verdict with its checks and advice; `perfcore demo --explain` is all of it."""
@@ -299,7 +283,7 @@ def busy_note(doc: dict[str, Any]) -> str:
 def _interference(doc: dict[str, Any]) -> list[str]:
     """Material interference, said before any number it inflates."""
     f = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
-    return [f"INTERFERENCE: {f['sentence']} ({f.get('detail', '')})"] if f.get("material") else []
+    return [f"INTERFERENCE: {interference_sentence(f)} ({interference_detail(f)})"] if f.get("material") else []
 
 
 def stage_text(folder: Path, explain: bool = False) -> tuple[dict[str, Any], str, str] | None:

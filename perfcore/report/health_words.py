@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfcore.analysis.verdict import preface
+from perfcore.report.verdict_words import preface, say_verdict
 
 __all__ = ["health_summary", "heartbeat_meaning", "say", "FORWARD_ONLY_NOTE"]
 
@@ -47,6 +47,8 @@ def heartbeat_meaning(hb: Mapping[str, Any], busy_source: str) -> str:
 def say(doc: dict[str, Any]) -> dict[str, Any]:
     """health.json's words beside its facts, in place, as it has always kept them (plain_summary, summary
     after the interference when material, the heartbeat's meaning), for the writer."""
+    if isinstance(doc.get("verdict"), dict):
+        say_verdict(doc["verdict"])
     doc["plain_summary"] = health_summary(doc)
     doc["summary"] = preface(doc["plain_summary"], (doc.get("verdict") or {}).get("interference"))
     hb = doc.get("heartbeat")

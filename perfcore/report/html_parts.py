@@ -10,10 +10,14 @@ import time
 from typing import Any, Iterable
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_ms
 from perfcore.report.advice_words import evidence_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
+from perfcore.report.label_words import interference_detail, interference_sentence
+from perfcore.report.terminal import crashed_early
+from perfcore.report.verdict_words import card_lines, cause_words, summary_words
 from perfcore.report.words import overhead_short
 
 __all__ = [
@@ -129,27 +133,26 @@ def level_of(doc: dict[str, Any]) -> str:
 
 
 def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str | None = "verdict") -> str:
-    """The verdict: the cause and its level, the sentence, and the numbers that size it (avoidable
-    ms per step, its share, the expected gain)."""
+    """The verdict: a headline (the cause and its level), at most two short lines (uncertain, borderline),
+    the numbers that size it (avoidable ms per step, its share, the expected gain) and a "why" panel with
+    the long words (`sentence`, default the verdict's own). A verdict not yet decided (a stage that
+    measures only) shows its sentence as the headline."""
     v = doc.get("verdict") or {}
     causes = v.get("causes") or []
     level = level_of(doc)
-    sentence = sentence if sentence is not None else (v.get("summary") or doc.get("no_step") or "no verdict")
-    if causes:
-        c = causes[0]
-        bound = f"{c.get('bound', c.get('label', ''))} · {c.get('level', level)}"
-    elif v.get("healthy"):
-        bound = "healthy: compute-bound"
+    decided = v.get("bound") not in (None, "unknown") and bool(v.get("step_ms"))
+    why = sentence if sentence is not None else (summary_words(v) if decided else "")
+    if decided:
+        head, short = card_lines(v)
+        crash = crashed_early(doc)
+        short = [crash[0], *short][:2] if crash else short  # the figures are partial: said first
     else:
-        bound = str(v.get("bound") or "")
-    if v.get("uncertain") and bound:  # the terminal's "[uncertain: busy]": other processes inflated the steps
-        bound += " · uncertain: the machine was busy (see Warnings)"
+        head, short, why = str(why or v.get("summary") or doc.get("no_step") or "no verdict"), [], ""
     big = []
     if causes:
         c = causes[0]
         big.append(
-            f"<div><b>{dur(c.get('ms_per_step'))}</b><span>avoidable per step ({esc(c.get('what', c.get('label')))})"
-            f"</span></div>"
+            f"<div><b>{dur(c.get('ms_per_step'))}</b><span>avoidable per step ({esc(c.get('label'))})</span></div>"
         )
         if c.get("share") is not None:
             big.append(f"<div><b>{100 * float(c['share']):.0f}%</b><span>of the step</span></div>")
@@ -168,9 +171,10 @@ def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str |
         )
     idattr = f" id='{dom_id}'" if dom_id else ""
     return (
-        f"<div class='verdict {level}'><div class='bound'>{esc(bound)}</div>"
-        f"<div class='sentence'{idattr}>{esc(sentence)}</div>"
+        f"<div class='verdict {level}'><div class='bound'{idattr}>{esc(head)}</div>"
+        + (f"<div class='sentence'>{'<br>'.join(esc(x) for x in short)}</div>" if short else "")
         + (f"<div class='big'>{''.join(big)}</div>" if big else "")
+        + (f"<details class='why'><summary>why</summary><p>{esc(why)}</p></details>" if why and why != head else "")
         + "</div>"
     )
 
@@ -254,11 +258,12 @@ def causes_list(doc: dict[str, Any]) -> str:
         used.update(j for j, _ in mine)
         advice = "".join(advice_item(r, plan) for _, r in mine)
         gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
+        what, evidence = cause_words(v, c)
         items.append(
             f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
-            f"<div class='head'>{i}. {esc(c.get('bound', lb))}: {esc(c.get('what', ''))} — "
+            f"<div class='head'>{i}. {esc(c.get('bound', lb))}: {esc(what)} — "
             f"{dur(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {esc(c.get('level', ''))})"
-            f"{gain}</div><div class='ev'>evidence: {esc(c.get('evidence', ''))}</div>{advice}</li>"
+            f"{gain}</div><div class='ev'>evidence: {esc(evidence)}</div>{advice}</li>"
         )
     rest = [r for j, r in enumerate(recs) if j not in used]
     if rest:
@@ -281,6 +286,10 @@ def advice_item(r: dict[str, Any], plan: dict[str, Any] | None = None) -> str:
 def warnings_of(doc: dict[str, Any]) -> list[str]:
     """What a reader must know before trusting the numbers: lost records, overhead, clocks, partial runs."""
     out: list[str] = []
+    v = doc.get("verdict") or {}
+    intf = valid_finding(doc.get("interference")) or valid_finding(v.get("interference")) or {}
+    if intf.get("material"):  # what inflated the steps, before anything else
+        out.append(f"{interference_sentence(intf)} ({interference_detail(intf)})")
     cap = doc.get("capture") or {}
     dropped = cap.get("dropped") or cap.get("dropped_records") or 0
     if dropped:

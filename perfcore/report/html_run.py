@@ -12,6 +12,8 @@ import pandas as pd
 from perfcore.analysis.attribution import LABELS
 from perfcore.report.advice_words import plan_sentence
 from perfcore.report.finding_words import memory_sentence
+from perfcore.report.verdict_words import has_facts, summary_words
+from perfcore.report.verdict_words import headline as verdict_headline
 from perfcore.report.charts import COLORS, run_charts, stackbars
 from perfcore.report.html_parts import (
     Body,
@@ -230,7 +232,8 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
     body.add("<h2>Environment</h2>", _environment(doc))
     if files:
         body.add(f"<h2>Files</h2><p>{links(files)}</p>")
-    return page(f"perfcore: {(doc.get('verdict') or {}).get('summary', 'run')}", body)
+    v = doc.get("verdict") or {}
+    return page(f"perfcore: {verdict_headline(v) if v.get('step_ms') else v.get('summary', 'run')}", body)
 
 
 def headline(doc: dict[str, Any], text: str = "") -> str:
@@ -238,8 +241,8 @@ def headline(doc: dict[str, Any], text: str = "") -> str:
     report's "verdict:" or "best:" line."""
     for d in (doc, doc.get("run") or {}):
         v = d.get("verdict")
-        if isinstance(v, dict) and v.get("summary"):
-            return str(v["summary"])
+        if isinstance(v, dict) and (has_facts(v) or v.get("summary")):
+            return summary_words(v)
     if isinstance(doc.get("summary"), str):
         return doc["summary"]
     for line in text.splitlines():

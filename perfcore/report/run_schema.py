@@ -29,7 +29,9 @@ RUN_REQUIRED = {
     "step_time_ms": _STEP_MS,
     "breakdown_ms": _PER_LABEL,
     "breakdown_fraction": {lb: FRAC for lb in LABELS},
-    "verdict": {"bound": STR, "summary": STR},
+    # The verdict's facts (results.Verdict.to_dict); its words (summary) sit beside them where a writer
+    # said them, and a document written before the facts were kept has the words only.
+    "verdict": {"bound": STR, "summary": Absent(STR), "level": Absent(STR), "step_ms": Absent(NUM)},
     # The words sit beside the facts they are made from; a document that kept only the facts (a StepTimer
     # result written as it is) is said from them.
     "recommendations": [{"text": Absent(STR), "evidence": Absent(ANY), "facts": Absent(ANY)}],

@@ -47,7 +47,7 @@ def summary(run: Any, prefix: str = "perfcore/", numeric: bool = False) -> dict[
     steps, warmup_steps, step_ms (mean), step_ms_p50, step_ms_p90, <label>_ms and <label>_share for
     the five labels (means over every step), step_ms_steady and <label>_steady_share (the steady step the
     verdict judges on: outlier steps set apart, as the terminal's table shows it), overhead_ms and
-    overhead_share, and bound / verdict (text; left out with numeric=True, since mlflow.log_metrics
+    overhead_share, and bound / verdict (the verdict's one line; left out with numeric=True, since mlflow.log_metrics
     takes numbers only). Keys start with `prefix`."""
     doc = _doc_of(run)
     out: dict[str, Any] = {
@@ -73,5 +73,7 @@ def summary(run: Any, prefix: str = "perfcore/", numeric: bool = False) -> dict[
     if not numeric:
         v = doc.get("verdict") or {}
         out["bound"] = str(v.get("bound") or "")
-        out["verdict"] = str(v.get("summary") or "")
+        from perfcore.report.verdict_words import headline
+
+        out["verdict"] = headline(v) if v.get("step_ms") else str(v.get("summary") or "")
     return {f"{prefix}{k}": v for k, v in out.items()}

@@ -11,11 +11,19 @@ from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 from perfcore.report.advice_words import evidence_of, plan_sentence, text_of
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence
+from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import lines_text
+from perfcore.report.verdict_words import cause_words, plain_words, summary_words
 
-__all__ = ["render_text", "render_brief", "brief_table", "verdict_line"]
+__all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "crashed_early", "FEW_STEPS"]
 
 BAR_WIDTH = 30
+# A script that fails within this many measured steps has shown its first steps, not its steady state:
+# its figures are reported as partial and not advised on (the advice would be for a loop that does not
+# run yet). The verdict's intervals need about this many steps to settle a 10% tier on a quiet machine.
+FEW_STEPS = 50
+# How the script ended when it did not finish: these are errors (an interrupt or --steps is the user's).
+_ERRORS = ("crashed", "exited", "killed", "out of memory")
 
 
 def _bar(fraction: float) -> str:
@@ -32,7 +40,8 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
 
     if not doc.get("steps"):  # no step, or warm-up only: the full text is a line or two already
         return render_text(doc)
-    lines = brief_table(doc)
+    crash = crashed_early(doc)
+    lines = crash + brief_table(doc)
     lines.append(verdict_short(doc["verdict"]))
     site = (training_loader(doc.get("loaders")) or {}).get("site")
     # The user's own line that held the verdict's time (and the optimizer's change) come first; the
@@ -40,11 +49,13 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
     extra = [s.strip() for s in lines_text(doc)]
     named = [s for s in extra if s.startswith("try:")]
     recs = [r for r in doc.get("recommendations") or [] if not (named and r.get("id") == "host_gaps")]
-    lines += (named + [try_short(r, doc["verdict"], site) for r in recs])[:2]
+    lines += [] if crash else (named + [try_short(r, doc["verdict"], site) for r in recs])[:2]
     starved = starved_short(doc.get("starvation") or {})
     lines += [starved] if starved else []
     ex = doc.get("exit") or {}
-    if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
+    if crash:
+        pass  # the first lines said how it ended
+    elif ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
         lines.append(f"partial results: the script {ex.get('sentence') or ex['reason']}")
     else:
         lines += _outcome(doc)
@@ -61,6 +72,28 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
         else "more: report.html; all evidence: --explain"
     )
     return "\n".join(lines)
+
+
+def crashed_early(doc: dict[str, Any]) -> list[str]:
+    """The lines a report leads with when the script failed within FEW_STEPS measured steps: the error in
+    one line, and that the figures are partial and not advised on. Empty for a run that finished, was
+    stopped, or failed later."""
+    ex = doc.get("exit") or {}
+    steps = int(doc.get("steps") or 0)
+    if ex.get("reason") not in _ERRORS or steps >= FEW_STEPS:
+        return []
+    # The exit record's sentence quotes the exception's first line (cut at 200 characters where it is
+    # written; the traceback is a file in the folder) and the exit code.
+    code = (doc.get("outcome") or {}).get("code")
+    said = ex.get("sentence") or (
+        str(ex["reason"])
+        + (f" ({' '.join(str(ex['exception']).split())})" if ex.get("exception") else "")
+        + (f" (exit {code})" if code is not None else "")
+    )
+    return [
+        f"partial results: the script {said}",
+        f"{steps} measured step(s) before it ended are too few to advise on; the figures below are what ran",
+    ]
 
 
 def brief_table(doc: dict[str, Any]) -> list[str]:
@@ -112,7 +145,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
     ]
     intf = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
     if intf.get("material"):  # before any number it inflates
-        lines.append(f"INTERFERENCE: {intf['sentence']} ({intf.get('detail', '')})")
+        lines.append(f"INTERFERENCE: {interference_sentence(intf)} ({interference_detail(intf)})")
     rb = valid_robust(doc.get("breakdown_robust")) or {}
     if rb.get("steps") != doc.get("steps"):
         rb = {}  # computed over other rows than the figures shown (the verdict ignores it too)
@@ -146,8 +179,9 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
         lines.append(f"  {rb['outliers']['sentence']}")
     if verdict:
         lines += ["", verdict_line(doc["verdict"])]
-        for c in doc["verdict"].get("causes", [])[1:]:
-            lines.append(f"  also {c['bound']} ({c['level']}): {c['evidence']}")
+        v = doc["verdict"]
+        for c in v.get("causes", [])[1:]:
+            lines.append(f"  also {c['bound']} ({c['level']}): {cause_words(v, c)[1]}")
     if doc.get("step_source"):
         lines.append(
             f"  steps counted at: {doc['step_source']}"
@@ -230,7 +264,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
     if doc.get("cpu_util_percent") is not None:
         lines.append(f"  host CPU utilisation during the run: {doc['cpu_util_percent']:.0f}%")
     if intf and not intf.get("material"):
-        lines.append(f"  {intf['sentence']}")
+        lines.append(f"  {interference_sentence(intf)}")
     lines += _startup(doc)
     ex = doc.get("exit") or {}
     if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
@@ -262,13 +296,13 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
     return "\n".join(lines)
 
 
-def verdict_line(v: dict[str, Any], summary_key: str = "summary") -> str:
-    """ "verdict: ..." after the INTERFERENCE line that a report prints first: the verdict itself, marked
-    uncertain, without repeating the interference sentence."""
-    plain = v.get("plain_summary") if isinstance(v.get("plain_summary"), str) else None
+def verdict_line(v: dict[str, Any]) -> str:
+    """ "verdict: ..." at length after the INTERFERENCE line that a report prints first: the verdict itself,
+    marked uncertain, without repeating the interference sentence."""
+    plain = plain_words(v)
     if v.get("uncertain") and plain:
         return f"verdict: {plain} [uncertain: see INTERFERENCE above]"
-    return f"verdict: {v.get(summary_key) or plain or ''}"
+    return f"verdict: {summary_words(v) or plain}"
 
 
 def _outcome(doc: dict[str, Any]) -> list[str]:

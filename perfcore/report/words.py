@@ -1,30 +1,20 @@
-"""Statuses into words for the terminal's short report: the verdict in one line, each piece of advice as
-one "try" line, from the numbers and statuses the decision holds. The long words (every interval, the
-evidence, the caveats) stay in the documents' sentences, which `--explain` and report.html show."""
+"""Statuses into words for the terminal's short report: each piece of advice as one "try" line, loader
+starvation and perfcore's overhead in a line each (the verdict's line is verdict_words.verdict_short), from
+the numbers and statuses the decision holds. The long words (every interval, the evidence, the caveats)
+are in --explain and report.html."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
-from perfcore.analysis.verdict import WARN_SHARE
-from perfcore.report.advice_words import gain_words, text_of, ways_short
+from perfcore.report.advice_words import text_of, ways_short
+from perfcore.report.label_words import WHAT, gain_words
+from perfcore.report.verdict_words import WIDTH, verdict_short
+from perfcore.report.verdict_words import fit as _fit
 
 __all__ = ["verdict_short", "try_short", "starved_short", "overhead_short", "WHAT", "WIDTH"]
 
-# The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
-WIDTH = 120
-
-# What each avoidable label's time is, in a few words.
-WHAT = {
-    "load": "waiting for data",
-    "transfer": "copying data",
-    "comm": "communication",
-    "host": "time outside the model",
-}
-# A cause's tier in plain words (the verdict's "warn" is a threshold's name, not a finding).
-_LEVEL = {"warn": "moderate", "critical": "critical", "borderline": "borderline", "minor": "minor"}
 # What each piece of advice changes, in a few words, by its id; the full text says how and why.
 _CHANGE = {
     "pin_memory": "pin_memory=True, and .to(device, non_blocking=True)",
@@ -79,74 +69,6 @@ def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any]) -> str | None:
     if rid == "cheaper_batches" and rec.get("decode") in _CHEAPER:
         return _CHEAPER[rec["decode"]]
     return _CHANGE.get(rid)
-
-
-def _fit(*parts: tuple[str, int]) -> str:
-    """The parts in order, each (text, rank): rank 0 always, then the lowest ranked dropped first until the
-    line fits in WIDTH. What is left out is in the verdict's own sentence (--explain, report.html)."""
-    keep = [text for text, _ in parts]
-    for k in sorted(range(len(parts)), key=lambda k: -parts[k][1]):
-        if len("".join(keep)) <= WIDTH or parts[k][1] == 0:
-            break
-        keep[k] = ""
-    return "".join(keep)
-
-
-def verdict_short(v: Mapping[str, Any]) -> str:
-    """The verdict in one line of at most WIDTH characters: the bound and its level, what the time is, its
-    ms and share of the step (with the interval, where it fits), and a mark when a measured busy machine
-    makes it uncertain."""
-    if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
-        return f"verdict: {v.get('summary') or 'no steps measured'}"
-    t = Verdict.from_dict(v)
-    busy = (" [uncertain: busy]" if t.uncertain else "", 1)  # the header line says how busy, as measured
-    if t.level is Level.HEALTHY:
-        big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
-        return _fit(
-            (
-                f"verdict: compute-bound (healthy): nothing avoidable reaches {100 * WARN_SHARE:.0f}% of a "
-                f"{fmt_ms(t.step_ms)} step",
-                0,
-            ),
-            (f" (largest: {big.label}, {fmt_share(big.share)})" if big else "", 2),
-            busy,
-        )
-    job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
-    if job and t.bound == "straggler":  # a job held up by one rank: the wait, the slow rank, its excess
-        return _fit(
-            (
-                f"verdict: straggler rank {job.get('slow_rank')} ({_LEVEL.get(t.level.value, t.level.value)}): "
-                f"rank {job.get('waiting_rank')} waits {fmt_ms(float(job.get('wait_ms') or 0))} of a "
-                f"{fmt_ms(float(job.get('step_ms') or 0))} step ({fmt_share(float(job.get('wait_share') or 0))}) "
-                f"for it, {job.get('excess_label')} +{fmt_ms(float(job.get('excess_ms') or 0))}",
-                0,
-            ),
-            busy,
-        )
-    top = next((c for c in t.named if c.label == t.primary), None)
-    if top is None:  # a document without the verdict's numbers (written before they were kept)
-        return f"verdict: {v.get('plain_summary') or v.get('summary') or ''}"
-    band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
-    level = "borderline" if t.level is Level.BORDERLINE else _LEVEL.get(top.level.value, top.level.value)
-    on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
-    # The gain of removing it is said once, on the "try" line that names the change; the interval gives
-    # way to the wait for the slow rank and to the busy mark.
-    return _fit(
-        (
-            f"verdict: {top.bound}{on} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
-            f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}",
-            0,
-        ),
-        (band if not job else "", 3),
-        (")", 0),
-        (
-            f"; rank {job.get('waiting_rank')} waits {fmt_share(float(job.get('wait_share') or 0))} for it"
-            if job
-            else "",
-            1,
-        ),
-        busy,
-    )
 
 
 def starved_short(s: Mapping[str, Any]) -> str | None:

@@ -68,6 +68,9 @@ def _run_in(run_dir: Path, cell: str, user_ns: dict, config):
     from perfcore.analysis.advice import advise_run
 
     advise_run(res, zero_code=True)  # the cell is the user's unmodified code: no perfcore calls in the advice
+    from perfcore.report.advice_words import say
+
+    say(res)
     timer.close()
     return res, timer
 

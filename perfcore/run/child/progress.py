@@ -147,8 +147,10 @@ class ProgressWriter:
             doc["breakdown_fraction"] = {lb: (bd[lb] / step_ms if step_ms else 0.0) for lb in LABELS}
             doc["settled_steps"] = store["settled"]
             if self._verdict is None or self._verdict[0] != store["settled"]:  # decided again only on new rows
+                from perfcore.report.verdict_words import headline
+
                 v = _decide(bd, step_ms, self.on_gpu)
-                said = {"bound": v["bound"], "level": v.get("level"), "summary": v["summary"]}
+                said = {"bound": v["bound"], "level": v.get("level"), "summary": headline(v)}
                 self._verdict = (store["settled"], said)
             doc["verdict"] = self._verdict[1]
         return doc

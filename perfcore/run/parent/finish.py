@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from perfcore.capture.sampler import add_per_step
@@ -324,8 +323,9 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         write_trace(out / "trace.json", parts)
         files["trace.json"] = "trace.json"
     from perfcore.report.plots import plot_breakdown, plot_kernels
+    from perfcore.report.verdict_words import headline
 
-    plot_breakdown(main["steps"], out / "breakdown.png", title=doc["verdict"]["summary"])
+    plot_breakdown(main["steps"], out / "breakdown.png", title=headline(doc["verdict"]))
     files["breakdown.png"] = "breakdown.png"
     if plot_kernels(doc.get("kernels", []), out / "kernels.png"):
         files["kernels.png"] = "kernels.png"

@@ -1,0 +1,225 @@
+"""The verdict said once: analysis decides facts and statuses (no prose), report.verdict_words says them,
+and every rendering agrees with the numbers beside it, for old documents too."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+
+import pytest
+
+from perfcore.analysis.results import Level, Verdict
+from perfcore.analysis.units import fmt_ms, fmt_share
+from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, decide, decide_run
+from perfcore.report.verdict_words import (
+    WIDTH,
+    card_lines,
+    plain_words,
+    say_verdict,
+    summary_words,
+    verdict_short,
+)
+
+# Every string a verdict's facts may hold: codes and names, never a sentence.
+_CODES = re.compile(r"^[a-z_-]{1,24}$")
+
+
+def _strings(x, path=""):
+    if isinstance(x, str):
+        yield path, x
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield from _strings(v, f"{path}.{k}")
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            yield from _strings(v, f"{path}[{i}]")
+
+
+def _random_verdict(rng: random.Random) -> dict:
+    step = rng.choice([0.15, 2.0, 25.0, 300.0, 4000.0])
+    ms = {
+        lb: step * rng.choice([0.0, 0.02, 0.09, 0.1, 0.15, 0.199, 0.2, 0.35])
+        for lb in ("load", "transfer", "comm", "host")
+    }
+    scale = sum(ms.values()) / (0.9 * step)
+    ms = {k: v / scale for k, v in ms.items()} if scale > 1 else ms
+    band = None
+    if rng.random() < 0.6:
+        band = {}
+        for lb, m in ms.items():
+            half = rng.choice([0.0, 0.01, 0.05, 0.12])
+            band[lb] = (max(m / step - half, 0.0), m / step + half)
+    su = {
+        "time_to_first_step_ms": rng.choice([step, 50 * step, 5000.0]),
+        "first_step_ms": step * 3,
+        "steady_step_ms": step,
+    }
+    intf = rng.choice(
+        [None, {"material": True, "reasons": ["others"], "others_cores": 1.4, "cores": 2, "main_cores": 0.5}]
+    )
+    return decide(
+        ms,
+        step,
+        on_gpu=rng.random() < 0.5,
+        share_band=band,
+        steps=rng.choice([8, 40, 400]),
+        startup=su if rng.random() < 0.5 else None,
+        interference=intf,
+        outliers={"count": rng.choice([0, 0, 3])},
+        forward_only=rng.random() < 0.2,
+    )
+
+
+def test_the_verdict_holds_facts_and_codes_not_sentences():
+    rng = random.Random(7)
+    for _ in range(200):
+        v = _random_verdict(rng)
+        for path, s in _strings(v):
+            assert _CODES.match(s), (path, s)
+        json.dumps(v, allow_nan=False)
+        # One serialisation: the typed verdict reads back as itself (intervals to the last bit of a float).
+        assert json.loads(
+            json.dumps(Verdict.from_dict(v).to_dict()), parse_float=lambda x: round(float(x), 9)
+        ) == json.loads(json.dumps(v), parse_float=lambda x: round(float(x), 9))
+
+
+def test_every_rendering_agrees_with_the_number_beside_it():
+    """Property: over random measurements and intervals, the words name the verdict's own bound and level,
+    quote the primary cause's ms and share as the formatter writes them, and fit their lengths."""
+    rng = random.Random(11)
+    levels = {"critical": "critical", "warn": "moderate", "borderline": "borderline"}
+    for _ in range(400):
+        v = _random_verdict(rng)
+        t = Verdict.from_dict(v)
+        short, long = verdict_short(v), summary_words(v)
+        head, lines = card_lines(v)
+        assert len(short) <= WIDTH and len(lines) <= 2 and all(len(x) <= WIDTH for x in [head, *lines])
+        if t.level is Level.HEALTHY:
+            assert t.bound == "compute" and "healthy" in short and "healthy" in long
+            assert all(c.level is Level.MINOR for c in t.ranked)
+            continue
+        top = next(c for c in t.named if c.label == t.primary)
+        assert top.bound in short and top.bound in long.lower() and top.bound in head
+        level = "borderline" if t.level is Level.BORDERLINE else levels[top.level.value]
+        assert f"({level})" in short and f"({level})" in head
+        assert fmt_ms(top.ms_per_step) in short and fmt_share(top.share) in short
+        assert fmt_ms(top.ms_per_step) in long and fmt_share(top.share) in long
+        # The word beside the share is the tier the share's interval surely reaches.
+        low = top.share_band[0] if top.share_band else top.share
+        if top.level is Level.CRITICAL:
+            assert low >= CRITICAL_SHARE
+        elif top.level is Level.WARN:
+            assert WARN_SHARE <= low < CRITICAL_SHARE
+        else:
+            assert top.level is Level.BORDERLINE and low < WARN_SHARE <= top.share_band[1]
+            assert "straddles" in long and any("straddles" in x for x in lines)
+        if t.uncertain:
+            assert "[uncertain: busy]" in short or len(short) > WIDTH - 20
+            assert long.startswith("other processes used 1.4 of 2 cores")
+        if t.startup is not None and t.startup.dominates:
+            assert "Start-up dominates" in long and "Start-up" not in short
+
+
+def test_say_verdict_stores_the_words_where_a_writer_keeps_the_document():
+    v = decide({"load": 12.3, "host": 0.3}, 25.6, compute_ms=13.0, steps=40)
+    said = say_verdict(json.loads(json.dumps(v)))
+    assert said["summary"] == summary_words(v) and said["plain_summary"] == plain_words(v)
+    assert (
+        said["causes"][0]["what"] == "waiting for data" and "12.3 ms of a 25.6 ms step" in said["causes"][0]["evidence"]
+    )
+    assert said["thresholds"]["rationale"] and said["bound"] == v["bound"]
+    assert say_verdict(json.loads(json.dumps(said))) == said  # idempotent
+
+
+def test_an_old_document_keeps_the_words_it_stored():
+    # Written before the facts were kept: no on_gpu, the words only.
+    old = {
+        "bound": "load",
+        "level": "critical",
+        "healthy": False,
+        "primary": "load",
+        "step_ms": 25.6,
+        "causes": [
+            {
+                "label": "load",
+                "bound": "input-bound",
+                "ms_per_step": 12.3,
+                "share": 0.48,
+                "level": "critical",
+                "what": "waiting for data",
+                "evidence": "as it was written",
+            }
+        ],
+        "avoidable_ms": {"load": 12.3, "transfer": 0.0, "comm": 0.0, "host": 0.0},
+        "summary": "INTERFERENCE. Input-bound: as it was written",
+        "plain_summary": "input-bound: as it was written",
+    }
+    assert plain_words(old) == old["plain_summary"] and summary_words(old) == old["summary"]
+    assert say_verdict(dict(old)) == old
+    assert verdict_short(old).startswith("verdict: input-bound (critical): waiting for data, 12.3 ms")
+    assert card_lines(old)[0] == "input-bound (critical): waiting for data"
+
+
+def _doc(steps: int, reason: str, exception: str = "") -> dict:
+    bd = {"load": 2.0, "transfer": 0.0, "compute": 8.0, "comm": 0.0, "host": 0.5}
+    doc = {
+        "steps": steps,
+        "warmup_steps": 5,
+        "device": "cpu",
+        "backend": "host",
+        "step_time_ms": {"mean": 10.5, "p50": 10.0, "p90": 12.0},
+        "breakdown_ms": bd,
+        "breakdown_fraction": {k: v / 10.5 for k, v in bd.items()},
+        "exit": {"reason": reason, "exception": exception},
+        "outcome": {"code": 1 if reason == "crashed" else 0},
+        "loaders": [{"site": "train.py:12", "num_workers": 0, "training": True}],
+    }
+    doc["verdict"] = decide_run(doc)
+    doc["recommendations"] = [{"id": "more_workers", "cause": "load", "facts": {}, "text": "more workers"}]
+    return doc
+
+
+def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
+    from perfcore.report.terminal import FEW_STEPS, render_brief
+
+    exc = "ValueError: " + "bad batch " * 4
+    lines = render_brief(_doc(8, "crashed", exc), "runs/r1").splitlines()
+    # The error first, quoting the exception's one line (the exit record cuts it at 200 characters).
+    assert lines[0] == f"partial results: the script crashed ({exc.strip()}) (exit 1)"
+    assert lines[1].startswith("8 measured step(s)") and not any(ln.startswith("try:") for ln in lines)
+    assert any(ln.startswith("verdict: input-bound") for ln in lines)  # the figures are still shown
+    assert all(len(ln) <= WIDTH for ln in lines[:-1])
+    from perfcore.report.html_parts import verdict_card
+
+    assert "<div class='sentence'>partial results: the script crashed (exit 1)" in verdict_card(_doc(8, "crashed"))
+    # A crash after many steps, or a finished run: advised as usual.
+    for doc in (_doc(FEW_STEPS, "crashed", exc), _doc(8, "finished")):
+        lines = render_brief(doc, "runs/r1").splitlines()
+        assert lines[0].startswith("perfcore:") and any(ln.startswith("try:") for ln in lines)
+
+
+def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
+    import html as h
+
+    from perfcore.report.html_parts import verdict_card
+
+    band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
+    intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}
+    v = decide({"load": 15.0, "host": 1.0}, 100.0, share_band=band, steps=20, interference=intf)
+    card = h.unescape(verdict_card({"verdict": v}))
+    head = re.search(r"<div class='bound' id='verdict'>(.*?)</div>", card).group(1)
+    short = re.search(r"<div class='sentence'>(.*?)</div>", card).group(1).split("<br>")
+    why = re.search(r"<details class='why'><summary>why</summary><p>(.*?)</p>", card).group(1)
+    assert head == "input-bound (borderline): waiting for data" and len(short) == 2
+    assert short[0].startswith("uncertain") and short[1].startswith("borderline") and "5.0-25%" in short[1]
+    assert why == summary_words(v) and card.count("costs 15.0 ms") == 1  # the long words once, in the panel
+
+
+@pytest.mark.parametrize("steps", [0, 3])
+def test_an_undecided_or_warm_up_only_verdict_says_so(steps):
+    from perfcore.analysis.verdict import undecided
+
+    v = undecided()
+    assert plain_words(v) == "no steps measured" and verdict_short(v) == "verdict: no steps measured"
+    assert card_lines(v) == ("no steps measured", [])
