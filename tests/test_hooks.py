@@ -201,6 +201,35 @@ def test_step_clock_spaces_its_every_calls_by_the_least_gap(rec):
         C.StepClock().arm(C.phase_scope(C.PhaseScope, rec, 11), C.StepEnds(), None, 1, 1, 1, -1)
 
 
+def test_a_slow_spaced_callback_pushes_the_next_one_further(rec):
+    # A spaced call that takes long (a checkpoint, or a preempted call on a loaded machine) must not make
+    # the next one due the next n-th step: it waits 50x the slow call's own time after its end.
+    def run(callback_s):
+        boundaries, calls = C.StepEnds(), []
+
+        def upkeep(n):
+            calls.append(n)
+            if callback_s:
+                time.sleep(callback_s)
+
+        clock = C.StepClock()
+        clock.arm(C.phase_scope(C.PhaseScope, rec, 11), boundaries, upkeep, 2, 1 << 20, 1 << 60, 1_000_000)
+        opt = Opt()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 0.3:
+            clock.pre(opt, (), {})
+            clock.post(opt, (), {})
+            time.sleep(0.001)
+        clock.disarm()
+        return calls, list(boundaries)
+
+    fast, _ = run(0)
+    slow, ends = run(0.004)  # each call's own 4 ms: the next one >= 200 ms after its end
+    gaps = [ends[b - 1] - ends[a - 1] for a, b in zip(slow, slow[1:])]
+    assert all(g >= 200_000_000 for g in gaps), gaps
+    assert len(slow) <= 2 < len(fast) // 2, (slow, fast)
+
+
 def test_step_clock_follows_an_optimizer_that_steps_twice_without_the_clock(rec):
     # Sequential stages (layer-wise training, an LR finder then training, one optimizer per epoch):
     # the later optimizer takes the clock over at its second step, and its first step ends a step too.

@@ -278,3 +278,15 @@ def test_upkeep_inside_a_step_timer_loop_is_not_the_next_steps_host_time(monkeyp
     stalled = t[t["perfcore_ns"] >= slow_s * 1e9]
     assert stalled["step"].tolist() == [8, 16]  # after boundaries 8 and 16, inside the steps after them
     assert (t["host_ns"] < slow_s * 1e9 / 2).all() and (t["wall_ns"] < slow_s * 1e9 / 2).all()
+
+
+def test_sorted_unique_is_np_unique_on_settling_columns():
+    from perfcore.analysis.columns import sorted_unique
+
+    rng = np.random.default_rng(3)
+    ends = np.cumsum(rng.integers(0, 5, 4000)).astype(np.int64)  # repeats (a zero gap) and nearly sorted
+    cases = [ends, np.concatenate([ends[::3], ends[1::3], ends]), rng.integers(-9, 9, 500), ends[:1], ends[:0]]
+    for x in cases:
+        got = sorted_unique(x)
+        assert got.dtype == np.unique(x).dtype
+        np.testing.assert_array_equal(got, np.unique(x))

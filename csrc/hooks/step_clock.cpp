@@ -241,7 +241,9 @@ PyObject* stepClockPost(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
   if (!appendEnd(c, t, &due)) Py_RETURN_NONE;
   if (c->callback && due) {
     PyObject* nobj = PyLong_FromLongLong(stepEndsCount(reinterpret_cast<StepEndsObject*>(c->ends)));
+    const int64_t t0 = nowNs();
     PyObject* r = nobj ? PyObject_CallOneArg(c->callback, nobj) : nullptr;
+    c->callbackDue.ran(t0, nowNs());
     Py_XDECREF(nobj);
     if (r) {
       Py_DECREF(r);

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from perfcore._lazy import lazy_module
+from perfcore.analysis.columns import sorted_unique
 from perfcore.analysis.labels import LABELS  # the one list, in a leaf; named here too, as before
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
@@ -93,7 +94,7 @@ def attribute(
         b = np.asarray(b, dtype=np.int64)
         keep = b > a
         clean[label] = (a[keep], b[keep])
-    points = np.unique(np.concatenate([s0, s1] + [x for ab in clean.values() for x in ab]))
+    points = sorted_unique(np.concatenate([s0, s1] + [x for ab in clean.values() for x in ab]))
     seg_start, seg_len = points[:-1], np.diff(points)
     label_of = np.full(len(seg_start), _INDEX["host"], dtype=np.int64)
     index = {**_INDEX, OWN: len(LABELS)}

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["Cols", "as_cols", "nrows", "take", "concat", "empty", "frame"]
+__all__ = ["Cols", "as_cols", "nrows", "take", "concat", "empty", "frame", "sorted_unique"]
 
 Cols = dict[str, np.ndarray]
 
@@ -15,6 +15,19 @@ Cols = dict[str, np.ndarray]
 def as_cols(table: Any) -> Cols:
     """A DataFrame or a mapping of array-likes -> Cols (no copy where numpy allows)."""
     return {str(c): np.asarray(table[c]) for c in table}
+
+
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """np.unique(x) for the nearly sorted int64 columns settling makes (interval boundaries, phase ids):
+    numpy 2.3+ answers np.unique with a hash pass then a sort, ~150x a stable sort's time here (timsort
+    runs through a nearly sorted column at about a pass's cost), and settling paid it per row."""
+    s = np.sort(np.asarray(x), kind="stable")
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
 
 
 def nrows(cols: Mapping[str, np.ndarray]) -> int:

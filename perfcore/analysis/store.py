@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from perfcore.analysis import attribution
-from perfcore.analysis.columns import Cols, as_cols, concat, empty, frame, nrows, take
+from perfcore.analysis.columns import Cols, as_cols, concat, empty, frame, nrows, sorted_unique, take
 from perfcore.analysis.detail import DetailSteps
 from perfcore.analysis.spill import Columns
 
@@ -231,7 +231,7 @@ class StepStore:
         dur = (end - frame["start_ns"])[ok]
         pid = frame["phase_id"][ok]
         out = {}
-        for p in np.unique(pid):
+        for p in sorted_unique(pid):
             sel = pid == p
             out[name.format(int(p))] = np.bincount(step[ok][sel], weights=dur[sel], minlength=len(s1)).astype(np.int64)
         return out
