@@ -177,12 +177,14 @@ def summarize(  # noqa: PLR0913
     # Evaluation passes are not training steps: out of the step statistics, the breakdown and the
     # verdict, and reported as a finding of their own.
     is_eval = steps["evaluation"].to_numpy(dtype=bool) if "evaluation" in steps else np.zeros(len(steps), dtype=bool)
-    evaluation = evaluation_finding(steps[is_eval], steps[~is_eval & ~steps["warmup"].to_numpy(dtype=bool)])
-    steps = steps[~is_eval]
-    measured = steps[~steps["warmup"]]
-    warm = steps[steps["warmup"]]
-    if len(measured) == 0:
-        measured = steps.iloc[0:0]
+    is_warm = steps["warmup"].to_numpy(dtype=bool)
+    # Rows chosen by mask, each table once: a row selection copies every column, and at 1M steps
+    # each whole-table copy was ~100 MB in the process writing the part.
+    evaluation = None
+    if is_eval.any():
+        evaluation = evaluation_finding(steps[is_eval], steps.loc[~is_eval & ~is_warm, ["wall_ns"]])
+    measured = rows(steps, ~is_eval & ~is_warm)
+    warm = rows(steps, ~is_eval & is_warm)
     wall = measured["wall_ms"].to_numpy()
     mean_ms = {lb: float(measured[f"{lb}_ms"].mean()) if len(measured) else 0.0 for lb in LABELS}
     total = float(measured["wall_ns"].sum())
@@ -220,6 +222,17 @@ def summarize(  # noqa: PLR0913
     if len(measured) and not _DEFERRED.get():
         advise_run(doc, zero_code=zero_code, evidence=evidence)
     return doc
+
+
+def rows(table: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """The rows a mask selects: a slice (no copy) where they are one run of consecutive rows, as the
+    measured steps after the warm-up are."""
+    hit = np.flatnonzero(mask)
+    if not len(hit):
+        return table.iloc[0:0]
+    if hit[-1] - hit[0] + 1 == len(hit):
+        return table.iloc[hit[0] : hit[-1] + 1]
+    return table[mask]
 
 
 def evaluation_finding(evaluation: pd.DataFrame, training: pd.DataFrame) -> dict[str, Any] | None:

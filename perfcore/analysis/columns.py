@@ -54,7 +54,9 @@ def concat(parts: list[Cols], dtypes: Mapping[str, Any]) -> Cols:
 
 
 def frame(cols: Cols):
-    """Cols -> a pandas DataFrame, for the readers that want one (the parent, a finished run)."""
+    """Cols -> a pandas DataFrame, for the readers that want one (the parent, a finished run). The
+    frame takes the arrays as they are (pandas would copy them into one block: the whole table twice
+    at once); callers hand over arrays made for it."""
     import pandas as pd
 
-    return pd.DataFrame(cols)
+    return pd.DataFrame(cols, copy=False)

@@ -86,11 +86,12 @@ def split_shares(steps: pd.DataFrame) -> SplitShares | None:
     for col in ("warmup", "evaluation"):
         if col in steps:
             keep &= ~steps[col].to_numpy(dtype=bool)
-    rows = steps[keep]
-    if not len(rows):
+    if not keep.any():
         return None
+    # Each column's kept rows, never a row selection of the whole table (a copy of every column).
     step, fw, bw, opt = (
-        float(rows[c].to_numpy(dtype=float).mean()) for c in ("wall_ms", "forward_ms", "backward_ms", "optimizer_ms")
+        float(steps[c].to_numpy(dtype=float)[keep].mean())
+        for c in ("wall_ms", "forward_ms", "backward_ms", "optimizer_ms")
     )
     if step <= 0:
         return None

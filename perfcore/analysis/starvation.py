@@ -51,21 +51,22 @@ def starvation(steps: pd.DataFrame, threshold_ms: float | None = None) -> Starva
     for col in ("warmup", "evaluation"):
         if col in steps:
             keep &= ~steps[col].to_numpy(dtype=bool)
-    rows = steps[keep]
-    load = rows["load_ms"].to_numpy(dtype=float)
+    # The three columns' kept rows, never a row selection of the whole table (a copy of every column).
+    n = int(keep.sum())
+    load = steps["load_ms"].to_numpy(dtype=float)[keep]
     if threshold_ms is None:
-        median = float(np.median(rows["wall_ms"].to_numpy(dtype=float))) if len(rows) else 0.0
+        median = float(np.median(steps["wall_ms"].to_numpy(dtype=float)[keep])) if n else 0.0
         threshold_ms = max(MIN_WAIT_MS, REL_WAIT * median)
     if not threshold_ms >= 0:
         raise ValueError(f"a wait threshold is a number of ms >= 0, got {threshold_ms}")
     starved = load > threshold_ms
     waits = load[starved]
     run, first = _longest_run(starved)
-    numbers = rows["step"].to_numpy() if "step" in rows else np.arange(len(rows))
+    numbers = steps["step"].to_numpy()[keep] if "step" in steps else np.arange(n)
     return Starvation(
-        steps=len(rows),
+        steps=n,
         starved=int(starved.sum()),
-        share=float(starved.mean()) if len(rows) else 0.0,
+        share=float(starved.mean()) if n else 0.0,
         threshold_ms=float(threshold_ms),
         p50_wait_ms=float(np.percentile(waits, 50)) if len(waits) else None,
         p95_wait_ms=float(np.percentile(waits, 95)) if len(waits) else None,

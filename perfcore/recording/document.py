@@ -28,7 +28,8 @@ def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int) -> tupl
     df = with_columns(df, new)
     cols = ["step", "wall_ms"] + [f"{lb}_ms" for lb in attribution.LABELS] + ["warmup"]
     extra = [c for c in df.columns if c not in cols and not c.endswith("_ns") and not c.startswith("_")]
-    return df, df[cols + extra].reset_index(drop=True)
+    # The view shares the columns (a selection of columns would copy them all).
+    return df, pd.DataFrame({c: df[c].to_numpy() for c in cols + extra}, copy=False)
 
 
 def run_document(
@@ -44,7 +45,7 @@ def run_document(
     own_ns = full["perfcore_ns"].to_numpy() if "perfcore_ns" in full else None
     warm = full["warmup"].to_numpy(dtype=bool)
     wall_ns = full["wall_ns"].to_numpy()
-    full = full[summary_columns(full)]
+    full = pd.DataFrame({c: full[c].to_numpy() for c in summary_columns(full)}, copy=False)  # shared, not copied
     if evaluation_rows:
         full = full.assign(evaluation=False)
         full.loc[[r for r in evaluation_rows if r < n_rows], "evaluation"] = True
@@ -139,4 +140,8 @@ def with_columns(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
     time), which a run with hundreds of custom phases would print hundreds of times."""
     if not columns:
         return df
-    return pd.concat([df.drop(columns=[c for c in columns if c in df]), pd.DataFrame(columns, index=df.index)], axis=1)
+    # The columns as they are, not concatenated blocks: a concat copies every column of both frames
+    # while they are held (the table three times at once, at the end of a 1M-step run).
+    kept = {c: df[c].to_numpy() for c in df.columns if c not in columns}
+    added = {c: v.to_numpy() if isinstance(v, pd.Series) else v for c, v in columns.items()}
+    return pd.DataFrame({**kept, **added}, index=df.index, copy=False)

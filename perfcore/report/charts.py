@@ -314,9 +314,11 @@ def histogram(steps: pd.DataFrame, step_ms: dict[str, Any], chart_id: str, bins:
     for col in ("warmup", "evaluation"):
         if col in steps:
             keep &= ~steps[col].fillna(False).to_numpy(dtype=bool)
-    wall = steps.loc[keep, "wall_ms"]
-    w = pd.to_numeric(wall, errors="coerce").to_numpy(dtype=np.float64)
-    w = w[np.isfinite(w)]
+    # The kept steps' finite times, one selection (each copy of a column is 8 MB at 1M steps).
+    w = pd.to_numeric(steps["wall_ms"], errors="coerce").to_numpy(dtype=np.float64)
+    keep &= np.isfinite(w)
+    w = w[keep]
+    del keep
     if not w.size:
         return None
     lo, hi = float(w.min()), float(np.quantile(w, 0.995))

@@ -13,8 +13,9 @@ the trace holds and why the others are not in it. Opens in ui.perfetto.dev and c
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -22,6 +23,7 @@ __all__ = ["build_trace", "write_trace", "line_events", "MAX_EVENTS", "MAX_STEP_
 
 MAX_EVENTS = 400_000  # interval events in one trace, all processes together
 MAX_STEP_EVENTS = 10_000  # step events per process; past it, bins of consecutive steps
+_WRITE_EVENTS = 4096  # events encoded at a time when the trace is written
 MAX_LINE_EVENTS = 200_000  # host-line samples per process (the first ones of the steps whose intervals are in)
 TABLES = (
     ("span_start_ns", "span_end_ns"),
@@ -72,7 +74,8 @@ def _choose(
     if "detail_through" in raw:
         # What the recording kept: every step up to its cap, the window past it, and unsettled steps.
         through, settled = int(raw["detail_through"]), int(raw["detail_settled"])
-        kept = np.arange(n) < through
+        kept = np.zeros(n, dtype=bool)
+        kept[:through] = True
         kept[np.asarray(raw["detail_window"], np.int64)[np.asarray(raw["detail_window"]) < n]] = True
         kept[settled:] = True
         why = (
@@ -112,8 +115,10 @@ def _step_events(
     ms_cols = [c for c in steps.columns if c.endswith("_ms")]
     vals = {c: steps[c].to_numpy(dtype=np.float64)[:n] for c in ms_cols}
     numbers = steps["step"].to_numpy()[:n] if "step" in steps else np.arange(n)
-    ts, ends = (s0 - t0) / 1e3, (s0 + wall - t0) / 1e3
     events: list[dict] = [{"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "steps"}}]
+
+    def ts(k: int) -> float:  # per event, not an array of every step's
+        return float((s0[k] - t0) / 1e3)
 
     def one(k: int, tid: int) -> dict:
         return {
@@ -122,7 +127,7 @@ def _step_events(
             "pid": pid,
             "tid": tid,
             "cat": "step",
-            "ts": float(ts[k]),
+            "ts": ts(k),
             "dur": float(wall[k]) / 1e3,
             "args": {c: round(float(vals[c][k]), 3) for c in ms_cols},
         }
@@ -141,8 +146,8 @@ def _step_events(
                 "pid": pid,
                 "tid": 0,
                 "cat": "steps",
-                "ts": float(ts[a]),
-                "dur": float(ends[b] - ts[a]),
+                "ts": ts(a),
+                "dur": float((s0[b] + wall[b] - t0) / 1e3 - (s0[a] - t0) / 1e3),
                 "args": {"steps": int(b - a + 1), **{f"mean_{c}": round(float(mean[c][j]), 3) for c in ms_cols}},
             }
         )
@@ -203,20 +208,50 @@ def build_trace(
     parts: list[dict[str, Any]], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
 ) -> dict[str, Any]:
     """parts: one dict per process: {"label", "pid", "raw" (trace.npz arrays), "steps" (DataFrame)}."""
-    t0 = min((int(p["raw"]["step_start_ns"][0]) for p in parts if len(p["raw"]["step_start_ns"])), default=0)
-    events: list[dict] = []
     about: list[dict] = []
+    events = [e for chunk in _events(parts, max_events, max_step_events, about) for e in chunk]
+    return {"traceEvents": events, **_after_events(parts, about)}
+
+
+def _t0(parts: list[dict[str, Any]]) -> int:
+    return min((int(p["raw"]["step_start_ns"][0]) for p in parts if len(p["raw"]["step_start_ns"])), default=0)
+
+
+def _after_events(parts: list[dict[str, Any]], about: list[dict]) -> dict[str, Any]:
+    # windowed: some step of some process has no intervals in the trace (its step event is there).
+    return {
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "producer": "perfcore",
+            "windowed": any(a["steps_without_intervals"] for a in about),
+            "clock": "CLOCK_MONOTONIC",
+            "origin_ns": _t0(parts),
+            "processes": about,
+        },
+    }
+
+
+def _events(
+    parts: list[dict[str, Any]], max_events: int, max_step_events: int, about: list[dict]
+) -> Iterator[list[dict]]:
+    """The trace's events a list at a time (each process's tracks, its intervals in lists of at most
+    _WRITE_EVENTS), appending each process's description to `about`: a writer holds one list."""
+    t0 = _t0(parts)
     budget = max(1, max_events // max(1, len(parts)))
     for i, p in enumerate(parts):
         raw, pid, gpu_pid = p["raw"], 2 * i + 1, 2 * i + 2
-        events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{p['label']} host"}})
-        events.append({"name": "process_name", "ph": "M", "pid": gpu_pid, "args": {"name": f"{p['label']} GPU"}})
-        s0, wall = raw["step_start_ns"].astype(np.int64), raw["step_wall_ns"].astype(np.int64)
+        yield [
+            {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{p['label']} host"}},
+            {"name": "process_name", "ph": "M", "pid": gpu_pid, "args": {"name": f"{p['label']} GPU"}},
+        ]
+        # Views where the arrays are int64 already: a copy of every step's start and wall is 16 B a step.
+        s0, wall = np.asarray(raw["step_start_ns"], np.int64), np.asarray(raw["step_wall_ns"], np.int64)
         n = min(len(s0), len(p["steps"]))
         s0, wall = s0[:n], wall[:n]
         masks, kept, why = _choose(raw, s0, wall, budget)
         track, track_text = _step_events(p["steps"], s0, wall, pid, t0, kept, max_step_events)
-        events += track
+        yield track
+        del track
         about.append(
             {
                 "label": p["label"],
@@ -229,8 +264,10 @@ def build_trace(
         )
         numbers = p["steps"]["step"].to_numpy()[:n] if "step" in p["steps"] else np.arange(n)
         lines = line_events(raw, s0, wall, kept, numbers, pid, t0)
-        events += lines
         about[-1]["line_samples"] = sum(1 for x in lines if x["ph"] == "i")
+        yield lines
+        del lines
+        events: list[dict] = []
         names = dict(zip(raw["phase_ids"].tolist(), raw["phase_names"].tolist()))
         m = masks.get("span_start_ns", np.zeros(0, bool))
         a, b = raw["span_start_ns"], raw["span_end_ns"]
@@ -247,6 +284,9 @@ def build_trace(
                     "args": {"step": int(step)},
                 }
             )
+            if len(events) >= _WRITE_EVENTS:
+                yield events
+                events = []
         if "kernel_start_ns" in masks:
             m, a, b = masks["kernel_start_ns"], raw["kernel_start_ns"], raw["kernel_end_ns"]
             for nm, st, en, stream in zip(raw["kernel_name"][m], a[m], b[m], raw["kernel_stream"][m]):
@@ -261,6 +301,9 @@ def build_trace(
                         "dur": (int(en) - int(st)) / 1e3,
                     }
                 )
+                if len(events) >= _WRITE_EVENTS:
+                    yield events
+                    events = []
         if "memcpy_start_ns" in masks:
             m, a, b = masks["memcpy_start_ns"], raw["memcpy_start_ns"], raw["memcpy_end_ns"]
             for d, st, en, stream, nb, pg in zip(
@@ -283,6 +326,9 @@ def build_trace(
                         "args": {"bytes": int(nb)},
                     }
                 )
+                if len(events) >= _WRITE_EVENTS:
+                    yield events
+                    events = []
         if "event_start_ns" in masks:
             m, a, b = masks["event_start_ns"], raw["event_start_ns"], raw["event_end_ns"]
             for ph, st, en in zip(raw["event_phase"][m], a[m], b[m]):
@@ -297,25 +343,31 @@ def build_trace(
                         "dur": (int(en) - int(st)) / 1e3,
                     }
                 )
-    # windowed: some step of some process has no intervals in the trace (its step event is there).
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "producer": "perfcore",
-            "windowed": any(a["steps_without_intervals"] for a in about),
-            "clock": "CLOCK_MONOTONIC",
-            "origin_ns": t0,
-            "processes": about,
-        },
-    }
+                if len(events) >= _WRITE_EVENTS:
+                    yield events
+                    events = []
+        yield events
 
 
 def write_trace(
     path: Path, parts: list[dict[str, Any]], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
 ) -> dict[str, Any]:
-    doc = build_trace(parts, max_events, max_step_events)
+    """trace.json: the bytes json.dumps(build_trace(...)) would make, written a list of events at a
+    time: the whole trace (its events as objects, its text, the text's bytes) was the largest thing
+    finishing held at 300k steps. Returns the trace's otherData."""
     from perfcore.report import jsonio
 
-    jsonio.write_text(Path(path), json.dumps(doc, separators=(",", ":")))
-    return doc
+    about: list[dict] = []
+    sep = (",", ":")
+    with jsonio.atomic_path(Path(path)) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write('{"traceEvents":[')
+        first = True
+        for chunk in _events(parts, max_events, max_step_events, about):
+            if chunk:
+                fh.write(("" if first else ",") + json.dumps(chunk, separators=sep)[1:-1])
+                first = False
+        rest = _after_events(parts, about)
+        fh.write("]," + json.dumps(rest, separators=sep)[1:])
+        fh.flush()
+        os.fsync(fh.fileno())  # as jsonio.write_bytes: a full disk can show only here
+    return rest["otherData"]

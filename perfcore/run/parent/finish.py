@@ -298,6 +298,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
                 alloc_retries=mem.get("alloc_retries"),
             ),
         }
+        del st  # held to the end of the finish otherwise: 16 B a step
     finding = _interference(interference, main["raw"])
     if finding is not None:
         doc["interference"] = finding
