@@ -160,8 +160,8 @@ def test_real_cpu_run_report_in_chromium(browser, shots, tmp_path, capsys):
 
 def test_stage_reports_in_chromium(browser, shots, tmp_path, capsys):
     health = doc_of("health.json")
-    # what the health command hands the report beside its JSON: the busy series it sampled
-    health["_row"] = {"busy_series": [0.2, 0.3, 0.1, 0.6, 0.2, 0.25, 0.3, 0.1, 0.5, 0.2], "busy_spacing_s": 0.1}
+    # health.json keeps the busy series it sampled: the chart is drawn from the file alone
+    health.update(busy_series=[0.2, 0.3, 0.1, 0.6, 0.2, 0.25, 0.3, 0.1, 0.5, 0.2], busy_spacing_s=0.1)
     cases = {"health": (health, ["Where each iteration goes"]),
              "diagnose": (doc_of("diagnose.json"), ["Experiments", "Predicted vs measured", "Inside __getitem__"]),
              "sweep": (sweep_doc(), ["Heatmaps", "samples/s (higher is better)", "step ms (lower is better)"])}
