@@ -186,3 +186,16 @@ def test_a_verdict_line_too_long_gives_up_its_least_needed_parts_first():
     )
     assert _fit(("a" * 110, 0), (" band", 3), (")", 0), (" [busy]", 1)) == "a" * 110 + ") [busy]"
     assert _fit(("a" * (WIDTH + 5), 0), (" x", 1)) == "a" * (WIDTH + 5)  # what must be said is said
+
+
+def test_a_train_loader_drawn_for_evaluation_says_those_batches_apart():
+    doc = doc_of("run.json")
+    doc["loaders"] = [
+        {"role": "train", "site": "train.py:30", "batches": 13, "eval_batches": 5},
+        {"role": "eval", "site": "train.py:31", "batches": 10},
+    ]
+    line = next(ln for ln in render_text(doc).splitlines() if ln.startswith("  DataLoaders: "))
+    assert "train at train.py:30: 13 batches (+5 in evaluation)" in line and "eval at train.py:31: 10 batches" in line
+    doc["loaders"][0].pop("eval_batches")
+    line = next(ln for ln in render_text(doc).splitlines() if ln.startswith("  DataLoaders: "))
+    assert "in evaluation" not in line

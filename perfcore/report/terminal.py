@@ -244,6 +244,8 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
             "  DataLoaders: "
             + "; ".join(
                 f"{ld['role']} at {ld.get('site', '?')}: {ld.get('batches', 0)} batches"
+                # A train loader also drawn for an evaluation pass: those batches apart, not in its count.
+                + (f" (+{ld['eval_batches']} in evaluation)" if ld.get("eval_batches") else "")
                 + (f", {fmt_ms(ld['worker_batch_ms'])} each to make" if ld.get("worker_batch_ms") is not None else "")
                 for ld in roles
             )
