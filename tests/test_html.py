@@ -226,6 +226,11 @@ def test_stage_pages_draw_from_their_documents(tmp_path):
     health = write_stage(tmp_path, "health", doc_of("health.json")).read_text()
     assert "busy: compute share, no GPU" in health and "next batch → forward → loss" in health
     assert "perfcore diagnose demo" in health and "terminal text" not in health and "<pre" not in health
+    # Each label's share of the iteration, as the bar draws it (the table read 0.0% for every label).
+    bd = doc_of("health.json")["breakdown_ms"]
+    shares = [float(v) for v in re.findall(r"<td class='n'>([\d.]+)%</td>", health)]
+    assert len(shares) == 5 and abs(sum(shares) - 100) < 0.5, shares
+    assert max(shares) == pytest.approx(100 * max(bd.values()) / sum(bd.values()), abs=0.1)
     diag = write_stage(tmp_path, "diagnose", doc_of("diagnose.json")).read_text()
     for s in ("Experiments", "A: synthetic data", "Predicted vs measured", "Inside __getitem__", "self ms/item"):
         assert s in diag, s

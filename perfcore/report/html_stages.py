@@ -47,8 +47,13 @@ def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdi
         body.add(
             "<h3>Where each iteration goes (next batch → forward → loss)</h3>",
             stack_bar(doc["breakdown_ms"]),
+            # The iteration's own length beside its labels: without it every share read 0%.
             breakdown_table(
-                {"breakdown_ms": doc["breakdown_ms"], "breakdown_fraction": _fractions(doc["breakdown_ms"])}
+                {
+                    "breakdown_ms": doc["breakdown_ms"],
+                    "breakdown_fraction": _fractions(doc["breakdown_ms"]),
+                    "step_ms": sum(float(v or 0) for v in doc["breakdown_ms"].values()),
+                }
             ),
         )
     series = doc.get("busy_series")
