@@ -137,11 +137,13 @@ class StepTimer:
         host_ms (the five sum to wall_ms), warmup, and <custom phase>_ms for custom phases."""
         return self.engine.summary()
 
-    def result(self, top_kernels: int = 10) -> RunResult:
-        """The perfcore.run/1 document for the steps so far."""
+    def result(self, top_kernels: int = 10, *, evaluation_rows=None, settle: bool = True) -> RunResult:
+        """The perfcore.run/1 document for the steps so far; `evaluation_rows` are set apart from the
+        training steps' statistics; settle=False: summary() just settled them."""
         from perfcore.report.advice_words import say
 
-        return RunResult(say(self.engine.document(top_kernels)))  # the words beside the facts, at the edge
+        doc = self.engine.document(top_kernels, settle=settle, evaluation_rows=evaluation_rows)
+        return RunResult(say(doc))  # the words beside the facts, at the edge
 
     def report(self, file=None) -> RunResult:
         """Print the terminal report (per-label mean, share, bar; verdict; advice) and return the result."""

@@ -89,13 +89,11 @@ class Session:
         if not timer.engine.boundaries:
             timer.close()
             return None
-        from perfcore.timing import RunResult
-
         # The trainer's evaluations (evaluate() between steps) are rows of their own: set apart from
         # the training steps' statistics as `perfcore run` sets them apart, and no trainer step.
         evaluation = list(inst.eval_rows)
         table = timer.summary()
-        res = RunResult(timer.engine.document(settle=False, evaluation_rows=evaluation))
+        res = timer.result(evaluation_rows=evaluation, settle=False)
         res["step_source"] = source
         timer.close()
         table["evaluation"] = np.isin(np.arange(len(table)), evaluation)
