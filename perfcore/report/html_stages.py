@@ -51,7 +51,6 @@ def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdi
             breakdown_table(
                 {
                     "breakdown_ms": doc["breakdown_ms"],
-                    "breakdown_fraction": _fractions(doc["breakdown_ms"]),
                     "step_ms": sum(float(v or 0) for v in doc["breakdown_ms"].values()),
                 }
             ),
@@ -90,11 +89,6 @@ def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdi
         body.add(f"<p><b>heartbeat:</b> {esc(hb['meaning'])}</p>")
     if doc.get("next"):
         body.add(f"<p>next: <code>{esc(doc['next'])}</code></p>")
-
-
-def _fractions(bd: dict[str, float]) -> dict[str, float]:
-    total = sum(float(v or 0) for v in bd.values()) or 1.0
-    return {k: float(v or 0) / total for k, v in bd.items()}
 
 
 def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdict") -> None:
