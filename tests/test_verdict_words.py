@@ -223,3 +223,16 @@ def test_an_undecided_or_warm_up_only_verdict_says_so(steps):
     v = undecided()
     assert plain_words(v) == "no steps measured" and verdict_short(v) == "verdict: no steps measured"
     assert card_lines(v) == ("no steps measured", [])
+
+
+def test_others_load_is_said_once_when_threads_found_their_cores_taken():
+    from perfcore.analysis.advice import advise_run
+    from test_advice_fits import HEALTHY, run_doc
+
+    busy = {"sentence": "other processes used 1.3 of 2 cores", "material": True, "others_cores": 1.3, "cores": 2}
+    doc = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
+    v = doc["verdict"]
+    assert v.get("threads_busy"), v
+    said = summary_words(v)
+    assert said.count("other processes used") == 1, said

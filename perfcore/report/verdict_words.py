@@ -186,7 +186,11 @@ def _summary_words(v: Mapping[str, Any]) -> str:
         return str(v.get("summary") or plain_words(v))
     plain = plain_words(v)
     intf = v.get("interference")
-    lead = [_threads(v)] + ([interference_sentence(intf)] if isinstance(intf, Mapping) and intf.get("material") else [])
+    # Threads that found their cores taken already say how much of the machine the others used: the
+    # interference sentence would say it again.
+    said_busy = isinstance(v.get("threads_busy"), Mapping)
+    material = isinstance(intf, Mapping) and intf.get("material") and not said_busy
+    lead = [_threads(v)] + ([interference_sentence(intf)] if material else [])
     lead = [s for s in lead if s]
     return ". ".join(lead + [f"{plain[0].upper()}{plain[1:]}" if lead else plain])
 
