@@ -410,3 +410,18 @@ def test_the_label_table_quotes_the_terminals_steady_figures_and_a_busy_verdict_
         assert html_share[lb] == pytest.approx(10 * v) and abs(term_share[lb] - html_share[lb]) <= 0.5
     assert "of a steady 10" in page and "3 outlier step(s)" in page
     assert "uncertain: other processes used the machine" in page
+
+
+def test_the_breakdown_png_leaves_evaluation_rows_out(tmp_path, monkeypatch):
+    import perfcore.analysis.bins as bins
+    from perfcore.report.plots import plot_breakdown
+
+    seen = []
+    real_bin, real_out = bins.bin_steps, bins.outliers
+    monkeypatch.setattr(bins, "bin_steps", lambda s, n: seen.append(len(s)) or real_bin(s, n))
+    monkeypatch.setattr(bins, "outliers", lambda s: seen.append(int(s["wall_ms"].max() > 100)) or real_out(s))
+    t = steps_table(50, gpu=False)
+    t["evaluation"] = np.arange(50) % 10 == 9  # an evaluation pass every 10 rows, each far longer
+    t.loc[t["evaluation"], "wall_ms"] = 500.0
+    plot_breakdown(t, tmp_path / "b.png")
+    assert seen == [45, 0]  # the 45 training rows are binned; no evaluation row is an outlier

@@ -97,6 +97,8 @@ def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int =
     from perfcore.analysis.bins import bin_steps, outliers
     from perfcore.report.raster import Figure, Panel, nice_ticks, ms_label, step_label, wrap_title
 
+    if "evaluation" in steps.columns:  # evaluation rows are reported apart: no bar, no outlier of theirs
+        steps = steps[~steps["evaluation"].astype(bool).to_numpy()]
     b = bin_steps(steps, bins)
     out = outliers(steps)
     fig = Figure(1100, 462)
