@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_script_subprocesses import check_trainers_merged
 from test_torch_reach import perfcore_run
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -23,8 +24,5 @@ def test_an_optimizer_carried_across_fork_gives_the_childs_steps(tmp_path, how):
 
 def test_hogwild_by_fork_merges_the_trainers_and_sets_the_evaluating_parent_apart(tmp_path):
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "hogwild.py"), "2", "fork", timeout=400)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert p.stdout.count("TRAINED 24") == 2 and "TESTED" in p.stdout
-    assert doc["step_source"] == "optimizer"
-    assert sorted(r["steps"] for r in doc["ranks"]) == [23, 23]  # each child's 24 steps, 1 of them warm-up
-    assert any("stepped no optimizer while other processes trained (evaluation only)" in n for n in doc["notes"])
+    assert "TESTED" in p.stdout
+    check_trainers_merged(p, tmp_path / "r")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -45,19 +46,42 @@ def test_merge_of_two_unrelated_runs_says_they_are_not_one_job(tmp_path):
     assert not (tmp_path / "m").exists()
 
 
-def test_hogwild_processes_that_train_are_the_run_and_the_evaluating_parent_is_not(tmp_path):
-    # pytorch/examples mnist_hogwild's shape: two spawned processes train the shared model, then the
-    # parent only runs test() under no_grad. The training processes are the run (merged), the
-    # parent's forward passes are no steps of it, and a note says which process only evaluated.
-    out = tmp_path / "r"
-    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "1", "--",
-                        sys.executable, str(SCRIPTS / "hogwild.py"), "2"],
-                       capture_output=True, text=True, timeout=400)
+def check_trainers_merged(p, out, n=2, steps=24, evaluating=True):
+    """Hogwild's trainers are the run, together: the headline steps are their sum, the table holds every
+    trainer's rows, and nothing says ranks or stragglers (no collective makes one wait for another)."""
     assert p.returncode == 0, p.stderr[-3000:]
-    assert p.stdout.count("TRAINED 24") == 2 and "TESTED" in p.stdout
+    assert p.stdout.count(f"TRAINED {steps}") == n
     doc = json.loads((out / "run.json").read_text())
     assert doc["step_source"] == "optimizer"
-    assert sorted(r["steps"] for r in doc["ranks"]) == [23, 23]  # each child's 24 steps, 1 of them warm-up
-    assert doc["steps"] + doc["warmup_steps"] == 24
-    assert any("stepped no optimizer while other processes trained (evaluation only)" in n for n in doc["notes"])
-    assert not any("measured apart" in n for n in doc["notes"])
+    assert doc["steps"] + doc["warmup_steps"] == n * steps  # every trainer's steps, 1 warm-up each
+    assert [r["steps"] for r in doc["processes"]["training"]] == [steps - 1] * n
+    assert not doc.get("ranks") and not doc.get("stragglers") and not doc.get("world_size")
+    table = pd.read_csv(out / "steps.csv")
+    assert len(table) == n * steps and table["pid"].nunique() == n
+    assert (table.groupby("pid")["warmup"].sum() == 1).all()
+    explain = subprocess.run([sys.executable, "-m", "perfcore.cli", "report", str(out), "--explain"],
+                             capture_output=True, text=True, timeout=120)
+    assert explain.returncode == 0, explain.stderr[-2000:]
+    html = (out / "report.html").read_text()
+    for said in (p.stderr, explain.stdout + explain.stderr):
+        assert f"{n * steps - n} steps" in said and f"in {n} training processes" in said, said
+        assert "rank" not in said.lower() and "straggler" not in said.lower(), said
+    assert f"{n} training processes" in html and "straggler" not in html.lower() and "rank " not in html.lower()
+    notes = doc.get("notes") or []
+    assert any("stepped no optimizer while other processes trained (evaluation only)" in x for x in notes) == evaluating
+    assert not any("measured apart" in x for x in notes)
+    return doc
+
+
+@pytest.mark.parametrize("evaluating", [True, False])
+def test_hogwild_processes_that_train_are_the_run_and_the_evaluating_parent_is_not(tmp_path, evaluating):
+    # pytorch/examples mnist_hogwild's shape: two spawned processes train the shared model, then the
+    # parent only runs test() under no_grad (or nothing). The training processes are the run, merged;
+    # the parent's forward passes are no steps of it, and a note says which process only evaluated.
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "1", "--",
+                        sys.executable, str(SCRIPTS / "hogwild.py"), "2", "spawn",
+                        *(() if evaluating else ("notest",))],
+                       capture_output=True, text=True, timeout=400)
+    check_trainers_merged(p, out, evaluating=evaluating)
+    assert ("TESTED" in p.stdout) == evaluating

@@ -36,7 +36,8 @@ def interference_finding(
 ) -> dict[str, Any] | None:
     """The finding over the span of the samples (FIELDS of capture.interference, in order). cores: the
     machine's CPUs (what /proc/stat sums). main_depth: where the run's main process sits in the sampled
-    tree: 0 when the sampler ran in it, 1 when it sampled from a launcher (the script is its child).
+    tree: 0 when the sampler ran in it, 1 when it sampled from a launcher (the script is its child), 2 when
+    the script's own children are the run (they and all below them; their involuntary switches unsampled).
     Everything else in the tree (DataLoader workers, their helpers) is the run's own workers, apart
     from other processes. None with fewer than two samples."""
     t = [v for v in samples.get("t_s", []) if v is not None]
@@ -50,8 +51,11 @@ def interference_finding(
     d_tree = max(_delta(samples["tree_ticks"]) or 0.0, 0.0)
     d0 = max(_delta(samples["depth0_ticks"]) or 0.0, 0.0)
     d1 = max(_delta(samples["depth1_ticks"]) or 0.0, 0.0)
-    main = d0 if main_depth == 0 else d1
-    launcher = 0.0 if main_depth == 0 else d0
+    if main_depth == 2:  # the processes the script started train (Hogwild): the script itself only waits
+        main, launcher = max(d_tree - d0 - d1, 0.0), d0 + d1
+    else:
+        main = d0 if main_depth == 0 else d1
+        launcher = 0.0 if main_depth == 0 else d0
     workers = max(d_tree - main - launcher, 0.0)
     others = max(d_busy - d_tree, 0.0)
     cores_of = lambda ticks: ticks / hz / span  # noqa: E731 (ticks over the span -> cores in use)
@@ -71,7 +75,7 @@ def interference_finding(
         "steal_share": d_steal / d_total if d_total > 0 else 0.0,
         "run_queue_mean": sum(runq) / len(runq) if runq else None,
         "run_queue_max": max(runq) if runq else None,
-        "main_nonvoluntary_per_s": nonvol / span,
+        "main_nonvoluntary_per_s": nonvol / span if main_depth < 2 else None,
         "gpu_other_processes": max(gpu) if gpu else None,
         "gpu_other_bytes": max(gpu_bytes) if gpu_bytes else None,
     }

@@ -23,7 +23,7 @@ from perfcore.analysis.columns import Cols, as_cols, concat, empty, frame, nrows
 from perfcore.analysis.detail import DetailSteps
 from perfcore.analysis.spill import Columns
 
-__all__ = ["StepStore", "EMPTY"]
+__all__ = ["StepStore", "EMPTY", "memcpy_document"]
 
 EMPTY = {
     "spans": {"phase_id": np.int32, "step": np.int64, "start_ns": np.int64, "end_ns": np.int64, "thread_id": np.int64},
@@ -355,11 +355,16 @@ class StepStore:
             }
             for d, a in self.copy_agg.items()
         }
-        total = sum(v["bytes"] for v in by.values())
-        pageable = sum(v["pageable_bytes"] for v in by.values())
-        return {
-            "by_direction": by,
-            "bytes": total,
-            "pageable_bytes": pageable,
-            "pageable_share": pageable / total if total else 0.0,
-        }
+        return memcpy_document(by)
+
+
+def memcpy_document(by: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """run.json's `memcpy` from its figures by direction (count, bytes, ms, pageable bytes and ms)."""
+    total = sum(v["bytes"] for v in by.values())
+    pageable = sum(v["pageable_bytes"] for v in by.values())
+    return {
+        "by_direction": by,
+        "bytes": total,
+        "pageable_bytes": pageable,
+        "pageable_share": pageable / total if total else 0.0,
+    }

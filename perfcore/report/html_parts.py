@@ -16,6 +16,7 @@ from perfcore.analysis.units import fmt_ms
 from perfcore.report.advice_words import evidence_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
 from perfcore.report.label_words import interference_detail, interference_sentence
+from perfcore.report.process_words import trainers
 from perfcore.report.terminal import crashed_early
 from perfcore.report.verdict_words import card_lines, cause_words, summary_words
 from perfcore.report.words import overhead_short
@@ -193,7 +194,12 @@ def samples_per_s(doc: dict[str, Any]) -> float | None:
     bs = next((x.get("batch_size") for x in loaders if isinstance(x.get("batch_size"), int)), None)
     if not mean or not bs:
         return None
-    return bs * float(doc.get("batches_per_step") or 1.0) / (float(mean) / 1000)
+    per_step = bs * float(doc.get("batches_per_step") or 1.0)
+    # Processes that train side by side (Hogwild) each take their own batches: their rates add up.
+    means = [float(r["step_time_ms"].get("mean") or 0.0) for r in trainers(doc)]
+    if means and all(means):
+        return sum(per_step / (m / 1000) for m in means)
+    return per_step / (float(mean) / 1000)
 
 
 def steady_breakdown(doc: dict[str, Any]) -> tuple[dict[str, float], float, int | None]:

@@ -12,6 +12,7 @@ import pandas as pd
 from perfcore.analysis.attribution import LABELS
 from perfcore.report.advice_words import plan_sentence
 from perfcore.report.finding_words import memory_sentence
+from perfcore.report.process_words import trainers, trainers_phrase
 from perfcore.report.verdict_words import has_facts, summary_words
 from perfcore.report.verdict_words import headline as verdict_headline
 from perfcore.report.charts import COLORS, run_charts, stackbars
@@ -132,6 +133,24 @@ def _ranks(doc: dict[str, Any], body: Body) -> str:
     )
 
 
+def _processes(doc: dict[str, Any]) -> str:
+    """Training processes of one run (Hogwild), each with its own figures: no straggler among them."""
+    rows = trainers(doc)
+    if len(rows) < 2:
+        return ""
+    cells = [
+        [f"pid {esc(r.get('pid'))}", esc(r.get("steps", "")), num((r.get("step_time_ms") or {}).get("mean"))]
+        + [num((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS]
+        + [esc(r.get("exit") or "")]
+        for r in rows
+    ]
+    head = ["process", "steps", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["exit"]
+    return (
+        f"<h2>{len(rows)} training processes</h2><p>Each stepped its own optimizer; the run's steps and shares "
+        "are over all of their steps.</p>" + table(head, cells, {1, 2, 3, 4, 5, 6, 7})
+    )
+
+
 def _environment(doc: dict[str, Any]) -> str:
     keys = [
         ("device", doc.get("device")),
@@ -186,6 +205,7 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
     # A job of several ranks: who holds it up comes right after the causes.
     body.add(
         _ranks(doc, body),
+        _processes(doc),
         "<h2>Where each step goes</h2>",
         stack_bar(steady_breakdown(doc)[0]),
         breakdown_table(doc),
@@ -225,7 +245,7 @@ def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder
     cmd = " ".join(map(str, doc.get("command") or doc.get("argv") or []))
     n_ranks = len(doc.get("ranks") or [])
     body.add(
-        f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else ''}</h1>",
+        f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else esc(trainers_phrase(doc).replace(' in ', ' · '))}</h1>",
         f"<div class='sub'>{esc(cmd)}</div>" if cmd else "",
     )
     run_sections(doc, steps, body)

@@ -116,12 +116,18 @@ def interference_detail(f: Mapping[str, Any]) -> str:
     queue and the main process's preemptions."""
     if f.get("others_cores") is None or f.get("main_cores") is None:
         return str(f.get("detail") or "")
-    runq = f.get("run_queue_mean")
+    runq, n = f.get("run_queue_mean"), f.get("main_processes")
+    preempted = f.get("main_nonvoluntary_per_s", 0.0)
     return (
-        f"this run's main process used {f['main_cores']:.1f} core(s) and its workers "
-        f"{float(f.get('workers_cores') or 0):.1f}; other processes {f['others_cores']:.1f} of {f.get('cores')}"
+        (
+            f"this run's {n} training processes used {f['main_cores']:.1f} core(s)"
+            if isinstance(n, int) and n > 1
+            else f"this run's main process used {f['main_cores']:.1f} core(s) and its workers "
+            f"{float(f.get('workers_cores') or 0):.1f}"
+        )
+        + f"; other processes {f['others_cores']:.1f} of {f.get('cores')}"
         + (f"; {runq:.1f} tasks runnable on average" if runq is not None else "")
-        + f"; the main process was preempted {float(f.get('main_nonvoluntary_per_s') or 0):.0f} times a second"
+        + (f"; the main process was preempted {float(preempted):.0f} times a second" if preempted is not None else "")
     )
 
 

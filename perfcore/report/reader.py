@@ -37,7 +37,16 @@ STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
 # A file a document names (run.json's `files`): a plain name inside its folder, never a path or a URL.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}")
 # The fields of a part that name things: they become file names (steps_rank<N>.csv) and keys.
-PART_NAMES = Keys({"rank": Opt(INT), "pid": Opt(INT), "world_size": Opt(INT), "nested_in": Opt(INT), "host": Opt(STR)})
+PART_NAMES = Keys(
+    {
+        "rank": Opt(INT),
+        "pid": Opt(INT),
+        "world_size": Opt(INT),
+        "nested_in": Opt(INT),
+        "host": Opt(STR),
+        "started_by": Opt(STR),
+    }
+)
 
 
 def is_plain_name(name: Any) -> bool:

@@ -44,6 +44,16 @@ RUN_OPTIONAL = {
     "memcpy": Some({"by_direction": Map({"bytes": NUM, "ms": NUM, "pageable_bytes": NUM})}),
     "ranks": [{"rank": ANY, "step_time_ms": {"mean": NUM}, "breakdown_ms": _PER_LABEL}],
     "stragglers": [{"sentence": STR}],
+    # Processes that trained side by side (Hogwild), merged into the run: each one's own figures.
+    "processes": Opt(
+        Keys(
+            {
+                "training": Opt(
+                    [{"pid": Opt(INT), "steps": INT, "step_time_ms": {"mean": NUM}, "breakdown_ms": _PER_LABEL}]
+                )
+            }
+        )
+    ),
     "waiting": [{"sentence": STR}],
     "compute_split_ms": Opt(Map(NUM)),
     "compute_split_gpu_ms": Opt(Map(NUM)),

@@ -13,6 +13,7 @@ from perfcore.report.advice_words import evidence_of, plan_sentence, text_of
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import lines_text
+from perfcore.report.process_words import trainer_lines, trainers_phrase
 from perfcore.report.verdict_words import cause_words, plain_words, summary_words
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "crashed_early", "FEW_STEPS"]
@@ -102,7 +103,7 @@ def brief_table(doc: dict[str, Any]) -> list[str]:
     st = doc["step_time_ms"]
     intf = valid_finding(doc.get("interference")) or {}
     lines = [
-        f"perfcore: {doc['steps']} steps (+{doc['warmup_steps']} warm-up) on {doc['device']}, "
+        f"perfcore: {doc['steps']} steps (+{doc['warmup_steps']} warm-up){trainers_phrase(doc)} on {doc['device']}, "
         f"{doc['backend']} backend; step p50 {fmt_ms(st['p50'])}, p90 {fmt_ms(st['p90'])}"
         + (
             f"; BUSY: others used {intf['others_cores']:.1f} of {intf['cores']} cores"
@@ -140,7 +141,8 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
         ]
         return "\n".join(lines + _startup(doc) + _outcome(doc))
     lines = [
-        f"perfcore: {doc['steps']} steps measured ({doc['warmup_steps']} warm-up apart), backend {doc['backend']}, "
+        f"perfcore: {doc['steps']} steps measured ({doc['warmup_steps']} warm-up apart){trainers_phrase(doc)}, "
+        f"backend {doc['backend']}, "
         f"device {doc['device']}"
     ]
     intf = valid_finding(doc.get("interference")) or valid_finding((doc.get("verdict") or {}).get("interference")) or {}
@@ -205,6 +207,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
                 f"  memcpy {d}: {v['bytes'] / 2**20:.1f} MiB in {fmt_ms(v['ms'])}, "
                 f"{v['pageable_bytes'] / 2**20:.1f} MiB pageable"
             )
+    lines += trainer_lines(doc)
     if len(doc.get("ranks", [])) > 1 or doc.get("missing_ranks"):
         lines += ["", f"  {'rank':<6} {'step ms':>8} " + " ".join(f"{lb:>9}" for lb in LABELS)]
         for r in doc["ranks"]:

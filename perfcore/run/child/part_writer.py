@@ -160,6 +160,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "pid": os.getpid(),
         "rank": int(inst.rank) if inst.rank is not None else None,
         "nested_in": inst.nested_in,
+        "started_by": _started_by(),
         "world_size": launcher_env()[0]["WORLD_SIZE"],
         "host": socket.gethostname(),
         "argv": list(sys.argv),
@@ -185,6 +186,16 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         **inst.loader_changes.facts(),
         **_runtime_facts(),
     }
+
+
+def _started_by() -> str | None:
+    """ "multiprocessing" in a process that multiprocessing started (a Process or Pool worker, by spawn or
+    fork: Hogwild's trainers); the parent merges those that train. Read without importing it."""
+    mp = sys.modules.get("multiprocessing")
+    try:
+        return "multiprocessing" if mp is not None and mp.parent_process() is not None else None
+    except Exception:  # an unusual multiprocessing: the process is then told apart as before
+        return None
 
 
 def _runtime_facts() -> dict[str, Any]:

@@ -122,9 +122,12 @@ def monitor_summary(samples: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any
     return doc
 
 
-def _interference(samples: dict[str, list] | None, raw: dict[str, Any] | None) -> dict[str, Any] | None:
+def _interference(
+    samples: dict[str, list] | None, raw: dict[str, Any] | None, trainers: int = 0
+) -> dict[str, Any] | None:
     """The interference finding over the measured steps (the samples that bound them, on the steps'
-    monotonic clock), the script's main process one level below this launcher."""
+    monotonic clock), the script's main process one level below this launcher, or (trainers: how many
+    processes the script started that train side by side) the processes below it."""
     if not samples:
         return None
     from perfcore.analysis.interference import interference_finding, window
@@ -133,7 +136,12 @@ def _interference(samples: dict[str, list] | None, raw: dict[str, Any] | None) -
         start_s = float(raw["step_start_ns"][0]) / 1e9
         end_s = float(raw["step_start_ns"][-1] + raw["step_wall_ns"][-1]) / 1e9
         samples = window(samples, start_s, end_s)
-    return interference_finding(samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"), main_depth=1)
+    finding = interference_finding(
+        samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"), main_depth=2 if trainers else 1
+    )
+    if finding is not None and trainers:
+        finding["main_processes"] = trainers
+    return finding
 
 
 def finish_run(  # noqa: C901, PLR0912, PLR0915
@@ -153,32 +161,21 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         exit_sentence,
         first_failed_rank,
         step_source_note,
-        training_first,
     )
+    from perfcore.run.parent.trainers import the_run, together
 
     parts = _read_parts(out) if parts is None else parts
     failed_first = first_failed_rank(parts)
-    measured = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
-    measured, evaluating = training_first(measured)
-    # Pythons the script itself started (subprocess, a spawned Pool) are not ranks of one job: the
-    # job's own processes are reported; those are listed apart (or reported alone if they hold all).
-    apart = [p for p in measured if p["doc"].get("nested_in") is not None]
-    if apart and len(apart) < len(measured):
-        measured = [p for p in measured if p["doc"].get("nested_in") is None]
-    elif len(apart) > 1 and evaluating:
-        apart = []  # Hogwild: the processes the script started all train; they are the run, together
-    elif len(apart) > 1:
-        measured = sorted(apart, key=lambda p: -(p["doc"].get("steps") or 0))[:1]
-        apart = [p for p in apart if p is not measured[0]]
-    else:
-        apart = []
+    measured, evaluating, apart, side_by_side = the_run(parts)
     # No step anywhere: the process that saw the most (not a launcher that only imported torch).
     parts = (
         measured
         or sorted(parts, key=lambda p: -sum(v for v in (p["doc"].get("seen") or {}).values() if isinstance(v, int)))[:1]
     )
     parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
-    doc = dict(parts[0]["doc"]) if parts else {}
+    # The run's rows: its one process's, or every trainer's where several trained side by side (Hogwild).
+    main = together(parts) if side_by_side else parts[0] if parts else None
+    doc = dict(main["doc"]) if main else {}
     if failed_first is not None and rc != 0:
         # A job's error is the rank that failed first, in its own words: not another rank's broken
         # connection to it, nor the launcher's banner.
@@ -221,7 +218,6 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         jsonio.write_text(out / "steps.csv", STEP_HEADER)
         jsonio.write(out / "run.json", doc)
         return doc
-    main = parts[0]
     if evaluating:
         doc["notes"] = list(doc.get("notes") or []) + [
             ", ".join(f"pid {p['doc'].get('pid')}" for p in evaluating)
@@ -250,7 +246,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     from perfcore.analysis.advice import training_loader_index
 
     train_ix = training_loader_index(doc.get("loaders"))  # the workers' figures are the train loader's
-    if len(parts) > 1 or doc.get("world_size"):
+    if not side_by_side and (len(parts) > 1 or doc.get("world_size")):
         from perfcore.analysis.ranks import clock_offsets, merge_ranks
 
         # The merged document: rank 0's (or the lowest present) numbers, plus every rank's and the stragglers.
@@ -299,7 +295,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
             ),
         }
         del st  # held to the end of the finish otherwise: 16 B a step
-    finding = _interference(interference, main["raw"])
+    finding = _interference(interference, main["raw"], len(parts) if side_by_side else 0)
     if finding is not None:
         doc["interference"] = finding
         evidence["loop_cpu_cores"] = finding["main_cores"]
@@ -335,6 +331,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
 
         plot_ranks(doc["ranks"], out / "ranks.png")
         files["ranks.png"] = "ranks.png"
+    if len(doc.get("ranks", [])) > 1 or side_by_side:
         for p in parts:
             # load_part checked the rank is an integer and _part_dirs the key's form: the name stays a
             # file name in this folder.
