@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfcore.run.parent.outcome import before_first_step, exit_sentence, step_source_note
+from perfcore.report.finding_words import other_steps_sentence, step_source_words
+from perfcore.run.parent.outcome import before_first_step, exit_sentence
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -30,8 +31,19 @@ def test_exit_sentences():
     assert before_first_step(2, {}) == ("the script exited 2 before its first step (its own usage error: exit 2 by "
                                         "convention; its message is above)")
     assert before_first_step(1, {"exception": "ImportError: x"}) == "the script crashed before its first step (exit 1): ImportError: x"
-    assert step_source_note({"step_source": "optimizer", "seen": {"optimizers": 1}}) is None
-    assert step_source_note({"step_source": "backward", "seen": {"optimizers": 2}}) is None
+    assert other_steps_sentence({"step_source": "optimizer", "seen": {"optimizers": 1}}) is None
+    assert other_steps_sentence({"step_source": "backward", "seen": {"optimizers": 2}}) is None
+    gan = {"step_source": "optimizer", "steps": 9, "warmup_steps": 1, "step_source_text": "optimizer steps (torch.optim)",
+           "seen": {"optimizers": 2, "optimizer_handovers": 0, "other_optimizer_steps": 10}}
+    assert other_steps_sentence(gan) == "one per row: the count matches the script's iterations"
+    assert "12 steps of other optimizers against 10 rows" in other_steps_sentence(
+        {**gan, "seen": {**gan["seen"], "other_optimizer_steps": 12}})
+    # Stages in sequence: the stored sentence says it all, once.
+    stages = {**gan, "step_source_text": "optimizer steps (torch.optim); 2 optimizers stepping in sequence",
+              "seen": {"optimizers": 2, "optimizer_handovers": 1, "other_optimizer_steps": 0}}
+    assert step_source_words(stages) == stages["step_source_text"]
+    # A document from before the sentence was kept: its source and its own note.
+    assert step_source_words({"step_source": "optimizer", "step_source_note": "2 optimizers"}) == "optimizer; 2 optimizers"
 
 
 def test_a_bare_ctrl_c_reads_as_ctrl_c(tmp_path):
@@ -59,9 +71,11 @@ def test_a_gan_row_is_documented_as_offset_by_one_optimizer(tmp_path):
     import json
 
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert doc["step_source"] == "optimizer" and doc["step_source_note"].startswith("2 optimizers; a step ends")
-    assert "one per row: the count matches" in doc["step_source_note"]
-    assert f"steps counted at: optimizer; {doc['step_source_note']}" in p.stderr
+    assert doc["step_source"] == "optimizer" and "GAN" in doc["step_source_text"]
+    assert doc["step_source_note"] == "one per row: the count matches the script's iterations"
+    # The step source said once: the stored sentence, then what the rows hold of the other optimizer's steps.
+    (line,) = [x for x in p.stderr.splitlines() if "steps counted at:" in x]
+    assert line.strip() == f"steps counted at: {doc['step_source_text']}; {doc['step_source_note']}"
 
 
 def test_an_uncaught_exception_is_read_from_python_when_the_hook_never_ran(monkeypatch):

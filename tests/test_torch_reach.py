@@ -136,8 +136,8 @@ def test_two_optimizer_runs_say_which_row_holds_the_second_optimizers_step(tmp_p
 def test_every_optimizer_that_trains_gives_its_steps(tmp_path, mode):
     # The step clock follows whichever optimizer is stepping: a later stage's optimizer (an LR finder
     # then training, the next layer of a layer-wise loop, a new optimizer per epoch, a thread of its
-    # own) takes it over, so every iteration is a row; the note says so and never claims that counts
-    # match the script's when they do not.
+    # own) takes it over, so every iteration is a row; the step source's sentence says so and nothing
+    # claims that counts match the script's when they do not.
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "optimizer_stages.py"), mode, "8")
     assert p.returncode == 0, p.stderr
     iterations = int(p.stdout.split("ITERATIONS")[1].split()[0])
@@ -145,8 +145,9 @@ def test_every_optimizer_that_trains_gives_its_steps(tmp_path, mode):
     assert doc["steps"] + doc["warmup_steps"] == iterations, (doc["steps"], iterations, doc["seen"])
     assert doc["seen"]["optimizer_handovers"] == doc["seen"]["optimizers"] - 1
     assert doc["seen"]["other_optimizer_steps"] == 0
-    note = doc["step_source_note"]
-    assert "stages one after the other" in note and "count matches" not in note
+    text = doc["step_source_text"]
+    assert "one stage after the other" in text and "count matches" not in text
+    assert "step_source_note" not in doc
 
 
 def test_a_cast_on_the_cpu_is_not_a_transfer(tmp_path):

@@ -1,7 +1,7 @@
 """Findings beside the verdict into words: a probable leak or memory pressure (analysis.memory_findings'
 figures) as a sentence and the advice that answers it; the evaluation passes set apart from the
 training steps (attribution.evaluation_finding); how several optimizers stepped (run.child.part_writer's
-optimizer_order). A document written before the figures were kept has
+optimizer_order) and the step source said once. A document written before the figures were kept has
 its words stored: they are read back as they are."""
 
 from __future__ import annotations
@@ -10,7 +10,14 @@ from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_share
 
-__all__ = ["memory_words", "memory_sentence", "evaluation_sentence", "optimizer_order_sentence"]
+__all__ = [
+    "memory_words",
+    "memory_sentence",
+    "evaluation_sentence",
+    "optimizer_order_sentence",
+    "other_steps_sentence",
+    "step_source_words",
+]
 
 _ADVICE = {
     "memory_leak": "Something keeps tensors alive across steps: a loss or output appended to a list without "
@@ -87,3 +94,31 @@ def optimizer_order_sentence(order: str, optimizers: int) -> str:
     return f"{optimizers} optimizers " + (
         _ORDER[order] if order == "sequence" else f"stepping in one iteration: {_ORDER[order]}"
     )
+
+
+def other_steps_sentence(doc: Mapping[str, Any]) -> str | None:
+    """Where several optimizers stepped in one iteration (a GAN's D and G): the other optimizers' steps
+    against the rows. The count is said to match the script's iterations only when every other step fits
+    one to a row; None when no other optimizer stepped inside the rows (or a document before the facts)."""
+    seen = doc.get("seen") if isinstance(doc.get("seen"), Mapping) else {}
+    n, others, handovers = seen.get("optimizers"), seen.get("other_optimizer_steps"), seen.get("optimizer_handovers")
+    if doc.get("step_source") != "optimizer" or not isinstance(n, int) or n < 2 or not isinstance(others, int):
+        return None
+    if not others:
+        return None
+    rows = int(doc.get("steps") or 0) + int(doc.get("warmup_steps") or 0)
+    if others == rows and not handovers:
+        return "one per row: the count matches the script's iterations"
+    return f"{others} steps of other optimizers against {rows} rows: they are inside rows, not counted as steps"
+
+
+def step_source_words(doc: Mapping[str, Any]) -> str:
+    """The step source once, as the process that counted the steps said it (what a row is; how several
+    optimizers stepped), with the other optimizers' steps against the rows where some stepped inside them.
+    A document from before the sentence was kept: its source and its stored note."""
+    text = doc.get("step_source_text")
+    if not isinstance(text, str) or not text:
+        note = doc.get("step_source_note")
+        return str(doc.get("step_source") or "") + (f"; {note}" if isinstance(note, str) and note else "")
+    others = other_steps_sentence(doc)
+    return text + (f"; {others}" if others else "")

@@ -10,7 +10,7 @@ from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 from perfcore.report.advice_words import evidence_of, plan_sentence, text_of
-from perfcore.report.finding_words import evaluation_sentence, memory_sentence
+from perfcore.report.finding_words import evaluation_sentence, memory_sentence, step_source_words
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import lines_text
 from perfcore.report.process_words import trainer_lines, trainers_phrase
@@ -185,10 +185,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
         for c in v.get("causes", [])[1:]:
             lines.append(f"  also {c['bound']} ({c['level']}): {cause_words(v, c)[1]}")
     if doc.get("step_source"):
-        lines.append(
-            f"  steps counted at: {doc['step_source']}"
-            + (f"; {doc['step_source_note']}" if doc.get("step_source_note") else "")
-        )
+        lines.append(f"  steps counted at: {step_source_words(doc)}")
     plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     for r in doc["recommendations"] if verdict else []:
         lines.append(f"  - {text_of(r, plan)}")

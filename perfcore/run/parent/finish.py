@@ -160,7 +160,6 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         describe_exit,
         exit_sentence,
         first_failed_rank,
-        step_source_note,
     )
     from perfcore.run.parent.trainers import the_run, together
 
@@ -239,7 +238,9 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     doc["outcome"] = outcome
     if doc.get("exit"):
         doc["exit"] = {**doc["exit"], "sentence": exit_sentence(doc["exit"], outcome)}
-    note = step_source_note(doc)
+    from perfcore.report.finding_words import other_steps_sentence
+
+    note = other_steps_sentence(doc)  # what the step source's sentence leaves to the rows' count
     if note:
         doc["step_source_note"] = note
     focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one

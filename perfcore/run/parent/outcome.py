@@ -16,7 +16,6 @@ __all__ = [
     "STEP_HEADER",
     "exit_sentence",
     "before_first_step",
-    "step_source_note",
     "first_failed_rank",
     "training_first",
 ]
@@ -120,39 +119,6 @@ def before_first_step(rc: int, exit: dict[str, Any]) -> str:
     if exc:  # its own error, not where perfcore looks for steps, is what the user needs
         return f"the script crashed before its first step (exit {rc}): {exc}"
     return f"the script exited {rc} before its first step"
-
-
-def step_source_note(doc: dict[str, Any]) -> str | None:
-    """What a row is when the clock optimizer is one of several. The clock follows the optimizer that
-    is stepping: stages one after the other (layer-wise training, an LR finder then training) hand it
-    over, and each stage's steps are rows. Optimizers that step in the same iteration (a GAN's D and G)
-    share a row from the clock's step in one iteration to its step in the next; the count matches the
-    script's iterations only when every other step fits one to a row, which is said only when it does."""
-    seen = doc.get("seen") or {}
-    n = seen.get("optimizers", 0)
-    if doc.get("step_source") != "optimizer" or not isinstance(n, int) or n < 2:
-        return None
-    handovers, others = seen.get("optimizer_handovers"), seen.get("other_optimizer_steps")
-    rows = int(doc.get("steps") or 0) + int(doc.get("warmup_steps") or 0)
-    parts = [f"{n} optimizers"]
-    if isinstance(handovers, int) and handovers > 0:
-        parts.append(
-            f"the step clock passed to the optimizer that was stepping {handovers} time(s) (stages one after "
-            "the other), so every stage's steps are rows"
-        )
-    if not isinstance(others, int):  # a run.json from before these facts were kept
-        parts.append("a step ends at the first one's step() in each iteration; the others' updates are in its rows")
-    elif others:
-        count = (
-            "one per row: the count matches the script's iterations"
-            if others == rows and not handovers
-            else f"{others} steps of other optimizers against {rows} rows: they are inside rows, not counted as steps"
-        )
-        parts.append(
-            "a step ends at the stepping optimizer's step() in each iteration, so each row holds the other "
-            f"optimizers' updates of the iteration before it ({count})"
-        )
-    return "; ".join(parts) if len(parts) > 1 else None
 
 
 def no_step_fields(sentence: str) -> dict[str, Any]:
