@@ -8,6 +8,7 @@ straggler and no step index to align; a row is one trainer's step, and the run's
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import pandas as pd
 
 from perfcore.analysis.attribution import decision_deferred, summarize
 from perfcore.analysis.labels import LABELS
+from perfcore.analysis.starvation import starvation
 from perfcore.analysis.store import memcpy_document
 
 __all__ = ["merge_trainers", "SUMMARY_KEYS"]
@@ -87,6 +89,20 @@ def _memcpy(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return memcpy_document(by) if by else {}
 
 
+def _starvation(table: pd.DataFrame) -> dict[str, Any]:
+    """Loader starvation over every trainer's steps at one threshold; the longest run of starved steps
+    in a row is one process's (the others' steps between them are not its own)."""
+    whole = starvation(table)
+    pids = table["pid"].to_numpy()
+    runs = [starvation(table[pids == pid], whole.threshold_ms) for pid in np.unique(pids)]
+    longest = max(runs, key=lambda s: s.longest_run)
+    return {
+        **dataclasses.asdict(whole),
+        "longest_run": longest.longest_run,
+        "longest_run_first_step": longest.longest_run_first_step,
+    }
+
+
 def _per_process(doc: dict[str, Any]) -> dict[str, Any]:
     return {
         "pid": doc.get("pid"),
@@ -117,7 +133,7 @@ def merge_trainers(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.Data
             backend=str(base.get("backend", "none")),
             device=str(base.get("device", "cpu")),
         )
-    table.drop(columns=ns, inplace=True)
+    table = table.drop(columns=ns)
     fields: dict[str, Any] = {k: summary[k] for k in SUMMARY_KEYS if k in summary}
     training = ~table["warmup"].to_numpy(dtype=bool)
     if "evaluation" in table:
@@ -130,5 +146,7 @@ def merge_trainers(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.Data
         fields["kernels"] = _kernels(docs)
     if any(d.get("memcpy") for d in docs):
         fields["memcpy"] = _memcpy(docs)
+    if any(d.get("starvation") for d in docs):
+        fields["starvation"] = _starvation(table)
     fields["processes"] = {"training": [_per_process(d) for d in docs]}
     return fields, table, raw

@@ -1,0 +1,65 @@
+"""analysis.processes: trainers that ran side by side (Hogwild) merged on hand-built tables: every row
+counted once, the figures over all of them, rows in the order they started, no rank or straggler."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from steps_tables import LABELS, steps_table
+
+from perfcore.analysis.processes import merge_trainers
+
+
+def _part(pid: int, n: int, means, t0_ns: int, seed: int) -> dict:
+    steps = steps_table(n, means, seed=seed)
+    wall_ns = np.rint(steps["wall_ms"].to_numpy() * 1e6).astype(np.int64)
+    start = t0_ns + np.concatenate(([0], np.cumsum(wall_ns)[:-1]))
+    doc = {
+        "pid": pid, "steps": n - 5, "warmup_steps": 5, "device": "cpu", "backend": "host",
+        "step_time_ms": {"mean": float(steps["wall_ms"][5:].mean())},
+        "breakdown_ms": {lb: float(steps[f"{lb}_ms"][5:].mean()) for lb in LABELS},
+        "breakdown_fraction": {lb: 0.2 for lb in LABELS},
+        "kernels": [{"name": "gemm", "count": n, "total_ms": 2.0 * n, "mean_us": 2000.0}],
+        "starvation": {"steps": n - 5},
+    }
+    return {"doc": doc, "steps": steps, "raw": {"step_start_ns": start, "step_wall_ns": wall_ns}}
+
+
+def test_every_trainers_rows_are_the_run():
+    a = _part(11, 40, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)
+    b = _part(12, 30, (4.0, 0.0, 3.0, 0.0, 0.5), t0_ns=1_000_000, seed=2)  # a slower loader
+    fields, table, raw = merge_trainers([b, a])
+    assert fields["steps"] == 35 + 25 and fields["warmup_steps"] == 10 and len(table) == 70
+    # The shares are over every measured row, not one trainer's nor a mean of their means.
+    both = [t["steps"][~t["steps"]["warmup"]] for t in (a, b)]
+    load = sum(float(t["load_ms"].sum()) for t in both)
+    wall = sum(float(t["wall_ms"].sum()) for t in both)
+    assert fields["breakdown_fraction"]["load"] == pytest.approx(load / wall, rel=1e-6)
+    assert fields["step_time_ms"]["mean"] == pytest.approx(wall / 60, rel=1e-6)
+    # In the order they started, numbered anew; each row keeps its process; the starts follow the rows.
+    assert (np.diff(raw["step_start_ns"]) >= 0).all() and list(table["step"]) == list(range(70))
+    assert sorted(table["pid"].value_counts().items()) == [(11, 40), (12, 30)]
+    assert table.loc[0, "pid"] == 11 and len(raw["step_wall_ns"]) == 70
+    assert [p["pid"] for p in fields["processes"]["training"]] == [11, 12]
+    assert fields["kernels"] == [{"name": "gemm", "count": 70, "total_ms": 140.0, "mean_us": 2000.0}]
+    assert not {"ranks", "stragglers", "world_size"} & set(fields)
+
+
+def test_a_starved_run_is_one_processes_own():
+    a = _part(11, 25, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)
+    b = _part(12, 25, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=500_000, seed=2)
+    a["steps"]["load_ms"] = np.where(a["steps"]["step"] >= 5, 6.0, 0.0)  # a starves on every measured step
+    a["steps"]["wall_ms"] = a["steps"][[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
+    b["steps"]["load_ms"] = 0.0
+    b["steps"]["wall_ms"] = b["steps"][[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
+    fields, table, _ = merge_trainers([a, b])
+    st = fields["starvation"]
+    assert (st["steps"], st["starved"], st["longest_run"]) == (40, 20, 20)  # interleaved with b's, still a's 20
+    assert table.loc[st["longest_run_first_step"], "pid"] == 11
+
+
+def test_parts_without_their_step_starts_are_kept_part_after_part():
+    a = _part(11, 10, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)
+    b = _part(12, 10, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=2)
+    b["raw"] = {}
+    fields, table, raw = merge_trainers([a, b])
+    assert raw == {} and list(table["pid"]) == [11] * 10 + [12] * 10 and fields["steps"] == 10
