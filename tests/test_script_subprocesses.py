@@ -59,6 +59,7 @@ def check_trainers_merged(p, out, n=2, steps=24, evaluating=True):
     table = pd.read_csv(out / "steps.csv")
     assert len(table) == n * steps and table["pid"].nunique() == n
     assert (table.groupby("pid")["warmup"].sum() == 1).all()
+    assert doc["workers"]["batches"] == n * steps  # the trainers' batches, not the evaluating parent's
     explain = subprocess.run([sys.executable, "-m", "perfcore.cli", "report", str(out), "--explain"],
                              capture_output=True, text=True, timeout=120)
     assert explain.returncode == 0, explain.stderr[-2000:]

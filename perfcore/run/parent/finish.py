@@ -22,16 +22,27 @@ __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "w
 
 
 def worker_summary(
-    out: Path, loop_step_ms: float | None, load_ms: float | None, rank: int | None = None, loader: int | None = None
+    out: Path,
+    loop_step_ms: float | None,
+    load_ms: float | None,
+    rank: int | None = None,
+    loader: int | None = None,
+    skip_pids: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     """How fast DataLoader workers produce batches (for one rank; for one loader, by its index in
-    run.json's loaders, so an eval loader's batches never mix into the train loader's figures);
-    advice.loader_plan sets it against the loop."""
+    run.json's loaders, so an eval loader's batches never mix into the train loader's figures; without
+    the batches a process in skip_pids loaded itself: one that only evaluated); advice.loader_plan sets
+    it against the loop."""
     pattern = "*.csv" if loader is None else f"*.L{loader}.csv"
     root = out / WORKERS
     # Files the loaders wrote here, not what a link points at; a row that is not numbers is no batch.
     linked = root.is_symlink() or not root.is_dir()
-    files = [] if linked else sorted(f for f in root.glob(pattern) if not f.is_symlink())
+    skip = {f"{pid}-main" for pid in skip_pids}
+    files = (
+        []
+        if linked
+        else sorted(f for f in root.glob(pattern) if not f.is_symlink() and f.name.split(".")[0] not in skip)
+    )
     frames = []
     for f in files:
         try:
@@ -193,8 +204,9 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
                 exit_code=rc,
             )
         looked = {k: v for k, v in (doc.get("seen") or {}).items() if k in ("forward", "backward", "batch_all")}
-        if rc != 0 and not any(looked.values()):
-            # Nothing looked like a step: how it ended is the whole story (step-source advice cannot help).
+        if rc != 0 and (not any(looked.values()) or (doc.get("exit") or {}).get("exception")):
+            # Nothing looked like a step, or the script's own error ended it: how it ended is the whole
+            # story (step-source advice cannot help), in the error's first line.
             raise RunFailed(before_first_step(rc, doc.get("exit") or {}), exit_code=rc)
         if rc != 0:
             raise RunFailed(
@@ -273,7 +285,12 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     from perfcore.analysis.memory_findings import memory_findings
 
     workers = worker_summary(
-        out, focus["step_time_ms"]["mean"], focus["breakdown_ms"]["load"], focus.get("rank"), train_ix
+        out,
+        focus["step_time_ms"]["mean"],
+        focus["breakdown_ms"]["load"],
+        focus.get("rank"),
+        train_ix,
+        skip_pids=tuple(int(p["doc"].get("pid") or 0) for p in evaluating),
     )
     evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
     if workers:
