@@ -210,3 +210,72 @@ def test_report_on_an_experiment_folder_shows_its_own_report(tmp_path, name, say
     (out / name).write_text(json.dumps({"schema": json.loads(before)["schema"]}))  # its schema, nothing else
     res = CliRunner().invoke(cli, ["report", str(out)])
     assert res.exit_code == 2 and "corrupt" in res.output and "Traceback" not in res.output
+
+
+def _failed_run(tmp_path, monkeypatch) -> Path:
+    """A folder an earlier `perfcore run` (another process) left when its script failed before its first step."""
+    first = prepare_out(tmp_path / "r", "run")
+    (first / "parts" / "pid7").mkdir(parents=True)
+    (first / "parts" / "pid7" / "error.txt").write_text("Traceback ...")
+    (first / "workers").mkdir()
+    (first / "workers" / "7-main.L0.csv").write_text("7,-1,0,1,1,0,4,-1\n")
+    folder.mark_failed(first)
+    monkeypatch.setattr(folder, "_TOKEN", "another-process")  # as the next perfcore command would be
+    return first
+
+
+def test_a_folder_left_by_a_run_that_failed_before_its_first_step_is_taken_by_the_next(tmp_path, monkeypatch, capsys):
+    first = _failed_run(tmp_path, monkeypatch)
+    assert json.loads((first / MARKER).read_text())["ended"] == "failed before its first step"
+    assert prepare_out(tmp_path / "r", "run") == first
+    assert sorted(p.name for p in first.iterdir()) == [MARKER]  # its leftovers gone, this run's marker
+    assert json.loads((first / MARKER).read_text())["token"] == "another-process"
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "failed before its first step" in err and "this run writes there" in err
+
+
+@pytest.mark.parametrize("spoil", ["user_file", "link", "finished", "other_kind"])
+def test_a_failed_folder_with_anything_else_in_it_is_left_alone(tmp_path, monkeypatch, spoil):
+    # One folder, one run: only perfcore's own leftovers of a run that ended before its first step are
+    # removed; a file of the user's, a link, a run with results or another command's folder stays whole.
+    first = _failed_run(tmp_path, monkeypatch)
+    kind = "run"
+    if spoil == "user_file":
+        (first / "notes.txt").write_text("mine")
+    elif spoil == "link":
+        (first / "workers" / "x").mkdir()
+        (first / "progress").symlink_to(tmp_path)
+    elif spoil == "finished":
+        mark = json.loads((first / MARKER).read_text())
+        jsonio.write(first / MARKER, {k: v for k, v in mark.items() if k != "ended"})
+    else:
+        kind = "health"
+    before = tree(first)
+    out = prepare_out(tmp_path / "r", kind)
+    assert out != first and out.parent == first
+    assert {k: v for k, v in tree(first).items() if not k.startswith(out.name)} == before
+
+
+def test_the_next_run_after_a_crash_before_the_first_step_writes_where_it_was_asked(tmp_path):
+    # The script's own error is the line (not where perfcore looks for steps); the fixed script's run then
+    # lands in the same --out, not in a subfolder of the failed one.
+    import subprocess
+    import sys
+
+    scripts = Path(__file__).resolve().parent / "scripts"
+    out = tmp_path / "r"
+
+    def run(*script):
+        return subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "1", "--",
+                               sys.executable, *script], capture_output=True, text=True, timeout=300)
+
+    p = run(str(scripts / "crash_after.py"), "0")
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines()[-1] == \
+        "perfcore: error: the script crashed before its first step (exit 1): ValueError: bad batch 0"
+    q = run(str(scripts / "plain_tensors.py"), "autograd", "12")
+    assert q.returncode == 0, q.stderr[-2000:]
+    assert "failed before its first step" in q.stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["steps"] + doc["warmup_steps"] == 12 and not (out / "parts" / "error.txt").exists()
+    assert not [d for d in out.iterdir() if d.name.startswith("run-")]

@@ -4,7 +4,10 @@ perfcore writes only into folders it created. Each carries a marker file (MARKER
 process that made it. A new or empty folder is taken and marked; a folder this process already
 marked is used again (the CLI prepares it, then the run or merge it calls does too); any other
 existing folder (the user's files, or an earlier run's results) is left as it is and this run
-goes into a fresh subfolder of it, which perfcore names on stderr. Nothing is ever deleted.
+goes into a fresh subfolder of it, which perfcore names on stderr. One exception, said on stderr: a
+folder this user's earlier `perfcore run` marked as failed before its first step (no results, only
+what perfcore wrote while the script started) is taken by the next run, so that the run after a fix
+lands where it was asked; nothing else is ever deleted.
 Default folders are unique across processes and hosts started in the same second: time, then a
 random suffix, and the folder is created exclusively (a name already taken is drawn again)."""
 
@@ -28,6 +31,7 @@ __all__ = [
     "reuse_out",
     "is_run_folder",
     "marker_of",
+    "mark_failed",
     "live_run",
     "is_stream",
     "check_target",
@@ -142,6 +146,66 @@ def _create(out: Path, kind: str) -> bool:
     return _claim(out, kind)
 
 
+# The marker's word for a run that ended before its first step, and what perfcore writes in such a
+# folder besides its marker (protocol.PARTS, WORKERS, PROGRESS).
+_FAILED = "failed before its first step"
+_LEFT_BEFORE_A_STEP = ("parts", "workers", "progress")
+
+
+def mark_failed(out: Path) -> None:
+    """Says in the marker of a folder this command made that its run ended before its first step: the
+    next `perfcore run` of the same user may take the folder (its leftovers hold no result)."""
+    from perfcore.report import jsonio
+
+    mark = marker_of(out)
+    if mark is None or mark.get("token") != _TOKEN or (Path(out) / MARKER).is_symlink():
+        return
+    try:
+        jsonio.write(Path(out) / MARKER, {**mark, "ended": _FAILED})
+    except OSError:  # the folder is then left to the next run as an earlier run's: a subfolder
+        pass
+
+
+def _only_leftovers(out: Path) -> list[Path] | None:
+    """The folder's entries besides its marker when every one is a leftover perfcore writes before a first
+    step (real folders by those names, parts named as parts are), else None."""
+    from perfcore.run.protocol import is_part_key
+
+    entries = [e for e in out.iterdir() if e.name != MARKER]
+    for e in entries:
+        if e.name not in _LEFT_BEFORE_A_STEP or e.is_symlink() or not e.is_dir():
+            return None
+        if e.name == "parts" and any(d.is_symlink() or not is_part_key(d.name) for d in e.iterdir()):
+            return None
+    return entries
+
+
+def _take_failed(out: Path, mark: dict, kind: str) -> bool:
+    """Takes a folder this user's earlier run left as failed before its first step: its run is over, it
+    was made on this host by this user, and it holds only perfcore's leftovers. The marker is moved aside
+    first, so of two commands doing this at once one takes it; the leftovers are then removed."""
+    import shutil
+
+    if kind != "run" or mark.get("kind") != "run" or mark.get("ended") != _FAILED:
+        return False
+    try:
+        if out.is_symlink() or mark.get("host") != socket.gethostname() or live_run(out):
+            return False
+        if out.stat().st_uid != os.getuid() or (out / MARKER).lstat().st_uid != os.getuid():
+            return False
+        entries = _only_leftovers(out)
+        if entries is None:
+            return False
+        aside = out / f"{MARKER}.{_TOKEN}"
+        os.rename(out / MARKER, aside)
+    except OSError:
+        return False
+    for e in entries:
+        shutil.rmtree(e, ignore_errors=True)
+    aside.unlink(missing_ok=True)
+    return _claim(out, kind)
+
+
 def _fresh(parent: Path, kind: str) -> Path:
     for _ in range(64):
         out = default_out(kind, parent)
@@ -167,6 +231,13 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
     except OSError as e:
         raise _cannot(out, e)
     if empty and _claim(out, kind):
+        return out
+    if mark and _take_failed(out, mark, kind):
+        print(
+            f"perfcore: {out} held your earlier run that failed before its first step (no results, only what "
+            "perfcore wrote while it started, now removed); this run writes there",
+            file=sys.stderr,
+        )
         return out
     sub = _fresh(out, kind)
     # Not empty, or claimed between the look and the claim: another command started on it just now.

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from perfcore.errors import UsageError
-from perfcore.run.parent.folder import prepare_out
+from perfcore.errors import RunFailed, UsageError
+from perfcore.run.parent.folder import mark_failed, prepare_out
 from perfcore.run.parent.outcome import oom_kills
 from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
@@ -360,7 +360,11 @@ def run_command(  # noqa: PLR0913
     from perfcore.run.parent.finish import finish_run
 
     with _finishing():
-        doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
+        try:
+            doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
+        except RunFailed:
+            mark_failed(out)  # no results: the next run of this user may take the folder
+            raise
     return rc, doc, out
 
 
