@@ -63,3 +63,26 @@ def test_parts_without_their_step_starts_are_kept_part_after_part():
     b["raw"] = {}
     fields, table, raw = merge_trainers([a, b])
     assert raw == {} and list(table["pid"]) == [11] * 10 + [12] * 10 and fields["steps"] == 10
+
+
+def _doc(pid, steps, nested_in=1, source="optimizer", comm=0.0, started_by="multiprocessing"):
+    return {"doc": {"pid": pid, "steps": steps, "warmup_steps": 1, "nested_in": nested_in, "step_source": source,
+                    "started_by": started_by, "breakdown_ms": {"comm": comm}}}
+
+
+def test_which_processes_are_the_run():
+    from perfcore.run.parent.trainers import the_run
+
+    parent = _doc(1, 9, nested_in=None, source="forward")
+    a, b = _doc(2, 20), _doc(3, 20)
+    # Hogwild: the trainers together, the parent that only evaluated apart; without a test pass too.
+    assert the_run([parent, a, b]) == ([a, b], [parent], [], True)
+    assert the_run([a, b]) == ([a, b], [], [], True)
+    # A parent that trains itself: its Pool's side jobs are measured apart, as before.
+    trainer = _doc(1, 30, nested_in=None)
+    assert the_run([trainer, a, b]) == ([trainer], [], [a, b], False)
+    # Collectives: the ranks of one job (DDP by mp.spawn), never summed; nor Pythons started by subprocess.
+    r0, r1 = _doc(2, 20, comm=1.5), _doc(3, 18, comm=0.2)
+    assert the_run([r0, r1])[3] is False
+    s0, s1 = _doc(2, 20, started_by=None), _doc(3, 18, started_by=None)
+    assert the_run([s0, s1]) == ([s0], [], [s1], False)

@@ -10,9 +10,12 @@ __all__ = ["the_run", "together"]
 
 def _trains_side_by_side(started: list[dict[str, Any]], evaluating: list[dict[str, Any]]) -> bool:
     """Processes the script started that all train while it trains nothing: multiprocessing's (its own
-    word for them) or, from a part written before that was kept, any beside a parent that only evaluated."""
+    word for them) or, from a part written before that was kept, any beside a parent that only evaluated.
+    None of them waited in a collective: processes that did (DDP started by mp.spawn, its ranks known to
+    torch.distributed only) are one job's ranks, whose steps are the same iterations, not to be summed."""
     by_mp = all(p["doc"].get("started_by") == "multiprocessing" for p in started)
-    return len(started) > 1 and (by_mp or bool(evaluating))
+    alone = all(not float((p["doc"].get("breakdown_ms") or {}).get("comm") or 0.0) for p in started)
+    return len(started) > 1 and alone and (by_mp or bool(evaluating))
 
 
 def the_run(parts: list[dict[str, Any]]) -> tuple[list, list, list, bool]:
