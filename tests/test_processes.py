@@ -86,3 +86,19 @@ def test_which_processes_are_the_run():
     assert the_run([r0, r1])[3] is False
     s0, s1 = _doc(2, 20, started_by=None), _doc(3, 18, started_by=None)
     assert the_run([s0, s1]) == ([s0], [], [s1], False)
+
+
+def test_a_process_that_only_evaluated_is_the_runs_evaluation():
+    from perfcore.analysis.processes import evaluation_apart
+
+    a = _part(11, 25, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)["steps"]
+    b = _part(12, 15, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=2)["steps"]
+    parent = {"pid": 1, "steps": 3, "step_time_ms": {"mean": 10.0}, "evaluation": {"passes": 2, "total_ms": 30.0}}
+    ev = evaluation_apart([parent], [a, b])
+    # Against the wall time the trainers took side by side (the longer one's), never their sum.
+    training = float(a["wall_ms"][5:].sum())
+    assert ev["passes"] == 2 and ev["ms_per_pass"] == 15.0 and ev["processes"] == [1]
+    assert ev["share_of_wall"] == pytest.approx(30.0 / (30.0 + training))
+    # A part from before the passes were kept: its rows are one pass.
+    assert evaluation_apart([{"pid": 1, "steps": 3, "step_time_ms": {"mean": 10.0}}], [a])["total_ms"] == 30.0
+    assert evaluation_apart([], [a]) is None

@@ -71,6 +71,9 @@ def check_trainers_merged(p, out, n=2, steps=24, evaluating=True):
     notes = doc.get("notes") or []
     assert any("stepped no optimizer while other processes trained (evaluation only)" in x for x in notes) == evaluating
     assert not any("measured apart" in x for x in notes)
+    # The parent's test pass is the run's evaluation, apart from the steps.
+    ev = doc.get("evaluation") or {}
+    assert (ev.get("passes") == 1 and 0 < ev["share_of_wall"] < 1) == evaluating, ev
     return doc
 
 

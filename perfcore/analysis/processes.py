@@ -19,7 +19,7 @@ from perfcore.analysis.labels import LABELS
 from perfcore.analysis.starvation import starvation
 from perfcore.analysis.store import memcpy_document
 
-__all__ = ["merge_trainers", "SUMMARY_KEYS"]
+__all__ = ["merge_trainers", "evaluation_apart", "SUMMARY_KEYS"]
 
 # The fields of a run document that summarize() derives from the rows: recomputed over every trainer's.
 SUMMARY_KEYS = (
@@ -150,3 +150,34 @@ def merge_trainers(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.Data
         fields["starvation"] = _starvation(table)
     fields["processes"] = {"training": [_per_process(d) for d in docs]}
     return fields, table, raw
+
+
+def evaluation_apart(evaluating: list[dict[str, Any]], trainers: list[pd.DataFrame]) -> dict[str, Any] | None:
+    """The passes of processes that only evaluated (their documents' evaluation, else one pass of all their
+    rows) as the run's evaluation finding: its share is of the wall time of training, which ran side by side
+    in the trainers (the longest trainer's measured steps), and evaluation. None without such a process."""
+    passes, total_ms = 0, 0.0
+    for d in evaluating:
+        ev = d.get("evaluation") if isinstance(d.get("evaluation"), dict) else {}
+        ms = ev.get("total_ms")
+        if not isinstance(ms, (int, float)) or ms <= 0:
+            ms = float(d.get("steps", 0) or 0) * float((d.get("step_time_ms") or {}).get("mean") or 0.0)
+        n = ev.get("passes")
+        passes += n if isinstance(n, int) and n > 0 else 1
+        total_ms += float(ms)
+    if not passes or total_ms <= 0:
+        return None
+    training_ms = 0.0
+    for t in trainers:
+        keep = ~t["warmup"].to_numpy(dtype=bool)
+        if "evaluation" in t:
+            keep &= ~t["evaluation"].to_numpy(dtype=bool)
+        training_ms = max(training_ms, float(t["wall_ms"].to_numpy(dtype=float)[keep].sum()))
+    return {
+        "passes": passes,
+        "total_ms": total_ms,
+        "ms_per_pass": total_ms / passes,
+        "share_of_wall": total_ms / (total_ms + training_ms),
+        "apart": True,
+        "processes": [d.get("pid") for d in evaluating],
+    }

@@ -184,7 +184,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     )
     parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
     # The run's rows: its one process's, or every trainer's where several trained side by side (Hogwild).
-    main = together(parts) if side_by_side else parts[0] if parts else None
+    main = together(parts, evaluating) if side_by_side else parts[0] if parts else None
     doc = dict(main["doc"]) if main else {}
     if failed_first is not None and rc != 0:
         # A job's error is the rank that failed first, in its own words: not another rank's broken

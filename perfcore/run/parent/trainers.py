@@ -39,13 +39,17 @@ def the_run(parts: list[dict[str, Any]]) -> tuple[list, list, list, bool]:
     return measured, evaluating, [], False
 
 
-def together(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def together(parts: list[dict[str, Any]], evaluating: list[dict[str, Any]] = ()) -> dict[str, Any]:
     """The trainers as one part: the first one's document with the figures of every trainer's rows (steps
-    summed, the table and shares over all of them), the merged table and its step starts."""
-    from perfcore.analysis.processes import SUMMARY_KEYS, merge_trainers
+    summed, the table and shares over all of them), the merged table and its step starts; the passes of a
+    process that only evaluated (Hogwild's parent testing the model) are the run's evaluation."""
+    from perfcore.analysis.processes import SUMMARY_KEYS, evaluation_apart, merge_trainers
 
     fields, table, raw = merge_trainers(parts)
     first = min(parts, key=lambda p: p["doc"].get("pid") or 0)
     doc = {k: v for k, v in first["doc"].items() if k not in SUMMARY_KEYS}
     doc.update(fields)
+    ev = evaluation_apart([p["doc"] for p in evaluating], [p["steps"] for p in parts])
+    if ev and not doc.get("evaluation"):
+        doc["evaluation"] = ev
     return {"key": "trainers", "dir": None, "doc": doc, "steps": table, "raw": raw, "label": "training processes"}
