@@ -20,6 +20,7 @@ def _part(pid: int, n: int, means, t0_ns: int, seed: int) -> dict:
         "breakdown_fraction": {lb: 0.2 for lb in LABELS},
         "kernels": [{"name": "gemm", "count": n, "total_ms": 2.0 * n, "mean_us": 2000.0}],
         "starvation": {"steps": n - 5},
+        "loaders": [{"site": "t.py:3", "role": "train", "dataset": "D", "batches": n, "made": 1, "worker_startup_ms": [5.0]}],
     }
     return {"doc": doc, "steps": steps, "raw": {"step_start_ns": start, "step_wall_ns": wall_ns}}
 
@@ -41,6 +42,9 @@ def test_every_trainers_rows_are_the_run():
     assert table.loc[0, "pid"] == 11 and len(raw["step_wall_ns"]) == 70
     assert [p["pid"] for p in fields["processes"]["training"]] == [11, 12]
     assert fields["kernels"] == [{"name": "gemm", "count": 70, "total_ms": 140.0, "mean_us": 2000.0}]
+    # Each trainer's DataLoader made at one place is one loader with all of their batches.
+    (ld,) = fields["loaders"]
+    assert (ld["batches"], ld["made"], ld["worker_startup_ms"]) == (70, 2, [5.0, 5.0])
     assert not {"ranks", "stragglers", "world_size"} & set(fields)
 
 

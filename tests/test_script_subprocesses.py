@@ -60,6 +60,7 @@ def check_trainers_merged(p, out, n=2, steps=24, evaluating=True):
     assert len(table) == n * steps and table["pid"].nunique() == n
     assert (table.groupby("pid")["warmup"].sum() == 1).all()
     assert doc["workers"]["batches"] == n * steps  # the trainers' batches, not the evaluating parent's
+    assert [(ld["role"], ld["batches"], ld["made"]) for ld in doc["loaders"]] == [("train", n * steps, n)]
     explain = subprocess.run([sys.executable, "-m", "perfcore.cli", "report", str(out), "--explain"],
                              capture_output=True, text=True, timeout=120)
     assert explain.returncode == 0, explain.stderr[-2000:]

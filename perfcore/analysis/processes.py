@@ -103,6 +103,26 @@ def _starvation(table: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _loaders(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each trainer made its own DataLoader at the same place: one entry per place, role and dataset,
+    with every trainer's batches and loaders made (its settings are the code's, the same in each)."""
+    merged: dict[tuple, dict[str, Any]] = {}
+    for d in docs:
+        for ld in d.get("loaders") or []:
+            if not isinstance(ld, dict):
+                continue
+            key = (ld.get("site"), ld.get("role"), ld.get("dataset"))
+            if key not in merged:
+                merged[key] = {**ld, "worker_startup_ms": list(ld.get("worker_startup_ms") or [])}
+                continue
+            m = merged[key]
+            for k in ("batches", "made"):
+                if isinstance(ld.get(k), int) and isinstance(m.get(k), int):
+                    m[k] += ld[k]
+            m["worker_startup_ms"] += list(ld.get("worker_startup_ms") or [])
+    return list(merged.values())
+
+
 def _per_process(doc: dict[str, Any]) -> dict[str, Any]:
     return {
         "pid": doc.get("pid"),
@@ -146,6 +166,8 @@ def merge_trainers(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.Data
         fields["kernels"] = _kernels(docs)
     if any(d.get("memcpy") for d in docs):
         fields["memcpy"] = _memcpy(docs)
+    if any(d.get("loaders") for d in docs):
+        fields["loaders"] = _loaders(docs)
     if any(d.get("starvation") for d in docs):
         fields["starvation"] = _starvation(table)
     fields["processes"] = {"training": [_per_process(d) for d in docs]}
