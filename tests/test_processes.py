@@ -106,3 +106,14 @@ def test_a_process_that_only_evaluated_is_the_runs_evaluation():
     # A part from before the passes were kept: its rows are one pass.
     assert evaluation_apart([{"pid": 1, "steps": 3, "step_time_ms": {"mean": 10.0}}], [a])["total_ms"] == 30.0
     assert evaluation_apart([], [a]) is None
+
+
+def test_a_part_without_a_column_has_none_of_its_rows():
+    # One trainer's table has evaluation and memory columns, the other's not: its rows are training rows.
+    a = _part(11, 10, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)
+    b = _part(12, 10, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=10**9, seed=2)
+    a["steps"]["evaluation"] = False
+    a["steps"]["mem_bytes"] = 100
+    fields, table, _ = merge_trainers([a, b])
+    assert fields["steps"] == 10 and not table["evaluation"].any()
+    assert table["evaluation"].dtype == bool and list(table["mem_bytes"][10:]) == [-1] * 10

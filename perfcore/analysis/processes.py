@@ -56,6 +56,11 @@ def _table(parts: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, np.ndar
         w = raw.get("step_wall_ns")
         walls.append(np.asarray(w, dtype=np.int64) if s is not None and w is not None and len(w) == len(s) else None)
     table = pd.concat(frames, ignore_index=True)
+    for flag in ("warmup", "evaluation"):  # a part without the column has no such rows (NaN would read as True)
+        if flag in table:
+            table[flag] = table[flag].astype("boolean").fillna(False).astype(bool)
+    if "mem_bytes" in table:
+        table["mem_bytes"] = table["mem_bytes"].fillna(-1).astype(np.int64)  # -1: not sampled, as a part says it
     raw: dict[str, np.ndarray] = {}
     if all(s is not None for s in starts) and all(w is not None for w in walls):
         s, w = np.concatenate(starts), np.concatenate(walls)
