@@ -325,6 +325,8 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
 
         write_trace(out / "trace.json", parts)
         files["trace.json"] = "trace.json"
+    for p in parts:
+        p["raw"] = {}  # nothing after the trace reads the parts' arrays (16 bytes a step): not held to the report
     from perfcore.report.plots import plot_breakdown, plot_kernels
     from perfcore.report.verdict_words import headline
 
