@@ -67,12 +67,56 @@ def test_writing_a_part_costs_a_bounded_amount_per_row(tmp_path):
     row: 607 -> 371); 533 with the evaluation row once the first write's imports are left out of the
     40k figure, and 372 once the ms view shares the table's columns, its frames are built without
     copying their arrays and the summaries select a few columns' rows (or a slice) instead of the
-    whole table's. This is the parent's peak at 1M steps (`perfcore run` finishes the part the
-    training process left raw); a whole-table copy is ~100 bytes a row more."""
+    whole table's; 194 once the table is never held whole (the summary gets its nine ns columns, 72
+    bytes a row, and makes each ms column as it reads it; steps.csv is made in slices). This is the
+    parent's peak at 1M steps (`perfcore run` finishes the part the training process left raw). The
+    bound: those nine columns, the robust breakdown's float copies of six of them and of their kept
+    rows (96), and 90 to spare: holding the ms table (14 columns here, 112 bytes a row) fails it."""
     _write_peak(tmp_path, 2_000)  # the modules a first write imports: not a cost of the 40k rows' write
     small, large = _write_peak(tmp_path, 40_000), _write_peak(tmp_path, 120_000)
     per_row = (large - small) / 80_000
-    assert per_row < 450, f"writing the part took {per_row:.0f} more bytes per row (40k -> 120k steps)"
+    assert per_row < 72 + 96 + 90, f"writing the part took {per_row:.0f} more bytes per row (40k -> 120k steps)"
+
+
+def test_steps_csv_written_in_slices_is_the_whole_tables(tmp_path, monkeypatch):
+    """steps.csv is made and written a slice of rows at a time: byte for byte what the whole table's
+    to_csv wrote, across slice edges, with a custom phase first timed in a later slice (its earlier
+    rows read 0), an evaluation row and memory samples."""
+    import pandas as pd
+
+    import perfcore.run.part_files as part_files
+
+    monkeypatch.setattr(part_files, "CSV_SLICE", 1_000)
+    rec = Recording(device="cpu", warmup=5)
+    load, fwd = rec.fetch_scope(), rec.phase("forward", "compute")
+    late = None
+    t_start = time.perf_counter_ns() - 50 * MS
+    for i in range(2_500):
+        with load:
+            pass
+        with fwd:
+            pass
+        if i == 1_700:
+            late = rec.phase("late", "compute")
+        if late is not None:
+            with late:
+                pass
+        rec.step()
+    rec.close()
+    at = np.arange(0, 2_500, 7)
+    out = tmp_path / "part"
+    out.mkdir()
+    part_files.write_steps(rec, _facts(t_start), at, at * 3, out)
+    whole = rec.summary()
+    whole["evaluation"] = np.arange(len(whole)) == 7
+    mem = np.full(len(whole), -1, dtype=np.int64)
+    mem[at] = at * 3
+    whole["mem_bytes"] = mem
+    expected = whole.to_csv(index=False)
+    written = (out / "steps.csv").read_text()
+    assert "late_ms" in whole and whole["late_ms"].iloc[:1_000].eq(0).all()
+    assert written == expected
+    assert len(pd.read_csv(out / "steps.csv")) == 2_500
 
 
 def test_the_training_process_writes_its_raw_part_in_columns(tmp_path):

@@ -185,8 +185,8 @@ def summarize(  # noqa: PLR0913
         evaluation = evaluation_finding(steps[is_eval], steps.loc[~is_eval & ~is_warm, ["wall_ns"]])
     measured = rows(steps, ~is_eval & ~is_warm)
     warm = rows(steps, ~is_eval & is_warm)
-    wall = measured["wall_ms"].to_numpy()
-    mean_ms = {lb: float(measured[f"{lb}_ms"].mean()) if len(measured) else 0.0 for lb in LABELS}
+    wall = _ms(measured, "wall").to_numpy()
+    mean_ms = {lb: float(_ms(measured, lb).mean()) if len(measured) else 0.0 for lb in LABELS}
     total = float(measured["wall_ns"].sum())
     fraction = {lb: (float(measured[f"{lb}_ns"].sum()) / total if total else 0.0) for lb in LABELS}
     doc: dict[str, Any] = {
@@ -198,7 +198,7 @@ def summarize(  # noqa: PLR0913
             "p50": float(np.percentile(wall, 50)) if len(wall) else 0.0,
             "p90": float(np.percentile(wall, 90)) if len(wall) else 0.0,
         },
-        "warmup_step_time_ms": float(warm["wall_ms"].mean()) if len(warm) else None,
+        "warmup_step_time_ms": float(_ms(warm, "wall").mean()) if len(warm) else None,
         "breakdown_ms": mean_ms,
         "breakdown_fraction": fraction,
         "verdict": undecided(),  # until advise_run decides on the steps
@@ -222,6 +222,12 @@ def summarize(  # noqa: PLR0913
     if len(measured) and not _DEFERRED.get():
         advise_run(doc, zero_code=zero_code, evidence=evidence)
     return doc
+
+
+def _ms(table: pd.DataFrame, col: str) -> pd.Series:
+    """A column in ms: the table's, or its ns column made into one (a long run's summary is handed the
+    ns columns alone: the ms ones are made one at a time, as the steps table makes them)."""
+    return table[f"{col}_ms"] if f"{col}_ms" in table else table[f"{col}_ns"] / 1e6
 
 
 def rows(table: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:

@@ -80,12 +80,12 @@ class Columns:
         """Rows [start, stop) of a column (stop: n by default; zeros for a column never seen)."""
         stop = self.n if stop is None else min(max(stop, 0), self.n)
         start = min(max(start, 0), stop)
-        first, last = start // BLOCK_ROWS, self.n // BLOCK_ROWS
-        tail = self.tail.get(name)
-        parts = [self._block(name, b) for b in range(first, min(last, (stop - 1) // BLOCK_ROWS + 1))]
-        if stop > last * BLOCK_ROWS:
-            parts.append(tail if tail is not None else np.zeros(BLOCK_ROWS, dtype=np.int64))
-        if not parts:
-            return np.zeros(0, dtype=np.int64)
-        lo = start - first * BLOCK_ROWS
-        return np.concatenate(parts)[lo : lo + stop - start]  # concatenate has copied: nothing shared
+        out = np.zeros(stop - start, dtype=np.int64)  # filled block by block: the column once, not twice
+        last = self.n // BLOCK_ROWS
+        for b in range(start // BLOCK_ROWS, (stop - 1) // BLOCK_ROWS + 1 if stop > start else 0):
+            block = self._block(name, b) if b < last else self.tail.get(name)
+            if block is None:
+                continue  # a column first seen later: zeros
+            lo, hi = max(start, b * BLOCK_ROWS), min(stop, (b + 1) * BLOCK_ROWS)
+            out[lo - start : hi - start] = block[lo - b * BLOCK_ROWS : hi - b * BLOCK_ROWS]
+        return out

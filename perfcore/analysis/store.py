@@ -285,6 +285,25 @@ class StepStore:
         """columns(since, upto) as a pandas DataFrame."""
         return frame(self.columns(since, upto))
 
+    def column_names(self) -> list[str]:
+        """The names columns() returns, in its order."""
+        names = ["step", "warmup", *ROW_COLUMNS, "host_ns"]
+        return names + [c for c in self.rows.names if c not in names]
+
+    def column(self, name: str, since: int = 0, upto: int | None = None) -> np.ndarray:
+        """One column of columns(since, upto), read alone: a reader that wants a few columns of a long
+        run never holds the whole table."""
+        upto = self.rows.n if upto is None else min(max(upto, 0), self.rows.n)
+        since = min(max(since, 0), upto)
+        if name == "step":
+            return np.arange(since, upto, dtype=np.int64)
+        if name == "warmup":
+            return np.arange(since, upto, dtype=np.int64) < self.warmup
+        if name == "host_ns":
+            rest = (self.rows.column(f"{lb}_ns", since, upto) for lb in attribution.LABELS if lb != "host")
+            return self.rows.column("wall_ns", since, upto) - sum(rest)
+        return self.rows.column(name, since, upto)
+
     def columns(self, since: int = 0, upto: int | None = None) -> Cols:
         """One row per settled step in [since, upto) (upto: every settled step): step, warmup,
         start_ns, wall_ns, <label>_ns (the five sum to wall_ns), and _phase<id>_ns / _gpu<id>_ns

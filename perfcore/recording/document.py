@@ -15,21 +15,31 @@ pd = lazy_module("pandas")  # imported on first use: settling needs it, recordin
 def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(df with the ms columns added, the user's view of it). The view: one row per completed step: step, wall_ms, load_ms, transfer_ms, compute_ms, comm_ms,
     host_ms (the five sum to wall_ms), warmup, and <custom phase>_ms for custom phases."""
-    new = {"wall_ms": df["wall_ns"] / 1e6, **{f"{lb}_ms": df[f"{lb}_ns"] / 1e6 for lb in attribution.LABELS}}
-    if "perfcore_ns" in df:
-        new["perfcore_ms"] = df["perfcore_ns"] / 1e6
-    for pid, name in names.items():
-        if pid >= first_custom:
-            col = f"_phase{pid}_ns"
-            new[f"{name}_ms"] = (df[col] if col in df else pd.Series(0, index=df.index)) / 1e6
-        gcol = f"_gpu{pid}_ns"
-        if gcol in df:  # kernel time launched inside this phase (CUPTI external correlation)
-            new[f"{name}_gpu_ms"] = df[gcol] / 1e6
+    new = {
+        ms: (df[ns] if ns is not None else pd.Series(0, index=df.index)) / 1e6
+        for ms, ns in ms_sources(df.columns, names, first_custom).items()
+    }
     df = with_columns(df, new)
     cols = ["step", "wall_ms"] + [f"{lb}_ms" for lb in attribution.LABELS] + ["warmup"]
     extra = [c for c in df.columns if c not in cols and not c.endswith("_ns") and not c.startswith("_")]
     # The view shares the columns (a selection of columns would copy them all).
     return df, pd.DataFrame({c: df[c].to_numpy() for c in cols + extra}, copy=False)
+
+
+def ms_sources(ns_columns, names: dict[int, str], first_custom: int) -> dict[str, str | None]:
+    """The ms columns of ms_table, in its order -> the ns column each is made of (None: zeros, a custom
+    phase that never ran)."""
+    out: dict[str, str | None] = {"wall_ms": "wall_ns", **{f"{lb}_ms": f"{lb}_ns" for lb in attribution.LABELS}}
+    if "perfcore_ns" in ns_columns:
+        out["perfcore_ms"] = "perfcore_ns"
+    for pid, name in names.items():
+        if pid >= first_custom:
+            col = f"_phase{pid}_ns"
+            out[f"{name}_ms"] = col if col in ns_columns else None
+        gcol = f"_gpu{pid}_ns"
+        if gcol in ns_columns:  # kernel time launched inside this phase (CUPTI external correlation)
+            out[f"{name}_gpu_ms"] = gcol
+    return out
 
 
 def run_document(

@@ -439,22 +439,38 @@ class Recording:
             self.store.settle(since, upto, self._t_first or self._t_created, first=done)
         ends.trim(min(self.store.settled, len(ends) - KEEP_ENDS))
 
-    def summary(self) -> pd.DataFrame:
-        """Settle every step (all phases must be closed) and return the per-step ms table."""
+    def settle_all(self) -> None:
+        """Settle every step (all phases must be closed); the rows are the store's (store.column)."""
         open_now = self._rec.open_phases()
         if open_now:
             names = ", ".join(self.phases.names.get(p, str(p)) for p in open_now)
             raise UsageError(f"phase(s) {names} never closed; close them before summary()")
         self._compact(final=True)
+
+    def summary(self) -> pd.DataFrame:
+        """Settle every step (all phases must be closed) and return the per-step ms table."""
+        self.settle_all()
         self._last_table, view = document.ms_table(self.store.table(), self.phases.names, FIRST_CUSTOM)
         return view
 
-    def document(self, top_kernels: int = 10, *, settle: bool = True, evaluation_rows=None) -> dict[str, Any]:
-        """The run/1 document of the steps so far; settle=False: summary() just settled them."""
+    def ms_sources(self) -> dict[str, str | None]:
+        """The steps table's ms columns -> the store's ns column each is made of (None: zeros)."""
+        return document.ms_sources(self.store.column_names(), self.phases.names, FIRST_CUSTOM)
+
+    def document(
+        self, top_kernels: int = 10, *, settle: bool = True, evaluation_rows=None, table=None
+    ) -> dict[str, Any]:
+        """The run/1 document of the steps so far; settle=False: summary() or settle_all() just settled
+        them. table: the settled rows' summary columns (document.summary_columns; ns alone will do),
+        instead of the whole table summary() built."""
         if settle:
             self.summary()
         return run_document(
-            self, self._last_table, self.gpu.phase_cost(self, phase_cost_ns), top_kernels, evaluation_rows
+            self,
+            self._last_table if table is None else table,
+            self.gpu.phase_cost(self, phase_cost_ns),
+            top_kernels,
+            evaluation_rows,
         )
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from perfcore.analysis.labels import LABELS
 from perfcore.recording.own_work import beside_steps
 from perfcore.report import jsonio
 from perfcore.run.lines import label_spans, lines_document, trace_arrays
@@ -68,30 +69,44 @@ def finish_raw(part: Path) -> None:
         (part / name).unlink()
 
 
+CSV_SLICE = 65_536  # steps.csv rows made and written at a time: the slice, not the run, sets the peak
+
+
 def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=lambda: None) -> None:
     """A part's run.json, steps.csv and trace.npz from a recording (the instrumented process's own,
-    or the one the parent rebuilt from a raw part) and the process's facts."""
+    or the one the parent rebuilt from a raw part) and the process's facts. The steps table is never
+    held whole (~120 bytes a step): each summary reads the store's columns it needs, one at a time
+    where it can, and steps.csv is made and written in slices."""
     import pandas as pd
 
-    table = engine.summary()
+    engine.settle_all()
+    store = engine.store
+    n = store.settled
     eval_rows = facts["eval_rows"]
+    rows = [r for r in eval_rows if r < n]
+    is_eval = np.zeros(n, dtype=bool)
+    is_eval[rows] = True
     # One summary of the run: the evaluation rows are set apart in it (out of the step statistics,
     # the robust breakdown and the verdict) and their cost is a finding of its own.
-    doc = dict(engine.document(settle=False, evaluation_rows=eval_rows))
+    doc = dict(engine.document(settle=False, table=_summary_frame(store, is_eval)))
     close()
-    full = engine.step_table()
-    evaluation = _evaluation(eval_rows, facts["eval_passes"], full, table)
+    evaluation = _evaluation(rows, facts["eval_passes"], store)
     if evaluation:
         # The rows' indices and the passes seen by the step source are this side's; the cost per row
         # and the share of the wall time are the analysis's.
         doc["evaluation"] = {**(doc.get("evaluation") or {}), **evaluation}
-    n = len(full)
     mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
     at, sampled = np.asarray(mem_at, dtype=np.int64), np.asarray(mem_sampled, dtype=np.int64)
     inside = (at >= 0) & (at < n)
     mem[at[inside]] = sampled[inside]
-    table["mem_bytes"] = mem
-    training = ~table["warmup"].to_numpy() & ~table.get("evaluation", pd.Series(False, index=table.index)).to_numpy()
+    warmup = store.column("warmup")
+    training = ~warmup & ~is_eval
+    sources = engine.ms_sources()
+
+    def ms(col: str) -> pd.Series:  # a steps.csv column in ms, made from its ns column when asked
+        ns = sources[col]
+        return (pd.Series(store.column(ns)) if ns is not None else pd.Series(0, index=pd.RangeIndex(n))) / 1e6
+
     steps_total = int(doc["steps"] + doc["warmup_steps"])
     batches = facts["training_batches"]
     common = facts["common"]
@@ -107,19 +122,24 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
                 **facts["memory_limits"],
             },
             "compute_split_ms": {
-                ph: float(table.loc[training, f"{ph}_ms"].mean())
+                ph: float(ms(f"{ph}_ms")[training].mean())
                 for ph in ("forward", "backward", "optimizer")
-                if f"{ph}_ms" in table and training.any()
+                if f"{ph}_ms" in sources and training.any()
             },
             "compute_split_gpu_ms": {
-                ph: float(table.loc[training, f"{ph}_gpu_ms"].mean())
+                ph: float(ms(f"{ph}_gpu_ms")[training].mean())
                 for ph in ("forward", "backward", "optimizer")
-                if f"{ph}_gpu_ms" in table and training.any()
+                if f"{ph}_gpu_ms" in sources and training.any()
             },
             "skipped_boundaries": facts["skipped_boundaries"],
             "batches_per_step": (batches / steps_total) if batches and steps_total else None,
             "scaler_skipped_steps": facts["scaler_skipped_steps"],
-            "startup": startup_summary(facts["t_start"], full, common["loaders"], doc["steps"]),
+            "startup": startup_summary(
+                facts["t_start"],
+                _frame(store, ("start_ns", "wall_ns", "perfcore_ns", "warmup"), evaluation=is_eval),
+                common["loaders"],
+                doc["steps"],
+            ),
         }
     )
     if facts["backend_note"]:
@@ -138,27 +158,61 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
             costs = {**costs, "sampler_ns": (facts.get("lines") or {}).get("sampler_ns", 0)}
             wall = (doc.get("step_time_ms") or {}).get("mean") or 0.0
             doc["overhead"] = beside_steps(doc["overhead"], costs, steps_total, wall)
-    doc.update(lines_document(facts.get("lines"), table, full, *label_spans(engine)))
-    doc.update(compute_document(facts.get("optimizer"), table))
+    # The summaries below read a few columns each: frames of just those, made when asked.
+    flags = {"warmup": warmup, "evaluation": is_eval}
+    doc.update(
+        lines_document(
+            facts.get("lines"),
+            pd.DataFrame({"step": store.column("step"), "load_ms": ms("load_ms"), "wall_ms": ms("wall_ms"), **flags}),
+            _frame(store, ("start_ns", "wall_ns", "perfcore_ns")),
+            *label_spans(engine),
+        )
+    )
+    split = {c: ms(c) for c in ("wall_ms", "forward_ms", "backward_ms", "optimizer_ms") if c in sources}
+    doc.update(compute_document(facts.get("optimizer"), pd.DataFrame({**split, **flags})))
+    del split
     notes = facts["notes"] + engine.notes
     if notes:
         doc["notes"] = list(dict.fromkeys(notes))
-    jsonio.write_csv(part / "steps.csv", table)
-    _write_trace(engine, full, part, trace_arrays(facts.get("lines")))
+    _write_csv(part / "steps.csv", engine, is_eval, mem)
+    _write_trace(engine, store.column("start_ns"), store.column("wall_ns"), part, trace_arrays(facts.get("lines")))
     jsonio.write(part / "run.json", doc)
 
 
-def _evaluation(eval_rows: list[int], passes: list, full, table) -> dict[str, Any] | None:
-    """Rows that are evaluation passes: flagged in both tables, summed apart."""
-    rows = [r for r in eval_rows if r < len(full)]
-    full["evaluation"] = False
-    table["evaluation"] = False
+def _frame(store, names, **more):
+    import pandas as pd
+
+    return pd.DataFrame({**{c: store.column(c) for c in names}, **more}, copy=False)
+
+
+def _summary_frame(store, is_eval: np.ndarray):
+    """The columns the run's summary reads (recording.document.summary_columns), in ns: it makes each
+    ms column when it reads it. perfcore_ns too: the summary's own-work figures."""
+    ns = ["step", "warmup", "wall_ns", *(f"{lb}_ns" for lb in LABELS), "perfcore_ns"]
+    return _frame(store, ns, **({"evaluation": is_eval} if is_eval.any() else {}))
+
+
+def _write_csv(path: Path, engine, is_eval: np.ndarray, mem: np.ndarray) -> None:
+    """steps.csv as the whole table's to_csv would write it, made and written CSV_SLICE rows at a time."""
+    from perfcore.recording.document import ms_table
+    from perfcore.recording.engine import FIRST_CUSTOM
+
+    store, n = engine.store, engine.store.settled
+    with jsonio.atomic_path(Path(path)) as tmp, open(tmp, "w", newline="") as fh:
+        for since in range(0, max(n, 1), CSV_SLICE):
+            upto = min(n, since + CSV_SLICE)
+            _, view = ms_table(store.table(since, upto), engine.phases.names, FIRST_CUSTOM)
+            view["evaluation"] = is_eval[since:upto]
+            view["mem_bytes"] = mem[since:upto]
+            view.to_csv(fh, index=False, header=since == 0)
+
+
+def _evaluation(rows: list[int], passes: list, store) -> dict[str, Any] | None:
+    """Evaluation rows (rows: those the run settled), summed apart."""
     seen = {"passes": len(passes), "total_ms": sum(b - a for a, b in passes) / 1e6}
     if not rows:
         return {**seen, "apart": False} if passes else None
-    full.loc[rows, "evaluation"] = True
-    table.loc[rows, "evaluation"] = True
-    return {**seen, "rows": rows, "rows_ms": float(full.loc[rows, "wall_ns"].sum() / 1e6), "apart": True}
+    return {**seen, "rows": rows, "rows_ms": float(store.column("wall_ns")[rows].sum() / 1e6), "apart": True}
 
 
 def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured: int) -> dict[str, Any]:
@@ -185,7 +239,7 @@ def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured:
     }
 
 
-def _write_trace(engine, full, part, lines: dict[str, Any]) -> None:
+def _write_trace(engine, start_ns, wall_ns, part, lines: dict[str, Any]) -> None:
     detail = engine.trace_tables()  # the kept steps' detail: bounded however long the run
     spans = detail["spans"]
     names = engine.phase_names()
@@ -198,8 +252,8 @@ def _write_trace(engine, full, part, lines: dict[str, Any]) -> None:
         "span_step": spans["step"].to_numpy(),
         "phase_ids": np.array(list(names), dtype=np.int32),
         "phase_names": np.array(list(names.values()), dtype=str),
-        "step_start_ns": full["start_ns"].to_numpy(),
-        "step_wall_ns": full["wall_ns"].to_numpy(),
+        "step_start_ns": start_ns,
+        "step_wall_ns": wall_ns,
     }
     # Which steps those intervals cover, and the cap that bounded them (the trace says so).
     # Imported here, not at the top: a process that never imported torch writes its part at

@@ -15,6 +15,7 @@ from perfcore.report import jsonio
 from perfcore.report.reader import load_part, steps_file
 from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
+from perfcore.run.parent.heap import give_back_freed
 from perfcore.run.parent.part_dirs import compress_parts, drop_checkpoints, hand_over_table, part_dirs, write_steps
 from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
 
@@ -174,6 +175,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     )
     from perfcore.run.parent.trainers import the_run, together
 
+    give_back_freed()  # the finish's column-sized arrays go back to the OS when freed, not to the heap
     parts = _read_parts(out) if parts is None else parts
     failed_first = first_failed_rank(parts)
     measured, evaluating, apart, side_by_side = the_run(parts)
@@ -337,6 +339,8 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
 
         write_trace(out / "trace.json", parts)
         files["trace.json"] = "trace.json"
+    for p in parts:
+        p["raw"] = {}  # nothing after the trace reads the parts' arrays (16 bytes a step): not held to the report
     from perfcore.report.plots import plot_breakdown, plot_kernels
     from perfcore.report.verdict_words import headline
 

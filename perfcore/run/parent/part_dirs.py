@@ -5,6 +5,7 @@ being finished is read as a part, written or deleted."""
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -58,7 +59,15 @@ def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
 # From this many rows a steps table is kept gzip-compressed (steps.csv.gz): 1M tiny steps made an 83 MB
 # steps.csv, stored twice (the part's and the run's) and a third time as parquet.
 LARGE_STEPS = 100_000
-_GZIP = {"method": "gzip", "compresslevel": 6, "mtime": 0}
+
+
+def _gzip(fh):
+    """A gzip stream into the open file fh whose header names no file: given a path, gzip writes its
+    name (the atomic write's temporary one, random) into the header, and the same table compressed twice
+    differed."""
+    import gzip
+
+    return gzip.GzipFile(filename="", mode="wb", compresslevel=6, mtime=0, fileobj=fh)
 
 
 def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchanged: bool) -> None:
@@ -69,8 +78,13 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
     if len(part["steps"]) >= LARGE_STEPS:
         files.pop(path.name, None)
         gz = path.with_name(path.name + ".gz")
-        with jsonio.atomic_path(gz) as tmp:
-            part["steps"].to_csv(tmp, index=False, compression=_GZIP)
+        with (
+            jsonio.atomic_path(gz) as tmp,
+            open(tmp, "wb") as fh,
+            _gzip(fh) as z,
+            io.TextIOWrapper(z, encoding="utf-8", newline="") as text,
+        ):
+            part["steps"].to_csv(text, index=False)
         files[gz.name] = gz.name
         return
     src = part.get("dir")
@@ -113,7 +127,6 @@ def hand_over_table(out: Path, main: dict[str, Any]) -> None:
 def compress_parts(out: Path, parts: list[dict[str, Any]]) -> None:
     """A large part's steps.csv, read and written into the run's table, is kept compressed (merge and
     report read steps.csv.gz alike). Only parts of this folder, real folders, their own files."""
-    import gzip
     import shutil
 
     for p in parts:
@@ -131,7 +144,8 @@ def compress_parts(out: Path, parts: list[dict[str, Any]]) -> None:
         with (
             jsonio.atomic_path(d / "steps.csv.gz") as tmp,
             open(csv, "rb") as src,
-            gzip.GzipFile(tmp, "wb", compresslevel=6, mtime=0) as dst,
+            open(tmp, "wb") as fh,
+            _gzip(fh) as dst,
         ):
             shutil.copyfileobj(src, dst, 1 << 20)
         csv.unlink()
