@@ -1,14 +1,14 @@
-"""diagnose's verdict in words: the verdict as decided with diagnose's findings (the cause loading was
-found to be, each experiment's check, what to do about loading), made from the facts diagnose.json keeps
-by report.verdict_words, as every verdict is said."""
+"""diagnose.json's words beside its facts: the verdict as every verdict is said (report.verdict_words,
+with diagnose's checks and loading cause), and a script that failed after measured steps."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from perfcore.report.failure_words import say_script_exit
 from perfcore.report.verdict_words import say_verdict
 
-__all__ = ["say", "say_verdict"]
+__all__ = ["say"]
 
 
 def say(doc: dict[str, Any]) -> dict[str, Any]:
@@ -16,4 +16,4 @@ def say(doc: dict[str, Any]) -> dict[str, Any]:
     verdict written before the facts were kept keeps the words it stored."""
     if isinstance(doc.get("verdict"), dict):
         say_verdict(doc["verdict"])
-    return doc
+    return say_script_exit(doc)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perfcore.analysis.gain import fmt_speedups
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.advice_words import text_of
 from perfcore.report.check_words import readable_frame
-from perfcore.report.label_words import interference_detail, interference_sentence
+from perfcore.report.failure_words import config_failure, script_exit_words
+from perfcore.report.label_words import interference_detail, interference_sentence, speedups_words
 from perfcore.report.lines_text import patch_text
 from perfcore.report.terminal import verdict_line
 
@@ -47,7 +47,8 @@ def render_health(doc: dict[str, Any]) -> str:
 def _script_exit(doc: dict[str, Any]) -> list[str]:
     """The one line for a script that failed after measured steps (its code is the command's)."""
     ex = doc.get("script_exit")
-    return [ex["sentence"]] if isinstance(ex, dict) and ex.get("sentence") else []
+    said = script_exit_words(ex) if isinstance(ex, dict) else ""
+    return [said] if said else []
 
 
 def render_diagnose(doc: dict[str, Any]) -> str:
@@ -97,7 +98,11 @@ def render_diagnose(doc: dict[str, Any]) -> str:
                 + f", measured {fmt_x(c.get('measured_speedup'))}"
                 + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "")
                 + f": {c.get('status')}"
-                + (f" (agreeing: {fmt_speedups(c['agreement_band'])})" if fmt_speedups(c.get("agreement_band")) else "")
+                + (
+                    f" (agreeing: {speedups_words(c['agreement_band'])})"
+                    if speedups_words(c.get("agreement_band"))
+                    else ""
+                )
             )
     plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     for r in doc.get("recommendations") or []:
@@ -136,7 +141,7 @@ def _check_short(c: dict[str, Any]) -> str:
     )
     # The band the status was judged on (the prediction's interval widened by the runs' noise), beside
     # the word, so "confirmed" is never read against a narrower range printed elsewhere.
-    agreeing = fmt_speedups(c.get("agreement_band")) if status != "inconclusive" else ""
+    agreeing = speedups_words(c.get("agreement_band")) if status != "inconclusive" else ""
     return f"  {c['experiment']}: predicted {px}, measured {mx}: {status}{why}" + (
         f" (agreeing: {agreeing})" if agreeing else ""
     )
@@ -225,7 +230,7 @@ def render_sweep(doc: dict[str, Any]) -> str:
             f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
             f"{str(_int(c['prefetch_factor']) if c['num_workers'] else '-'):>8} {step:>9} {rate:>10} "
             f"{busy:>7}"
-            + (f"  {c['error'][:80]}" if failed and c.get("error") else _verdict_cell(c))
+            + (f"  {config_failure(c)[:80]}" if failed and config_failure(c) else _verdict_cell(c))
             + (f"  replaced: {c['replaced']}" if c.get("replaced") else "")
         )
     b = doc["best"]

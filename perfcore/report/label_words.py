@@ -14,6 +14,7 @@ __all__ = [
     "what_of",
     "how_of",
     "gain_words",
+    "speedups_words",
     "evidence_words",
     "startup_sentence",
     "interference_sentence",
@@ -74,6 +75,13 @@ def how_of(label: str, on_gpu: bool, measured_by: str | None = None) -> str:
     if measured_by:
         return _MEASURED_BY.get(measured_by, measured_by)
     return _LONG[label][1] if on_gpu else _LONG[label][2]
+
+
+def speedups_words(band: Any) -> str:
+    """A band of speedups: "1.70-1.95x", or "1.70x or more" when nothing would be left at its top."""
+    if not band or band[0] is None:
+        return ""
+    return fmt_band(band[0], band[1]) if band[1] is not None else f"{fmt_x(band[0])} or more"
 
 
 def gain_words(speedup: float | None, band: Any = None) -> str:
