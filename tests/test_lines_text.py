@@ -113,9 +113,9 @@ def test_the_sweep_patch_lines():
         "  change at train.py:42: DataLoader(ds, num_workers=2, pin_memory=True)",
         "  git apply sweep1/dataloader.patch",
     ]
-    assert patch_text({"status": "unchanged", "reason": "the best configuration is the script's own"}) == [
-        "  no DataLoader patch: the best configuration is the script's own"
-    ]
+    said = ["  no DataLoader patch: the best configuration is the script's own"]
+    assert patch_text({"status": "unchanged", "reason": "own_is_best"}) == said
+    assert patch_text({"status": "unchanged", "reason": "the best configuration is the script's own"}) == said  # old
     assert patch_text(None) == []
 
 

@@ -157,12 +157,26 @@ def _compute_text(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _no_patch(p: Mapping[str, Any]) -> str:
+    """Why the sweep wrote no patch, from its reason (an older document's reason is its words)."""
+    reason = p.get("reason")
+    if reason == "no_site":
+        return "no DataLoader call site or no best configuration"
+    if reason == "own_is_best":
+        return "the best configuration is the script's own"
+    if reason == "not_under_cwd":
+        return f"the DataLoader at {p.get('site')} is not a file under {p.get('cwd')}"
+    if reason == "cannot_patch":
+        return str(p.get("error") or "")
+    return str(reason or "")
+
+
 def patch_text(patch: Mapping[str, Any] | None, folder: str = "<sweep folder>") -> list[str]:
     """The sweep's DataLoader change: the call as it would read at its file:line, and the patch to apply."""
     if not patch:
         return []
     if patch.get("status") != "written":
-        return [f"  no DataLoader patch: {_printable(patch.get('reason', ''))}"]
+        return [f"  no DataLoader patch: {_printable(_no_patch(patch))}"]
     return [
         f"  change at {_printable(patch['at'])}: {_printable(patch['call'])}",
         f"  git apply {_printable(os.path.join(folder, patch['patch']))}"
