@@ -15,7 +15,8 @@ import pytest
 
 from perfcore.analysis.advice import advise_run, loader_plan
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
-from perfcore.report.advice_words import plan_words, text_of
+from perfcore.report.advice_words import text_of
+from perfcore.report.plan_words import plan_words
 from perfcore.report.words import try_short, verdict_short
 from perfcore.report.verdict_words import summary_words
 

@@ -9,7 +9,8 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
-from perfcore.report.advice_words import evidence_of, plan_sentence, text_of
+from perfcore.report.advice_words import evidence_of, text_of
+from perfcore.report.plan_words import plan_sentence
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import lines_text

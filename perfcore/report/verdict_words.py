@@ -31,6 +31,7 @@ __all__ = [
     "plain_words",
     "summary_words",
     "say_verdict",
+    "verdict_name",
     "say_compare",
     "verdict_short",
     "card_lines",
@@ -251,16 +252,39 @@ def fit(*parts: tuple[str, int]) -> str:
     return "".join(keep)
 
 
+def _name(v: Mapping[str, Any], t: Verdict) -> str | None:
+    """The verdict's name: its bound and level ("input-bound (critical)", "input-bound on rank 1 (moderate)",
+    "compute-bound (healthy)", "straggler rank 1 (critical)"); None for a document without its numbers."""
+    if t.level is Level.HEALTHY:
+        return "compute-bound (healthy)"
+    job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
+    if job and t.bound == "straggler":
+        return f"straggler rank {job.get('slow_rank')} ({LEVEL_WORDS.get(t.level.value, t.level.value)})"
+    top = next((c for c in t.named if c.label == t.primary), None)
+    if top is None:
+        return None
+    level = "borderline" if t.level is Level.BORDERLINE else LEVEL_WORDS.get(top.level.value, top.level.value)
+    on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
+    return f"{top.bound}{on} ({level})"
+
+
+def verdict_name(v: Mapping[str, Any]) -> str:
+    """The verdict in a few words (its bound and level), for compare's before -> after; "no steps measured"."""
+    try:
+        if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
+            return "no steps measured"
+        return _name(v, Verdict.from_dict(v)) or str(v.get("bound"))
+    except _MALFORMED:
+        return str(v.get("bound") or "no steps measured")
+
+
 def _head(v: Mapping[str, Any], t: Verdict) -> list[tuple[str, int]] | None:
     """The verdict's short line as ranked parts (fit drops the lowest first), without "verdict: "."""
     busy = (" [uncertain: busy]" if t.uncertain else "", 1)  # the header line says how busy, as measured
     if t.level is Level.HEALTHY:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
         return [
-            (
-                f"compute-bound (healthy): nothing avoidable reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step",
-                0,
-            ),
+            (f"{_name(v, t)}: nothing avoidable reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step", 0),
             (f" (largest: {big.label}, {fmt_share(big.share)})" if big else "", 2),
             busy,
         ]
@@ -268,8 +292,7 @@ def _head(v: Mapping[str, Any], t: Verdict) -> list[tuple[str, int]] | None:
     if job and t.bound == "straggler":  # a job held up by one rank: the wait, the slow rank, its excess
         return [
             (
-                f"straggler rank {job.get('slow_rank')} ({LEVEL_WORDS.get(t.level.value, t.level.value)}): "
-                f"rank {job.get('waiting_rank')} waits {fmt_ms(float(job.get('wait_ms') or 0))} of a "
+                f"{_name(v, t)}: rank {job.get('waiting_rank')} waits {fmt_ms(float(job.get('wait_ms') or 0))} of a "
                 f"{fmt_ms(float(job.get('step_ms') or 0))} step ({fmt_share(float(job.get('wait_share') or 0))}) "
                 f"for it, {job.get('excess_label')} +{fmt_ms(float(job.get('excess_ms') or 0))}",
                 0,
@@ -280,13 +303,11 @@ def _head(v: Mapping[str, Any], t: Verdict) -> list[tuple[str, int]] | None:
     if top is None:  # a document without the verdict's numbers (written before they were kept)
         return None
     band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
-    level = "borderline" if t.level is Level.BORDERLINE else LEVEL_WORDS.get(top.level.value, top.level.value)
-    on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
     # The gain of removing it is said once, on the "try" line that names the change; the interval gives
     # way to the wait for the slow rank and to the busy mark.
     return [
         (
-            f"{top.bound}{on} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
+            f"{_name(v, t)}: {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
             f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}",
             0,
         ),
@@ -332,13 +353,11 @@ def _card_lines(v: Mapping[str, Any]) -> tuple[str, list[str]]:
     job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
     top = next((c for c in t.named if c.label == t.primary), None)
     if t.level is Level.HEALTHY:
-        head = f"compute-bound (healthy): nothing avoidable reaches {100 * WARN_SHARE:.0f}% of the step"
+        head = f"{_name(v, t)}: nothing avoidable reaches {100 * WARN_SHARE:.0f}% of the step"
     elif job and t.bound == "straggler":
         head = "".join(text for text, _ in _head(v, t) or [] if not text.startswith(" [uncertain"))
     elif top is not None:
-        level = "borderline" if t.level is Level.BORDERLINE else LEVEL_WORDS.get(top.level.value, top.level.value)
-        on = f" on rank {job.get('slow_rank')}" if job else ""
-        head = f"{top.bound}{on} ({level}): {WHAT[top.label]}"
+        head = f"{_name(v, t)}: {WHAT[top.label]}"
     else:  # a document without the verdict's numbers (written before they were kept)
         return plain_words(v).split("; ")[0], []
     lines = []
