@@ -50,7 +50,10 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
     extra = [s.strip() for s in lines_text(doc)]
     named = [s for s in extra if s.startswith("try:")]
     recs = [r for r in doc.get("recommendations") or [] if not (named and r.get("id") == "host_gaps")]
-    lines += [] if crash else (named + [try_short(r, doc["verdict"], site) for r in recs])[:2]
+    tries = list(named)
+    for r in recs:
+        tries.append(try_short(r, doc["verdict"], site, tuple(tries)))
+    lines += [] if crash else [t for t in tries if t][:2]
     starved = starved_short(doc.get("starvation") or {})
     lines += [starved] if starved else []
     ex = doc.get("exit") or {}

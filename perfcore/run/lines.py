@@ -151,7 +151,7 @@ def lines_document(
     measured = ~table["warmup"].to_numpy(dtype=bool)
     if "evaluation" in table:
         measured &= ~table["evaluation"].to_numpy(dtype=bool)
-    from perfcore.analysis.lines import host_timeline
+    from perfcore.analysis.line_timeline import host_timeline
 
     s0 = full["start_ns"].to_numpy(np.int64)
     s1 = s0 + full["wall_ns"].to_numpy(np.int64) + full["perfcore_ns"].to_numpy(np.int64)
