@@ -11,6 +11,7 @@ from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report.finding_words import evaluation_sentence, memory_words
 from perfcore.report.label_words import evidence_words, gain_words, startup_sentence
 from perfcore.report.plan_words import MALFORMED, plan_words, where_words
+from perfcore.report.robust_words import say_robust
 from perfcore.report.verdict_words import say_interference, say_verdict
 
 __all__ = ["advice_words", "text_of", "evidence_of", "ways_short", "say"]
@@ -259,6 +260,7 @@ def say(doc: dict[str, Any]) -> dict[str, Any]:
         if isinstance(f, dict) and "sentence" not in f:
             f["sentence"], f["advice"] = memory_words(f)
     say_verdict(doc.get("verdict"))
+    say_robust(doc.get("breakdown_robust"))
     intf = doc.get("interference")
     if isinstance(intf, dict) and isinstance(intf.get("reasons"), list):
         intf.update(say_interference(intf))

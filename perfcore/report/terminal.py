@@ -14,6 +14,7 @@ from perfcore.report.plan_words import plan_sentence
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import lines_text
+from perfcore.report.robust_words import outliers_sentence
 from perfcore.report.verdict_words import cause_words, plain_words, summary_words
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "crashed_early", "FEW_STEPS"]
@@ -179,8 +180,8 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
             f"  {lb:<9} {fmt_ms(doc['breakdown_ms'][lb]):>9} {fmt_share(f):>6} {_bar(f)}"
             + (f" {fmt_share(rb['share'][lb])} ({fmt_band(b[0], b[1], fmt_share)})" if b else "")
         )
-    if (rb.get("outliers") or {}).get("sentence"):
-        lines.append(f"  {rb['outliers']['sentence']}")
+    if outliers_sentence(rb.get("outliers")):
+        lines.append(f"  {outliers_sentence(rb['outliers'])}")
     if verdict:
         lines += ["", verdict_line(doc["verdict"])]
         v = doc["verdict"]
