@@ -17,15 +17,7 @@ import pandas as pd
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
-__all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle", "EXCESS_PHRASE"]
-
-# What a slow rank does more of, by its excess label (judge_straggle's headline; report.rank_words too).
-EXCESS_PHRASE = {
-    "load": "its DataLoader waits",
-    "compute": "it computes",
-    "transfer": "it copies",
-    "host": "it spends outside the timed phases",
-}
+__all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle"]
 
 
 def _measured(steps: pd.DataFrame) -> pd.DataFrame:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfcore.analysis.ranks import EXCESS_PHRASE
 from perfcore.analysis.units import fmt_ms, fmt_share
+from perfcore.report.verdict_words import EXCESS_PHRASE
 
 __all__ = ["straggler_sentence", "waiting_sentence", "missing_sentence", "job_problem_words", "say"]
 

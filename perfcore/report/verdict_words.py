@@ -31,6 +31,7 @@ __all__ = [
     "plain_words",
     "summary_words",
     "say_verdict",
+    "EXCESS_PHRASE",
     "verdict_name",
     "say_compare",
     "verdict_short",
@@ -50,8 +51,8 @@ THRESHOLDS_RATIONALE = (
 WIDTH = 120
 # A cause's tier in plain words (the verdict's "warn" is a threshold's name, not a finding).
 LEVEL_WORDS = {"warn": "moderate", "critical": "critical", "borderline": "borderline", "minor": "minor"}
-# What a straggler's excess is spent on.
-_EXCESS = {
+# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
+EXCESS_PHRASE = {
     "load": "its DataLoader waits",
     "compute": "it computes",
     "transfer": "it copies",
@@ -133,7 +134,7 @@ def straggler_lead(job: Mapping[str, Any]) -> str:
         f"{fmt_ms(float(job['wait_ms']))} of each {fmt_ms(float(job['step_ms']))} step ({fmt_share(share)}, "
         f"{level}) in collectives for it; its own work is {fmt_ms(float(job.get('work_ms') or 0))} against "
         f"{fmt_ms(float(job.get('others_work_ms') or 0))} on the other ranks, the excess in {ex}: "
-        f"{_EXCESS.get(ex, ex)} {fmt_ms(float(job.get('excess_ms') or 0))} more per step"
+        f"{EXCESS_PHRASE.get(ex, ex)} {fmt_ms(float(job.get('excess_ms') or 0))} more per step"
     )
 
 
