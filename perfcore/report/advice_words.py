@@ -9,8 +9,8 @@ from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report.finding_words import evaluation_sentence, memory_words
-from perfcore.report.label_words import evidence_words, gain_words, startup_sentence
-from perfcore.report.plan_words import MALFORMED, plan_words, where_words
+from perfcore.report.label_words import MALFORMED, evidence_words, gain_words, startup_sentence
+from perfcore.report.plan_words import plan_words, where_words
 from perfcore.report.robust_words import say_robust
 from perfcore.report.verdict_words import say_interference, say_verdict
 

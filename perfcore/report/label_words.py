@@ -9,7 +9,12 @@ from typing import Any, Mapping
 from perfcore.analysis.uncertainty import LEVEL
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 
+# A document read from a folder is untrusted: facts that do not have the shape this version writes (another
+# version's, an edited file) are not said; the words stored beside them are.
+MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
 __all__ = [
+    "MALFORMED",
     "WHAT",
     "what_of",
     "how_of",

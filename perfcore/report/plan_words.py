@@ -9,11 +9,10 @@ from typing import Any, Mapping
 from perfcore.analysis.loader_plan import PlanKind
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_ms, fmt_x
+from perfcore.report.label_words import MALFORMED
 
-__all__ = ["where_words", "plan_words", "plan_sentence", "MALFORMED"]
+__all__ = ["where_words", "plan_words", "plan_sentence"]
 
-# A document's field of the wrong type or missing: its stored words are read instead.
-MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 # How to make a batch cheaper, by how its items are made: a decoder is named only where images are decoded.
 _CHEAPER = {

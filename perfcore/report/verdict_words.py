@@ -14,6 +14,7 @@ from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
 from perfcore.report.check_words import check_text, loading_text
 from perfcore.report.label_words import (
+    MALFORMED,
     WHAT,
     evidence_words,
     gain_words,
@@ -35,7 +36,7 @@ __all__ = [
     "verdict_name",
     "say_compare",
     "verdict_short",
-    "card_lines",
+    "stored_words",
     "cause_words",
     "headline",
     "preface",
@@ -275,7 +276,7 @@ def verdict_name(v: Mapping[str, Any]) -> str:
         if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
             return "no steps measured"
         return _name(v, Verdict.from_dict(v)) or str(v.get("bound"))
-    except _MALFORMED:
+    except MALFORMED:
         return str(v.get("bound") or "no steps measured")
 
 
@@ -346,52 +347,8 @@ def preface(plain: str, interference: Mapping[str, Any] | None) -> str:
     return f"{interference_sentence(interference)}. {plain[0].upper()}{plain[1:]}"
 
 
-def _card_lines(v: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """card_lines, on facts of the shape this version writes."""
-    if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
-        return str(v.get("summary") or "no steps measured"), []
-    t = Verdict.from_dict(v)
-    job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
-    top = next((c for c in t.named if c.label == t.primary), None)
-    if t.level is Level.HEALTHY:
-        head = f"{_name(v, t)}: nothing avoidable reaches {100 * WARN_SHARE:.0f}% of the step"
-    elif job and t.bound == "straggler":
-        head = "".join(text for text, _ in _head(v, t) or [] if not text.startswith(" [uncertain"))
-    elif top is not None:
-        head = f"{_name(v, t)}: {WHAT[top.label]}"
-    else:  # a document without the verdict's numbers (written before they were kept)
-        return plain_words(v).split("; ")[0], []
-    lines = []
-    if t.uncertain:
-        lines.append("uncertain: other processes used the machine during the run (see Warnings)")
-    check = next((c for c in v.get("checks") or [] if isinstance(c, Mapping) and c.get("status")), None)
-    if check is not None and check.get("measured_speedup") is not None:  # diagnose's test of the verdict
-        lines.append(
-            f"checked: {check.get('experiment')} measured {fmt_x(check['measured_speedup'])}"
-            + (f" against {fmt_x(check['predicted_speedup'])} predicted" if check.get("predicted_speedup") else "")
-            + f": {check['status']}"
-        )
-    if top is not None and top.share_band is not None and (t.level is Level.BORDERLINE or top.borderline_tier):
-        tier = top.borderline_tier or WARN_SHARE
-        more = steps_to_settle(t.steps, top.share, top.share_band, tier) if t.steps else None
-        lines.append(
-            f"borderline: its {100 * LEVEL:.0f}% interval {fmt_band(top.share_band[0], top.share_band[1], fmt_share)} "
-            f"straddles {100 * tier:.0f}%; "
-            + (
-                f"--steps {more} or a quieter machine would settle it"
-                if more and more > t.steps
-                else "more steps would settle it"
-            )
-        )
-    return head, lines[:2]
-
-
-# A document read from a folder is untrusted: facts that do not have the shape this version writes (another
-# version's, an edited file) are not said; the words stored beside them are.
-_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
-
-
-def _stored(v: Mapping[str, Any]) -> str:
+def stored_words(v: Mapping[str, Any]) -> str:
+    """The words a verdict document stored beside its facts (what an older or damaged one still says)."""
     return str(v.get("summary") or v.get("plain_summary") or "") if isinstance(v, Mapping) else ""
 
 
@@ -401,8 +358,8 @@ def plain_words(v: Mapping[str, Any]) -> str:
     diagnose's checks and what loading is. A document without the facts: its stored words."""
     try:
         return _plain_words(v)
-    except _MALFORMED:
-        return str(v.get("plain_summary") or "") or _stored(v)
+    except MALFORMED:
+        return str(v.get("plain_summary") or "") or stored_words(v)
 
 
 def summary_words(v: Mapping[str, Any]) -> str:
@@ -410,8 +367,8 @@ def summary_words(v: Mapping[str, Any]) -> str:
     interference finding first (what inflated the steps), then plain_words."""
     try:
         return _summary_words(v)
-    except _MALFORMED:
-        return _stored(v)
+    except MALFORMED:
+        return stored_words(v)
 
 
 def verdict_short(v: Mapping[str, Any]) -> str:
@@ -420,23 +377,13 @@ def verdict_short(v: Mapping[str, Any]) -> str:
     makes it uncertain."""
     try:
         return _verdict_short(v)
-    except _MALFORMED:
-        return f"verdict: {_stored(v)}"
-
-
-def card_lines(v: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The HTML verdict card's words: a headline (the bound, its level, what the time is; the card's
-    tiles give its ms, share and gain) and at most two short lines (why the verdict is uncertain,
-    diagnose's check of it, what would settle a borderline one); summary_words goes in its "why" panel."""
-    try:
-        return _card_lines(v)
-    except _MALFORMED:
-        return _stored(v).split("; ")[0], []
+    except MALFORMED:
+        return f"verdict: {stored_words(v)}"
 
 
 def cause_words(v: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[str, str]:
     """A named cause's (what, evidence) in words: from the verdict's facts, else the words it stored."""
     try:
         return _cause_words(v, c)
-    except _MALFORMED:
+    except MALFORMED:
         return str(c.get("what") or c.get("label") or ""), str(c.get("evidence") or "")
