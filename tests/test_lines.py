@@ -255,8 +255,8 @@ def test_the_minimum_samples_keep_two_standard_errors_within_half_the_share():
 
 def test_a_line_that_calls_into_a_library_keeps_where_its_time_went():
     """trainer.train() at the script's line 40 holds all host time; 3 of its 4 samples are in the library's
-    training_step, 1 in its log: the line keeps the library call that held most of it, and its share.
-    A line running its own code (line 12) has none."""
+    training_step, 1 in its log (both under train): the line keeps the deepest frame of the library that
+    held most of it, and its share. A line running its own code (line 12) has none."""
     call = Frame("/home/u/train.py", "<module>", 40)
     step = Frame("/lib/python3/site-packages/transformers/trainer.py", "training_step", 3900)
     log = Frame("/lib/python3/site-packages/transformers/trainer.py", "log", 3500)
@@ -266,5 +266,5 @@ def test_a_line_that_calls_into_a_library_keeps_where_its_time_went():
     host = join_lines(_samples([10, 20, 30, 40, 50], [0, 0, 1, 0, 2], stacks), [0], [60], prefixes=LIB).label("host")
     first, second = host.lines
     assert (first.line, first.share) == (40, pytest.approx(0.8))
-    assert first.inside == (train.file, "train", 2200) and first.inside_share == pytest.approx(1.0)
+    assert first.inside == (step.file, "training_step", 3900) and first.inside_share == pytest.approx(0.75)
     assert (second.line, second.inside, second.inside_share) == (12, None, None)

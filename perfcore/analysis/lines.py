@@ -34,6 +34,7 @@ __all__ = [
     "sample_weights",
     "step_of",
     "library_entries",
+    "package_of",
     "calls_per_step",
     "join_lines",
     "REPORT_ORDER",
@@ -90,9 +91,10 @@ class LineCost:
     samples: int
     user: bool
     calls: tuple[SiteCalls, ...] = ()  # synchronising calls counted at this line
-    # The library call this line spent most of its time in (file, function, line), with that share of the
-    # line's time, where more than half of it was inside library code: a line that holds a label's whole
-    # time because it calls into a library (trainer.train()) is named with where the time went.
+    # Where in the library it called this line spent most of its time (file, function, line: the deepest
+    # frame of that library's package), with that share of the line's time, where more than half of it was
+    # inside library code: a line that holds a label's whole time because it calls into a library
+    # (trainer.train()) is named with where the time went.
     inside: tuple[str, str, int] | None = None
     inside_share: float | None = None
 
@@ -150,15 +152,28 @@ def fold(
 def library_entries(
     stacks: tuple[tuple[Frame, ...], ...], prefixes: tuple[str, ...]
 ) -> tuple[np.ndarray, tuple[Frame, ...]]:
-    """Per stack (frames innermost first), the index of the library frame its user site called (the frame
-    just inside the innermost user frame) in the returned frames, or -1 where the site ran its own code."""
+    """Per stack (frames innermost first), the index in the returned frames of where its user site's time
+    went inside the library it called: the deepest frame of the called library's own package (a Trainer's
+    _maybe_log_save_evaluate, not train() that holds everything, nor torch below it); -1 where the site
+    ran its own code."""
     index: dict[Frame, int] = {}
     entry_of = np.full(len(stacks), -1, dtype=np.int64)
     for i, frames in enumerate(stacks):
         j = next((k for k, f in enumerate(frames) if not is_library(f.file, prefixes)), None)
         if j:  # a user frame with a library frame inside it
-            entry_of[i] = index.setdefault(frames[j - 1], len(index))
+            pkg = package_of(frames[j - 1].file)
+            deepest = next(f for f in frames[:j] if package_of(f.file) == pkg)
+            entry_of[i] = index.setdefault(deepest, len(index))
     return entry_of, tuple(index)
+
+
+def package_of(file: str) -> str:
+    """The top-level package a library file belongs to (the folder under site-packages), else its folder."""
+    parts = str(file).replace("\\", "/").split("/")
+    at = max((i for i, p in enumerate(parts) if p in ("site-packages", "dist-packages")), default=None)
+    if at is not None and at + 1 < len(parts):
+        return parts[at + 1].removesuffix(".py")
+    return "/".join(parts[:-1])
 
 
 def _inside(

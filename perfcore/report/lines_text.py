@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from perfcore.analysis.lines import enough_samples, min_samples
+from perfcore.analysis.lines import enough_samples, min_samples, package_of
 from perfcore.analysis.loader_plan import training_loader
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import run_evidence, steady_ms
@@ -76,38 +76,19 @@ def _loader_text(loader: Mapping[str, Any], figure: str) -> str:
     return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting for batches; {change}"
 
 
-# A library's own settings for the time a training loop spends in it, where the loop is the library's.
-_LIBRARY_FIX = {
-    "transformers": "TrainingArguments(logging_steps=larger, disable_tqdm=True)",
-    "lightning": "Trainer(log_every_n_steps=larger, enable_progress_bar=False)",
-    "pytorch_lightning": "Trainer(log_every_n_steps=larger, enable_progress_bar=False)",
-}
-# Folders after which a library's name comes.
-_PACKAGES = ("site-packages", "dist-packages")
-
-
-def library_of(file: str) -> str:
-    """The library a file belongs to: the package under site-packages, else the module's name."""
-    parts = str(file).replace("\\", "/").split("/")
-    at = max((i for i, p in enumerate(parts) if p in _PACKAGES), default=None)
-    if at is not None and at + 1 < len(parts):
-        return parts[at + 1].removesuffix(".py")
-    return os.path.basename(str(file)).removesuffix(".py")
-
-
 def _library_line(x: Mapping[str, Any], label: str, cwd: str | None) -> str | None:
     """A user's line that holds a label's time only because it calls into a library (trainer.train()):
-    the share of the label inside that library's call, and the library's own settings for its per-step
-    work where they are known (else where to look)."""
+    the share of the label at the deepest frame of that library where the time went, by file and line
+    (its own lines are for py-spy or the library's profiler; perfcore does not guess its settings)."""
     inside = x.get("inside")
     # Counted syncing calls at the line are its change already (keep values on the device).
     if not inside or x.get("share", 0) < 0.5 or not x.get("user", True) or x.get("calls"):
         return None
-    lib = library_of(inside[0])
+    lib = package_of(inside[0])
     share = fmt_share(float(x["share"]) * float(x.get("inside_share") or 0))
-    fix = _LIBRARY_FIX.get(lib, "py-spy top shows its lines")
     of = _printable(lib) + ("'" if lib.endswith("s") else "'s")
-    return f"  try: {_site(x, cwd)}: {share} of {label} is inside {of} {_printable(inside[1])}: {fix}"
+    at = f"{os.path.basename(inside[0])}:{int(inside[2])}"
+    return f"  try: {_site(x, cwd)}: {share} of {label} is in {of} {_printable(inside[1])} ({_printable(at)})"
 
 
 def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: str | None) -> str:
