@@ -143,8 +143,8 @@ class Runner(Protocol):
     # A sweep changes only the axes asked for and keeps the rest as the loop has them (a script); else
     # every axis is set (a workload's loader, rebuilt per configuration).
     keeps_own_settings: bool
-    health_note: str | None
-    decoder_skip: str  # why diagnose's experiment C is skipped when there is no other decoder
+    health_note: str | None  # a code said by report.diagnose_words (NOTES): what health's loop leaves out
+    decoder_skip: str  # why diagnose's experiment C is skipped with no other decoder: a code (NOTES)
 
     def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement: ...
 

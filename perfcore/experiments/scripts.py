@@ -153,8 +153,8 @@ class ScriptRunner:
 
     forward_only = False
     keeps_own_settings = True
-    health_note = "a script runs its own loop (optimizer included); health of a workload factory omits the optimizer"
-    decoder_skip = "a script declares no decoders; use a workload factory with decoders={...} for this experiment"
+    health_note = "script_loop"
+    decoder_skip = "script_decoders"
 
     def __init__(self, cmd: list[str], out: Path) -> None:
         self.cmd = list(cmd)
@@ -200,6 +200,5 @@ class ScriptRunner:
             "ms_per_item": w.get("getitem_ms_mean", 0.0) / max(1.0, w.get("items_per_batch", 1)),
             "cpu_to_wall": None,
             "top": [],
-            "note": "a script's workers are timed per batch (__getitem__ vs collate); for a function-level "
-            "profile, point diagnose at a workload factory",
+            "note": "timed_per_batch",
         }

@@ -9,6 +9,7 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.advice_words import text_of
 from perfcore.report.check_words import readable_frame
+from perfcore.report.diagnose_words import note_words
 from perfcore.report.failure_words import config_failure, script_exit_words
 from perfcore.report.label_words import interference_detail, interference_sentence, speedups_words
 from perfcore.report.lines_text import patch_text
@@ -69,14 +70,14 @@ def render_diagnose(doc: dict[str, Any]) -> str:
             f"{fmt_x(e['speedup']):>8}"
         )
     for s in doc.get("skipped", []):
-        lines.append(f"  {s['name']:<34} skipped: {s['reason']}")
+        lines.append(f"  {s['name']:<34} skipped: {note_words(s['reason'])}")
     p = doc["worker_profile"]
     ratio = f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else ""
     lines.append(
         f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item{ratio}" + ("; top functions:" if p["top"] else "")
     )
     if p.get("note"):
-        lines.append(f"    ({p['note']})")
+        lines.append(f"    ({note_words(p['note'])})")
     for r in p["top"][:5]:
         lines.append(f"    {fmt_ms(r['self_ms_per_item']):>9}/item  {readable_frame(r['function'])}")
     lines.append(verdict_line(doc["verdict"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from perfcore.report.diagnose_words import note_words
 from perfcore.report.failure_words import say_script_exit
 from perfcore.report.verdict_words import preface, say_verdict
 
@@ -51,6 +52,8 @@ def say(doc: dict[str, Any]) -> dict[str, Any]:
     if isinstance(doc.get("verdict"), dict):
         say_verdict(doc["verdict"])
     say_script_exit(doc)
+    if doc.get("note"):
+        doc["note"] = note_words(doc["note"])  # health.json has always kept its note in words
     doc["plain_summary"] = health_summary(doc)
     doc["summary"] = preface(doc["plain_summary"], (doc.get("verdict") or {}).get("interference"))
     hb = doc.get("heartbeat")

@@ -37,7 +37,13 @@ _TRIAL_WORDS = {
 
 def where_words(ld: Mapping[str, Any]) -> str:
     """The user's DataLoader: its construction site (file:line) and settings, where known."""
-    owner = f"the DataLoader made at {ld['site']}" if ld.get("site") else ld.get("owner") or "your DataLoader"
+    owner = (
+        f"the DataLoader made at {ld['site']}"
+        if ld.get("site")
+        else f"the {ld['workload']} workload's DataLoader"
+        if ld.get("workload")
+        else ld.get("owner") or "your DataLoader"
+    )
     keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
     settings = ", ".join(f"{k}={ld[k]}" for k in keys if ld.get(k) is not None)
     return f"{owner} ({settings})" if settings else owner
