@@ -268,3 +268,19 @@ def test_a_line_that_calls_into_a_library_keeps_where_its_time_went():
     assert (first.line, first.share) == (40, pytest.approx(0.8))
     assert first.inside == (step.file, "training_step", 3900) and first.inside_share == pytest.approx(0.75)
     assert (second.line, second.inside, second.inside_share) == (12, None, None)
+
+
+def test_the_library_frame_of_each_sample_crosses_from_the_child_with_its_site():
+    """The child folds its stacks to sites; each sample's library frame goes beside its site, so the parent's
+    join names where in the library a line's time went (an older part, without them, has none)."""
+    from perfcore.run.lines import _samples
+
+    call, step = ["/home/u/train.py", "main", 29], ["/lib/python3/site-packages/transformers/trainer.py", "step", 9]
+    facts = {"t_ns": [10, 20, 30, 40], "site": [0, 0, 0, 1], "sites": [call, ["/home/u/train.py", "main", 12]],
+             "entry": [0, 0, -1, -1], "entries": [step], "interval_ns": 10, "cap_ns": 15, "missed": 0, "dropped": 0,
+             "sampler_ns": 0}
+    host = join_lines(_samples(facts), [0], [50], prefixes=LIB).label("host")
+    first = host.lines[0]
+    assert (first.line, first.inside, first.inside_share) == (29, tuple(step), pytest.approx(2 / 3))
+    old = {k: v for k, v in facts.items() if k not in ("entry", "entries")}
+    assert join_lines(_samples(old), [0], [50], prefixes=LIB).label("host").lines[0].inside is None
