@@ -244,6 +244,9 @@ def test_a_line_that_only_calls_into_a_library_names_where_in_the_library_the_ti
     row.update(inside=at, inside_share=0.97)
     (got,) = lines_text(doc, cwd="/p")
     assert got.strip() == "try: main.py:40: 97% of host is in transformers' _maybe_log_save_evaluate (trainer.py:3100)"
+    # Fewer than one counted call a step is not shown, nor what holds the time (the HF trial: 0.43 .item()).
+    row["calls"] = [{"method": "item", "per_step": 0.43}]
+    assert "transformers' _maybe_log_save_evaluate" in lines_text(doc, cwd="/p")[0]
     # Counted syncing calls at the line are its change: said as before.
     row["calls"] = [{"method": "item", "per_step": 4.0}]
     assert "`.item()` a step" in lines_text(doc, cwd="/p")[0]

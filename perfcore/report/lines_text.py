@@ -81,8 +81,8 @@ def _library_line(x: Mapping[str, Any], label: str, cwd: str | None) -> str | No
     the share of the label at the deepest frame of that library where the time went, by file and line
     (its own lines are for py-spy or the library's profiler; perfcore does not guess its settings)."""
     inside = x.get("inside")
-    # Counted syncing calls at the line are its change already (keep values on the device).
-    if not inside or x.get("share", 0) < 0.5 or not x.get("user", True) or x.get("calls"):
+    # Counted syncing calls at the line (as _calls shows them) are its change already: keep values on the device.
+    if not inside or x.get("share", 0) < 0.5 or not x.get("user", True) or _calls(x.get("calls") or []):
         return None
     lib = package_of(inside[0])
     share = fmt_share(float(x["share"]) * float(x.get("inside_share") or 0))
