@@ -132,3 +132,11 @@ def test_graph_capture_matches_eager():
 
     doc = graph_experiment(load_workload("demo", batch_size=8), steps=10, check_steps=3)
     assert doc["captured"] and doc["check"]["match"]
+
+
+def test_the_links_words_are_made_from_its_figures_and_reason():
+    from perfcore.report.transfer_words import NOMINAL, say_link
+
+    assert say_link({"gbps": 31.5, "generation": 4, "width": 16})["note"] == NOMINAL
+    said = say_link({"gbps": None, "reason": "nvml_unavailable", "error": "NVMLError: Not Supported"})
+    assert said["reason"] == "NVML could not tell the link (NVMLError: Not Supported)" and "note" not in said
