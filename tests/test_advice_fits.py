@@ -15,7 +15,8 @@ import pytest
 
 from perfcore.analysis.advice import advise_run, loader_plan
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
-from perfcore.report.advice_words import plan_words, text_of
+from perfcore.report.advice_words import text_of
+from perfcore.report.plan_words import plan_words
 from perfcore.report.words import try_short, verdict_short
 from perfcore.report.verdict_words import summary_words
 
@@ -322,3 +323,34 @@ def test_a_cheaper_batch_try_line_fits_the_terminal(decode):
     line = try_short(rec, {"causes": []}, None)
     assert line.startswith("try: cheaper batches") and len(line) <= 120, line
     assert ("decode_jpeg" in line) == (decode == "pil")
+
+
+def test_an_evaluation_share_keeps_its_try_line_over_startup():
+    """The HF Trainer trial: start-up dominated a short run and 19% of the wall was evaluation; the
+    evaluation's measured share comes before "measure a longer run" (which evaluates as often)."""
+    ev = {"passes": 4, "share_of_wall": 0.19}
+    doc = run_doc(HEALTHY, evaluation=ev, startup={"time_to_first_step_ms": 60_000.0, "first_step_ms": 50.0})
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    ids = [r["id"] for r in doc["recommendations"]]
+    assert doc["verdict"]["startup"]["dominates"] and ids.index("evaluation") < ids.index("startup")
+
+
+def test_the_optimizers_fused_form_is_said_once_in_the_try_lines():
+    """forward_forward (two layers, each with Adam): the named optimizer line gives the fused form with what it
+    saves; the faster-compute line then names only its other ways, and none when it has no other."""
+    from perfcore.report.terminal import render_brief
+
+    fact = {**ADAMW_FACT, "optimizer": "torch.optim.Adam", "keyword": "fused", "snippet": "torch.optim.Adam(..., fused=True)"}
+    doc = run_doc(HEALTHY, torch_compile=True, compiled_graphs=0, compute_facts={"optimizer": fact},
+                  step_time_ms={"mean": 10.2, "p50": 10.2, "p90": 10.5}, backend="host",
+                  breakdown_fraction={k: v / 10.2 for k, v in HEALTHY.items()})
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    tries = [ln for ln in render_brief(doc).splitlines() if ln.startswith("try:")]
+    assert sum("fused=True" in t for t in tries) == 1 and tries[0].startswith("try: torch.optim.Adam(..., fused=True)")
+    assert tries[1] == "try: faster compute: a GPU"
+    (rec,) = [r for r in doc["recommendations"] if r["id"] == "faster_compute"]
+    assert try_short(rec, doc["verdict"], None, ("try: torch.optim.Adam(..., fused=True): saves",)) == (
+        "try: faster compute: a GPU"
+    )
+    rec["facts"]["ways"] = [w for w in rec["facts"]["ways"] if w["way"] == "optimizer"]
+    assert try_short(rec, doc["verdict"], None, ("try: torch.optim.Adam(..., fused=True): saves",)) == ""

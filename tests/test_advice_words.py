@@ -13,7 +13,8 @@ import pytest
 from perfcore.analysis.advice import advise_run, loader_plan
 from perfcore.analysis.loader_plan import PIN_REASON, REASON
 from perfcore.analysis.memory_findings import memory_findings
-from perfcore.report.advice_words import evidence_of, plan_sentence, plan_words, say, text_of
+from perfcore.report.advice_words import evidence_of, say, text_of
+from perfcore.report.plan_words import plan_sentence, plan_words
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence
 from perfcore.report.run_schema import RUN_REQUIRED
 from perfcore.report.shapes import problem

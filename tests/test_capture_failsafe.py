@@ -2,7 +2,6 @@
 StepTimer not closed, or missing) falls back with a note; upkeep failures are counted, not raised."""
 from __future__ import annotations
 
-import pytest
 
 import perfcore.recording.engine as recording
 import perfcore.recording.settling as settling

@@ -91,7 +91,7 @@ def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
     from pathlib import Path
 
     from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
-    from perfcore.report.diagnose_words import say_verdict
+    from perfcore.report.verdict_words import say_verdict
 
     def diagnose_verdict(*args, **kwargs):
         v, predicted = _diagnose_verdict(*args, **kwargs)

@@ -131,3 +131,49 @@ def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(
     assert "Busy over the run" in page  # the chart, from the document alone
     with pytest.raises(BadResult, match="busy_mean"):
         HealthResult.from_dict({**doc, "busy_mean": "40%"})
+
+
+def _sweep_rows() -> list[dict]:
+    ok = {"batch_size": 8, "num_workers": 2, "pin_memory": False, "prefetch_factor": 2, "step_ms": 10.0,
+          "samples_per_s": 800.0, "busy_mean": 0.5, "status": "ok", "error": None}
+    crashed = {**ok, "num_workers": 0, "prefetch_factor": None, "step_ms": 40.0, "samples_per_s": 200.0,
+               "status": "crashed", "reason": "failed_partway", "exit_code": 1, "ended": "crashed (ValueError: x)",
+               "steps": 7}
+    warm = {**ok, "num_workers": 1, "step_ms": None, "samples_per_s": None, "status": "crashed",
+            "reason": "no_measured_step", "exit_code": 3, "ended": None, "steps": 0}
+    return [ok, crashed, warm]
+
+
+def test_sweep_json_is_its_result_read_back_and_a_failed_row_is_said_from_its_reason(tmp_path):
+    import pandas as pd
+
+    from perfcore.analysis.command_results import SweepResult
+    from perfcore.experiments.sweep import sweep_doc
+    from perfcore.report.experiments import render_sweep
+    from perfcore.report.failure_words import config_failure
+    from perfcore.report.reader import load_sweep
+
+    grid = {"batch_size": [8], "num_workers": [0, 1, 2], "pin_memory": [False], "prefetch_factor": [2]}
+    result = sweep_doc("w", grid, 8, pd.DataFrame(_sweep_rows()), t0=0.0, rounds=[])
+    assert result.best["num_workers"] == 2 and result.failed == 2 and "script_settings" not in result.to_dict()
+    (tmp_path / "sweep.json").write_text(json.dumps(result.to_dict()))
+    assert load_sweep(tmp_path) == result
+    name, doc = stage_document(tmp_path)
+    assert name == "sweep.json" and doc == result.to_dict()
+    said = [config_failure(c) for c in result.configs]
+    assert said == ["", "the script crashed (ValueError: x) after 7 measured steps: these results are partial",
+                    "the script ended (exit 3) during warm-up: no measured step"]
+    assert all(s[:80] in render_sweep(doc) for s in said[1:])  # the table cuts a reason at 80
+    own = dataclasses.replace(result, script_settings={"num_workers": 0}, kept={}, patch=None)
+    assert SweepResult.from_dict(json.loads(json.dumps(own.to_dict()))) == own
+
+
+def test_an_older_sweep_json_opens_and_one_without_its_shape_is_corrupt(tmp_path):
+    from pathlib import Path
+
+    old = json.loads((Path(__file__).parent / "report_docs" / "sweep.json").read_text())
+    (tmp_path / "sweep.json").write_text(json.dumps(old))
+    assert stage_document(tmp_path)[1]["configs"] == old["configs"]
+    (tmp_path / "sweep.json").write_text(json.dumps({**old, "best": "fast"}))
+    with pytest.raises(BadResultFile, match="best is corrupt"):
+        stage_document(tmp_path)

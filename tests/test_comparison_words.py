@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfcore.analysis.advice import loader_plan
-from perfcore.report.advice_words import plan_words
+from perfcore.report.plan_words import plan_words
 from perfcore.analysis.checks import confirm
 from perfcore.analysis.compare import compare_runs
 from perfcore.analysis.gain import judge, measured_gain

@@ -14,7 +14,6 @@ from perfcore.report.advice_words import text_of
 from perfcore.report.words import WIDTH
 from perfcore.report.check_words import readable_frame
 from perfcore.report.experiments import busy_note, render_diagnose_brief
-from perfcore.report.verdict_words import plain_words
 
 # The demo's diagnose as a new user saw it: B (two workers) measured 2.23x, C (the other decoder) 1.08x,
 # while the advice was "cheaper batches (decode_jpeg ...): up to 2.25x".
@@ -189,7 +188,7 @@ def test_diagnose_help_explains_target_without_importing_torch():
 
 def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
     from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
-    from perfcore.report.diagnose_words import say_verdict
+    from perfcore.report.verdict_words import say_verdict
 
     def diagnose_verdict(*args, **kwargs):
         v, predicted = _diagnose_verdict(*args, **kwargs)
@@ -204,7 +203,7 @@ def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
 def test_the_verdict_is_decided_as_facts_and_said_once_from_them():
     from perfcore.experiments.diagnose import diagnose_verdict
     from perfcore.report.check_words import check_text
-    from perfcore.report.diagnose_words import say_verdict
+    from perfcore.report.verdict_words import say_verdict
 
     base = dict(CPU_BASE)
     rows = _cpu_rows() + [

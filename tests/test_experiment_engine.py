@@ -70,7 +70,7 @@ def test_health_judges_the_one_measurement_it_asked_for():
 
 
 def test_health_carries_a_failed_scripts_exit_code():
-    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, "the script exited with 3")))).to_dict()
+    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, steps=1)))).to_dict()
     assert doc["script_exit"]["code"] == 3 and doc["verdict"]["bound"] == "compute"
 
 
@@ -99,20 +99,21 @@ def test_diagnose_keeps_going_when_the_workers_run_fails_and_reports_the_first_f
     def answer(t: Trial) -> Measurement:
         if t.overrides:
             raise RunFailed("the command exited with 1 before perfcore saw a training step", exit_code=1)
-        return measured(0.0 if t.synthetic else 6.0, 4.0, failure=Failure(2, "partial") if t.synthetic else None)
+        return measured(0.0 if t.synthetic else 6.0, 4.0, failure=Failure(2, "crashed", steps=12, run="synthetic") if t.synthetic else None)
 
     doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2).to_dict()
     names = [e["name"][:2] for e in doc["experiments"]]
     assert names == ["ba", "A:", "B:", "C:"] and not doc["skipped"]
     b = doc["experiments"][2]
     assert b["speedup"] is None and b["error"] and b["step_ms"] != b["step_ms"]
-    assert doc["script_exit"] == {"code": 2, "sentence": "partial"}
+    assert doc["script_exit"] == {"code": 2, "how": "crashed", "steps": 12, "run": "synthetic", "settings": None,
+                                  "oom": False}
 
 
 def test_a_sweep_of_a_loop_that_keeps_its_own_settings_changes_only_the_swept_axes():
     runner = GivenRunner(lambda t: measured(2.0, 4.0, **t.overrides), keeps_own_settings=True)
     grid = {"batch_size": [None], "num_workers": [0, 2], "pin_memory": [None], "prefetch_factor": [None]}
-    doc = sweep(runner, grid, steps=6, warmup=1)
+    doc = sweep(runner, grid, steps=6, warmup=1).to_dict()
     assert [dict(t.overrides) for t in runner.trials] == [{"num_workers": 0}, {"num_workers": 2}]
     assert [t.tag for t in runner.trials] == ["config0", "config1"] and all(t.decide for t in runner.trials)
     assert [c["replaced"] for c in doc["configs"]] == [None, "num_workers 0->2"]
@@ -129,7 +130,7 @@ def test_a_sweep_of_a_workload_sets_every_axis_and_a_crashed_run_is_a_row_not_an
 
     runner = GivenRunner(answer)
     grid = {"batch_size": [16, 32], "num_workers": [0], "pin_memory": [False], "prefetch_factor": [2]}
-    doc = sweep(runner, grid, steps=6, warmup=1)
+    doc = sweep(runner, grid, steps=6, warmup=1).to_dict()
     assert [set(t.overrides) for t in runner.trials] == [{"batch_size", "num_workers", "pin_memory", "prefetch_factor"}] * 2
     assert [c["status"] for c in doc["configs"]] == ["ok", "crashed"] and doc["best"]["batch_size"] == 16
     assert "script_settings" not in doc and doc["failed"] == 1

@@ -12,9 +12,9 @@ from perfcore.report.check_words import check_long, check_text
 from perfcore.analysis.verdict import decide, decide_run
 from perfcore.experiments.diagnose import diagnose_advice
 from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
-from perfcore.report.diagnose_words import say_verdict
+from perfcore.report.verdict_words import say_verdict
 from perfcore.report.health_words import say as say_health
-from perfcore.report.label_words import interference_sentence
+from perfcore.report.label_words import gain_words, interference_sentence
 from perfcore.report.verdict_words import plain_words, summary_words
 from perfcore.experiments.health import health_report
 
@@ -52,7 +52,7 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
     g = expected_gain(step, 12.3)
     for v in (run, health, diag):
         assert v["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
-        assert g["text"] in summary_words(v)
+        assert gain_words(g["speedup"], g["band"]) in summary_words(v)
     assert predicted == pytest.approx(g["speedup"])
     # Health of a workload runs forward only: same function, and it says whose steps the gain is for.
     fwd = say_health(health_report(row, "w", "next", forward_only=True).to_dict())
@@ -63,8 +63,9 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
 
 def test_a_predicted_gain_carries_the_band_of_its_interval():
     g = expected_gain(25.6, 12.3, saved_band_ms=(11.0, 13.5))
-    assert g["band"] == pytest.approx((25.6 / 14.6, 25.6 / 12.1)) and g["text"] == "up to 1.92x faster (1.75-2.12x)"
-    assert expected_gain(10.0, 10.0)["speedup"] is None and expected_gain(10.0, 10.0)["text"] == ""
+    assert g["band"] == pytest.approx((25.6 / 14.6, 25.6 / 12.1)) and "text" not in g
+    assert gain_words(g["speedup"], g["band"]) == "up to 1.92x faster (1.75-2.12x)"  # the one renderer
+    assert expected_gain(10.0, 10.0)["speedup"] is None and gain_words(None) == ""
 
 
 def _judge(step, predicted_ms, measured_x, noise_ms=None, band=None, bound=None):
@@ -193,7 +194,7 @@ def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
 
     rows = [{"batch_size": 8, "num_workers": w, "pin_memory": True, "prefetch_factor": 2, "samples_per_s": sps,
              "step_ms": 8000 / sps, "status": "ok"} for w, sps in ((0, 28.4), (1, 24.5), (2, 24.0))]
-    doc = sweep_doc("imagenet", {}, 10, pd.DataFrame(rows), t0=0.0, rounds=[])
+    doc = sweep_doc("imagenet", {}, 10, pd.DataFrame(rows), t0=0.0, rounds=[]).to_dict()
     assert doc["best"]["num_workers"] == 0
     trials = doc["worker_trials"]
     one = next(t for t in trials if t["relative_to"] == 0 and t["num_workers"] == 1)

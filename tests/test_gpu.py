@@ -180,7 +180,7 @@ def test_diagnose_and_sweep_on_gpu():
     assert doc["device"] == "cuda"
     assert doc["experiments"][0]["busy_mean"] == doc["experiments"][0]["busy_mean"]  # sampled, not NaN
     sw = sweep(w, {"batch_size": [8, 16], "num_workers": [0, 2], "pin_memory": [False, True], "prefetch_factor": [2]},
-               steps=5, warmup=1)
+               steps=5, warmup=1).to_dict()
     assert len(sw["configs"]) == 8 and all(c["peak_mem_bytes"] > 0 for c in sw["configs"] if not c["oom"])
 
 

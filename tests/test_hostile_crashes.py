@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from perfcore.report.failure_words import config_failure
+
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "crash_after.py")
 CRASH = "the script crashed (ValueError: bad batch 15; exit 1) after"
 
@@ -40,5 +42,5 @@ def test_sweep_records_a_configuration_whose_script_crashes_as_crashed(tmp_path)
     p, out = triage(tmp_path, "sweep", "--num-workers", "0", "--steps", "30", "--warmup", "2")
     assert p.returncode == 1, p.stderr  # no configuration measured fine
     (cfg,) = json.loads((out / "sweep.json").read_text())["configs"]
-    assert cfg["status"] == "crashed" and cfg["error"].startswith(CRASH)
+    assert cfg["status"] == "crashed" and cfg["reason"] == "failed_partway" and config_failure(cfg).startswith(CRASH)
     assert "no configuration could be measured (first: crashed: the script crashed (ValueError" in p.stderr

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfcore.analysis import lines
-from perfcore.analysis.lines import calls_per_step, fold, host_timeline, join_lines, label_at, sample_weights
+from perfcore.analysis import line_timeline
+from perfcore.analysis.line_timeline import host_timeline
+from perfcore.analysis.lines import calls_per_step, fold, join_lines, label_at, sample_weights
 from perfcore.capture.line_sampler import Frame, LineSampler, LineSamples, is_library, library_prefixes
 from perfcore.capture.sync_calls import METHODS, SyncCalls, SyncCounter
 from perfcore.errors import UsageError
@@ -111,7 +112,7 @@ def test_host_timeline_puts_each_functions_samples_in_its_steps_bin(monkeypatch)
     stack = [0] * 9 + [1] * 10 + [0] * 5 + [2] * 5 + [1] * 10
     s0 = np.arange(4) * 100_000_000
     load = (np.array([300_000_000]), np.array([400_000_000]))
-    monkeypatch.setattr(lines, "TIMELINE_BINS", 2)
+    monkeypatch.setattr(line_timeline, "TIMELINE_BINS", 2)
     tl = host_timeline(
         _samples(t, stack, stacks, interval=10_000_000, cap=15_000_000),
         s0,
@@ -250,3 +251,36 @@ def test_the_minimum_samples_keep_two_standard_errors_within_half_the_share():
             assert 2 * np.sqrt(p * (1 - p) / (n - 1)) > 0.5 * p  # and not one sample earlier
     assert min_samples(0.5) == 16 and min_samples(1.0) == MIN_SAMPLES == 6 and min_samples(0.0) > 10**9
     assert not enough_samples(0.44, 5) and not enough_samples(0.83, 5) and enough_samples(1.0, 39)
+
+
+def test_a_line_that_calls_into_a_library_keeps_where_its_time_went():
+    """trainer.train() at the script's line 40 holds all host time; 3 of its 4 samples are in the library's
+    training_step, 1 in its log (both under train): the line keeps the deepest frame of the library that
+    held most of it, and its share. A line running its own code (line 12) has none."""
+    call = Frame("/home/u/train.py", "<module>", 40)
+    step = Frame("/lib/python3/site-packages/transformers/trainer.py", "training_step", 3900)
+    log = Frame("/lib/python3/site-packages/transformers/trainer.py", "log", 3500)
+    train = Frame("/lib/python3/site-packages/transformers/trainer.py", "train", 2200)
+    own = Frame("/home/u/train.py", "<module>", 12)
+    stacks = ((step, train, call), (log, train, call), (own,))
+    host = join_lines(_samples([10, 20, 30, 40, 50], [0, 0, 1, 0, 2], stacks), [0], [60], prefixes=LIB).label("host")
+    first, second = host.lines
+    assert (first.line, first.share) == (40, pytest.approx(0.8))
+    assert first.inside == (step.file, "training_step", 3900) and first.inside_share == pytest.approx(0.75)
+    assert (second.line, second.inside, second.inside_share) == (12, None, None)
+
+
+def test_the_library_frame_of_each_sample_crosses_from_the_child_with_its_site():
+    """The child folds its stacks to sites; each sample's library frame goes beside its site, so the parent's
+    join names where in the library a line's time went (an older part, without them, has none)."""
+    from perfcore.run.lines import _samples
+
+    call, step = ["/home/u/train.py", "main", 29], ["/lib/python3/site-packages/transformers/trainer.py", "step", 9]
+    facts = {"t_ns": [10, 20, 30, 40], "site": [0, 0, 0, 1], "sites": [call, ["/home/u/train.py", "main", 12]],
+             "entry": [0, 0, -1, -1], "entries": [step], "interval_ns": 10, "cap_ns": 15, "missed": 0, "dropped": 0,
+             "sampler_ns": 0}
+    host = join_lines(_samples(facts), [0], [50], prefixes=LIB).label("host")
+    first = host.lines[0]
+    assert (first.line, first.inside, first.inside_share) == (29, tuple(step), pytest.approx(2 / 3))
+    old = {k: v for k, v in facts.items() if k not in ("entry", "entries")}
+    assert join_lines(_samples(old), [0], [50], prefixes=LIB).label("host").lines[0].inside is None

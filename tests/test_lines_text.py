@@ -113,9 +113,9 @@ def test_the_sweep_patch_lines():
         "  change at train.py:42: DataLoader(ds, num_workers=2, pin_memory=True)",
         "  git apply sweep1/dataloader.patch",
     ]
-    assert patch_text({"status": "unchanged", "reason": "the best configuration is the script's own"}) == [
-        "  no DataLoader patch: the best configuration is the script's own"
-    ]
+    said = ["  no DataLoader patch: the best configuration is the script's own"]
+    assert patch_text({"status": "unchanged", "reason": "own_is_best"}) == said
+    assert patch_text({"status": "unchanged", "reason": "the best configuration is the script's own"}) == said  # old
     assert patch_text(None) == []
 
 
@@ -233,3 +233,20 @@ def test_load_time_in_the_loops_for_line_points_at_the_dataloader_and_its_settin
     doc["lines"]["labels"][0]["lines"][0]["function"] = "__getitem__"
     doc["lines"]["labels"][0]["functions"][0]["function"] = "__getitem__"
     assert lines_text(doc, cwd="/p")[0].startswith("  try: __getitem__ at main.py:38: 7.67 ms")
+
+
+def test_a_line_that_only_calls_into_a_library_names_where_in_the_library_the_time_went():
+    """An HF Trainer run: the script's trainer.train() line held 100% of host time, which says nothing;
+    the try line says how much of host is in which of transformers' functions, at its file and line."""
+    doc = _host([("<module>", 40, 1.0, 400, [])], samples=400)
+    row = doc["lines"]["labels"][0]["lines"][0]
+    at = ["/v/lib/python3.11/site-packages/transformers/trainer.py", "_maybe_log_save_evaluate", 3100]
+    row.update(inside=at, inside_share=0.97)
+    (got,) = lines_text(doc, cwd="/p")
+    assert got.strip() == "try: main.py:40: 97% of host is in transformers' _maybe_log_save_evaluate (trainer.py:3100)"
+    # Fewer than one counted call a step is not shown, nor what holds the time (the HF trial: 0.43 .item()).
+    row["calls"] = [{"method": "item", "per_step": 0.43}]
+    assert "transformers' _maybe_log_save_evaluate" in lines_text(doc, cwd="/p")[0]
+    # Counted syncing calls at the line are its change: said as before.
+    row["calls"] = [{"method": "item", "per_step": 4.0}]
+    assert "`.item()` a step" in lines_text(doc, cwd="/p")[0]

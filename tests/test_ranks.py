@@ -13,7 +13,7 @@ import pytest
 
 from perfcore.analysis.ranks import clock_offsets, merge_ranks
 from perfcore.analysis.units import fmt_ms
-from perfcore.report.rank_words import say as say_ranks, straggler_sentence
+from perfcore.report.rank_words import job_problem_words, say as say_ranks, straggler_sentence
 from perfcore.report.verdict_words import summary_words
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "ddp_train.py")
@@ -178,8 +178,9 @@ def test_processes_without_a_rank_are_not_missing_ranks():
     out = merge_ranks([_rank_part(None, None, pid=1), _rank_part(None, None, pid=2)])
     assert out["missing_ranks"] == [] and "missing_note" not in out
     # Two processes without a rank are two single-process runs, not one job.
-    assert "not a rank of one distributed job" in job_problem([_rank_part(None, None, pid=1),
-                                                                _rank_part(None, None, pid=2)])
+    two = job_problem([_rank_part(None, None, pid=1), _rank_part(None, None, pid=2)])
+    assert two == {"reason": "no_rank", "count": 2, "parts": [["h", 1], ["h", 2]]}
+    assert "not a rank of one distributed job" in job_problem_words(two)
     # A script's own subprocess beside its process is still one run.
     helper = _rank_part(None, None, pid=2)
     helper["doc"]["nested_in"] = 1
@@ -190,8 +191,10 @@ def test_two_jobs_rank_0_is_not_one_job():
     from perfcore.analysis.ranks import job_problem
 
     assert job_problem([_rank_part(0, 2, pid=1), _rank_part(1, 2, pid=2)]) is None
-    assert "two parts claim rank 0" in job_problem([_rank_part(0, 2, pid=1), _rank_part(0, 2, pid=7)])
-    assert "disagree on the job's size" in job_problem([_rank_part(0, 2, pid=1), _rank_part(1, 4, pid=2)])
+    twice = job_problem([_rank_part(0, 2, pid=1), _rank_part(0, 2, pid=7)])
+    assert twice == {"reason": "rank_claimed_twice", "rank": 0, "parts": [["h", 1], ["h", 7]]}
+    assert job_problem([_rank_part(0, 2, pid=1), _rank_part(1, 4, pid=2)]) == {"reason": "world_sizes", "sizes": [2, 4]}
+    assert "two parts claim rank 0 (host h pid 1, host h pid 7)" in job_problem_words(twice)
 
 
 def test_zero_wall_steps_do_not_divide_by_zero():

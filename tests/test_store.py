@@ -13,7 +13,6 @@ from perfcore.analysis.columns import nrows
 from perfcore.analysis.store import StepStore
 import perfcore.recording.engine as recording
 import perfcore.recording.settling as settling
-import perfcore.timing as timing
 from perfcore.recording.engine import COMPACT_EVERY, detail_steps
 
 LABELS = {0: "load", 1: "transfer", 2: "compute", 3: "comm", 16: "host"}

@@ -49,7 +49,8 @@ def test_no_patch_when_nothing_changes_or_the_file_is_not_the_users(tmp_path):
     for s in (f"{outside}:3", f"{proj / 'link.py'}:3", f"{proj / 'missing.py'}:3", "nonsense", None):
         assert sweep_patch(s, best, OWN, KEYS, out, cwd=str(proj))["status"] == "not_possible", s
     r = sweep_patch(f"{proj / 'src' / 'train.py'}:1", best, OWN, KEYS, out, cwd=str(proj))
-    assert r["status"] == "not_possible" and "no DataLoader" in r["reason"]
+    assert r["status"] == "not_possible" and r["reason"] == "cannot_patch" and "no DataLoader" in r["error"]
+    assert sweep_patch(None, best, OWN, KEYS, out) == {"status": "not_possible", "reason": "no_site"}
     assert not (out / PATCH_NAME).exists()
 
 

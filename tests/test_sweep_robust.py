@@ -37,7 +37,7 @@ def test_failures_are_recorded_with_reasons_and_the_sweep_goes_on():
     rows, interrupted = run_grid(grid_configs(GRID), measure_one)
     assert not interrupted and [r["status"] for r in rows] == ["crashed", "infeasible", "ok"]
     assert "ValueError: shape mismatch" in rows[0]["error"] and "no batch" in rows[1]["error"]
-    doc = sweep_doc("w", GRID, 8, pd.DataFrame(rows), t0=0.0, rounds=[])
+    doc = sweep_doc("w", GRID, 8, pd.DataFrame(rows), t0=0.0, rounds=[]).to_dict()
     assert doc["best"]["batch_size"] == 16 and doc["failed"] == 2 and doc["complete"]
 
 
@@ -45,13 +45,13 @@ def test_a_crashed_configuration_is_never_best_even_when_its_numbers_are_the_hig
     cfgs = grid_configs(GRID)
     rows = [ok_row(cfgs[0], 50.0), {**ok_row(cfgs[1], 9999.0), "status": "crashed", "error": "exit 1"},
             {**ok_row(cfgs[2], 8888.0), "status": "oom", "oom": True}]
-    doc = sweep_doc("w", GRID, 8, pd.DataFrame(rows), t0=0.0, rounds=[])
+    doc = sweep_doc("w", GRID, 8, pd.DataFrame(rows), t0=0.0, rounds=[]).to_dict()
     assert doc["best"]["batch_size"] == 4
 
 
 def test_nothing_measured_gives_no_best_rather_than_an_error():
     rows, _ = run_grid(grid_configs(GRID), lambda cfg: (_ for _ in ()).throw(RuntimeError("boom")))
-    doc = sweep_doc("w", GRID, 8, pd.DataFrame(rows), t0=0.0, rounds=[])
+    doc = sweep_doc("w", GRID, 8, pd.DataFrame(rows), t0=0.0, rounds=[]).to_dict()
     assert doc["best"] is None and doc["knees"] == [] and len(doc["configs"]) == 3
 
 
@@ -67,7 +67,7 @@ def test_ctrl_c_keeps_the_configurations_finished_so_far():
     checkpoints = []
     rows, interrupted = run_grid(grid_configs(GRID), measure_one, on_row=lambda r: checkpoints.append(len(r)))
     assert interrupted and len(rows) == 2 and checkpoints == [1, 2]
-    doc = sweep_doc("w", GRID, 8, pd.DataFrame(rows), t0=0.0, rounds=[], interrupted=True, planned=3)
+    doc = sweep_doc("w", GRID, 8, pd.DataFrame(rows), t0=0.0, rounds=[], interrupted=True, planned=3).to_dict()
     assert not doc["complete"] and doc["best"]["batch_size"] == 8
 
 
@@ -97,7 +97,8 @@ def _script_measured(monkeypatch, tmp_path, doc):
 def test_a_script_configuration_that_crashes_is_a_failed_row(monkeypatch, tmp_path, doc, measured):
     cfg, m = _script_measured(monkeypatch, tmp_path, doc)
     row = sweep_mod.config_row(cfg, m)
-    assert row["status"] == "crashed" and row["error"] and row["steps"] == doc["steps"]
+    assert row["status"] == "crashed" and row["steps"] == doc["steps"]
+    assert row["reason"] == ("failed_partway" if measured else "no_measured_step") and row["exit_code"] == doc["exit_code"]
     # Crashed part-way: its numbers kept (never best); in warm-up: none.
     assert (row["step_ms"] == 2.0) if measured else (row["step_ms"] is None)
     assert (m.failure.code if m.failure else 0) == doc["exit_code"]
@@ -160,7 +161,7 @@ def test_a_real_model_crashing_in_one_configuration(tmp_path):
     from perfcore.experiments.sweep import sweep
     from perfcore.workloads import load_workload
 
-    doc = sweep(load_workload(f"{HERE}:crashes_above_8"), GRID, steps=3, warmup=1)
+    doc = sweep(load_workload(f"{HERE}:crashes_above_8"), GRID, steps=3, warmup=1).to_dict()
     by_bs = {c["batch_size"]: c for c in doc["configs"]}
     assert by_bs[16]["status"] == "crashed" and "batch 16" in by_bs[16]["error"]
     assert by_bs[4]["status"] == by_bs[8]["status"] == "ok" and doc["best"]["batch_size"] in (4, 8)

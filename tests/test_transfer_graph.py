@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from perfcore import errors
-from perfcore.experiments.graph_capture import CaptureError, _check_optimizer, explain_capture_failure
+from perfcore.experiments.graph_capture import CaptureError, _check_optimizer, capture_failure_reason
 from perfcore.experiments.transfer import parse_shape, parse_sizes, summarize_curve
 
 
@@ -52,15 +52,24 @@ def test_transfer_plot_from_stored_results(tmp_path):
     assert p.stat().st_size > 10_000
 
 
-@pytest.mark.parametrize("msg, needle", [
-    ("CUDA error: operation not permitted when stream is capturing", "CPU sync"),
-    ("Attempted to call .item() during capture", "CPU sync"),
-    ("cudaErrorStreamCaptureInvalidated: operation failed due to a previous error during capture", "another thread"),
-    ("capturable=False optimizer", "capturable=True"),
-    ("something else entirely", "run the step eagerly"),
+@pytest.mark.parametrize("msg, reason", [
+    ("CUDA error: operation not permitted when stream is capturing", "host_sync"),
+    ("Attempted to call .item() during capture", "host_sync"),
+    ("cudaErrorStreamCaptureInvalidated: operation failed due to a previous error during capture", "invalidated"),
+    ("capturable=False optimizer", "not_capturable"),
+    ("something else entirely", "unsupported_op"),
 ])
-def test_capture_failures_are_explained(msg, needle):
-    assert needle in explain_capture_failure(msg)
+def test_capture_failures_get_their_reason(msg, reason):
+    assert capture_failure_reason(msg) == reason
+
+
+def test_each_capture_reason_is_said_with_its_fix():
+    from perfcore.experiments.graph_capture import CAPTURE_REASONS
+    from perfcore.report.capture_words import capture_error_words
+
+    said = {r: capture_error_words({"reason": r, "detail": "boom", "optimizer": "Adam"}) for r in CAPTURE_REASONS}
+    assert len(set(said.values())) == len(CAPTURE_REASONS)  # every reason has words of its own
+    assert "CPU sync" in said["host_sync"] and said["host_sync"].startswith("capture failed (boom): ")
 
 
 def test_optimizers_that_cannot_be_captured_are_named():
@@ -123,3 +132,11 @@ def test_graph_capture_matches_eager():
 
     doc = graph_experiment(load_workload("demo", batch_size=8), steps=10, check_steps=3)
     assert doc["captured"] and doc["check"]["match"]
+
+
+def test_the_links_words_are_made_from_its_figures_and_reason():
+    from perfcore.report.transfer_words import NOMINAL, say_link
+
+    assert say_link({"gbps": 31.5, "generation": 4, "width": 16})["note"] == NOMINAL
+    said = say_link({"gbps": None, "reason": "nvml_unavailable", "error": "NVMLError: Not Supported"})
+    assert said["reason"] == "NVML could not tell the link (NVMLError: Not Supported)" and "note" not in said

@@ -84,7 +84,7 @@ def test_sweep_picks_workers_for_a_sleepy_loader_and_leaks_no_worker():
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     doc = sweep(load_workload(f"{FACTORIES}:slow_loader"),
                 {"batch_size": [8, 16], "num_workers": [0, 2], "pin_memory": [False], "prefetch_factor": [2]},
-                steps=8, warmup=2)
+                steps=8, warmup=2).to_dict()
     assert len(doc["configs"]) == 4
     assert doc["best"]["num_workers"] == 2
     assert [k["batch_size"] for k in doc["knees"]] == [8, 16] and all(k["workers"] in (0, 2) for k in doc["knees"])
@@ -97,7 +97,7 @@ def test_sweep_picks_workers_for_a_sleepy_loader_and_leaks_no_worker():
 def test_oom_is_recorded_and_the_sweep_goes_on():
     doc = sweep(load_workload(f"{FACTORIES}:oom_above_8"),
                 {"batch_size": [4, 8, 16], "num_workers": [0], "pin_memory": [False], "prefetch_factor": [2]},
-                steps=4, warmup=1)
+                steps=4, warmup=1).to_dict()
     by_bs = {c["batch_size"]: c for c in doc["configs"]}
     assert by_bs[16]["oom"] and not by_bs[8]["oom"] and not by_bs[4]["oom"]
     assert by_bs[16]["step_ms"] is None
@@ -123,7 +123,7 @@ def test_budget_uses_successive_halving_and_still_finds_the_best(monkeypatch):
     grid = {"batch_size": [4, 8, 16, 32], "num_workers": [0, 1, 2, 3], "pin_memory": [False], "prefetch_factor": [2]}
     keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
     w = load_workload(f"{FACTORIES}:slow_loader")
-    fast = sweep(w, grid, steps=32, warmup=1, budget_s=120)
+    fast = sweep(w, grid, steps=32, warmup=1, budget_s=120).to_dict()
     best_true = max(true_rate(c) for c in sweep_mod.grid_configs(grid))
     assert true_rate(fast["best"]) >= 0.9 * best_true
     assert len(fast["rounds"]) >= 3

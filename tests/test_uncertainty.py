@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfcore.report.robust_words import outliers_sentence
 from perfcore.report.verdict_words import summary_words as said
 
 from perfcore.analysis.attribution import LABELS, summarize
@@ -51,8 +52,10 @@ def test_preempted_steps_are_set_apart_and_the_verdict_holds():
     assert rb["kept_steps"] == 37 and rb["outliers"]["steps"] == [7, 19, 33]
     assert rb["step_ms"] == pytest.approx(13.0) and rb["share"]["host"] == pytest.approx(1 / 13)
     assert rb["outliers"]["excess_share"]["host"] == pytest.approx(1.0)
+    assert rb["outliers"]["excess_label"] == "host" and rb["outliers"]["median_step_ms"] == pytest.approx(13.0)
+    assert "sentence" not in rb["outliers"] and "method" not in rb  # figures; the words at the edge
     assert "3 outlier step(s) set apart (392 ms to 432 ms against a median of 13.0 ms; 100% of their extra time " \
-           "was host)" in rb["outliers"]["sentence"]
+           "was host)" in outliers_sentence(rb["outliers"])
     v = doc["verdict"]
     assert v["bound"] == "compute" and v["healthy"] and v["outliers"] == {"count": 3}
     assert "(3 outlier step(s) set apart)" in said(v)

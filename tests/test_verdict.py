@@ -13,7 +13,7 @@ from perfcore.analysis.checks import CheckResult, Reason, confirm
 from perfcore.analysis.status import Check
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, decide, decide_run
 from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
-from perfcore.report.diagnose_words import say_verdict
+from perfcore.report.verdict_words import say_verdict
 from perfcore.report.health_words import say as say_health
 from perfcore.experiments.health import health_report
 from perfcore.report.verdict_words import summary_words as said

@@ -12,9 +12,9 @@ import pytest
 from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, decide, decide_run
+from perfcore.report.verdict_card import card_lines
 from perfcore.report.verdict_words import (
     WIDTH,
-    card_lines,
     plain_words,
     say_verdict,
     summary_words,

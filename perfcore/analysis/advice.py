@@ -231,10 +231,11 @@ def advise_run(
     )
     evaluation = evaluation_advice(doc.get("evaluation"))
     if evaluation:
-        # A measured share of the wall time comes before the generic ways to faster compute.
+        # A measured share of the wall time comes before the generic ways to faster compute, and before
+        # start-up's "measure a longer run" (a longer run evaluates as often).
         recs = doc["recommendations"]
-        at_compute = next((i for i, r in enumerate(recs) if r["id"] == "faster_compute"), len(recs))
-        recs.insert(at_compute, evaluation)
+        at = next((i for i, r in enumerate(recs) if r["id"] in ("faster_compute", "startup")), len(recs))
+        recs.insert(at, evaluation)
     if plan:
         doc["loader_plan"] = plan
     return decision

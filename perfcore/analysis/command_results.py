@@ -1,15 +1,15 @@
-"""What health, diagnose and the demo each find, as one frozen result: their measurements, the verdict
-decided once with its checks, the advice, and (the demo) the files written. health.json, diagnose.json
-and demo.json are these results' serialisation (to_dict), read back through from_dict, which checks the
-shape a renderer relies on; the words are added at the edge (report.health_words, diagnose_words,
-advice_words)."""
+"""What health, diagnose, sweep and the demo each find, as one frozen result: their measurements, the
+verdict decided once with its checks, the advice, and (the demo) the files written. health.json,
+diagnose.json, sweep.json and demo.json are these results' serialisation (to_dict), read back through
+from_dict, which checks the shape a renderer relies on; the words are added at the edge
+(report.health_words, diagnose_words, advice_words, failure_words)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping
 
-__all__ = ["HealthResult", "DiagnoseResult", "DemoResult", "BadResult"]
+__all__ = ["HealthResult", "DiagnoseResult", "SweepResult", "DemoResult", "BadResult"]
 
 
 class BadResult(ValueError):
@@ -191,6 +191,95 @@ class DiagnoseResult:
             loader_plan=_opt_dict(d, "loader_plan"),
             interference=_opt_dict(d, "interference"),
             script_exit=_opt_dict(d, "script_exit"),
+        )
+
+
+# What a renderer reads of each sweep configuration, beside its settings: a status, and numbers or none.
+_SWEEP_NUMBERS = ("step_ms", "samples_per_s")
+# The settings a sweep's script kept or replaced, and its DataLoader patch: present only for a script.
+_SWEEP_OWN = ("script_settings", "kept", "patch")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """sweep's result: the grid and every configuration's row (settings, numbers, status, and for a failed
+    one its reason), the best (only from configurations that measured fine; from the last round under a
+    budget), each batch size's knee, the worker trials advice checks against, and whether the sweep is
+    complete. A script's sweep adds its own settings, the ones it kept and the patch to the best."""
+
+    SCHEMA = "perfcore.sweep/1"
+
+    workload: str
+    grid: dict[str, list]
+    steps: int
+    configs: tuple[dict[str, Any], ...]
+    best: dict[str, Any] | None
+    knees: tuple[dict[str, Any], ...] = ()
+    worker_trials: tuple[dict[str, Any], ...] = ()
+    failed: int = 0
+    complete: bool = True
+    interrupted: bool = False
+    elapsed_s: float = 0.0
+    rounds: tuple[dict[str, Any], ...] = ()
+    script_settings: dict[str, Any] | None = None
+    kept: dict[str, Any] | None = None
+    patch: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """sweep.json: the keys it has always had; a script's own settings only for a script's sweep."""
+        doc: dict[str, Any] = {
+            "schema": self.SCHEMA,
+            "workload": self.workload,
+            "grid": self.grid,
+            "steps": self.steps,
+            "configs": list(self.configs),
+            "best": self.best,
+            "knees": list(self.knees),
+            "worker_trials": list(self.worker_trials),
+            "failed": self.failed,
+            "complete": self.complete,
+            "interrupted": self.interrupted,
+            "elapsed_s": self.elapsed_s,
+            "rounds": list(self.rounds),
+        }
+        if self.script_settings is not None:
+            doc.update({k: getattr(self, k) for k in _SWEEP_OWN})
+        return doc
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "SweepResult":
+        """The result a sweep.json holds (this version's or an older one's: a knee may be its text), or
+        BadResult naming what a renderer could not read."""
+        _need(isinstance(d, Mapping), "is not an object")
+        _need(isinstance(d.get("workload"), str), "has no workload")
+        _need(isinstance(d.get("steps"), int) and not isinstance(d.get("steps"), bool), "steps is not a count")
+        _need(isinstance(d.get("grid"), dict), "grid is not an object")
+        configs = _dicts(d.get("configs"), "configs")
+        for i, c in enumerate(configs):
+            _need(isinstance(c.get("status"), str), f"configs[{i}] has no status")
+            for key in _SWEEP_NUMBERS:
+                _need(_num_or_none(c.get(key)), f"configs[{i}].{key} is not a number")
+        best = d.get("best")
+        _need(best is None or (isinstance(best, dict) and _num_or_none(best.get("samples_per_s"))), "best is corrupt")
+        knees = d.get("knees") or []
+        _need(isinstance(knees, list), "knees is not a list")
+        _need(_num_or_none(d.get("elapsed_s")), "elapsed_s is not a number")
+        return cls(
+            workload=d["workload"],
+            grid=d["grid"],
+            steps=d["steps"],
+            configs=configs,
+            best=best,
+            knees=tuple(knees),
+            worker_trials=_dicts(d.get("worker_trials") or [], "worker_trials"),
+            failed=int(d.get("failed") or sum(c.get("status") != "ok" for c in configs)),
+            complete=bool(d.get("complete", True)),
+            interrupted=bool(d.get("interrupted")),
+            elapsed_s=float(d.get("elapsed_s") or 0.0),
+            rounds=_dicts(d.get("rounds") or [], "rounds"),
+            script_settings=_opt_dict(d, "script_settings"),
+            kept=_opt_dict(d, "kept") if "script_settings" in d else None,
+            patch=_opt_dict(d, "patch") if "script_settings" in d else None,
         )
 
 

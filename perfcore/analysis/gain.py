@@ -1,7 +1,7 @@
 """The one expected-gain model: how much faster a step gets when a cause is removed, predicted from the
 attribution, measured by an A/B pair of runs, and the two judged against each other with both runs'
-noise. health, run, diagnose, sweep and the notebook magic all say "removing X makes steps up to Nx
-faster" through `expected_gain`, and diagnose says "confirmed" only through `judge`.
+noise. health, run, diagnose, sweep and the notebook magic all predict a gain through `expected_gain`
+(report.label_words.gain_words says it), and diagnose's checks are decided only by `judge`.
 
 A gain is carried in saved milliseconds per step, where noise adds up (variances of independent
 runs add); it is shown as a speed ratio step / (step - saved).
@@ -13,9 +13,8 @@ import math
 from typing import Any, Mapping
 
 from perfcore.analysis.status import Check
-from perfcore.analysis.units import fmt_band, fmt_x
 
-__all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge", "fmt_speedups"]
+__all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge"]
 
 # Half-width of a band in standard errors: ~95% when the errors are normal. A band is where a
 # second measurement of the same thing may land.
@@ -38,7 +37,7 @@ def expected_gain(
     """The gain of removing a cause whose exposed time is `saved_ms` of a `step_ms` step (the attribution:
     exposed time is exactly what leaves the step). saved_band_ms: the interval of that saving (from the
     per-step samples), which becomes the band of the speedup. Returns {saved_ms, step_after_ms, speedup,
-    band: (lo, hi) | None, text} where text is "up to 1.92x faster (1.80-2.05x)"."""
+    band: (lo, hi) | None}: figures only."""
     step = float(step_ms or 0.0)
     saved = min(max(float(saved_ms or 0.0), 0.0), step) if step > 0 else 0.0
     x = speedup(step, saved) if step > 0 else None
@@ -48,11 +47,7 @@ def expected_gain(
         band = (speedup(step, lo_ms), speedup(step, hi_ms))
         if band[0] is None:
             band = None
-    text = ""
-    if x is not None:
-        b = fmt_band(*band) if band and band[1] is not None else ""
-        text = f"up to {fmt_x(x)} faster" + (f" ({b})" if b and band[0] != band[1] else "")
-    return {"saved_ms": saved, "step_after_ms": max(step - saved, 0.0), "speedup": x, "band": band, "text": text}
+    return {"saved_ms": saved, "step_after_ms": max(step - saved, 0.0), "speedup": x, "band": band}
 
 
 def measured_gain(
@@ -83,13 +78,6 @@ def measured_gain(
         lo_left, hi_left = base - (saved - noise), base - (saved + noise)
         band = (base / lo_left if lo_left > 0 else None, base / hi_left if hi_left > 0 else None)
     return {"saved_ms": saved, "noise_ms": noise, "speedup": x, "band": band, "base_ms": base, "exp_ms": exp}
-
-
-def fmt_speedups(band: tuple[float | None, float | None] | None) -> str:
-    """A band of speedups: "1.70-1.95x", or "1.70x or more" when nothing would be left at its top."""
-    if not band or band[0] is None:
-        return ""
-    return fmt_band(band[0], band[1]) if band[1] is not None else f"{fmt_x(band[0])} or more"
 
 
 def judge(

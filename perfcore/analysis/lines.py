@@ -32,14 +32,12 @@ __all__ = [
     "fold",
     "label_at",
     "sample_weights",
+    "step_of",
+    "library_entries",
+    "package_of",
     "calls_per_step",
     "join_lines",
-    "HostTimeline",
-    "host_timeline",
     "REPORT_ORDER",
-    "TIMELINE_BINS",
-    "TIMELINE_TOP",
-    "TIMELINE_SAMPLES_PER_BIN",
     "SHARE_Z",
     "SHARE_REL",
     "MIN_SAMPLES",
@@ -48,11 +46,6 @@ __all__ = [
 ]
 
 REPORT_ORDER = ("host", "load", "compute", "transfer", "comm")  # host first: the label lines explain best
-TIMELINE_BINS = 600  # the report's chart bins: a fixed size whatever the run's length
-TIMELINE_TOP = 4  # functions drawn apart on the time axis; the rest of host time is one series
-# Host samples a bin holds on average, at least: steps much shorter than the sampling interval would
-# otherwise draw one sample's whole interval on one step and nothing on the next nine.
-TIMELINE_SAMPLES_PER_BIN = 4
 
 # A share p read from n samples has standard error sqrt(p(1-p)/n). A site's time is given in ms only when
 # its interval of SHARE_Z standard errors lies within SHARE_REL of the share either side, that is when
@@ -98,6 +91,12 @@ class LineCost:
     samples: int
     user: bool
     calls: tuple[SiteCalls, ...] = ()  # synchronising calls counted at this line
+    # Where in the library it called this line spent most of its time (file, function, line: the deepest
+    # frame of that library's package), with that share of the line's time, where more than half of it was
+    # inside library code: a line that holds a label's whole time because it calls into a library
+    # (trainer.train()) is named with where the time went.
+    inside: tuple[str, str, int] | None = None
+    inside_share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +149,48 @@ def fold(
     return site_of, tuple(index), np.array(users, dtype=bool)
 
 
+def library_entries(
+    stacks: tuple[tuple[Frame, ...], ...], prefixes: tuple[str, ...]
+) -> tuple[np.ndarray, tuple[Frame, ...]]:
+    """Per stack (frames innermost first), the index in the returned frames of where its user site's time
+    went inside the library it called: the deepest frame of the called library's own package (a Trainer's
+    _maybe_log_save_evaluate, not train() that holds everything, nor torch below it); -1 where the site
+    ran its own code."""
+    index: dict[Frame, int] = {}
+    entry_of = np.full(len(stacks), -1, dtype=np.int64)
+    for i, frames in enumerate(stacks):
+        j = next((k for k, f in enumerate(frames) if not is_library(f.file, prefixes)), None)
+        if j:  # a user frame with a library frame inside it
+            pkg = package_of(frames[j - 1].file)
+            deepest = next(f for f in frames[:j] if package_of(f.file) == pkg)
+            entry_of[i] = index.setdefault(deepest, len(index))
+    return entry_of, tuple(index)
+
+
+def package_of(file: str) -> str:
+    """The top-level package a library file belongs to (the folder under site-packages), else its folder."""
+    parts = str(file).replace("\\", "/").split("/")
+    at = max((i for i, p in enumerate(parts) if p in ("site-packages", "dist-packages")), default=None)
+    if at is not None and at + 1 < len(parts):
+        return parts[at + 1].removesuffix(".py")
+    return "/".join(parts[:-1])
+
+
+def _inside(
+    entry: np.ndarray, w: np.ndarray, frames: tuple[Frame, ...]
+) -> tuple[tuple[str, str, int] | None, float | None]:
+    """The library call that held most of one site's weight `w`, and its share, where library calls held
+    more than half of it."""
+    total = float(w.sum())
+    lib = entry >= 0
+    if not total or float(w[lib].sum()) <= total / 2:
+        return None, None
+    by = np.bincount(entry[lib], weights=w[lib], minlength=len(frames))
+    top = int(np.argmax(by))
+    f = frames[top]
+    return (f.file, f.function, int(f.line)), float(by[top]) / total
+
+
 def _covered(t: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # An instant is covered when more [a, b) intervals have begun than ended by it (overlaps allowed).
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
@@ -182,7 +223,7 @@ def sample_weights(t_ns: np.ndarray, interval_ns: int, cap_ns: int) -> np.ndarra
     return np.clip(dt, 0, int(cap_ns))
 
 
-def _step_of(t: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
+def step_of(t: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
     k = np.searchsorted(s0, t, side="right") - 1
     ok = k >= 0
     ok[ok] = t[ok] < s1[k[ok]]
@@ -198,7 +239,7 @@ def calls_per_step(calls: SyncCalls, step_start_ns: np.ndarray, step_end_ns: np.
         s0, s1 = s0[covered], s1[covered]
     if len(s0) == 0 or len(calls.t_ns) == 0:
         return ()
-    inside = _step_of(calls.t_ns, s0, s1) >= 0
+    inside = step_of(calls.t_ns, s0, s1) >= 0
     m = len(calls.methods)
     counts = np.bincount(calls.site[inside].astype(np.int64) * m + calls.method[inside], minlength=len(calls.sites) * m)
     out = [
@@ -238,10 +279,12 @@ def join_lines(
     if n_steps == 0 or len(samples.t_ns) == 0:
         return HostLines(n_steps, 0, interval_ms, ())
     weight = sample_weights(samples.t_ns, samples.interval_ns, samples.cap_ns)
-    inside = _step_of(samples.t_ns, s0, s1) >= 0
+    inside = step_of(samples.t_ns, s0, s1) >= 0
     t, w = samples.t_ns[inside], weight[inside]
     site_of, sites, user = fold(samples.stacks, prefixes)
     site = site_of[samples.stack[inside]]
+    entry_of, entry_frames = library_entries(samples.stacks, prefixes)
+    entry = entry_of[samples.stack[inside]]
     label = label_at(t, intervals or {}, precedence)
     per_site_calls: dict[tuple[str, int], list[SiteCalls]] = {}
     for c in calls_per_step(calls, s0, s1) if calls is not None else ():
@@ -265,8 +308,10 @@ def join_lines(
                 int(count[k]),
                 bool(user[k]),
                 tuple(per_site_calls.get((sites[k].file, sites[k].line), ())),
+                *(_inside(entry[at], w[at], entry_frames) if user[k] else (None, None)),
             )
             for k in hot[:top]
+            for at in [mine & (site == k)]
         )
         out.append(
             LabelLines(
@@ -293,80 +338,4 @@ def _functions(sites, user, ns, count, hot, total_ns: float, n_steps: int, top: 
     return tuple(
         FunctionCost(f, fn, line, v / 1e6 / n_steps, v / total_ns if total_ns else 0.0, c, u)
         for (f, fn), (line, v, c, u) in ranked
-    )
-
-
-@dataclass(frozen=True)
-class HostTimeline:
-    """Host time on the steps' axis: per bin of consecutive joined steps, the ms per step each of the top
-    host functions held (sampled), and the rest of the host samples' time."""
-
-    first_step: tuple[int, ...]  # step number of each bin's first step
-    last_step: tuple[int, ...]
-    steps: tuple[int, ...]  # joined steps in the bin
-    functions: tuple[tuple[str, str, int], ...]  # (file, function, hottest line), most time first
-    ms_per_step: tuple[tuple[float, ...], ...]  # per function, per bin
-    other_ms_per_step: tuple[float, ...]  # the rest of host time, per bin
-
-
-def host_timeline(
-    samples: LineSamples,
-    step_start_ns: np.ndarray,
-    step_end_ns: np.ndarray,
-    step_numbers: np.ndarray,
-    intervals: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
-    *,
-    prefixes: tuple[str, ...],
-    precedence: tuple[str, ...] = CPU_PRECEDENCE,
-    top: int = TIMELINE_TOP,
-) -> HostTimeline | None:
-    """The host label's samples per bin of the given steps (as join_lines takes them, with their step
-    numbers), split by the `top` functions that held the most host time over all of them; at most
-    TIMELINE_BINS bins, and TIMELINE_SAMPLES_PER_BIN host samples a bin on average. None when no host sample falls in a step."""
-    s0, s1 = np.asarray(step_start_ns, np.int64), np.asarray(step_end_ns, np.int64)
-    numbers = np.asarray(step_numbers, np.int64)
-    if samples.dropped and len(samples.t_ns):
-        covered = s1 <= samples.t_ns[-1]
-        s0, s1, numbers = s0[covered], s1[covered], numbers[covered]
-    n = len(s0)
-    if n == 0 or len(samples.t_ns) == 0:
-        return None
-    weight = sample_weights(samples.t_ns, samples.interval_ns, samples.cap_ns)
-    step = _step_of(samples.t_ns, s0, s1)
-    inside = step >= 0
-    host = np.zeros(len(step), dtype=bool)
-    host[inside] = label_at(samples.t_ns[inside], intervals or {}, precedence) == LABELS.index("host")
-    if not host.any():
-        return None
-    site_of, sites, _ = fold(samples.stacks, prefixes)
-    site, w, step = site_of[samples.stack[host]], weight[host], step[host]
-    # A function is (file, function): its lines' time together, as join_lines ranks them.
-    keys = [(f.file, f.function) for f in sites]
-    fn_ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    fn_of_site = np.array([fn_ids[k] for k in keys], dtype=np.int64)
-    fn = fn_of_site[site]
-    fn_ns = np.bincount(fn, weights=w, minlength=len(fn_ids))
-    chosen = [int(k) for k in np.argsort(-fn_ns, kind="stable")[:top] if fn_ns[k] > 0]
-    k = max(1, min(TIMELINE_BINS, n, int(host.sum()) // TIMELINE_SAMPLES_PER_BIN))
-    edges = (np.arange(k + 1, dtype=np.int64) * n) // k  # bin i holds joined steps [edges[i], edges[i+1])
-    which = np.searchsorted(edges, step, side="right") - 1
-    count = np.diff(edges)
-    series = []
-    rest = np.ones(len(fn), dtype=bool)
-    for c in chosen:
-        mine = fn == c
-        rest &= ~mine
-        series.append(np.bincount(which[mine], weights=w[mine], minlength=k) / 1e6 / count)
-    other = np.bincount(which[rest], weights=w[rest], minlength=k) / 1e6 / count
-    names = list(fn_ids)
-    hottest = {}
-    for s_idx in np.argsort(-np.bincount(site, weights=w, minlength=len(sites)), kind="stable"):
-        hottest.setdefault(fn_of_site[s_idx], sites[s_idx].line)
-    return HostTimeline(
-        first_step=tuple(int(v) for v in numbers[edges[:-1]]),
-        last_step=tuple(int(v) for v in numbers[edges[1:] - 1]),
-        steps=tuple(int(v) for v in count),
-        functions=tuple((names[c][0], names[c][1], int(hottest[c])) for c in chosen),
-        ms_per_step=tuple(tuple(float(v) for v in sr) for sr in series),
-        other_ms_per_step=tuple(float(v) for v in other),
     )

@@ -67,10 +67,10 @@ LOADER_SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor",
 
 
 def loader_facts(ld: Mapping[str, Any]) -> dict[str, Any]:
-    """The user's DataLoader as the advice points at it: its construction site (file:line), its owner
-    where no site is known, and its settings, where known."""
+    """The user's DataLoader as the advice points at it: its construction site (file:line), the workload
+    it belongs to where no site is known (an older document: its owner in words), and its settings."""
     out: dict[str, Any] = {k: ld[k] for k in LOADER_SETTINGS if ld.get(k) is not None}
-    for k in ("site", "owner"):
+    for k in ("site", "workload", "owner"):
         if ld.get(k):
             out[k] = ld[k]
     return out

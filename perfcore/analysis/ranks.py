@@ -17,15 +17,7 @@ import pandas as pd
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
-__all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle", "EXCESS_PHRASE"]
-
-# What a slow rank does more of, by its excess label (judge_straggle's headline; report.rank_words too).
-EXCESS_PHRASE = {
-    "load": "its DataLoader waits",
-    "compute": "it computes",
-    "transfer": "it copies",
-    "host": "it spends outside the timed phases",
-}
+__all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle"]
 
 
 def _measured(steps: pd.DataFrame) -> pd.DataFrame:
@@ -171,9 +163,11 @@ def judge_straggle(decision: Mapping[str, Any], s: Straggle | None) -> dict[str,
     return out  # report.verdict_words leads with the straggler (out["straggler"]) before the slow rank's verdict
 
 
-def job_problem(parts: list[dict[str, Any]]) -> str | None:
-    """Why these parts cannot be the ranks of one job, or None: two parts claiming one rank from
-    different runs (two jobs' folders merged), or ranks that disagree on the job's size."""
+def job_problem(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Why these parts cannot be the ranks of one job, or None, as a reason and its figures
+    (report.rank_words.job_problem_words says it): two parts claiming one rank from different runs
+    (two jobs' folders merged: rank_claimed_twice, with the two (host, pid)), processes without a rank
+    beside others (no_rank, with up to 3 of them), or ranks that disagree on the job's size (world_sizes)."""
     seen: dict[int, tuple] = {}
     for p in parts:
         d = p["doc"]
@@ -182,23 +176,17 @@ def job_problem(parts: list[dict[str, Any]]) -> str | None:
             continue
         who = (d.get("host"), d.get("pid"))
         if r in seen and seen[r] != who:
-            return (
-                f"two parts claim rank {r} (host {seen[r][0]} pid {seen[r][1]}, host {who[0]} pid {who[1]}): "
-                "they come from different runs, not one job; merge the folders of one job's nodes"
-            )
+            return {"reason": "rank_claimed_twice", "rank": r, "parts": [list(seen[r]), list(who)]}
         seen[r] = who
     # A process without a rank is a run of its own (its own subprocesses aside): two of them, or one
     # beside ranks, are separate runs.
     single = [p["doc"] for p in parts if p["doc"].get("rank") is None and p["doc"].get("nested_in") is None]
     if single and len(parts) - sum(p["doc"].get("nested_in") is not None for p in parts) > 1:
-        who = ", ".join(f"host {d.get('host')} pid {d.get('pid')}" for d in single[:3])
-        return (
-            f"{len(single)} part(s) have no rank ({who}): each is a single-process run, not a rank of one "
-            "distributed job; merge only the folders of one job's nodes, and read a run alone with perfcore report"
-        )
+        who = [[d.get("host"), d.get("pid")] for d in single[:3]]
+        return {"reason": "no_rank", "count": len(single), "parts": who}
     sizes = {p["doc"].get("world_size") for p in parts if p["doc"].get("world_size")}
     if len(sizes) > 1:
-        return f"the parts disagree on the job's size (world sizes {sorted(sizes)}): they are not one job"
+        return {"reason": "world_sizes", "sizes": sorted(sizes)}
     return None
 
 

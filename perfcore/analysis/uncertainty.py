@@ -13,11 +13,19 @@ import numpy as np
 
 from perfcore._lazy import lazy_module
 from perfcore.analysis.labels import LABELS
-from perfcore.analysis.units import fmt_ms, fmt_share
 
 pd = lazy_module("pandas")  # the live verdict in the training process imports this module, never pandas
 
-__all__ = ["robust_breakdown", "valid_robust", "OUTLIER_MADS", "TRIM_AT_MOST", "LEVEL", "RESAMPLES", "steps_to_settle"]
+__all__ = [
+    "robust_breakdown",
+    "valid_robust",
+    "OUTLIER_MADS",
+    "OUTLIER_MIN_RATIO",
+    "TRIM_AT_MOST",
+    "LEVEL",
+    "RESAMPLES",
+    "steps_to_settle",
+]
 
 # A step is an outlier when it is this many robust standard deviations (1.4826 MAD) above the
 # median step, and at least OUTLIER_MIN_RATIO times it (a steady loop's 1% jitter is no outlier).
@@ -78,7 +86,7 @@ def robust_breakdown(
 ) -> dict[str, Any] | None:
     """The trimmed per-label ms and shares of measured steps (no warm-up or evaluation rows: the caller
     selects), each with a `level` block bootstrap interval, and the outlier steps apart with what they
-    contained. None without steps."""
+    contained: figures (report.robust_words says them). None without steps."""
     n = len(table)
     if n == 0:
         return None
@@ -100,11 +108,7 @@ def robust_breakdown(
     step_rs = res_wall / np.maximum(res_cnt, 1) / 1e6
     total = float(w_k.sum())
     doc: dict[str, Any] = {
-        "method": (
-            f"trimmed: steps set apart as outliers (> {OUTLIER_MADS:g} MADs and {OUTLIER_MIN_RATIO:g}x the "
-            f"median step, their extra time not a data wait; at most {100 * TRIM_AT_MOST:.0f}% of the steps); "
-            f"{100 * level:.0f}% block bootstrap over {nb} block(s) of consecutive steps"
-        ),
+        "blocks": nb,  # of consecutive steps, the bootstrap's unit
         "level": level,
         "steps": n,
         "kept_steps": k,
@@ -143,12 +147,8 @@ def robust_breakdown(
             },
             "ms_per_step": o_ms,
             "excess_share": {lb: (e / ex_total if ex_total else 0.0) for lb, e in extra.items()},
-            "sentence": (
-                f"{int(out.sum())} outlier step(s) set apart ({fmt_ms(o_wall.min() / 1e6)} to "
-                f"{fmt_ms(o_wall.max() / 1e6)} against a median of {fmt_ms(np.median(wall) / 1e6)}"
-                + (f"; {fmt_share(extra[top] / ex_total)} of their extra time was {top}" if top else "")
-                + "): preemption, garbage collection or one-off work, not the loop's steady cost"
-            ),
+            "median_step_ms": float(np.median(wall) / 1e6),
+            "excess_label": top,  # the label that held most of their extra time, or None
         }
     return doc
 
@@ -166,7 +166,12 @@ def valid_robust(rb: Any) -> dict[str, Any] | None:
             return None
         sb = rb.get("step_ms_band")
         out = rb.get("outliers")
-        out = out if isinstance(out, Mapping) and isinstance(out.get("sentence"), str) else None
+        # Today's figures, or an older document's stored sentence.
+        out = (
+            out
+            if isinstance(out, Mapping) and (isinstance(out.get("count"), int) or isinstance(out.get("sentence"), str))
+            else None
+        )
         return {
             **rb,
             "ms": ms,

@@ -37,7 +37,9 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
 
     out_dir = res.folder
     curve = measure(size_list, dirs, repeats)
-    link = nominal_link_gbps()
+    from perfcore.report.transfer_words import say_link
+
+    link = say_link(nominal_link_gbps())
     doc = {
         "schema": "perfcore.experiments.transfer/1",
         "curve": curve.to_dict("records"),

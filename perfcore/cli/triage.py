@@ -169,10 +169,12 @@ def sweep_cmd(  # noqa: PLR0913
         )
         sys.exit(EXIT_INTERRUPTED)
     if doc["best"] is None:
-        first = next((c for c in doc["configs"] if c.get("error")), {})
+        from perfcore.report.failure_words import config_failure
+
+        first = next((c for c in doc["configs"] if config_failure(c)), {})
         click.echo(
             f"perfcore: error: no configuration could be measured"
-            + (f" (first: {first.get('status')}: {one_line(first['error'])[:300]})" if first else ""),
+            + (f" (first: {first.get('status')}: {one_line(config_failure(first))[:300]})" if first else ""),
             err=True,
         )
         sys.exit(EXIT_FAILURE)

@@ -17,51 +17,65 @@ from typing import Any, Callable, Sequence
 from perfcore._native import require_cuda
 from perfcore.errors import PerfcoreError, UsageError
 
-__all__ = ["capture_step", "GraphedStep", "CaptureError", "launch_overhead", "explain_capture_failure"]
+__all__ = [
+    "capture_step",
+    "GraphedStep",
+    "CaptureError",
+    "CAPTURE_REASONS",
+    "launch_overhead",
+    "capture_failure_reason",
+]
 
 # Optimizers whose step has no host sync, so they capture without a `capturable` flag.
 _CAPTURABLE_WITHOUT_FLAG = {"SGD"}
 
 
+# Why a capture failed (CaptureError.reason; report.capture_words says each and its fix).
+CAPTURE_REASONS = (
+    "optimizer_not_capturable",  # created without capturable=True
+    "optimizer_no_capturable_mode",  # an optimizer that has none
+    "not_capturable",
+    "host_sync",
+    "invalidated",
+    "dynamic_shapes",
+    "allocation",
+    "unsupported_op",
+)
+
+
 class CaptureError(PerfcoreError):
-    """Graph capture failed; the message says which call broke it and what to change."""
+    """Graph capture failed: the reason (CAPTURE_REASONS), the failing call's own message (detail) and
+    the optimizer's class where it is the cause. Its message is report.capture_words'."""
+
+    def __init__(self, reason: str, detail: str | None = None, optimizer: str | None = None) -> None:
+        self.reason, self.detail, self.optimizer = reason, detail, optimizer
+        from perfcore.report.capture_words import capture_error_words
+
+        super().__init__(capture_error_words(self.facts()))
+
+    def facts(self) -> dict[str, Any]:
+        return {"reason": self.reason, "detail": self.detail, "optimizer": self.optimizer}
 
 
-def explain_capture_failure(message: str) -> str:
-    """A capture error from CUDA/torch -> what usually causes it and the fix (pure; tested on CPU)."""
+def capture_failure_reason(message: str) -> str:
+    """A capture error from CUDA/torch -> what usually causes it, as a reason code (pure; tested on CPU)."""
     m = message.lower()
     if "capturable" in m:
-        return (
-            "the optimizer is not capturable: create it with capturable=True (Adam, AdamW, ...) so its step "
-            "keeps its state on the GPU"
-        )
+        return "not_capturable"
     if (
         "synchroniz" in m
         or "item" in m
         or "operation not permitted when stream is capturing" in m
         or "cudaerrorstreamcaptureunsupported" in m
     ):
-        return (
-            "a CPU sync ran inside the step: .item(), .cpu(), .tolist(), printing a tensor, "
-            "torch.cuda.synchronize() or a data-dependent Python branch on a tensor value; move it out of the "
-            "step or keep the value on the GPU"
-        )
+        return "host_sync"
     if "invalidated" in m or "cudaerrorstreamcaptureinvalidated" in m:
-        return (
-            "work outside the capture touched the captured stream (another thread, or a library call on the "
-            "default stream); capture in one thread and keep other streams idle"
-        )
+        return "invalidated"
     if "dynamic" in m or "shape" in m or "size" in m:
-        return (
-            "the step's shapes changed between calls (dynamic shapes): a graph replays fixed shapes, so pad "
-            "batches to one size (drop_last=True) or capture one graph per shape"
-        )
+        return "dynamic_shapes"
     if "allocat" in m or "memory" in m:
-        return (
-            "memory was allocated from outside the graph's private pool during capture; warm up more "
-            "iterations first, and avoid host-side allocations inside the step"
-        )
-    return "an operation in the step cannot be captured; run the step eagerly to find the failing op"
+        return "allocation"
+    return "unsupported_op"
 
 
 def _check_optimizer(optimizer) -> None:
@@ -69,15 +83,9 @@ def _check_optimizer(optimizer) -> None:
     groups = optimizer.param_groups
     if any("capturable" in g for g in groups):
         if not all(g.get("capturable") for g in groups):
-            raise CaptureError(
-                f"optimizer {name} cannot be captured as created: pass capturable=True "
-                f"({name}(params, ..., capturable=True)) so its step stays on the GPU"
-            )
+            raise CaptureError("optimizer_not_capturable", optimizer=name)
     elif name not in _CAPTURABLE_WITHOUT_FLAG:
-        raise CaptureError(
-            f"optimizer {name} has no capturable mode; use one that has (SGD, Adam, AdamW with "
-            "capturable=True) or capture forward+backward only"
-        )
+        raise CaptureError("optimizer_no_capturable_mode", optimizer=name)
 
 
 def _to_device(batch, device):
@@ -137,7 +145,7 @@ def capture_step(model, loss_fn: Callable, optimizer, example_batch, warmup: int
             static_loss = step()
     except RuntimeError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CaptureError(f"capture failed ({first}): {explain_capture_failure(str(e))}") from e
+        raise CaptureError(capture_failure_reason(str(e)), first) from e
     return GraphedStep(graph, static, static_loss)
 
 

@@ -87,7 +87,8 @@ def graph_experiment(workload: Workload, steps: int = 50, check_steps: int = 5) 
     try:
         step = capture_step(model, workload.loss_fn, opt, example, warmup=3)
     except CaptureError as e:
-        result.update(captured=False, error=str(e))
+        # The reason and the failing call's message; `error` keeps the one line graph.json has always had.
+        result.update(captured=False, **e.facts(), error=str(e))
         result["launch_overhead"] = launch_overhead()
         return result
     graph_losses = []

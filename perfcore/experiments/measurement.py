@@ -21,21 +21,34 @@ class Interrupted(Exception):
 @dataclass(frozen=True)
 class Failure:
     """A script that failed after measured steps (crashed, exited non-zero, killed): its numbers are
-    kept, partial. code: the script's exit code; oom: it ran out of memory."""
+    kept, partial. code: the script's exit code; how: the run document's own words for its exit; run:
+    which of diagnose's runs failed (baseline, synthetic, workers; None for a sweep's configuration,
+    named by its row) and the settings it changed; oom: it ran out of memory. report.failure_words
+    says it."""
 
     code: int
-    sentence: str
+    how: str | None = None
+    steps: int = 0
+    run: str | None = None
+    settings: Mapping[str, Any] | None = None
     oom: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "sentence": self.sentence}
+        return {
+            "code": self.code,
+            "how": self.how,
+            "steps": self.steps,
+            "run": self.run,
+            "settings": dict(self.settings) if self.settings else None,
+            "oom": self.oom,
+        }
 
 
 @dataclass(frozen=True)
 class Measurement:
     """One measured run of the loop: the numbers every experiment reads, from either runner.
     oom: the loop ran out of memory before any measured step (no numbers); steps == 0 with no oom:
-    the run ended in warm-up (`ended` says how)."""
+    the run ended in warm-up (exit_code, and `ended`: the run document's words for how)."""
 
     device: str
     steps: int
@@ -59,6 +72,7 @@ class Measurement:
     error: str | None = None
     failure: Failure | None = None
     ended: str | None = None
+    exit_code: int | None = None
     # The run's perfcore.run/1 document (advice is made on it) and, in this process, its steps table.
     document: Mapping[str, Any] | None = None
     evidence: Mapping[str, Any] | None = None
@@ -129,8 +143,8 @@ class Runner(Protocol):
     # A sweep changes only the axes asked for and keeps the rest as the loop has them (a script); else
     # every axis is set (a workload's loader, rebuilt per configuration).
     keeps_own_settings: bool
-    health_note: str | None
-    decoder_skip: str  # why diagnose's experiment C is skipped when there is no other decoder
+    health_note: str | None  # a code said by report.diagnose_words (NOTES): what health's loop leaves out
+    decoder_skip: str  # why diagnose's experiment C is skipped with no other decoder: a code (NOTES)
 
     def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement: ...
 

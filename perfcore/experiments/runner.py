@@ -241,7 +241,7 @@ def measure_workload(  # noqa: C901, PLR0912, PLR0913, PLR0915
     # The workload's DataLoader is the user's code here: advice names it and its settings. With no
     # workers the main process makes each batch, so its wait is the time to make one.
     loader = {
-        "owner": f"the {workload.name} workload's DataLoader",
+        "workload": workload.name,  # the loader is the workload's (report.plan_words names it)
         **{
             k: settings.get(k)
             for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
@@ -355,7 +355,7 @@ class WorkloadRunner:
     forward_only = True
     keeps_own_settings = False
     health_note = None
-    decoder_skip = "the workload declares no other decoder"
+    decoder_skip = "no_other_decoder"
 
     def __init__(self, workload: Workload, target: str | None = None) -> None:
         self.workload = workload

@@ -20,8 +20,8 @@ from perfcore.run.parent.launch import check_command, child_config, run_instrume
 __all__ = ["ScriptRunner", "script_run", "script_document", "script_measurement", "script_failure"]
 
 SYNTHETIC_KEEP = 8
-# Diagnose's runs, as a failure sentence names them (a sweep's configurations are named by their row).
-WHERE = {"baseline": " in the baseline", "synthetic": " with synthetic data", "workers": " with"}
+# Diagnose's runs, as a failure names them (a sweep's configurations are named by their row).
+DIAGNOSE_RUNS = ("baseline", "synthetic", "workers")
 NO_LOADER = "the script built no torch DataLoader, so its settings cannot be changed from outside"
 
 
@@ -95,7 +95,6 @@ def script_measurement(
     steps = int(doc.get("steps") or 0)
     series = tuple(float(b) for b in np.asarray(busy, dtype=float))
     rc = int(doc.get("exit_code") or 0)
-    ended = (doc.get("exit") or {}).get("sentence") or f"ended (exit {rc})"
     return Measurement(
         device=doc.get("device", "cpu"),
         steps=steps,
@@ -120,27 +119,27 @@ def script_measurement(
         verdict=doc.get("verdict"),
         synthetic=trial.synthetic,
         failure=script_failure(doc, trial),
-        ended=ended,
+        ended=(doc.get("exit") or {}).get("sentence"),
+        exit_code=rc,
         document={k: v for k, v in doc.items() if not k.startswith("_")},
     )
 
 
 def script_failure(doc: Mapping[str, Any], trial: Trial | None = None) -> Failure | None:
-    """The script failed after measured steps (crashed, exited non-zero, killed), as `perfcore run`
-    words it; None when it finished or --steps stopped it."""
+    """The script failed after measured steps (crashed, exited non-zero, killed): the facts of it, with the
+    words `perfcore run` kept for its exit; None when it finished or --steps stopped it."""
     rc = doc.get("exit_code") or 0
     if not rc:
         return None
-    how = (doc.get("exit") or {}).get("sentence") or (doc.get("outcome") or {}).get("sentence") or f"exited with {rc}"
-    n = doc.get("steps") or 0
-    where = WHERE.get(trial.tag, "") if trial is not None else ""
-    if where == " with":
-        where += " " + ", ".join(f"{k}={v}" for k, v in (trial.overrides or {}).items())
-    oom = "out of memory" in str((doc.get("exit") or {}).get("exception", "")).lower()
+    how = (doc.get("exit") or {}).get("sentence") or (doc.get("outcome") or {}).get("sentence")
+    run = trial.tag if trial is not None and trial.tag in DIAGNOSE_RUNS else None
     return Failure(
-        rc,
-        f"the script {how} after {n} measured step{'' if n == 1 else 's'}{where}: these results are partial",
-        oom=oom,
+        int(rc),
+        how=how,
+        steps=int(doc.get("steps") or 0),
+        run=run,
+        settings=dict(trial.overrides or {}) if run == "workers" else None,
+        oom="out of memory" in str((doc.get("exit") or {}).get("exception", "")).lower(),
     )
 
 
@@ -154,8 +153,8 @@ class ScriptRunner:
 
     forward_only = False
     keeps_own_settings = True
-    health_note = "a script runs its own loop (optimizer included); health of a workload factory omits the optimizer"
-    decoder_skip = "a script declares no decoders; use a workload factory with decoders={...} for this experiment"
+    health_note = "script_loop"
+    decoder_skip = "script_decoders"
 
     def __init__(self, cmd: list[str], out: Path) -> None:
         self.cmd = list(cmd)
@@ -201,6 +200,5 @@ class ScriptRunner:
             "ms_per_item": w.get("getitem_ms_mean", 0.0) / max(1.0, w.get("items_per_batch", 1)),
             "cpu_to_wall": None,
             "top": [],
-            "note": "a script's workers are timed per batch (__getitem__ vs collate); for a function-level "
-            "profile, point diagnose at a workload factory",
+            "note": "timed_per_batch",
         }

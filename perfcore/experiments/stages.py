@@ -136,19 +136,21 @@ def sweep_stage(
 
         import pandas as pd
 
-        jsonio.write(
-            out / "sweep.json",
-            sweep_doc(
-                runner.name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(), rounds=[], interrupted=True
-            ),
+        partial = sweep_doc(
+            runner.name, grid, steps, pd.DataFrame(rows), t0=time.perf_counter(), rounds=[], interrupted=True
         )
+        jsonio.write(out / "sweep.json", partial.to_dict())
 
     say = progress.configs if progress else None
-    doc = sweep(runner, grid, steps=steps, warmup=warmup, budget_s=budget_s, progress=say, done=done, on_row=checkpoint)
+    result = sweep(
+        runner, grid, steps=steps, warmup=warmup, budget_s=budget_s, progress=say, done=done, on_row=checkpoint
+    )
+    doc = result.to_dict()
     return doc, write_sweep(doc, out)
 
 
 def write_sweep(doc: dict[str, Any], out: Path) -> list[str]:
+    """sweep.json (the result's to_dict), sweep.csv and the heatmaps."""
     import pandas as pd
 
     from perfcore.report.plots import plot_heatmaps

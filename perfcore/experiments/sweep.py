@@ -7,6 +7,7 @@ few steps, the better half gets twice as many, and so on."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import os
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from perfcore.analysis.command_results import SweepResult
 from perfcore.errors import RunFailed, UsageError
 from perfcore.experiments.measurement import Interrupted, Runner, Trial
 from perfcore.experiments.runner import as_runner, resolve_device
@@ -126,9 +128,10 @@ def run_grid(
             interrupted = True
             break
         except UsageError as e:
-            rows.append(failed_row(cfg, "infeasible", str(e)))
+            rows.append(failed_row(cfg, "infeasible", "infeasible", str(e)))
         except Exception as e:  # a crash in the user's model or data: that configuration's result
-            rows.append(failed_row(cfg, "crashed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"))
+            first = str(e).splitlines()[0] if str(e) else ""
+            rows.append(failed_row(cfg, "crashed", "exception", f"{type(e).__name__}: {first}"))
         measured += 1
         if on_row:
             on_row(rows)
@@ -151,7 +154,7 @@ def _measure_cfg(runner: Runner, steps: int, warmup: int, axes: tuple, tag: Call
         try:
             return config_row(cfg, runner.measure(trial))
         except RunFailed as e:
-            return failed_row(cfg, "crashed", str(e))
+            return failed_row(cfg, "crashed", "run_failed", str(e))
 
     return one
 
@@ -166,7 +169,7 @@ def sweep(
     progress: Callable[[int, int, float | None, str], None] | None = None,
     done: list[dict] | None = None,
     on_row: Callable[[list[dict]], None] | None = None,
-) -> dict[str, Any]:
+) -> SweepResult:
     """A grid axis given as [None] keeps the loop's own value (a script's sweep): its own settings are
     read first, and each configuration's `replaced` lists what differs from them."""
     runner = as_runner(runner)
@@ -190,7 +193,7 @@ def sweep(
         table = pd.DataFrame(rows)
     else:
         table, interrupted = _halving(runner, configs, steps, warmup, budget_s, say, rounds, axes)
-    doc = sweep_doc(
+    result = sweep_doc(
         runner.name,
         grid,
         steps,
@@ -200,9 +203,7 @@ def sweep(
         interrupted=interrupted,
         planned=None if budget_s else len(configs),
     )
-    if own is not None:
-        _keep_own(doc, grid, own, swept, runner)
-    return doc
+    return _keep_own(result, grid, own, swept, runner) if own is not None else result
 
 
 def own_config(cfg: dict, own: dict) -> dict[str, Any]:
@@ -223,16 +224,21 @@ def _own_config(cfg: dict, own: dict, axes: tuple) -> dict:
     return {**full, "replaced": replaced or None}
 
 
-def _keep_own(doc: dict, grid: dict, own: dict, swept: tuple, runner: Runner) -> None:
+def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: Runner) -> SweepResult:
     """A sweep of a loop's own settings says what they were, which it kept, and the patch to the best."""
     from perfcore.experiments.sweep_patch import sweep_patch
 
-    doc["script_settings"] = {k: v for k, v in own.items() if k != "site"}
-    doc["kept"] = {k: own.get(k) for k in grid if k not in swept}
-    if doc["best"]:
-        best = next((r for r in doc["configs"] if config_key(r) == config_key(doc["best"])), {})
-        doc["best"]["replaced"] = best.get("replaced")
-    doc["patch"] = sweep_patch(own.get("site"), doc["best"], own, CONFIG_KEYS, getattr(runner, "out", None))
+    best = result.best
+    if best:
+        row = next((r for r in result.configs if config_key(r) == config_key(best)), {})
+        best = {**best, "replaced": row.get("replaced")}
+    return dataclasses.replace(
+        result,
+        best=best,
+        script_settings={k: v for k, v in own.items() if k != "site"},
+        kept={k: own.get(k) for k in grid if k not in swept},
+        patch=sweep_patch(own.get("site"), best, own, CONFIG_KEYS, getattr(runner, "out", None)),
+    )
 
 
 def _warmup(cfg: dict, warmup: int) -> int:

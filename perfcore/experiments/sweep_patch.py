@@ -32,19 +32,20 @@ def sweep_patch(
     out: Path,
     cwd: str | None = None,
 ) -> dict[str, Any]:
-    """{"status": written | unchanged | not_possible, "reason", "patch" (file name), "call", "at"}. `site` is
-    the recorded "file:line" (untrusted: read, never written; it must lie under `cwd`)."""
+    """{"status": written | unchanged | not_possible, "reason" (a code: no_site, own_is_best, not_under_cwd
+    with site and cwd, cannot_patch with the error; report.lines_text says it), "patch" (file name), "call", "at"}.
+    `site` is the recorded "file:line" (untrusted: read, never written; it must lie under `cwd`)."""
     if not site or not best:
-        return {"status": "not_possible", "reason": "no DataLoader call site or no best configuration"}
+        return {"status": "not_possible", "reason": "no_site"}
     settings = _settings(best, own, keys)
     if not settings:
-        return {"status": "unchanged", "reason": "the best configuration is the script's own"}
+        return {"status": "unchanged", "reason": "own_is_best"}
     file, _, line = site.rpartition(":")
     cwd = os.path.realpath(os.getcwd() if cwd is None else cwd)
     real = os.path.realpath(file)
     rel = os.path.relpath(real, cwd)
     if not line.isdigit() or rel.startswith("..") or not os.path.isfile(real):
-        return {"status": "not_possible", "reason": f"the DataLoader at {site} is not a file under {cwd}"}
+        return {"status": "not_possible", "reason": "not_under_cwd", "site": site, "cwd": cwd}
     try:
         if os.path.getsize(real) > MAX_SOURCE_BYTES:
             raise PatchError(f"{rel} is over {MAX_SOURCE_BYTES >> 20} MiB")
@@ -52,7 +53,7 @@ def sweep_patch(
             source = fh.read()
         p = loader_patch(source, rel, int(line), settings)
     except (OSError, UnicodeDecodeError, PatchError) as e:
-        return {"status": "not_possible", "reason": str(e)}
+        return {"status": "not_possible", "reason": "cannot_patch", "error": str(e)}
     from perfcore.report import jsonio
 
     jsonio.write_text(out / PATCH_NAME, p.diff)

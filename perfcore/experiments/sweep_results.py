@@ -1,6 +1,6 @@
-"""A sweep's rows and its document: one configuration's row from its measurement (or the reason it
-has none), and perfcore.sweep/1 with the best, the knees and the worker trials, from the rows that
-measured fine; an earlier document's finished rows, to resume it."""
+"""A sweep's rows and its result: one configuration's row from its measurement (or the reason it has
+none), and the SweepResult (sweep.json) with the best, the knees and the worker trials, from the rows
+that measured fine; an earlier document's finished rows, to resume it."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from perfcore.analysis.command_results import SweepResult
 from perfcore.errors import UsageError
 from perfcore.experiments.measurement import Measurement
 
 __all__ = [
     "CONFIG_KEYS",
+    "REASONS",
     "ConfigResult",
     "config_result",
     "config_key",
@@ -30,16 +32,28 @@ __all__ = [
 CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
 
 
+# Why a configuration has no row of its own numbers (its `reason`; report.failure_words says each):
+# out of memory; a run that ended in warm-up; a script that failed after measured steps (its numbers
+# kept, partial); settings the loop cannot take; an exception in the user's model or data; a run that
+# failed with nothing to report.
+REASONS = ("out_of_memory", "no_measured_step", "failed_partway", "infeasible", "exception", "run_failed")
+
+
 @dataclass(frozen=True)
 class ConfigResult:
     """One configuration of a sweep: its settings (and, for a script, what they replace), its status
-    (ok, oom, crashed, infeasible) and the measurement, where it gave one. A status other than ok is
-    never best; a script that failed part-way keeps its numbers beside its status."""
+    (ok, oom, crashed, infeasible), the reason (REASONS) when not ok, and the measurement, where it gave
+    one. A status other than ok is never best; a script that failed part-way keeps its numbers beside
+    its status. error: the exception's own message, where there was one; exit_code and ended: how a
+    script's run ended (its document's words)."""
 
     config: Mapping[str, Any]
     status: str
     measurement: Measurement | None = None
     error: str | None = None
+    reason: str | None = None
+    exit_code: int | None = None
+    ended: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         m = self.measurement
@@ -58,12 +72,14 @@ class ConfigResult:
                 **verdict_cols(m.verdict),
             }
         order = ("step_ms", "samples_per_s", "busy_mean", "busy_std", "peak_mem_bytes")
+        failed = {"reason": self.reason, "exit_code": self.exit_code, "ended": self.ended} if self.reason else {}
         return {
             **self.config,
             **{k: numbers[k] for k in order},
             "oom": self.status == "oom",
             "status": self.status,
             "error": self.error[:300] if self.error else None,
+            **failed,
             **{k: v for k, v in numbers.items() if k not in order},
         }
 
@@ -72,13 +88,14 @@ def config_result(cfg: Mapping[str, Any], m: Measurement) -> ConfigResult:
     """One configuration's result from its measurement: failed when it gave no measured step (out of
     memory, or a script that ended in warm-up)."""
     if m.oom and not m.steps:
-        return ConfigResult(cfg, "oom", None, m.error or "out of memory")
+        return ConfigResult(cfg, "oom", None, m.error, reason="out_of_memory")
     if not m.steps or not m.step_ms or m.step_ms != m.step_ms:
-        how = f"the script {m.ended} during warm-up" if m.ended else "the run ended in warm-up"
-        return ConfigResult(cfg, "crashed", None, f"{how}: no measured step")
+        return ConfigResult(cfg, "crashed", None, reason="no_measured_step", exit_code=m.exit_code, ended=m.ended)
     if m.failure:
         # Numbers from a run that crashed part-way describe a different job: kept, never best.
-        return ConfigResult(cfg, "oom" if m.failure.oom else "crashed", m, m.failure.sentence)
+        f = m.failure
+        status = "oom" if f.oom else "crashed"
+        return ConfigResult(cfg, status, m, reason="failed_partway", exit_code=f.code, ended=f.how)
     return ConfigResult(cfg, "ok", m)
 
 
@@ -92,9 +109,10 @@ def verdict_cols(v: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"verdict": (v or {}).get("bound"), "verdict_level": (v or {}).get("level")}
 
 
-def failed_row(cfg: Mapping[str, Any], status: str, reason: str) -> dict[str, Any]:
-    """A configuration that gave no measurement: recorded, never best."""
-    return ConfigResult(cfg, status, None, reason).as_dict()
+def failed_row(cfg: Mapping[str, Any], status: str, reason: str, error: str | None = None) -> dict[str, Any]:
+    """A configuration that gave no measurement (status, reason: one of REASONS, the exception's own
+    message): recorded, never best."""
+    return ConfigResult(cfg, status, None, error, reason=reason).as_dict()
 
 
 def config_key(cfg: dict) -> tuple:
@@ -111,8 +129,9 @@ def sweep_doc(
     rounds: list,
     interrupted: bool = False,
     planned: int | None = None,
-) -> dict[str, Any]:
-    """The perfcore.sweep/1 document; best and knees only from configurations that measured fine."""
+) -> SweepResult:
+    """The sweep's result (sweep.json is its to_dict); best and knees only from configurations that
+    measured fine."""
     if "status" not in table:
         table = table.assign(status=[] if table.empty else "ok")
     ok = table[(table["status"] == "ok") & (table["samples_per_s"].fillna(0) > 0)] if len(table) else table
@@ -126,21 +145,20 @@ def sweep_doc(
         b = ok.loc[ok["samples_per_s"].idxmax()]
         best = {**{k: _py(b[k]) for k in CONFIG_KEYS}, "samples_per_s": float(b["samples_per_s"])}
     failed = [r for r in table.to_dict("records") if r.get("status") != "ok"] if len(table) else []
-    return {
-        "schema": "perfcore.sweep/1",
-        "workload": name,
-        "grid": grid,
-        "steps": steps,
-        "configs": [_clean(r) for r in table.to_dict("records")],
-        "best": best,
-        "knees": knees(ok) if len(ok) else [],
-        "worker_trials": worker_trials(ok, best) if best else [],
-        "failed": len(failed),
-        "complete": not interrupted and (planned is None or len(table) >= planned),
-        "interrupted": interrupted,
-        "elapsed_s": time.perf_counter() - t0,
-        "rounds": rounds,
-    }
+    return SweepResult(
+        workload=name,
+        grid=grid,
+        steps=steps,
+        configs=tuple(_clean(r) for r in table.to_dict("records")),
+        best=best,
+        knees=tuple(knees(ok)) if len(ok) else (),
+        worker_trials=tuple(worker_trials(ok, best)) if best else (),
+        failed=len(failed),
+        complete=not interrupted and (planned is None or len(table) >= planned),
+        interrupted=interrupted,
+        elapsed_s=time.perf_counter() - t0,
+        rounds=tuple(rounds),
+    )
 
 
 def knees(ok: pd.DataFrame, within: float = 0.05) -> list[dict[str, Any]]:
@@ -196,17 +214,17 @@ def _clean(r: dict) -> dict:
     return {k: (None if isinstance(v, float) and v != v else _py(v)) for k, v in r.items()}
 
 
-def resume_rows(previous: dict[str, Any], grid: dict, steps: int, name: str) -> list[dict]:
-    """The finished configurations of an earlier sweep document, when it swept the same thing."""
-    if previous.get("workload") != name or previous.get("steps") != steps:
+def resume_rows(previous: SweepResult, grid: dict, steps: int, name: str) -> list[dict]:
+    """The finished configurations of an earlier sweep, when it swept the same thing."""
+    if previous.workload != name or previous.steps != steps:
         raise UsageError(
-            f"the sweep to resume ran {previous.get('workload')!r} with --steps {previous.get('steps')}; "
+            f"the sweep to resume ran {previous.workload!r} with --steps {previous.steps}; "
             f"this one is {name!r} with --steps {steps}: give the same target and --steps, or a new --out"
         )
-    same = {k: [_py(x) for x in v] for k, v in grid.items()} == previous.get("grid")
+    same = {k: [_py(x) for x in v] for k, v in grid.items()} == previous.grid
     if not same:
         raise UsageError(
             "the sweep to resume had another grid; give the same --batch-size/--num-workers/"
             "--pin-memory/--prefetch-factor, or a new --out"
         )
-    return [r for r in previous.get("configs", []) if isinstance(r, dict)]
+    return list(previous.configs)

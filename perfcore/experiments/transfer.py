@@ -137,14 +137,14 @@ def nominal_link_gbps() -> dict[str, Any]:
         max_width = pynvml.nvmlDeviceGetMaxPcieLinkWidth(h)
         pynvml.nvmlShutdown()
     except Exception as e:
-        return {"gbps": None, "reason": f"NVML could not tell the link ({type(e).__name__}: {e})"}
+        # The reason as a code, with NVML's own message (report.transfer_words says it).
+        return {"gbps": None, "reason": "nvml_unavailable", "error": f"{type(e).__name__}: {e}"}
     return {
         "gbps": per_lane.get(max_gen, float("nan")) * max_width,
         "generation": max_gen,
         "width": max_width,
         "current_generation": gen,
         "current_width": width,
-        "note": "nominal = the most this device and system allow; the current link may be trained down when idle",
     }
 
 

@@ -1,40 +1,21 @@
-"""The advice and the loader plan into words: each recommendation's text and evidence, and the loader
-plan's sentence and text, made from the facts analysis.advice and analysis.loader_plan decide (kinds,
-numbers, the loader's settings). A document written before the facts were kept has its words stored:
-they are read back as they are."""
+"""The advice into words: each recommendation's text and evidence, made from the facts analysis.advice
+decides (kinds, numbers, the loader's settings; the loader plan's words are report.plan_words), and the
+words a run document keeps beside its facts (say). A document written before the facts were kept has
+its words stored: they are read back as they are."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfcore.analysis.loader_plan import PlanKind
-from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report.finding_words import evaluation_sentence, memory_words
-from perfcore.report.label_words import evidence_words, gain_words, startup_sentence
+from perfcore.report.label_words import MALFORMED, evidence_words, gain_words, startup_sentence
+from perfcore.report.plan_words import plan_words, where_words
+from perfcore.report.robust_words import say_robust
 from perfcore.report.verdict_words import say_interference, say_verdict
 
-__all__ = ["gain_words", "where_words", "plan_words", "advice_words", "text_of", "evidence_of", "ways_short", "say"]
+__all__ = ["advice_words", "text_of", "evidence_of", "ways_short", "say"]
 
-# How to make a batch cheaper, by how its items are made: a decoder is named only where images are decoded.
-_CHEAPER = {
-    "pil": "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
-    "images pre-resized to the size the model takes, or data decoded once and cached as tensors",
-    "fast": "make a batch cheaper: images pre-resized to the size the model takes, or data decoded "
-    "once and cached as tensors",
-    "none": "make a batch cheaper: the items are in memory already, so the time is the per-item "
-    "transforms and collate: transform the whole tensor once up front, or index a batch at a time "
-    "(a BatchSampler) rather than item by item",
-    "unknown": "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms "
-    "done once up front, data prepared once and cached as tensors)",
-}
-# What a workers trial that turned the advice round measured, by its status: the word sits beside
-# the number it describes, so a ratio above 1 is never called slower.
-_TRIAL_WORDS = {
-    (True, Change.SLOWER): "more workers made steps slower",
-    (True, Change.WITHIN_NOISE): "more workers made steps no faster beyond the runs' noise",
-    (False, Change.FASTER): "fewer workers made steps faster",
-}
 # What makes one rank slower than the others, by the label of its excess.
 _SLOW_WHY = {
     "compute": "it computes longer per step: uneven shards or sequence lengths, a slower or shared device, or "
@@ -57,126 +38,6 @@ _STARTUP = (
     "Measure a longer run (--steps) before judging the steady state; to cut the start itself, build the "
     "dataset index once (cache it), keep workers (persistent_workers=True), and compile or warm up once."
 )
-
-
-def where_words(ld: Mapping[str, Any]) -> str:
-    """The user's DataLoader: its construction site (file:line) and settings, where known."""
-    owner = f"the DataLoader made at {ld['site']}" if ld.get("site") else ld.get("owner") or "your DataLoader"
-    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-    settings = ", ".join(f"{k}={ld[k]}" for k in keys if ld.get(k) is not None)
-    return f"{owner} ({settings})" if settings else owner
-
-
-def _cores(p: Mapping[str, Any]) -> str:
-    cores, loop, others, threads = p["cpu_count"], p.get("loop_cores"), p.get("other_cores"), p.get("torch_threads")
-    if loop is not None:
-        said = f"the loop's compute already uses {loop:.1f} of the {cores} cores" + (
-            f" ({threads} torch threads)" if threads else ""
-        )
-    elif threads:
-        said = f"torch runs the loop's compute on {threads} threads of the {cores} cores"
-    else:
-        said = f"the loop keeps one of the {cores} cores busy"
-    return said + (f" and other processes used {others:.1f}" if others and others >= 0.1 else "")
-
-
-def plan_words(p: Mapping[str, Any]) -> tuple[str, str]:  # noqa: PLR0915
-    """The loader plan's (sentence, text): why the loop waits, and the change in the user's DataLoader."""
-    kind = PlanKind(p["kind"])
-    n, make, wait, needed, spare = (
-        p["num_workers"],
-        p["worker_batch_ms"],
-        p["wait_ms_per_batch"],
-        p["workers_needed"],
-        p["spare_workers"],
-    )
-    at = where_words(p.get("loader") or {})
-    per = p["batches_per_step"]
-    rate = f"a batch takes {fmt_ms(make)} to make and the loop uses one every {fmt_ms(p['loop_ms_per_batch'])}" + (
-        f", {per:g} batches per step" if per > 1 else ""
-    )
-    cheaper = _CHEAPER.get(str(p.get("decode")), _CHEAPER["unknown"])
-    fewer = (
-        f"; or leave a core to a worker: torch.set_num_threads({p['fewer_threads']}) with num_workers=1 "
-        "(compute then runs on one thread fewer; measure both)"
-        if p.get("fewer_threads")
-        else ""
-    )
-    rs = p.get("restart") or {}
-    restart = (
-        f"the workers start again every epoch: {fmt_ms(rs['each_ms'])} each time beyond making the first batch, "
-        f"over {rs['restarts']} restart(s) {fmt_ms(rs['per_batch_ms'])} per batch of the {fmt_ms(wait)} the loop waits"
-        if rs
-        else ""
-    )
-    if kind is PlanKind.MEASURED_NO_HELP:
-        t = p["trial"]
-        said = _TRIAL_WORDS[(t["num_workers"] > n, Change(t["change"]))]
-        s = (
-            f"{t.get('experiment', 'an experiment')} measured num_workers={t['num_workers']} at {fmt_x(t['speedup'])} "
-            f"of these settings' speed: {said} on this machine ({_cores(p)}); {rate}"
-        )
-        return s, f"In {at}: {cheaper}{fewer}. Not more workers: {s}."
-    if kind in (PlanKind.MORE_WORKERS, PlanKind.MORE_WORKERS_CAPPED, PlanKind.NO_FREE_CORE):
-        s = f"loading runs in the main process (num_workers=0): {rate}, so about {needed} worker(s) would hide it" + (
-            f"; collate alone is {fmt_ms(p['collate_ms'])} of each batch" if p.get("collate_ms") else ""
-        )
-        if kind is PlanKind.NO_FREE_CORE:
-            s += f", but no core is free for one: {_cores(p)}"
-            return s, f"In {at}: {cheaper}{fewer}. Workers would not help as things are: {s}."
-        if kind is PlanKind.MORE_WORKERS_CAPPED:
-            return s, (
-                f"In {at}: set num_workers={spare} and persistent_workers=True. {rate[0].upper()}{rate[1:]}, so "
-                f"hiding it needs about {needed} workers, more than the {spare} core(s) free beside the loop "
-                f"({_cores(p)}): if __getitem__ computes (decode, augment) rather than waits on I/O, also {cheaper}."
-            )
-        return s, f"In {at}: set num_workers={needed} and persistent_workers=True; {rate}."
-    if kind is PlanKind.PERSISTENT_WORKERS:
-        return restart, f"In {at}: set persistent_workers=True; {restart}."
-    if kind is PlanKind.CHEAPER_FETCH:
-        s = (
-            f"{n} worker(s) cannot keep up and more would not fit: {rate}, so about {needed} workers "
-            f"would be needed, and {_cores(p)}, leaving {spare} core(s) for workers"
-        )
-        text = f"In {at}: {cheaper}, rather than adding workers; {s}."
-    elif kind is PlanKind.TOO_FEW_WORKERS:
-        s = (
-            f"{n} worker(s) make a batch every {fmt_ms(make / n)} together, the loop uses one every "
-            f"{fmt_ms(p['loop_ms_per_batch'])} and waits {fmt_ms(wait)} per batch: about {needed} would hide it"
-        )
-        text = f"In {at}: set num_workers={needed}; {s}."
-    elif kind is PlanKind.HANDOVER:
-        cpu = p.get("cpu_percent")
-        busy = f" (host CPU {cpu:.0f}%: processes wait for a core)" if cpu else ""
-        s = (
-            f"{n} worker(s) make a batch in {fmt_ms(make)} but the loop waits {fmt_ms(wait)} for "
-            f"each: the handover from the worker processes costs the rest{busy}"
-        )
-        text = (
-            f"In {at}: with batches this cheap set num_workers=0 (the loop would spend about "
-            f"{fmt_ms(make)} making each one itself); {s}."
-        )
-    else:
-        pf, pin = p["prefetch_factor"], p.get("pin_in_main")
-        s = (
-            f"{n} worker(s) are enough on average ({rate}; about {needed} needed) yet the loop waits "
-            f"{fmt_ms(wait)} per batch: batches arrive in bursts and the {pf * n} queued "
-            f"(prefetch_factor={pf} x {n}) run out"
-        ) + (
-            "; pin_memory=True also copies every batch in a thread of the main process, "
-            "which competes with the loop for the interpreter"
-            if pin
-            else ""
-        )
-        text = (
-            f"In {at}: raise prefetch_factor to {max(pf * 2, 4)}"
-            + (" or try pin_memory=False" if pin else "")
-            + f"; {s}."
-        )
-    if rs.get("contributes"):
-        s += f"; besides, {restart}"
-        text = text[:-1] + f"; besides, {restart}: also set persistent_workers=True."
-    return s, text
 
 
 def _expected(f: Mapping[str, Any], rid: str) -> str:
@@ -365,14 +226,11 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
 
 # A document read from a folder is untrusted: facts that do not have the shape this version writes
 # (another version's, an edited file) are not said; the words stored beside them are.
-_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
-
-
 def text_of(rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> str:
     """The recommendation's text: from its facts, else (an old document) the words it stored."""
     try:
         return advice_words(rec, plan)[0] if isinstance(rec.get("facts"), Mapping) else str(rec.get("text") or "")
-    except _MALFORMED:
+    except MALFORMED:
         return str(rec.get("text") or "")
 
 
@@ -380,16 +238,8 @@ def evidence_of(rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -
     """The recommendation's evidence: from its facts, else the words it stored."""
     try:
         return advice_words(rec, plan)[1] if isinstance(rec.get("facts"), Mapping) else str(rec.get("evidence") or "")
-    except _MALFORMED:
+    except MALFORMED:
         return str(rec.get("evidence") or "")
-
-
-def plan_sentence(plan: Mapping[str, Any]) -> str:
-    """The loader plan's sentence: from its kind and figures, else the words it stored."""
-    try:
-        return plan_words(plan)[0] if plan.get("kind") else str(plan.get("sentence") or "")
-    except _MALFORMED:
-        return str(plan.get("sentence") or "")
 
 
 def say(doc: dict[str, Any]) -> dict[str, Any]:
@@ -410,6 +260,7 @@ def say(doc: dict[str, Any]) -> dict[str, Any]:
         if isinstance(f, dict) and "sentence" not in f:
             f["sentence"], f["advice"] = memory_words(f)
     say_verdict(doc.get("verdict"))
+    say_robust(doc.get("breakdown_robust"))
     intf = doc.get("interference")
     if isinstance(intf, dict) and isinstance(intf.get("reasons"), list):
         intf.update(say_interference(intf))

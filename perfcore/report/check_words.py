@@ -7,16 +7,16 @@ import re
 from typing import Any, Mapping
 
 from perfcore.analysis.checks import CheckResult, Reason
-from perfcore.analysis.gain import FALLBACK_REL, FALLBACK_STEP, fmt_speedups
+from perfcore.analysis.gain import FALLBACK_REL, FALLBACK_STEP
 from perfcore.analysis.status import Check
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
-from perfcore.report.label_words import what_of
+from perfcore.report.label_words import speedups_words, what_of
 
 __all__ = ["check_long", "bound_long", "check_text", "loading_text", "readable_frame"]
 
 
 def _x(x: float | None, band) -> str:
-    b = fmt_speedups(band)
+    b = speedups_words(band)
     return fmt_x(x) + (f" ({b})" if b else "")
 
 
@@ -53,7 +53,7 @@ def check_long(c: CheckResult) -> str:
             f"{c.status.value}, compute itself went from {fmt_ms(c.compute_ms[0])} to {fmt_ms(c.compute_ms[1])} "
             f"per step between the runs ({_busy(c)}); the attribution stands"
         )
-    allow = fmt_speedups(c.agreement_band)
+    allow = speedups_words(c.agreement_band)
     if allow:
         allow += (
             f" (the prediction's interval, or two runs' usual spread: {100 * FALLBACK_REL:.0f}% of it "

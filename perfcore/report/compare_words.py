@@ -6,21 +6,19 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_x
+from perfcore.report.verdict_words import verdict_name
 
-__all__ = ["verdict_name", "change_sentence", "step_words", "render_compare", "say"]
+__all__ = ["side_name", "change_sentence", "step_words", "render_compare", "say"]
 
 
-def verdict_name(side: Mapping[str, Any]) -> str:
-    """A run's verdict in a few words: the bound it names and its tier, else healthy, else its summary
-    (no steps measured)."""
+def side_name(side: Mapping[str, Any]) -> str:
+    """A run's verdict in a few words, as every verdict is named (verdict_words.verdict_name); a document
+    written before compare kept each side's decision keeps the words it stored."""
+    if isinstance(side.get("decision"), Mapping):
+        return verdict_name(side["decision"])
     if side.get("named"):
         return f"{side['named']} ({side.get('level')})"
-    if side.get("healthy"):
-        return "healthy, compute-bound"
-    if side.get("verdict"):  # a document written before compare kept each side's decision
-        return str(side["verdict"])
-    d = side.get("decision") if isinstance(side.get("decision"), Mapping) else {}
-    return "no steps measured" if d.get("bound") in (None, "unknown") else str(d.get("bound"))
+    return str(side.get("verdict") or ("compute-bound (healthy)" if side.get("healthy") else "no steps measured"))
 
 
 def change_sentence(doc: Mapping[str, Any]) -> str:
@@ -31,14 +29,14 @@ def change_sentence(doc: Mapping[str, Any]) -> str:
         return str(ch.get("sentence") or "")
     a, b = doc.get("a") or {}, doc.get("b") or {}
     if not ch.get("changed"):
-        return f"verdict unchanged: {verdict_name(a)}"
+        return f"verdict unchanged: {side_name(a)}"
     if ch.get("primary_changed"):
         return (
-            f"verdict changed: {verdict_name(a)} -> {verdict_name(b)}; primary cause "
+            f"verdict changed: {side_name(a)} -> {side_name(b)}; primary cause "
             f"{ch.get('a_primary') or 'none'} -> {ch.get('b_primary') or 'none'}"
         )
     return (
-        f"verdict changed: {verdict_name(a)} -> {verdict_name(b)} (same primary cause, "
+        f"verdict changed: {side_name(a)} -> {side_name(b)} (same primary cause, "
         f"{ch.get('a_level')} -> {ch.get('b_level')})"
     )
 
@@ -69,8 +67,8 @@ def render_compare(doc: Mapping[str, Any]) -> str:
     lines = [
         step_words(doc),
         change_sentence(doc),
-        f"  A: {doc['a'].get('verdict') or verdict_name(doc['a'])}",
-        f"  B: {doc['b'].get('verdict') or verdict_name(doc['b'])}",
+        f"  A: {doc['a'].get('verdict') or side_name(doc['a'])}",
+        f"  B: {doc['b'].get('verdict') or side_name(doc['b'])}",
         f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
     ]
     for lb, v in doc["labels"].items():

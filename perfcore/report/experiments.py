@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from perfcore.analysis.gain import fmt_speedups
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.advice_words import text_of
 from perfcore.report.check_words import readable_frame
-from perfcore.report.label_words import interference_detail, interference_sentence
+from perfcore.report.diagnose_words import note_words
+from perfcore.report.failure_words import config_failure, script_exit_words
+from perfcore.report.label_words import interference_detail, interference_sentence, speedups_words
 from perfcore.report.lines_text import patch_text
 from perfcore.report.terminal import verdict_line
 
@@ -47,7 +48,8 @@ def render_health(doc: dict[str, Any]) -> str:
 def _script_exit(doc: dict[str, Any]) -> list[str]:
     """The one line for a script that failed after measured steps (its code is the command's)."""
     ex = doc.get("script_exit")
-    return [ex["sentence"]] if isinstance(ex, dict) and ex.get("sentence") else []
+    said = script_exit_words(ex) if isinstance(ex, dict) else ""
+    return [said] if said else []
 
 
 def render_diagnose(doc: dict[str, Any]) -> str:
@@ -68,14 +70,14 @@ def render_diagnose(doc: dict[str, Any]) -> str:
             f"{fmt_x(e['speedup']):>8}"
         )
     for s in doc.get("skipped", []):
-        lines.append(f"  {s['name']:<34} skipped: {s['reason']}")
+        lines.append(f"  {s['name']:<34} skipped: {note_words(s['reason'])}")
     p = doc["worker_profile"]
     ratio = f", CPU/wall {p['cpu_to_wall']:.2f}" if p.get("cpu_to_wall") is not None else ""
     lines.append(
         f"  __getitem__: {fmt_ms(p['ms_per_item'])} per item{ratio}" + ("; top functions:" if p["top"] else "")
     )
     if p.get("note"):
-        lines.append(f"    ({p['note']})")
+        lines.append(f"    ({note_words(p['note'])})")
     for r in p["top"][:5]:
         lines.append(f"    {fmt_ms(r['self_ms_per_item']):>9}/item  {readable_frame(r['function'])}")
     lines.append(verdict_line(doc["verdict"]))
@@ -97,7 +99,11 @@ def render_diagnose(doc: dict[str, Any]) -> str:
                 + f", measured {fmt_x(c.get('measured_speedup'))}"
                 + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "")
                 + f": {c.get('status')}"
-                + (f" (agreeing: {fmt_speedups(c['agreement_band'])})" if fmt_speedups(c.get("agreement_band")) else "")
+                + (
+                    f" (agreeing: {speedups_words(c['agreement_band'])})"
+                    if speedups_words(c.get("agreement_band"))
+                    else ""
+                )
             )
     plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     for r in doc.get("recommendations") or []:
@@ -136,7 +142,7 @@ def _check_short(c: dict[str, Any]) -> str:
     )
     # The band the status was judged on (the prediction's interval widened by the runs' noise), beside
     # the word, so "confirmed" is never read against a narrower range printed elsewhere.
-    agreeing = fmt_speedups(c.get("agreement_band")) if status != "inconclusive" else ""
+    agreeing = speedups_words(c.get("agreement_band")) if status != "inconclusive" else ""
     return f"  {c['experiment']}: predicted {px}, measured {mx}: {status}{why}" + (
         f" (agreeing: {agreeing})" if agreeing else ""
     )
@@ -225,7 +231,7 @@ def render_sweep(doc: dict[str, Any]) -> str:
             f"  {c['batch_size']:>5} {c['num_workers']:>7} {str(c['pin_memory']):>5} "
             f"{str(_int(c['prefetch_factor']) if c['num_workers'] else '-'):>8} {step:>9} {rate:>10} "
             f"{busy:>7}"
-            + (f"  {c['error'][:80]}" if failed and c.get("error") else _verdict_cell(c))
+            + (f"  {config_failure(c)[:80]}" if failed and config_failure(c) else _verdict_cell(c))
             + (f"  replaced: {c['replaced']}" if c.get("replaced") else "")
         )
     b = doc["best"]

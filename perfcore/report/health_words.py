@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from perfcore.report.diagnose_words import note_words
+from perfcore.report.failure_words import say_script_exit
 from perfcore.report.verdict_words import preface, say_verdict
 
 __all__ = ["health_summary", "heartbeat_meaning", "say", "FORWARD_ONLY_NOTE"]
@@ -49,6 +51,9 @@ def say(doc: dict[str, Any]) -> dict[str, Any]:
     after the interference when material, the heartbeat's meaning), for the writer."""
     if isinstance(doc.get("verdict"), dict):
         say_verdict(doc["verdict"])
+    say_script_exit(doc)
+    if doc.get("note"):
+        doc["note"] = note_words(doc["note"])  # health.json has always kept its note in words
     doc["plain_summary"] = health_summary(doc)
     doc["summary"] = preface(doc["plain_summary"], (doc.get("verdict") or {}).get("interference"))
     hb = doc.get("heartbeat")

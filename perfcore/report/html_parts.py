@@ -18,7 +18,8 @@ from perfcore.report.charts import COLORS, assets, to_json
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.process_words import trainers
 from perfcore.report.terminal import crashed_early
-from perfcore.report.verdict_words import card_lines, cause_words, summary_words
+from perfcore.report.verdict_card import card_lines
+from perfcore.report.verdict_words import cause_words, summary_words
 from perfcore.report.words import overhead_short
 
 __all__ = [

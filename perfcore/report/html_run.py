@@ -10,7 +10,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
-from perfcore.report.advice_words import plan_sentence
+from perfcore.report.plan_words import plan_sentence
 from perfcore.report.finding_words import memory_sentence
 from perfcore.report.process_words import trainers, trainers_phrase
 from perfcore.report.verdict_words import has_facts, summary_words

@@ -9,6 +9,7 @@ from typing import Any
 
 from perfcore.report.charts import COLORS, stackbars
 from perfcore.report.check_words import check_text
+from perfcore.report.diagnose_words import note_words
 from perfcore.report.html_run import headline, links, run_sections
 from perfcore.report.html_compare import render_compare_page, write_compare_report
 from perfcore.report.html_parts import Body, breakdown_table, esc, num, dur, page, pct, stack_bar, tiles, verdict_card
@@ -156,7 +157,7 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
     if skipped:
         body.add(
             "<p class='muted'>skipped: "
-            + "; ".join(f"{esc(s.get('name'))} ({esc(s.get('reason'))})" for s in skipped)
+            + "; ".join(f"{esc(s.get('name'))} ({esc(note_words(s.get('reason')))})" for s in skipped)
             + "</p>"
         )
     p = doc.get("worker_profile") or {}
@@ -168,7 +169,7 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
             + "</p>"
         )
         if p.get("note"):
-            head += f"<p class='muted'>{esc(p['note'])}</p>"
+            head += f"<p class='muted'>{esc(note_words(p['note']))}</p>"
         if top:
             peak = max(float(r.get("self_ms_per_item") or 0) for r in top) or 1.0
             rows = "".join(

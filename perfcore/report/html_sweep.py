@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from perfcore.report.experiments import knee_text
+from perfcore.report.failure_words import config_failure
 from perfcore.report.html_parts import Body, esc, num, dur, pct, tiles
 
 __all__ = ["sweep_sections"]
@@ -120,7 +121,7 @@ def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdic
                     r = m.iloc[0]
                     tip = f"batch_size={bs} num_workers={nw} pin_memory={pin} prefetch_factor={pf if nw else '-'}: "
                     if r["status"] != "ok":
-                        err = str(r.get("error") or "")[:120]
+                        err = config_failure(r)[:120]
                         tds.append(
                             f"<td class='cell bad' data-tip='{esc(tip + str(r['status']).upper() + (': ' + err if err else ''))}'>"
                             f"{esc(str(r['status']).upper())}</td>"

@@ -9,11 +9,17 @@ from typing import Any, Mapping
 from perfcore.analysis.uncertainty import LEVEL
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 
+# A document read from a folder is untrusted: facts that do not have the shape this version writes (another
+# version's, an edited file) are not said; the words stored beside them are.
+MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
 __all__ = [
+    "MALFORMED",
     "WHAT",
     "what_of",
     "how_of",
     "gain_words",
+    "speedups_words",
     "evidence_words",
     "startup_sentence",
     "interference_sentence",
@@ -74,6 +80,13 @@ def how_of(label: str, on_gpu: bool, measured_by: str | None = None) -> str:
     if measured_by:
         return _MEASURED_BY.get(measured_by, measured_by)
     return _LONG[label][1] if on_gpu else _LONG[label][2]
+
+
+def speedups_words(band: Any) -> str:
+    """A band of speedups: "1.70-1.95x", or "1.70x or more" when nothing would be left at its top."""
+    if not band or band[0] is None:
+        return ""
+    return fmt_band(band[0], band[1]) if band[1] is not None else f"{fmt_x(band[0])} or more"
 
 
 def gain_words(speedup: float | None, band: Any = None) -> str:

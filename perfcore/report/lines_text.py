@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from perfcore.analysis.lines import enough_samples, min_samples
+from perfcore.analysis.lines import enough_samples, min_samples, package_of
 from perfcore.analysis.loader_plan import training_loader
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import run_evidence, steady_ms
@@ -76,6 +76,21 @@ def _loader_text(loader: Mapping[str, Any], figure: str) -> str:
     return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting for batches; {change}"
 
 
+def _library_line(x: Mapping[str, Any], label: str, cwd: str | None) -> str | None:
+    """A user's line that holds a label's time only because it calls into a library (trainer.train()):
+    the share of the label at the deepest frame of that library where the time went, by file and line
+    (its own lines are for py-spy or the library's profiler; perfcore does not guess its settings)."""
+    inside = x.get("inside")
+    # Counted syncing calls at the line (as _calls shows them) are its change already: keep values on the device.
+    if not inside or x.get("share", 0) < 0.5 or not x.get("user", True) or _calls(x.get("calls") or []):
+        return None
+    lib = package_of(inside[0])
+    share = fmt_share(float(x["share"]) * float(x.get("inside_share") or 0))
+    of = _printable(lib) + ("'" if lib.endswith("s") else "'s")
+    at = f"{os.path.basename(inside[0])}:{int(inside[2])}"
+    return f"  try: {_site(x, cwd)}: {share} of {label} is in {of} {_printable(inside[1])} ({_printable(at)})"
+
+
 def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: str | None) -> str:
     # The label's ms are the breakdown's (the table above); the samples give a site's share of them (a
     # sampler starved of CPU sees less time, not a different split). A site is sized only when its samples
@@ -94,6 +109,9 @@ def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: st
     if enough_samples(x["share"], n):
         if loader:
             return f"  try: {_loader_text(loader, sized(x['share']))}"
+        inside = _library_line(x, label, cwd)
+        if inside:
+            return inside
         return f"  try: {_site(x, cwd)}: {sized(x['share'])}{_calls(x.get('calls') or [])}"
     calls = [
         c
@@ -157,12 +175,26 @@ def _compute_text(doc: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _no_patch(p: Mapping[str, Any]) -> str:
+    """Why the sweep wrote no patch, from its reason (an older document's reason is its words)."""
+    reason = p.get("reason")
+    if reason == "no_site":
+        return "no DataLoader call site or no best configuration"
+    if reason == "own_is_best":
+        return "the best configuration is the script's own"
+    if reason == "not_under_cwd":
+        return f"the DataLoader at {p.get('site')} is not a file under {p.get('cwd')}"
+    if reason == "cannot_patch":
+        return str(p.get("error") or "")
+    return str(reason or "")
+
+
 def patch_text(patch: Mapping[str, Any] | None, folder: str = "<sweep folder>") -> list[str]:
     """The sweep's DataLoader change: the call as it would read at its file:line, and the patch to apply."""
     if not patch:
         return []
     if patch.get("status") != "written":
-        return [f"  no DataLoader patch: {_printable(patch.get('reason', ''))}"]
+        return [f"  no DataLoader patch: {_printable(_no_patch(patch))}"]
     return [
         f"  change at {_printable(patch['at'])}: {_printable(patch['call'])}",
         f"  git apply {_printable(os.path.join(folder, patch['patch']))}"

@@ -5,10 +5,29 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfcore.analysis.ranks import EXCESS_PHRASE
 from perfcore.analysis.units import fmt_ms, fmt_share
+from perfcore.report.verdict_words import EXCESS_PHRASE
 
-__all__ = ["straggler_sentence", "waiting_sentence", "missing_sentence", "say"]
+__all__ = ["straggler_sentence", "waiting_sentence", "missing_sentence", "job_problem_words", "say"]
+
+
+def _who(parts: Any) -> str:
+    return ", ".join(f"host {h} pid {p}" for h, p in parts)
+
+
+def job_problem_words(p: Mapping[str, Any]) -> str:
+    """Why parts cannot be merged as one job (analysis.ranks.job_problem's reason and figures), and what to do."""
+    if p["reason"] == "rank_claimed_twice":
+        return (
+            f"two parts claim rank {p['rank']} ({_who(p['parts'])}): "
+            "they come from different runs, not one job; merge the folders of one job's nodes"
+        )
+    if p["reason"] == "no_rank":
+        return (
+            f"{p['count']} part(s) have no rank ({_who(p['parts'])}): each is a single-process run, not a rank of "
+            "one distributed job; merge only the folders of one job's nodes, and read a run alone with perfcore report"
+        )
+    return f"the parts disagree on the job's size (world sizes {p['sizes']}): they are not one job"
 
 
 def straggler_sentence(s: Mapping[str, Any]) -> str:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.errors import BadResultFile
 from perfcore.report.run_schema import RUN_OPTIONAL, RUN_REQUIRED
 from perfcore.report.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
+
+if TYPE_CHECKING:
+    from perfcore.analysis.command_results import SweepResult
 
 __all__ = [
     "stage_document",
@@ -306,10 +309,14 @@ SWEEP_REQUIRED = {
 }
 
 
-def load_sweep(folder: Path) -> dict[str, Any]:
-    """sweep.json of a sweep folder (to continue it): every configuration row checked."""
+def load_sweep(folder: Path) -> "SweepResult":
+    """The result sweep.json of a sweep folder holds (to continue it): every configuration row checked."""
     path = Path(folder) / "sweep.json"
-    doc = read_json(path, "perfcore.sweep")
+    return _typed(path, _checked_sweep(path, read_json(path, "perfcore.sweep")))
+
+
+def _checked_sweep(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """sweep.json with the shape of each configuration row checked, named where it breaks (exit 2)."""
     for k, shape in SWEEP_REQUIRED.items():
         p = problem(doc.get(k), shape, k) if k in doc else f"{k} is missing"
         if p:
@@ -336,21 +343,26 @@ def stage_document(folder: Path, names: tuple[str, ...] | None = None) -> tuple[
     return None
 
 
-def _as_result(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
-    """A health, diagnose or demo document read back as its command's result (this version's or an older
-    one's), checked for what the renderers read; corrupt (exit 2) where it does not hold one."""
-    from perfcore.analysis.command_results import BadResult, DemoResult, DiagnoseResult, HealthResult
+def _typed(path: Path, doc: dict[str, Any]) -> Any:
+    """The command's result a document holds, or corrupt (exit 2) where it does not hold one."""
+    from perfcore.analysis.command_results import BadResult, DemoResult, DiagnoseResult, HealthResult, SweepResult
 
     typed = {
         "perfcore.health": HealthResult,
         "perfcore.diagnose": DiagnoseResult,
+        "perfcore.sweep": SweepResult,
         "perfcore.experiments.demo": DemoResult,
     }
-    kind = str(doc.get("schema")).split("/")[0]
-    if kind not in typed:
-        return doc
     try:
-        # The words an older document kept beside its facts stay (they are what it says).
-        return {**doc, **typed[kind].from_dict(doc).to_dict()}
+        return typed[str(doc.get("schema")).split("/")[0]].from_dict(doc)
     except BadResult as err:
         raise _bad(path, f"is corrupt: {err}", 2) from err
+
+
+def _as_result(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """A health, diagnose, sweep or demo document read back as its command's result (this version's or an
+    older one's), checked for what the renderers read; corrupt (exit 2) where it does not hold one."""
+    if str(doc.get("schema")).startswith("perfcore.sweep/"):
+        doc = _checked_sweep(path, doc)
+    # The words an older document kept beside its facts stay (they are what it says).
+    return {**doc, **_typed(path, doc).to_dict()}

@@ -9,11 +9,13 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
-from perfcore.report.advice_words import evidence_of, plan_sentence, text_of
+from perfcore.report.advice_words import evidence_of, text_of
+from perfcore.report.plan_words import plan_sentence
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence, step_source_words
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import lines_text
 from perfcore.report.process_words import trainer_lines, trainers_phrase
+from perfcore.report.robust_words import outliers_sentence
 from perfcore.report.verdict_words import cause_words, plain_words, summary_words
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "crashed_early", "FEW_STEPS"]
@@ -50,7 +52,10 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
     extra = [s.strip() for s in lines_text(doc)]
     named = [s for s in extra if s.startswith("try:")]
     recs = [r for r in doc.get("recommendations") or [] if not (named and r.get("id") == "host_gaps")]
-    lines += [] if crash else (named + [try_short(r, doc["verdict"], site) for r in recs])[:2]
+    tries = list(named)
+    for r in recs:
+        tries.append(try_short(r, doc["verdict"], site, tuple(tries)))
+    lines += [] if crash else [t for t in tries if t][:2]
     starved = starved_short(doc.get("starvation") or {})
     lines += [starved] if starved else []
     ex = doc.get("exit") or {}
@@ -177,8 +182,8 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
             f"  {lb:<9} {fmt_ms(doc['breakdown_ms'][lb]):>9} {fmt_share(f):>6} {_bar(f)}"
             + (f" {fmt_share(rb['share'][lb])} ({fmt_band(b[0], b[1], fmt_share)})" if b else "")
         )
-    if (rb.get("outliers") or {}).get("sentence"):
-        lines.append(f"  {rb['outliers']['sentence']}")
+    if outliers_sentence(rb.get("outliers")):
+        lines.append(f"  {outliers_sentence(rb['outliers'])}")
     if verdict:
         lines += ["", verdict_line(doc["verdict"])]
         v = doc["verdict"]

@@ -10,10 +10,11 @@ from typing import Any, Mapping
 
 from perfcore.analysis.results import Cause, Level, Verdict
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
 from perfcore.report.check_words import check_text, loading_text
 from perfcore.report.label_words import (
+    MALFORMED,
     WHAT,
     evidence_words,
     gain_words,
@@ -31,9 +32,11 @@ __all__ = [
     "plain_words",
     "summary_words",
     "say_verdict",
+    "EXCESS_PHRASE",
+    "verdict_name",
     "say_compare",
     "verdict_short",
-    "card_lines",
+    "stored_words",
     "cause_words",
     "headline",
     "preface",
@@ -49,8 +52,8 @@ THRESHOLDS_RATIONALE = (
 WIDTH = 120
 # A cause's tier in plain words (the verdict's "warn" is a threshold's name, not a finding).
 LEVEL_WORDS = {"warn": "moderate", "critical": "critical", "borderline": "borderline", "minor": "minor"}
-# What a straggler's excess is spent on.
-_EXCESS = {
+# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
+EXCESS_PHRASE = {
     "load": "its DataLoader waits",
     "compute": "it computes",
     "transfer": "it copies",
@@ -132,7 +135,7 @@ def straggler_lead(job: Mapping[str, Any]) -> str:
         f"{fmt_ms(float(job['wait_ms']))} of each {fmt_ms(float(job['step_ms']))} step ({fmt_share(share)}, "
         f"{level}) in collectives for it; its own work is {fmt_ms(float(job.get('work_ms') or 0))} against "
         f"{fmt_ms(float(job.get('others_work_ms') or 0))} on the other ranks, the excess in {ex}: "
-        f"{_EXCESS.get(ex, ex)} {fmt_ms(float(job.get('excess_ms') or 0))} more per step"
+        f"{EXCESS_PHRASE.get(ex, ex)} {fmt_ms(float(job.get('excess_ms') or 0))} more per step"
     )
 
 
@@ -251,16 +254,39 @@ def fit(*parts: tuple[str, int]) -> str:
     return "".join(keep)
 
 
+def _name(v: Mapping[str, Any], t: Verdict) -> str | None:
+    """The verdict's name: its bound and level ("input-bound (critical)", "input-bound on rank 1 (moderate)",
+    "compute-bound (healthy)", "straggler rank 1 (critical)"); None for a document without its numbers."""
+    if t.level is Level.HEALTHY:
+        return "compute-bound (healthy)"
+    job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
+    if job and t.bound == "straggler":
+        return f"straggler rank {job.get('slow_rank')} ({LEVEL_WORDS.get(t.level.value, t.level.value)})"
+    top = next((c for c in t.named if c.label == t.primary), None)
+    if top is None:
+        return None
+    level = "borderline" if t.level is Level.BORDERLINE else LEVEL_WORDS.get(top.level.value, top.level.value)
+    on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
+    return f"{top.bound}{on} ({level})"
+
+
+def verdict_name(v: Mapping[str, Any]) -> str:
+    """The verdict in a few words (its bound and level), for compare's before -> after; "no steps measured"."""
+    try:
+        if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
+            return "no steps measured"
+        return _name(v, Verdict.from_dict(v)) or str(v.get("bound"))
+    except MALFORMED:
+        return str(v.get("bound") or "no steps measured")
+
+
 def _head(v: Mapping[str, Any], t: Verdict) -> list[tuple[str, int]] | None:
     """The verdict's short line as ranked parts (fit drops the lowest first), without "verdict: "."""
     busy = (" [uncertain: busy]" if t.uncertain else "", 1)  # the header line says how busy, as measured
     if t.level is Level.HEALTHY:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
         return [
-            (
-                f"compute-bound (healthy): nothing avoidable reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step",
-                0,
-            ),
+            (f"{_name(v, t)}: nothing avoidable reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step", 0),
             (f" (largest: {big.label}, {fmt_share(big.share)})" if big else "", 2),
             busy,
         ]
@@ -268,8 +294,7 @@ def _head(v: Mapping[str, Any], t: Verdict) -> list[tuple[str, int]] | None:
     if job and t.bound == "straggler":  # a job held up by one rank: the wait, the slow rank, its excess
         return [
             (
-                f"straggler rank {job.get('slow_rank')} ({LEVEL_WORDS.get(t.level.value, t.level.value)}): "
-                f"rank {job.get('waiting_rank')} waits {fmt_ms(float(job.get('wait_ms') or 0))} of a "
+                f"{_name(v, t)}: rank {job.get('waiting_rank')} waits {fmt_ms(float(job.get('wait_ms') or 0))} of a "
                 f"{fmt_ms(float(job.get('step_ms') or 0))} step ({fmt_share(float(job.get('wait_share') or 0))}) "
                 f"for it, {job.get('excess_label')} +{fmt_ms(float(job.get('excess_ms') or 0))}",
                 0,
@@ -280,13 +305,11 @@ def _head(v: Mapping[str, Any], t: Verdict) -> list[tuple[str, int]] | None:
     if top is None:  # a document without the verdict's numbers (written before they were kept)
         return None
     band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
-    level = "borderline" if t.level is Level.BORDERLINE else LEVEL_WORDS.get(top.level.value, top.level.value)
-    on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
     # The gain of removing it is said once, on the "try" line that names the change; the interval gives
     # way to the wait for the slow rank and to the busy mark.
     return [
         (
-            f"{top.bound}{on} ({level}): {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
+            f"{_name(v, t)}: {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
             f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}",
             0,
         ),
@@ -324,54 +347,8 @@ def preface(plain: str, interference: Mapping[str, Any] | None) -> str:
     return f"{interference_sentence(interference)}. {plain[0].upper()}{plain[1:]}"
 
 
-def _card_lines(v: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """card_lines, on facts of the shape this version writes."""
-    if v.get("bound") in (None, "unknown") or not v.get("step_ms"):
-        return str(v.get("summary") or "no steps measured"), []
-    t = Verdict.from_dict(v)
-    job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
-    top = next((c for c in t.named if c.label == t.primary), None)
-    if t.level is Level.HEALTHY:
-        head = f"compute-bound (healthy): nothing avoidable reaches {100 * WARN_SHARE:.0f}% of the step"
-    elif job and t.bound == "straggler":
-        head = "".join(text for text, _ in _head(v, t) or [] if not text.startswith(" [uncertain"))
-    elif top is not None:
-        level = "borderline" if t.level is Level.BORDERLINE else LEVEL_WORDS.get(top.level.value, top.level.value)
-        on = f" on rank {job.get('slow_rank')}" if job else ""
-        head = f"{top.bound}{on} ({level}): {WHAT[top.label]}"
-    else:  # a document without the verdict's numbers (written before they were kept)
-        return plain_words(v).split("; ")[0], []
-    lines = []
-    if t.uncertain:
-        lines.append("uncertain: other processes used the machine during the run (see Warnings)")
-    check = next((c for c in v.get("checks") or [] if isinstance(c, Mapping) and c.get("status")), None)
-    if check is not None and check.get("measured_speedup") is not None:  # diagnose's test of the verdict
-        lines.append(
-            f"checked: {check.get('experiment')} measured {fmt_x(check['measured_speedup'])}"
-            + (f" against {fmt_x(check['predicted_speedup'])} predicted" if check.get("predicted_speedup") else "")
-            + f": {check['status']}"
-        )
-    if top is not None and top.share_band is not None and (t.level is Level.BORDERLINE or top.borderline_tier):
-        tier = top.borderline_tier or WARN_SHARE
-        more = steps_to_settle(t.steps, top.share, top.share_band, tier) if t.steps else None
-        lines.append(
-            f"borderline: its {100 * LEVEL:.0f}% interval {fmt_band(top.share_band[0], top.share_band[1], fmt_share)} "
-            f"straddles {100 * tier:.0f}%; "
-            + (
-                f"--steps {more} or a quieter machine would settle it"
-                if more and more > t.steps
-                else "more steps would settle it"
-            )
-        )
-    return head, lines[:2]
-
-
-# A document read from a folder is untrusted: facts that do not have the shape this version writes (another
-# version's, an edited file) are not said; the words stored beside them are.
-_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
-
-
-def _stored(v: Mapping[str, Any]) -> str:
+def stored_words(v: Mapping[str, Any]) -> str:
+    """The words a verdict document stored beside its facts (what an older or damaged one still says)."""
     return str(v.get("summary") or v.get("plain_summary") or "") if isinstance(v, Mapping) else ""
 
 
@@ -381,8 +358,8 @@ def plain_words(v: Mapping[str, Any]) -> str:
     diagnose's checks and what loading is. A document without the facts: its stored words."""
     try:
         return _plain_words(v)
-    except _MALFORMED:
-        return str(v.get("plain_summary") or "") or _stored(v)
+    except MALFORMED:
+        return str(v.get("plain_summary") or "") or stored_words(v)
 
 
 def summary_words(v: Mapping[str, Any]) -> str:
@@ -390,8 +367,8 @@ def summary_words(v: Mapping[str, Any]) -> str:
     interference finding first (what inflated the steps), then plain_words."""
     try:
         return _summary_words(v)
-    except _MALFORMED:
-        return _stored(v)
+    except MALFORMED:
+        return stored_words(v)
 
 
 def verdict_short(v: Mapping[str, Any]) -> str:
@@ -400,23 +377,13 @@ def verdict_short(v: Mapping[str, Any]) -> str:
     makes it uncertain."""
     try:
         return _verdict_short(v)
-    except _MALFORMED:
-        return f"verdict: {_stored(v)}"
-
-
-def card_lines(v: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """The HTML verdict card's words: a headline (the bound, its level, what the time is; the card's
-    tiles give its ms, share and gain) and at most two short lines (why the verdict is uncertain,
-    diagnose's check of it, what would settle a borderline one); summary_words goes in its "why" panel."""
-    try:
-        return _card_lines(v)
-    except _MALFORMED:
-        return _stored(v).split("; ")[0], []
+    except MALFORMED:
+        return f"verdict: {stored_words(v)}"
 
 
 def cause_words(v: Mapping[str, Any], c: Mapping[str, Any]) -> tuple[str, str]:
     """A named cause's (what, evidence) in words: from the verdict's facts, else the words it stored."""
     try:
         return _cause_words(v, c)
-    except _MALFORMED:
+    except MALFORMED:
         return str(c.get("what") or c.get("label") or ""), str(c.get("evidence") or "")

@@ -44,7 +44,7 @@ _CHEAPER = {
 }
 
 
-def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any]) -> str | None:
+def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any], said: tuple[str, ...] = ()) -> str | None:
     rid = str(rec.get("id"))
     if isinstance(rec.get("set"), Mapping) and rec["set"]:  # the settings themselves, with their numbers
         return "set " + ", ".join(f"{k}={v}" for k, v in rec["set"].items())
@@ -60,8 +60,9 @@ def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any]) -> str | None:
             else f"{over['threads']} threads spin on {float(over.get('free_cores') or 0):.1f} free cores"
         )
         return f"torch.set_num_threads({rec.get('threads_fit', 1)}): {spin}"
-    if rid == "faster_compute" and ways_short(rec):
-        return "faster compute: " + ", ".join(ways_short(rec))  # the advice's own ways, as it lists them
+    ways = [w for w in ways_short(rec) if not any(w in s for s in said)] if rid == "faster_compute" else []
+    if ways:
+        return "faster compute: " + ", ".join(ways)  # the advice's own ways, as it lists them, less those said
     if rid == "evaluation" and isinstance(rec.get("share_of_wall"), (int, float)):
         return f"evaluation took {fmt_share(rec['share_of_wall'])} of the run: evaluate less often, on fewer batches"
     if rid == "cheaper_batches" and isinstance(rec.get("decoder_slower"), Mapping):
@@ -102,10 +103,15 @@ def _measured_gain(rec: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | None) -> str:
+def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | None, said: tuple[str, ...] = ()) -> str:
     """One piece of advice as a "try" line: where in the user's code, the change, its expected gain; the
-    gain an experiment measured where one did (diagnose's), never the prediction beside it."""
-    change = _change(rec, verdict)
+    gain an experiment measured where one did (diagnose's), never the prediction beside it. said: the try
+    lines above it (a change one of them names, the optimizer's fused form, is not named again); "" when
+    everything the advice would name is said already."""
+    if rec.get("id") == "faster_compute" and said and ways_short(rec):
+        if all(any(w in s for s in said) for w in ways_short(rec)):
+            return ""
+    change = _change(rec, verdict, said)
     if change is None:  # a finding with its own words (memory): its first clause
         change = text_of(rec).split(": ")[0].split(". ")[0]
     measured = _measured_gain(rec)

@@ -35,11 +35,14 @@ class LineCapture:
 
     def facts(self) -> dict[str, Any]:
         """Stop both and return what the part's writer joins (plain lists and numbers)."""
-        from perfcore.analysis.lines import fold
+        from perfcore.analysis.lines import fold, library_entries
 
         samples = self.sampler.stop()
         calls = self.counter.stop() if self.counter is not None else None
         site_of, sites, user = fold(samples.stacks, self.prefixes)
+        # Where in a library a user's line spent its time (trainer.train(): which of the Trainer's
+        # functions): the stacks stay here, so each sample's library frame goes with its site.
+        entry_of, entries = library_entries(samples.stacks, self.prefixes)
         out: dict[str, Any] = {
             "prefixes": list(self.prefixes),
             "interval_ns": samples.interval_ns,
@@ -48,6 +51,8 @@ class LineCapture:
             "site": site_of[samples.stack].tolist(),
             "sites": [[f.file, f.function, f.line] for f in sites],
             "user": user.tolist(),
+            "entry": entry_of[samples.stack].tolist(),
+            "entries": [[f.file, f.function, f.line] for f in entries],
             "missed": samples.missed,
             "dropped": samples.dropped,
             "sampler_ns": samples.sampler_ns,
@@ -99,11 +104,20 @@ def label_spans(engine) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple
 def _samples(facts: Mapping[str, Any]):
     from perfcore.capture.line_sampler import Frame, LineSamples
 
-    sites = tuple((Frame(str(f), str(fn), int(ln)),) for f, fn, ln in facts["sites"])
+    sites = [Frame(str(f), str(fn), int(ln)) for f, fn, ln in facts["sites"]]
+    site = np.asarray(facts["site"], np.int64)
+    stacks: tuple = tuple((s,) for s in sites)
+    if len(facts.get("entry") or ()) == len(site) and len(site):
+        # Each sample's stack again as its library frame inside its site, so the join finds both.
+        entries = [Frame(str(f), str(fn), int(ln)) for f, fn, ln in facts["entries"]]
+        pairs, site = np.unique(
+            np.stack([site, np.asarray(facts["entry"], np.int64)], axis=1), axis=0, return_inverse=True
+        )
+        stacks = tuple((entries[e], sites[s]) if e >= 0 else (sites[s],) for s, e in pairs.tolist())
     return LineSamples(
         np.asarray(facts["t_ns"], np.int64),
-        np.asarray(facts["site"], np.int32),
-        sites,
+        np.asarray(site, np.int32).reshape(-1),
+        stacks,
         int(facts["interval_ns"]),
         int(facts["cap_ns"]),
         0,
@@ -151,7 +165,7 @@ def lines_document(
     measured = ~table["warmup"].to_numpy(dtype=bool)
     if "evaluation" in table:
         measured &= ~table["evaluation"].to_numpy(dtype=bool)
-    from perfcore.analysis.lines import host_timeline
+    from perfcore.analysis.line_timeline import host_timeline
 
     s0 = full["start_ns"].to_numpy(np.int64)
     s1 = s0 + full["wall_ns"].to_numpy(np.int64) + full["perfcore_ns"].to_numpy(np.int64)

@@ -435,7 +435,9 @@ def merge_dirs(dirs: list[Path], out: Path | None) -> dict[str, Any]:
 
     problem = job_problem(parts)
     if problem:
-        raise UsageError(problem)
+        from perfcore.report.rank_words import job_problem_words
+
+        raise UsageError(job_problem_words(problem))
     out = prepare_out(out, "merge")  # only now: a refused merge leaves no folder behind
     cmd = parts[0]["doc"].get("command") or parts[0]["doc"].get("argv") or []
     doc = finish_run(out, 0, cmd, parts)
