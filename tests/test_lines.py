@@ -225,7 +225,8 @@ def test_a_host_bound_loop_is_traced_to_its_metrics_line():
     src = Path(host_metrics.__file__).read_text().splitlines()
     line = next(i for i, s in enumerate(src, 1) if "stats.append" in s)
     host_metrics.main(3)
-    with SyncCounter(torch) as c, LineSampler(interval_s=0.001) as s:
+    # A fixed rate: this checks the join against the truth, not the rate's budget (tested apart).
+    with SyncCounter(torch) as c, LineSampler(interval_s=0.001, budget=None) as s:
         starts, ends, metric_ns = host_metrics.main(200, batch=48)
     r = join_lines(s.result(), starts, ends, prefixes=library_prefixes(), calls=c.result())
     host = r.label("host")
@@ -250,3 +251,51 @@ def test_the_minimum_samples_keep_two_standard_errors_within_half_the_share():
             assert 2 * np.sqrt(p * (1 - p) / (n - 1)) > 0.5 * p  # and not one sample earlier
     assert min_samples(0.5) == 16 and min_samples(1.0) == MIN_SAMPLES == 6 and min_samples(0.0) > 10**9
     assert not enough_samples(0.44, 5) and not enough_samples(0.83, 5) and enough_samples(1.0, 39)
+
+
+def test_the_sampling_rate_falls_when_a_sample_costs_more_than_the_budget():
+    """Each sample made to look 200 us long (the injected clock adds 100 us a read, and a wake-up reads it
+    twice around its work): at a 0.5% budget the wait grows to ~40 ms, where a fixed rate keeps 1 ms."""
+
+    def slow_clock(reads=[0]):
+        reads[0] += 1
+        return time.perf_counter_ns() + reads[0] * 100_000
+
+    def run(budget):
+        s = LineSampler(interval_s=0.001, clock=slow_clock, budget=budget)
+        with s:
+            end = time.perf_counter() + 0.4
+            while time.perf_counter() < end:
+                time.sleep(0.0005)
+        return s.result(), s
+
+    adaptive, sa = run(0.005)
+    fixed, _ = run(None)
+    per_wake_ns = adaptive.sampler_ns / adaptive.wakes
+    assert per_wake_ns >= 200_000
+    assert sa._next_wait_s() == pytest.approx(min(per_wake_ns / 1e9 / 0.005, 0.25), rel=1e-6)
+    assert adaptive.wakes <= 0.4 / 0.035 + 2 and fixed.wakes >= 3 * adaptive.wakes, (adaptive.wakes, fixed.wakes)
+    # Each sample stands for the time since the one before: the cap follows the longest wait.
+    assert adaptive.cap_ns >= 0.035e9 and fixed.cap_ns < 0.035e9
+    # The hand-back counts toward the budget too: a costly one slows the rate with no held time at all.
+    slow = LineSampler(interval_s=0.001, budget=0.005, handoff_ns=1_000_000)
+    slow._wakes = 1
+    assert slow._next_wait_s() == pytest.approx(0.2, rel=0.01)
+
+
+def test_a_sample_stalls_the_sampled_thread_by_its_held_time_and_the_hand_back(monkeypatch):
+    from perfcore.capture import line_sampler
+
+    real = LineSampler._sample_once
+
+    def holds_2ms(self):
+        end = time.perf_counter_ns() + 2_000_000
+        while time.perf_counter_ns() < end:  # the GIL held, as a deep walk would
+            pass
+        real(self)
+
+    monkeypatch.setattr(LineSampler, "_sample_once", holds_2ms)
+    stall_ns, held_ns = line_sampler.sample_stall_ns(samples=6, interval_s=0.001, limit_s=2.0)
+    assert held_ns >= 2e6 and stall_ns >= 2e6 * 0.9, (stall_ns, held_ns)
+    handoff = line_sampler.handoff_cost_ns(samples=6, interval_s=0.001, limit_s=2.0)
+    assert 0 <= handoff < 1e6 * 50  # what is left after the held time: not the 2 ms again
