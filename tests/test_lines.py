@@ -299,3 +299,41 @@ def test_a_sample_stalls_the_sampled_thread_by_its_held_time_and_the_hand_back(m
     assert held_ns >= 2e6 and stall_ns >= 2e6 * 0.9, (stall_ns, held_ns)
     handoff = line_sampler.handoff_cost_ns(samples=6, interval_s=0.001, limit_s=2.0)
     assert 0 <= handoff < 1e6 * 50  # what is left after the held time: not the 2 ms again
+
+
+def test_the_extensions_walk_reads_the_stacks_the_python_walk_does():
+    from perfcore.capture import line_sampler
+
+    if sys.version_info < (3, 11):
+        pytest.skip("the extension's walk needs PyFrame_GetLasti (Python 3.11)")
+    assert line_sampler._stack_key() is not None  # the extension built here has it
+    ready, done = threading.Event(), threading.Event()
+
+    def deep(n):
+        if n:
+            return deep(n - 1)
+        ready.set()
+        done.wait()
+
+    th = threading.Thread(target=deep, args=(30,))
+    th.start()
+    ready.wait()
+    try:
+        got = {}
+        for native in (True, False):
+            s = LineSampler(th.ident, interval_s=0.001, native=native, budget=None)
+            assert (s._native is not None) is native
+            with s:
+                while s._wakes < 5:
+                    time.sleep(0.001)
+            r = s.result()
+            assert len(r.t_ns) >= 5 and len(set(r.stack.tolist())) == 1  # one stack, interned once
+            got[native] = r.stacks[r.stack[0]]
+        assert got[True] == got[False]
+        src = Path(__file__).read_text().splitlines()
+        said = [src[f.line - 1].strip() for f in got[True] if f.function == "deep"]
+        assert said == ["done.wait()"] + ["return deep(n - 1)"] * 30, said
+        assert got[True][-1].function == "_bootstrap"
+    finally:
+        done.set()
+        th.join()

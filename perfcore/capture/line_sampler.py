@@ -131,6 +131,7 @@ class LineSampler:
         max_samples: int = MAX_SAMPLES,
         budget: float | None = COST_BUDGET,
         handoff_ns: int = 0,
+        native: bool = True,
     ):
         if not (0 < interval_s < float("inf")):
             from perfcore.errors import UsageError
@@ -144,15 +145,27 @@ class LineSampler:
         self._max = int(max_samples)
         self._t = array("q")
         self._stack = array("i")
-        self._ids: dict[tuple, int] = {}  # (id(code), lasti, ...) -> stack id
+        self._ids: dict = {}  # (id(code), lasti, ...), or the extension's bytes of them -> stack id
         self._codes: list[tuple] = []  # per stack id, its (code, lasti) frames: keeps the ids in the keys alive
         self._missed = self._dropped = self._busy_ns = self._wakes = 0
         self._wait_s = self._max_wait_s = self.interval_s
+        # The extension's walk, where it has one: a sample then holds the GIL ~20x less (bench/RESULTS.md).
+        self._native = _stack_key() if native else None
         self._stop = threading.Lock()  # held while sampling; stop() releases it, which ends the timed wait
         self._thread: threading.Thread | None = None
         self._stopped = False
 
     def _sample_once(self) -> None:
+        if self._native is not None:
+            got = self._native(self.thread_id, MAX_DEPTH)  # (key bytes, codes) or None
+            t = self._clock()
+            if got is None:
+                self._missed += 1
+            elif len(self._t) >= self._max:
+                self._dropped += 1
+            else:
+                self._append(t, got[0], got[1], None)
+            return
         frame = sys._current_frames().get(self.thread_id)
         t = self._clock()
         if frame is None:
@@ -173,12 +186,15 @@ class LineSampler:
             add(frame.f_lasti)
             frame = frame.f_back
         del frame
-        k = tuple(key)
-        sid = self._ids.get(k)
+        self._append(t, tuple(key), codes, key[1::2])
+
+    def _append(self, t: int, key, codes, lastis) -> None:
+        sid = self._ids.get(key)
         if sid is None:
-            # Interned with its code objects, which stay alive, so no id in a kept key is ever reused.
-            sid = self._ids[k] = len(self._codes)
-            self._codes.append(tuple(zip(codes, key[1::2])))
+            # Interned with its code objects, which stay alive, so no address in a kept key is ever reused.
+            sid = self._ids[key] = len(self._codes)
+            lastis = array("q", key)[1::2] if lastis is None else lastis  # the extension's (address, offset)s
+            self._codes.append(tuple(zip(codes, lastis)))
         self._t.append(t)
         self._stack.append(sid)
 
@@ -225,8 +241,14 @@ class LineSampler:
 
     def result(self) -> LineSamples:
         """The samples so far, the stacks resolved to (file, function, line)."""
-        lines: dict[tuple, int] = {}
-        stacks = tuple(tuple(_frame(code, lasti, lines) for code, lasti in codes) for codes in list(self._codes))
+        lines: dict[tuple, int | None] = {}  # each (code, offset) resolved once
+
+        def frame(code, lasti: int) -> Frame:
+            if (code, lasti) not in lines:
+                lines[code, lasti] = line_at(code, lasti)
+            return code_frame(code, lines[code, lasti])
+
+        stacks = tuple(tuple(frame(c, i) for c, i in codes) for codes in list(self._codes))
         n = min(len(self._t), len(self._stack))
         interval_ns = int(self.interval_s * 1e9)
         return LineSamples(
@@ -245,20 +267,25 @@ class LineSampler:
         )
 
 
-def _frame(code, lasti: int, lines: dict[tuple, int]) -> Frame:
-    """A (code, instruction offset) as a Frame: the line whose range holds the offset (as f_lineno reads
-    it), the first line before the first instruction."""
-    key = (code, lasti)
-    if key not in lines:
-        found = None
-        if lasti >= 0 and hasattr(code, "co_lines"):
-            found = next((line for start, end, line in code.co_lines() if start <= lasti < end), None)
-        elif lasti >= 0:  # Python 3.9: the line that starts at or before the offset
-            import dis
+def line_at(code, offset: int) -> int | None:
+    """The source line of an instruction offset (the f_lineno a frame there would report); None before the
+    first instruction or where no line holds it."""
+    if offset < 0:
+        return None
+    if hasattr(code, "co_lines"):
+        return next((line for start, end, line in code.co_lines() if start <= offset < end), None)
+    import dis  # Python 3.9: the line that starts at or before the offset
 
-            found = max(((o, ln) for o, ln in dis.findlinestarts(code) if o <= lasti), default=(0, None))[1]
-        lines[key] = found
-    return code_frame(code, lines[key])
+    return max(((o, ln) for o, ln in dis.findlinestarts(code) if o <= offset), default=(0, None))[1]
+
+
+def _stack_key():
+    """The extension's walk (Python >= 3.11), or None: the sampler then walks in Python."""
+    try:
+        from perfcore import _C
+    except ImportError:
+        return None
+    return getattr(_C, "stack_key", None)
 
 
 def handoff_cost_ns(samples: int = 8, interval_s: float = 0.0005, limit_s: float = 0.1) -> int:
