@@ -1,7 +1,9 @@
 // stack_key: the line sampler's walk of another thread's Python stack (perfcore/capture/line_sampler.py).
 // In Python the walk is ~3k instructions a frame (attribute reads, a tuple of ids, the list), all of it with
-// the GIL held while the training thread may be waiting for it; here it is a lookup of the thread's state and
-// a pointer chase. It returns (key, codes) or None (no such thread, or no Python frame on it):
+// the GIL held while the training thread may be waiting for it; here it is a pointer chase from the thread's
+// innermost frame, which the caller takes from sys._current_frames() (that reads the thread list under the
+// runtime's lock, which the C API does not offer: a thread state may be freed without the GIL). It returns
+// (key, codes):
 //   key    bytes of (code address, instruction offset) per frame, innermost first: hashed once, compared
 //          as bytes, so the sampler's dict lookup costs no attribute reads and no code-object hashes
 //   codes  the frames' code objects, same order: the sampler keeps them for a key it has not seen, so an
@@ -9,7 +11,6 @@
 // Called with the GIL held (a Python call); the frames it reads cannot change under it.
 // Python >= 3.11 (PyFrame_GetLasti); before it the sampler walks in Python.
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "hooks.h"
@@ -25,25 +26,14 @@ struct FrameKey {
   int64_t lasti;
 };
 
-PyThreadState* threadState(unsigned long threadId) {
-  PyInterpreterState* interp = PyThreadState_GetInterpreter(PyThreadState_Get());
-  for (PyThreadState* ts = PyInterpreterState_ThreadHead(interp); ts != nullptr; ts = PyThreadState_Next(ts)) {
-    if (ts->thread_id == threadId) return ts;
-  }
-  return nullptr;
-}
-
 PyObject* stackKey(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "stack_key(thread_id, max_depth)");
+  if (nargs != 2 || !PyFrame_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "stack_key(frame, max_depth)");
     return nullptr;
   }
-  const unsigned long threadId = PyLong_AsUnsignedLong(args[0]);
   const Py_ssize_t maxDepth = PyLong_AsSsize_t(args[1]);
-  if (PyErr_Occurred()) return nullptr;
-  PyThreadState* ts = threadState(threadId);
-  PyFrameObject* frame = ts ? PyThreadState_GetFrame(ts) : nullptr;  // a new reference
-  if (frame == nullptr) Py_RETURN_NONE;
+  if (maxDepth == -1 && PyErr_Occurred()) return nullptr;
+  PyFrameObject* frame = reinterpret_cast<PyFrameObject*>(Py_NewRef(args[0]));
   std::vector<FrameKey> keys;
   std::vector<PyObject*> codes;  // new references until they move into the tuple
   while (frame != nullptr && static_cast<Py_ssize_t>(keys.size()) < maxDepth) {
@@ -75,7 +65,7 @@ PyObject* stackKey(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyMethodDef lineStackFunctions[] = {
     {"stack_key", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stackKey)), METH_FASTCALL,
-     "stack_key(thread_id, max_depth) -> (key bytes, code objects) of that thread's Python stack, or None."},
+     "stack_key(frame, max_depth) -> (key bytes, code objects) of the stack from that frame outwards."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace perfcore

@@ -156,16 +156,6 @@ class LineSampler:
         self._stopped = False
 
     def _sample_once(self) -> None:
-        if self._native is not None:
-            got = self._native(self.thread_id, MAX_DEPTH)  # (key bytes, codes) or None
-            t = self._clock()
-            if got is None:
-                self._missed += 1
-            elif len(self._t) >= self._max:
-                self._dropped += 1
-            else:
-                self._append(t, got[0], got[1], None)
-            return
         frame = sys._current_frames().get(self.thread_id)
         t = self._clock()
         if frame is None:
@@ -173,6 +163,11 @@ class LineSampler:
             return
         if len(self._t) >= self._max:
             self._dropped += 1
+            return
+        if self._native is not None:
+            key, codes = self._native(frame, MAX_DEPTH)  # bytes of (address, offset)s, and the codes
+            del frame
+            self._append(t, key, codes, None)
             return
         # Keyed by the code's id and the instruction offset: ints hash in nanoseconds where a code object
         # hashes its whole contents, and the line is looked up once per stack (result()), not per sample.

@@ -181,6 +181,10 @@ def lines_document(
     out["lines"] = {
         **dataclasses.asdict(result),
         "sampler_ms_per_step": float(facts["sampler_ns"]) / 1e6 / steps_total,
+        # What that cost is made of (a part from before they were measured has neither).
+        "sampler_held_ms_per_step": float(facts.get("sampler_held_ns", facts["sampler_ns"])) / 1e6 / steps_total,
+        "sampler_wakes": int(facts.get("sampler_wakes", 0)),
+        "handoff_us": float(facts.get("handoff_ns", 0)) / 1e3,
         "missed": int(facts["missed"]),
         "dropped": int(facts["dropped"]),
         "timeline": dataclasses.asdict(timeline) if timeline is not None else None,
