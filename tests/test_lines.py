@@ -198,7 +198,8 @@ def test_sampler_reads_the_thread_on_perfcore_clock():
     with pytest.raises(UsageError):
         LineSampler(interval_s=float("nan"))
     t0 = time.perf_counter_ns()
-    with LineSampler(interval_s=0.001) as s:
+    # A fixed rate: on a loaded machine the budget would space a few samples out over the 0.2 s.
+    with LineSampler(interval_s=0.001, budget=None) as s:
         end = time.perf_counter() + 0.2
         while time.perf_counter() < end:
             sum(range(200))
