@@ -199,7 +199,8 @@ def test_sampler_reads_the_thread_on_perfcore_clock():
     with pytest.raises(UsageError):
         LineSampler(interval_s=float("nan"))
     t0 = time.perf_counter_ns()
-    with LineSampler(interval_s=0.001) as s:
+    # A fixed rate: on a loaded machine the budget would space a few samples out over the 0.2 s.
+    with LineSampler(interval_s=0.001, budget=None) as s:
         end = time.perf_counter() + 0.2
         while time.perf_counter() < end:
             sum(range(200))
@@ -226,7 +227,8 @@ def test_a_host_bound_loop_is_traced_to_its_metrics_line():
     src = Path(host_metrics.__file__).read_text().splitlines()
     line = next(i for i, s in enumerate(src, 1) if "stats.append" in s)
     host_metrics.main(3)
-    with SyncCounter(torch) as c, LineSampler(interval_s=0.001) as s:
+    # A fixed rate: this checks the join against the truth, not the rate's budget (tested apart).
+    with SyncCounter(torch) as c, LineSampler(interval_s=0.001, budget=None) as s:
         starts, ends, metric_ns = host_metrics.main(200, batch=48)
     r = join_lines(s.result(), starts, ends, prefixes=library_prefixes(), calls=c.result())
     host = r.label("host")
@@ -276,11 +278,106 @@ def test_the_library_frame_of_each_sample_crosses_from_the_child_with_its_site()
     from perfcore.run.lines import _samples
 
     call, step = ["/home/u/train.py", "main", 29], ["/lib/python3/site-packages/transformers/trainer.py", "step", 9]
-    facts = {"t_ns": [10, 20, 30, 40], "site": [0, 0, 0, 1], "sites": [call, ["/home/u/train.py", "main", 12]],
-             "entry": [0, 0, -1, -1], "entries": [step], "interval_ns": 10, "cap_ns": 15, "missed": 0, "dropped": 0,
-             "sampler_ns": 0}
+    facts = {
+        "t_ns": [10, 20, 30, 40],
+        "site": [0, 0, 0, 1],
+        "sites": [call, ["/home/u/train.py", "main", 12]],
+        "entry": [0, 0, -1, -1],
+        "entries": [step],
+        "interval_ns": 10,
+        "cap_ns": 15,
+        "missed": 0,
+        "dropped": 0,
+        "sampler_ns": 0,
+    }
     host = join_lines(_samples(facts), [0], [50], prefixes=LIB).label("host")
     first = host.lines[0]
     assert (first.line, first.inside, first.inside_share) == (29, tuple(step), pytest.approx(2 / 3))
     old = {k: v for k, v in facts.items() if k not in ("entry", "entries")}
     assert join_lines(_samples(old), [0], [50], prefixes=LIB).label("host").lines[0].inside is None
+
+
+def test_the_sampling_rate_falls_when_a_sample_costs_more_than_the_budget():
+    """Each sample made to look 200 us long (the injected clock adds 100 us a read, and a wake-up reads it
+    twice around its work): at a 0.5% budget the wait grows to ~40 ms, where a fixed rate keeps 1 ms."""
+
+    def slow_clock(reads=[0]):
+        reads[0] += 1
+        return time.perf_counter_ns() + reads[0] * 100_000
+
+    def run(budget):
+        s = LineSampler(interval_s=0.001, clock=slow_clock, budget=budget)
+        with s:
+            end = time.perf_counter() + 0.4
+            while time.perf_counter() < end:
+                time.sleep(0.0005)
+        return s.result(), s
+
+    adaptive, sa = run(0.005)
+    fixed, _ = run(None)
+    per_wake_ns = adaptive.sampler_ns / adaptive.wakes
+    assert per_wake_ns >= 200_000
+    assert sa._next_wait_s() == pytest.approx(min(per_wake_ns / 1e9 / 0.005, 0.25), rel=1e-6)
+    assert adaptive.wakes <= 0.4 / 0.035 + 2 and fixed.wakes >= 3 * adaptive.wakes, (adaptive.wakes, fixed.wakes)
+    # Each sample stands for the time since the one before: the cap follows the longest wait.
+    assert adaptive.cap_ns >= 0.035e9 and fixed.cap_ns < 0.035e9
+    # The hand-back counts toward the budget too: a costly one slows the rate with no held time at all.
+    slow = LineSampler(interval_s=0.001, budget=0.005, handoff_ns=1_000_000)
+    slow._wakes = 1
+    assert slow._next_wait_s() == pytest.approx(0.2, rel=0.01)
+
+
+def test_a_sample_stalls_the_sampled_thread_by_its_held_time_and_the_hand_back(monkeypatch):
+    from perfcore.capture import line_sampler
+
+    real = LineSampler._sample_once
+
+    def holds_2ms(self):
+        end = time.perf_counter_ns() + 2_000_000
+        while time.perf_counter_ns() < end:  # the GIL held, as a deep walk would
+            pass
+        real(self)
+
+    monkeypatch.setattr(LineSampler, "_sample_once", holds_2ms)
+    stall_ns, held_ns = line_sampler.sample_stall_ns(samples=6, interval_s=0.001, limit_s=2.0)
+    assert held_ns >= 2e6 and stall_ns >= 2e6 * 0.9, (stall_ns, held_ns)
+    handoff = line_sampler.handoff_cost_ns(samples=6, interval_s=0.001, limit_s=2.0)
+    assert 0 <= handoff < 1e6 * 50  # what is left after the held time: not the 2 ms again
+
+
+def test_the_extensions_walk_reads_the_stacks_the_python_walk_does():
+    from perfcore.capture import line_sampler
+
+    if sys.version_info < (3, 11):
+        pytest.skip("the extension's walk needs PyFrame_GetLasti (Python 3.11)")
+    assert line_sampler._stack_key() is not None  # the extension built here has it
+    ready, done = threading.Event(), threading.Event()
+
+    def deep(n):
+        if n:
+            return deep(n - 1)
+        ready.set()
+        done.wait()
+
+    th = threading.Thread(target=deep, args=(30,))
+    th.start()
+    ready.wait()
+    try:
+        got = {}
+        for native in (True, False):
+            s = LineSampler(th.ident, interval_s=0.001, native=native, budget=None)
+            assert (s._native is not None) is native
+            with s:
+                while s._wakes < 5:
+                    time.sleep(0.001)
+            r = s.result()
+            assert len(r.t_ns) >= 5 and len(set(r.stack.tolist())) == 1  # one stack, interned once
+            got[native] = r.stacks[r.stack[0]]
+        assert got[True] == got[False]
+        src = Path(__file__).read_text().splitlines()
+        said = [src[f.line - 1].strip() for f in got[True] if f.function == "deep"]
+        assert said == ["done.wait()"] + ["return deep(n - 1)"] * 30, said
+        assert got[True][-1].function == "_bootstrap"
+    finally:
+        done.set()
+        th.join()

@@ -62,6 +62,7 @@ bool addHookTypes(PyObject* module) {
          addType(module, &StepEndsType, "StepEnds") &&
 #if PY_VERSION_HEX >= 0x030B0000
          addType(module, &SyncLogType, "SyncLog") && addType(module, &CountedCallType, "CountedCall") &&
+         PyModule_AddFunctions(module, lineStackFunctions) == 0 &&
 #endif
          PyModule_AddFunctions(module, hookFunctions) == 0;
 }

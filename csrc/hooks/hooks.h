@@ -103,6 +103,7 @@ extern PyTypeObject StepClosureType;  // step_clock.cpp: what StepClock.pre hand
 #if PY_VERSION_HEX >= 0x030B0000
 extern PyTypeObject SyncLogType;      // sync_count.cpp: the sync-call counter's calls
 extern PyTypeObject CountedCallType;  // sync_count.cpp: a Tensor method counted into a SyncLog
+extern PyMethodDef lineStackFunctions[];  // line_stack.cpp: stack_key, the line sampler's walk
 #endif
 
 // ---- StepEnds (step_ends.cpp) ----

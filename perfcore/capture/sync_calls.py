@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from perfcore.capture.line_sampler import Frame, code_frame, is_library, library_prefixes
+from perfcore.capture.line_sampler import Frame, code_frame, is_library, library_prefixes, line_at
 
 __all__ = ["METHODS", "SyncCalls", "SyncCounter"]
 
@@ -226,7 +226,7 @@ class SyncCounter:
         frames: dict[Frame, int] = {}
         remap = np.zeros(len(self._sites), dtype=np.int32)
         for (code, offset), sid in list(self._sites.items()):
-            remap[sid] = frames.setdefault(code_frame(code, _line_at(code, offset)), len(frames))
+            remap[sid] = frames.setdefault(code_frame(code, line_at(code, offset)), len(frames))
         if self._log is not None:
             t_bytes, site_bytes = self._log.columns()
             t_ns, packed = np.frombuffer(t_bytes, np.int64), np.frombuffer(site_bytes, np.int32).astype(np.int64)
@@ -252,11 +252,3 @@ def _native_types():
         return None
     log_type, counted = getattr(_C, "SyncLog", None), getattr(_C, "CountedCall", None)
     return (log_type, counted) if log_type is not None and counted is not None else None
-
-
-def _line_at(code, offset: int) -> int | None:
-    # The source line of an instruction offset (the f_lineno a frame there would report).
-    for start, end, line in code.co_lines():
-        if start <= offset < end:
-            return line
-    return None

@@ -48,7 +48,8 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     """A perfcore run's whole overhead: the timer's (its phases, and its own work left out of the steps)
     plus what the run's wrappers and its line sampler added inside the steps, each a cost measured on
     this machine times how often it ran (`costs`: sync_calls x sync_call_ns, fetches x fetch_ns, and
-    sampler_ns, the line sampler's time holding the interpreter), over `steps` (warm-up included). The
+    sampler_ns, the line sampler's cost to the training thread: its time holding the interpreter and a
+    measured hand-back per wake-up), over `steps` (warm-up included). The
     fraction is of the step the script would take without perfcore, which is what a side-by-side run
     against the uninstrumented script measures."""
     n = max(1, int(steps))
@@ -79,5 +80,6 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
         "method": "phases per step x the measured cost of one phase, perfcore's own work on the training thread "
         "(settling, memory samples, progress file, checkpoints; left out of the steps), counted .item()-style "
         "calls x the counter's measured cost per call, main-process batches x the fetch wrapper's measured "
-        "cost, and the line sampler's time; as a share of the step without them",
+        "cost, and the line sampler's held time plus its measured hand-back per wake-up; as a share of the step "
+        "without them",
     }

@@ -22,13 +22,15 @@ class LineCapture:
     """The sampler and the counter of one training thread, from the first step to the part's writing."""
 
     def __init__(self, torch: Any, thread_id: int, interval_s: float | None = None) -> None:
-        from perfcore.capture.line_sampler import DEFAULT_INTERVAL_S, LineSampler, library_prefixes
+        from perfcore.capture.line_sampler import DEFAULT_INTERVAL_S, LineSampler, handoff_cost_ns, library_prefixes
         from perfcore.capture.sync_calls import SyncCounter
 
         self.prefixes = library_prefixes()
         # The OS id the span recorder gives this thread: the trace puts the samples on its track.
         self.native_tid = threading.get_native_id() if threading.get_ident() == thread_id else 0
-        self.sampler = LineSampler(thread_id, interval_s or DEFAULT_INTERVAL_S).start()
+        # Measured on the training thread, which is the one the samples will stall.
+        handoff = handoff_cost_ns() if threading.get_ident() == thread_id else 0
+        self.sampler = LineSampler(thread_id, interval_s or DEFAULT_INTERVAL_S, handoff_ns=handoff).start()
         self.counter = (
             SyncCounter(torch, prefixes=self.prefixes).start() if threading.get_ident() == thread_id else None
         )
@@ -55,7 +57,13 @@ class LineCapture:
             "entries": [[f.file, f.function, f.line] for f in entries],
             "missed": samples.missed,
             "dropped": samples.dropped,
-            "sampler_ns": samples.sampler_ns,
+            # What the training thread lost to the sampler (the held GIL and a hand-back per wake-up): the
+            # self-report counts it; the held time and the hand-back apart, to say what it is made of.
+            "sampler_ns": samples.cost_ns,
+            "sampler_held_ns": samples.sampler_ns,
+            "sampler_wakes": samples.wakes,
+            "handoff_ns": samples.handoff_ns,
+            "sampler_max_interval_ns": samples.cap_ns,
             "native_tid": self.native_tid,
         }
         if calls is not None:
@@ -187,6 +195,10 @@ def lines_document(
     out["lines"] = {
         **dataclasses.asdict(result),
         "sampler_ms_per_step": float(facts["sampler_ns"]) / 1e6 / steps_total,
+        # What that cost is made of (a part from before they were measured has neither).
+        "sampler_held_ms_per_step": float(facts.get("sampler_held_ns", facts["sampler_ns"])) / 1e6 / steps_total,
+        "sampler_wakes": int(facts.get("sampler_wakes", 0)),
+        "handoff_us": float(facts.get("handoff_ns", 0)) / 1e3,
         "missed": int(facts["missed"]),
         "dropped": int(facts["dropped"]),
         "timeline": dataclasses.asdict(timeline) if timeline is not None else None,
