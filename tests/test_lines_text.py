@@ -227,8 +227,17 @@ def test_load_time_in_the_loops_for_line_points_at_the_dataloader_and_its_settin
     (got,) = lines_text(doc, cwd="/p")
     assert got == (
         "  try: DataLoader at main.py:124 (num_workers=0): 7.67 ms a step (100% of load) "
-        "waiting for batches; add workers"
+        "waiting; add workers"
     )
+    # The loader plan ruled workers out (no core free, or a trial measured them no faster): the line says
+    # the plan's change, never "add workers" beside a plan that says workers would not help.
+    for kind in ("no_free_core", "cheaper_fetch", "measured_no_help"):
+        doc["loader_plan"] = {"kind": kind, "reason": "x"}
+        (ruled_out,) = lines_text(doc, cwd="/p")
+        assert "cheaper batches, not workers" in ruled_out and "workers;" not in ruled_out and "add workers" not in ruled_out
+    doc["loader_plan"] = {"kind": "persistent_workers"}
+    assert lines_text(doc, cwd="/p")[0].endswith("set persistent_workers=True")
+    doc.pop("loader_plan")
     # A Dataset's own method is where the batch is made: that line is named, not the loader.
     doc["lines"]["labels"][0]["lines"][0]["function"] = "__getitem__"
     doc["lines"]["labels"][0]["functions"][0]["function"] = "__getitem__"

@@ -69,11 +69,26 @@ def _loop_wait(doc: Mapping[str, Any], label: str, x: Mapping[str, Any]) -> Mapp
     return loader if loader and loader.get("site") else None
 
 
-def _loader_text(loader: Mapping[str, Any], figure: str) -> str:
-    # The loop's own line only shows where it waits; the change is the loader's settings, at its line.
+# The loader plan's kinds that rule workers out (its words say why, in the loading line and --explain).
+_NO_WORKERS = {
+    "no_free_core": "no core is free for a worker",
+    "cheaper_fetch": "no core is free for more workers",
+    "measured_no_help": "more workers measured no faster",
+}
+
+
+def _loader_text(loader: Mapping[str, Any], figure: str, plan: Mapping[str, Any]) -> str:
+    # The loop's own line only shows where it waits; the change is the loader's settings, at its line, and
+    # it is the loader plan's change: this line never advises workers the plan has ruled out.
     workers = int(loader.get("num_workers") or 0)
-    change = "add workers" if not workers else "more workers or cheaper batches"
-    return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting for batches; {change}"
+    kind = str(plan.get("kind") or "")
+    if kind in _NO_WORKERS:
+        change = "cheaper batches, not workers"
+    elif kind == "persistent_workers":
+        change = "set persistent_workers=True"
+    else:
+        change = "add workers" if not workers else "more workers or cheaper batches"
+    return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting; {change}"
 
 
 def _library_line(x: Mapping[str, Any], label: str, cwd: str | None) -> str | None:
@@ -108,7 +123,7 @@ def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: st
 
     if enough_samples(x["share"], n):
         if loader:
-            return f"  try: {_loader_text(loader, sized(x['share']))}"
+            return f"  try: {_loader_text(loader, sized(x['share']), doc.get('loader_plan') or {})}"
         inside = _library_line(x, label, cwd)
         if inside:
             return inside
