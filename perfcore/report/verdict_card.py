@@ -34,7 +34,7 @@ def _card_lines(v: Mapping[str, Any]) -> tuple[str, list[str]]:
     job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
     top = next((c for c in t.named if c.label == t.primary), None)
     if t.level is Level.HEALTHY:
-        head = f"{verdict_name(v)}: nothing avoidable reaches {100 * WARN_SHARE:.0f}% of the step"
+        head = f"{verdict_name(v)}: nothing outside compute reaches {100 * WARN_SHARE:.0f}% of the step"
     elif job and t.bound == "straggler":
         head = headline(v).replace(" [uncertain: busy]", "")  # the card says why it is uncertain below
     elif top is not None:

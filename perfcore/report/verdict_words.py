@@ -286,7 +286,10 @@ def _head(v: Mapping[str, Any], t: Verdict) -> list[tuple[str, int]] | None:
     if t.level is Level.HEALTHY:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
         return [
-            (f"{_name(v, t)}: nothing avoidable reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step", 0),
+            (
+                f"{_name(v, t)}: nothing outside compute reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step",
+                0,
+            ),
             (f" (largest: {big.label}, {fmt_share(big.share)})" if big else "", 2),
             busy,
         ]
