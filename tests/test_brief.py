@@ -88,7 +88,7 @@ def test_the_table_and_the_verdict_quote_one_step_statistic():
     assert f"{fmt_ms(host['ms_per_step'])} of a {fmt_ms(v['step_ms'])} step ({fmt_share(host['share'])}" in said
     rows = _rows(lines)
     assert " ".join(rows["host"][:2]) == fmt_ms(host["ms_per_step"]) and rows["host"][2] == fmt_share(host["share"])
-    assert f"of a steady {fmt_ms(v['step_ms'])} step: 8 outlier step(s) of 80 set apart" in lines[1]
+    assert f"of a {fmt_ms(v['step_ms'])} step: the mean without 8 outlier step(s) of 80" in lines[1]
     # The plain mean stays in --explain.
     assert f"mean {fmt_ms(doc['step_time_ms']['mean'])}" in render_text(doc)
 

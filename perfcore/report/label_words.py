@@ -118,7 +118,11 @@ def startup_sentence(su: Mapping[str, Any]) -> str:
     steady = float(su.get("steady_step_ms") or 0.0)
     return (
         f"{fmt_ms(float(su['time_to_first_step_ms']))} from launch to the end of the first step"
-        + (f" (which took {fmt_ms(float(first))}; a steady one {fmt_ms(steady)})" if first else "")
+        + (
+            f" (which took {fmt_ms(float(first))}" + (f"; a steady one {fmt_ms(steady)})" if steady and steps else ")")
+            if first
+            else ""
+        )
         + f" is {fmt_share(float(su['share_of_run']))} of this run"
         + (f" of {steps} steps; a longer run dilutes it" if steps else "")
     )

@@ -123,8 +123,8 @@ def brief_table(doc: dict[str, Any]) -> list[str]:
     ms = steady_ms(ev)
     out = (ev.get("outliers") or {}).get("count")
     lines.append(
-        f"  {'label':<9} {'ms/step':>9} {'share':>6}"
-        + (f"  of a steady {fmt_ms(step)} step: {out} outlier step(s) of {doc['steps']} set apart" if out else "")
+        f"  {'label':<9} {'per step':>9} {'share':>6}"
+        + (f"  of a {fmt_ms(step)} step: the mean without {out} outlier step(s) of {doc['steps']}" if out else "")
     )
     for lb in LABELS:
         f = ms[lb] / step if step > 0 else 0.0
@@ -142,7 +142,8 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
         # Ended during warm-up: say exactly that, and show the warm-up steps' split as it is.
         lines = [
             f"perfcore: the run ended during warm-up: {doc['warmup_steps']} warm-up step(s), none measured "
-            f"(warm-up mean {fmt_ms(doc.get('warmup_step_time_ms') or 0)}); run longer or lower --warmup"
+            f"(warm-up mean {fmt_ms(doc.get('warmup_step_time_ms') or 0)})",
+            "  run longer, or count every step with --warmup 0",
         ]
         return "\n".join(lines + _startup(doc) + _outcome(doc))
     lines = [
@@ -172,7 +173,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
         lines.append(f"  evaluation: {evaluation_sentence(ev)}")
     lines += [
         "",
-        f"  {'label':<9} {'ms/step':>9} {'share':>6}"
+        f"  {'label':<9} {'per step':>9} {'share':>6}"
         + (f" {'':<{BAR_WIDTH}} trimmed share ({100 * rb['level']:.0f}% interval)" if rb.get("share_band") else ""),
     ]
     for lb in LABELS:
@@ -325,7 +326,7 @@ def _startup(doc: dict[str, Any]) -> list[str]:
         f"  start-up: first step ended {fmt_ms(su['time_to_first_step_ms'])} after launch; "
         f"first step {fmt_ms(su['first_step_ms'])}"
     )
-    if su.get("steady_step_ms") is not None:
+    if su.get("steady_step_ms") is not None and doc.get("steps"):  # no steady step when none was measured
         line += f" vs {fmt_ms(su['steady_step_ms'])} steady"
     out = ["", line]
     for ld in doc.get("loaders") or []:
