@@ -290,6 +290,8 @@ def test_warmup_only_run_says_so_without_artefacts(tmp_path):
     assert doc["steps"] == 0 and doc["warmup_steps"] == 3
     assert "ended during warm-up: 3 warm-up step(s), none measured" in p.stderr
     assert "0.00 ms" not in p.stderr
+    # No steady step was measured: none is quoted, and the way to count every step is named.
+    assert " steady" not in p.stderr and "--warmup 0" in p.stderr
     counts = [int(n) for n in re.findall(r"(\d+) worker\(s\)", p.stderr)]
     assert counts and all(n <= 64 for n in counts)  # no absurd worker counts
     assert doc["loaders"][0]["num_workers"] == 2 and len(doc["loaders"][0]["worker_startup_ms"]) == 1
