@@ -161,3 +161,19 @@ def test_json_into_a_pipe_is_written_into_it(tmp_path):
     assert json.loads(got[0])["schema"] == "perfcore.env/1"
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temporary file left beside it
+
+
+def test_the_wrote_line_fits_the_width_and_counts_what_it_leaves_out():
+    from perfcore.cli.output import wrote_line
+
+    files = ["run.json", "steps.csv", "monitor.csv", "monitor.png", "steps.parquet", "trace.json", "breakdown.png",
+             "ranks.png", "report.html"]
+    line = wrote_line("/tmp/trial/run_hw/", files)
+    assert len(line) <= 120 and line.startswith("wrote /tmp/trial/run_hw/: run.json, steps.csv")
+    shown = line.split(": ", 1)[1].split(", and ")[0].split(", ")
+    more = int(line.rsplit(", and ", 1)[1].split()[0])
+    assert shown == files[: len(shown)] and len(shown) + more == len(files)
+    assert wrote_line("/r/", files[:3]) == "wrote /r/: run.json, steps.csv, monitor.csv"
+    # Only the folder's own path runs past the width: one file is always named.
+    long = wrote_line("/" + "x" * 130 + "/", files)
+    assert long.split(": ", 1)[1].startswith("run.json, and 8 more")

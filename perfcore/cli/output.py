@@ -14,7 +14,7 @@ import click
 from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
 
-__all__ = ["Results", "results", "folder_report", "check_writable", "write_json", "Progress"]
+__all__ = ["Results", "results", "folder_report", "check_writable", "write_json", "Progress", "wrote_line"]
 
 
 class Results:
@@ -47,9 +47,23 @@ class Results:
     def done(self, doc: dict | None, files: list[str] | None = None, folder: Path | None = None) -> None:
         """Says what was written, then writes the JSON copy."""
         if files:
-            click.echo(f"wrote {folder or self.folder}/: " + ", ".join(files), err=True)
+            click.echo(wrote_line(f"{folder or self.folder}/", files), err=True)
         if doc is not None:
             write_json(doc, self.json_path)
+
+
+def wrote_line(folder: str, files: list[str], width: int = 120) -> str:
+    """The folder and as many of its files as fit the terminal's width (the rest counted: the folder lists
+    them); only a folder's own long path runs past it."""
+    head, shown = f"wrote {folder}: ", []
+    for i, name in enumerate(files):
+        rest = len(files) - i - 1
+        tail = f", and {rest} more" if rest else ""
+        if shown and len(head + ", ".join([*shown, name]) + tail) > width:
+            break
+        shown.append(name)
+    left = len(files) - len(shown)
+    return head + ", ".join(shown) + (f", and {left} more" if left else "")
 
 
 def results(kind: str, out: bool = True):
