@@ -41,7 +41,8 @@ def test_facts_through_json_join_to_the_steps():
         sys.path.remove(str(SCRIPTS))
     cap, why = start(torch)
     assert why is None
-    cap.sampler.interval_s = 0.001
+    # A fixed rate: this loop lasts ~0.2 s, and the cost budget would space its few samples out.
+    cap.sampler.interval_s, cap.sampler.budget = 0.001, None
     starts, ends, _ = host_metrics.main(150, batch=48)
     facts = json.loads(json.dumps(cap.facts()))
     assert "item" not in torch.Tensor.__dict__  # the counter is gone once the facts are taken
