@@ -166,7 +166,7 @@ def test_an_evaluation_share_of_the_wall_time_reaches_the_short_report():
     ids = [r["id"] for r in doc["recommendations"]]
     assert ids.index("evaluation") < ids.index("faster_compute")  # measured before generic
     tries = [ln for ln in render_brief(doc).splitlines() if ln.startswith("try:")]
-    assert tries[0] == "try: evaluation took 21% of the run: evaluate less often, on fewer batches"
+    assert tries[0] == "try: evaluation took 21% of the run, outside the steps above: evaluate less often, on fewer batches"
     # Under a tenth of the wall time it is said only in the long form.
     small = run_doc(HEALTHY, evaluation={**ev, "share_of_wall": 0.05})
     advise_run(small, zero_code=True, evidence={"cpu_count": 8})

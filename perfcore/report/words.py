@@ -64,7 +64,8 @@ def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any], said: tuple[str,
     if ways:
         return "faster compute: " + ", ".join(ways)  # the advice's own ways, as it lists them, less those said
     if rid == "evaluation" and isinstance(rec.get("share_of_wall"), (int, float)):
-        return f"evaluation took {fmt_share(rec['share_of_wall'])} of the run: evaluate less often, on fewer batches"
+        share = fmt_share(rec["share_of_wall"])  # evaluation rows are outside the steps the table and verdict read
+        return f"evaluation took {share} of the run, outside the steps above: evaluate less often, on fewer batches"
     if rid == "cheaper_batches" and isinstance(rec.get("decoder_slower"), Mapping):
         return _CHEAPER["fast"]  # experiment C measured the other decoder slower: not advised
     if rid == "cheaper_batches" and rec.get("decode") in _CHEAPER:
