@@ -8,7 +8,7 @@ import os
 from typing import Any, Mapping
 
 from perfcore.analysis.lines import enough_samples, min_samples, package_of
-from perfcore.analysis.loader_plan import training_loader
+from perfcore.analysis.loader_plan import PlanKind, training_loader
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import run_evidence, steady_ms
 
@@ -70,11 +70,7 @@ def _loop_wait(doc: Mapping[str, Any], label: str, x: Mapping[str, Any]) -> Mapp
 
 
 # The loader plan's kinds that rule workers out (its words say why, in the loading line and --explain).
-_NO_WORKERS = {
-    "no_free_core": "no core is free for a worker",
-    "cheaper_fetch": "no core is free for more workers",
-    "measured_no_help": "more workers measured no faster",
-}
+_NO_WORKERS = {k.value for k in (PlanKind.NO_FREE_CORE, PlanKind.CHEAPER_FETCH, PlanKind.MEASURED_NO_HELP)}
 
 
 def _loader_text(loader: Mapping[str, Any], figure: str, plan: Mapping[str, Any]) -> str:
@@ -84,7 +80,7 @@ def _loader_text(loader: Mapping[str, Any], figure: str, plan: Mapping[str, Any]
     kind = str(plan.get("kind") or "")
     if kind in _NO_WORKERS:
         change = "cheaper batches, not workers"
-    elif kind == "persistent_workers":
+    elif kind == PlanKind.PERSISTENT_WORKERS.value:
         change = "set persistent_workers=True"
     else:
         change = "add workers" if not workers else "more workers or cheaper batches"
