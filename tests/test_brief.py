@@ -199,3 +199,19 @@ def test_a_train_loader_drawn_for_evaluation_says_those_batches_apart():
     doc["loaders"][0].pop("eval_batches")
     line = next(ln for ln in render_text(doc).splitlines() if ln.startswith("  DataLoaders: "))
     assert "in evaluation" not in line
+
+
+def test_a_loop_waiting_on_its_loader_is_said_once_by_the_loader_recommendation(monkeypatch):
+    """The loop's line names the DataLoader; the loader recommendation names the same line with its gain:
+    only the recommendation is said. Without one, the loop's line stays."""
+    import perfcore.report.terminal as terminal
+
+    doc = doc_of("run.json")
+    line = "  try: DataLoader at train_small.py:30 (num_workers=0): 9.00 ms a step (100% of load) waiting; add workers"
+    monkeypatch.setattr(terminal, "lines_text", lambda d, cwd=None: [line])
+    tries = [ln for ln in render_brief(doc, "runs/r1").splitlines() if ln.startswith("try:")]
+    assert tries and not any(t.startswith("try: DataLoader at") for t in tries)
+    assert tries[0].startswith("try: train_small.py:30: more DataLoader workers")
+    doc["recommendations"] = [r for r in doc["recommendations"] if r.get("id") not in ("more_workers", "cheaper_batches")]
+    tries = [ln for ln in render_brief(doc, "runs/r1").splitlines() if ln.startswith("try:")]
+    assert tries[0] == line.strip()

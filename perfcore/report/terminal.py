@@ -50,8 +50,12 @@ def render_brief(doc: dict[str, Any], folder: Any = None) -> str:
     # The user's own line that held the verdict's time (and the optimizer's change) come first; the
     # generic host advice ("a sampling profiler shows which lines") is what a named line replaces.
     extra = [s.strip() for s in lines_text(doc)]
-    named = [s for s in extra if s.startswith("try:")]
-    recs = [r for r in doc.get("recommendations") or [] if not (named and r.get("id") == "host_gaps")]
+    recs = doc.get("recommendations") or []
+    # A loop's wait on its DataLoader names the loader's line; a loader recommendation names the same line
+    # with the change's measured or expected gain, so it is said instead.
+    loader_rec = any(r.get("id") in ("more_workers", "cheaper_batches") for r in recs)
+    named = [s for s in extra if s.startswith("try:") and not (loader_rec and s.startswith("try: DataLoader at"))]
+    recs = [r for r in recs if not (named and r.get("id") == "host_gaps")]
     tries = list(named)
     for r in recs:
         tries.append(try_short(r, doc["verdict"], site, tuple(tries)))
