@@ -29,7 +29,7 @@ def test_run_brief_is_a_header_the_table_one_verdict_and_two_tries():
     lines = _fits(render_brief(doc, "runs/r1"), 15)
     assert lines[0].startswith(f"perfcore: {doc['steps']} steps") and "p50" in lines[0] and "p90" in lines[0]
     assert [ln.split()[0] for ln in lines[2:7]] == ["load", "transfer", "compute", "comm", "host"]
-    assert sum(ln.startswith("verdict:") for ln in lines) == 1 and "input-bound (critical)" in lines[7]
+    assert sum(ln.startswith("verdict:") for ln in lines) == 1 and "input-bound (major)" in lines[7]
     tries = [ln for ln in lines if ln.startswith("try:")]
     assert 1 <= len(tries) <= 2 and tries[0].startswith("try: train_small.py:30: more DataLoader workers")
     assert lines[-1] == "more: runs/r1/report.html; all evidence: perfcore report runs/r1 --explain"
@@ -172,7 +172,7 @@ def test_every_line_of_the_short_report_fits_and_speaks_plainly():
         _fits(text, 15)
         assert "host gaps" not in text and "(warn)" not in text, text
     said = {d["verdict"]["bound"]: render_brief(d, "runs/r1") for d in docs}
-    assert "verdict: straggler rank 2 (critical)" in said["straggler"]
+    assert "verdict: straggler rank 2 (major)" in said["straggler"]
     assert "time outside the model" in said["host"] and "[uncertain: busy]" in said["host"]
     assert "loader starved: 435 of 445 steps (98%) waited over 970 µs; their p50 wait 3.58 ms" in said["load"]
     assert "[uncertain: busy]" in render_brief(healthy, "runs/r1")

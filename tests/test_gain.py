@@ -162,7 +162,7 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
 
     assert line(b) == "  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x: inconclusive"
     assert line(b2) == (f"  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x "
-                        f"({fmt_band(*b2['measured_band'])}): above that bound")
+                        f"({fmt_band(*b2['measured_band'])}): above that bound, so not advised")
 
 
 def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():

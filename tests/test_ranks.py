@@ -75,7 +75,7 @@ def test_a_rank_that_computes_longer_is_named_in_the_headline(tmp_path):
     assert v["bound"] == "straggler" and v["healthy"] is False
     assert (v["straggler"]["slow_rank"], v["straggler"]["waiting_rank"]) == (1, 0)
     assert v["straggler"]["wait_ms"] > 10 and v["straggler"]["wait_share"] >= 0.2 and v["level"] == "critical"
-    assert "compute-bound (healthy)" not in p.stderr and "verdict: straggler rank 1 (critical): rank 0 waits" in p.stderr
+    assert "compute-bound (healthy)" not in p.stderr and "verdict: straggler rank 1 (major): rank 0 waits" in p.stderr
     assert doc["recommendations"][0]["id"] == "balance_ranks"
 
 
@@ -249,7 +249,7 @@ def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     assert rec["id"] == "balance_ranks" and rec["cause"] == "straggler"
     assert all(r["id"] != "faster_compute" for r in doc["recommendations"])
     line = verdict_short(v)
-    assert line.startswith("verdict: straggler rank 2 (critical): rank ") and "(78%) for it, compute +9.00 ms" in line
+    assert line.startswith("verdict: straggler rank 2 (major): rank ") and "(78%) for it, compute +9.00 ms" in line
     assert len(line) <= 120
     assert "slow rank" in try_short(rec, v, None)
     # The slow rank's own collective time (its all-reduce) is not why it is slow: still the wait.

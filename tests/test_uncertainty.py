@@ -159,8 +159,8 @@ def test_an_interval_across_both_tiers_is_borderline_at_the_first():
     v = decide({"load": 15.0}, 100.0, share_band={"load": (0.05, 0.25)}, steps=20)
     assert v["level"] == "borderline" and v["bound"] == "load" and v["healthy"] is None
     assert "straddles the 10% tier" in said(v)
-    # Surely past the first tier, straddling the second: named at warn, borderline critical.
+    # Surely past the first tier, straddling the second: named at warn, borderline major.
     w = decide({"load": 19.0}, 100.0, share_band={"load": (0.15, 0.23)}, steps=20)
-    assert w["level"] == "warn" and "Borderline critical" in said(w)
+    assert w["level"] == "warn" and "Borderline major" in said(w)
     # Without an interval the point estimate decides, as before.
     assert decide({"load": 15.0}, 100.0)["level"] == "warn"

@@ -53,7 +53,7 @@ def test_demo_shape_names_loading_with_its_numbers():
     assert c["ms_per_step"] == pytest.approx(12.3) and c["share"] == pytest.approx(12.3 / 25.6)
     assert c["expected_speedup"] == pytest.approx(25.6 / 13.3)
     words = said(v)
-    assert words.startswith("input-bound") and all(f in words for f in ("12.3 ms", "25.6 ms", "48%", "critical", "1.92x"))
+    assert words.startswith("input-bound") and all(f in words for f in ("12.3 ms", "25.6 ms", "48%", "major", "1.92x"))
     from perfcore.report.verdict_words import cause_words
 
     assert "12.3 ms of a 25.6 ms step (48%)" in cause_words(v, c)[1]
@@ -65,7 +65,7 @@ def test_several_causes_ranked_each_with_evidence_and_gain():
     assert [c["level"] for c in v["causes"]] == ["critical", "warn", "warn"]
     assert v["bound"] == "comm" and said(v).startswith("communication-bound:")
     also = said(v).split("Also ")[1]
-    assert also.index("15.0 ms (15%, warn)") < also.index("12.0 ms (12%, warn)")  # in the ranked order
+    assert also.index("15.0 ms (15%, moderate)") < also.index("12.0 ms (12%, moderate)")  # in the ranked order
     from perfcore.report.verdict_words import cause_words
 
     for c in v["causes"]:
@@ -210,14 +210,14 @@ def test_compare_says_when_the_verdict_or_primary_cause_changed():
     assert "verdict changed" in text and "load" in text
     same = compare_runs(a, a)
     assert not same["verdict_change"]["changed"] and same["change"] == "within noise"
-    assert change_sentence(same).startswith("verdict unchanged") and "input-bound (critical)" in change_sentence(same)
+    assert change_sentence(same).startswith("verdict unchanged") and "input-bound (major)" in change_sentence(same)
     # Same cause, lower tier: changed, primary not.
     c_bd = {**DEMO_BD, "load": 2.0}
     c = {"step_time_ms": {"mean": sum(c_bd.values())}, "breakdown_ms": c_bd, "device": "cpu"}
     tier = compare_runs(a, c)
     assert tier["verdict_change"]["changed"] and not tier["verdict_change"]["primary_changed"]
     assert (tier["verdict_change"]["a_level"], tier["verdict_change"]["b_level"]) == ("critical", "warn")
-    assert "critical -> warn" in change_sentence(tier)
+    assert "major -> moderate" in change_sentence(tier)
     assert say(tier)["verdict_change"]["sentence"] == change_sentence(tier)  # compare's JSON keeps its words
 
 
@@ -242,7 +242,7 @@ def test_compare_with_a_run_that_measured_nothing():
     doc = compare_runs(a, b)
     ch = doc["verdict_change"]
     assert ch["primary_changed"] and (ch["a_primary"], ch["b_primary"]) == (None, "load") and doc["change"] is None
-    assert change_sentence(doc).startswith("verdict changed: no steps measured -> input-bound (critical)")
+    assert change_sentence(doc).startswith("verdict changed: no steps measured -> input-bound (major)")
 
 
 def test_the_runs_own_spread_widens_what_agrees():

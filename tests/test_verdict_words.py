@@ -88,7 +88,7 @@ def test_every_rendering_agrees_with_the_number_beside_it():
     """Property: over random measurements and intervals, the words name the verdict's own bound and level,
     quote the primary cause's ms and share as the formatter writes them, and fit their lengths."""
     rng = random.Random(11)
-    levels = {"critical": "critical", "warn": "moderate", "borderline": "borderline"}
+    levels = {"critical": "major", "warn": "moderate", "borderline": "borderline"}
     for _ in range(400):
         v = _random_verdict(rng)
         t = Verdict.from_dict(v)
@@ -157,8 +157,8 @@ def test_an_old_document_keeps_the_words_it_stored():
     }
     assert plain_words(old) == old["plain_summary"] and summary_words(old) == old["summary"]
     assert say_verdict(dict(old)) == old
-    assert verdict_short(old).startswith("verdict: input-bound (critical): waiting for data, 12.3 ms")
-    assert card_lines(old)[0] == "input-bound (critical): waiting for data"
+    assert verdict_short(old).startswith("verdict: input-bound (major): waiting for data, 12.3 ms")
+    assert card_lines(old)[0] == "input-bound (major): waiting for data"
 
 
 def _doc(steps: int, reason: str, exception: str = "") -> dict:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from perfcore.analysis.units import fmt_ms, fmt_x
-from perfcore.report.verdict_words import verdict_name
+from perfcore.report.verdict_words import level_word, verdict_name
 
 __all__ = ["side_name", "change_sentence", "step_words", "render_compare", "say"]
 
@@ -37,7 +37,7 @@ def change_sentence(doc: Mapping[str, Any]) -> str:
         )
     return (
         f"verdict changed: {side_name(a)} -> {side_name(b)} (same primary cause, "
-        f"{ch.get('a_level')} -> {ch.get('b_level')})"
+        f"{level_word(ch.get('a_level'))} -> {level_word(ch.get('b_level'))})"
     )
 
 

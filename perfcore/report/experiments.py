@@ -14,6 +14,7 @@ from perfcore.report.failure_words import config_failure, script_exit_words
 from perfcore.report.label_words import interference_detail, interference_sentence, speedups_words
 from perfcore.report.lines_text import patch_text
 from perfcore.report.terminal import verdict_line
+from perfcore.report.verdict_words import level_word
 
 __all__ = [
     "render_health",
@@ -117,7 +118,8 @@ def _bound_word(c: dict[str, Any]) -> str:
     if c.get("status") == "inconclusive":
         return "inconclusive"
     if c.get("above_bound"):
-        return "above that bound"
+        # More than removing all loading can give is not the workers' doing, so the advice does not rest on it.
+        return "above that bound, so not advised"
     m, p = c.get("measured_speedup"), c.get("predicted_speedup")
     # Past the bound's point but inside its band: "within it" would read as below it.
     return "past it, within noise" if m is not None and p is not None and m > p else "within it"
@@ -206,7 +208,11 @@ def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
 def _verdict_cell(c: dict[str, Any]) -> str:
     if not c.get("verdict"):
         return ""
-    return "  healthy" if c.get("verdict_level") == "healthy" else f"  {c['verdict']} ({c.get('verdict_level')})"
+    return (
+        "  healthy"
+        if c.get("verdict_level") == "healthy"
+        else f"  {c['verdict']} ({level_word(c.get('verdict_level'))})"
+    )
 
 
 def _int(v):

@@ -10,6 +10,7 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.report.charts import COLORS, stackbars
 from perfcore.report.compare_words import change_sentence, step_words
 from perfcore.report.html_parts import Body, esc, num, dur, page, tiles
+from perfcore.report.verdict_words import level_word
 
 __all__ = ["render_compare_page", "write_compare_report"]
 
@@ -27,7 +28,7 @@ def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")
         f"<div class='sentence' id='verdict'>{esc(change_sentence(doc))}</div></div>",
     )
     cards = "".join(
-        f"<div><h3>{k}: {esc(n)}</h3>{tiles([('step', dur(r.get('step_ms'))), ('device', r.get('device')), ('bound', r.get('bound')), ('level', r.get('level'))])}"
+        f"<div><h3>{k}: {esc(n)}</h3>{tiles([('step', dur(r.get('step_ms'))), ('device', r.get('device')), ('bound', r.get('bound')), ('level', level_word(r.get('level')))])}"
         f"<p>{esc(r.get('verdict', ''))}</p></div>"
         for k, n, r in (("A", names[0], a), ("B", names[1], b))
     )

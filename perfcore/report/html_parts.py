@@ -19,7 +19,7 @@ from perfcore.report.label_words import interference_detail, interference_senten
 from perfcore.report.process_words import trainers
 from perfcore.report.terminal import crashed_early
 from perfcore.report.verdict_card import card_lines
-from perfcore.report.verdict_words import cause_words, summary_words
+from perfcore.report.verdict_words import cause_words, level_word, summary_words
 from perfcore.report.words import overhead_short
 
 __all__ = [
@@ -269,7 +269,7 @@ def causes_list(doc: dict[str, Any]) -> str:
         items.append(
             f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
             f"<div class='head'>{i}. {esc(c.get('bound', lb))}: {esc(what)} — "
-            f"{dur(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {esc(c.get('level', ''))})"
+            f"{dur(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {esc(level_word(c.get('level', '')))})"
             f"{gain}</div><div class='ev'>evidence: {esc(evidence)}</div>{advice}</li>"
         )
     rest = [r for j, r in enumerate(recs) if j not in used]

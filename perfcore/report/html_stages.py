@@ -14,6 +14,7 @@ from perfcore.report.html_run import headline, links, run_sections
 from perfcore.report.html_compare import render_compare_page, write_compare_report
 from perfcore.report.html_parts import Body, breakdown_table, esc, num, dur, page, pct, stack_bar, tiles, verdict_card
 from perfcore.report.html_sweep import sweep_sections
+from perfcore.report.verdict_words import level_word
 
 __all__ = [
     "stage_page",
@@ -229,7 +230,7 @@ def _cause(doc: dict[str, Any]) -> str:
     v = doc.get("verdict") or {}
     c = (v.get("causes") or [{}])[0]
     if c.get("bound"):
-        return f"{c['bound']} ({c.get('level', v.get('level', ''))})"
+        return f"{c['bound']} ({level_word(c.get('level', v.get('level', '')))})"
     return "healthy, compute-bound" if v.get("healthy") else str(v.get("bound") or "-")
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 from perfcore.report.experiments import knee_text
 from perfcore.report.failure_words import config_failure
 from perfcore.report.html_parts import Body, esc, num, dur, pct, tiles
+from perfcore.report.verdict_words import level_word
 
 __all__ = ["sweep_sections"]
 
@@ -136,7 +137,11 @@ def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdic
                     knee = (bs, nw) in knees and best_slice.get((bs, nw)) == (bool(pin), _pf(r["prefetch_factor"]))
                     more = (
                         f"{float(r['samples_per_s']):,.0f} samples/s, step {dur(r['step_ms'])}, busy {pct(r.get('busy_mean'))}"
-                        + (f", verdict {r['verdict']} ({r.get('verdict_level')})" if r.get("verdict") else "")
+                        + (
+                            f", verdict {r['verdict']} ({level_word(r.get('verdict_level'))})"
+                            if r.get("verdict")
+                            else ""
+                        )
                         + (" · knee" if knee else "")
                     )
                     tds.append(
@@ -158,7 +163,7 @@ def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdic
         f"<td class='n'>{esc(r['prefetch_factor'] if r['num_workers'] else '-')}</td><td>{esc(str(r['status']).upper())}</td>"
         f"<td class='n'>{num(r.get('step_ms'))}</td><td class='n'>{num(r.get('samples_per_s'), ',.0f')}</td>"
         f"<td class='n'>{pct(r.get('busy_mean')) if r['status'] == 'ok' else ''}</td>"
-        f"<td>{esc(r.get('verdict') or '')}{esc(' (' + str(r.get('verdict_level')) + ')') if r.get('verdict') else ''}"
+        f"<td>{esc(r.get('verdict') or '')}{esc(' (' + level_word(r.get('verdict_level')) + ')') if r.get('verdict') else ''}"
         f"{esc(str(r.get('error') or '')[:100]) if r['status'] != 'ok' else ''}</td></tr>"
         for _, r in c.sort_values("samples_per_s", ascending=False, na_position="last").iterrows()
     )

@@ -16,7 +16,7 @@ from perfcore.report.label_words import interference_detail, interference_senten
 from perfcore.report.lines_text import lines_text
 from perfcore.report.process_words import trainer_lines, trainers_phrase
 from perfcore.report.robust_words import outliers_sentence
-from perfcore.report.verdict_words import cause_words, plain_words, summary_words
+from perfcore.report.verdict_words import cause_words, level_word, plain_words, summary_words
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "crashed_early", "FEW_STEPS"]
 
@@ -193,7 +193,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
         lines += ["", verdict_line(doc["verdict"])]
         v = doc["verdict"]
         for c in v.get("causes", [])[1:]:
-            lines.append(f"  also {c['bound']} ({c['level']}): {cause_words(v, c)[1]}")
+            lines.append(f"  also {c['bound']} ({level_word(c['level'])}): {cause_words(v, c)[1]}")
     if doc.get("step_source"):
         lines.append(f"  steps counted at: {step_source_words(doc)}")
     plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None

@@ -39,19 +39,29 @@ __all__ = [
     "stored_words",
     "cause_words",
     "headline",
+    "level_word",
     "preface",
     "straggler_lead",
 ]
 
 THRESHOLDS_RATIONALE = (
-    "a cause is named at >= 10% of the step (warn), critical at >= 20%; otherwise healthy, "
+    "a cause is named at >= 10% of the step (moderate), major at >= 20%; otherwise healthy, "
     "compute-bound (seed stage 1: >= 60% busy is healthy; XProf input-bound 5%/20%; "
     "TraceML 10%/20%)"
 )
 # The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
 WIDTH = 120
-# A cause's tier in plain words (the verdict's "warn" is a threshold's name, not a finding).
-LEVEL_WORDS = {"warn": "moderate", "critical": "critical", "borderline": "borderline", "minor": "minor"}
+# A cause's tier in plain words: the verdict's "warn" is a threshold's name, not a finding, and "critical"
+# read as an alarm to new users for a 27% share that costs a quarter of the step, not a failure.
+LEVEL_WORDS = {"warn": "moderate", "critical": "major", "borderline": "borderline", "minor": "minor"}
+
+
+def level_word(level: Any) -> str:
+    """A level as run.json holds it ("warn", "critical", or a Level), in the words every output uses."""
+    value = str(getattr(level, "value", level) or "")
+    return LEVEL_WORDS.get(value, value)
+
+
 # What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
 EXCESS_PHRASE = {
     "load": "its DataLoader waits",
@@ -97,17 +107,19 @@ def _core(t: Verdict, v: Mapping[str, Any]) -> str:
         of = _FORWARD_ONLY_GAIN if t.forward_only else "steps"
         said = (
             f"{bound}: {what} costs {fmt_ms(top.ms_per_step)} of each {fmt_ms(step)} step "
-            f"({fmt_share(top.share)}{_share_band(top.share_band)}; {top.level.value} at >= {100 * tier:.0f}%)"
+            f"({fmt_share(top.share)}{_share_band(top.share_band)}; {level_word(top.level)} at >= {100 * tier:.0f}%)"
             + (f"; removing it would make {of} {gain}" if gain else "")
         )
         if top.borderline_tier == CRITICAL_SHARE:
-            said += f". Borderline critical: the interval straddles {100 * CRITICAL_SHARE:.0f}%; " + _settle(
-                t.steps, top, CRITICAL_SHARE
+            said += (
+                f". Borderline {level_word('critical')}: the interval straddles {100 * CRITICAL_SHARE:.0f}%; "
+                + _settle(t.steps, top, CRITICAL_SHARE)
             )
         others = [c for c in named if c is not top]
         if others:
             said += ". Also " + ", ".join(
-                f"{_short_what(t, c)} {fmt_ms(c.ms_per_step)} ({fmt_share(c.share)}, {c.level.value})" for c in others
+                f"{_short_what(t, c)} {fmt_ms(c.ms_per_step)} ({fmt_share(c.share)}, {level_word(c.level)})"
+                for c in others
             )
         return said
     if named:
@@ -128,7 +140,7 @@ def _core(t: Verdict, v: Mapping[str, Any]) -> str:
 def straggler_lead(job: Mapping[str, Any]) -> str:
     """A job held up by one rank: who waits, how long, and what the slow rank does more of."""
     share = float(job.get("wait_share") or 0.0)
-    level = "critical" if share >= CRITICAL_SHARE else "warn"
+    level = level_word("critical" if share >= CRITICAL_SHARE else "warn")
     ex = str(job.get("excess_label"))
     return (
         f"rank {job.get('slow_rank')} holds up the job: rank {job.get('waiting_rank')} waits "
@@ -255,17 +267,17 @@ def fit(*parts: tuple[str, int]) -> str:
 
 
 def _name(v: Mapping[str, Any], t: Verdict) -> str | None:
-    """The verdict's name: its bound and level ("input-bound (critical)", "input-bound on rank 1 (moderate)",
-    "compute-bound (healthy)", "straggler rank 1 (critical)"); None for a document without its numbers."""
+    """The verdict's name: its bound and level ("input-bound (major)", "input-bound on rank 1 (moderate)",
+    "compute-bound (healthy)", "straggler rank 1 (major)"); None for a document without its numbers."""
     if t.level is Level.HEALTHY:
         return "compute-bound (healthy)"
     job = v.get("straggler") if isinstance(v.get("straggler"), Mapping) else None
     if job and t.bound == "straggler":
-        return f"straggler rank {job.get('slow_rank')} ({LEVEL_WORDS.get(t.level.value, t.level.value)})"
+        return f"straggler rank {job.get('slow_rank')} ({level_word(t.level)})"
     top = next((c for c in t.named if c.label == t.primary), None)
     if top is None:
         return None
-    level = "borderline" if t.level is Level.BORDERLINE else LEVEL_WORDS.get(top.level.value, top.level.value)
+    level = "borderline" if t.level is Level.BORDERLINE else level_word(top.level)
     on = f" on rank {job.get('slow_rank')}" if job else ""  # the slow rank's steps, not the table's rank
     return f"{top.bound}{on} ({level})"
 
