@@ -167,3 +167,19 @@ def test_the_evaluation_finding_is_said_from_its_figures():
     assert said.startswith("3 evaluation pass(es) of 400 ms to 5.19 s (2.66 s mean) took 12% of the wall time")
     assert evaluation_sentence({"sentence": "1 evaluation pass(es) stored"}) == "1 evaluation pass(es) stored"
     assert evaluation_sentence({}) == ""
+
+
+def test_the_command_that_tests_advice_is_a_code_said_at_the_edge():
+    from perfcore.report.advice_words import TEST_WORDS, test_of
+    from perfcore.report.html_parts import advice_item
+
+    doc = _run({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[LOADER])
+    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    load = doc["recommendations"][0]
+    assert load["test_with"] == "diagnose" and "test" not in load  # analysis keeps the code alone
+    said = say(doc)["recommendations"][0]
+    assert said["test"] == test_of(said) == TEST_WORDS["diagnose"] and said["test"].startswith("perfcore diagnose")
+    assert f"<code>{TEST_WORDS['diagnose']}</code>" in advice_item(said, doc["loader_plan"])
+    # A document written before the code was kept renders the command it stored; one with neither, none.
+    assert test_of({"test": "perfcore diagnose -- python a.py"}) == "perfcore diagnose -- python a.py"
+    assert test_of({"test_with": "no-such-command"}) == "" and test_of({}) == ""

@@ -14,11 +14,8 @@ ANALYSIS = Path(__file__).resolve().parents[1] / "perfcore" / "analysis"
 MAX_WORDS = 5
 # Calls whose argument is an error message (a document refused, said as one line by the reader).
 ERROR_CALLS = {"_need", "BadResult"}
-# Not words for a person: a command the advice names as its test, and unified diff syntax.
-NOT_WORDS = {
-    "perfcore diagnose (synthetic data measures the step without loading)",
-    "\n\\ No newline at end of file\n",
-}
+# Not words for a person: unified diff syntax.
+NOT_WORDS = {"\n\\ No newline at end of file\n"}
 
 
 def _text(node: ast.AST) -> str:

@@ -45,7 +45,8 @@ _PLAN_ADVICE = {
     PlanKind.MEASURED_NO_HELP: "cheaper_batches",
     PlanKind.DEEPER_PREFETCH: "deeper_prefetch",
 }
-_DIAGNOSE = "perfcore diagnose (synthetic data measures the step without loading)"
+# The perfcore command that tests a piece of advice (report.advice_words.TEST_WORDS says it).
+_DIAGNOSE, _GRAPH = "diagnose", "graph"
 
 
 def _gain_facts(g: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,7 +64,7 @@ def advise(  # noqa: C901, PLR0912
     loader: Mapping[str, Any] | None = None,
     memory: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Recommendations [{id, cause, facts, set, gain[, test]}], one per named cause (ranked as the
+    """Recommendations [{id, cause, facts, set, gain[, test_with]}], one per named cause (ranked as the
     verdict ranks them) plus the pageable-copy, memory and start-up findings: facts, which
     report.advice_words puts into words (with the loader plan's, for a load cause's advice)."""
     ev = dict(evidence or {})
@@ -89,7 +90,7 @@ def advise(  # noqa: C901, PLR0912
         item = Advice(rid, cause, site=site, change=tuple((change or {}).items()), gain=g, facts=tuple(facts.items()))
         r = item.to_dict()
         if test:
-            r["test"] = test
+            r["test_with"] = test
         recs.append(r)
         return r
 
@@ -127,7 +128,7 @@ def advise(  # noqa: C901, PLR0912
         elif lb == "comm":
             add("overlap_comm", lb, base)
         elif lb == "host" and on_gpu:
-            add("launch_overhead", lb, {**base, "compiled": is_compiled}, "perfcore graph")
+            add("launch_overhead", lb, {**base, "compiled": is_compiled}, _GRAPH)
         elif lb == "host":
             add("host_gaps" if zero_code else "untimed_host_work", lb, {**base, "compiled": is_compiled})
         for r in recs[before:]:  # a cause's advice gains what removing the cause does, unless it says less

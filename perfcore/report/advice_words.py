@@ -14,7 +14,7 @@ from perfcore.report.plan_words import plan_words, where_words
 from perfcore.report.robust_words import say_robust
 from perfcore.report.verdict_words import say_interference, say_verdict
 
-__all__ = ["advice_words", "text_of", "evidence_of", "ways_short", "say"]
+__all__ = ["advice_words", "text_of", "evidence_of", "test_of", "TEST_WORDS", "ways_short", "say"]
 
 # What makes one rank slower than the others, by the label of its excess.
 _SLOW_WHY = {
@@ -224,6 +224,19 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
     return text, because
 
 
+# The perfcore command that tests a piece of advice, by the code analysis/ gives it.
+TEST_WORDS = {
+    "diagnose": "perfcore diagnose (synthetic data measures the step without loading)",
+    "graph": "perfcore graph",
+}
+
+
+def test_of(rec: Mapping[str, Any]) -> str:
+    """The command that tests the advice: from its code, else (an old document) the words it stored."""
+    code = rec.get("test_with")
+    return TEST_WORDS.get(code, "") if isinstance(code, str) else str(rec.get("test") or "")
+
+
 # A document read from a folder is untrusted: facts that do not have the shape this version writes
 # (another version's, an edited file) are not said; the words stored beside them are.
 def text_of(rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> str:
@@ -253,6 +266,8 @@ def say(doc: dict[str, Any]) -> dict[str, Any]:
     for rec in doc.get("recommendations") or []:
         if isinstance(rec, dict) and isinstance(rec.get("facts"), Mapping):
             rec["text"], rec["evidence"] = advice_words(rec, plan)
+            if rec.get("test_with"):
+                rec["test"] = test_of(rec)
     ev = doc.get("evaluation")
     if isinstance(ev, dict) and evaluation_sentence(ev):
         ev["sentence"] = evaluation_sentence(ev)

@@ -13,7 +13,7 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_ms
-from perfcore.report.advice_words import evidence_of, text_of
+from perfcore.report.advice_words import evidence_of, test_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.process_words import trainers
@@ -284,7 +284,7 @@ def causes_list(doc: dict[str, Any]) -> str:
 
 
 def advice_item(r: dict[str, Any], plan: dict[str, Any] | None = None) -> str:
-    test = f"<div class='try'>test it: <code>{esc(r['test'])}</code></div>" if r.get("test") else ""
+    test = f"<div class='try'>test it: <code>{esc(test_of(r))}</code></div>" if test_of(r) else ""
     because = evidence_of(r, plan)
     ev = f"<div class='ev'>evidence: {esc(because)}</div>" if because else ""
     return f"<div style='margin-top:4px'>→ {esc(text_of(r, plan))}{ev}{test}</div>"

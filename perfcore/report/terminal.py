@@ -9,7 +9,7 @@ from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.uncertainty import valid_robust
 from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
-from perfcore.report.advice_words import evidence_of, text_of
+from perfcore.report.advice_words import evidence_of, test_of, text_of
 from perfcore.report.plan_words import plan_sentence
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence, step_source_words
 from perfcore.report.label_words import interference_detail, interference_sentence
@@ -199,7 +199,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
     plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     for r in doc["recommendations"] if verdict else []:
         lines.append(f"  - {text_of(r, plan)}")
-        lines.append(f"    evidence: {evidence_of(r, plan)}" + (f"; try: {r['test']}" if r.get("test") else ""))
+        lines.append(f"    evidence: {evidence_of(r, plan)}" + (f"; try: {test_of(r)}" if test_of(r) else ""))
     lines += lines_text(doc)  # the user's line that held the verdict's time; loader starvation
     if doc.get("kernels"):
         lines += ["", f"  {'top kernels':<60} {'count':>7} {'total ms':>10} {'mean us':>9}"]
