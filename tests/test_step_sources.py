@@ -291,7 +291,7 @@ def test_warmup_only_run_says_so_without_artefacts(tmp_path):
     assert "ended during warm-up: 3 warm-up step(s), none measured" in p.stderr
     assert "0.00 ms" not in p.stderr
     # No steady step was measured: none is quoted, and the way to count every step is named.
-    assert " steady" not in p.stderr and "--warmup 0" in p.stderr
+    assert " steady" not in p.stderr and "--warmup 0" in p.stderr and doc["startup"]["steady_step_ms"] is None
     counts = [int(n) for n in re.findall(r"(\d+) worker\(s\)", p.stderr)]
     assert counts and all(n <= 64 for n in counts)  # no absurd worker counts
     assert doc["loaders"][0]["num_workers"] == 2 and len(doc["loaders"][0]["worker_startup_ms"]) == 1
@@ -355,6 +355,9 @@ def test_startup_summary_on_a_hand_made_table():
         one = full.iloc[:1].assign(warmup=bool(n_warm))
         s1 = startup_summary(1_000_000_000, one, [], measured=1 - n_warm)
         assert s1["steady_step_ms"] is None and s1["worker_startup_ms"] is None
+    # A run that ended in warm-up: its later warm-up steps are no steady step, so none is kept to quote.
+    warm = full.assign(warmup=True)
+    assert startup_summary(1_000_000_000, warm, loaders, measured=0)["steady_step_ms"] is None
 
 
 def test_worker_startup_per_epoch_from_a_real_run(tmp_path):

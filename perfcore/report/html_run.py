@@ -86,7 +86,7 @@ def _details(doc: dict[str, Any]) -> str:
             [
                 f"start-up: first step ended {dur(su['time_to_first_step_ms'])} after launch; first step "
                 f"{dur(su.get('first_step_ms'))}"
-                + (f" vs {dur(su['steady_step_ms'])} steady" if su.get("steady_step_ms") and doc.get("steps") else "")
+                + (f" vs {dur(su['steady_step_ms'])} steady" if su.get("steady_step_ms") else "")
             ]
         )
     if doc.get("cpu_util_percent") is not None:

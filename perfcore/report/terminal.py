@@ -330,7 +330,7 @@ def _startup(doc: dict[str, Any]) -> list[str]:
         f"  start-up: first step ended {fmt_ms(su['time_to_first_step_ms'])} after launch; "
         f"first step {fmt_ms(su['first_step_ms'])}"
     )
-    if su.get("steady_step_ms") is not None and doc.get("steps"):  # no steady step when none was measured
+    if su.get("steady_step_ms") is not None:
         line += f" vs {fmt_ms(su['steady_step_ms'])} steady"
     out = ["", line]
     for ld in doc.get("loaders") or []:

@@ -224,8 +224,8 @@ def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured:
     first_end_ns = int(full["start_ns"].iat[0]) + int(wall_ns[0]) + own  # wall leaves perfcore's work out
     steady = np.ones(len(full), dtype=bool)
     steady[0] = False  # steady state: never the first step itself (a one-step run has none)
-    if measured:
-        steady &= ~full["warmup"].to_numpy(dtype=bool)
+    # A run that ended in warm-up has no steady step: its warm-up steps are not one (every output reads this).
+    steady &= ~full["warmup"].to_numpy(dtype=bool) if measured else False
     if "evaluation" in full:
         steady &= ~full["evaluation"].to_numpy(dtype=bool)
     starts = [s for ld in loaders if ld.get("training") for s in ld["worker_startup_ms"]]
