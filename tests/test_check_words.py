@@ -164,3 +164,12 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
         assert ("past it, within noise" in line) == (past and not c["above_bound"]), line
         seen.add(line.rsplit(": ", 1)[1])
     assert seen == {"within it", "past it, within noise", "above that bound, so not advised"}, seen
+
+
+def test_a_band_of_speedups_with_an_open_top_says_so():
+    from perfcore.report.label_words import OPEN_TOP_X, speedups_words
+
+    assert speedups_words([1.7, 1.95]) == "1.70-1.95x"
+    assert speedups_words([1.16, None]) == "1.16x or more"  # nothing left at the top
+    # A busy demo's agreement band reached 31.86x: a top past OPEN_TOP_X is said as open, not as a figure.
+    assert speedups_words([1.16, 31.86]) == "1.16x or more" and speedups_words([1.16, OPEN_TOP_X]) == "1.16-10.00x"

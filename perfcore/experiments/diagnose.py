@@ -158,8 +158,10 @@ def diagnose(
 def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[dict]:
     """The advice after what the experiments measured: a workers setting that experiment B measured
     faster (beyond its noise) leads, as a change with its measured figure; a decoder change that
-    experiment C measured carries that figure (material or not) in place of the bound (what a batch
-    that costs nothing would give). Advice no experiment measured keeps its order."""
+    experiment C measured at 1x or more carries that figure (material or not, with its band) in place of
+    the bound (what a batch that costs nothing would give); one C measured slower, or below 1x within its
+    noise, is not advised (`decoder_slower`, with C's change). Advice no experiment measured keeps its
+    order."""
     out = [dict(r) for r in recs]
     b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
     if b and b.get("change") == "faster" and b.get("status") != "inconclusive" and not b.get("above_bound"):
@@ -179,13 +181,13 @@ def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[di
     for r in out:
         if c and r.get("id") == "cheaper_batches" and r.get("decode"):
             m = decoder_measured(c, rows[0])
-            band = m.get("band")
-            if (band[1] if band else m["speedup"] * MATERIAL_X) < 1.0:
-                # C's decoder made steps slower beyond their noise: the decoder half of the advice is refuted
-                # here; the rest of a cheaper batch stands, bounded by what A measured with no loading.
+            if m["change"] == "slower" or m["speedup"] < 1.0:
+                # C's decoder made steps slower, or no faster (below 1x inside the noise: the demo quoted
+                # "measured 0.71x" as the change's gain): the decoder half of the advice is not advised here;
+                # the rest of a cheaper batch stands, bounded by what A measured with no loading.
                 r["decoder_slower"] = m
             else:
-                r["measured"] = m
+                r["measured"] = m  # faster, or above 1x inside the noise: quoted with its band
     # Loading advice no experiment measured is bounded by what experiment A measured with no loading at
     # all, where A measured less than the prediction: "up to" that, not the predicted bound (the demo said
     # "up to 2.11x" beside A's measured 1.60x).
@@ -204,6 +206,7 @@ def decoder_measured(c: dict, base: dict) -> dict[str, Any]:
     out = {"speedup": c["speedup"], "experiment": c["name"], "material": c["speedup"] >= MATERIAL_X}
     noise = difference_noise_ms(base.get("step_sem_ms"), c.get("step_sem_ms"))
     step = base.get("step_ms")
+    out["change"] = change_of(c["speedup"], noise / float(step) if noise is not None and step else None).value
     if noise is not None and step:
         band = measured_gain(float(step), float(step) / c["speedup"], noise_ms=noise)["band"]
         if band and band[0] is not None and band[1] is not None:

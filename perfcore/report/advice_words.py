@@ -217,10 +217,13 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
         text += f" Measured: {m.get('experiment')} alone gave {fmt_x(m['speedup'])}."  # diagnose's experiment C
     slower = rec.get("decoder_slower")
     if isinstance(slower, Mapping) and slower.get("speedup") is not None:
+        # Said from C's change beside its figure: below 1x inside the noise is "no faster", not "slower".
+        how = "made steps slower here" if slower.get("change", "slower") == "slower" else "made steps no faster"
         text += (
-            f" Not the decoder: {slower.get('experiment')} made steps slower here ({fmt_x(slower['speedup'])});"
+            f" Not the decoder: {slower.get('experiment')} {how} ({fmt_x(slower['speedup'])});"
             " cache or pre-resize the images instead."
         )
+
     return text, because
 
 

@@ -82,11 +82,17 @@ def how_of(label: str, on_gpu: bool, measured_by: str | None = None) -> str:
     return _LONG[label][1] if on_gpu else _LONG[label][2]
 
 
+# A speedup band's top past this many times says only that the noise leaves the top open.
+OPEN_TOP_X = 10.0
+
+
 def speedups_words(band: Any) -> str:
-    """A band of speedups: "1.70-1.95x", or "1.70x or more" when nothing would be left at its top."""
+    """A band of speedups: "1.70-1.95x", or "1.70x or more" when nothing would be left at its top or the
+    top is past OPEN_TOP_X (a busy run's "1.16-31.86x" reads as a figure; its top only says "no limit here")."""
     if not band or band[0] is None:
         return ""
-    return fmt_band(band[0], band[1]) if band[1] is not None else f"{fmt_x(band[0])} or more"
+    open_top = band[1] is None or band[1] > OPEN_TOP_X
+    return f"{fmt_x(band[0])} or more" if open_top else fmt_band(band[0], band[1])
 
 
 def gain_words(speedup: float | None, band: Any = None) -> str:
