@@ -91,6 +91,25 @@ def test_judge_confirms_only_within_the_noise_band():
     assert slower["status"] == "not confirmed" and slower["measured"]["saved_ms"] == pytest.approx(-step / 9)
 
 
+def test_a_saving_inside_the_noise_around_none_confirms_nothing():
+    # A busy demo: 32 ms of a 64.6 ms step predicted (2.00x), synthetic data saved 13 ms (1.25x) with 25 ms of
+    # noise: within the prediction's widened band, and as much within the noise around no effect at all.
+    from perfcore.analysis.checks import confirm
+    from perfcore.report.check_words import check_long
+
+    step, pred_ms = 64.6, 32.3
+    j = _judge(step, pred_ms, 1.25, noise_ms=25.0, band=(pred_ms - 3.0, pred_ms + 3.0))
+    assert j["status"] == "inconclusive" and j["agrees"] is None
+    # The same saving with less noise than it: told from none, and within the band: confirmed.
+    assert _judge(step, pred_ms, 1.25, noise_ms=10.0, band=(pred_ms - 3.0, pred_ms + 5.0))["status"] == "partly"
+    assert _judge(step, pred_ms, 1.9, noise_ms=10.0, band=(pred_ms - 3.0, pred_ms + 3.0))["status"] == "confirmed"
+    v = decide({"load": pred_ms}, step)
+    c = confirm(v, "load", 1.25, "synthetic data", noise_ms=25.0)
+    said = check_long(c)
+    assert said.startswith("synthetic data measured 1.25x") and ": inconclusive, its saving (12.9 ms per step)" in said
+    assert "is as large as the predicted" not in said  # 25 ms of noise is not as large as 32 ms predicted
+
+
 @pytest.mark.parametrize("noise_ms", [None, 0.6, 2.5])
 def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_band(noise_ms):
     # The demo printed "measured 1.85x (1.39-2.75x) against 2.15x (2.02-2.33x) predicted: confirmed": the

@@ -64,6 +64,13 @@ def check_long(c: CheckResult) -> str:
     step, p, m = c.step_ms or 0.0, c.predicted_ms or 0.0, c.measured_saved_ms
     if c.status is Check.CONFIRMED and allow:
         head += f", within {allow}"
+    elif (
+        c.status is Check.INCONCLUSIVE and c.measured_noise_ms is not None and c.measured_noise_ms < p and m is not None
+    ):
+        head += (
+            f", its saving ({fmt_ms(m)} per step) is within the runs' noise ({fmt_ms(c.measured_noise_ms)}), so it "
+            f"cannot tell the predicted {fmt_ms(p)} from none: a quieter machine or more steps would settle it"
+        )
     elif c.status is Check.INCONCLUSIVE and c.measured_noise_ms is not None:
         head += (
             f", the runs' noise ({fmt_ms(c.measured_noise_ms)} per step) is as large as the predicted saving "
