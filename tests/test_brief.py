@@ -215,3 +215,12 @@ def test_a_loop_waiting_on_its_loader_is_said_once_by_the_loader_recommendation(
     doc["recommendations"] = [r for r in doc["recommendations"] if r.get("id") not in ("more_workers", "cheaper_batches")]
     tries = [ln for ln in render_brief(doc, "runs/r1").splitlines() if ln.startswith("try:")]
     assert tries[0] == line.strip()
+
+
+def test_one_starved_step_is_said_as_one_wait():
+    from perfcore.report.words import starved_short
+
+    one = {"starved": 1, "steps": 15, "share": 1 / 15, "threshold_ms": 8.71, "p50_wait_ms": 30.1, "p95_wait_ms": 30.1}
+    assert starved_short(one) == "loader starved: 1 of 15 steps (6.7%) waited over 8.71 ms; it waited 30.1 ms"
+    two = {**one, "starved": 2, "p95_wait_ms": 40.0}
+    assert starved_short(two).endswith("; their p50 wait 30.1 ms, p95 40.0 ms")

@@ -148,3 +148,13 @@ def test_both_runners_hand_over_the_same_measurement(tmp_path: Path):
     assert (here.step_ms, here.steps, here.busy_mean) == (there.step_ms, there.steps, there.busy_mean) == (10.0, 4, 0.5)
     assert there.samples_per_s == pytest.approx(800.0) and there.failure is None
     assert "_private" not in there.document and here.document == {"schema": "perfcore.run/1"}
+
+
+def test_a_script_run_without_a_worker_profile_takes_its_training_loaders_batch_size():
+    # diagnose B on an unmodified Hogwild script: num_workers=2 ran, the workers were not profiled, and its
+    # row read "samples/s 0" beside a 92.9 ms step.
+    doc = {"device": "cpu", "steps": 4, "step_time_ms": {"mean": 80.0}, "breakdown_ms": dict.fromkeys(LABELS, 2.0),
+           "dataloader_overrides": {"asked": {"num_workers": 2}}, "exit_code": 0,
+           "loaders": [{"training": False, "batch_size": 1000}, {"training": True, "batch_size": 64}]}
+    m = scripts.script_measurement(doc, [0.5] * 4, "compute_share", None, 0.1, Trial(4, 1))
+    assert m.settings["batch_size"] == 64 and m.samples_per_s == pytest.approx(800.0)

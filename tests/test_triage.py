@@ -260,6 +260,16 @@ def test_demo_quick_writes_the_report_folder(demo_quick):
     assert len(lines) <= 30 and all(len(ln) <= 120 or "/" in ln for ln in lines), p.stdout
     summary = (out / "summary.md").read_text()
     assert summary.count("**input-bound") == 1
+    # "all evidence" reads the folder back: all three stages, not the run stage alone, and not a new demo.
+    assert f"all evidence: perfcore report {out} --explain" in p.stdout
+    again = cli("report", str(out))
+    assert again.returncode == 0 and again.stdout.splitlines()[0].startswith("health: "), again.stdout
+    assert [ln for ln in again.stdout.splitlines() if ln.startswith("try:")] == [
+        ln for ln in lines if ln.startswith("try:")
+    ]
+    full = cli("report", str(out), "--explain")
+    assert full.returncode == 0 and "diagnose" in full.stdout and "health" in full.stdout
+    assert len(full.stdout.splitlines()) > len(lines), full.stdout
 
 
 def test_monitor_samples_any_command(tmp_path):
@@ -292,7 +302,8 @@ def test_script_diagnose_and_overrides(tmp_path):
     assert b["name"].startswith("B:") and b["num_workers"] == os.cpu_count() and not b["synthetic"]
     # The report on stderr, as run's: stdout is the JSON alone; "more:" names the command for all of it.
     assert p.stderr.count("verdict: input-bound") == 1, p.stderr
-    assert f"all evidence: perfcore diagnose --explain -- {sys.executable} {script} --delay" in p.stderr
+    # All of it is read back from the folder (`diagnose --explain` would run every experiment again).
+    assert f"all evidence: perfcore report {tmp_path / 'd'} --explain" in p.stderr
 
 
 def test_script_without_dataloader_cannot_be_swept(tmp_path):

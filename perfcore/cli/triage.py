@@ -75,8 +75,8 @@ def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     what = load_target(target)
     doc, files = diagnose_stage(what, res.folder, steps=steps, warmup=warmup, progress=res.progress())
     text = render_diagnose(doc)
-    again = " ".join(shlex.quote(str(w)) for w in target)
-    again = f"perfcore diagnose --explain {'-- ' if what.kind == 'command' else ''}{again}"
+    # All of it is read back from the folder: `perfcore diagnose --explain` would run every experiment again.
+    again = f"perfcore report {shlex.quote(str(res.folder))} --explain"
     # On stderr, as run's report: the script's lines on stdout are its own (and `--json -` keeps stdout).
     click.echo(
         text if explain else render_diagnose_brief(doc, f"{res.folder}/report.html; all evidence: {again}"), err=True

@@ -90,7 +90,10 @@ def script_measurement(
     """A script's run document and its busy series, typed."""
     asked = (doc.get("dataloader_overrides") or {}).get("asked") or {}
     w = doc.get("workers") or {}
-    bs = asked.get("batch_size", w.get("items_per_batch"))
+    # The batch size asked for, else what the workers' profile saw, else the training loader's own (a run
+    # whose workers were not profiled has no items_per_batch: its samples/s read 0).
+    loader = next((ld for ld in doc.get("loaders") or [] if isinstance(ld, Mapping) and ld.get("training")), {})
+    bs = asked.get("batch_size") or w.get("items_per_batch") or loader.get("batch_size")
     step = (doc.get("step_time_ms") or {}).get("mean")
     steps = int(doc.get("steps") or 0)
     series = tuple(float(b) for b in np.asarray(busy, dtype=float))

@@ -190,7 +190,8 @@ def render_diagnose_brief(doc: dict[str, Any], more: str | None = None, *, heade
 
 def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
     """The demo at a glance (at most 30 lines): health's busy line, the run's table, diagnose's
-    experiments and the one verdict with its checks and advice; `perfcore demo --explain` is all of it."""
+    experiments and the one verdict with its checks and advice; `perfcore report FOLDER --explain` (or
+    `perfcore demo --explain`) is all of it."""
     from perfcore.report.terminal import brief_table
 
     h, run, d = doc["health"], doc["run"], doc["diagnose"]
@@ -200,7 +201,9 @@ def render_demo_brief(doc: dict[str, Any], folder: Any) -> str:
         f"{100 * float(h.get('busy_mean') or 0):.0f}% (std {100 * float(h.get('busy_std') or 0):.0f}%)",
         "run: " + "\n".join(brief_table(run))[len("perfcore: ") :],
         "diagnose:" + busy_note(d).replace(";", "", 1),
-        render_diagnose_brief(d, f"{folder}/report.html; all evidence: perfcore demo --explain", header=False),
+        render_diagnose_brief(
+            d, f"{folder}/report.html; all evidence: perfcore report {folder} --explain", header=False
+        ),
     ]
     return "\n".join(lines + [f"demo finished in {doc['elapsed_s']:.0f} s"])
 
@@ -299,13 +302,15 @@ def _interference(doc: dict[str, Any]) -> list[str]:
 
 
 def stage_text(folder: Path, explain: bool = False) -> tuple[dict[str, Any], str, str] | None:
-    """(document, terminal text, stage name) of a health, diagnose or sweep folder, read from its
-    validated document; None when the folder holds none of them (a demo folder holds its run's run.json). A document that does not render is
-    corrupt (one line, exit 2), as open_report says of it."""
+    """(document, terminal text, stage name) of a demo, health, diagnose or sweep folder, read from its
+    validated document (a demo folder's demo.json before its stages' documents); None when the folder holds
+    none of them. A document that does not render is corrupt (one line, exit 2), as open_report says of it."""
     from perfcore.errors import BadResultFile
+    from perfcore.report.demo_words import render_demo
     from perfcore.report.reader import stage_document
 
     renders = {
+        "demo.json": render_demo if explain else (lambda d: render_demo_brief(d, folder)),
         "health.json": render_health,
         "diagnose.json": render_diagnose if explain else render_diagnose_brief,
         "sweep.json": render_sweep,

@@ -84,7 +84,12 @@ def starved_short(s: Mapping[str, Any]) -> str | None:
             f"{fmt_ms(float(s['threshold_ms']))}",
             0,
         ),
-        (f"; their p50 wait {fmt_ms(float(s['p50_wait_ms']))}, p95 {fmt_ms(float(s['p95_wait_ms']))}", 1),
+        (
+            f"; it waited {fmt_ms(float(s['p50_wait_ms']))}"  # one step: its p50 and p95 are the same wait
+            if s["starved"] == 1
+            else f"; their p50 wait {fmt_ms(float(s['p50_wait_ms']))}, p95 {fmt_ms(float(s['p95_wait_ms']))}",
+            1,
+        ),
     )
 
 
