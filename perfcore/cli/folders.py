@@ -31,7 +31,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     folder = Path(run_dir)
     check_target(res.json_path, [folder])
     if (folder / "demo.json").exists() or (not (folder / "run.json").exists() and not (folder / "parts").is_dir()):
-        from perfcore.report.experiments import stage_text
+        from perfcore.report.stage_text import stage_text
 
         # A demo, health, diagnose or sweep folder: its own report (a demo's, all three stages, not its run's).
         shown = stage_text(folder, explain)
