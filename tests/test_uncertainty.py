@@ -54,8 +54,10 @@ def test_preempted_steps_are_set_apart_and_the_verdict_holds():
     assert rb["outliers"]["excess_share"]["host"] == pytest.approx(1.0)
     assert rb["outliers"]["excess_label"] == "host" and rb["outliers"]["median_step_ms"] == pytest.approx(13.0)
     assert "sentence" not in rb["outliers"] and "method" not in rb  # figures; the words at the edge
-    assert "3 outlier step(s) set apart (392 ms to 432 ms against a median of 13.0 ms; 100% of their extra time " \
+    assert "3 outlier steps set apart (392 ms to 432 ms against a median of 13.0 ms; 100% of their extra time " \
            "was host)" in outliers_sentence(rb["outliers"])
+    one = {**rb["outliers"], "count": 1, "wall_ms": {"min": 160.0, "max": 160.0}}
+    assert outliers_sentence(one).startswith("1 outlier step set apart (160 ms against a median")
     v = doc["verdict"]
     assert v["bound"] == "compute" and v["healthy"] and v["outliers"] == {"count": 3}
     assert "(3 outlier step(s) set apart)" in said(v)

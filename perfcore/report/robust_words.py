@@ -33,9 +33,11 @@ def outliers_sentence(o: Mapping[str, Any] | None) -> str:
         return str(o.get("sentence") or "")
     wall, top = o.get("wall_ms") or {}, o.get("excess_label")
     share = (o.get("excess_share") or {}).get(top) if top else None
+    lo, hi = fmt_ms(float(wall["min"])), fmt_ms(float(wall["max"]))
+    n = int(o["count"])
     return (
-        f"{int(o['count'])} outlier step(s) set apart ({fmt_ms(float(wall['min']))} to {fmt_ms(float(wall['max']))} "
-        f"against a median of {fmt_ms(float(o['median_step_ms']))}"
+        (f"1 outlier step set apart ({hi} " if n == 1 else f"{n} outlier steps set apart ({lo} to {hi} ")
+        + f"against a median of {fmt_ms(float(o['median_step_ms']))}"
         + (f"; {fmt_share(float(share))} of their extra time was {top}" if share is not None else "")
         + "): preemption, garbage collection or one-off work, not the loop's steady cost"
     )
