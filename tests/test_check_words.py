@@ -160,10 +160,12 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
         c = workers_check(first, first, False, {"step_sem_ms": sem}, {"name": "B", "speedup": speedup, "step_sem_ms": sem})
         line = _check_short(c)
         past = c["measured_speedup"] > c["predicted_speedup"]
-        assert ("within it" in line) == (not past and not c["above_bound"]), line
+        slower = c["change"] == "slower"
+        assert ("within it" in line) == (not past and not c["above_bound"] and not slower), line
         assert ("past it, within noise" in line) == (past and not c["above_bound"]), line
+        assert ("(slower)" in line) == ("workers do not help here" in line) == slower, line
         seen.add(line.rsplit(": ", 1)[1])
-    assert seen == {"within it", "past it, within noise", "above that bound, so not advised"}, seen
+    assert seen == {"within it", "past it, within noise", "above that bound, so not advised", "workers do not help here"}
 
 
 def test_a_band_of_speedups_with_an_open_top_says_so():

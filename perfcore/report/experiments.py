@@ -121,6 +121,8 @@ def _bound_word(c: dict[str, Any]) -> str:
         # More than removing all loading can give is not the workers' doing, so the advice does not rest on it.
         return "above that bound, so not advised"
     m, p = c.get("measured_speedup"), c.get("predicted_speedup")
+    if c.get("change") == "slower":  # "within it" beside "(slower)" read as if the workers were on the way
+        return "workers do not help here"
     # Past the bound's point but inside its band: "within it" would read as below it.
     return "past it, within noise" if m is not None and p is not None and m > p else "within it"
 
