@@ -3,9 +3,11 @@ sentence tests; what a check decides is tested as statuses in test_verdict."""
 
 from __future__ import annotations
 
+import pytest
+
 from perfcore.analysis.checks import CheckResult, confirm
 from perfcore.analysis.verdict import avoidable, decide
-from perfcore.report.check_words import check_long, check_text
+from perfcore.report.check_words import check_long, check_text, compute_shortfall
 
 DEMO_BD = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
 DEMO_STEP = sum(DEMO_BD.values())
@@ -175,3 +177,25 @@ def test_a_band_of_speedups_with_an_open_top_says_so():
     assert speedups_words([1.16, None]) == "1.16x or more"  # nothing left at the top
     # A busy demo's agreement band reached 31.86x: a top past OPEN_TOP_X is said as open, not as a figure.
     assert speedups_words([1.16, 31.86]) == "1.16x or more" and speedups_words([1.16, OPEN_TOP_X]) == "1.16-10.00x"
+
+
+def test_a_shortfall_the_experiments_own_compute_explains_is_said_with_it():
+    # The quiet demo: 16.3 ms of loading predicted (1.98x), synthetic data saved 15.0 ms (1.84x, partly) while
+    # its compute took 1.31 ms more a step (16.6 -> 17.9 ms): the measured cause of the gap, said beside it.
+    from perfcore.analysis.checks import confirm
+    from perfcore.analysis.verdict import decide
+    from perfcore.report.experiments import _check_short
+
+    step = 33.0
+    v = decide({"load": 16.3}, step, share_band={"load": (15.8 / step, 16.8 / step)})
+    grew = confirm(v, "load", step / 18.0, "synthetic data", compute_ms=(16.6, 17.91), noise_ms=0.9).as_dict()
+    assert grew["status"] == "partly" and compute_shortfall(grew) == pytest.approx(1.31)
+    line = _check_short(grew)
+    assert line.endswith("partly, its compute took 1.31 ms more a step") and "agreeing" not in line, line
+    assert "compute itself took 1.31 ms more per step in that run (16.6 ms -> 17.9 ms), 100% of the shortfall" in (
+        check_text(grew)
+    )
+    # The same shortfall with compute unchanged: no cause named, the agreement band kept.
+    same = confirm(v, "load", step / 18.0, "synthetic data", compute_ms=(16.6, 16.6), noise_ms=0.9).as_dict()
+    assert compute_shortfall(same) is None and "(agreeing: " in _check_short(same)
+    assert "compute itself" not in check_text(same)

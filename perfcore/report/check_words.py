@@ -84,7 +84,24 @@ def check_long(c: CheckResult) -> str:
         )
         if allow:
             head += f"; agreeing would be {allow}"
+        grew = compute_shortfall(c.as_dict())
+        if grew is not None and c.compute_ms:
+            head += (
+                f"; compute itself took {fmt_ms(grew)} more per step in that run ({fmt_ms(c.compute_ms[0])} -> "
+                f"{fmt_ms(c.compute_ms[1])}), {100 * min(grew / (p - m), 1.0):.0f}% of the shortfall"
+            )
     return head
+
+
+def compute_shortfall(c: Mapping[str, Any]) -> float | None:
+    """How much more compute a step took in the experiment than in the baseline (ms), where that explains at
+    least half of a partly / not confirmed check's shortfall (the saving predicted less the one measured):
+    the measured cause of the gap, said beside it. None otherwise."""
+    cm, p, m = c.get("compute_ms"), c.get("predicted_ms"), c.get("measured_saved_ms")
+    if c.get("status") not in ("partly", "not confirmed") or not cm or len(cm) != 2 or None in (p, m, *cm):
+        return None
+    grew, short = float(cm[1]) - float(cm[0]), float(p) - float(m)
+    return grew if short > 0 and grew >= short / 2 else None
 
 
 def bound_long(c: Mapping[str, Any]) -> str:

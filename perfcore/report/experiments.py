@@ -8,7 +8,7 @@ from typing import Any
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.advice_words import text_of
-from perfcore.report.check_words import readable_frame
+from perfcore.report.check_words import compute_shortfall, readable_frame
 from perfcore.report.diagnose_words import note_words
 from perfcore.report.failure_words import config_failure, script_exit_words
 from perfcore.report.label_words import interference_detail, interference_sentence, speedups_words
@@ -137,16 +137,20 @@ def _check_short(c: dict[str, Any]) -> str:
         return f"  {c['experiment']}: measured {mx}{change}, at most {px} possible: {_bound_word(c)}"
     # A check from before statuses were kept carries only `agrees`.
     status = c.get("status") or {True: "confirmed", False: "not confirmed"}.get(c.get("agrees"), "inconclusive")
+    grew = compute_shortfall(c)
     why = (
         ", compute drifted between the runs"
         if c.get("reason") == "compute drift"
         else f", noise {fmt_ms(noise)} a step"
         if status == "inconclusive" and noise is not None
+        else f", its compute took {fmt_ms(grew)} more a step"
+        if grew is not None
         else ""
     )
     # The band the status was judged on (the prediction's interval widened by the runs' noise), beside
-    # the word, so "confirmed" is never read against a narrower range printed elsewhere.
-    agreeing = speedups_words(c.get("agreement_band")) if status != "inconclusive" else ""
+    # the word, so "confirmed" is never read against a narrower range printed elsewhere; a shortfall
+    # the experiment's own compute explains is said in its place (the line's width holds one).
+    agreeing = speedups_words(c.get("agreement_band")) if status != "inconclusive" and grew is None else ""
     return f"  {c['experiment']}: predicted {px}, measured {mx}: {status}{why}" + (
         f" (agreeing: {agreeing})" if agreeing else ""
     )
