@@ -43,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 # A nominal step per shape (ms, quiet machine): blocks are sized to >= 10 ms (a fifo hand-over costs
 # ~50 us) and rounds to the seconds each variant gets per ring.
 STEP_MS = {"mlp": 2.0, "pil0": 25.0, "pil2": 25.0, "host": 4.0, "tiny": 0.25, "infer": 3.0}
+IMPORTS = "uninstrumented, perfcore's imports first"
 BARE, CONTROL, RUN, RUN_OFF, PROF = (
     "uninstrumented",
     "uninstrumented, 2nd process",
@@ -65,6 +66,7 @@ def _commands(variants, script: list[str], ring_dir: Path) -> tuple[dict, dict[s
         RUN: (run("run"), {}),
         RUN_OFF: (run("run-off", "--no-lines", "--no-monitor"), {}),
         PROF: (script, {"PROFILE": "torch"}),
+        IMPORTS: (script, {"PRELOAD": "perfcore"}),
     }
     outs = {RUN: "run", RUN_OFF: "run-off"}
     for name in variants:
@@ -182,6 +184,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--no-profiler", action="store_true", help="leave torch.profiler out of the rings")
     ap.add_argument(
+        "--imports",
+        action="store_true",
+        help="also the script uninstrumented with perfcore's training-process imports made first (memory layout)",
+    )
+    ap.add_argument(
         "--against",
         metavar="DIR",
         help="also run another perfcore checkout (built in place), "
@@ -192,7 +199,12 @@ def main() -> None:
         args.rings, args.seconds = 2, 1.5
     tmp = Path(tempfile.mkdtemp(prefix="perfcore-bench-"))
     other = f"perfcore run @ {Path(args.against).resolve()}" if args.against else None
-    variants = (BARE, CONTROL, RUN, RUN_OFF) + (() if args.no_profiler else (PROF,)) + ((other,) if other else ())
+    variants = (
+        (BARE, CONTROL, RUN, RUN_OFF)
+        + (() if args.no_profiler else (PROF,))
+        + ((IMPORTS,) if args.imports else ())
+        + ((other,) if other else ())
+    )
     results = {shape: one_shape(shape, variants, args.rings, args.seconds, args.warmup, tmp) for shape in args.shapes}
     print(
         f"{args.rings} rings per shape, lock-step blocks of >= 10 ms, ~{args.seconds:g} s measured per variant a ring; "

@@ -19,6 +19,12 @@ import statistics
 import sys
 import time
 
+if os.environ.get("PRELOAD") == "perfcore":
+    # The ring's "imports only" variant: what perfcore's training process imports before the script, nothing
+    # instrumented, so a difference it shows is where memory lands, not work perfcore does.
+    import numpy  # noqa: F401
+    import perfcore.run.child.instrument  # noqa: F401
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
