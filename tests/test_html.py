@@ -425,3 +425,14 @@ def test_the_breakdown_png_leaves_evaluation_rows_out(tmp_path, monkeypatch):
     t.loc[t["evaluation"], "wall_ms"] = 500.0
     plot_breakdown(t, tmp_path / "b.png")
     assert seen == [45, 0]  # the 45 training rows are binned; no evaluation row is an outlier
+
+
+def test_a_cause_and_its_advice_with_the_same_evidence_say_it_once():
+    from perfcore.report.html_parts import causes_list
+    from perfcore.report.verdict_words import cause_words
+
+    doc = doc_of("demo_run.json")  # the demo's run: its load advice's evidence is the load cause's, word for word
+    v = doc["verdict"]
+    evidence = cause_words(v, v["causes"][0])[1]
+    html = causes_list(doc)
+    assert html.count("evidence:") == 1 and html.count(evidence.split(",")[0]) >= 1

@@ -263,9 +263,10 @@ def causes_list(doc: dict[str, Any]) -> str:
         lb = c.get("label")
         mine = [(j, r) for j, r in enumerate(recs) if r.get("cause") == lb]
         used.update(j for j, _ in mine)
-        advice = "".join(advice_item(r, plan) for _, r in mine)
-        gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
         what, evidence = cause_words(v, c)
+        # An advice's evidence that is its cause's, word for word, is said once, on the cause.
+        advice = "".join(advice_item(r, plan, said=evidence) for _, r in mine)
+        gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
         items.append(
             f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
             f"<div class='head'>{i}. {esc(c.get('bound', lb))}: {esc(what)} — "
@@ -283,10 +284,10 @@ def causes_list(doc: dict[str, Any]) -> str:
     return f"<ul class='causes'>{''.join(items)}</ul>" if items else ""
 
 
-def advice_item(r: dict[str, Any], plan: dict[str, Any] | None = None) -> str:
+def advice_item(r: dict[str, Any], plan: dict[str, Any] | None = None, said: str = "") -> str:
     test = f"<div class='try'>test it: <code>{esc(test_of(r))}</code></div>" if test_of(r) else ""
     because = evidence_of(r, plan)
-    ev = f"<div class='ev'>evidence: {esc(because)}</div>" if because else ""
+    ev = f"<div class='ev'>evidence: {esc(because)}</div>" if because and because != said else ""
     return f"<div style='margin-top:4px'>→ {esc(text_of(r, plan))}{ev}{test}</div>"
 
 
