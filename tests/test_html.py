@@ -234,6 +234,8 @@ def test_stage_pages_draw_from_their_documents(tmp_path):
     diag = write_stage(tmp_path, "diagnose", doc_of("diagnose.json")).read_text()
     for s in ("Experiments", "A: synthetic data", "Predicted vs measured", "Inside __getitem__", "self ms/item"):
         assert s in diag, s
+    # __getitem__'s functions named as the terminal names them, not as cProfile's raw labels.
+    assert "<code>ImagingDecoder.decode</code>" in diag and "of &#x27;ImagingDecoder&#x27; objects" not in diag
     sweep = write_stage(tmp_path, "sweep", sweep_doc()).read_text()
     assert sweep.count("<table class='heat'>") == 4 * 2  # four metrics x two pin_memory slices
     assert "class='cell bad'" in sweep and ">OOM<" in sweep and ">CRASHED<" in sweep

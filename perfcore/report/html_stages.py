@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcore.report.charts import COLORS, stackbars
-from perfcore.report.check_words import check_text
+from perfcore.report.check_words import check_text, readable_frame
 from perfcore.report.diagnose_words import note_words
 from perfcore.report.html_run import headline, links, run_sections
 from perfcore.report.html_compare import render_compare_page, write_compare_report
@@ -174,7 +174,7 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
         if top:
             peak = max(float(r.get("self_ms_per_item") or 0) for r in top) or 1.0
             rows = "".join(
-                f"<tr><td><code>{esc(r.get('function'))}</code></td><td class='n'>{num(r.get('self_ms_per_item'), '.3f')}</td>"
+                f"<tr><td><code>{esc(readable_frame(str(r.get('function') or '')))}</code></td><td class='n'>{num(r.get('self_ms_per_item'), '.3f')}</td>"
                 f"<td class='n'>{num(r.get('total_ms_per_item'), '.3f')}</td><td class='n'>{esc(r.get('calls', ''))}</td>"
                 f"<td><span class='hbar' style='background:{COLORS['load']};width:"
                 f"{120 * float(r.get('self_ms_per_item') or 0) / peak:.0f}px'></span></td></tr>"
