@@ -392,3 +392,27 @@ def test_step_sources_only_decide_and_return_what_their_owner_applies():
     assert src.backward_ended(1_250) == (StepEnded(1_250),)
     src.mode_changed(False, 1_260)
     assert src.mode_changed(True, 1_290) == (EvalEnded(1_260, 1_290),)
+
+
+def test_an_unchosen_source_is_decided_at_its_bound_and_only_there():
+    from types import SimpleNamespace
+
+    from perfcore.run.child import steps as steps_mod
+    from perfcore.run.child.steps import SourceChosen, StepSources
+
+    inst = SimpleNamespace(timer=object(), stop_at=8)
+    src = StepSources(inst, None)
+    looked = []
+    real = src.maybe_decide
+    src.maybe_decide = lambda: looked.append(1) or real()
+    # An inference loop: forward starts only. The 9th start ends the 8th step: --steps reached, no optimizer.
+    events = [src.forward_started(t) for t in range(9)]
+    assert all(e == () for e in events[:8]) and isinstance(events[8][0], SourceChosen)
+    assert src.chosen == "forward" and len(looked) == 1  # looked for once, at the bound, not at every event
+    # With an optimizer made (it may still step), only the settling bound decides.
+    inst2 = SimpleNamespace(timer=object(), stop_at=8)
+    src2 = StepSources(inst2, None)
+    src2.optimizer_made()
+    for t in range(steps_mod.DECIDE_BY):
+        assert src2.forward_started(t) == ()
+    assert src2.chosen is None and isinstance(src2.forward_started(steps_mod.DECIDE_BY)[0], SourceChosen)

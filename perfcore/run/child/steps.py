@@ -138,7 +138,14 @@ class StepSources:
 
     def _candidate(self, source: str, t: int) -> tuple:
         if self.chosen is None:
-            self.ends[source].append(t)
+            kept = self.ends[source]
+            kept.append(t)
+            # Only the best lower source reaching a bound can decide, and the source whose count grew is
+            # the only one that reached anything: below both bounds nothing is decided, so the choice is
+            # not looked for at every event of a loop with no optimizer (an inference loop: 16k steps).
+            n = len(kept) if source == "backward" else len(kept) - 1
+            if n < DECIDE_BY and (self.optimizers_made or n < self.inst.stop_at):
+                return NOTHING
             return self.maybe_decide()
         if self.chosen == source:
             # Batch and forward mark a step's start: the first one opens step 0, the next ends it.
