@@ -63,26 +63,32 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     clock.t += 30
     w.tick(timer)
     ck = tmp_path / "parts" / "pid1" / "checkpoint"
-    rows_first = (ck / "steps.csv").read_text().splitlines()
-    assert len(rows_first) - 1 == p["settled_steps"]
+    first = (ck / "steps.i64").read_bytes()
+    ncols = len(json.loads((ck / "run.json").read_text())["checkpoint"]["columns"])
+    assert len(first) == 8 * ncols * p["settled_steps"] and not (ck / "steps.csv").exists()  # binary, no text
     run_steps(timer, 40)
     timer.engine.settling.make_due()
     clock.t += 31
     w.tick(timer)
-    rows = (ck / "steps.csv").read_text().splitlines()
-    assert rows[: len(rows_first)] == rows_first  # appended, not rewritten
-    assert len(rows) - 1 == read_progress(tmp_path)["settled_steps"]
+    table = (ck / "steps.i64").read_bytes()
+    assert table[: len(first)] == first  # appended, not rewritten
+    n1, n2 = len(first) // (8 * ncols), len(table) // (8 * ncols)
+    assert n2 == read_progress(tmp_path)["settled_steps"]
     from perfcore.report.reader import load_part
 
     # Each checkpoint read only the rows it had not written, 20 at a time: the training process
     # never pays for the whole run's rows again, nor holds them all at once.
     data = [(a, b) for a, b in asked if b is not None]
-    n1, n2 = len(rows_first) - 1, len(rows) - 1
     assert data[0][0] == 0 and data[-1][1] == n2 and all(b - a <= 20 for a, b in data)
     assert all(x[1] == y[0] for x, y in zip(data, data[1:]))  # contiguous, none read twice
     assert (n1, n1 + 20) in data or (n1, n2) in data  # the second began where the first ended
     doc, steps, _ = load_part(ck)  # a valid part for finish_run
-    assert doc["checkpoint"]["steps"] == len(steps) == len(rows) - 1
+    assert doc["checkpoint"]["steps"] == len(steps) == n2
+    # The rows read back are the timer's, to the nanosecond, under steps.csv's names and types.
+    settled = timer.engine.settled_rows(since=0, upto=n2)
+    assert (steps["step"].to_numpy() == settled["step"]).all() and steps["step"].dtype.kind == "i"
+    assert (steps["wall_ms"].to_numpy() == settled["wall_ns"] / 1e6).all() and steps["warmup"].dtype == bool
+    assert list(steps["warmup"]) == [bool(x) for x in settled["warmup"]]
     # Its figures are the rows' (summarised by the reader, not by the training process).
     measured = steps[~steps["warmup"].astype(bool)]
     assert doc["steps"] == len(measured) and doc["warmup_steps"] == 2
@@ -91,12 +97,12 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     assert doc["verdict"]["bound"] and abs(sum(doc["breakdown_fraction"].values()) - 1) < 1e-6
     assert w.failed is None
 
-    # Killed while appending the next rows: the half-written row lies beyond the bytes the
+    # Killed while appending the next rows: the half-written rows lie beyond the bytes the
     # checkpoint's run.json vouches for, and the part still reads as the last checkpoint.
-    with open(ck / "steps.csv", "a") as fh:
-        fh.write(rows[-1][: len(rows[-1]) // 2])
+    with open(ck / "steps.i64", "ab") as fh:
+        fh.write(table[-8 * ncols :] + table[: 8 * ncols // 2])
     doc, steps, _ = load_part(ck)
-    assert len(steps) == doc["checkpoint"]["steps"] == len(rows) - 1
+    assert len(steps) == doc["checkpoint"]["steps"] == n2
 
 
 def test_status_line_on_a_terminal_and_silent_elsewhere(tmp_path):
@@ -283,22 +289,30 @@ def test_a_tick_settles_at_most_every_settle_interval_and_decides_only_on_new_ro
     assert p["settled_steps"] > first["settled_steps"] and len(decided) == 2
 
 
-def test_checkpoint_csv_reads_back_to_the_exact_values():
-    """The training process formats checkpoint rows without pandas; pandas reads them back exactly."""
-    import io
-
+def test_a_binary_checkpoint_reads_only_what_it_vouches_for_and_refuses_a_damaged_description(tmp_path):
     import numpy as np
-    import pandas as pd
 
-    from perfcore.run.child.progress import write_csv
+    from perfcore.errors import PerfcoreError
+    from perfcore.report.reader import load_part
 
-    ns = np.array([0, 1, 999_999, 1_500_000, 123_456_789_012], dtype=np.int64)
-    cols = {"step": np.arange(5), "wall_ms": ns / 1e6, "warmup": np.arange(5) < 2, "a,b_ms": ns[::-1] / 1e6}
-    fh = io.StringIO()
-    write_csv(fh, {c: v[:0] for c, v in cols.items()}, header=True)
-    write_csv(fh, {c: v[:2] for c, v in cols.items()}, header=False)
-    write_csv(fh, {c: v[2:] for c, v in cols.items()}, header=False)
-    back = pd.read_csv(io.StringIO(fh.getvalue()))
-    assert list(back.columns) == list(cols) and back["warmup"].dtype == bool
-    for c, v in cols.items():
-        assert np.array_equal(back[c].to_numpy(), v), c
+    cols = ["step", "wall_ms", "load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms", "warmup"]
+    kinds = ["i", "ms", "ms", "ms", "ms", "ms", "ms", "b"]
+    rows = np.array([[k, 1_000_000, 500_000, 0, 400_000, 0, 100_000, k < 1] for k in range(4)], dtype="<i8")
+    (tmp_path / "steps.i64").write_bytes(rows.tobytes() + rows[0].tobytes()[:12])  # a row cut short by a kill
+
+    def doc(**ck):
+        base = {"steps": 4, "table": "steps.i64", "columns": cols, "kinds": kinds, "table_bytes": rows.nbytes}
+        (tmp_path / "run.json").write_text(json.dumps({"schema": "perfcore.run/1", "steps": 3, "warmup_steps": 1,
+                                                       "checkpoint": {**base, **ck}}))
+        return load_part(tmp_path)
+
+    d, steps, _ = doc()
+    assert len(steps) == 4 and d["steps"] == 3 and d["step_time_ms"]["mean"] == 1.0 and steps["warmup"].sum() == 1
+    for claimed in (10**12, 2**62, None):  # a damaged number is not a memory request: whole rows the file holds
+        assert len(doc(table_bytes=claimed)[1]) == 4
+    assert len(doc(table_bytes=rows.nbytes - 1)[1]) == 3  # only whole rows the checkpoint vouches for
+    for bad in ({"columns": cols[:-1]}, {"kinds": ["x"] * 8}, {"columns": "step"}, {"columns": ["step"] * 8},
+                {"columns": [c for c in cols if c != "wall_ms"] + ["x_ms"]}):
+        with pytest.raises(PerfcoreError) as e:
+            doc(**bad)
+        assert "run.json" in str(e.value) and "\n" not in str(e.value), bad

@@ -268,13 +268,16 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
     checkpoint = doc.get("checkpoint")
     if not isinstance(checkpoint, dict):
         check_run_doc(doc, folder / "run.json", exit_code=1)
-    vouched = (checkpoint or {}).get("csv_bytes")
-    steps = read_csv(
-        table,
-        STEP_COLUMNS,
-        exit_code=1,
-        limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None,
-    )
+    if isinstance(checkpoint, dict) and checkpoint.get("table") == CHECKPOINT_TABLE:
+        steps = read_checkpoint_table(folder / CHECKPOINT_TABLE, checkpoint)
+    else:  # a part's steps.csv, or a checkpoint written as CSV by an earlier version
+        vouched = (checkpoint or {}).get("csv_bytes")
+        steps = read_csv(
+            table,
+            STEP_COLUMNS,
+            exit_code=1,
+            limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None,
+        )
     if isinstance(checkpoint, dict):
         # A checkpoint's run.json says what its steps.csv holds; the figures come from the rows.
         doc = check_run_doc(summarize_checkpoint(doc, steps), folder / "run.json", exit_code=1)
@@ -289,6 +292,51 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
         except Exception as e:  # zipfile.BadZipFile and kin: a half-written archive
             raise _bad(trace, f"is corrupt or truncated ({type(e).__name__})", 1)
     return doc, steps, raw
+
+
+# A checkpoint's table of whole ns (run.child.progress writes it): its name, and the most columns it may claim.
+CHECKPOINT_TABLE = "steps.i64"
+_MAX_TABLE_COLUMNS = 4096
+
+
+def read_checkpoint_table(path: Path, checkpoint: dict[str, Any]):
+    """A checkpoint's steps as steps.csv would read: int64 rows of the columns its run.json names, each
+    "i" (an integer), "ms" (whole ns, as ms) or "b" (a 0/1 flag). Only the bytes the checkpoint vouches for,
+    and never more than the file holds (a damaged number is not a memory request); a row cut short by a kill
+    is left out. Exit 1 where the table or its description is damaged."""
+    import numpy as np
+    import pandas as pd
+
+    cols, kinds = checkpoint.get("columns"), checkpoint.get("kinds")
+    shape_ok = (
+        isinstance(cols, list)
+        and isinstance(kinds, list)
+        and 0 < len(cols) == len(kinds) <= _MAX_TABLE_COLUMNS
+        and all(isinstance(c, str) for c in cols)
+        and len(set(cols)) == len(cols)
+        and all(k in ("i", "ms", "b") for k in kinds)
+    )
+    if not shape_ok:
+        raise _bad(path.with_name("run.json"), "is corrupt: its checkpoint does not describe its table", 1)
+    missing = [c for c in STEP_COLUMNS if c not in cols]
+    if missing:
+        raise _bad(path.with_name("run.json"), f"is corrupt: its checkpoint's table has no column {missing[0]!r}", 1)
+    if not path.is_file():
+        raise _bad(path, "missing" if not path.exists() else "is not a file", 1)
+    vouched = checkpoint.get("table_bytes")
+    size = path.stat().st_size
+    nbytes = min(vouched, size) if isinstance(vouched, int) and not isinstance(vouched, bool) and vouched >= 0 else size
+    rows = nbytes // (8 * len(cols))
+    try:
+        with open(path, "rb") as fh:
+            cells = np.frombuffer(fh.read(rows * 8 * len(cols)), dtype="<i8").reshape(rows, len(cols))
+    except OSError as e:
+        raise _bad(path, f"cannot be read ({e.strerror or e})", 1)
+    out = {}
+    for j, (c, k) in enumerate(zip(cols, kinds)):
+        v = cells[:, j]
+        out[c] = v / 1e6 if k == "ms" else (v != 0) if k == "b" else v.astype(np.int64)
+    return pd.DataFrame(out)
 
 
 SWEEP_REQUIRED = {
