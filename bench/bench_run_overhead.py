@@ -44,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 # ~50 us) and rounds to the seconds each variant gets per ring.
 STEP_MS = {"mlp": 2.0, "pil0": 25.0, "pil2": 25.0, "host": 4.0, "tiny": 0.25, "infer": 3.0}
 IMPORTS = "uninstrumented, perfcore's imports first"
+NO_MONITOR, NO_LINES = "perfcore run --no-monitor", "perfcore run --no-lines"
 BARE, CONTROL, RUN, RUN_OFF, PROF = (
     "uninstrumented",
     "uninstrumented, 2nd process",
@@ -67,8 +68,10 @@ def _commands(variants, script: list[str], ring_dir: Path) -> tuple[dict, dict[s
         RUN_OFF: (run("run-off", "--no-lines", "--no-monitor"), {}),
         PROF: (script, {"PROFILE": "torch"}),
         IMPORTS: (script, {"PRELOAD": "perfcore"}),
+        NO_MONITOR: (run("run-nomon", "--no-monitor"), {}),
+        NO_LINES: (run("run-nolines", "--no-lines"), {}),
     }
-    outs = {RUN: "run", RUN_OFF: "run-off"}
+    outs = {RUN: "run", RUN_OFF: "run-off", NO_MONITOR: "run-nomon", NO_LINES: "run-nolines"}
     for name in variants:
         if name.startswith("perfcore run @ "):  # another checkout of perfcore, built in place
             cmds[name] = (run("other"), {"PYTHONPATH": name.removeprefix("perfcore run @ ")})
@@ -184,6 +187,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--no-profiler", action="store_true", help="leave torch.profiler out of the rings")
     ap.add_argument(
+        "--split",
+        action="store_true",
+        help="also perfcore run with the monitor off and with the host lines off: which sampler costs what",
+    )
+    ap.add_argument(
         "--imports",
         action="store_true",
         help="also the script uninstrumented with perfcore's training-process imports made first (memory layout)",
@@ -203,6 +211,7 @@ def main() -> None:
         (BARE, CONTROL, RUN, RUN_OFF)
         + (() if args.no_profiler else (PROF,))
         + ((IMPORTS,) if args.imports else ())
+        + ((NO_MONITOR, NO_LINES) if args.split else ())
         + ((other,) if other else ())
     )
     results = {shape: one_shape(shape, variants, args.rings, args.seconds, args.warmup, tmp) for shape in args.shapes}

@@ -176,6 +176,35 @@ def test_counter_restores_tensor_methods_and_counts_only_its_thread():
     assert len(c.result().t_ns) == 4  # disarmed: nothing more counted
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_the_counters_cap_doubles_while_too_few_steps_are_covered_then_ends_counting(native):
+    import time
+
+    torch = pytest.importorskip("torch")
+    clock = time.perf_counter_ns if native else (lambda: time.perf_counter_ns())  # another clock: the Python wrapper
+    steps, asked = [0], []
+
+    def more():
+        asked.append(steps[0])
+        return steps[0] < 3
+
+    c = SyncCounter(torch, methods=("item",), clock=clock, max_calls=8, more=more).start()
+    assert (c._log is not None) is native
+    t = torch.zeros(())
+    for _ in range(6):  # 5 calls a step: at 8 calls one step is covered (doubled), at 16 three (the end)
+        for _ in range(5):
+            t.item()
+        steps[0] += 1
+    r = c.stop()
+    assert asked == [1, 3] and len(r.t_ns) == 16 and r.dropped == 1 and c._max == 16
+    # Without a question, the cap ends counting where it is; a question that fails is a no.
+    assert len(SyncCounter(torch, methods=("item",), clock=clock, max_calls=8).start().stop().t_ns) == 0
+    c = SyncCounter(torch, methods=("item",), clock=clock, max_calls=8, more=lambda: 1 / 0).start()
+    for _ in range(20):
+        t.item()
+    assert len(c.stop().t_ns) == 8 and c._max == 8
+
+
 def test_counter_leaves_a_wrapper_put_over_its_own():
     torch = pytest.importorskip("torch")
     c = SyncCounter(torch, methods=("item",)).start()
@@ -228,7 +257,7 @@ def test_a_host_bound_loop_is_traced_to_its_metrics_line():
     line = next(i for i, s in enumerate(src, 1) if "stats.append" in s)
     host_metrics.main(3)
     # A fixed rate: this checks the join against the truth, not the rate's budget (tested apart).
-    with SyncCounter(torch) as c, LineSampler(interval_s=0.001, budget=None) as s:
+    with SyncCounter(torch, max_calls=1 << 16) as c, LineSampler(interval_s=0.001, budget=None) as s:
         starts, ends, metric_ns = host_metrics.main(200, batch=48)
     r = join_lines(s.result(), starts, ends, prefixes=library_prefixes(), calls=c.result())
     host = r.label("host")

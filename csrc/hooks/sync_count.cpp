@@ -56,8 +56,8 @@ struct SyncLogObject {
 // cleared (the user's call goes on).
 void countCall(SyncLogObject* log, int index) {
   if (static_cast<Py_ssize_t>(log->t->size()) >= log->cap) {
-    log->armed = false;
-    log->dropped = 1;
+    // on_full may raise the cap (too few steps seen yet to know calls per step); if it did not, counting
+    // ends here and this call goes uncounted.
     if (log->onFull) {
       PyObject* r = PyObject_CallNoArgs(log->onFull);
       if (r) {
@@ -66,7 +66,11 @@ void countCall(SyncLogObject* log, int index) {
         hookError();
       }
     }
-    return;
+    if (static_cast<Py_ssize_t>(log->t->size()) >= log->cap) {
+      log->armed = false;
+      log->dropped = 1;
+      return;
+    }
   }
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed: the caller's frame (a C call pushes none)
   if (frame == nullptr) return;
@@ -189,6 +193,23 @@ PyObject* syncLogGetDropped(PyObject* self, void*) {
   return PyLong_FromLong(reinterpret_cast<SyncLogObject*>(self)->dropped);
 }
 
+PyObject* syncLogGetCap(PyObject* self, void*) { return PyLong_FromSsize_t(reinterpret_cast<SyncLogObject*>(self)->cap); }
+
+int syncLogSetCap(PyObject* self, PyObject* value, void*) {
+  if (value == nullptr) {
+    PyErr_SetString(PyExc_AttributeError, "cap cannot be deleted");
+    return -1;
+  }
+  Py_ssize_t v = PyLong_AsSsize_t(value);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (v < 0) {
+    PyErr_SetString(PyExc_ValueError, "cap must be >= 0");
+    return -1;
+  }
+  reinterpret_cast<SyncLogObject*>(self)->cap = v;
+  return 0;
+}
+
 PyMethodDef syncLogMethods[] = {
     {"columns", syncLogColumns, METH_NOARGS, "(t_ns int64 bytes, site*8+method int32 bytes) of the calls so far."},
     {nullptr, nullptr, 0, nullptr}};
@@ -196,6 +217,7 @@ PyMethodDef syncLogMethods[] = {
 PyGetSetDef syncLogGetSet[] = {
     {"armed", syncLogGetArmed, syncLogSetArmed, "Counting on the log's thread.", nullptr},
     {"dropped", syncLogGetDropped, nullptr, "1 once the cap was reached and counting stopped, else 0.", nullptr},
+    {"cap", syncLogGetCap, syncLogSetCap, "Calls kept at most (on_full may raise it).", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PySequenceMethods syncLogSequence = [] {

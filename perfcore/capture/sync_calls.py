@@ -29,10 +29,14 @@ from perfcore.capture.line_sampler import Frame, code_frame, is_library, library
 __all__ = ["METHODS", "SyncCalls", "SyncCounter"]
 
 METHODS = ("item", "cpu", "tolist", "numpy")
-# 64k calls counted (~330 steps of a loop making 200 a step), then the wrappers are taken off: a counted call
-# costs 1-5 us inside a host-heavy loop (+25-40% on a 1.6 ms step making 129; bench/RESULTS.md), and calls per
-# step are as well known from the steps the kept calls cover, over which they are then taken.
-MAX_CALLS = 1 << 16
+# 16k calls counted (~127 steps of a loop making 129 a step), then the wrappers are taken off: calls per step
+# are as well known from the steps the kept calls cover, over which they are then taken, and a counted call
+# costs ~0.1 us more inside a loop (a 1.2 ms host-heavy step making 129 paid ~2 points while counted; at 64k
+# the short runs of the overhead bench were counted throughout; bench/RESULTS.md). `more` (the caller's: too
+# few steps seen yet) raises the cap, doubling, up to HARD_MAX_CALLS: a loop of 5,000 calls a step still has
+# its calls counted over whole steps past warm-up.
+MAX_CALLS = 1 << 14
+HARD_MAX_CALLS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class SyncCounter:
         clock: Callable[[], int] = time.perf_counter_ns,
         max_calls: int = MAX_CALLS,
         prefixes: tuple[str, ...] | None = None,
+        more: Callable[[], bool] | None = None,
     ):
         unknown = [m for m in methods if m not in METHODS]
         if unknown:
@@ -67,6 +72,7 @@ class SyncCounter:
         self.methods = tuple(methods)
         self._clock = clock
         self._max = int(max_calls)
+        self._more = more  # at the cap: True while more calls are wanted (the cap then doubles)
         self._prefixes = library_prefixes() if prefixes is None else prefixes
         self._t = array("q")
         self._site = array("i")
@@ -92,7 +98,23 @@ class SyncCounter:
             sid = self._site_of(frame, caller)
         return sid if caller in direct else -(sid + 1)
 
+    def _raise_cap(self) -> bool:
+        """At the cap: doubles it (up to HARD_MAX_CALLS) while `more` says too few steps are covered yet."""
+        if self._more is None or self._max >= HARD_MAX_CALLS:
+            return False
+        try:
+            wanted = bool(self._more())
+        except Exception:  # the caller's question failed: counting ends at the cap, as without one
+            return False
+        if wanted:
+            self._max = min(2 * self._max, HARD_MAX_CALLS)
+            if self._log is not None:
+                self._log.cap = self._max
+        return wanted
+
     def _native_full(self) -> None:
+        if self._raise_cap():
+            return
         self._dropped = 1
         self._off()
 
@@ -128,7 +150,10 @@ class SyncCounter:
         slow, kept, cap = self._site_of, self._t, self._max
 
         def counted(tensor, *args, **kwargs):
+            nonlocal cap
             if armed[0] and get_ident() == tid:
+                if len(kept) >= cap and self._raise_cap():
+                    cap = self._max
                 if len(kept) < cap:
                     f = getframe(1)
                     caller = (id(f.f_code), f.f_lasti)

@@ -11,17 +11,23 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document", "trace_arrays"]
+__all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document", "trace_arrays", "MIN_COUNTED_STEPS"]
+
+# Steps past warm-up the sync-call counter covers before its cap may end it: calls per step over fewer would
+# rest on a handful of steps (a loop making 5,000 calls a step reaches 16k calls in its warm-up).
+MIN_COUNTED_STEPS = 32
 
 
 class LineCapture:
     """The sampler and the counter of one training thread, from the first step to the part's writing."""
 
-    def __init__(self, torch: Any, thread_id: int, interval_s: float | None = None) -> None:
+    def __init__(
+        self, torch: Any, thread_id: int, interval_s: float | None = None, more: Callable[[], bool] | None = None
+    ) -> None:
         from perfcore.capture.line_sampler import DEFAULT_INTERVAL_S, LineSampler, handoff_cost_ns, library_prefixes
         from perfcore.capture.sync_calls import SyncCounter
 
@@ -32,7 +38,9 @@ class LineCapture:
         handoff = handoff_cost_ns() if threading.get_ident() == thread_id else 0
         self.sampler = LineSampler(thread_id, interval_s or DEFAULT_INTERVAL_S, handoff_ns=handoff).start()
         self.counter = (
-            SyncCounter(torch, prefixes=self.prefixes).start() if threading.get_ident() == thread_id else None
+            SyncCounter(torch, prefixes=self.prefixes, more=more).start()
+            if threading.get_ident() == thread_id
+            else None
         )
 
     def facts(self) -> dict[str, Any]:
@@ -78,12 +86,13 @@ class LineCapture:
         return out
 
 
-def start(torch: Any) -> tuple[LineCapture | None, str | None]:
-    """A capture of the calling (training) thread, or None and the one line that says why not."""
+def start(torch: Any, more: Callable[[], bool] | None = None) -> tuple[LineCapture | None, str | None]:
+    """A capture of the calling (training) thread, or None and the one line that says why not. more: asked
+    when the sync-call counter reaches its cap, True while too few steps are covered to count calls per step."""
     if not hasattr(sys, "_current_frames"):
         return None, "no host lines: this Python has no sys._current_frames() to sample stacks with"
     try:
-        return LineCapture(torch, threading.get_ident()), None
+        return LineCapture(torch, threading.get_ident(), more=more), None
     except Exception as e:  # never into the script: the run goes on without lines
         return None, f"no host lines ({type(e).__name__}: {e})"
 

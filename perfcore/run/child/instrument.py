@@ -383,9 +383,11 @@ def _make_timer(inst):
     )
     inst.arm(timer)
     if inst.config.lines:
-        from perfcore.run.lines import start as start_lines
+        from perfcore.run.lines import MIN_COUNTED_STEPS, start as start_lines
 
-        inst.lines, why = start_lines(torch)  # the thread that makes the timer is the training thread
+        # The sync-call counter stops at its cap once MIN_COUNTED_STEPS steps past warm-up are covered.
+        wanted = inst.warmup + MIN_COUNTED_STEPS
+        inst.lines, why = start_lines(torch, more=lambda: inst.boundary_count() < wanted)  # the training thread
         if why:
             inst.notes.append(why)
             sys.stderr.write(f"perfcore: {why}\n")
