@@ -41,3 +41,17 @@ def test_a_warning_says_what_to_do_and_an_ok_does_not():
 def test_an_unknown_code_or_odd_figures_show_the_figures():
     assert check_words({"status": "warn", "code": "newer_check", "figures": {"x": 3}}) == ("x 3", "")
     assert check_words({"status": "ok", "code": "ram", "figures": {"free": 1}}) == ("free 1", "")
+
+
+def test_a_sampler_without_nvml_keeps_the_error_and_the_words_say_it(monkeypatch):
+    import sys
+
+    from perfcore.capture.sampler import Sampler
+    from perfcore.report.env_words import sampling_words
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
+    s = Sampler(0.05)
+    s._open_nvml()
+    assert s.nvml_error.startswith("ModuleNotFoundError: ") and s._nvml is None
+    assert sampling_words(s.nvml_error) == f"no GPU sampling ({s.nvml_error}); CPU and RAM only"
+    assert sampling_words("") == ""

@@ -21,7 +21,6 @@ FACTS = [ANALYSIS, PERFCORE / "capture", PERFCORE / "recording"]
 # Modules that still build notes as sentences (to be turned into codes and figures said in report/).
 NOT_YET = {
     "capture/cupti_python_kinds.py",
-    "capture/sampler.py",
     "recording/document.py",
     "recording/engine.py",
     "recording/gpu.py",

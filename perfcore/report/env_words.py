@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-__all__ = ["check_words", "driver_older_words", "with_words"]
+__all__ = ["check_words", "driver_older_words", "sampling_words", "with_words"]
 
 _GiB = 1024**3
 
@@ -19,6 +19,11 @@ def driver_older_words(driver_cuda: str, cupti_cuda: str) -> str:
         f"kernel tracing needs a newer driver, or a torch built for CUDA {driver_cuda} (perfcore then rebuilt); "
         "CUDA events time the GPU meanwhile"
     )
+
+
+def sampling_words(nvml_error: str) -> str:
+    """What the sampler could not do, from NVML's error ("" when it samples the GPU)."""
+    return f"no GPU sampling ({nvml_error}); CPU and RAM only" if nvml_error else ""
 
 
 def _cpu_mode(f: Mapping[str, Any]) -> tuple[str, str]:
