@@ -3,8 +3,10 @@ reason codes. Checked on the source: no string there (its docstrings, exception 
 a document it refuses aside) is longer than MAX_WORDS words, so a sentence built there fails here.
 
 Exception messages stay where they are raised: they are error lines for a person, said once by the CLI as they
-are (like the reader's ERROR_CALLS), and an exception cannot carry a renderer across the layers. capture/ and
-recording/ modules still listed in NOT_YET build notes as sentences; the last test keeps that list honest.
+are (like the reader's ERROR_CALLS), and an exception cannot carry a renderer across the layers. warnings.warn
+and logging calls are not let off: their text is most often a note the run also stores (recording/gpu.py warns
+with the note it keeps), so it moves to report/ with that note. capture/ and recording/ modules still listed in
+NOT_YET build notes as sentences; the last test keeps that list honest.
 """
 
 from __future__ import annotations
