@@ -335,8 +335,15 @@ def test_env_shows_cpu_mode_why_and_how(monkeypatch):
     monkeypatch.setattr(environment, "build_info", lambda: {"mode": "cpu", "reason": reason})
     monkeypatch.setattr(environment, "capabilities", lambda: {"mode": "cpu", "reasons": {}, "warnings": []})
     [check] = environment.check_build()
-    assert check.value == "CPU mode: no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"
-    assert check.fix.endswith("; for the CUDA mode install the CUDA 12.x toolkit (nvcc, CUPTI) and set CUDA_HOME "
+    assert (check.status, check.code) == ("warn", "cpu_mode")
+    assert check.figures["why"] == "no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"
+    from dataclasses import asdict
+
+    from perfcore.report.env_words import check_words
+
+    value, fix = check_words(asdict(check))
+    assert value == "CPU mode: no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"
+    assert fix.endswith("; for the CUDA mode install the CUDA 12.x toolkit (nvcc, CUPTI) and set CUDA_HOME "
                               "to it, then reinstall perfcore with pip's --no-build-isolation")
 
 

@@ -549,13 +549,12 @@ def test_a_tracer_filling_faster_than_settles_is_taken_by_volume():
 
 
 # -- a driver older than the CUPTI perfcore loads --------------------------------------------------
-def test_a_driver_older_than_cupti_is_one_line():
-    from perfcore.capture.environment import driver_older_than_cupti
+def test_a_driver_older_than_cupti_is_found_with_both_versions():
+    from perfcore.capture.environment import driver_cupti_gap
 
-    line = driver_older_than_cupti(12040, "12.8")
-    assert "\n" not in line and "CUDA 12.4" in line and "CUDA 12.8" in line and "driver" in line
-    assert driver_older_than_cupti(12080, "12.8") == "" and driver_older_than_cupti(13000, "12.8") == ""
-    assert driver_older_than_cupti(None, "12.8") == "" and driver_older_than_cupti(12040, None) == ""
+    assert driver_cupti_gap(12040, "12.8") == ("12.4", "12.8")
+    assert driver_cupti_gap(12080, "12.8") is None and driver_cupti_gap(13000, "12.8") is None
+    assert driver_cupti_gap(None, "12.8") is None and driver_cupti_gap(12040, None) is None
 
 
 def test_cupti_failing_on_an_old_driver_says_so(monkeypatch):
@@ -583,4 +582,5 @@ def test_cupti_failing_on_an_old_driver_says_so(monkeypatch):
     assert "driver.cupti" not in checks
     monkeypatch.setattr(env, "driver_cuda_version", lambda: 12040)
     checks = {c.name: c for c in env.check_gpu()}
-    assert checks["driver.cupti"].status == "warn" and "CUDA 12.4" in checks["driver.cupti"].value
+    assert checks["driver.cupti"].status == "warn" and checks["driver.cupti"].code == "driver_older"
+    assert checks["driver.cupti"].figures == {"driver_cuda": "12.4", "cupti_cuda": "12.8"}

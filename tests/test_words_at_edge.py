@@ -1,6 +1,13 @@
-"""Words are made only in perfcore/report/: analysis/ returns facts, statuses and reason codes. Checked on
-the source: no string in analysis/ (its docstrings, exception messages and the messages of a document it
-refuses aside) is longer than MAX_WORDS words, so a sentence built there fails here."""
+"""Words are made only in perfcore/report/: analysis/, capture/ and recording/ return facts, statuses and
+reason codes. Checked on the source: no string there (its docstrings, exception messages and the messages of
+a document it refuses aside) is longer than MAX_WORDS words, so a sentence built there fails here.
+
+Exception messages stay where they are raised: they are error lines for a person, said once by the CLI as they
+are (like the reader's ERROR_CALLS), and an exception cannot carry a renderer across the layers. warnings.warn
+and logging calls are not let off: their text is most often a note the run also stores (recording/gpu.py warns
+with the note it keeps), so it moves to report/ with that note. capture/ and recording/ modules still listed in
+NOT_YET build notes as sentences; the last test keeps that list honest.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,19 @@ from pathlib import Path
 
 import pytest
 
-ANALYSIS = Path(__file__).resolve().parents[1] / "perfcore" / "analysis"
+PERFCORE = Path(__file__).resolve().parents[1] / "perfcore"
+ANALYSIS = PERFCORE / "analysis"
+# Where facts are made: analysis, and the recording side of a run.
+FACTS = [ANALYSIS, PERFCORE / "capture", PERFCORE / "recording"]
+# Modules that still build notes as sentences (to be turned into codes and figures said in report/).
+NOT_YET = {
+    "capture/cupti_python_kinds.py",
+    "recording/document.py",
+    "recording/engine.py",
+    "recording/gpu.py",
+    "recording/own_work.py",
+    "recording/phase_names.py",
+}
 # A label, a reason code or a unit is a few words; a sentence is more.
 MAX_WORDS = 5
 # Calls whose argument is an error message (a document refused, said as one line by the reader).
@@ -49,10 +68,23 @@ def long_strings(source: str) -> list[tuple[int, str]]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted(ANALYSIS.glob("*.py")), ids=lambda p: p.name)
-def test_analysis_builds_no_sentence(path):
+def _rel(path: Path) -> str:
+    return path.relative_to(PERFCORE).as_posix()
+
+
+FACT_MODULES = sorted(p for d in FACTS for p in d.glob("*.py"))
+
+
+@pytest.mark.parametrize("path", [p for p in FACT_MODULES if _rel(p) not in NOT_YET], ids=_rel)
+def test_facts_build_no_sentence(path):
     found = long_strings(path.read_text())
-    assert not found, f"{path.name} builds words (make a status or reason code; say it in report/): {found[:3]}"
+    assert not found, f"{_rel(path)} builds words (make a status or reason code; say it in report/): {found[:3]}"
+
+
+def test_the_modules_not_yet_checked_still_build_sentences():
+    """A module that no longer builds a sentence leaves NOT_YET, so the check covers it from then on."""
+    clean = [m for m in sorted(NOT_YET) if not long_strings((PERFCORE / m).read_text())]
+    assert not clean, f"remove from NOT_YET: {clean}"
 
 
 def test_the_check_finds_a_sentence_and_leaves_docstrings_and_errors_alone():

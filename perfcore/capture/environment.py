@@ -1,7 +1,7 @@
 """Environment check behind `perfcore env`: build info plus a non-destructive look at the machine.
 
-Every check returns a Check(status ok/warn/fail/info, value, fix). Nothing here changes the
-machine: no process is killed, no GPU is reset, no setting is written.
+Every check returns a Check(status ok/warn/fail/info, a reason code and its figures); the words
+(value and fix) are made in perfcore/report/env_words.py. Nothing here changes the machine: no process is killed, no GPU is reset, no setting is written.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import platform
 import resource
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,7 +23,7 @@ __all__ = [
     "environment_report",
     "cupti_release",
     "driver_cuda_version",
-    "driver_older_than_cupti",
+    "driver_cupti_gap",
 ]
 
 GiB = 1024**3
@@ -33,8 +33,8 @@ GiB = 1024**3
 class Check:
     name: str
     status: str  # ok | warn | fail | info
-    value: str
-    fix: str = ""
+    code: str  # what was found, said by report/env_words.py with its figures
+    figures: dict[str, Any] = field(default_factory=dict)
 
 
 def _mounts() -> dict[str, str]:
@@ -65,34 +65,24 @@ def check_build() -> list[Check]:
     checks = []
     if info.get("mode") is None or caps["mode"] is None:
         reason = caps["reasons"].get("native") or info.get("reason", "")
-        return [Check("build", "fail", "perfcore._C not loadable", reason)]
+        return [Check("build", "fail", "native_missing", {"reason": reason})]
     mode = caps["mode"]
     if mode == "cuda":
         c = info.get("cupti") or {}
         checks.append(
-            Check("build", "ok", f"CUDA mode, CUDA {info.get('toolkit_version')}, arch {info.get('arch_list')}")
+            Check("build", "ok", "cuda_mode", {"toolkit": info.get("toolkit_version"), "arch": info.get("arch_list")})
         )
-        checks.append(
-            Check(
-                "cupti",
-                "ok" if not caps["warnings"] else "warn",
-                f"API {caps['cupti_version']} loaded, {caps['cupti_compiled_version']} compiled "
-                f"({c.get('source', '?')})",
-                "; ".join(caps["warnings"]),
-            )
-        )
+        figures = {
+            "loaded": caps["cupti_version"],
+            "compiled": caps["cupti_compiled_version"],
+            "source": c.get("source", "?"),
+            "warnings": list(caps["warnings"]),
+        }
+        checks.append(Check("cupti", "ok" if not caps["warnings"] else "warn", "cupti", figures))
     else:
         # setup.py's reason reads "<why>; for the CUDA mode <how>": the why is the value, the how the fix.
         why, _, how = (info.get("reason") or "").partition("; for the CUDA mode ")
-        checks.append(
-            Check(
-                "build",
-                "warn",
-                f"CPU mode: {why}",
-                "GPU timing, CUPTI and transfer tools are left out of this build"
-                + (f"; for the CUDA mode {how}" if how else ""),
-            )
-        )
+        checks.append(Check("build", "warn", "cpu_mode", {"why": why, "how": how}))
     return checks
 
 
@@ -111,24 +101,21 @@ def driver_cuda_version() -> int | None:
         return None
 
 
-def driver_older_than_cupti(driver: int | None, cupti_release: str | None) -> str:
-    """One line when the driver supports an older CUDA than the CUPTI perfcore loads ("" when not,
-    or not known). CUPTI is not covered by CUDA's minor-version compatibility: torch's kernels run
-    on such a driver while CUPTI refuses to start (CUPTI_ERROR_NOT_INITIALIZED, or UNKNOWN)."""
+def driver_cupti_gap(driver: int | None, cupti_release: str | None) -> tuple[str, str] | None:
+    """(driver's CUDA, CUPTI's CUDA) as "12.4", "12.8" when the driver supports an older CUDA than the
+    CUPTI perfcore loads (None when not, or not known). CUPTI is not covered by CUDA's minor-version
+    compatibility: torch's kernels run on such a driver while CUPTI refuses to start
+    (CUPTI_ERROR_NOT_INITIALIZED, or UNKNOWN)."""
     if not driver or not cupti_release:
-        return ""
+        return None
     try:
         want = tuple(int(x) for x in cupti_release.split(".")[:2])
     except ValueError:
-        return ""
+        return None
     have = (driver // 1000, driver % 1000 // 10)
     if have >= want:
-        return ""
-    return (
-        f"the NVIDIA driver supports CUDA {have[0]}.{have[1]}, older than the CUPTI perfcore uses (CUDA "
-        f"{want[0]}.{want[1]}): kernel tracing needs a newer driver, or a torch built for CUDA {have[0]}.{have[1]} "
-        "(perfcore then rebuilt); CUDA events time the GPU meanwhile"
-    )
+        return None
+    return f"{have[0]}.{have[1]}", ".".join(str(x) for x in want)
 
 
 def cupti_release() -> str | None:
@@ -140,53 +127,33 @@ def check_gpu() -> list[Check]:
     checks = []
     if caps["device_count"] == 0:
         reason = caps["reasons"].get("cuda_events", "no device")
-        checks.append(
-            Check(
-                "gpu",
-                "info",
-                f"no CUDA GPU usable: {reason}",
-                "GPU checks skipped; perfcore measures host phases only here",
-            )
-        )
+        checks.append(Check("gpu", "info", "no_gpu", {"reason": reason}))
     else:
-        checks.append(Check("gpu", "ok", f"{caps['device_count']} CUDA device(s) visible"))
-    old = driver_older_than_cupti(driver_cuda_version(), cupti_release())
-    if old:
-        checks.append(Check("driver.cupti", "warn", old))
+        checks.append(Check("gpu", "ok", "gpus", {"count": caps["device_count"]}))
+    gap = driver_cupti_gap(driver_cuda_version(), cupti_release())
+    if gap:
+        checks.append(Check("driver.cupti", "warn", "driver_older", {"driver_cuda": gap[0], "cupti_cuda": gap[1]}))
     try:
         import pynvml  # nvidia-ml-py
     except ImportError:
         if caps["device_count"]:
-            checks.append(
-                Check(
-                    "nvml",
-                    "warn",
-                    "nvidia-ml-py not installed",
-                    "pip install nvidia-ml-py (GPU utilisation sampling and process checks need it)",
-                )
-            )
+            checks.append(Check("nvml", "warn", "nvml_missing"))
         return checks
     try:
         pynvml.nvmlInit()
     except Exception as e:  # NVMLError_LibraryNotFound and friends: no driver here
         if caps["device_count"]:
-            checks.append(Check("nvml", "warn", f"NVML unavailable: {e}", "GPU sampling will fall back to none"))
+            checks.append(Check("nvml", "warn", "nvml_unavailable", {"error": str(e)}))
         return checks
     try:
-        checks.append(Check("driver", "info", str(pynvml.nvmlSystemGetDriverVersion())))
+        checks.append(Check("driver", "info", "value", {"value": str(pynvml.nvmlSystemGetDriverVersion())}))
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(h)
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
             used_frac = mem.used / mem.total if mem.total else 0.0
-            checks.append(
-                Check(
-                    f"gpu{i}.memory",
-                    "warn" if used_frac > 0.10 else "ok",
-                    f"{name}: {mem.used / GiB:.1f} of {mem.total / GiB:.1f} GiB in use",
-                    "another job holds GPU memory: results will be skewed; free it first" if used_frac > 0.10 else "",
-                )
-            )
+            figures = {"gpu": str(name), "used_bytes": int(mem.used), "total_bytes": int(mem.total)}
+            checks.append(Check(f"gpu{i}.memory", "warn" if used_frac > 0.10 else "ok", "gpu_memory", figures))
             procs = []
             for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
                 try:
@@ -195,17 +162,11 @@ def check_gpu() -> list[Check]:
                     pass
             others = [p for p in procs if p.pid != os.getpid()]
             if others:
-                desc = ", ".join(f"pid {p.pid} ({(p.usedGpuMemory or 0) / GiB:.1f} GiB)" for p in others[:5])
-                checks.append(
-                    Check(
-                        f"gpu{i}.processes",
-                        "warn",
-                        f"{len(others)} other process(es): {desc}",
-                        "other work on this GPU shares its SMs and memory bandwidth; stop it for clean numbers",
-                    )
-                )
+                shown = [{"pid": int(p.pid), "used_bytes": int(p.usedGpuMemory or 0)} for p in others[:5]]
+                figures = {"count": len(others), "processes": shown}
+                checks.append(Check(f"gpu{i}.processes", "warn", "gpu_others", figures))
             else:
-                checks.append(Check(f"gpu{i}.processes", "ok", "no other process on this GPU"))
+                checks.append(Check(f"gpu{i}.processes", "ok", "gpu_alone"))
     finally:
         pynvml.nvmlShutdown()
     return checks
@@ -216,96 +177,52 @@ def check_cpu() -> list[Check]:
 
     cores = os.cpu_count() or 1
     busy = psutil.cpu_percent(interval=0.3)
-    checks = [
-        Check(
-            "cpu.load",
-            "warn" if busy > 50 else "ok",
-            f"{busy:.0f}% busy over 0.3 s, {cores} logical cores",
-            "other processes compete with DataLoader workers; stop them or expect noisy load times"
-            if busy > 50
-            else "",
-        )
-    ]
+    checks = [Check("cpu.load", "warn" if busy > 50 else "ok", "cpu_load", {"busy_pct": busy, "cores": cores})]
     governors = sorted(
         {p.read_text().strip() for p in Path("/sys/devices/system/cpu").glob("cpu*/cpufreq/scaling_governor")}
     )
     if not governors:
-        checks.append(Check("cpu.governor", "info", "not exposed (VM or container)"))
+        checks.append(Check("cpu.governor", "info", "governor_hidden"))
     elif governors != ["performance"]:
-        checks.append(
-            Check(
-                "cpu.governor",
-                "warn",
-                ",".join(governors),
-                "frequency scaling adds noise: sudo cpupower frequency-set -g performance",
-            )
-        )
+        checks.append(Check("cpu.governor", "warn", "governor", {"governors": governors}))
     else:
-        checks.append(Check("cpu.governor", "ok", "performance"))
+        checks.append(Check("cpu.governor", "ok", "governor", {"governors": governors}))
     vm = psutil.virtual_memory()
-    checks.append(
-        Check(
-            "ram.available",
-            "warn" if vm.available < 2 * GiB else "ok",
-            f"{vm.available / GiB:.1f} of {vm.total / GiB:.1f} GiB",
-            "little free RAM: workers and pinned buffers may swap or be killed" if vm.available < 2 * GiB else "",
-        )
-    )
+    figures = {"available_bytes": int(vm.available), "total_bytes": int(vm.total)}
+    checks.append(Check("ram.available", "warn" if vm.available < 2 * GiB else "ok", "ram", figures))
     return checks
 
 
 def check_limits() -> list[Check]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    checks = [
-        Check(
-            "ulimit.nofile",
-            "warn" if soft < 4096 else "ok",
-            f"soft {soft}, hard {hard}",
-            f"DataLoader workers pass tensors through file descriptors: ulimit -n {min(hard, 65536)}"
-            if soft < 4096
-            else "",
-        )
-    ]
+    figures = {"soft": soft, "hard": hard, "suggested": min(hard, 65536)}
+    checks = [Check("ulimit.nofile", "warn" if soft < 4096 else "ok", "nofile", figures)]
     mounts = _mounts()
-    for path, need, why in (
-        ("/tmp", 1 * GiB, "scratch files and compile caches"),
-        ("/dev/shm", 1 * GiB, "DataLoader workers hand batches over in shared memory"),
-    ):
+    for path, need in (("/tmp", 1 * GiB), ("/dev/shm", 1 * GiB)):
         if not os.path.isdir(path):
             continue
         free = shutil.disk_usage(path).free
-        fs = _fs_of(path, mounts)
-        fix = ""
-        if free < need:
-            fix = f"only {free / GiB:.2f} GiB free ({why}); " + (
-                "run docker with --shm-size=8g" if path == "/dev/shm" else "free space or set TMPDIR"
-            )
-        checks.append(Check(f"{path}.free", "warn" if fix else "ok", f"{free / GiB:.1f} GiB free ({fs})", fix))
+        figures = {"path": path, "free_bytes": int(free), "fs": _fs_of(path, mounts)}
+        checks.append(Check(f"{path}.free", "warn" if free < need else "ok", "free_space", figures))
     return checks
 
 
 def check_versions() -> list[Check]:
-    checks = [Check("python", "info", sys.version.split()[0]), Check("platform", "info", platform.platform())]
+    checks = [
+        Check("python", "info", "value", {"value": sys.version.split()[0]}),
+        Check("platform", "info", "value", {"value": platform.platform()}),
+    ]
     try:
         import torch
     except ImportError:
-        return checks + [Check("torch", "fail", "not installed", "pip install torch")]
-    checks.append(Check("torch", "info", f"{torch.__version__} (CUDA {torch.version.cuda or 'none'})"))
+        return checks + [Check("torch", "fail", "torch_missing")]
+    checks.append(Check("torch", "info", "torch", {"version": torch.__version__, "cuda": torch.version.cuda}))
     cudnn = torch.backends.cudnn
-    checks.append(Check("cudnn", "info", str(cudnn.version()) if cudnn.is_available() else "not available"))
+    checks.append(Check("cudnn", "info", "cudnn", {"version": cudnn.version() if cudnn.is_available() else None}))
     bench = bool(cudnn.benchmark)
     # cuDNN's kernel choice only matters where convolutions run on a GPU: no advice for a machine without one.
     gpu = bool(torch.cuda.is_available())
-    checks.append(
-        Check(
-            "cudnn.benchmark",
-            "info",
-            str(bench),
-            ""
-            if bench or not gpu
-            else "for fixed input shapes, torch.backends.cudnn.benchmark = True picks faster conv kernels",
-        )
-    )
+    checks.append(Check("cudnn.benchmark", "info", "cudnn_benchmark", {"on": bench, "gpu": gpu}))
     return checks
 
 
@@ -318,12 +235,15 @@ def run_checks() -> list[Check]:
         try:
             out += fn()
         except Exception as e:  # one broken probe must not hide the others
-            out.append(Check(fn.__name__.replace("check_", ""), "warn", f"check failed: {type(e).__name__}: {e}"))
+            out.append(
+                Check(fn.__name__.replace("check_", ""), "warn", "check_failed", {"error": f"{type(e).__name__}: {e}"})
+            )
     return out
 
 
 def environment_report() -> dict[str, Any]:
-    """The JSON document of `perfcore env --json` (schema perfcore.env/1)."""
+    """The facts of `perfcore env --json` (schema perfcore.env/1); report/env_words.py adds each check's
+    words (value, fix) beside its code and figures."""
     checks = run_checks()
     return {
         "schema": "perfcore.env/1",

@@ -159,11 +159,17 @@ class CuptiTracer:
             self._C.cupti_start(self.buffer_bytes, self.max_buffers, self.drain_period_ms, self.max_pending_records)
         except CuptiError as e:
             # CUPTI's own word for a driver older than itself is "not initialized" or "unknown".
-            from perfcore.capture.environment import cupti_release, driver_cuda_version, driver_older_than_cupti
+            from perfcore.capture.environment import cupti_release, driver_cuda_version, driver_cupti_gap
 
-            old = "" if e.held_by_other else driver_older_than_cupti(driver_cuda_version(), cupti_release())
-            if old:
-                raise CuptiError(f"{str(e).split('; ')[0]}: {old}", e.code) from e
+            gap = None if e.held_by_other else driver_cupti_gap(driver_cuda_version(), cupti_release())
+            if gap:
+                # An error line for a person (as `perfcore env` says it, in report/env_words.py).
+                raise CuptiError(
+                    f"{str(e).split('; ')[0]}: the NVIDIA driver supports CUDA {gap[0]}, older than the CUPTI perfcore "
+                    f"uses (CUDA {gap[1]}): kernel tracing needs a newer driver, or a torch built for CUDA {gap[0]} "
+                    "(perfcore then rebuilt); CUDA events time the GPU meanwhile",
+                    e.code,
+                ) from e
             raise
         self._started = True
         return self

@@ -81,7 +81,7 @@ class Sampler:
         self.interval_s = interval_s
         self.device_index = device_index
         self.rows: list[dict[str, Any]] = []
-        self.note = ""
+        self.nvml_error = ""  # why NVML could not be opened ("Type: message"): no GPU sampling, CPU and RAM only
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml = None
@@ -97,7 +97,7 @@ class Sampler:
             self._nvml = pynvml
         except Exception as e:  # no driver, no GPU, or nvidia-ml-py missing
             self._nvml = None
-            self.note = f"no GPU sampling ({type(e).__name__}: {e}); CPU and RAM only"
+            self.nvml_error = f"{type(e).__name__}: {e}"
 
     def _sample(self) -> dict[str, Any]:
         import psutil

@@ -145,8 +145,9 @@ _COLOR = {"ok": "green", "warn": "yellow", "fail": "red", "info": None}
 def env_cmd(res: Results) -> None:
     """Build info and a non-destructive check of this machine (GPU, CPU, limits, versions)."""
     from perfcore.capture.environment import environment_report
+    from perfcore.report.env_words import with_words
 
-    report = environment_report()
+    report = with_words(environment_report())
     b = report["build"]
     res.echo(f"perfcore {version()}  build: {b.get('mode')} mode" + (f" ({b['reason']})" if b.get("reason") else ""))
     width = max(len(c["name"]) for c in report["checks"])

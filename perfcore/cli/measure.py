@@ -122,8 +122,10 @@ def monitor_cmd(res: Results, interval, command) -> None:
     if len(frame):
         plot_timeline(frame, out_dir / "monitor.png", title=" ".join(cmd)[:100])
         files.append("monitor.png")
-    if s.note:
-        click.echo(f"perfcore monitor: {s.note}", err=True)
+    if s.nvml_error:
+        from perfcore.report.env_words import sampling_words
+
+        click.echo(f"perfcore monitor: {sampling_words(s.nvml_error)}", err=True)
     click.echo(f"perfcore monitor: {len(frame)} samples every {interval * 1e3:.0f} ms", err=True)
     res.done(None, files)
     sys.exit(rc)

@@ -21,6 +21,7 @@ from perfcore.capture.interference import InterferenceSampler
 from perfcore.capture.sampler import Sampler, add_per_step
 from perfcore.experiments.measurement import SETTINGS, Measurement, Trial
 from perfcore.report.advice_words import say
+from perfcore.report.env_words import sampling_words
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 
@@ -235,7 +236,7 @@ def measure_workload(  # noqa: C901, PLR0912, PLR0913, PLR0915
             "breakdown_ms": res["breakdown_ms"],
             "breakdown_fraction": res["breakdown_fraction"],
             "elapsed_s": elapsed,
-            "sampler_note": sampler.note,
+            "sampler_note": sampling_words(sampler.nvml_error),
         }
     )
     # The workload's DataLoader is the user's code here: advice names it and its settings. With no

@@ -103,20 +103,8 @@ def run_document(
     )
     if categories:
         doc["kernel_categories"] = categories
+    # Records lost and buffers cut short are counted there; report.record_words says them as notes.
     doc["capture"] = engine.capture_stats()
-    cap = doc["capture"]
-    lost = cap.get("dropped", 0) + cap.get("overflow", 0)
-    if cap.get("buffers_undecodable"):
-        engine.notes.append(
-            f"{cap['buffers_undecodable']} CUPTI buffer(s) ended at a record CUPTI would not return "
-            f"({cap.get('buffers_incomplete', 0)} incomplete: work still running at stop); up to "
-            f"{cap.get('bytes_unwalked', 0)} bytes of records after them are lost"
-        )
-    if lost:
-        engine.notes.append(
-            f"{lost} CUPTI records were dropped (buffers full or drained too slowly): kernel "
-            "and copy times are undercounted; see capture in run.json"
-        )
     if engine.notes:
         doc["notes"] = list(dict.fromkeys(engine.notes))
     doc["step_source"] = "timer.step()" if engine.step_on == "step" else engine.step_on

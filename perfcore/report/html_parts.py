@@ -15,6 +15,7 @@ from perfcore.analysis.verdict import run_evidence, steady_ms
 from perfcore.analysis.units import fmt_ms
 from perfcore.report.advice_words import evidence_of, test_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
+from perfcore.report.record_words import notes_of
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.process_words import trainers
 from perfcore.report.terminal import crashed_early
@@ -336,7 +337,7 @@ def warnings_of(doc: dict[str, Any]) -> list[str]:
         )
     if doc.get("skipped_boundaries"):
         out.append(f"{doc['skipped_boundaries']} step boundaries were skipped")
-    out += [str(n) for n in doc.get("notes") or []]
+    out += notes_of(doc)
     return out
 
 

@@ -15,6 +15,7 @@ from perfcore.report.finding_words import evaluation_sentence, memory_sentence, 
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.lines_text import lines_text
 from perfcore.report.process_words import trainer_lines, trainers_phrase
+from perfcore.report.record_words import notes_of
 from perfcore.report.robust_words import outliers_sentence
 from perfcore.report.verdict_words import cause_words, level_word, plain_words, summary_words
 
@@ -289,7 +290,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
         ]
     if not (ex.get("sentence") and ex.get("reason") not in ("finished", "steps reached")):
         lines += _outcome(doc)  # else the partial-results line already gave the exit code
-    for note in doc.get("notes", []):
+    for note in notes_of(doc):
         lines.append(f"note: {note}")
     o = doc.get("overhead") or {}
     if o:
