@@ -386,6 +386,10 @@ def _make_timer(inst):
         from perfcore.run.lines import start as start_lines
 
         inst.lines, why = start_lines(torch)  # the thread that makes the timer is the training thread
+        if inst.lines is not None:
+            inst.upkeep.lines = inst.lines
+            if inst.lines.counter is not None:
+                inst.lines.counter.steps_now = lambda: inst.upkeep.steps
         if why:
             inst.notes.append(why)
             sys.stderr.write(f"perfcore: {why}\n")
