@@ -18,8 +18,8 @@ import numpy as np
 
 __all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document", "trace_arrays"]
 
-# The hand-back is measured again this often during a run (each measure ~5 ms of own work, outside the
-# steps: ~0.02% of the run), so a machine that gets busier is counted at what a wake-up costs then.
+# The hand-back is measured again this often during a run (each measure 5-16 ms of own work, outside the
+# steps: at most ~0.05% of the run), so a machine that gets busier is counted at what a wake-up costs then.
 REMEASURE_S = 30.0
 
 
@@ -43,7 +43,7 @@ class LineCapture:
         )
 
     def remeasure(self) -> bool:
-        """On the training thread, at most every REMEASURE_S: the hand-back measured again (~5 ms of own
+        """On the training thread, at most every REMEASURE_S: the hand-back measured again (5-16 ms of own
         work), so wake-ups after it are counted at what they cost now. Whether it measured."""
         now = self._clock()
         if threading.get_ident() != self.thread_id or now - self._handoff_at < REMEASURE_S * 1e9:
