@@ -389,7 +389,8 @@ def _make_timer(inst):
         if inst.lines is not None:
             inst.upkeep.lines = inst.lines
             if inst.lines.counter is not None:
-                inst.lines.counter.steps_now = lambda: inst.upkeep.steps
+                # Every step end (the native step clock calls the upkeep only every few steps).
+                inst.lines.counter.steps_now = lambda: inst.timer.engine.steps if inst.timer is not None else 0
         if why:
             inst.notes.append(why)
             sys.stderr.write(f"perfcore: {why}\n")

@@ -18,7 +18,6 @@ class Upkeep:
         self.memory = MemoryWatch()  # per-step memory samples
         self.progress = None  # run.child.progress.ProgressWriter, from start()
         self.compact_every, self.follow_until = 1 << 62, 0  # the engine's, from start() (numpy loads with it)
-        self.steps = 0  # step ends so far (the sync-call counter reads it where its cap takes it off)
         self.lines = None  # run.lines.LineCapture: its hand-back is measured again now and then
 
     def start(self, on_gpu: bool, progress) -> None:
@@ -34,7 +33,6 @@ class Upkeep:
         syscall costs ~8 us after an optimizer step). decided: the step source is chosen (settling and
         the live view wait for it)."""
         engine = timer.engine
-        self.steps = n
         with engine.own:
             if n == 1:
                 torch_hooks.first_step_done()
