@@ -6,8 +6,8 @@ thread's stack, interned: a sample is two numbers (t_ns, stack id). Chosen over 
 process, which containers and Colab often refuse, and a binary perfcore would have to ship; this
 works wherever Python runs. Its cost is the GIL: each sample holds it for a walk of the stack, and the
 training thread, if it wants the GIL back meanwhile, waits for the walk and for the hand-back (a wake-up of
-a blocked thread). Both are measured: the held time at every sample, the hand-back once at start on the
-calling thread (`handoff_ns`), so `LineSamples.cost_ns` is what the sampled thread lost. When that cost is
+a blocked thread). Both are measured: the held time at every sample, the hand-back at start on the
+calling thread and again during the run (`handoff_ns`, `set_handoff`), so `LineSamples.cost_ns` is what the sampled thread lost. When that cost is
 more than `budget` of the wall time (a deep stack, a slow machine), the wait between samples grows until it
 is not: the rate adapts, the cost stays bounded, and each sample's weight (the time since the previous one)
 follows.
@@ -106,7 +106,7 @@ class LineSamples:
     dropped: int  # samples past MAX_SAMPLES, counted only
     sampler_ns: int  # time the sampler thread held the GIL: from its wake-up to its next wait
     wakes: int = 0  # wake-ups that took the GIL (samples, missed and dropped ones too)
-    handoff_ns: int = 0  # what one wake-up costs the sampled thread beyond the held time (measured at start)
+    handoff_ns: int = 0  # what one wake-up costs the sampled thread beyond the held time (mean of its measures)
 
     @property
     def cost_ns(self) -> int:
@@ -141,6 +141,8 @@ class LineSampler:
         self.interval_s = float(interval_s)
         self.budget = budget  # None: a fixed rate
         self.handoff_ns = int(handoff_ns)
+        # Hand-backs paid at earlier measures of it (set_handoff), and the wake-ups they covered.
+        self._handoff_paid_ns = self._handoff_from = 0
         self._clock = clock
         self._max = int(max_samples)
         self._t = array("q")
@@ -201,6 +203,18 @@ class LineSampler:
         per_wake_ns = self._busy_ns / self._wakes + self.handoff_ns
         return min(max(self.interval_s, per_wake_ns / 1e9 / self.budget), max(MAX_INTERVAL_S, self.interval_s))
 
+    def set_handoff(self, handoff_ns: int) -> None:
+        """A new measure of the hand-back (a machine that got busier pays more per wake-up): the wake-ups
+        so far keep the one measured before them, the later ones take this."""
+        wakes = self._wakes  # the sampler thread counts on; one read, so both lines agree
+        self._handoff_paid_ns += (wakes - self._handoff_from) * self.handoff_ns
+        self._handoff_from, self.handoff_ns = wakes, int(handoff_ns)
+
+    def _handoff_mean_ns(self, wakes: int) -> int:
+        if wakes <= 0:
+            return self.handoff_ns
+        return round((self._handoff_paid_ns + (wakes - self._handoff_from) * self.handoff_ns) / wakes)
+
     def _loop(self) -> None:
         stopped, clock = self._stop.acquire, self._clock
         while not stopped(True, self._wait_s):
@@ -245,7 +259,7 @@ class LineSampler:
 
         stacks = tuple(tuple(frame(c, i) for c, i in codes) for codes in list(self._codes))
         n = min(len(self._t), len(self._stack))
-        interval_ns = int(self.interval_s * 1e9)
+        interval_ns, wakes = int(self.interval_s * 1e9), self._wakes
         return LineSamples(
             np.array(self._t[:n], dtype=np.int64),
             np.array(self._stack[:n], dtype=np.int32),
@@ -257,8 +271,8 @@ class LineSampler:
             self._missed,
             self._dropped,
             self._busy_ns,
-            self._wakes,
-            self.handoff_ns,
+            wakes,
+            self._handoff_mean_ns(wakes),  # each wake-up at the measure of its time: cost_ns sums them
         )
 
 

@@ -29,12 +29,12 @@ from perfcore.capture.line_sampler import Frame, code_frame, is_library, library
 __all__ = ["METHODS", "SyncCalls", "SyncCounter"]
 
 METHODS = ("item", "cpu", "tolist", "numpy")
-# 16k calls counted (~127 steps of a loop making 129 a step), then the wrappers are taken off: calls per step
-# are as well known from the steps the kept calls cover, over which they are then taken, and a counted call
-# costs ~0.1 us more inside a loop (a 1.2 ms host-heavy step making 129 paid ~2 points while counted; at 64k
-# the short runs of the overhead bench were counted throughout; bench/RESULTS.md). `more` (the caller's: too
-# few steps seen yet) raises the cap, doubling, up to HARD_MAX_CALLS: a loop of 5,000 calls a step still has
-# its calls counted over whole steps past warm-up.
+# 16k calls counted, then the wrappers are taken off. What the advice reads from them is per site and method
+# the calls in a step (analysis.lines.calls_per_step, over the steps the kept calls cover): loops make the same
+# calls each step, so a few dozen steps give those counts (127 steps of a loop making 129 a step), and a long
+# run's steady steps then do not pay ~0.1 us a call (+1-2% of a host-heavy step; at 64k the overhead bench's
+# short runs were counted throughout). `more` (the caller's: too few steps past warm-up seen yet) raises the
+# cap, doubling, up to HARD_MAX_CALLS: a loop of 5,000 calls a step still has its calls counted over whole steps.
 MAX_CALLS = 1 << 14
 HARD_MAX_CALLS = 1 << 18
 
@@ -88,6 +88,10 @@ class SyncCounter:
         self.thread_id = 0
         self._log = None  # the native SyncLog while one counts (see _native)
         self._native = clock is time.perf_counter_ns and _native_types() is not None
+        # Where the cap took the wrappers off, in the run's steps: `steps_now` (set by whoever counts steps)
+        # read then; -1 while counting, or with no step count.
+        self.steps_now: Callable[[], int] | None = None
+        self.full_at_step = -1
 
     def _native_slow(self, frame, caller: tuple[int, int]) -> int:
         # The native log's first call from a caller: the site, kept there (>= 0) when the caller is
@@ -113,9 +117,14 @@ class SyncCounter:
         return wanted
 
     def _native_full(self) -> None:
+        self._full()
+
+    def _full(self) -> None:
         if self._raise_cap():
             return
         self._dropped = 1
+        if self.steps_now is not None and self.full_at_step < 0:
+            self.full_at_step = int(self.steps_now())
         self._off()
 
     def _site_of(self, frame, caller: tuple[int, int]) -> int:
@@ -152,7 +161,8 @@ class SyncCounter:
         def counted(tensor, *args, **kwargs):
             nonlocal cap
             if armed[0] and get_ident() == tid:
-                if len(kept) >= cap and self._raise_cap():
+                if len(kept) >= cap:  # the cap raised while more steps are wanted, else counting ends here
+                    self._full()
                     cap = self._max
                 if len(kept) < cap:
                     f = getframe(1)
@@ -162,9 +172,6 @@ class SyncCounter:
                         sid = slow(f, caller)
                     record_t(clock())
                     record_site(sid * 8 + index)
-                else:  # enough seen: later calls go straight to torch
-                    self._dropped = 1
-                    self._off()
             return original(tensor, *args, **kwargs)
 
         counted.__name__ = counted.__qualname__ = original.__name__
@@ -220,11 +227,16 @@ class SyncCounter:
         return (len(self._log) if self._log is not None else len(self._t)) + self._dropped
 
     @staticmethod
-    def call_cost_ns(calls: int = 1000, blocks: int = 5) -> float:
-        """What the wrapper adds to one counted call on this machine now (median of `blocks` blocks of
-        `calls`): `obj.item()` on a C method, as torch's are, counted against not, each from its own call
-        site (the interpreter specialises a plain call to a C method; a wrapped one loses that, which is
-        most of what a counted call costs inside a loop), from a frame marked the user's."""
+    def call_cost_ns(calls: int = 1000, blocks: int = 5, torch: Any = None) -> float:
+        """What the counter adds to one counted call on this machine now (median of `blocks` blocks).
+        With `torch`: `.item()` on real tensors inside a loop that indexes and compares them, as a
+        host-heavy step's per-sample metrics do, counted against not on this thread's CPU time; that is
+        what a run's counted calls cost (~100 ns a call where the bare wrapper costs ~40: the tensor's
+        method and the loop's other work around it lose more than a method that does nothing). Call it
+        only while no counter of the run is armed. Without: `obj.item()` on a C method, as torch's are,
+        from a frame marked the user's (the wrapper alone)."""
+        if torch is not None:
+            return _tensor_call_cost_ns(torch, calls, blocks)
 
         class Host(int):
             item = int.bit_length  # a C method descriptor taking no argument, like Tensor.item
@@ -267,6 +279,36 @@ class SyncCounter:
             self._dropped,
             int(self.thread_id),
         )
+
+
+def _tensor_call_cost_ns(torch: Any, calls: int, blocks: int) -> float:
+    # Per block: `calls` counted .item() calls on real tensors (two a sample, as in per-sample metrics),
+    # then as many uncounted; thread CPU time, so other processes on the core do not land in one half.
+    n = 64
+    a, b, out = torch.zeros(n, dtype=torch.long), torch.ones(n, dtype=torch.long), torch.zeros(n, 2)
+    counter = SyncCounter(torch, methods=("item",), prefixes=(), max_calls=1 << 30)
+
+    def metrics() -> float:
+        s = 0.0
+        for i in range(n):
+            s += int((a[i] == b[i]).item())
+            s += out[i, a[i]].item()
+        return s
+
+    counter._user[metrics.__code__] = True  # its lines stand for the user's
+    rounds, now, per = max(1, calls // (2 * n)), time.thread_time_ns, []
+    for _ in range(blocks):
+        counter.start()
+        t0 = now()
+        for _ in range(rounds):
+            metrics()
+        t1 = now()
+        counter.stop()
+        t2 = now()
+        for _ in range(rounds):
+            metrics()
+        per.append(((t1 - t0) - (now() - t2)) / (rounds * 2 * n))
+    return max(0.0, float(np.median(per)))
 
 
 def _native_types():

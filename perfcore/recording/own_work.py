@@ -53,8 +53,13 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     fraction is of the step the script would take without perfcore, which is what a side-by-side run
     against the uninstrumented script measures."""
     n = max(1, int(steps))
+    sync_ms = costs.get("sync_calls", 0) * costs.get("sync_call_ns", 0.0) / 1e6
+    # The counter is on until its cap (sync_calls_steps steps; -1: the whole run): the whole run pays its
+    # calls once, spread over all steps; a typical step pays them only where it was on over most steps.
+    on = int(costs.get("sync_calls_steps", -1))
+    on = n if on < 0 else min(max(1, on), n)
     beside = {
-        "sync_calls_ms_per_step": costs.get("sync_calls", 0) * costs.get("sync_call_ns", 0.0) / n / 1e6,
+        "sync_calls_ms_per_step": sync_ms / n,
         "fetch_ms_per_step": costs.get("fetches", 0) * costs.get("fetch_ns", 0.0) / n / 1e6,
         "sampler_ms_per_step": costs.get("sampler_ns", 0) / n / 1e6,
     }
@@ -64,7 +69,8 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     # typical step pays, which a side-by-side bench's per-block medians measure.
     # The pauses are timed apart from the per-step sums, so on a loaded machine they can exceed them
     # by a little: never a negative cost.
-    steady = max(0.0, total - overhead.get("pause_ms_total", 0.0) / n)
+    steady_sync = sync_ms / on if 2 * on > n else 0.0
+    steady = max(0.0, total - sync_ms / n + steady_sync - overhead.get("pause_ms_total", 0.0) / n)
     bare = mean_wall_ms - in_steps
     fraction = total / bare if bare > 0 else 0.0
     return {
@@ -73,6 +79,7 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
         "steady_ms_per_step": steady,
         "steady_fraction": steady / bare if bare > 0 else 0.0,
         "sync_call_ns": float(costs.get("sync_call_ns", 0.0)),
+        "sync_calls_steps": on,
         "fetch_ns": float(costs.get("fetch_ns", 0.0)),
         "ms_per_step": total,
         "fraction": fraction,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
+import time
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -20,6 +21,10 @@ __all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document"
 # Steps past warm-up the sync-call counter covers before its cap may end it: calls per step over fewer would
 # rest on a handful of steps (a loop making 5,000 calls a step reaches 16k calls in its warm-up).
 MIN_COUNTED_STEPS = 32
+
+# The hand-back is measured again this often during a run (each measure 5-16 ms of own work, outside the
+# steps: at most ~0.05% of the run), so a machine that gets busier is counted at what a wake-up costs then.
+REMEASURE_S = 30.0
 
 
 class LineCapture:
@@ -36,12 +41,26 @@ class LineCapture:
         self.native_tid = threading.get_native_id() if threading.get_ident() == thread_id else 0
         # Measured on the training thread, which is the one the samples will stall.
         handoff = handoff_cost_ns() if threading.get_ident() == thread_id else 0
+        self.thread_id, self._clock = thread_id, time.perf_counter_ns
+        self.handoff_measures, self._handoff_at = 1 if handoff else 0, self._clock()
         self.sampler = LineSampler(thread_id, interval_s or DEFAULT_INTERVAL_S, handoff_ns=handoff).start()
         self.counter = (
             SyncCounter(torch, prefixes=self.prefixes, more=more).start()
             if threading.get_ident() == thread_id
             else None
         )
+
+    def remeasure(self) -> bool:
+        """On the training thread, at most every REMEASURE_S: the hand-back measured again (5-16 ms of own
+        work), so wake-ups after it are counted at what they cost now. Whether it measured."""
+        now = self._clock()
+        if threading.get_ident() != self.thread_id or now - self._handoff_at < REMEASURE_S * 1e9:
+            return False
+        from perfcore.capture.line_sampler import handoff_cost_ns
+
+        self.sampler.set_handoff(handoff_cost_ns())
+        self.handoff_measures, self._handoff_at = self.handoff_measures + 1, self._clock()
+        return True
 
     def facts(self) -> dict[str, Any]:
         """Stop both and return what the part's writer joins (plain lists and numbers)."""
@@ -71,6 +90,7 @@ class LineCapture:
             "sampler_held_ns": samples.sampler_ns,
             "sampler_wakes": samples.wakes,
             "handoff_ns": samples.handoff_ns,
+            "handoff_measures": getattr(self, "handoff_measures", 0),
             "sampler_max_interval_ns": samples.cap_ns,
             "native_tid": self.native_tid,
         }

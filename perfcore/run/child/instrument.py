@@ -385,9 +385,18 @@ def _make_timer(inst):
     if inst.config.lines:
         from perfcore.run.lines import MIN_COUNTED_STEPS, start as start_lines
 
-        # The sync-call counter stops at its cap once MIN_COUNTED_STEPS steps past warm-up are covered.
+        # Every step end counts (the native step clock calls the upkeep only every few steps). The sync-call
+        # counter stops at its cap once MIN_COUNTED_STEPS steps past warm-up are covered.
         wanted = inst.warmup + MIN_COUNTED_STEPS
-        inst.lines, why = start_lines(torch, more=lambda: inst.boundary_count() < wanted)  # the training thread
+
+        def steps() -> int:
+            return inst.timer.engine.steps if inst.timer is not None else 0
+
+        inst.lines, why = start_lines(torch, more=lambda: steps() < wanted)  # the training thread makes the timer
+        if inst.lines is not None:
+            inst.upkeep.lines = inst.lines
+            if inst.lines.counter is not None:
+                inst.lines.counter.steps_now = steps
         if why:
             inst.notes.append(why)
             sys.stderr.write(f"perfcore: {why}\n")

@@ -3,6 +3,8 @@ memory sample and the progress file. All of it is own work, left out of the step
 
 from __future__ import annotations
 
+import sys
+
 from perfcore.run.child.memory_samples import MemoryWatch
 
 __all__ = ["Upkeep", "own_costs"]
@@ -16,6 +18,7 @@ class Upkeep:
         self.memory = MemoryWatch()  # per-step memory samples
         self.progress = None  # run.child.progress.ProgressWriter, from start()
         self.compact_every, self.follow_until = 1 << 62, 0  # the engine's, from start() (numpy loads with it)
+        self.lines = None  # run.lines.LineCapture: its hand-back is measured again now and then
 
     def start(self, on_gpu: bool, progress) -> None:
         """With the timer: how memory is read on this device, and where progress is written."""
@@ -39,6 +42,8 @@ class Upkeep:
                 engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)
             if (n - 1) % self.memory.every == 0:
                 self.memory.sample(n - 1)
+            if n & 63 == 0 and self.lines is not None:
+                self.lines.remeasure()  # a clock read; the measure itself at most every 30 s
             if decided and self.progress is not None:
                 self.progress.tick(timer)  # one clock read unless the live view or a checkpoint is due
 
@@ -54,9 +59,15 @@ def own_costs(inst) -> dict:
         counter = getattr(getattr(inst, "lines", None), "counter", None)
         calls = counter.calls_seen if counter is not None else 0
         fetches = inst.loaders.main_process_batches()
+        torch = sys.modules.get("torch")
+        # Calibrated on real tensors' .item() in a loop (the counter is off by now): the wrapper around a
+        # method that does nothing costs a third of what a run's counted calls cost.
+        call_ns = SyncCounter.call_cost_ns(calls=1024, blocks=9, torch=torch) if calls else 0.0
         return {
             "sync_calls": calls,
-            "sync_call_ns": SyncCounter.call_cost_ns() if calls else 0.0,
+            "sync_call_ns": call_ns,
+            # The steps the counter was on (its cap took it off there), or -1: on for the whole run.
+            "sync_calls_steps": counter.full_at_step if counter is not None else -1,
             "fetches": fetches,
             "fetch_ns": fetch_cost_ns() if fetches else 0.0,
         }
