@@ -1,6 +1,7 @@
 """A short run costs little more than its script: the script starts before numpy/pandas load, what
 finishing needs loads during the script on a lower-priority thread, and the run folder's charts are
 drawn without matplotlib. (The times themselves: bench/bench_short_run.py.)"""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,13 @@ TESTS = Path(__file__).parent
 
 
 def run_py(code: str, timeout: int = 240) -> str:
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])},
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 
@@ -93,7 +99,7 @@ print("warm-up done", not any(t.name == "perfcore-warm-up" for t in threading.en
 def test_warm_up_stops_after_the_module_it_is_on_and_says_what_it_loaded():
     from perfcore.run.parent.warm import WarmUp
 
-    w = WarmUp(modules=("json", "perfcore_no_such_module", "csv"), nice=0)
+    w = WarmUp(modules=("json", "perfcore_no_such_module", "csv"), nice=0, look=lambda stop: True)
     w.start()
     w._thread.join(60)
     assert w.stop() == ["json", "csv", "fonts"]  # a module that fails is left to finishing to report
@@ -101,6 +107,50 @@ def test_warm_up_stops_after_the_module_it_is_on_and_says_what_it_loaded():
     idle._stop.set()
     idle.start()
     assert idle.stop() == [] and not idle._thread.is_alive()
+
+
+def test_warm_up_imports_only_while_a_core_is_spare_and_a_stop_never_waits_for_one():
+    import threading
+
+    from perfcore.run.parent.warm import WarmUp
+
+    spare, looked = threading.Event(), threading.Semaphore(0)
+
+    def look(stop):
+        looked.release()
+        stop.wait(0.005)
+        return spare.is_set()
+
+    w = WarmUp(modules=("json", "csv"), nice=0, look=look)
+    w.start()
+    for _ in range(5):  # five looks at a machine with no spare core: nothing imported
+        assert looked.acquire(timeout=30)
+    assert w.done == [] and w.waits >= 4
+    spare.set()
+    w._thread.join(60)
+    assert w.stop() == ["json", "csv", "fonts"]
+
+    def never(stop):
+        stop.wait(0.005)
+        return False
+
+    busy = WarmUp(modules=("json",), nice=0, look=never)
+    busy.start()
+    assert busy.stop() == [] and not busy._thread.is_alive()  # the finish imports it itself
+
+
+def test_a_spare_core_is_most_of_one_core_idle_over_the_look():
+    from perfcore.run.parent.warm import spare_core
+
+    def stat(total, busy, steal=0):
+        return {"total_ticks": total, "busy_ticks": busy, "steal_ticks": steal}
+
+    before = stat(1000, 500)
+    assert spare_core(before, stat(1050, 525), cpus=2)  # half the machine idle: one core spare
+    assert not spare_core(before, stat(1050, 545), cpus=2)  # 5 of 50 ticks idle: both cores in use
+    assert not spare_core(before, stat(1050, 525, steal=20), cpus=2)  # stolen time is not idle
+    assert spare_core(before, stat(1100, 575), cpus=4)  # 25 of 100 ticks idle on 4 cores: one of them
+    assert not spare_core(before, before, cpus=2)  # no ticks passed: cannot say it is spare
 
 
 def test_ticks_are_round_and_inside_the_range():
@@ -173,6 +223,8 @@ def test_tiny_runs_still_draw(tmp_path, n):
     from perfcore.report.plots import plot_breakdown, plot_timeline
 
     plot_breakdown(steps_table(n), tmp_path / "b.png")
-    plot_timeline(pd.DataFrame({"t_ns": np.arange(n), "cpu_percent": np.ones(n), "ram_used_bytes": np.ones(n)}),
-                  tmp_path / "t.png")
+    plot_timeline(
+        pd.DataFrame({"t_ns": np.arange(n), "cpu_percent": np.ones(n), "ram_used_bytes": np.ones(n)}),
+        tmp_path / "t.png",
+    )
     assert (tmp_path / "b.png").stat().st_size > 1000 and (tmp_path / "t.png").stat().st_size > 1000

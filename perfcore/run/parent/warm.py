@@ -1,6 +1,11 @@
 """Loading what finishing a run needs while the script runs: the parent is idle until the script ends,
 and after it only the real work should remain (numpy, pandas and the report code cost ~1-2 s to import
-on a 2-core machine, as much as a short script's run)."""
+on a 2-core machine, as much as a short script's run).
+
+Only on a core the script leaves idle: before each module it looks at the machine's idle time, and waits
+while no core is spare. A priority alone did not keep it off the script's core: at nice +10 and 19 the
+scheduler's trace still showed it running through the training thread's run-queue waits on a busy 2-core
+machine (a thread that waits holds no lock, so the finish can always import the rest itself)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,9 @@ import os
 import sys
 import threading
 
-__all__ = ["WarmUp", "FINISH_MODULES"]
+from perfcore.capture.interference import read_stat
+
+__all__ = ["WarmUp", "FINISH_MODULES", "spare_core"]
 
 # What finish_run and the terminal summary import, heaviest first (the most saved if the script ends early).
 FINISH_MODULES = (
@@ -36,6 +43,26 @@ FINISH_MODULES = (
 # thread's core on a busy 2-core machine (weight 110 against 1024; 19 is 15): the scheduler's own trace
 # showed it running through most of the training thread's run-queue waits.
 NICE_INCREMENT = 19
+LOOK_S = 0.25  # how long one look at the machine's idle time lasts
+SPARE_SHARE = 0.8  # of one core's time idle over a look: a core nobody (the script included) is using
+
+
+def spare_core(before: dict[str, int], after: dict[str, int], cpus: int) -> bool:
+    """Whether /proc/stat's ticks between two reads left most of one core idle (steal is not idle)."""
+    total = after["total_ticks"] - before["total_ticks"]
+    idle = total - (after["busy_ticks"] - before["busy_ticks"]) - (after["steal_ticks"] - before["steal_ticks"])
+    return total > 0 and idle * cpus >= SPARE_SHARE * total
+
+
+def _look(stop: threading.Event) -> bool | None:
+    """One look at the machine: a spare core or not; None where /proc/stat cannot tell."""
+    try:
+        before = read_stat()
+        if stop.wait(LOOK_S):
+            return None
+        return spare_core(before, read_stat(), os.cpu_count() or 1)
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 class WarmUp:
@@ -43,8 +70,9 @@ class WarmUp:
     stop() asks it to end after the module it is on and waits for that: the main thread then imports
     whatever is left itself, at its own priority, so a warm-up the script outran costs nothing."""
 
-    def __init__(self, modules: tuple[str, ...] = FINISH_MODULES, nice: int = NICE_INCREMENT):
-        self.modules, self.nice = modules, nice
+    def __init__(self, modules: tuple[str, ...] = FINISH_MODULES, nice: int = NICE_INCREMENT, look=_look):
+        self.modules, self.nice, self._look = modules, nice, look
+        self.waits = 0  # looks that found no spare core
         self.done: list[str] = []
         self._tid: int | None = None
         self._nice_before: int | None = None
@@ -67,17 +95,25 @@ class WarmUp:
         except (OSError, AttributeError):
             self._nice_before = None
 
+    def _spare(self) -> bool:
+        """Waits for a spare core; False once stop() was called."""
+        while not self._stop.is_set():
+            if self._look(self._stop) is not False:
+                return not self._stop.is_set()
+            self.waits += 1
+        return False
+
     def _run(self) -> None:
         self._lower_priority()
         for name in self.modules:
-            if self._stop.is_set():
+            if not self._spare():
                 return
             try:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - finishing imports it again and reports a real failure there
                 continue
             self.done.append(name)
-        if not self._stop.is_set():
+        if self._spare():
             try:
                 from perfcore.report.raster import warm_fonts
 
