@@ -32,7 +32,8 @@ def test_a_host_heavy_loop_is_material_and_a_quiet_one_is_not():
     quiet = beside_steps(TIMER, {"fetches": 1000, "fetch_ns": 800.0}, steps=1000, mean_wall_ms=30.0)
     assert heavy["fraction"] > 0.04 and heavy["material"]
     assert quiet["fraction"] < 0.001 and not quiet["material"]
-    assert any(w.startswith("overhead: perfcore added") for w in warnings_of({"overhead": heavy}))
+    # A floor, said as one: what the hooks cost in the caches is not in perfcore's count.
+    assert any(w.startswith("overhead: perfcore added at least ~") for w in warnings_of({"overhead": heavy}))
     assert not any("overhead" in w for w in warnings_of({"overhead": quiet}))
 
 

@@ -296,7 +296,7 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
     if o:
         lines += [
             "",
-            f"perfcore overhead: ~{fmt_ms(o.get('ms_per_step', 0))}/step "
+            f"perfcore overhead: at least ~{fmt_ms(o.get('ms_per_step', 0))}/step "
             f"({fmt_share(o.get('fraction', 0))} of step time; {fmt_ms(o.get('per_phase_ns', 0) / 1e6)} per phase"
             + (f", {fmt_ms(o['own_ms_per_step'])} own work, left out of the steps" if o.get("own_ms_per_step") else "")
             + ")",
