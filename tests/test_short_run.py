@@ -228,3 +228,30 @@ def test_tiny_runs_still_draw(tmp_path, n):
         tmp_path / "t.png",
     )
     assert (tmp_path / "b.png").stat().st_size > 1000 and (tmp_path / "t.png").stat().st_size > 1000
+
+
+def test_looks_judge_a_window_with_the_warm_ups_own_imports_counted_as_idle():
+    import threading
+
+    from perfcore.run.parent.warm import LOOK_S, Looks
+
+    def stat(total, busy):
+        return {"total_ticks": total, "busy_ticks": busy, "steal_ticks": 0}
+
+    reads = iter([stat(0, 0), stat(100, 50), stat(200, 140), stat(300, 235), stat(400, 335), stat(500, 385)])
+    t, cpu = [0.0], [0.0]
+    looks = Looks(read=lambda: next(reads), clock=lambda: t[0], cpu=lambda: cpu[0], cpus=2)
+    looks._tick = 100
+    stop = threading.Event()
+    assert looks(stop) is True  # a first window (waited): half of two cores idle
+    t[0] += LOOK_S / 2
+    assert looks(stop) is True  # inside the window that found a spare core: no wait, no read
+    t[0] += LOOK_S
+    cpu[0] = 0.4  # the warm-up's own imports took 40 of the window's 100 ticks
+    assert looks(stop) is True  # 10 idle + 40 its own: a core it would give way on
+    t[0] += LOOK_S
+    assert looks(stop) is False  # 5 of 100 idle: the script and others hold both cores
+    assert looks(stop) is True  # a new window, waited for: 50 idle again
+    stop.set()
+    assert Looks(read=lambda: stat(0, 0))(stop) is None  # stopped while looking
+    assert Looks(read=lambda: (_ for _ in ()).throw(OSError("no /proc")))(threading.Event()) is None

@@ -2,8 +2,8 @@
 and after it only the real work should remain (numpy, pandas and the report code cost ~1-2 s to import
 on a 2-core machine, as much as a short script's run).
 
-Only on a core the script leaves idle: before each module it looks at the machine's idle time, and waits
-while no core is spare. A priority alone did not keep it off the script's core: at nice +10 and 19 the
+Only on a core the script leaves idle: it judges the machine's idle time over windows of LOOK_S, its own
+imports counted as idle, goes on while a core was spare and waits while none was. A priority alone did not keep it off the script's core: at nice +10 and 19 the
 scheduler's trace still showed it running through the training thread's run-queue waits on a busy 2-core
 machine (a thread that waits holds no lock, so the finish can always import the rest itself)."""
 
@@ -13,10 +13,11 @@ import importlib
 import os
 import sys
 import threading
+import time
 
 from perfcore.capture.interference import read_stat
 
-__all__ = ["WarmUp", "FINISH_MODULES", "spare_core"]
+__all__ = ["WarmUp", "FINISH_MODULES", "Looks", "spare_core"]
 
 # What finish_run and the terminal summary import, heaviest first (the most saved if the script ends early).
 FINISH_MODULES = (
@@ -47,22 +48,45 @@ LOOK_S = 0.25  # how long one look at the machine's idle time lasts
 SPARE_SHARE = 0.8  # of one core's time idle over a look: a core nobody (the script included) is using
 
 
-def spare_core(before: dict[str, int], after: dict[str, int], cpus: int) -> bool:
-    """Whether /proc/stat's ticks between two reads left most of one core idle (steal is not idle)."""
+def spare_core(before: dict[str, int], after: dict[str, int], cpus: int, own_ticks: float = 0.0) -> bool:
+    """Whether /proc/stat's ticks between two reads left most of one core idle (steal is not idle);
+    own_ticks, the looking thread's own CPU time in the window, count as idle: it is what would give way."""
     total = after["total_ticks"] - before["total_ticks"]
     idle = total - (after["busy_ticks"] - before["busy_ticks"]) - (after["steal_ticks"] - before["steal_ticks"])
-    return total > 0 and idle * cpus >= SPARE_SHARE * total
+    return total > 0 and (idle + own_ticks) * cpus >= SPARE_SHARE * total
 
 
-def _look(stop: threading.Event) -> bool | None:
-    """One look at the machine: a spare core or not; None where /proc/stat cannot tell."""
-    try:
-        before = read_stat()
-        if stop.wait(LOOK_S):
+class Looks:
+    """Whether a core is spare, judged over windows of LOOK_S on the calling thread: the first call, and
+    each after a window that found none, waits one window; while the last window found one, a call
+    returns at once until LOOK_S has passed, then judges that window (the imports in it included).
+    None where /proc/stat cannot tell (not Linux, a sandbox): then the warm-up goes on as it would."""
+
+    def __init__(self, read=read_stat, clock=time.monotonic, cpu=time.thread_time, cpus: int | None = None):
+        self._read, self._clock, self._cpu = read, clock, cpu
+        self._cpus = cpus or os.cpu_count() or 1
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._start: tuple[float, dict[str, int], float] | None = None
+        self._spare = False
+
+    def _now(self) -> tuple[float, dict[str, int], float]:
+        return self._clock(), self._read(), self._cpu()
+
+    def __call__(self, stop: threading.Event) -> bool | None:
+        try:
+            if self._start is None or not self._spare:
+                self._start = self._now()
+                if stop.wait(LOOK_S):
+                    return None
+            elif self._clock() - self._start[0] < LOOK_S:
+                return True
+            now = self._now()
+            own = (now[2] - self._start[2]) * self._tick
+            self._spare = spare_core(self._start[1], now[1], self._cpus, own)
+            self._start = now
+            return self._spare
+        except (OSError, ValueError, KeyError):
             return None
-        return spare_core(before, read_stat(), os.cpu_count() or 1)
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 class WarmUp:
@@ -70,8 +94,9 @@ class WarmUp:
     stop() asks it to end after the module it is on and waits for that: the main thread then imports
     whatever is left itself, at its own priority, so a warm-up the script outran costs nothing."""
 
-    def __init__(self, modules: tuple[str, ...] = FINISH_MODULES, nice: int = NICE_INCREMENT, look=_look):
-        self.modules, self.nice, self._look = modules, nice, look
+    def __init__(self, modules: tuple[str, ...] = FINISH_MODULES, nice: int = NICE_INCREMENT, look=None):
+        self.modules, self.nice = modules, nice
+        self._look = look if look is not None else Looks()
         self.waits = 0  # looks that found no spare core
         self.done: list[str] = []
         self._tid: int | None = None
