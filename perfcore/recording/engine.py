@@ -22,7 +22,7 @@ from perfcore.analysis import attribution
 from perfcore._native import native
 from perfcore.analysis.store import StepStore
 from perfcore.errors import UsageError
-from perfcore.recording import document, gpu
+from perfcore.recording import document, gpu, phase_cost
 from perfcore.recording.device_capture import DeviceCapture
 from perfcore.recording.document import run_document
 from perfcore.recording.phase_names import PhaseNames
@@ -73,19 +73,19 @@ def _scope_class():
 
 @functools.lru_cache(maxsize=None)
 def phase_cost_ns() -> float:
-    """Host cost of one phase enter+exit on this machine (median of 5 blocks), for the overhead report."""
+    """Host cost of one phase's enter+exit on this machine, as a training step leaves the caches (each
+    timed phase after a small autograd step: phase_cost.py), for the overhead report. Once a process."""
     C = native()
     rec = C.SpanRecorder()
     scope = C.phase_scope(_scope_class(), rec, 0)
-    n, per = 2000, []
-    for _ in range(5):
-        t0 = time.perf_counter_ns()
-        for _ in range(n):
-            with scope:
-                pass
-        per.append((time.perf_counter_ns() - t0) / n)
-        rec.drain()
-    return float(np.median(per))
+
+    def enter_exit() -> None:
+        with scope:
+            pass
+
+    cost = phase_cost.cold_cost_ns(enter_exit, phase_cost.step_like_work())
+    rec.drain()
+    return cost
 
 
 def _hook_optimizer(engine: "Recording"):

@@ -341,13 +341,15 @@ def _dataset_shape(dataset) -> tuple[str, int | None]:
     return f"{ds.__module__}.{ds.__qualname__}", n if isinstance(n, int) else None
 
 
-def fetch_cost_ns(calls: int = 500, blocks: int = 5) -> float:
+def fetch_cost_ns(n: int = 0) -> float:
     """What the main process's fetch wrapper (run.child.batches.timed_fetch, with its timed collate) adds
-    to one batch on this machine now: median of `blocks` blocks, wrapped against bare, around a fetch
-    that does nothing."""
+    to one batch on this machine now, as a loop pays it: each fetch right after a small training step
+    (recording.phase_cost: once a step, its code is out of the caches), wrapped against bare, around a
+    fetch that does nothing. ~2 us on the 2-core VM, where back to back it costs ~0.6 us."""
     import time
     from types import SimpleNamespace
 
+    from perfcore.recording.phase_cost import PAIRS, cold_cost_ns, step_like_work
     from perfcore.run.child.batches import BatchLines, timed_fetch
 
     lines = BatchLines(None)
@@ -360,18 +362,15 @@ def fetch_cost_ns(calls: int = 500, blocks: int = 5) -> float:
 
     # Two fetchers: the wrapper times its fetcher's collate_fn in place (a TimedCollate), the bare one's stays plain.
     fetcher, bare = (SimpleNamespace(collate_fn=list, dataset=(), auto_collation=True) for _ in range(2))
-    wrapped, index, now, per = timed_fetch(inst, fetch), [0], time.perf_counter_ns, []
-    for _ in range(blocks):
-        t0 = now()
-        for _ in range(calls):
-            wrapped(fetcher, index)
-        t1 = now()
-        for _ in range(calls):
-            fetch(bare, index)
-        per.append(((t1 - t0) - (now() - t1)) / calls)
+    wrapped, index, between, n = timed_fetch(inst, fetch), [0], step_like_work(), n or PAIRS
+    try:
+        return max(
+            0.0,
+            cold_cost_ns(lambda: wrapped(fetcher, index), between, n)
+            - cold_cost_ns(lambda: fetch(bare, index), between, n),
+        )
+    finally:
         lines.main_fetches.clear()
-    per.sort()
-    return max(0.0, float(per[len(per) // 2]))
 
 
 def _worker_batch_ms(workers_dir) -> dict[int, float]:
