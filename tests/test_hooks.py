@@ -444,3 +444,17 @@ def test_step_ends_count_every_step_and_let_settled_ones_go():
     assert list(fresh) == [5, 7] and "2 steps" in repr(fresh)
     with pytest.raises(TypeError):
         C.StepClock([])  # the clock appends to a StepEnds (or None), never to a list
+
+
+def test_timed_call_counts_the_calls_it_only_passes_through(rec):
+    # The run's overhead costs each such call's layer: a submodule's call inside the timed forward,
+    # and calls made before the timer armed the hook. The timed outermost call is a phase instead.
+    inner = C.TimedCall(lambda x: x + 1)
+    outer = C.TimedCall(lambda x: inner(inner(x)))
+    assert outer(1) == 3 and (outer.passed, inner.passed) == (1, 2)  # unarmed: every call passes through
+    outer.scope = C.phase_scope(C.PhaseScope, rec, FORWARD)
+    inner.scope = C.phase_scope(C.PhaseScope, rec, FORWARD)
+    assert outer(1) == 3
+    assert (outer.passed, inner.passed) == (1, 4)  # the outer one was timed; both inner calls went through
+    assert len(rec.drain()["phase_id"]) == 1
+    assert inner(0) == 1 and inner.passed == 4  # outermost and armed: timed, not passed

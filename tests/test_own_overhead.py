@@ -37,6 +37,16 @@ def test_a_host_heavy_loop_is_material_and_a_quiet_one_is_not():
     assert not any("overhead" in w for w in warnings_of({"overhead": quiet}))
 
 
+def test_calls_passed_through_a_hook_count_at_their_layers_cost():
+    # The tiny loop's 5 module calls and the backward's inner call went through a hook untimed: ~2 us a
+    # step that no phase holds.
+    plain = beside_steps(TIMER, {}, steps=1000, mean_wall_ms=0.25)
+    o = beside_steps(TIMER, {"passed_calls": 6000, "passed_call_ns": 250.0}, steps=1000, mean_wall_ms=0.25)
+    assert o["passed_ms_per_step"] == pytest.approx(0.0015) and o["passed_call_ns"] == 250.0
+    assert o["ms_per_step"] == pytest.approx(plain["ms_per_step"] + 0.0015)
+    assert o["steady_ms_per_step"] == pytest.approx(plain["steady_ms_per_step"] + 0.0015)
+
+
 def test_the_wrappers_costs_are_measured_here():
     # Positive and below a millisecond: a wrapper's own time, not a loop's.
     assert 0 < SyncCounter.call_cost_ns() < 1e6

@@ -78,6 +78,11 @@ def test_run_folder_contents(input_bound):
     o = doc["overhead"]
     assert "hooks" not in o and "hooks add more" not in p.stderr
     assert o["fetch_ns"] > 0 and o["fetch_ms_per_step"] > 0 and o["ms_per_step"] >= o["fetch_ms_per_step"]
+    # And the calls that went through a hook untimed, each at its call layer's cost: a step, the
+    # Sequential's five modules inside the timed forward, torch.autograd.backward inside the timed
+    # backward, and the two .to("cpu") (on the CPU the transfer hook times nothing).
+    assert o["passed_call_ns"] > 0
+    assert 7.5 <= o["passed_ms_per_step"] * 1e6 / o["passed_call_ns"] <= 8.5
 
 
 def test_compute_bound_script_is_not_blamed_on_data(tmp_path):

@@ -25,12 +25,21 @@ struct TimedCallObject {
   PyObject* scope;     // PhaseScope or nullptr
   PyObject* fallback;  // called while scope is unset
   PyObject* onEnter;   // nullptr or callable()
+  // Calls that went straight through (inside another hook, or before a scope was set): each still
+  // pays this call layer, which the run's overhead counts at its measured cost.
+  unsigned long long passed;
 };
 
 PyObject* timedCallVectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* t = reinterpret_cast<TimedCallObject*>(self);
-  if (hookDepth > 0) return PyObject_Vectorcall(t->wrapped, args, nargsf, kwnames);
-  if (t->scope == nullptr) return PyObject_Vectorcall(t->fallback, args, nargsf, kwnames);
+  if (hookDepth > 0) {
+    ++t->passed;
+    return PyObject_Vectorcall(t->wrapped, args, nargsf, kwnames);
+  }
+  if (t->scope == nullptr) {
+    ++t->passed;
+    return PyObject_Vectorcall(t->fallback, args, nargsf, kwnames);
+  }
   if (t->onEnter) {
     PyObject* r = PyObject_CallNoArgs(t->onEnter);
     if (r) {
@@ -93,6 +102,7 @@ PyObject* timedCallNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   t->fallback = Py_NewRef(fallback == Py_None ? wrapped : fallback);
   t->scope = nullptr;
   t->onEnter = nullptr;
+  t->passed = 0;
   return reinterpret_cast<PyObject*>(t);
 }
 
@@ -138,6 +148,10 @@ PyObject* timedCallGetAttro(PyObject* self, PyObject* name) {
   return PyObject_GetAttr(reinterpret_cast<TimedCallObject*>(self)->wrapped, name);
 }
 
+PyObject* timedCallGetPassed(PyObject* self, void*) {
+  return PyLong_FromUnsignedLongLong(reinterpret_cast<TimedCallObject*>(self)->passed);
+}
+
 PyObject* timedCallRepr(PyObject* self) {
   return PyUnicode_FromFormat("<perfcore.TimedCall of %R>", reinterpret_cast<TimedCallObject*>(self)->wrapped);
 }
@@ -147,6 +161,8 @@ PyGetSetDef timedCallGetSet[] = {
     {"scope", timedCallGetScope, timedCallSetScope, "PhaseScope timing each outermost call, or None.", nullptr},
     {"on_enter", timedCallGetOnEnter, timedCallSetOnEnter, "Called before each timed call, or None.", nullptr},
     {"__wrapped__", timedCallGetWrapped, nullptr, "The original callable.", nullptr},
+    {"passed", timedCallGetPassed, nullptr, "Calls that went straight through, untimed (inside another hook, or unarmed).",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 }  // namespace

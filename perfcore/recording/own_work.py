@@ -47,8 +47,8 @@ class OwnWork:
 def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: int, mean_wall_ms: float) -> dict:
     """A perfcore run's whole overhead: the timer's (its phases, and its own work left out of the steps)
     plus what the run's wrappers and its line sampler added inside the steps, each a cost measured on
-    this machine times how often it ran (`costs`: sync_calls x sync_call_ns, fetches x fetch_ns, and
-    sampler_ns, the line sampler's cost to the training thread: its time holding the interpreter and a
+    this machine times how often it ran (`costs`: sync_calls x sync_call_ns, fetches x fetch_ns,
+    passed_calls x passed_call_ns, hooked calls that only went through a hook's call layer, and sampler_ns, the line sampler's cost to the training thread: its time holding the interpreter and a
     measured hand-back per wake-up), over `steps` (warm-up included). The
     fraction is of the step the script would take without perfcore, which is what a side-by-side run
     against the uninstrumented script measures."""
@@ -61,6 +61,7 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     beside = {
         "sync_calls_ms_per_step": sync_ms / n,
         "fetch_ms_per_step": costs.get("fetches", 0) * costs.get("fetch_ns", 0.0) / n / 1e6,
+        "passed_ms_per_step": costs.get("passed_calls", 0) * costs.get("passed_call_ns", 0.0) / n / 1e6,
         "sampler_ms_per_step": costs.get("sampler_ns", 0) / n / 1e6,
     }
     in_steps = overhead.get("phases_per_step", 0.0) * overhead.get("per_phase_ns", 0.0) / 1e6 + sum(beside.values())
@@ -81,12 +82,14 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
         "sync_call_ns": float(costs.get("sync_call_ns", 0.0)),
         "sync_calls_steps": on,
         "fetch_ns": float(costs.get("fetch_ns", 0.0)),
+        "passed_call_ns": float(costs.get("passed_call_ns", 0.0)),
         "ms_per_step": total,
         "fraction": fraction,
         "material": fraction >= MATERIAL_OVERHEAD,
-        "method": "phases per step x the measured cost of one phase, perfcore's own work on the training thread "
-        "(settling, memory samples, progress file, checkpoints; left out of the steps), counted .item()-style "
-        "calls x the counter's measured cost per call, main-process batches x the fetch wrapper's measured "
-        "cost, and the line sampler's held time plus its measured hand-back per wake-up; as a share of the step "
-        "without them",
+        "method": "phases per step x the measured cost of one phase (after a step of real work, as a loop "
+        "leaves the caches), hooked calls passed straight through x the measured cost of that call layer, "
+        "perfcore's own work on the training thread (settling, memory samples, progress file, checkpoints; left "
+        "out of the steps), counted .item()-style calls x the counter's measured cost per call, main-process "
+        "batches x the fetch wrapper's measured cost, and the line sampler's held time plus its measured "
+        "hand-back per wake-up; as a share of the step without them",
     }

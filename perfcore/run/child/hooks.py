@@ -88,6 +88,7 @@ class TorchHooks:
         self.main_ident = threading.main_thread().ident
         self.compile_watch = None  # CompileWatch: torch.compile's calls
         self.direct = None  # DirectForwards: module.forward(x) called directly
+        self._passed_off = 0  # calls that passed through hooks since taken off (uninstall)
 
     _fork_hook = False  # os.register_at_fork has no removal: registered once a process
 
@@ -243,6 +244,7 @@ class TorchHooks:
         benches): torch is as it was before install(), so torch.compile and other tracers see
         plain functions again."""
         self.disarm()
+        self._passed_off = self.passed_calls()
         if self.direct is not None:
             self.direct.uninstall()
         for owner, attr, orig in reversed(self.saved):
@@ -257,6 +259,11 @@ class TorchHooks:
         self.saved, self.handles = [], []
         self.timed, self.installed, self._ends = {}, {}, {}
         self.clock = None
+
+    def passed_calls(self) -> int:
+        """Hooked calls that only went through a hook's call layer, untimed (TimedCall.passed: a submodule
+        inside the timed forward), those of hooks already taken off included."""
+        return self._passed_off + sum(int(getattr(h, "passed", 0)) for h in self.timed.values())
 
     # -- construction-time patches (rare calls: plain Python) -------------------------------------
     def _patch_optimizer_init(self, torch) -> None:

@@ -53,6 +53,7 @@ def own_costs(inst) -> dict:
     on this machine now (measured here, at the end): what recording.own_work.beside_steps adds to the
     overhead the run reports. The line sampler's own time comes with its samples."""
     from perfcore.capture.sync_calls import SyncCounter
+    from perfcore.recording.phase_cost import passed_call_ns
     from perfcore.run.child.loaders import fetch_cost_ns
 
     try:
@@ -63,7 +64,13 @@ def own_costs(inst) -> dict:
         # Calibrated on real tensors' .item() in a loop (the counter is off by now): the wrapper around a
         # method that does nothing costs a third of what a run's counted calls cost.
         call_ns = SyncCounter.call_cost_ns(calls=1024, blocks=9, torch=torch) if calls else 0.0
+        hooks = getattr(inst, "torch_hooks", None)
+        passed = hooks.passed_calls() if hooks is not None else 0
         return {
+            # Hooked calls that went straight through (a submodule inside the timed forward): each one's
+            # call layer is in no phase.
+            "passed_calls": passed,
+            "passed_call_ns": passed_call_ns() if passed else 0.0,
             "sync_calls": calls,
             "sync_call_ns": call_ns,
             # The steps the counter was on (its cap took it off there), or -1: on for the whole run.
