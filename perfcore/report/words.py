@@ -138,9 +138,9 @@ def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | No
 def overhead_short(o: dict[str, Any]) -> str:
     """perfcore's cost: per step as a typical step pays it, and its pauses (settling, checkpoints, an
     import: own work many steps long, in a few steps) apart, when it had any (the HTML's warning too).
-    "At least": the figure is perfcore's count of its own work and calls, each at its measured cost; what
-    the hooks cost the step in the processor's caches is not in it (the ring bench measured 1-2.5 points more
-    in a typical step of 0.2-2 ms, bench/RESULTS.md)."""
+    "At least": the figure is perfcore's count of its own work and calls, each at its cost measured as a
+    step of real work leaves the caches; the optimizer's hook loop and the like are in no count (~1 us a step
+    on the tiny bench loop, bench/RESULTS.md)."""
     if o.get("pauses") and "steady_ms_per_step" in o:
         return (
             f"overhead: perfcore added at least ~{fmt_ms(o['steady_ms_per_step'])}/step "
