@@ -1,6 +1,6 @@
 """Overhead of `perfcore run` on the loop shapes users have, against the same script uninstrumented and
 under torch.profiler (CPU activity), measured side by side in the same rings; and whether the overhead
-perfcore reports about itself (run.json `overhead.fraction`) agrees with what the ring measured.
+perfcore reports about itself (run.json `overhead`, per step) agrees with what the ring measured.
 
     python bench/bench_run_overhead.py [--quick] [--shapes mlp pil0 pil2 host tiny infer] [--rings 4]
                                        [--seconds 4] [--against OTHER_CHECKOUT]
@@ -127,11 +127,35 @@ def one_ring(
             out[f"{name} total"] = [float(total.split()[1])]
         os.close(fd)
         docs = {name: ring_dir / sub / "run.json" for name, sub in outs.items()}
-        return out, {name: json.loads(d.read_text()).get("overhead") or {} for name, d in docs.items() if d.exists()}
+        return out, {name: _reported(json.loads(d.read_text())) for name, d in docs.items() if d.exists()}
     finally:
         for p in procs.values():
             if p.poll() is None:
                 p.kill()
+
+
+def _reported(doc: dict) -> dict:
+    """A perfcore run's self-report, with its mean step (said_share needs it)."""
+    return {**(doc.get("overhead") or {}), "mean_step_ms": float((doc.get("step_time_ms") or {}).get("mean") or 0.0)}
+
+
+def said_share(o: dict, bare_ms: float, steady: bool) -> float:
+    """perfcore's self-report as a share of the bare step, each part over what it scales with. The parts
+    paid per step or per call (phases, calls passed through hooks, batch fetches, counted sync calls) over
+    the ring's bare step; the parts paid per second (the line sampler, the upkeep spaced in time) over the
+    run's own mean step. run.json's fraction divides everything by the run's mean step, and here each block's
+    wait for the other variants' turns (on the fifo) is inside one of its steps: the tiny loop's mean step
+    reads ~1.5 ms for a 0.23 ms step, which the per-second parts' time spans as well, the per-step ones not."""
+    per_step = (
+        o.get("phases_per_step", 0.0) * o.get("per_phase_ns", 0.0) / 1e6
+        + o.get("passed_ms_per_step", 0.0)
+        + o.get("fetch_ms_per_step", 0.0)
+        + o.get("sync_calls_ms_per_step", 0.0)
+    )
+    total = o.get("steady_ms_per_step", o.get("ms_per_step", 0.0)) if steady else o.get("ms_per_step", 0.0)
+    per_second = max(0.0, total - per_step)
+    mean = o.get("mean_step_ms") or bare_ms
+    return per_step / bare_ms + per_second / mean
 
 
 def paired(blocks: dict[str, list[float]], name: str, base: list[float]) -> float:
@@ -163,9 +187,10 @@ def one_shape(shape: str, variants: tuple[str, ...], rings: int, seconds: float,
         per_ring[CONTROL].append(paired(blocks, CONTROL, blocks[BARE]))
         for k in variants[2:]:
             per_ring[k].append(paired(blocks, k, base))
+        bare_ring = statistics.median(blocks[BARE])
         for k, o in reported.items():
-            said.setdefault(k, []).append(float(o.get("fraction") or 0.0))
-            said.setdefault(k + " steady", []).append(float(o.get("steady_fraction", o.get("fraction")) or 0.0))
+            said.setdefault(k, []).append(said_share(o, bare_ring, steady=False))
+            said.setdefault(k + " steady", []).append(said_share(o, bare_ring, steady=True))
         # The whole measured run against the bare one's, one-off costs included: what a mean per step holds.
         w = 2 * blocks[f"{RUN} total"][0] / (blocks[f"{BARE} total"][0] + blocks[f"{CONTROL} total"][0]) - 1
         whole.append(w)
@@ -218,9 +243,11 @@ def main() -> None:
     print(
         f"{args.rings} rings per shape, lock-step blocks of >= 10 ms, ~{args.seconds:g} s measured per variant a ring; "
         "overhead: mean over rings [95% interval] of per-block medians; whole: the whole measured run's time against "
-        "the bare runs', one-off costs included; said: perfcore run's own run.json overhead.fraction, a mean per step "
-        "like whole, which it is checked against; steady said: overhead.steady_fraction (its pauses left out, as the "
-        "per-block medians leave them), checked against the perfcore run column; said - ring: the steady said less the "
+        "the bare runs', one-off costs included; said: perfcore run's own run.json overhead.ms_per_step as a share "
+        "(said_share: its per-step parts over the bare step, its per-second parts over its own mean step, which "
+        "holds the ring's waits), a mean per step like whole, which it is checked against; steady said: "
+        "overhead.steady_ms_per_step the same way (its pauses left out, as the per-block medians leave them), "
+        "checked against the perfcore run column; said - ring: the steady said less the "
         "perfcore run column, in points (negative: perfcore says less than it costs)"
     )
     print(
