@@ -64,6 +64,18 @@ def test_the_step_between_phases_calls_nothing_perfcore_hooks(monkeypatch):
     assert isinstance(grads, tuple) and [tuple(g.shape) for g in grads] == [(64, 32), (1, 64)]
 
 
+def test_the_step_stays_on_the_cpu_whatever_the_default_device():
+    # A script that set another default device: the calibration's tensors stay on the CPU (on a GPU its
+    # kernels would land in the run's trace); "meta" stands in for "cuda" on a machine without one.
+    torch = pytest.importorskip("torch")
+    torch.set_default_device("meta")
+    try:
+        grads = step_like_work()()
+    finally:
+        torch.set_default_device(None)
+    assert [g.device.type for g in grads] == ["cpu", "cpu"]
+
+
 def test_without_torch_numpy_work_stands_in(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     out = step_like_work()()

@@ -54,10 +54,12 @@ def step_like_work() -> Callable[[], object]:
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
-            g = torch.Generator().manual_seed(0)
-            w1 = torch.randn(64, 32, generator=g).requires_grad_()
-            w2 = torch.randn(1, 64, generator=g).requires_grad_()
-            x = torch.randn(16, 32, generator=g)
+            # On the CPU whatever the script's default device: no kernel of the calibration's may land in a
+            # run's GPU trace.
+            g = torch.Generator(device="cpu").manual_seed(0)
+            w1 = torch.randn(64, 32, generator=g, device="cpu").requires_grad_()
+            w2 = torch.randn(1, 64, generator=g, device="cpu").requires_grad_()
+            x = torch.randn(16, 32, generator=g, device="cpu")
             F = torch.nn.functional
 
             def step() -> object:
