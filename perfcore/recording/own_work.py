@@ -48,10 +48,11 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     """A perfcore run's whole overhead: the timer's (its phases, and its own work left out of the steps)
     plus what the run's wrappers and its line sampler added inside the steps, each a cost measured on
     this machine times how often it ran (`costs`: sync_calls x sync_call_ns, fetches x fetch_ns,
-    passed_calls x passed_call_ns, hooked calls that only went through a hook's call layer, and sampler_ns, the line sampler's cost to the training thread: its time holding the interpreter and a
-    measured hand-back per wake-up), over `steps` (warm-up included). The
-    fraction is of the step the script would take without perfcore, which is what a side-by-side run
-    against the uninstrumented script measures."""
+    passed_calls x passed_call_ns, the hooked calls that only went through a hook's call layer, and
+    sampler_ns, the line sampler's cost to the training thread: its time holding the interpreter and a
+    measured hand-back per wake-up), over `steps` (warm-up included). The fraction is of the step the
+    script would take without perfcore, which is what a side-by-side run against the uninstrumented
+    script measures."""
     n = max(1, int(steps))
     sync_ms = costs.get("sync_calls", 0) * costs.get("sync_call_ns", 0.0) / 1e6
     # The counter is on until its cap (sync_calls_steps steps; -1: the whole run): the whole run pays its

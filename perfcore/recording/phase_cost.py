@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["PAIRS", "cold_cost_ns", "step_like_work", "passed_call_ns"]
+__all__ = ["PAIRS", "cold_cost_ns", "added_cost_ns", "step_like_work", "passed_call_ns"]
 
 # Enough pairs for a stable median (three calibrations of a phase at 150 agreed within a few per cent),
 # few enough that each costs ~40 ms (the step between is ~130 us), once a process.
@@ -81,6 +81,13 @@ def step_like_work() -> Callable[[], object]:
     return touch
 
 
+def added_cost_ns(call: Callable[[], object], plain: Callable[[], object], n: int = PAIRS) -> float:
+    """What a wrapper adds: call() (the wrapped thing) against plain() (the same thing bare), each timed
+    right after a small training step."""
+    between = step_like_work()
+    return max(0.0, cold_cost_ns(call, between, n) - cold_cost_ns(plain, between, n))
+
+
 def passed_call_ns(n: int = PAIRS) -> float:
     """What a hook's call layer adds to a call it only passes through (a submodule's call inside the
     timed forward, a hooked call before the timer exists), as a step leaves the caches: an unarmed
@@ -90,5 +97,4 @@ def passed_call_ns(n: int = PAIRS) -> float:
     def nothing() -> None:
         return None
 
-    hook, between = native().TimedCall(nothing), step_like_work()
-    return max(0.0, cold_cost_ns(hook, between, n) - cold_cost_ns(nothing, between, n))
+    return added_cost_ns(native().TimedCall(nothing), nothing, n)

@@ -341,7 +341,7 @@ def _dataset_shape(dataset) -> tuple[str, int | None]:
     return f"{ds.__module__}.{ds.__qualname__}", n if isinstance(n, int) else None
 
 
-def fetch_cost_ns(n: int = 0) -> float:
+def fetch_cost_ns() -> float:
     """What the main process's fetch wrapper (run.child.batches.timed_fetch, with its timed collate) adds
     to one batch on this machine now, as a loop pays it: each fetch right after a small training step
     (recording.phase_cost: once a step, its code is out of the caches), wrapped against bare, around a
@@ -349,7 +349,7 @@ def fetch_cost_ns(n: int = 0) -> float:
     import time
     from types import SimpleNamespace
 
-    from perfcore.recording.phase_cost import PAIRS, cold_cost_ns, step_like_work
+    from perfcore.recording.phase_cost import added_cost_ns
     from perfcore.run.child.batches import BatchLines, timed_fetch
 
     lines = BatchLines(None)
@@ -362,13 +362,9 @@ def fetch_cost_ns(n: int = 0) -> float:
 
     # Two fetchers: the wrapper times its fetcher's collate_fn in place (a TimedCollate), the bare one's stays plain.
     fetcher, bare = (SimpleNamespace(collate_fn=list, dataset=(), auto_collation=True) for _ in range(2))
-    wrapped, index, between, n = timed_fetch(inst, fetch), [0], step_like_work(), n or PAIRS
+    wrapped, index = timed_fetch(inst, fetch), [0]
     try:
-        return max(
-            0.0,
-            cold_cost_ns(lambda: wrapped(fetcher, index), between, n)
-            - cold_cost_ns(lambda: fetch(bare, index), between, n),
-        )
+        return added_cost_ns(lambda: wrapped(fetcher, index), lambda: fetch(bare, index))
     finally:
         lines.main_fetches.clear()
 
