@@ -153,8 +153,11 @@ def said_share(o: dict, bare_ms: float, steady: bool) -> float:
         + o.get("sync_calls_ms_per_step", 0.0)
     )
     total = o.get("steady_ms_per_step", o.get("ms_per_step", 0.0)) if steady else o.get("ms_per_step", 0.0)
-    per_second = max(0.0, total - per_step)
     mean = o.get("mean_step_ms") or bare_ms
+    if steady and "sampler_share" in o:  # the steady figure has the sampler already as a share of step time
+        per_second = max(0.0, total - per_step - o.get("sampler_steady_ms_per_step", 0.0))
+        return per_step / bare_ms + o["sampler_share"] + per_second / mean
+    per_second = max(0.0, total - per_step)
     return per_step / bare_ms + per_second / mean
 
 

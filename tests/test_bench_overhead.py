@@ -23,3 +23,13 @@ def test_per_step_parts_count_against_the_bare_step_and_per_second_parts_against
     # Outside a ring (the mean step is the step) it is run.json's own share of the step.
     o["mean_step_ms"] = 0.2
     assert bench.said_share(o, 0.2, steady=False) == pytest.approx(0.0138 / 0.2)
+
+
+def test_a_steady_sampler_said_as_a_share_of_step_time_counts_as_that_share():
+    # The run split the sampler by where its wake-ups fell: 0.4% of the steps' time, 1 us of a 0.25 ms step.
+    o = {"phases_per_step": 4.0, "per_phase_ns": 800.0, "passed_ms_per_step": 0.0006, "fetch_ms_per_step": 0.0,
+         "sampler_ms_per_step": 0.010, "ms_per_step": 0.0138, "sampler_share": 0.004,
+         "sampler_steady_ms_per_step": 0.001, "steady_ms_per_step": 0.0038 + 0.001 + 0.0014, "mean_step_ms": 1.2}
+    per_step = (0.0032 + 0.0006) / 0.2
+    assert bench.said_share(o, 0.2, steady=True) == pytest.approx(per_step + 0.004 + 0.0014 / 1.2)
+    assert bench.said_share(o, 0.2, steady=False) == pytest.approx(per_step + 0.010 / 1.2)

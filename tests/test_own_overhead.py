@@ -315,3 +315,51 @@ def test_the_capture_measures_the_hand_back_again_only_on_its_thread_and_when_du
     other.start()
     other.join()
     assert capture.handoff_measures == 2  # another thread's stall is not the training thread's
+
+
+def test_the_sampler_is_paid_by_the_second_where_its_samples_fell():
+    """A short compiled run: 26 wake-ups at ~140 us each during a compile in the warm-up and none in the 11
+    measured steps of ~0.44 ms. Spread over the run's steps that was ~230 us a step (18% of the step); a
+    typical step pays the sampler's rate (its cost over its span) times the step."""
+    from perfcore.run.lines import MIN_STEADY_WAKES, sampler_share
+
+    steps = np.arange(11) * 1_000_000 + 800_000_000  # measured steps' starts, 0.44 ms each, after the compile
+    ends = steps + 440_000
+    compile_t = np.linspace(10_000_000, 700_000_000, 26).astype(np.int64)
+    facts = {"t_ns": compile_t.tolist(), "sampler_sample_ns": [140_000] * 26, "handoff_ns": 0,
+             "sampler_ns": 26 * 140_000, "sampler_span_ns": 735_000_000}
+    share = sampler_share(facts, steps, ends)
+    assert share == pytest.approx(26 * 140_000 / 735_000_000)
+    # Enough wake-ups inside the measured steps: their own cost (held and hand-back) over the steps' time.
+    inside = (steps[:, None] + np.array([100_000, 300_000])).ravel()[: MIN_STEADY_WAKES + 2]
+    more = {**facts, "t_ns": [*compile_t.tolist(), *inside.tolist()],
+            "sampler_sample_ns": [140_000] * 26 + [20_000] * len(inside), "handoff_ns": 5_000}
+    assert sampler_share(more, steps, ends) == pytest.approx(len(inside) * 25_000 / (11 * 440_000))
+    assert sampler_share(None, steps, ends) is None
+    assert sampler_share({"t_ns": [], "sampler_ns": 5}, steps, ends) is None  # a part from before: no split
+
+    timer = {"per_phase_ns": 880.0, "phases_per_step": 4.0, "own_ms_per_step": 0.0}
+    costs = {"sampler_ns": facts["sampler_ns"], "sampler_share": share}
+    o = beside_steps(timer, costs, steps=16, mean_wall_ms=1.55, typical_ms=0.444)
+    assert o["sampler_ms_per_step"] == pytest.approx(26 * 0.14 / 16)  # the whole run's mean keeps it all
+    steady = 4 * 0.00088 + share * 0.444
+    assert o["steady_ms_per_step"] == pytest.approx(steady) and o["sampler_share"] == share
+    assert o["steady_fraction"] == pytest.approx(steady / (0.444 - steady))
+    assert o["steady_fraction"] < 0.02  # not the 18% the spread-out figure said
+    old = beside_steps(timer, {"sampler_ns": facts["sampler_ns"]}, steps=16, mean_wall_ms=1.55, typical_ms=0.444)
+    assert old["steady_ms_per_step"] > 0.2  # without the split (an older part), the run's mean as before
+
+
+def test_the_sampler_keeps_each_samples_held_time_and_its_span():
+    import threading
+
+    from perfcore.capture.line_sampler import LineSampler
+
+    stop = time.perf_counter() + 0.3
+    with LineSampler(threading.get_ident(), 0.005, budget=None) as s:
+        while time.perf_counter() < stop:
+            sum(range(1000))
+    got = s.result()
+    assert len(got.held_ns) == len(got.t_ns) > 10
+    assert (got.held_ns > 0).all() and got.held_ns.sum() <= got.sampler_ns
+    assert 0.25e9 <= got.span_ns < 5e9 and got.t_ns.max() - got.t_ns.min() <= got.span_ns

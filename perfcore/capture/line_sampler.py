@@ -107,6 +107,10 @@ class LineSamples:
     sampler_ns: int  # time the sampler thread held the GIL: from its wake-up to its next wait
     wakes: int = 0  # wake-ups that took the GIL (samples, missed and dropped ones too)
     handoff_ns: int = 0  # what one wake-up costs the sampled thread beyond the held time (mean of its measures)
+    # Per sample, the GIL time of the wake-up that took it: the cost lands where the sample does (a compile's
+    # deep stacks in the warm-up cost more a wake-up than the steady loop's), so it can be split by step.
+    held_ns: np.ndarray | None = None
+    span_ns: int = 0  # from the sampler's start to its stop (or to now): the time its wake-ups were spread over
 
     @property
     def cost_ns(self) -> int:
@@ -147,6 +151,8 @@ class LineSampler:
         self._max = int(max_samples)
         self._t = array("q")
         self._stack = array("i")
+        self._held = array("q")  # per sample, its wake-up's held time
+        self._span = [0, 0]  # start, stop (0: still sampling)
         self._ids: dict = {}  # (id(code), lasti, ...), or the extension's bytes of them -> stack id
         self._codes: list[tuple] = []  # per stack id, its (code, lasti) frames: keeps the ids in the keys alive
         self._missed = self._dropped = self._busy_ns = self._wakes = 0
@@ -226,9 +232,13 @@ class LineSampler:
             self._wakes += 1
             self._wait_s = self._next_wait_s()
             self._max_wait_s = max(self._max_wait_s, self._wait_s)
-            self._busy_ns += clock() - t0
+            held = clock() - t0
+            self._busy_ns += held
+            if len(self._held) < len(self._t):  # this wake-up kept a sample (not missed nor dropped)
+                self._held.append(held)
 
     def start(self) -> "LineSampler":
+        self._span[0] = self._clock()
         self._stop.acquire()
         self._thread = threading.Thread(target=self._loop, name="perfcore-lines", daemon=True)
         self._thread.start()
@@ -237,6 +247,7 @@ class LineSampler:
     def stop(self) -> LineSamples:
         if self._thread is not None and not self._stopped:
             self._stopped = True
+            self._span[1] = self._clock()
             self._stop.release()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
@@ -258,8 +269,9 @@ class LineSampler:
             return code_frame(code, lines[code, lasti])
 
         stacks = tuple(tuple(frame(c, i) for c, i in codes) for codes in list(self._codes))
-        n = min(len(self._t), len(self._stack))
+        n = min(len(self._t), len(self._stack), len(self._held))
         interval_ns, wakes = int(self.interval_s * 1e9), self._wakes
+        start, stop = self._span
         return LineSamples(
             np.array(self._t[:n], dtype=np.int64),
             np.array(self._stack[:n], dtype=np.int32),
@@ -273,6 +285,8 @@ class LineSampler:
             self._busy_ns,
             wakes,
             self._handoff_mean_ns(wakes),  # each wake-up at the measure of its time: cost_ns sums them
+            np.array(self._held[:n], dtype=np.int64),
+            max(0, (stop or self._clock()) - start) if start else 0,
         )
 
 

@@ -44,7 +44,13 @@ class OwnWork:
         return t - int(start_ns)
 
 
-def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: int, mean_wall_ms: float) -> dict:
+def beside_steps(
+    overhead: Mapping[str, Any],
+    costs: Mapping[str, Any],
+    steps: int,
+    mean_wall_ms: float,
+    typical_ms: float | None = None,
+) -> dict:
     """A perfcore run's whole overhead: the timer's (its phases, and its own work left out of the steps)
     plus what the run's wrappers and its line sampler added inside the steps, each a cost measured on
     this machine times how often it ran (`costs`: sync_calls x sync_call_ns, fetches x fetch_ns,
@@ -52,7 +58,12 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     sampler_ns, the line sampler's cost to the training thread: its time holding the interpreter and a
     measured hand-back per wake-up), over `steps` (warm-up included). The fraction is of the step the
     script would take without perfcore, which is what a side-by-side run against the uninstrumented
-    script measures."""
+    script measures: `mean_wall_ms` is the mean over the same steps, warm-up included (a compile's seconds
+    of warm-up are paid for in its sampler's wake-ups, so they are in the time those are a share of).
+
+    The steady figure is what a typical step (`typical_ms`, the robust step; else the mean) pays: the pauses
+    left out, and the sampler at its share of the measured steps' time (`sampler_share`: it is paid by the
+    second, so a compile's seconds of warm-up sampling are not spread over a short run's steps)."""
     n = max(1, int(steps))
     sync_ms = costs.get("sync_calls", 0) * costs.get("sync_call_ns", 0.0) / 1e6
     # The counter is on until its cap (sync_calls_steps steps; -1: the whole run): the whole run pays its
@@ -67,26 +78,36 @@ def beside_steps(overhead: Mapping[str, Any], costs: Mapping[str, Any], steps: i
     }
     in_steps = overhead.get("phases_per_step", 0.0) * overhead.get("per_phase_ns", 0.0) / 1e6 + sum(beside.values())
     total = in_steps + overhead.get("own_ms_per_step", 0.0)
+    typical = typical_ms or mean_wall_ms
+    share = costs.get("sampler_share")
+    steady_sampler = beside["sampler_ms_per_step"] if share is None else float(share) * typical
+    steady_sync = sync_ms / on if 2 * on > n else 0.0
+    steady_in = (
+        in_steps - beside["sync_calls_ms_per_step"] + steady_sync - beside["sampler_ms_per_step"] + steady_sampler
+    )
     # Between the pauses (settling, checkpoints, imports: own work many steps long, in few steps): what a
     # typical step pays, which a side-by-side bench's per-block medians measure.
     # The pauses are timed apart from the per-step sums, so on a loaded machine they can exceed them
     # by a little: never a negative cost.
-    steady_sync = sync_ms / on if 2 * on > n else 0.0
-    steady = max(0.0, total - sync_ms / n + steady_sync - overhead.get("pause_ms_total", 0.0) / n)
+    steady_own = max(0.0, overhead.get("own_ms_per_step", 0.0) - overhead.get("pause_ms_total", 0.0) / n)
+    steady = max(0.0, steady_in + steady_own)
     bare = mean_wall_ms - in_steps
     fraction = total / bare if bare > 0 else 0.0
+    typical_bare = typical - steady_in
     return {
         **overhead,
         **beside,
         "steady_ms_per_step": steady,
-        "steady_fraction": steady / bare if bare > 0 else 0.0,
+        "steady_fraction": steady / typical_bare if typical_bare > 0 else 0.0,
+        **({"sampler_share": float(share), "sampler_steady_ms_per_step": steady_sampler} if share is not None else {}),
         "sync_call_ns": float(costs.get("sync_call_ns", 0.0)),
         "sync_calls_steps": on,
         "fetch_ns": float(costs.get("fetch_ns", 0.0)),
         "passed_call_ns": float(costs.get("passed_call_ns", 0.0)),
         "ms_per_step": total,
         "fraction": fraction,
-        "material": fraction >= MATERIAL_OVERHEAD,
+        # Worth a line when a typical step pays it, or when the pauses make the whole run pay it.
+        "material": max(fraction, steady / typical_bare if typical_bare > 0 else 0.0) >= MATERIAL_OVERHEAD,
         "method": "phases per step x the measured cost of one phase (after a step of real work, as a loop "
         "leaves the caches), hooked calls passed straight through x the measured cost of that call layer, "
         "perfcore's own work on the training thread (settling, memory samples, progress file, checkpoints; left "

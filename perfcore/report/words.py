@@ -147,6 +147,11 @@ def overhead_short(o: dict[str, Any]) -> str:
             f"({fmt_share(o.get('steady_fraction', 0))}), and {fmt_ms(o.get('pause_ms_total', 0))} "
             f"in {o['pauses']} pause{'s' if o['pauses'] != 1 else ''} (settling, checkpoints)"
         )
+    if "steady_ms_per_step" in o:  # what a typical step pays (a warm-up's compile, sampled, is not in it)
+        return (
+            f"overhead: perfcore added at least ~{fmt_ms(o['steady_ms_per_step'])}/step "
+            f"({fmt_share(o.get('steady_fraction', 0))})"
+        )
     return (
         f"overhead: perfcore added at least ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
     )

@@ -16,7 +16,16 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-__all__ = ["LineCapture", "start", "take_facts", "label_spans", "lines_document", "trace_arrays", "MIN_COUNTED_STEPS"]
+__all__ = [
+    "LineCapture",
+    "start",
+    "take_facts",
+    "label_spans",
+    "lines_document",
+    "trace_arrays",
+    "sampler_share",
+    "MIN_COUNTED_STEPS",
+]
 
 # Steps past warm-up the sync-call counter covers before its cap may end it: calls per step over fewer would
 # rest on a handful of steps (a loop making 5,000 calls a step reaches 16k calls in its warm-up).
@@ -89,6 +98,9 @@ class LineCapture:
             "sampler_ns": samples.cost_ns,
             "sampler_held_ns": samples.sampler_ns,
             "sampler_wakes": samples.wakes,
+            # Where in the run it was paid: each kept sample's wake-up, and the time all wake-ups spread over.
+            "sampler_sample_ns": (samples.held_ns if samples.held_ns is not None else np.zeros(0, np.int64)).tolist(),
+            "sampler_span_ns": samples.span_ns,
             "handoff_ns": samples.handoff_ns,
             "handoff_measures": getattr(self, "handoff_measures", 0),
             "sampler_max_interval_ns": samples.cap_ns,
@@ -115,6 +127,33 @@ def start(torch: Any, more: Callable[[], bool] | None = None) -> tuple[LineCaptu
         return LineCapture(torch, threading.get_ident(), more=more), None
     except Exception as e:  # never into the script: the run goes on without lines
         return None, f"no host lines ({type(e).__name__}: {e})"
+
+
+# Wake-ups inside the measured steps below which their cost does not stand for a typical step's: the
+# sampler's rate over its whole span stands in (at the 10 ms interval, 10 wake-ups are 0.1 s of steps).
+MIN_STEADY_WAKES = 10
+
+
+def sampler_share(facts: Mapping[str, Any] | None, start_ns: np.ndarray, end_ns: np.ndarray) -> float | None:
+    """The line sampler's cost to the training thread as a share of its time in the steps [start_ns, end_ns):
+    each wake-up that fell inside them (its held time and the hand-back) over their summed time. A short run
+    whose sampling went mostly to a compile in its warm-up has few there: then the sampler's cost over its
+    whole span. None without facts, or from a part written before samples carried their cost."""
+    if not facts or "sampler_sample_ns" not in facts:
+        return None
+    t = np.asarray(facts["t_ns"], np.int64)
+    held = np.asarray(facts["sampler_sample_ns"], np.int64)
+    t = t[: len(held)]
+    a, b = np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64)
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], b[order]
+    k = np.searchsorted(a, t, side="right") - 1
+    inside = (k >= 0) & (t < b[np.clip(k, 0, None)]) if len(a) else np.zeros(len(t), bool)
+    stepped = float(np.sum(b - a))
+    if int(inside.sum()) >= MIN_STEADY_WAKES and stepped > 0:
+        return (float(held[inside].sum()) + int(inside.sum()) * float(facts.get("handoff_ns", 0))) / stepped
+    span = float(facts.get("sampler_span_ns") or 0)
+    return float(facts["sampler_ns"]) / span if span > 0 else 0.0
 
 
 def take_facts(capture: LineCapture | None) -> dict[str, Any] | None:

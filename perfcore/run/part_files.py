@@ -20,7 +20,7 @@ import numpy as np
 from perfcore.analysis.labels import LABELS
 from perfcore.recording.own_work import beside_steps
 from perfcore.report import jsonio
-from perfcore.run.lines import label_spans, lines_document, trace_arrays
+from perfcore.run.lines import label_spans, lines_document, sampler_share, trace_arrays
 from perfcore.run.split_facts import compute_document
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ
 
@@ -155,9 +155,19 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
         if costs is None or "error" in costs:
             doc["overhead"] = dict(doc["overhead"], hooks="not included")
         else:
-            costs = {**costs, "sampler_ns": (facts.get("lines") or {}).get("sampler_ns", 0)}
-            wall = (doc.get("step_time_ms") or {}).get("mean") or 0.0
-            doc["overhead"] = beside_steps(doc["overhead"], costs, steps_total, wall)
+            lines = facts.get("lines") or {}
+            costs = {**costs, "sampler_ns": lines.get("sampler_ns", 0)}
+            # A step's span holds its own work (as the samples' join takes it).
+            start = np.asarray(store.column("start_ns"), np.int64)
+            end = start + np.asarray(store.column("wall_ns"), np.int64) + np.asarray(store.column("perfcore_ns"))
+            share = sampler_share(lines, start[training], end[training])
+            if share is not None:
+                costs["sampler_share"] = share
+            # Over every step its costs were counted in (warm-up too); the typical step apart.
+            wall_ns = np.asarray(store.column("wall_ns"))[~is_eval]
+            whole_ms = float(wall_ns.sum(dtype=np.float64)) / 1e6 / max(1, len(wall_ns))
+            typical = (doc.get("step_time_ms") or {}).get("robust")
+            doc["overhead"] = beside_steps(doc["overhead"], costs, steps_total, whole_ms, typical)
     # The summaries below read a few columns each: frames of just those, made when asked.
     flags = {"warmup": warmup, "evaluation": is_eval}
     doc.update(
