@@ -181,6 +181,8 @@ def test_no_worker_process_outlives_the_run(tmp_path):
     (["run", "--", sys.executable, "missing_script.py"], 2, "no such script: missing_script.py"),
     (["run", "--steps", "0", "--", sys.executable, TRAIN], 2, "'--steps': must be >= 1"),
     (["run", "--", "no-such-binary-xyz"], 2, "no such command: no-such-binary-xyz"),
+    (["run", "--", TRAIN], 2, f"is not executable, so it cannot be the command; run it through its interpreter: "
+                              f"perfcore run [OPTIONS] -- python {TRAIN}"),
     (["run", "--", sys.executable, str(SCRIPTS / "broken_import.py")], 1, "crashed before its first step (exit 1)"),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, args, code, needle):

@@ -65,6 +65,13 @@ def check_command(cmd: list[str]) -> None:  # noqa: C901, PLR0912
         )
     if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
         raise UsageError(f"no such command: {cmd[0]}")
+    if shutil.which(cmd[0]) is None and not os.access(cmd[0], os.X_OK):
+        # A script named as the command: the system would refuse to run it ("Permission denied").
+        runner = "python" if cmd[0].endswith(".py") or _is_python(cmd[0]) else "<interpreter>"
+        raise UsageError(
+            f"{cmd[0]} is not executable, so it cannot be the command; run it through its interpreter: "
+            f"perfcore run [OPTIONS] -- {runner} {cmd[0]} ARGS..."
+        )
     if not Path(cmd[0]).name.startswith("python"):
         exe = shutil.which(cmd[0]) or cmd[0]
         if _is_python(exe):
