@@ -114,3 +114,56 @@ def test_one_sigint_reaches_the_script_once(tmp_path, to):
     stdout, stderr = proc.communicate(timeout=90)
     assert proc.returncode == 0, stderr
     assert [line for line in stdout.splitlines() if line.startswith("SIGINTS")] == ["SIGINTS 1"], (stdout, stderr)
+
+
+@pytest.mark.parametrize("how, code, last", [("ctrl-c", 130, "KeyboardInterrupt"),
+                                              ("value", 1, "ValueError: bad sample 240")])
+def test_an_exception_through_perfcores_code_is_shown_where_the_script_was(tmp_path, how, code, last):
+    """A Ctrl-C, or the Dataset's own error, passes through perfcore's fetch wrapper on its way out: the
+    traceback the user sees holds the script's and the libraries' frames only, and the steps before it are kept."""
+    out = tmp_path / "r"
+    p = subprocess.run([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "0", "--out", str(out), "--",
+                        sys.executable, str(Path(SCRIPT).parent / "interrupted_in_loader.py"), how],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == code, p.stderr
+    assert f"\n{last}\n" in p.stderr and "in __getitem__" in p.stderr, p.stderr
+    assert not perfcore_frames(p.stderr), p.stderr
+    assert json.loads((out / "run.json").read_text())["steps"] >= 25
+
+
+def test_own_frames_are_taken_out_of_a_traceback_and_the_rest_kept_in_order():
+    from perfcore.recording.own_work import OwnWork
+    from perfcore.run.child.exits import without_own_frames
+
+    class Rec:
+        def record(self, *a):
+            raise KeyboardInterrupt
+
+    try:
+        with OwnWork(Rec(), time.perf_counter_ns):  # perfcore's __exit__ calls back into this file
+            pass
+    except KeyboardInterrupt as e:
+        tb = e.__traceback__
+    names = []
+    t = tb
+    while t is not None:
+        names.append((Path(t.tb_frame.f_code.co_filename).parent.name, t.tb_frame.f_code.co_name))
+        t = t.tb_next
+    assert ("recording", "__exit__") in names  # it went through perfcore
+    kept = []
+    t = without_own_frames(tb)
+    while t is not None:
+        kept.append(t.tb_frame.f_code.co_name)
+        t = t.tb_next
+    assert kept == [n for d, n in names if d != "recording"] == [
+        "test_own_frames_are_taken_out_of_a_traceback_and_the_rest_kept_in_order", "record"]
+    assert without_own_frames(None) is None
+    # Raised by perfcore itself (innermost frame its own): a perfcore error, shown whole.
+    from perfcore.capture.line_sampler import LineSampler
+    from perfcore.run.child.exits import _raised_by_own
+
+    try:
+        LineSampler(interval_s=0)
+    except Exception as e:
+        own = e.__traceback__
+    assert _raised_by_own(own) and not _raised_by_own(tb)

@@ -10,10 +10,11 @@ import signal
 import sys
 import threading
 import traceback
+import types
 
 from perfcore.run.child.stop import first_line
 
-__all__ = ["install_exit_hooks", "die_of_sigint", "uncaught_reason"]
+__all__ = ["install_exit_hooks", "die_of_sigint", "uncaught_reason", "without_own_frames"]
 
 
 def install_exit_hooks(inst) -> None:
@@ -23,6 +24,14 @@ def install_exit_hooks(inst) -> None:
 
     def excepthook(tp, value, tb):
         interrupted = issubclass(tp, KeyboardInterrupt)
+        if interrupted or not _raised_by_own(tb):
+            # The script's error (or a Ctrl-C, which lands wherever the main thread is, now and then in
+            # perfcore's step bookkeeping) on its way out through perfcore's wrappers: the traceback shows
+            # the script's and the libraries' frames, as it would without perfcore. An error perfcore
+            # raised itself keeps them all.
+            tb = without_own_frames(tb)
+            if isinstance(value, BaseException):
+                value = value.with_traceback(tb)
         try:
             text = "".join(traceback.format_exception(tp, value, tb))
             inst.ending.ended("interrupted" if interrupted else "crashed", first_line(tp, value), text)
@@ -71,6 +80,34 @@ def install_exit_hooks(inst) -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) == signal.SIG_DFL:
             signal.signal(sig, on_term)
+
+
+_OWN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # perfcore/
+
+
+def _own(tb) -> bool:
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_OWN)
+
+
+def _raised_by_own(tb) -> bool:
+    """Whether the innermost frame of `tb` is perfcore's."""
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and _own(last)
+
+
+def without_own_frames(tb):
+    """The traceback `tb` without the entries of perfcore's own frames (a new chain; `tb` is left as is)."""
+    kept = []
+    while tb is not None:
+        if not _own(tb):
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
 
 
 def _report_signals_to_parent() -> None:
