@@ -363,3 +363,23 @@ def test_the_sampler_keeps_each_samples_held_time_and_its_span():
     assert len(got.held_ns) == len(got.t_ns) > 10
     assert (got.held_ns > 0).all() and got.held_ns.sum() <= got.sampler_ns
     assert 0.25e9 <= got.span_ns < 5e9 and got.t_ns.max() - got.t_ns.min() <= got.span_ns
+
+
+def test_the_full_report_says_the_typical_step_the_whole_run_and_each_part_counted():
+    from perfcore.report.verdict_words import WIDTH
+    from perfcore.report.words import overhead_long
+
+    timer = {"per_phase_ns": 820.0, "phases_per_step": 3.0, "own_ms_per_step": 0.0022, "own_ms_total": 44.0,
+             "pause_ms_total": 38.0, "pauses": 3}
+    costs = {"passed_calls": 80_000, "passed_call_ns": 190.0, "sampler_ns": 20_000_000, "sampler_share": 0.004}
+    o = beside_steps(timer, costs, steps=20_000, mean_wall_ms=0.24, typical_ms=0.234)
+    lines = overhead_long(o)
+    assert lines[0] == "perfcore overhead: at least ~4.46 µs a typical step (1.9%)", lines  # the parts below
+    assert lines[1].startswith("  the whole run: ~") and "38.0 ms of it in 3 pauses" in lines[1]
+    # 3 x 820 ns, 4 calls x 190 ns, 0.4% of 0.234 ms, and 44 - 38 ms of own work over 20k steps
+    assert lines[2] == "  a step: phases 3 x 820 ns, hook calls 760 ns, line sampler 936 ns, own work 300 ns"
+    assert all(len(line) <= WIDTH for line in lines)
+    assert set(o["counted"]) >= {"phases", "own_work", "passed_calls", "sampler"} and "method" not in o
+    # A timer's document (no run around it): one line, and what its count leaves out.
+    bare = overhead_long({"ms_per_step": 0.002, "fraction": 0.001, "hooks": "not included"})
+    assert bare[0] == "perfcore overhead: at least ~2.00 µs/step (0.1%)" and "hooks add more" in bare[1]

@@ -23,10 +23,8 @@ FACTS = [ANALYSIS, PERFCORE / "capture", PERFCORE / "recording"]
 # Modules that still build notes as sentences (to be turned into codes and figures said in report/).
 NOT_YET = {
     "capture/cupti_python_kinds.py",
-    "recording/document.py",
     "recording/engine.py",
     "recording/gpu.py",
-    "recording/own_work.py",
     "recording/phase_names.py",
 }
 # A label, a reason code or a unit is a few words; a sentence is more.

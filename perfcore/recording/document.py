@@ -88,9 +88,9 @@ def run_document(
         "ms_per_step": overhead_ms,
         "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
         "material": bool(mean_wall_ns and overhead_ms * 1e6 / mean_wall_ns >= MATERIAL_OVERHEAD),
-        "method": "phases per step x the measured cost of one phase (after a step of real work, as a loop "
-        "leaves the caches), plus perfcore's own work on the training thread (settling, progress file, "
-        "checkpoints), measured and left out of the steps",
+        # What the figure counts (report/words.py says each): phases x a phase's cost measured after a step
+        # of real work (as a loop leaves the caches), and the own work left out of the steps.
+        "counted": ["phases", "own_work"],
     }
     doc = attribution.summarize(
         full,

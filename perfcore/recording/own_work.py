@@ -108,10 +108,6 @@ def beside_steps(
         "fraction": fraction,
         # Worth a line when a typical step pays it, or when the pauses make the whole run pay it.
         "material": max(fraction, steady / typical_bare if typical_bare > 0 else 0.0) >= MATERIAL_OVERHEAD,
-        "method": "phases per step x the measured cost of one phase (after a step of real work, as a loop "
-        "leaves the caches), hooked calls passed straight through x the measured cost of that call layer, "
-        "perfcore's own work on the training thread (settling, memory samples, progress file, checkpoints; left "
-        "out of the steps), counted .item()-style calls x the counter's measured cost per call, main-process "
-        "batches x the fetch wrapper's measured cost, and the line sampler's held time plus its measured "
-        "hand-back per wake-up; as a share of the step without them",
+        # Each a count x a cost measured here (report/words.py says each).
+        "counted": ["phases", "own_work", "passed_calls", "sync_calls", "fetches", "sampler"],
     }

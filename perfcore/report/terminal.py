@@ -294,18 +294,9 @@ def render_text(doc: dict[str, Any], *, verdict: bool = True) -> str:  # noqa: C
         lines.append(f"note: {note}")
     o = doc.get("overhead") or {}
     if o:
-        lines += [
-            "",
-            f"perfcore overhead: at least ~{fmt_ms(o.get('ms_per_step', 0))}/step "
-            f"({fmt_share(o.get('fraction', 0))} of step time; {fmt_ms(o.get('per_phase_ns', 0) / 1e6)} per phase"
-            + (f", {fmt_ms(o['own_ms_per_step'])} own work, left out of the steps" if o.get("own_ms_per_step") else "")
-            + ")",
-        ]
-        if o.get("hooks") == "not included":
-            lines.append(
-                "  (the timer's own bookkeeping; perfcore run's hooks add more, which "
-                "bench/bench_run_overhead.py measures against the uninstrumented script)"
-            )
+        from perfcore.report.words import overhead_long
+
+        lines += ["", *overhead_long(o)]
     return "\n".join(lines)
 
 

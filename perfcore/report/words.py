@@ -155,3 +155,45 @@ def overhead_short(o: dict[str, Any]) -> str:
     return (
         f"overhead: perfcore added at least ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
     )
+
+
+def overhead_long(o: Mapping[str, Any]) -> list[str]:
+    """The full report's overhead: the typical step's figure and the whole run's, then what was counted, each
+    part a count times its measured cost (the parts under 1% of the total are left out)."""
+    steady = "steady_ms_per_step" in o
+    whole = f"~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
+    if o.get("pauses"):
+        n = o["pauses"]
+        whole += (
+            f", {fmt_ms(o.get('pause_ms_total', 0))} of it in {n} pause{'s' if n != 1 else ''} (settling, checkpoints)"
+        )
+    lines = [f"perfcore overhead: at least {whole}"]
+    if steady:
+        lines = [
+            f"perfcore overhead: at least ~{fmt_ms(o['steady_ms_per_step'])} a typical step "
+            f"({fmt_share(o.get('steady_fraction', 0))})",
+            f"  the whole run: {whole}",
+        ]
+    phases = o.get("phases_per_step", 0) * o.get("per_phase_ns", 0) / 1e6
+    own = o.get("own_ms_per_step", 0.0)
+    if steady and o.get("own_ms_total"):  # between the pauses
+        own = max(0.0, own * (1 - o.get("pause_ms_total", 0.0) / o["own_ms_total"]))
+    sampler = o.get("sampler_steady_ms_per_step", o.get("sampler_ms_per_step", 0.0))
+    parts = [
+        (phases, f"phases {o.get('phases_per_step', 0):.3g} x {fmt_ms(o.get('per_phase_ns', 0) / 1e6)}"),
+        (o.get("passed_ms_per_step", 0.0), f"hook calls {fmt_ms(o.get('passed_ms_per_step', 0.0))}"),
+        (o.get("sync_calls_ms_per_step", 0.0), f".item() counts {fmt_ms(o.get('sync_calls_ms_per_step', 0.0))}"),
+        (o.get("fetch_ms_per_step", 0.0), f"fetches {fmt_ms(o.get('fetch_ms_per_step', 0.0))}"),
+        (sampler, f"line sampler {fmt_ms(sampler)}"),
+        (own, f"own work {fmt_ms(own)}"),
+    ]
+    total = sum(v for v, _ in parts)
+    said = [w for v, w in parts if total > 0 and v >= 0.01 * total]
+    if said:
+        lines.append("  a step: " + ", ".join(said))
+    if o.get("hooks") == "not included":
+        lines.append(
+            "  (the timer's own bookkeeping; perfcore run's hooks add more, which "
+            "bench/bench_run_overhead.py measures against the uninstrumented script)"
+        )
+    return lines
