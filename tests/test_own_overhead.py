@@ -244,7 +244,9 @@ def test_the_counters_calibration_agrees_with_a_counted_host_loop():
     per-sample `.item()`s after a training step), A/B on thread CPU time. Measured on the 2-core dev machine
     under load, 8 pairs: calibration / loop 0.29-0.96 (median 0.55; the loop's calls cost 160-280 ns, the
     host overhead shape's 103 ns, the calibration 67-153 ns); the wrapper alone (call_cost_ns()) 0.12-0.24,
-    the self-report's old shortfall. The median of 3 pairs within [0.25, 4] holds the first, not the second."""
+    the self-report's old shortfall. Single pairs on the quiet machine, 24: 0.29-2.6 (median 0.59); a median of
+    3 fell below 0.25 about once in a full suite under load. The median of 7 pairs within [0.25, 4] holds the
+    first, not the second (below 0.25 it needs 4 of 7 pairs there)."""
     import sys
 
     import torch
@@ -272,7 +274,7 @@ def test_the_counters_calibration_agrees_with_a_counted_host_loop():
         return float(np.median(per))
 
     host_metrics.main(3)
-    ratios = [SyncCounter.call_cost_ns(calls=1024, blocks=9, torch=torch) / loop_ns() for _ in range(3)]
+    ratios = [SyncCounter.call_cost_ns(calls=1024, blocks=9, torch=torch) / loop_ns() for _ in range(7)]
     assert 0.25 <= np.median(ratios) <= 4, ratios
 
 
