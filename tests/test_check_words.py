@@ -163,9 +163,12 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
         line = _check_short(c)
         past = c["measured_speedup"] > c["predicted_speedup"]
         slower = c["change"] == "slower"
+        from perfcore.report.label_words import speedups_words
+
+        assert f"({speedups_words(c['measured_band'])}, {c['change']})" in line, line  # the word beside its band
         assert ("within it" in line) == (not past and not c["above_bound"] and not slower), line
         assert ("past it, within noise" in line) == (past and not c["above_bound"]), line
-        assert ("(slower)" in line) == ("workers do not help here" in line) == slower, line
+        assert (" slower)" in line or "(slower)" in line) == ("workers do not help here" in line) == slower, line
         seen.add(line.rsplit(": ", 1)[1])
     assert seen == {"within it", "past it, within noise", "above that bound, so not advised", "workers do not help here"}
 

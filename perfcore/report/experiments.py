@@ -131,8 +131,10 @@ def _check_short(c: dict[str, Any]) -> str:
     mx, px = fmt_x(c.get("measured_speedup")), fmt_x(c.get("predicted_speedup"))
     noise = c.get("measured_noise_ms")
     if c.get("against") == "bound":
-        said = {"slower": "slower", "faster": "faster", "within noise": "no change beyond noise"}
-        change = f" ({said[c['change']]})" if c.get("change") in said and c.get("status") != "inconclusive" else ""
+        # The measured band beside the word: "0.80x (within noise)" alone reads as a contradiction.
+        band = speedups_words(c.get("measured_band"))
+        said = c.get("change") if c.get("change") in ("slower", "faster", "within noise") else None
+        change = f" ({band + ', ' if band else ''}{said})" if said and c.get("status") != "inconclusive" else ""
         return f"  {c['experiment']}: measured {mx}{change}, at most {px} possible: {_bound_word(c)}"
     # A check from before statuses were kept carries only `agrees`.
     status = c.get("status") or {True: "confirmed", False: "not confirmed"}.get(c.get("agrees"), "inconclusive")
