@@ -338,6 +338,11 @@ def test_the_sampler_is_paid_by_the_second_where_its_samples_fell():
             "sampler_sample_ns": [140_000] * 26 + [20_000] * len(inside), "handoff_ns": 5_000}
     assert sampler_share(more, steps, ends) == pytest.approx(len(inside) * 25_000 / (11 * 440_000))
     assert sampler_share(None, steps, ends) is None
+    # Past the samples' cap (dropped), only the steps before the last kept sample are what they were paid in.
+    # Two samples in each step, the last 6 not kept: 16 kept, the last in step 7, so steps 0-6 hold 14.
+    every = (steps[:, None] + np.array([100_000, 300_000])).ravel()[:16]
+    capped = {**facts, "dropped": 6, "t_ns": every.tolist(), "sampler_sample_ns": [20_000] * 16, "handoff_ns": 5_000}
+    assert sampler_share(capped, steps, ends) == pytest.approx(14 * 25_000 / (7 * 440_000))
     assert sampler_share({"t_ns": [], "sampler_ns": 5}, steps, ends) is None  # a part from before: no split
 
     timer = {"per_phase_ns": 880.0, "phases_per_step": 4.0, "own_ms_per_step": 0.0}
@@ -385,3 +390,28 @@ def test_the_full_report_says_the_typical_step_the_whole_run_and_each_part_count
     # A timer's document (no run around it): one line, and what its count leaves out.
     bare = overhead_long({"ms_per_step": 0.002, "fraction": 0.001, "hooks": "not included"})
     assert bare[0] == "perfcore overhead: at least ~2.00 µs/step (0.1%)" and "hooks add more" in bare[1]
+    assert all(len(line) <= WIDTH for line in bare)
+    # Every part, each at its widest: the parts wrap at the width, none left out.
+    wide = {"ms_per_step": 900.0, "fraction": 0.5, "steady_ms_per_step": 800.0, "steady_fraction": 0.4,
+            "pauses": 120, "pause_ms_total": 123_000.0, "phases_per_step": 13.7, "per_phase_ns": 1_230_000.0,
+            "passed_ms_per_step": 123.0, "steady_sync_calls_ms_per_step": 123.0, "fetch_ms_per_step": 123.0,
+            "sampler_steady_ms_per_step": 123.0, "steady_own_ms_per_step": 123.0}
+    lines = overhead_long(wide)
+    assert all(len(line) <= WIDTH for line in lines), [len(line) for line in lines]
+    text = " ".join(lines)
+    assert all(w in text for w in ("phases 13.7 x 1.23 ms", "hook calls 123 ms", ".item() counts 123 ms", "fetches 123 ms",
+                                   "line sampler 123 ms", "own work 123 ms")), lines
+
+
+def test_the_typical_steps_parts_add_up_to_its_figure_and_a_costlier_whole_run_is_said_beside_it():
+    from perfcore.report.words import overhead_long, overhead_short
+
+    # The .item() counter on for 40 of 20,000 steps (its cap): the whole run paid its calls, a typical step not.
+    timer = {"per_phase_ns": 800.0, "phases_per_step": 4.0, "own_ms_per_step": 0.0}
+    costs = {"sync_calls": 600_000, "sync_call_ns": 1000.0, "sync_calls_steps": 40}
+    o = beside_steps(timer, costs, steps=20_000, mean_wall_ms=1.3, typical_ms=1.3)
+    assert o["steady_sync_calls_ms_per_step"] == 0.0 and o["sync_calls_ms_per_step"] == pytest.approx(0.03)
+    assert o["material"] and o["steady_fraction"] < MATERIAL_OVERHEAD <= o["fraction"]
+    short = overhead_short(o)
+    assert short == "overhead: perfcore added at least ~3.20 µs/step (0.2%); the whole run ~33.2 µs/step (2.6%)", short
+    assert overhead_long(o)[-1] == "  a step: phases 4 x 800 ns"  # the counter's calls are not a typical step's

@@ -51,7 +51,7 @@ DEFAULT_INTERVAL_S = 0.01
 COST_BUDGET = 0.005
 MAX_INTERVAL_S = 0.25  # the longest wait the budget can ask for: 4 samples a second still name lines
 MAX_DEPTH = 128  # frames kept per sample, innermost first (a deeper stack keeps its innermost 128)
-# 200k samples (33 min at the default rate, 2.4 MiB): what the process keeps stays flat however long the
+# 200k samples (33 min at the default rate, 4 MiB with each one's held time): what the process keeps stays flat however long the
 # run; later samples are counted, not kept.
 MAX_SAMPLES = 200_000
 
@@ -268,8 +268,10 @@ class LineSampler:
                 lines[code, lasti] = line_at(code, lasti)
             return code_frame(code, lines[code, lasti])
 
-        stacks = tuple(tuple(frame(c, i) for c, i in codes) for codes in list(self._codes))
+        # The lengths first: a sample's stack is interned before it is appended, so every stack id in the
+        # first n samples is in the copy of the stacks taken after (the sampler may still be running).
         n = min(len(self._t), len(self._stack), len(self._held))
+        stacks = tuple(tuple(frame(c, i) for c, i in codes) for codes in list(self._codes))
         interval_ns, wakes = int(self.interval_s * 1e9), self._wakes
         start, stop = self._span
         return LineSamples(

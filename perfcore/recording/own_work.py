@@ -100,6 +100,9 @@ def beside_steps(
         "steady_ms_per_step": steady,
         "steady_fraction": steady / typical_bare if typical_bare > 0 else 0.0,
         **({"sampler_share": float(share), "sampler_steady_ms_per_step": steady_sampler} if share is not None else {}),
+        # The typical step's parts that differ from the whole run's (said beside the steady figure).
+        "steady_sync_calls_ms_per_step": steady_sync,
+        "steady_own_ms_per_step": steady_own,
         "sync_call_ns": float(costs.get("sync_call_ns", 0.0)),
         "sync_calls_steps": on,
         "fetch_ns": float(costs.get("fetch_ns", 0.0)),

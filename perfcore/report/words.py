@@ -148,10 +148,13 @@ def overhead_short(o: dict[str, Any]) -> str:
             f"in {o['pauses']} pause{'s' if o['pauses'] != 1 else ''} (settling, checkpoints)"
         )
     if "steady_ms_per_step" in o:  # what a typical step pays (a warm-up's compile, sampled, is not in it)
-        return (
+        line = (
             f"overhead: perfcore added at least ~{fmt_ms(o['steady_ms_per_step'])}/step "
             f"({fmt_share(o.get('steady_fraction', 0))})"
         )
+        if o.get("fraction", 0) > o.get("steady_fraction", 0):  # the run paid more than its typical step says
+            line += f"; the whole run ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
+        return line
     return (
         f"overhead: perfcore added at least ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
     )
@@ -175,25 +178,33 @@ def overhead_long(o: Mapping[str, Any]) -> list[str]:
             f"  the whole run: {whole}",
         ]
     phases = o.get("phases_per_step", 0) * o.get("per_phase_ns", 0) / 1e6
-    own = o.get("own_ms_per_step", 0.0)
-    if steady and o.get("own_ms_total"):  # between the pauses
-        own = max(0.0, own * (1 - o.get("pause_ms_total", 0.0) / o["own_ms_total"]))
-    sampler = o.get("sampler_steady_ms_per_step", o.get("sampler_ms_per_step", 0.0))
+    # The typical step's parts where the run kept them apart (the counter's calls, own work between the pauses,
+    # the sampler's share), so the parts add up to the figure above; else the whole run's.
+    sync = o.get("sync_calls_ms_per_step", 0.0)
+    own, sampler = o.get("own_ms_per_step", 0.0), o.get("sampler_ms_per_step", 0.0)
+    if steady:
+        sync = o.get("steady_sync_calls_ms_per_step", sync)
+        own, sampler = o.get("steady_own_ms_per_step", own), o.get("sampler_steady_ms_per_step", sampler)
     parts = [
         (phases, f"phases {o.get('phases_per_step', 0):.3g} x {fmt_ms(o.get('per_phase_ns', 0) / 1e6)}"),
         (o.get("passed_ms_per_step", 0.0), f"hook calls {fmt_ms(o.get('passed_ms_per_step', 0.0))}"),
-        (o.get("sync_calls_ms_per_step", 0.0), f".item() counts {fmt_ms(o.get('sync_calls_ms_per_step', 0.0))}"),
+        (sync, f".item() counts {fmt_ms(sync)}"),
         (o.get("fetch_ms_per_step", 0.0), f"fetches {fmt_ms(o.get('fetch_ms_per_step', 0.0))}"),
         (sampler, f"line sampler {fmt_ms(sampler)}"),
         (own, f"own work {fmt_ms(own)}"),
     ]
     total = sum(v for v, _ in parts)
     said = [w for v, w in parts if total > 0 and v >= 0.01 * total]
+    line = "  a step:"
+    for w in said:  # as many lines as the width asks
+        if len(line) + len(w) + 2 > WIDTH:
+            lines.append(line.rstrip(","))
+            line = "   "
+        line += f" {w},"
     if said:
-        lines.append("  a step: " + ", ".join(said))
+        lines.append(line.rstrip(","))
     if o.get("hooks") == "not included":
         lines.append(
-            "  (the timer's own bookkeeping; perfcore run's hooks add more, which "
-            "bench/bench_run_overhead.py measures against the uninstrumented script)"
+            "  (the timer's own count; perfcore run's hooks add more: bench/bench_run_overhead.py measures them)"
         )
     return lines

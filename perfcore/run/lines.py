@@ -145,6 +145,8 @@ def sampler_share(facts: Mapping[str, Any] | None, start_ns: np.ndarray, end_ns:
     held = np.asarray(facts["sampler_sample_ns"], np.int64)
     t = t[: len(held)]
     a, b = np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64)
+    if facts.get("dropped") and len(t):  # past the samples' cap wake-ups go on uncounted: the steps before it
+        a, b = a[b <= t[-1]], b[b <= t[-1]]
     order = np.argsort(a, kind="stable")
     a, b = a[order], b[order]
     k = np.searchsorted(a, t, side="right") - 1
