@@ -167,3 +167,46 @@ def test_own_frames_are_taken_out_of_a_traceback_and_the_rest_kept_in_order():
     except Exception as e:
         own = e.__traceback__
     assert _raised_by_own(own) and not _raised_by_own(tb)
+    # Raised in a library perfcore called (json, from perfcore's writer): perfcore's, shown whole too.
+    from perfcore.report import jsonio
+
+    try:
+        jsonio.dumps({1j: 1})
+    except TypeError as e:
+        lib = e.__traceback__
+    assert "json" in _innermost(lib) and _raised_by_own(lib)
+
+
+def _innermost(tb) -> str:
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename
+
+
+def test_errors_chained_to_the_scripts_error_lose_perfcores_frames_too():
+    from perfcore.recording.own_work import OwnWork
+    from perfcore.run.child.exits import tidy
+
+    class Rec:
+        def record(self, *a):
+            raise ValueError("the script's, through perfcore's __exit__")
+
+    def frames(e):
+        out, tb = [], e.__traceback__
+        while tb is not None:
+            out.append(tb.tb_frame.f_code.co_filename)
+            tb = tb.tb_next
+        return out
+
+    try:
+        try:
+            with OwnWork(Rec(), time.perf_counter_ns):
+                pass
+        except ValueError as inner:
+            raise RuntimeError("the script's handler") from inner
+    except RuntimeError as e:
+        outer = e
+    assert any("/perfcore/" in f for f in frames(outer.__cause__))
+    tidy(outer)
+    assert not any("/perfcore/" in f for f in frames(outer.__cause__)) and frames(outer.__cause__)
+    assert outer.__context__ is outer.__cause__

@@ -5,6 +5,7 @@ after Ctrl-C as Python would have."""
 from __future__ import annotations
 
 import atexit
+import builtins
 import os
 import signal
 import sys
@@ -14,7 +15,7 @@ import types
 
 from perfcore.run.child.stop import first_line
 
-__all__ = ["install_exit_hooks", "die_of_sigint", "uncaught_reason", "without_own_frames"]
+__all__ = ["install_exit_hooks", "die_of_sigint", "uncaught_reason", "without_own_frames", "tidy"]
 
 
 def install_exit_hooks(inst) -> None:
@@ -24,14 +25,12 @@ def install_exit_hooks(inst) -> None:
 
     def excepthook(tp, value, tb):
         interrupted = issubclass(tp, KeyboardInterrupt)
-        if interrupted or not _raised_by_own(tb):
-            # The script's error (or a Ctrl-C, which lands wherever the main thread is, now and then in
-            # perfcore's step bookkeeping) on its way out through perfcore's wrappers: the traceback shows
-            # the script's and the libraries' frames, as it would without perfcore. An error perfcore
-            # raised itself keeps them all.
-            tb = without_own_frames(tb)
+        try:
             if isinstance(value, BaseException):
-                value = value.with_traceback(tb)
+                tidy(value)
+                tb = value.__traceback__
+        except Exception:  # never a second error: the traceback as it came
+            pass
         try:
             text = "".join(traceback.format_exception(tp, value, tb))
             inst.ending.ended("interrupted" if interrupted else "crashed", first_line(tp, value), text)
@@ -90,11 +89,41 @@ def _own(tb) -> bool:
 
 
 def _raised_by_own(tb) -> bool:
-    """Whether the innermost frame of `tb` is perfcore's."""
-    last = None
+    """Whether perfcore raised it: the innermost frame that is not a library's (the standard library,
+    site-packages) is perfcore's, its own code or a library call made from it."""
+    from perfcore.capture.line_sampler import is_library, library_prefixes
+
+    prefixes, frames = library_prefixes(), []
     while tb is not None:
-        last, tb = tb, tb.tb_next
-    return last is not None and _own(last)
+        frames.append(tb)
+        tb = tb.tb_next
+    for t in reversed(frames):
+        if _own(t):
+            return True
+        if not is_library(t.tb_frame.f_code.co_filename, prefixes):
+            return False
+    return False
+
+
+_GROUP = getattr(builtins, "BaseExceptionGroup", ())  # Python >= 3.11; () matches nothing before
+
+
+def tidy(value: BaseException) -> None:
+    """The script's error (or a Ctrl-C, which lands wherever the main thread is, now and then in perfcore's
+    step bookkeeping) on its way out through perfcore's wrappers: its traceback, and those of the errors
+    chained to it, show the script's and the libraries' frames, as they would without perfcore. An error
+    perfcore raised itself keeps them all."""
+    seen: set[int] = set()
+    todo = [value]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt) or not _raised_by_own(e.__traceback__):
+            e.with_traceback(without_own_frames(e.__traceback__))
+        group = e.exceptions if isinstance(e, _GROUP) else ()
+        todo += [x for x in (e.__cause__, e.__context__, *group) if isinstance(x, BaseException)]
 
 
 def without_own_frames(tb):
