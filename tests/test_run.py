@@ -181,12 +181,14 @@ def test_no_worker_process_outlives_the_run(tmp_path):
     (["run", "--", sys.executable, "missing_script.py"], 2, "no such script: missing_script.py"),
     (["run", "--steps", "0", "--", sys.executable, TRAIN], 2, "'--steps': must be >= 1"),
     (["run", "--", "no-such-binary-xyz"], 2, "no such command: no-such-binary-xyz"),
-    (["run", "--", TRAIN], 2, f"is not executable, so it cannot be the command; run it through its interpreter: "
-                              f"perfcore run [OPTIONS] -- python {TRAIN}"),
+    (["run", "--", "{tmp}/my train.py"], 2, "my train.py is not executable; run it as: perfcore run -- python '"),
     (["run", "--", sys.executable, str(SCRIPTS / "broken_import.py")], 1, "crashed before its first step (exit 1)"),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, args, code, needle):
-    args = [a if a != "run" else "run" for a in args]
+    script = tmp_path / "my train.py"  # a script as users keep them: not executable, a space in its name
+    script.write_text("print('hi')\n")
+    script.chmod(0o644)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     p = perfcore(*args[:1], "--out", str(tmp_path / "r"), *args[1:])
     assert p.returncode == code, (p.stdout, p.stderr)
     errors = [l for l in p.stderr.splitlines() if l.startswith("perfcore") and " error: " in l]

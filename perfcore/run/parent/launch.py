@@ -4,6 +4,7 @@ parts it wrote into one run folder (run.json, steps.csv, trace.json, PNGs) and a
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -68,10 +69,7 @@ def check_command(cmd: list[str]) -> None:  # noqa: C901, PLR0912
     if shutil.which(cmd[0]) is None and not os.access(cmd[0], os.X_OK):
         # A script named as the command: the system would refuse to run it ("Permission denied").
         runner = "python" if cmd[0].endswith(".py") or _is_python(cmd[0]) else "<interpreter>"
-        raise UsageError(
-            f"{cmd[0]} is not executable, so it cannot be the command; run it through its interpreter: "
-            f"perfcore run [OPTIONS] -- {runner} {cmd[0]} ARGS..."
-        )
+        raise UsageError(f"{cmd[0]} is not executable; run it as: perfcore run -- {runner} {shlex.quote(cmd[0])} ...")
     if not Path(cmd[0]).name.startswith("python"):
         exe = shutil.which(cmd[0]) or cmd[0]
         if _is_python(exe):
