@@ -166,6 +166,9 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
         from perfcore.report.label_words import speedups_words
 
         assert f"({speedups_words(c['measured_band'])}, {c['change']})" in line, line  # the word beside its band
+        long = dict(c, experiment="B: num_workers=16 (baseline uses 0)")  # the widest name diagnose gives
+        short = _check_short(long)
+        assert len(short) <= 120 and c["change"] in short, short  # the band left out before the word
         assert ("within it" in line) == (not past and not c["above_bound"] and not slower), line
         assert ("past it, within noise" in line) == (past and not c["above_bound"]), line
         assert (" slower)" in line or "(slower)" in line) == ("workers do not help here" in line) == slower, line

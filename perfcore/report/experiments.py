@@ -13,7 +13,7 @@ from perfcore.report.failure_words import config_failure, script_exit_words
 from perfcore.report.label_words import interference_detail, interference_sentence, speedups_words
 from perfcore.report.lines_text import patch_text
 from perfcore.report.terminal import verdict_line
-from perfcore.report.verdict_words import level_word
+from perfcore.report.verdict_words import WIDTH, level_word
 
 __all__ = [
     "render_health",
@@ -134,8 +134,11 @@ def _check_short(c: dict[str, Any]) -> str:
         # The measured band beside the word: "0.80x (within noise)" alone reads as a contradiction.
         band = speedups_words(c.get("measured_band"))
         said = c.get("change") if c.get("change") in ("slower", "faster", "within noise") else None
-        change = f" ({band + ', ' if band else ''}{said})" if said and c.get("status") != "inconclusive" else ""
-        return f"  {c['experiment']}: measured {mx}{change}, at most {px} possible: {_bound_word(c)}"
+        changes = [""]
+        if said and c.get("status") != "inconclusive":
+            changes = ([f" ({band}, {said})"] if band else []) + [f" ({said})"]
+        lines = [f"  {c['experiment']}: measured {mx}{ch}, at most {px} possible: {_bound_word(c)}" for ch in changes]
+        return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])  # the band goes first where too long
     # A check from before statuses were kept carries only `agrees`.
     status = c.get("status") or {True: "confirmed", False: "not confirmed"}.get(c.get("agrees"), "inconclusive")
     grew = compute_shortfall(c)
