@@ -182,14 +182,18 @@ def test_no_worker_process_outlives_the_run(tmp_path):
     (["run", "--steps", "0", "--", sys.executable, TRAIN], 2, "'--steps': must be >= 1"),
     (["run", "--", "no-such-binary-xyz"], 2, "no such command: no-such-binary-xyz"),
     (["run", "--", "{tmp}/my train.py"], 2, "my train.py is not executable; run it as: perfcore run -- python '"),
+    (["run", "--", "here.sh"], 2, "here.sh is not on PATH; run it as: perfcore run -- ./here.sh ..."),
     (["run", "--", sys.executable, str(SCRIPTS / "broken_import.py")], 1, "crashed before its first step (exit 1)"),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, args, code, needle):
     script = tmp_path / "my train.py"  # a script as users keep them: not executable, a space in its name
     script.write_text("print('hi')\n")
     script.chmod(0o644)
+    here = tmp_path / "here.sh"  # executable, but a bare name is looked up on PATH only
+    here.write_text("#!/bin/sh\necho hi\n")
+    here.chmod(0o755)
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    p = perfcore(*args[:1], "--out", str(tmp_path / "r"), *args[1:])
+    p = perfcore(*args[:1], "--out", str(tmp_path / "r"), *args[1:], cwd=tmp_path)
     assert p.returncode == code, (p.stdout, p.stderr)
     errors = [l for l in p.stderr.splitlines() if l.startswith("perfcore") and " error: " in l]
     assert len(errors) == 1 and needle in errors[0], p.stderr

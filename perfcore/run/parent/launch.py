@@ -70,6 +70,9 @@ def check_command(cmd: list[str]) -> None:  # noqa: C901, PLR0912
         # A script named as the command: the system would refuse to run it ("Permission denied").
         runner = "python" if cmd[0].endswith(".py") or _is_python(cmd[0]) else "<interpreter>"
         raise UsageError(f"{cmd[0]} is not executable; run it as: perfcore run -- {runner} {shlex.quote(cmd[0])} ...")
+    if shutil.which(cmd[0]) is None and os.sep not in cmd[0]:
+        # Executable, in this folder, but a bare name is looked up on PATH only (as a shell would).
+        raise UsageError(f"{cmd[0]} is not on PATH; run it as: perfcore run -- ./{shlex.quote(cmd[0])} ...")
     if not Path(cmd[0]).name.startswith("python"):
         exe = shutil.which(cmd[0]) or cmd[0]
         if _is_python(exe):
