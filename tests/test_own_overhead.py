@@ -398,6 +398,7 @@ def test_the_full_report_says_the_typical_step_the_whole_run_and_each_part_count
             "sampler_steady_ms_per_step": 123.0, "steady_own_ms_per_step": 123.0}
     lines = overhead_long(wide)
     assert all(len(line) <= WIDTH for line in lines), [len(line) for line in lines]
+    assert len(lines) > 3 and all(line.endswith(",") for line in lines[2:-1]) and not lines[-1].endswith(",")
     text = " ".join(lines)
     assert all(w in text for w in ("phases 13.7 x 1.23 ms", "hook calls 123 ms", ".item() counts 123 ms", "fetches 123 ms",
                                    "line sampler 123 ms", "own work 123 ms")), lines

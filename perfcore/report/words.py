@@ -198,7 +198,7 @@ def overhead_long(o: Mapping[str, Any]) -> list[str]:
     line = "  a step:"
     for w in said:  # as many lines as the width asks
         if len(line) + len(w) + 2 > WIDTH:
-            lines.append(line.rstrip(","))
+            lines.append(line)  # its comma says the list goes on below
             line = "   "
         line += f" {w},"
     if said:
