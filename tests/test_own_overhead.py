@@ -371,6 +371,23 @@ def test_the_sampler_keeps_each_samples_held_time_and_its_span():
     assert (got.held_ns > 0).all() and got.held_ns.sum() <= got.sampler_ns
     assert 0.25e9 <= got.span_ns < 5e9 and got.t_ns.max() - got.t_ns.min() <= got.span_ns
 
+    # Each sample with its own wake-up's time: a clock whose tick grows with the wake-ups so far makes wake-up
+    # k read its start, its sample and its end 1, 1 and 2 ticks of (k + 1) us apart: held (2k + 3) us.
+    ticks = {"t": 0}
+
+    def clock():
+        ticks["t"] += 1000 * (paired._wakes + 1)
+        return ticks["t"]
+
+    paired = LineSampler(threading.get_ident(), 0.002, clock=clock, budget=None)
+    stop = time.perf_counter() + 0.2
+    with paired:
+        while time.perf_counter() < stop:
+            sum(range(1000))
+    got = paired.result()
+    k = np.arange(len(got.held_ns) - 1)  # the last may share its clock with stop()
+    assert len(k) > 10 and (got.held_ns[:-1] == (2 * k + 3) * 1000).all(), got.held_ns[:12]
+
 
 def test_the_full_report_says_the_typical_step_the_whole_run_and_each_part_counted():
     from perfcore.report.verdict_words import WIDTH
