@@ -51,8 +51,8 @@ DEFAULT_INTERVAL_S = 0.01
 COST_BUDGET = 0.005
 MAX_INTERVAL_S = 0.25  # the longest wait the budget can ask for: 4 samples a second still name lines
 MAX_DEPTH = 128  # frames kept per sample, innermost first (a deeper stack keeps its innermost 128)
-# 200k samples (33 min at the default rate, 4 MiB with each one's held time): what the process keeps stays flat however long the
-# run; later samples are counted, not kept.
+# 200k samples (33 min at the default rate, 4 MiB with each one's held time): what the process keeps stays
+# flat however long the run; later samples are counted, not kept.
 MAX_SAMPLES = 200_000
 
 
@@ -67,6 +67,10 @@ def code_frame(code, line: int | None) -> Frame:
     return Frame(code.co_filename, code.co_name, int(line or code.co_firstlineno))
 
 
+# perfcore's own package folder (with its separator): a frame under it is perfcore's, wherever it is installed.
+OWN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
+
+
 def library_prefixes() -> tuple[str, ...]:
     """Folders whose code is not the user's: the standard library, every site-packages (the user's too, and
     a layered environment's on sys.path), perfcore itself; each as given and with links resolved."""
@@ -77,7 +81,7 @@ def library_prefixes() -> tuple[str, ...]:
     found.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
     found.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
     found.update(p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages"))
-    found.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the perfcore package
+    found.add(OWN_DIR)
     both = {f(p) for p in found if p for f in (os.path.abspath, os.path.realpath)}
     return tuple(sorted(os.path.join(p, "") for p in both))
 

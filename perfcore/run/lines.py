@@ -144,13 +144,12 @@ def sampler_share(facts: Mapping[str, Any] | None, start_ns: np.ndarray, end_ns:
     t = np.asarray(facts["t_ns"], np.int64)
     held = np.asarray(facts["sampler_sample_ns"], np.int64)
     t = t[: len(held)]
+    from perfcore.analysis.lines import step_of
+
     a, b = np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64)
-    if facts.get("dropped") and len(t):  # past the samples' cap wake-ups go on uncounted: the steps before it
+    if facts.get("dropped") and len(t):  # past the samples' cap (as calls_per_step past the counter's)
         a, b = a[b <= t[-1]], b[b <= t[-1]]
-    order = np.argsort(a, kind="stable")
-    a, b = a[order], b[order]
-    k = np.searchsorted(a, t, side="right") - 1
-    inside = (k >= 0) & (t < b[np.clip(k, 0, None)]) if len(a) else np.zeros(len(t), bool)
+    inside = step_of(t, a, b) >= 0 if len(a) else np.zeros(len(t), bool)
     stepped = float(np.sum(b - a))
     if int(inside.sum()) >= MIN_STEADY_WAKES and stepped > 0:
         return (float(held[inside].sum()) + int(inside.sum()) * float(facts.get("handoff_ns", 0))) / stepped

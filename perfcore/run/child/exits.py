@@ -81,11 +81,10 @@ def install_exit_hooks(inst) -> None:
             signal.signal(sig, on_term)
 
 
-_OWN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # perfcore/
-
-
 def _own(tb) -> bool:
-    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_OWN)
+    from perfcore.capture.line_sampler import OWN_DIR
+
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(OWN_DIR)
 
 
 def _raised_by_own(tb) -> bool:

@@ -12,7 +12,8 @@ from typing import Any
 __all__ = ["Loaders", "call_site", "fetch_cost_ns"]
 
 # perfcore's own code, by where the package lies (a user's checkout in a folder named perfcore is
-# still the user's code).
+# still the user's code). capture.line_sampler.OWN_DIR is the same folder; not imported from there, since
+# this module loads at boot, before the script's interpreter is known to have numpy.
 _PERFCORE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "")
 
 
