@@ -64,15 +64,18 @@ def check_command(cmd: list[str]) -> None:  # noqa: C901, PLR0912
             "the command is perfcore itself: one perfcore run measures the script; give it the script's "
             "command alone: perfcore run [OPTIONS] -- python train.py ARGS..."
         )
-    if shutil.which(cmd[0]) is None and not Path(cmd[0]).is_file():
-        raise UsageError(f"no such command: {cmd[0]}")
-    if shutil.which(cmd[0]) is None and not os.access(cmd[0], os.X_OK):
-        # A script named as the command: the system would refuse to run it ("Permission denied").
-        runner = "python" if cmd[0].endswith(".py") or _is_python(cmd[0]) else "<interpreter>"
-        raise UsageError(f"{cmd[0]} is not executable; run it as: perfcore run -- {runner} {shlex.quote(cmd[0])} ...")
-    if shutil.which(cmd[0]) is None and os.sep not in cmd[0]:
-        # Executable, in this folder, but a bare name is looked up on PATH only (as a shell would).
-        raise UsageError(f"{cmd[0]} is not on PATH; run it as: perfcore run -- ./{shlex.quote(cmd[0])} ...")
+    if shutil.which(cmd[0]) is None:
+        if not Path(cmd[0]).is_file():
+            raise UsageError(f"no such command: {cmd[0]}")
+        if not os.access(cmd[0], os.X_OK):
+            # A script named as the command: the system would refuse to run it ("Permission denied").
+            runner = "python" if cmd[0].endswith(".py") or _is_python(cmd[0]) else "<interpreter>"
+            raise UsageError(
+                f"{cmd[0]} is not executable; run it as: perfcore run -- {runner} {shlex.quote(cmd[0])} ..."
+            )
+        if os.sep not in cmd[0]:
+            # Executable, in this folder, but a bare name is looked up on PATH only (as a shell would).
+            raise UsageError(f"{cmd[0]} is not on PATH; run it as: perfcore run -- ./{shlex.quote(cmd[0])} ...")
     if not Path(cmd[0]).name.startswith("python"):
         exe = shutil.which(cmd[0]) or cmd[0]
         if _is_python(exe):
