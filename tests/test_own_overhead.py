@@ -433,3 +433,15 @@ def test_the_typical_steps_parts_add_up_to_its_figure_and_a_costlier_whole_run_i
     short = overhead_short(o)
     assert short == "overhead: perfcore added at least ~3.20 µs/step (0.2%); the whole run ~33.2 µs/step (2.6%)", short
     assert overhead_long(o)[-1] == "  a step: phases 4 x 800 ns"  # the counter's calls are not a typical step's
+
+
+def test_a_document_from_before_the_parts_were_kept_still_says_parts_that_add_up():
+    from perfcore.report.words import overhead_long
+
+    # session 8's compiled run: no steady_own, no sampler_share; its own work is 7.06 ms of pause and 55 us more
+    old = {"per_phase_ns": 876.5, "phases_per_step": 4.0625, "own_ms_total": 7.110439, "own_ms_per_step": 0.4444024375,
+           "pause_ms_total": 7.055278, "pauses": 1, "ms_per_step": 0.6747624375, "fraction": 0.5122728443354219,
+           "fetch_ms_per_step": 0.0025125, "passed_ms_per_step": 0.00042153125, "sampler_ms_per_step": 0.2238651875,
+           "steady_ms_per_step": 0.23380756250000007, "steady_fraction": 0.17750434584469138}
+    lines = overhead_long(old)
+    assert lines[2] == "  a step: phases 4.06 x 876 ns, fetches 2.51 µs, line sampler 224 µs, own work 3.45 µs", lines

@@ -184,7 +184,10 @@ def overhead_long(o: Mapping[str, Any]) -> list[str]:
     own, sampler = o.get("own_ms_per_step", 0.0), o.get("sampler_ms_per_step", 0.0)
     if steady:
         sync = o.get("steady_sync_calls_ms_per_step", sync)
-        own, sampler = o.get("steady_own_ms_per_step", own), o.get("sampler_steady_ms_per_step", sampler)
+        sampler = o.get("sampler_steady_ms_per_step", sampler)
+        # A document from before the parts were kept: own work between the pauses, from its totals.
+        between = own * (1 - o.get("pause_ms_total", 0.0) / o["own_ms_total"]) if o.get("own_ms_total") else own
+        own = o.get("steady_own_ms_per_step", max(0.0, between))
     parts = [
         (phases, f"phases {o.get('phases_per_step', 0):.3g} x {fmt_ms(o.get('per_phase_ns', 0) / 1e6)}"),
         (o.get("passed_ms_per_step", 0.0), f"hook calls {fmt_ms(o.get('passed_ms_per_step', 0.0))}"),
