@@ -206,7 +206,9 @@ class Meter:
 
 
 def common_args(p, steps: int) -> None:
-    p.add_argument("--steps", type=int, default=steps, help="steps in all, warm-up included")
+    p.add_argument(
+        "--steps", type=int, default=steps, help="the loop's steps (on a GPU 3 paced warm-up steps come on top)"
+    )
     p.add_argument("--warmup", type=int, default=5, help="steps left out of the truth (perfcore run's --warmup)")
     p.add_argument("--device", default="auto", help="cuda, cpu or auto (cuda where there is one)")
 
