@@ -104,6 +104,17 @@ CASES: tuple[Case, ...] = (
         exit_code=1,
     ),
     Case(
+        "interrupted",
+        "run --out OUT -- python ctrl_c.py",
+        "Ctrl-C after 21 steps (a bare KeyboardInterrupt): the partial run, exit 130",
+        exit_code=130,
+    ),
+    Case(
+        "steps_limit",
+        "run --steps 20 --out OUT -- python tiny_loop.py 1000",
+        "--steps 20: recording stops after 20 measured steps and the loop is ended",
+    ),
+    Case(
         "warmup_only",
         "run --out OUT -- python tiny_loop.py 3",
         "a run that ended in warm-up (3 steps, warm-up 5): no measured step",
@@ -154,6 +165,7 @@ SCRIPTS = (
     "scripts/hogwild.py",
     "scripts/ddp_train.py",
     "scripts/crash_after.py",
+    "scripts/ctrl_c.py",
     "scripts/tiny_loop.py",
     "scripts/eval_every.py",
     "scripts/gan.py",
