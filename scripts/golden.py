@@ -585,9 +585,13 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(args.cases) - set(case_names()))
     if unknown:
         ap.error(f"no case {', '.join(unknown)}; the cases: {', '.join(case_names())}")
+    names = args.cases or None
     if args.what == "make":
-        make(args.cases or None)
-    rendered = render_all(args.cases or None)
+        make(names)
+        if names:  # a compare or merge of a folder made again renders anew too
+            names += [f"compare_{a}__{b}" for a, b in COMPARES if {a, b} & set(names)]
+            names += [f"merge_{MERGE}"] if MERGE in names else []
+    rendered = render_all(names)
     if args.what in ("update", "make"):
         write_locked(rendered)
         print(f"locked {sum(map(len, rendered.values()))} outputs of {len(rendered)} cases in {EXPECTED}")
