@@ -3,7 +3,8 @@
 In synchronous data parallelism every rank's step takes the same wall time: the slow rank is the
 one whose own work (wall minus comm) is longest, and the others show its excess as comm, waiting
 in the collective. Clocks of one host are one clock; across hosts an offset per host is estimated
-from when the collectives end (they end together on every rank).
+from when the collectives end (they end together on every rank: analysis.nodes), and the job is also
+seen per node.
 """
 
 from __future__ import annotations
@@ -15,20 +16,31 @@ import numpy as np
 import pandas as pd
 
 from perfcore.analysis.labels import LABELS
+from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
-__all__ = ["merge_ranks", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle"]
+__all__ = ["merge_ranks", "clock_alignment", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle"]
 
 
 def _measured(steps: pd.DataFrame) -> pd.DataFrame:
     return steps[~steps["warmup"].astype(bool)].reset_index(drop=True)
 
 
+def _rank_steps(doc: Mapping[str, Any], measured: pd.DataFrame) -> RankSteps:
+    return RankSteps(
+        host=str(doc.get("host")),
+        rank=doc.get("rank"),
+        wall_ms=measured["wall_ms"].to_numpy(),
+        label_ms={lb: measured[f"{lb}_ms"].to_numpy() for lb in LABELS},
+    )
+
+
 def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """parts: [{"doc": run.json of a rank, "steps": its steps table}]. Returns the fields the
-    merged perfcore.run/1 document adds, as facts (report.rank_words says them): ranks, stragglers
+    """parts: [{"doc": run.json of a rank, "steps": its steps table, "raw": its trace arrays}]. Returns the
+    fields the merged perfcore.run/1 document adds, as facts (report.rank_words says them): ranks, stragglers
     (each with its own work against the others' and the label of its excess), waiting (the ranks that
-    wait in collectives for them), missing_ranks, world_size."""
+    wait in collectives for them), missing_ranks, world_size; with ranks on more than one host, also
+    `clocks` (how each host's clock was put on the job's) and `nodes` (the job per node, the slow node)."""
     parts = sorted(parts, key=lambda p: p["doc"].get("rank") or 0)
     world = max([p["doc"].get("world_size") or 0 for p in parts] + [len(parts)])
     present = [p["doc"].get("rank") for p in parts]
@@ -52,6 +64,9 @@ def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"world_size": world, "ranks": ranks, "missing_ranks": missing, "stragglers": []}
     tables = [_measured(p["steps"]) for p in parts]
     k = min((len(t) for t in tables), default=0)
+    if len({p["doc"].get("host") for p in parts}) > 1:
+        out["clocks"] = clock_alignment(parts).to_dict()
+        out["nodes"] = job_nodes([_rank_steps(p["doc"], t) for p, t in zip(parts, tables)]).to_dict()
     if len(parts) < 2 or k == 0:
         return out
     work = np.stack([(t["wall_ms"] - t["comm_ms"]).to_numpy()[:k] for t in tables])  # ranks x steps
@@ -190,31 +205,14 @@ def job_problem(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
+def clock_alignment(parts: list[dict[str, Any]]) -> Alignment:
+    """The hosts' clocks put on the clock of the lowest rank's host (analysis.nodes.align_clocks), from
+    the collectives every part kept in its trace arrays (`raw`)."""
+    return align_clocks(
+        [rank_events(p.get("raw") or {}, str(p["doc"].get("host")), p["doc"].get("rank")) for p in parts]
+    )
+
+
 def clock_offsets(parts: list[dict[str, Any]]) -> dict[str, int]:
-    """Per host, ns to add to its timestamps to put them on the first host's clock: the median over
-    steps of how much later its ranks' last collective of each step ended. Same host: 0."""
-    hosts = {}
-    for p in parts:
-        hosts.setdefault(p["doc"].get("host"), []).append(p)
-    names = list(hosts)
-    if len(names) < 2:
-        return {names[0] if names else "": 0}
-
-    def comm_ends(p):
-        raw = p.get("raw") or {}
-        if "span_phase" not in raw:
-            return None
-        sel = raw["span_phase"] == 3
-        df = pd.DataFrame({"step": raw["span_step"][sel], "end": raw["span_end_ns"][sel]})
-        return df.groupby("step")["end"].max()
-
-    ref = comm_ends(hosts[names[0]][0])
-    offsets = {names[0]: 0}
-    for h in names[1:]:
-        e = comm_ends(hosts[h][0])
-        if ref is None or e is None:
-            offsets[h] = 0
-            continue
-        both = pd.concat([ref, e], axis=1, join="inner").dropna()
-        offsets[h] = int(np.median(both.iloc[:, 0] - both.iloc[:, 1])) if len(both) else 0
-    return offsets
+    """Per host, ns to add to its timestamps to put them on the lowest rank's host's clock. Same host: 0."""
+    return clock_alignment(parts).offsets
