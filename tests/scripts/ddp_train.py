@@ -1,5 +1,6 @@
 """A small DDP training script (gloo, CPU) as torchrun runs it. Rank `--slow-rank`'s data loads
-slower by construction; `--crash-rank` raises at step `--crash-at`."""
+slower by construction; `--crash-rank` raises at step `--crash-at`. Under srun without torchrun it
+takes its rank from Slurm's variables, as Slurm scripts do."""
 import argparse
 import os
 import time
@@ -45,19 +46,25 @@ def main():
     p.add_argument("--slow-rank", type=int, default=1)
     p.add_argument("--delay", type=float, default=0.0025)
     p.add_argument("--compute-delay", type=float, default=0.0, help="seconds the slow rank's forward takes longer")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--hidden", type=int, default=256, help="the hidden layer's width: compute per item")
     p.add_argument("--crash-rank", type=int, default=-1)
     p.add_argument("--crash-at", type=int, default=10)
     p.add_argument("--hard", action="store_true", help="die by SIGKILL (as the OOM killer does): no cleanup at all")
     args = p.parse_args()
+    if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:
+        # Under srun (no torchrun), as Slurm scripts do: torch's env:// reads RANK and WORLD_SIZE.
+        os.environ.update(RANK=os.environ["SLURM_PROCID"], WORLD_SIZE=os.environ["SLURM_NTASKS"],
+                          LOCAL_RANK=os.environ.get("SLURM_LOCALID", "0"))
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     torch.manual_seed(0)
     torch.set_num_threads(1)
     slow = args.compute_delay if rank == args.slow_rank else 0.0
-    model = DDP(nn.Sequential(nn.Linear(64, 256), Slow(slow), nn.ReLU(), nn.Linear(256, 4)))
+    model = DDP(nn.Sequential(nn.Linear(64, args.hidden), Slow(slow), nn.ReLU(), nn.Linear(args.hidden, 4)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    ds = Data(args.steps * 8 * dist.get_world_size(), args.delay if rank == args.slow_rank and not slow else 0.0)
-    loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, shuffle=False))
+    ds = Data(args.steps * args.batch * dist.get_world_size(), args.delay if rank == args.slow_rank and not slow else 0.0)
+    loader = DataLoader(ds, batch_size=args.batch, sampler=DistributedSampler(ds, shuffle=False))
     for step, (x, y) in enumerate(loader):
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()

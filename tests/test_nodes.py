@@ -1,0 +1,79 @@
+"""A job across two machines, simulated on this one (tests/nodes.py): two nodes, each its own hostname and a
+monotonic clock two hours from the other's, two gloo ranks each under torchrun --nnodes 2, node1 slowed from
+outside. Each node runs `perfcore run` into its own folder, as on machines that share no disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nodes import NODE_OFFSET_S, namespaces_unavailable, plan_nodes, run_job
+from perfcore.analysis.labels import LABELS
+from perfcore.analysis.nodes import ClockSource, NodeState, RankSteps, align_clocks, job_nodes, rank_events
+from perfcore.report.reader import load_part
+
+# The slowed node computes several times longer than the other (it is held stopped 3/4 of the time): a
+# batch this size makes its compute, not gloo's wake-ups on a busy machine, what the other node waits for.
+WORK = ("--batch", "1024", "--hidden", "2048")
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    why = namespaces_unavailable()
+    if why:
+        pytest.skip(f"cannot simulate nodes here: {why}")
+    tmp = tmp_path_factory.mktemp("nodes")
+    return run_job(tmp, nodes=plan_nodes(2, slow=1), launcher="torchrun", steps=30, script_args=WORK)
+
+
+def _parts(folder: Path):
+    return [load_part(d) for d in sorted(folder.glob("parts/rank*"))]
+
+
+def test_each_node_ran_as_a_machine_of_its_own(job):
+    for la in job.launches:
+        assert la.returncode == 0, la.stderr[-3000:]
+    node0, node1 = (_parts(la.out) for la in job.launches)
+    assert {(d["host"], d["rank"], d["world_size"]) for d, _, _ in node0} == {("node0", 0, 4), ("node0", 1, 4)}
+    assert {(d["host"], d["rank"], d["world_size"]) for d, _, _ in node1} == {("node1", 2, 4), ("node1", 3, 4)}
+    # The steps started together, on clocks NODE_OFFSET_S apart.
+    gap_s = (node1[0][2]["step_start_ns"][0] - node0[0][2]["step_start_ns"][0]) / 1e9
+    assert gap_s == pytest.approx(NODE_OFFSET_S, abs=60)
+
+
+def test_clocks_are_aligned_by_the_collectives_to_the_true_offset(job):
+    parts = [p for la in job.launches for p in _parts(la.out)]
+    al = align_clocks([rank_events(raw, doc["host"], doc["rank"]) for doc, _, raw in parts])
+    assert al.reference == "node0"
+    n1 = al.hosts[1]
+    assert n1.source is ClockSource.COLLECTIVES and n1.steps >= 25
+    # The namespaces' clocks are exactly NODE_OFFSET_S apart: the estimate is within 1 ms of that, or, where
+    # this machine's load makes the collectives' ends noisier than that, within the spread it measured
+    # and states (the per-step gaps' robust sigma: 0.3-0.7 ms on a quiet run here, 6 ms beside a test run).
+    tolerance = max(1_000_000, n1.spread_ns)
+    assert abs(n1.offset_ns + NODE_OFFSET_S * 10**9) <= tolerance, (n1, al)
+    # On one clock, the nodes' collective ends of one step line up as closely (the median step).
+    assert al.residual_steps >= 25 and al.residual_ns <= tolerance, al
+
+
+def test_the_slow_node_is_named_and_the_other_waits_for_it(job):
+    ranks = []
+    for la in job.launches:
+        for doc, steps, _ in _parts(la.out):
+            m = steps[~steps["warmup"].to_numpy(dtype=bool)]
+            ranks.append(
+                RankSteps(
+                    doc["host"], doc["rank"], m["wall_ms"].to_numpy(), {lb: m[f"{lb}_ms"].to_numpy() for lb in LABELS}
+                )
+            )
+    nodes = job_nodes(ranks)
+    states = {n.host: n.state for n in nodes.nodes}
+    assert states == {"node0": NodeState.WAITING, "node1": NodeState.SLOW}, nodes
+    slow = nodes.slow
+    assert slow.host == "node1" and slow.rank in (2, 3)
+    # Held stopped, it is slower in what it does itself (its compute dominates), never in comm.
+    assert slow.excess_label == "compute" and slow.work_ms > 1.3 * slow.others_work_ms, slow
+    assert slow.waiting_host == "node0" and slow.wait_share > 0.2
+    assert np.isclose(sum(nodes.nodes[1].breakdown_fraction.values()), 1.0)
