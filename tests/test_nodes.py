@@ -77,3 +77,59 @@ def test_the_slow_node_is_named_and_the_other_waits_for_it(job):
     assert slow.excess_label == "compute" and slow.work_ms > 1.3 * slow.others_work_ms, slow
     assert slow.waiting_host == "node0" and slow.wait_share > 0.2
     assert np.isclose(sum(nodes.nodes[1].breakdown_fraction.values()), 1.0)
+
+
+def _merge(job, out):
+    import subprocess
+    import sys
+
+    folders = [str(la.out) for la in job.launches]
+    return subprocess.run([sys.executable, "-m", "perfcore", "merge", *folders, "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def merged(job, tmp_path_factory):
+    out = tmp_path_factory.mktemp("merged") / "job"
+    return _merge(job, out), out
+
+
+def test_perfcore_merge_of_the_nodes_folders_is_one_job_of_four_ranks(merged):
+    import json
+
+    p, out = merged
+    # torchrun's agent on each node left a part with no rank and no step: not a run to refuse.
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert [(r["rank"], r["host"]) for r in doc["ranks"]] == [(0, "node0"), (1, "node0"), (2, "node1"), (3, "node1")]
+    assert doc["missing_ranks"] == [] and doc["world_size"] == 4
+    assert doc["clocks"]["reference"] == "node0" and doc["clocks"]["hosts"][1]["source"] == "collectives"
+    assert doc["clock_offsets_ns"]["node1"] == doc["clocks"]["hosts"][1]["offset_ns"]
+    assert doc["nodes"]["slow_node"]["host"] == "node1"
+    assert [n["state"] for n in doc["nodes"]["nodes"]] == ["waiting", "slow"]
+
+
+def test_the_merged_trace_puts_the_nodes_collectives_on_one_clock(merged):
+    import json
+
+    _, out = merged
+    doc = json.loads((out / "run.json").read_text())
+    trace = json.loads((out / "trace.json").read_text())["traceEvents"]
+    host_of = {}
+    for e in trace:
+        if e.get("name") == "process_name" and e["args"]["name"].endswith(" host"):
+            rank = int(e["args"]["name"].split()[1])
+            host_of[e["pid"]] = next(r["host"] for r in doc["ranks"] if r["rank"] == rank)
+    ends: dict[str, dict[int, dict[int, float]]] = {}  # host -> step -> pid -> last comm end (us)
+    for e in trace:
+        if e.get("name") == "comm" and e.get("cat") == "host" and e["pid"] in host_of:
+            per = ends.setdefault(host_of[e["pid"]], {}).setdefault(e["args"]["step"], {})
+            per[e["pid"]] = max(per.get(e["pid"], -np.inf), e["ts"] + e["dur"])
+    names = {e["args"]["name"] for e in trace if e.get("name") == "process_name"}
+    assert {"rank 0 (node0) host", "rank 3 (node1) host", "rank 3 (node1) GPU"} <= names
+    steps = sorted(set(ends["node0"]) & set(ends["node1"]))
+    assert len(steps) >= 25
+    # Per step, each node's earliest rank (lateness only adds): the two nodes' ends on the trace's one clock.
+    gaps_ms = [abs(min(ends["node0"][s].values()) - min(ends["node1"][s].values())) / 1e3 for s in steps]
+    tolerance_ms = max(1.0, doc["clocks"]["hosts"][1]["spread_ns"] / 1e6)
+    assert np.median(gaps_ms) <= tolerance_ms, (gaps_ms, tolerance_ms)

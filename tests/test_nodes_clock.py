@@ -217,3 +217,19 @@ def test_merge_ranks_adds_the_clocks_and_the_nodes_where_ranks_run_on_two_hosts(
     for p in parts:
         p["doc"]["host"] = "a"
     assert "nodes" not in merge_ranks(parts) and "clocks" not in merge_ranks(parts)
+
+
+def test_the_launchers_of_two_nodes_beside_their_ranks_are_one_job():
+    from perfcore.analysis.ranks import job_problem
+
+    def part(rank, host, pid, steps):
+        return {"doc": {"rank": rank, "world_size": 4 if rank is not None else None, "host": host, "pid": pid,
+                        "steps": steps, "warmup_steps": 0, "nested_in": None}}
+
+    # torchrun's agent on each node imports torch and writes a part of its own: no rank, no step.
+    job = [part(None, "node0", 10, 0), part(0, "node0", 11, 30), part(1, "node0", 12, 30),
+           part(None, "node1", 10, 0), part(2, "node1", 11, 30), part(3, "node1", 12, 30)]
+    assert job_problem(job) is None
+    # A process without a rank that trained is a run of its own beside the job's ranks.
+    alone = part(None, "node1", 13, 30)
+    assert job_problem([*job, alone]) == {"reason": "no_rank", "count": 1, "parts": [["node1", 13]]}

@@ -182,7 +182,8 @@ def job_problem(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Why these parts cannot be the ranks of one job, or None, as a reason and its figures
     (report.rank_words.job_problem_words says it): two parts claiming one rank from different runs
     (two jobs' folders merged: rank_claimed_twice, with the two (host, pid)), processes without a rank
-    beside others (no_rank, with up to 3 of them), or ranks that disagree on the job's size (world_sizes)."""
+    that stepped beside others (no_rank, with up to 3 of them), or ranks that disagree on the job's size
+    (world_sizes)."""
     seen: dict[int, tuple] = {}
     for p in parts:
         d = p["doc"]
@@ -194,9 +195,11 @@ def job_problem(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
             return {"reason": "rank_claimed_twice", "rank": r, "parts": [list(seen[r]), list(who)]}
         seen[r] = who
     # A process without a rank is a run of its own (its own subprocesses aside): two of them, or one
-    # beside ranks, are separate runs.
-    single = [p["doc"] for p in parts if p["doc"].get("rank") is None and p["doc"].get("nested_in") is None]
-    if single and len(parts) - sum(p["doc"].get("nested_in") is not None for p in parts) > 1:
+    # beside ranks, are separate runs. One that saw no step is no run: a launcher (torchrun's agent on
+    # each node) that imported torch to start the ranks.
+    runs = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
+    single = [p["doc"] for p in runs if p["doc"].get("rank") is None and p["doc"].get("nested_in") is None]
+    if single and len(runs) - sum(p["doc"].get("nested_in") is not None for p in runs) > 1:
         who = [[d.get("host"), d.get("pid")] for d in single[:3]]
         return {"reason": "no_rank", "count": len(single), "parts": who}
     sizes = {p["doc"].get("world_size") for p in parts if p["doc"].get("world_size")}
