@@ -2,8 +2,9 @@
 
 One process track per rank (host threads inside it; the sampled host lines as instant events on the
 training thread's track, each naming the user's function and file:line), one per GPU of a rank (a thread per CUDA
-stream), and a `steps` track: every step with its breakdown in its args, or past MAX_STEP_EVENTS
-steps one event per bin of consecutive steps (their mean breakdown). The intervals are those the
+stream), each named with its node where the ranks ran on several, and a `steps` track: every step with its
+breakdown in its args, or past MAX_STEP_EVENTS steps (past MAX_JOB_STEP_EVENTS shared by all processes,
+STEP_EVENTS_FLOOR at least each) one event per bin of consecutive steps (their mean breakdown). The intervals are those the
 run kept: every step's, up to the recording's cap (analysis.detail: 10,000 steps or 200,000
 intervals), then a window of steps; and at most `max_events` of them (shared by the processes),
 the first steps' and the window's. `otherData.processes` says, per process, which steps' intervals
@@ -23,6 +24,7 @@ __all__ = ["build_trace", "write_trace", "line_events", "MAX_EVENTS", "MAX_STEP_
 
 MAX_EVENTS = 400_000  # interval events in one trace, all processes together
 MAX_STEP_EVENTS = 10_000  # step events per process; past it, bins of consecutive steps
+MAX_JOB_STEP_EVENTS, STEP_EVENTS_FLOOR = 160_000, 1_000  # all processes' together, and each one's least
 _WRITE_EVENTS = 4096  # events encoded at a time when the trace is written
 MAX_LINE_EVENTS = 200_000  # host-line samples per process (the first ones of the steps whose intervals are in)
 TABLES = (
@@ -238,18 +240,24 @@ def _events(
     _WRITE_EVENTS), appending each process's description to `about`: a writer holds one list."""
     t0 = _t0(parts)
     budget = max(1, max_events // max(1, len(parts)))
+    # A job across machines: each process named with its node too.
+    hosts = {p.get("doc", {}).get("host") for p in parts}
+    # Many ranks share the steps tracks' events as they share the intervals' (never under a bin per
+    # STEP_EVENTS_FLOOR steps' worth).
+    per_process = min(max_step_events, max(STEP_EVENTS_FLOOR, MAX_JOB_STEP_EVENTS // max(1, len(parts))))
     for i, p in enumerate(parts):
         raw, pid, gpu_pid = p["raw"], 2 * i + 1, 2 * i + 2
+        name = f"{p['label']} ({p['doc'].get('host')})" if len(hosts) > 1 else p["label"]
         yield [
-            {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{p['label']} host"}},
-            {"name": "process_name", "ph": "M", "pid": gpu_pid, "args": {"name": f"{p['label']} GPU"}},
+            {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{name} host"}},
+            {"name": "process_name", "ph": "M", "pid": gpu_pid, "args": {"name": f"{name} GPU"}},
         ]
         # Views where the arrays are int64 already: a copy of every step's start and wall is 16 B a step.
         s0, wall = np.asarray(raw["step_start_ns"], np.int64), np.asarray(raw["step_wall_ns"], np.int64)
         n = min(len(s0), len(p["steps"]))
         s0, wall = s0[:n], wall[:n]
         masks, kept, why = _choose(raw, s0, wall, budget)
-        track, track_text = _step_events(p["steps"], s0, wall, pid, t0, kept, max_step_events)
+        track, track_text = _step_events(p["steps"], s0, wall, pid, t0, kept, per_process)
         yield track
         del track
         about.append(
