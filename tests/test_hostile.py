@@ -193,14 +193,28 @@ def live_process():
     proc.wait()
 
 
-def marked(out: Path, pid: int) -> None:
+def marked(out: Path, pid: int, started: bool = True) -> None:
+    """The marker a perfcore of pid `pid` writes: with when that process started (started=False: a marker
+    of an earlier version, which had only the pid)."""
     import socket
 
+    from perfcore import untrusted
     from perfcore.run.parent.folder import MARKER
 
     out.mkdir(parents=True, exist_ok=True)
     jsonio.write(out / MARKER, {"schema": "perfcore.folder/1", "kind": "run", "host": socket.gethostname(),
-                                "pid": pid, "token": "another-perfcore"})
+                                "pid": pid, "token": "another-perfcore",
+                                **({"started": untrusted.start_ticks(pid)} if started else {})})
+
+
+def script_of(out: Path) -> subprocess.Popen:
+    """A live process as perfcore run starts a script: with its settings file, in `out`, named."""
+    from perfcore.run.protocol import ENV_CHILD_CONFIG
+
+    env = {**os.environ, ENV_CHILD_CONFIG: str(out.resolve() / ".perfcore-child-0123.json")}
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env)
+    time.sleep(0.05)
+    return proc
 
 
 def test_report_on_a_live_run_says_so_and_writes_nothing(tmp_path, live_process):
@@ -218,24 +232,73 @@ def test_report_on_a_live_run_says_so_and_writes_nothing(tmp_path, live_process)
     assert res.exit_code == 0 and (out / "run.json").is_file(), res.output
 
 
-def test_report_sees_the_script_alive_after_perfcore_died(tmp_path, live_process):
+def test_report_sees_the_script_alive_after_perfcore_died(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     out = unfinished(tmp_path / "r")
     marked(out, int(dead.stdout))
-    (out / "progress").mkdir()
-    jsonio.write(out / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": live_process.pid})
-    res = invoke("report", out)
-    assert res.exit_code == 1 and f"its script (pid {live_process.pid}) is alive" in res.stderr, res.output
-    assert not (out / "run.json").exists()
+    script = script_of(out)
+    try:
+        (out / "progress").mkdir()
+        jsonio.write(out / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": script.pid})
+        res = invoke("report", out)
+        assert res.exit_code == 1 and f"its script (pid {script.pid}) is alive" in res.stderr, res.output
+        assert not (out / "run.json").exists()
+    finally:
+        script.kill()
+        script.wait()
 
 
-def test_a_pid_reused_since_the_folder_was_written_is_not_its_run(tmp_path, live_process):
+@pytest.mark.parametrize("named", ["pid1", "another_process", "old_marker_of_another_process"])
+def test_a_live_process_that_is_not_the_runs_never_keeps_a_folder_going(tmp_path, live_process, named):
+    """A progress file naming pid 1 (or any live process that is not a script of this run), or a marker
+    naming a live process that is no perfcore, made `perfcore report` refuse forever ("still going")."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     out = unfinished(tmp_path / "r")
-    marked(out, live_process.pid)
+    if named == "old_marker_of_another_process":
+        marked(out, live_process.pid, started=False)
+    else:
+        marked(out, int(dead.stdout))
+        (out / "progress").mkdir()
+        pid = 1 if named == "pid1" else live_process.pid
+        jsonio.write(out / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": pid})
+    res = invoke("report", out)
+    assert res.exit_code == 0 and (out / "run.json").is_file(), res.output
+
+
+def test_a_huge_marker_or_progress_file_is_never_read_whole(tmp_path):
+    from perfcore.run.parent.folder import MARKER, live_run, marker_of
+
+    out = unfinished(tmp_path / "r")
+    with open(out / MARKER, "wb") as fh:
+        fh.truncate(512 << 20)  # 512 MiB: read whole it took 1 GB
+    (out / "progress").mkdir()
+    with open(out / "progress" / "pid4242.json", "wb") as fh:
+        fh.truncate(512 << 20)
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        assert marker_of(out) is None and live_run(out) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak
+
+
+@pytest.mark.parametrize("marker", ["started_elsewhen", "older_than_the_process"])
+def test_a_pid_reused_since_the_folder_was_written_is_not_its_run(tmp_path, live_process, marker):
+    from perfcore import untrusted
     from perfcore.run.parent.folder import MARKER
 
-    old = time.time() - 3600  # the marker predates the live process: that pid is someone else's now
-    os.utime(out / MARKER, (old, old))
+    out = unfinished(tmp_path / "r")
+    if marker == "started_elsewhen":  # the marker says when its perfcore started: not when this process did
+        marked(out, live_process.pid)
+        doc = json.loads((out / MARKER).read_text())
+        jsonio.write(out / MARKER, {**doc, "started": untrusted.start_ticks(live_process.pid) - 100})
+    else:  # an earlier version's marker, older than the live process: that pid is someone else's now
+        marked(out, live_process.pid, started=False)
+        old = time.time() - 3600
+        os.utime(out / MARKER, (old, old))
     res = invoke("report", out)
     assert res.exit_code == 0, res.output
 
