@@ -292,6 +292,42 @@ def _take_failed(out: Path, mark: dict, kind: str) -> bool:
         (out / claim).unlink(missing_ok=True)
 
 
+def drop_dead_settings(out: Path) -> list[str]:
+    """Removes the settings files (and the claim beside each) that the perfcore which made this folder
+    wrote for its script, once that perfcore is gone (killed before it could remove them): each only
+    where the folder's manifest, written by that perfcore, lists it and it is unchanged. Returns the
+    names removed; anything else stays, whatever its name."""
+    from perfcore.run.protocol import CONFIG_PREFIX, CONFIG_SUFFIX
+
+    out = Path(out)
+    mark = marker_of(out)
+    if mark is None or mark.get("host") != socket.gethostname() or not isinstance(mark.get("token"), str):
+        return []
+    try:
+        if _perfcore_alive(mark, (out / MARKER).lstat().st_mtime):
+            return []  # its own files, which it removes when its script ends
+    except OSError:
+        return []
+    manifest = untrusted.read_manifest(out, mark["token"])
+    removed: list[str] = []
+    for e in (manifest or {"files": []})["files"]:
+        name = e["name"]
+        if "/" in name or not (name.startswith(CONFIG_PREFIX) and name.endswith(CONFIG_SUFFIX)):
+            continue
+        if not untrusted.matches(out, e) or untrusted.remove_listed(out, {"files": [e], "dirs": []}):
+            continue
+        removed.append(name)
+        # The claim the script's first Python made beside it holds that process's pid and nothing else.
+        outer = name[: -len(CONFIG_SUFFIX)] + ".outer"
+        try:
+            if re.fullmatch(rb"[0-9]{0,10}", read_file(out / outer, 64, "claim")):
+                (out / outer).unlink()
+                removed.append(outer)
+        except (Refused, OSError):
+            pass
+    return removed
+
+
 def _fresh(parent: Path, kind: str) -> Path:
     for _ in range(64):
         out = default_out(kind, parent)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perfcore.errors import RunFailed, UsageError
-from perfcore.run.parent.folder import mark_failed, prepare_out
+from perfcore.run.parent.folder import mark_failed, prepare_out, remember
 from perfcore.run.parent.outcome import oom_kills
 from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
@@ -194,13 +194,15 @@ def child_env(config_path: Path | None = None) -> dict[str, str]:
 
 def run_instrumented(cmd: list[str], config: protocol.ChildConfig, **kw: Any) -> int:
     """run_child with perfcore's instrumentation: the configuration written into the run folder for the
-    script's lifetime, and removed once it has ended (perfcore's own file; the finish never sees it)."""
+    script's lifetime, and removed once it has ended (perfcore's own file; the finish never sees it). It is
+    listed in the folder's manifest, so that a perfcore killed meanwhile leaves a file the finisher can
+    prove is its own (folder.drop_dead_settings)."""
     written = config.write()
     try:
+        remember(Path(written.run_dir), [written.path])
         return run_child(cmd, child_env(written.path), **kw)
     finally:
-        for f in written.files():
-            f.unlink(missing_ok=True)
+        written.release()
 
 
 def _tty_sent(signum: int) -> bool:
