@@ -493,6 +493,44 @@ def test_html_replaces_only_a_page_perfcore_wrote(tmp_path):
     assert again.exit_code == 0 and "perfcore compare" in page.read_text(), again.output
 
 
+@pytest.mark.parametrize("flag", ["--html", "--json"])
+def test_html_and_json_into_a_named_pipe_write_into_it_never_replace_it(tmp_path, flag):
+    import stat
+    import threading
+
+    a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    # A daemon: where the pipe is replaced, nothing ever writes the pipe this reader waits on.
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    res = invoke("compare", a, b, flag, fifo)
+    reader.join(timeout=60)
+    assert res.exit_code == 0, res.output
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the user's named pipe was replaced by a regular file"
+    assert ("perfcore compare" in got[0]) if flag == "--html" else json.loads(got[0])["schema"].startswith("perfcore")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "pipe"]  # no temporary file beside it
+
+
+def test_report_html_cleans_what_the_terminal_cleans(tmp_path):
+    """A hostile script name's escape sequences and right-to-left overrides: gone from report.html as from
+    the terminal, for a run page and a compare page alike."""
+    from perfcore.report.html import write_report
+    from perfcore.report.reader import load_run
+
+    a, b = poisoned(tmp_path / "a"), poisoned(tmp_path / "b", compute_ms=9.0)
+    doc = json.loads((a / "run.json").read_text())
+    doc["command"] = ["python", f"train\u202e{ESC}yp.exe\u2066\u2069"]
+    jsonio.write(a / "run.json", doc)
+    write_report(a, *load_run(a))
+    page = (a / "report.html").read_text()
+    assert "train" in page and controls(page.replace("\n", "").replace("\t", "")) == []
+    res = invoke("compare", a, b, "--html", tmp_path / "c.html")
+    assert res.exit_code == 0, res.output
+    assert controls((tmp_path / "c.html").read_text().replace("\n", "").replace("\t", "")) == []
+
+
 # ---- a launcher's variables left in the shell
 
 

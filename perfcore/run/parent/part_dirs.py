@@ -97,8 +97,9 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
         import pyarrow  # noqa: F401
     except ImportError:
         return
-    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp:
-        part["steps"].to_parquet(tmp, index=False)
+    # A file object, not a path: pyarrow cannot take a path holding a byte that is not UTF-8.
+    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp, open(tmp, "wb") as fh:
+        part["steps"].to_parquet(fh, index=False)
     files["steps.parquet"] = "steps.parquet"
 
 
