@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from perfcore.errors import RunFailed, UsageError
 from perfcore.run.parent.folder import mark_failed, prepare_out, remember
-from perfcore.run.parent.outcome import oom_kills
+from perfcore.run.parent.outcome import oom_kills, results_lost
+from perfcore.run.parent.part_dirs import lost_results
 from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
 
@@ -375,9 +376,13 @@ def run_command(  # noqa: PLR0913
     with _finishing():
         try:
             doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
-        except RunFailed:
-            mark_failed(out)  # no results: the next run of this user may take the folder
-            raise
+        except RunFailed as e:
+            lost = lost_results(out)
+            if lost is None:
+                mark_failed(out)  # no results: the next run of this user may take the folder
+                raise
+            # Steps it could not write (a full disk): said so, and the folder is never offered to the next run.
+            raise RunFailed(results_lost(e.exit_code, lost, out), exit_code=e.exit_code) from None
     return rc, doc, out
 
 
