@@ -671,10 +671,56 @@ def _own_html(f: Path, s: Path) -> None:
     (f / "report.html").write_text(f"<div class='perfcore'>{SCRIPT}</div></body>")
 
 
+def _checkpoint_only(f: Path, kinds: list[str], table_bytes: int, declared: int) -> Path:
+    """A killed run's part: only its checkpoint, a run.json describing steps.i64."""
+    ck = f / "parts" / "pid4242" / "checkpoint"
+    ck.mkdir(parents=True)
+    cols = ["step", "wall_ms", "load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms", "warmup"]
+    jsonio.write(ck / "run.json", {
+        "schema": "perfcore.run/1", "backend": "host", "device": "cpu", "steps": declared - 1, "warmup_steps": 1,
+        "pid": 4242, "rank": None, "argv": [], "exit": {"reason": "killed before writing its results"},
+        "checkpoint": {"steps": declared, "table": "steps.i64", "columns": cols, "kinds": kinds,
+                       "table_bytes": table_bytes}})
+    return ck
+
+
+def _linked_table(f: Path, s: Path) -> None:
+    """Every column an integer, the table a link to another file: its bytes would come back as step values."""
+    (s / "victim.txt").write_bytes(os.urandom(640))
+    (_checkpoint_only(f, ["i"] * 8, 640, 10) / "steps.i64").symlink_to(s / "victim.txt")
+
+
+def _sparse_table(f: Path, s: Path) -> None:
+    """A sparse steps.i64 (a few bytes in a tarball) whose run.json claims all of it."""
+    ck = _checkpoint_only(f, ["i", "ms", "ms", "ms", "ms", "ms", "ms", "b"], 64 << 20, (64 << 20) // 64)
+    with open(ck / "steps.i64", "wb") as fh:
+        fh.truncate(64 << 20)
+
+
+def _not_the_runs_pid(f: Path, s: Path) -> None:
+    """A killed run whose progress file names pid 1: alive forever, and no process of the run."""
+    unfinished(f)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    marked(f, int(dead.stdout))
+    (f / "progress").mkdir()
+    jsonio.write(f / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": 1})
+
+
+def _planted_settings(f: Path, s: Path) -> None:
+    """A killed run's folder holding a settings file its perfcore never listed as its own (planted, or the
+    user's): the finisher removes only what the folder's manifest lists."""
+    unfinished(f)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    marked(f, int(dead.stdout))
+    (f / ".perfcore-child-0123abcd.json").write_text('{"mine": true}')
+    (f / ".perfcore-child-0123abcd.outer").write_text("4242")
+
+
 CLASSES = {"paths_everywhere": _paths_everywhere, "paths_in_parts": _paths_in_parts, "bad_rank": _bad_rank,
            "links_at_outputs": _links_at_outputs, "links_under_parts": _links_under_parts,
            "linked_parts": _linked_parts, "finished_links": _finished_links, "controls": _controls,
-           "live": _live, "own_html": _own_html}
+           "live": _live, "own_html": _own_html, "linked_table": _linked_table, "sparse_table": _sparse_table,
+           "not_the_runs_pid": _not_the_runs_pid, "planted_settings": _planted_settings}
 
 
 def _run(command: str, f: Path, tmp_path: Path) -> tuple[str, str]:
@@ -719,6 +765,13 @@ def test_catalogue(tmp_path, kind, command):
     assert controls(printed) == []
     if kind == "own_html":
         assert "window.owned" not in pages
+    if kind in ("linked_table", "sparse_table"):  # refused in one line: nothing of either table becomes steps
+        assert not (f / "run.json").exists() and not (tmp_path / "merged" / "run.json").exists()
+    if kind == "not_the_runs_pid" and command == "report":
+        assert (f / "run.json").is_file()  # finished: pid 1 is no process of its run
+    if kind == "planted_settings":
+        assert (f / ".perfcore-child-0123abcd.json").read_text() == '{"mine": true}'
+        assert (f / ".perfcore-child-0123abcd.outer").read_text() == "4242"
     for page in re.split(r"(?=<!DOCTYPE html>)|(?=<div class='perfcore')", pages):
         # perfcore's own elements only (its data block, then uPlot and its script): nothing injected runs.
         assert set(re.findall(r"<script[^>]*>", page)) <= {"<script type='application/json' class='pc-data'>",
