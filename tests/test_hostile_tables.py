@@ -118,3 +118,23 @@ def test_report_on_a_sparse_table_fails_in_one_line_through_the_cli(tmp_path):
     assert p.returncode == 1 and "has holes" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert time.perf_counter() - t0 < 60
     assert not (out / "run.json").exists()
+
+
+def test_a_raw_part_is_never_read_through_a_link(tmp_path):
+    from perfcore.run.part_files import RAW_SCHEMA, finish_raw
+    from perfcore.untrusted import Refused
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "raw.json").write_text(json.dumps({"schema": RAW_SCHEMA, "recording": {}, "facts": {}}))
+    np.savez(elsewhere / "raw.npz", x=np.arange(3))
+    part = tmp_path / "parts" / "pid7"
+    part.mkdir(parents=True)
+    for name in ("raw.json", "raw.npz"):
+        (part / name).symlink_to(elsewhere / name)
+    with pytest.raises(Refused, match="raw.json: is a link"):
+        finish_raw(part)
+    (part / "raw.json").unlink()
+    (part / "raw.json").write_text((elsewhere / "raw.json").read_text())
+    with pytest.raises(Refused, match="raw.npz: is a link"):
+        finish_raw(part)
