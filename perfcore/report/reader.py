@@ -332,6 +332,10 @@ def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows:
         raise _bad(path.with_name("run.json"), f"is corrupt: its checkpoint's table has no column {missing[0]!r}", 1)
     width = 8 * len(cols)
     vouched = checkpoint.get("table_bytes")
+    if vouched is None:
+        raise _bad(
+            path.with_name("run.json"), "is corrupt: its checkpoint does not say how much of its table is its", 1
+        )
     if isinstance(vouched, bool) or not isinstance(vouched, int) or vouched < 0 or vouched % width:
         raise _bad(path.with_name("run.json"), "is corrupt: its checkpoint vouches for no whole rows of its table", 1)
     if vouched // width > declared_rows:
