@@ -322,7 +322,8 @@ def capture_stats(engine) -> dict[str, Any]:
             engine.notes.append(
                 f"{ss['capturing']} GPU phase(s) ran while their stream was being captured into a "
                 "CUDA graph (torch.cuda.graph, make_graphed_callables): not timed, since the "
-                "capture records work rather than running it; the graph's replays are"
+                "capture records work rather than running it; the graph's replays, which run outside the "
+                "capture, are timed as the phases they run in"
             )
         if ss.get("unreadable"):
             engine.notes.append(
