@@ -135,3 +135,38 @@ def test_device_copies_and_memsets_are_device_work_not_transfer(C):
     assert sorted(k["name"]) == sorted(["k", "Memcpy DtoD (Device -> Device)", "Memcpy PtoP (Device -> Device)",
                                         MEMSET_NAME])
     assert not k["comm"].any() and (k["phase_id"] == -1).all()
+
+
+# -- graph replays whose kernels reach a drain before their launch call's record --------------------
+def _graph_launches(*starts):
+    """cudaGraphLaunch API records (runtime cbid 311) on one thread at these host times."""
+    return pd.DataFrame({"start_ns": list(starts), "end_ns": [s + 2 for s in starts], "driver": [0] * len(starts),
+                         "cbid": [311] * len(starts), "thread_id": [MAIN] * len(starts)})
+
+
+@pytest.mark.parametrize("nodes", [False, True], ids=["runs of one id", "node ids"])
+def test_a_replay_seen_before_its_launch_does_not_shift_the_later_ones(nodes):
+    from perfcore.capture.launches import GraphReplays
+
+    # Four launches at 10, 20, 30, 40 of one graph (two kernel nodes); the first replay's kernels
+    # complete in a buffer that drains before the buffer with the launch calls. Before the fix the
+    # first replay left its launch in the queue and every later one took its predecessor's:
+    # [-1, 10, 20, 30] for [10, 20, 30, 40], for the rest of the session.
+    g = GraphReplays()
+    node = (lambda k: np.array([7, 8] * k)) if nodes else (lambda k: None)
+    first = g.launch_of(np.array([90, 90]), np.array([1, 1]), np.array([15, 16]), node(1))
+    g.add_launches(_graph_launches(10, 20, 30, 40))
+    rest = g.launch_of(np.array([91, 91, 92, 92, 93, 93]), np.array([1] * 6), np.array([25, 26, 35, 36, 45, 46]),
+                       node(3))
+    assert list(first) == [-1, -1]  # drained before any launch was known
+    assert list(rest) == [20, 20, 30, 30, 40, 40]
+    assert g.matched == 4
+
+
+def test_the_rest_of_a_replay_split_before_its_launch_gets_the_launch():
+    from perfcore.capture.launches import GraphReplays
+
+    g = GraphReplays()
+    g.launch_of(np.array([0]), np.array([1]), np.array([15]), np.array([7]))  # node 7 of replay 0 only
+    g.add_launches(_graph_launches(10))
+    assert list(g.launch_of(np.array([0]), np.array([1]), np.array([17]), np.array([8]))) == [10]

@@ -60,6 +60,9 @@ class GraphReplays:
         self._last: dict[int, tuple[int, int]] = {}  # graph id -> (correlation id, launch start)
         self._node_runs: dict[tuple[int, int], int] = {}  # (graph, node) -> its runs so far
         self._replay_launch: dict[tuple[int, int], int] = {}  # (graph, replay) -> launch start, recent
+        # Replays seen before their launch call's record (the kernels' buffer completed first): each
+        # owes the queue the launch that comes for it, (first kernel start, how to name its replay).
+        self._owed: list[tuple[int, tuple[str, int, int]]] = []
         self.matched = 0
 
     def add_launches(self, api: pd.DataFrame) -> None:
@@ -78,19 +81,36 @@ class GraphReplays:
             driver = driver[~nested]
         start = np.concatenate([runtime["start_ns"].to_numpy(_I64), driver["start_ns"].to_numpy(_I64)])
         self._pending = np.sort(np.concatenate([self._pending, start]), kind="stable")[-self.MAX_PENDING :]
+        self._pay_owed()
 
-    def _take(self, first_start: np.ndarray) -> np.ndarray:
-        """Launch host start for each new replay (given its first kernel's start), matched to the
-        queued launches in the replays' start order; -1 where none, or where the launch would
-        come after the replay (never true of a right match)."""
+    def _take(self, first_start: np.ndarray, keys: list[tuple[str, int, int]]) -> np.ndarray:
+        """Launch host start for each new replay (given its first kernel's start and its key), matched
+        to the queued launches in the replays' start order; -1 where none, or where the launch would
+        come after the replay (never true of a right match). A replay that finds the queue empty
+        owes it the launch still to come: taken as it arrives, so later replays keep their own."""
         order = np.argsort(first_start, kind="stable")
         n = min(len(order), len(self._pending))
         out = np.full(len(first_start), -1, dtype=_I64)
         took = self._pending[:n]
         out[order[:n]] = np.where(took <= first_start[order[:n]], took, -1)
         self._pending = self._pending[n:]
+        self._owed += [(int(first_start[i]), keys[i]) for i in order[n:]]
+        self._owed = self._owed[-self.MAX_PENDING :]
         self.matched += int((out >= 0).sum())
         return out
+
+    def _pay_owed(self) -> None:
+        """Queued launches to the replays that came before them, oldest first: a launch made before
+        the replay ran is its own; the replay's kernels already drained keep -1, the rest of a replay
+        split across drains gets it."""
+        while self._owed and len(self._pending) and self._pending[0] <= self._owed[0][0]:
+            (_, (how, graph, which)), at = self._owed.pop(0), int(self._pending[0])
+            self._pending = self._pending[1:]
+            if how == "node" and (graph, which) in self._replay_launch:
+                self._replay_launch[(graph, which)] = at
+            elif how == "corr" and self._last.get(graph, (None,))[0] == which:
+                self._last[graph] = (which, at)
+            self.matched += 1
 
     def launch_of(
         self, corr: np.ndarray, graph: np.ndarray, start: np.ndarray, node: np.ndarray | None = None
@@ -112,7 +132,7 @@ class GraphReplays:
             cont[i] = self._last.get(int(g[i]), (None,))[0] == int(c[i])
         fresh = firsts[~cont[firsts]]
         launch = np.full(len(g), -1, dtype=_I64)
-        launch[fresh] = self._take(t[fresh])
+        launch[fresh] = self._take(t[fresh], [("corr", int(g[i]), int(c[i])) for i in fresh])
         for i in graph_first[cont[graph_first]]:
             launch[i] = self._last[int(g[i])][1]
         per_kernel = launch[firsts][np.cumsum(new) - 1]  # every kernel takes its run's launch
@@ -142,7 +162,7 @@ class GraphReplays:
         np.minimum.at(first_start, inverse, t)
         launch = np.array([self._replay_launch.get((int(a), int(b)), -2) for a, b in keys.T], dtype=_I64)
         fresh = launch == -2
-        launch[fresh] = self._take(first_start[fresh])
+        launch[fresh] = self._take(first_start[fresh], [("node", int(a), int(b)) for a, b in keys.T[fresh]])
         for (a, b), at in zip(keys.T, launch):
             self._replay_launch[(int(a), int(b))] = int(at)
         for a in np.unique(keys[0]):  # a replay stays open only until the next ones come
