@@ -317,9 +317,16 @@ class Recording:
                 return False
         self._boundaries.append(t)
         n = len(self._boundaries)
-        if upkeep and (n % COMPACT_EVERY == 0 or gpu.volume_due(self, n)):
+        if upkeep and self.upkeep_due(n):
             self.upkeep(n)
         return True
+
+    def upkeep_due(self, n: int) -> bool:
+        """Whether upkeep(n) is due after step end n: every COMPACT_EVERY steps, or sooner for the volume
+        of records the tracer has decoded (what step() asks inline, for a caller that appends the ends
+        itself: perfcore run's native step clock, between whose settles a loop of microsecond kernels
+        fills the tracer's cap)."""
+        return n % COMPACT_EVERY == 0 or gpu.volume_due(self, n)
 
     def set_boundaries(self, times: Iterable[int]) -> None:
         """Replace the step ends before any step is settled (a step source chosen after the run began)."""
