@@ -103,8 +103,9 @@ void addTestBindings(py::module_& m) {
       .def("create_stream", &FakeRuntime::createStream, py::arg("non_blocking"))
       .def("launch", &FakeRuntime::launch, py::arg("stream"), py::arg("duration_ns"),
            "Queue work of duration_ns on stream now; returns when it ends (host ns).")
-      .def("begin_capture", &FakeRuntime::beginCapture, py::arg("stream"),
-           "cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal).")
+      .def("begin_capture", &FakeRuntime::beginCapture, py::arg("stream"), py::arg("mode") = 0,
+           "cudaStreamBeginCapture(stream, mode) from the calling thread (0 global, 1 thread-local, 2 relaxed).")
+      .def("thread_mode", &FakeRuntime::threadMode, "The calling thread's capture mode (0 global ... 2 relaxed).")
       .def("end_capture", &FakeRuntime::endCapture, "False when a forbidden call invalidated the capture.")
       .def("advance", &FakeRuntime::advance, py::arg("ns"))
       .def("synchronize", [](FakeRuntime& f) {

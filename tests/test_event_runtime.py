@@ -163,6 +163,35 @@ def test_a_step_timer_over_a_captured_forward_finishes_and_says_so(monkeypatch, 
     assert note.endswith("the graph's replays, which run outside the capture, are timed as the phases they run in")
 
 
+def test_the_timer_never_breaks_another_threads_global_capture(C, fake):
+    # Another thread captures a graph on its own stream in global mode (torch.cuda.graph's default);
+    # no phase ever met that stream, so the timer cannot know. Its anchor sync and event queries are
+    # "potentially unsafe" calls, which global mode refuses from every thread while any global
+    # capture runs, invalidating it (the NCCL watchdog's bug, pytorch #104555): they run in relaxed
+    # mode, the thread's own mode put back after.
+    import threading
+
+    rt = fake(manual_clock=True)
+    side, cap = rt.create_stream(non_blocking=True), rt.create_stream(non_blocking=True)
+    t = C.EventTimer()
+    t.begin(1, 0, side)
+    rt.launch(side, 1_000_000)
+    t.end(1, side)
+    other = threading.Thread(target=rt.begin_capture, args=(cap, 0))
+    other.start()
+    other.join()
+    rt.advance(1_500_000_000)  # the anchor is due again: the next phase re-anchors (a synchronize)
+    t.begin(2, 1, side)
+    rt.launch(side, 2_000_000)
+    t.end(2, side)
+    rt.advance(5_000_000)
+    cols = t.resolve(False)  # queries, during the capture
+    assert rt.end_capture(), "the timer invalidated another thread's capture"
+    assert dict(zip(cols["phase_id"].tolist(), cols["gpu_ns"].tolist())) == {1: 1_000_000, 2: 2_000_000}
+    assert t.stream_stats()["unreadable"] == 0 and t.clock_sync()["syncs"] == 2
+    assert rt.thread_mode() == 0  # global again after each relaxed stretch
+
+
 # -- the event clock over a long run ------------------------------------------------------------
 def _placement_errors(C, rt, seconds: float, step_ns: int, resolve_every: int) -> np.ndarray:
     """Phases every step_ns of the fake host clock for `seconds`, resolved every resolve_every
