@@ -34,6 +34,7 @@ class DrainThread {
       stop_ = false;
       requested_ = done_ = 0;
     }
+    held_.store(0);
     pass_ = std::move(pass);
     period_ = std::chrono::milliseconds(periodMs);
     thread_ = std::thread([this] { loop(); });
