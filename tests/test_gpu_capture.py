@@ -591,7 +591,7 @@ def test_cupti_failing_on_an_old_driver_says_so(monkeypatch):
     import perfcore.capture.native_cupti as nc
     from perfcore.errors import CuptiError
 
-    def start(*a):
+    def start(*a, **k):
         raise CuptiError("cuptiSubscribe failed: CUPTI_ERROR_NOT_INITIALIZED; no usable CUDA device or driver", 15)
 
     fake = type("C", (), {"cupti_start": staticmethod(start), "cupti_active": staticmethod(lambda: False)})
