@@ -53,3 +53,21 @@ def test_the_facts_say_what_was_traced_and_how_kernels_found_their_phase():
     assert lean["calibration"]["spread_ns"] == 200.0 and lean["calibration"]["measured"]
     full = Tracing("full", "native-cupti", None, None).facts(steps_traced=3)
     assert full["placement"] == "correlation" and "runtime" in full["kinds"] and not full["calibration"]["measured"]
+
+
+def test_every_run_says_its_tracing_even_when_nothing_was_traced():
+    # The device rows read these figures from every run (--no-kernels, the CPU fallback): nothing traced is
+    # zero cost, zero launches and mode "off", never a missing figure.
+    import perfcore
+
+    t = perfcore.StepTimer(device="cpu", warmup=0)
+    for _ in range(3):
+        with t.compute():
+            pass
+        t.step()
+    doc = t.result()
+    t.close()
+    o = doc["overhead"]
+    assert (o["tracing_ms_per_step"], o["tracing_ns_per_launch"], o["launches_per_step"]) == (0.0, 0.0, 0.0)
+    assert "kernel_tracing" not in o["counted"]
+    assert doc["capture"]["tracing"] == {"mode": "off", "steps_traced": 0, "kinds": [], "launches": 0}

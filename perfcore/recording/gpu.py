@@ -13,6 +13,7 @@ from typing import Any, Callable
 from perfcore._native import capabilities, native
 from perfcore.errors import DeviceUnavailable, PerfcoreError, UsageError
 from perfcore.recording.tracing import Tracing, kernel_mode, probe
+from perfcore.recording.tracing import facts as tracing_facts
 
 KERNEL_BACKENDS = ("auto", "native", "cupti-python")
 
@@ -363,8 +364,7 @@ def capture_stats(engine) -> dict[str, Any]:
             event_clock_uncertainty_ns=int(cs["uncertainty_ns"]),
         )
         out.setdefault("clock_drift_ns", out["event_clock_drift_ns"])  # events place the GPU work
-    if cap.tracing is not None:
-        out["tracing"] = cap.tracing.facts(steps_traced(engine))
+    out["tracing"] = tracing_facts(cap.tracing, steps_traced(engine))
     if cap.kineto is not None:
         out["torch_profiler"] = dict(cap.kineto)
     out["upkeep_errors"] = engine.upkeep_errors
@@ -373,6 +373,8 @@ def capture_stats(engine) -> dict[str, Any]:
 
 def steps_traced(engine) -> int:
     """The steps whose kernels were traced: every one from the tracer's start, until a hand-over."""
+    if engine.gpu.tracing is None:
+        return 0
     handed = engine.gpu.handed_over
     return int(handed["step"]) if handed else int(engine.steps)
 

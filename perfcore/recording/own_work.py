@@ -115,5 +115,5 @@ def beside_steps(
         "material": max(fraction, steady / typical_bare if typical_bare > 0 else 0.0) >= MATERIAL_OVERHEAD,
         # Each a count x a cost measured here (report/words.py says each).
         "counted": ["phases", "own_work", "passed_calls", "sync_calls", "fetches", "sampler"]
-        + (["kernel_tracing"] if "tracing_ms_per_step" in overhead else []),
+        + [c for c in overhead.get("counted", ()) if c == "kernel_tracing"],
     }

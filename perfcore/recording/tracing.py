@@ -36,7 +36,7 @@ import numpy as np
 
 from perfcore.errors import UsageError
 
-__all__ = ["KERNEL_MODES", "kernel_mode", "Tracing", "probe", "PROBE_LAUNCHES", "PROBE_BLOCKS"]
+__all__ = ["KERNEL_MODES", "kernel_mode", "Tracing", "probe", "overhead", "facts", "PROBE_LAUNCHES", "PROBE_BLOCKS"]
 
 KERNEL_MODES = ("lean", "full")
 # Launches per calibration block and blocks each way: ~1 ms a block at ~4 us a launch, and the median of
@@ -68,6 +68,20 @@ def probe(device: int, measure: Callable[[int, int, int], Sequence[float]] | Non
         return [float(x) for x in measure(int(device), PROBE_LAUNCHES, PROBE_BLOCKS)]
     except Exception:
         return None
+
+
+def overhead(tracing: "Tracing | None", rows: int, steps_traced: int) -> dict[str, Any]:
+    """run.json overhead's tracing figures, in every run: zeros where nothing was traced (no launch paid)."""
+    if tracing is None:
+        return {"tracing_ms_per_step": 0.0, "tracing_ns_per_launch": 0.0, "launches_per_step": 0.0}
+    return tracing.overhead(rows, steps_traced)
+
+
+def facts(tracing: "Tracing | None", steps_traced: int) -> dict[str, Any]:
+    """run.json capture.tracing, in every run: mode "off" with no step traced where kernels were not."""
+    if tracing is None:
+        return {"mode": "off", "steps_traced": 0, "kinds": [], "launches": 0}
+    return tracing.facts(steps_traced)
 
 
 class Tracing:
