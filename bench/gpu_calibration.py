@@ -625,7 +625,8 @@ def long_graph_capture(
     except Exception as e:  # the capture broken by the drain: this check's finding
         error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     capture_ms = (time.perf_counter() - t0) * 1e3
-    flushes = int(native().cupti_stats().get("flushes", 0)) - flushes0
+    stats = native().cupti_stats()
+    flushes = int(stats.get("flushes", 0)) - flushes0
     torch.cuda.synchronize()
     want = float(1.0001 ** (nodes - 1))
     got = []
@@ -646,6 +647,10 @@ def long_graph_capture(
         "drain_period_ms": periods[0] if periods else None,
         "backend": t.backend,
         "flushes_during": flushes,
+        # The drain holds its flush while a capture is underway: the ticks it held are the evidence
+        # that it met the capture and let it be.
+        "flushes_held": int(stats.get("flushes_held", 0)),
+        "captures_seen": int(stats.get("captures_seen", 0)),
         "replays": len(got),
         "right": bool(got) and all(abs(v - want) <= 1e-3 * want for v in got),
         "kernels_traced": int(traced),

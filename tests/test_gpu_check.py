@@ -376,7 +376,7 @@ def _doc(ms, own=0.0, tracing=0.0, label="load", backend="native-cupti", recs=()
         "overhead": {"own_ms_per_step": own, "tracing_ms_per_step": tracing, "ms_per_step": own + tracing,
                      "counted": ["own_work", "kernel_tracing"], "tracing_ns_per_launch": 100.0,
                      "launches_per_step": 600.0},
-        "capture": {"tracing": {"mode": "windows", "steps_traced": 5}},
+        "capture": {"tracing": {"mode": "lean", "steps_traced": 5}},
         "recommendations": list(recs),
     }
 
