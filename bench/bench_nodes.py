@@ -2,7 +2,7 @@
 ranks on loopback, one node slowed from outside): what each node's perfcore said, the clocks the parts
 were aligned to against the namespaces' true offsets, and the job per node.
 
-    .venv/bin/python bench/bench_nodes.py [--nodes 2] [--launcher torchrun|srun] [--steps 30]
+    .venv/bin/python bench/bench_nodes.py [--nodes 2] [--launcher torchrun|srun] [--steps 30] [--shared]
 
 Needs root (or user namespaces) and Linux 5.6+ for time namespaces; says why and exits 2 without them."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from nodes import namespaces_unavailable, plan_nodes, run_job  # noqa: E402
+from nodes import WORK, namespaces_unavailable, plan_nodes, run_job  # noqa: E402
 
 from perfcore.analysis.labels import LABELS  # noqa: E402
 from perfcore.analysis.nodes import RankSteps, align_clocks, job_nodes, rank_events  # noqa: E402
@@ -29,6 +29,7 @@ def main() -> int:
     ap.add_argument("--launcher", choices=("torchrun", "srun"), default="torchrun")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--slow", type=int, default=1, help="the node to slow (-1: none)")
+    ap.add_argument("--shared", action="store_true", help="one folder for every node (a shared filesystem)")
     ap.add_argument("--keep", help="run in this folder and keep it")
     args = ap.parse_args()
     why = namespaces_unavailable()
@@ -44,7 +45,8 @@ def main() -> int:
         per_node=args.per_node,
         launcher=args.launcher,
         steps=args.steps,
-        script_args=("--batch", "1024", "--hidden", "2048"),
+        shared=args.shared,
+        script_args=WORK,
     )
     print(
         f"{len(nodes)} nodes x {args.per_node} ranks, {args.launcher}, {args.steps} steps: {job.wall_s:.1f} s; in {tmp}"

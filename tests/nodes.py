@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["Node", "Job", "namespaces_unavailable", "plan_nodes", "run_job", "busy_core"]
+__all__ = ["Node", "Job", "namespaces_unavailable", "plan_nodes", "run_job", "busy_core", "WORK", "job_or_skip"]
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "ddp_train.py"
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -32,6 +32,9 @@ SLOW_CORE = 1
 # load 14: the pinned node's compute 17.8 ms a step against the other's 16.1 ms); stopping it does not
 # hang on the machine's load.
 STOPPED_SHARE, STOP_PERIOD_S = 0.6, 0.01
+# The slowed node computes several times longer than the other (it is held stopped part of the time): a
+# batch this size makes its compute, not gloo's wake-ups on a busy machine, what the other node waits for.
+WORK = ("--batch", "1024", "--hidden", "2048")
 # Monotonic clocks this far apart per node: hours, as two machines booted at different times are.
 NODE_OFFSET_S = 7200
 
@@ -45,6 +48,7 @@ class Node:
     hostname: str
     offset_s: int
     slowed: bool = False
+    bare: bool = False  # runs the job without perfcore
 
     def wrap(self, inner: list[str]) -> list[str]:
         """inner, run inside this node's namespaces (and on the slow core when slowed)."""
@@ -96,10 +100,10 @@ def namespaces_unavailable() -> str | None:
     return None
 
 
-def plan_nodes(n: int = 2, slow: int | None = 1) -> list[Node]:
+def plan_nodes(n: int = 2, slow: int | None = 1, bare: tuple[int, ...] = ()) -> list[Node]:
     """n nodes named node0.., monotonic clocks NODE_OFFSET_S apart (the first one 1000 s ahead of this
-    machine's, so no node shares its clock), node `slow` slowed."""
-    return [Node(k, f"node{k}", 1000 + k * NODE_OFFSET_S, slowed=k == slow) for k in range(n)]
+    machine's, so no node shares its clock), node `slow` slowed, the nodes in `bare` without perfcore."""
+    return [Node(k, f"node{k}", 1000 + k * NODE_OFFSET_S, slowed=k == slow, bare=k in bare) for k in range(n)]
 
 
 def free_port() -> int:
@@ -184,8 +188,8 @@ class Throttle(threading.Thread):
             self._send(pid, signal.SIGCONT)
 
 
-def _perfcore(out: Path) -> list[str]:
-    return [sys.executable, "-m", "perfcore", "run", "--warmup", "3", "--out", str(out), "--"]
+def _perfcore(out: Path, node: Node) -> list[str]:
+    return [] if node.bare else [sys.executable, "-m", "perfcore", "run", "--warmup", "3", "--out", str(out), "--"]
 
 
 def _env() -> dict[str, str]:
@@ -205,7 +209,7 @@ def _commands(
         for node, out in zip(nodes, outs):
             cmd = [TORCHRUN, "--nnodes", str(len(nodes)), "--nproc_per_node", str(per_node)]
             cmd += ["--node_rank", str(node.rank), "--master_addr", "127.0.0.1", "--master_port", str(port)]
-            runs.append((node, None, out, node.wrap(_perfcore(out) + cmd + script), base))
+            runs.append((node, None, out, node.wrap(_perfcore(out, node) + cmd + script), base))
         return runs
     # srun: one perfcore per task, each with the variables srun sets for it; MASTER_ADDR and MASTER_PORT
     # as a Slurm batch script exports them for torch's env:// rendezvous.
@@ -225,7 +229,7 @@ def _commands(
                 "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": str(port),
             }
-            runs.append((node, procid, out, node.wrap(_perfcore(out) + [sys.executable, *script]), env))
+            runs.append((node, procid, out, node.wrap(_perfcore(out, node) + [sys.executable, *script]), env))
     return runs
 
 
@@ -285,3 +289,13 @@ def run_job(
         Launch(node, task, out, proc.returncode, path.read_text()) for node, task, out, proc, _, path in started
     ]
     return Job(launches, wall)
+
+
+def job_or_skip(tmp: Path, **kw) -> Job:
+    """run_job for a test: skipped, with the reason, where nodes cannot be simulated."""
+    import pytest
+
+    why = namespaces_unavailable()
+    if why:
+        pytest.skip(f"cannot simulate nodes here: {why}")
+    return run_job(tmp, **kw)

@@ -9,23 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nodes import NODE_OFFSET_S, namespaces_unavailable, plan_nodes, run_job
+from nodes import NODE_OFFSET_S, WORK, job_or_skip, plan_nodes
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.nodes import ClockSource, NodeState, RankSteps, align_clocks, job_nodes, rank_events
 from perfcore.report.reader import load_part
 
-# The slowed node computes several times longer than the other (it is held stopped 3/4 of the time): a
-# batch this size makes its compute, not gloo's wake-ups on a busy machine, what the other node waits for.
-WORK = ("--batch", "1024", "--hidden", "2048")
-
-
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    why = namespaces_unavailable()
-    if why:
-        pytest.skip(f"cannot simulate nodes here: {why}")
     tmp = tmp_path_factory.mktemp("nodes")
-    return run_job(tmp, nodes=plan_nodes(2, slow=1), launcher="torchrun", steps=30, script_args=WORK)
+    return job_or_skip(tmp, nodes=plan_nodes(2, slow=1), launcher="torchrun", steps=30, script_args=WORK)
 
 
 def _parts(folder: Path):
@@ -133,3 +125,85 @@ def test_the_merged_trace_puts_the_nodes_collectives_on_one_clock(merged):
     gaps_ms = [abs(min(ends["node0"][s].values()) - min(ends["node1"][s].values())) / 1e3 for s in steps]
     tolerance_ms = max(1.0, doc["clocks"]["hosts"][1]["spread_ns"] / 1e6)
     assert np.median(gaps_ms) <= tolerance_ms, (gaps_ms, tolerance_ms)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """The same job, both nodes' perfcore writing one folder (a shared filesystem)."""
+    tmp = tmp_path_factory.mktemp("shared")
+    return job_or_skip(tmp, nodes=plan_nodes(2, slow=1), launcher="torchrun", shared=True, steps=30, script_args=WORK)
+
+
+def test_one_folder_one_report_written_by_the_node_that_finished_last(shared):
+    import json
+
+    for la in shared.launches:
+        assert la.returncode == 0, la.stderr[-3000:]
+    out = shared.launches[0].out
+    assert {la.out for la in shared.launches} == {out}
+    # One parent wrote the job's report (at the top); the other said its node's view and where the report goes.
+    wrote = [la for la in shared.launches if f"wrote {out}/:" in la.stderr]
+    waited = [la for la in shared.launches if "the job's report goes into" in la.stderr]
+    assert len(wrote) == 1 and len(waited) == 1 and wrote[0] is not waited[0]
+    doc = json.loads((out / "run.json").read_text())
+    assert [(r["rank"], r["host"]) for r in doc["ranks"]] == [(0, "node0"), (1, "node0"), (2, "node1"), (3, "node1")]
+    assert doc["missing_ranks"] == [] and doc["nodes"]["slow_node"]["host"] == "node1"
+    # Each node's view: its own ranks only, none said missing (the job's report says what is).
+    for node, ranks in (("node0", [0, 1]), ("node1", [2, 3])):
+        view = json.loads((out / "nodes" / node / "run.json").read_text())
+        assert [r["rank"] for r in view["ranks"]] == ranks and view["missing_ranks"] == []
+        assert {r["host"] for r in view["ranks"]} == {node}
+    # Both torchrun agents' parts, keyed apart though their pids may repeat across machines.
+    agents = sorted(d.name for d in (out / "parts").iterdir() if d.name.startswith("pid"))
+    assert len(agents) == 2 and len({a.rsplit("-", 1)[1] for a in agents}) == 2
+
+
+def test_perfcore_merge_of_each_nodes_copy_gives_the_same_report(shared, tmp_path):
+    import json
+    import shutil
+
+    from perfcore.report.reader import load_part
+
+    out = shared.launches[0].out
+    copies = {}
+    for d in sorted((out / "parts").iterdir()):
+        host = load_part(d)[0]["host"]
+        copies.setdefault(host, tmp_path / host)
+        shutil.copytree(d, copies[host] / "parts" / d.name)
+    # Each machine's DataLoader files too (named with their host's tag), as a copy of its folder holds them.
+    from perfcore.run.protocol import host_tag
+
+    for f in (out / "workers").iterdir():
+        host = next(h for h in copies if f.name.split(".")[1] == host_tag(h))
+        (copies[host] / "workers").mkdir(exist_ok=True)
+        shutil.copy(f, copies[host] / "workers" / f.name)
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "perfcore", "merge", *map(str, copies.values()), "--out",
+                        str(tmp_path / "merged")], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    job, merged = (json.loads((f / "run.json").read_text()) for f in (out, tmp_path / "merged"))
+    for key in ("ranks", "stragglers", "waiting", "missing_ranks", "world_size", "clocks", "nodes", "clock_offsets_ns"):
+        assert merged.get(key) == job.get(key), (key, merged.get(key), job.get(key))
+    assert merged["verdict"]["bound"] == job["verdict"]["bound"]
+
+
+def test_a_node_without_perfcore_leaves_the_job_unreported_until_perfcore_report_names_its_ranks(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    part = job_or_skip(tmp_path, nodes=plan_nodes(2, slow=None, bare=(1,)), shared=True, steps=12)
+    node0, node1 = part.launches
+    assert node0.returncode == 0 and node1.returncode == 0, node0.stderr[-3000:]
+    out = node0.out
+    # Its ranks 2 and 3 never report: node0's perfcore says so and where the job's report goes.
+    assert "rank(s) 2, 3 of 4 not done yet" in node0.stderr and f"perfcore report {out}" in node0.stderr
+    assert not (out / "run.json").exists() and (out / "nodes" / "node0" / "run.json").is_file()
+    p = subprocess.run([sys.executable, "-m", "perfcore", "report", str(out), "--json", "-"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["missing_ranks"] == [2, 3] and [r["rank"] for r in doc["ranks"]] == [0, 1]
+    assert "MISSING: rank(s) 2, 3 of 4" in p.stderr

@@ -35,18 +35,20 @@ def _rank_steps(doc: Mapping[str, Any], measured: pd.DataFrame) -> RankSteps:
     )
 
 
-def merge_ranks(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_ranks(parts: list[dict[str, Any]], node_view: bool = False) -> dict[str, Any]:
     """parts: [{"doc": run.json of a rank, "steps": its steps table, "raw": its trace arrays}]. Returns the
     fields the merged perfcore.run/1 document adds, as facts (report.rank_words says them): ranks, stragglers
     (each with its own work against the others' and the label of its excess), waiting (the ranks that
     wait in collectives for them), missing_ranks, world_size; with ranks on more than one host, also
-    `clocks` (how each host's clock was put on the job's) and `nodes` (the job per node, the slow node)."""
+    `clocks` (how each host's clock was put on the job's) and `nodes` (the job per node, the slow node).
+    node_view: the parts are one node's of a larger job: no rank is missing from them."""
     parts = sorted(parts, key=lambda p: p["doc"].get("rank") or 0)
     world = max([p["doc"].get("world_size") or 0 for p in parts] + [len(parts)])
     present = [p["doc"].get("rank") for p in parts]
     # Only a distributed job has ranks to miss; processes without a rank (rank None) never do.
     numbered = [r for r in present if isinstance(r, int)]
-    missing = sorted(set(range(world)) - set(numbered)) if numbered else []
+    # One node's view of a job across machines misses no rank: the job's report says which are missing.
+    missing = sorted(set(range(world)) - set(numbered)) if numbered and not node_view else []
     ranks = []
     for p in parts:
         d = p["doc"]

@@ -9,15 +9,20 @@ made here once.
     <run dir>/progress/<key>.json                          steps, recent step time, shares, every ~2 s
     <run dir>/workers/<pid>.L<loader>.csv, <pid>-main.L<loader>.csv  one line per batch a DataLoader made
 
-<key> is rank<RANK> under a launcher that sets RANK, else pid<PID>.
+<key> is rank<RANK> under a launcher that sets RANK (or, for the task's own process under srun without a
+launcher, Slurm's SLURM_PROCID, which the parent reads and passes on), else pid<PID>-<host tag>: the same pid
+comes up on every machine (a container starts its processes at 1), and one job's machines may share a folder.
+A DataLoader's files under workers/ carry the host tag too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import secrets
+import socket
 import stat
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -82,18 +87,52 @@ PROGRESS_EVERY_S = 2.0
 CHECKPOINT_EVERY_S = 30.0
 
 
-_PART_KEY = re.compile(r"(rank|pid)[0-9]{1,10}")
+_PART_KEY = re.compile(r"rank[0-9]{1,10}|pid[0-9]{1,10}(-[0-9a-f]{8})?")
 _COUNT = re.compile(r"[0-9]{1,10}")
 # What a launcher (torchrun, mpirun, SLURM's wrappers) sets for each process of a job.
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+# What srun sets for each task: its rank in the job step, their number, its rank on its node; and the step.
+SLURM_TASK_VARIABLES = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+_SLURM_ID = re.compile(r"[0-9A-Za-z_]{1,32}")
+
+
+def host_tag(host: str | None = None) -> str:
+    """8 hex digits naming a host in a file name (the name itself may hold anything)."""
+    return hashlib.sha256((socket.gethostname() if host is None else host).encode("utf-8", "replace")).hexdigest()[:8]
 
 
 def part_key(rank: str | int | None, pid: int | None = None) -> str:
-    """The name of a process's part and progress file: rank<N>, else pid<P>. A rank that is not a
-    plain integer never becomes part of a path: the process is keyed by its pid."""
+    """The name of a process's part and progress file: rank<N>, else pid<P>-<host tag> for this process
+    (pid<P> for another one's, as older folders name it). A rank that is not a plain integer never becomes
+    part of a path: the process is keyed by its pid."""
     if rank is not None and _COUNT.fullmatch(str(rank)):
         return f"rank{int(rank)}"
-    return f"pid{os.getpid() if pid is None else int(pid)}"
+    return f"pid{os.getpid()}-{host_tag()}" if pid is None else f"pid{int(pid)}"
+
+
+def worker_file(pid: int, loader: int, main: bool = False) -> str:
+    """The file under workers/ of one process's batches of one DataLoader (a worker's, or the main
+    process's own fetches): <pid>[-main].<host tag>.L<loader>.csv."""
+    return f"{int(pid)}{'-main' if main else ''}.{host_tag()}.L{int(loader)}.csv"
+
+
+def slurm_task(environ: Mapping[str, str] | None = None) -> dict[str, int] | None:
+    """This task's place in a Slurm job step (srun): {"rank", "world_size", "local_rank"} from
+    SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID, or None where they are unset or not plain integers
+    (a leftover in a shell, or srun's -n 1)."""
+    environ = os.environ if environ is None else environ
+    raw = [str(environ.get(n, "")).strip() for n in SLURM_TASK_VARIABLES]
+    if not all(_COUNT.fullmatch(v) for v in raw):
+        return None
+    rank, world, local = (int(v) for v in raw)
+    return {"rank": rank, "world_size": world, "local_rank": local} if 1 < world and rank < world else None
+
+
+def slurm_step(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Slurm job step this process runs in (SLURM_JOB_ID.SLURM_STEP_ID, set by srun), or None."""
+    environ = os.environ if environ is None else environ
+    job, step = (str(environ.get(n, "")).strip() for n in ("SLURM_JOB_ID", "SLURM_STEP_ID"))
+    return f"{job}.{step}" if _SLURM_ID.fullmatch(job) and _SLURM_ID.fullmatch(step) else None
 
 
 def is_part_key(name: str) -> bool:
@@ -195,6 +234,15 @@ class ConfigError(ValueError):
     """A child configuration that cannot be used: the instrumentation stays off, with this one line."""
 
 
+def _check_job_fields(config: "ChildConfig") -> None:
+    for name in ("task_rank", "task_world_size", "task_local_rank"):
+        v = getattr(config, name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ConfigError(f"{name}={v!r} is not a whole number >= 0")
+    if not isinstance(config.job, str) or not re.fullmatch(r"[0-9a-f]{0,32}", config.job):
+        raise ConfigError(f"job={config.job!r} is not a job's digest")
+
+
 @dataclass(frozen=True)
 class ChildConfig:
     """Everything the instrumented child is told, parsed once. `perfcore run` writes it (write) and the
@@ -215,6 +263,12 @@ class ChildConfig:
     no_step_warn_s: float = 30.0  # seconds of the script's CPU time without a step before the child says so
     launcher_pid: int = 0  # the perfcore that wrote this file (0: built in-process)
     token: str = ""  # the random part of the file's name, repeated inside it
+    # Under srun without a launcher: the task's rank, the number of tasks and its rank on its node, for
+    # the script's own process where no RANK is set (the parent read them from Slurm's variables).
+    task_rank: int | None = None
+    task_world_size: int | None = None
+    task_local_rank: int | None = None
+    job: str = ""  # the job this run is a part of, across machines (run.parent.job's digest); "" alone
 
     def __post_init__(self) -> None:
         def whole(name: str) -> None:
@@ -229,6 +283,7 @@ class ChildConfig:
 
         for name in ("steps", "warmup", "t_launch_ns", "synthetic", "launcher_pid"):
             whole(name)
+        _check_job_fields(self)
         for name in ("checkpoint_s", "tick_extra_s", "no_step_warn_s"):
             seconds(name)
         if not isinstance(self.run_dir, str) or not os.path.isabs(self.run_dir):

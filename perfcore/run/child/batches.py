@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from perfcore.run.protocol import WORKERS
+from perfcore.run.protocol import WORKERS, worker_file
 
 __all__ = ["timed_fetch", "BatchLines", "LoaderChanges", "TimedCollate"]
 
@@ -64,7 +64,7 @@ class BatchLines:
             d.mkdir(parents=True, exist_ok=True)
             # The file name carries which DataLoader this worker serves (a forked worker shares ids).
             self.worker_file = open(
-                d / f"{os.getpid()}.L{loaders.index_of_dataset(info.dataset)}.csv", "a", buffering=1
+                d / worker_file(os.getpid(), loaders.index_of_dataset(info.dataset)), "a", buffering=1
             )
         self.worker_file.write(
             f"{os.getpid()},{info.id},{t0},{t1},{t1 - t0 - collate_ns},{collate_ns},{n},{self.rank}\n"
@@ -81,7 +81,7 @@ class BatchLines:
         for a, b, c, n, loader in self.main_fetches:
             by_loader.setdefault(loader, []).append(f"{pid},-1,{a},{b},{b - a - c},{c},{n},{self.rank}\n")
         for loader, lines in by_loader.items():
-            with open(d / f"{pid}-main.L{loader}.csv", "a") as fh:
+            with open(d / worker_file(pid, loader, main=True), "a") as fh:
                 fh.writelines(lines)
         self.main_fetches.clear()  # in place: the fetch hook holds this list
 

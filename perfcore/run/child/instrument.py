@@ -45,8 +45,13 @@ class Instrumentation:
         self.rank = protocol.launcher_rank()  # None for a RANK that is not an integer (perfcore run says so)
         self.launcher_problems = protocol.launcher_env()[1]  # said by the parent; the script's own are noted
         self.nested_in: int | None = None  # a Python the script started: its part is kept apart from the job's
+        self.world_size: int | None = None  # the job's size where the parent said it (a Slurm task)
         if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
             outer = config.claim_outer()
+            if self.rank is None and outer is None and config.task_rank is not None:
+                # srun's task, no launcher: the script's own process is the rank Slurm gave it (its
+                # subprocesses are not).
+                self.rank, self.world_size = str(config.task_rank), config.task_world_size
             self.nested_in = outer if self.rank is None else None
         self.watch_s = config.no_step_warn_s
         self.timer = None

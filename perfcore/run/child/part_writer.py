@@ -161,8 +161,11 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
         "rank": int(inst.rank) if inst.rank is not None else None,
         "nested_in": inst.nested_in,
         "started_by": _started_by(),
-        "world_size": launcher_env()[0]["WORLD_SIZE"],
+        "world_size": launcher_env()[0]["WORLD_SIZE"] or inst.world_size,
         "host": socket.gethostname(),
+        # Which job across machines, and which perfcore run of it, this process was part of.
+        "job": inst.config.job or None,
+        "perfcore_pid": inst.config.launcher_pid or None,
         "argv": list(sys.argv),
         "exit": {
             "reason": inst.ending.reason,

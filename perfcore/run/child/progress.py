@@ -25,7 +25,6 @@ from perfcore.run.protocol import (
     CHECKPOINT_EVERY_S,
     PROGRESS_EVERY_S,
     checkpoint_dir,
-    launcher_env,
     part_key,
     progress_file,
 )
@@ -200,7 +199,7 @@ class ProgressWriter:
             "steps": measured,
             "warmup_steps": settled - measured,
             "pid": os.getpid(),
-            "rank": launcher_env()[0]["RANK"],
+            "rank": int(self.key[4:]) if self.key.startswith("rank") else None,  # as the part is keyed
             # The bytes of steps.i64 this checkpoint vouches for: an append cut short by a kill
             # lies beyond them and is ignored by the reader.
             "argv": [],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -16,7 +16,14 @@ from perfcore.report.reader import load_part, steps_file
 from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.heap import give_back_freed
-from perfcore.run.parent.part_dirs import compress_parts, drop_checkpoints, hand_over_table, part_dirs, write_steps
+from perfcore.run.parent.part_dirs import (
+    compress_parts,
+    copy_workers,
+    drop_checkpoints,
+    hand_over_table,
+    part_dirs,
+    write_steps,
+)
 from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
 
 __all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "write_steps", "monitor_summary"]
@@ -73,18 +80,21 @@ def worker_summary(
     return doc
 
 
-def _read_parts(out: Path) -> list[dict[str, Any]]:
+def _read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
+    """Every process's part, validated, or those whose folder `keep` keeps (a job's one parent's own)."""
     from perfcore.analysis.attribution import decision_deferred
 
     # The run's verdict is decided once, by finish_run with every process's evidence: a part settled
     # or summarized here carries its numbers only.
     with decision_deferred():
-        return _read_parts_undecided(out)
+        return _read_parts_undecided(out, keep)
 
 
-def _read_parts_undecided(out: Path) -> list[dict[str, Any]]:
+def _read_parts_undecided(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
     parts = []
     for d in part_dirs(out):
+        if keep is not None and not keep(d):
+            continue
         key = d.name
         if not (d / "run.json").is_file() and (d / RAW_JSON).is_file():
             try:
@@ -164,9 +174,11 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     samples: pd.DataFrame | None = None,
     oom: tuple[int | None, int | None] = (None, None),
     interference: dict[str, list] | None = None,
+    node_view: bool = False,
 ) -> dict[str, Any]:
     """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
-    (with the script's exit code) only when the script failed and there is nothing to report."""
+    (with the script's exit code) only when the script failed and there is nothing to report. node_view:
+    the parts are one node's of a job across machines (its other ranks are the job's report's to miss)."""
     from perfcore.run.parent.outcome import (
         before_first_step,
         describe_exit,
@@ -267,7 +279,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         # The merged document: rank 0's (or the lowest present) numbers, plus every rank's and the stragglers.
         from perfcore.report.rank_words import say as say_ranks
 
-        doc.update(say_ranks(merge_ranks(parts)))
+        doc.update(say_ranks(merge_ranks(parts, node_view=node_view)))
         offsets = clock_offsets(parts)
         doc["clock_offsets_ns"] = offsets
         for p in parts:
@@ -440,6 +452,7 @@ def merge_dirs(dirs: list[Path], out: Path | None) -> dict[str, Any]:
 
         raise UsageError(job_problem_words(problem))
     out = prepare_out(out, "merge")  # only now: a refused merge leaves no folder behind
+    copy_workers([Path(d) for d in dirs], out)  # the nodes' DataLoader figures, as each node's folder had them
     cmd = parts[0]["doc"].get("command") or parts[0]["doc"].get("argv") or []
     doc = finish_run(out, 0, cmd, parts)
     doc["_out"] = out

@@ -43,6 +43,7 @@ __all__ = [
     "check_target",
     "remember",
     "drop_dead_settings",
+    "prepare_job_out",
 ]
 
 MARKER = ".perfcore-folder.json"
@@ -162,33 +163,34 @@ def _cannot(out: Path, e: OSError) -> UsageError:
     return UsageError(f"cannot write to --out {out}: {e.strerror or e}; choose a writable folder")
 
 
-def _marker_text(kind: str) -> str:
+def _marker_text(kind: str, job: str | None = None) -> str:
     from perfcore.report import jsonio
 
-    return jsonio.dumps(
-        {
-            "schema": _SCHEMA,
-            "kind": kind,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            # With the pid, what a reused pid cannot repeat: whether this process still runs is asked of both.
-            "started": untrusted.start_ticks(os.getpid()),
-            "token": _TOKEN,
-        }
-    )
+    doc = {
+        "schema": _SCHEMA,
+        "kind": kind,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        # With the pid, what a reused pid cannot repeat: whether this process still runs is asked of both.
+        "started": untrusted.start_ticks(os.getpid()),
+        "token": _TOKEN,
+    }
+    if job is not None:  # a job across machines: its other parents join this folder (prepare_job_out)
+        doc.update(job=job, created_unix=time.time())
+    return jsonio.dumps(doc)
 
 
-def _claim(out: Path, kind: str) -> bool:
+def _claim(out: Path, kind: str, job: str | None = None) -> bool:
     """Marks `out` as this run's: the marker is created exclusively (never through a link), so of two
     commands claiming one folder at once exactly one gets it. False when it already has a marker."""
     try:
-        return untrusted.exclusive(out / MARKER, _marker_text(kind), 0o666)
+        return untrusted.exclusive(out / MARKER, _marker_text(kind, job), 0o666)
     except OSError as e:  # a read-only folder: say so before the work starts, not after it
         raise _cannot(out, e)
 
 
-def _create(out: Path, kind: str) -> bool:
+def _create(out: Path, kind: str, job: str | None = None) -> bool:
     """Makes `out` as a new folder and claims it; False when the name is already taken."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +200,7 @@ def _create(out: Path, kind: str) -> bool:
     except OSError as e:
         raise _cannot(out, e)
     # Another command that found the new folder empty may have claimed it first: then it is theirs.
-    return _claim(out, kind)
+    return _claim(out, kind, job)
 
 
 # The marker's word for a run that ended before its first step, and what perfcore writes in such a
@@ -368,6 +370,69 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
     )
     print(f"perfcore: {out} holds {what}; leaving it as it is and writing into {sub}", file=sys.stderr)
     return sub
+
+
+# A job's parents start within torchrun's rendezvous timeout of each other (minutes): a folder whose job
+# began longer ago than this is an earlier run of the same command, never joined.
+JOIN_S = 3600.0
+_JOB_DIR = ".perfcore-job"  # run.parent.job's: its report's claim closes the folder to joiners
+
+
+def _joinable(out: Path, mark: dict | None, job: str) -> bool:
+    """Whether `out` is the folder of this very job, still open: its marker names the job, it began
+    within JOIN_S, and its report was not claimed yet."""
+    if mark is None or mark.get("kind") != "run" or mark.get("job") != job or out.is_symlink():
+        return False
+    created = mark.get("created_unix")
+    if isinstance(created, bool) or not isinstance(created, (int, float)) or abs(time.time() - created) > JOIN_S:
+        return False
+    return not os.path.lexists(out / _JOB_DIR / "report")
+
+
+def _marker_settled(out: Path, wait_s: float = 2.0) -> dict | None:
+    """The marker of a folder another parent may be creating this instant (made, marker not yet written
+    whole): read again for a moment before it counts as none."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        mark = marker_of(out)
+        if mark is not None or time.monotonic() > deadline:
+            return mark
+        try:
+            if any(n != MARKER for n in os.listdir(out)):
+                return None  # a folder with other things in it and no marker is not a parent's new folder
+        except OSError:
+            return None
+        time.sleep(0.05)
+
+
+def prepare_job_out(out: Path | None, job: str) -> Path:
+    """The folder of a job across machines that this parent writes into, the same on every node that
+    names the same --out (or none): `out` when it is new, empty, or already this job's (then joined);
+    otherwise a folder inside it named by the job, job-<digest> (then -2, -3 ... past other runs of it),
+    which the job's other parents find alike. A folder is never taken from another run or job."""
+    base = Path(out).expanduser() if out is not None else ROOT / f"job-{job[:12]}"
+    candidates = [base] + [base / (f"job-{job[:12]}" + (f"-{g}" if g > 1 else "")) for g in range(1, 64)]
+    for i, folder in enumerate(candidates):
+        if _create(folder, "run", job):
+            got = folder
+        elif not folder.is_dir():
+            if i == 0:
+                raise UsageError(f"cannot write to --out {folder}: Not a directory; choose a writable folder")
+            continue
+        else:
+            mark = _marker_settled(folder)
+            if _joinable(folder, mark, job):
+                got = folder
+            elif mark is None and not any(True for _ in folder.iterdir()) and _claim(folder, "run", job):
+                got = folder
+            elif mark is None and _joinable(folder, _marker_settled(folder), job):
+                got = folder  # another parent claimed the empty folder first: this job's
+            else:
+                continue
+        if i:
+            print(f"perfcore: {base} holds another run; this job writes into {got}", file=sys.stderr)
+        return got
+    raise UsageError(f"could not find an unused folder for this job under {base}; choose --out")
 
 
 def reuse_out(out: Path, needs: str) -> Path:

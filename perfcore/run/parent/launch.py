@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perfcore.errors import RunFailed, UsageError
-from perfcore.run.parent.folder import mark_failed, prepare_out, remember
+from perfcore.run.parent.folder import mark_failed, prepare_job_out, prepare_out, remember
+from perfcore.run.parent.job import Job, finish_job, job_of, register
 from perfcore.run.parent.outcome import oom_kills, results_lost
 from perfcore.run.parent.part_dirs import lost_results
 from perfcore.run.parent.warm import WarmUp
@@ -143,9 +144,11 @@ def child_config(  # noqa: PLR0913
     synthetic: int = 0,
     test_settings: dict[str, float] | None = None,
     lines: bool = True,
+    job: Job | None = None,
 ) -> protocol.ChildConfig:
     """What the instrumented script is told, all of it from perfcore's own arguments (nothing from the
-    environment). The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here."""
+    environment but the job across machines this run is part of, job_of's reading of srun's variables).
+    The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here."""
     unknown = set(test_settings or {}) - set(protocol.TEST_SETTINGS)
     if unknown:
         raise UsageError(f"--test-setting {sorted(unknown)[0]} is not one of {', '.join(protocol.TEST_SETTINGS)}")
@@ -160,6 +163,10 @@ def child_config(  # noqa: PLR0913
         t_launch_ns=time.perf_counter_ns(),
         dl_overrides=dl_overrides or {},
         synthetic=synthetic,
+        job=job.digest if job else "",
+        task_rank=job.task["rank"] if job and job.task else None,
+        task_world_size=job.task["world_size"] if job and job.task else None,
+        task_local_rank=job.task["local_rank"] if job and job.task else None,
         **(test_settings or {}),
     )
 
@@ -339,7 +346,10 @@ def run_command(  # noqa: PLR0913
     # keys its results by pid (protocol.part_key) instead of losing them.
     for line in protocol.launcher_env()[1]:
         print(line, file=sys.stderr)
-    out = prepare_out(out)
+    job = job_of(cmd)  # one node (or task) of a job across machines: the job's folder, joined
+    out = prepare_job_out(out, job.digest) if job else prepare_out(out)
+    if job:
+        register(out)
     sampler = None
     if monitor_s:
         from perfcore.capture.sampler import Sampler
@@ -363,7 +373,7 @@ def run_command(  # noqa: PLR0913
 
     try:
         config = child_config(
-            out, steps, warmup, backend, kernels, step_on=step_on, test_settings=test_settings, lines=lines
+            out, steps, warmup, backend, kernels, step_on=step_on, test_settings=test_settings, lines=lines, job=job
         )
         rc = run_instrumented(cmd, config, stdout_to_stderr=stdout_to_stderr, on_start=started)
     finally:
@@ -375,7 +385,14 @@ def run_command(  # noqa: PLR0913
 
     with _finishing():
         try:
-            doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
+            evidence = {"samples": samples, "oom": (oom_before, oom_kills()), "interference": interference}
+            if job is None:
+                doc = finish_run(out, rc, cmd, **evidence)
+            else:
+                doc, shown, state = finish_job(out, rc, cmd, job, **evidence)
+                if state is not None:
+                    print(job_waits_line(out, shown, state), file=sys.stderr)
+                out = shown
         except RunFailed as e:
             lost = lost_results(out)
             if lost is None:
@@ -384,6 +401,21 @@ def run_command(  # noqa: PLR0913
             # Steps it could not write (a full disk): said so, and the folder is never offered to the next run.
             raise RunFailed(results_lost(e.exit_code, lost, out), exit_code=e.exit_code) from None
     return rc, doc, out
+
+
+def job_waits_line(out: Path, view: Path, state: dict[str, Any]) -> str:
+    """What a parent that did not complete the job says under its node's view: where the job's report
+    goes, and what it waits for."""
+    waits = (
+        f"rank(s) {', '.join(map(str, state['missing']))} of {state['world_size']} not done yet"
+        if state["missing"]
+        else "no rank's results seen yet"
+    )
+    return (
+        f"perfcore: this node's view is in {view}; the job's report goes into {out} when the last of its nodes "
+        f"finishes ({waits}). A node that ran without perfcore or died never finishes: then `perfcore report "
+        f"{out}` writes it from what is there, or `perfcore merge` joins the nodes' folders"
+    )
 
 
 class _finishing:

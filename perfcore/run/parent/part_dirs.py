@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from perfcore.report import jsonio
 from perfcore.report.safe_text import clean
-from perfcore.run.protocol import CHECKPOINT, PARTS, PROGRESS, RAW_JSON, is_part_key
-from perfcore.untrusted import SMALL, Refused, read_file
+from perfcore.run.protocol import CHECKPOINT, PARTS, PROGRESS, RAW_JSON, WORKERS, is_part_key
+from perfcore.untrusted import SMALL, Refused, open_regular, read_file
 
 __all__ = [
     "part_dirs",
@@ -24,6 +25,7 @@ __all__ = [
     "compress_parts",
     "LARGE_STEPS",
     "lost_results",
+    "copy_workers",
 ]
 
 
@@ -189,3 +191,34 @@ def lost_results(out: Path) -> dict[str, Any] | None:
     except OSError:
         full = False
     return {"steps": steps, "cut_short": cut, "checkpoints": kept, "disk_full": full}
+
+
+# A DataLoader's batch lines as protocol.worker_file names them (and as older versions did, without a host).
+_WORKER_FILE = re.compile(r"[0-9]{1,10}(-main)?(\.[0-9a-f]{8})?\.L[0-9]{1,6}\.csv")
+
+
+def copy_workers(sources: list[Path], out: Path, tag: str | None = None) -> int:
+    """The batch lines of other folders' DataLoaders (nodes' folders merged, or a job's folder for one
+    node's view: only files of host `tag`) copied into out/workers/, where finishing reads them: regular
+    files named as perfcore names them, never through a link, never over a file already there. Returns
+    how many were copied."""
+    import shutil
+
+    n = 0
+    for src in sources:
+        root = Path(src) / WORKERS
+        if root.is_symlink() or not root.is_dir():
+            continue
+        for f in sorted(root.iterdir()):
+            if not _WORKER_FILE.fullmatch(f.name) or (tag is not None and f.name.split(".")[1] != tag):
+                continue
+            dest = out / WORKERS / f.name
+            try:
+                with open_regular(f) as fh:
+                    dest.parent.mkdir(exist_ok=True)
+                    with open(dest, "xb") as to:
+                        shutil.copyfileobj(fh, to, 1 << 20)
+                n += 1
+            except (Refused, OSError):
+                continue
+    return n
