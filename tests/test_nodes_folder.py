@@ -143,3 +143,21 @@ def test_a_damaged_done_file_counts_for_nothing(tmp_path, bad):
     (tmp_path / JOB_DIR / "done").mkdir(parents=True)
     (tmp_path / JOB_DIR / "done" / "x.json").write_text(bad)
     assert done(tmp_path, 0, [0], 1) is True  # its own rank completes a job of one; the bad file adds none
+
+
+def test_a_task_that_failed_before_its_first_step_never_offers_the_jobs_folder_to_the_next_run(tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_NTASKS": "2",
+           "SLURM_LOCALID": "1", "SLURM_NNODES": "2"}
+    out = tmp_path / "job"
+    p = subprocess.run([sys.executable, "-m", "perfcore", "run", "--out", str(out), "--", sys.executable, "-c",
+                        "import torch; raise SystemExit(3)"], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3, p.stderr[-2000:]
+    # The folder holds (or will hold) the job's other tasks' results: it is never marked as a failed run's,
+    # which the next run could take over.
+    mark = json.loads((out / MARKER).read_text())
+    assert mark["job"] and "ended" not in mark
+    state = ranks_done(out)
+    assert state["parents"] == 1 and state["rc"] == 3 and state["ranks"] == [1]  # srun gave it rank 1

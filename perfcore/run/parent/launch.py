@@ -394,6 +394,8 @@ def run_command(  # noqa: PLR0913
                     print(job_waits_line(out, shown, state), file=sys.stderr)
                 out = shown
         except RunFailed as e:
+            if job is not None:
+                raise  # a job's folder holds other nodes' results: never offered to the next run, never theirs to count
             lost = lost_results(out)
             if lost is None:
                 mark_failed(out)  # no results: the next run of this user may take the folder
