@@ -194,12 +194,12 @@ def test_a_raw_part_left_by_a_killed_parent_is_finished_by_report(tmp_path):
 
 
 def test_a_damaged_raw_part_is_one_line_and_the_checkpoint_is_used(tmp_path, capsys):
-    from perfcore.run.parent.finish import _read_parts
+    from perfcore.run.parent.finish import read_parts
 
     part = tmp_path / "parts" / "pid9"
     part.mkdir(parents=True)
     (part / RAW_JSON).write_text('{"schema": "perfcore.rawpart/1"}')  # raw.npz missing
-    assert _read_parts(tmp_path) == []
+    assert read_parts(tmp_path) == []
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "could not finish the part" in err[0] and "pid9" in err[0]
 

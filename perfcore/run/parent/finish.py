@@ -26,7 +26,15 @@ from perfcore.run.parent.part_dirs import (
 )
 from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
 
-__all__ = ["finish_run", "finish_unfinished", "merge_dirs", "worker_summary", "write_steps", "monitor_summary"]
+__all__ = [
+    "finish_run",
+    "finish_unfinished",
+    "merge_dirs",
+    "read_parts",
+    "worker_summary",
+    "write_steps",
+    "monitor_summary",
+]
 
 
 def worker_summary(
@@ -80,7 +88,7 @@ def worker_summary(
     return doc
 
 
-def _read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
+def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
     """Every process's part, validated, or those whose folder `keep` keeps (a job's one parent's own)."""
     from perfcore.analysis.attribution import decision_deferred
 
@@ -188,7 +196,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     from perfcore.run.parent.trainers import the_run, together
 
     give_back_freed()  # the finish's column-sized arrays go back to the OS when freed, not to the heap
-    parts = _read_parts(out) if parts is None else parts
+    parts = read_parts(out) if parts is None else parts
     failed_first = first_failed_rank(parts)
     measured, evaluating, apart, side_by_side = the_run(parts)
     # No step anywhere: the process that saw the most (not a launcher that only imported torch).
@@ -408,7 +416,7 @@ def finish_unfinished(out: Path) -> dict[str, Any]:
             exit_code=1,
         )
     drop_dead_settings(out)  # what its killed perfcore could not remove, where the folder proves it is its own
-    parts = _read_parts(out)
+    parts = read_parts(out)
     if not parts:
         if is_run_folder(out):
             raise BadResultFile(
@@ -436,7 +444,7 @@ def merge_dirs(dirs: list[Path], out: Path | None) -> dict[str, Any]:
     """`perfcore merge`: parts written on several nodes of one job -> one run folder."""
     parts, seen = [], set()
     for d in dirs:
-        found = _read_parts(Path(d))
+        found = read_parts(Path(d))
         if not found:
             raise UsageError(f"{d} holds no perfcore parts (parts/rank*/run.json)")
         for p in found:

@@ -228,10 +228,10 @@ def finish_job(out: Path, rc: int, cmd: list[str], job: Job, **kw: Any) -> tuple
     first nonzero of the parents'). Returns (the document to show, its folder, None when this parent wrote
     the job's report, else what the done files say: ranks done and missing)."""
     from perfcore.errors import RunFailed
-    from perfcore.run.parent.finish import _read_parts, finish_run
+    from perfcore.run.parent.finish import finish_run, read_parts
     from perfcore.run.parent.part_dirs import copy_workers
 
-    parts = _read_parts(out, keep=mine)
+    parts = read_parts(out, keep=mine)
     ranks = sorted(p["doc"]["rank"] for p in parts if isinstance(p["doc"].get("rank"), int))
     world = max([p["doc"].get("world_size") or 0 for p in parts] + [0]) or None
     view = _view_folder(out, job)
