@@ -233,3 +233,46 @@ def test_the_launchers_of_two_nodes_beside_their_ranks_are_one_job():
     # A process without a rank that trained is a run of its own beside the job's ranks.
     alone = part(None, "node1", 13, 30)
     assert job_problem([*job, alone]) == {"reason": "no_rank", "count": 1, "parts": [["node1", 13]]}
+
+
+def _table_part(rank, host, compute, comm, n=42, world=6):
+    import pandas as pd
+
+    steps = pd.DataFrame({"step": range(n), "warmup": [False] * n, "load_ms": 1.0, "transfer_ms": 0.0,
+                          "compute_ms": compute, "comm_ms": comm, "host_ms": 0.5})
+    steps["wall_ms"] = steps[[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
+    bms = {lb: float(steps[f"{lb}_ms"].mean()) for lb in LABELS}
+    wall = sum(bms.values())
+    doc = {"rank": rank, "world_size": world, "host": host, "steps": n, "warmup_steps": 0, "device": "cpu",
+           "step_time_ms": {"mean": wall, "p50": wall, "p90": wall}, "breakdown_ms": bms,
+           "breakdown_fraction": {k: v / wall for k, v in bms.items()}}
+    return {"doc": doc, "steps": steps, "raw": {}}
+
+
+def test_a_whole_slow_node_holds_up_the_job_though_none_of_its_ranks_alone_is_slowest_on_most_steps():
+    from perfcore.analysis.ranks import merge_ranks, straggle
+
+    # node1's three ranks compute 12 ms more a step, taking turns at being the slowest (a third of the
+    # steps each); node0's ranks wait for them.
+    n = 42
+    turn = np.arange(n) % 3
+    parts = [_table_part(r, "node0", 10.0, 13.3) for r in range(3)]
+    parts += [_table_part(3 + j, "node1", 22.0 + np.where(turn == j, 0.3, 0.0), 1.3 - np.where(turn == j, 0.3, 0.0))
+              for j in range(3)]
+    m = merge_ranks(parts)
+    assert m["nodes"]["slow_node"]["host"] == "node1"
+    (s,) = m["stragglers"]
+    assert s["host"] == "node1" and s["rank"] in (3, 4, 5) and s["excess_label"] == "compute"
+    assert s["excess_ms"] == pytest.approx(12.1, abs=0.2)
+    assert {w["rank"] for w in m["waiting"]} == {0, 1, 2}
+    st = straggle(m)
+    assert st.slow_rank == s["rank"] and st.waiting_rank in (0, 1, 2) and st.wait_share > 0.4
+    # The job's verdict: the wait for the slow node's rank, not the waiting ranks' communication.
+    from perfcore.analysis.advice import advise_run
+
+    doc = {**parts[0]["doc"], **m}
+    focus = next(p["doc"] for p in parts if p["doc"]["rank"] == s["rank"])
+    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    assert v["bound"] == "straggler" and v["straggler"]["slow_rank"] == s["rank"]
+    # Seen from node1 alone (its node's view), no rank of it stands out.
+    assert merge_ranks(parts[3:], node_view=True)["stragglers"] == []

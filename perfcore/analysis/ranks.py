@@ -66,15 +66,47 @@ def merge_ranks(parts: list[dict[str, Any]], node_view: bool = False) -> dict[st
     out: dict[str, Any] = {"world_size": world, "ranks": ranks, "missing_ranks": missing, "stragglers": []}
     tables = [_measured(p["steps"]) for p in parts]
     k = min((len(t) for t in tables), default=0)
+    nodes = None
     if len({p["doc"].get("host") for p in parts}) > 1:
         out["clocks"] = clock_alignment(parts).to_dict()
-        out["nodes"] = job_nodes([_rank_steps(p["doc"], t) for p, t in zip(parts, tables)]).to_dict()
+        nodes = job_nodes([_rank_steps(p["doc"], t) for p, t in zip(parts, tables)])
+        out["nodes"] = nodes.to_dict()
     if len(parts) < 2 or k == 0:
         return out
+    label_means = {lb: np.array([t[f"{lb}_ms"].to_numpy()[:k].mean() for t in tables]) for lb in LABELS}
+    out["stragglers"] = _stragglers(parts, tables, k, label_means)
+    if nodes is not None and nodes.slow is not None and nodes.slow.rank not in {s["rank"] for s in out["stragglers"]}:
+        # A whole node slower than the others: its ranks share the excess, none is the slowest on most steps
+        # alone; the node's rank with the most own work stands for it.
+        i = next(i for i, p in enumerate(parts) if p["doc"].get("rank") == nodes.slow.rank)
+        work = (tables[i]["wall_ms"] - tables[i]["comm_ms"]).to_numpy()[:k]
+        out["stragglers"].append(
+            {
+                "rank": nodes.slow.rank,
+                "excess_label": nodes.slow.excess_label,
+                "excess_ms": nodes.slow.excess_ms,
+                "slowest_share": nodes.slow.slowest_share,
+                "work_ms": float(work.mean()),
+                "others_work_ms": nodes.slow.others_work_ms,
+                "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
+                "host": nodes.slow.host,
+            }
+        )
+    if out["stragglers"]:
+        out["stragglers"].sort(key=lambda s: -s["work_ms"])  # the first holds the job up most (finish's focus)
+        out["waiting"] = _waiting(parts, tables, k, label_means, {s["rank"] for s in out["stragglers"]})
+    return out
+
+
+def _stragglers(
+    parts: list[dict[str, Any]], tables: list[pd.DataFrame], k: int, label_means: Mapping[str, np.ndarray]
+) -> list[dict[str, Any]]:
+    """The ranks whose own work (wall less comm) is the longest on most steps and exceeds the median by 5%
+    of it (at least 0.5 ms): each with the label of its excess over the others' median."""
     work = np.stack([(t["wall_ms"] - t["comm_ms"]).to_numpy()[:k] for t in tables])  # ranks x steps
     med = np.median(work, axis=0)
     slowest = np.argmax(work, axis=0)
-    label_means = {lb: np.array([t[f"{lb}_ms"].to_numpy()[:k].mean() for t in tables]) for lb in LABELS}
+    found = []
     for i, p in enumerate(parts):
         excess = float((work[i] - med).mean())
         share_slowest = float((slowest == i).mean())
@@ -84,34 +116,41 @@ def merge_ranks(parts: list[dict[str, Any]], node_view: bool = False) -> dict[st
         others = [j for j in range(len(parts)) if j != i]
         diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
         label = max(diffs, key=diffs.get)
-        r = p["doc"].get("rank")
-        mine, theirs = float(work[i].mean()), float(np.median(work[others].mean(axis=1)))
-        out["stragglers"].append(
+        found.append(
             {
-                "rank": r,
+                "rank": p["doc"].get("rank"),
                 "excess_label": label,
                 "excess_ms": diffs[label],
                 "slowest_share": share_slowest,
-                "work_ms": mine,
-                "others_work_ms": theirs,
+                "work_ms": float(work[i].mean()),
+                "others_work_ms": float(np.median(work[others].mean(axis=1))),
                 "step_ms": float(np.mean(tables[i]["wall_ms"].to_numpy()[:k])),
+                "host": p["doc"].get("host"),
             }
         )
-    if out["stragglers"]:
-        slow = {s["rank"] for s in out["stragglers"]}
-        slow_idx = [i for i, p in enumerate(parts) if p["doc"].get("rank") in slow]
-        slow_comm = max(label_means["comm"][i] for i in slow_idx)
-        out["waiting"] = [
-            {
-                "rank": parts[i]["doc"].get("rank"),
-                "comm_ms": float(label_means["comm"][i]),
-                "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
-                "waits_for": sorted(slow, key=str),
-            }
-            for i in range(len(parts))
-            if i not in slow_idx and label_means["comm"][i] - slow_comm > 0.5
-        ]
-    return out
+    return found
+
+
+def _waiting(
+    parts: list[dict[str, Any]],
+    tables: list[pd.DataFrame],
+    k: int,
+    label_means: Mapping[str, np.ndarray],
+    slow: set[Any],
+) -> list[dict[str, Any]]:
+    """The ranks that spend 0.5 ms a step longer in collectives than the slow ranks do: they wait for them."""
+    slow_idx = [i for i, p in enumerate(parts) if p["doc"].get("rank") in slow]
+    slow_comm = max(label_means["comm"][i] for i in slow_idx)
+    return [
+        {
+            "rank": parts[i]["doc"].get("rank"),
+            "comm_ms": float(label_means["comm"][i]),
+            "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
+            "waits_for": sorted(slow, key=str),
+        }
+        for i in range(len(parts))
+        if i not in slow_idx and label_means["comm"][i] - slow_comm > 0.5
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
