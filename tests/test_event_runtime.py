@@ -157,7 +157,7 @@ def test_a_step_timer_over_a_captured_forward_finishes_and_says_so(monkeypatch, 
     doc = t.result()
     t.close()
     assert (df[~df["warmup"]]["compute_ms"] >= 1.9).all()
-    assert doc["capture"]["phases_under_graph_capture"] == 1
+    assert doc.capture.stats["phases_under_graph_capture"] == 1
     assert any("captured into a CUDA graph" in n for n in t.notes)
 
 
@@ -227,4 +227,4 @@ def test_a_run_timed_by_events_reports_the_cost_of_an_event_phase(monkeypatch, f
     doc = t.result()
     t.close()
     assert rt.recorded_count() - before >= 2 * 500  # the scratch timer's pairs
-    assert doc["overhead"]["per_phase_ns"] > phase_cost_ns()
+    assert doc.overhead.per_phase_ns > phase_cost_ns()

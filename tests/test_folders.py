@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from run_docs import write_run_folder
 
 from perfcore.cli import cli
 from perfcore.errors import ResultWriteError, UsageError
 from perfcore.report import jsonio
 from perfcore.run.parent import folder
 from perfcore.run.parent.folder import MARKER, prepare_out
-
-from run_docs import write_run_folder
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -96,7 +95,7 @@ def test_a_taken_default_name_is_drawn_again(tmp_path, monkeypatch):
 
 def test_merge_into_the_folder_it_merges_keeps_every_part(tmp_path):
     node = tmp_path / "node"
-    write_run_folder(node / "parts" / "pid1", steps=6)
+    write_run_folder(node / "parts" / "pid1", decided=False, steps=6)
     before = tree(node)
     res = CliRunner().invoke(cli, ["merge", str(node), "--out", str(node)])
     assert res.exit_code == 0, res.output

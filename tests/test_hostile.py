@@ -6,8 +6,8 @@ and open_report with a sentinel folder beside it that must not change."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from run_docs import write_run_folder
 
 from perfcore.cli import cli
 from perfcore.report import jsonio
-
-from run_docs import write_run_folder
 
 
 def invoke(*args):
@@ -48,7 +47,7 @@ def sentinel(tmp_path: Path) -> Path:
     (s / "data").mkdir(parents=True)
     (s / "data" / "results.csv").write_text("mine,1\n")
     (s / "victim.txt").write_text("do not touch\n")
-    part = write_run_folder(s / "part")
+    part = write_run_folder(s / "part", decided=False)
     (part / "checkpoint").mkdir()
     jsonio.write(part / "checkpoint" / "run.json", json.loads((part / "run.json").read_text()))
     return s
@@ -58,7 +57,7 @@ def unfinished(out: Path, ranks=(None,), **kw) -> Path:
     """A run folder perfcore was stopped before finishing: parts only, no run.json."""
     for i, rank in enumerate(ranks):
         key = f"rank{rank}" if isinstance(rank, int) else f"pid{4242 + i}"
-        part = write_run_folder(out / "parts" / key, **kw)
+        part = write_run_folder(out / "parts" / key, decided=False, **kw)
         doc = json.loads((part / "run.json").read_text())
         doc.update(rank=rank, pid=4242 + i, world_size=len(ranks) if rank is not None else None)
         jsonio.write(part / "run.json", doc)
@@ -248,12 +247,12 @@ ESC = "\x1b]0;owned\x07\x1b[2J\x1b[1A\r\x9b2K\u202e"
 def poisoned(path: Path, **kw) -> Path:
     out = write_run_folder(path, **kw)
     doc = json.loads((out / "run.json").read_text())
-    doc["verdict"]["summary"] = f"summary{ESC}end"
-    doc["verdict"].pop("on_gpu", None)  # a document written before the facts were kept: its words are shown
-    doc["notes"] = [f"note{ESC}"]
+    doc["notes"] = [f"note{ESC}end"]
     doc["device"] = f"cpu{ESC}"
     doc["command"] = ["python", f"x{ESC}.py"]
-    doc["recommendations"] = [{"id": "x", "text": f"advice{ESC}", "evidence": {}}]
+    # The user's site reaches the advice and the loader's lines.
+    doc["loaders"] = [{"site": f"train{ESC}.py:9", "batch_size": 8, "num_workers": 0, "batches": 7, "training": True}]
+    doc["findings"][0]["figures"]["loader"] = doc["loaders"][0]
     doc["kernel_categories"] = {f"conv{ESC}": {"share": 0.5, "ms": 3.0}}
     jsonio.write(out / "run.json", doc)
     return out
@@ -269,8 +268,8 @@ def test_report_and_compare_strip_control_characters(tmp_path):
     brief = invoke("report", a)  # the short report: the header line carries the document's device name
     assert brief.exit_code == 0 and "on cpu" in brief.stdout, brief.output
     assert controls(brief.output) == []
-    rep = invoke("report", a, "--explain")  # the whole text: the verdict's summary and every string
-    assert rep.exit_code == 0 and "summary" in rep.stdout and "end" in rep.stdout, rep.output
+    rep = invoke("report", a, "--explain")  # the whole text: the notes and every string
+    assert rep.exit_code == 0 and "note" in rep.stdout and "end" in rep.stdout and "train" in rep.stdout, rep.output
     assert controls(rep.output) == []
     cmp = invoke("compare", a, b)
     assert cmp.exit_code == 0 and "conv" in cmp.stdout, cmp.output
@@ -298,9 +297,8 @@ def test_an_error_quoting_a_document_strips_control_characters(tmp_path):
 def test_chart_data_cannot_end_or_stall_its_script_element(tmp_path):
     import re
 
-    from perfcore.report.html_stages import write_compare_report
-
     from perfcore.analysis.compare import compare_runs
+    from perfcore.report.html_stages import write_compare_report
     from perfcore.report.reader import load_run
 
     a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b", compute_ms=9.0)
@@ -504,10 +502,10 @@ def _paths_everywhere(f: Path, s: Path) -> None:
     write_run_folder(f)
     doc = json.loads((f / "run.json").read_text())
     aim = f"../{s.name}/victim.txt"
-    doc.update(device=aim, backend=str(s / "victim.txt"), host=SCRIPT, step_source=aim, step_source_text=SCRIPT,
+    doc.update(device=aim, backend=str(s / "victim.txt"), host=SCRIPT, step_source=aim,
                command=[aim, SCRIPT], argv=[aim], notes=[aim, SCRIPT], rank=None)
-    doc["verdict"]["summary"] = SCRIPT
-    doc["recommendations"] = [{"id": aim, "text": SCRIPT, "evidence": {aim: SCRIPT}}]
+    doc["loaders"] = [{"site": f"{aim}:1", "batch_size": 8, "num_workers": 0, "batches": 7, "training": True},
+                      {"site": SCRIPT, "batch_size": 8, "num_workers": 0, "batches": 7, "training": False}]
     doc["kernel_categories"] = {SCRIPT: {"share": 0.5, "ms": 1.0}}
     doc["kernels"] = [{"name": SCRIPT, "count": 1, "total_ms": 1.0, "mean_us": 1.0}]
     jsonio.write(f / "run.json", doc)

@@ -32,8 +32,8 @@ def test_steptimer_kernels_without_a_gpu_says_so_once_and_times_host_phases(back
             pass
         t.step()
     res = t.result()
-    assert t.backend == "host" and res["backend"] == "host"
-    assert res["capture"]["note"] == str(w.message).removeprefix("perfcore: ")
+    assert t.backend == "host" and res.backend == "host"
+    assert res.capture.stats["note"] == str(w.message).removeprefix("perfcore: ")
 
 
 def test_a_kernel_backend_that_does_not_exist_is_refused_on_any_machine():

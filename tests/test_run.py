@@ -40,25 +40,30 @@ def test_input_bound_script_agrees_with_its_own_meter(input_bound):
     doc = json.loads((out / "run.json").read_text())
     script_share = float(next(line for line in p.stdout.splitlines() if line.startswith("DATA_SHARE")).split()[1])
     assert abs(doc["breakdown_fraction"]["load"] - script_share) <= 0.05
-    assert doc["verdict"]["bound"] == "load"
-    assert doc["verdict"]["plain_summary"].startswith("input-bound:")
+    from run_docs import run_of_json
+
+    from perfcore.report.verdict_words import plain_words
+
+    run = run_of_json(doc)
+    assert run.verdict.bound == "load"
+    assert plain_words(run.verdict).startswith("input-bound:")
     assert doc["steps"] + doc["warmup_steps"] == 40  # 2 epochs x 20 batches
     # The loader sleeps, so workers hide it while cores are free; when other processes held the
     # cores during this run (measured, in run.json) the advice leads with a cheaper batch instead.
     others = (doc.get("interference") or {}).get("others_cores", 0.0)
-    first = doc["recommendations"][0]["id"]
+    first = run.findings[0].kind.value
     if others < 0.5:
-        assert first == "more_workers", (others, doc["recommendations"][0])
+        assert first == "more_workers", (others, run.findings[0])
     else:
-        assert first in ("more_workers", "cheaper_batches"), (others, doc["recommendations"][0])
+        assert first in ("more_workers", "cheaper_batches"), (others, run.findings[0])
 
 
 def test_run_folder_contents(input_bound):
     p, out = input_bound
     doc = json.loads((out / "run.json").read_text())
-    assert doc["schema"] == "perfcore.run/1"
+    assert doc["schema"] == "perfcore.run/2"
     for key in ("steps", "warmup_steps", "step_time_ms", "breakdown_ms", "breakdown_fraction", "verdict",
-                "recommendations", "kernels", "memcpy", "backend", "device", "overhead"):
+                "findings", "kernels", "memcpy", "backend", "device", "overhead"):
         assert key in doc
     assert set(doc["breakdown_fraction"]) == {"load", "transfer", "compute", "comm", "host"}
     steps = pd.read_csv(out / "steps.csv")
@@ -92,11 +97,15 @@ def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
                  *py(TRAIN, "--delay", "0", "--width", "3072", "--epochs", "1"))
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    v = doc["verdict"]
+    from run_docs import run_of_json
+
+    from perfcore.report.verdict_words import summary_words
+
+    v = run_of_json(doc).verdict
     # Never named past a tier. With two CPU burners its host share reads 5.8-8% over these 18 steps,
     # with an interval up to 10-12%: "borderline" (more steps would settle it), which is no blame.
-    assert v["level"] in ("healthy", "borderline") and v["bound"] != "load", v["summary"]
-    assert v["bound"] == "compute" or v["summary"].startswith("borderline "), v["summary"]
+    assert v.level.value in ("healthy", "borderline") and v.bound != "load", summary_words(v)
+    assert v.bound == "compute" or summary_words(v).startswith("borderline "), summary_words(v)
     assert doc["breakdown_fraction"]["compute"] > doc["breakdown_fraction"]["load"]
 
 

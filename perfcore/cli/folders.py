@@ -36,16 +36,16 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
         # A demo, health, diagnose or sweep folder: its own report (a demo's, all three stages, not its run's).
         shown = stage_text(folder, explain)
         if shown is not None:
-            doc, text, name = shown
+            result, text, name = shown
             res.echo(clean(text))
             if html:
                 from perfcore.report.html import write_folder_report
 
                 files = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-                write_folder_report(folder, f"perfcore {name}", doc, text, files)
-                res.done(doc, ["report.html"], folder)
+                write_folder_report(folder, f"perfcore {name}", result, text, files)
+                res.done(result.to_dict(), ["report.html"], folder)
             else:
-                res.done(doc)
+                res.done(result.to_dict())
             return
     if not (folder / "run.json").exists():
         from perfcore.run.parent.finish import finish_unfinished
@@ -55,17 +55,18 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
         click.echo(
             f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote", err=True
         )
-    doc, steps = load_run(folder)
-    res.echo(clean(render_text(doc) if explain else render_brief(doc, folder)))
+    run, steps = load_run(folder)
+    res.echo(clean(render_text(run) if explain else render_brief(run, folder)))
+    doc = run.to_dict()
     written = []
     try:
         if len(steps) > 0:  # a run that saw no step has nothing to plot
-            plot_breakdown(steps, folder / "breakdown.png", title=headline(doc["verdict"]))
+            plot_breakdown(steps, folder / "breakdown.png", title=headline(run.verdict))
             written.append("breakdown.png")
         if html:
             from perfcore.report.html import write_report
 
-            write_report(folder, doc, steps)
+            write_report(folder, run, steps)
             written.append("report.html")
     except ResultWriteError as e:
         # The report is shown; only the refreshed files could not be saved (a read-only copy).
@@ -98,23 +99,22 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.compare_words import render_compare, say
-    from perfcore.report.verdict_words import say_compare
+    from perfcore.report.compare_words import render_compare
     from perfcore.report.reader import load_run
 
     check_target(res.json_path, [run_a, run_b])
     check_target(html_path, [run_a, run_b], page=True)
     a, _ = load_run(Path(run_a), measured=True)
     b, _ = load_run(Path(run_b), measured=True)
-    doc = say_compare(compare_runs(a, b))
+    doc = compare_runs(a, b)
     res.echo(clean(render_compare(doc)))
     if html_path is not None:
-        from perfcore.report.html_stages import write_compare_report
+        from perfcore.report.html_compare import write_compare_report
 
         page = write_compare_report(Path(html_path).expanduser(), doc, (run_a, run_b))
         res.echo(f"wrote {page}")
-    res.done(say(doc))
-    change = doc["step_time_change_pct"]
+    res.done(doc.to_dict())
+    change = doc.step_time_change_pct
     # Written so that a change that is not a number fails the gate rather than passing it.
     if fail_above is not None and not change <= fail_above:
         click.echo(f"perfcore: regression: step time {change:+.1f}% > {fail_above:g}%", err=True)
@@ -131,9 +131,9 @@ def merge_cmd(res: Results, dirs) -> None:
 
     check_target(res.json_path, dirs)
     # merge_dirs makes the merged folder only once the parts are read and found to be one job's.
-    doc = merge_dirs([Path(d) for d in dirs], Path(res.out) if res.out else None)
-    res.echo(clean(render_text(doc)))
-    res.done(doc, list(doc.get("files", {})), doc["_out"])
+    run, out = merge_dirs([Path(d) for d in dirs], Path(res.out) if res.out else None)
+    res.echo(clean(render_text(run)))
+    res.done(run.to_dict(), list(run.files), out)
 
 
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}

@@ -92,7 +92,7 @@ def run_cmd(  # noqa: PLR0913
 
     # On stderr, as `time` reports: the script's own stdout stays whole (perfcore run -- ... > out.txt).
     click.echo(render_text(doc) if explain else render_brief(doc, out_dir), err=True)
-    res.done(doc, list(doc.get("files", {})), out_dir)
+    res.done(doc.to_dict(), list(doc.files), out_dir)
     sys.exit(rc)
 
 

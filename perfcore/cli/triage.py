@@ -42,13 +42,13 @@ def health_cmd(res: Results, steps, interval, target) -> None:
     from perfcore.experiments.stages import health_stage
     from perfcore.report.experiments import render_health
 
-    doc, files = health_stage(
+    result, files = health_stage(
         load_target(target), res.folder, steps=steps, interval_s=interval, progress=res.progress()
     )
-    text = render_health(doc)
+    text = render_health(result)
     res.echo(text)
-    res.done(doc, folder_report(res, "health", doc, text, files))
-    _mirror_script_exit(doc)
+    res.done(result.to_dict(), folder_report(res, "health", result, text, files))
+    _mirror_script_exit(result)
 
 
 @target_command("diagnose")
@@ -73,24 +73,23 @@ def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     from perfcore.report.experiments import render_diagnose, render_diagnose_brief
 
     what = load_target(target)
-    doc, files = diagnose_stage(what, res.folder, steps=steps, warmup=warmup, progress=res.progress())
-    text = render_diagnose(doc)
+    result, files = diagnose_stage(what, res.folder, steps=steps, warmup=warmup, progress=res.progress())
+    text = render_diagnose(result)
     # All of it is read back from the folder: `perfcore diagnose --explain` would run every experiment again.
     again = f"perfcore report {shlex.quote(str(res.folder))} --explain"
     # On stderr, as run's report: the script's lines on stdout are its own (and `--json -` keeps stdout).
     click.echo(
-        text if explain else render_diagnose_brief(doc, f"{res.folder}/report.html; all evidence: {again}"), err=True
+        text if explain else render_diagnose_brief(result, f"{res.folder}/report.html; all evidence: {again}"), err=True
     )
-    res.done(doc, folder_report(res, "diagnose", doc, text, files))
-    _mirror_script_exit(doc)
+    res.done(result.to_dict(), folder_report(res, "diagnose", result, text, files))
+    _mirror_script_exit(result)
 
 
-def _mirror_script_exit(doc: dict) -> None:
+def _mirror_script_exit(result) -> None:
     """A script that failed after measured steps: the command exits with its code, as `run` does
     (the report above ends with the line that says how it failed)."""
-    code = (doc.get("script_exit") or {}).get("code")
-    if code:
-        sys.exit(code)
+    if result.script_exit is not None and result.script_exit.code:
+        sys.exit(result.script_exit.code)
 
 
 @target_command("sweep")
@@ -148,7 +147,7 @@ def sweep_cmd(  # noqa: PLR0913
         "pin_memory": pin_memory,
         "prefetch_factor": prefetch_factor,
     }
-    doc, files = sweep_stage(
+    result, files = sweep_stage(
         what,
         res.folder,
         grid,
@@ -158,20 +157,20 @@ def sweep_cmd(  # noqa: PLR0913
         resume=resume,
         progress=res.progress(),
     )
-    text = render_sweep(doc)
+    text = render_sweep(result)
     res.echo(text)
-    res.done(doc, folder_report(res, "sweep", doc, text, files))
-    if doc["interrupted"]:
+    res.done(result.to_dict(), folder_report(res, "sweep", result, text, files))
+    if result.interrupted:
         click.echo(
-            f"perfcore: interrupted: {len(doc['configs'])} configuration(s) kept; "
+            f"perfcore: interrupted: {len(result.configs)} configuration(s) kept; "
             f"continue with --resume --out {res.folder}",
             err=True,
         )
         sys.exit(EXIT_INTERRUPTED)
-    if doc["best"] is None:
+    if result.best is None:
         from perfcore.report.failure_words import config_failure
 
-        first = next((c for c in doc["configs"] if config_failure(c)), {})
+        first = next((c for c in result.configs if config_failure(c)), {})
         click.echo(
             f"perfcore: error: no configuration could be measured"
             + (f" (first: {first.get('status')}: {one_line(config_failure(first))[:300]})" if first else ""),
@@ -191,7 +190,7 @@ def demo_cmd(res: Results, quick, explain) -> None:
     from perfcore.report.demo_words import render_demo
     from perfcore.report.experiments import render_demo_brief
 
-    doc = run_demo(res.folder, quick=quick, progress=res.progress()).to_dict()
-    text = render_demo(doc)
-    res.echo(text if explain else render_demo_brief(doc, res.folder))
-    res.done(doc, folder_report(res, "demo", doc, text, list(doc["files"])))
+    result = run_demo(res.folder, quick=quick, progress=res.progress())
+    text = render_demo(result)
+    res.echo(text if explain else render_demo_brief(result, res.folder))
+    res.done(result.to_dict(), folder_report(res, "demo", result, text, list(result.files)))

@@ -57,22 +57,19 @@ def _run_in(run_dir: Path, cell: str, user_ns: dict, config):
         from perfcore.errors import UsageError
 
         raise UsageError("the cell ran no complete step (no optimizer step, backward, batch or second module call)")
+    from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.run_report import RunReport
     from perfcore.timing import RunResult
 
     # Evaluation passes in the cell are rows of their own, set apart from the training steps' statistics
     # as `perfcore run` sets them apart.
-    res = RunResult(timer.engine.document(evaluation_rows=list(inst.eval_rows)))
-    res["step_source"] = source
+    facts = timer.engine.document(evaluation_rows=list(inst.eval_rows))
+    facts["step_source"] = source
     if stop_note:
-        res["notes"] = list(res.get("notes") or []) + [stop_note]
-    from perfcore.analysis.advice import advise_run
-
-    advise_run(res, zero_code=True)  # the cell is the user's unmodified code: no perfcore calls in the advice
-    from perfcore.report.advice_words import say
-
-    say(res)
+        facts["notes"] = list(facts.get("notes") or []) + [stop_note]
+    decision = advise_run(facts, zero_code=True)  # the cell is the user's unmodified code: no perfcore calls
     timer.close()
-    return res, timer
+    return RunResult.of(RunReport.of(facts, decision)), timer
 
 
 def load_ipython_extension(ipython) -> None:
@@ -80,10 +77,10 @@ def load_ipython_extension(ipython) -> None:
 
     @register_cell_magic("perfcore")
     def perfcore_magic(line, cell):
+        import sys
+
         from perfcore.errors import PerfcoreError, UsageError
         from perfcore.run.options import MAX_COUNT, number
-
-        import sys
 
         p = argparse.ArgumentParser(
             prog="%%perfcore", add_help=False, description="Run the cell with perfcore's zero-code instrumentation."
