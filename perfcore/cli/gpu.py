@@ -37,11 +37,11 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
 
     out_dir = res.folder
     curve = measure(size_list, dirs, repeats)
-    from perfcore.report.transfer_words import say_link
+    from perfcore.report.transfer_words import link_words
 
-    link = say_link(nominal_link_gbps())
+    link = nominal_link_gbps()  # its figures and reason code: the words are said below, not stored
     doc = {
-        "schema": "perfcore.experiments.transfer/1",
+        "schema": "perfcore.experiments.transfer/2",
         "curve": curve.to_dict("records"),
         "link": link,
         "summary": summarize_curve(curve, link.get("gbps")),
@@ -54,6 +54,8 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
     files = ["transfer.json", "transfer.csv", "transfer.png"]
     for k, v in doc["summary"].items():
         res.echo(f"  {k}: {v:.2f}")
+    if link_words(link):
+        res.echo(f"  {link_words(link)}")
     if shape:
         b = doc["batch"]
         res.echo(
