@@ -62,6 +62,20 @@ def test_the_wrappers_costs_are_measured_here():
     assert 0 < fetch_cost_ns() < 1e6
 
 
+def test_the_sync_call_calibration_makes_its_tensors_on_the_cpu():
+    # A script under torch.set_default_device("cuda") made the calibration's tensors on the GPU: each
+    # .item() a synchronising copy, thousands at the end of every run. Here the default device is "meta",
+    # whose tensors have no value at all: a calibration that follows the default cannot run.
+    import torch
+
+    torch.set_default_device("meta")
+    try:
+        ns = SyncCounter.call_cost_ns(calls=256, blocks=3, torch=torch)
+    finally:
+        torch.set_default_device(None)
+    assert ns >= 0
+
+
 def test_the_short_report_names_a_material_overhead_only():
     import json
     from pathlib import Path

@@ -31,6 +31,7 @@ __all__ = [
     "DemoWorkload",
 ]
 
+
 @dataclasses.dataclass(frozen=True)
 class ScriptExit:
     """A script that failed after measured steps (its results are partial): its exit code, the measured steps,

@@ -27,6 +27,8 @@ __all__ = [
     "Memcpy",
     "Overhead",
     "Capture",
+    "Tracing",
+    "TracingCalibration",
     "Memory",
     "StepSpread",
     "Monitor",
@@ -201,6 +203,32 @@ Stat = int | float | bool | str | None
 
 
 @dataclasses.dataclass(frozen=True)
+class TracingCalibration:
+    """A launch's cost measured untraced and traced at the run's start (recording.tracing.probe)."""
+
+    launches: Count
+    untraced_ns: tuple[Ms, ...] | None = None
+    traced_ns: tuple[Ms, ...] | None = None
+    spread_ns: Ms | None = None
+    measured: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Tracing:
+    """Kernel tracing (recording.tracing): its mode (off, lean, full), the record kinds it kept, the steps it
+    traced, how kernels found their phase (correlation or event_windows), the launches it counted and the
+    calibration its cost per launch came from."""
+
+    mode: str
+    steps_traced: Count = 0
+    kinds: tuple[str, ...] = ()
+    launches: Count = 0
+    backend: str | None = None
+    placement: str | None = None
+    calibration: TracingCalibration | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Capture:
     """What the capture recorded and lost (recording.gpu.capture_stats): every statistic by its name, in the
     order it was recorded, with the handover to torch.profiler, the guards applied and the tracing's own
@@ -210,7 +238,7 @@ class Capture:
     handed_over: dict[str, Stat] | None = None
     guards: tuple[str, ...] = ()
     torch_profiler: dict[str, Any] | None = None
-    tracing: dict[str, Any] | None = None
+    tracing: Tracing | None = None
 
     _APART = ("handed_over", "guards", "torch_profiler", "tracing")
 
@@ -232,7 +260,7 @@ class Capture:
             handed_over=from_doc(dict[str, Stat] | None, value.get("handed_over"), f"{where}.handed_over"),
             guards=from_doc(tuple[str, ...], value.get("guards") or [], f"{where}.guards"),
             torch_profiler=from_doc(dict[str, Any] | None, value.get("torch_profiler"), f"{where}.torch_profiler"),
-            tracing=from_doc(dict[str, Any] | None, value.get("tracing"), f"{where}.tracing"),
+            tracing=from_doc(Tracing | None, value.get("tracing"), f"{where}.tracing"),
         )
 
     def count(self, name: str) -> int:

@@ -285,7 +285,12 @@ def _tensor_call_cost_ns(torch: Any, calls: int, blocks: int) -> float:
     # Per block: `calls` counted .item() calls on real tensors (two a sample, as in per-sample metrics),
     # then as many uncounted; thread CPU time, so other processes on the core do not land in one half.
     n = 64
-    a, b, out = torch.zeros(n, dtype=torch.long), torch.ones(n, dtype=torch.long), torch.zeros(n, 2)
+    # On the CPU whatever the script made the default device: under torch.set_default_device("cuda")
+    # these would be GPU tensors, and each .item() a synchronising copy (thousands at the run's end).
+    cpu = torch.device("cpu")
+    a = torch.zeros(n, dtype=torch.long, device=cpu)
+    b = torch.ones(n, dtype=torch.long, device=cpu)
+    out = torch.zeros(n, 2, device=cpu)
     counter = SyncCounter(torch, methods=("item",), prefixes=(), max_calls=1 << 30)
 
     def metrics() -> float:

@@ -192,12 +192,14 @@ def overhead_long(o: Overhead) -> list[str]:
         between = own * (1 - _or(o.pause_ms_total, 0.0) / o.own_ms_total) if o.own_ms_total else own
         own = _or(o.steady_own_ms_per_step, max(0.0, between))
     passed, fetch = _or(o.passed_ms_per_step, 0.0), _or(o.fetch_ms_per_step, 0.0)
+    tracing = _or(o.tracing_ms_per_step, 0.0)
     parts = [
         (phases, f"phases {o.phases_per_step:.3g} x {fmt_ms(o.per_phase_ns / 1e6)}"),
         (passed, f"hook calls {fmt_ms(passed)}"),
         (sync, f".item() counts {fmt_ms(sync)}"),
         (fetch, f"fetches {fmt_ms(fetch)}"),
         (sampler, f"line sampler {fmt_ms(sampler)}"),
+        (tracing, f"kernel tracing {fmt_ms(tracing)}"),
         (own, f"own work {fmt_ms(own)}"),
     ]
     total = sum(v for v, _ in parts)
