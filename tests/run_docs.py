@@ -3,6 +3,7 @@ intervals (no training, no clock), so readers and commands are tested on exactly
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -160,3 +161,38 @@ def advice_said(run) -> list[tuple[str, str, str]]:
     from perfcore.report.advice_words import advice_words
 
     return [(f.kind.value, *advice_words(f, run.loader_plan)) for f in run.findings]
+
+
+def confirm(  # noqa: PLR0913
+    decision: Any,
+    label: str,
+    measured_speedup: float | None,
+    name: str,
+    compute_ms: tuple[float, float] | None = None,
+    noise_ms: float | None = None,
+    compute_may_gain: bool = True,
+    busy: dict | None = None,
+    experiment=None,
+):
+    """analysis.checks.reconcile for an experiment that removed `label`'s cause, against a verdict's figures
+    (its step_ms, avoidable_ms and avoidable_band_ms), as diagnose makes its check of experiment A."""
+    from perfcore.analysis.checks import Busy, Experiment, Measurement, Prediction, reconcile
+
+    band = decision.avoidable_band_ms.get(label)
+    return reconcile(
+        Prediction(
+            label=label,
+            step_ms=float(decision.step_ms or 0.0),
+            saved_ms=float(decision.avoidable_ms.get(label) or 0.0),
+            saved_band_ms=(float(band[0]), float(band[1])) if band else None,
+        ),
+        Measurement(
+            experiment=experiment or Experiment.SYNTHETIC,
+            name=name,
+            speedup=measured_speedup,
+            noise_ms=noise_ms,
+            compute_ms=tuple(compute_ms) if compute_ms is not None else None,
+            compute_may_gain=compute_may_gain,
+            busy=Busy(busy.get("others_cores"), busy.get("cores"), bool(busy.get("material"))) if busy else None,
+        ),
+    )

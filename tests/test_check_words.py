@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from perfcore.analysis.checks import Against, Check, Experiment, confirm
+from perfcore.analysis.checks import Against, Check, Experiment
+from run_docs import confirm
 from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.analysis.command_results import ExperimentRow
 from perfcore.analysis.status import Change
@@ -207,7 +208,7 @@ def test_a_band_of_speedups_with_an_open_top_says_so():
 def test_a_shortfall_the_experiments_own_compute_explains_is_said_with_it():
     # The quiet demo: 16.3 ms of loading predicted (1.98x), synthetic data saved 15.0 ms (1.84x, partly) while
     # its compute took 1.31 ms more a step (16.6 -> 17.9 ms): the measured cause of the gap, said beside it.
-    from perfcore.analysis.checks import confirm
+    from run_docs import confirm
     from perfcore.analysis.verdict import decide
     from perfcore.report.experiments import _check_short
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from run_docs import exp_rows, typed_run
 
 from perfcore.analysis.advice import loader_plan
-from perfcore.analysis.checks import confirm
+from run_docs import confirm
 from perfcore.analysis.codec import from_doc
 from perfcore.analysis.compare import compare_runs
 from perfcore.analysis.gain import judge, measured_gain

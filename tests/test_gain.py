@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from run_docs import exp_rows
 
-from perfcore.analysis.checks import confirm
+from run_docs import confirm
 from perfcore.analysis.gain import expected_gain, judge, measured_gain
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import decide, decide_run
@@ -101,7 +101,7 @@ def test_judge_confirms_only_within_the_noise_band():
 def test_a_saving_inside_the_noise_around_none_confirms_nothing():
     # A busy demo: 32 ms of a 64.6 ms step predicted (2.00x), synthetic data saved 13 ms (1.25x) with 25 ms of
     # noise: within the prediction's widened band, and as much within the noise around no effect at all.
-    from perfcore.analysis.checks import confirm
+    from run_docs import confirm
     from perfcore.report.check_words import check_long
 
     step, pred_ms = 64.6, 32.3

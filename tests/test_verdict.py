@@ -7,7 +7,8 @@ import json
 import pytest
 from run_docs import typed_run
 
-from perfcore.analysis.checks import Against, Check, Experiment, Reason, confirm
+from perfcore.analysis.checks import Against, Check, Experiment, Reason
+from run_docs import confirm
 from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.analysis.command_results import ExperimentRow
 from perfcore.analysis.compare import compare_runs

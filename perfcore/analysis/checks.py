@@ -30,7 +30,6 @@ __all__ = [
     "Measurement",
     "Check",
     "reconcile",
-    "confirm",
 ]
 
 
@@ -46,7 +45,7 @@ class Experiment(str, enum.Enum):
 
 def prediction(evidence: Mapping[str, Any]) -> dict[str, Any]:
     """What a verdict on run_evidence() would predict removing each cause saves, without deciding it:
-    {step_ms, avoidable_ms, avoidable_band_ms}, the figures confirm() checks an experiment against."""
+    {step_ms, avoidable_ms, avoidable_band_ms}, the figures reconcile() checks an experiment against."""
     step = float(evidence["step_ms"] or 0.0)
     band = evidence.get("share_band") or {}
     return {
@@ -319,38 +318,4 @@ def _against_advice(p: Prediction, m: Measurement) -> Check:
         measured_band=band,
         measured_noise_ms=noise,
         material=x >= MATERIAL_X,
-    )
-
-
-def confirm(  # noqa: PLR0913
-    decision: Any,
-    label: str,
-    measured_speedup: float | None,
-    name: str,
-    compute_ms: tuple[float, float] | None = None,
-    noise_ms: float | None = None,
-    compute_may_gain: bool = True,
-    busy: Mapping[str, Any] | None = None,
-    experiment: Experiment = Experiment.SYNTHETIC,
-) -> Check:
-    """reconcile for an experiment that removed `label`'s cause, against a verdict's figures (its step_ms,
-    avoidable_ms and avoidable_band_ms). busy: {others_cores, cores, material} measured during the busier run,
-    so a drift is put down to a busy machine only when one was measured busy."""
-    band = decision.avoidable_band_ms.get(label)
-    return reconcile(
-        Prediction(
-            label=label,
-            step_ms=float(decision.step_ms or 0.0),
-            saved_ms=float(decision.avoidable_ms.get(label) or 0.0),
-            saved_band_ms=(float(band[0]), float(band[1])) if band else None,
-        ),
-        Measurement(
-            experiment=experiment,
-            name=name,
-            speedup=measured_speedup,
-            noise_ms=noise_ms,
-            compute_ms=tuple(compute_ms) if compute_ms is not None else None,
-            compute_may_gain=compute_may_gain,
-            busy=Busy(busy.get("others_cores"), busy.get("cores"), bool(busy.get("material"))) if busy else None,
-        ),
     )
