@@ -289,7 +289,7 @@ def busy_note(doc: DiagnoseResult) -> str:
     """ "; BUSY: ..." where other processes materially used the machine during any of diagnose's runs
     (each experiment's own measured finding; the busiest said, with the experiments it touched)."""
     found = [
-        (e.name, e.interference)
+        (e.experiment.value, e.interference)  # each run by its code: baseline, A, B, C
         for e in doc.experiments
         if e.interference is not None and e.interference.others_cores is not None
     ]
@@ -299,7 +299,7 @@ def busy_note(doc: DiagnoseResult) -> str:
     worst = max(f.others_cores for _, f in busy)
     cores = next((f.cores for _, f in busy if f.cores), None)
     of = f" of {cores}" if cores else ""
-    which = "all runs" if len(busy) == len(found) and len(found) > 1 else ", ".join(n.split(":")[0] for n, _ in busy)
+    which = "all runs" if len(busy) == len(found) and len(found) > 1 else ", ".join(n for n, _ in busy)
     return f"; BUSY: others used up to {worst:.1f}{of} cores ({which}); the speedups are uncertain"
 
 
