@@ -33,3 +33,34 @@ def test_tilde_after_equals_is_the_home_folder_in_run_report_and_json(tmp_path):
     merged = perfcore("merge", "~/r", "--out=~/m", cwd=cwd, home=home)
     assert merged.returncode == 0, merged.stderr
     assert (home / "m" / "run.json").is_file() and not (cwd / "~").exists()
+
+
+def _run_bytes(*args, cwd):
+    """A command whose arguments may hold bytes that are not UTF-8 (as str, surrogate-escaped), its output as bytes."""
+    return subprocess.run([sys.executable, "-m", "perfcore.cli", *map(str, args)], capture_output=True, cwd=cwd,
+                          timeout=300)
+
+
+def test_arguments_and_paths_that_are_not_utf8_are_kept_and_the_run_is_written(tmp_path):
+    """`perfcore run -- python tr\\xfe.py $'\\xff'` into --out o\\xfa: the script's exit code, a run folder,
+    every byte kept in every document (JSON's escape of Python's surrogate escape reads back as the byte),
+    and `perfcore report` on the folder, HTML included."""
+    folder = tmp_path / os.fsdecode(b"d\xff")
+    folder.mkdir()
+    script = folder / os.fsdecode(b"tr\xfe.py")
+    script.write_bytes(Path(SCRIPT).read_bytes())
+    out = tmp_path / os.fsdecode(b"o\xfa")
+    p = _run_bytes("run", "--warmup", "1", "--out", out, "--", sys.executable, script, "sys_exit", "3",
+                   os.fsdecode(b"\xff"), cwd=tmp_path)
+    assert p.returncode == 3, p.stderr.decode(errors="replace")
+    assert b"internal error" not in p.stderr and b"Traceback" not in p.stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert [os.fsencode(a) for a in doc["command"][1:]] == [os.fsencode(str(script)), b"sys_exit", b"3", b"\xff"]
+    assert doc["steps"] + doc["warmup_steps"] == 8 and doc["exit_code"] == 3
+    for f in out.rglob("*.json"):
+        f.read_bytes().decode("utf-8")  # every document is still text: its escapes keep the bytes
+    rep = _run_bytes("report", out, "--html", "--explain", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr.decode(errors="replace")
+    rep.stdout.decode("utf-8")  # printable: a byte that is not UTF-8 is shown as its escape
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "\\xff" in page and "\\udcff" not in page

@@ -20,6 +20,7 @@ from perfcore.report.advice_words import evidence_of, test_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
 from perfcore.report.exit_words import exit_words
 from perfcore.report.finding_words import no_step_sentence
+from perfcore.report.safe_text import clean
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.rank_words import missing_sentence
 from perfcore.report.record_words import notes_of
@@ -54,7 +55,9 @@ _ids = itertools.count()
 
 
 def esc(x: Any) -> str:
-    return html.escape(str(x), quote=True)
+    """Text for a page: cleaned as the terminal's is (no control character, no bidirectional override, a
+    byte that was not UTF-8 shown as its escape), then escaped for HTML."""
+    return html.escape(clean(str(x)), quote=True)
 
 
 def num(x: Any, fmt: str = ".2f") -> str:

@@ -16,6 +16,7 @@ from perfcore.analysis.lines import (
     min_samples,
     package_of,
 )
+from perfcore.analysis.loader_patch import PATCH_NAME
 from perfcore.analysis.loader_plan import PlanKind
 from perfcore.analysis.run_context import Loader, LoaderPlan
 from perfcore.analysis.run_report import RunReport
@@ -200,6 +201,8 @@ def _no_patch(p: Mapping[str, Any]) -> str:
         return f"the DataLoader at {p.get('site')} is not a file under {p.get('cwd')}"
     if reason == "cannot_patch":
         return str(p.get("error") or "")
+    if reason == "failed_try":
+        return f"not offered: {p.get('error') or 'the patched script failed its try'}"
     return str(reason or "")
 
 
@@ -209,6 +212,11 @@ def patch_text(patch: Mapping[str, Any] | None, folder: str = "<sweep folder>") 
         return []
     if patch.get("status") != "written":
         return [f"  no DataLoader patch: {_printable(_no_patch(patch))}"]
+    if patch.get("patch") != PATCH_NAME:  # a document's name is never a path handed to `git apply`
+        return [
+            f"  no DataLoader patch: the document names it {_printable(str(patch.get('patch'))[:60])!r}, "
+            f"not {PATCH_NAME}"
+        ]
     return [
         f"  change at {_printable(patch['at'])}: {_printable(patch['call'])}",
         f"  git apply {_printable(os.path.join(folder, patch['patch']))}"

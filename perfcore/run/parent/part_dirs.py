@@ -13,9 +13,18 @@ from typing import Any
 
 from perfcore.report import jsonio
 from perfcore.report.safe_text import clean
-from perfcore.run.protocol import CHECKPOINT, PARTS, is_part_key
+from perfcore.run.protocol import CHECKPOINT, PARTS, PROGRESS, RAW_JSON, is_part_key
+from perfcore.untrusted import SMALL, Refused, read_file
 
-__all__ = ["part_dirs", "drop_checkpoints", "write_steps", "hand_over_table", "compress_parts", "LARGE_STEPS"]
+__all__ = [
+    "part_dirs",
+    "drop_checkpoints",
+    "write_steps",
+    "hand_over_table",
+    "compress_parts",
+    "LARGE_STEPS",
+    "lost_results",
+]
 
 
 def part_dirs(out: Path) -> list[Path]:
@@ -97,8 +106,9 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
         import pyarrow  # noqa: F401
     except ImportError:
         return
-    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp:
-        part["steps"].to_parquet(tmp, index=False)
+    # A file object, not a path: pyarrow cannot take a path holding a byte that is not UTF-8.
+    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp, open(tmp, "wb") as fh:
+        part["steps"].to_parquet(fh, index=False)
     files["steps.parquet"] = "steps.parquet"
 
 
@@ -149,3 +159,33 @@ def compress_parts(out: Path, parts: list[dict[str, Any]]) -> None:
         ):
             shutil.copyfileobj(src, dst, 1 << 20)
         csv.unlink()
+
+
+def lost_results(out: Path) -> dict[str, Any] | None:
+    """What a run that left no results had nonetheless seen: the most steps its progress files counted,
+    the parts cut short while written (a folder with neither run.json nor raw.json: a full disk, a kill
+    mid-write), the parts that keep a checkpoint. None when it saw none of these: it failed before its
+    first step. {"steps", "cut_short", "checkpoints", "disk_full"}."""
+    import os
+
+    steps = 0
+    progress = out / PROGRESS
+    names = [] if progress.is_symlink() or not progress.is_dir() else sorted(progress.glob("*.json"))
+    for f in names:
+        try:
+            seen = json.loads(read_file(f, SMALL, "progress file")).get("steps")
+        except (Refused, ValueError, AttributeError):
+            continue
+        if isinstance(seen, int) and not isinstance(seen, bool):
+            steps = max(steps, seen)
+    parts = part_dirs(out)
+    cut = [d.name for d in parts if not (d / "run.json").is_file() and not (d / RAW_JSON).is_file()]
+    kept = [d.name for d in parts if (d / CHECKPOINT).is_dir() and not (d / CHECKPOINT).is_symlink()]
+    if not (steps or cut or kept):
+        return None
+    try:
+        st = os.statvfs(out)
+        full = st.f_bavail * st.f_frsize < 1 << 20
+    except OSError:
+        full = False
+    return {"steps": steps, "cut_short": cut, "checkpoints": kept, "disk_full": full}
