@@ -8,9 +8,11 @@ goes into a fresh subfolder of it, which perfcore names on stderr. One exception
 folder this user's earlier `perfcore run` marked as failed before its first step (no results, only
 what perfcore wrote while the script started) is taken by the next run, so that the run after a fix
 lands where it was asked. What is removed then is decided by the manifest that earlier run wrote of its
-own entries (untrusted.MANIFEST: names, sizes, content hashes), never by the marker: the folder is taken
-only when everything in it is such an entry, unchanged, and the take-over is one exclusive claim, so of
-two runs starting on the folder at once exactly one takes it. Nothing else is ever deleted.
+own entries (untrusted.MANIFEST: names, sizes, content hashes, each file's inode and ctime), never by the
+marker, and only where the marker names that manifest's own inode and ctime (a copied folder's cannot):
+the folder is taken only when everything in it is such an entry, unchanged, and the take-over is one
+exclusive claim, so of two runs starting on the folder at once exactly one takes it. Nothing else is
+ever deleted.
 Default folders are unique across processes and hosts started in the same second: time, then a
 random suffix, and the folder is created exclusively (a name already taken is drawn again)."""
 
@@ -239,7 +241,10 @@ def mark_failed(out: Path) -> None:
     files, dirs = untrusted.manifest_entries(out, _LEFT_BEFORE_A_STEP)
     try:
         untrusted.record(out, _TOKEN, files, dirs)
-        jsonio.write(Path(out) / MARKER, {**mark, "ended": _FAILED})
+        # The marker names its manifest's identity: a manifest made anywhere else (a crafted one, a copy)
+        # never passes for it, so that nothing it lists, not even an empty folder, is removed.
+        manifest = untrusted.identity(Path(out) / untrusted.MANIFEST)
+        jsonio.write(Path(out) / MARKER, {**mark, "ended": _FAILED, "manifest": manifest})
     except OSError:  # the folder is then left to the next run as an earlier run's: a subfolder
         pass
 
@@ -268,8 +273,8 @@ def _take_failed(out: Path, mark: dict, kind: str) -> bool:
         if out.stat().st_uid != os.getuid() or (out / MARKER).lstat().st_uid != os.getuid():
             return False
         before = read_file(out / MARKER, SMALL, "folder marker")
-        manifest = untrusted.read_manifest(out, token)
-        if manifest is None or _not_the_runs(out, manifest):
+        manifest, listed_by = untrusted.read_manifest(out, token), untrusted.identity(out / untrusted.MANIFEST)
+        if manifest is None or listed_by is None or mark.get("manifest") != listed_by or _not_the_runs(out, manifest):
             return False
         claim = f".perfcore-take-{token}"
         if not untrusted.exclusive(out / claim, _TOKEN):
