@@ -91,14 +91,18 @@ def _alive_since(pid: Any, written_s: float) -> bool:
         return False
 
 
-def _perfcore_alive(mark: dict, written_s: float) -> bool:
+def _perfcore_alive(mark: dict, marker: os.stat_result) -> bool:
     """Whether the perfcore that wrote the marker still runs: the same pid started at the same tick (a
-    marker of this version says when), else a process of that pid older than the marker whose command
-    line is perfcore's."""
+    marker of this version says when), else a process of that pid older than the marker; either way a
+    process whose command line is perfcore's, run by the marker's owner. A marker naming pid 1 with its
+    start, or any long-lived process that is no perfcore of this user, never keeps a folder "going"."""
     pid, started = mark.get("pid"), mark.get("started")
     if isinstance(started, int) and not isinstance(started, bool):
-        return pid != os.getpid() and untrusted.alive(pid, started)
-    if not _alive_since(pid, written_s):
+        if pid == os.getpid() or not untrusted.alive(pid, started):
+            return False
+    elif not _alive_since(pid, marker.st_mtime):
+        return False
+    if untrusted.owner_of(pid) != marker.st_uid:
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -131,7 +135,7 @@ def live_run(folder: Path) -> str | None:
     if mark is None or mark.get("host") != socket.gethostname() or mark.get("token") == _TOKEN:
         return None
     try:
-        if _perfcore_alive(mark, (folder / MARKER).lstat().st_mtime):
+        if _perfcore_alive(mark, (folder / MARKER).lstat()):
             return f"perfcore (pid {mark['pid']})"
     except OSError:
         return None
@@ -309,7 +313,7 @@ def drop_dead_settings(out: Path) -> list[str]:
     if mark is None or mark.get("host") != socket.gethostname() or not isinstance(mark.get("token"), str):
         return []
     try:
-        if _perfcore_alive(mark, (out / MARKER).lstat().st_mtime):
+        if _perfcore_alive(mark, (out / MARKER).lstat()):
             return []  # its own files, which it removes when its script ends
     except OSError:
         return []
