@@ -752,6 +752,18 @@ def _linked_table(f: Path, s: Path) -> None:
     (_checkpoint_only(f, ["i"] * 8, 640, 10) / "steps.i64").symlink_to(s / "victim.txt")
 
 
+def _hardlinked_table(f: Path, s: Path) -> None:
+    """As _linked_table, the table a second name (a hard link) of another file: no link to refuse."""
+    (s / "victim.txt").write_bytes(os.urandom(640))
+    os.link(s / "victim.txt", _checkpoint_only(f, ["i"] * 8, 640, 10) / "steps.i64")
+
+
+def _marker_of_pid1(f: Path, s: Path) -> None:
+    """A killed run whose marker names pid 1 with its true start tick (anyone can read it in /proc)."""
+    unfinished(f)
+    marked(f, 1)
+
+
 def _sparse_table(f: Path, s: Path) -> None:
     """A sparse steps.i64 (a few bytes in a tarball) whose run.json claims all of it."""
     ck = _checkpoint_only(f, ["i", "ms", "ms", "ms", "ms", "ms", "ms", "b"], 64 << 20, (64 << 20) // 64)
@@ -782,7 +794,8 @@ CLASSES = {"paths_everywhere": _paths_everywhere, "paths_in_parts": _paths_in_pa
            "links_at_outputs": _links_at_outputs, "links_under_parts": _links_under_parts,
            "linked_parts": _linked_parts, "finished_links": _finished_links, "controls": _controls,
            "live": _live, "own_html": _own_html, "linked_table": _linked_table, "sparse_table": _sparse_table,
-           "not_the_runs_pid": _not_the_runs_pid, "planted_settings": _planted_settings}
+           "not_the_runs_pid": _not_the_runs_pid, "planted_settings": _planted_settings,
+           "hardlinked_table": _hardlinked_table, "marker_of_pid1": _marker_of_pid1}
 
 
 def _run(command: str, f: Path, tmp_path: Path) -> tuple[str, str]:
@@ -827,9 +840,9 @@ def test_catalogue(tmp_path, kind, command):
     assert controls(printed) == []
     if kind == "own_html":
         assert "window.owned" not in pages
-    if kind in ("linked_table", "sparse_table"):  # refused in one line: nothing of either table becomes steps
+    if kind in ("linked_table", "hardlinked_table", "sparse_table"):  # refused in one line: no table becomes steps
         assert not (f / "run.json").exists() and not (tmp_path / "merged" / "run.json").exists()
-    if kind == "not_the_runs_pid" and command == "report":
+    if kind in ("not_the_runs_pid", "marker_of_pid1") and command == "report":
         assert (f / "run.json").is_file()  # finished: pid 1 is no process of its run
     if kind == "planted_settings":
         assert (f / ".perfcore-child-0123abcd.json").read_text() == '{"mine": true}'
