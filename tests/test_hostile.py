@@ -182,6 +182,29 @@ def test_a_linked_checkpoint_is_neither_read_nor_deleted(tmp_path):
     assert snapshot(s) == before and (out / "parts" / "pid4242" / "checkpoint").is_symlink()
 
 
+@pytest.mark.parametrize("theirs", ["model.pt", "notes/plan.txt"])
+def test_a_finished_parts_checkpoint_keeps_what_perfcore_never_writes_there(tmp_path, theirs):
+    """Finishing drops a finished part's checkpoint: perfcore's own files in it, never the folder whole. A
+    copied folder's checkpoint/ holding its owner's files (a model, notes) lost them to rmtree."""
+    out = unfinished(tmp_path / "r")
+    ck = out / "parts" / "pid4242" / "checkpoint"
+    ck.mkdir()
+    jsonio.write(ck / "run.json", {"schema": "perfcore.run/1", "checkpoint": {"table": "steps.i64"}})
+    (ck / "steps.i64").write_bytes(bytes(64))
+    (ck / ".run.4242-0a1b2c.tmp.json").write_text("{")  # a write cut short by a kill
+    (ck / theirs).parent.mkdir(exist_ok=True)
+    (ck / theirs).write_bytes(b"their own")
+    res = invoke("report", out)
+    assert res.exit_code == 0, res.output
+    assert (ck / theirs).read_bytes() == b"their own"
+    assert sorted(str(p.relative_to(ck)) for p in ck.rglob("*") if p.is_file()) == [theirs]
+    unfinished(tmp_path / "plain")
+    ck = tmp_path / "plain" / "parts" / "pid4242" / "checkpoint"
+    ck.mkdir()
+    (ck / "steps.i64").write_bytes(bytes(64))
+    assert invoke("report", tmp_path / "plain").exit_code == 0 and not ck.exists()  # all perfcore's: all gone
+
+
 # ---- a folder whose run is still going
 
 
