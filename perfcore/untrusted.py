@@ -24,6 +24,7 @@ __all__ = [
     "open_file",
     "read_file",
     "open_regular",
+    "open_to_others",
     "exclusive",
     "write_small",
     "MANIFEST",
@@ -149,6 +150,23 @@ def open_regular(root: str | os.PathLike, rel: str | os.PathLike = "") -> Binary
         root = Path(root)
         root, rel = root.parent, root.name
     return os.fdopen(open_file(root, rel), "rb")
+
+
+def open_to_others(path: str | os.PathLike) -> Path | None:
+    """The first folder, of `path` (where it exists) and every folder above it, that any user of the machine
+    may change: writable by all without the sticky bit (anyone may rename what is in it, and put a link in
+    its place), or with it but owned by another user (who may do the same). None when there is none. A
+    folder there is no place for perfcore's files: they could be redirected through a link, or swapped."""
+    p = Path(os.path.abspath(os.path.expanduser(path)))
+    for folder in (p, *p.parents):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            continue  # not made yet: perfcore makes it
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
+            if not st.st_mode & stat.S_ISVTX or st.st_uid not in (0, os.getuid()):
+                return folder
+    return None
 
 
 def exclusive(path: str | os.PathLike, text: str, mode: int = 0o644) -> bool:

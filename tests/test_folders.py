@@ -436,3 +436,30 @@ def test_two_runs_starting_on_one_failed_folder_never_both_take_it(tmp_path):
             assert (root / Path(loser).name / MARKER).is_file()  # the loser's own folder, left whole
             taken_by.append(winners[0])
     assert len(taken_by) == rounds
+
+
+@pytest.mark.parametrize("mode,owner", [(0o777, "me"), (0o1777, "another user")])
+def test_a_folder_any_user_may_change_is_never_written(tmp_path, mode, owner):
+    """--out in (or below) a folder writable by all: another user who puts `parts -> ~/somewhere` there
+    once perfcore has claimed it gets the script's part written through the link, outside the folder (and
+    the run lost). Such a folder is refused in one line before anything is written; a sticky one the user
+    or root owns (/tmp's kind) is fine."""
+    if owner != "me" and os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    if owner != "me":
+        os.chown(shared, 65534, 65534)
+    for out in (shared, shared / "deeper" / "run"):
+        with pytest.raises(UsageError) as e:
+            prepare_out(out, "run")
+        assert f"any user may change {shared} (writable by all" in str(e.value) and "\n" not in str(e.value)
+    assert list(shared.iterdir()) == []
+
+
+def test_a_sticky_folder_of_ones_own_is_written_below(tmp_path):
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert prepare_out(sticky / "r", "run") == sticky / "r" and (sticky / "r" / MARKER).is_file()

@@ -347,6 +347,13 @@ def _fresh(parent: Path, kind: str) -> Path:
 
 def prepare_out(out: Path | None, kind: str = "run") -> Path:
     """The folder this command writes into (created and marked); see the module docstring for the rule."""
+    shared = untrusted.open_to_others(ROOT if out is None else out)
+    if shared is not None:
+        raise UsageError(
+            f"cannot write to {f'--out {out}' if out else ROOT}: any user may change {shared} (writable by all, "
+            "not only by its owner), and so redirect or swap perfcore's files there; choose a folder only you "
+            "can change"
+        )
     if out is None:
         return _fresh(ROOT, kind)
     out = Path(out).expanduser()  # the CLI's rule for `~`, for callers from Python too
