@@ -25,6 +25,7 @@ from perfcore.cli.shared import (
     target_command,
     warmup_option,
 )
+from perfcore.report.safe_text import clean
 
 __all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
 
@@ -46,7 +47,7 @@ def health_cmd(res: Results, steps, interval, target) -> None:
         load_target(target), res.folder, steps=steps, interval_s=interval, progress=res.progress()
     )
     text = render_health(result)
-    res.echo(text)
+    res.echo(clean(text))
     res.done(result.to_dict(), folder_report(res, "health", result, text, files))
     _mirror_script_exit(result)
 
@@ -79,7 +80,8 @@ def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     again = f"perfcore report {shlex.quote(str(res.folder))} --explain"
     # On stderr, as run's report: the script's lines on stdout are its own (and `--json -` keeps stdout).
     click.echo(
-        text if explain else render_diagnose_brief(result, f"{res.folder}/report.html; all evidence: {again}"), err=True
+        clean(text if explain else render_diagnose_brief(result, f"{res.folder}/report.html; all evidence: {again}")),
+        err=True,
     )
     res.done(result.to_dict(), folder_report(res, "diagnose", result, text, files))
     _mirror_script_exit(result)
@@ -158,7 +160,7 @@ def sweep_cmd(  # noqa: PLR0913
         progress=res.progress(),
     )
     text = render_sweep(result)
-    res.echo(text)
+    res.echo(clean(text))
     res.done(result.to_dict(), folder_report(res, "sweep", result, text, files))
     if result.interrupted:
         click.echo(
@@ -192,5 +194,5 @@ def demo_cmd(res: Results, quick, explain) -> None:
 
     result = run_demo(res.folder, quick=quick, progress=res.progress())
     text = render_demo(result)
-    res.echo(text if explain else render_demo_brief(result, res.folder))
+    res.echo(clean(text if explain else render_demo_brief(result, res.folder)))
     res.done(result.to_dict(), folder_report(res, "demo", result, text, list(result.files)))

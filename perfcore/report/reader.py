@@ -312,9 +312,10 @@ _MAX_TABLE_COLUMNS = 4096
 def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows: int):
     """A checkpoint's steps as steps.csv would read: int64 rows of the columns its run.json names, each
     "i" (an integer), "ms" (whole ns, as ms) or "b" (a 0/1 flag). The table is untrusted: opened without
-    following a link, a regular file, and read only as far as its run.json vouches (table_bytes: whole
-    rows, no more rows than the steps and warm-up steps it declares), never past the file's end (a row
-    cut short by a kill is left out) nor across a hole (a sparse file is no table perfcore wrote).
+    following a link, a regular file of one name (no hard link), and read only as far as its run.json
+    vouches (table_bytes: whole rows, no more rows than the steps and warm-up steps it declares), never past
+    the file's end (a row cut short by a kill is left out) nor across a hole (a sparse file is no table
+    perfcore wrote).
     Exit 1 where the table or its description is damaged, in one line."""
     import numpy as np
     import pandas as pd
@@ -353,7 +354,12 @@ def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows:
         raise _bad(path, e.problem, 1) from None
     try:
         with fh:
-            nbytes = min(vouched, os.fstat(fh.fileno()).st_size) // width * width
+            st = os.fstat(fh.fileno())
+            if st.st_nlink != 1:
+                # Another name for a file elsewhere (a hard link to a secret): its bytes would come back as
+                # exact step values. perfcore's table has one name.
+                raise _bad(path, f"has {st.st_nlink} names (a hard link, not a table perfcore wrote); not read", 1)
+            nbytes = min(vouched, st.st_size) // width * width
             if _first_hole(fh.fileno()) < nbytes:
                 raise _bad(path, "has holes (a sparse file, not a table perfcore wrote); not read", 1)
             cells = np.frombuffer(fh.read(nbytes), dtype="<i8").reshape(-1, len(cols))

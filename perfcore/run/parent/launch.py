@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from perfcore.errors import RunFailed, UsageError
+from perfcore.errors import ResultWriteError, RunFailed, UsageError
 from perfcore.run.parent.folder import mark_failed, prepare_out, remember
-from perfcore.run.parent.outcome import oom_kills, results_lost
+from perfcore.run.parent.outcome import oom_kills, results_lost, results_unfinished
 from perfcore.run.parent.part_dirs import lost_results
 from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
@@ -383,6 +383,10 @@ def run_command(  # noqa: PLR0913
                 raise
             # Steps it could not write (a full disk): said so, and the folder is never offered to the next run.
             raise RunFailed(results_lost(e.exit_code, lost, out), exit_code=e.exit_code) from None
+        except ResultWriteError as e:
+            # The parts are whole; the disk filled while the run's own files were written: the script's
+            # exit code stands, and the line says how to finish the folder without training again.
+            raise RunFailed(results_unfinished(rc, e.path, e.why, out), exit_code=rc) from None
     return rc, doc, out
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "first_failed_rank",
     "training_first",
     "results_lost",
+    "results_unfinished",
 ]
 
 # steps.csv of a run that saw no step: the columns, no rows.
@@ -93,6 +94,15 @@ def results_lost(rc: int, lost: dict[str, Any], out: Path) -> str:
         f"the script {outcome_sentence(Outcome(**describe_exit(rc, None)))}{after}, but its results could not be "
         f"written{why}; "
         f"what was written stays in {out}: {fix}"
+    )
+
+
+def results_unfinished(rc: int, path: Path, why: str, out: Path) -> str:
+    """One line for a run whose parts were written but whose folder could not be finished (the disk filled
+    while perfcore wrote the run's files): the parts stay, and `perfcore report` finishes them later."""
+    return (
+        f"the script {describe_exit(rc, None)['sentence']}, but its run folder could not be finished: cannot write "
+        f"{path}: {why}; its recorded steps stay in {out}: free space, then `perfcore report {out}` finishes it"
     )
 
 
