@@ -42,3 +42,13 @@ def demo_quick(tmp_path_factory):
     p = subprocess.run([sys.executable, "-m", "perfcore", "demo", "--quick", "--out", str(out), "--json", str(doc)],
                        capture_output=True, text=True, timeout=300, env=dict(os.environ))
     return p, out, doc
+
+
+@pytest.fixture(scope="session")
+def perfcore_clone(tmp_path_factory):
+    """A clone of the working tree at <tmp>/perfcore, as a user has it beside them when typing the README's
+    install line (`pip install --no-build-isolation ./perfcore`). One for the session: pip builds a local
+    folder in place, so the install and the notebook's reuse one compile."""
+    from installs import clone_tree
+
+    return clone_tree(tmp_path_factory.mktemp("clone") / "perfcore")
