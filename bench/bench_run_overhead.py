@@ -6,7 +6,9 @@ perfcore reports about itself (run.json `overhead`, per step) agrees with what t
                                        [--seconds 4] [--against OTHER_CHECKOUT]
 
 Shapes: bench/overhead_shapes.py (the MLP; a PIL-decode Dataset with num_workers=0 and with 2 workers;
-a host-heavy loop with per-sample `.item()` metrics; a tiny 0.25 ms step; a forward-only inference loop).
+a host-heavy loop with per-sample `.item()` metrics; a tiny 0.25 ms step; a forward-only inference loop;
+Lightning Fabric's image_classifier example and a Hugging Face Trainer). Every variant runs on one intra-op
+thread (--threads: another count, 0 for torch's default).
 Variants in each ring: the script uninstrumented, a second uninstrumented process (the control: what two
 processes of the same script differ by), `perfcore run` (defaults: line sampler, sync-call counter and the
 monitor on), `perfcore run --no-lines --no-monitor` (samplers off), and torch.profiler.
@@ -42,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 
 # A nominal step per shape (ms, quiet machine): blocks are sized to >= 10 ms (a fifo hand-over costs
 # ~50 us) and rounds to the seconds each variant gets per ring.
-STEP_MS = {"mlp": 2.0, "pil0": 25.0, "pil2": 25.0, "host": 4.0, "tiny": 0.25, "infer": 3.0}
+STEP_MS = {"mlp": 2.0, "pil0": 25.0, "pil2": 25.0, "host": 4.0, "tiny": 0.25, "infer": 3.0, "fabric": 120.0, "hf": 8.0}
 IMPORTS = "uninstrumented, perfcore's imports first"
 NO_MONITOR, NO_LINES = "perfcore run --no-monitor", "perfcore run --no-lines"
 BARE, CONTROL, RUN, RUN_OFF, PROF = (
@@ -80,7 +82,7 @@ def _commands(variants, script: list[str], ring_dir: Path) -> tuple[dict, dict[s
 
 
 def one_ring(
-    variants: tuple[str, ...], rounds: int, block: int, warm: int, tmp: Path, shape: str = "mlp"
+    variants: tuple[str, ...], rounds: int, block: int, warm: int, tmp: Path, shape: str = "mlp", threads: int = 1
 ) -> tuple[dict[str, list[float]], dict[str, dict]]:
     """Block medians (ms) per variant, and each perfcore run's run.json overhead."""
     steps = warm + rounds * block
@@ -90,7 +92,12 @@ def one_ring(
         if f.exists():
             f.unlink()
         os.mkfifo(f)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # One intra-op thread by default: one variant computes at a time. With more, a variant's threads wait for
+    # each other on a busy machine (two threads on 2 cores: steps 3-50x slower under others' load).
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["BENCH_THREADS"] = str(threads)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     ring_dir = Path(tempfile.mkdtemp(dir=tmp, prefix="ring-"))
     cmds, outs = _commands(variants, script, ring_dir)
     procs, errs = {}, {}
@@ -173,7 +180,9 @@ def interval(v: list[float]) -> tuple[float, float]:
     return statistics.mean(v), T975.get(len(v) - 1, 2.0) * statistics.stdev(v) / math.sqrt(len(v))
 
 
-def one_shape(shape: str, variants: tuple[str, ...], rings: int, seconds: float, warm: int, tmp: Path) -> dict:
+def one_shape(
+    shape: str, variants: tuple[str, ...], rings: int, seconds: float, warm: int, tmp: Path, threads: int = 1
+) -> dict:
     """Per variant: the ring overheads, block medians; perfcore run's self-reported fractions."""
     block = max(1, math.ceil(10.0 / STEP_MS[shape]))
     rounds = max(10, int(seconds * 1000 / (block * STEP_MS[shape])))
@@ -183,7 +192,7 @@ def one_shape(shape: str, variants: tuple[str, ...], rings: int, seconds: float,
     said: dict[str, list[float]] = {}
     for r in range(rings):
         t0 = time.time()
-        blocks, reported = one_ring(variants, rounds, block, warm, tmp, shape)
+        blocks, reported = one_ring(variants, rounds, block, warm, tmp, shape, threads)
         base = [(a + b) / 2 for a, b in zip(blocks[BARE], blocks[CONTROL])]
         for k in variants:
             ms[k] += blocks[k]
@@ -214,6 +223,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0, help="measured seconds per variant per ring")
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--no-profiler", action="store_true", help="leave torch.profiler out of the rings")
+    ap.add_argument("--threads", type=int, default=1, help="torch's intra-op threads in every variant (0: its default)")
     ap.add_argument(
         "--split",
         action="store_true",
@@ -242,7 +252,10 @@ def main() -> None:
         + ((NO_MONITOR, NO_LINES) if args.split else ())
         + ((other,) if other else ())
     )
-    results = {shape: one_shape(shape, variants, args.rings, args.seconds, args.warmup, tmp) for shape in args.shapes}
+    results = {
+        shape: one_shape(shape, variants, args.rings, args.seconds, args.warmup, tmp, args.threads)
+        for shape in args.shapes
+    }
     print(
         f"{args.rings} rings per shape, lock-step blocks of >= 10 ms, ~{args.seconds:g} s measured per variant a ring; "
         "overhead: mean over rings [95% interval] of per-block medians; whole: the whole measured run's time against "

@@ -2,9 +2,11 @@
 
     python bench/overhead_train.py STEPS [SHAPE]
 
-SHAPE is one of bench/overhead_shapes.py's loops (default mlp, the original one).
+SHAPE is one of bench/overhead_shapes.py's loops (default mlp, the original one); each step's end calls
+tick(), from this loop or from the library's own (a Trainer's callback).
 
 PROFILE=torch wraps the loop in torch.profiler (CPU activity), the usual alternative.
+BENCH_THREADS=N: torch's intra-op threads (default 1; 0 leaves torch's default, one a core).
 BENCH_RING=IN,OUT,BLOCK,WARM runs in lock-step with the other variants of the benchmark: after
 WARM steps it prints READY, then waits for a byte on fifo IN, runs BLOCK steps, writes a byte to
 fifo OUT, and so on. Only one variant runs at a time and neighbouring blocks see the same machine,
@@ -72,9 +74,9 @@ def main(steps: int, shape: str = "mlp") -> None:
         fifo_in, fifo_out, block, warm = ring.split(",")
         block, warm = int(block), int(warm)
         rfd, wfd = os.open(fifo_in, os.O_RDWR), os.open(fifo_out, os.O_RDWR)
-    from overhead_shapes import make
+    from overhead_shapes import Owned, make
 
-    loader, step = make(shape)
+    shaped = make(shape, int(os.environ.get("BENCH_THREADS", "1")))
     prof = None
     if os.environ.get("PROFILE") == "torch":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
@@ -82,14 +84,15 @@ def main(steps: int, shape: str = "mlp") -> None:
     times, blocks, sums = [], [], []
     count_n = int(os.environ.get("COUNT_CALLS", "0"))
     counts: dict[str, int] = {}
-    end = time.perf_counter()
-    for i, batch in enumerate(epochs(loader, steps)):
-        if count_n and i == warm:
-            sys.setprofile(_counter(counts))
-        step(batch)
+    end, i = time.perf_counter(), 0
+
+    def tick() -> None:
+        """At step i's end: its time (from the last step's end, its batch's fetch included), and in a ring
+        the hand-over after each block; the counter on over steps warm .. warm + count_n - 1."""
+        nonlocal end, i
+        now = time.perf_counter()
         if count_n and i == warm + count_n - 1:
             sys.setprofile(None)
-        now = time.perf_counter()
         if i >= warm:
             times.append(now - end)
         done = i + 1 - warm
@@ -102,11 +105,23 @@ def main(steps: int, shape: str = "mlp") -> None:
                 os.write(wfd, b"x")  # the next variant's turn
             if i + 1 < steps:
                 os.read(rfd, 1)
+        if count_n and i + 1 == warm:
+            sys.setprofile(_counter(counts))
+        i += 1
         end = time.perf_counter()
+
+    if isinstance(shaped, Owned):
+        shaped.run(steps, tick)
+    else:
+        loader, step = shaped
+        for batch in epochs(loader, steps):
+            step(batch)
+            tick()
     if prof is not None:
         prof.__exit__(None, None, None)
     # Median of steady-state steps: one-off costs and noise spikes drop out.
     print(f"LOOP_MS_PER_STEP {statistics.median(times) * 1e3:.4f}", flush=True)
+    print(f"STEPS {i}", flush=True)  # the step ends the loop reached (a library's loop: its callback's count)
     if count_n:
         print("CALLS " + json.dumps({k: v / count_n for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}))
     if blocks:
