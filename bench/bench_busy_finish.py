@@ -9,6 +9,10 @@ The loop runs with torch's default intra-op threads (one a core, as most scripts
 holds off its core.
 
     .venv/bin/python bench/bench_busy_finish.py [--steps 20000] [--burners 0,2] [--threads 0] [--repeat 1]
+                                                [--against OTHER_CHECKOUT]
+
+--against runs another perfcore checkout (built in place, e.g. main's) right after this one's, in each
+setting, so a before/after pair sees the same hour of a shared machine.
 """
 
 from __future__ import annotations
@@ -39,11 +43,12 @@ def burners(n: int):
             p.wait()
 
 
-def one(n: int, threads: int, work: Path) -> dict:
+def one(n: int, threads: int, work: Path, checkout: str | None = None) -> dict:
     out = work / f"run-{time.monotonic_ns()}"
     cmd = perfcore_cmd() + ["run", "--quiet", "--out", str(out), "--", sys.executable, str(LOOP), str(n), str(threads)]
+    env = dict(os.environ, **({"PYTHONPATH": checkout} if checkout else {}))
     cpu0 = _children_cpu()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     t_end = time.time()
     if p.returncode != 0:
         raise SystemExit(f"perfcore run failed ({p.returncode}):\n{p.stderr[-3000:]}")
@@ -69,20 +74,26 @@ def main() -> None:
     ap.add_argument("--burners", default="0,2")
     ap.add_argument("--threads", default="0", help="the loop's intra-op threads, comma-separated (0: torch's default)")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--against", metavar="DIR", help="also another perfcore checkout, built in place")
     args = ap.parse_args()
-    print("| burners | loop threads | loop s | finish gap s (CPU s) | calibration s (pairs, cut short) | load avg |")
-    print("|---|---|---|---|---|---|")
+    checkouts = [("this", None)] + ([(args.against, str(Path(args.against).resolve()))] if args.against else [])
+    print(
+        "| perfcore | burners | loop threads | loop s | finish gap s (CPU s) | calibration s (pairs, cut short) | load |"
+    )
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="perfcore-bench-busy-") as tmp:
         for _ in range(args.repeat):
             for b in (int(x) for x in args.burners.split(",")):
                 for th in (int(x) for x in args.threads.split(",")):
-                    with burners(b):
-                        r = one(args.steps, th, Path(tmp))
-                    cal = "-" if r["cal_s"] is None else f"{r['cal_s']:.2f} ({r['cal_pairs']}, {r['cal_cut']})"
-                    print(
-                        f"| {b} | {th or 'default'} | {r['loop_s']:.1f} | {r['gap_s']:.2f} ({r['finish_cpu']:.2f}) | {cal} | {r['load']:.1f} |",
-                        flush=True,
-                    )
+                    for name, checkout in checkouts:
+                        with burners(b):
+                            r = one(args.steps, th, Path(tmp), checkout)
+                        cal = "-" if r["cal_s"] is None else f"{r['cal_s']:.2f} ({r['cal_pairs']}, {r['cal_cut']})"
+                        print(
+                            f"| {name} | {b} | {th or 'default'} | {r['loop_s']:.1f} | {r['gap_s']:.2f} "
+                            f"({r['finish_cpu']:.2f}) | {cal} | {r['load']:.1f} |",
+                            flush=True,
+                        )
 
 
 if __name__ == "__main__":

@@ -8,11 +8,11 @@ same process, 0.6 us a phase (bench/RESULTS.md). So the calibration puts a small
 own between the phases it times, and takes off the clock reads, timed the same way.
 
 The calibrations run once a process, mostly after the script's last step, so they hold up the finish:
-each runs with torch on one intra-op thread (the step between is too small to gain from more, and on
-a busy machine each of its matrix products waited on a worker a burner held off its core: 300 steps
-took 2.8 s against 0.1 s on one thread, two CPU burners on the 2-core VM) and stops at a time cap,
-keeping the pairs it has (never fewer than MIN_PAIRS). calibrations() says what they took and whether a
-cap cut one short.
+each runs with torch on one intra-op thread (the step between is too small to gain from more, and on a
+busy machine the script's threads wait for each other: with two CPU burners on the 2-core VM, 300 steps
+took 2.8 s on two threads against 0.1-0.24 s on one, and a run's phase calibration 6.8 s against 0.2 s)
+and stops at a time cap, keeping the pairs it has (never fewer than MIN_PAIRS). calibrations() says what
+they took and whether a cap cut one short.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ __all__ = [
 # few enough that each costs ~40 ms (the step between is ~130 us), once a process.
 PAIRS = 150
 # A calibration stops at CAP_S with the pairs it has, at least MIN_PAIRS: a run makes at most three after
-# its script (a phase, a passed call and a fetch, the last two wrapped against bare: five timings), so
-# they take under 1 s together however busy the machine. Quiet, 150 pairs take ~60 ms; with two CPU
-# burners on 2 cores ~0.1-0.25 s, so a cap cuts them there, rarely quiet.
+# its script (a phase, a passed call and a fetch, the last two wrapped against bare: five timings, 0.75 s
+# at most), so they stay under 1 s together however busy the machine. Quiet, 150 pairs take ~60 ms; with
+# two CPU burners on 2 cores 0.1-0.25 s, so the cap cuts them there, rarely on a quiet machine.
 CAP_S = 0.15
 MIN_PAIRS = 15
 
