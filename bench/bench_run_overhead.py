@@ -132,6 +132,8 @@ def one_ring(
             out[name] = [float(v) for v in line.split()[1:]]
             total = next((ln for ln in text.splitlines() if ln.startswith("TOTAL_MS")), "TOTAL_MS nan")
             out[f"{name} total"] = [float(total.split()[1])]
+            faults = next((ln for ln in text.splitlines() if ln.startswith("MINFLT_PER_STEP")), "MINFLT_PER_STEP nan")
+            out[f"{name} faults"] = [float(faults.split()[1])]
         os.close(fd)
         docs = {name: ring_dir / sub / "run.json" for name, sub in outs.items()}
         return out, {name: _reported(json.loads(d.read_text())) for name, d in docs.items() if d.exists()}
@@ -190,12 +192,14 @@ def one_shape(
     ms: dict[str, list[float]] = {k: [] for k in variants}
     whole: list[float] = []
     said: dict[str, list[float]] = {}
+    faults: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(rings):
         t0 = time.time()
         blocks, reported = one_ring(variants, rounds, block, warm, tmp, shape, threads)
         base = [(a + b) / 2 for a, b in zip(blocks[BARE], blocks[CONTROL])]
         for k in variants:
             ms[k] += blocks[k]
+            faults[k] += blocks[f"{k} faults"]
         per_ring[CONTROL].append(paired(blocks, CONTROL, blocks[BARE]))
         for k in variants[2:]:
             per_ring[k].append(paired(blocks, k, base))
@@ -208,11 +212,23 @@ def one_shape(
         whole.append(w)
         print(
             f"  {shape} ring {r + 1}/{rings} ({time.time() - t0:.0f} s): "
-            + ", ".join(f"{k} {100 * v[-1]:+.2f}%" for k, v in per_ring.items()),
+            + ", ".join(f"{k} {100 * v[-1]:+.2f}%" for k, v in per_ring.items())
+            # A process that maps fresh memory every step (glibc's mmap threshold, set by its own history)
+            # pays page faults a process of the same script may not: a cause of spread between processes.
+            + "; minor faults a step: "
+            + ", ".join(f"{faults[k][-1]:.0f}" for k in variants),
             file=sys.stderr,
             flush=True,
         )
-    return {"per_ring": per_ring, "ms": ms, "said": said, "whole": whole, "block": block, "rounds": rounds}
+    return {
+        "per_ring": per_ring,
+        "ms": ms,
+        "said": said,
+        "whole": whole,
+        "block": block,
+        "rounds": rounds,
+        "faults": faults,
+    }
 
 
 def main() -> None:
@@ -292,6 +308,13 @@ def main() -> None:
             + f" | {run_m * bare_ms * 1e3:+.1f} | {100 * whole_m:+.1f}% [{100 * (whole_m - whole_h):+.1f}, "
             f"{100 * (whole_m + whole_h):+.1f}] | {100 * said_m:.1f}% | {agrees} | {100 * steady_m:.1f}% | "
             f"{100 * (steady_m - run_m):+.1f} | {steady_agrees} |"
+        )
+    for shape, res in results.items():
+        print(
+            f"{shape}: minor page faults a measured step, mean over rings [per ring]: "
+            + "; ".join(
+                f"{k} {statistics.mean(v):.0f} [{', '.join(f'{x:.0f}' for x in v)}]" for k, v in res["faults"].items()
+            )
         )
 
 
