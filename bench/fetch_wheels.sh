@@ -3,7 +3,7 @@
 # (which has no network) into .whl/ (git-ignored; the device run carries it). cupti-python is
 # pinned to the CUDA major.minor of this checkout's torch (the device's torch has the same CUDA),
 # for the DEVICE's Python (DEVICE_PYTHON, default 3.12: the lent H200's), not this one's:
-# `gpu_check.py --dry-run` checks the tags. Its dependencies come with the device's torch.
+# `gpu_check.py --dry-run --plan-only` checks the tags. Its dependencies come with the device's torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -15,5 +15,5 @@ mkdir -p .whl
   --implementation cp --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux_2_28_x86_64 -d .whl "cupti-python==${cuda}.*"
 ls -1 .whl
-"$PY" bench/gpu_check.py --dry-run --device-python "$DEVICE_PYTHON" >/dev/null \
-  || "$PY" bench/gpu_check.py --dry-run --device-python "$DEVICE_PYTHON" | grep "gpu_check --dry-run"
+"$PY" bench/gpu_check.py --dry-run --plan-only --device-python "$DEVICE_PYTHON" >/dev/null \
+  || "$PY" bench/gpu_check.py --dry-run --plan-only --device-python "$DEVICE_PYTHON" | grep "gpu_check --dry-run"

@@ -28,6 +28,10 @@ __all__ = [
     "events_from_threads",
     "peak_memory_kept",
     "event_clock_drift",
+    "event_bracket_ns",
+    "event_starts_vs_cupti",
+    "copies_vs_events",
+    "long_graph_capture",
 ]
 
 # cudaEventElapsedTime: "this value has a resolution of around 0.5 microseconds" (CUDA runtime
@@ -486,3 +490,169 @@ def event_clock_drift(seconds: float = 3.0, every_s: float = 0.1) -> dict[str, A
     t.resolve(wait=True)
     c = t.clock_sync()
     return dict(c, seconds=time.perf_counter() - t0)
+
+
+def event_bracket_ns(repeats: int = 20) -> dict[str, float]:
+    """The GPU time an event pair adds around a kernel: an empty kernel's pair, GPU-paced (median, IQR)."""
+    C = require_cuda("event bracket")
+    s = _stream()
+    C.launch_empty(10, s)
+    got = _event_pairs(C, C.EventTimer(), s, repeats, lambda: C.launch_empty(1, s))
+    return {"bracket_ns": float(np.median(got)), "iqr_ns": _iqr(got)}
+
+
+def event_starts_vs_cupti(kernels: int = 20, spin_ns: int = 100_000, gap_s: float = 0.002) -> dict[str, Any]:
+    """Spin kernels, each in an event pair and traced by CUPTI, launched apart (the GPU idle between):
+    each event-placed start and end (the event timer's anchor on the perfcore clock) against CUPTI's
+    start and end of the same kernel. deltas: CUPTI start - event start and event end - CUPTI end, ns."""
+    C = require_cupti("event start check")
+    import time
+
+    import torch
+
+    from perfcore.capture.native_cupti import CuptiTracer
+
+    s = _stream()
+    C.launch_empty(10, s)
+    torch.cuda.synchronize()
+    ev = C.EventTimer()
+    with CuptiTracer() as tr:
+        for i in range(kernels):
+            ev.begin(7, i, s)
+            C.launch_spin(int(spin_ns), s)
+            ev.end(7, s)
+            torch.cuda.synchronize()
+            time.sleep(gap_s)
+    e = ev.resolve(wait=True)
+    k = tr.frames["kernels"]
+    k = k[k["name"].astype(str).str.contains("spinKernel")].sort_values("start_ns")
+    order = np.argsort(e["step"])
+    starts, ends = np.asarray(e["gpu_start_ns"])[order], np.asarray(e["gpu_end_ns"])[order]
+    n = min(len(k), len(starts))
+    ks, ke = k["start_ns"].to_numpy()[:n], k["end_ns"].to_numpy()[:n]
+    return {
+        "kernels": int(len(k)),
+        "pairs": int(len(starts)),
+        "start_deltas_ns": (ks - starts[:n]).astype(float).tolist(),
+        "end_deltas_ns": (ends[:n] - ke).astype(float).tolist(),
+        "clock": ev.clock_sync(),
+    }
+
+
+def copies_vs_events(size_bytes: int = 64 << 20, repeats: int = 10) -> dict[str, Any]:
+    """perfcore.transfer.measure's GB/s against copy_ timed by torch.cuda.Event pairs (median of
+    `repeats`), for pinned and pageable memory in both directions."""
+    require_cuda("copy bandwidth check")
+    import torch
+
+    from perfcore.experiments.transfer import measure
+
+    ours = measure([size_bytes], ("h2d", "d2h"), repeats)
+    n = size_bytes // 4
+    dev = torch.empty(n, dtype=torch.float32, device="cuda")
+    out = []
+    for direction in ("h2d", "d2h"):
+        for memory in ("pinned", "pageable"):
+            host = torch.empty(n, dtype=torch.float32, pin_memory=memory == "pinned")
+            dst, src = (dev, host) if direction == "h2d" else (host, dev)
+            ms = []
+            for _ in range(repeats + 1):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                dst.copy_(src, non_blocking=memory == "pinned")
+                b.record()
+                b.synchronize()
+                ms.append(a.elapsed_time(b))
+            ref = size_bytes / (float(np.median(ms[1:])) * 1e6)
+            row = ours[(ours["direction"] == direction) & (ours["memory"] == memory)]
+            out.append(
+                {
+                    "direction": direction,
+                    "memory": memory,
+                    "perfcore_gbps": float(row["gbps"].iloc[0]) if len(row) else float("nan"),
+                    "events_gbps": ref,
+                    "events_iqr_ms": _iqr(ms[1:]),
+                }
+            )
+    return {"size_bytes": size_bytes, "rows": out}
+
+
+def long_graph_capture(
+    capture_s: float = 0.25, nodes: int = 50, replays: int = 10, drain_period_ms: int = 20
+) -> dict[str, Any]:
+    """A CUDA graph whose capture lasts longer than `capture_s` (the host sleeps between its launches)
+    while StepTimer(kernels=True) traces with a `drain_period_ms` drain, so the drain's flush runs
+    during the capture; then the graph replayed in compute phases. The capture must hold, the replays
+    must compute what eager does, and every replayed kernel must be traced."""
+    require_cupti("long graph capture check")
+    import time
+
+    import torch
+
+    import perfcore
+    import perfcore.capture.native_cupti as nc
+    from perfcore._native import native
+
+    made = nc.CuptiTracer.__init__
+    periods: list[int] = []
+
+    def with_period(self, *a, **kw):  # the check's own drain period for the timer's tracer
+        kw["drain_period_ms"] = drain_period_ms
+        made(self, *a, **kw)
+        periods.append(self.drain_period_ms)
+
+    nc.CuptiTracer.__init__ = with_period
+    try:
+        t = perfcore.StepTimer(device="cuda", warmup=0, kernels=True)
+    finally:
+        nc.CuptiTracer.__init__ = made
+    x = torch.ones(1024, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    error = None
+    t0 = time.perf_counter()
+    flushes0 = int(native().cupti_stats().get("flushes", 0))
+    try:
+        with torch.cuda.stream(side):
+            y = x * 1.0
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g, stream=side):
+                y = x * 1.0
+                for _ in range(nodes - 1):
+                    y = y * 1.0001
+                    time.sleep(capture_s / nodes)
+    except Exception as e:  # the capture broken by the drain: this check's finding
+        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    capture_ms = (time.perf_counter() - t0) * 1e3
+    stats = native().cupti_stats()
+    flushes = int(stats.get("flushes", 0)) - flushes0
+    torch.cuda.synchronize()
+    want = float(1.0001 ** (nodes - 1))
+    got = []
+    if error is None:
+        for _ in range(replays):
+            with t.compute():
+                g.replay()
+            torch.cuda.synchronize()
+            got.append(float(y[0]))
+            t.step()
+    t.result()
+    agg = t.engine.store.kernel_agg
+    traced = sum(c for _, (c, _) in agg.items())
+    t.close()
+    return {
+        "error": error,
+        "capture_ms": capture_ms,
+        "drain_period_ms": periods[0] if periods else None,
+        "backend": t.backend,
+        "flushes_during": flushes,
+        # The drain holds its flush while a capture is underway: the ticks it held are the evidence
+        # that it met the capture and let it be.
+        "flushes_held": int(stats.get("flushes_held", 0)),
+        "captures_seen": int(stats.get("captures_seen", 0)),
+        "replays": len(got),
+        "right": bool(got) and all(abs(v - want) <= 1e-3 * want for v in got),
+        "kernels_traced": int(traced),
+        "kernels_expected": nodes * replays,
+    }

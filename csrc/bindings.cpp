@@ -251,6 +251,11 @@ PYBIND11_MODULE(_C, m) {
     d["gpu_ns_per_kernel"] = o.gpuNsPerKernel;
     return d;
   }, py::arg("count") = 1000, py::arg("stream") = py::none());
+  m.def("measure_probe_launches", [](int device, int64_t count, int blocks) {
+    py::gil_scoped_release nogil;
+    return measureProbeLaunches(device, count, blocks);
+  }, py::arg("device"), py::arg("count") = 256, py::arg("blocks") = 3,
+        "Host ns per launch of perfcore::tracingProbe, a figure per block (the tracing calibration).");
 
   m.def("measure_copies", [](std::vector<int64_t> sizes, const std::string& direction, bool pinned, int repeats,
                              py::object stream) {
@@ -271,16 +276,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("cupti_compiled_version", &cuptiCompiledVersion);
   m.def("cupti_loaded_version", &cuptiLoadedVersion);
   m.def("cupti_start", [](size_t bufferBytes, size_t maxBuffers, int64_t drainPeriodMs, int64_t maxPendingRecords,
-                          size_t deviceBufferBytes) {
+                          size_t deviceBufferBytes, bool apiRecords) {
     TracerConfig c;
     c.bufferBytes = bufferBytes;
     c.deviceBufferBytes = deviceBufferBytes;
     c.maxBuffers = maxBuffers;
     c.drainPeriodMs = drainPeriodMs;
     c.maxPendingRecords = maxPendingRecords;
+    c.apiRecords = apiRecords;
     ActivityTracer::instance().start(c);
   }, py::arg("buffer_bytes") = 8u << 20, py::arg("max_buffers") = 64, py::arg("drain_period_ms") = 200,
-     py::arg("max_pending_records") = 8'000'000, py::arg("device_buffer_bytes") = 0);
+     py::arg("max_pending_records") = 8'000'000, py::arg("device_buffer_bytes") = 0, py::arg("api_records") = true);
   m.def("cupti_set_device_buffer_bytes", [](size_t bytes) { return ActivityTracer::setDeviceBufferBytes(bytes); },
         py::arg("bytes"), "CUPTI's device buffer size, for contexts made later (call before CUDA starts); 0: set.");
   m.def("cupti_guards", [](uint32_t loadedVersion, int64_t session) {
@@ -335,6 +341,11 @@ PYBIND11_MODULE(_C, m) {
     d["concurrent_kernel_left_on"] = s.concurrentKernelLeftOn;
     d["handed_over"] = s.handedOver;
     d["finalized"] = s.finalized;
+    d["api_records"] = s.apiRecords;
+    d["stale_dropped"] = s.staleDropped;
+    d["captures_watched"] = s.capturesWatched;
+    d["captures_seen"] = s.capturesSeen;
+    d["flushes_held"] = s.flushesHeld;
     return d;
   });
   m.def("cupti_push_external_id", [](uint64_t id) { ActivityTracer::instance().pushExternalId(id); });

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace perfcore {
 
@@ -17,5 +18,10 @@ struct LaunchOverhead {
   double gpuNsPerKernel;   // device time per empty kernel back to back (events around the batch)
 };
 LaunchOverhead measureLaunchOverhead(int64_t count, uintptr_t stream);
+
+// Host ns per launch of the empty kernel perfcore::tracingProbe on `device`, one figure per block of
+// `count` launches, on a private non-blocking stream (synchronized between blocks): what one launch
+// costs the launching thread now, measured with kernel tracing off and on to price the tracing.
+std::vector<double> measureProbeLaunches(int device, int64_t count, int blocks);
 
 }  // namespace perfcore

@@ -27,6 +27,7 @@ const CudaCalls kRuntime = {
       *capturing = st != cudaStreamCaptureStatusNone;
       return err;
     },
+    [](cudaStreamCaptureMode* mode) { return cudaThreadExchangeStreamCaptureMode(mode); },
 };
 std::atomic<const CudaCalls*> installed{&kRuntime};
 }  // namespace

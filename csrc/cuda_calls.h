@@ -26,6 +26,8 @@ struct CudaCalls {
   // stream while another stream captures in global mode the runtime answers
   // cudaErrorStreamCaptureImplicit (using it would invalidate that capture).
   cudaError_t (*streamIsCapturing)(cudaStream_t stream, int* capturing);
+  // cudaThreadExchangeStreamCaptureMode: sets the calling thread's capture mode, writes the old one.
+  cudaError_t (*exchangeCaptureMode)(cudaStreamCaptureMode* mode);
 };
 
 // The table in use: one atomic load, then a plain indirect call.
@@ -33,5 +35,29 @@ const CudaCalls& cudaCalls();
 // Installs `calls` (which must outlive its use); nullptr puts the real runtime back. For tests:
 // a timer keeps the events and streams it made with the table it made them with.
 void setCudaCalls(const CudaCalls* calls);
+
+// The calling thread in cudaStreamCaptureModeRelaxed for a scope, its own mode put back after. Under
+// the default global mode, a query or synchronize made while *any* thread captures a graph in global
+// mode (torch.cuda.graph's default) is refused and invalidates that capture, even for an event the
+// capture has nothing to do with (torch's NCCL watchdog met it: pytorch #104555, #105182). Relaxed,
+// such a call is allowed; one that truly conflicts (querying an event recorded inside the capture) is
+// still refused. Construct it with the device current whose context the calls use: on a thread
+// without one, a runtime call would make a primary context on device 0.
+class RelaxedCapture {
+ public:
+  explicit RelaxedCapture(const CudaCalls& rt) : rt_(rt) {
+    ok_ = rt_.exchangeCaptureMode(&mode_) == cudaSuccess;
+  }
+  ~RelaxedCapture() {
+    if (ok_) rt_.exchangeCaptureMode(&mode_);
+  }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  const CudaCalls& rt_;
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+  bool ok_ = false;
+};
 
 }  // namespace perfcore

@@ -71,6 +71,7 @@ cudaEvent_t EventTimer::take() {
 }
 
 void EventTimer::sync() {
+  RelaxedCapture relaxed(*rt_);  // its synchronize must not break another thread's graph capture
   if (syncStream_ == nullptr) checkCuda(rt_->streamCreateNonBlocking(&syncStream_), "cudaStreamCreateWithFlags");
   cudaEvent_t ev = take();
   const int64_t t0 = rt_->nowNs();
@@ -143,7 +144,10 @@ void EventTimer::begin(int32_t phase, int64_t step, uintptr_t stream) {
   if (anchorDue() && !captureUnderway()) sync();
   // Bounded memory: at the cap, wait for the oldest pair (recorded long ago, so normally already
   // done) and keep its result for the next resolve().
-  while (pending_.size() >= maxPending_ && !captureUnderway() && collect(pending_.front(), true, ready_)) popFront();
+  if (pending_.size() >= maxPending_ && !captureUnderway()) {
+    RelaxedCapture relaxed(*rt_);
+    while (pending_.size() >= maxPending_ && collect(pending_.front(), true, ready_)) popFront();
+  }
   if (anchor_ == nullptr) {  // first phase during another stream's capture: timed once an anchor exists
     ++streams_.capturing;
     const uint64_t seq = nextSeq_++;
@@ -272,6 +276,9 @@ EventColumns EventTimer::resolve(bool wait) {
   EventColumns out = std::move(ready_);
   ready_ = EventColumns{};
   if (captureUnderway()) return out;  // querying events now would break the capture
+  // A capture the phases never met (another thread's, on its own stream) is not known here: the
+  // queries below run in relaxed mode so they cannot break it.
+  RelaxedCapture relaxed(*rt_);
   // Pairs resolve in FIFO order and stop at the first unfinished one (open pairs included), so
   // every open pair stays in pending_ and seq - front.seq indexes it.
   while (!pending_.empty()) {
@@ -292,6 +299,7 @@ bool EventTimer::setDevice(int device) {
   }
   {
     OnDevice on(*rt_, device_);
+    RelaxedCapture relaxed(*rt_);
     // Every pair is closed: finish them on the old device (kept for the next resolve()), then
     // let go of its events, anchor and stream.
     while (!pending_.empty() && collect(pending_.front(), true, ready_)) popFront();

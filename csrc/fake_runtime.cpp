@@ -94,6 +94,14 @@ const CudaCalls kFakeCalls = {
       *capturing = c == 1;
       return c == 2 ? cudaErrorStreamCaptureImplicit : cudaSuccess;
     },
+    [](cudaStreamCaptureMode* mode) {
+      FakeRuntime* F = fakeOrNull();
+      if (F == nullptr) return cudaErrorInvalidResourceHandle;
+      int m = static_cast<int>(*mode);
+      F->exchangeMode(&m);
+      *mode = static_cast<cudaStreamCaptureMode>(m);
+      return cudaSuccess;
+    },
 };
 }  // namespace
 
@@ -201,10 +209,38 @@ bool FakeRuntime::destroyEvent(uintptr_t ev) {
   return true;
 }
 
-void FakeRuntime::beginCapture(uintptr_t stream) {
+void FakeRuntime::beginCapture(uintptr_t stream, int mode) {
   std::lock_guard<std::mutex> lock(mutex_);
   capturing_ = stream;
+  captureMode_ = mode;
+  captureThread_ = std::this_thread::get_id();
   captureInvalid_ = false;
+}
+
+void FakeRuntime::exchangeMode(int* mode) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto me = std::this_thread::get_id();
+  auto it = modes_.find(me);
+  const int old = it == modes_.end() ? 0 : it->second;
+  modes_[me] = *mode;
+  *mode = old;
+}
+
+int FakeRuntime::threadMode() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = modes_.find(std::this_thread::get_id());
+  return it == modes_.end() ? 0 : it->second;
+}
+
+int FakeRuntime::unsafeLocked() {
+  if (capturing_ == 0) return 0;
+  const auto me = std::this_thread::get_id();
+  auto it = modes_.find(me);
+  const int mine = it == modes_.end() ? 0 : it->second;
+  constexpr int kGlobal = 0, kRelaxed = 2;
+  const bool refused = mine != kRelaxed && (captureThread_ == me ? captureMode_ != kRelaxed
+                                                                  : captureMode_ == kGlobal && mine == kGlobal);
+  return refused ? forbiddenLocked() : 0;
 }
 
 bool FakeRuntime::endCapture() {
@@ -249,7 +285,7 @@ int FakeRuntime::record(uintptr_t ev, uintptr_t stream) {
 int FakeRuntime::query(uintptr_t ev) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (ev == 0 || ev > events_.size() || !events_[ev - 1].alive) return 2;
-  if (forbiddenLocked()) return 4;
+  if (unsafeLocked()) return 4;
   const Event& e = events_[ev - 1];
   if (e.captured) return 3;
   return !e.recorded || nowLocked() >= e.doneNs ? 0 : 1;
@@ -260,7 +296,7 @@ int FakeRuntime::wait(uintptr_t ev) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (ev == 0 || ev > events_.size() || !events_[ev - 1].alive) return 2;
-    if (forbiddenLocked()) return 4;
+    if (unsafeLocked()) return 4;
     if (events_[ev - 1].captured) return 3;
     if (!events_[ev - 1].recorded) return 0;
     t = events_[ev - 1].doneNs;

@@ -7,11 +7,16 @@
 //   cudaEventQuery is cudaErrorNotReady until then (cudaSuccess for an event never recorded);
 //   cudaEventSynchronize waits for it; cudaEventElapsedTime gives the ms between two completed
 //   events on the device's clock, cudaErrorNotReady while one is pending.
-// - stream capture (cudaStreamBeginCapture, global mode): cudaStreamIsCapturing says so for that
-//   stream, and answers cudaErrorStreamCaptureImplicit for the legacy stream; an event recorded
-//   on the capturing stream joins the graph, and querying, waiting on or timing it is
-//   cudaErrorCapturedEvent; recording on the legacy stream, or querying or waiting on any event,
-//   while the capture runs is cudaErrorStreamCaptureUnsupported and invalidates the capture.
+// - stream capture (cudaStreamBeginCapture): cudaStreamIsCapturing says so for that stream, and
+//   answers cudaErrorStreamCaptureImplicit for the legacy stream; an event recorded on the
+//   capturing stream joins the graph, and querying, waiting on or timing it is
+//   cudaErrorCapturedEvent; recording on the legacy stream while the capture runs is
+//   cudaErrorStreamCaptureUnsupported and invalidates the capture.
+// - capture modes (cudaThreadExchangeStreamCaptureMode; each thread's starts global): querying or
+//   waiting on an event (a potentially unsafe call) is refused, and invalidates the capture, when
+//   the calling thread is in global or thread-local mode and itself captures in a mode other than
+//   relaxed, or is in global mode while another thread captures in global mode. A thread in relaxed
+//   mode is never refused for it.
 // The device clock may run at another rate than the host's (driftPpm). The host clock is
 // perfcore's (synchronize then sleeps until the work is done), or a manual one that only
 // advance() and waits move. Installed as the event timer's table of calls (cuda_calls.h).
@@ -19,7 +24,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace perfcore {
@@ -36,7 +43,8 @@ class FakeRuntime {
   uintptr_t createStream(bool nonBlocking);
   // Queues work of durationNs on `stream` now; returns when it will finish (host ns).
   int64_t launch(uintptr_t stream, int64_t durationNs);
-  void beginCapture(uintptr_t stream);
+  // mode: cudaStreamCaptureMode (0 global, 1 thread-local, 2 relaxed); the calling thread captures.
+  void beginCapture(uintptr_t stream, int mode = 0);
   bool endCapture();  // false when the capture was invalidated (a forbidden call during it)
   int isCapturing(uintptr_t stream);  // 0 no, 1 yes, 2 implicit (the legacy stream, during capture)
   void advance(int64_t ns);  // manual clock only
@@ -61,6 +69,8 @@ class FakeRuntime {
   int query(uintptr_t ev);
   int wait(uintptr_t ev);
   int elapsed(float* ms, uintptr_t a, uintptr_t b);
+  void exchangeMode(int* mode);  // the calling thread's capture mode, swapped
+  int threadMode();              // ... read
 
  private:
   enum class Kind { kLegacy, kBlocking, kNonBlocking };
@@ -76,6 +86,7 @@ class FakeRuntime {
     int64_t doneNs = 0;
   };
   int forbiddenLocked();  // 4 (and the capture invalidated) while a capture runs, else 0
+  int unsafeLocked();     // as forbiddenLocked, for a potentially unsafe call: by the modes
   Stream* find(uintptr_t handle);
   int64_t readyAt(const Stream& s) const;  // when work queued on s now may start
   int64_t nowLocked() const;
@@ -95,6 +106,9 @@ class FakeRuntime {
   std::vector<std::pair<int64_t, int64_t>> recordedTimes_;
   uintptr_t nextStream_ = 0x1000;
   uintptr_t capturing_ = 0;  // the stream capturing now (0: none)
+  int captureMode_ = 0;
+  std::thread::id captureThread_;
+  std::map<std::thread::id, int> modes_;  // threads' capture modes other than global
   bool captureInvalid_ = false;
 };
 

@@ -4,8 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "errors.h"
 #include "py_tables.h"
@@ -19,6 +21,22 @@
 #endif
 
 namespace perfcore {
+
+#ifdef PERFCORE_WITH_CUDA
+namespace {
+// The tracer's drain thread with a counting flush in place of CUPTI's, held by a capture watch fed
+// the callback ids a test gives: the drain's schedule around graph captures, without CUPTI.
+struct DrainModel {
+  CaptureWatch watch;
+  std::atomic<int64_t> flushes{0}, decodes{0};
+  DrainThread drain;
+  explicit DrainModel(int64_t periodMs) {
+    drain.start(periodMs, DrainThread::Pass{[this] { flushes.fetch_add(1); }, [this] { decodes.fetch_add(1); },
+                                            [this] { return watch.underway(); }, [] { return false; }});
+  }
+};
+}  // namespace
+#endif
 
 void addTestBindings(py::module_& m) {
 #ifdef PERFCORE_WITH_CUDA
@@ -103,8 +121,9 @@ void addTestBindings(py::module_& m) {
       .def("create_stream", &FakeRuntime::createStream, py::arg("non_blocking"))
       .def("launch", &FakeRuntime::launch, py::arg("stream"), py::arg("duration_ns"),
            "Queue work of duration_ns on stream now; returns when it ends (host ns).")
-      .def("begin_capture", &FakeRuntime::beginCapture, py::arg("stream"),
-           "cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal).")
+      .def("begin_capture", &FakeRuntime::beginCapture, py::arg("stream"), py::arg("mode") = 0,
+           "cudaStreamBeginCapture(stream, mode) from the calling thread (0 global, 1 thread-local, 2 relaxed).")
+      .def("thread_mode", &FakeRuntime::threadMode, "The calling thread's capture mode (0 global ... 2 relaxed).")
       .def("end_capture", &FakeRuntime::endCapture, "False when a forbidden call invalidated the capture.")
       .def("advance", &FakeRuntime::advance, py::arg("ns"))
       .def("synchronize", [](FakeRuntime& f) {
@@ -145,6 +164,37 @@ void addTestBindings(py::module_& m) {
       .def("finished", &DetachGate::finished, py::arg("detached"))
       .def("close", &DetachGate::close, py::call_guard<py::gil_scoped_release>());
 
+  py::class_<DrainModel>(m, "_DrainModel", "Test-only: the tracer's drain thread with a counting flush.")
+      .def(py::init<int64_t>(), py::arg("period_ms"))
+      .def("on_call", [](DrainModel& d, bool driver, uint32_t cbid, bool atExit, bool ok) {
+        d.watch.onCall(driver, cbid, atExit, ok);
+      }, py::arg("driver"), py::arg("cbid"), py::arg("at_exit"), py::arg("succeeded"),
+           "A CUPTI API callback on the watch (driver or runtime domain).")
+      .def("ask", [](DrainModel& d) { d.drain.ask(); }, py::call_guard<py::gil_scoped_release>(),
+           "Ask for a pass and wait until it is served.")
+      .def("underway", [](DrainModel& d) { return d.watch.underway(); })
+      .def("counts", [](DrainModel& d) {
+        py::dict out;
+        out["flushes"] = d.flushes.load();
+        out["decodes"] = d.decodes.load();
+        out["held"] = d.drain.held();
+        out["begun"] = d.watch.begun();
+        return out;
+      })
+      .def("stop", [](DrainModel& d) { d.drain.stop(); }, py::call_guard<py::gil_scoped_release>());
+  m.def("_dropped_session", [](std::vector<int64_t> reads) {
+    // CUPTI answers the dropped-count reads with `reads`: the first at start(), one after each flush.
+    DroppedCount d;
+    size_t i = 0;
+    auto read = [&] { return i < reads.size() ? reads[i++] : int64_t{0}; };
+    int64_t total = 0;
+    d.start(read);
+    while (i < reads.size()) d.afterFlush(read, [&](int64_t n) { total += n; });
+    py::dict out;
+    out["stale"] = d.stale();
+    out["dropped"] = total;
+    return out;
+  }, py::arg("reads"), "Test-only: the tracer's dropped-record count over a session of fake reads.");
   m.def("_cupti_quiet_api", []() {
     py::dict d;
     d["runtime"] = quietRuntimeCbids();

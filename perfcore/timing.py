@@ -47,7 +47,8 @@ class StepTimer:
     device: "cuda", "cpu" or "auto" (cuda when a GPU is usable). warmup: the first steps,
     reported apart. kernels: trace kernels and copies with CUPTI (CUDA only), through
     kernel_backend "native", "cupti-python", or "auto" (native, else cupti-python, else CUDA
-    events; what was used is `backend`, why in `notes`). stream: the CUDA
+    events; what was used is `backend`, why in `notes`); True traces kernels, copies and memsets
+    only ("lean"), "full" adds CUPTI's API records (perfcore.recording.tracing). stream: the CUDA
     stream phases are timed on (default: the current stream when the timer is made).
     step_on: what ends a step. "step" (default): each timer.step(). "batch": each batch fetched
     through timer.load() after the first ends the step before it, so the loop needs no

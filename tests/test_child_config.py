@@ -198,3 +198,62 @@ def test_the_magic_and_a_trainer_session_leave_no_folder_and_no_variable(tmp_pat
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout.strip().splitlines()[-1])
     assert doc == {"steps": 7, "steps2": 7, "env": {}, "folders": []}
+
+
+def _planted(folder, **settings) -> str:
+    """A settings file someone else wrote into a folder they control, naming this test's process (an
+    ancestor of the Python below) as the perfcore run that wrote it: right name, right token, right folder."""
+    import secrets
+
+    token = secrets.token_hex(16)
+    doc = json.loads(ChildConfig(run_dir=str(folder), **settings).to_json())
+    doc.update(launcher_pid=os.getpid(), token=token)
+    path = folder / f"{protocol.CONFIG_PREFIX}{token}{protocol.CONFIG_SUFFIX}"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_a_planted_settings_file_naming_an_ancestor_changes_nothing_and_writes_nothing(tmp_path):
+    """The variable and a crafted file are all it takes to reach a plain `python` run: the file must be held
+    by the perfcore that wrote it, which a planted file is not."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    pointer = _planted(theirs, dl_overrides={"batch_size": 1}, synthetic=2, warmup=0)
+    before = sorted(p.name for p in theirs.iterdir())
+    r = _plain_python(tmp_path, pointer, LOOP)
+    assert r.returncode == 0, r.stderr
+    assert _line(r.stdout, "SIZES") == ["4"] * 10 and _line(r.stdout, "FIRSTS") == [str(4 * i) for i in range(10)]
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("perfcore: not active") and "does not hold it" in line, line
+    assert sorted(p.name for p in theirs.iterdir()) == before  # no part, no progress, no claim written there
+
+
+def test_the_same_settings_held_by_their_launcher_take_effect(tmp_path):
+    # The control for the test above: the file, held open by the process it names, is what perfcore run does.
+    run = tmp_path / "r"
+    run.mkdir()
+    pointer = _planted(run, dl_overrides={"batch_size": 1}, warmup=0)
+    fd = os.open(pointer, os.O_RDONLY)
+    try:
+        r = _plain_python(tmp_path, pointer, LOOP)
+    finally:
+        os.close(fd)
+    assert r.returncode == 0, r.stderr
+    assert _line(r.stdout, "SIZES") == ["1"] * 40, r.stdout + r.stderr
+
+
+def test_a_settings_file_too_large_to_be_one_is_refused_unread(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    written = ChildConfig(run_dir=str(run)).write()
+    try:
+        with open(written.path, "r+b") as fh:
+            fh.truncate(64 << 20)
+        with pytest.raises(ConfigError, match="more than a file perfcore writes for its run holds"):
+            ChildConfig.load(str(written.path))
+        os.unlink(written.path)
+        os.mkfifo(written.path)
+        with pytest.raises(ConfigError, match="not a regular file"):
+            ChildConfig.load(str(written.path))
+    finally:
+        written.release()

@@ -234,7 +234,8 @@ def test_a_folder_left_by_a_run_that_failed_before_its_first_step_is_taken_by_th
     assert "failed before its first step" in err and "this run writes there" in err
 
 
-@pytest.mark.parametrize("spoil", ["user_file", "link", "finished", "other_kind"])
+@pytest.mark.parametrize("spoil", ["user_file", "link", "finished", "other_kind", "file_in_a_part", "changed_since",
+                                   "part_replaced_by_a_file", "no_manifest"])
 def test_a_failed_folder_with_anything_else_in_it_is_left_alone(tmp_path, monkeypatch, spoil):
     # One folder, one run: only perfcore's own leftovers of a run that ended before its first step are
     # removed; a file of the user's, a link, a run with results or another command's folder stays whole.
@@ -248,6 +249,17 @@ def test_a_failed_folder_with_anything_else_in_it_is_left_alone(tmp_path, monkey
     elif spoil == "finished":
         mark = json.loads((first / MARKER).read_text())
         jsonio.write(first / MARKER, {k: v for k, v in mark.items() if k != "ended"})
+    elif spoil == "file_in_a_part":  # the user's file dropped where perfcore's leftovers are
+        (first / "parts" / "pid7" / "model.pt").write_bytes(b"weights")
+    elif spoil == "changed_since":  # one of the run's own files, changed since it listed it: no longer its own
+        (first / "parts" / "pid7" / "error.txt").write_text("Traceback ... and my notes")
+    elif spoil == "part_replaced_by_a_file":
+        for f in (first / "parts" / "pid7").iterdir():
+            f.unlink()
+        (first / "parts" / "pid7").rmdir()
+        (first / "parts" / "pid7").write_text("my notes, named like a part")
+    elif spoil == "no_manifest":  # the marker alone never decides a deletion
+        (first / ".perfcore-manifest.json").unlink()
     else:
         kind = "health"
     before = tree(first)
@@ -279,3 +291,175 @@ def test_the_next_run_after_a_crash_before_the_first_step_writes_where_it_was_as
     doc = json.loads((out / "run.json").read_text())
     assert doc["steps"] + doc["warmup_steps"] == 12 and not (out / "parts" / "error.txt").exists()
     assert not [d for d in out.iterdir() if d.name.startswith("run-")]
+
+
+def crafted_failed_folder(root: Path, manifest: dict | None = None) -> Path:
+    """A folder perfcore never made here (a copy, a tarball, a git checkout) whose marker says a run of
+    this user on this host failed before its first step, its pid long dead, with the user's own files."""
+    import socket
+    import subprocess
+    import sys
+
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    (root / "parts" / "pid7").mkdir(parents=True)
+    (root / "parts" / "pid7" / "model.pt").write_bytes(b"weights of a week")
+    (root / "workers").mkdir()
+    (root / "workers" / "notes.md").write_text("my notes")
+    (root / "progress").mkdir()
+    (root / "progress" / "plan.txt").write_text("plan")
+    (root / "parts" / "pid8").write_text("a regular file named like a part")
+    jsonio.write(root / MARKER, {"schema": "perfcore.folder/1", "kind": "run", "host": socket.gethostname(),
+                                 "pid": dead, "token": "0123456789abcdef", "ended": "failed before its first step"})
+    if manifest is not None:
+        jsonio.write(root / ".perfcore-manifest.json", {"schema": "perfcore.manifest/1", "token": "0123456789abcdef",
+                                                       **manifest})
+    return root
+
+
+@pytest.mark.parametrize("manifest", [
+    None,
+    # A manifest that names every entry but cannot know their content: sizes and hashes of other bytes.
+    {"files": [{"name": n, "size": 4, "sha256": "0" * 64} for n in
+               ("parts/pid7/model.pt", "workers/notes.md", "progress/plan.txt", "parts/pid8")],
+     "dirs": ["parts", "parts/pid7", "workers", "progress"]},
+    {"files": "everything", "dirs": []},
+])
+def test_a_crafted_failed_marker_never_makes_a_run_delete_anything(tmp_path, capsys, manifest):
+    mine = crafted_failed_folder(tmp_path / "copied", manifest)
+    before = tree(mine)
+    out = prepare_out(mine, "run")
+    assert out.parent == mine, "a folder holding files perfcore did not list as its own was taken"
+    assert {k: v for k, v in tree(mine).items() if not k.startswith(out.name)} == before
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "leaving it as it is" in err and "your earlier run" not in err
+
+
+def _listed_as_they_are(root: Path, names: list[str]) -> list[dict]:
+    """Manifest entries as a forger writes them: every file's true size and content hash."""
+    import hashlib
+
+    return [{"name": n, "size": len((root / n).read_bytes()),
+             "sha256": hashlib.sha256((root / n).read_bytes()).hexdigest()} for n in names]
+
+
+@pytest.mark.parametrize("lists", ["files_with_true_hashes", "empty_folders_only"])
+def test_a_crafted_manifest_that_knows_every_byte_still_makes_no_run_delete_anything(tmp_path, capsys, lists):
+    """A copied folder (a tarball, a git checkout) whose marker says "failed before its first step" and whose
+    manifest lists the folder's own files with their true sizes and hashes: the files are not the ones a run
+    made here, so the folder is not taken and nothing in it is removed, not even an empty folder."""
+    mine = crafted_failed_folder(tmp_path / "copied")
+    if lists == "empty_folders_only":
+        for f in ("parts/pid7/model.pt", "workers/notes.md", "progress/plan.txt", "parts/pid8"):
+            (mine / f).unlink()
+        manifest = {"files": [], "dirs": ["parts", "parts/pid7", "workers", "progress"]}
+    else:
+        names = ["parts/pid7/model.pt", "workers/notes.md", "progress/plan.txt", "parts/pid8"]
+        manifest = {"files": _listed_as_they_are(mine, names), "dirs": ["parts", "parts/pid7", "workers", "progress"]}
+    jsonio.write(mine / ".perfcore-manifest.json", {"schema": "perfcore.manifest/1", "token": "0123456789abcdef",
+                                                    **manifest})
+    before = tree(mine)
+    dirs = sorted(str(p.relative_to(mine)) for p in mine.rglob("*") if p.is_dir())
+    out = prepare_out(mine, "run")
+    assert out.parent == mine, "a folder perfcore did not make here was taken"
+    assert {k: v for k, v in tree(mine).items() if not k.startswith(out.name)} == before
+    assert dirs == sorted(str(p.relative_to(mine)) for p in mine.rglob("*") if p.is_dir() and out.name not in str(p))
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "leaving it as it is" in err and "your earlier run" not in err
+
+
+def test_a_crafted_manifest_never_removes_a_settings_file_it_lists(tmp_path):
+    """drop_dead_settings removes the settings files a killed perfcore left, as its manifest lists them: a
+    copied folder that ships a file of that name, listed with its true hash, keeps it."""
+    import socket
+
+    from perfcore.run.parent.folder import drop_dead_settings
+
+    root = tmp_path / "copied"
+    root.mkdir()
+    name = ".perfcore-child-" + "ab" * 16
+    (root / f"{name}.json").write_text('{"run_dir": "elsewhere"}')
+    (root / f"{name}.outer").write_text("4242")
+    jsonio.write(root / MARKER, {"schema": "perfcore.folder/1", "kind": "run", "host": socket.gethostname(),
+                                 "pid": 999_999_999, "token": "0123456789abcdef"})
+    jsonio.write(root / ".perfcore-manifest.json", {"schema": "perfcore.manifest/1", "token": "0123456789abcdef",
+                                                    "files": _listed_as_they_are(root, [f"{name}.json"]), "dirs": []})
+    before = tree(root)
+    assert drop_dead_settings(root) == [] and tree(root) == before
+
+
+def _take_at(args) -> str:
+    """One of two commands starting on the same failed folder at once (each its own perfcore process)."""
+    where, barrier, n = args
+    folder._TOKEN = f"runner{n}"
+    barrier.wait()
+    return str(prepare_out(Path(where), "run"))
+
+
+def failed_run_folder(root: Path, token: str) -> None:
+    """The folder an earlier perfcore run (token `token`, its pid long dead) left when its script failed
+    before its first step, marked and listed by perfcore's own code."""
+    saved = folder._TOKEN
+    folder._TOKEN = token
+    try:
+        assert prepare_out(root, "run") == root
+        (root / "parts" / "pid7").mkdir(parents=True)
+        (root / "parts" / "pid7" / "error.txt").write_text("Traceback ...")
+        folder.mark_failed(root)
+    finally:
+        folder._TOKEN = saved
+    mark = json.loads((root / MARKER).read_text())
+    jsonio.write(root / MARKER, {**mark, "pid": 999_999_999, "started": None})  # its perfcore long gone
+
+
+def test_two_runs_starting_on_one_failed_folder_never_both_take_it(tmp_path):
+    """The take-over is one exclusive claim, then the marker read back: in every order of events exactly
+    one of two runs takes the folder, the other writes into a subfolder, and nothing the winner wrote
+    (its fresh marker) is moved or removed by the loser."""
+    ctx = mp.get_context("fork")
+    rounds, taken_by = 40, []
+    with ctx.Manager() as manager:
+        for r in range(rounds):
+            root = tmp_path / f"r{r}"
+            failed_run_folder(root, f"earlier{r}")
+            barrier = manager.Barrier(2)
+            with ctx.Pool(2) as pool:
+                got = pool.map(_take_at, [(str(root), barrier, 0), (str(root), barrier, 1)])
+            winners = [i for i, g in enumerate(got) if g == str(root)]
+            assert len(winners) == 1, (r, got)
+            loser = got[1 - winners[0]]
+            assert Path(loser).parent == root and (Path(loser) / MARKER).is_file()
+            mark = json.loads((root / MARKER).read_text())
+            assert mark["token"] == f"runner{winners[0]}" and "ended" not in mark
+            assert not (root / "parts").exists()
+            assert sorted(p.name for p in root.iterdir()) == sorted([MARKER, Path(loser).name])
+            assert (root / Path(loser).name / MARKER).is_file()  # the loser's own folder, left whole
+            taken_by.append(winners[0])
+    assert len(taken_by) == rounds
+
+
+@pytest.mark.parametrize("mode,owner", [(0o777, "me"), (0o1777, "another user")])
+def test_a_folder_any_user_may_change_is_never_written(tmp_path, mode, owner):
+    """--out in (or below) a folder writable by all: another user who puts `parts -> ~/somewhere` there
+    once perfcore has claimed it gets the script's part written through the link, outside the folder (and
+    the run lost). Such a folder is refused in one line before anything is written; a sticky one the user
+    or root owns (/tmp's kind) is fine."""
+    if owner != "me" and os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    if owner != "me":
+        os.chown(shared, 65534, 65534)
+    for out in (shared, shared / "deeper" / "run"):
+        with pytest.raises(UsageError) as e:
+            prepare_out(out, "run")
+        assert f"any user may change {shared} (writable by all" in str(e.value) and "\n" not in str(e.value)
+    assert list(shared.iterdir()) == []
+
+
+def test_a_sticky_folder_of_ones_own_is_written_below(tmp_path):
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert prepare_out(sticky / "r", "run") == sticky / "r" and (sticky / "r" / MARKER).is_file()

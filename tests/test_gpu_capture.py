@@ -509,32 +509,37 @@ def test_after_a_hand_over_events_label_the_gpu():
     assert _store_with_hand_over_at(None) == [400, 0]  # kernels only: the later work is unseen
 
 
+class FillingTracer:
+    """A tracer whose decoded records fill a share of the cap each step (a step of ~3,200 kernels, 3
+    records a kernel, against the 8M-record cap) until a settle takes them."""
+
+    per_step = 3 * 3200 / 8_000_000  # of the cap, each step
+    backend = "native-cupti"
+    stats: dict = {}
+
+    def __init__(self):
+        self.share, self.takes, self.most = 0.0, 0, 0.0
+
+    def pending_share(self):
+        return self.share
+
+    def take(self):
+        from perfcore.capture.native_cupti import _merge
+
+        self.takes += 1
+        self.share = 0.0
+        return _merge([])
+
+    def fill(self):
+        self.share += self.per_step
+        self.most = max(self.most, self.share)
+
+
 def test_a_tracer_filling_faster_than_settles_is_taken_by_volume():
     # A step of ~3,200 kernels fills the tracer's 8M-record cap in ~850 steps (3 records a
     # kernel); settles came every 1,024 steps at most, so the H200 run kept 1.85M of 3.52M
     # kernels. The step end now asks how full the tracer is and settles by volume.
     import perfcore
-    from perfcore.capture.native_cupti import _merge
-
-    class FillingTracer:
-        per_step = 3 * 3200 / 8_000_000  # of the cap, each step
-        backend = "native-cupti"
-        stats: dict = {}
-
-        def __init__(self):
-            self.share, self.takes, self.most = 0.0, 0, 0.0
-
-        def pending_share(self):
-            return self.share
-
-        def take(self):
-            self.takes += 1
-            self.share = 0.0
-            return _merge([])
-
-        def fill(self):
-            self.share += self.per_step
-            self.most = max(self.most, self.share)
 
     t = perfcore.StepTimer(device="cpu", warmup=0)
     tr = FillingTracer()
@@ -544,6 +549,29 @@ def test_a_tracer_filling_faster_than_settles_is_taken_by_volume():
             tr.fill()
         t.step()
     assert tr.takes >= 4 and tr.most < 0.5, (tr.takes, tr.most)  # never near the cap (1.0)
+    t.engine.gpu.tracer = None
+    t.close()
+
+
+def test_perfcore_runs_step_clock_takes_the_tracer_by_volume_too():
+    # perfcore run's native step clock appends the step ends itself and calls the upkeep back (every step
+    # on a GPU); the upkeep settled only every 1,024 steps, so a loop of microsecond kernels (a CUDA Graph
+    # replay, which perfcore graph advises) overflowed the decode cap between settles.
+    import perfcore
+    from perfcore.run.child.upkeep import Upkeep
+
+    t = perfcore.StepTimer(device="cpu", warmup=0)
+    tr = FillingTracer()
+    t.engine.gpu.tracer = tr
+    up = Upkeep()
+    up.start(False, None)
+    first = type("Hooks", (), {"first_step_done": lambda self: None})()
+    for n in range(1, 2001):
+        with t.compute():
+            tr.fill()
+        t.engine.boundaries.append(t.engine.spans.boundary())  # as the native clock appends its ends
+        up.after(n, t, True, first)
+    assert tr.takes >= 4 and tr.most < 0.5, (tr.takes, tr.most)
     t.engine.gpu.tracer = None
     t.close()
 
@@ -563,7 +591,7 @@ def test_cupti_failing_on_an_old_driver_says_so(monkeypatch):
     import perfcore.capture.native_cupti as nc
     from perfcore.errors import CuptiError
 
-    def start(*a):
+    def start(*a, **k):
         raise CuptiError("cuptiSubscribe failed: CUPTI_ERROR_NOT_INITIALIZED; no usable CUDA device or driver", 15)
 
     fake = type("C", (), {"cupti_start": staticmethod(start), "cupti_active": staticmethod(lambda: False)})

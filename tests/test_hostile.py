@@ -5,6 +5,7 @@ has its own test; test_catalogue runs every hostile folder class through report,
 and open_report with a sentinel folder beside it that must not change."""
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import os
@@ -181,6 +182,29 @@ def test_a_linked_checkpoint_is_neither_read_nor_deleted(tmp_path):
     assert snapshot(s) == before and (out / "parts" / "pid4242" / "checkpoint").is_symlink()
 
 
+@pytest.mark.parametrize("theirs", ["model.pt", "notes/plan.txt"])
+def test_a_finished_parts_checkpoint_keeps_what_perfcore_never_writes_there(tmp_path, theirs):
+    """Finishing drops a finished part's checkpoint: perfcore's own files in it, never the folder whole. A
+    copied folder's checkpoint/ holding its owner's files (a model, notes) lost them to rmtree."""
+    out = unfinished(tmp_path / "r")
+    ck = out / "parts" / "pid4242" / "checkpoint"
+    ck.mkdir()
+    jsonio.write(ck / "run.json", {"schema": "perfcore.run/1", "checkpoint": {"table": "steps.i64"}})
+    (ck / "steps.i64").write_bytes(bytes(64))
+    (ck / ".run.4242-0a1b2c.tmp.json").write_text("{")  # a write cut short by a kill
+    (ck / theirs).parent.mkdir(exist_ok=True)
+    (ck / theirs).write_bytes(b"their own")
+    res = invoke("report", out)
+    assert res.exit_code == 0, res.output
+    assert (ck / theirs).read_bytes() == b"their own"
+    assert sorted(str(p.relative_to(ck)) for p in ck.rglob("*") if p.is_file()) == [theirs]
+    unfinished(tmp_path / "plain")
+    ck = tmp_path / "plain" / "parts" / "pid4242" / "checkpoint"
+    ck.mkdir()
+    (ck / "steps.i64").write_bytes(bytes(64))
+    assert invoke("report", tmp_path / "plain").exit_code == 0 and not ck.exists()  # all perfcore's: all gone
+
+
 # ---- a folder whose run is still going
 
 
@@ -193,51 +217,175 @@ def live_process():
     proc.wait()
 
 
-def marked(out: Path, pid: int) -> None:
+def start_perfcore(where: Path) -> subprocess.Popen:
+    """A real `perfcore run` still going (its script sleeps), in a folder of its own: the process a marker
+    of a live run names."""
+    return subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--no-monitor", "--quiet", "--out",
+                             str(where), "--", sys.executable, "-c", "import time; time.sleep(600)"],
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_perfcore(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, 9)
+    proc.wait()
+
+
+@pytest.fixture
+def live_perfcore(tmp_path):
+    proc = start_perfcore(tmp_path / "its_own")
+    yield proc
+    stop_perfcore(proc)
+
+
+_SHARED: list[subprocess.Popen] = []
+
+
+def shared_perfcore_pid() -> int:
+    """One live perfcore for the catalogue's folders of a live run, started on first use."""
+    if not _SHARED:
+        import tempfile
+
+        _SHARED.append(start_perfcore(Path(tempfile.mkdtemp(prefix="perfcore-live-")) / "its_own"))
+    return _SHARED[0].pid
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_shared_perfcore():
+    yield
+    for proc in _SHARED:
+        stop_perfcore(proc)
+
+
+def marked(out: Path, pid: int, started: bool = True) -> None:
+    """The marker a perfcore of pid `pid` writes: with when that process started (started=False: a marker
+    of an earlier version, which had only the pid)."""
     import socket
 
+    from perfcore import untrusted
     from perfcore.run.parent.folder import MARKER
 
     out.mkdir(parents=True, exist_ok=True)
     jsonio.write(out / MARKER, {"schema": "perfcore.folder/1", "kind": "run", "host": socket.gethostname(),
-                                "pid": pid, "token": "another-perfcore"})
+                                "pid": pid, "token": "another-perfcore",
+                                **({"started": untrusted.start_ticks(pid)} if started else {})})
 
 
-def test_report_on_a_live_run_says_so_and_writes_nothing(tmp_path, live_process):
+def script_of(out: Path) -> subprocess.Popen:
+    """A live process as perfcore run starts a script: with its settings file, in `out`, named."""
+    from perfcore.run.protocol import ENV_CHILD_CONFIG
+
+    env = {**os.environ, ENV_CHILD_CONFIG: str(out.resolve() / ".perfcore-child-0123.json")}
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env)
+    time.sleep(0.05)
+    return proc
+
+
+def test_report_on_a_live_run_says_so_and_writes_nothing(tmp_path, live_perfcore):
     out = unfinished(tmp_path / "r")
-    marked(out, live_process.pid)
+    marked(out, live_perfcore.pid)
     before = snapshot(out)
     res = invoke("report", out)
     assert res.exit_code == 1, res.output
     (line,) = res.stderr.strip().splitlines()
-    assert f"still going (perfcore (pid {live_process.pid}) is alive); nothing was written" in line
+    assert f"still going (perfcore (pid {live_perfcore.pid}) is alive); nothing was written" in line
     assert snapshot(out) == before
-    live_process.kill()
-    live_process.wait()
+    stop_perfcore(live_perfcore)
     res = invoke("report", out)
     assert res.exit_code == 0 and (out / "run.json").is_file(), res.output
 
 
-def test_report_sees_the_script_alive_after_perfcore_died(tmp_path, live_process):
+def test_report_sees_the_script_alive_after_perfcore_died(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     out = unfinished(tmp_path / "r")
     marked(out, int(dead.stdout))
-    (out / "progress").mkdir()
-    jsonio.write(out / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": live_process.pid})
-    res = invoke("report", out)
-    assert res.exit_code == 1 and f"its script (pid {live_process.pid}) is alive" in res.stderr, res.output
-    assert not (out / "run.json").exists()
+    script = script_of(out)
+    try:
+        (out / "progress").mkdir()
+        jsonio.write(out / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": script.pid})
+        res = invoke("report", out)
+        assert res.exit_code == 1 and f"its script (pid {script.pid}) is alive" in res.stderr, res.output
+        assert not (out / "run.json").exists()
+    finally:
+        script.kill()
+        script.wait()
 
 
-def test_a_pid_reused_since_the_folder_was_written_is_not_its_run(tmp_path, live_process):
+@pytest.mark.parametrize("named", ["pid1", "another_process", "old_marker_of_another_process",
+                                   "marker_of_pid1_with_its_start", "marker_of_another_process_with_its_start"])
+def test_a_live_process_that_is_not_the_runs_never_keeps_a_folder_going(tmp_path, live_process, named):
+    """A progress file naming pid 1 (or any live process that is not a script of this run), or a marker
+    naming a live process that is no perfcore (even with that process's true start tick, which anyone can
+    read in /proc), made `perfcore report` refuse forever ("still going")."""
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     out = unfinished(tmp_path / "r")
-    marked(out, live_process.pid)
+    if named == "old_marker_of_another_process":
+        marked(out, live_process.pid, started=False)
+    elif named.startswith("marker_of_"):
+        marked(out, 1 if "pid1" in named else live_process.pid)
+    else:
+        marked(out, int(dead.stdout))
+        (out / "progress").mkdir()
+        pid = 1 if named == "pid1" else live_process.pid
+        jsonio.write(out / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": pid})
+    res = invoke("report", out)
+    assert res.exit_code == 0 and (out / "run.json").is_file(), res.output
+
+
+def test_a_huge_marker_or_progress_file_is_never_read_whole(tmp_path):
+    from perfcore.run.parent.folder import MARKER, live_run, marker_of
+
+    out = unfinished(tmp_path / "r")
+    with open(out / MARKER, "wb") as fh:
+        fh.truncate(512 << 20)  # 512 MiB: read whole it took 1 GB
+    (out / "progress").mkdir()
+    with open(out / "progress" / "pid4242.json", "wb") as fh:
+        fh.truncate(512 << 20)
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        assert marker_of(out) is None and live_run(out) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak
+
+
+@pytest.mark.parametrize("marker", ["started_elsewhen", "older_than_the_process"])
+def test_a_pid_reused_since_the_folder_was_written_is_not_its_run(tmp_path, live_perfcore, marker):
+    """The pid a marker names now runs another perfcore (the pid was reused): not the folder's."""
+    from perfcore import untrusted
     from perfcore.run.parent.folder import MARKER
 
-    old = time.time() - 3600  # the marker predates the live process: that pid is someone else's now
-    os.utime(out / MARKER, (old, old))
+    out = unfinished(tmp_path / "r")
+    if marker == "started_elsewhen":  # the marker says when its perfcore started: not when this process did
+        marked(out, live_perfcore.pid)
+        doc = json.loads((out / MARKER).read_text())
+        jsonio.write(out / MARKER, {**doc, "started": untrusted.start_ticks(live_perfcore.pid) - 100})
+    else:  # an earlier version's marker, older than the live process: that pid is someone else's now
+        marked(out, live_perfcore.pid, started=False)
+        old = time.time() - 3600
+        os.utime(out / MARKER, (old, old))
     res = invoke("report", out)
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a process as another user needs root")
+def test_a_perfcore_of_another_user_never_keeps_a_users_folder_going(tmp_path):
+    """A marker naming, with its true start tick, a live process of another user whose command line reads
+    as perfcore's (anyone can name their process so): the folder's owner can still finish the folder."""
+    other = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                              "import time; time.sleep(120)", "perfcore", "run"])
+    try:
+        time.sleep(0.3)
+        out = unfinished(tmp_path / "r")
+        marked(out, other.pid)
+        res = invoke("report", out)
+        assert res.exit_code == 0 and (out / "run.json").is_file(), res.output
+    finally:
+        other.kill()
+        other.wait()
 
 
 # ---- what is shown: terminal, HTML, notebook
@@ -430,6 +578,44 @@ def test_html_replaces_only_a_page_perfcore_wrote(tmp_path):
     assert again.exit_code == 0 and "perfcore compare" in page.read_text(), again.output
 
 
+@pytest.mark.parametrize("flag", ["--html", "--json"])
+def test_html_and_json_into_a_named_pipe_write_into_it_never_replace_it(tmp_path, flag):
+    import stat
+    import threading
+
+    a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    # A daemon: where the pipe is replaced, nothing ever writes the pipe this reader waits on.
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    res = invoke("compare", a, b, flag, fifo)
+    reader.join(timeout=60)
+    assert res.exit_code == 0, res.output
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the user's named pipe was replaced by a regular file"
+    assert ("perfcore compare" in got[0]) if flag == "--html" else json.loads(got[0])["schema"].startswith("perfcore")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "pipe"]  # no temporary file beside it
+
+
+def test_report_html_cleans_what_the_terminal_cleans(tmp_path):
+    """A hostile script name's escape sequences and right-to-left overrides: gone from report.html as from
+    the terminal, for a run page and a compare page alike."""
+    from perfcore.report.html import write_report
+    from perfcore.report.reader import load_run
+
+    a, b = poisoned(tmp_path / "a"), poisoned(tmp_path / "b", compute_ms=9.0)
+    doc = json.loads((a / "run.json").read_text())
+    doc["command"] = ["python", f"train\u202e{ESC}yp.exe\u2066\u2069"]
+    jsonio.write(a / "run.json", doc)
+    write_report(a, *load_run(a))
+    page = (a / "report.html").read_text()
+    assert "train" in page and controls(page.replace("\n", "").replace("\t", "")) == []
+    res = invoke("compare", a, b, "--html", tmp_path / "c.html")
+    assert res.exit_code == 0, res.output
+    assert controls((tmp_path / "c.html").read_text().replace("\n", "").replace("\t", "")) == []
+
+
 # ---- a launcher's variables left in the shell
 
 
@@ -562,7 +748,7 @@ def _controls(f: Path, s: Path) -> None:
 
 def _live(f: Path, s: Path) -> None:
     unfinished(f)
-    marked(f, os.getppid())  # a process alive for the whole test, started before the marker was written
+    marked(f, shared_perfcore_pid())  # a perfcore alive for the whole test, started before the marker was written
 
 
 def _own_html(f: Path, s: Path) -> None:
@@ -570,10 +756,69 @@ def _own_html(f: Path, s: Path) -> None:
     (f / "report.html").write_text(f"<div class='perfcore'>{SCRIPT}</div></body>")
 
 
+def _checkpoint_only(f: Path, kinds: list[str], table_bytes: int, declared: int) -> Path:
+    """A killed run's part: only its checkpoint, a run.json describing steps.i64."""
+    ck = f / "parts" / "pid4242" / "checkpoint"
+    ck.mkdir(parents=True)
+    cols = ["step", "wall_ms", "load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms", "warmup"]
+    jsonio.write(ck / "run.json", {
+        "schema": "perfcore.run/1", "backend": "host", "device": "cpu", "steps": declared - 1, "warmup_steps": 1,
+        "pid": 4242, "rank": None, "argv": [], "exit": {"reason": "killed before writing its results"},
+        "checkpoint": {"steps": declared, "table": "steps.i64", "columns": cols, "kinds": kinds,
+                       "table_bytes": table_bytes}})
+    return ck
+
+
+def _linked_table(f: Path, s: Path) -> None:
+    """Every column an integer, the table a link to another file: its bytes would come back as step values."""
+    (s / "victim.txt").write_bytes(os.urandom(640))
+    (_checkpoint_only(f, ["i"] * 8, 640, 10) / "steps.i64").symlink_to(s / "victim.txt")
+
+
+def _hardlinked_table(f: Path, s: Path) -> None:
+    """As _linked_table, the table a second name (a hard link) of another file: no link to refuse."""
+    (s / "victim.txt").write_bytes(os.urandom(640))
+    os.link(s / "victim.txt", _checkpoint_only(f, ["i"] * 8, 640, 10) / "steps.i64")
+
+
+def _marker_of_pid1(f: Path, s: Path) -> None:
+    """A killed run whose marker names pid 1 with its true start tick (anyone can read it in /proc)."""
+    unfinished(f)
+    marked(f, 1)
+
+
+def _sparse_table(f: Path, s: Path) -> None:
+    """A sparse steps.i64 (a few bytes in a tarball) whose run.json claims all of it."""
+    ck = _checkpoint_only(f, ["i", "ms", "ms", "ms", "ms", "ms", "ms", "b"], 64 << 20, (64 << 20) // 64)
+    with open(ck / "steps.i64", "wb") as fh:
+        fh.truncate(64 << 20)
+
+
+def _not_the_runs_pid(f: Path, s: Path) -> None:
+    """A killed run whose progress file names pid 1: alive forever, and no process of the run."""
+    unfinished(f)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    marked(f, int(dead.stdout))
+    (f / "progress").mkdir()
+    jsonio.write(f / "progress" / "pid4242.json", {"schema": "perfcore.progress/1", "pid": 1})
+
+
+def _planted_settings(f: Path, s: Path) -> None:
+    """A killed run's folder holding a settings file its perfcore never listed as its own (planted, or the
+    user's): the finisher removes only what the folder's manifest lists."""
+    unfinished(f)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    marked(f, int(dead.stdout))
+    (f / ".perfcore-child-0123abcd.json").write_text('{"mine": true}')
+    (f / ".perfcore-child-0123abcd.outer").write_text("4242")
+
+
 CLASSES = {"paths_everywhere": _paths_everywhere, "paths_in_parts": _paths_in_parts, "bad_rank": _bad_rank,
            "links_at_outputs": _links_at_outputs, "links_under_parts": _links_under_parts,
            "linked_parts": _linked_parts, "finished_links": _finished_links, "controls": _controls,
-           "live": _live, "own_html": _own_html}
+           "live": _live, "own_html": _own_html, "linked_table": _linked_table, "sparse_table": _sparse_table,
+           "not_the_runs_pid": _not_the_runs_pid, "planted_settings": _planted_settings,
+           "hardlinked_table": _hardlinked_table, "marker_of_pid1": _marker_of_pid1}
 
 
 def _run(command: str, f: Path, tmp_path: Path) -> tuple[str, str]:
@@ -618,6 +863,13 @@ def test_catalogue(tmp_path, kind, command):
     assert controls(printed) == []
     if kind == "own_html":
         assert "window.owned" not in pages
+    if kind in ("linked_table", "hardlinked_table", "sparse_table"):  # refused in one line: no table becomes steps
+        assert not (f / "run.json").exists() and not (tmp_path / "merged" / "run.json").exists()
+    if kind in ("not_the_runs_pid", "marker_of_pid1") and command == "report":
+        assert (f / "run.json").is_file()  # finished: pid 1 is no process of its run
+    if kind == "planted_settings":
+        assert (f / ".perfcore-child-0123abcd.json").read_text() == '{"mine": true}'
+        assert (f / ".perfcore-child-0123abcd.outer").read_text() == "4242"
     for page in re.split(r"(?=<!DOCTYPE html>)|(?=<div class='perfcore')", pages):
         # perfcore's own elements only (its data block, then uPlot and its script): nothing injected runs.
         assert set(re.findall(r"<script[^>]*>", page)) <= {"<script type='application/json' class='pc-data'>",

@@ -53,12 +53,18 @@ def test_report_finishes_a_folder_from_the_checkpoint_when_perfcore_and_script_w
     os.killpg(proc.pid, signal.SIGKILL)  # perfcore and its script, at once
     proc.communicate(timeout=30)
     assert not (out / "run.json").exists()
+    # What the killed perfcore could not remove: its settings file and the claim beside it; and a file of the
+    # user's that only looks like one, which perfcore never listed as its own.
+    left = sorted(p.name for p in out.glob(".perfcore-child-*"))
+    assert len(left) == 2 and left[0].endswith(".json") and left[1].endswith(".outer"), left
+    (out / ".perfcore-child-mine.json").write_text('{"mine": true}')
     compare = perfcore("compare", str(out), str(out))
     assert compare.returncode == 2 and f"perfcore report {out} finishes it" in compare.stderr, compare.stderr
     p = perfcore("report", str(out))
     assert p.returncode == 0, p.stderr
     doc = json.loads((out / "run.json").read_text())
     assert doc["steps"] >= 20 and doc["exit_code"] == 137
+    assert sorted(p.name for p in out.glob(".perfcore-child-*")) == [".perfcore-child-mine.json"]
 
 
 def test_report_on_a_marked_folder_whose_script_left_nothing_says_so(tmp_path):

@@ -130,6 +130,27 @@ def test_sampler_sees_a_real_burner_as_a_stranger_and_its_own_child_as_a_worker(
     assert g["workers_cores"] * g["span_s"] == pytest.approx(truth, abs=0.1 + 0.15 * truth), (truth, g)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
+def test_the_gpus_process_list_is_asked_for_once_a_run():
+    # Listing a GPU's processes costs milliseconds under the driver's global lock, which the training
+    # process's CUDA calls wait for: it was asked at every sample (4 a second). Now once, at the start,
+    # and said in every sample, so any window of them carries it.
+    calls = []
+
+    def listing():
+        calls.append(time.monotonic())
+        return [(os.getpid(), 1 << 20), (1, 3 << 20)]  # this process is the run's own; pid 1 is another
+
+    s = InterferenceSampler(interval_s=0.02, gpu=False)
+    s.gpu = listing
+    s.start()
+    time.sleep(0.3)
+    samples = s.stop()
+    assert len(samples["t_s"]) >= 5 and len(calls) == 1
+    assert set(samples["gpu_other_processes"]) == {1} and set(samples["gpu_other_bytes"]) == {3 << 20}
+    assert interference_finding(samples, cores=2, clock_ticks=100)["gpu_other_processes"] == 1
+
+
 def test_a_window_keeps_the_samples_that_bound_the_measured_steps():
     recs = [_rec(float(t), busy=100 * t, total=200 * t) for t in range(10)]
     w = window(_samples(*recs), 2.5, 6.2)

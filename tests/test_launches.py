@@ -135,3 +135,98 @@ def test_device_copies_and_memsets_are_device_work_not_transfer(C):
     assert sorted(k["name"]) == sorted(["k", "Memcpy DtoD (Device -> Device)", "Memcpy PtoP (Device -> Device)",
                                         MEMSET_NAME])
     assert not k["comm"].any() and (k["phase_id"] == -1).all()
+
+
+# -- graph replays whose kernels reach a drain before their launch call's record --------------------
+def _graph_launches(*starts):
+    """cudaGraphLaunch API records (runtime cbid 311) on one thread at these host times."""
+    return pd.DataFrame({"start_ns": list(starts), "end_ns": [s + 2 for s in starts], "driver": [0] * len(starts),
+                         "cbid": [311] * len(starts), "thread_id": [MAIN] * len(starts)})
+
+
+@pytest.mark.parametrize("nodes", [False, True], ids=["runs of one id", "node ids"])
+def test_a_replay_seen_before_its_launch_does_not_shift_the_later_ones(nodes):
+    from perfcore.capture.launches import GraphReplays
+
+    # Four launches at 10, 20, 30, 40 of one graph (two kernel nodes); the first replay's kernels
+    # complete in a buffer that drains before the buffer with the launch calls. Before the fix the
+    # first replay left its launch in the queue and every later one took its predecessor's:
+    # [-1, 10, 20, 30] for [10, 20, 30, 40], for the rest of the session.
+    g = GraphReplays()
+    node = (lambda k: np.array([7, 8] * k)) if nodes else (lambda k: None)
+    first = g.launch_of(np.array([90, 90]), np.array([1, 1]), np.array([15, 16]), node(1))
+    g.add_launches(_graph_launches(10, 20, 30, 40))
+    rest = g.launch_of(np.array([91, 91, 92, 92, 93, 93]), np.array([1] * 6), np.array([25, 26, 35, 36, 45, 46]),
+                       node(3))
+    assert list(first) == [-1, -1]  # drained before any launch was known
+    assert list(rest) == [20, 20, 30, 30, 40, 40]
+    assert g.matched == 4
+
+
+def test_the_rest_of_a_replay_split_before_its_launch_gets_the_launch():
+    from perfcore.capture.launches import GraphReplays
+
+    g = GraphReplays()
+    g.launch_of(np.array([0]), np.array([1]), np.array([15]), np.array([7]))  # node 7 of replay 0 only
+    g.add_launches(_graph_launches(10))
+    assert list(g.launch_of(np.array([0]), np.array([1]), np.array([17]), np.array([8]))) == [10]
+
+
+# -- without API records: kernels placed by their phases' CUDA events ------------------------------------
+def _events(*rows):
+    """The event timer's resolved pairs: (phase, GPU start, GPU end) on the perfcore clock."""
+    a = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    return {"phase_id": a[:, 0], "start_ns": a[:, 1], "end_ns": a[:, 2]}
+
+
+def test_without_api_records_kernels_take_the_event_window_that_holds_them(C):
+    # The lean tracer takes kernels, copies and memsets only: no API or external-correlation record.
+    # Each GPU-label phase's event pair brackets its work on the GPU (compute 1000-5000 us with a
+    # custom phase 2000-3000 us inside it); a kernel belongs to the innermost window holding its
+    # middle, or the nearest within EVENT_SLACK_NS (the event clock is placed through an anchor).
+    from perfcore.capture.launches import EVENT_SLACK_NS
+
+    f = frames(C, lambda b: (
+        b.add_kernel(1_500_000, 1_600_000, 0, 7, 1, "fwd", 1, 1),
+        b.add_kernel(2_500_000, 2_600_000, 0, 7, 2, "inner", 1, 1),
+        b.add_kernel(4_990_000, 5_010_000, 0, 7, 3, "at the end", 1, 1),
+        b.add_kernel(5_000_000 + EVENT_SLACK_NS // 2, 5_000_000 + EVENT_SLACK_NS, 0, 7, 4, "just after", 1, 1),
+        b.add_kernel(9_000_000, 9_100_000, 0, 7, 5, "outside every phase", 1, 1),
+        b.add_memset(989_000, 991_000, 100, 0, 0, 7, 6)))  # its middle 10 us before the window
+    lp = LaunchPhases()
+    lp.add(f, None, _events((COMPUTE, 1_000_000, 5_000_000), (BACKWARD_CUSTOM, 2_000_000, 3_000_000)))
+    t = device_tables(f, lp)["kernels"].set_index("name")["phase_id"]
+    assert t.to_dict() == {"fwd": COMPUTE, "inner": BACKWARD_CUSTOM, "at the end": COMPUTE, "just after": COMPUTE,
+                           "outside every phase": -1, MEMSET_NAME: COMPUTE}
+    assert lp.by_event_window == 5 and lp.by_external == 0 and lp.by_window == 0
+
+
+def test_event_windows_outlive_their_drain_as_the_other_entries_do(C):
+    # A kernel's record can come a drain after its phase's events resolved.
+    lp = LaunchPhases(keep_drains=2)
+    lp.add({}, None, _events((COMPUTE, 1000, 2000)))
+    lp.add({})
+    f = frames(C, lambda b: b.add_kernel(1200, 1300, 0, 7, 1, "k", 1, 1))
+    assert list(device_tables(f, lp)["kernels"]["phase_id"]) == [COMPUTE]
+    lp.add({})
+    assert list(device_tables(f, lp)["kernels"]["phase_id"]) == [-1]
+    assert len(lp._gpu["start"]) == 0
+
+
+def test_a_kernel_with_an_api_record_keeps_the_host_rule(C):
+    # With API records (the full mode) a launch made outside every phase stays unattributed even when
+    # it runs inside another phase's GPU window: its launch time says where it came from.
+    f = frames(C, lambda b: (b.add_api(False, 100, 110, 9, MAIN, 211), b.add_kernel(1500, 1600, 0, 7, 9, "k", 1, 1)))
+    lp = LaunchPhases()
+    lp.add(f, spans((COMPUTE, 1000, 2000)), _events((COMPUTE, 1400, 2100)))
+    assert list(device_tables(f, lp)["kernels"]["phase_id"]) == [-1]
+
+
+def test_the_tracing_calibrations_kernels_are_not_the_runs(C):
+    from perfcore.capture.activity import PROBE_KERNEL
+
+    f = frames(C, lambda b: (b.add_kernel(10, 20, 0, 7, 1, f"{PROBE_KERNEL}()", 1, 1),
+                             b.add_kernel(30, 40, 0, 7, 2, "gemm", 1, 1)))
+    lp = LaunchPhases()
+    lp.add(f)
+    assert list(device_tables(f, lp)["kernels"]["name"]) == ["gemm"]

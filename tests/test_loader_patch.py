@@ -41,6 +41,10 @@ CASES = {
     "empty call, a second loader on another line": ("a = DataLoader()\nb = DataLoader(ds)\n", 1),
     "line inside a wrapped call": ("loader = DataLoader(ds, batch_size=8,\n                    shuffle=True)\n", 2),
     "one argument on its own line": ("loader = DataLoader(\n    ds\n)\n", 1),
+    # Characters str.splitlines takes for line ends but Python does not: edits must still land on the call.
+    "a form feed between sections before it": ("import torch\n\x0c\n# data\nloader = DataLoader(ds, 8)\n", 4),
+    "a line separator in a comment before it": ("x = 1  # a\u2028b\nloader = DataLoader(ds, 8)\n", 2),
+    "separators in a string on its line": ("t = '\x1c\x85'; loader = DataLoader(ds, 8)\n", 1),
 }
 
 
@@ -99,3 +103,32 @@ def test_a_real_script_and_the_users_file_is_untouched(tmp_path):
 def test_bad_input_is_one_patch_error(path, source, line, settings):
     with pytest.raises(PatchError):
         loader_patch(source, path, line, settings)
+
+
+def test_a_setting_passed_by_position_is_changed_in_place_never_added_again(tmp_path):
+    """DataLoader(ds, 4, True) passes batch_size by position: a batch_size= keyword beside it is a TypeError
+    (got multiple values for argument 'batch_size')."""
+    src = "loader = DataLoader(ds, 4, True, None, None, 0)\n"
+    p = loader_patch(src, "t.py", 1, {"batch_size": 8, "num_workers": 2, "pin_memory": True})
+    after = _apply(tmp_path, "t.py", src, p)
+    assert after == "loader = DataLoader(ds, 8, True, None, None, 2, pin_memory=True)\n"
+    assert p.changed == (("batch_size", "4", "8"), ("num_workers", "0", "2"), ("pin_memory", None, "True"))
+    with pytest.raises(PatchError, match=r"\*args"):
+        loader_patch("DataLoader(ds, *rest)\n", "t.py", 1, {"num_workers": 2})
+
+
+def test_every_loader_call_on_the_line_is_patched_and_shown():
+    src = "train, val = DataLoader(a, batch_size=4), DataLoader(b, 4)\n"
+    p = loader_patch(src, "t.py", 1, {"batch_size": 8, "num_workers": 2})
+    assert p.calls == 2
+    assert p.call == "DataLoader(a, batch_size=8, num_workers=2); DataLoader(b, 8, num_workers=2)"
+    assert p.after == "train, val = DataLoader(a, batch_size=8, num_workers=2), DataLoader(b, 8, num_workers=2)\n"
+
+
+def test_torchs_defaults_are_left_out_unless_the_call_sets_another_value():
+    p = loader_patch("DataLoader(ds)\n", "t.py", 1,
+                     {"num_workers": 2, "prefetch_factor": 2, "pin_memory": False, "batch_size": 1})
+    assert p.after == "DataLoader(ds, num_workers=2)\n"
+    p = loader_patch("DataLoader(ds, batch_size=16, prefetch_factor=4)\n", "t.py", 1,
+                     {"num_workers": 2, "prefetch_factor": 2, "batch_size": 1})
+    assert p.after == "DataLoader(ds, batch_size=1, prefetch_factor=2, num_workers=2)\n"

@@ -46,3 +46,35 @@ def test_unknown_or_mig_devices_say_why():
         nvml_handle(fake_nvml(), 2, env={"CUDA_VISIBLE_DEVICES": "1"})
     with pytest.raises(ValueError, match="MIG"):
         nvml_handle(fake_nvml(), 0, env={"CUDA_VISIBLE_DEVICES": "MIG-xyz"})
+
+
+def test_a_monitor_sample_asks_nvml_only_cheap_reads():
+    # Each sample (every 100-250 ms through the run) reads counters and sensors; a process list costs
+    # milliseconds under the driver's global lock and is never asked for here (interference lists
+    # them once a run).
+    from perfcore.capture.sampler import Sampler
+
+    asked = []
+
+    class Fake(types.SimpleNamespace):
+        def __getattr__(self, name):
+            if not name.startswith("nvml"):
+                raise AttributeError(name)
+
+            def call(*a):
+                asked.append(name)
+                return types.SimpleNamespace(gpu=50, memory=20, used=1 << 30)
+
+            return call
+
+    fake = Fake(NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1)
+    fake.nvmlDeviceGetPowerUsage = lambda h: asked.append("nvmlDeviceGetPowerUsage") or 100_000
+    fake.nvmlDeviceGetTemperature = lambda h, k: asked.append("nvmlDeviceGetTemperature") or 60
+    fake.nvmlDeviceGetClockInfo = lambda h, k: asked.append("nvmlDeviceGetClockInfo") or 1980
+    s = Sampler(0.1)
+    s._nvml, s._handle = fake, ("h", 0)
+    row = s._sample()
+    assert row["gpu_util"] == 0.5 and row["power_w"] == 100.0
+    cheap = {"nvmlDeviceGetUtilizationRates", "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetPowerUsage",
+             "nvmlDeviceGetTemperature", "nvmlDeviceGetClockInfo"}
+    assert set(asked) <= cheap and len(asked) == len(set(asked)), asked

@@ -410,12 +410,14 @@ def test_the_boot_file_never_hands_an_installed_perfcores_site_packages_to_anoth
     from perfcore.run import protocol
 
     site = tmp_path / "lib" / "site-packages"
-    (site / "perfcore").mkdir(parents=True)
+    boot = site / "perfcore" / "run" / "child" / "_boot"  # where an installed perfcore's boot folder is
+    boot.mkdir(parents=True)
+    (boot / "sitecustomize.py").write_bytes((protocol.BOOT_DIR / "sitecustomize.py").read_bytes())
     code = ("import runpy, sys\n"
-            f"runpy.run_path({str(protocol.BOOT_DIR / 'sitecustomize.py')!r})\n"
+            f"runpy.run_path({str(boot / 'sitecustomize.py')!r})\n"
             f"print({str(site)!r} in sys.path)\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    config = protocol.ChildConfig(run_dir=str(tmp_path), package_parent=str(site)).write()
+    config = protocol.ChildConfig(run_dir=str(tmp_path)).write()
     env[protocol.ENV_CHILD_CONFIG] = str(config.path)
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
                        timeout=120)

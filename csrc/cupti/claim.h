@@ -1,5 +1,6 @@
 // Taking CUPTI's subscriber slot and giving CUPTI up for good: the two hand-shakes with other CUPTI
-// clients, apart from the tracer so tests can drive them with fake CUPTI calls.
+// clients, and the session's dropped-record count, apart from the tracer so tests can drive them with
+// fake CUPTI calls.
 #pragma once
 
 // CUPTI's own headers only, never cupti.h (setup.py stages these; cupti.h pulls a cuda.h as new as CUPTI).
@@ -7,6 +8,7 @@
 #include <cupti_result.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -69,6 +71,27 @@ class DetachGate {
  private:
   enum { kIdle, kOpen, kRunning, kDetached, kFailed };
   std::atomic<int> state_{kIdle};
+};
+
+// CUPTI's dropped-record count (cuptiActivityGetNumDroppedRecords): reset to zero by each read, so
+// every read after a flush is added. CUPTI 13.0 GA keeps a count from before the session (an earlier
+// session's, or records of no session) until it is first read: start() reads it once and keeps it
+// apart (stale()), so the session's losses are its own.
+class DroppedCount {
+ public:
+  template <class Read>
+  void start(Read&& read) {
+    stale_ = static_cast<int64_t>(read());
+  }
+  template <class Read, class Add>
+  void afterFlush(Read&& read, Add&& add) {
+    const int64_t n = static_cast<int64_t>(read());
+    if (n > 0) add(n);
+  }
+  int64_t stale() const { return stale_; }
+
+ private:
+  int64_t stale_ = 0;
 };
 
 }  // namespace perfcore

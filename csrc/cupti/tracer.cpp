@@ -5,8 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include <chrono>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -18,17 +18,23 @@ namespace perfcore {
 
 namespace {
 
-constexpr CUpti_ActivityKind kKinds[] = {
+// The kinds the attribution needs: every kernel, copy and memset, with its GPU start and end.
+constexpr CUpti_ActivityKind kWorkKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,  // never KIND_KERNEL: it serializes kernels
     CUPTI_ACTIVITY_KIND_MEMCPY,
     CUPTI_ACTIVITY_KIND_MEMSET,
+};
+// With apiRecords: one record per runtime and driver call as well. CUPTI writes an
+// EXTERNAL_CORRELATION record only before an API activity record made while an id is pushed
+// (cuptiActivityPushExternalCorrelationId), so tagging launches with their phase needs the API kinds
+// on: RUNTIME for torch's launches, DRIVER for cuLaunchKernel (Triton) and for graph launches (a
+// graph's kernels carry the correlation id of the driver call). Their records also give each
+// launch's host time, which places launches made from threads with no pushed id (autograd's device
+// threads) in the phase open at that time. Every launch then pays for two API records (and CUPTI's
+// callbacks around both calls): without them the kernels are placed in their phases by the phases'
+// CUDA events instead (capture/launches.py).
+constexpr CUpti_ActivityKind kApiKinds[] = {
     CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    // CUPTI writes an EXTERNAL_CORRELATION record only before an API activity record made while
-    // an id is pushed (cuptiActivityPushExternalCorrelationId), so phase tagging needs the API
-    // kinds on: RUNTIME for torch's launches, DRIVER for cuLaunchKernel (Triton) and for graph
-    // launches (a graph's kernels carry the correlation id of the driver call). Their records
-    // also give each launch's host time, which places launches made from threads with no pushed
-    // id (autograd's device threads) in the phase open at that time.
     CUPTI_ACTIVITY_KIND_RUNTIME,
     CUPTI_ACTIVITY_KIND_DRIVER,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
@@ -89,8 +95,33 @@ void CUPTIAPI bufferCompletedTrampoline(CUcontext ctx, uint32_t streamId, uint8_
 uint64_t CUPTIAPI timestampTrampoline() { return static_cast<uint64_t>(nowNs()); }
 
 // Subscribing claims CUPTI's subscriber slot: the way to find out that torch.profiler or nsys
-// already holds it, before we replace their buffer callbacks (claimSubscriber).
-void CUPTIAPI noopCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+// already holds it, before we replace their buffer callbacks (claimSubscriber). The subscriber's
+// callbacks are on for the graph capture calls only (CaptureWatch).
+void CUPTIAPI captureCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  const auto* info = static_cast<const CUpti_CallbackData*>(data);
+  const bool driver = domain == CUPTI_CB_DOMAIN_DRIVER_API;
+  if (!driver && domain != CUPTI_CB_DOMAIN_RUNTIME_API) return;
+  const bool atExit = info->callbackSite == CUPTI_API_EXIT;
+  // CUresult and cudaError_t alike: 0 is success.
+  const bool ok = atExit && info->functionReturnValue && *static_cast<const int*>(info->functionReturnValue) == 0;
+  ActivityTracer::instance().captures().onCall(driver, cbid, atExit, ok);
+}
+
+// Turns the subscriber's callbacks on for the capture calls; false if CUPTI refused one (the drain
+// then flushes whatever runs, as before the watch).
+bool watchCaptures(CUpti_SubscriberHandle sub) {
+  bool all = true;
+  for (uint32_t id : CaptureWatch::kRuntimeBegin) all &= cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS;
+  for (uint32_t id : CaptureWatch::kRuntimeEnd) all &= cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, id) == CUPTI_SUCCESS;
+  for (uint32_t id : CaptureWatch::kDriverBegin) all &= cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+  for (uint32_t id : CaptureWatch::kDriverEnd) all &= cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, id) == CUPTI_SUCCESS;
+  return all;
+}
+
+size_t readDropped() {
+  size_t dropped = 0;
+  return cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS ? dropped : 0;
+}
 
 CUptiResult subscribeNamed(CUpti_SubscriberHandle* sub, char* oldName, size_t oldSize) {
 #ifdef CUpti_SubscriberParams_STRUCT_SIZE
@@ -101,11 +132,11 @@ CUptiResult subscribeNamed(CUpti_SubscriberHandle* sub, char* oldName, size_t ol
   p.subscriberName = kSubscriberName;
   p.oldSubscriberName = oldName;
   p.oldSubscriberSize = oldSize;
-  return cuptiSubscribe_v2(sub, reinterpret_cast<CUpti_CallbackFunc>(noopCallback), nullptr, &p);
+  return cuptiSubscribe_v2(sub, reinterpret_cast<CUpti_CallbackFunc>(captureCallback), nullptr, &p);
 #else
   (void)oldName;
   (void)oldSize;
-  return cuptiSubscribe(sub, reinterpret_cast<CUpti_CallbackFunc>(noopCallback), nullptr);
+  return cuptiSubscribe(sub, reinterpret_cast<CUpti_CallbackFunc>(captureCallback), nullptr);
 #endif
 }
 
@@ -134,17 +165,14 @@ void ActivityTracer::addDropped() {
   // Buffers have not been per context or stream since CUDA 6.0 (bufferCompleted's context and
   // stream are always NULL and 0): the one count is the global queue's, read after each flush.
   // CUPTI resets it to zero when it is read, so every read is added, never stored.
-  size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0) {
-    buffers_.addDropped(static_cast<int64_t>(dropped));
-  }
+  drops_.afterFlush(readDropped, [this](int64_t n) { buffers_.addDropped(n); });
 }
 
 void ActivityTracer::onBufferCompleted(void* context, uint32_t streamId, uint8_t* buffer, size_t validSize) {
   (void)context;
   (void)streamId;
   buffers_.complete(buffer, validSize);
-  wake_.notify_one();  // decode it soon, so the buffer goes back to the pool
+  drain_.wake();  // decode it soon, so the buffer goes back to the pool
 }
 
 void ActivityTracer::measureClockOffset() {
@@ -184,6 +212,8 @@ void ActivityTracer::start(const TracerConfig& config) {
   }
   if (st != CUPTI_SUCCESS) throwCupti(st, "cuptiSubscribe");
   subscriber_ = sub;
+  captures_.reset();
+  capturesWatched_ = watchCaptures(sub);
   const auto giveUp = [this, sub](CUptiResult st, const char* call) {
     disableAll();
     // A kind kept on (the 13.0 deadlock guard) still asks for buffers, with no drain thread to
@@ -213,7 +243,12 @@ void ActivityTracer::start(const TracerConfig& config) {
   if (!timestampCallback_) measureClockOffset();
   clockOffsetStartNs_ = clockOffsetNs_.load();
 
-  for (auto kind : kKinds) {
+  // A count CUPTI kept from before this session (13.0 GA reports one) is not this session's loss.
+  drops_.start(readDropped);
+  std::vector<CUpti_ActivityKind> kinds(std::begin(kWorkKinds), std::end(kWorkKinds));
+  apiRecords_ = config_.apiRecords;
+  if (apiRecords_) kinds.insert(kinds.end(), std::begin(kApiKinds), std::end(kApiKinds));
+  for (auto kind : kinds) {
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && concurrentKernelOn_) continue;  // still on
     st = cuptiActivityEnable(kind);
     if (st != CUPTI_SUCCESS) giveUp(st, "cuptiActivityEnable");
@@ -221,13 +256,13 @@ void ActivityTracer::start(const TracerConfig& config) {
   }
   if (concurrentKernelOn_) enabledKinds_.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   // The noisy ids' records go off after the kinds are on (enabling a kind turns its ids back on).
-  apiFiltered_ = quietApiRecords();
-  {
-    std::lock_guard<std::mutex> lock(drainMutex_);
-    stopDrain_ = false;
-    requested_ = done_ = 0;
-  }
-  drainThread_ = std::thread([this] { drainLoop(); });
+  if (apiRecords_) apiFiltered_ = quietApiRecords();
+  drain_.start(config_.drainPeriodMs, DrainThread::Pass{
+                                          [this] { flushAndDecode(); },
+                                          [this] { buffers_.decodeReady(); },
+                                          [this] { return captures_.underway(); },
+                                          [this] { return buffers_.hasReady(); },
+                                      });
   active_.store(true);
 }
 
@@ -259,41 +294,15 @@ void ActivityTracer::flushAndDecode() {
   buffers_.decodeReady();
 }
 
-void ActivityTracer::drainLoop() {
-  std::unique_lock<std::mutex> lock(drainMutex_);
-  while (!stopDrain_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(config_.drainPeriodMs),
-                   [this] { return stopDrain_ || requested_ > done_ || buffers_.hasReady(); });
-    if (stopDrain_) break;
-    const uint64_t serving = requested_;
-    lock.unlock();  // never held across the flush: it calls bufferCompleted on this thread
-    flushAndDecode();
-    lock.lock();
-    done_ = serving;
-    served_.notify_all();
-  }
-}
-
 ActivityColumns ActivityTracer::collect() {
-  if (active_.load()) {
-    std::unique_lock<std::mutex> lock(drainMutex_);
-    const uint64_t ticket = ++requested_;
-    wake_.notify_one();
-    served_.wait(lock, [this, ticket] { return done_ >= ticket || stopDrain_; });
-  }
+  if (active_.load()) drain_.ask();
   if (const int st = drainError_.exchange(0)) throwCupti(static_cast<CUptiResult>(st), "cuptiActivityFlushAll");
   return buffers_.take();
 }
 
 ActivityColumns ActivityTracer::stop() {
   if (!active_.load()) throw UsageError("the CUPTI tracer is not running");
-  {
-    std::lock_guard<std::mutex> lock(drainMutex_);
-    stopDrain_ = true;
-  }
-  wake_.notify_all();
-  served_.notify_all();
-  if (drainThread_.joinable()) drainThread_.join();
+  drain_.stop();
   // Disable first, then the one forced flush: records already produced stay in their buffers
   // and are delivered, incomplete ones included.
   disableAll();
@@ -353,6 +362,11 @@ TracerStats ActivityTracer::stats() {
   s.concurrentKernelLeftOn = concurrentKernelOn_;
   s.handedOver = handedOver_;
   s.finalized = finalized_;
+  s.apiRecords = apiRecords_;
+  s.staleDropped = drops_.stale();
+  s.capturesWatched = capturesWatched_;
+  s.capturesSeen = captures_.begun();
+  s.flushesHeld = drain_.held();
   return s;
 }
 

@@ -9,15 +9,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "activity_columns.h"
 #include "buffers.h"
+#include "capture_watch.h"
+#include "claim.h"
+#include "drain.h"
 
 namespace perfcore {
 
@@ -30,6 +30,9 @@ struct TracerConfig {
   size_t maxBuffers = 64;
   int64_t drainPeriodMs = 200;
   int64_t maxPendingRecords = 8'000'000;  // decoded but not yet collected (~0.5 GB of columns)
+  // Runtime and driver API records (and external correlation) beside the kernels, copies and
+  // memsets: what tags launches with their phase by correlation id (tracer.cpp, kApiKinds).
+  bool apiRecords = true;
 };
 
 struct TracerStats {
@@ -48,6 +51,11 @@ struct TracerStats {
   bool concurrentKernelLeftOn = false;  // disabling CONCURRENT_KERNEL may deadlock: not disabled
   bool handedOver = false;              // handOver() ran: CUPTI is the next client's
   bool finalized = false;               // ... and cuptiFinalize detached CUPTI before that
+  bool apiRecords = false;              // API and external-correlation records were on
+  int64_t staleDropped = 0;             // a dropped count CUPTI held from before the session: not ours
+  bool capturesWatched = false;         // the capture calls' callbacks are on (no flush during a capture)
+  int64_t capturesSeen = 0;             // capture begin calls seen
+  int64_t flushesHeld = 0;              // drain passes that made no flush: a graph capture was underway
 };
 
 class ActivityTracer {
@@ -81,7 +89,11 @@ class ActivityTracer {
   // cupti-python backend in the same process (setExternalTagging).
   void pushExternalId(uint64_t id);
   void popExternalId();  // a pop with nothing pushed (tagging switched on mid-phase) is ignored
-  bool tagging() const { return active_.load(std::memory_order_relaxed) || externalTagging_.load(std::memory_order_relaxed); }
+  // Only with API records on: CUPTI writes no external-correlation record without them.
+  bool tagging() const {
+    return (active_.load(std::memory_order_relaxed) && apiRecords_) || externalTagging_.load(std::memory_order_relaxed);
+  }
+  CaptureWatch& captures() { return captures_; }
   void setExternalTagging(bool on) { externalTagging_.store(on); }
 
   // CUPTI trampolines (public so the C callbacks can reach them).
@@ -91,7 +103,6 @@ class ActivityTracer {
  private:
   ActivityTracer() = default;
   void disableAll();
-  void drainLoop();
   void flushAndDecode();
   void measureClockOffset();
   void addDropped();
@@ -114,11 +125,11 @@ class ActivityTracer {
   int64_t clockOffsetStartNs_ = 0;
   std::atomic<int64_t> clockOffsetNs_{0};
 
-  std::thread drainThread_;
-  std::mutex drainMutex_;  // guards the request counters and stop flag
-  std::condition_variable wake_, served_;
-  bool stopDrain_ = false;
-  uint64_t requested_ = 0, done_ = 0;
+  std::atomic<bool> apiRecords_{true};
+  DroppedCount drops_;
+  CaptureWatch captures_;
+  bool capturesWatched_ = false;
+  DrainThread drain_;  // declared after what its passes use, so it stops (is destroyed) first
   std::atomic<int64_t> flushes_{0}, flushNs_{0}, forcedFlushNs_{0};
   std::atomic<int> drainError_{0};  // a CUptiResult the drain thread met, raised by the next collect
 };

@@ -91,6 +91,8 @@ class StepStore:
         self.use_kernels = use_kernels
         # CUPTI given up mid-run (to torch.profiler): the event intervals label the GPU from then on.
         self.events_from_ns: int | None = None
+        # Kernel tracing's cost, kept out of each settled step (recording/tracing.py): keep_out(raw, columns, s0, s1).
+        self.tracing = None
         self.warmup = warmup
         self.precedence = attribution.PRECEDENCE if on_gpu else attribution.CPU_PRECEDENCE
         self.pending: dict[str, list[Cols]] = {t: [] for t in EMPTY}
@@ -193,6 +195,8 @@ class StepStore:
         df = attribution.step_columns(
             s0, s1, iv, warmup=self.warmup, first_step=self.settled, precedence=self.precedence
         )
+        if self.tracing is not None:
+            self.tracing.keep_out(raw, df, s0, s1)
         extra: dict[str, np.ndarray] = {}
         spans = raw["spans"]
         custom = take(spans, spans["phase_id"] >= self.first_custom)

@@ -16,9 +16,11 @@ from perfcore.capture.launches import LaunchPhases
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["device_tables", "MEMSET_NAME", "device_copy_name"]
+__all__ = ["device_tables", "MEMSET_NAME", "PROBE_KERNEL", "device_copy_name"]
 
 MEMSET_NAME = "Memset (Device)"  # the names torch.profiler gives these rows
+# The kernel the tracing calibration launches (csrc/calib.cu): perfcore's, never a step's work.
+PROBE_KERNEL = "perfcore::tracingProbe"
 _COPY_NAMES = {
     5: "Memcpy AtoA (Device)",
     6: "Memcpy AtoD (Device)",
@@ -38,6 +40,13 @@ def _present(frames: dict[str, pd.DataFrame], kind: str) -> pd.DataFrame | None:
     return f if f is not None and len(f.columns) and len(f) else None
 
 
+def _placed(launches: LaunchPhases, rows: pd.DataFrame) -> np.ndarray:
+    """The launching phase of copies or memsets (no graph ids): by correlation, else by GPU time."""
+    return launches.phase_of(
+        rows["correlation_id"].to_numpy(), start_ns=rows["start_ns"].to_numpy(), end_ns=rows["end_ns"].to_numpy()
+    )
+
+
 def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> dict[str, pd.DataFrame]:
     """{"kernels": device work with phase_id, "copies": host<->device transfers}; empty tables left out.
     Call launches.add() with the same drain's frames first."""
@@ -46,6 +55,10 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
     k = _present(frames, "kernels")
     if k is not None:
         names = k["name"].astype(str)
+        mine = names.str.startswith(PROBE_KERNEL).to_numpy()
+        if mine.any():
+            k, names = k[~mine], names[~mine]
+    if k is not None and len(k):
         work.append(
             pd.DataFrame(
                 {
@@ -59,6 +72,7 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
                         k["graph_id"].to_numpy() if "graph_id" in k else None,
                         k["start_ns"].to_numpy(),
                         k["graph_node_id"].to_numpy() if "graph_node_id" in k else None,
+                        k["end_ns"].to_numpy(),
                     ),
                 }
             )
@@ -89,7 +103,7 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
                         "stream_id": d["stream_id"].to_numpy(),
                         "name": np.array([device_copy_name(c) for c in d["copy_kind"].to_numpy()], dtype=object),
                         "comm": np.zeros(len(d), dtype=bool),
-                        "phase_id": launches.phase_of(d["correlation_id"].to_numpy()),
+                        "phase_id": _placed(launches, d),
                     }
                 )
             )
@@ -103,7 +117,7 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
                     "stream_id": s["stream_id"].to_numpy(),
                     "name": np.full(len(s), MEMSET_NAME, dtype=object),
                     "comm": np.zeros(len(s), dtype=bool),
-                    "phase_id": launches.phase_of(s["correlation_id"].to_numpy()),
+                    "phase_id": _placed(launches, s),
                 }
             )
         )

@@ -48,16 +48,8 @@ __all__ = [
     "check_versions",
 ]
 
-_ENABLE = (
-    "CONCURRENT_KERNEL",
-    "MEMCPY",
-    "MEMSET",
-    "SYNCHRONIZATION",
-    "RUNTIME",
-    "DRIVER",
-    "EXTERNAL_CORRELATION",
-    "OVERHEAD",
-)
+_WORK = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET")  # the native tracer's kinds, as it chooses them
+_API = ("SYNCHRONIZATION", "RUNTIME", "DRIVER", "EXTERNAL_CORRELATION", "OVERHEAD")
 
 
 def load_cupti():
@@ -111,7 +103,8 @@ class CuptiPythonTracer:
 
     name = "cupti-python"
 
-    def __init__(self, buffer_bytes: int = 8 << 20, drain_period_ms: int = 200):
+    def __init__(self, buffer_bytes: int = 8 << 20, drain_period_ms: int = 200, api_records: bool = True):
+        self.api_records = bool(api_records)  # the API and external-correlation kinds too (as the native tracer's)
         self.buffer_bytes = int(buffer_bytes)
         self.drain_period_ms = int(drain_period_ms)
         self.frames: dict[str, pd.DataFrame] | None = None
@@ -167,7 +160,7 @@ class CuptiPythonTracer:
             cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             self._measure_offset()
             self._offset_start_ns = self._offset_ns
-            for name in _ENABLE:
+            for name in _WORK + (_API if self.api_records else ()):
                 kind = getattr(cupti.ActivityKind, name)
                 cupti.activity_enable(kind)
                 self._enabled.append(kind)
@@ -178,7 +171,7 @@ class CuptiPythonTracer:
                 f"cupti-python could not start tracing: {e}", int(status) if status is not None else -1
             ) from None
         self._active = True
-        _native_tagging(True)
+        _native_tagging(self.api_records)  # no external-correlation record comes without API records
         self._stop.clear()
         self._thread = threading.Thread(target=self._drain_loop, name="perfcore-cupti-python", daemon=True)
         self._thread.start()

@@ -185,7 +185,12 @@ def _nvml_processes():
 class InterferenceSampler:
     """Samples `snapshot` every `interval_s` on a daemon thread, from start() to stop(), which returns
     the samples as a dict of lists (FIELDS). pid: the root of the run's tree (default this process).
-    Never raises into the run: a failed read ends sampling and is kept in `note`."""
+    Never raises into the run: a failed read ends sampling and is kept in `note`.
+
+    The GPU's process list is asked for once, at the first sample (before the run's work starts), and
+    repeated in the later samples so that any window of them carries it: listing a GPU's processes
+    costs milliseconds and takes the driver's global lock, which every CUDA call of the training
+    process then waits for (a utilisation or memory read does not)."""
 
     def __init__(self, pid: int | None = None, interval_s: float = 0.25, root: str | Path = "/proc", gpu: bool = True):
         self.pid = os.getpid() if pid is None else pid
@@ -203,7 +208,10 @@ class InterferenceSampler:
 
     def _take(self) -> None:
         try:
-            self.samples.append(snapshot(self.pid, self.root, self.gpu))
+            rec = snapshot(self.pid, self.root, self.gpu if not self.samples else None)
+            if self.samples:  # the GPU's processes as listed at the first sample, said in every one
+                rec.update({k: self.samples[0][k] for k in ("gpu_other_processes", "gpu_other_bytes")})
+            self.samples.append(rec)
         except Exception as e:  # /proc unreadable (not Linux, a sandbox): nothing to measure
             self.note = f"interference not measured: {type(e).__name__}: {e}"
             self._stop.set()

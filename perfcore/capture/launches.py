@@ -10,6 +10,13 @@ that call starts repeat it. Two ways lead from a correlation id to a phase:
    device threads run the backward pass while the training thread waits inside `compute`) has
    an API record but no external record; its launch time falls inside the phase open at that
    moment, on whichever thread: the innermost such phase is the launching one.
+3. The phase's CUDA events. Without API records (the tracer's default: they cost every launch two
+   records and CUPTI's callbacks around both calls) a kernel has only its GPU start and end. The
+   phase's event pair, recorded on the stream the phase's work goes to, brackets that work on the
+   GPU: the kernel belongs to the innermost event window that holds its middle, or the nearest
+   one within EVENT_SLACK_NS (the event clock is placed on the host's through an anchor known to
+   ~10 us). Work of one phase on another stream, running beside another phase's window, can be
+   placed in that window: a limit of this way.
 
 Records of one launch arrive in different buffers and in any order (a kernel's record is written
 when the GPU has run it, into whichever buffer CUPTI fills then, possibly completed in a later
@@ -32,6 +39,10 @@ EXTERNAL_KIND_CUSTOM0 = 3  # CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, the kind p
 GRAPH_LAUNCH_CBIDS = ((0, 311), (0, 312), (1, 514), (1, 515))
 
 _I64 = np.int64
+# How far outside a phase's event window a kernel may start and still be the phase's: the anchor that
+# places the events on the host clock is known to about +-11 us, and drifts ~7 us between anchors
+# (bench/RESULTS.md, the H200 runs).
+EVENT_SLACK_NS = 20_000
 
 
 def _empty(*names: str) -> dict[str, np.ndarray]:
@@ -60,6 +71,9 @@ class GraphReplays:
         self._last: dict[int, tuple[int, int]] = {}  # graph id -> (correlation id, launch start)
         self._node_runs: dict[tuple[int, int], int] = {}  # (graph, node) -> its runs so far
         self._replay_launch: dict[tuple[int, int], int] = {}  # (graph, replay) -> launch start, recent
+        # Replays seen before their launch call's record (the kernels' buffer completed first): each
+        # owes the queue the launch that comes for it, (first kernel start, how to name its replay).
+        self._owed: list[tuple[int, tuple[str, int, int]]] = []
         self.matched = 0
 
     def add_launches(self, api: pd.DataFrame) -> None:
@@ -78,19 +92,36 @@ class GraphReplays:
             driver = driver[~nested]
         start = np.concatenate([runtime["start_ns"].to_numpy(_I64), driver["start_ns"].to_numpy(_I64)])
         self._pending = np.sort(np.concatenate([self._pending, start]), kind="stable")[-self.MAX_PENDING :]
+        self._pay_owed()
 
-    def _take(self, first_start: np.ndarray) -> np.ndarray:
-        """Launch host start for each new replay (given its first kernel's start), matched to the
-        queued launches in the replays' start order; -1 where none, or where the launch would
-        come after the replay (never true of a right match)."""
+    def _take(self, first_start: np.ndarray, keys: list[tuple[str, int, int]]) -> np.ndarray:
+        """Launch host start for each new replay (given its first kernel's start and its key), matched
+        to the queued launches in the replays' start order; -1 where none, or where the launch would
+        come after the replay (never true of a right match). A replay that finds the queue empty
+        owes it the launch still to come: taken as it arrives, so later replays keep their own."""
         order = np.argsort(first_start, kind="stable")
         n = min(len(order), len(self._pending))
         out = np.full(len(first_start), -1, dtype=_I64)
         took = self._pending[:n]
         out[order[:n]] = np.where(took <= first_start[order[:n]], took, -1)
         self._pending = self._pending[n:]
+        self._owed += [(int(first_start[i]), keys[i]) for i in order[n:]]
+        self._owed = self._owed[-self.MAX_PENDING :]
         self.matched += int((out >= 0).sum())
         return out
+
+    def _pay_owed(self) -> None:
+        """Queued launches to the replays that came before them, oldest first: a launch made before
+        the replay ran is its own; the replay's kernels already drained keep -1, the rest of a replay
+        split across drains gets it."""
+        while self._owed and len(self._pending) and self._pending[0] <= self._owed[0][0]:
+            (_, (how, graph, which)), at = self._owed.pop(0), int(self._pending[0])
+            self._pending = self._pending[1:]
+            if how == "node" and (graph, which) in self._replay_launch:
+                self._replay_launch[(graph, which)] = at
+            elif how == "corr" and self._last.get(graph, (None,))[0] == which:
+                self._last[graph] = (which, at)
+            self.matched += 1
 
     def launch_of(
         self, corr: np.ndarray, graph: np.ndarray, start: np.ndarray, node: np.ndarray | None = None
@@ -112,7 +143,7 @@ class GraphReplays:
             cont[i] = self._last.get(int(g[i]), (None,))[0] == int(c[i])
         fresh = firsts[~cont[firsts]]
         launch = np.full(len(g), -1, dtype=_I64)
-        launch[fresh] = self._take(t[fresh])
+        launch[fresh] = self._take(t[fresh], [("corr", int(g[i]), int(c[i])) for i in fresh])
         for i in graph_first[cont[graph_first]]:
             launch[i] = self._last[int(g[i])][1]
         per_kernel = launch[firsts][np.cumsum(new) - 1]  # every kernel takes its run's launch
@@ -142,7 +173,7 @@ class GraphReplays:
         np.minimum.at(first_start, inverse, t)
         launch = np.array([self._replay_launch.get((int(a), int(b)), -2) for a, b in keys.T], dtype=_I64)
         fresh = launch == -2
-        launch[fresh] = self._take(first_start[fresh])
+        launch[fresh] = self._take(first_start[fresh], [("node", int(a), int(b)) for a, b in keys.T[fresh]])
         for (a, b), at in zip(keys.T, launch):
             self._replay_launch[(int(a), int(b))] = int(at)
         for a in np.unique(keys[0]):  # a replay stays open only until the next ones come
@@ -168,19 +199,22 @@ class LaunchPhases:
         self.generation = 0
         self._ext = _empty("corr", "phase", "gen")  # sorted by corr
         self._api = _empty("corr", "start", "gen")  # sorted by corr
-        self._win = _empty("start", "end", "phase", "gen")  # sorted by start
+        self._win = _empty("start", "end", "phase", "gen")  # host spans, sorted by start
+        self._gpu = _empty("start", "end", "phase", "gen")  # the phases' event windows on the GPU, by start
         # False when the loaded CUPTI gives graph kernels wrong correlation ids (sessions after the
         # first, before the fix): graph kernels are then placed by order (see GraphReplays).
         self.trust_graph_ids = True
         self._replays = GraphReplays()
         self.by_external = 0  # records attributed each way (for the run's capture report)
         self.by_window = 0
+        self.by_event_window = 0
         self.by_graph_order = 0
         self.unattributed = 0
 
     # -- feeding ----------------------------------------------------------------------------
-    def add(self, frames: dict[str, pd.DataFrame], spans: pd.DataFrame | None = None) -> None:
-        """Take in one drain's external-correlation and API records and host spans."""
+    def add(self, frames: dict[str, pd.DataFrame], spans: pd.DataFrame | None = None, events=None) -> None:
+        """Take in one drain's external-correlation and API records, host spans and the phases' event
+        windows (columns phase_id, start_ns, end_ns on the GPU, as the event timer resolved them)."""
         self.generation += 1
         g = self.generation
         ext = frames.get("external_correlation")
@@ -213,6 +247,17 @@ class LaunchPhases:
                 },
                 g,
             )
+        if events is not None and len(events["phase_id"]):
+            self._gpu = self._merge(
+                self._gpu,
+                "start",
+                {
+                    "start": np.asarray(events["start_ns"], dtype=_I64),
+                    "end": np.asarray(events["end_ns"], dtype=_I64),
+                    "phase": np.asarray(events["phase_id"], dtype=_I64),
+                },
+                g,
+            )
         self._age()
 
     def _merge(self, old: dict[str, np.ndarray], key: str, new: dict[str, np.ndarray], g: int) -> dict[str, np.ndarray]:
@@ -223,7 +268,7 @@ class LaunchPhases:
 
     def _age(self) -> None:
         oldest = self.generation - self.keep_drains + 1
-        for name in ("_ext", "_api", "_win"):
+        for name in ("_ext", "_api", "_win", "_gpu"):
             t = getattr(self, name)
             keep = t["gen"] >= oldest
             if not keep.all():
@@ -245,9 +290,11 @@ class LaunchPhases:
         graph_ids: np.ndarray | None = None,
         start_ns: np.ndarray | None = None,
         graph_node_ids: np.ndarray | None = None,
+        end_ns: np.ndarray | None = None,
     ) -> np.ndarray:
         """Phase of each record; graph_ids and start_ns (kernels) let graph kernels be placed by
-        the order of the graph launches when their correlation ids cannot be trusted."""
+        the order of the graph launches when their correlation ids cannot be trusted; start_ns and
+        end_ns place a record with no API record by the phases' event windows."""
         corr = np.asarray(correlation_ids, dtype=_I64)
         out = np.full(len(corr), -1, dtype=np.int32)
         if not len(corr):
@@ -269,7 +316,11 @@ class LaunchPhases:
             self.unattributed += int((phase < 0).sum())
             rest_idx = np.flatnonzero(~by_order)
             if len(rest_idx):
-                out[rest_idx] = self.phase_of(corr[rest_idx])
+                out[rest_idx] = self.phase_of(
+                    corr[rest_idx],
+                    start_ns=np.asarray(start_ns, dtype=_I64)[rest_idx],
+                    end_ns=None if end_ns is None else np.asarray(end_ns, dtype=_I64)[rest_idx],
+                )
             return out
         idx, hit = self._lookup(self._ext["corr"], corr)
         out[hit] = self._ext["phase"][idx[hit]]
@@ -281,14 +332,44 @@ class LaunchPhases:
             t[ahit] = self._api["start"][aidx[ahit]]
             phase = self._window_phase(t)
             phase[~ahit] = -1
-            out[np.flatnonzero(rest)] = phase
+            rest_idx = np.flatnonzero(rest)
+            out[rest_idx] = phase
             self.by_window += int((phase >= 0).sum())
+            unknown = rest_idx[~ahit]  # no API record: the launch is known only by its GPU time
+            if start_ns is not None and len(unknown):
+                s = np.asarray(start_ns, dtype=_I64)[unknown]
+                mid = s if end_ns is None else s + (np.asarray(end_ns, dtype=_I64)[unknown] - s) // 2
+                placed = self._event_phase(mid)
+                out[unknown] = placed
+                self.by_event_window += int((placed >= 0).sum())
         self.unattributed += int((out < 0).sum())
         return out
 
-    def _window_phase(self, t: np.ndarray) -> np.ndarray:
-        """Innermost known span containing each time (the one that started last), or -1."""
-        w = self._win
+    def _event_phase(self, t: np.ndarray) -> np.ndarray:
+        """Innermost event window holding each time, else the nearest within EVENT_SLACK_NS, else -1."""
+        res = self._window_phase(t, self._gpu)
+        w = self._gpu
+        miss = np.flatnonzero(res < 0)
+        if not len(miss) or not len(w["start"]):
+            return res
+        tm = t[miss]
+        nxt = np.searchsorted(w["start"], tm, side="right")  # the first window starting after t
+        after = np.where(nxt < len(w["start"]), w["start"][np.minimum(nxt, len(w["start"]) - 1)] - tm, np.inf)
+        # Of the windows starting at or before t (none holds it), the one that ended last: a running
+        # maximum of the ends, and the latest index that reached it.
+        ends = np.maximum.accumulate(w["end"])
+        latest = np.maximum.accumulate(np.where(w["end"] == ends, np.arange(len(ends)), -1))
+        prev = np.maximum(nxt - 1, 0)
+        before = np.where(nxt > 0, tm - ends[prev], np.inf)
+        pick = np.where(before <= after, latest[prev], np.minimum(nxt, len(w["start"]) - 1))
+        near = np.minimum(before, after) <= EVENT_SLACK_NS
+        res[miss[near]] = w["phase"][pick[near]]
+        return res
+
+    def _window_phase(self, t: np.ndarray, w: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        """Innermost window containing each time (the one that started last), or -1. w: the windows
+        (default the host spans), sorted by start."""
+        w = self._win if w is None else w
         res = np.full(len(t), -1, dtype=np.int32)
         n = len(w["start"])
         if not n or not len(t):

@@ -141,7 +141,11 @@ class CuptiTracer:
         max_buffers: int = 64,
         drain_period_ms: int = 200,
         max_pending_records: int = 8_000_000,
+        api_records: bool = True,
     ):
+        # api_records: runtime/driver API and external-correlation records beside the kernels, copies and
+        # memsets (what ties a launch to its phase by correlation id; csrc/cupti/tracer.cpp, kApiKinds).
+        self.api_records = bool(api_records)
         self.buffer_bytes = int(buffer_bytes)
         self.max_buffers = int(max_buffers)
         self.drain_period_ms = int(drain_period_ms)
@@ -156,7 +160,13 @@ class CuptiTracer:
     def start(self) -> "CuptiTracer":
         self._C = require_cupti("kernel tracing")
         try:
-            self._C.cupti_start(self.buffer_bytes, self.max_buffers, self.drain_period_ms, self.max_pending_records)
+            self._C.cupti_start(
+                self.buffer_bytes,
+                self.max_buffers,
+                self.drain_period_ms,
+                self.max_pending_records,
+                api_records=self.api_records,
+            )
         except CuptiError as e:
             # CUPTI's own word for a driver older than itself is "not initialized" or "unknown".
             from perfcore.capture.environment import cupti_release, driver_cuda_version, driver_cupti_gap

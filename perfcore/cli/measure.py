@@ -97,10 +97,12 @@ def run_cmd(  # noqa: PLR0913
         lines=lines,
     )
     # after the run: numpy and pandas load while the script runs
+    from perfcore.report.safe_text import clean
     from perfcore.report.terminal import render_brief, render_text
 
     # On stderr, as `time` reports: the script's own stdout stays whole (perfcore run -- ... > out.txt).
-    click.echo(render_text(doc) if explain else render_brief(doc, out_dir), err=True)
+    # Cleaned as `perfcore report` cleans it: the folder's and the script's names are the user's bytes.
+    click.echo(clean(render_text(doc) if explain else render_brief(doc, out_dir)), err=True)
     res.done(doc, list(doc.get("files", {})), out_dir)
     sys.exit(rc)
 

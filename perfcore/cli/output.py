@@ -13,6 +13,7 @@ import click
 
 from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
+from perfcore.report.safe_text import clean
 
 __all__ = ["Results", "results", "folder_report", "check_writable", "write_json", "Progress", "wrote_line"]
 
@@ -55,7 +56,7 @@ class Results:
 def wrote_line(folder: str, files: list[str], width: int = 120) -> str:
     """The folder and as many of its files as fit the terminal's width (the rest counted: the folder lists
     them); only a folder's own long path runs past it."""
-    head, shown = f"wrote {folder}: ", []
+    head, shown = f"wrote {clean(str(folder))}: ", []
     for i, name in enumerate(files):
         rest = len(files) - i - 1
         tail = f", and {rest} more" if rest else ""
@@ -132,17 +133,16 @@ def write_json(doc: dict, path: str | None) -> None:
     if path == "-":
         click.echo(jsonio.dumps(doc), nl=False)
         return
+    from perfcore.errors import ResultWriteError
     from perfcore.run.parent.folder import is_stream
 
-    if is_stream(path):
-        try:
-            with open(path, "w") as f:
-                f.write(jsonio.dumps(doc))
-        except OSError as e:
-            raise click.ClickException(f"cannot write JSON to {path}: {e.strerror or e}") from e
-    else:
-        jsonio.write(Path(path), doc)
-    click.echo(f"wrote {path}", err=True)
+    try:
+        jsonio.write_target(Path(path), jsonio.dumps(doc))  # a pipe is written into, never replaced
+    except ResultWriteError as e:
+        if not is_stream(path) or not isinstance(e.__cause__, OSError):
+            raise
+        raise click.ClickException(f"cannot write JSON to {path}: {e.__cause__.strerror or e.__cause__}") from e
+    click.echo(f"wrote {clean(str(path))}", err=True)
 
 
 class Progress:

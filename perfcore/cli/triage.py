@@ -26,6 +26,7 @@ from perfcore.cli.shared import (
     warmup_option,
     with_targets,
 )
+from perfcore.report.safe_text import clean
 
 __all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
 
@@ -49,7 +50,7 @@ def health_cmd(res: Results, steps, interval, target) -> None:
         load_target(target), res.folder, steps=steps, interval_s=interval, progress=res.progress()
     )
     text = render_health(doc)
-    res.echo(text)
+    res.echo(clean(text))
     res.done(doc, folder_report(res, "health", doc, text, files))
     _mirror_script_exit(doc)
 
@@ -79,7 +80,8 @@ def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     again = f"perfcore report {shlex.quote(str(res.folder))} --explain"
     # On stderr, as run's report: the script's lines on stdout are its own (and `--json -` keeps stdout).
     click.echo(
-        text if explain else render_diagnose_brief(doc, f"{res.folder}/report.html; all evidence: {again}"), err=True
+        clean(text if explain else render_diagnose_brief(doc, f"{res.folder}/report.html; all evidence: {again}")),
+        err=True,
     )
     res.done(doc, folder_report(res, "diagnose", doc, text, files))
     _mirror_script_exit(doc)
@@ -165,7 +167,7 @@ def sweep_cmd(  # noqa: PLR0913
         progress=res.progress(),
     )
     text = render_sweep(doc)
-    res.echo(text)
+    res.echo(clean(text))
     res.done(doc, folder_report(res, "sweep", doc, text, files))
     if doc["interrupted"]:
         click.echo(
@@ -204,5 +206,5 @@ def demo_cmd(res: Results, quick, explain) -> None:
 
     doc = run_demo(res.folder, quick=quick, progress=res.progress()).to_dict()
     text = render_demo(doc)
-    res.echo(text if explain else render_demo_brief(doc, res.folder))
+    res.echo(clean(text if explain else render_demo_brief(doc, res.folder)))
     res.done(doc, folder_report(res, "demo", doc, text, list(doc["files"])))

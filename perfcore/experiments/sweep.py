@@ -237,7 +237,9 @@ def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: 
         best=best,
         script_settings={k: v for k, v in own.items() if k != "site"},
         kept={k: own.get(k) for k in grid if k not in swept},
-        patch=sweep_patch(own.get("site"), best, own, CONFIG_KEYS, getattr(runner, "out", None)),
+        patch=sweep_patch(
+            own.get("site"), best, own, CONFIG_KEYS, getattr(runner, "out", None), cmd=getattr(runner, "cmd", None)
+        ),
     )
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "knees",
     "worker_trials",
     "resume_rows",
+    "setting_value",
 ]
 
 CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
@@ -143,7 +144,7 @@ def sweep_doc(
     best = None
     if len(ok):
         b = ok.loc[ok["samples_per_s"].idxmax()]
-        best = {**{k: _py(b[k]) for k in CONFIG_KEYS}, "samples_per_s": float(b["samples_per_s"])}
+        best = {**{k: setting_value(k, b[k]) for k in CONFIG_KEYS}, "samples_per_s": float(b["samples_per_s"])}
     failed = [r for r in table.to_dict("records") if r.get("status") != "ok"] if len(table) else []
     return SweepResult(
         workload=name,
@@ -210,8 +211,23 @@ def _py(v):
     return v.item() if hasattr(v, "item") else v
 
 
+# The settings DataLoader takes as integers. Their table column is float wherever a row has none (a
+# prefetch_factor of the rows without workers): read back as 2.0, which DataLoader refuses at its first batch.
+_INTEGER_SETTINGS = ("batch_size", "num_workers", "prefetch_factor")
+
+
+def setting_value(key: str, v: Any) -> Any:
+    """A configuration's setting as DataLoader takes it: an integer setting as an int, a missing one None."""
+    v = _py(v)
+    if isinstance(v, float) and v != v:
+        return None
+    if key in _INTEGER_SETTINGS and isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
 def _clean(r: dict) -> dict:
-    return {k: (None if isinstance(v, float) and v != v else _py(v)) for k, v in r.items()}
+    return {k: setting_value(k, v) for k, v in r.items()}
 
 
 def resume_rows(previous: SweepResult, grid: dict, steps: int, name: str) -> list[dict]:

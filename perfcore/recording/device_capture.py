@@ -37,6 +37,7 @@ class DeviceCapture:
         self.kineto: dict[str, Any] | None = None  # torch.profiler's hold on CUPTI when kernels were asked for
         self.note: str | None = None  # kernels asked for and not traced: what was used instead, and why
         self.events_pair_ns: float | None = None  # one event pair's host cost, measured once
+        self.tracing = None  # recording.tracing.Tracing: the kernel tracing's mode and cost, once traced
 
     @classmethod
     def open(cls, device: str, stream: Any) -> "DeviceCapture":
@@ -45,18 +46,23 @@ class DeviceCapture:
     def drain(self, store, spans: dict | None, wait: bool) -> None:
         """The event timer's finished pairs and CUPTI's decoded records into the store's pending
         tables. spans: the recorder's drain, which places launches made on other threads."""
+        windows = None
         if self.events is not None:
             ev = self.events.resolve(wait)
-            frame = {"phase_id": ev["phase_id"], "step": ev["step"]}
-            store.add("events", {**frame, "start_ns": ev["gpu_start_ns"], "end_ns": ev["gpu_end_ns"]})
+            windows = {"phase_id": ev["phase_id"], "start_ns": ev["gpu_start_ns"], "end_ns": ev["gpu_end_ns"]}
+            store.add(
+                "events",
+                {"phase_id": ev["phase_id"], "step": ev["step"], **{k: windows[k] for k in ("start_ns", "end_ns")}},
+            )
         if self.tracer is not None:
-            self.add_activity(store, self.tracer.take(), spans)
+            self.add_activity(store, self.tracer.take(), spans, windows)
 
-    def add_activity(self, store, frames: dict, spans: dict | None = None) -> None:
+    def add_activity(self, store, frames: dict, spans: dict | None = None, events: dict | None = None) -> None:
         """CUPTI's kernel, copy and launch frames into the store's pending tables. Each kernel's phase:
         the external id its launch carried, else the phase open when it was launched (work from
-        autograd's threads); entries outlive first use (graph launches)."""
-        self.launches.add(frames, pd.DataFrame(spans) if spans is not None else None)
+        autograd's threads), else the phase whose CUDA events bracket it on the GPU (events: the
+        phases' event windows drained with it); entries outlive first use (graph launches)."""
+        self.launches.add(frames, pd.DataFrame(spans) if spans is not None else None, events)
         for table, df in device_tables(frames, self.launches).items():
             store.add(table, df)
 

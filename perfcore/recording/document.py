@@ -7,6 +7,8 @@ from typing import Any
 
 from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
+from perfcore.recording import tracing
+from perfcore.recording.gpu import steps_traced as gpu_steps_traced
 from perfcore.recording.own_work import MATERIAL_OVERHEAD
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
@@ -73,10 +75,13 @@ def run_document(
     settle_ms = engine.settle_ns / max(1, n_rows) / 1e6
     # perfcore's own work inside the loop (settling, progress, checkpoints), measured and left out of
     # the steps' wall time: the user's script paid it, the rows do not show it.
+    # Kernel tracing's cost was kept out of the steps into the same column; it is said apart from the rest.
+    traced = tracing.overhead(engine.gpu.tracing, n_rows, gpu_steps_traced(engine))
     own_ms = float(own_ns.sum()) / 1e6 if own_ns is not None else 0.0
+    own_ms = max(0.0, own_ms - traced["tracing_ms_per_step"] * max(1, n_rows))
     own_per_step = own_ms / max(1, n_rows)
     pauses_ms, pauses = own_pauses(own_ns, wall_ns)
-    overhead_ms = phases_per_step * per_phase / 1e6 + own_per_step
+    overhead_ms = phases_per_step * per_phase / 1e6 + own_per_step + traced["tracing_ms_per_step"]
     overhead = {
         "per_phase_ns": per_phase,
         "phases_per_step": phases_per_step,
@@ -88,9 +93,11 @@ def run_document(
         "ms_per_step": overhead_ms,
         "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
         "material": bool(mean_wall_ns and overhead_ms * 1e6 / mean_wall_ns >= MATERIAL_OVERHEAD),
+        **traced,
         # What the figure counts (report/words.py says each): phases x a phase's cost measured after a step
-        # of real work (as a loop leaves the caches), and the own work left out of the steps.
-        "counted": ["phases", "own_work"],
+        # of real work (as a loop leaves the caches), the own work left out of the steps, and kernel tracing:
+        # its launches x one traced launch's cost, measured in the run (recording/tracing.py).
+        "counted": ["phases", "own_work"] + (["kernel_tracing"] if engine.gpu.tracing is not None else []),
     }
     doc = attribution.summarize(
         full,

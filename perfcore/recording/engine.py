@@ -28,11 +28,13 @@ from perfcore.recording.document import run_document
 from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
 from perfcore.recording.settling import COMPACT_MAX, COMPACT_MIN_S, FIRST_COMPACT_S, SettleSchedule
+from perfcore.recording.tracing import kernel_mode
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
 __all__ = [
     "Recording",
+    "upkeep_due",
     "TimedLoader",
     "SettleSchedule",
     "phase_cost_ns",
@@ -151,6 +153,7 @@ class Recording:
             raise UsageError(f"warmup must be >= 0, got {warmup}")
         if step_on not in STEP_ON:
             raise UsageError(f"step_on must be one of {', '.join(STEP_ON)}, got {step_on!r}")
+        mode = kernel_mode(kernels)  # True: "lean"; or a mode by name (recording/tracing.py)
         self._C = native()
         self._assemble(
             DeviceCapture.open(device, stream),
@@ -161,8 +164,8 @@ class Recording:
             warmup=warmup,
             step_on=step_on,
         )
-        if kernels:
-            self.start_kernels(kernel_backend)
+        if mode is not None:
+            self.start_kernels(kernel_backend, mode)
         self.store = self._new_store()
         if step_on == "optimizer":
             self._opt_hook = _hook_optimizer(self)
@@ -223,20 +226,22 @@ class Recording:
     def _new_store(self) -> StepStore:
         # The settled steps and the kept detail (read by the document and the raw part; fed only from
         # here). Made once the tracer is known: with CUPTI, kernels label the GPU rather than events.
-        return StepStore(
+        store = StepStore(
             self.phases.labels,
             FIRST_CUSTOM,
             on_gpu=self.device == "cuda",
             use_kernels=self.gpu.tracer is not None,
             warmup=self.warmup,
         )
+        store.tracing = self.gpu.tracing if self.gpu.tracer is not None else None  # its cost, kept out of the steps
+        return store
 
     # -- phases -------------------------------------------------------------------------------
     def make_scope(self, name: str, phase_id: int, label: str):
         """The native scope of one phase: entering and leaving it is one C call each."""
         cap = self.gpu
         events = cap.events if (cap.events is not None and label in GPU_LABELS) else None
-        tag = cap.tracer is not None and label in GPU_LABELS
+        tag = cap.tracer is not None and (cap.tracing is None or cap.tracing.tags_phases) and label in GPU_LABELS
         return self.phases.add(name, self._C.phase_scope(_scope_class(), self._rec, phase_id, events, cap.stream, tag))
 
     def phase(self, name: str, label: str = "host"):
@@ -317,7 +322,7 @@ class Recording:
                 return False
         self._boundaries.append(t)
         n = len(self._boundaries)
-        if upkeep and (n % COMPACT_EVERY == 0 or gpu.volume_due(self, n)):
+        if upkeep and upkeep_due(self, n):
             self.upkeep(n)
         return True
 
@@ -408,9 +413,9 @@ class Recording:
         with self.own:
             gpu.follow_device(self)
 
-    def start_kernels(self, backend: str = "auto") -> None:
-        """Trace kernels and copies with CUPTI (gpu.start_kernels); CUDA events stay where it cannot."""
-        started = gpu.start_kernels(self, backend)
+    def start_kernels(self, backend: str = "auto", mode: str = "lean") -> None:
+        """Trace kernels and copies with CUPTI (gpu.start_kernels; mode: tracing.py); else CUDA events."""
+        started = gpu.start_kernels(self, backend, mode)
         if started is not None:
             self.backend = started
 
@@ -480,6 +485,14 @@ class Recording:
         if self._opt_hook is not None:
             self._opt_hook.remove()
             self._opt_hook = None
+
+
+def upkeep_due(rec: Recording, n: int) -> bool:
+    """Whether rec.upkeep(n) is due after step end n: every COMPACT_EVERY steps, or sooner for the volume of
+    records the tracer has decoded (what Recording.step asks inline, for a caller that appends the ends
+    itself: perfcore run's native step clock, between whose settles a loop of microsecond kernels fills the
+    tracer's cap)."""
+    return n % COMPACT_EVERY == 0 or gpu.volume_due(rec, n)
 
 
 def first_ends(ends, n: int):

@@ -12,6 +12,8 @@ from typing import Any, Callable
 
 from perfcore._native import capabilities, native
 from perfcore.errors import DeviceUnavailable, PerfcoreError, UsageError
+from perfcore.recording.tracing import Tracing, kernel_mode, probe
+from perfcore.recording.tracing import facts as tracing_facts
 
 KERNEL_BACKENDS = ("auto", "native", "cupti-python")
 
@@ -100,10 +102,12 @@ def follow_device(engine) -> None:
         engine.notes.append(f"could not check which GPU holds the work ({type(e).__name__}: {e})")
 
 
-def start_kernels(engine, backend: str = "auto") -> str | None:
+def start_kernels(engine, backend: str = "auto", mode: str = "lean") -> str | None:
     """Trace with the native CUPTI tracer, else (auto) with cupti-python, else CUDA events.
-    backend: "auto", "native" or "cupti-python". The name of the tracer started (None: none
-    was). Never raises (but on a bad backend name): what failed goes to notes."""
+    backend: "auto", "native" or "cupti-python"; mode: which records (recording/tracing.py). The
+    name of the tracer started (None: none was). Never raises (but on a bad backend name or mode):
+    what failed goes to notes."""
+    kernel_mode(mode)
     if backend not in KERNEL_BACKENDS:
         raise UsageError(f"kernel backend must be 'auto', 'native' or 'cupti-python', got {backend!r}")
     cap = engine.gpu
@@ -138,15 +142,20 @@ def start_kernels(engine, backend: str = "auto") -> str | None:
         backend
     ]
     failed, started = [], None
+    device = getattr(cap.events, "device", None)
+    untraced = probe(device) if device is not None else None  # a launch's cost before tracing
     for cls in order:
         try:
-            cap.tracer = cls().start()
+            tracer = cls()
+            tracer.api_records = mode == "full"
+            cap.tracer = tracer.start()
             started = cls.name
+            cap.tracing = Tracing(mode, started, untraced, probe(device) if untraced else None)
             trust_graph_ids(engine)
             before_torch_profiler(_handing_over(engine))
             break
         except PerfcoreError as e:  # CUPTI held (by a profiler, or a timer not closed), no device, no package
-            cap.tracer, started = None, None
+            cap.tracer, cap.tracing, started = None, None, None
             failed.append(f"{cls.name}: {e}")
     if failed:
         done = f"using {started}" if started is not None else "timing with CUDA events instead"
@@ -251,7 +260,9 @@ def trust_graph_ids(engine) -> None:
     # Only the native tracer runs in perfcore's own CUPTI session, whose statistics say so.
     native_session = isinstance(engine.gpu.tracer, CuptiTracer) and hasattr(C, "cupti_stats")
     st = dict(C.cupti_stats()) if native_session else {}
-    if st.get("graph_ids_untrusted"):
+    # Graph launches are known only from API records: without them every kernel is placed by its phase's
+    # events, whatever its correlation id.
+    if st.get("graph_ids_untrusted") and engine.gpu.tracing is not None and engine.gpu.tracing.tags_phases:
         engine.gpu.launches.trust_graph_ids = False
         engine.notes.append(
             f"CUPTI tracing session {st.get('session')} in this process: this CUPTI gives graph "
@@ -305,8 +316,12 @@ def capture_stats(engine) -> dict[str, Any]:
             clock_drift_ns=int(st.get("clock_drift_ns", 0)),
             kernels_by_external_id=launches.by_external,
             kernels_by_launch_time=launches.by_window,
+            kernels_by_event_window=launches.by_event_window,
             kernels_by_graph_launch_order=launches.by_graph_order,
             kernels_unattributed=launches.unattributed,
+            stale_dropped=int(st.get("stale_dropped", 0)),
+            captures_seen=int(st.get("captures_seen", 0)),
+            flushes_held_for_capture=int(st.get("flushes_held", 0)),
             tag_errors=int(native().tag_errors()) if hasattr(native(), "tag_errors") else 0,
         )
     if cap.events is not None:
@@ -322,7 +337,8 @@ def capture_stats(engine) -> dict[str, Any]:
             engine.notes.append(
                 f"{ss['capturing']} GPU phase(s) ran while their stream was being captured into a "
                 "CUDA graph (torch.cuda.graph, make_graphed_callables): not timed, since the "
-                "capture records work rather than running it; the graph's replays are"
+                "capture records work rather than running it; the graph's replays, which run outside the "
+                "capture, are timed as the phases they run in"
             )
         if ss.get("unreadable"):
             engine.notes.append(
@@ -348,10 +364,19 @@ def capture_stats(engine) -> dict[str, Any]:
             event_clock_uncertainty_ns=int(cs["uncertainty_ns"]),
         )
         out.setdefault("clock_drift_ns", out["event_clock_drift_ns"])  # events place the GPU work
+    out["tracing"] = tracing_facts(cap.tracing, steps_traced(engine))
     if cap.kineto is not None:
         out["torch_profiler"] = dict(cap.kineto)
     out["upkeep_errors"] = engine.upkeep_errors
     return out
+
+
+def steps_traced(engine) -> int:
+    """The steps whose kernels were traced: every one from the tracer's start, until a hand-over."""
+    if engine.gpu.tracing is None:
+        return 0
+    handed = engine.gpu.handed_over
+    return int(handed["step"]) if handed else int(engine.steps)
 
 
 def device_name(device: str) -> str:

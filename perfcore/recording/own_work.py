@@ -76,8 +76,10 @@ def beside_steps(
         "passed_ms_per_step": costs.get("passed_calls", 0) * costs.get("passed_call_ns", 0.0) / n / 1e6,
         "sampler_ms_per_step": costs.get("sampler_ns", 0) / n / 1e6,
     }
+    # Kernel tracing's launches, taken out of the steps as perfcore's own and said apart from the own work.
+    tracing = overhead.get("tracing_ms_per_step", 0.0)
     in_steps = overhead.get("phases_per_step", 0.0) * overhead.get("per_phase_ns", 0.0) / 1e6 + sum(beside.values())
-    total = in_steps + overhead.get("own_ms_per_step", 0.0)
+    total = in_steps + overhead.get("own_ms_per_step", 0.0) + tracing
     typical = typical_ms or mean_wall_ms
     share = costs.get("sampler_share")
     steady_sampler = beside["sampler_ms_per_step"] if share is None else float(share) * typical
@@ -90,7 +92,7 @@ def beside_steps(
     # The pauses are timed apart from the per-step sums, so on a loaded machine they can exceed them
     # by a little: never a negative cost.
     steady_own = max(0.0, overhead.get("own_ms_per_step", 0.0) - overhead.get("pause_ms_total", 0.0) / n)
-    steady = max(0.0, steady_in + steady_own)
+    steady = max(0.0, steady_in + steady_own + tracing)
     bare = mean_wall_ms - in_steps
     fraction = total / bare if bare > 0 else 0.0
     typical_bare = typical - steady_in
@@ -112,5 +114,6 @@ def beside_steps(
         # Worth a line when a typical step pays it, or when the pauses make the whole run pay it.
         "material": max(fraction, steady / typical_bare if typical_bare > 0 else 0.0) >= MATERIAL_OVERHEAD,
         # Each a count x a cost measured here (report/words.py says each).
-        "counted": ["phases", "own_work", "passed_calls", "sync_calls", "fetches", "sampler"],
+        "counted": ["phases", "own_work", "passed_calls", "sync_calls", "fetches", "sampler"]
+        + [c for c in overhead.get("counted", ()) if c == "kernel_tracing"],
     }

@@ -83,7 +83,7 @@ def render_compare_page(doc: dict[str, Any], names: tuple[str, str] = ("A", "B")
 
 
 def write_compare_report(path: Path, doc: dict[str, Any], names: tuple[str, str] = ("A", "B")) -> Path:
-    """compare's page at `path` (written atomically): for `perfcore compare A B --html PATH`."""
+    """compare's page at `path` (written atomically; a named pipe written into): `perfcore compare A B --html PATH`."""
     from perfcore.report import jsonio
 
-    return jsonio.write_text(Path(path), render_compare_page(doc, names))
+    return jsonio.write_target(Path(path), render_compare_page(doc, names))

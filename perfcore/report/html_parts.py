@@ -16,6 +16,7 @@ from perfcore.analysis.units import fmt_ms
 from perfcore.report.advice_words import evidence_of, test_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
 from perfcore.report.record_words import notes_of
+from perfcore.report.safe_text import clean
 from perfcore.report.label_words import interference_detail, interference_sentence
 from perfcore.report.process_words import trainers
 from perfcore.report.terminal import crashed_early
@@ -46,7 +47,9 @@ _ids = itertools.count()
 
 
 def esc(x: Any) -> str:
-    return html.escape(str(x), quote=True)
+    """Text for a page: cleaned as the terminal's is (no control character, no bidirectional override, a
+    byte that was not UTF-8 shown as its escape), then escaped for HTML."""
+    return html.escape(clean(str(x)), quote=True)
 
 
 def num(x: Any, fmt: str = ".2f") -> str:

@@ -13,12 +13,13 @@ import errno
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 from typing import Any, Iterator
 
 from perfcore.errors import ResultWriteError
 
-__all__ = ["dumps", "write", "write_text", "write_bytes", "write_csv", "atomic_path"]
+__all__ = ["dumps", "write", "write_text", "write_bytes", "write_csv", "atomic_path", "write_target"]
 
 
 def _default(o: Any) -> Any:
@@ -52,10 +53,12 @@ _WHY = {
 
 def _failed(path: Path, e: OSError) -> ResultWriteError:
     why = _WHY.get(e.errno, e.strerror or str(e))
-    return ResultWriteError(
+    err = ResultWriteError(
         f"cannot write {path}: {why}; the files written before it are complete, "
         "free space or choose a writable --out and run again"
     )
+    err.path, err.why = path, why  # for a caller that says what else the user can do
+    return err
 
 
 @contextlib.contextmanager
@@ -101,7 +104,9 @@ def write_bytes(path: Path, data: bytes, durable: bool = True) -> Path:
 
 
 def write_text(path: Path, text: str, durable: bool = True) -> Path:
-    return write_bytes(path, text.encode("utf-8"), durable)
+    # A byte that was not UTF-8 (an argument or a path, carried as Python's surrogate escape) is written as
+    # that byte: kept, never a reason to lose the file. (JSON documents are ASCII: their escapes keep it.)
+    return write_bytes(path, text.encode("utf-8", "surrogateescape"), durable)
 
 
 def write_csv(path: Path, frame: Any) -> Path:
@@ -114,3 +119,22 @@ def write_csv(path: Path, frame: Any) -> Path:
 def write(path: Path, doc: Any) -> Path:
     """One JSON document, atomically."""
     return write_text(path, dumps(doc))
+
+
+def write_target(path: Path, text: str) -> Path:
+    """A file the user named for a result (--json, compare's --html): a pipe, a device or a socket
+    (`>(jq .)`, /dev/stdout, a named pipe) is written into as a shell's `>` would, never replaced by a
+    regular file; any other name is written atomically (folder.check_target has checked it before)."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is None or stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return write_text(path, text)
+    try:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(text)
+    except OSError as e:
+        raise _failed(path, e) from e
+    return path

@@ -8,6 +8,7 @@ import os
 from typing import Any, Mapping
 
 from perfcore.analysis.lines import enough_samples, min_samples, package_of
+from perfcore.analysis.loader_patch import PATCH_NAME
 from perfcore.analysis.loader_plan import PlanKind, training_loader
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import run_evidence, steady_ms
@@ -197,6 +198,8 @@ def _no_patch(p: Mapping[str, Any]) -> str:
         return f"the DataLoader at {p.get('site')} is not a file under {p.get('cwd')}"
     if reason == "cannot_patch":
         return str(p.get("error") or "")
+    if reason == "failed_try":
+        return f"not offered: {p.get('error') or 'the patched script failed its try'}"
     return str(reason or "")
 
 
@@ -206,6 +209,11 @@ def patch_text(patch: Mapping[str, Any] | None, folder: str = "<sweep folder>") 
         return []
     if patch.get("status") != "written":
         return [f"  no DataLoader patch: {_printable(_no_patch(patch))}"]
+    if patch.get("patch") != PATCH_NAME:  # a document's name is never a path handed to `git apply`
+        return [
+            f"  no DataLoader patch: the document names it {_printable(str(patch.get('patch'))[:60])!r}, "
+            f"not {PATCH_NAME}"
+        ]
     return [
         f"  change at {_printable(patch['at'])}: {_printable(patch['call'])}",
         f"  git apply {_printable(os.path.join(folder, patch['patch']))}"

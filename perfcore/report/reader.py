@@ -5,6 +5,7 @@ message names the file and what is wrong with it (one line for the CLI), never a
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.errors import BadResultFile
 from perfcore.report.run_schema import RUN_OPTIONAL, RUN_REQUIRED
 from perfcore.report.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
+from perfcore.untrusted import Refused, open_regular, read_file
 
 if TYPE_CHECKING:
     from perfcore.analysis.command_results import SweepResult
@@ -29,6 +31,9 @@ __all__ = [
     "check_run_doc",
     "SUPPORTED",
 ]
+
+# The most bytes a document perfcore writes holds (a 1M-step run.json is a few MB).
+DOCUMENT_CAP = 256 << 20
 
 # The newest version of each document this perfcore reads.
 SUPPORTED = {"perfcore.run": 1, "perfcore.sweep": 1, "perfcore.diagnose": 1, "perfcore.health": 1}
@@ -65,15 +70,11 @@ def _bad(path: Path, problem: str, exit_code: int, fix: str = "") -> BadResultFi
 def read_json(path: Path, kind: str, *, exit_code: int = 2) -> dict[str, Any]:
     """A perfcore document of `kind` (e.g. "perfcore.run"), checked for presence, syntax, kind and version."""
     path = Path(path)
-    if path.exists() and not path.is_file():
-        # A FIFO or a device would block the read, or never end it.
-        raise _bad(path, "is not a regular file", exit_code)
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise _bad(path, "missing", exit_code)
-    except OSError as e:
-        raise _bad(path, f"cannot be read ({e.strerror or e})", exit_code)
+        # Not through a link; a FIFO or a device would block the read, or never end it.
+        raw = read_file(path, DOCUMENT_CAP, "perfcore document")
+    except Refused as e:
+        raise _bad(path, e.problem, exit_code) from None
     if not raw.strip():
         raise _bad(path, "is empty (the run was stopped while writing it?)", exit_code)
     try:
@@ -129,16 +130,18 @@ def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2, limit_
     import pandas as pd
 
     path = Path(path)
-    if not path.is_file():
-        raise _bad(path, "missing" if not path.exists() else "is not a file", exit_code)
     try:
-        if limit_bytes is None:
-            table = _read_in_chunks(path)
-        else:
-            with open(path, "rb") as fh:
+        fh = open_regular(path)
+    except Refused as e:
+        raise _bad(path, "missing" if e.missing else e.problem, exit_code) from None
+    try:
+        with fh:
+            if limit_bytes is None:
+                table = _read_in_chunks(fh, "gzip" if path.name.endswith(".gz") else None)
+            else:
                 # Never more than the file holds: read(n) sets aside n bytes first, and a damaged
                 # checkpoint may claim any size.
-                table = pd.read_csv(io.BytesIO(fh.read(min(limit_bytes, path.stat().st_size))))
+                table = pd.read_csv(io.BytesIO(fh.read(min(limit_bytes, os.fstat(fh.fileno()).st_size))))
     except pd.errors.EmptyDataError:
         raise _bad(path, "is empty (the run was stopped while writing it?)", exit_code)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
@@ -175,14 +178,14 @@ def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2, limit_
 _READ_ROWS = 65536  # rows parsed at a time
 
 
-def _read_in_chunks(path: Path):
-    """pd.read_csv(path), parsed a slice of rows at a time and joined a column at a time: read whole,
+def _read_in_chunks(fh, compression: str | None):
+    """pd.read_csv(fh), parsed a slice of rows at a time and joined a column at a time: read whole,
     a 1M-row steps table (~100 MB) took ~300 MB while it was parsed."""
     import numpy as np
     import pandas as pd
 
     pieces: dict[str, list] = {}
-    with pd.read_csv(path, chunksize=_READ_ROWS) as reader:
+    with pd.read_csv(fh, chunksize=_READ_ROWS, compression=compression) as reader:
         for chunk in reader:
             for c in chunk.columns:
                 pieces.setdefault(c, []).append(chunk[c].to_numpy(copy=True))  # the chunk's blocks go with it
@@ -269,7 +272,9 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
     if not isinstance(checkpoint, dict):
         check_run_doc(doc, folder / "run.json", exit_code=1)
     if isinstance(checkpoint, dict) and checkpoint.get("table") == CHECKPOINT_TABLE:
-        steps = read_checkpoint_table(folder / CHECKPOINT_TABLE, checkpoint)
+        steps = read_checkpoint_table(
+            folder / CHECKPOINT_TABLE, checkpoint, doc.get("steps", 0) + doc.get("warmup_steps", 0)
+        )
     else:  # a part's steps.csv, or a checkpoint written as CSV by an earlier version
         vouched = (checkpoint or {}).get("csv_bytes")
         steps = read_csv(
@@ -285,8 +290,10 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
     trace = folder / "trace.npz"
     if trace.is_file():
         try:
-            with np.load(trace, allow_pickle=False) as z:
+            with open_regular(trace) as fh, np.load(fh, allow_pickle=False) as z:
                 raw = {k: z[k] for k in z.files}
+        except Refused as e:
+            raise _bad(trace, e.problem, 1) from None
         except (OSError, ValueError, EOFError) as e:
             raise _bad(trace, f"is corrupt or truncated ({str(e).splitlines()[0][:80]})", 1)
         except Exception as e:  # zipfile.BadZipFile and kin: a half-written archive
@@ -299,11 +306,14 @@ CHECKPOINT_TABLE = "steps.i64"
 _MAX_TABLE_COLUMNS = 4096
 
 
-def read_checkpoint_table(path: Path, checkpoint: dict[str, Any]):
+def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows: int):
     """A checkpoint's steps as steps.csv would read: int64 rows of the columns its run.json names, each
-    "i" (an integer), "ms" (whole ns, as ms) or "b" (a 0/1 flag). Only the bytes the checkpoint vouches for,
-    and never more than the file holds (a damaged number is not a memory request); a row cut short by a kill
-    is left out. Exit 1 where the table or its description is damaged."""
+    "i" (an integer), "ms" (whole ns, as ms) or "b" (a 0/1 flag). The table is untrusted: opened without
+    following a link, a regular file of one name (no hard link), and read only as far as its run.json
+    vouches (table_bytes: whole rows, no more rows than the steps and warm-up steps it declares), never past
+    the file's end (a row cut short by a kill is left out) nor across a hole (a sparse file is no table
+    perfcore wrote).
+    Exit 1 where the table or its description is damaged, in one line."""
     import numpy as np
     import pandas as pd
 
@@ -321,22 +331,52 @@ def read_checkpoint_table(path: Path, checkpoint: dict[str, Any]):
     missing = [c for c in STEP_COLUMNS if c not in cols]
     if missing:
         raise _bad(path.with_name("run.json"), f"is corrupt: its checkpoint's table has no column {missing[0]!r}", 1)
-    if not path.is_file():
-        raise _bad(path, "missing" if not path.exists() else "is not a file", 1)
+    width = 8 * len(cols)
     vouched = checkpoint.get("table_bytes")
-    size = path.stat().st_size
-    nbytes = min(vouched, size) if isinstance(vouched, int) and not isinstance(vouched, bool) and vouched >= 0 else size
-    rows = nbytes // (8 * len(cols))
+    if vouched is None:
+        raise _bad(
+            path.with_name("run.json"), "is corrupt: its checkpoint does not say how much of its table is its", 1
+        )
+    if isinstance(vouched, bool) or not isinstance(vouched, int) or vouched < 0 or vouched % width:
+        raise _bad(path.with_name("run.json"), "is corrupt: its checkpoint vouches for no whole rows of its table", 1)
+    if vouched // width > declared_rows:
+        raise _bad(
+            path.with_name("run.json"),
+            f"is corrupt: its checkpoint's table claims {vouched // width} rows for {declared_rows} steps",
+            1,
+        )
     try:
-        with open(path, "rb") as fh:
-            cells = np.frombuffer(fh.read(rows * 8 * len(cols)), dtype="<i8").reshape(rows, len(cols))
+        fh = open_regular(path)
+    except Refused as e:
+        raise _bad(path, e.problem, 1) from None
+    try:
+        with fh:
+            st = os.fstat(fh.fileno())
+            if st.st_nlink != 1:
+                # Another name for a file elsewhere (a hard link to a secret): its bytes would come back as
+                # exact step values. perfcore's table has one name.
+                raise _bad(path, f"has {st.st_nlink} names (a hard link, not a table perfcore wrote); not read", 1)
+            nbytes = min(vouched, st.st_size) // width * width
+            if _first_hole(fh.fileno()) < nbytes:
+                raise _bad(path, "has holes (a sparse file, not a table perfcore wrote); not read", 1)
+            cells = np.frombuffer(fh.read(nbytes), dtype="<i8").reshape(-1, len(cols))
     except OSError as e:
-        raise _bad(path, f"cannot be read ({e.strerror or e})", 1)
+        raise _bad(path, f"cannot be read ({e.strerror or e})", 1) from None
     out = {}
     for j, (c, k) in enumerate(zip(cols, kinds)):
         v = cells[:, j]
         out[c] = v / 1e6 if k == "ms" else (v != 0) if k == "b" else v.astype(np.int64)
     return pd.DataFrame(out)
+
+
+def _first_hole(fd: int) -> int:
+    """Where the file's first hole begins (its size when it has none, or the system cannot say)."""
+    try:
+        return os.lseek(fd, 0, getattr(os, "SEEK_HOLE", 4))
+    except OSError:
+        return os.fstat(fd).st_size
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
 
 
 SWEEP_REQUIRED = {

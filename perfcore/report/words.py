@@ -194,6 +194,7 @@ def overhead_long(o: Mapping[str, Any]) -> list[str]:
         (sync, f".item() counts {fmt_ms(sync)}"),
         (o.get("fetch_ms_per_step", 0.0), f"fetches {fmt_ms(o.get('fetch_ms_per_step', 0.0))}"),
         (sampler, f"line sampler {fmt_ms(sampler)}"),
+        (o.get("tracing_ms_per_step", 0.0), f"kernel tracing {fmt_ms(o.get('tracing_ms_per_step', 0.0))}"),
         (own, f"own work {fmt_ms(own)}"),
     ]
     total = sum(v for v, _ in parts)

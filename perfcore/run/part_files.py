@@ -23,10 +23,12 @@ from perfcore.report import jsonio
 from perfcore.run.lines import label_spans, lines_document, sampler_share, trace_arrays
 from perfcore.run.split_facts import compute_document
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ
+from perfcore.untrusted import open_regular, read_file
 
 __all__ = ["RAW_SCHEMA", "write_raw", "finish_raw", "write_steps", "startup_summary"]
 
 RAW_SCHEMA = "perfcore.rawpart/1"
+RAW_META_CAP = 256 << 20  # raw.json: the recording's meta and the facts, far less than this
 
 
 def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> None:
@@ -56,10 +58,11 @@ def finish_raw(part: Path) -> None:
     """raw.json + raw.npz -> run.json, steps.csv, trace.npz in the same folder (raises on a bad part)."""
     from perfcore.recording.replay import replayed
 
-    doc = json.loads((part / RAW_JSON).read_text())
-    if doc.get("schema") != RAW_SCHEMA:
-        raise ValueError(f"{part / RAW_JSON}: schema {doc.get('schema')!r}, expected {RAW_SCHEMA!r}")
-    with np.load(part / RAW_NPZ, allow_pickle=False) as z:
+    # A raw part on disk is untrusted (a copied folder): neither file is read through a link.
+    doc = json.loads(read_file(part / RAW_JSON, RAW_META_CAP, "raw part's meta"))
+    if not isinstance(doc, dict) or doc.get("schema") != RAW_SCHEMA:
+        raise ValueError(f"{part / RAW_JSON}: not a {RAW_SCHEMA} document")
+    with open_regular(part / RAW_NPZ) as fh, np.load(fh, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     mem_at, mem_bytes = arrays.pop("x_mem_at"), arrays.pop("x_mem_bytes")
     engine = replayed(doc["recording"], arrays)

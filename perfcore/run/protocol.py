@@ -18,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -63,8 +64,8 @@ STEP_SOURCES = ("optimizer", "backward", "batch", "forward")
 
 # The folder the parent puts first on the child's PYTHONPATH: its sitecustomize.py boots the child.
 BOOT_DIR = Path(__file__).resolve().parent / "child" / "_boot"
-# The folder holding the perfcore package: the boot file appends it to sys.path where the child's
-# interpreter cannot import perfcore (an uninstalled checkout); never put on PYTHONPATH.
+# The folder holding the perfcore package: the boot file (which finds it from its own place) appends it to
+# sys.path where the child's interpreter cannot import perfcore (an uninstalled checkout); never on PYTHONPATH.
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 # -- the files under the run folder ---------------------------------------------------------------
@@ -142,21 +143,47 @@ def progress_file(run_dir: Path, key: str) -> Path:
     return Path(run_dir) / PROGRESS / f"{key}.json"
 
 
+# The most a settings or progress file holds: a few hundred bytes; a larger one is none perfcore wrote.
+SMALL_FILE = 1 << 20
+
+
+def read_small(path: Path) -> tuple[bytes, os.stat_result]:
+    """A small file's bytes and its status, the file opened without following a link at its name (a FIFO
+    opened without waiting): OSError when it cannot be, ValueError when it is no regular file or larger
+    than SMALL_FILE (never read whole)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = os.read(fd, SMALL_FILE + 1) if st.st_size <= SMALL_FILE else b""
+        if st.st_size > SMALL_FILE or len(data) > SMALL_FILE:
+            raise ValueError(f"{path} is {st.st_size} bytes, more than a file perfcore writes for its run holds")
+        return data, st
+    finally:
+        os.close(fd)
+
+
 def read_progress(run_dir: Path) -> dict[str, Any] | None:
-    """The freshest progress file of a run (rank 0's when there are ranks), or None."""
+    """The freshest progress file of a run (rank 0's when there are ranks), or None. Each is read as small
+    files of the run are (read_small); one that is not is skipped."""
     d = Path(run_dir) / PROGRESS
-    if not d.is_dir():
+    if d.is_symlink() or not d.is_dir():
         return None
     docs = []
     for f in d.glob("*.json"):
         try:
-            docs.append(json.loads(f.read_text()))
+            doc = json.loads(read_small(f)[0])
         except (OSError, ValueError):
             continue  # being replaced right now: the next refresh reads it
+        if isinstance(doc, dict):
+            docs.append(doc)
     if not docs:
         return None
     rank0 = [x for x in docs if x.get("key") == "rank0"]
-    return rank0[0] if rank0 else max(docs, key=lambda x: x.get("time_ns", 0))
+    return (
+        rank0[0] if rank0 else max(docs, key=lambda x: x.get("time_ns", 0) if isinstance(x.get("time_ns"), int) else 0)
+    )
 
 
 # -- the child's configuration --------------------------------------------------------------------
@@ -187,7 +214,6 @@ class ChildConfig:
     checkpoint_s: float = CHECKPOINT_EVERY_S
     tick_extra_s: float = 0.0  # tests: seconds of extra work in each progress write (a slow tick)
     no_step_warn_s: float = 30.0  # seconds of the script's CPU time without a step before the child says so
-    package_parent: str = str(PACKAGE_PARENT)
     launcher_pid: int = 0  # the perfcore that wrote this file (0: built in-process)
     token: str = ""  # the random part of the file's name, repeated inside it
 
@@ -243,17 +269,30 @@ class ChildConfig:
     def write(self) -> "ChildConfig":
         """Writes this configuration into its run folder under a fresh random name (its path: .path),
         readable by this user only, never through an existing file or link; returns what was written.
-        The parent removes its files (.files()) when the script has ended."""
+        The file stays open in this process until release(): a child checks that the perfcore it names
+        as its launcher holds it, which a file someone else planted cannot show. The parent calls
+        release() when the script has ended; it removes the files (.files())."""
         done = replace(self, launcher_pid=os.getpid(), token=secrets.token_hex(16))
         text = done.to_json()  # before the file exists: a setting JSON cannot carry leaves nothing behind
-        fd = os.open(done.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(done.path, flags, 0o600)
         try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
+            os.write(fd, text.encode())
         except BaseException:
+            os.close(fd)
             done.path.unlink(missing_ok=True)
             raise
+        object.__setattr__(done, "_held", fd)
         return done
+
+    def release(self) -> None:
+        """Ends what write() began: the file closed and, with the claim beside it, removed."""
+        fd = self.__dict__.get("_held")
+        if fd is not None:
+            object.__setattr__(self, "_held", None)
+            os.close(fd)
+        for f in self.files():
+            f.unlink(missing_ok=True)
 
     @property
     def path(self) -> Path:
@@ -261,28 +300,37 @@ class ChildConfig:
 
     @classmethod
     def load(cls, path: str) -> "ChildConfig":
-        """The configuration a `perfcore run` that is this process's ancestor wrote for it. Anything else
-        (a leftover variable naming a finished run's file, a file not named as written) is a ConfigError."""
+        """The configuration a `perfcore run` that is this process's ancestor wrote for it, and holds open.
+        Anything else (a leftover variable naming a finished run's file, a file not named as written, one
+        planted for the pid of an ancestor that is no perfcore, a file too large to be one) is a ConfigError."""
         p = Path(path)
         token = p.name[len(CONFIG_PREFIX) : -len(CONFIG_SUFFIX)] if p.name.startswith(CONFIG_PREFIX) else ""
         if not p.is_absolute() or not token or not p.name.endswith(CONFIG_SUFFIX):
             raise ConfigError(f"{ENV_CHILD_CONFIG}={path!r} does not name a file perfcore run writes")
         try:
-            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            with os.fdopen(fd) as fh:
-                text = fh.read(1 << 20)
+            raw, st = read_small(p)
         except OSError as e:
             raise ConfigError(
                 f"{ENV_CHILD_CONFIG} names {path}, which cannot be read ({e.strerror}): "
                 "the run it belonged to is over (a variable left in the environment?)"
             ) from None
-        config = cls.from_json(text)
+        except ValueError as e:
+            raise ConfigError(f"{e} (not a settings file perfcore run wrote)") from None
+        try:
+            config = cls.from_json(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path} is not text (not a settings file perfcore run wrote)") from None
         if config.token != token or Path(config.run_dir) != p.parent:
             raise ConfigError(f"{path} was not written for its own folder by perfcore run")
         if not launched_by(config.launcher_pid):
             raise ConfigError(
                 f"{path} belongs to a perfcore run (pid {config.launcher_pid}) that did not start "
                 "this process (a variable left in the environment?)"
+            )
+        if not holds(config.launcher_pid, st):
+            raise ConfigError(
+                f"{path} names pid {config.launcher_pid} as the perfcore run that wrote it, but that process "
+                "does not hold it: it was not written for this process by its perfcore run"
             )
         return config
 
@@ -308,6 +356,31 @@ class ChildConfig:
     def files(self) -> list[Path]:
         """The files a written configuration leaves in its run folder (the parent removes them)."""
         return [self.path, self.path.with_suffix(".outer")]
+
+
+def holds(pid: int, st: os.stat_result) -> bool:
+    """Whether process `pid` holds the file whose status is `st` open (ChildConfig.write keeps its file open
+    while the script runs): on Linux, among /proc/<pid>/fd. Where that cannot be listed (a process of
+    another user), whether the file belongs to the user `pid` runs as; with no /proc, True (the ancestry
+    check stands alone there)."""
+    fds = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fds)
+    except PermissionError:
+        try:
+            return os.stat(f"/proc/{pid}").st_uid == st.st_uid
+        except OSError:
+            return False
+    except OSError:
+        return not os.path.isdir("/proc/self")
+    for name in names:
+        try:
+            held = os.stat(f"{fds}/{name}")
+        except OSError:
+            continue
+        if (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino):
+            return True
+    return False
 
 
 def launched_by(pid: int) -> bool:

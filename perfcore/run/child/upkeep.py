@@ -17,14 +17,15 @@ class Upkeep:
     def __init__(self) -> None:
         self.memory = MemoryWatch()  # per-step memory samples
         self.progress = None  # run.child.progress.ProgressWriter, from start()
-        self.compact_every, self.follow_until = 1 << 62, 0  # the engine's, from start() (numpy loads with it)
+        self.follow_until = 0  # the engine's, from start() (numpy loads with it)
+        self.upkeep_due = None  # recording.engine.upkeep_due, from start()
         self.lines = None  # run.lines.LineCapture: its hand-back is measured again now and then
 
     def start(self, on_gpu: bool, progress) -> None:
         """With the timer: how memory is read on this device, and where progress is written."""
-        from perfcore.recording.engine import COMPACT_EVERY, FOLLOW_UNTIL
+        from perfcore.recording.engine import FOLLOW_UNTIL, upkeep_due
 
-        self.compact_every, self.follow_until = COMPACT_EVERY, FOLLOW_UNTIL
+        self.follow_until, self.upkeep_due = FOLLOW_UNTIL, upkeep_due
         self.memory.start(on_gpu)
         self.progress = progress
 
@@ -36,7 +37,7 @@ class Upkeep:
         with engine.own:
             if n == 1:
                 torch_hooks.first_step_done()
-            if n % self.compact_every == 0 and decided:
+            if decided and self.upkeep_due(engine, n):  # by count, or by the tracer's volume of records
                 engine.upkeep(n)
             elif n <= self.follow_until:
                 engine.follow_device()  # the GPU the work is on (model.to(rank) without set_device)

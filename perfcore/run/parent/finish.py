@@ -383,7 +383,7 @@ def finish_unfinished(out: Path) -> dict[str, Any]:
     checkpoints its processes wrote, as `perfcore run` would have. The script's exit code was never
     seen, so the one its part reports stands in for it, and a note says so."""
     from perfcore.errors import BadResultFile
-    from perfcore.run.parent.folder import is_run_folder, live_run
+    from perfcore.run.parent.folder import drop_dead_settings, is_run_folder, live_run
 
     out = Path(out)
     alive = live_run(out)
@@ -395,6 +395,7 @@ def finish_unfinished(out: Path) -> dict[str, Any]:
             "wait for it to end, it finishes the folder itself (or stop it, then run perfcore report again)",
             exit_code=1,
         )
+    drop_dead_settings(out)  # what its killed perfcore could not remove, where the folder proves it is its own
     parts = _read_parts(out)
     if not parts:
         if is_run_folder(out):

@@ -7,7 +7,12 @@ existing folder (the user's files, or an earlier run's results) is left as it is
 goes into a fresh subfolder of it, which perfcore names on stderr. One exception, said on stderr: a
 folder this user's earlier `perfcore run` marked as failed before its first step (no results, only
 what perfcore wrote while the script started) is taken by the next run, so that the run after a fix
-lands where it was asked; nothing else is ever deleted.
+lands where it was asked. What is removed then is decided by the manifest that earlier run wrote of its
+own entries (untrusted.MANIFEST: names, sizes, content hashes, each file's inode and ctime), never by the
+marker, and only where the marker names that manifest's own inode and ctime (a copied folder's cannot):
+the folder is taken only when everything in it is such an entry, unchanged, and the take-over is one
+exclusive claim, so of two runs starting on the folder at once exactly one takes it. Nothing else is
+ever deleted.
 Default folders are unique across processes and hosts started in the same second: time, then a
 random suffix, and the folder is created exclusively (a name already taken is drawn again)."""
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import socket
 import sys
@@ -22,7 +28,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from perfcore import untrusted
 from perfcore.errors import UsageError
+from perfcore.untrusted import SMALL, Refused, read_file
 
 __all__ = [
     "MARKER",
@@ -35,6 +43,8 @@ __all__ = [
     "live_run",
     "is_stream",
     "check_target",
+    "remember",
+    "drop_dead_settings",
 ]
 
 MARKER = ".perfcore-folder.json"
@@ -54,9 +64,11 @@ def default_out(kind: str = "run", parent: Path | None = None) -> Path:
 
 
 def marker_of(folder: Path) -> dict | None:
+    """The folder's marker, read as untrusted: not through a link, at most SMALL bytes (a larger one is
+    no marker perfcore wrote, and is never read whole)."""
     try:
-        doc = json.loads((Path(folder) / MARKER).read_text())
-    except (OSError, ValueError):
+        doc = json.loads(read_file(Path(folder) / MARKER, SMALL, "folder marker"))
+    except (Refused, ValueError):
         return None
     return doc if isinstance(doc, dict) and doc.get("schema") == _SCHEMA else None
 
@@ -70,13 +82,48 @@ def _alive_since(pid: Any, written_s: float) -> bool:
     pid reused since by another process does not count, nor does a zombie."""
     import psutil
 
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0 or pid == os.getpid():
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1 or pid == os.getpid():
         return False
     try:
         proc = psutil.Process(pid)
         return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= written_s + 1.0
     except (psutil.Error, OSError, ValueError):
         return False
+
+
+def _perfcore_alive(mark: dict, marker: os.stat_result) -> bool:
+    """Whether the perfcore that wrote the marker still runs: the same pid started at the same tick (a
+    marker of this version says when), else a process of that pid older than the marker; either way a
+    process whose command line is perfcore's, run by the marker's owner. A marker naming pid 1 with its
+    start, or any long-lived process that is no perfcore of this user, never keeps a folder "going"."""
+    pid, started = mark.get("pid"), mark.get("started")
+    if isinstance(started, int) and not isinstance(started, bool):
+        if pid == os.getpid() or not untrusted.alive(pid, started):
+            return False
+    elif not _alive_since(pid, marker.st_mtime):
+        return False
+    if untrusted.owner_of(pid) != marker.st_uid:
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"perfcore" in fh.read(1 << 16)
+    except OSError:
+        return not os.path.isdir("/proc/self")
+
+
+def _script_alive(pid: Any, written_s: float, owner: int, folder: Path) -> bool:
+    """Whether the process a progress file names is a script process of this folder's run: alive, older
+    than the file, run by the file's owner, and (where its environment can be read) started with a
+    settings file of this folder. pid 1, or any long-lived process of another user, is not."""
+    from perfcore.run.protocol import ENV_CHILD_CONFIG
+
+    if not _alive_since(pid, written_s) or untrusted.owner_of(pid) != owner:
+        return False
+    env = untrusted.environ_of(pid)
+    if env is None:
+        return True  # another user's process we cannot look into, run by the file's owner: its word stands
+    named = env.get(ENV_CHILD_CONFIG.encode())
+    return named is not None and Path(os.fsdecode(named)).parent == folder.resolve()
 
 
 def live_run(folder: Path) -> str | None:
@@ -88,20 +135,32 @@ def live_run(folder: Path) -> str | None:
     if mark is None or mark.get("host") != socket.gethostname() or mark.get("token") == _TOKEN:
         return None
     try:
-        if _alive_since(mark.get("pid"), (folder / MARKER).stat().st_mtime):
+        if _perfcore_alive(mark, (folder / MARKER).lstat()):
             return f"perfcore (pid {mark['pid']})"
     except OSError:
         return None
-    progress = folder / "progress"
-    if progress.is_dir() and not progress.is_symlink():
-        for f in sorted(progress.glob("*.json")):
-            try:
-                doc = json.loads(f.read_text()) if f.is_file() and not f.is_symlink() else None
-                written = f.stat().st_mtime
-            except (OSError, ValueError):
-                continue
-            if isinstance(doc, dict) and _alive_since(doc.get("pid"), written):
-                return f"its script (pid {doc['pid']})"
+    try:
+        d = untrusted.open_dir(folder, "progress")
+    except Refused:
+        return None
+    try:
+        names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
+    finally:
+        os.close(d)
+    for name in names:
+        try:
+            fd = untrusted.open_file(folder, f"progress/{name}")
+        except Refused:
+            continue
+        try:
+            st = os.fstat(fd)
+            doc = json.loads(os.read(fd, SMALL)) if st.st_size <= SMALL else None
+        except (OSError, ValueError):
+            continue
+        finally:
+            os.close(fd)
+        if isinstance(doc, dict) and _script_alive(doc.get("pid"), st.st_mtime, st.st_uid, folder):
+            return f"its script (pid {doc['pid']})"
     return None
 
 
@@ -109,28 +168,30 @@ def _cannot(out: Path, e: OSError) -> UsageError:
     return UsageError(f"cannot write to --out {out}: {e.strerror or e}; choose a writable folder")
 
 
+def _marker_text(kind: str) -> str:
+    from perfcore.report import jsonio
+
+    return jsonio.dumps(
+        {
+            "schema": _SCHEMA,
+            "kind": kind,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            # With the pid, what a reused pid cannot repeat: whether this process still runs is asked of both.
+            "started": untrusted.start_ticks(os.getpid()),
+            "token": _TOKEN,
+        }
+    )
+
+
 def _claim(out: Path, kind: str) -> bool:
     """Marks `out` as this run's: the marker is created exclusively (never through a link), so of two
     commands claiming one folder at once exactly one gets it. False when it already has a marker."""
-    from perfcore.report import jsonio
-
-    doc = {
-        "schema": _SCHEMA,
-        "kind": kind,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "token": _TOKEN,
-    }
     try:
-        fd = os.open(out / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-    except FileExistsError:
-        return False
+        return untrusted.exclusive(out / MARKER, _marker_text(kind), 0o666)
     except OSError as e:  # a read-only folder: say so before the work starts, not after it
         raise _cannot(out, e)
-    with os.fdopen(fd, "w") as f:
-        f.write(jsonio.dumps(doc))
-    return True
 
 
 def _create(out: Path, kind: str) -> bool:
@@ -152,58 +213,128 @@ _FAILED = "failed before its first step"
 _LEFT_BEFORE_A_STEP = ("parts", "workers", "progress")
 
 
+def _ours(out: Path) -> bool:
+    mark = marker_of(out)
+    return mark is not None and mark.get("token") == _TOKEN and not (Path(out) / MARKER).is_symlink()
+
+
+def remember(out: Path, paths: Iterable[Path]) -> None:
+    """Lists files this command just wrote into its folder (its settings file) in the folder's manifest,
+    so that a later perfcore may remove them once this process is gone, and only while they are
+    unchanged. Nothing is listed in a folder whose marker is not this command's."""
+    out = Path(out)
+    if not _ours(out):
+        return
+    entries = [e for p in paths if Path(p).parent == out and (e := untrusted.entry(out, Path(p).name))]
+    try:
+        untrusted.record(out, _TOKEN, entries)
+    except OSError:  # the folder keeps the file; only its later removal is lost
+        pass
+
+
 def mark_failed(out: Path) -> None:
-    """Says in the marker of a folder this command made that its run ended before its first step: the
-    next `perfcore run` of the same user may take the folder (its leftovers hold no result)."""
+    """Says in the marker of a folder this command made that its run ended before its first step, and lists
+    in the manifest what the run left there (perfcore's leftovers, their sizes and hashes): the next
+    `perfcore run` of the same user may take the folder, removing exactly those. A run that saw steps it
+    could not write (a full disk) is never marked so (part_dirs.lost_results): its leftovers stay."""
     from perfcore.report import jsonio
 
     mark = marker_of(out)
-    if mark is None or mark.get("token") != _TOKEN or (Path(out) / MARKER).is_symlink():
+    if mark is None or not _ours(out):
         return
+    files, dirs = untrusted.manifest_entries(out, _LEFT_BEFORE_A_STEP)
     try:
-        jsonio.write(Path(out) / MARKER, {**mark, "ended": _FAILED})
+        untrusted.record(out, _TOKEN, files, dirs)
+        # The marker names its manifest's identity: a manifest made anywhere else (a crafted one, a copy)
+        # never passes for it, so that nothing it lists, not even an empty folder, is removed.
+        manifest = untrusted.identity(Path(out) / untrusted.MANIFEST)
+        jsonio.write(Path(out) / MARKER, {**mark, "ended": _FAILED, "manifest": manifest})
     except OSError:  # the folder is then left to the next run as an earlier run's: a subfolder
         pass
 
 
-def _only_leftovers(out: Path) -> list[Path] | None:
-    """The folder's entries besides its marker when every one is a leftover perfcore writes before a first
-    step (real folders by those names, parts named as parts are), else None."""
-    from perfcore.run.protocol import is_part_key
-
-    entries = [e for e in out.iterdir() if e.name != MARKER]
-    for e in entries:
-        if e.name not in _LEFT_BEFORE_A_STEP or e.is_symlink() or not e.is_dir():
-            return None
-        if e.name == "parts" and any(d.is_symlink() or not is_part_key(d.name) for d in e.iterdir()):
-            return None
-    return entries
+def _not_the_runs(out: Path, manifest: dict[str, Any]) -> list[str]:
+    """What in the folder is not the failed run's own, unchanged: anything but its marker and its manifest
+    at the top, and anything below that its manifest does not list."""
+    tops = [n for n in os.listdir(out) if n not in (MARKER, untrusted.MANIFEST)]
+    return [n for n in tops if n not in _LEFT_BEFORE_A_STEP] + untrusted.unlisted(out, manifest, tops)
 
 
 def _take_failed(out: Path, mark: dict, kind: str) -> bool:
     """Takes a folder this user's earlier run left as failed before its first step: its run is over, it
-    was made on this host by this user, and it holds only perfcore's leftovers. The marker is moved aside
-    first, so of two commands doing this at once one takes it; the leftovers are then removed."""
-    import shutil
-
+    was made on this host by this user, and everything in it is what that run listed in its manifest,
+    unchanged. The take-over is one claim file, created exclusively, then the marker read back: of any
+    number of commands doing this at once, in any order, one takes the folder; the others leave it as
+    it is. Only the listed entries are removed."""
+    token = mark.get("token")
     if kind != "run" or mark.get("kind") != "run" or mark.get("ended") != _FAILED:
+        return False
+    if not isinstance(token, str) or not re.fullmatch(r"[0-9A-Za-z-]{1,64}", token):
         return False
     try:
         if out.is_symlink() or mark.get("host") != socket.gethostname() or live_run(out):
             return False
         if out.stat().st_uid != os.getuid() or (out / MARKER).lstat().st_uid != os.getuid():
             return False
-        entries = _only_leftovers(out)
-        if entries is None:
+        before = read_file(out / MARKER, SMALL, "folder marker")
+        manifest, listed_by = untrusted.read_manifest(out, token), untrusted.identity(out / untrusted.MANIFEST)
+        if manifest is None or listed_by is None or mark.get("manifest") != listed_by or _not_the_runs(out, manifest):
             return False
-        aside = out / f"{MARKER}.{_TOKEN}"
-        os.rename(out / MARKER, aside)
-    except OSError:
+        claim = f".perfcore-take-{token}"
+        if not untrusted.exclusive(out / claim, _TOKEN):
+            return False  # another command is taking it
+    except (OSError, Refused):
         return False
-    for e in entries:
-        shutil.rmtree(e, ignore_errors=True)
-    aside.unlink(missing_ok=True)
-    return _claim(out, kind)
+    try:
+        # Read back once claimed: still the failed run's marker, not the one a faster command wrote after
+        # taking the folder. (A command that lost the claim meanwhile made its subfolder here: it stays, as
+        # anything does that is not a listed entry, unchanged: each is checked again as it is removed.)
+        if read_file(out / MARKER, SMALL, "folder marker") != before:
+            return False
+        untrusted.remove_listed(out, manifest)
+        (out / untrusted.MANIFEST).unlink(missing_ok=True)  # the failed run's: this run keeps its own
+        untrusted.write_small(out / MARKER, _marker_text(kind))
+        return True
+    except (OSError, Refused):
+        return False
+    finally:
+        (out / claim).unlink(missing_ok=True)
+
+
+def drop_dead_settings(out: Path) -> list[str]:
+    """Removes the settings files (and the claim beside each) that the perfcore which made this folder
+    wrote for its script, once that perfcore is gone (killed before it could remove them): each only
+    where the folder's manifest, written by that perfcore, lists it and it is unchanged. Returns the
+    names removed; anything else stays, whatever its name."""
+    from perfcore.run.protocol import CONFIG_PREFIX, CONFIG_SUFFIX
+
+    out = Path(out)
+    mark = marker_of(out)
+    if mark is None or mark.get("host") != socket.gethostname() or not isinstance(mark.get("token"), str):
+        return []
+    try:
+        if _perfcore_alive(mark, (out / MARKER).lstat()):
+            return []  # its own files, which it removes when its script ends
+    except OSError:
+        return []
+    manifest = untrusted.read_manifest(out, mark["token"])
+    removed: list[str] = []
+    for e in (manifest or {"files": []})["files"]:
+        name = e["name"]
+        if "/" in name or not (name.startswith(CONFIG_PREFIX) and name.endswith(CONFIG_SUFFIX)):
+            continue
+        if not untrusted.matches(out, e) or untrusted.remove_listed(out, {"files": [e], "dirs": []}):
+            continue
+        removed.append(name)
+        # The claim the script's first Python made beside it holds that process's pid and nothing else.
+        outer = name[: -len(CONFIG_SUFFIX)] + ".outer"
+        try:
+            if re.fullmatch(rb"[0-9]{0,10}", read_file(out / outer, 64, "claim")):
+                (out / outer).unlink()
+                removed.append(outer)
+        except (Refused, OSError):
+            pass
+    return removed
 
 
 def _fresh(parent: Path, kind: str) -> Path:
@@ -216,6 +347,13 @@ def _fresh(parent: Path, kind: str) -> Path:
 
 def prepare_out(out: Path | None, kind: str = "run") -> Path:
     """The folder this command writes into (created and marked); see the module docstring for the rule."""
+    shared = untrusted.open_to_others(ROOT if out is None else out)
+    if shared is not None:
+        raise UsageError(
+            f"cannot write to {f'--out {out}' if out else ROOT}: any user may change {shared} (writable by all, "
+            "not only by its owner), and so redirect or swap perfcore's files there; choose a folder only you "
+            "can change"
+        )
     if out is None:
         return _fresh(ROOT, kind)
     out = Path(out).expanduser()  # the CLI's rule for `~`, for callers from Python too
@@ -234,8 +372,8 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
         return out
     if mark and _take_failed(out, mark, kind):
         print(
-            f"perfcore: {out} held your earlier run that failed before its first step (no results, only what "
-            "perfcore wrote while it started, now removed); this run writes there",
+            f"perfcore: {out} held your earlier run that failed before its first step (no results, only the "
+            "files that run listed as its own while it started, now removed); this run writes there",
             file=sys.stderr,
         )
         return out

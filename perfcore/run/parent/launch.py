@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from perfcore.errors import RunFailed, UsageError
-from perfcore.run.parent.folder import mark_failed, prepare_out
-from perfcore.run.parent.outcome import oom_kills
+from perfcore.errors import ResultWriteError, RunFailed, UsageError
+from perfcore.run.parent.folder import mark_failed, prepare_out, remember
+from perfcore.run.parent.outcome import oom_kills, results_lost, results_unfinished
+from perfcore.run.parent.part_dirs import lost_results
 from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
 
@@ -196,13 +197,15 @@ def child_env(config_path: Path | None = None) -> dict[str, str]:
 
 def run_instrumented(cmd: list[str], config: protocol.ChildConfig, **kw: Any) -> int:
     """run_child with perfcore's instrumentation: the configuration written into the run folder for the
-    script's lifetime, and removed once it has ended (perfcore's own file; the finish never sees it)."""
+    script's lifetime, and removed once it has ended (perfcore's own file; the finish never sees it). It is
+    listed in the folder's manifest, so that a perfcore killed meanwhile leaves a file the finisher can
+    prove is its own (folder.drop_dead_settings)."""
     written = config.write()
     try:
+        remember(Path(written.run_dir), [written.path])
         return run_child(cmd, child_env(written.path), **kw)
     finally:
-        for f in written.files():
-            f.unlink(missing_ok=True)
+        written.release()
 
 
 def _tty_sent(signum: int) -> bool:
@@ -375,9 +378,17 @@ def run_command(  # noqa: PLR0913
     with _finishing():
         try:
             doc = finish_run(out, rc, cmd, samples=samples, oom=(oom_before, oom_kills()), interference=interference)
-        except RunFailed:
-            mark_failed(out)  # no results: the next run of this user may take the folder
-            raise
+        except RunFailed as e:
+            lost = lost_results(out)
+            if lost is None:
+                mark_failed(out)  # no results: the next run of this user may take the folder
+                raise
+            # Steps it could not write (a full disk): said so, and the folder is never offered to the next run.
+            raise RunFailed(results_lost(e.exit_code, lost, out), exit_code=e.exit_code) from None
+        except ResultWriteError as e:
+            # The parts are whole; the disk filled while the run's own files were written: the script's
+            # exit code stands, and the line says how to finish the folder without training again.
+            raise RunFailed(results_unfinished(rc, e.path, e.why, out), exit_code=rc) from None
     return rc, doc, out
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcore.analysis.labels import LABELS
+from perfcore.run.protocol import PARTS
 
 __all__ = [
     "oom_kills",
@@ -18,6 +19,8 @@ __all__ = [
     "before_first_step",
     "first_failed_rank",
     "training_first",
+    "results_lost",
+    "results_unfinished",
 ]
 
 # steps.csv of a run that saw no step: the columns, no rows.
@@ -119,6 +122,35 @@ def before_first_step(rc: int, exit: dict[str, Any]) -> str:
     if exc:  # its own error, not where perfcore looks for steps, is what the user needs
         return f"the script crashed before its first step (exit {rc}): {exc}"
     return f"the script exited {rc} before its first step"
+
+
+def results_lost(rc: int, lost: dict[str, Any], out: Path) -> str:
+    """One line for a run whose script saw steps (or began writing them) but left no results perfcore could
+    read: a full disk, a kill while its part was written. Never "before its first step", which it was not,
+    and the folder keeps what was written (folder.mark_failed leaves it unmarked)."""
+    n = lost.get("steps") or 0
+    after = f" after {n} steps" if n else ""
+    why = (
+        f" (the disk holding {out} is full)"
+        if lost.get("disk_full")
+        else f" ({', '.join(f'{PARTS}/{k}' for k in lost['cut_short'])} cut short while written)"
+        if lost.get("cut_short")
+        else ""
+    )
+    fix = "free space and run it again" if lost.get("disk_full") else "run it again"
+    return (
+        f"the script {describe_exit(rc, None)['sentence']}{after}, but its results could not be written{why}; "
+        f"what was written stays in {out}: {fix}"
+    )
+
+
+def results_unfinished(rc: int, path: Path, why: str, out: Path) -> str:
+    """One line for a run whose parts were written but whose folder could not be finished (the disk filled
+    while perfcore wrote the run's files): the parts stay, and `perfcore report` finishes them later."""
+    return (
+        f"the script {describe_exit(rc, None)['sentence']}, but its run folder could not be finished: cannot write "
+        f"{path}: {why}; its recorded steps stay in {out}: free space, then `perfcore report {out}` finishes it"
+    )
 
 
 def no_step_fields(sentence: str) -> dict[str, Any]:

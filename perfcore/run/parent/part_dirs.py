@@ -5,17 +5,31 @@ being finished is read as a part, written or deleted."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+from perfcore import untrusted
 from perfcore.report import jsonio
 from perfcore.report.safe_text import clean
-from perfcore.run.protocol import CHECKPOINT, PARTS, is_part_key
+from perfcore.run.protocol import CHECKPOINT, PARTS, PROGRESS, RAW_JSON, is_part_key
+from perfcore.untrusted import SMALL, Refused, read_file
 
-__all__ = ["part_dirs", "drop_checkpoints", "write_steps", "hand_over_table", "compress_parts", "LARGE_STEPS"]
+__all__ = [
+    "part_dirs",
+    "drop_checkpoints",
+    "write_steps",
+    "hand_over_table",
+    "compress_parts",
+    "LARGE_STEPS",
+    "lost_results",
+]
 
 
 def part_dirs(out: Path) -> list[Path]:
@@ -37,14 +51,13 @@ def part_dirs(out: Path) -> list[Path]:
 
 
 def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
-    """A part that wrote its own results no longer needs the checkpoint perfcore kept for it."""
-    import shutil
-
+    """A part that wrote its own results no longer needs the checkpoint perfcore kept for it: the files
+    perfcore writes there are removed, then the folder if nothing else is in it."""
     for p in parts:
         d = Path(p.get("dir") or "")
         ck = d / CHECKPOINT
-        # Only a real folder inside this run folder's parts/ (rmtree refuses a link, and a linked part
-        # was never read): nothing outside the folder being finished is deleted.
+        # Only a real folder inside this run folder's parts/ (a linked part was never read): nothing outside
+        # the folder being finished is deleted.
         if (
             d.parent == out / PARTS
             and not d.is_symlink()
@@ -53,7 +66,35 @@ def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
             and ck.is_dir()
             and not ck.is_symlink()
         ):
-            shutil.rmtree(ck, ignore_errors=True)
+            _drop_checkpoint(ck)
+
+
+# The temporary names of a checkpoint's atomic writes that a kill leaves behind (jsonio.atomic_path).
+_LEFT_BY_A_KILL = re.compile(r"\.(run|steps)\.[0-9]+-[0-9a-f]{6}\.tmp\.(json|csv)")
+
+
+def _drop_checkpoint(ck: Path) -> None:
+    """Removes perfcore's own files from checkpoint folder `ck` (regular files of its names, no link on the
+    way), then the folder, which stays when anything else is in it: a copied folder's checkpoint may hold
+    what its owner put there (notes, a model), which perfcore never removes."""
+    from perfcore.report.reader import CHECKPOINT_TABLE
+
+    # What run.child.progress writes there (steps.csv: an earlier version's table).
+    ours = ("run.json", CHECKPOINT_TABLE, "steps.csv")
+    try:
+        d = untrusted.open_dir(ck)
+    except untrusted.Refused:
+        return
+    try:
+        for name in os.listdir(d):
+            if name in ours or _LEFT_BY_A_KILL.fullmatch(name):
+                with contextlib.suppress(OSError):
+                    if stat.S_ISREG(os.stat(name, dir_fd=d, follow_symlinks=False).st_mode):
+                        os.unlink(name, dir_fd=d)
+    finally:
+        os.close(d)
+    with contextlib.suppress(OSError):
+        ck.rmdir()  # refused while the folder holds anything else
 
 
 # From this many rows a steps table is kept gzip-compressed (steps.csv.gz): 1M tiny steps made an 83 MB
@@ -97,8 +138,9 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
         import pyarrow  # noqa: F401
     except ImportError:
         return
-    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp:
-        part["steps"].to_parquet(tmp, index=False)
+    # A file object, not a path: pyarrow cannot take a path holding a byte that is not UTF-8.
+    with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp, open(tmp, "wb") as fh:
+        part["steps"].to_parquet(fh, index=False)
     files["steps.parquet"] = "steps.parquet"
 
 
@@ -149,3 +191,32 @@ def compress_parts(out: Path, parts: list[dict[str, Any]]) -> None:
         ):
             shutil.copyfileobj(src, dst, 1 << 20)
         csv.unlink()
+
+
+def lost_results(out: Path) -> dict[str, Any] | None:
+    """What a run that left no results had nonetheless seen: the most steps its progress files counted,
+    the parts cut short while written (a folder with neither run.json nor raw.json: a full disk, a kill
+    mid-write), the parts that keep a checkpoint. None when it saw none of these: it failed before its
+    first step. {"steps", "cut_short", "checkpoints", "disk_full"}."""
+
+    steps = 0
+    progress = out / PROGRESS
+    names = [] if progress.is_symlink() or not progress.is_dir() else sorted(progress.glob("*.json"))
+    for f in names:
+        try:
+            seen = json.loads(read_file(f, SMALL, "progress file")).get("steps")
+        except (Refused, ValueError, AttributeError):
+            continue
+        if isinstance(seen, int) and not isinstance(seen, bool):
+            steps = max(steps, seen)
+    parts = part_dirs(out)
+    cut = [d.name for d in parts if not (d / "run.json").is_file() and not (d / RAW_JSON).is_file()]
+    kept = [d.name for d in parts if (d / CHECKPOINT).is_dir() and not (d / CHECKPOINT).is_symlink()]
+    if not (steps or cut or kept):
+        return None
+    try:
+        st = os.statvfs(out)
+        full = st.f_bavail * st.f_frsize < 1 << 20
+    except OSError:
+        full = False
+    return {"steps": steps, "cut_short": cut, "checkpoints": kept, "disk_full": full}

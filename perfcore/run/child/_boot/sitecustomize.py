@@ -25,17 +25,14 @@ def _chain_next_sitecustomize() -> None:
             sys.modules["sitecustomize"] = saved_mod
 
 
-def _package_parent(config_path: str):
-    """Where the `perfcore run` that wrote the configuration found perfcore (None if unreadable: loading
-    the configuration then says what is wrong with it, in one line)."""
-    import json
-
-    try:
-        with open(config_path) as fh:
-            parent = json.load(fh).get("package_parent")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return parent if isinstance(parent, str) and parent else None
+def _package_parent():
+    """Where the perfcore this boot folder belongs to lives: `perfcore run` put this folder
+    (perfcore/run/child/_boot) on PYTHONPATH. Taken from this file's own place, never from the settings
+    file, which is not read before perfcore has checked it."""
+    parent = os.path.realpath(__file__)
+    for _ in range(5):  # sitecustomize.py, _boot, child, run, perfcore
+        parent = os.path.dirname(parent)
+    return parent
 
 
 def _reach_perfcore(parent) -> bool:
@@ -55,7 +52,7 @@ def _reach_perfcore(parent) -> bool:
 
 if os.environ.get("PERFCORE_CHILD_CONFIG"):
     _config_path = os.environ["PERFCORE_CHILD_CONFIG"]
-    _parent = _package_parent(_config_path)
+    _parent = _package_parent()
     _appended = False
     try:
         _appended = _reach_perfcore(_parent)
