@@ -129,3 +129,24 @@ def test_a_cells_evaluation_pass_is_set_apart_from_its_steps():
     doc = json.loads(p.stdout.strip().splitlines()[-1])
     assert doc["steps"] + doc["warm"] == 24, doc  # 12 optimizer steps an epoch, and no evaluation row among them
     assert doc["passes"] == 2 and doc["apart"], doc  # one evaluation pass after each epoch, kept out of the steps
+
+
+def test_terminal_ipython_prints_the_text_report_not_html_reprs():
+    # A real terminal IPython (`ipython -c`), whose shell formats text/plain only: an HTML object
+    # would print as its repr, once per status update and once for the report.
+    cell = textwrap.dedent('''\
+        %%perfcore --steps 30 --warmup 2
+        import torch
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(1000):
+            loss = model(torch.randn(4, 8)).sum()
+            opt.zero_grad(); loss.backward(); opt.step()
+        ''')
+    code = f"get_ipython().run_line_magic('load_ext', 'perfcore'); get_ipython().run_cell({cell!r})"
+    p = subprocess.run([sys.executable, "-m", "IPython", "--no-banner", "--colors=nocolor", "-c", code],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "IPython.core.display" not in p.stdout + p.stderr
+    assert "perfcore: 30 steps measured (2 warm-up apart)" in p.stderr, p.stderr
+    assert "verdict:" in p.stderr and "label      per step" in p.stderr

@@ -34,6 +34,7 @@ def input_bound(tmp_path_factory):
     return p, out
 
 
+@pytest.mark.build
 def test_input_bound_script_agrees_with_its_own_meter(input_bound):
     p, out = input_bound
     assert p.returncode == 0, p.stderr
@@ -58,6 +59,7 @@ def test_input_bound_script_agrees_with_its_own_meter(input_bound):
         assert first in ("more_workers", "cheaper_batches"), (others, run.findings[0])
 
 
+@pytest.mark.build
 def test_run_folder_contents(input_bound):
     p, out = input_bound
     doc = json.loads((out / "run.json").read_text())
@@ -90,6 +92,7 @@ def test_run_folder_contents(input_bound):
     assert 7.5 <= o["passed_ms_per_step"] * 1e6 / o["passed_call_ns"] <= 8.5
 
 
+@pytest.mark.build
 def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
     # Even with --delay 0 a batch takes ~3 ms to make in the main process: at --width 1536 (a 20 ms
     # step) that is 16% of the step and rightly named. At 3072 the step is ~110 ms and loading ~4%.
@@ -109,6 +112,7 @@ def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
     assert doc["breakdown_fraction"]["compute"] > doc["breakdown_fraction"]["load"]
 
 
+@pytest.mark.build
 def test_workers_hide_loading_and_report_production_rate(tmp_path):
     # 2 workers, cheap items: loading hides behind compute; worker time is not counted as load.
     # Each worker needs ~1.6 ms a batch (16 items x 0.1 ms); a step computes for several ms.
@@ -137,6 +141,7 @@ def test_steps_stops_the_script_cleanly(tmp_path):
     assert "epoch 49" not in p.stdout
 
 
+@pytest.mark.build
 def test_crash_leaves_partial_results_and_the_scripts_exit_code(tmp_path):
     p = perfcore("run", "--warmup", "1", "--out", str(tmp_path / "r"), "--",
                  *py(TRAIN, "--crash-at", "9", "--delay", "0"))
@@ -148,6 +153,7 @@ def test_crash_leaves_partial_results_and_the_scripts_exit_code(tmp_path):
     assert "partial results: the script crashed" in p.stderr
 
 
+@pytest.mark.build
 def test_ctrl_c_leaves_partial_results(tmp_path):
     out = tmp_path / "r"
     proc = subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "0", "--out", str(out), "--",
@@ -252,6 +258,7 @@ def test_monitor_samples_are_aligned_to_steps(tmp_path):
     assert (tmp_path / "r" / "monitor.png").is_file()
 
 
+@pytest.mark.build
 def test_forked_workers_run_with_the_hooks_disarmed(tmp_path):
     # The timer exists in the main process before the workers fork; in them it must be dropped,
     # or a transform module's calls would be timed into a copy nobody reads (and grow forever).
@@ -274,6 +281,7 @@ def test_torch_compile_runs_the_same_under_the_hooks(tmp_path):
     assert doc["steps"] + doc["warmup_steps"] == 16 and doc["compute_split_ms"]["forward"] > 0
 
 
+@pytest.mark.build
 def test_a_script_with_no_loop_exits_0_with_what_was_seen(tmp_path):
     p = perfcore("run", "--out", str(tmp_path / "r"), "--", sys.executable, str(SCRIPTS / "no_loop.py"))
     assert p.returncode == 0, p.stderr

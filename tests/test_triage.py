@@ -293,9 +293,12 @@ def test_script_diagnose_and_overrides(tmp_path):
     # a step instead of ~1.5 (diagnose rightly calls that inconclusive; see test_triage_decisions.py).
     # With one, over 6 runs with two and three burners: 91-98% of the baseline's 54-61 ms step waits
     # for 16 sleeps of 3 ms, and synthetic data is 11-44x faster, so 1.5x is 7x below the least.
-    p = cli("diagnose", "--steps", "10", "--warmup", "2", "--out", str(tmp_path / "d"), "--json", "-", "--",
-            sys.executable, script, "--delay", "0.003", "--epochs", "3", env={"OMP_NUM_THREADS": "1"})
+    p = cli("diagnose", "--quiet", "--steps", "10", "--warmup", "2", "--out", str(tmp_path / "d"), "--json", "-",
+            "--", sys.executable, script, "--delay", "0.003", "--epochs", "3", env={"OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr
+    # --quiet: no line per experiment (each trial stops its script at --steps by design, unsaid); the
+    # report is the first thing on stderr.
+    assert p.stderr.startswith("diagnose "), p.stderr
     doc = json.loads(p.stdout)
     assert doc["verdict"]["bound"] == "load"
     a = doc["experiments"][1]

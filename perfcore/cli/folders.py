@@ -20,7 +20,11 @@ __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("report", out=False)
 def report_cmd(res: Results, run_dir, html, explain) -> None:
-    """Re-render the report and plots of a run folder."""
+    """Re-render the report and plots of a run folder.
+
+    RUN_DIR: a folder that run, health, diagnose, sweep, demo or merge wrote. Prints its report and
+    rewrites its breakdown.png (and its report.html with --html); nothing else in it changes.
+    """
     from perfcore.report.plots import plot_breakdown
     from perfcore.report.verdict_words import headline
     from perfcore.report.reader import load_run
@@ -97,7 +101,10 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 )
 @results("compare", out=False)
 def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
-    """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
+    """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup.
+
+    RUN_A, RUN_B: folders that perfcore run wrote. Writes nothing but what --html and --json name.
+    """
     from perfcore.analysis.compare import compare_runs
     from perfcore.report.compare_words import render_compare
     from perfcore.report.reader import load_run
@@ -125,7 +132,11 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
 @click.argument("dirs", nargs=-1, required=True, type=UserPath(exists=True, file_okay=False))
 @results("merge")
 def merge_cmd(res: Results, dirs) -> None:
-    """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."""
+    """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...).
+
+    DIRS: the nodes' run folders (read, never changed). Writes the job's run folder (--out): run.json,
+    steps.csv, trace.json, the plots and report.html.
+    """
     from perfcore.report.terminal import render_text
     from perfcore.run.parent.finish import merge_dirs
 
@@ -143,7 +154,10 @@ _COLOR = {"ok": "green", "warn": "yellow", "fail": "red", "info": None}
 @click.command("env")
 @results("env", out=False)
 def env_cmd(res: Results) -> None:
-    """Build info and a non-destructive check of this machine (GPU, CPU, limits, versions)."""
+    """Build info and a non-destructive check of this machine (GPU, CPU, limits, versions).
+
+    No target. Writes nothing but what --json names.
+    """
     from perfcore.capture.environment import environment_report
     from perfcore.report.env_words import with_words
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from perfcore.cli.shared import COUNT, EXIT_FAILURE, Results, results, steps_option
+from perfcore.cli.shared import COUNT, EXIT_FAILURE, Results, results, steps_option, with_targets
 
 __all__ = ["transfer_cmd", "graph_cmd"]
 
@@ -19,7 +19,11 @@ __all__ = ["transfer_cmd", "graph_cmd"]
 @click.option("--dtype", default="float32", show_default=True)
 @results("transfer")
 def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) -> None:
-    """Pinned vs pageable copy bandwidth (CUDA events), against the link's nominal rate."""
+    """Pinned vs pageable copy bandwidth (CUDA events), against the link's nominal rate.
+
+    No target: it copies buffers of its own (needs a CUDA GPU). Writes transfer.json, transfer.csv and
+    transfer.png into its folder (--out).
+    """
     from perfcore.experiments.transfer import parse_shape, parse_sizes
 
     size_list = parse_sizes(sizes)
@@ -69,8 +73,13 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
 @click.argument("workload")
 @steps_option(50)
 @results("graph")
+@with_targets(None, "WORKLOAD")
 def graph_cmd(res: Results, workload, steps) -> None:
-    """Eager vs CUDA-Graph step time, launch overhead, and a same-result check against eager."""
+    """Eager vs CUDA-Graph step time, launch overhead, and a same-result check against eager.
+
+    Needs a CUDA GPU. Not a script: the step is captured as a graph in perfcore's own process. Writes
+    graph.json into its folder (--out).
+    """
     from perfcore._native import require_cuda
 
     require_cuda("perfcore graph")

@@ -24,6 +24,7 @@ from perfcore.cli.shared import (
     target_arg,
     target_command,
     warmup_option,
+    with_targets,
 )
 from perfcore.report.safe_text import clean
 
@@ -35,10 +36,12 @@ __all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
 @click.option("--interval", type=Duration(), default="100ms", show_default=True, help="Sampling interval.")
 @results("health")
 @target_arg
+@with_targets("run once under perfcore run, stopped after --steps")
 def health_cmd(res: Results, steps, interval, target) -> None:
     """Stage 1: is the device busy? 100 iterations of next batch -> forward -> loss.
 
-    TARGET: demo | resnet18 | FILE.py:FUNCTION (returns perfcore.Workload) | -- python train.py ...
+    Writes health.json and report.html into its folder (--out); with a script, the script's run folder
+    inside it.
     """
     from perfcore.experiments.stages import health_stage
     from perfcore.report.experiments import render_health
@@ -58,17 +61,14 @@ def health_cmd(res: Results, steps, interval, target) -> None:
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("diagnose")
 @target_arg
+@with_targets("each experiment runs it again under perfcore run, its DataLoader changed from outside")
 def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     """Stage 2: differential experiments (A: synthetic data, B: num_workers, C: decoder) name the
     bottleneck, each measured against the baseline's step.
 
-    \b
-    TARGET is what to measure:
-      demo | resnet18           a built-in workload
-      FILE.py:FUNCTION          a function that returns a perfcore.Workload
-      -- python train.py ARGS   your script, run as it is (each experiment runs it again)
-
-    The report goes to stderr, as run's does: the script's own output stays on stdout.
+    Writes diagnose.json, experiments.png and report.html into its folder (--out); with a script, a run
+    folder per experiment inside it. The report goes to stderr, as run's does: the script's own output
+    stays on stdout.
     """
     from perfcore.experiments.stages import diagnose_stage
     from perfcore.report.experiments import render_diagnose, render_diagnose_brief
@@ -125,10 +125,16 @@ def _mirror_script_exit(result) -> None:
 @click.option("--resume", is_flag=True, help="Continue the sweep in --out: keep the configurations it finished.")
 @results("sweep")
 @target_arg
+@with_targets("each configuration runs it again under perfcore run, its DataLoader's settings changed from outside")
 def sweep_cmd(  # noqa: PLR0913
     res: Results, batch_size, num_workers, pin_memory, prefetch_factor, steps, warmup, budget, resume, target
 ) -> None:
     """Stage 3: batch_size x num_workers x pin_memory x prefetch_factor; heatmaps, best, knees.
+
+    Writes sweep.json, sweep.csv, the heatmaps (PNG) and report.html into its folder (--out). With a
+    script: a run folder per configuration, and dataloader.patch, the best settings as a change to the
+    script's DataLoader call, to apply with `git apply` (the script itself is never changed; written when
+    the best differs from the script's own settings and the script lies under the current folder).
 
     A configuration that crashes, runs out of memory or cannot run is recorded with its reason;
     Ctrl-C keeps the configurations finished so far, and --resume continues them.
@@ -186,7 +192,12 @@ def sweep_cmd(  # noqa: PLR0913
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("demo")
 def demo_cmd(res: Results, quick, explain) -> None:
-    """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN)."""
+    """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN).
+
+    No target: the JPEGs are made once, in ~/.cache/perfcore (or $PERFCORE_CACHE). Writes health.json,
+    run.json, steps.csv, diagnose.json, breakdown.png, experiments.png, summary.md, demo.json and
+    report.html into its folder (--out).
+    """
     from perfcore.experiments.demo import run_demo
 
     from perfcore.report.demo_words import render_demo

@@ -52,6 +52,8 @@ def script_document(cmd: list[str], out: Path, trial: Trial) -> tuple[RunReport,
             True,
             dl_overrides=overrides,
             synthetic=SYNTHETIC_KEEP if trial.synthetic else 0,
+            # Each trial stops at its steps by design: the triage's own progress line names the trial.
+            stop_line=False,
         )
         rc = run_instrumented(cmd, config)
     finally:

@@ -143,6 +143,7 @@ def child_config(  # noqa: PLR0913
     synthetic: int = 0,
     test_settings: dict[str, float] | None = None,
     lines: bool = True,
+    stop_line: bool = True,
 ) -> protocol.ChildConfig:
     """What the instrumented script is told, all of it from perfcore's own arguments (nothing from the
     environment). The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here."""
@@ -160,6 +161,7 @@ def child_config(  # noqa: PLR0913
         t_launch_ns=time.perf_counter_ns(),
         dl_overrides=dl_overrides or {},
         synthetic=synthetic,
+        stop_line=stop_line,
         **(test_settings or {}),
     )
 
