@@ -191,7 +191,7 @@ def test_diagnose_help_explains_target_without_importing_torch():
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    assert "TARGET is what to measure" in p.stdout and "-- python train.py" in p.stdout
+    assert "TARGET, what to measure" in p.stdout and "-- python train.py" in p.stdout
     assert "FILE.py:FUNCTION" in p.stdout and "stderr" in p.stdout
 
 
