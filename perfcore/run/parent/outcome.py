@@ -101,7 +101,8 @@ def results_unfinished(rc: int, path: Path, why: str, out: Path) -> str:
     """One line for a run whose parts were written but whose folder could not be finished (the disk filled
     while perfcore wrote the run's files): the parts stay, and `perfcore report` finishes them later."""
     return (
-        f"the script {describe_exit(rc, None)['sentence']}, but its run folder could not be finished: cannot write "
+        f"the script {outcome_sentence(Outcome(**describe_exit(rc, None)))}, but its run folder could not be finished: "
+        f"cannot write "
         f"{path}: {why}; its recorded steps stay in {out}: free space, then `perfcore report {out}` finishes it"
     )
 
