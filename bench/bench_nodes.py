@@ -93,8 +93,8 @@ def main() -> int:
         shares = " ".join(f"{lb} {100 * n.breakdown_fraction[lb]:.0f}%" for lb in LABELS)
         waits = f", waits for {', '.join(n.waits_for)}" if n.waits_for else ""
         print(f"  {n.host} ranks {list(n.ranks)}: step {n.step_ms:.1f} ms, {shares}; {n.state.value}{waits}")
-    if jn.slow:
-        s = jn.slow
+    if jn.slow_node:
+        s = jn.slow_node
         print(
             f"slow node: {s.host} (rank {s.rank}), {s.excess_label} +{s.excess_ms:.1f} ms a step "
             f"(own work {s.work_ms:.1f} ms against {s.others_work_ms:.1f} ms); {s.waiting_host} waits "

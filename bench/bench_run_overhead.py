@@ -6,7 +6,9 @@ perfcore reports about itself (run.json `overhead`, per step) agrees with what t
                                        [--seconds 4] [--against OTHER_CHECKOUT]
 
 Shapes: bench/overhead_shapes.py (the MLP; a PIL-decode Dataset with num_workers=0 and with 2 workers;
-a host-heavy loop with per-sample `.item()` metrics; a tiny 0.25 ms step; a forward-only inference loop).
+a host-heavy loop with per-sample `.item()` metrics; a tiny 0.25 ms step; a forward-only inference loop;
+Lightning Fabric's image_classifier example and a Hugging Face Trainer). Every variant runs on one intra-op
+thread (--threads: another count, 0 for torch's default).
 Variants in each ring: the script uninstrumented, a second uninstrumented process (the control: what two
 processes of the same script differ by), `perfcore run` (defaults: line sampler, sync-call counter and the
 monitor on), `perfcore run --no-lines --no-monitor` (samplers off), and torch.profiler.
@@ -42,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 
 # A nominal step per shape (ms, quiet machine): blocks are sized to >= 10 ms (a fifo hand-over costs
 # ~50 us) and rounds to the seconds each variant gets per ring.
-STEP_MS = {"mlp": 2.0, "pil0": 25.0, "pil2": 25.0, "host": 4.0, "tiny": 0.25, "infer": 3.0}
+STEP_MS = {"mlp": 2.0, "pil0": 25.0, "pil2": 25.0, "host": 4.0, "tiny": 0.25, "infer": 3.0, "fabric": 120.0, "hf": 8.0}
 IMPORTS = "uninstrumented, perfcore's imports first"
 NO_MONITOR, NO_LINES = "perfcore run --no-monitor", "perfcore run --no-lines"
 BARE, CONTROL, RUN, RUN_OFF, PROF = (
@@ -80,7 +82,7 @@ def _commands(variants, script: list[str], ring_dir: Path) -> tuple[dict, dict[s
 
 
 def one_ring(
-    variants: tuple[str, ...], rounds: int, block: int, warm: int, tmp: Path, shape: str = "mlp"
+    variants: tuple[str, ...], rounds: int, block: int, warm: int, tmp: Path, shape: str = "mlp", threads: int = 1
 ) -> tuple[dict[str, list[float]], dict[str, dict]]:
     """Block medians (ms) per variant, and each perfcore run's run.json overhead."""
     steps = warm + rounds * block
@@ -90,7 +92,12 @@ def one_ring(
         if f.exists():
             f.unlink()
         os.mkfifo(f)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # One intra-op thread by default: one variant computes at a time. With more, a variant's threads wait for
+    # each other on a busy machine (two threads on 2 cores: steps 3-50x slower under others' load).
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["BENCH_THREADS"] = str(threads)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
     ring_dir = Path(tempfile.mkdtemp(dir=tmp, prefix="ring-"))
     cmds, outs = _commands(variants, script, ring_dir)
     procs, errs = {}, {}
@@ -125,6 +132,8 @@ def one_ring(
             out[name] = [float(v) for v in line.split()[1:]]
             total = next((ln for ln in text.splitlines() if ln.startswith("TOTAL_MS")), "TOTAL_MS nan")
             out[f"{name} total"] = [float(total.split()[1])]
+            faults = next((ln for ln in text.splitlines() if ln.startswith("MINFLT_PER_STEP")), "MINFLT_PER_STEP nan")
+            out[f"{name} faults"] = [float(faults.split()[1])]
         os.close(fd)
         docs = {name: ring_dir / sub / "run.json" for name, sub in outs.items()}
         return out, {name: _reported(json.loads(d.read_text())) for name, d in docs.items() if d.exists()}
@@ -173,7 +182,9 @@ def interval(v: list[float]) -> tuple[float, float]:
     return statistics.mean(v), T975.get(len(v) - 1, 2.0) * statistics.stdev(v) / math.sqrt(len(v))
 
 
-def one_shape(shape: str, variants: tuple[str, ...], rings: int, seconds: float, warm: int, tmp: Path) -> dict:
+def one_shape(
+    shape: str, variants: tuple[str, ...], rings: int, seconds: float, warm: int, tmp: Path, threads: int = 1
+) -> dict:
     """Per variant: the ring overheads, block medians; perfcore run's self-reported fractions."""
     block = max(1, math.ceil(10.0 / STEP_MS[shape]))
     rounds = max(10, int(seconds * 1000 / (block * STEP_MS[shape])))
@@ -181,12 +192,14 @@ def one_shape(shape: str, variants: tuple[str, ...], rings: int, seconds: float,
     ms: dict[str, list[float]] = {k: [] for k in variants}
     whole: list[float] = []
     said: dict[str, list[float]] = {}
+    faults: dict[str, list[float]] = {k: [] for k in variants}
     for r in range(rings):
         t0 = time.time()
-        blocks, reported = one_ring(variants, rounds, block, warm, tmp, shape)
+        blocks, reported = one_ring(variants, rounds, block, warm, tmp, shape, threads)
         base = [(a + b) / 2 for a, b in zip(blocks[BARE], blocks[CONTROL])]
         for k in variants:
             ms[k] += blocks[k]
+            faults[k] += blocks[f"{k} faults"]
         per_ring[CONTROL].append(paired(blocks, CONTROL, blocks[BARE]))
         for k in variants[2:]:
             per_ring[k].append(paired(blocks, k, base))
@@ -199,11 +212,23 @@ def one_shape(shape: str, variants: tuple[str, ...], rings: int, seconds: float,
         whole.append(w)
         print(
             f"  {shape} ring {r + 1}/{rings} ({time.time() - t0:.0f} s): "
-            + ", ".join(f"{k} {100 * v[-1]:+.2f}%" for k, v in per_ring.items()),
+            + ", ".join(f"{k} {100 * v[-1]:+.2f}%" for k, v in per_ring.items())
+            # A process that maps fresh memory every step (glibc's mmap threshold, set by its own history)
+            # pays page faults a process of the same script may not: a cause of spread between processes.
+            + "; minor faults a step: "
+            + ", ".join(f"{faults[k][-1]:.0f}" for k in variants),
             file=sys.stderr,
             flush=True,
         )
-    return {"per_ring": per_ring, "ms": ms, "said": said, "whole": whole, "block": block, "rounds": rounds}
+    return {
+        "per_ring": per_ring,
+        "ms": ms,
+        "said": said,
+        "whole": whole,
+        "block": block,
+        "rounds": rounds,
+        "faults": faults,
+    }
 
 
 def main() -> None:
@@ -214,6 +239,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=4.0, help="measured seconds per variant per ring")
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--no-profiler", action="store_true", help="leave torch.profiler out of the rings")
+    ap.add_argument("--threads", type=int, default=1, help="torch's intra-op threads in every variant (0: its default)")
     ap.add_argument(
         "--split",
         action="store_true",
@@ -242,7 +268,10 @@ def main() -> None:
         + ((NO_MONITOR, NO_LINES) if args.split else ())
         + ((other,) if other else ())
     )
-    results = {shape: one_shape(shape, variants, args.rings, args.seconds, args.warmup, tmp) for shape in args.shapes}
+    results = {
+        shape: one_shape(shape, variants, args.rings, args.seconds, args.warmup, tmp, args.threads)
+        for shape in args.shapes
+    }
     print(
         f"{args.rings} rings per shape, lock-step blocks of >= 10 ms, ~{args.seconds:g} s measured per variant a ring; "
         "overhead: mean over rings [95% interval] of per-block medians; whole: the whole measured run's time against "
@@ -279,6 +308,13 @@ def main() -> None:
             + f" | {run_m * bare_ms * 1e3:+.1f} | {100 * whole_m:+.1f}% [{100 * (whole_m - whole_h):+.1f}, "
             f"{100 * (whole_m + whole_h):+.1f}] | {100 * said_m:.1f}% | {agrees} | {100 * steady_m:.1f}% | "
             f"{100 * (steady_m - run_m):+.1f} | {steady_agrees} |"
+        )
+    for shape, res in results.items():
+        print(
+            f"{shape}: minor page faults a measured step, mean over rings [per ring]: "
+            + "; ".join(
+                f"{k} {statistics.mean(v):.0f} [{', '.join(f'{x:.0f}' for x in v)}]" for k, v in res["faults"].items()
+            )
         )
 
 

@@ -53,7 +53,7 @@ def one(cmd: list[str], out: Path, cause: str | None = None) -> dict:
     doc = json.loads((out / "run.json").read_text())
     v = doc["verdict"]
     rb = doc.get("breakdown_robust") or {}
-    causes = v.get("causes") or []
+    causes = [c for c in v.get("ranked") or [] if c.get("level") != "minor"]  # the causes it names
     lb = (
         causes[0]["label"]
         if causes

@@ -470,7 +470,7 @@ def torch_profiler_mid_run(n: int = 50, spin_ns: int = 1_000_000) -> dict:
     steps(4)
     during = _profiler_kernels(n)  # starts torch.profiler while perfcore holds CUPTI
     steps(4)
-    doc = t.result()
+    doc = t.result().to_dict()  # run.json's document
     df = t.summary()
     t.close()
     after = _profiler_kernels(n)
@@ -510,7 +510,7 @@ def torch_loop_drain(steps: int = 300) -> dict:
         t.step()
     torch.cuda.synchronize()
     wall = time.perf_counter_ns() - t0
-    doc = t.result()
+    doc = t.result().to_dict()  # run.json's document
     t.close()
     cap = doc["capture"]
     st = t.engine.tracer.stats if t.engine.tracer is not None else {}

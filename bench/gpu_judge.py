@@ -76,27 +76,32 @@ def bottlenecks(truth: Mapping[str, Any], points: float = SHARE_POINTS) -> set[s
     return names
 
 
+def named_causes(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The causes perfcore's verdict names (perfcore.run/2: its ranked causes past the minor tier), in order."""
+    return [c for c in need(doc, "verdict").get("ranked") or [] if c.get("level") != "minor"]
+
+
 def verdict_label(doc: Mapping[str, Any]) -> str:
     """The label perfcore's verdict names: its first cause's, or compute when it names none."""
-    causes = need(doc, "verdict").get("causes") or []
+    causes = named_causes(doc)
     return str(causes[0]["label"]) if causes else "compute"
 
 
 def pin_advice(doc: Mapping[str, Any]) -> tuple[bool, tuple[float, float] | None, str]:
     """Whether the advice names pinning, and the speedup band it gives: the pinning advice's own gain,
     else the transfer cause's expected gain (the advice is that cause's). where: which one."""
-    recs = doc.get("recommendations") or []
-    pin = next((r for r in recs if r.get("id") in ("pin_memory", "pageable_despite_pin")), None)
+    recs = doc.get("findings") or []
+    pin = next((r for r in recs if r.get("kind") in ("pin_memory", "pageable_despite_pin")), None)
     if pin is None:
         return False, None, "no pinning advice"
     band = (pin.get("gain") or {}).get("band")
     if band and None not in band:
-        return True, (float(band[0]), float(band[1])), f"{pin['id']} advice's gain"
-    cause = next((c for c in need(doc, "verdict").get("causes") or [] if c.get("label") == "transfer"), None)
-    band = ((cause or {}).get("expected_gain") or {}).get("band")
+        return True, (float(band[0]), float(band[1])), f"{pin['kind']} advice's gain"
+    cause = next((c for c in named_causes(doc) if c.get("label") == "transfer"), None)
+    band = ((cause or {}).get("gain") or {}).get("band")
     if band and None not in band:
         return True, (float(band[0]), float(band[1])), "the transfer cause's expected gain"
-    return True, None, f"{pin['id']} advice without a band"
+    return True, None, f"{pin['kind']} advice without a band"
 
 
 def in_band(x: float, band: tuple[float, float] | None) -> bool:

@@ -202,7 +202,7 @@ def step_overhead(spin_ns: int = 5_000_000, steps: int = 40, repeats: int = 5) -
         ms = (time.perf_counter_ns() - t0) / steps / 1e6
         reported = 0.0
         if timed:
-            reported = float(t.result().get("overhead", {}).get("ms_per_step", 0.0)) * 1e3
+            reported = float(t.result().overhead.ms_per_step) * 1e3
             t.close()
         return ms, reported
 
@@ -253,7 +253,7 @@ def many_kernels_per_step(per_step: int = 3200, steps: int = 1100) -> list[Row]:
             C.launch_empty(per_step, s)
         torch.cuda.synchronize()
         t.step()
-    doc = t.result()
+    doc = t.result().to_dict()  # run.json's document
     agg = t.engine.store.kernel_agg
     seen = sum(c for name, (c, _) in agg.items() if "emptyKernel" in name)
     t.close()

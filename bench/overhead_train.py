@@ -2,9 +2,11 @@
 
     python bench/overhead_train.py STEPS [SHAPE]
 
-SHAPE is one of bench/overhead_shapes.py's loops (default mlp, the original one).
+SHAPE is one of bench/overhead_shapes.py's loops (default mlp, the original one); each step's end calls
+tick(), from this loop or from the library's own (a Trainer's callback).
 
 PROFILE=torch wraps the loop in torch.profiler (CPU activity), the usual alternative.
+BENCH_THREADS=N: torch's intra-op threads (default 1; 0 leaves torch's default, one a core).
 BENCH_RING=IN,OUT,BLOCK,WARM runs in lock-step with the other variants of the benchmark: after
 WARM steps it prints READY, then waits for a byte on fifo IN, runs BLOCK steps, writes a byte to
 fifo OUT, and so on. Only one variant runs at a time and neighbouring blocks see the same machine,
@@ -15,6 +17,7 @@ training thread (a profile hook on this thread): the frames perfcore adds per st
 
 import json
 import os
+import resource
 import statistics
 import sys
 import time
@@ -65,54 +68,82 @@ def _counter(counts: dict[str, int]):
     return hook
 
 
-def main(steps: int, shape: str = "mlp") -> None:
-    ring = os.environ.get("BENCH_RING")
-    block, warm = 0, 10
-    if ring:
-        fifo_in, fifo_out, block, warm = ring.split(",")
-        block, warm = int(block), int(warm)
-        rfd, wfd = os.open(fifo_in, os.O_RDWR), os.open(fifo_out, os.O_RDWR)
-    from overhead_shapes import make
+class Ticks:
+    """Each step's end, from the loop or the library's callback: the step's time (from the last step's end,
+    its batch's fetch included), minor page faults over the measured steps, and in a ring (BENCH_RING) the
+    hand-over after each block; COUNT_CALLS's counter on over steps warm .. warm + count_n - 1."""
 
-    loader, step = make(shape)
+    def __init__(self, steps: int) -> None:
+        self.steps, self.ring, self.block, self.warm = steps, os.environ.get("BENCH_RING"), 0, 10
+        if self.ring:
+            fifo_in, fifo_out, block, warm = self.ring.split(",")
+            self.block, self.warm = int(block), int(warm)
+            self.rfd, self.wfd = os.open(fifo_in, os.O_RDWR), os.open(fifo_out, os.O_RDWR)
+        self.count_n = int(os.environ.get("COUNT_CALLS", "0"))
+        self.counts: dict[str, int] = {}
+        self.times, self.blocks, self.sums = [], [], []
+        self.i, self.faults, self.end = 0, 0, time.perf_counter()
+
+    def __call__(self) -> None:
+        now, i, warm = time.perf_counter(), self.i, self.warm
+        if self.count_n and i == warm + self.count_n - 1:
+            sys.setprofile(None)
+        if i >= warm:
+            self.times.append(now - self.end)
+        if i + 1 == warm:  # a step that maps fresh memory pays page faults (glibc's mmap threshold, per process)
+            self.faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        done = i + 1 - warm
+        if self.ring and done >= 0 and done % self.block == 0:
+            self._hand_over(done == 0)
+        if self.count_n and i + 1 == warm:
+            sys.setprofile(_counter(self.counts))
+        self.i += 1
+        self.end = time.perf_counter()
+
+    def _hand_over(self, ready: bool) -> None:
+        if ready:
+            print("READY", flush=True)
+        else:
+            self.blocks.append(statistics.median(self.times[-self.block :]))
+            self.sums.append(sum(self.times[-self.block :]))
+            os.write(self.wfd, b"x")  # the next variant's turn
+        if self.i + 1 < self.steps:
+            os.read(self.rfd, 1)
+
+    def report(self) -> None:
+        # Median of steady-state steps: one-off costs and noise spikes drop out.
+        print(f"LOOP_MS_PER_STEP {statistics.median(self.times) * 1e3:.4f}", flush=True)
+        print(f"STEPS {self.i}", flush=True)  # the step ends the loop reached (a library's: its callback's count)
+        if self.count_n:
+            calls = sorted(self.counts.items(), key=lambda kv: -kv[1])
+            print("CALLS " + json.dumps({k: v / self.count_n for k, v in calls}))
+        if self.blocks:
+            print("BLOCK_MS " + " ".join(f"{b * 1e3:.4f}" for b in self.blocks), flush=True)
+            # Every step's time, one-off costs included (what a mean per step, such as a self-report, holds).
+            print(f"TOTAL_MS {sum(self.sums) * 1e3:.4f}", flush=True)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - self.faults
+        print(f"MINFLT_PER_STEP {faults / max(1, len(self.times)):.1f}", flush=True)
+
+
+def main(steps: int, shape: str = "mlp") -> None:
+    tick = Ticks(steps)  # the ring's fifos are opened before the shape is made, as before
+    from overhead_shapes import Owned, make
+
+    shaped = make(shape, int(os.environ.get("BENCH_THREADS", "1")))
     prof = None
     if os.environ.get("PROFILE") == "torch":
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
         prof.__enter__()
-    times, blocks, sums = [], [], []
-    count_n = int(os.environ.get("COUNT_CALLS", "0"))
-    counts: dict[str, int] = {}
-    end = time.perf_counter()
-    for i, batch in enumerate(epochs(loader, steps)):
-        if count_n and i == warm:
-            sys.setprofile(_counter(counts))
-        step(batch)
-        if count_n and i == warm + count_n - 1:
-            sys.setprofile(None)
-        now = time.perf_counter()
-        if i >= warm:
-            times.append(now - end)
-        done = i + 1 - warm
-        if ring and done >= 0 and done % block == 0:
-            if done == 0:
-                print("READY", flush=True)
-            else:
-                blocks.append(statistics.median(times[-block:]))
-                sums.append(sum(times[-block:]))
-                os.write(wfd, b"x")  # the next variant's turn
-            if i + 1 < steps:
-                os.read(rfd, 1)
-        end = time.perf_counter()
+    if isinstance(shaped, Owned):
+        shaped.run(steps, tick)
+    else:
+        loader, step = shaped
+        for batch in epochs(loader, steps):
+            step(batch)
+            tick()
     if prof is not None:
         prof.__exit__(None, None, None)
-    # Median of steady-state steps: one-off costs and noise spikes drop out.
-    print(f"LOOP_MS_PER_STEP {statistics.median(times) * 1e3:.4f}", flush=True)
-    if count_n:
-        print("CALLS " + json.dumps({k: v / count_n for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}))
-    if blocks:
-        print("BLOCK_MS " + " ".join(f"{b * 1e3:.4f}" for b in blocks), flush=True)
-        # Every step's time, one-off costs included (what a mean per step, such as a self-report, holds).
-        print(f"TOTAL_MS {sum(sums) * 1e3:.4f}", flush=True)
+    tick.report()
 
 
 if __name__ == "__main__":

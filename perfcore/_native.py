@@ -75,7 +75,22 @@ def _device_probe() -> tuple[int, str]:
     if not C.CUDA_COMPILED:
         return 0, build_info().get("reason") or "perfcore was built in CPU mode"
     count, reason = C.device_count()
-    return count, reason
+    return count, reason if count else _why_no_device(reason)
+
+
+def _why_no_device(runtime_reason: str) -> str:
+    """The runtime's reason for seeing no device, in the machine's terms. The CUDA runtime answers
+    cudaErrorInsufficientDriver ("CUDA driver version is insufficient") where there is no driver at
+    all, which reads as a driver to update: the driver's library, libcuda, is asked whether it is there."""
+    if not runtime_reason.startswith("cudaErrorInsufficientDriver"):
+        return runtime_reason
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no NVIDIA driver on this machine: libcuda.so.1 not found"
+    return runtime_reason
 
 
 def capabilities() -> dict[str, Any]:

@@ -16,9 +16,11 @@ perfcore.recording; StepTimer is the part a user calls.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable, Iterator
 
 from perfcore._lazy import lazy_module
+from perfcore.analysis.run_report import RunReport
 from perfcore.errors import UsageError
 from perfcore.recording.engine import BUILTIN, STEP_ON, Recording, TimedLoader
 
@@ -27,8 +29,9 @@ pd = lazy_module("pandas")  # imported on first use: settling needs it, recordin
 __all__ = ["StepTimer", "RunResult"]
 
 
-class RunResult(dict):
-    """A perfcore.run/1 document (a plain dict) that renders itself in Jupyter and Colab."""
+class RunResult(RunReport):
+    """A run's typed result (analysis.run_report.RunReport) that renders itself in Jupyter and Colab, and as
+    the terminal's report when printed. to_dict() is its perfcore.run/2 document."""
 
     def _repr_html_(self) -> str:
         from perfcore.report.html import render_html
@@ -39,6 +42,10 @@ class RunResult(dict):
         from perfcore.report.terminal import render_text
 
         return render_text(self)
+
+    @classmethod
+    def of(cls, report: RunReport) -> "RunResult":
+        return cls(**{f.name: getattr(report, f.name) for f in dataclasses.fields(report)})
 
 
 class StepTimer:
@@ -139,12 +146,13 @@ class StepTimer:
         return self.engine.summary()
 
     def result(self, top_kernels: int = 10, *, evaluation_rows=None, settle: bool = True) -> RunResult:
-        """The perfcore.run/1 document for the steps so far; `evaluation_rows` are set apart from the
-        training steps' statistics; settle=False: summary() just settled them."""
-        from perfcore.report.advice_words import say
+        """The run so far, decided (its verdict and findings) on the steps so far; `evaluation_rows` are set
+        apart from the training steps' statistics; settle=False: summary() just settled them."""
+        from perfcore.analysis.advice import advise_run
 
-        doc = self.engine.document(top_kernels, settle=settle, evaluation_rows=evaluation_rows)
-        return RunResult(say(doc))  # the words beside the facts, at the edge
+        facts = self.engine.document(top_kernels, settle=settle, evaluation_rows=evaluation_rows)
+        decision = advise_run(facts, zero_code=False) if facts["steps"] else None
+        return RunResult.of(RunReport.of(facts, decision))
 
     def report(self, file=None) -> RunResult:
         """Print the terminal report (per-label mean, share, bar; verdict; advice) and return the result."""

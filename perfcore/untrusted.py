@@ -1,6 +1,6 @@
 """Folders and files perfcore did not write, handled as untrusted: every component below the folder the
 user named opened without following a link, only regular files read and never more than a cap, a claim
-made atomically, and the manifest a run writes of what it made (name, size, content hash), so that a
+made atomically, and the manifest a run writes of what it made (name, size, content hash, inode and ctime), so that a
 later clean-up removes only what is still byte for byte as that run left it. It imports only the
 standard library and perfcore.errors, so that every layer can use it."""
 
@@ -24,9 +24,11 @@ __all__ = [
     "open_file",
     "read_file",
     "open_regular",
+    "open_to_others",
     "exclusive",
     "write_small",
     "MANIFEST",
+    "identity",
     "entry",
     "manifest_entries",
     "record",
@@ -150,6 +152,23 @@ def open_regular(root: str | os.PathLike, rel: str | os.PathLike = "") -> Binary
     return os.fdopen(open_file(root, rel), "rb")
 
 
+def open_to_others(path: str | os.PathLike) -> Path | None:
+    """The first folder, of `path` (where it exists) and every folder above it, that any user of the machine
+    may change: writable by all without the sticky bit (anyone may rename what is in it, and put a link in
+    its place), or with it but owned by another user (who may do the same). None when there is none. A
+    folder there is no place for perfcore's files: they could be redirected through a link, or swapped."""
+    p = Path(os.path.abspath(os.path.expanduser(path)))
+    for folder in (p, *p.parents):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            continue  # not made yet: perfcore makes it
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH:
+            if not st.st_mode & stat.S_ISVTX or st.st_uid not in (0, os.getuid()):
+                return folder
+    return None
+
+
 def exclusive(path: str | os.PathLike, text: str, mode: int = 0o644) -> bool:
     """Creates `path` holding `text`, only if nothing (not even a link) has that name: False when
     something does. Of several processes trying at once exactly one gets True."""
@@ -189,17 +208,31 @@ def _hash(fd: int) -> tuple[int, str]:
     return n, h.hexdigest()
 
 
+def identity(path: str | os.PathLike) -> list[int] | None:
+    """[inode, ctime in ns] of `path` itself (a link not followed), or None: what a copy, a tarball or a
+    checkout cannot repeat (a new file gets a new inode, and no one can set a ctime), and what any change
+    to the file (a write, a rename, a new link) alters. With the content hash, it ties a manifest's entry
+    to the very file the run made, not to a file of the same bytes that someone placed there."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return [st.st_ino, st.st_ctime_ns]
+
+
 def entry(root: str | os.PathLike, rel: str) -> dict[str, Any] | None:
-    """{name, size, sha256} of the regular file root/rel (no link on the way), or None."""
+    """{name, size, sha256, id} of the regular file root/rel (no link on the way), or None; id is its
+    identity() as the open file has it."""
     try:
         fd = open_file(root, rel)
     except Refused:
         return None
     try:
+        st = os.fstat(fd)
         size, digest = _hash(fd)
     finally:
         os.close(fd)
-    return {"name": rel, "size": size, "sha256": digest}
+    return {"name": rel, "size": size, "sha256": digest, "id": [st.st_ino, st.st_ctime_ns]}
 
 
 def _walk(root: Path, rel: str = "") -> Iterable[tuple[str, str]]:
@@ -281,14 +314,15 @@ def record(root: str | os.PathLike, token: str, files: Iterable[dict[str, Any]] 
 
 
 def matches(root: str | os.PathLike, listed: dict[str, Any]) -> bool:
-    """Whether root/<name> is still the regular file the entry lists: its size and its content hash."""
+    """Whether root/<name> is still the regular file the entry lists: the same file (its identity, which an
+    entry a run did not list from the file itself cannot give), with the same size and content hash."""
     try:
         rel = listed["name"]
         _names(rel)
     except (KeyError, TypeError, Refused):
         return False
     found = entry(root, rel)
-    return found is not None and found["size"] == listed["size"] and found["sha256"] == listed["sha256"]
+    return found is not None and all(found[k] == listed.get(k) for k in ("size", "sha256", "id"))
 
 
 def unlisted(root: str | os.PathLike, manifest: dict[str, Any], tops: Iterable[str]) -> list[str]:

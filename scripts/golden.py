@@ -330,26 +330,19 @@ def demo_markdown(folder: Path) -> str:
     fact of the workload line the folder does not hold: the built-in demo's."""
     import inspect
 
-    from perfcore.report.demo_words import demo_markdown as markdown, gains_text
+    from perfcore.analysis.command_results import DemoWorkload
+    from perfcore.report.demo_words import demo_markdown as markdown
     from perfcore.report.reader import stage_document
     from perfcore.workloads.builtin import demo
 
     _, doc = stage_document(folder, ("demo.json",))
-    h, run, d = doc["health"], doc["run"], doc["diagnose"]
-    loader = run["loaders"][0]
-    workload = {
-        "name": run["workload"],
-        "images": inspect.signature(demo).parameters["count"].default,
-        "decoder": loader["decoder"],
-        "batch_size": loader["batch_size"],
-        "num_workers": loader["num_workers"],
-        "device": run["device"],
-    }
-    found = [
-        f for f in (h.get("interference"), run.get("interference"), d.get("interference")) if f and f.get("material")
-    ]
-    busy = max(found, key=lambda f: f.get("others_cores") or 0) if found else None
-    return markdown(workload, h, run, d, busy, gains_text(run["verdict"], d["verdict"]))
+    run = doc.run
+    loader = run.loaders[0]
+    images = inspect.signature(demo).parameters["count"].default
+    workload = DemoWorkload(
+        run.workload or "demo", images, loader.decoder, loader.batch_size, loader.num_workers, run.device
+    )
+    return markdown(workload, doc.health, run, doc.diagnose)
 
 
 def render_folder(folder: Path) -> dict[str, str]:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: builds perfcore in CPU mode and runs the tests, then in CUDA mode (where torch
-# is a CUDA build and a toolkit is found) and runs them again. Leaves the CUDA-mode build in place.
+# is a CUDA build and a toolkit is found) and runs again the tests whose outcome can depend on the
+# build mode (marked `build`, tests/conftest.py). Leaves the CUDA-mode build in place.
 # The first pass also builds perfcore's sdist and wheels and installs one apart from the checkout.
 # PERFCORE_REQUIRE_CUDA_BUILD=1 (set by CI) makes a missing CUDA-mode build a failure.
 set -uo pipefail
@@ -39,6 +40,6 @@ if [ "$mode" != "cuda" ]; then
   echo "test: skipping the CUDA-mode run: $reason"
   exit 0
 fi
-echo "== tests, CUDA-mode build"
-if [ $# -eq 0 ]; then set -- --ignore=tests/test_install.py; fi
+echo "== tests, CUDA-mode build: those whose outcome can depend on the build mode (-m build, tests/conftest.py)"
+if [ $# -eq 0 ]; then set -- -m build --ignore=tests/test_install.py; fi
 run_pytest cuda "$@"

@@ -5,20 +5,20 @@ the child records."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from run_docs import decided
 
-from perfcore.analysis.advice import advise_run, loader_plan
+from perfcore.analysis.advice import loader_plan
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
 from perfcore.report.advice_words import text_of
 from perfcore.report.plan_words import plan_words
-from perfcore.report.words import try_short, verdict_short
 from perfcore.report.verdict_words import summary_words
+from perfcore.report.words import try_short, verdict_short
 
 LOADER = {
     "site": "train.py:42",
@@ -62,6 +62,13 @@ def test_how_items_are_made_comes_from_the_loaders_dataset(ld, decode):
     assert decode_of(ld) is decode
 
 
+def _typed(plan):
+    from perfcore.analysis.codec import from_doc
+    from perfcore.analysis.run_context import LoaderPlan
+
+    return from_doc(LoaderPlan, plan)
+
+
 def _no_core_plan(ld):
     # The loop holds both cores: workers cannot help, the plan says make a batch cheaper.
     return loader_plan(ld, step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=2.0)
@@ -70,32 +77,30 @@ def _no_core_plan(ld):
 def test_decoder_advice_only_where_images_are_decoded():
     for dataset in ("torchvision.datasets.mnist.MNIST", "torch.utils.data.dataset.TensorDataset", "x.Mine"):
         plan = _no_core_plan({**LOADER, "dataset": dataset})
-        assert plan["reason"] == "no spare cores" and plan["decode"] in ("none", "unknown")
-        text = plan_words(plan)[1]  # the words follow the status
+        assert plan["kind"] == "no_free_core" and plan["decode"] in ("none", "unknown")
+        text = plan_words(_typed(plan))[1]  # the words follow the status
         assert "decode_jpeg" not in text and "PIL" not in text
     plan = _no_core_plan({**LOADER, "dataset": "torchvision.datasets.folder.ImageFolder"})
-    assert plan["decode"] == "pil" and "decode_jpeg" in plan_words(plan)[1]
+    assert plan["decode"] == "pil" and "decode_jpeg" in plan_words(_typed(plan))[1]
     # The short line follows the same status.
     doc = run_doc(LOAD_BOUND, loaders=[{**LOADER, "dataset": "torchvision.datasets.mnist.MNIST"}])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 2.0})
-    rec = doc["recommendations"][0]
-    assert rec["id"] == "cheaper_batches" and rec["decode"] == "none"
-    line = try_short(rec, doc["verdict"], "train.py:42")
+    run = decided(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 2.0})
+    rec = run.findings[0]
+    assert rec.kind == "cheaper_batches" and rec.figures["decode"] == "none"
+    line = try_short(rec, run.verdict, "train.py:42")
     assert "cheaper batches" in line and "decode_jpeg" not in line and "PIL" not in line
 
 
 def test_torch_compile_is_not_proposed_to_a_compiled_model():
-    plain = run_doc(HEALTHY)
-    advise_run(plain, zero_code=True, evidence={"cpu_count": 8})
-    assert [r["id"] for r in plain["recommendations"]] == ["faster_compute"]
-    assert {"way": "compile"} in plain["recommendations"][0]["facts"]["ways"]
-    done = run_doc(HEALTHY, compiled_graphs=3)
-    advise_run(done, zero_code=True, evidence={"cpu_count": 8})
-    assert {"way": "compile"} not in done["recommendations"][0]["facts"]["ways"]
-    gpu = run_doc({**HEALTHY, "host": 8.0}, device="cuda:0", compiled_graphs=1)
-    advise_run(gpu, zero_code=True, evidence={"cpu_count": 8})
-    launch = next(r for r in gpu["recommendations"] if r["id"] == "launch_overhead")
-    assert launch["facts"]["compiled"] is True and "torch.compile(" not in text_of(launch)
+    plain = decided(run_doc(HEALTHY), zero_code=True, evidence={"cpu_count": 8})
+    assert [r.kind for r in plain.findings] == ["faster_compute"]
+    assert {"way": "compile"} in plain.findings[0].figures["ways"]
+    done = decided(run_doc(HEALTHY, compiled_graphs=3), zero_code=True, evidence={"cpu_count": 8})
+    assert {"way": "compile"} not in done.findings[0].figures["ways"]
+    gpu = decided(run_doc({**HEALTHY, "host": 8.0}, device="cuda:0", compiled_graphs=1), zero_code=True,
+                  evidence={"cpu_count": 8})
+    launch = next(r for r in gpu.findings if r.kind == "launch_overhead")
+    assert launch.figures["compiled"] is True and "torch.compile(" not in text_of(launch)
 
 
 ADAMW_FACT = {
@@ -112,17 +117,16 @@ ADAMW_FACT = {
 
 
 def _compute_advice(**extra):
-    doc = run_doc(HEALTHY, **extra)
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    (rec,) = [r for r in doc["recommendations"] if r["id"] == "faster_compute"]
-    return rec, try_short(rec, doc["verdict"], None)
+    run = decided(run_doc(HEALTHY, **extra), zero_code=True, evidence={"cpu_count": 8})
+    (rec,) = [r for r in run.findings if r.kind == "faster_compute"]
+    return rec, try_short(rec, run.verdict, None)
 
 
 def test_faster_compute_is_built_from_what_the_script_does():
     # A CPU script updating its parameters by hand, not compiled: torch.compile and a GPU; no optimizer,
     # no bf16 (a CPU), no thread count (nothing measured says fewer threads help).
     rec, line = _compute_advice(seen={"optimizers": 0}, compute_facts={"optimizer": None})
-    assert [w["way"] for w in rec["facts"]["ways"]] == ["compile", "gpu"]
+    assert [w["way"] for w in rec.figures["ways"]] == ["compile", "gpu"]
     for text in (text_of(rec), line):
         assert "torch.compile" in text and "GPU" in text
         assert "fused" not in text and "foreach" not in text and "bf16" not in text
@@ -130,7 +134,7 @@ def test_faster_compute_is_built_from_what_the_script_does():
     # Compiled (the child saw torch.compile called) and an optimizer whose foreach form pays: named with
     # its class and keyword, the same in the long text and the try line.
     rec, line = _compute_advice(torch_compile=True, compiled_graphs=0, compute_facts={"optimizer": ADAMW_FACT})
-    ways = rec["facts"]["ways"]
+    ways = rec.figures["ways"]
     assert [w["way"] for w in ways] == ["optimizer", "gpu"] and ways[0]["keyword"] == "foreach"
     for text in (text_of(rec), line):
         assert "torch.compile" not in text and "torch.optim.AdamW(..., foreach=True)" in text
@@ -143,16 +147,15 @@ def test_faster_compute_is_built_from_what_the_script_does():
     assert "GPU" not in text_of(_compute_advice(**gpu, bf16_supported=True)[0]).split(":", 1)[1]
     # Nothing left to propose from what was measured: no generic sentence.
     doc = run_doc(HEALTHY, device="cuda:0", compiled_graphs=1, bf16_supported=False)
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    assert all(r["id"] != "faster_compute" for r in doc["recommendations"])
+    run = decided(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert all(r.kind != "faster_compute" for r in run.findings)
 
 
 def test_an_evaluation_share_of_the_wall_time_reaches_the_short_report():
     from perfcore.report.terminal import render_brief
 
-    sentence = "1 evaluation pass(es) of 17.5 s each took 21% of the wall time (17.5 s in all)"
-    ev = {"passes": 1, "share_of_wall": 0.2084, "sentence": sentence}
-    busy = {"sentence": "other processes used 1.4 of 2 cores", "material": True, "others_cores": 1.4, "cores": 2}
+    ev = {"passes": 1, "share_of_wall": 0.2084, "total_ms": 17500.0, "ms_per_pass": 17500.0}
+    busy = {"material": True, "reasons": ["others"], "others_cores": 1.4, "cores": 2}
     doc = run_doc(
         HEALTHY,
         evaluation=ev,
@@ -162,15 +165,15 @@ def test_an_evaluation_share_of_the_wall_time_reaches_the_short_report():
         step_time_ms={"mean": 10.2, "p50": 10.2, "p90": 10.5},
         breakdown_fraction={k: v / 10.2 for k, v in HEALTHY.items()},
     )
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
-    ids = [r["id"] for r in doc["recommendations"]]
+    run = decided(doc, zero_code=True, evidence={"cpu_count": 2})
+    ids = [r.kind for r in run.findings]
     assert ids.index("evaluation") < ids.index("faster_compute")  # measured before generic
-    tries = [ln for ln in render_brief(doc).splitlines() if ln.startswith("try:")]
+    tries = [ln for ln in render_brief(run).splitlines() if ln.startswith("try:")]
     assert tries[0] == "try: evaluation took 21% of the run, outside the steps above: evaluate less often, on fewer batches"
     # Under a tenth of the wall time it is said only in the long form.
-    small = run_doc(HEALTHY, evaluation={**ev, "share_of_wall": 0.05})
-    advise_run(small, zero_code=True, evidence={"cpu_count": 8})
-    assert all(r["id"] != "evaluation" for r in small["recommendations"])
+    small = decided(run_doc(HEALTHY, evaluation={**ev, "share_of_wall": 0.05}), zero_code=True,
+                    evidence={"cpu_count": 8})
+    assert all(r.kind != "evaluation" for r in small.findings)
 
 
 def test_pin_memory_is_not_proposed_when_set():
@@ -178,18 +181,16 @@ def test_pin_memory_is_not_proposed_when_set():
     pinned = {**LOADER, "pin_memory": True}
     doc = run_doc(bd, device="cuda:0", loaders=[pinned])
     ev = {"cpu_count": 8, "pageable_h2d_bytes_per_step": 4 * 2**20, "pageable_h2d_ms_per_step": 2.0}
-    advise_run(doc, zero_code=True, evidence=ev)
-    ids = [r["id"] for r in doc["recommendations"]]
+    run = decided(doc, zero_code=True, evidence=ev)
+    ids = [r.kind for r in run.findings]
     assert ids[0] == "pageable_despite_pin" and "pin_memory" not in ids
-    assert all("set pin_memory=True" not in text_of(r) for r in doc["recommendations"])
+    assert all("set pin_memory=True" not in text_of(r) for r in run.findings)
     # No pageable copies, still transfer-bound: overlap, without proposing the pinning it has.
-    doc = run_doc(bd, device="cuda:0", loaders=[pinned])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    (rec,) = doc["recommendations"]
-    assert rec["id"] == "overlap_copies" and rec["facts"]["pinned"] is True
-    doc = run_doc(bd, device="cuda:0", loaders=[LOADER])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    assert doc["recommendations"][0]["facts"]["pinned"] is False
+    run = decided(run_doc(bd, device="cuda:0", loaders=[pinned]), zero_code=True, evidence={"cpu_count": 8})
+    (rec,) = run.findings
+    assert rec.kind == "overlap_copies" and rec.figures["pinned"] is True
+    run = decided(run_doc(bd, device="cuda:0", loaders=[LOADER]), zero_code=True, evidence={"cpu_count": 8})
+    assert run.findings[0].figures["pinned"] is False
 
 
 def test_fewer_torch_threads_not_proposed_when_already_that_few():
@@ -202,13 +203,12 @@ def test_fewer_torch_threads_not_proposed_when_already_that_few():
 def test_persistent_workers_not_proposed_when_set():
     # No per-batch time: the generic advice, worded from the loader's own settings.
     ld = {**LOADER, "num_workers": 4, "persistent_workers": True, "worker_batch_ms": None}
-    doc = run_doc(LOAD_BOUND, loaders=[ld])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    rec = doc["recommendations"][0]
-    assert rec["id"] == "more_workers" and rec["facts"]["persistent_workers"] is False
-    doc = run_doc(LOAD_BOUND, loaders=[{**ld, "persistent_workers": False}])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    assert doc["recommendations"][0]["facts"]["persistent_workers"] is True
+    run = decided(run_doc(LOAD_BOUND, loaders=[ld]), zero_code=True, evidence={"cpu_count": 8})
+    rec = run.findings[0]
+    assert rec.kind == "more_workers" and rec.figures["persistent_workers"] is False
+    run = decided(run_doc(LOAD_BOUND, loaders=[{**ld, "persistent_workers": False}]), zero_code=True,
+                  evidence={"cpu_count": 8})
+    assert run.findings[0].figures["persistent_workers"] is True
 
 
 def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
@@ -223,42 +223,40 @@ def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
     o = oversubscription(4, 2, 1.0)  # its own excess, on a busy machine: fixed by its own CPU count
     assert (o.fits, o.own) == (2, True)
     assert oversubscription(1, 2, 1.9) is None  # one thread cannot oversubscribe
-    busy = {"sentence": "other processes used 1.0 of 2 cores", "material": True, "others_cores": 1.0, "cores": 2}
+    busy = {"material": True, "reasons": ["others"], "others_cores": 1.0, "cores": 2}
     doc = run_doc(HEALTHY, threads={"torch": 4, "omp_env": None, "cpus": 2}, interference=busy)
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
-    v = doc["verdict"]
-    assert v["oversubscribed"]["fits"] == 2 and "torch.set_num_threads(2)" in summary_words(v)
-    rec = doc["recommendations"][0]
-    assert rec["id"] == "set_num_threads" and rec["threads_fit"] == 2
+    run = decided(doc, zero_code=True, evidence={"cpu_count": 2})
+    v = run.verdict
+    assert v.oversubscribed.fits == 2 and "torch.set_num_threads(2)" in summary_words(v)
+    rec = run.findings[0]
+    assert rec.kind == "set_num_threads" and rec.figures["fits"] == 2
     assert "torch.set_num_threads(2): 4 threads on 2 CPU(s)" in try_short(rec, v, None)
     assert "threads" not in verdict_short(v)  # said once, with its fix
     # A cause of its own keeps its advice first; the threads' fix follows it.
     doc = run_doc(LOAD_BOUND, loaders=[LOADER], threads={"torch": 4, "omp_env": None, "cpus": 2}, interference=busy)
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
-    ids = [r["id"] for r in doc["recommendations"]]
+    ids = [r.kind for r in decided(doc, zero_code=True, evidence={"cpu_count": 2}).findings]
     assert ids[0] != "set_num_threads" and ids[1] == "set_num_threads"
 
 
 def test_cores_taken_by_other_processes_are_said_as_theirs_not_as_the_scripts_fix():
     # Two threads on two CPUs while other processes used 1.4 cores: on the quiet machine one thread was
     # 1.5x slower, so fewer threads is not the script's fix; the load at the time is named as the reason.
-    busy = {"sentence": "other processes used 1.4 of 2 cores", "material": True, "others_cores": 1.4, "cores": 2}
+    busy = {"material": True, "reasons": ["others"], "others_cores": 1.4, "cores": 2}
     doc = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
-    v = doc["verdict"]
-    assert "oversubscribed" not in v and v["threads_busy"]["own"] is False
+    run = decided(doc, zero_code=True, evidence={"cpu_count": 2})
+    v = run.verdict
+    assert v.oversubscribed is None and v.threads_busy.own is False
     assert "while other processes used 1.4 of 2 cores" in summary_words(v)
     assert "torch.set_num_threads(" not in summary_words(v)
-    assert all(r["id"] != "set_num_threads" for r in doc["recommendations"])
+    assert all(r.kind != "set_num_threads" for r in run.findings)
     assert "threads on" not in verdict_short(v) and "[uncertain: busy]" in verdict_short(v)
     # OMP_NUM_THREADS alone (torch not imported when the run ended) says as much.
     doc = run_doc(HEALTHY, threads={"torch": None, "omp_env": "4", "cpus": 2})
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
-    assert doc["verdict"]["oversubscribed"]["source"] == "OMP_NUM_THREADS"
-    quiet = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2})
-    advise_run(quiet, zero_code=True, evidence={"cpu_count": 2})
-    assert "oversubscribed" not in quiet["verdict"]
-    assert all(r["id"] != "set_num_threads" for r in quiet["recommendations"])
+    assert decided(doc, zero_code=True, evidence={"cpu_count": 2}).verdict.oversubscribed.source == "OMP_NUM_THREADS"
+    quiet = decided(run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2}), zero_code=True,
+                    evidence={"cpu_count": 2})
+    assert quiet.verdict.oversubscribed is None
+    assert all(r.kind != "set_num_threads" for r in quiet.findings)
 
 
 def test_the_child_records_threads_compile_and_the_dataset(tmp_path):
@@ -273,54 +271,53 @@ def test_the_child_records_threads_compile_and_the_dataset(tmp_path):
         env=env,
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    doc = json.loads((out / "run.json").read_text())
-    assert doc["threads"]["torch"] == 1 and doc["threads"]["omp_env"] == "1" and doc["threads"]["cpus"] >= 1
-    assert doc["compiled_graphs"] >= 1
-    assert doc["loaders"][0]["dataset"] == "torch.utils.data.dataset.TensorDataset"
-    assert all("torch.compile," not in r["text"] for r in doc["recommendations"])
+    from perfcore.report.reader import load_run
+
+    doc = load_run(out)[0]
+    assert doc.threads.torch == 1 and doc.threads.omp_env == "1" and doc.threads.cpus >= 1
+    assert doc.compiled_graphs >= 1
+    assert doc.loaders[0].dataset == "torch.utils.data.dataset.TensorDataset"
+    assert all("torch.compile," not in text_of(r, doc.loader_plan) for r in doc.findings)
 
 
 def test_the_try_line_names_the_settings_with_their_numbers():
-    doc = run_doc(LOAD_BOUND, loaders=[LOADER])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    rec = doc["recommendations"][0]
-    assert rec["id"] == "more_workers" and rec["set"] == {"num_workers": 3, "persistent_workers": True}
-    line = try_short(rec, doc["verdict"], LOADER["site"])
+    run = decided(run_doc(LOAD_BOUND, loaders=[LOADER]), zero_code=True, evidence={"cpu_count": 8})
+    rec = run.findings[0]
+    assert rec.kind == "more_workers" and rec.change == {"num_workers": 3, "persistent_workers": True}
+    line = try_short(rec, run.verdict, LOADER["site"])
     assert line.startswith("try: train.py:42: set num_workers=3, persistent_workers=True: up to 4.00x faster")
     # Enough workers, the queue runs dry: the prefetch factor, doubled from the loader's own.
     ld = {**LOADER, "num_workers": 4, "prefetch_factor": 3, "worker_batch_ms": 20.0, "persistent_workers": True}
     plan = loader_plan(ld, step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False)
-    assert plan["reason"] == "prefetch too shallow" and plan["set"] == {"prefetch_factor": 6}
+    assert plan["kind"] == "deeper_prefetch" and plan["set"] == {"prefetch_factor": 6}
 
 
 def test_each_piece_of_advice_carries_its_own_gain_and_site():
     # Two cores, the loop holds one: one worker fits where three are needed, so a third of the wait is
     # what the advice can gain, not the whole of it.
-    doc = run_doc(LOAD_BOUND, loaders=[LOADER])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 1.0})
-    rec, cause = doc["recommendations"][0], doc["verdict"]["causes"][0]
-    assert rec["id"] == "more_workers" and rec["site"] == "train.py:42" and rec["set"]["num_workers"] == 1
-    assert doc["loader_plan"]["achievable_ms"] == pytest.approx(10.0)
-    assert rec["gain"]["saved_ms"] == pytest.approx(10.0) and rec["gain"]["speedup"] == pytest.approx(40 / 30)
-    assert cause["expected_speedup"] == pytest.approx(4.0)
-    line = try_short(rec, doc["verdict"], "train.py:42")
+    run = decided(run_doc(LOAD_BOUND, loaders=[LOADER]), zero_code=True,
+                  evidence={"cpu_count": 2, "loop_cpu_cores": 1.0})
+    rec, cause = run.findings[0], run.verdict.named[0]
+    assert rec.kind == "more_workers" and str(rec.site) == "train.py:42" and rec.change["num_workers"] == 1
+    assert run.loader_plan.achievable_ms == pytest.approx(10.0)
+    assert rec.gain.saved_ms == pytest.approx(10.0) and rec.gain.speedup == pytest.approx(40 / 30)
+    assert cause.gain.speedup == pytest.approx(4.0)
+    line = try_short(rec, run.verdict, "train.py:42")
     assert "up to 1.33x faster" in line and "4.00x" not in line
     # A cause's advice without a plan gains what removing the cause does.
-    gpu = run_doc({**HEALTHY, "host": 8.0}, device="cuda:0")
-    advise_run(gpu, zero_code=True, evidence={"cpu_count": 8})
-    launch = next(r for r in gpu["recommendations"] if r["id"] == "launch_overhead")
-    assert launch["gain"]["saved_ms"] == pytest.approx(8.0) and "site" not in launch
+    gpu = decided(run_doc({**HEALTHY, "host": 8.0}, device="cuda:0"), zero_code=True, evidence={"cpu_count": 8})
+    launch = next(r for r in gpu.findings if r.kind == "launch_overhead")
+    assert launch.gain.saved_ms == pytest.approx(8.0) and launch.site is None
 
 
 @pytest.mark.parametrize("decode", ["pil", "fast", "none", "unknown"])
 def test_a_cheaper_batch_try_line_fits_the_terminal(decode):
-    rec = {
-        "id": "cheaper_batches",
-        "cause": "load",
-        "decode": decode,
-        "gain": {"saved_ms": 1.0, "step_after_ms": 1.0, "speedup": 22.46, "band": [20.2, 28.81]},
-    }
-    line = try_short(rec, {"causes": []}, None)
+    from perfcore.analysis.findings import Finding, FindingKind
+    from perfcore.analysis.results import UNDECIDED, Gain
+
+    rec = Finding(FindingKind.CHEAPER_BATCHES, cause="load", figures={"decode": decode},
+                  gain=Gain(saved_ms=1.0, step_after_ms=1.0, speedup=22.46, band=(20.2, 28.81)))
+    line = try_short(rec, UNDECIDED, None)
     assert line.startswith("try: cheaper batches") and len(line) <= 120, line
     assert ("decode_jpeg" in line) == (decode == "pil")
 
@@ -328,11 +325,11 @@ def test_a_cheaper_batch_try_line_fits_the_terminal(decode):
 def test_an_evaluation_share_keeps_its_try_line_over_startup():
     """The HF Trainer trial: start-up dominated a short run and 19% of the wall was evaluation; the
     evaluation's measured share comes before "measure a longer run" (which evaluates as often)."""
-    ev = {"passes": 4, "share_of_wall": 0.19}
+    ev = {"passes": 4, "share_of_wall": 0.19, "total_ms": 400.0, "ms_per_pass": 100.0}
     doc = run_doc(HEALTHY, evaluation=ev, startup={"time_to_first_step_ms": 60_000.0, "first_step_ms": 50.0})
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    ids = [r["id"] for r in doc["recommendations"]]
-    assert doc["verdict"]["startup"]["dominates"] and ids.index("evaluation") < ids.index("startup")
+    run = decided(doc, zero_code=True, evidence={"cpu_count": 8})
+    ids = [r.kind for r in run.findings]
+    assert run.verdict.startup.dominates and ids.index("evaluation") < ids.index("startup")
 
 
 def test_the_optimizers_fused_form_is_said_once_in_the_try_lines():
@@ -344,13 +341,13 @@ def test_the_optimizers_fused_form_is_said_once_in_the_try_lines():
     doc = run_doc(HEALTHY, torch_compile=True, compiled_graphs=0, compute_facts={"optimizer": fact},
                   step_time_ms={"mean": 10.2, "p50": 10.2, "p90": 10.5}, backend="host",
                   breakdown_fraction={k: v / 10.2 for k, v in HEALTHY.items()})
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    tries = [ln for ln in render_brief(doc).splitlines() if ln.startswith("try:")]
+    run = decided(doc, zero_code=True, evidence={"cpu_count": 8})
+    tries = [ln for ln in render_brief(run).splitlines() if ln.startswith("try:")]
     assert sum("fused=True" in t for t in tries) == 1 and tries[0].startswith("try: torch.optim.Adam(..., fused=True)")
     assert tries[1] == "try: faster compute: a GPU"
-    (rec,) = [r for r in doc["recommendations"] if r["id"] == "faster_compute"]
-    assert try_short(rec, doc["verdict"], None, ("try: torch.optim.Adam(..., fused=True): saves",)) == (
+    (rec,) = [r for r in run.findings if r.kind == "faster_compute"]
+    assert try_short(rec, run.verdict, None, ("try: torch.optim.Adam(..., fused=True): saves",)) == (
         "try: faster compute: a GPU"
     )
-    rec["facts"]["ways"] = [w for w in rec["facts"]["ways"] if w["way"] == "optimizer"]
-    assert try_short(rec, doc["verdict"], None, ("try: torch.optim.Adam(..., fused=True): saves",)) == ""
+    rec.figures["ways"] = [w for w in rec.figures["ways"] if w["way"] == "optimizer"]
+    assert try_short(rec, run.verdict, None, ("try: torch.optim.Adam(..., fused=True): saves",)) == ""

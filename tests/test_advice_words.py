@@ -1,6 +1,6 @@
 """The advice's words are made at the edge: analysis.advice, advice_findings and loader_plan return facts
-(kinds, numbers, the loader's settings) and report.advice_words says them; a document written before the
-facts were kept keeps its stored words. A few sentences are pinned here, for the renderer only."""
+(kinds, numbers, the loader's settings) and report.advice_words says them; documents hold the facts only.
+A few sentences are pinned here, for the renderer only."""
 
 from __future__ import annotations
 
@@ -11,20 +11,24 @@ import numpy as np
 import pytest
 
 from perfcore.analysis.advice import advise_run, loader_plan
-from perfcore.analysis.loader_plan import PIN_REASON, REASON
+from perfcore.analysis.codec import from_doc
 from perfcore.analysis.memory_findings import memory_findings
-from perfcore.report.advice_words import evidence_of, say, text_of
-from perfcore.report.plan_words import plan_sentence, plan_words
+from perfcore.analysis.run_context import LoaderPlan
+from perfcore.analysis.run_parts import Evaluation
+from perfcore.analysis.run_report import RunReport
+from perfcore.report.advice_words import evidence_of, text_of
 from perfcore.report.finding_words import evaluation_sentence, memory_sentence
-from perfcore.report.run_schema import RUN_REQUIRED
-from perfcore.report.shapes import problem
+from perfcore.report.plan_words import plan_sentence, plan_words
+
+
+def _plan(d):
+    return from_doc(LoaderPlan, d)
 
 ANALYSIS = Path(__file__).resolve().parents[1] / "perfcore" / "analysis"
 # The modules whose words moved to report.advice_words.
 CLEANED = ("loader_plan.py", "advice_findings.py", "memory_findings.py")
-# Statuses old documents carry and readers key on (loader_plan's `reason`), and commands to run: a string
-# of several words allowed in a cleaned module. Anything else of four words or more is a sentence.
-ALLOWED = set(REASON.values()) | {PIN_REASON}
+# Commands to run are the one string of several words allowed in a cleaned module. Anything else of four
+# words or more is a sentence.
 
 LOADER = {"site": "train.py:42", "num_workers": 0, "pin_memory": False, "persistent_workers": False,
           "batch_size": 32, "worker_startup_ms": [], "batches": 45, "worker_batch_ms": 30.0}
@@ -45,7 +49,7 @@ def _prose(tree: ast.AST) -> list[str]:
         if isinstance(n, ast.JoinedStr):
             found.append(f"line {n.lineno}: an f-string")
         elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings:
-            if len(n.value.split()) >= 4 and n.value not in ALLOWED and not n.value.startswith("perfcore "):
+            if len(n.value.split()) >= 4 and not n.value.startswith("perfcore "):
                 found.append(f"line {n.lineno}: {n.value[:60]!r}")
     return found
 
@@ -86,52 +90,51 @@ def _run(bd, **extra):
         {"load": 0.0, "transfer": 0.0, "compute": 30.0, "comm": 0.0, "host": 0.1},
     ],
 )
-def test_the_advice_holds_facts_and_say_adds_the_words(bd):
+def test_the_advice_holds_facts_and_the_renderer_says_them(bd):
     doc = _run(bd, loaders=[LOADER])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8, "pageable_h2d_bytes_per_step": 2**20})
-    assert doc["recommendations"]
-    for r in doc["recommendations"]:
-        assert "text" not in r and "evidence" not in r and isinstance(r["facts"], dict)
-    assert not {"sentence", "text"} & set(doc.get("loader_plan") or {})
-    assert problem(doc, RUN_REQUIRED, "run.json") is None  # a document of facts alone still reads back
-    said = say(doc)
-    assert problem(said, RUN_REQUIRED, "run.json") is None
-    for r in said["recommendations"]:
-        assert r["text"] and r["text"] == text_of(r, said.get("loader_plan"))
-        assert r["evidence"] == evidence_of(r, said.get("loader_plan"))
+    d = advise_run(doc, zero_code=True, evidence={"cpu_count": 8, "pageable_h2d_bytes_per_step": 2**20})
+    assert d.findings
+    run = RunReport.of(doc, d)
+    back = RunReport.from_dict(run.to_dict())  # the document of facts alone reads back whole
+    assert back.findings == run.findings and back.loader_plan == run.loader_plan
+    for f in run.to_dict()["findings"]:
+        assert not {"text", "evidence", "sentence"} & set(f) and isinstance(f["figures"], dict)
+    for r in back.findings:
+        assert text_of(r, back.loader_plan)  # said from the figures alone
+        assert evidence_of(r, back.loader_plan) == evidence_of(r, d.loader_plan)
 
 
 def test_the_renderer_says_the_plan_as_before():
     doc = _run({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[LOADER])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    assert text_of(doc["recommendations"][0], doc["loader_plan"]) == (
+    d = advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    assert text_of(d.findings[0], d.loader_plan) == (
         "In the DataLoader made at train.py:42 (batch_size=32, num_workers=0, pin_memory=False, "
         "persistent_workers=False): set num_workers=3 and persistent_workers=True; a batch takes 30.0 ms to make "
         "and the loop uses one every 10.0 ms. Expected: steps up to 4.00x faster, 10.0 ms a step."
     )
     cheap = loader_plan({**LOADER, "num_workers": 1, "worker_batch_ms": 0.8, "prefetch_factor": 2},
                         step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0)
-    assert plan_sentence(cheap) == (
+    assert plan_sentence(_plan(cheap)) == (
         "1 worker(s) make a batch in 800 µs but the loop waits 13.1 ms for each: the handover from the worker "
         "processes costs the rest (host CPU 100%: processes wait for a core)"
     )
     few = loader_plan({**LOADER, "num_workers": 1, "worker_batch_ms": 40.0, "worker_startup_ms": [500.0, 540.0, 540.0]},
                       step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False, measured_batches=57)
-    sentence, text = plan_words(few)
+    sentence, text = plan_words(_plan(few))
     assert "; besides, the workers start again every epoch: 500 ms each time" in sentence
     assert text.endswith("also set persistent_workers=True.")
 
 
-def test_an_old_document_keeps_its_stored_words():
-    old = {"id": "more_workers", "cause": "load", "text": "Feed the loop faster.", "evidence": "load is 75%"}
-    assert text_of(old) == "Feed the loop faster." and evidence_of(old) == "load is 75%"
-    assert plan_sentence({"reason": "main process", "sentence": "loading runs in the main process"}) == (
-        "loading runs in the main process"
-    )
-    # Facts of another shape (an edited folder) are not said: the stored words are.
-    odd = {**old, "facts": {"cause_gain": "fast"}}
-    assert text_of(odd) == "Feed the loop faster."
-    assert plan_sentence({"kind": "more_workers", "sentence": "stored"}) == "stored"
+def test_an_old_document_says_less_never_its_stored_words():
+    from perfcore.analysis.migrate import migrate_run
+
+    old = _run({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0})
+    old.update(schema="perfcore.run/1", recommendations=[
+        {"id": "more_workers", "cause": "load", "text": "Feed the loop faster.", "evidence": "load is 75%"}
+    ], loader_plan={"reason": "main process", "sentence": "loading runs in the main process"})
+    run = RunReport.from_dict(migrate_run(old))
+    assert run.findings == () and run.loader_plan is None  # kept only their words: nothing to say them from
+    assert "Feed the loop" not in str(run.to_dict())
 
 
 def test_memory_findings_are_said_from_their_figures():
@@ -145,28 +148,25 @@ def test_memory_findings_are_said_from_their_figures():
         "memory pressure: the CUDA caching allocator had to free and retry 3 time(s)",
         "memory pressure: peak device memory 75.0 GB is 94% of 80.0 GB",
     ]
-    doc = _run({"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, memory=m)
-    advise_run(doc, zero_code=True, memory=m)
-    said = say(doc)
-    rec = next(r for r in said["recommendations"] if r["id"] == "memory_near_capacity")
-    assert rec["evidence"] == said["memory"]["findings"][1]["sentence"] == memory_sentence(m["findings"][1])
-    assert rec["text"].startswith("One larger batch or a longer sequence will not fit")
-    # An old document's finding: its stored sentence.
-    assert memory_sentence({"id": "memory_leak", "sentence": "probable leak: stored"}) == "probable leak: stored"
+    doc = _run({"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0})
+    d = advise_run(doc, zero_code=True, memory=m)
+    rec = next(r for r in d.findings if r.kind == "memory_near_capacity")
+    assert evidence_of(rec) == memory_sentence(m["findings"][1]) == memory_sentence(rec.figures)
+    assert text_of(rec).startswith("One larger batch or a longer sequence will not fit")
 
 
 def test_the_evaluation_finding_is_said_from_its_figures():
-    ev = {"passes": 6, "ms_per_pass": 40.05, "total_ms": 240.3, "share_of_wall": 0.92}
+    ev = Evaluation(passes=6, ms_per_pass=40.05, total_ms=240.3, share_of_wall=0.92)
     assert evaluation_sentence(ev) == (
         "6 evaluation pass(es) of 40.0 ms each took 92% of the wall time (240 ms in all); they are reported "
         "apart and are not in the step time, the breakdown or the verdict"
     )
     # The HF Trainer's three passes of 5.19, 2.39 and 0.40 s: their range, not one "each".
-    ev = {"passes": 3, "ms_per_pass": 2660.0, "min_ms_per_pass": 400.0, "max_ms_per_pass": 5190.0}
-    said = evaluation_sentence({**ev, "total_ms": 7980.0, "share_of_wall": 0.12})
+    ev = Evaluation(passes=3, ms_per_pass=2660.0, min_ms_per_pass=400.0, max_ms_per_pass=5190.0, total_ms=7980.0,
+                    share_of_wall=0.12)
+    said = evaluation_sentence(ev)
     assert said.startswith("3 evaluation pass(es) of 400 ms to 5.19 s (2.66 s mean) took 12% of the wall time")
-    assert evaluation_sentence({"sentence": "1 evaluation pass(es) stored"}) == "1 evaluation pass(es) stored"
-    assert evaluation_sentence({}) == ""
+    assert evaluation_sentence(None) == ""
 
 
 def test_the_command_that_tests_advice_is_a_code_said_at_the_edge():
@@ -174,12 +174,12 @@ def test_the_command_that_tests_advice_is_a_code_said_at_the_edge():
     from perfcore.report.html_parts import advice_item
 
     doc = _run({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[LOADER])
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
-    load = doc["recommendations"][0]
-    assert load["test_with"] == "diagnose" and "test" not in load  # analysis keeps the code alone
-    said = say(doc)["recommendations"][0]
-    assert said["test"] == test_of(said) == TEST_WORDS["diagnose"] and said["test"].startswith("perfcore diagnose")
-    assert f"<code>{TEST_WORDS['diagnose']}</code>" in advice_item(said, doc["loader_plan"])
-    # A document written before the code was kept renders the command it stored; one with neither, none.
-    assert test_of({"test": "perfcore diagnose -- python a.py"}) == "perfcore diagnose -- python a.py"
-    assert test_of({"test_with": "no-such-command"}) == "" and test_of({}) == ""
+    d = advise_run(doc, zero_code=True, evidence={"cpu_count": 8})
+    load = d.findings[0]
+    assert load.test == "diagnose"  # analysis keeps the code alone
+    assert test_of(load) == TEST_WORDS["diagnose"] and test_of(load).startswith("perfcore diagnose")
+    assert f"<code>{TEST_WORDS['diagnose']}</code>" in advice_item(load, d.loader_plan)
+    # A code this version does not know says nothing.
+    import dataclasses
+
+    assert test_of(dataclasses.replace(load, test="no-such-command")) == "" and test_of(dataclasses.replace(load, test=None)) == ""

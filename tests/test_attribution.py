@@ -59,18 +59,23 @@ def test_step_table_and_summary_schema():
     df = step_table([0, 100, 200], [100, 200, 300], {"compute": ([0, 100, 200], [60, 170, 280])}, warmup=1)
     assert list(df["warmup"]) == [True, False, False]
     doc = summarize(df, on_gpu=True, backend="events", device="GPU")
-    assert doc["schema"] == "perfcore.run/1"
+    assert doc["schema"] == "perfcore.run/2"
     assert doc["steps"] == 2 and doc["warmup_steps"] == 1
     assert set(doc["breakdown_ms"]) == set(LABELS) == set(doc["breakdown_fraction"])
     assert doc["breakdown_fraction"]["compute"] == pytest.approx(150 / 200)
-    # host is the other 25% of each step: an avoidable cause past the critical tier, so it is named.
-    assert doc["verdict"]["bound"] == "host" and doc["verdict"]["level"] == "critical"
-    assert "summary" not in doc["verdict"] and doc["verdict"]["on_gpu"]  # facts; report/ says them
+    # summarize measures and decides nothing: the decision is made once, on all of a run's evidence.
+    assert "verdict" not in doc and "findings" not in doc
+    for key in ("step_time_ms", "kernels", "memcpy", "backend", "device", "overhead"):
+        assert key in doc
+    from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.results import Level
+    from perfcore.analysis.run_report import RunReport
     from perfcore.report.verdict_words import summary_words
 
-    assert summary_words(doc["verdict"]).startswith("host-bound: host gaps")
-    for key in ("step_time_ms", "recommendations", "kernels", "memcpy", "backend", "device", "overhead"):
-        assert key in doc
+    run = RunReport.of(doc, advise_run(doc, zero_code=True))
+    # host is the other 25% of each step: an avoidable cause past the critical tier, so it is named.
+    assert run.verdict.bound == "host" and run.verdict.level is Level.CRITICAL and run.verdict.on_gpu
+    assert summary_words(run.verdict).startswith("host-bound: host gaps")
 
 
 def test_kernel_categories():
@@ -97,8 +102,12 @@ def test_cpu_precedence_puts_comm_over_compute():
 def test_warmup_only_table_says_so():
     df = step_table([0, 100], [100, 200], {"load": ([0], [150])}, warmup=5)
     doc = summarize(df, on_gpu=False, backend="host", device="cpu")
-    assert doc["steps"] == 0 and doc["recommendations"] == []
-    assert doc["verdict"]["bound"] == doc["verdict"]["level"] == "unknown" and doc["verdict"]["step_ms"] == 0.0
+    from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.run_report import RunReport
+
+    run = RunReport.of(doc, advise_run(doc, zero_code=True))
+    assert run.steps == 0 and run.findings == () and not run.measured
+    assert run.verdict.bound == run.verdict.level.value == "unknown" and run.verdict.step_ms == 0.0
 
 
 def test_perfcore_own_work_is_left_out_of_every_label_and_the_wall():

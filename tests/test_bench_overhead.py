@@ -33,3 +33,19 @@ def test_a_steady_sampler_said_as_a_share_of_step_time_counts_as_that_share():
     per_step = (0.0032 + 0.0006) / 0.2
     assert bench.said_share(o, 0.2, steady=True) == pytest.approx(per_step + 0.004 + 0.0014 / 1.2)
     assert bench.said_share(o, 0.2, steady=False) == pytest.approx(per_step + 0.010 / 1.2)
+
+
+@pytest.mark.parametrize("shape", ["fabric", "hf"])
+def test_a_library_shape_runs_its_steps_and_times_each(shape):
+    # Lightning Fabric's loop is the script's; the Hugging Face Trainer's is the library's own, timed at its
+    # callback's step end: both must reach exactly the steps asked, each timed once.
+    import subprocess
+    import sys
+
+    pytest.importorskip({"fabric": "lightning", "hf": "transformers"}[shape])
+    bench_dir = Path(__file__).resolve().parents[1] / "bench"
+    p = subprocess.run([sys.executable, str(bench_dir / "overhead_train.py"), "14", shape], capture_output=True,
+                       text=True, timeout=300, cwd=bench_dir)
+    assert p.returncode == 0, p.stderr[-2000:]
+    lines = dict(ln.split(" ", 1) for ln in p.stdout.splitlines() if ln.startswith(("STEPS", "LOOP_MS_PER_STEP")))
+    assert lines["STEPS"] == "14" and float(lines["LOOP_MS_PER_STEP"]) > 0, p.stdout

@@ -3,9 +3,13 @@ path, the same decision as the document. Built on documents real perfcore comman
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+from run_docs import decided, redecided
+
+from perfcore.analysis.migrate import migrate
 from perfcore.report.experiments import render_demo_brief, render_diagnose_brief
 from perfcore.report.terminal import render_brief, render_text
 
@@ -14,6 +18,11 @@ DOCS = Path(__file__).with_name("report_docs")
 
 def doc_of(name: str) -> dict:
     return json.loads((DOCS / name).read_text())
+
+
+def run_of(name: str):
+    """An older document's run, decided again on its figures as perfcore run decides."""
+    return redecided(doc_of(name))
 
 
 def _fits(text: str, most: int) -> list[str]:
@@ -25,13 +34,13 @@ def _fits(text: str, most: int) -> list[str]:
 
 
 def test_run_brief_is_a_header_the_table_one_verdict_and_two_tries():
-    doc = doc_of("run.json")
+    doc = run_of("run.json")
     lines = _fits(render_brief(doc, "runs/r1"), 15)
-    assert lines[0].startswith(f"perfcore: {doc['steps']} steps") and "p50" in lines[0] and "p90" in lines[0]
+    assert lines[0].startswith(f"perfcore: {doc.steps} steps") and "p50" in lines[0] and "p90" in lines[0]
     assert [ln.split()[0] for ln in lines[2:7]] == ["load", "transfer", "compute", "comm", "host"]
     assert sum(ln.startswith("verdict:") for ln in lines) == 1 and "input-bound (major)" in lines[7]
     tries = [ln for ln in lines if ln.startswith("try:")]
-    assert 1 <= len(tries) <= 2 and tries[0].startswith("try: train_small.py:30: more DataLoader workers")
+    assert 1 <= len(tries) <= 2 and tries[0].startswith("try: train_small.py:30: set num_workers=1")
     assert lines[-1] == "more: runs/r1/report.html; all evidence: perfcore report runs/r1 --explain"
     # --explain keeps every piece of evidence the short report leaves out.
     full = render_text(doc)
@@ -39,14 +48,16 @@ def test_run_brief_is_a_header_the_table_one_verdict_and_two_tries():
 
 
 def test_diagnose_and_demo_briefs_fit_their_budgets():
-    d = doc_of("diagnose.json")
+    from perfcore.analysis.command_results import DemoResult, DiagnoseResult
+
+    d = DiagnoseResult.from_dict(migrate(doc_of("diagnose.json")))
     lines = _fits(render_diagnose_brief(d, "runs/d/report.html; all evidence: --explain"), 20)
     assert sum(ln.startswith("verdict:") for ln in lines) == 1
-    # A check from before statuses were kept: its status read from `agrees`, as its own sentence says it.
+    # A check from before statuses were kept: its status read from `agrees`, as its own sentence said it.
     (said,) = [ln.split(": ")[-1].split(",")[0] for ln in lines if ln.startswith("  synthetic")]
-    assert f"predicted: {said}" in d["verdict"]["checks"][0]["sentence"]
-    demo = dict(doc_of("demo.json"), health=doc_of("health.json"), run=doc_of("demo_run.json"), diagnose=d)
-    lines = _fits(render_demo_brief(demo, "runs/demo"), 30)
+    assert f"predicted: {said}" in doc_of("diagnose.json")["verdict"]["checks"][0]["sentence"]
+    demo = dict(doc_of("demo.json"), health=doc_of("health.json"), run=doc_of("demo_run.json"), diagnose=doc_of("diagnose.json"))
+    lines = _fits(render_demo_brief(DemoResult.from_dict(migrate(demo)), "runs/demo"), 30)
     assert sum(ln.startswith("verdict:") for ln in lines) == 1
     assert lines[0].startswith("health:") and lines[1].startswith("run:") and lines[-1].startswith("demo finished")
 
@@ -59,10 +70,10 @@ def _table(compute, host, load=None):
     return table(np.zeros(len(compute)) if load is None else load, compute, host)
 
 
-def _summarized(df):
+def _summarized(df, **more):
     from perfcore.analysis.attribution import summarize
 
-    return summarize(df, on_gpu=False, backend="host", device="cpu")
+    return decided({**summarize(df, on_gpu=False, backend="host", device="cpu"), **more}, zero_code=True)
 
 
 def _rows(lines):
@@ -80,17 +91,17 @@ def test_the_table_and_the_verdict_quote_one_step_statistic():
     compute = np.full(n, 0.120)
     compute[::10] = 5.0
     doc = _summarized(_table(compute, np.full(n, 0.166)))
-    v = doc["verdict"]
-    assert v["bound"] == "host" and doc["breakdown_fraction"]["compute"] > 0.5  # the mean says otherwise
+    v = doc.verdict
+    assert v.bound == "host" and doc.breakdown_fraction.compute > 0.5  # the mean says otherwise
     lines = render_brief(doc, "runs/r1").splitlines()
     (said,) = [ln for ln in lines if ln.startswith("verdict:")]
-    host = v["causes"][0]
-    assert f"{fmt_ms(host['ms_per_step'])} of a {fmt_ms(v['step_ms'])} step ({fmt_share(host['share'])}" in said
+    host = v.named[0]
+    assert f"{fmt_ms(host.ms_per_step)} of a {fmt_ms(v.step_ms)} step ({fmt_share(host.share)}" in said
     rows = _rows(lines)
-    assert " ".join(rows["host"][:2]) == fmt_ms(host["ms_per_step"]) and rows["host"][2] == fmt_share(host["share"])
-    assert f"of a {fmt_ms(v['step_ms'])} step: the mean without 8 outlier step(s) of 80" in lines[1]
+    assert " ".join(rows["host"][:2]) == fmt_ms(host.ms_per_step) and rows["host"][2] == fmt_share(host.share)
+    assert f"of a {fmt_ms(v.step_ms)} step: the mean without 8 outlier step(s) of 80" in lines[1]
     # The plain mean stays in --explain.
-    assert f"mean {fmt_ms(doc['step_time_ms']['mean'])}" in render_text(doc)
+    assert f"mean {fmt_ms(doc.step_time_ms.mean)}" in render_text(doc)
 
     # The minGPT adder: healthy, and its largest avoidable share is the table's own row.
     load = np.full(n, 11.0)
@@ -99,29 +110,26 @@ def test_the_table_and_the_verdict_quote_one_step_statistic():
     doc = _summarized(_table(compute, np.full(n, 4.7), load))
     lines = render_brief(doc, "runs/r1").splitlines()
     (said,) = [ln for ln in lines if ln.startswith("verdict:")]
-    assert doc["verdict"]["healthy"] and f"(largest: load, {_rows(lines)['load'][2]})" in said
-    assert fmt_share(doc["breakdown_fraction"]["load"]) != _rows(lines)["load"][2]  # the mean would disagree
+    assert doc.verdict.healthy and f"(largest: load, {_rows(lines)['load'][2]})" in said
+    assert fmt_share(doc.breakdown_fraction.load) != _rows(lines)["load"][2]  # the mean would disagree
 
 
 def _straggler_doc():
     from test_ranks import _merged, _part
 
-    from perfcore.analysis.advice import advise_run
-
     doc, focus = _merged([_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 0.0, compute=10.0)])
     doc["backend"] = "host"
-    advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
-    return doc
+    return decided(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
 
 
-def _busy(doc):
-    """The document of a run on a busy machine whose torch threads outnumber the free cores."""
-    from perfcore.analysis.advice import advise_run
+def _busy(df, **more):
+    """A run on a busy machine whose torch threads outnumber the free cores, decided."""
+    from perfcore.analysis.attribution import summarize
 
-    busy = {"sentence": "other processes used 1.4 of 2 cores", "material": True, "others_cores": 1.4, "cores": 2}
-    doc = {**doc, "interference": busy, "threads": {"torch": 2, "omp_env": None, "cpus": 2}}
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
-    return doc
+    busy = {"material": True, "reasons": ["others"], "others_cores": 1.4, "cores": 2}
+    doc = {**summarize(df, on_gpu=False, backend="host", device="cpu"), "interference": busy,
+           "threads": {"torch": 2, "omp_env": None, "cpus": 2}, **more}
+    return decided(doc, zero_code=True, evidence={"cpu_count": 2})
 
 
 def test_every_line_of_the_short_report_fits_and_speaks_plainly():
@@ -130,7 +138,6 @@ def test_every_line_of_the_short_report_fits_and_speaks_plainly():
     n = 80
     compute = np.full(n, 0.120)
     compute[::10] = 5.0
-    host_bound = _busy(_summarized(_table(compute, np.full(n, 0.166))))
     fn = {
         "file": "main.py",
         "function": "sgd_update",
@@ -140,23 +147,27 @@ def test_every_line_of_the_short_report_fits_and_speaks_plainly():
         "samples": 40,
         "user": True,
     }
-    host_bound["lines"] = {
+    calls = [{"file": "main.py", "function": "sgd_update", "line": 60, "method": "item", "per_step": 3.0, "total": 240}]
+    lines = {
+        "steps": 80,
+        "samples": 60,
+        "interval_ms": 10.0,
         "labels": [
             {
                 "label": "host",
                 "ms_per_step": 0.166,
                 "samples": 60,
                 "functions": [fn],
-                "lines": [{**fn, "calls": [{"method": "item", "per_step": 3.0}]}],
+                "lines": [{**fn, "calls": calls}],
             }
-        ]
+        ],
     }
+    host_bound = _busy(_table(compute, np.full(n, 0.166)), lines=lines)
     load = np.full(n, 11.0)
     compute = np.full(n, 334.0)
     compute[::10] = 3000.0
-    healthy = _busy(_summarized(_table(compute, np.full(n, 4.7), load)))
-    starved = _busy(_summarized(_table(np.full(n, 18.6), np.full(n, 0.44), np.full(n, 6.48))))
-    starved["starvation"] = {
+    healthy = _busy(_table(compute, np.full(n, 4.7), load))
+    starvation = {
         "steps": 445,
         "starved": 435,
         "share": 435 / 445,
@@ -165,13 +176,15 @@ def test_every_line_of_the_short_report_fits_and_speaks_plainly():
         "p95_wait_ms": 23.6,
         "longest_run": 170,
         "longest_run_first_step": 5,
+        "load_ms_per_step": 6.48,
     }
-    docs = [doc_of("run.json"), _straggler_doc(), host_bound, healthy, starved]
+    starved = _busy(_table(np.full(n, 18.6), np.full(n, 0.44), np.full(n, 6.48)), starvation=starvation)
+    docs = [run_of("run.json"), _straggler_doc(), host_bound, healthy, starved]
     for doc in docs:
         text = render_brief(doc, "runs/r1")
         _fits(text, 15)
         assert "host gaps" not in text and "(warn)" not in text, text
-    said = {d["verdict"]["bound"]: render_brief(d, "runs/r1") for d in docs}
+    said = {d.verdict.bound: render_brief(d, "runs/r1") for d in docs}
     assert "verdict: straggler rank 2 (major)" in said["straggler"]
     assert "time outside the model" in said["host"] and "[uncertain: busy]" in said["host"]
     assert "loader starved: 435 of 445 steps (98%) waited over 970 µs; their p50 wait 3.58 ms" in said["load"]
@@ -189,14 +202,13 @@ def test_a_verdict_line_too_long_gives_up_its_least_needed_parts_first():
 
 
 def test_a_train_loader_drawn_for_evaluation_says_those_batches_apart():
-    doc = doc_of("run.json")
-    doc["loaders"] = [
-        {"role": "train", "site": "train.py:30", "batches": 13, "eval_batches": 5},
-        {"role": "eval", "site": "train.py:31", "batches": 10},
-    ]
+    from perfcore.analysis.run_context import Loader
+
+    train = Loader(role="train", site="train.py:30", batches=13, eval_batches=5)
+    doc = dataclasses.replace(run_of("run.json"), loaders=(train, Loader(role="eval", site="train.py:31", batches=10)))
     line = next(ln for ln in render_text(doc).splitlines() if ln.startswith("  DataLoaders: "))
     assert "train at train.py:30: 13 batches (+5 in evaluation)" in line and "eval at train.py:31: 10 batches" in line
-    doc["loaders"][0].pop("eval_batches")
+    doc = dataclasses.replace(doc, loaders=(dataclasses.replace(train, eval_batches=None), doc.loaders[1]))
     line = next(ln for ln in render_text(doc).splitlines() if ln.startswith("  DataLoaders: "))
     assert "in evaluation" not in line
 
@@ -206,21 +218,23 @@ def test_a_loop_waiting_on_its_loader_is_said_once_by_the_loader_recommendation(
     only the recommendation is said. Without one, the loop's line stays."""
     import perfcore.report.terminal as terminal
 
-    doc = doc_of("run.json")
+    doc = run_of("run.json")
     line = "  try: DataLoader at train_small.py:30 (num_workers=0): 9.00 ms a step (100% of load) waiting; add workers"
     monkeypatch.setattr(terminal, "lines_text", lambda d, cwd=None: [line])
     tries = [ln for ln in render_brief(doc, "runs/r1").splitlines() if ln.startswith("try:")]
     assert tries and not any(t.startswith("try: DataLoader at") for t in tries)
-    assert tries[0].startswith("try: train_small.py:30: more DataLoader workers")
-    doc["recommendations"] = [r for r in doc["recommendations"] if r.get("id") not in ("more_workers", "cheaper_batches")]
+    assert tries[0].startswith("try: train_small.py:30: set num_workers=1")
+    doc = dataclasses.replace(doc, findings=tuple(r for r in doc.findings if r.kind not in ("more_workers", "cheaper_batches")))
     tries = [ln for ln in render_brief(doc, "runs/r1").splitlines() if ln.startswith("try:")]
     assert tries[0] == line.strip()
 
 
 def test_one_starved_step_is_said_as_one_wait():
+    from perfcore.analysis.starvation import Starvation
     from perfcore.report.words import starved_short
 
-    one = {"starved": 1, "steps": 15, "share": 1 / 15, "threshold_ms": 8.71, "p50_wait_ms": 30.1, "p95_wait_ms": 30.1}
+    one = Starvation(steps=15, starved=1, share=1 / 15, threshold_ms=8.71, p50_wait_ms=30.1, p95_wait_ms=30.1,
+                     longest_run=1, longest_run_first_step=3, load_ms_per_step=2.0)
     assert starved_short(one) == "loader starved: 1 of 15 steps (6.7%) waited over 8.71 ms; it waited 30.1 ms"
-    two = {**one, "starved": 2, "p95_wait_ms": 40.0}
+    two = dataclasses.replace(one, starved=2, p95_wait_ms=40.0)
     assert starved_short(two).endswith("; their p50 wait 30.1 ms, p95 40.0 ms")

@@ -370,3 +370,15 @@ def test_pyproject_declares_the_torch_floor_setup_checks(setup_mod):
     pyproject = (ROOT / "pyproject.toml").read_text()
     floor = ".".join(map(str, setup_mod.MIN_TORCH))
     assert f'"torch>={floor}"' in pyproject
+
+
+def test_the_cuda_mode_pass_names_test_files_that_exist():
+    """scripts/test.sh runs `-m build` again on the CUDA-mode build: a renamed test file would drop out of it
+    silently."""
+    from pathlib import Path
+
+    from conftest import BUILD_MODE_MODULES
+
+    here = Path(__file__).parent
+    assert sorted(n for n in BUILD_MODE_MODULES if not (here / n).is_file()) == []
+    assert "-m build" in (here.parent / "scripts" / "test.sh").read_text()

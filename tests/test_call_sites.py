@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_step_sources import FakeIter, FakeLoader
 
 from perfcore.run.child.loaders import Loaders
-from test_step_sources import FakeIter, FakeLoader
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -68,8 +68,13 @@ def test_a_train_and_an_eval_loader_made_by_a_library_are_told_apart_and_keep_th
     assert doc["workers"]["batches"] == 24
     assert doc["workers"]["fetch_ms_mean"] == pytest.approx(train["worker_batch_ms"])
     assert doc["loader_plan"]["worker_batch_ms"] == pytest.approx(train["worker_batch_ms"])
-    load_advice = next(r for r in doc["recommendations"] if r.get("cause") == "load")
-    assert train_site in load_advice["text"] and eval_site not in load_advice["text"]
+    from run_docs import run_of_json
+
+    from perfcore.report.advice_words import text_of
+
+    run = run_of_json(doc)
+    load_advice = text_of(next(f for f in run.findings if f.cause == "load"), run.loader_plan)
+    assert train_site in load_advice and eval_site not in load_advice
     assert f"eval at {eval_site}" in p.stderr and f"train at {train_site}" in p.stderr
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from test_callbacks import Tiny
 
 
@@ -24,10 +23,10 @@ def test_the_hf_callback_sets_evaluations_apart(tmp_path):
     trainer.train()
     res, steps = cb.result, cb.steps
     # Evaluations after steps 5, 10 and 15 sit between steps; the one after step 20 ends the run.
-    assert res["steps"] + res["warmup_steps"] == 20
-    assert res["evaluation"]["apart"] and res["evaluation"]["rows"] == 3
+    assert res.steps + res.warmup_steps == 20
+    assert res.evaluation.apart and res.evaluation.rows == 3
     ev = steps[steps["evaluation"]]
     assert len(ev) == 3 and (ev["trainer_step"] == -1).all()
     train = steps[~steps["evaluation"]]
     assert train["trainer_step"].tolist() == list(range(1, 21))
-    assert cb.summary["perfcore/steps"] == res["steps"]
+    assert cb.summary["perfcore/steps"] == res.steps

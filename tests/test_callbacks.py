@@ -34,15 +34,15 @@ class Tiny(torch.nn.Module):
 def _check_result(cb, total_steps: int, warmup: int) -> None:
     res, steps = cb.result, cb.steps
     assert res is not None, "the callback saw no step"
-    assert res["steps"] + res["warmup_steps"] == total_steps
-    assert res["warmup_steps"] == warmup
+    assert res.steps + res.warmup_steps == total_steps
+    assert res.warmup_steps == warmup
     assert len(steps) == total_steps
     # the trainer's own numbering: one optimizer step per trainer step, 1..N
     assert steps["trainer_step"].tolist() == list(range(1, total_steps + 1))
     parts = steps[[f"{lb}_ms" for lb in LABELS]].sum(axis=1).to_numpy()
     assert np.allclose(parts, steps["wall_ms"].to_numpy(), atol=1e-6)
-    assert cb.summary["perfcore/steps"] == res["steps"]
-    assert cb.summary["perfcore/step_ms"] == pytest.approx(res["step_time_ms"]["mean"])
+    assert cb.summary["perfcore/steps"] == res.steps
+    assert cb.summary["perfcore/step_ms"] == pytest.approx(res.step_time_ms.mean)
     assert all(isinstance(v, (int, float)) for v in cb.summary.values())  # mlflow.log_metrics takes numbers
 
 
@@ -72,7 +72,7 @@ def test_huggingface_trainer_callback(tmp_path):
     _check_result(cb, 20, 2)
     # the last log of train() carries the whole run's figures, and the logger after perfcore saw them
     final = [x for x in logger.logged if "train_runtime" in x]
-    assert final and final[-1]["perfcore/steps"] == cb.result["steps"]
+    assert final and final[-1]["perfcore/steps"] == cb.result.steps
     assert "perfcore/compute_share" in trainer.state.log_history[-1]
     assert (tmp_path / "perfcore" / "report.html").is_file() and (tmp_path / "perfcore" / "run.json").is_file()
 
@@ -108,4 +108,4 @@ def test_lightning_callback(tmp_path):
 
     metrics = pd.read_csv(f"{logger.log_dir}/metrics.csv")
     assert "perfcore/step_ms" in metrics.columns  # through the Trainer's own logger
-    assert metrics["perfcore/steps"].dropna().iloc[-1] == cb.result["steps"]
+    assert metrics["perfcore/steps"].dropna().iloc[-1] == cb.result.steps

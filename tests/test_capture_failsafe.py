@@ -2,7 +2,6 @@
 StepTimer not closed, or missing) falls back with a note; upkeep failures are counted, not raised."""
 from __future__ import annotations
 
-
 import perfcore.recording.engine as recording
 import perfcore.recording.settling as settling
 import perfcore.timing as timing
@@ -88,7 +87,7 @@ def test_capture_stats_reach_the_result():
             pass
         t.step()
     doc = t.result()
-    assert doc["capture"]["backend"] == "host" and doc["capture"]["upkeep_errors"] == 0
+    assert doc.capture.backend == "host" and doc.capture.stats["upkeep_errors"] == 0
 
 
 class _Events:

@@ -3,11 +3,21 @@ sentence tests; what a check decides is tested as statuses in test_verdict."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from perfcore.analysis.checks import CheckResult, confirm
+from perfcore.analysis.checks import Against, Check, Experiment
+from run_docs import confirm
+from perfcore.analysis.codec import from_doc, to_doc
+from perfcore.analysis.command_results import ExperimentRow
+from perfcore.analysis.status import Change
 from perfcore.analysis.verdict import avoidable, decide
 from perfcore.report.check_words import check_long, check_text, compute_shortfall
+
+
+def _b(speedup, sem):
+    return ExperimentRow(Experiment.WORKERS, "B", speedup=speedup, step_sem_ms=sem)
 
 DEMO_BD = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
 DEMO_STEP = sum(DEMO_BD.values())
@@ -36,55 +46,60 @@ def test_a_drift_names_a_busy_machine_only_when_measured():
     assert "other processes used 1.3 of 2 cores (measured)); the attribution stands" in said
 
 
-def test_a_document_check_is_rendered_from_its_figures_or_kept_when_old():
+def test_a_document_check_is_rendered_from_its_figures():
+    import json
+
     v = decide(avoidable(DEMO_BD), DEMO_STEP)
     c = confirm(v, "load", 1.80, "synthetic data")
-    assert check_text(c.as_dict()) == check_long(c)
-    old = {"experiment": "synthetic data", "status": "confirmed", "agrees": True, "sentence": "as it was written"}
-    assert check_text(old) == "as it was written"
-    assert check_text({"against": "bound", "sentence": "B measured 1.10x"}) == "B measured 1.10x"
+    back = from_doc(Check, json.loads(json.dumps(to_doc(c))))
+    assert check_text(back) == check_long(c)
 
 
 def test_experiment_b_against_its_bound_in_words():
     from perfcore.experiments.diagnose import workers_check
 
     first = {"step_ms": 50.0, "avoidable_ms": {"load": 20.0}, "avoidable_band_ms": {}}
-    slower = workers_check(first, first, False, {"step_sem_ms": 1.0}, {"name": "B", "speedup": 0.8, "step_sem_ms": 1.0})
+    final = decide({"load": 20.0}, 50.0)
+    slower = workers_check(first, final, False, {"step_sem_ms": 1.0}, _b(0.8, 1.0))
     assert check_text(slower) == "B measured 0.80x (0.77-0.84x) of the 1.67x that removing all loading can give: " \
         "slower, so workers do not help here"
-    above = workers_check(first, first, False, {"step_sem_ms": 0.1}, {"name": "B", "speedup": 3.0, "step_sem_ms": 0.1})
-    assert above["above_bound"] and check_text(above).endswith("; above that bound: the machine changed between the "
-                                                               "runs, not an effect of the workers")
-    assert CheckResult.from_dict({"status": "bogus", "agrees": False, "reason": "??"}).reason is None
+    above = workers_check(first, final, False, {"step_sem_ms": 0.1}, _b(3.0, 0.1))
+    assert above.above_bound and check_text(above).endswith("; above that bound: the machine changed between the "
+                                                            "runs, not an effect of the workers")
+    from perfcore.analysis.migrate import migrate_check
+
+    old = from_doc(Check, migrate_check({"status": "bogus", "agrees": False, "reason": "??"}))
+    assert old.reason is None and old.status == "inconclusive"
 
 
 def test_what_loading_is_decided_as_a_kind_with_its_figures():
+    from perfcore.analysis.results import Loading
     from perfcore.experiments.diagnose import loading_cause
-    from perfcore.report.check_words import loading_text
+    from perfcore.report.check_words import LOADING_CAUSE, loading_text
 
-    c = {"name": "C: decoder torchvision", "decoder": "torchvision", "speedup": 1.4}
-    assert loading_cause([c], {"cpu_to_wall": 0.9}, None) == {
-        "kind": "decoder", "cause": "CPU decode", "decoder": "torchvision", "speedup": 1.4}
-    assert loading_cause([], {"cpu_to_wall": 0.3}, 95.0)["kind"] == "crowded"
+    c = ExperimentRow(Experiment.DECODER, "C: decoder torchvision", decoder="torchvision", speedup=1.4)
+    assert loading_cause([c], {"cpu_to_wall": 0.9}, None) == Loading("decoder", decoder="torchvision", speedup=1.4)
+    assert loading_cause([], {"cpu_to_wall": 0.3}, 95.0).kind == "crowded"
     io = loading_cause([], {"cpu_to_wall": 0.3}, 40.0)
-    assert (io["kind"], io["cause"]) == ("io", "I/O") and loading_text(io).startswith("__getitem__ spends 70% ")
-    assert loading_cause([], {}, None)["kind"] == "unprofiled"
+    assert (io.kind, LOADING_CAUSE[io.kind]) == ("io", "I/O") and loading_text(io).startswith("__getitem__ spends 70% ")
+    assert loading_cause([], {}, None).kind == "unprofiled"
 
 
 def test_health_keeps_its_busy_check_as_figures():
+    from perfcore.analysis.command_results import BusyCheck, HealthResult
     from perfcore.experiments.health import health_report
-    from perfcore.report.health_words import health_summary, say
+    from perfcore.report.health_words import health_summary
 
     bd = {"load": 0.5, "transfer": 0.0, "compute": 9.5, "comm": 0.0, "host": 0.0}
     row = {"busy_mean": 0.4, "busy_source": "gpu_util", "breakdown_ms": bd, "step_ms": 10.0, "device": "cuda",
            "steps": 50, "samples_per_s": 1.0, "busy_std": 0.0, "cpu_percent": 5.0, "busy_series": [],
            "busy_spacing_s": 0.1}
     result = health_report(row, "w", "perfcore diagnose w")
-    assert "plain_summary" not in result.to_dict()  # facts; the words are made at the edge
-    doc = say(result.to_dict())
-    assert doc["healthy"] and doc["busy_check"] == {"threshold": 0.6, "decided": True, "small_work": True,
-                                                    "forward_only": False}
-    assert doc["plain_summary"] == health_summary(doc) and "the device's work is small" in doc["plain_summary"]
+    doc = result.to_dict()
+    assert "plain_summary" not in doc and "summary" not in doc  # facts; the words are made at the edge
+    back = HealthResult.from_dict(doc)
+    assert back.healthy and back.busy_check == BusyCheck(threshold=0.6, decided=True, small_work=True)
+    assert "the device's work is small" in health_summary(back) == health_summary(result)
 
 
 def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
@@ -92,12 +107,9 @@ def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
     import json
     from pathlib import Path
 
-    from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
-    from perfcore.report.verdict_words import say_verdict
-
-    def diagnose_verdict(*args, **kwargs):
-        v, predicted = _diagnose_verdict(*args, **kwargs)
-        return say_verdict(v), predicted
+    from perfcore.analysis.command_results import DiagnoseResult
+    from perfcore.analysis.migrate import migrate
+    from perfcore.experiments.diagnose import diagnose_verdict
     from perfcore.report.html_parts import Body
     from perfcore.report.html_stages import diagnose_sections
 
@@ -106,38 +118,45 @@ def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
         diagnose_sections(doc, body)
         return html.unescape("".join(body.parts))
 
-    # Written before the checks kept their figures: each check keeps the sentence it was written with.
-    old = json.loads((Path(__file__).parent / "report_docs" / "diagnose.json").read_text())
-    assert all(c["sentence"] in page(old) for c in old["verdict"]["checks"])
+    # Written when the checks kept some figures beside their sentence: the figures read back (B held to the
+    # bound it has always been held to), said again from them, and nothing stored is said.
+    raw = json.loads((Path(__file__).parent / "report_docs" / "diagnose.json").read_text())
+    old = DiagnoseResult.from_dict(migrate(raw))
+    assert [(c.experiment, c.against, c.measured_speedup) for c in old.verdict.checks] == [
+        (Experiment.SYNTHETIC, Against.PREDICTION, raw["verdict"]["checks"][0]["measured_speedup"]),
+        (Experiment.WORKERS, Against.BOUND, raw["verdict"]["checks"][1]["measured_speedup"]),
+    ]
+    assert not any(c["sentence"] in page(old) for c in raw["verdict"]["checks"])
+    assert all(check_text(c) in page(old) for c in old.verdict.checks)
     # Written by today's diagnose, through its JSON: the words made from the figures it kept.
     base = {"step_ms": DEMO_STEP, "breakdown_ms": DEMO_BD, "step_sem_ms": 0.5}
-    exps = [{"name": "baseline", "speedup": 1.0, "num_workers": 0},
-            {"name": "A: synthetic data", "speedup": 1.85, "step_sem_ms": 0.5, "breakdown_ms": {"compute": 12.5}},
-            {"name": "B: num_workers=2", "speedup": 1.5, "step_sem_ms": 0.5, "num_workers": 2}]
+    exps = [ExperimentRow(Experiment.BASELINE, "baseline", speedup=1.0, num_workers=0),
+            ExperimentRow(Experiment.SYNTHETIC, "A: synthetic data", speedup=1.85, step_sem_ms=0.5,
+                          breakdown_ms={"compute": 12.5}),
+            ExperimentRow(Experiment.WORKERS, "B: num_workers=2", speedup=1.5, step_sem_ms=0.5, num_workers=2)]
     v, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
-    doc = json.loads(json.dumps({**old, "verdict": v}))
-    a, b = doc["verdict"]["checks"]
-    assert "sentence" not in a and "sentence" not in b and a["status"] == "confirmed" and b["against"] == "bound"
+    doc = DiagnoseResult.from_dict(json.loads(json.dumps({**old.to_dict(), "verdict": to_doc(v)})))
+    a, b = doc.verdict.checks
+    assert a.status == "confirmed" and b.against is Against.BOUND
+    assert "sentence" not in json.dumps(doc.to_dict()["verdict"]["checks"])
     assert check_text(a) in page(doc) and check_text(b) in page(doc)
     assert check_text(a).startswith("synthetic data (no loading) measured 1.85x")
 
 
-def test_sweep_knees_as_figures_and_as_old_text_outline_the_same_cells(tmp_path):
+def test_sweep_knees_as_figures_outline_their_cells(tmp_path):
     from test_html import sweep_doc, write_stage
 
+    from perfcore.analysis.command_results import SweepResult
+    from perfcore.analysis.migrate import migrate
     from perfcore.report.experiments import knee_text
 
-    old = sweep_doc()
-    today = dict(old, knees=[{"batch_size": 8, "workers": 1, "samples_per_s": 311.0, "within": 0.05, "flat": [],
-                              "worse": [2]}])
+    today = dict(sweep_doc(), knees=[{"batch_size": 8, "workers": 1, "samples_per_s": 311.0, "within": 0.05,
+                                      "flat": [], "worse": [2]}])
     assert knee_text(today["knees"][0]) == "batch 8: throughput stops improving at 1 worker(s) (311 samples/s; 2 are " \
         "slower (cores shared with the loop))"
-    old = dict(old, knees=[knee_text(today["knees"][0])])
-    (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    a = write_stage(tmp_path / "a", "sweep", old).read_text()
-    b = write_stage(tmp_path / "b", "sweep", today).read_text()
-    assert a.count("cell knee") == b.count("cell knee") >= 4 and knee_text(today["knees"][0]) in b
+    b = write_stage(tmp_path / "b", "sweep", SweepResult.from_dict(migrate(today))).read_text()
+    assert b.count("cell knee") >= 4 and knee_text(today["knees"][0]) in b
 
 
 def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
@@ -147,7 +166,7 @@ def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
     c = confirm(v, "load", 1.60, "synthetic data", noise_ms=4.0)
     lo, hi = c.agreement_band
     assert c.status.value == "confirmed" and lo <= 1.60 <= hi
-    line = _check_short(c.as_dict())
+    line = _check_short(c)
     assert line.endswith(f"measured 1.60x: confirmed (agreeing: {lo:.2f}-{hi:.2f}x)"), line
 
 
@@ -157,20 +176,21 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
 
     # The prediction's band reaches past its point (20 of 50 ms saved: 1.67x; up to 26 ms: 2.08x).
     first = {"step_ms": 50.0, "avoidable_ms": {"load": 20.0}, "avoidable_band_ms": {"load": [14.0, 26.0]}}
+    final = decide({"load": 20.0}, 50.0)
     seen = set()
     for speedup, sem in [(1.9, 1.0), (1.3, 1.0), (0.8, 1.0), (3.0, 0.1)]:
-        c = workers_check(first, first, False, {"step_sem_ms": sem}, {"name": "B", "speedup": speedup, "step_sem_ms": sem})
+        c = workers_check(first, final, False, {"step_sem_ms": sem}, _b(speedup, sem))
         line = _check_short(c)
-        past = c["measured_speedup"] > c["predicted_speedup"]
-        slower = c["change"] == "slower"
+        past = c.measured_speedup > c.predicted_speedup
+        slower = c.change is Change.SLOWER
         from perfcore.report.label_words import speedups_words
 
-        assert f"({speedups_words(c['measured_band'])}, {c['change']})" in line, line  # the word beside its band
-        long = dict(c, experiment="B: num_workers=16 (baseline uses 0)")  # the widest name diagnose gives
+        assert f"({speedups_words(c.measured_band)}, {c.change.value})" in line, line  # the word beside its band
+        long = dataclasses.replace(c, name="B: num_workers=16 (baseline uses 0)")  # the widest name diagnose gives
         short = _check_short(long)
-        assert len(short) <= 120 and c["change"] in short, short  # the band left out before the word
-        assert ("within it" in line) == (not past and not c["above_bound"] and not slower), line
-        assert ("past it, within noise" in line) == (past and not c["above_bound"]), line
+        assert len(short) <= 120 and c.change.value in short, short  # the band left out before the word
+        assert ("within it" in line) == (not past and not c.above_bound and not slower), line
+        assert ("past it, within noise" in line) == (past and not c.above_bound), line
         assert (" slower)" in line or "(slower)" in line) == ("workers do not help here" in line) == slower, line
         seen.add(line.rsplit(": ", 1)[1])
     assert seen == {"within it", "past it, within noise", "above that bound, so not advised", "workers do not help here"}
@@ -188,20 +208,20 @@ def test_a_band_of_speedups_with_an_open_top_says_so():
 def test_a_shortfall_the_experiments_own_compute_explains_is_said_with_it():
     # The quiet demo: 16.3 ms of loading predicted (1.98x), synthetic data saved 15.0 ms (1.84x, partly) while
     # its compute took 1.31 ms more a step (16.6 -> 17.9 ms): the measured cause of the gap, said beside it.
-    from perfcore.analysis.checks import confirm
+    from run_docs import confirm
     from perfcore.analysis.verdict import decide
     from perfcore.report.experiments import _check_short
 
     step = 33.0
     v = decide({"load": 16.3}, step, share_band={"load": (15.8 / step, 16.8 / step)})
-    grew = confirm(v, "load", step / 18.0, "synthetic data", compute_ms=(16.6, 17.91), noise_ms=0.9).as_dict()
-    assert grew["status"] == "partly" and compute_shortfall(grew) == pytest.approx(1.31)
+    grew = confirm(v, "load", step / 18.0, "synthetic data", compute_ms=(16.6, 17.91), noise_ms=0.9)
+    assert grew.status == "partly" and compute_shortfall(grew) == pytest.approx(1.31)
     line = _check_short(grew)
     assert line.endswith("partly, its compute took 1.31 ms more a step") and "agreeing" not in line, line
     assert "compute itself took 1.31 ms more per step in that run (16.6 ms -> 17.9 ms), 100% of the shortfall" in (
         check_text(grew)
     )
     # The same shortfall with compute unchanged: no cause named, the agreement band kept.
-    same = confirm(v, "load", step / 18.0, "synthetic data", compute_ms=(16.6, 16.6), noise_ms=0.9).as_dict()
+    same = confirm(v, "load", step / 18.0, "synthetic data", compute_ms=(16.6, 16.6), noise_ms=0.9)
     assert compute_shortfall(same) is None and "(agreeing: " in _check_short(same)
     assert "compute itself" not in check_text(same)

@@ -89,7 +89,7 @@ def test_triage_settings_reach_the_child_through_the_configuration(tmp_path, cap
     from perfcore.run.parent.finish import finish_run
 
     doc = finish_run(out, 0, [sys.executable, str(script)])
-    assert doc["dataloader_overrides"]["applied"] == 1 and doc["synthetic"]["keep"] == 3
+    assert doc.dataloader_overrides.applied == 1 and doc.synthetic.keep == 3
 
 
 def _plain_python(tmp_path, pointer: str, code: str = "print('RAN')") -> subprocess.CompletedProcess:
@@ -190,7 +190,7 @@ def test_the_magic_and_a_trainer_session_leave_no_folder_and_no_variable(tmp_pat
         exec(cell, {})
         res2 = s.finish()
         after = (dict(os.environ), set(glob.glob(os.path.join(tmp, "perfcore-*"))))
-        print(json.dumps({"steps": res["steps"], "steps2": res2["steps"],
+        print(json.dumps({"steps": res.steps, "steps2": res2.steps,
                           "env": {k: v for k, v in after[0].items() if before[0].get(k) != v},
                           "folders": sorted(after[1] - before[1])}))
     ''')

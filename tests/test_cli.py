@@ -85,3 +85,48 @@ def test_env_gives_cudnn_advice_only_where_a_gpu_runs_the_convolutions(monkeypat
         assert check.figures == {"on": False, "gpu": gpu}
         fixes[gpu] = check_words(asdict(check))[1]
     assert fixes[False] == "" and "cudnn.benchmark = True" in fixes[True]
+
+
+# What each command writes, as its help must name it (the files its code writes; report.html from
+# output.folder_report), and the target forms it takes.
+WRITES = {
+    "run": ["run.json", "steps.csv", "trace.json", "monitor.csv", "report.html"],
+    "monitor": ["monitor.csv", "monitor.png"],
+    "health": ["health.json", "report.html"],
+    "diagnose": ["diagnose.json", "experiments.png", "report.html", "a run folder per experiment"],
+    "sweep": ["sweep.json", "sweep.csv", "report.html", "a run folder per configuration", "dataloader.patch"],
+    "demo": ["health.json", "run.json", "diagnose.json", "summary.md", "demo.json", "report.html"],
+    "transfer": ["transfer.json", "transfer.csv", "transfer.png"],
+    "graph": ["graph.json"],
+    "report": ["breakdown.png", "report.html"],
+    "compare": ["Writes nothing but what --html and --json name"],
+    "merge": ["run.json", "steps.csv", "report.html"],
+    "env": ["Writes nothing but what --json names"],
+}
+
+
+def help_of(name: str) -> str:
+    res = CliRunner().invoke(cli, [name, "--help"], terminal_width=80)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_every_command_help_names_its_targets_and_what_it_writes():
+    from perfcore.cli import COMMANDS
+    from perfcore.workloads import BUILTINS
+
+    assert set(WRITES) == set(COMMANDS)
+    for name in COMMANDS:
+        text = help_of(name)
+        flat = " ".join(text.split())  # the formatter wraps the paragraphs
+        missing = [w for w in WRITES[name] if w not in flat]
+        assert not missing, f"perfcore {name} --help does not say it writes {missing}:\n{text}"
+        assert all(len(line) <= 80 for line in text.splitlines()), f"perfcore {name} --help runs past 80 columns"
+    for name in ("health", "diagnose", "sweep", "graph"):
+        flat = " ".join(help_of(name).split())
+        assert all(b in flat for b in BUILTINS) and "FILE.py:FUNCTION" in flat, name
+        assert ("-- python train.py" in flat) == (name != "graph"), name
+    for name in ("run", "monitor"):
+        assert "COMMAND, after --" in help_of(name)
+    sweep = " ".join(help_of("sweep").split())
+    assert "never changed" in sweep and "git apply" in sweep

@@ -7,26 +7,26 @@ import dataclasses
 import json
 
 import pytest
+from run_docs import typed_run
 
-from perfcore.analysis.command_results import BadResult, DemoResult, DiagnoseResult, HealthResult
+from perfcore.analysis.checks import Experiment
+from perfcore.analysis.codec import BadDocument as BadResult
+from perfcore.analysis.command_results import DemoResult, DiagnoseResult, ExperimentRow, HealthResult
+from perfcore.analysis.findings import Finding, FindingKind
+from perfcore.analysis.results import Loading
+from perfcore.analysis.verdict import avoidable, decide
 from perfcore.errors import BadResultFile
-from perfcore.report.diagnose_words import say
 from perfcore.report.reader import stage_document
+
+BD = {"load": 5.0, "transfer": 0.0, "compute": 5.0, "comm": 0.0, "host": 0.0}
 
 
 def _diagnose(**over) -> DiagnoseResult:
     rows = (
-        {"name": "baseline", "step_ms": 10.0, "speedup": 1.0},
-        {"name": "A: synthetic data", "step_ms": 5.0, "speedup": 2.0},
+        ExperimentRow(Experiment.BASELINE, "baseline", step_ms=10.0, speedup=1.0),
+        ExperimentRow(Experiment.SYNTHETIC, "A: synthetic data", step_ms=5.0, speedup=2.0),
     )
-    verdict = {
-        "bound": "load",
-        "level": "critical",
-        "cause": "I/O",
-        "loading": {"kind": "io", "cause": "I/O", "cpu_to_wall": 0.2},
-        "checks": [],
-        "plain_summary": "input-bound: waiting for data costs 5.00 ms of each 10.0 ms step",
-    }
+    verdict = dataclasses.replace(decide(avoidable(BD), 10.0), loading=Loading("io", cpu_to_wall=0.2))
     return DiagnoseResult(
         **{
             "workload": "w",
@@ -41,33 +41,32 @@ def _diagnose(**over) -> DiagnoseResult:
 
 
 def test_a_result_round_trips_through_its_document():
-    r = _diagnose(recommendations=({"id": "more_workers", "cause": "load"},), interference=None)
+    r = _diagnose(findings=(Finding(FindingKind.MORE_WORKERS, cause="load"),), interference=None)
     doc = json.loads(json.dumps(r.to_dict()))
-    assert doc["schema"] == "perfcore.diagnose/1" and "interference" not in doc and "script_exit" not in doc
+    assert doc["schema"] == "perfcore.diagnose/2" and doc["interference"] is None and doc["script_exit"] is None
+    assert doc["experiments"][1]["experiment"] == "A"  # the experiment by its code, not its label
     assert DiagnoseResult.from_dict(doc) == r
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.workload = "x"  # type: ignore[misc]
 
 
 def test_the_words_are_made_from_the_results_facts():
-    from perfcore.analysis.verdict import avoidable, decide
+    from perfcore.report.verdict_words import plain_words, summary_words
 
-    bd = {"load": 5.0, "transfer": 0.0, "compute": 5.0, "comm": 0.0, "host": 0.0}
-    facts = {**decide(avoidable(bd), 10.0), "cause": "I/O", "loading": {"kind": "io", "cause": "I/O", "cpu_to_wall": 0.2}}
-    assert "plain_summary" not in facts  # decided as facts: the words come at the edge
-    doc = say(_diagnose(verdict=facts).to_dict())
-    v = doc["verdict"]
-    assert v["plain_summary"].startswith("input-bound (I/O):") and "80% of its time waiting" in v["plain_summary"]
-    assert v["summary"] == v["plain_summary"]  # no material interference: nothing before it
+    doc = json.loads(json.dumps(_diagnose().to_dict()))
+    assert "plain_summary" not in json.dumps(doc) and "summary" not in doc["verdict"]  # facts only
+    v = DiagnoseResult.from_dict(doc).verdict
+    assert plain_words(v).startswith("input-bound (I/O):") and "80% of its time waiting" in plain_words(v)
+    assert summary_words(v) == plain_words(v)  # no material interference: nothing before it
 
 
 @pytest.mark.parametrize(
     "broken, what",
     [
         ({"experiments": "x"}, "experiments"),
-        ({"experiments": [{"speedup": 1.0}]}, "no name"),
-        ({"experiments": [{"name": "A", "speedup": "fast"}]}, "speedup"),
-        ({"verdict": None}, "no verdict"),
+        ({"experiments": [{"speedup": 1.0}]}, "experiment"),
+        ({"experiments": [{"experiment": "A", "name": "A", "speedup": "fast"}]}, "speedup"),
+        ({"verdict": None}, "verdict"),
         ({"measured_speedup": "2x"}, "measured_speedup"),
         ({"workload": 3}, "workload"),
     ],
@@ -82,26 +81,32 @@ def test_a_document_without_the_result_is_corrupt(tmp_path, broken, what):
     assert err.value.exit_code == 2 and "corrupt" in str(err.value)
 
 
-def test_an_older_diagnose_document_still_opens(tmp_path):
-    # Written before the verdict was kept as facts (its words stored) and before `skipped`.
+def test_an_older_diagnose_document_still_opens_and_says_less(tmp_path):
+    # Written by /1: its verdict beside its words, rows named by their labels, no `skipped`.
     old = _diagnose().to_dict()
     del old["skipped"]
-    old["verdict"]["plain_summary"] = "input-bound: the sentence it was written with."
+    old.update(schema="perfcore.diagnose/1", verdict={
+        "bound": "load", "level": "critical", "cause": "I/O", "step_ms": 10.0, "avoidable_ms": {"load": 5.0},
+        "causes": [{"label": "load", "bound": "input-bound", "ms_per_step": 5.0, "share": 0.5, "level": "critical"}],
+        "plain_summary": "input-bound: the sentence it was written with."})
+    for e in old["experiments"]:
+        del e["experiment"]
     (tmp_path / "diagnose.json").write_text(json.dumps(old))
     name, doc = stage_document(tmp_path)
-    assert name == "diagnose.json" and doc["skipped"] == []
-    assert say(doc)["verdict"]["plain_summary"] == "input-bound: the sentence it was written with."
+    assert name == "diagnose.json" and doc.skipped == () and doc.verdict.bound == "load"
+    assert [e.experiment for e in doc.experiments] == [Experiment.BASELINE, Experiment.SYNTHETIC]
+    assert "the sentence it was written with" not in json.dumps(doc.to_dict())
 
 
 def test_the_demo_result_holds_one_decision():
     d = _diagnose()
-    run = {"schema": "perfcore.run/1", "verdict": d.verdict, "recommendations": []}
-    demo = DemoResult(health={"steps": 3}, run=run, diagnose=d, files=("run.json", "demo.json"), elapsed_s=12.0)
+    run = dataclasses.replace(typed_run(10.0, BD), verdict=d.verdict)
+    health = HealthResult(workload="demo", steps=3)
+    demo = DemoResult(health=health, run=run, diagnose=d, files=("run.json", "demo.json"), elapsed_s=12.0)
     doc = json.loads(json.dumps(demo.to_dict()))
-    assert doc["bounds"] == {"run": "load", "diagnose": "load"} and doc["agree"] is True
-    assert doc["files"] == {"run.json": "run.json", "demo.json": "demo.json"}
+    assert doc["run"]["verdict"] == doc["diagnose"]["verdict"] and doc["files"] == ["run.json", "demo.json"]
     back = DemoResult.from_dict(doc)
-    assert back.diagnose == d and back.files == demo.files and back.to_dict() == doc
+    assert back.diagnose == d and back.run.verdict is not None and back.to_dict() == doc
     with pytest.raises(BadResult, match="run"):
         DemoResult.from_dict({**doc, "run": {"verdict": {}}})
 
@@ -115,18 +120,18 @@ def _health_row(busy=0.4):
 
 def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(tmp_path):
     from perfcore.experiments.health import health_report
-    from perfcore.report.health_words import say as say_health
+    from perfcore.report.health_words import health_summary
     from perfcore.report.html_stages import stage_page
 
     result = health_report(_health_row(), "w", "perfcore diagnose w")
     doc = json.loads(json.dumps(result.to_dict()))
     assert doc["busy_series"] == list(_health_row()["busy_series"]) and "plain_summary" not in doc
     assert HealthResult.from_dict(doc) == result
-    said = say_health(dict(doc))
-    assert said["plain_summary"].startswith("input-bound") and "Compute share of each step" in said["summary"]
-    (tmp_path / "health.json").write_text(json.dumps(said))
+    said = health_summary(result)
+    assert said.startswith("input-bound") and "Compute share of each step" in said
+    (tmp_path / "health.json").write_text(json.dumps(doc))
     name, back = stage_document(tmp_path)
-    assert name == "health.json" and back["plain_summary"] == said["plain_summary"]  # the words it kept stay
+    assert name == "health.json" and health_summary(back) == said  # the words made again from its facts
     page = stage_page(tmp_path, "perfcore health", back, "", ["health.json"])
     assert "Busy over the run" in page  # the chart, from the document alone
     with pytest.raises(BadResult, match="busy_mean"):
@@ -159,7 +164,7 @@ def test_sweep_json_is_its_result_read_back_and_a_failed_row_is_said_from_its_re
     (tmp_path / "sweep.json").write_text(json.dumps(result.to_dict()))
     assert load_sweep(tmp_path) == result
     name, doc = stage_document(tmp_path)
-    assert name == "sweep.json" and doc == result.to_dict()
+    assert name == "sweep.json" and doc == result
     said = [config_failure(c) for c in result.configs]
     assert said == ["", "the script crashed (ValueError: x) after 7 measured steps: these results are partial",
                     "the script ended (exit 3) during warm-up: no measured step"]
@@ -173,7 +178,7 @@ def test_an_older_sweep_json_opens_and_one_without_its_shape_is_corrupt(tmp_path
 
     old = json.loads((Path(__file__).parent / "report_docs" / "sweep.json").read_text())
     (tmp_path / "sweep.json").write_text(json.dumps(old))
-    assert stage_document(tmp_path)[1]["configs"] == old["configs"]
+    assert list(stage_document(tmp_path)[1].configs) == old["configs"]
     (tmp_path / "sweep.json").write_text(json.dumps({**old, "best": "fast"}))
-    with pytest.raises(BadResultFile, match="best is corrupt"):
+    with pytest.raises(BadResultFile, match="best is text, not an object"):
         stage_document(tmp_path)

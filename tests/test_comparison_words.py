@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from run_docs import exp_rows, typed_run
 
 from perfcore.analysis.advice import loader_plan
-from perfcore.report.plan_words import plan_words
-from perfcore.analysis.checks import confirm
+from run_docs import confirm
+from perfcore.analysis.codec import from_doc
 from perfcore.analysis.compare import compare_runs
 from perfcore.analysis.gain import judge, measured_gain
+from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.status import Change, change_of
+from perfcore.analysis.verdict import decide
 from perfcore.experiments.diagnose import workers_check
 from perfcore.report.check_words import check_long, check_text
 from perfcore.report.compare_words import step_words
+from perfcore.report.plan_words import plan_words
 
 speedups = st.floats(min_value=0.05, max_value=20.0, allow_nan=False)
 noises = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0, allow_nan=False))
@@ -37,7 +41,7 @@ def test_a_workers_trial_is_said_as_measured(x, noise, n, w):
     plan = loader_plan(ld, step_ms=60.0, load_ms=30.0, per_step=1, cpu_count=4, on_gpu=False, trials=[trial])
     if plan is None or "trial" not in plan:
         return
-    words = plan_words(plan)[0]  # the renderer's words, chosen from the trial's status
+    words = plan_words(from_doc(LoaderPlan, plan))[0]  # the renderer's words, chosen from the trial's status
     assert f"at {x:.2f}x" in words
     if "made steps slower" in words:
         assert x < 1 and plan["trial"]["change"] == "slower"
@@ -52,14 +56,14 @@ def test_a_workers_trial_is_said_as_measured(x, noise, n, w):
 def test_diagnose_b_is_said_as_measured(x, load_share, sem):
     step = 50.0
     first = {"step_ms": step, "avoidable_ms": {"load": load_share * step}, "avoidable_band_ms": {}}
-    c = workers_check(first, first, False, {"step_sem_ms": sem}, {"name": "B: num_workers=2", "speedup": x,
-                                                                  "step_sem_ms": sem, "num_workers": 2})
+    (row,) = exp_rows({"name": "B: num_workers=2", "speedup": x, "step_sem_ms": sem, "num_workers": 2})
+    c = workers_check(first, decide({"load": load_share * step}, step), False, {"step_sem_ms": sem}, row)
     words = check_text(c)
     assert f"measured {x:.2f}x" in words
     if ": slower" in words:
-        assert x < 1 and c["change"] == "slower"
+        assert x < 1 and c.change == "slower"
     if "within the runs' noise" in words and "above that bound" not in words:
-        assert c["change"] == "within noise"
+        assert c.change == "within noise"
 
 
 @settings(max_examples=300, deadline=None)
@@ -67,7 +71,7 @@ def test_diagnose_b_is_said_as_measured(x, load_share, sem):
 def test_a_check_is_said_as_measured(x, predicted_share, noise):
     step = 40.0
     p = predicted_share * step
-    c = confirm({"step_ms": step, "avoidable_ms": {"load": p}}, "load", x, "synthetic data", noise_ms=noise)
+    c = confirm(decide({"load": p}, step), "load", x, "synthetic data", noise_ms=noise)
     j = judge(
         {"saved_ms": p, "speedup": step / (step - p), "band": None},
         measured_gain(step, step / x, noise_ms=noise),
@@ -100,11 +104,9 @@ def test_one_number_formatter_for_terminal_and_html():
 )
 def test_compare_says_the_step_change_as_measured(a_ms, b_ms, sem):
     bd = {"load": 0.0, "transfer": 0.0, "compute": 1.0, "comm": 0.0, "host": 0.0}
-    a = {"step_time_ms": {"mean": a_ms, "sem": sem}, "breakdown_ms": bd, "device": "cpu"}
-    b = {"step_time_ms": {"mean": b_ms, "sem": sem}, "breakdown_ms": bd, "device": "cpu"}
-    doc = compare_runs(a, b)
+    doc = compare_runs(typed_run(a_ms, bd, sem=sem), typed_run(b_ms, bd, sem=sem))
     words = step_words(doc)
-    noise = (doc["noise_ms"] or 0.0) / a_ms
-    assert ("B faster" in words) == (a_ms / b_ms > 1 + noise) == (doc["change"] == "faster")
-    assert ("B slower" in words) == (a_ms / b_ms < 1 / (1 + noise)) == (doc["change"] == "slower")
+    noise = (doc.noise_ms or 0.0) / a_ms
+    assert ("B faster" in words) == (a_ms / b_ms > 1 + noise) == (doc.change == "faster")
+    assert ("B slower" in words) == (a_ms / b_ms < 1 / (1 + noise)) == (doc.change == "slower")
     assert f"speedup {a_ms / b_ms:.2f}x" in words

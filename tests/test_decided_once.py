@@ -55,7 +55,7 @@ def test_diagnose_decides_once():
     w = load_workload("demo")
     with counted() as n:
         d = diagnose(w, steps=3, warmup=1)
-    assert d.verdict["bound"] != "unknown" and d.verdict["checks"]
+    assert d.verdict.bound != "unknown" and d.verdict.checks
     assert n == {"decide": 1, "advise": 1}, n
 
 
@@ -67,5 +67,5 @@ def test_demo_decides_once(tmp_path):
         doc = demo.run_demo(tmp_path / "demo", quick=True)
     assert n == {"decide": 1, "advise": 1}, n
     # Every output of the demo renders that one decision.
-    assert doc.run["verdict"] is doc.diagnose.verdict
-    assert doc.run["recommendations"] == list(doc.diagnose.recommendations)
+    assert doc.run.verdict is doc.diagnose.verdict
+    assert doc.run.findings is doc.diagnose.findings

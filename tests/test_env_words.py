@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from perfcore.report.env_words import _WORDS, check_words
 
 ENV = Path(__file__).resolve().parents[1] / "perfcore" / "capture" / "environment.py"
@@ -55,3 +57,42 @@ def test_a_sampler_without_nvml_keeps_the_error_and_the_words_say_it(monkeypatch
     assert s.nvml_error.startswith("ModuleNotFoundError: ") and s._nvml is None
     assert sampling_words(s.nvml_error) == f"no GPU sampling ({s.nvml_error}); CPU and RAM only"
     assert sampling_words("") == ""
+
+
+def test_no_driver_is_said_as_no_driver_not_as_an_old_one(monkeypatch):
+    # The CUDA runtime answers "driver version is insufficient" where there is no driver at all.
+    import ctypes
+
+    from perfcore import _native
+
+    insufficient = "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"
+
+    def missing(name, *a, **k):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    assert _native._why_no_device(insufficient) == "no NVIDIA driver on this machine: libcuda.so.1 not found"
+    # A driver that is there and older than the runtime: the runtime's words are true.
+    monkeypatch.setattr(ctypes, "CDLL", lambda name, *a, **k: object())
+    assert _native._why_no_device(insufficient) == insufficient
+    hidden = "cudaErrorNoDevice: no CUDA-capable device is detected"
+    assert _native._why_no_device(hidden) == hidden
+
+
+def test_env_on_a_machine_without_a_driver_says_there_is_none():
+    import ctypes
+    import subprocess
+    import sys
+
+    import perfcore
+
+    if not perfcore.capabilities()["cuda_compiled"]:
+        pytest.skip("perfcore was built in CPU mode: env names the build's reason, not the driver")
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("this machine has an NVIDIA driver")
+    except OSError:
+        pass
+    p = subprocess.run([sys.executable, "-m", "perfcore", "env"], capture_output=True, text=True, timeout=120)
+    (gpu,) = [ln for ln in p.stdout.splitlines() if ln.split()[1:2] == ["gpu"]]
+    assert "no NVIDIA driver on this machine" in gpu and "insufficient" not in p.stdout, p.stdout

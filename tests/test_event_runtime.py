@@ -157,7 +157,7 @@ def test_a_step_timer_over_a_captured_forward_finishes_and_says_so(monkeypatch, 
     doc = t.result()
     t.close()
     assert (df[~df["warmup"]]["compute_ms"] >= 1.9).all()
-    assert doc["capture"]["phases_under_graph_capture"] == 1
+    assert doc.capture.stats["phases_under_graph_capture"] == 1
     note = next(n for n in t.notes if "captured into a CUDA graph" in n)
     # the whole sentence: it once stopped at "the graph's replays are"
     assert note.endswith("the graph's replays, which run outside the capture, are timed as the phases they run in")
@@ -258,7 +258,7 @@ def test_a_run_timed_by_events_reports_the_cost_of_an_event_phase(monkeypatch, f
     doc = t.result()
     t.close()
     assert rt.recorded_count() - before >= 2 * 500  # the scratch timer's pairs
-    assert doc["overhead"]["per_phase_ns"] > phase_cost_ns()
+    assert doc.overhead.per_phase_ns > phase_cost_ns()
 
 
 # -- kernel tracing's cost, counted and kept out of the steps ------------------------------------------
@@ -325,12 +325,12 @@ def test_kernel_tracing_is_lean_counted_and_kept_out_of_the_steps(monkeypatch, f
     df = t.summary()
     doc = t.result()
     t.close()
-    o, tracing = doc["overhead"], doc["capture"]["tracing"]
-    assert o["tracing_ns_per_launch"] == 5000.0 and o["launches_per_step"] == 5.0
-    assert o["tracing_ms_per_step"] == pytest.approx(0.025) and "kernel_tracing" in o["counted"]
-    assert o["ms_per_step"] >= o["tracing_ms_per_step"] + o["own_ms_per_step"]
-    assert tracing["mode"] == "lean" and tracing["steps_traced"] == 6 and tracing["placement"] == "event_windows"
+    o, tracing = doc.overhead, doc.capture.tracing
+    assert o.tracing_ns_per_launch == 5000.0 and o.launches_per_step == 5.0
+    assert o.tracing_ms_per_step == pytest.approx(0.025) and "kernel_tracing" in o.counted
+    assert o.ms_per_step >= o.tracing_ms_per_step + o.own_ms_per_step
+    assert tracing.mode == "lean" and tracing.steps_traced == 6 and tracing.placement == "event_windows"
     # Each step: 25 us of perfcore's own in place of host time; the kernels, all placed in compute.
     assert (df["perfcore_ms"] >= 0.025 - 1e-9).all()
     assert df["compute_gpu_ms"].to_numpy() == pytest.approx([0.1] * 6)
-    assert doc["capture"]["kernels_by_event_window"] == 30 and doc["capture"]["kernels_unattributed"] == 0
+    assert doc.capture.stats["kernels_by_event_window"] == 30 and doc.capture.stats["kernels_unattributed"] == 0

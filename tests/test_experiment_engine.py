@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from perfcore.analysis.checks import Experiment
+from perfcore.analysis.command_results import ScriptExit, Skipped
 from perfcore.errors import RunFailed
 from perfcore.experiments import scripts
 from perfcore.experiments.diagnose import diagnose
@@ -62,16 +64,16 @@ class GivenRunner:
 
 def test_health_judges_the_one_measurement_it_asked_for():
     runner = GivenRunner(lambda t: measured(6.0, 4.0))
-    doc = health(runner, steps=30, warmup=4, interval_s=0.2).to_dict()
+    doc = health(runner, steps=30, warmup=4, interval_s=0.2)
     assert [(t.steps, t.warmup, t.train, t.interval_s) for t in runner.trials] == [(30, 4, False, 0.2)]
-    assert doc["verdict"]["bound"] == "load" and not doc["healthy"] and doc["next"] == "perfcore diagnose -- given"
-    assert doc["step_ms"] == 10.0 and doc["busy_mean"] == pytest.approx(0.4) and doc["note"] == "given"
-    assert "script_exit" not in doc
+    assert doc.verdict.bound == "load" and not doc.healthy and doc.next == "perfcore diagnose -- given"
+    assert doc.step_ms == 10.0 and doc.busy_mean == pytest.approx(0.4) and doc.note == "given"
+    assert doc.script_exit is None
 
 
 def test_health_carries_a_failed_scripts_exit_code():
-    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, steps=1)))).to_dict()
-    assert doc["script_exit"]["code"] == 3 and doc["verdict"]["bound"] == "compute"
+    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, steps=1))))
+    assert doc.script_exit.code == 3 and doc.verdict.bound == "compute"
 
 
 def test_diagnose_asks_for_the_baseline_synthetic_data_and_other_workers():
@@ -83,16 +85,17 @@ def test_diagnose_asks_for_the_baseline_synthetic_data_and_other_workers():
         return measured(6.0, 4.0)
 
     runner = GivenRunner(answer)
-    doc = diagnose(runner, steps=12, warmup=2).to_dict()
+    doc = diagnose(runner, steps=12, warmup=2)
     assert [(t.tag, t.synthetic, dict(t.overrides or {})) for t in runner.trials] == [
         ("baseline", False, {}), ("synthetic", True, {}), ("workers", False, {"num_workers": os.cpu_count() or 1})]
-    base, a, b = doc["experiments"]
-    assert base["speedup"] == 1.0 and a["speedup"] == pytest.approx(10 / 4) and b["speedup"] == pytest.approx(10 / 7)
-    assert a["synthetic"] and b["num_workers"] == (os.cpu_count() or 1)
-    assert doc["measured_speedup"] == pytest.approx(2.5) and doc["verdict"]["bound"] == "load"
-    assert doc["verdict"]["checks"][0]["agrees"] is True
-    assert doc["skipped"] == [{"name": "C: other decoder", "reason": "no decoders given"}]
-    assert "script_exit" not in doc
+    base, a, b = doc.experiments
+    assert [e.experiment for e in doc.experiments] == [Experiment.BASELINE, Experiment.SYNTHETIC, Experiment.WORKERS]
+    assert base.speedup == 1.0 and a.speedup == pytest.approx(10 / 4) and b.speedup == pytest.approx(10 / 7)
+    assert a.synthetic and b.num_workers == (os.cpu_count() or 1)
+    assert doc.measured_speedup == pytest.approx(2.5) and doc.verdict.bound == "load"
+    assert doc.verdict.checks[0].agrees is True
+    assert doc.skipped == (Skipped("C: other decoder", "no decoders given"),)
+    assert doc.script_exit is None
 
 
 def test_diagnose_keeps_going_when_the_workers_run_fails_and_reports_the_first_failure():
@@ -101,13 +104,14 @@ def test_diagnose_keeps_going_when_the_workers_run_fails_and_reports_the_first_f
             raise RunFailed("the command exited with 1 before perfcore saw a training step", exit_code=1)
         return measured(0.0 if t.synthetic else 6.0, 4.0, failure=Failure(2, "crashed", steps=12, run="synthetic") if t.synthetic else None)
 
-    doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2).to_dict()
-    names = [e["name"][:2] for e in doc["experiments"]]
-    assert names == ["ba", "A:", "B:", "C:"] and not doc["skipped"]
-    b = doc["experiments"][2]
-    assert b["speedup"] is None and b["error"] and b["step_ms"] != b["step_ms"]
-    assert doc["script_exit"] == {"code": 2, "how": "crashed", "steps": 12, "run": "synthetic", "settings": None,
-                                  "oom": False}
+    doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2)
+    names = [e.experiment for e in doc.experiments]
+    assert names == [Experiment.BASELINE, Experiment.SYNTHETIC, Experiment.WORKERS, Experiment.DECODER]
+    assert not doc.skipped
+    b = doc.experiments[2]
+    assert b.speedup is None and b.error and b.step_ms != b.step_ms
+    # How it ended is kept as facts (its code, steps, which run); its words are said from them.
+    assert doc.script_exit == ScriptExit(code=2, steps=12, run="synthetic", settings=None, oom=False)
 
 
 def test_a_sweep_of_a_loop_that_keeps_its_own_settings_changes_only_the_swept_axes():
@@ -137,24 +141,27 @@ def test_a_sweep_of_a_workload_sets_every_axis_and_a_crashed_run_is_a_row_not_an
 
 
 def test_both_runners_hand_over_the_same_measurement(tmp_path: Path):
+    from run_docs import typed_run
+
+    workers = {"num_workers": 2, "items_per_batch": 8, "fetch_ms_mean": 2.0, "getitem_ms_mean": 0.2, "collate_ms_mean": 0.1}
+    doc = typed_run(10.0, dict.fromkeys(LABELS, 2.0), workers=workers, exit_code=0, steps=4)
     row = {"device": "cpu", "steps": 4, "step_ms": 10.0, "batch_size": 8, "num_workers": 2, "pin_memory": False,
-           "prefetch_factor": 2, "busy_series": [0.5] * 4, "breakdown_ms": dict.fromkeys(LABELS, 2.0),
-           "_result": {"schema": "perfcore.run/1"}}
-    doc = {"device": "cpu", "steps": 4, "step_time_ms": {"mean": 10.0}, "breakdown_ms": dict.fromkeys(LABELS, 2.0),
-           "workers": {"num_workers": 2, "items_per_batch": 8}, "exit_code": 0, "_private": object()}
+           "prefetch_factor": 2, "busy_series": [0.5] * 4, "breakdown_ms": dict.fromkeys(LABELS, 2.0), "_result": doc}
     here = measurement_of(row)
     there = scripts.script_measurement(doc, [0.5] * 4, "compute_share", None, 0.1, Trial(4, 1))
     assert here.row().keys() == there.row().keys()
     assert (here.step_ms, here.steps, here.busy_mean) == (there.step_ms, there.steps, there.busy_mean) == (10.0, 4, 0.5)
     assert there.samples_per_s == pytest.approx(800.0) and there.failure is None
-    assert "_private" not in there.document and here.document == {"schema": "perfcore.run/1"}
+    assert here.run is doc and there.run is doc  # the typed run, as measured
 
 
 def test_a_script_run_without_a_worker_profile_takes_its_training_loaders_batch_size():
     # diagnose B on an unmodified Hogwild script: num_workers=2 ran, the workers were not profiled, and its
     # row read "samples/s 0" beside a 92.9 ms step.
-    doc = {"device": "cpu", "steps": 4, "step_time_ms": {"mean": 80.0}, "breakdown_ms": dict.fromkeys(LABELS, 2.0),
-           "dataloader_overrides": {"asked": {"num_workers": 2}}, "exit_code": 0,
-           "loaders": [{"training": False, "batch_size": 1000}, {"training": True, "batch_size": 64}]}
+    from run_docs import typed_run
+
+    doc = typed_run(80.0, dict.fromkeys(LABELS, 2.0), steps=4, exit_code=0,
+                    dataloader_overrides={"asked": {"num_workers": 2}},
+                    loaders=[{"training": False, "batch_size": 1000}, {"training": True, "batch_size": 64}])
     m = scripts.script_measurement(doc, [0.5] * 4, "compute_share", None, 0.1, Trial(4, 1))
     assert m.settings["batch_size"] == 64 and m.samples_per_s == pytest.approx(800.0)

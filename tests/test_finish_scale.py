@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from steps_tables import steps_table as table
 
 import perfcore
 from perfcore.analysis.bins import BINS, bin_steps, outliers
 from perfcore.recording.engine import detail_steps
 from perfcore.report import jsonio
-from steps_tables import steps_table as table
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 
@@ -72,7 +72,7 @@ def long_part(folder, n: int):
             pass
         timer.step()
     steps = timer.summary()
-    doc = dict(timer.result())
+    doc = timer.result().to_dict()
     full = timer.engine.step_table()
     doc.update(pid=os.getpid(), rank=None, world_size=None, host=socket.gethostname(), argv=["train.py"],
                exit={"reason": "finished", "exception": None}, step_source="timer.step()")
@@ -105,7 +105,7 @@ def test_finishing_a_long_run_writes_bounded_outputs(tmp_path):
     doc = finish_run(tmp_path, 0, ["python", "train.py"])
     assert not (part / "checkpoint").exists()
     assert (tmp_path / "steps.csv").read_bytes() == (part / "steps.csv").read_bytes()  # copied, not re-formatted
-    assert {"run.json", "steps.csv", "trace.json", "breakdown.png", "report.html"} <= set(doc["files"])
+    assert {"run.json", "steps.csv", "trace.json", "breakdown.png", "report.html"} <= set(doc.files)
     trace = json.loads((tmp_path / "trace.json").read_text())
     from perfcore.analysis.detail import DETAIL_STEPS
     from perfcore.report.chrome_trace import MAX_STEP_EVENTS
@@ -124,7 +124,7 @@ def test_finishing_a_long_run_writes_bounded_outputs(tmp_path):
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        assert "steps.parquet" not in doc["files"]
+        assert "steps.parquet" not in doc.files
     else:
         back = pd.read_parquet(tmp_path / "steps.parquet")
         assert len(back) == n and np.allclose(back["wall_ms"], pd.read_csv(tmp_path / "steps.csv")["wall_ms"])

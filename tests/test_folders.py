@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from run_docs import write_run_folder
 
 from perfcore.cli import cli
 from perfcore.errors import ResultWriteError, UsageError
 from perfcore.report import jsonio
 from perfcore.run.parent import folder
 from perfcore.run.parent.folder import MARKER, prepare_out
-
-from run_docs import write_run_folder
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -96,7 +95,7 @@ def test_a_taken_default_name_is_drawn_again(tmp_path, monkeypatch):
 
 def test_merge_into_the_folder_it_merges_keeps_every_part(tmp_path):
     node = tmp_path / "node"
-    write_run_folder(node / "parts" / "pid1", steps=6)
+    write_run_folder(node / "parts" / "pid1", decided=False, steps=6)
     before = tree(node)
     res = CliRunner().invoke(cli, ["merge", str(node), "--out", str(node)])
     assert res.exit_code == 0, res.output
@@ -335,6 +334,59 @@ def test_a_crafted_failed_marker_never_makes_a_run_delete_anything(tmp_path, cap
     assert "leaving it as it is" in err and "your earlier run" not in err
 
 
+def _listed_as_they_are(root: Path, names: list[str]) -> list[dict]:
+    """Manifest entries as a forger writes them: every file's true size and content hash."""
+    import hashlib
+
+    return [{"name": n, "size": len((root / n).read_bytes()),
+             "sha256": hashlib.sha256((root / n).read_bytes()).hexdigest()} for n in names]
+
+
+@pytest.mark.parametrize("lists", ["files_with_true_hashes", "empty_folders_only"])
+def test_a_crafted_manifest_that_knows_every_byte_still_makes_no_run_delete_anything(tmp_path, capsys, lists):
+    """A copied folder (a tarball, a git checkout) whose marker says "failed before its first step" and whose
+    manifest lists the folder's own files with their true sizes and hashes: the files are not the ones a run
+    made here, so the folder is not taken and nothing in it is removed, not even an empty folder."""
+    mine = crafted_failed_folder(tmp_path / "copied")
+    if lists == "empty_folders_only":
+        for f in ("parts/pid7/model.pt", "workers/notes.md", "progress/plan.txt", "parts/pid8"):
+            (mine / f).unlink()
+        manifest = {"files": [], "dirs": ["parts", "parts/pid7", "workers", "progress"]}
+    else:
+        names = ["parts/pid7/model.pt", "workers/notes.md", "progress/plan.txt", "parts/pid8"]
+        manifest = {"files": _listed_as_they_are(mine, names), "dirs": ["parts", "parts/pid7", "workers", "progress"]}
+    jsonio.write(mine / ".perfcore-manifest.json", {"schema": "perfcore.manifest/1", "token": "0123456789abcdef",
+                                                    **manifest})
+    before = tree(mine)
+    dirs = sorted(str(p.relative_to(mine)) for p in mine.rglob("*") if p.is_dir())
+    out = prepare_out(mine, "run")
+    assert out.parent == mine, "a folder perfcore did not make here was taken"
+    assert {k: v for k, v in tree(mine).items() if not k.startswith(out.name)} == before
+    assert dirs == sorted(str(p.relative_to(mine)) for p in mine.rglob("*") if p.is_dir() and out.name not in str(p))
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "leaving it as it is" in err and "your earlier run" not in err
+
+
+def test_a_crafted_manifest_never_removes_a_settings_file_it_lists(tmp_path):
+    """drop_dead_settings removes the settings files a killed perfcore left, as its manifest lists them: a
+    copied folder that ships a file of that name, listed with its true hash, keeps it."""
+    import socket
+
+    from perfcore.run.parent.folder import drop_dead_settings
+
+    root = tmp_path / "copied"
+    root.mkdir()
+    name = ".perfcore-child-" + "ab" * 16
+    (root / f"{name}.json").write_text('{"run_dir": "elsewhere"}')
+    (root / f"{name}.outer").write_text("4242")
+    jsonio.write(root / MARKER, {"schema": "perfcore.folder/1", "kind": "run", "host": socket.gethostname(),
+                                 "pid": 999_999_999, "token": "0123456789abcdef"})
+    jsonio.write(root / ".perfcore-manifest.json", {"schema": "perfcore.manifest/1", "token": "0123456789abcdef",
+                                                    "files": _listed_as_they_are(root, [f"{name}.json"]), "dirs": []})
+    before = tree(root)
+    assert drop_dead_settings(root) == [] and tree(root) == before
+
+
 def _take_at(args) -> str:
     """One of two commands starting on the same failed folder at once (each its own perfcore process)."""
     where, barrier, n = args
@@ -343,26 +395,32 @@ def _take_at(args) -> str:
     return str(prepare_out(Path(where), "run"))
 
 
+def failed_run_folder(root: Path, token: str) -> None:
+    """The folder an earlier perfcore run (token `token`, its pid long dead) left when its script failed
+    before its first step, marked and listed by perfcore's own code."""
+    saved = folder._TOKEN
+    folder._TOKEN = token
+    try:
+        assert prepare_out(root, "run") == root
+        (root / "parts" / "pid7").mkdir(parents=True)
+        (root / "parts" / "pid7" / "error.txt").write_text("Traceback ...")
+        folder.mark_failed(root)
+    finally:
+        folder._TOKEN = saved
+    mark = json.loads((root / MARKER).read_text())
+    jsonio.write(root / MARKER, {**mark, "pid": 999_999_999, "started": None})  # its perfcore long gone
+
+
 def test_two_runs_starting_on_one_failed_folder_never_both_take_it(tmp_path):
     """The take-over is one exclusive claim, then the marker read back: in every order of events exactly
     one of two runs takes the folder, the other writes into a subfolder, and nothing the winner wrote
     (its fresh marker) is moved or removed by the loser."""
-    import socket
-
     ctx = mp.get_context("fork")
     rounds, taken_by = 40, []
     with ctx.Manager() as manager:
         for r in range(rounds):
             root = tmp_path / f"r{r}"
-            (root / "parts" / "pid7").mkdir(parents=True)
-            (root / "parts" / "pid7" / "error.txt").write_text("Traceback ...")
-            token = f"earlier{r}"
-            jsonio.write(root / MARKER, {"schema": "perfcore.folder/1", "kind": "run", "host": socket.gethostname(),
-                                         "pid": 999_999_999, "token": token, "ended": "failed before its first step"})
-            from perfcore import untrusted
-
-            files, dirs = untrusted.manifest_entries(root, ("parts",))
-            untrusted.record(root, token, files, dirs)
+            failed_run_folder(root, f"earlier{r}")
             barrier = manager.Barrier(2)
             with ctx.Pool(2) as pool:
                 got = pool.map(_take_at, [(str(root), barrier, 0), (str(root), barrier, 1)])
@@ -377,3 +435,30 @@ def test_two_runs_starting_on_one_failed_folder_never_both_take_it(tmp_path):
             assert (root / Path(loser).name / MARKER).is_file()  # the loser's own folder, left whole
             taken_by.append(winners[0])
     assert len(taken_by) == rounds
+
+
+@pytest.mark.parametrize("mode,owner", [(0o777, "me"), (0o1777, "another user")])
+def test_a_folder_any_user_may_change_is_never_written(tmp_path, mode, owner):
+    """--out in (or below) a folder writable by all: another user who puts `parts -> ~/somewhere` there
+    once perfcore has claimed it gets the script's part written through the link, outside the folder (and
+    the run lost). Such a folder is refused in one line before anything is written; a sticky one the user
+    or root owns (/tmp's kind) is fine."""
+    if owner != "me" and os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    if owner != "me":
+        os.chown(shared, 65534, 65534)
+    for out in (shared, shared / "deeper" / "run"):
+        with pytest.raises(UsageError) as e:
+            prepare_out(out, "run")
+        assert f"any user may change {shared} (writable by all" in str(e.value) and "\n" not in str(e.value)
+    assert list(shared.iterdir()) == []
+
+
+def test_a_sticky_folder_of_ones_own_is_written_below(tmp_path):
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert prepare_out(sticky / "r", "run") == sticky / "r" and (sticky / "r" / MARKER).is_file()

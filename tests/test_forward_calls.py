@@ -25,7 +25,7 @@ def test_a_direct_forward_call_is_forward_time(tmp_path, mode):
     assert split["forward"] > 0.2 * split["backward"], split
     assert doc["breakdown_fraction"]["host"] < 0.2, doc["breakdown_fraction"]
     # The advice promises no host gain the data does not have.
-    assert "host_gaps" not in [r["id"] for r in doc["recommendations"]], doc["recommendations"]
+    assert "host_gaps" not in [r["kind"] for r in doc["findings"]], doc["findings"]
 
 
 def test_only_code_that_reads_forward_gets_its_classes_wrapped():

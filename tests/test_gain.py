@@ -4,25 +4,31 @@ workers gain above what removing all loading can give), and numbers that print a
 from __future__ import annotations
 
 import pytest
+from run_docs import exp_rows
 
+from run_docs import confirm
 from perfcore.analysis.gain import expected_gain, judge, measured_gain
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
-from perfcore.analysis.checks import confirm
-from perfcore.report.check_words import check_long, check_text
 from perfcore.analysis.verdict import decide, decide_run
 from perfcore.experiments.diagnose import diagnose_advice
 from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
-from perfcore.report.verdict_words import say_verdict
-from perfcore.report.health_words import say as say_health
-from perfcore.report.label_words import gain_words, interference_sentence
-from perfcore.report.verdict_words import plain_words, summary_words
 from perfcore.experiments.health import health_report
+from perfcore.report.check_words import check_long, check_text
+from perfcore.report.health_words import health_summary
+from perfcore.report.label_words import gain_words, interference_sentence
+from perfcore.report.verdict_words import plain_words, preface, summary_words
 
 
-def diagnose_verdict(*args, **kwargs):
-    """diagnose's verdict with its words, as the writer keeps them (report.diagnose_words)."""
-    v, predicted = _diagnose_verdict(*args, **kwargs)
-    return say_verdict(v), predicted
+def diagnose_verdict(base, exps, *args, **kwargs):
+    return _diagnose_verdict(base, exp_rows(*exps), *args, **kwargs)
+
+
+def _diagnose_doc(verdict):
+    """diagnose's result around a verdict, for its rendered lines."""
+
+    from perfcore.analysis.command_results import DiagnoseResult, WorkerProfile
+
+    return DiagnoseResult("w", "cpu", (), verdict, worker_profile=WorkerProfile(ms_per_item=1.0))
 
 
 def test_numbers_print_with_units_that_fit_their_size():
@@ -51,14 +57,15 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
                                        {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
     g = expected_gain(step, 12.3)
     for v in (run, health, diag):
-        assert v["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
+        assert v.named[0].gain.speedup == pytest.approx(g["speedup"])
         assert gain_words(g["speedup"], g["band"]) in summary_words(v)
     assert predicted == pytest.approx(g["speedup"])
     # Health of a workload runs forward only: same function, and it says whose steps the gain is for.
-    fwd = say_health(health_report(row, "w", "next", forward_only=True).to_dict())
-    assert fwd["verdict"]["causes"][0]["expected_speedup"] == pytest.approx(g["speedup"])
-    assert fwd["verdict"]["forward_only"] and "forward-only loop's steps up to 1.92x faster" in fwd["summary"]
-    assert "(a training step, with backward and the optimizer, gains less" in fwd["summary"]
+    fwd = health_report(row, "w", "next", forward_only=True)
+    summary = preface(health_summary(fwd), fwd.verdict.interference)
+    assert fwd.verdict.named[0].gain.speedup == pytest.approx(g["speedup"])
+    assert fwd.verdict.forward_only and "forward-only loop's steps up to 1.92x faster" in summary
+    assert "(a training step, with backward and the optimizer, gains less" in summary
 
 
 def test_a_predicted_gain_carries_the_band_of_its_interval():
@@ -94,7 +101,7 @@ def test_judge_confirms_only_within_the_noise_band():
 def test_a_saving_inside_the_noise_around_none_confirms_nothing():
     # A busy demo: 32 ms of a 64.6 ms step predicted (2.00x), synthetic data saved 13 ms (1.25x) with 25 ms of
     # noise: within the prediction's widened band, and as much within the noise around no effect at all.
-    from perfcore.analysis.checks import confirm
+    from run_docs import confirm
     from perfcore.report.check_words import check_long
 
     step, pred_ms = 64.6, 32.3
@@ -134,12 +141,13 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
         elif j["status"] in ("partly", "not confirmed"):
             assert f"; agreeing would be {agreeing} (the prediction's interval" in said
     # diagnose's check line prints the same band beside the two it compares.
-    c = confirm(v, "load", 1.82, "synthetic data (no loading)", noise_ms=0.6).as_dict()
-    doc = {"workload": "w", "device": "cpu", "experiments": [], "worker_profile": {"ms_per_item": 1.0, "top": []},
-           "verdict": {**v, "checks": [c]}}
+    import dataclasses
+
+    c = confirm(v, "load", 1.82, "synthetic data (no loading)", noise_ms=0.6)
+    doc = _diagnose_doc(dataclasses.replace(v, checks=(c,)))
     line = next(ln for ln in render_diagnose(doc).splitlines() if ln.startswith("  synthetic data"))
-    assert line == (f"  synthetic data (no loading): predicted 2.44x ({fmt_band(*c['predicted_band'])}), measured 1.82x "
-                    f"({fmt_band(*c['measured_band'])}): partly (agreeing: {fmt_band(*c['agreement_band'])})")
+    assert line == (f"  synthetic data (no loading): predicted 2.44x ({fmt_band(*c.predicted_band)}), measured 1.82x "
+                    f"({fmt_band(*c.measured_band)}): partly (agreeing: {fmt_band(*c.agreement_band)})")
 
 
 def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_is_flagged():
@@ -161,27 +169,27 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     exps = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": 0.88, "step_sem_ms": sem},
             {"name": "B: num_workers=2", "speedup": 2.38, "step_sem_ms": sem, "num_workers": 2}]
     final, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
-    a, b = final["checks"]
-    assert a["status"] == "inconclusive" and "attributed" not in final
-    assert b["above_bound"] and b["measured_speedup"] == 2.38 and b["predicted_speedup"] == pytest.approx(1.18)
+    a, b = final.checks
+    assert a.status == "inconclusive" and final.attributed is None
+    assert b.above_bound and b.measured_speedup == 2.38 and b.predicted_speedup == pytest.approx(1.18)
     assert "above that bound" in check_text(b)
     # Far past the bound with steady runs: the machine changed, said as such.
     steady = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": 1.18, "step_sem_ms": 5.0},
               {"name": "B: num_workers=2", "speedup": 2.38, "step_sem_ms": 5.0, "num_workers": 2}]
     _, b2 = diagnose_verdict({**base, "step_sem_ms": 5.0}, steady, {"cpu_to_wall": 0.9, "top": []},
-                             on_gpu=False)[0]["checks"]
-    assert b2["above_bound"] and "the machine changed between the runs" in check_text(b2)
+                             on_gpu=False)[0].checks
+    assert b2.above_bound and "the machine changed between the runs" in check_text(b2)
     # Its line beside the others says what it was judged against (it predicts nothing).
+    import dataclasses
+
     from perfcore.report.experiments import render_diagnose
 
     def line(check):
-        doc = {"workload": "w", "device": "cpu", "experiments": [], "worker_profile": {"ms_per_item": 1.0, "top": []},
-               "verdict": {"summary": "", "checks": [check]}}
-        return render_diagnose(doc).splitlines()[-1]
+        return render_diagnose(_diagnose_doc(dataclasses.replace(final, checks=(check,)))).splitlines()[-1]
 
     assert line(b) == "  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x: inconclusive"
     assert line(b2) == (f"  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x "
-                        f"({fmt_band(*b2['measured_band'])}): above that bound, so not advised")
+                        f"({fmt_band(*b2.measured_band)}): above that bound, so not advised")
 
 
 def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
@@ -196,13 +204,13 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
             {"name": "A", "speedup": step / 162.0, "step_sem_ms": 2.0},
             {"name": "B: num_workers=2", "speedup": 0.89, "step_sem_ms": 2.0, "num_workers": 2}]
     verdict, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.95, "top": []}, on_gpu=False)
-    b = verdict["checks"][1]
-    assert b["measured_speedup"] == 0.89 and b["change"] == "slower" and "0.89x" in summary_words(verdict)
+    b = verdict.checks[1]
+    assert b.measured_speedup == 0.89 and b.change == "slower" and "0.89x" in summary_words(verdict)
     advised = diagnose_advice(doc, verdict, {"cpu_count": 2, "torch_threads": 2})
-    r, plan = advised["recommendations"][0], advised["loader_plan"]
-    assert r["id"] == "cheaper_batches" and r["site"] == "main.py:240" and "set" not in r
-    assert plan["kind"] == "measured_no_help" and plan["fewer_threads"] == 1
-    assert plan["trial"]["num_workers"] == 2 and plan["trial"]["speedup"] == 0.89 and plan["trial"]["change"] == "slower"
+    r, plan = advised.findings[0], advised.loader_plan
+    assert r.kind == "cheaper_batches" and str(r.site) == "main.py:240" and r.change == {}
+    assert plan.kind == "measured_no_help" and plan.fewer_threads == 1
+    assert plan.trial["num_workers"] == 2 and plan.trial["speedup"] == 0.89 and plan.trial["change"] == "slower"
 
 
 def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
@@ -220,12 +228,12 @@ def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
     assert one["speedup"] == pytest.approx(24.5 / 28.4)
     ld = {"site": "main.py:240", "num_workers": 0, "worker_batch_ms": 120.0, "batch_size": 8}
     plan = loader_plan(ld, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False, trials=trials)
-    assert plan["reason"] == "measured: workers do not help" and plan["trial"]["experiment"] == "sweep (batch 8)"
+    assert plan["kind"] == "measured_no_help" and plan["trial"]["experiment"] == "sweep (batch 8)"
     assert plan["trial"]["num_workers"] == 2 and plan["trial"]["speedup"] == pytest.approx(0.85, abs=0.005)
     # A run with one worker is judged on the ratios against one worker: there, none was faster.
     one_w = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 400.0}, step_ms=282.0, load_ms=120.0,
                         per_step=1, cpu_count=2, on_gpu=False, trials=trials)
-    assert one_w["reason"] == "measured: workers do not help" and one_w["trial"]["relative_to"] == 1
+    assert one_w["kind"] == "measured_no_help" and one_w["trial"]["relative_to"] == 1
     assert one_w["trial"]["num_workers"] == 0 and one_w["trial"]["change"] == "faster"
     assert one_w["trial"]["speedup"] == pytest.approx(1.16, abs=0.005)
 
@@ -238,7 +246,9 @@ def test_diagnose_names_the_cause_in_the_printed_summary_on_a_busy_machine_too()
     exps = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": step / bd["compute"]}]
     final, _ = diagnose_verdict({"step_ms": step, "breakdown_ms": bd, "interference": busy}, exps,
                                 {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    from perfcore.analysis.verdict import interference_of
+
     said = summary_words(final)
-    assert final["uncertain"] and final["cause"] == "CPU decode/augment"
-    assert said.startswith(interference_sentence(busy) + ". Input-bound (CPU decode/augment):"), said
+    assert final.uncertain and final.loading.kind == "cpu"
+    assert said.startswith(interference_sentence(interference_of(busy)) + ". Input-bound (CPU decode/augment):"), said
     assert plain_words(final).startswith("input-bound (CPU decode/augment):")

@@ -208,6 +208,6 @@ def test_perfcore_run_traces_kernels_of_a_script(tmp_path):
     doc = json.loads((out / "run.json").read_text())
     assert doc["backend"] == "native-cupti" and doc["kernels"]
     assert doc["memcpy"]["by_direction"]["h2d"]["pageable_bytes"] > 0  # x.cuda() from pageable memory
-    assert doc["recommendations"][0]["id"] == "pin_memory"
+    assert doc["findings"][0]["kind"] == "pin_memory"
     assert set(doc["compute_split_gpu_ms"]) == {"forward", "backward", "optimizer"}
     assert Path(out / "kernels.png").is_file()

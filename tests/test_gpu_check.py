@@ -307,20 +307,21 @@ def test_the_verdict_must_name_the_truths_bottleneck():
     assert J.bottlenecks(quiet) == {"compute"}
     edge = _truth(load=[0.08, 0.08], transfer=[0.0, 0.0], host=[0.02, 0.02])
     assert J.bottlenecks(edge) == {"load", "compute"}
-    doc = {"verdict": {"bound": "load", "causes": [{"label": "host"}]}}
-    assert J.verdict_label(doc) == "host" and J.verdict_label({"verdict": {"causes": []}}) == "compute"
+    doc = {"verdict": {"bound": "load", "ranked": [{"label": "host", "level": "warn"}, {"label": "load", "level": "minor"}]}}
+    assert J.verdict_label(doc) == "host" and J.verdict_label({"verdict": {"ranked": []}}) == "compute"
+    assert J.verdict_label({"verdict": {"ranked": [{"label": "load", "level": "minor"}]}}) == "compute"  # none named
 
 
 def test_pinning_advice_and_its_band():
-    doc = {"verdict": {"causes": [{"label": "transfer", "expected_gain": {"band": [1.5, 2.5]}}]},
-           "recommendations": [{"id": "pin_memory", "gain": None}]}
+    doc = {"verdict": {"ranked": [{"label": "transfer", "level": "critical", "gain": {"band": [1.5, 2.5]}}]},
+           "findings": [{"kind": "pin_memory", "gain": None}]}
     named, band, where = J.pin_advice(doc)
     assert named and band == (1.5, 2.5) and "transfer cause" in where
-    doc["recommendations"][0]["gain"] = {"band": [1.2, 1.4]}
+    doc["findings"][0]["gain"] = {"band": [1.2, 1.4]}
     assert J.pin_advice(doc)[1] == (1.2, 1.4)
     assert J.in_band(1.3, (1.2, 1.4)) and not J.in_band(1.41, (1.2, 1.4)) and not J.in_band(1.19, (1.2, 1.4))
     assert not J.in_band(1.3, None)
-    assert J.pin_advice({"verdict": {}, "recommendations": [{"id": "more_workers"}]})[0] is False
+    assert J.pin_advice({"verdict": {}, "findings": [{"kind": "more_workers"}]})[0] is False
 
 
 def test_reported_overhead_against_measured_each_way_and_missing_figures_fail():
@@ -372,12 +373,13 @@ def _doc(ms, own=0.0, tracing=0.0, label="load", backend="native-cupti", recs=()
         "backend": backend,
         "breakdown_ms": ms,
         "breakdown_fraction": {k: v / step for k, v in ms.items()},
-        "verdict": {"level": "critical", "causes": causes if causes is not None else [{"label": label}]},
+        "verdict": {"level": "critical",
+                    "ranked": causes if causes is not None else [{"label": label, "level": "critical"}]},
         "overhead": {"own_ms_per_step": own, "tracing_ms_per_step": tracing, "ms_per_step": own + tracing,
                      "counted": ["own_work", "kernel_tracing"], "tracing_ns_per_launch": 100.0,
                      "launches_per_step": 600.0},
         "capture": {"tracing": {"mode": "lean", "steps_traced": 5}},
-        "recommendations": list(recs),
+        "findings": list(recs),
     }
 
 
@@ -447,7 +449,7 @@ def test_the_pinned_speedup_must_lie_in_the_advice_band(monkeypatch):
 
     t = _truth(step=10.0, load=[0.0, 0.0], transfer=[0.6, 0.6], host=[0.1, 0.1])
     ms = {"load": 0.0, "transfer": 6.0, "compute": 3.0, "comm": 0.0, "host": 1.0}
-    rec = {"id": "pin_memory", "gain": {"band": [2.0, 3.0]}}
+    rec = {"kind": "pin_memory", "gain": {"band": [2.0, 3.0]}}
     doc = _doc(ms, label="transfer", recs=[rec])
     runs = {"transfer-bound_default": _ran("d", t, doc), "transfer-bound_no_kernels": _ran("n", t, doc),
             "transfer_bare": _ran("p", t), "transfer_pinned_bare": _ran("q", dict(t, step_ms=4.0))}

@@ -5,9 +5,10 @@ has its own test; test_catalogue runs every hostile folder class through report,
 and open_report with a sentinel folder beside it that must not change."""
 from __future__ import annotations
 
+import contextlib
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,11 +16,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from run_docs import write_run_folder
 
 from perfcore.cli import cli
 from perfcore.report import jsonio
-
-from run_docs import write_run_folder
 
 
 def invoke(*args):
@@ -48,7 +48,7 @@ def sentinel(tmp_path: Path) -> Path:
     (s / "data").mkdir(parents=True)
     (s / "data" / "results.csv").write_text("mine,1\n")
     (s / "victim.txt").write_text("do not touch\n")
-    part = write_run_folder(s / "part")
+    part = write_run_folder(s / "part", decided=False)
     (part / "checkpoint").mkdir()
     jsonio.write(part / "checkpoint" / "run.json", json.loads((part / "run.json").read_text()))
     return s
@@ -58,7 +58,7 @@ def unfinished(out: Path, ranks=(None,), **kw) -> Path:
     """A run folder perfcore was stopped before finishing: parts only, no run.json."""
     for i, rank in enumerate(ranks):
         key = f"rank{rank}" if isinstance(rank, int) else f"pid{4242 + i}"
-        part = write_run_folder(out / "parts" / key, **kw)
+        part = write_run_folder(out / "parts" / key, decided=False, **kw)
         doc = json.loads((part / "run.json").read_text())
         doc.update(rank=rank, pid=4242 + i, world_size=len(ranks) if rank is not None else None)
         jsonio.write(part / "run.json", doc)
@@ -181,6 +181,29 @@ def test_a_linked_checkpoint_is_neither_read_nor_deleted(tmp_path):
     assert snapshot(s) == before and (out / "parts" / "pid4242" / "checkpoint").is_symlink()
 
 
+@pytest.mark.parametrize("theirs", ["model.pt", "notes/plan.txt"])
+def test_a_finished_parts_checkpoint_keeps_what_perfcore_never_writes_there(tmp_path, theirs):
+    """Finishing drops a finished part's checkpoint: perfcore's own files in it, never the folder whole. A
+    copied folder's checkpoint/ holding its owner's files (a model, notes) lost them to rmtree."""
+    out = unfinished(tmp_path / "r")
+    ck = out / "parts" / "pid4242" / "checkpoint"
+    ck.mkdir()
+    jsonio.write(ck / "run.json", {"schema": "perfcore.run/1", "checkpoint": {"table": "steps.i64"}})
+    (ck / "steps.i64").write_bytes(bytes(64))
+    (ck / ".run.4242-0a1b2c.tmp.json").write_text("{")  # a write cut short by a kill
+    (ck / theirs).parent.mkdir(exist_ok=True)
+    (ck / theirs).write_bytes(b"their own")
+    res = invoke("report", out)
+    assert res.exit_code == 0, res.output
+    assert (ck / theirs).read_bytes() == b"their own"
+    assert sorted(str(p.relative_to(ck)) for p in ck.rglob("*") if p.is_file()) == [theirs]
+    unfinished(tmp_path / "plain")
+    ck = tmp_path / "plain" / "parts" / "pid4242" / "checkpoint"
+    ck.mkdir()
+    (ck / "steps.i64").write_bytes(bytes(64))
+    assert invoke("report", tmp_path / "plain").exit_code == 0 and not ck.exists()  # all perfcore's: all gone
+
+
 # ---- a folder whose run is still going
 
 
@@ -191,6 +214,46 @@ def live_process():
     yield proc
     proc.kill()
     proc.wait()
+
+
+def start_perfcore(where: Path) -> subprocess.Popen:
+    """A real `perfcore run` still going (its script sleeps), in a folder of its own: the process a marker
+    of a live run names."""
+    return subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--no-monitor", "--quiet", "--out",
+                             str(where), "--", sys.executable, "-c", "import time; time.sleep(600)"],
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_perfcore(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, 9)
+    proc.wait()
+
+
+@pytest.fixture
+def live_perfcore(tmp_path):
+    proc = start_perfcore(tmp_path / "its_own")
+    yield proc
+    stop_perfcore(proc)
+
+
+_SHARED: list[subprocess.Popen] = []
+
+
+def shared_perfcore_pid() -> int:
+    """One live perfcore for the catalogue's folders of a live run, started on first use."""
+    if not _SHARED:
+        import tempfile
+
+        _SHARED.append(start_perfcore(Path(tempfile.mkdtemp(prefix="perfcore-live-")) / "its_own"))
+    return _SHARED[0].pid
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_shared_perfcore():
+    yield
+    for proc in _SHARED:
+        stop_perfcore(proc)
 
 
 def marked(out: Path, pid: int, started: bool = True) -> None:
@@ -217,17 +280,16 @@ def script_of(out: Path) -> subprocess.Popen:
     return proc
 
 
-def test_report_on_a_live_run_says_so_and_writes_nothing(tmp_path, live_process):
+def test_report_on_a_live_run_says_so_and_writes_nothing(tmp_path, live_perfcore):
     out = unfinished(tmp_path / "r")
-    marked(out, live_process.pid)
+    marked(out, live_perfcore.pid)
     before = snapshot(out)
     res = invoke("report", out)
     assert res.exit_code == 1, res.output
     (line,) = res.stderr.strip().splitlines()
-    assert f"still going (perfcore (pid {live_process.pid}) is alive); nothing was written" in line
+    assert f"still going (perfcore (pid {live_perfcore.pid}) is alive); nothing was written" in line
     assert snapshot(out) == before
-    live_process.kill()
-    live_process.wait()
+    stop_perfcore(live_perfcore)
     res = invoke("report", out)
     assert res.exit_code == 0 and (out / "run.json").is_file(), res.output
 
@@ -248,14 +310,18 @@ def test_report_sees_the_script_alive_after_perfcore_died(tmp_path):
         script.wait()
 
 
-@pytest.mark.parametrize("named", ["pid1", "another_process", "old_marker_of_another_process"])
+@pytest.mark.parametrize("named", ["pid1", "another_process", "old_marker_of_another_process",
+                                   "marker_of_pid1_with_its_start", "marker_of_another_process_with_its_start"])
 def test_a_live_process_that_is_not_the_runs_never_keeps_a_folder_going(tmp_path, live_process, named):
     """A progress file naming pid 1 (or any live process that is not a script of this run), or a marker
-    naming a live process that is no perfcore, made `perfcore report` refuse forever ("still going")."""
+    naming a live process that is no perfcore (even with that process's true start tick, which anyone can
+    read in /proc), made `perfcore report` refuse forever ("still going")."""
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     out = unfinished(tmp_path / "r")
     if named == "old_marker_of_another_process":
         marked(out, live_process.pid, started=False)
+    elif named.startswith("marker_of_"):
+        marked(out, 1 if "pid1" in named else live_process.pid)
     else:
         marked(out, int(dead.stdout))
         (out / "progress").mkdir()
@@ -286,21 +352,39 @@ def test_a_huge_marker_or_progress_file_is_never_read_whole(tmp_path):
 
 
 @pytest.mark.parametrize("marker", ["started_elsewhen", "older_than_the_process"])
-def test_a_pid_reused_since_the_folder_was_written_is_not_its_run(tmp_path, live_process, marker):
+def test_a_pid_reused_since_the_folder_was_written_is_not_its_run(tmp_path, live_perfcore, marker):
+    """The pid a marker names now runs another perfcore (the pid was reused): not the folder's."""
     from perfcore import untrusted
     from perfcore.run.parent.folder import MARKER
 
     out = unfinished(tmp_path / "r")
     if marker == "started_elsewhen":  # the marker says when its perfcore started: not when this process did
-        marked(out, live_process.pid)
+        marked(out, live_perfcore.pid)
         doc = json.loads((out / MARKER).read_text())
-        jsonio.write(out / MARKER, {**doc, "started": untrusted.start_ticks(live_process.pid) - 100})
+        jsonio.write(out / MARKER, {**doc, "started": untrusted.start_ticks(live_perfcore.pid) - 100})
     else:  # an earlier version's marker, older than the live process: that pid is someone else's now
-        marked(out, live_process.pid, started=False)
+        marked(out, live_perfcore.pid, started=False)
         old = time.time() - 3600
         os.utime(out / MARKER, (old, old))
     res = invoke("report", out)
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting a process as another user needs root")
+def test_a_perfcore_of_another_user_never_keeps_a_users_folder_going(tmp_path):
+    """A marker naming, with its true start tick, a live process of another user whose command line reads
+    as perfcore's (anyone can name their process so): the folder's owner can still finish the folder."""
+    other = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                              "import time; time.sleep(120)", "perfcore", "run"])
+    try:
+        time.sleep(0.3)
+        out = unfinished(tmp_path / "r")
+        marked(out, other.pid)
+        res = invoke("report", out)
+        assert res.exit_code == 0 and (out / "run.json").is_file(), res.output
+    finally:
+        other.kill()
+        other.wait()
 
 
 # ---- what is shown: terminal, HTML, notebook
@@ -311,12 +395,12 @@ ESC = "\x1b]0;owned\x07\x1b[2J\x1b[1A\r\x9b2K\u202e"
 def poisoned(path: Path, **kw) -> Path:
     out = write_run_folder(path, **kw)
     doc = json.loads((out / "run.json").read_text())
-    doc["verdict"]["summary"] = f"summary{ESC}end"
-    doc["verdict"].pop("on_gpu", None)  # a document written before the facts were kept: its words are shown
-    doc["notes"] = [f"note{ESC}"]
+    doc["notes"] = [f"note{ESC}end"]
     doc["device"] = f"cpu{ESC}"
     doc["command"] = ["python", f"x{ESC}.py"]
-    doc["recommendations"] = [{"id": "x", "text": f"advice{ESC}", "evidence": {}}]
+    # The user's site reaches the advice and the loader's lines.
+    doc["loaders"] = [{"site": f"train{ESC}.py:9", "batch_size": 8, "num_workers": 0, "batches": 7, "training": True}]
+    doc["findings"][0]["figures"]["loader"] = doc["loaders"][0]
     doc["kernel_categories"] = {f"conv{ESC}": {"share": 0.5, "ms": 3.0}}
     jsonio.write(out / "run.json", doc)
     return out
@@ -332,8 +416,8 @@ def test_report_and_compare_strip_control_characters(tmp_path):
     brief = invoke("report", a)  # the short report: the header line carries the document's device name
     assert brief.exit_code == 0 and "on cpu" in brief.stdout, brief.output
     assert controls(brief.output) == []
-    rep = invoke("report", a, "--explain")  # the whole text: the verdict's summary and every string
-    assert rep.exit_code == 0 and "summary" in rep.stdout and "end" in rep.stdout, rep.output
+    rep = invoke("report", a, "--explain")  # the whole text: the notes and every string
+    assert rep.exit_code == 0 and "note" in rep.stdout and "end" in rep.stdout and "train" in rep.stdout, rep.output
     assert controls(rep.output) == []
     cmp = invoke("compare", a, b)
     assert cmp.exit_code == 0 and "conv" in cmp.stdout, cmp.output
@@ -361,9 +445,8 @@ def test_an_error_quoting_a_document_strips_control_characters(tmp_path):
 def test_chart_data_cannot_end_or_stall_its_script_element(tmp_path):
     import re
 
-    from perfcore.report.html_stages import write_compare_report
-
     from perfcore.analysis.compare import compare_runs
+    from perfcore.report.html_stages import write_compare_report
     from perfcore.report.reader import load_run
 
     a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b", compute_ms=9.0)
@@ -605,10 +688,10 @@ def _paths_everywhere(f: Path, s: Path) -> None:
     write_run_folder(f)
     doc = json.loads((f / "run.json").read_text())
     aim = f"../{s.name}/victim.txt"
-    doc.update(device=aim, backend=str(s / "victim.txt"), host=SCRIPT, step_source=aim, step_source_text=SCRIPT,
+    doc.update(device=aim, backend=str(s / "victim.txt"), host=SCRIPT, step_source=aim,
                command=[aim, SCRIPT], argv=[aim], notes=[aim, SCRIPT], rank=None)
-    doc["verdict"]["summary"] = SCRIPT
-    doc["recommendations"] = [{"id": aim, "text": SCRIPT, "evidence": {aim: SCRIPT}}]
+    doc["loaders"] = [{"site": f"{aim}:1", "batch_size": 8, "num_workers": 0, "batches": 7, "training": True},
+                      {"site": SCRIPT, "batch_size": 8, "num_workers": 0, "batches": 7, "training": False}]
     doc["kernel_categories"] = {SCRIPT: {"share": 0.5, "ms": 1.0}}
     doc["kernels"] = [{"name": SCRIPT, "count": 1, "total_ms": 1.0, "mean_us": 1.0}]
     jsonio.write(f / "run.json", doc)
@@ -663,7 +746,7 @@ def _controls(f: Path, s: Path) -> None:
 
 def _live(f: Path, s: Path) -> None:
     unfinished(f)
-    marked(f, os.getppid())  # a process alive for the whole test, started before the marker was written
+    marked(f, shared_perfcore_pid())  # a perfcore alive for the whole test, started before the marker was written
 
 
 def _own_html(f: Path, s: Path) -> None:
@@ -688,6 +771,18 @@ def _linked_table(f: Path, s: Path) -> None:
     """Every column an integer, the table a link to another file: its bytes would come back as step values."""
     (s / "victim.txt").write_bytes(os.urandom(640))
     (_checkpoint_only(f, ["i"] * 8, 640, 10) / "steps.i64").symlink_to(s / "victim.txt")
+
+
+def _hardlinked_table(f: Path, s: Path) -> None:
+    """As _linked_table, the table a second name (a hard link) of another file: no link to refuse."""
+    (s / "victim.txt").write_bytes(os.urandom(640))
+    os.link(s / "victim.txt", _checkpoint_only(f, ["i"] * 8, 640, 10) / "steps.i64")
+
+
+def _marker_of_pid1(f: Path, s: Path) -> None:
+    """A killed run whose marker names pid 1 with its true start tick (anyone can read it in /proc)."""
+    unfinished(f)
+    marked(f, 1)
 
 
 def _sparse_table(f: Path, s: Path) -> None:
@@ -720,7 +815,8 @@ CLASSES = {"paths_everywhere": _paths_everywhere, "paths_in_parts": _paths_in_pa
            "links_at_outputs": _links_at_outputs, "links_under_parts": _links_under_parts,
            "linked_parts": _linked_parts, "finished_links": _finished_links, "controls": _controls,
            "live": _live, "own_html": _own_html, "linked_table": _linked_table, "sparse_table": _sparse_table,
-           "not_the_runs_pid": _not_the_runs_pid, "planted_settings": _planted_settings}
+           "not_the_runs_pid": _not_the_runs_pid, "planted_settings": _planted_settings,
+           "hardlinked_table": _hardlinked_table, "marker_of_pid1": _marker_of_pid1}
 
 
 def _run(command: str, f: Path, tmp_path: Path) -> tuple[str, str]:
@@ -765,9 +861,9 @@ def test_catalogue(tmp_path, kind, command):
     assert controls(printed) == []
     if kind == "own_html":
         assert "window.owned" not in pages
-    if kind in ("linked_table", "sparse_table"):  # refused in one line: nothing of either table becomes steps
+    if kind in ("linked_table", "hardlinked_table", "sparse_table"):  # refused in one line: no table becomes steps
         assert not (f / "run.json").exists() and not (tmp_path / "merged" / "run.json").exists()
-    if kind == "not_the_runs_pid" and command == "report":
+    if kind in ("not_the_runs_pid", "marker_of_pid1") and command == "report":
         assert (f / "run.json").is_file()  # finished: pid 1 is no process of its run
     if kind == "planted_settings":
         assert (f / ".perfcore-child-0123abcd.json").read_text() == '{"mine": true}'

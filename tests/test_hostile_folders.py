@@ -35,7 +35,8 @@ def test_report_finishes_a_folder_whose_perfcore_died_after_the_script(tmp_path)
     p = perfcore("report", str(out))
     assert p.returncode == 0, p.stderr
     doc = json.loads((out / "run.json").read_text())
-    assert doc["steps"] == 7 and any("finished afterwards" in n for n in doc["notes"])
+    notes = [n for n in doc["notes"] if isinstance(n, dict)]  # finishing's notes: codes with their figures
+    assert doc["steps"] == 7 and any(n["code"] == "finished_afterwards" for n in notes)
     assert "finished it from the parts" in p.stderr
 
 

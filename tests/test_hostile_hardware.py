@@ -33,8 +33,8 @@ def test_steptimer_kernels_without_a_gpu_says_so_once_and_times_host_phases(back
             pass
         t.step()
     res = t.result()
-    assert t.backend == "host" and res["backend"] == "host"
-    assert res["capture"]["note"] == str(w.message).removeprefix("perfcore: ")
+    assert t.backend == "host" and res.backend == "host"
+    assert res.capture.stats["note"] == str(w.message).removeprefix("perfcore: ")
 
 
 def test_a_kernel_backend_that_does_not_exist_is_refused_on_any_machine():
@@ -123,3 +123,38 @@ def test_a_really_full_tmpfs_is_named_as_the_cause(tmp_path):
     finally:
         subprocess.run(["umount", str(disk)], capture_output=True)
         assert not os.path.ismount(disk)
+
+
+def test_a_disk_that_fills_while_the_folder_is_finished_keeps_the_scripts_exit_code(tmp_path, monkeypatch):
+    """The script's part is written whole, then the disk fills while perfcore writes the run's own files
+    (every replace into the run folder fails with ENOSPC, as on a full disk): the script's exit code
+    stands, the line says how to finish the folder without training again, and `perfcore report` does so
+    once there is space. It exited 1, "cannot write ...", and the user's exit code was lost."""
+    import errno
+
+    from click.testing import CliRunner
+
+    from perfcore.cli import cli
+
+    out = tmp_path / "r"
+    replace = os.replace
+
+    def full_for_the_run_files(src, dst, *args, **kw):
+        if Path(dst).parent == out:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return replace(src, dst, *args, **kw)
+
+    monkeypatch.setattr(os, "replace", full_for_the_run_files)
+    res = CliRunner().invoke(cli, ["run", "--no-monitor", "--warmup", "1", "--out", str(out), "--", sys.executable,
+                                   SCRIPT, "sys_exit", "3"])
+    monkeypatch.undo()
+    assert res.exit_code == 3, res.output
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("perfcore: error: the script exited with 3, but its run folder could not be finished: "
+                           "cannot write ") and "the disk is full" in last, last
+    assert last.endswith(f"free space, then `perfcore report {out}` finishes it"), last
+    assert "before its first step" not in res.stderr
+    assert "ended" not in json.loads((out / ".perfcore-folder.json").read_text())
+    again = CliRunner().invoke(cli, ["report", str(out)])
+    assert again.exit_code == 0, again.output
+    assert json.loads((out / "run.json").read_text())["steps"] == 7

@@ -64,3 +64,32 @@ def test_arguments_and_paths_that_are_not_utf8_are_kept_and_the_run_is_written(t
     rep.stdout.decode("utf-8")  # printable: a byte that is not UTF-8 is shown as its escape
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "\\xff" in page and "\\udcff" not in page
+
+
+def test_run_prints_a_hostile_folder_and_script_name_without_their_controls(tmp_path):
+    """--out and a script whose names carry a terminal title sequence, a screen clear, a right-to-left override
+    and a byte that is not UTF-8: `perfcore run`'s report on stderr (its "more:" line names the folder, its
+    "try:" lines the script's file) shows none of the controls and the byte as its escape, as `perfcore
+    report` does. It set the terminal's title and reversed the line."""
+    name = os.fsdecode(b"ev\x1b]0;owned\x07il\x1b[2J\xe2\x80\xaegnp\xff")
+    script = tmp_path / f"{name}.py"
+    script.write_bytes(Path(SCRIPT).read_bytes())
+    p = _run_bytes("run", "--warmup", "1", "--out", tmp_path / name, "--", sys.executable, script, "sys_exit", "3",
+                   cwd=tmp_path)
+    assert p.returncode == 3, p.stderr.decode(errors="replace")
+    err = p.stderr.decode("utf-8")
+    # The name is shown without its sequences, its byte as the escape the documents' readers show.
+    assert "evilgnp\\xff/report.html" in err.split("more: ")[1] and "\\udcff" not in err
+    assert [c for c in err if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F or c == "\u202e"] == []
+
+
+def test_sweep_prints_a_hostile_script_name_without_its_controls(tmp_path):
+    """The sweep's table starts with its command: a script name's sequences and override are not printed."""
+    name = os.fsdecode(b"sw\x1b]0;owned\x07ee\xe2\x80\xaep")
+    script = tmp_path / f"{name}.py"
+    script.write_bytes((Path(SCRIPT).parent / "loader_settings.py").read_bytes())
+    p = _run_bytes("sweep", "--batch-size", "8", "--num-workers", "0", "--pin-memory", "false", "--steps", "3",
+                   "--warmup", "1", "--out", tmp_path / "s", "--", sys.executable, script, cwd=tmp_path)
+    shown = p.stdout.decode("utf-8") + p.stderr.decode("utf-8")
+    assert "sweep of " in shown and "sweep.py" in shown, shown
+    assert [c for c in shown if (ord(c) < 32 and c not in "\n\t\r") or 0x7F <= ord(c) <= 0x9F or c == "\u202e"] == []

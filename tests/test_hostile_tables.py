@@ -68,6 +68,29 @@ def test_a_checkpoint_table_that_is_a_link_is_refused_and_nothing_of_its_target_
     assert secret.read_bytes() == data and (ck / "steps.i64").is_symlink()
 
 
+def test_a_checkpoint_table_that_is_a_hard_link_is_refused_and_nothing_of_its_target_is_written(tmp_path):
+    """O_NOFOLLOW stops a symbolic link, not a second name for the same file: a hard link to a secret (made
+    where the kernel allows it, or by the user's own tools) would bring its bytes back as exact step values."""
+    secret = tmp_path / "secret.bin"
+    data = os.urandom(640)
+    secret.write_bytes(data)
+    out = tmp_path / "killed"
+    ck = checkpoint_part(out, 10, 640, kinds=["i"] * 8)
+    os.link(secret, ck / "steps.i64")
+    for args in (["report", out], ["merge", out, "--out", tmp_path / "merged"]):
+        p = perfcore(*args)
+        assert p.returncode == 1, (args, p.stderr)
+        (line,) = p.stderr.strip().splitlines()
+        assert "steps.i64: has 2 names (a hard link" in line, line
+    secret_ints = {v for v in np.frombuffer(data, dtype="<i8").tolist() if abs(v) > 10**6}
+    written = [f for f in (*out.rglob("*"), *tmp_path.joinpath("merged").rglob("*")) if f.is_file()
+               and f.name != "steps.i64"]
+    for f in written:
+        text = f.read_bytes()
+        assert not any(str(v).encode() in text for v in secret_ints), f
+    assert secret.read_bytes() == data
+
+
 @pytest.mark.parametrize("table_bytes", [None, 2**30, 2**62, 8 * 64 + 1])
 def test_a_sparse_table_with_no_or_a_false_size_is_refused_by_its_claims(tmp_path, table_bytes):
     ck = checkpoint_part(tmp_path, 8, table_bytes)

@@ -14,18 +14,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from steps_tables import steps_table as synthetic_steps
 
-from perfcore.report.html import headline, render_html, write_folder_report, write_report
+from perfcore.analysis.advice import advise_run
+from perfcore.analysis.migrate import migrate
+from perfcore.analysis.run_report import RunReport
+from perfcore.report.advice_words import TEST_WORDS
+from perfcore.report.html import render_html, write_folder_report, write_report
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
-VERDICT = "input-bound: waiting for data costs 4.1 ms of each 9.0 ms step (46%; critical at >= 20%)"
-DOCS = Path(__file__).with_name("report_docs")  # documents real perfcore commands wrote on a CPU machine
+DOCS = Path(__file__).with_name("report_docs")  # documents an older perfcore wrote on a CPU machine (/1)
 
 
 def doc_of(name: str) -> dict:
     return json.loads((DOCS / name).read_text())
+
+
+def result_of(name: str):
+    """An older document of report_docs read as this version reads it: migrated, then typed."""
+    from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, SweepResult
+
+    doc = migrate(doc_of(name))
+    kind = doc["schema"].split("/")[0]
+    typed = {"perfcore.run": RunReport, "perfcore.health": HealthResult, "perfcore.diagnose": DiagnoseResult,
+             "perfcore.sweep": SweepResult, "perfcore.experiments.demo": DemoResult}[kind]
+    return typed.from_dict(doc)
 
 
 def steps_table(n: int, gpu: bool = True) -> pd.DataFrame:
@@ -40,43 +53,13 @@ def steps_table(n: int, gpu: bool = True) -> pd.DataFrame:
     return t
 
 
-def run_doc() -> dict:
+def run_facts() -> dict:
     return {
-        "schema": "perfcore.run/1",
         "steps": 995,
         "warmup_steps": 5,
         "step_time_ms": {"mean": 9.0, "p50": 8.8, "p90": 10.1},
         "breakdown_ms": {"load": 4.1, "transfer": 0.5, "compute": 3.4, "comm": 0.0, "host": 1.0},
         "breakdown_fraction": {"load": 0.46, "transfer": 0.05, "compute": 0.38, "comm": 0.0, "host": 0.11},
-        "verdict": {
-            "bound": "load",
-            "level": "critical",
-            "summary": VERDICT,
-            "step_ms": 9.0,
-            "causes": [
-                {
-                    "label": "load",
-                    "bound": "input-bound",
-                    "what": "waiting for data",
-                    "ms_per_step": 4.1,
-                    "share": 0.46,
-                    "level": "critical",
-                    "expected_speedup": 1.84,
-                    "expected_step_ms": 4.9,
-                    "evidence": "4.10 ms of a 9.00 ms step, in next()",
-                }
-            ],
-        },
-        "recommendations": [
-            {
-                "id": "more_workers",
-                "cause": "load",
-                "text": "Use DataLoader(num_workers=4) <at train.py:12>",
-                "evidence": "load is 4.1 ms",
-                "test": "perfcore diagnose -- python train.py",
-            },
-            {"id": "pin", "cause": "transfer", "text": "pin_memory=True", "evidence": "pageable copies"},
-        ],
         "kernels": [
             {
                 "name": "void at::native::vectorized_elementwise_kernel<4>",
@@ -95,7 +78,7 @@ def run_doc() -> dict:
         "capture": {"backend": "native", "records": 123456, "dropped": 12, "buffers": 8},
         "overhead": {"ms_per_step": 0.02, "fraction": 0.0022, "hooks": "not included"},
         "notes": ["clock: CUPTI timestamps aligned to CLOCK_MONOTONIC"],
-        "loaders": [{"site": "train.py:12", "batch_size": 64, "num_workers": 0, "training": True}],
+        "loaders": [{"site": "<at train.py:12>", "batch_size": 64, "num_workers": 0, "training": True}],
         "backend": "native-cupti",
         "device": "NVIDIA H200",
         "host": "node1",
@@ -108,6 +91,12 @@ def run_doc() -> dict:
             "report.html": "report.html",
         },
     }
+
+
+def run_doc(**more) -> RunReport:
+    """A run decided on its facts as perfcore run decides one (its loader's site is markup, to be escaped)."""
+    facts = {**run_facts(), **more}
+    return RunReport.of(facts, advise_run(facts, zero_code=True, evidence={"cpu_count": 8}))
 
 
 def external_refs(text: str) -> list[str]:
@@ -136,11 +125,11 @@ def test_run_report_is_one_self_contained_file_with_every_section(tmp_path):
         "Environment",
     ):
         assert section in text, section
-    assert "&lt;at train.py:12&gt;" in text  # user text is escaped, never markup
-    assert "4.1 ms" in text and "46%" in text and "up to 1.84×" in text  # avoidable, share, expected gain
+    assert "&lt;at train.py:12&gt;" in text and "<at train.py" not in text  # user text is escaped, never markup
+    assert "4.10 ms" in text and "46%" in text and "up to 1.84×" in text  # avoidable, share, expected gain
     assert "p50 step" in text and "8.80 ms" in text and "10.1 ms" in text  # as the terminal prints them
     assert "7,111 samples/s" in text  # 64 per batch / 9.0 ms
-    assert "perfcore diagnose -- python train.py" in text and "123,456" in text and "pageable MiB" in text
+    assert TEST_WORDS["diagnose"] in text and "123,456" in text and "pageable MiB" in text
     assert "12 CUPTI record(s) were dropped" in text and "href='trace.json'" in text
     assert "href='report.html'" not in text
     spec = json.loads(re.search(r"class='pc-data'>(.*?)</script>", text).group(1).replace("<\\/", "</"))
@@ -181,7 +170,7 @@ def test_notebook_body_is_scoped_and_unique_per_output():
 def test_repr_html_of_a_run_result_is_the_report_body():
     from perfcore.timing import RunResult
 
-    body = RunResult(run_doc())._repr_html_()
+    body = RunResult.of(run_doc())._repr_html_()
     assert "id='verdict'" in body and "Causes, ranked" in body
 
 
@@ -223,7 +212,9 @@ def sweep_doc() -> dict:
 
 
 def test_stage_pages_draw_from_their_documents(tmp_path):
-    health = write_stage(tmp_path, "health", doc_of("health.json")).read_text()
+    from perfcore.analysis.command_results import SweepResult
+
+    health = write_stage(tmp_path, "health", result_of("health.json")).read_text()
     assert "busy: compute share, no GPU" in health and "next batch → forward → loss" in health
     assert "perfcore diagnose demo" in health and "terminal text" not in health and "<pre" not in health
     # Each label's share of the iteration, as the bar draws it (the table read 0.0% for every label).
@@ -231,12 +222,13 @@ def test_stage_pages_draw_from_their_documents(tmp_path):
     shares = [float(v) for v in re.findall(r"<td class='n'>([\d.]+)%</td>", health)]
     assert len(shares) == 5 and abs(sum(shares) - 100) < 0.5, shares
     assert max(shares) == pytest.approx(100 * max(bd.values()) / sum(bd.values()), abs=0.1)
-    diag = write_stage(tmp_path, "diagnose", doc_of("diagnose.json")).read_text()
-    for s in ("Experiments", "A: synthetic data", "Predicted vs measured", "Inside __getitem__", "self ms/item"):
+    diag = write_stage(tmp_path, "diagnose", result_of("diagnose.json")).read_text()
+    # An older document's checks kept their words only: it says less (no table of them), never those words.
+    for s in ("Experiments", "A: synthetic data", "Inside __getitem__", "self ms/item"):
         assert s in diag, s
     # __getitem__'s functions named as the terminal names them, not as cProfile's raw labels.
     assert "<code>ImagingDecoder.decode</code>" in diag and "of &#x27;ImagingDecoder&#x27; objects" not in diag
-    sweep = write_stage(tmp_path, "sweep", sweep_doc()).read_text()
+    sweep = write_stage(tmp_path, "sweep", SweepResult.from_dict(migrate(sweep_doc()))).read_text()
     assert sweep.count("<table class='heat'>") == 4 * 2  # four metrics x two pin_memory slices
     assert "class='cell bad'" in sweep and ">OOM<" in sweep and ">CRASHED<" in sweep
     assert sweep.count("cell knee") >= 4  # each knee outlined in every metric's map
@@ -244,14 +236,17 @@ def test_stage_pages_draw_from_their_documents(tmp_path):
 
 
 def test_demo_page_shows_all_three_stages_without_terminal_text(tmp_path):
+    from perfcore.analysis.command_results import DemoResult
+
     out = tmp_path / "demo"
     out.mkdir()
     doc = dict(
         doc_of("demo.json"), health=doc_of("health.json"), run=doc_of("demo_run.json"), diagnose=doc_of("diagnose.json")
     )
+    result = DemoResult.from_dict(migrate(doc))
     synthetic_steps(40).to_csv(out / "steps.csv", index=False)
-    text = write_folder_report(out, "perfcore demo", doc, "health of demo ...", list(doc["files"])).read_text()
-    for s in ("1 · health", "2 · run", "3 · diagnose", "Over the run", "Predicted vs measured", "all three stages"):
+    text = write_folder_report(out, "perfcore demo", result, "health of demo ...", list(result.files)).read_text()
+    for s in ("1 · health", "2 · run", "3 · diagnose", "Over the run", "one verdict: input-bound"):
         assert s in text, s
     assert "<pre" not in text and text.count("id='verdict'") == 1
 
@@ -261,34 +256,41 @@ def test_compare_page_puts_the_two_runs_side_by_side():
     from perfcore.report.html_stages import render_compare_page
 
     a, b = doc_of("run.json"), doc_of("run_b.json")
-    text = render_compare_page(compare_runs(a, b), ("before", "after"))
+    text = render_compare_page(compare_runs(result_of("run.json"), result_of("run_b.json")), ("before", "after"))
     assert "A: before" in text and "B: after" in text and "What changed, per label" in text
     change = 100 * (b["breakdown_ms"]["load"] - a["breakdown_ms"]["load"]) / a["breakdown_ms"]["load"]
     assert f"{change:+.0f}%" in text
 
 
 def test_merged_run_has_a_rank_table_and_straggler_chart(tmp_path):
-    doc = run_doc()
-    doc["ranks"] = [
+    bd = run_facts()["breakdown_ms"]
+    ranks = [
         {
             "rank": r,
             "host": "n0",
             "steps": 100,
-            "step_time_ms": {"mean": 9.0 + 3 * (r == 1)},
-            "breakdown_ms": {**doc["breakdown_ms"], "load": 4.1 + 3 * (r == 1)},
+            "step_time_ms": {"mean": 9.0 + 3 * (r == 1), "p50": 9.0, "p90": 9.0},
+            "breakdown_ms": {**bd, "load": 4.1 + 3 * (r == 1)},
         }
         for r in range(3)
     ]
-    doc["stragglers"] = [{"rank": 1, "sentence": "rank 1 holds up the job: its excess is load"}]
-    text = write_report(tmp_path, doc, steps_table(200)).read_text()
+    stragglers = [{"rank": 1, "excess_label": "load", "excess_ms": 3.0, "work_ms": 12.0, "others_work_ms": 9.0,
+                   "step_ms": 12.0}]
+    text = write_report(tmp_path, run_doc(ranks=ranks, stragglers=stragglers), steps_table(200)).read_text()
     assert "<h2>Ranks</h2>" in text and "◀ straggler" in text and "rank 1 holds up the job" in text
     assert "Per-rank breakdown" in text and "data-kind='merge'" in text
 
 
-def test_headline_of_each_document():
-    assert headline({"run": {"verdict": {"summary": "input-bound"}}}) == "input-bound"  # the demo's
-    assert headline({"summary": "busy 95%"}, "verdict: other") == "busy 95%"  # health's
-    assert headline({}, "x\nbest: batch_size=64") == "best: batch_size=64"  # sweep's
+def test_the_title_of_each_stage_page():
+    from perfcore.report.html_stages import _title
+    from perfcore.report.verdict_words import summary_words
+
+    run = result_of("demo_run.json")
+    demo = type("D", (), {})()
+    assert _title(result_of("diagnose.json"), "") == summary_words(result_of("diagnose.json").verdict)
+    assert _title(result_of("health.json"), "verdict: other").startswith("input-bound")  # health's verdict
+    assert _title(result_of("sweep.json"), "x\nbest: batch_size=64") == "best: batch_size=64"  # sweep's
+    assert run.verdict.decided and demo is not None
 
 
 def test_experiment_commands_write_a_report(tmp_path):
@@ -300,10 +302,15 @@ def test_experiment_commands_write_a_report(tmp_path):
     r = CliRunner().invoke(cli, ["health", "--steps", "5", "--out", str(tmp_path / "h"), f"{factory}:slow_loader"])
     assert r.exit_code == 0, r.output
     text = (tmp_path / "h" / "report.html").read_text()
-    doc = json.loads((tmp_path / "h" / "health.json").read_text())
+    from perfcore.analysis.command_results import HealthResult
+    from perfcore.report.health_words import health_summary
+    from perfcore.report.verdict_words import preface
+
+    doc = HealthResult.from_dict(json.loads((tmp_path / "h" / "health.json").read_text()))
+    summary = preface(health_summary(doc), doc.verdict.interference if doc.verdict else None)
     # The card's headline is the verdict's; the stage's whole summary is its "why" panel.
     page_text = text.replace("&#x27;", "'")
-    assert "id='verdict'>" in page_text and f"<summary>why</summary><p>{doc['summary'][:40]}" in page_text
+    assert "id='verdict'>" in page_text and f"<summary>why</summary><p>{summary[:40]}" in page_text
     assert "report.html" in r.output
 
 
@@ -385,6 +392,8 @@ def test_breakdown_png_step_ticks_fit_at_100k_steps(tmp_path):
 def test_the_label_table_quotes_the_terminals_steady_figures_and_a_busy_verdict_says_so():
     # A run whose outlier steps were set apart: the terminal's table and the verdict judge the steady step
     # (10 ms here) while the plain means (in breakdown_ms) hold the outliers; the page quotes the former.
+    import dataclasses
+
     from perfcore.report.terminal import render_brief
 
     doc = json.loads((Path(__file__).with_name("report_docs") / "run.json").read_text())
@@ -394,9 +403,10 @@ def test_the_label_table_quotes_the_terminals_steady_figures_and_a_busy_verdict_
         "step_ms": 10.0,
         "ms": steady,
         "share": {k: v / 10 for k, v in steady.items()},
-        "outliers": {"count": 3, "sentence": "3 outlier steps set apart"},
+        "outliers": {"count": 3},
     }
-    doc["verdict"] = {**doc["verdict"], "uncertain": True}
+    run = RunReport.from_dict(migrate(doc))
+    doc = dataclasses.replace(run, verdict=dataclasses.replace(run.verdict, uncertain=True))
     page = render_html(doc)
     html_share = {
         lb: float(pct)
@@ -433,8 +443,10 @@ def test_a_cause_and_its_advice_with_the_same_evidence_say_it_once():
     from perfcore.report.html_parts import causes_list
     from perfcore.report.verdict_words import cause_words
 
-    doc = doc_of("demo_run.json")  # the demo's run: its load advice's evidence is the load cause's, word for word
-    v = doc["verdict"]
-    evidence = cause_words(v, v["causes"][0])[1]
-    html = causes_list(doc)
+    # A run whose one cause's advice has the load cause's evidence, word for word.
+    bd = {"load": 4.1, "transfer": 0.5, "compute": 4.1, "comm": 0.0, "host": 0.3}
+    doc = run_doc(breakdown_ms=bd)
+    v = doc.verdict
+    evidence = cause_words(v, v.named[0])[1]
+    html = causes_list(v, doc.findings, doc.loader_plan)
     assert html.count("evidence:") == 1 and html.count(evidence.split(",")[0]) >= 1

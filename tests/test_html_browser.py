@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from test_html import doc_of, run_doc, steps_table, sweep_doc
+from test_html import doc_of, result_of, run_doc, steps_table, sweep_doc
 
 from perfcore.report.html import write_folder_report, write_report
 
@@ -162,9 +161,13 @@ def test_stage_reports_in_chromium(browser, shots, tmp_path, capsys):
     health = doc_of("health.json")
     # health.json keeps the busy series it sampled: the chart is drawn from the file alone
     health.update(busy_series=[0.2, 0.3, 0.1, 0.6, 0.2, 0.25, 0.3, 0.1, 0.5, 0.2], busy_spacing_s=0.1)
-    cases = {"health": (health, ["Where each iteration goes"]),
-             "diagnose": (doc_of("diagnose.json"), ["Experiments", "Predicted vs measured", "Inside __getitem__"]),
-             "sweep": (sweep_doc(), ["Heatmaps", "samples/s (higher is better)", "step ms (lower is better)"])}
+    from perfcore.analysis.command_results import HealthResult, SweepResult
+    from perfcore.analysis.migrate import migrate
+
+    cases = {"health": (HealthResult.from_dict(migrate(health)), ["Where each iteration goes"]),
+             "diagnose": (result_of("diagnose.json"), ["Experiments", "Predicted vs measured", "Inside __getitem__"]),
+             "sweep": (SweepResult.from_dict(migrate(sweep_doc())),
+                       ["Heatmaps", "samples/s (higher is better)", "step ms (lower is better)"])}
     for kind, (doc, sections) in cases.items():
         out = tmp_path / kind
         out.mkdir()
@@ -201,14 +204,19 @@ def test_demo_and_compare_and_merge_in_chromium(browser, shots, tmp_path, capsys
     assert "run-util" in charts  # host CPU sampled during the run stage, on its steps' axis
     assert o.page.locator("pre").count() == 0  # every stage drawn, no terminal text dumped
     cmp_path = tmp_path / "compare.html"
-    write_compare_report(cmp_path, compare_runs(doc_of("run.json"), doc_of("run_b.json")), ("run A", "run B"))
+    write_compare_report(cmp_path, compare_runs(result_of("run.json"), result_of("run_b.json")), ("run A", "run B"))
     o = open_page(browser, cmp_path)
     check_page(o, cmp_path, ["What changed, per label"], shots, "compare", capsys)
     assert re.search(r"load \d[\d.]* ms", hover_chart(o.page, "ab"))
-    doc = run_doc()
-    doc["ranks"] = [{"rank": r, "host": "n0", "steps": 100, "step_time_ms": {"mean": 9.0 + 3 * (r == 1)},
-                     "breakdown_ms": {**doc["breakdown_ms"], "load": 4.1 + 3 * (r == 1)}} for r in range(4)]
-    doc["stragglers"] = [{"rank": 1, "sentence": "rank 1 holds up the job: its excess is load"}]
+    from test_html import run_facts
+
+    facts = run_facts()
+    ranks = [{"rank": r, "host": "n0", "steps": 100,
+              "step_time_ms": {"mean": 9.0 + 3 * (r == 1), "p50": 9.0 + 3 * (r == 1), "p90": 9.0 + 3 * (r == 1)},
+              "breakdown_ms": {**facts["breakdown_ms"], "load": 4.1 + 3 * (r == 1)}} for r in range(4)]
+    stragglers = [{"rank": 1, "excess_label": "load", "excess_ms": 3.0, "work_ms": 12.0, "others_work_ms": 9.0,
+                   "step_ms": 12.0}]
+    doc = run_doc(ranks=ranks, stragglers=stragglers)
     (tmp_path / "merge").mkdir()
     path = write_report(tmp_path / "merge", doc, steps_table(2000))
     o = open_page(browser, path)

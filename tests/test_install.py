@@ -1,6 +1,6 @@
 """The installed package, not the source tree: the sdist and the wheels carry every file of the
-tree, and perfcore installed by the README's Colab command into an environment that has torch
-but not the checkout runs every command from a folder outside the checkout.
+tree, and perfcore installed by the README's install lines, as typed, from a clone of the working tree
+into an environment that has torch but not the checkout runs every command from a folder outside it.
 
 PERFCORE_WHEEL_MODE=auto (scripts/test.sh sets it) builds the installed wheel as pip would, in
 the CUDA mode where it can; the default, cpu, keeps a hand-run of this file short.
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,27 +18,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from installs import (ROOT, WHEEL_MODE, copy_tree, dev_site_packages, env_for, make_env, ok, readme_install_lines, sh,
+                      tree_files)
 
-ROOT = Path(__file__).resolve().parents[1]
-WHEEL_MODE = os.environ.get("PERFCORE_WHEEL_MODE", "cpu")
-# The dev environment's own copy: an editable install whose finder would put the checkout back.
-HIDDEN_FROM_VIEW = re.compile(r"^(perfcore\b.*|__editable__.*)$")
 # Made by each build, never shipped from the tree.
 BUILD_OUTPUTS = re.compile(r"^perfcore/(_build_info\.json|_C\..*\.so)$")
-
-
-def tree_files() -> list[str]:
-    """What a fresh clone of the working tree holds (tracked plus new files not ignored)."""
-    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    return sorted(f for f in out.split("\0") if f and (ROOT / f).is_file())
-
-
-def copy_tree(files: list[str], dest: Path) -> Path:
-    for f in files:
-        (dest / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / f, dest / f)
-    return dest
 
 
 def shipped_in_wheel(files: list[str]) -> set[str]:
@@ -52,89 +35,19 @@ def shipped_in_sdist(files: list[str]) -> set[str]:
         "setup.py", "pyproject.toml", "README.md", "MANIFEST.in"}
 
 
-def colab_commands(readme: str) -> list[str]:
-    """The shell commands of the README's Colab section, as written (notebook `!` prefixes dropped)."""
-    m = re.search(r"^## [^\n]*Colab[^\n]*\n(.*?)(?=^## )", readme + "\n## ", re.S | re.M)
-    assert m, "README has no Colab section"
-    block = re.search(r"```(?:bash|sh|shell)?\n(.*?)```", m.group(1), re.S)
-    assert block, "README's Colab section has no command block"
-    lines = [ln.split(" #")[0].strip() for ln in block.group(1).splitlines()]
-    return [ln.lstrip("!%").strip() for ln in lines if ln and not ln.startswith("#")]
-
-
-def make_env(base: Path, view_of: Path, keep=lambda name: True) -> Path:
-    """A venv that sees `view_of` (a site-packages) through symlinks, minus what `keep` drops
-    (for the dev venv: its editable perfcore, whose finder would put the checkout back).
-
-    The view is a site dir of its own (its .pth files run, as setuptools' distutils hook needs),
-    outside the venv's prefix, so pip installs into the venv and never touches the view.
-    """
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True)
-    view = base / "view"
-    view.mkdir()
-    for entry in view_of.iterdir():
-        if keep(entry.name):
-            (view / entry.name).symlink_to(entry)
-    py = base / "venv" / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    Path(site, "_view.pth").write_text(f"import site; site.addsitedir({str(view)!r})\n")
-    # The venv's own `pip` command, as in Colab; without it PATH would find another Python's pip.
-    pip = base / "venv" / "bin" / "pip"
-    pip.write_text(f"#!{py}\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n")
-    pip.chmod(0o755)
-    return py
-
-
-def dev_site_packages() -> Path:
-    import sysconfig
-
-    return Path(sysconfig.get_paths()["purelib"])
-
-
-def env_for(venv_py: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PERFCORE_CPU_ONLY", "VIRTUAL_ENV")}
-    bindir = str(venv_py.parent)
-    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and not p.startswith(str(ROOT))]
-    env.update(PATH=os.pathsep.join([bindir] + path), VIRTUAL_ENV=str(venv_py.parent.parent), **extra)
-    return env
-
-
-def sh(cmd, cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
-    r = subprocess.run(cmd, cwd=cwd, env=env, shell=isinstance(cmd, str), capture_output=True, text=True,
-                       timeout=timeout)
-    r.text = r.stdout + r.stderr  # type: ignore[attr-defined]
-    return r
-
-
-def ok(r: subprocess.CompletedProcess) -> str:
-    assert r.returncode == 0, f"{r.args} exited {r.returncode}:\n{r.text[-4000:]}"
-    return r.text
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """perfcore from a clone of the working tree, installed with the README's Colab command into a
-    venv that has torch and the dependencies but not the checkout; plus an sdist and its wheel."""
+def installed(tmp_path_factory, perfcore_clone):
+    """perfcore installed by the README's install lines, run as typed in the folder that holds a clone of
+    the working tree (./perfcore), into a venv that has torch and the dependencies but not the checkout;
+    plus an sdist and its wheel."""
     t = tmp_path_factory.mktemp("install")
-    files = tree_files()
-    src = copy_tree(files, t / "src")
-    git = ["git", "-c", "user.name=perfcore-test", "-c", "user.email=test@localhost", "-c", "init.defaultBranch=main"]
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "working tree"]):
-        subprocess.run(git + args, cwd=src, check=True, capture_output=True)
-
-    py = make_env(t, dev_site_packages(), keep=lambda n: not HIDDEN_FROM_VIEW.match(n))
-    build_mode = {} if WHEEL_MODE == "auto" else {"PERFCORE_CPU_ONLY": "1"}
-    env = env_for(py, **build_mode)
-    work = t / "work"  # every command runs here, outside the checkout
+    src = perfcore_clone
+    py = make_env(t)
+    env = env_for(py)
+    work = t / "work"  # every command after the install runs here, outside the checkout and the clone
     work.mkdir()
 
-    readme_cmds = colab_commands((ROOT / "README.md").read_text())
-    results = []
-    for cmd in readme_cmds:
-        # The only change to the documented command: the repository's address becomes this clone.
-        cmd = re.sub(r"git\+https://\S+", f"git+file://{src}", cmd)
-        results.append((cmd, sh(cmd, work, env)))
+    results = [(cmd, sh(cmd, src.parent, env)) for cmd in readme_install_lines((ROOT / "README.md").read_text())]
 
     # sdist from the clone (PEP 517, as `python -m build --sdist` does), then a wheel from it.
     sdist_dir, wheel_dir = t / "sdist", t / "wheel"
@@ -143,13 +56,14 @@ def installed(tmp_path_factory):
     sdist = next(sdist_dir.glob("perfcore-*.tar.gz"))
     ok(sh([str(py), "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(wheel_dir), str(sdist)],
           work, {**env, "PERFCORE_CPU_ONLY": "1"}))
-    return {"t": t, "src": src, "py": py, "env": env, "work": work, "files": files, "readme": results,
+    return {"t": t, "src": src, "py": py, "env": env, "work": work, "files": tree_files(), "readme": results,
             "sdist": sdist, "wheel": next(wheel_dir.glob("perfcore-*.whl"))}
 
 
-def test_readme_colab_commands_run_as_written(installed):
+def test_readme_install_lines_run_as_typed(installed):
+    # As typed: no placeholder for the user to fill in (a `<org>` in a shell is a redirection).
     cmds = [c for c, _ in installed["readme"]]
-    assert cmds and cmds[0].startswith("pip install --no-build-isolation git+"), cmds
+    assert cmds == ["pip install --no-build-isolation ./perfcore", "perfcore env"], cmds
     for cmd, r in installed["readme"]:
         ok(r)
     # The last documented command is `perfcore env`: it names the mode and, in CPU mode, why.

@@ -10,10 +10,10 @@ import time
 import pytest
 
 from perfcore.analysis.interference import interference_finding, window
-from perfcore.analysis.verdict import decide
-from perfcore.report.label_words import interference_sentence
-from perfcore.report.verdict_words import summary_words
+from perfcore.analysis.verdict import decide, interference_of
 from perfcore.capture.interference import FIELDS, InterferenceSampler, process_tree, read_stat, snapshot
+from perfcore.report.label_words import interference_sentence as _sentence
+from perfcore.report.verdict_words import summary_words
 
 
 def _write_proc(root, *, cpu, procs_running, processes):
@@ -44,6 +44,11 @@ def test_reader_on_a_hand_made_proc(tmp_path):
     assert set(rec) == set(FIELDS)
 
 
+def interference_sentence(f: dict) -> str:
+    """The finding's sentence, from its figures as a run keeps them."""
+    return _sentence(interference_of(f))
+
+
 def _samples(*recs):
     return {f: [r.get(f) for r in recs] for f in FIELDS}
 
@@ -66,12 +71,12 @@ def test_finding_on_injected_samples_names_other_processes_first():
     assert "1.6 of 2 cores" in interference_sentence(f) and "inflated" in interference_sentence(f)
     v = decide({"load": 11.2}, 100.0, interference=f)
     assert summary_words(v).startswith(interference_sentence(f))  # what inflated the steps comes first
-    assert v["uncertain"] and v["interference"]["others_cores"] == pytest.approx(1.6)
+    assert v.uncertain and v.interference.others_cores == pytest.approx(1.6)
     # The run's own workers busy on both cores are not interference.
     own = interference_finding(_samples(a, _rec(10.0, busy=1900, total=2000, tree=1850, d0=900)), cores=2)
     assert not own["material"] and own["workers_cores"] == pytest.approx(0.95)
     assert own["reasons"] == [] and interference_sentence(own).startswith("no material interference")
-    assert "uncertain" not in decide({"load": 11.2}, 100.0, interference=own)
+    assert not decide({"load": 11.2}, 100.0, interference=own).uncertain
     # Seen from a launcher (the script is its child): the launcher's own time is neither main nor workers.
     launched = interference_finding(_samples(a, _rec(10.0, busy=600, total=2000, tree=500, d0=50, d1=350)),
                                     cores=2, main_depth=1)
@@ -183,4 +188,4 @@ def test_perfcore_run_records_interference_over_its_measured_steps(tmp_path):
     # The script spins one core for 3 s; on a loaded 2-core machine it still gets a good part of one.
     assert f["main_cores"] > 0.2, f
     assert f["main_cores"] + f["workers_cores"] + f["others_cores"] <= f["cores"] + 0.3, f
-    assert isinstance(f["reasons"], list) and isinstance(f["sentence"], str) and f["sentence"]  # said at the edge
+    assert isinstance(f["reasons"], list) and "sentence" not in f and interference_sentence(f)  # said at the edge

@@ -23,6 +23,6 @@ def test_run_json_dash_puts_only_json_on_stdout(tmp_path):
                         "--json", "-", "--", sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads(p.stdout)  # the whole of stdout is one JSON document
-    assert doc["steps"] == 10 and doc["schema"] == "perfcore.run/1"
+    assert doc["steps"] == 10 and doc["schema"] == "perfcore.run/2"
     assert "epoch 0 step 11" in p.stderr and "epoch" not in p.stdout
     assert "perfcore: step" not in p.stderr  # no live status line when stderr is not a terminal

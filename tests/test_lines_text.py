@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from perfcore.report.lines_text import lines_text, where
+from run_docs import as_run
+
+from perfcore.report.lines_text import lines_text as _lines_text
+from perfcore.report.lines_text import where
+
+
+def lines_text(doc: dict, cwd: str | None = None) -> list[str]:
+    return _lines_text(as_run(doc), cwd)
+
+
+def _call(method: str, per_step: float, total: int = 0, **at) -> dict:
+    """A counted call at a line, as run.json keeps one (the line it was counted at is the row's)."""
+    return {"file": "/p/main.py", "function": "f", "line": 1, "method": method, "per_step": per_step, "total": total, **at}
 
 
 def _doc(label="host", starved=0, file="/p/train.py"):
@@ -24,9 +36,12 @@ def _doc(label="host", starved=0, file="/p/train.py"):
                     "ms_per_step": 4.0,
                     "samples": 55,
                     "functions": [fn],
-                    "lines": [{**fn, "calls": [{"method": "item", "per_step": 410.0}]}],
+                    "lines": [{**fn, "calls": [_call("item", 410.0)]}],
                 }
-            ]
+            ],
+            "steps": 50,
+            "samples": 55,
+            "interval_ms": 1.0,
         },
         "starvation": {
             "steps": 50,
@@ -37,6 +52,7 @@ def _doc(label="host", starved=0, file="/p/train.py"):
             "p95_wait_ms": 53.0,
             "longest_run": 4,
             "longest_run_first_step": 7,
+            "load_ms_per_step": 12.0,
         },
     }
 
@@ -74,6 +90,9 @@ def test_compute_facts_say_the_optimizer_change_and_the_heavy_backward():
     doc = {
         "compute_facts": {
             "optimizer": {
+                "optimizer": "torch.optim.AdamW",
+                "device": "cuda",
+                "step_ms": 17.8,
                 "snippet": "torch.optim.AdamW(..., fused=True)",
                 "share": 0.54,
                 "optimizer_ms": 9.6,
@@ -87,6 +106,7 @@ def test_compute_facts_say_the_optimizer_change_and_the_heavy_backward():
                 "forward_ms": 2.0,
                 "excess_ms": 4.4,
                 "likely": ["activation_checkpointing", "backward_hooks"],
+                "step_ms": 17.8,
             },
         }
     }
@@ -131,7 +151,7 @@ def _host(lines, samples, functions=None, breakdown=0.270, **doc):
             "share": sh,
             "samples": k,
             "user": True,
-            "calls": calls,
+            "calls": [_call(**c) for c in calls],
         }
         for fn, ln, sh, k, calls in lines
     ]
@@ -148,7 +168,10 @@ def _host(lines, samples, functions=None, breakdown=0.270, **doc):
         "lines": {
             "labels": [
                 {"label": "host", "ms_per_step": breakdown, "samples": samples, "functions": functions, "lines": rows}
-            ]
+            ],
+            "steps": 40,
+            "samples": samples,
+            "interval_ms": 1.0,
         },
         **doc,
     }
@@ -232,7 +255,7 @@ def test_load_time_in_the_loops_for_line_points_at_the_dataloader_and_its_settin
     # The loader plan ruled workers out (no core free, or a trial measured them no faster): the line says
     # the plan's change, never "add workers" beside a plan that says workers would not help.
     for kind in ("no_free_core", "cheaper_fetch", "measured_no_help"):
-        doc["loader_plan"] = {"kind": kind, "reason": "x"}
+        doc["loader_plan"] = {"kind": kind}
         (ruled_out,) = lines_text(doc, cwd="/p")
         assert "cheaper batches, not workers" in ruled_out and "workers;" not in ruled_out and "add workers" not in ruled_out
     doc["loader_plan"] = {"kind": "persistent_workers"}
@@ -254,8 +277,8 @@ def test_a_line_that_only_calls_into_a_library_names_where_in_the_library_the_ti
     (got,) = lines_text(doc, cwd="/p")
     assert got.strip() == "try: main.py:40: 97% of host is in transformers' _maybe_log_save_evaluate (trainer.py:3100)"
     # Fewer than one counted call a step is not shown, nor what holds the time (the HF trial: 0.43 .item()).
-    row["calls"] = [{"method": "item", "per_step": 0.43}]
+    row["calls"] = [_call("item", 0.43)]
     assert "transformers' _maybe_log_save_evaluate" in lines_text(doc, cwd="/p")[0]
     # Counted syncing calls at the line are its change: said as before.
-    row["calls"] = [{"method": "item", "per_step": 4.0}]
+    row["calls"] = [_call("item", 4.0)]
     assert "`.item()` a step" in lines_text(doc, cwd="/p")[0]

@@ -41,6 +41,10 @@ CASES = {
     "empty call, a second loader on another line": ("a = DataLoader()\nb = DataLoader(ds)\n", 1),
     "line inside a wrapped call": ("loader = DataLoader(ds, batch_size=8,\n                    shuffle=True)\n", 2),
     "one argument on its own line": ("loader = DataLoader(\n    ds\n)\n", 1),
+    # Characters str.splitlines takes for line ends but Python does not: edits must still land on the call.
+    "a form feed between sections before it": ("import torch\n\x0c\n# data\nloader = DataLoader(ds, 8)\n", 4),
+    "a line separator in a comment before it": ("x = 1  # a\u2028b\nloader = DataLoader(ds, 8)\n", 2),
+    "separators in a string on its line": ("t = '\x1c\x85'; loader = DataLoader(ds, 8)\n", 1),
 }
 
 

@@ -11,6 +11,7 @@ def test_cell_is_instrumented_in_process_and_stops_at_steps():
     code = textwrap.dedent('''
         import json, time, torch
         from perfcore.run.child.magic import run_cell
+        from perfcore.report.record_words import notes_of
         cell = """
         import time, torch
         from torch.utils.data import DataLoader, TensorDataset
@@ -28,8 +29,8 @@ def test_cell_is_instrumented_in_process_and_stops_at_steps():
         html = res._repr_html_()
         seen = ns["seen"]
         res2, _ = run_cell(cell, ns, steps=3, warmup=1)
-        print(json.dumps({"steps": res["steps"], "warm": res["warmup_steps"], "seen": seen, "seen2": ns["seen"],
-                          "html": "<table>" in html, "steps2": res2["steps"], "host": res["breakdown_ms"]["host"]}))
+        print(json.dumps({"steps": res.steps, "warm": res.warmup_steps, "seen": seen, "seen2": ns["seen"],
+                          "html": "<table>" in html, "steps2": res2.steps, "host": res.breakdown_ms["host"]}))
     ''')
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -62,6 +63,7 @@ def test_a_cell_that_catches_the_stop_sees_only_what_perfcore_run_raises_and_is_
     code = textwrap.dedent('''
         import json
         from perfcore.run.child.magic import run_cell
+        from perfcore.report.record_words import notes_of
         cell = """
         import torch
         model = torch.nn.Linear(8, 2)
@@ -80,8 +82,8 @@ def test_a_cell_that_catches_the_stop_sees_only_what_perfcore_run_raises_and_is_
         for catch in ("BaseException", "Exception"):
             ns = {}
             res, _ = run_cell(cell.replace("CATCH", catch), ns, steps=5, warmup=2)
-            out[catch] = {"steps": res["steps"], "caught": ns["caught"], "ran": ns["ran"],
-                          "notes": [n for n in res.get("notes", []) if "after perfcore stopped it" in n]}
+            out[catch] = {"steps": res.steps, "caught": ns["caught"], "ran": ns["ran"],
+                          "notes": [n for n in notes_of(res) if "after perfcore stopped it" in n]}
         print(json.dumps(out))
     ''')
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -101,6 +103,7 @@ def test_a_cells_evaluation_pass_is_set_apart_from_its_steps():
     code = textwrap.dedent('''
         import json
         from perfcore.run.child.magic import run_cell
+        from perfcore.report.record_words import notes_of
         cell = """
         import time, torch
         from torch.utils.data import DataLoader, TensorDataset
@@ -117,12 +120,33 @@ def test_a_cells_evaluation_pass_is_set_apart_from_its_steps():
                     model(x); time.sleep(0.01)
         """
         res, _ = run_cell(cell, {}, warmup=2)
-        ev = res.get("evaluation") or {}
-        print(json.dumps({"steps": res["steps"], "warm": res["warmup_steps"], "passes": ev.get("passes"),
-                          "apart": ev.get("apart")}))
+        ev = res.evaluation
+        print(json.dumps({"steps": res.steps, "warm": res.warmup_steps, "passes": ev.passes if ev else None,
+                          "apart": ev.apart if ev else None}))
     ''')
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout.strip().splitlines()[-1])
     assert doc["steps"] + doc["warm"] == 24, doc  # 12 optimizer steps an epoch, and no evaluation row among them
     assert doc["passes"] == 2 and doc["apart"], doc  # one evaluation pass after each epoch, kept out of the steps
+
+
+def test_terminal_ipython_prints_the_text_report_not_html_reprs():
+    # A real terminal IPython (`ipython -c`), whose shell formats text/plain only: an HTML object
+    # would print as its repr, once per status update and once for the report.
+    cell = textwrap.dedent('''\
+        %%perfcore --steps 30 --warmup 2
+        import torch
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(1000):
+            loss = model(torch.randn(4, 8)).sum()
+            opt.zero_grad(); loss.backward(); opt.step()
+        ''')
+    code = f"get_ipython().run_line_magic('load_ext', 'perfcore'); get_ipython().run_cell({cell!r})"
+    p = subprocess.run([sys.executable, "-m", "IPython", "--no-banner", "--colors=nocolor", "-c", code],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "IPython.core.display" not in p.stdout + p.stderr
+    assert "perfcore: 30 steps measured (2 warm-up apart)" in p.stderr, p.stderr
+    assert "verdict:" in p.stderr and "label      per step" in p.stderr

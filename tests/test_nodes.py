@@ -63,7 +63,7 @@ def test_the_slow_node_is_named_and_the_other_waits_for_it(job):
     nodes = job_nodes(ranks)
     states = {n.host: n.state for n in nodes.nodes}
     assert states == {"node0": NodeState.WAITING, "node1": NodeState.SLOW}, nodes
-    slow = nodes.slow
+    slow = nodes.slow_node
     assert slow.host == "node1" and slow.rank in (2, 3)
     # Held stopped, it is slower in what it does itself (its compute dominates), never in comm.
     assert slow.excess_label == "compute" and slow.work_ms > 1.3 * slow.others_work_ms, slow
@@ -148,6 +148,10 @@ def test_one_folder_one_report_written_by_the_node_that_finished_last(shared):
     doc = json.loads((out / "run.json").read_text())
     assert [(r["rank"], r["host"]) for r in doc["ranks"]] == [(0, "node0"), (1, "node0"), (2, "node1"), (3, "node1")]
     assert doc["missing_ranks"] == [] and doc["nodes"]["slow_node"]["host"] == "node1"
+    # The job's verdict is the wait for the slow node (its rank with the most own work), not node0's comm.
+    straggler = doc["verdict"]["straggler"]
+    assert straggler["slow_rank"] in (2, 3) and straggler["waiting_rank"] in (0, 1), doc["verdict"]
+    assert doc["stragglers"][0]["host"] == "node1"
     # Each node's view: its own ranks only, none said missing (the job's report says what is).
     for node, ranks in (("node0", [0, 1]), ("node1", [2, 3])):
         view = json.loads((out / "nodes" / node / "run.json").read_text())

@@ -124,7 +124,7 @@ def test_a_slow_node_is_named_with_its_rank_and_cause_and_the_other_waits():
     n0, n1 = job.nodes
     assert (n0.host, n0.ranks, n1.ranks) == ("node0", (0, 1), (2, 3))
     assert n1.state is NodeState.SLOW and n0.state is NodeState.WAITING and n0.waits_for == ("node1",)
-    s = job.slow
+    s = job.slow_node
     assert (s.host, s.rank, s.excess_label) == ("node1", 3, "compute")
     assert s.excess_ms == pytest.approx(11.5, abs=0.3) and s.slowest_share > 0.9
     assert s.waiting_host == "node0" and s.wait_ms == pytest.approx(13.0, abs=0.2)
@@ -137,11 +137,11 @@ def test_a_slow_node_is_named_with_its_rank_and_cause_and_the_other_waits():
 def test_a_slow_loader_is_the_cause_and_balanced_nodes_have_none():
     ranks = [_steps("a", 0, comm=9.0), _steps("a", 1, comm=9.0), _steps("b", 2, load=9.0), _steps("b", 3, load=9.0)]
     job = job_nodes(ranks)
-    assert job.slow.host == "b" and job.slow.excess_label == "load"
+    assert job.slow_node.host == "b" and job.slow_node.excess_label == "load"
     even = job_nodes([_steps("a", 0), _steps("a", 1), _steps("b", 2), _steps("b", 3)])
-    assert even.slow is None and {n.state for n in even.nodes} == {NodeState.EVEN}
+    assert even.slow_node is None and {n.state for n in even.nodes} == {NodeState.EVEN}
     one = job_nodes([_steps("a", 0, compute=30.0), _steps("a", 1)])
-    assert one.slow is None and len(one.nodes) == 1
+    assert one.slow_node is None and len(one.nodes) == 1
     assert job_nodes([]).nodes == ()
 
 
@@ -155,7 +155,7 @@ def test_a_node_nearly_as_slow_is_not_said_to_wait_and_two_slow_halves_name_none
     ]
     job = job_nodes(ranks)
     states = {n.host: n.state for n in job.nodes}
-    assert job.slow.host == "d" and states == {
+    assert job.slow_node.host == "d" and states == {
         "a": NodeState.WAITING,
         "b": NodeState.WAITING,
         "c": NodeState.EVEN,
@@ -163,7 +163,7 @@ def test_a_node_nearly_as_slow_is_not_said_to_wait_and_two_slow_halves_name_none
     }
     # Half the nodes slow: the median node is slow, no one node holds the job up.
     halves = job_nodes([_steps("a", 0, comm=10.0), _steps("b", 1, compute=20.0), _steps("c", 2, compute=20.0)])
-    assert halves.slow is None
+    assert halves.slow_node is None
 
 
 def test_merge_ranks_adds_the_clocks_and_the_nodes_where_ranks_run_on_two_hosts():
@@ -272,7 +272,7 @@ def test_a_whole_slow_node_holds_up_the_job_though_none_of_its_ranks_alone_is_sl
 
     doc = {**parts[0]["doc"], **m}
     focus = next(p["doc"] for p in parts if p["doc"]["rank"] == s["rank"])
-    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
-    assert v["bound"] == "straggler" and v["straggler"]["slow_rank"] == s["rank"]
+    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8}).verdict
+    assert v.bound == "straggler" and v.straggler.slow_rank == s["rank"]
     # Seen from node1 alone (its node's view), no rank of it stands out.
     assert merge_ranks(parts[3:], node_view=True)["stragglers"] == []

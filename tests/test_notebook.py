@@ -1,17 +1,17 @@
 """examples/colab_quickstart.ipynb executed headless on the CPU, as written (nbclient, a real IPython
-kernel): the install cell skips itself because perfcore is installed, then perfcore env, %%perfcore on
-a training cell, perfcore run on a script, its report inline, and perfcore diagnose; outputs checked."""
+kernel) in a fresh environment that has torch but no perfcore: its install cell runs the README's install
+line for real, then perfcore env, %%perfcore on a training cell, perfcore run on a script, its report
+inline, and perfcore diagnose, all from the perfcore that cell installed; outputs checked."""
 from __future__ import annotations
 
-import os
+import json
 import re
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from installs import ROOT, env_for, make_env, readme_install_lines
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "colab_quickstart.ipynb"
+NOTEBOOK = ROOT / "examples" / "colab_quickstart.ipynb"
 
 
 def text_of(cell) -> str:
@@ -28,31 +28,38 @@ def html_of(cell) -> str:
     return "".join(o["data"].get("text/html", "") for o in cell.get("outputs", []) if "data" in o)
 
 
-def test_colab_quickstart_runs_headless_on_the_cpu(tmp_path):
+def test_colab_quickstart_runs_headless_on_the_cpu(tmp_path, perfcore_clone):
     nbformat = pytest.importorskip("nbformat", reason="nbformat is in the test extra")
     nbclient = pytest.importorskip("nbclient", reason="nbclient is in the test extra")
     pytest.importorskip("ipykernel", reason="ipykernel is in the test extra")
+    from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
+
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name)
-    # `perfcore` and `python` in the notebook's shell lines are this environment's, as pip puts them on
-    # PATH in Colab; no GPU is used even where one exists, so the outputs are the CPU ones.
-    env_path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    saved = {k: os.environ.get(k) for k in ("PATH", "CUDA_VISIBLE_DEVICES")}
-    os.environ.update(PATH=env_path, CUDA_VISIBLE_DEVICES="")
-    try:
-        client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                         resources={"metadata": {"path": str(tmp_path)}})
-        client.execute()  # raises CellExecutionError on any cell's error
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    # The kernel's Python is a venv that sees the dev environment's packages but not its perfcore, as a
+    # Colab runtime has torch and not perfcore; its pip installs into the venv.
+    py = make_env(tmp_path / "env")
+    specs = tmp_path / "kernels"
+    (specs / "fresh").mkdir(parents=True)
+    (specs / "fresh" / "kernel.json").write_text(json.dumps(
+        {"argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"], "display_name": "fresh",
+         "language": "python"}))
+    km = KernelManager(kernel_name="fresh", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(specs)]))
+    work = tmp_path / "work"  # the notebook's folder, /content in Colab: the clone is there as ./perfcore
+    work.mkdir()
+    (work / "perfcore").symlink_to(perfcore_clone)
+    # `pip`, `perfcore` and `python` in the notebook's shell lines are the venv's, as pip puts them on PATH
+    # in Colab; no GPU is used even where one exists, so the outputs are the CPU ones.
+    client = nbclient.NotebookClient(nb, km=km, timeout=900, resources={"metadata": {"path": str(work)}})
+    client.execute(env=env_for(py, CUDA_VISIBLE_DEVICES=""))  # raises CellExecutionError on any cell's error
     code = [c for c in nb.cells if c.cell_type == "code"]
     by_src = {c.source.splitlines()[0]: c for c in code}
-    install = next(c for c in code if "PERFCORE_SOURCE" in c.source)
-    assert "already installed: skipping" in text_of(install)
+    # The install cell is the README's first line, typed in a cell, and it installed perfcore into the venv.
+    install = code[0]
+    assert install.source == "!" + readme_install_lines((ROOT / "README.md").read_text())[0]
+    assert "Successfully installed perfcore" in text_of(install), text_of(install)
+    site = Path(py.parent.parent, "lib").glob("python*/site-packages/perfcore/__init__.py")
+    assert next(site, None) is not None
     env = by_src["!perfcore env"]
     assert "build:" in text_of(env) and re.search(r"\d+ ok, \d+ warnings, \d+ failures", text_of(env))
     cell = next(c for c in code if c.source.startswith("%%perfcore"))
@@ -60,7 +67,7 @@ def test_colab_quickstart_runs_headless_on_the_cpu(tmp_path):
     assert "class='perfcore'" in body and "id='verdict'" in body and "Over the run" in body
     run = next(c for c in code if c.source.startswith("!perfcore run"))
     assert re.search(r"perfcore: \d+ steps \(\+\d+ warm-up\)", text_of(run)) and "report.html" in text_of(run)
-    assert (tmp_path / "runs" / "quickstart" / "report.html").is_file()
+    assert (work / "runs" / "quickstart" / "report.html").is_file()
     shown = [html_of(c) for c in code if c.source.startswith(("from perfcore.report.html import open_report",
                                                                "open_report("))]
     assert len(shown) == 2

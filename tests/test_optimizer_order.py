@@ -4,10 +4,11 @@ GAN's generator and discriminator; optimizers stepping in one iteration keep tha
 from __future__ import annotations
 
 import pytest
-
-from perfcore.report.finding_words import optimizer_order_sentence
-from perfcore.run.child.part_writer import optimizer_order
 from test_torch_reach import SCRIPTS, perfcore_run
+
+from perfcore.analysis.run_report import RunReport
+from perfcore.report.finding_words import optimizer_order_sentence, step_source_text
+from perfcore.run.child.part_writer import optimizer_order
 
 
 @pytest.mark.parametrize(
@@ -31,7 +32,7 @@ def test_layer_wise_training_is_said_to_step_in_sequence_not_as_a_gan(tmp_path):
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "optimizer_stages.py"), "layerwise", "8")
     assert p.returncode == 0, p.stderr
     assert doc["step_source"] == "optimizer" and doc["seen"]["optimizer_handovers"] == 1
-    text = doc["step_source_text"]
+    text = step_source_text(RunReport.from_dict(doc))
     assert "2 optimizers stepping in sequence" in text and "GAN" not in text, text
 
 
@@ -39,7 +40,7 @@ def test_a_gan_keeps_the_interleaved_explanation(tmp_path):
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "gan.py"))
     assert p.returncode == 0, p.stderr
     assert doc["seen"]["other_optimizer_steps"] > 0 and doc["seen"]["optimizer_handovers"] == 0
-    text = doc["step_source_text"]
+    text = step_source_text(RunReport.from_dict(doc))
     assert "stepping in one iteration" in text and "GAN" in text and "in sequence" not in text, text
 
 
@@ -50,9 +51,13 @@ def test_forward_forward_as_a_user_runs_it(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "ITERATIONS 60" in p.stdout
     assert doc["steps"] + doc["warmup_steps"] == 60
-    text = doc["step_source_text"]
+    text = step_source_text(RunReport.from_dict(doc))
     assert "2 optimizers stepping in sequence" in text and "GAN" not in text, text
     train, test = doc["loaders"]
     assert (train["role"], train["batches"]) == ("train", 1)
     assert (test["role"], test["batches"]) == ("eval", 1)
-    assert not any("decode_jpeg" in r["text"] or "PIL" in r["text"] for r in doc["recommendations"])
+    from perfcore.report.advice_words import text_of
+
+    run = RunReport.from_dict(doc)
+    texts = [text_of(f, run.loader_plan) for f in run.findings]
+    assert texts and not any("decode_jpeg" in t or "PIL" in t for t in texts)

@@ -6,8 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfcore.report.finding_words import other_steps_sentence, step_source_words
-from perfcore.run.parent.outcome import before_first_step, exit_sentence
+from run_docs import typed_run
+
+from perfcore.analysis.run_context import Exit, Outcome
+from perfcore.report.exit_words import exit_sentence as _exit_sentence
+from perfcore.report.finding_words import other_steps_sentence, step_source_text, step_source_words
+from perfcore.run.parent.outcome import before_first_step
+
+
+def exit_sentence(ex, oc):
+    return _exit_sentence(Exit(**ex), Outcome(**oc))
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -31,19 +39,26 @@ def test_exit_sentences():
     assert before_first_step(2, {}) == ("the script exited 2 before its first step (its own usage error: exit 2 by "
                                         "convention; its message is above)")
     assert before_first_step(1, {"exception": "ImportError: x"}) == "the script crashed before its first step (exit 1): ImportError: x"
-    assert other_steps_sentence({"step_source": "optimizer", "seen": {"optimizers": 1}}) is None
-    assert other_steps_sentence({"step_source": "backward", "seen": {"optimizers": 2}}) is None
-    gan = {"step_source": "optimizer", "steps": 9, "warmup_steps": 1, "step_source_text": "optimizer steps (torch.optim)",
-           "seen": {"optimizers": 2, "optimizer_handovers": 0, "other_optimizer_steps": 10}}
-    assert other_steps_sentence(gan) == "one per row: the count matches the script's iterations"
+    def run_of(**kw):
+        r = typed_run(10.0, {"compute": 10.0}, **kw)
+        import dataclasses
+
+        return dataclasses.replace(r, steps=9, warmup_steps=1)
+
+    assert other_steps_sentence(run_of(step_source="optimizer", seen={"optimizers": 1})) is None
+    assert other_steps_sentence(run_of(step_source="backward", seen={"optimizers": 2})) is None
+    gan = dict(step_source="optimizer", optimizer_order="interleaved",
+               seen={"optimizers": 2, "optimizer_handovers": 0, "other_optimizer_steps": 10})
+    assert other_steps_sentence(run_of(**gan)) == "one per row: the count matches the script's iterations"
     assert "12 steps of other optimizers against 10 rows" in other_steps_sentence(
-        {**gan, "seen": {**gan["seen"], "other_optimizer_steps": 12}})
-    # Stages in sequence: the stored sentence says it all, once.
-    stages = {**gan, "step_source_text": "optimizer steps (torch.optim); 2 optimizers stepping in sequence",
-              "seen": {"optimizers": 2, "optimizer_handovers": 1, "other_optimizer_steps": 0}}
-    assert step_source_words(stages) == stages["step_source_text"]
-    # A document from before the sentence was kept: its source and its own note.
-    assert step_source_words({"step_source": "optimizer", "step_source_note": "2 optimizers"}) == "optimizer; 2 optimizers"
+        run_of(**{**gan, "seen": {**gan["seen"], "other_optimizer_steps": 12}}))
+    # Stages in sequence: the step source's words say it all, once.
+    stages = run_of(step_source="optimizer", optimizer_order="sequence",
+                    seen={"optimizers": 2, "optimizer_handovers": 1, "other_optimizer_steps": 0})
+    assert step_source_words(stages) == step_source_text(stages)
+    assert step_source_text(stages).startswith("optimizer steps (torch.optim); 2 optimizers stepping in sequence")
+    # A StepTimer's own step source (no hooks saw anything): as it is.
+    assert step_source_words(typed_run(10.0, {"compute": 10.0}, step_source="timer.step()")) == "timer.step()"
 
 
 def test_a_bare_ctrl_c_reads_as_ctrl_c(tmp_path):
@@ -68,14 +83,14 @@ def test_the_scripts_usage_error_is_one_line_and_not_perfcores(tmp_path):
 def test_a_gan_row_is_documented_as_offset_by_one_optimizer(tmp_path):
     p = run(tmp_path, "--explain", "--warmup", "1", "--", sys.executable, str(SCRIPTS / "gan.py"))
     assert p.returncode == 0, p.stderr[-2000:]
-    import json
+    from perfcore.report.reader import load_run
 
-    doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert doc["step_source"] == "optimizer" and "GAN" in doc["step_source_text"]
-    assert doc["step_source_note"] == "one per row: the count matches the script's iterations"
-    # The step source said once: the stored sentence, then what the rows hold of the other optimizer's steps.
+    doc = load_run(tmp_path / "r")[0]
+    assert doc.step_source == "optimizer" and "GAN" in step_source_text(doc)
+    assert other_steps_sentence(doc) == "one per row: the count matches the script's iterations"
+    # The step source said once, then what the rows hold of the other optimizer's steps.
     (line,) = [x for x in p.stderr.splitlines() if "steps counted at:" in x]
-    assert line.strip() == f"steps counted at: {doc['step_source_text']}; {doc['step_source_note']}"
+    assert line.strip() == f"steps counted at: {step_source_text(doc)}; {other_steps_sentence(doc)}"
 
 
 def test_an_uncaught_exception_is_read_from_python_when_the_hook_never_ran(monkeypatch):

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from steps_tables import steps_table
 
 from perfcore.capture.sampler import align_samples
 from perfcore.errors import BadResultFile
-from perfcore.report.reader import check_run_doc
+from perfcore.report.reader import parse_run
 from perfcore.run.parent.finish import monitor_summary
-from steps_tables import steps_table
 
 MS = 1_000_000
 
@@ -66,13 +66,13 @@ def test_run_json_monitor_holds_the_spread_of_per_step_power_over_measured_steps
     assert doc["per_step"] == {"power_w": {"mean": 230.0, "min": 200.0, "max": 260.0, "steps": 2},
                                "temp_c": {"mean": 62.0, "min": 60.0, "max": 64.0, "steps": 2}}
     assert doc["power_w_mean"] == 101.5 and doc["power_w_max"] == 103.0 and doc["temp_c_max"] == 50.3
-    check_run_doc({**base_doc(), "monitor": doc}, Path("run.json"))
+    parse_run({**base_doc(), "monitor": doc}, Path("run.json"))
 
 
 def base_doc() -> dict:
     from test_html import run_doc
 
-    return run_doc()
+    return run_doc().to_dict()
 
 
 @pytest.mark.parametrize("field, value", [
@@ -89,20 +89,20 @@ def test_the_reader_refuses_a_damaged_new_field(field, value):
                       "per_step": {"power_w": {"mean": 1.0, "min": 1.0, "max": 1.0, "steps": 1},
                                    "temp_c": {"mean": 1.0, "min": 1.0, "max": 1.0, "steps": 1}}}
     doc["kernels"][0]["category"] = "elementwise"
-    check_run_doc(copy.deepcopy(doc), Path("run.json"))  # the undamaged one passes
+    parse_run(copy.deepcopy(doc), Path("run.json"))  # the undamaged one passes
     at = doc
     for k in field[:-1]:
         at = at[k]
     at[field[-1]] = value
     with pytest.raises(BadResultFile, match=field[0]):
-        check_run_doc(doc, Path("run.json"))
+        parse_run(doc, Path("run.json"))
 
 
 def test_older_documents_without_the_new_fields_still_read():
     doc = base_doc()
     doc["kernel_categories"] = {"gemm": {"share": 1.0}}  # no ms, as earlier writers had it
     doc.pop("monitor", None)
-    check_run_doc(doc, Path("run.json"))
+    parse_run(doc, Path("run.json"))
 
 
 def test_report_shows_power_and_temperature_per_step(tmp_path):
@@ -115,8 +115,8 @@ def test_report_shows_power_and_temperature_per_step(tmp_path):
     steps = gpu_steps(300)
     steps["monitor_power_w"] = np.where(np.arange(300) % 7 == 0, 600.0, np.nan)
     steps["monitor_temp_c"] = np.where(np.arange(300) % 7 == 0, 71.0, np.nan)
-    html = render_report(doc, steps)
+    html = render_report(parse_run(doc, Path("run.json")), steps)
     assert "Power and temperature" in html and "612.5 W" in html and "690.0 W" in html
     assert '"GPU power"' in html and '"GPU temperature"' in html  # the two charts on the steps' axis
-    plain = render_report(base_doc(), gpu_steps(300))
+    plain = render_report(parse_run(base_doc(), Path("run.json")), gpu_steps(300))
     assert "Power and temperature" not in plain and '"GPU power"' not in plain

@@ -11,9 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from perfcore.analysis.codec import from_doc
 from perfcore.analysis.ranks import clock_offsets, merge_ranks
+from perfcore.analysis.run_context import Straggler, Waiting
 from perfcore.analysis.units import fmt_ms
-from perfcore.report.rank_words import job_problem_words, say as say_ranks, straggler_sentence
+from perfcore.report.rank_words import job_problem_words, missing_sentence, straggler_sentence, waiting_sentence
+from perfcore.report.reader import load_run
 from perfcore.report.verdict_words import summary_words
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "ddp_train.py")
@@ -38,27 +41,26 @@ def two_ranks(tmp_path_factory):
 def test_both_ranks_measured_and_the_slow_one_named(two_ranks):
     p, out = two_ranks
     assert p.returncode == 0, p.stderr[-3000:]
-    doc = json.loads((out / "run.json").read_text())
-    assert doc["world_size"] == 2 and [r["rank"] for r in doc["ranks"]] == [0, 1]
-    for r in doc["ranks"]:
-        assert set(r) >= {"rank", "step_time_ms", "breakdown_ms", "breakdown_fraction"}
-        assert r["steps"] == 27
-    st = doc["stragglers"]
-    assert len(st) == 1 and st[0]["rank"] == 1 and st[0]["excess_label"] == "load"
-    assert st[0]["excess_ms"] > 15  # 8 items x 2.5 ms of loading per step
-    assert "rank 1" in st[0]["sentence"] and "load" in st[0]["sentence"]
-    r0, r1 = doc["ranks"]
+    doc = load_run(out)[0]
+    assert doc.world_size == 2 and [r.rank for r in doc.ranks] == [0, 1]
+    for r in doc.ranks:
+        assert r.breakdown_fraction is not None and r.steps == 27
+    st = doc.stragglers
+    assert len(st) == 1 and st[0].rank == 1 and st[0].excess_label == "load"
+    assert st[0].excess_ms > 15  # 8 items x 2.5 ms of loading per step
+    assert "rank 1" in straggler_sentence(st[0]) and "load" in straggler_sentence(st[0])
+    r0, r1 = doc.ranks
     # The fast rank's extra time is waiting in comm; the slow rank's is loading.
-    assert r0["breakdown_ms"]["comm"] > 0.7 * r1["breakdown_ms"]["load"]
-    assert r1["breakdown_ms"]["comm"] < 0.2 * r0["breakdown_ms"]["comm"]
-    assert doc["verdict"]["bound"] == "load" and "rank 1" in doc["verdict"]["summary"]
+    assert r0.breakdown_ms.comm > 0.7 * r1.breakdown_ms.load
+    assert r1.breakdown_ms.comm < 0.2 * r0.breakdown_ms.comm
+    assert doc.verdict.bound == "load" and "rank 1" in summary_words(doc.verdict)
     # The headline names the wait for the straggler, with the slow rank and why it is slow.
-    job = doc["verdict"]["straggler"]
-    assert (job["slow_rank"], job["waiting_rank"], job["excess_label"]) == (1, 0, "load")
-    assert job["wait_ms"] == pytest.approx(r0["breakdown_ms"]["comm"], rel=0.3) and job["wait_share"] >= 0.1
-    assert doc["verdict"]["summary"].startswith("rank 1 holds up the job: rank 0 waits")
-    assert doc["recommendations"][0]["id"] != "balance_ranks"  # rank 1's own cause (load) is the change
-    assert doc["missing_ranks"] == []
+    job = doc.verdict.straggler
+    assert (job.slow_rank, job.waiting_rank, job.excess_label) == (1, 0, "load")
+    assert job.wait_ms == pytest.approx(r0.breakdown_ms.comm, rel=0.3) and job.wait_share >= 0.1
+    assert summary_words(doc.verdict).startswith("rank 1 holds up the job: rank 0 waits")
+    assert doc.findings[0].kind != "balance_ranks"  # rank 1's own cause (load) is the change
+    assert doc.missing_ranks == ()
 
 
 def test_a_rank_that_computes_longer_is_named_in_the_headline(tmp_path):
@@ -68,15 +70,15 @@ def test_a_rank_that_computes_longer_is_named_in_the_headline(tmp_path):
     p = perfcore("run", "--warmup", "3", "--out", str(out), "--", TORCHRUN, "--nproc_per_node=2", SCRIPT,
                  "--slow-rank", "1", "--compute-delay", "0.02")
     assert p.returncode == 0, p.stderr[-3000:]
-    doc = json.loads((out / "run.json").read_text())
-    assert doc["stragglers"][0]["rank"] == 1 and doc["stragglers"][0]["excess_label"] == "compute"
-    v = doc["verdict"]
+    doc = load_run(out)[0]
+    assert doc.stragglers[0].rank == 1 and doc.stragglers[0].excess_label == "compute"
+    v = doc.verdict
     # Rank 1's own steps are compute; rank 0 waits about the 20 ms it sleeps in forward.
-    assert v["bound"] == "straggler" and v["healthy"] is False
-    assert (v["straggler"]["slow_rank"], v["straggler"]["waiting_rank"]) == (1, 0)
-    assert v["straggler"]["wait_ms"] > 10 and v["straggler"]["wait_share"] >= 0.2 and v["level"] == "critical"
+    assert v.bound == "straggler" and v.healthy is False
+    assert (v.straggler.slow_rank, v.straggler.waiting_rank) == (1, 0)
+    assert v.straggler.wait_ms > 10 and v.straggler.wait_share >= 0.2 and v.level == "critical"
     assert "compute-bound (healthy)" not in p.stderr and "verdict: straggler rank 1 (major): rank 0 waits" in p.stderr
-    assert doc["recommendations"][0]["id"] == "balance_ranks"
+    assert doc.findings[0].kind == "balance_ranks"
 
 
 def test_trace_and_plots_cover_all_ranks(two_ranks):
@@ -111,11 +113,11 @@ def test_a_killed_rank_leaves_the_others_and_is_named_missing(tmp_path):
     p = perfcore("run", "--warmup", "2", "--out", str(out), "--", TORCHRUN, "--nproc_per_node=2", SCRIPT,
                  "--crash-rank", "1", "--crash-at", "10", "--hard")
     assert p.returncode != 0
-    doc = json.loads((out / "run.json").read_text())
-    assert doc["missing_ranks"] == [1]
-    assert [r["rank"] for r in doc["ranks"]] == [0]
+    doc = load_run(out)[0]
+    assert doc.missing_ranks == (1,)
+    assert [r.rank for r in doc.ranks] == [0]
     assert "MISSING: rank(s) 1 of 2" in p.stderr
-    assert doc["exit"]["reason"] in ("crashed", "terminated")
+    assert doc.exit.reason in ("crashed", "terminated")
 
 
 def _part(rank, load, comm, compute=1.0, host_name="h", n=10):
@@ -138,20 +140,21 @@ def test_merge_ranks_on_hand_built_parts():
     assert m["stragglers"][0]["excess_label"] == "load"
     assert m["stragglers"][0]["excess_ms"] == pytest.approx(9.0)
     assert {w["rank"] for w in m["waiting"]} == {0, 1} and all(w["waits_for"] == [2] for w in m["waiting"])
-    s = m["stragglers"][0]
-    assert s["work_ms"] > s["others_work_ms"] and "sentence" not in s  # facts: the words are report's
-    # The words are made from those figures, and the writer keeps them beside the facts.
-    said = say_ranks(dict(m))
-    assert said["stragglers"][0]["sentence"] == straggler_sentence(s)
-    assert f"{fmt_ms(s['excess_ms'])}/step more" in straggler_sentence(s) and "rank 2" in straggler_sentence(s)
-    assert all(f"rank {w['rank']} waits {fmt_ms(w['comm_ms'])}/step" in w["sentence"] for w in said["waiting"])
+    raw = m["stragglers"][0]
+    assert raw["work_ms"] > raw["others_work_ms"] and "sentence" not in raw  # facts: the words are report's
+    # The words are made from those figures.
+    s = from_doc(Straggler, raw)
+    assert f"{fmt_ms(s.excess_ms)}/step more" in straggler_sentence(s) and "rank 2" in straggler_sentence(s)
+    for w in m["waiting"]:
+        assert f"rank {w['rank']} waits {fmt_ms(w['comm_ms'])}/step" in waiting_sentence(from_doc(Waiting, w))
     balanced = merge_ranks([_part(0, 1.0, 1.0), _part(1, 1.0, 1.0), _part(2, 1.0, 1.0)])
     assert balanced["stragglers"] == []
     missing = merge_ranks([_part(0, 1.0, 1.0), _part(2, 1.0, 1.0)])
     assert missing["missing_ranks"] == [1] and missing["world_size"] == 3
-    assert "rank(s) 1 of 3" in say_ranks(missing)["missing_note"]
-    # An old document's words are kept where its facts are not.
-    assert straggler_sentence({"rank": 1, "sentence": "old words"}) == "old words"
+    from run_docs import typed_run
+
+    run = typed_run(10.0, {"compute": 10.0}, missing_ranks=missing["missing_ranks"], world_size=3)
+    assert "rank(s) 1 of 3" in missing_sentence(run)
 
 
 def test_clock_offsets_from_collective_ends():
@@ -204,14 +207,13 @@ def test_zero_wall_steps_do_not_divide_by_zero():
 
 def test_merging_two_jobs_folders_is_one_line(tmp_path):
     from click.testing import CliRunner
+    from run_docs import write_run_folder
 
     from perfcore.cli import cli
     from perfcore.report import jsonio
 
-    from run_docs import write_run_folder
-
     for name, pid in (("jobA", 11), ("jobB", 22)):
-        part = write_run_folder(tmp_path / name / "parts" / "rank0")
+        part = write_run_folder(tmp_path / name / "parts" / "rank0", decided=False)
         doc = json.loads((part / "run.json").read_text())
         doc.update(rank=0, world_size=1, pid=pid)
         jsonio.write(part / "run.json", doc)
@@ -240,14 +242,15 @@ def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     s = straggle(doc)
     assert (s.slow_rank, s.excess_label) == (2, "compute")
     assert s.wait_ms == pytest.approx(9.0) and s.wait_share == pytest.approx(9.0 / 11.5)
-    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    d = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    v = d.verdict
     # Alone, rank 2's own steps are healthy compute; the job's verdict is the wait for it.
-    assert (v["bound"], v["level"], v["healthy"]) == ("straggler", "critical", False)
-    assert v["straggler"]["waiting_rank"] in (0, 1) and v["straggler"]["excess_ms"] == pytest.approx(9.0)
+    assert (v.bound, v.level, v.healthy) == ("straggler", "critical", False)
+    assert v.straggler.waiting_rank in (0, 1) and v.straggler.excess_ms == pytest.approx(9.0)
     assert summary_words(v).startswith("rank 2 holds up the job")
-    rec = doc["recommendations"][0]
-    assert rec["id"] == "balance_ranks" and rec["cause"] == "straggler"
-    assert all(r["id"] != "faster_compute" for r in doc["recommendations"])
+    rec = d.findings[0]
+    assert rec.kind == "balance_ranks" and rec.cause == "straggler"
+    assert all(r.kind != "faster_compute" for r in d.findings)
     line = verdict_short(v)
     assert line.startswith("verdict: straggler rank 2 (major): rank ") and "(78%) for it, compute +9.00 ms" in line
     assert len(line) <= 120
@@ -255,8 +258,8 @@ def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     # The slow rank's own collective time (its all-reduce) is not why it is slow: still the wait.
     parts = [_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 1.5, compute=10.0)]
     doc, focus = _merged(parts)
-    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
-    assert v["bound"] == "straggler" and v["causes"][0]["label"] == "comm"
+    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8}).verdict
+    assert v.bound == "straggler" and v.named[0].label == "comm"
 
 
 def test_a_wait_below_the_tier_leaves_the_slow_ranks_verdict():
@@ -266,6 +269,6 @@ def test_a_wait_below_the_tier_leaves_the_slow_ranks_verdict():
     parts = [_part(0, 1.0, 0.6, compute=8.5), _part(1, 1.0, 0.6, compute=8.5), _part(2, 1.0, 0.0, compute=9.1)]
     doc, focus = _merged(parts)
     assert doc["stragglers"][0]["rank"] == 2 and doc["waiting"]
-    v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
-    assert v["bound"] == "compute" and "straggler" not in v
-    assert all(r["id"] != "balance_ranks" for r in doc["recommendations"])
+    d = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
+    assert d.verdict.bound == "compute" and d.verdict.straggler is None
+    assert all(r.kind != "balance_ranks" for r in d.findings)

@@ -34,31 +34,38 @@ def input_bound(tmp_path_factory):
     return p, out
 
 
+@pytest.mark.build
 def test_input_bound_script_agrees_with_its_own_meter(input_bound):
     p, out = input_bound
     assert p.returncode == 0, p.stderr
     doc = json.loads((out / "run.json").read_text())
     script_share = float(next(line for line in p.stdout.splitlines() if line.startswith("DATA_SHARE")).split()[1])
     assert abs(doc["breakdown_fraction"]["load"] - script_share) <= 0.05
-    assert doc["verdict"]["bound"] == "load"
-    assert doc["verdict"]["plain_summary"].startswith("input-bound:")
+    from run_docs import run_of_json
+
+    from perfcore.report.verdict_words import plain_words
+
+    run = run_of_json(doc)
+    assert run.verdict.bound == "load"
+    assert plain_words(run.verdict).startswith("input-bound:")
     assert doc["steps"] + doc["warmup_steps"] == 40  # 2 epochs x 20 batches
     # The loader sleeps, so workers hide it while cores are free; when other processes held the
     # cores during this run (measured, in run.json) the advice leads with a cheaper batch instead.
     others = (doc.get("interference") or {}).get("others_cores", 0.0)
-    first = doc["recommendations"][0]["id"]
+    first = run.findings[0].kind.value
     if others < 0.5:
-        assert first == "more_workers", (others, doc["recommendations"][0])
+        assert first == "more_workers", (others, run.findings[0])
     else:
-        assert first in ("more_workers", "cheaper_batches"), (others, doc["recommendations"][0])
+        assert first in ("more_workers", "cheaper_batches"), (others, run.findings[0])
 
 
+@pytest.mark.build
 def test_run_folder_contents(input_bound):
     p, out = input_bound
     doc = json.loads((out / "run.json").read_text())
-    assert doc["schema"] == "perfcore.run/1"
+    assert doc["schema"] == "perfcore.run/2"
     for key in ("steps", "warmup_steps", "step_time_ms", "breakdown_ms", "breakdown_fraction", "verdict",
-                "recommendations", "kernels", "memcpy", "backend", "device", "overhead"):
+                "findings", "kernels", "memcpy", "backend", "device", "overhead"):
         assert key in doc
     assert set(doc["breakdown_fraction"]) == {"load", "transfer", "compute", "comm", "host"}
     steps = pd.read_csv(out / "steps.csv")
@@ -76,7 +83,7 @@ def test_run_folder_contents(input_bound):
     # The self-estimate counts the run's wrappers beside the timer's phases: the batch fetch wrapper ran
     # once a batch here (num_workers=0), at a cost measured in the process.
     o = doc["overhead"]
-    assert "hooks" not in o and "hooks add more" not in p.stderr
+    assert o["hooks"] is None and "hooks add more" not in p.stderr  # perfcore run counts its hooks
     assert o["fetch_ns"] > 0 and o["fetch_ms_per_step"] > 0 and o["ms_per_step"] >= o["fetch_ms_per_step"]
     # And the calls that went through a hook untimed, each at its call layer's cost: a step, the
     # Sequential's five modules inside the timed forward, torch.autograd.backward inside the timed
@@ -85,6 +92,7 @@ def test_run_folder_contents(input_bound):
     assert 7.5 <= o["passed_ms_per_step"] * 1e6 / o["passed_call_ns"] <= 8.5
 
 
+@pytest.mark.build
 def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
     # Even with --delay 0 a batch takes ~3 ms to make in the main process: at --width 1536 (a 20 ms
     # step) that is 16% of the step and rightly named. At 3072 the step is ~110 ms and loading ~4%.
@@ -92,14 +100,19 @@ def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
                  *py(TRAIN, "--delay", "0", "--width", "3072", "--epochs", "1"))
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    v = doc["verdict"]
+    from run_docs import run_of_json
+
+    from perfcore.report.verdict_words import summary_words
+
+    v = run_of_json(doc).verdict
     # Never named past a tier. With two CPU burners its host share reads 5.8-8% over these 18 steps,
     # with an interval up to 10-12%: "borderline" (more steps would settle it), which is no blame.
-    assert v["level"] in ("healthy", "borderline") and v["bound"] != "load", v["summary"]
-    assert v["bound"] == "compute" or v["summary"].startswith("borderline "), v["summary"]
+    assert v.level.value in ("healthy", "borderline") and v.bound != "load", summary_words(v)
+    assert v.bound == "compute" or summary_words(v).startswith("borderline "), summary_words(v)
     assert doc["breakdown_fraction"]["compute"] > doc["breakdown_fraction"]["load"]
 
 
+@pytest.mark.build
 def test_workers_hide_loading_and_report_production_rate(tmp_path):
     # 2 workers, cheap items: loading hides behind compute; worker time is not counted as load.
     # Each worker needs ~1.6 ms a batch (16 items x 0.1 ms); a step computes for several ms.
@@ -128,6 +141,7 @@ def test_steps_stops_the_script_cleanly(tmp_path):
     assert "epoch 49" not in p.stdout
 
 
+@pytest.mark.build
 def test_crash_leaves_partial_results_and_the_scripts_exit_code(tmp_path):
     p = perfcore("run", "--warmup", "1", "--out", str(tmp_path / "r"), "--",
                  *py(TRAIN, "--crash-at", "9", "--delay", "0"))
@@ -139,6 +153,7 @@ def test_crash_leaves_partial_results_and_the_scripts_exit_code(tmp_path):
     assert "partial results: the script crashed" in p.stderr
 
 
+@pytest.mark.build
 def test_ctrl_c_leaves_partial_results(tmp_path):
     out = tmp_path / "r"
     proc = subprocess.Popen([sys.executable, "-m", "perfcore.cli", "run", "--warmup", "0", "--out", str(out), "--",
@@ -243,6 +258,7 @@ def test_monitor_samples_are_aligned_to_steps(tmp_path):
     assert (tmp_path / "r" / "monitor.png").is_file()
 
 
+@pytest.mark.build
 def test_forked_workers_run_with_the_hooks_disarmed(tmp_path):
     # The timer exists in the main process before the workers fork; in them it must be dropped,
     # or a transform module's calls would be timed into a copy nobody reads (and grow forever).
@@ -265,11 +281,16 @@ def test_torch_compile_runs_the_same_under_the_hooks(tmp_path):
     assert doc["steps"] + doc["warmup_steps"] == 16 and doc["compute_split_ms"]["forward"] > 0
 
 
+@pytest.mark.build
 def test_a_script_with_no_loop_exits_0_with_what_was_seen(tmp_path):
     p = perfcore("run", "--out", str(tmp_path / "r"), "--", sys.executable, str(SCRIPTS / "no_loop.py"))
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    assert doc["steps"] == 0 and doc["exit_code"] == 0 and doc["no_step"].startswith("no step seen")
+    from perfcore.report.finding_words import no_step_sentence
+    from run_docs import run_of_json
+
+    assert doc["steps"] == 0 and doc["exit_code"] == 0
+    assert no_step_sentence(run_of_json(doc).no_step).startswith("no step seen")  # said from its figures
     assert not [line for line in p.stderr.splitlines() if line.startswith("perfcore: error")]
 
 

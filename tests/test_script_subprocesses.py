@@ -26,8 +26,12 @@ def test_a_scripts_own_pythons_are_not_ranks(tmp_path, how, others):
     doc = json.loads((out / "run.json").read_text())
     assert doc["steps"] + doc["warmup_steps"] == 12  # the script's own loop, not its helper's
     assert not doc.get("world_size") and not doc.get("ranks") and not doc.get("stragglers")
-    (note,) = [n for n in doc["notes"] if "measured apart" in n]
-    assert note.startswith(f"{others} other Python process(es) the script started")
+    # run.json keeps the fact (which processes, their steps); the report says it.
+    (note,) = [n for n in doc["notes"] if n["code"] == "measured_apart"]
+    assert len(note["figures"]["processes"]) == others
+    explain = subprocess.run([sys.executable, "-m", "perfcore.cli", "report", str(out), "--explain"],
+                             capture_output=True, text=True, timeout=120)
+    assert f"{others} other Python process(es) the script started" in explain.stdout, explain.stdout
 
 
 def test_merge_of_two_unrelated_runs_says_they_are_not_one_job(tmp_path):
@@ -69,9 +73,11 @@ def check_trainers_merged(p, out, n=2, steps=24, evaluating=True):
         assert f"{n * steps - n} steps" in said and f"in {n} training processes" in said, said
         assert "rank" not in said.lower() and "straggler" not in said.lower(), said
     assert f"{n} training processes" in html and "straggler" not in html.lower() and "rank " not in html.lower()
-    notes = doc.get("notes") or []
-    assert any("stepped no optimizer while other processes trained (evaluation only)" in x for x in notes) == evaluating
-    assert not any("measured apart" in x for x in notes)
+    # run.json keeps facts: the evaluating parent is a note's code with its pid; the words are the report's.
+    codes = [n["code"] for n in doc.get("notes") or []]
+    assert ("evaluation_only" in codes) == evaluating, codes
+    assert ("stepped no optimizer while other processes trained (evaluation only)" in explain.stdout) == evaluating
+    assert "measured apart" not in explain.stdout
     # The parent's test pass is the run's evaluation, apart from the steps.
     ev = doc.get("evaluation") or {}
     assert (ev.get("passes") == 1 and 0 < ev["share_of_wall"] < 1) == evaluating, ev

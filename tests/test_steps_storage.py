@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
+from run_docs import write_run_folder
 
 from perfcore.cli import cli
 from perfcore.report import jsonio
 from perfcore.run.parent.part_dirs import LARGE_STEPS
-
-from run_docs import write_run_folder
 
 WARMUP = 1  # write_run_folder's default warm-up rows
 
@@ -21,7 +20,8 @@ def invoke(*args):
 
 
 def large_unfinished(out, rank=None):
-    part = write_run_folder(out / "parts" / (f"rank{rank}" if rank is not None else "pid4242"), steps=LARGE_STEPS)
+    part = write_run_folder(out / "parts" / (f"rank{rank}" if rank is not None else "pid4242"), decided=False,
+                            steps=LARGE_STEPS)
     doc = json.loads((part / "run.json").read_text())
     doc.update(rank=rank, world_size=1 if rank is not None else None)
     jsonio.write(part / "run.json", doc)

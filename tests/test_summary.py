@@ -23,7 +23,10 @@ def test_flat_dict_of_the_key_figures():
     assert s["perfcore/steps"] == 90 and s["perfcore/warmup_steps"] == 10
     assert [s[f"perfcore/{lb}_share"] for lb in LABELS] == [0.5, 0.1, 0.3, 0.0, 0.1]
     assert s["perfcore/load_ms"] == 5.0 and s["perfcore/overhead_ms"] == 0.01
-    assert s["perfcore/bound"] == "load" and s["perfcore/verdict"] == "input-bound: ..."
+    # An older document's verdict is said again from its figures, never from the words it stored.
+    assert s["perfcore/bound"] == "load" and s["perfcore/verdict"] == (
+        "input-bound (major): waiting for data, 5.00 ms of a 10.0 ms step (50%)"
+    )
     assert all(not isinstance(v, (dict, list)) for v in s.values())  # flat
     n = perfcore.summary(DOC, prefix="", numeric=True)  # mlflow.log_metrics: numbers only
     assert "bound" not in n and all(isinstance(v, (int, float)) for v in n.values()) and n["step_ms"] == 10.0
@@ -51,14 +54,14 @@ def test_anything_else_is_refused_with_what_it_takes():
 
 def test_the_steady_figures_are_the_verdicts():
     import numpy as np
-    from test_uncertainty import doc_of, table
+    from test_uncertainty import run_of, table
 
     n = 40
     host = np.full(n, 1.0)
     host[[7, 19, 33]] = [380.0, 420.0, 400.0]  # three preempted steps: the mean reads host-bound
-    doc = doc_of(table(np.zeros(n), np.full(n, 12.0), host))
-    s = perfcore.summary(doc, prefix="")
+    run = run_of(table(np.zeros(n), np.full(n, 12.0), host))
+    s = perfcore.summary(run, prefix="")
     assert s["host_share"] > 0.6 and s["step_ms"] > 40  # every step
-    assert s["step_ms_steady"] == pytest.approx(doc["verdict"]["step_ms"]) == pytest.approx(13.0)
+    assert s["step_ms_steady"] == pytest.approx(run.verdict.step_ms) == pytest.approx(13.0)
     assert s["host_steady_share"] == pytest.approx(1 / 13) and s["compute_steady_share"] == pytest.approx(12 / 13)
     assert perfcore.summary(DOC)["perfcore/load_steady_share"] == 0.5  # no robust figures: the mean

@@ -35,3 +35,23 @@ def test_a_sweep_over_workers_keeps_the_scripts_batch_size_and_pin_memory(tmp_pa
         assert "prefetch_factor=2 " in best and "(replaced: num_workers 0->1)" in best
     assert "kept as the script sets them: batch_size=8 pin_memory=True" in p.stdout
     assert "replaced: num_workers 0->1" in p.stdout
+
+
+def test_asked_settings_replace_the_scripts_positional_ones_in_a_real_dataloader():
+    """DataLoader(ds, 8, True, None, None, 0): batch_size, shuffle, sampler, batch_sampler and num_workers
+    given by position. A sweep asking batch_size=4 and num_workers=1 must build that DataLoader with 4 and 1
+    (folding only the first positional in passed True as the batch size and batch_size twice)."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from perfcore.run.child.batches import LoaderChanges
+
+    ds = TensorDataset(torch.arange(32.0))
+    changes = LoaderChanges({"batch_size": 4, "num_workers": 1}, 0)
+    args, kwargs = changes.apply((8, True, None, None, 0), {"drop_last": True})
+    dl = DataLoader(ds, *args, **kwargs)
+    assert (dl.batch_size, dl.num_workers, dl.drop_last, changes.applied) == (4, 1, True, 1)
+    assert isinstance(dl.sampler, torch.utils.data.RandomSampler)  # shuffle=True, kept from its position
+    assert sorted(int(v) for (b,) in dl for v in b) == list(range(32))
+    # Asked nothing: the script's call goes through as written.
+    assert LoaderChanges({}, 0).apply((8, True), {}) == ((8, True), {})

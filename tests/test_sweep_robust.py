@@ -13,7 +13,9 @@ from click.testing import CliRunner
 
 from perfcore.cli import cli
 from perfcore.errors import UsageError
-from perfcore.experiments import runner as runner_mod, scripts, sweep as sweep_mod
+from perfcore.experiments import runner as runner_mod
+from perfcore.experiments import scripts
+from perfcore.experiments import sweep as sweep_mod
 from perfcore.experiments.measurement import Interrupted, Trial
 from perfcore.experiments.sweep import grid_configs, run_grid, sweep_doc
 
@@ -77,8 +79,10 @@ def test_prefetch_factor_zero_is_refused_not_ignored():
 
 
 def _script_doc(steps, rc, step_ms):
-    return {"steps": steps, "exit_code": rc, "step_time_ms": {"mean": step_ms}, "breakdown_ms": {},
-            "breakdown_fraction": {"load": 0.1}}
+    """The run a script's configuration gave: its steps, exit code and step time."""
+    from run_docs import typed_run
+
+    return typed_run(step_ms, {}, steps=steps, exit_code=rc)
 
 
 def _script_measured(monkeypatch, tmp_path, doc):
@@ -97,11 +101,11 @@ def _script_measured(monkeypatch, tmp_path, doc):
 def test_a_script_configuration_that_crashes_is_a_failed_row(monkeypatch, tmp_path, doc, measured):
     cfg, m = _script_measured(monkeypatch, tmp_path, doc)
     row = sweep_mod.config_row(cfg, m)
-    assert row["status"] == "crashed" and row["steps"] == doc["steps"]
-    assert row["reason"] == ("failed_partway" if measured else "no_measured_step") and row["exit_code"] == doc["exit_code"]
+    assert row["status"] == "crashed" and row["steps"] == doc.steps
+    assert row["reason"] == ("failed_partway" if measured else "no_measured_step") and row["exit_code"] == doc.exit_code
     # Crashed part-way: its numbers kept (never best); in warm-up: none.
     assert (row["step_ms"] == 2.0) if measured else (row["step_ms"] is None)
-    assert (m.failure.code if m.failure else 0) == doc["exit_code"]
+    assert (m.failure.code if m.failure else 0) == doc.exit_code
 
 
 def test_a_script_ended_by_ctrl_c_stops_the_sweep(monkeypatch, tmp_path):

@@ -81,10 +81,11 @@ def test_warmup_reported_apart(measured):
     assert list(df["step"]) == list(range(12))
     assert df["warmup"].sum() == 2 and df["warmup"].iloc[:2].all()
     res = timer.result()
-    assert res["steps"] == 10 and res["warmup_steps"] == 2
-    assert res["verdict"]["bound"] == "load"
-    assert res["backend"] == "host" and res["device"] == "cpu"
-    assert abs(sum(res["breakdown_fraction"].values()) - 1) < 1e-9
+    assert res.steps == 10 and res.warmup_steps == 2
+    assert res.verdict.bound == "load"
+    assert res.backend == "host" and res.device == "cpu"
+    assert abs(sum(res.breakdown_fraction.as_dict().values()) - 1) < 1e-9
+    assert res.to_dict()["schema"] == "perfcore.run/2"  # the document run.json holds
 
 
 def test_custom_phase_reported_under_its_name(measured):
@@ -130,7 +131,7 @@ def test_result_renders_text_and_html(measured):
     assert "verdict: input-bound" in text
     html = res._repr_html_()
     assert "<table>" in html and "input-bound" in html
-    assert res["overhead"]["per_phase_ns"] > 0
+    assert res.overhead.per_phase_ns > 0
 
 
 def test_step_with_open_phase_is_refused():
@@ -234,7 +235,7 @@ def test_works_around_torch_compile_regions():
 def test_no_steps_gives_empty_summary():
     timer = perfcore.StepTimer(device="cpu")
     assert len(timer.summary()) == 0
-    assert timer.result()["steps"] == 0
+    assert timer.result().steps == 0
 
 
 # -- the interface for step sources outside the loop (perfcore run's hooks, the notebook magic) --
@@ -247,7 +248,7 @@ def test_step_on_batch_needs_no_step_calls():
     # 5 batches and the fetch that ends the loop: each fetch after the first ends a step.
     df = timer.summary()
     assert len(df) == 5 and (df["compute_ms"] >= 1.5).all() and (df["load_ms"] >= 1.5).all()
-    assert timer.result()["step_source"] == "batch"
+    assert timer.result().step_source == "batch"
 
 
 def test_step_on_optimizer_ends_steps_at_the_first_optimizer():
@@ -314,11 +315,11 @@ def test_overhead_counts_the_settling_done_inside_the_loop(monkeypatch):
     assert timer.engine.settle_ns > 0
     # The settles are perfcore's own work: measured per step (perfcore_ns, left out of wall), and
     # the overhead reports their sum, per step, on top of the phases'.
-    o = timer.result()["overhead"]
+    o = timer.result().overhead
     steps = 3 * recording.COMPACT_EVERY + 5
     own_ns = int(timer.engine.step_table()["perfcore_ns"].sum())
     assert own_ns >= timer.engine.settle_ns
-    assert o["own_ms_total"] == pytest.approx(own_ns / 1e6)
-    assert o["own_ms_per_step"] == pytest.approx(own_ns / 1e6 / steps)
-    assert o["ms_per_step"] == pytest.approx(o["phases_per_step"] * o["per_phase_ns"] / 1e6 + own_ns / 1e6 / steps)
-    assert "own_work" in o["counted"] and "own work " in str(timer.result())
+    assert o.own_ms_total == pytest.approx(own_ns / 1e6)
+    assert o.own_ms_per_step == pytest.approx(own_ns / 1e6 / steps)
+    assert o.ms_per_step == pytest.approx(o.phases_per_step * o.per_phase_ns / 1e6 + own_ns / 1e6 / steps)
+    assert "own_work" in o.counted and "own work " in str(timer.result())

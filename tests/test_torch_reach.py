@@ -90,9 +90,13 @@ def test_plain_tensor_loop_honours_step_on(tmp_path, source):
 def test_a_script_that_never_imports_torch_is_told_so(tmp_path):
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "no_torch.py"), "10")
     assert p.returncode == 0, p.stderr
+    from perfcore.report.finding_words import no_step_sentence
+    from run_docs import run_of_json
+
     assert doc["steps"] == 0
-    assert "the script never imported torch" in doc["no_step"]
-    assert "--step-on" not in doc["no_step"] and "--step-on" not in p.stderr
+    said = no_step_sentence(run_of_json(doc).no_step)  # from the figures run.json keeps
+    assert "the script never imported torch" in said and "the script never imported torch" in p.stderr
+    assert "--step-on" not in said and "--step-on" not in p.stderr
 
 
 def test_steps_stops_recording_at_n_when_the_script_catches_the_stop(tmp_path):
@@ -110,14 +114,22 @@ def test_steps_ends_every_training_thread(tmp_path):
     assert doc["steps"] == 5 and doc["exit"]["reason"] == "steps reached"
     # Neither thread finished its 400 iterations, and the main thread was stopped too.
     assert "DONE" not in p.stdout and "JOINED" not in p.stdout
-    assert not any("after perfcore stopped it" in n for n in doc.get("notes") or [])
+    from run_docs import run_of_json
+
+    from perfcore.report.record_words import notes_of
+
+    assert not any("after perfcore stopped it" in n for n in notes_of(run_of_json(doc)))
 
 
 def test_step_on_batch_without_a_dataloader_names_what_would_work(tmp_path):
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "plain_tensors.py"), "autograd", "12", extra=("--step-on", "batch"))
     assert p.returncode == 0, p.stderr
     assert doc["steps"] == 0
-    sentence = doc["no_step"]
+    from run_docs import run_of_json
+
+    from perfcore.report.finding_words import no_step_sentence
+
+    sentence = no_step_sentence(run_of_json(doc).no_step)  # said from the figures run.json keeps
     assert "with --step-on batch" in sentence and "12 backward pass(es)" in sentence
     assert "--step-on optimizer would find steps here" in sentence and sentence in p.stderr
 
@@ -126,10 +138,15 @@ def test_two_optimizer_runs_say_which_row_holds_the_second_optimizers_step(tmp_p
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "gan.py"))
     assert p.returncode == 0, p.stderr
     assert doc["step_source"] == "optimizer" and doc["seen"]["optimizers"] == 2
-    assert "2 optimizers" in doc["step_source_text"] and "row k holds its step of iteration k-1" in doc["step_source_text"]
+    from run_docs import run_of_json
+
+    from perfcore.report.finding_words import step_source_text
+
+    text = step_source_text(run_of_json(doc))
+    assert "2 optimizers" in text and "row k holds its step of iteration k-1" in text
     # One optimizer: the plain description.
     p1, doc1 = perfcore_run(tmp_path / "one", str(SCRIPTS / "plain_tensors.py"), "autograd", "12")
-    assert doc1["step_source_text"] == "optimizer steps (torch.optim)"
+    assert step_source_text(run_of_json(doc1)) == "optimizer steps (torch.optim)"
 
 
 @pytest.mark.parametrize("mode", ["stages", "layerwise", "per_epoch", "threads"])
@@ -145,7 +162,11 @@ def test_every_optimizer_that_trains_gives_its_steps(tmp_path, mode):
     assert doc["steps"] + doc["warmup_steps"] == iterations, (doc["steps"], iterations, doc["seen"])
     assert doc["seen"]["optimizer_handovers"] == doc["seen"]["optimizers"] - 1
     assert doc["seen"]["other_optimizer_steps"] == 0
-    text = doc["step_source_text"]
+    from run_docs import run_of_json
+
+    from perfcore.report.finding_words import step_source_text
+
+    text = step_source_text(run_of_json(doc))
     assert "one stage after the other" in text and "count matches" not in text
     assert "step_source_note" not in doc
 

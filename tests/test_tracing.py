@@ -65,9 +65,10 @@ def test_every_run_says_its_tracing_even_when_nothing_was_traced():
         with t.compute():
             pass
         t.step()
-    doc = t.result()
+    doc = t.result().to_dict()  # run.json's document: the figures as a reader finds them
     t.close()
     o = doc["overhead"]
     assert (o["tracing_ms_per_step"], o["tracing_ns_per_launch"], o["launches_per_step"]) == (0.0, 0.0, 0.0)
     assert "kernel_tracing" not in o["counted"]
-    assert doc["capture"]["tracing"] == {"mode": "off", "steps_traced": 0, "kinds": [], "launches": 0}
+    tracing = {k: v for k, v in doc["capture"]["tracing"].items() if v is not None}  # the figures it has
+    assert tracing == {"mode": "off", "steps_traced": 0, "kinds": [], "launches": 0}

@@ -112,8 +112,13 @@ def test_a_lightning_closure_gives_forward_and_backward_their_share_and_names_tr
     (ld,) = doc["loaders"]
     path, _, at = ld["site"].rpartition(":")
     assert Path(path).resolve() == script.resolve() and at == str(line) and ld["role"] == "train"
-    load_advice = next(r for r in doc["recommendations"] if r.get("cause") == "load")
-    assert ld["site"] in load_advice["text"] and "data.py" not in load_advice["text"]
+    from run_docs import run_of_json
+
+    from perfcore.report.advice_words import text_of
+
+    run = run_of_json(doc)
+    load_advice = text_of(next(f for f in run.findings if f.cause == "load"), run.loader_plan)
+    assert ld["site"] in load_advice and "data.py" not in load_advice
 
 
 def test_lightnings_validation_loop_is_set_apart_from_training_steps(tmp_path):

@@ -135,8 +135,9 @@ def test_graph_capture_matches_eager():
 
 
 def test_the_links_words_are_made_from_its_figures_and_reason():
-    from perfcore.report.transfer_words import NOMINAL, say_link
+    from perfcore.report.transfer_words import NOMINAL, link_words
 
-    assert say_link({"gbps": 31.5, "generation": 4, "width": 16})["note"] == NOMINAL
-    said = say_link({"gbps": None, "reason": "nvml_unavailable", "error": "NVMLError: Not Supported"})
-    assert said["reason"] == "NVML could not tell the link (NVMLError: Not Supported)" and "note" not in said
+    assert link_words({"gbps": 31.5, "generation": 4, "width": 16}) == f"link: 31.5 GB/s ({NOMINAL})"
+    said = link_words({"gbps": None, "reason": "nvml_unavailable", "error": "NVMLError: Not Supported"})
+    assert said == "link: NVML could not tell the link (NVMLError: Not Supported)"
+    assert link_words({"gbps": None}) == ""

@@ -13,14 +13,15 @@ import pandas as pd
 import psutil
 import pytest
 
-from perfcore.analysis.checks import CheckResult
+from perfcore.analysis.checks import Check, Experiment
+from perfcore.analysis.codec import from_doc, to_doc
+from perfcore.capture.sampler import heartbeat
 from perfcore.experiments.diagnose import diagnose
-from perfcore.report.check_words import check_text
-from perfcore.report.experiments import knee_text
 from perfcore.experiments.health import health
 from perfcore.experiments.sweep import sweep
-from perfcore.capture.sampler import heartbeat
 from perfcore.report.advice_words import text_of
+from perfcore.report.check_words import check_text
+from perfcore.report.experiments import knee_text
 from perfcore.workloads import load_workload
 
 HERE = Path(__file__).resolve().parent
@@ -45,22 +46,23 @@ def cli(*args, timeout=300, env=None):
 
 
 def test_slow_loader_is_input_bound_and_synthetic_matches_prediction():
-    doc = diagnose(load_workload(f"{FACTORIES}:slow_loader"), steps=15, warmup=2).to_dict()
+    doc = diagnose(load_workload(f"{FACTORIES}:slow_loader"), steps=15, warmup=2)
     # Judged on the share of the step that removing loading saves (1 - 1/speedup), as diagnose's own
     # confirmation is: a ratio of speedups blows up as that share nears 1 (3.8x predicted against 5.3x
     # measured is 74% against 81% of the step). Measured spread of |saved - predicted| / predicted on
     # this 2-core machine: at most 3% over 6 runs idle, 13.5% over 12 runs with two CPU burners, 10% in
     # one CI run. A wrong model of the wait (load counted twice, or not at all) is off by half or more.
-    saved_pred = 1 - 1 / doc["predicted_speedup"]
-    saved_meas = 1 - 1 / doc["measured_speedup"]
-    assert abs(saved_meas - saved_pred) <= 0.25 * saved_pred, (doc["predicted_speedup"], doc["measured_speedup"])
-    assert doc["predicted_speedup"] > 1.5 and doc["measured_speedup"] > 1.5
-    assert doc["verdict"]["bound"] == "load"
-    assert doc["verdict"]["cause"] == "I/O"  # sleeping __getitem__: waiting, not computing
-    names = [e["name"] for e in doc["experiments"]]
+    saved_pred = 1 - 1 / doc.predicted_speedup
+    saved_meas = 1 - 1 / doc.measured_speedup
+    assert abs(saved_meas - saved_pred) <= 0.25 * saved_pred, (doc.predicted_speedup, doc.measured_speedup)
+    assert doc.predicted_speedup > 1.5 and doc.measured_speedup > 1.5
+    assert doc.verdict.bound == "load"
+    assert doc.verdict.loading.kind == "io"  # sleeping __getitem__: waiting, not computing
+    names = [e.name for e in doc.experiments]
     assert names[:2] == ["baseline", "A: synthetic data"] and names[2].startswith("B: num_workers=")
-    assert doc["skipped"][0]["name"] == "C: other decoder"
-    assert doc["worker_profile"]["top"][0]["function"].startswith("<built-in method time.sleep")
+    assert [e.experiment for e in doc.experiments][:3] == [Experiment.BASELINE, Experiment.SYNTHETIC, Experiment.WORKERS]
+    assert doc.skipped[0].name == "C: other decoder"
+    assert doc.worker_profile.top[0].function.startswith("<built-in method time.sleep")
 
 
 def test_compute_bound_is_not_blamed_on_data():
@@ -72,12 +74,12 @@ def test_compute_bound_is_not_blamed_on_data():
     # 2.2%; the tier is 10%, 11 sd away. At 30 ms a step the same ticks reached 14% and named
     # loading in 4 runs of 25. The decision at the tier is tested on injected timings in
     # test_triage_decisions.py.
-    from perfcore.report.diagnose_words import say as say_diagnose
+    from perfcore.report.verdict_words import plain_words
 
-    doc = say_diagnose(diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2).to_dict())
-    assert doc["experiments"][0]["breakdown_ms"]["compute"] >= 100.0  # the step described above
-    assert doc["verdict"]["bound"] == "compute" and doc["verdict"]["healthy"]
-    assert doc["verdict"]["plain_summary"].startswith("compute-bound (healthy)")
+    doc = diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2)
+    assert doc.experiments[0].breakdown_ms["compute"] >= 100.0  # the step described above
+    assert doc.verdict.bound == "compute" and doc.verdict.healthy
+    assert plain_words(doc.verdict).startswith("compute-bound (healthy)")
 
 
 def test_sweep_picks_workers_for_a_sleepy_loader_and_leaks_no_worker():
@@ -137,61 +139,61 @@ def test_budget_uses_successive_halving_and_still_finds_the_best(monkeypatch):
 
 
 def test_health_verdicts():
-    slow = health(load_workload(f"{FACTORIES}:slow_loader"), steps=20, warmup=2).to_dict()
-    assert not slow["healthy"] and slow["verdict"]["bound"] == "load" and slow["next"].startswith("perfcore diagnose")
+    slow = health(load_workload(f"{FACTORIES}:slow_loader"), steps=20, warmup=2)
+    assert not slow.healthy and slow.verdict.bound == "load" and slow.next.startswith("perfcore diagnose")
     # 100 ms of compute per step against fetches of 64 in-memory rows (~0.6 ms). Measured over 75 runs
     # with two and three CPU burners: a load share of at most 1.2% (mean 0.7%, sd 0.2%). A preempted
     # fetch waits a neighbour's time slice or two (31 ms at the most seen), so reaching the 10% tier
     # would take 10 ms more wait in every step.
-    fast = health(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2).to_dict()
-    assert fast["breakdown_ms"]["compute"] >= 100.0  # the step described above
-    assert fast["healthy"] and fast["verdict"]["bound"] == "compute" and fast["next"] is None
+    fast = health(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2)
+    assert fast.breakdown_ms["compute"] >= 100.0  # the step described above
+    assert fast.healthy and fast.verdict.bound == "compute" and fast.next is None
 
 
-def _numbers_in(v: dict) -> None:
+def _numbers_in(v) -> None:
     """The sentence a user reads carries the verdict's own figures (its trimmed estimate)."""
     from perfcore.analysis.units import fmt_ms, fmt_share
+    from perfcore.report.verdict_words import plain_words
 
-    c = v["causes"][0]
-    assert f"costs {fmt_ms(c['ms_per_step'])} of each {fmt_ms(v['step_ms'])} step ({fmt_share(c['share'])}" \
-        in v["plain_summary"]
+    c = v.named[0]
+    assert f"costs {fmt_ms(c.ms_per_step)} of each {fmt_ms(v.step_ms)} step ({fmt_share(c.share)}" in plain_words(v)
 
 
 def test_demo_stages_all_name_loading():
     # The built-in demo decodes JPEGs in the main process: about half of each training step waits for
     # data (more in health's forward-only loop). Health, run and diagnose must say so in one voice.
     from perfcore.experiments.runner import measure_workload
-    from perfcore.report.diagnose_words import say as say_diagnose
-    from perfcore.report.health_words import say as say_health
     from perfcore.report.experiments import render_diagnose, render_health
     from perfcore.report.terminal import render_text
+    from perfcore.report.verdict_words import plain_words, summary_words
 
     w = load_workload("demo")
-    h = say_health(health(w, steps=6, warmup=1).to_dict())
+    h = health(w, steps=6, warmup=1)
     row = measure_workload(w, steps=6, warmup=1, train=True)
     run = row["_result"]
-    d = say_diagnose(diagnose(w, steps=4, warmup=1).to_dict())  # the verdict's words, as the writer keeps them
-    for v in (h["verdict"], run["verdict"], d["verdict"]):
-        assert v["bound"] == "load" and v["primary"] == "load" and v["level"] in ("warn", "critical"), v["summary"]
-        assert v["causes"][0]["share"] >= 0.10
-    _numbers_in(h["verdict"])
-    _numbers_in(run["verdict"])
-    assert run["verdict"]["plain_summary"].startswith("input-bound: waiting for data")
+    d = diagnose(w, steps=4, warmup=1)
+    for v in (h.verdict, run.verdict, d.verdict):
+        assert v.bound == "load" and v.primary == "load" and v.level.value in ("warn", "critical"), summary_words(v)
+        assert v.named[0].share >= 0.10
+    _numbers_in(h.verdict)
+    _numbers_in(run.verdict)
+    assert plain_words(run.verdict).startswith("input-bound: waiting for data")
     assert "verdict: input-bound" in render_health(h) and "verdict: input-bound" in render_text(run)
     assert "verdict: input-bound" in render_diagnose(d)
     # Diagnose checks its attribution against synthetic data, in the same words.
-    check = d["verdict"]["checks"][0]
-    assert check["experiment"].startswith("synthetic data") and check["measured_speedup"] > 1.0
+    check = d.verdict.checks[0]
+    assert check.experiment is Experiment.SYNTHETIC and check.name.startswith("synthetic data")
+    assert check.measured_speedup > 1.0
     said = check_text(check)
-    assert said[1:] in d["verdict"]["summary"]
-    assert said.startswith(f"synthetic data (no loading) measured {check['measured_speedup']:.2f}x")
-    assert f"against {check['predicted_speedup']:.2f}x" in said
-    assert check["status"] in ("confirmed", "partly", "not confirmed", "inconclusive")
-    assert CheckResult.from_dict(json.loads(json.dumps(check))).as_dict() == json.loads(json.dumps(check))
+    assert said[1:] in summary_words(d.verdict)
+    assert said.startswith(f"synthetic data (no loading) measured {check.measured_speedup:.2f}x")
+    assert f"against {check.predicted_speedup:.2f}x" in said
+    assert check.status.value in ("confirmed", "partly", "not confirmed", "inconclusive")
+    assert from_doc(Check, json.loads(json.dumps(to_doc(check)))) == check  # kept as it was judged
     # The advice names the workload's loader and its settings, and no perfcore call.
-    rec = run["recommendations"][0]
-    text = text_of(rec, run.get("loader_plan"))  # the renderer's words from the advice's facts
-    assert rec["id"] in ("more_workers", "cheaper_batches") and "the demo workload's DataLoader (batch_size=16, " \
+    rec = run.findings[0]
+    text = text_of(rec, run.loader_plan)  # the renderer's words from the advice's facts
+    assert rec.kind.value in ("more_workers", "cheaper_batches") and "the demo workload's DataLoader (batch_size=16, " \
         "num_workers=0" in text and "timer." not in text
 
 
@@ -250,11 +252,11 @@ def test_demo_quick_writes_the_report_folder(demo_quick):
     steps = pd.read_csv(out / "steps.csv")  # the run stage's sampler readings beside its steps
     assert steps["monitor_cpu_percent"].notna().any() and steps["monitor_cpu_percent"].max() <= 100
     doc = json.loads(doc_path.read_text())
-    assert doc["run"]["schema"] == "perfcore.run/1"
+    assert doc["run"]["schema"] == "perfcore.run/2"
     # One decision, said once: the run checked by diagnose; health measured its loop without a verdict.
     assert doc["run"]["verdict"] == doc["diagnose"]["verdict"] and doc["run"]["verdict"]["bound"] == "load"
-    assert doc["health"]["verdict"]["bound"] == "unknown" and doc["bounds"] == {"run": "load", "diagnose": "load"}
-    assert doc["run"]["recommendations"] == doc["diagnose"]["recommendations"]
+    assert doc["health"]["verdict"] is None
+    assert doc["run"]["findings"] == doc["diagnose"]["findings"]
     assert p.stdout.count("verdict: input-bound") == 1, p.stdout
     lines = p.stdout.splitlines()  # all three stages at a glance; --explain has the rest
     assert len(lines) <= 30 and all(len(ln) <= 120 or "/" in ln for ln in lines), p.stdout
@@ -291,9 +293,12 @@ def test_script_diagnose_and_overrides(tmp_path):
     # a step instead of ~1.5 (diagnose rightly calls that inconclusive; see test_triage_decisions.py).
     # With one, over 6 runs with two and three burners: 91-98% of the baseline's 54-61 ms step waits
     # for 16 sleeps of 3 ms, and synthetic data is 11-44x faster, so 1.5x is 7x below the least.
-    p = cli("diagnose", "--steps", "10", "--warmup", "2", "--out", str(tmp_path / "d"), "--json", "-", "--",
-            sys.executable, script, "--delay", "0.003", "--epochs", "3", env={"OMP_NUM_THREADS": "1"})
+    p = cli("diagnose", "--quiet", "--steps", "10", "--warmup", "2", "--out", str(tmp_path / "d"), "--json", "-",
+            "--", sys.executable, script, "--delay", "0.003", "--epochs", "3", env={"OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr
+    # --quiet: no line per experiment (each trial stops its script at --steps by design, unsaid); the
+    # report is the first thing on stderr.
+    assert p.stderr.startswith("diagnose "), p.stderr
     doc = json.loads(p.stdout)
     assert doc["verdict"]["bound"] == "load"
     a = doc["experiments"][1]

@@ -13,7 +13,10 @@ import perfcore.experiments.diagnose as diagnose_mod
 import perfcore.experiments.health as health_mod
 import perfcore.experiments.runner as runner_mod
 import perfcore.experiments.scripts as scripts_mod
+from perfcore.analysis.advice import advise_run
 from perfcore.analysis.attribution import CPU_PRECEDENCE, step_table, summarize
+from perfcore.analysis.codec import to_doc
+from perfcore.analysis.run_report import RunReport
 from perfcore.workloads import load_workload
 
 HERE = Path(__file__).resolve().parent
@@ -22,7 +25,7 @@ STEPS, WARMUP = 10, 2
 
 
 def injected_run(load_ms, compute_ms, host_ms=0.05, steps=STEPS, warmup=WARMUP):
-    """A perfcore.run/1 document and its step table from phase timings (ms: one number, or one per
+    """A run's facts (perfcore.run/2, undecided) and its step table from phase timings (ms: one number, or one per
     measured step; warm-up steps repeat the first), laid end to end on a nanosecond clock and
     attributed as the StepTimer's host phases are."""
     def per_step(ms):
@@ -39,6 +42,7 @@ def injected_run(load_ms, compute_ms, host_ms=0.05, steps=STEPS, warmup=WARMUP):
 def measured_row(load_ms, compute_ms, **settings):
     """What measure_workload returns, for a run with these phase timings on a CPU."""
     doc, table = injected_run(load_ms, compute_ms)
+    decision = advise_run(doc, zero_code=True)
     steady = table[~table["warmup"]]
     busy = (steady["compute_ms"] / steady["wall_ms"]).tolist()
     step_ms = doc["step_time_ms"]["mean"]
@@ -47,7 +51,7 @@ def measured_row(load_ms, compute_ms, **settings):
             "samples_per_s": 64 / step_ms * 1e3, "busy_mean": float(np.mean(busy)), "busy_std": float(np.std(busy)),
             "busy_source": "compute_share", "busy_series": busy, "busy_spacing_s": step_ms / 1e3, "cpu_percent": 100.0,
             "peak_mem_bytes": 0, "breakdown_ms": doc["breakdown_ms"], "breakdown_fraction": doc["breakdown_fraction"],
-            "verdict": doc["verdict"], "_table": table, "_result": doc}
+            "verdict": decision.verdict, "_table": table, "_result": RunReport.of(doc, decision)}
 
 
 def fetches(typical_ms, preempted_ms=0.0, preempted=0):
@@ -64,20 +68,20 @@ def test_health_names_loading_only_past_the_tier(monkeypatch):
             return measured_row(load_ms, compute_ms)
 
         monkeypatch.setattr(runner_mod, "measure_workload", fake)
-        return health_mod.health(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP).to_dict()
+        return health_mod.health(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP)
 
     # 100 ms of compute and 0.6 ms fetches (as measured here), one of them preempted for 31 ms: the
     # longest single fetch seen on this machine with three CPU burners. 3.7 ms of 104 (4%): healthy.
     h = run(fetches(0.6, 31.0, 1), 100.0)
-    assert h["healthy"] and h["verdict"]["bound"] == "compute" and h["next"] is None
-    assert h["verdict"]["level"] == "healthy"
+    assert h.healthy and h.verdict.bound == "compute" and h.next is None
+    assert h.verdict.level.value == "healthy"
     assert calls == [False]  # health's minimal loop: no optimizer
     # Against 10 ms of compute one 9 ms preemption of a fetch in ten (a neighbour's time slice) is
     # enough: 1.4 ms of 11.5 (12%), and the wait that really happened is named.
     h = run(fetches(0.5, 9.0, 1), 10.0)
-    assert not h["healthy"] and h["verdict"]["bound"] == "load" and h["verdict"]["level"] == "warn"
-    assert h["next"] == "perfcore diagnose compute_bound"
-    assert run(fetches(0.5), 10.0)["healthy"]
+    assert not h.healthy and h.verdict.bound == "load" and h.verdict.level.value == "warn"
+    assert h.next == "perfcore diagnose compute_bound"
+    assert run(fetches(0.5), 10.0).healthy
 
 
 def test_diagnose_keeps_compute_bound_when_runs_differ_by_scheduler_ticks(monkeypatch):
@@ -94,12 +98,12 @@ def test_diagnose_keeps_compute_bound_when_runs_differ_by_scheduler_ticks(monkey
         return measured_row(0.0 if synthetic else 0.6, compute, synthetic=synthetic, **(overrides or {}))
 
     monkeypatch.setattr(runner_mod, "measure_workload", fake)
-    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP).to_dict()
-    v = doc["verdict"]
-    assert v["healthy"] and v["bound"] == "compute" and v["cause"] == "compute"
-    assert v["level"] == "healthy" and v["checks"][0]["agrees"] is True and v["checks"][0]["status"] == "confirmed"
+    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP)
+    v = doc.verdict
+    assert v.healthy and v.bound == "compute" and v.loading is None  # no loading cause to tell
+    assert v.level.value == "healthy" and v.checks[0].agrees is True and v.checks[0].status.value == "confirmed"
     assert seen == {"baseline": None, "A": None, "B": {"num_workers": os.cpu_count()}}
-    assert doc["measured_speedup"] == pytest.approx(102.65 / 100.05)
+    assert doc.measured_speedup == pytest.approx(102.65 / 100.05)
 
 
 def _script_run(load_ms, compute_ms, host_ms, trial):
@@ -108,10 +112,12 @@ def _script_run(load_ms, compute_ms, host_ms, trial):
     steady = table[~table["warmup"]]
     overrides = dict(trial.overrides or {})
     doc.update(workers={"num_workers": overrides.get("num_workers", 0), "items_per_batch": 16,
-                        "batches": STEPS + WARMUP, "getitem_ms_mean": 48.0},
+                        "batches": STEPS + WARMUP, "getitem_ms_mean": 48.0, "fetch_ms_mean": 50.0,
+                        "collate_ms_mean": 2.0},
                dataloader_overrides={"asked": overrides, "applied": 1 if overrides else 0})
     busy = (steady["compute_ms"] / steady["wall_ms"]).to_numpy()
-    return scripts_mod.script_measurement(doc, busy, "compute_share", 100.0, None, trial)
+    run = RunReport.of(doc, advise_run(doc, zero_code=True))  # as the script's run folder holds it
+    return scripts_mod.script_measurement(run, busy, "compute_share", 100.0, None, trial)
 
 
 @pytest.mark.parametrize("synthetic_compute_ms", [1.2, 134.7])
@@ -132,20 +138,20 @@ def test_script_diagnose_names_loading_and_keeps_it_when_the_machine_changed(mon
 
     monkeypatch.setattr(scripts_mod, "script_run", fake)
     cmd = [sys.executable, str(HERE / "scripts" / "train_meter.py"), "--delay", "0.003", "--epochs", "3"]
-    doc = diagnose_mod.diagnose(scripts_mod.ScriptRunner(cmd, tmp_path), steps=STEPS, warmup=WARMUP).to_dict()
-    v, a, b = doc["verdict"], doc["experiments"][1], doc["experiments"][2]
+    doc = diagnose_mod.diagnose(scripts_mod.ScriptRunner(cmd, tmp_path), steps=STEPS, warmup=WARMUP)
+    v, a, b = doc.verdict, doc.experiments[1], doc.experiments[2]
     assert seen == {"baseline": None, "A": None, "B": {"num_workers": os.cpu_count()}}
-    assert v["bound"] == "load" and v["cause"] == "data loading"
-    assert a["synthetic"] and a["speedup"] == pytest.approx(54.9 / (synthetic_compute_ms + 0.3))
-    assert b["name"].startswith("B:") and b["num_workers"] == os.cpu_count()
-    assert doc["skipped"][0]["name"].startswith("C:") and "script_exit" not in doc
-    check = v["checks"][0]
+    assert v.bound == "load" and v.loading.kind == "unprofiled"  # a script's __getitem__ is not profiled
+    assert a.synthetic and a.speedup == pytest.approx(54.9 / (synthetic_compute_ms + 0.3))
+    assert b.name.startswith("B:") and b.num_workers == os.cpu_count()
+    assert doc.skipped[0].name.startswith("C:") and doc.script_exit is None
+    check = v.checks[0]
     if synthetic_compute_ms < 2:
-        assert check["agrees"] is True and check["status"] == "confirmed"
+        assert check.agrees is True and check.status.value == "confirmed"
     else:
         # Compute itself went from 1.2 ms to 134.7 ms between the runs: A says nothing about loading.
-        assert a["speedup"] < 1 and check["agrees"] is None and "attributed" not in v
-        assert check["status"] == "inconclusive" and check["reason"] == "compute drift" and not check["machine_busy"]
+        assert a.speedup < 1 and check.agrees is None and v.attributed is None
+        assert check.status.value == "inconclusive" and check.reason.value == "compute drift" and not check.machine_busy
 
 
 def test_a_workload_factory_gets_the_arguments_it_was_loaded_with():
@@ -170,14 +176,14 @@ def test_diagnose_on_the_run_just_measured_checks_the_gain_that_run_printed(monk
     monkeypatch.setattr(runner_mod, "worker_profile", lambda w: {"items": 1, "ms_per_item": 1.0, "cpu_to_wall": 0.9,
                                                                     "top": []})
     run = measured_row(fetches(12.0, 3.0, 2), 13.0)
-    run["breakdown_robust"] = run["_result"]["breakdown_robust"]  # as measure_workload's row carries it
-    printed = next(c for c in run["_result"]["verdict"]["causes"] if c["label"] == "load")["expected_gain"]
+    run["breakdown_robust"] = to_doc(run["_result"].breakdown_robust)  # as measure_workload's row carries it
+    printed = run["_result"].verdict.cause("load").gain
     doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP,
-                                baseline=runner_mod.measurement_of(run)).to_dict()
+                                baseline=runner_mod.measurement_of(run))
     assert seen == ["A", "B"]
-    a = doc["verdict"]["checks"][0]
-    assert doc["predicted_speedup"] == a["predicted_speedup"] == printed["speedup"]
-    assert printed["band"] is not None and tuple(a["predicted_band"]) == tuple(printed["band"])
+    a = doc.verdict.checks[0]
+    assert doc.predicted_speedup == a.predicted_speedup == printed.speedup
+    assert printed.band is not None and tuple(a.predicted_band) == tuple(printed.band)
 
 
 def test_health_busy_share_leaves_out_start_up_and_warm_up_samples():

@@ -9,11 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfcore.report.robust_words import outliers_sentence
-from perfcore.report.verdict_words import summary_words as said
-
 from perfcore.analysis.attribution import LABELS, summarize
 from perfcore.analysis.uncertainty import robust_breakdown, steps_to_settle
+from perfcore.report.robust_words import outliers_sentence
+from perfcore.report.verdict_words import summary_words as said
 
 
 def table(load, compute, host, *, warmup=0, evaluation=None):
@@ -36,7 +35,17 @@ def table(load, compute, host, *, warmup=0, evaluation=None):
 
 
 def doc_of(df):
+    """The run's facts as summarize measures them (it decides nothing)."""
     return summarize(df, on_gpu=False, backend="host", device="cpu")
+
+
+def run_of(df):
+    """The run decided as perfcore run decides it, once, on its facts."""
+    from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.run_report import RunReport
+
+    facts = doc_of(df)
+    return RunReport.of(facts, advise_run(facts, zero_code=True))
 
 
 def test_preempted_steps_are_set_apart_and_the_verdict_holds():
@@ -54,12 +63,15 @@ def test_preempted_steps_are_set_apart_and_the_verdict_holds():
     assert rb["outliers"]["excess_share"]["host"] == pytest.approx(1.0)
     assert rb["outliers"]["excess_label"] == "host" and rb["outliers"]["median_step_ms"] == pytest.approx(13.0)
     assert "sentence" not in rb["outliers"] and "method" not in rb  # figures; the words at the edge
+    from perfcore.analysis.codec import from_doc
+    from perfcore.analysis.run_parts import Outliers
+
     assert "3 outlier steps set apart (392 ms to 432 ms against a median of 13.0 ms; 100% of their extra time " \
-           "was host)" in outliers_sentence(rb["outliers"])
-    one = {**rb["outliers"], "count": 1, "wall_ms": {"min": 160.0, "max": 160.0}}
+           "was host)" in outliers_sentence(from_doc(Outliers, rb["outliers"]))
+    one = from_doc(Outliers, {**rb["outliers"], "count": 1, "wall_ms": {"min": 160.0, "max": 160.0, "mean": 160.0}})
     assert outliers_sentence(one).startswith("1 outlier step set apart (160 ms against a median")
-    v = doc["verdict"]
-    assert v["bound"] == "compute" and v["healthy"] and v["outliers"] == {"count": 3}
+    v = run_of(df).verdict
+    assert v.bound == "compute" and v.healthy and v.outliers == 3
     assert "(3 outlier step(s) set apart)" in said(v)
     assert doc["step_time_ms"]["mean"] > 40 and doc["step_time_ms"]["robust"] == pytest.approx(13.0)
     json.dumps(doc, allow_nan=False)
@@ -70,10 +82,11 @@ def test_slow_steps_that_wait_for_data_are_the_loops_own_cost():
     n = 50
     load = np.full(n, 0.5)
     load[::10] = 300.0
-    doc = doc_of(table(load, np.full(n, 20.0), np.full(n, 0.2)))
-    rb = doc["breakdown_robust"]
+    df = table(load, np.full(n, 20.0), np.full(n, 0.2))
+    rb = doc_of(df)["breakdown_robust"]
     assert "outliers" not in rb and rb["kept_steps"] == n
-    assert doc["verdict"]["bound"] == "load" and doc["verdict"]["level"] == "critical"
+    v = run_of(df).verdict
+    assert v.bound == "load" and v.level.value == "critical"
 
 
 def test_at_most_a_tenth_of_the_steps_is_set_apart():
@@ -96,20 +109,20 @@ def test_a_share_on_the_tier_is_borderline_in_every_run_and_one_clearly_below_is
     # Truth 10.1% (workers-hide script): five runs, five verdicts "borderline", none flipping.
     levels = []
     for seed in range(5):
-        v = doc_of(_noisy_run(seed, load_ms=2.25))["verdict"]
-        levels.append(v["level"])
-        if v["level"] == "borderline":
+        v = run_of(_noisy_run(seed, load_ms=2.25)).verdict
+        levels.append(v.level.value)
+        if v.level.value == "borderline":
             assert said(v).startswith("borderline input-bound: waiting for data costs")
             assert "which straddles the 10% tier" in said(v) and "would settle it" in said(v)
-            assert v["healthy"] is None and v["bound"] == "load"
+            assert v.healthy is None and v.bound == "load"
     assert levels == ["borderline"] * 5
     # Truth 3.7%: healthy in every run, never above the tier.
     for seed in range(5):
-        v = doc_of(_noisy_run(seed, load_ms=0.77))["verdict"]
-        assert v["bound"] == "compute" and v["healthy"], said(v)
+        v = run_of(_noisy_run(seed, load_ms=0.77)).verdict
+        assert v.bound == "compute" and v.healthy, said(v)
     # Clearly above: named at its tier with its interval.
-    v = doc_of(_noisy_run(0, load_ms=8.0))["verdict"]
-    assert v["bound"] == "load" and v["level"] == "critical" and "95% interval" in said(v)
+    v = run_of(_noisy_run(0, load_ms=8.0)).verdict
+    assert v.bound == "load" and v.level.value == "critical" and "95% interval" in said(v)
 
 
 def test_the_interval_says_how_many_steps_would_settle_it():
@@ -132,9 +145,12 @@ def test_evaluation_rows_are_out_of_the_training_figures():
     assert ev["passes"] == 6 and ev["ms_per_pass"] == pytest.approx(40.05)
     assert ev["share_of_wall"] == pytest.approx(6 * 40.05 / (6 * 40.05 + train.sum() * 0.45))
     assert "sentence" not in ev and ev["total_ms"] == pytest.approx(6 * 40.05)
-    assert doc["verdict"]["healthy"] and doc["breakdown_ms"]["compute"] == pytest.approx(0.4)
-    rec = next(r for r in doc["recommendations"] if r["id"] == "evaluation")
-    assert rec["share_of_wall"] == pytest.approx(ev["share_of_wall"]) and rec["facts"]["evaluation"]["passes"] == 6
+    from perfcore.analysis.findings import FindingKind
+
+    run = run_of(df)
+    assert run.verdict.healthy and doc["breakdown_ms"]["compute"] == pytest.approx(0.4)
+    (rec,) = run.of_kind(FindingKind.EVALUATION)
+    assert rec.figures["share_of_wall"] == pytest.approx(ev["share_of_wall"]) and rec.figures["evaluation"]["passes"] == 6
 
 
 def test_a_robust_breakdown_of_other_rows_than_the_documents_is_ignored():
@@ -151,7 +167,7 @@ def test_a_robust_breakdown_of_other_rows_than_the_documents_is_ignored():
                             evaluation=evaluation))
     mixed = {**training, "breakdown_robust": with_eval["breakdown_robust"]}
     assert with_eval["breakdown_robust"]["steps"] == 55 and training["steps"] == 49
-    assert decide_run(with_eval)["bound"] == "load"
+    assert decide_run(with_eval).bound == "load"
     assert decide_run(mixed) == decide_run({k: v for k, v in training.items() if k != "breakdown_robust"})
 
 
@@ -159,10 +175,10 @@ def test_an_interval_across_both_tiers_is_borderline_at_the_first():
     from perfcore.analysis.verdict import decide
 
     v = decide({"load": 15.0}, 100.0, share_band={"load": (0.05, 0.25)}, steps=20)
-    assert v["level"] == "borderline" and v["bound"] == "load" and v["healthy"] is None
+    assert v.level.value == "borderline" and v.bound == "load" and v.healthy is None
     assert "straddles the 10% tier" in said(v)
     # Surely past the first tier, straddling the second: named at warn, borderline major.
     w = decide({"load": 19.0}, 100.0, share_band={"load": (0.15, 0.23)}, steps=20)
-    assert w["level"] == "warn" and "Borderline major" in said(w)
+    assert w.level.value == "warn" and "Borderline major" in said(w)
     # Without an interval the point estimate decides, as before.
-    assert decide({"load": 15.0}, 100.0)["level"] == "warn"
+    assert decide({"load": 15.0}, 100.0).level.value == "warn"

@@ -21,10 +21,13 @@ def test_a_leak_is_named_with_its_rate_and_onset(tmp_path):
     assert mem["probable_leak"], mem
     # 4 MiB kept per step; peak RSS (sampled every few steps on CPU) rises by about that.
     assert 3.0 * 2**20 <= mem["growth_bytes_per_step"] <= 5.5 * 2**20, mem
-    leak = next(r for r in doc["recommendations"] if r["id"] == "memory_leak")
-    assert leak["evidence"].startswith(f"probable leak: process memory (RSS) rises "
-                                       f"{mem['growth_bytes_per_step'] / 2**20:.2f} MB per step from step "
-                                       f"{mem['leak_from_step']}")
+    from run_docs import advice_said, run_of_json
+
+    said = advice_said(run_of_json(doc))
+    leak = next(evidence for kind, _, evidence in said if kind == "memory_leak")
+    assert leak.startswith(f"probable leak: process memory (RSS) rises "
+                           f"{mem['growth_bytes_per_step'] / 2**20:.2f} MB per step from step "
+                           f"{mem['leak_from_step']}")
     assert "Probable leak: process memory (RSS) rises" in p.stderr
-    for r in doc["recommendations"]:
-        assert "timer." not in r["text"]
+    for _, text, _ in said:
+        assert "timer." not in text

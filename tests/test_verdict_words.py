@@ -9,14 +9,15 @@ import re
 
 import pytest
 
+from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.analysis.results import Level, Verdict
+from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
-from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, decide, decide_run
+from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, decide
 from perfcore.report.verdict_card import card_lines
 from perfcore.report.verdict_words import (
     WIDTH,
     plain_words,
-    say_verdict,
     summary_words,
     verdict_short,
 )
@@ -36,7 +37,7 @@ def _strings(x, path=""):
             yield from _strings(v, f"{path}[{i}]")
 
 
-def _random_verdict(rng: random.Random) -> dict:
+def _random_verdict(rng: random.Random) -> Verdict:
     step = rng.choice([0.15, 2.0, 25.0, 300.0, 4000.0])
     ms = {
         lb: step * rng.choice([0.0, 0.02, 0.09, 0.1, 0.15, 0.199, 0.2, 0.35])
@@ -75,13 +76,12 @@ def test_the_verdict_holds_facts_and_codes_not_sentences():
     rng = random.Random(7)
     for _ in range(200):
         v = _random_verdict(rng)
-        for path, s in _strings(v):
+        doc = to_doc(v)
+        for path, s in _strings(doc):
             assert _CODES.match(s), (path, s)
-        json.dumps(v, allow_nan=False)
-        # One serialisation: the typed verdict reads back as itself (intervals to the last bit of a float).
-        assert json.loads(
-            json.dumps(Verdict.from_dict(v).to_dict()), parse_float=lambda x: round(float(x), 9)
-        ) == json.loads(json.dumps(v), parse_float=lambda x: round(float(x), 9))
+        text = json.dumps(doc, allow_nan=False)
+        # One serialisation: the typed verdict reads back as itself.
+        assert from_doc(Verdict, json.loads(text)) == v
 
 
 def test_every_rendering_agrees_with_the_number_beside_it():
@@ -90,8 +90,7 @@ def test_every_rendering_agrees_with_the_number_beside_it():
     rng = random.Random(11)
     levels = {"critical": "major", "warn": "moderate", "borderline": "borderline"}
     for _ in range(400):
-        v = _random_verdict(rng)
-        t = Verdict.from_dict(v)
+        v = t = _random_verdict(rng)
         short, long = verdict_short(v), summary_words(v)
         head, lines = card_lines(v)
         assert len(short) <= WIDTH and len(lines) <= 2 and all(len(x) <= WIDTH for x in [head, *lines])
@@ -121,19 +120,10 @@ def test_every_rendering_agrees_with_the_number_beside_it():
             assert "Start-up dominates" in long and "Start-up" not in short
 
 
-def test_say_verdict_stores_the_words_where_a_writer_keeps_the_document():
-    v = decide({"load": 12.3, "host": 0.3}, 25.6, compute_ms=13.0, steps=40)
-    said = say_verdict(json.loads(json.dumps(v)))
-    assert said["summary"] == summary_words(v) and said["plain_summary"] == plain_words(v)
-    assert (
-        said["causes"][0]["what"] == "waiting for data" and "12.3 ms of a 25.6 ms step" in said["causes"][0]["evidence"]
-    )
-    assert said["thresholds"]["rationale"] and said["bound"] == v["bound"]
-    assert say_verdict(json.loads(json.dumps(said))) == said  # idempotent
+def test_an_old_document_is_said_from_its_figures_never_its_stored_words():
+    from perfcore.analysis.migrate import migrate_verdict
 
-
-def test_an_old_document_keeps_the_words_it_stored():
-    # Written before the facts were kept: no on_gpu, the words only.
+    # Written before the facts were kept: no on_gpu, the words beside its figures.
     old = {
         "bound": "load",
         "level": "critical",
@@ -155,10 +145,10 @@ def test_an_old_document_keeps_the_words_it_stored():
         "summary": "INTERFERENCE. Input-bound: as it was written",
         "plain_summary": "input-bound: as it was written",
     }
-    assert plain_words(old) == old["plain_summary"] and summary_words(old) == old["summary"]
-    assert say_verdict(dict(old)) == old
-    assert verdict_short(old).startswith("verdict: input-bound (major): waiting for data, 12.3 ms")
-    assert card_lines(old)[0] == "input-bound (major): waiting for data"
+    v = from_doc(Verdict, migrate_verdict(old))
+    assert "as it was written" not in plain_words(v) + summary_words(v) + verdict_short(v)
+    assert verdict_short(v).startswith("verdict: input-bound (major): waiting for data, 12.3 ms")
+    assert card_lines(v)[0] == "input-bound (major): waiting for data"
 
 
 def _doc(steps: int, reason: str, exception: str = "") -> dict:
@@ -172,12 +162,12 @@ def _doc(steps: int, reason: str, exception: str = "") -> dict:
         "breakdown_ms": bd,
         "breakdown_fraction": {k: v / 10.5 for k, v in bd.items()},
         "exit": {"reason": reason, "exception": exception},
-        "outcome": {"code": 1 if reason == "crashed" else 0},
+        "outcome": {"code": 1 if reason == "crashed" else 0, "reason": reason},
         "loaders": [{"site": "train.py:12", "num_workers": 0, "training": True}],
     }
-    doc["verdict"] = decide_run(doc)
-    doc["recommendations"] = [{"id": "more_workers", "cause": "load", "facts": {}, "text": "more workers"}]
-    return doc
+    from perfcore.analysis.advice import advise_run
+
+    return RunReport.of(doc, advise_run(doc, zero_code=True))
 
 
 def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
@@ -186,13 +176,13 @@ def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
     exc = "ValueError: " + "bad batch " * 4
     lines = render_brief(_doc(8, "crashed", exc), "runs/r1").splitlines()
     # The error first, quoting the exception's one line (the exit record cuts it at 200 characters).
-    assert lines[0] == f"partial results: the script crashed ({exc.strip()}) (exit 1)"
+    assert lines[0] == f"partial results: the script crashed ({exc.strip()}; exit 1)"
     assert lines[1].startswith("8 measured step(s)") and not any(ln.startswith("try:") for ln in lines)
     assert any(ln.startswith("verdict: input-bound") for ln in lines)  # the figures are still shown
     assert all(len(ln) <= WIDTH for ln in lines[:-1])
-    from perfcore.report.html_parts import verdict_card
+    from perfcore.report.html_parts import run_card
 
-    assert "<div class='sentence'>partial results: the script crashed (exit 1)" in verdict_card(_doc(8, "crashed"))
+    assert "<div class='sentence'>partial results: the script crashed (exit 1)" in run_card(_doc(8, "crashed"))
     # A crash after many steps, or a finished run: advised as usual.
     for doc in (_doc(FEW_STEPS, "crashed", exc), _doc(8, "finished")):
         lines = render_brief(doc, "runs/r1").splitlines()
@@ -207,7 +197,7 @@ def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
     band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
     intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}
     v = decide({"load": 15.0, "host": 1.0}, 100.0, share_band=band, steps=20, interference=intf)
-    card = h.unescape(verdict_card({"verdict": v}))
+    card = h.unescape(verdict_card(v))
     head = re.search(r"<div class='bound' id='verdict'>(.*?)</div>", card).group(1)
     short = re.search(r"<div class='sentence'>(.*?)</div>", card).group(1).split("<br>")
     why = re.search(r"<details class='why'><summary>why</summary><p>(.*?)</p>", card).group(1)
@@ -218,21 +208,21 @@ def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
 
 @pytest.mark.parametrize("steps", [0, 3])
 def test_an_undecided_or_warm_up_only_verdict_says_so(steps):
-    from perfcore.analysis.verdict import undecided
+    from perfcore.analysis.results import UNDECIDED
 
-    v = undecided()
+    v = UNDECIDED
     assert plain_words(v) == "no steps measured" and verdict_short(v) == "verdict: no steps measured"
     assert card_lines(v) == ("no steps measured", [])
 
 
 def test_others_load_is_said_once_when_threads_found_their_cores_taken():
-    from perfcore.analysis.advice import advise_run
     from test_advice_fits import HEALTHY, run_doc
 
-    busy = {"sentence": "other processes used 1.3 of 2 cores", "material": True, "others_cores": 1.3, "cores": 2}
+    from perfcore.analysis.advice import advise_run
+
+    busy = {"material": True, "reasons": ["others"], "others_cores": 1.3, "cores": 2}
     doc = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
-    advise_run(doc, zero_code=True, evidence={"cpu_count": 2})
-    v = doc["verdict"]
-    assert v.get("threads_busy"), v
+    v = advise_run(doc, zero_code=True, evidence={"cpu_count": 2}).verdict
+    assert v.threads_busy is not None, v
     said = summary_words(v)
     assert said.count("other processes used") == 1, said

@@ -29,8 +29,9 @@ NOT_YET = {
 }
 # A label, a reason code or a unit is a few words; a sentence is more.
 MAX_WORDS = 5
-# Calls whose argument is an error message (a document refused, said as one line by the reader).
-ERROR_CALLS = {"_need", "BadResult"}
+# Calls whose argument is an error message (a document refused, said as one line by the reader), or a
+# pattern that recognises the words an older document kept (analysis.migrate reads them as codes).
+ERROR_CALLS = {"_need", "BadResult", "compile"}
 # Not words for a person: unified diff syntax.
 NOT_WORDS = {"\n\\ No newline at end of file\n"}
 

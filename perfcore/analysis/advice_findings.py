@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfcore.analysis.verdict import WARN_SHARE
+from perfcore.analysis.findings import Finding, FindingKind
+from perfcore.analysis.results import Level, Verdict
+from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
 
 __all__ = ["first_findings", "threads_finding", "evaluation_advice", "compute_ways"]
 
@@ -22,19 +24,19 @@ def threads_finding(add, ev: Mapping[str, Any]) -> None:
     over = ev.get("oversubscribed")
     if over and over.get("own", True):
         facts = {k: over[k] for k in ("fits", "threads", "source", "cpus", "others_cores") if k in over}
-        rec = add("set_num_threads", "threads", facts)
-        rec["threads_fit"] = over["fits"]
+        add("set_num_threads", "threads", facts)
 
 
-def first_findings(add, decision: Mapping[str, Any], ev: Mapping[str, Any], loader: Mapping[str, Any]) -> float:
+def first_findings(add, decision: Verdict, ev: Mapping[str, Any], loader: Mapping[str, Any]) -> float:
     """The findings said before the causes, as each is certain and cheap to act on: a straggler every rank
     waits for, pageable copies. loader: the DataLoader's facts (loader_plan.loader_facts).
     Returns the pageable bytes per step (the transfer cause's advice is theirs when there are some)."""
-    job = decision.get("straggler")
+    job = decision.straggler
     # Every rank waits for the slowest; where its own steps name a cause, that cause's advice is the
     # change, else what makes it slow (its compute) is.
-    if job and decision.get("bound") == "straggler":
-        add("balance_ranks", "straggler", {k: job[k] for k in _STRAGGLER_FACTS if k in job})
+    if job and decision.bound == "straggler":
+        figures = {k: getattr(job, k) for k in _STRAGGLER_FACTS}
+        add("balance_ranks", "straggler", figures, level=decision.level)
     pageable = ev.get("pageable_h2d_bytes_per_step", 0)
     if pageable:
         # pin_memory set, yet copies from pageable memory: a tensor made in the loop or a batch type
@@ -73,16 +75,13 @@ def compute_ways(ev: Mapping[str, Any], *, on_gpu: bool) -> list[dict[str, Any]]
     return ways
 
 
-def evaluation_advice(finding: Any) -> dict[str, Any] | None:
+def evaluation_advice(finding: Any) -> Finding | None:
     """Advice on evaluation passes that take a tenth of the wall time or more (the finding of
     attribution.evaluation_finding), or None. Its evidence is the finding itself."""
     ev_find = finding if isinstance(finding, Mapping) else {}
     share = ev_find.get("share_of_wall")
     if not (isinstance(share, (int, float)) and not isinstance(share, bool) and share >= WARN_SHARE):
         return None
-    return {
-        "id": "evaluation",
-        "cause": "evaluation",
-        "share_of_wall": float(share),
-        "facts": {"share_of_wall": float(share), "evaluation": dict(ev_find)},
-    }
+    level = Level.CRITICAL if share >= CRITICAL_SHARE else Level.WARN
+    figures = {"share_of_wall": float(share), "evaluation": dict(ev_find)}
+    return Finding(FindingKind.EVALUATION, level=level, cause="evaluation", figures=figures)

@@ -1,5 +1,6 @@
-"""Trace -> per-step breakdown and the perfcore.run/1 document. Pure functions on arrays and DataFrames:
-no I/O, no plots, no torch. The verdict is verdict.decide's, the advice advice.advise's.
+"""Trace -> per-step breakdown and a run's facts (perfcore.run/2, undecided). Pure functions on arrays and
+DataFrames: no I/O, no plots, no torch. The verdict is verdict.decide's and the advice advice.advise's, each
+decided once by the command on all of its evidence.
 
 The one definition: within a step's wall interval every instant gets exactly
 one label, by precedence compute > comm > transfer > load, and `host` for instants no labelled
@@ -10,9 +11,7 @@ the step: a step's wall time is its boundary span less the own-work intervals in
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -33,31 +32,14 @@ __all__ = [
     "summarize",
     "kernel_category",
     "SCHEMA",
-    "decision_deferred",
 ]
 
-SCHEMA = "perfcore.run/1"
+SCHEMA = "perfcore.run/2"
 PRECEDENCE = ("compute", "comm", "transfer", "load")  # highest first; host is what is left
 # Without a GPU the labels come from host phases, and a collective is a wait *inside* a compute
 # phase (DDP's all-reduce ends backward): the inner, more specific phase wins, so comm > compute.
 CPU_PRECEDENCE = ("comm", "compute", "transfer", "load")
 _INDEX = {label: i for i, label in enumerate(LABELS)}
-# Set while a caller that will decide the verdict itself, once all of its evidence exists (perfcore
-# run's finish, an experiment), has documents made for it: summarize then leaves them undecided.
-_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("perfcore_decision_deferred", default=False)
-
-
-@contextlib.contextmanager
-def decision_deferred() -> Iterator[None]:
-    """Documents summarized inside carry the numbers only (an undecided verdict, no advice): the caller
-    decides once, later, on more evidence than one document holds."""
-    token = _DEFERRED.set(True)
-    try:
-        yield
-    finally:
-        _DEFERRED.reset(token)
-
-
 OWN = "perfcore"  # the key of perfcore's own-work intervals: above every label, and out of the step
 OWN_PHASE_ID = 15  # the span phase id they are recorded under (a built-in id, below the custom ones)
 
@@ -155,7 +137,7 @@ def step_table(
     return df
 
 
-def summarize(  # noqa: PLR0913
+def summarize(
     steps: pd.DataFrame,
     *,
     on_gpu: bool,
@@ -165,14 +147,10 @@ def summarize(  # noqa: PLR0913
     kernels: list[dict] | None = None,
     memcpy: dict | None = None,
     overhead: dict | None = None,
-    zero_code: bool = False,
 ) -> dict[str, Any]:
-    """The perfcore.run/1 document from a step_table (warm-up rows are reported apart). zero_code: the
-    loop is the user's unmodified script (advice then never names a perfcore call). Inside
-    decision_deferred() the verdict stays undecided and the advice empty."""
-    from perfcore.analysis.advice import advise_run
+    """A run's facts from a step_table (warm-up rows are reported apart), undecided: the command that has
+    all of the evidence decides once (advice.advise_run)."""
     from perfcore.analysis.uncertainty import robust_breakdown
-    from perfcore.analysis.verdict import undecided
 
     # Evaluation passes are not training steps: out of the step statistics, the breakdown and the
     # verdict, and reported as a finding of their own.
@@ -201,14 +179,12 @@ def summarize(  # noqa: PLR0913
         "warmup_step_time_ms": float(_ms(warm, "wall").mean()) if len(warm) else None,
         "breakdown_ms": mean_ms,
         "breakdown_fraction": fraction,
-        "verdict": undecided(),  # until advise_run decides on the steps
-        "recommendations": [],
         "kernels": kernels or [],
-        "memcpy": memcpy or {},
+        "memcpy": memcpy or None,
         "backend": backend,
         "device": device,
-        "overhead": overhead or {},
-        "evidence": dict(evidence or {}),  # what the advice was keyed to, so it can be given again
+        "overhead": overhead or None,
+        "advice_facts": dict(evidence or {}),  # what the advice is keyed to, so it can be given again
     }
     robust = robust_breakdown(measured) if len(measured) else None
     if robust:
@@ -219,8 +195,6 @@ def summarize(  # noqa: PLR0913
             doc["step_time_ms"]["sem"] = robust["step_sem_ms"]
     if evaluation:
         doc["evaluation"] = evaluation
-    if len(measured) and not _DEFERRED.get():
-        advise_run(doc, zero_code=zero_code, evidence=evidence)
     return doc
 
 

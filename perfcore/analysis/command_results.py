@@ -1,216 +1,215 @@
-"""What health, diagnose, sweep and the demo each find, as one frozen result: their measurements, the
-verdict decided once with its checks, the advice, and (the demo) the files written. health.json,
-diagnose.json, sweep.json and demo.json are these results' serialisation (to_dict), read back through
-from_dict, which checks the shape a renderer relies on; the words are added at the edge
-(report.health_words, diagnose_words, advice_words, failure_words)."""
+"""What health, diagnose, sweep and the demo each find, as one frozen result made of typed parts: their
+measurements, the verdict decided once with its checks, the findings, and (the demo) the files written.
+health.json, diagnose.json, sweep.json and demo.json are these results' documents (to_dict: the codec's,
+facts and codes only), read back through from_dict, which checks every value (codec.BadDocument names the
+first that is not what it should be); analysis.migrate turns an older document into this shape first."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any
 
-__all__ = ["HealthResult", "DiagnoseResult", "SweepResult", "DemoResult", "BadResult"]
+from perfcore.analysis.checks import Busy, Experiment
+from perfcore.analysis.codec import BadDocument, from_doc, to_doc
+from perfcore.analysis.findings import Finding
+from perfcore.analysis.results import Interference, Verdict
+from perfcore.analysis.run_context import Exit, LoaderPlan, Outcome
+from perfcore.analysis.run_report import RunReport
 
-
-class BadResult(ValueError):
-    """A document that does not hold the result it claims to (what is wrong, in a few words)."""
-
-
-def _num_or_none(v: Any) -> bool:
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-
-
-def _need(ok: bool, what: str) -> None:
-    if not ok:
-        raise BadResult(what)
-
-
-def _dicts(v: Any, what: str) -> tuple[dict[str, Any], ...]:
-    _need(isinstance(v, list) and all(isinstance(x, dict) for x in v), f"{what} is not a list of objects")
-    return tuple(v)
-
-
-def _present(doc: dict[str, Any], result: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    """doc with each optional key of `result` that holds something: a document has the key only then."""
-    doc.update({k: getattr(result, k) for k in keys if getattr(result, k)})
-    return doc
+__all__ = [
+    "HealthResult",
+    "DiagnoseResult",
+    "SweepResult",
+    "DemoResult",
+    "ScriptExit",
+    "BusyCheck",
+    "Heartbeat",
+    "ExperimentRow",
+    "Skipped",
+    "WorkerProfile",
+    "ProfileRow",
+    "DemoWorkload",
+]
 
 
-def _opt_dict(d: Mapping[str, Any], key: str) -> dict[str, Any] | None:
-    v = d.get(key)
-    _need(v is None or isinstance(v, dict), f"{key} is not an object")
-    return v
+@dataclasses.dataclass(frozen=True)
+class ScriptExit:
+    """A script that failed after measured steps (its results are partial): its exit code, the measured steps,
+    which of diagnose's runs failed (baseline, synthetic, workers; None for health's) with the settings it
+    changed, whether it ran out of memory, and how it ended (its own end and perfcore run's outcome)."""
+
+    code: int
+    steps: int = 0
+    run: str | None = None
+    settings: dict[str, Any] | None = None
+    oom: bool = False
+    exit: Exit | None = None
+    outcome: Outcome | None = None
 
 
-# health.json's figures of the measured run, in the order the document has always had them.
-_HEALTH_FIGURES = ("device", "steps", "step_ms", "samples_per_s", "busy_std", "busy_source", "cpu_percent")
+@dataclasses.dataclass(frozen=True)
+class BusyCheck:
+    """The seed method's busy check beside the verdict: the threshold, whether health decided a verdict of
+    its own, low utilisation with nothing avoidable above a tier (small work), and a forward-only loop's
+    named cause (whose gain is larger than a training step's)."""
+
+    threshold: float = 0.6
+    decided: bool = True
+    small_work: bool = False
+    forward_only: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Heartbeat:
+    """A regular swing of the busy series between busy and near-idle (capture.sampler.heartbeat)."""
+
+    period_s: float
+    period_samples: int | None = None
+    amplitude: float | None = None
+    correlation: float | None = None
+
+
+def _with_schema(result: Any) -> dict[str, Any]:
+    return {"schema": result.SCHEMA, **to_doc(result)}
 
 
 @dataclasses.dataclass(frozen=True)
 class HealthResult:
-    """health's result: one measured run of the minimal loop (its figures and breakdown), the verdict
-    (undecided where a later stage decides, the demo's), the seed method's busy check beside it, the
-    next command when not healthy, the busy series (for the chart) and the heartbeat found in it."""
+    """health's result: one measured run of the minimal loop (its figures and breakdown), the verdict (None
+    where a later stage decides, the demo's), the seed method's busy check beside it, the next command when
+    not healthy, the busy series (for the chart) and the heartbeat found in it."""
 
-    SCHEMA = "perfcore.health/1"
+    SCHEMA = "perfcore.health/2"
 
     workload: str
-    figures: dict[str, Any]  # _HEALTH_FIGURES
-    breakdown_ms: dict[str, float] | None
-    busy_mean: float | None
-    healthy: bool | None
-    verdict: dict[str, Any]
-    busy_check: dict[str, Any]
+    device: str | None = None
+    steps: int | None = None
+    step_ms: float | None = None
+    samples_per_s: float | None = None
+    busy_std: float | None = None
+    busy_source: str | None = None
+    cpu_percent: float | None = None
+    breakdown_ms: dict[str, float] | None = None
+    busy_mean: float | None = None
+    healthy: bool | None = None
+    verdict: Verdict | None = None
+    busy_check: BusyCheck = BusyCheck()
     next: str | None = None
-    busy_series: tuple[float, ...] = ()
+    busy_series: tuple[float | None, ...] = ()
     busy_spacing_s: float | None = None
-    heartbeat: dict[str, Any] | None = None
-    interference: dict[str, Any] | None = None
-    note: str | None = None
-    script_exit: dict[str, Any] | None = None
+    heartbeat: Heartbeat | None = None
+    interference: Interference | None = None
+    note: str | None = None  # a code report.diagnose_words says: what health's loop leaves out
+    script_exit: ScriptExit | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """health.json: the keys it has always had (the optional ones only where there is one), and the
-        busy series its chart is drawn from, which it kept in memory only before."""
-        doc: dict[str, Any] = {
-            "schema": self.SCHEMA,
-            "workload": self.workload,
-            **{k: self.figures.get(k) for k in _HEALTH_FIGURES},
-            "breakdown_ms": self.breakdown_ms,
-            "busy_mean": self.busy_mean,
-            "healthy": self.healthy,
-            "verdict": self.verdict,
-            "busy_check": self.busy_check,
-            "next": self.next,
-            "busy_series": list(self.busy_series),
-            "busy_spacing_s": self.busy_spacing_s,
-        }
-        if self.verdict.get("uncertain"):
-            doc["uncertain"] = True
-        return _present(doc, self, ("interference", "heartbeat", "note", "script_exit"))
+        return _with_schema(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "HealthResult":
-        """The result a health.json holds (this version's or an older one's), or BadResult naming what a
-        renderer could not read."""
-        _need(isinstance(d, Mapping), "is not an object")
-        _need(isinstance(d.get("workload"), str), "has no workload")
-        # A figure may be absent (the notebook view shows what there is; the terminal's table says the
-        # document is corrupt), never another type.
-        for key in ("step_ms", "samples_per_s", "busy_mean", "busy_std", "cpu_percent"):
-            _need(_num_or_none(d.get(key)), f"{key} is not a number")
-        _need(d.get("breakdown_ms") is None or isinstance(d.get("breakdown_ms"), dict), "breakdown_ms is not an object")
-        v = d.get("verdict")
-        _need(isinstance(v, dict) and isinstance(v.get("bound"), str), "has no verdict")
-        series = d.get("busy_series") or []
-        _need(isinstance(series, list) and all(_num_or_none(x) for x in series), "busy_series is not numbers")
-        note = d.get("note")
-        return cls(
-            workload=d["workload"],
-            figures={k: d.get(k) for k in _HEALTH_FIGURES},
-            breakdown_ms=d.get("breakdown_ms"),
-            busy_mean=d.get("busy_mean"),
-            healthy=d.get("healthy"),
-            verdict=v,
-            busy_check=_opt_dict(d, "busy_check") or {},
-            next=d.get("next") if isinstance(d.get("next"), str) else None,
-            busy_series=tuple(series),
-            busy_spacing_s=d.get("busy_spacing_s") if _num_or_none(d.get("busy_spacing_s")) else None,
-            heartbeat=_opt_dict(d, "heartbeat"),
-            interference=_opt_dict(d, "interference"),
-            note=note if isinstance(note, str) else None,
-            script_exit=_opt_dict(d, "script_exit"),
-        )
+    def from_dict(cls, d: Any) -> "HealthResult":
+        return from_doc(cls, d)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentRow:
+    """One row of diagnose's table: an experiment's measurement against the baseline's step (speedup = base /
+    this), or why it gave none; what else used the machine during it, measured."""
+
+    experiment: Experiment
+    name: str
+    step_ms: float | None = None
+    speedup: float | None = None
+    batch_size: int | float | None = None  # a script's: the items its workers saw per batch, a mean
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    prefetch_factor: int | None = None
+    decoder: str | None = None
+    synthetic: bool = False
+    samples_per_s: float | None = None
+    busy_mean: float | None = None
+    busy_std: float | None = None
+    cpu_percent: float | None = None
+    peak_mem_bytes: int | None = None
+    oom: bool = False
+    error: str | None = None
+    breakdown_ms: dict[str, float] | None = None
+    step_sem_ms: float | None = None
+    steps: int | None = None
+    interference: Busy | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    name: str
+    reason: str  # a code report.diagnose_words says
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileRow:
+    function: str
+    self_ms_per_item: float | None = None
+    total_ms_per_item: float | None = None
+    calls: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerProfile:
+    """Where __getitem__ spends its time in the main process: per item, its CPU/wall ratio, the top
+    functions; a note (a code) where it could not be profiled."""
+
+    items: int | None = None
+    ms_per_item: float | None = None
+    cpu_to_wall: float | None = None
+    top: tuple[ProfileRow, ...] = ()
+    note: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class DiagnoseResult:
-    """diagnose's result: each experiment's row against the baseline (speedup = base / this), what was
-    skipped and why, __getitem__'s profile, the verdict decided once on the baseline and checked by
-    experiment A (its checks and loading cause as facts), the predicted and measured gain of removing
-    loading, the advice after what the experiments measured, and the first script failure."""
+    """diagnose's result: each experiment's row against the baseline, what was skipped and why, __getitem__'s
+    profile, the verdict decided once on the baseline and checked by experiment A (its checks and what loading
+    is), the predicted and measured gain of removing loading, the findings after what the experiments
+    measured (None where the baseline kept no run to advise on), the loader plan and the first script
+    failure."""
 
-    SCHEMA = "perfcore.diagnose/1"
+    SCHEMA = "perfcore.diagnose/2"
 
     workload: str
     device: str
-    experiments: tuple[dict[str, Any], ...]
-    verdict: dict[str, Any]
-    predicted_speedup: float | None
-    measured_speedup: float | None
-    skipped: tuple[dict[str, Any], ...] = ()
-    worker_profile: dict[str, Any] = dataclasses.field(default_factory=dict)
-    recommendations: tuple[dict[str, Any], ...] | None = None
-    loader_plan: dict[str, Any] | None = None
-    interference: dict[str, Any] | None = None
-    script_exit: dict[str, Any] | None = None
+    experiments: tuple[ExperimentRow, ...]
+    verdict: Verdict
+    predicted_speedup: float | None = None
+    measured_speedup: float | None = None
+    skipped: tuple[Skipped, ...] = ()
+    worker_profile: WorkerProfile = WorkerProfile()
+    findings: tuple[Finding, ...] | None = None
+    loader_plan: LoaderPlan | None = None
+    interference: Interference | None = None
+    script_exit: ScriptExit | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """diagnose.json: the keys it has always had; the optional ones only where there is one."""
-        doc: dict[str, Any] = {
-            "schema": self.SCHEMA,
-            "workload": self.workload,
-            "device": self.device,
-            "experiments": list(self.experiments),
-            "skipped": list(self.skipped),
-            "worker_profile": self.worker_profile,
-            "verdict": self.verdict,
-            "predicted_speedup": self.predicted_speedup,
-            "measured_speedup": self.measured_speedup,
-        }
-        if self.recommendations is not None:
-            doc["recommendations"] = list(self.recommendations)
-        return _present(doc, self, ("loader_plan", "interference", "script_exit"))
+        return _with_schema(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "DiagnoseResult":
-        """The result a diagnose.json holds (this version's or an older one's), or BadResult naming what a
-        renderer could not read."""
-        _need(isinstance(d, Mapping), "is not an object")
-        _need(isinstance(d.get("workload"), str) and isinstance(d.get("device"), str), "has no workload or device")
-        rows = _dicts(d.get("experiments"), "experiments")
-        for r in rows:
-            _need(isinstance(r.get("name"), str), "an experiment has no name")
-            _need(_num_or_none(r.get("speedup")), f"experiment {r['name'][:40]!r} has a speedup that is not a number")
-        v = d.get("verdict")
-        _need(isinstance(v, dict) and isinstance(v.get("bound"), str), "has no verdict")
-        _need(isinstance(v.get("checks", []), list), "the verdict's checks are not a list")
-        for key in ("predicted_speedup", "measured_speedup"):
-            _need(_num_or_none(d.get(key)), f"{key} is not a number")
-        recs = d.get("recommendations")
-        return cls(
-            workload=d["workload"],
-            device=d["device"],
-            experiments=rows,
-            verdict=v,
-            predicted_speedup=d.get("predicted_speedup"),
-            measured_speedup=d.get("measured_speedup"),
-            skipped=_dicts(d.get("skipped", []), "skipped"),
-            worker_profile=_opt_dict(d, "worker_profile") or {},
-            recommendations=None if recs is None else _dicts(recs, "recommendations"),
-            loader_plan=_opt_dict(d, "loader_plan"),
-            interference=_opt_dict(d, "interference"),
-            script_exit=_opt_dict(d, "script_exit"),
-        )
+    def from_dict(cls, d: Any) -> "DiagnoseResult":
+        return from_doc(cls, d)
 
-
-# What a renderer reads of each sweep configuration, beside its settings: a status, and numbers or none.
-_SWEEP_NUMBERS = ("step_ms", "samples_per_s")
-# The settings a sweep's script kept or replaced, and its DataLoader patch: present only for a script.
-_SWEEP_OWN = ("script_settings", "kept", "patch")
+    def row(self, experiment: Experiment) -> ExperimentRow | None:
+        return next((e for e in self.experiments if e.experiment is experiment), None)
 
 
 @dataclasses.dataclass(frozen=True)
 class SweepResult:
-    """sweep's result: the grid and every configuration's row (settings, numbers, status, and for a failed
-    one its reason), the best (only from configurations that measured fine; from the last round under a
-    budget), each batch size's knee, the worker trials advice checks against, and whether the sweep is
-    complete. A script's sweep adds its own settings, the ones it kept and the patch to the best."""
+    """sweep's result: the grid and every configuration's row (settings, numbers, status, and for a failed one
+    its reason), the best (only from configurations that measured fine; from the last round under a budget),
+    each batch size's knee, the worker trials advice checks against, and whether the sweep is complete. A
+    script's sweep adds its own settings, the ones it kept and the patch to the best. The rows are the
+    sweep table's (experiments.sweep_results)."""
 
-    SCHEMA = "perfcore.sweep/1"
+    SCHEMA = "perfcore.sweep/2"
 
     workload: str
-    grid: dict[str, list]
+    grid: dict[str, Any]
     steps: int
     configs: tuple[dict[str, Any], ...]
     best: dict[str, Any] | None
@@ -226,108 +225,58 @@ class SweepResult:
     patch: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """sweep.json: the keys it has always had; a script's own settings only for a script's sweep."""
-        doc: dict[str, Any] = {
-            "schema": self.SCHEMA,
-            "workload": self.workload,
-            "grid": self.grid,
-            "steps": self.steps,
-            "configs": list(self.configs),
-            "best": self.best,
-            "knees": list(self.knees),
-            "worker_trials": list(self.worker_trials),
-            "failed": self.failed,
-            "complete": self.complete,
-            "interrupted": self.interrupted,
-            "elapsed_s": self.elapsed_s,
-            "rounds": list(self.rounds),
-        }
-        if self.script_settings is not None:
-            doc.update({k: getattr(self, k) for k in _SWEEP_OWN})
+        doc = _with_schema(self)
+        if self.script_settings is None:  # a script's own settings only for a script's sweep
+            for k in ("script_settings", "kept", "patch"):
+                doc.pop(k)
         return doc
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SweepResult":
-        """The result a sweep.json holds (this version's or an older one's: a knee may be its text), or
-        BadResult naming what a renderer could not read."""
-        _need(isinstance(d, Mapping), "is not an object")
-        _need(isinstance(d.get("workload"), str), "has no workload")
-        _need(isinstance(d.get("steps"), int) and not isinstance(d.get("steps"), bool), "steps is not a count")
-        _need(isinstance(d.get("grid"), dict), "grid is not an object")
-        configs = _dicts(d.get("configs"), "configs")
-        for i, c in enumerate(configs):
-            _need(isinstance(c.get("status"), str), f"configs[{i}] has no status")
-            for key in _SWEEP_NUMBERS:
-                _need(_num_or_none(c.get(key)), f"configs[{i}].{key} is not a number")
-        best = d.get("best")
-        _need(best is None or (isinstance(best, dict) and _num_or_none(best.get("samples_per_s"))), "best is corrupt")
-        knees = d.get("knees") or []
-        _need(isinstance(knees, list), "knees is not a list")
-        _need(_num_or_none(d.get("elapsed_s")), "elapsed_s is not a number")
-        return cls(
-            workload=d["workload"],
-            grid=d["grid"],
-            steps=d["steps"],
-            configs=configs,
-            best=best,
-            knees=tuple(knees),
-            worker_trials=_dicts(d.get("worker_trials") or [], "worker_trials"),
-            failed=int(d.get("failed") or sum(c.get("status") != "ok" for c in configs)),
-            complete=bool(d.get("complete", True)),
-            interrupted=bool(d.get("interrupted")),
-            elapsed_s=float(d.get("elapsed_s") or 0.0),
-            rounds=_dicts(d.get("rounds") or [], "rounds"),
-            script_settings=_opt_dict(d, "script_settings"),
-            kept=_opt_dict(d, "kept") if "script_settings" in d else None,
-            patch=_opt_dict(d, "patch") if "script_settings" in d else None,
-        )
+    def from_dict(cls, d: Any) -> "SweepResult":
+        r = from_doc(cls, d)
+        for i, c in enumerate(r.configs):
+            if not isinstance(c.get("status"), str):
+                raise BadDocument(f"configs[{i}] has no status")
+            for key in ("step_ms", "samples_per_s"):
+                v = c.get(key)
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    raise BadDocument(f"configs[{i}].{key} is not a number")
+        best = r.best
+        if best is not None and not isinstance(best.get("samples_per_s"), (int, float, type(None))):
+            raise BadDocument("best is corrupt")
+        return r
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoWorkload:
+    """The demo's workload as summary.md describes it."""
+
+    name: str
+    images: int
+    decoder: str | None
+    batch_size: int | None
+    num_workers: int | None
+    device: str
 
 
 @dataclasses.dataclass(frozen=True)
 class DemoResult:
-    """The demo's result: health's measurement (a forward-only loop; it decides nothing of its own), the
-    run as measured with the one verdict and advice (diagnose's, the run checked by its experiments),
+    """The demo's result: health's measurement (a forward-only loop; it decides nothing of its own), the run
+    as measured with the one verdict and its findings (diagnose's: the run checked by its experiments),
     diagnose's result, the files written into the folder and how long it took."""
 
-    SCHEMA = "perfcore.experiments.demo/1"
+    SCHEMA = "perfcore.experiments.demo/2"
 
-    health: dict[str, Any]
-    run: dict[str, Any]
+    health: HealthResult
+    run: RunReport
     diagnose: DiagnoseResult
     files: tuple[str, ...]
     elapsed_s: float
-
-    @property
-    def bounds(self) -> dict[str, str]:
-        return {"run": self.run["verdict"]["bound"], "diagnose": self.diagnose.verdict["bound"]}
+    workload: DemoWorkload | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """demo.json. `agree` is kept for readers of older documents: the run's verdict is diagnose's."""
-        return {
-            "schema": self.SCHEMA,
-            "health": self.health,
-            "run": self.run,
-            "diagnose": self.diagnose.to_dict(),
-            "agree": self.bounds["run"] == self.bounds["diagnose"],
-            "bounds": self.bounds,
-            "files": {f: f for f in self.files},
-            "elapsed_s": self.elapsed_s,
-        }
+        return _with_schema(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "DemoResult":
-        """The result a demo.json holds, or BadResult naming what a renderer could not read."""
-        _need(isinstance(d, Mapping), "is not an object")
-        for key in ("health", "run"):
-            _need(isinstance(d.get(key), dict), f"has no {key} stage")
-        _need(isinstance((d["run"].get("verdict") or {}).get("bound"), str), "the run has no verdict")
-        files = d.get("files") or {}
-        _need(isinstance(files, (dict, list)) and all(isinstance(f, str) for f in files), "files are not names")
-        _need(_num_or_none(d.get("elapsed_s")), "elapsed_s is not a number")
-        return cls(
-            health=d["health"],
-            run=d["run"],
-            diagnose=DiagnoseResult.from_dict(d.get("diagnose")),
-            files=tuple(files),
-            elapsed_s=float(d.get("elapsed_s") or 0.0),
-        )
+    def from_dict(cls, d: Any) -> "DemoResult":
+        return from_doc(cls, d)

@@ -1,80 +1,103 @@
 """Two runs side by side: per-label and per-kernel-category change, the speedup with its status against
-both runs' noise, and whether the verdict or its primary cause changed (both decided again by
-verdict.decide_run, so old documents compare too). Facts only: report/compare_words says them."""
+both runs' noise, and whether the verdict or its primary cause changed (each run's verdict decided again on
+its own figures by verdict.decide_run, so runs from older versions compare on the same rule). Facts only:
+report/compare_words says them."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import dataclasses
+from typing import Any
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.checks import difference_noise_ms
-from perfcore.analysis.status import change_of
-from perfcore.analysis.verdict import decide_run
+from perfcore.analysis.codec import to_doc
+from perfcore.analysis.results import Verdict
+from perfcore.analysis.run_report import RunReport
+from perfcore.analysis.status import Change, change_of
+from perfcore.analysis.verdict import decide, report_evidence
 
-__all__ = ["compare_runs"]
-
-
-def _side(doc: Mapping[str, Any], v: Mapping[str, Any]) -> dict[str, Any]:
-    """One run's figures and verdict as compare keeps them: `named` is the first cause's bound (what the
-    verdict names), None when it names none (healthy, or nothing measured)."""
-    st = doc.get("step_time_ms") or {}
-    return {
-        "step_ms": st["mean"],
-        "step_sem_ms": st.get("sem"),
-        "device": doc.get("device"),
-        "bound": v["bound"],
-        "level": v["level"],
-        "named": v["causes"][0]["bound"] if v["causes"] else None,
-        "healthy": bool(v["healthy"]),
-        "primary": v["primary"],
-        "decision": dict(v),  # its words: report.verdict_words.say_compare
-    }
+__all__ = ["compare_runs", "Comparison", "Side", "Delta"]
 
 
-def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """perfcore.compare/1: A's and B's figures and verdicts, `change` (B's speed against A's: faster,
-    slower or within noise, with noise_ms from both runs' spread where they report one), the change per
-    label and per kernel category, and verdict_change (what of the verdict changed)."""
-    ta, tb = a["step_time_ms"]["mean"], b["step_time_ms"]["mean"]
+@dataclasses.dataclass(frozen=True)
+class Side:
+    """One run as compare keeps it: its mean step, the mean's standard error, the device and its verdict."""
+
+    step_ms: float
+    step_sem_ms: float | None
+    device: str | None
+    verdict: Verdict
+
+    @property
+    def named(self) -> str | None:
+        """What the verdict names (its first cause's bound), None when it names none."""
+        return self.verdict.named[0].bound if self.verdict.named else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Delta:
+    a_ms: float
+    b_ms: float
+    delta_ms: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """A's and B's figures and verdicts, `change` (B's speed against A's: faster, slower or within noise, with
+    noise_ms from both runs' spread where they report one), the change per label and per kernel category."""
+
+    a: Side
+    b: Side
+    speedup: float
+    change: Change | None
+    noise_ms: float | None
+    step_time_change_pct: float
+    labels: dict[str, Delta]
+    kernel_categories: dict[str, Delta]
+    schema: str = "perfcore.compare/2"
+
+    @property
+    def primary_changed(self) -> bool:
+        return self.a.verdict.primary != self.b.verdict.primary
+
+    @property
+    def verdict_changed(self) -> bool:
+        """The primary cause changed, or only its tier (level)."""
+        return self.primary_changed or self.a.verdict.level is not self.b.verdict.level
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_doc(self)
+
+
+def _side(r: RunReport) -> Side:
+    ev = report_evidence(r)
+    return Side(r.step_time_ms.mean, r.step_time_ms.sem, r.device, decide(**ev))
+
+
+def compare_runs(a: RunReport, b: RunReport) -> Comparison:
+    """A against B: speedup (A's mean step over B's), its status against both runs' noise, each label's and
+    each kernel category's change, and each run's verdict."""
+    ta, tb = a.step_time_ms.mean, b.step_time_ms.mean
     labels = {
-        lb: {
-            "a_ms": a["breakdown_ms"][lb],
-            "b_ms": b["breakdown_ms"][lb],
-            "delta_ms": b["breakdown_ms"][lb] - a["breakdown_ms"][lb],
-        }
-        for lb in LABELS
+        lb: Delta(a.breakdown_ms[lb], b.breakdown_ms[lb], b.breakdown_ms[lb] - a.breakdown_ms[lb]) for lb in LABELS
     }
     cats = {}
-    ca, cb = a.get("kernel_categories") or {}, b.get("kernel_categories") or {}
+    ca, cb = a.kernel_categories, b.kernel_categories
     for c in dict.fromkeys(list(ca) + list(cb)):
-        x, y = ca.get(c, {}).get("ms", 0.0), cb.get(c, {}).get("ms", 0.0)
-        cats[c] = {"a_ms": x, "b_ms": y, "delta_ms": y - x}
-    sa, sb = _side(a, decide_run(a)), _side(b, decide_run(b))
+        x = (ca[c].ms or 0.0) if c in ca else 0.0
+        y = (cb[c].ms or 0.0) if c in cb else 0.0
+        cats[c] = Delta(x, y, y - x)
+    sa, sb = _side(a), _side(b)
     speedup = ta / tb if tb else float("inf")
-    noise = difference_noise_ms(sa["step_sem_ms"], sb["step_sem_ms"])
+    noise = difference_noise_ms(sa.step_sem_ms, sb.step_sem_ms)
     change = change_of(speedup, noise / ta if noise is not None and ta else None) if tb and ta else None
-    return {
-        "schema": "perfcore.compare/1",
-        "a": sa,
-        "b": sb,
-        "verdict_change": verdict_change(sa, sb),
-        "speedup": speedup,
-        "change": change.value if change else None,
-        "noise_ms": noise,
-        "step_time_change_pct": 100 * (tb - ta) / ta if ta else 0.0,
-        "labels": labels,
-        "kernel_categories": cats,
-    }
-
-
-def verdict_change(sa: Mapping[str, Any], sb: Mapping[str, Any]) -> dict[str, Any]:
-    """What changed from A's verdict to B's: the primary cause, or only its tier (level)."""
-    primary = sa["primary"] != sb["primary"]
-    return {
-        "changed": primary or sa["level"] != sb["level"],
-        "primary_changed": primary,
-        "a_primary": sa["primary"],
-        "b_primary": sb["primary"],
-        "a_level": sa["level"],
-        "b_level": sb["level"],
-    }
+    return Comparison(
+        a=sa,
+        b=sb,
+        speedup=speedup,
+        change=change,
+        noise_ms=noise,
+        step_time_change_pct=100 * (tb - ta) / ta if ta else 0.0,
+        labels=labels,
+        kernel_categories=cats,
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from perfcore.analysis.status import Check
+from perfcore.analysis.status import Agreement
 
 __all__ = ["BAND_Z", "speedup", "expected_gain", "measured_gain", "judge"]
 
@@ -121,20 +121,20 @@ def judge(
     # confirms nothing (a busy demo said "predicted 2.00x, measured 1.25x: confirmed" on 13 ms saved of 25 ms noise).
     told_from_none = noise is None or abs(m) > noise_floor
     if abs(m - p) <= tol:
-        check = Check.CONFIRMED if told_from_none and not lost_in_noise else Check.INCONCLUSIVE
+        check = Agreement.CONFIRMED if told_from_none and not lost_in_noise else Agreement.INCONCLUSIVE
     elif lost_in_noise:
-        check = Check.INCONCLUSIVE
+        check = Agreement.INCONCLUSIVE
     elif noise_floor < m < p:
-        check = Check.PARTLY
+        check = Agreement.PARTLY
     else:
-        check = Check.NOT_CONFIRMED
+        check = Agreement.NOT_CONFIRMED
     status = check.value
     above = False
     if bound is not None and bound.get("saved_ms") is not None:
         b_saved = float(bound["saved_ms"])
         bh = bound.get("saved_band_ms")
         above = m > (bh[1] if bh else b_saved)
-    agrees = {Check.CONFIRMED: True, Check.INCONCLUSIVE: None}.get(check, False)
+    agrees = {Agreement.CONFIRMED: True, Agreement.INCONCLUSIVE: None}.get(check, False)
     return {
         "experiment": experiment,
         "status": status,

@@ -10,7 +10,8 @@ from typing import Mapping
 import numpy as np
 
 from perfcore.analysis.attribution import CPU_PRECEDENCE, LABELS
-from perfcore.analysis.lines import step_of, fold, label_at, sample_weights
+from perfcore.analysis.codec import Ms
+from perfcore.analysis.lines import fold, label_at, sample_weights, step_of
 from perfcore.capture.line_sampler import LineSamples
 
 __all__ = ["HostTimeline", "host_timeline", "TIMELINE_BINS", "TIMELINE_TOP", "TIMELINE_SAMPLES_PER_BIN"]
@@ -31,8 +32,8 @@ class HostTimeline:
     last_step: tuple[int, ...]
     steps: tuple[int, ...]  # joined steps in the bin
     functions: tuple[tuple[str, str, int], ...]  # (file, function, hottest line), most time first
-    ms_per_step: tuple[tuple[float, ...], ...]  # per function, per bin
-    other_ms_per_step: tuple[float, ...]  # the rest of host time, per bin
+    ms_per_step: tuple[tuple[Ms, ...], ...]  # per function, per bin
+    other_ms_per_step: tuple[Ms, ...]  # the rest of host time, per bin
 
 
 def host_timeline(

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from perfcore.analysis.attribution import CPU_PRECEDENCE, LABELS
+from perfcore.analysis.codec import Frac, Ms
 from perfcore.capture.line_sampler import Frame, LineSamples, is_library
 from perfcore.capture.sync_calls import SyncCalls
 
@@ -77,7 +78,7 @@ class SiteCalls:
     function: str
     line: int
     method: str
-    per_step: float
+    per_step: Ms
     total: int
 
 
@@ -86,8 +87,8 @@ class LineCost:
     file: str
     function: str
     line: int
-    ms_per_step: float
-    share: float  # of the label's sampled time
+    ms_per_step: Ms
+    share: Frac  # of the label's sampled time
     samples: int
     user: bool
     calls: tuple[SiteCalls, ...] = ()  # synchronising calls counted at this line
@@ -104,8 +105,8 @@ class FunctionCost:
     file: str
     function: str
     line: int  # its line that held the most time
-    ms_per_step: float
-    share: float
+    ms_per_step: Ms
+    share: Frac
     samples: int
     user: bool
 
@@ -113,7 +114,7 @@ class FunctionCost:
 @dataclass(frozen=True)
 class LabelLines:
     label: str
-    ms_per_step: float  # the label's time as the samples see it
+    ms_per_step: Ms  # the label's time as the samples see it
     samples: int
     lines: tuple[LineCost, ...]  # most time first, at most `top`
     functions: tuple[FunctionCost, ...]

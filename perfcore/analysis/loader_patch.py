@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import io
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -74,6 +75,13 @@ def _find_calls(tree: ast.AST, line: int) -> list[ast.Call]:
     return sorted(inner, key=lambda n: (n.lineno, n.col_offset))
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of `text` as Python counts them (ast's line numbers): split at \\n, \\r\\n and \\r only.
+    str.splitlines also splits at a form feed (between sections of a file), \\x1c-\\x1e, \\x85, \\u2028 and
+    \\u2029, which a line of source may hold: every later edit would then land lines away from its call."""
+    return io.StringIO(text, newline="").readlines()
+
+
 def _inside(inner: ast.AST, outer: ast.AST) -> bool:
     return (outer.lineno, outer.col_offset) <= (inner.lineno, inner.col_offset) and (
         inner.end_lineno,
@@ -99,7 +107,7 @@ def loader_patch(source: str, path: str, line: int, settings: Mapping[str, objec
     except SyntaxError as e:
         raise PatchError(f"{path} does not parse: {e.msg} at line {e.lineno}") from None
     calls = _find_calls(tree, line)
-    lines = source.splitlines(keepends=True)
+    lines = _lines(source)
     raw = [ln.encode() for ln in lines]  # ast's columns are UTF-8 byte offsets
     edits: list[tuple[int, int, int, int, bytes]] = []  # (line0, col0, line1, col1, new bytes), 1-based lines
     changed: list[tuple[str, str | None, str]] = []
@@ -112,7 +120,10 @@ def loader_patch(source: str, path: str, line: int, settings: Mapping[str, objec
         raw[l0 - 1 : l1] = [head + new + tail]
     after = b"".join(raw).decode()
     # Read back as they now are: an edit never moves a call off the line, so the same calls are found there.
-    patched = _find_calls(ast.parse(after), line)
+    try:
+        patched = _find_calls(ast.parse(after), line)
+    except SyntaxError as e:  # an edit perfcore got wrong: said as such, never raised into the sweep
+        raise PatchError(f"{path} would not parse once patched ({e.msg} at line {e.lineno})") from None
     shown = "; ".join(" ".join(ast.get_source_segment(after, c).split()) for c in patched)
     return LoaderPatch(
         path,
@@ -120,7 +131,7 @@ def loader_patch(source: str, path: str, line: int, settings: Mapping[str, objec
         tuple(changed),
         any(k.arg is None for c in calls for k in c.keywords),
         shown.replace("( ", "(").replace(", )", ")"),
-        _unified(lines, after.splitlines(keepends=True), path),
+        _unified(lines, _lines(after), path),
         after,
         len(calls),
     )

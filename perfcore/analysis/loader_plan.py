@@ -20,8 +20,6 @@ __all__ = [
     "spare_cores",
     "loader_facts",
     "PlanKind",
-    "REASON",
-    "PIN_REASON",
 ]
 # A wait the epochs' worker restarts explain at least half of is blamed on them; a quarter is
 # worth naming beside the main reason.
@@ -125,23 +123,7 @@ class PlanKind(str, enum.Enum):
     DEEPER_PREFETCH = "deeper_prefetch"  # enough workers on average: the queue runs out in bursts
 
 
-# The `reason` run.json has always carried for each kind (its readers and old documents key on it).
-REASON = {
-    PlanKind.MEASURED_NO_HELP: "measured: workers do not help",
-    PlanKind.MORE_WORKERS: "main process",
-    PlanKind.MORE_WORKERS_CAPPED: "main process",
-    PlanKind.NO_FREE_CORE: "no spare cores",
-    PlanKind.PERSISTENT_WORKERS: "start-up each epoch",
-    PlanKind.CHEAPER_FETCH: "too slow per item",
-    PlanKind.TOO_FEW_WORKERS: "too few workers",
-    PlanKind.HANDOVER: "handover from workers",
-    PlanKind.DEEPER_PREFETCH: "prefetch too shallow",
-}
-# A deeper prefetch where pin_memory's thread in the main process competes with the loop.
-PIN_REASON = "pin in main process"
-
-
-def loader_plan(  # noqa: PLR0913, PLR0915
+def loader_plan(  # noqa: PLR0913
     ld: Mapping[str, Any],
     *,
     step_ms: float,
@@ -268,7 +250,4 @@ def loader_plan(  # noqa: PLR0913, PLR0915
 
 def _kind(plan: dict[str, Any], kind: PlanKind) -> dict[str, Any]:
     plan["kind"] = kind.value
-    plan["reason"] = REASON[kind]
-    if kind is PlanKind.DEEPER_PREFETCH and plan.get("pin_in_main"):
-        plan["reason"] = PIN_REASON
     return plan

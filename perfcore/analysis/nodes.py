@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from perfcore.analysis.codec import to_doc
 from perfcore.analysis.labels import LABELS
 
 __all__ = [
@@ -78,7 +79,7 @@ class HostClock:
     error_ns: int = 0
 
     def to_dict(self) -> dict[str, object]:
-        return {**dataclasses.asdict(self), "source": self.source.value}
+        return to_doc(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,13 +103,7 @@ class Alignment:
         return {h.host: h.offset_ns for h in self.hosts}
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "reference": self.reference,
-            "hosts": [h.to_dict() for h in self.hosts],
-            "residual_ns": self.residual_ns,
-            "residual_p90_ns": self.residual_p90_ns,
-            "residual_steps": self.residual_steps,
-        }
+        return to_doc(self)
 
 
 def rank_events(raw: Mapping[str, np.ndarray], host: str, rank: int | None) -> RankEvents:
@@ -244,23 +239,14 @@ class NodeFigures:
     host: str
     ranks: tuple[int | None, ...]
     step_ms: float
-    breakdown_ms: Mapping[str, float]
-    breakdown_fraction: Mapping[str, float]
+    breakdown_ms: dict[str, float]
+    breakdown_fraction: dict[str, float]
     work_ms: float
     state: NodeState = NodeState.EVEN
     waits_for: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "host": self.host,
-            "ranks": list(self.ranks),
-            "step_ms": self.step_ms,
-            "breakdown_ms": dict(self.breakdown_ms),
-            "breakdown_fraction": dict(self.breakdown_fraction),
-            "work_ms": self.work_ms,
-            "state": self.state.value,
-            "waits_for": list(self.waits_for),
-        }
+        return to_doc(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -285,7 +271,7 @@ class SlowNode:
         return self.wait_ms / self.step_ms if self.step_ms > 0 else 0.0
 
     def to_dict(self) -> dict[str, object]:
-        return {**dataclasses.asdict(self), "wait_share": self.wait_share}
+        return to_doc(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,15 +280,11 @@ class JobNodes:
     and how many measured steps (the fewest any rank holds) the figures cover."""
 
     nodes: tuple[NodeFigures, ...]
-    slow: SlowNode | None
+    slow_node: SlowNode | None
     steps: int
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "nodes": [n.to_dict() for n in self.nodes],
-            "slow_node": self.slow.to_dict() if self.slow else None,
-            "steps": self.steps,
-        }
+        return to_doc(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,7 +307,7 @@ def job_nodes(ranks: Sequence[RankSteps]) -> JobNodes:
     hosts = list(dict.fromkeys(r.host for r in order))
     k = min((len(r.wall_ms) for r in order), default=0)
     if not hosts or k == 0:
-        return JobNodes(nodes=(), slow=None, steps=0)
+        return JobNodes(nodes=(), slow_node=None, steps=0)
     groups = [[r for r in order if r.host == h] for h in hosts]
     # nodes x steps: each node's mean over its ranks, per step
     label = {lb: np.stack([np.mean([r.label_ms[lb][:k] for r in g], axis=0) for g in groups]) for lb in LABELS}
@@ -360,7 +342,7 @@ def job_nodes(ranks: Sequence[RankSteps]) -> JobNodes:
         if waits:
             w = max(waits, key=lambda n: n.breakdown_fraction["comm"])
             slow = dataclasses.replace(slow, waiting_host=w.host, wait_ms=w.breakdown_ms["comm"], step_ms=w.step_ms)
-    return JobNodes(nodes=tuple(nodes), slow=slow, steps=k)
+    return JobNodes(nodes=tuple(nodes), slow_node=slow, steps=k)
 
 
 def _waits(node: NodeFigures, nodes: Sequence[NodeFigures], slow_host: str) -> bool:

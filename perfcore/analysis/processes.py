@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfcore.analysis.attribution import decision_deferred, summarize
+from perfcore.analysis.attribution import summarize
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.starvation import starvation
 from perfcore.analysis.store import memcpy_document
@@ -151,13 +151,12 @@ def merge_trainers(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.Data
     ns = [f"{c}_ns" for c in ("wall", *LABELS)]
     for c in ns:  # summarize() sums integer ns, as the processes did; the parts' tables keep ms
         table[c] = np.rint(table[c.replace("_ns", "_ms")].to_numpy(dtype=float) * 1e6).astype(np.int64)
-    with decision_deferred():
-        summary = summarize(
-            table,
-            on_gpu=base.get("device", "cpu") != "cpu",
-            backend=str(base.get("backend", "none")),
-            device=str(base.get("device", "cpu")),
-        )
+    summary = summarize(
+        table,
+        on_gpu=base.get("device", "cpu") != "cpu",
+        backend=str(base.get("backend", "none")),
+        device=str(base.get("device", "cpu")),
+    )
     table = table.drop(columns=ns)
     fields: dict[str, Any] = {k: summary[k] for k in SUMMARY_KEYS if k in summary}
     training = ~table["warmup"].to_numpy(dtype=bool)

@@ -17,9 +17,10 @@ import pandas as pd
 
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events
+from perfcore.analysis.results import Level, Straggle, Verdict
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
-__all__ = ["merge_ranks", "clock_alignment", "clock_offsets", "job_problem", "Straggle", "straggle", "judge_straggle"]
+__all__ = ["merge_ranks", "clock_alignment", "clock_offsets", "job_problem", "straggle", "judge_straggle"]
 
 
 def _measured(steps: pd.DataFrame) -> pd.DataFrame:
@@ -75,21 +76,25 @@ def merge_ranks(parts: list[dict[str, Any]], node_view: bool = False) -> dict[st
         return out
     label_means = {lb: np.array([t[f"{lb}_ms"].to_numpy()[:k].mean() for t in tables]) for lb in LABELS}
     out["stragglers"] = _stragglers(parts, tables, k, label_means)
-    if nodes is not None and nodes.slow is not None and nodes.slow.rank not in {s["rank"] for s in out["stragglers"]}:
+    if (
+        nodes is not None
+        and nodes.slow_node is not None
+        and nodes.slow_node.rank not in {s["rank"] for s in out["stragglers"]}
+    ):
         # A whole node slower than the others: its ranks share the excess, none is the slowest on most steps
         # alone; the node's rank with the most own work stands for it.
-        i = next(i for i, p in enumerate(parts) if p["doc"].get("rank") == nodes.slow.rank)
+        i = next(i for i, p in enumerate(parts) if p["doc"].get("rank") == nodes.slow_node.rank)
         work = (tables[i]["wall_ms"] - tables[i]["comm_ms"]).to_numpy()[:k]
         out["stragglers"].append(
             {
-                "rank": nodes.slow.rank,
-                "excess_label": nodes.slow.excess_label,
-                "excess_ms": nodes.slow.excess_ms,
-                "slowest_share": nodes.slow.slowest_share,
+                "rank": nodes.slow_node.rank,
+                "excess_label": nodes.slow_node.excess_label,
+                "excess_ms": nodes.slow_node.excess_ms,
+                "slowest_share": nodes.slow_node.slowest_share,
                 "work_ms": float(work.mean()),
-                "others_work_ms": nodes.slow.others_work_ms,
+                "others_work_ms": nodes.slow_node.others_work_ms,
                 "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
-                "host": nodes.slow.host,
+                "host": nodes.slow_node.host,
             }
         )
     if out["stragglers"]:
@@ -153,28 +158,6 @@ def _waiting(
     ]
 
 
-@dataclasses.dataclass(frozen=True)
-class Straggle:
-    """A job held up by one rank: the rank that waits longest in collectives (`wait_ms` of its `step_ms`),
-    the slow rank it waits for, and why that one is slow (the label of its excess over the others)."""
-
-    waiting_rank: int | None
-    wait_ms: float
-    step_ms: float
-    slow_rank: int | None
-    excess_label: str
-    excess_ms: float
-    work_ms: float
-    others_work_ms: float
-
-    @property
-    def wait_share(self) -> float:
-        return self.wait_ms / self.step_ms if self.step_ms > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "wait_share": self.wait_share}
-
-
 def straggle(merged: Mapping[str, Any]) -> Straggle | None:
     """The job's straggle from merge_ranks' fields (stragglers, waiting): the longest wait for the slowest
     straggler, or None when no rank is a straggler or none waits for it."""
@@ -199,24 +182,23 @@ def straggle(merged: Mapping[str, Any]) -> Straggle | None:
 _OWN_CAUSES = tuple(lb for lb in AVOIDABLE if lb != "comm")
 
 
-def judge_straggle(decision: Mapping[str, Any], s: Straggle | None) -> dict[str, Any]:
+def judge_straggle(decision: Verdict, s: Straggle | None) -> Verdict:
     """The job's verdict from the slow rank's own (`decision`) and the straggle: when a rank waits for the
     straggler at or above the warn tier, it keeps the straggle (whose words name that wait first), with the slow rank and why it
     is slow; and where the slow rank's own verdict is healthy (its excess is compute), the wait is the
     bound. Otherwise the decision as it was."""
-    out = dict(decision)
-    if s is None or not out.get("step_ms"):
-        return out
+    if s is None or not decision.step_ms:
+        return decision
     share = s.wait_share
     if share < WARN_SHARE:
-        return out
-    out["straggler"] = s.to_dict()
-    level = "critical" if share >= CRITICAL_SHARE else "warn"
+        return decision
+    out = dataclasses.replace(decision, straggler=s)
+    level = Level.CRITICAL if share >= CRITICAL_SHARE else Level.WARN
     # The slow rank's own cause is the job's bound when it surely names one that makes it slow; its comm
     # (the collective itself), a borderline cause or healthy compute leave the wait as the bound.
-    if not (out.get("healthy") is False and out.get("bound") in _OWN_CAUSES):
-        out.update(bound="straggler", level=level, healthy=False, primary=None)
-    return out  # report.verdict_words leads with the straggler (out["straggler"]) before the slow rank's verdict
+    if not (decision.healthy is False and decision.bound in _OWN_CAUSES):
+        out = dataclasses.replace(out, bound="straggler", level=level, healthy=False, primary=None)
+    return out  # report.verdict_words leads with the straggler before the slow rank's verdict
 
 
 def job_problem(parts: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfcore.analysis.codec import Frac, Ms
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -24,13 +26,13 @@ REL_WAIT = 0.05
 class Starvation:
     steps: int  # measured steps (no warm-up, no evaluation)
     starved: int  # steps whose load time is over threshold_ms
-    share: float  # starved / steps
-    threshold_ms: float
-    p50_wait_ms: float | None  # of the starved steps' load time
-    p95_wait_ms: float | None
+    share: Frac  # starved / steps
+    threshold_ms: Ms
+    p50_wait_ms: Ms | None  # of the starved steps' load time
+    p95_wait_ms: Ms | None
     longest_run: int  # most starved steps in a row
     longest_run_first_step: int | None  # the step number it starts at
-    load_ms_per_step: float  # mean load over all measured steps
+    load_ms_per_step: Ms  # mean load over all measured steps
 
 
 def _longest_run(flags: np.ndarray) -> tuple[int, int]:

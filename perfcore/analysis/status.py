@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Change", "Check", "change_of"]
+__all__ = ["Change", "Agreement", "change_of"]
 
 
 class Change(str, enum.Enum):
@@ -20,13 +20,14 @@ class Change(str, enum.Enum):
     WITHIN_NOISE = "within noise"
 
 
-class Check(str, enum.Enum):
-    """How a measurement compares with the prediction it tests."""
+class Agreement(str, enum.Enum):
+    """How a measurement compares with the prediction it tests (BOUND: held to a bound, within it)."""
 
     CONFIRMED = "confirmed"
     PARTLY = "partly"
     NOT_CONFIRMED = "not confirmed"
     INCONCLUSIVE = "inconclusive"
+    BOUND = "bound"
 
 
 def change_of(speedup: float, noise_share: float | None = None) -> Change:

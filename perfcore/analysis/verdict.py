@@ -8,11 +8,13 @@ exposed time (the attribution's own definition) is exactly what would leave the 
 cause were removed, so it is also the expected gain.
 """
 
+import dataclasses
 from typing import Any, Mapping
 
+from perfcore.analysis.codec import BadDocument, from_doc
 from perfcore.analysis.gain import expected_gain
 from perfcore.analysis.interference import valid_finding
-from perfcore.analysis.results import BOUNDS, Cause, Gain, Level, Startup, Verdict
+from perfcore.analysis.results import BOUNDS, UNDECIDED, Cause, Gain, Interference, Level, Startup, Verdict
 from perfcore.analysis.uncertainty import valid_robust
 
 __all__ = [
@@ -26,9 +28,10 @@ __all__ = [
     "judge",
     "judge_causes",
     "run_evidence",
+    "report_evidence",
     "steady_ms",
     "startup_share",
-    "undecided",
+    "interference_of",
 ]
 
 AVOIDABLE = ("load", "transfer", "comm", "host")
@@ -90,19 +93,12 @@ def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int)
     )
 
 
-def undecided() -> dict[str, Any]:
-    """The verdict of a document no step has been judged in yet (nothing measured, or its decision is
-    left to a caller with more evidence)."""
-    return {
-        "bound": "unknown",
-        "level": "unknown",
-        "healthy": None,
-        "primary": None,
-        "causes": [],
-        "avoidable_ms": {},
-        "step_ms": 0.0,
-        "thresholds": {"warn": WARN_SHARE, "critical": CRITICAL_SHARE},
-    }
+def interference_of(f: Mapping[str, Any] | None) -> Interference | None:
+    """An interference finding (analysis.interference's figures) typed; None when there is none or it is damaged."""
+    try:
+        return from_doc(Interference, dict(f), "interference") if f else None
+    except BadDocument:
+        return None
 
 
 def judge_causes(
@@ -189,43 +185,41 @@ def judge(  # noqa: PLR0913
         share_band=share_band,
         uncertain=bool(interference and interference.get("material")),
     )
-    return Verdict(
-        **{f: getattr(v, f) for f in ("bound", "level", "healthy", "primary", "step_ms", "compute_ms", "ranked")},
-        uncertain=v.uncertain,
+    return dataclasses.replace(
+        v,
         on_gpu=bool(on_gpu),
         steps=max(int(steps or 0), 0),
-        measured_by=tuple((measured_by or {}).items()),
+        measured_by=dict(measured_by or {}),
         forward_only=bool(forward_only),
         startup=startup_share(startup, v.step_ms, steps),
-        interference=dict(interference) if v.uncertain and interference else None,
+        interference=interference_of(interference) if v.uncertain and interference else None,
         outliers=int((outliers or {}).get("count") or 0),
         thresholds=(WARN_SHARE, CRITICAL_SHARE),
     )
 
 
-def decide(avoidable_ms: Mapping[str, float], step_ms: float, **evidence: Any) -> dict[str, Any]:
-    """The verdict as a document holds it (Verdict.to_dict: numbers and statuses, no words;
-    report.verdict_words says it), from the avoidable ms per step of each cause (load, transfer, comm,
-    host) and the step's ms; the undecided verdict when nothing was measured (step_ms <= 0). The
-    evidence is judge()'s keywords (on_gpu, share_band, interference, startup, ...).
+def decide(avoidable_ms: Mapping[str, float], step_ms: float, **evidence: Any) -> Verdict:
+    """The verdict (numbers and statuses, no words; report.verdict_words says it), from the avoidable ms per
+    step of each cause (load, transfer, comm, host) and the step's ms; the undecided verdict when nothing was
+    measured (step_ms <= 0). The evidence is judge()'s keywords (on_gpu, share_band, interference, startup, ...).
 
     share_band: each label's interval of shares (from the per-step samples). A cause whose interval
     straddles a tier is "borderline" there: the verdict names the tier its low end surely reaches
     instead of flipping from run to run."""
     if not float(step_ms or 0.0) > 0:  # nothing measured yet (a live view before the first step, warm-up only)
-        return undecided()
-    return judge(avoidable_ms, float(step_ms), **evidence).to_dict()
+        return UNDECIDED
+    return judge(avoidable_ms, float(step_ms), **evidence)
 
 
-def decide_run(doc: Mapping[str, Any], *, forward_only: bool = False) -> dict[str, Any]:
-    """decide() on a perfcore.run/1 document (or any mapping with step_time_ms.mean and breakdown_ms).
+def decide_run(doc: Mapping[str, Any], *, forward_only: bool = False) -> Verdict:
+    """decide() on a run's facts (or any mapping with step_time_ms.mean and breakdown_ms).
     With the document's robust breakdown (breakdown_robust), the verdict is judged on its trimmed
     estimate and intervals, and keeps its interference finding when that is material."""
     return decide(**run_evidence(doc), forward_only=forward_only)
 
 
 def run_evidence(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """decide()'s arguments from a perfcore.run/1 document: the numbers a verdict on it is judged on."""
+    """decide()'s arguments from a run's facts (a part, or run.json's): the numbers a verdict on it is judged on."""
     st = doc.get("step_time_ms")
     step = st["mean"] if isinstance(st, Mapping) else float(st or doc.get("step_ms") or 0.0)
     bd = doc.get("breakdown_ms") or {}
@@ -251,6 +245,23 @@ def run_evidence(doc: Mapping[str, Any]) -> dict[str, Any]:
         share_band=band,
         outliers=outliers,
         interference=valid_finding(doc.get("interference")),
+    )
+
+
+def report_evidence(r: Any) -> dict[str, Any]:
+    """run_evidence() of a typed run (analysis.run_report.RunReport): the same numbers, from its parts."""
+    from perfcore.analysis.codec import to_doc
+
+    return run_evidence(
+        {
+            "step_time_ms": {"mean": r.step_time_ms.mean},
+            "breakdown_ms": r.breakdown_ms.as_dict(),
+            "breakdown_robust": to_doc(r.breakdown_robust),
+            "device": r.device,
+            "startup": to_doc(r.startup),
+            "steps": r.steps,
+            "interference": to_doc(r.interference),
+        }
     )
 
 

@@ -20,7 +20,11 @@ __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("report", out=False)
 def report_cmd(res: Results, run_dir, html, explain) -> None:
-    """Re-render the report and plots of a run folder."""
+    """Re-render the report and plots of a run folder.
+
+    RUN_DIR: a folder that run, health, diagnose, sweep, demo or merge wrote. Prints its report and
+    rewrites its breakdown.png (and its report.html with --html); nothing else in it changes.
+    """
     from perfcore.report.plots import plot_breakdown
     from perfcore.report.verdict_words import headline
     from perfcore.report.reader import load_run
@@ -36,16 +40,16 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
         # A demo, health, diagnose or sweep folder: its own report (a demo's, all three stages, not its run's).
         shown = stage_text(folder, explain)
         if shown is not None:
-            doc, text, name = shown
+            result, text, name = shown
             res.echo(clean(text))
             if html:
                 from perfcore.report.html import write_folder_report
 
                 files = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))
-                write_folder_report(folder, f"perfcore {name}", doc, text, files)
-                res.done(doc, ["report.html"], folder)
+                write_folder_report(folder, f"perfcore {name}", result, text, files)
+                res.done(result.to_dict(), ["report.html"], folder)
             else:
-                res.done(doc)
+                res.done(result.to_dict())
             return
     if not (folder / "run.json").exists():
         from perfcore.run.parent.finish import finish_unfinished
@@ -55,17 +59,18 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
         click.echo(
             f"perfcore report: {folder} was not finished; finished it from the parts its processes wrote", err=True
         )
-    doc, steps = load_run(folder)
-    res.echo(clean(render_text(doc) if explain else render_brief(doc, folder)))
+    run, steps = load_run(folder)
+    res.echo(clean(render_text(run) if explain else render_brief(run, folder)))
+    doc = run.to_dict()
     written = []
     try:
         if len(steps) > 0:  # a run that saw no step has nothing to plot
-            plot_breakdown(steps, folder / "breakdown.png", title=headline(doc["verdict"]))
+            plot_breakdown(steps, folder / "breakdown.png", title=headline(run.verdict))
             written.append("breakdown.png")
         if html:
             from perfcore.report.html import write_report
 
-            write_report(folder, doc, steps)
+            write_report(folder, run, steps)
             written.append("report.html")
     except ResultWriteError as e:
         # The report is shown; only the refreshed files could not be saved (a read-only copy).
@@ -96,25 +101,27 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 )
 @results("compare", out=False)
 def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
-    """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup."""
+    """Per-label and per-kernel-category change from RUN_A to RUN_B, and the speedup.
+
+    RUN_A, RUN_B: folders that perfcore run wrote. Writes nothing but what --html and --json name.
+    """
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.compare_words import render_compare, say
-    from perfcore.report.verdict_words import say_compare
+    from perfcore.report.compare_words import render_compare
     from perfcore.report.reader import load_run
 
     check_target(res.json_path, [run_a, run_b])
     check_target(html_path, [run_a, run_b], page=True)
     a, _ = load_run(Path(run_a), measured=True)
     b, _ = load_run(Path(run_b), measured=True)
-    doc = say_compare(compare_runs(a, b))
+    doc = compare_runs(a, b)
     res.echo(clean(render_compare(doc)))
     if html_path is not None:
-        from perfcore.report.html_stages import write_compare_report
+        from perfcore.report.html_compare import write_compare_report
 
         page = write_compare_report(Path(html_path).expanduser(), doc, (run_a, run_b))
         res.echo(f"wrote {page}")
-    res.done(say(doc))
-    change = doc["step_time_change_pct"]
+    res.done(doc.to_dict())
+    change = doc.step_time_change_pct
     # Written so that a change that is not a number fails the gate rather than passing it.
     if fail_above is not None and not change <= fail_above:
         click.echo(f"perfcore: regression: step time {change:+.1f}% > {fail_above:g}%", err=True)
@@ -125,15 +132,19 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
 @click.argument("dirs", nargs=-1, required=True, type=UserPath(exists=True, file_okay=False))
 @results("merge")
 def merge_cmd(res: Results, dirs) -> None:
-    """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...)."""
+    """Merge run folders written on different nodes of one job (each ran perfcore run -- torchrun ...).
+
+    DIRS: the nodes' run folders (read, never changed). Writes the job's run folder (--out): run.json,
+    steps.csv, trace.json, the plots and report.html.
+    """
     from perfcore.report.terminal import render_text
     from perfcore.run.parent.finish import merge_dirs
 
     check_target(res.json_path, dirs)
     # merge_dirs makes the merged folder only once the parts are read and found to be one job's.
-    doc = merge_dirs([Path(d) for d in dirs], Path(res.out) if res.out else None)
-    res.echo(clean(render_text(doc)))
-    res.done(doc, list(doc.get("files", {})), doc["_out"])
+    run, out = merge_dirs([Path(d) for d in dirs], Path(res.out) if res.out else None)
+    res.echo(clean(render_text(run)))
+    res.done(run.to_dict(), list(run.files), out)
 
 
 _MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
@@ -143,7 +154,10 @@ _COLOR = {"ok": "green", "warn": "yellow", "fail": "red", "info": None}
 @click.command("env")
 @results("env", out=False)
 def env_cmd(res: Results) -> None:
-    """Build info and a non-destructive check of this machine (GPU, CPU, limits, versions)."""
+    """Build info and a non-destructive check of this machine (GPU, CPU, limits, versions).
+
+    No target. Writes nothing but what --json names.
+    """
     from perfcore.capture.environment import environment_report
     from perfcore.report.env_words import with_words
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from perfcore.cli.shared import COUNT, EXIT_FAILURE, Results, results, steps_option
+from perfcore.cli.shared import COUNT, EXIT_FAILURE, Results, results, steps_option, with_targets
 
 __all__ = ["transfer_cmd", "graph_cmd"]
 
@@ -19,7 +19,11 @@ __all__ = ["transfer_cmd", "graph_cmd"]
 @click.option("--dtype", default="float32", show_default=True)
 @results("transfer")
 def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) -> None:
-    """Pinned vs pageable copy bandwidth (CUDA events), against the link's nominal rate."""
+    """Pinned vs pageable copy bandwidth (CUDA events), against the link's nominal rate.
+
+    No target: it copies buffers of its own (needs a CUDA GPU). Writes transfer.json, transfer.csv and
+    transfer.png into its folder (--out).
+    """
     from perfcore.experiments.transfer import parse_shape, parse_sizes
 
     size_list = parse_sizes(sizes)
@@ -37,11 +41,11 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
 
     out_dir = res.folder
     curve = measure(size_list, dirs, repeats)
-    from perfcore.report.transfer_words import say_link
+    from perfcore.report.transfer_words import link_words
 
-    link = say_link(nominal_link_gbps())
+    link = nominal_link_gbps()  # its figures and reason code: the words are said below, not stored
     doc = {
-        "schema": "perfcore.experiments.transfer/1",
+        "schema": "perfcore.experiments.transfer/2",
         "curve": curve.to_dict("records"),
         "link": link,
         "summary": summarize_curve(curve, link.get("gbps")),
@@ -54,6 +58,8 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
     files = ["transfer.json", "transfer.csv", "transfer.png"]
     for k, v in doc["summary"].items():
         res.echo(f"  {k}: {v:.2f}")
+    if link_words(link):
+        res.echo(f"  {link_words(link)}")
     if shape:
         b = doc["batch"]
         res.echo(
@@ -67,8 +73,13 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
 @click.argument("workload")
 @steps_option(50)
 @results("graph")
+@with_targets(None, "WORKLOAD")
 def graph_cmd(res: Results, workload, steps) -> None:
-    """Eager vs CUDA-Graph step time, launch overhead, and a same-result check against eager."""
+    """Eager vs CUDA-Graph step time, launch overhead, and a same-result check against eager.
+
+    Needs a CUDA GPU. Not a script: the step is captured as a graph in perfcore's own process. Writes
+    graph.json into its folder (--out).
+    """
     from perfcore._native import require_cuda
 
     require_cuda("perfcore graph")

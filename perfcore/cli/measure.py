@@ -69,6 +69,15 @@ def run_cmd(  # noqa: PLR0913
 
     Attributes every training step to load / transfer / compute / comm / host, names the
     bottleneck and says what to try. Exits with the script's exit code.
+
+    \b
+    COMMAND, after --, runs your Python program as it is:
+      python train.py ARGS, ./train.py ARGS,
+      torchrun --nproc_per_node=2 train.py, accelerate launch train.py, ...
+
+    Writes a run folder (--out): run.json, steps.csv, trace.json (open in ui.perfetto.dev), monitor.csv,
+    the plots (PNG) and a self-contained report.html. The short report goes to stderr, so the script's
+    own stdout stays whole.
     """
     from perfcore.run.parent.launch import parse_test_settings, run_command
 
@@ -88,11 +97,13 @@ def run_cmd(  # noqa: PLR0913
         lines=lines,
     )
     # after the run: numpy and pandas load while the script runs
+    from perfcore.report.safe_text import clean
     from perfcore.report.terminal import render_brief, render_text
 
     # On stderr, as `time` reports: the script's own stdout stays whole (perfcore run -- ... > out.txt).
-    click.echo(render_text(doc) if explain else render_brief(doc, out_dir), err=True)
-    res.done(doc, list(doc.get("files", {})), out_dir)
+    # Cleaned as `perfcore report` cleans it: the folder's and the script's names are the user's bytes.
+    click.echo(clean(render_text(doc) if explain else render_brief(doc, out_dir)), err=True)
+    res.done(doc.to_dict(), list(doc.files), out_dir)
     sys.exit(rc)
 
 
@@ -103,7 +114,11 @@ def run_cmd(  # noqa: PLR0913
 @results("monitor")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 def monitor_cmd(res: Results, interval, command) -> None:
-    """Sample GPU (util, memory, power, temperature, SM clock), CPU and RAM while CMD runs; CSV + PNG."""
+    """Sample GPU (util, memory, power, temperature, SM clock), CPU and RAM while CMD runs; CSV + PNG.
+
+    COMMAND, after --, is any program (python train.py ARGS, torchrun ...), run as it is. Writes
+    monitor.csv and monitor.png into its folder (--out); exits with the program's exit code.
+    """
     from perfcore.report import jsonio
     from perfcore.run.parent.launch import check_command, child_env, run_child
     from perfcore.capture.sampler import Sampler

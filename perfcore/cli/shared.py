@@ -4,7 +4,9 @@ re-exported here, so a command imports its helpers from one place."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import textwrap
 
 import click
 
@@ -34,6 +36,7 @@ __all__ = [
     "target_command",
     "target_arg",
     "load_target",
+    "with_targets",
 ]
 
 
@@ -80,6 +83,34 @@ def target_command(name: str):
 
 
 target_arg = click.argument("target", nargs=-1, type=click.UNPROCESSED)
+
+
+def with_targets(script: str | None, name: str = "TARGET"):
+    """The TARGET forms under a command's own help, said the same way by every command that takes one:
+    the built-in workloads, a factory FILE.py:FUNCTION and, where `script` says what the command does with
+    it, your script after --. Added after the docstring's first paragraph, which `perfcore --help` lists."""
+    from perfcore.workloads import BUILTINS
+
+    forms = [
+        "\b",
+        f"{name}, what to measure:",
+        f"  {' | '.join(BUILTINS)}",
+        "      a built-in workload; demo's JPEGs are made once, in ~/.cache/perfcore",
+        "  FILE.py:FUNCTION",
+        "      a function in your file that returns a perfcore.Workload",
+    ]
+    if script:  # click never wraps a \b block: its lines are kept within 80 columns here
+        forms += [
+            "  -- python train.py ARGS",
+            *textwrap.wrap(f"your script, unmodified: {script}", 78, initial_indent=" " * 6, subsequent_indent=" " * 6),
+        ]
+
+    def add(f):
+        first, _, rest = inspect.cleandoc(f.__doc__ or "").partition("\n\n")
+        f.__doc__ = "\n\n".join(p for p in (first, "\n".join(forms), rest) if p)
+        return f
+
+    return add
 
 
 def load_target(words):

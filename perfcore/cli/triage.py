@@ -24,7 +24,9 @@ from perfcore.cli.shared import (
     target_arg,
     target_command,
     warmup_option,
+    with_targets,
 )
+from perfcore.report.safe_text import clean
 
 __all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
 
@@ -34,21 +36,23 @@ __all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
 @click.option("--interval", type=Duration(), default="100ms", show_default=True, help="Sampling interval.")
 @results("health")
 @target_arg
+@with_targets("run once under perfcore run, stopped after --steps")
 def health_cmd(res: Results, steps, interval, target) -> None:
     """Stage 1: is the device busy? 100 iterations of next batch -> forward -> loss.
 
-    TARGET: demo | resnet18 | FILE.py:FUNCTION (returns perfcore.Workload) | -- python train.py ...
+    Writes health.json and report.html into its folder (--out); with a script, the script's run folder
+    inside it.
     """
     from perfcore.experiments.stages import health_stage
     from perfcore.report.experiments import render_health
 
-    doc, files = health_stage(
+    result, files = health_stage(
         load_target(target), res.folder, steps=steps, interval_s=interval, progress=res.progress()
     )
-    text = render_health(doc)
-    res.echo(text)
-    res.done(doc, folder_report(res, "health", doc, text, files))
-    _mirror_script_exit(doc)
+    text = render_health(result)
+    res.echo(clean(text))
+    res.done(result.to_dict(), folder_report(res, "health", result, text, files))
+    _mirror_script_exit(result)
 
 
 @target_command("diagnose")
@@ -57,40 +61,37 @@ def health_cmd(res: Results, steps, interval, target) -> None:
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("diagnose")
 @target_arg
+@with_targets("each experiment runs it again under perfcore run, its DataLoader changed from outside")
 def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     """Stage 2: differential experiments (A: synthetic data, B: num_workers, C: decoder) name the
     bottleneck, each measured against the baseline's step.
 
-    \b
-    TARGET is what to measure:
-      demo | resnet18           a built-in workload
-      FILE.py:FUNCTION          a function that returns a perfcore.Workload
-      -- python train.py ARGS   your script, run as it is (each experiment runs it again)
-
-    The report goes to stderr, as run's does: the script's own output stays on stdout.
+    Writes diagnose.json, experiments.png and report.html into its folder (--out); with a script, a run
+    folder per experiment inside it. The report goes to stderr, as run's does: the script's own output
+    stays on stdout.
     """
     from perfcore.experiments.stages import diagnose_stage
     from perfcore.report.experiments import render_diagnose, render_diagnose_brief
 
     what = load_target(target)
-    doc, files = diagnose_stage(what, res.folder, steps=steps, warmup=warmup, progress=res.progress())
-    text = render_diagnose(doc)
+    result, files = diagnose_stage(what, res.folder, steps=steps, warmup=warmup, progress=res.progress())
+    text = render_diagnose(result)
     # All of it is read back from the folder: `perfcore diagnose --explain` would run every experiment again.
     again = f"perfcore report {shlex.quote(str(res.folder))} --explain"
     # On stderr, as run's report: the script's lines on stdout are its own (and `--json -` keeps stdout).
     click.echo(
-        text if explain else render_diagnose_brief(doc, f"{res.folder}/report.html; all evidence: {again}"), err=True
+        clean(text if explain else render_diagnose_brief(result, f"{res.folder}/report.html; all evidence: {again}")),
+        err=True,
     )
-    res.done(doc, folder_report(res, "diagnose", doc, text, files))
-    _mirror_script_exit(doc)
+    res.done(result.to_dict(), folder_report(res, "diagnose", result, text, files))
+    _mirror_script_exit(result)
 
 
-def _mirror_script_exit(doc: dict) -> None:
+def _mirror_script_exit(result) -> None:
     """A script that failed after measured steps: the command exits with its code, as `run` does
     (the report above ends with the line that says how it failed)."""
-    code = (doc.get("script_exit") or {}).get("code")
-    if code:
-        sys.exit(code)
+    if result.script_exit is not None and result.script_exit.code:
+        sys.exit(result.script_exit.code)
 
 
 @target_command("sweep")
@@ -124,10 +125,16 @@ def _mirror_script_exit(doc: dict) -> None:
 @click.option("--resume", is_flag=True, help="Continue the sweep in --out: keep the configurations it finished.")
 @results("sweep")
 @target_arg
+@with_targets("each configuration runs it again under perfcore run, its DataLoader's settings changed from outside")
 def sweep_cmd(  # noqa: PLR0913
     res: Results, batch_size, num_workers, pin_memory, prefetch_factor, steps, warmup, budget, resume, target
 ) -> None:
     """Stage 3: batch_size x num_workers x pin_memory x prefetch_factor; heatmaps, best, knees.
+
+    Writes sweep.json, sweep.csv, the heatmaps (PNG) and report.html into its folder (--out). With a
+    script: a run folder per configuration, and dataloader.patch, the best settings as a change to the
+    script's DataLoader call, to apply with `git apply` (the script itself is never changed; written when
+    the best differs from the script's own settings and the script lies under the current folder).
 
     A configuration that crashes, runs out of memory or cannot run is recorded with its reason;
     Ctrl-C keeps the configurations finished so far, and --resume continues them.
@@ -148,7 +155,7 @@ def sweep_cmd(  # noqa: PLR0913
         "pin_memory": pin_memory,
         "prefetch_factor": prefetch_factor,
     }
-    doc, files = sweep_stage(
+    result, files = sweep_stage(
         what,
         res.folder,
         grid,
@@ -158,20 +165,20 @@ def sweep_cmd(  # noqa: PLR0913
         resume=resume,
         progress=res.progress(),
     )
-    text = render_sweep(doc)
-    res.echo(text)
-    res.done(doc, folder_report(res, "sweep", doc, text, files))
-    if doc["interrupted"]:
+    text = render_sweep(result)
+    res.echo(clean(text))
+    res.done(result.to_dict(), folder_report(res, "sweep", result, text, files))
+    if result.interrupted:
         click.echo(
-            f"perfcore: interrupted: {len(doc['configs'])} configuration(s) kept; "
+            f"perfcore: interrupted: {len(result.configs)} configuration(s) kept; "
             f"continue with --resume --out {res.folder}",
             err=True,
         )
         sys.exit(EXIT_INTERRUPTED)
-    if doc["best"] is None:
+    if result.best is None:
         from perfcore.report.failure_words import config_failure
 
-        first = next((c for c in doc["configs"] if config_failure(c)), {})
+        first = next((c for c in result.configs if config_failure(c)), {})
         click.echo(
             f"perfcore: error: no configuration could be measured"
             + (f" (first: {first.get('status')}: {one_line(config_failure(first))[:300]})" if first else ""),
@@ -185,13 +192,18 @@ def sweep_cmd(  # noqa: PLR0913
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
 @results("demo")
 def demo_cmd(res: Results, quick, explain) -> None:
-    """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN)."""
+    """health + run + diagnose on the built-in demo workload (real JPEGs, PIL decode, a small CNN).
+
+    No target: the JPEGs are made once, in ~/.cache/perfcore (or $PERFCORE_CACHE). Writes health.json,
+    run.json, steps.csv, diagnose.json, breakdown.png, experiments.png, summary.md, demo.json and
+    report.html into its folder (--out).
+    """
     from perfcore.experiments.demo import run_demo
 
     from perfcore.report.demo_words import render_demo
     from perfcore.report.experiments import render_demo_brief
 
-    doc = run_demo(res.folder, quick=quick, progress=res.progress()).to_dict()
-    text = render_demo(doc)
-    res.echo(text if explain else render_demo_brief(doc, res.folder))
-    res.done(doc, folder_report(res, "demo", doc, text, list(doc["files"])))
+    result = run_demo(res.folder, quick=quick, progress=res.progress())
+    text = render_demo(result)
+    res.echo(clean(text if explain else render_demo_brief(result, res.folder)))
+    res.done(result.to_dict(), folder_report(res, "demo", result, text, list(result.files)))

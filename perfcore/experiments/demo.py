@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
-from perfcore.analysis.command_results import DemoResult
+from perfcore.analysis.command_results import DemoResult, DemoWorkload
 from perfcore.report import jsonio
-from perfcore.report.demo_words import demo_markdown, gains_text
+from perfcore.report.demo_words import demo_markdown
 
 __all__ = ["run_demo"]
 
@@ -18,8 +19,6 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     from perfcore.experiments.health import health
     from perfcore.experiments.measurement import Trial
     from perfcore.experiments.runner import WorkloadRunner
-    from perfcore.report.diagnose_words import say as say_diagnose
-    from perfcore.report.health_words import say as say_health
     from perfcore.report.plots import plot_breakdown, plot_experiments
     from perfcore.report.verdict_words import headline
     from perfcore.workloads import load_workload
@@ -33,51 +32,35 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     say("health: next batch -> forward -> loss")
     # The demo decides one verdict, at its end, where all of its evidence exists: health and run are
     # measured without deciding, and diagnose decides on the run checked by its experiments.
-    h = say_health(health(runner, steps=30 if quick else 100, warmup=3, progress=steps_cb, decide=False).to_dict())
+    h = health(runner, steps=30 if quick else 100, warmup=3, progress=steps_cb, decide=False)
     say("run: training steps, attributed")
     run = runner.measure(Trial(steps=15 if quick else 40, warmup=3), steps_cb)
     say("diagnose: synthetic data, workers, decoder")
     # Diagnose's baseline is the run just measured: one measurement, so the gain run predicts for
     # removing loading is the one diagnose checks with synthetic data, not a second estimate of it.
-    result = diagnose(runner, steps=8 if quick else 25, warmup=2, progress=say, baseline=run)
-    d = say_diagnose(result.to_dict())
+    d = diagnose(runner, steps=8 if quick else 25, warmup=2, progress=say, baseline=run)
     # One decision: the run's verdict is diagnose's (the run checked by experiment A); health measured
     # a forward-only loop and decides nothing of its own.
-    run_doc = {
-        **run.document,
-        "workload": "demo",
-        "verdict": d["verdict"],
-        "recommendations": d.get("recommendations") or [],
-    }
-    if d.get("loader_plan"):
-        run_doc["loader_plan"] = d["loader_plan"]
-    jsonio.write(out / "health.json", h)
-    jsonio.write(out / "run.json", run_doc)
-    jsonio.write_csv(out / "steps.csv", run.table)
-    jsonio.write(out / "diagnose.json", d)
-    plot_breakdown(run.table, out / "breakdown.png", title=headline(run_doc["verdict"]))
-    plot_experiments(d["experiments"], out / "experiments.png", title=headline(d["verdict"]))
-    # The busiest stage's interference, said before any figure in the summary.
-    found = [f for f in (h.get("interference"), run.interference, d.get("interference")) if f and f.get("material")]
-    busy = max(found, key=lambda f: f.get("others_cores") or 0) if found else None
-    workload = {
-        "name": w.name,
-        "images": len(w.dataset),
-        "decoder": w.decoder,
-        "batch_size": w.batch_size,
-        "num_workers": w.num_workers,
-        "device": run.device,
-    }
-    jsonio.write_text(
-        out / "summary.md", demo_markdown(workload, h, run_doc, d, busy, gains_text(run_doc["verdict"], d["verdict"]))
+    run_doc = dataclasses.replace(
+        run.run, workload=w.name, verdict=d.verdict, findings=d.findings or (), loader_plan=d.loader_plan
     )
+    jsonio.write(out / "health.json", h.to_dict())
+    jsonio.write(out / "run.json", run_doc.to_dict())
+    jsonio.write_csv(out / "steps.csv", run.table)
+    jsonio.write(out / "diagnose.json", d.to_dict())
+    plot_breakdown(run.table, out / "breakdown.png", title=headline(run_doc.verdict))
+    plot_experiments(d.experiments, out / "experiments.png", title=headline(d.verdict))
+    # The busiest stage's interference, said before any figure in the summary.
+    workload = DemoWorkload(w.name, len(w.dataset), w.decoder, w.batch_size, w.num_workers, run.device)
+    jsonio.write_text(out / "summary.md", demo_markdown(workload, h, run_doc, d))
     files = ("health.json", "run.json", "steps.csv", "diagnose.json", "breakdown.png", "experiments.png", "summary.md")
     demo = DemoResult(
         health=h,
         run=run_doc,
-        diagnose=result,  # its verdict said in place above: the run's, the one decision
+        diagnose=d,
         files=files + ("demo.json",),
         elapsed_s=time.perf_counter() - t0,
+        workload=workload,
     )
     jsonio.write(out / "demo.json", demo.to_dict())
     return demo

@@ -8,16 +8,33 @@ plus a profile of where __getitem__ spends its time in the main process (top fun
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from perfcore.analysis.advice import advise_run
-from perfcore.analysis.gain import expected_gain, measured_gain
-from perfcore.analysis.status import change_of
-from perfcore.analysis.checks import confirm, difference_noise_ms, prediction
-from perfcore.analysis.command_results import DiagnoseResult
-from perfcore.analysis.verdict import decide, run_evidence
+from perfcore.analysis.checks import (
+    MATERIAL_X,
+    Against,
+    Busy,
+    Check,
+    Experiment,
+    Prediction,
+    difference_noise_ms,
+    prediction,
+    reconcile,
+)
+from perfcore.analysis.checks import (
+    Measurement as Measured,
+)
+from perfcore.analysis.codec import from_doc, to_doc
+from perfcore.analysis.command_results import DiagnoseResult, ExperimentRow, Skipped, WorkerProfile
+from perfcore.analysis.findings import Finding, FindingKind
+from perfcore.analysis.results import Attributed, Loading, Verdict
+from perfcore.analysis.run_report import Decision
+from perfcore.analysis.status import Agreement, Change
+from perfcore.analysis.verdict import decide, interference_of, run_evidence
 from perfcore.errors import RunFailed
 from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
@@ -26,41 +43,46 @@ from perfcore.workloads import Workload
 __all__ = [
     "diagnose",
     "measured_first",
-    "Experiment",
+    "Run",
     "diagnose_verdict",
     "diagnose_advice",
-    "workers_check",
     "SATURATED_CPU",
 ]
 
 SATURATED_CPU = 90.0  # host CPU % above which __getitem__'s off-CPU time cannot be read as I/O
-MATERIAL_X = 1.10  # a measured speedup below this is no gain worth a change (the decoder's threshold too)
 
 
 @dataclass(frozen=True)
-class Experiment:
+class Run:
     """One row of diagnose's table: a measurement against the baseline's step (speedup = base / this),
     or the reason the experiment gave none."""
 
+    experiment: Experiment
     name: str
     measurement: Measurement | None
     speedup: float | None
     error: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def row(self) -> ExperimentRow:
         if self.measurement is None:
-            return {"name": self.name, "oom": False, "step_ms": float("nan"), "speedup": None, "error": self.error}
+            return ExperimentRow(self.experiment, self.name, float("nan"), None, error=self.error)
         row = self.measurement.row()
-        out = {"name": self.name, **{k: row.get(k) for k in ROW_KEYS}}
         f = row.get("interference") or {}
+        busy = None
         if f.get("others_cores") is not None:  # what else used the machine during this experiment, measured
-            out["interference"] = {
-                "others_cores": f["others_cores"],
-                "cores": f.get("cores"),
-                "material": bool(f.get("material")),
-            }
-        out["speedup"] = self.speedup
-        return out
+            busy = Busy(f["others_cores"], f.get("cores"), bool(f.get("material")))
+        kept = {k: row.get(k) for k in ROW_KEYS}
+        return from_doc(
+            ExperimentRow,
+            {
+                **kept,
+                "experiment": self.experiment.value,
+                "name": self.name,
+                "speedup": self.speedup,
+                "interference": to_doc(busy),
+            },  # fmt: skip
+            "experiment",
+        )
 
 
 ROW_KEYS = (
@@ -82,9 +104,9 @@ ROW_KEYS = (
 )
 
 
-def against(name: str, m: Measurement, base_ms: float) -> Experiment:
+def against(experiment: Experiment, name: str, m: Measurement, base_ms: float) -> Run:
     step = m.step_ms
-    return Experiment(name, m, base_ms / step if step and step == step else None)
+    return Run(experiment, name, m, base_ms / step if step and step == step else None)
 
 
 def diagnose(
@@ -105,38 +127,35 @@ def diagnose(
         baseline = runner.measure(Trial(steps=steps, warmup=warmup, tag="baseline"))
     base, b_ms = baseline, baseline.step_ms
     runs = [baseline]
-    exps = [against("baseline", base, b_ms)]
+    exps = [against(Experiment.BASELINE, "baseline", base, b_ms)]
     say("A: synthetic data")
     runs.append(runner.measure(Trial(steps=steps, warmup=warmup, synthetic=True, tag="synthetic")))
-    exps.append(against("A: synthetic data", runs[-1], b_ms))
+    exps.append(against(Experiment.SYNTHETIC, "A: synthetic data", runs[-1], b_ms))
     workers = base.settings.get("num_workers") or 0
     b_over = {"num_workers": 0} if workers else {"num_workers": os.cpu_count() or 1}
     b_name = f"B: num_workers={b_over['num_workers']}" + ("" if workers else " (baseline uses 0)")
     say(b_name)
     try:
         runs.append(runner.measure(Trial(steps=steps, warmup=warmup, overrides=b_over, tag="workers")))
-        exps.append(against(b_name, runs[-1], b_ms))
+        exps.append(against(Experiment.WORKERS, b_name, runs[-1], b_ms))
     except RunFailed as e:  # the script could not run with these workers: said in its row
-        exps.append(Experiment(b_name, None, None, str(e)))
+        exps.append(Run(Experiment.WORKERS, b_name, None, None, str(e)))
     skipped = []
     others = runner.other_decoders()
     if others:
         say(f"C: decoder {others[0]}")
-        exps.append(
-            against(
-                f"C: decoder {others[0]}", runner.measure(Trial(steps, warmup, decoder=others[0], tag="decoder")), b_ms
-            )
-        )
+        m = runner.measure(Trial(steps, warmup, decoder=others[0], tag="decoder"))
+        exps.append(against(Experiment.DECODER, f"C: decoder {others[0]}", m, b_ms))
     else:
-        skipped.append({"name": "C: other decoder", "reason": runner.decoder_skip})
+        skipped.append(Skipped("C: other decoder", runner.decoder_skip))
     say("worker profile")
     prof = runner.worker_profile(base)
-    rows = [e.as_dict() for e in exps]
+    rows = [e.row() for e in exps]
     verdict, predicted = diagnose_verdict(base.row(), rows, prof, on_gpu=base.device.startswith("cuda"))
-    recs, plan = None, None
-    if base.document:
-        advised = diagnose_advice(dict(base.document), verdict, base.evidence)
-        recs, plan = measured_first(advised["recommendations"], verdict, rows), advised.get("loader_plan")
+    findings, plan = None, None
+    if base.run is not None:
+        advised = diagnose_advice(base.run.to_dict(), verdict, base.evidence)
+        findings, plan = measured_first(advised.findings, verdict, rows), advised.loader_plan
     failed = next((m.failure for m in runs if m.failure), None)
     return DiagnoseResult(
         workload=runner.name,
@@ -144,112 +163,99 @@ def diagnose(
         experiments=tuple(rows),
         verdict=verdict,
         predicted_speedup=predicted,
-        measured_speedup=rows[1]["speedup"],
+        measured_speedup=rows[1].speedup,
         skipped=tuple(skipped),
-        worker_profile=prof,
-        recommendations=None if recs is None else tuple(recs),
-        loader_plan=plan or None,
-        interference=base.interference or None,
+        worker_profile=from_doc(WorkerProfile, prof, "worker_profile"),
+        findings=None if findings is None else tuple(findings),
+        loader_plan=plan,
+        interference=interference_of(base.interference),
         # The first run whose script failed: its code is diagnose's, as run's is the script's.
-        script_exit=failed.as_dict() if failed else None,
+        script_exit=failed.script_exit() if failed else None,
     )
 
 
-def measured_first(recs: list[dict], verdict: dict, rows: list[dict]) -> list[dict]:
-    """The advice after what the experiments measured: a workers setting that experiment B measured
-    faster (beyond its noise) leads, as a change with its measured figure; a decoder change that
-    experiment C measured at 1x or more carries that figure (material or not, with its band) in place of
-    the bound (what a batch that costs nothing would give); one C measured slower, or below 1x within its
-    noise, is not advised (`decoder_slower`, with C's change). Advice no experiment measured keeps its
-    order."""
-    out = [dict(r) for r in recs]
-    b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
-    if b and b.get("change") == "faster" and b.get("status") != "inconclusive" and not b.get("above_bound"):
-        x, n = b["measured_speedup"], b.get("num_workers")
+def measured_first(findings: tuple[Finding, ...], verdict: Verdict, rows: list[ExperimentRow]) -> list[Finding]:
+    """The findings after what the experiments measured (each a Check by analysis.checks.reconcile, offered
+    by findings.offered_gain's two rules): a workers setting experiment B measured faster (beyond its noise,
+    within its bound, by MATERIAL_X or more) leads, as a change with its measured figure; a decoder change
+    experiment C measured carries that measurement; loading advice no experiment measured is capped by what
+    experiment A measured with no loading at all, where A measured less than the advice predicts. Advice no
+    experiment measured keeps its order."""
+    out = list(findings)
+    b = next((c for c in verdict.checks if c.experiment is Experiment.WORKERS), None)
+    if b and b.change is Change.FASTER and b.status is not Agreement.INCONCLUSIVE and not b.above_bound:
+        x, n = b.measured_speedup, b.num_workers
         if n is not None and x >= MATERIAL_X:
+            measured = dataclasses.replace(b, against=Against.ADVICE, status=None)
+            cause = verdict.cause("load")
+            level = cause.level if cause is not None else verdict.level
+            figures = {"num_workers": n, "speedup": x, "experiment": b.name}
             out.insert(
                 0,
-                {
-                    "id": "workers_measured",
-                    "cause": "load",
-                    "set": {"num_workers": n},
-                    "measured": {"speedup": x, "band": b.get("measured_band"), "experiment": b["experiment"]},
-                    "facts": {"num_workers": n, "speedup": x, "experiment": b["experiment"]},
-                },
+                Finding(
+                    FindingKind.WORKERS_MEASURED,
+                    level=level,
+                    cause="load",
+                    figures=figures,
+                    change={"num_workers": n},
+                    checks=(measured,),
+                ),
             )
-    c = next((e for e in rows if e["name"].startswith("C:") and e.get("speedup")), None)
-    for r in out:
-        if c and r.get("id") == "cheaper_batches" and r.get("decode"):
-            m = decoder_measured(c, rows[0])
-            if m["change"] == "slower" or m["speedup"] < 1.0:
-                # C's decoder made steps slower, or no faster (below 1x inside the noise: the demo quoted
-                # "measured 0.71x" as the change's gain): the decoder half of the advice is not advised here;
-                # the rest of a cheaper batch stands, bounded by what A measured with no loading.
-                r["decoder_slower"] = m
-            else:
-                r["measured"] = m  # faster, or above 1x inside the noise: quoted with its band
-    # Loading advice no experiment measured is bounded by what experiment A measured with no loading at
-    # all, where A measured less than the prediction: "up to" that, not the predicted bound (the demo said
-    # "up to 2.11x" beside A's measured 1.60x).
-    a = next((e for e in rows if e["name"].startswith("A:") and e.get("speedup")), None)
-    for r in out:
-        g = r.get("gain") if isinstance(r.get("gain"), dict) else {}
-        if a and r.get("cause") == "load" and "measured" not in r and g.get("speedup") and a["speedup"] < g["speedup"]:
-            r["ceiling"] = {"speedup": a["speedup"], "experiment": a["name"]}
+    base = rows[0]
+    c = next((e for e in rows if e.experiment is Experiment.DECODER and e.speedup), None)
+    a = next((e for e in rows if e.experiment is Experiment.SYNTHETIC and e.speedup), None)
+    for i, f in enumerate(out):
+        if c and f.kind is FindingKind.CHEAPER_BATCHES and f.figures.get("decode"):
+            f = out[i] = dataclasses.replace(f, checks=f.checks + (_measured(Against.ADVICE, c, base, None),))
+        offered = any(x.against is Against.ADVICE and not x.below_1x for x in f.checks)
+        g = f.gain
+        if a and f.cause == "load" and not offered and g is not None and g.speedup and a.speedup < g.speedup:
+            out[i] = dataclasses.replace(f, checks=f.checks + (_measured(Against.CEILING, a, base, g.speedup),))
     return out
 
 
-def decoder_measured(c: dict, base: dict) -> dict[str, Any]:
-    """What experiment C measured of a cheaper batch: its speedup, with its band from both runs' spread
-    where they report one, and whether it is material (MATERIAL_X or more). The decoder advice quotes
-    this figure in place of the bound a batch that costs nothing would give."""
-    out = {"speedup": c["speedup"], "experiment": c["name"], "material": c["speedup"] >= MATERIAL_X}
-    noise = difference_noise_ms(base.get("step_sem_ms"), c.get("step_sem_ms"))
-    step = base.get("step_ms")
-    out["change"] = change_of(c["speedup"], noise / float(step) if noise is not None and step else None).value
-    if noise is not None and step:
-        band = measured_gain(float(step), float(step) / c["speedup"], noise_ms=noise)["band"]
-        if band and band[0] is not None and band[1] is not None:
-            out["band"] = [band[0], band[1]]
-    return out
+def _measured(against: Against, e: ExperimentRow, base: ExperimentRow, predicted: float | None) -> Check:
+    """What an experiment measured of a finding's change (ADVICE: with its band from both runs' spread where
+    they report one) or of removing its cause altogether (CEILING), as reconcile holds it to the finding."""
+    noise = difference_noise_ms(base.step_sem_ms, e.step_sem_ms) if against is Against.ADVICE else None
+    p = Prediction("load", float(base.step_ms or 0.0), 0.0, against=against, speedup=predicted)
+    return reconcile(p, Measured(e.experiment, e.name, e.speedup, noise_ms=noise))
 
 
-def diagnose_advice(base_doc: dict, verdict: dict, evidence: dict | None = None) -> dict[str, Any]:
-    """The baseline's document advised on diagnose's checked verdict (a copy: recommendations and
-    loader_plan set), with experiment B as measured evidence: a workers change B measured not to help
-    turns the advice round (analysis.advice.contradicting_trial)."""
-    b = next((c for c in verdict.get("checks", []) if c["experiment"].startswith("B:")), None)
+def diagnose_advice(base_doc: dict, verdict: Verdict, evidence: dict | None = None) -> Decision:
+    """The baseline's run advised on diagnose's checked verdict, with experiment B as measured evidence: a
+    workers change B measured not to help turns the advice round (analysis.advice.contradicting_trial)."""
+    b = next((c for c in verdict.checks if c.experiment is Experiment.WORKERS), None)
     trials = []
-    if b and b.get("num_workers") is not None and b.get("measured_speedup"):
-        step = float(verdict.get("step_ms") or 0.0)
-        noise = b.get("measured_noise_ms")
+    if b and b.num_workers is not None and b.measured_speedup:
+        step = verdict.step_ms
+        noise = b.measured_noise_ms
         trials.append(
             {
-                "experiment": f"diagnose {b['experiment']}",
-                "num_workers": b["num_workers"],
-                "speedup": b["measured_speedup"],
+                "experiment": f"diagnose {b.name}",
+                "num_workers": b.num_workers,
+                "speedup": b.measured_speedup,
                 "noise_share": (noise / step) if noise is not None and step else None,
             }
         )
-    doc = dict(base_doc)
-    advise_run(doc, zero_code=True, evidence={**dict(evidence or {}), "worker_trials": trials}, decision=verdict)
-    return doc
+    return advise_run(
+        base_doc, zero_code=True, evidence={**dict(evidence or {}), "worker_trials": trials}, decision=verdict
+    )
 
 
-def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> tuple[dict[str, Any], float]:
+def diagnose_verdict(base: dict, exps: list[ExperimentRow], prof: dict, on_gpu: bool) -> tuple[Verdict, float | None]:
     """The one verdict on the baseline's attribution, then checked against experiment A: synthetic
     data removes loading, so its measured speedup confirms the predicted one (within both runs'
     noise) or, when it is partly or not confirmed, corrects what loading costs (and the verdict is
     decided again on that figure); inconclusive when the runs' noise is as large as the effect.
-    Experiment B is judged against the bound no change to the workers can pass: removing all loading.
+    Experiment B is held to the bound no change to the workers can pass: removing all loading.
     Returns (verdict, predicted speedup without loading)."""
     bd, step = base["breakdown_ms"], base["step_ms"]
-    rb = base.get("breakdown_robust")
     evidence = run_evidence(
         {
             "step_time_ms": {"mean": step},
             "breakdown_ms": bd,
-            "breakdown_robust": rb,
+            "breakdown_robust": base.get("breakdown_robust"),
             "device": "cuda" if on_gpu else "cpu",
             "steps": base.get("steps") or 0,
             "interference": base.get("interference"),
@@ -258,30 +264,31 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
     # The attribution's prediction, checked before anything is decided: the verdict is decided once,
     # on the attribution or on what experiment A measured in its place.
     first = prediction(evidence)
-    a_bd = exps[1].get("breakdown_ms") or {}
+    a = exps[1]
+    a_bd = a.breakdown_ms or {}
     control = (bd.get("compute") or 0.0, a_bd["compute"]) if a_bd.get("compute") is not None else None
-    noise = difference_noise_ms(base.get("step_sem_ms"), exps[1].get("step_sem_ms"))
+    noise = difference_noise_ms(base.get("step_sem_ms"), a.step_sem_ms)
     # Without loading, compute may truly get faster only where loading ran beside it on the same
     # cores (DataLoader workers on a CPU); otherwise a faster compute means the machine changed.
-    concurrent = not on_gpu and bool(exps[0].get("num_workers"))
+    concurrent = not on_gpu and bool(exps[0].num_workers)
     # The busier of the two runs as measured: only a measured busy machine may be blamed for a drift.
-    pair = [
-        f
-        for f in ((base.get("interference") or {}), (exps[1].get("interference") or {}))
-        if f.get("others_cores") is not None
-    ]
-    busy = max(pair, key=lambda f: f["others_cores"]) if pair else None
-    check = confirm(
-        first,
-        "load",
-        exps[1].get("speedup"),
-        "synthetic data (no loading)",
-        compute_ms=control,
-        noise_ms=noise,
-        compute_may_gain=concurrent,
-        busy=busy,
+    mine = base.get("interference") or {}
+    pair = (
+        [Busy(mine["others_cores"], mine.get("cores"), bool(mine.get("material")))]
+        if mine.get("others_cores") is not None
+        else []
+    )
+    pair += [a.interference] if a.interference is not None and a.interference.others_cores is not None else []
+    busy = max(pair, key=lambda f: f.others_cores) if pair else None
+    band = first["avoidable_band_ms"].get("load")
+    check = reconcile(
+        Prediction(
+            "load", first["step_ms"], float(first["avoidable_ms"].get("load") or 0.0), tuple(band) if band else None
+        ),
+        Measured(Experiment.SYNTHETIC, "synthetic data (no loading)", a.speedup, noise, control, concurrent, busy),
     )
     corrected = check.agrees is False
+    attributed = None
     if corrected:
         final = decide(
             {**first["avoidable_ms"], "load": check.measured_ms},
@@ -290,85 +297,50 @@ def diagnose_verdict(base: dict, exps: list[dict], prof: dict, on_gpu: bool) -> 
             interference=base.get("interference"),
             measured_by={"load": "synthetic"},  # experiment A's saving replaces the attribution's figure
         )
-        attributed = float(first["avoidable_ms"].get("load") or 0.0)
-        final["attributed"] = {
-            "label": "load",
-            "ms_per_step": attributed,
-            "share": attributed / first["step_ms"] if first["step_ms"] else 0.0,
-            "band_ms": first["avoidable_band_ms"].get("load"),
-        }
+        ms = float(first["avoidable_ms"].get("load") or 0.0)
+        share = ms / first["step_ms"] if first["step_ms"] else 0.0
+        attributed = Attributed("load", ms, share, tuple(band) if band else None)
     else:
         final = decide(**evidence)
-    final["checks"] = [check.as_dict()]
-    causes = {
-        "load": "data loading",
-        "transfer": "transfer",
-        "comm": "communication",
-        "host": "host overhead",
-        "compute": "GPU compute" if on_gpu else "compute",
-    }
-    final["cause"] = causes.get(final["bound"], "unknown")
-    if final["bound"] == "load":
-        final["loading"] = loading_cause(exps, prof, base.get("cpu_percent"))
-        final["cause"] = final["loading"]["cause"]
-    workers = next((e for e in exps if e["name"].startswith("B:")), None)
-    if workers and workers.get("speedup"):
-        final["checks"].append(workers_check(first, final, corrected, base, workers))
+    checks = [check]
+    workers = next((e for e in exps if e.experiment is Experiment.WORKERS), None)
+    if workers and workers.speedup:
+        checks.append(workers_check(first, final, corrected, base, workers))
+    loading = loading_cause(exps, prof, base.get("cpu_percent")) if final.bound == "load" else None
+    final = dataclasses.replace(final, checks=tuple(checks), loading=loading, attributed=attributed)
     return final, check.predicted_speedup
 
 
-def loading_cause(exps: list[dict], prof: dict, cpu_percent: float | None) -> dict[str, Any]:
-    """What loading is, where diagnose can tell, from the experiments and __getitem__'s profile: {kind,
-    cause, and the figures that tell it}. kind: "decoder" (experiment C measured the other decoder at
-    MATERIAL_X or more), "unprofiled" (no CPU/wall ratio), "crowded" (off-CPU 50-80% of the time on a
-    host over SATURATED_CPU: waiting for a core as much as for I/O), "io" (off-CPU over half the time),
-    "cpu" (on-CPU: decode/augment, with the top function)."""
-    decoder = next((e for e in exps if e["name"].startswith("C:")), None)
-    if decoder and (decoder.get("speedup") or 0) >= MATERIAL_X:
-        return {"kind": "decoder", "cause": "CPU decode", "decoder": decoder["decoder"], "speedup": decoder["speedup"]}
+def loading_cause(exps: list[ExperimentRow], prof: dict, cpu_percent: float | None) -> Loading:
+    """What loading is, where diagnose can tell, from the experiments and __getitem__'s profile (its kind
+    and the figures that tell it): "decoder" (experiment C measured the other decoder at MATERIAL_X or
+    more), "unprofiled" (no CPU/wall ratio), "crowded" (off-CPU 50-80% of the time on a host over
+    SATURATED_CPU: waiting for a core as much as for I/O), "io" (off-CPU over half the time), "cpu" (on-CPU:
+    decode/augment, with the top function)."""
+    decoder = next((e for e in exps if e.experiment is Experiment.DECODER), None)
+    if decoder and (decoder.speedup or 0) >= MATERIAL_X:
+        return Loading("decoder", decoder=decoder.decoder, speedup=decoder.speedup)
     ratio = prof.get("cpu_to_wall")
     if ratio is None:
-        return {"kind": "unprofiled", "cause": "data loading"}
+        return Loading("unprofiled")
     if 0.2 <= ratio < 0.5 and (cpu_percent or 0) >= SATURATED_CPU:
         # Off-CPU time on a saturated host is waiting for a core as much as for storage (below 20%
         # on a CPU, even a crowded host leaves no doubt that it waits on something else).
-        return {"kind": "crowded", "cause": "data loading", "cpu_to_wall": ratio, "cpu_percent": cpu_percent}
+        return Loading("crowded", cpu_to_wall=ratio, cpu_percent=cpu_percent)
     if ratio < 0.5:
-        return {"kind": "io", "cause": "I/O", "cpu_to_wall": ratio}
+        return Loading("io", cpu_to_wall=ratio)
     top = prof["top"][0]["function"] if prof.get("top") else None
-    return {"kind": "cpu", "cause": "CPU decode/augment", "cpu_to_wall": ratio, "top": top}
+    return Loading("cpu", cpu_to_wall=ratio, top=top)
 
 
-def workers_check(first: dict, final: dict, corrected: bool, base: dict, workers: dict) -> dict[str, Any]:
-    """Experiment B (the workers changed) against the bound no worker setting can pass: the step with
-    no loading at all (the prediction `first`, or experiment A's measurement when it `corrected` it). A
-    gain above that bound is flagged: noise, or the machine changed between the runs."""
+def workers_check(first: dict, final: Verdict, corrected: bool, base: dict, workers: ExperimentRow) -> Check:
+    """Experiment B (the workers changed) held to the bound no worker setting can pass: the step with no
+    loading at all (the prediction `first`, or experiment A's measurement when it `corrected` it)."""
     step = float(first["step_ms"])
-    load_ms = float((final.get("avoidable_ms") or {}).get("load") or 0.0)
+    load_ms = float(final.avoidable_ms.get("load") or 0.0)
     band = None if corrected else (first.get("avoidable_band_ms") or {}).get("load")
-    ceiling = expected_gain(step, load_ms, saved_band_ms=tuple(band) if band else None)
-    noise = difference_noise_ms(base.get("step_sem_ms"), workers.get("step_sem_ms"))
-    meas = measured_gain(step, step / workers["speedup"], noise_ms=noise)
-    b = meas.get("band")
-    above = ceiling["speedup"] is not None and meas["saved_ms"] > (band[1] if band else ceiling["saved_ms"])
-    noisy = noise is not None and noise >= max(ceiling["saved_ms"], 1e-9) and abs(meas["saved_ms"]) <= noise
-    change = change_of(workers["speedup"], noise / step if noise is not None and step else None)
-    return {
-        "label": "load",
-        "experiment": workers["name"],
-        "predicted_speedup": ceiling["speedup"],
-        "measured_speedup": workers["speedup"],
-        "measured_band": b,
-        "measured_noise_ms": noise,
-        "agrees": None,
-        "status": "inconclusive" if noisy else "bound",
-        "against": "bound",
-        "above_bound": bool(above),
-        "num_workers": workers.get("num_workers"),
-        "change": change.value,
-        # The figures its words are made from (report.check_words): the step, the bound's saving (all of
-        # loading) and the measured one, signed.
-        "step_ms": step,
-        "bound_ms": ceiling["saved_ms"],
-        "measured_saved_ms": meas["saved_ms"],
-    }
+    noise = difference_noise_ms(base.get("step_sem_ms"), workers.step_sem_ms)
+    return reconcile(
+        Prediction("load", step, load_ms, tuple(band) if band else None, Against.BOUND),
+        Measured(Experiment.WORKERS, workers.name, workers.speedup, noise_ms=noise, num_workers=workers.num_workers),
+    )

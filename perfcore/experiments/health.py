@@ -7,12 +7,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from perfcore.analysis.command_results import HealthResult
-from perfcore.analysis.verdict import decide_run, undecided
+from perfcore.analysis.command_results import BusyCheck, HealthResult, Heartbeat
+from perfcore.analysis.verdict import decide as decide_verdict
+from perfcore.analysis.verdict import interference_of, run_evidence
 from perfcore.capture.sampler import heartbeat
-from perfcore.workloads import Workload
 from perfcore.experiments.measurement import Runner, Trial
 from perfcore.experiments.runner import as_runner
+from perfcore.workloads import Workload
 
 __all__ = ["health", "health_report", "HEALTHY_BUSY"]
 
@@ -43,7 +44,7 @@ def health(
     return dataclasses.replace(
         result,
         note=runner.health_note or None,
-        script_exit=m.failure.as_dict() if m.failure else None,
+        script_exit=m.failure.script_exit() if m.failure else None,
         busy_series=tuple(float(v) for v in m.busy_series),
         busy_spacing_s=m.busy_spacing_s,
     )
@@ -58,8 +59,9 @@ def health_report(
     words are report.health_words'."""
     busy = row["busy_mean"]
     bd = row["breakdown_ms"]
+    verdict = None
     if decide:
-        decision = decide_run(
+        evidence = run_evidence(
             {
                 "step_time_ms": {"mean": row["step_ms"]},
                 "breakdown_ms": bd,
@@ -67,33 +69,32 @@ def health_report(
                 "device": row["device"],
                 "steps": int(row.get("steps") or 0),
                 "interference": row.get("interference"),
-            },
-            forward_only=forward_only,
+            }
         )
-    else:
-        decision = {**undecided(), "plain_summary": "", "summary": ""}
-    healthy = decision["healthy"] if decide else bool(busy >= HEALTHY_BUSY)
+        verdict = decide_verdict(**evidence, forward_only=forward_only)
+    healthy = verdict.healthy if verdict is not None else bool(busy >= HEALTHY_BUSY)
+    hb = heartbeat(row["busy_series"], row["busy_spacing_s"])
     return HealthResult(
         workload=name,
-        figures={
+        **{
             k: row[k] for k in ("device", "steps", "step_ms", "samples_per_s", "busy_std", "busy_source", "cpu_percent")
         },
         breakdown_ms=bd,
         busy_mean=busy,
         healthy=healthy,
-        verdict=decision,
+        verdict=verdict,
         # The seed method's busy check beside the verdict: the figures its line is made from.
-        busy_check={
-            "threshold": HEALTHY_BUSY,
-            "decided": decide,
+        busy_check=BusyCheck(
+            threshold=HEALTHY_BUSY,
+            decided=decide,
             # Low device utilisation with nothing avoidable above a tier: the device's work is small.
-            "small_work": bool(healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util"),
+            small_work=bool(healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util"),
             # A forward-only loop's gain is larger than a training step's: said beside a named cause.
-            "forward_only": bool(forward_only and decision.get("causes")),
-        },
+            forward_only=bool(forward_only and verdict is not None and verdict.named),
+        ),
         next=None if healthy else next_cmd,
         busy_series=tuple(float(v) for v in row.get("busy_series") or ()),
         busy_spacing_s=row.get("busy_spacing_s"),
-        heartbeat=heartbeat(row["busy_series"], row["busy_spacing_s"]) or None,
-        interference=row.get("interference") or None,
+        heartbeat=Heartbeat(**hb) if hb else None,
+        interference=interference_of(row.get("interference")),
     )

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+if TYPE_CHECKING:
+    from perfcore.analysis.command_results import ScriptExit
+    from perfcore.analysis.results import Verdict
+    from perfcore.analysis.run_context import Exit, Outcome
+    from perfcore.analysis.run_report import RunReport
 
 __all__ = ["Measurement", "Failure", "Trial", "Runner", "Interrupted", "SETTINGS"]
 
@@ -21,10 +27,10 @@ class Interrupted(Exception):
 @dataclass(frozen=True)
 class Failure:
     """A script that failed after measured steps (crashed, exited non-zero, killed): its numbers are
-    kept, partial. code: the script's exit code; how: the run document's own words for its exit; run:
-    which of diagnose's runs failed (baseline, synthetic, workers; None for a sweep's configuration,
-    named by its row) and the settings it changed; oom: it ran out of memory. report.failure_words
-    says it."""
+    kept, partial. code: the script's exit code; exit and outcome: how it ended, as its run keeps it; how:
+    that in words, for a sweep's row; run: which of diagnose's runs failed (baseline, synthetic, workers;
+    None for a sweep's configuration, named by its row) and the settings it changed; oom: it ran out of
+    memory. report.failure_words says it."""
 
     code: int
     how: str | None = None
@@ -32,16 +38,15 @@ class Failure:
     run: str | None = None
     settings: Mapping[str, Any] | None = None
     oom: bool = False
+    exit: "Exit | None" = None
+    outcome: "Outcome | None" = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "how": self.how,
-            "steps": self.steps,
-            "run": self.run,
-            "settings": dict(self.settings) if self.settings else None,
-            "oom": self.oom,
-        }
+    def script_exit(self) -> "ScriptExit":
+        """The failure as health's and diagnose's results keep it (facts, no words)."""
+        from perfcore.analysis.command_results import ScriptExit
+
+        settings = dict(self.settings) if self.settings else None
+        return ScriptExit(self.code, self.steps, self.run, settings, self.oom, self.exit, self.outcome)
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ class Measurement:
     breakdown_fraction: Mapping[str, float] = field(default_factory=dict)
     breakdown_robust: Mapping[str, Any] | None = None
     interference: Mapping[str, Any] | None = None
-    verdict: Mapping[str, Any] | None = None
+    verdict: "Verdict | None" = None
     decoder: str | None = None
     synthetic: bool = False
     oom: bool = False
@@ -73,8 +78,8 @@ class Measurement:
     failure: Failure | None = None
     ended: str | None = None
     exit_code: int | None = None
-    # The run's perfcore.run/1 document (advice is made on it) and, in this process, its steps table.
-    document: Mapping[str, Any] | None = None
+    # The run, typed (advice is made on its facts) and, in this process, its steps table.
+    run: "RunReport | None" = None
     evidence: Mapping[str, Any] | None = None
     table: Any = None
 
@@ -109,7 +114,6 @@ class Measurement:
             "breakdown_fraction": dict(self.breakdown_fraction),
             "breakdown_robust": self.breakdown_robust,
             "interference": self.interference,
-            "verdict": self.verdict,
             "decoder": self.decoder,
             "synthetic": self.synthetic,
             "oom": self.oom,

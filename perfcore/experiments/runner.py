@@ -13,14 +13,13 @@ from typing import Any, Callable
 import numpy as np
 
 from perfcore.analysis.advice import advise_run
-from perfcore.analysis.attribution import decision_deferred
 from perfcore.analysis.checks import step_sem_ms
-from perfcore.errors import UsageError
 from perfcore.analysis.interference import interference_finding
+from perfcore.analysis.run_report import RunReport
 from perfcore.capture.interference import InterferenceSampler
 from perfcore.capture.sampler import Sampler, add_per_step
+from perfcore.errors import UsageError
 from perfcore.experiments.measurement import SETTINGS, Measurement, Trial
-from perfcore.report.advice_words import say
 from perfcore.report.env_words import sampling_words
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
@@ -206,8 +205,7 @@ def measure_workload(  # noqa: C901, PLR0912, PLR0913, PLR0915
     if len(frame):  # the sampler's readings beside the steps, as `perfcore run`'s steps.csv has them
         ends = timer.engine.step_table()
         add_per_step(table, frame, ends["start_ns"].to_numpy(), ends["wall_ns"].to_numpy())
-    with decision_deferred():  # decided below, once, with the evidence only this runner has
-        res = timer.result()
+    res = timer.engine.document()  # the run's facts: decided below, once, with the evidence only this runner has
     steady = table[~table["warmup"]]
     step_ms = float(steady["wall_ms"].mean()) if len(steady) else float("nan")
     if sampler.has_gpu:
@@ -260,15 +258,13 @@ def measure_workload(  # noqa: C901, PLR0912, PLR0913, PLR0915
         "torch_threads": torch.get_num_threads(),
         "loop_cpu_cores": loop_cpu_s / elapsed if elapsed > 0 else None,
     }
-    if decide:
-        advise_run(res, zero_code=True, evidence=evidence)
-        say(res)  # the words beside the decision's facts, at the edge
-    row["verdict"] = res["verdict"]
+    decision = advise_run(res, zero_code=True, evidence=evidence) if decide and res["steps"] else None
+    row["verdict"] = decision.verdict if decision is not None else None
     row["interference"] = interference
     row["breakdown_robust"] = res.get("breakdown_robust")
     row["evidence"] = evidence
     row["_table"] = table
-    row["_result"] = res
+    row["_result"] = RunReport.of(res, decision)
     return row
 
 
@@ -344,7 +340,7 @@ def measurement_of(row: dict[str, Any]) -> Measurement:
         synthetic=bool(row.get("synthetic")),
         oom=bool(row.get("oom")),
         error=row.get("error"),
-        document=row.get("_result"),
+        run=row.get("_result"),
         evidence=row.get("evidence"),
         table=row.get("_table"),
     )

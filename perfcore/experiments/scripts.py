@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
 from perfcore.analysis.checks import step_sem_ms
+from perfcore.analysis.codec import to_doc
+from perfcore.analysis.run_report import RunReport
 from perfcore.errors import RunFailed, UsageError
 from perfcore.experiments.measurement import SETTINGS, Failure, Interrupted, Measurement, Trial
+from perfcore.report.exit_words import exit_sentence, outcome_sentence
 from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.launch import check_command, child_config, run_instrumented
@@ -25,9 +28,9 @@ DIAGNOSE_RUNS = ("baseline", "synthetic", "workers")
 NO_LOADER = "the script built no torch DataLoader, so its settings cannot be changed from outside"
 
 
-def script_document(cmd: list[str], out: Path, trial: Trial) -> tuple[dict[str, Any], Any, Path]:
-    """One run of the command under `perfcore run`: its run document (what the script made, its loaders,
-    measured steps or not), the sampler's frame where the trial asked for one, and its folder."""
+def script_document(cmd: list[str], out: Path, trial: Trial) -> tuple[RunReport, Any, Path]:
+    """One run of the command under `perfcore run`: the run (what the script made, its loaders, measured
+    steps or not), the sampler's frame where the trial asked for one, and its folder."""
     check_command(cmd)
     out = prepare_out(out)
     warmup = trial.warmup
@@ -49,6 +52,8 @@ def script_document(cmd: list[str], out: Path, trial: Trial) -> tuple[dict[str, 
             True,
             dl_overrides=overrides,
             synthetic=SYNTHETIC_KEEP if trial.synthetic else 0,
+            # Each trial stops at its steps by design: the triage's own progress line names the trial.
+            stop_line=False,
         )
         rc = run_instrumented(cmd, config)
     finally:
@@ -59,7 +64,7 @@ def script_document(cmd: list[str], out: Path, trial: Trial) -> tuple[dict[str, 
 def script_run(cmd: list[str], out: Path, trial: Trial) -> Measurement:
     """One run of the command under `perfcore run`, measured."""
     doc, frame, out = script_document(cmd, out, trial)
-    if trial.overrides and doc.get("dataloader_overrides", {}).get("applied", 0) == 0:
+    if trial.overrides and (doc.dataloader_overrides is None or doc.dataloader_overrides.applied == 0):
         raise UsageError(NO_LOADER)
     # The steps table crosses from the child through the run folder (the processes' protocol is files)
     # and finish_run hands back only the document: the table is read here, once, for the busy series
@@ -72,14 +77,14 @@ def script_run(cmd: list[str], out: Path, trial: Trial) -> Measurement:
         busy, source = frame["gpu_util"].to_numpy(dtype=float), "gpu_util"
     else:
         busy, source = (steady["compute_ms"] / steady["wall_ms"]).to_numpy(dtype=float), "compute_share"
-    cpu = float(frame["cpu_percent"].mean()) if frame is not None and len(frame) else doc.get("cpu_util_percent")
+    cpu = float(frame["cpu_percent"].mean()) if frame is not None and len(frame) else doc.cpu_util_percent
     return script_measurement(
         doc, busy, source, cpu, step_sem_ms(steady["wall_ms"].to_numpy()), trial, spacing_s=trial.interval_s
     )
 
 
 def script_measurement(
-    doc: Mapping[str, Any],
+    doc: RunReport,
     busy: Any,
     source: str,
     cpu_percent: float | None,
@@ -87,24 +92,23 @@ def script_measurement(
     trial: Trial,
     spacing_s: float | None = None,
 ) -> Measurement:
-    """A script's run document and its busy series, typed."""
-    asked = (doc.get("dataloader_overrides") or {}).get("asked") or {}
-    w = doc.get("workers") or {}
+    """A script's run and its busy series, as a measurement."""
+    asked = doc.dataloader_overrides.asked if doc.dataloader_overrides is not None else {}
+    w = doc.workers
     # The batch size asked for, else what the workers' profile saw, else the training loader's own (a run
     # whose workers were not profiled has no items_per_batch: its samples/s read 0).
-    loader = next((ld for ld in doc.get("loaders") or [] if isinstance(ld, Mapping) and ld.get("training")), {})
-    bs = asked.get("batch_size") or w.get("items_per_batch") or loader.get("batch_size")
-    step = (doc.get("step_time_ms") or {}).get("mean")
-    steps = int(doc.get("steps") or 0)
+    loader = next((ld for ld in doc.loaders if ld.training), None)
+    bs = asked.get("batch_size") or (w.items_per_batch if w else None) or (loader.batch_size if loader else None)
+    step = doc.step_time_ms.mean
     series = tuple(float(b) for b in np.asarray(busy, dtype=float))
-    rc = int(doc.get("exit_code") or 0)
+    rc = int(doc.exit_code or 0)
     return Measurement(
-        device=doc.get("device", "cpu"),
-        steps=steps,
+        device=doc.device,
+        steps=doc.steps,
         step_ms=step if step else float("nan"),
         settings={
             "batch_size": bs,
-            "num_workers": asked.get("num_workers", w.get("num_workers")),
+            "num_workers": asked.get("num_workers", w.num_workers if w else None),
             "pin_memory": asked.get("pin_memory"),
             "prefetch_factor": asked.get("prefetch_factor"),
         },
@@ -114,35 +118,43 @@ def script_measurement(
         busy_series=series,
         busy_spacing_s=(spacing_s or 0.0) if source == "gpu_util" else (step or 0.0) / 1e3,
         cpu_percent=cpu_percent,
-        peak_mem_bytes=(doc.get("memory") or {}).get("peak_bytes"),
-        breakdown_ms=doc.get("breakdown_ms") or {},
-        breakdown_fraction=doc.get("breakdown_fraction") or {},
-        breakdown_robust=doc.get("breakdown_robust"),
-        interference=doc.get("interference"),
-        verdict=doc.get("verdict"),
+        peak_mem_bytes=doc.memory.peak_bytes if doc.memory is not None else None,
+        breakdown_ms=doc.breakdown_ms.as_dict(),
+        breakdown_fraction=doc.breakdown_fraction.as_dict(),
+        breakdown_robust=to_doc(doc.breakdown_robust),
+        interference=to_doc(doc.interference),
+        verdict=doc.verdict if doc.verdict.decided else None,
         synthetic=trial.synthetic,
         failure=script_failure(doc, trial),
-        ended=(doc.get("exit") or {}).get("sentence"),
+        ended=_ended(doc),
         exit_code=rc,
-        document={k: v for k, v in doc.items() if not k.startswith("_")},
+        run=doc,
     )
 
 
-def script_failure(doc: Mapping[str, Any], trial: Trial | None = None) -> Failure | None:
-    """The script failed after measured steps (crashed, exited non-zero, killed): the facts of it, with the
-    words `perfcore run` kept for its exit; None when it finished or --steps stopped it."""
-    rc = doc.get("exit_code") or 0
+def _ended(doc: RunReport) -> str | None:
+    """How the script's run ended, in words (a sweep's row keeps them)."""
+    if doc.exit is not None and doc.outcome is not None:
+        return exit_sentence(doc.exit, doc.outcome)
+    return outcome_sentence(doc.outcome) if doc.outcome is not None else None
+
+
+def script_failure(doc: RunReport, trial: Trial | None = None) -> Failure | None:
+    """The script failed after measured steps (crashed, exited non-zero, killed): the facts of it; None when
+    it finished or --steps stopped it."""
+    rc = doc.exit_code or 0
     if not rc:
         return None
-    how = (doc.get("exit") or {}).get("sentence") or (doc.get("outcome") or {}).get("sentence")
     run = trial.tag if trial is not None and trial.tag in DIAGNOSE_RUNS else None
     return Failure(
         int(rc),
-        how=how,
-        steps=int(doc.get("steps") or 0),
+        how=_ended(doc),
+        steps=doc.steps,
         run=run,
         settings=dict(trial.overrides or {}) if run == "workers" else None,
-        oom="out of memory" in str((doc.get("exit") or {}).get("exception", "")).lower(),
+        oom="out of memory" in str(doc.exit.exception if doc.exit else "").lower(),
+        exit=doc.exit,
+        outcome=doc.outcome,
     )
 
 
@@ -185,11 +197,11 @@ class ScriptRunner:
         replaced; measured once."""
         if self._own is None:
             doc, _, _ = script_document(self.cmd, self.out / "script_settings", Trial(steps=1, warmup=0))
-            loaders = doc.get("loaders") or []
-            ld = next((x for x in loaders if x.get("training")), loaders[0] if loaders else None)
+            loaders = doc.loaders
+            ld = next((x for x in loaders if x.training), loaders[0] if loaders else None)
             if ld is None:
                 raise UsageError(NO_LOADER)
-            self._own = {**{k: ld.get(k) for k in SETTINGS}, "site": ld.get("site")}
+            self._own = {**{k: getattr(ld, k) for k in SETTINGS}, "site": ld.site}
         return self._own
 
     def other_decoders(self) -> list[str]:
@@ -197,10 +209,10 @@ class ScriptRunner:
 
     def worker_profile(self, baseline: Measurement) -> dict[str, Any]:
         """A script's workers are timed per batch (__getitem__ vs collate) by `perfcore run`."""
-        w = (baseline.document or {}).get("workers") or {}
+        w = baseline.run.workers if baseline.run is not None else None
         return {
-            "items": int(w.get("batches", 0)),
-            "ms_per_item": w.get("getitem_ms_mean", 0.0) / max(1.0, w.get("items_per_batch", 1)),
+            "items": int(w.batches or 0) if w else 0,
+            "ms_per_item": (w.getitem_ms_mean / max(1.0, w.items_per_batch or 1)) if w else 0.0,
             "cpu_to_wall": None,
             "top": [],
             "note": "timed_per_batch",

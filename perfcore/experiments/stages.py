@@ -81,28 +81,27 @@ def runner_for(target: Target, out: Path):
     return WorkloadRunner(target.workload(), target.spec)
 
 
-def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, progress=None) -> tuple[dict, list]:
+def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, progress=None):
+    """health's result, written as health.json; (result, files)."""
     from perfcore.experiments.health import health
-    from perfcore.report.health_words import say as say_health
 
     progress_steps = progress.steps if progress and target.kind == "workload" else None
     result = health(runner_for(target, out), steps=steps, interval_s=interval_s, progress=progress_steps)
-    doc = say_health(result.to_dict())
-    jsonio.write(out / "health.json", doc)
-    return doc, ["health.json"]
+    jsonio.write(out / "health.json", result.to_dict())
+    return result, ["health.json"]
 
 
-def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progress=None) -> tuple[dict, list]:
+def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progress=None):
+    """diagnose's result, written as diagnose.json with its plot; (result, files)."""
     from perfcore.experiments.diagnose import diagnose
-    from perfcore.report.diagnose_words import say as say_diagnose
     from perfcore.report.plots import plot_experiments
     from perfcore.report.verdict_words import headline
 
     say = progress.stage if progress else None
-    doc = say_diagnose(diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say).to_dict())
-    jsonio.write(out / "diagnose.json", doc)
-    plot_experiments(doc["experiments"], out / "experiments.png", title=headline(doc["verdict"]))
-    return doc, ["diagnose.json", "experiments.png"]
+    result = diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say)
+    jsonio.write(out / "diagnose.json", result.to_dict())
+    plot_experiments(result.experiments, out / "experiments.png", title=headline(result.verdict))
+    return result, ["diagnose.json", "experiments.png"]
 
 
 def sweep_stage(
@@ -145,8 +144,7 @@ def sweep_stage(
     result = sweep(
         runner, grid, steps=steps, warmup=warmup, budget_s=budget_s, progress=say, done=done, on_row=checkpoint
     )
-    doc = result.to_dict()
-    return doc, write_sweep(doc, out)
+    return result, write_sweep(result.to_dict(), out)
 
 
 def write_sweep(doc: dict[str, Any], out: Path) -> list[str]:

@@ -120,14 +120,15 @@ def _try(cmd: list[str] | None, real: str, patch: LoaderPatch, settings: Mapping
             doc, _, _ = script_document(tried, out / TRY_FOLDER, Trial(steps=TRY_STEPS, warmup=TRY_WARMUP))
         except PerfcoreError as e:
             return f"the patched script failed its try: {str(e).splitlines()[0][:200]}"
-    ended = (doc.get("exit") or {}).get("sentence") or (doc.get("outcome") or {}).get("sentence")
-    if doc.get("exit_code") or not doc.get("steps"):
+    if doc.exit_code or not doc.steps:
+        from perfcore.report.exit_words import exit_words  # how it ended, said from its codes
+
+        ended = exit_words(doc) if doc.exit is not None or doc.outcome is not None else ""
         return f"the patched script failed its try: it {ended or 'ended before a measured step'}"
-    loaders = doc.get("loaders") or []
-    loader = next((ld for ld in loaders if isinstance(ld, Mapping) and ld.get("training")), None)
+    loader = next((ld for ld in doc.loaders if ld.training), None)
     if loader is None:
         return "the patched script's try made no training DataLoader"
-    differs = {k: loader.get(k) for k, v in settings.items() if loader.get(k) != v}
+    differs = {k: getattr(loader, k, None) for k, v in settings.items() if getattr(loader, k, None) != v}
     if differs:
         got = ", ".join(f"{k}={v!r}" for k, v in differs.items())
         return f"the patched call did not give its DataLoader the settings in its try ({got})"

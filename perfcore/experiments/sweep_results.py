@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from perfcore.analysis.command_results import SweepResult
+from perfcore.analysis.results import Verdict
 from perfcore.errors import UsageError
 from perfcore.experiments.measurement import Measurement
 
@@ -105,9 +106,9 @@ def config_row(cfg: Mapping[str, Any], m: Measurement) -> dict[str, Any]:
     return config_result(cfg, m).as_dict()
 
 
-def verdict_cols(v: Mapping[str, Any] | None) -> dict[str, Any]:
+def verdict_cols(v: Verdict | None) -> dict[str, Any]:
     """The one verdict of a configuration, as two columns (bound, level)."""
-    return {"verdict": (v or {}).get("bound"), "verdict_level": (v or {}).get("level")}
+    return {"verdict": v.bound if v else None, "verdict_level": v.level.value if v else None}
 
 
 def failed_row(cfg: Mapping[str, Any], status: str, reason: str, error: str | None = None) -> dict[str, Any]:

@@ -3,6 +3,7 @@ mark the trainer's step numbers as steps end, read the settled figures while it 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -93,8 +94,7 @@ class Session:
         # the training steps' statistics as `perfcore run` sets them apart, and no trainer step.
         evaluation = list(inst.eval_rows)
         table = timer.summary()
-        res = timer.result(evaluation_rows=evaluation, settle=False)
-        res["step_source"] = source
+        res = dataclasses.replace(timer.result(evaluation_rows=evaluation, settle=False), step_source=source)
         timer.close()
         table["evaluation"] = np.isin(np.arange(len(table)), evaluation)
         table["trainer_step"] = np.where(table["evaluation"], -1, trainer_steps(len(table), self.marks))
@@ -106,15 +106,14 @@ class Session:
     def write(self, out: Path) -> Path:
         """run.json, steps.csv and report.html of the trained run into `out` (made if missing)."""
         from perfcore.report import jsonio
-        from perfcore.report.advice_words import say
         from perfcore.report.html import write_report
 
         out.mkdir(parents=True, exist_ok=True)
-        doc = dict(self.result, files={"run.json": "run.json", "steps.csv": "steps.csv", "report.html": "report.html"})
-        say(doc)  # the advice's words beside its facts, as run.json has always kept them
+        files = {"run.json": "run.json", "steps.csv": "steps.csv", "report.html": "report.html"}
+        run = dataclasses.replace(self.result, files=files)
         jsonio.write_csv(out / "steps.csv", self.steps)  # atomic, and never through a planted link
-        jsonio.write(out / "run.json", doc)
-        write_report(out, doc, self.steps)
+        jsonio.write(out / "run.json", run.to_dict())
+        write_report(out, run, self.steps)
         return out
 
 

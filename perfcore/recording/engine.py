@@ -85,7 +85,7 @@ def phase_cost_ns() -> float:
         with scope:
             pass
 
-    cost = phase_cost.cold_cost_ns(enter_exit, phase_cost.step_like_work())
+    cost = phase_cost.calibrated_cost_ns(enter_exit)
     rec.drain()
     return cost
 

@@ -6,6 +6,13 @@ optimizer step that has pushed them out, and the same enter and exit cost ~650 n
 loop (0.22 ms steps, 4 phases a step) ran 2.5 us a step faster with the hooks' timing switched off in the
 same process, 0.6 us a phase (bench/RESULTS.md). So the calibration puts a small autograd step of its
 own between the phases it times, and takes off the clock reads, timed the same way.
+
+The calibrations run once a process, mostly after the script's last step, so they hold up the finish:
+each runs with torch on one intra-op thread (the step between is too small to gain from more, and on a
+busy machine the script's threads wait for each other: with two CPU burners on the 2-core VM, 300 steps
+took 2.8 s on two threads against 0.1-0.24 s on one, and a run's phase calibration 6.8 s against 0.2 s)
+and stops at a time cap, keeping the pairs it has (never fewer than MIN_PAIRS). calibrations() says what
+they took and whether a cap cut one short.
 """
 
 from __future__ import annotations
@@ -13,15 +20,35 @@ from __future__ import annotations
 import statistics
 import sys
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import numpy as np
 
-__all__ = ["PAIRS", "cold_cost_ns", "added_cost_ns", "step_like_work", "passed_call_ns"]
+__all__ = [
+    "PAIRS",
+    "MIN_PAIRS",
+    "CAP_S",
+    "cold_cost_ns",
+    "added_cost_ns",
+    "calibrated_cost_ns",
+    "calibrations",
+    "step_like_work",
+    "passed_call_ns",
+]
 
 # Enough pairs for a stable median (three calibrations of a phase at 150 agreed within a few per cent),
 # few enough that each costs ~40 ms (the step between is ~130 us), once a process.
 PAIRS = 150
+# A calibration stops at CAP_S with the pairs it has, at least MIN_PAIRS: a run makes at most three after
+# its script (a phase, a passed call and a fetch, the last two wrapped against bare: five timings, 0.75 s
+# at most), so they stay under 1 s together however busy the machine. Quiet, 150 pairs take ~60 ms; with
+# two CPU burners on 2 cores 0.1-0.25 s, so the cap cuts them there, rarely on a quiet machine.
+CAP_S = 0.15
+MIN_PAIRS = 15
+
+# What each calibration of this process took: (pairs made, pairs asked, seconds).
+_MADE: list[tuple[int, int, float]] = []
 
 
 def cold_cost_ns(
@@ -29,21 +56,59 @@ def cold_cost_ns(
     between: Callable[[], object],
     n: int = PAIRS,
     clock: Callable[[], int] = time.perf_counter_ns,
+    cap_s: float | None = None,
 ) -> float:
     """The median cost (ns) of timed(), each call made right after between(), less the median of the
     clock's two reads with nothing between them, also right after between(): what timed() adds, with
     the caches as between() leaves them. The two are interleaved, so a machine that slows midway slows
-    both."""
+    both, and pairs cut short by cap_s (seconds on `clock`, after MIN_PAIRS) are still a fair sample."""
     with_call, clock_only = [], []
-    for _ in range(max(1, n)):
+    start = clock()
+    stop = None if cap_s is None else start + int(cap_s * 1e9)
+    for i in range(max(1, n)):
         between()
         t0 = clock()
         timed()
         with_call.append(clock() - t0)
         between()
         t0 = clock()
-        clock_only.append(clock() - t0)
+        t1 = clock()
+        clock_only.append(t1 - t0)
+        if stop is not None and t1 >= stop and i + 1 >= MIN_PAIRS:
+            break
+    _MADE.append((len(with_call), max(1, n), (clock() - start) / 1e9))
     return max(0.0, float(statistics.median(with_call) - statistics.median(clock_only)))
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one intra-op thread while a calibration runs, as it was after."""
+    torch = sys.modules.get("torch")
+    before = torch.get_num_threads() if torch is not None else 1
+    if before > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before > 1:
+            torch.set_num_threads(before)
+
+
+def calibrated_cost_ns(timed: Callable[[], object], n: int = PAIRS) -> float:
+    """cold_cost_ns of timed() after this module's small training step, on one thread, capped at CAP_S."""
+    with one_thread():
+        return cold_cost_ns(timed, step_like_work(), n, cap_s=CAP_S)
+
+
+def calibrations() -> dict:
+    """What this process's calibrations took: how many, their seconds, their fewest pairs, and whether a
+    cap cut any short (its median then stands on fewer pairs than asked)."""
+    return {
+        "count": len(_MADE),
+        "seconds": sum(s for _, _, s in _MADE),
+        "pairs": min((made for made, _, _ in _MADE), default=0),
+        "cut_short": any(made < asked for made, asked, _ in _MADE),
+    }
 
 
 def step_like_work() -> Callable[[], object]:
@@ -83,9 +148,10 @@ def step_like_work() -> Callable[[], object]:
 
 def added_cost_ns(call: Callable[[], object], plain: Callable[[], object], n: int = PAIRS) -> float:
     """What a wrapper adds: call() (the wrapped thing) against plain() (the same thing bare), each timed
-    right after a small training step."""
-    between = step_like_work()
-    return max(0.0, cold_cost_ns(call, between, n) - cold_cost_ns(plain, between, n))
+    right after a small training step (on one thread, each timing capped at CAP_S)."""
+    with one_thread():
+        between = step_like_work()
+        return max(0.0, cold_cost_ns(call, between, n, cap_s=CAP_S) - cold_cost_ns(plain, between, n, cap_s=CAP_S))
 
 
 def passed_call_ns(n: int = PAIRS) -> float:

@@ -1,20 +1,22 @@
-"""The advice into words: each recommendation's text and evidence, made from the facts analysis.advice
-decides (kinds, numbers, the loader's settings; the loader plan's words are report.plan_words), and the
-words a run document keeps beside its facts (say). A document written before the facts were kept has
-its words stored: they are read back as they are."""
+"""The advice into words: each finding's text and evidence, made from the facts analysis.advice decides
+(kinds, numbers, the loader's settings; the loader plan's words are report.plan_words)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from perfcore.analysis.checks import Against, Experiment
+from perfcore.analysis.findings import Finding, FindingKind
+from perfcore.analysis.results import Startup
+from perfcore.analysis.run_context import LoaderPlan
+from perfcore.analysis.run_parts import Evaluation
+from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report.finding_words import evaluation_sentence, memory_words
-from perfcore.report.label_words import MALFORMED, evidence_words, gain_words, startup_sentence
+from perfcore.report.label_words import evidence_words, gain_words, startup_sentence
 from perfcore.report.plan_words import plan_words, where_words
-from perfcore.report.robust_words import say_robust
-from perfcore.report.verdict_words import say_interference, say_verdict
 
-__all__ = ["advice_words", "text_of", "evidence_of", "test_of", "TEST_WORDS", "ways_short", "say"]
+__all__ = ["advice_words", "text_of", "evidence_of", "test_of", "TEST_WORDS", "ways_short"]
 
 # What makes one rank slower than the others, by the label of its excess.
 _SLOW_WHY = {
@@ -79,26 +81,21 @@ def _way_long(w: Mapping[str, Any]) -> str:
     return _WAYS[w["way"]][1]
 
 
-def ways_short(rec: Mapping[str, Any]) -> list[str]:
+def ways_short(rec: Finding) -> list[str]:
     """The faster-compute advice's ways in a few words each, for the "try" line."""
-    f = rec.get("facts")
-    if isinstance(f, Mapping) and isinstance(f.get("ways"), list):
-        return [str(w["snippet"]) if w["way"] == "optimizer" else _WAYS[w["way"]][0] for w in f["ways"]]
-    return [str(w) for w in rec.get("ways") or []]  # a document written before the facts were kept
+    ways = rec.figures.get("ways") if rec.kind is FindingKind.FASTER_COMPUTE else None
+    return [str(w["snippet"]) if w["way"] == "optimizer" else _WAYS[w["way"]][0] for w in ways or []]
 
 
 def advice_words(  # noqa: C901, PLR0911, PLR0912
-    rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None
+    rec: Finding, plan: LoaderPlan | None = None
 ) -> tuple[str, str]:
-    """One recommendation's (text, evidence) from its facts; plan: the run's loader plan, which a load
-    cause's advice is made of."""
-    f, rid = rec["facts"], str(rec.get("id"))
+    """One finding's (text, evidence) from its figures; plan: the run's loader plan, which a load cause's
+    advice is made of."""
+    f, rid = rec.figures, rec.kind.value
     at = where_words(f.get("loader") or {})
     gain = _expected(f, rid)
-    # The cause's evidence from its figures; a document written before they were kept has its words.
-    because = (
-        evidence_words(f["cause_facts"]) if isinstance(f.get("cause_facts"), Mapping) else str(f.get("evidence") or "")
-    )
+    because = evidence_words(f["cause_facts"]) if isinstance(f.get("cause_facts"), Mapping) else ""
     if rid == "balance_ranks":
         return (
             f"Even out rank {f['slow_rank']}'s work: {_SLOW_WHY.get(f['excess_label'], f['excess_label'])}. "
@@ -134,10 +131,10 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
             "pageable copies are staged through a bounce buffer and block the host." + saving,
             _pageable(f),
         )
-    if f.get("plan") and plan and plan.get("kind"):
+    if f.get("plan") and plan is not None:
         text = plan_words(plan)[1] + gain
-    elif f.get("plan"):  # the plan is not at hand: its stored text
-        text = str((plan or {}).get("text") or "") + gain
+    elif f.get("plan"):  # the plan is not at hand: only what it would gain
+        text = gain
     elif rid == "more_workers":
         ways = ["more workers (num_workers)"] + (["persistent_workers=True"] if f.get("persistent_workers") else [])
         text = (
@@ -199,31 +196,27 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
             f"compute is {fmt_ms(f['compute_ms'])} of a {fmt_ms(f['step_ms'])} step",
         )
     elif rid == "startup":
-        su = f.get("startup")
-        return _STARTUP, startup_sentence(su) if isinstance(su, Mapping) else str(f.get("finding") or "")
+        return _STARTUP, startup_sentence(Startup(**f["startup"]))
     elif rid == "evaluation":
         return (
             f"Evaluation takes {fmt_share(f['share_of_wall'])} of the wall time: evaluate less often "
             "or on fewer batches, under torch.inference_mode(), with a larger batch size than training",
-            evaluation_sentence(f.get("evaluation") or {}),
+            evaluation_sentence(Evaluation(**f["evaluation"])),
         )
-    elif isinstance(f.get("memory"), Mapping):  # a memory finding: its advice, and the finding as evidence
-        sentence, advice = memory_words(f["memory"])
+    elif rec.kind.memory:  # a memory finding: its advice, and the finding as evidence
+        sentence, advice = memory_words(f)
         return advice, sentence
     else:
-        text = str(rec.get("text") or "")
-    m = rec.get("measured")
-    if isinstance(m, Mapping) and isinstance(m.get("material"), bool) and m.get("speedup") is not None:
-        text += f" Measured: {m.get('experiment')} alone gave {fmt_x(m['speedup'])}."  # diagnose's experiment C
-    slower = rec.get("decoder_slower")
-    if isinstance(slower, Mapping) and slower.get("speedup") is not None:
+        text = ""
+    c = rec.measured(Against.ADVICE)
+    if c is not None and c.experiment is Experiment.DECODER and not c.below_1x:
+        text += f" Measured: {c.name} alone gave {fmt_x(c.measured_speedup)}."  # diagnose's experiment C
+    elif c is not None and c.experiment is Experiment.DECODER:
         # Said from C's change beside its figure: below 1x inside the noise is "no faster", not "slower".
-        how = "made steps slower here" if slower.get("change", "slower") == "slower" else "made steps no faster"
+        how = "made steps slower here" if c.change is Change.SLOWER else "made steps no faster"
         text += (
-            f" Not the decoder: {slower.get('experiment')} {how} ({fmt_x(slower['speedup'])});"
-            " cache or pre-resize the images instead."
+            f" Not the decoder: {c.name} {how} ({fmt_x(c.measured_speedup)}); cache or pre-resize the images instead."
         )
-
     return text, because
 
 
@@ -234,52 +227,16 @@ TEST_WORDS = {
 }
 
 
-def test_of(rec: Mapping[str, Any]) -> str:
-    """The command that tests the advice: from its code, else (an old document) the words it stored."""
-    code = rec.get("test_with")
-    return TEST_WORDS.get(code, "") if isinstance(code, str) else str(rec.get("test") or "")
+def test_of(rec: Finding) -> str:
+    """The command that tests the advice, from its code."""
+    return TEST_WORDS.get(rec.test or "", "")
 
 
-# A document read from a folder is untrusted: facts that do not have the shape this version writes
-# (another version's, an edited file) are not said; the words stored beside them are.
-def text_of(rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> str:
-    """The recommendation's text: from its facts, else (an old document) the words it stored."""
-    try:
-        return advice_words(rec, plan)[0] if isinstance(rec.get("facts"), Mapping) else str(rec.get("text") or "")
-    except MALFORMED:
-        return str(rec.get("text") or "")
+def text_of(rec: Finding, plan: LoaderPlan | None = None) -> str:
+    """The finding's advice in words."""
+    return advice_words(rec, plan)[0]
 
 
-def evidence_of(rec: Mapping[str, Any], plan: Mapping[str, Any] | None = None) -> str:
-    """The recommendation's evidence: from its facts, else the words it stored."""
-    try:
-        return advice_words(rec, plan)[1] if isinstance(rec.get("facts"), Mapping) else str(rec.get("evidence") or "")
-    except MALFORMED:
-        return str(rec.get("evidence") or "")
-
-
-def say(doc: dict[str, Any]) -> dict[str, Any]:
-    """The words beside the facts, in place, as run.json has always kept them: each recommendation's
-    text and evidence, the loader plan's sentence and text, each memory finding's sentence and advice, the
-    verdict's (verdict_words.say_verdict) and the interference finding's. Where the writer at the edge stores a
-    document, it calls this; every renderer makes the same words from the same facts."""
-    plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
-    if plan is not None and plan.get("kind"):
-        plan["sentence"], plan["text"] = plan_words(plan)
-    for rec in doc.get("recommendations") or []:
-        if isinstance(rec, dict) and isinstance(rec.get("facts"), Mapping):
-            rec["text"], rec["evidence"] = advice_words(rec, plan)
-            if rec.get("test_with"):
-                rec["test"] = test_of(rec)
-    ev = doc.get("evaluation")
-    if isinstance(ev, dict) and evaluation_sentence(ev):
-        ev["sentence"] = evaluation_sentence(ev)
-    for f in (doc.get("memory") or {}).get("findings") or []:
-        if isinstance(f, dict) and "sentence" not in f:
-            f["sentence"], f["advice"] = memory_words(f)
-    say_verdict(doc.get("verdict"))
-    say_robust(doc.get("breakdown_robust"))
-    intf = doc.get("interference")
-    if isinstance(intf, dict) and isinstance(intf.get("reasons"), list):
-        intf.update(say_interference(intf))
-    return doc
+def evidence_of(rec: Finding, plan: LoaderPlan | None = None) -> str:
+    """The finding's evidence in words."""
+    return advice_words(rec, plan)[1]

@@ -14,6 +14,7 @@ import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.bins import bin_steps
+from perfcore.analysis.run_report import RunReport
 
 __all__ = [
     "COLORS",
@@ -82,7 +83,7 @@ def _col(steps: pd.DataFrame, name: str) -> np.ndarray | None:
     return v if np.isfinite(v).any() else None
 
 
-def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bins: int = HTML_BINS) -> list[dict]:  # noqa: C901
+def run_charts(r: RunReport, steps: pd.DataFrame, prefix: str = "run", bins: int = HTML_BINS) -> list[dict]:
     """The charts over a run, all on one step axis (zoom and cursor shared): stacked ms per label,
     utilisation (GPU, host CPU), memory, DataLoader waits; and the step-time histogram beside them."""
     if steps is None or not len(steps):
@@ -181,7 +182,7 @@ def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bi
     pmem = _col(steps, "mem_bytes")
     if pmem is not None:
         pmem = np.where(pmem >= 0, pmem, np.nan)  # -1: not sampled at that step
-        kind = (doc.get("memory") or {}).get("kind")
+        kind = r.memory.kind if r.memory is not None else None
         label = "CUDA allocated" if kind == "cuda_allocated" else "process RSS" if kind else "memory"
         if np.isfinite(pmem).any():
             mem.append(
@@ -259,23 +260,23 @@ def run_charts(doc: dict[str, Any], steps: pd.DataFrame, prefix: str = "run", bi
         )
     # Host time by the user's function right under the breakdown (a host dip lines up with its cause), the
     # histogram beside the timelines: either may have nothing to draw.
-    charts[1:1] = [c for c in (lines_chart(doc, prefix),) if c]
+    charts[1:1] = [c for c in (lines_chart(r, prefix),) if c]
     del gpu, cpu, gmem, pmem, v, load  # a column each (8 MB at 1M steps): not held beside the histogram's copies
-    hist = histogram(steps, doc.get("step_time_ms") or {}, f"{prefix}-hist")
+    hist = histogram(steps, {"p50": r.step_time_ms.p50, "p90": r.step_time_ms.p90}, f"{prefix}-hist")
     charts += [hist] if hist else []
     return charts
 
 
-def lines_chart(doc: dict[str, Any], prefix: str = "run") -> dict | None:
+def lines_chart(r: RunReport, prefix: str = "run") -> dict | None:
     """Host time by the user's function on the steps' axis (run.json's lines.timeline: sampled, binned by
     the run), stacked, in the same group as the other charts so a dip lines up with its cause."""
-    tl = (doc.get("lines") or {}).get("timeline")
-    if not isinstance(tl, dict) or not tl.get("first_step"):
+    tl = r.lines.timeline if r.lines is not None else None
+    if tl is None or not tl.first_step:
         return None
-    x = [int(v) for v in tl["first_step"]]
-    fns = [f for f in tl.get("functions") or [] if isinstance(f, (list, tuple)) and len(f) == 3]
-    vals = list(tl.get("ms_per_step") or [])[: len(fns)]
-    if len(vals) != len(fns) or any(len(v) != len(x) for v in vals) or len(tl.get("other_ms_per_step") or []) != len(x):
+    x = [int(v) for v in tl.first_step]
+    fns = list(tl.functions)
+    vals = list(tl.ms_per_step)[: len(fns)]
+    if len(vals) != len(fns) or any(len(v) != len(x) for v in vals) or len(tl.other_ms_per_step) != len(x):
         return None  # a damaged document draws no chart rather than a wrong one
     series = [
         {
@@ -287,15 +288,15 @@ def lines_chart(doc: dict[str, Any], prefix: str = "run") -> dict | None:
         for i, ((file, fn, line), v) in enumerate(zip(fns, vals))
     ]
     series.append(
-        {"label": "other host", "values": rounded(tl["other_ms_per_step"]), "color": COLORS["host"], "unit": "ms"}
+        {"label": "other host", "values": rounded(tl.other_ms_per_step), "color": COLORS["host"], "unit": "ms"}
     )
-    binned = max(int(v) for v in tl.get("steps") or [1]) > 1
+    binned = max(int(v) for v in tl.steps or [1]) > 1
     return {
         "kind": "timeline",
         "group": prefix,
         "id": f"{prefix}-lines",
         "x": x,
-        "x_end": int(tl["last_step"][-1]) + 1,
+        "x_end": int(tl.last_step[-1]) + 1,
         "shade": None,
         "x_label": f"step ({len(x)} bins)" if binned else "step",
         "stacked": True,

@@ -1,18 +1,26 @@
-"""A check of the verdict (analysis.checks.CheckResult) in words: the long form for --explain, the
-verdict's summary and report.html. Each word is chosen from the status beside its number."""
+"""A check of the verdict (analysis.checks.Check) in words: the long form for --explain, the verdict's
+summary and report.html. Each word is chosen from the status beside its number."""
 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
 
-from perfcore.analysis.checks import CheckResult, Reason
+from perfcore.analysis.checks import Against, Check, Reason
 from perfcore.analysis.gain import FALLBACK_REL, FALLBACK_STEP
-from perfcore.analysis.status import Check
+from perfcore.analysis.results import Loading
+from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.label_words import speedups_words, what_of
 
-__all__ = ["check_long", "bound_long", "check_text", "loading_text", "readable_frame"]
+__all__ = [
+    "check_long",
+    "bound_long",
+    "check_text",
+    "loading_text",
+    "readable_frame",
+    "compute_shortfall",
+    "LOADING_CAUSE",
+]
 
 
 def _x(x: float | None, band) -> str:
@@ -27,7 +35,7 @@ def _what(label: str) -> str:
         return label or "the cause"
 
 
-def _busy(c: CheckResult) -> str:
+def _busy(c: Check) -> str:
     """Only a measured busy machine is blamed; otherwise the drift is said as unexplained."""
     if c.others_cores is None:
         return "no interference measured"
@@ -36,20 +44,20 @@ def _busy(c: CheckResult) -> str:
     return said if c.machine_busy else f"{said}: not a busy machine"
 
 
-def check_long(c: CheckResult) -> str:
+def check_long(c: Check) -> str:
     """The check in one sentence, with every figure behind its status."""
     if c.reason is Reason.NO_MEASUREMENT or c.measured_speedup is None:
-        return f"{c.experiment}: no measurement"
+        return f"{c.name}: no measurement"
     if c.reason is Reason.ALL_ONE_LABEL:
-        return f"{c.experiment} measured {fmt_x(c.measured_speedup)} (the step is all {_what(c.label)})"
+        return f"{c.name} measured {fmt_x(c.measured_speedup)} (the step is all {_what(c.label)})"
     head = (
-        f"{c.experiment} measured {_x(c.measured_speedup, c.measured_band)} against "
+        f"{c.name} measured {_x(c.measured_speedup, c.measured_band)} against "
         f"{_x(c.predicted_speedup, c.predicted_band)} predicted: {c.status.value}"
     )
     if c.reason is Reason.COMPUTE_DRIFT and c.compute_ms and None not in c.compute_ms:
         # The bands are left out: a drifted pair's figures are not read, only the drift said.
         return (
-            f"{c.experiment} measured {fmt_x(c.measured_speedup)} against {fmt_x(c.predicted_speedup)} predicted: "
+            f"{c.name} measured {fmt_x(c.measured_speedup)} against {fmt_x(c.predicted_speedup)} predicted: "
             f"{c.status.value}, compute itself went from {fmt_ms(c.compute_ms[0])} to {fmt_ms(c.compute_ms[1])} "
             f"per step between the runs ({_busy(c)}); the attribution stands"
         )
@@ -62,21 +70,24 @@ def check_long(c: CheckResult) -> str:
             else " (the prediction's interval widened by the runs' noise)"
         )
     step, p, m = c.step_ms or 0.0, c.predicted_ms or 0.0, c.measured_saved_ms
-    if c.status is Check.CONFIRMED and allow:
+    if c.status is Agreement.CONFIRMED and allow:
         head += f", within {allow}"
     elif (
-        c.status is Check.INCONCLUSIVE and c.measured_noise_ms is not None and c.measured_noise_ms < p and m is not None
+        c.status is Agreement.INCONCLUSIVE
+        and c.measured_noise_ms is not None
+        and c.measured_noise_ms < p
+        and m is not None
     ):
         head += (
             f", its saving ({fmt_ms(m)} per step) is within the runs' noise ({fmt_ms(c.measured_noise_ms)}), so it "
             f"cannot tell the predicted {fmt_ms(p)} from none: a quieter machine or more steps would settle it"
         )
-    elif c.status is Check.INCONCLUSIVE and c.measured_noise_ms is not None:
+    elif c.status is Agreement.INCONCLUSIVE and c.measured_noise_ms is not None:
         head += (
             f", the runs' noise ({fmt_ms(c.measured_noise_ms)} per step) is as large as the predicted saving "
             f"({fmt_ms(p)} of a {fmt_ms(step)} step): a quieter machine or more steps would settle it"
         )
-    elif c.status in (Check.PARTLY, Check.NOT_CONFIRMED) and m is not None:
+    elif c.status in (Agreement.PARTLY, Agreement.NOT_CONFIRMED) and m is not None:
         head += (
             f", {_what(c.label)} saves {fmt_ms(m)} per step ({100 * m / step if step else 0:.0f}%), not {fmt_ms(p)}"
             if m >= 0
@@ -84,7 +95,7 @@ def check_long(c: CheckResult) -> str:
         )
         if allow:
             head += f"; agreeing would be {allow}"
-        grew = compute_shortfall(c.as_dict())
+        grew = compute_shortfall(c)
         if grew is not None and c.compute_ms:
             head += (
                 f"; compute itself took {fmt_ms(grew)} more per step in that run ({fmt_ms(c.compute_ms[0])} -> "
@@ -93,38 +104,37 @@ def check_long(c: CheckResult) -> str:
     return head
 
 
-def compute_shortfall(c: Mapping[str, Any]) -> float | None:
+def compute_shortfall(c: Check) -> float | None:
     """How much more compute a step took in the experiment than in the baseline (ms), where that explains at
     least half of a partly / not confirmed check's shortfall (the saving predicted less the one measured):
     the measured cause of the gap, said beside it. None otherwise."""
-    cm, p, m = c.get("compute_ms"), c.get("predicted_ms"), c.get("measured_saved_ms")
-    if c.get("status") not in ("partly", "not confirmed") or not cm or len(cm) != 2 or None in (p, m, *cm):
+    cm, p, m = c.compute_ms, c.predicted_ms, c.measured_saved_ms
+    if c.status not in (Agreement.PARTLY, Agreement.NOT_CONFIRMED) or not cm or None in (p, m, *cm):
         return None
     grew, short = float(cm[1]) - float(cm[0]), float(p) - float(m)
     return grew if short > 0 and grew >= short / 2 else None
 
 
-def bound_long(c: Mapping[str, Any]) -> str:
+def bound_long(c: Check) -> str:
     """Experiment B (the workers changed) against the bound no worker setting can pass, removing all
     loading: what it measured, its change as measured (slower / within noise), inconclusive when the
     runs' noise is as large as the whole loading wait, and a gain above the bound flagged."""
-    b, noise = c.get("measured_band"), c.get("measured_noise_ms")
-    said = f"{c.get('experiment')} measured {fmt_x(c.get('measured_speedup'))}"
+    b, noise = c.measured_band, c.measured_noise_ms
+    said = f"{c.name} measured {fmt_x(c.measured_speedup)}"
     said += f" ({fmt_band(b[0], b[1])})" if b and None not in b else ""
-    if c.get("predicted_speedup") is not None:
-        said += f" of the {fmt_x(c['predicted_speedup'])} that removing all loading can give"
-    inconclusive = c.get("status") == Check.INCONCLUSIVE.value
-    if inconclusive:
+    if c.predicted_speedup is not None:
+        said += f" of the {fmt_x(c.predicted_speedup)} that removing all loading can give"
+    if c.status is Agreement.INCONCLUSIVE:
         said += (
             f": inconclusive, the runs' noise ({fmt_ms(noise)} per step) is as large as the whole "
-            f"loading wait ({fmt_ms(c.get('bound_ms'))})"
+            f"loading wait ({fmt_ms(c.bound_ms)})"
         )
-    elif c.get("change") == "slower":
+    elif c.change is Change.SLOWER:
         said += ": slower, so workers do not help here"
-    elif c.get("change") == "within noise" and c.get("measured_speedup") != 1:
+    elif c.change is Change.WITHIN_NOISE and c.measured_speedup != 1:
         said += f": within the runs' noise ({fmt_ms(noise)} per step), so workers do not measurably help here"
-    if c.get("above_bound"):
-        m, top = c.get("measured_saved_ms"), c.get("bound_ms")
+    if c.above_bound:
+        m, top = c.measured_saved_ms, c.bound_ms
         within = noise is not None and m is not None and top is not None and m - top <= noise
         said += "; above that bound" + (
             f", within the runs' noise ({fmt_ms(noise)} per step)"
@@ -134,34 +144,41 @@ def bound_long(c: Mapping[str, Any]) -> str:
     return said
 
 
-def check_text(c: Mapping[str, Any]) -> str:
-    """A check as diagnose.json holds it, in words, from its figures; a check written before its
-    figures were kept (no step_ms) keeps the sentence it was written with."""
-    if "step_ms" not in c and isinstance(c.get("sentence"), str):
-        return c["sentence"]
-    return bound_long(c) if c.get("against") == "bound" else check_long(CheckResult.from_dict(c))
+def check_text(c: Check) -> str:
+    """A check of the verdict in words, from its figures."""
+    return bound_long(c) if c.against is Against.BOUND else check_long(c)
 
 
-def loading_text(f: Mapping[str, Any]) -> str:
+# What diagnose found loading to be, in a few words, by its kind.
+LOADING_CAUSE = {
+    "decoder": "CPU decode",
+    "unprofiled": "data loading",
+    "crowded": "data loading",
+    "io": "I/O",
+    "cpu": "CPU decode/augment",
+}
+
+
+def loading_text(f: Loading) -> str:
     """What diagnose found loading to be (diagnose.loading_cause), and what to do about it."""
-    kind = f.get("kind")
+    kind = f.kind
     if kind == "decoder":
-        return f"The {f['decoder']} decoder alone is {f['speedup']:.2f}x faster per step: switch to it"
+        return f"The {f.decoder} decoder alone is {f.speedup:.2f}x faster per step: switch to it"
     if kind == "unprofiled":
         return "Workers' __getitem__ dominates; a workload factory lets diagnose split decode from I/O"
     if kind == "crowded":
         return (
-            f"__getitem__ ran on a CPU {100 * f['cpu_to_wall']:.0f}% of its time, but the host was "
-            f"{f['cpu_percent']:.0f}% busy, so it waited for a core as much as for I/O: run diagnose on "
+            f"__getitem__ ran on a CPU {100 * f.cpu_to_wall:.0f}% of its time, but the host was "
+            f"{f.cpu_percent:.0f}% busy, so it waited for a core as much as for I/O: run diagnose on "
             "a quieter machine to tell them apart"
         )
     if kind == "io":
         return (
-            f"__getitem__ spends {100 * (1 - f['cpu_to_wall']):.0f}% of its time waiting, not computing: "
+            f"__getitem__ spends {100 * (1 - f.cpu_to_wall):.0f}% of its time waiting, not computing: "
             "faster storage, caching, or more workers to overlap the waits"
         )
     if kind == "cpu":
-        top = readable_frame(f["top"]) if f.get("top") else "?"
+        top = readable_frame(f.top) if f.top else "?"
         return f"__getitem__ is CPU-bound (top: {top}): cheaper decode/augment, or more workers if cores are free"
     return ""
 

@@ -1,16 +1,10 @@
-"""diagnose.json's words beside its facts: the verdict as every verdict is said (report.verdict_words,
-with diagnose's checks and loading cause), and a script that failed after measured steps."""
+"""What a stage's note or a skipped experiment's reason code means, in words."""
 
 from __future__ import annotations
 
-from typing import Any
+__all__ = ["note_words", "NOTES"]
 
-from perfcore.report.failure_words import say_script_exit
-from perfcore.report.verdict_words import say_verdict
-
-__all__ = ["say", "note_words", "NOTES"]
-
-# What a stage's note or a skipped experiment's reason code means (an older document stored the words).
+# What a stage's note or a skipped experiment's reason code means.
 NOTES = {
     "script_loop": "a script runs its own loop (optimizer included); health of a workload factory omits the optimizer",
     "no_other_decoder": "the workload declares no other decoder",
@@ -21,13 +15,5 @@ NOTES = {
 
 
 def note_words(code: object) -> str:
-    """A note or a skip reason in words: its code's, else the words an older document stored."""
+    """A note or a skip reason in words, from its code."""
     return NOTES.get(str(code), str(code or ""))
-
-
-def say(doc: dict[str, Any]) -> dict[str, Any]:
-    """diagnose.json's words beside its facts, in place, as it has always kept them, for the writer. A
-    verdict written before the facts were kept keeps the words it stored."""
-    if isinstance(doc.get("verdict"), dict):
-        say_verdict(doc["verdict"])
-    return say_script_exit(doc)

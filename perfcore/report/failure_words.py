@@ -1,12 +1,15 @@
 """What failed, in words: a script that failed after measured steps (health's and diagnose's
 script_exit) and a sweep configuration with no numbers of its own, each from its facts (a reason code,
-the exit code, the run document's own words for its exit). An older document kept only its words."""
+the exit code, how the script's run ended)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["script_exit_words", "config_failure", "say_script_exit"]
+from perfcore.analysis.command_results import ScriptExit
+from perfcore.report.exit_words import exit_sentence, outcome_sentence
+
+__all__ = ["script_exit_words", "config_failure"]
 
 # Diagnose's runs, as a failure names them.
 _WHERE = {"baseline": " in the baseline", "synthetic": " with synthetic data", "workers": " with"}
@@ -22,23 +25,20 @@ def _how(ended: Any, code: Any) -> str:
     return str(ended) if ended else f"exited with {code}"
 
 
-def script_exit_words(ex: Mapping[str, Any]) -> str:
+def script_exit_words(ex: ScriptExit) -> str:
     """ "the script crashed (...; exit 1) after 12 measured steps in the baseline: these results are
-    partial"; an older document's stored sentence."""
-    if "how" not in ex and "steps" not in ex:
-        return str(ex.get("sentence") or "")
-    where = _WHERE.get(str(ex.get("run")), "")
+    partial"."""
+    where = _WHERE.get(str(ex.run), "")
     if where == " with":
-        where += " " + ", ".join(f"{k}={v}" for k, v in (ex.get("settings") or {}).items())
-    return f"the script {_how(ex.get('how'), ex.get('code'))} after {_steps(ex.get('steps'))}{where}: these results are partial"
-
-
-def say_script_exit(doc: dict[str, Any]) -> dict[str, Any]:
-    """A stage document's script_exit with its sentence beside its facts, in place, for the writer."""
-    ex = doc.get("script_exit")
-    if isinstance(ex, dict):
-        ex["sentence"] = script_exit_words(ex)
-    return doc
+        where += " " + ", ".join(f"{k}={v}" for k, v in (ex.settings or {}).items())
+    how = (
+        exit_sentence(ex.exit, ex.outcome)
+        if ex.exit is not None and ex.outcome is not None
+        else outcome_sentence(ex.outcome)
+        if ex.outcome is not None
+        else None
+    )
+    return f"the script {_how(how, ex.code)} after {_steps(ex.steps)}{where}: these results are partial"
 
 
 def config_failure(row: Mapping[str, Any]) -> str:

@@ -1,13 +1,15 @@
 """Findings beside the verdict into words: a probable leak or memory pressure (analysis.memory_findings'
 figures) as a sentence and the advice that answers it; the evaluation passes set apart from the
-training steps (attribution.evaluation_finding); how several optimizers stepped (run.child.part_writer's
-optimizer_order) and the step source said once. A document written before the figures were kept has
-its words stored: they are read back as they are."""
+training steps (attribution.evaluation_finding); what a step is (the step source, and how several
+optimizers stepped: run.child.part_writer's optimizer_order) said once; why a run saw no step."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from perfcore.analysis.run_context import NoStep
+from perfcore.analysis.run_parts import Evaluation
+from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
 
 __all__ = [
@@ -17,7 +19,24 @@ __all__ = [
     "optimizer_order_sentence",
     "other_steps_sentence",
     "step_source_words",
+    "step_source_text",
+    "no_step_sentence",
+    "STEP_SOURCE_WORDS",
+    "LOOKS_FOR",
 ]
+
+# What a step is, by the step source perfcore run chose.
+STEP_SOURCE_WORDS = {
+    "optimizer": "optimizer steps (torch.optim)",
+    "backward": "backward passes on the main thread (no torch.optim optimizer stepped)",
+    "batch": "training batch fetches (no optimizer step, no backward)",
+    "forward": "top-level module calls (no optimizer step, no backward, no training DataLoader)",
+}
+LOOKS_FOR = (
+    "perfcore looks for a step in: torch.optim optimizer.step(), else loss.backward() on the main "
+    "thread, else a DataLoader batch fetch, else a top-level nn.Module call; none has happened yet. "
+    "Force one with perfcore run --step-on optimizer|backward|batch|forward"
+)
 
 _ADVICE = {
     "memory_leak": "Something keeps tensors alive across steps: a loss or output appended to a list without "
@@ -27,8 +46,6 @@ _ADVICE = {
     "memory_near_capacity": "One larger batch or a longer sequence will not fit: keep headroom, or cut activation "
     "memory (checkpointing, bf16) before scaling up.",
 }
-# Figures of another shape (another version's, an edited file) are not said: the stored words are.
-_MALFORMED = (KeyError, TypeError, ValueError, ZeroDivisionError)
 
 
 def memory_words(f: Mapping[str, Any]) -> tuple[str, str]:
@@ -52,30 +69,25 @@ def memory_words(f: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def memory_sentence(f: Mapping[str, Any]) -> str:
-    """The finding's sentence: from its figures, else the words it stored."""
-    if "sentence" in f and "from_step" not in f and "retries" not in f and "capacity_bytes" not in f:
-        return str(f["sentence"])  # an old document: the words are all it kept
-    try:
-        return memory_words(f)[0]
-    except _MALFORMED:
-        return str(f.get("sentence") or "")
+    """A memory finding's sentence, from its figures."""
+    return memory_words(f)[0]
 
 
-def evaluation_sentence(ev: Mapping[str, Any]) -> str:
-    """The evaluation passes' cost, from their figures, else the words an old document stored."""
-    try:
-        n, per = int(ev["passes"]), float(ev["ms_per_pass"])
-        lo, hi = float(ev.get("min_ms_per_pass", per)), float(ev.get("max_ms_per_pass", per))
-        # Passes that differ (a last pass over fewer batches, a first one that warms up) are said as their
-        # range: one mean "each" hid 0.40, 2.39 and 5.19 s behind "3.82 s each".
-        size = f"of {fmt_ms(per)} each" if hi <= 1.25 * lo else f"of {fmt_ms(lo)} to {fmt_ms(hi)} ({fmt_ms(per)} mean)"
-        return (
-            f"{n} evaluation pass(es) {size} took "
-            f"{fmt_share(float(ev['share_of_wall']))} of the wall time ({fmt_ms(float(ev['total_ms']))} in all); "
-            "they are reported apart and are not in the step time, the breakdown or the verdict"
-        )
-    except _MALFORMED:
-        return str(ev.get("sentence") or "") if isinstance(ev.get("sentence"), str) else ""
+def evaluation_sentence(ev: Evaluation | None) -> str:
+    """The evaluation passes' cost, from their figures ("" without any, or where none was set apart)."""
+    if ev is None or ev.ms_per_pass is None or ev.share_of_wall is None:
+        return ""
+    n, per = ev.passes, ev.ms_per_pass
+    lo = ev.min_ms_per_pass if ev.min_ms_per_pass is not None else per
+    hi = ev.max_ms_per_pass if ev.max_ms_per_pass is not None else per
+    # Passes that differ (a last pass over fewer batches, a first one that warms up) are said as their
+    # range: one mean "each" hid 0.40, 2.39 and 5.19 s behind "3.82 s each".
+    size = f"of {fmt_ms(per)} each" if hi <= 1.25 * lo else f"of {fmt_ms(lo)} to {fmt_ms(hi)} ({fmt_ms(per)} mean)"
+    return (
+        f"{n} evaluation pass(es) {size} took "
+        f"{fmt_share(ev.share_of_wall)} of the wall time ({fmt_ms(ev.total_ms)} in all); "
+        "they are reported apart and are not in the step time, the breakdown or the verdict"
+    )
 
 
 _ORDER = {
@@ -96,29 +108,78 @@ def optimizer_order_sentence(order: str, optimizers: int) -> str:
     )
 
 
-def other_steps_sentence(doc: Mapping[str, Any]) -> str | None:
+def other_steps_sentence(r: RunReport) -> str | None:
     """Where several optimizers stepped in one iteration (a GAN's D and G): the other optimizers' steps
     against the rows. The count is said to match the script's iterations only when every other step fits
-    one to a row; None when no other optimizer stepped inside the rows (or a document before the facts)."""
-    seen = doc.get("seen") if isinstance(doc.get("seen"), Mapping) else {}
-    n, others, handovers = seen.get("optimizers"), seen.get("other_optimizer_steps"), seen.get("optimizer_handovers")
-    if doc.get("step_source") != "optimizer" or not isinstance(n, int) or n < 2 or not isinstance(others, int):
+    one to a row; None when no other optimizer stepped inside the rows."""
+    seen = r.seen
+    if r.step_source != "optimizer" or seen is None or seen.optimizers < 2 or not seen.other_optimizer_steps:
         return None
-    if not others:
-        return None
-    rows = int(doc.get("steps") or 0) + int(doc.get("warmup_steps") or 0)
-    if others == rows and not handovers:
+    others, rows = seen.other_optimizer_steps, r.steps + r.warmup_steps
+    if others == rows and not seen.optimizer_handovers:
         return "one per row: the count matches the script's iterations"
     return f"{others} steps of other optimizers against {rows} rows: they are inside rows, not counted as steps"
 
 
-def step_source_words(doc: Mapping[str, Any]) -> str:
-    """The step source once, as the process that counted the steps said it (what a row is; how several
-    optimizers stepped), with the other optimizers' steps against the rows where some stepped inside them.
-    A document from before the sentence was kept: its source and its stored note."""
-    text = doc.get("step_source_text")
-    if not isinstance(text, str) or not text:
-        note = doc.get("step_source_note")
-        return str(doc.get("step_source") or "") + (f"; {note}" if isinstance(note, str) and note else "")
-    others = other_steps_sentence(doc)
-    return text + (f"; {others}" if others else "")
+def step_source_text(r: RunReport) -> str:
+    """What a row is: the step source perfcore run chose (and how several optimizers stepped), or a
+    StepTimer's own ("timer.step()", its step_on)."""
+    if r.seen is None:  # a StepTimer's result: its step_on
+        return str(r.step_source or "")
+    text = STEP_SOURCE_WORDS.get(r.step_source or "", "none")
+    if r.optimizer_order is not None and r.seen.optimizers >= 2:
+        text += "; " + optimizer_order_sentence(r.optimizer_order, r.seen.optimizers)
+    return text
+
+
+def step_source_words(r: RunReport) -> str:
+    """The step source once (what a row is; how several optimizers stepped), with the other optimizers'
+    steps against the rows where some stepped inside them."""
+    others = other_steps_sentence(r)
+    return step_source_text(r) + (f"; {others}" if others else "")
+
+
+def no_step_sentence(n: NoStep) -> str:
+    """Why a run saw no step, from what the hooks saw."""
+    if not n.torch_instrumented:
+        if n.torch_imported:
+            return (
+                f"no step seen in {n.wall_s:.1f} s: torch was loaded in a way perfcore could not instrument "
+                "(a custom import finder?); time the loop with perfcore.StepTimer instead"
+            )
+        # --step-on cannot help a script that has no torch loop to find a step in.
+        return (
+            f"no step seen in {n.wall_s:.1f} s: the script never imported torch, so there was no training loop to time"
+        )
+    seen = (
+        f"{n.forward} top-level forward call(s), {n.backward} backward pass(es), "
+        f"{n.batch_all} DataLoader batch(es), "
+        f"{'optimizer steps' if n.optimizer_stepped else 'no optimizer step'}"
+    )
+    if n.forced:
+        # The source that would have given steps, in the automatic choice's order.
+        works = next(
+            (
+                s
+                for s, ok in (
+                    ("optimizer", n.optimizer_stepped),
+                    ("backward", n.backward > 0),
+                    ("batch", n.batch_all > 1),
+                    ("forward", n.forward > 1),
+                )
+                if ok and s != n.forced
+            ),
+            None,
+        )
+        fix = (
+            f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
+            if works
+            else "nothing else looked like a step either"
+        )
+        return f"no step seen in {n.wall_s:.1f} s with --step-on {n.forced}: seen {seen}; {fix}"
+    return (
+        f"no step seen in {n.wall_s:.1f} s: {n.forward} top-level forward call(s), "
+        f"{n.backward} backward pass(es), {n.batch_all} DataLoader batch(es), "
+        f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
+        "optimizer|backward|batch|forward"
+    )

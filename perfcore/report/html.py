@@ -9,14 +9,14 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from perfcore.report.html_run import breakdown_svg, headline, links, render_html, render_report, run_sections
+from perfcore.analysis.run_report import RunReport
+from perfcore.report.html_run import breakdown_svg, links, render_html, render_report, run_sections
 
 __all__ = [
     "render_html",
     "render_report",
     "write_report",
     "write_folder_report",
-    "headline",
     "breakdown_svg",
     "open_report",
     "links",
@@ -50,14 +50,7 @@ def open_report(folder: str | Path) -> _Shown:
         from perfcore.report.html_stages import stage_page
 
         name, doc = found
-        try:
-            text = stage_page(folder, f"perfcore {name.split('.')[0]}", doc, "", [])
-        except (TypeError, KeyError, ValueError, AttributeError, IndexError) as err:
-            from perfcore.errors import BadResultFile
-
-            raise BadResultFile(
-                folder / name, f"is corrupt: {type(err).__name__} while drawing it", exit_code=2
-            ) from err
+        text = stage_page(folder, f"perfcore {name.split('.')[0]}", doc, "", [])
         start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
         return _Shown(text[start:end])
     return _Shown(render_html(*load_run(folder)))  # says in one line why this is not a run folder
@@ -69,13 +62,13 @@ def _atomic_write(path: Path, text: str) -> Path:
     return jsonio.write_text(path, text)
 
 
-def write_report(folder: Path, doc: dict[str, Any], steps: pd.DataFrame | None = None) -> Path:
+def write_report(folder: Path, r: RunReport, steps: pd.DataFrame | None = None) -> Path:
     """report.html in a run folder (replaced atomically)."""
     folder = Path(folder)
-    return _atomic_write(folder / "report.html", render_report(doc, steps, folder))
+    return _atomic_write(folder / "report.html", render_report(r, steps, folder))
 
 
-def write_folder_report(folder: Path, title: str, doc: dict[str, Any], text: str, files: Iterable[str]) -> Path:
+def write_folder_report(folder: Path, title: str, doc: Any, text: str, files: Iterable[str]) -> Path:
     """report.html for demo / health / diagnose / sweep folders: each stage's own sections (the
     terminal text is not repeated), and links to the folder's files."""
     from perfcore.report.html_stages import stage_page

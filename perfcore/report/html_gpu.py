@@ -3,32 +3,31 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from perfcore.analysis.run_report import RunReport
 from perfcore.report.charts import COLORS
 from perfcore.report.html_parts import esc, num, table
 
 __all__ = ["gpu_section"]
 
 
-def gpu_section(doc: dict[str, Any]) -> str:
+def gpu_section(r: RunReport) -> str:
     """On a GPU: top kernels, kernel categories, copies by direction (pageable bytes), capture statistics."""
     parts = []
-    ks = doc.get("kernels") or []
-    cats = doc.get("kernel_categories") or {}
+    ks = r.kernels
+    cats = r.kernel_categories
     if ks:
-        cat_total = sum(float(c.get("ms") or 0) for c in cats.values() if isinstance(c, dict))
-        total = cat_total or sum(float(k.get("total_ms") or 0) for k in ks) or 1.0
+        cat_total = sum(float(c.ms or 0) for c in cats.values())
+        total = cat_total or sum(float(k.total_ms or 0) for k in ks) or 1.0
         what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
         rows = [
             [
-                f"<span title='{esc(k['name'])}'>{esc(k['name'][:100])}</span>",
-                esc(k.get("count", "")),
-                num(k.get("total_ms")),
-                num(k.get("mean_us"), ".1f"),
-                f"{100 * float(k.get('total_ms') or 0) / total:.1f}% "
+                f"<span title='{esc(k.name)}'>{esc(k.name[:100])}</span>",
+                esc(k.count),
+                num(k.total_ms),
+                num(k.mean_us, ".1f"),
+                f"{100 * float(k.total_ms or 0) / total:.1f}% "
                 f"<span class='hbar' style='background:{COLORS['compute']};width:"
-                f"{80 * float(k.get('total_ms') or 0) / total:.0f}px'></span>",
+                f"{80 * float(k.total_ms or 0) / total:.0f}px'></span>",
             ]
             for k in ks
         ]
@@ -36,25 +35,18 @@ def gpu_section(doc: dict[str, Any]) -> str:
             f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}"
         )
     if cats:
-        rows = [
-            [
-                esc(c),
-                num(v.get("ms")) if isinstance(v, dict) else "-",
-                f"{100 * float((v or {}).get('share') or 0):.1f}%",
-            ]
-            for c, v in cats.items()
-        ]
+        rows = [[esc(c), num(v.ms), f"{100 * float(v.share or 0):.1f}%"] for c, v in cats.items()]
         parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
-    by = (doc.get("memcpy") or {}).get("by_direction") or {}
+    by = r.memcpy.by_direction if r.memcpy is not None else {}
     if by:
         rows = [
             [
                 esc(d),
-                esc(v.get("count", "")),
-                f"{float(v.get('bytes', 0)) / 2**20:.1f}",
-                num(v.get("ms")),
-                f"{float(v.get('pageable_bytes', 0)) / 2**20:.1f}",
-                num(v.get("pageable_ms")),
+                esc(v.count if v.count is not None else ""),
+                f"{float(v.bytes) / 2**20:.1f}",
+                num(v.ms),
+                f"{float(v.pageable_bytes) / 2**20:.1f}",
+                num(v.pageable_ms),
             ]
             for d, v in by.items()
         ]
@@ -62,23 +54,25 @@ def gpu_section(doc: dict[str, Any]) -> str:
             "<h3>Copies by direction</h3>"
             + table(["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5})
         )
-    per_step = (doc.get("monitor") or {}).get("per_step") or {}
+    per_step = r.monitor.per_step if r.monitor is not None else {}
     names = {"power_w": ("power", "W"), "temp_c": ("temperature", "°C")}
     rows = [
         [
             esc(names[k][0]),
-            *(f"{num(v.get(s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")),
-            esc(v.get("steps")),
+            *(f"{num(getattr(v, s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")),
+            esc(v.steps),
         ]
         for k, v in per_step.items()
-        if k in names and isinstance(v, dict)
+        if k in names
     ]
     if rows:
         parts.append(
             "<h3>Power and temperature (per-step means, sampled)</h3>"
             + table(["", "mean", "lowest step", "highest step", "steps sampled"], rows, {1, 2, 3, 4})
         )
-    cap = {k: v for k, v in (doc.get("capture") or {}).items() if isinstance(v, (int, float, str)) and v is not None}
+    cap = {
+        k: v for k, v in (r.capture.stats if r.capture is not None else {}).items() if isinstance(v, (int, float, str))
+    }
     if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
         rows = [
             [

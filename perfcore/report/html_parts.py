@@ -10,18 +10,23 @@ import time
 from typing import Any, Iterable
 
 from perfcore.analysis.attribution import LABELS
-from perfcore.analysis.interference import valid_finding
-from perfcore.analysis.verdict import run_evidence, steady_ms
+from perfcore.analysis.findings import Finding
+from perfcore.analysis.results import Level, Verdict
+from perfcore.analysis.run_context import LoaderPlan
+from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms
+from perfcore.analysis.verdict import report_evidence, steady_ms
 from perfcore.report.advice_words import evidence_of, test_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
-from perfcore.report.record_words import notes_of
+from perfcore.report.exit_words import exit_words
+from perfcore.report.finding_words import no_step_sentence
 from perfcore.report.safe_text import clean
 from perfcore.report.label_words import interference_detail, interference_sentence
-from perfcore.report.process_words import trainers
+from perfcore.report.rank_words import missing_sentence
+from perfcore.report.record_words import notes_of
 from perfcore.report.terminal import crashed_early
 from perfcore.report.verdict_card import card_lines
-from perfcore.report.verdict_words import cause_words, level_word, summary_words
+from perfcore.report.verdict_words import NO_STEPS, cause_words, level_word, summary_words
 from perfcore.report.words import overhead_short
 
 __all__ = [
@@ -32,10 +37,13 @@ __all__ = [
     "page",
     "level_of",
     "verdict_card",
+    "run_card",
+    "undecided_words",
     "tiles",
     "samples_per_s",
     "stack_bar",
     "breakdown_table",
+    "table_of_labels",
     "causes_list",
     "advice_item",
     "warnings_of",
@@ -130,49 +138,45 @@ def page(title: str, body: Body | str) -> str:
 # ---- pieces every page uses
 
 
-def level_of(doc: dict[str, Any]) -> str:
-    v = doc.get("verdict") or {}
-    lev = str(v.get("severity") or v.get("level") or "")
-    if lev in ("warn", "critical"):
-        return lev
-    return "healthy" if v.get("healthy") or lev == "healthy" else ""
+def level_of(v: Verdict) -> str:
+    """The card's tone: the verdict's level where it names a cause at a tier, healthy, else none."""
+    if v.level in (Level.WARN, Level.CRITICAL):
+        return v.level.value
+    return "healthy" if v.healthy or v.level is Level.HEALTHY else ""
 
 
-def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str | None = "verdict") -> str:
+def verdict_card(
+    v: Verdict, sentence: str | None = None, dom_id: str | None = "verdict", *, crash: list[str] = (), none: str = ""
+) -> str:
     """The verdict: a headline (the cause and its level), at most two short lines (uncertain, borderline),
     the numbers that size it (avoidable ms per step, its share, the expected gain) and a "why" panel with
     the long words (`sentence`, default the verdict's own). A verdict not yet decided (a stage that
-    measures only) shows its sentence as the headline."""
-    v = doc.get("verdict") or {}
-    causes = v.get("causes") or []
-    level = level_of(doc)
-    decided = v.get("bound") not in (None, "unknown") and bool(v.get("step_ms"))
-    why = sentence if sentence is not None else (summary_words(v) if decided else "")
-    if decided:
+    measures only) shows its sentence, else `none`, as the headline. crash: the lines a run that failed
+    early leads with (its figures are partial: said first)."""
+    causes = v.named
+    level = level_of(v)
+    why = sentence if sentence is not None else (summary_words(v) if v.decided else "")
+    if v.decided:
         head, short = card_lines(v)
-        crash = crashed_early(doc)
-        short = [crash[0], *short][:2] if crash else short  # the figures are partial: said first
+        short = [crash[0], *short][:2] if crash else short
     else:
-        head, short, why = str(why or v.get("summary") or doc.get("no_step") or "no verdict"), [], ""
+        head, short, why = str(why or none or "no verdict"), [], ""
     big = []
     if causes:
         c = causes[0]
-        big.append(
-            f"<div><b>{dur(c.get('ms_per_step'))}</b><span>avoidable per step ({esc(c.get('label'))})</span></div>"
-        )
-        if c.get("share") is not None:
-            big.append(f"<div><b>{100 * float(c['share']):.0f}%</b><span>of the step</span></div>")
-        if c.get("expected_speedup"):
+        big.append(f"<div><b>{dur(c.ms_per_step)}</b><span>avoidable per step ({esc(c.label)})</span></div>")
+        big.append(f"<div><b>{100 * float(c.share):.0f}%</b><span>of the step</span></div>")
+        if c.gain.speedup:
             big.append(
-                f"<div><b>up to {float(c['expected_speedup']):.2f}×</b><span>faster steps if removed "
-                f"({dur(v.get('step_ms'))} → {dur(c.get('expected_step_ms'))})</span></div>"
+                f"<div><b>up to {float(c.gain.speedup):.2f}×</b><span>faster steps if removed "
+                f"({dur(v.step_ms)} → {dur(c.gain.step_after_ms)})</span></div>"
             )
-    elif v.get("avoidable_ms"):
-        lb, worst = max(v["avoidable_ms"].items(), key=lambda kv: kv[1])
-        step = v.get("step_ms") or 0
+    elif v.ranked:
+        worst = max(v.ranked, key=lambda c: c.ms_per_step)
+        step = v.step_ms or 0
         big.append(
-            f"<div><b>{dur(worst)}</b><span>largest avoidable ({esc(lb)}"
-            + (f", {100 * worst / step:.0f}% of the step" if step else "")
+            f"<div><b>{dur(worst.ms_per_step)}</b><span>largest avoidable ({esc(worst.label)}"
+            + (f", {100 * worst.ms_per_step / step:.0f}% of the step" if step else "")
             + ")</span></div>"
         )
     idattr = f" id='{dom_id}'" if dom_id else ""
@@ -185,6 +189,16 @@ def verdict_card(doc: dict[str, Any], sentence: str | None = None, dom_id: str |
     )
 
 
+def undecided_words(r: RunReport) -> str:
+    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
+    return no_step_sentence(r.no_step) if r.no_step is not None else NO_STEPS
+
+
+def run_card(r: RunReport, dom_id: str | None = "verdict") -> str:
+    """A run's verdict card: a run that failed early leads with its end; one with no step says why."""
+    return verdict_card(r.verdict, dom_id=dom_id, crash=crashed_early(r), none=undecided_words(r))
+
+
 def tiles(items: Iterable[tuple[str, Any]]) -> str:
     cells = [
         f"<div class='tile'><span>{esc(k)}</span><b>{esc(v)}</b></div>" for k, v in items if v not in (None, "", "-")
@@ -192,25 +206,24 @@ def tiles(items: Iterable[tuple[str, Any]]) -> str:
     return f"<div class='tiles'>{''.join(cells)}</div>" if cells else ""
 
 
-def samples_per_s(doc: dict[str, Any]) -> float | None:
+def samples_per_s(r: RunReport) -> float | None:
     """Throughput where the training loader's batch size is known: samples per second of mean step."""
-    mean = (doc.get("step_time_ms") or {}).get("mean")
-    loaders = [x for x in doc.get("loaders") or [] if isinstance(x, dict) and x.get("training", True)]
-    bs = next((x.get("batch_size") for x in loaders if isinstance(x.get("batch_size"), int)), None)
+    mean = r.step_time_ms.mean
+    bs = next((x.batch_size for x in r.loaders if x.training and isinstance(x.batch_size, int)), None)
     if not mean or not bs:
         return None
-    per_step = bs * float(doc.get("batches_per_step") or 1.0)
+    per_step = bs * float(r.batches_per_step or 1.0)
     # Processes that train side by side (Hogwild) each take their own batches: their rates add up.
-    means = [float(r["step_time_ms"].get("mean") or 0.0) for r in trainers(doc)]
+    means = [p.step_time_ms.mean for p in r.trainers]
     if means and all(means):
         return sum(per_step / (m / 1000) for m in means)
     return per_step / (float(mean) / 1000)
 
 
-def steady_breakdown(doc: dict[str, Any]) -> tuple[dict[str, float], float, int | None]:
+def steady_breakdown(r: RunReport) -> tuple[dict[str, float], float, int | None]:
     """The figures the verdict judges on, as the terminal's table quotes them: per label ms of the steady
     step (outlier steps set apart, when they were), that step, and how many steps were set apart."""
-    ev = run_evidence(doc)
+    ev = report_evidence(r)
     return steady_ms(ev), float(ev["step_ms"] or 0.0), (ev.get("outliers") or {}).get("count")
 
 
@@ -228,10 +241,20 @@ def stack_bar(breakdown_ms: dict[str, float]) -> str:
     return f"<div class='stackbar'>{segs}</div><div class='legend'>{legend}</div>"
 
 
-def breakdown_table(doc: dict[str, Any]) -> str:
+def breakdown_table(r: RunReport) -> str:
     """The five labels of the steady step: the terminal's table and the verdict's figures (the plain means
     over every step are in run.json's breakdown_ms and the "mean step" tile)."""
-    ms, step, outliers = steady_breakdown(doc)
+    ms, step, outliers = steady_breakdown(r)
+    caption = (
+        f"<div class='muted'>of a steady {dur(step)} step: {outliers} outlier step(s) of {r.steps:,} set apart</div>"
+        if outliers
+        else ""
+    )
+    return caption + table_of_labels(ms, step)
+
+
+def table_of_labels(ms: dict[str, float], step: float) -> str:
+    """The five labels' ms of a `step` ms step, with their shares and bars."""
     rows = []
     for lb in LABELS:
         fr = float(ms.get(lb) or 0.0) / step if step > 0 else 0.0
@@ -240,107 +263,85 @@ def breakdown_table(doc: dict[str, Any]) -> str:
             f"<td class='n'>{num(ms.get(lb))}</td><td class='n'>{100 * fr:.1f}%</td>"
             f"<td><span class='hbar' style='background:{COLORS[lb]};width:{max(0.0, 200 * fr):.0f}px'></span></td></tr>"
         )
-    caption = (
-        f"<div class='muted'>of a steady {dur(step)} step: {outliers} outlier step(s) of "
-        f"{int(doc.get('steps') or 0):,} set apart</div>"
-        if outliers
-        else ""
-    )
     return (
-        caption
-        + "<table><tr><th>label</th><th class='n'>ms/step</th><th class='n'>share</th><th></th></tr>"
+        "<table><tr><th>label</th><th class='n'>ms/step</th><th class='n'>share</th><th></th></tr>"
         + "".join(rows)
         + "</table>"
     )
 
 
-def causes_list(doc: dict[str, Any]) -> str:
+def causes_list(v: Verdict, findings: tuple[Finding, ...], plan: LoaderPlan | None = None) -> str:
     """The ranked causes, each with the advice keyed to it, its evidence and the command that tests it;
     then the advice that is about no single label (start-up, memory, ...)."""
-    v = doc.get("verdict") or {}
-    causes = v.get("causes") or []
-    recs = [r for r in doc.get("recommendations") or [] if isinstance(r, dict)]
-    plan = doc.get("loader_plan") if isinstance(doc.get("loader_plan"), dict) else None
     used: set[int] = set()
     items = []
-    for i, c in enumerate(causes, 1):
-        lb = c.get("label")
-        mine = [(j, r) for j, r in enumerate(recs) if r.get("cause") == lb]
+    for i, c in enumerate(v.named, 1):
+        mine = [(j, f) for j, f in enumerate(findings) if f.cause == c.label]
         used.update(j for j, _ in mine)
         what, evidence = cause_words(v, c)
         # An advice's evidence that is its cause's, word for word, is said once, on the cause.
-        advice = "".join(advice_item(r, plan, said=evidence) for _, r in mine)
-        gain = f" · up to {float(c['expected_speedup']):.2f}× faster" if c.get("expected_speedup") else ""
+        advice = "".join(advice_item(f, plan, said=evidence) for _, f in mine)
+        gain = f" · up to {float(c.gain.speedup):.2f}× faster" if c.gain.speedup else ""
         items.append(
-            f"<li class='cause' style='border-left-color:{COLORS.get(lb, '#888')}'>"
-            f"<div class='head'>{i}. {esc(c.get('bound', lb))}: {esc(what)} — "
-            f"{dur(c.get('ms_per_step'))}/step ({100 * float(c.get('share') or 0):.0f}%, {esc(level_word(c.get('level', '')))})"
+            f"<li class='cause' style='border-left-color:{COLORS.get(c.label, '#888')}'>"
+            f"<div class='head'>{i}. {esc(c.bound)}: {esc(what)} — "
+            f"{dur(c.ms_per_step)}/step ({100 * float(c.share or 0):.0f}%, {esc(level_word(c.level))})"
             f"{gain}</div><div class='ev'>evidence: {esc(evidence)}</div>{advice}</li>"
         )
-    rest = [r for j, r in enumerate(recs) if j not in used]
+    rest = [f for j, f in enumerate(findings) if j not in used]
     if rest:
         title = "Also" if items else "Advice"
         items.append(
             f"<li class='cause' style='border-left-color:#888'><div class='head'>{title}</div>"
-            + "".join(advice_item(r, plan) for r in rest)
+            + "".join(advice_item(f, plan) for f in rest)
             + "</li>"
         )
     return f"<ul class='causes'>{''.join(items)}</ul>" if items else ""
 
 
-def advice_item(r: dict[str, Any], plan: dict[str, Any] | None = None, said: str = "") -> str:
-    test = f"<div class='try'>test it: <code>{esc(test_of(r))}</code></div>" if test_of(r) else ""
-    because = evidence_of(r, plan)
+def advice_item(f: Finding, plan: LoaderPlan | None = None, said: str = "") -> str:
+    test = f"<div class='try'>test it: <code>{esc(test_of(f))}</code></div>" if test_of(f) else ""
+    because = evidence_of(f, plan)
     ev = f"<div class='ev'>evidence: {esc(because)}</div>" if because and because != said else ""
-    return f"<div style='margin-top:4px'>→ {esc(text_of(r, plan))}{ev}{test}</div>"
+    return f"<div style='margin-top:4px'>→ {esc(text_of(f, plan))}{ev}{test}</div>"
 
 
-def warnings_of(doc: dict[str, Any]) -> list[str]:
+def warnings_of(r: RunReport) -> list[str]:
     """What a reader must know before trusting the numbers: lost records, overhead, clocks, partial runs."""
     out: list[str] = []
-    v = doc.get("verdict") or {}
-    intf = valid_finding(doc.get("interference")) or valid_finding(v.get("interference")) or {}
-    if intf.get("material"):  # what inflated the steps, before anything else
+    intf = r.interference or r.verdict.interference
+    if intf is not None and intf.material:  # what inflated the steps, before anything else
         out.append(f"{interference_sentence(intf)} ({interference_detail(intf)})")
-    cap = doc.get("capture") or {}
-    dropped = cap.get("dropped") or cap.get("dropped_records") or 0
+    cap = r.capture
+    dropped = (cap.count("dropped") or cap.count("dropped_records")) if cap is not None else 0
     if dropped:
         out.append(f"{dropped} CUPTI record(s) were dropped: kernel and copy time is undercounted")
-    o = doc.get("overhead") or {}
-    if o.get("material"):  # decided with the overhead: above what a rerun of the script moves its step by
+    o = r.overhead
+    if o is not None and o.material:  # decided with the overhead: above what a rerun of the script moves its step by
         line = overhead_short(o)
-        if o.get("hooks") == "not included":
+        if o.hooks == "not included":
             line += "; the zero-code hooks add more (bench/bench_run_overhead.py measures them)"
         out.append(line)
-    offsets = doc.get("clock_offsets_ns") or {}
-    if any(offsets.values()) if isinstance(offsets, dict) else False:
+    offsets = r.clock_offsets_ns
+    if any(offsets.values()):
         out.append(
             "hosts' clocks were aligned by offsets " + ", ".join(f"{k}: {v / 1e6:+.3f} ms" for k, v in offsets.items())
         )
-    if cap.get("clock_drift_ns"):
-        out.append(f"GPU/host clock drift during the run: {cap['clock_drift_ns'] / 1e3:.1f} us")
-    ex = doc.get("exit") or {}
-    if ex.get("reason") and ex["reason"] not in ("finished", "steps reached"):
-        out.append(
-            f"partial results: the script {ex['sentence']}"
-            if ex.get("sentence")
-            else f"partial results: the script {ex['reason']}"
-            + (f" ({ex['exception']})" if ex.get("exception") else "")
-        )
-    if doc.get("checkpoint"):
-        out.append(
-            f"these results are the last checkpoint ({doc['checkpoint'].get('steps', '?')} steps): "
-            "the script did not finish writing its own"
-        )
-    if doc.get("missing_note"):
-        out.append(str(doc["missing_note"]))
-    if (doc.get("memory") or {}).get("probable_leak"):
-        out.append(
-            f"memory grows {doc['memory'].get('growth_bytes_per_step', 0) / 2**20:.2f} MiB per step: probable leak"
-        )
-    if doc.get("skipped_boundaries"):
-        out.append(f"{doc['skipped_boundaries']} step boundaries were skipped")
-    out += notes_of(doc)
+    if cap is not None and cap.count("clock_drift_ns"):
+        out.append(f"GPU/host clock drift during the run: {cap.count('clock_drift_ns') / 1e3:.1f} us")
+    ex = r.exit
+    if ex is not None and ex.reason and ex.reason not in ("finished", "steps reached"):
+        out.append(f"partial results: the script {exit_words(r)}")
+    if r.checkpoint is not None:
+        steps = r.checkpoint.steps if r.checkpoint.steps is not None else "?"
+        out.append(f"these results are the last checkpoint ({steps} steps): the script did not finish writing its own")
+    if missing_sentence(r):
+        out.append(missing_sentence(r))
+    if r.memory is not None and r.memory.probable_leak:
+        out.append(f"memory grows {(r.memory.growth_bytes_per_step or 0) / 2**20:.2f} MiB per step: probable leak")
+    if r.skipped_boundaries:
+        out.append(f"{r.skipped_boundaries} step boundaries were skipped")
+    out += notes_of(r)
     return out
 
 

@@ -5,111 +5,110 @@ to anywhere. The experiment pages (html_stages) build on its sections."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
-from perfcore.report.plan_words import plan_sentence
-from perfcore.report.finding_words import memory_sentence
-from perfcore.report.process_words import trainers, trainers_phrase
-from perfcore.report.verdict_words import has_facts, summary_words
-from perfcore.report.verdict_words import headline as verdict_headline
+from perfcore.analysis.run_report import RunReport
 from perfcore.report.charts import COLORS, run_charts, stackbars
+from perfcore.report.exit_words import outcome_sentence
+from perfcore.report.finding_words import memory_sentence, step_source_text
+from perfcore.report.html_gpu import gpu_section
+from perfcore.report.html_lines import lines_section, starvation_block
 from perfcore.report.html_parts import (
     Body,
     breakdown_table,
-    steady_breakdown,
     causes_list,
+    dur,
     esc,
     num,
-    dur,
     page,
+    run_card,
     samples_per_s,
     stack_bar,
+    steady_breakdown,
     table,
     tiles,
-    verdict_card,
+    undecided_words,
     warnings_of,
 )
-from perfcore.report.html_gpu import gpu_section
-from perfcore.report.html_lines import lines_section, starvation_block
+from perfcore.report.plan_words import plan_sentence
+from perfcore.report.process_words import trainers_phrase
+from perfcore.report.rank_words import straggler_sentence, waiting_sentence
+from perfcore.report.verdict_words import headline as verdict_headline
 
-__all__ = ["render_html", "render_report", "headline", "breakdown_svg", "links", "run_sections"]
+__all__ = ["render_html", "render_report", "breakdown_svg", "links", "run_sections"]
 
 
-def _loading(doc: dict[str, Any]) -> str:
-    loaders = [x for x in doc.get("loaders") or [] if isinstance(x, dict)]
+def _loading(r: RunReport) -> str:
     parts = []
-    if loaders:
+    if r.loaders:
         keys = ["site", "batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "batches"]
         # Each loader's own time to make a batch: an eval loader's never mixes into the train loader's.
         rows = [
-            [esc(x.get(k, "")) for k in keys]
-            + [dur(x["worker_batch_ms"]) if x.get("worker_batch_ms") is not None else ""]
-            + [esc(x.get("role") or ("train" if x.get("training", True) else "other"))]
-            for x in loaders
+            # A setting the loader has says its value (prefetch_factor=None); a site or count it lacks, nothing.
+            [esc(getattr(x, k)) if k not in ("site", "batches") or getattr(x, k) is not None else "" for k in keys]
+            + [dur(x.worker_batch_ms) if x.worker_batch_ms is not None else ""]
+            + [esc(x.role or ("train" if x.training else "other"))]
+            for x in r.loaders
         ]
         parts.append(table(keys + ["batch made in", "role"], rows, {1, 2, 6, 7}))
-    w = doc.get("workers") or {}
-    if w:
+    w = r.workers
+    if w is not None:
         parts.append(
-            f"<p>{esc(w.get('num_workers'))} worker(s); a batch takes {dur(w.get('fetch_ms_mean'))} to make "
-            f"(__getitem__ {dur(w.get('getitem_ms_mean'))}, collate {dur(w.get('collate_ms_mean'))})</p>"
+            f"<p>{esc(w.num_workers)} worker(s); a batch takes {dur(w.fetch_ms_mean)} to make "
+            f"(__getitem__ {dur(w.getitem_ms_mean)}, collate {dur(w.collate_ms_mean)})</p>"
         )
-    if loaders or (doc.get("starvation") or {}).get("starved"):
-        parts.append(starvation_block(doc))
-    plan = doc.get("loader_plan") or {}
-    if plan_sentence(plan):
-        parts.append(f"<p>{esc(plan_sentence(plan))}</p>")
+    if r.loaders or (r.starvation is not None and r.starvation.starved):
+        parts.append(starvation_block(r))
+    if plan_sentence(r.loader_plan):
+        parts.append(f"<p>{esc(plan_sentence(r.loader_plan))}</p>")
     return ("<h2>Data loading</h2>" + "".join(parts)) if parts else ""
 
 
-def _details(doc: dict[str, Any]) -> str:
+def _details(r: RunReport) -> str:
     rows = []
-    split = doc.get("compute_split_ms") or {}
-    if split:
+    if r.compute_split_ms:
+        split = r.compute_split_ms
         rows.append(["host time in " + ", ".join(f"{esc(k)} {dur(v)}" for k, v in split.items()) + " per step"])
-    gsplit = doc.get("compute_split_gpu_ms") or {}
-    if gsplit:
+    if r.compute_split_gpu_ms:
+        gsplit = r.compute_split_gpu_ms
         rows.append(
             ["kernel time launched in " + ", ".join(f"{esc(k)} {dur(v)}" for k, v in gsplit.items()) + " per step"]
         )
-    mem = doc.get("memory") or {}
-    if mem.get("peak_bytes"):
-        kind = "device memory (allocated)" if mem.get("kind") == "cuda_allocated" else "process RSS"
-        rows.append([f"peak {kind}: {float(mem['peak_bytes']) / 2**20:.0f} MiB"])
-        rows += [[esc(memory_sentence(x))] for x in mem.get("findings") or [] if isinstance(x, dict)]
-    su = doc.get("startup") or {}
-    if su.get("time_to_first_step_ms") is not None:
+    mem = r.memory
+    if mem is not None and mem.peak_bytes:
+        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS"
+        rows.append([f"peak {kind}: {float(mem.peak_bytes) / 2**20:.0f} MiB"])
+        rows += [[esc(memory_sentence(f.figures))] for f in r.findings if f.kind.memory]
+    su = r.startup
+    if su is not None:
         rows.append(
             [
-                f"start-up: first step ended {dur(su['time_to_first_step_ms'])} after launch; first step "
-                f"{dur(su.get('first_step_ms'))}"
-                + (f" vs {dur(su['steady_step_ms'])} steady" if su.get("steady_step_ms") else "")
+                f"start-up: first step ended {dur(su.time_to_first_step_ms)} after launch; first step "
+                f"{dur(su.first_step_ms)}" + (f" vs {dur(su.steady_step_ms)} steady" if su.steady_step_ms else "")
             ]
         )
-    if doc.get("cpu_util_percent") is not None:
-        rows.append([f"host CPU utilisation during the run: {float(doc['cpu_util_percent']):.0f}%"])
-    return ("<h2>Step details</h2><ul>" + "".join(f"<li>{r[0]}</li>" for r in rows) + "</ul>") if rows else ""
+    if r.cpu_util_percent is not None:
+        rows.append([f"host CPU utilisation during the run: {float(r.cpu_util_percent):.0f}%"])
+    return ("<h2>Step details</h2><ul>" + "".join(f"<li>{x[0]}</li>" for x in rows) + "</ul>") if rows else ""
 
 
-def _ranks(doc: dict[str, Any], body: Body) -> str:
-    ranks = [r for r in doc.get("ranks") or [] if isinstance(r, dict)]
-    if len(ranks) < 2 and not doc.get("stragglers"):
+def _ranks(r: RunReport, body: Body) -> str:
+    ranks = r.ranks
+    if len(ranks) < 2 and not r.stragglers:
         return ""
-    slow = {s.get("rank") for s in doc.get("stragglers") or []}
+    slow = {s.rank for s in r.stragglers}
     rows = [
         [
-            ("<b>" if r.get("rank") in slow else "")
-            + f"rank {esc(r.get('rank'))}"
-            + (" ◀ straggler</b>" if r.get("rank") in slow else ""),
-            esc(r.get("host", "")),
-            num((r.get("step_time_ms") or {}).get("mean")),
+            ("<b>" if k.rank in slow else "") + f"rank {esc(k.rank)}" + (" ◀ straggler</b>" if k.rank in slow else ""),
+            esc(k.host or ""),
+            num(k.step_time_ms.mean),
         ]
-        + [num((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS]
-        + [esc(r.get("steps", "")), esc(r.get("exit") or "")]
-        for r in ranks
+        + [num(k.breakdown_ms[lb]) for lb in LABELS]
+        + [esc(k.steps), esc(k.exit or "")]
+        for k in ranks
     ]
     rank_table = table(
         ["rank", "host", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["steps", "exit"], rows, {2, 3, 4, 5, 6, 7, 8}
@@ -117,15 +116,13 @@ def _ranks(doc: dict[str, Any], body: Body) -> str:
     chart = body.chart(
         stackbars(
             "ranks",
-            [f"rank {r.get('rank')}" for r in ranks],
-            [r.get("breakdown_ms") for r in ranks],
-            [dur((r.get("step_time_ms") or {}).get("mean")) for r in ranks],
+            [f"rank {k.rank}" for k in ranks],
+            [k.breakdown_ms.as_dict() for k in ranks],
+            [dur(k.step_time_ms.mean) for k in ranks],
             "Per-rank breakdown (a straggler stands out by its colours)",
         )
     )
-    sentences = [s.get("sentence", "") for s in doc.get("stragglers") or []] + [
-        w.get("sentence", "") for w in doc.get("waiting") or []
-    ]
+    sentences = [straggler_sentence(s) for s in r.stragglers] + [waiting_sentence(w) for w in r.waiting]
     return (
         "<h2>Ranks</h2>"
         + rank_table
@@ -134,16 +131,16 @@ def _ranks(doc: dict[str, Any], body: Body) -> str:
     )
 
 
-def _processes(doc: dict[str, Any]) -> str:
+def _processes(r: RunReport) -> str:
     """Training processes of one run (Hogwild), each with its own figures: no straggler among them."""
-    rows = trainers(doc)
+    rows = r.trainers
     if len(rows) < 2:
         return ""
     cells = [
-        [f"pid {esc(r.get('pid'))}", esc(r.get("steps", "")), num((r.get("step_time_ms") or {}).get("mean"))]
-        + [num((r.get("breakdown_ms") or {}).get(lb)) for lb in LABELS]
-        + [esc(r.get("exit") or "")]
-        for r in rows
+        [f"pid {esc(p.pid)}", esc(p.steps), num(p.step_time_ms.mean)]
+        + [num(p.breakdown_ms[lb]) for lb in LABELS]
+        + [esc(p.exit or "")]
+        for p in rows
     ]
     head = ["process", "steps", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["exit"]
     return (
@@ -152,19 +149,16 @@ def _processes(doc: dict[str, Any]) -> str:
     )
 
 
-def _environment(doc: dict[str, Any]) -> str:
+def _environment(r: RunReport) -> str:
     keys = [
-        ("device", doc.get("device")),
-        ("backend", doc.get("backend")),
-        ("host", doc.get("host")),
-        ("command", " ".join(map(str, doc.get("command") or doc.get("argv") or [])) or None),
-        ("step source", doc.get("step_source_text") or doc.get("step_source")),
-        ("world size", doc.get("world_size")),
-        ("exit", (doc.get("outcome") or {}).get("sentence")),
+        ("device", r.device),
+        ("backend", r.backend),
+        ("host", r.host),
+        ("command", " ".join(map(str, r.command or r.argv)) or None),
+        ("step source", step_source_text(r) or None),
+        ("world size", r.world_size),
+        ("exit", outcome_sentence(r.outcome) if r.outcome is not None else None),
     ]
-    env = doc.get("environment") or {}
-    if isinstance(env, dict):
-        keys += [(k, v) for k, v in env.items() if isinstance(v, (str, int, float))]
     rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in keys if v not in (None, ""))
     return f"<table>{rows}</table>"
 
@@ -179,40 +173,40 @@ def links(files: Iterable[str]) -> str:
     )
 
 
-def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:
+def run_sections(r: RunReport, steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:
     """A run's sections into `body`: above the fold the verdict, the numbers and the ranked causes;
     then the run over time (all charts on one step axis), the GPU, loading, ranks, warnings."""
-    st = doc.get("step_time_ms") or {}
-    rate = samples_per_s(doc)
+    st = r.step_time_ms
+    rate = samples_per_s(r)
     body.add(
-        verdict_card(doc, dom_id=dom_id),
+        run_card(r, dom_id=dom_id),
         tiles(
             [
-                ("p50 step", dur(st.get("p50"))),
-                ("p90 step", dur(st.get("p90"))),
-                ("mean step", dur(st.get("mean"))),
+                ("p50 step", dur(st.p50)),
+                ("p90 step", dur(st.p90)),
+                ("mean step", dur(st.mean)),
                 ("throughput", f"{rate:,.0f} samples/s" if rate else None),
-                ("steps measured", f"{int(doc.get('steps') or 0):,} (+{int(doc.get('warmup_steps') or 0)} warm-up)"),
-                ("device", doc.get("device")),
-                ("backend", doc.get("backend")),
-                ("step source", doc.get("step_source_text") or doc.get("step_source")),
+                ("steps measured", f"{r.steps:,} (+{r.warmup_steps} warm-up)"),
+                ("device", r.device),
+                ("backend", r.backend),
+                ("step source", step_source_text(r) or None),
             ]
         ),
     )
     body.add(
-        "<h2>Causes, ranked</h2>" if (doc.get("verdict") or {}).get("causes") or doc.get("recommendations") else "",
-        causes_list(doc),
+        "<h2>Causes, ranked</h2>" if r.verdict.named or r.findings else "",
+        causes_list(r.verdict, r.findings, r.loader_plan),
     )
     # A job of several ranks: who holds it up comes right after the causes.
     body.add(
-        _ranks(doc, body),
-        _processes(doc),
+        _ranks(r, body),
+        _processes(r),
         "<h2>Where each step goes</h2>",
-        stack_bar(steady_breakdown(doc)[0]),
-        breakdown_table(doc),
-        lines_section(doc),
+        stack_bar(steady_breakdown(r)[0]),
+        breakdown_table(r),
+        lines_section(r),
     )
-    charts = run_charts(doc, steps, "run") if steps is not None and len(steps) else []
+    charts = run_charts(r, steps, "run") if steps is not None and len(steps) else []
     if charts:
         hist = [c for c in charts if c["kind"] == "histogram"]
         over = [c for c in charts if c["kind"] == "timeline"]
@@ -223,53 +217,38 @@ def run_sections(doc: dict[str, Any], steps: pd.DataFrame | None, body: Body, do
             "with the others. Shaded: warm-up.</div>",
             f"<div class='run-grid'><div>{left}</div><div>{right}</div></div>",
         )
-    body.add(gpu_section(doc), _loading(doc), _details(doc))
-    warns = warnings_of(doc)
+    body.add(gpu_section(r), _loading(r), _details(r))
+    warns = warnings_of(r)
     if warns:
         body.add(
             "<h2>Warnings and notes</h2><ul class='warn-list'>" + "".join(f"<li>{esc(w)}</li>" for w in warns) + "</ul>"
         )
 
 
-def render_html(doc: dict[str, Any], steps: pd.DataFrame | None = None) -> str:
+def render_html(r: RunReport, steps: pd.DataFrame | None = None) -> str:
     """The report's body (no <html> shell): what Jupyter shows for a RunResult and %%perfcore."""
     body = Body("run")
     body.add("<h1>perfcore run</h1>")
-    run_sections(doc, steps, body)
+    run_sections(r, steps, body)
     return body.html()
 
 
-def render_report(doc: dict[str, Any], steps: pd.DataFrame | None = None, folder: Path | None = None) -> str:
+def render_report(r: RunReport, steps: pd.DataFrame | None = None, folder: Path | None = None) -> str:
     """The whole report.html of a run folder: the run's sections, environment, the folder's files."""
-    files = list((doc.get("files") or {}).keys())
-    body = Body("merge" if len(doc.get("ranks") or []) > 1 else "run")
-    cmd = " ".join(map(str, doc.get("command") or doc.get("argv") or []))
-    n_ranks = len(doc.get("ranks") or [])
+    files = list(r.files)
+    n_ranks = len(r.ranks)
+    body = Body("merge" if n_ranks > 1 else "run")
+    cmd = " ".join(map(str, r.command or r.argv))
     body.add(
-        f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else esc(trainers_phrase(doc).replace(' in ', ' · '))}</h1>",
+        f"<h1>perfcore run{f' · {n_ranks} ranks' if n_ranks > 1 else esc(trainers_phrase(r).replace(' in ', ' · '))}</h1>",
         f"<div class='sub'>{esc(cmd)}</div>" if cmd else "",
     )
-    run_sections(doc, steps, body)
-    body.add("<h2>Environment</h2>", _environment(doc))
+    run_sections(r, steps, body)
+    body.add("<h2>Environment</h2>", _environment(r))
     if files:
         body.add(f"<h2>Files</h2><p>{links(files)}</p>")
-    v = doc.get("verdict") or {}
-    return page(f"perfcore: {verdict_headline(v) if v.get('step_ms') else v.get('summary', 'run')}", body)
-
-
-def headline(doc: dict[str, Any], text: str = "") -> str:
-    """The one sentence of an experiment document: its verdict, else its summary, else the terminal
-    report's "verdict:" or "best:" line."""
-    for d in (doc, doc.get("run") or {}):
-        v = d.get("verdict")
-        if isinstance(v, dict) and (has_facts(v) or v.get("summary")):
-            return summary_words(v)
-    if isinstance(doc.get("summary"), str):
-        return doc["summary"]
-    for line in text.splitlines():
-        if line.startswith(("verdict:", "best:")):
-            return line.split(":", 1)[1].strip() if line.startswith("verdict:") else line
-    return "see the report below"
+    title = verdict_headline(r.verdict) if r.verdict.decided else undecided_words(r)
+    return page(f"perfcore: {title}", body)
 
 
 def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins: int = 120) -> str:

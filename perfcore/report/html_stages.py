@@ -7,14 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, SweepResult
+from perfcore.analysis.results import UNDECIDED, Verdict
 from perfcore.report.charts import COLORS, stackbars
 from perfcore.report.check_words import check_text, readable_frame
 from perfcore.report.diagnose_words import note_words
-from perfcore.report.html_run import headline, links, run_sections
+from perfcore.report.health_words import health_summary, heartbeat_meaning
 from perfcore.report.html_compare import render_compare_page, write_compare_report
-from perfcore.report.html_parts import Body, breakdown_table, esc, num, dur, page, pct, stack_bar, tiles, verdict_card
+from perfcore.report.html_parts import Body, dur, esc, num, page, pct, stack_bar, table_of_labels, tiles, verdict_card
+from perfcore.report.html_run import links, run_sections
 from perfcore.report.html_sweep import sweep_sections
-from perfcore.report.verdict_words import level_word
+from perfcore.report.verdict_words import level_word, preface, summary_words
 
 __all__ = [
     "stage_page",
@@ -26,40 +29,40 @@ __all__ = [
 ]
 
 
-def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdict") -> None:
-    src = "GPU utilisation" if doc.get("busy_source") == "gpu_util" else "compute share, no GPU"
+def _health_words(doc: HealthResult) -> str:
+    """Health's summary as its page says it: the interference sentence first when that is material."""
+    return preface(health_summary(doc), doc.verdict.interference if doc.verdict is not None else None)
+
+
+def health_sections(doc: HealthResult, body: Body, dom_id: str | None = "verdict") -> None:
+    src = "GPU utilisation" if doc.busy_source == "gpu_util" else "compute share, no GPU"
     body.add(
-        verdict_card(doc, sentence=doc.get("summary") or headline(doc), dom_id=dom_id),
+        verdict_card(doc.verdict or UNDECIDED, sentence=_health_words(doc), dom_id=dom_id),
         tiles(
             [
-                ("step", dur(doc.get("step_ms"))),
-                ("throughput", f"{float(doc['samples_per_s']):,.0f} samples/s" if doc.get("samples_per_s") else None),
+                ("step", dur(doc.step_ms)),
+                ("throughput", f"{float(doc.samples_per_s):,.0f} samples/s" if doc.samples_per_s else None),
                 (
                     f"busy ({src})" if "," not in src else f"busy: {src}",
-                    f"{pct(doc.get('busy_mean'))} ± {pct(doc.get('busy_std'))}",
+                    f"{pct(doc.busy_mean)} ± {pct(doc.busy_std)}",
                 ),
-                ("host CPU", f"{float(doc['cpu_percent']):.0f}%" if doc.get("cpu_percent") is not None else None),
-                ("iterations", doc.get("steps")),
-                ("device", doc.get("device")),
-                ("workload", doc.get("workload")),
+                ("host CPU", f"{float(doc.cpu_percent):.0f}%" if doc.cpu_percent is not None else None),
+                ("iterations", doc.steps),
+                ("device", doc.device),
+                ("workload", doc.workload),
             ]
         ),
     )
-    if doc.get("breakdown_ms"):
+    if doc.breakdown_ms:
         body.add(
             "<h3>Where each iteration goes (next batch → forward → loss)</h3>",
-            stack_bar(doc["breakdown_ms"]),
+            stack_bar(doc.breakdown_ms),
             # The iteration's own length beside its labels: without it every share read 0%.
-            breakdown_table(
-                {
-                    "breakdown_ms": doc["breakdown_ms"],
-                    "step_ms": sum(float(v or 0) for v in doc["breakdown_ms"].values()),
-                }
-            ),
+            table_of_labels(doc.breakdown_ms, sum(float(v or 0) for v in doc.breakdown_ms.values())),
         )
-    series = doc.get("busy_series")
-    if isinstance(series, list) and len(series) > 1:
-        spacing = float(doc.get("busy_spacing_s") or 0) or None
+    series = list(doc.busy_series)
+    if len(series) > 1:
+        spacing = float(doc.busy_spacing_s or 0) or None
         x = list(range(len(series)))
         body.add(
             body.chart(
@@ -86,42 +89,40 @@ def health_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdi
                 }
             )
         )
-    hb = doc.get("heartbeat") or {}
-    if hb.get("meaning"):
-        body.add(f"<p><b>heartbeat:</b> {esc(hb['meaning'])}</p>")
-    if doc.get("next"):
-        body.add(f"<p>next: <code>{esc(doc['next'])}</code></p>")
+    if doc.heartbeat is not None:
+        body.add(f"<p><b>heartbeat:</b> {esc(heartbeat_meaning(doc.heartbeat, str(doc.busy_source)))}</p>")
+    if doc.next:
+        body.add(f"<p>next: <code>{esc(doc.next)}</code></p>")
 
 
-def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdict") -> None:
-    v = doc.get("verdict") or {}
+def diagnose_sections(doc: DiagnoseResult, body: Body, dom_id: str | None = "verdict") -> None:
+    v = doc.verdict
     body.add(
-        verdict_card(doc, dom_id=dom_id),
+        verdict_card(v, dom_id=dom_id),
         tiles(
             [
-                (
-                    "predicted speedup",
-                    f"{float(doc['predicted_speedup']):.2f}×" if doc.get("predicted_speedup") else None,
-                ),
-                ("measured speedup", f"{float(doc['measured_speedup']):.2f}×" if doc.get("measured_speedup") else None),
-                ("device", doc.get("device")),
-                ("workload", doc.get("workload")),
+                ("predicted speedup", f"{float(doc.predicted_speedup):.2f}×" if doc.predicted_speedup else None),
+                ("measured speedup", f"{float(doc.measured_speedup):.2f}×" if doc.measured_speedup else None),
+                ("device", doc.device),
+                ("workload", doc.workload),
             ]
         ),
     )
-    exps = [x for x in doc.get("experiments") or [] if isinstance(x, dict)]
+    exps = doc.experiments
     if exps:
         rows = []
         for x in exps:
-            status = "OOM" if x.get("oom") else (f"failed: {x['error']}" if x.get("error") else "ok")
-            settings = ", ".join(
-                f"{k}={x[k]}" for k in ("batch_size", "num_workers", "pin_memory", "decoder", "synthetic") if k in x
-            )
+            status = "OOM" if x.oom else (f"failed: {x.error}" if x.error else "ok")
+            # The settings of an experiment that ran (one that could not start has none; an older document
+            # kept no step count, but its settings).
+            ran = x.steps is not None or x.batch_size is not None
+            keys = ("batch_size", "num_workers", "pin_memory", "decoder", "synthetic") if ran else ()
+            settings = ", ".join(f"{k}={getattr(x, k)}" for k in keys)
             rows.append(
-                f"<tr><td><b>{esc(x.get('name'))}</b><div class='muted'>{esc(settings)}</div></td>"
-                f"<td class='n'>{num(x.get('step_ms'))}</td><td class='n'>{num(x.get('samples_per_s'), ',.0f')}</td>"
-                f"<td class='n'>{pct(x.get('busy_mean'))}</td><td class='n'>{num(x.get('cpu_percent'), '.0f')}</td>"
-                f"<td class='n'>{num(x.get('speedup'))}×</td><td>{esc(status)}</td></tr>"
+                f"<tr><td><b>{esc(x.name)}</b><div class='muted'>{esc(settings)}</div></td>"
+                f"<td class='n'>{num(x.step_ms)}</td><td class='n'>{num(x.samples_per_s, ',.0f')}</td>"
+                f"<td class='n'>{pct(x.busy_mean)}</td><td class='n'>{num(x.cpu_percent, '.0f')}</td>"
+                f"<td class='n'>{num(x.speedup)}×</td><td>{esc(status)}</td></tr>"
             )
         body.add(
             "<h2>Experiments</h2><table><tr><th>experiment</th><th class='n'>step ms</th><th class='n'>samples/s</th>"
@@ -129,56 +130,53 @@ def diagnose_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "ver
             + "".join(rows)
             + "</table>"
         )
-        ok = [x for x in exps if x.get("breakdown_ms")]
+        ok = [x for x in exps if x.breakdown_ms]
         if ok:
             body.add(
                 body.chart(
                     stackbars(
                         "experiments",
-                        [x["name"] for x in ok],
-                        [x["breakdown_ms"] for x in ok],
-                        [f"{dur(x.get('step_ms'))} · {num(x.get('speedup'))}×" for x in ok],
+                        [x.name for x in ok],
+                        [x.breakdown_ms for x in ok],
+                        [f"{dur(x.step_ms)} · {num(x.speedup)}×" for x in ok],
                         "Mean step per experiment, split by label",
                     )
                 )
             )
-    checks = [c for c in v.get("checks") or [] if isinstance(c, dict)]
-    if checks:
+    if v.checks:
         rows = "".join(
-            f"<tr><td>{esc(c.get('experiment'))}</td><td>{esc(c.get('label', ''))}</td>"
-            f"<td class='n'>{num(c.get('predicted_speedup'))}×</td><td class='n'>{num(c.get('measured_speedup'))}×</td>"
-            f"<td>{_agrees(c.get('agrees'))}</td><td>{esc(check_text(c))}</td></tr>"
-            for c in checks
+            f"<tr><td>{esc(c.name)}</td><td>{esc(c.label)}</td>"
+            f"<td class='n'>{num(c.predicted_speedup)}×</td><td class='n'>{num(c.measured_speedup)}×</td>"
+            f"<td>{_agrees(c.agrees)}</td><td>{esc(check_text(c))}</td></tr>"
+            for c in v.checks
         )
         body.add(
             "<h2>Predicted vs measured</h2><table><tr><th>experiment</th><th>cause</th><th class='n'>predicted</th>"
             "<th class='n'>measured</th><th>agrees</th><th>what it means</th></tr>" + rows + "</table>"
         )
-    skipped = doc.get("skipped") or []
-    if skipped:
+    if doc.skipped:
         body.add(
             "<p class='muted'>skipped: "
-            + "; ".join(f"{esc(s.get('name'))} ({esc(note_words(s.get('reason')))})" for s in skipped)
+            + "; ".join(f"{esc(s.name)} ({esc(note_words(s.reason))})" for s in doc.skipped)
             + "</p>"
         )
-    p = doc.get("worker_profile") or {}
-    if p:
-        top = [r for r in p.get("top") or [] if isinstance(r, dict)]
+    p = doc.worker_profile
+    if p != type(p)():
         head = (
-            f"<h2>Inside __getitem__</h2><p>{dur(p.get('ms_per_item'))} per item over {esc(p.get('items', '?'))} items"
-            + (f", CPU/wall {float(p['cpu_to_wall']):.2f}" if p.get("cpu_to_wall") is not None else "")
+            f"<h2>Inside __getitem__</h2><p>{dur(p.ms_per_item)} per item over {esc(p.items if p.items is not None else '?')} items"
+            + (f", CPU/wall {float(p.cpu_to_wall):.2f}" if p.cpu_to_wall is not None else "")
             + "</p>"
         )
-        if p.get("note"):
-            head += f"<p class='muted'>{esc(note_words(p['note']))}</p>"
-        if top:
-            peak = max(float(r.get("self_ms_per_item") or 0) for r in top) or 1.0
+        if p.note:
+            head += f"<p class='muted'>{esc(note_words(p.note))}</p>"
+        if p.top:
+            peak = max(float(r.self_ms_per_item or 0) for r in p.top) or 1.0
             rows = "".join(
-                f"<tr><td><code>{esc(readable_frame(str(r.get('function') or '')))}</code></td><td class='n'>{num(r.get('self_ms_per_item'), '.3f')}</td>"
-                f"<td class='n'>{num(r.get('total_ms_per_item'), '.3f')}</td><td class='n'>{esc(r.get('calls', ''))}</td>"
+                f"<tr><td><code>{esc(readable_frame(str(r.function or '')))}</code></td><td class='n'>{num(r.self_ms_per_item, '.3f')}</td>"
+                f"<td class='n'>{num(r.total_ms_per_item, '.3f')}</td><td class='n'>{esc(r.calls if r.calls is not None else '')}</td>"
                 f"<td><span class='hbar' style='background:{COLORS['load']};width:"
-                f"{120 * float(r.get('self_ms_per_item') or 0) / peak:.0f}px'></span></td></tr>"
-                for r in top
+                f"{120 * float(r.self_ms_per_item or 0) / peak:.0f}px'></span></td></tr>"
+                for r in p.top
             )
             head += (
                 "<table><tr><th>function</th><th class='n'>self ms/item</th><th class='n'>total ms/item</th>"
@@ -191,28 +189,16 @@ def _agrees(x: Any) -> str:
     return {True: "<b style='color:#1e7b3c'>yes</b>", False: "<b style='color:#b3261e'>no</b>"}.get(x, "inconclusive")
 
 
-def _demo(folder: Path, doc: dict[str, Any], body: Body) -> None:
-    from perfcore.report.reader import STEP_COLUMNS, read_csv  # noqa: F401
+def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
+    from perfcore.report.reader import STEP_COLUMNS, read_csv
 
-    run = doc.get("run") or {}
-    body.add(verdict_card(run, sentence=headline(doc)))
-    bounds = doc.get("bounds") or {}
-    stages = [("health", doc.get("health") or {}), ("run", run), ("diagnose", doc.get("diagnose") or {})]
-    if "health" not in bounds:
-        # One decision for the whole demo: the run's attribution checked by diagnose's experiments.
-        agree = f"one verdict: {_cause(run)}, the run's attribution checked by diagnose's experiments"
-        stages = [("demo", run)]
-    else:  # a demo document from before the one decision: each stage decided its own
-        agree = (
-            f"all three stages name the same cause: {bounds.get('run')}"
-            if doc.get("agree")
-            else "the stages differ: "
-            + ", ".join(f"{k} {v}" for k, v in bounds.items())
-            + " (diagnose measured it with synthetic data: that is the firmest)"
-        )
-    body.add(tiles([(f"{k}: names", _cause(d)) for k, d in stages]), f"<p><b>{esc(agree)}</b></p>")
+    run = doc.run
+    body.add(verdict_card(run.verdict, sentence=summary_words(run.verdict)))
+    # One decision for the whole demo: the run's attribution checked by diagnose's experiments.
+    agree = f"one verdict: {_cause(run.verdict)}, the run's attribution checked by diagnose's experiments"
+    body.add(tiles([("demo: names", _cause(run.verdict))]), f"<p><b>{esc(agree)}</b></p>")
     body.add("<div class='stage'><h2>1 · health: is the device busy?</h2>")
-    health_sections(doc.get("health") or {}, body, dom_id=None)
+    health_sections(doc.health, body, dom_id=None)
     body.add("</div><div class='stage'><h2>2 · run: where each training step goes</h2>")
     steps = None
     if (folder / "steps.csv").is_file():
@@ -222,39 +208,46 @@ def _demo(folder: Path, doc: dict[str, Any], body: Body) -> None:
             steps = None
     run_sections(run, steps, body, dom_id=None)
     body.add("</div><div class='stage'><h2>3 · diagnose: experiments that test the cause</h2>")
-    diagnose_sections(doc.get("diagnose") or {}, body, dom_id=None)
+    diagnose_sections(doc.diagnose, body, dom_id=None)
     body.add("</div>")
 
 
-def _cause(doc: dict[str, Any]) -> str:
-    v = doc.get("verdict") or {}
-    c = (v.get("causes") or [{}])[0]
-    if c.get("bound"):
-        return f"{c['bound']} ({level_word(c.get('level', v.get('level', '')))})"
-    return "healthy, compute-bound" if v.get("healthy") else str(v.get("bound") or "-")
+def _cause(v: Verdict) -> str:
+    if v.named:
+        c = v.named[0]
+        return f"{c.bound} ({level_word(c.level or v.level)})"
+    return "healthy, compute-bound" if v.healthy else str(v.bound or "-")
 
 
-def stage_page(folder: Path, title: str, doc: dict[str, Any], text: str, files: list[str]) -> str:
-    schema = str(doc.get("schema") or "")
+def _title(doc: Any, text: str) -> str:
+    """The page's one sentence: the verdict's, else health's summary, else the terminal report's "best:" line."""
+    v = doc.run.verdict if isinstance(doc, DemoResult) else getattr(doc, "verdict", None)
+    if isinstance(v, Verdict) and v.decided:
+        return summary_words(v)
+    if isinstance(doc, HealthResult):
+        return _health_words(doc)
+    for line in text.splitlines():
+        if line.startswith(("verdict:", "best:")):
+            return line.split(":", 1)[1].strip() if line.startswith("verdict:") else line
+    return "see the report below"
+
+
+def stage_page(folder: Path, title: str, doc: Any, text: str, files: list[str]) -> str:
+    """report.html of a health, diagnose, sweep or demo folder, from its result."""
     kind = title.replace("perfcore ", "")
     body = Body(kind)
     body.add(f"<h1>{esc(title)}</h1>")
-    target = doc.get("workload") or (doc.get("run") or {}).get("workload")
+    target = (doc.workload.name if doc.workload else "demo") if isinstance(doc, DemoResult) else doc.workload
     if target:
         body.add(f"<div class='sub'>target: {esc(target)}</div>")
-    if schema.startswith("perfcore.experiments.demo") or kind == "demo":
+    if isinstance(doc, DemoResult):
         _demo(Path(folder), doc, body)
-    elif schema.startswith("perfcore.health"):
+    elif isinstance(doc, HealthResult):
         health_sections(doc, body)
-    elif schema.startswith("perfcore.diagnose"):
+    elif isinstance(doc, DiagnoseResult):
         diagnose_sections(doc, body)
-    elif schema.startswith("perfcore.sweep") or "configs" in doc:
+    elif isinstance(doc, SweepResult):
         sweep_sections(doc, body)
-    else:  # a document this page does not know: its headline, and the text in a box that wraps
-        body.add(
-            verdict_card(doc, sentence=headline(doc, text)),
-            f"<pre style='white-space:pre-wrap;font-size:.85em'>{esc(text)}</pre>",
-        )
     if files:
         body.add(f"<h2>Files</h2><p>{links(files)}</p>")
-    return page(f"perfcore: {headline(doc, text)}", body)
+    return page(f"perfcore: {_title(doc, text)}", body)

@@ -3,32 +3,25 @@ pin_memory / prefetch slice), each batch size's knee outlined, failed cells mark
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pandas as pd
 
+from perfcore.analysis.command_results import SweepResult
 from perfcore.report.experiments import knee_text
 from perfcore.report.failure_words import config_failure
-from perfcore.report.html_parts import Body, esc, num, dur, pct, tiles
+from perfcore.report.html_parts import Body, dur, esc, num, pct, tiles
 from perfcore.report.verdict_words import level_word
 
 __all__ = ["sweep_sections"]
 
 
-# A knee from before sweep.json kept its figures: its cell read from its text.
-_KNEE = re.compile(r"batch (\d+): throughput stops improving at (\d+) worker")
-
-
-def _knee_cell(k: Any) -> tuple[int, int] | None:
-    """(batch_size, workers) of a knee, today's figures or an older document's text."""
-    if isinstance(k, dict):
-        try:
-            return int(k["batch_size"]), int(k["workers"])
-        except (KeyError, TypeError, ValueError):
-            return None
-    m = _KNEE.search(str(k))
-    return (int(m.group(1)), int(m.group(2))) if m else None
+def _knee_cell(k: dict[str, Any]) -> tuple[int, int] | None:
+    """(batch_size, workers) of a knee."""
+    try:
+        return int(k["batch_size"]), int(k["workers"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 _METRICS = [
@@ -54,34 +47,34 @@ def _color(t: float) -> str:
     return "#%02x%02x%02x" % tuple(int(a[j] + (b[j] - a[j]) * k) for j in range(3))
 
 
-def sweep_sections(doc: dict[str, Any], body: Body, dom_id: str | None = "verdict") -> None:
+def sweep_sections(doc: SweepResult, body: Body, dom_id: str | None = "verdict") -> None:
     """A heatmap per metric (batch_size x num_workers, one per pin_memory/prefetch slice): the knee of
     each batch size outlined, OOM / crashed / infeasible cells marked, numbers on hover."""
-    b = doc.get("best")
+    b = doc.best
     best = (
         f"best: batch_size={b['batch_size']} num_workers={b['num_workers']} pin_memory={b['pin_memory']} "
         f"prefetch_factor={b['prefetch_factor']} -> {float(b['samples_per_s']):.0f} samples/s"
         if b
         else "best: none (no configuration measured fine)"
     )
-    configs = pd.DataFrame([c for c in doc.get("configs") or [] if isinstance(c, dict)])
+    configs = pd.DataFrame(list(doc.configs))
     body.add(
-        f"<div class='verdict {'healthy' if b else 'critical'}'><div class='bound'>sweep of {esc(doc.get('workload', ''))}"
+        f"<div class='verdict {'healthy' if b else 'critical'}'><div class='bound'>sweep of {esc(doc.workload)}"
         f"</div><div class='sentence'{f' id={dom_id!r}' if dom_id else ''}>{esc(best)}</div></div>",
         tiles(
             [
                 ("configurations", len(configs)),
-                ("failed", doc.get("failed")),
-                ("steps each", doc.get("steps")),
-                ("took", f"{float(doc.get('elapsed_s') or 0):.0f} s"),
+                ("failed", doc.failed),
+                ("steps each", doc.steps),
+                ("took", f"{float(doc.elapsed_s or 0):.0f} s"),
             ]
         ),
     )
-    if doc.get("knees"):
-        body.add("<h3>Knees</h3><ul>" + "".join(f"<li>{esc(knee_text(k))}</li>" for k in doc["knees"]) + "</ul>")
+    if doc.knees:
+        body.add("<h3>Knees</h3><ul>" + "".join(f"<li>{esc(knee_text(k))}</li>" for k in doc.knees) + "</ul>")
     if not len(configs):
         return
-    knees = {_knee_cell(k) for k in doc.get("knees") or []} - {None}
+    knees = {_knee_cell(k) for k in doc.knees} - {None}
     c = configs.copy()
     c["status"] = c.get("status", pd.Series(["ok"] * len(c))).fillna("ok")
     if "oom" in c:

@@ -53,10 +53,12 @@ _WHY = {
 
 def _failed(path: Path, e: OSError) -> ResultWriteError:
     why = _WHY.get(e.errno, e.strerror or str(e))
-    return ResultWriteError(
+    err = ResultWriteError(
         f"cannot write {path}: {why}; the files written before it are complete, "
         "free space or choose a writable --out and run again"
     )
+    err.path, err.why = path, why  # for a caller that says what else the user can do
+    return err
 
 
 @contextlib.contextmanager

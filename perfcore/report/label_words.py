@@ -6,15 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from perfcore.analysis.results import Interference, Startup
 from perfcore.analysis.uncertainty import LEVEL
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 
-# A document read from a folder is untrusted: facts that do not have the shape this version writes (another
-# version's, an edited file) are not said; the words stored beside them are.
-MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
-
 __all__ = [
-    "MALFORMED",
     "WHAT",
     "what_of",
     "how_of",
@@ -115,57 +111,50 @@ def evidence_words(f: Mapping[str, Any]) -> str:
     )
 
 
-def startup_sentence(su: Mapping[str, Any]) -> str:
-    """Start-up against the run (verdict.startup_share's figures); a document written before the figures
-    were kept has its sentence."""
-    if "share_of_run" not in su:
-        return str(su.get("sentence") or "")
-    first, steps = su.get("first_step_ms"), int(su.get("steps") or 0)
-    steady = float(su.get("steady_step_ms") or 0.0)
+def startup_sentence(su: Startup) -> str:
+    """Start-up against the run (verdict.startup_share's figures)."""
+    first, steps = su.first_step_ms, su.steps
+    steady = su.steady_step_ms
     return (
-        f"{fmt_ms(float(su['time_to_first_step_ms']))} from launch to the end of the first step"
+        f"{fmt_ms(su.time_to_first_step_ms)} from launch to the end of the first step"
         + (
             f" (which took {fmt_ms(float(first))}" + (f"; a steady one {fmt_ms(steady)})" if steady and steps else ")")
             if first
             else ""
         )
-        + f" is {fmt_share(float(su['share_of_run']))} of this run"
+        + f" is {fmt_share(su.share_of_run)} of this run"
         + (f" of {steps} steps; a longer run dilutes it" if steps else "")
     )
 
 
-def interference_detail(f: Mapping[str, Any]) -> str:
+def interference_detail(f: Interference) -> str:
     """Who used the machine during the run: this run's main process and workers, other processes, the run
     queue and the main process's preemptions."""
-    if f.get("others_cores") is None or f.get("main_cores") is None:
-        return str(f.get("detail") or "")
-    runq, n = f.get("run_queue_mean"), f.get("main_processes")
-    preempted = f.get("main_nonvoluntary_per_s", 0.0)
+    if f.others_cores is None or f.main_cores is None:
+        return ""
+    runq, n = f.run_queue_mean, f.main_processes
+    preempted = f.main_nonvoluntary_per_s
     return (
         (
-            f"this run's {n} training processes used {f['main_cores']:.1f} core(s)"
+            f"this run's {n} training processes used {f.main_cores:.1f} core(s)"
             if isinstance(n, int) and n > 1
-            else f"this run's main process used {f['main_cores']:.1f} core(s) and its workers "
-            f"{float(f.get('workers_cores') or 0):.1f}"
+            else f"this run's main process used {f.main_cores:.1f} core(s) and its workers "
+            f"{float(f.workers_cores or 0):.1f}"
         )
-        + f"; other processes {f['others_cores']:.1f} of {f.get('cores')}"
+        + f"; other processes {f.others_cores:.1f} of {f.cores}"
         + (f"; {runq:.1f} tasks runnable on average" if runq is not None else "")
         + (f"; the main process was preempted {float(preempted):.0f} times a second" if preempted is not None else "")
     )
 
 
-def interference_sentence(f: Mapping[str, Any]) -> str:
-    """The finding in one sentence from its reasons (codes) and figures; a document written before the
-    reasons were kept has its sentence."""
-    reasons = f.get("reasons")
-    if not isinstance(reasons, list):
-        return str(f.get("sentence") or "")
+def interference_sentence(f: Interference) -> str:
+    """The finding in one sentence from its reasons (codes) and figures."""
     said = {
-        "others": lambda: f"other processes used {f['others_cores']:.1f} of {f['cores']} cores during this run",
-        "steal": lambda: f"the hypervisor took {fmt_share(float(f['steal_share']))} of the CPU time (steal)",
-        "gpu": lambda: f"{f['gpu_other_processes']} other process(es) used the GPU",
+        "others": lambda: f"other processes used {f.others_cores:.1f} of {f.cores} cores during this run",
+        "steal": lambda: f"the hypervisor took {fmt_share(float(f.steal_share or 0))} of the CPU time (steal)",
+        "gpu": lambda: f"{f.gpu_other_processes} other process(es) used the GPU",
     }
-    parts = [said[r]() for r in reasons if r in said]
+    parts = [said[r]() for r in f.reasons if r in said]
     if parts:
         return "; ".join(parts) + ": step times are inflated and the verdict is uncertain"
     return f"no material interference ({interference_detail(f)})"

@@ -7,11 +7,21 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from perfcore.analysis.lines import enough_samples, min_samples, package_of
+from perfcore.analysis.lines import (
+    FunctionCost,
+    LabelLines,
+    LineCost,
+    SiteCalls,
+    enough_samples,
+    min_samples,
+    package_of,
+)
 from perfcore.analysis.loader_patch import PATCH_NAME
-from perfcore.analysis.loader_plan import PlanKind, training_loader
+from perfcore.analysis.loader_plan import PlanKind
+from perfcore.analysis.run_context import Loader, LoaderPlan
+from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
-from perfcore.analysis.verdict import run_evidence, steady_ms
+from perfcore.analysis.verdict import report_evidence, steady_ms
 
 __all__ = ["lines_text", "patch_text", "where", "BACKWARD_WORDS"]
 
@@ -39,149 +49,142 @@ SYNCING = ("item", "cpu", "tolist")  # read a value back to Python: on a GPU eac
 LOOP_FUNCTIONS_PREFIX = "__"  # a Dataset's own methods (__getitem__, __call__ of a transform) are dunders
 
 
-def _calls(calls: list[Mapping[str, Any]]) -> str:
+def _calls(calls: tuple[SiteCalls, ...]) -> str:
     # Fewer than one call a step is not what holds a step's time (and rounds to "0 calls").
-    shown = [c for c in calls if float(c.get("per_step") or 0) >= 1.0][:2]
-    text = "".join(f"; {c['per_step']:.0f} `.{_printable(c['method'])}()` a step" for c in shown)
-    if any(c.get("method") in SYNCING for c in shown):
+    shown = [c for c in calls if float(c.per_step or 0) >= 1.0][:2]
+    text = "".join(f"; {c.per_step:.0f} `.{_printable(c.method)}()` a step" for c in shown)
+    if any(c.method in SYNCING for c in shown):
         text += ": keep on device, read every N steps"
     return text
 
 
-def _span(lb: Mapping[str, Any], f: Mapping[str, Any], cwd: str | None) -> str:
+def _span(lb: LabelLines, f: FunctionCost, cwd: str | None) -> str:
     # A function's total belongs to the function: its name and the lines its samples fell on.
-    mine = [int(x["line"]) for x in lb.get("lines") or [] if (x["file"], x["function"]) == (f["file"], f["function"])]
-    lo, hi = min(mine + [int(f["line"])]), max(mine + [int(f["line"])])
-    at = where(f["file"], lo, cwd)
-    return f"{_printable(f['function'])} at {at}" + (f"-{hi}" if hi > lo else "")
+    mine = [int(x.line) for x in lb.lines if (x.file, x.function) == (f.file, f.function)]
+    lo, hi = min(mine + [int(f.line)]), max(mine + [int(f.line)])
+    at = where(f.file, lo, cwd)
+    return f"{_printable(f.function)} at {at}" + (f"-{hi}" if hi > lo else "")
 
 
-def _site(x: Mapping[str, Any], cwd: str | None) -> str:
-    fn = "" if x["function"] == "<module>" else f"{_printable(x['function'])} at "  # the script's top level
-    return f"{fn}{where(x['file'], x['line'], cwd)}"
+def _site(x: LineCost | FunctionCost, cwd: str | None) -> str:
+    fn = "" if x.function == "<module>" else f"{_printable(x.function)} at "  # the script's top level
+    return f"{fn}{where(x.file, x.line, cwd)}"
 
 
-def _loop_wait(doc: Mapping[str, Any], label: str, x: Mapping[str, Any]) -> Mapping[str, Any] | None:
+def _loop_wait(r: RunReport, label: str, x: LineCost | FunctionCost) -> Loader | None:
     # Load time at a line of the loop itself (not a Dataset's method) is the loader's next(): the batch is
     # made in library code (a library Dataset, collate, workers), so the change is the DataLoader's settings.
-    if label != "load" or not x.get("user", True) or str(x["function"]).startswith(LOOP_FUNCTIONS_PREFIX):
+    if label != "load" or not x.user or str(x.function).startswith(LOOP_FUNCTIONS_PREFIX):
         return None
-    loader = training_loader([d for d in doc.get("loaders") or [] if isinstance(d, Mapping)])
-    return loader if loader and loader.get("site") else None
+    loader = r.training_loader
+    return loader if loader and loader.site else None
 
 
 # The loader plan's kinds that rule workers out (its words say why, in the loading line and --explain).
 _NO_WORKERS = {k.value for k in (PlanKind.NO_FREE_CORE, PlanKind.CHEAPER_FETCH, PlanKind.MEASURED_NO_HELP)}
 
 
-def _loader_text(loader: Mapping[str, Any], figure: str, plan: Mapping[str, Any]) -> str:
+def _loader_text(loader: Loader, figure: str, plan: LoaderPlan | None) -> str:
     # The loop's own line only shows where it waits; the change is the loader's settings, at its line, and
     # it is the loader plan's change: this line never advises workers the plan has ruled out.
-    workers = int(loader.get("num_workers") or 0)
-    kind = str(plan.get("kind") or "")
+    workers = int(loader.num_workers or 0)
+    kind = plan.kind if plan is not None else ""
     if kind in _NO_WORKERS:
         change = "cheaper batches, not workers"
     elif kind == PlanKind.PERSISTENT_WORKERS.value:
         change = "set persistent_workers=True"
     else:
         change = "add workers" if not workers else "more workers or cheaper batches"
-    return f"DataLoader at {_printable(loader['site'])} (num_workers={workers}): {figure} waiting; {change}"
+    return f"DataLoader at {_printable(loader.site)} (num_workers={workers}): {figure} waiting; {change}"
 
 
-def _library_line(x: Mapping[str, Any], label: str, cwd: str | None) -> str | None:
+def _library_line(x: LineCost, label: str, cwd: str | None) -> str | None:
     """A user's line that holds a label's time only because it calls into a library (trainer.train()):
     the share of the label at the deepest frame of that library where the time went, by file and line
     (its own lines are for py-spy or the library's profiler; perfcore does not guess its settings)."""
-    inside = x.get("inside")
+    inside = x.inside
     # Counted syncing calls at the line (as _calls shows them) are its change already: keep values on the device.
-    if not inside or x.get("share", 0) < 0.5 or not x.get("user", True) or _calls(x.get("calls") or []):
+    if not inside or x.share < 0.5 or not x.user or _calls(x.calls):
         return None
     lib = package_of(inside[0])
-    share = fmt_share(float(x["share"]) * float(x.get("inside_share") or 0))
+    share = fmt_share(float(x.share) * float(x.inside_share or 0))
     of = _printable(lib) + ("'" if lib.endswith("s") else "'s")
     at = f"{os.path.basename(inside[0])}:{int(inside[2])}"
     return f"  try: {_site(x, cwd)}: {share} of {label} is in {of} {_printable(inside[1])} ({_printable(at)})"
 
 
-def _try_line(doc: Mapping[str, Any], lb: Mapping[str, Any], label: str, cwd: str | None) -> str:
+def _try_line(r: RunReport, lb: LabelLines, label: str, cwd: str | None) -> str:
     # The label's ms are the breakdown's (the table above); the samples give a site's share of them (a
     # sampler starved of CPU sees less time, not a different split). A site is sized only when its samples
     # are enough for its share (enough_samples); else the function, else the counts alone.
     # The label's ms as the table above quotes it (the verdict's steady estimate, outliers set apart).
-    label_ms = steady_ms(run_evidence(doc)).get(label) or lb["ms_per_step"]
-    n = int(lb.get("samples") or 0)
-    f = lb["functions"][0]
-    x = (lb.get("lines") or [None])[0] or {**f, "share": f["share"], "calls": []}
-    loader = _loop_wait(doc, label, x)
+    label_ms = steady_ms(report_evidence(r)).get(label) or lb.ms_per_step
+    n = int(lb.samples or 0)
+    f = lb.functions[0]
+    x = lb.lines[0] if lb.lines else LineCost(f.file, f.function, f.line, f.ms_per_step, f.share, f.samples, f.user)
+    loader = _loop_wait(r, label, x)
 
     def sized(share: float, note: str = "") -> str:
         # The sample counts stay in --explain and report.html: the short line keeps the figure and its share.
         return f"{fmt_ms(share * label_ms)} a step ({fmt_share(share)} of {label}{note})"
 
-    if enough_samples(x["share"], n):
+    if enough_samples(x.share, n):
         if loader:
-            return f"  try: {_loader_text(loader, sized(x['share']), doc.get('loader_plan') or {})}"
+            return f"  try: {_loader_text(loader, sized(x.share), r.loader_plan)}"
         inside = _library_line(x, label, cwd)
         if inside:
             return inside
-        return f"  try: {_site(x, cwd)}: {sized(x['share'])}{_calls(x.get('calls') or [])}"
-    calls = [
-        c
-        for y in lb.get("lines") or []
-        if (y["file"], y["function"]) == (f["file"], f["function"])
-        for c in y.get("calls") or []
-    ]
-    if enough_samples(f["share"], n):
-        return f"  try: {_span(lb, f, cwd)}: {sized(f['share'], '; no one line stands out')}{_calls(calls)}"
+        return f"  try: {_site(x, cwd)}: {sized(x.share)}{_calls(x.calls)}"
+    calls = tuple(c for y in lb.lines if (y.file, y.function) == (f.file, f.function) for c in y.calls)
+    if enough_samples(f.share, n):
+        return f"  try: {_span(lb, f, cwd)}: {sized(f.share, '; no one line stands out')}{_calls(calls)}"
     counted = _calls(calls)
     # With counted calls the line's action is theirs; the sample counts would only push it past the width.
     few = (
         "too few samples to time it"
         if counted
-        else f"too few samples to time it ({f['samples']} of {n} {label}; a time needs {min_samples(f['share'])}, "
+        else f"too few samples to time it ({f.samples} of {n} {label}; a time needs {min_samples(f.share)}, "
         "a longer run has more)"
     )
     return f"  try: {_span(lb, f, cwd)}: {few}{counted}"
 
 
-def lines_text(doc: Mapping[str, Any], cwd: str | None = None) -> list[str]:
+def lines_text(r: RunReport, cwd: str | None = None) -> list[str]:
     out = []
-    causes = (doc.get("verdict") or {}).get("causes") or []
-    label = causes[0].get("label") if causes else None
-    lines = doc.get("lines") or {}
-    for lb in lines.get("labels") or []:
-        if lb.get("label") != label or label not in ("host", "load") or not lb.get("functions"):
-            continue
-        out.append(_try_line(doc, lb, label, cwd))
-    out += _compute_text(doc)
-    s = doc.get("starvation") or {}
-    if s.get("starved"):
+    causes = r.verdict.named
+    label = causes[0].label if causes else None
+    lb = r.lines.label(label) if r.lines is not None and label in ("host", "load") else None
+    if lb is not None and lb.functions:
+        out.append(_try_line(r, lb, label, cwd))
+    out += _compute_text(r)
+    s = r.starvation
+    if s is not None and s.starved:
         out.append(
-            f"  loader starved on {fmt_share(s['share'])} of steps ({s['starved']} of {s['steps']}, "
-            f"waits over {fmt_ms(s['threshold_ms'])}): their p50 wait {fmt_ms(s['p50_wait_ms'])}, "
-            f"p95 {fmt_ms(s['p95_wait_ms'])}, "
-            f"longest run {s['longest_run']} steps from step {s['longest_run_first_step']}"
+            f"  loader starved on {fmt_share(s.share)} of steps ({s.starved} of {s.steps}, "
+            f"waits over {fmt_ms(s.threshold_ms)}): their p50 wait {fmt_ms(s.p50_wait_ms)}, "
+            f"p95 {fmt_ms(s.p95_wait_ms)}, "
+            f"longest run {s.longest_run} steps from step {s.longest_run_first_step}"
         )
     return out
 
 
-def _compute_text(doc: Mapping[str, Any]) -> list[str]:
-    facts = doc.get("compute_facts") or {}
+def _compute_text(r: RunReport) -> list[str]:
+    facts = r.compute_facts
     out = []
-    o = facts.get("optimizer")
+    o = facts.optimizer if facts is not None else None
     if o:
-        lo, hi = o["saved_ms"]
-        saves = f"saves {fmt_ms(lo)}-{fmt_ms(hi)} a step" if o["measured"] else f"saves up to {fmt_ms(hi)} a step"
+        lo, hi = o.saved_ms
+        saves = f"saves {fmt_ms(lo)}-{fmt_ms(hi)} a step" if o.measured else f"saves up to {fmt_ms(hi)} a step"
         out.append(
-            f"  try: {_printable(o['snippet'])}: {saves} (the optimizer: {fmt_ms(o['optimizer_ms'])}, "
-            f"{fmt_share(o['share'])} of the step)"
+            f"  try: {_printable(o.snippet)}: {saves} (the optimizer: {fmt_ms(o.optimizer_ms)}, "
+            f"{fmt_share(o.share)} of the step)"
         )
-    b = facts.get("backward")
+    b = facts.backward if facts is not None else None
     if b:
-        why = "; ".join(BACKWARD_WORDS.get(c, _printable(c)) for c in b["likely"][:3])
+        why = "; ".join(BACKWARD_WORDS.get(c, _printable(c)) for c in b.likely[:3])
         out.append(
-            f"  backward is {b['ratio']:.1f}x forward ({fmt_ms(b['backward_ms'])} against "
-            f"{fmt_ms(b['forward_ms'])}; ~2x is usual, {fmt_ms(b['excess_ms'])} a step above it): "
+            f"  backward is {b.ratio:.1f}x forward ({fmt_ms(b.backward_ms)} against "
+            f"{fmt_ms(b.forward_ms)}; ~2x is usual, {fmt_ms(b.excess_ms)} a step above it): "
             f"look for {why}"
         )
     return out

@@ -1,17 +1,29 @@
 """The loader plan into words: why the loop waits for its data and the change in the user's DataLoader
-(its sentence and text), made from the kind and figures analysis.loader_plan decides. A document
-written before the facts were kept has its words stored: they are read back as they are."""
+(its sentence and text), made from the kind and figures analysis.loader_plan decides."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from perfcore.analysis.loader_plan import PlanKind
+from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_ms, fmt_x
-from perfcore.report.label_words import MALFORMED
 
-__all__ = ["where_words", "plan_words", "plan_sentence"]
+__all__ = ["where_words", "plan_words", "plan_sentence", "plan_reason"]
+
+# Why the loop waits, in a few words, by the plan's kind.
+_REASON = {
+    PlanKind.MEASURED_NO_HELP: "measured: workers do not help",
+    PlanKind.MORE_WORKERS: "main process",
+    PlanKind.MORE_WORKERS_CAPPED: "main process",
+    PlanKind.NO_FREE_CORE: "no spare cores",
+    PlanKind.PERSISTENT_WORKERS: "start-up each epoch",
+    PlanKind.CHEAPER_FETCH: "too slow per item",
+    PlanKind.TOO_FEW_WORKERS: "too few workers",
+    PlanKind.HANDOVER: "handover from workers",
+    PlanKind.DEEPER_PREFETCH: "prefetch too shallow",
+}
 
 
 # How to make a batch cheaper, by how its items are made: a decoder is named only where images are decoded.
@@ -49,8 +61,8 @@ def where_words(ld: Mapping[str, Any]) -> str:
     return f"{owner} ({settings})" if settings else owner
 
 
-def _cores(p: Mapping[str, Any]) -> str:
-    cores, loop, others, threads = p["cpu_count"], p.get("loop_cores"), p.get("other_cores"), p.get("torch_threads")
+def _cores(p: LoaderPlan) -> str:
+    cores, loop, others, threads = p.cpu_count, p.loop_cores, p.other_cores, p.torch_threads
     if loop is not None:
         said = f"the loop's compute already uses {loop:.1f} of the {cores} cores" + (
             f" ({threads} torch threads)" if threads else ""
@@ -62,37 +74,37 @@ def _cores(p: Mapping[str, Any]) -> str:
     return said + (f" and other processes used {others:.1f}" if others and others >= 0.1 else "")
 
 
-def plan_words(p: Mapping[str, Any]) -> tuple[str, str]:  # noqa: PLR0915
+def plan_words(p: LoaderPlan) -> tuple[str, str]:
     """The loader plan's (sentence, text): why the loop waits, and the change in the user's DataLoader."""
-    kind = PlanKind(p["kind"])
+    kind = PlanKind(p.kind)
     n, make, wait, needed, spare = (
-        p["num_workers"],
-        p["worker_batch_ms"],
-        p["wait_ms_per_batch"],
-        p["workers_needed"],
-        p["spare_workers"],
+        p.num_workers,
+        p.worker_batch_ms,
+        p.wait_ms_per_batch,
+        p.workers_needed,
+        p.spare_workers,
     )
-    at = where_words(p.get("loader") or {})
-    per = p["batches_per_step"]
-    rate = f"a batch takes {fmt_ms(make)} to make and the loop uses one every {fmt_ms(p['loop_ms_per_batch'])}" + (
+    at = where_words(p.loader)
+    per = p.batches_per_step
+    rate = f"a batch takes {fmt_ms(make)} to make and the loop uses one every {fmt_ms(p.loop_ms_per_batch)}" + (
         f", {per:g} batches per step" if per > 1 else ""
     )
-    cheaper = _CHEAPER.get(str(p.get("decode")), _CHEAPER["unknown"])
+    cheaper = _CHEAPER.get(str(p.decode), _CHEAPER["unknown"])
     fewer = (
-        f"; or leave a core to a worker: torch.set_num_threads({p['fewer_threads']}) with num_workers=1 "
+        f"; or leave a core to a worker: torch.set_num_threads({p.fewer_threads}) with num_workers=1 "
         "(compute then runs on one thread fewer; measure both)"
-        if p.get("fewer_threads")
+        if p.fewer_threads
         else ""
     )
-    rs = p.get("restart") or {}
+    rs = p.restart
     restart = (
-        f"the workers start again every epoch: {fmt_ms(rs['each_ms'])} each time beyond making the first batch, "
-        f"over {rs['restarts']} restart(s) {fmt_ms(rs['per_batch_ms'])} per batch of the {fmt_ms(wait)} the loop waits"
+        f"the workers start again every epoch: {fmt_ms(rs.each_ms)} each time beyond making the first batch, "
+        f"over {rs.restarts} restart(s) {fmt_ms(rs.per_batch_ms)} per batch of the {fmt_ms(wait)} the loop waits"
         if rs
         else ""
     )
     if kind is PlanKind.MEASURED_NO_HELP:
-        t = p["trial"]
+        t = p.trial
         said = _TRIAL_WORDS[(t["num_workers"] > n, Change(t["change"]))]
         s = (
             f"{t.get('experiment', 'an experiment')} measured num_workers={t['num_workers']} at {fmt_x(t['speedup'])} "
@@ -101,7 +113,7 @@ def plan_words(p: Mapping[str, Any]) -> tuple[str, str]:  # noqa: PLR0915
         return s, f"In {at}: {cheaper}{fewer}. Not more workers: {s}."
     if kind in (PlanKind.MORE_WORKERS, PlanKind.MORE_WORKERS_CAPPED, PlanKind.NO_FREE_CORE):
         s = f"loading runs in the main process (num_workers=0): {rate}, so about {needed} worker(s) would hide it" + (
-            f"; collate alone is {fmt_ms(p['collate_ms'])} of each batch" if p.get("collate_ms") else ""
+            f"; collate alone is {fmt_ms(p.collate_ms)} of each batch" if p.collate_ms else ""
         )
         if kind is PlanKind.NO_FREE_CORE:
             s += f", but no core is free for one: {_cores(p)}"
@@ -124,11 +136,11 @@ def plan_words(p: Mapping[str, Any]) -> tuple[str, str]:  # noqa: PLR0915
     elif kind is PlanKind.TOO_FEW_WORKERS:
         s = (
             f"{n} worker(s) make a batch every {fmt_ms(make / n)} together, the loop uses one every "
-            f"{fmt_ms(p['loop_ms_per_batch'])} and waits {fmt_ms(wait)} per batch: about {needed} would hide it"
+            f"{fmt_ms(p.loop_ms_per_batch)} and waits {fmt_ms(wait)} per batch: about {needed} would hide it"
         )
         text = f"In {at}: set num_workers={needed}; {s}."
     elif kind is PlanKind.HANDOVER:
-        cpu = p.get("cpu_percent")
+        cpu = p.cpu_percent
         busy = f" (host CPU {cpu:.0f}%: processes wait for a core)" if cpu else ""
         s = (
             f"{n} worker(s) make a batch in {fmt_ms(make)} but the loop waits {fmt_ms(wait)} for "
@@ -139,7 +151,7 @@ def plan_words(p: Mapping[str, Any]) -> tuple[str, str]:  # noqa: PLR0915
             f"{fmt_ms(make)} making each one itself); {s}."
         )
     else:
-        pf, pin = p["prefetch_factor"], p.get("pin_in_main")
+        pf, pin = p.prefetch_factor, p.pin_in_main
         s = (
             f"{n} worker(s) are enough on average ({rate}; about {needed} needed) yet the loop waits "
             f"{fmt_ms(wait)} per batch: batches arrive in bursts and the {pf * n} queued "
@@ -155,15 +167,19 @@ def plan_words(p: Mapping[str, Any]) -> tuple[str, str]:  # noqa: PLR0915
             + (" or try pin_memory=False" if pin else "")
             + f"; {s}."
         )
-    if rs.get("contributes"):
+    if rs is not None and rs.contributes:
         s += f"; besides, {restart}"
         text = text[:-1] + f"; besides, {restart}: also set persistent_workers=True."
     return s, text
 
 
-def plan_sentence(plan: Mapping[str, Any]) -> str:
-    """The loader plan's sentence: from its kind and figures, else the words it stored."""
-    try:
-        return plan_words(plan)[0] if plan.get("kind") else str(plan.get("sentence") or "")
-    except MALFORMED:
-        return str(plan.get("sentence") or "")
+def plan_reason(p: LoaderPlan) -> str:
+    """Why the loop waits, in a few words (a deeper prefetch where pin_memory's thread in the main process
+    competes with the loop says so)."""
+    kind = PlanKind(p.kind)
+    return "pin in main process" if kind is PlanKind.DEEPER_PREFETCH and p.pin_in_main else _REASON[kind]
+
+
+def plan_sentence(plan: LoaderPlan | None) -> str:
+    """The loader plan's sentence ("" without a plan)."""
+    return plan_words(plan)[0] if plan is not None else ""

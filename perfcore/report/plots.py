@@ -16,6 +16,7 @@ import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.bins import BINS, OUTLIER_FACTOR
+from perfcore.analysis.command_results import ExperimentRow
 from perfcore.report.charts import COLORS
 from perfcore.report.raster import ms_label, step_label, wrap_title
 
@@ -95,7 +96,7 @@ def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int =
     bar per step for short runs), its median and p90 step time as lines, warm-up shaded, outliers
     marked. A fixed number of shapes, so the cost does not grow with the run."""
     from perfcore.analysis.bins import bin_steps, outliers
-    from perfcore.report.raster import Figure, Panel, nice_ticks, ms_label, step_label, wrap_title
+    from perfcore.report.raster import Figure, Panel, ms_label, nice_ticks, step_label, wrap_title
 
     if "evaluation" in steps.columns:  # evaluation rows are reported apart: no bar, no outlier of theirs
         steps = steps[~steps["evaluation"].astype(bool).to_numpy()]
@@ -153,7 +154,7 @@ def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
     """The top kernels by total time, one horizontal bar each, the largest on top."""
     if not kernels:
         return None
-    from perfcore.report.raster import Figure, Panel, nice_ticks, ms_label
+    from perfcore.report.raster import Figure, Panel, ms_label, nice_ticks
 
     top = kernels[:15]
     height = round((0.35 * len(top) + 1.2) * 110)
@@ -251,15 +252,12 @@ def _stacked_rows(
     return Path(path)
 
 
-def plot_experiments(experiments: list[dict[str, Any]], path: Path, title: str = "") -> Path:
+def plot_experiments(experiments: tuple[ExperimentRow, ...], path: Path, title: str = "") -> Path:
     """One stacked bar per experiment: mean step time split by label."""
-    notes = [
-        f"{e['step_ms']:.1f} ms" if e.get("step_ms") == e.get("step_ms") and e.get("step_ms") is not None else "OOM"
-        for e in experiments
-    ]
+    notes = [f"{e.step_ms:.1f} ms" if e.step_ms is not None and e.step_ms == e.step_ms else "OOM" for e in experiments]
     return _stacked_rows(
-        [e["name"] for e in experiments],
-        [e.get("breakdown_ms") for e in experiments],
+        [e.name for e in experiments],
+        [e.breakdown_ms for e in experiments],
         notes,
         path,
         title or "experiments",

@@ -1,14 +1,16 @@
 """A multi-rank run's words: each straggler, each rank that waits for one, and the ranks that left no
-results, said from the facts analysis.ranks.merge_ranks keeps (an old document keeps its own words)."""
+results, said from the facts analysis.ranks.merge_ranks keeps."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from perfcore.analysis.run_context import Straggler, Waiting
+from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.report.verdict_words import EXCESS_PHRASE
 
-__all__ = ["straggler_sentence", "waiting_sentence", "missing_sentence", "job_problem_words", "say"]
+__all__ = ["straggler_sentence", "waiting_sentence", "missing_sentence", "job_problem_words"]
 
 
 def _who(parts: Any) -> str:
@@ -30,50 +32,31 @@ def job_problem_words(p: Mapping[str, Any]) -> str:
     return f"the parts disagree on the job's size (world sizes {p['sizes']}): they are not one job"
 
 
-def straggler_sentence(s: Mapping[str, Any]) -> str:
+def straggler_sentence(s: Straggler) -> str:
     """A straggler: its own work against the other ranks', as a share of its step, and the label of its
     excess over their median."""
-    if "work_ms" not in s or "step_ms" not in s:
-        return str(s.get("sentence") or "")
-    label = str(s.get("excess_label"))
-    step = float(s["step_ms"] or 0.0)
-    share = (float(s["work_ms"]) - float(s["others_work_ms"])) / step if step > 0 else 0.0
+    label = str(s.excess_label)
+    step = float(s.step_ms or 0.0)
+    share = (s.work_ms - s.others_work_ms) / step if step > 0 else 0.0
     return (
-        f"rank {s.get('rank')} holds up the job: its own work is {fmt_ms(s['work_ms'])}/step against "
-        f"{fmt_ms(s['others_work_ms'])} on the other ranks ({fmt_share(share)} of each step); its excess is "
-        f"{label}: {EXCESS_PHRASE.get(label, label)} {fmt_ms(s.get('excess_ms'))}/step more than the median of "
+        f"rank {s.rank} holds up the job: its own work is {fmt_ms(s.work_ms)}/step against "
+        f"{fmt_ms(s.others_work_ms)} on the other ranks ({fmt_share(share)} of each step); its excess is "
+        f"{label}: {EXCESS_PHRASE.get(label, label)} {fmt_ms(s.excess_ms)}/step more than the median of "
         "the other ranks"
     )
 
 
-def waiting_sentence(w: Mapping[str, Any]) -> str:
+def waiting_sentence(w: Waiting) -> str:
     """A rank that waits in collectives for the stragglers."""
-    if "waits_for" not in w:
-        return str(w.get("sentence") or "")
-    who = ", ".join(str(r) for r in w["waits_for"])
-    return f"rank {w.get('rank')} waits {fmt_ms(w.get('comm_ms'))}/step in collectives for rank(s) {who}"
+    who = ", ".join(str(r) for r in w.waits_for)
+    return f"rank {w.rank} waits {fmt_ms(w.comm_ms)}/step in collectives for rank(s) {who}"
 
 
-def missing_sentence(doc: Mapping[str, Any]) -> str:
+def missing_sentence(r: RunReport) -> str:
     """The ranks of the job that left no results, or "" when none is missing."""
-    missing = doc.get("missing_ranks") or []
-    if not missing:
-        return str(doc.get("missing_note") or "")
+    if not r.missing_ranks:
+        return ""
     return (
-        f"rank(s) {', '.join(map(str, missing))} of {doc.get('world_size')} left no results (crashed or "
+        f"rank(s) {', '.join(map(str, r.missing_ranks))} of {r.world_size} left no results (crashed or "
         "killed before writing); the report covers the others"
     )
-
-
-def say(doc: dict[str, Any]) -> dict[str, Any]:
-    """The words beside the facts, in place, as run.json has always kept them (each straggler's and
-    waiting rank's sentence, missing_note), for the writer at the edge."""
-    for s in doc.get("stragglers") or []:
-        if isinstance(s, dict):
-            s["sentence"] = straggler_sentence(s)
-    for w in doc.get("waiting") or []:
-        if isinstance(w, dict):
-            w["sentence"] = waiting_sentence(w)
-    if doc.get("missing_ranks"):
-        doc["missing_note"] = missing_sentence(doc)
-    return doc

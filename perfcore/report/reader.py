@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.codec import BadDocument
+from perfcore.analysis.migrate import CURRENT, migrate
 from perfcore.errors import BadResultFile
-from perfcore.report.run_schema import RUN_OPTIONAL, RUN_REQUIRED
 from perfcore.report.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
 from perfcore.untrusted import Refused, open_regular, read_file
 
 if TYPE_CHECKING:
     from perfcore.analysis.command_results import SweepResult
+    from perfcore.analysis.run_report import RunReport
 
 __all__ = [
     "stage_document",
@@ -28,15 +30,15 @@ __all__ = [
     "load_run",
     "load_part",
     "load_sweep",
-    "check_run_doc",
+    "parse_run",
     "SUPPORTED",
 ]
 
 # The most bytes a document perfcore writes holds (a 1M-step run.json is a few MB).
 DOCUMENT_CAP = 256 << 20
 
-# The newest version of each document this perfcore reads.
-SUPPORTED = {"perfcore.run": 1, "perfcore.sweep": 1, "perfcore.diagnose": 1, "perfcore.health": 1}
+# The newest version of each document this perfcore reads (an older one goes through analysis.migrate).
+SUPPORTED = CURRENT
 
 
 STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
@@ -103,22 +105,22 @@ def read_json(path: Path, kind: str, *, exit_code: int = 2) -> dict[str, Any]:
     return doc
 
 
-def check_run_doc(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> dict[str, Any]:
-    for shapes, required in ((RUN_REQUIRED, True), (RUN_OPTIONAL, False)):
-        for k, shape in shapes.items():
-            if k not in doc:
-                if required:
-                    raise _bad(path, f"has no {k!r} (incomplete or not a run result)", exit_code)
-                continue
-            p = problem(doc[k], shape, k)
-            if p:
-                raise _bad(path, f"is corrupt: {p}", exit_code)
+def parse_run(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> "RunReport":
+    """A run document (this version's, or an older one migrated) parsed into the typed run, every value
+    checked on the way: a value of the wrong kind is one line naming it (exit_code)."""
+    from perfcore.analysis.run_report import RunReport
+
     files = doc.get("files")
     if files is not None and (
         not isinstance(files, dict) or not all(is_plain_name(k) and is_plain_name(v) for k, v in files.items())
     ):
         raise _bad(path, "is corrupt: 'files' names something other than a plain file name in its folder", exit_code)
-    return doc
+    try:
+        return RunReport.from_dict(migrate(doc))
+    except BadDocument as err:
+        raise _bad(path, f"is corrupt: {err}", exit_code) from err
+    except (TypeError, KeyError, ValueError, AttributeError) as err:  # an older document too damaged to migrate
+        raise _bad(path, f"is corrupt: {type(err).__name__} while reading it", exit_code) from err
 
 
 def read_csv(path: Path, columns: tuple[str, ...], *, exit_code: int = 2, limit_bytes: int | None = None):
@@ -197,7 +199,7 @@ def _read_in_chunks(fh, compression: str | None):
 
 
 def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
-    """(run.json document, steps table) of a run folder. measured=True: it must hold measured steps."""
+    """(the run, typed; its steps table) of a run folder. measured=True: it must hold measured steps."""
     folder = Path(folder)
     if not folder.is_dir():
         raise BadResultFile(folder, "is not a folder", exit_code=exit_code)
@@ -210,10 +212,10 @@ def load_run(folder: Path, *, measured: bool = False, exit_code: int = 2):
                 exit_code=exit_code,
             )
         raise BadResultFile(folder, "is not a perfcore run folder (no run.json)", exit_code=exit_code)
-    doc = check_run_doc(
+    doc = parse_run(
         read_json(folder / "run.json", "perfcore.run", exit_code=exit_code), folder / "run.json", exit_code=exit_code
     )
-    if measured and (doc["steps"] == 0 or doc["step_time_ms"]["mean"] <= 0):
+    if measured and (doc.steps == 0 or doc.step_time_ms.mean <= 0):
         raise BadResultFile(
             folder / "run.json",
             "holds no measured step (a run stopped during warm-up?)",
@@ -253,7 +255,7 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
     import pandas as pd
 
     folder = Path(folder)
-    doc = read_json(folder / "run.json", "perfcore.run", exit_code=1)
+    doc = migrate(read_json(folder / "run.json", "perfcore.run", exit_code=1))
     p = (
         problem(doc.get("steps", 0), INT, "steps")
         or problem(doc.get("warmup_steps", 0), INT, "warmup_steps")
@@ -270,7 +272,7 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
         return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
     checkpoint = doc.get("checkpoint")
     if not isinstance(checkpoint, dict):
-        check_run_doc(doc, folder / "run.json", exit_code=1)
+        parse_run(doc, folder / "run.json", exit_code=1)
     if isinstance(checkpoint, dict) and checkpoint.get("table") == CHECKPOINT_TABLE:
         steps = read_checkpoint_table(
             folder / CHECKPOINT_TABLE, checkpoint, doc.get("steps", 0) + doc.get("warmup_steps", 0)
@@ -285,7 +287,8 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
         )
     if isinstance(checkpoint, dict):
         # A checkpoint's run.json says what its steps.csv holds; the figures come from the rows.
-        doc = check_run_doc(summarize_checkpoint(doc, steps), folder / "run.json", exit_code=1)
+        doc = summarize_checkpoint(doc, steps)
+        parse_run(doc, folder / "run.json", exit_code=1)
     raw: dict[str, Any] = {}
     trace = folder / "trace.npz"
     if trace.is_file():
@@ -309,9 +312,10 @@ _MAX_TABLE_COLUMNS = 4096
 def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows: int):
     """A checkpoint's steps as steps.csv would read: int64 rows of the columns its run.json names, each
     "i" (an integer), "ms" (whole ns, as ms) or "b" (a 0/1 flag). The table is untrusted: opened without
-    following a link, a regular file, and read only as far as its run.json vouches (table_bytes: whole
-    rows, no more rows than the steps and warm-up steps it declares), never past the file's end (a row
-    cut short by a kill is left out) nor across a hole (a sparse file is no table perfcore wrote).
+    following a link, a regular file of one name (no hard link), and read only as far as its run.json
+    vouches (table_bytes: whole rows, no more rows than the steps and warm-up steps it declares), never past
+    the file's end (a row cut short by a kill is left out) nor across a hole (a sparse file is no table
+    perfcore wrote).
     Exit 1 where the table or its description is damaged, in one line."""
     import numpy as np
     import pandas as pd
@@ -350,7 +354,12 @@ def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows:
         raise _bad(path, e.problem, 1) from None
     try:
         with fh:
-            nbytes = min(vouched, os.fstat(fh.fileno()).st_size) // width * width
+            st = os.fstat(fh.fileno())
+            if st.st_nlink != 1:
+                # Another name for a file elsewhere (a hard link to a secret): its bytes would come back as
+                # exact step values. perfcore's table has one name.
+                raise _bad(path, f"has {st.st_nlink} names (a hard link, not a table perfcore wrote); not read", 1)
+            nbytes = min(vouched, st.st_size) // width * width
             if _first_hole(fh.fileno()) < nbytes:
                 raise _bad(path, "has holes (a sparse file, not a table perfcore wrote); not read", 1)
             cells = np.frombuffer(fh.read(nbytes), dtype="<i8").reshape(-1, len(cols))
@@ -416,18 +425,19 @@ STAGE_DOCS = (
 )
 
 
-def stage_document(folder: Path, names: tuple[str, ...] | None = None) -> tuple[str, dict[str, Any]] | None:
-    """(file name, validated document) of the first stage document the folder holds (of `names`, by
-    default every one in STAGE_DOCS), or None."""
+def stage_document(folder: Path, names: tuple[str, ...] | None = None) -> tuple[str, Any] | None:
+    """(file name, the command's result it holds) of the first stage document the folder holds (of `names`,
+    by default every one in STAGE_DOCS), or None. Corrupt (exit 2) where it does not hold one."""
     for name, kind in STAGE_DOCS:
         if (names is None or name in names) and (Path(folder) / name).exists():
-            return name, _as_result(Path(folder) / name, read_json(Path(folder) / name, kind))
+            return name, _typed(Path(folder) / name, read_json(Path(folder) / name, kind))
     return None
 
 
 def _typed(path: Path, doc: dict[str, Any]) -> Any:
-    """The command's result a document holds, or corrupt (exit 2) where it does not hold one."""
-    from perfcore.analysis.command_results import BadResult, DemoResult, DiagnoseResult, HealthResult, SweepResult
+    """The command's result a document holds (this version's, or an older one migrated), every value checked;
+    corrupt (exit 2) where it does not hold one."""
+    from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, SweepResult
 
     typed = {
         "perfcore.health": HealthResult,
@@ -435,16 +445,11 @@ def _typed(path: Path, doc: dict[str, Any]) -> Any:
         "perfcore.sweep": SweepResult,
         "perfcore.experiments.demo": DemoResult,
     }
-    try:
-        return typed[str(doc.get("schema")).split("/")[0]].from_dict(doc)
-    except BadResult as err:
-        raise _bad(path, f"is corrupt: {err}", 2) from err
-
-
-def _as_result(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
-    """A health, diagnose, sweep or demo document read back as its command's result (this version's or an
-    older one's), checked for what the renderers read; corrupt (exit 2) where it does not hold one."""
     if str(doc.get("schema")).startswith("perfcore.sweep/"):
         doc = _checked_sweep(path, doc)
-    # The words an older document kept beside its facts stay (they are what it says).
-    return {**doc, **_typed(path, doc).to_dict()}
+    try:
+        return typed[str(doc.get("schema")).split("/")[0]].from_dict(migrate(doc))
+    except BadDocument as err:
+        raise _bad(path, f"is corrupt: {err}", 2) from err
+    except (TypeError, KeyError, ValueError, AttributeError) as err:  # an older document too damaged to migrate
+        raise _bad(path, f"is corrupt: {type(err).__name__} while reading it", 2) from err

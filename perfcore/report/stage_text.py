@@ -18,11 +18,10 @@ from perfcore.report.experiments import (
 __all__ = ["stage_text"]
 
 
-def stage_text(folder: Path, explain: bool = False) -> tuple[dict[str, Any], str, str] | None:
-    """(document, terminal text, stage name) of a demo, health, diagnose or sweep folder, read from its
-    validated document (a demo folder's demo.json before its stages' documents); None when the folder holds
-    none of them. A document that does not render is corrupt (one line, exit 2), as open_report says of it."""
-    from perfcore.errors import BadResultFile
+def stage_text(folder: Path, explain: bool = False) -> tuple[Any, str, str] | None:
+    """(the command's result, terminal text, stage name) of a demo, health, diagnose or sweep folder, read from
+    its validated document (a demo folder's demo.json before its stages' documents); None when the folder holds
+    none of them."""
     from perfcore.report.reader import stage_document
 
     renders = {
@@ -35,9 +34,4 @@ def stage_text(folder: Path, explain: bool = False) -> tuple[dict[str, Any], str
     if found is None:
         return None
     name, doc = found
-    try:
-        return doc, renders[name](doc), name.split(".")[0]
-    except (TypeError, KeyError, ValueError, AttributeError, IndexError) as err:
-        raise BadResultFile(
-            Path(folder) / name, f"is corrupt: {type(err).__name__} while reading it", exit_code=2
-        ) from err
+    return doc, renders[name](doc), name.split(".")[0]

@@ -3,17 +3,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["say_link"]
+__all__ = ["link_words"]
 
 NOMINAL = "nominal = the most this device and system allow; the current link may be trained down when idle"
 
 
-def say_link(link: dict[str, Any]) -> dict[str, Any]:
-    """transfer.json's link with its words beside its figures, in place, as it has always kept them."""
+def link_words(link: Mapping[str, Any]) -> str:
+    """The link's line: its nominal rate and what that means, or why NVML could not tell it."""
     if link.get("reason") == "nvml_unavailable":
-        link["reason"] = f"NVML could not tell the link ({link.get('error')})"
-    elif link.get("gbps") is not None:
-        link["note"] = NOMINAL
-    return link
+        return f"link: NVML could not tell the link ({link.get('error')})"
+    if link.get("gbps") is None:
+        return ""
+    return f"link: {link['gbps']:.1f} GB/s ({NOMINAL})"

@@ -5,15 +5,18 @@ are in --explain and report.html."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
+from perfcore.analysis.checks import Against
+from perfcore.analysis.findings import Finding, FindingKind, offered_check
+from perfcore.analysis.results import Verdict
+from perfcore.analysis.run_parts import Overhead
+from perfcore.analysis.starvation import Starvation
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.report.advice_words import text_of, ways_short
 from perfcore.report.label_words import WHAT, gain_words
 from perfcore.report.verdict_words import WIDTH, verdict_short
 from perfcore.report.verdict_words import fit as _fit
 
-__all__ = ["verdict_short", "try_short", "starved_short", "overhead_short", "WHAT", "WIDTH"]
+__all__ = ["verdict_short", "try_short", "starved_short", "overhead_short", "overhead_long", "WHAT", "WIDTH"]
 
 # What each piece of advice changes, in a few words, by its id; the full text says how and why.
 _CHANGE = {
@@ -44,77 +47,80 @@ _CHEAPER = {
 }
 
 
-def _change(rec: Mapping[str, Any], verdict: Mapping[str, Any], said: tuple[str, ...] = ()) -> str | None:
-    rid = str(rec.get("id"))
-    if isinstance(rec.get("set"), Mapping) and rec["set"]:  # the settings themselves, with their numbers
-        return "set " + ", ".join(f"{k}={v}" for k, v in rec["set"].items())
-    if rid == "set_num_threads":
-        over = verdict.get("oversubscribed")
-        over = over if isinstance(over, Mapping) and over.get("threads") else None
+def _change(rec: Finding, verdict: Verdict, said: tuple[str, ...] = ()) -> str | None:
+    rid = rec.kind.value
+    if rec.change:  # the settings themselves, with their numbers
+        return "set " + ", ".join(f"{k}={v}" for k, v in rec.change.items())
+    if rec.kind is FindingKind.SET_NUM_THREADS:
+        over = verdict.oversubscribed if verdict.oversubscribed is not None and verdict.oversubscribed.threads else None
         # The script's own excess is said against its CPUs: others' momentary load can leave "0.0 free cores".
         spin = (
             "threads spin on oversubscribed cores"
             if not over
-            else f"{over['threads']} threads on {over['cpus']} CPU(s)"
-            if over.get("own", True) and over.get("cpus")
-            else f"{over['threads']} threads spin on {float(over.get('free_cores') or 0):.1f} free cores"
+            else f"{over.threads} threads on {over.cpus} CPU(s)"
+            if over.own and over.cpus
+            else f"{over.threads} threads spin on {float(over.free_cores or 0):.1f} free cores"
         )
-        return f"torch.set_num_threads({rec.get('threads_fit', 1)}): {spin}"
-    ways = [w for w in ways_short(rec) if not any(w in s for s in said)] if rid == "faster_compute" else []
+        return f"torch.set_num_threads({rec.figures.get('fits', 1)}): {spin}"
+    ways = (
+        [w for w in ways_short(rec) if not any(w in s for s in said)] if rec.kind is FindingKind.FASTER_COMPUTE else []
+    )
     if ways:
         return "faster compute: " + ", ".join(ways)  # the advice's own ways, as it lists them, less those said
-    if rid == "evaluation" and isinstance(rec.get("share_of_wall"), (int, float)):
-        share = fmt_share(rec["share_of_wall"])  # evaluation rows are outside the steps the table and verdict read
+    if rec.kind is FindingKind.EVALUATION:
+        # Evaluation rows are outside the steps the table and verdict read.
+        share = fmt_share(rec.figures["share_of_wall"])
         return f"evaluation took {share} of the run, outside the steps above: evaluate less often, on fewer batches"
-    if rid == "cheaper_batches" and isinstance(rec.get("decoder_slower"), Mapping):
+    decoder = rec.measured(Against.ADVICE)
+    if rec.kind is FindingKind.CHEAPER_BATCHES and decoder is not None and decoder.below_1x:
         return _CHEAPER["fast"]  # experiment C measured the other decoder slower: not advised
-    if rid == "cheaper_batches" and rec.get("decode") in _CHEAPER:
-        return _CHEAPER[rec["decode"]]
+    if rec.kind is FindingKind.CHEAPER_BATCHES and rec.figures.get("decode") in _CHEAPER:
+        return _CHEAPER[rec.figures["decode"]]
     return _CHANGE.get(rid)
 
 
-def starved_short(s: Mapping[str, Any]) -> str | None:
+def starved_short(s: Starvation | None) -> str | None:
     """Loader starvation in one line: how many steps waited, over what, and the typical and worst wait;
     the longest starved run is in --explain."""
-    if not isinstance(s, Mapping) or not s.get("starved"):
+    if s is None or not s.starved:
         return None
     return _fit(
         (
-            f"loader starved: {s['starved']} of {s['steps']} steps ({fmt_share(float(s['share']))}) waited over "
-            f"{fmt_ms(float(s['threshold_ms']))}",
+            f"loader starved: {s.starved} of {s.steps} steps ({fmt_share(float(s.share))}) waited over "
+            f"{fmt_ms(float(s.threshold_ms))}",
             0,
         ),
         (
-            f"; it waited {fmt_ms(float(s['p50_wait_ms']))}"  # one step: its p50 and p95 are the same wait
-            if s["starved"] == 1
-            else f"; their p50 wait {fmt_ms(float(s['p50_wait_ms']))}, p95 {fmt_ms(float(s['p95_wait_ms']))}",
+            f"; it waited {fmt_ms(float(s.p50_wait_ms))}"  # one step: its p50 and p95 are the same wait
+            if s.starved == 1
+            else f"; their p50 wait {fmt_ms(float(s.p50_wait_ms))}, p95 {fmt_ms(float(s.p95_wait_ms))}",
             1,
         ),
     )
 
 
-def _measured_gain(rec: Mapping[str, Any]) -> list[str]:
+def _measured_gain(rec: Finding) -> list[str]:
     """What an experiment measured of this advice, longest first (the band, then the experiment's full
     name give way to the line's width), or [] when none did: diagnose's figure, or the bound experiment A
-    set with no loading at all, in place of the prediction."""
-    m, ceiling = rec.get("measured"), rec.get("ceiling")
-    if isinstance(m, Mapping) and m.get("speedup") is not None:
-        b = m.get("band")
+    set with no loading at all, in place of the prediction (findings.offered_check: a measurement outranks
+    a model, and nothing below 1x is offered)."""
+    c = offered_check(rec.checks)
+    if c is None:
+        return []
+    if c.against is Against.ADVICE:
+        b = c.measured_band
         band = f" ({fmt_band(*b)})" if b and len(b) == 2 and None not in b and b[0] != b[1] else ""
-        head, exp = f"measured {fmt_x(m['speedup'])}", str(m.get("experiment") or "")
+        head, exp = f"measured {fmt_x(c.measured_speedup)}", c.name
         return [f"{head}{band} ({exp})", f"{head} ({exp})", f"{head} ({exp.split(':')[0]})"]
-    if isinstance(ceiling, Mapping) and ceiling.get("speedup") is not None:
-        exp = str(ceiling.get("experiment") or "").split(":")[0]
-        return [f"up to {fmt_x(ceiling['speedup'])} ({exp}, measured with no loading)"]
-    return []
+    return [f"up to {fmt_x(c.measured_speedup)} ({c.name.split(':')[0]}, measured with no loading)"]
 
 
-def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | None, said: tuple[str, ...] = ()) -> str:
+def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str, ...] = ()) -> str:
     """One piece of advice as a "try" line: where in the user's code, the change, its expected gain; the
     gain an experiment measured where one did (diagnose's), never the prediction beside it. said: the try
     lines above it (a change one of them names, the optimizer's fused form, is not named again); "" when
     everything the advice would name is said already."""
-    if rec.get("id") == "faster_compute" and said and ways_short(rec):
+    if rec.kind is FindingKind.FASTER_COMPUTE and said and ways_short(rec):
         if all(any(w in s for s in said) for w in ways_short(rec)):
             return ""
     change = _change(rec, verdict, said)
@@ -126,75 +132,74 @@ def try_short(rec: Mapping[str, Any], verdict: Mapping[str, Any], site: str | No
         if site:
             lines.insert(0, f"try: {site}: {change}: {measured[0]}")
         return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
-    # The advice's own gain (what the free cores allow of a wait, say); a document written before advice
-    # kept one: its cause's.
-    cause = next((c for c in verdict.get("causes") or [] if c.get("label") == rec.get("cause")), None)
-    g = rec.get("gain") if isinstance(rec.get("gain"), Mapping) else (cause or {}).get("expected_gain") or {}
-    gain = gain_words(g.get("speedup"), g.get("band")) if rec.get("cause") in WHAT else ""
-    where = f"{site}: " if site and rec.get("cause") in ("load", "transfer") else ""
+    g = rec.gain
+    gain = gain_words(g.speedup, g.band) if g is not None and rec.cause in WHAT else ""
+    where = f"{site}: " if site and rec.cause in ("load", "transfer") else ""
     return f"try: {where}{change}" + (f": {gain}" if gain else "")
 
 
-def overhead_short(o: dict[str, Any]) -> str:
+def _or(v: float | None, default: float) -> float:
+    return default if v is None else v
+
+
+def overhead_short(o: Overhead) -> str:
     """perfcore's cost: per step as a typical step pays it, and its pauses (settling, checkpoints, an
     import: own work many steps long, in a few steps) apart, when it had any (the HTML's warning too).
     "At least": the figure is perfcore's count of its own work and calls, each at its cost measured as a
     step of real work leaves the caches; the optimizer's hook loop and the like are in no count (~1 us a step
     on the tiny bench loop, bench/RESULTS.md)."""
-    if o.get("pauses") and "steady_ms_per_step" in o:
+    steady = o.steady_ms_per_step
+    if o.pauses and steady is not None:
         return (
-            f"overhead: perfcore added at least ~{fmt_ms(o['steady_ms_per_step'])}/step "
-            f"({fmt_share(o.get('steady_fraction', 0))}), and {fmt_ms(o.get('pause_ms_total', 0))} "
-            f"in {o['pauses']} pause{'s' if o['pauses'] != 1 else ''} (settling, checkpoints)"
+            f"overhead: perfcore added at least ~{fmt_ms(steady)}/step "
+            f"({fmt_share(_or(o.steady_fraction, 0))}), and {fmt_ms(_or(o.pause_ms_total, 0))} "
+            f"in {o.pauses} pause{'s' if o.pauses != 1 else ''} (settling, checkpoints)"
         )
-    if "steady_ms_per_step" in o:  # what a typical step pays (a warm-up's compile, sampled, is not in it)
-        line = (
-            f"overhead: perfcore added at least ~{fmt_ms(o['steady_ms_per_step'])}/step "
-            f"({fmt_share(o.get('steady_fraction', 0))})"
-        )
-        if o.get("fraction", 0) > o.get("steady_fraction", 0):  # the run paid more than its typical step says
-            line += f"; the whole run ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
+    if steady is not None:  # what a typical step pays (a warm-up's compile, sampled, is not in it)
+        line = f"overhead: perfcore added at least ~{fmt_ms(steady)}/step ({fmt_share(_or(o.steady_fraction, 0))})"
+        if o.fraction > _or(o.steady_fraction, 0):  # the run paid more than its typical step says
+            line += f"; the whole run ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
         return line
-    return (
-        f"overhead: perfcore added at least ~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
-    )
+    return f"overhead: perfcore added at least ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
 
 
-def overhead_long(o: Mapping[str, Any]) -> list[str]:
+def overhead_long(o: Overhead) -> list[str]:
     """The full report's overhead: the typical step's figure and the whole run's, then what was counted, each
     part a count times its measured cost (the parts under 1% of the total are left out)."""
-    steady = "steady_ms_per_step" in o
-    whole = f"~{fmt_ms(o.get('ms_per_step', 0))}/step ({fmt_share(o.get('fraction', 0))})"
-    if o.get("pauses"):
-        n = o["pauses"]
+    steady = o.steady_ms_per_step is not None
+    whole = f"~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
+    if o.pauses:
+        n = o.pauses
         whole += (
-            f", {fmt_ms(o.get('pause_ms_total', 0))} of it in {n} pause{'s' if n != 1 else ''} (settling, checkpoints)"
+            f", {fmt_ms(_or(o.pause_ms_total, 0))} of it in {n} pause{'s' if n != 1 else ''} (settling, checkpoints)"
         )
     lines = [f"perfcore overhead: at least {whole}"]
     if steady:
         lines = [
-            f"perfcore overhead: at least ~{fmt_ms(o['steady_ms_per_step'])} a typical step "
-            f"({fmt_share(o.get('steady_fraction', 0))})",
+            f"perfcore overhead: at least ~{fmt_ms(o.steady_ms_per_step)} a typical step "
+            f"({fmt_share(_or(o.steady_fraction, 0))})",
             f"  the whole run: {whole}",
         ]
-    phases = o.get("phases_per_step", 0) * o.get("per_phase_ns", 0) / 1e6
+    phases = o.phases_per_step * o.per_phase_ns / 1e6
     # The typical step's parts where the run kept them apart (the counter's calls, own work between the pauses,
     # the sampler's share), so the parts add up to the figure above; else the whole run's.
-    sync = o.get("sync_calls_ms_per_step", 0.0)
-    own, sampler = o.get("own_ms_per_step", 0.0), o.get("sampler_ms_per_step", 0.0)
+    sync = _or(o.sync_calls_ms_per_step, 0.0)
+    own, sampler = _or(o.own_ms_per_step, 0.0), _or(o.sampler_ms_per_step, 0.0)
     if steady:
-        sync = o.get("steady_sync_calls_ms_per_step", sync)
-        sampler = o.get("sampler_steady_ms_per_step", sampler)
-        # A document from before the parts were kept: own work between the pauses, from its totals.
-        between = own * (1 - o.get("pause_ms_total", 0.0) / o["own_ms_total"]) if o.get("own_ms_total") else own
-        own = o.get("steady_own_ms_per_step", max(0.0, between))
+        sync = _or(o.steady_sync_calls_ms_per_step, sync)
+        sampler = _or(o.sampler_steady_ms_per_step, sampler)
+        # A run from before the parts were kept: own work between the pauses, from its totals.
+        between = own * (1 - _or(o.pause_ms_total, 0.0) / o.own_ms_total) if o.own_ms_total else own
+        own = _or(o.steady_own_ms_per_step, max(0.0, between))
+    passed, fetch = _or(o.passed_ms_per_step, 0.0), _or(o.fetch_ms_per_step, 0.0)
+    tracing = _or(o.tracing_ms_per_step, 0.0)
     parts = [
-        (phases, f"phases {o.get('phases_per_step', 0):.3g} x {fmt_ms(o.get('per_phase_ns', 0) / 1e6)}"),
-        (o.get("passed_ms_per_step", 0.0), f"hook calls {fmt_ms(o.get('passed_ms_per_step', 0.0))}"),
+        (phases, f"phases {o.phases_per_step:.3g} x {fmt_ms(o.per_phase_ns / 1e6)}"),
+        (passed, f"hook calls {fmt_ms(passed)}"),
         (sync, f".item() counts {fmt_ms(sync)}"),
-        (o.get("fetch_ms_per_step", 0.0), f"fetches {fmt_ms(o.get('fetch_ms_per_step', 0.0))}"),
+        (fetch, f"fetches {fmt_ms(fetch)}"),
         (sampler, f"line sampler {fmt_ms(sampler)}"),
-        (o.get("tracing_ms_per_step", 0.0), f"kernel tracing {fmt_ms(o.get('tracing_ms_per_step', 0.0))}"),
+        (tracing, f"kernel tracing {fmt_ms(tracing)}"),
         (own, f"own work {fmt_ms(own)}"),
     ]
     total = sum(v for v, _ in parts)
@@ -207,7 +212,7 @@ def overhead_long(o: Mapping[str, Any]) -> list[str]:
         line += f" {w},"
     if said:
         lines.append(line.rstrip(","))
-    if o.get("hooks") == "not included":
+    if o.hooks == "not included":
         lines.append(
             "  (the timer's own count; perfcore run's hooks add more: bench/bench_run_overhead.py measures them)"
         )

@@ -171,6 +171,8 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
             whole_ms = float(wall_ns.sum(dtype=np.float64)) / 1e6 / max(1, len(wall_ns))
             typical = (doc.get("step_time_ms") or {}).get("robust")
             doc["overhead"] = beside_steps(doc["overhead"], costs, steps_total, whole_ms, typical)
+            if "calibration" in costs:  # what measuring those costs took after the script, and if a cap cut it
+                doc["overhead"]["calibration"] = costs["calibration"]
     # The summaries below read a few columns each: frames of just those, made when asked.
     flags = {"warmup": warmup, "evaluation": is_eval}
     doc.update(

@@ -258,6 +258,7 @@ class ChildConfig:
     t_launch_ns: int = 0  # the parent's clock at launch (same CLOCK_MONOTONIC); 0: unknown
     dl_overrides: Mapping[str, Any] = field(default_factory=dict)  # DataLoader settings a triage run changes
     synthetic: int = 0  # K: replay the first K batches (a triage run without input cost)
+    stop_line: bool = True  # say on stderr when --steps stops the script (a triage's trials stop by design: not)
     checkpoint_s: float = CHECKPOINT_EVERY_S
     tick_extra_s: float = 0.0  # tests: seconds of extra work in each progress write (a slow tick)
     no_step_warn_s: float = 30.0  # seconds of the script's CPU time without a step before the child says so
@@ -290,7 +291,7 @@ class ChildConfig:
             raise ConfigError(f"run_dir={self.run_dir!r} is not an absolute path")
         if self.backend not in ("auto", "native", "cupti-python", "host"):
             raise ConfigError(f"backend={self.backend!r} is not auto, native, cupti-python or host")
-        for name in ("kernels", "lines"):
+        for name in ("kernels", "lines", "stop_line"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}={getattr(self, name)!r} is not true or false")
         if self.step_on is not None and self.step_on not in STEP_SOURCES:

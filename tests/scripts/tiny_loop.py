@@ -1,7 +1,8 @@
 """A tiny training loop of N steps (argv[1]) that reports its own time and memory on stderr:
 `LOOP <start> <end> RSS <at step 1000> <at step 10000> <at the end> CPU <s>` (RSS in bytes, 0 where
 the loop was shorter), then `EVERY10K <RSS after each 10k steps>...`. Used to measure what perfcore
-costs per step and over run length."""
+costs per step and over run length. argv[2], optional: torch's intra-op threads (default 1; 0 leaves
+torch's own default, one a core, as most scripts do)."""
 import os
 import resource
 import sys
@@ -9,8 +10,10 @@ import time
 
 import torch
 
-torch.set_num_threads(1)
 n = int(sys.argv[1])
+threads = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+if threads:
+    torch.set_num_threads(threads)
 model = torch.nn.Linear(8, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x = torch.randn(4, 8)

@@ -102,10 +102,15 @@ class LoaderChanges:
         """A DataLoader's arguments after dataset, with the asked settings in them."""
         if not self.asked:
             return args, kwargs
-        # Positional arguments after dataset are batch_size, shuffle, ...: fold the first in.
+        # Positional arguments after dataset are batch_size, shuffle, sampler, ...: each folded in under its
+        # name, so that an asked setting replaces it (DataLoader(ds, 8, True) with batch_size asked passed
+        # True as the batch size and batch_size twice: a TypeError in the user's script).
         if args:
-            kwargs.setdefault("batch_size", args[0])
-            args = args[1:]
+            from perfcore.analysis.loader_patch import POSITIONAL
+
+            named = dict(zip(POSITIONAL[1:], args))
+            kwargs = {**named, **kwargs}
+            args = args[len(named) :]
         kwargs.update(self.asked)
         if int(kwargs.get("num_workers", 0) or 0) == 0:
             kwargs.pop("prefetch_factor", None)

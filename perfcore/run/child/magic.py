@@ -1,6 +1,7 @@
 """IPython/Colab: `%load_ext perfcore`, then a cell starting with `%%perfcore [--steps N] [--warmup W]`
 runs with the same zero-code instrumentation as `perfcore run`, in-process, and shows the report
-inline (HTML table and the per-step plot)."""
+inline (HTML table and the per-step plot) where the frontend shows HTML (a notebook's kernel), and as
+`perfcore run`'s text report, with its status line, where it shows only text (terminal IPython)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["load_ipython_extension", "run_cell"]
+__all__ = ["load_ipython_extension", "run_cell", "shows_html"]
 
 
 def run_cell(cell: str, user_ns: dict, steps: int | None = None, warmup: int = 5):
@@ -36,9 +37,10 @@ def _run_in(run_dir: Path, cell: str, user_ns: dict, config):
     # --steps ends the cell as `perfcore run --steps` ends a script: SystemExit(0) at the step,
     # never a private exception a cell's `except BaseException` would see; only the cell's threads.
     inst.new_cell(config, in_cell=True)
-    from perfcore.run.status import NotebookStatus
+    from perfcore.run.status import LiveStatus, NotebookStatus
 
-    status = NotebookStatus(run_dir).start()  # the live status line under the cell (in a kernel only)
+    # The live status line: under the cell in a notebook, on stderr in a terminal (as perfcore run's).
+    status = (NotebookStatus(run_dir) if shows_html() else LiveStatus(run_dir)).start()
     try:
         exec(compile(cell, "<perfcore cell>", "exec"), user_ns)
     except SystemExit as e:
@@ -57,22 +59,33 @@ def _run_in(run_dir: Path, cell: str, user_ns: dict, config):
         from perfcore.errors import UsageError
 
         raise UsageError("the cell ran no complete step (no optimizer step, backward, batch or second module call)")
+    from perfcore.analysis.advice import advise_run
+    from perfcore.analysis.run_report import RunReport
     from perfcore.timing import RunResult
 
     # Evaluation passes in the cell are rows of their own, set apart from the training steps' statistics
     # as `perfcore run` sets them apart.
-    res = RunResult(timer.engine.document(evaluation_rows=list(inst.eval_rows)))
-    res["step_source"] = source
+    facts = timer.engine.document(evaluation_rows=list(inst.eval_rows))
+    facts["step_source"] = source
     if stop_note:
-        res["notes"] = list(res.get("notes") or []) + [stop_note]
-    from perfcore.analysis.advice import advise_run
-
-    advise_run(res, zero_code=True)  # the cell is the user's unmodified code: no perfcore calls in the advice
-    from perfcore.report.advice_words import say
-
-    say(res)
+        facts["notes"] = list(facts.get("notes") or []) + [stop_note]
+    decision = advise_run(facts, zero_code=True)  # the cell is the user's unmodified code: no perfcore calls
     timer.close()
-    return res, timer
+    return RunResult.of(RunReport.of(facts, decision)), timer
+
+
+def shows_html(ipython=None) -> bool:
+    """Whether the IPython frontend renders HTML outputs (a notebook's kernel) or only text (terminal
+    IPython, whose shell formats text/plain alone): there an HTML object prints as its repr. True outside
+    IPython, where nothing is displayed."""
+    if ipython is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return True
+        ipython = get_ipython()
+    formatter = getattr(ipython, "display_formatter", None)
+    return formatter is None or "text/html" in formatter.active_types
 
 
 def load_ipython_extension(ipython) -> None:
@@ -80,10 +93,10 @@ def load_ipython_extension(ipython) -> None:
 
     @register_cell_magic("perfcore")
     def perfcore_magic(line, cell):
+        import sys
+
         from perfcore.errors import PerfcoreError, UsageError
         from perfcore.run.options import MAX_COUNT, number
-
-        import sys
 
         p = argparse.ArgumentParser(
             prog="%%perfcore", add_help=False, description="Run the cell with perfcore's zero-code instrumentation."
@@ -109,6 +122,9 @@ def load_ipython_extension(ipython) -> None:
             res, timer = run_cell(cell, ipython.user_ns, steps=steps, warmup=warmup)
         except PerfcoreError as e:  # a cell with no step: one line under the cell, not a traceback
             print(f"perfcore: {e}", file=sys.stderr)
+            return None
+        if not shows_html(ipython):
+            print(str(res), file=sys.stderr)  # perfcore run's text report, on stderr as there
             return None
         from IPython.display import HTML, display
 

@@ -11,15 +11,13 @@ import sys
 from typing import Any
 
 from perfcore.report import jsonio
-from perfcore.report.finding_words import optimizer_order_sentence
 from perfcore.run import part_files
 from perfcore.run.child.exits import uncaught_reason
-from perfcore.run.child.steps import DESCRIBE, LOOKS_FOR
 from perfcore.run.child.upkeep import own_costs
 from perfcore.run.lines import take_facts
 from perfcore.run.protocol import PARTS, WORKERS, launcher_env, part_dir, part_key
 
-__all__ = ["write_part", "no_step_sentence", "memory_limits", "optimizer_order", "ERROR_FILE"]
+__all__ = ["write_part", "no_step_facts", "memory_limits", "optimizer_order", "ERROR_FILE"]
 
 ERROR_FILE = "error.txt"  # the uncaught exception's traceback, in the process's part folder
 
@@ -42,79 +40,47 @@ def write_part(inst) -> None:
             timer.engine.close_open_phases()
             timer.close()
         clock = inst.torch_hooks.clock
-        common["no_step"] = no_step_sentence(
+        common["no_step"] = no_step_facts(
             counts,
             (inst.now_ns() - inst.t_start) / 1e9,
             clock is not None,
             forced=inst.sources.forced,
             optimizer_stepped=bool(clock is not None and clock.clocked),
         )
-        jsonio.write(part / "run.json", {"schema": "perfcore.run/1", "steps": 0, "warmup_steps": 0, **common})
+        jsonio.write(part / "run.json", {"schema": "perfcore.run/2", "steps": 0, "warmup_steps": 0, **common})
         return
     _write_steps(inst, timer, part, common)
 
 
-def no_step_sentence(
+def no_step_facts(
     counts: dict[str, int],
     wall_s: float,
     torch_instrumented: bool = True,
     forced: str | None = None,
     optimizer_stepped: bool = False,
-) -> str:
-    if not torch_instrumented:
-        if "torch" in sys.modules:
-            return (
-                f"no step seen in {wall_s:.1f} s: torch was loaded in a way perfcore could not instrument "
-                "(a custom import finder?); time the loop with perfcore.StepTimer instead"
-            )
-        # --step-on cannot help a script that has no torch loop to find a step in.
-        return f"no step seen in {wall_s:.1f} s: the script never imported torch, so there was no training loop to time"
-    seen = (
-        f"{counts.get('forward', 0)} top-level forward call(s), {counts.get('backward', 0)} backward pass(es), "
-        f"{counts.get('batch_all', 0)} DataLoader batch(es), "
-        f"{'optimizer steps' if optimizer_stepped else 'no optimizer step'}"
-    )
-    if forced:
-        # The source that would have given steps, in the automatic choice's order.
-        works = next(
-            (
-                s
-                for s, ok in (
-                    ("optimizer", optimizer_stepped),
-                    ("backward", counts.get("backward", 0) > 0),
-                    ("batch", counts.get("batch_all", 0) > 1),
-                    ("forward", counts.get("forward", 0) > 1),
-                )
-                if ok and s != forced
-            ),
-            None,
-        )
-        fix = (
-            f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
-            if works
-            else "nothing else looked like a step either"
-        )
-        return f"no step seen in {wall_s:.1f} s with --step-on {forced}: seen {seen}; {fix}"
-    return (
-        f"no step seen in {wall_s:.1f} s: {counts.get('forward', 0)} top-level forward call(s), "
-        f"{counts.get('backward', 0)} backward pass(es), {counts.get('batch_all', 0)} DataLoader batch(es), "
-        f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
-        "optimizer|backward|batch|forward"
-    )
+) -> dict[str, Any]:
+    """Why the process saw no step, as run.json's `no_step` keeps it (report.finding_words says it): what
+    the hooks saw and for how long, whether torch was there to instrument, and the step source forced."""
+    return {
+        "wall_s": float(wall_s),
+        "torch_instrumented": bool(torch_instrumented),
+        "torch_imported": "torch" in sys.modules,
+        "optimizer_stepped": bool(optimizer_stepped),
+        "forced": forced,
+        **{k: int(counts.get(k, 0)) for k in ("forward", "backward", "batch_all")},
+    }
 
 
-def _source_text(inst, source: str | None) -> str:
-    text = DESCRIBE.get(source or "", "none")
-    if source == "optimizer":
-        # Rows follow the optimizer that is stepping; what that means for the others' work depends on
-        # how they stepped, which the clock saw.
-        facts = _clock_facts(inst)
-        order = optimizer_order(
-            inst.sources.optimizers_made, facts.get("optimizer_handovers", 0), facts.get("other_optimizer_steps", 0)
-        )
-        if order is not None:
-            text += "; " + optimizer_order_sentence(order, inst.sources.optimizers_made)
-    return text
+def _order(inst, source: str | None) -> str | None:
+    """How several optimizers stepped (optimizer_order's code), where the optimizer ends the steps."""
+    if source != "optimizer":
+        return None
+    # Rows follow the optimizer that is stepping; what that means for the others' work depends on how they
+    # stepped, which the clock saw.
+    facts = _clock_facts(inst)
+    return optimizer_order(
+        inst.sources.optimizers_made, facts.get("optimizer_handovers", 0), facts.get("other_optimizer_steps", 0)
+    )
 
 
 def optimizer_order(optimizers: int, handovers: int, others: int) -> str | None:
@@ -174,7 +140,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
             "t_exception_ns": inst.ending.t_exception,
         },
         "step_source": source,
-        "step_source_text": _source_text(inst, source),
+        "optimizer_order": _order(inst, source),
         # Counted until the step source was chosen (then the hooks stop calling Python for them).
         "seen": {
             **counts,

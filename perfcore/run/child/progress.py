@@ -20,7 +20,6 @@ import numpy as np
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.report.reader import CHECKPOINT_TABLE  # the checkpoint's rows: int64, row-major, columns in run.json
-
 from perfcore.run.protocol import (
     CHECKPOINT_EVERY_S,
     PROGRESS_EVERY_S,
@@ -43,7 +42,7 @@ def _write_atomic(path: Path, text: str) -> None:
     jsonio.write_text(path, text, durable=False)
 
 
-def _decide(breakdown_ms: dict[str, float], step_ms: float, on_gpu: bool) -> dict[str, Any]:
+def _decide(breakdown_ms: dict[str, float], step_ms: float, on_gpu: bool):
     from perfcore.analysis.verdict import avoidable, decide
 
     return decide(avoidable(breakdown_ms), step_ms, on_gpu=on_gpu, compute_ms=breakdown_ms.get("compute"))
@@ -151,7 +150,7 @@ class ProgressWriter:
                 from perfcore.report.verdict_words import headline
 
                 v = _decide(bd, step_ms, self.on_gpu)
-                said = {"bound": v["bound"], "level": v.get("level"), "summary": headline(v)}
+                said = {"bound": v.bound, "level": v.level.value, "summary": headline(v)}
                 self._verdict = (store["settled"], said)
             doc["verdict"] = self._verdict[1]
         return doc

@@ -27,22 +27,9 @@ from typing import NamedTuple
 
 from perfcore.run.protocol import STEP_SOURCES
 
-__all__ = ["SOURCES", "StepSources", "DESCRIBE", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded", "NOTHING"]
+__all__ = ["SOURCES", "StepSources", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded", "NOTHING"]
 
 SOURCES = STEP_SOURCES
-
-DESCRIBE = {
-    "optimizer": "optimizer steps (torch.optim)",
-    "backward": "backward passes on the main thread (no torch.optim optimizer stepped)",
-    "batch": "training batch fetches (no optimizer step, no backward)",
-    "forward": "top-level module calls (no optimizer step, no backward, no training DataLoader)",
-}
-
-LOOKS_FOR = (
-    "perfcore looks for a step in: torch.optim optimizer.step(), else loss.backward() on the main "
-    "thread, else a DataLoader batch fetch, else a top-level nn.Module call; none has happened yet. "
-    "Force one with perfcore run --step-on optimizer|backward|batch|forward"
-)
 
 # Steps collected before the choice is made at the latest (the timer's settling bound).
 DECIDE_BY = 16384
@@ -275,6 +262,8 @@ class StepSources:
                 self._arm(max(short_s, 0.5))
                 return
             self._warned = True
+            from perfcore.report.finding_words import LOOKS_FOR  # the words, imported only to say them
+
             sys.stderr.write(
                 f"perfcore: no step after {self.inst.watch_s:.0f} s of the script's CPU time. {LOOKS_FOR}\n"
             )

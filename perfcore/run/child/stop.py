@@ -86,10 +86,11 @@ class Ending:
         self.t_stop = self.now_ns()
         inst.disarm()
         trim_past_stop(inst)
-        sys.stderr.write(
-            f"perfcore: {inst.steps_wanted} steps measured after {inst.warmup} warm-up; "
-            f"stopping the {'cell' if inst.in_cell else 'script'} (--steps)\n"
-        )
+        if inst.config.stop_line:
+            sys.stderr.write(
+                f"perfcore: {inst.steps_wanted} steps measured after {inst.warmup} warm-up; "
+                f"stopping the {'cell' if inst.in_cell else 'script'} (--steps)\n"
+            )
         stopped = {threading.get_ident()}
         # In a notebook the main thread is the kernel's once the cell has returned: never stopped from here.
         main_ident = inst.torch_hooks.main_ident

@@ -54,7 +54,8 @@ def own_costs(inst) -> dict:
     on this machine now (measured here, at the end): what recording.own_work.beside_steps adds to the
     overhead the run reports. The line sampler's own time comes with its samples."""
     from perfcore.capture.sync_calls import SyncCounter
-    from perfcore.recording.phase_cost import passed_call_ns
+    from perfcore.recording.engine import phase_cost_ns
+    from perfcore.recording.phase_cost import calibrations, passed_call_ns
     from perfcore.run.child.loaders import fetch_cost_ns
 
     try:
@@ -67,7 +68,7 @@ def own_costs(inst) -> dict:
         call_ns = SyncCounter.call_cost_ns(calls=1024, blocks=9, torch=torch) if calls else 0.0
         hooks = getattr(inst, "torch_hooks", None)
         passed = hooks.passed_calls() if hooks is not None else 0
-        return {
+        costs = {
             # Hooked calls that went straight through (a submodule inside the timed forward): each one's
             # call layer is in no phase.
             "passed_calls": passed,
@@ -79,5 +80,7 @@ def own_costs(inst) -> dict:
             "fetches": fetches,
             "fetch_ns": fetch_cost_ns() if fetches else 0.0,
         }
+        phase_cost_ns()  # the part's own calibration (made once a process), so the summary below counts it
+        return {**costs, "calibration": calibrations()}
     except Exception as e:  # the part is still written: its overhead then leaves these out, and says so
         return {"error": f"{type(e).__name__}: {e}"}

@@ -9,11 +9,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from perfcore.analysis.run_context import Outcome
+from perfcore.analysis.run_report import SCHEMA, RunReport
 from perfcore.capture.sampler import add_per_step
 from perfcore.errors import RunFailed, UsageError
 from perfcore.report import jsonio
 from perfcore.report.reader import load_part, steps_file
-from perfcore.run.part_files import finish_raw
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.heap import give_back_freed
 from perfcore.run.parent.part_dirs import (
@@ -24,6 +25,7 @@ from perfcore.run.parent.part_dirs import (
     part_dirs,
     write_steps,
 )
+from perfcore.run.part_files import finish_raw
 from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
 
 __all__ = [
@@ -89,16 +91,8 @@ def worker_summary(
 
 
 def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
-    """Every process's part, validated, or those whose folder `keep` keeps (a job's one parent's own)."""
-    from perfcore.analysis.attribution import decision_deferred
-
-    # The run's verdict is decided once, by finish_run with every process's evidence: a part settled
-    # or summarized here carries its numbers only.
-    with decision_deferred():
-        return _read_parts_undecided(out, keep)
-
-
-def _read_parts_undecided(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
+    """Every process's part, validated, or those whose folder `keep` keeps (a job's one parent's own). A part
+    carries its facts only: finish_run decides once, with every process's evidence."""
     parts = []
     for d in part_dirs(out):
         if keep is not None and not keep(d):
@@ -182,17 +176,14 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     samples: pd.DataFrame | None = None,
     oom: tuple[int | None, int | None] = (None, None),
     interference: dict[str, list] | None = None,
-    node_view: bool = False,
-) -> dict[str, Any]:
-    """Parts -> run folder. A run that saw no step still gets a run.json saying what was seen; RunFailed
-    (with the script's exit code) only when the script failed and there is nothing to report. node_view:
-    the parts are one node's of a job across machines (its other ranks are the job's report's to miss)."""
-    from perfcore.run.parent.outcome import (
-        before_first_step,
-        describe_exit,
-        exit_sentence,
-        first_failed_rank,
-    )
+    scope: str = "run",
+) -> RunReport:
+    """Parts -> run folder, and the run's one decision on every process's evidence. A run that saw no step
+    still gets a run.json saying what was seen; RunFailed (with the script's exit code) only when the script
+    failed and there is nothing to report. scope "node": the parts are one node's of a job across machines (its
+    other ranks are the job's report's to miss); "afterwards": finished by `perfcore report` from the parts,
+    after perfcore stopped (the exit code is the one the parts imply, and a note says so)."""
+    from perfcore.run.parent.outcome import describe_exit, first_failed_rank
     from perfcore.run.parent.trainers import the_run, together
 
     give_back_freed()  # the finish's column-sized arrays go back to the OS when freed, not to the heap
@@ -214,80 +205,31 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         first = failed_first["doc"]
         doc["exit"] = {**first["exit"], "exception": f"rank {first['rank']}: {first['exit']['exception']}"}
     outcome = describe_exit(rc, (doc.get("exit") or {}).get("reason"), *oom)
+    afterwards = scope == "afterwards"
+    notes = [_afterwards(rc)] if afterwards else []
     if not doc.get("steps") and not doc.get("warmup_steps"):
-        seen = doc.get("no_step") or (
-            "no instrumented Python process imported torch: perfcore looks for "
-            "optimizer steps, backward passes, DataLoader batches and module calls"
-        )
-        if rc != 0 and not parts and outcome["signal"]:
-            raise RunFailed(
-                f"the command {outcome['sentence']}; a process killed so cannot write its results, "
-                "so perfcore has none from it",
-                exit_code=rc,
-            )
-        looked = {k: v for k, v in (doc.get("seen") or {}).items() if k in ("forward", "backward", "batch_all")}
-        if rc != 0 and (not any(looked.values()) or (doc.get("exit") or {}).get("exception")):
-            # Nothing looked like a step, or the script's own error ended it: how it ended is the whole
-            # story (step-source advice cannot help), in the error's first line.
-            raise RunFailed(before_first_step(rc, doc.get("exit") or {}), exit_code=rc)
-        if rc != 0:
-            raise RunFailed(
-                f"the command {outcome['sentence']} before perfcore saw a training step ({seen})", exit_code=rc
-            )
-        from perfcore.run.parent.outcome import STEP_HEADER, no_step_fields
-
-        doc.update(
-            {
-                "schema": "perfcore.run/1",
-                "backend": doc.get("backend", "none"),
-                "device": doc.get("device", "none"),
-                **no_step_fields(seen),
-                "command": cmd,
-                "exit_code": rc,
-                "outcome": outcome,
-                "files": {"run.json": "run.json", "steps.csv": "steps.csv"},
-            }
-        )
-        jsonio.write_text(out / "steps.csv", STEP_HEADER)
-        jsonio.write(out / "run.json", doc)
-        return doc
+        return _no_step(out, rc, cmd, parts, doc, outcome, notes)
     if evaluating:
-        doc["notes"] = list(doc.get("notes") or []) + [
-            ", ".join(f"pid {p['doc'].get('pid')}" for p in evaluating)
-            + " stepped no optimizer while other processes trained (evaluation only): not in the steps"
-        ]
+        notes.insert(0, {"code": "evaluation_only", "figures": {"pids": [p["doc"].get("pid") for p in evaluating]}})
     if apart:
-        doc["notes"] = list(doc.get("notes") or []) + [
-            f"{len(apart)} other Python process(es) the script started ("
-            + ", ".join(f"pid {p['doc'].get('pid')}: {p['doc'].get('steps', 0)} steps" for p in apart)
-            + ") were measured apart: not ranks of this run, not merged into it"
-        ]
+        said = [{"pid": p["doc"].get("pid"), "steps": p["doc"].get("steps", 0)} for p in apart]
+        notes.insert(len(notes) - afterwards, {"code": "measured_apart", "figures": {"processes": said}})
     if doc.get("checkpoint"):
-        doc["notes"] = list(doc.get("notes") or []) + [
-            f"the process ended without writing its results (killed?): these are its last checkpoint's, "
-            f"{doc['checkpoint']['steps']} settled steps"
-        ]
+        figures = {"steps": doc["checkpoint"]["steps"]}
+        notes.insert(len(notes) - afterwards, {"code": "from_checkpoint", "figures": figures})
+    doc["notes"] = list(doc.get("notes") or []) + notes
     doc["command"] = cmd
     doc["exit_code"] = rc
     doc["outcome"] = outcome
-    if doc.get("exit"):
-        doc["exit"] = {**doc["exit"], "sentence": exit_sentence(doc["exit"], outcome)}
-    from perfcore.report.finding_words import other_steps_sentence
-
-    note = other_steps_sentence(doc)  # what the step source's sentence leaves to the rows' count
-    if note:
-        doc["step_source_note"] = note
     focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one
-    from perfcore.analysis.advice import training_loader_index
+    from perfcore.analysis.advice import advise_run, training_loader_index
 
     train_ix = training_loader_index(doc.get("loaders"))  # the workers' figures are the train loader's
     if not side_by_side and (len(parts) > 1 or doc.get("world_size")):
         from perfcore.analysis.ranks import clock_offsets, merge_ranks
 
-        # The merged document: rank 0's (or the lowest present) numbers, plus every rank's and the stragglers.
-        from perfcore.report.rank_words import say as say_ranks
-
-        doc.update(say_ranks(merge_ranks(parts, node_view=node_view)))
+        # The merged run: rank 0's (or the lowest present) numbers, plus every rank's and the stragglers.
+        doc.update(merge_ranks(parts, node_view=scope == "node"))
         offsets = clock_offsets(parts)
         doc["clock_offsets_ns"] = offsets
         for p in parts:
@@ -302,8 +244,6 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
         if doc["stragglers"]:
             st = doc["stragglers"][0]
             focus = next(p["doc"] for p in parts if p["doc"].get("rank") == st["rank"])
-    from perfcore.analysis.advice import advise_run
-    from perfcore.report.advice_words import say
     from perfcore.analysis.memory_findings import memory_findings
 
     workers = worker_summary(
@@ -324,7 +264,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     mem = dict(doc.get("memory") or {})
     if "mem_bytes" in main["steps"] and "warmup" in main["steps"]:
         st = main["steps"][["step", "mem_bytes"]][~main["steps"]["warmup"].to_numpy(dtype=bool)]  # two columns copied
-        doc["memory"] = mem = {
+        mem = {
             **mem,
             **memory_findings(
                 st["step"],
@@ -334,14 +274,14 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
                 alloc_retries=mem.get("alloc_retries"),
             ),
         }
+        doc["memory"] = {k: v for k, v in mem.items() if k != "findings"}  # its findings are the run's
         del st  # held to the end of the finish otherwise: 16 B a step
     finding = _interference(interference, main["raw"], len(parts) if side_by_side else 0)
     if finding is not None:
         doc["interference"] = finding
         evidence["loop_cpu_cores"] = finding["main_cores"]
     # The run's one verdict and advice, with the workers' side of the evidence (the child could not see it).
-    advise_run(doc, zero_code=True, focus=focus, evidence=evidence, memory=mem)
-    say(doc)  # the advice's words beside its facts, as run.json has always kept them
+    decision = advise_run(doc, zero_code=True, focus=focus, evidence=evidence, memory=mem)
     files = {"run.json": "run.json", "steps.csv": "steps.csv"}
     if samples is not None:
         jsonio.write_csv(out / "monitor.csv", samples)
@@ -364,7 +304,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     from perfcore.report.plots import plot_breakdown, plot_kernels
     from perfcore.report.verdict_words import headline
 
-    plot_breakdown(main["steps"], out / "breakdown.png", title=headline(doc["verdict"]))
+    plot_breakdown(main["steps"], out / "breakdown.png", title=headline(decision.verdict))
     files["breakdown.png"] = "breakdown.png"
     if plot_kernels(doc.get("kernels", []), out / "kernels.png"):
         files["kernels.png"] = "kernels.png"
@@ -385,19 +325,84 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     doc["files"] = files
     from perfcore.report.html import write_report
 
-    jsonio.write(out / "run.json", doc)
-    write_report(out, doc, main["steps"])
+    report = RunReport.of(doc, decision)
+    jsonio.write(out / "run.json", report.to_dict())
+    write_report(out, report, main["steps"])
     drop_checkpoints(out, parts)
     hand_over_table(out, main)
     compress_parts(out, parts)
-    return doc
+    return report
+
+
+def _afterwards(rc: int) -> dict[str, Any]:
+    return {"code": "finished_afterwards", "figures": {"exit_code": rc}}
+
+
+def _no_step(
+    out: Path,
+    rc: int,
+    cmd: list[str],
+    parts: list[dict[str, Any]],
+    doc: dict[str, Any],
+    outcome: dict[str, Any],
+    notes: list[dict[str, Any]],
+) -> RunReport:
+    """A run that saw no step: RunFailed when the script failed (how it ended is the whole story), else a
+    run.json saying what was seen."""
+    from perfcore.analysis.run_context import NoStep
+    from perfcore.report.exit_words import outcome_sentence
+    from perfcore.report.finding_words import no_step_sentence
+    from perfcore.run.parent.outcome import STEP_HEADER, before_first_step
+
+    facts = doc.get("no_step")
+    seen = (
+        no_step_sentence(NoStep(**facts))
+        if isinstance(facts, dict)
+        else "no instrumented Python process imported torch: perfcore looks for "
+        "optimizer steps, backward passes, DataLoader batches and module calls"
+    )
+    said = outcome_sentence(Outcome(**outcome))
+    if rc != 0 and not parts and outcome["signal"]:
+        raise RunFailed(
+            f"the command {said}; a process killed so cannot write its results, so perfcore has none from it",
+            exit_code=rc,
+        )
+    looked = {k: v for k, v in (doc.get("seen") or {}).items() if k in ("forward", "backward", "batch_all")}
+    if rc != 0 and (not any(looked.values()) or (doc.get("exit") or {}).get("exception")):
+        # Nothing looked like a step, or the script's own error ended it: how it ended is the whole
+        # story (step-source advice cannot help), in the error's first line.
+        raise RunFailed(before_first_step(rc, doc.get("exit") or {}), exit_code=rc)
+    if rc != 0:
+        raise RunFailed(f"the command {said} before perfcore saw a training step ({seen})", exit_code=rc)
+    zeros = {"load": 0.0, "transfer": 0.0, "compute": 0.0, "comm": 0.0, "host": 0.0}
+    doc.update(
+        {
+            "schema": SCHEMA,
+            "backend": doc.get("backend", "none"),
+            "device": doc.get("device", "none"),
+            "steps": 0,
+            "warmup_steps": 0,
+            "step_time_ms": {"mean": 0.0, "p50": 0.0, "p90": 0.0},
+            "breakdown_ms": dict(zeros),
+            "breakdown_fraction": dict(zeros),
+            "command": cmd,
+            "exit_code": rc,
+            "outcome": outcome,
+            "notes": list(doc.get("notes") or []) + notes,
+            "files": {"run.json": "run.json", "steps.csv": "steps.csv"},
+        }
+    )
+    report = RunReport.of(doc)
+    jsonio.write_text(out / "steps.csv", STEP_HEADER)
+    jsonio.write(out / "run.json", report.to_dict())
+    return report
 
 
 # How a part says its process ended -> the exit code a shell would have shown for it.
 _CODE_OF = {"finished": 0, "steps reached": 0, "interrupted": 130, "terminated": 143, "crashed": 1}
 
 
-def finish_unfinished(out: Path) -> dict[str, Any]:
+def finish_unfinished(out: Path) -> RunReport:
     """A run folder perfcore was stopped before finishing (perfcore itself killed, its terminal
     closed, Ctrl-C while it wrote, a full disk): run.json and the rest, made from the parts and
     checkpoints its processes wrote, as `perfcore run` would have. The script's exit code was never
@@ -431,17 +436,11 @@ def finish_unfinished(out: Path) -> dict[str, Any]:
     reason = (doc0.get("exit") or {}).get("reason")
     rc = _CODE_OF.get(reason, 1) if not doc0.get("checkpoint") else 137
     cmd = doc0.get("command") or doc0.get("argv") or []
-    doc = finish_run(out, rc, cmd, parts)
-    doc["notes"] = list(doc.get("notes") or []) + [
-        "finished afterwards by `perfcore report` from the parts its processes wrote: perfcore stopped before "
-        f"it saw the script end, so the exit code {rc} is the one the results imply"
-    ]
-    jsonio.write(out / "run.json", doc)
-    return doc
+    return finish_run(out, rc, cmd, parts, scope="afterwards")
 
 
-def merge_dirs(dirs: list[Path], out: Path | None) -> dict[str, Any]:
-    """`perfcore merge`: parts written on several nodes of one job -> one run folder."""
+def merge_dirs(dirs: list[Path], out: Path | None) -> tuple[RunReport, Path]:
+    """`perfcore merge`: parts written on several nodes of one job -> one run folder (the run, its folder)."""
     parts, seen = [], set()
     for d in dirs:
         found = read_parts(Path(d))
@@ -462,6 +461,4 @@ def merge_dirs(dirs: list[Path], out: Path | None) -> dict[str, Any]:
     out = prepare_out(out, "merge")  # only now: a refused merge leaves no folder behind
     copy_workers([Path(d) for d in dirs], out)  # the nodes' DataLoader figures, as each node's folder had them
     cmd = parts[0]["doc"].get("command") or parts[0]["doc"].get("argv") or []
-    doc = finish_run(out, 0, cmd, parts)
-    doc["_out"] = out
-    return doc
+    return finish_run(out, 0, cmd, parts), out

@@ -8,9 +8,11 @@ goes into a fresh subfolder of it, which perfcore names on stderr. One exception
 folder this user's earlier `perfcore run` marked as failed before its first step (no results, only
 what perfcore wrote while the script started) is taken by the next run, so that the run after a fix
 lands where it was asked. What is removed then is decided by the manifest that earlier run wrote of its
-own entries (untrusted.MANIFEST: names, sizes, content hashes), never by the marker: the folder is taken
-only when everything in it is such an entry, unchanged, and the take-over is one exclusive claim, so of
-two runs starting on the folder at once exactly one takes it. Nothing else is ever deleted.
+own entries (untrusted.MANIFEST: names, sizes, content hashes, each file's inode and ctime), never by the
+marker, and only where the marker names that manifest's own inode and ctime (a copied folder's cannot):
+the folder is taken only when everything in it is such an entry, unchanged, and the take-over is one
+exclusive claim, so of two runs starting on the folder at once exactly one takes it. Nothing else is
+ever deleted.
 Default folders are unique across processes and hosts started in the same second: time, then a
 random suffix, and the folder is created exclusively (a name already taken is drawn again)."""
 
@@ -90,14 +92,18 @@ def _alive_since(pid: Any, written_s: float) -> bool:
         return False
 
 
-def _perfcore_alive(mark: dict, written_s: float) -> bool:
+def _perfcore_alive(mark: dict, marker: os.stat_result) -> bool:
     """Whether the perfcore that wrote the marker still runs: the same pid started at the same tick (a
-    marker of this version says when), else a process of that pid older than the marker whose command
-    line is perfcore's."""
+    marker of this version says when), else a process of that pid older than the marker; either way a
+    process whose command line is perfcore's, run by the marker's owner. A marker naming pid 1 with its
+    start, or any long-lived process that is no perfcore of this user, never keeps a folder "going"."""
     pid, started = mark.get("pid"), mark.get("started")
     if isinstance(started, int) and not isinstance(started, bool):
-        return pid != os.getpid() and untrusted.alive(pid, started)
-    if not _alive_since(pid, written_s):
+        if pid == os.getpid() or not untrusted.alive(pid, started):
+            return False
+    elif not _alive_since(pid, marker.st_mtime):
+        return False
+    if untrusted.owner_of(pid) != marker.st_uid:
         return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -130,7 +136,7 @@ def live_run(folder: Path) -> str | None:
     if mark is None or mark.get("host") != socket.gethostname() or mark.get("token") == _TOKEN:
         return None
     try:
-        if _perfcore_alive(mark, (folder / MARKER).lstat().st_mtime):
+        if _perfcore_alive(mark, (folder / MARKER).lstat()):
             return f"perfcore (pid {mark['pid']})"
     except OSError:
         return None
@@ -241,7 +247,10 @@ def mark_failed(out: Path) -> None:
     files, dirs = untrusted.manifest_entries(out, _LEFT_BEFORE_A_STEP)
     try:
         untrusted.record(out, _TOKEN, files, dirs)
-        jsonio.write(Path(out) / MARKER, {**mark, "ended": _FAILED})
+        # The marker names its manifest's identity: a manifest made anywhere else (a crafted one, a copy)
+        # never passes for it, so that nothing it lists, not even an empty folder, is removed.
+        manifest = untrusted.identity(Path(out) / untrusted.MANIFEST)
+        jsonio.write(Path(out) / MARKER, {**mark, "ended": _FAILED, "manifest": manifest})
     except OSError:  # the folder is then left to the next run as an earlier run's: a subfolder
         pass
 
@@ -270,8 +279,8 @@ def _take_failed(out: Path, mark: dict, kind: str) -> bool:
         if out.stat().st_uid != os.getuid() or (out / MARKER).lstat().st_uid != os.getuid():
             return False
         before = read_file(out / MARKER, SMALL, "folder marker")
-        manifest = untrusted.read_manifest(out, token)
-        if manifest is None or _not_the_runs(out, manifest):
+        manifest, listed_by = untrusted.read_manifest(out, token), untrusted.identity(out / untrusted.MANIFEST)
+        if manifest is None or listed_by is None or mark.get("manifest") != listed_by or _not_the_runs(out, manifest):
             return False
         claim = f".perfcore-take-{token}"
         if not untrusted.exclusive(out / claim, _TOKEN):
@@ -306,7 +315,7 @@ def drop_dead_settings(out: Path) -> list[str]:
     if mark is None or mark.get("host") != socket.gethostname() or not isinstance(mark.get("token"), str):
         return []
     try:
-        if _perfcore_alive(mark, (out / MARKER).lstat().st_mtime):
+        if _perfcore_alive(mark, (out / MARKER).lstat()):
             return []  # its own files, which it removes when its script ends
     except OSError:
         return []
@@ -340,6 +349,13 @@ def _fresh(parent: Path, kind: str) -> Path:
 
 def prepare_out(out: Path | None, kind: str = "run") -> Path:
     """The folder this command writes into (created and marked); see the module docstring for the rule."""
+    shared = untrusted.open_to_others(ROOT if out is None else out)
+    if shared is not None:
+        raise UsageError(
+            f"cannot write to {f'--out {out}' if out else ROOT}: any user may change {shared} (writable by all, "
+            "not only by its owner), and so redirect or swap perfcore's files there; choose a folder only you "
+            "can change"
+        )
     if out is None:
         return _fresh(ROOT, kind)
     out = Path(out).expanduser()  # the CLI's rule for `~`, for callers from Python too

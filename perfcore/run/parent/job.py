@@ -237,7 +237,7 @@ def finish_job(out: Path, rc: int, cmd: list[str], job: Job, **kw: Any) -> tuple
     view = _view_folder(out, job)
     copy_workers([out], view, tag=protocol.host_tag())  # this host's DataLoader figures, for its ranks
     try:
-        doc = finish_run(view, rc, cmd, parts, node_view=True, **kw)
+        doc = finish_run(view, rc, cmd, parts, scope="node", **kw)
     except RunFailed:
         done(out, rc, ranks, world)  # this node had nothing to report: the job's report still comes
         raise

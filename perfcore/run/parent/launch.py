@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from perfcore.errors import RunFailed, UsageError
+from perfcore.errors import ResultWriteError, RunFailed, UsageError
 from perfcore.run.parent.folder import mark_failed, prepare_job_out, prepare_out, remember
 from perfcore.run.parent.job import Job, finish_job, job_of, register
-from perfcore.run.parent.outcome import oom_kills, results_lost
+from perfcore.run.parent.outcome import oom_kills, results_lost, results_unfinished
 from perfcore.run.parent.part_dirs import lost_results
 from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
@@ -145,6 +145,7 @@ def child_config(  # noqa: PLR0913
     test_settings: dict[str, float] | None = None,
     lines: bool = True,
     job: Job | None = None,
+    stop_line: bool = True,
 ) -> protocol.ChildConfig:
     """What the instrumented script is told, all of it from perfcore's own arguments (nothing from the
     environment but the job across machines this run is part of, job_of's reading of srun's variables).
@@ -167,6 +168,7 @@ def child_config(  # noqa: PLR0913
         task_rank=job.task["rank"] if job and job.task else None,
         task_world_size=job.task["world_size"] if job and job.task else None,
         task_local_rank=job.task["local_rank"] if job and job.task else None,
+        stop_line=stop_line,
         **(test_settings or {}),
     )
 
@@ -402,6 +404,10 @@ def run_command(  # noqa: PLR0913
                 raise
             # Steps it could not write (a full disk): said so, and the folder is never offered to the next run.
             raise RunFailed(results_lost(e.exit_code, lost, out), exit_code=e.exit_code) from None
+        except ResultWriteError as e:
+            # The parts are whole; the disk filled while the run's own files were written: the script's
+            # exit code stands, and the line says how to finish the folder without training again.
+            raise RunFailed(results_unfinished(rc, e.path, e.why, out), exit_code=rc) from None
     return rc, doc, out
 
 

@@ -1,4 +1,5 @@
-"""How the script ended, in words: its exit code, the signal that killed it, the OOM killer."""
+"""How the script ended: its exit code, the signal that killed it, the OOM killer (report.exit_words says it),
+and which rank failed first."""
 
 from __future__ import annotations
 
@@ -7,30 +8,24 @@ from pathlib import Path
 from typing import Any
 
 from perfcore.analysis.labels import LABELS
+from perfcore.analysis.run_context import Outcome
+from perfcore.report.exit_words import outcome_sentence, signal_name
 from perfcore.run.protocol import PARTS
 
 __all__ = [
     "oom_kills",
     "describe_exit",
     "signal_name",
-    "no_step_fields",
     "STEP_HEADER",
-    "exit_sentence",
     "before_first_step",
     "first_failed_rank",
     "training_first",
     "results_lost",
+    "results_unfinished",
 ]
 
 # steps.csv of a run that saw no step: the columns, no rows.
 STEP_HEADER = "step,wall_ms," + ",".join(f"{lb}_ms" for lb in LABELS) + ",warmup\n"
-
-
-def signal_name(n: int) -> str:
-    try:
-        return signal.Signals(n).name
-    except ValueError:
-        return f"signal {n}"
 
 
 def oom_kills() -> int | None:
@@ -49,61 +44,19 @@ def oom_kills() -> int | None:
 def describe_exit(
     rc: int, child_reason: str | None, oom_before: int | None = None, oom_after: int | None = None
 ) -> dict[str, Any]:
-    """{"code", "reason", "signal", "sentence"} for the script's end as `perfcore run` saw it
-    (rc: 128+N for death by signal N, as a shell reports it)."""
+    """{"code", "reason", "signal"} for the script's end as `perfcore run` saw it (rc: 128+N for death by
+    signal N, as a shell reports it); report.exit_words says it."""
     out: dict[str, Any] = {"code": rc, "reason": child_reason or ("finished" if rc == 0 else "exited"), "signal": None}
-    if child_reason in ("steps reached",):
-        out["sentence"] = "stopped after the steps asked for (--steps)"
-    elif rc == 0:
-        out["sentence"] = "finished (exit 0)"
-    elif rc > 128 and child_reason not in ("interrupted", "terminated", "crashed"):
-        sig = rc - 128
-        out["signal"] = signal_name(sig)
+    if child_reason in ("steps reached",) or rc == 0:
+        return out
+    if rc > 128 and child_reason not in ("interrupted", "terminated", "crashed"):
+        out["signal"] = signal_name(rc - 128)
         out["reason"] = "killed"
-        out["sentence"] = f"was killed by {out['signal']} (exit {rc})"
-        if sig == signal.SIGKILL:
-            if oom_before is not None and oom_after is not None and oom_after > oom_before:
-                out["reason"] = "out of memory"
-                out["sentence"] = (
-                    f"was killed by the kernel's out-of-memory killer (SIGKILL, exit {rc}); "
-                    "lower the batch size or the DataLoader workers' memory"
-                )
-            else:
-                out["sentence"] += (
-                    "; SIGKILL is what the kernel's out-of-memory killer sends: if memory was "
-                    "short (dmesg shows 'Out of memory'), that is the likely cause"
-                )
-    elif child_reason == "interrupted":
-        out["sentence"] = f"was interrupted (Ctrl-C, exit {rc})"
-    elif child_reason == "terminated":
-        out["sentence"] = f"was terminated ({signal_name(rc - 128) if rc > 128 else 'SIGTERM'}, exit {rc})"
-    elif child_reason == "crashed":
-        out["sentence"] = f"crashed (exit {rc})"
-    else:
+        if rc - 128 == signal.SIGKILL and oom_before is not None and oom_after is not None and oom_after > oom_before:
+            out["reason"] = "out of memory"
+    elif child_reason not in ("interrupted", "terminated", "crashed"):
         out["reason"] = "exited"
-        out["sentence"] = f"exited with {rc}"
     return out
-
-
-def exit_sentence(exit: dict[str, Any], outcome: dict[str, Any]) -> str:
-    """The script's own end as the child saw it, with the code the parent got: "was interrupted
-    (Ctrl-C, exit 130)", "crashed (ValueError: bad shape; exit 1)". An empty message says nothing,
-    so a bare KeyboardInterrupt reads as Ctrl-C, never "(KeyboardInterrupt: )"."""
-    reason, exc = exit.get("reason") or "exited", (exit.get("exception") or "").strip()
-    name, _, msg = exc.partition(":")
-    msg = msg.strip()
-    code = f"exit {outcome['code']}" if outcome.get("code") else ""
-    if reason == "interrupted":
-        head, detail = "was interrupted", "Ctrl-C" + (f": {msg}" if name == "KeyboardInterrupt" and msg else "")
-    elif reason == "terminated":
-        head, detail = "was terminated", "SIGTERM"
-    elif reason.startswith("killed"):  # a checkpoint's "killed before writing its results"
-        head, detail = f"was {reason}", (exc if msg else name)
-    else:
-        head, detail = reason, (exc if msg else name)
-    # "Ctrl-C, exit 130" as describe_exit words it; a message and the code apart: "ValueError: x; exit 1".
-    inner = (", " if reason in ("interrupted", "terminated") else "; ").join(x for x in (detail, code) if x)
-    return f"{head} ({inner})" if inner else head
 
 
 def before_first_step(rc: int, exit: dict[str, Any]) -> str:
@@ -138,24 +91,20 @@ def results_lost(rc: int, lost: dict[str, Any], out: Path) -> str:
     )
     fix = "free space and run it again" if lost.get("disk_full") else "run it again"
     return (
-        f"the script {describe_exit(rc, None)['sentence']}{after}, but its results could not be written{why}; "
+        f"the script {outcome_sentence(Outcome(**describe_exit(rc, None)))}{after}, but its results could not be "
+        f"written{why}; "
         f"what was written stays in {out}: {fix}"
     )
 
 
-def no_step_fields(sentence: str) -> dict[str, Any]:
-    """The measured fields of a run.json for a run that saw no step: zeros, and the sentence as its verdict."""
-    zeros = {lb: 0.0 for lb in LABELS}
-    return {
-        "steps": 0,
-        "warmup_steps": 0,
-        "step_time_ms": {"mean": 0.0, "p50": 0.0, "p90": 0.0},
-        "breakdown_ms": dict(zeros),
-        "breakdown_fraction": dict(zeros),
-        "verdict": {"bound": "none", "summary": sentence},
-        "recommendations": [],
-        "no_step": sentence,
-    }
+def results_unfinished(rc: int, path: Path, why: str, out: Path) -> str:
+    """One line for a run whose parts were written but whose folder could not be finished (the disk filled
+    while perfcore wrote the run's files): the parts stay, and `perfcore report` finishes them later."""
+    return (
+        f"the script {outcome_sentence(Outcome(**describe_exit(rc, None)))}, but its run folder could not be finished: "
+        f"cannot write "
+        f"{path}: {why}; its recorded steps stay in {out}: free space, then `perfcore report {out}` finishes it"
+    )
 
 
 def first_failed_rank(parts: list[dict[str, Any]]) -> dict[str, Any] | None:

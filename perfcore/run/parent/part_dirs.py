@@ -5,13 +5,17 @@ being finished is read as a part, written or deleted."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+from perfcore import untrusted
 from perfcore.report import jsonio
 from perfcore.report.safe_text import clean
 from perfcore.run.protocol import CHECKPOINT, PARTS, PROGRESS, RAW_JSON, WORKERS, is_part_key
@@ -48,14 +52,13 @@ def part_dirs(out: Path) -> list[Path]:
 
 
 def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
-    """A part that wrote its own results no longer needs the checkpoint perfcore kept for it."""
-    import shutil
-
+    """A part that wrote its own results no longer needs the checkpoint perfcore kept for it: the files
+    perfcore writes there are removed, then the folder if nothing else is in it."""
     for p in parts:
         d = Path(p.get("dir") or "")
         ck = d / CHECKPOINT
-        # Only a real folder inside this run folder's parts/ (rmtree refuses a link, and a linked part
-        # was never read): nothing outside the folder being finished is deleted.
+        # Only a real folder inside this run folder's parts/ (a linked part was never read): nothing outside
+        # the folder being finished is deleted.
         if (
             d.parent == out / PARTS
             and not d.is_symlink()
@@ -64,7 +67,35 @@ def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
             and ck.is_dir()
             and not ck.is_symlink()
         ):
-            shutil.rmtree(ck, ignore_errors=True)
+            _drop_checkpoint(ck)
+
+
+# The temporary names of a checkpoint's atomic writes that a kill leaves behind (jsonio.atomic_path).
+_LEFT_BY_A_KILL = re.compile(r"\.(run|steps)\.[0-9]+-[0-9a-f]{6}\.tmp\.(json|csv)")
+
+
+def _drop_checkpoint(ck: Path) -> None:
+    """Removes perfcore's own files from checkpoint folder `ck` (regular files of its names, no link on the
+    way), then the folder, which stays when anything else is in it: a copied folder's checkpoint may hold
+    what its owner put there (notes, a model), which perfcore never removes."""
+    from perfcore.report.reader import CHECKPOINT_TABLE
+
+    # What run.child.progress writes there (steps.csv: an earlier version's table).
+    ours = ("run.json", CHECKPOINT_TABLE, "steps.csv")
+    try:
+        d = untrusted.open_dir(ck)
+    except untrusted.Refused:
+        return
+    try:
+        for name in os.listdir(d):
+            if name in ours or _LEFT_BY_A_KILL.fullmatch(name):
+                with contextlib.suppress(OSError):
+                    if stat.S_ISREG(os.stat(name, dir_fd=d, follow_symlinks=False).st_mode):
+                        os.unlink(name, dir_fd=d)
+    finally:
+        os.close(d)
+    with contextlib.suppress(OSError):
+        ck.rmdir()  # refused while the folder holds anything else
 
 
 # From this many rows a steps table is kept gzip-compressed (steps.csv.gz): 1M tiny steps made an 83 MB
@@ -168,7 +199,6 @@ def lost_results(out: Path) -> dict[str, Any] | None:
     the parts cut short while written (a folder with neither run.json nor raw.json: a full disk, a kill
     mid-write), the parts that keep a checkpoint. None when it saw none of these: it failed before its
     first step. {"steps", "cut_short", "checkpoints", "disk_full"}."""
-    import os
 
     steps = 0
     progress = out / PROGRESS
