@@ -267,6 +267,7 @@ def test_a_whole_slow_node_holds_up_the_job_though_none_of_its_ranks_alone_is_sl
     assert {w["rank"] for w in m["waiting"]} == {0, 1, 2}
     st = straggle(m)
     assert st.slow_rank == s["rank"] and st.waiting_rank in (0, 1, 2) and st.wait_share > 0.4
+    assert (st.slow_host, st.waiting_host) == ("node1", "node0")  # the verdict's straggle knows the nodes
     # The job's verdict: the wait for the slow node's rank, not the waiting ranks' communication.
     from perfcore.analysis.advice import advise_run
 

@@ -167,6 +167,7 @@ def straggle(merged: Mapping[str, Any]) -> Straggle | None:
         return None
     s = max(slow, key=lambda x: float(x.get("work_ms") or 0.0))
     w = max(waits, key=lambda x: float(x["comm_ms"]) / float(x["step_ms"]))
+    host = {r.get("rank"): r.get("host") for r in merged.get("ranks") or [] if isinstance(r, Mapping)}
     return Straggle(
         waiting_rank=w.get("rank"),
         wait_ms=float(w["comm_ms"]),
@@ -176,6 +177,8 @@ def straggle(merged: Mapping[str, Any]) -> Straggle | None:
         excess_ms=float(s.get("excess_ms") or 0.0),
         work_ms=float(s.get("work_ms") or 0.0),
         others_work_ms=float(s.get("others_work_ms") or 0.0),
+        slow_host=host.get(s.get("rank")),
+        waiting_host=host.get(w.get("rank")),
     )
 
 

@@ -119,6 +119,8 @@ class Straggle:
     excess_ms: float
     work_ms: float
     others_work_ms: float
+    slow_host: str | None = None  # where the slow rank and the waiting one ran (a job across machines)
+    waiting_host: str | None = None
 
     @property
     def wait_share(self) -> float:

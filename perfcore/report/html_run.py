@@ -35,7 +35,14 @@ from perfcore.report.html_parts import (
 )
 from perfcore.report.plan_words import plan_sentence
 from perfcore.report.process_words import trainers_phrase
-from perfcore.report.rank_words import straggler_sentence, waiting_sentence
+from perfcore.analysis.nodes import NodeState
+from perfcore.report.rank_words import (
+    clock_sentence,
+    node_sentences,
+    ranks_phrase,
+    straggler_sentence,
+    waiting_sentence,
+)
 from perfcore.report.verdict_words import headline as verdict_headline
 
 __all__ = ["render_html", "render_report", "breakdown_svg", "links", "run_sections"]
@@ -95,6 +102,39 @@ def _details(r: RunReport) -> str:
     return ("<h2>Step details</h2><ul>" + "".join(f"<li>{x[0]}</li>" for x in rows) + "</ul>") if rows else ""
 
 
+# Past this many ranks their table and chart are folded under the nodes' summary (open on a click).
+FOLD_RANKS = 16
+
+
+def _nodes(r: RunReport) -> str:
+    """A job across machines, per node first: its ranks, step, labels, state; each node said; the clocks."""
+    job = r.nodes
+    if job is None or len(job.nodes) < 2:
+        return ""
+    rows = [
+        [
+            ("<b>" if n.state is NodeState.SLOW else "")
+            + esc(n.host)
+            + (" ◀ slow</b>" if n.state is NodeState.SLOW else ""),
+            esc(ranks_phrase(n.ranks)),
+            num(n.step_ms),
+        ]
+        + [num(n.breakdown_ms.get(lb, 0.0)) for lb in LABELS]
+        + [esc(n.state.value + (f" for {', '.join(n.waits_for)}" if n.waits_for else ""))]
+        for n in job.nodes
+    ]
+    sentences = node_sentences(job)
+    if r.clocks is not None:
+        sentences.append(clock_sentence(r.clocks))
+    return (
+        "<h2>Nodes</h2>"
+        + table(["node", "ranks", "mean ms"] + [f"{lb} ms" for lb in LABELS] + ["state"], rows, {2, 3, 4, 5, 6, 7})
+        + "<ul>"
+        + "".join(f"<li>{esc(x)}</li>" for x in sentences)
+        + "</ul>"
+    )
+
+
 def _ranks(r: RunReport, body: Body) -> str:
     ranks = r.ranks
     if len(ranks) < 2 and not r.stragglers:
@@ -122,13 +162,21 @@ def _ranks(r: RunReport, body: Body) -> str:
             "Per-rank breakdown (a straggler stands out by its colours)",
         )
     )
-    sentences = [straggler_sentence(s) for s in r.stragglers] + [waiting_sentence(w) for w in r.waiting]
-    return (
-        "<h2>Ranks</h2>"
-        + rank_table
-        + chart
-        + ("<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences if s) + "</ul>" if sentences else "")
-    )
+    on_hosts = r.nodes is not None and len(r.nodes.nodes) > 1
+    sentences = [straggler_sentence(s, on_hosts) for s in r.stragglers]
+    # Across machines the nodes' section says who waits; per rank it would be a line for most of the job.
+    sentences += [waiting_sentence(w) for w in r.waiting] if not on_hosts else []
+    said = "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences if s) + "</ul>" if sentences else ""
+    if len(ranks) > FOLD_RANKS:
+        return (
+            "<h2>Ranks</h2>"
+            + said
+            + f"<details><summary>each of the {len(ranks)} ranks</summary>"
+            + rank_table
+            + chart
+            + "</details>"
+        )
+    return "<h2>Ranks</h2>" + rank_table + chart + said
 
 
 def _processes(r: RunReport) -> str:
@@ -199,6 +247,7 @@ def run_sections(r: RunReport, steps: pd.DataFrame | None, body: Body, dom_id: s
     )
     # A job of several ranks: who holds it up comes right after the causes.
     body.add(
+        _nodes(r),
         _ranks(r, body),
         _processes(r),
         "<h2>Where each step goes</h2>",

@@ -16,7 +16,14 @@ from perfcore.report.label_words import interference_detail, interference_senten
 from perfcore.report.lines_text import lines_text
 from perfcore.report.plan_words import plan_reason, plan_sentence
 from perfcore.report.process_words import trainer_lines, trainers_phrase
-from perfcore.report.rank_words import missing_sentence, straggler_sentence, waiting_sentence
+from perfcore.report.rank_words import (
+    clock_sentence,
+    missing_sentence,
+    node_sentences,
+    nodes_brief,
+    straggler_sentence,
+    waiting_sentence,
+)
 from perfcore.report.record_words import notes_of
 from perfcore.report.robust_words import outliers_sentence
 from perfcore.report.verdict_words import cause_words, level_word, plain_words, summary_words
@@ -49,6 +56,8 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     crash = crashed_early(r)
     lines = crash + brief_table(r)
     lines.append(verdict_short(r.verdict))
+    if r.nodes is not None and len(r.nodes.nodes) > 1:
+        lines.append(nodes_brief(r.nodes))  # the job across machines: which node, not only which rank
     ld = r.training_loader
     site = ld.site if ld is not None else None
     # The user's own line that held the verdict's time (and the optimizer's change) come first; the
@@ -227,17 +236,40 @@ def _kernels(r: RunReport) -> list[str]:
     return lines
 
 
+# Past this many ranks the per-rank rows are report.html's and run.json's: the nodes' rows say the job.
+MAX_RANK_ROWS = 16
+
+
 def _ranks(r: RunReport) -> list[str]:
     if len(r.ranks) <= 1 and not r.missing_ranks:
         return []
-    lines = ["", f"  {'rank':<6} {'step ms':>8} " + " ".join(f"{lb:>9}" for lb in LABELS)]
-    for k in r.ranks:
-        lines.append(
-            f"  {k.rank!s:<6} {k.step_time_ms.mean:>8.2f} " + " ".join(f"{k.breakdown_ms[lb]:>9.2f}" for lb in LABELS)
-        )
+    head = " ".join(f"{lb:>9}" for lb in LABELS)
+    lines = []
+    job = r.nodes if r.nodes is not None and len(r.nodes.nodes) > 1 else None
+    if job is not None:
+        lines += ["", f"  {'node':<14} {'ranks':>6} {'step ms':>8} {head}  state"]
+        for n in job.nodes:
+            state = n.state.value + (f" for {', '.join(n.waits_for)}" if n.waits_for else "")
+            cells = " ".join(f"{n.breakdown_ms.get(lb, 0.0):>9.2f}" for lb in LABELS)
+            lines.append(f"  {n.host[:14]:<14} {len(n.ranks):>6} {n.step_ms:>8.2f} {cells}  {state}")
+        lines += [f"  {x}" for x in node_sentences(job)]
+        if r.clocks is not None:
+            lines.append(f"  {clock_sentence(r.clocks)}")
+    rows = r.ranks
+    slow = {s.rank for s in r.stragglers}
+    if len(rows) > MAX_RANK_ROWS:
+        rows = tuple(k for k in rows if k.rank in slow)
+        lines += ["", f"  {len(r.ranks)} ranks: each one's row is in report.html and run.json; the stragglers':"]
+    else:
+        lines.append("")
+    lines.append(f"  {'rank':<6} {'step ms':>8} {head}" + ("  node" if job is not None else ""))
+    for k in rows:
+        cells = " ".join(f"{k.breakdown_ms[lb]:>9.2f}" for lb in LABELS)
+        lines.append(f"  {k.rank!s:<6} {k.step_time_ms.mean:>8.2f} {cells}" + (f"  {k.host}" if job else ""))
     for s in r.stragglers:
-        lines.append(f"  straggler: {straggler_sentence(s)}")
-    for w in r.waiting:
+        lines.append(f"  straggler: {straggler_sentence(s, on_hosts=job is not None)}")
+    # Across machines the waiting is said per node (above): one line per rank would say it again.
+    for w in r.waiting if job is None else ():
         lines.append(f"  {waiting_sentence(w)}")
     if missing_sentence(r):
         lines.append(f"  MISSING: {missing_sentence(r)}")
