@@ -72,8 +72,8 @@ def _change(rec: Finding, verdict: Verdict, said: tuple[str, ...] = ()) -> str |
         share = fmt_share(rec.figures["share_of_wall"])
         return f"evaluation took {share} of the run, outside the steps above: evaluate less often, on fewer batches"
     decoder = rec.measured(Against.ADVICE)
-    if rec.kind is FindingKind.CHEAPER_BATCHES and decoder is not None and decoder.below_1x:
-        return _CHEAPER["fast"]  # experiment C measured the other decoder slower: not advised
+    if rec.kind is FindingKind.CHEAPER_BATCHES and decoder is not None and not decoder.above_1x:
+        return _CHEAPER["fast"]  # experiment C measured the other decoder no faster: not advised
     if rec.kind is FindingKind.CHEAPER_BATCHES and rec.figures.get("decode") in _CHEAPER:
         return _CHEAPER[rec.figures["decode"]]
     return _CHANGE.get(rid)
@@ -112,7 +112,8 @@ def _measured_gain(rec: Finding) -> list[str]:
         band = f" ({fmt_band(*b)})" if b and len(b) == 2 and None not in b and b[0] != b[1] else ""
         head, exp = f"measured {fmt_x(c.measured_speedup)}", c.name
         return [f"{head}{band} ({exp})", f"{head} ({exp})", f"{head} ({exp.split(':')[0]})"]
-    return [f"up to {fmt_x(c.measured_speedup)} ({c.name.split(':')[0]}, measured with no loading)"]
+    x, exp = fmt_x(c.measured_speedup), c.name.split(":")[0]
+    return [f"up to {x} ({exp}, measured with no loading)", f"up to {x} (measured without loading)"]
 
 
 def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str, ...] = ()) -> str:
@@ -128,11 +129,13 @@ def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str,
         change = text_of(rec).split(": ")[0].split(". ")[0]
     measured = _measured_gain(rec)
     if measured:
-        lines = [f"try: {change}: {m}" for m in measured]
+        # The change's own gloss gives way last of all: "cheaper batches (...)" reads as "cheaper batches".
+        changes = [change, change.split(" (")[0]]
+        lines = [f"try: {ch}: {m}" for ch in changes for m in measured]
         if site:
             lines.insert(0, f"try: {site}: {change}: {measured[0]}")
         return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
-    g = rec.gain
+    g = rec.offered  # the prediction, unless the cause removed altogether measured no gain above 1x
     gain = gain_words(g.speedup, g.band) if g is not None and rec.cause in WHAT else ""
     where = f"{site}: " if site and rec.cause in ("load", "transfer") else ""
     return f"try: {where}{change}" + (f": {gain}" if gain else "")
