@@ -192,8 +192,20 @@ def test_every_line_of_the_short_report_fits_and_speaks_plainly():
     said = {d.verdict.bound: render_brief(d, "runs/r1") for d in docs}
     assert "verdict: straggler rank 2 (major)" in said["straggler"]
     assert "time outside the model" in said["host"] and "[uncertain: busy]" in said["host"]
-    assert "loader starved: 435 of 445 steps (98%) waited over 970 µs; their p50 wait 3.58 ms" in said["load"]
+    assert "steps that waited on the loader: 435 of 445 (98%) over 970 µs; their p50 wait 3.58 ms" in said["load"]
+    assert "starved" not in said["load"]
     assert "[uncertain: busy]" in render_brief(healthy, "runs/r1")
+    # The newcomer's CNN: a loader in the training process, loading 9% of each step, under a compute-bound
+    # verdict. Before: "compute-bound (healthy)" above "loader starved: 176 of 195 steps (90%)".
+    from perfcore.analysis.run_context import Loader
+
+    in_process = dataclasses.replace(
+        _busy(_table(np.full(n, 91.0), np.full(n, 0.3), np.full(n, 9.0)), starvation=starvation),
+        loaders=(Loader(site="train.py:20", num_workers=0, batches=n),),
+    )
+    text = render_brief(in_process, "runs/r1")
+    assert text.count("verdict: compute-bound") == 1 and "starved" not in text, text
+    assert "loading runs in the training process (num_workers=0): 9.00 ms a step (9.0%)" in text, text
 
 
 def test_a_verdict_line_too_long_gives_up_its_least_needed_parts_first():
@@ -240,6 +252,9 @@ def test_one_starved_step_is_said_as_one_wait():
 
     one = Starvation(steps=15, starved=1, share=1 / 15, threshold_ms=8.71, p50_wait_ms=30.1, p95_wait_ms=30.1,
                      longest_run=1, longest_run_first_step=3, load_ms_per_step=2.0)
-    assert starved_short(one) == "loader starved: 1 of 15 steps (6.7%) waited over 8.71 ms; it waited 30.1 ms"
+    assert starved_short(one) == "steps that waited on the loader: 1 of 15 (6.7%) over 8.71 ms; it waited 30.1 ms"
     two = dataclasses.replace(one, starved=2, p95_wait_ms=40.0)
     assert starved_short(two).endswith("; their p50 wait 30.1 ms, p95 40.0 ms")
+    # A loader in the training process makes every step wait by construction: its cost a step, not "starved".
+    said = starved_short(two, 8.6, 95.0)
+    assert said == "loading runs in the training process (num_workers=0): 8.60 ms a step (9.1%)", said

@@ -175,7 +175,7 @@ def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
     lo, hi = c.agreement_band
     assert c.status.value == "confirmed" and lo <= 1.60 <= hi
     line = _check_short(c)
-    assert line.endswith(f"measured 1.60x: confirmed (confirmed within {lo:.2f}-{hi:.2f}x)"), line
+    assert line.endswith(f"measured 1.60x: confirmed (within {lo:.2f}-{hi:.2f}x)"), line
 
 
 def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
@@ -231,5 +231,5 @@ def test_a_shortfall_the_experiments_own_compute_explains_is_said_with_it():
     )
     # The same shortfall with compute unchanged: no cause named, the agreement band kept.
     same = confirm(v, "load", step / 18.0, "synthetic data", compute_ms=(16.6, 16.6), noise_ms=0.9)
-    assert compute_shortfall(same) is None and "(confirmed within " in _check_short(same)
+    assert compute_shortfall(same) is None and "(confirmed needs " in _check_short(same)
     assert "compute itself" not in check_text(same)

@@ -147,7 +147,7 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
     doc = _diagnose_doc(dataclasses.replace(v, checks=(c,)))
     line = next(ln for ln in render_diagnose(doc).splitlines() if ln.startswith("  synthetic data"))
     assert line == (f"  synthetic data (no loading): predicted 2.44x ({fmt_band(*c.predicted_band)}), measured 1.82x "
-                    f"({fmt_band(*c.measured_band)}): partly (confirmed within {fmt_band(*c.agreement_band)})")
+                    f"({fmt_band(*c.measured_band)}): partly (confirmed needs {fmt_band(*c.agreement_band)})")
 
 
 def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_is_flagged():

@@ -190,7 +190,8 @@ def test_five_samples_of_module_level_code_say_few_samples_and_give_no_time():
         samples=5,
     )
     (got,) = lines_text(doc, cwd="/p")
-    assert got.startswith("  try: <module> at main.py:49-60: too few samples to time it (4 of 5 host; a time needs 6")
+    # A caveat with no change to make at the line: a note, never a try line.
+    assert got.startswith("  note: <module> at main.py:49-60: too few samples to time it (4 of 5 host; a time needs 6")
     assert "µs" not in got and " ms" not in got and "main.py:60:" not in got
 
 

@@ -105,7 +105,8 @@ def render_diagnose(doc: DiagnoseResult) -> str:
                 + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "")
                 + f": {c.status.value}"
                 + (
-                    f" (confirmed within {speedups_words(c.agreement_band)})"
+                    f" ({'within' if c.status is Agreement.CONFIRMED else 'confirmed needs'} "
+                    f"{speedups_words(c.agreement_band)})"
                     if speedups_words(c.agreement_band)
                     else ""
                 )
@@ -162,7 +163,8 @@ def _check_short(c: Check) -> str:
     # the word, so "confirmed" is never read against a narrower range printed elsewhere; a shortfall
     # the experiment's own compute explains is said in its place (the line's width holds one).
     agreeing = speedups_words(c.agreement_band) if status != "inconclusive" and grew is None else ""
-    tail = [f" (confirmed within {agreeing})", ""] if agreeing else [""]
+    said = "within" if c.status is Agreement.CONFIRMED else "confirmed needs"
+    tail = [f" ({said} {agreeing})", ""] if agreeing else [""]
     names = [c.name, c.name.split(" (")[0]]
     return _fitting([f"  {n}: predicted {px}, measured {mx}: {status}{why}{t}" for t in tail for n in names])
 
@@ -198,7 +200,7 @@ def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, heade
         top = readable_frame(p.top[0].function) if p.top else ""
         lines.append(
             f"  __getitem__: {fmt_ms(p.ms_per_item)} per item"
-            + (f", CPU/wall {p.cpu_to_wall:.2f}" if p.cpu_to_wall is not None else "")
+            + (f", {100 * p.cpu_to_wall:.0f}% of it on a CPU" if p.cpu_to_wall is not None else "")
             + cause
             + (f"; top: {top if len(top) <= 40 else top[:37] + '...'}" if top else "")
         )

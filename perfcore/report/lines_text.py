@@ -146,7 +146,8 @@ def _try_line(r: RunReport, lb: LabelLines, label: str, cwd: str | None) -> str:
         else f"too few samples to time it ({f.samples} of {n} {label}; a time needs {min_samples(f.share)}, "
         "a longer run has more)"
     )
-    return f"  try: {_span(lb, f, cwd)}: {few}{counted}"
+    # Without counted calls there is no change to make at the line: a caveat, said as a note.
+    return f"  {'try' if counted else 'note'}: {_span(lb, f, cwd)}: {few}{counted}"
 
 
 def lines_text(r: RunReport, cwd: str | None = None) -> list[str]:

@@ -61,10 +61,20 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     named = [s for s in extra if s.startswith("try:") and not (loader_rec and s.startswith("try: DataLoader at"))]
     recs = [f for f in recs if not (named and f.kind is FindingKind.HOST_GAPS)]
     tries = list(named)
-    for f in recs:
+    # Start-up is a caveat on the figures, not a change to the script: a note, never a try line.
+    for f in (f for f in recs if f.kind is not FindingKind.STARTUP):
         tries.append(try_short(f, r.verdict, site, tuple(tries)))
     lines += [] if crash else [t for t in tries if t][:2]
-    starved = starved_short(r.starvation)
+    su = r.verdict.startup
+    if not crash and su is not None and su.dominates:
+        lines.append(
+            f"note: start-up took {fmt_ms(su.ms)}, {fmt_share(su.share_of_run)} of the run; the table is the "
+            "steps after it"
+        )
+    # A loader in the training process: its wait a step as the table quotes it (the verdict's estimate).
+    in_process = ld is not None and ld.num_workers == 0 and r.starvation is not None and r.starvation.starved
+    ev = report_evidence(r)
+    starved = starved_short(r.starvation, steady_ms(ev)["load"] if in_process else None, ev["step_ms"])
     lines += [starved] if starved else []
     ex = r.exit
     if crash:

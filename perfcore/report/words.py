@@ -30,7 +30,7 @@ _CHANGE = {
     "overlap_copies": "overlap copies with compute (pinned memory, non_blocking, prefetch the next batch)",
     "overlap_comm": "overlap communication with backward, or send less",
     "launch_overhead": "remove syncs (.item(), .cpu()) from the loop; torch.compile or CUDA Graphs",
-    "host_gaps": "look at the loop's code between steps (py-spy top shows which lines)",
+    "host_gaps": "move work out of the loop between steps (--explain names the lines that hold it)",
     "untimed_host_work": "time the rest of the step with timer.phase('name')",
     "faster_compute": "faster compute (bf16 autocast, torch.compile, fused optimizers)",
     "startup": "measure a longer run (--steps) before judging the steady state",
@@ -79,14 +79,19 @@ def _change(rec: Finding, verdict: Verdict, said: tuple[str, ...] = ()) -> str |
     return _CHANGE.get(rid)
 
 
-def starved_short(s: Starvation | None) -> str | None:
-    """Loader starvation in one line: how many steps waited, over what, and the typical and worst wait;
-    the longest starved run is in --explain."""
+def starved_short(s: Starvation | None, in_process_ms: float | None = None, step_ms: float | None = None) -> str | None:
+    """The loader's waits in one line. A loader in the training process (num_workers=0, `in_process_ms` its
+    wait a step) makes every step wait by construction: said as its cost per step, not as starvation.
+    Otherwise how many steps waited, over what, and the typical and worst wait; the longest run of them is
+    in --explain."""
+    if in_process_ms is not None and in_process_ms > 0:
+        share = f" ({fmt_share(in_process_ms / step_ms)})" if step_ms else ""
+        return f"loading runs in the training process (num_workers=0): {fmt_ms(in_process_ms)} a step{share}"
     if s is None or not s.starved:
         return None
     return _fit(
         (
-            f"loader starved: {s.starved} of {s.steps} steps ({fmt_share(float(s.share))}) waited over "
+            f"steps that waited on the loader: {s.starved} of {s.steps} ({fmt_share(float(s.share))}) over "
             f"{fmt_ms(float(s.threshold_ms))}",
             0,
         ),
