@@ -75,7 +75,7 @@ def test_other_verdicts_get_no_lines_and_starvation_shows_only_when_steps_waited
     assert lines_text(_doc("compute"), cwd="/p") == []
     got = lines_text(_doc("compute", starved=28), cwd="/p")
     assert got == [
-        "  loader starved on 56% of steps (28 of 50, waits over 500 µs): their p50 wait 20.0 ms, p95 53.0 ms, "
+        "  steps that waited on the loader: 56% (28 of 50, waits over 500 µs): their p50 wait 20.0 ms, p95 53.0 ms, "
         "longest run 4 steps from step 7"
     ]
 

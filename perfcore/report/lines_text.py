@@ -161,7 +161,7 @@ def lines_text(r: RunReport, cwd: str | None = None) -> list[str]:
     s = r.starvation
     if s is not None and s.starved:
         out.append(
-            f"  loader starved on {fmt_share(s.share)} of steps ({s.starved} of {s.steps}, "
+            f"  steps that waited on the loader: {fmt_share(s.share)} ({s.starved} of {s.steps}, "
             f"waits over {fmt_ms(s.threshold_ms)}): their p50 wait {fmt_ms(s.p50_wait_ms)}, "
             f"p95 {fmt_ms(s.p95_wait_ms)}, "
             f"longest run {s.longest_run} steps from step {s.longest_run_first_step}"

@@ -274,12 +274,11 @@ def _head(t: Verdict) -> list[tuple[str, int]] | None:
     near = top.borderline_tier if t.level is not Level.BORDERLINE else None
     # The gain of removing it is said once, on the "try" line that names the change; the interval gives
     # way to the wait for the slow rank and to the busy mark.
+    # The step's own figure gives way before the busy mark: the header line says the same mean step.
     return [
-        (
-            f"{_name(t)}: {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
-            f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}",
-            0,
-        ),
+        (f"{_name(t)}: {WHAT[top.label]}, {fmt_ms(top.ms_per_step)}", 0),
+        (f" of a {fmt_ms(t.step_ms)} step", 2),
+        (f" ({fmt_share(top.share)}", 0),
         (band if not job else "", 3),
         (")", 0),
         (f", near the {100 * near:.0f}% line" if near else "", 2),
