@@ -147,7 +147,7 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
     doc = _diagnose_doc(dataclasses.replace(v, checks=(c,)))
     line = next(ln for ln in render_diagnose(doc).splitlines() if ln.startswith("  synthetic data"))
     assert line == (f"  synthetic data (no loading): predicted 2.44x ({fmt_band(*c.predicted_band)}), measured 1.82x "
-                    f"({fmt_band(*c.measured_band)}): partly (agreeing: {fmt_band(*c.agreement_band)})")
+                    f"({fmt_band(*c.measured_band)}): partly (confirmed needs {fmt_band(*c.agreement_band)})")
 
 
 def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_is_flagged():
@@ -173,12 +173,12 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     assert a.status == "inconclusive" and final.attributed is None
     assert b.above_bound and b.measured_speedup == 2.38 and b.predicted_speedup == pytest.approx(1.18)
     assert "above that bound" in check_text(b)
-    # Far past the bound with steady runs: the machine changed, said as such.
+    # Far past the bound with steady runs: said as more than the wait explains, with what was measured.
     steady = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": 1.18, "step_sem_ms": 5.0},
               {"name": "B: num_workers=2", "speedup": 2.38, "step_sem_ms": 5.0, "num_workers": 2}]
     _, b2 = diagnose_verdict({**base, "step_sem_ms": 5.0}, steady, {"cpu_to_wall": 0.9, "top": []},
                              on_gpu=False)[0].checks
-    assert b2.above_bound and "the machine changed between the runs" in check_text(b2)
+    assert b2.above_bound and "more than removing the wait explains" in check_text(b2)
     # Its line beside the others says what it was judged against (it predicts nothing).
     import dataclasses
 
@@ -189,7 +189,7 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
 
     assert line(b) == "  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x: inconclusive"
     assert line(b2) == (f"  B: num_workers=2: at most 1.18x (removing all loading), measured 2.38x "
-                        f"({fmt_band(*b2.measured_band)}): above that bound, so not advised")
+                        f"({fmt_band(*b2.measured_band)}): above that bound")
 
 
 def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():

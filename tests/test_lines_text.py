@@ -75,7 +75,7 @@ def test_other_verdicts_get_no_lines_and_starvation_shows_only_when_steps_waited
     assert lines_text(_doc("compute"), cwd="/p") == []
     got = lines_text(_doc("compute", starved=28), cwd="/p")
     assert got == [
-        "  loader starved on 56% of steps (28 of 50, waits over 500 µs): their p50 wait 20.0 ms, p95 53.0 ms, "
+        "  steps that waited on the loader: 56% (28 of 50, waits over 500 µs): their p50 wait 20.0 ms, p95 53.0 ms, "
         "longest run 4 steps from step 7"
     ]
 
@@ -190,7 +190,8 @@ def test_five_samples_of_module_level_code_say_few_samples_and_give_no_time():
         samples=5,
     )
     (got,) = lines_text(doc, cwd="/p")
-    assert got.startswith("  try: <module> at main.py:49-60: too few samples to time it (4 of 5 host; a time needs 6")
+    # A caveat with no change to make at the line: a note, never a try line.
+    assert got.startswith("  note: <module> at main.py:49-60: too few samples to time it (4 of 5 host; a time needs 6")
     assert "µs" not in got and " ms" not in got and "main.py:60:" not in got
 
 

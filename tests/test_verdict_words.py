@@ -13,7 +13,7 @@ from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
-from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, decide
+from perfcore.analysis.verdict import CRITICAL_SHARE, NEAR_TIER, WARN_SHARE, decide
 from perfcore.report.verdict_card import card_lines
 from perfcore.report.verdict_words import (
     WIDTH,
@@ -99,20 +99,30 @@ def test_every_rendering_agrees_with_the_number_beside_it():
             assert all(c.level is Level.MINOR for c in t.ranked)
             continue
         top = next(c for c in t.named if c.label == t.primary)
-        assert top.bound in short and top.bound in long.lower() and top.bound in head
-        level = "borderline" if t.level is Level.BORDERLINE else levels[top.level.value]
-        assert f"({level})" in short and f"({level})" in head
-        assert fmt_ms(top.ms_per_step) in short and fmt_share(top.share) in short
-        assert fmt_ms(top.ms_per_step) in long and fmt_share(top.share) in long
-        # The word beside the share is the tier the share's interval surely reaches.
+        assert fmt_share(top.share) in short and fmt_share(top.share) in long
+        assert fmt_ms(top.ms_per_step) in long
+        # The word beside the share is the tier the share's interval surely reaches; near a tier's line
+        # (its interval across it, or its estimate within NEAR_TIER of it) the tier below, in every run.
         low = top.share_band[0] if top.share_band else top.share
+        near = top.share_band is not None and any(
+            top.share_band[0] < tier <= top.share_band[1] or abs(top.share - tier) <= NEAR_TIER * tier
+            for tier in (WARN_SHARE, CRITICAL_SHARE)
+        )
+        if top.level is Level.BORDERLINE:
+            assert near and top.borderline_tier == WARN_SHARE
+            assert short.startswith("verdict: compute-bound;") and "near the 10% line" in short, short
+            assert head.startswith("compute-bound (near the 10% line)") and "near the 10% line" in long
+            assert any("near the 10% line" in x for x in lines) and "input-bound" not in short
+            continue
+        assert top.bound in short and top.bound in long.lower() and top.bound in head
+        assert f"({levels[top.level.value]})" in short and f"({levels[top.level.value]})" in head
+        assert fmt_ms(top.ms_per_step) in short
         if top.level is Level.CRITICAL:
-            assert low >= CRITICAL_SHARE
-        elif top.level is Level.WARN:
-            assert WARN_SHARE <= low < CRITICAL_SHARE
+            assert low >= CRITICAL_SHARE and not near
         else:
-            assert top.level is Level.BORDERLINE and low < WARN_SHARE <= top.share_band[1]
-            assert "straddles" in long and any("straddles" in x for x in lines)
+            assert top.level is Level.WARN and (WARN_SHARE <= low < CRITICAL_SHARE or near)
+            if top.borderline_tier == CRITICAL_SHARE:
+                assert "near the 20% line" in short or len(short) > WIDTH - 25, short
         if t.uncertain:
             assert "[uncertain: busy]" in short or len(short) > WIDTH - 20
             assert long.startswith("other processes used 1.4 of 2 cores")
@@ -201,8 +211,8 @@ def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
     head = re.search(r"<div class='bound' id='verdict'>(.*?)</div>", card).group(1)
     short = re.search(r"<div class='sentence'>(.*?)</div>", card).group(1).split("<br>")
     why = re.search(r"<details class='why'><summary>why</summary><p>(.*?)</p>", card).group(1)
-    assert head == "input-bound (borderline): waiting for data" and len(short) == 2
-    assert short[0].startswith("uncertain") and short[1].startswith("borderline") and "5.0-25%" in short[1]
+    assert head == "compute-bound (near the 10% line): waiting for data" and len(short) == 2
+    assert short[0].startswith("uncertain") and short[1].startswith("near the 10% line") and "5.0-25%" in short[1]
     assert why == summary_words(v) and card.count("costs 15.0 ms") == 1  # the long words once, in the panel
 
 

@@ -182,6 +182,19 @@ class Check:
         return {Agreement.CONFIRMED: True, Agreement.PARTLY: False, Agreement.NOT_CONFIRMED: False}.get(self.status)
 
     @property
+    def above_1x(self) -> bool:
+        """What it measured lies above 1x: its band's low end, where both runs' spread gave one; without a
+        band, MATERIAL_X or more and not within the runs' noise (two runs' mean steps differ by a few
+        percent with nothing changed). The one test of whether a measurement is offered as a gain."""
+        x = self.measured_speedup
+        if x is None or not x > 1.0 or self.below_1x:
+            return False
+        b = self.measured_band
+        if b is not None and b[0] is not None:
+            return b[0] > 1.0
+        return x >= MATERIAL_X and self.change in (None, Change.FASTER)
+
+    @property
     def below_1x(self) -> bool:
         """What it measured is below 1x, or slower beyond the runs' noise: never offered as a gain."""
         return self.measured_speedup is not None and (self.measured_speedup < 1.0 or self.change is Change.SLOWER)
@@ -288,6 +301,7 @@ def _against_bound(p: Prediction, m: Measurement) -> Check:
         measured_noise_ms=noise,
         above_bound=bool(above),
         num_workers=m.num_workers,
+        compute_ms=tuple(m.compute_ms) if m.compute_ms is not None else None,
         bound_ms=ceiling["saved_ms"],
         measured_saved_ms=meas["saved_ms"],
     )
@@ -309,13 +323,12 @@ def _against_advice(p: Prediction, m: Measurement) -> Check:
         experiment=m.experiment,
         name=m.name,
         against=p.against,
-        change=change_of(x, noise / step if noise is not None and step else None)
-        if p.against is Against.ADVICE
-        else None,
+        change=change_of(x, noise / step if noise is not None and step else None),
         step_ms=step or None,
         predicted_speedup=p.speedup,
         measured_speedup=x,
         measured_band=band,
         measured_noise_ms=noise,
+        compute_ms=tuple(m.compute_ms) if m.compute_ms is not None else None,
         material=x >= MATERIAL_X,
     )

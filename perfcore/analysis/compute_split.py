@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
+from perfcore.analysis.uncertainty import outlier_mask
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -88,6 +90,13 @@ def split_shares(steps: pd.DataFrame) -> SplitShares | None:
             keep &= ~steps[col].to_numpy(dtype=bool)
     if not keep.any():
         return None
+    # The steps the table and the verdict quote: the outliers robust_breakdown sets apart are set apart here
+    # too, so a saving is of the step the report names (a mean inflated by preempted steps said "saves
+    # 254-331 us" of an optimizer whose median step was 56 us).
+    wall = steps["wall_ms"].to_numpy(dtype=float)
+    load = steps["load_ms"].to_numpy(dtype=float) if "load_ms" in steps else np.zeros(len(steps))
+    idx = np.flatnonzero(keep)
+    keep[idx[outlier_mask(wall[idx], load[idx])]] = False
     # Each column's kept rows, never a row selection of the whole table (a copy of every column).
     step, fw, bw, opt = (
         float(steps[c].to_numpy(dtype=float)[keep].mean())

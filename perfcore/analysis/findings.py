@@ -82,22 +82,21 @@ class Site:
 
 def offered_check(checks: tuple[Check, ...]) -> Check | None:
     """The measurement a finding offers in place of its prediction (a measurement outranks a model): what an
-    experiment measured of the advice's own change, else the ceiling an experiment without the cause at all
-    set; never one below 1x (nothing below 1x is offered as a gain)."""
-    offered = [
-        c
-        for c in checks
-        if c.against in (Against.ADVICE, Against.CEILING) and c.measured_speedup is not None and not c.below_1x
-    ]
+    experiment measured of the advice's own change, else what an experiment without the cause at all
+    measured (the ceiling of any change to it); only one that lies above 1x (Check.above_1x)."""
+    offered = [c for c in checks if c.against in (Against.ADVICE, Against.CEILING) and c.above_1x]
     return next((c for c in offered if c.against is Against.ADVICE), offered[0] if offered else None)
 
 
 def offered_gain(predicted: Gain | None, checks: tuple[Check, ...] = ()) -> Gain | None:
     """The gain a finding offers, by two rules: a measurement outranks a model (offered_check's), and nothing
-    below 1x is offered as a gain, measured or predicted."""
+    whose measurement does not lie above 1x is offered as a gain: where the cause removed altogether measured
+    no gain above 1x, the model's prediction is not offered in its place either."""
     best = offered_check(checks)
     if best is not None:
         return Gain(saved_ms=0.0, step_after_ms=0.0, speedup=best.measured_speedup, band=best.measured_band)
+    if any(c.against is Against.CEILING for c in checks):
+        return None
     if predicted is None or predicted.speedup is None or predicted.speedup < 1.0:
         return None
     return predicted

@@ -18,6 +18,7 @@ pd = lazy_module("pandas")  # the live verdict in the training process imports t
 
 __all__ = [
     "robust_breakdown",
+    "outlier_mask",
     "valid_robust",
     "OUTLIER_MADS",
     "OUTLIER_MIN_RATIO",
@@ -44,6 +45,13 @@ def _ns(table: pd.DataFrame, col: str) -> np.ndarray:
     if f"{col}_ns" in table:
         return table[f"{col}_ns"].to_numpy(dtype=np.float64)
     return table[f"{col}_ms"].to_numpy(dtype=np.float64) * 1e6
+
+
+def outlier_mask(wall: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """The steps robust_breakdown sets apart as outliers (True), from their wall and load times in any one
+    unit: every figure a report quotes of a step (the table, the verdict, the compute split) is of the
+    steps this leaves."""
+    return _outliers(np.asarray(wall, dtype=np.float64), np.asarray(load, dtype=np.float64))
 
 
 def _outliers(wall: np.ndarray, load: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ __all__ = [
     "WARN_SHARE",
     "CRITICAL_SHARE",
     "STARTUP_DOMINATES",
+    "NEAR_TIER",
     "avoidable",
     "decide",
     "decide_run",
@@ -59,13 +60,21 @@ def _level(share: float) -> str:
     return "critical" if share >= CRITICAL_SHARE else "warn" if share >= WARN_SHARE else "minor"
 
 
-def _straddles(band: tuple[float, float] | None) -> float | None:
-    """The tier an interval of shares straddles (its low end below, its high end at or above), if any."""
+# A share this close to a tier (a share of the tier itself: 8.5-11.5% at 10%, 17-23% at 20%) is near its
+# line: two runs of the same loop land on either side of it by noise alone (9.5% once, 10% the next), so
+# near the line a run is said the same way whichever side its estimate fell on, as is one whose interval
+# straddles the tier.
+NEAR_TIER = 0.15
+
+
+def _near_tier(share: float, band: tuple[float, float] | None) -> float | None:
+    """The tier a measured share is near (its interval straddles it, or the estimate is within NEAR_TIER of
+    it); None without an interval: a figure with no per-step spread is held to the tiers as they are."""
     if not band:
         return None
-    # The lower tier first: an interval across both is borderline at the first (is it a cause at all?).
+    # The lower tier first: a share near both is near the first (is it a cause at all?).
     for tier in (WARN_SHARE, CRITICAL_SHARE):
-        if band[0] < tier <= band[1]:
+        if band[0] < tier <= band[1] or abs(share - tier) <= NEAR_TIER * tier:
             return tier
     return None
 
@@ -120,11 +129,14 @@ def judge_causes(
         share = ms / step
         band = tuple(share_band[lb]) if share_band and share_band.get(lb) is not None else None
         g = expected_gain(step, ms, saved_band_ms=(band[0] * step, band[1] * step) if band else None)
-        # The level the interval's low end surely reaches: a borderline cause never flips up a tier.
+        # The level the interval's low end surely reaches: a borderline cause never flips up a tier; near a
+        # tier's line, the level below it whichever side the estimate fell on.
         level = _level(band[0]) if band else _level(share)
-        tier = _straddles(band)
+        tier = _near_tier(share, band)
         if tier == WARN_SHARE:
             level = "borderline"
+        elif tier == CRITICAL_SHARE:
+            level = "warn"
         ranked.append(
             Cause(
                 label=lb,
@@ -134,7 +146,7 @@ def judge_causes(
                 level=Level(level),
                 gain=Gain(g["saved_ms"], g["step_after_ms"], g["speedup"], g["band"]),
                 share_band=band,
-                borderline_tier=tier if band else None,
+                borderline_tier=tier,
             )
         )
     ranked.sort(key=lambda c: -c.ms_per_step)

@@ -176,50 +176,55 @@ def diagnose(
 
 def measured_first(findings: tuple[Finding, ...], verdict: Verdict, rows: list[ExperimentRow]) -> list[Finding]:
     """The findings after what the experiments measured (each a Check by analysis.checks.reconcile, offered
-    by findings.offered_gain's two rules): a workers setting experiment B measured faster (beyond its noise,
-    within its bound, by MATERIAL_X or more) leads, as a change with its measured figure; a decoder change
-    experiment C measured carries that measurement; loading advice no experiment measured is capped by what
-    experiment A measured with no loading at all, where A measured less than the advice predicts. Advice no
+    by findings.offered_gain's two rules): a workers setting whose measured band experiment B found above 1x
+    leads, as a change with its measured figure, whatever the bound the attribution set (a measurement
+    outranks a model: where B passed it, the checks say what else changed, measured); a decoder change
+    experiment C measured carries that measurement; loading advice no experiment of its own change measured
+    carries what experiment A measured with no loading at all, the ceiling of any change to it. Advice no
     experiment measured keeps its order."""
     out = list(findings)
     b = next((c for c in verdict.checks if c.experiment is Experiment.WORKERS), None)
-    if b and b.change is Change.FASTER and b.status is not Agreement.INCONCLUSIVE and not b.above_bound:
-        x, n = b.measured_speedup, b.num_workers
-        if n is not None and x >= MATERIAL_X:
-            measured = dataclasses.replace(b, against=Against.ADVICE, status=None)
-            cause = verdict.cause("load")
-            level = cause.level if cause is not None else verdict.level
-            figures = {"num_workers": n, "speedup": x, "experiment": b.name}
-            out.insert(
-                0,
-                Finding(
-                    FindingKind.WORKERS_MEASURED,
-                    level=level,
-                    cause="load",
-                    figures=figures,
-                    change={"num_workers": n},
-                    checks=(measured,),
-                ),
-            )
+    if b is not None and b.num_workers is not None and b.above_1x:
+        measured = dataclasses.replace(b, against=Against.ADVICE, status=None)
+        cause = verdict.cause("load")
+        level = cause.level if cause is not None else verdict.level
+        figures = {"num_workers": b.num_workers, "speedup": b.measured_speedup, "experiment": b.name}
+        found = Finding(
+            FindingKind.WORKERS_MEASURED,
+            level=level,
+            cause="load",
+            figures=figures,
+            change={"num_workers": b.num_workers},
+            checks=(measured,),
+        )
+        out.insert(0, found)
     base = rows[0]
     c = next((e for e in rows if e.experiment is Experiment.DECODER and e.speedup), None)
     a = next((e for e in rows if e.experiment is Experiment.SYNTHETIC and e.speedup), None)
     for i, f in enumerate(out):
         if c and f.kind is FindingKind.CHEAPER_BATCHES and f.figures.get("decode"):
             f = out[i] = dataclasses.replace(f, checks=f.checks + (_measured(Against.ADVICE, c, base, None),))
-        offered = any(x.against is Against.ADVICE and not x.below_1x for x in f.checks)
+        offered = any(x.against is Against.ADVICE and x.above_1x for x in f.checks)
         g = f.gain
-        if a and f.cause == "load" and not offered and g is not None and g.speedup and a.speedup < g.speedup:
+        if a and f.cause == "load" and not offered and g is not None:
             out[i] = dataclasses.replace(f, checks=f.checks + (_measured(Against.CEILING, a, base, g.speedup),))
     return out
 
 
 def _measured(against: Against, e: ExperimentRow, base: ExperimentRow, predicted: float | None) -> Check:
-    """What an experiment measured of a finding's change (ADVICE: with its band from both runs' spread where
-    they report one) or of removing its cause altogether (CEILING), as reconcile holds it to the finding."""
-    noise = difference_noise_ms(base.step_sem_ms, e.step_sem_ms) if against is Against.ADVICE else None
+    """What an experiment measured of a finding's change (ADVICE) or of removing its cause altogether
+    (CEILING), with its band from both runs' spread where they report one, as reconcile holds it to the
+    finding."""
+    noise = difference_noise_ms(base.step_sem_ms, e.step_sem_ms)
     p = Prediction("load", float(base.step_ms or 0.0), 0.0, against=against, speedup=predicted)
-    return reconcile(p, Measured(e.experiment, e.name, e.speedup, noise_ms=noise))
+    return reconcile(p, Measured(e.experiment, e.name, e.speedup, noise_ms=noise, compute_ms=_compute(base, e)))
+
+
+def _compute(base: ExperimentRow, e: ExperimentRow) -> tuple[float, float] | None:
+    """Compute per step in the baseline and in an experiment (the control: what else changed), where both
+    runs attributed their steps."""
+    b, x = (base.breakdown_ms or {}).get("compute"), (e.breakdown_ms or {}).get("compute")
+    return (float(b), float(x)) if b is not None and x is not None else None
 
 
 def diagnose_advice(base_doc: dict, verdict: Verdict, evidence: dict | None = None) -> Decision:
@@ -340,7 +345,16 @@ def workers_check(first: dict, final: Verdict, corrected: bool, base: dict, work
     load_ms = float(final.avoidable_ms.get("load") or 0.0)
     band = None if corrected else (first.get("avoidable_band_ms") or {}).get("load")
     noise = difference_noise_ms(base.get("step_sem_ms"), workers.step_sem_ms)
+    b, x = (base.get("breakdown_ms") or {}).get("compute"), (workers.breakdown_ms or {}).get("compute")
+    control = (float(b), float(x)) if b is not None and x is not None else None
     return reconcile(
         Prediction("load", step, load_ms, tuple(band) if band else None, Against.BOUND),
-        Measured(Experiment.WORKERS, workers.name, workers.speedup, noise_ms=noise, num_workers=workers.num_workers),
+        Measured(
+            Experiment.WORKERS,
+            workers.name,
+            workers.speedup,
+            noise_ms=noise,
+            compute_ms=control,
+            num_workers=workers.num_workers,
+        ),
     )

@@ -171,7 +171,7 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
             "checkpointing. On a CPU this time also holds tensor math outside modules (a functional loss, "
             "zero_grad, a manual p.data.add_ update): real compute, which a module (nn.MSELoss rather than "
             f"F.mse_loss), torch.optim{'' if f.get('compiled') else ', or torch.compile'} makes cheaper or at "
-            "least visible. A sampling profiler (py-spy top -- python your_script.py) shows which lines." + gain
+            "least visible. perfcore report --explain names the lines of your loop that hold this time." + gain
         )
     elif rid == "untimed_host_work":
         text = (

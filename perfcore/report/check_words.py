@@ -19,6 +19,7 @@ __all__ = [
     "loading_text",
     "readable_frame",
     "compute_shortfall",
+    "compute_change",
     "LOADING_CAUSE",
 ]
 
@@ -115,6 +116,22 @@ def compute_shortfall(c: Check) -> float | None:
     return grew if short > 0 and grew >= short / 2 else None
 
 
+def compute_change(c: Check) -> str:
+    """What else changed between the two runs, measured: compute per step in the baseline and in the
+    experiment, where the two differ by more than a tenth ("" otherwise, or where a run has no figure)."""
+    cm = c.compute_ms
+    if not cm or None in cm or not cm[0] or abs(float(cm[1]) - float(cm[0])) <= 0.1 * float(cm[0]):
+        return ""
+    return f"compute per step {fmt_ms(cm[0])} -> {fmt_ms(cm[1])}"
+
+
+def _compute_said(c: Check) -> str:
+    cm = c.compute_ms
+    if not cm or None in cm:
+        return "was not measured in both runs"
+    return f"stayed {fmt_ms(cm[0])} -> {fmt_ms(cm[1])}, so what else changed is not in the step's labels"
+
+
 def bound_long(c: Check) -> str:
     """Experiment B (the workers changed) against the bound no worker setting can pass, removing all
     loading: what it measured, its change as measured (slower / within noise), inconclusive when the
@@ -136,10 +153,13 @@ def bound_long(c: Check) -> str:
     if c.above_bound:
         m, top = c.measured_saved_ms, c.bound_ms
         within = noise is not None and m is not None and top is not None and m - top <= noise
+        moved = compute_change(c)
         said += "; above that bound" + (
             f", within the runs' noise ({fmt_ms(noise)} per step)"
             if within
-            else ": the machine changed between the runs, not an effect of the workers"
+            else f": {moved} in that run (measured), which removing the wait alone does not explain"
+            if moved
+            else f": more than removing the wait explains; compute per step {_compute_said(c)}"
         )
     return said
 

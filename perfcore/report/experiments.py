@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfcore.analysis.checks import Against, Check
+from perfcore.analysis.checks import Against, Check, Reason
 from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, ScriptExit, SweepResult
 from perfcore.analysis.results import Interference
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.advice_words import text_of
-from perfcore.report.check_words import LOADING_CAUSE, compute_shortfall, readable_frame
+from perfcore.report.check_words import LOADING_CAUSE, compute_change, compute_shortfall, readable_frame
 from perfcore.report.diagnose_words import note_words
 from perfcore.report.failure_words import config_failure, script_exit_words
 from perfcore.report.health_words import health_summary, heartbeat_meaning
@@ -104,7 +104,12 @@ def render_diagnose(doc: DiagnoseResult) -> str:
                 + f", measured {fmt_x(c.measured_speedup)}"
                 + (f" ({fmt_band(*mb)})" if mb and mb[1] is not None else "")
                 + f": {c.status.value}"
-                + (f" (agreeing: {speedups_words(c.agreement_band)})" if speedups_words(c.agreement_band) else "")
+                + (
+                    f" ({'within' if c.status is Agreement.CONFIRMED else 'confirmed needs'} "
+                    f"{speedups_words(c.agreement_band)})"
+                    if speedups_words(c.agreement_band)
+                    else ""
+                )
             )
     for r in doc.findings or ():
         lines.append(f"  - {text_of(r, doc.loader_plan)}")
@@ -117,8 +122,8 @@ def _bound_word(c: Check) -> str:
     if c.status is Agreement.INCONCLUSIVE:
         return "inconclusive"
     if c.above_bound:
-        # More than removing all loading can give is not the workers' doing, so the advice does not rest on it.
-        return "above that bound, so not advised"
+        # A measurement outranks the model: past what removing the wait explains, what else changed is said.
+        return "above that bound" + (f"; {compute_change(c)}" if compute_change(c) else "")
     m, p = c.measured_speedup, c.predicted_speedup
     if c.change is Change.SLOWER:  # "within it" beside "(slower)" read as if the workers were on the way
         return "workers do not help here"
@@ -136,14 +141,18 @@ def _check_short(c: Check) -> str:
         said = c.change.value if c.change is not None else None
         changes = [""]
         if said and c.status is not Agreement.INCONCLUSIVE:
-            changes = ([f" ({band}, {said})"] if band else []) + [f" ({said})"]
-        lines = [f"  {c.name}: measured {mx}{ch}, at most {px} possible: {_bound_word(c)}" for ch in changes]
-        return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])  # the band goes first where too long
+            changes = ([f" ({band}, {said})"] if band else []) + [f" ({said})", ""]
+        names = [c.name, c.name.split(":")[0]]  # the experiment's code alone where its name is too long
+        lines = [f"  {n}: measured {mx}{ch}, at most {px} possible: {_bound_word(c)}" for ch in changes for n in names]
+        return _fitting(lines)  # the band goes first where too long
     status = c.status.value if c.status is not None else "inconclusive"
     grew = compute_shortfall(c)
+    moved = compute_change(c)
     why = (
-        ", compute drifted between the runs"
-        if c.reason is not None and c.reason.value == "compute drift"
+        f"; {moved}"
+        if moved and c.reason is Reason.COMPUTE_DRIFT
+        else ", compute drifted between the runs"
+        if c.reason is Reason.COMPUTE_DRIFT
         else f", noise {fmt_ms(noise)} a step"
         if status == "inconclusive" and noise is not None
         else f", its compute took {fmt_ms(grew)} more a step"
@@ -154,9 +163,15 @@ def _check_short(c: Check) -> str:
     # the word, so "confirmed" is never read against a narrower range printed elsewhere; a shortfall
     # the experiment's own compute explains is said in its place (the line's width holds one).
     agreeing = speedups_words(c.agreement_band) if status != "inconclusive" and grew is None else ""
-    return f"  {c.name}: predicted {px}, measured {mx}: {status}{why}" + (
-        f" (agreeing: {agreeing})" if agreeing else ""
-    )
+    said = "within" if c.status is Agreement.CONFIRMED else "confirmed needs"
+    tail = [f" ({said} {agreeing})", ""] if agreeing else [""]
+    names = [c.name, c.name.split(" (")[0]]
+    return _fitting([f"  {n}: predicted {px}, measured {mx}: {status}{why}{t}" for t in tail for n in names])
+
+
+def _fitting(lines: list[str]) -> str:
+    """The first of a line's forms, longest first, that fits the width; else the last."""
+    return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
 
 
 def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, header: bool = True) -> str:
@@ -185,7 +200,7 @@ def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, heade
         top = readable_frame(p.top[0].function) if p.top else ""
         lines.append(
             f"  __getitem__: {fmt_ms(p.ms_per_item)} per item"
-            + (f", CPU/wall {p.cpu_to_wall:.2f}" if p.cpu_to_wall is not None else "")
+            + (f", {100 * p.cpu_to_wall:.0f}% of it on a CPU" if p.cpu_to_wall is not None else "")
             + cause
             + (f"; top: {top if len(top) <= 40 else top[:37] + '...'}" if top else "")
         )

@@ -92,8 +92,9 @@ def speedups_words(band: Any) -> str:
 
 
 def gain_words(speedup: float | None, band: Any = None) -> str:
-    """A speedup with its band: "up to 1.92x faster (1.80-2.05x)"; empty without a finite speedup."""
-    if speedup is None:
+    """A speedup with its band: "up to 1.92x faster (1.80-2.05x)"; empty without a finite speedup above 1x
+    (nothing below it is a gain)."""
+    if speedup is None or not speedup > 1.0:
         return ""
     ok = band and band[0] is not None and band[1] is not None and band[0] != band[1]
     return f"up to {fmt_x(speedup)} faster" + (f" ({fmt_band(*band)})" if ok else "")

@@ -146,7 +146,8 @@ def _try_line(r: RunReport, lb: LabelLines, label: str, cwd: str | None) -> str:
         else f"too few samples to time it ({f.samples} of {n} {label}; a time needs {min_samples(f.share)}, "
         "a longer run has more)"
     )
-    return f"  try: {_span(lb, f, cwd)}: {few}{counted}"
+    # Without counted calls there is no change to make at the line: a caveat, said as a note.
+    return f"  {'try' if counted else 'note'}: {_span(lb, f, cwd)}: {few}{counted}"
 
 
 def lines_text(r: RunReport, cwd: str | None = None) -> list[str]:
@@ -160,7 +161,7 @@ def lines_text(r: RunReport, cwd: str | None = None) -> list[str]:
     s = r.starvation
     if s is not None and s.starved:
         out.append(
-            f"  loader starved on {fmt_share(s.share)} of steps ({s.starved} of {s.steps}, "
+            f"  steps that waited on the loader: {fmt_share(s.share)} ({s.starved} of {s.steps}, "
             f"waits over {fmt_ms(s.threshold_ms)}): their p50 wait {fmt_ms(s.p50_wait_ms)}, "
             f"p95 {fmt_ms(s.p95_wait_ms)}, "
             f"longest run {s.longest_run} steps from step {s.longest_run_first_step}"

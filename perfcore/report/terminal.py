@@ -26,7 +26,7 @@ from perfcore.report.rank_words import (
 )
 from perfcore.report.record_words import notes_of
 from perfcore.report.robust_words import outliers_sentence
-from perfcore.report.verdict_words import cause_words, level_word, plain_words, summary_words
+from perfcore.report.verdict_words import cause_words, fit, level_word, plain_words, summary_words
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "crashed_early", "FEW_STEPS"]
 
@@ -70,10 +70,20 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     named = [s for s in extra if s.startswith("try:") and not (loader_rec and s.startswith("try: DataLoader at"))]
     recs = [f for f in recs if not (named and f.kind is FindingKind.HOST_GAPS)]
     tries = list(named)
-    for f in recs:
+    # Start-up is a caveat on the figures, not a change to the script: a note, never a try line.
+    for f in (f for f in recs if f.kind is not FindingKind.STARTUP):
         tries.append(try_short(f, r.verdict, site, tuple(tries)))
     lines += [] if crash else [t for t in tries if t][:2]
-    starved = starved_short(r.starvation)
+    su = r.verdict.startup
+    if not crash and su is not None and su.dominates:
+        lines.append(
+            f"note: start-up took {fmt_ms(su.ms)}, {fmt_share(su.share_of_run)} of the run; the table is the "
+            "steps after it"
+        )
+    # A loader in the training process: its wait a step as the table quotes it (the verdict's estimate).
+    in_process = ld is not None and ld.num_workers == 0 and r.starvation is not None and r.starvation.starved
+    ev = report_evidence(r)
+    starved = starved_short(r.starvation, steady_ms(ev)["load"] if in_process else None, ev["step_ms"])
     lines += [starved] if starved else []
     ex = r.exit
     if crash:
@@ -111,33 +121,57 @@ def crashed_early(r: RunReport) -> list[str]:
 
 
 def brief_table(r: RunReport) -> list[str]:
-    """The header line (steps, device, backend, p50/p90 step, a measured busy machine) and the
-    five-label table of a run with measured steps."""
+    """The header line (steps, device, the mean step and p90, a measured busy machine) and the five-label
+    table of a run with measured steps: one definition of the step in all of it, the verdict's (the mean,
+    without outlier steps where some were set apart), and a line saying so where setting them apart
+    changes the picture."""
     st = r.step_time_ms
     intf = r.interference
-    lines = [
-        f"perfcore: {r.steps} steps (+{r.warmup_steps} warm-up){trainers_phrase(r)} on {r.device}, "
-        f"{r.backend} backend; step p50 {fmt_ms(st.p50)}, p90 {fmt_ms(st.p90)}"
-        + (
-            f"; BUSY: others used {intf.others_cores:.1f} of {intf.cores} cores"
-            if intf is not None and intf.material and intf.others_cores is not None
-            else ""
-        )
-    ]
     # The figures the verdict judges on (the trimmed steady step where outliers were set apart), so that
-    # the table and the verdict line quote one statistic; the plain means stay in --explain and run.json.
+    # the header, the table and the verdict line quote one statistic; the plain means stay in --explain.
     ev = report_evidence(r)
     step = float(ev["step_ms"] or 0.0)
     ms = steady_ms(ev)
-    out = (ev.get("outliers") or {}).get("count")
-    lines.append(
-        f"  {'label':<9} {'per step':>9} {'share':>6}"
-        + (f"  of a {fmt_ms(step)} step: the mean without {out} outlier step(s) of {r.steps}" if out else "")
+    out = int((ev.get("outliers") or {}).get("count") or 0)
+    busy = (
+        f"; BUSY: others used {intf.others_cores:.1f} of {intf.cores} cores"
+        if intf is not None and intf.material and intf.others_cores is not None
+        else ""
     )
+    head = f"perfcore: {r.steps} steps (+{r.warmup_steps} warm-up){trainers_phrase(r)} on {r.device}"
+    lines = [
+        fit(
+            (head, 0),
+            (f"; mean step {fmt_ms(step)}" + (" less outliers" if out else ""), 0),
+            (f", p90 {fmt_ms(st.p90)}", 2),
+            (busy, 1),
+        )
+    ]
+    lines.append(f"  {'label':<9} {'per step':>9} {'share':>6}")
     for lb in LABELS:
         f = ms[lb] / step if step > 0 else 0.0
         lines.append(f"  {lb:<9} {fmt_ms(ms[lb]):>9} {fmt_share(f):>6} {_bar(f)}")
+    held = _outliers_held(r, step, out)
+    if held is not None:
+        lines.append(
+            f"  the {out} slow step(s) set apart ({fmt_share(out / r.steps)} of them) hold "
+            f"{fmt_share(held)} of the time: with them the mean step is {fmt_ms(st.mean)}"
+        )
     return lines
+
+
+# Outlier steps set apart change the picture when the mean with them is this much above the one without.
+OUTLIERS_CHANGE = 0.10
+
+
+def _outliers_held(r: RunReport, step: float, out: int) -> float | None:
+    """The share of the measured time the outlier steps held, where setting them apart moves the mean step by
+    OUTLIERS_CHANGE or more (the tiny loop's 1999 of 19995 steps held half its time); None otherwise."""
+    mean = float(r.step_time_ms.mean or 0.0)
+    if not out or not mean or not step or mean - step < OUTLIERS_CHANGE * mean:
+        return None
+    kept = step * (r.steps - out)
+    return max(0.0, 1.0 - kept / (mean * r.steps))
 
 
 def render_text(r: RunReport, *, verdict: bool = True) -> str:

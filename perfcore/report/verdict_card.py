@@ -43,8 +43,8 @@ def card_lines(t: Verdict) -> tuple[str, list[str]]:
         tier = top.borderline_tier or WARN_SHARE
         more = steps_to_settle(t.steps, top.share, top.share_band, tier) if t.steps else None
         lines.append(
-            f"borderline: its {100 * LEVEL:.0f}% interval {fmt_band(top.share_band[0], top.share_band[1], fmt_share)} "
-            f"straddles {100 * tier:.0f}%; "
+            f"near the {100 * tier:.0f}% line: its {100 * LEVEL:.0f}% interval "
+            f"{fmt_band(top.share_band[0], top.share_band[1], fmt_share)}; "
             + (
                 f"--steps {more} or a quieter machine would settle it"
                 if more and more > t.steps

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 # The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
-WIDTH = 120
+WIDTH = 100
 # A cause's tier in plain words: the verdict's "warn" is a threshold's name, not a finding, and "critical"
 # read as an alarm to new users for a 27% share that costs a quarter of the step, not a failure.
 LEVEL_WORDS = {"warn": "moderate", "critical": "major", "borderline": "borderline", "minor": "minor"}
@@ -98,7 +98,7 @@ def _core(t: Verdict) -> str:
         )
         if top.borderline_tier == CRITICAL_SHARE:
             said += (
-                f". Borderline {level_word('critical')}: the interval straddles {100 * CRITICAL_SHARE:.0f}%; "
+                f". Near the {100 * CRITICAL_SHARE:.0f}% line, so said as {level_word('warn')} in every run; "
                 + _settle(t.steps, top, CRITICAL_SHARE)
             )
         others = [c for c in named if c is not top]
@@ -111,9 +111,10 @@ def _core(t: Verdict) -> str:
     if named:
         top = named[0]
         return (
-            f"borderline {top.bound}: {what_of(top.label, t.on_gpu)} costs {fmt_ms(top.ms_per_step)} of each "
-            f"{fmt_ms(step)} step ({fmt_share(top.share)}{_share_band(top.share_band)}), which straddles the "
-            f"{100 * WARN_SHARE:.0f}% tier: " + _settle(t.steps, top, WARN_SHARE)
+            f"compute-bound, {what_of(top.label, t.on_gpu)} near the {100 * WARN_SHARE:.0f}% line: it costs "
+            f"{fmt_ms(top.ms_per_step)} of each {fmt_ms(step)} step ({fmt_share(top.share)}"
+            f"{_share_band(top.share_band)}), said so whichever side of the line a run lands: "
+            + _settle(t.steps, top, WARN_SHARE)
         )
     big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
     return (
@@ -230,9 +231,10 @@ def _name(t: Verdict) -> str | None:
     top = next((c for c in t.named if c.label == t.primary), None)
     if top is None:
         return None
-    level = "borderline" if t.level is Level.BORDERLINE else level_word(top.level)
     on = f" on rank {job.slow_rank}" if job else ""  # the slow rank's steps, not the table's rank
-    return f"{top.bound}{on} ({level})"
+    if t.level is Level.BORDERLINE:  # said the same whichever side of the line a run's estimate fell
+        return f"compute-bound{on} (near the {100 * WARN_SHARE:.0f}% line)"
+    return f"{top.bound}{on} ({level_word(top.level)})"
 
 
 def verdict_name(t: Verdict) -> str:
@@ -249,7 +251,7 @@ def _head(t: Verdict) -> list[tuple[str, int]] | None:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
         return [
             (
-                f"{_name(t)}: nothing outside compute reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step",
+                f"{_name(t)}: nothing else reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step",
                 0,
             ),
             (f" (largest: {big.label}, {fmt_share(big.share)})" if big else "", 2),
@@ -261,17 +263,25 @@ def _head(t: Verdict) -> list[tuple[str, int]] | None:
     top = next((c for c in t.named if c.label == t.primary), None)
     if top is None:
         return None
-    band = f", CI {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
+    if t.level is Level.BORDERLINE and not job:
+        return [
+            (f"compute-bound; {WHAT[top.label]} {fmt_share(top.share)} of a {fmt_ms(t.step_ms)} step", 0),
+            (f" ({fmt_band(top.share_band[0], top.share_band[1], fmt_share)})" if top.share_band else "", 3),
+            (f", near the {100 * WARN_SHARE:.0f}% line", 0),
+            busy,
+        ]
+    band = f", interval {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
+    near = top.borderline_tier if t.level is not Level.BORDERLINE else None
     # The gain of removing it is said once, on the "try" line that names the change; the interval gives
     # way to the wait for the slow rank and to the busy mark.
+    # The step's own figure gives way before the busy mark: the header line says the same mean step.
     return [
-        (
-            f"{_name(t)}: {WHAT[top.label]}, {fmt_ms(top.ms_per_step)} of a "
-            f"{fmt_ms(t.step_ms)} step ({fmt_share(top.share)}",
-            0,
-        ),
+        (f"{_name(t)}: {WHAT[top.label]}, {fmt_ms(top.ms_per_step)}", 0),
+        (f" of a {fmt_ms(t.step_ms)} step", 2),
+        (f" ({fmt_share(top.share)}", 0),
         (band if not job else "", 3),
         (")", 0),
+        (f", near the {100 * near:.0f}% line" if near else "", 2),
         (f"; rank {job.waiting_rank} waits {fmt_share(job.wait_share)} for it" if job else "", 1),
         busy,
     ]

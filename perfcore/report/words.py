@@ -30,7 +30,7 @@ _CHANGE = {
     "overlap_copies": "overlap copies with compute (pinned memory, non_blocking, prefetch the next batch)",
     "overlap_comm": "overlap communication with backward, or send less",
     "launch_overhead": "remove syncs (.item(), .cpu()) from the loop; torch.compile or CUDA Graphs",
-    "host_gaps": "look at the loop's code between steps (py-spy top shows which lines)",
+    "host_gaps": "move work out of the loop between steps (--explain names the lines that hold it)",
     "untimed_host_work": "time the rest of the step with timer.phase('name')",
     "faster_compute": "faster compute (bf16 autocast, torch.compile, fused optimizers)",
     "startup": "measure a longer run (--steps) before judging the steady state",
@@ -72,21 +72,26 @@ def _change(rec: Finding, verdict: Verdict, said: tuple[str, ...] = ()) -> str |
         share = fmt_share(rec.figures["share_of_wall"])
         return f"evaluation took {share} of the run, outside the steps above: evaluate less often, on fewer batches"
     decoder = rec.measured(Against.ADVICE)
-    if rec.kind is FindingKind.CHEAPER_BATCHES and decoder is not None and decoder.below_1x:
-        return _CHEAPER["fast"]  # experiment C measured the other decoder slower: not advised
+    if rec.kind is FindingKind.CHEAPER_BATCHES and decoder is not None and not decoder.above_1x:
+        return _CHEAPER["fast"]  # experiment C measured the other decoder no faster: not advised
     if rec.kind is FindingKind.CHEAPER_BATCHES and rec.figures.get("decode") in _CHEAPER:
         return _CHEAPER[rec.figures["decode"]]
     return _CHANGE.get(rid)
 
 
-def starved_short(s: Starvation | None) -> str | None:
-    """Loader starvation in one line: how many steps waited, over what, and the typical and worst wait;
-    the longest starved run is in --explain."""
+def starved_short(s: Starvation | None, in_process_ms: float | None = None, step_ms: float | None = None) -> str | None:
+    """The loader's waits in one line. A loader in the training process (num_workers=0, `in_process_ms` its
+    wait a step) makes every step wait by construction: said as its cost per step, not as starvation.
+    Otherwise how many steps waited, over what, and the typical and worst wait; the longest run of them is
+    in --explain."""
+    if in_process_ms is not None and in_process_ms > 0:
+        share = f" ({fmt_share(in_process_ms / step_ms)})" if step_ms else ""
+        return f"loading runs in the training process (num_workers=0): {fmt_ms(in_process_ms)} a step{share}"
     if s is None or not s.starved:
         return None
     return _fit(
         (
-            f"loader starved: {s.starved} of {s.steps} steps ({fmt_share(float(s.share))}) waited over "
+            f"steps that waited on the loader: {s.starved} of {s.steps} ({fmt_share(float(s.share))}) over "
             f"{fmt_ms(float(s.threshold_ms))}",
             0,
         ),
@@ -112,7 +117,8 @@ def _measured_gain(rec: Finding) -> list[str]:
         band = f" ({fmt_band(*b)})" if b and len(b) == 2 and None not in b and b[0] != b[1] else ""
         head, exp = f"measured {fmt_x(c.measured_speedup)}", c.name
         return [f"{head}{band} ({exp})", f"{head} ({exp})", f"{head} ({exp.split(':')[0]})"]
-    return [f"up to {fmt_x(c.measured_speedup)} ({c.name.split(':')[0]}, measured with no loading)"]
+    x, exp = fmt_x(c.measured_speedup), c.name.split(":")[0]
+    return [f"up to {x} ({exp}, measured with no loading)", f"up to {x} (measured without loading)"]
 
 
 def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str, ...] = ()) -> str:
@@ -128,11 +134,13 @@ def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str,
         change = text_of(rec).split(": ")[0].split(". ")[0]
     measured = _measured_gain(rec)
     if measured:
-        lines = [f"try: {change}: {m}" for m in measured]
+        # The change's own gloss gives way last of all: "cheaper batches (...)" reads as "cheaper batches".
+        changes = [change, change.split(" (")[0]]
+        lines = [f"try: {ch}: {m}" for ch in changes for m in measured]
         if site:
             lines.insert(0, f"try: {site}: {change}: {measured[0]}")
         return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
-    g = rec.gain
+    g = rec.offered  # the prediction, unless the cause removed altogether measured no gain above 1x
     gain = gain_words(g.speedup, g.band) if g is not None and rec.cause in WHAT else ""
     where = f"{site}: " if site and rec.cause in ("load", "transfer") else ""
     return f"try: {where}{change}" + (f": {gain}" if gain else "")
