@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 import pandas as pd
 
-from perfcore.run.parent.finish import monitor_summary
+from perfcore.run.parent.evidence import monitor_summary
 
 
 def test_the_monitor_summary_copies_only_its_columns():

@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pandas as pd
 
+from perfcore.analysis.advice import advise_run, training_loader_index
 from perfcore.analysis.run_context import Outcome
-from perfcore.analysis.run_report import SCHEMA, RunReport
+from perfcore.analysis.run_report import SCHEMA, Decision, RunReport
 from perfcore.capture.sampler import add_per_step
 from perfcore.errors import RunFailed, UsageError
 from perfcore.report import jsonio
 from perfcore.report.reader import load_part, steps_file
+from perfcore.run.parent.evidence import interference_of, monitor_summary, worker_summary
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.heap import give_back_freed
 from perfcore.run.parent.part_dirs import (
@@ -26,68 +29,15 @@ from perfcore.run.parent.part_dirs import (
     write_steps,
 )
 from perfcore.run.part_files import finish_raw
-from perfcore.run.protocol import CHECKPOINT, RAW_JSON, WORKER_COLUMNS, WORKERS
+from perfcore.run.protocol import CHECKPOINT, RAW_JSON
 
 __all__ = [
     "finish_run",
     "finish_unfinished",
     "merge_dirs",
     "read_parts",
-    "worker_summary",
     "write_steps",
-    "monitor_summary",
 ]
-
-
-def worker_summary(
-    out: Path,
-    loop_step_ms: float | None,
-    load_ms: float | None,
-    rank: int | None = None,
-    loader: int | None = None,
-    skip_pids: tuple[int, ...] = (),
-) -> dict[str, Any]:
-    """How fast DataLoader workers produce batches (for one rank; for one loader, by its index in
-    run.json's loaders, so an eval loader's batches never mix into the train loader's figures; without
-    the batches a process in skip_pids loaded itself: one that only evaluated); advice.loader_plan sets
-    it against the loop."""
-    pattern = "*.csv" if loader is None else f"*.L{loader}.csv"
-    root = out / WORKERS
-    # Files the loaders wrote here, not what a link points at; a row that is not numbers is no batch.
-    linked = root.is_symlink() or not root.is_dir()
-    skip = {f"{pid}-main" for pid in skip_pids}
-    files = (
-        []
-        if linked
-        else sorted(f for f in root.glob(pattern) if not f.is_symlink() and f.name.split(".")[0] not in skip)
-    )
-    frames = []
-    for f in files:
-        try:
-            frames.append(pd.read_csv(f, header=None, names=WORKER_COLUMNS))
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError):
-            continue
-    if not frames:
-        return {}
-    w = pd.concat(frames, ignore_index=True).apply(pd.to_numeric, errors="coerce").dropna()
-    if w.empty:
-        return {}
-    if rank is not None and (w["rank"] >= 0).any():
-        w = w[w["rank"] == rank]
-        if w.empty:
-            return {}
-    in_workers = w[w["worker"] >= 0]
-    fetch_ms = (w["end_ns"] - w["start_ns"]) / 1e6
-    doc: dict[str, Any] = {
-        # Worker ids, not pids: without persistent_workers each epoch starts new processes.
-        "num_workers": int(in_workers["worker"].nunique()),
-        "batches": int(len(w)),
-        "fetch_ms_mean": float(fetch_ms.mean()),
-        "getitem_ms_mean": float(w["getitem_ns"].mean() / 1e6),
-        "collate_ms_mean": float(w["collate_ns"].mean() / 1e6),
-        "items_per_batch": float(w["items"].mean()),
-    }
-    return doc
 
 
 def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
@@ -123,52 +73,33 @@ def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[di
     return parts
 
 
-def monitor_summary(samples: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:
-    """run.json's `monitor`: means over the samples; the GPU's power and temperature (mean, max) and,
-    over the measured steps that hold a sample, the spread of their per-step means."""
-    doc: dict[str, Any] = {"samples": int(len(samples))}
-    for c in ("cpu_percent", "gpu_util", "power_w", "temp_c"):
-        v = pd.to_numeric(samples[c], errors="coerce").dropna() if c in samples else pd.Series(dtype=float)
-        if len(v):
-            doc[f"{c}_mean"] = float(v.mean())
-            if c in ("power_w", "temp_c"):
-                doc[f"{c}_max"] = float(v.max())
-    # The two monitor columns before the measured rows: selecting rows of the whole table copies every column.
-    steps = steps[[c for c in ("warmup", "monitor_power_w", "monitor_temp_c") if c in steps]]
-    measured = steps[~steps["warmup"].to_numpy(dtype=bool)] if "warmup" in steps else steps
-    per_step = {}
-    for c in ("power_w", "temp_c"):
-        v = pd.to_numeric(measured[f"monitor_{c}"], errors="coerce").dropna() if f"monitor_{c}" in measured else ()
-        if len(v):
-            per_step[c] = {"mean": float(v.mean()), "min": float(v.min()), "max": float(v.max()), "steps": int(len(v))}
-    if per_step:
-        doc["per_step"] = per_step
-    return doc
+@dataclass
+class _Finish:
+    """One run's finish as its steps go: what finish_run's steps read, and what each leaves to the next."""
+
+    out: Path
+    rc: int
+    cmd: list[str]
+    scope: str
+    parts: list[dict[str, Any]]  # the run's processes, ranks in order
+    evaluating: list[dict[str, Any]]  # processes that only evaluated
+    apart: list[dict[str, Any]]  # processes measured apart from the run
+    side_by_side: bool  # trainers side by side (Hogwild): one table, no ranks
+    main: dict[str, Any] | None  # the run's rows: its one process's, or the trainers' together
+    doc: dict[str, Any]
+    train_loader: int | None  # the index of the training loader in doc's loaders: the workers' figures are its
+    focus: dict[str, Any] = field(default_factory=dict)  # whose numbers drive the advice
+    evidence: dict[str, Any] = field(default_factory=dict)  # what only the parent sees, for the decision
+    memory: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=lambda: {"run.json": "run.json", "steps.csv": "steps.csv"})
+
+    @property
+    def ranked(self) -> bool:
+        """Ranks of one job (not trainers side by side): merged, each rank's numbers kept."""
+        return not self.side_by_side and (len(self.parts) > 1 or bool(self.doc.get("world_size")))
 
 
-def _interference(
-    samples: dict[str, list] | None, raw: dict[str, Any] | None, trainers: int = 0
-) -> dict[str, Any] | None:
-    """The interference finding over the measured steps (the samples that bound them, on the steps'
-    monotonic clock), the script's main process one level below this launcher, or (trainers: how many
-    processes the script started that train side by side) the processes below it."""
-    if not samples:
-        return None
-    from perfcore.analysis.interference import interference_finding, window
-
-    if raw and len(raw.get("step_start_ns", [])):
-        start_s = float(raw["step_start_ns"][0]) / 1e9
-        end_s = float(raw["step_start_ns"][-1] + raw["step_wall_ns"][-1]) / 1e9
-        samples = window(samples, start_s, end_s)
-    finding = interference_finding(
-        samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"), main_depth=2 if trainers else 1
-    )
-    if finding is not None and trainers:
-        finding["main_processes"] = trainers
-    return finding
-
-
-def finish_run(  # noqa: C901, PLR0912, PLR0915
+def finish_run(
     out: Path,
     rc: int,
     cmd: list[str],
@@ -183,155 +114,228 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     failed and there is nothing to report. scope "node": the parts are one node's of a job across machines (its
     other ranks are the job's report's to miss); "afterwards": finished by `perfcore report` from the parts,
     after perfcore stopped (the exit code is the one the parts imply, and a note says so)."""
-    from perfcore.run.parent.outcome import describe_exit, first_failed_rank
-    from perfcore.run.parent.trainers import the_run, together
+    from perfcore.run.parent.outcome import first_failed_rank
 
     give_back_freed()  # the finish's column-sized arrays go back to the OS when freed, not to the heap
     parts = read_parts(out) if parts is None else parts
-    failed_first = first_failed_rank(parts)
+    run = _choose(out, rc, cmd, parts, scope)
+    outcome, notes = _ending(run, first_failed_rank(parts), oom)
+    if not run.doc.get("steps") and not run.doc.get("warmup_steps"):
+        return _no_step(out, rc, cmd, run.parts, run.doc, outcome, notes)
+    _note_processes(run, notes, outcome)
+    if run.ranked:
+        _merge_ranks(run)
+        _shift_clocks(run)
+    _gather_evidence(run, interference)
+    decision = advise_run(run.doc, zero_code=True, focus=run.focus, evidence=run.evidence, memory=run.memory)
+    if samples is not None:
+        _write_monitor(run, samples)
+    _write_tables(run, unchanged=samples is None)
+    _write_plots(run, decision)
+    _write_process_tables(run)
+    report = _write_report(run, decision)
+    _clean_up(run)
+    return report
+
+
+def _choose(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]], scope: str) -> _Finish:
+    """Which processes are the run, and whose rows are its own."""
+    from perfcore.run.parent.trainers import the_run, together
+
     measured, evaluating, apart, side_by_side = the_run(parts)
     # No step anywhere: the process that saw the most (not a launcher that only imported torch).
-    parts = (
-        measured
-        or sorted(parts, key=lambda p: -sum(v for v in (p["doc"].get("seen") or {}).values() if isinstance(v, int)))[:1]
-    )
-    parts.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
+    chosen = measured or sorted(parts, key=lambda p: -_seen(p["doc"]))[:1]
+    chosen.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
     # The run's rows: its one process's, or every trainer's where several trained side by side (Hogwild).
-    main = together(parts, evaluating) if side_by_side else parts[0] if parts else None
+    main = together(chosen, evaluating) if side_by_side else chosen[0] if chosen else None
     doc = dict(main["doc"]) if main else {}
-    if failed_first is not None and rc != 0:
+    train = training_loader_index(doc.get("loaders"))
+    return _Finish(out, rc, cmd, scope, chosen, evaluating, apart, side_by_side, main, doc, train, focus=doc)
+
+
+def _seen(doc: dict[str, Any]) -> int:
+    return sum(v for v in (doc.get("seen") or {}).values() if isinstance(v, int))
+
+
+def _ending(
+    run: _Finish, failed_first: dict[str, Any] | None, oom: tuple[int | None, int | None]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """How the run ended (its outcome; failed_first: the process of any part that failed first), and the
+    notes every run gets."""
+    from perfcore.run.parent.outcome import describe_exit
+
+    if failed_first is not None and run.rc != 0:
         # A job's error is the rank that failed first, in its own words: not another rank's broken
         # connection to it, nor the launcher's banner.
         first = failed_first["doc"]
-        doc["exit"] = {**first["exit"], "exception": f"rank {first['rank']}: {first['exit']['exception']}"}
-    outcome = describe_exit(rc, (doc.get("exit") or {}).get("reason"), *oom)
-    afterwards = scope == "afterwards"
-    notes = [_afterwards(rc)] if afterwards else []
-    if not doc.get("steps") and not doc.get("warmup_steps"):
-        return _no_step(out, rc, cmd, parts, doc, outcome, notes)
-    if evaluating:
-        notes.insert(0, {"code": "evaluation_only", "figures": {"pids": [p["doc"].get("pid") for p in evaluating]}})
-    if apart:
-        said = [{"pid": p["doc"].get("pid"), "steps": p["doc"].get("steps", 0)} for p in apart]
-        notes.insert(len(notes) - afterwards, {"code": "measured_apart", "figures": {"processes": said}})
+        run.doc["exit"] = {**first["exit"], "exception": f"rank {first['rank']}: {first['exit']['exception']}"}
+    outcome = describe_exit(run.rc, (run.doc.get("exit") or {}).get("reason"), *oom)
+    return outcome, [_afterwards(run.rc)] if run.scope == "afterwards" else []
+
+
+def _note_processes(run: _Finish, notes: list[dict[str, Any]], outcome: dict[str, Any]) -> None:
+    """The notes on which processes are the run (the afterwards note stays last), the command and its end."""
+    doc, last = run.doc, len(notes)
+    if run.evaluating:
+        notes.insert(0, {"code": "evaluation_only", "figures": {"pids": [p["doc"].get("pid") for p in run.evaluating]}})
+    if run.apart:
+        said = [{"pid": p["doc"].get("pid"), "steps": p["doc"].get("steps", 0)} for p in run.apart]
+        notes.insert(len(notes) - last, {"code": "measured_apart", "figures": {"processes": said}})
     if doc.get("checkpoint"):
         figures = {"steps": doc["checkpoint"]["steps"]}
-        notes.insert(len(notes) - afterwards, {"code": "from_checkpoint", "figures": figures})
+        notes.insert(len(notes) - last, {"code": "from_checkpoint", "figures": figures})
     doc["notes"] = list(doc.get("notes") or []) + notes
-    doc["command"] = cmd
-    doc["exit_code"] = rc
-    doc["outcome"] = outcome
-    focus = doc  # whose numbers drive the advice: the job's slowest rank when there is one
-    from perfcore.analysis.advice import advise_run, training_loader_index
+    doc.update(command=run.cmd, exit_code=run.rc, outcome=outcome)
 
-    train_ix = training_loader_index(doc.get("loaders"))  # the workers' figures are the train loader's
-    if not side_by_side and (len(parts) > 1 or doc.get("world_size")):
-        from perfcore.analysis.ranks import clock_offsets, merge_ranks
 
-        # The merged run: rank 0's (or the lowest present) numbers, plus every rank's and the stragglers.
-        doc.update(merge_ranks(parts, node_view=scope == "node"))
-        offsets = clock_offsets(parts)
-        doc["clock_offsets_ns"] = offsets
-        for p in parts:
-            off = offsets.get(p["doc"].get("host"), 0)
-            if off:
-                for key in [k for k in p["raw"] if k.endswith("_ns")]:
-                    p["raw"][key] = p["raw"][key] + off
-        for r in doc["ranks"]:
-            ws = worker_summary(out, r["step_time_ms"]["mean"], r["breakdown_ms"]["load"], r["rank"], train_ix)
-            if ws:
-                r["workers"] = ws
-        if doc["stragglers"]:
-            st = doc["stragglers"][0]
-            focus = next(p["doc"] for p in parts if p["doc"].get("rank") == st["rank"])
-    from perfcore.analysis.memory_findings import memory_findings
+def _merge_ranks(run: _Finish) -> None:
+    """The merged run: rank 0's (or the lowest present) numbers, plus every rank's (with its workers' figures)
+    and the stragglers; the slowest rank's numbers drive the advice."""
+    from perfcore.analysis.ranks import merge_ranks
 
+    doc = run.doc
+    doc.update(merge_ranks(run.parts, node_view=run.scope == "node"))
+    for r in doc["ranks"]:
+        ws = worker_summary(run.out, r["step_time_ms"]["mean"], r["breakdown_ms"]["load"], r["rank"], run.train_loader)
+        if ws:
+            r["workers"] = ws
+    if doc["stragglers"]:
+        st = doc["stragglers"][0]
+        run.focus = next(p["doc"] for p in run.parts if p["doc"].get("rank") == st["rank"])
+
+
+def _shift_clocks(run: _Finish) -> None:
+    """Every host's clock put on the job's: the parts' timestamps shifted by their host's offset."""
+    from perfcore.analysis.ranks import clock_offsets
+
+    offsets = clock_offsets(run.parts)
+    run.doc["clock_offsets_ns"] = offsets
+    for p in run.parts:
+        off = offsets.get(p["doc"].get("host"), 0)
+        if off:
+            for key in [k for k in p["raw"] if k.endswith("_ns")]:
+                p["raw"][key] = p["raw"][key] + off
+
+
+def _gather_evidence(run: _Finish, interference: dict[str, list] | None) -> None:
+    """The workers' side of the evidence (the child could not see it), pageable copies a step, memory's
+    findings over the measured steps and the machine's interference."""
+    doc, focus, main = run.doc, run.focus, run.main
     workers = worker_summary(
-        out,
+        run.out,
         focus["step_time_ms"]["mean"],
         focus["breakdown_ms"]["load"],
         focus.get("rank"),
-        train_ix,
-        skip_pids=tuple(int(p["doc"].get("pid") or 0) for p in evaluating),
+        run.train_loader,
+        skip_pids=tuple(int(p["doc"].get("pid") or 0) for p in run.evaluating),
     )
-    evidence: dict[str, Any] = {"cpu_count": os.cpu_count()}
+    run.evidence["cpu_count"] = os.cpu_count()
     if workers:
         doc["workers"] = workers
     h2d = (focus.get("memcpy") or {}).get("by_direction", {}).get("h2d", {})
     n_steps = max(1, focus["steps"] + focus["warmup_steps"])
-    evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / n_steps
-    evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / n_steps
-    mem = dict(doc.get("memory") or {})
-    if "mem_bytes" in main["steps"] and "warmup" in main["steps"]:
-        st = main["steps"][["step", "mem_bytes"]][~main["steps"]["warmup"].to_numpy(dtype=bool)]  # two columns copied
-        mem = {
-            **mem,
-            **memory_findings(
-                st["step"],
-                st["mem_bytes"],
-                kind=mem.get("kind", "cuda_allocated"),
-                capacity_bytes=mem.get("capacity_bytes"),
-                alloc_retries=mem.get("alloc_retries"),
-            ),
-        }
-        doc["memory"] = {k: v for k, v in mem.items() if k != "findings"}  # its findings are the run's
-        del st  # held to the end of the finish otherwise: 16 B a step
-    finding = _interference(interference, main["raw"], len(parts) if side_by_side else 0)
+    run.evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / n_steps
+    run.evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / n_steps
+    run.memory = _memory(doc, main["steps"])
+    finding = interference_of(interference, main["raw"], len(run.parts) if run.side_by_side else 0)
     if finding is not None:
         doc["interference"] = finding
-        evidence["loop_cpu_cores"] = finding["main_cores"]
-    # The run's one verdict and advice, with the workers' side of the evidence (the child could not see it).
-    decision = advise_run(doc, zero_code=True, focus=focus, evidence=evidence, memory=mem)
-    files = {"run.json": "run.json", "steps.csv": "steps.csv"}
-    if samples is not None:
-        jsonio.write_csv(out / "monitor.csv", samples)
-        files["monitor.csv"] = "monitor.csv"
-        if main["raw"] and len(samples):
-            add_per_step(main["steps"], samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
-            from perfcore.report.plots import plot_timeline
+        run.evidence["loop_cpu_cores"] = finding["main_cores"]
 
-            plot_timeline(samples, out / "monitor.png", title="sampled during the run")
-            files["monitor.png"] = "monitor.png"
-        doc["monitor"] = monitor_summary(samples, main["steps"])
-    write_steps(main, out / "steps.csv", files, unchanged=samples is None)
-    if main["raw"]:
+
+def _memory(doc: dict[str, Any], steps: pd.DataFrame) -> dict[str, Any]:
+    """The run's memory facts with their findings over the measured steps (the findings are the run's, so
+    run.json's `memory` keeps the rest)."""
+    mem = dict(doc.get("memory") or {})
+    if "mem_bytes" not in steps or "warmup" not in steps:
+        return mem
+    from perfcore.analysis.memory_findings import memory_findings
+
+    st = steps[["step", "mem_bytes"]][~steps["warmup"].to_numpy(dtype=bool)]  # two columns copied, 16 B a step
+    mem = {
+        **mem,
+        **memory_findings(
+            st["step"],
+            st["mem_bytes"],
+            kind=mem.get("kind", "cuda_allocated"),
+            capacity_bytes=mem.get("capacity_bytes"),
+            alloc_retries=mem.get("alloc_retries"),
+        ),
+    }
+    doc["memory"] = {k: v for k, v in mem.items() if k != "findings"}
+    return mem
+
+
+def _write_monitor(run: _Finish, samples: pd.DataFrame) -> None:
+    """monitor.csv, the samples beside each step and their plot, and run.json's monitor summary."""
+    main = run.main
+    jsonio.write_csv(run.out / "monitor.csv", samples)
+    run.files["monitor.csv"] = "monitor.csv"
+    if main["raw"] and len(samples):
+        add_per_step(main["steps"], samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
+        from perfcore.report.plots import plot_timeline
+
+        plot_timeline(samples, run.out / "monitor.png", title="sampled during the run")
+        run.files["monitor.png"] = "monitor.png"
+    run.doc["monitor"] = monitor_summary(samples, main["steps"])
+
+
+def _write_tables(run: _Finish, unchanged: bool) -> None:
+    """steps.csv and the trace of every process, after which nothing reads the parts' arrays (16 bytes a
+    step): they are let go, not held to the report."""
+    write_steps(run.main, run.out / "steps.csv", run.files, unchanged=unchanged)
+    if run.main["raw"]:
         from perfcore.report.chrome_trace import write_trace
 
-        write_trace(out / "trace.json", parts)
-        files["trace.json"] = "trace.json"
-    for p in parts:
-        p["raw"] = {}  # nothing after the trace reads the parts' arrays (16 bytes a step): not held to the report
+        write_trace(run.out / "trace.json", run.parts)
+        run.files["trace.json"] = "trace.json"
+    for p in run.parts:
+        p["raw"] = {}
+
+
+def _write_plots(run: _Finish, decision: Decision) -> None:
     from perfcore.report.plots import plot_breakdown, plot_kernels
     from perfcore.report.verdict_words import headline
 
-    plot_breakdown(main["steps"], out / "breakdown.png", title=headline(decision.verdict))
-    files["breakdown.png"] = "breakdown.png"
-    if plot_kernels(doc.get("kernels", []), out / "kernels.png"):
-        files["kernels.png"] = "kernels.png"
-    if len(doc.get("ranks", [])) > 1:
+    plot_breakdown(run.main["steps"], run.out / "breakdown.png", title=headline(decision.verdict))
+    run.files["breakdown.png"] = "breakdown.png"
+    if plot_kernels(run.doc.get("kernels", []), run.out / "kernels.png"):
+        run.files["kernels.png"] = "kernels.png"
+    if len(run.doc.get("ranks", [])) > 1:
         from perfcore.report.plots import plot_ranks
 
-        plot_ranks(doc["ranks"], out / "ranks.png")
-        files["ranks.png"] = "ranks.png"
-    if len(doc.get("ranks", [])) > 1 or side_by_side:
-        for p in parts:
-            # load_part checked the rank is an integer and _part_dirs the key's form: the name stays a
+        plot_ranks(run.doc["ranks"], run.out / "ranks.png")
+        run.files["ranks.png"] = "ranks.png"
+
+
+def _write_process_tables(run: _Finish) -> None:
+    """Each rank's or side-by-side trainer's own steps table."""
+    if len(run.doc.get("ranks", [])) > 1 or run.side_by_side:
+        for p in run.parts:
+            # load_part checked the rank is an integer and part_dirs the key's form: the name stays a
             # file name in this folder.
             rank = p["doc"].get("rank")
-            jsonio.write_csv(
-                out / (f"steps_rank{int(rank)}.csv" if rank is not None else f"steps_{p['key']}.csv"), p["steps"]
-            )
-    files["report.html"] = "report.html"
-    doc["files"] = files
+            name = f"steps_rank{int(rank)}.csv" if rank is not None else f"steps_{p['key']}.csv"
+            jsonio.write_csv(run.out / name, p["steps"])
+
+
+def _write_report(run: _Finish, decision: Decision) -> RunReport:
+    """run.json (the facts and the decision) and report.html, once everything they name is written."""
     from perfcore.report.html import write_report
 
-    report = RunReport.of(doc, decision)
-    jsonio.write(out / "run.json", report.to_dict())
-    write_report(out, report, main["steps"])
-    drop_checkpoints(out, parts)
-    hand_over_table(out, main)
-    compress_parts(out, parts)
+    run.files["report.html"] = "report.html"
+    run.doc["files"] = run.files
+    report = RunReport.of(run.doc, decision)
+    jsonio.write(run.out / "run.json", report.to_dict())
+    write_report(run.out, report, run.main["steps"])
     return report
+
+
+def _clean_up(run: _Finish) -> None:
+    """What the finished folder no longer needs: checkpoints, the steps table handed over, parts compressed."""
+    drop_checkpoints(run.out, run.parts)
+    hand_over_table(run.out, run.main)
+    compress_parts(run.out, run.parts)
 
 
 def _afterwards(rc: int) -> dict[str, Any]:
