@@ -114,7 +114,8 @@ def test_a_script_ended_by_ctrl_c_stops_the_sweep(monkeypatch, tmp_path):
 
 
 def fake_measure(calls, stop_at=None):
-    def measure_workload(workload, *, steps, warmup, overrides, **kw):
+    def measure_workload(workload, trial, progress=None):
+        steps, overrides = trial.steps, trial.overrides
         if stop_at is not None and len(calls) == stop_at:
             raise KeyboardInterrupt
         calls.append(overrides["batch_size"])

@@ -116,7 +116,8 @@ def test_budget_uses_successive_halving_and_still_finds_the_best(monkeypatch):
     def true_rate(cfg):  # samples/s: more workers help up to 2, bigger batches help a little
         return 100.0 * min(cfg["num_workers"] + 1, 3) * (1 + 0.05 * cfg["batch_size"] / 8)
 
-    def fake_measure(workload, *, steps, warmup, overrides, **_):
+    def fake_measure(workload, trial, progress=None):
+        steps, overrides = trial.steps, trial.overrides
         err = 0.3 / np.sqrt(steps) * np.sin(hash((overrides["batch_size"], overrides["num_workers"], steps)) % 97)
         rate = true_rate(overrides) * (1 + err)
         return {"step_ms": 1000.0 * overrides["batch_size"] / rate, "samples_per_s": rate, "steps": steps}
@@ -162,6 +163,7 @@ def _numbers_in(v) -> None:
 def test_demo_stages_all_name_loading():
     # The built-in demo decodes JPEGs in the main process: about half of each training step waits for
     # data (more in health's forward-only loop). Health, run and diagnose must say so in one voice.
+    from perfcore.experiments.measurement import Trial
     from perfcore.experiments.runner import measure_workload
     from perfcore.report.experiments import render_diagnose, render_health
     from perfcore.report.terminal import render_text
@@ -169,7 +171,7 @@ def test_demo_stages_all_name_loading():
 
     w = load_workload("demo")
     h = health(w, steps=6, warmup=1)
-    row = measure_workload(w, steps=6, warmup=1, train=True)
+    row = measure_workload(w, Trial(steps=6, warmup=1, train=True, decide=True))
     run = row["_result"]
     d = diagnose(w, steps=4, warmup=1)
     for v in (h.verdict, run.verdict, d.verdict):

@@ -63,8 +63,8 @@ def test_health_names_loading_only_past_the_tier(monkeypatch):
     calls = []
 
     def run(load_ms, compute_ms):
-        def fake(workload, *, steps, warmup, train, **kw):
-            calls.append(train)
+        def fake(workload, trial, progress=None):
+            calls.append(trial.train)
             return measured_row(load_ms, compute_ms)
 
         monkeypatch.setattr(runner_mod, "measure_workload", fake)
@@ -91,7 +91,8 @@ def test_diagnose_keeps_compute_bound_when_runs_differ_by_scheduler_ticks(monkey
     # (2.6%; the largest such difference measured between two real runs was 2.7%), far below the tier.
     seen = {}
 
-    def fake(workload, *, steps, warmup, synthetic=False, overrides=None, **kw):
+    def fake(workload, trial, progress=None):
+        synthetic, overrides = trial.synthetic, trial.overrides
         name = "A" if synthetic else "B" if overrides else "baseline"
         seen[name] = overrides
         compute = 100.0 if synthetic else fetches(100.0, 4.0, 5)
@@ -168,7 +169,8 @@ def test_diagnose_on_the_run_just_measured_checks_the_gain_that_run_printed(monk
     # (2.30x and 2.44x); on the run's measurement it predicts the gain run printed, exactly.
     seen = []
 
-    def fake(workload, *, steps, warmup, synthetic=False, overrides=None, **kw):
+    def fake(workload, trial, progress=None):
+        synthetic, overrides = trial.synthetic, trial.overrides
         seen.append("A" if synthetic else "B" if overrides else "baseline")
         return measured_row(0.0 if synthetic else 12.0, 13.0, synthetic=synthetic, **(overrides or {}))
 

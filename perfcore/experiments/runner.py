@@ -81,197 +81,223 @@ def _batch_len(batch) -> int:
     return int(first.shape[0]) if hasattr(first, "shape") else 1
 
 
-def measure_workload(  # noqa: C901, PLR0912, PLR0913, PLR0915
-    workload: Workload,
-    *,
-    steps: int = 50,
-    warmup: int = 5,
-    train: bool = True,
-    synthetic: bool = False,
-    overrides: dict[str, Any] | None = None,
-    sample_interval_s: float = 0.1,
-    progress: Callable[[int, int], None] | None = None,
-    decide: bool = True,
-) -> dict[str, Any]:
-    """Runs the workload and returns the row every experiment reports:
-    step_ms, samples_per_s, busy_mean/busy_std, cpu_percent, peak_mem_bytes, oom, breakdown, steps table.
-    decide: judge this run's verdict and advice (once, with the runner's evidence); False for a run whose
-    numbers feed a decision made elsewhere (diagnose's experiments), which then holds an undecided verdict."""
-    import torch
+DEFAULT_INTERVAL_S = 0.1  # the sampler's interval where the trial names none
 
-    if steps <= 0:
-        raise UsageError(f"steps must be > 0, got {steps}")
-    device = resolve_device(workload)
-    model = workload.model.to(device)
-    model.train(train)
-    settings = {**workload.loader_settings(), **{k: v for k, v in (overrides or {}).items() if v is not None}}
-    loader = workload.loader(**(overrides or {}))
-    non_blocking = bool(settings["pin_memory"]) and device == "cuda"
-    timer = StepTimer(device=device, warmup=warmup)
-    total = warmup + steps
-    row: dict[str, Any] = {
-        **{k: settings[k] for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor")},
-        "synthetic": synthetic,
-        "decoder": workload.decoder,
-        "device": device,
-        "oom": False,
-    }
-    it = None
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    sampler = Sampler(sample_interval_s).start()
-    # Beside it, what else used the machine: this process is the run (its workers are its children).
-    others = InterferenceSampler(interval_s=max(sample_interval_s, 0.1), gpu=device == "cuda").start()
-    samples_seen = 0
-    try:
+
+class _Loop:
+    """One measured loop of a workload: its model on the device, its batches (loaded, or replayed from device
+    memory), timed by a StepTimer; `it` is the DataLoader iterator in use, whose workers end with the loop
+    however it ends."""
+
+    def __init__(self, workload: Workload, trial: Trial) -> None:
+        self.workload, self.trial = workload, trial
+        self.device = resolve_device(workload)
+        self.model = workload.model.to(self.device)
+        self.model.train(trial.train)
+        given = dict(trial.overrides) if trial.overrides else {}
+        self.settings = {**workload.loader_settings(), **{k: v for k, v in given.items() if v is not None}}
+        self.loader = workload.loader(**given)
+        self.non_blocking = bool(self.settings["pin_memory"]) and self.device == "cuda"
+        self.timer = StepTimer(device=self.device, warmup=trial.warmup)
+        self.total = trial.warmup + trial.steps
+        self.it = None
+        self.samples_seen = 0  # in the measured steps
+
+    def row(self) -> dict[str, Any]:
+        """The row's settings part, and no OOM yet."""
+        return {
+            **{k: self.settings[k] for k in SETTINGS},
+            "synthetic": self.trial.synthetic,
+            "decoder": self.workload.decoder,
+            "device": self.device,
+            "oom": False,
+        }
+
+    def batches(self):
+        return self._replayed() if self.trial.synthetic else self._cycled()
+
+    def _replayed(self):
+        """ "Synthetic data" = batches already fetched, replayed from device memory: no loading at all."""
+        import torch
+
+        self.it = iter(self.loader)
         replay: list = []
-        if synthetic:
-            # "Synthetic data" = batches already fetched, replayed from device memory: no loading at all.
-            it = iter(loader)
-            for _ in range(min(8, total)):
-                try:
-                    replay.append(_to(next(it), device, False))
-                except StopIteration:
-                    break
-            shutdown_loader(it)
-            it = None
-            if not replay:
-                raise UsageError(f"workload {workload.name!r}: the loader produced no batch")
-            if device == "cuda":
-                torch.cuda.synchronize()
-            source = (replay[i % len(replay)] for i in range(total))
-        else:
+        for _ in range(min(8, self.total)):
+            try:
+                replay.append(_to(next(self.it), self.device, False))
+            except StopIteration:
+                break
+        self.close()
+        if not replay:
+            raise UsageError(f"workload {self.workload.name!r}: the loader produced no batch")
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return (replay[i % len(replay)] for i in range(self.total))
 
-            def cycle():
-                nonlocal it
-                while True:
-                    it = iter(loader)
-                    got = False
-                    for b in it:
-                        got = True
-                        yield b
-                    if not got:
-                        raise UsageError(
-                            f"workload {workload.name!r}: the loader produced no batch "
-                            f"(dataset of {len(workload.dataset)} < batch size {settings['batch_size']}?)"
-                        )
+    def _cycled(self):
+        """The loader's batches, epoch after epoch."""
+        while True:
+            self.it = iter(self.loader)
+            got = False
+            for b in self.it:
+                got = True
+                yield b
+            if not got:
+                raise UsageError(
+                    f"workload {self.workload.name!r}: the loader produced no batch "
+                    f"(dataset of {len(self.workload.dataset)} < batch size {self.settings['batch_size']}?)"
+                )
 
-            source = cycle()
-        opt = workload.optimizer if train else None
+    def run(self, progress: Callable[[int, int], None] | None) -> tuple[float, float]:
+        """The steps (warm-up first): (wall seconds, this process's CPU seconds) over them."""
+        import torch
+
+        timer, device, warmup = self.timer, self.device, self.trial.warmup
+        opt = self.workload.optimizer if self.trial.train else None
         t_start, cpu0 = time.perf_counter(), time.process_time()
-        for i, batch in enumerate(timer.load(source)):
+        for i, batch in enumerate(timer.load(self.batches())):
             with timer.transfer():
-                if not synthetic:
-                    batch = _to(batch, device, non_blocking)
+                if not self.trial.synthetic:
+                    batch = _to(batch, device, self.non_blocking)
             with timer.compute():
-                x, y = (batch[0], batch[1]) if isinstance(batch, (list, tuple)) else (batch, None)
-                out = model(x)
-                loss = workload.loss_fn(out, y) if y is not None else workload.loss_fn(out)
-                if opt is not None:
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-            if device == "cuda" and i == total - 1:
+                self._train_step(batch, opt)
+            if device == "cuda" and i == self.total - 1:
                 torch.cuda.synchronize()
             timer.step()
             if i >= warmup:
-                samples_seen += _batch_len(batch)
+                self.samples_seen += _batch_len(batch)
             if progress:
-                progress(i + 1, total)
-            if i + 1 >= total:
+                progress(i + 1, self.total)
+            if i + 1 >= self.total:
                 break
-        elapsed = time.perf_counter() - t_start
+        return time.perf_counter() - t_start, time.process_time() - cpu0
+
+    def _train_step(self, batch, opt) -> None:
+        x, y = (batch[0], batch[1]) if isinstance(batch, (list, tuple)) else (batch, None)
+        out = self.model(x)
+        loss = self.workload.loss_fn(out, y) if y is not None else self.workload.loss_fn(out)
+        if opt is not None:
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    def close(self) -> None:
+        if self.it is not None:
+            shutdown_loader(self.it)
+        self.it = None
+
+
+def measure_workload(
+    workload: Workload, trial: Trial, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """Runs the workload for the trial's steps after its warm-up and returns the row every experiment reports:
+    step_ms, samples_per_s, busy_mean/busy_std, cpu_percent, peak_mem_bytes, oom, breakdown, steps table.
+    trial.decide: judge this run's verdict and advice (once, with the runner's evidence); False for a run whose
+    numbers feed a decision made elsewhere (diagnose's experiments), which then holds an undecided verdict."""
+    import torch
+
+    if trial.steps <= 0:
+        raise UsageError(f"steps must be > 0, got {trial.steps}")
+    loop = _Loop(workload, trial)
+    row = loop.row()
+    interval_s = trial.interval_s or DEFAULT_INTERVAL_S
+    if loop.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    sampler = Sampler(interval_s).start()
+    # Beside it, what else used the machine: this process is the run (its workers are its children).
+    others = InterferenceSampler(interval_s=max(interval_s, 0.1), gpu=loop.device == "cuda").start()
+    try:
+        elapsed, loop_cpu_s = loop.run(progress)
     except torch.OutOfMemoryError as e:
         row.update(oom=True, error=str(e).splitlines()[0])
-        if device == "cuda":
+        if loop.device == "cuda":
             torch.cuda.empty_cache()
-        return _finish_oom(row, sampler, it)
+        return _finish_oom(row, sampler, loop)
     except RuntimeError as e:
         if "out of memory" not in str(e).lower():
             sampler.stop()
-            if it is not None:
-                shutdown_loader(it)
+            loop.close()
             raise
         row.update(oom=True, error=str(e).splitlines()[0])
-        return _finish_oom(row, sampler, it)
+        return _finish_oom(row, sampler, loop)
     finally:
         others_samples = others.stop()
-        if it is not None:
-            shutdown_loader(it)
+        loop.close()
     frame = sampler.stop()
-    loop_cpu_s = time.process_time() - cpu0
     interference = interference_finding(others_samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"))
-    table = timer.summary()
+    table = loop.timer.summary()
     if len(frame):  # the sampler's readings beside the steps, as `perfcore run`'s steps.csv has them
-        ends = timer.engine.step_table()
+        ends = loop.timer.engine.step_table()
         add_per_step(table, frame, ends["start_ns"].to_numpy(), ends["wall_ns"].to_numpy())
-    res = timer.engine.document()  # the run's facts: decided below, once, with the evidence only this runner has
-    steady = table[~table["warmup"]]
-    step_ms = float(steady["wall_ms"].mean()) if len(steady) else float("nan")
-    if sampler.has_gpu:
-        busy = steady_samples(frame, timer.engine.step_table(), table["warmup"].to_numpy())["gpu_util"].to_numpy(float)
-        busy_source = "gpu_util"
-    else:
-        # No GPU to sample: the device is "busy" while the loop computes (compute share per step).
-        busy = (steady["compute_ms"] / steady["wall_ms"]).to_numpy(dtype=float)
-        busy_source = "compute_share"
-    row.update(
-        {
-            "steps": int(len(steady)),
-            "step_ms": step_ms,
-            # The standard error of the mean step: how far a second run of the same loop may land.
-            "step_sem_ms": step_sem_ms(steady["wall_ms"].to_numpy()),
-            "samples_per_s": float(samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
-            "busy_mean": float(np.mean(busy)) if len(busy) else float("nan"),
-            "busy_std": float(np.std(busy)) if len(busy) else float("nan"),
-            "busy_source": busy_source,
-            "busy_series": [float(b) for b in busy],
-            "busy_spacing_s": sample_interval_s
-            if busy_source == "gpu_util"
-            else (step_ms / 1e3 if step_ms == step_ms else 0),
-            "cpu_percent": float(frame["cpu_percent"].mean()) if len(frame) else float("nan"),
-            "peak_mem_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else _rss(),
-            "breakdown_ms": res["breakdown_ms"],
-            "breakdown_fraction": res["breakdown_fraction"],
-            "elapsed_s": elapsed,
-            "sampler_note": sampling_words(sampler.nvml_error),
-        }
-    )
-    # The workload's DataLoader is the user's code here: advice names it and its settings. With no
-    # workers the main process makes each batch, so its wait is the time to make one.
-    loader = {
-        "workload": workload.name,  # the loader is the workload's (report.plan_words names it)
-        **{
-            k: settings.get(k)
-            for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-        },
-        "worker_batch_ms": res["breakdown_ms"]["load"] if not settings["num_workers"] and not synthetic else None,
-        "decoder": getattr(workload, "decoder", None),  # decoder advice only where images are decoded
-    }
-    res["loaders"] = [loader]
+    res = loop.timer.engine.document()  # the run's facts: decided below, once, with the evidence only this runner has
+    row.update(_figures(loop, table, frame, sampler, res, interval_s), elapsed_s=elapsed)
+    res["loaders"] = [_loader_facts(loop, res)]
     if interference:
         res["interference"] = interference
     # The cores the loop's compute keeps busy (this process's CPU over the loop: torch's intra-op
     # threads included, workers not), which DataLoader workers would have to share.
-    evidence = {
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "loop_cpu_cores": loop_cpu_s / elapsed if elapsed > 0 else None,
-    }
-    decision = advise_run(res, zero_code=True, evidence=evidence) if decide and res["steps"] else None
-    row["verdict"] = decision.verdict if decision is not None else None
-    row["interference"] = interference
-    row["breakdown_robust"] = res.get("breakdown_robust")
-    row["evidence"] = evidence
-    row["_table"] = table
+    cores = loop_cpu_s / elapsed if elapsed > 0 else None
+    evidence = {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "loop_cpu_cores": cores}
+    decision = advise_run(res, zero_code=True, evidence=evidence) if trial.decide and res["steps"] else None
+    row.update(verdict=decision.verdict if decision is not None else None, interference=interference)
+    row.update(breakdown_robust=res.get("breakdown_robust"), evidence=evidence, _table=table)
     row["_result"] = RunReport.of(res, decision)
     return row
 
 
-def _finish_oom(row: dict, sampler: Sampler, it) -> dict:
+def _figures(loop: _Loop, table, frame, sampler: Sampler, res: dict[str, Any], interval_s: float) -> dict[str, Any]:
+    """The row's figures over the measured steps: the step, its throughput, how busy the device was, the
+    host's CPU, peak memory and the breakdown."""
+    import torch
+
+    steady = table[~table["warmup"]]
+    step_ms = float(steady["wall_ms"].mean()) if len(steady) else float("nan")
+    if sampler.has_gpu:
+        busy = steady_samples(frame, loop.timer.engine.step_table(), table["warmup"].to_numpy())["gpu_util"]
+        busy, busy_source = busy.to_numpy(float), "gpu_util"
+    else:
+        # No GPU to sample: the device is "busy" while the loop computes (compute share per step).
+        busy = (steady["compute_ms"] / steady["wall_ms"]).to_numpy(dtype=float)
+        busy_source = "compute_share"
+    return {
+        "steps": int(len(steady)),
+        "step_ms": step_ms,
+        # The standard error of the mean step: how far a second run of the same loop may land.
+        "step_sem_ms": step_sem_ms(steady["wall_ms"].to_numpy()),
+        "samples_per_s": float(loop.samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
+        "busy_mean": float(np.mean(busy)) if len(busy) else float("nan"),
+        "busy_std": float(np.std(busy)) if len(busy) else float("nan"),
+        "busy_source": busy_source,
+        "busy_series": [float(b) for b in busy],
+        "busy_spacing_s": interval_s if busy_source == "gpu_util" else (step_ms / 1e3 if step_ms == step_ms else 0),
+        "cpu_percent": float(frame["cpu_percent"].mean()) if len(frame) else float("nan"),
+        "peak_mem_bytes": int(torch.cuda.max_memory_allocated()) if loop.device == "cuda" else _rss(),
+        "breakdown_ms": res["breakdown_ms"],
+        "breakdown_fraction": res["breakdown_fraction"],
+        "sampler_note": sampling_words(sampler.nvml_error),
+    }
+
+
+def _loader_facts(loop: _Loop, res: dict[str, Any]) -> dict[str, Any]:
+    """The workload's DataLoader is the user's code here: advice names it and its settings. With no
+    workers the main process makes each batch, so its wait is the time to make one."""
+    settings = loop.settings
+    return {
+        "workload": loop.workload.name,  # the loader is the workload's (report.plan_words names it)
+        **{
+            k: settings.get(k)
+            for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+        },
+        "worker_batch_ms": res["breakdown_ms"]["load"]
+        if not settings["num_workers"] and not loop.trial.synthetic
+        else None,
+        "decoder": getattr(loop.workload, "decoder", None),  # decoder advice only where images are decoded
+    }
+
+
+def _finish_oom(row: dict, sampler: Sampler, loop: _Loop) -> dict:
     sampler.stop()
-    if it is not None:
-        shutdown_loader(it)
+    loop.close()
     row.update(
         steps=0,
         step_ms=math.nan,
@@ -361,19 +387,7 @@ class WorkloadRunner:
 
     def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement:
         w = self.workload.with_decoder(trial.decoder) if trial.decoder else self.workload
-        kw: dict[str, Any] = {"sample_interval_s": trial.interval_s} if trial.interval_s else {}
-        row = measure_workload(
-            w,
-            steps=trial.steps,
-            warmup=trial.warmup,
-            train=trial.train,
-            synthetic=trial.synthetic,
-            overrides=dict(trial.overrides) if trial.overrides else None,
-            progress=progress,
-            decide=trial.decide,
-            **kw,
-        )
-        return measurement_of(row)
+        return measurement_of(measure_workload(w, trial, progress))
 
     def own_settings(self) -> dict[str, Any]:
         return {k: self.workload.loader_settings().get(k) for k in SETTINGS}
