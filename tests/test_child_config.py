@@ -74,12 +74,13 @@ def test_variables_left_in_the_shell_change_nothing(tmp_path):
 
 def test_triage_settings_reach_the_child_through_the_configuration(tmp_path, capfd):
     from perfcore.run.parent.folder import prepare_out
-    from perfcore.run.parent.launch import child_config, run_instrumented
+    from perfcore.run.parent.launch import RunSettings, child_config, run_instrumented
 
     script = tmp_path / "loop.py"
     script.write_text(LOOP)
     out = prepare_out(tmp_path / "r")
-    config = child_config(out, None, 2, "host", False, dl_overrides={"batch_size": 2}, synthetic=3)
+    settings = RunSettings(warmup=2, backend="host", kernels=False)
+    config = child_config(out, settings, dl_overrides={"batch_size": 2}, synthetic=3)
     assert run_instrumented([sys.executable, str(script)], config) == 0
     printed = capfd.readouterr().out
     sizes, firsts = _line(printed, "SIZES"), _line(printed, "FIRSTS")

@@ -347,7 +347,7 @@ def test_dash_c_and_a_console_script_with_a_python_shebang(tmp_path):
 
 def test_check_command_reads_python_options_with_values(tmp_path):
     from perfcore.errors import UsageError
-    from perfcore.run.parent.launch import check_command
+    from perfcore.run.parent.command import check_command
 
     script = tmp_path / "t.py"
     script.write_text("")

@@ -85,8 +85,8 @@ def child(cmd, env, stdout_to_stderr=False, on_start=None):
     return 0
 
 launch.run_child = child
-launch.run_command([sys.executable, "-c", "pass"], steps=None, warmup=0, out=Path({str(tmp_path / "r")!r}),
-                   backend="host", kernels=False, quiet=True)
+settings = launch.RunSettings(warmup=0, backend="host", kernels=False, monitor_s=None)
+launch.run_command([sys.executable, "-c", "pass"], settings, out=Path({str(tmp_path / "r")!r}), quiet=True)
 print("warm-up done", not any(t.name == "perfcore-warm-up" for t in threading.enumerate()))
 """
     out = run_py(code)

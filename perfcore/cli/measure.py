@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -12,59 +13,89 @@ from perfcore.cli.shared import Duration, Results, results, steps_option, warmup
 __all__ = ["run_cmd", "monitor_cmd"]
 
 
-@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@steps_option(None, "Stop the script after N measured steps (after warm-up).")
-@warmup_option(5)
-@click.option(
-    "--backend",
-    type=click.Choice(["auto", "native", "cupti-python", "host"]),
-    default="auto",
-    show_default=True,
-    help="How GPU activity is captured.",
+# perfcore run's options about the run itself, in the order --help lists them (the hidden --test-setting:
+# tests and benchmarks shorten or slow the child's upkeep here, never through the environment).
+_RUN_OPTIONS = (
+    steps_option(None, "Stop the script after N measured steps (after warm-up)."),
+    warmup_option(5),
+    click.option(
+        "--backend",
+        type=click.Choice(["auto", "native", "cupti-python", "host"]),
+        default="auto",
+        show_default=True,
+        help="How GPU activity is captured.",
+    ),
+    click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only)."),
+    click.option(
+        "--monitor",
+        "monitor",
+        type=Duration(),
+        default="250ms",
+        show_default=True,
+        help="Sample GPU utilisation, memory, power and host CPU every INTERVAL, aligned to the steps "
+        "(report.html draws them on the steps' axis).",
+    ),
+    click.option("--no-monitor", is_flag=True, help="Do not sample (no monitor.csv)."),
+    click.option(
+        "--lines/--no-lines",
+        default=True,
+        show_default=True,
+        help="Sample the training thread's Python stack (100 Hz) and count .item()/.cpu() calls: the lines "
+        "of the script that hold host time.",
+    ),
+    click.option(
+        "--step-on",
+        type=click.Choice(["optimizer", "backward", "batch", "forward"]),
+        default=None,
+        help="What ends a step (default: the first of these the script does).",
+    ),
+    click.option("--test-setting", "test_settings", multiple=True, hidden=True, metavar="NAME=SECONDS"),
 )
-@click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only).")
-@click.option(
-    "--monitor",
+_RUN_OPTION_NAMES = (
+    "steps",
+    "warmup",
+    "backend",
+    "no_kernels",
     "monitor",
-    type=Duration(),
-    default="250ms",
-    show_default=True,
-    help="Sample GPU utilisation, memory, power and host CPU every INTERVAL, aligned to the steps "
-    "(report.html draws them on the steps' axis).",
+    "no_monitor",
+    "lines",
+    "step_on",
+    "test_settings",
 )
-@click.option("--no-monitor", is_flag=True, help="Do not sample (no monitor.csv).")
-@click.option(
-    "--lines/--no-lines",
-    default=True,
-    show_default=True,
-    help="Sample the training thread's Python stack (100 Hz) and count .item()/.cpu() calls: the lines "
-    "of the script that hold host time.",
-)
-@click.option(
-    "--step-on",
-    type=click.Choice(["optimizer", "backward", "batch", "forward"]),
-    default=None,
-    help="What ends a step (default: the first of these the script does).",
-)
+
+
+def run_settings(f):
+    """perfcore run's options about the run, given to the command as one RunSettings (`settings`), made when
+    the command runs (--help imports nothing of the run)."""
+
+    @functools.wraps(f)
+    def command(*args, **kw):
+        from perfcore.run.parent.launch import RunSettings, parse_test_settings
+
+        o = {name: kw.pop(name) for name in _RUN_OPTION_NAMES}
+        settings = RunSettings(
+            steps=o["steps"],
+            warmup=o["warmup"],
+            backend=o["backend"],
+            kernels=not o["no_kernels"],
+            step_on=o["step_on"],
+            lines=o["lines"],
+            monitor_s=None if o["no_monitor"] else o["monitor"],
+            test_settings=parse_test_settings(o["test_settings"]),
+        )
+        return f(*args, settings=settings, **kw)
+
+    for option in reversed(_RUN_OPTIONS):
+        command = option(command)
+    return command
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@run_settings
 @click.option("--explain", is_flag=True, help="The whole report: every interval, caveat and finding.")
-# Tests and benchmarks shorten or slow the child's upkeep here, never through the environment.
-@click.option("--test-setting", "test_settings", multiple=True, hidden=True, metavar="NAME=SECONDS")
 @results("run")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def run_cmd(  # noqa: PLR0913
-    res: Results,
-    steps,
-    warmup,
-    backend,
-    no_kernels,
-    monitor,
-    no_monitor,
-    lines,
-    step_on,
-    explain,
-    test_settings,
-    command,
-) -> None:
+def run_cmd(res: Results, settings, explain, command) -> None:
     """Profile an unmodified script: perfcore run [OPTIONS] -- python train.py ARGS...
 
     Attributes every training step to load / transfer / compute / comm / host, names the
@@ -79,22 +110,12 @@ def run_cmd(  # noqa: PLR0913
     the plots (PNG) and a self-contained report.html. The short report goes to stderr, so the script's
     own stdout stays whole.
     """
-    from perfcore.run.parent.launch import parse_test_settings, run_command
+    from perfcore.run.parent.launch import run_command
 
     # run_command checks the command before it makes the folder: a typo leaves nothing behind.
+    out = Path(res.out) if res.out else None
     rc, doc, out_dir = run_command(
-        list(command),
-        steps=steps,
-        warmup=warmup,
-        out=Path(res.out) if res.out else None,
-        backend=backend,
-        kernels=not no_kernels,
-        monitor_s=None if no_monitor else monitor,
-        step_on=step_on,
-        quiet=res.quiet,
-        stdout_to_stderr=res.json_path == "-",
-        test_settings=parse_test_settings(test_settings),
-        lines=lines,
+        list(command), settings, out=out, quiet=res.quiet, stdout_to_stderr=res.json_path == "-"
     )
     # after the run: numpy and pandas load while the script runs
     from perfcore.report.safe_text import clean
@@ -120,7 +141,8 @@ def monitor_cmd(res: Results, interval, command) -> None:
     monitor.csv and monitor.png into its folder (--out); exits with the program's exit code.
     """
     from perfcore.report import jsonio
-    from perfcore.run.parent.launch import check_command, child_env, run_child
+    from perfcore.run.parent.command import check_command
+    from perfcore.run.parent.launch import child_env, run_child
     from perfcore.capture.sampler import Sampler
     from perfcore.report.plots import plot_timeline
 

@@ -18,7 +18,8 @@ from perfcore.experiments.measurement import SETTINGS, Failure, Interrupted, Mea
 from perfcore.report.exit_words import exit_sentence, outcome_sentence
 from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
-from perfcore.run.parent.launch import check_command, child_config, run_instrumented
+from perfcore.run.parent.command import check_command
+from perfcore.run.parent.launch import RunSettings, child_config, run_instrumented
 
 __all__ = ["ScriptRunner", "script_run", "script_document", "script_measurement", "script_failure"]
 
@@ -44,17 +45,10 @@ def script_document(cmd: list[str], out: Path, trial: Trial) -> tuple[RunReport,
         sampler = Sampler(trial.interval_s).start()
     overrides = dict(trial.overrides) if trial.overrides else None
     try:
-        config = child_config(
-            out,
-            trial.steps,
-            warmup,
-            "auto",
-            True,
-            dl_overrides=overrides,
-            synthetic=SYNTHETIC_KEEP if trial.synthetic else 0,
-            # Each trial stops at its steps by design: the triage's own progress line names the trial.
-            stop_line=False,
-        )
+        # Each trial stops at its steps by design: the triage's own progress line names the trial.
+        settings = RunSettings(steps=trial.steps, warmup=warmup, stop_line=False)
+        synthetic = SYNTHETIC_KEEP if trial.synthetic else 0
+        config = child_config(out, settings, dl_overrides=overrides, synthetic=synthetic)
         rc = run_instrumented(cmd, config)
     finally:
         frame = sampler.stop() if sampler else None

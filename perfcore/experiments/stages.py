@@ -42,7 +42,7 @@ class Target:
         if self.kind == "workload":
             self.workload()
         else:
-            from perfcore.run.parent.launch import check_command
+            from perfcore.run.parent.command import check_command
 
             check_command(self.spec)
         return self

@@ -4,17 +4,17 @@ parts it wrote into one run folder (run.json, steps.csv, trace.json, PNGs) and a
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from perfcore.errors import ResultWriteError, RunFailed, UsageError
+from perfcore.run.parent.command import check_command
 from perfcore.run.parent.folder import mark_failed, prepare_job_out, prepare_out, remember
 from perfcore.run.parent.job import Job, finish_job, job_of, register
 from perfcore.run.parent.outcome import oom_kills, results_lost, results_unfinished
@@ -22,145 +22,64 @@ from perfcore.run.parent.part_dirs import lost_results
 from perfcore.run.parent.warm import WarmUp
 from perfcore.run import protocol
 
-__all__ = ["run_command", "check_command", "child_config", "child_env", "run_child", "run_instrumented"]
+if TYPE_CHECKING:
+    from perfcore.analysis.run_report import RunReport
+
+__all__ = ["RunSettings", "run_command", "child_config", "child_env", "run_child", "run_instrumented"]
 
 BOOT = protocol.BOOT_DIR
 
 
-# Interpreter options that take the next argument as their value (python -W ignore train.py).
-_PY_OPTS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+@dataclass(frozen=True)
+class RunSettings:
+    """What a run asks of perfcore: `perfcore run`'s options about the run (or a triage trial's), made once.
+    steps: stop after N measured steps (None: the script's own end); monitor_s: the sampler's interval (None:
+    no samples); test_settings: the child's upkeep shortened or slowed (tests and benchmarks); stop_line: the
+    child says so in one line when it stops the script at its steps."""
+
+    steps: int | None = None
+    warmup: int = 5
+    backend: str = "auto"
+    kernels: bool = True
+    step_on: str | None = None
+    lines: bool = True
+    monitor_s: float | None = None
+    test_settings: Mapping[str, float] = field(default_factory=dict)
+    stop_line: bool = True
+
+    def check(self) -> None:
+        """UsageError naming the first setting a run cannot have."""
+        if self.steps is not None and self.steps <= 0:
+            raise UsageError(f"--steps must be at least 1, got {self.steps}")
+        if self.warmup < 0:
+            raise UsageError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.step_on is not None and self.step_on not in protocol.STEP_SOURCES:
+            raise UsageError(f"--step-on must be one of {', '.join(protocol.STEP_SOURCES)}, got {self.step_on!r}")
 
 
-def _is_python(path: str) -> bool:
-    """A Python interpreter, or a script whose shebang runs one (a console script, torchrun)."""
-    if Path(path).name.startswith("python"):
-        return True
-    exe = shutil.which(path) or path
-    try:
-        with open(exe, "rb") as fh:
-            first = fh.readline(256)
-    except OSError:
-        return False
-    return first.startswith(b"#!") and b"python" in first
-
-
-def _runs_perfcore(cmd: list[str]) -> bool:
-    """Whether the command is itself perfcore (`perfcore run ...`, `python -m perfcore run ...`)."""
-    if Path(cmd[0]).name == "perfcore":
-        return True
-    if not Path(cmd[0]).name.startswith("python"):
-        return False
-    for a, b in zip(cmd[1:], cmd[2:]):
-        if a == "-m":
-            return b in ("perfcore", "perfcore.cli")
-        if not a.startswith("-"):
-            return False
-    return False
-
-
-def check_command(cmd: list[str]) -> None:  # noqa: C901, PLR0912
-    if not cmd:
-        raise UsageError("no command given: perfcore run [OPTIONS] -- python train.py ARGS...")
-    if _runs_perfcore(cmd):
-        raise UsageError(
-            "the command is perfcore itself: one perfcore run measures the script; give it the script's "
-            "command alone: perfcore run [OPTIONS] -- python train.py ARGS..."
-        )
-    if shutil.which(cmd[0]) is None:
-        if not Path(cmd[0]).is_file():
-            raise UsageError(f"no such command: {cmd[0]}")
-        if not os.access(cmd[0], os.X_OK):
-            # A script named as the command: the system would refuse to run it ("Permission denied").
-            runner = "python" if cmd[0].endswith(".py") or _is_python(cmd[0]) else "<interpreter>"
-            raise UsageError(
-                f"{cmd[0]} is not executable; run it as: perfcore run -- {runner} {shlex.quote(cmd[0])} ..."
-            )
-        if os.sep not in cmd[0]:
-            # Executable, in this folder, but a bare name is looked up on PATH only (as a shell would).
-            raise UsageError(f"{cmd[0]} is not on PATH; run it as: perfcore run -- ./{shlex.quote(cmd[0])} ...")
-    if not Path(cmd[0]).name.startswith("python"):
-        exe = shutil.which(cmd[0]) or cmd[0]
-        if _is_python(exe):
-            with open(exe, "rb") as fh:
-                flags = fh.readline(256).split()[1:]
-            for flag in (b"-I", b"-E"):
-                if flag in flags:
-                    raise UsageError(
-                        f"{cmd[0]} starts Python with {flag.decode()}, which ignores PYTHONPATH, so "
-                        f"perfcore cannot instrument it; run it as: perfcore run -- python {exe} ..."
-                    )
-        return
-    rest = cmd[1:]
-    # python [-u -O -W ignore -X dev ...] script.py: the first non-option is the script, unless a
-    # -m / -c (alone or at the end of a cluster such as -uc) comes first.
-    i = 0
-    while i < len(rest):
-        a = rest[i]
-        i += 1
-        if a == "-" or a == "--":
-            return  # the program comes on stdin, or what follows is not for us to judge
-        if a in _PY_OPTS_WITH_VALUE:
-            i += 1
-            continue
-        if a.startswith("--"):
-            continue
-        if a.startswith("-"):
-            for k, letter in enumerate(a[1:], 1):
-                if letter in "IE":
-                    raise UsageError(
-                        f"python -{letter} ignores PYTHONPATH, so perfcore cannot instrument it; drop -{letter}"
-                    )
-                if letter in "cm":
-                    return
-                if letter in "WX":
-                    i += 0 if a[k + 1 :] else 1  # its value is the rest of the cluster, or the next word
-                    break
-            continue
-        if Path(a).is_dir():
-            hint = (
-                " (python runs a folder only through its __main__.py)"
-                if not (Path(a) / "__main__.py").is_file()
-                else ""
-            )
-            if hint:
-                raise UsageError(f"{a} is a folder, not a script{hint}; give the .py file to run")
-            return
-        if not Path(a).is_file():
-            raise UsageError(f"no such script: {a}")
-        if not os.access(a, os.R_OK):
-            raise UsageError(f"cannot read the script {a}: permission denied")
-        return
-
-
-def child_config(  # noqa: PLR0913
+def child_config(
     out: Path,
-    steps: int | None,
-    warmup: int,
-    backend: str,
-    kernels: bool,
+    settings: RunSettings,
     *,
-    step_on: str | None = None,
     dl_overrides: dict | None = None,
     synthetic: int = 0,
-    test_settings: dict[str, float] | None = None,
-    lines: bool = True,
     job: Job | None = None,
-    stop_line: bool = True,
 ) -> protocol.ChildConfig:
     """What the instrumented script is told, all of it from perfcore's own arguments (nothing from the
     environment but the job across machines this run is part of, job_of's reading of srun's variables).
     The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here."""
-    unknown = set(test_settings or {}) - set(protocol.TEST_SETTINGS)
+    tests = dict(settings.test_settings)
+    unknown = set(tests) - set(protocol.TEST_SETTINGS)
     if unknown:
         raise UsageError(f"--test-setting {sorted(unknown)[0]} is not one of {', '.join(protocol.TEST_SETTINGS)}")
     return protocol.ChildConfig(
         run_dir=str(out.resolve()),
-        steps=steps or 0,
-        warmup=warmup,
-        backend=backend,
-        kernels=kernels,
-        lines=lines,
-        step_on=step_on,
+        steps=settings.steps or 0,
+        warmup=settings.warmup,
+        backend=settings.backend,
+        kernels=settings.kernels,
+        lines=settings.lines,
+        step_on=settings.step_on,
         t_launch_ns=time.perf_counter_ns(),
         dl_overrides=dl_overrides or {},
         synthetic=synthetic,
@@ -168,8 +87,8 @@ def child_config(  # noqa: PLR0913
         task_rank=job.task["rank"] if job and job.task else None,
         task_world_size=job.task["world_size"] if job and job.task else None,
         task_local_rank=job.task["local_rank"] if job and job.task else None,
-        stop_line=stop_line,
-        **(test_settings or {}),
+        stop_line=settings.stop_line,
+        **tests,
     )
 
 
@@ -322,27 +241,18 @@ def run_child(
     return 128 - rc if rc < 0 else rc
 
 
-def run_command(  # noqa: PLR0913
+def run_command(
     cmd: list[str],
+    settings: RunSettings,
     *,
-    steps: int | None,
-    warmup: int,
     out: Path | None,
-    backend: str,
-    kernels: bool,
-    monitor_s: float | None = None,
-    step_on: str | None = None,
     quiet: bool = False,
     stdout_to_stderr: bool = False,
-    test_settings: dict[str, float] | None = None,
-    lines: bool = True,
-) -> tuple[int, dict[str, Any], Path]:
-    if steps is not None and steps <= 0:
-        raise UsageError(f"--steps must be at least 1, got {steps}")
-    if warmup < 0:
-        raise UsageError(f"--warmup must be >= 0, got {warmup}")
-    if step_on is not None and step_on not in protocol.STEP_SOURCES:
-        raise UsageError(f"--step-on must be one of {', '.join(protocol.STEP_SOURCES)}, got {step_on!r}")
+) -> tuple[int, RunReport, Path]:
+    """`perfcore run`: the command run with perfcore's instrumentation, then its run folder finished: (the
+    script's exit code, the run, the folder). quiet: no status line; stdout_to_stderr: the script's output
+    goes to stderr (stdout carries perfcore's JSON)."""
+    settings.check()
     check_command(cmd)
     # RANK/WORLD_SIZE/LOCAL_RANK left in the shell: a bad one is said once; the script's process then
     # keys its results by pid (protocol.part_key) instead of losing them.
@@ -353,10 +263,10 @@ def run_command(  # noqa: PLR0913
     if job:
         register(out)
     sampler = None
-    if monitor_s:
+    if settings.monitor_s:
         from perfcore.capture.sampler import Sampler
 
-        sampler = Sampler(monitor_s)  # checks the interval now; samples once the script's process exists
+        sampler = Sampler(settings.monitor_s)  # checks the interval now; samples once the script's process exists
     oom_before = oom_kills()
     from perfcore.run.status import LiveStatus
 
@@ -364,7 +274,7 @@ def run_command(  # noqa: PLR0913
 
     # Other processes' CPU, steal and the run queue while the script runs, sampled from here so that
     # the script's own tree (its main process one level down, its workers below) is told apart.
-    others = InterferenceSampler(pid=os.getpid(), interval_s=0.25, gpu=backend != "cpu").start()
+    others = InterferenceSampler(pid=os.getpid(), interval_s=0.25, gpu=settings.backend != "cpu").start()
     status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
     warm = WarmUp()  # what finishing imports, loaded while the script runs (nothing before it starts)
 
@@ -374,9 +284,7 @@ def run_command(  # noqa: PLR0913
         warm.start()
 
     try:
-        config = child_config(
-            out, steps, warmup, backend, kernels, step_on=step_on, test_settings=test_settings, lines=lines, job=job
-        )
+        config = child_config(out, settings, job=job)
         rc = run_instrumented(cmd, config, stdout_to_stderr=stdout_to_stderr, on_start=started)
     finally:
         warm.stop()
