@@ -3,6 +3,7 @@ sweep (which DataLoader settings), and demo (all of them on the built-in workloa
 
 from __future__ import annotations
 
+import functools
 import shlex
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from perfcore.cli.shared import (
     warmup_option,
     with_targets,
 )
+from perfcore.experiments.measurement import SETTINGS
 from perfcore.report.safe_text import clean
 
 __all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
@@ -94,29 +96,47 @@ def _mirror_script_exit(result) -> None:
         sys.exit(result.script_exit.code)
 
 
+# The sweep's axes, in the order --help lists them; the command gets them as one grid.
+_GRID_OPTIONS = (
+    click.option(
+        "--batch-size",
+        "batch_size",
+        type=ListOf(Number(int, low=0, low_open=True), "batch sizes"),
+        default=None,
+        help="Comma-separated, e.g. 8,16.",
+    ),
+    click.option(
+        "--num-workers",
+        "num_workers",
+        type=ListOf(Number(int, low=0, high=1024), "worker counts"),
+        default=None,
+        help="Comma-separated, e.g. 0,2.",
+    ),
+    click.option("--pin-memory", "pin_memory", type=ListOf("bool"), default=None, help="Comma-separated true/false."),
+    click.option(
+        "--prefetch-factor",
+        "prefetch_factor",
+        type=ListOf(Number(int, low=0, low_open=True), "prefetch factors"),
+        default=None,
+        help="Comma-separated, e.g. 2,4.",
+    ),
+)
+
+
+def grid_options(f):
+    """The sweep's axes as options, given to the command as one `grid` (axis -> the values given, or None)."""
+
+    @functools.wraps(f)
+    def command(*args, **kw):
+        return f(*args, grid={axis: kw.pop(axis) for axis in SETTINGS}, **kw)
+
+    for option in reversed(_GRID_OPTIONS):
+        command = option(command)
+    return command
+
+
 @target_command("sweep")
-@click.option(
-    "--batch-size",
-    "batch_size",
-    type=ListOf(Number(int, low=0, low_open=True), "batch sizes"),
-    default=None,
-    help="Comma-separated, e.g. 8,16.",
-)
-@click.option(
-    "--num-workers",
-    "num_workers",
-    type=ListOf(Number(int, low=0, high=1024), "worker counts"),
-    default=None,
-    help="Comma-separated, e.g. 0,2.",
-)
-@click.option("--pin-memory", "pin_memory", type=ListOf("bool"), default=None, help="Comma-separated true/false.")
-@click.option(
-    "--prefetch-factor",
-    "prefetch_factor",
-    type=ListOf(Number(int, low=0, low_open=True), "prefetch factors"),
-    default=None,
-    help="Comma-separated, e.g. 2,4.",
-)
+@grid_options
 @steps_option(50, "Measured steps per configuration.")
 @warmup_option(3)
 @click.option(
@@ -126,9 +146,7 @@ def _mirror_script_exit(result) -> None:
 @results("sweep")
 @target_arg
 @with_targets("each configuration runs it again under perfcore run, its DataLoader's settings changed from outside")
-def sweep_cmd(  # noqa: PLR0913
-    res: Results, batch_size, num_workers, pin_memory, prefetch_factor, steps, warmup, budget, resume, target
-) -> None:
+def sweep_cmd(res: Results, grid, steps, warmup, budget, resume, target) -> None:
     """Stage 3: batch_size x num_workers x pin_memory x prefetch_factor; heatmaps, best, knees.
 
     Writes sweep.json, sweep.csv, the heatmaps (PNG) and report.html into its folder (--out). With a
@@ -149,12 +167,6 @@ def sweep_cmd(  # noqa: PLR0913
         from perfcore.run.parent.folder import reuse_out
 
         res.continue_in(reuse_out(Path(res.out), "sweep.json"))
-    grid = {
-        "batch_size": batch_size,
-        "num_workers": num_workers,
-        "pin_memory": pin_memory,
-        "prefetch_factor": prefetch_factor,
-    }
     result, files = sweep_stage(
         what,
         res.folder,

@@ -266,7 +266,7 @@ def _label(cfg: dict) -> str:
     )
 
 
-def _halving(runner, configs, steps, warmup, budget_s, say, rounds, axes) -> tuple[pd.DataFrame, bool]:  # noqa: PLR0913
+def _halving(runner, configs, steps, warmup, budget_s, say, rounds, axes) -> tuple[pd.DataFrame, bool]:
     """Successive halving inside budget_s: round r runs the survivors for steps_r steps each."""
     t0 = time.perf_counter()
     survivors = list(configs)
