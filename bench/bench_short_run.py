@@ -171,14 +171,13 @@ def script_times(folder: Path) -> tuple[float, float]:
     return float(doc["step_time_ms"]["p50"]), float((doc.get("startup") or {}).get("time_to_first_step_ms", "nan"))
 
 
-def main() -> None:  # noqa: C901, PLR0912, PLR0915
-    ap = argparse.ArgumentParser()
-    ap.add_argument("repeats", type=int, nargs="?", default=5)
-    ap.add_argument("--before", type=Path, help="another checkout (built) to run as 'before', side by side")
-    ap.add_argument("--no-warm", action="store_true", help="also this tree without the warm-up thread")
-    ap.add_argument("--no-monitor", action="store_true", help="also this tree with --no-monitor (no sampler)")
-    a = ap.parse_args()
-    out = Path(tempfile.mkdtemp(prefix="bench-short-"))
+def trees_of(a: argparse.Namespace) -> dict[str, Path]:
+    """The trees measured, by name: this one, another checkout as 'before', this one without its warm-up
+    thread or its sampler. Each compiled once, as pip does at install: an installed wheel carries its
+    bytecode, and a checkout run with PYTHONDONTWRITEBYTECODE set (as this workplace sets it) would compile
+    every perfcore module in every process, a cost users never pay."""
+    import compileall
+
     trees = {"after": ROOT}
     if a.before is not None:
         trees["before"] = a.before.resolve()
@@ -186,39 +185,45 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915
         trees["after, no warm-up"] = ROOT
     if a.no_monitor:
         trees["after, no monitor"] = ROOT
-    # An installed wheel carries its bytecode; a checkout run with PYTHONDONTWRITEBYTECODE set (as
-    # this workplace sets it) would compile every perfcore module in every process, a cost users
-    # never pay. Compile each tree once, as pip does at install.
-    import compileall
-
     for tree in dict.fromkeys(trees.values()):
         compileall.compile_dir(str(tree / "perfcore"), quiet=1)
+    return trees
+
+
+def one_round(i: int, trees: dict[str, Path], out: Path, step: dict, first: dict) -> dict[str, float]:
+    """The script bare and under each tree's `perfcore run`, in an order rotated each round (so drift on a
+    shared machine hits all alike): seconds by name; each run's p50 step and time to its first step kept."""
+    order = ["bare"] + list(trees)
+    order = order[i % len(order) :] + order[: i % len(order)]
+    took = {}
+    for name in order:
+        if name == "bare":
+            took[name] = wall(SCRIPT)
+            continue
+        folder = out / f"{name.replace(', ', '-').replace(' ', '-')}{i}"
+        cli = NO_WARM if name == "after, no warm-up" else PERFCORE
+        flags = ["--no-monitor"] if name == "after, no monitor" else []
+        took[name] = wall(cli + ["run", "--quiet", *flags, "--out", str(folder), "--"] + SCRIPT, trees[name])
+        p50, to_first = script_times(folder)
+        step[name].append(p50)
+        first[name].append(to_first / 1e3)
+    return took
+
+
+def whole_runs(trees: dict[str, Path], repeats: int, out: Path) -> None:
+    """The script's wall time bare and under perfcore run, paired per round."""
     bare: list[float] = []
     under: dict[str, list[float]] = {k: [] for k in trees}
     added: dict[str, list[float]] = {k: [] for k in trees}
     step: dict[str, list[float]] = {k: [] for k in trees}
     first: dict[str, list[float]] = {k: [] for k in trees}
-    for i in range(a.repeats):
-        # Alternated, the order rotated each round, so drift on a shared machine hits all alike.
-        order = ["bare"] + list(trees)
-        order = order[i % len(order) :] + order[: i % len(order)]
-        took = {}
-        for name in order:
-            if name == "bare":
-                took[name] = wall(SCRIPT)
-            else:
-                folder = out / f"{name.replace(', ', '-').replace(' ', '-')}{i}"
-                cli = NO_WARM if name == "after, no warm-up" else PERFCORE
-                flags = ["--no-monitor"] if name == "after, no monitor" else []
-                took[name] = wall(cli + ["run", "--quiet", *flags, "--out", str(folder), "--"] + SCRIPT, trees[name])
-                p50, to_first = script_times(folder)
-                step[name].append(p50)
-                first[name].append(to_first / 1e3)
+    for i in range(repeats):
+        took = one_round(i, trees, out, step, first)
         bare.append(took["bare"])
         for name in trees:
             under[name].append(took[name])
             added[name].append(took[name] - took["bare"])  # paired within the round
-    print(f"30-step script, {a.repeats} rounds, seconds: bare {spread(bare)}")
+    print(f"30-step script, {repeats} rounds, seconds: bare {spread(bare)}")
     for name in trees:
         ratio = statistics.median(under[name]) / statistics.median(bare)
         print(f"  under perfcore run ({name}, {trees[name]}): {spread(under[name])}; ratio {ratio:.2f}x")
@@ -233,10 +238,13 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915
             f"  added seconds before/after: {statistics.median(added['before']):.2f} -> "
             f"{statistics.median(added['after']):.2f} ({gain:.2f} s less)"
         )
+
+
+def finishes(trees: dict[str, Path], finishers: list[str], repeats: int, out: Path) -> None:
+    """The same parts finished by each tree, alternated; then a short run's raw part settled by the parent."""
     fin: dict[str, list[float]] = {k: [] for k in trees}
     peak: dict[str, list[float]] = {k: [] for k in trees}
-    finishers = [k for k in trees if not k.startswith("after, no ")]
-    for i in range(a.repeats):  # the same parts finished by each tree, alternated
+    for i in range(repeats):
         for name in finishers if i % 2 == 0 else finishers[::-1]:
             took, mib = finish_s(trees[name], out / f"after{i}", out / f"fin-{name}{i}")
             fin[name].append(took)
@@ -247,11 +255,15 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915
     )
     for name in finishers:
         print(f"  {name}: {spread(fin[name])}; the parent's peak RSS, MiB: {spread(peak[name])}")
-    replay = [raw_part_s(out / f"raw{i}") for i in range(a.repeats)]
+    replay = [raw_part_s(out / f"raw{i}") for i in range(repeats)]
     print(
         f"a short run's raw part settled by the parent (fresh process, this tree), seconds: "
         f"{spread([t for t, _ in replay])}; torch loaded there: {any(x for _, x in replay)}"
     )
+
+
+def peak_rss(trees: dict[str, Path], finishers: list[str], out: Path) -> None:
+    """The largest process's peak RSS (the script's), bare and under each tree's perfcore run."""
     peaks = {
         "bare": SCRIPT,
         **{
@@ -276,6 +288,21 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915
     print(
         "the largest process's peak RSS (the script's), MiB: " + "; ".join(f"{n} {spread(v)}" for n, v in mib.items())
     )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("repeats", type=int, nargs="?", default=5)
+    ap.add_argument("--before", type=Path, help="another checkout (built) to run as 'before', side by side")
+    ap.add_argument("--no-warm", action="store_true", help="also this tree without the warm-up thread")
+    ap.add_argument("--no-monitor", action="store_true", help="also this tree with --no-monitor (no sampler)")
+    a = ap.parse_args()
+    out = Path(tempfile.mkdtemp(prefix="bench-short-"))
+    trees = trees_of(a)
+    whole_runs(trees, a.repeats, out)
+    finishers = [k for k in trees if not k.startswith("after, no ")]
+    finishes(trees, finishers, a.repeats, out)
+    peak_rss(trees, finishers, out)
     print("after the script, in a fresh process on the run folder (this tree):")
     subprocess.run([sys.executable, "-c", PARTS, str(out / "after0")], check=True, cwd=ROOT)
 
