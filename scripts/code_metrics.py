@@ -13,6 +13,11 @@ How each is measured (on perfcore/**/*.py as text or as Python's ast/tokenize re
   words modules     modules whose name ends in "words" (words.py and the *_words.py)
   function lines    def line to last line (ast), wherever the function lives; "gone" where none has the name
   exemptions        lines with a `# noqa:` naming C901 or a PLR09xx rule
+  exempted sizes    the growth gate: every such comment in what the complexity gate checks (GATED), tied to the
+                    function whose signature holds it, against EXEMPTED, the ledger of the functions allowed
+                    one, with their rules, lines (def to last line) and statements (ast statements within,
+                    nested ones included) when recorded: a new one, a new rule, a function grown past either
+                    size, or a row whose exemption is gone is a problem (tests/test_code_metrics.py)
   tokens            tokenize tokens but NL, NEWLINE, INDENT, DEDENT and COMMENT
   files, functions  .py files; def and async def (methods and nested functions included)
 """
@@ -26,6 +31,7 @@ import json
 import re
 import sys
 import tokenize
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,6 +39,28 @@ NOT_TOKENS = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, t
 DICTS = {"dict", "Mapping", "MutableMapping", "list"}
 EXEMPTION = re.compile(r"#\s*noqa:[^#]*\b(C901|PLR09\d\d)\b")
 LONG_FUNCTIONS = {"finish_run": 40, "measure_workload": 60, "render_text": 60}
+# What the complexity gate (ruff's C901/PLR09xx, scripts/test.sh) checks, as the growth gate reads it.
+GATED = ("perfcore", "bench", "scripts", "setup.py")
+
+
+@dataclass(frozen=True)
+class Exempted:
+    """A function that keeps a complexity exemption: the rules it names, and its size."""
+
+    rules: tuple[str, ...]
+    lines: int
+    statements: int
+
+
+# The ledger: each function allowed a complexity exemption, at its size when recorded. It only shrinks: a
+# function split below the limits loses its `noqa` and its row; one that grows past a figure here fails the
+# gate (split it instead of raising the figure).
+EXEMPTED = {
+    "perfcore/report/shapes.py:problem": Exempted(("C901", "PLR0912"), lines=53, statements=52),
+    "perfcore/report/advice_words.py:advice_words": Exempted(("C901", "PLR0911", "PLR0912"), lines=131, statements=51),
+    "perfcore/analysis/verdict.py:judge": Exempted(("PLR0913",), lines=37, statements=3),
+    "perfcore/analysis/loader_plan.py:loader_plan": Exempted(("PLR0913",), lines=123, statements=63),
+}
 
 
 def _module(path: Path, package: Path) -> str:
@@ -140,10 +168,89 @@ def measure(root: Path) -> dict:
         "words_modules": sorted(str(f.relative_to(root)) for f in files if f.stem.endswith("words")),
         "function_lines": lengths,
         "exemptions": sum(bool(EXEMPTION.search(line)) for s in text.values() for line in s.splitlines()),
+        "gate": gate(exempted(root), EXEMPTED),
         "tokens": tokens,
         "files": len(files),
         "functions": functions,
     }
+
+
+def _gated_files(root: Path) -> list[Path]:
+    out: list[Path] = []
+    for name in GATED:
+        path = root / name
+        out += sorted(path.rglob("*.py")) if path.is_dir() else [path] if path.is_file() else []
+    return out
+
+
+def _signature_owner(tree: ast.AST, line: int) -> tuple[str, ast.AST] | None:
+    """The innermost function whose signature (its def line up to its first statement) holds `line`, by
+    qualified name."""
+    found = None
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            name = (
+                f"{prefix}{child.name}"
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                else prefix
+            )
+            if (
+                isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and child.lineno <= line < child.body[0].lineno
+            ):
+                found = (name, child)
+            visit(child, f"{name}." if name != prefix else prefix)
+
+    visit(tree, "")
+    return found
+
+
+def exempted(root: Path) -> dict[str, Exempted]:
+    """Every complexity exemption in GATED, by `path:function` (`path:line` where no function's signature
+    holds the comment), with the function's size. Comments only: a `noqa` inside a string is none."""
+    out: dict[str, Exempted] = {}
+    for f in _gated_files(root):
+        text = f.read_text(encoding="utf-8")
+        tree = None
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            rules = tok.type == tokenize.COMMENT and EXEMPTION.search(tok.string)
+            if not rules:
+                continue
+            tree = tree or ast.parse(text, str(f))
+            owner = _signature_owner(tree, tok.start[0])
+            named = tuple(sorted(set(re.findall(r"\b(C901|PLR09\d\d)\b", tok.string))))
+            rel = f.relative_to(root).as_posix()
+            if owner is None:
+                out[f"{rel}:{tok.start[0]}"] = Exempted(named, 0, 0)
+                continue
+            name, fn = owner
+            statements = sum(isinstance(n, ast.stmt) for n in ast.walk(fn)) - 1  # the def itself is not counted
+            out[f"{rel}:{name}"] = Exempted(named, fn.end_lineno - fn.lineno + 1, statements)
+    return out
+
+
+def gate(found: dict[str, Exempted], ledger: dict[str, Exempted]) -> list[str]:
+    """The growth gate's problems (none: it holds): each a line naming the function and what to do."""
+    problems = []
+    for key, now in sorted(found.items()):
+        was = ledger.get(key)
+        if was is None:
+            problems.append(f"{key}: a new complexity exemption ({', '.join(now.rules)}); split it along a seam")
+            continue
+        if set(now.rules) - set(was.rules):
+            problems.append(f"{key}: exempts {', '.join(sorted(set(now.rules) - set(was.rules)))} as well now")
+        if now.lines > was.lines or now.statements > was.statements:
+            problems.append(
+                f"{key}: grew to {now.lines} lines, {now.statements} statements (recorded {was.lines}, "
+                f"{was.statements}); an exempted function never grows: split it"
+            )
+    problems += [
+        f"{key}: exempted no longer; take its row out of EXEMPTED (the ledger only shrinks)"
+        for key in sorted(set(ledger) - set(found))
+    ]
+    return problems
 
 
 def _lines(fig: dict) -> list[tuple[str, str, str, str]]:
@@ -164,6 +271,7 @@ def _lines(fig: dict) -> list[tuple[str, str, str, str]]:
         rows.append((f"{name} lines", value, f"<= {most}", ", ".join(at for at, _ in found)))
     return rows + [
         ("complexity exemptions (noqa C901/PLR09xx)", str(fig["exemptions"]), "<= 5", ""),
+        ("exemption gate problems (new, grown)", str(len(fig["gate"])), "0", "; ".join(fig["gate"])),
         ("perfcore/ tokens", f"{fig['tokens']:,}", "<= 150,000", ""),
         ("perfcore/ files", str(fig["files"]), "-", ""),
         ("perfcore/ functions", f"{fig['functions']:,}", "-", ""),

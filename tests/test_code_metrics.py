@@ -71,3 +71,57 @@ def test_the_table_names_every_target(tmp_path, capsys):
     assert metrics.main([str(tree(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert "render_text lines" in out and "gone" in out and "<= 150,000" in out and "3  <= 4" in out
+
+
+# -- the growth gate: no new complexity exemption, and no exempted function grows ----------------------
+
+
+def test_no_exemption_is_new_and_no_exempted_function_grew():
+    """This checkout against the ledger (scripts/code_metrics.py EXEMPTED)."""
+    found = metrics.exempted(metrics.REPO)
+    assert metrics.gate(found, metrics.EXEMPTED) == []
+    assert set(found) == set(metrics.EXEMPTED)  # the ledger names exactly the functions exempted
+
+
+GATED_FILE = (
+    "def kept(a, b, c, d, e, f, g, h, i):  # noqa: PLR0913\n"
+    "    x = a\n"
+    "    return x\n"
+    "\n\n"
+    "class C:\n"
+    "    def method(\n"
+    "        self,  # noqa: C901\n"
+    "    ):\n"
+    "        return '# noqa: C901 in a string is no exemption'\n"
+)
+LEDGER = {
+    "perfcore/m.py:kept": metrics.Exempted(("PLR0913",), lines=3, statements=2),
+    "perfcore/m.py:C.method": metrics.Exempted(("C901",), lines=4, statements=1),
+}
+
+
+def _gated(root: Path, text: str) -> dict:
+    (root / "perfcore").mkdir(parents=True, exist_ok=True)
+    (root / "perfcore" / "m.py").write_text(text)
+    return metrics.exempted(root)
+
+
+def test_the_gate_reads_each_exempted_function_and_its_size(tmp_path):
+    found = _gated(tmp_path, GATED_FILE)
+    assert found == LEDGER  # the string's noqa is not counted; a method by its qualified name
+    assert metrics.gate(found, LEDGER) == []
+
+
+def test_the_gate_fails_on_growth_a_new_rule_a_new_exemption_and_a_stale_row(tmp_path):
+    grown = GATED_FILE.replace("    x = a\n", "    x = a\n    x += b\n")
+    (problem,) = metrics.gate(_gated(tmp_path, grown), LEDGER)
+    assert problem.startswith("perfcore/m.py:kept: grew to 4 lines, 3 statements (recorded 3, 2)")
+    ruled = GATED_FILE.replace("# noqa: PLR0913", "# noqa: PLR0913, PLR0915")
+    assert metrics.gate(_gated(tmp_path, ruled), LEDGER) == ["perfcore/m.py:kept: exempts PLR0915 as well now"]
+    new = GATED_FILE + "\n\ndef more():  # noqa: C901\n    pass\n"
+    (problem,) = metrics.gate(_gated(tmp_path, new), LEDGER)
+    assert problem.startswith("perfcore/m.py:more: a new complexity exemption (C901)")
+    gone = GATED_FILE.replace("  # noqa: PLR0913", "")
+    assert metrics.gate(_gated(tmp_path, gone), LEDGER) == [
+        "perfcore/m.py:kept: exempted no longer; take its row out of EXEMPTED (the ledger only shrinks)"
+    ]
