@@ -192,13 +192,13 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
     cause ranked. One written before its figures were kept is judged again on the document's own figures."""
     if _num(v.get("step_ms")) is None and doc is not None:
         from perfcore.analysis.codec import to_doc
-        from perfcore.analysis.verdict import judge, run_evidence
+        from perfcore.analysis.verdict import Evidence, judge, run_evidence
 
         ev = run_evidence(doc)
         if not float(ev["step_ms"] or 0.0) > 0:
             return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "step_ms": 0.0,
                     "compute_ms": 0.0, "ranked": []}  # fmt: skip
-        return to_doc(judge(**ev))
+        return to_doc(judge(Evidence(**ev)))
     step = float(v.get("step_ms") or 0.0)
     named = {c.get("label"): c for c in v.get("causes") or [] if isinstance(c, Mapping)}
     bands = _d(v.get("avoidable_band_ms"))

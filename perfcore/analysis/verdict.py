@@ -24,6 +24,7 @@ __all__ = [
     "STARTUP_DOMINATES",
     "NEAR_TIER",
     "avoidable",
+    "Evidence",
     "decide",
     "decide_run",
     "judge",
@@ -171,41 +172,46 @@ def judge_causes(
     )
 
 
-def judge(  # noqa: PLR0913
-    avoidable_ms: Mapping[str, float],
-    step_ms: float,
-    *,
-    on_gpu: bool = False,
-    measured_by: Mapping[str, str] | None = None,
-    compute_ms: float | None = None,
-    startup: Mapping[str, Any] | None = None,
-    steps: int = 0,
-    share_band: Mapping[str, tuple[float, float]] | None = None,
-    interference: Mapping[str, Any] | None = None,
-    outliers: Mapping[str, Any] | None = None,
-    forward_only: bool = False,
-) -> Verdict:
-    """The typed verdict: judge_causes' decision with the facts its words need beside it. step_ms must be
-    > 0. measured_by: a code per label where an experiment replaced the attribution's figure
-    ("synthetic": diagnose's experiment A). interference: a finding of analysis.interference; when
-    material the verdict is `uncertain` and keeps it. forward_only: the loop has no backward or
-    optimizer (health), so its gain is larger than a training step's."""
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What a verdict is judged on: the avoidable ms a step of each cause and the step's ms (> 0), with the
+    facts beside them. measured_by: a code per label where an experiment replaced the attribution's figure
+    ("synthetic": diagnose's experiment A). interference: a finding of analysis.interference; when material
+    the verdict is `uncertain` and keeps it. forward_only: the loop has no backward or optimizer (health), so
+    its gain is larger than a training step's."""
+
+    avoidable_ms: Mapping[str, float]
+    step_ms: float
+    on_gpu: bool = False
+    measured_by: Mapping[str, str] | None = None
+    compute_ms: float | None = None
+    startup: Mapping[str, Any] | None = None
+    steps: int = 0
+    share_band: Mapping[str, tuple[float, float]] | None = None
+    interference: Mapping[str, Any] | None = None
+    outliers: Mapping[str, Any] | None = None
+    forward_only: bool = False
+
+
+def judge(ev: Evidence) -> Verdict:
+    """The typed verdict: judge_causes' decision with the facts its words need beside it."""
+    interference = ev.interference
     v = judge_causes(
-        avoidable_ms,
-        step_ms,
-        compute_ms=compute_ms,
-        share_band=share_band,
+        ev.avoidable_ms,
+        ev.step_ms,
+        compute_ms=ev.compute_ms,
+        share_band=ev.share_band,
         uncertain=bool(interference and interference.get("material")),
     )
     return dataclasses.replace(
         v,
-        on_gpu=bool(on_gpu),
-        steps=max(int(steps or 0), 0),
-        measured_by=dict(measured_by or {}),
-        forward_only=bool(forward_only),
-        startup=startup_share(startup, v.step_ms, steps),
+        on_gpu=bool(ev.on_gpu),
+        steps=max(int(ev.steps or 0), 0),
+        measured_by=dict(ev.measured_by or {}),
+        forward_only=bool(ev.forward_only),
+        startup=startup_share(ev.startup, v.step_ms, ev.steps),
         interference=interference_of(interference) if v.uncertain and interference else None,
-        outliers=int((outliers or {}).get("count") or 0),
+        outliers=int((ev.outliers or {}).get("count") or 0),
         thresholds=(WARN_SHARE, CRITICAL_SHARE),
     )
 
@@ -213,14 +219,14 @@ def judge(  # noqa: PLR0913
 def decide(avoidable_ms: Mapping[str, float], step_ms: float, **evidence: Any) -> Verdict:
     """The verdict (numbers and statuses, no words; report.verdict_words says it), from the avoidable ms per
     step of each cause (load, transfer, comm, host) and the step's ms; the undecided verdict when nothing was
-    measured (step_ms <= 0). The evidence is judge()'s keywords (on_gpu, share_band, interference, startup, ...).
+    measured (step_ms <= 0). The evidence is Evidence's other fields (on_gpu, share_band, interference, startup, ...).
 
     share_band: each label's interval of shares (from the per-step samples). A cause whose interval
     straddles a tier is "borderline" there: the verdict names the tier its low end surely reaches
     instead of flipping from run to run."""
     if not float(step_ms or 0.0) > 0:  # nothing measured yet (a live view before the first step, warm-up only)
         return UNDECIDED
-    return judge(avoidable_ms, float(step_ms), **evidence)
+    return judge(Evidence(avoidable_ms, float(step_ms), **evidence))
 
 
 def decide_run(doc: Mapping[str, Any], *, forward_only: bool = False) -> Verdict:
