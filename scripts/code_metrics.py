@@ -58,7 +58,6 @@ class Exempted:
 EXEMPTED = {
     "perfcore/report/shapes.py:problem": Exempted(("C901", "PLR0912"), lines=53, statements=52),
     "perfcore/report/advice_words.py:advice_words": Exempted(("C901", "PLR0911", "PLR0912"), lines=131, statements=51),
-    "perfcore/analysis/loader_plan.py:loader_plan": Exempted(("PLR0913",), lines=123, statements=63),
 }
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from perfcore.analysis.advice import advise, advise_run, batches_per_step, contradicting_trial, loader_plan
+from perfcore.analysis.loader_plan import PlanEvidence
 from perfcore.analysis.memory_findings import memory_findings
 from perfcore.report.advice_words import text_of
 
@@ -65,30 +66,30 @@ def test_four_batches_per_step_is_not_four_times_off():
 def test_workers_that_run_but_start_again_every_epoch():
     ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 8.0, "worker_startup_ms": [900.0, 880.0, 910.0],
           "batches": 60}
-    plan = loader_plan(ld, step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False)
+    plan = loader_plan(ld, PlanEvidence(step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False))
     assert reason_of(plan) == "start-up each epoch" and plan["kind"] == "persistent_workers"
     # Restarts after the first epoch: (880 - 8) + (910 - 8) = 1774 ms over 60 batches.
     assert plan["restart"] == pytest.approx({"restarts": 2, "each_ms": 887.0, "per_batch_ms": 1774.0 / 60})
     assert plan["wait_ms_per_batch"] == pytest.approx(45.0) and plan["set"] == {"persistent_workers": True}
     # A smaller share of the wait: named beside the main reason, not instead of it.
     few = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 40.0, "worker_startup_ms": [500.0, 540.0, 540.0]},
-                      step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False, measured_batches=57)
+                      PlanEvidence(step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False, measured_batches=57))
     assert reason_of(few) == "too few workers" and few["restart"]["contributes"]
     assert few["restart"]["each_ms"] == pytest.approx(500.0) and few["set"]["persistent_workers"] is True
-    kept = loader_plan({**ld, "persistent_workers": True}, step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8,
-                       on_gpu=False)
+    kept = loader_plan({**ld, "persistent_workers": True}, PlanEvidence(step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8,
+                       on_gpu=False))
     assert reason_of(kept) != "start-up each epoch" and "restart" not in kept
 
 
 def test_workers_too_slow_per_item_for_the_cores():
     ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 200.0}
-    plan = loader_plan(ld, step_ms=100.0, load_ms=90.0, per_step=1, cpu_count=4, on_gpu=False)
+    plan = loader_plan(ld, PlanEvidence(step_ms=100.0, load_ms=90.0, per_step=1, cpu_count=4, on_gpu=False))
     assert reason_of(plan) == "too slow per item" and plan["workers_needed"] == 20
     assert plan["kind"] == "cheaper_fetch" and plan["spare_workers"] == 3 and plan["cpu_count"] == 4
     assert plan["loop_cores"] is None and plan["torch_threads"] is None  # one core assumed for the loop
     # Enough workers in number, but they and the loop share two cores: no worker count hides it.
-    two = loader_plan({**ld, "worker_batch_ms": 97.0}, step_ms=196.0, load_ms=38.0, per_step=2, cpu_count=2,
-                      on_gpu=False)
+    two = loader_plan({**ld, "worker_batch_ms": 97.0}, PlanEvidence(step_ms=196.0, load_ms=38.0, per_step=2, cpu_count=2,
+                      on_gpu=False))
     assert two["workers_needed"] == 2 and reason_of(two) == "too slow per item" and two["spare_workers"] == 1
     assert plan["set"] == {} and plan["decode"] == "unknown"
 
@@ -97,18 +98,18 @@ def test_enough_workers_yet_waiting_blames_shallow_prefetch_or_pin():
     # Two workers waiting 13% of each step: the earlier advice said "about 1 worker would hide it".
     ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 12.0, "prefetch_factor": 2, "pin_memory": True,
           "persistent_workers": True}
-    plan = loader_plan(ld, step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=False)
+    plan = loader_plan(ld, PlanEvidence(step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=False))
     assert reason_of(plan) == "prefetch too shallow" and plan["workers_needed"] == 1
     assert plan["kind"] == "deeper_prefetch" and plan["wait_ms_per_batch"] == pytest.approx(3.0)
     assert plan["prefetch_factor"] == 2 and plan["set"] == {"prefetch_factor": 4} and not plan["pin_in_main"]
-    gpu = loader_plan(ld, step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=True)
+    gpu = loader_plan(ld, PlanEvidence(step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=True))
     assert reason_of(gpu) == "pin in main process" and gpu["pin_in_main"]
 
 
 def test_cheap_batches_that_still_keep_the_loop_waiting_are_a_handover_cost():
     # Seen on grad_accum.py with one worker on a saturated 2-core host: 0.8 ms to make, 13 ms waited.
     ld = {**LOADER, "num_workers": 1, "worker_batch_ms": 0.8, "prefetch_factor": 2}
-    plan = loader_plan(ld, step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0)
+    plan = loader_plan(ld, PlanEvidence(step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0))
     assert reason_of(plan) == "handover from workers" and plan["kind"] == "handover"
     assert plan["wait_ms_per_batch"] == pytest.approx(13.1) and plan["cpu_percent"] == 100.0
     assert plan["set"] == {"num_workers": 0}
@@ -212,42 +213,42 @@ JPEG_LOADER = {**LOADER, "num_workers": 0, "worker_batch_ms": 120.0, "pin_memory
 
 def test_workers_are_not_advised_when_the_loops_compute_holds_every_core():
     kw = dict(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False)
-    free = loader_plan(JPEG_LOADER, **kw)  # nothing known of the loop's threads: one core left for a worker
+    free = loader_plan(JPEG_LOADER, PlanEvidence(**kw))  # nothing known of the loop's threads: one core left for a worker
     assert reason_of(free) == "main process" and free["set"]["num_workers"] == 1
     assert free["achievable_ms"] == pytest.approx(120.0)
-    held = loader_plan(JPEG_LOADER, **kw, torch_threads=2)
+    held = loader_plan(JPEG_LOADER, PlanEvidence(**kw, torch_threads=2))
     assert held["spare_cores"] == 0 and reason_of(held) == "no spare cores" and held["achievable_ms"] == 0
     assert held["kind"] == "no_free_core" and held["torch_threads"] == 2 and held["set"] == {}
     assert held["fewer_threads"] == 1  # a core left to a worker: torch.set_num_threads(1)
     # Measured CPU of the main process and other processes' share say the same from the run itself.
     # With num_workers=0 the main process made the batches too: 1.3 cores over the loop, of which
     # about one core for the 43% of the step it loads, leaves 1.52 cores while it computes.
-    busy = loader_plan(JPEG_LOADER, **kw, loop_cores=1.3, other_cores=0.6)
+    busy = loader_plan(JPEG_LOADER, PlanEvidence(**kw, loop_cores=1.3, other_cores=0.6))
     wait = 120.0 / 282.0
     assert busy["loop_cores"] == pytest.approx((1.3 - wait) / (1 - wait))
     assert reason_of(busy) == "no spare cores" and busy["spare_cores"] == 0
     assert busy["other_cores"] == 0.6
     # A quiet machine and a one-thread loop leave a core: then a worker is the advice.
-    quiet = loader_plan(JPEG_LOADER, **kw, loop_cores=0.6, other_cores=0.0)
+    quiet = loader_plan(JPEG_LOADER, PlanEvidence(**kw, loop_cores=0.6, other_cores=0.0))
     assert reason_of(quiet) == "main process" and quiet["spare_cores"] == pytest.approx(1.0)
     # A trace of other CPU (an idle shell, the sampler itself) does not take the worker away.
-    trace = loader_plan(JPEG_LOADER, **kw, loop_cores=0.4, other_cores=0.0036)
+    trace = loader_plan(JPEG_LOADER, PlanEvidence(**kw, loop_cores=0.4, other_cores=0.0036))
     assert reason_of(trace) == "main process" and trace["set"]["num_workers"] == 1
     # Half a core of strangers does.
-    half = loader_plan(JPEG_LOADER, **kw, loop_cores=0.4, other_cores=0.5)
+    half = loader_plan(JPEG_LOADER, PlanEvidence(**kw, loop_cores=0.4, other_cores=0.5))
     assert reason_of(half) == "no spare cores"
 
 
 def test_advice_turns_round_when_an_experiment_measured_the_opposite():
     trials = [{"experiment": "diagnose B", "num_workers": 2, "speedup": 0.89}]
-    plan = loader_plan(JPEG_LOADER, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
-                       trials=trials)
+    plan = loader_plan(JPEG_LOADER, PlanEvidence(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
+                       trials=trials))
     assert reason_of(plan) == "measured: workers do not help" and plan["trial"]["speedup"] == 0.89
     assert plan["kind"] == "measured_no_help" and plan["trial"]["change"] == "slower"
     assert plan["achievable_ms"] == 0.0 and plan["set"] == {}
     # A measured gain from more workers is no contradiction: the plan stands.
-    ok = loader_plan(JPEG_LOADER, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
-                     trials=[{"num_workers": 2, "speedup": 1.3}])
+    ok = loader_plan(JPEG_LOADER, PlanEvidence(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
+                     trials=[{"num_workers": 2, "speedup": 1.3}]))
     assert reason_of(ok) == "main process"
     # A loss within the measurement's own noise is not "faster" either way: 1.02x with 5% noise.
     assert contradicting_trial([{"num_workers": 2, "speedup": 1.02, "noise_share": 0.05}], 0, more=True)

@@ -14,6 +14,7 @@ import pytest
 from run_docs import decided
 
 from perfcore.analysis.advice import loader_plan
+from perfcore.analysis.loader_plan import PlanEvidence
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
 from perfcore.report.advice_words import text_of
 from perfcore.report.plan_words import plan_words
@@ -71,7 +72,7 @@ def _typed(plan):
 
 def _no_core_plan(ld):
     # The loop holds both cores: workers cannot help, the plan says make a batch cheaper.
-    return loader_plan(ld, step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=2.0)
+    return loader_plan(ld, PlanEvidence(step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=2.0))
 
 
 def test_decoder_advice_only_where_images_are_decoded():
@@ -196,8 +197,8 @@ def test_pin_memory_is_not_proposed_when_set():
 def test_fewer_torch_threads_not_proposed_when_already_that_few():
     ld = {**LOADER, "dataset": "x.Mine"}
     args = dict(step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=1.0, other_cores=1.0)
-    assert loader_plan(ld, **args, torch_threads=2)["fewer_threads"] == 1
-    assert "fewer_threads" not in loader_plan(ld, **args, torch_threads=1)
+    assert loader_plan(ld, PlanEvidence(**args, torch_threads=2))["fewer_threads"] == 1
+    assert "fewer_threads" not in loader_plan(ld, PlanEvidence(**args, torch_threads=1))
 
 
 def test_persistent_workers_not_proposed_when_set():
@@ -288,7 +289,7 @@ def test_the_try_line_names_the_settings_with_their_numbers():
     assert line.startswith("try: train.py:42: set num_workers=3, persistent_workers=True: up to 4.00x faster")
     # Enough workers, the queue runs dry: the prefetch factor, doubled from the loader's own.
     ld = {**LOADER, "num_workers": 4, "prefetch_factor": 3, "worker_batch_ms": 20.0, "persistent_workers": True}
-    plan = loader_plan(ld, step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False)
+    plan = loader_plan(ld, PlanEvidence(step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False))
     assert plan["kind"] == "deeper_prefetch" and plan["set"] == {"prefetch_factor": 6}
 
 

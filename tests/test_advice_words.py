@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from perfcore.analysis.advice import advise_run, loader_plan
+from perfcore.analysis.loader_plan import PlanEvidence
 from perfcore.analysis.codec import from_doc
 from perfcore.analysis.memory_findings import memory_findings
 from perfcore.analysis.run_context import LoaderPlan
@@ -113,13 +114,13 @@ def test_the_renderer_says_the_plan_as_before():
         "and the loop uses one every 10.0 ms. Expected: steps up to 4.00x faster, 10.0 ms a step."
     )
     cheap = loader_plan({**LOADER, "num_workers": 1, "worker_batch_ms": 0.8, "prefetch_factor": 2},
-                        step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0)
+                        PlanEvidence(step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0))
     assert plan_sentence(_plan(cheap)) == (
         "1 worker(s) make a batch in 800 µs but the loop waits 13.1 ms for each: the handover from the worker "
         "processes costs the rest (host CPU 100%: processes wait for a core)"
     )
     few = loader_plan({**LOADER, "num_workers": 1, "worker_batch_ms": 40.0, "worker_startup_ms": [500.0, 540.0, 540.0]},
-                      step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False, measured_batches=57)
+                      PlanEvidence(step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False, measured_batches=57))
     sentence, text = plan_words(_plan(few))
     assert "; besides, the workers start again every epoch: 500 ms each time" in sentence
     assert text.endswith("also set persistent_workers=True.")

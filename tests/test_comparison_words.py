@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from run_docs import exp_rows, typed_run
 
 from perfcore.analysis.advice import loader_plan
+from perfcore.analysis.loader_plan import PlanEvidence
 from run_docs import confirm
 from perfcore.analysis.codec import from_doc
 from perfcore.analysis.compare import compare_runs
@@ -38,7 +39,7 @@ def test_change_agrees_with_the_ratio(x, noise):
 def test_a_workers_trial_is_said_as_measured(x, noise, n, w):
     ld = {"num_workers": n, "worker_batch_ms": 40.0, "site": "train.py:12"}
     trial = {"experiment": "diagnose B", "num_workers": w, "speedup": x, "noise_share": noise}
-    plan = loader_plan(ld, step_ms=60.0, load_ms=30.0, per_step=1, cpu_count=4, on_gpu=False, trials=[trial])
+    plan = loader_plan(ld, PlanEvidence(step_ms=60.0, load_ms=30.0, per_step=1, cpu_count=4, on_gpu=False, trials=[trial]))
     if plan is None or "trial" not in plan:
         return
     words = plan_words(from_doc(LoaderPlan, plan))[0]  # the renderer's words, chosen from the trial's status

@@ -217,6 +217,7 @@ def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
     import pandas as pd
 
     from perfcore.analysis.advice import loader_plan
+    from perfcore.analysis.loader_plan import PlanEvidence
     from perfcore.experiments.sweep import sweep_doc
 
     rows = [{"batch_size": 8, "num_workers": w, "pin_memory": True, "prefetch_factor": 2, "samples_per_s": sps,
@@ -227,12 +228,12 @@ def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
     one = next(t for t in trials if t["relative_to"] == 0 and t["num_workers"] == 1)
     assert one["speedup"] == pytest.approx(24.5 / 28.4)
     ld = {"site": "main.py:240", "num_workers": 0, "worker_batch_ms": 120.0, "batch_size": 8}
-    plan = loader_plan(ld, step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False, trials=trials)
+    plan = loader_plan(ld, PlanEvidence(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False, trials=trials))
     assert plan["kind"] == "measured_no_help" and plan["trial"]["experiment"] == "sweep (batch 8)"
     assert plan["trial"]["num_workers"] == 2 and plan["trial"]["speedup"] == pytest.approx(0.85, abs=0.005)
     # A run with one worker is judged on the ratios against one worker: there, none was faster.
-    one_w = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 400.0}, step_ms=282.0, load_ms=120.0,
-                        per_step=1, cpu_count=2, on_gpu=False, trials=trials)
+    one_w = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 400.0}, PlanEvidence(step_ms=282.0, load_ms=120.0,
+                        per_step=1, cpu_count=2, on_gpu=False, trials=trials))
     assert one_w["kind"] == "measured_no_help" and one_w["trial"]["relative_to"] == 1
     assert one_w["trial"]["num_workers"] == 0 and one_w["trial"]["change"] == "faster"
     assert one_w["trial"]["speedup"] == pytest.approx(1.16, abs=0.005)

@@ -14,6 +14,7 @@ from perfcore.analysis.findings import Finding, FindingKind, Site
 from perfcore.analysis.gain import expected_gain
 from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.loader_plan import (
+    PlanEvidence,
     PlanKind,
     batches_per_step,
     contradicting_trial,
@@ -263,17 +264,19 @@ def _plan(
         return None
     plan = loader_plan(
         ld,
-        step_ms=step,
-        load_ms=load,
-        per_step=per_step,
-        cpu_count=ev.get("cpu_count"),
-        on_gpu=str(doc.get("device", "cpu")) != "cpu",
-        measured_batches=(int(f.get("steps") or 0) * per_step) or None,
-        cpu_percent=doc.get("cpu_util_percent"),
-        loop_cores=ev.get("loop_cpu_cores", intf.get("main_cores")),
-        other_cores=ev.get("other_cpu_cores", intf.get("others_cores")),
-        torch_threads=ev.get("torch_threads"),
-        trials=ev.get("worker_trials"),
+        PlanEvidence(
+            step_ms=step,
+            load_ms=load,
+            per_step=per_step,
+            cpu_count=ev.get("cpu_count"),
+            on_gpu=str(doc.get("device", "cpu")) != "cpu",
+            measured_batches=(int(f.get("steps") or 0) * per_step) or None,
+            cpu_percent=doc.get("cpu_util_percent"),
+            loop_cores=ev.get("loop_cpu_cores", intf.get("main_cores")),
+            other_cores=ev.get("other_cpu_cores", intf.get("others_cores")),
+            torch_threads=ev.get("torch_threads"),
+            trials=ev.get("worker_trials"),
+        ),
     )
     if plan:
         plan["batches_per_step_source"] = per_step_how

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from perfcore.analysis.script_facts import decode_of
@@ -16,6 +17,7 @@ __all__ = [
     "training_loader_index",
     "batches_per_step",
     "loader_plan",
+    "PlanEvidence",
     "contradicting_trial",
     "spare_cores",
     "loader_facts",
@@ -123,21 +125,27 @@ class PlanKind(str, enum.Enum):
     DEEPER_PREFETCH = "deeper_prefetch"  # enough workers on average: the queue runs out in bursts
 
 
-def loader_plan(  # noqa: PLR0913
-    ld: Mapping[str, Any],
-    *,
-    step_ms: float,
-    load_ms: float,
-    per_step: float,
-    cpu_count: int | None,
-    on_gpu: bool,
-    measured_batches: float | None = None,
-    cpu_percent: float | None = None,
-    loop_cores: float | None = None,
-    other_cores: float | None = None,
-    torch_threads: int | None = None,
-    trials: Sequence[Mapping[str, Any]] | None = None,
-) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class PlanEvidence:
+    """What the loader plan weighs beside the loader's own facts: the loop's step and its wait for batches
+    (ms, per step), batches a step (measured_batches: over the measured steps), and the cores: the machine's,
+    the loop's own measured CPU (loop_cores), other processes' (other_cores), torch's intra-op threads and the
+    host's CPU percent; trials: measured configurations (num_workers, speedup against this run)."""
+
+    step_ms: float
+    load_ms: float
+    per_step: float
+    cpu_count: int | None
+    on_gpu: bool
+    measured_batches: float | None = None
+    cpu_percent: float | None = None
+    loop_cores: float | None = None
+    other_cores: float | None = None
+    torch_threads: int | None = None
+    trials: Sequence[Mapping[str, Any]] | None = None
+
+
+def loader_plan(ld: Mapping[str, Any], ev: PlanEvidence) -> dict[str, Any] | None:
     """How many workers would hide loading, and when workers already run and the loop still waits,
     why: facts and a kind (PlanKind), no words. ld: num_workers, worker_batch_ms (a worker's time to
     make one batch), and where known site, pin_memory, prefetch_factor, persistent_workers,
@@ -151,12 +159,13 @@ def loader_plan(  # noqa: PLR0913
     make_ms = ld.get("worker_batch_ms")
     if make_ms is None:
         return None
+    step_ms, load_ms, loop_cores, torch_threads = ev.step_ms, ev.load_ms, ev.loop_cores, ev.torch_threads
     n = int(ld.get("num_workers") or 0)
-    per_step = max(per_step, 1.0)
+    per_step = max(ev.per_step, 1.0)
     consume_ms = max(step_ms - load_ms, 1e-6) / per_step  # the loop's time per batch when data is ready
     wait_ms = load_ms / per_step
     needed = max(1, math.ceil(make_ms / consume_ms))
-    cores = cpu_count or 1
+    cores = ev.cpu_count or 1
     # Measured CPU of the loop wins; torch's intra-op thread count says as much before anything ran.
     # With num_workers=0 the main process also made the batches (about one core while it waits):
     # what its compute uses is the rest of its CPU over the rest of the step.
@@ -164,7 +173,7 @@ def loader_plan(  # noqa: PLR0913
         wait = load_ms / step_ms
         loop_cores = min(max((loop_cores - wait) / (1 - wait), 0.0), float(cores))
     loop_est = loop_cores if loop_cores is not None else (float(min(torch_threads, cores)) if torch_threads else None)
-    free = spare_cores(cores, loop_cores=loop_est, other_cores=other_cores)
+    free = spare_cores(cores, loop_cores=loop_est, other_cores=ev.other_cores)
     # Workers beyond the free cores share them with the loop and each other: they hide at most
     # free / needed of the wait (none when no core is free). A core three quarters free counts as
     # free: measured CPU carries a few percent of noise (an idle shell, the sampler), and a worker on
@@ -182,7 +191,7 @@ def loader_plan(  # noqa: PLR0913
         "spare_cores": free,
         "spare_workers": spare,  # the workers the free cores hold
         "loop_cores": loop_cores,
-        "other_cores": other_cores,
+        "other_cores": ev.other_cores,
         "torch_threads": torch_threads,
         "achievable_ms": load_ms * hide,
         "decode": decode_of(ld).value,
@@ -192,7 +201,7 @@ def loader_plan(  # noqa: PLR0913
     # A core left to a worker, where compute does not run on that few threads already.
     if cores > 1 and (torch_threads is None or torch_threads > cores - 1):
         plan["fewer_threads"] = max(cores - 1, 1)
-    trial = contradicting_trial(trials, n, more=True)
+    trial = contradicting_trial(ev.trials, n, more=True)
     if trial is not None and (n == 0 or needed > n):
         plan["achievable_ms"] = 0.0
         plan["trial"] = trial
@@ -212,7 +221,7 @@ def loader_plan(  # noqa: PLR0913
     restarts = len(starts) - 1 if not ld.get("persistent_workers") else 0
     again_ms = sum(max(0.0, s - make_ms) for s in starts[1:]) if restarts > 0 else 0.0
     # Restarts after the first epoch fall in the measured steps: spread them over the batches measured.
-    startup_per_batch = again_ms / max(measured_batches or ld.get("batches") or 1, 1)
+    startup_per_batch = again_ms / max(ev.measured_batches or ld.get("batches") or 1, 1)
     if restarts > 0:
         plan["restart"] = {
             "restarts": restarts,
@@ -232,15 +241,15 @@ def loader_plan(  # noqa: PLR0913
         # Waiting far longer than a batch takes to make: the time goes in handing it over (the worker
         # scheduled, the queue, unpickling in the main process), not in making it.
         kind = PlanKind.HANDOVER
-        if cpu_percent and cpu_percent >= 90:  # processes wait for a core
-            plan["cpu_percent"] = cpu_percent
+        if ev.cpu_percent and ev.cpu_percent >= 90:  # processes wait for a core
+            plan["cpu_percent"] = ev.cpu_percent
         plan["set"] = {"num_workers": 0}
     else:
         kind = PlanKind.DEEPER_PREFETCH
         pf = ld.get("prefetch_factor") or 2
         plan["prefetch_factor"] = pf
         # pin_memory copies every batch in a thread of the main process, competing with the loop.
-        plan["pin_in_main"] = bool(on_gpu and ld.get("pin_memory"))
+        plan["pin_in_main"] = bool(ev.on_gpu and ld.get("pin_memory"))
         plan["set"] = {"prefetch_factor": max(pf * 2, 4)}
     if restarts > 0 and wait_ms > 0 and startup_per_batch >= STARTUP_CONTRIBUTES * wait_ms:
         plan["restart"]["contributes"] = True  # named beside the main reason, with its setting
