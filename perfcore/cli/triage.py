@@ -192,7 +192,7 @@ def sweep_cmd(res: Results, grid, steps, warmup, budget, resume, target) -> None
 
         first = next((c for c in result.configs if config_failure(c)), {})
         click.echo(
-            f"perfcore: error: no configuration could be measured"
+            "perfcore: error: no configuration could be measured"
             + (f" (first: {first.get('status')}: {one_line(config_failure(first))[:300]})" if first else ""),
             err=True,
         )

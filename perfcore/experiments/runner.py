@@ -3,10 +3,8 @@ StepTimer and sampled with the Sampler. Every experiment is built from this."""
 
 from __future__ import annotations
 
-import cProfile
 import math
 import os
-import pstats
 import time
 from typing import Any, Callable
 
@@ -19,6 +17,7 @@ from perfcore.analysis.run_report import RunReport
 from perfcore.capture.interference import InterferenceSampler
 from perfcore.capture.sampler import Sampler, add_per_step
 from perfcore.errors import UsageError
+from perfcore.experiments.dataset_profile import worker_profile
 from perfcore.experiments.measurement import SETTINGS, Measurement, Trial
 from perfcore.report.env_words import sampling_words
 from perfcore.timing import StepTimer
@@ -29,7 +28,6 @@ __all__ = [
     "measurement_of",
     "WorkloadRunner",
     "as_runner",
-    "worker_profile",
     "resolve_device",
     "shutdown_loader",
     "steady_samples",
@@ -314,33 +312,6 @@ def _rss() -> int:
     import psutil
 
     return int(psutil.Process(os.getpid()).memory_info().rss)
-
-
-def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> dict[str, Any]:
-    """cProfile of dataset[i] for a few items, in this process, plus its CPU/wall ratio: a ratio
-    far below 1 means __getitem__ waits (I/O), near 1 means it computes (decode, augment)."""
-    ds = workload.dataset
-    n = min(items, len(ds))
-    prof = cProfile.Profile()
-    c0, w0 = time.process_time(), time.perf_counter()
-    prof.enable()
-    for i in range(n):
-        ds[i]
-    prof.disable()
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-    stats = pstats.Stats(prof)
-    rows = []
-    for (file, line, func), (cc, nc, tt, ct, callers) in stats.stats.items():
-        rows.append(
-            {
-                "function": f"{func} ({os.path.basename(file)}:{line})" if file != "~" else func,
-                "self_ms_per_item": tt / n * 1e3,
-                "total_ms_per_item": ct / n * 1e3,
-                "calls": nc,
-            }
-        )
-    rows.sort(key=lambda r: r["self_ms_per_item"], reverse=True)
-    return {"items": n, "ms_per_item": wall / n * 1e3, "cpu_to_wall": cpu / wall if wall else 0.0, "top": rows[:top]}
 
 
 def measurement_of(row: dict[str, Any]) -> Measurement:
