@@ -17,7 +17,9 @@ How each is measured (on perfcore/**/*.py as text or as Python's ast/tokenize re
                     function whose signature holds it, against EXEMPTED, the ledger of the functions allowed
                     one, with their rules, lines (def to last line) and statements (ast statements within,
                     nested ones included) when recorded: a new one, a new rule, a function grown past either
-                    size, or a row whose exemption is gone is a problem (tests/test_code_metrics.py)
+                    size, or a row whose exemption is gone is a problem (tests/test_code_metrics.py); a noqa
+                    comment naming no rule, or a file's ruff-noqa, exempts every rule; so is pyproject.toml
+                    loosening the gate (a limit raised, a rule not selected or ignored, per file or not)
   tokens            tokenize tokens but NL, NEWLINE, INDENT, DEDENT and COMMENT
   files, functions  .py files; def and async def (methods and nested functions included)
 """
@@ -38,9 +40,21 @@ REPO = Path(__file__).resolve().parent.parent
 NOT_TOKENS = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT}
 DICTS = {"dict", "Mapping", "MutableMapping", "list"}
 EXEMPTION = re.compile(r"#\s*noqa:[^#]*\b(C901|PLR09\d\d)\b")
+# A noqa comment that names no rule silences every rule on its line, the gate's too; a ruff-noqa one a file.
+BARE_NOQA = re.compile(r"#\s*noqa(?!\s*:)\b")
+FILE_NOQA = re.compile(r"#\s*ruff\s*:\s*noqa")
 LONG_FUNCTIONS = {"finish_run": 40, "measure_workload": 60, "render_text": 60}
 # What the complexity gate (ruff's C901/PLR09xx, scripts/test.sh) checks, as the growth gate reads it.
 GATED = ("perfcore", "bench", "scripts", "setup.py")
+# The gate's limits as pyproject.toml sets them: raising one, or ignoring a rule for a file, is an
+# exemption in another place.
+LIMITS = {
+    ("mccabe", "max-complexity"): 15,
+    ("pylint", "max-branches"): 15,
+    ("pylint", "max-args"): 8,
+    ("pylint", "max-statements"): 60,
+}
+GATE_RULES = ("C901", "PLR0912", "PLR0913", "PLR0915")
 
 
 @dataclass(frozen=True)
@@ -166,7 +180,7 @@ def measure(root: Path) -> dict:
         "words_modules": sorted(str(f.relative_to(root)) for f in files if f.stem.endswith("words")),
         "function_lines": lengths,
         "exemptions": sum(bool(EXEMPTION.search(line)) for s in text.values() for line in s.splitlines()),
-        "gate": gate(exempted(root), EXEMPTED),
+        "gate": gate(exempted(root), EXEMPTED) + limit_problems(root),
         "tokens": tokens,
         "files": len(files),
         "functions": functions,
@@ -213,12 +227,13 @@ def exempted(root: Path) -> dict[str, Exempted]:
         text = f.read_text(encoding="utf-8")
         tree = None
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            rules = tok.type == tokenize.COMMENT and EXEMPTION.search(tok.string)
-            if not rules:
+            if tok.type != tokenize.COMMENT:
+                continue
+            if not (EXEMPTION.search(tok.string) or BARE_NOQA.search(tok.string) or FILE_NOQA.search(tok.string)):
                 continue
             tree = tree or ast.parse(text, str(f))
             owner = _signature_owner(tree, tok.start[0])
-            named = tuple(sorted(set(re.findall(r"\b(C901|PLR09\d\d)\b", tok.string))))
+            named = tuple(sorted(set(re.findall(r"\b(C901|PLR09\d\d)\b", tok.string)))) or ("every rule",)
             rel = f.relative_to(root).as_posix()
             if owner is None:
                 out[f"{rel}:{tok.start[0]}"] = Exempted(named, 0, 0)
@@ -227,6 +242,40 @@ def exempted(root: Path) -> dict[str, Exempted]:
             statements = sum(isinstance(n, ast.stmt) for n in ast.walk(fn)) - 1  # the def itself is not counted
             out[f"{rel}:{name}"] = Exempted(named, fn.end_lineno - fn.lineno + 1, statements)
     return out
+
+
+def limit_problems(root: Path) -> list[str]:
+    """Where pyproject.toml loosens the complexity gate: a limit above LIMITS, a gate rule not selected, or
+    one ignored (for every file or per file)."""
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return []
+    lint = tomllib.loads(path.read_text(encoding="utf-8")).get("tool", {}).get("ruff", {}).get("lint", {})
+    problems = [
+        f"pyproject.toml: {section}.{key} is {lint.get(section, {}).get(key)} (the gate's limit: {most})"
+        for (section, key), most in LIMITS.items()
+        if lint.get(section, {}).get(key, most) > most
+    ]
+    selected = set(lint.get("select", [])) | set(lint.get("extend-select", []))
+    problems += [
+        f"pyproject.toml: {rule} is not selected"
+        for rule in GATE_RULES
+        if not any(rule.startswith(code) or code == "ALL" for code in selected)
+    ]
+    ignored = list(lint.get("ignore", [])) + list(lint.get("extend-ignore", []))
+    for where, rules in lint.get("per-file-ignores", {}).items():
+        ignored += [f"{r} for {where}" for r in rules]
+    # A code names its rule and every rule it prefixes (C9 is C901; PLR is all of pylint's refactor rules).
+    problems += [
+        f"pyproject.toml ignores {r}"
+        for r in ignored
+        if r.split()[0] == "ALL" or any(rule.startswith(r.split()[0]) for rule in GATE_RULES)
+    ]
+    return problems
 
 
 def gate(found: dict[str, Exempted], ledger: dict[str, Exempted]) -> list[str]:

@@ -125,3 +125,40 @@ def test_the_gate_fails_on_growth_a_new_rule_a_new_exemption_and_a_stale_row(tmp
     assert metrics.gate(_gated(tmp_path, gone), LEDGER) == [
         "perfcore/m.py:kept: exempted no longer; take its row out of EXEMPTED (the ledger only shrinks)"
     ]
+
+
+def test_a_noqa_naming_no_rule_exempts_every_rule_and_is_gated(tmp_path):
+    bare = GATED_FILE + "\n\ndef quiet(a):  # noqa\n    return a\n"
+    assert metrics.gate(_gated(tmp_path, bare), LEDGER) == [
+        "perfcore/m.py:quiet: a new complexity exemption (every rule); split it along a seam"
+    ]
+
+
+PYPROJECT = """[tool.ruff.lint]
+select = ["C901", "PLR0912", "PLR0913", "PLR0915"]
+
+[tool.ruff.lint.mccabe]
+max-complexity = 15
+
+[tool.ruff.lint.pylint]
+max-branches = 15
+max-args = 8
+max-statements = 60
+"""
+
+
+def test_loosening_the_gate_in_pyproject_is_an_exemption_too(tmp_path):
+    assert metrics.limit_problems(metrics.REPO) == []  # this checkout's pyproject.toml
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    assert metrics.limit_problems(tmp_path) == []
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT.replace("max-args = 8", "max-args = 12"))
+    assert metrics.limit_problems(tmp_path) == ["pyproject.toml: pylint.max-args is 12 (the gate's limit: 8)"]
+    (tmp_path / "pyproject.toml").write_text(
+        PYPROJECT + '\n[tool.ruff.lint.per-file-ignores]\n"perfcore/cli/*.py" = ["PLR0913", "E501"]\n'
+    )
+    assert metrics.limit_problems(tmp_path) == ["pyproject.toml ignores PLR0913 for perfcore/cli/*.py"]
+    loose = PYPROJECT.replace('"C901", ', "").replace("\n\n[tool.ruff.lint.mccabe]", '\nextend-ignore = ["C9"]\n\n[x]')
+    (tmp_path / "pyproject.toml").write_text(loose)
+    assert metrics.limit_problems(tmp_path) == ["pyproject.toml: C901 is not selected", "pyproject.toml ignores C9"]
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT.replace('"C901", "PLR0912", "PLR0913", "PLR0915"', '"C90", "PLR"'))
+    assert metrics.limit_problems(tmp_path) == []  # prefixes select the rules they begin
