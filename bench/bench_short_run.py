@@ -42,8 +42,9 @@ from perfcore.report.reader import load_run
 doc, steps = load_run(Path(sys.argv[1]))
 t.append(time.perf_counter())
 from perfcore.report import plots
+from perfcore.report.verdict_words import headline
 t.append(time.perf_counter())
-plots.plot_breakdown(steps, Path(sys.argv[1]) / "bench_breakdown.png", title=doc["verdict"]["summary"])
+plots.plot_breakdown(steps, Path(sys.argv[1]) / "bench_breakdown.png", title=headline(doc.verdict))
 t.append(time.perf_counter())
 from perfcore.report.html import render_report
 render_report(doc, steps)
