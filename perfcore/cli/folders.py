@@ -52,7 +52,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
                 res.done(result.to_dict())
             return
     if not (folder / "run.json").exists():
-        from perfcore.run.parent.finish import finish_unfinished
+        from perfcore.run.parent.refinish import finish_unfinished
 
         # perfcore was stopped before it wrote run.json; the parts hold what it needs to.
         finish_unfinished(folder)
@@ -138,7 +138,7 @@ def merge_cmd(res: Results, dirs) -> None:
     steps.csv, trace.json, the plots and report.html.
     """
     from perfcore.report.terminal import render_text
-    from perfcore.run.parent.finish import merge_dirs
+    from perfcore.run.parent.refinish import merge_dirs
 
     check_target(res.json_path, dirs)
     # merge_dirs makes the merged folder only once the parts are read and found to be one job's.

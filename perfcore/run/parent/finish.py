@@ -14,15 +14,13 @@ from perfcore.analysis.advice import advise_run, training_loader_index
 from perfcore.analysis.run_context import Outcome
 from perfcore.analysis.run_report import SCHEMA, Decision, RunReport
 from perfcore.capture.sampler import add_per_step
-from perfcore.errors import RunFailed, UsageError
+from perfcore.errors import RunFailed
 from perfcore.report import jsonio
 from perfcore.report.reader import load_part, steps_file
 from perfcore.run.parent.evidence import interference_of, monitor_summary, worker_summary
-from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.heap import give_back_freed
 from perfcore.run.parent.part_dirs import (
     compress_parts,
-    copy_workers,
     drop_checkpoints,
     hand_over_table,
     part_dirs,
@@ -31,13 +29,7 @@ from perfcore.run.parent.part_dirs import (
 from perfcore.run.part_files import finish_raw
 from perfcore.run.protocol import CHECKPOINT, RAW_JSON
 
-__all__ = [
-    "finish_run",
-    "finish_unfinished",
-    "merge_dirs",
-    "read_parts",
-    "write_steps",
-]
+__all__ = ["finish_run", "read_parts", "write_steps"]
 
 
 def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
@@ -400,69 +392,3 @@ def _no_step(
     jsonio.write_text(out / "steps.csv", STEP_HEADER)
     jsonio.write(out / "run.json", report.to_dict())
     return report
-
-
-# How a part says its process ended -> the exit code a shell would have shown for it.
-_CODE_OF = {"finished": 0, "steps reached": 0, "interrupted": 130, "terminated": 143, "crashed": 1}
-
-
-def finish_unfinished(out: Path) -> RunReport:
-    """A run folder perfcore was stopped before finishing (perfcore itself killed, its terminal
-    closed, Ctrl-C while it wrote, a full disk): run.json and the rest, made from the parts and
-    checkpoints its processes wrote, as `perfcore run` would have. The script's exit code was never
-    seen, so the one its part reports stands in for it, and a note says so."""
-    from perfcore.errors import BadResultFile
-    from perfcore.run.parent.folder import drop_dead_settings, is_run_folder, live_run
-
-    out = Path(out)
-    alive = live_run(out)
-    if alive:
-        # Its run writes the results itself when it ends; finishing now would report it as killed.
-        raise BadResultFile(
-            out,
-            f"belongs to a run that is still going ({alive} is alive); nothing was written",
-            "wait for it to end, it finishes the folder itself (or stop it, then run perfcore report again)",
-            exit_code=1,
-        )
-    drop_dead_settings(out)  # what its killed perfcore could not remove, where the folder proves it is its own
-    parts = read_parts(out)
-    if not parts:
-        if is_run_folder(out):
-            raise BadResultFile(
-                out,
-                "is a perfcore run folder, but its script left no results in it (killed "
-                "before perfcore could write any, or it never reached torch)",
-                "run the script again",
-                exit_code=1,
-            )
-        raise BadResultFile(out, "is not a perfcore run folder (no run.json)", exit_code=2)
-    doc0 = parts[0]["doc"]
-    reason = (doc0.get("exit") or {}).get("reason")
-    rc = _CODE_OF.get(reason, 1) if not doc0.get("checkpoint") else 137
-    cmd = doc0.get("command") or doc0.get("argv") or []
-    return finish_run(out, rc, cmd, parts, scope="afterwards")
-
-
-def merge_dirs(dirs: list[Path], out: Path | None) -> tuple[RunReport, Path]:
-    """`perfcore merge`: parts written on several nodes of one job -> one run folder (the run, its folder)."""
-    parts, seen = [], set()
-    for d in dirs:
-        found = read_parts(Path(d))
-        if not found:
-            raise UsageError(f"{d} holds no perfcore parts (parts/rank*/run.json)")
-        for p in found:
-            key = (p["doc"].get("rank"), p["doc"].get("host"), p["doc"].get("pid"))
-            if key not in seen:
-                seen.add(key)
-                parts.append(p)
-    from perfcore.analysis.ranks import job_problem
-
-    problem = job_problem(parts)
-    if problem:
-        from perfcore.report.rank_words import job_problem_words
-
-        raise UsageError(job_problem_words(problem))
-    out = prepare_out(out, "merge")  # only now: a refused merge leaves no folder behind
-    copy_workers([Path(d) for d in dirs], out)  # the nodes' DataLoader figures, as each node's folder had them
-    cmd = parts[0]["doc"].get("command") or parts[0]["doc"].get("argv") or []
-    return finish_run(out, 0, cmd, parts), out
