@@ -525,10 +525,10 @@ def test_a_folder_claimed_between_the_look_and_the_claim_goes_to_the_other_comma
     out.mkdir()
     real = folder._claim
 
-    def raced(path, kind):  # another command's marker lands just before ours
+    def raced(path, kind, job=None):  # another command's marker lands just before ours
         if Path(path) == out:
             (out / folder.MARKER).write_text(json.dumps({"schema": "perfcore.folder/1", "token": "other"}))
-        return real(path, kind)
+        return real(path, kind, job)
 
     monkeypatch.setattr(folder, "_claim", raced)
     got = folder.prepare_out(out, "run")

@@ -188,8 +188,8 @@ def test_a_raw_part_left_by_a_killed_parent_is_finished_by_report(tmp_path):
     facts = _facts(t_start)
     facts["common"].update({"pid": 7, "argv": ["train.py"], "exit": {"reason": "finished"}})
     write_raw(rec, facts, np.array([1]), np.array([2 ** 30]), part)
-    doc = finish_unfinished(out)
-    assert doc["steps"] == 6 and (out / "steps.csv").is_file()
+    run = finish_unfinished(out)
+    assert run.steps == 6 and (out / "steps.csv").is_file()
     assert not (part / RAW_JSON).exists()
 
 

@@ -51,7 +51,7 @@ start = int(np.load(part / "trace.npz")["step_start_ns"][0])
 samples = pd.DataFrame({{"t_ns": start + np.arange(20) * 10_000_000, "cpu_percent": np.linspace(10, 90, 20),
                          "ram_used_bytes": np.full(20, 2.0 ** 31)}})
 doc = finish_run(out, 0, ["python", "train.py"], samples=samples)
-print(sorted(doc["files"]))
+print(sorted(doc.files))
 print("matplotlib" in sys.modules)
 """
     lines = run_py(code).strip().splitlines()

@@ -8,14 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from perfcore.analysis.labels import LABELS
-from perfcore.analysis.run_context import Outcome
-from perfcore.report.exit_words import outcome_sentence, signal_name
 from perfcore.run.protocol import PARTS
 
 __all__ = [
     "oom_kills",
     "describe_exit",
-    "signal_name",
     "STEP_HEADER",
     "before_first_step",
     "first_failed_rank",
@@ -50,6 +47,8 @@ def describe_exit(
     if child_reason in ("steps reached",) or rc == 0:
         return out
     if rc > 128 and child_reason not in ("interrupted", "terminated", "crashed"):
+        from perfcore.report.exit_words import signal_name
+
         out["signal"] = signal_name(rc - 128)
         out["reason"] = "killed"
         if rc - 128 == signal.SIGKILL and oom_before is not None and oom_after is not None and oom_after > oom_before:
@@ -91,17 +90,26 @@ def results_lost(rc: int, lost: dict[str, Any], out: Path) -> str:
     )
     fix = "free space and run it again" if lost.get("disk_full") else "run it again"
     return (
-        f"the script {outcome_sentence(Outcome(**describe_exit(rc, None)))}{after}, but its results could not be "
+        f"the script {_ended(rc)}{after}, but its results could not be "
         f"written{why}; "
         f"what was written stays in {out}: {fix}"
     )
+
+
+def _ended(rc: int) -> str:
+    """How the script ended, said from its exit code alone. Its imports wait for a failure: the parent reaches
+    the script's start without numpy (the typed model brings it)."""
+    from perfcore.analysis.run_context import Outcome
+    from perfcore.report.exit_words import outcome_sentence
+
+    return outcome_sentence(Outcome(**describe_exit(rc, None)))
 
 
 def results_unfinished(rc: int, path: Path, why: str, out: Path) -> str:
     """One line for a run whose parts were written but whose folder could not be finished (the disk filled
     while perfcore wrote the run's files): the parts stay, and `perfcore report` finishes them later."""
     return (
-        f"the script {outcome_sentence(Outcome(**describe_exit(rc, None)))}, but its run folder could not be finished: "
+        f"the script {_ended(rc)}, but its run folder could not be finished: "
         f"cannot write "
         f"{path}: {why}; its recorded steps stay in {out}: free space, then `perfcore report {out}` finishes it"
     )
