@@ -178,7 +178,7 @@ def test_a_short_runs_process_never_imports_pandas_and_its_results_are_complete(
 
 def test_a_raw_part_left_by_a_killed_parent_is_finished_by_report(tmp_path):
     """The parent died before reading the part: `perfcore report` finishes the folder from it."""
-    from perfcore.run.parent.refinish import finish_unfinished
+    from perfcore.run.parent.finish import finish_unfinished
 
     out = tmp_path / "r"
     part = out / "parts" / "pid7"
@@ -188,8 +188,8 @@ def test_a_raw_part_left_by_a_killed_parent_is_finished_by_report(tmp_path):
     facts = _facts(t_start)
     facts["common"].update({"pid": 7, "argv": ["train.py"], "exit": {"reason": "finished"}})
     write_raw(rec, facts, np.array([1]), np.array([2 ** 30]), part)
-    doc = finish_unfinished(out)
-    assert doc.steps == 6 and (out / "steps.csv").is_file()
+    run = finish_unfinished(out)
+    assert run.steps == 6 and (out / "steps.csv").is_file()
     assert not (part / RAW_JSON).exists()
 
 

@@ -23,7 +23,7 @@ for session in range(2):
         opt.zero_grad()
     model.eval()
     r = s.finish()
-    print("STEPS", r["steps"] + r["warmup_steps"])
+    print("STEPS", r.steps + r.warmup_steps)
 print("NOT_RESTORED", [f"{getattr(o, '__name__', o)}.{a}" for o, a, v in before if vars(o).get(a) is not v])
 print("HOOKS_LEFT", len(optim_mod._global_optimizer_pre_hooks) + len(optim_mod._global_optimizer_post_hooks)
       - hooks_before)
