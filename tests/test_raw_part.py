@@ -178,7 +178,7 @@ def test_a_short_runs_process_never_imports_pandas_and_its_results_are_complete(
 
 def test_a_raw_part_left_by_a_killed_parent_is_finished_by_report(tmp_path):
     """The parent died before reading the part: `perfcore report` finishes the folder from it."""
-    from perfcore.run.parent.finish import finish_unfinished
+    from perfcore.run.parent.refinish import finish_unfinished
 
     out = tmp_path / "r"
     part = out / "parts" / "pid7"
