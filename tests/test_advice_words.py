@@ -16,9 +16,9 @@ from perfcore.analysis.memory_findings import memory_findings
 from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.run_parts import Evaluation
 from perfcore.analysis.run_report import RunReport
-from perfcore.report.advice_words import evidence_of, text_of
-from perfcore.report.finding_words import evaluation_sentence, memory_sentence
-from perfcore.report.plan_words import plan_sentence, plan_words
+from perfcore.report.words.advice import evidence_of, text_of
+from perfcore.report.words.findings import evaluation_sentence, memory_sentence
+from perfcore.report.words.findings import plan_sentence, plan_words
 
 
 def _plan(d):
@@ -170,7 +170,7 @@ def test_the_evaluation_finding_is_said_from_its_figures():
 
 
 def test_the_command_that_tests_advice_is_a_code_said_at_the_edge():
-    from perfcore.report.advice_words import TEST_WORDS, test_of
+    from perfcore.report.words.advice import TEST_WORDS, test_of
     from perfcore.report.html_parts import advice_item
 
     doc = _run({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[LOADER])

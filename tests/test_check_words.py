@@ -13,7 +13,7 @@ from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.analysis.command_results import ExperimentRow
 from perfcore.analysis.status import Change
 from perfcore.analysis.verdict import avoidable, decide
-from perfcore.report.check_words import check_long, check_text, compute_shortfall
+from perfcore.report.words import check_long, check_text, compute_shortfall
 
 
 def _b(speedup, sem):
@@ -83,7 +83,7 @@ def test_experiment_b_against_its_bound_in_words():
 def test_what_loading_is_decided_as_a_kind_with_its_figures():
     from perfcore.analysis.results import Loading
     from perfcore.experiments.diagnose import loading_cause
-    from perfcore.report.check_words import LOADING_CAUSE, loading_text
+    from perfcore.report.words import LOADING_CAUSE, loading_text
 
     c = ExperimentRow(Experiment.DECODER, "C: decoder torchvision", decoder="torchvision", speedup=1.4)
     assert loading_cause([c], {"cpu_to_wall": 0.9}, None) == Loading("decoder", decoder="torchvision", speedup=1.4)
@@ -96,7 +96,7 @@ def test_what_loading_is_decided_as_a_kind_with_its_figures():
 def test_health_keeps_its_busy_check_as_figures():
     from perfcore.analysis.command_results import BusyCheck, HealthResult
     from perfcore.experiments.health import health_report
-    from perfcore.report.health_words import health_summary
+    from perfcore.report.words.verdict import health_summary
 
     bd = {"load": 0.5, "transfer": 0.0, "compute": 9.5, "comm": 0.0, "host": 0.0}
     row = {"busy_mean": 0.4, "busy_source": "gpu_util", "breakdown_ms": bd, "step_ms": 10.0, "device": "cuda",
@@ -191,7 +191,7 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
         line = _check_short(c)
         past = c.measured_speedup > c.predicted_speedup
         slower = c.change is Change.SLOWER
-        from perfcore.report.label_words import speedups_words
+        from perfcore.report.words import speedups_words
 
         assert f"({speedups_words(c.measured_band)}, {c.change.value})" in line, line  # the word beside its band
         long = dataclasses.replace(c, name="B: num_workers=16 (baseline uses 0)")  # the widest name diagnose gives
@@ -205,7 +205,7 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
 
 
 def test_a_band_of_speedups_with_an_open_top_says_so():
-    from perfcore.report.label_words import OPEN_TOP_X, speedups_words
+    from perfcore.report.words import OPEN_TOP_X, speedups_words
 
     assert speedups_words([1.7, 1.95]) == "1.70-1.95x"
     assert speedups_words([1.16, None]) == "1.16x or more"  # nothing left at the top

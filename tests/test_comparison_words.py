@@ -15,9 +15,9 @@ from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.verdict import decide
 from perfcore.experiments.diagnose import workers_check
-from perfcore.report.check_words import check_long, check_text
-from perfcore.report.compare_words import step_words
-from perfcore.report.plan_words import plan_words
+from perfcore.report.words import check_long, check_text
+from perfcore.report.words.verdict import step_words
+from perfcore.report.words.findings import plan_words
 
 speedups = st.floats(min_value=0.05, max_value=20.0, allow_nan=False)
 noises = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0, allow_nan=False))

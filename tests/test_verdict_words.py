@@ -15,7 +15,7 @@ from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import CRITICAL_SHARE, NEAR_TIER, WARN_SHARE, decide
 from perfcore.report.verdict_card import card_lines
-from perfcore.report.verdict_words import (
+from perfcore.report.words.verdict import (
     WIDTH,
     plain_words,
     summary_words,

@@ -176,7 +176,7 @@ def sweep_cmd(  # noqa: PLR0913
         )
         sys.exit(EXIT_INTERRUPTED)
     if result.best is None:
-        from perfcore.report.failure_words import config_failure
+        from perfcore.report.words.runs import config_failure
 
         first = next((c for c in result.configs if config_failure(c)), {})
         click.echo(

@@ -49,7 +49,7 @@ class CaptureError(PerfcoreError):
 
     def __init__(self, reason: str, detail: str | None = None, optimizer: str | None = None) -> None:
         self.reason, self.detail, self.optimizer = reason, detail, optimizer
-        from perfcore.report.capture_words import capture_error_words
+        from perfcore.report.words.runs import capture_error_words
 
         super().__init__(capture_error_words(self.facts()))
 

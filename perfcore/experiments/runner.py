@@ -20,7 +20,7 @@ from perfcore.capture.interference import InterferenceSampler
 from perfcore.capture.sampler import Sampler, add_per_step
 from perfcore.errors import UsageError
 from perfcore.experiments.measurement import SETTINGS, Measurement, Trial
-from perfcore.report.env_words import sampling_words
+from perfcore.report.words.runs import sampling_words
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 

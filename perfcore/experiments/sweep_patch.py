@@ -121,7 +121,7 @@ def _try(cmd: list[str] | None, real: str, patch: LoaderPatch, settings: Mapping
         except PerfcoreError as e:
             return f"the patched script failed its try: {str(e).splitlines()[0][:200]}"
     if doc.exit_code or not doc.steps:
-        from perfcore.report.exit_words import exit_words  # how it ended, said from its codes
+        from perfcore.report.words.runs import exit_words  # how it ended, said from its codes
 
         ended = exit_words(doc) if doc.exit is not None or doc.outcome is not None else ""
         return f"the patched script failed its try: it {ended or 'ended before a measured step'}"

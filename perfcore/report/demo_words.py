@@ -8,11 +8,9 @@ from perfcore.analysis.command_results import DemoResult, DemoWorkload, Diagnose
 from perfcore.analysis.results import Interference, Verdict
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
-from perfcore.report.advice_words import evidence_of, text_of
-from perfcore.report.check_words import check_text
-from perfcore.report.health_words import health_summary
-from perfcore.report.label_words import gain_words, interference_detail, interference_sentence
-from perfcore.report.verdict_words import plain_words
+from perfcore.report.words import check_text, gain_words, interference_detail, interference_sentence
+from perfcore.report.words.advice import evidence_of, text_of
+from perfcore.report.words.verdict import health_summary, plain_words
 
 __all__ = ["gains_text", "demo_markdown", "render_demo"]
 

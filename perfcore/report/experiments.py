@@ -9,15 +9,21 @@ from perfcore.analysis.command_results import DemoResult, DiagnoseResult, Health
 from perfcore.analysis.results import Interference
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
-from perfcore.report.advice_words import text_of
-from perfcore.report.check_words import LOADING_CAUSE, compute_change, compute_shortfall, readable_frame
-from perfcore.report.diagnose_words import note_words
-from perfcore.report.failure_words import config_failure, script_exit_words
-from perfcore.report.health_words import health_summary, heartbeat_meaning
-from perfcore.report.label_words import interference_detail, interference_sentence, speedups_words
-from perfcore.report.lines_text import patch_text
 from perfcore.report.terminal import verdict_line
-from perfcore.report.verdict_words import WIDTH, level_word, preface
+from perfcore.report.words import (
+    LOADING_CAUSE,
+    compute_change,
+    compute_shortfall,
+    interference_detail,
+    interference_sentence,
+    readable_frame,
+    speedups_words,
+)
+from perfcore.report.words.advice import text_of
+from perfcore.report.words.findings import note_words
+from perfcore.report.words.lines import patch_text
+from perfcore.report.words.runs import config_failure, script_exit_words
+from perfcore.report.words.verdict import WIDTH, health_summary, heartbeat_meaning, level_word, preface
 
 __all__ = [
     "render_health",
@@ -178,7 +184,7 @@ def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, heade
     """Diagnose at a glance (at most 20 lines): the experiments' table, __getitem__'s cost, one verdict
     line, each check in a line, at most two "try" lines and where to read more. render_diagnose is all
     of it (--explain)."""
-    from perfcore.report.words import try_short, verdict_short
+    from perfcore.report.words.advice import try_short, verdict_short
 
     lines = [f"diagnose {doc.workload} on {doc.device}{busy_note(doc)}"] if header else []
     lines.append(f"  {'experiment':<34} {'step':>9} {'+-':>8} {'samples/s':>10} {'speedup':>8}")

@@ -9,9 +9,8 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.compare import Comparison, Delta
 from perfcore.analysis.status import Change
 from perfcore.report.charts import COLORS, stackbars
-from perfcore.report.compare_words import change_sentence, step_words
 from perfcore.report.html_parts import Body, dur, esc, num, page, tiles
-from perfcore.report.verdict_words import level_word, summary_words
+from perfcore.report.words.verdict import change_sentence, level_word, step_words, summary_words
 
 __all__ = ["render_compare_page", "write_compare_report"]
 

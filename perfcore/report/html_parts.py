@@ -16,18 +16,16 @@ from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms
 from perfcore.analysis.verdict import report_evidence, steady_ms
-from perfcore.report.advice_words import evidence_of, test_of, text_of
 from perfcore.report.charts import COLORS, assets, to_json
-from perfcore.report.exit_words import exit_words
-from perfcore.report.finding_words import no_step_sentence
 from perfcore.report.safe_text import clean
-from perfcore.report.label_words import interference_detail, interference_sentence
-from perfcore.report.rank_words import missing_sentence
-from perfcore.report.record_words import notes_of
 from perfcore.report.terminal import crashed_early
 from perfcore.report.verdict_card import card_lines
-from perfcore.report.verdict_words import NO_STEPS, cause_words, level_word, summary_words
-from perfcore.report.words import overhead_short
+from perfcore.report.words import interference_detail, interference_sentence
+from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
+from perfcore.report.words.findings import no_step_sentence
+from perfcore.report.words.jobs import missing_sentence
+from perfcore.report.words.runs import exit_words, notes_of
+from perfcore.report.words.verdict import NO_STEPS, cause_words, level_word, summary_words
 
 __all__ = [
     "esc",

@@ -10,10 +10,9 @@ from typing import Iterable
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.nodes import NodeState
 from perfcore.analysis.run_report import RunReport
 from perfcore.report.charts import COLORS, run_charts, stackbars
-from perfcore.report.exit_words import outcome_sentence
-from perfcore.report.finding_words import memory_sentence, step_source_text
 from perfcore.report.html_gpu import gpu_section
 from perfcore.report.html_lines import lines_section, starvation_block
 from perfcore.report.html_parts import (
@@ -33,17 +32,17 @@ from perfcore.report.html_parts import (
     undecided_words,
     warnings_of,
 )
-from perfcore.report.plan_words import plan_sentence
-from perfcore.report.process_words import trainers_phrase
-from perfcore.analysis.nodes import NodeState
-from perfcore.report.rank_words import (
+from perfcore.report.words.findings import memory_sentence, plan_sentence, step_source_text
+from perfcore.report.words.jobs import (
     clock_sentence,
     node_sentences,
     ranks_phrase,
     straggler_sentence,
+    trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.verdict_words import headline as verdict_headline
+from perfcore.report.words.runs import outcome_sentence
+from perfcore.report.words.verdict import headline as verdict_headline
 
 __all__ = ["render_html", "render_report", "breakdown_svg", "links", "run_sections"]
 

@@ -10,14 +10,13 @@ from typing import Any
 from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, SweepResult
 from perfcore.analysis.results import UNDECIDED, Verdict
 from perfcore.report.charts import COLORS, stackbars
-from perfcore.report.check_words import check_text, readable_frame
-from perfcore.report.diagnose_words import note_words
-from perfcore.report.health_words import health_summary, heartbeat_meaning
 from perfcore.report.html_compare import render_compare_page, write_compare_report
 from perfcore.report.html_parts import Body, dur, esc, num, page, pct, stack_bar, table_of_labels, tiles, verdict_card
 from perfcore.report.html_run import links, run_sections
 from perfcore.report.html_sweep import sweep_sections
-from perfcore.report.verdict_words import level_word, preface, summary_words
+from perfcore.report.words import check_text, readable_frame
+from perfcore.report.words.findings import note_words
+from perfcore.report.words.verdict import health_summary, heartbeat_meaning, level_word, preface, summary_words
 
 __all__ = [
     "stage_page",

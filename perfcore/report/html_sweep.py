@@ -9,9 +9,9 @@ import pandas as pd
 
 from perfcore.analysis.command_results import SweepResult
 from perfcore.report.experiments import knee_text
-from perfcore.report.failure_words import config_failure
 from perfcore.report.html_parts import Body, dur, esc, num, pct, tiles
-from perfcore.report.verdict_words import level_word
+from perfcore.report.words.runs import config_failure
+from perfcore.report.words.verdict import level_word
 
 __all__ = ["sweep_sections"]
 

@@ -8,8 +8,8 @@ from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
 from perfcore.analysis.units import fmt_band, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE
-from perfcore.report.label_words import WHAT
-from perfcore.report.verdict_words import NO_STEPS, fit, plain_words, straggler_head, verdict_name
+from perfcore.report.words import WHAT
+from perfcore.report.words.verdict import NO_STEPS, fit, plain_words, straggler_head, verdict_name
 
 __all__ = ["card_lines"]
 

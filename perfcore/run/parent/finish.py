@@ -302,7 +302,7 @@ def finish_run(  # noqa: C901, PLR0912, PLR0915
     for p in parts:
         p["raw"] = {}  # nothing after the trace reads the parts' arrays (16 bytes a step): not held to the report
     from perfcore.report.plots import plot_breakdown, plot_kernels
-    from perfcore.report.verdict_words import headline
+    from perfcore.report.words.verdict import headline
 
     plot_breakdown(main["steps"], out / "breakdown.png", title=headline(decision.verdict))
     files["breakdown.png"] = "breakdown.png"
@@ -350,8 +350,8 @@ def _no_step(
     """A run that saw no step: RunFailed when the script failed (how it ended is the whole story), else a
     run.json saying what was seen."""
     from perfcore.analysis.run_context import NoStep
-    from perfcore.report.exit_words import outcome_sentence
-    from perfcore.report.finding_words import no_step_sentence
+    from perfcore.report.words.runs import outcome_sentence
+    from perfcore.report.words.findings import no_step_sentence
     from perfcore.run.parent.outcome import STEP_HEADER, before_first_step
 
     facts = doc.get("no_step")
@@ -455,7 +455,7 @@ def merge_dirs(dirs: list[Path], out: Path | None) -> tuple[RunReport, Path]:
 
     problem = job_problem(parts)
     if problem:
-        from perfcore.report.rank_words import job_problem_words
+        from perfcore.report.words.jobs import job_problem_words
 
         raise UsageError(job_problem_words(problem))
     out = prepare_out(out, "merge")  # only now: a refused merge leaves no folder behind

@@ -9,7 +9,7 @@ from typing import Any
 
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.run_context import Outcome
-from perfcore.report.exit_words import outcome_sentence, signal_name
+from perfcore.report.words.runs import outcome_sentence, signal_name
 from perfcore.run.protocol import PARTS
 
 __all__ = [

@@ -1,21 +1,29 @@
 """The verdict in words, from the facts analysis.verdict decides (results.Verdict): the short line for the
 terminal (verdict_short), the headline and two short lines of the HTML card, and the long sentence for
---explain and the HTML "why" panel (plain_words; summary_words puts what inflated the steps first)."""
+--explain and the HTML "why" panel (plain_words; summary_words puts what inflated the steps first).
+With it, the two results said as verdicts are: compare's (what changed between two runs, each word
+chosen from the status beside its number) and health's (the verdict's summary, then the seed method's
+busy check against its threshold, and what a heartbeat in the busy series means)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from perfcore.analysis.command_results import HealthResult, Heartbeat
+from perfcore.analysis.compare import Comparison
 from perfcore.analysis.results import Cause, Interference, Level, Straggle, Verdict
+from perfcore.analysis.status import Change
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
-from perfcore.report.check_words import LOADING_CAUSE, check_text, loading_text
-from perfcore.report.label_words import (
+from perfcore.report.words import (
+    LOADING_CAUSE,
     WHAT,
+    check_text,
     evidence_words,
     gain_words,
     interference_sentence,
+    loading_text,
     startup_sentence,
     what_of,
 )
@@ -35,7 +43,14 @@ __all__ = [
     "cause_words",
     "straggler_head",
     "NO_STEPS",
+    "change_sentence",
+    "step_words",
+    "render_compare",
+    "health_summary",
+    "heartbeat_meaning",
+    "FORWARD_ONLY_NOTE",
 ]
+
 
 # The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
 WIDTH = 100
@@ -322,3 +337,89 @@ def preface(plain: str, interference: Interference | None) -> str:
     if interference is None or not interference.material or not plain:
         return plain
     return f"{interference_sentence(interference)}. {plain[0].upper()}{plain[1:]}"
+
+
+def change_sentence(doc: Comparison) -> str:
+    """Whether the verdict changed: its name before and after, and the primary cause or the tier that moved."""
+    a, b = doc.a.verdict, doc.b.verdict
+    if not doc.verdict_changed:
+        return f"verdict unchanged: {verdict_name(a)}"
+    if doc.primary_changed:
+        return (
+            f"verdict changed: {verdict_name(a)} -> {verdict_name(b)}; primary cause "
+            f"{a.primary or 'none'} -> {b.primary or 'none'}"
+        )
+    return (
+        f"verdict changed: {verdict_name(a)} -> {verdict_name(b)} (same primary cause, "
+        f"{level_word(a.level)} -> {level_word(b.level)})"
+    )
+
+
+# B against A, by the change's status: the word sits beside the ratio it describes.
+_CHANGE = {Change.FASTER: "B faster", Change.SLOWER: "B slower", Change.WITHIN_NOISE: "within the runs' noise"}
+
+
+def step_words(doc: Comparison) -> str:
+    """The step time from A to B, the change and the ratio, with what the status says of it."""
+    said = _CHANGE.get(doc.change, "") if doc.change is not None else ""
+    noise = doc.noise_ms
+    if said and noise is not None:
+        said += f" ({fmt_ms(noise)})" if doc.change is Change.WITHIN_NOISE else f" (beyond the noise, {fmt_ms(noise)})"
+    tail = f", {said}" if said else ""
+    return (
+        f"step time: A {fmt_ms(doc.a.step_ms)} -> B {fmt_ms(doc.b.step_ms)} "
+        f"({doc.step_time_change_pct:+.1f}%, speedup {fmt_x(doc.speedup)}{tail})"
+    )
+
+
+def render_compare(doc: Comparison) -> str:
+    """The terminal's compare: the step time, the verdict change, both verdicts, and the per-label and
+    per-kernel-category table (ms per step)."""
+    lines = [
+        step_words(doc),
+        change_sentence(doc),
+        f"  A: {summary_words(doc.a.verdict)}",
+        f"  B: {summary_words(doc.b.verdict)}",
+        f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
+    ]
+    for lb, v in doc.labels.items():
+        lines.append(f"  {lb:<9} {v.a_ms:>9.2f} {v.b_ms:>9.2f} {v.delta_ms:>+9.2f}")
+    if doc.kernel_categories:
+        lines.append(f"  {'kernel category':<20} {'A ms':>9} {'B ms':>9} {'delta':>9}")
+        for c, v in doc.kernel_categories.items():
+            lines.append(f"  {c:<20} {v.a_ms:>9.2f} {v.b_ms:>9.2f} {v.delta_ms:>+9.2f}")
+    return "\n".join(lines)
+
+
+FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
+
+
+def health_summary(doc: HealthResult) -> str:
+    """The verdict's plain summary (when health decided one), then the busy line."""
+    check = doc.busy_check
+    threshold = float(check.threshold or 0.6)
+    busy = float(doc.busy_mean or 0.0)
+    what = "GPU utilisation" if doc.busy_source == "gpu_util" else "compute share of each step (no GPU here)"
+    line = f"{what} {100 * busy:.0f}% ({'>=' if busy >= threshold else '<'} {100 * threshold:.0f}%)"
+    if check.small_work:
+        line += (
+            "; low utilisation with no avoidable cause above the threshold: the device's work is small "
+            "(short kernels), not blocked"
+        )
+    verdict = plain_words(doc.verdict) if doc.verdict is not None and doc.verdict.decided else ""
+    return (
+        verdict
+        + (f" ({FORWARD_ONLY_NOTE})" if check.forward_only else "")
+        + (". " if check.decided else "")
+        + f"{line[0].upper()}{line[1:]}"
+    )
+
+
+def heartbeat_meaning(hb: Heartbeat, busy_source: str) -> str:
+    """What a period in the busy series means (capture.sampler.heartbeat found it)."""
+    unit = "s" if busy_source == "gpu_util" else "s (in steps)"
+    return (
+        f"utilisation swings between busy and idle every {hb.period_s:.2f} {unit}: the loader delivers in "
+        "bursts (each worker hands over a batch, then all are busy decoding while the device waits); more "
+        "workers, a higher prefetch_factor or cheaper batches smooth it"
+    )
