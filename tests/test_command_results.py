@@ -121,7 +121,7 @@ def _health_row(busy=0.4):
 def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(tmp_path):
     from perfcore.experiments.health import health_report
     from perfcore.report.words.verdict import health_summary
-    from perfcore.report.html_stages import stage_page
+    from perfcore.report.html.stages import stage_page
 
     result = health_report(_health_row(), "w", "perfcore diagnose w")
     doc = json.loads(json.dumps(result.to_dict()))

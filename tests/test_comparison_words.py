@@ -89,7 +89,7 @@ def test_a_check_is_said_as_measured(x, predicted_share, noise):
 
 def test_one_number_formatter_for_terminal_and_html():
     from perfcore.analysis.units import fmt_ms
-    from perfcore.report.html_parts import dur
+    from perfcore.report.html.parts import dur
 
     for v in (0.0, 0.0004, 0.05, 0.5, 1.0, 12.345, 150.0, 999.4, 1500.0, 72_000.0):
         assert dur(v) == fmt_ms(v), v

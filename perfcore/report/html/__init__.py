@@ -1,6 +1,7 @@
-"""Writing and showing perfcore's HTML: report.html of a run folder (the page itself is html_run's),
-the experiment folders' pages (html_stages), and a folder's report inline in a notebook. The run page's
-names are re-exported here, where callers and users have always imported them."""
+"""perfcore's HTML renderer: report.html of a run folder (the page itself is html.run's), the experiment
+folders' pages (html.stages), and a folder's report inline in a notebook. Every page is one offline file
+(CSS, the chart library and the chart data inline); its pieces are html.parts'. The run page's names are
+re-exported here, where callers and users have always imported them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from perfcore.analysis.run_report import RunReport
-from perfcore.report.html_run import breakdown_svg, links, render_html, render_report, run_sections
+from perfcore.report.html.run import breakdown_svg, links, render_html, render_report, run_sections
 
 __all__ = [
     "render_html",
@@ -47,7 +48,7 @@ def open_report(folder: str | Path) -> _Shown:
         return _Shown(render_html(doc, steps))
     found = stage_document(folder)
     if found:
-        from perfcore.report.html_stages import stage_page
+        from perfcore.report.html.stages import stage_page
 
         name, doc = found
         text = stage_page(folder, f"perfcore {name.split('.')[0]}", doc, "", [])
@@ -71,7 +72,7 @@ def write_report(folder: Path, r: RunReport, steps: pd.DataFrame | None = None) 
 def write_folder_report(folder: Path, title: str, doc: Any, text: str, files: Iterable[str]) -> Path:
     """report.html for demo / health / diagnose / sweep folders: each stage's own sections (the
     terminal text is not repeated), and links to the folder's files."""
-    from perfcore.report.html_stages import stage_page
+    from perfcore.report.html.stages import stage_page
 
     folder = Path(folder)
     files = [x for x in files if x != "report.html"]
