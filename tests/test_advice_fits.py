@@ -18,7 +18,8 @@ from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
 from perfcore.report.words.advice import text_of
 from perfcore.report.words.findings import plan_words
 from perfcore.report.words.verdict import summary_words
-from perfcore.report.words.advice import try_short, verdict_short
+from perfcore.report.words.advice import try_short
+from perfcore.report.words.verdict import verdict_short
 
 LOADER = {
     "site": "train.py:42",

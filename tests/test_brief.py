@@ -10,7 +10,7 @@ from pathlib import Path
 from run_docs import decided, redecided
 
 from perfcore.analysis.migrate import migrate
-from perfcore.report.experiments import render_demo_brief, render_diagnose_brief
+from perfcore.report.stage_text import render_demo_brief, render_diagnose_brief
 from perfcore.report.terminal import render_brief, render_text
 
 DOCS = Path(__file__).with_name("report_docs")

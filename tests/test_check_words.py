@@ -156,7 +156,7 @@ def test_sweep_knees_as_figures_outline_their_cells(tmp_path):
 
     from perfcore.analysis.command_results import SweepResult
     from perfcore.analysis.migrate import migrate
-    from perfcore.report.experiments import knee_text
+    from perfcore.report.words.runs import knee_text
 
     today = dict(sweep_doc(), knees=[{"batch_size": 8, "workers": 1, "samples_per_s": 311.0, "within": 0.05,
                                       "flat": [], "worse": [2]}])
@@ -168,7 +168,7 @@ def test_sweep_knees_as_figures_outline_their_cells(tmp_path):
 
 
 def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
-    from perfcore.report.experiments import _check_short
+    from perfcore.report.stage_text import _check_short
 
     v = decide(avoidable(DEMO_BD), DEMO_STEP)
     c = confirm(v, "load", 1.60, "synthetic data", noise_ms=4.0)
@@ -180,7 +180,7 @@ def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
 
 def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
     from perfcore.experiments.diagnose import workers_check
-    from perfcore.report.experiments import _check_short
+    from perfcore.report.stage_text import _check_short
 
     # The prediction's band reaches past its point (20 of 50 ms saved: 1.67x; up to 26 ms: 2.08x).
     first = {"step_ms": 50.0, "avoidable_ms": {"load": 20.0}, "avoidable_band_ms": {"load": [14.0, 26.0]}}
@@ -218,7 +218,7 @@ def test_a_shortfall_the_experiments_own_compute_explains_is_said_with_it():
     # its compute took 1.31 ms more a step (16.6 -> 17.9 ms): the measured cause of the gap, said beside it.
     from run_docs import confirm
     from perfcore.analysis.verdict import decide
-    from perfcore.report.experiments import _check_short
+    from perfcore.report.stage_text import _check_short
 
     step = 33.0
     v = decide({"load": 16.3}, step, share_band={"load": (15.8 / step, 16.8 / step)})

@@ -121,7 +121,7 @@ def _health_row(busy=0.4):
 def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(tmp_path):
     from perfcore.experiments.health import health_report
     from perfcore.report.words.verdict import health_summary
-    from perfcore.report.html.stages import stage_page
+    from perfcore.report.html import stage_page
 
     result = health_report(_health_row(), "w", "perfcore diagnose w")
     doc = json.loads(json.dumps(result.to_dict()))
@@ -154,7 +154,7 @@ def test_sweep_json_is_its_result_read_back_and_a_failed_row_is_said_from_its_re
 
     from perfcore.analysis.command_results import SweepResult
     from perfcore.experiments.sweep import sweep_doc
-    from perfcore.report.experiments import render_sweep
+    from perfcore.report.stage_text import render_sweep
     from perfcore.report.words.runs import config_failure
     from perfcore.report.reader import load_sweep
 

@@ -19,7 +19,7 @@ from perfcore.analysis.units import fmt_x
 from perfcore.experiments.diagnose import MATERIAL_X, measured_first
 from perfcore.report.words.advice import text_of
 from perfcore.report.words import readable_frame
-from perfcore.report.experiments import busy_note, render_diagnose_brief
+from perfcore.report.stage_text import busy_note, render_diagnose_brief
 from perfcore.report.words.advice import WIDTH
 
 # The demo's diagnose as a new user saw it: B (two workers) measured 2.23x, C (the other decoder) 1.08x,

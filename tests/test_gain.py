@@ -123,7 +123,7 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
     # band the judgement used (the prediction's interval widened by the noise) was not printed, so a
     # reader could not tell a confirmation from a flip. It is printed now, and it is the rule.
     from perfcore.report.words import check_long
-    from perfcore.report.experiments import render_diagnose
+    from perfcore.report.stage_text import render_diagnose
 
     step = 25.6
     pred_ms = step - step / 2.44
@@ -182,7 +182,7 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     # Its line beside the others says what it was judged against (it predicts nothing).
     import dataclasses
 
-    from perfcore.report.experiments import render_diagnose
+    from perfcore.report.stage_text import render_diagnose
 
     def line(check):
         return render_diagnose(_diagnose_doc(dataclasses.replace(final, checks=(check,)))).splitlines()[-1]

@@ -282,7 +282,7 @@ def test_merged_run_has_a_rank_table_and_straggler_chart(tmp_path):
 
 
 def test_the_title_of_each_stage_page():
-    from perfcore.report.html.stages import _title
+    from perfcore.report.html import _title
     from perfcore.report.words.verdict import summary_words
 
     run = result_of("demo_run.json")

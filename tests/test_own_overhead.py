@@ -429,7 +429,7 @@ def test_the_sampler_keeps_each_samples_held_time_and_its_span():
 
 
 def test_the_full_report_says_the_typical_step_the_whole_run_and_each_part_counted():
-    from perfcore.report.words.verdict import WIDTH
+    from perfcore.report.words import WIDTH
     from perfcore.report.words.advice import overhead_long
 
     timer = {"per_phase_ns": 820.0, "phases_per_step": 3.0, "own_ms_per_step": 0.0022, "own_ms_total": 44.0,

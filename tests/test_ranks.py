@@ -234,7 +234,8 @@ def _merged(parts):
 def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     from perfcore.analysis.advice import advise_run
     from perfcore.analysis.ranks import straggle
-    from perfcore.report.words.advice import try_short, verdict_short
+    from perfcore.report.words.advice import try_short
+    from perfcore.report.words.verdict import verdict_short
 
     # Rank 2 computes 10 ms a step; ranks 0 and 1 compute 1 ms and wait 9 ms for it in the collective.
     parts = [_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 0.0, compute=10.0)]

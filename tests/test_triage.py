@@ -21,7 +21,7 @@ from perfcore.experiments.health import health
 from perfcore.experiments.sweep import sweep
 from perfcore.report.words.advice import text_of
 from perfcore.report.words import check_text
-from perfcore.report.experiments import knee_text
+from perfcore.report.words.runs import knee_text
 from perfcore.workloads import load_workload
 
 HERE = Path(__file__).resolve().parent
@@ -163,7 +163,7 @@ def test_demo_stages_all_name_loading():
     # The built-in demo decodes JPEGs in the main process: about half of each training step waits for
     # data (more in health's forward-only loop). Health, run and diagnose must say so in one voice.
     from perfcore.experiments.runner import measure_workload
-    from perfcore.report.experiments import render_diagnose, render_health
+    from perfcore.report.stage_text import render_diagnose, render_health
     from perfcore.report.terminal import render_text
     from perfcore.report.words.verdict import plain_words, summary_words
 

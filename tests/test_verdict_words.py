@@ -15,12 +15,8 @@ from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import CRITICAL_SHARE, NEAR_TIER, WARN_SHARE, decide
 from perfcore.report.html.parts import card_lines
-from perfcore.report.words.verdict import (
-    WIDTH,
-    plain_words,
-    summary_words,
-    verdict_short,
-)
+from perfcore.report.words.verdict import plain_words, summary_words, verdict_short
+from perfcore.report.words import WIDTH
 
 # Every string a verdict's facts may hold: codes and names, never a sentence.
 _CODES = re.compile(r"^[a-z_-]{1,24}$")
@@ -181,7 +177,8 @@ def _doc(steps: int, reason: str, exception: str = "") -> dict:
 
 
 def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
-    from perfcore.report.terminal import FEW_STEPS, render_brief
+    from perfcore.report.terminal import render_brief
+    from perfcore.report.words.runs import FEW_STEPS
 
     exc = "ValueError: " + "bad batch " * 4
     lines = render_brief(_doc(8, "crashed", exc), "runs/r1").splitlines()

@@ -44,7 +44,7 @@ def health_cmd(res: Results, steps, interval, target) -> None:
     inside it.
     """
     from perfcore.experiments.stages import health_stage
-    from perfcore.report.experiments import render_health
+    from perfcore.report.stage_text import render_health
 
     result, files = health_stage(
         load_target(target), res.folder, steps=steps, interval_s=interval, progress=res.progress()
@@ -71,7 +71,7 @@ def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     stays on stdout.
     """
     from perfcore.experiments.stages import diagnose_stage
-    from perfcore.report.experiments import render_diagnose, render_diagnose_brief
+    from perfcore.report.stage_text import render_diagnose, render_diagnose_brief
 
     what = load_target(target)
     result, files = diagnose_stage(what, res.folder, steps=steps, warmup=warmup, progress=res.progress())
@@ -140,7 +140,7 @@ def sweep_cmd(  # noqa: PLR0913
     Ctrl-C keeps the configurations finished so far, and --resume continues them.
     """
     from perfcore.experiments.stages import sweep_stage
-    from perfcore.report.experiments import render_sweep
+    from perfcore.report.stage_text import render_sweep
 
     if resume and not res.out:
         raise click.UsageError("--resume needs --out: the folder of the sweep to continue")
@@ -200,8 +200,8 @@ def demo_cmd(res: Results, quick, explain) -> None:
     """
     from perfcore.experiments.demo import run_demo
 
-    from perfcore.report.demo_words import render_demo
-    from perfcore.report.experiments import render_demo_brief
+    from perfcore.report.stage_text import render_demo
+    from perfcore.report.stage_text import render_demo_brief
 
     result = run_demo(res.folder, quick=quick, progress=res.progress())
     text = render_demo(result)

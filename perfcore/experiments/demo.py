@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfcore.analysis.command_results import DemoResult, DemoWorkload
 from perfcore.report import jsonio
-from perfcore.report.demo_words import demo_markdown
+from perfcore.report.markdown import demo_markdown
 
 __all__ = ["run_demo"]
 

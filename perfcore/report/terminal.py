@@ -11,7 +11,7 @@ from perfcore.analysis.run_parts import Outliers
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 from perfcore.analysis.verdict import report_evidence, steady_ms
-from perfcore.report.words import interference_detail, interference_sentence
+from perfcore.report.words import fit, interference_detail, interference_sentence, level_word
 from perfcore.report.words.advice import evidence_of, test_of, text_of
 from perfcore.report.words.findings import (
     evaluation_sentence,
@@ -32,27 +32,13 @@ from perfcore.report.words.jobs import (
     waiting_sentence,
 )
 from perfcore.report.words.lines import lines_text
-from perfcore.report.words.runs import exit_words, notes_of, outcome_sentence
-from perfcore.report.words.verdict import cause_words, fit, level_word, plain_words, summary_words
+from perfcore.report.words.runs import crashed_early, exit_words, notes_of, outcome_sentence
+from perfcore.report.words.verdict import cause_words, plain_words, summary_words
 
-__all__ = [
-    "render_text",
-    "render_brief",
-    "brief_table",
-    "verdict_line",
-    "crashed_early",
-    "FEW_STEPS",
-    "outliers_sentence",
-]
+__all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "outliers_sentence"]
 
 
 BAR_WIDTH = 30
-# A script that fails within this many measured steps has shown its first steps, not its steady state:
-# its figures are reported as partial and not advised on (the advice would be for a loop that does not
-# run yet). The verdict's intervals need about this many steps to settle a 10% tier on a quiet machine.
-FEW_STEPS = 50
-# How the script ended when it did not finish: these are errors (an interrupt or --steps is the user's).
-_ERRORS = ("crashed", "exited", "killed", "out of memory")
 _FINISHED = ("finished", "steps reached")
 
 
@@ -65,7 +51,8 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     """The report read at a glance (at most 15 lines, each fact once): a header line (steps, device,
     backend, p50/p90 step), the five-label table, one verdict line, at most two "try" lines, how the
     script ended when it failed, and where to read more. render_text is the whole of it (--explain)."""
-    from perfcore.report.words.advice import overhead_short, starved_short, try_short, verdict_short
+    from perfcore.report.words.advice import overhead_short, starved_short, try_short
+    from perfcore.report.words.verdict import verdict_short
 
     if not r.steps:  # no step, or warm-up only: the full text is a line or two already
         return render_text(r)
@@ -119,21 +106,6 @@ def render_brief(r: RunReport, folder: object = None) -> str:
         else "more: report.html; all evidence: --explain"
     )
     return "\n".join(lines)
-
-
-def crashed_early(r: RunReport) -> list[str]:
-    """The lines a report leads with when the script failed within FEW_STEPS measured steps: the error in
-    one line, and that the figures are partial and not advised on. Empty for a run that finished, was
-    stopped, or failed later."""
-    ex = r.exit
-    if ex is None or ex.reason not in _ERRORS or r.steps >= FEW_STEPS:
-        return []
-    # The exit's words quote the exception's first line (cut at 200 characters where it is written; the
-    # traceback is a file in the folder) and the exit code.
-    return [
-        f"partial results: the script {exit_words(r)}",
-        f"{r.steps} measured step(s) before it ended are too few to advise on; the figures below are what ran",
-    ]
 
 
 def brief_table(r: RunReport) -> list[str]:

@@ -21,20 +21,17 @@ from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, report_evidence, steady_ms
 from perfcore.report.charts import COLORS, assets, to_json
 from perfcore.report.safe_text import clean
-from perfcore.report.terminal import crashed_early
-from perfcore.report.words import WHAT, interference_detail, interference_sentence
+from perfcore.report.words import WHAT, fit, interference_detail, interference_sentence, level_word
 from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
-from perfcore.report.words.findings import no_step_sentence
 from perfcore.report.words.jobs import missing_sentence
-from perfcore.report.words.runs import exit_words, notes_of
+from perfcore.report.words.runs import crashed_early, exit_words, notes_of
 from perfcore.report.words.verdict import (
     NO_STEPS,
     cause_words,
-    fit,
-    level_word,
     plain_words,
     straggler_head,
     summary_words,
+    undecided_words,
     verdict_name,
 )
 
@@ -47,7 +44,6 @@ __all__ = [
     "level_of",
     "verdict_card",
     "run_card",
-    "undecided_words",
     "tiles",
     "samples_per_s",
     "stack_bar",
@@ -59,6 +55,7 @@ __all__ = [
     "table",
     "pct",
     "card_lines",
+    "links",
 ]
 
 
@@ -198,11 +195,6 @@ def verdict_card(
         + (f"<details class='why'><summary>why</summary><p>{esc(why)}</p></details>" if why and why != head else "")
         + "</div>"
     )
-
-
-def undecided_words(r: RunReport) -> str:
-    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
-    return no_step_sentence(r.no_step) if r.no_step is not None else NO_STEPS
 
 
 def run_card(r: RunReport, dom_id: str | None = "verdict") -> str:
@@ -405,3 +397,13 @@ def card_lines(t: Verdict) -> tuple[str, list[str]]:
             )
         )
     return head, lines[:2]
+
+
+def links(files: Iterable[str]) -> str:
+    """Links to files beside the page: plain names only, so a link never leaves the folder or runs
+    a script (a name such as 'javascript:...' from a document is shown as text, not linked)."""
+    from perfcore.report.reader import is_plain_name
+
+    return " · ".join(
+        f"<a href='{esc(x)}'>{esc(x)}</a>" if is_plain_name(x) else esc(x) for x in files if x != "report.html"
+    )

@@ -9,7 +9,7 @@ build on its sections."""
 from __future__ import annotations
 
 from pathlib import Path, PurePath
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -24,6 +24,7 @@ from perfcore.report.html.parts import (
     causes_list,
     dur,
     esc,
+    links,
     num,
     page,
     pct,
@@ -33,7 +34,6 @@ from perfcore.report.html.parts import (
     steady_breakdown,
     table,
     tiles,
-    undecided_words,
     warnings_of,
 )
 from perfcore.report.words.findings import memory_sentence, plan_sentence, step_source_text
@@ -47,12 +47,12 @@ from perfcore.report.words.jobs import (
 )
 from perfcore.report.words.runs import outcome_sentence
 from perfcore.report.words.verdict import headline as verdict_headline
+from perfcore.report.words.verdict import undecided_words
 
 __all__ = [
     "render_html",
     "render_report",
     "breakdown_svg",
-    "links",
     "run_sections",
     "gpu_section",
     "lines_section",
@@ -222,16 +222,6 @@ def _environment(r: RunReport) -> str:
     ]
     rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in keys if v not in (None, ""))
     return f"<table>{rows}</table>"
-
-
-def links(files: Iterable[str]) -> str:
-    """Links to files beside the page: plain names only, so a link never leaves the folder or runs
-    a script (a name such as 'javascript:...' from a document is shown as text, not linked)."""
-    from perfcore.report.reader import is_plain_name
-
-    return " · ".join(
-        f"<a href='{esc(x)}'>{esc(x)}</a>" if is_plain_name(x) else esc(x) for x in files if x != "report.html"
-    )
 
 
 def run_sections(r: RunReport, steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:

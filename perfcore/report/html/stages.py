@@ -12,29 +12,35 @@ from typing import Any
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
-from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, SweepResult
+from perfcore.analysis.command_results import DiagnoseResult, HealthResult, SweepResult
 from perfcore.analysis.compare import Comparison, Delta
-from perfcore.analysis.results import UNDECIDED, Verdict
+from perfcore.analysis.results import UNDECIDED
 from perfcore.analysis.status import Change
 from perfcore.report.charts import COLORS, stackbars
-from perfcore.report.experiments import knee_text
-from perfcore.report.html.parts import Body, dur, esc, num, page, pct, stack_bar, table_of_labels, tiles, verdict_card
-from perfcore.report.html.run import links, run_sections
-from perfcore.report.words import check_text, readable_frame
+from perfcore.report.html.parts import (
+    Body,
+    dur,
+    esc,
+    num,
+    page,
+    pct,
+    stack_bar,
+    table_of_labels,
+    tiles,
+    verdict_card,
+)
+from perfcore.report.words import check_text, level_word, readable_frame
 from perfcore.report.words.findings import note_words
-from perfcore.report.words.runs import config_failure
+from perfcore.report.words.runs import config_failure, knee_text
 from perfcore.report.words.verdict import (
     change_sentence,
-    health_summary,
+    health_sentence,
     heartbeat_meaning,
-    level_word,
-    preface,
     step_words,
     summary_words,
 )
 
 __all__ = [
-    "stage_page",
     "render_compare_page",
     "write_compare_report",
     "health_sections",
@@ -46,15 +52,10 @@ __all__ = [
 ]
 
 
-def _health_words(doc: HealthResult) -> str:
-    """Health's summary as its page says it: the interference sentence first when that is material."""
-    return preface(health_summary(doc), doc.verdict.interference if doc.verdict is not None else None)
-
-
 def health_sections(doc: HealthResult, body: Body, dom_id: str | None = "verdict") -> None:
     src = "GPU utilisation" if doc.busy_source == "gpu_util" else "compute share, no GPU"
     body.add(
-        verdict_card(doc.verdict or UNDECIDED, sentence=_health_words(doc), dom_id=dom_id),
+        verdict_card(doc.verdict or UNDECIDED, sentence=health_sentence(doc), dom_id=dom_id),
         tiles(
             [
                 ("step", dur(doc.step_ms)),
@@ -204,70 +205,6 @@ def diagnose_sections(doc: DiagnoseResult, body: Body, dom_id: str | None = "ver
 
 def _agrees(x: Any) -> str:
     return {True: "<b style='color:#1e7b3c'>yes</b>", False: "<b style='color:#b3261e'>no</b>"}.get(x, "inconclusive")
-
-
-def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
-    from perfcore.report.reader import STEP_COLUMNS, read_csv
-
-    run = doc.run
-    body.add(verdict_card(run.verdict, sentence=summary_words(run.verdict)))
-    # One decision for the whole demo: the run's attribution checked by diagnose's experiments.
-    agree = f"one verdict: {_cause(run.verdict)}, the run's attribution checked by diagnose's experiments"
-    body.add(tiles([("demo: names", _cause(run.verdict))]), f"<p><b>{esc(agree)}</b></p>")
-    body.add("<div class='stage'><h2>1 · health: is the device busy?</h2>")
-    health_sections(doc.health, body, dom_id=None)
-    body.add("</div><div class='stage'><h2>2 · run: where each training step goes</h2>")
-    steps = None
-    if (folder / "steps.csv").is_file():
-        try:
-            steps = read_csv(folder / "steps.csv", STEP_COLUMNS)
-        except Exception:  # a damaged table costs the charts, never the report
-            steps = None
-    run_sections(run, steps, body, dom_id=None)
-    body.add("</div><div class='stage'><h2>3 · diagnose: experiments that test the cause</h2>")
-    diagnose_sections(doc.diagnose, body, dom_id=None)
-    body.add("</div>")
-
-
-def _cause(v: Verdict) -> str:
-    if v.named:
-        c = v.named[0]
-        return f"{c.bound} ({level_word(c.level or v.level)})"
-    return "healthy, compute-bound" if v.healthy else str(v.bound or "-")
-
-
-def _title(doc: Any, text: str) -> str:
-    """The page's one sentence: the verdict's, else health's summary, else the terminal report's "best:" line."""
-    v = doc.run.verdict if isinstance(doc, DemoResult) else getattr(doc, "verdict", None)
-    if isinstance(v, Verdict) and v.decided:
-        return summary_words(v)
-    if isinstance(doc, HealthResult):
-        return _health_words(doc)
-    for line in text.splitlines():
-        if line.startswith(("verdict:", "best:")):
-            return line.split(":", 1)[1].strip() if line.startswith("verdict:") else line
-    return "see the report below"
-
-
-def stage_page(folder: Path, title: str, doc: Any, text: str, files: list[str]) -> str:
-    """report.html of a health, diagnose, sweep or demo folder, from its result."""
-    kind = title.replace("perfcore ", "")
-    body = Body(kind)
-    body.add(f"<h1>{esc(title)}</h1>")
-    target = (doc.workload.name if doc.workload else "demo") if isinstance(doc, DemoResult) else doc.workload
-    if target:
-        body.add(f"<div class='sub'>target: {esc(target)}</div>")
-    if isinstance(doc, DemoResult):
-        _demo(Path(folder), doc, body)
-    elif isinstance(doc, HealthResult):
-        health_sections(doc, body)
-    elif isinstance(doc, DiagnoseResult):
-        diagnose_sections(doc, body)
-    elif isinstance(doc, SweepResult):
-        sweep_sections(doc, body)
-    if files:
-        body.add(f"<h2>Files</h2><p>{links(files)}</p>")
-    return page(f"perfcore: {_title(doc, text)}", body)
 
 
 def _knee_cell(k: dict[str, Any]) -> tuple[int, int] | None:

@@ -38,6 +38,11 @@ __all__ = [
     "compute_shortfall",
     "compute_change",
     "LOADING_CAUSE",
+    "WIDTH",
+    "LEVEL_WORDS",
+    "level_word",
+    "EXCESS_PHRASE",
+    "fit",
 ]
 
 
@@ -374,3 +379,37 @@ def readable_frame(function: str) -> str:
         return f"{cls}.{name} ({lib.lstrip('_')})" if "." in owner else f"{cls}.{name}"
     m = _BUILTIN.fullmatch(function.strip())
     return f"{m.group(1)} (built-in)" if m else function
+
+
+# The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
+WIDTH = 100
+
+# A cause's tier in plain words: the verdict's "warn" is a threshold's name, not a finding, and "critical"
+# read as an alarm to new users for a 27% share that costs a quarter of the step, not a failure.
+LEVEL_WORDS = {"warn": "moderate", "critical": "major", "borderline": "borderline", "minor": "minor"}
+
+
+def level_word(level: Any) -> str:
+    """A level as run.json holds it ("warn", "critical", or a Level), in the words every output uses."""
+    value = str(getattr(level, "value", level) or "")
+    return LEVEL_WORDS.get(value, value)
+
+
+# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
+EXCESS_PHRASE = {
+    "load": "its DataLoader waits",
+    "compute": "it computes",
+    "transfer": "it copies",
+    "host": "it spends outside the timed phases",
+}
+
+
+def fit(*parts: tuple[str, int]) -> str:
+    """The parts in order, each (text, rank): rank 0 always, then the lowest ranked dropped first until the
+    line fits in WIDTH. What is left out is in the verdict's long words (--explain, report.html)."""
+    keep = [text for text, _ in parts]
+    for k in sorted(range(len(parts)), key=lambda k: -parts[k][1]):
+        if len("".join(keep)) <= WIDTH or parts[k][1] == 0:
+            break
+        keep[k] = ""
+    return "".join(keep)

@@ -17,10 +17,9 @@ from perfcore.analysis.run_parts import Evaluation, Overhead
 from perfcore.analysis.starvation import Starvation
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
-from perfcore.report.words import WHAT, evidence_words, gain_words, startup_sentence
+from perfcore.report.words import WHAT, WIDTH, evidence_words, gain_words, startup_sentence
+from perfcore.report.words import fit as _fit
 from perfcore.report.words.findings import evaluation_sentence, memory_words, plan_words, where_words
-from perfcore.report.words.verdict import WIDTH, verdict_short
-from perfcore.report.words.verdict import fit as _fit
 
 __all__ = [
     "advice_words",
@@ -29,7 +28,6 @@ __all__ = [
     "test_of",
     "TEST_WORDS",
     "ways_short",
-    "verdict_short",
     "try_short",
     "starved_short",
     "overhead_short",

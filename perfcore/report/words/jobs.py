@@ -13,7 +13,7 @@ from perfcore.analysis.nodes import Alignment, ClockSource, JobNodes, NodeFigure
 from perfcore.analysis.run_context import Straggler, Waiting
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
-from perfcore.report.words.verdict import EXCESS_PHRASE
+from perfcore.report.words import EXCESS_PHRASE
 
 __all__ = [
     "straggler_sentence",

@@ -32,6 +32,9 @@ __all__ = [
     "capture_error_words",
     "CAUSES",
     "link_words",
+    "crashed_early",
+    "FEW_STEPS",
+    "knee_text",
 ]
 
 
@@ -380,3 +383,40 @@ def link_words(link: Mapping[str, Any]) -> str:
     if link.get("gbps") is None:
         return ""
     return f"link: {link['gbps']:.1f} GB/s ({NOMINAL})"
+
+
+# A script that fails within this many measured steps has shown its first steps, not its steady state:
+# its figures are reported as partial and not advised on (the advice would be for a loop that does not
+# run yet). The verdict's intervals need about this many steps to settle a 10% tier on a quiet machine.
+FEW_STEPS = 50
+
+# How the script ended when it did not finish: these are errors (an interrupt or --steps is the user's).
+_ERRORS = ("crashed", "exited", "killed", "out of memory")
+
+
+def crashed_early(r: RunReport) -> list[str]:
+    """The lines a report leads with when the script failed within FEW_STEPS measured steps: the error in
+    one line, and that the figures are partial and not advised on. Empty for a run that finished, was
+    stopped, or failed later."""
+    ex = r.exit
+    if ex is None or ex.reason not in _ERRORS or r.steps >= FEW_STEPS:
+        return []
+    # The exit's words quote the exception's first line (cut at 200 characters where it is written; the
+    # traceback is a file in the folder) and the exit code.
+    return [
+        f"partial results: the script {exit_words(r)}",
+        f"{r.steps} measured step(s) before it ended are too few to advise on; the figures below are what ran",
+    ]
+
+
+def knee_text(k: dict[str, Any]) -> str:
+    """A sweep's knee (sweep_results.knees) in words."""
+    tail = []
+    if k.get("flat"):
+        tail.append(f"{', '.join(map(str, k['flat']))} add less than {int(float(k.get('within') or 0) * 100)}%")
+    if k.get("worse"):
+        tail.append(f"{', '.join(map(str, k['worse']))} are slower (cores shared with the loop)")
+    return (
+        f"batch {k['batch_size']}: throughput stops improving at {k['workers']} worker(s) "
+        f"({float(k['samples_per_s']):.0f} samples/s" + (f"; {'; '.join(tail)})" if tail else ")")
+    )

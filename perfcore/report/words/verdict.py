@@ -7,37 +7,37 @@ busy check against its threshold, and what a heartbeat in the busy series means)
 
 from __future__ import annotations
 
-from typing import Any
-
+from perfcore.analysis.checks import Experiment
 from perfcore.analysis.command_results import HealthResult, Heartbeat
 from perfcore.analysis.compare import Comparison
 from perfcore.analysis.results import Cause, Interference, Level, Straggle, Verdict
+from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
 from perfcore.report.words import (
+    EXCESS_PHRASE,
     LOADING_CAUSE,
     WHAT,
     check_text,
     evidence_words,
+    fit,
     gain_words,
     interference_sentence,
+    level_word,
     loading_text,
     startup_sentence,
     what_of,
 )
+from perfcore.report.words.findings import no_step_sentence
 
 __all__ = [
-    "WIDTH",
-    "fit",
     "plain_words",
     "summary_words",
-    "EXCESS_PHRASE",
     "verdict_name",
     "verdict_short",
     "headline",
-    "level_word",
     "preface",
     "straggler_lead",
     "cause_words",
@@ -49,29 +49,12 @@ __all__ = [
     "health_summary",
     "heartbeat_meaning",
     "FORWARD_ONLY_NOTE",
+    "health_sentence",
+    "undecided_words",
+    "gains_text",
 ]
 
 
-# The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
-WIDTH = 100
-# A cause's tier in plain words: the verdict's "warn" is a threshold's name, not a finding, and "critical"
-# read as an alarm to new users for a 27% share that costs a quarter of the step, not a failure.
-LEVEL_WORDS = {"warn": "moderate", "critical": "major", "borderline": "borderline", "minor": "minor"}
-
-
-def level_word(level: Any) -> str:
-    """A level as run.json holds it ("warn", "critical", or a Level), in the words every output uses."""
-    value = str(getattr(level, "value", level) or "")
-    return LEVEL_WORDS.get(value, value)
-
-
-# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
-EXCESS_PHRASE = {
-    "load": "its DataLoader waits",
-    "compute": "it computes",
-    "transfer": "it copies",
-    "host": "it spends outside the timed phases",
-}
 _FORWARD_ONLY_GAIN = "this forward-only loop's steps"
 NO_STEPS = "no steps measured"
 
@@ -222,17 +205,6 @@ def cause_words(t: Verdict, c: Cause) -> tuple[str, str]:
         "measured_by": t.measured_by.get(c.label),
     }
     return what_of(c.label, t.on_gpu), evidence_words(facts)
-
-
-def fit(*parts: tuple[str, int]) -> str:
-    """The parts in order, each (text, rank): rank 0 always, then the lowest ranked dropped first until the
-    line fits in WIDTH. What is left out is in the verdict's long words (--explain, report.html)."""
-    keep = [text for text, _ in parts]
-    for k in sorted(range(len(parts)), key=lambda k: -parts[k][1]):
-        if len("".join(keep)) <= WIDTH or parts[k][1] == 0:
-            break
-        keep[k] = ""
-    return "".join(keep)
 
 
 def _name(t: Verdict) -> str | None:
@@ -423,3 +395,23 @@ def heartbeat_meaning(hb: Heartbeat, busy_source: str) -> str:
         "bursts (each worker hands over a batch, then all are busy decoding while the device waits); more "
         "workers, a higher prefetch_factor or cheaper batches smooth it"
     )
+
+
+def health_sentence(doc: HealthResult) -> str:
+    """Health's summary as its page says it: the interference sentence first when that is material."""
+    return preface(health_summary(doc), doc.verdict.interference if doc.verdict is not None else None)
+
+
+def undecided_words(r: RunReport) -> str:
+    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
+    return no_step_sentence(r.no_step) if r.no_step is not None else NO_STEPS
+
+
+def gains_text(run: Verdict, diag: Verdict) -> str:
+    """What removing loading gains: run's prediction for a training step beside diagnose's measurement."""
+    c = next((c for c in run.named if c.label == "load"), None)
+    r = gain_words(c.gain.speedup, c.gain.band) if c is not None else ""
+    check = next((c for c in diag.checks if c.experiment is Experiment.SYNTHETIC), None)
+    if not r:
+        return ""
+    return f"removing loading: {r} for a training step" + (f"; {check_text(check)}" if check else "")
