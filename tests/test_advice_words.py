@@ -1,5 +1,5 @@
 """The advice's words are made at the edge: analysis.advice, advice_findings and loader_plan return facts
-(kinds, numbers, the loader's settings) and report.advice_words says them; documents hold the facts only.
+(kinds, numbers, the loader's settings) and report.words.advice says them; documents hold the facts only.
 A few sentences are pinned here, for the renderer only."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _plan(d):
     return from_doc(LoaderPlan, d)
 
 ANALYSIS = Path(__file__).resolve().parents[1] / "perfcore" / "analysis"
-# The modules whose words moved to report.advice_words.
+# The modules whose words moved to report.words.advice.
 CLEANED = ("loader_plan.py", "advice_findings.py", "memory_findings.py")
 # Commands to run are the one string of several words allowed in a cleaned module. Anything else of four
 # words or more is a sentence.

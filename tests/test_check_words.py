@@ -1,4 +1,4 @@
-"""The words of a verdict's check, made from its status and figures (report.check_words): the few
+"""The words of a verdict's check, made from its status and figures (report.words): the few
 sentence tests; what a check decides is tested as statuses in test_verdict."""
 
 from __future__ import annotations

@@ -133,7 +133,7 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
         lo, hi = j["agreement_band"]
         inside = lo <= x <= (hi if hi is not None else float("inf"))
         assert (j["status"] == "confirmed") == inside, (x, j["status"], j["agreement_band"])
-        # The words (report.check_words, from confirm's check on the same figures) print that band.
+        # The words (report.words, from confirm's check on the same figures) print that band.
         agreeing = fmt_band(lo, hi) if hi is not None else f"{fmt_x(lo)} or more"
         said = check_long(confirm(v, "load", x, "A", noise_ms=noise_ms))
         if j["status"] == "confirmed":

@@ -1,4 +1,4 @@
-"""The verdict said once: analysis decides facts and statuses (no prose), report.verdict_words says them,
+"""The verdict said once: analysis decides facts and statuses (no prose), report.words.verdict says them,
 and every rendering agrees with the numbers beside it, for old documents too."""
 
 from __future__ import annotations
