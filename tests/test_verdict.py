@@ -18,7 +18,8 @@ from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, dec
 from perfcore.experiments.diagnose import diagnose_verdict
 from perfcore.experiments.health import health_report
 from perfcore.report.words import LOADING_CAUSE
-from perfcore.report.words.verdict import change_sentence, render_compare, step_words
+from perfcore.report.words.verdict import change_sentence, step_words
+from perfcore.report.terminal import render_compare
 from perfcore.report.words.verdict import health_summary
 from perfcore.report.words.verdict import preface
 from perfcore.report.words.verdict import summary_words as said

@@ -106,7 +106,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     RUN_A, RUN_B: folders that perfcore run wrote. Writes nothing but what --html and --json name.
     """
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.words.verdict import render_compare
+    from perfcore.report.terminal import render_compare
     from perfcore.report.reader import load_run
 
     check_target(res.json_path, [run_a, run_b])

@@ -1,10 +1,12 @@
 """The terminal report of a run (analysis.run_report.RunReport): per-label mean, share and a bar; verdict;
 advice; and, with --explain, the trimmed breakdown's outlier steps (what they were against the median
-step and where their extra time went, from analysis.uncertainty's figures)."""
+step and where their extra time went, from analysis.uncertainty's figures); and compare's terminal text,
+the table of two runs (analysis.compare.Comparison)."""
 
 from __future__ import annotations
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.compare import Comparison
 from perfcore.analysis.findings import FindingKind
 from perfcore.analysis.results import Verdict
 from perfcore.analysis.run_parts import Outliers
@@ -33,9 +35,9 @@ from perfcore.report.words.jobs import (
 )
 from perfcore.report.words.lines import lines_text
 from perfcore.report.words.runs import crashed_early, exit_words, notes_of, outcome_sentence
-from perfcore.report.words.verdict import cause_words, plain_words, summary_words
+from perfcore.report.words.verdict import cause_words, change_sentence, plain_words, step_words, summary_words
 
-__all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "outliers_sentence"]
+__all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "outliers_sentence", "render_compare"]
 
 
 BAR_WIDTH = 30
@@ -411,3 +413,22 @@ def outliers_sentence(o: Outliers | None) -> str:
         + (f"; {fmt_share(float(share))} of their extra time was {top}" if share is not None else "")
         + "): preemption, garbage collection or one-off work, not the loop's steady cost"
     )
+
+
+def render_compare(doc: Comparison) -> str:
+    """The terminal's compare: the step time, the verdict change, both verdicts, and the per-label and
+    per-kernel-category table (ms per step)."""
+    lines = [
+        step_words(doc),
+        change_sentence(doc),
+        f"  A: {summary_words(doc.a.verdict)}",
+        f"  B: {summary_words(doc.b.verdict)}",
+        f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
+    ]
+    for lb, v in doc.labels.items():
+        lines.append(f"  {lb:<9} {v.a_ms:>9.2f} {v.b_ms:>9.2f} {v.delta_ms:>+9.2f}")
+    if doc.kernel_categories:
+        lines.append(f"  {'kernel category':<20} {'A ms':>9} {'B ms':>9} {'delta':>9}")
+        for c, v in doc.kernel_categories.items():
+            lines.append(f"  {c:<20} {v.a_ms:>9.2f} {v.b_ms:>9.2f} {v.delta_ms:>+9.2f}")
+    return "\n".join(lines)

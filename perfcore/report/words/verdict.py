@@ -45,7 +45,6 @@ __all__ = [
     "NO_STEPS",
     "change_sentence",
     "step_words",
-    "render_compare",
     "health_summary",
     "heartbeat_meaning",
     "FORWARD_ONLY_NOTE",
@@ -342,25 +341,6 @@ def step_words(doc: Comparison) -> str:
         f"step time: A {fmt_ms(doc.a.step_ms)} -> B {fmt_ms(doc.b.step_ms)} "
         f"({doc.step_time_change_pct:+.1f}%, speedup {fmt_x(doc.speedup)}{tail})"
     )
-
-
-def render_compare(doc: Comparison) -> str:
-    """The terminal's compare: the step time, the verdict change, both verdicts, and the per-label and
-    per-kernel-category table (ms per step)."""
-    lines = [
-        step_words(doc),
-        change_sentence(doc),
-        f"  A: {summary_words(doc.a.verdict)}",
-        f"  B: {summary_words(doc.b.verdict)}",
-        f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
-    ]
-    for lb, v in doc.labels.items():
-        lines.append(f"  {lb:<9} {v.a_ms:>9.2f} {v.b_ms:>9.2f} {v.delta_ms:>+9.2f}")
-    if doc.kernel_categories:
-        lines.append(f"  {'kernel category':<20} {'A ms':>9} {'B ms':>9} {'delta':>9}")
-        for c, v in doc.kernel_categories.items():
-            lines.append(f"  {c:<20} {v.a_ms:>9.2f} {v.b_ms:>9.2f} {v.delta_ms:>+9.2f}")
-    return "\n".join(lines)
 
 
 FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
