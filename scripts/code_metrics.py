@@ -138,7 +138,9 @@ def measure(root: Path) -> dict:
         "report_depth": len(chain),
         "report_chain": chain,
         "report_cycle": cycle,
-        "words_modules": sorted(str(f.relative_to(root)) for f in files if f.stem.endswith("words") or f.parent.name == "words"),
+        "words_modules": sorted(
+            str(f.relative_to(root)) for f in files if f.stem.endswith("words") or f.parent.name == "words"
+        ),
         "function_lines": lengths,
         "exemptions": sum(bool(EXEMPTION.search(line)) for s in text.values() for line in s.splitlines()),
         "tokens": tokens,
