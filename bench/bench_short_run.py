@@ -42,7 +42,7 @@ from perfcore.report.reader import load_run
 doc, steps = load_run(Path(sys.argv[1]))
 t.append(time.perf_counter())
 from perfcore.report import plots
-from perfcore.report.verdict_words import headline
+from perfcore.report.words.verdict import headline
 t.append(time.perf_counter())
 plots.plot_breakdown(steps, Path(sys.argv[1]) / "bench_breakdown.png", title=headline(doc.verdict))
 t.append(time.perf_counter())

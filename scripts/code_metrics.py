@@ -10,7 +10,8 @@ How each is measured (on perfcore/**/*.py as text or as Python's ast/tokenize re
   report/ modules   its .py files, __init__ included
   report/ depth     modules in the longest chain of report/ modules importing report/ modules, function-level
                     imports included (an import cycle is reported as such)
-  words modules     modules whose name ends in "words" (words.py and the *_words.py)
+  words modules     modules whose name ends in "words" (words.py and the *_words.py) and the modules of a
+                    words/ package (a catalog split by concern counts as its modules, not as one)
   function lines    def line to last line (ast), wherever the function lives; "gone" where none has the name
   exemptions        lines with a `# noqa:` naming C901 or a PLR09xx rule
   exempted sizes    the growth gate: every such comment in what the complexity gate checks (GATED), tied to the
@@ -71,7 +72,7 @@ class Exempted:
 # gate (split it instead of raising the figure).
 EXEMPTED = {
     "perfcore/report/shapes.py:problem": Exempted(("C901", "PLR0912"), lines=53, statements=52),
-    "perfcore/report/advice_words.py:advice_words": Exempted(("C901", "PLR0911", "PLR0912"), lines=131, statements=51),
+    "perfcore/report/words/advice.py:advice_words": Exempted(("C901", "PLR0911", "PLR0912"), lines=131, statements=51),
 }
 
 
@@ -177,7 +178,9 @@ def measure(root: Path) -> dict:
         "report_depth": len(chain),
         "report_chain": chain,
         "report_cycle": cycle,
-        "words_modules": sorted(str(f.relative_to(root)) for f in files if f.stem.endswith("words")),
+        "words_modules": sorted(
+            str(f.relative_to(root)) for f in files if f.stem.endswith("words") or f.parent.name == "words"
+        ),
         "function_lines": lengths,
         "exemptions": sum(bool(EXEMPTION.search(line)) for s in text.values() for line in s.splitlines()),
         "gate": gate(exempted(root), EXEMPTED) + limit_problems(root),
@@ -310,7 +313,7 @@ def _lines(fig: dict) -> list[tuple[str, str, str, str]]:
         ("say* writer functions", str(len(fig["say_writers"])), "0", ""),
         ("report/ modules", str(fig["report_modules"]), "<= 15", ""),
         ("report/ internal import depth", depth, "<= 4", ""),
-        ("*words.py modules", str(len(fig["words_modules"])), "1 catalog", ""),
+        ("words modules (*words.py, words/)", str(len(fig["words_modules"])), "1 catalog", ""),
     ]
     for name, most in LONG_FUNCTIONS.items():
         found = fig["function_lines"][name]

@@ -158,7 +158,7 @@ def run_of_json(doc: dict):
 
 def advice_said(run) -> list[tuple[str, str, str]]:
     """Each finding of a typed run as (kind, text, evidence): what the reports say of it."""
-    from perfcore.report.advice_words import advice_words
+    from perfcore.report.words.advice import advice_words
 
     return [(f.kind.value, *advice_words(f, run.loader_plan)) for f in run.findings]
 

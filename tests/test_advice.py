@@ -8,14 +8,14 @@ import pytest
 from perfcore.analysis.advice import advise, advise_run, batches_per_step, contradicting_trial, loader_plan
 from perfcore.analysis.loader_plan import PlanEvidence
 from perfcore.analysis.memory_findings import memory_findings
-from perfcore.report.advice_words import text_of
+from perfcore.report.words.advice import text_of
 
 
 def reason_of(plan) -> str:
     """The plan's reason as the terminal says it (from its kind)."""
     from perfcore.analysis.codec import from_doc
     from perfcore.analysis.run_context import LoaderPlan
-    from perfcore.report.plan_words import plan_reason
+    from perfcore.report.words.findings import plan_reason
 
     return plan_reason(plan if isinstance(plan, LoaderPlan) else from_doc(LoaderPlan, plan))
 
@@ -201,7 +201,7 @@ def test_a_jobs_verdict_is_its_slowest_ranks():
     v = advise_run(job, zero_code=True, focus=slow).verdict
     assert v.bound == "load"
     assert v.focus_rank == 1
-    from perfcore.report.verdict_words import plain_words
+    from perfcore.report.words.verdict import plain_words
 
     assert plain_words(v).endswith("on rank 1; the other ranks wait for it in comm")
 

@@ -16,10 +16,11 @@ from run_docs import decided
 from perfcore.analysis.advice import loader_plan
 from perfcore.analysis.loader_plan import PlanEvidence
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
-from perfcore.report.advice_words import text_of
-from perfcore.report.plan_words import plan_words
-from perfcore.report.verdict_words import summary_words
-from perfcore.report.words import try_short, verdict_short
+from perfcore.report.words.advice import text_of
+from perfcore.report.words.findings import plan_words
+from perfcore.report.words.verdict import summary_words
+from perfcore.report.words.advice import try_short
+from perfcore.report.words.verdict import verdict_short
 
 LOADER = {
     "site": "train.py:42",

@@ -1,5 +1,5 @@
 """The advice's words are made at the edge: analysis.advice, advice_findings and loader_plan return facts
-(kinds, numbers, the loader's settings) and report.advice_words says them; documents hold the facts only.
+(kinds, numbers, the loader's settings) and report.words.advice says them; documents hold the facts only.
 A few sentences are pinned here, for the renderer only."""
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from perfcore.analysis.memory_findings import memory_findings
 from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.run_parts import Evaluation
 from perfcore.analysis.run_report import RunReport
-from perfcore.report.advice_words import evidence_of, text_of
-from perfcore.report.finding_words import evaluation_sentence, memory_sentence
-from perfcore.report.plan_words import plan_sentence, plan_words
+from perfcore.report.words.advice import evidence_of, text_of
+from perfcore.report.words.findings import evaluation_sentence, memory_sentence
+from perfcore.report.words.findings import plan_sentence, plan_words
 
 
 def _plan(d):
     return from_doc(LoaderPlan, d)
 
 ANALYSIS = Path(__file__).resolve().parents[1] / "perfcore" / "analysis"
-# The modules whose words moved to report.advice_words.
+# The modules whose words moved to report.words.advice.
 CLEANED = ("loader_plan.py", "advice_findings.py", "memory_findings.py")
 # Commands to run are the one string of several words allowed in a cleaned module. Anything else of four
 # words or more is a sentence.
@@ -171,8 +171,8 @@ def test_the_evaluation_finding_is_said_from_its_figures():
 
 
 def test_the_command_that_tests_advice_is_a_code_said_at_the_edge():
-    from perfcore.report.advice_words import TEST_WORDS, test_of
-    from perfcore.report.html_parts import advice_item
+    from perfcore.report.words.advice import TEST_WORDS, test_of
+    from perfcore.report.html.parts import advice_item
 
     doc = _run({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[LOADER])
     d = advise_run(doc, zero_code=True, evidence={"cpu_count": 8})

@@ -70,7 +70,7 @@ def test_step_table_and_summary_schema():
     from perfcore.analysis.advice import advise_run
     from perfcore.analysis.results import Level
     from perfcore.analysis.run_report import RunReport
-    from perfcore.report.verdict_words import summary_words
+    from perfcore.report.words.verdict import summary_words
 
     run = RunReport.of(doc, advise_run(doc, zero_code=True))
     # host is the other 25% of each step: an avoidable cause past the critical tier, so it is named.

@@ -10,7 +10,7 @@ from pathlib import Path
 from run_docs import decided, redecided
 
 from perfcore.analysis.migrate import migrate
-from perfcore.report.experiments import render_demo_brief, render_diagnose_brief
+from perfcore.report.stage_text import render_demo_brief, render_diagnose_brief
 from perfcore.report.terminal import render_brief, render_text
 
 DOCS = Path(__file__).with_name("report_docs")
@@ -209,7 +209,7 @@ def test_every_line_of_the_short_report_fits_and_speaks_plainly():
 
 
 def test_a_verdict_line_too_long_gives_up_its_least_needed_parts_first():
-    from perfcore.report.words import WIDTH, _fit
+    from perfcore.report.words.advice import WIDTH, _fit
 
     assert (
         _fit(("a" * 80, 0), (" band", 3), (")", 0), (" [busy]", 1), (" [threads]", 4)) == "a" * 80 + " band) [busy]"
@@ -248,7 +248,7 @@ def test_a_loop_waiting_on_its_loader_is_said_once_by_the_loader_recommendation(
 
 def test_one_starved_step_is_said_as_one_wait():
     from perfcore.analysis.starvation import Starvation
-    from perfcore.report.words import starved_short
+    from perfcore.report.words.advice import starved_short
 
     one = Starvation(steps=15, starved=1, share=1 / 15, threshold_ms=8.71, p50_wait_ms=30.1, p95_wait_ms=30.1,
                      longest_run=1, longest_run_first_step=3, load_ms_per_step=2.0)

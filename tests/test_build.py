@@ -339,7 +339,7 @@ def test_env_shows_cpu_mode_why_and_how(monkeypatch):
     assert check.figures["why"] == "no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"
     from dataclasses import asdict
 
-    from perfcore.report.env_words import check_words
+    from perfcore.report.words.runs import check_words
 
     value, fix = check_words(asdict(check))
     assert value == "CPU mode: no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"

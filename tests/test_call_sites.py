@@ -70,7 +70,7 @@ def test_a_train_and_an_eval_loader_made_by_a_library_are_told_apart_and_keep_th
     assert doc["loader_plan"]["worker_batch_ms"] == pytest.approx(train["worker_batch_ms"])
     from run_docs import run_of_json
 
-    from perfcore.report.advice_words import text_of
+    from perfcore.report.words.advice import text_of
 
     run = run_of_json(doc)
     load_advice = text_of(next(f for f in run.findings if f.cause == "load"), run.loader_plan)

@@ -1,4 +1,4 @@
-"""The words of a verdict's check, made from its status and figures (report.check_words): the few
+"""The words of a verdict's check, made from its status and figures (report.words): the few
 sentence tests; what a check decides is tested as statuses in test_verdict."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.analysis.command_results import ExperimentRow
 from perfcore.analysis.status import Change
 from perfcore.analysis.verdict import avoidable, decide
-from perfcore.report.check_words import check_long, check_text, compute_shortfall
+from perfcore.report.words import check_long, check_text, compute_shortfall
 
 
 def _b(speedup, sem):
@@ -83,7 +83,7 @@ def test_experiment_b_against_its_bound_in_words():
 def test_what_loading_is_decided_as_a_kind_with_its_figures():
     from perfcore.analysis.results import Loading
     from perfcore.experiments.diagnose import loading_cause
-    from perfcore.report.check_words import LOADING_CAUSE, loading_text
+    from perfcore.report.words import LOADING_CAUSE, loading_text
 
     c = ExperimentRow(Experiment.DECODER, "C: decoder torchvision", decoder="torchvision", speedup=1.4)
     assert loading_cause([c], {"cpu_to_wall": 0.9}, None) == Loading("decoder", decoder="torchvision", speedup=1.4)
@@ -96,7 +96,7 @@ def test_what_loading_is_decided_as_a_kind_with_its_figures():
 def test_health_keeps_its_busy_check_as_figures():
     from perfcore.analysis.command_results import BusyCheck, HealthResult
     from perfcore.experiments.health import health_report
-    from perfcore.report.health_words import health_summary
+    from perfcore.report.words.verdict import health_summary
 
     bd = {"load": 0.5, "transfer": 0.0, "compute": 9.5, "comm": 0.0, "host": 0.0}
     row = {"busy_mean": 0.4, "busy_source": "gpu_util", "breakdown_ms": bd, "step_ms": 10.0, "device": "cuda",
@@ -118,8 +118,8 @@ def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
     from perfcore.analysis.command_results import DiagnoseResult
     from perfcore.analysis.migrate import migrate
     from perfcore.experiments.diagnose import diagnose_verdict
-    from perfcore.report.html_parts import Body
-    from perfcore.report.html_stages import diagnose_sections
+    from perfcore.report.html.parts import Body
+    from perfcore.report.html.stages import diagnose_sections
 
     def page(doc):
         body = Body("diagnose")
@@ -156,7 +156,7 @@ def test_sweep_knees_as_figures_outline_their_cells(tmp_path):
 
     from perfcore.analysis.command_results import SweepResult
     from perfcore.analysis.migrate import migrate
-    from perfcore.report.experiments import knee_text
+    from perfcore.report.words.runs import knee_text
 
     today = dict(sweep_doc(), knees=[{"batch_size": 8, "workers": 1, "samples_per_s": 311.0, "within": 0.05,
                                       "flat": [], "worse": [2]}])
@@ -168,7 +168,7 @@ def test_sweep_knees_as_figures_outline_their_cells(tmp_path):
 
 
 def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
-    from perfcore.report.experiments import _check_short
+    from perfcore.report.stage_text import _check_short
 
     v = decide(avoidable(DEMO_BD), DEMO_STEP)
     c = confirm(v, "load", 1.60, "synthetic data", noise_ms=4.0)
@@ -180,7 +180,7 @@ def test_the_short_check_line_prints_the_band_its_status_was_judged_on():
 
 def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
     from perfcore.experiments.diagnose import workers_check
-    from perfcore.report.experiments import _check_short
+    from perfcore.report.stage_text import _check_short
 
     # The prediction's band reaches past its point (20 of 50 ms saved: 1.67x; up to 26 ms: 2.08x).
     first = {"step_ms": 50.0, "avoidable_ms": {"load": 20.0}, "avoidable_band_ms": {"load": [14.0, 26.0]}}
@@ -191,7 +191,7 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
         line = _check_short(c)
         past = c.measured_speedup > c.predicted_speedup
         slower = c.change is Change.SLOWER
-        from perfcore.report.label_words import speedups_words
+        from perfcore.report.words import speedups_words
 
         assert f"({speedups_words(c.measured_band)}, {c.change.value})" in line, line  # the word beside its band
         long = dataclasses.replace(c, name="B: num_workers=16 (baseline uses 0)")  # the widest name diagnose gives
@@ -205,7 +205,7 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
 
 
 def test_a_band_of_speedups_with_an_open_top_says_so():
-    from perfcore.report.label_words import OPEN_TOP_X, speedups_words
+    from perfcore.report.words import OPEN_TOP_X, speedups_words
 
     assert speedups_words([1.7, 1.95]) == "1.70-1.95x"
     assert speedups_words([1.16, None]) == "1.16x or more"  # nothing left at the top
@@ -218,7 +218,7 @@ def test_a_shortfall_the_experiments_own_compute_explains_is_said_with_it():
     # its compute took 1.31 ms more a step (16.6 -> 17.9 ms): the measured cause of the gap, said beside it.
     from run_docs import confirm
     from perfcore.analysis.verdict import decide
-    from perfcore.report.experiments import _check_short
+    from perfcore.report.stage_text import _check_short
 
     step = 33.0
     v = decide({"load": 16.3}, step, share_band={"load": (15.8 / step, 16.8 / step)})

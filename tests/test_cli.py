@@ -76,7 +76,7 @@ def test_env_gives_cudnn_advice_only_where_a_gpu_runs_the_convolutions(monkeypat
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
     from dataclasses import asdict
 
-    from perfcore.report.env_words import check_words
+    from perfcore.report.words.runs import check_words
 
     fixes = {}
     for gpu in (False, True):

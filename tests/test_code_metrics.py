@@ -60,6 +60,15 @@ def test_each_figure_on_a_known_tree(tmp_path):
     assert metrics.measure(tmp_path)["tokens"] == fig["tokens"] - 6  # `def sayer ( ) : pass` went
 
 
+def test_a_words_package_counts_as_its_modules(tmp_path):
+    tree(tmp_path)
+    for rel in ("perfcore/report/words/__init__.py", "perfcore/report/words/verdict.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert metrics.measure(tmp_path)["words_modules"] == [
+        "perfcore/report/a_words.py", "perfcore/report/words/__init__.py", "perfcore/report/words/verdict.py"]
+
+
 def test_a_cycle_is_named(tmp_path):
     tree(tmp_path)
     (tmp_path / "perfcore/report/c.py").write_text("import perfcore.report.a_words\n")

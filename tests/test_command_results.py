@@ -51,7 +51,7 @@ def test_a_result_round_trips_through_its_document():
 
 
 def test_the_words_are_made_from_the_results_facts():
-    from perfcore.report.verdict_words import plain_words, summary_words
+    from perfcore.report.words.verdict import plain_words, summary_words
 
     doc = json.loads(json.dumps(_diagnose().to_dict()))
     assert "plain_summary" not in json.dumps(doc) and "summary" not in doc["verdict"]  # facts only
@@ -120,8 +120,8 @@ def _health_row(busy=0.4):
 
 def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(tmp_path):
     from perfcore.experiments.health import health_report
-    from perfcore.report.health_words import health_summary
-    from perfcore.report.html_stages import stage_page
+    from perfcore.report.words.verdict import health_summary
+    from perfcore.report.html import stage_page
 
     result = health_report(_health_row(), "w", "perfcore diagnose w")
     doc = json.loads(json.dumps(result.to_dict()))
@@ -154,8 +154,8 @@ def test_sweep_json_is_its_result_read_back_and_a_failed_row_is_said_from_its_re
 
     from perfcore.analysis.command_results import SweepResult
     from perfcore.experiments.sweep import sweep_doc
-    from perfcore.report.experiments import render_sweep
-    from perfcore.report.failure_words import config_failure
+    from perfcore.report.stage_text import render_sweep
+    from perfcore.report.words.runs import config_failure
     from perfcore.report.reader import load_sweep
 
     grid = {"batch_size": [8], "num_workers": [0, 1, 2], "pin_memory": [False], "prefetch_factor": [2]}

@@ -16,9 +16,9 @@ from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.verdict import decide
 from perfcore.experiments.diagnose import workers_check
-from perfcore.report.check_words import check_long, check_text
-from perfcore.report.compare_words import step_words
-from perfcore.report.plan_words import plan_words
+from perfcore.report.words import check_long, check_text
+from perfcore.report.words.verdict import step_words
+from perfcore.report.words.findings import plan_words
 
 speedups = st.floats(min_value=0.05, max_value=20.0, allow_nan=False)
 noises = st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0, allow_nan=False))
@@ -90,7 +90,7 @@ def test_a_check_is_said_as_measured(x, predicted_share, noise):
 
 def test_one_number_formatter_for_terminal_and_html():
     from perfcore.analysis.units import fmt_ms
-    from perfcore.report.html_parts import dur
+    from perfcore.report.html.parts import dur
 
     for v in (0.0, 0.0004, 0.05, 0.5, 1.0, 12.345, 150.0, 999.4, 1500.0, 72_000.0):
         assert dur(v) == fmt_ms(v), v

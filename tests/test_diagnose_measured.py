@@ -17,10 +17,10 @@ from perfcore.analysis.results import UNDECIDED, Gain, Level
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.units import fmt_x
 from perfcore.experiments.diagnose import MATERIAL_X, measured_first
-from perfcore.report.advice_words import text_of
-from perfcore.report.check_words import readable_frame
-from perfcore.report.experiments import busy_note, render_diagnose_brief
-from perfcore.report.words import WIDTH
+from perfcore.report.words.advice import text_of
+from perfcore.report.words import readable_frame
+from perfcore.report.stage_text import busy_note, render_diagnose_brief
+from perfcore.report.words.advice import WIDTH
 
 # The demo's diagnose as a new user saw it: B (two workers) measured 2.23x, C (the other decoder) 1.08x,
 # while the advice was "cheaper batches (decode_jpeg ...): up to 2.25x".
@@ -243,7 +243,7 @@ def test_diagnose_help_explains_target_without_importing_torch():
 
 def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
     from perfcore.experiments.diagnose import diagnose_verdict
-    from perfcore.report.verdict_words import plain_words
+    from perfcore.report.words.verdict import plain_words
 
     base = dict(CPU_BASE)
     prof = {"cpu_to_wall": 0.9, "top": [{"function": "<method 'float' of 'torch._C.TensorBase' objects>"}]}
@@ -253,8 +253,8 @@ def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
 
 def test_the_verdict_is_decided_as_facts_and_said_once_from_them():
     from perfcore.experiments.diagnose import diagnose_verdict
-    from perfcore.report.check_words import LOADING_CAUSE, check_text
-    from perfcore.report.verdict_words import plain_words
+    from perfcore.report.words import LOADING_CAUSE, check_text
+    from perfcore.report.words.verdict import plain_words
 
     base = dict(CPU_BASE)
     rows = _cpu_rows() + [

@@ -16,7 +16,7 @@ from perfcore.analysis.command_results import DemoResult, DiagnoseResult, Health
 from perfcore.analysis.migrate import migrate, migrate_run
 from perfcore.analysis.run_context import Note
 from perfcore.analysis.run_report import RunReport
-from perfcore.report.record_words import note_words
+from perfcore.report.words.runs import note_words
 
 HERE = Path(__file__).resolve().parent
 TYPES = {

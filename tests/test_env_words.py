@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from perfcore.report.env_words import _WORDS, check_words
+from perfcore.report.words.runs import _WORDS, check_words
 
 ENV = Path(__file__).resolve().parents[1] / "perfcore" / "capture" / "environment.py"
 
@@ -49,7 +49,7 @@ def test_a_sampler_without_nvml_keeps_the_error_and_the_words_say_it(monkeypatch
     import sys
 
     from perfcore.capture.sampler import Sampler
-    from perfcore.report.env_words import sampling_words
+    from perfcore.report.words.runs import sampling_words
 
     monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
     s = Sampler(0.05)

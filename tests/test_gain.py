@@ -13,10 +13,10 @@ from perfcore.analysis.verdict import decide, decide_run
 from perfcore.experiments.diagnose import diagnose_advice
 from perfcore.experiments.diagnose import diagnose_verdict as _diagnose_verdict
 from perfcore.experiments.health import health_report
-from perfcore.report.check_words import check_long, check_text
-from perfcore.report.health_words import health_summary
-from perfcore.report.label_words import gain_words, interference_sentence
-from perfcore.report.verdict_words import plain_words, preface, summary_words
+from perfcore.report.words import check_long, check_text
+from perfcore.report.words.verdict import health_summary
+from perfcore.report.words import gain_words, interference_sentence
+from perfcore.report.words.verdict import plain_words, preface, summary_words
 
 
 def diagnose_verdict(base, exps, *args, **kwargs):
@@ -102,7 +102,7 @@ def test_a_saving_inside_the_noise_around_none_confirms_nothing():
     # A busy demo: 32 ms of a 64.6 ms step predicted (2.00x), synthetic data saved 13 ms (1.25x) with 25 ms of
     # noise: within the prediction's widened band, and as much within the noise around no effect at all.
     from run_docs import confirm
-    from perfcore.report.check_words import check_long
+    from perfcore.report.words import check_long
 
     step, pred_ms = 64.6, 32.3
     j = _judge(step, pred_ms, 1.25, noise_ms=25.0, band=(pred_ms - 3.0, pred_ms + 3.0))
@@ -122,8 +122,8 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
     # The demo printed "measured 1.85x (1.39-2.75x) against 2.15x (2.02-2.33x) predicted: confirmed": the
     # band the judgement used (the prediction's interval widened by the noise) was not printed, so a
     # reader could not tell a confirmation from a flip. It is printed now, and it is the rule.
-    from perfcore.report.check_words import check_long
-    from perfcore.report.experiments import render_diagnose
+    from perfcore.report.words import check_long
+    from perfcore.report.stage_text import render_diagnose
 
     step = 25.6
     pred_ms = step - step / 2.44
@@ -133,7 +133,7 @@ def test_confirmed_exactly_when_the_measurement_lies_in_the_printed_agreement_ba
         lo, hi = j["agreement_band"]
         inside = lo <= x <= (hi if hi is not None else float("inf"))
         assert (j["status"] == "confirmed") == inside, (x, j["status"], j["agreement_band"])
-        # The words (report.check_words, from confirm's check on the same figures) print that band.
+        # The words (report.words, from confirm's check on the same figures) print that band.
         agreeing = fmt_band(lo, hi) if hi is not None else f"{fmt_x(lo)} or more"
         said = check_long(confirm(v, "load", x, "A", noise_ms=noise_ms))
         if j["status"] == "confirmed":
@@ -182,7 +182,7 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     # Its line beside the others says what it was judged against (it predicts nothing).
     import dataclasses
 
-    from perfcore.report.experiments import render_diagnose
+    from perfcore.report.stage_text import render_diagnose
 
     def line(check):
         return render_diagnose(_diagnose_doc(dataclasses.replace(final, checks=(check,)))).splitlines()[-1]

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfcore.report.failure_words import config_failure
+from perfcore.report.words.runs import config_failure
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "crash_after.py")
 CRASH = "the script crashed (ValueError: bad batch 15; exit 1) after"

@@ -19,7 +19,7 @@ from steps_tables import steps_table as synthetic_steps
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.migrate import migrate
 from perfcore.analysis.run_report import RunReport
-from perfcore.report.advice_words import TEST_WORDS
+from perfcore.report.words.advice import TEST_WORDS
 from perfcore.report.html import render_html, write_folder_report, write_report
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
@@ -253,7 +253,7 @@ def test_demo_page_shows_all_three_stages_without_terminal_text(tmp_path):
 
 def test_compare_page_puts_the_two_runs_side_by_side():
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.html_stages import render_compare_page
+    from perfcore.report.html.stages import render_compare_page
 
     a, b = doc_of("run.json"), doc_of("run_b.json")
     text = render_compare_page(compare_runs(result_of("run.json"), result_of("run_b.json")), ("before", "after"))
@@ -282,8 +282,8 @@ def test_merged_run_has_a_rank_table_and_straggler_chart(tmp_path):
 
 
 def test_the_title_of_each_stage_page():
-    from perfcore.report.html_stages import _title
-    from perfcore.report.verdict_words import summary_words
+    from perfcore.report.html import _title
+    from perfcore.report.words.verdict import summary_words
 
     run = result_of("demo_run.json")
     demo = type("D", (), {})()
@@ -303,8 +303,8 @@ def test_experiment_commands_write_a_report(tmp_path):
     assert r.exit_code == 0, r.output
     text = (tmp_path / "h" / "report.html").read_text()
     from perfcore.analysis.command_results import HealthResult
-    from perfcore.report.health_words import health_summary
-    from perfcore.report.verdict_words import preface
+    from perfcore.report.words.verdict import health_summary
+    from perfcore.report.words.verdict import preface
 
     doc = HealthResult.from_dict(json.loads((tmp_path / "h" / "health.json").read_text()))
     summary = preface(health_summary(doc), doc.verdict.interference if doc.verdict else None)
@@ -440,8 +440,8 @@ def test_the_breakdown_png_leaves_evaluation_rows_out(tmp_path, monkeypatch):
 
 
 def test_a_cause_and_its_advice_with_the_same_evidence_say_it_once():
-    from perfcore.report.html_parts import causes_list
-    from perfcore.report.verdict_words import cause_words
+    from perfcore.report.html.parts import causes_list
+    from perfcore.report.words.verdict import cause_words
 
     # A run whose one cause's advice has the load cause's evidence, word for word.
     bd = {"load": 4.1, "transfer": 0.5, "compute": 4.1, "comm": 0.0, "host": 0.3}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from run_docs import as_run
 
 from perfcore.report.charts import lines_chart as _lines_chart
-from perfcore.report.html_lines import lines_section as _lines_section
-from perfcore.report.html_lines import starvation_block as _starvation_block
+from perfcore.report.html.run import lines_section as _lines_section
+from perfcore.report.html.run import starvation_block as _starvation_block
 
 
 # The renderers take the typed run; these tests write its facts by hand.

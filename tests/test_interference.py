@@ -12,8 +12,8 @@ import pytest
 from perfcore.analysis.interference import interference_finding, window
 from perfcore.analysis.verdict import decide, interference_of
 from perfcore.capture.interference import FIELDS, InterferenceSampler, process_tree, read_stat, snapshot
-from perfcore.report.label_words import interference_sentence as _sentence
-from perfcore.report.verdict_words import summary_words
+from perfcore.report.words import interference_sentence as _sentence
+from perfcore.report.words.verdict import summary_words
 
 
 def _write_proc(root, *, cpu, procs_running, processes):

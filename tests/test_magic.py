@@ -11,7 +11,7 @@ def test_cell_is_instrumented_in_process_and_stops_at_steps():
     code = textwrap.dedent('''
         import json, time, torch
         from perfcore.run.child.magic import run_cell
-        from perfcore.report.record_words import notes_of
+        from perfcore.report.words.runs import notes_of
         cell = """
         import time, torch
         from torch.utils.data import DataLoader, TensorDataset
@@ -63,7 +63,7 @@ def test_a_cell_that_catches_the_stop_sees_only_what_perfcore_run_raises_and_is_
     code = textwrap.dedent('''
         import json
         from perfcore.run.child.magic import run_cell
-        from perfcore.report.record_words import notes_of
+        from perfcore.report.words.runs import notes_of
         cell = """
         import torch
         model = torch.nn.Linear(8, 2)
@@ -103,7 +103,7 @@ def test_a_cells_evaluation_pass_is_set_apart_from_its_steps():
     code = textwrap.dedent('''
         import json
         from perfcore.run.child.magic import run_cell
-        from perfcore.report.record_words import notes_of
+        from perfcore.report.words.runs import notes_of
         cell = """
         import time, torch
         from torch.utils.data import DataLoader, TensorDataset

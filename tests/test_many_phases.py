@@ -47,7 +47,7 @@ def test_a_new_phase_name_every_step_is_bounded_said_once_and_never_raised():
     full = t.engine.step_table()  # the labels still add up to each step's wall time, to the nanosecond
     assert (full[[f"{lb}_ns" for lb in ("load", "transfer", "compute", "comm", "host")]].sum(axis=1)
             == full["wall_ns"]).all()
-    from perfcore.report.record_words import notes_of
+    from perfcore.report.words.runs import notes_of
 
     assert sum("distinct phase names" in n for n in notes_of(t.result())) == 1
 

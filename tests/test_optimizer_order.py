@@ -7,7 +7,7 @@ import pytest
 from test_torch_reach import SCRIPTS, perfcore_run
 
 from perfcore.analysis.run_report import RunReport
-from perfcore.report.finding_words import optimizer_order_sentence, step_source_text
+from perfcore.report.words.findings import optimizer_order_sentence, step_source_text
 from perfcore.run.child.part_writer import optimizer_order
 
 
@@ -56,7 +56,7 @@ def test_forward_forward_as_a_user_runs_it(tmp_path):
     train, test = doc["loaders"]
     assert (train["role"], train["batches"]) == ("train", 1)
     assert (test["role"], test["batches"]) == ("eval", 1)
-    from perfcore.report.advice_words import text_of
+    from perfcore.report.words.advice import text_of
 
     run = RunReport.from_dict(doc)
     texts = [text_of(f, run.loader_plan) for f in run.findings]

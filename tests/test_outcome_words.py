@@ -9,8 +9,8 @@ from pathlib import Path
 from run_docs import typed_run
 
 from perfcore.analysis.run_context import Exit, Outcome
-from perfcore.report.exit_words import exit_sentence as _exit_sentence
-from perfcore.report.finding_words import other_steps_sentence, step_source_text, step_source_words
+from perfcore.report.words.runs import exit_sentence as _exit_sentence
+from perfcore.report.words.findings import other_steps_sentence, step_source_text, step_source_words
 from perfcore.run.parent.outcome import before_first_step
 
 

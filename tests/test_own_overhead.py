@@ -9,7 +9,7 @@ from run_docs import as_run
 
 from perfcore.capture.sync_calls import SyncCounter
 from perfcore.recording.own_work import MATERIAL_OVERHEAD, beside_steps
-from perfcore.report.html_parts import warnings_of
+from perfcore.report.html.parts import warnings_of
 from perfcore.run.child.loaders import fetch_cost_ns
 
 
@@ -429,8 +429,8 @@ def test_the_sampler_keeps_each_samples_held_time_and_its_span():
 
 
 def test_the_full_report_says_the_typical_step_the_whole_run_and_each_part_counted():
-    from perfcore.report.verdict_words import WIDTH
-    from perfcore.report.words import overhead_long
+    from perfcore.report.words import WIDTH
+    from perfcore.report.words.advice import overhead_long
 
     timer = {"per_phase_ns": 820.0, "phases_per_step": 3.0, "own_ms_per_step": 0.0022, "own_ms_total": 44.0,
              "pause_ms_total": 38.0, "pauses": 3}
@@ -461,7 +461,7 @@ def test_the_full_report_says_the_typical_step_the_whole_run_and_each_part_count
 
 
 def test_the_typical_steps_parts_add_up_to_its_figure_and_a_costlier_whole_run_is_said_beside_it():
-    from perfcore.report.words import overhead_long, overhead_short
+    from perfcore.report.words.advice import overhead_long, overhead_short
 
     # The .item() counter on for 40 of 20,000 steps (its cap): the whole run paid its calls, a typical step not.
     timer = {"per_phase_ns": 800.0, "phases_per_step": 4.0, "own_ms_per_step": 0.0}
@@ -475,7 +475,7 @@ def test_the_typical_steps_parts_add_up_to_its_figure_and_a_costlier_whole_run_i
 
 
 def test_a_document_from_before_the_parts_were_kept_still_says_parts_that_add_up():
-    from perfcore.report.words import overhead_long
+    from perfcore.report.words.advice import overhead_long
 
     # session 8's compiled run: no steady_own, no sampler_share; its own work is 7.06 ms of pause and 55 us more
     old = {"per_phase_ns": 876.5, "phases_per_step": 4.0625, "own_ms_total": 7.110439, "own_ms_per_step": 0.4444024375,

@@ -15,9 +15,9 @@ from perfcore.analysis.codec import from_doc
 from perfcore.analysis.ranks import clock_offsets, merge_ranks
 from perfcore.analysis.run_context import Straggler, Waiting
 from perfcore.analysis.units import fmt_ms
-from perfcore.report.rank_words import job_problem_words, missing_sentence, straggler_sentence, waiting_sentence
+from perfcore.report.words.jobs import job_problem_words, missing_sentence, straggler_sentence, waiting_sentence
 from perfcore.report.reader import load_run
-from perfcore.report.verdict_words import summary_words
+from perfcore.report.words.verdict import summary_words
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "ddp_train.py")
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -234,7 +234,8 @@ def _merged(parts):
 def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     from perfcore.analysis.advice import advise_run
     from perfcore.analysis.ranks import straggle
-    from perfcore.report.words import try_short, verdict_short
+    from perfcore.report.words.advice import try_short
+    from perfcore.report.words.verdict import verdict_short
 
     # Rank 2 computes 10 ms a step; ranks 0 and 1 compute 1 ms and wait 9 ms for it in the collective.
     parts = [_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 0.0, compute=10.0)]

@@ -8,7 +8,7 @@ from run_docs import as_run
 from perfcore.analysis.codec import from_doc
 from perfcore.analysis.migrate import migrate_run
 from perfcore.analysis.run_parts import Capture
-from perfcore.report.record_words import capture_notes, notes_of
+from perfcore.report.words.runs import capture_notes, notes_of
 
 
 def _cap(stats: dict) -> Capture:

@@ -43,7 +43,7 @@ def test_input_bound_script_agrees_with_its_own_meter(input_bound):
     assert abs(doc["breakdown_fraction"]["load"] - script_share) <= 0.05
     from run_docs import run_of_json
 
-    from perfcore.report.verdict_words import plain_words
+    from perfcore.report.words.verdict import plain_words
 
     run = run_of_json(doc)
     assert run.verdict.bound == "load"
@@ -102,7 +102,7 @@ def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
     from run_docs import run_of_json
 
-    from perfcore.report.verdict_words import summary_words
+    from perfcore.report.words.verdict import summary_words
 
     v = run_of_json(doc).verdict
     # Never named past a tier. With two CPU burners its host share reads 5.8-8% over these 18 steps,
@@ -286,7 +286,7 @@ def test_a_script_with_no_loop_exits_0_with_what_was_seen(tmp_path):
     p = perfcore("run", "--out", str(tmp_path / "r"), "--", sys.executable, str(SCRIPTS / "no_loop.py"))
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    from perfcore.report.finding_words import no_step_sentence
+    from perfcore.report.words.findings import no_step_sentence
     from run_docs import run_of_json
 
     assert doc["steps"] == 0 and doc["exit_code"] == 0

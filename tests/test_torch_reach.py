@@ -90,7 +90,7 @@ def test_plain_tensor_loop_honours_step_on(tmp_path, source):
 def test_a_script_that_never_imports_torch_is_told_so(tmp_path):
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "no_torch.py"), "10")
     assert p.returncode == 0, p.stderr
-    from perfcore.report.finding_words import no_step_sentence
+    from perfcore.report.words.findings import no_step_sentence
     from run_docs import run_of_json
 
     assert doc["steps"] == 0
@@ -116,7 +116,7 @@ def test_steps_ends_every_training_thread(tmp_path):
     assert "DONE" not in p.stdout and "JOINED" not in p.stdout
     from run_docs import run_of_json
 
-    from perfcore.report.record_words import notes_of
+    from perfcore.report.words.runs import notes_of
 
     assert not any("after perfcore stopped it" in n for n in notes_of(run_of_json(doc)))
 
@@ -127,7 +127,7 @@ def test_step_on_batch_without_a_dataloader_names_what_would_work(tmp_path):
     assert doc["steps"] == 0
     from run_docs import run_of_json
 
-    from perfcore.report.finding_words import no_step_sentence
+    from perfcore.report.words.findings import no_step_sentence
 
     sentence = no_step_sentence(run_of_json(doc).no_step)  # said from the figures run.json keeps
     assert "with --step-on batch" in sentence and "12 backward pass(es)" in sentence
@@ -140,7 +140,7 @@ def test_two_optimizer_runs_say_which_row_holds_the_second_optimizers_step(tmp_p
     assert doc["step_source"] == "optimizer" and doc["seen"]["optimizers"] == 2
     from run_docs import run_of_json
 
-    from perfcore.report.finding_words import step_source_text
+    from perfcore.report.words.findings import step_source_text
 
     text = step_source_text(run_of_json(doc))
     assert "2 optimizers" in text and "row k holds its step of iteration k-1" in text
@@ -164,7 +164,7 @@ def test_every_optimizer_that_trains_gives_its_steps(tmp_path, mode):
     assert doc["seen"]["other_optimizer_steps"] == 0
     from run_docs import run_of_json
 
-    from perfcore.report.finding_words import step_source_text
+    from perfcore.report.words.findings import step_source_text
 
     text = step_source_text(run_of_json(doc))
     assert "one stage after the other" in text and "count matches" not in text

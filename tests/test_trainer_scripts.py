@@ -114,7 +114,7 @@ def test_a_lightning_closure_gives_forward_and_backward_their_share_and_names_tr
     assert Path(path).resolve() == script.resolve() and at == str(line) and ld["role"] == "train"
     from run_docs import run_of_json
 
-    from perfcore.report.advice_words import text_of
+    from perfcore.report.words.advice import text_of
 
     run = run_of_json(doc)
     load_advice = text_of(next(f for f in run.findings if f.cause == "load"), run.loader_plan)

@@ -65,7 +65,7 @@ def test_capture_failures_get_their_reason(msg, reason):
 
 def test_each_capture_reason_is_said_with_its_fix():
     from perfcore.experiments.graph_capture import CAPTURE_REASONS
-    from perfcore.report.capture_words import capture_error_words
+    from perfcore.report.words.runs import capture_error_words
 
     said = {r: capture_error_words({"reason": r, "detail": "boom", "optimizer": "Adam"}) for r in CAPTURE_REASONS}
     assert len(set(said.values())) == len(CAPTURE_REASONS)  # every reason has words of its own
@@ -135,7 +135,7 @@ def test_graph_capture_matches_eager():
 
 
 def test_the_links_words_are_made_from_its_figures_and_reason():
-    from perfcore.report.transfer_words import NOMINAL, link_words
+    from perfcore.report.words.runs import NOMINAL, link_words
 
     assert link_words({"gbps": 31.5, "generation": 4, "width": 16}) == f"link: 31.5 GB/s ({NOMINAL})"
     said = link_words({"gbps": None, "reason": "nvml_unavailable", "error": "NVMLError: Not Supported"})

@@ -19,9 +19,9 @@ from perfcore.capture.sampler import heartbeat
 from perfcore.experiments.diagnose import diagnose
 from perfcore.experiments.health import health
 from perfcore.experiments.sweep import sweep
-from perfcore.report.advice_words import text_of
-from perfcore.report.check_words import check_text
-from perfcore.report.experiments import knee_text
+from perfcore.report.words.advice import text_of
+from perfcore.report.words import check_text
+from perfcore.report.words.runs import knee_text
 from perfcore.workloads import load_workload
 
 HERE = Path(__file__).resolve().parent
@@ -74,7 +74,7 @@ def test_compute_bound_is_not_blamed_on_data():
     # 2.2%; the tier is 10%, 11 sd away. At 30 ms a step the same ticks reached 14% and named
     # loading in 4 runs of 25. The decision at the tier is tested on injected timings in
     # test_triage_decisions.py.
-    from perfcore.report.verdict_words import plain_words
+    from perfcore.report.words.verdict import plain_words
 
     doc = diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2)
     assert doc.experiments[0].breakdown_ms["compute"] >= 100.0  # the step described above
@@ -154,7 +154,7 @@ def test_health_verdicts():
 def _numbers_in(v) -> None:
     """The sentence a user reads carries the verdict's own figures (its trimmed estimate)."""
     from perfcore.analysis.units import fmt_ms, fmt_share
-    from perfcore.report.verdict_words import plain_words
+    from perfcore.report.words.verdict import plain_words
 
     c = v.named[0]
     assert f"costs {fmt_ms(c.ms_per_step)} of each {fmt_ms(v.step_ms)} step ({fmt_share(c.share)}" in plain_words(v)
@@ -165,9 +165,9 @@ def test_demo_stages_all_name_loading():
     # data (more in health's forward-only loop). Health, run and diagnose must say so in one voice.
     from perfcore.experiments.measurement import Trial
     from perfcore.experiments.runner import measure_workload
-    from perfcore.report.experiments import render_diagnose, render_health
+    from perfcore.report.stage_text import render_diagnose, render_health
     from perfcore.report.terminal import render_text
-    from perfcore.report.verdict_words import plain_words, summary_words
+    from perfcore.report.words.verdict import plain_words, summary_words
 
     w = load_workload("demo")
     h = health(w, steps=6, warmup=1)

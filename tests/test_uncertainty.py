@@ -11,8 +11,8 @@ import pytest
 
 from perfcore.analysis.attribution import LABELS, summarize
 from perfcore.analysis.uncertainty import robust_breakdown, steps_to_settle
-from perfcore.report.robust_words import outliers_sentence
-from perfcore.report.verdict_words import summary_words as said
+from perfcore.report.terminal import outliers_sentence
+from perfcore.report.words.verdict import summary_words as said
 
 
 def table(load, compute, host, *, warmup=0, evaluation=None):
@@ -189,7 +189,7 @@ def test_two_runs_either_side_of_a_tier_are_said_the_same_way():
     # (healthy)", then 10% (9.4-10.6%) "input-bound (borderline)". Near a line both runs read alike, at
     # either tier; a share clearly past it is named as before.
     from perfcore.analysis.verdict import decide
-    from perfcore.report.verdict_words import verdict_short
+    from perfcore.report.words.verdict import verdict_short
 
     def short(ms, band):
         return verdict_short(decide({"load": ms}, 100.0, share_band={"load": band}, steps=200))

@@ -17,11 +17,12 @@ from perfcore.analysis.units import fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, decide, decide_run
 from perfcore.experiments.diagnose import diagnose_verdict
 from perfcore.experiments.health import health_report
-from perfcore.report.check_words import LOADING_CAUSE
-from perfcore.report.compare_words import change_sentence, render_compare, step_words
-from perfcore.report.health_words import health_summary
-from perfcore.report.verdict_words import preface
-from perfcore.report.verdict_words import summary_words as said
+from perfcore.report.words import LOADING_CAUSE
+from perfcore.report.words.verdict import change_sentence, step_words
+from perfcore.report.terminal import render_compare
+from perfcore.report.words.verdict import health_summary
+from perfcore.report.words.verdict import preface
+from perfcore.report.words.verdict import summary_words as said
 
 # The demo as measured on this machine before the fix: loading ~48% of a training step.
 DEMO_BD = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
@@ -53,7 +54,7 @@ def test_demo_shape_names_loading_with_its_numbers():
     assert c.gain.speedup == pytest.approx(25.6 / 13.3)
     words = said(v)
     assert words.startswith("input-bound") and all(f in words for f in ("12.3 ms", "25.6 ms", "48%", "major", "1.92x"))
-    from perfcore.report.verdict_words import cause_words
+    from perfcore.report.words.verdict import cause_words
 
     assert "12.3 ms of a 25.6 ms step (48%)" in cause_words(v, c)[1]
 
@@ -65,7 +66,7 @@ def test_several_causes_ranked_each_with_evidence_and_gain():
     assert v.bound == "comm" and said(v).startswith("communication-bound:")
     also = said(v).split("Also ")[1]
     assert also.index("15.0 ms (15%, moderate)") < also.index("12.0 ms (12%, moderate)")  # in the ranked order
-    from perfcore.report.verdict_words import cause_words
+    from perfcore.report.words.verdict import cause_words
 
     for c in v.named:
         assert c.gain.speedup == pytest.approx(100.0 / (100.0 - c.ms_per_step))
@@ -296,7 +297,7 @@ def test_cpu_host_time_says_it_holds_tensor_math_outside_modules():
     assert v.bound == "host" and not v.on_gpu and "Python, logging, syncs" not in said(v)
     assert "tensor math run outside modules" in said(v)
     from perfcore.analysis.advice import advise
-    from perfcore.report.advice_words import text_of
+    from perfcore.report.words.advice import text_of
 
     rec = advise(v, {"host": 30.0, "compute": 70.0}, on_gpu=False, zero_code=True)[0]
     assert rec.kind == "host_gaps" and "tensor math outside modules" in text_of(rec)  # the renderer's words

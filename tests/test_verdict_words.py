@@ -1,4 +1,4 @@
-"""The verdict said once: analysis decides facts and statuses (no prose), report.verdict_words says them,
+"""The verdict said once: analysis decides facts and statuses (no prose), report.words.verdict says them,
 and every rendering agrees with the numbers beside it, for old documents too."""
 
 from __future__ import annotations
@@ -14,13 +14,9 @@ from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import CRITICAL_SHARE, NEAR_TIER, WARN_SHARE, decide
-from perfcore.report.verdict_card import card_lines
-from perfcore.report.verdict_words import (
-    WIDTH,
-    plain_words,
-    summary_words,
-    verdict_short,
-)
+from perfcore.report.html.parts import card_lines
+from perfcore.report.words.verdict import plain_words, summary_words, verdict_short
+from perfcore.report.words import WIDTH
 
 # Every string a verdict's facts may hold: codes and names, never a sentence.
 _CODES = re.compile(r"^[a-z_-]{1,24}$")
@@ -181,7 +177,8 @@ def _doc(steps: int, reason: str, exception: str = "") -> dict:
 
 
 def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
-    from perfcore.report.terminal import FEW_STEPS, render_brief
+    from perfcore.report.terminal import render_brief
+    from perfcore.report.words.runs import FEW_STEPS
 
     exc = "ValueError: " + "bad batch " * 4
     lines = render_brief(_doc(8, "crashed", exc), "runs/r1").splitlines()
@@ -190,7 +187,7 @@ def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
     assert lines[1].startswith("8 measured step(s)") and not any(ln.startswith("try:") for ln in lines)
     assert any(ln.startswith("verdict: input-bound") for ln in lines)  # the figures are still shown
     assert all(len(ln) <= WIDTH for ln in lines[:-1])
-    from perfcore.report.html_parts import run_card
+    from perfcore.report.html.parts import run_card
 
     assert "<div class='sentence'>partial results: the script crashed (exit 1)" in run_card(_doc(8, "crashed"))
     # A crash after many steps, or a finished run: advised as usual.
@@ -202,7 +199,7 @@ def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
 def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
     import html as h
 
-    from perfcore.report.html_parts import verdict_card
+    from perfcore.report.html.parts import verdict_card
 
     band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
     intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}

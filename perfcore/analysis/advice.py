@@ -52,7 +52,7 @@ _PLAN_ADVICE = {
     PlanKind.MEASURED_NO_HELP: "cheaper_batches",
     PlanKind.DEEPER_PREFETCH: "deeper_prefetch",
 }
-# The perfcore command that tests a piece of advice (report.advice_words.TEST_WORDS says it).
+# The perfcore command that tests a piece of advice (report.words.advice.TEST_WORDS says it).
 _DIAGNOSE, _GRAPH = "diagnose", "graph"
 
 
@@ -76,7 +76,7 @@ def advise(
     memory: Mapping[str, Any] | None = None,
 ) -> list[Finding]:
     """Findings, one per named cause (ranked as the verdict ranks them) plus the pageable-copy, threads,
-    compute, memory and start-up findings: kinds and figures, which report.advice_words puts into words
+    compute, memory and start-up findings: kinds and figures, which report.words.advice puts into words
     (with the loader plan's, for a load cause's advice)."""
     ev = dict(evidence or {})
     out: list[Finding] = []
@@ -208,7 +208,7 @@ def advise_run(
         ev.setdefault("bf16_supported", doc["bf16_supported"])
     over = oversubscription(threads, cpus or ev.get("cpu_count"), intf.get("others_cores"), source=source)
     if over is not None and verdict.step_ms:
-        # What inflated the steps is said before the verdict on them (verdict_words), not only
+        # What inflated the steps is said before the verdict on them (report.words.verdict), not only
         # "interference"; with the script's fix only where its own threads outnumber its CPUs.
         if over.own:
             ev["oversubscribed"] = over.to_dict()

@@ -1,7 +1,7 @@
 """Advice from findings beside the verdict's ranked causes: a straggler every rank waits for, pageable
 copies, torch threads that outnumber the free cores, evaluation passes that take a share of the wall
 time. Each is added through the caller's `add` (advice.advise), so every item has one shape: facts,
-which report.advice_words puts into words."""
+which report.words.advice puts into words."""
 
 from __future__ import annotations
 

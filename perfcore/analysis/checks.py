@@ -2,7 +2,7 @@
 prediction meets a measurement (reconcile). An experiment that removed a cause checks the attribution's
 prediction (PREDICTION), one that changed a setting is held to the most any setting can give (BOUND), one
 that made the advice's own change measures it (ADVICE), and one that removed the cause altogether caps what
-any advice on it can give (CEILING). Statuses and figures only: report.check_words says them. Pure functions."""
+any advice on it can give (CEILING). Statuses and figures only: report.words says them. Pure functions."""
 
 from __future__ import annotations
 

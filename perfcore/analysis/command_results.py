@@ -99,7 +99,7 @@ class HealthResult:
     busy_spacing_s: float | None = None
     heartbeat: Heartbeat | None = None
     interference: Interference | None = None
-    note: str | None = None  # a code report.diagnose_words says: what health's loop leaves out
+    note: str | None = None  # a code report.words.findings says: what health's loop leaves out
     script_exit: ScriptExit | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,7 +141,7 @@ class ExperimentRow:
 @dataclasses.dataclass(frozen=True)
 class Skipped:
     name: str
-    reason: str  # a code report.diagnose_words says
+    reason: str  # a code report.words.findings says
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Two runs side by side: per-label and per-kernel-category change, the speedup with its status against
 both runs' noise, and whether the verdict or its primary cause changed (each run's verdict decided again on
 its own figures by verdict.decide_run, so runs from older versions compare on the same rule). Facts only:
-report/compare_words says them."""
+report/words/verdict says them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The one expected-gain model: how much faster a step gets when a cause is removed, predicted from the
 attribution, measured by an A/B pair of runs, and the two judged against each other with both runs'
 noise. health, run, diagnose, sweep and the notebook magic all predict a gain through `expected_gain`
-(report.label_words.gain_words says it), and diagnose's checks are decided only by `judge`.
+(report.words.gain_words says it), and diagnose's checks are decided only by `judge`.
 
 A gain is carried in saved milliseconds per step, where noise adds up (variances of independent
 runs add); it is shown as a speed ratio step / (step - saved).
@@ -100,7 +100,7 @@ def judge(
       gain above it is flagged (noise or a changed machine, not an effect).
     Returns {experiment, status, agrees (True/False/None for inconclusive), predicted, measured,
     above_bound, agreement_band (the speedups a measurement agreeing with the prediction lies in)}: facts,
-    said by report.check_words."""
+    said by report.words."""
     step = float(step_ms)
     p = float(predicted.get("saved_ms") or 0.0)
     m = float(measured["saved_ms"])

@@ -2,7 +2,7 @@
 other processes used against the cores there are, how much the hypervisor stole, how long the run
 queue was, how often the run's main process was preempted, and whether other processes used the GPU.
 When that is material, step times are inflated and a verdict on them is uncertain: the finding holds
-the figures and the reasons as codes (report.verdict_words says them, before the verdict). Pure
+the figures and the reasons as codes (report.words.verdict says them, before the verdict). Pure
 functions on the samples' columns."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def interference_finding(
         "gpu_other_processes": max(gpu) if gpu else None,
         "gpu_other_bytes": max(gpu_bytes) if gpu_bytes else None,
     }
-    # Why the run counts as disturbed, as codes (report.verdict_words says them): other processes' CPU,
+    # Why the run counts as disturbed, as codes (report.words.verdict says them): other processes' CPU,
     # the hypervisor's steal, other processes on the GPU.
     reasons = []
     if doc["others_share"] >= MATERIAL_OTHERS_SHARE and doc["others_cores"] >= MATERIAL_OTHERS_CORES:

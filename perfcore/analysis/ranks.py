@@ -38,7 +38,7 @@ def _rank_steps(doc: Mapping[str, Any], measured: pd.DataFrame) -> RankSteps:
 
 def merge_ranks(parts: list[dict[str, Any]], node_view: bool = False) -> dict[str, Any]:
     """parts: [{"doc": run.json of a rank, "steps": its steps table, "raw": its trace arrays}]. Returns the
-    fields the merged perfcore.run/1 document adds, as facts (report.rank_words says them): ranks, stragglers
+    fields the merged perfcore.run/1 document adds, as facts (report.words.jobs says them): ranks, stragglers
     (each with its own work against the others' and the label of its excess), waiting (the ranks that
     wait in collectives for them), missing_ranks, world_size; with ranks on more than one host, also
     `clocks` (how each host's clock was put on the job's) and `nodes` (the job per node, the slow node).
@@ -201,12 +201,12 @@ def judge_straggle(decision: Verdict, s: Straggle | None) -> Verdict:
     # (the collective itself), a borderline cause or healthy compute leave the wait as the bound.
     if not (decision.healthy is False and decision.bound in _OWN_CAUSES):
         out = dataclasses.replace(out, bound="straggler", level=level, healthy=False, primary=None)
-    return out  # report.verdict_words leads with the straggler before the slow rank's verdict
+    return out  # report.words.verdict leads with the straggler before the slow rank's verdict
 
 
 def job_problem(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Why these parts cannot be the ranks of one job, or None, as a reason and its figures
-    (report.rank_words.job_problem_words says it): two parts claiming one rank from different runs
+    (report.words.jobs.job_problem_words says it): two parts claiming one rank from different runs
     (two jobs' folders merged: rank_claimed_twice, with the two (host, pid)), processes without a rank
     that stepped beside others (no_rank, with up to 3 of them), or ranks that disagree on the job's size
     (world_sizes)."""

@@ -2,7 +2,7 @@
 interval and expected gain, and the findings it rests on: start-up, the machine's interference, a straggler
 the job waits for, threads that outnumber the cores, diagnose's checks and what loading is) as frozen
 dataclasses holding numbers, statuses and codes, no prose. verdict.judge makes one; a document holds it as
-codec.to_doc writes it, and report.verdict_words says it."""
+codec.to_doc writes it, and report.words.verdict says it."""
 
 from __future__ import annotations
 

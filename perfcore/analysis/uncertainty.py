@@ -94,7 +94,7 @@ def robust_breakdown(
 ) -> dict[str, Any] | None:
     """The trimmed per-label ms and shares of measured steps (no warm-up or evaluation rows: the caller
     selects), each with a `level` block bootstrap interval, and the outlier steps apart with what they
-    contained: figures (report.robust_words says them). None without steps."""
+    contained: figures (report.terminal says them). None without steps."""
     n = len(table)
     if n == 0:
         return None

@@ -1,6 +1,6 @@
 """The one verdict: which avoidable cause, if any, costs a step enough to be named. A pure function of a
 few numbers (avoidable ms per label and the step's ms), so every command, a live status line and a
-partial run all reach the same decision on the same evidence. It decides; report.verdict_words says it.
+partial run all reach the same decision on the same evidence. It decides; report.words.verdict says it.
 
 Compute is the healthy state. What a user can remove is the rest of the step: the exposed wait for
 data (load not hidden by workers), exposed copies, exposed collectives and host gaps. Each label's
@@ -217,7 +217,7 @@ def judge(ev: Evidence) -> Verdict:
 
 
 def decide(avoidable_ms: Mapping[str, float], step_ms: float, **evidence: Any) -> Verdict:
-    """The verdict (numbers and statuses, no words; report.verdict_words says it), from the avoidable ms per
+    """The verdict (numbers and statuses, no words; report.words.verdict says it), from the avoidable ms per
     step of each cause (load, transfer, comm, host) and the step's ms; the undecided verdict when nothing was
     measured (step_ms <= 0). The evidence is Evidence's other fields (on_gpu, share_band, interference, startup, ...).
 

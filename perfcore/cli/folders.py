@@ -26,7 +26,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     rewrites its breakdown.png (and its report.html with --html); nothing else in it changes.
     """
     from perfcore.report.plots import plot_breakdown
-    from perfcore.report.verdict_words import headline
+    from perfcore.report.words.verdict import headline
     from perfcore.report.reader import load_run
     from perfcore.report.terminal import render_brief, render_text
 
@@ -106,7 +106,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     RUN_A, RUN_B: folders that perfcore run wrote. Writes nothing but what --html and --json name.
     """
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.compare_words import render_compare
+    from perfcore.report.terminal import render_compare
     from perfcore.report.reader import load_run
 
     check_target(res.json_path, [run_a, run_b])
@@ -116,7 +116,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     doc = compare_runs(a, b)
     res.echo(clean(render_compare(doc)))
     if html_path is not None:
-        from perfcore.report.html_compare import write_compare_report
+        from perfcore.report.html.stages import write_compare_report
 
         page = write_compare_report(Path(html_path).expanduser(), doc, (run_a, run_b))
         res.echo(f"wrote {page}")
@@ -159,7 +159,7 @@ def env_cmd(res: Results) -> None:
     No target. Writes nothing but what --json names.
     """
     from perfcore.capture.environment import environment_report
-    from perfcore.report.env_words import with_words
+    from perfcore.report.words.runs import with_words
 
     report = with_words(environment_report())
     b = report["build"]

@@ -41,7 +41,7 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
 
     out_dir = res.folder
     curve = measure(size_list, dirs, repeats)
-    from perfcore.report.transfer_words import link_words
+    from perfcore.report.words.runs import link_words
 
     link = nominal_link_gbps()  # its figures and reason code: the words are said below, not stored
     doc = {

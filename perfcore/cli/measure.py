@@ -160,7 +160,7 @@ def monitor_cmd(res: Results, interval, command) -> None:
         plot_timeline(frame, out_dir / "monitor.png", title=" ".join(cmd)[:100])
         files.append("monitor.png")
     if s.nvml_error:
-        from perfcore.report.env_words import sampling_words
+        from perfcore.report.words.runs import sampling_words
 
         click.echo(f"perfcore monitor: {sampling_words(s.nvml_error)}", err=True)
     click.echo(f"perfcore monitor: {len(frame)} samples every {interval * 1e3:.0f} ms", err=True)

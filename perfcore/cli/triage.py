@@ -46,7 +46,7 @@ def health_cmd(res: Results, steps, interval, target) -> None:
     inside it.
     """
     from perfcore.experiments.stages import health_stage
-    from perfcore.report.experiments import render_health
+    from perfcore.report.stage_text import render_health
 
     result, files = health_stage(
         load_target(target), res.folder, steps=steps, interval_s=interval, progress=res.progress()
@@ -73,7 +73,7 @@ def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
     stays on stdout.
     """
     from perfcore.experiments.stages import diagnose_stage
-    from perfcore.report.experiments import render_diagnose, render_diagnose_brief
+    from perfcore.report.stage_text import render_diagnose, render_diagnose_brief
 
     what = load_target(target)
     result, files = diagnose_stage(what, res.folder, steps=steps, warmup=warmup, progress=res.progress())
@@ -158,7 +158,7 @@ def sweep_cmd(res: Results, grid, steps, warmup, budget, resume, target) -> None
     Ctrl-C keeps the configurations finished so far, and --resume continues them.
     """
     from perfcore.experiments.stages import sweep_stage
-    from perfcore.report.experiments import render_sweep
+    from perfcore.report.stage_text import render_sweep
 
     if resume and not res.out:
         raise click.UsageError("--resume needs --out: the folder of the sweep to continue")
@@ -188,7 +188,7 @@ def sweep_cmd(res: Results, grid, steps, warmup, budget, resume, target) -> None
         )
         sys.exit(EXIT_INTERRUPTED)
     if result.best is None:
-        from perfcore.report.failure_words import config_failure
+        from perfcore.report.words.runs import config_failure
 
         first = next((c for c in result.configs if config_failure(c)), {})
         click.echo(
@@ -212,8 +212,8 @@ def demo_cmd(res: Results, quick, explain) -> None:
     """
     from perfcore.experiments.demo import run_demo
 
-    from perfcore.report.demo_words import render_demo
-    from perfcore.report.experiments import render_demo_brief
+    from perfcore.report.stage_text import render_demo
+    from perfcore.report.stage_text import render_demo_brief
 
     result = run_demo(res.folder, quick=quick, progress=res.progress())
     text = render_demo(result)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfcore.analysis.command_results import DemoResult, DemoWorkload
 from perfcore.report import jsonio
-from perfcore.report.demo_words import demo_markdown
+from perfcore.report.markdown import demo_markdown
 
 __all__ = ["run_demo"]
 
@@ -20,7 +20,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     from perfcore.experiments.measurement import Trial
     from perfcore.experiments.runner import WorkloadRunner
     from perfcore.report.plots import plot_breakdown, plot_experiments
-    from perfcore.report.verdict_words import headline
+    from perfcore.report.words.verdict import headline
     from perfcore.workloads import load_workload
 
     t0 = time.perf_counter()

@@ -30,7 +30,7 @@ __all__ = [
 _CAPTURABLE_WITHOUT_FLAG = {"SGD"}
 
 
-# Why a capture failed (CaptureError.reason; report.capture_words says each and its fix).
+# Why a capture failed (CaptureError.reason; report.words.runs says each and its fix).
 CAPTURE_REASONS = (
     "optimizer_not_capturable",  # created without capturable=True
     "optimizer_no_capturable_mode",  # an optimizer that has none
@@ -45,11 +45,11 @@ CAPTURE_REASONS = (
 
 class CaptureError(PerfcoreError):
     """Graph capture failed: the reason (CAPTURE_REASONS), the failing call's own message (detail) and
-    the optimizer's class where it is the cause. Its message is report.capture_words'."""
+    the optimizer's class where it is the cause. Its message is report.words.runs'."""
 
     def __init__(self, reason: str, detail: str | None = None, optimizer: str | None = None) -> None:
         self.reason, self.detail, self.optimizer = reason, detail, optimizer
-        from perfcore.report.capture_words import capture_error_words
+        from perfcore.report.words.runs import capture_error_words
 
         super().__init__(capture_error_words(self.facts()))
 

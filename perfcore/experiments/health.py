@@ -56,7 +56,7 @@ def health_report(
     """health's result from one measured run (a workload's or a script's): the one verdict, busy against
     HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy series has one.
     decide=False: the measurement only (undecided verdict; healthy from busy alone). Facts only: the
-    words are report.health_words'."""
+    words are report.words.verdict'."""
     busy = row["busy_mean"]
     bd = row["breakdown_ms"]
     verdict = None

@@ -30,7 +30,7 @@ class Failure:
     kept, partial. code: the script's exit code; exit and outcome: how it ended, as its run keeps it; how:
     that in words, for a sweep's row; run: which of diagnose's runs failed (baseline, synthetic, workers;
     None for a sweep's configuration, named by its row) and the settings it changed; oom: it ran out of
-    memory. report.failure_words says it."""
+    memory. report.words.runs says it."""
 
     code: int
     how: str | None = None
@@ -147,7 +147,7 @@ class Runner(Protocol):
     # A sweep changes only the axes asked for and keeps the rest as the loop has them (a script); else
     # every axis is set (a workload's loader, rebuilt per configuration).
     keeps_own_settings: bool
-    health_note: str | None  # a code said by report.diagnose_words (NOTES): what health's loop leaves out
+    health_note: str | None  # a code said by report.words.findings (NOTES): what health's loop leaves out
     decoder_skip: str  # why diagnose's experiment C is skipped with no other decoder: a code (NOTES)
 
     def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement: ...

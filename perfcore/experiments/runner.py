@@ -19,7 +19,7 @@ from perfcore.capture.sampler import Sampler, add_per_step
 from perfcore.errors import UsageError
 from perfcore.experiments.dataset_profile import worker_profile
 from perfcore.experiments.measurement import SETTINGS, Measurement, Trial
-from perfcore.report.env_words import sampling_words
+from perfcore.report.words.runs import sampling_words
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 
@@ -281,7 +281,7 @@ def _loader_facts(loop: _Loop, res: dict[str, Any]) -> dict[str, Any]:
     workers the main process makes each batch, so its wait is the time to make one."""
     settings = loop.settings
     return {
-        "workload": loop.workload.name,  # the loader is the workload's (report.plan_words names it)
+        "workload": loop.workload.name,  # the loader is the workload's (report.words.findings names it)
         **{
             k: settings.get(k)
             for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")

@@ -15,7 +15,7 @@ from perfcore.analysis.codec import to_doc
 from perfcore.analysis.run_report import RunReport
 from perfcore.errors import RunFailed, UsageError
 from perfcore.experiments.measurement import SETTINGS, Failure, Interrupted, Measurement, Trial
-from perfcore.report.exit_words import exit_sentence, outcome_sentence
+from perfcore.report.words.runs import exit_sentence, outcome_sentence
 from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
 from perfcore.run.parent.command import check_command

@@ -95,7 +95,7 @@ def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progre
     """diagnose's result, written as diagnose.json with its plot; (result, files)."""
     from perfcore.experiments.diagnose import diagnose
     from perfcore.report.plots import plot_experiments
-    from perfcore.report.verdict_words import headline
+    from perfcore.report.words.verdict import headline
 
     say = progress.stage if progress else None
     result = diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say)

@@ -121,7 +121,7 @@ def _try(cmd: list[str] | None, real: str, patch: LoaderPatch, settings: Mapping
         except PerfcoreError as e:
             return f"the patched script failed its try: {str(e).splitlines()[0][:200]}"
     if doc.exit_code or not doc.steps:
-        from perfcore.report.exit_words import exit_words  # how it ended, said from its codes
+        from perfcore.report.words.runs import exit_words  # how it ended, said from its codes
 
         ended = exit_words(doc) if doc.exit is not None or doc.outcome is not None else ""
         return f"the patched script failed its try: it {ended or 'ended before a measured step'}"
@@ -145,7 +145,7 @@ def sweep_patch(
     cmd: list[str] | None = None,
 ) -> dict[str, Any]:
     """{"status": written | unchanged | not_possible, "reason" (a code: no_site, own_is_best, not_under_cwd
-    with site and cwd, cannot_patch with the error, failed_try with the error; report.lines_text says it),
+    with site and cwd, cannot_patch with the error, failed_try with the error; report.words.lines says it),
     "patch" (file name), "call", "at", "calls" (DataLoader calls at the line, all patched)}. `site` is the
     recorded "file:line" (untrusted: read, never written; it must lie under `cwd`); `cmd` the sweep's
     command, run once more with the patched copy before the patch is offered."""

@@ -34,7 +34,7 @@ __all__ = [
 CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
 
 
-# Why a configuration has no row of its own numbers (its `reason`; report.failure_words says each):
+# Why a configuration has no row of its own numbers (its `reason`; report.words.runs says each):
 # out of memory; a run that ended in warm-up; a script that failed after measured steps (its numbers
 # kept, partial); settings the loop cannot take; an exception in the user's model or data; a run that
 # failed with nothing to report.

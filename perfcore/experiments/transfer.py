@@ -137,7 +137,7 @@ def nominal_link_gbps() -> dict[str, Any]:
         max_width = pynvml.nvmlDeviceGetMaxPcieLinkWidth(h)
         pynvml.nvmlShutdown()
     except Exception as e:
-        # The reason as a code, with NVML's own message (report.transfer_words says it).
+        # The reason as a code, with NVML's own message (report.words.runs says it).
         return {"gbps": None, "reason": "nvml_unavailable", "error": f"{type(e).__name__}: {e}"}
     return {
         "gbps": per_lane.get(max_gen, float("nan")) * max_width,

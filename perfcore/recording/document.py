@@ -94,7 +94,7 @@ def run_document(
         "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
         "material": bool(mean_wall_ns and overhead_ms * 1e6 / mean_wall_ns >= MATERIAL_OVERHEAD),
         **traced,
-        # What the figure counts (report/words.py says each): phases x a phase's cost measured after a step
+        # What the figure counts (report/words/advice.py says each): phases x a phase's cost measured after a step
         # of real work (as a loop leaves the caches), the own work left out of the steps, and kernel tracing:
         # its launches x one traced launch's cost, measured in the run (recording/tracing.py).
         "counted": ["phases", "own_work"] + (["kernel_tracing"] if engine.gpu.tracing is not None else []),
@@ -111,7 +111,7 @@ def run_document(
     )
     if categories:
         doc["kernel_categories"] = categories
-    # Records lost and buffers cut short are counted there; report.record_words says them as notes.
+    # Records lost and buffers cut short are counted there; report.words.runs says them as notes.
     doc["capture"] = engine.capture_stats()
     if engine.notes:
         doc["notes"] = list(dict.fromkeys(engine.notes))

@@ -113,7 +113,7 @@ def beside_steps(
         "fraction": fraction,
         # Worth a line when a typical step pays it, or when the pauses make the whole run pay it.
         "material": max(fraction, steady / typical_bare if typical_bare > 0 else 0.0) >= MATERIAL_OVERHEAD,
-        # Each a count x a cost measured here (report/words.py says each).
+        # Each a count x a cost measured here (report/words/advice.py says each).
         "counted": ["phases", "own_work", "passed_calls", "sync_calls", "fetches", "sampler"]
         + [c for c in overhead.get("counted", ()) if c == "kernel_tracing"],
     }

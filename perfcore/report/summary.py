@@ -65,8 +65,7 @@ def summary(run: Any, prefix: str = "perfcore/", numeric: bool = False) -> dict[
     out["overhead_ms"] = float(r.overhead.ms_per_step) if r.overhead is not None else 0.0
     out["overhead_share"] = float(r.overhead.fraction) if r.overhead is not None else 0.0
     if not numeric:
-        from perfcore.report.html_parts import undecided_words
-        from perfcore.report.verdict_words import headline
+        from perfcore.report.words.verdict import headline, undecided_words
 
         out["bound"] = str(r.verdict.bound if r.verdict.decided or r.no_step is None else "none")
         out["verdict"] = headline(r.verdict) if r.verdict.decided else undecided_words(r)

@@ -1,42 +1,46 @@
 """The terminal report of a run (analysis.run_report.RunReport): per-label mean, share and a bar; verdict;
-advice."""
+advice; and, with --explain, the trimmed breakdown's outlier steps (what they were against the median
+step and where their extra time went, from analysis.uncertainty's figures); and compare's terminal text,
+the table of two runs (analysis.compare.Comparison)."""
 
 from __future__ import annotations
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.compare import Comparison
 from perfcore.analysis.findings import FindingKind
 from perfcore.analysis.results import Verdict
+from perfcore.analysis.run_parts import Outliers
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
 from perfcore.analysis.verdict import report_evidence, steady_ms
-from perfcore.report.advice_words import evidence_of, test_of, text_of
-from perfcore.report.exit_words import exit_words, outcome_sentence
-from perfcore.report.finding_words import evaluation_sentence, memory_sentence, no_step_sentence, step_source_words
-from perfcore.report.label_words import interference_detail, interference_sentence
-from perfcore.report.lines_text import lines_text
-from perfcore.report.plan_words import plan_reason, plan_sentence
-from perfcore.report.process_words import trainer_lines, trainers_phrase
-from perfcore.report.rank_words import (
+from perfcore.report.words import fit, interference_detail, interference_sentence, level_word
+from perfcore.report.words.advice import evidence_of, test_of, text_of
+from perfcore.report.words.findings import (
+    evaluation_sentence,
+    memory_sentence,
+    no_step_sentence,
+    plan_reason,
+    plan_sentence,
+    step_source_words,
+)
+from perfcore.report.words.jobs import (
     clock_sentence,
     missing_sentence,
     node_sentences,
     nodes_brief,
     straggler_sentence,
+    trainer_lines,
+    trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.record_words import notes_of
-from perfcore.report.robust_words import outliers_sentence
-from perfcore.report.verdict_words import cause_words, fit, level_word, plain_words, summary_words
+from perfcore.report.words.lines import lines_text
+from perfcore.report.words.runs import crashed_early, exit_words, notes_of, outcome_sentence
+from perfcore.report.words.verdict import cause_words, change_sentence, plain_words, step_words, summary_words
 
-__all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "crashed_early", "FEW_STEPS"]
+__all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "outliers_sentence", "render_compare"]
+
 
 BAR_WIDTH = 30
-# A script that fails within this many measured steps has shown its first steps, not its steady state:
-# its figures are reported as partial and not advised on (the advice would be for a loop that does not
-# run yet). The verdict's intervals need about this many steps to settle a 10% tier on a quiet machine.
-FEW_STEPS = 50
-# How the script ended when it did not finish: these are errors (an interrupt or --steps is the user's).
-_ERRORS = ("crashed", "exited", "killed", "out of memory")
 _FINISHED = ("finished", "steps reached")
 
 
@@ -49,7 +53,8 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     """The report read at a glance (at most 15 lines, each fact once): a header line (steps, device,
     backend, p50/p90 step), the five-label table, one verdict line, at most two "try" lines, how the
     script ended when it failed, and where to read more. render_text is the whole of it (--explain)."""
-    from perfcore.report.words import overhead_short, starved_short, try_short, verdict_short
+    from perfcore.report.words.advice import overhead_short, starved_short, try_short
+    from perfcore.report.words.verdict import verdict_short
 
     if not r.steps:  # no step, or warm-up only: the full text is a line or two already
         return render_text(r)
@@ -103,21 +108,6 @@ def render_brief(r: RunReport, folder: object = None) -> str:
         else "more: report.html; all evidence: --explain"
     )
     return "\n".join(lines)
-
-
-def crashed_early(r: RunReport) -> list[str]:
-    """The lines a report leads with when the script failed within FEW_STEPS measured steps: the error in
-    one line, and that the figures are partial and not advised on. Empty for a run that finished, was
-    stopped, or failed later."""
-    ex = r.exit
-    if ex is None or ex.reason not in _ERRORS or r.steps >= FEW_STEPS:
-        return []
-    # The exit's words quote the exception's first line (cut at 200 characters where it is written; the
-    # traceback is a file in the folder) and the exit code.
-    return [
-        f"partial results: the script {exit_words(r)}",
-        f"{r.steps} measured step(s) before it ended are too few to advise on; the figures below are what ran",
-    ]
 
 
 def brief_table(r: RunReport) -> list[str]:
@@ -205,7 +195,7 @@ def render_text(r: RunReport, *, verdict: bool = True) -> str:
     for note in notes_of(r):
         lines.append(f"note: {note}")
     if r.overhead is not None:
-        from perfcore.report.words import overhead_long
+        from perfcore.report.words.advice import overhead_long
 
         lines += ["", *overhead_long(r.overhead)]
     return "\n".join(lines)
@@ -406,3 +396,39 @@ def _startup(r: RunReport) -> list[str]:
                 text += f"; persistent_workers=True would save ~{ld.persistent_workers_would_save_ms:.0f} ms"
             out.append(text)
     return out
+
+
+def outliers_sentence(o: Outliers | None) -> str:
+    """The outlier steps set apart: how many, their wall time against the median step, and the label that
+    held their extra time; "" when there were none (or their figures were not kept)."""
+    if o is None or not o.count or o.median_step_ms is None or o.wall_ms is None:
+        return ""
+    top = o.excess_label
+    share = o.excess_share.get(top) if top else None
+    lo, hi = fmt_ms(o.wall_ms.min), fmt_ms(o.wall_ms.max)
+    n = int(o.count)
+    return (
+        (f"1 outlier step set apart ({hi} " if n == 1 else f"{n} outlier steps set apart ({lo} to {hi} ")
+        + f"against a median of {fmt_ms(o.median_step_ms)}"
+        + (f"; {fmt_share(float(share))} of their extra time was {top}" if share is not None else "")
+        + "): preemption, garbage collection or one-off work, not the loop's steady cost"
+    )
+
+
+def render_compare(doc: Comparison) -> str:
+    """The terminal's compare: the step time, the verdict change, both verdicts, and the per-label and
+    per-kernel-category table (ms per step)."""
+    lines = [
+        step_words(doc),
+        change_sentence(doc),
+        f"  A: {summary_words(doc.a.verdict)}",
+        f"  B: {summary_words(doc.b.verdict)}",
+        f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
+    ]
+    for lb, v in doc.labels.items():
+        lines.append(f"  {lb:<9} {v.a_ms:>9.2f} {v.b_ms:>9.2f} {v.delta_ms:>+9.2f}")
+    if doc.kernel_categories:
+        lines.append(f"  {'kernel category':<20} {'A ms':>9} {'B ms':>9} {'delta':>9}")
+        for c, v in doc.kernel_categories.items():
+            lines.append(f"  {c:<20} {v.a_ms:>9.2f} {v.b_ms:>9.2f} {v.delta_ms:>+9.2f}")
+    return "\n".join(lines)

@@ -59,7 +59,7 @@ def no_step_facts(
     forced: str | None = None,
     optimizer_stepped: bool = False,
 ) -> dict[str, Any]:
-    """Why the process saw no step, as run.json's `no_step` keeps it (report.finding_words says it): what
+    """Why the process saw no step, as run.json's `no_step` keeps it (report.words.findings says it): what
     the hooks saw and for how long, whether torch was there to instrument, and the step source forced."""
     return {
         "wall_s": float(wall_s),

@@ -147,7 +147,7 @@ class ProgressWriter:
             doc["breakdown_fraction"] = {lb: (bd[lb] / step_ms if step_ms else 0.0) for lb in LABELS}
             doc["settled_steps"] = store["settled"]
             if self._verdict is None or self._verdict[0] != store["settled"]:  # decided again only on new rows
-                from perfcore.report.verdict_words import headline
+                from perfcore.report.words.verdict import headline
 
                 v = _decide(bd, step_ms, self.on_gpu)
                 said = {"bound": v.bound, "level": v.level.value, "summary": headline(v)}

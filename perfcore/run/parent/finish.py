@@ -287,7 +287,7 @@ def _write_tables(run: _Finish, unchanged: bool) -> None:
 
 def _write_plots(run: _Finish, decision: Decision) -> None:
     from perfcore.report.plots import plot_breakdown, plot_kernels
-    from perfcore.report.verdict_words import headline
+    from perfcore.report.words.verdict import headline
 
     plot_breakdown(run.main["steps"], run.out / "breakdown.png", title=headline(decision.verdict))
     run.files["breakdown.png"] = "breakdown.png"
@@ -346,8 +346,8 @@ def _no_step(
     """A run that saw no step: RunFailed when the script failed (how it ended is the whole story), else a
     run.json saying what was seen."""
     from perfcore.analysis.run_context import NoStep
-    from perfcore.report.exit_words import outcome_sentence
-    from perfcore.report.finding_words import no_step_sentence
+    from perfcore.report.words.runs import outcome_sentence
+    from perfcore.report.words.findings import no_step_sentence
     from perfcore.run.parent.outcome import STEP_HEADER, before_first_step
 
     facts = doc.get("no_step")

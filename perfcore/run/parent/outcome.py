@@ -1,4 +1,4 @@
-"""How the script ended: its exit code, the signal that killed it, the OOM killer (report.exit_words says it),
+"""How the script ended: its exit code, the signal that killed it, the OOM killer (report.words.runs says it),
 and which rank failed first."""
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ def describe_exit(
     rc: int, child_reason: str | None, oom_before: int | None = None, oom_after: int | None = None
 ) -> dict[str, Any]:
     """{"code", "reason", "signal"} for the script's end as `perfcore run` saw it (rc: 128+N for death by
-    signal N, as a shell reports it); report.exit_words says it."""
+    signal N, as a shell reports it); report.words.runs says it."""
     out: dict[str, Any] = {"code": rc, "reason": child_reason or ("finished" if rc == 0 else "exited"), "signal": None}
     if child_reason in ("steps reached",) or rc == 0:
         return out
     if rc > 128 and child_reason not in ("interrupted", "terminated", "crashed"):
-        from perfcore.report.exit_words import signal_name
+        from perfcore.report.words.runs import signal_name
 
         out["signal"] = signal_name(rc - 128)
         out["reason"] = "killed"
@@ -100,7 +100,7 @@ def _ended(rc: int) -> str:
     """How the script ended, said from its exit code alone. Its imports wait for a failure: the parent reaches
     the script's start without numpy (the typed model brings it)."""
     from perfcore.analysis.run_context import Outcome
-    from perfcore.report.exit_words import outcome_sentence
+    from perfcore.report.words.runs import outcome_sentence
 
     return outcome_sentence(Outcome(**describe_exit(rc, None)))
 

@@ -1,62 +1,59 @@
 """The verdict in words, from the facts analysis.verdict decides (results.Verdict): the short line for the
 terminal (verdict_short), the headline and two short lines of the HTML card, and the long sentence for
---explain and the HTML "why" panel (plain_words; summary_words puts what inflated the steps first)."""
+--explain and the HTML "why" panel (plain_words; summary_words puts what inflated the steps first).
+With it, the two results said as verdicts are: compare's (what changed between two runs, each word
+chosen from the status beside its number) and health's (the verdict's summary, then the seed method's
+busy check against its threshold, and what a heartbeat in the busy series means)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from perfcore.analysis.checks import Experiment
+from perfcore.analysis.command_results import HealthResult, Heartbeat
+from perfcore.analysis.compare import Comparison
 from perfcore.analysis.results import Cause, Interference, Level, Straggle, Verdict
+from perfcore.analysis.run_report import RunReport
+from perfcore.analysis.status import Change
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
-from perfcore.report.check_words import LOADING_CAUSE, check_text, loading_text
-from perfcore.report.label_words import (
+from perfcore.report.words import (
+    EXCESS_PHRASE,
+    LOADING_CAUSE,
     WHAT,
+    check_text,
     evidence_words,
+    fit,
     gain_words,
     interference_sentence,
+    level_word,
+    loading_text,
     startup_sentence,
     what_of,
 )
+from perfcore.report.words.findings import no_step_sentence
 
 __all__ = [
-    "WIDTH",
-    "fit",
     "plain_words",
     "summary_words",
-    "EXCESS_PHRASE",
     "verdict_name",
     "verdict_short",
     "headline",
-    "level_word",
     "preface",
     "straggler_lead",
     "cause_words",
     "straggler_head",
     "NO_STEPS",
+    "change_sentence",
+    "step_words",
+    "health_summary",
+    "heartbeat_meaning",
+    "FORWARD_ONLY_NOTE",
+    "health_sentence",
+    "undecided_words",
+    "gains_text",
 ]
 
-# The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
-WIDTH = 100
-# A cause's tier in plain words: the verdict's "warn" is a threshold's name, not a finding, and "critical"
-# read as an alarm to new users for a 27% share that costs a quarter of the step, not a failure.
-LEVEL_WORDS = {"warn": "moderate", "critical": "major", "borderline": "borderline", "minor": "minor"}
 
-
-def level_word(level: Any) -> str:
-    """A level as run.json holds it ("warn", "critical", or a Level), in the words every output uses."""
-    value = str(getattr(level, "value", level) or "")
-    return LEVEL_WORDS.get(value, value)
-
-
-# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
-EXCESS_PHRASE = {
-    "load": "its DataLoader waits",
-    "compute": "it computes",
-    "transfer": "it copies",
-    "host": "it spends outside the timed phases",
-}
 _FORWARD_ONLY_GAIN = "this forward-only loop's steps"
 NO_STEPS = "no steps measured"
 
@@ -209,17 +206,6 @@ def cause_words(t: Verdict, c: Cause) -> tuple[str, str]:
     return what_of(c.label, t.on_gpu), evidence_words(facts)
 
 
-def fit(*parts: tuple[str, int]) -> str:
-    """The parts in order, each (text, rank): rank 0 always, then the lowest ranked dropped first until the
-    line fits in WIDTH. What is left out is in the verdict's long words (--explain, report.html)."""
-    keep = [text for text, _ in parts]
-    for k in sorted(range(len(parts)), key=lambda k: -parts[k][1]):
-        if len("".join(keep)) <= WIDTH or parts[k][1] == 0:
-            break
-        keep[k] = ""
-    return "".join(keep)
-
-
 def _name(t: Verdict) -> str | None:
     """The verdict's name: its bound and level ("input-bound (major)", "input-bound on rank 1 (moderate)",
     "compute-bound (healthy)", "straggler rank 1 (major)"); None where it names no cause."""
@@ -322,3 +308,90 @@ def preface(plain: str, interference: Interference | None) -> str:
     if interference is None or not interference.material or not plain:
         return plain
     return f"{interference_sentence(interference)}. {plain[0].upper()}{plain[1:]}"
+
+
+def change_sentence(doc: Comparison) -> str:
+    """Whether the verdict changed: its name before and after, and the primary cause or the tier that moved."""
+    a, b = doc.a.verdict, doc.b.verdict
+    if not doc.verdict_changed:
+        return f"verdict unchanged: {verdict_name(a)}"
+    if doc.primary_changed:
+        return (
+            f"verdict changed: {verdict_name(a)} -> {verdict_name(b)}; primary cause "
+            f"{a.primary or 'none'} -> {b.primary or 'none'}"
+        )
+    return (
+        f"verdict changed: {verdict_name(a)} -> {verdict_name(b)} (same primary cause, "
+        f"{level_word(a.level)} -> {level_word(b.level)})"
+    )
+
+
+# B against A, by the change's status: the word sits beside the ratio it describes.
+_CHANGE = {Change.FASTER: "B faster", Change.SLOWER: "B slower", Change.WITHIN_NOISE: "within the runs' noise"}
+
+
+def step_words(doc: Comparison) -> str:
+    """The step time from A to B, the change and the ratio, with what the status says of it."""
+    said = _CHANGE.get(doc.change, "") if doc.change is not None else ""
+    noise = doc.noise_ms
+    if said and noise is not None:
+        said += f" ({fmt_ms(noise)})" if doc.change is Change.WITHIN_NOISE else f" (beyond the noise, {fmt_ms(noise)})"
+    tail = f", {said}" if said else ""
+    return (
+        f"step time: A {fmt_ms(doc.a.step_ms)} -> B {fmt_ms(doc.b.step_ms)} "
+        f"({doc.step_time_change_pct:+.1f}%, speedup {fmt_x(doc.speedup)}{tail})"
+    )
+
+
+FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
+
+
+def health_summary(doc: HealthResult) -> str:
+    """The verdict's plain summary (when health decided one), then the busy line."""
+    check = doc.busy_check
+    threshold = float(check.threshold or 0.6)
+    busy = float(doc.busy_mean or 0.0)
+    what = "GPU utilisation" if doc.busy_source == "gpu_util" else "compute share of each step (no GPU here)"
+    line = f"{what} {100 * busy:.0f}% ({'>=' if busy >= threshold else '<'} {100 * threshold:.0f}%)"
+    if check.small_work:
+        line += (
+            "; low utilisation with no avoidable cause above the threshold: the device's work is small "
+            "(short kernels), not blocked"
+        )
+    verdict = plain_words(doc.verdict) if doc.verdict is not None and doc.verdict.decided else ""
+    return (
+        verdict
+        + (f" ({FORWARD_ONLY_NOTE})" if check.forward_only else "")
+        + (". " if check.decided else "")
+        + f"{line[0].upper()}{line[1:]}"
+    )
+
+
+def heartbeat_meaning(hb: Heartbeat, busy_source: str) -> str:
+    """What a period in the busy series means (capture.sampler.heartbeat found it)."""
+    unit = "s" if busy_source == "gpu_util" else "s (in steps)"
+    return (
+        f"utilisation swings between busy and idle every {hb.period_s:.2f} {unit}: the loader delivers in "
+        "bursts (each worker hands over a batch, then all are busy decoding while the device waits); more "
+        "workers, a higher prefetch_factor or cheaper batches smooth it"
+    )
+
+
+def health_sentence(doc: HealthResult) -> str:
+    """Health's summary as its page says it: the interference sentence first when that is material."""
+    return preface(health_summary(doc), doc.verdict.interference if doc.verdict is not None else None)
+
+
+def undecided_words(r: RunReport) -> str:
+    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
+    return no_step_sentence(r.no_step) if r.no_step is not None else NO_STEPS
+
+
+def gains_text(run: Verdict, diag: Verdict) -> str:
+    """What removing loading gains: run's prediction for a training step beside diagnose's measurement."""
+    c = next((c for c in run.named if c.label == "load"), None)
+    r = gain_words(c.gain.speedup, c.gain.band) if c is not None else ""
+    check = next((c for c in diag.checks if c.experiment is Experiment.SYNTHETIC), None)
+    if not r:
+        return ""
+    return f"removing loading: {r} for a training step" + (f"; {check_text(check)}" if check else "")

@@ -1,6 +1,8 @@
 """The pieces every perfcore page is built from: escaping and number text, the page shell (CSS, the
-inlined chart library), the verdict card, tiles, the breakdown bar and table, ranked causes, warnings
-and plain tables. html (run pages) and html_stages (experiment pages) compose them."""
+inlined chart library), the verdict card (a headline, the verdict's name and what its time is, with at
+most two short lines: why it is uncertain, diagnose's check of it, what would settle a borderline one;
+the long words are words.verdict's), tiles, the breakdown bar and table, ranked causes, warnings and plain
+tables. html.run (run pages) and html.stages (experiment pages) compose them."""
 
 from __future__ import annotations
 
@@ -14,20 +16,24 @@ from perfcore.analysis.findings import Finding
 from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.run_report import RunReport
-from perfcore.analysis.units import fmt_ms
-from perfcore.analysis.verdict import report_evidence, steady_ms
-from perfcore.report.advice_words import evidence_of, test_of, text_of
+from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
+from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.analysis.verdict import WARN_SHARE, report_evidence, steady_ms
 from perfcore.report.charts import COLORS, assets, to_json
-from perfcore.report.exit_words import exit_words
-from perfcore.report.finding_words import no_step_sentence
 from perfcore.report.safe_text import clean
-from perfcore.report.label_words import interference_detail, interference_sentence
-from perfcore.report.rank_words import missing_sentence
-from perfcore.report.record_words import notes_of
-from perfcore.report.terminal import crashed_early
-from perfcore.report.verdict_card import card_lines
-from perfcore.report.verdict_words import NO_STEPS, cause_words, level_word, summary_words
-from perfcore.report.words import overhead_short
+from perfcore.report.words import WHAT, fit, interference_detail, interference_sentence, level_word
+from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
+from perfcore.report.words.jobs import missing_sentence
+from perfcore.report.words.runs import crashed_early, exit_words, notes_of
+from perfcore.report.words.verdict import (
+    NO_STEPS,
+    cause_words,
+    plain_words,
+    straggler_head,
+    summary_words,
+    undecided_words,
+    verdict_name,
+)
 
 __all__ = [
     "esc",
@@ -38,7 +44,6 @@ __all__ = [
     "level_of",
     "verdict_card",
     "run_card",
-    "undecided_words",
     "tiles",
     "samples_per_s",
     "stack_bar",
@@ -49,7 +54,10 @@ __all__ = [
     "warnings_of",
     "table",
     "pct",
+    "card_lines",
+    "links",
 ]
+
 
 _ids = itertools.count()
 
@@ -187,11 +195,6 @@ def verdict_card(
         + (f"<details class='why'><summary>why</summary><p>{esc(why)}</p></details>" if why and why != head else "")
         + "</div>"
     )
-
-
-def undecided_words(r: RunReport) -> str:
-    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
-    return no_step_sentence(r.no_step) if r.no_step is not None else NO_STEPS
 
 
 def run_card(r: RunReport, dom_id: str | None = "verdict") -> str:
@@ -354,3 +357,53 @@ def table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset(
         for r in rows
     )
     return f"<table><tr>{th}</tr>{body}</table>"
+
+
+def card_lines(t: Verdict) -> tuple[str, list[str]]:
+    """The HTML verdict card's words: a headline (the bound, its level, what the time is; the card's
+    tiles give its ms, share and gain) and at most two short lines (why the verdict is uncertain,
+    diagnose's check of it, what would settle a borderline one); summary_words goes in its "why" panel."""
+    if not t.decided:
+        return NO_STEPS, []
+    top = next((c for c in t.named if c.label == t.primary), None)
+    if t.level is Level.HEALTHY:
+        head = f"{verdict_name(t)}: nothing outside compute reaches {100 * WARN_SHARE:.0f}% of the step"
+    elif t.straggler is not None and t.bound == "straggler":
+        head = fit(*straggler_head(t))  # the card says why it is uncertain below
+    elif top is not None:
+        head = f"{verdict_name(t)}: {WHAT[top.label]}"
+    else:
+        return plain_words(t).split("; ")[0], []
+    lines = []
+    if t.uncertain:
+        lines.append("uncertain: other processes used the machine during the run (see Warnings)")
+    check = next((c for c in t.checks if c.status is not None), None)
+    if check is not None and check.measured_speedup is not None:  # diagnose's test of the verdict
+        lines.append(
+            f"checked: {check.name} measured {fmt_x(check.measured_speedup)}"
+            + (f" against {fmt_x(check.predicted_speedup)} predicted" if check.predicted_speedup else "")
+            + f": {check.status.value}"
+        )
+    if top is not None and top.share_band is not None and (t.level is Level.BORDERLINE or top.borderline_tier):
+        tier = top.borderline_tier or WARN_SHARE
+        more = steps_to_settle(t.steps, top.share, top.share_band, tier) if t.steps else None
+        lines.append(
+            f"near the {100 * tier:.0f}% line: its {100 * LEVEL:.0f}% interval "
+            f"{fmt_band(top.share_band[0], top.share_band[1], fmt_share)}; "
+            + (
+                f"--steps {more} or a quieter machine would settle it"
+                if more and more > t.steps
+                else "more steps would settle it"
+            )
+        )
+    return head, lines[:2]
+
+
+def links(files: Iterable[str]) -> str:
+    """Links to files beside the page: plain names only, so a link never leaves the folder or runs
+    a script (a name such as 'javascript:...' from a document is shown as text, not linked)."""
+    from perfcore.report.reader import is_plain_name
+
+    return " · ".join(
+        f"<a href='{esc(x)}'>{esc(x)}</a>" if is_plain_name(x) else esc(x) for x in files if x != "report.html"
+    )

@@ -1,51 +1,64 @@
 """The run page: report.html of a run folder and the same body inline in Jupyter/Colab (_repr_html_,
 %%perfcore). One self-contained file: CSS, the chart library (uPlot) and the chart data inline, no request
-to anywhere. The experiment pages (html_stages) build on its sections."""
+to anywhere. Its sections: the verdict and breakdown, "On the GPU" (top kernels and their categories,
+copies by direction, pageable bytes apart, power and temperature per step, the capture's own statistics),
+the user's lines that held each label's time and the loader's starvation in numbers (run.json's "lines"
+and "starvation", escaped for the page), ranks, nodes and processes. The experiment pages (html.stages)
+build on its sections."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterable
+from pathlib import Path, PurePath
+from typing import Any
 
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.lines import LabelLines, SiteCalls, enough_samples
+from perfcore.analysis.nodes import NodeState
 from perfcore.analysis.run_report import RunReport
 from perfcore.report.charts import COLORS, run_charts, stackbars
-from perfcore.report.exit_words import outcome_sentence
-from perfcore.report.finding_words import memory_sentence, step_source_text
-from perfcore.report.html_gpu import gpu_section
-from perfcore.report.html_lines import lines_section, starvation_block
-from perfcore.report.html_parts import (
+from perfcore.report.html.parts import (
     Body,
     breakdown_table,
     causes_list,
     dur,
     esc,
+    links,
     num,
     page,
+    pct,
     run_card,
     samples_per_s,
     stack_bar,
     steady_breakdown,
     table,
     tiles,
-    undecided_words,
     warnings_of,
 )
-from perfcore.report.plan_words import plan_sentence
-from perfcore.report.process_words import trainers_phrase
-from perfcore.analysis.nodes import NodeState
-from perfcore.report.rank_words import (
+from perfcore.report.words.findings import memory_sentence, plan_sentence, step_source_text
+from perfcore.report.words.jobs import (
     clock_sentence,
     node_sentences,
     ranks_phrase,
     straggler_sentence,
+    trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.verdict_words import headline as verdict_headline
+from perfcore.report.words.runs import outcome_sentence
+from perfcore.report.words.verdict import headline as verdict_headline
+from perfcore.report.words.verdict import undecided_words
 
-__all__ = ["render_html", "render_report", "breakdown_svg", "links", "run_sections"]
+__all__ = [
+    "render_html",
+    "render_report",
+    "breakdown_svg",
+    "run_sections",
+    "gpu_section",
+    "lines_section",
+    "starvation_block",
+    "SHOWN_LABELS",
+]
 
 
 def _loading(r: RunReport) -> str:
@@ -211,16 +224,6 @@ def _environment(r: RunReport) -> str:
     return f"<table>{rows}</table>"
 
 
-def links(files: Iterable[str]) -> str:
-    """Links to files beside the page: plain names only, so a link never leaves the folder or runs
-    a script (a name such as 'javascript:...' from a document is shown as text, not linked)."""
-    from perfcore.report.reader import is_plain_name
-
-    return " · ".join(
-        f"<a href='{esc(x)}'>{esc(x)}</a>" if is_plain_name(x) else esc(x) for x in files if x != "report.html"
-    )
-
-
 def run_sections(r: RunReport, steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:
     """A run's sections into `body`: above the fold the verdict, the numbers and the ranked causes;
     then the run over time (all charts on one step axis), the GPU, loading, ranks, warnings."""
@@ -351,3 +354,179 @@ def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins
         f"<text x='{left + w}' y='{height - 6}' font-size='11' text-anchor='end'>step {int(last) - 1}</text></svg>"
     )
     return "".join(parts)
+
+
+def gpu_section(r: RunReport) -> str:
+    """On a GPU: top kernels, kernel categories, copies by direction (pageable bytes), capture statistics."""
+    parts = []
+    ks = r.kernels
+    cats = r.kernel_categories
+    if ks:
+        cat_total = sum(float(c.ms or 0) for c in cats.values())
+        total = cat_total or sum(float(k.total_ms or 0) for k in ks) or 1.0
+        what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
+        rows = [
+            [
+                f"<span title='{esc(k.name)}'>{esc(k.name[:100])}</span>",
+                esc(k.count),
+                num(k.total_ms),
+                num(k.mean_us, ".1f"),
+                f"{100 * float(k.total_ms or 0) / total:.1f}% "
+                f"<span class='hbar' style='background:{COLORS['compute']};width:"
+                f"{80 * float(k.total_ms or 0) / total:.0f}px'></span>",
+            ]
+            for k in ks
+        ]
+        parts.append(
+            f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}"
+        )
+    if cats:
+        rows = [[esc(c), num(v.ms), f"{100 * float(v.share or 0):.1f}%"] for c, v in cats.items()]
+        parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
+    by = r.memcpy.by_direction if r.memcpy is not None else {}
+    if by:
+        rows = [
+            [
+                esc(d),
+                esc(v.count if v.count is not None else ""),
+                f"{float(v.bytes) / 2**20:.1f}",
+                num(v.ms),
+                f"{float(v.pageable_bytes) / 2**20:.1f}",
+                num(v.pageable_ms),
+            ]
+            for d, v in by.items()
+        ]
+        parts.append(
+            "<h3>Copies by direction</h3>"
+            + table(["direction", "count", "MiB", "ms", "pageable MiB", "pageable ms"], rows, {1, 2, 3, 4, 5})
+        )
+    per_step = r.monitor.per_step if r.monitor is not None else {}
+    names = {"power_w": ("power", "W"), "temp_c": ("temperature", "°C")}
+    rows = [
+        [
+            esc(names[k][0]),
+            *(f"{num(getattr(v, s), '.1f')} {names[k][1]}" for s in ("mean", "min", "max")),
+            esc(v.steps),
+        ]
+        for k, v in per_step.items()
+        if k in names
+    ]
+    if rows:
+        parts.append(
+            "<h3>Power and temperature (per-step means, sampled)</h3>"
+            + table(["", "mean", "lowest step", "highest step", "steps sampled"], rows, {1, 2, 3, 4})
+        )
+    cap = {
+        k: v for k, v in (r.capture.stats if r.capture is not None else {}).items() if isinstance(v, (int, float, str))
+    }
+    if ks or by or any(k in cap for k in ("records", "dropped", "dropped_records", "buffers")):
+        rows = [
+            [
+                esc(k.replace("_", " ")),
+                esc(f"{v:,}" if isinstance(v, int) else f"{v:.4g}" if isinstance(v, float) else v),
+            ]
+            for k, v in cap.items()
+        ]
+        parts.append(f"<h3>Capture</h3>{table(['', ''], rows)}")
+    return ("<h2>On the GPU</h2>" + "".join(parts)) if parts else ""
+
+
+SHOWN_LABELS = ("host", "load")  # the labels a user's line explains; compute's lines are the model's call
+TOP_ROWS = 8
+
+
+def _where(file: Any, line: Any) -> str:
+    # The file's name and line, the whole path on hover: a path from a document is only ever text here.
+    name = PurePath(str(file)).name or str(file)
+    return f"<span title='{esc(file)}'>{esc(name)}:{esc(line)}</span>"
+
+
+def _calls(calls: tuple[SiteCalls, ...]) -> str:
+    out = [
+        f"{float(c.per_step or 0):.0f} <code>.{esc(c.method)}()</code>"
+        for c in calls[:2]
+        if float(c.per_step or 0) >= 1.0  # rarer calls round to "0"
+    ]
+    return ", ".join(out) + (" a step" if out else "")
+
+
+def _label_table(lb: LabelLines, label_ms: float) -> str:
+    # Each line's ms are its share of the label's ms in the breakdown: a sampler starved of CPU sees less
+    # time, not a different split (as the terminal's "try" line says it). A line whose share the label's
+    # samples cannot pin down (enough_samples) gets no ms figure.
+    n = int(lb.samples or 0)
+    rows = []
+    for x in lb.lines[:TOP_ROWS]:
+        share = float(x.share or 0)
+        fn = esc(x.function) + ("" if x.user else " <span class='muted'>(library)</span>")
+        rows.append(
+            [
+                fn,
+                _where(x.file, x.line),
+                dur(share * label_ms) if enough_samples(share, n) else "<span class='muted'>few samples</span>",
+                f"{pct(share, 1)} <span class='hbar' style='background:#a8a8a8;width:{80 * share:.0f}px'></span>",
+                esc(x.samples),
+                _calls(x.calls),
+            ]
+        )
+    return table(["function", "line", "ms a step", "share", "samples", "syncing calls"], rows, {2, 3, 4})
+
+
+def _loads_in_process(r: RunReport) -> bool:
+    # With workers, the training thread's load samples are only its wait in the loop's `for` line: the
+    # batch is made elsewhere. A loader perfcore did not see (timer.load) runs where it is called.
+    return not r.loaders or any(not x.num_workers for x in r.loaders)
+
+
+def lines_section(r: RunReport) -> str:
+    """The top lines per label, with ms per step and share; "" when the run sampled no lines."""
+    lines = r.lines
+    if lines is None:
+        return ""
+    names = SHOWN_LABELS if _loads_in_process(r) else ("host",)
+    shown = [lb for name in names for lb in lines.labels if lb.label == name and lb.lines]
+    if not shown:
+        return ""
+    parts = [
+        "<h2>Your code's lines</h2>",
+        f"<div class='muted'>The training thread's stack sampled every {esc(lines.interval_ms)} ms "
+        f"({esc(lines.samples)} samples over {esc(lines.steps)} steps); library frames are counted "
+        "at the line of your code that called them."
+        + (" Host time by function is drawn over the run below." if lines.timeline is not None else "")
+        + "</div>",
+    ]
+    for lb in shown:
+        name = str(lb.label)
+        label_ms = float(r.breakdown_ms[name] or 0)
+        parts.append(f"<h3>{esc(name)}: {dur(label_ms)} a step</h3>" + _label_table(lb, label_ms))
+    return "".join(parts)
+
+
+def starvation_block(r: RunReport) -> str:
+    """The loader's starvation in numbers (share of steps that waited, p50/p95 wait, the longest run)."""
+    s = r.starvation
+    if s is None or not s.steps:
+        return ""
+    if not s.starved:
+        return f"<p>No step waited for data longer than {dur(s.threshold_ms)} (of {esc(s.steps)} measured steps).</p>"
+    first = s.longest_run_first_step
+    rows = [
+        [
+            f"{pct(s.share, 1)} ({esc(s.starved)} of {esc(s.steps)})",
+            dur(s.p50_wait_ms),
+            dur(s.p95_wait_ms),
+            f"{esc(s.longest_run)} steps" + (f" from step {esc(first)}" if first is not None else ""),
+            dur(s.load_ms_per_step),
+        ]
+    ]
+    return "<h3>Loader starvation</h3>" + table(
+        [
+            f"steps that waited > {dur(s.threshold_ms)}",
+            "p50 wait",
+            "p95 wait",
+            "longest starved run",
+            "mean wait (all steps)",
+        ],
+        rows,
+        {1, 2, 4},
+    )

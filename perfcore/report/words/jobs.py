@@ -1,16 +1,19 @@
-"""A multi-rank run's words: each straggler, each rank that waits for one, and the ranks that left no
-results, said from the facts analysis.ranks.merge_ranks keeps; for a job across machines, each node (its
-ranks, step and what it waits for), the slow node, and how the hosts' clocks were put on one."""
+"""A run of several processes in words: a multi-rank run's stragglers, the ranks that wait for one and
+those that left no results (analysis.ranks.merge_ranks' facts); for a job across machines, each node (its
+ranks, step and what it waits for), the slow node, and how the hosts' clocks were put on one; and
+processes that trained side by side (Hogwild, analysis.processes), which are training processes of one
+run, never ranks of a job."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from perfcore.analysis.labels import LABELS
 from perfcore.analysis.nodes import Alignment, ClockSource, JobNodes, NodeFigures, NodeState
 from perfcore.analysis.run_context import Straggler, Waiting
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
-from perfcore.report.verdict_words import EXCESS_PHRASE
+from perfcore.report.words import EXCESS_PHRASE
 
 __all__ = [
     "straggler_sentence",
@@ -22,6 +25,8 @@ __all__ = [
     "node_sentences",
     "nodes_brief",
     "clock_sentence",
+    "trainers_phrase",
+    "trainer_lines",
 ]
 
 
@@ -187,3 +192,23 @@ def clock_sentence(al: Alignment) -> str:
             f"(p90 {fmt_ms((al.residual_p90_ns or 0) / 1e6)}, {al.residual_steps} steps)"
         )
     return line
+
+
+def trainers_phrase(r: RunReport) -> str:
+    """ " in 2 training processes" where several trained side by side, else ""."""
+    n = len(r.trainers)
+    return f" in {n} training processes" if n > 1 else ""
+
+
+def trainer_lines(r: RunReport) -> list[str]:
+    """Each training process's steps, mean step and labels (ms/step), as the terminal's table."""
+    rows = r.trainers
+    if len(rows) < 2:
+        return []
+    out = ["", f"  {'process':<12} {'steps':>6} {'step':>9} " + " ".join(f"{lb:>9}" for lb in LABELS)]
+    for p in rows:
+        out.append(
+            f"  {'pid ' + str(p.pid):<12} {p.steps!s:>6} {fmt_ms(p.step_time_ms.mean):>9} "
+            + " ".join(f"{fmt_ms(p.breakdown_ms[lb]):>9}" for lb in LABELS)
+        )
+    return out

@@ -1,6 +1,7 @@
-"""The terminal's lines for run.json's "lines" and "starvation": the user's function and line that held
-the verdict's label (host, or load when the loader runs in the training process), with the syncing calls
-counted there, and loader starvation in numbers. Text only; the figures are the document's."""
+"""The user's lines in words, for run.json's "lines" and "starvation": the user's function and line that
+held the verdict's label (host, or load when the loader runs in the training process), with the syncing
+calls counted there, loader starvation in numbers, and the sweep's DataLoader change (the call as it would
+read at its file:line, and the patch). Text only; the figures are the document's."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import report_evidence, steady_ms
 
 __all__ = ["lines_text", "patch_text", "where", "BACKWARD_WORDS"]
+
 
 BACKWARD_WORDS = {
     "activation_checkpointing": "activation checkpointing (forward recomputed in backward)",

@@ -1,30 +1,18 @@
-"""The demo's words: summary.md, and what removing loading gains (the run's prediction beside
-diagnose's measurement), made from the demo's results."""
+"""The markdown renderer: the demo's summary.md (the workload, the busiest stage's interference before any
+figure, health's line, the run's table, diagnose's experiments, its verdict and advice, and the gain
+check), made from the demo's results."""
 
 from __future__ import annotations
 
-from perfcore.analysis.checks import Experiment
-from perfcore.analysis.command_results import DemoResult, DemoWorkload, DiagnoseResult, HealthResult
-from perfcore.analysis.results import Interference, Verdict
+from perfcore.analysis.command_results import DemoWorkload, DiagnoseResult, HealthResult
+from perfcore.analysis.results import Interference
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
-from perfcore.report.advice_words import evidence_of, text_of
-from perfcore.report.check_words import check_text
-from perfcore.report.health_words import health_summary
-from perfcore.report.label_words import gain_words, interference_detail, interference_sentence
-from perfcore.report.verdict_words import plain_words
+from perfcore.report.words import interference_detail, interference_sentence
+from perfcore.report.words.advice import evidence_of, text_of
+from perfcore.report.words.verdict import gains_text, health_summary, plain_words
 
-__all__ = ["gains_text", "demo_markdown", "render_demo"]
-
-
-def gains_text(run: Verdict, diag: Verdict) -> str:
-    """What removing loading gains: run's prediction for a training step beside diagnose's measurement."""
-    c = next((c for c in run.named if c.label == "load"), None)
-    r = gain_words(c.gain.speedup, c.gain.band) if c is not None else ""
-    check = next((c for c in diag.checks if c.experiment is Experiment.SYNTHETIC), None)
-    if not r:
-        return ""
-    return f"removing loading: {r} for a training step" + (f"; {check_text(check)}" if check else "")
+__all__ = ["demo_markdown"]
 
 
 def busiest(h: HealthResult, run_doc: RunReport, d: DiagnoseResult) -> Interference | None:
@@ -75,15 +63,3 @@ def demo_markdown(w: DemoWorkload, h: HealthResult, run_doc: RunReport, d: Diagn
     if agreement:
         summary += [f"_{agreement[0].upper()}{agreement[1:]}._", ""]
     return "\n".join(summary)
-
-
-def render_demo(doc: DemoResult) -> str:
-    """The whole demo (--explain): health, the run's report without a second verdict line, diagnose with
-    every check, and what removing loading gains, predicted beside measured."""
-    from perfcore.report.experiments import render_diagnose, render_health
-    from perfcore.report.terminal import render_text
-
-    run, d = doc.run, doc.diagnose
-    agreement = gains_text(run.verdict, d.verdict)
-    parts = [render_health(doc.health), render_text(run, verdict=False), render_diagnose(d)]
-    return "\n\n".join(parts + ([agreement] if agreement else []) + [f"demo finished in {doc.elapsed_s:.0f} s"])
