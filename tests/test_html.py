@@ -249,6 +249,9 @@ def test_demo_page_shows_all_three_stages_without_terminal_text(tmp_path):
     for s in ("1 · health", "2 · run", "3 · diagnose", "Over the run", "one verdict: input-bound"):
         assert s in text, s
     assert "<pre" not in text and text.count("id='verdict'") == 1
+    # The page says its verdict once: the run's and diagnose's sections leave their cards to the page's.
+    cards = re.findall(r"<div class='bound'[^>]*>([^<]*)</div>", text)
+    assert len(cards) == len(set(cards)) and any("input-bound" in c for c in cards), cards
 
 
 def test_compare_page_puts_the_two_runs_side_by_side():

@@ -79,8 +79,6 @@ def write_report(folder: Path, r: RunReport, steps: pd.DataFrame | None = None) 
 def write_folder_report(folder: Path, title: str, doc: Any, text: str, files: Iterable[str]) -> Path:
     """report.html for demo / health / diagnose / sweep folders: each stage's own sections (the
     terminal text is not repeated), and links to the folder's files."""
-    pass
-
     folder = Path(folder)
     files = [x for x in files if x != "report.html"]
     return _atomic_write(folder / "report.html", stage_page(folder, title, doc, text, files))
@@ -95,7 +93,7 @@ def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
     agree = f"one verdict: {_cause(run.verdict)}, the run's attribution checked by diagnose's experiments"
     body.add(tiles([("demo: names", _cause(run.verdict))]), f"<p><b>{esc(agree)}</b></p>")
     body.add("<div class='stage'><h2>1 · health: is the device busy?</h2>")
-    health_sections(doc.health, body, dom_id=None)
+    health_sections(doc.health, body, dom_id=None, own_verdict=False)
     body.add("</div><div class='stage'><h2>2 · run: where each training step goes</h2>")
     steps = None
     if (folder / "steps.csv").is_file():
@@ -103,9 +101,10 @@ def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
             steps = read_csv(folder / "steps.csv", STEP_COLUMNS)
         except Exception:  # a damaged table costs the charts, never the report
             steps = None
-    run_sections(run, steps, body, dom_id=None)
+    # The page's verdict is the card above: the stages' sections leave theirs out, so it is said once.
+    run_sections(run, steps, body, dom_id=None, card=False)
     body.add("</div><div class='stage'><h2>3 · diagnose: experiments that test the cause</h2>")
-    diagnose_sections(doc.diagnose, body, dom_id=None)
+    diagnose_sections(doc.diagnose, body, dom_id=None, card=False)
     body.add("</div>")
 
 

@@ -224,13 +224,16 @@ def _environment(r: RunReport) -> str:
     return f"<table>{rows}</table>"
 
 
-def run_sections(r: RunReport, steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict") -> None:
-    """A run's sections into `body`: above the fold the verdict, the numbers and the ranked causes;
-    then the run over time (all charts on one step axis), the GPU, loading, ranks, warnings."""
+def run_sections(
+    r: RunReport, steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict", card: bool = True
+) -> None:
+    """A run's sections into `body`: above the fold the verdict (card=False: a page that shows it once
+    already, the demo's), the numbers and the ranked causes; then the run over time (all charts on one
+    step axis), the GPU, loading, ranks, warnings."""
     st = r.step_time_ms
     rate = samples_per_s(r)
     body.add(
-        run_card(r, dom_id=dom_id),
+        run_card(r, dom_id=dom_id) if card else "",
         tiles(
             [
                 ("p50 step", dur(st.p50)),

@@ -52,10 +52,13 @@ __all__ = [
 ]
 
 
-def health_sections(doc: HealthResult, body: Body, dom_id: str | None = "verdict") -> None:
+def health_sections(doc: HealthResult, body: Body, dom_id: str | None = "verdict", own_verdict: bool = True) -> None:
+    """Health's sections; own_verdict=False (the demo's page, whose verdict is the run's) heads them with
+    health's measurement only."""
     src = "GPU utilisation" if doc.busy_source == "gpu_util" else "compute share, no GPU"
+    shown = (doc.verdict or UNDECIDED) if own_verdict else UNDECIDED
     body.add(
-        verdict_card(doc.verdict or UNDECIDED, sentence=health_sentence(doc), dom_id=dom_id),
+        verdict_card(shown, sentence=health_sentence(doc), dom_id=dom_id),
         tiles(
             [
                 ("step", dur(doc.step_ms)),
@@ -113,10 +116,10 @@ def health_sections(doc: HealthResult, body: Body, dom_id: str | None = "verdict
         body.add(f"<p>next: <code>{esc(doc.next)}</code></p>")
 
 
-def diagnose_sections(doc: DiagnoseResult, body: Body, dom_id: str | None = "verdict") -> None:
+def diagnose_sections(doc: DiagnoseResult, body: Body, dom_id: str | None = "verdict", card: bool = True) -> None:
     v = doc.verdict
     body.add(
-        verdict_card(v, dom_id=dom_id),
+        verdict_card(v, dom_id=dom_id) if card else "",
         tiles(
             [
                 ("predicted speedup", f"{float(doc.predicted_speedup):.2f}×" if doc.predicted_speedup else None),
