@@ -149,7 +149,10 @@ def test_the_instrumented_process_memory_is_flat_over_steps(tmp_path):
                        capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stderr[-2000:]
     every = [int(v) for v in p.stderr.split("EVERY10K")[1].split()[:6]]
-    grew = (every[5] - every[2]) / 1e6
+    # Growth past the high-water mark of the first 30k steps, not from the 30k sample alone: RSS dips
+    # when the allocator hands a freed slice back and rises again when it is reused (one full-suite run
+    # read 709.8, 714.6, 711.0, 714.2, 714.2, 714.2 MB), while a leak raises the mark itself.
+    grew = (max(every[3:]) - max(every[:3])) / 1e6
     assert grew < 1.5, f"perfcore's process grew {grew:.1f} MB from step 30k to 60k (RSS every 10k: {every})"
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
     assert doc["steps"] + doc["warmup_steps"] == 60000
