@@ -155,17 +155,22 @@ def said_share(o: dict, bare_ms: float, steady: bool) -> float:
     run's own mean step. run.json's fraction divides everything by the run's mean step, and here each block's
     wait for the other variants' turns (on the fifo) is inside one of its steps: the tiny loop's mean step
     reads ~1.5 ms for a 0.23 ms step, which the per-second parts' time spans as well, the per-step ones not."""
+
+    def f(key: str, default: float = 0.0) -> float:  # run.json /2 writes an absent figure as null
+        v = o.get(key)
+        return default if v is None else float(v)
+
     per_step = (
-        o.get("phases_per_step", 0.0) * o.get("per_phase_ns", 0.0) / 1e6
-        + o.get("passed_ms_per_step", 0.0)
-        + o.get("fetch_ms_per_step", 0.0)
-        + o.get("sync_calls_ms_per_step", 0.0)
+        f("phases_per_step") * f("per_phase_ns") / 1e6
+        + f("passed_ms_per_step")
+        + f("fetch_ms_per_step")
+        + f("sync_calls_ms_per_step")
     )
-    total = o.get("steady_ms_per_step", o.get("ms_per_step", 0.0)) if steady else o.get("ms_per_step", 0.0)
-    mean = o.get("mean_step_ms") or bare_ms
-    if steady and "sampler_share" in o:  # the steady figure has the sampler already as a share of step time
-        per_second = max(0.0, total - per_step - o.get("sampler_steady_ms_per_step", 0.0))
-        return per_step / bare_ms + o["sampler_share"] + per_second / mean
+    total = f("steady_ms_per_step", f("ms_per_step")) if steady else f("ms_per_step")
+    mean = f("mean_step_ms") or bare_ms
+    if steady and o.get("sampler_share") is not None:  # the steady figure has the sampler already as a share
+        per_second = max(0.0, total - per_step - f("sampler_steady_ms_per_step"))
+        return per_step / bare_ms + f("sampler_share") + per_second / mean
     per_second = max(0.0, total - per_step)
     return per_step / bare_ms + per_second / mean
 
