@@ -25,6 +25,7 @@ __all__ = [
     "KernelCategory",
     "Copies",
     "Memcpy",
+    "Calibrations",
     "Overhead",
     "Capture",
     "Tracing",
@@ -161,6 +162,17 @@ class Memcpy:
 
 
 @dataclasses.dataclass(frozen=True)
+class Calibrations:
+    """What the training process's own calibrations after the script took (recording.phase_cost): how many,
+    their seconds, their fewest pairs, and whether the time cap cut any short."""
+
+    count: Count = 0
+    seconds: Ms = 0.0
+    pairs: Count = 0
+    cut_short: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
 class Overhead:
     """perfcore's own cost in the run: its phases (count x a phase's cost), own work inside the steps
     (settling, progress, checkpoints) and its pauses, the zero-code hooks' calls, the line sampler; per step
@@ -195,6 +207,7 @@ class Overhead:
     tracing_ms_per_step: float | None = None
     tracing_ns_per_launch: float | None = None
     launches_per_step: float | None = None
+    calibration: Calibrations | None = None
     hooks: str | None = None  # "not included": a StepTimer's own count, without perfcore run's hooks
 
 

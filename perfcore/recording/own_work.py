@@ -109,6 +109,8 @@ def beside_steps(
         "sync_calls_steps": on,
         "fetch_ns": float(costs.get("fetch_ns", 0.0)),
         "passed_call_ns": float(costs.get("passed_call_ns", 0.0)),
+        # What the calibrations after the script took (a busy machine's finish waits on them).
+        **({"calibration": costs["calibration"]} if isinstance(costs.get("calibration"), dict) else {}),
         "ms_per_step": total,
         "fraction": fraction,
         # Worth a line when a typical step pays it, or when the pauses make the whole run pay it.
