@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import perfcore
@@ -186,3 +187,67 @@ def test_line_samples_are_instants_on_the_training_threads_track_in_the_kept_ste
         damaged = [{**parts[0], "raw": {**raw, k: bad}}]
         doc = build_trace(damaged)
         assert not any(e.get("cat") == "line" for e in doc["traceEvents"]) and doc["otherData"]["processes"][0]["steps"] == 30
+
+
+def _calls_to_build(parts: list[dict], **kw) -> int:
+    """Python calls (functions and builtins) made while the trace is built."""
+    import sys
+
+    count = 0
+
+    def profile(frame, event, arg):
+        nonlocal count
+        count += event in ("call", "c_call")
+
+    sys.setprofile(profile)
+    try:
+        build_trace(parts, **kw)
+    finally:
+        sys.setprofile(None)
+    return count
+
+
+@pytest.mark.parametrize("n, max_step_events", [(2000, 10_000), (4000, 1000)])
+def test_the_steps_track_costs_no_call_per_figure(n, max_step_events):
+    """A step event's figures are made a column at a time: more columns add no Python call per step (a round()
+    and a numpy scalar per figure took most of a 20k-step run's finish)."""
+    rng = np.random.default_rng(0)
+    s0 = np.cumsum(rng.integers(10_000, 20_000, n)).astype(np.int64)
+    raw = {"step_start_ns": s0, "step_wall_ns": np.full(n, 9_000, np.int64)}
+    raw.update(
+        {k: np.zeros(0, np.int64) for k in ("span_phase", "span_start_ns", "span_end_ns", "span_thread", "span_step")}
+    )
+    raw.update(phase_ids=np.zeros(0, np.int32), phase_names=np.zeros(0, str))
+
+    def parts(columns: int) -> list[dict]:
+        # Figures with whole ns, as steps.csv has them: none sits on a half of the third decimal.
+        figures = {f"c{i}_ms": rng.integers(0, 10**7, n) * 2 / 1e6 + 1e-7 for i in range(columns)}
+        return [{"label": "pid 1", "raw": raw, "steps": pd.DataFrame({"step": np.arange(n), **figures})}]
+
+    few, many = (_calls_to_build(parts(c), max_step_events=max_step_events) for c in (2, 30))
+    # pandas' and numpy's calls for each column, none for each of its n figures.
+    assert many - few < 28 * 300, (few, many)
+    doc = build_trace(parts(30), max_step_events=max_step_events)
+    figures = [e["args"] for e in doc["traceEvents"] if e.get("cat") in ("step", "steps")]
+    assert figures and all(len(a) >= 30 for a in figures)
+
+
+def test_round_ms_is_pythons_round_to_the_bit():
+    """The trace's figures are what round(x, 3) gives, ties and their neighbours, huge and tiny ones included."""
+    from perfcore.report.chrome_trace import round_ms
+
+    rng = np.random.default_rng(1)
+    ties = (rng.integers(-(10**9), 10**9, 20_000) + 0.5) / 1000
+    x = np.concatenate(
+        [
+            ties,
+            np.nextafter(ties, np.inf),
+            np.nextafter(ties, -np.inf),
+            rng.random(20_000) * 10,
+            rng.integers(0, 10**9, 20_000) / 1e6,  # whole ns as ms, as steps.csv holds them
+            10 ** rng.uniform(-310, 308, 20_000) * rng.choice([-1, 1], 20_000),
+            [0.0, -0.0, -0.0004, 0.0625, 2.675, 4.5e12, 1e300, 5e-324, np.inf, -np.inf],
+        ]
+    )
+    assert [repr(v) for v in round_ms(x).tolist()] == [repr(round(v, 3)) for v in x.tolist()]
+    assert np.isnan(round_ms(np.array([np.nan]))).all()

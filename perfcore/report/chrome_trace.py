@@ -118,45 +118,61 @@ def _step_events(
     vals = {c: steps[c].to_numpy(dtype=np.float64)[:n] for c in ms_cols}
     numbers = steps["step"].to_numpy()[:n] if "step" in steps else np.arange(n)
     events: list[dict] = [{"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": "steps"}}]
+    # Each figure made once per column as Python numbers, by the float operations a step at a time made:
+    # an event is then a dict of ready values, not numpy scalars and a round() per column.
+    ts = (s0 - t0) / 1e3
 
-    def ts(k: int) -> float:  # per event, not an array of every step's
-        return float((s0[k] - t0) / 1e3)
-
-    def one(k: int, tid: int) -> dict:
-        return {
-            "name": f"step {int(numbers[k])}",
-            "ph": "X",
-            "pid": pid,
-            "tid": tid,
-            "cat": "step",
-            "ts": ts(k),
-            "dur": float(wall[k]) / 1e3,
-            "args": {c: round(float(vals[c][k]), 3) for c in ms_cols},
-        }
+    def track(idx: np.ndarray, tid: int) -> list[dict]:
+        args = _rounded({c: v[idx] for c, v in vals.items()}, len(idx))
+        nums, at, dur = numbers[idx].astype(np.int64).tolist(), ts[idx].tolist(), (wall[idx] / 1e3).tolist()
+        return [_complete(f"step {k}", pid, tid, "step", t, d, a) for k, t, d, a in zip(nums, at, dur, args)]
 
     if n <= max_step_events:
-        return events + [one(k, 0) for k in range(n)], "every step"
+        return events + track(np.arange(n), 0), "every step"
     size = -(-n // max_step_events)
     firsts = np.arange(0, n, size)
     lasts = np.minimum(firsts + size, n) - 1
-    mean = {c: np.add.reduceat(np.nan_to_num(vals[c]), firsts) / (lasts - firsts + 1) for c in ms_cols}
-    for j, (a, b) in enumerate(zip(firsts, lasts)):
-        events.append(
-            {
-                "name": f"steps {int(numbers[a])}-{int(numbers[b])}",
-                "ph": "X",
-                "pid": pid,
-                "tid": 0,
-                "cat": "steps",
-                "ts": ts(a),
-                "dur": float((s0[b] + wall[b] - t0) / 1e3 - (s0[a] - t0) / 1e3),
-                "args": {"steps": int(b - a + 1), **{f"mean_{c}": round(float(mean[c][j]), 3) for c in ms_cols}},
-            }
-        )
+    mean = {f"mean_{c}": np.add.reduceat(np.nan_to_num(vals[c]), firsts) / (lasts - firsts + 1) for c in ms_cols}
+    bins = zip(
+        numbers[firsts].astype(np.int64).tolist(),
+        numbers[lasts].astype(np.int64).tolist(),
+        ts[firsts].tolist(),
+        ((s0[lasts] + wall[lasts] - t0) / 1e3 - ts[firsts]).tolist(),
+        (lasts - firsts + 1).tolist(),
+        _rounded(mean, len(firsts)),
+    )
+    events += [_complete(f"steps {a}-{b}", pid, 0, "steps", t, d, {"steps": k, **m}) for a, b, t, d, k, m in bins]
     events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": 1, "args": {"name": "steps with intervals"}})
     # Bounded by the recording's cap (analysis.detail) and the trace's interval budget, not by n.
-    events += [one(int(k), 1) for k in np.flatnonzero(kept)]
+    events += track(np.flatnonzero(kept), 1)
     return events, f"bins of {size} consecutive steps (mean ms), and each step whose intervals are in the trace"
+
+
+def _rounded(cols: dict[str, np.ndarray], n: int) -> list[dict[str, float]]:
+    """n row dicts of the columns, each value round(x, 3) as Python rounds it: a list of floats per
+    column, then a dict per row from a zip, no call per value."""
+    if not cols:
+        return [{} for _ in range(n)]
+    return [dict(zip(cols, row)) for row in zip(*(round_ms(v).tolist() for v in cols.values()))]
+
+
+# Past this, x * 1000 no longer holds x's thousandths exactly enough to round by (2**52 / 1000).
+_ROUND_EXACT_BELOW = 4.5e12
+
+
+def round_ms(x: np.ndarray) -> np.ndarray:
+    """round(v, 3) for each v, as Python's round gives it (the double nearest to the decimal rounded half
+    to even), made by numpy: rint(v * 1000) / 1000 is that same double wherever v * 1000's own rounding
+    error cannot move it across a half; the few values near a half, and huge ones, are rounded by Python."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = x * 1000.0
+        out = np.rint(scaled) / 1000.0
+        half_gap = np.abs(scaled - np.floor(scaled) - 0.5)
+        doubtful = ~(half_gap > np.abs(scaled) * 1e-15 + 1e-300) & np.isfinite(x) | (np.abs(x) >= _ROUND_EXACT_BELOW)
+    idx = np.flatnonzero(doubtful)
+    out[idx] = [round(v, 3) for v in x[idx].tolist()]
+    return out
 
 
 def line_events(
@@ -275,86 +291,72 @@ def _events(
         about[-1]["line_samples"] = sum(1 for x in lines if x["ph"] == "i")
         yield lines
         del lines
-        events: list[dict] = []
         names = dict(zip(raw["phase_ids"].tolist(), raw["phase_names"].tolist()))
-        m = masks.get("span_start_ns", np.zeros(0, bool))
-        a, b = raw["span_start_ns"], raw["span_end_ns"]
-        for ph, st, en, tid, step in zip(raw["span_phase"][m], a[m], b[m], raw["span_thread"][m], raw["span_step"][m]):
-            events.append(
-                {
-                    "name": names.get(int(ph), str(ph)),
-                    "ph": "X",
-                    "pid": pid,
-                    "tid": int(tid),
-                    "cat": "host",
-                    "ts": (int(st) - t0) / 1e3,
-                    "dur": (int(en) - int(st)) / 1e3,
-                    "args": {"step": int(step)},
-                }
-            )
-            if len(events) >= _WRITE_EVENTS:
-                yield events
-                events = []
-        if "kernel_start_ns" in masks:
-            m, a, b = masks["kernel_start_ns"], raw["kernel_start_ns"], raw["kernel_end_ns"]
-            for nm, st, en, stream in zip(raw["kernel_name"][m], a[m], b[m], raw["kernel_stream"][m]):
-                events.append(
-                    {
-                        "name": str(nm),
-                        "ph": "X",
-                        "pid": gpu_pid,
-                        "tid": int(stream),
-                        "cat": "kernel",
-                        "ts": (int(st) - t0) / 1e3,
-                        "dur": (int(en) - int(st)) / 1e3,
-                    }
-                )
-                if len(events) >= _WRITE_EVENTS:
-                    yield events
-                    events = []
-        if "memcpy_start_ns" in masks:
-            m, a, b = masks["memcpy_start_ns"], raw["memcpy_start_ns"], raw["memcpy_end_ns"]
-            for d, st, en, stream, nb, pg in zip(
-                raw["memcpy_direction"][m],
-                a[m],
-                b[m],
-                raw["memcpy_stream"][m],
-                raw["memcpy_bytes"][m],
-                raw["memcpy_pageable"][m],
-            ):
-                events.append(
-                    {
-                        "name": f"memcpy {d}" + (" (pageable)" if pg else ""),
-                        "ph": "X",
-                        "pid": gpu_pid,
-                        "tid": int(stream),
-                        "cat": "memcpy",
-                        "ts": (int(st) - t0) / 1e3,
-                        "dur": (int(en) - int(st)) / 1e3,
-                        "args": {"bytes": int(nb)},
-                    }
-                )
-                if len(events) >= _WRITE_EVENTS:
-                    yield events
-                    events = []
-        if "event_start_ns" in masks:
-            m, a, b = masks["event_start_ns"], raw["event_start_ns"], raw["event_end_ns"]
-            for ph, st, en in zip(raw["event_phase"][m], a[m], b[m]):
-                events.append(
-                    {
-                        "name": f"{names.get(int(ph), ph)} (GPU)",
-                        "ph": "X",
-                        "pid": gpu_pid,
-                        "tid": 0,
-                        "cat": "gpu",
-                        "ts": (int(st) - t0) / 1e3,
-                        "dur": (int(en) - int(st)) / 1e3,
-                    }
-                )
-                if len(events) >= _WRITE_EVENTS:
-                    yield events
-                    events = []
-        yield events
+        yield from _chunks(_interval_events(raw, masks, names, pid, gpu_pid, t0))
+
+
+def _picked(raw: dict[str, Any], key: str, mask: np.ndarray, dtype=np.int64) -> list:
+    """One interval table's column, the intervals that go in, as Python values (no numpy scalar per event):
+    integers unless dtype says otherwise (a part's arrays are read back from a folder)."""
+    return np.asarray(raw[key])[mask].astype(dtype, copy=False).tolist()
+
+
+def _times(raw: dict[str, Any], table: str, mask: np.ndarray, t0: int) -> tuple[list[float], list[float]]:
+    """The intervals' ts and dur in us from the trace's origin: int64 ns differences, then one division each."""
+    st = np.asarray(raw[f"{table}_start_ns"], np.int64)[mask]
+    en = np.asarray(raw[f"{table}_end_ns"], np.int64)[mask]
+    return ((st - t0) / 1e3).tolist(), ((en - st) / 1e3).tolist()
+
+
+def _complete(name: str, pid: int, tid: int, cat: str, ts: float, dur: float, args: dict | None = None) -> dict:
+    """A complete ("X") event, its keys in the order every trace of perfcore writes them."""
+    event = {"name": name, "ph": "X", "pid": pid, "tid": tid, "cat": cat, "ts": ts, "dur": dur}
+    if args is not None:
+        event["args"] = args
+    return event
+
+
+def _interval_events(
+    raw: dict[str, Any], masks: dict[str, np.ndarray], names: dict[int, str], pid: int, gpu_pid: int, t0: int
+) -> Iterator[dict]:
+    """One process's intervals as trace events: host spans, then kernels, copies and the GPU's phase events."""
+    m = masks.get("span_start_ns", np.zeros(0, bool))
+    ts, dur = _times(raw, "span", m, t0)
+    for ph, t, d, tid, step in zip(
+        _picked(raw, "span_phase", m), ts, dur, _picked(raw, "span_thread", m), _picked(raw, "span_step", m)
+    ):
+        yield _complete(names.get(ph, str(ph)), pid, tid, "host", t, d, {"step": step})
+    if "kernel_start_ns" in masks:
+        m = masks["kernel_start_ns"]
+        ts, dur = _times(raw, "kernel", m, t0)
+        for nm, t, d, stream in zip(_picked(raw, "kernel_name", m, str), ts, dur, _picked(raw, "kernel_stream", m)):
+            yield _complete(nm, gpu_pid, stream, "kernel", t, d)
+    if "memcpy_start_ns" in masks:
+        m = masks["memcpy_start_ns"]
+        ts, dur = _times(raw, "memcpy", m, t0)
+        cols = (
+            _picked(raw, f"memcpy_{c}", m, kind)
+            for c, kind in (("direction", str), ("stream", np.int64), ("bytes", np.int64), ("pageable", bool))
+        )
+        for t, d, (direction, stream, nb, pg) in zip(ts, dur, zip(*cols)):
+            name = f"memcpy {direction}" + (" (pageable)" if pg else "")
+            yield _complete(name, gpu_pid, stream, "memcpy", t, d, {"bytes": nb})
+    if "event_start_ns" in masks:
+        m = masks["event_start_ns"]
+        ts, dur = _times(raw, "event", m, t0)
+        for ph, t, d in zip(_picked(raw, "event_phase", m), ts, dur):
+            yield _complete(f"{names.get(ph, ph)} (GPU)", gpu_pid, 0, "gpu", t, d)
+
+
+def _chunks(events: Iterator[dict]) -> Iterator[list[dict]]:
+    """Lists of at most _WRITE_EVENTS events (one list at least, perhaps empty): a writer holds one list."""
+    import itertools
+
+    while True:
+        chunk = list(itertools.islice(events, _WRITE_EVENTS))
+        yield chunk
+        if len(chunk) < _WRITE_EVENTS:
+            return
 
 
 def write_trace(
