@@ -84,6 +84,7 @@ class _Finish:
     evidence: dict[str, Any] = field(default_factory=dict)  # what only the parent sees, for the decision
     memory: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=lambda: {"run.json": "run.json", "steps.csv": "steps.csv"})
+    added: tuple[str, ...] = ()  # the columns the finish appended to the main part's rows (the monitor's)
 
     @property
     def ranked(self) -> bool:
@@ -122,7 +123,7 @@ def finish_run(
     decision = advise_run(run.doc, zero_code=True, focus=run.focus, evidence=run.evidence, memory=run.memory)
     if samples is not None:
         _write_monitor(run, samples)
-    _write_tables(run, unchanged=samples is None)
+    _write_tables(run)
     _write_plots(run, decision)
     _write_process_tables(run)
     report = _write_report(run, decision)
@@ -264,7 +265,9 @@ def _write_monitor(run: _Finish, samples: pd.DataFrame) -> None:
     jsonio.write_csv(run.out / "monitor.csv", samples)
     run.files["monitor.csv"] = "monitor.csv"
     if main["raw"] and len(samples):
+        before = set(main["steps"].columns)
         add_per_step(main["steps"], samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
+        run.added = tuple(c for c in main["steps"].columns if c not in before)
         from perfcore.report.plots import plot_timeline
 
         plot_timeline(samples, run.out / "monitor.png", title="sampled during the run")
@@ -272,10 +275,10 @@ def _write_monitor(run: _Finish, samples: pd.DataFrame) -> None:
     run.doc["monitor"] = monitor_summary(samples, main["steps"])
 
 
-def _write_tables(run: _Finish, unchanged: bool) -> None:
+def _write_tables(run: _Finish) -> None:
     """steps.csv and the trace of every process, after which nothing reads the parts' arrays (16 bytes a
     step): they are let go, not held to the report."""
-    write_steps(run.main, run.out / "steps.csv", run.files, unchanged=unchanged)
+    write_steps(run.main, run.out / "steps.csv", run.files, added=run.added)
     if run.main["raw"]:
         from perfcore.report.chrome_trace import write_trace
 

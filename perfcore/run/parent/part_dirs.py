@@ -112,11 +112,11 @@ def _gzip(fh):
     return gzip.GzipFile(filename="", mode="wb", compresslevel=6, mtime=0, fileobj=fh)
 
 
-def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchanged: bool) -> None:
-    """steps.csv (a copy of the part's file when no column was added: no re-formatting of 100k
-    rows), and steps.parquet when pyarrow is installed; a large table only as steps.csv.gz."""
-    import shutil
-
+def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], added: tuple[str, ...] | None) -> None:
+    """steps.csv, and steps.parquet when pyarrow is installed; a large table only as steps.csv.gz.
+    added: the columns the finish appended to the part's rows since they were read (the monitor's), None
+    where it changed them otherwise. The part's own file then makes the run's: copied, or each of its lines
+    joined to the added columns' (only those formatted: no re-formatting of every figure of every row)."""
     if len(part["steps"]) >= LARGE_STEPS:
         files.pop(path.name, None)
         gz = path.with_name(path.name + ".gz")
@@ -130,10 +130,7 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
         files[gz.name] = gz.name
         return
     src = part.get("dir")
-    if unchanged and src is not None and (Path(src) / "steps.csv").is_file():
-        with jsonio.atomic_path(path) as tmp:
-            shutil.copyfile(Path(src) / "steps.csv", tmp)
-    else:
+    if added is None or src is None or not _joined_csv(Path(src) / "steps.csv", part["steps"], added, path):
         jsonio.write_csv(path, part["steps"])
     try:
         import pyarrow  # noqa: F401
@@ -143,6 +140,56 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], unchang
     with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp, open(tmp, "wb") as fh:
         part["steps"].to_parquet(fh, index=False)
     files["steps.parquet"] = "steps.parquet"
+
+
+class _NotItsRows(Exception):
+    """The part's file does not hold the table's rows as the table would be written: write it whole."""
+
+
+def _joined_csv(src: Path, table, added: tuple[str, ...], path: Path) -> bool:
+    """path: the bytes table.to_csv(index=False) writes, made from src (the part's steps.csv, which holds the
+    table's first columns, row by row) and the added last columns, formatted on their own, CSV_SLICE rows at
+    a time. False, nothing written, where src is not that: its header or row count differs, a field is
+    quoted (a line of it may be two), or it is not a regular file of its own."""
+    from perfcore.run.part_files import CSV_SLICE
+
+    cols, end = list(table.columns), os.linesep  # to_csv's line terminator
+    k = len(cols) - len(added)
+    if k <= 0 or tuple(cols[k:]) != tuple(added) or set(added) & set(cols[:k]):
+        return False
+    if not added:  # the part's rows as they are
+        import shutil
+
+        try:
+            with open_regular(src) as own, jsonio.atomic_path(path) as tmp, open(tmp, "wb") as fh:
+                shutil.copyfileobj(own, fh, 1 << 20)
+        except (Refused, FileNotFoundError):
+            return False
+        return True
+    try:
+        with (
+            open_regular(src) as raw,
+            io.TextIOWrapper(raw, encoding="utf-8", newline="") as own,
+            jsonio.atomic_path(path) as tmp,
+            open(tmp, "w", encoding="utf-8", newline="") as fh,
+        ):
+            if own.readline() != table.iloc[:0, :k].to_csv(index=False):
+                raise _NotItsRows
+            fh.write(table.iloc[:0].to_csv(index=False))
+            for since in range(0, len(table), CSV_SLICE):
+                # With the index first, a row of one empty field is written as the whole table's row ends
+                # (",") and not as csv writes a lone empty field ('""').
+                more = table.iloc[since : since + CSV_SLICE, k:].reset_index(drop=True).to_csv(header=False)
+                ends = [line.partition(",")[2] for line in more.split(end)[:-1]]
+                lines = [own.readline() for _ in ends]
+                if '"' in more or not all(line.endswith(end) and '"' not in line for line in lines):
+                    raise _NotItsRows
+                fh.write("".join(f"{line[: -len(end)]},{tail}{end}" for line, tail in zip(lines, ends)))
+            if own.read(1):
+                raise _NotItsRows
+    except (_NotItsRows, Refused, FileNotFoundError, UnicodeDecodeError):
+        return False
+    return True
 
 
 def _own_part(out: Path, d: Path) -> bool:
