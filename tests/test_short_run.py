@@ -139,6 +139,48 @@ def test_warm_up_imports_only_while_a_core_is_spare_and_a_stop_never_waits_for_o
     assert busy.stop() == [] and not busy._thread.is_alive()  # the finish imports it itself
 
 
+def test_warm_up_goes_on_without_a_spare_core_once_the_script_writes_its_results(tmp_path):
+    import threading
+
+    from perfcore.run.parent.warm import WarmUp, results_begun
+
+    out = tmp_path / "run"
+    (out / "parts" / "pid1-0123abcd" / "checkpoint").mkdir(parents=True)
+    begun = results_begun(out)
+    looked = threading.Semaphore(0)
+
+    def never(stop):  # a machine with no spare core, two burners beside the script
+        looked.release()
+        stop.wait(0.005)
+        return False
+
+    w = WarmUp(modules=("json", "csv"), nice=0, look=never, ending=begun)
+    w.start()
+    for _ in range(3):  # training: a checkpoint is all a part holds, nothing imported
+        assert looked.acquire(timeout=30)
+    assert w.done == [] and not w.ended
+    (out / "parts" / "pid1-0123abcd" / ".raw.123-abcdef.tmp.npz").write_bytes(b"")  # its results, begun
+    w._thread.join(60)
+    assert w.ended and w.stop() == ["json", "csv", "fonts"]
+
+
+def test_results_begun_reads_only_real_part_folders(tmp_path):
+    from perfcore.run.parent.warm import results_begun
+
+    out = tmp_path / "run"
+    begun = results_begun(out)
+    assert not begun()  # no folder yet
+    (out / "parts").mkdir(parents=True)
+    assert not begun()
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "raw.json").mkdir(parents=True)
+    (out / "parts" / "pid2-0123abcd").symlink_to(elsewhere)
+    assert not begun()  # a link is never a part
+    (out / "parts" / "pid1-0123abcd").mkdir()
+    (out / "parts" / "pid1-0123abcd" / "raw.json").write_text("{}")
+    assert begun()
+
+
 def test_a_spare_core_is_most_of_one_core_idle_over_the_look():
     from perfcore.run.parent.warm import spare_core
 

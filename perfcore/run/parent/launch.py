@@ -19,7 +19,7 @@ from perfcore.run.parent.folder import mark_failed, prepare_job_out, prepare_out
 from perfcore.run.parent.job import Job, finish_job, job_of, register
 from perfcore.run.parent.outcome import oom_kills, results_lost, results_unfinished
 from perfcore.run.parent.part_dirs import lost_results
-from perfcore.run.parent.warm import WarmUp
+from perfcore.run.parent.warm import WarmUp, results_begun
 from perfcore.run import protocol
 
 if TYPE_CHECKING:
@@ -276,7 +276,8 @@ def run_command(
     # the script's own tree (its main process one level down, its workers below) is told apart.
     others = InterferenceSampler(pid=os.getpid(), interval_s=0.25, gpu=settings.backend != "cpu").start()
     status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
-    warm = WarmUp()  # what finishing imports, loaded while the script runs (nothing before it starts)
+    # What finishing imports, loaded while the script runs (nothing before it starts) and as it ends.
+    warm = WarmUp(ending=results_begun(out))
 
     def started() -> None:
         if sampler is not None:

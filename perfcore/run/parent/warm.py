@@ -5,7 +5,12 @@ on a 2-core machine, as much as a short script's run).
 Only on a core the script leaves idle: it judges the machine's idle time over windows of LOOK_S, its own
 imports counted as idle, goes on while a core was spare and waits while none was. A priority alone did not keep it off the script's core: at nice +10 and 19 the
 scheduler's trace still showed it running through the training thread's run-queue waits on a busy 2-core
-machine (a thread that waits holds no lock, so the finish can always import the rest itself)."""
+machine (a thread that waits holds no lock, so the finish can always import the rest itself).
+
+Once the script's processes write their results (ending()), nothing of the script's is left to slow: the
+warm-up goes on at its full priority, beside their last seconds (the calibrations after the script, the
+interpreter's own shutdown). On a machine with no spare core that overlap is all the warm-up there is:
+finishing's imports then no longer wait for the script's process to end."""
 
 from __future__ import annotations
 
@@ -14,10 +19,12 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
+from typing import Callable
 
 from perfcore.capture.interference import read_stat
 
-__all__ = ["WarmUp", "FINISH_MODULES", "Looks", "spare_core"]
+__all__ = ["WarmUp", "FINISH_MODULES", "Looks", "spare_core", "results_begun"]
 
 # What finish_run and the terminal summary import, heaviest first (the most saved if the script ends early).
 FINISH_MODULES = (
@@ -94,9 +101,17 @@ class WarmUp:
     stop() asks it to end after the module it is on and waits for that: the main thread then imports
     whatever is left itself, at its own priority, so a warm-up the script outran costs nothing."""
 
-    def __init__(self, modules: tuple[str, ...] = FINISH_MODULES, nice: int = NICE_INCREMENT, look=None):
+    def __init__(
+        self,
+        modules: tuple[str, ...] = FINISH_MODULES,
+        nice: int = NICE_INCREMENT,
+        look=None,
+        ending: Callable[[], bool] = lambda: False,
+    ):
         self.modules, self.nice = modules, nice
         self._look = look if look is not None else Looks()
+        self._ending = ending
+        self.ended = False  # the script was seen writing its results: no more looks, full priority
         self.waits = 0  # looks that found no spare core
         self.done: list[str] = []
         self._tid: int | None = None
@@ -121,12 +136,32 @@ class WarmUp:
             self._nice_before = None
 
     def _spare(self) -> bool:
-        """Waits for a spare core; False once stop() was called."""
+        """Waits for a spare core, or for the script's end; False once stop() was called."""
         while not self._stop.is_set():
+            if self.ended or self._has_ended():
+                return True
             if self._look(self._stop) is not False:
                 return not self._stop.is_set()
             self.waits += 1
         return False
+
+    def _has_ended(self) -> bool:
+        try:
+            ended = bool(self._ending())
+        except OSError:
+            return False
+        if ended:
+            self.ended = True
+            self._restore_priority()
+        return ended
+
+    def _restore_priority(self) -> None:
+        # An unprivileged process may not raise a priority (RLIMIT_NICE): then it goes on as it is.
+        if self._nice_before is not None:
+            try:
+                os.setpriority(os.PRIO_PROCESS, self._tid, self._nice_before)
+            except OSError:
+                pass
 
     def _run(self) -> None:
         self._lower_priority()
@@ -151,12 +186,26 @@ class WarmUp:
         """What it loaded; returns once it is no longer importing."""
         self._stop.set()
         if self._thread.is_alive():
-            # Back to full priority for the module it is in, which the main thread now waits for;
-            # an unprivileged process may not raise a priority (RLIMIT_NICE), and then it ends as it is.
-            if self._nice_before is not None:
-                try:
-                    os.setpriority(os.PRIO_PROCESS, self._tid, self._nice_before)
-                except OSError:
-                    pass
+            self._restore_priority()  # for the module it is in, which the main thread now waits for
             self._thread.join()
         return list(self.done)
+
+
+def results_begun(out: Path) -> Callable[[], bool]:
+    """Whether some process of the run has begun writing its results: a part folder (parts/<key>/, real)
+    holding anything but its checkpoint, which is all a part holds while its process trains."""
+    from perfcore.run.protocol import CHECKPOINT, PARTS
+
+    def begun() -> bool:
+        root = out / PARTS
+        if root.is_symlink() or not root.is_dir():
+            return False
+        with os.scandir(root) as parts:
+            for d in parts:
+                if d.is_dir(follow_symlinks=False):
+                    with os.scandir(d.path) as inside:
+                        if any(e.name != CHECKPOINT for e in inside):
+                            return True
+        return False
+
+    return begun
