@@ -203,3 +203,27 @@ def test_a_damaged_raw_part_is_one_line_and_the_checkpoint_is_used(tmp_path, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "could not finish the part" in err[0] and "pid9" in err[0]
 
+
+
+def test_whole_raw_parts_are_finished_ahead_and_others_left_for_read_parts(tmp_path):
+    """finish_whole_parts (run while the script's process may still be exiting): a raw part whose raw.json is
+    written is finished as read_parts would; one still being written (no raw.json) and a damaged one are
+    left as they are, for read_parts to read or to say what failed."""
+    from perfcore.run.parent.finish import finish_whole_parts, read_parts
+
+    out = tmp_path / "run"
+    whole, writing, damaged = (out / "parts" / f"pid{i}-0123abcd" for i in (1, 2, 3))
+    rec = _record()
+    facts = _facts(int(rec.started_ns[1]) - 50 * MS)
+    for d in (whole, writing, damaged):
+        d.mkdir(parents=True)
+        write_raw(rec, facts, np.array([0]), np.array([2**20]), d)
+    (writing / RAW_JSON).unlink()  # raw.npz there, raw.json (written last) not yet
+    (damaged / RAW_JSON).write_text("{")
+    finish_whole_parts(out)
+    assert (whole / "run.json").is_file() and not (whole / RAW_JSON).exists() and not (whole / "raw.npz").exists()
+    assert not (writing / "run.json").exists() and (writing / "raw.npz").is_file()
+    assert not (damaged / "run.json").exists() and (damaged / RAW_JSON).read_text() == "{"
+    before = (whole / "run.json").read_bytes()
+    parts = read_parts(out)
+    assert [p["key"] for p in parts] == [whole.name] and (whole / "run.json").read_bytes() == before

@@ -164,6 +164,55 @@ def test_warm_up_goes_on_without_a_spare_core_once_the_script_writes_its_results
     assert w.ended and w.stop() == ["json", "csv", "fonts"]
 
 
+def test_the_parts_are_finished_while_the_scripts_process_is_still_exiting(tmp_path):
+    """The finishing work that needs nothing from the script's exit starts beside its end: the script's
+    interpreter, still tearing down after perfcore wrote its raw part, sees its part finished (run.json),
+    with no spare core asked for (ending overrides the looks)."""
+    script = tmp_path / "slow_exit.py"
+    marker = tmp_path / "saw.txt"
+    script.write_text(
+        "import glob, os, time\nimport torch\n"
+        "m = torch.nn.Linear(8, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(30):\n"
+        "    loss = m(torch.randn(4, 8)).sum()\n    opt.zero_grad()\n    loss.backward()\n    opt.step()\n"
+        "class SlowExit:  # its module's globals are cleared after every atexit handler: perfcore's part is written\n"
+        "    def __del__(self, glob=glob, time=time, open=open):\n"
+        "        deadline = time.monotonic() + 60\n"
+        "        while time.monotonic() < deadline and not glob.glob(os.environ['OUT'] + '/parts/*/run.json'):\n"
+        "            time.sleep(0.05)\n"
+        "        with open(os.environ['MARKER'], 'w') as f:\n"
+        "            f.write(str(bool(glob.glob(os.environ['OUT'] + '/parts/*/run.json'))))\n"
+        "slow = SlowExit()\n"
+    )
+    out = tmp_path / "r"
+    env = {**os.environ, "OUT": str(out), "MARKER": str(marker), "PYTHONPATH": str(TESTS.parent)}
+    r = subprocess.run(
+        [sys.executable, "-m", "perfcore.cli", "run", "--quiet", "--out", str(out), "--", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert marker.read_text() == "True"
+    doc = __import__("json").loads((out / "run.json").read_text())
+    assert doc["steps"] + doc["warmup_steps"] == 30
+
+
+def test_warm_up_does_what_finishing_can_ahead_only_once_the_script_writes_its_results():
+    import threading
+
+    from perfcore.run.parent.warm import WarmUp
+
+    ended, calls = threading.Event(), threading.Semaphore(0)
+    w = WarmUp(modules=("json",), nice=0, look=lambda stop: True, ending=ended.is_set, ahead=calls.release)
+    w.start()
+    assert not calls.acquire(timeout=1.0)  # training: nothing done ahead
+    ended.set()
+    assert calls.acquire(timeout=30) and calls.acquire(timeout=30)  # then every look, until stopped
+    assert w.stop() == ["json", "fonts"] and not w._thread.is_alive()
+
+
 def test_results_begun_reads_only_real_part_folders(tmp_path):
     from perfcore.run.parent.warm import results_begun
 

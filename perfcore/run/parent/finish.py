@@ -29,7 +29,7 @@ from perfcore.run.parent.part_dirs import (
 from perfcore.run.part_files import finish_raw
 from perfcore.run.protocol import CHECKPOINT, RAW_JSON
 
-__all__ = ["finish_run", "read_parts", "write_steps"]
+__all__ = ["finish_run", "finish_whole_parts", "read_parts", "write_steps"]
 
 
 def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
@@ -40,11 +40,10 @@ def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[di
         if keep is not None and not keep(d):
             continue
         key = d.name
-        if not (d / "run.json").is_file() and (d / RAW_JSON).is_file():
-            try:
-                finish_raw(d)  # a short run's process left its settling to us
-            except Exception as e:  # a damaged raw part: say so, and use its checkpoint if it has one
-                sys.stderr.write(f"perfcore: could not finish the part in {d}: {type(e).__name__}: {e}\n")
+        try:
+            _finish_raw(d)  # a short run's process left its settling to us
+        except Exception as e:  # a damaged raw part: say so, and use its checkpoint if it has one
+            sys.stderr.write(f"perfcore: could not finish the part in {d}: {type(e).__name__}: {e}\n")
         if not (d / "run.json").is_file():
             if (d / CHECKPOINT / "run.json").is_file() and not (d / CHECKPOINT).is_symlink():
                 d = d / CHECKPOINT  # the process died before writing its part: its last checkpoint
@@ -63,6 +62,23 @@ def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[di
             }
         )
     return parts
+
+
+def finish_whole_parts(out: Path) -> None:
+    """The raw parts already whole (raw.json, written last, is there) settled and written as read_parts
+    would, while their processes may still be exiting (an interpreter's own shutdown took seconds on a busy
+    machine): read_parts then reads them as written. A part that fails is left for read_parts to say so."""
+    for d in part_dirs(out):
+        try:
+            _finish_raw(d)
+        except Exception:  # noqa: BLE001 - read_parts tries it again and says what failed
+            continue
+
+
+def _finish_raw(d: Path) -> None:
+    """A raw part (raw.json, written last, is there) settled and written; a written part is left as it is."""
+    if not (d / "run.json").is_file() and (d / RAW_JSON).is_file():
+        finish_raw(d)
 
 
 @dataclass

@@ -277,7 +277,8 @@ def run_command(
     others = InterferenceSampler(pid=os.getpid(), interval_s=0.25, gpu=settings.backend != "cpu").start()
     status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
     # What finishing imports, loaded while the script runs (nothing before it starts) and as it ends.
-    warm = WarmUp(ending=results_begun(out))
+    # A job's folder may hold other nodes' parts, theirs to finish: only a run of this machine's alone.
+    warm = WarmUp(ending=results_begun(out), ahead=(lambda: _finish_whole_parts(out)) if job is None else lambda: None)
 
     def started() -> None:
         if sampler is not None:
@@ -318,6 +319,12 @@ def run_command(
             # exit code stands, and the line says how to finish the folder without training again.
             raise RunFailed(results_unfinished(rc, e.path, e.why, out), exit_code=rc) from None
     return rc, doc, out
+
+
+def _finish_whole_parts(out: Path) -> None:
+    from perfcore.run.parent.finish import finish_whole_parts
+
+    finish_whole_parts(out)
 
 
 def job_waits_line(out: Path, view: Path, state: dict[str, Any]) -> str:

@@ -97,7 +97,9 @@ class Looks:
 
 
 class WarmUp:
-    """A daemon thread importing FINISH_MODULES (and loading the chart font) at a lower priority.
+    """A daemon thread importing FINISH_MODULES (and loading the chart font) at a lower priority, then,
+    once the script writes its results (ending), doing at full priority what finishing can before its
+    process exits (ahead, called every LOOK_S).
     stop() asks it to end after the module it is on and waits for that: the main thread then imports
     whatever is left itself, at its own priority, so a warm-up the script outran costs nothing."""
 
@@ -107,10 +109,11 @@ class WarmUp:
         nice: int = NICE_INCREMENT,
         look=None,
         ending: Callable[[], bool] = lambda: False,
+        ahead: Callable[[], object] = lambda: None,
     ):
         self.modules, self.nice = modules, nice
         self._look = look if look is not None else Looks()
-        self._ending = ending
+        self._ending, self._ahead = ending, ahead
         self.ended = False  # the script was seen writing its results: no more looks, full priority
         self.waits = 0  # looks that found no spare core
         self.done: list[str] = []
@@ -181,6 +184,16 @@ class WarmUp:
                 self.done.append("fonts")
             except Exception:  # noqa: BLE001 - as above: the chart loads it when it draws
                 pass
+        # Then, once the script writes its results, the finishing work that needs nothing from its exit
+        # (ahead: the parts already whole), until stop().
+        while not self._stop.is_set():
+            if self.ended or self._has_ended():
+                try:
+                    self._ahead()
+                except Exception:  # noqa: BLE001 - finishing does it again and says what failed
+                    pass
+            if self._stop.wait(LOOK_S):
+                return
 
     def stop(self) -> list[str]:
         """What it loaded; returns once it is no longer importing."""
