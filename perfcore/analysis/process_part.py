@@ -9,12 +9,10 @@ the run cannot be made from (a rank or pid that is no integer, a run document th
 from __future__ import annotations
 
 import dataclasses
-import functools
-import typing
 from pathlib import Path
 from typing import Any, Mapping
 
-from perfcore.analysis.codec import BadDocument, from_doc
+from perfcore.analysis.codec import fields_of
 from perfcore.analysis.run_context import Checkpoint, Exit, NoStep
 from perfcore.analysis.run_parts import Kernel, Memcpy
 
@@ -29,7 +27,7 @@ class Part:
     itself only (eq=False): two processes' parts are never equal, and a table is never compared.
 
     The fields after `label` are its facts, each read from the document's key of its name by its
-    annotation (codec.from_doc); a value of the wrong kind reads as the field's default."""
+    annotation (codec.fields_of); a value of the wrong kind reads as the field's default."""
 
     doc: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     table: Any = None
@@ -71,9 +69,8 @@ class Part:
         cls, doc: Mapping[str, Any], table: Any = None, raw: dict[str, Any] | None = None, **where: Any
     ) -> "Part":
         """A part from its run.json (`doc`), steps table and trace arrays; where: key, dir, label."""
-        doc = doc if isinstance(doc, Mapping) else {}
-        hints = _hints(cls)
-        facts = {f.name: _fact(doc, f, hints[f.name]) for f in dataclasses.fields(cls) if f.name not in _WHERE}
+        doc = doc if isinstance(doc, dict) else {}
+        facts = fields_of(cls, doc, skip=_WHERE)
         where.setdefault("label", f"rank {facts['rank']}" if facts["rank"] is not None else f"pid {facts['pid']}")
         return cls(doc=doc, table=table, raw=raw if raw is not None else {}, **where, **facts)
 
@@ -108,22 +105,6 @@ class Part:
 _WHERE = frozenset({"doc", "table", "raw", "key", "dir", "label"})
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
 def as_parts(parts: list[Any]) -> list[Part]:
     """Parts as Parts: one held as its pieces in a mapping ({"doc", "steps", "raw"}) is parsed here, once."""
     return [p if isinstance(p, Part) else Part.parse(p["doc"], p.get("steps"), p.get("raw")) for p in parts]
-
-
-def _fact(doc: Mapping[str, Any], f: dataclasses.Field, tp: Any) -> Any:
-    """The document's value of the field's name read as the field's type, else the field's default."""
-    default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-    if f.name not in doc:
-        return default
-    try:
-        return from_doc(tp, doc[f.name], f.name)
-    except BadDocument:
-        return default
