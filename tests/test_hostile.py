@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from run_docs import write_run_folder
 
 from perfcore.cli import cli
-from perfcore.report import jsonio
+from perfcore import jsonio
 
 
 def invoke(*args):

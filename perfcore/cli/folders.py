@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from perfcore.cli.shared import EXIT_FAILURE, Number, Results, UserPath, results, version
-from perfcore.report.safe_text import clean
+from perfcore.safe_text import clean
 from perfcore.run.parent.folder import check_target
 
 __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]

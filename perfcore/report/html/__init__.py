@@ -65,7 +65,7 @@ def open_report(folder: str | Path) -> _Shown:
 
 
 def _atomic_write(path: Path, text: str) -> Path:
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     return jsonio.write_text(path, text)
 

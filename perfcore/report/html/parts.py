@@ -20,7 +20,7 @@ from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import WARN_SHARE, report_evidence, steady_ms
 from perfcore.report.charts import COLORS, assets, to_json
-from perfcore.report.safe_text import clean
+from perfcore.safe_text import clean
 from perfcore.report.words import WHAT, fit, interference_detail, interference_sentence, level_word
 from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
 from perfcore.report.words.jobs import missing_sentence

@@ -430,6 +430,6 @@ def render_compare_page(doc: Comparison, names: tuple[str, str] = ("A", "B")) ->
 
 def write_compare_report(path: Path, doc: Comparison, names: tuple[str, str] = ("A", "B")) -> Path:
     """compare's page at `path` (written atomically; a named pipe written into): `perfcore compare A B --html PATH`."""
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     return jsonio.write_target(Path(path), render_compare_page(doc, names))
