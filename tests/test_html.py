@@ -443,7 +443,7 @@ def test_the_breakdown_png_leaves_evaluation_rows_out(tmp_path, monkeypatch):
 
 
 def test_a_cause_and_its_advice_with_the_same_evidence_say_it_once():
-    from perfcore.report.html.parts import causes_list
+    from perfcore.report.html.run import causes_list
     from perfcore.report.words.verdict import cause_words
 
     # A run whose one cause's advice has the load cause's evidence, word for word.

@@ -13,11 +13,11 @@ import pandas as pd
 from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, SweepResult
 from perfcore.analysis.results import Verdict
 from perfcore.analysis.run_report import RunReport
-from perfcore.report.html.parts import Body, esc, links, page, tiles, verdict_card
-from perfcore.report.html.run import breakdown_svg, render_html, render_report, run_sections
+from perfcore.report.html.parts import Body, breakdown_svg, esc, links, page, tiles, verdict_card
+from perfcore.report.html.run import render_html, render_report, run_sections
 from perfcore.report.html.stages import diagnose_sections, health_sections, sweep_sections
 from perfcore.report.words import level_word
-from perfcore.report.words.verdict import health_sentence, summary_words
+from perfcore.report.words.verdict import card_words, health_sentence, summary_words
 
 __all__ = [
     "render_html",
@@ -88,7 +88,7 @@ def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
     from perfcore.report.reader import STEP_COLUMNS, read_csv
 
     run = doc.run
-    body.add(verdict_card(run.verdict, sentence=summary_words(run.verdict)))
+    body.add(verdict_card(run.verdict, card_words(run.verdict, summary_words(run.verdict))))
     # One decision for the whole demo: the run's attribution checked by diagnose's experiments.
     agree = f"one verdict: {_cause(run.verdict)}, the run's attribution checked by diagnose's experiments"
     body.add(tiles([("demo: names", _cause(run.verdict))]), f"<p><b>{esc(agree)}</b></p>")

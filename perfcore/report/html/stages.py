@@ -33,6 +33,7 @@ from perfcore.report.words import check_text, level_word, readable_frame
 from perfcore.report.words.findings import note_words
 from perfcore.report.words.runs import config_failure, knee_text
 from perfcore.report.words.verdict import (
+    card_words,
     change_sentence,
     health_sentence,
     heartbeat_meaning,
@@ -58,7 +59,7 @@ def health_sections(doc: HealthResult, body: Body, dom_id: str | None = "verdict
     src = "GPU utilisation" if doc.busy_source == "gpu_util" else "compute share, no GPU"
     shown = (doc.verdict or UNDECIDED) if own_verdict else UNDECIDED
     body.add(
-        verdict_card(shown, sentence=health_sentence(doc), dom_id=dom_id),
+        verdict_card(shown, card_words(shown, health_sentence(doc)), dom_id),
         tiles(
             [
                 ("step", dur(doc.step_ms)),
@@ -119,7 +120,7 @@ def health_sections(doc: HealthResult, body: Body, dom_id: str | None = "verdict
 def diagnose_sections(doc: DiagnoseResult, body: Body, dom_id: str | None = "verdict", card: bool = True) -> None:
     v = doc.verdict
     body.add(
-        verdict_card(v, dom_id=dom_id) if card else "",
+        verdict_card(v, card_words(v), dom_id) if card else "",
         tiles(
             [
                 ("predicted speedup", f"{float(doc.predicted_speedup):.2f}×" if doc.predicted_speedup else None),
