@@ -256,7 +256,7 @@ def test_demo_page_shows_all_three_stages_without_terminal_text(tmp_path):
 
 def test_compare_page_puts_the_two_runs_side_by_side():
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.html.stages import render_compare_page
+    from perfcore.report.html import render_compare_page
 
     a, b = doc_of("run.json"), doc_of("run_b.json")
     text = render_compare_page(compare_runs(result_of("run.json"), result_of("run_b.json")), ("before", "after"))

@@ -116,7 +116,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     doc = compare_runs(a, b)
     res.echo(clean(render_compare(doc)))
     if html_path is not None:
-        from perfcore.report.html.stages import write_compare_report
+        from perfcore.report.html import write_compare_report
 
         page = write_compare_report(Path(html_path).expanduser(), doc, (run_a, run_b))
         res.echo(f"wrote {page}")

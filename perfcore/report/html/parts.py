@@ -2,7 +2,7 @@
 inlined chart library), the verdict card (a headline, the verdict's name and what its time is, with at
 most two short lines: why it is uncertain, diagnose's check of it, what would settle a borderline one;
 the long words are words.verdict's), tiles, the breakdown bar and table, ranked causes, warnings and plain
-tables. html.run (run pages) and html.stages (experiment pages) compose them."""
+tables. html.run (run pages) and html itself (experiment pages) compose them."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 to anywhere. Its sections: the verdict and breakdown, "On the GPU" (top kernels and their categories,
 copies by direction, pageable bytes apart, power and temperature per step, the capture's own statistics),
 the user's lines that held each label's time and the loader's starvation in numbers (run.json's "lines"
-and "starvation", escaped for the page), ranks, nodes and processes. The experiment pages (html.stages)
+and "starvation", escaped for the page), ranks, nodes and processes. The experiment pages (html)
 build on its sections."""
 
 from __future__ import annotations
