@@ -195,6 +195,23 @@ def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
         assert lines[0].startswith("perfcore:") and any(ln.startswith("try:") for ln in lines)
 
 
+def test_the_card_words_lead_with_a_crash_and_say_an_undecided_verdict_by_its_sentence():
+    from perfcore.analysis.results import UNDECIDED
+
+    band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
+    intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}
+    v = decide({"load": 15.0, "host": 1.0}, 100.0, share_band=band, steps=20, interference=intf)
+    head, short = card_lines(v)
+    assert len(short) == 2 and card_words(v) == (head, short, summary_words(v))
+    # A run that failed early: its end first, then the card's first short line, two at most.
+    said = card_words(v, crash=["partial results: the script crashed (exit 1)", "second"])
+    assert said[1] == ["partial results: the script crashed (exit 1)", *short][:2]
+    # Not decided: the sentence given is the headline, else `none`, and nothing else is said.
+    assert card_words(UNDECIDED, "health: 40% busy") == ("health: 40% busy", [], "")
+    assert card_words(UNDECIDED, none="the run ended in warm-up") == ("the run ended in warm-up", [], "")
+    assert card_words(UNDECIDED) == ("no verdict", [], "")
+
+
 def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
     import html as h
 
