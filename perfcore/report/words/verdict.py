@@ -1,5 +1,6 @@
 """The verdict in words, from the facts analysis.verdict decides (results.Verdict): the short line for the
-terminal (verdict_short), the headline and two short lines of the HTML card, and the long sentence for
+terminal (verdict_short), the HTML card's headline and two short lines (card_lines; card_words adds the "why"
+panel's sentence and a crashed run's first line), and the long sentence for
 --explain and the HTML "why" panel (plain_words; summary_words puts what inflated the steps first).
 With it, the two results said as verdicts are: compare's (what changed between two runs, each word
 chosen from the status beside its number) and health's (the verdict's summary, then the seed method's
