@@ -363,7 +363,7 @@ def write_trace(
     """trace.json: the bytes json.dumps(build_trace(...)) would make, written a list of events at a
     time: the whole trace (its events as objects, its text, the text's bytes) was the largest thing
     finishing held at 300k steps. Returns the trace's otherData."""
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     about: list[dict] = []
     sep = (",", ":")

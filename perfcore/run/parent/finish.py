@@ -15,7 +15,7 @@ from perfcore.analysis.run_context import Outcome
 from perfcore.analysis.run_report import SCHEMA, Decision, RunReport
 from perfcore.capture.sampler import add_per_step
 from perfcore.errors import RunFailed
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.report.reader import load_part, steps_file
 from perfcore.run.parent.evidence import interference_of, monitor_summary, worker_summary
 from perfcore.run.parent.heap import give_back_freed

@@ -170,7 +170,7 @@ def _cannot(out: Path, e: OSError) -> UsageError:
 
 
 def _marker_text(kind: str, job: str | None = None) -> str:
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     doc = {
         "schema": _SCHEMA,
@@ -239,7 +239,7 @@ def mark_failed(out: Path) -> None:
     in the manifest what the run left there (perfcore's leftovers, their sizes and hashes): the next
     `perfcore run` of the same user may take the folder, removing exactly those. A run that saw steps it
     could not write (a full disk) is never marked so (part_dirs.lost_results): its leftovers stay."""
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     mark = marker_of(out)
     if mark is None or not _ours(out):

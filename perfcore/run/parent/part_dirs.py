@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from perfcore import untrusted
-from perfcore.report import jsonio
-from perfcore.report.safe_text import clean
+from perfcore import jsonio
+from perfcore.safe_text import clean
 from perfcore.run.protocol import CHECKPOINT, PARTS, PROGRESS, RAW_JSON, WORKERS, is_part_key
 from perfcore.untrusted import SMALL, Refused, open_regular, read_file
 
