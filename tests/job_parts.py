@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from perfcore.analysis.attribution import step_table, summarize
-from perfcore.report import jsonio
+from perfcore import jsonio
 
 __all__ = ["write_job", "HOUR_NS"]
 

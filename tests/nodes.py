@@ -2,8 +2,10 @@
 CLOCK_MONOTONIC shifted by thousands of seconds), its ranks talking gloo over loopback, launched per node as
 a user launches a multi-node job: `perfcore run -- torchrun --nnodes N --node_rank K ...`, or one
 `perfcore run -- python train.py` per Slurm task with srun's variables set. One node can be slowed from
-outside: pinned by taskset to one core beside a busy loop pinned to the same core, its training processes
-held stopped part of the time.
+outside: pinned by taskset to one core and, while the job trains (from the moment every rank is in its
+training loop until every rank has left it), a busy loop pinned to the same core beside it and its training
+processes held stopped part of the time. Start-up and perfcore's finish run unhindered: slowed, they
+cost the tests minutes and slow nothing the tests read (the steps).
 
 Used by tests/test_nodes*.py and bench/bench_nodes.py."""
 
@@ -125,15 +127,17 @@ def _runs_script(cmdline: bytes, script: str) -> bool:
 
 
 class Throttle(threading.Thread):
-    """Holds the processes below `roots` that run the script `match` stopped STOPPED_SHARE of every
-    STOP_PERIOD_S until stop(), all at once: the node's machine paused, its collectives' threads too. Only
-    processes this harness started (their descendants) are signalled."""
+    """Slows a node while the job trains: a busy loop on SLOW_CORE, and the processes below `roots` that run
+    the script `match` held stopped STOPPED_SHARE of every STOP_PERIOD_S, all at once (the node's machine
+    paused, its collectives' threads too), until `trained()` says every rank has left its training loop, those
+    processes have all exited, or stop(). Only processes this harness started (their descendants) are
+    signalled."""
 
     SLOTS = 10
 
-    def __init__(self, roots: list[int], match: str):
+    def __init__(self, roots: list[int], match: str, trained):
         super().__init__(daemon=True)
-        self.roots, self.match = set(roots), match
+        self.roots, self.match, self.trained = set(roots), match, trained
         self.done = threading.Event()
         self.pids: list[int] = []
         self.stopped: set[int] = set()
@@ -169,12 +173,25 @@ class Throttle(threading.Thread):
             self.stopped.discard(pid)
 
     def run(self) -> None:
-        last, slot = 0.0, 0
+        busy = busy_core()
+        try:
+            self._hold()
+        finally:
+            for pid in list(self.stopped):
+                self._send(pid, signal.SIGCONT)
+            busy.kill()
+            busy.wait()
+
+    def _hold(self) -> None:
+        last, slot, seen = 0.0, 0, False
         stop_slots = round(STOPPED_SHARE * self.SLOTS)
         while not self.done.is_set():
             if time.monotonic() - last > 0.2:
                 self.pids, last = self._targets(), time.monotonic()
-            for i, pid in enumerate(self.pids):
+                if (seen and not self.pids) or self.trained():
+                    return  # the steps are over: what the ranks and parents do next runs at full speed
+                seen = seen or bool(self.pids)
+            for pid in self.pids:
                 want = slot < stop_slots
                 if want != (pid in self.stopped):
                     self._send(pid, signal.SIGSTOP if want else signal.SIGCONT)
@@ -184,8 +201,20 @@ class Throttle(threading.Thread):
     def stop(self) -> None:
         self.done.set()
         self.join()
-        for pid in list(self.stopped):
-            self._send(pid, signal.SIGCONT)
+
+
+def _marked(marks: Path, what: str) -> int:
+    """How many ranks have left the mark `what` (start: entered the training loop; end: left it)."""
+    return sum(1 for f in marks.iterdir() if f.name.startswith(what))
+
+
+def _await_training(marks: Path, ranks: int, procs: list[subprocess.Popen], deadline: float) -> None:
+    """Until every rank has entered its training loop, one launch has exited (a failure the test reads), or the
+    deadline."""
+    while _marked(marks, "start") < ranks and time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            return
+        time.sleep(0.05)
 
 
 def _perfcore(out: Path, node: Node) -> list[str]:
@@ -249,11 +278,12 @@ def run_job(
     if launcher not in ("torchrun", "srun"):
         raise ValueError(launcher)
     outs = [tmp / "JOB" if shared else tmp / n.hostname for n in nodes]
-    args = ["--steps", str(steps), "--slow-rank", "-1", "--delay", "0", *script_args]
+    marks, ranks = tmp / "marks", len(nodes) * per_node
+    marks.mkdir(parents=True)
+    args = ["--steps", str(steps), "--slow-rank", "-1", "--delay", "0", "--marks", str(marks), *script_args]
     runs = _commands(nodes, per_node, outs, launcher, args)
     logs = tmp / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    busy = busy_core() if any(n.slowed for n in nodes) else None
     t0 = time.perf_counter()
     started, throttle = [], None
     try:
@@ -262,11 +292,12 @@ def run_job(
             err = open(logs / f"{name}.err", "w")
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=tmp)
             started.append((node, task, out, proc, err, logs / f"{name}.err"))
-        slowed = [proc.pid for node, _, _, proc, _, _ in started if node.slowed]
-        throttle = Throttle(slowed, str(SCRIPT)) if slowed else None
-        if throttle is not None:
-            throttle.start()
         deadline = time.monotonic() + timeout
+        slowed = [proc.pid for node, _, _, proc, _, _ in started if node.slowed]
+        if slowed:
+            _await_training(marks, ranks, [s[3] for s in started], deadline)
+            throttle = Throttle(slowed, str(SCRIPT), lambda: _marked(marks, "end") >= ranks)
+            throttle.start()
         for *_, proc, _err, _path in started:
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -281,9 +312,6 @@ def run_job(
                 proc.kill()
                 proc.wait()
             err.close()
-        if busy is not None:
-            busy.kill()
-            busy.wait()
     wall = time.perf_counter() - t0
     launches = [
         Launch(node, task, out, proc.returncode, path.read_text()) for node, task, out, proc, _, path in started

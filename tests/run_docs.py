@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from perfcore.analysis.attribution import step_table, summarize
-from perfcore.report import jsonio
+from perfcore import jsonio
 
 
 def run_doc_and_steps(steps: int = 6, warmup: int = 1, load_ms: float = 4.0, compute_ms: float = 6.0):

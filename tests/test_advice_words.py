@@ -172,7 +172,7 @@ def test_the_evaluation_finding_is_said_from_its_figures():
 
 def test_the_command_that_tests_advice_is_a_code_said_at_the_edge():
     from perfcore.report.words.advice import TEST_WORDS, test_of
-    from perfcore.report.html.parts import advice_item
+    from perfcore.report.html.run import advice_item
 
     doc = _run({"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[LOADER])
     d = advise_run(doc, zero_code=True, evidence={"cpu_count": 8})

@@ -119,7 +119,7 @@ def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
     from perfcore.analysis.migrate import migrate
     from perfcore.experiments.diagnose import diagnose_verdict
     from perfcore.report.html.parts import Body
-    from perfcore.report.html.stages import diagnose_sections
+    from perfcore.report.html import diagnose_sections
 
     def page(doc):
         body = Body("diagnose")

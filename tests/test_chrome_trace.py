@@ -2,6 +2,7 @@
 otherData which steps' intervals it holds and why, and is a Perfetto/Chrome trace."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 import perfcore
 import perfcore.recording.settling as settling
+from perfcore.analysis.process_part import Part
 from perfcore.recording.engine import detail_steps
 from perfcore.report.chrome_trace import build_trace
 
@@ -66,7 +68,7 @@ def test_perfcore_run_puts_every_step_in_the_trace(tmp_path, n):
     assert od["processes"][0]["step_track"] == "every step"
 
 
-def _timer_parts(steps: int) -> list[dict]:
+def _timer_parts(steps: int) -> list[Part]:
     timer = perfcore.StepTimer(device="cpu", warmup=2)
     for _ in timer.load(range(steps)):
         with timer.compute():
@@ -85,7 +87,7 @@ def _timer_parts(steps: int) -> list[dict]:
            "detail_through": np.int64(kept["through"]), "detail_settled": np.int64(kept["settled"]),
            "detail_window": np.array(kept["window"], dtype=np.int64),
            "detail_cap_steps": np.int64(kept["cap_steps"]), "detail_cap_rows": np.int64(kept["cap_rows"])}
-    return [{"label": "pid 1", "pid": 1, "raw": raw, "steps": table}]
+    return [Part.parse({"pid": 1}, table, raw)]
 
 
 def test_a_long_run_is_binned_and_says_which_steps_have_intervals(monkeypatch):
@@ -103,7 +105,7 @@ def test_a_long_run_is_binned_and_says_which_steps_have_intervals(monkeypatch):
     assert len(bins) == 1000 and sum(e["args"]["steps"] for e in bins) == n
     assert bins[0]["name"] == "steps 0-5" and bins[-1]["name"] == f"steps {n - 6}-{n - 1}"
     # A bin's mean is the mean of its steps.
-    table = parts[0]["steps"]
+    table = parts[0].table
     assert bins[7]["args"]["mean_wall_ms"] == pytest.approx(table["wall_ms"].iloc[42:48].mean(), abs=1e-3)
     about = doc["otherData"]["processes"][0]
     assert doc["otherData"]["windowed"] is True and about["steps"] == n
@@ -136,8 +138,8 @@ def test_past_max_events_the_trace_keeps_the_first_steps_and_says_so():
 
 def test_a_short_run_without_recorded_coverage_is_inferred_from_its_intervals():
     parts = _timer_parts(30)
-    for k in [k for k in parts[0]["raw"] if k.startswith("detail_")]:
-        del parts[0]["raw"][k]  # a part written before the coverage was recorded
+    for k in [k for k in parts[0].raw if k.startswith("detail_")]:
+        del parts[0].raw[k]  # a part written before the coverage was recorded
     doc = build_trace(parts)
     assert doc["otherData"]["processes"][0]["steps_with_intervals"] == [[0, 29]]
     assert doc["otherData"]["windowed"] is False
@@ -145,7 +147,7 @@ def test_a_short_run_without_recorded_coverage_is_inferred_from_its_intervals():
 
 def test_line_samples_are_instants_on_the_training_threads_track_in_the_kept_steps():
     parts = _timer_parts(30)
-    raw, steps = parts[0]["raw"], parts[0]["steps"]
+    raw, steps = parts[0].raw, parts[0].table
     s0, wall = raw["step_start_ns"].astype(np.int64), raw["step_wall_ns"].astype(np.int64)
     tid = int(raw["span_thread"][0])
     # One sample in the middle of steps 3 and 7, one before the first step, one with a site the table lacks.
@@ -184,7 +186,7 @@ def test_line_samples_are_instants_on_the_training_threads_track_in_the_kept_ste
     assert any(e["ph"] == "M" and e.get("tid") == -1 and e["args"]["name"] == "host lines (sampled)" for e in ev)
     # Arrays a damaged part holds draw no samples and break nothing else.
     for k, bad in (("line_t_ns", np.array(["x"])), ("line_tid", np.array([1, 2])), ("line_site", np.zeros((1, 2), int))):
-        damaged = [{**parts[0], "raw": {**raw, k: bad}}]
+        damaged = [dataclasses.replace(parts[0], raw={**raw, k: bad})]
         doc = build_trace(damaged)
         assert not any(e.get("cat") == "line" for e in doc["traceEvents"]) and doc["otherData"]["processes"][0]["steps"] == 30
 
@@ -222,7 +224,7 @@ def test_the_steps_track_costs_no_call_per_figure(n, max_step_events):
     def parts(columns: int) -> list[dict]:
         # Figures with whole ns, as steps.csv has them: none sits on a half of the third decimal.
         figures = {f"c{i}_ms": rng.integers(0, 10**7, n) * 2 / 1e6 + 1e-7 for i in range(columns)}
-        return [{"label": "pid 1", "raw": raw, "steps": pd.DataFrame({"step": np.arange(n), **figures})}]
+        return [Part.parse({"pid": 1}, pd.DataFrame({"step": np.arange(n), **figures}), raw, label="pid 1")]
 
     few, many = (_calls_to_build(parts(c), max_step_events=max_step_events) for c in (2, 30))
     # pandas' and numpy's calls for each column, none for each of its n figures.

@@ -64,6 +64,7 @@ def _trace_peak(tmp_path, n: int) -> int:
     """Peak bytes while trace.json is written for one process of n steps (a few spans kept)."""
     from steps_tables import steps_table
 
+    from perfcore.analysis.process_part import Part
     from perfcore.report.chrome_trace import write_trace
 
     steps = steps_table(n)
@@ -83,7 +84,7 @@ def _trace_peak(tmp_path, n: int) -> int:
     }
     tracemalloc.start()
     try:
-        write_trace(tmp_path / f"trace{n}.json", [{"label": "pid 1", "raw": raw, "steps": steps}])
+        write_trace(tmp_path / f"trace{n}.json", [Part.parse({"pid": 1}, steps, raw)])
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -16,7 +16,7 @@ from steps_tables import steps_table as table
 import perfcore
 from perfcore.analysis.bins import BINS, bin_steps, outliers
 from perfcore.recording.engine import detail_steps
-from perfcore.report import jsonio
+from perfcore import jsonio
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 

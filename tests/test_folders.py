@@ -15,7 +15,7 @@ from run_docs import write_run_folder
 
 from perfcore.cli import cli
 from perfcore.errors import ResultWriteError, UsageError
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.run.parent import folder
 from perfcore.run.parent.folder import MARKER, prepare_out
 

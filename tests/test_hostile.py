@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from run_docs import write_run_folder
 
 from perfcore.cli import cli
-from perfcore.report import jsonio
+from perfcore import jsonio
 
 
 def invoke(*args):
@@ -446,7 +446,7 @@ def test_chart_data_cannot_end_or_stall_its_script_element(tmp_path):
     import re
 
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.html.stages import write_compare_report
+    from perfcore.report.html import write_compare_report
     from perfcore.report.reader import load_run
 
     a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b", compute_ms=9.0)

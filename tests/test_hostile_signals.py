@@ -168,7 +168,7 @@ def test_own_frames_are_taken_out_of_a_traceback_and_the_rest_kept_in_order():
         own = e.__traceback__
     assert _raised_by_own(own) and not _raised_by_own(tb)
     # Raised in a library perfcore called (json, from perfcore's writer): perfcore's, shown whole too.
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     try:
         jsonio.dumps({1j: 1})

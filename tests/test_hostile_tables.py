@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from perfcore.errors import PerfcoreError
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.report.reader import load_part
 
 COLS = ["step", "wall_ms", "load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms", "warmup"]

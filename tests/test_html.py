@@ -256,7 +256,7 @@ def test_demo_page_shows_all_three_stages_without_terminal_text(tmp_path):
 
 def test_compare_page_puts_the_two_runs_side_by_side():
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.html.stages import render_compare_page
+    from perfcore.report.html import render_compare_page
 
     a, b = doc_of("run.json"), doc_of("run_b.json")
     text = render_compare_page(compare_runs(result_of("run.json"), result_of("run_b.json")), ("before", "after"))
@@ -443,7 +443,7 @@ def test_the_breakdown_png_leaves_evaluation_rows_out(tmp_path, monkeypatch):
 
 
 def test_a_cause_and_its_advice_with_the_same_evidence_say_it_once():
-    from perfcore.report.html.parts import causes_list
+    from perfcore.report.html.run import causes_list
     from perfcore.report.words.verdict import cause_words
 
     # A run whose one cause's advice has the load cause's evidence, word for word.

@@ -191,7 +191,7 @@ def test_stage_reports_in_chromium(browser, shots, tmp_path, capsys):
 
 def test_demo_and_compare_and_merge_in_chromium(browser, shots, tmp_path, capsys, demo_quick):
     from perfcore.analysis.compare import compare_runs
-    from perfcore.report.html.stages import write_compare_report
+    from perfcore.report.html import write_compare_report
 
     p, out, _ = demo_quick  # the report.html a real `perfcore demo --quick` wrote
     assert p.returncode == 0, p.stderr

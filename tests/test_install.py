@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from installs import (ROOT, WHEEL_MODE, copy_tree, dev_site_packages, env_for, make_env, ok, readme_install_lines, sh,
+from installs import (ROOT, WHEEL_MODE, dev_site_packages, env_for, make_env, ok, readme_install_lines, sh,
                       tree_files)
 
 # Made by each build, never shipped from the tree.
@@ -35,11 +35,25 @@ def shipped_in_sdist(files: list[str]) -> set[str]:
         "setup.py", "pyproject.toml", "README.md", "MANIFEST.in"}
 
 
+def broken_toolkit(tk: Path, cuda_version: str) -> Path:
+    """A CUDA toolkit at tk whose headers this compiler cannot take (they #error): the CUDA-mode compile fails."""
+    for d in ("include", "bin", "lib64"):
+        (tk / d).mkdir(parents=True)
+    (tk / "include" / "cuda_runtime.h").write_text("#error this toolkit's headers do not compile here\n")
+    (tk / "include" / "cupti.h").write_text("")
+    (tk / "lib64" / "libcupti.so.1").write_text("")
+    nvcc = tk / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {cuda_version}, V0'\nexit 1\n")
+    nvcc.chmod(0o755)
+    return tk
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory, perfcore_clone):
     """perfcore installed by the README's install lines, run as typed in the folder that holds a clone of
     the working tree (./perfcore), into a venv that has torch and the dependencies but not the checkout;
-    plus an sdist and its wheel."""
+    plus an sdist and its wheel (`fallback`: where torch is a CUDA build, that wheel's build, whose CUDA-mode
+    compile fails, else None)."""
     t = tmp_path_factory.mktemp("install")
     src = perfcore_clone
     py = make_env(t)
@@ -54,10 +68,23 @@ def installed(tmp_path_factory, perfcore_clone):
     ok(sh([str(py), "-c", "import sys; from setuptools import build_meta as b; b.build_sdist(sys.argv[1])",
            str(sdist_dir)], src, env))
     sdist = next(sdist_dir.glob("perfcore-*.tar.gz"))
-    ok(sh([str(py), "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(wheel_dir), str(sdist)],
-          work, {**env, "PERFCORE_CPU_ONLY": "1"}))
+    # The sdist's wheel is built in CPU mode, once, for two tests: where torch is a CUDA build, by the fallback
+    # a user's pip install takes when the CUDA-mode compile fails (a toolkit whose headers do not compile
+    # here; test_cuda_compile_failure_falls_back_to_cpu_mode), else by PERFCORE_CPU_ONLY.
+    import torch
+
+    cuda = torch.version.cuda
+    if cuda:
+        tk = broken_toolkit(t / "cuda", cuda)
+        wheel_env = {k: v for k, v in env.items() if k not in ("PERFCORE_CPU_ONLY", "PERFCORE_CUDA_FALLBACK")}
+        wheel_env.update(CUDA_HOME=str(tk), TORCH_CUDA_ARCH_LIST="8.0")
+    else:
+        wheel_env = {**env, "PERFCORE_CPU_ONLY": "1"}
+    fallback = sh([str(py), "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", str(wheel_dir),
+                   str(sdist)], work, wheel_env)
+    ok(fallback)
     return {"t": t, "src": src, "py": py, "env": env, "work": work, "files": tree_files(), "readme": results,
-            "sdist": sdist, "wheel": next(wheel_dir.glob("perfcore-*.whl"))}
+            "sdist": sdist, "wheel": next(wheel_dir.glob("perfcore-*.whl")), "fallback": fallback if cuda else None}
 
 
 def test_readme_install_lines_run_as_typed(installed):
@@ -163,30 +190,15 @@ def test_no_torch_stops_with_one_line(installed, tmp_path):
         in lines[0], r.text[-3000:]
 
 
-def test_cuda_compile_failure_falls_back_to_cpu_mode(tmp_path):
-    # A toolkit whose headers this compiler cannot take (here: they #error) makes the CUDA-mode
-    # compile fail; the install still succeeds, in CPU mode, and says why in one line.
-    torch = pytest.importorskip("torch")
-    if not torch.version.cuda:
+def test_cuda_compile_failure_falls_back_to_cpu_mode(installed):
+    # A toolkit whose headers this compiler cannot take (here: they #error) makes the CUDA-mode compile fail;
+    # the install of the sdist still succeeds, in CPU mode, and says why in one line.
+    r = installed["fallback"]
+    if r is None:
         pytest.skip("torch is a CPU build: the build never tries the CUDA mode")
-    tk = tmp_path / "cuda"
-    for d in ("include", "bin", "lib64"):
-        (tk / d).mkdir(parents=True)
-    (tk / "include" / "cuda_runtime.h").write_text("#error this toolkit's headers do not compile here\n")
-    (tk / "include" / "cupti.h").write_text("")
-    (tk / "lib64" / "libcupti.so.1").write_text("")
-    nvcc = tk / "bin" / "nvcc"
-    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {torch.version.cuda}, V0'\nexit 1\n")
-    nvcc.chmod(0o755)
-    src = copy_tree(tree_files(), tmp_path / "src")
-    env = {k: v for k, v in os.environ.items() if k not in ("PERFCORE_CPU_ONLY", "PERFCORE_CUDA_FALLBACK")}
-    env.update(CUDA_HOME=str(tk), TORCH_CUDA_ARCH_LIST="8.0")
-    r = sh([sys.executable, "-m", "pip", "wheel", "-v", "--no-build-isolation", "--no-deps", "-w", str(tmp_path / "w"),
-            str(src)], tmp_path, env)
-    ok(r)
     lines = [ln.strip() for ln in r.text.splitlines() if "perfcore build: CPU mode" in ln]
     assert len(lines) == 1 and lines[0].startswith("perfcore build: CPU mode: the CUDA-mode compile failed ("), lines
-    info = json.loads(zipfile.ZipFile(next((tmp_path / "w").glob("*.whl"))).read("perfcore/_build_info.json"))
+    info = json.loads(zipfile.ZipFile(installed["wheel"]).read("perfcore/_build_info.json"))
     assert info["mode"] == "cpu" and info["reason"].startswith("the CUDA-mode compile failed")
 
 

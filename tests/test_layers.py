@@ -13,6 +13,7 @@ PKG = Path(__file__).resolve().parents[1] / "perfcore"
 # Lower numbers sit lower; a module may import its own layer or any layer below it.
 LAYERS = [
     ("perfcore._native", 0), ("perfcore._C", 0), ("perfcore.errors", 0), ("perfcore._lazy", 0), ("perfcore.untrusted", 0),
+    ("perfcore.jsonio", 0), ("perfcore.safe_text", 0), ("perfcore.shapes", 0),
     ("perfcore.capture", 1),
     ("perfcore.analysis", 2),
     ("perfcore.report", 3),

@@ -1,9 +1,17 @@
 """A job across two machines, simulated on this one (tests/nodes.py): two nodes, each its own hostname and a
 monotonic clock two hours from the other's, two gloo ranks each under torchrun --nnodes 2, node1 slowed from
-outside. Each node runs `perfcore run` into its own folder, as on machines that share no disk."""
+outside. The job runs once, both nodes' perfcore writing one folder (a shared filesystem); each node's copy of
+that folder (its own parts and DataLoader files) is what its folder holds on machines that share no disk, and
+`perfcore merge` joins those copies. A node alone in a folder is what the first parent to finish in the shared
+folder is (it writes its node's view and says where the job's report goes), and what node0 of the job whose
+other node runs without perfcore is (the last test)."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,20 +22,41 @@ from perfcore.analysis.labels import LABELS
 from perfcore.analysis.nodes import ClockSource, NodeState, RankSteps, align_clocks, job_nodes, rank_events
 from perfcore.report.reader import load_part
 
+
 @pytest.fixture(scope="module")
-def job(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("nodes")
-    return job_or_skip(tmp, nodes=plan_nodes(2, slow=1), launcher="torchrun", steps=30, script_args=WORK)
+def shared(tmp_path_factory):
+    """The job, both nodes' perfcore writing one folder (a shared filesystem): run once for the module."""
+    tmp = tmp_path_factory.mktemp("shared")
+    return job_or_skip(tmp, nodes=plan_nodes(2, slow=1), launcher="torchrun", shared=True, steps=30, script_args=WORK)
+
+
+@pytest.fixture(scope="module")
+def copies(shared, tmp_path_factory) -> list[Path]:
+    """Each node's copy of the shared folder (node0's, node1's): its parts and its DataLoader files (named with
+    their host's tag), what the folder of a node that shares no disk with the other holds."""
+    from perfcore.run.protocol import host_tag
+
+    out, base = shared.launches[0].out, tmp_path_factory.mktemp("copies")
+    folders = {}
+    for d in sorted((out / "parts").iterdir()):
+        host = load_part(d)[0]["host"]
+        folders.setdefault(host, base / host)
+        shutil.copytree(d, folders[host] / "parts" / d.name)
+    for f in (out / "workers").iterdir():
+        host = next(h for h in folders if f.name.split(".")[1] == host_tag(h))
+        (folders[host] / "workers").mkdir(exist_ok=True)
+        shutil.copy(f, folders[host] / "workers" / f.name)
+    return [folders[h] for h in sorted(folders)]
 
 
 def _parts(folder: Path):
     return [load_part(d) for d in sorted(folder.glob("parts/rank*"))]
 
 
-def test_each_node_ran_as_a_machine_of_its_own(job):
-    for la in job.launches:
+def test_each_node_ran_as_a_machine_of_its_own(shared, copies):
+    for la in shared.launches:
         assert la.returncode == 0, la.stderr[-3000:]
-    node0, node1 = (_parts(la.out) for la in job.launches)
+    node0, node1 = (_parts(folder) for folder in copies)
     assert {(d["host"], d["rank"], d["world_size"]) for d, _, _ in node0} == {("node0", 0, 4), ("node0", 1, 4)}
     assert {(d["host"], d["rank"], d["world_size"]) for d, _, _ in node1} == {("node1", 2, 4), ("node1", 3, 4)}
     # The steps started together, on clocks NODE_OFFSET_S apart.
@@ -35,8 +64,8 @@ def test_each_node_ran_as_a_machine_of_its_own(job):
     assert gap_s == pytest.approx(NODE_OFFSET_S, abs=60)
 
 
-def test_clocks_are_aligned_by_the_collectives_to_the_true_offset(job):
-    parts = [p for la in job.launches for p in _parts(la.out)]
+def test_clocks_are_aligned_by_the_collectives_to_the_true_offset(shared):
+    parts = _parts(shared.launches[0].out)
     al = align_clocks([rank_events(raw, doc["host"], doc["rank"]) for doc, _, raw in parts])
     assert al.reference == "node0"
     n1 = al.hosts[1]
@@ -50,16 +79,15 @@ def test_clocks_are_aligned_by_the_collectives_to_the_true_offset(job):
     assert al.residual_steps >= 25 and al.residual_ns <= tolerance, al
 
 
-def test_the_slow_node_is_named_and_the_other_waits_for_it(job):
+def test_the_slow_node_is_named_and_the_other_waits_for_it(shared):
     ranks = []
-    for la in job.launches:
-        for doc, steps, _ in _parts(la.out):
-            m = steps[~steps["warmup"].to_numpy(dtype=bool)]
-            ranks.append(
-                RankSteps(
-                    doc["host"], doc["rank"], m["wall_ms"].to_numpy(), {lb: m[f"{lb}_ms"].to_numpy() for lb in LABELS}
-                )
+    for doc, steps, _ in _parts(shared.launches[0].out):
+        m = steps[~steps["warmup"].to_numpy(dtype=bool)]
+        ranks.append(
+            RankSteps(
+                doc["host"], doc["rank"], m["wall_ms"].to_numpy(), {lb: m[f"{lb}_ms"].to_numpy() for lb in LABELS}
             )
+        )
     nodes = job_nodes(ranks)
     states = {n.host: n.state for n in nodes.nodes}
     assert states == {"node0": NodeState.WAITING, "node1": NodeState.SLOW}, nodes
@@ -71,24 +99,16 @@ def test_the_slow_node_is_named_and_the_other_waits_for_it(job):
     assert np.isclose(sum(nodes.nodes[1].breakdown_fraction.values()), 1.0)
 
 
-def _merge(job, out):
-    import subprocess
-    import sys
-
-    folders = [str(la.out) for la in job.launches]
-    return subprocess.run([sys.executable, "-m", "perfcore", "merge", *folders, "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
-def merged(job, tmp_path_factory):
+def merged(copies, tmp_path_factory):
+    """`perfcore merge` of the nodes' folders."""
     out = tmp_path_factory.mktemp("merged") / "job"
-    return _merge(job, out), out
+    p = subprocess.run([sys.executable, "-m", "perfcore", "merge", *map(str, copies), "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    return p, out
 
 
 def test_perfcore_merge_of_the_nodes_folders_is_one_job_of_four_ranks(merged):
-    import json
-
     p, out = merged
     # torchrun's agent on each node left a part with no rank and no step: not a run to refuse.
     assert p.returncode == 0, p.stderr[-3000:]
@@ -102,8 +122,6 @@ def test_perfcore_merge_of_the_nodes_folders_is_one_job_of_four_ranks(merged):
 
 
 def test_the_merged_trace_puts_the_nodes_collectives_on_one_clock(merged):
-    import json
-
     _, out = merged
     doc = json.loads((out / "run.json").read_text())
     trace = json.loads((out / "trace.json").read_text())["traceEvents"]
@@ -134,16 +152,7 @@ def test_the_merged_trace_puts_the_nodes_collectives_on_one_clock(merged):
     assert clocks["hosts"][1]["error_ns"] > 0 and clocks["residual_steps"] >= 25 and clocks["residual_ns"] >= 0
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    """The same job, both nodes' perfcore writing one folder (a shared filesystem)."""
-    tmp = tmp_path_factory.mktemp("shared")
-    return job_or_skip(tmp, nodes=plan_nodes(2, slow=1), launcher="torchrun", shared=True, steps=30, script_args=WORK)
-
-
 def test_one_folder_one_report_written_by_the_node_that_finished_last(shared):
-    import json
-
     for la in shared.launches:
         assert la.returncode == 0, la.stderr[-3000:]
     out = shared.launches[0].out
@@ -169,42 +178,16 @@ def test_one_folder_one_report_written_by_the_node_that_finished_last(shared):
     assert len(agents) == 2 and len({a.rsplit("-", 1)[1] for a in agents}) == 2
 
 
-def test_perfcore_merge_of_each_nodes_copy_gives_the_same_report(shared, tmp_path):
-    import json
-    import shutil
-
-    from perfcore.report.reader import load_part
-
-    out = shared.launches[0].out
-    copies = {}
-    for d in sorted((out / "parts").iterdir()):
-        host = load_part(d)[0]["host"]
-        copies.setdefault(host, tmp_path / host)
-        shutil.copytree(d, copies[host] / "parts" / d.name)
-    # Each machine's DataLoader files too (named with their host's tag), as a copy of its folder holds them.
-    from perfcore.run.protocol import host_tag
-
-    for f in (out / "workers").iterdir():
-        host = next(h for h in copies if f.name.split(".")[1] == host_tag(h))
-        (copies[host] / "workers").mkdir(exist_ok=True)
-        shutil.copy(f, copies[host] / "workers" / f.name)
-    import subprocess
-    import sys
-
-    p = subprocess.run([sys.executable, "-m", "perfcore", "merge", *map(str, copies.values()), "--out",
-                        str(tmp_path / "merged")], capture_output=True, text=True, timeout=600)
+def test_perfcore_merge_of_each_nodes_copy_gives_the_same_report(shared, merged):
+    p, merged_out = merged
     assert p.returncode == 0, p.stderr[-3000:]
-    job, merged = (json.loads((f / "run.json").read_text()) for f in (out, tmp_path / "merged"))
+    job, merged = (json.loads((f / "run.json").read_text()) for f in (shared.launches[0].out, merged_out))
     for key in ("ranks", "stragglers", "waiting", "missing_ranks", "world_size", "clocks", "nodes", "clock_offsets_ns"):
         assert merged.get(key) == job.get(key), (key, merged.get(key), job.get(key))
     assert merged["verdict"]["bound"] == job["verdict"]["bound"]
 
 
 def test_a_node_without_perfcore_leaves_the_job_unreported_until_perfcore_report_names_its_ranks(tmp_path):
-    import json
-    import subprocess
-    import sys
-
     part = job_or_skip(tmp_path, nodes=plan_nodes(2, slow=None, bare=(1,)), shared=True, steps=12)
     node0, node1 = part.launches
     assert node0.returncode == 0 and node1.returncode == 0, node0.stderr[-3000:]

@@ -36,9 +36,9 @@ def test_exit_sentences():
     # the reason a checkpoint carries for a process that never wrote its own results
     assert exit_sentence({"reason": "killed before writing its results", "exception": None}, {"code": 137}) \
         == "was killed before writing its results (exit 137)"
-    assert before_first_step(2, {}) == ("the script exited 2 before its first step (its own usage error: exit 2 by "
+    assert before_first_step(2, Exit()) == ("the script exited 2 before its first step (its own usage error: exit 2 by "
                                         "convention; its message is above)")
-    assert before_first_step(1, {"exception": "ImportError: x"}) == "the script crashed before its first step (exit 1): ImportError: x"
+    assert before_first_step(1, Exit(exception="ImportError: x")) == "the script crashed before its first step (exit 1): ImportError: x"
     def run_of(**kw):
         r = typed_run(10.0, {"compute": 10.0}, **kw)
         import dataclasses

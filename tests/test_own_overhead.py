@@ -9,7 +9,7 @@ from run_docs import as_run
 
 from perfcore.capture.sync_calls import SyncCounter
 from perfcore.recording.own_work import MATERIAL_OVERHEAD, beside_steps
-from perfcore.report.html.parts import warnings_of
+from perfcore.report.html.run import warnings_of
 from perfcore.run.child.loaders import fetch_cost_ns
 
 

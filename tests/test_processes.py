@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from steps_tables import LABELS, steps_table
 
+from perfcore.analysis.process_part import Part
 from perfcore.analysis.processes import merge_trainers
 
 
@@ -41,7 +42,7 @@ def test_every_trainers_rows_are_the_run():
     assert sorted(table["pid"].value_counts().items()) == [(11, 40), (12, 30)]
     assert table.loc[0, "pid"] == 11 and len(raw["step_wall_ns"]) == 70
     assert [p["pid"] for p in fields["processes"]["training"]] == [11, 12]
-    assert fields["kernels"] == [{"name": "gemm", "count": 70, "total_ms": 140.0, "mean_us": 2000.0}]
+    assert fields["kernels"] == [{"name": "gemm", "count": 70, "total_ms": 140.0, "mean_us": 2000.0, "category": None}]
     # Each trainer's DataLoader made at one place is one loader with all of their batches.
     (ld,) = fields["loaders"]
     assert (ld["batches"], ld["made"], ld["worker_startup_ms"]) == (70, 2, [5.0, 5.0])
@@ -70,8 +71,8 @@ def test_parts_without_their_step_starts_are_kept_part_after_part():
 
 
 def _doc(pid, steps, nested_in=1, source="optimizer", comm=0.0, started_by="multiprocessing"):
-    return {"doc": {"pid": pid, "steps": steps, "warmup_steps": 1, "nested_in": nested_in, "step_source": source,
-                    "started_by": started_by, "breakdown_ms": {"comm": comm}}}
+    return Part.parse({"pid": pid, "steps": steps, "warmup_steps": 1, "nested_in": nested_in, "step_source": source,
+                       "started_by": started_by, "breakdown_ms": {"comm": comm}})
 
 
 def test_which_processes_are_the_run():
@@ -98,13 +99,14 @@ def test_a_process_that_only_evaluated_is_the_runs_evaluation():
     a = _part(11, 25, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)["steps"]
     b = _part(12, 15, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=2)["steps"]
     parent = {"pid": 1, "steps": 3, "step_time_ms": {"mean": 10.0}, "evaluation": {"passes": 2, "total_ms": 30.0}}
-    ev = evaluation_apart([parent], [a, b])
+    ev = evaluation_apart([Part.parse(parent)], [a, b])
     # Against the wall time the trainers took side by side (the longer one's), never their sum.
     training = float(a["wall_ms"][5:].sum())
     assert ev["passes"] == 2 and ev["ms_per_pass"] == 15.0 and ev["processes"] == [1]
     assert ev["share_of_wall"] == pytest.approx(30.0 / (30.0 + training))
     # A part from before the passes were kept: its rows are one pass.
-    assert evaluation_apart([{"pid": 1, "steps": 3, "step_time_ms": {"mean": 10.0}}], [a])["total_ms"] == 30.0
+    older = Part.parse({"pid": 1, "steps": 3, "step_time_ms": {"mean": 10.0}})
+    assert evaluation_apart([older], [a])["total_ms"] == 30.0
     assert evaluation_apart([], [a]) is None
 
 

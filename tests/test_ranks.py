@@ -210,7 +210,7 @@ def test_merging_two_jobs_folders_is_one_line(tmp_path):
     from run_docs import write_run_folder
 
     from perfcore.cli import cli
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     for name, pid in (("jobA", 11), ("jobB", 22)):
         part = write_run_folder(tmp_path / name / "parts" / "rank0", decided=False)

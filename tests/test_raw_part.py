@@ -226,4 +226,4 @@ def test_whole_raw_parts_are_finished_ahead_and_others_left_for_read_parts(tmp_p
     assert not (damaged / "run.json").exists() and (damaged / RAW_JSON).read_text() == "{"
     before = (whole / "run.json").read_bytes()
     parts = read_parts(out)
-    assert [p["key"] for p in parts] == [whole.name] and (whole / "run.json").read_bytes() == before
+    assert [p.key for p in parts] == [whole.name] and (whole / "run.json").read_bytes() == before

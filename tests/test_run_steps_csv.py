@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 import perfcore.run.parent.part_dirs as part_dirs
+from perfcore.analysis.process_part import Part
 import perfcore.run.part_files as part_files
-from perfcore.report import jsonio
+from perfcore import jsonio
 
 
 def _table(n: int) -> pd.DataFrame:
@@ -25,11 +26,11 @@ def _table(n: int) -> pd.DataFrame:
     )
 
 
-def _part(tmp_path, table: pd.DataFrame) -> dict:
+def _part(tmp_path, table: pd.DataFrame) -> Part:
     d = tmp_path / "parts" / "pid1-0123abcd"
     d.mkdir(parents=True)
     jsonio.write_csv(d / "steps.csv", table)
-    return {"dir": d, "steps": table.copy()}
+    return Part.parse({"pid": 1}, table.copy(), {}, dir=d)
 
 
 def _add_monitor(table: pd.DataFrame, columns: int) -> tuple[str, ...]:
@@ -44,7 +45,7 @@ def _add_monitor(table: pd.DataFrame, columns: int) -> tuple[str, ...]:
 def test_added_columns_are_joined_to_the_parts_lines(tmp_path, monkeypatch, columns):
     monkeypatch.setattr(part_files, "CSV_SLICE", 7)  # several slices, the last one short
     part = _part(tmp_path, _table(40))
-    added = _add_monitor(part["steps"], columns)
+    added = _add_monitor(part.table, columns)
 
     def whole(*a, **k):
         raise AssertionError("the whole table was formatted again")
@@ -52,7 +53,7 @@ def test_added_columns_are_joined_to_the_parts_lines(tmp_path, monkeypatch, colu
     monkeypatch.setattr(jsonio, "write_csv", whole)
     files: dict[str, str] = {}
     part_dirs.write_steps(part, tmp_path / "steps.csv", files, added=added)
-    assert (tmp_path / "steps.csv").read_text() == part["steps"].to_csv(index=False)
+    assert (tmp_path / "steps.csv").read_text() == part.table.to_csv(index=False)
 
 
 @pytest.mark.parametrize(
@@ -61,8 +62,8 @@ def test_added_columns_are_joined_to_the_parts_lines(tmp_path, monkeypatch, colu
 )
 def test_a_part_file_that_is_not_the_tables_rows_is_written_whole(tmp_path, damage):
     part = _part(tmp_path, _table(20))
-    own = part["dir"] / "steps.csv"
-    added = _add_monitor(part["steps"], 2)
+    own = part.dir / "steps.csv"
+    added = _add_monitor(part.table, 2)
     lines = own.read_text().splitlines(keepends=True)
     if damage == "header":
         own.write_text(lines[0].replace("wall_ms", "wall") + "".join(lines[1:]))
@@ -82,10 +83,10 @@ def test_a_part_file_that_is_not_the_tables_rows_is_written_whole(tmp_path, dama
     elif damage == "not appended":
         added = added[:1]  # the finish set a column the part's file lacks and did not say so
     part_dirs.write_steps(part, tmp_path / "steps.csv", {}, added=added)
-    assert (tmp_path / "steps.csv").read_text() == part["steps"].to_csv(index=False)
+    assert (tmp_path / "steps.csv").read_text() == part.table.to_csv(index=False)
 
 
 def test_unchanged_rows_are_the_parts_file(tmp_path):
     part = _part(tmp_path, _table(30))
     part_dirs.write_steps(part, tmp_path / "steps.csv", {}, added=())
-    assert (tmp_path / "steps.csv").read_bytes() == (part["dir"] / "steps.csv").read_bytes()
+    assert (tmp_path / "steps.csv").read_bytes() == (part.dir / "steps.csv").read_bytes()

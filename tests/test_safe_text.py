@@ -4,7 +4,7 @@ their ESC (a bold sequence in torch.load's error printed as "[1m" once its ESC w
 import pytest
 
 from perfcore.cli.group import one_line
-from perfcore.report.safe_text import clean
+from perfcore.safe_text import clean
 
 
 @pytest.mark.parametrize(

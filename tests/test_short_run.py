@@ -40,7 +40,7 @@ from pathlib import Path
 import json
 import numpy as np, pandas as pd
 from test_finish_scale import long_part
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.run.parent.finish import finish_run
 out = Path({str(tmp_path)!r})
 part = long_part(out, 40)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 import perfcore.run.parent.part_dirs as part_dirs
+from perfcore.analysis.process_part import Part
 
 
 def test_the_same_table_compresses_to_the_same_bytes(tmp_path, monkeypatch):
@@ -19,7 +20,7 @@ def test_the_same_table_compresses_to_the_same_bytes(tmp_path, monkeypatch):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         files = {"steps.csv": "steps.csv"}
-        part_dirs.write_steps({"steps": table}, tmp_path / name / "steps.csv", files, added=None)
+        part_dirs.write_steps(Part.parse({"pid": 1}, table, {}), tmp_path / name / "steps.csv", files, added=None)
         assert files == {"steps.csv.gz": "steps.csv.gz"}
         written.append((tmp_path / name / "steps.csv.gz").read_bytes())
     assert written[0] == written[1]

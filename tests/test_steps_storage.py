@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from run_docs import write_run_folder
 
 from perfcore.cli import cli
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.run.parent.part_dirs import LARGE_STEPS
 
 WARMUP = 1  # write_run_folder's default warm-up rows

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import perfcore
-from perfcore.report import jsonio
+from perfcore import jsonio
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 DOC = {"schema": "perfcore.run/1", "steps": 90, "warmup_steps": 10,

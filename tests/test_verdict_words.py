@@ -14,8 +14,7 @@ from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import CRITICAL_SHARE, NEAR_TIER, WARN_SHARE, decide
-from perfcore.report.html.parts import card_lines
-from perfcore.report.words.verdict import plain_words, summary_words, verdict_short
+from perfcore.report.words.verdict import card_lines, card_words, plain_words, summary_words, verdict_short
 from perfcore.report.words import WIDTH
 
 # Every string a verdict's facts may hold: codes and names, never a sentence.
@@ -187,13 +186,30 @@ def test_a_script_that_crashed_early_leads_with_the_error_and_gives_no_advice():
     assert lines[1].startswith("8 measured step(s)") and not any(ln.startswith("try:") for ln in lines)
     assert any(ln.startswith("verdict: input-bound") for ln in lines)  # the figures are still shown
     assert all(len(ln) <= WIDTH for ln in lines[:-1])
-    from perfcore.report.html.parts import run_card
+    from perfcore.report.html.run import run_card
 
     assert "<div class='sentence'>partial results: the script crashed (exit 1)" in run_card(_doc(8, "crashed"))
     # A crash after many steps, or a finished run: advised as usual.
     for doc in (_doc(FEW_STEPS, "crashed", exc), _doc(8, "finished")):
         lines = render_brief(doc, "runs/r1").splitlines()
         assert lines[0].startswith("perfcore:") and any(ln.startswith("try:") for ln in lines)
+
+
+def test_the_card_words_lead_with_a_crash_and_say_an_undecided_verdict_by_its_sentence():
+    from perfcore.analysis.results import UNDECIDED
+
+    band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
+    intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}
+    v = decide({"load": 15.0, "host": 1.0}, 100.0, share_band=band, steps=20, interference=intf)
+    head, short = card_lines(v)
+    assert len(short) == 2 and card_words(v) == (head, short, summary_words(v))
+    # A run that failed early: its end first, then the card's first short line, two at most.
+    said = card_words(v, crash=["partial results: the script crashed (exit 1)", "second"])
+    assert said[1] == ["partial results: the script crashed (exit 1)", *short][:2]
+    # Not decided: the sentence given is the headline, else `none`, and nothing else is said.
+    assert card_words(UNDECIDED, "health: 40% busy") == ("health: 40% busy", [], "")
+    assert card_words(UNDECIDED, none="the run ended in warm-up") == ("the run ended in warm-up", [], "")
+    assert card_words(UNDECIDED) == ("no verdict", [], "")
 
 
 def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
@@ -204,7 +220,7 @@ def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
     band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
     intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}
     v = decide({"load": 15.0, "host": 1.0}, 100.0, share_band=band, steps=20, interference=intf)
-    card = h.unescape(verdict_card(v))
+    card = h.unescape(verdict_card(v, card_words(v)))
     head = re.search(r"<div class='bound' id='verdict'>(.*?)</div>", card).group(1)
     short = re.search(r"<div class='sentence'>(.*?)</div>", card).group(1).split("<br>")
     why = re.search(r"<details class='why'><summary>why</summary><p>(.*?)</p>", card).group(1)

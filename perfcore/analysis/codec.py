@@ -19,7 +19,7 @@ import types
 import typing
 from typing import Annotated, Any, Callable
 
-__all__ = ["BadDocument", "to_doc", "from_doc", "Num", "Ms", "Frac", "Count"]
+__all__ = ["BadDocument", "to_doc", "from_doc", "fields_of", "Num", "Ms", "Frac", "Count"]
 
 
 class BadDocument(ValueError):
@@ -69,6 +69,25 @@ def _hints(cls: type) -> dict[str, Any]:
 def from_doc(cls: Any, value: Any, where: str = "") -> Any:
     """`value` (parsed JSON) read as `cls`, checked all the way down; BadDocument names the first problem."""
     return _read(cls, value, where)
+
+
+def fields_of(cls: Any, value: Any, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The fields of dataclass `cls` (but those in `skip`) read from the object `value` by their annotations,
+    each on its own: a missing key, or a value of the wrong kind, takes the field's default (every field has
+    one). For an untrusted file that holds facts, each optional (a process's part, a folder's marker), where
+    one damaged value must cost that value only; a result is read whole, by from_doc."""
+    value = value if isinstance(value, dict) else {}
+    hints, out = _hints(cls), {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        out[f.name] = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        if f.name in value:
+            try:
+                out[f.name] = _read(hints[f.name], value[f.name], f.name)
+            except BadDocument:
+                pass
+    return out
 
 
 def _at(where: str, key: Any) -> str:

@@ -15,7 +15,10 @@ import numpy as np
 import pandas as pd
 
 from perfcore.analysis.attribution import summarize
+from perfcore.analysis.codec import to_doc
 from perfcore.analysis.labels import LABELS
+from perfcore.analysis.process_part import Part, as_parts
+from perfcore.analysis.run_parts import Kernel, Memcpy
 from perfcore.analysis.starvation import starvation
 from perfcore.analysis.store import memcpy_document
 
@@ -34,26 +37,25 @@ SUMMARY_KEYS = (
 )
 
 
-def _start_ns(part: dict[str, Any]) -> np.ndarray | None:
+def _start_ns(part: Part) -> np.ndarray | None:
     """The part's step starts, one per row of its table (the trace's arrays), or None when they do not match."""
-    start = (part.get("raw") or {}).get("step_start_ns")
-    if start is None or len(start) != len(part["steps"]):
+    start = part.raw.get("step_start_ns")
+    if start is None or len(start) != len(part.table):
         return None
     return np.asarray(start, dtype=np.int64)
 
 
-def _table(parts: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+def _table(parts: list[Part]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Every trainer's rows, in the order they started (one host, one clock) when every part kept its
     step starts, else part after part; `pid` says whose row it is, `step` numbers the merged rows."""
     frames, starts, walls = [], [], []
     for p in parts:
-        t = p["steps"].copy()
-        t.insert(1, "pid", int(p["doc"].get("pid") or 0))
+        t = p.table.copy()
+        t.insert(1, "pid", p.pid or 0)
         frames.append(t)
         s = _start_ns(p)
         starts.append(s)
-        raw = p.get("raw") or {}
-        w = raw.get("step_wall_ns")
+        w = p.raw.get("step_wall_ns")
         walls.append(np.asarray(w, dtype=np.int64) if s is not None and w is not None and len(w) == len(s) else None)
     table = pd.concat(frames, ignore_index=True)
     for flag in ("warmup", "evaluation"):  # a part without the column has no such rows (NaN would read as True)
@@ -71,26 +73,25 @@ def _table(parts: list[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str, np.ndar
     return table, raw
 
 
-def _kernels(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    by: dict[str, dict[str, Any]] = {}
-    for d in docs:
-        for k in d.get("kernels") or []:
-            a = by.setdefault(k["name"], {**k, "count": 0, "total_ms": 0.0})
-            a["count"] += int(k.get("count") or 0)
-            a["total_ms"] += float(k.get("total_ms") or 0.0)
-    for a in by.values():
-        a["mean_us"] = a["total_ms"] * 1e3 / a["count"] if a["count"] else 0.0
-    n = max((len(d.get("kernels") or []) for d in docs), default=0)
-    return sorted(by.values(), key=lambda a: -a["total_ms"])[:n]
+def _kernels(parts: list[Part]) -> list[dict[str, Any]]:
+    """Each kernel's calls and time summed over the trainers, as many as the longest part's list."""
+    by: dict[str, Kernel] = {}
+    for p in parts:
+        for k in p.kernels:
+            a = by.get(k.name) or dataclasses.replace(k, count=0, total_ms=0.0)
+            by[k.name] = dataclasses.replace(a, count=a.count + k.count, total_ms=a.total_ms + k.total_ms)
+    merged = [dataclasses.replace(a, mean_us=a.total_ms * 1e3 / a.count if a.count else 0.0) for a in by.values()]
+    n = max((len(p.kernels) for p in parts), default=0)
+    return [to_doc(a) for a in sorted(merged, key=lambda a: -a.total_ms)[:n]]
 
 
-def _memcpy(docs: list[dict[str, Any]]) -> dict[str, Any]:
+def _memcpy(parts: list[Part]) -> dict[str, Any]:
     by: dict[str, dict[str, float]] = {}
-    for d in docs:
-        for direction, v in ((d.get("memcpy") or {}).get("by_direction") or {}).items():
+    for p in parts:
+        for direction, v in p.memcpy.by_direction.items():
             a = by.setdefault(direction, {"count": 0, "bytes": 0, "ms": 0.0, "pageable_bytes": 0, "pageable_ms": 0.0})
             for key in a:
-                a[key] += v.get(key) or 0
+                a[key] += getattr(v, key) or 0
     return memcpy_document(by) if by else {}
 
 
@@ -108,14 +109,12 @@ def _starvation(table: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _loaders(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _loaders(parts: list[Part]) -> list[dict[str, Any]]:
     """Each trainer made its own DataLoader at the same place: one entry per place, role and dataset,
     with every trainer's batches and loaders made (its settings are the code's, the same in each)."""
     merged: dict[tuple, dict[str, Any]] = {}
-    for d in docs:
-        for ld in d.get("loaders") or []:
-            if not isinstance(ld, dict):
-                continue
+    for p in parts:
+        for ld in p.loaders:
             key = (ld.get("site"), ld.get("role"), ld.get("dataset"))
             if key not in merged:
                 merged[key] = {**ld, "worker_startup_ms": list(ld.get("worker_startup_ms") or [])}
@@ -128,35 +127,29 @@ def _loaders(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
-def _per_process(doc: dict[str, Any]) -> dict[str, Any]:
+def _per_process(p: Part) -> dict[str, Any]:
     return {
-        "pid": doc.get("pid"),
-        "steps": doc.get("steps", 0),
-        "warmup_steps": doc.get("warmup_steps", 0),
-        "step_time_ms": doc["step_time_ms"],
-        "breakdown_ms": doc["breakdown_ms"],
-        "breakdown_fraction": doc["breakdown_fraction"],
-        "exit": (doc.get("exit") or {}).get("reason"),
+        "pid": p.pid,
+        "steps": p.steps,
+        "warmup_steps": p.warmup_steps,
+        "step_time_ms": p.step_time_ms,
+        "breakdown_ms": p.breakdown_ms,
+        "breakdown_fraction": p.breakdown_fraction,
+        "exit": p.exit.reason,
     }
 
 
-def merge_trainers(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.DataFrame, dict[str, np.ndarray]]:
-    """parts: [{"doc", "steps", "raw"}] of the processes that trained, the first one's document the base.
-    Returns (the fields the merged document replaces, the merged steps table, its step starts and walls
-    aligned with its rows, or {} when a part did not keep them). The verdict is left to the caller."""
-    parts = sorted(parts, key=lambda p: p["doc"].get("pid") or 0)
-    docs = [p["doc"] for p in parts]
+def merge_trainers(parts: list[Part]) -> tuple[dict[str, Any], pd.DataFrame, dict[str, np.ndarray]]:
+    """parts: the processes that trained, the first one's (by pid) the base. Returns (the fields the merged
+    document replaces, the merged steps table, its step starts and walls aligned with its rows, or {} when
+    a part did not keep them). The verdict is left to the caller."""
+    parts = sorted(as_parts(parts), key=lambda p: p.pid or 0)
     table, raw = _table(parts)
-    base = docs[0]
+    base = parts[0]
     ns = [f"{c}_ns" for c in ("wall", *LABELS)]
     for c in ns:  # summarize() sums integer ns, as the processes did; the parts' tables keep ms
         table[c] = np.rint(table[c.replace("_ns", "_ms")].to_numpy(dtype=float) * 1e6).astype(np.int64)
-    summary = summarize(
-        table,
-        on_gpu=base.get("device", "cpu") != "cpu",
-        backend=str(base.get("backend", "none")),
-        device=str(base.get("device", "cpu")),
-    )
+    summary = summarize(table, on_gpu=base.device != "cpu", backend=base.backend, device=base.device)
     table = table.drop(columns=ns)
     fields: dict[str, Any] = {k: summary[k] for k in SUMMARY_KEYS if k in summary}
     training = ~table["warmup"].to_numpy(dtype=bool)
@@ -164,31 +157,30 @@ def merge_trainers(parts: list[dict[str, Any]]) -> tuple[dict[str, Any], pd.Data
         training &= ~table["evaluation"].to_numpy(dtype=bool)
     for key, suffix in (("compute_split_ms", "_ms"), ("compute_split_gpu_ms", "_gpu_ms")):
         cols = [ph for ph in ("forward", "backward", "optimizer") if f"{ph}{suffix}" in table]
-        if base.get(key) and training.any():
+        if getattr(base, key) and training.any():
             fields[key] = {ph: float(table.loc[training, f"{ph}{suffix}"].mean()) for ph in cols}
-    if any(d.get("kernels") for d in docs):
-        fields["kernels"] = _kernels(docs)
-    if any(d.get("memcpy") for d in docs):
-        fields["memcpy"] = _memcpy(docs)
-    if any(d.get("loaders") for d in docs):
-        fields["loaders"] = _loaders(docs)
-    if any(d.get("starvation") for d in docs):
+    if any(p.kernels for p in parts):
+        fields["kernels"] = _kernels(parts)
+    if any(p.memcpy != Memcpy() for p in parts):  # as a document saying anything of copies
+        fields["memcpy"] = _memcpy(parts)
+    if any(p.loaders for p in parts):
+        fields["loaders"] = _loaders(parts)
+    if any(p.starvation for p in parts):
         fields["starvation"] = _starvation(table)
-    fields["processes"] = {"training": [_per_process(d) for d in docs]}
+    fields["processes"] = {"training": [_per_process(p) for p in parts]}
     return fields, table, raw
 
 
-def evaluation_apart(evaluating: list[dict[str, Any]], trainers: list[pd.DataFrame]) -> dict[str, Any] | None:
+def evaluation_apart(evaluating: list[Part], trainers: list[pd.DataFrame]) -> dict[str, Any] | None:
     """The passes of processes that only evaluated (their documents' evaluation, else one pass of all their
     rows) as the run's evaluation finding: its share is of the wall time of training, which ran side by side
     in the trainers (the longest trainer's measured steps), and evaluation. None without such a process."""
     passes, total_ms = 0, 0.0
-    for d in evaluating:
-        ev = d.get("evaluation") if isinstance(d.get("evaluation"), dict) else {}
-        ms = ev.get("total_ms")
+    for p in evaluating:
+        ms = p.evaluation.get("total_ms")
         if not isinstance(ms, (int, float)) or ms <= 0:
-            ms = float(d.get("steps", 0) or 0) * float((d.get("step_time_ms") or {}).get("mean") or 0.0)
-        n = ev.get("passes")
+            ms = float(p.steps) * float(p.step_time_ms.get("mean") or 0.0)
+        n = p.evaluation.get("passes")
         passes += n if isinstance(n, int) and n > 0 else 1
         total_ms += float(ms)
     if not passes or total_ms <= 0:
@@ -205,5 +197,5 @@ def evaluation_apart(evaluating: list[dict[str, Any]], trainers: list[pd.DataFra
         "ms_per_pass": total_ms / passes,
         "share_of_wall": total_ms / (total_ms + training_ms),
         "apart": True,
-        "processes": [d.get("pid") for d in evaluating],
+        "processes": [p.pid for p in evaluating],
     }

@@ -17,6 +17,7 @@ import pandas as pd
 
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events
+from perfcore.analysis.process_part import Part, as_parts
 from perfcore.analysis.results import Level, Straggle, Verdict
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
@@ -27,50 +28,47 @@ def _measured(steps: pd.DataFrame) -> pd.DataFrame:
     return steps[~steps["warmup"].astype(bool)].reset_index(drop=True)
 
 
-def _rank_steps(doc: Mapping[str, Any], measured: pd.DataFrame) -> RankSteps:
+def _rank_steps(part: Part, measured: pd.DataFrame) -> RankSteps:
     return RankSteps(
-        host=str(doc.get("host")),
-        rank=doc.get("rank"),
+        host=str(part.host),
+        rank=part.rank,
         wall_ms=measured["wall_ms"].to_numpy(),
         label_ms={lb: measured[f"{lb}_ms"].to_numpy() for lb in LABELS},
     )
 
 
-def merge_ranks(parts: list[dict[str, Any]], node_view: bool = False) -> dict[str, Any]:
-    """parts: [{"doc": run.json of a rank, "steps": its steps table, "raw": its trace arrays}]. Returns the
+def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
+    """parts: the ranks' parts (a rank's run.json, its steps table and trace arrays). Returns the
     fields the merged perfcore.run/1 document adds, as facts (report.words.jobs says them): ranks, stragglers
     (each with its own work against the others' and the label of its excess), waiting (the ranks that
     wait in collectives for them), missing_ranks, world_size; with ranks on more than one host, also
     `clocks` (how each host's clock was put on the job's) and `nodes` (the job per node, the slow node).
     node_view: the parts are one node's of a larger job: no rank is missing from them."""
-    parts = sorted(parts, key=lambda p: p["doc"].get("rank") or 0)
-    world = max([p["doc"].get("world_size") or 0 for p in parts] + [len(parts)])
-    present = [p["doc"].get("rank") for p in parts]
+    parts = sorted(as_parts(parts), key=lambda p: p.rank or 0)
+    world = max([p.world_size or 0 for p in parts] + [len(parts)])
     # Only a distributed job has ranks to miss; processes without a rank (rank None) never do.
-    numbered = [r for r in present if isinstance(r, int)]
+    numbered = [p.rank for p in parts if p.rank is not None]
     # One node's view of a job across machines misses no rank: the job's report says which are missing.
     missing = sorted(set(range(world)) - set(numbered)) if numbered and not node_view else []
-    ranks = []
-    for p in parts:
-        d = p["doc"]
-        ranks.append(
-            {
-                "rank": d.get("rank"),
-                "step_time_ms": d["step_time_ms"],
-                "breakdown_ms": d["breakdown_ms"],
-                "breakdown_fraction": d["breakdown_fraction"],
-                "steps": d["steps"],
-                "exit": (d.get("exit") or {}).get("reason"),
-                "host": d.get("host"),
-            }
-        )
+    ranks = [
+        {
+            "rank": p.rank,
+            "step_time_ms": p.step_time_ms,
+            "breakdown_ms": p.breakdown_ms,
+            "breakdown_fraction": p.breakdown_fraction,
+            "steps": p.steps,
+            "exit": p.exit.reason,
+            "host": p.host,
+        }
+        for p in parts
+    ]
     out: dict[str, Any] = {"world_size": world, "ranks": ranks, "missing_ranks": missing, "stragglers": []}
-    tables = [_measured(p["steps"]) for p in parts]
+    tables = [_measured(p.table) for p in parts]
     k = min((len(t) for t in tables), default=0)
     nodes = None
-    if len({p["doc"].get("host") for p in parts}) > 1:
+    if len({p.host for p in parts}) > 1:
         out["clocks"] = clock_alignment(parts).to_dict()
-        nodes = job_nodes([_rank_steps(p["doc"], t) for p, t in zip(parts, tables)])
+        nodes = job_nodes([_rank_steps(p, t) for p, t in zip(parts, tables)])
         out["nodes"] = nodes.to_dict()
     if len(parts) < 2 or k == 0:
         return out
@@ -83,7 +81,7 @@ def merge_ranks(parts: list[dict[str, Any]], node_view: bool = False) -> dict[st
     ):
         # A whole node slower than the others: its ranks share the excess, none is the slowest on most steps
         # alone; the node's rank with the most own work stands for it.
-        i = next(i for i, p in enumerate(parts) if p["doc"].get("rank") == nodes.slow_node.rank)
+        i = next(i for i, p in enumerate(parts) if p.rank == nodes.slow_node.rank)
         work = (tables[i]["wall_ms"] - tables[i]["comm_ms"]).to_numpy()[:k]
         out["stragglers"].append(
             {
@@ -104,7 +102,7 @@ def merge_ranks(parts: list[dict[str, Any]], node_view: bool = False) -> dict[st
 
 
 def _stragglers(
-    parts: list[dict[str, Any]], tables: list[pd.DataFrame], k: int, label_means: Mapping[str, np.ndarray]
+    parts: list[Part], tables: list[pd.DataFrame], k: int, label_means: Mapping[str, np.ndarray]
 ) -> list[dict[str, Any]]:
     """The ranks whose own work (wall less comm) is the longest on most steps and exceeds the median by 5%
     of it (at least 0.5 ms): each with the label of its excess over the others' median."""
@@ -123,32 +121,32 @@ def _stragglers(
         label = max(diffs, key=diffs.get)
         found.append(
             {
-                "rank": p["doc"].get("rank"),
+                "rank": p.rank,
                 "excess_label": label,
                 "excess_ms": diffs[label],
                 "slowest_share": share_slowest,
                 "work_ms": float(work[i].mean()),
                 "others_work_ms": float(np.median(work[others].mean(axis=1))),
                 "step_ms": float(np.mean(tables[i]["wall_ms"].to_numpy()[:k])),
-                "host": p["doc"].get("host"),
+                "host": p.host,
             }
         )
     return found
 
 
 def _waiting(
-    parts: list[dict[str, Any]],
+    parts: list[Part],
     tables: list[pd.DataFrame],
     k: int,
     label_means: Mapping[str, np.ndarray],
     slow: set[Any],
 ) -> list[dict[str, Any]]:
     """The ranks that spend 0.5 ms a step longer in collectives than the slow ranks do: they wait for them."""
-    slow_idx = [i for i, p in enumerate(parts) if p["doc"].get("rank") in slow]
+    slow_idx = [i for i, p in enumerate(parts) if p.rank in slow]
     slow_comm = max(label_means["comm"][i] for i in slow_idx)
     return [
         {
-            "rank": parts[i]["doc"].get("rank"),
+            "rank": parts[i].rank,
             "comm_ms": float(label_means["comm"][i]),
             "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
             "waits_for": sorted(slow, key=str),
@@ -204,44 +202,41 @@ def judge_straggle(decision: Verdict, s: Straggle | None) -> Verdict:
     return out  # report.words.verdict leads with the straggler before the slow rank's verdict
 
 
-def job_problem(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+def job_problem(parts: list[Part]) -> dict[str, Any] | None:
     """Why these parts cannot be the ranks of one job, or None, as a reason and its figures
     (report.words.jobs.job_problem_words says it): two parts claiming one rank from different runs
     (two jobs' folders merged: rank_claimed_twice, with the two (host, pid)), processes without a rank
     that stepped beside others (no_rank, with up to 3 of them), or ranks that disagree on the job's size
     (world_sizes)."""
+    parts = as_parts(parts)
     seen: dict[int, tuple] = {}
     for p in parts:
-        d = p["doc"]
-        r = d.get("rank")
-        if not isinstance(r, int):
+        if p.rank is None:
             continue
-        who = (d.get("host"), d.get("pid"))
-        if r in seen and seen[r] != who:
-            return {"reason": "rank_claimed_twice", "rank": r, "parts": [list(seen[r]), list(who)]}
-        seen[r] = who
+        who = (p.host, p.pid)
+        if p.rank in seen and seen[p.rank] != who:
+            return {"reason": "rank_claimed_twice", "rank": p.rank, "parts": [list(seen[p.rank]), list(who)]}
+        seen[p.rank] = who
     # A process without a rank is a run of its own (its own subprocesses aside): two of them, or one
     # beside ranks, are separate runs. One that saw no step is no run: a launcher (torchrun's agent on
     # each node) that imported torch to start the ranks.
-    runs = [p for p in parts if p["doc"].get("steps") or p["doc"].get("warmup_steps")]
-    single = [p["doc"] for p in runs if p["doc"].get("rank") is None and p["doc"].get("nested_in") is None]
-    if single and len(runs) - sum(p["doc"].get("nested_in") is not None for p in runs) > 1:
-        who = [[d.get("host"), d.get("pid")] for d in single[:3]]
+    runs = [p for p in parts if p.stepped]
+    single = [p for p in runs if p.rank is None and p.nested_in is None]
+    if single and len(runs) - sum(p.nested_in is not None for p in runs) > 1:
+        who = [[p.host, p.pid] for p in single[:3]]
         return {"reason": "no_rank", "count": len(single), "parts": who}
-    sizes = {p["doc"].get("world_size") for p in parts if p["doc"].get("world_size")}
+    sizes = {p.world_size for p in parts if p.world_size}
     if len(sizes) > 1:
         return {"reason": "world_sizes", "sizes": sorted(sizes)}
     return None
 
 
-def clock_alignment(parts: list[dict[str, Any]]) -> Alignment:
+def clock_alignment(parts: list[Part]) -> Alignment:
     """The hosts' clocks put on the clock of the lowest rank's host (analysis.nodes.align_clocks), from
     the collectives every part kept in its trace arrays (`raw`)."""
-    return align_clocks(
-        [rank_events(p.get("raw") or {}, str(p["doc"].get("host")), p["doc"].get("rank")) for p in parts]
-    )
+    return align_clocks([rank_events(p.raw, str(p.host), p.rank) for p in as_parts(parts)])
 
 
-def clock_offsets(parts: list[dict[str, Any]]) -> dict[str, int]:
+def clock_offsets(parts: list[Part]) -> dict[str, int]:
     """Per host, ns to add to its timestamps to put them on the lowest rank's host's clock. Same host: 0."""
     return clock_alignment(parts).offsets

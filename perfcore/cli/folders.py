@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from perfcore.cli.shared import EXIT_FAILURE, Number, Results, UserPath, results, version
-from perfcore.report.safe_text import clean
+from perfcore.safe_text import clean
 from perfcore.run.parent.folder import check_target
 
 __all__ = ["report_cmd", "compare_cmd", "merge_cmd", "env_cmd"]
@@ -116,7 +116,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     doc = compare_runs(a, b)
     res.echo(clean(render_compare(doc)))
     if html_path is not None:
-        from perfcore.report.html.stages import write_compare_report
+        from perfcore.report.html import write_compare_report
 
         page = write_compare_report(Path(html_path).expanduser(), doc, (run_a, run_b))
         res.echo(f"wrote {page}")

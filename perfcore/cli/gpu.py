@@ -35,7 +35,7 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
     from perfcore._native import require_cuda
 
     require_cuda("perfcore transfer")  # exits 3 with the reason on a machine without a GPU
-    from perfcore.report import jsonio
+    from perfcore import jsonio
     from perfcore.report.plots import plot_transfer
     from perfcore.experiments.transfer import batch_cost, measure, nominal_link_gbps, summarize_curve
 
@@ -84,7 +84,7 @@ def graph_cmd(res: Results, workload, steps) -> None:
 
     require_cuda("perfcore graph")
     from perfcore.experiments.graph_experiment import graph_experiment
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     from perfcore.workloads import load_workload
 

@@ -11,7 +11,7 @@ from collections.abc import MutableMapping
 import click
 
 from perfcore.errors import PerfcoreError
-from perfcore.report.safe_text import clean
+from perfcore.safe_text import clean
 
 __all__ = [
     "PerfcoreGroup",

@@ -118,7 +118,7 @@ def run_cmd(res: Results, settings, explain, command) -> None:
         list(command), settings, out=out, quiet=res.quiet, stdout_to_stderr=res.json_path == "-"
     )
     # after the run: numpy and pandas load while the script runs
-    from perfcore.report.safe_text import clean
+    from perfcore.safe_text import clean
     from perfcore.report.terminal import render_brief, render_text
 
     # On stderr, as `time` reports: the script's own stdout stays whole (perfcore run -- ... > out.txt).
@@ -140,7 +140,7 @@ def monitor_cmd(res: Results, interval, command) -> None:
     COMMAND, after --, is any program (python train.py ARGS, torchrun ...), run as it is. Writes
     monitor.csv and monitor.png into its folder (--out); exits with the program's exit code.
     """
-    from perfcore.report import jsonio
+    from perfcore import jsonio
     from perfcore.run.parent.command import check_command
     from perfcore.run.parent.launch import child_env, run_child
     from perfcore.capture.sampler import Sampler

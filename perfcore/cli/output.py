@@ -13,7 +13,7 @@ import click
 
 from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
-from perfcore.report.safe_text import clean
+from perfcore.safe_text import clean
 
 __all__ = ["Results", "results", "folder_report", "check_writable", "write_json", "Progress", "wrote_line"]
 
@@ -128,7 +128,7 @@ def check_writable(path: str | None) -> None:
 def write_json(doc: dict, path: str | None) -> None:
     if not path:
         return
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     if path == "-":
         click.echo(jsonio.dumps(doc), nl=False)

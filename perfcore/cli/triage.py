@@ -28,7 +28,7 @@ from perfcore.cli.shared import (
     with_targets,
 )
 from perfcore.experiments.measurement import SETTINGS
-from perfcore.report.safe_text import clean
+from perfcore.safe_text import clean
 
 __all__ = ["health_cmd", "diagnose_cmd", "sweep_cmd", "demo_cmd"]
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from perfcore.analysis.command_results import DemoResult, DemoWorkload
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.report.markdown import demo_markdown
 
 __all__ = ["run_demo"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from perfcore.errors import UsageError
-from perfcore.report import jsonio
+from perfcore import jsonio
 
 __all__ = ["Target", "parse_target", "is_workload_spec", "health_stage", "diagnose_stage", "sweep_stage", "SCRIPT_GRID"]
 

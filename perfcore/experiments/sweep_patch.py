@@ -173,7 +173,7 @@ def sweep_patch(
     failed = _try(cmd, real, p, settings, Path(out))
     if failed:
         return {"status": "not_possible", "reason": "failed_try", "error": failed}
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     jsonio.write_text(out / PATCH_NAME, p.diff)
     return {

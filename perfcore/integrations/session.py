@@ -105,7 +105,7 @@ class Session:
 
     def write(self, out: Path) -> Path:
         """run.json, steps.csv and report.html of the trained run into `out` (made if missing)."""
-        from perfcore.report import jsonio
+        from perfcore import jsonio
         from perfcore.report.html import write_report
 
         out.mkdir(parents=True, exist_ok=True)

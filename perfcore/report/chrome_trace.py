@@ -20,6 +20,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from perfcore.analysis.process_part import Part
+
 __all__ = ["build_trace", "write_trace", "line_events", "MAX_EVENTS", "MAX_STEP_EVENTS", "MAX_LINE_EVENTS"]
 
 MAX_EVENTS = 400_000  # interval events in one trace, all processes together
@@ -223,19 +225,19 @@ def line_events(
 
 
 def build_trace(
-    parts: list[dict[str, Any]], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
+    parts: list[Part], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
 ) -> dict[str, Any]:
-    """parts: one dict per process: {"label", "pid", "raw" (trace.npz arrays), "steps" (DataFrame)}."""
+    """parts: one per process (its label, host, trace.npz arrays as `raw` and steps table)."""
     about: list[dict] = []
     events = [e for chunk in _events(parts, max_events, max_step_events, about) for e in chunk]
     return {"traceEvents": events, **_after_events(parts, about)}
 
 
-def _t0(parts: list[dict[str, Any]]) -> int:
-    return min((int(p["raw"]["step_start_ns"][0]) for p in parts if len(p["raw"]["step_start_ns"])), default=0)
+def _t0(parts: list[Part]) -> int:
+    return min((int(p.raw["step_start_ns"][0]) for p in parts if len(p.raw["step_start_ns"])), default=0)
 
 
-def _after_events(parts: list[dict[str, Any]], about: list[dict]) -> dict[str, Any]:
+def _after_events(parts: list[Part], about: list[dict]) -> dict[str, Any]:
     # windowed: some step of some process has no intervals in the trace (its step event is there).
     return {
         "displayTimeUnit": "ms",
@@ -249,36 +251,34 @@ def _after_events(parts: list[dict[str, Any]], about: list[dict]) -> dict[str, A
     }
 
 
-def _events(
-    parts: list[dict[str, Any]], max_events: int, max_step_events: int, about: list[dict]
-) -> Iterator[list[dict]]:
+def _events(parts: list[Part], max_events: int, max_step_events: int, about: list[dict]) -> Iterator[list[dict]]:
     """The trace's events a list at a time (each process's tracks, its intervals in lists of at most
     _WRITE_EVENTS), appending each process's description to `about`: a writer holds one list."""
     t0 = _t0(parts)
     budget = max(1, max_events // max(1, len(parts)))
     # A job across machines: each process named with its node too.
-    hosts = {p.get("doc", {}).get("host") for p in parts}
+    hosts = {p.host for p in parts}
     # Many ranks share the steps tracks' events as they share the intervals' (never under a bin per
     # STEP_EVENTS_FLOOR steps' worth).
     per_process = min(max_step_events, max(STEP_EVENTS_FLOOR, MAX_JOB_STEP_EVENTS // max(1, len(parts))))
     for i, p in enumerate(parts):
-        raw, pid, gpu_pid = p["raw"], 2 * i + 1, 2 * i + 2
-        name = f"{p['label']} ({p['doc'].get('host')})" if len(hosts) > 1 else p["label"]
+        raw, pid, gpu_pid = p.raw, 2 * i + 1, 2 * i + 2
+        name = f"{p.label} ({p.host})" if len(hosts) > 1 else p.label
         yield [
             {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"{name} host"}},
             {"name": "process_name", "ph": "M", "pid": gpu_pid, "args": {"name": f"{name} GPU"}},
         ]
         # Views where the arrays are int64 already: a copy of every step's start and wall is 16 B a step.
         s0, wall = np.asarray(raw["step_start_ns"], np.int64), np.asarray(raw["step_wall_ns"], np.int64)
-        n = min(len(s0), len(p["steps"]))
+        n = min(len(s0), len(p.table))
         s0, wall = s0[:n], wall[:n]
         masks, kept, why = _choose(raw, s0, wall, budget)
-        track, track_text = _step_events(p["steps"], s0, wall, pid, t0, kept, per_process)
+        track, track_text = _step_events(p.table, s0, wall, pid, t0, kept, per_process)
         yield track
         del track
         about.append(
             {
-                "label": p["label"],
+                "label": p.label,
                 "steps": int(n),
                 "step_track": track_text,
                 "steps_with_intervals": _ranges(kept),
@@ -286,7 +286,7 @@ def _events(
                 "why": why or "every step's intervals are in the trace",
             }
         )
-        numbers = p["steps"]["step"].to_numpy()[:n] if "step" in p["steps"] else np.arange(n)
+        numbers = p.table["step"].to_numpy()[:n] if "step" in p.table else np.arange(n)
         lines = line_events(raw, s0, wall, kept, numbers, pid, t0)
         about[-1]["line_samples"] = sum(1 for x in lines if x["ph"] == "i")
         yield lines
@@ -360,12 +360,12 @@ def _chunks(events: Iterator[dict]) -> Iterator[list[dict]]:
 
 
 def write_trace(
-    path: Path, parts: list[dict[str, Any]], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
+    path: Path, parts: list[Part], max_events: int = MAX_EVENTS, max_step_events: int = MAX_STEP_EVENTS
 ) -> dict[str, Any]:
     """trace.json: the bytes json.dumps(build_trace(...)) would make, written a list of events at a
     time: the whole trace (its events as objects, its text, the text's bytes) was the largest thing
     finishing held at 300k steps. Returns the trace's otherData."""
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     about: list[dict] = []
     sep = (",", ":")

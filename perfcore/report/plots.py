@@ -85,7 +85,7 @@ def _title(ax, text: str, width: int = 110) -> None:
 
 def _save(fig, path) -> None:
     """Atomically (temporary file, then rename): a reader never sees half a PNG."""
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     with jsonio.atomic_path(Path(path)) as tmp:
         fig.savefig(tmp)

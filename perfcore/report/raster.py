@@ -125,7 +125,7 @@ class Figure:
 
     def save(self, path: Path) -> None:
         """Atomically (temporary file, then rename): a reader never sees half a PNG."""
-        from perfcore.report import jsonio
+        from perfcore import jsonio
 
         small = self.image.reduce(SCALE)  # a box average of each 2x2: ~10x cheaper than a Lanczos resize
         with jsonio.atomic_path(Path(path)) as tmp:

@@ -14,7 +14,7 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.codec import BadDocument
 from perfcore.analysis.migrate import CURRENT, migrate
 from perfcore.errors import BadResultFile
-from perfcore.report.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
+from perfcore.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
 from perfcore.untrusted import Refused, open_regular, read_file
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import numpy as np
 
 from perfcore.analysis.labels import LABELS
 from perfcore.recording.own_work import beside_steps
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.run.lines import label_spans, lines_document, sampler_share, trace_arrays
 from perfcore.run.split_facts import compute_document
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ

@@ -40,6 +40,11 @@ class Data(Dataset):
         return torch.randn(64, generator=g), i % 4
 
 
+def mark(what, rank, folder):
+    if folder:
+        open(os.path.join(folder, f"{what}{rank}"), "w").close()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=30)
@@ -51,6 +56,7 @@ def main():
     p.add_argument("--crash-rank", type=int, default=-1)
     p.add_argument("--crash-at", type=int, default=10)
     p.add_argument("--hard", action="store_true", help="die by SIGKILL (as the OOM killer does): no cleanup at all")
+    p.add_argument("--marks", help="a folder where each rank leaves start<N> as it enters its training loop, end<N> as it leaves it")
     args = p.parse_args()
     if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:
         # Under srun (no torchrun), as Slurm scripts do: torch's env:// reads RANK and WORLD_SIZE.
@@ -65,6 +71,7 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     ds = Data(args.steps * args.batch * dist.get_world_size(), args.delay if rank == args.slow_rank and not slow else 0.0)
     loader = DataLoader(ds, batch_size=args.batch, sampler=DistributedSampler(ds, shuffle=False))
+    mark("start", rank, args.marks)
     for step, (x, y) in enumerate(loader):
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
@@ -74,6 +81,7 @@ def main():
             if args.hard:
                 os.kill(os.getpid(), 9)
             raise RuntimeError(f"rank {rank} crashed on purpose")
+    mark("end", rank, args.marks)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -2,38 +2,25 @@
 inlined chart library), the verdict card (a headline, the verdict's name and what its time is, with at
 most two short lines: why it is uncertain, diagnose's check of it, what would settle a borderline one;
 the long words are words.verdict's), tiles, the breakdown bar and table, ranked causes, warnings and plain
-tables. html.run (run pages) and html.stages (experiment pages) compose them."""
+tables. html.run (run pages) and html itself (experiment pages) compose them."""
 
 from __future__ import annotations
 
 import html
 import itertools
 import time
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from perfcore.analysis.attribution import LABELS
-from perfcore.analysis.findings import Finding
 from perfcore.analysis.results import Level, Verdict
-from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.run_report import RunReport
-from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
-from perfcore.analysis.verdict import WARN_SHARE, report_evidence, steady_ms
+from perfcore.analysis.units import fmt_ms
+from perfcore.analysis.verdict import report_evidence, steady_ms
 from perfcore.report.charts import COLORS, assets, to_json
-from perfcore.report.safe_text import clean
-from perfcore.report.words import WHAT, fit, interference_detail, interference_sentence, level_word
-from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
-from perfcore.report.words.jobs import missing_sentence
-from perfcore.report.words.runs import crashed_early, exit_words, notes_of
-from perfcore.report.words.verdict import (
-    NO_STEPS,
-    cause_words,
-    plain_words,
-    straggler_head,
-    summary_words,
-    undecided_words,
-    verdict_name,
-)
+from perfcore.safe_text import clean
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "esc",
@@ -43,18 +30,14 @@ __all__ = [
     "page",
     "level_of",
     "verdict_card",
-    "run_card",
     "tiles",
     "samples_per_s",
     "stack_bar",
+    "breakdown_svg",
     "breakdown_table",
     "table_of_labels",
-    "causes_list",
-    "advice_item",
-    "warnings_of",
     "table",
     "pct",
-    "card_lines",
     "links",
 ]
 
@@ -153,22 +136,13 @@ def level_of(v: Verdict) -> str:
     return "healthy" if v.healthy or v.level is Level.HEALTHY else ""
 
 
-def verdict_card(
-    v: Verdict, sentence: str | None = None, dom_id: str | None = "verdict", *, crash: list[str] = (), none: str = ""
-) -> str:
+def verdict_card(v: Verdict, said: tuple[str, list[str], str], dom_id: str | None = "verdict") -> str:
     """The verdict: a headline (the cause and its level), at most two short lines (uncertain, borderline),
     the numbers that size it (avoidable ms per step, its share, the expected gain) and a "why" panel with
-    the long words (`sentence`, default the verdict's own). A verdict not yet decided (a stage that
-    measures only) shows its sentence, else `none`, as the headline. crash: the lines a run that failed
-    early leads with (its figures are partial: said first)."""
+    the long words; `said` is the card's words (words.verdict.card_words), laid out here."""
     causes = v.named
     level = level_of(v)
-    why = sentence if sentence is not None else (summary_words(v) if v.decided else "")
-    if v.decided:
-        head, short = card_lines(v)
-        short = [crash[0], *short][:2] if crash else short
-    else:
-        head, short, why = str(why or none or "no verdict"), [], ""
+    head, short, why = said
     big = []
     if causes:
         c = causes[0]
@@ -195,11 +169,6 @@ def verdict_card(
         + (f"<details class='why'><summary>why</summary><p>{esc(why)}</p></details>" if why and why != head else "")
         + "</div>"
     )
-
-
-def run_card(r: RunReport, dom_id: str | None = "verdict") -> str:
-    """A run's verdict card: a run that failed early leads with its end; one with no step says why."""
-    return verdict_card(r.verdict, dom_id=dom_id, crash=crashed_early(r), none=undecided_words(r))
 
 
 def tiles(items: Iterable[tuple[str, Any]]) -> str:
@@ -244,6 +213,59 @@ def stack_bar(breakdown_ms: dict[str, float]) -> str:
     return f"<div class='stackbar'>{segs}</div><div class='legend'>{legend}</div>"
 
 
+def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins: int = 120) -> str:
+    """The binned breakdown as a static SVG: what viewers that run no script show (GitHub's notebook
+    view); the chart script replaces it. Fixed size whatever the run length."""
+    from perfcore.analysis.bins import bin_steps
+
+    b = bin_steps(steps, bins)
+    if not len(b):
+        return ""
+    left, bottom_pad, top_pad = 56, 22, 8
+    w, h = width - left - 8, height - bottom_pad - top_pad
+    total = b[[f"{lb}_ms" for lb in LABELS]].sum(axis=1).to_numpy()
+    top = float(total.max()) * 1.15 or 1.0
+    first, last = float(b["first_step"].iloc[0]), float(b["last_step"].iloc[-1]) + 1
+    span = max(last - first, 1.0)
+    X = lambda s: left + (s - first) / span * w  # noqa: E731
+    Y = lambda v: top_pad + h - min(v, top) / top * h  # noqa: E731
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='100%' viewBox='0 0 {width} {height}' role='img' "
+        "aria-label='step time breakdown over the run'>"
+    ]
+    if b["warmup"].any():
+        end = float(b.loc[b["warmup"], "last_step"].max()) + 1
+        parts.append(
+            f"<rect x='{X(first):.1f}' y='{top_pad}' width='{X(end) - X(first):.1f}' height='{h}' "
+            "fill='#555' fill-opacity='0.12'/>"
+        )
+    x0 = b["first_step"].to_numpy(dtype=float)
+    x1 = b["last_step"].to_numpy(dtype=float) + 1
+    base = [0.0] * len(b)
+    for lb in LABELS:
+        vals = b[f"{lb}_ms"].to_numpy()
+        for i in range(len(b)):  # at most `bins` bars per label: a fixed cost
+            v = float(vals[i])
+            if v > 0:
+                yt, yb = Y(base[i] + v), Y(base[i])
+                parts.append(
+                    f"<rect x='{X(x0[i]):.1f}' y='{yt:.1f}' width='{max(X(x1[i]) - X(x0[i]), 0.6):.1f}' "
+                    f"height='{max(yb - yt, 0):.1f}' fill='{COLORS[lb]}'/>"
+                )
+            base[i] += v
+    for frac in (0, 0.5, 1):
+        y = Y(top * frac)
+        parts.append(
+            f"<line x1='{left}' x2='{left + w}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ccc' stroke-width='0.5'/>"
+            f"<text x='{left - 4}' y='{y + 4:.1f}' font-size='11' text-anchor='end'>{esc(dur(top * frac))}</text>"
+        )
+    parts.append(
+        f"<text x='{left}' y='{height - 6}' font-size='11'>step {int(first)}</text>"
+        f"<text x='{left + w}' y='{height - 6}' font-size='11' text-anchor='end'>step {int(last) - 1}</text></svg>"
+    )
+    return "".join(parts)
+
+
 def breakdown_table(r: RunReport) -> str:
     """The five labels of the steady step: the terminal's table and the verdict's figures (the plain means
     over every step are in run.json's breakdown_ms and the "mean step" tile)."""
@@ -273,81 +295,6 @@ def table_of_labels(ms: dict[str, float], step: float) -> str:
     )
 
 
-def causes_list(v: Verdict, findings: tuple[Finding, ...], plan: LoaderPlan | None = None) -> str:
-    """The ranked causes, each with the advice keyed to it, its evidence and the command that tests it;
-    then the advice that is about no single label (start-up, memory, ...)."""
-    used: set[int] = set()
-    items = []
-    for i, c in enumerate(v.named, 1):
-        mine = [(j, f) for j, f in enumerate(findings) if f.cause == c.label]
-        used.update(j for j, _ in mine)
-        what, evidence = cause_words(v, c)
-        # An advice's evidence that is its cause's, word for word, is said once, on the cause.
-        advice = "".join(advice_item(f, plan, said=evidence) for _, f in mine)
-        gain = f" · up to {float(c.gain.speedup):.2f}× faster" if c.gain.speedup else ""
-        items.append(
-            f"<li class='cause' style='border-left-color:{COLORS.get(c.label, '#888')}'>"
-            f"<div class='head'>{i}. {esc(c.bound)}: {esc(what)} — "
-            f"{dur(c.ms_per_step)}/step ({100 * float(c.share or 0):.0f}%, {esc(level_word(c.level))})"
-            f"{gain}</div><div class='ev'>evidence: {esc(evidence)}</div>{advice}</li>"
-        )
-    rest = [f for j, f in enumerate(findings) if j not in used]
-    if rest:
-        title = "Also" if items else "Advice"
-        items.append(
-            f"<li class='cause' style='border-left-color:#888'><div class='head'>{title}</div>"
-            + "".join(advice_item(f, plan) for f in rest)
-            + "</li>"
-        )
-    return f"<ul class='causes'>{''.join(items)}</ul>" if items else ""
-
-
-def advice_item(f: Finding, plan: LoaderPlan | None = None, said: str = "") -> str:
-    test = f"<div class='try'>test it: <code>{esc(test_of(f))}</code></div>" if test_of(f) else ""
-    because = evidence_of(f, plan)
-    ev = f"<div class='ev'>evidence: {esc(because)}</div>" if because and because != said else ""
-    return f"<div style='margin-top:4px'>→ {esc(text_of(f, plan))}{ev}{test}</div>"
-
-
-def warnings_of(r: RunReport) -> list[str]:
-    """What a reader must know before trusting the numbers: lost records, overhead, clocks, partial runs."""
-    out: list[str] = []
-    intf = r.interference or r.verdict.interference
-    if intf is not None and intf.material:  # what inflated the steps, before anything else
-        out.append(f"{interference_sentence(intf)} ({interference_detail(intf)})")
-    cap = r.capture
-    dropped = (cap.count("dropped") or cap.count("dropped_records")) if cap is not None else 0
-    if dropped:
-        out.append(f"{dropped} CUPTI record(s) were dropped: kernel and copy time is undercounted")
-    o = r.overhead
-    if o is not None and o.material:  # decided with the overhead: above what a rerun of the script moves its step by
-        line = overhead_short(o)
-        if o.hooks == "not included":
-            line += "; the zero-code hooks add more (bench/bench_run_overhead.py measures them)"
-        out.append(line)
-    offsets = r.clock_offsets_ns
-    if any(offsets.values()):
-        out.append(
-            "hosts' clocks were aligned by offsets " + ", ".join(f"{k}: {v / 1e6:+.3f} ms" for k, v in offsets.items())
-        )
-    if cap is not None and cap.count("clock_drift_ns"):
-        out.append(f"GPU/host clock drift during the run: {cap.count('clock_drift_ns') / 1e3:.1f} us")
-    ex = r.exit
-    if ex is not None and ex.reason and ex.reason not in ("finished", "steps reached"):
-        out.append(f"partial results: the script {exit_words(r)}")
-    if r.checkpoint is not None:
-        steps = r.checkpoint.steps if r.checkpoint.steps is not None else "?"
-        out.append(f"these results are the last checkpoint ({steps} steps): the script did not finish writing its own")
-    if missing_sentence(r):
-        out.append(missing_sentence(r))
-    if r.memory is not None and r.memory.probable_leak:
-        out.append(f"memory grows {(r.memory.growth_bytes_per_step or 0) / 2**20:.2f} MiB per step: probable leak")
-    if r.skipped_boundaries:
-        out.append(f"{r.skipped_boundaries} step boundaries were skipped")
-    out += notes_of(r)
-    return out
-
-
 def table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset()) -> str:
     th = "".join(f"<th class='n'>{esc(h)}</th>" if i in numeric else f"<th>{esc(h)}</th>" for i, h in enumerate(head))
     body = "".join(
@@ -357,46 +304,6 @@ def table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset(
         for r in rows
     )
     return f"<table><tr>{th}</tr>{body}</table>"
-
-
-def card_lines(t: Verdict) -> tuple[str, list[str]]:
-    """The HTML verdict card's words: a headline (the bound, its level, what the time is; the card's
-    tiles give its ms, share and gain) and at most two short lines (why the verdict is uncertain,
-    diagnose's check of it, what would settle a borderline one); summary_words goes in its "why" panel."""
-    if not t.decided:
-        return NO_STEPS, []
-    top = next((c for c in t.named if c.label == t.primary), None)
-    if t.level is Level.HEALTHY:
-        head = f"{verdict_name(t)}: nothing outside compute reaches {100 * WARN_SHARE:.0f}% of the step"
-    elif t.straggler is not None and t.bound == "straggler":
-        head = fit(*straggler_head(t))  # the card says why it is uncertain below
-    elif top is not None:
-        head = f"{verdict_name(t)}: {WHAT[top.label]}"
-    else:
-        return plain_words(t).split("; ")[0], []
-    lines = []
-    if t.uncertain:
-        lines.append("uncertain: other processes used the machine during the run (see Warnings)")
-    check = next((c for c in t.checks if c.status is not None), None)
-    if check is not None and check.measured_speedup is not None:  # diagnose's test of the verdict
-        lines.append(
-            f"checked: {check.name} measured {fmt_x(check.measured_speedup)}"
-            + (f" against {fmt_x(check.predicted_speedup)} predicted" if check.predicted_speedup else "")
-            + f": {check.status.value}"
-        )
-    if top is not None and top.share_band is not None and (t.level is Level.BORDERLINE or top.borderline_tier):
-        tier = top.borderline_tier or WARN_SHARE
-        more = steps_to_settle(t.steps, top.share, top.share_band, tier) if t.steps else None
-        lines.append(
-            f"near the {100 * tier:.0f}% line: its {100 * LEVEL:.0f}% interval "
-            f"{fmt_band(top.share_band[0], top.share_band[1], fmt_share)}; "
-            + (
-                f"--steps {more} or a quieter machine would settle it"
-                if more and more > t.steps
-                else "more steps would settle it"
-            )
-        )
-    return head, lines[:2]
 
 
 def links(files: Iterable[str]) -> str:

@@ -3,7 +3,7 @@
 to anywhere. Its sections: the verdict and breakdown, "On the GPU" (top kernels and their categories,
 copies by direction, pageable bytes apart, power and temperature per step, the capture's own statistics),
 the user's lines that held each label's time and the loader's starvation in numbers (run.json's "lines"
-and "starvation", escaped for the page), ranks, nodes and processes. The experiment pages (html.stages)
+and "starvation", escaped for the page), ranks, nodes and processes. The experiment pages (html)
 build on its sections."""
 
 from __future__ import annotations
@@ -14,45 +14,53 @@ from typing import Any
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.findings import Finding
 from perfcore.analysis.lines import LabelLines, SiteCalls, enough_samples
 from perfcore.analysis.nodes import NodeState
+from perfcore.analysis.results import Verdict
+from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.run_report import RunReport
 from perfcore.report.charts import COLORS, run_charts, stackbars
 from perfcore.report.html.parts import (
     Body,
+    breakdown_svg,
     breakdown_table,
-    causes_list,
     dur,
     esc,
     links,
     num,
     page,
     pct,
-    run_card,
     samples_per_s,
     stack_bar,
     steady_breakdown,
     table,
     tiles,
-    warnings_of,
+    verdict_card,
 )
+from perfcore.report.words import interference_detail, interference_sentence, level_word
+from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
 from perfcore.report.words.findings import memory_sentence, plan_sentence, step_source_text
 from perfcore.report.words.jobs import (
     clock_sentence,
+    missing_sentence,
     node_sentences,
     ranks_phrase,
     straggler_sentence,
     trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.words.runs import outcome_sentence
+from perfcore.report.words.runs import crashed_early, exit_words, notes_of, outcome_sentence
+from perfcore.report.words.verdict import card_words, cause_words, undecided_words
 from perfcore.report.words.verdict import headline as verdict_headline
-from perfcore.report.words.verdict import undecided_words
 
 __all__ = [
     "render_html",
     "render_report",
-    "breakdown_svg",
+    "run_card",
+    "causes_list",
+    "advice_item",
+    "warnings_of",
     "run_sections",
     "gpu_section",
     "lines_section",
@@ -224,6 +232,86 @@ def _environment(r: RunReport) -> str:
     return f"<table>{rows}</table>"
 
 
+def run_card(r: RunReport, dom_id: str | None = "verdict") -> str:
+    """A run's verdict card: a run that failed early leads with its end; one with no step says why."""
+    return verdict_card(r.verdict, card_words(r.verdict, crash=crashed_early(r), none=undecided_words(r)), dom_id)
+
+
+def causes_list(v: Verdict, findings: tuple[Finding, ...], plan: LoaderPlan | None = None) -> str:
+    """The ranked causes, each with the advice keyed to it, its evidence and the command that tests it;
+    then the advice that is about no single label (start-up, memory, ...)."""
+    used: set[int] = set()
+    items = []
+    for i, c in enumerate(v.named, 1):
+        mine = [(j, f) for j, f in enumerate(findings) if f.cause == c.label]
+        used.update(j for j, _ in mine)
+        what, evidence = cause_words(v, c)
+        # An advice's evidence that is its cause's, word for word, is said once, on the cause.
+        advice = "".join(advice_item(f, plan, said=evidence) for _, f in mine)
+        gain = f" · up to {float(c.gain.speedup):.2f}× faster" if c.gain.speedup else ""
+        items.append(
+            f"<li class='cause' style='border-left-color:{COLORS.get(c.label, '#888')}'>"
+            f"<div class='head'>{i}. {esc(c.bound)}: {esc(what)} — "
+            f"{dur(c.ms_per_step)}/step ({100 * float(c.share or 0):.0f}%, {esc(level_word(c.level))})"
+            f"{gain}</div><div class='ev'>evidence: {esc(evidence)}</div>{advice}</li>"
+        )
+    rest = [f for j, f in enumerate(findings) if j not in used]
+    if rest:
+        title = "Also" if items else "Advice"
+        items.append(
+            f"<li class='cause' style='border-left-color:#888'><div class='head'>{title}</div>"
+            + "".join(advice_item(f, plan) for f in rest)
+            + "</li>"
+        )
+    return f"<ul class='causes'>{''.join(items)}</ul>" if items else ""
+
+
+def advice_item(f: Finding, plan: LoaderPlan | None = None, said: str = "") -> str:
+    test = f"<div class='try'>test it: <code>{esc(test_of(f))}</code></div>" if test_of(f) else ""
+    because = evidence_of(f, plan)
+    ev = f"<div class='ev'>evidence: {esc(because)}</div>" if because and because != said else ""
+    return f"<div style='margin-top:4px'>→ {esc(text_of(f, plan))}{ev}{test}</div>"
+
+
+def warnings_of(r: RunReport) -> list[str]:
+    """What a reader must know before trusting the numbers: lost records, overhead, clocks, partial runs."""
+    out: list[str] = []
+    intf = r.interference or r.verdict.interference
+    if intf is not None and intf.material:  # what inflated the steps, before anything else
+        out.append(f"{interference_sentence(intf)} ({interference_detail(intf)})")
+    cap = r.capture
+    dropped = (cap.count("dropped") or cap.count("dropped_records")) if cap is not None else 0
+    if dropped:
+        out.append(f"{dropped} CUPTI record(s) were dropped: kernel and copy time is undercounted")
+    o = r.overhead
+    if o is not None and o.material:  # decided with the overhead: above what a rerun of the script moves its step by
+        line = overhead_short(o)
+        if o.hooks == "not included":
+            line += "; the zero-code hooks add more (bench/bench_run_overhead.py measures them)"
+        out.append(line)
+    offsets = r.clock_offsets_ns
+    if any(offsets.values()):
+        out.append(
+            "hosts' clocks were aligned by offsets " + ", ".join(f"{k}: {v / 1e6:+.3f} ms" for k, v in offsets.items())
+        )
+    if cap is not None and cap.count("clock_drift_ns"):
+        out.append(f"GPU/host clock drift during the run: {cap.count('clock_drift_ns') / 1e3:.1f} us")
+    ex = r.exit
+    if ex is not None and ex.reason and ex.reason not in ("finished", "steps reached"):
+        out.append(f"partial results: the script {exit_words(r)}")
+    if r.checkpoint is not None:
+        steps = r.checkpoint.steps if r.checkpoint.steps is not None else "?"
+        out.append(f"these results are the last checkpoint ({steps} steps): the script did not finish writing its own")
+    if missing_sentence(r):
+        out.append(missing_sentence(r))
+    if r.memory is not None and r.memory.probable_leak:
+        out.append(f"memory grows {(r.memory.growth_bytes_per_step or 0) / 2**20:.2f} MiB per step: probable leak")
+    if r.skipped_boundaries:
+        out.append(f"{r.skipped_boundaries} step boundaries were skipped")
+    out += notes_of(r)
+    return out
+
+
 def run_sections(
     r: RunReport, steps: pd.DataFrame | None, body: Body, dom_id: str | None = "verdict", card: bool = True
 ) -> None:
@@ -304,59 +392,6 @@ def render_report(r: RunReport, steps: pd.DataFrame | None = None, folder: Path 
         body.add(f"<h2>Files</h2><p>{links(files)}</p>")
     title = verdict_headline(r.verdict) if r.verdict.decided else undecided_words(r)
     return page(f"perfcore: {title}", body)
-
-
-def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins: int = 120) -> str:
-    """The binned breakdown as a static SVG: what viewers that run no script show (GitHub's notebook
-    view); the chart script replaces it. Fixed size whatever the run length."""
-    from perfcore.analysis.bins import bin_steps
-
-    b = bin_steps(steps, bins)
-    if not len(b):
-        return ""
-    left, bottom_pad, top_pad = 56, 22, 8
-    w, h = width - left - 8, height - bottom_pad - top_pad
-    total = b[[f"{lb}_ms" for lb in LABELS]].sum(axis=1).to_numpy()
-    top = float(total.max()) * 1.15 or 1.0
-    first, last = float(b["first_step"].iloc[0]), float(b["last_step"].iloc[-1]) + 1
-    span = max(last - first, 1.0)
-    X = lambda s: left + (s - first) / span * w  # noqa: E731
-    Y = lambda v: top_pad + h - min(v, top) / top * h  # noqa: E731
-    parts = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='100%' viewBox='0 0 {width} {height}' role='img' "
-        "aria-label='step time breakdown over the run'>"
-    ]
-    if b["warmup"].any():
-        end = float(b.loc[b["warmup"], "last_step"].max()) + 1
-        parts.append(
-            f"<rect x='{X(first):.1f}' y='{top_pad}' width='{X(end) - X(first):.1f}' height='{h}' "
-            "fill='#555' fill-opacity='0.12'/>"
-        )
-    x0 = b["first_step"].to_numpy(dtype=float)
-    x1 = b["last_step"].to_numpy(dtype=float) + 1
-    base = [0.0] * len(b)
-    for lb in LABELS:
-        vals = b[f"{lb}_ms"].to_numpy()
-        for i in range(len(b)):  # at most `bins` bars per label: a fixed cost
-            v = float(vals[i])
-            if v > 0:
-                yt, yb = Y(base[i] + v), Y(base[i])
-                parts.append(
-                    f"<rect x='{X(x0[i]):.1f}' y='{yt:.1f}' width='{max(X(x1[i]) - X(x0[i]), 0.6):.1f}' "
-                    f"height='{max(yb - yt, 0):.1f}' fill='{COLORS[lb]}'/>"
-                )
-            base[i] += v
-    for frac in (0, 0.5, 1):
-        y = Y(top * frac)
-        parts.append(
-            f"<line x1='{left}' x2='{left + w}' y1='{y:.1f}' y2='{y:.1f}' stroke='#ccc' stroke-width='0.5'/>"
-            f"<text x='{left - 4}' y='{y + 4:.1f}' font-size='11' text-anchor='end'>{esc(dur(top * frac))}</text>"
-        )
-    parts.append(
-        f"<text x='{left}' y='{height - 6}' font-size='11'>step {int(first)}</text>"
-        f"<text x='{left + w}' y='{height - 6}' font-size='11' text-anchor='end'>step {int(last) - 1}</text></svg>"
-    )
-    return "".join(parts)
 
 
 def gpu_section(r: RunReport) -> str:

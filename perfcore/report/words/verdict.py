@@ -1,5 +1,6 @@
 """The verdict in words, from the facts analysis.verdict decides (results.Verdict): the short line for the
-terminal (verdict_short), the headline and two short lines of the HTML card, and the long sentence for
+terminal (verdict_short), the HTML card's headline and two short lines (card_lines; card_words adds the "why"
+panel's sentence and a crashed run's first line), and the long sentence for
 --explain and the HTML "why" panel (plain_words; summary_words puts what inflated the steps first).
 With it, the two results said as verdicts are: compare's (what changed between two runs, each word
 chosen from the status beside its number) and health's (the verdict's summary, then the seed method's
@@ -42,6 +43,8 @@ __all__ = [
     "straggler_lead",
     "cause_words",
     "straggler_head",
+    "card_lines",
+    "card_words",
     "NO_STEPS",
     "change_sentence",
     "step_words",
@@ -284,6 +287,60 @@ def straggler_head(t: Verdict) -> list[tuple[str, int]]:
             0,
         )
     ]
+
+
+def card_lines(t: Verdict) -> tuple[str, list[str]]:
+    """The HTML verdict card's words: a headline (the bound, its level, what the time is; the card's
+    tiles give its ms, share and gain) and at most two short lines (why the verdict is uncertain,
+    diagnose's check of it, what would settle a borderline one); summary_words goes in its "why" panel."""
+    if not t.decided:
+        return NO_STEPS, []
+    top = next((c for c in t.named if c.label == t.primary), None)
+    if t.level is Level.HEALTHY:
+        head = f"{verdict_name(t)}: nothing outside compute reaches {100 * WARN_SHARE:.0f}% of the step"
+    elif t.straggler is not None and t.bound == "straggler":
+        head = fit(*straggler_head(t))  # the card says why it is uncertain below
+    elif top is not None:
+        head = f"{verdict_name(t)}: {WHAT[top.label]}"
+    else:
+        return plain_words(t).split("; ")[0], []
+    lines = []
+    if t.uncertain:
+        lines.append("uncertain: other processes used the machine during the run (see Warnings)")
+    check = next((c for c in t.checks if c.status is not None), None)
+    if check is not None and check.measured_speedup is not None:  # diagnose's test of the verdict
+        lines.append(
+            f"checked: {check.name} measured {fmt_x(check.measured_speedup)}"
+            + (f" against {fmt_x(check.predicted_speedup)} predicted" if check.predicted_speedup else "")
+            + f": {check.status.value}"
+        )
+    if top is not None and top.share_band is not None and (t.level is Level.BORDERLINE or top.borderline_tier):
+        tier = top.borderline_tier or WARN_SHARE
+        more = steps_to_settle(t.steps, top.share, top.share_band, tier) if t.steps else None
+        lines.append(
+            f"near the {100 * tier:.0f}% line: its {100 * LEVEL:.0f}% interval "
+            f"{fmt_band(top.share_band[0], top.share_band[1], fmt_share)}; "
+            + (
+                f"--steps {more} or a quieter machine would settle it"
+                if more and more > t.steps
+                else "more steps would settle it"
+            )
+        )
+    return head, lines[:2]
+
+
+def card_words(
+    t: Verdict, sentence: str | None = None, *, crash: list[str] = (), none: str = ""
+) -> tuple[str, list[str], str]:
+    """The HTML verdict card's words (head, short lines, the "why" panel's sentence): card_lines' of a decided
+    verdict, with `sentence` (default summary_words) in the panel; a verdict not yet decided (a stage that
+    measures only) shows its sentence, else `none`, as the headline. crash: the lines a run that failed
+    early leads with (its figures are partial: said first)."""
+    why = sentence if sentence is not None else (summary_words(t) if t.decided else "")
+    if not t.decided:
+        return str(why or none or "no verdict"), [], ""
+    head, short = card_lines(t)
+    return head, ([crash[0], *short][:2] if crash else short), why
 
 
 def verdict_short(t: Verdict) -> str:

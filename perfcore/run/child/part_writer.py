@@ -10,7 +10,7 @@ import socket
 import sys
 from typing import Any
 
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.run import part_files
 from perfcore.run.child.exits import uncaught_reason
 from perfcore.run.child.upkeep import own_costs

@@ -37,7 +37,7 @@ SETTLE_EVERY_S = 10.0
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     jsonio.write_text(path, text, durable=False)
 
@@ -172,7 +172,7 @@ class ProgressWriter:
         settled = int(totals["settled"])
         if not settled:
             return None
-        from perfcore.report import jsonio
+        from perfcore import jsonio
 
         names = timer.engine.phase_names()
         kinds = {c: k for c, (k, _) in ns_columns(timer.engine.settled_rows(since=settled), names).items()}

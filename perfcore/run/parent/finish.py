@@ -5,17 +5,18 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import pandas as pd
 
 from perfcore.analysis.advice import advise_run, training_loader_index
-from perfcore.analysis.run_context import Outcome
+from perfcore.analysis.process_part import Part
+from perfcore.analysis.run_context import Exit, Outcome
 from perfcore.analysis.run_report import SCHEMA, Decision, RunReport
 from perfcore.capture.sampler import add_per_step
 from perfcore.errors import RunFailed
-from perfcore.report import jsonio
+from perfcore import jsonio
 from perfcore.report.reader import load_part, steps_file
 from perfcore.run.parent.evidence import interference_of, monitor_summary, worker_summary
 from perfcore.run.parent.heap import give_back_freed
@@ -32,9 +33,9 @@ from perfcore.run.protocol import CHECKPOINT, RAW_JSON
 __all__ = ["finish_run", "finish_whole_parts", "read_parts", "write_steps"]
 
 
-def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[dict[str, Any]]:
-    """Every process's part, validated, or those whose folder `keep` keeps (a job's one parent's own). A part
-    carries its facts only: finish_run decides once, with every process's evidence."""
+def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[Part]:
+    """Every process's part, validated and parsed once, or those whose folder `keep` keeps (a job's one
+    parent's own). A part carries its facts only: finish_run decides once, with every process's evidence."""
     parts = []
     for d in part_dirs(out):
         if keep is not None and not keep(d):
@@ -51,16 +52,7 @@ def read_parts(out: Path, keep: Callable[[Path], bool] | None = None) -> list[di
                 continue
         # validated: a damaged part is one line naming the file
         doc, steps, raw = load_part(d, run_table=steps_file(out))
-        parts.append(
-            {
-                "key": key,
-                "dir": d,
-                "doc": doc,
-                "steps": steps,
-                "raw": raw,
-                "label": f"rank {doc['rank']}" if doc.get("rank") is not None else f"pid {doc['pid']}",
-            }
-        )
+        parts.append(Part.parse(doc, steps, raw, key=key, dir=d))
     return parts
 
 
@@ -89,14 +81,15 @@ class _Finish:
     rc: int
     cmd: list[str]
     scope: str
-    parts: list[dict[str, Any]]  # the run's processes, ranks in order
-    evaluating: list[dict[str, Any]]  # processes that only evaluated
-    apart: list[dict[str, Any]]  # processes measured apart from the run
+    parts: list[Part]  # the run's processes, ranks in order
+    evaluating: list[Part]  # processes that only evaluated
+    apart: list[Part]  # processes measured apart from the run
     side_by_side: bool  # trainers side by side (Hogwild): one table, no ranks
-    main: dict[str, Any] | None  # the run's rows: its one process's, or the trainers' together
-    doc: dict[str, Any]
+    main: Part | None  # the run's rows: its one process's, or the trainers' together
+    doc: dict[str, Any]  # the run's document as the finish builds it, from main's
     train_loader: int | None  # the index of the training loader in doc's loaders: the workers' figures are its
-    focus: dict[str, Any] = field(default_factory=dict)  # whose numbers drive the advice
+    ended: Exit = Exit()  # how the run's process ended, or the rank that failed first
+    focus: Part | None = None  # the rank whose numbers drive the advice (a straggler), else the run's own
     evidence: dict[str, Any] = field(default_factory=dict)  # what only the parent sees, for the decision
     memory: dict[str, Any] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=lambda: {"run.json": "run.json", "steps.csv": "steps.csv"})
@@ -105,14 +98,18 @@ class _Finish:
     @property
     def ranked(self) -> bool:
         """Ranks of one job (not trainers side by side): merged, each rank's numbers kept."""
-        return not self.side_by_side and (len(self.parts) > 1 or bool(self.doc.get("world_size")))
+        return not self.side_by_side and (len(self.parts) > 1 or bool(self.main and self.main.world_size))
+
+    @property
+    def stepped(self) -> bool:
+        return self.main is not None and self.main.stepped
 
 
 def finish_run(
     out: Path,
     rc: int,
     cmd: list[str],
-    parts: list[dict[str, Any]] | None = None,
+    parts: list[Part] | None = None,
     samples: pd.DataFrame | None = None,
     oom: tuple[int | None, int | None] = (None, None),
     interference: dict[str, list] | None = None,
@@ -129,14 +126,15 @@ def finish_run(
     parts = read_parts(out) if parts is None else parts
     run = _choose(out, rc, cmd, parts, scope)
     outcome, notes = _ending(run, first_failed_rank(parts), oom)
-    if not run.doc.get("steps") and not run.doc.get("warmup_steps"):
-        return _no_step(out, rc, cmd, run.parts, run.doc, outcome, notes)
+    if not run.stepped:
+        return _no_step(run, outcome, notes)
     _note_processes(run, notes, outcome)
     if run.ranked:
         _merge_ranks(run)
         _shift_clocks(run)
     _gather_evidence(run, interference)
-    decision = advise_run(run.doc, zero_code=True, focus=run.focus, evidence=run.evidence, memory=run.memory)
+    focus = run.focus.doc if run.focus else run.doc
+    decision = advise_run(run.doc, zero_code=True, focus=focus, evidence=run.evidence, memory=run.memory)
     if samples is not None:
         _write_monitor(run, samples)
     _write_tables(run)
@@ -147,27 +145,24 @@ def finish_run(
     return report
 
 
-def _choose(out: Path, rc: int, cmd: list[str], parts: list[dict[str, Any]], scope: str) -> _Finish:
+def _choose(out: Path, rc: int, cmd: list[str], parts: list[Part], scope: str) -> _Finish:
     """Which processes are the run, and whose rows are its own."""
     from perfcore.run.parent.trainers import the_run, together
 
     measured, evaluating, apart, side_by_side = the_run(parts)
     # No step anywhere: the process that saw the most (not a launcher that only imported torch).
-    chosen = measured or sorted(parts, key=lambda p: -_seen(p["doc"]))[:1]
-    chosen.sort(key=lambda p: (p["doc"].get("rank") is None, p["doc"].get("rank") or 0))
+    chosen = measured or sorted(parts, key=lambda p: -p.seen_calls)[:1]
+    chosen.sort(key=lambda p: (p.rank is None, p.rank or 0))
     # The run's rows: its one process's, or every trainer's where several trained side by side (Hogwild).
     main = together(chosen, evaluating) if side_by_side else chosen[0] if chosen else None
-    doc = dict(main["doc"]) if main else {}
-    train = training_loader_index(doc.get("loaders"))
-    return _Finish(out, rc, cmd, scope, chosen, evaluating, apart, side_by_side, main, doc, train, focus=doc)
-
-
-def _seen(doc: dict[str, Any]) -> int:
-    return sum(v for v in (doc.get("seen") or {}).values() if isinstance(v, int))
+    doc = dict(main.doc) if main else {}
+    train = training_loader_index(main.loaders if main else None)
+    ended = main.exit if main else Exit()
+    return _Finish(out, rc, cmd, scope, chosen, evaluating, apart, side_by_side, main, doc, train, ended)
 
 
 def _ending(
-    run: _Finish, failed_first: dict[str, Any] | None, oom: tuple[int | None, int | None]
+    run: _Finish, failed_first: Part | None, oom: tuple[int | None, int | None]
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """How the run ended (its outcome; failed_first: the process of any part that failed first), and the
     notes every run gets."""
@@ -176,9 +171,10 @@ def _ending(
     if failed_first is not None and run.rc != 0:
         # A job's error is the rank that failed first, in its own words: not another rank's broken
         # connection to it, nor the launcher's banner.
-        first = failed_first["doc"]
-        run.doc["exit"] = {**first["exit"], "exception": f"rank {first['rank']}: {first['exit']['exception']}"}
-    outcome = describe_exit(run.rc, (run.doc.get("exit") or {}).get("reason"), *oom)
+        said = f"rank {failed_first.rank}: {failed_first.exit.exception}"
+        run.doc["exit"] = {**failed_first.doc["exit"], "exception": said}
+        run.ended = replace(failed_first.exit, exception=said)
+    outcome = describe_exit(run.rc, run.ended.reason, *oom)
     return outcome, [_afterwards(run.rc)] if run.scope == "afterwards" else []
 
 
@@ -186,14 +182,14 @@ def _note_processes(run: _Finish, notes: list[dict[str, Any]], outcome: dict[str
     """The notes on which processes are the run (the afterwards note stays last), the command and its end."""
     doc, last = run.doc, len(notes)
     if run.evaluating:
-        notes.insert(0, {"code": "evaluation_only", "figures": {"pids": [p["doc"].get("pid") for p in run.evaluating]}})
+        notes.insert(0, {"code": "evaluation_only", "figures": {"pids": [p.pid for p in run.evaluating]}})
     if run.apart:
-        said = [{"pid": p["doc"].get("pid"), "steps": p["doc"].get("steps", 0)} for p in run.apart]
+        said = [{"pid": p.pid, "steps": p.steps} for p in run.apart]
         notes.insert(len(notes) - last, {"code": "measured_apart", "figures": {"processes": said}})
-    if doc.get("checkpoint"):
-        figures = {"steps": doc["checkpoint"]["steps"]}
+    if run.main.checkpoint is not None:
+        figures = {"steps": run.main.checkpoint.steps}
         notes.insert(len(notes) - last, {"code": "from_checkpoint", "figures": figures})
-    doc["notes"] = list(doc.get("notes") or []) + notes
+    doc["notes"] = list(run.main.notes) + notes
     doc.update(command=run.cmd, exit_code=run.rc, outcome=outcome)
 
 
@@ -210,7 +206,7 @@ def _merge_ranks(run: _Finish) -> None:
             r["workers"] = ws
     if doc["stragglers"]:
         st = doc["stragglers"][0]
-        run.focus = next(p["doc"] for p in run.parts if p["doc"].get("rank") == st["rank"])
+        run.focus = next(p for p in run.parts if p.rank == st["rank"])
 
 
 def _shift_clocks(run: _Finish) -> None:
@@ -220,33 +216,34 @@ def _shift_clocks(run: _Finish) -> None:
     offsets = clock_offsets(run.parts)
     run.doc["clock_offsets_ns"] = offsets
     for p in run.parts:
-        off = offsets.get(p["doc"].get("host"), 0)
+        off = offsets.get(p.host, 0)
         if off:
-            for key in [k for k in p["raw"] if k.endswith("_ns")]:
-                p["raw"][key] = p["raw"][key] + off
+            for key in [k for k in p.raw if k.endswith("_ns")]:
+                p.raw[key] = p.raw[key] + off
 
 
 def _gather_evidence(run: _Finish, interference: dict[str, list] | None) -> None:
     """The workers' side of the evidence (the child could not see it), pageable copies a step, memory's
     findings over the measured steps and the machine's interference."""
-    doc, focus, main = run.doc, run.focus, run.main
+    doc, main = run.doc, run.main
+    focus = run.focus or main
     workers = worker_summary(
         run.out,
-        focus["step_time_ms"]["mean"],
-        focus["breakdown_ms"]["load"],
-        focus.get("rank"),
+        focus.step_time_ms["mean"],
+        focus.breakdown_ms["load"],
+        focus.rank,
         run.train_loader,
-        skip_pids=tuple(int(p["doc"].get("pid") or 0) for p in run.evaluating),
+        skip_pids=tuple(p.pid or 0 for p in run.evaluating),
     )
     run.evidence["cpu_count"] = os.cpu_count()
     if workers:
         doc["workers"] = workers
-    h2d = (focus.get("memcpy") or {}).get("by_direction", {}).get("h2d", {})
-    n_steps = max(1, focus["steps"] + focus["warmup_steps"])
-    run.evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / n_steps
-    run.evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / n_steps
-    run.memory = _memory(doc, main["steps"])
-    finding = interference_of(interference, main["raw"], len(run.parts) if run.side_by_side else 0)
+    pageable_bytes, pageable_ms = focus.pageable_h2d
+    n_steps = max(1, focus.steps + focus.warmup_steps)
+    run.evidence["pageable_h2d_bytes_per_step"] = pageable_bytes / n_steps
+    run.evidence["pageable_h2d_ms_per_step"] = pageable_ms / n_steps
+    run.memory = _memory(doc, main.table)
+    finding = interference_of(interference, main.raw, len(run.parts) if run.side_by_side else 0)
     if finding is not None:
         doc["interference"] = finding
         run.evidence["loop_cpu_cores"] = finding["main_cores"]
@@ -280,35 +277,35 @@ def _write_monitor(run: _Finish, samples: pd.DataFrame) -> None:
     main = run.main
     jsonio.write_csv(run.out / "monitor.csv", samples)
     run.files["monitor.csv"] = "monitor.csv"
-    if main["raw"] and len(samples):
-        before = set(main["steps"].columns)
-        add_per_step(main["steps"], samples, main["raw"]["step_start_ns"], main["raw"]["step_wall_ns"])
-        run.added = tuple(c for c in main["steps"].columns if c not in before)
+    if main.raw and len(samples):
+        before = set(main.table.columns)
+        add_per_step(main.table, samples, main.raw["step_start_ns"], main.raw["step_wall_ns"])
+        run.added = tuple(c for c in main.table.columns if c not in before)
         from perfcore.report.plots import plot_timeline
 
         plot_timeline(samples, run.out / "monitor.png", title="sampled during the run")
         run.files["monitor.png"] = "monitor.png"
-    run.doc["monitor"] = monitor_summary(samples, main["steps"])
+    run.doc["monitor"] = monitor_summary(samples, main.table)
 
 
 def _write_tables(run: _Finish) -> None:
     """steps.csv and the trace of every process, after which nothing reads the parts' arrays (16 bytes a
     step): they are let go, not held to the report."""
     write_steps(run.main, run.out / "steps.csv", run.files, added=run.added)
-    if run.main["raw"]:
+    if run.main.raw:
         from perfcore.report.chrome_trace import write_trace
 
         write_trace(run.out / "trace.json", run.parts)
         run.files["trace.json"] = "trace.json"
     for p in run.parts:
-        p["raw"] = {}
+        p.raw.clear()
 
 
 def _write_plots(run: _Finish, decision: Decision) -> None:
     from perfcore.report.plots import plot_breakdown, plot_kernels
     from perfcore.report.words.verdict import headline
 
-    plot_breakdown(run.main["steps"], run.out / "breakdown.png", title=headline(decision.verdict))
+    plot_breakdown(run.main.table, run.out / "breakdown.png", title=headline(decision.verdict))
     run.files["breakdown.png"] = "breakdown.png"
     if plot_kernels(run.doc.get("kernels", []), run.out / "kernels.png"):
         run.files["kernels.png"] = "kernels.png"
@@ -325,9 +322,8 @@ def _write_process_tables(run: _Finish) -> None:
         for p in run.parts:
             # load_part checked the rank is an integer and part_dirs the key's form: the name stays a
             # file name in this folder.
-            rank = p["doc"].get("rank")
-            name = f"steps_rank{int(rank)}.csv" if rank is not None else f"steps_{p['key']}.csv"
-            jsonio.write_csv(run.out / name, p["steps"])
+            name = f"steps_rank{p.rank}.csv" if p.rank is not None else f"steps_{p.key}.csv"
+            jsonio.write_csv(run.out / name, p.table)
 
 
 def _write_report(run: _Finish, decision: Decision) -> RunReport:
@@ -338,7 +334,7 @@ def _write_report(run: _Finish, decision: Decision) -> RunReport:
     run.doc["files"] = run.files
     report = RunReport.of(run.doc, decision)
     jsonio.write(run.out / "run.json", report.to_dict())
-    write_report(run.out, report, run.main["steps"])
+    write_report(run.out, report, run.main.table)
     return report
 
 
@@ -353,57 +349,48 @@ def _afterwards(rc: int) -> dict[str, Any]:
     return {"code": "finished_afterwards", "figures": {"exit_code": rc}}
 
 
-def _no_step(
-    out: Path,
-    rc: int,
-    cmd: list[str],
-    parts: list[dict[str, Any]],
-    doc: dict[str, Any],
-    outcome: dict[str, Any],
-    notes: list[dict[str, Any]],
-) -> RunReport:
+def _no_step(run: _Finish, outcome: dict[str, Any], notes: list[dict[str, Any]]) -> RunReport:
     """A run that saw no step: RunFailed when the script failed (how it ended is the whole story), else a
     run.json saying what was seen."""
-    from perfcore.analysis.run_context import NoStep
     from perfcore.report.words.runs import outcome_sentence
     from perfcore.report.words.findings import no_step_sentence
     from perfcore.run.parent.outcome import STEP_HEADER, before_first_step
 
-    facts = doc.get("no_step")
+    out, rc, doc, main = run.out, run.rc, run.doc, run.main or Part()
     seen = (
-        no_step_sentence(NoStep(**facts))
-        if isinstance(facts, dict)
+        no_step_sentence(main.no_step)
+        if main.no_step is not None
         else "no instrumented Python process imported torch: perfcore looks for "
         "optimizer steps, backward passes, DataLoader batches and module calls"
     )
     said = outcome_sentence(Outcome(**outcome))
-    if rc != 0 and not parts and outcome["signal"]:
+    if rc != 0 and not run.parts and outcome["signal"]:
         raise RunFailed(
             f"the command {said}; a process killed so cannot write its results, so perfcore has none from it",
             exit_code=rc,
         )
-    looked = {k: v for k, v in (doc.get("seen") or {}).items() if k in ("forward", "backward", "batch_all")}
-    if rc != 0 and (not any(looked.values()) or (doc.get("exit") or {}).get("exception")):
+    looked = [main.seen.get(k, 0) for k in ("forward", "backward", "batch_all")]
+    if rc != 0 and (not any(looked) or run.ended.exception):
         # Nothing looked like a step, or the script's own error ended it: how it ended is the whole
         # story (step-source advice cannot help), in the error's first line.
-        raise RunFailed(before_first_step(rc, doc.get("exit") or {}), exit_code=rc)
+        raise RunFailed(before_first_step(rc, run.ended), exit_code=rc)
     if rc != 0:
         raise RunFailed(f"the command {said} before perfcore saw a training step ({seen})", exit_code=rc)
     zeros = {"load": 0.0, "transfer": 0.0, "compute": 0.0, "comm": 0.0, "host": 0.0}
+    doc.setdefault("backend", "none")
+    doc.setdefault("device", "none")
     doc.update(
         {
             "schema": SCHEMA,
-            "backend": doc.get("backend", "none"),
-            "device": doc.get("device", "none"),
             "steps": 0,
             "warmup_steps": 0,
             "step_time_ms": {"mean": 0.0, "p50": 0.0, "p90": 0.0},
             "breakdown_ms": dict(zeros),
             "breakdown_fraction": dict(zeros),
-            "command": cmd,
+            "command": run.cmd,
             "exit_code": rc,
             "outcome": outcome,
-            "notes": list(doc.get("notes") or []) + notes,
+            "notes": list(main.notes) + notes,
             "files": {"run.json": "run.json", "steps.csv": "steps.csv"},
         }
     )

@@ -30,6 +30,7 @@ from typing import Any, Iterable
 
 from perfcore import untrusted
 from perfcore.errors import UsageError
+from perfcore.run.parent.marker import MARKER, MARKER_SCHEMA, Marker, marker_of
 from perfcore.untrusted import SMALL, Refused, read_file
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "reuse_out",
     "is_run_folder",
     "marker_of",
+    "Marker",
     "mark_failed",
     "live_run",
     "is_stream",
@@ -48,8 +50,6 @@ __all__ = [
     "prepare_job_out",
 ]
 
-MARKER = ".perfcore-folder.json"
-_SCHEMA = "perfcore.folder/1"
 # One token per perfcore process: a folder marked with it was made by this very command.
 _TOKEN = secrets.token_hex(8)
 ROOT = Path("perfcore-runs")
@@ -62,16 +62,6 @@ def _stamp() -> str:
 def default_out(kind: str = "run", parent: Path | None = None) -> Path:
     """A name no other process is using: <parent>/<kind>-<time>-<random> (not yet created)."""
     return Path(parent or ROOT) / f"{kind}-{_stamp()}-{secrets.token_hex(2)}"
-
-
-def marker_of(folder: Path) -> dict | None:
-    """The folder's marker, read as untrusted: not through a link, at most SMALL bytes (a larger one is
-    no marker perfcore wrote, and is never read whole)."""
-    try:
-        doc = json.loads(read_file(Path(folder) / MARKER, SMALL, "folder marker"))
-    except (Refused, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and doc.get("schema") == _SCHEMA else None
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -92,13 +82,13 @@ def _alive_since(pid: Any, written_s: float) -> bool:
         return False
 
 
-def _perfcore_alive(mark: dict, marker: os.stat_result) -> bool:
+def _perfcore_alive(mark: Marker, marker: os.stat_result) -> bool:
     """Whether the perfcore that wrote the marker still runs: the same pid started at the same tick (a
     marker of this version says when), else a process of that pid older than the marker; either way a
     process whose command line is perfcore's, run by the marker's owner. A marker naming pid 1 with its
     start, or any long-lived process that is no perfcore of this user, never keeps a folder "going"."""
-    pid, started = mark.get("pid"), mark.get("started")
-    if isinstance(started, int) and not isinstance(started, bool):
+    pid, started = mark.pid, mark.started
+    if started is not None:
         if pid == os.getpid() or not untrusted.alive(pid, started):
             return False
     elif not _alive_since(pid, marker.st_mtime):
@@ -133,11 +123,11 @@ def live_run(folder: Path) -> str | None:
     on another host has no process here to ask about."""
     folder = Path(folder)
     mark = marker_of(folder)
-    if mark is None or mark.get("host") != socket.gethostname() or mark.get("token") == _TOKEN:
+    if mark is None or mark.host != socket.gethostname() or mark.token == _TOKEN:
         return None
     try:
         if _perfcore_alive(mark, (folder / MARKER).lstat()):
-            return f"perfcore (pid {mark['pid']})"
+            return f"perfcore (pid {mark.pid})"
     except OSError:
         return None
     try:
@@ -170,10 +160,10 @@ def _cannot(out: Path, e: OSError) -> UsageError:
 
 
 def _marker_text(kind: str, job: str | None = None) -> str:
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     doc = {
-        "schema": _SCHEMA,
+        "schema": MARKER_SCHEMA,
         "kind": kind,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": socket.gethostname(),
@@ -217,7 +207,7 @@ _LEFT_BEFORE_A_STEP = ("parts", "workers", "progress")
 
 def _ours(out: Path) -> bool:
     mark = marker_of(out)
-    return mark is not None and mark.get("token") == _TOKEN and not (Path(out) / MARKER).is_symlink()
+    return mark is not None and mark.token == _TOKEN and not (Path(out) / MARKER).is_symlink()
 
 
 def remember(out: Path, paths: Iterable[Path]) -> None:
@@ -239,7 +229,7 @@ def mark_failed(out: Path) -> None:
     in the manifest what the run left there (perfcore's leftovers, their sizes and hashes): the next
     `perfcore run` of the same user may take the folder, removing exactly those. A run that saw steps it
     could not write (a full disk) is never marked so (part_dirs.lost_results): its leftovers stay."""
-    from perfcore.report import jsonio
+    from perfcore import jsonio
 
     mark = marker_of(out)
     if mark is None or not _ours(out):
@@ -250,7 +240,7 @@ def mark_failed(out: Path) -> None:
         # The marker names its manifest's identity: a manifest made anywhere else (a crafted one, a copy)
         # never passes for it, so that nothing it lists, not even an empty folder, is removed.
         manifest = untrusted.identity(Path(out) / untrusted.MANIFEST)
-        jsonio.write(Path(out) / MARKER, {**mark, "ended": _FAILED, "manifest": manifest})
+        jsonio.write(Path(out) / MARKER, {**mark.doc, "ended": _FAILED, "manifest": manifest})
     except OSError:  # the folder is then left to the next run as an earlier run's: a subfolder
         pass
 
@@ -262,25 +252,25 @@ def _not_the_runs(out: Path, manifest: dict[str, Any]) -> list[str]:
     return [n for n in tops if n not in _LEFT_BEFORE_A_STEP] + untrusted.unlisted(out, manifest, tops)
 
 
-def _take_failed(out: Path, mark: dict, kind: str) -> bool:
+def _take_failed(out: Path, mark: Marker, kind: str) -> bool:
     """Takes a folder this user's earlier run left as failed before its first step: its run is over, it
     was made on this host by this user, and everything in it is what that run listed in its manifest,
     unchanged. The take-over is one claim file, created exclusively, then the marker read back: of any
     number of commands doing this at once, in any order, one takes the folder; the others leave it as
     it is. Only the listed entries are removed."""
-    token = mark.get("token")
-    if kind != "run" or mark.get("kind") != "run" or mark.get("ended") != _FAILED:
+    token = mark.token
+    if kind != "run" or mark.kind != "run" or mark.ended != _FAILED:
         return False
-    if not isinstance(token, str) or not re.fullmatch(r"[0-9A-Za-z-]{1,64}", token):
+    if token is None or not re.fullmatch(r"[0-9A-Za-z-]{1,64}", token):
         return False
     try:
-        if out.is_symlink() or mark.get("host") != socket.gethostname() or live_run(out):
+        if out.is_symlink() or mark.host != socket.gethostname() or live_run(out):
             return False
         if out.stat().st_uid != os.getuid() or (out / MARKER).lstat().st_uid != os.getuid():
             return False
         before = read_file(out / MARKER, SMALL, "folder marker")
         manifest, listed_by = untrusted.read_manifest(out, token), untrusted.identity(out / untrusted.MANIFEST)
-        if manifest is None or listed_by is None or mark.get("manifest") != listed_by or _not_the_runs(out, manifest):
+        if manifest is None or listed_by is None or mark.manifest != listed_by or _not_the_runs(out, manifest):
             return False
         claim = f".perfcore-take-{token}"
         if not untrusted.exclusive(out / claim, _TOKEN):
@@ -312,14 +302,14 @@ def drop_dead_settings(out: Path) -> list[str]:
 
     out = Path(out)
     mark = marker_of(out)
-    if mark is None or mark.get("host") != socket.gethostname() or not isinstance(mark.get("token"), str):
+    if mark is None or mark.host != socket.gethostname() or mark.token is None:
         return []
     try:
         if _perfcore_alive(mark, (out / MARKER).lstat()):
             return []  # its own files, which it removes when its script ends
     except OSError:
         return []
-    manifest = untrusted.read_manifest(out, mark["token"])
+    manifest = untrusted.read_manifest(out, mark.token)
     removed: list[str] = []
     for e in (manifest or {"files": []})["files"]:
         name = e["name"]
@@ -364,7 +354,7 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
     if not out.is_dir():
         raise UsageError(f"cannot write to --out {out}: Not a directory; choose a writable folder")
     mark = marker_of(out)
-    if mark and mark.get("token") == _TOKEN:
+    if mark is not None and mark.token == _TOKEN:
         return out
     try:
         empty = not any(out.iterdir())
@@ -372,7 +362,7 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
         raise _cannot(out, e)
     if empty and _claim(out, kind):
         return out
-    if mark and _take_failed(out, mark, kind):
+    if mark is not None and _take_failed(out, mark, kind):
         print(
             f"perfcore: {out} held your earlier run that failed before its first step (no results, only the "
             "files that run listed as its own while it started, now removed); this run writes there",
@@ -382,7 +372,11 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
     sub = _fresh(out, kind)
     # Not empty, or claimed between the look and the claim: another command started on it just now.
     what = (
-        "another perfcore command" if empty else "an earlier perfcore run" if mark else "files perfcore did not write"
+        "another perfcore command"
+        if empty
+        else "an earlier perfcore run"
+        if mark is not None
+        else "files perfcore did not write"
     )
     print(f"perfcore: {out} holds {what}; leaving it as it is and writing into {sub}", file=sys.stderr)
     return sub
@@ -394,18 +388,17 @@ JOIN_S = 3600.0
 _JOB_DIR = ".perfcore-job"  # run.parent.job's: its report's claim closes the folder to joiners
 
 
-def _joinable(out: Path, mark: dict | None, job: str) -> bool:
+def _joinable(out: Path, mark: Marker | None, job: str) -> bool:
     """Whether `out` is the folder of this very job, still open: its marker names the job, it began
     within JOIN_S, and its report was not claimed yet."""
-    if mark is None or mark.get("kind") != "run" or mark.get("job") != job or out.is_symlink():
+    if mark is None or mark.kind != "run" or mark.job != job or out.is_symlink():
         return False
-    created = mark.get("created_unix")
-    if isinstance(created, bool) or not isinstance(created, (int, float)) or abs(time.time() - created) > JOIN_S:
+    if mark.created_unix is None or abs(time.time() - mark.created_unix) > JOIN_S:
         return False
     return not os.path.lexists(out / _JOB_DIR / "report")
 
 
-def _marker_settled(out: Path, wait_s: float = 2.0) -> dict | None:
+def _marker_settled(out: Path, wait_s: float = 2.0) -> Marker | None:
     """The marker of a folder another parent may be creating this instant (made, marker not yet written
     whole): read again for a moment before it counts as none."""
     deadline = time.monotonic() + wait_s

@@ -232,8 +232,8 @@ def finish_job(out: Path, rc: int, cmd: list[str], job: Job, **kw: Any) -> tuple
     from perfcore.run.parent.part_dirs import copy_workers
 
     parts = read_parts(out, keep=mine)
-    ranks = sorted(p["doc"]["rank"] for p in parts if isinstance(p["doc"].get("rank"), int))
-    world = max([p["doc"].get("world_size") or 0 for p in parts] + [0]) or None
+    ranks = sorted(p.rank for p in parts if p.rank is not None)
+    world = max([p.world_size or 0 for p in parts] + [0]) or None
     view = _view_folder(out, job)
     copy_workers([out], view, tag=protocol.host_tag())  # this host's DataLoader figures, for its ranks
     try:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfcore.analysis.labels import LABELS
 from perfcore.run.protocol import PARTS
+
+if TYPE_CHECKING:  # the parent reaches the script's start without numpy, which the typed model brings
+    from perfcore.analysis.process_part import Part
+    from perfcore.analysis.run_context import Exit
 
 __all__ = [
     "oom_kills",
@@ -58,17 +62,17 @@ def describe_exit(
     return out
 
 
-def before_first_step(rc: int, exit: dict[str, Any]) -> str:
+def before_first_step(rc: int, exit: Exit) -> str:
     """One line for a script that failed before anything looked like a step: no step-source advice,
     which cannot help it. Exit 2 is a usage error by convention: argparse's message is quoted, and
     the words say it is the script's own, not perfcore's."""
     if rc == 2:
-        usage = exit.get("usage_error")
+        usage = exit.usage_error
         return "the script exited 2 before its first step (its own usage error: " + (
             f"{usage})" if usage else "exit 2 by convention; its message is above)"
         )
-    exc = (exit.get("exception") or "").strip()
-    if exit.get("reason") == "interrupted":
+    exc = (exit.exception or "").strip()
+    if exit.reason == "interrupted":
         return f"the script was interrupted (Ctrl-C, exit {rc}) before its first step"
     if exc:  # its own error, not where perfcore looks for steps, is what the user needs
         return f"the script crashed before its first step (exit {rc}): {exc}"
@@ -115,22 +119,16 @@ def results_unfinished(rc: int, path: Path, why: str, out: Path) -> str:
     )
 
 
-def first_failed_rank(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+def first_failed_rank(parts: list[Part]) -> Part | None:
     """The rank whose uncaught exception came first (None when no rank raised one)."""
-    failed = [
-        p
-        for p in parts
-        if isinstance(p["doc"].get("rank"), int)
-        and (p["doc"].get("exit") or {}).get("exception")
-        and isinstance((p["doc"].get("exit") or {}).get("t_exception_ns"), int)
-    ]
-    return min(failed, key=lambda p: p["doc"]["exit"]["t_exception_ns"], default=None)
+    failed = [p for p in parts if p.rank is not None and p.exit.exception and p.exit.t_exception_ns is not None]
+    return min(failed, key=lambda p: p.exit.t_exception_ns, default=None)
 
 
-def training_first(measured: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def training_first(measured: list[Part]) -> tuple[list[Part], list[Part]]:
     """The processes that train (optimizer or backward steps) and those that only evaluated (a
     Hogwild parent's test pass: forward steps), when some of each ran; else all, and none."""
-    training = [p for p in measured if p["doc"].get("step_source") in ("optimizer", "backward")]
+    training = [p for p in measured if p.step_source in ("optimizer", "backward")]
     if not training or len(training) == len(measured):
         return measured, []
     return training, [p for p in measured if p not in training]

@@ -13,13 +13,16 @@ import re
 import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfcore import untrusted
-from perfcore.report import jsonio
-from perfcore.report.safe_text import clean
+from perfcore import jsonio
+from perfcore.safe_text import clean
 from perfcore.run.protocol import CHECKPOINT, PARTS, PROGRESS, RAW_JSON, WORKERS, is_part_key
 from perfcore.untrusted import SMALL, Refused, open_regular, read_file
+
+if TYPE_CHECKING:
+    from perfcore.analysis.process_part import Part
 
 __all__ = [
     "part_dirs",
@@ -51,11 +54,11 @@ def part_dirs(out: Path) -> list[Path]:
     return found
 
 
-def drop_checkpoints(out: Path, parts: list[dict[str, Any]]) -> None:
+def drop_checkpoints(out: Path, parts: list[Part]) -> None:
     """A part that wrote its own results no longer needs the checkpoint perfcore kept for it: the files
     perfcore writes there are removed, then the folder if nothing else is in it."""
     for p in parts:
-        d = Path(p.get("dir") or "")
+        d = Path(p.dir or "")
         ck = d / CHECKPOINT
         # Only a real folder inside this run folder's parts/ (a linked part was never read): nothing outside
         # the folder being finished is deleted.
@@ -112,12 +115,12 @@ def _gzip(fh):
     return gzip.GzipFile(filename="", mode="wb", compresslevel=6, mtime=0, fileobj=fh)
 
 
-def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], added: tuple[str, ...] | None) -> None:
+def write_steps(part: Part, path: Path, files: dict[str, str], added: tuple[str, ...] | None) -> None:
     """steps.csv, and steps.parquet when pyarrow is installed; a large table only as steps.csv.gz.
     added: the columns the finish appended to the part's rows since they were read (the monitor's), None
     where it changed them otherwise. The part's own file then makes the run's: copied, or each of its lines
     joined to the added columns' (only those formatted: no re-formatting of every figure of every row)."""
-    if len(part["steps"]) >= LARGE_STEPS:
+    if len(part.table) >= LARGE_STEPS:
         files.pop(path.name, None)
         gz = path.with_name(path.name + ".gz")
         with (
@@ -126,19 +129,19 @@ def write_steps(part: dict[str, Any], path: Path, files: dict[str, str], added: 
             _gzip(fh) as z,
             io.TextIOWrapper(z, encoding="utf-8", newline="") as text,
         ):
-            part["steps"].to_csv(text, index=False)
+            part.table.to_csv(text, index=False)
         files[gz.name] = gz.name
         return
-    src = part.get("dir")
-    if added is None or src is None or not _joined_csv(Path(src) / "steps.csv", part["steps"], added, path):
-        jsonio.write_csv(path, part["steps"])
+    src = part.dir
+    if added is None or src is None or not _joined_csv(Path(src) / "steps.csv", part.table, added, path):
+        jsonio.write_csv(path, part.table)
     try:
         import pyarrow  # noqa: F401
     except ImportError:
         return
     # A file object, not a path: pyarrow cannot take a path holding a byte that is not UTF-8.
     with jsonio.atomic_path(path.with_suffix(".parquet")) as tmp, open(tmp, "wb") as fh:
-        part["steps"].to_parquet(fh, index=False)
+        part.table.to_parquet(fh, index=False)
     files["steps.parquet"] = "steps.parquet"
 
 
@@ -197,12 +200,12 @@ def _own_part(out: Path, d: Path) -> bool:
     return d.parent == out / PARTS and not d.is_symlink() and not (out / PARTS).is_symlink()
 
 
-def hand_over_table(out: Path, main: dict[str, Any]) -> None:
+def hand_over_table(out: Path, main: Part) -> None:
     """The run's steps table was written from the main part's rows: a large one is kept once. The
     part's run.json says its table is the run's (load_part reads it from there), and only then is the
     part's own copy removed: cut short between the two, the part still reads its own."""
-    d = Path(main.get("dir") or "")
-    if len(main["steps"]) < LARGE_STEPS or not _own_part(out, d) or not (out / "steps.csv.gz").is_file():
+    d = Path(main.dir or "")
+    if len(main.table) < LARGE_STEPS or not _own_part(out, d) or not (out / "steps.csv.gz").is_file():
         return
     own = [d / n for n in ("steps.csv", "steps.csv.gz") if (d / n).is_file() and not (d / n).is_symlink()]
     if not own or (d / "run.json").is_symlink() or not (d / "run.json").is_file():
@@ -214,16 +217,16 @@ def hand_over_table(out: Path, main: dict[str, Any]) -> None:
         f.unlink()
 
 
-def compress_parts(out: Path, parts: list[dict[str, Any]]) -> None:
+def compress_parts(out: Path, parts: list[Part]) -> None:
     """A large part's steps.csv, read and written into the run's table, is kept compressed (merge and
     report read steps.csv.gz alike). Only parts of this folder, real folders, their own files."""
     import shutil
 
     for p in parts:
-        d = Path(p.get("dir") or "")
+        d = Path(p.dir or "")
         csv = d / "steps.csv"
         if (
-            len(p["steps"]) < LARGE_STEPS
+            len(p.table) < LARGE_STEPS
             or d.parent != out / PARTS
             or d.is_symlink()
             or (out / PARTS).is_symlink()

@@ -49,11 +49,9 @@ def finish_unfinished(out: Path) -> RunReport:
                 exit_code=1,
             )
         raise BadResultFile(out, "is not a perfcore run folder (no run.json)", exit_code=2)
-    doc0 = parts[0]["doc"]
-    reason = (doc0.get("exit") or {}).get("reason")
-    rc = _CODE_OF.get(reason, 1) if not doc0.get("checkpoint") else 137
-    cmd = doc0.get("command") or doc0.get("argv") or []
-    return finish_run(out, rc, cmd, parts, scope="afterwards")
+    first = parts[0]
+    rc = _CODE_OF.get(first.exit.reason, 1) if first.checkpoint is None else 137
+    return finish_run(out, rc, list(first.run_command), parts, scope="afterwards")
 
 
 def merge_dirs(dirs: list[Path], out: Path | None) -> tuple[RunReport, Path]:
@@ -64,7 +62,7 @@ def merge_dirs(dirs: list[Path], out: Path | None) -> tuple[RunReport, Path]:
         if not found:
             raise UsageError(f"{d} holds no perfcore parts (parts/rank*/run.json)")
         for p in found:
-            key = (p["doc"].get("rank"), p["doc"].get("host"), p["doc"].get("pid"))
+            key = (p.rank, p.host, p.pid)
             if key not in seen:
                 seen.add(key)
                 parts.append(p)
@@ -77,5 +75,4 @@ def merge_dirs(dirs: list[Path], out: Path | None) -> tuple[RunReport, Path]:
         raise UsageError(job_problem_words(problem))
     out = prepare_out(out, "merge")  # only now: a refused merge leaves no folder behind
     copy_workers([Path(d) for d in dirs], out)  # the nodes' DataLoader figures, as each node's folder had them
-    cmd = parts[0]["doc"].get("command") or parts[0]["doc"].get("argv") or []
-    return finish_run(out, 0, cmd, parts), out
+    return finish_run(out, 0, list(parts[0].run_command), parts), out
