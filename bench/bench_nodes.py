@@ -19,7 +19,7 @@ from nodes import WORK, namespaces_unavailable, plan_nodes, run_job  # noqa: E40
 
 from perfcore.analysis.labels import LABELS  # noqa: E402
 from perfcore.analysis.nodes import RankSteps, align_clocks, job_nodes, rank_events  # noqa: E402
-from perfcore.report.reader import load_part  # noqa: E402
+from perfcore.analysis.reader import load_part  # noqa: E402
 
 
 def main() -> int:

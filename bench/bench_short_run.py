@@ -38,7 +38,7 @@ from pathlib import Path
 t = [time.perf_counter()]
 import pandas
 t.append(time.perf_counter())
-from perfcore.report.reader import load_run
+from perfcore.analysis.reader import load_run
 doc, steps = load_run(Path(sys.argv[1]))
 t.append(time.perf_counter())
 from perfcore.report import plots

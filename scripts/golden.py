@@ -332,7 +332,7 @@ def demo_markdown(folder: Path) -> str:
 
     from perfcore.analysis.command_results import DemoWorkload
     from perfcore.report.markdown import demo_markdown as markdown
-    from perfcore.report.reader import stage_document
+    from perfcore.analysis.reader import stage_document
     from perfcore.workloads.builtin import demo
 
     _, doc = stage_document(folder, ("demo.json",))

@@ -151,7 +151,7 @@ def as_run(doc: dict):
 
 def run_of_json(doc: dict):
     """A run.json perfcore wrote, read as every reader reads one (migrated, checked, typed)."""
-    from perfcore.report.reader import parse_run
+    from perfcore.analysis.reader import parse_run
 
     return parse_run(doc, Path("run.json"))
 

@@ -273,7 +273,7 @@ def test_the_child_records_threads_compile_and_the_dataset(tmp_path):
         env=env,
     )
     assert p.returncode == 0, p.stderr[-3000:]
-    from perfcore.report.reader import load_run
+    from perfcore.analysis.reader import load_run
 
     doc = load_run(out)[0]
     assert doc.threads.torch == 1 and doc.threads.omp_env == "1" and doc.threads.cpus >= 1

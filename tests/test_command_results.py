@@ -16,7 +16,7 @@ from perfcore.analysis.findings import Finding, FindingKind
 from perfcore.analysis.results import Loading
 from perfcore.analysis.verdict import avoidable, decide
 from perfcore.errors import BadResultFile
-from perfcore.report.reader import stage_document
+from perfcore.analysis.reader import stage_document
 
 BD = {"load": 5.0, "transfer": 0.0, "compute": 5.0, "comm": 0.0, "host": 0.0}
 
@@ -156,7 +156,7 @@ def test_sweep_json_is_its_result_read_back_and_a_failed_row_is_said_from_its_re
     from perfcore.experiments.sweep import sweep_doc
     from perfcore.report.stage_text import render_sweep
     from perfcore.report.words.runs import config_failure
-    from perfcore.report.reader import load_sweep
+    from perfcore.analysis.reader import load_sweep
 
     grid = {"batch_size": [8], "num_workers": [0, 1, 2], "pin_memory": [False], "prefetch_factor": [2]}
     result = sweep_doc("w", grid, 8, pd.DataFrame(_sweep_rows()), t0=0.0, rounds=[])

@@ -447,7 +447,7 @@ def test_chart_data_cannot_end_or_stall_its_script_element(tmp_path):
 
     from perfcore.analysis.compare import compare_runs
     from perfcore.report.html import write_compare_report
-    from perfcore.report.reader import load_run
+    from perfcore.analysis.reader import load_run
 
     a, b = write_run_folder(tmp_path / "a"), write_run_folder(tmp_path / "b", compute_ms=9.0)
     doc = compare_runs(load_run(a)[0], load_run(b)[0])
@@ -600,7 +600,7 @@ def test_report_html_cleans_what_the_terminal_cleans(tmp_path):
     """A hostile script name's escape sequences and right-to-left overrides: gone from report.html as from
     the terminal, for a run page and a compare page alike."""
     from perfcore.report.html import write_report
-    from perfcore.report.reader import load_run
+    from perfcore.analysis.reader import load_run
 
     a, b = poisoned(tmp_path / "a"), poisoned(tmp_path / "b", compute_ms=9.0)
     doc = json.loads((a / "run.json").read_text())

@@ -17,7 +17,7 @@ import pytest
 
 from perfcore.errors import PerfcoreError
 from perfcore import jsonio
-from perfcore.report.reader import load_part
+from perfcore.analysis.reader import load_part
 
 COLS = ["step", "wall_ms", "load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms", "warmup"]
 

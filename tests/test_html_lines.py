@@ -144,7 +144,7 @@ def test_the_reader_takes_the_lines_and_refuses_a_damaged_figure():
     from test_html import run_doc
 
     from perfcore.errors import BadResultFile
-    from perfcore.report.reader import parse_run
+    from perfcore.analysis.reader import parse_run
 
     doc = {**run_doc().to_dict(), "lines": _doc()["lines"], "starvation": _doc()["starvation"]}
     parse_run(copy.deepcopy(doc), Path("run.json"))  # what the part writer makes passes

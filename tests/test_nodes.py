@@ -20,7 +20,7 @@ import pytest
 from nodes import NODE_OFFSET_S, WORK, job_or_skip, plan_nodes
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.nodes import ClockSource, NodeState, RankSteps, align_clocks, job_nodes, rank_events
-from perfcore.report.reader import load_part
+from perfcore.analysis.reader import load_part
 
 
 @pytest.fixture(scope="module")

@@ -83,7 +83,7 @@ def test_the_scripts_usage_error_is_one_line_and_not_perfcores(tmp_path):
 def test_a_gan_row_is_documented_as_offset_by_one_optimizer(tmp_path):
     p = run(tmp_path, "--explain", "--warmup", "1", "--", sys.executable, str(SCRIPTS / "gan.py"))
     assert p.returncode == 0, p.stderr[-2000:]
-    from perfcore.report.reader import load_run
+    from perfcore.analysis.reader import load_run
 
     doc = load_run(tmp_path / "r")[0]
     assert doc.step_source == "optimizer" and "GAN" in step_source_text(doc)

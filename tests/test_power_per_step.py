@@ -13,7 +13,7 @@ from steps_tables import steps_table
 
 from perfcore.capture.sampler import align_samples
 from perfcore.errors import BadResultFile
-from perfcore.report.reader import parse_run
+from perfcore.analysis.reader import parse_run
 from perfcore.run.parent.evidence import monitor_summary
 
 MS = 1_000_000

@@ -74,7 +74,7 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
     assert table[: len(first)] == first  # appended, not rewritten
     n1, n2 = len(first) // (8 * ncols), len(table) // (8 * ncols)
     assert n2 == read_progress(tmp_path)["settled_steps"]
-    from perfcore.report.reader import load_part
+    from perfcore.analysis.reader import load_part
 
     # Each checkpoint read only the rows it had not written, 20 at a time: the training process
     # never pays for the whole run's rows again, nor holds them all at once.
@@ -238,7 +238,7 @@ def test_notebook_status_updates_one_output_in_place(tmp_path):
 
 def test_a_checkpoint_claiming_any_size_reads_only_what_its_file_holds(tmp_path):
     from perfcore.errors import PerfcoreError
-    from perfcore.report.reader import load_part
+    from perfcore.analysis.reader import load_part
 
     hdr = "step,wall_ms,load_ms,transfer_ms,compute_ms,comm_ms,host_ms,warmup\n"
     rows = "".join(f"{k},1.0,0.5,0.0,0.4,0.0,0.1,{k < 1}\n" for k in range(4))
@@ -294,7 +294,7 @@ def test_a_binary_checkpoint_reads_only_what_it_vouches_for_and_refuses_a_damage
     import numpy as np
 
     from perfcore.errors import PerfcoreError
-    from perfcore.report.reader import load_part
+    from perfcore.analysis.reader import load_part
 
     cols = ["step", "wall_ms", "load_ms", "transfer_ms", "compute_ms", "comm_ms", "host_ms", "warmup"]
     kinds = ["i", "ms", "ms", "ms", "ms", "ms", "ms", "b"]

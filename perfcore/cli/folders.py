@@ -27,7 +27,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     """
     from perfcore.report.plots import plot_breakdown
     from perfcore.report.words.verdict import headline
-    from perfcore.report.reader import load_run
+    from perfcore.analysis.reader import load_run
     from perfcore.report.terminal import render_brief, render_text
 
     from perfcore.errors import ResultWriteError
@@ -107,7 +107,7 @@ def compare_cmd(res: Results, run_a, run_b, fail_above, html_path) -> None:
     """
     from perfcore.analysis.compare import compare_runs
     from perfcore.report.terminal import render_compare
-    from perfcore.report.reader import load_run
+    from perfcore.analysis.reader import load_run
 
     check_target(res.json_path, [run_a, run_b])
     check_target(html_path, [run_a, run_b], page=True)

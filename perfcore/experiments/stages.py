@@ -126,7 +126,7 @@ def sweep_stage(
     if resume:
         if budget_s is not None:
             raise UsageError("--resume continues a full-grid sweep; it cannot be combined with --budget")
-        from perfcore.report.reader import load_sweep
+        from perfcore.analysis.reader import load_sweep
 
         done = resume_rows(load_sweep(out), grid, steps, runner.name)
 

@@ -341,7 +341,7 @@ def stage_text(folder: Path, explain: bool = False) -> tuple[Any, str, str] | No
     """(the command's result, terminal text, stage name) of a demo, health, diagnose or sweep folder, read from
     its validated document (a demo folder's demo.json before its stages' documents); None when the folder holds
     none of them."""
-    from perfcore.report.reader import stage_document
+    from perfcore.analysis.reader import stage_document
 
     renders = {
         "demo.json": render_demo if explain else (lambda d: render_demo_brief(d, folder)),

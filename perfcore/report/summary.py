@@ -18,7 +18,7 @@ def _run_of(run: Any) -> RunReport:
     if isinstance(run, RunReport):
         return run
     from perfcore.errors import BadResultFile, UsageError
-    from perfcore.report.reader import parse_run, read_json
+    from perfcore.analysis.reader import parse_run, read_json
 
     if isinstance(run, Mapping):
         try:

@@ -82,7 +82,7 @@ def open_report(folder: str | Path) -> _Shown:
     line), charts and all, rendered here from the folder's validated documents. The folder's own
     report.html is never shown: a notebook trusts its output, and a folder from elsewhere could hold
     any script there."""
-    from perfcore.report.reader import load_run, stage_document
+    from perfcore.analysis.reader import load_run, stage_document
 
     folder = Path(folder)
     if (folder / "run.json").exists() or (folder / "parts").is_dir():
@@ -120,7 +120,7 @@ def write_folder_report(folder: Path, title: str, doc: Any, text: str, files: It
 
 
 def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
-    from perfcore.report.reader import STEP_COLUMNS, read_csv
+    from perfcore.analysis.reader import STEP_COLUMNS, read_csv
 
     run = doc.run
     body.add(verdict_card(run.verdict, card_words(run.verdict, summary_words(run.verdict))))

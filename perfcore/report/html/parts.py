@@ -309,7 +309,7 @@ def table(head: list[str], rows: list[list[Any]], numeric: set[int] = frozenset(
 def links(files: Iterable[str]) -> str:
     """Links to files beside the page: plain names only, so a link never leaves the folder or runs
     a script (a name such as 'javascript:...' from a document is shown as text, not linked)."""
-    from perfcore.report.reader import is_plain_name
+    from perfcore.analysis.reader import is_plain_name
 
     return " · ".join(
         f"<a href='{esc(x)}'>{esc(x)}</a>" if is_plain_name(x) else esc(x) for x in files if x != "report.html"

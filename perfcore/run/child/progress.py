@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from perfcore.analysis.attribution import LABELS
-from perfcore.report.reader import CHECKPOINT_TABLE  # the checkpoint's rows: int64, row-major, columns in run.json
+from perfcore.analysis.reader import CHECKPOINT_TABLE  # the checkpoint's rows: int64, row-major, columns in run.json
 from perfcore.run.protocol import (
     CHECKPOINT_EVERY_S,
     PROGRESS_EVERY_S,

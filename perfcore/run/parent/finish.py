@@ -17,7 +17,7 @@ from perfcore.analysis.run_report import SCHEMA, Decision, RunReport
 from perfcore.capture.sampler import add_per_step
 from perfcore.errors import RunFailed
 from perfcore import jsonio
-from perfcore.report.reader import load_part, steps_file
+from perfcore.analysis.reader import load_part, steps_file
 from perfcore.run.parent.evidence import interference_of, monitor_summary, worker_summary
 from perfcore.run.parent.heap import give_back_freed
 from perfcore.run.parent.part_dirs import (

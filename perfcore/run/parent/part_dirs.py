@@ -81,7 +81,7 @@ def _drop_checkpoint(ck: Path) -> None:
     """Removes perfcore's own files from checkpoint folder `ck` (regular files of its names, no link on the
     way), then the folder, which stays when anything else is in it: a copied folder's checkpoint may hold
     what its owner put there (notes, a model), which perfcore never removes."""
-    from perfcore.report.reader import CHECKPOINT_TABLE
+    from perfcore.analysis.reader import CHECKPOINT_TABLE
 
     # What run.child.progress writes there (steps.csv: an earlier version's table).
     ours = ("run.json", CHECKPOINT_TABLE, "steps.csv")

@@ -30,7 +30,7 @@ __all__ = ["WarmUp", "FINISH_MODULES", "Looks", "spare_core", "results_begun"]
 FINISH_MODULES = (
     "numpy",
     "pandas",
-    "perfcore.report.reader",
+    "perfcore.analysis.reader",
     "perfcore.run.parent.finish",
     "perfcore.recording.replay",
     "perfcore.run.part_files",
