@@ -278,7 +278,7 @@ def run_command(
     status = LiveStatus(out, quiet=quiet).start()  # a status line while it runs, on a terminal only
     # What finishing imports, loaded while the script runs (nothing before it starts) and as it ends.
     # A job's folder may hold other nodes' parts, theirs to finish: only a run of this machine's alone.
-    warm = WarmUp(ending=results_begun(out), ahead=(lambda: _finish_whole_parts(out)) if job is None else lambda: None)
+    warm = WarmUp(ending=results_begun(out), ahead=(lambda: _finish_whole_parts(out)) if job is None else None)
 
     def started() -> None:
         if sampler is not None:

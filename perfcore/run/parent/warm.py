@@ -109,7 +109,7 @@ class WarmUp:
         nice: int = NICE_INCREMENT,
         look=None,
         ending: Callable[[], bool] = lambda: False,
-        ahead: Callable[[], object] = lambda: None,
+        ahead: Callable[[], object] | None = None,
     ):
         self.modules, self.nice = modules, nice
         self._look = look if look is not None else Looks()
@@ -185,8 +185,8 @@ class WarmUp:
             except Exception:  # noqa: BLE001 - as above: the chart loads it when it draws
                 pass
         # Then, once the script writes its results, the finishing work that needs nothing from its exit
-        # (ahead: the parts already whole), until stop().
-        while not self._stop.is_set():
+        # (ahead: the parts already whole), until stop(); with nothing ahead the thread's work is done.
+        while self._ahead is not None and not self._stop.is_set():
             if self.ended or self._has_ended():
                 try:
                     self._ahead()
