@@ -3,7 +3,7 @@ frozen Part: the finish, the ranks' merge and the trainers' merge read its attri
 
 The document itself stays beside the typed fields (`doc`): it is the base of the run's own document, which
 the typed run (analysis.run_report) parses when the finish writes it. A field of the wrong kind reads as
-None or empty here, never as an exception: the reader (report.reader.load_part) has already refused what
+None or empty here, never as an exception: the reader (analysis.reader.load_part) has already refused what
 the run cannot be made from (a rank or pid that is no integer, a run document that does not parse)."""
 
 from __future__ import annotations
