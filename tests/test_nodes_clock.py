@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from perfcore.analysis.labels import LABELS
+from perfcore.analysis.process_part import Part
 from perfcore.analysis.nodes import (
     ClockSource,
     NodeState,
@@ -206,7 +207,7 @@ def test_merge_ranks_adds_the_clocks_and_the_nodes_where_ranks_run_on_two_hosts(
             "step_start_ns": ev.step_end_ns - 20_000_000,
             "step_wall_ns": np.full(n, 20_000_000),
         }
-        parts.append({"doc": doc, "steps": steps, "raw": raw})
+        parts.append(Part.parse(doc, steps, raw))
     m = merge_ranks(parts)
     assert m["clocks"]["reference"] == "a" and m["clocks"]["hosts"][1]["source"] == "collectives"
     assert abs(m["clocks"]["hosts"][1]["offset_ns"] + HOUR_NS) < 500_000
@@ -214,8 +215,7 @@ def test_merge_ranks_adds_the_clocks_and_the_nodes_where_ranks_run_on_two_hosts(
     assert m["nodes"]["slow_node"]["host"] == "b" and m["nodes"]["slow_node"]["excess_label"] == "compute"
     assert [n["state"] for n in m["nodes"]["nodes"]] == ["waiting", "slow"]
     # One host: neither (its ranks are the job's nodes' whole story).
-    for p in parts:
-        p["doc"]["host"] = "a"
+    parts = [Part.parse({**p.doc, "host": "a"}, p.table, p.raw) for p in parts]
     assert "nodes" not in merge_ranks(parts) and "clocks" not in merge_ranks(parts)
 
 
@@ -223,8 +223,8 @@ def test_the_launchers_of_two_nodes_beside_their_ranks_are_one_job():
     from perfcore.analysis.ranks import job_problem
 
     def part(rank, host, pid, steps):
-        return {"doc": {"rank": rank, "world_size": 4 if rank is not None else None, "host": host, "pid": pid,
-                        "steps": steps, "warmup_steps": 0, "nested_in": None}}
+        return Part.parse({"rank": rank, "world_size": 4 if rank is not None else None, "host": host, "pid": pid,
+                           "steps": steps, "warmup_steps": 0, "nested_in": None})
 
     # torchrun's agent on each node imports torch and writes a part of its own: no rank, no step.
     job = [part(None, "node0", 10, 0), part(0, "node0", 11, 30), part(1, "node0", 12, 30),
@@ -246,7 +246,7 @@ def _table_part(rank, host, compute, comm, n=42, world=6):
     doc = {"rank": rank, "world_size": world, "host": host, "steps": n, "warmup_steps": 0, "device": "cpu",
            "step_time_ms": {"mean": wall, "p50": wall, "p90": wall}, "breakdown_ms": bms,
            "breakdown_fraction": {k: v / wall for k, v in bms.items()}}
-    return {"doc": doc, "steps": steps, "raw": {}}
+    return Part.parse(doc, steps, {})
 
 
 def test_a_whole_slow_node_holds_up_the_job_though_none_of_its_ranks_alone_is_slowest_on_most_steps():
@@ -271,8 +271,8 @@ def test_a_whole_slow_node_holds_up_the_job_though_none_of_its_ranks_alone_is_sl
     # The job's verdict: the wait for the slow node's rank, not the waiting ranks' communication.
     from perfcore.analysis.advice import advise_run
 
-    doc = {**parts[0]["doc"], **m}
-    focus = next(p["doc"] for p in parts if p["doc"]["rank"] == s["rank"])
+    doc = {**parts[0].doc, **m}
+    focus = next(p.doc for p in parts if p.rank == s["rank"])
     v = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8}).verdict
     assert v.bound == "straggler" and v.straggler.slow_rank == s["rank"]
     # Seen from node1 alone (its node's view), no rank of it stands out.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfcore.analysis.process_part import Part, as_parts
+from perfcore.analysis.process_part import Part
 from perfcore.analysis.run_context import Exit
 
 RANK = {
@@ -65,10 +65,8 @@ def test_a_document_that_is_no_object_is_an_empty_part():
     assert (p.rank, p.pid, p.steps, p.exit, p.label) == (None, None, 0, Exit(), "pid None")
 
 
-def test_parts_held_as_their_pieces_are_parsed_and_parts_pass_as_they_are():
+def test_a_part_holds_its_table_and_arrays_as_given():
     table, raw = object(), {"step_start_ns": [1]}
-    part = Part.parse(RANK)
-    parsed, same = as_parts([{"doc": RANK, "steps": table, "raw": raw}, part])
+    parsed = Part.parse(RANK, table, raw)
     assert parsed.rank == 1 and parsed.table is table and parsed.raw is raw
-    assert same is part
     assert parsed != Part.parse(RANK)  # a part is itself only: its table is never compared

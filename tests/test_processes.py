@@ -23,7 +23,7 @@ def _part(pid: int, n: int, means, t0_ns: int, seed: int) -> dict:
         "starvation": {"steps": n - 5},
         "loaders": [{"site": "t.py:3", "role": "train", "dataset": "D", "batches": n, "made": 1, "worker_startup_ms": [5.0]}],
     }
-    return {"doc": doc, "steps": steps, "raw": {"step_start_ns": start, "step_wall_ns": wall_ns}}
+    return Part.parse(doc, steps, {"step_start_ns": start, "step_wall_ns": wall_ns})
 
 
 def test_every_trainers_rows_are_the_run():
@@ -32,7 +32,7 @@ def test_every_trainers_rows_are_the_run():
     fields, table, raw = merge_trainers([b, a])
     assert fields["steps"] == 35 + 25 and fields["warmup_steps"] == 10 and len(table) == 70
     # The shares are over every measured row, not one trainer's nor a mean of their means.
-    both = [t["steps"][~t["steps"]["warmup"]] for t in (a, b)]
+    both = [t.table[~t.table["warmup"]] for t in (a, b)]
     load = sum(float(t["load_ms"].sum()) for t in both)
     wall = sum(float(t["wall_ms"].sum()) for t in both)
     assert fields["breakdown_fraction"]["load"] == pytest.approx(load / wall, rel=1e-6)
@@ -52,10 +52,10 @@ def test_every_trainers_rows_are_the_run():
 def test_a_starved_run_is_one_processes_own():
     a = _part(11, 25, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)
     b = _part(12, 25, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=500_000, seed=2)
-    a["steps"]["load_ms"] = np.where(a["steps"]["step"] >= 5, 6.0, 0.0)  # a starves on every measured step
-    a["steps"]["wall_ms"] = a["steps"][[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
-    b["steps"]["load_ms"] = 0.0
-    b["steps"]["wall_ms"] = b["steps"][[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
+    a.table["load_ms"] = np.where(a.table["step"] >= 5, 6.0, 0.0)  # a starves on every measured step
+    a.table["wall_ms"] = a.table[[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
+    b.table["load_ms"] = 0.0
+    b.table["wall_ms"] = b.table[[f"{lb}_ms" for lb in LABELS]].sum(axis=1)
     fields, table, _ = merge_trainers([a, b])
     st = fields["starvation"]
     assert (st["steps"], st["starved"], st["longest_run"]) == (40, 20, 20)  # interleaved with b's, still a's 20
@@ -65,7 +65,7 @@ def test_a_starved_run_is_one_processes_own():
 def test_parts_without_their_step_starts_are_kept_part_after_part():
     a = _part(11, 10, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)
     b = _part(12, 10, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=2)
-    b["raw"] = {}
+    b.raw.clear()
     fields, table, raw = merge_trainers([a, b])
     assert raw == {} and list(table["pid"]) == [11] * 10 + [12] * 10 and fields["steps"] == 10
 
@@ -96,8 +96,8 @@ def test_which_processes_are_the_run():
 def test_a_process_that_only_evaluated_is_the_runs_evaluation():
     from perfcore.analysis.processes import evaluation_apart
 
-    a = _part(11, 25, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)["steps"]
-    b = _part(12, 15, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=2)["steps"]
+    a = _part(11, 25, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1).table
+    b = _part(12, 15, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=2).table
     parent = {"pid": 1, "steps": 3, "step_time_ms": {"mean": 10.0}, "evaluation": {"passes": 2, "total_ms": 30.0}}
     ev = evaluation_apart([Part.parse(parent)], [a, b])
     # Against the wall time the trainers took side by side (the longer one's), never their sum.
@@ -114,8 +114,8 @@ def test_a_part_without_a_column_has_none_of_its_rows():
     # One trainer's table has evaluation and memory columns, the other's not: its rows are training rows.
     a = _part(11, 10, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=0, seed=1)
     b = _part(12, 10, (1.0, 0.0, 3.0, 0.0, 0.5), t0_ns=10**9, seed=2)
-    a["steps"]["evaluation"] = False
-    a["steps"]["mem_bytes"] = 100
+    a.table["evaluation"] = False
+    a.table["mem_bytes"] = 100
     fields, table, _ = merge_trainers([a, b])
     assert fields["steps"] == 10 and not table["evaluation"].any()
     assert table["evaluation"].dtype == bool and list(table["mem_bytes"][10:]) == [-1] * 10

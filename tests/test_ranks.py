@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from perfcore.analysis.codec import from_doc
+from perfcore.analysis.process_part import Part
 from perfcore.analysis.ranks import clock_offsets, merge_ranks
 from perfcore.analysis.run_context import Straggler, Waiting
 from perfcore.analysis.units import fmt_ms
@@ -129,7 +130,7 @@ def _part(rank, load, comm, compute=1.0, host_name="h", n=10):
     doc = {"rank": rank, "world_size": 3, "host": host_name, "steps": n,
            "step_time_ms": {"mean": wall, "p50": wall, "p90": wall}, "breakdown_ms": bms,
            "breakdown_fraction": {k: v / wall for k, v in bms.items()}}
-    return {"doc": doc, "steps": steps}
+    return Part.parse(doc, steps)
 
 
 def test_merge_ranks_on_hand_built_parts():
@@ -162,7 +163,7 @@ def test_clock_offsets_from_collective_ends():
         ends = np.arange(5) * 1000 + 500 + shift
         return {"span_phase": np.full(5, 3), "span_step": np.arange(5), "span_end_ns": ends}
 
-    parts = [{"doc": {"host": "a"}, "raw": raw(0)}, {"doc": {"host": "b"}, "raw": raw(-250)}]
+    parts = [Part.parse({"host": "a"}, raw=raw(0)), Part.parse({"host": "b"}, raw=raw(-250))]
     assert clock_offsets(parts) == {"a": 0, "b": 250}
 
 
@@ -172,7 +173,7 @@ def _rank_part(rank, world, host="h", pid=1, wall=10.0, comm=0.0, n=6):
                           "host_ms": [0.0] * n})
     doc = {"rank": rank, "world_size": world, "host": host, "pid": pid, "steps": n,
            "step_time_ms": {"mean": wall}, "breakdown_ms": {}, "breakdown_fraction": {}}
-    return {"doc": doc, "steps": steps}
+    return Part.parse(doc, steps)
 
 
 def test_processes_without_a_rank_are_not_missing_ranks():
@@ -185,8 +186,7 @@ def test_processes_without_a_rank_are_not_missing_ranks():
     assert two == {"reason": "no_rank", "count": 2, "parts": [["h", 1], ["h", 2]]}
     assert "not a rank of one distributed job" in job_problem_words(two)
     # A script's own subprocess beside its process is still one run.
-    helper = _rank_part(None, None, pid=2)
-    helper["doc"]["nested_in"] = 1
+    helper = Part.parse({**_rank_part(None, None, pid=2).doc, "nested_in": 1})
     assert job_problem([_rank_part(None, None, pid=1), helper]) is None
 
 
@@ -226,9 +226,9 @@ def test_merging_two_jobs_folders_is_one_line(tmp_path):
 
 def _merged(parts):
     """A merged job document as finish makes it (rank 0's numbers plus the merge), and the slow rank's."""
-    merged = {**parts[0]["doc"], "device": "cpu", "warmup_steps": 0, **merge_ranks(parts)}
+    merged = {**parts[0].doc, "device": "cpu", "warmup_steps": 0, **merge_ranks(parts)}
     slow = merged["stragglers"][0]["rank"]
-    return merged, next(p["doc"] for p in parts if p["doc"]["rank"] == slow)
+    return merged, next(p.doc for p in parts if p.rank == slow)
 
 
 def test_a_straggler_that_computes_longer_is_the_jobs_headline():

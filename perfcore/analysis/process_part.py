@@ -16,7 +16,7 @@ from perfcore.analysis.codec import fields_of
 from perfcore.analysis.run_context import Checkpoint, Exit, NoStep
 from perfcore.analysis.run_parts import Kernel, Memcpy
 
-__all__ = ["Part", "as_parts"]
+__all__ = ["Part"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -103,8 +103,3 @@ class Part:
 
 # The fields that are not facts of the document: where the part is, and what it holds beside its run.json.
 _WHERE = frozenset({"doc", "table", "raw", "key", "dir", "label"})
-
-
-def as_parts(parts: list[Any]) -> list[Part]:
-    """Parts as Parts: one held as its pieces in a mapping ({"doc", "steps", "raw"}) is parsed here, once."""
-    return [p if isinstance(p, Part) else Part.parse(p["doc"], p.get("steps"), p.get("raw")) for p in parts]

@@ -17,7 +17,7 @@ import pandas as pd
 from perfcore.analysis.attribution import summarize
 from perfcore.analysis.codec import to_doc
 from perfcore.analysis.labels import LABELS
-from perfcore.analysis.process_part import Part, as_parts
+from perfcore.analysis.process_part import Part
 from perfcore.analysis.run_parts import Kernel, Memcpy
 from perfcore.analysis.starvation import starvation
 from perfcore.analysis.store import memcpy_document
@@ -143,7 +143,7 @@ def merge_trainers(parts: list[Part]) -> tuple[dict[str, Any], pd.DataFrame, dic
     """parts: the processes that trained, the first one's (by pid) the base. Returns (the fields the merged
     document replaces, the merged steps table, its step starts and walls aligned with its rows, or {} when
     a part did not keep them). The verdict is left to the caller."""
-    parts = sorted(as_parts(parts), key=lambda p: p.pid or 0)
+    parts = sorted(parts, key=lambda p: p.pid or 0)
     table, raw = _table(parts)
     base = parts[0]
     ns = [f"{c}_ns" for c in ("wall", *LABELS)]

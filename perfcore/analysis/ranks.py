@@ -17,7 +17,7 @@ import pandas as pd
 
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events
-from perfcore.analysis.process_part import Part, as_parts
+from perfcore.analysis.process_part import Part
 from perfcore.analysis.results import Level, Straggle, Verdict
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
@@ -44,7 +44,7 @@ def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
     wait in collectives for them), missing_ranks, world_size; with ranks on more than one host, also
     `clocks` (how each host's clock was put on the job's) and `nodes` (the job per node, the slow node).
     node_view: the parts are one node's of a larger job: no rank is missing from them."""
-    parts = sorted(as_parts(parts), key=lambda p: p.rank or 0)
+    parts = sorted(parts, key=lambda p: p.rank or 0)
     world = max([p.world_size or 0 for p in parts] + [len(parts)])
     # Only a distributed job has ranks to miss; processes without a rank (rank None) never do.
     numbered = [p.rank for p in parts if p.rank is not None]
@@ -208,7 +208,6 @@ def job_problem(parts: list[Part]) -> dict[str, Any] | None:
     (two jobs' folders merged: rank_claimed_twice, with the two (host, pid)), processes without a rank
     that stepped beside others (no_rank, with up to 3 of them), or ranks that disagree on the job's size
     (world_sizes)."""
-    parts = as_parts(parts)
     seen: dict[int, tuple] = {}
     for p in parts:
         if p.rank is None:
@@ -234,7 +233,7 @@ def job_problem(parts: list[Part]) -> dict[str, Any] | None:
 def clock_alignment(parts: list[Part]) -> Alignment:
     """The hosts' clocks put on the clock of the lowest rank's host (analysis.nodes.align_clocks), from
     the collectives every part kept in its trace arrays (`raw`)."""
-    return align_clocks([rank_events(p.raw, str(p.host), p.rank) for p in as_parts(parts)])
+    return align_clocks([rank_events(p.raw, str(p.host), p.rank) for p in parts])
 
 
 def clock_offsets(parts: list[Part]) -> dict[str, int]:
