@@ -98,20 +98,23 @@ def test_run_folder_contents(input_bound):
 @pytest.mark.build
 def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
     # Even with --delay 0 a batch takes ~3 ms to make in the main process: at --width 1536 (a 20 ms
-    # step) that is 16% of the step and rightly named. At 3072 the step is ~110 ms and loading ~4%.
+    # step) that is 16% of the step and rightly named. At 3072 the step is 50-110 ms and loading ~4%.
     p = perfcore("run", "--out", str(tmp_path / "r"), "--warmup", "2", "--",
                  *py(TRAIN, "--delay", "0", "--width", "3072", "--epochs", "1"))
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
     from run_docs import run_of_json
 
-    from perfcore.report.words.verdict import summary_words
+    from perfcore.report.words.verdict import plain_words, summary_words
 
     v = run_of_json(doc).verdict
     # Never named past a tier. With two CPU burners its host share reads 5.8-8% over these 18 steps,
-    # with an interval up to 10-12%: "borderline" (more steps would settle it), which is no blame.
+    # with an interval up to 10-12%; on a faster machine (a 52 ms step) 9.2%: "borderline", which is no
+    # blame. A borderline verdict is said as compute-bound near the line whichever side a run lands.
     assert v.level.value in ("healthy", "borderline") and v.bound != "load", summary_words(v)
-    assert v.bound == "compute" or summary_words(v).startswith("borderline "), summary_words(v)
+    said = plain_words(v)  # the decision, without what inflated the steps said first
+    assert said.startswith("compute-bound"), said
+    assert v.level.value == "healthy" or "near the 10% line" in said, said
     assert doc["breakdown_fraction"]["compute"] > doc["breakdown_fraction"]["load"]
 
 
