@@ -67,6 +67,25 @@ def test_outliers_are_the_slowest_measured_steps():
     assert set(out["step"]) <= set(slow) and out["wall_ms"].is_monotonic_decreasing
 
 
+def test_the_plot_marks_the_steps_the_verdict_set_apart():
+    """One definition of an outlier step: the plot's markers are the steps robust_breakdown leaves out of
+    every figure the brief quotes, so "N outlier step(s) set apart" reads the same N in both."""
+    from perfcore.analysis.uncertainty import robust_breakdown
+
+    df = table(5_000)
+    rng = np.random.default_rng(3)
+    slow = rng.choice(np.arange(10, 5_000), 40, replace=False)
+    df.loc[slow, "wall_ms"] *= rng.uniform(2.5, 2.9, 40)  # far above the steady steps, under 3x the median
+    df.loc[slow, "host_ms"] = df.loc[slow, "wall_ms"] - df.loc[slow, ["load_ms", "transfer_ms", "compute_ms", "comm_ms"]].sum(axis=1)
+    df.loc[slow[:5], "load_ms"] += df.loc[slow[:5], "host_ms"]  # a data wait: the loop's own, kept in
+    df.loc[slow[:5], "host_ms"] = 0.0
+    measured = df[~df["warmup"]]
+    rb = robust_breakdown(measured)
+    out = outliers(df, limit=100)
+    assert out.attrs["count"] == rb["outliers"]["count"] == 35  # the 40 slow steps but the 5 data waits
+    assert set(out["step"]) == set(slow[5:].tolist()) >= set(rb["outliers"]["steps"])
+
+
 def test_plot_has_a_fixed_number_of_shapes(tmp_path, monkeypatch):
     from perfcore.report import raster
     from perfcore.report.plots import plot_breakdown
@@ -80,7 +99,9 @@ def test_plot_has_a_fixed_number_of_shapes(tmp_path, monkeypatch):
 
     monkeypatch.setattr(raster.Figure, "save", count_then_save)
     for n in (2_000, 100_000):
-        plot_breakdown(table(n), tmp_path / f"b{n}.png")
+        t = table(n)
+        t.loc[[100, n // 2, n - 1], ["host_ms", "wall_ms"]] += 40.0  # slow steps at either length: markers in both
+        plot_breakdown(t, tmp_path / f"b{n}.png")
     assert counts[0] == counts[1] < 40, counts
 
 

@@ -2,7 +2,8 @@
 
 Each bin holds consecutive steps: the mean ms of each label (the five still sum to the bin's mean
 step time), the median and p90 step time, and whether it holds warm-up steps. Outliers are the
-steps far above the typical step, reported by step number (at most a fixed count, slowest first).
+steps the verdict's figures leave out (analysis.uncertainty.outlier_mask), reported by step number (at
+most a fixed count, slowest first), so that a plot marks the steps the brief says were set apart.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import numpy as np
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.uncertainty import outlier_mask
 
-__all__ = ["bin_steps", "outliers", "BINS", "OUTLIER_FACTOR"]
+__all__ = ["bin_steps", "outliers", "BINS"]
 
 BINS = 200
-OUTLIER_FACTOR = 3.0  # a step slower than this many times the median measured step is an outlier
 
 
 def bin_steps(steps: pd.DataFrame, bins: int = BINS) -> pd.DataFrame:
@@ -61,19 +62,18 @@ def _quantiles(wall: np.ndarray, starts: np.ndarray, count: np.ndarray) -> tuple
     return q[0], q[1]
 
 
-def outliers(steps: pd.DataFrame, factor: float = OUTLIER_FACTOR, limit: int = 50) -> pd.DataFrame:
-    """Measured steps slower than `factor` x the median measured step: step, wall_ms, slowest first
-    (at most `limit` rows; `attrs['count']` holds how many there were in all)."""
+def outliers(steps: pd.DataFrame, limit: int = 50) -> pd.DataFrame:
+    """The measured steps set apart as outliers, as robust_breakdown sets them apart: step, wall_ms,
+    slowest first (at most `limit` rows; `attrs['count']` holds how many there were in all)."""
     if not len(steps):
         return pd.DataFrame({"step": pd.Series(dtype=np.int64), "wall_ms": pd.Series(dtype=float)})
-    # Two columns, never a row-selected copy of the whole table.
+    # A few columns, never a row-selected copy of the whole table.
     keep = ~steps["warmup"].to_numpy(dtype=bool) if "warmup" in steps else np.ones(len(steps), dtype=bool)
     wall = steps["wall_ms"].to_numpy(dtype=np.float64)[keep]
-    base = float(np.median(wall)) if len(wall) else 0.0
-    hit = np.flatnonzero(wall > factor * base) if base > 0 else np.zeros(0, dtype=np.int64)
+    load = steps["load_ms"].to_numpy(dtype=np.float64)[keep] if "load_ms" in steps else np.zeros(len(wall))
+    hit = np.flatnonzero(outlier_mask(wall, load))
     order = hit[np.argsort(-wall[hit], kind="stable")][:limit]
     step = steps["step"].to_numpy()[keep][order] if "step" in steps else order
     out = pd.DataFrame({"step": step, "wall_ms": wall[order]})
     out.attrs["count"] = int(len(hit))
-    out.attrs["median_ms"] = base
     return out

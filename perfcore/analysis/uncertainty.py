@@ -55,17 +55,22 @@ def outlier_mask(wall: np.ndarray, load: np.ndarray) -> np.ndarray:
 
 
 def _outliers(wall: np.ndarray, load: np.ndarray) -> np.ndarray:
+    # Lean on memory: a 1M-step run's finish runs this on whole columns, so one temporary of the length
+    # of the steps at a time, and the load rule only on the candidates.
     n = len(wall)
     out = np.zeros(n, dtype=bool)
     if n < 5:
         return out
     med = float(np.median(wall))
-    mad = 1.4826 * float(np.median(np.abs(wall - med)))
+    dev = np.subtract(wall, med)
+    np.abs(dev, out=dev)
+    mad = 1.4826 * float(np.median(dev, overwrite_input=True))
+    del dev
     thr = max(med + OUTLIER_MADS * mad, OUTLIER_MIN_RATIO * med)
-    excess = wall - med
-    med_load = float(np.median(load))
-    cand = (wall > thr) & ((load - med_load) < LOAD_EXPLAINS * excess)
-    idx = np.flatnonzero(cand)
+    idx = np.flatnonzero(wall > thr)
+    if len(idx):
+        med_load = float(np.median(load))
+        idx = idx[(load[idx] - med_load) < LOAD_EXPLAINS * (wall[idx] - med)]
     cap = int(np.floor(TRIM_AT_MOST * n))
     if len(idx) > cap:
         idx = idx[np.argsort(-wall[idx], kind="stable")[:cap]]

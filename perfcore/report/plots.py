@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from perfcore.analysis.attribution import LABELS
-from perfcore.analysis.bins import BINS, OUTLIER_FACTOR
+from perfcore.analysis.bins import BINS
 from perfcore.analysis.command_results import ExperimentRow
 from perfcore.report.charts import COLORS
 from perfcore.report.raster import ms_label, step_label, wrap_title
@@ -133,7 +133,7 @@ def plot_breakdown(steps: pd.DataFrame, path: Path, title: str = "", bins: int =
         legend.append(
             (
                 "#cc0000",
-                f"{n_all} outlier step(s) > {OUTLIER_FACTOR:g}x median"
+                f"{n_all} outlier step(s) set apart from the figures"
                 + (f" ({len(out)} slowest shown)" if n_all > len(out) else ""),
             )
         )
