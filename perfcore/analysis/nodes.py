@@ -245,6 +245,11 @@ class NodeFigures:
     state: NodeState = NodeState.EVEN
     waits_for: tuple[str, ...] = ()
 
+    @property
+    def comm(self) -> tuple[float, float]:
+        """Its ranks' mean ms a step in collectives and that share of the step (0 where none was measured)."""
+        return self.breakdown_ms.get("comm", 0.0), self.breakdown_fraction.get("comm", 0.0)
+
     def to_dict(self) -> dict[str, object]:
         return to_doc(self)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from perfcore.analysis.codec import from_doc, to_doc
+from perfcore.analysis.codec import fields_of, from_doc, to_doc
 from perfcore.analysis.run_parts import LabelMs, LabelShares, StepTime
 
 __all__ = [
@@ -29,6 +29,8 @@ __all__ = [
     "Overrides",
     "Synthetic",
     "Note",
+    "NoteFigures",
+    "NoteProcess",
     "NoStep",
     "Checkpoint",
 ]
@@ -230,6 +232,25 @@ class Synthetic:
 
 
 @dataclasses.dataclass(frozen=True)
+class NoteProcess:
+    """A process a note names: its pid and the steps it made."""
+
+    pid: int | None = None
+    steps: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class NoteFigures:
+    """The figures a note's code carries (evaluation_only: pids; measured_apart: processes; from_checkpoint:
+    steps; finished_afterwards: exit_code)."""
+
+    pids: tuple[int, ...] = ()
+    processes: tuple[NoteProcess, ...] = ()
+    steps: int | None = None
+    exit_code: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Note:
     """A note on the run: a code with its figures. A note its maker still words itself (the recording's and
     the instrumented process's: a CUPTI that could not start, a hook that could not time a call) is its
@@ -238,6 +259,11 @@ class Note:
     code: str
     figures: dict[str, Any] = dataclasses.field(default_factory=dict)
     text: str | None = None
+
+    @property
+    def facts(self) -> "NoteFigures":
+        """Its figures, typed: each read on its own, so a damaged one costs that one only."""
+        return NoteFigures(**fields_of(NoteFigures, self.figures))
 
     def to_doc(self) -> Any:
         return self.text if self.code == "text" else {"code": self.code, "figures": to_doc(self.figures)}

@@ -54,10 +54,22 @@ from perfcore.analysis.run_parts import (
     StepTime,
 )
 from perfcore.analysis.starvation import Starvation
+from perfcore.analysis.verdict import report_evidence, steady_ms
 
-__all__ = ["SCHEMA", "RunReport", "Decision"]
+__all__ = ["SCHEMA", "RunReport", "Decision", "Steady"]
 
 SCHEMA = "perfcore.run/2"
+
+
+@dataclasses.dataclass(frozen=True)
+class Steady:
+    """The figures the verdict judges a run on, as every report quotes them: the steady step (its mean, less
+    the outlier steps where the trimmed breakdown set some apart), each label's ms of it, and how many steps
+    were set apart."""
+
+    step_ms: float
+    ms: dict[str, float]
+    outliers: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +184,11 @@ class RunReport:
     @property
     def measured(self) -> bool:
         return self.steps > 0
+
+    def steady(self) -> Steady:
+        ev = report_evidence(self)
+        out = ev["outliers"]
+        return Steady(float(ev["step_ms"] or 0.0), steady_ms(ev), int(out["count"]) if out else 0)
 
     def of_kind(self, *kinds: FindingKind) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.kind in kinds)
