@@ -331,7 +331,7 @@ def demo_markdown(folder: Path) -> str:
     import inspect
 
     from perfcore.analysis.command_results import DemoWorkload
-    from perfcore.report.markdown import demo_markdown as markdown
+    from perfcore.report.summary import demo_markdown as markdown
     from perfcore.analysis.reader import stage_document
     from perfcore.workloads.builtin import demo
 

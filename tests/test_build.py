@@ -337,11 +337,9 @@ def test_env_shows_cpu_mode_why_and_how(monkeypatch):
     [check] = environment.check_build()
     assert (check.status, check.code) == ("warn", "cpu_mode")
     assert check.figures["why"] == "no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"
-    from dataclasses import asdict
+    from perfcore.report.words import check_words
 
-    from perfcore.report.words.runs import check_words
-
-    value, fix = check_words(asdict(check))
+    value, fix = check_words(check)
     assert value == "CPU mode: no nvcc: /opt/cuda has the CUDA headers but no bin/nvcc"
     assert fix.endswith("; for the CUDA mode install the CUDA 12.x toolkit (nvcc, CUPTI) and set CUDA_HOME "
                               "to it, then reinstall perfcore with pip's --no-build-isolation")

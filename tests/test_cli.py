@@ -74,16 +74,14 @@ def test_env_gives_cudnn_advice_only_where_a_gpu_runs_the_convolutions(monkeypat
     from perfcore.capture.environment import check_versions
 
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
-    from dataclasses import asdict
-
-    from perfcore.report.words.runs import check_words
+    from perfcore.report.words import check_words
 
     fixes = {}
     for gpu in (False, True):
         monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
         check = next(c for c in check_versions() if c.name == "cudnn.benchmark")
         assert check.figures == {"on": False, "gpu": gpu}
-        fixes[gpu] = check_words(asdict(check))[1]
+        fixes[gpu] = check_words(check)[1]
     assert fixes[False] == "" and "cudnn.benchmark = True" in fixes[True]
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from perfcore.report.words.runs import _WORDS, check_words
+from perfcore.capture.environment import Check
+from perfcore.report.words import _WORDS, check_words
 
 ENV = Path(__file__).resolve().parents[1] / "perfcore" / "capture" / "environment.py"
 
@@ -30,19 +31,19 @@ def test_every_code_made_has_words():
 
 def test_a_warning_says_what_to_do_and_an_ok_does_not():
     free = {"path": "/dev/shm", "free_bytes": 64 * 1024**2, "fs": "tmpfs"}
-    value, fix = check_words({"status": "warn", "code": "free_space", "figures": free})
+    value, fix = check_words(Check("x", "warn", "free_space", free))
     assert value == "0.1 GiB free (tmpfs)" and "0.06 GiB" in fix and "--shm-size" in fix
-    assert check_words({"status": "ok", "code": "free_space", "figures": free})[1] == ""
+    assert check_words(Check("x", "ok", "free_space", free))[1] == ""
     nofile = {"soft": 1024, "hard": 4096, "suggested": 4096}
-    assert check_words({"status": "warn", "code": "nofile", "figures": nofile}) == (
+    assert check_words(Check("x", "warn", "nofile", nofile)) == (
         "soft 1024, hard 4096",
         "DataLoader workers pass tensors through file descriptors: ulimit -n 4096",
     )
 
 
 def test_an_unknown_code_or_odd_figures_show_the_figures():
-    assert check_words({"status": "warn", "code": "newer_check", "figures": {"x": 3}}) == ("x 3", "")
-    assert check_words({"status": "ok", "code": "ram", "figures": {"free": 1}}) == ("free 1", "")
+    assert check_words(Check("x", "warn", "newer_check", {"x": 3})) == ("x 3", "")
+    assert check_words(Check("x", "ok", "ram", {"free": 1})) == ("free 1", "")
 
 
 def test_a_sampler_without_nvml_keeps_the_error_and_the_words_say_it(monkeypatch):

@@ -87,17 +87,17 @@ def test_the_plot_marks_the_steps_the_verdict_set_apart():
 
 
 def test_plot_has_a_fixed_number_of_shapes(tmp_path, monkeypatch):
-    from perfcore.report import raster
+    from perfcore.report import plots
     from perfcore.report.plots import plot_breakdown
 
     counts = []
-    real = raster.Figure.save
+    real = plots.Figure.save
 
     def count_then_save(fig, path):
         counts.append(fig.primitives)
         return real(fig, path)
 
-    monkeypatch.setattr(raster.Figure, "save", count_then_save)
+    monkeypatch.setattr(plots.Figure, "save", count_then_save)
     for n in (2_000, 100_000):
         t = table(n)
         t.loc[[100, n // 2, n - 1], ["host_ms", "wall_ms"]] += 40.0  # slow steps at either length: markers in both

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from run_docs import as_run
 
-from perfcore.report.words.lines import lines_text as _lines_text
-from perfcore.report.words.lines import where
+from perfcore.report.words.findings import lines_text as _lines_text
+from perfcore.report.words.findings import where
 
 
 def lines_text(doc: dict, cwd: str | None = None) -> list[str]:
@@ -120,7 +120,7 @@ def test_compute_facts_say_the_optimizer_change_and_the_heavy_backward():
 
 
 def test_the_sweep_patch_lines():
-    from perfcore.report.words.lines import patch_text
+    from perfcore.report.words.findings import patch_text
 
     p = {
         "status": "written",

@@ -12,7 +12,7 @@ import sys
 import pytest
 from job_parts import write_job
 
-from perfcore.report.words.jobs import ranks_phrase
+from perfcore.report.words.runs import ranks_phrase
 
 
 def _perfcore(*args: str) -> str:

@@ -16,7 +16,7 @@ from perfcore.analysis.process_part import Part
 from perfcore.analysis.ranks import clock_offsets, merge_ranks
 from perfcore.analysis.run_context import Straggler, Waiting
 from perfcore.analysis.units import fmt_ms
-from perfcore.report.words.jobs import job_problem_words, missing_sentence, straggler_sentence, waiting_sentence
+from perfcore.report.words.runs import job_problem_words, missing_sentence, straggler_sentence, waiting_sentence
 from perfcore.analysis.reader import load_run
 from perfcore.report.words.verdict import summary_words
 

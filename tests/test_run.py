@@ -292,7 +292,7 @@ def test_a_script_with_no_loop_exits_0_with_what_was_seen(tmp_path):
     p = perfcore("run", "--out", str(tmp_path / "r"), "--", sys.executable, str(SCRIPTS / "no_loop.py"))
     assert p.returncode == 0, p.stderr
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
-    from perfcore.report.words.findings import no_step_sentence
+    from perfcore.report.words.runs import no_step_sentence
     from run_docs import run_of_json
 
     assert doc["steps"] == 0 and doc["exit_code"] == 0

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from perfcore.report import raster
+from perfcore.report import plots
 from steps_tables import steps_table
 
 TESTS = Path(__file__).parent
@@ -247,27 +247,27 @@ def test_a_spare_core_is_most_of_one_core_idle_over_the_look():
 
 def test_ticks_are_round_and_inside_the_range():
     for lo, hi in [(0, 1), (0, 7.3), (0, 18_000.0), (3, 100_000), (0.0, 0.004)]:
-        t = raster.nice_ticks(lo, hi)
+        t = plots.nice_ticks(lo, hi)
         assert 3 <= len(t) <= 11 and lo - 1e-9 <= t[0] and t[-1] <= hi + 1e-9, (lo, hi, t)
         steps = np.diff(t)
         assert np.allclose(steps, steps[0])
         mantissa = steps[0] / 10 ** np.floor(np.log10(steps[0]))
         assert any(np.isclose(mantissa, m) for m in (1, 2, 2.5, 5)), t
-    assert all(float(v).is_integer() for v in raster.nice_ticks(0, 7, integer=True))
-    assert raster.nice_ticks(5, 5) == [5]
+    assert all(float(v).is_integer() for v in plots.nice_ticks(0, 7, integer=True))
+    assert plots.nice_ticks(5, 5) == [5]
 
 
 def test_breakdown_png_axes_have_units_not_exponents(tmp_path, monkeypatch):
     from perfcore.report.plots import plot_breakdown
 
     texts = []
-    real = raster.Figure.text
+    real = plots.Figure.text
 
     def keep(fig, xy, s, *a, **k):
         texts.append(s)
         return real(fig, xy, s, *a, **k)
 
-    monkeypatch.setattr(raster.Figure, "text", keep)
+    monkeypatch.setattr(plots.Figure, "text", keep)
     plot_breakdown(steps_table(100_000, means=(4000.0, 0.0, 14000.0, 0.0, 300.0)), tmp_path / "b.png")
     ms = [s for s in texts if re.fullmatch(r"(0|[\d.]+ (ms|s))", s)]
     assert len(ms) >= 3 and any(s.endswith(" s") for s in ms), texts
@@ -281,12 +281,12 @@ def test_charts_draw_with_pillows_own_font_when_matplotlibs_is_missing(tmp_path,
 
     from perfcore.report.plots import plot_kernels
 
-    raster._font.cache_clear()
+    plots._font.cache_clear()
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     try:
         path = plot_kernels([{"name": "k" * 90, "count": 1, "total_ms": 3.0, "mean_us": 3000.0}], tmp_path / "k.png")
     finally:
-        raster._font.cache_clear()
+        plots._font.cache_clear()
     from PIL import Image
 
     with Image.open(path) as im:
@@ -297,13 +297,13 @@ def test_a_kernel_chart_keeps_the_largest_on_top(tmp_path, monkeypatch):
     from perfcore.report.plots import plot_kernels
 
     placed = {}
-    real = raster.Figure.text
+    real = plots.Figure.text
 
     def keep(fig, xy, s, *a, **k):
         placed[s] = xy[1]
         return real(fig, xy, s, *a, **k)
 
-    monkeypatch.setattr(raster.Figure, "text", keep)
+    monkeypatch.setattr(plots.Figure, "text", keep)
     ks = [{"name": f"kernel_{i}", "count": 1, "total_ms": 10.0 - i, "mean_us": 1.0} for i in range(5)]
     plot_kernels(ks, tmp_path / "k.png")
     ys = [placed[f"kernel_{i}"] for i in range(5)]

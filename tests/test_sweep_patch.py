@@ -62,7 +62,7 @@ def test_a_patch_whose_try_fails_is_not_offered_and_says_why(tmp_path, monkeypat
     assert r["status"] == "not_possible" and r["reason"] == "failed_try", r
     assert "the patched script failed its try" in r["error"] and "ZeroDivisionError" in r["error"], r["error"]
     assert not (out / PATCH_NAME).exists() and (proj / "src" / "train.py").read_text() == src
-    from perfcore.report.words.lines import patch_text
+    from perfcore.report.words.findings import patch_text
 
     (line,) = patch_text(r, str(out))
     assert line.startswith("  no DataLoader patch: not offered: the patched script failed its try") and \
@@ -112,7 +112,7 @@ def test_no_patch_when_nothing_changes_or_the_file_is_not_the_users(tmp_path):
 
 
 def test_a_documents_patch_name_is_never_printed_as_a_git_apply_line():
-    from perfcore.report.words.lines import patch_text
+    from perfcore.report.words.findings import patch_text
 
     doc = {"status": "written", "patch": "../../x.patch; rm -rf ~", "at": "t.py:3", "call": "DataLoader(ds)"}
     lines = patch_text(doc, "/sweep")

@@ -90,7 +90,7 @@ def test_plain_tensor_loop_honours_step_on(tmp_path, source):
 def test_a_script_that_never_imports_torch_is_told_so(tmp_path):
     p, doc = perfcore_run(tmp_path, str(SCRIPTS / "no_torch.py"), "10")
     assert p.returncode == 0, p.stderr
-    from perfcore.report.words.findings import no_step_sentence
+    from perfcore.report.words.runs import no_step_sentence
     from run_docs import run_of_json
 
     assert doc["steps"] == 0
@@ -127,7 +127,7 @@ def test_step_on_batch_without_a_dataloader_names_what_would_work(tmp_path):
     assert doc["steps"] == 0
     from run_docs import run_of_json
 
-    from perfcore.report.words.findings import no_step_sentence
+    from perfcore.report.words.runs import no_step_sentence
 
     sentence = no_step_sentence(run_of_json(doc).no_step)  # said from the figures run.json keeps
     assert "with --step-on batch" in sentence and "12 backward pass(es)" in sentence

@@ -1,6 +1,6 @@
 """Processes that train side by side (Hogwild: torch.multiprocessing workers, each stepping its own optimizer
 on shared parameters) merged into one run: every trainer's rows in one table, the run's figures over all of
-them (pure functions on the parts' tables; report.words.jobs says them).
+them (pure functions on the parts' tables; report.words.runs says them).
 
 They are not the ranks of a distributed job: no collective makes one wait for another, so there is no
 straggler and no step index to align; a row is one trainer's step, and the run's steps are their sum.

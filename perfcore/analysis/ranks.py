@@ -39,7 +39,7 @@ def _rank_steps(part: Part, measured: pd.DataFrame) -> RankSteps:
 
 def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
     """parts: the ranks' parts (a rank's run.json, its steps table and trace arrays). Returns the
-    fields the merged perfcore.run/1 document adds, as facts (report.words.jobs says them): ranks, stragglers
+    fields the merged perfcore.run/1 document adds, as facts (report.words.runs says them): ranks, stragglers
     (each with its own work against the others' and the label of its excess), waiting (the ranks that
     wait in collectives for them), missing_ranks, world_size; with ranks on more than one host, also
     `clocks` (how each host's clock was put on the job's) and `nodes` (the job per node, the slow node).
@@ -204,7 +204,7 @@ def judge_straggle(decision: Verdict, s: Straggle | None) -> Verdict:
 
 def job_problem(parts: list[Part]) -> dict[str, Any] | None:
     """Why these parts cannot be the ranks of one job, or None, as a reason and its figures
-    (report.words.jobs.job_problem_words says it): two parts claiming one rank from different runs
+    (report.words.runs.job_problem_words says it): two parts claiming one rank from different runs
     (two jobs' folders merged: rank_claimed_twice, with the two (host, pid)), processes without a rank
     that stepped beside others (no_rank, with up to 3 of them), or ranks that disagree on the job's size
     (world_sizes)."""

@@ -159,7 +159,7 @@ def env_cmd(res: Results) -> None:
     No target. Writes nothing but what --json names.
     """
     from perfcore.capture.environment import environment_report
-    from perfcore.report.words.runs import with_words
+    from perfcore.report.words import with_words
 
     report = with_words(environment_report())
     b = report["build"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from perfcore.analysis.command_results import DemoResult, DemoWorkload
 from perfcore import jsonio
-from perfcore.report.markdown import demo_markdown
+from perfcore.report.summary import demo_markdown
 
 __all__ = ["run_demo"]
 

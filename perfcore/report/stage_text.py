@@ -26,8 +26,7 @@ from perfcore.report.words import (
     speedups_words,
 )
 from perfcore.report.words.advice import text_of
-from perfcore.report.words.findings import note_words
-from perfcore.report.words.lines import patch_text
+from perfcore.report.words.findings import note_words, patch_text
 from perfcore.report.words.runs import config_failure, knee_text, script_exit_words
 from perfcore.report.words.verdict import gains_text, health_summary, heartbeat_meaning, preface
 

@@ -1,5 +1,8 @@
-"""`perfcore.summary(run)`: the key figures of a run as one flat dict, ready for wandb.log,
-mlflow.log_metrics (numeric=True) or a TensorBoard SummaryWriter's add_scalar per key."""
+"""A result in short: `perfcore.summary(run)`, the key figures of a run as one flat dict, ready for wandb.log,
+mlflow.log_metrics (numeric=True) or a TensorBoard SummaryWriter's add_scalar per key; and the demo's
+summary.md, in markdown (the workload, the busiest stage's interference before any figure, health's line,
+the run's table, diagnose's experiments, its verdict and advice, and the gain check), made from the demo's
+results."""
 
 from __future__ import annotations
 
@@ -7,9 +10,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from perfcore.analysis.attribution import LABELS
+from perfcore.analysis.command_results import DemoWorkload, DiagnoseResult, HealthResult
+from perfcore.analysis.results import Interference
 from perfcore.analysis.run_report import RunReport
+from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
+from perfcore.report.words import interference_detail, interference_sentence
+from perfcore.report.words.advice import evidence_of, text_of
+from perfcore.report.words.verdict import gains_text, headline, health_summary, plain_words, undecided_words
 
-__all__ = ["summary"]
+__all__ = ["summary", "demo_markdown"]
 
 
 def _run_of(run: Any) -> RunReport:
@@ -17,8 +26,8 @@ def _run_of(run: Any) -> RunReport:
     or its run.json, or a StepTimer's result so far."""
     if isinstance(run, RunReport):
         return run
-    from perfcore.errors import BadResultFile, UsageError
     from perfcore.analysis.reader import parse_run, read_json
+    from perfcore.errors import BadResultFile, UsageError
 
     if isinstance(run, Mapping):
         try:
@@ -54,19 +63,66 @@ def summary(run: Any, prefix: str = "perfcore/", numeric: bool = False) -> dict[
     for lb in LABELS:
         out[f"{lb}_ms"] = float(r.breakdown_ms[lb])
         out[f"{lb}_share"] = float(r.breakdown_fraction[lb])
-    from perfcore.analysis.verdict import report_evidence
-
-    ev = report_evidence(r)
-    steady = float(ev["step_ms"] or 0.0)
-    out["step_ms_steady"] = steady
+    sd = r.steady()
+    out["step_ms_steady"] = sd.step_ms
     for lb in LABELS:
-        ms = ev["compute_ms"] if lb == "compute" else ev["avoidable_ms"][lb]
-        out[f"{lb}_steady_share"] = float(ms or 0.0) / steady if steady > 0 else 0.0
+        out[f"{lb}_steady_share"] = sd.ms[lb] / sd.step_ms if sd.step_ms > 0 else 0.0
     out["overhead_ms"] = float(r.overhead.ms_per_step) if r.overhead is not None else 0.0
     out["overhead_share"] = float(r.overhead.fraction) if r.overhead is not None else 0.0
     if not numeric:
-        from perfcore.report.words.verdict import headline, undecided_words
-
         out["bound"] = str(r.verdict.bound if r.verdict.decided or r.no_step is None else "none")
         out["verdict"] = headline(r.verdict) if r.verdict.decided else undecided_words(r)
     return {f"{prefix}{k}": v for k, v in out.items()}
+
+
+# -- the demo's summary.md ---------------------------------------------------------------------------
+
+
+def busiest(h: HealthResult, run_doc: RunReport, d: DiagnoseResult) -> Interference | None:
+    """The stage whose machine was busiest with other work, where any stage's was material."""
+    found = [f for f in (h.interference, run_doc.interference, d.interference) if f is not None and f.material]
+    return max(found, key=lambda f: f.others_cores or 0) if found else None
+
+
+def demo_markdown(w: DemoWorkload, h: HealthResult, run_doc: RunReport, d: DiagnoseResult) -> str:
+    """summary.md: the workload, the busiest stage's interference before any figure, health's line, the
+    run's table, diagnose's experiments, its verdict and advice, and the gain check."""
+    busy = busiest(h, run_doc, d)
+    agreement = gains_text(run_doc.verdict, d.verdict)
+    summary = [
+        "# perfcore demo",
+        "",
+        f"Workload: {w.name} — {w.images} real JPEGs decoded with {w.decoder}, a small CNN, "
+        f"batch {w.batch_size}, {w.num_workers} workers, on {w.device}.",
+        "",
+        *([f"**Interference: {interference_sentence(busy)}** ({interference_detail(busy)})", ""] if busy else []),
+        "## Health",
+        "",
+        health_summary(h),
+        "",
+        "## Where each training step goes",
+        "",
+        "![breakdown](breakdown.png)",
+        "",
+        "| label | ms/step | share |",
+        "|---|---|---|",
+    ]
+    for lb, v in run_doc.breakdown_ms.as_dict().items():
+        summary.append(f"| {lb} | {fmt_ms(v)} | {fmt_share(run_doc.breakdown_fraction[lb])} |")
+    summary += [
+        "",
+        "## Diagnosis",
+        "",
+        "![experiments](experiments.png)",
+        "",
+        "| experiment | step | samples/s | speedup |",
+        "|---|---|---|---|",
+    ]
+    for e in d.experiments:
+        summary.append(f"| {e.name} | {fmt_ms(e.step_ms)} | {e.samples_per_s:.0f} | {fmt_x(e.speedup)} |")
+    summary += ["", f"**{plain_words(d.verdict)}**", ""]
+    plan = run_doc.loader_plan
+    summary += [f"- {text_of(r, plan)} (evidence: {evidence_of(r, plan)})" for r in run_doc.findings] + [""]
+    if agreement:
+        summary += [f"_{agreement[0].upper()}{agreement[1:]}._", ""]
+    return "\n".join(summary)

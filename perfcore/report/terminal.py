@@ -12,29 +12,31 @@ from perfcore.analysis.results import Verdict
 from perfcore.analysis.run_parts import Outliers
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
-from perfcore.analysis.verdict import report_evidence, steady_ms
 from perfcore.report.words import fit, interference_detail, interference_sentence, level_word
 from perfcore.report.words.advice import evidence_of, test_of, text_of
 from perfcore.report.words.findings import (
     evaluation_sentence,
+    lines_text,
     memory_sentence,
-    no_step_sentence,
     plan_reason,
     plan_sentence,
     step_source_words,
 )
-from perfcore.report.words.jobs import (
+from perfcore.report.words.runs import (
     clock_sentence,
+    crashed_early,
+    exit_words,
     missing_sentence,
+    no_step_sentence,
     node_sentences,
     nodes_brief,
+    notes_of,
+    outcome_sentence,
     straggler_sentence,
     trainer_lines,
     trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.words.lines import lines_text
-from perfcore.report.words.runs import crashed_early, exit_words, notes_of, outcome_sentence
 from perfcore.report.words.verdict import cause_words, change_sentence, plain_words, step_words, summary_words
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "outliers_sentence", "render_compare"]
@@ -87,8 +89,8 @@ def render_brief(r: RunReport, folder: object = None) -> str:
         )
     # A loader in the training process: its wait a step as the table quotes it (the verdict's estimate).
     in_process = ld is not None and ld.num_workers == 0 and r.starvation is not None and r.starvation.starved
-    ev = report_evidence(r)
-    starved = starved_short(r.starvation, steady_ms(ev)["load"] if in_process else None, ev["step_ms"])
+    sd = r.steady()
+    starved = starved_short(r.starvation, sd.ms["load"] if in_process else None, sd.step_ms)
     lines += [starved] if starved else []
     ex = r.exit
     if crash:
@@ -119,10 +121,8 @@ def brief_table(r: RunReport) -> list[str]:
     intf = r.interference
     # The figures the verdict judges on (the trimmed steady step where outliers were set apart), so that
     # the header, the table and the verdict line quote one statistic; the plain means stay in --explain.
-    ev = report_evidence(r)
-    step = float(ev["step_ms"] or 0.0)
-    ms = steady_ms(ev)
-    out = int((ev.get("outliers") or {}).get("count") or 0)
+    sd = r.steady()
+    step, ms, out = sd.step_ms, sd.ms, sd.outliers
     busy = (
         f"; BUSY: others used {intf.others_cores:.1f} of {intf.cores} cores"
         if intf is not None and intf.material and intf.others_cores is not None

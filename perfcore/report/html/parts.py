@@ -15,7 +15,6 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms
-from perfcore.analysis.verdict import report_evidence, steady_ms
 from perfcore.report.charts import COLORS, assets, to_json
 from perfcore.safe_text import clean
 
@@ -192,13 +191,6 @@ def samples_per_s(r: RunReport) -> float | None:
     return per_step / (float(mean) / 1000)
 
 
-def steady_breakdown(r: RunReport) -> tuple[dict[str, float], float, int | None]:
-    """The figures the verdict judges on, as the terminal's table quotes them: per label ms of the steady
-    step (outlier steps set apart, when they were), that step, and how many steps were set apart."""
-    ev = report_evidence(r)
-    return steady_ms(ev), float(ev["step_ms"] or 0.0), (ev.get("outliers") or {}).get("count")
-
-
 def stack_bar(breakdown_ms: dict[str, float]) -> str:
     """The steady step as one bar split by label (HTML, so it shows even where scripts do not run)."""
     total = sum(float(breakdown_ms.get(lb) or 0) for lb in LABELS) or 1.0
@@ -269,13 +261,14 @@ def breakdown_svg(steps: pd.DataFrame, width: int = 900, height: int = 230, bins
 def breakdown_table(r: RunReport) -> str:
     """The five labels of the steady step: the terminal's table and the verdict's figures (the plain means
     over every step are in run.json's breakdown_ms and the "mean step" tile)."""
-    ms, step, outliers = steady_breakdown(r)
+    sd = r.steady()
     caption = (
-        f"<div class='muted'>of a steady {dur(step)} step: {outliers} outlier step(s) of {r.steps:,} set apart</div>"
-        if outliers
+        f"<div class='muted'>of a steady {dur(sd.step_ms)} step: {sd.outliers} outlier step(s) of {r.steps:,} set "
+        "apart</div>"
+        if sd.outliers
         else ""
     )
-    return caption + table_of_labels(ms, step)
+    return caption + table_of_labels(sd.ms, sd.step_ms)
 
 
 def table_of_labels(ms: dict[str, float], step: float) -> str:

@@ -33,7 +33,6 @@ from perfcore.report.html.parts import (
     pct,
     samples_per_s,
     stack_bar,
-    steady_breakdown,
     table,
     tiles,
     verdict_card,
@@ -41,16 +40,19 @@ from perfcore.report.html.parts import (
 from perfcore.report.words import interference_detail, interference_sentence, level_word
 from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
 from perfcore.report.words.findings import memory_sentence, plan_sentence, step_source_text
-from perfcore.report.words.jobs import (
+from perfcore.report.words.runs import (
     clock_sentence,
+    crashed_early,
+    exit_words,
     missing_sentence,
     node_sentences,
+    notes_of,
+    outcome_sentence,
     ranks_phrase,
     straggler_sentence,
     trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.words.runs import crashed_early, exit_words, notes_of, outcome_sentence
 from perfcore.report.words.verdict import card_words, cause_words, undecided_words
 from perfcore.report.words.verdict import headline as verdict_headline
 
@@ -345,7 +347,7 @@ def run_sections(
         _ranks(r, body),
         _processes(r),
         "<h2>Where each step goes</h2>",
-        stack_bar(steady_breakdown(r)[0]),
+        stack_bar(r.steady().ms),
         breakdown_table(r),
         lines_section(r),
     )

@@ -1,17 +1,18 @@
 """The words catalog: every phrase perfcore prints is made here from the facts analysis keeps (nothing
 here decides), and the renderers (terminal, stage_text, html, summary) only arrange them. One module a
 concern: this one holds what every other builds on, what each label's time is and how it was measured,
-the findings every report quotes beside a verdict (start-up, the machine's interference, a gain) and a
-check of the verdict (analysis.checks.Check), each word chosen from the status beside its number;
-verdict (the verdict, compare, health), advice (each finding's words and the short report's "try"
-lines), findings (memory, evaluation, the step source, the loader plan, a stage's notes), jobs (ranks,
-nodes, processes side by side), runs (how a script ended, a run's notes, `perfcore env`, a capture, a
-link) and lines (the user's lines per label)."""
+the findings every report quotes beside a verdict (start-up, the machine's interference, a gain), a check
+of the verdict (analysis.checks.Check), each word chosen from the status beside its number, and `perfcore
+env`'s checks (a code and its figures -> the value and the fix); verdict (the verdict, compare, health),
+advice (each finding's words and the short report's "try" lines), findings (memory, evaluation, the step
+source, the loader plan, a stage's notes, the user's lines per label and the sweep's DataLoader patch) and
+runs (how a script ended or saw no step, a run's notes, a capture, a link, a sweep's knee, and several
+processes: ranks, nodes, processes side by side)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from perfcore.analysis.checks import Against, Check, Reason
 from perfcore.analysis.gain import FALLBACK_REL, FALLBACK_STEP
@@ -19,6 +20,7 @@ from perfcore.analysis.results import Interference, Loading, Startup
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.uncertainty import LEVEL
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.capture.environment import Check as EnvCheck
 
 __all__ = [
     "WHAT",
@@ -40,8 +42,10 @@ __all__ = [
     "LOADING_CAUSE",
     "WIDTH",
     "LEVEL_WORDS",
+    "check_words",
+    "driver_older_words",
+    "with_words",
     "level_word",
-    "EXCESS_PHRASE",
     "fit",
 ]
 
@@ -395,15 +399,6 @@ def level_word(level: Any) -> str:
     return LEVEL_WORDS.get(value, value)
 
 
-# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
-EXCESS_PHRASE = {
-    "load": "its DataLoader waits",
-    "compute": "it computes",
-    "transfer": "it copies",
-    "host": "it spends outside the timed phases",
-}
-
-
 def fit(*parts: tuple[str, int]) -> str:
     """The parts in order, each (text, rank): rank 0 always, then the lowest ranked dropped first until the
     line fits in WIDTH. What is left out is in the verdict's long words (--explain, report.html)."""
@@ -413,3 +408,122 @@ def fit(*parts: tuple[str, int]) -> str:
             break
         keep[k] = ""
     return "".join(keep)
+
+
+# -- `perfcore env`'s checks -------------------------------------------------------------------------
+
+_GiB = 1024**3
+
+
+def _gib(n: float, digits: int = 1) -> str:
+    return f"{n / _GiB:.{digits}f}"
+
+
+def driver_older_words(driver_cuda: str, cupti_cuda: str) -> str:
+    return (
+        f"the NVIDIA driver supports CUDA {driver_cuda}, older than the CUPTI perfcore uses (CUDA {cupti_cuda}): "
+        f"kernel tracing needs a newer driver, or a torch built for CUDA {driver_cuda} (perfcore then rebuilt); "
+        "CUDA events time the GPU meanwhile"
+    )
+
+
+def _cpu_mode(f: Mapping[str, Any]) -> tuple[str, str]:
+    fix = "GPU timing, CUPTI and transfer tools are left out of this build"
+    return f"CPU mode: {f['why']}", fix + (f"; for the CUDA mode {f['how']}" if f.get("how") else "")
+
+
+def _free_space(f: Mapping[str, Any], warn: bool) -> tuple[str, str]:
+    value = f"{_gib(f['free_bytes'])} GiB free ({f['fs']})"
+    if not warn:
+        return value, ""
+    shm = f["path"] == "/dev/shm"
+    why = "DataLoader workers hand batches over in shared memory" if shm else "scratch files and compile caches"
+    todo = "run docker with --shm-size=8g" if shm else "free space or set TMPDIR"
+    return value, f"only {_gib(f['free_bytes'], 2)} GiB free ({why}); {todo}"
+
+
+def _gpu_others(f: Mapping[str, Any]) -> tuple[str, str]:
+    desc = ", ".join(f"pid {p['pid']} ({_gib(p['used_bytes'])} GiB)" for p in f["processes"])
+    fix = "other work on this GPU shares its SMs and memory bandwidth; stop it for clean numbers"
+    return f"{f['count']} other process(es): {desc}", fix
+
+
+# code -> (figures, warn) -> (value, fix); warn is the check's status being warn or fail.
+_WORDS: dict[str, Callable[[Mapping[str, Any], bool], tuple[str, str]]] = {
+    "native_missing": lambda f, w: ("perfcore._C not loadable", f["reason"]),
+    "cuda_mode": lambda f, w: (f"CUDA mode, CUDA {f['toolkit']}, arch {f['arch']}", ""),
+    "cupti": lambda f, w: (
+        f"API {f['loaded']} loaded, {f['compiled']} compiled ({f['source']})",
+        "; ".join(f["warnings"]),
+    ),
+    "cpu_mode": lambda f, w: _cpu_mode(f),
+    "no_gpu": lambda f, w: (
+        f"no CUDA GPU usable: {f['reason']}",
+        "GPU checks skipped; perfcore measures host phases only here",
+    ),
+    "gpus": lambda f, w: (f"{f['count']} CUDA device(s) visible", ""),
+    "driver_older": lambda f, w: (driver_older_words(f["driver_cuda"], f["cupti_cuda"]), ""),
+    "nvml_missing": lambda f, w: (
+        "nvidia-ml-py not installed",
+        "pip install nvidia-ml-py (GPU utilisation sampling and process checks need it)",
+    ),
+    "nvml_unavailable": lambda f, w: (f"NVML unavailable: {f['error']}", "GPU sampling will fall back to none"),
+    "value": lambda f, w: (str(f["value"]), ""),
+    "gpu_memory": lambda f, w: (
+        f"{f['gpu']}: {_gib(f['used_bytes'])} of {_gib(f['total_bytes'])} GiB in use",
+        "another job holds GPU memory: results will be skewed; free it first" if w else "",
+    ),
+    "gpu_others": lambda f, w: _gpu_others(f),
+    "gpu_alone": lambda f, w: ("no other process on this GPU", ""),
+    "cpu_load": lambda f, w: (
+        f"{f['busy_pct']:.0f}% busy over 0.3 s, {f['cores']} logical cores",
+        "other processes compete with DataLoader workers; stop them or expect noisy load times" if w else "",
+    ),
+    "governor_hidden": lambda f, w: ("not exposed (VM or container)", ""),
+    "governor": lambda f, w: (
+        ",".join(f["governors"]),
+        "frequency scaling adds noise: sudo cpupower frequency-set -g performance" if w else "",
+    ),
+    "ram": lambda f, w: (
+        f"{_gib(f['available_bytes'])} of {_gib(f['total_bytes'])} GiB",
+        "little free RAM: workers and pinned buffers may swap or be killed" if w else "",
+    ),
+    "nofile": lambda f, w: (
+        f"soft {f['soft']}, hard {f['hard']}",
+        f"DataLoader workers pass tensors through file descriptors: ulimit -n {f['suggested']}" if w else "",
+    ),
+    "free_space": _free_space,
+    "torch_missing": lambda f, w: ("not installed", "pip install torch"),
+    "torch": lambda f, w: (f"{f['version']} (CUDA {f['cuda'] or 'none'})", ""),
+    "cudnn": lambda f, w: (str(f["version"]) if f["version"] is not None else "not available", ""),
+    "cudnn_benchmark": lambda f, w: (
+        str(f["on"]),
+        ""
+        if f["on"] or not f["gpu"]
+        else "for fixed input shapes, torch.backends.cudnn.benchmark = True picks faster conv kernels",
+    ),
+    "check_failed": lambda f, w: (f"check failed: {f['error']}", ""),
+}
+
+
+def check_words(check: EnvCheck) -> tuple[str, str]:
+    """(value, fix) of one `perfcore env` check; a code this version does not know (a newer document) shows
+    its figures as they are."""
+    figures = check.figures
+    say = _WORDS.get(check.code)
+    if say is None:
+        return ", ".join(f"{k} {v}" for k, v in figures.items()), ""
+    try:
+        return say(figures, check.status in ("warn", "fail"))
+    except (KeyError, TypeError, ValueError):  # figures missing or of another shape: said as they are
+        return ", ".join(f"{k} {v}" for k, v in figures.items()), ""
+
+
+def with_words(report: dict[str, Any]) -> dict[str, Any]:
+    """The env document with each check's rendered value and fix beside its code and figures (run.json-style
+    readers outside perfcore read "value" and "fix" as before)."""
+    checks = []
+    for c in report["checks"]:
+        value, fix = check_words(EnvCheck(**c))
+        checks.append({**c, "value": value, "fix": fix})
+    return {**report, "checks": checks}

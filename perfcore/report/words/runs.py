@@ -1,21 +1,31 @@
-"""A run's circumstances in words, each from its codes and figures: how the script ended (run/parent/
-outcome's exit code, reason, signal and OOM killer, and the script's own end as its process saw it);
-what failed (a script that failed after measured steps, a sweep configuration with no numbers of its
-own); the run's notes (finishing's codes, the recording's and the capture's counts); `perfcore env`'s
-checks and fixes; a CUDA Graph capture that failed (its usual cause and the fix, with the call's own
-message); the transfer experiment's link (its nominal rate, or why NVML could not tell it)."""
+"""Runs in words, each from its codes and figures: how the script ended (run/parent/outcome's exit code,
+reason, signal and OOM killer, and the script's own end as its process saw it); what failed (a script that
+failed after measured steps, a sweep configuration with no numbers of its own); why a run saw no step; the
+run's notes (finishing's codes, the recording's and the capture's counts); what the sampler could not do; a
+CUDA Graph capture that failed (its usual cause and the fix, with the call's own message); the transfer
+experiment's link; a sweep's knee; and a run of several processes: a multi-rank run's stragglers, the ranks
+that wait for one and those that left no results (analysis.ranks.merge_ranks' facts); for a job across
+machines, each node (its ranks, step and what it waits for), the slow node, and how the hosts' clocks were
+put on one; and processes that trained side by side (Hogwild, analysis.processes), which are training
+processes of one run, never ranks of a job."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
+from perfcore.analysis.codec import fields_of
 from perfcore.analysis.command_results import ScriptExit
-from perfcore.analysis.run_context import Exit, Note, Outcome
+from perfcore.analysis.labels import LABELS
+from perfcore.analysis.nodes import Alignment, ClockSource, JobNodes, NodeFigures, NodeState
+from perfcore.analysis.run_context import Exit, NoStep, Note, Outcome, Straggler, Waiting
 from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.run_report import RunReport
+from perfcore.analysis.units import fmt_ms, fmt_share
 
 __all__ = [
+    "EXCESS_PHRASE",
     "outcome_sentence",
     "exit_sentence",
     "exit_words",
@@ -25,16 +35,26 @@ __all__ = [
     "capture_notes",
     "notes_of",
     "note_words",
-    "check_words",
-    "driver_older_words",
     "sampling_words",
-    "with_words",
     "capture_error_words",
     "CAUSES",
     "link_words",
     "crashed_early",
+    "no_step_sentence",
+    "LOOKS_FOR",
     "FEW_STEPS",
     "knee_text",
+    "straggler_sentence",
+    "waiting_sentence",
+    "missing_sentence",
+    "job_problem_words",
+    "ranks_phrase",
+    "node_sentence",
+    "node_sentences",
+    "nodes_brief",
+    "clock_sentence",
+    "trainers_phrase",
+    "trainer_lines",
 ]
 
 
@@ -134,25 +154,34 @@ def script_exit_words(ex: ScriptExit) -> str:
     return f"the script {_how(how, ex.code)} after {_steps(ex.steps)}{where}: these results are partial"
 
 
+@dataclasses.dataclass(frozen=True)
+class _Failure:
+    """What a configuration's row says of its failure, each fact optional (an older row lacks some)."""
+
+    reason: str | None = None
+    ended: str | None = None
+    exit_code: int | None = None
+    steps: int = 0
+    error: str | None = None
+
+
 def config_failure(row: Mapping[str, Any]) -> str:
     """Why a sweep configuration has no numbers of its own (or only partial ones), from its reason; the
-    exception's own message where it had one; an older row's stored text."""
-    row = {k: v for k, v in dict(row).items() if not (isinstance(v, float) and v != v)}  # a table's NaN: none
-    if isinstance(row.get("exit_code"), float):
-        row["exit_code"] = int(row["exit_code"])
-    reason = row.get("reason")
-    if reason == "no_measured_step":
-        if row.get("ended"):
-            return f"the script {row['ended']} during warm-up: no measured step"
-        if row.get("exit_code") is not None:
-            return f"the script ended (exit {row['exit_code']}) during warm-up: no measured step"
+    exception's own message where it had one; an older row's stored text. The row is a document's or a
+    table's (NaN for none, numpy scalars): read once into its facts."""
+    plain = {k: v.item() if hasattr(v, "item") else v for k, v in dict(row).items()}
+    f = _Failure(**fields_of(_Failure, {k: v for k, v in plain.items() if not (isinstance(v, float) and v != v)}))
+    if f.reason == "no_measured_step":
+        if f.ended:
+            return f"the script {f.ended} during warm-up: no measured step"
+        if f.exit_code is not None:
+            return f"the script ended (exit {f.exit_code}) during warm-up: no measured step"
         return "the run ended in warm-up: no measured step"
-    if reason == "failed_partway":
-        how = _how(row.get("ended"), row.get("exit_code"))
-        return f"the script {how} after {_steps(row.get('steps'))}: these results are partial"
-    if reason == "out_of_memory" and not row.get("error"):
+    if f.reason == "failed_partway":
+        return f"the script {_how(f.ended, f.exit_code)} after {_steps(f.steps)}: these results are partial"
+    if f.reason == "out_of_memory" and not f.error:
         return "out of memory"
-    return str(row.get("error") or "")
+    return f.error or ""
 
 
 def capture_notes(cap: Capture) -> list[str]:
@@ -176,28 +205,27 @@ def capture_notes(cap: Capture) -> list[str]:
 
 def note_words(n: Note) -> str:
     """One note in words: its own text, or its code's words from its figures."""
-    f = n.figures
+    f = n.facts
     if n.code == "evaluation_only":
         return (
-            ", ".join(f"pid {p}" for p in f.get("pids") or [])
+            ", ".join(f"pid {p}" for p in f.pids)
             + " stepped no optimizer while other processes trained (evaluation only): not in the steps"
         )
     if n.code == "measured_apart":
-        procs = f.get("processes") or []
         return (
-            f"{len(procs)} other Python process(es) the script started ("
-            + ", ".join(f"pid {p.get('pid')}: {p.get('steps', 0)} steps" for p in procs)
+            f"{len(f.processes)} other Python process(es) the script started ("
+            + ", ".join(f"pid {p.pid}: {p.steps} steps" for p in f.processes)
             + ") were measured apart: not ranks of this run, not merged into it"
         )
     if n.code == "from_checkpoint":
         return (
             "the process ended without writing its results (killed?): these are its last checkpoint's, "
-            f"{f.get('steps')} settled steps"
+            f"{f.steps} settled steps"
         )
     if n.code == "finished_afterwards":
         return (
             "finished afterwards by `perfcore report` from the parts its processes wrote: perfcore stopped before "
-            f"it saw the script end, so the exit code {f.get('exit_code')} is the one the results imply"
+            f"it saw the script end, so the exit code {f.exit_code} is the one the results imply"
         )
     return n.text or n.code
 
@@ -207,126 +235,9 @@ def notes_of(r: RunReport) -> list[str]:
     return [note_words(n) for n in r.notes] + (capture_notes(r.capture) if r.capture is not None else [])
 
 
-_GiB = 1024**3
-
-
-def _gib(n: float, digits: int = 1) -> str:
-    return f"{n / _GiB:.{digits}f}"
-
-
-def driver_older_words(driver_cuda: str, cupti_cuda: str) -> str:
-    return (
-        f"the NVIDIA driver supports CUDA {driver_cuda}, older than the CUPTI perfcore uses (CUDA {cupti_cuda}): "
-        f"kernel tracing needs a newer driver, or a torch built for CUDA {driver_cuda} (perfcore then rebuilt); "
-        "CUDA events time the GPU meanwhile"
-    )
-
-
 def sampling_words(nvml_error: str) -> str:
     """What the sampler could not do, from NVML's error ("" when it samples the GPU)."""
     return f"no GPU sampling ({nvml_error}); CPU and RAM only" if nvml_error else ""
-
-
-def _cpu_mode(f: Mapping[str, Any]) -> tuple[str, str]:
-    fix = "GPU timing, CUPTI and transfer tools are left out of this build"
-    return f"CPU mode: {f['why']}", fix + (f"; for the CUDA mode {f['how']}" if f.get("how") else "")
-
-
-def _free_space(f: Mapping[str, Any], warn: bool) -> tuple[str, str]:
-    value = f"{_gib(f['free_bytes'])} GiB free ({f['fs']})"
-    if not warn:
-        return value, ""
-    shm = f["path"] == "/dev/shm"
-    why = "DataLoader workers hand batches over in shared memory" if shm else "scratch files and compile caches"
-    todo = "run docker with --shm-size=8g" if shm else "free space or set TMPDIR"
-    return value, f"only {_gib(f['free_bytes'], 2)} GiB free ({why}); {todo}"
-
-
-def _gpu_others(f: Mapping[str, Any]) -> tuple[str, str]:
-    desc = ", ".join(f"pid {p['pid']} ({_gib(p['used_bytes'])} GiB)" for p in f["processes"])
-    fix = "other work on this GPU shares its SMs and memory bandwidth; stop it for clean numbers"
-    return f"{f['count']} other process(es): {desc}", fix
-
-
-# code -> (figures, warn) -> (value, fix); warn is the check's status being warn or fail.
-_WORDS: dict[str, Callable[[Mapping[str, Any], bool], tuple[str, str]]] = {
-    "native_missing": lambda f, w: ("perfcore._C not loadable", f["reason"]),
-    "cuda_mode": lambda f, w: (f"CUDA mode, CUDA {f['toolkit']}, arch {f['arch']}", ""),
-    "cupti": lambda f, w: (
-        f"API {f['loaded']} loaded, {f['compiled']} compiled ({f['source']})",
-        "; ".join(f["warnings"]),
-    ),
-    "cpu_mode": lambda f, w: _cpu_mode(f),
-    "no_gpu": lambda f, w: (
-        f"no CUDA GPU usable: {f['reason']}",
-        "GPU checks skipped; perfcore measures host phases only here",
-    ),
-    "gpus": lambda f, w: (f"{f['count']} CUDA device(s) visible", ""),
-    "driver_older": lambda f, w: (driver_older_words(f["driver_cuda"], f["cupti_cuda"]), ""),
-    "nvml_missing": lambda f, w: (
-        "nvidia-ml-py not installed",
-        "pip install nvidia-ml-py (GPU utilisation sampling and process checks need it)",
-    ),
-    "nvml_unavailable": lambda f, w: (f"NVML unavailable: {f['error']}", "GPU sampling will fall back to none"),
-    "value": lambda f, w: (str(f["value"]), ""),
-    "gpu_memory": lambda f, w: (
-        f"{f['gpu']}: {_gib(f['used_bytes'])} of {_gib(f['total_bytes'])} GiB in use",
-        "another job holds GPU memory: results will be skewed; free it first" if w else "",
-    ),
-    "gpu_others": lambda f, w: _gpu_others(f),
-    "gpu_alone": lambda f, w: ("no other process on this GPU", ""),
-    "cpu_load": lambda f, w: (
-        f"{f['busy_pct']:.0f}% busy over 0.3 s, {f['cores']} logical cores",
-        "other processes compete with DataLoader workers; stop them or expect noisy load times" if w else "",
-    ),
-    "governor_hidden": lambda f, w: ("not exposed (VM or container)", ""),
-    "governor": lambda f, w: (
-        ",".join(f["governors"]),
-        "frequency scaling adds noise: sudo cpupower frequency-set -g performance" if w else "",
-    ),
-    "ram": lambda f, w: (
-        f"{_gib(f['available_bytes'])} of {_gib(f['total_bytes'])} GiB",
-        "little free RAM: workers and pinned buffers may swap or be killed" if w else "",
-    ),
-    "nofile": lambda f, w: (
-        f"soft {f['soft']}, hard {f['hard']}",
-        f"DataLoader workers pass tensors through file descriptors: ulimit -n {f['suggested']}" if w else "",
-    ),
-    "free_space": _free_space,
-    "torch_missing": lambda f, w: ("not installed", "pip install torch"),
-    "torch": lambda f, w: (f"{f['version']} (CUDA {f['cuda'] or 'none'})", ""),
-    "cudnn": lambda f, w: (str(f["version"]) if f["version"] is not None else "not available", ""),
-    "cudnn_benchmark": lambda f, w: (
-        str(f["on"]),
-        ""
-        if f["on"] or not f["gpu"]
-        else "for fixed input shapes, torch.backends.cudnn.benchmark = True picks faster conv kernels",
-    ),
-    "check_failed": lambda f, w: (f"check failed: {f['error']}", ""),
-}
-
-
-def check_words(check: Mapping[str, Any]) -> tuple[str, str]:
-    """(value, fix) of one check (a dict of name, status, code, figures); a code this version does not
-    know (a newer document) shows its figures as they are."""
-    figures = check.get("figures") or {}
-    say = _WORDS.get(str(check.get("code")))
-    if say is None:
-        return ", ".join(f"{k} {v}" for k, v in figures.items()), ""
-    try:
-        return say(figures, check.get("status") in ("warn", "fail"))
-    except (KeyError, TypeError, ValueError):  # figures missing or of another shape: said as they are
-        return ", ".join(f"{k} {v}" for k, v in figures.items()), ""
-
-
-def with_words(report: dict[str, Any]) -> dict[str, Any]:
-    """The env document with each check's rendered value and fix beside its code and figures (run.json-style
-    readers outside perfcore read "value" and "fix" as before)."""
-    checks = []
-    for c in report["checks"]:
-        value, fix = check_words(c)
-        checks.append({**c, "value": value, "fix": fix})
-    return {**report, "checks": checks}
 
 
 # What usually causes each reason, and the fix.
@@ -385,6 +296,59 @@ def link_words(link: Mapping[str, Any]) -> str:
     return f"link: {link['gbps']:.1f} GB/s ({NOMINAL})"
 
 
+LOOKS_FOR = (
+    "perfcore looks for a step in: torch.optim optimizer.step(), else loss.backward() on the main "
+    "thread, else a DataLoader batch fetch, else a top-level nn.Module call; none has happened yet. "
+    "Force one with perfcore run --step-on optimizer|backward|batch|forward"
+)
+
+
+def no_step_sentence(n: NoStep) -> str:
+    """Why a run saw no step, from what the hooks saw."""
+    if not n.torch_instrumented:
+        if n.torch_imported:
+            return (
+                f"no step seen in {n.wall_s:.1f} s: torch was loaded in a way perfcore could not instrument "
+                "(a custom import finder?); time the loop with perfcore.StepTimer instead"
+            )
+        # --step-on cannot help a script that has no torch loop to find a step in.
+        return (
+            f"no step seen in {n.wall_s:.1f} s: the script never imported torch, so there was no training loop to time"
+        )
+    seen = (
+        f"{n.forward} top-level forward call(s), {n.backward} backward pass(es), "
+        f"{n.batch_all} DataLoader batch(es), "
+        f"{'optimizer steps' if n.optimizer_stepped else 'no optimizer step'}"
+    )
+    if n.forced:
+        # The source that would have given steps, in the automatic choice's order.
+        works = next(
+            (
+                s
+                for s, ok in (
+                    ("optimizer", n.optimizer_stepped),
+                    ("backward", n.backward > 0),
+                    ("batch", n.batch_all > 1),
+                    ("forward", n.forward > 1),
+                )
+                if ok and s != n.forced
+            ),
+            None,
+        )
+        fix = (
+            f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
+            if works
+            else "nothing else looked like a step either"
+        )
+        return f"no step seen in {n.wall_s:.1f} s with --step-on {n.forced}: seen {seen}; {fix}"
+    return (
+        f"no step seen in {n.wall_s:.1f} s: {n.forward} top-level forward call(s), "
+        f"{n.backward} backward pass(es), {n.batch_all} DataLoader batch(es), "
+        f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
+        "optimizer|backward|batch|forward"
+    )
+
+
 # A script that fails within this many measured steps has shown its first steps, not its steady state:
 # its figures are reported as partial and not advised on (the advice would be for a loop that does not
 # run yet). The verdict's intervals need about this many steps to settle a 10% tier on a quiet machine.
@@ -420,3 +384,198 @@ def knee_text(k: dict[str, Any]) -> str:
         f"batch {k['batch_size']}: throughput stops improving at {k['workers']} worker(s) "
         f"({float(k['samples_per_s']):.0f} samples/s" + (f"; {'; '.join(tail)})" if tail else ")")
     )
+
+
+# -- several processes: ranks, nodes, trainers ---------------------------------------------------------------------
+
+
+# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
+EXCESS_PHRASE = {
+    "load": "its DataLoader waits",
+    "compute": "it computes",
+    "transfer": "it copies",
+    "host": "it spends outside the timed phases",
+}
+
+
+def _who(parts: Any) -> str:
+    return ", ".join(f"host {h} pid {p}" for h, p in parts)
+
+
+def job_problem_words(p: Mapping[str, Any]) -> str:
+    """Why parts cannot be merged as one job (analysis.ranks.job_problem's reason and figures), and what to do."""
+    if p["reason"] == "rank_claimed_twice":
+        return (
+            f"two parts claim rank {p['rank']} ({_who(p['parts'])}): "
+            "they come from different runs, not one job; merge the folders of one job's nodes"
+        )
+    if p["reason"] == "no_rank":
+        return (
+            f"{p['count']} part(s) have no rank ({_who(p['parts'])}): each is a single-process run, not a rank of "
+            "one distributed job; merge only the folders of one job's nodes, and read a run alone with perfcore report"
+        )
+    return f"the parts disagree on the job's size (world sizes {p['sizes']}): they are not one job"
+
+
+def straggler_sentence(s: Straggler, on_hosts: bool = False) -> str:
+    """A straggler: its own work against the other ranks', as a share of its step, and the label of its
+    excess over their median; on_hosts: the job ran on several hosts, and the straggler's is named."""
+    label = str(s.excess_label)
+    step = float(s.step_ms or 0.0)
+    share = (s.work_ms - s.others_work_ms) / step if step > 0 else 0.0
+    where = f" on {s.host}" if s.host and on_hosts else ""
+    return (
+        f"rank {s.rank}{where} holds up the job: its own work is {fmt_ms(s.work_ms)}/step against "
+        f"{fmt_ms(s.others_work_ms)} on the other ranks ({fmt_share(share)} of each step); its excess is "
+        f"{label}: {EXCESS_PHRASE.get(label, label)} {fmt_ms(s.excess_ms)}/step more than the median of "
+        "the other ranks"
+    )
+
+
+def waiting_sentence(w: Waiting) -> str:
+    """A rank that waits in collectives for the stragglers."""
+    who = ", ".join(str(r) for r in w.waits_for)
+    return f"rank {w.rank} waits {fmt_ms(w.comm_ms)}/step in collectives for rank(s) {who}"
+
+
+def missing_sentence(r: RunReport) -> str:
+    """The ranks of the job that left no results, or "" when none is missing."""
+    if not r.missing_ranks:
+        return ""
+    return (
+        f"rank(s) {', '.join(map(str, r.missing_ranks))} of {r.world_size} left no results (crashed or "
+        "killed before writing); the report covers the others"
+    )
+
+
+def ranks_phrase(ranks: tuple[int | None, ...]) -> str:
+    """Ranks as runs of consecutive numbers: "rank 3", "ranks 0-7", "ranks 0-3, 8, 10-11"."""
+    nums = sorted(r for r in ranks if r is not None)
+    runs: list[list[int]] = []
+    for r in nums:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    said = ", ".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in runs)
+    return f"rank {said}" if len(nums) == 1 else f"ranks {said}" if nums else "no numbered rank"
+
+
+def node_sentence(n: NodeFigures, job: JobNodes) -> str:
+    """One node of the job: the slow node with its cause, a node that waits for it (said as waiting, not as
+    slow: its own work is shorter, its collectives longer), or an even one."""
+    head = f"{n.host} ({ranks_phrase(n.ranks)})"
+    s = job.slow_node
+    if n.state is NodeState.SLOW and s is not None:
+        return (
+            f"{head} is the slow node: its ranks' own work is {fmt_ms(s.work_ms)}/step against "
+            f"{fmt_ms(s.others_work_ms)} on the other nodes, the slowest in {fmt_share(s.slowest_share)} of the "
+            f"steps; its excess is {s.excess_label}: {EXCESS_PHRASE.get(s.excess_label, s.excess_label)} "
+            f"{fmt_ms(s.excess_ms)}/step more; rank {s.rank} works longest"
+        )
+    comm, share = n.comm
+    if n.state is NodeState.WAITING:
+        return (
+            f"{head} waits for {', '.join(n.waits_for)}: {fmt_ms(comm)} of each {fmt_ms(n.step_ms)} step in "
+            f"collectives ({fmt_share(share)}); its own work is "
+            f"{fmt_ms(n.work_ms)}/step"
+        )
+    return f"{head}: {fmt_ms(n.step_ms)}/step, its own work {fmt_ms(n.work_ms)}, {fmt_ms(comm)} in collectives"
+
+
+# Past this many nodes that wait alike, one line says them all.
+_NODE_LINES = 3
+
+
+def _span(values: list[float], fmt: Any) -> str:
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
+def node_sentences(job: JobNodes) -> list[str]:
+    """Each node said, the waiting ones together when there are more than _NODE_LINES of them."""
+    waiting = [n for n in job.nodes if n.state is NodeState.WAITING]
+    if len(waiting) <= _NODE_LINES:
+        return [node_sentence(n, job) for n in job.nodes]
+    comm, share = [n.comm[0] for n in waiting], [n.comm[1] for n in waiting]
+    together = (
+        f"{len(waiting)} nodes ({ranks_phrase(tuple(r for n in waiting for r in n.ranks))}) wait for "
+        f"{', '.join(waiting[0].waits_for)}: {_span(comm, fmt_ms)} of each step in collectives "
+        f"({_span(share, fmt_share)})"
+    )
+    return [node_sentence(n, job) for n in job.nodes if n.state is not NodeState.WAITING] + [together]
+
+
+def nodes_brief(job: JobNodes) -> str:
+    """The job's nodes in one line (the brief report's): the slow node, its rank and cause, and who waits
+    for it; or that no node holds the others up."""
+    s = job.slow_node
+    if s is None:
+        return (
+            f"nodes: {len(job.nodes)}, none holds the others up ("
+            + "; ".join(f"{n.host} {ranks_phrase(n.ranks)}" for n in job.nodes)
+            + ")"
+        )
+    slow = next(n for n in job.nodes if n.host == s.host)
+    waiting = [n for n in job.nodes if n.state is NodeState.WAITING]
+    line = (
+        f"nodes: {s.host} ({ranks_phrase(slow.ranks)}) is slow, rank {s.rank} most: "
+        f"{EXCESS_PHRASE.get(s.excess_label, s.excess_label)} {fmt_ms(s.excess_ms)}/step more than the other nodes"
+    )
+    if len(waiting) == 1:
+        w = waiting[0]
+        line += f"; {w.host} ({ranks_phrase(w.ranks)}) waits for it {fmt_ms(w.breakdown_ms.get('comm', 0.0))}/step"
+    elif waiting:
+        line += f"; {len(waiting)} nodes wait for it, {s.waiting_host} longest ({fmt_ms(s.wait_ms)}/step)"
+    return line
+
+
+def clock_sentence(al: Alignment) -> str:
+    """How the hosts' clocks were put on the reference host's, with the uncertainty of each offset and how
+    closely one step's collectives end across the hosts after it."""
+    said = []
+    for h in al.hosts:
+        if h.source is ClockSource.REFERENCE:
+            continue
+        if h.source is ClockSource.NONE:
+            said.append(f"{h.host} left on its own clock (no step in common)")
+            continue
+        by = "collectives" if h.source is ClockSource.COLLECTIVES else "step ends (no collective kept)"
+        said.append(
+            f"{h.host} {h.offset_ns / 1e9:+.6f} s by its {by} over {h.steps} steps "
+            f"(spread {fmt_ms(h.spread_ns / 1e6)}, offset within ±{fmt_ms(h.error_ns / 1e6)})"
+        )
+    aligned = [h for h in al.hosts if h.source in (ClockSource.COLLECTIVES, ClockSource.STEP_ENDS)]
+    if len(aligned) > _NODE_LINES:  # many hosts: their offsets are run.json's, their worst uncertainty said
+        said = [
+            f"{len(aligned)} hosts by their collectives or step ends (spread up to "
+            f"{fmt_ms(max(h.spread_ns for h in aligned) / 1e6)}, offsets within "
+            f"±{fmt_ms(max(h.error_ns for h in aligned) / 1e6)})"
+        ] + [x for x in said if "own clock" in x]
+    line = f"clocks: on {al.reference}'s; " + "; ".join(said)
+    if al.residual_ns is not None:
+        line += (
+            f"; one step's collectives then end within {fmt_ms(al.residual_ns / 1e6)} across the hosts "
+            f"(p90 {fmt_ms((al.residual_p90_ns or 0) / 1e6)}, {al.residual_steps} steps)"
+        )
+    return line
+
+
+def trainers_phrase(r: RunReport) -> str:
+    """ " in 2 training processes" where several trained side by side, else ""."""
+    n = len(r.trainers)
+    return f" in {n} training processes" if n > 1 else ""
+
+
+def trainer_lines(r: RunReport) -> list[str]:
+    """Each training process's steps, mean step and labels (ms/step), as the terminal's table."""
+    rows = r.trainers
+    if len(rows) < 2:
+        return []
+    out = ["", f"  {'process':<12} {'steps':>6} {'step':>9} " + " ".join(f"{lb:>9}" for lb in LABELS)]
+    for p in rows:
+        out.append(
+            f"  {'pid ' + str(p.pid):<12} {p.steps!s:>6} {fmt_ms(p.step_time_ms.mean):>9} "
+            + " ".join(f"{fmt_ms(p.breakdown_ms[lb]):>9}" for lb in LABELS)
+        )
+    return out

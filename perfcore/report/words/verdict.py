@@ -18,7 +18,6 @@ from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
 from perfcore.report.words import (
-    EXCESS_PHRASE,
     LOADING_CAUSE,
     WHAT,
     check_text,
@@ -31,7 +30,7 @@ from perfcore.report.words import (
     startup_sentence,
     what_of,
 )
-from perfcore.report.words.findings import no_step_sentence
+from perfcore.report.words.runs import EXCESS_PHRASE, no_step_sentence
 
 __all__ = [
     "plain_words",

@@ -262,7 +262,7 @@ class StepSources:
                 self._arm(max(short_s, 0.5))
                 return
             self._warned = True
-            from perfcore.report.words.findings import LOOKS_FOR  # the words, imported only to say them
+            from perfcore.report.words.runs import LOOKS_FOR  # the words, imported only to say them
 
             sys.stderr.write(
                 f"perfcore: no step after {self.inst.watch_s:.0f} s of the script's CPU time. {LOOKS_FOR}\n"

@@ -352,8 +352,7 @@ def _afterwards(rc: int) -> dict[str, Any]:
 def _no_step(run: _Finish, outcome: dict[str, Any], notes: list[dict[str, Any]]) -> RunReport:
     """A run that saw no step: RunFailed when the script failed (how it ended is the whole story), else a
     run.json saying what was seen."""
-    from perfcore.report.words.runs import outcome_sentence
-    from perfcore.report.words.findings import no_step_sentence
+    from perfcore.report.words.runs import no_step_sentence, outcome_sentence
     from perfcore.run.parent.outcome import STEP_HEADER, before_first_step
 
     out, rc, doc, main = run.out, run.rc, run.doc, run.main or Part()

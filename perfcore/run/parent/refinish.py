@@ -70,7 +70,7 @@ def merge_dirs(dirs: list[Path], out: Path | None) -> tuple[RunReport, Path]:
 
     problem = job_problem(parts)
     if problem:
-        from perfcore.report.words.jobs import job_problem_words
+        from perfcore.report.words.runs import job_problem_words
 
         raise UsageError(job_problem_words(problem))
     out = prepare_out(out, "merge")  # only now: a refused merge leaves no folder behind

@@ -178,7 +178,7 @@ class WarmUp:
             self.done.append(name)
         if self._spare():
             try:
-                from perfcore.report.raster import warm_fonts
+                from perfcore.report.plots import warm_fonts
 
                 warm_fonts()
                 self.done.append("fonts")
