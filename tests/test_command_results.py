@@ -169,6 +169,10 @@ def test_sweep_json_is_its_result_read_back_and_a_failed_row_is_said_from_its_re
     assert said == ["", "the script crashed (ValueError: x) after 7 measured steps: these results are partial",
                     "the script ended (exit 3) during warm-up: no measured step"]
     assert all(s[:80] in render_sweep(doc) for s in said[1:])  # the table cuts a reason at 80
+    # The heatmap reads the rows from a table: numpy scalars (steps in every row: an int64 column), NaN for
+    # a fact a row lacks (exit_code: a float column); said the same.
+    table = pd.DataFrame([{**c, "steps": int(c["steps"] or 20)} for c in result.configs])
+    assert [config_failure(table.iloc[i]) for i in range(len(table))] == said
     own = dataclasses.replace(result, script_settings={"num_workers": 0}, kept={}, patch=None)
     assert SweepResult.from_dict(json.loads(json.dumps(own.to_dict()))) == own
 

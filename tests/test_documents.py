@@ -132,6 +132,13 @@ def test_a_note_an_older_run_kept_in_words_is_read_as_its_code_and_figures(note)
     assert back == note and note_words(back) == said
 
 
+def test_a_damaged_figure_of_a_note_costs_that_figure_only():
+    note = Note("measured_apart", {"processes": [{"pid": 7, "steps": 12}, {"pid": 8}], "pids": "not a list"})
+    assert note.facts.pids == () and [(p.pid, p.steps) for p in note.facts.processes] == [(7, 12), (8, 0)]
+    assert "(pid 7: 12 steps, pid 8: 0 steps)" in note_words(note)
+    assert Note("from_checkpoint", {"steps": "many"}).facts.steps is None
+
+
 def test_a_note_in_words_of_its_own_is_kept_as_its_words():
     (back,) = RunReport.from_dict(migrate_run({"schema": "perfcore.run/1", **_minimal(), "notes": ["CUPTI x"]})).notes
     assert back.code == "text" and note_words(back) == "CUPTI x"
