@@ -111,3 +111,24 @@ def test_compare_says_the_step_change_as_measured(a_ms, b_ms, sem):
     assert ("B faster" in words) == (a_ms / b_ms > 1 + noise) == (doc.change == "faster")
     assert ("B slower" in words) == (a_ms / b_ms < 1 / (1 + noise)) == (doc.change == "slower")
     assert f"speedup {a_ms / b_ms:.2f}x" in words
+
+
+def test_compare_quotes_each_run_as_its_own_header_does():
+    """A run whose outlier steps were set apart reads "mean step 167 ms less outliers" in its header: compare
+    says the same step for it (the plain mean, 177 ms with them, read as another figure)."""
+    from perfcore.report.terminal import brief_table
+
+    def run(mean_ms, steady_ms, sem):
+        bd = {"load": 0.0, "transfer": 0.0, "compute": mean_ms * 0.9, "comm": 0.0, "host": mean_ms * 0.1}
+        ms = {"load": 0.0, "transfer": 0.0, "compute": steady_ms * 0.9, "comm": 0.0, "host": steady_ms * 0.1}
+        robust = {"step_ms": steady_ms, "ms": ms, "steps": 40, "kept_steps": 37, "step_sem_ms": sem,
+                  "outliers": {"count": 3, "steps": [4, 9, 30]}}
+        return typed_run(mean_ms, bd, sem=sem * 5, breakdown_robust=robust)
+
+    a, b = run(254.0, 250.0, 1.0), run(177.0, 167.0, 1.0)
+    c = compare_runs(a, b)
+    for side, r in ((c.a, a), (c.b, b)):
+        assert f"mean step {side.step_ms:.0f} ms less outliers" in brief_table(r)[0]
+    assert (c.a.step_ms, c.b.step_ms) == (250.0, 167.0) and c.speedup == 250.0 / 167.0
+    assert c.labels["compute"].a_ms == 225.0 and c.noise_ms is not None and c.noise_ms < 5.0
+    assert f"speedup {250 / 167:.2f}x" in step_words(c)
