@@ -86,7 +86,7 @@ def judge(
     *,
     step_ms: float,
     experiment: str,
-    bound: Mapping[str, Any] | None = None,
+    bound_ms: float | None = None,
 ) -> dict[str, Any]:
     """A measured gain against the predicted one, both in ms saved per step.
 
@@ -96,16 +96,16 @@ def judge(
       the predicted gain from none (whether or not the noise reaches the predicted effect);
     partly: a real saving (above the noise) that falls short of the band;
     not confirmed: no saving above the noise, or more than the band allows.
-    bound: the largest gain the change can physically give (removing all of the cause): a measured
-      gain above it is flagged (noise or a changed machine, not an effect).
+    bound_ms: the largest saving the change can physically give (removing all of the cause): a measured
+      saving above it is flagged (noise or a changed machine, not an effect).
     Returns {experiment, status, agrees (True/False/None for inconclusive), predicted, measured,
     above_bound, agreement_band (the speedups a measurement agreeing with the prediction lies in)}: facts,
     said by report.words."""
     step = float(step_ms)
-    p = float(predicted.get("saved_ms") or 0.0)
+    p = float(predicted["saved_ms"])
     m = float(measured["saved_ms"])
-    noise = measured.get("noise_ms")
-    pband = predicted.get("saved_band_ms")
+    noise = measured["noise_ms"]
+    pband = predicted.get("saved_band_ms")  # the prediction's own interval, where it has one
     p_half = max(abs(p - pband[0]), abs(pband[1] - p)) if pband else 0.0
     if noise is None:
         tol = max(FALLBACK_REL * p, FALLBACK_STEP * step, p_half)
@@ -129,11 +129,7 @@ def judge(
     else:
         check = Agreement.NOT_CONFIRMED
     status = check.value
-    above = False
-    if bound is not None and bound.get("saved_ms") is not None:
-        b_saved = float(bound["saved_ms"])
-        bh = bound.get("saved_band_ms")
-        above = m > (bh[1] if bh else b_saved)
+    above = bound_ms is not None and m > bound_ms
     agrees = {Agreement.CONFIRMED: True, Agreement.INCONCLUSIVE: None}.get(check, False)
     return {
         "experiment": experiment,
