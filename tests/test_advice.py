@@ -7,9 +7,10 @@ import pytest
 
 from dataclasses import replace
 
-from perfcore.analysis.advice import advise, advise_run, batches_per_step, contradicting_trial, loader_plan
+from perfcore.analysis.advice import advise_run
+from perfcore.analysis.advice_findings import advise
 from perfcore.analysis.advice_evidence import AdviceEvidence, RunFacts, WorkerTrial, read
-from perfcore.analysis.loader_plan import PlanEvidence
+from perfcore.analysis.loader_plan import PlanEvidence, batches_per_step, contradicting_trial, loader_plan
 from perfcore.analysis.run_context import Loader, Restart
 from perfcore.analysis.memory_findings import memory_findings
 from perfcore.report.words.advice import text_of
@@ -287,6 +288,6 @@ def test_compute_evidence_is_on_the_verdicts_own_basis():
            "breakdown_robust": {"steps": 50, "step_ms": 76.0,
                                 "ms": {"load": 0.5, "transfer": 0.0, "compute": 73.5, "comm": 0.0, "host": 2.0}}}
     v = decide_run(doc)
-    recs = advise(AdviceEvidence(v, compute_ms=v.compute_ms, on_gpu=False, zero_code=True))
+    recs = advise(AdviceEvidence(v, compute_ms=v.compute_ms, zero_code=True))
     (fc,) = [r for r in recs if r.kind == "faster_compute"]
     assert (fc.figures["compute_ms"], fc.figures["step_ms"]) == pytest.approx((73.5, 76.0))

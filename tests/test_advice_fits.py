@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from run_docs import decided
 
-from perfcore.analysis.advice import loader_plan
-from perfcore.analysis.loader_plan import PlanEvidence
+from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
 from perfcore.analysis.advice_evidence import read
 from perfcore.analysis.run_context import Loader

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfcore.analysis.advice import advise_run, loader_plan
-from perfcore.analysis.loader_plan import PlanEvidence
+from perfcore.analysis.advice import advise_run
+from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
 from perfcore.analysis.memory_findings import memory_findings
 from perfcore.analysis.run_context import Loader
 from perfcore.analysis.run_parts import Evaluation

@@ -6,8 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from run_docs import exp_rows, typed_run
 
-from perfcore.analysis.advice import loader_plan
-from perfcore.analysis.loader_plan import PlanEvidence
+from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
 from perfcore.analysis.advice_evidence import WorkerTrial
 from perfcore.analysis.run_context import Loader
 from run_docs import confirm

@@ -216,11 +216,10 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
 def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
     import pandas as pd
 
-    from perfcore.analysis.advice import loader_plan
     from dataclasses import replace
 
     from perfcore.analysis.advice_evidence import WorkerTrial, read
-    from perfcore.analysis.loader_plan import PlanEvidence
+    from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
     from perfcore.analysis.run_context import Loader
     from perfcore.experiments.sweep import sweep_doc
 

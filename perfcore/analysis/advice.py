@@ -11,15 +11,7 @@ from typing import Any, Mapping
 from perfcore.analysis.advice_evidence import AdviceEvidence, CallerFacts, RunFacts, read
 from perfcore.analysis.advice_findings import advise
 from perfcore.analysis.findings import Finding, FindingKind
-from perfcore.analysis.loader_plan import (
-    PlanEvidence,
-    batches_per_step,
-    contradicting_trial,
-    loader_of,
-    loader_plan,
-    training_loader,
-    training_loader_index,
-)
+from perfcore.analysis.loader_plan import PlanEvidence, batches_per_step, loader_of, loader_plan
 from perfcore.analysis.ranks import judge_straggle, straggle
 from perfcore.analysis.results import Verdict
 from perfcore.analysis.run_context import Loader, LoaderPlan
@@ -27,19 +19,7 @@ from perfcore.analysis.run_report import Decision
 from perfcore.analysis.script_facts import oversubscription, threads_of
 from perfcore.analysis.verdict import WARN_SHARE, decide_run
 
-# The loader's side lives in loader_plan, the rules in advice_findings; their names stay importable here,
-# where advice is asked for.
-__all__ = [
-    "training_loader",
-    "training_loader_index",
-    "loader_plan",
-    "contradicting_trial",
-    "advise",
-    "advise_run",
-    "evidence_of",
-    "batches_per_step",
-    "Decision",
-]
+__all__ = ["advise_run", "gather"]
 
 
 def advise_run(
@@ -64,7 +44,7 @@ def advise_run(
         verdict = judge_straggle(verdict, job)
     elif f is not doc and own.rank is not None:
         verdict = dataclasses.replace(verdict, focus_rank=own.rank)  # the slowest rank's: the others wait for it
-    ev = evidence_of(run, own, verdict, read(CallerFacts, {**run.advice_facts, **dict(evidence or {})}), zero_code)
+    ev = gather(run, own, verdict, read(CallerFacts, {**run.advice_facts, **(evidence or {})}), zero_code)
     memory_found = tuple(
         Finding(FindingKind(m["id"]), cause="memory", figures=dict(m)) for m in (memory or {}).get("findings", ())
     )
@@ -72,9 +52,7 @@ def advise_run(
     return Decision(ev.verdict, tuple(advise(ev)), ev.plan)
 
 
-def evidence_of(
-    run: RunFacts, focus: RunFacts, verdict: Verdict, caller: CallerFacts, zero_code: bool
-) -> AdviceEvidence:
+def gather(run: RunFacts, focus: RunFacts, verdict: Verdict, caller: CallerFacts, zero_code: bool) -> AdviceEvidence:
     """The one evidence the rules read: the run's facts, the focus's numbers, what the caller measured; the
     verdict with what inflated its steps (threads that outnumber the cores) said on it."""
     intf = run.interference
@@ -84,25 +62,13 @@ def evidence_of(
         # What inflated the steps is said before the verdict on them (report.words.verdict), not only
         # "interference"; with the script's fix only where its own threads outnumber its CPUs.
         verdict = dataclasses.replace(verdict, **{"oversubscribed" if over.own else "threads_busy": over})
-    loader = loader_of(run.loaders, run.workers)
+    loader = loader_of(run.loaders, run.workers) or Loader()  # none recorded: no known settings
     # Compute on the verdict's own basis (the trimmed estimate when there is one), so that it and the step
     # it is a share of are the same steps' figures.
     compute_ms = verdict.compute_ms if verdict.decided else focus.breakdown_ms.compute
     torch_threads = caller.torch_threads or (threads if source == "torch" else None)
-    return AdviceEvidence(
-        verdict=verdict,
-        compute_ms=compute_ms or 0.0,
-        on_gpu=run.on_gpu,
-        zero_code=zero_code,
-        loader=loader,
-        plan=_plan(run, focus, verdict, caller, loader, torch_threads),
-        compiled=run.compiled,
-        bf16_supported=run.bf16_supported,
-        optimizer=run.optimizer,
-        pageable_bytes=caller.pageable_h2d_bytes_per_step,
-        pageable_ms=caller.pageable_h2d_ms_per_step,
-        evaluation=run.evaluation,
-    )
+    plan = _plan(run, focus, verdict, caller, loader, torch_threads)
+    return AdviceEvidence(verdict, compute_ms or 0.0, zero_code, run, caller, loader, plan)
 
 
 def _plan(
@@ -110,13 +76,13 @@ def _plan(
     focus: RunFacts,
     verdict: Verdict,
     caller: CallerFacts,
-    loader: Loader | None,
+    loader: Loader,
     torch_threads: int | None,
 ) -> LoaderPlan | None:
     """The loader plan, for a loop that waits on its loader at least the warn tier."""
     per_step, per_step_how = batches_per_step(run)
     step, load = verdict.step_ms, focus.breakdown_ms.load
-    if not (loader and step and load / step >= WARN_SHARE):
+    if not (step and load / step >= WARN_SHARE):
         return None
     intf = run.interference
     plan = loader_plan(

@@ -9,7 +9,6 @@ import dataclasses
 from typing import Any, Mapping
 
 from perfcore.analysis.codec import fields_of
-from perfcore.analysis.compute_split import OptimizerFact
 from perfcore.analysis.findings import Finding
 from perfcore.analysis.results import Interference, Verdict
 from perfcore.analysis.run_context import Loader, LoaderPlan, Threads, Workers
@@ -21,7 +20,7 @@ __all__ = ["WorkerTrial", "CallerFacts", "RunFacts", "AdviceEvidence", "read"]
 def read(cls: Any, doc: Mapping[str, Any] | None) -> Any:
     """`cls` from an object of facts, each value on its own: a missing or damaged one is its default (the
     advice weighs what a run recorded, and says nothing of what it did not)."""
-    return cls(**fields_of(cls, dict(doc or {})))
+    return cls(**fields_of(cls, doc))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,30 +84,20 @@ class RunFacts:
         dynamo compiled at least one graph in the run (the child counts its graphs)."""
         return self.torch_compile is True or (self.compiled_graphs or 0) > 0
 
-    @property
-    def optimizer(self) -> OptimizerFact | None:
-        """The faster form of the script's optimizer that pays (compute_facts: its class, keyword, call)."""
-        return self.compute_facts.optimizer if self.compute_facts is not None else None
-
 
 @dataclasses.dataclass(frozen=True)
 class AdviceEvidence:
     """Everything a rule of the advice reads: the verdict (with its ranked causes, straggler, threads and
-    start-up), the compute on the verdict's basis, where the loop runs and whether the user's code is
-    unmodified (zero_code: never told to add a perfcore call), the training loader (its workers' timing
-    folded in) and the loader plan for it, what the script already does (compiled, bf16, the optimizer's
-    faster form), pageable copies a step, memory's findings and the evaluation passes."""
+    start-up), the compute on the verdict's basis, whether the user's code is unmodified (zero_code: never
+    told to add a perfcore call), the run's facts (where it ran, what the script already does, evaluation)
+    and the caller's (pageable copies), the training loader (its workers' timing folded in) with the loader
+    plan for it, and memory's findings."""
 
     verdict: Verdict
     compute_ms: float
-    on_gpu: bool
     zero_code: bool
-    loader: Loader | None = None
+    run: RunFacts = RunFacts()
+    caller: CallerFacts = CallerFacts()
+    loader: Loader = Loader()  # none recorded: a loader of no known settings
     plan: LoaderPlan | None = None
-    compiled: bool = False
-    bf16_supported: bool | None = None
-    optimizer: OptimizerFact | None = None
-    pageable_bytes: float = 0.0
-    pageable_ms: float = 0.0
     memory: tuple[Finding, ...] = ()
-    evaluation: Evaluation | None = None

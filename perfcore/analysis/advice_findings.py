@@ -7,7 +7,7 @@ findings. A new kind of advice is a rule here and its phrase in report.words.adv
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from perfcore.analysis.advice_evidence import AdviceEvidence
 from perfcore.analysis.findings import Finding, FindingKind, Site
@@ -32,24 +32,9 @@ _PLAN_ADVICE = {
     PlanKind.DEEPER_PREFETCH: FindingKind.DEEPER_PREFETCH,
 }
 
-Rule = Callable[[AdviceEvidence], Iterator[Finding]]
-
-
-def _loader(ev: AdviceEvidence) -> dict[str, Any]:
-    return loader_facts(ev.loader) if ev.loader is not None else {}
-
-
-def _site(ev: AdviceEvidence) -> Site | None:
-    return Site.parse(ev.loader.site) if ev.loader is not None else None
-
 
 def _gain_facts(g: Gain) -> dict[str, Any]:
     return {"speedup": g.speedup, "band": list(g.band) if g.band else None, "step_after_ms": g.step_after_ms}
-
-
-def _gain(step_ms: float, saved_ms: float) -> Gain:
-    g = expected_gain(step_ms, saved_ms)
-    return Gain(g["saved_ms"], g["step_after_ms"], g["speedup"])
 
 
 def balance_ranks(ev: AdviceEvidence) -> Iterator[Finding]:
@@ -64,12 +49,21 @@ def balance_ranks(ev: AdviceEvidence) -> Iterator[Finding]:
 def pageable_copies(ev: AdviceEvidence) -> Iterator[Finding]:
     """pin_memory set, yet copies from pageable memory: a tensor made in the loop or a batch type without
     pin_memory(). Otherwise pinning is certain and cheap to fix, whatever its share."""
-    if not ev.pageable_bytes:
+    if not ev.caller.pageable_h2d_bytes_per_step:
         return
-    pinned = ev.loader is not None and ev.loader.pin_memory is True
-    kind = FindingKind.PAGEABLE_DESPITE_PIN if pinned else FindingKind.PIN_MEMORY
-    figures = {"pageable_bytes": ev.pageable_bytes, "pageable_ms": ev.pageable_ms, "loader": _loader(ev)}
-    yield Finding(kind, cause="transfer", figures=figures, site=_site(ev), test="perfcore transfer --batch-shape ...")
+    kind = FindingKind.PAGEABLE_DESPITE_PIN if ev.loader.pin_memory is True else FindingKind.PIN_MEMORY
+    figures = {
+        "pageable_bytes": ev.caller.pageable_h2d_bytes_per_step,
+        "pageable_ms": ev.caller.pageable_h2d_ms_per_step,
+        "loader": loader_facts(ev.loader),
+    }
+    yield Finding(
+        kind,
+        cause="transfer",
+        figures=figures,
+        site=Site.parse(ev.loader.site),
+        test="perfcore transfer --batch-shape ...",
+    )
 
 
 def _cause_figures(ev: AdviceEvidence, c: Cause) -> dict[str, Any]:
@@ -81,7 +75,7 @@ def _cause_figures(ev: AdviceEvidence, c: Cause) -> dict[str, Any]:
         "share": c.share,
         "share_band": list(c.share_band) if c.share_band else None,
         "step_ms": v.step_ms,
-        "on_gpu": ev.on_gpu,
+        "on_gpu": ev.run.on_gpu,
         "measured_by": v.measured_by.get(c.label),
     }
     return {"cause_gain": _gain_facts(c.gain), "cause_facts": cause_facts}
@@ -91,28 +85,28 @@ def _load(ev: AdviceEvidence, c: Cause) -> Finding:
     """The loader plan's advice where there is a plan, sized by what the free cores allow; else more workers."""
     base, p, step = _cause_figures(ev, c), ev.plan, ev.verdict.step_ms
     if p is None:
-        n = (ev.loader.num_workers if ev.loader is not None else None) or 0
-        persistent = bool(n and not ev.loader.persistent_workers)
-        figures = {**base, "loader": _loader(ev), "persistent_workers": persistent}
-        return Finding(FindingKind.MORE_WORKERS, c.level, "load", figures, _site(ev), c.gain, test=_DIAGNOSE)
+        persistent = bool(ev.loader.num_workers and not ev.loader.persistent_workers)
+        figures = {**base, "loader": loader_facts(ev.loader), "persistent_workers": persistent}
+        return Finding(
+            FindingKind.MORE_WORKERS, c.level, "load", figures, Site.parse(ev.loader.site), c.gain, test=_DIAGNOSE
+        )
     kind = _PLAN_ADVICE.get(PlanKind(p.kind), FindingKind.MORE_WORKERS)
     own, figures = c.gain, {**base, "plan": True}  # the cause's whole wait, unless the free cores allow less
     if kind is FindingKind.CHEAPER_BATCHES:
         # What workers can hide is what is left to gain from them; a cheaper batch can save up to the whole
         # wait, which is the bound the verdict's gain gives.
-        figures.update(workers_speedup=_gain(step, p.achievable_ms or 0.0).speedup, decode=p.decode)
+        figures.update(workers_speedup=expected_gain(step, p.achievable_ms or 0.0)["speedup"], decode=p.decode)
     elif p.achievable_ms is not None and p.achievable_ms < c.ms_per_step - 1e-9:
-        own = _gain(step, p.achievable_ms)
+        own = Gain(**expected_gain(step, p.achievable_ms))
         figures["achievable_gain"] = _gain_facts(own)  # what the free cores allow of the cause's
-    return Finding(kind, c.level, "load", figures, _site(ev), own, dict(p.set), _DIAGNOSE)
+    return Finding(kind, c.level, "load", figures, Site.parse(ev.loader.site), own, dict(p.set), _DIAGNOSE)
 
 
 def _transfer(ev: AdviceEvidence, c: Cause) -> Finding | None:
-    if ev.pageable_bytes:  # the pageable copies' advice is the transfer cause's
+    if ev.caller.pageable_h2d_bytes_per_step:  # the pageable copies' advice is the transfer cause's
         return None
-    pinned = ev.loader is not None and ev.loader.pin_memory is True
-    figures = {**_cause_figures(ev, c), "pinned": pinned, "loader": _loader(ev)}
-    return Finding(FindingKind.OVERLAP_COPIES, c.level, "transfer", figures, _site(ev), c.gain)
+    figures = {**_cause_figures(ev, c), "pinned": ev.loader.pin_memory is True, "loader": loader_facts(ev.loader)}
+    return Finding(FindingKind.OVERLAP_COPIES, c.level, "transfer", figures, Site.parse(ev.loader.site), c.gain)
 
 
 def _comm(ev: AdviceEvidence, c: Cause) -> Finding:
@@ -122,13 +116,13 @@ def _comm(ev: AdviceEvidence, c: Cause) -> Finding:
 def _host(ev: AdviceEvidence, c: Cause) -> Finding:
     """On a GPU, launch overhead; on a CPU, the loop's own work between steps (a StepTimer user may time it)."""
     kind = FindingKind.HOST_GAPS if ev.zero_code else FindingKind.UNTIMED_HOST_WORK
-    kind, test = (FindingKind.LAUNCH_OVERHEAD, _GRAPH) if ev.on_gpu else (kind, None)
-    figures = {**_cause_figures(ev, c), "compiled": ev.compiled}
+    kind, test = (FindingKind.LAUNCH_OVERHEAD, _GRAPH) if ev.run.on_gpu else (kind, None)
+    figures = {**_cause_figures(ev, c), "compiled": ev.run.compiled}
     return Finding(kind, c.level, "host", figures, gain=c.gain, test=test)
 
 
 # Each named cause's advice, by its label.
-CAUSE_RULES: dict[str, Callable[[AdviceEvidence, Cause], Finding | None]] = {
+CAUSE_RULES = {
     "load": _load,
     "transfer": _transfer,
     "comm": _comm,
@@ -157,7 +151,7 @@ def evaluation(ev: AdviceEvidence) -> Iterator[Finding]:
     """Evaluation passes that take a tenth of the wall time or more: a measured share of the wall time, said
     before the generic ways to faster compute and start-up's "measure a longer run" (a longer run evaluates as
     often)."""
-    e = ev.evaluation
+    e = ev.run.evaluation
     if e is None or e.share_of_wall is None or e.share_of_wall < WARN_SHARE:
         return
     level = Level.CRITICAL if e.share_of_wall >= CRITICAL_SHARE else Level.WARN
@@ -173,14 +167,14 @@ def compute_ways(ev: AdviceEvidence) -> list[dict[str, Any]]:
     on a GPU that has bf16 (a condition where the run did not record it). Thread counts are not here:
     they are advised only on a measured oversubscription."""
     ways: list[dict[str, Any]] = []
-    if ev.on_gpu and ev.bf16_supported is not False:
-        ways.append({"way": "bf16" if ev.bf16_supported is True else "bf16_if_supported"})
-    if not ev.compiled:
+    if ev.run.on_gpu and ev.run.bf16_supported is not False:
+        ways.append({"way": "bf16" if ev.run.bf16_supported is True else "bf16_if_supported"})
+    if not ev.run.compiled:
         ways.append({"way": "compile"})
-    opt = ev.optimizer
+    opt = ev.run.compute_facts.optimizer if ev.run.compute_facts is not None else None
     if opt is not None:
         ways.append({"way": "optimizer", "snippet": opt.snippet, "share": opt.share, "keyword": opt.keyword})
-    if not ev.on_gpu:
+    if not ev.run.on_gpu:
         ways.append({"way": "gpu"})
     return ways
 
@@ -189,7 +183,7 @@ def faster_compute(ev: AdviceEvidence) -> Iterator[Finding]:
     """A healthy step that is mostly compute: the ways the script does not take yet."""
     v, ways = ev.verdict, compute_ways(ev)
     if v.healthy and ev.compute_ms >= 0.6 * (v.step_ms or float("inf")) and ways:
-        figures = {"on_gpu": ev.on_gpu, "compute_ms": ev.compute_ms, "step_ms": v.step_ms, "ways": ways}
+        figures = {"on_gpu": ev.run.on_gpu, "compute_ms": ev.compute_ms, "step_ms": v.step_ms, "ways": ways}
         yield Finding(FindingKind.FASTER_COMPUTE, level=Level.MINOR, figures=figures)
 
 
@@ -204,7 +198,7 @@ def startup(ev: AdviceEvidence) -> Iterator[Finding]:
 
 
 # The rules, in the order their findings are said.
-RULES: tuple[Rule, ...] = (
+RULES = (
     balance_ranks,
     pageable_copies,
     cause_advice,

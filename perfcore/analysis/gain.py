@@ -50,34 +50,19 @@ def expected_gain(
     return {"saved_ms": saved, "step_after_ms": max(step - saved, 0.0), "speedup": x, "band": band}
 
 
-def measured_gain(
-    base_ms: float,
-    exp_ms: float,
-    *,
-    base_sem_ms: float | None = None,
-    exp_sem_ms: float | None = None,
-    noise_ms: float | None = None,
-) -> dict[str, Any]:
-    """What an A/B pair measured: the saving base - exp per step, its noise (BAND_Z standard errors of
-    the difference of the two runs' mean steps; None when a run reports no spread), and the speedup
-    with its band. noise_ms: that noise when the caller has it already."""
+def measured_gain(base_ms: float, exp_ms: float, *, noise_ms: float | None = None) -> dict[str, Any]:
+    """What an A/B pair measured: the saving base - exp per step, its noise (noise_ms: BAND_Z standard errors
+    of the difference of the two runs' mean steps, as analysis.checks measures it; None when a run reports no
+    spread), and the speedup with its band."""
     base, exp = float(base_ms), float(exp_ms)
     saved = base - exp
     noise = None if noise_ms is None else float(noise_ms)
-    if (
-        noise is None
-        and base_sem_ms is not None
-        and exp_sem_ms is not None
-        and base_sem_ms == base_sem_ms
-        and exp_sem_ms == exp_sem_ms
-    ):
-        noise = BAND_Z * math.hypot(float(base_sem_ms), float(exp_sem_ms))
     x = base / exp if exp > 0 else None
     band = None
     if noise is not None and base > 0:
         lo_left, hi_left = base - (saved - noise), base - (saved + noise)
         band = (base / lo_left if lo_left > 0 else None, base / hi_left if hi_left > 0 else None)
-    return {"saved_ms": saved, "noise_ms": noise, "speedup": x, "band": band, "base_ms": base, "exp_ms": exp}
+    return {"saved_ms": saved, "noise_ms": noise, "speedup": x, "band": band}
 
 
 def judge(

@@ -36,20 +36,16 @@ STARTUP_CONTRIBUTES = 0.25
 HANDOVER_RATIO = 2.0
 
 
-def _trains_on(ld: Loader) -> tuple[bool, int]:
-    """A train loader (not one an evaluation drew from) before others, then the one most batches were drawn from."""
-    return ld.training, ld.batches or 0
-
-
 def training_loader_index(loaders: Sequence[Mapping[str, Any]] | None) -> int | None:
     """Which of a part's loaders (as its run.json holds them) the loop trains on."""
     typed = [read(Loader, ld) for ld in loaders or ()]
-    return max(range(len(typed)), key=lambda i: _trains_on(typed[i])) if typed else None
+    return typed.index(training_loader(typed)) if typed else None
 
 
 def training_loader(loaders: Sequence[Loader]) -> Loader | None:
     """The loader the loop trains on (a script may build a validation loader too)."""
-    return max(loaders, key=_trains_on) if loaders else None
+    # A train loader (not one an evaluation drew from) before others, then the one most batches were drawn from.
+    return max(loaders, key=lambda ld: (ld.training, ld.batches or 0)) if loaders else None
 
 
 def loader_of(loaders: Sequence[Loader], workers: Workers | None) -> Loader | None:
@@ -224,18 +220,6 @@ def loader_plan(ld: Loader, ev: PlanEvidence) -> LoaderPlan | None:
         capped = needed > spare
         change = {"num_workers": spare if capped else needed, "persistent_workers": True}
         return _kind(plan, PlanKind.MORE_WORKERS_CAPPED if capped else PlanKind.MORE_WORKERS, set=change)
-    return _with_workers(ld, ev, plan)
-
-
-def _with_workers(ld: Loader, ev: PlanEvidence, plan: LoaderPlan) -> LoaderPlan:
-    """The plan where workers already run and the loop still waits: why, and what helps."""
-    make_ms, wait_ms, needed, free = (
-        plan.worker_batch_ms or 0.0,
-        plan.wait_ms_per_batch or 0.0,
-        plan.workers_needed or 1,
-        plan.spare_cores or 0.0,
-    )
-    n, spare = plan.num_workers or 0, plan.spare_workers or 0
     # Each epoch's start-up (iter() to its first batch) less the making of that batch; the first
     # epoch pays it whatever the settings, later ones only without persistent_workers.
     starts = ld.worker_startup_ms

@@ -127,7 +127,7 @@ def threads_of(
     cpus = threads.cpus or cpu_count
     n = torch_threads or threads.torch
     if n:
-        return int(n), "torch", cpus
+        return n, "torch", cpus
     omp = (threads.omp_env or "").strip()
     if omp.isdigit() and int(omp) > 0:
         return int(omp), "OMP_NUM_THREADS", cpus
