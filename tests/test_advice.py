@@ -162,6 +162,16 @@ def test_a_run_with_workers_and_no_recorded_loader_still_gets_a_plan():
     assert plan.workers_needed == 5 and reason_of(plan) == "too few workers"
 
 
+def test_the_workers_own_timing_sizes_the_plan_of_a_loader_that_recorded_none():
+    # A script's loader with workers: the child cannot time their batches, the workers' own files do.
+    w = {"num_workers": 2, "fetch_ms_mean": 50.0, "getitem_ms_mean": 48.0, "batches": 45, "collate_ms_mean": 1.0}
+    ld = {**LOADER, "num_workers": 2, "worker_batch_ms": None}
+    doc = run_doc({"load": 15.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[ld], workers=w)
+    plan = advise_run(doc, zero_code=True, evidence={"cpu_count": 8}).loader_plan
+    assert plan.worker_batch_ms == 50.0 and plan.workers_needed == 5 and plan.loader["site"] == "train.py:42"
+    assert plan.collate_ms is None  # collate is said only for a loader in the main process
+
+
 def test_leak_with_rate_and_onset():
     steps = np.arange(100)
     flat = np.full(100, 500 * 2**20, dtype=np.float64)

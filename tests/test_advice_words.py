@@ -175,3 +175,14 @@ def test_the_command_that_tests_advice_is_a_code_said_at_the_edge():
     import dataclasses
 
     assert test_of(dataclasses.replace(load, test="no-such-command")) == "" and test_of(dataclasses.replace(load, test=None)) == ""
+
+
+def test_every_kind_of_advice_has_its_phrase():
+    """A kind of advice lives in two places, its rule and its phrase: a kind the rules can give with no phrase
+    would be said as nothing."""
+    from perfcore.analysis.findings import FindingKind
+    from perfcore.report.words.advice import PHRASES
+
+    said_beside = {FindingKind.STRAGGLER, FindingKind.WAITING, FindingKind.INTERFERENCE, FindingKind.THREADS_BUSY,
+                   FindingKind.OUTLIERS, FindingKind.STARVATION}  # facts of the run, said by the verdict's words
+    assert set(FindingKind) - said_beside == set(PHRASES)

@@ -39,7 +39,8 @@ def advise_run(
     f = focus if focus is not None else doc
     verdict = decision if decision is not None else decide_run(f)
     job = straggle(doc)
-    run, own = read(RunFacts, doc), read(RunFacts, f)
+    run = read(RunFacts, doc)
+    own = run if f is doc else read(RunFacts, f)
     if job is not None:
         verdict = judge_straggle(verdict, job)
     elif f is not doc and own.rank is not None:
