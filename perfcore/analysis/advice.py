@@ -67,8 +67,7 @@ def gather(run: RunFacts, focus: RunFacts, verdict: Verdict, caller: CallerFacts
     # Compute on the verdict's own basis (the trimmed estimate when there is one), so that it and the step
     # it is a share of are the same steps' figures.
     compute_ms = verdict.compute_ms if verdict.decided else focus.breakdown_ms.compute
-    torch_threads = caller.torch_threads or (threads if source == "torch" else None)
-    plan = _plan(run, focus, verdict, caller, loader, torch_threads)
+    plan = _plan(run, focus, verdict, caller, loader, threads if source == "torch" else None)
     return AdviceEvidence(verdict, compute_ms or 0.0, zero_code, run, caller, loader, plan)
 
 
