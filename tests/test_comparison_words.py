@@ -6,13 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from run_docs import exp_rows, typed_run
 
-from perfcore.analysis.advice import loader_plan
-from perfcore.analysis.loader_plan import PlanEvidence
+from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
+from perfcore.analysis.advice_evidence import WorkerTrial
+from perfcore.analysis.run_context import Loader
 from run_docs import confirm
-from perfcore.analysis.codec import from_doc
 from perfcore.analysis.compare import compare_runs
 from perfcore.analysis.gain import judge, measured_gain
-from perfcore.analysis.run_context import LoaderPlan
 from perfcore.analysis.status import Change, change_of
 from perfcore.analysis.verdict import decide
 from perfcore.experiments.diagnose import workers_check
@@ -37,19 +36,19 @@ def test_change_agrees_with_the_ratio(x, noise):
 @settings(max_examples=300, deadline=None)
 @given(speedups, noises, st.integers(0, 4), st.integers(0, 8))
 def test_a_workers_trial_is_said_as_measured(x, noise, n, w):
-    ld = {"num_workers": n, "worker_batch_ms": 40.0, "site": "train.py:12"}
-    trial = {"experiment": "diagnose B", "num_workers": w, "speedup": x, "noise_share": noise}
+    ld = Loader(num_workers=n, worker_batch_ms=40.0, site="train.py:12")
+    trial = WorkerTrial(w, x, noise_share=noise, experiment="diagnose B")
     plan = loader_plan(ld, PlanEvidence(step_ms=60.0, load_ms=30.0, per_step=1, cpu_count=4, on_gpu=False, trials=[trial]))
-    if plan is None or "trial" not in plan:
+    if plan is None or plan.trial is None:
         return
-    words = plan_words(from_doc(LoaderPlan, plan))[0]  # the renderer's words, chosen from the trial's status
+    words = plan_words(plan)[0]  # the renderer's words, chosen from the trial's status
     assert f"at {x:.2f}x" in words
     if "made steps slower" in words:
-        assert x < 1 and plan["trial"]["change"] == "slower"
+        assert x < 1 and plan.trial["change"] == "slower"
     if "made steps faster" in words:
-        assert x > 1 and plan["trial"]["change"] == "faster"
+        assert x > 1 and plan.trial["change"] == "faster"
     if "no faster beyond the runs' noise" in words:
-        assert plan["trial"]["change"] == "within noise" and x <= 1 + (noise or 0.0)
+        assert plan.trial["change"] == "within noise" and x <= 1 + (noise or 0.0)
 
 
 @settings(max_examples=300, deadline=None)
