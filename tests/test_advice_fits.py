@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from run_docs import decided
 
-from perfcore.analysis.advice import loader_plan
-from perfcore.analysis.loader_plan import PlanEvidence
+from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
+from perfcore.analysis.advice_evidence import read
+from perfcore.analysis.run_context import Loader
+from dataclasses import replace
 from perfcore.report.words.advice import text_of
 from perfcore.report.words.findings import plan_words
 from perfcore.report.words.verdict import summary_words
@@ -33,6 +35,7 @@ LOADER = {
     "batches": 45,
     "worker_batch_ms": 30.0,
 }
+LOADER_T = read(Loader, LOADER)  # the loader as the advice reads it
 LOAD_BOUND = {"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}
 HEALTHY = {"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.2}
 
@@ -61,14 +64,7 @@ def run_doc(bd, **extra):
     ],
 )
 def test_how_items_are_made_comes_from_the_loaders_dataset(ld, decode):
-    assert decode_of(ld) is decode
-
-
-def _typed(plan):
-    from perfcore.analysis.codec import from_doc
-    from perfcore.analysis.run_context import LoaderPlan
-
-    return from_doc(LoaderPlan, plan)
+    assert decode_of(Loader(**ld)) is decode
 
 
 def _no_core_plan(ld):
@@ -78,12 +74,12 @@ def _no_core_plan(ld):
 
 def test_decoder_advice_only_where_images_are_decoded():
     for dataset in ("torchvision.datasets.mnist.MNIST", "torch.utils.data.dataset.TensorDataset", "x.Mine"):
-        plan = _no_core_plan({**LOADER, "dataset": dataset})
-        assert plan["kind"] == "no_free_core" and plan["decode"] in ("none", "unknown")
-        text = plan_words(_typed(plan))[1]  # the words follow the status
+        plan = _no_core_plan(replace(LOADER_T, dataset=dataset))
+        assert plan.kind == "no_free_core" and plan.decode in ("none", "unknown")
+        text = plan_words(plan)[1]  # the words follow the status
         assert "decode_jpeg" not in text and "PIL" not in text
-    plan = _no_core_plan({**LOADER, "dataset": "torchvision.datasets.folder.ImageFolder"})
-    assert plan["decode"] == "pil" and "decode_jpeg" in plan_words(_typed(plan))[1]
+    plan = _no_core_plan(replace(LOADER_T, dataset="torchvision.datasets.folder.ImageFolder"))
+    assert plan.decode == "pil" and "decode_jpeg" in plan_words(plan)[1]
     # The short line follows the same status.
     doc = run_doc(LOAD_BOUND, loaders=[{**LOADER, "dataset": "torchvision.datasets.mnist.MNIST"}])
     run = decided(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 2.0})
@@ -196,10 +192,10 @@ def test_pin_memory_is_not_proposed_when_set():
 
 
 def test_fewer_torch_threads_not_proposed_when_already_that_few():
-    ld = {**LOADER, "dataset": "x.Mine"}
+    ld = replace(LOADER_T, dataset="x.Mine")
     args = dict(step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=1.0, other_cores=1.0)
-    assert loader_plan(ld, PlanEvidence(**args, torch_threads=2))["fewer_threads"] == 1
-    assert "fewer_threads" not in loader_plan(ld, PlanEvidence(**args, torch_threads=1))
+    assert loader_plan(ld, PlanEvidence(**args, torch_threads=2)).fewer_threads == 1
+    assert loader_plan(ld, PlanEvidence(**args, torch_threads=1)).fewer_threads is None
 
 
 def test_persistent_workers_not_proposed_when_set():
@@ -289,9 +285,9 @@ def test_the_try_line_names_the_settings_with_their_numbers():
     line = try_short(rec, run.verdict, LOADER["site"])
     assert line.startswith("try: train.py:42: set num_workers=3, persistent_workers=True: up to 4.00x faster")
     # Enough workers, the queue runs dry: the prefetch factor, doubled from the loader's own.
-    ld = {**LOADER, "num_workers": 4, "prefetch_factor": 3, "worker_batch_ms": 20.0, "persistent_workers": True}
+    ld = replace(LOADER_T, num_workers=4, prefetch_factor=3, worker_batch_ms=20.0, persistent_workers=True)
     plan = loader_plan(ld, PlanEvidence(step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False))
-    assert plan["kind"] == "deeper_prefetch" and plan["set"] == {"prefetch_factor": 6}
+    assert plan.kind == "deeper_prefetch" and plan.set == {"prefetch_factor": 6}
 
 
 def test_each_piece_of_advice_carries_its_own_gain_and_site():
@@ -353,3 +349,37 @@ def test_the_optimizers_fused_form_is_said_once_in_the_try_lines():
     )
     rec.figures["ways"] = [w for w in rec.figures["ways"] if w["way"] == "optimizer"]
     assert try_short(rec, run.verdict, None, ("try: torch.optim.Adam(..., fused=True): saves",)) == ""
+
+
+# The user's loader: 2 workers, each item sleeps 10 ms (a remote read), 16 items a batch: a batch takes
+# 170 ms to make, the loop computes 11 ms of an 85 ms step, the workers used 0.1 of a core in all, and
+# other processes 1.7 of the 2 cores. Measured on that machine: num_workers=6 made the step 3.5x faster.
+SLEEPY = replace(LOADER_T, num_workers=2, worker_batch_ms=170.0)
+SLEEPY_EV = dict(step_ms=85.0, load_ms=74.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=0.2, other_cores=1.7)
+
+
+def test_workers_that_wait_are_advised_where_the_cores_look_taken():
+    """Workers sized by a core each found none free and said "cheaper batches, not workers"; their measured
+    CPU says each is on a core 5% of its batch time, so the free quarter core holds five of them."""
+    plan = loader_plan(SLEEPY, PlanEvidence(**SLEEPY_EV, workers_cores=0.1))
+    assert plan.kind == "too_few_workers" and plan.worker_cpu_share == pytest.approx(0.05)
+    assert 2 < plan.set["num_workers"] <= plan.workers_needed and plan.achievable_ms > 0
+    sentence, text = plan_words(plan)
+    assert f"set num_workers={plan.set['num_workers']}" in text and "waits on the rest" in sentence
+    # Without the workers' CPU, a worker is taken to need a core: none is free, nothing is promised.
+    blind = loader_plan(SLEEPY, PlanEvidence(**SLEEPY_EV))
+    assert blind.kind == "cheaper_fetch" and blind.achievable_ms == 0.0 and not blind.set
+    # Workers that compute all the time fit no better than before.
+    busy = loader_plan(SLEEPY, PlanEvidence(**SLEEPY_EV, workers_cores=2.0))
+    assert busy.worker_cpu_share == 1.0 and busy.kind == "cheaper_fetch"
+
+
+def test_enough_workers_are_never_said_to_fall_short():
+    """2 workers making a 206 ms batch give one every 103 ms against the loop's 139 ms: they keep up, so the
+    wait is not for want of workers ("2 cannot keep up ... about 2 would be needed" said both)."""
+    ld = replace(LOADER_T, num_workers=2, worker_batch_ms=206.0)
+    plan = loader_plan(ld, PlanEvidence(step_ms=171.0, load_ms=32.0, per_step=1, cpu_count=2, on_gpu=False,
+                                         loop_cores=1.0, other_cores=1.7))
+    assert plan.workers_needed <= 2 and plan.kind != "too_few_workers"
+    said = " ".join(plan_words(plan))
+    assert "cannot keep up" not in said and "enough in number" in said
