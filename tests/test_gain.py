@@ -193,9 +193,10 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
     # JPEG imagenet on 2 cores, num_workers=0, torch computing on both: diagnose B (2 workers) 0.89x.
     bd = {"load": 120.0, "transfer": 0.0, "compute": 160.0, "comm": 0.0, "host": 2.0}
     step = sum(bd.values())
-    doc = {"step_time_ms": {"mean": step}, "breakdown_ms": bd, "device": "cpu", "steps": 30, "warmup_steps": 3,
-           "loaders": [{"site": "main.py:240", "num_workers": 0, "batch_size": 8, "worker_batch_ms": 120.0,
-                        "training": True, "batches": 33}], "advice_facts": {"cpu_count": 2, "torch_threads": 2}}
+    loader = {"site": "main.py:240", "num_workers": 0, "batch_size": 8, "worker_batch_ms": 120.0, "training": True,
+              "batches": 33}
+    run = typed_run(step, bd, steps=30, warmup_steps=3, loaders=[loader],
+                    advice_facts={"cpu_count": 2, "torch_threads": 2})
     base = measured(step, bd, step_sem_ms=2.0)
     exps = [{"name": "baseline", "speedup": 1.0},
             {"name": "A", "speedup": step / 162.0, "step_sem_ms": 2.0},
@@ -203,7 +204,7 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
     verdict, _ = diagnose_verdict(base, exps, WorkerProfile(cpu_to_wall=0.95))
     b = verdict.checks[1]
     assert b.measured_speedup == 0.89 and b.change == "slower" and "0.89x" in summary_words(verdict)
-    advised = diagnose_advice(doc, verdict)
+    advised = diagnose_advice(run, verdict)
     r, plan = advised.findings[0], advised.loader_plan
     assert r.kind == "cheaper_batches" and str(r.site) == "main.py:240" and r.change == {}
     assert plan.kind == "measured_no_help" and plan.fewer_threads == 1

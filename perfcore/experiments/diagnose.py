@@ -30,7 +30,7 @@ from perfcore.analysis.checks import (
 from perfcore.analysis.command_results import DiagnoseResult, ExperimentRow, Skipped, WorkerProfile
 from perfcore.analysis.findings import Finding, FindingKind
 from perfcore.analysis.results import Attributed, Interference, Loading, Verdict
-from perfcore.analysis.run_report import Decision
+from perfcore.analysis.run_report import Decision, RunReport
 from perfcore.analysis.verdict import decide
 from perfcore.errors import RunFailed
 from perfcore.experiments.measurement import Measurement, Runner, Trial
@@ -92,7 +92,7 @@ def diagnose(
     verdict, predicted = diagnose_verdict(baseline, rows, prof)
     findings, plan = None, None
     if baseline.run is not None:
-        advised = diagnose_advice(baseline.run.to_dict(), verdict)
+        advised = diagnose_advice(baseline.run, verdict)
         findings, plan = tuple(measured_first(advised.findings, verdict, rows)), advised.loader_plan
     failed = next((m.failure for m in measured if m.failure), None)
     return DiagnoseResult(
@@ -197,7 +197,7 @@ def _control(base_ms: Mapping[str, float] | None, e: ExperimentRow) -> tuple[flo
     return (float(b), float(x)) if b is not None and x is not None else None
 
 
-def diagnose_advice(base_doc: dict, verdict: Verdict) -> Decision:
+def diagnose_advice(run: RunReport, verdict: Verdict) -> Decision:
     """The baseline's run advised on diagnose's checked verdict, with experiment B as measured evidence: a
     workers change B measured not to help turns the advice round (analysis.advice.contradicting_trial)."""
     b = next((c for c in verdict.checks if c.experiment is Experiment.WORKERS), None)
@@ -213,7 +213,7 @@ def diagnose_advice(base_doc: dict, verdict: Verdict) -> Decision:
                 "noise_share": (noise / step) if noise is not None and step else None,
             }
         )
-    return advise_run(base_doc, zero_code=True, evidence={"worker_trials": trials}, decision=verdict)
+    return advise_run(run.to_dict(), zero_code=True, evidence={"worker_trials": trials}, decision=verdict)
 
 
 def diagnose_verdict(base: Measurement, exps: list[ExperimentRow], prof: WorkerProfile) -> tuple[Verdict, float | None]:
