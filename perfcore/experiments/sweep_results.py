@@ -13,7 +13,7 @@ import pandas as pd
 from perfcore.analysis.command_results import SweepResult
 from perfcore.analysis.results import Verdict
 from perfcore.errors import UsageError
-from perfcore.experiments.measurement import Measurement
+from perfcore.experiments.measurement import SETTINGS, Measurement
 
 __all__ = [
     "CONFIG_KEYS",
@@ -31,7 +31,7 @@ __all__ = [
     "setting_value",
 ]
 
-CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
+CONFIG_KEYS = SETTINGS  # a configuration is the loader's settings
 
 
 # Why a configuration has no row of its own numbers (its `reason`; report.words.runs says each):
