@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from typing import Any, Mapping
 
 from perfcore.analysis.codec import fields_of
@@ -541,6 +542,8 @@ class _Patch:
     site: Any = None
     cwd: Any = None
     error: str | None = None
+    speedup: float | None = None
+    noise_share: float | None = None
 
 
 def _no_patch(p: _Patch) -> str:
@@ -549,6 +552,10 @@ def _no_patch(p: _Patch) -> str:
         return "no DataLoader call site or no best configuration"
     if p.reason == "own_is_best":
         return "the best configuration is the script's own"
+    if p.reason == "within_noise":
+        x, noise = p.speedup, p.noise_share
+        ahead = f" ({x:.2f}x its rate, noise +-{100 * noise:.0f}%)" if x and noise is not None else ""
+        return f"the best configuration is no faster than the script's own beyond the runs' noise{ahead}"
     if p.reason == "not_under_cwd":
         return f"the DataLoader at {p.site} is not a file under {p.cwd}"
     if p.reason == "cannot_patch":
@@ -569,6 +576,6 @@ def patch_text(patch: Mapping[str, Any] | None, folder: str = "<sweep folder>") 
         return [f"  no DataLoader patch: the document names it {_printable(str(p.patch)[:60])!r}, not {PATCH_NAME}"]
     return [
         f"  change at {_printable(p.at)}: {_printable(p.call)}",
-        f"  git apply {_printable(os.path.join(folder, p.patch))}"
+        f"  git apply {_printable(shlex.quote(os.path.join(folder, p.patch)))}"
         + ("  (the call also passes **kwargs: check they do not set these)" if p.through_kwargs else ""),
     ]
