@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from perfcore.errors import CuptiUnavailable, DeviceUnavailable, NativeUnavailable
 
-__all__ = ["native", "build_info", "capabilities", "require_cuda", "require_cupti"]
+__all__ = [
+    "native",
+    "build_info",
+    "capabilities",
+    "require_cuda",
+    "require_cupti",
+    "TracerStats",
+    "StreamStats",
+    "ClockSync",
+]
 
 _BUILD_INFO = Path(__file__).with_name("_build_info.json")
 # Right for an install from pip as well as for a checkout.
@@ -171,3 +181,80 @@ def require_cupti(what: str):
     if not caps["features"]["cupti"]:
         raise CuptiUnavailable(f"{what} needs CUPTI: {caps['reasons'].get('cupti', 'unavailable')}")
     return native()
+
+
+class _NativeRecord:
+    """A dict the native module returns, read once into its frozen record: each field this class names,
+    cast to its default's type; one the dict lacks (an older build, the cupti-python tracer's own counts)
+    keeps its default, and a key the class does not name is left behind."""
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any] | None):
+        raw = raw or {}
+        return cls(**{f.name: _cast(f.default, raw[f.name]) for f in dataclasses.fields(cls) if f.name in raw})
+
+
+def _cast(default: Any, value: Any) -> Any:
+    return value if default is None or value is None else type(default)(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class TracerStats(_NativeRecord):
+    """A CUPTI tracer's counts (cupti_stats(), or the cupti-python tracer's stats): records decoded and
+    every kind of loss, buffers, flushes, the clock, graph captures, and the guards this CUPTI needed."""
+
+    records: int = 0
+    dropped_records: int = 0  # CUPTI had no buffer for them
+    discarded_records: int = 0
+    overflow_records: int = 0  # past the decode cap
+    invalid_timestamps: int = 0
+    zero_timestamps: int = 0
+    buffers_undecodable: int = 0
+    buffers_incomplete: int = 0
+    bytes_unwalked: int = 0
+    device_buffer_bytes: int = 0
+    api_calls_filtered: int = 0
+    session: int = 0  # which CUPTI session of this process
+    buffers_completed: int = 0
+    buffers_denied: int = 0
+    flushes: int = 0
+    flush_ns: float = 0.0
+    forced_flush_ns: float = 0.0
+    clock_drift_ns: int = 0
+    stale_dropped: int = 0
+    captures_seen: int = 0
+    flushes_held: int = 0  # flushes put off while a graph capture was underway
+    graph_ids_untrusted: bool = False
+    concurrent_kernel_left_on: bool = False
+    finalized: bool = False  # CUPTI finalized at a hand-over
+
+    GUARDS = ("graph_ids_untrusted", "concurrent_kernel_left_on")
+
+    @property
+    def guards(self) -> list[str]:
+        """The version guards this session applied, by name."""
+        return [g for g in self.GUARDS if getattr(self, g)]
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamStats(_NativeRecord):
+    """How an EventTimer's phases found their stream (stream_stats()): on the current stream, unseen
+    (the legacy default instead), moved inside the phase, under a graph capture, or with events the
+    runtime refused (the last refusal's error)."""
+
+    followed: int = 0
+    unseen: int = 0
+    switched_inside: int = 0
+    capturing: int = 0
+    unreadable: int = 0
+    last_unreadable_error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockSync(_NativeRecord):
+    """An EventTimer's anchors to the host clock (clock_sync()): how many, the largest drift, the anchor's
+    uncertainty."""
+
+    syncs: int = 0
+    max_abs_drift_ns: int = 0
+    uncertainty_ns: int = 0

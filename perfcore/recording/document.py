@@ -112,7 +112,7 @@ def run_document(
     if categories:
         doc["kernel_categories"] = categories
     # Records lost and buffers cut short are counted there; report.words.runs says them as notes.
-    doc["capture"] = engine.capture_stats()
+    doc["capture"] = engine.capture_stats().to_doc()
     if engine.notes:
         doc["notes"] = list(dict.fromkeys(engine.notes))
     doc["step_source"] = "timer.step()" if engine.step_on == "step" else engine.step_on

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
 from perfcore.recording.settling import COMPACT_MAX, COMPACT_MIN_S, FIRST_COMPACT_S, SettleSchedule
 from perfcore.recording.tracing import kernel_mode
+
+if TYPE_CHECKING:
+    from perfcore.analysis.run_parts import Capture
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
@@ -419,7 +422,7 @@ class Recording:
         if started is not None:
             self.backend = started
 
-    def capture_stats(self) -> dict[str, Any]:  # run.json "capture": what the GPU capture recorded and lost
+    def capture_stats(self) -> Capture:  # run.json "capture": what the GPU capture recorded and lost
         return self.gpu.capture_stats(self)
 
     def device_name(self) -> str:  # as run.json names it: "cpu", or the GPU's name

@@ -10,13 +10,16 @@ names are strings, which the arrays do not carry): its own process writes its pa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from perfcore.analysis.attribution import OWN_PHASE_ID
 from perfcore.analysis.columns import concat, nrows
 from perfcore.analysis.store import EMPTY, StepStore
+
+if TYPE_CHECKING:
+    from perfcore.analysis.run_parts import Capture
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
 from perfcore.recording.device_capture import DeviceCapture
 from perfcore.recording.phase_names import PhaseNames
@@ -125,7 +128,7 @@ def export(engine: Recording) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "settle_ns": int(engine.settle_ns),
         "upkeep_errors": int(engine.upkeep_errors),
         "notes": list(engine.notes),
-        "capture": capture,
+        "capture": capture.to_doc(),
         "phase_cost_ns": phase_cost_ns(),
         "store": state,
     }
@@ -176,8 +179,10 @@ class _CarriedCapture(DeviceCapture):
         super().__init__(meta["device"])
         self._meta = meta
 
-    def capture_stats(self, engine) -> dict[str, Any]:
-        return dict(self._meta["capture"])
+    def capture_stats(self, engine) -> Capture:
+        from perfcore.analysis.run_parts import Capture
+
+        return Capture.from_doc(self._meta["capture"], "capture")
 
     def device_name(self) -> str:
         return self._meta["device_name"]
