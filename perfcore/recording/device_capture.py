@@ -3,15 +3,13 @@ the store. The functions that start, follow, hand over and report on it are reco
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from perfcore._lazy import lazy_module
+from perfcore.analysis.run_parts import Capture
 from perfcore.capture.activity import device_tables
 from perfcore.capture.launches import LaunchPhases
 from perfcore.recording import gpu
-
-if TYPE_CHECKING:
-    from perfcore.analysis.run_parts import Capture
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 

@@ -9,7 +9,8 @@ from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore.recording import tracing
 from perfcore.recording.gpu import steps_traced as gpu_steps_traced
-from perfcore.recording.own_work import MATERIAL_OVERHEAD
+from perfcore.analysis.run_parts import Overhead
+from perfcore.recording.own_work import MATERIAL_OVERHEAD, overhead_doc
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
@@ -67,9 +68,9 @@ def run_document(
         kernels = store.top_kernels(top_kernels)
         categories = store.kernel_categories()
         memcpy = store.memcpy_summary()
-        h2d = memcpy.get("by_direction", {}).get("h2d", {})
-        evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / max(1, n_rows)
-        evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / max(1, n_rows)
+        h2d = memcpy["by_direction"].get("h2d") if memcpy else None  # no copies, or none to the device
+        evidence["pageable_h2d_bytes_per_step"] = (h2d["pageable_bytes"] if h2d else 0) / max(1, n_rows)
+        evidence["pageable_h2d_ms_per_step"] = (h2d["pageable_ms"] if h2d else 0.0) / max(1, n_rows)
     phases_per_step = store.span_count / max(1, n_rows)
     mean_wall_ns = float(wall_ns[~warm].mean()) if (~warm).any() else 0.0
     settle_ms = engine.settle_ns / max(1, n_rows) / 1e6
@@ -82,23 +83,24 @@ def run_document(
     own_per_step = own_ms / max(1, n_rows)
     pauses_ms, pauses = own_pauses(own_ns, wall_ns)
     overhead_ms = phases_per_step * per_phase / 1e6 + own_per_step + traced["tracing_ms_per_step"]
-    overhead = {
-        "per_phase_ns": per_phase,
-        "phases_per_step": phases_per_step,
-        "settle_ms_per_step": settle_ms,
-        "own_ms_total": own_ms,
-        "own_ms_per_step": own_per_step,
-        "pause_ms_total": pauses_ms,
-        "pauses": pauses,
-        "ms_per_step": overhead_ms,
-        "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
-        "material": bool(mean_wall_ns and overhead_ms * 1e6 / mean_wall_ns >= MATERIAL_OVERHEAD),
+    fraction = overhead_ms * 1e6 / mean_wall_ns if mean_wall_ns else 0.0
+    overhead = Overhead(
+        per_phase_ns=per_phase,
+        phases_per_step=phases_per_step,
+        settle_ms_per_step=settle_ms,
+        own_ms_total=own_ms,
+        own_ms_per_step=own_per_step,
+        pause_ms_total=pauses_ms,
+        pauses=pauses,
+        ms_per_step=overhead_ms,
+        fraction=fraction,
+        material=fraction >= MATERIAL_OVERHEAD,
         **traced,
         # What the figure counts (report/words/advice.py says each): phases x a phase's cost measured after a step
         # of real work (as a loop leaves the caches), the own work left out of the steps, and kernel tracing:
         # its launches x one traced launch's cost, measured in the run (recording/tracing.py).
-        "counted": ["phases", "own_work"] + (["kernel_tracing"] if engine.gpu.tracing is not None else []),
-    }
+        counted=("phases", "own_work") + (("kernel_tracing",) if engine.gpu.tracing is not None else ()),
+    )
     doc = attribution.summarize(
         full,
         on_gpu=engine.device == "cuda",
@@ -107,7 +109,7 @@ def run_document(
         evidence=evidence,
         kernels=kernels,
         memcpy=memcpy,
-        overhead=overhead,
+        overhead=overhead_doc(overhead),
     )
     if categories:
         doc["kernel_categories"] = categories

@@ -13,13 +13,14 @@ from __future__ import annotations
 import functools
 import itertools
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore._native import native
+from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.store import StepStore
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu, phase_cost
@@ -29,9 +30,6 @@ from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
 from perfcore.recording.settling import COMPACT_MAX, COMPACT_MIN_S, FIRST_COMPACT_S, SettleSchedule
 from perfcore.recording.tracing import kernel_mode
-
-if TYPE_CHECKING:
-    from perfcore.analysis.run_parts import Capture
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 

@@ -9,15 +9,13 @@ import sys
 import time
 import warnings
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from perfcore._native import ClockSync, StreamStats, TracerStats, capabilities, native
+from perfcore.analysis.run_parts import Capture
 from perfcore.errors import DeviceUnavailable, PerfcoreError, UsageError
 from perfcore.recording.tracing import Tracing, kernel_mode, probe
 from perfcore.recording.tracing import facts as tracing_facts
-
-if TYPE_CHECKING:
-    from perfcore.analysis.run_parts import Capture
 
 KERNEL_BACKENDS = ("auto", "native", "cupti-python")
 
@@ -293,8 +291,6 @@ def trust_graph_ids(engine) -> None:
 def capture_stats(engine) -> Capture:
     """What the GPU capture recorded and lost (run.json `capture`): records, drops, buffers,
     flush time, clock sync, and how kernels were tied to phases."""
-    from perfcore.analysis.run_parts import Capture  # the run model: loaded when a run is written
-
     cap = engine.gpu
     stats: dict[str, Any] = {"backend": engine.backend}
     if cap.note:  # kernels asked for and not traced: what was used and why

@@ -10,16 +10,14 @@ names are strings, which the arrays do not carry): its own process writes its pa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from perfcore.analysis.attribution import OWN_PHASE_ID
 from perfcore.analysis.columns import concat, nrows
+from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.store import EMPTY, StepStore
-
-if TYPE_CHECKING:
-    from perfcore.analysis.run_parts import Capture
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
 from perfcore.recording.device_capture import DeviceCapture
 from perfcore.recording.phase_names import PhaseNames
@@ -180,8 +178,6 @@ class _CarriedCapture(DeviceCapture):
         self._meta = meta
 
     def capture_stats(self, engine) -> Capture:
-        from perfcore.analysis.run_parts import Capture
-
         return Capture.from_doc(self._meta["capture"], "capture")
 
     def device_name(self) -> str:

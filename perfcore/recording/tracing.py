@@ -30,14 +30,13 @@ in the figure.
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from perfcore.analysis.run_parts import Tracing as RunTracing
+from perfcore.analysis.run_parts import TracingCalibration
 from perfcore.errors import UsageError
-
-if TYPE_CHECKING:
-    from perfcore.analysis.run_parts import Tracing as RunTracing
 
 __all__ = ["KERNEL_MODES", "kernel_mode", "Tracing", "probe", "overhead", "facts", "PROBE_LAUNCHES", "PROBE_BLOCKS"]
 
@@ -83,8 +82,6 @@ def overhead(tracing: "Tracing | None", rows: int, steps_traced: int) -> dict[st
 def facts(tracing: "Tracing | None", steps_traced: int) -> RunTracing:
     """run.json capture.tracing, in every run: mode "off" with no step traced where kernels were not."""
     if tracing is None:
-        from perfcore.analysis.run_parts import Tracing as RunTracing  # the run model: loaded when a run is written
-
         return RunTracing("off")
     return tracing.facts(steps_traced)
 
@@ -139,9 +136,6 @@ class Tracing:
 
     def facts(self, steps_traced: int) -> RunTracing:
         """run.json capture.tracing: what was traced, how kernels found their phase, the calibration."""
-        from perfcore.analysis.run_parts import Tracing as RunTracing
-        from perfcore.analysis.run_parts import TracingCalibration
-
         spread = (
             max(max(self.traced) - min(self.traced), max(self.untraced) - min(self.untraced)) if self.measured else None
         )
