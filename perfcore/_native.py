@@ -24,6 +24,7 @@ __all__ = [
 ]
 
 _BUILD_INFO = Path(__file__).with_name("_build_info.json")
+GPU_FEATURES = ("cuda_events", "cupti", "transfer", "calibration")  # what a GPU-less build or machine lacks
 # Right for an install from pip as well as for a checkout.
 REBUILD = (
     "pip install --no-build-isolation --force-reinstall --no-deps <where perfcore came from>, "
@@ -120,12 +121,11 @@ def capabilities() -> dict[str, Any]:
             "cupti_version": None,
             "cupti_compiled_version": None,
             "device_count": 0,
-            "features": {"spans": False, "cuda_events": False, "cupti": False, "transfer": False, "calibration": False},
+            "features": dict.fromkeys(("spans", *GPU_FEATURES), False),
             "reasons": {"native": str(e)},
             "warnings": [],
         }
     count, why_no_device = _device_probe()
-    reasons: dict[str, str] = {}
     warnings: list[str] = []
     cupti_loaded = cupti_compiled = None
     if C.CUDA_COMPILED:
@@ -142,16 +142,8 @@ def capabilities() -> dict[str, Any]:
         gpu_reason = f"built in CPU mode: {no_cuda}"
     elif count == 0:
         gpu_reason = f"no CUDA device visible ({why_no_device or 'device count is 0'})"
-    features = {
-        "spans": True,
-        "cuda_events": gpu_reason is None,
-        "cupti": gpu_reason is None,
-        "transfer": gpu_reason is None,
-        "calibration": gpu_reason is None,
-    }
-    if gpu_reason:
-        for k in ("cuda_events", "cupti", "transfer", "calibration"):
-            reasons[k] = gpu_reason
+    features = {"spans": True, **dict.fromkeys(GPU_FEATURES, gpu_reason is None)}
+    reasons = dict.fromkeys(GPU_FEATURES, gpu_reason) if gpu_reason else {}
     if os.environ.get("PERFCORE_DISABLE_CUPTI"):
         features["cupti"] = False
         reasons["cupti"] = "disabled by PERFCORE_DISABLE_CUPTI"
@@ -170,16 +162,17 @@ def capabilities() -> dict[str, Any]:
 
 def require_cuda(what: str):
     """The native module if `what` can run on a GPU here, else DeviceUnavailable saying why."""
-    caps = capabilities()
-    if not caps["features"]["cuda_events"]:
-        raise DeviceUnavailable(f"{what} needs a CUDA GPU: {caps['reasons'].get('cuda_events', 'unavailable')}")
-    return native()
+    return _require("cuda_events", f"{what} needs a CUDA GPU", DeviceUnavailable)
 
 
 def require_cupti(what: str):
+    return _require("cupti", f"{what} needs CUPTI", CuptiUnavailable)
+
+
+def _require(feature: str, needs: str, error: type[Exception]):
     caps = capabilities()
-    if not caps["features"]["cupti"]:
-        raise CuptiUnavailable(f"{what} needs CUPTI: {caps['reasons'].get('cupti', 'unavailable')}")
+    if not caps["features"][feature]:
+        raise error(f"{needs}: {caps['reasons'].get(feature, 'unavailable')}")
     return native()
 
 

@@ -23,10 +23,11 @@ def _ov(o: dict | Overhead) -> Overhead:
 
 def _lines(facts: dict):
     """A part's line facts from the figures a test gives (no samples' sites)."""
+    from perfcore.analysis.codec import from_doc
     from perfcore.run.lines import LineFacts
 
     base = {"site": [], "sites": [], "interval_ns": 10_000_000, "cap_ns": 15_000_000, "missed": 0, "dropped": 0}
-    return LineFacts.of({**base, **facts})
+    return from_doc(LineFacts, {**base, **facts})
 
 
 def _beside(timer: dict, costs: dict, *args, **kw) -> Overhead:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from perfcore.analysis.codec import Count, Ms, from_doc
+from perfcore.analysis.codec import Count, Ms
 
 __all__ = [
     "LineCapture",
@@ -82,11 +82,6 @@ class LineFacts:
     handoff_ns: Ms = 0.0
     native_tid: Count = 0
     calls: CallFacts | None = None
-
-    @classmethod
-    def of(cls, facts: Mapping[str, Any]) -> "LineFacts":
-        """LineCapture.facts' object (raises BadDocument on one that does not hold them)."""
-        return from_doc(cls, dict(facts), "lines")
 
 
 class LineCapture:
@@ -155,8 +150,6 @@ class LineCapture:
             "sampler_sample_ns": (samples.held_ns if samples.held_ns is not None else np.zeros(0, np.int64)).tolist(),
             "sampler_span_ns": samples.span_ns,
             "handoff_ns": samples.handoff_ns,
-            "handoff_measures": getattr(self, "handoff_measures", 0),
-            "sampler_max_interval_ns": samples.cap_ns,
             "native_tid": self.native_tid,
         }
         if calls is not None:

@@ -59,11 +59,6 @@ class PartFacts:
     own_costs: OwnCosts | None = None
     optimizer: Any = None
 
-    @classmethod
-    def of(cls, facts: Mapping[str, Any]) -> "PartFacts":
-        """The facts' object (raises BadDocument, naming the fact, on one that does not hold them)."""
-        return from_doc(cls, dict(facts), "facts")
-
 
 def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> None:
     """raw.json + raw.npz: the recording as replay.export() carries it, for the parent to finish
@@ -116,7 +111,7 @@ def write_steps(engine, facts: Mapping[str, Any], mem_at, mem_sampled, part, clo
     where it can, and steps.csv is made and written in slices."""
     import pandas as pd
 
-    known = PartFacts.of(facts)
+    known = from_doc(PartFacts, dict(facts), "facts")  # a fact that is not what it says: BadDocument naming it
     engine.settle_all()
     store = engine.store
     n = store.settled
@@ -157,15 +152,13 @@ def write_steps(engine, facts: Mapping[str, Any], mem_at, mem_sampled, part, clo
                 "peak_bytes": _peak(mem[training & (mem >= 0)]),
                 **known.memory_limits,
             },
-            "compute_split_ms": {
-                ph: float(ms(f"{ph}_ms")[training].mean())
-                for ph in ("forward", "backward", "optimizer")
-                if f"{ph}_ms" in sources and training.any()
-            },
-            "compute_split_gpu_ms": {
-                ph: float(ms(f"{ph}_gpu_ms")[training].mean())
-                for ph in ("forward", "backward", "optimizer")
-                if f"{ph}_gpu_ms" in sources and training.any()
+            **{
+                f"compute_split{kind}_ms": {
+                    ph: float(ms(f"{ph}{kind}_ms")[training].mean())
+                    for ph in ("forward", "backward", "optimizer")
+                    if f"{ph}{kind}_ms" in sources and training.any()
+                }
+                for kind in ("", "_gpu")
             },
             "skipped_boundaries": known.skipped_boundaries,
             "batches_per_step": (batches / steps_total) if batches and steps_total else None,
