@@ -178,17 +178,13 @@ def _require(feature: str, needs: str, error: type[Exception]):
 
 class _NativeRecord:
     """A dict the native module returns, read once into its frozen record: each field this class names,
-    cast to its default's type; one the dict lacks (an older build, the cupti-python tracer's own counts)
+    as its default's type; one the dict lacks (an older build, the cupti-python tracer's own counts)
     keeps its default, and a key the class does not name is left behind."""
 
     @classmethod
     def of(cls, raw: Mapping[str, Any] | None):
         raw = raw or {}
-        return cls(**{f.name: _cast(f.default, raw[f.name]) for f in dataclasses.fields(cls) if f.name in raw})
-
-
-def _cast(default: Any, value: Any) -> Any:
-    return value if default is None or value is None else type(default)(value)
+        return cls(**{f.name: type(f.default)(raw[f.name]) for f in dataclasses.fields(cls) if f.name in raw})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,7 +236,7 @@ class StreamStats(_NativeRecord):
     switched_inside: int = 0
     capturing: int = 0
     unreadable: int = 0
-    last_unreadable_error: str | None = None
+    last_unreadable_error: str = ""  # the runtime's name for the last refusal
 
 
 @dataclasses.dataclass(frozen=True)

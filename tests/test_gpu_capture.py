@@ -158,6 +158,24 @@ def test_events_the_runtime_refused_are_said_with_its_error():
     assert (cap.stats["event_clock_syncs"], cap.stats["clock_drift_ns"]) == (3, 70)  # no tracer: the events' drift
     assert any("2 GPU phase(s) could not be timed" in n and "cudaErrorLaunchFailure" in n for n in e.notes)
 
+
+def test_a_later_cupti_session_places_graph_kernels_by_launch_order(monkeypatch):
+    # The native stats of the second session in the process, on a CUPTI whose graph ids are wrong then:
+    # with correlation records (the full mode) graph kernels go by the launches' order, and the note names
+    # the session; the lean mode places every kernel by its phase's events and needs no guard.
+    import perfcore.recording.gpu as g
+    from perfcore.capture.native_cupti import CuptiTracer
+    from perfcore.recording.tracing import Tracing
+
+    fake = type("N", (), {"cupti_stats": staticmethod(lambda: {"graph_ids_untrusted": True, "session": 2})})
+    monkeypatch.setattr(g, "native", lambda: fake)
+    for mode, trusted in (("full", False), ("lean", True)):
+        e = _cuda_engine()
+        e.gpu.tracer, e.gpu.tracing = CuptiTracer.__new__(CuptiTracer), Tracing(mode, "native-cupti", None, None)
+        g.trust_graph_ids(e)
+        assert e.gpu.launches.trust_graph_ids is trusted
+        assert any("CUPTI tracing session 2 in this process" in n for n in e.notes) is not trusted
+
 # -- cuda:N ------------------------------------------------------------------------------------
 def test_a_named_device_makes_its_events_there(monkeypatch):
     # The event timer takes the index (it sets that device current around each record): a

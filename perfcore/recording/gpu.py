@@ -301,7 +301,15 @@ def capture_stats(engine) -> Capture:
     if tracer is not None:
         stats.update(_tracer_stats(st, tracer, cap.launches))
     if cap.events is not None:
-        stats.update(_event_stats(engine, StreamStats.of(_ask(cap.events, "stream_stats")), cap.tracer is None))
+        ss = StreamStats.of(getattr(cap.events, "stream_stats", dict)())  # an older build's timer has none
+        stats.update(
+            phases_on_current_stream=ss.followed,
+            phases_stream_unseen=ss.unseen,
+            phases_switched_stream_inside=ss.switched_inside,
+            phases_under_graph_capture=ss.capturing,
+            event_pairs_unreadable=ss.unreadable,
+        )
+        _missed_by_events(engine.notes, ss, cap.tracer is None)
         cs = ClockSync.of(cap.events.clock_sync())
         stats.update(
             event_clock_syncs=cs.syncs,
@@ -319,16 +327,10 @@ def capture_stats(engine) -> Capture:
     )
 
 
-def _ask(obj: Any, method: str) -> Any:
-    """obj.method() where this build has it (an older native module lacks some counts), else None."""
-    return getattr(obj, method)() if hasattr(obj, method) else None
-
-
 def _tracer_stats(st: TracerStats, tracer: Any, launches: Any) -> dict[str, Any]:
     """Every record lost, by cause: dropped by CUPTI (no buffer), over the decode cap, in buffers whose
     walk stopped early (at an incomplete record: work still running at the forced flush), and records
     decoded but unplaceable (a timestamp CUPTI left at 0); then buffers, flushes and kernel placement."""
-    C = native()
     return dict(
         records=st.records,
         dropped=st.dropped_records + st.discarded_records,
@@ -356,14 +358,12 @@ def _tracer_stats(st: TracerStats, tracer: Any, launches: Any) -> dict[str, Any]
         stale_dropped=st.stale_dropped,
         captures_seen=st.captures_seen,
         flushes_held_for_capture=st.flushes_held,
-        tag_errors=int(_ask(C, "tag_errors") or 0),
+        tag_errors=int(getattr(native(), "tag_errors", int)()),  # a build before the count: none
     )
 
 
-def _event_stats(engine, ss: StreamStats, untraced: bool) -> dict[str, int]:
-    """How the phases' CUDA events found their stream, with a note for each kind of phase they missed
-    (untraced: no CUPTI tracer sees the work those missed)."""
-    notes = engine.notes
+def _missed_by_events(notes: list[str], ss: StreamStats, untraced: bool) -> None:
+    """A note for each kind of phase the CUDA events missed (untraced: no CUPTI tracer sees that work)."""
     if ss.capturing and untraced:
         notes.append(
             f"{ss.capturing} GPU phase(s) ran while their stream was being captured into a "
@@ -388,13 +388,6 @@ def _event_stats(engine, ss: StreamStats, untraced: bool) -> dict[str, int]:
             f"{ss.unseen} GPU phase(s) could not read the current stream and were timed on "
             "the legacy default stream; work on non-blocking streams is not seen by them"
         )
-    return dict(
-        phases_on_current_stream=ss.followed,
-        phases_stream_unseen=ss.unseen,
-        phases_switched_stream_inside=ss.switched_inside,
-        phases_under_graph_capture=ss.capturing,
-        event_pairs_unreadable=ss.unreadable,
-    )
 
 
 def steps_traced(engine) -> int:

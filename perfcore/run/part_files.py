@@ -174,13 +174,7 @@ def write_steps(engine, facts: Mapping[str, Any], mem_at, mem_sampled, part, clo
     if known.backend_note:
         doc["capture"] = {**doc["capture"], "requested_backend": known.requested_backend, "note": known.backend_note}
     if doc["overhead"]:
-        # Over every step its costs were counted in (warm-up too); the typical step apart.
-        wall_ns = np.asarray(store.column("wall_ns"))[~is_eval]
-        whole_ms = float(wall_ns.sum(dtype=np.float64)) / 1e6 / max(1, len(wall_ns))
-        step = doc["step_time_ms"]
-        typical = step["robust"] if "robust" in step else None  # none without a measured step
-        timer = from_doc(Overhead, doc["overhead"], "overhead")  # the recording's figures, as its document holds them
-        doc["overhead"] = overhead_doc(_whole_overhead(timer, known, store, training, steps_total, whole_ms, typical))
+        doc["overhead"] = overhead_doc(_whole_overhead(doc, known, store, is_eval, training, steps_total))
     # The summaries below read a few columns each: frames of just those, made when asked.
     flags = {"warmup": warmup, "evaluation": is_eval}
     doc.update(
@@ -202,23 +196,27 @@ def write_steps(engine, facts: Mapping[str, Any], mem_at, mem_sampled, part, clo
     jsonio.write(part / "run.json", doc)
 
 
-def _whole_overhead(
-    timer: Overhead, known: PartFacts, store, training: np.ndarray, steps_total: int, whole_ms: float, typical
-) -> Overhead:
-    """The timer's phases and own work, plus the run's wrappers and line sampler (a part from before these
-    were counted has no own costs: its estimate still says the hooks are not included)."""
+def _whole_overhead(doc, known: PartFacts, store, is_eval, training, steps_total: int) -> Overhead:
+    """The timer's phases and own work (the recording's figures, as its document holds them), plus the run's
+    wrappers and line sampler (a part from before these were counted has no own costs: its estimate still
+    says the hooks are not included)."""
+    timer = from_doc(Overhead, doc["overhead"], "overhead")
     costs = known.own_costs
     if costs is None or costs.error is not None:
         return dataclasses.replace(timer, hooks="not included")
-    lines = known.lines
-    share = None
+    lines, share = known.lines, None
     if lines is not None:
         # A step's span holds its own work (as the samples' join takes it).
         start = np.asarray(store.column("start_ns"), np.int64)
         end = start + np.asarray(store.column("wall_ns"), np.int64) + np.asarray(store.column("perfcore_ns"))
         share = sampler_share(lines, start[training], end[training])
     costs = dataclasses.replace(costs, sampler_ns=lines.sampler_ns if lines else 0.0, sampler_share=share)
-    return beside_steps(timer, costs, steps_total, whole_ms, typical)
+    # Over every step its costs were counted in (warm-up too); the typical step apart (none without a
+    # measured step).
+    wall_ns = np.asarray(store.column("wall_ns"))[~is_eval]
+    whole_ms = float(wall_ns.sum(dtype=np.float64)) / 1e6 / max(1, len(wall_ns))
+    step = doc["step_time_ms"]
+    return beside_steps(timer, costs, steps_total, whole_ms, step["robust"] if "robust" in step else None)
 
 
 def _frame(store, names, **more):
