@@ -72,7 +72,6 @@ class Exempted:
 # gate (split it instead of raising the figure).
 EXEMPTED = {
     "perfcore/shapes.py:problem": Exempted(("C901", "PLR0912"), lines=53, statements=52),
-    "perfcore/report/words/advice.py:advice_words": Exempted(("C901", "PLR0911", "PLR0912"), lines=131, statements=51),
 }
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfcore.analysis.advice import advise, advise_run, batches_per_step, contradicting_trial, loader_plan
-from perfcore.analysis.loader_plan import PlanEvidence
+from dataclasses import replace
+
+from perfcore.analysis.advice import advise_run
+from perfcore.analysis.advice_findings import advise
+from perfcore.analysis.advice_evidence import AdviceEvidence, RunFacts, WorkerTrial, read
+from perfcore.analysis.loader_plan import PlanEvidence, batches_per_step, contradicting_trial, loader_plan
+from perfcore.analysis.run_context import Loader, Restart
 from perfcore.analysis.memory_findings import memory_findings
 from perfcore.report.words.advice import text_of
 
@@ -29,6 +34,7 @@ def run_doc(bd, *, loaders=None, workers=None, device="cpu", steps=40, warmup=5,
 LOADER = {"site": "train.py:42", "num_workers": 0, "pin_memory": False, "prefetch_factor": None,
           "persistent_workers": False, "batch_size": 32, "worker_startup_ms": [], "batches": 45,
           "worker_batch_ms": 30.0}
+LOADER_T = read(Loader, LOADER)  # the loader as the advice reads it
 
 
 def test_zero_workers_named_at_the_users_construction_site():
@@ -59,60 +65,59 @@ def test_four_batches_per_step_is_not_four_times_off():
     assert d.findings[0].change == {"num_workers": 4}
     # Without the run's count, the loader's batches over the steps seen give the same 4.
     del doc["batches_per_step"]
-    assert batches_per_step(doc) == (4.0, "estimated")
-    assert batches_per_step({"steps": 45}) == (1.0, "assumed")
+    assert batches_per_step(read(RunFacts, doc)) == (4.0, "estimated")
+    assert batches_per_step(RunFacts(steps=45)) == (1.0, "assumed")
 
 
 def test_workers_that_run_but_start_again_every_epoch():
-    ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 8.0, "worker_startup_ms": [900.0, 880.0, 910.0],
-          "batches": 60}
+    ld = replace(LOADER_T, num_workers=2, worker_batch_ms=8.0, worker_startup_ms=(900.0, 880.0, 910.0), batches=60)
     plan = loader_plan(ld, PlanEvidence(step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False))
-    assert reason_of(plan) == "start-up each epoch" and plan["kind"] == "persistent_workers"
+    assert reason_of(plan) == "start-up each epoch" and plan.kind == "persistent_workers"
     # Restarts after the first epoch: (880 - 8) + (910 - 8) = 1774 ms over 60 batches.
-    assert plan["restart"] == pytest.approx({"restarts": 2, "each_ms": 887.0, "per_batch_ms": 1774.0 / 60})
-    assert plan["wait_ms_per_batch"] == pytest.approx(45.0) and plan["set"] == {"persistent_workers": True}
+    assert plan.restart == Restart(2, pytest.approx(887.0), pytest.approx(1774.0 / 60))
+    assert plan.wait_ms_per_batch == pytest.approx(45.0) and plan.set == {"persistent_workers": True}
     # A smaller share of the wait: named beside the main reason, not instead of it.
-    few = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 40.0, "worker_startup_ms": [500.0, 540.0, 540.0]},
+    few = loader_plan(replace(ld, num_workers=1, worker_batch_ms=40.0, worker_startup_ms=(500.0, 540.0, 540.0)),
                       PlanEvidence(step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8, on_gpu=False, measured_batches=57))
-    assert reason_of(few) == "too few workers" and few["restart"]["contributes"]
-    assert few["restart"]["each_ms"] == pytest.approx(500.0) and few["set"]["persistent_workers"] is True
-    kept = loader_plan({**ld, "persistent_workers": True}, PlanEvidence(step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8,
+    assert reason_of(few) == "too few workers" and few.restart.contributes
+    assert few.restart.each_ms == pytest.approx(500.0) and few.set["persistent_workers"] is True
+    kept = loader_plan(replace(ld, persistent_workers=True), PlanEvidence(step_ms=60.0, load_ms=45.0, per_step=1, cpu_count=8,
                        on_gpu=False))
-    assert reason_of(kept) != "start-up each epoch" and "restart" not in kept
+    assert reason_of(kept) != "start-up each epoch" and kept.restart is None
 
 
 def test_workers_too_slow_per_item_for_the_cores():
-    ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 200.0}
+    ld = replace(LOADER_T, num_workers=2, worker_batch_ms=200.0)
     plan = loader_plan(ld, PlanEvidence(step_ms=100.0, load_ms=90.0, per_step=1, cpu_count=4, on_gpu=False))
-    assert reason_of(plan) == "too slow per item" and plan["workers_needed"] == 20
-    assert plan["kind"] == "cheaper_fetch" and plan["spare_workers"] == 3 and plan["cpu_count"] == 4
-    assert plan["loop_cores"] is None and plan["torch_threads"] is None  # one core assumed for the loop
+    assert reason_of(plan) == "too slow per item" and plan.workers_needed == 20
+    assert plan.kind == "cheaper_fetch" and plan.spare_workers == 3 and plan.cpu_count == 4
+    assert plan.loop_cores is None and plan.torch_threads is None  # one core assumed for the loop
     # Enough workers in number, but they and the loop share two cores: no worker count hides it.
-    two = loader_plan({**ld, "worker_batch_ms": 97.0}, PlanEvidence(step_ms=196.0, load_ms=38.0, per_step=2, cpu_count=2,
+    two = loader_plan(replace(ld, worker_batch_ms=97.0), PlanEvidence(step_ms=196.0, load_ms=38.0, per_step=2, cpu_count=2,
                       on_gpu=False))
-    assert two["workers_needed"] == 2 and reason_of(two) == "too slow per item" and two["spare_workers"] == 1
-    assert plan["set"] == {} and plan["decode"] == "unknown"
+    assert two.workers_needed == 2 and reason_of(two) == "too slow per item" and two.spare_workers == 1
+    assert plan.set == {} and plan.decode == "unknown"
 
 
 def test_enough_workers_yet_waiting_blames_shallow_prefetch_or_pin():
     # Two workers waiting 13% of each step: the earlier advice said "about 1 worker would hide it".
-    ld = {**LOADER, "num_workers": 2, "worker_batch_ms": 12.0, "prefetch_factor": 2, "pin_memory": True,
-          "persistent_workers": True}
+    ld = replace(LOADER_T, num_workers=2, worker_batch_ms=12.0, prefetch_factor=2, pin_memory=True,
+                 persistent_workers=True)
     plan = loader_plan(ld, PlanEvidence(step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=False))
-    assert reason_of(plan) == "prefetch too shallow" and plan["workers_needed"] == 1
-    assert plan["kind"] == "deeper_prefetch" and plan["wait_ms_per_batch"] == pytest.approx(3.0)
-    assert plan["prefetch_factor"] == 2 and plan["set"] == {"prefetch_factor": 4} and not plan["pin_in_main"]
+    assert reason_of(plan) == "prefetch too shallow" and plan.workers_needed == 1
+    assert plan.kind == "deeper_prefetch" and plan.wait_ms_per_batch == pytest.approx(3.0)
+    assert plan.prefetch_factor == 2 and plan.set == {"prefetch_factor": 4} and not plan.pin_in_main
     gpu = loader_plan(ld, PlanEvidence(step_ms=23.0, load_ms=3.0, per_step=1, cpu_count=8, on_gpu=True))
-    assert reason_of(gpu) == "pin in main process" and gpu["pin_in_main"]
+    assert reason_of(gpu) == "pin in main process" and gpu.pin_in_main
 
 
 def test_cheap_batches_that_still_keep_the_loop_waiting_are_a_handover_cost():
     # Seen on grad_accum.py with one worker on a saturated 2-core host: 0.8 ms to make, 13 ms waited.
-    ld = {**LOADER, "num_workers": 1, "worker_batch_ms": 0.8, "prefetch_factor": 2}
+    ld = replace(LOADER_T, num_workers=1, worker_batch_ms=0.8, prefetch_factor=2)
     plan = loader_plan(ld, PlanEvidence(step_ms=212.0, load_ms=52.4, per_step=4, cpu_count=2, on_gpu=False, cpu_percent=100.0))
-    assert reason_of(plan) == "handover from workers" and plan["kind"] == "handover"
-    assert plan["wait_ms_per_batch"] == pytest.approx(13.1) and plan["cpu_percent"] == 100.0
-    assert plan["set"] == {"num_workers": 0}
+    assert reason_of(plan) == "handover from workers" and plan.kind == "handover"
+    assert plan.wait_ms_per_batch == pytest.approx(13.1) and plan.cpu_percent == 100.0
+    assert plan.set == {"num_workers": 0}
 
 
 def test_zero_code_users_are_never_told_to_call_perfcore():
@@ -149,11 +154,22 @@ def test_no_loader_evidence_means_no_worker_count():
     assert d.findings[0].change == {}  # no worker count without a batch's measured cost
 
 
-def test_worker_summary_of_older_runs_still_feeds_the_plan():
-    w = {"num_workers": 2, "fetch_ms_mean": 50.0, "batches": 45, "collate_ms_mean": 1.0}
+def test_a_run_with_workers_and_no_recorded_loader_still_gets_a_plan():
+    # The workers' own files time their batches where the child recorded no DataLoader.
+    w = {"num_workers": 2, "fetch_ms_mean": 50.0, "getitem_ms_mean": 48.0, "batches": 45, "collate_ms_mean": 1.0}
     doc = run_doc({"load": 15.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, workers=w)
     plan = advise_run(doc, zero_code=True, evidence={"cpu_count": 8}).loader_plan
     assert plan.workers_needed == 5 and reason_of(plan) == "too few workers"
+
+
+def test_the_workers_own_timing_sizes_the_plan_of_a_loader_that_recorded_none():
+    # A script's loader with workers: the child cannot time their batches, the workers' own files do.
+    w = {"num_workers": 2, "fetch_ms_mean": 50.0, "getitem_ms_mean": 48.0, "batches": 45, "collate_ms_mean": 1.0}
+    ld = {**LOADER, "num_workers": 2, "worker_batch_ms": None}
+    doc = run_doc({"load": 15.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}, loaders=[ld], workers=w)
+    plan = advise_run(doc, zero_code=True, evidence={"cpu_count": 8}).loader_plan
+    assert plan.worker_batch_ms == 50.0 and plan.workers_needed == 5 and plan.loader["site"] == "train.py:42"
+    assert plan.collate_ms is None  # collate is said only for a loader in the main process
 
 
 def test_leak_with_rate_and_onset():
@@ -209,50 +225,51 @@ def test_a_jobs_verdict_is_its_slowest_ranks():
 # The JPEG imagenet shape on a 2-core machine: num_workers=0, a batch of 8 decoded in ~120 ms, the
 # model step ~160 ms with torch's two intra-op threads on both cores.
 JPEG_LOADER = {**LOADER, "num_workers": 0, "worker_batch_ms": 120.0, "pin_memory": False}
+JPEG_T = read(Loader, JPEG_LOADER)
 
 
 def test_workers_are_not_advised_when_the_loops_compute_holds_every_core():
     kw = dict(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False)
-    free = loader_plan(JPEG_LOADER, PlanEvidence(**kw))  # nothing known of the loop's threads: one core left for a worker
-    assert reason_of(free) == "main process" and free["set"]["num_workers"] == 1
-    assert free["achievable_ms"] == pytest.approx(120.0)
-    held = loader_plan(JPEG_LOADER, PlanEvidence(**kw, torch_threads=2))
-    assert held["spare_cores"] == 0 and reason_of(held) == "no spare cores" and held["achievable_ms"] == 0
-    assert held["kind"] == "no_free_core" and held["torch_threads"] == 2 and held["set"] == {}
-    assert held["fewer_threads"] == 1  # a core left to a worker: torch.set_num_threads(1)
+    free = loader_plan(JPEG_T, PlanEvidence(**kw))  # nothing known of the loop's threads: one core left for a worker
+    assert reason_of(free) == "main process" and free.set["num_workers"] == 1
+    assert free.achievable_ms == pytest.approx(120.0)
+    held = loader_plan(JPEG_T, PlanEvidence(**kw, torch_threads=2))
+    assert held.spare_cores == 0 and reason_of(held) == "no spare cores" and held.achievable_ms == 0
+    assert held.kind == "no_free_core" and held.torch_threads == 2 and held.set == {}
+    assert held.fewer_threads == 1  # a core left to a worker: torch.set_num_threads(1)
     # Measured CPU of the main process and other processes' share say the same from the run itself.
     # With num_workers=0 the main process made the batches too: 1.3 cores over the loop, of which
     # about one core for the 43% of the step it loads, leaves 1.52 cores while it computes.
-    busy = loader_plan(JPEG_LOADER, PlanEvidence(**kw, loop_cores=1.3, other_cores=0.6))
+    busy = loader_plan(JPEG_T, PlanEvidence(**kw, loop_cores=1.3, other_cores=0.6))
     wait = 120.0 / 282.0
-    assert busy["loop_cores"] == pytest.approx((1.3 - wait) / (1 - wait))
-    assert reason_of(busy) == "no spare cores" and busy["spare_cores"] == 0
-    assert busy["other_cores"] == 0.6
+    assert busy.loop_cores == pytest.approx((1.3 - wait) / (1 - wait))
+    assert reason_of(busy) == "no spare cores" and busy.spare_cores == 0
+    assert busy.other_cores == 0.6
     # A quiet machine and a one-thread loop leave a core: then a worker is the advice.
-    quiet = loader_plan(JPEG_LOADER, PlanEvidence(**kw, loop_cores=0.6, other_cores=0.0))
-    assert reason_of(quiet) == "main process" and quiet["spare_cores"] == pytest.approx(1.0)
+    quiet = loader_plan(JPEG_T, PlanEvidence(**kw, loop_cores=0.6, other_cores=0.0))
+    assert reason_of(quiet) == "main process" and quiet.spare_cores == pytest.approx(1.0)
     # A trace of other CPU (an idle shell, the sampler itself) does not take the worker away.
-    trace = loader_plan(JPEG_LOADER, PlanEvidence(**kw, loop_cores=0.4, other_cores=0.0036))
-    assert reason_of(trace) == "main process" and trace["set"]["num_workers"] == 1
+    trace = loader_plan(JPEG_T, PlanEvidence(**kw, loop_cores=0.4, other_cores=0.0036))
+    assert reason_of(trace) == "main process" and trace.set["num_workers"] == 1
     # Half a core of strangers does.
-    half = loader_plan(JPEG_LOADER, PlanEvidence(**kw, loop_cores=0.4, other_cores=0.5))
+    half = loader_plan(JPEG_T, PlanEvidence(**kw, loop_cores=0.4, other_cores=0.5))
     assert reason_of(half) == "no spare cores"
 
 
 def test_advice_turns_round_when_an_experiment_measured_the_opposite():
-    trials = [{"experiment": "diagnose B", "num_workers": 2, "speedup": 0.89}]
-    plan = loader_plan(JPEG_LOADER, PlanEvidence(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
+    trials = [WorkerTrial(2, 0.89, experiment="diagnose B")]
+    plan = loader_plan(JPEG_T, PlanEvidence(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
                        trials=trials))
-    assert reason_of(plan) == "measured: workers do not help" and plan["trial"]["speedup"] == 0.89
-    assert plan["kind"] == "measured_no_help" and plan["trial"]["change"] == "slower"
-    assert plan["achievable_ms"] == 0.0 and plan["set"] == {}
+    assert reason_of(plan) == "measured: workers do not help" and plan.trial["speedup"] == 0.89
+    assert plan.kind == "measured_no_help" and plan.trial["change"] == "slower"
+    assert plan.achievable_ms == 0.0 and plan.set == {}
     # A measured gain from more workers is no contradiction: the plan stands.
-    ok = loader_plan(JPEG_LOADER, PlanEvidence(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
-                     trials=[{"num_workers": 2, "speedup": 1.3}]))
+    ok = loader_plan(JPEG_T, PlanEvidence(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False,
+                     trials=[WorkerTrial(2, 1.3)]))
     assert reason_of(ok) == "main process"
     # A loss within the measurement's own noise is not "faster" either way: 1.02x with 5% noise.
-    assert contradicting_trial([{"num_workers": 2, "speedup": 1.02, "noise_share": 0.05}], 0, more=True)
-    assert contradicting_trial([{"num_workers": 2, "speedup": 1.10, "noise_share": 0.05}], 0, more=True) is None
+    assert contradicting_trial([WorkerTrial(2, 1.02, noise_share=0.05)], 0, more=True)
+    assert contradicting_trial([WorkerTrial(2, 1.10, noise_share=0.05)], 0, more=True) is None
 
 
 def test_run_advice_leads_with_a_cheaper_batch_and_an_achievable_gain():
@@ -281,6 +298,6 @@ def test_compute_evidence_is_on_the_verdicts_own_basis():
            "breakdown_robust": {"steps": 50, "step_ms": 76.0,
                                 "ms": {"load": 0.5, "transfer": 0.0, "compute": 73.5, "comm": 0.0, "host": 2.0}}}
     v = decide_run(doc)
-    recs = advise(v, doc["breakdown_ms"], on_gpu=False, zero_code=True)
+    recs = advise(AdviceEvidence(v, compute_ms=v.compute_ms, zero_code=True))
     (fc,) = [r for r in recs if r.kind == "faster_compute"]
     assert (fc.figures["compute_ms"], fc.figures["step_ms"]) == pytest.approx((73.5, 76.0))

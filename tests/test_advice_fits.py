@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from run_docs import decided
 
-from perfcore.analysis.advice import loader_plan
-from perfcore.analysis.loader_plan import PlanEvidence
+from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
 from perfcore.analysis.script_facts import Decode, decode_of, oversubscription
+from perfcore.analysis.advice_evidence import read
+from perfcore.analysis.run_context import Loader
+from dataclasses import replace
 from perfcore.report.words.advice import text_of
 from perfcore.report.words.findings import plan_words
 from perfcore.report.words.verdict import summary_words
@@ -33,6 +35,7 @@ LOADER = {
     "batches": 45,
     "worker_batch_ms": 30.0,
 }
+LOADER_T = read(Loader, LOADER)  # the loader as the advice reads it
 LOAD_BOUND = {"load": 30.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.0}
 HEALTHY = {"load": 0.0, "transfer": 0.0, "compute": 10.0, "comm": 0.0, "host": 0.2}
 
@@ -61,14 +64,7 @@ def run_doc(bd, **extra):
     ],
 )
 def test_how_items_are_made_comes_from_the_loaders_dataset(ld, decode):
-    assert decode_of(ld) is decode
-
-
-def _typed(plan):
-    from perfcore.analysis.codec import from_doc
-    from perfcore.analysis.run_context import LoaderPlan
-
-    return from_doc(LoaderPlan, plan)
+    assert decode_of(Loader(**ld)) is decode
 
 
 def _no_core_plan(ld):
@@ -78,12 +74,12 @@ def _no_core_plan(ld):
 
 def test_decoder_advice_only_where_images_are_decoded():
     for dataset in ("torchvision.datasets.mnist.MNIST", "torch.utils.data.dataset.TensorDataset", "x.Mine"):
-        plan = _no_core_plan({**LOADER, "dataset": dataset})
-        assert plan["kind"] == "no_free_core" and plan["decode"] in ("none", "unknown")
-        text = plan_words(_typed(plan))[1]  # the words follow the status
+        plan = _no_core_plan(replace(LOADER_T, dataset=dataset))
+        assert plan.kind == "no_free_core" and plan.decode in ("none", "unknown")
+        text = plan_words(plan)[1]  # the words follow the status
         assert "decode_jpeg" not in text and "PIL" not in text
-    plan = _no_core_plan({**LOADER, "dataset": "torchvision.datasets.folder.ImageFolder"})
-    assert plan["decode"] == "pil" and "decode_jpeg" in plan_words(_typed(plan))[1]
+    plan = _no_core_plan(replace(LOADER_T, dataset="torchvision.datasets.folder.ImageFolder"))
+    assert plan.decode == "pil" and "decode_jpeg" in plan_words(plan)[1]
     # The short line follows the same status.
     doc = run_doc(LOAD_BOUND, loaders=[{**LOADER, "dataset": "torchvision.datasets.mnist.MNIST"}])
     run = decided(doc, zero_code=True, evidence={"cpu_count": 2, "loop_cpu_cores": 2.0})
@@ -196,10 +192,10 @@ def test_pin_memory_is_not_proposed_when_set():
 
 
 def test_fewer_torch_threads_not_proposed_when_already_that_few():
-    ld = {**LOADER, "dataset": "x.Mine"}
+    ld = replace(LOADER_T, dataset="x.Mine")
     args = dict(step_ms=40.0, load_ms=30.0, per_step=1, cpu_count=2, on_gpu=False, loop_cores=1.0, other_cores=1.0)
-    assert loader_plan(ld, PlanEvidence(**args, torch_threads=2))["fewer_threads"] == 1
-    assert "fewer_threads" not in loader_plan(ld, PlanEvidence(**args, torch_threads=1))
+    assert loader_plan(ld, PlanEvidence(**args, torch_threads=2)).fewer_threads == 1
+    assert loader_plan(ld, PlanEvidence(**args, torch_threads=1)).fewer_threads is None
 
 
 def test_persistent_workers_not_proposed_when_set():
@@ -289,9 +285,9 @@ def test_the_try_line_names_the_settings_with_their_numbers():
     line = try_short(rec, run.verdict, LOADER["site"])
     assert line.startswith("try: train.py:42: set num_workers=3, persistent_workers=True: up to 4.00x faster")
     # Enough workers, the queue runs dry: the prefetch factor, doubled from the loader's own.
-    ld = {**LOADER, "num_workers": 4, "prefetch_factor": 3, "worker_batch_ms": 20.0, "persistent_workers": True}
+    ld = replace(LOADER_T, num_workers=4, prefetch_factor=3, worker_batch_ms=20.0, persistent_workers=True)
     plan = loader_plan(ld, PlanEvidence(step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False))
-    assert plan["kind"] == "deeper_prefetch" and plan["set"] == {"prefetch_factor": 6}
+    assert plan.kind == "deeper_prefetch" and plan.set == {"prefetch_factor": 6}
 
 
 def test_each_piece_of_advice_carries_its_own_gain_and_site():

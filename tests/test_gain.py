@@ -75,12 +75,12 @@ def test_a_predicted_gain_carries_the_band_of_its_interval():
     assert expected_gain(10.0, 10.0)["speedup"] is None and gain_words(None) == ""
 
 
-def _judge(step, predicted_ms, measured_x, noise_ms=None, band=None, bound=None):
+def _judge(step, predicted_ms, measured_x, noise_ms=None, band=None):
     p = expected_gain(step, predicted_ms, saved_band_ms=band)
     m = measured_gain(step, step / measured_x)
     if noise_ms is not None:
         m["noise_ms"] = noise_ms
-    return judge({**p, "saved_band_ms": band}, m, step_ms=step, experiment="A", bound=bound)
+    return judge({**p, "saved_band_ms": band}, m, step_ms=step, experiment="A")
 
 
 def test_judge_confirms_only_within_the_noise_band():
@@ -216,8 +216,11 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
 def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
     import pandas as pd
 
-    from perfcore.analysis.advice import loader_plan
-    from perfcore.analysis.loader_plan import PlanEvidence
+    from dataclasses import replace
+
+    from perfcore.analysis.advice_evidence import WorkerTrial, read
+    from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
+    from perfcore.analysis.run_context import Loader
     from perfcore.experiments.sweep import sweep_doc
 
     rows = [{"batch_size": 8, "num_workers": w, "pin_memory": True, "prefetch_factor": 2, "samples_per_s": sps,
@@ -227,16 +230,17 @@ def test_a_sweep_that_ranks_zero_workers_best_turns_the_advice_round():
     trials = doc["worker_trials"]
     one = next(t for t in trials if t["relative_to"] == 0 and t["num_workers"] == 1)
     assert one["speedup"] == pytest.approx(24.5 / 28.4)
-    ld = {"site": "main.py:240", "num_workers": 0, "worker_batch_ms": 120.0, "batch_size": 8}
+    trials = [read(WorkerTrial, t) for t in trials]  # the sweep's trials as the advice reads them
+    ld = Loader(site="main.py:240", num_workers=0, worker_batch_ms=120.0, batch_size=8)
     plan = loader_plan(ld, PlanEvidence(step_ms=282.0, load_ms=120.0, per_step=1, cpu_count=2, on_gpu=False, trials=trials))
-    assert plan["kind"] == "measured_no_help" and plan["trial"]["experiment"] == "sweep (batch 8)"
-    assert plan["trial"]["num_workers"] == 2 and plan["trial"]["speedup"] == pytest.approx(0.85, abs=0.005)
+    assert plan.kind == "measured_no_help" and plan.trial["experiment"] == "sweep (batch 8)"
+    assert plan.trial["num_workers"] == 2 and plan.trial["speedup"] == pytest.approx(0.85, abs=0.005)
     # A run with one worker is judged on the ratios against one worker: there, none was faster.
-    one_w = loader_plan({**ld, "num_workers": 1, "worker_batch_ms": 400.0}, PlanEvidence(step_ms=282.0, load_ms=120.0,
+    one_w = loader_plan(replace(ld, num_workers=1, worker_batch_ms=400.0), PlanEvidence(step_ms=282.0, load_ms=120.0,
                         per_step=1, cpu_count=2, on_gpu=False, trials=trials))
-    assert one_w["kind"] == "measured_no_help" and one_w["trial"]["relative_to"] == 1
-    assert one_w["trial"]["num_workers"] == 0 and one_w["trial"]["change"] == "faster"
-    assert one_w["trial"]["speedup"] == pytest.approx(1.16, abs=0.005)
+    assert one_w.kind == "measured_no_help" and one_w.trial["relative_to"] == 1
+    assert one_w.trial["num_workers"] == 0 and one_w.trial["change"] == "faster"
+    assert one_w.trial["speedup"] == pytest.approx(1.16, abs=0.005)
 
 
 def test_diagnose_names_the_cause_in_the_printed_summary_on_a_busy_machine_too():
@@ -253,3 +257,11 @@ def test_diagnose_names_the_cause_in_the_printed_summary_on_a_busy_machine_too()
     assert final.uncertain and final.loading.kind == "cpu"
     assert said.startswith(interference_sentence(interference_of(busy)) + ". Input-bound (CPU decode/augment):"), said
     assert plain_words(final).startswith("input-bound (CPU decode/augment):")
+
+
+def test_a_measured_saving_past_the_changes_bound_is_flagged():
+    step = 100.0
+    m = measured_gain(step, 70.0, noise_ms=1.0)  # 30 ms saved a step
+    assert judge(expected_gain(step, 20.0), m, step_ms=step, experiment="A", bound_ms=25.0)["above_bound"]
+    assert not judge(expected_gain(step, 20.0), m, step_ms=step, experiment="A", bound_ms=40.0)["above_bound"]
+    assert not judge(expected_gain(step, 20.0), m, step_ms=step, experiment="A")["above_bound"]

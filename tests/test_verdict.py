@@ -296,10 +296,11 @@ def test_cpu_host_time_says_it_holds_tensor_math_outside_modules():
     v = decide({"host": 30.0}, 100.0, on_gpu=False)
     assert v.bound == "host" and not v.on_gpu and "Python, logging, syncs" not in said(v)
     assert "tensor math run outside modules" in said(v)
-    from perfcore.analysis.advice import advise
+    from perfcore.analysis.advice_findings import advise
+    from perfcore.analysis.advice_evidence import AdviceEvidence
     from perfcore.report.words.advice import text_of
 
-    rec = advise(v, {"host": 30.0, "compute": 70.0}, on_gpu=False, zero_code=True)[0]
+    rec = advise(AdviceEvidence(v, compute_ms=70.0, zero_code=True))[0]
     assert rec.kind == "host_gaps" and "tensor math outside modules" in text_of(rec)  # the renderer's words
     gpu = decide({"host": 30.0}, 100.0, on_gpu=True)
     assert gpu.on_gpu and said(gpu).startswith("host-bound: host gaps (the GPU idles")

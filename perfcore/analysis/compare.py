@@ -14,14 +14,15 @@ from perfcore.analysis.codec import to_doc
 from perfcore.analysis.results import Verdict
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change, change_of
-from perfcore.analysis.verdict import decide, report_evidence
+from perfcore.analysis.verdict import decide, report_evidence, steady_ms
 
 __all__ = ["compare_runs", "Comparison", "Side", "Delta"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Side:
-    """One run as compare keeps it: its mean step, the mean's standard error, the device and its verdict."""
+    """One run as compare keeps it: its steady step (the mean, outlier steps set apart where some were), that
+    mean's standard error, the device and its verdict."""
 
     step_ms: float
     step_sem_ms: float | None
@@ -69,25 +70,28 @@ class Comparison:
         return to_doc(self)
 
 
-def _side(r: RunReport) -> Side:
+def _side(r: RunReport) -> tuple[Side, dict[str, float]]:
+    """One run's side and its labels' ms a step, in the statistic its own report quotes: the steady step
+    (outlier steps set apart where some were), so that compare's A and B read as each run's header did."""
     ev = report_evidence(r)
-    return Side(r.step_time_ms.mean, r.step_time_ms.sem, r.device, decide(**ev))
+    step = float(ev["step_ms"] or 0.0)
+    rb = r.breakdown_robust
+    sem = rb.step_sem_ms if rb is not None and rb.step_ms == step else r.step_time_ms.sem
+    return Side(step, sem, r.device, decide(**ev)), steady_ms(ev)
 
 
 def compare_runs(a: RunReport, b: RunReport) -> Comparison:
-    """A against B: speedup (A's mean step over B's), its status against both runs' noise, each label's and
+    """A against B: speedup (A's steady step over B's), its status against both runs' noise, each label's and
     each kernel category's change, and each run's verdict."""
-    ta, tb = a.step_time_ms.mean, b.step_time_ms.mean
-    labels = {
-        lb: Delta(a.breakdown_ms[lb], b.breakdown_ms[lb], b.breakdown_ms[lb] - a.breakdown_ms[lb]) for lb in LABELS
-    }
+    (sa, ma), (sb, mb) = _side(a), _side(b)
+    ta, tb = sa.step_ms, sb.step_ms
+    labels = {lb: Delta(ma[lb], mb[lb], mb[lb] - ma[lb]) for lb in LABELS}
     cats = {}
     ca, cb = a.kernel_categories, b.kernel_categories
     for c in dict.fromkeys(list(ca) + list(cb)):
         x = (ca[c].ms or 0.0) if c in ca else 0.0
         y = (cb[c].ms or 0.0) if c in cb else 0.0
         cats[c] = Delta(x, y, y - x)
-    sa, sb = _side(a), _side(b)
     speedup = ta / tb if tb else float("inf")
     noise = difference_noise_ms(sa.step_sem_ms, sb.step_sem_ms)
     change = change_of(speedup, noise / ta if noise is not None and ta else None) if tb and ta else None

@@ -50,34 +50,19 @@ def expected_gain(
     return {"saved_ms": saved, "step_after_ms": max(step - saved, 0.0), "speedup": x, "band": band}
 
 
-def measured_gain(
-    base_ms: float,
-    exp_ms: float,
-    *,
-    base_sem_ms: float | None = None,
-    exp_sem_ms: float | None = None,
-    noise_ms: float | None = None,
-) -> dict[str, Any]:
-    """What an A/B pair measured: the saving base - exp per step, its noise (BAND_Z standard errors of
-    the difference of the two runs' mean steps; None when a run reports no spread), and the speedup
-    with its band. noise_ms: that noise when the caller has it already."""
+def measured_gain(base_ms: float, exp_ms: float, *, noise_ms: float | None = None) -> dict[str, Any]:
+    """What an A/B pair measured: the saving base - exp per step, its noise (noise_ms: BAND_Z standard errors
+    of the difference of the two runs' mean steps, as analysis.checks measures it; None when a run reports no
+    spread), and the speedup with its band."""
     base, exp = float(base_ms), float(exp_ms)
     saved = base - exp
     noise = None if noise_ms is None else float(noise_ms)
-    if (
-        noise is None
-        and base_sem_ms is not None
-        and exp_sem_ms is not None
-        and base_sem_ms == base_sem_ms
-        and exp_sem_ms == exp_sem_ms
-    ):
-        noise = BAND_Z * math.hypot(float(base_sem_ms), float(exp_sem_ms))
     x = base / exp if exp > 0 else None
     band = None
     if noise is not None and base > 0:
         lo_left, hi_left = base - (saved - noise), base - (saved + noise)
         band = (base / lo_left if lo_left > 0 else None, base / hi_left if hi_left > 0 else None)
-    return {"saved_ms": saved, "noise_ms": noise, "speedup": x, "band": band, "base_ms": base, "exp_ms": exp}
+    return {"saved_ms": saved, "noise_ms": noise, "speedup": x, "band": band}
 
 
 def judge(
@@ -86,7 +71,7 @@ def judge(
     *,
     step_ms: float,
     experiment: str,
-    bound: Mapping[str, Any] | None = None,
+    bound_ms: float | None = None,
 ) -> dict[str, Any]:
     """A measured gain against the predicted one, both in ms saved per step.
 
@@ -96,16 +81,16 @@ def judge(
       the predicted gain from none (whether or not the noise reaches the predicted effect);
     partly: a real saving (above the noise) that falls short of the band;
     not confirmed: no saving above the noise, or more than the band allows.
-    bound: the largest gain the change can physically give (removing all of the cause): a measured
-      gain above it is flagged (noise or a changed machine, not an effect).
+    bound_ms: the largest saving the change can physically give (removing all of the cause): a measured
+      saving above it is flagged (noise or a changed machine, not an effect).
     Returns {experiment, status, agrees (True/False/None for inconclusive), predicted, measured,
     above_bound, agreement_band (the speedups a measurement agreeing with the prediction lies in)}: facts,
     said by report.words."""
     step = float(step_ms)
-    p = float(predicted.get("saved_ms") or 0.0)
+    p = float(predicted["saved_ms"])
     m = float(measured["saved_ms"])
-    noise = measured.get("noise_ms")
-    pband = predicted.get("saved_band_ms")
+    noise = measured["noise_ms"]
+    pband = predicted.get("saved_band_ms")  # the prediction's own interval, where it has one
     p_half = max(abs(p - pband[0]), abs(pband[1] - p)) if pband else 0.0
     if noise is None:
         tol = max(FALLBACK_REL * p, FALLBACK_STEP * step, p_half)
@@ -129,11 +114,7 @@ def judge(
     else:
         check = Agreement.NOT_CONFIRMED
     status = check.value
-    above = False
-    if bound is not None and bound.get("saved_ms") is not None:
-        b_saved = float(bound["saved_ms"])
-        bh = bound.get("saved_band_ms")
-        above = m > (bh[1] if bh else b_saved)
+    above = bound_ms is not None and m > bound_ms
     agrees = {Agreement.CONFIRMED: True, Agreement.INCONCLUSIVE: None}.get(check, False)
     return {
         "experiment": experiment,

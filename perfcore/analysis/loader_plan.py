@@ -1,20 +1,25 @@
 """The DataLoader's side of the advice: which loader the loop trains on, how many batches it takes a
 step, and the loader plan (how many workers would hide loading, and when workers already run and the
-loop still waits, why), sized by the cores the loop's compute leaves free. Pure functions on documents."""
+loop still waits, why), sized by the cores the loop's compute leaves free. Pure functions on typed facts."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from perfcore.analysis.advice_evidence import RunFacts, WorkerTrial, read
+from perfcore.analysis.codec import to_doc
+from perfcore.analysis.run_context import Loader, LoaderPlan, Restart, Workers
 from perfcore.analysis.script_facts import decode_of
 from perfcore.analysis.status import Change, change_of
 
 __all__ = [
     "training_loader",
     "training_loader_index",
+    "loader_of",
     "batches_per_step",
     "loader_plan",
     "PlanEvidence",
@@ -32,31 +37,38 @@ HANDOVER_RATIO = 2.0
 
 
 def training_loader_index(loaders: Sequence[Mapping[str, Any]] | None) -> int | None:
-    """Which loader the loop trains on: a train one (not one an evaluation drew from), the one it
-    drew most batches from."""
-    if not loaders:
-        return None
-    return max(
-        range(len(loaders)), key=lambda i: (bool(loaders[i].get("training", True)), loaders[i].get("batches") or 0)
-    )
+    """Which of a part's loaders (as its run.json holds them) the loop trains on."""
+    typed = [read(Loader, ld) for ld in loaders or ()]
+    return typed.index(training_loader(typed)) if typed else None
 
 
-def training_loader(loaders: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+def training_loader(loaders: Sequence[Loader]) -> Loader | None:
     """The loader the loop trains on (a script may build a validation loader too)."""
-    i = training_loader_index(loaders)
-    return None if i is None else dict(loaders[i])
+    # A train loader (not one an evaluation drew from) before others, then the one most batches were drawn from.
+    return max(loaders, key=lambda ld: (ld.training, ld.batches or 0)) if loaders else None
 
 
-def batches_per_step(doc: Mapping[str, Any]) -> tuple[float, str]:
+def loader_of(loaders: Sequence[Loader], workers: Workers | None) -> Loader | None:
+    """The training loader with its workers' own time to make a batch where the run has it (their files);
+    the workers alone where no loader was recorded."""
+    ld = training_loader(loaders)
+    if workers is None:
+        return ld
+    if ld is None:
+        return Loader(num_workers=workers.num_workers, worker_batch_ms=workers.fetch_ms_mean, batches=workers.batches)
+    return ld if ld.worker_batch_ms is not None else dataclasses.replace(ld, worker_batch_ms=workers.fetch_ms_mean)
+
+
+def batches_per_step(facts: RunFacts) -> tuple[float, str]:
     """Batches the loop takes per step and how that is known: "counted" (the run's own count), else
     "estimated" (batches fetched by the training loader over steps seen, rounded: prefetching adds a
     few), else "assumed" (1)."""
-    if doc.get("batches_per_step"):
-        return float(doc["batches_per_step"]), "counted"
-    n_steps = int(doc.get("steps") or 0) + int(doc.get("warmup_steps") or 0)
-    ld = training_loader(doc.get("loaders")) or doc.get("workers") or {}
-    if ld.get("batches") and n_steps and str(doc.get("step_source", "optimizer")).startswith("optimizer"):
-        est = round(ld["batches"] / n_steps)
+    if facts.batches_per_step:
+        return float(facts.batches_per_step), "counted"
+    n_steps = facts.steps + facts.warmup_steps
+    ld = training_loader(facts.loaders) or facts.workers
+    if ld is not None and ld.batches and n_steps and facts.step_source.startswith("optimizer"):
+        est = round(ld.batches / n_steps)
         if est >= 2:
             return float(est), "estimated"
     return 1.0, "assumed"
@@ -66,14 +78,10 @@ def batches_per_step(doc: Mapping[str, Any]) -> tuple[float, str]:
 LOADER_SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
 
 
-def loader_facts(ld: Mapping[str, Any]) -> dict[str, Any]:
+def loader_facts(ld: Loader) -> dict[str, Any]:
     """The user's DataLoader as the advice points at it: its construction site (file:line), the workload
-    it belongs to where no site is known (an older document: its owner in words), and its settings."""
-    out: dict[str, Any] = {k: ld[k] for k in LOADER_SETTINGS if ld.get(k) is not None}
-    for k in ("site", "workload", "owner"):
-        if ld.get(k):
-            out[k] = ld[k]
-    return out
+    it belongs to where no site is known, and its settings."""
+    return {k: getattr(ld, k) for k in (*LOADER_SETTINGS, "site", "workload") if getattr(ld, k) not in (None, "")}
 
 
 SPARE_SLACK_CORES = 0.25
@@ -87,17 +95,17 @@ def spare_cores(cores: int, *, loop_cores: float | None = None, other_cores: flo
     return max(float(cores) - loop - max(float(other_cores or 0.0), 0.0), 0.0)
 
 
-def contradicting_trial(trials: Sequence[Mapping[str, Any]] | None, n: int, more: bool) -> dict[str, Any] | None:
+def contradicting_trial(trials: Sequence[WorkerTrial], n: int, more: bool) -> dict[str, Any] | None:
     """A measured configuration (diagnose B, a sweep row: num_workers and its speedup against this
     run's settings) that says the opposite of the advice: more workers measured not faster, or fewer
-    workers measured faster. The strongest such measurement, or None."""
+    workers measured faster. The strongest such measurement (its figures and its change), or None."""
     best = None
-    for t in trials or []:
-        w, x = t.get("num_workers"), t.get("speedup")
-        if w is None or not x or x != x or t.get("relative_to", n) != n:
+    for t in trials:
+        w, x = t.num_workers, t.speedup
+        if not x or x != x or (t.relative_to is not None and t.relative_to != n):
             continue  # a ratio against other settings than this run's says nothing about its change
         # The measurement's own noise, as a share of the step, decides faster / slower / within noise.
-        change = change_of(x, t.get("noise_share"))
+        change = change_of(x, t.noise_share)
         # How strongly it says the opposite: the slowdown of more workers (or no gain beyond the
         # noise), the speed-up of fewer.
         if more and w > n and change is not Change.FASTER:
@@ -107,8 +115,8 @@ def contradicting_trial(trials: Sequence[Mapping[str, Any]] | None, n: int, more
         else:
             continue
         if best is None or score > best[0]:
-            best = (score, {**t, "change": change.value})
-    return dict(best[1]) if best else None
+            best = (score, {**{k: v for k, v in to_doc(t).items() if v is not None}, "change": change.value})
+    return best[1] if best else None
 
 
 class PlanKind(str, enum.Enum):
@@ -130,7 +138,8 @@ class PlanEvidence:
     """What the loader plan weighs beside the loader's own facts: the loop's step and its wait for batches
     (ms, per step), batches a step (measured_batches: over the measured steps), and the cores: the machine's,
     the loop's own measured CPU (loop_cores), other processes' (other_cores), torch's intra-op threads and the
-    host's CPU percent; trials: measured configurations (num_workers, speedup against this run)."""
+    host's CPU percent; trials: measured configurations (num_workers, speedup against this run); collate_ms:
+    the workers' time to collate a batch."""
 
     step_ms: float
     load_ms: float
@@ -142,25 +151,26 @@ class PlanEvidence:
     loop_cores: float | None = None
     other_cores: float | None = None
     torch_threads: int | None = None
-    trials: Sequence[Mapping[str, Any]] | None = None
+    trials: Sequence[WorkerTrial] = ()
+    collate_ms: float | None = None
 
 
-def loader_plan(ld: Mapping[str, Any], ev: PlanEvidence) -> dict[str, Any] | None:
+def loader_plan(ld: Loader, ev: PlanEvidence) -> LoaderPlan | None:
     """How many workers would hide loading, and when workers already run and the loop still waits,
     why: facts and a kind (PlanKind), no words. ld: num_workers, worker_batch_ms (a worker's time to
     make one batch), and where known site, pin_memory, prefetch_factor, persistent_workers,
-    worker_startup_ms (per epoch), batches, collate_ms. None without a per-batch worker time.
+    worker_startup_ms (per epoch), batches. None without a per-batch worker time.
 
     Workers only help on cores the loop's compute leaves free: loop_cores (the main process's measured
     CPU), torch_threads and other_cores (other processes' CPU during the run) size the spare cores, and
     `achievable_ms` is the wait that many workers can hide (the expected gain is the achievable one).
     trials: measured configurations (num_workers, speedup against this run); one that measured the
     opposite of the advice turns it round to what does help."""
-    make_ms = ld.get("worker_batch_ms")
+    make_ms = ld.worker_batch_ms
     if make_ms is None:
         return None
     step_ms, load_ms, loop_cores, torch_threads = ev.step_ms, ev.load_ms, ev.loop_cores, ev.torch_threads
-    n = int(ld.get("num_workers") or 0)
+    n = int(ld.num_workers or 0)
     per_step = max(ev.per_step, 1.0)
     consume_ms = max(step_ms - load_ms, 1e-6) / per_step  # the loop's time per batch when data is ready
     wait_ms = load_ms / per_step
@@ -180,83 +190,72 @@ def loader_plan(ld: Mapping[str, Any], ev: PlanEvidence) -> dict[str, Any] | Non
     # 0.996 of a core loses almost nothing, where flooring it to none would flip the advice.
     spare = max(int(math.floor(free + SPARE_SLACK_CORES)), 0)
     hide = min(1.0, free / needed) if needed else 1.0
-    plan: dict[str, Any] = {
-        "num_workers": n,
-        "worker_batch_ms": make_ms,
-        "batches_per_step": per_step,
-        "loop_ms_per_batch": consume_ms,
-        "wait_ms_per_batch": wait_ms,
-        "workers_needed": needed,
-        "cpu_count": cores,
-        "spare_cores": free,
-        "spare_workers": spare,  # the workers the free cores hold
-        "loop_cores": loop_cores,
-        "other_cores": ev.other_cores,
-        "torch_threads": torch_threads,
-        "achievable_ms": load_ms * hide,
-        "decode": decode_of(ld).value,
-        "loader": loader_facts(ld),
-        "set": {},  # the settings the plan changes in the user's DataLoader call, as numbers
-    }
-    # A core left to a worker, where compute does not run on that few threads already.
-    if cores > 1 and (torch_threads is None or torch_threads > cores - 1):
-        plan["fewer_threads"] = max(cores - 1, 1)
+    plan = LoaderPlan(
+        kind="",
+        num_workers=n,
+        worker_batch_ms=make_ms,
+        batches_per_step=per_step,
+        loop_ms_per_batch=consume_ms,
+        wait_ms_per_batch=wait_ms,
+        workers_needed=needed,
+        cpu_count=cores,
+        spare_cores=free,
+        spare_workers=spare,  # the workers the free cores hold
+        loop_cores=loop_cores,
+        other_cores=ev.other_cores,
+        torch_threads=torch_threads,
+        achievable_ms=load_ms * hide,
+        decode=decode_of(ld).value,
+        loader=loader_facts(ld),
+        # A core left to a worker, where compute does not run on that few threads already.
+        fewer_threads=max(cores - 1, 1) if cores > 1 and (torch_threads is None or torch_threads > cores - 1) else None,
+    )
     trial = contradicting_trial(ev.trials, n, more=True)
     if trial is not None and (n == 0 or needed > n):
-        plan["achievable_ms"] = 0.0
-        plan["trial"] = trial
-        return _kind(plan, PlanKind.MEASURED_NO_HELP)
+        return _kind(plan, PlanKind.MEASURED_NO_HELP, achievable_ms=0.0, trial=trial)
     if n == 0:
-        if ld.get("collate_ms"):
-            plan["collate_ms"] = ld["collate_ms"]
+        plan = dataclasses.replace(plan, collate_ms=ev.collate_ms or None)
         if spare < 1:
-            plan["achievable_ms"] = 0.0
-            return _kind(plan, PlanKind.NO_FREE_CORE)
+            return _kind(plan, PlanKind.NO_FREE_CORE, achievable_ms=0.0)
         capped = needed > spare
-        plan["set"] = {"num_workers": spare if capped else needed, "persistent_workers": True}
-        return _kind(plan, PlanKind.MORE_WORKERS_CAPPED if capped else PlanKind.MORE_WORKERS)
+        change = {"num_workers": spare if capped else needed, "persistent_workers": True}
+        return _kind(plan, PlanKind.MORE_WORKERS_CAPPED if capped else PlanKind.MORE_WORKERS, set=change)
     # Each epoch's start-up (iter() to its first batch) less the making of that batch; the first
     # epoch pays it whatever the settings, later ones only without persistent_workers.
-    starts = [float(s) for s in (ld.get("worker_startup_ms") or []) if s is not None]
-    restarts = len(starts) - 1 if not ld.get("persistent_workers") else 0
+    starts = ld.worker_startup_ms
+    restarts = len(starts) - 1 if not ld.persistent_workers else 0
     again_ms = sum(max(0.0, s - make_ms) for s in starts[1:]) if restarts > 0 else 0.0
     # Restarts after the first epoch fall in the measured steps: spread them over the batches measured.
-    startup_per_batch = again_ms / max(ev.measured_batches or ld.get("batches") or 1, 1)
-    if restarts > 0:
-        plan["restart"] = {
-            "restarts": restarts,
-            "each_ms": again_ms / restarts,
-            "per_batch_ms": startup_per_batch,
-        }
-    if restarts > 0 and wait_ms > 0 and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
-        plan["set"] = {"persistent_workers": True}
-        return _kind(plan, PlanKind.PERSISTENT_WORKERS)
+    startup_per_batch = again_ms / max(ev.measured_batches or ld.batches or 1, 1)
+    restart = Restart(restarts, again_ms / restarts, startup_per_batch) if restarts > 0 else None
+    if restart is not None and wait_ms > 0 and startup_per_batch >= STARTUP_EXPLAINS * wait_ms:
+        return _kind(plan, PlanKind.PERSISTENT_WORKERS, restart=restart, set={"persistent_workers": True})
+    more: dict[str, Any] = {}
+    change: dict[str, Any] = {}
     if needed > spare:
         kind = PlanKind.CHEAPER_FETCH
-        plan["achievable_ms"] = load_ms * min(1.0, free / needed) if n < spare else 0.0
+        more["achievable_ms"] = ev.load_ms * min(1.0, free / needed) if n < spare else 0.0
     elif needed > n:
         kind = PlanKind.TOO_FEW_WORKERS
-        plan["set"] = {"num_workers": needed}
+        change = {"num_workers": needed}
     elif wait_ms > HANDOVER_RATIO * make_ms:
         # Waiting far longer than a batch takes to make: the time goes in handing it over (the worker
         # scheduled, the queue, unpickling in the main process), not in making it.
         kind = PlanKind.HANDOVER
         if ev.cpu_percent and ev.cpu_percent >= 90:  # processes wait for a core
-            plan["cpu_percent"] = ev.cpu_percent
-        plan["set"] = {"num_workers": 0}
+            more["cpu_percent"] = ev.cpu_percent
+        change = {"num_workers": 0}
     else:
         kind = PlanKind.DEEPER_PREFETCH
-        pf = ld.get("prefetch_factor") or 2
-        plan["prefetch_factor"] = pf
+        pf = ld.prefetch_factor or 2
         # pin_memory copies every batch in a thread of the main process, competing with the loop.
-        plan["pin_in_main"] = bool(ev.on_gpu and ld.get("pin_memory"))
-        plan["set"] = {"prefetch_factor": max(pf * 2, 4)}
-    if restarts > 0 and wait_ms > 0 and startup_per_batch >= STARTUP_CONTRIBUTES * wait_ms:
-        plan["restart"]["contributes"] = True  # named beside the main reason, with its setting
-        plan["set"] = {**plan["set"], "persistent_workers": True}
-    return _kind(plan, kind)
+        more.update(prefetch_factor=pf, pin_in_main=bool(ev.on_gpu and ld.pin_memory))
+        change = {"prefetch_factor": max(pf * 2, 4)}
+    if restart is not None and wait_ms > 0 and startup_per_batch >= STARTUP_CONTRIBUTES * wait_ms:
+        restart = dataclasses.replace(restart, contributes=True)  # named beside the main reason, with its setting
+        change = {**change, "persistent_workers": True}
+    return _kind(plan, kind, restart=restart, set=change, **more)
 
 
-def _kind(plan: dict[str, Any], kind: PlanKind) -> dict[str, Any]:
-    plan["kind"] = kind.value
-    return plan
+def _kind(plan: LoaderPlan, kind: PlanKind, **figures: Any) -> LoaderPlan:
+    return dataclasses.replace(plan, kind=kind.value, **figures)

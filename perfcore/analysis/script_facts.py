@@ -1,22 +1,23 @@
 """What the script already does, as facts advice is checked against: whether its training loader decodes
 images, whether torch.compile compiled its model, and whether torch's threads outnumber the cores left
 to them (OpenMP threads spin waiting for each other when cores are oversubscribed: a step then takes
-many times as long). Pure functions on run documents; no words."""
+many times as long). Pure functions on typed facts; no words."""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
 import math
-from typing import Any, Mapping
+from typing import TYPE_CHECKING
 
 from perfcore.analysis.interference import MATERIAL_OTHERS_CORES
+
+if TYPE_CHECKING:  # results imports this module for Oversubscription: only the annotations need these
+    from perfcore.analysis.run_context import Loader, Threads
 
 __all__ = [
     "Decode",
     "decode_of",
-    "compiled",
-    "optimizer_of",
     "Oversubscription",
     "oversubscription",
     "threads_of",
@@ -79,42 +80,21 @@ _IN_MEMORY = {
 }
 
 
-def decode_of(ld: Mapping[str, Any] | None) -> Decode:
+def decode_of(ld: Loader | None) -> Decode:
     """How the loader's items are made, from its recorded decoder (a built-in workload says which) or its
     dataset's class (a Subset or a wrapper says nothing of what it wraps: unknown)."""
-    ld = ld or {}
-    dec = ld.get("decoder")
-    if dec == "pil":
+    if ld is None:
+        return Decode.UNKNOWN
+    if ld.decoder == "pil":
         return Decode.PIL
-    if dec == "torchvision":
+    if ld.decoder == "torchvision":
         return Decode.FAST
-    name = str(ld.get("dataset") or "").rsplit(".", 1)[-1]
+    name = (ld.dataset or "").rsplit(".", 1)[-1]
     if name in _FILE_IMAGES:
         return Decode.PIL
     if name in _IN_MEMORY:
         return Decode.NONE
     return Decode.UNKNOWN
-
-
-def compiled(doc: Mapping[str, Any]) -> bool:
-    """Whether the script compiles its model: it called torch.compile (the child counts the calls), or
-    dynamo compiled at least one graph in the run (the child counts its graphs)."""
-    n = doc.get("compiled_graphs")
-    return doc.get("torch_compile") is True or (isinstance(n, int) and not isinstance(n, bool) and n > 0)
-
-
-def optimizer_of(doc: Mapping[str, Any]) -> tuple[bool | None, Mapping[str, Any] | None]:
-    """(whether the script made a torch.optim optimizer, the faster form of it that pays): the child counts
-    the optimizers made; compute_facts holds the class, the keyword (fused or foreach) and its call where
-    that form saves a share of the step. (None, None) when the run does not say."""
-    seen = doc.get("seen") if isinstance(doc.get("seen"), Mapping) else {}
-    n = seen.get("optimizers")
-    made = n > 0 if isinstance(n, int) and not isinstance(n, bool) else None
-    facts = doc.get("compute_facts") if isinstance(doc.get("compute_facts"), Mapping) else {}
-    fact = facts.get("optimizer") if isinstance(facts.get("optimizer"), Mapping) else None
-    if fact is not None and not all(isinstance(fact.get(k), str) for k in ("optimizer", "keyword", "snippet")):
-        fact = None
-    return (True if fact is not None else made), fact
 
 
 # Other processes take a core from torch's threads when they are material (half a core, the interference
@@ -138,22 +118,20 @@ class Oversubscription:
     source: str  # "torch" (torch.get_num_threads()) or "OMP_NUM_THREADS"
     own: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
-
-def threads_of(doc: Mapping[str, Any], evidence: Mapping[str, Any]) -> tuple[int | None, str, int | None]:
-    """(threads, where the count came from, CPUs) from the evidence (an in-process workload) or the run's
-    recorded threads (a script under perfcore run)."""
-    t = doc.get("threads") if isinstance(doc.get("threads"), Mapping) else {}
-    cpus = t.get("cpus") or evidence.get("cpu_count")
-    n = evidence.get("torch_threads") or t.get("torch")
+def threads_of(
+    threads: Threads, torch_threads: int | None, cpu_count: int | None
+) -> tuple[int | None, str, int | None]:
+    """(threads, where the count came from, CPUs) from an in-process workload's own count (torch_threads,
+    cpu_count) or the run's recorded threads (a script under perfcore run)."""
+    cpus = threads.cpus or cpu_count
+    n = torch_threads or threads.torch
     if n:
-        return int(n), "torch", int(cpus) if cpus else None
-    omp = str(t.get("omp_env") or "").strip()
+        return n, "torch", cpus
+    omp = (threads.omp_env or "").strip()
     if omp.isdigit() and int(omp) > 0:
-        return int(omp), "OMP_NUM_THREADS", int(cpus) if cpus else None
-    return None, "torch", int(cpus) if cpus else None
+        return int(omp), "OMP_NUM_THREADS", cpus
+    return None, "torch", cpus
 
 
 def oversubscription(

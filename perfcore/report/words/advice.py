@@ -7,7 +7,8 @@ line is words.verdict.verdict_short). The long words (every interval, the eviden
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import dataclasses
+from typing import Any, Callable, Mapping
 
 from perfcore.analysis.checks import Against, Experiment
 from perfcore.analysis.findings import Finding, FindingKind, offered_check
@@ -23,6 +24,8 @@ from perfcore.report.words.findings import evaluation_sentence, memory_words, pl
 
 __all__ = [
     "advice_words",
+    "PHRASES",
+    "Phrase",
     "text_of",
     "evidence_of",
     "test_of",
@@ -61,16 +64,16 @@ _STARTUP = (
 )
 
 
-def _expected(f: Mapping[str, Any], rid: str) -> str:
-    """What the advice would gain, after its text."""
+def _expected(f: Mapping[str, Any]) -> str:
+    """What a cause's advice would gain, after its text."""
     g = f.get("cause_gain")
     said = gain_words(g["speedup"], g.get("band")) if g else ""
     if not said:
         return ""
-    if rid == "cheaper_batches" and f.get("plan"):
+    if "workers_speedup" in f:  # a cheaper batch: the whole wait, beside what workers can hide of it
         return (
             f" Expected: a batch that costs nothing would make steps {said}; more workers "
-            f"about {fmt_x(f.get('workers_speedup'))}."
+            f"about {fmt_x(f['workers_speedup'])}."
         )
     a = f.get("achievable_gain")
     if a:
@@ -94,7 +97,7 @@ def _pageable(f: Mapping[str, Any]) -> str:
 def _way_long(w: Mapping[str, Any]) -> str:
     if w["way"] == "optimizer":
         return (
-            f"{w['snippet']} (the optimizer is {fmt_share(float(w.get('share') or 0.0))} of the step; "
+            f"{w['snippet']} (the optimizer is {fmt_share(float(w['share']))} of the step; "
             f"its {w['keyword']} form runs it in fewer kernels)"
         )
     return _WAYS[w["way"]][1]
@@ -102,78 +105,144 @@ def _way_long(w: Mapping[str, Any]) -> str:
 
 def ways_short(rec: Finding) -> list[str]:
     """The faster-compute advice's ways in a few words each, for the "try" line."""
-    ways = rec.figures.get("ways") if rec.kind is FindingKind.FASTER_COMPUTE else None
-    return [str(w["snippet"]) if w["way"] == "optimizer" else _WAYS[w["way"]][0] for w in ways or []]
+    return [str(w["snippet"]) if w["way"] == "optimizer" else _WAYS[w["way"]][0] for w in rec.figures["ways"]]
 
 
-def advice_words(  # noqa: C901, PLR0911, PLR0912
-    rec: Finding, plan: LoaderPlan | None = None
-) -> tuple[str, str]:
-    """One finding's (text, evidence) from its figures; plan: the run's loader plan, which a load cause's
-    advice is made of."""
-    f, rid = rec.figures, rec.kind.value
-    at = where_words(f.get("loader") or {})
-    gain = _expected(f, rid)
-    because = evidence_words(f["cause_facts"]) if isinstance(f.get("cause_facts"), Mapping) else ""
-    if rid == "balance_ranks":
-        return (
+@dataclasses.dataclass(frozen=True)
+class Phrase:
+    """One kind of advice in words: its change in a few words for the "try" line (None: the first clause of
+    its text), and either a cause's text (`cause`: the gain and the cause's evidence follow it) or its own
+    (text, evidence)."""
+
+    change: str | Callable[[Finding, Verdict, tuple[str, ...]], str | None] | None = None
+    cause: Callable[[Mapping[str, Any], str], str] | None = None
+    own: Callable[[Mapping[str, Any], str], tuple[str, str]] | None = None
+
+
+def _set_num_threads(f: Mapping[str, Any], at: str) -> tuple[str, str]:
+    others = float(f.get("others_cores") or 0.0)
+    return (
+        f"Call torch.set_num_threads({f['fits']}) at the top of the script (or set OMP_NUM_THREADS="
+        f"{f['fits']}): OpenMP threads spin waiting for each other when cores are oversubscribed, "
+        "which can make a step many times slower.",
+        f"{f['threads']} {'torch' if f.get('source') == 'torch' else 'OpenMP'} threads on the "
+        f"{f['cpus']} CPU(s) this process may use"
+        + (f" (other processes used {others:.1f})" if others >= 0.05 else ""),
+    )
+
+
+def _threads_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> str:
+    over = verdict.oversubscribed
+    # The script's own excess is said against its CPUs: others' momentary load can leave "0.0 free cores".
+    spin = (
+        "threads spin on oversubscribed cores"
+        if not over
+        else f"{over.threads} threads on {over.cpus} CPU(s)"
+        if over.own and over.cpus
+        else f"{over.threads} threads spin on {over.free_cores:.1f} free cores"
+    )
+    return f"torch.set_num_threads({rec.figures.get('fits', 1)}): {spin}"
+
+
+# A cheaper batch, by how the loader's items are made: a decoder is named only where images are decoded.
+_CHEAPER = {
+    "pil": "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
+    "fast": "cheaper batches (pre-resized or cached images)",
+    "none": "cheaper batches (transforms once on the whole tensor, batch indexing)",
+}
+_FASTER = "faster compute (bf16 autocast, torch.compile, fused optimizers)"
+
+
+def _ways_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> str:
+    """The advice's own ways, as it lists them, less those the try lines above said ("" where they said every
+    one); its short form where it lists none."""
+    ways = ways_short(rec)
+    unsaid = [w for w in ways if not any(w in s for s in said)]
+    return "faster compute: " + ", ".join(unsaid) if unsaid else "" if ways else _FASTER
+
+
+def _cheaper_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> str:
+    decoder = rec.measured(Against.ADVICE)
+    if decoder is not None and not decoder.above_1x:
+        return _CHEAPER["fast"]  # experiment C measured the other decoder no faster: not advised
+    return _CHEAPER.get(str(rec.figures.get("decode")), "cheaper batches (less work per item, data cached as tensors)")
+
+
+# Every kind of advice in words: a new kind is its rule (analysis.advice_findings) and its phrase here.
+PHRASES: dict[FindingKind, Phrase] = {
+    FindingKind.BALANCE_RANKS: Phrase(
+        "even out the slow rank's work (the others wait for it)",
+        own=lambda f, at: (
             f"Even out rank {f['slow_rank']}'s work: {_SLOW_WHY.get(f['excess_label'], f['excess_label'])}. "
             f"The other ranks would stop waiting about {fmt_ms(f['wait_ms'])} per step.",
             f"rank {f['waiting_rank']} waits {fmt_ms(f['wait_ms'])} of a {fmt_ms(f['step_ms'])} step "
             f"({fmt_share(f['wait_share'])}) for rank {f['slow_rank']}, whose {f['excess_label']} is "
             f"{fmt_ms(f['excess_ms'])} per step above the others'",
-        )
-    if rid == "workers_measured":  # diagnose's experiment B measured this setting faster, beyond its noise
-        return (
+        ),
+    ),
+    # diagnose's experiment B measured this setting faster, beyond its noise
+    FindingKind.WORKERS_MEASURED: Phrase(
+        own=lambda f, at: (
             f"Set num_workers={f['num_workers']} in the DataLoader: experiment {f['experiment']} measured the "
             f"step {fmt_x(f['speedup'])} faster.",
             f"diagnose's experiment {f['experiment']} against its baseline, beyond both runs' noise and within "
             "what removing all loading can give",
         )
-    if rid == "pageable_despite_pin":
-        return (
+    ),
+    FindingKind.PAGEABLE_DESPITE_PIN: Phrase(
+        "pin the tensor copied from pageable memory (pin_memory is set)",
+        own=lambda f, at: (
             f"In {at}: pin_memory=True is set, yet copies come from pageable memory: a tensor made in the "
             "loop rather than taken from the batch, or a custom batch type without a pin_memory() method. "
             "Pin that tensor (.pin_memory()) or make it on the device, and copy with "
             ".to(device, non_blocking=True).",
             _pageable(f),
-        )
-    if rid == "pin_memory":
-        saving = (
-            f" Expected saving: up to {fmt_ms(f['pageable_ms'])} per step, the time those copies take now, once "
-            "they overlap compute."
-            if f.get("pageable_ms")
-            else ""
-        )
-        return (
+        ),
+    ),
+    FindingKind.PIN_MEMORY: Phrase(
+        "pin_memory=True, and .to(device, non_blocking=True)",
+        own=lambda f, at: (
             f"In {at}: set pin_memory=True, and copy with .to(device, non_blocking=True): "
-            "pageable copies are staged through a bounce buffer and block the host." + saving,
+            "pageable copies are staged through a bounce buffer and block the host."
+            + (
+                f" Expected saving: up to {fmt_ms(f['pageable_ms'])} per step, the time those copies take now, "
+                "once they overlap compute."
+                if f.get("pageable_ms")
+                else ""
+            ),
             _pageable(f),
-        )
-    if f.get("plan") and plan is not None:
-        text = plan_words(plan)[1] + gain
-    elif f.get("plan"):  # the plan is not at hand: only what it would gain
-        text = gain
-    elif rid == "more_workers":
-        ways = ["more workers (num_workers)"] + (["persistent_workers=True"] if f.get("persistent_workers") else [])
-        text = (
-            f"Feed the loop faster in {at}: " + ", ".join(ways) + ", "
-            "cheaper work per item (transforms done once, data cached as tensors)." + gain
-        )
-    elif rid == "overlap_copies":
-        text = (
+        ),
+    ),
+    FindingKind.MORE_WORKERS: Phrase(
+        "more DataLoader workers (num_workers)",
+        cause=lambda f, at: (
+            f"Feed the loop faster in {at}: more workers (num_workers), "
+            + ("persistent_workers=True, " if f.get("persistent_workers") else "")
+            + "cheaper work per item (transforms done once, data cached as tensors)."
+        ),
+    ),
+    FindingKind.CHEAPER_BATCHES: Phrase(_cheaper_change),
+    FindingKind.PERSISTENT_WORKERS: Phrase("persistent_workers=True (workers start once, not every epoch)"),
+    FindingKind.FEWER_WORKERS: Phrase("fewer workers: the hand-over from workers costs more than it hides"),
+    FindingKind.DEEPER_PREFETCH: Phrase("a higher prefetch_factor"),
+    FindingKind.OVERLAP_COPIES: Phrase(
+        "overlap copies with compute (pinned memory, non_blocking, prefetch the next batch)",
+        cause=lambda f, at: (
             "Overlap copies with compute: "
             + ("" if f.get("pinned") else f"pin_memory=True in {at}, ")
             + ".to(device, non_blocking=True), and copy the next batch while this one computes."
-            + gain
-        )
-    elif rid == "overlap_comm":
-        text = (
+        ),
+    ),
+    FindingKind.OVERLAP_COMM: Phrase(
+        "overlap communication with backward, or send less",
+        cause=lambda f, at: (
             "Overlap communication with backward (DDP bucket_cap_mb, gradient accumulation "
-            "with no_sync), or send less (bf16 gradients)." + gain
-        )
-    elif rid == "launch_overhead":
-        text = (
+            "with no_sync), or send less (bf16 gradients)."
+        ),
+    ),
+    FindingKind.LAUNCH_OVERHEAD: Phrase(
+        "remove syncs (.item(), .cpu()) from the loop; torch.compile or CUDA Graphs",
+        cause=lambda f, at: (
             "The GPU idles between kernels: remove .item()/.cpu()/print of tensors from the loop, capture "
             + (
                 "the step with CUDA Graphs (the model is compiled already: mode='reduce-overhead' does that)"
@@ -181,62 +250,85 @@ def advice_words(  # noqa: C901, PLR0911, PLR0912
                 else "the step with torch.compile(mode='reduce-overhead') or CUDA Graphs"
             )
             + ", and raise the batch size."
-            + gain
-        )
-    elif rid == "host_gaps":
-        text = (
+        ),
+    ),
+    FindingKind.HOST_GAPS: Phrase(
+        "move work out of the loop between steps (--explain names the lines that hold it)",
+        cause=lambda f, at: (
             "Look at what your loop does between optimizer.step() and the next batch, and "
             "between forward and backward: loss and metric code outside the model, logging, .item() calls, "
             "checkpointing. On a CPU this time also holds tensor math outside modules (a functional loss, "
             "zero_grad, a manual p.data.add_ update): real compute, which a module (nn.MSELoss rather than "
             f"F.mse_loss), torch.optim{'' if f.get('compiled') else ', or torch.compile'} makes cheaper or at "
-            "least visible. perfcore report --explain names the lines of your loop that hold this time." + gain
-        )
-    elif rid == "untimed_host_work":
-        text = (
+            "least visible. perfcore report --explain names the lines of your loop that hold this time."
+        ),
+    ),
+    FindingKind.UNTIMED_HOST_WORK: Phrase(
+        "time the rest of the step with timer.phase('name')",
+        cause=lambda f, at: (
             "Time the rest of the step with timer.phase('name') to see what it is "
-            "(logging, metrics, checkpointing, Python overhead)." + gain
-        )
-    elif rid == "set_num_threads":
-        others = float(f.get("others_cores") or 0.0)
-        return (
-            f"Call torch.set_num_threads({f['fits']}) at the top of the script (or set OMP_NUM_THREADS="
-            f"{f['fits']}): OpenMP threads spin waiting for each other when cores are oversubscribed, "
-            "which can make a step many times slower.",
-            f"{f['threads']} {'torch' if f.get('source') == 'torch' else 'OpenMP'} threads on the "
-            f"{f['cpus']} CPU(s) this process may use"
-            + (f" (other processes used {others:.1f})" if others >= 0.05 else ""),
-        )
-    elif rid == "faster_compute":
-        return (
+            "(logging, metrics, checkpointing, Python overhead)."
+        ),
+    ),
+    FindingKind.SET_NUM_THREADS: Phrase(_threads_change, own=_set_num_threads),
+    FindingKind.FASTER_COMPUTE: Phrase(
+        _ways_change,
+        own=lambda f, at: (
             f"The step is {'GPU ' if f.get('on_gpu') else ''}compute; what would make it faster: "
             + "; ".join(_way_long(w) for w in f["ways"])
             + ".",
             f"compute is {fmt_ms(f['compute_ms'])} of a {fmt_ms(f['step_ms'])} step",
-        )
-    elif rid == "startup":
-        return _STARTUP, startup_sentence(Startup(**f["startup"]))
-    elif rid == "evaluation":
-        return (
+        ),
+    ),
+    FindingKind.STARTUP: Phrase(
+        "measure a longer run (--steps) before judging the steady state",
+        own=lambda f, at: (_STARTUP, startup_sentence(Startup(**f["startup"]))),
+    ),
+    FindingKind.EVALUATION: Phrase(
+        # Evaluation rows are outside the steps the table and verdict read.
+        lambda rec, verdict, said: (
+            f"evaluation took {fmt_share(rec.figures['share_of_wall'])} of the run, outside the steps above: "
+            "evaluate less often, on fewer batches"
+        ),
+        own=lambda f, at: (
             f"Evaluation takes {fmt_share(f['share_of_wall'])} of the wall time: evaluate less often "
             "or on fewer batches, under torch.inference_mode(), with a larger batch size than training",
             evaluation_sentence(Evaluation(**f["evaluation"])),
-        )
-    elif rec.kind.memory:  # a memory finding: its advice, and the finding as evidence
-        sentence, advice = memory_words(f)
-        return advice, sentence
-    else:
-        text = ""
+        ),
+    ),
+    # A memory finding: its advice, and the finding as its evidence.
+    **dict.fromkeys(
+        (FindingKind.MEMORY_LEAK, FindingKind.MEMORY_PRESSURE, FindingKind.MEMORY_NEAR_CAPACITY),
+        Phrase(own=lambda f, at: memory_words(f)[::-1]),
+    ),
+}
+
+
+def _decoder_measured(rec: Finding) -> str:
+    """What diagnose's experiment C measured of the other decoder, after the advice it tested."""
     c = rec.measured(Against.ADVICE)
-    if c is not None and c.experiment is Experiment.DECODER and not c.below_1x:
-        text += f" Measured: {c.name} alone gave {fmt_x(c.measured_speedup)}."  # diagnose's experiment C
-    elif c is not None and c.experiment is Experiment.DECODER:
-        # Said from C's change beside its figure: below 1x inside the noise is "no faster", not "slower".
-        how = "made steps slower here" if c.change is Change.SLOWER else "made steps no faster"
-        text += (
-            f" Not the decoder: {c.name} {how} ({fmt_x(c.measured_speedup)}); cache or pre-resize the images instead."
-        )
-    return text, because
+    if c is None or c.experiment is not Experiment.DECODER:
+        return ""
+    if not c.below_1x:
+        return f" Measured: {c.name} alone gave {fmt_x(c.measured_speedup)}."
+    # Said from C's change beside its figure: below 1x inside the noise is "no faster", not "slower".
+    how = "made steps slower here" if c.change is Change.SLOWER else "made steps no faster"
+    return f" Not the decoder: {c.name} {how} ({fmt_x(c.measured_speedup)}); cache or pre-resize the images instead."
+
+
+def advice_words(rec: Finding, plan: LoaderPlan | None = None) -> tuple[str, str]:
+    """One finding's (text, evidence) from its figures; plan: the run's loader plan, which a load cause's
+    advice is made of."""
+    f, phrase = rec.figures, PHRASES.get(rec.kind, Phrase())
+    at = where_words(f.get("loader") or {})
+    if phrase.own is not None:
+        return phrase.own(f, at)
+    if f.get("plan"):  # the plan's own words where it is at hand, else only what it would gain
+        text = plan_words(plan)[1] if plan is not None else ""
+    else:
+        text = phrase.cause(f, at) if phrase.cause is not None else ""
+    because = evidence_words(f["cause_facts"]) if isinstance(f.get("cause_facts"), Mapping) else ""
+    return text + (_expected(f) if text or f.get("plan") else "") + _decoder_measured(rec), because
 
 
 # The perfcore command that tests a piece of advice, by the code analysis/ gives it.
@@ -261,65 +353,11 @@ def evidence_of(rec: Finding, plan: LoaderPlan | None = None) -> str:
     return advice_words(rec, plan)[1]
 
 
-# What each piece of advice changes, in a few words, by its id; the full text says how and why.
-_CHANGE = {
-    "pin_memory": "pin_memory=True, and .to(device, non_blocking=True)",
-    "more_workers": "more DataLoader workers (num_workers)",
-    "cheaper_batches": "cheaper batches (less work per item, data cached as tensors)",
-    "pageable_despite_pin": "pin the tensor copied from pageable memory (pin_memory is set)",
-    "persistent_workers": "persistent_workers=True (workers start once, not every epoch)",
-    "fewer_workers": "fewer workers: the hand-over from workers costs more than it hides",
-    "deeper_prefetch": "a higher prefetch_factor",
-    "overlap_copies": "overlap copies with compute (pinned memory, non_blocking, prefetch the next batch)",
-    "overlap_comm": "overlap communication with backward, or send less",
-    "launch_overhead": "remove syncs (.item(), .cpu()) from the loop; torch.compile or CUDA Graphs",
-    "host_gaps": "move work out of the loop between steps (--explain names the lines that hold it)",
-    "untimed_host_work": "time the rest of the step with timer.phase('name')",
-    "faster_compute": "faster compute (bf16 autocast, torch.compile, fused optimizers)",
-    "startup": "measure a longer run (--steps) before judging the steady state",
-    "evaluation": "evaluate less often, or on a subset under torch.inference_mode()",
-    "balance_ranks": "even out the slow rank's work (the others wait for it)",
-}
-
-
-# A cheaper batch, by how the loader's items are made: a decoder is named only where images are decoded.
-_CHEAPER = {
-    "pil": "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
-    "fast": "cheaper batches (pre-resized or cached images)",
-    "none": "cheaper batches (transforms once on the whole tensor, batch indexing)",
-}
-
-
 def _change(rec: Finding, verdict: Verdict, said: tuple[str, ...] = ()) -> str | None:
-    rid = rec.kind.value
     if rec.change:  # the settings themselves, with their numbers
         return "set " + ", ".join(f"{k}={v}" for k, v in rec.change.items())
-    if rec.kind is FindingKind.SET_NUM_THREADS:
-        over = verdict.oversubscribed if verdict.oversubscribed is not None and verdict.oversubscribed.threads else None
-        # The script's own excess is said against its CPUs: others' momentary load can leave "0.0 free cores".
-        spin = (
-            "threads spin on oversubscribed cores"
-            if not over
-            else f"{over.threads} threads on {over.cpus} CPU(s)"
-            if over.own and over.cpus
-            else f"{over.threads} threads spin on {float(over.free_cores or 0):.1f} free cores"
-        )
-        return f"torch.set_num_threads({rec.figures.get('fits', 1)}): {spin}"
-    ways = (
-        [w for w in ways_short(rec) if not any(w in s for s in said)] if rec.kind is FindingKind.FASTER_COMPUTE else []
-    )
-    if ways:
-        return "faster compute: " + ", ".join(ways)  # the advice's own ways, as it lists them, less those said
-    if rec.kind is FindingKind.EVALUATION:
-        # Evaluation rows are outside the steps the table and verdict read.
-        share = fmt_share(rec.figures["share_of_wall"])
-        return f"evaluation took {share} of the run, outside the steps above: evaluate less often, on fewer batches"
-    decoder = rec.measured(Against.ADVICE)
-    if rec.kind is FindingKind.CHEAPER_BATCHES and decoder is not None and not decoder.above_1x:
-        return _CHEAPER["fast"]  # experiment C measured the other decoder no faster: not advised
-    if rec.kind is FindingKind.CHEAPER_BATCHES and rec.figures.get("decode") in _CHEAPER:
-        return _CHEAPER[rec.figures["decode"]]
-    return _CHANGE.get(rid)
+    change = PHRASES.get(rec.kind, Phrase()).change
+    return change(rec, verdict, said) if callable(change) else change
 
 
 def starved_short(s: Starvation | None, in_process_ms: float | None = None, step_ms: float | None = None) -> str | None:
@@ -369,10 +407,9 @@ def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str,
     gain an experiment measured where one did (diagnose's), never the prediction beside it. said: the try
     lines above it (a change one of them names, the optimizer's fused form, is not named again); "" when
     everything the advice would name is said already."""
-    if rec.kind is FindingKind.FASTER_COMPUTE and said and ways_short(rec):
-        if all(any(w in s for s in said) for w in ways_short(rec)):
-            return ""
     change = _change(rec, verdict, said)
+    if change == "":  # everything the advice would name is said already
+        return ""
     if change is None:  # a finding with its own words (memory): its first clause
         change = text_of(rec).split(": ")[0].split(". ")[0]
     measured = _measured_gain(rec)
@@ -403,12 +440,12 @@ def overhead_short(o: Overhead) -> str:
     if o.pauses and steady is not None:
         return (
             f"overhead: perfcore added at least ~{fmt_ms(steady)}/step "
-            f"({fmt_share(_or(o.steady_fraction, 0))}), and {fmt_ms(_or(o.pause_ms_total, 0))} "
+            f"({fmt_share(o.steady_fraction or 0)}), and {fmt_ms(o.pause_ms_total or 0)} "
             f"in {o.pauses} pause{'s' if o.pauses != 1 else ''} (settling, checkpoints)"
         )
     if steady is not None:  # what a typical step pays (a warm-up's compile, sampled, is not in it)
-        line = f"overhead: perfcore added at least ~{fmt_ms(steady)}/step ({fmt_share(_or(o.steady_fraction, 0))})"
-        if o.fraction > _or(o.steady_fraction, 0):  # the run paid more than its typical step says
+        line = f"overhead: perfcore added at least ~{fmt_ms(steady)}/step ({fmt_share(o.steady_fraction or 0)})"
+        if o.fraction > (o.steady_fraction or 0):  # the run paid more than its typical step says
             line += f"; the whole run ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
         return line
     return f"overhead: perfcore added at least ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
@@ -421,29 +458,27 @@ def overhead_long(o: Overhead) -> list[str]:
     whole = f"~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
     if o.pauses:
         n = o.pauses
-        whole += (
-            f", {fmt_ms(_or(o.pause_ms_total, 0))} of it in {n} pause{'s' if n != 1 else ''} (settling, checkpoints)"
-        )
+        whole += f", {fmt_ms(o.pause_ms_total or 0)} of it in {n} pause{'s' if n != 1 else ''} (settling, checkpoints)"
     lines = [f"perfcore overhead: at least {whole}"]
     if steady:
         lines = [
             f"perfcore overhead: at least ~{fmt_ms(o.steady_ms_per_step)} a typical step "
-            f"({fmt_share(_or(o.steady_fraction, 0))})",
+            f"({fmt_share(o.steady_fraction or 0)})",
             f"  the whole run: {whole}",
         ]
     phases = o.phases_per_step * o.per_phase_ns / 1e6
     # The typical step's parts where the run kept them apart (the counter's calls, own work between the pauses,
     # the sampler's share), so the parts add up to the figure above; else the whole run's.
-    sync = _or(o.sync_calls_ms_per_step, 0.0)
-    own, sampler = _or(o.own_ms_per_step, 0.0), _or(o.sampler_ms_per_step, 0.0)
+    sync = o.sync_calls_ms_per_step or 0.0
+    own, sampler = o.own_ms_per_step or 0.0, o.sampler_ms_per_step or 0.0
     if steady:
         sync = _or(o.steady_sync_calls_ms_per_step, sync)
         sampler = _or(o.sampler_steady_ms_per_step, sampler)
         # A run from before the parts were kept: own work between the pauses, from its totals.
-        between = own * (1 - _or(o.pause_ms_total, 0.0) / o.own_ms_total) if o.own_ms_total else own
+        between = own * (1 - (o.pause_ms_total or 0.0) / o.own_ms_total) if o.own_ms_total else own
         own = _or(o.steady_own_ms_per_step, max(0.0, between))
-    passed, fetch = _or(o.passed_ms_per_step, 0.0), _or(o.fetch_ms_per_step, 0.0)
-    tracing = _or(o.tracing_ms_per_step, 0.0)
+    passed, fetch = o.passed_ms_per_step or 0.0, o.fetch_ms_per_step or 0.0
+    tracing = o.tracing_ms_per_step or 0.0
     parts = [
         (phases, f"phases {o.phases_per_step:.3g} x {fmt_ms(o.per_phase_ns / 1e6)}"),
         (passed, f"hook calls {fmt_ms(passed)}"),

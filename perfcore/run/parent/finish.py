@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from perfcore.analysis.advice import advise_run, training_loader_index
+from perfcore.analysis.advice import advise_run
+from perfcore.analysis.loader_plan import training_loader_index
 from perfcore.analysis.process_part import Part
 from perfcore.analysis.run_context import Exit, Outcome
 from perfcore.analysis.run_report import SCHEMA, Decision, RunReport
