@@ -213,16 +213,9 @@ class TracerStats(_NativeRecord):
     stale_dropped: int = 0
     captures_seen: int = 0
     flushes_held: int = 0  # flushes put off while a graph capture was underway
-    graph_ids_untrusted: bool = False
-    concurrent_kernel_left_on: bool = False
+    graph_ids_untrusted: bool = False  # a guard this CUPTI version needed (run.json capture.guards)
+    concurrent_kernel_left_on: bool = False  # another
     finalized: bool = False  # CUPTI finalized at a hand-over
-
-    GUARDS = ("graph_ids_untrusted", "concurrent_kernel_left_on")
-
-    @property
-    def guards(self) -> list[str]:
-        """The version guards this session applied, by name."""
-        return [g for g in self.GUARDS if getattr(self, g)]
 
 
 @dataclasses.dataclass(frozen=True)

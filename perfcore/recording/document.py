@@ -52,6 +52,7 @@ def run_document(
     evaluation_rows: rows the summary sets apart as evaluation passes."""
     store = engine.store
     n_rows = len(full)
+    per_row = max(1, n_rows)  # a document of no rows divides by one
     # The summary reads only these columns, and it selects rows (training, measured, warm-up) as
     # whole-frame copies: given every custom phase's ns and ms columns too, that was three copies of
     # a 24-column table at the end of a long run (1M steps: ~640 MB in the training process).
@@ -69,18 +70,18 @@ def run_document(
         categories = store.kernel_categories()
         memcpy = store.memcpy_summary()
         h2d = memcpy["by_direction"].get("h2d") if memcpy else None  # no copies, or none to the device
-        evidence["pageable_h2d_bytes_per_step"] = (h2d["pageable_bytes"] if h2d else 0) / max(1, n_rows)
-        evidence["pageable_h2d_ms_per_step"] = (h2d["pageable_ms"] if h2d else 0.0) / max(1, n_rows)
-    phases_per_step = store.span_count / max(1, n_rows)
+        evidence["pageable_h2d_bytes_per_step"] = (h2d["pageable_bytes"] if h2d else 0) / per_row
+        evidence["pageable_h2d_ms_per_step"] = (h2d["pageable_ms"] if h2d else 0.0) / per_row
+    phases_per_step = store.span_count / per_row
     mean_wall_ns = float(wall_ns[~warm].mean()) if (~warm).any() else 0.0
-    settle_ms = engine.settle_ns / max(1, n_rows) / 1e6
+    settle_ms = engine.settle_ns / per_row / 1e6
     # perfcore's own work inside the loop (settling, progress, checkpoints), measured and left out of
     # the steps' wall time: the user's script paid it, the rows do not show it.
     # Kernel tracing's cost was kept out of the steps into the same column; it is said apart from the rest.
     traced = tracing.overhead(engine.gpu.tracing, n_rows, gpu_steps_traced(engine))
     own_ms = float(own_ns.sum()) / 1e6 if own_ns is not None else 0.0
-    own_ms = max(0.0, own_ms - traced["tracing_ms_per_step"] * max(1, n_rows))
-    own_per_step = own_ms / max(1, n_rows)
+    own_ms = max(0.0, own_ms - traced["tracing_ms_per_step"] * per_row)
+    own_per_step = own_ms / per_row
     pauses_ms, pauses = own_pauses(own_ns, wall_ns)
     overhead_ms = phases_per_step * per_phase / 1e6 + own_per_step + traced["tracing_ms_per_step"]
     fraction = overhead_ms * 1e6 / mean_wall_ns if mean_wall_ns else 0.0

@@ -321,7 +321,7 @@ def capture_stats(engine) -> Capture:
     return Capture(
         stats=stats,
         handed_over=handed.facts(st.finalized) if handed else None,
-        guards=tuple(st.guards) if tracer is not None else (),
+        guards=tuple(g for g in ("graph_ids_untrusted", "concurrent_kernel_left_on") if getattr(st, g)),
         torch_profiler=dict(cap.kineto) if cap.kineto is not None else None,
         tracing=tracing_facts(cap.tracing, steps_traced(engine)),
     )

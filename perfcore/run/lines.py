@@ -226,7 +226,7 @@ def label_spans(engine) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple
 def _frames(sites: tuple[Site, ...]) -> list:
     from perfcore.capture.line_sampler import Frame
 
-    return [Frame(str(f), str(fn), int(ln)) for f, fn, ln in sites]
+    return [Frame(*site) for site in sites]
 
 
 def _samples(facts: LineFacts):
@@ -334,9 +334,9 @@ def trace_arrays(facts: LineFacts | None) -> dict[str, np.ndarray]:
     return {
         "line_t_ns": np.asarray(facts.t_ns, np.int64),
         "line_site": np.asarray(facts.site, np.int32),
-        "line_file": np.array([str(x[0]) for x in sites], dtype=str),
-        "line_function": np.array([str(x[1]) for x in sites], dtype=str),
-        "line_line": np.array([int(x[2]) for x in sites], dtype=np.int64),
+        "line_file": np.array([x[0] for x in sites], dtype=str),
+        "line_function": np.array([x[1] for x in sites], dtype=str),
+        "line_line": np.array([x[2] for x in sites], dtype=np.int64),
         "line_user": np.asarray(facts.user, dtype=bool),
         "line_tid": np.int64(facts.native_tid),
     }
