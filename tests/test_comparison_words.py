@@ -131,3 +131,24 @@ def test_compare_quotes_each_run_as_its_own_header_does():
     assert (c.a.step_ms, c.b.step_ms) == (250.0, 167.0) and c.speedup == 250.0 / 167.0
     assert c.labels["compute"].a_ms == 225.0 and c.noise_ms is not None and c.noise_ms < 5.0
     assert f"speedup {250 / 167:.2f}x" in step_words(c)
+
+
+def test_b_that_took_the_workers_away_and_ran_slower_says_they_help():
+    """diagnose's B sets num_workers=0 where the baseline has workers: slower without them means the workers
+    help ("workers do not help here" said the opposite of what was measured); where B added workers to a
+    baseline of 0, slower means those do not."""
+    from perfcore.analysis.checks import Against, Agreement, Check, Experiment
+    from perfcore.report.stage_text import _check_short
+    from perfcore.report.words import bound_long
+
+    def b(n):
+        return Check(label="load", experiment=Experiment.WORKERS, name=f"B: num_workers={n}", against=Against.BOUND,
+                     status=Agreement.BOUND, change=Change.SLOWER, step_ms=171.0, predicted_speedup=4.7,
+                     measured_speedup=0.73, measured_band=(0.6, 0.93), measured_noise_ms=5.0, num_workers=n,
+                     bound_ms=135.0, measured_saved_ms=-63.0)
+
+    took, added = b(0), b(2)
+    for said in (_check_short(took), bound_long(took)):
+        assert "the workers help here" in said and "do not help" not in said
+    for said in (_check_short(added), bound_long(added)):
+        assert "workers do not help here" in said

@@ -100,6 +100,7 @@ def _plan(
             torch_threads=torch_threads,
             trials=caller.worker_trials,
             collate_ms=run.workers.collate_ms_mean if run.workers is not None and not run.loaders else None,
+            workers_cores=intf.workers_cores if intf is not None else None,
         ),
     )
     return dataclasses.replace(plan, batches_per_step_source=per_step_how) if plan else None

@@ -153,6 +153,24 @@ class PlanEvidence:
     torch_threads: int | None = None
     trials: Sequence[WorkerTrial] = ()
     collate_ms: float | None = None
+    workers_cores: float | None = None  # the CPU the loader's worker processes used during the run, in cores
+
+
+# A worker's CPU a batch over its making time, read no lower than this: the sampler's ticks are coarse and a
+# share near zero would let the free cores hold any number of workers.
+MIN_WORKER_CPU_SHARE = 0.05
+# A worker on a CPU for less than this share of its batch time mostly waits (sleep, I/O, a remote read).
+WAITING_WORKER = 0.5
+
+
+def worker_cpu_share(ev: PlanEvidence, make_ms: float, n: int) -> float | None:
+    """The share of a worker's time to make a batch spent on a CPU (1.0: a core all the time; 0.1: it waits on
+    sleep, I/O or a remote read for nine tenths of it), from the workers' measured CPU over the batches they
+    made (as many as the loop used: `per_step` a step). None where no worker ran or their CPU was not measured."""
+    if n <= 0 or ev.workers_cores is None or make_ms <= 0 or ev.step_ms <= 0:
+        return None
+    cpu_ms_per_batch = ev.workers_cores * ev.step_ms / max(ev.per_step, 1.0)
+    return min(max(cpu_ms_per_batch / make_ms, MIN_WORKER_CPU_SHARE), 1.0)
 
 
 def loader_plan(ld: Loader, ev: PlanEvidence) -> LoaderPlan | None:
@@ -187,9 +205,13 @@ def loader_plan(ld: Loader, ev: PlanEvidence) -> LoaderPlan | None:
     # Workers beyond the free cores share them with the loop and each other: they hide at most
     # free / needed of the wait (none when no core is free). A core three quarters free counts as
     # free: measured CPU carries a few percent of noise (an idle shell, the sampler), and a worker on
-    # 0.996 of a core loses almost nothing, where flooring it to none would flip the advice.
-    spare = max(int(math.floor(free + SPARE_SLACK_CORES)), 0)
-    hide = min(1.0, free / needed) if needed else 1.0
+    # 0.996 of a core loses almost nothing, where flooring it to none would flip the advice. A worker
+    # that mostly waits (sleep, I/O) needs only its measured share of a core: the free cores hold
+    # that many more of them (a tenth of a core each: ten to a core).
+    busy = worker_cpu_share(ev, make_ms, n)
+    per_worker = 1.0 if busy is None else busy
+    spare = max(int(math.floor((free + SPARE_SLACK_CORES) / per_worker)), 0)
+    hide = min(1.0, (free if busy is None else spare) / needed) if needed else 1.0
     plan = LoaderPlan(
         kind="",
         num_workers=n,
@@ -201,6 +223,7 @@ def loader_plan(ld: Loader, ev: PlanEvidence) -> LoaderPlan | None:
         cpu_count=cores,
         spare_cores=free,
         spare_workers=spare,  # the workers the free cores hold
+        worker_cpu_share=busy,
         loop_cores=loop_cores,
         other_cores=ev.other_cores,
         torch_threads=torch_threads,
@@ -232,12 +255,17 @@ def loader_plan(ld: Loader, ev: PlanEvidence) -> LoaderPlan | None:
         return _kind(plan, PlanKind.PERSISTENT_WORKERS, restart=restart, set={"persistent_workers": True})
     more: dict[str, Any] = {}
     change: dict[str, Any] = {}
-    if needed > spare:
+    waits = busy is not None and busy < WAITING_WORKER
+    if needed > n and (needed <= spare or (waits and spare > n)):
+        # Too few workers, and the free cores hold them; workers that mostly wait are added up to what the
+        # cores hold even short of hiding it all (each costs little: a batch's CPU is a cheap one already).
+        kind = PlanKind.TOO_FEW_WORKERS
+        change = {"num_workers": min(needed, spare)}
+    elif needed > spare and not waits:
+        # Too few cores for the workers needed (in number, enough of them may run already): they and the
+        # loop share the cores, so no worker count hides it.
         kind = PlanKind.CHEAPER_FETCH
         more["achievable_ms"] = ev.load_ms * min(1.0, free / needed) if n < spare else 0.0
-    elif needed > n:
-        kind = PlanKind.TOO_FEW_WORKERS
-        change = {"num_workers": needed}
     elif wait_ms > HANDOVER_RATIO * make_ms:
         # Waiting far longer than a batch takes to make: the time goes in handing it over (the worker
         # scheduled, the queue, unpickling in the main process), not in making it.

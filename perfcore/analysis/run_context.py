@@ -98,6 +98,7 @@ class LoaderPlan:
     cpu_count: int | None = None
     spare_cores: float | None = None
     spare_workers: int | None = None
+    worker_cpu_share: float | None = None  # a worker's CPU over its time to make a batch (None: not measured)
     loop_cores: float | None = None
     other_cores: float | None = None
     torch_threads: int | None = None

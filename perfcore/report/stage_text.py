@@ -24,6 +24,7 @@ from perfcore.report.words import (
     level_word,
     readable_frame,
     speedups_words,
+    workers_help,
 )
 from perfcore.report.words.advice import text_of
 from perfcore.report.words.findings import note_words
@@ -139,7 +140,7 @@ def _bound_word(c: Check) -> str:
         return "above that bound" + (f"; {compute_change(c)}" if compute_change(c) else "")
     m, p = c.measured_speedup, c.predicted_speedup
     if c.change is Change.SLOWER:  # "within it" beside "(slower)" read as if the workers were on the way
-        return "workers do not help here"
+        return workers_help(c)
     # Past the bound's point but inside its band: "within it" would read as below it.
     return "past it, within noise" if m is not None and p is not None and m > p else "within it"
 

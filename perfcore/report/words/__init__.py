@@ -293,6 +293,12 @@ def _compute_said(c: Check) -> str:
     return f"stayed {fmt_ms(cm[0])} -> {fmt_ms(cm[1])}, so what else changed is not in the step's labels"
 
 
+def workers_help(c: Check) -> str:
+    """What a slower experiment B says of the workers: where it took the baseline's workers away
+    (num_workers=0), that they help; where it added workers, that those do not."""
+    return "the workers help here: without them steps are slower" if c.num_workers == 0 else "workers do not help here"
+
+
 def bound_long(c: Check) -> str:
     """Experiment B (the workers changed) against the bound no worker setting can pass, removing all
     loading: what it measured, its change as measured (slower / within noise), inconclusive when the
@@ -308,7 +314,7 @@ def bound_long(c: Check) -> str:
             f"loading wait ({fmt_ms(c.bound_ms)})"
         )
     elif c.change is Change.SLOWER:
-        said += ": slower, so workers do not help here"
+        said += f": slower, so {workers_help(c)}"
     elif c.change is Change.WITHIN_NOISE and c.measured_speedup != 1:
         said += f": within the runs' noise ({fmt_ms(noise)} per step), so workers do not measurably help here"
     if c.above_bound:

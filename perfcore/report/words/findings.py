@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from perfcore.analysis.loader_plan import PlanKind
+from perfcore.analysis.loader_plan import WAITING_WORKER, PlanKind
 from perfcore.analysis.run_context import LoaderPlan, NoStep
 from perfcore.analysis.run_parts import Evaluation
 from perfcore.analysis.run_report import RunReport
@@ -315,14 +315,22 @@ def plan_words(p: LoaderPlan) -> tuple[str, str]:
         s = (
             f"{n} worker(s) cannot keep up and more would not fit: {rate}, so about {needed} workers "
             f"would be needed, and {_cores(p)}, leaving {spare} core(s) for workers"
+            if needed > n
+            else f"{n} worker(s) are enough in number ({rate}) but share the cores with the loop: {_cores(p)}, "
+            f"leaving {spare} core(s) for workers"
         )
         text = f"In {at}: {cheaper}, rather than adding workers; {s}."
     elif kind is PlanKind.TOO_FEW_WORKERS:
+        to = int((p.set or {}).get("num_workers") or needed)
         s = (
             f"{n} worker(s) make a batch every {fmt_ms(make / n)} together, the loop uses one every "
             f"{fmt_ms(p.loop_ms_per_batch)} and waits {fmt_ms(wait)} per batch: about {needed} would hide it"
+            + (f"; the free cores hold {to}" if to < needed else "")
         )
-        text = f"In {at}: set num_workers={needed}; {s}."
+        busy = p.worker_cpu_share
+        if busy is not None and busy < WAITING_WORKER:  # why more workers fit where the cores look taken
+            s += f"; a worker is on a CPU {fmt_share(busy)} of the time it takes to make a batch (it waits on the rest)"
+        text = f"In {at}: set num_workers={to}; {s}."
     elif kind is PlanKind.HANDOVER:
         cpu = p.cpu_percent
         busy = f" (host CPU {cpu:.0f}%: processes wait for a core)" if cpu else ""
