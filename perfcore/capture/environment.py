@@ -53,28 +53,23 @@ def _fs_of(path: str) -> str:
 def check_build() -> list[Check]:
     info = build_info()
     caps = capabilities()
-    checks = []
     if info.get("mode") is None or caps["mode"] is None:
         reason = caps["reasons"].get("native") or info.get("reason", "")
         return [Check("build", "fail", "native_missing", {"reason": reason})]
-    mode = caps["mode"]
-    if mode == "cuda":
-        c = info.get("cupti") or {}
-        checks.append(
-            Check("build", "ok", "cuda_mode", {"toolkit": info.get("toolkit_version"), "arch": info.get("arch_list")})
-        )
-        figures = {
-            "loaded": caps["cupti_version"],
-            "compiled": caps["cupti_compiled_version"],
-            "source": c.get("source", "?"),
-            "warnings": list(caps["warnings"]),
-        }
-        checks.append(Check("cupti", "ok" if not caps["warnings"] else "warn", "cupti", figures))
-    else:
+    if caps["mode"] != "cuda":
         # setup.py's reason reads "<why>; for the CUDA mode <how>": the why is the value, the how the fix.
         why, _, how = (info.get("reason") or "").partition("; for the CUDA mode ")
-        checks.append(Check("build", "warn", "cpu_mode", {"why": why, "how": how}))
-    return checks
+        return [Check("build", "warn", "cpu_mode", {"why": why, "how": how})]
+    figures = {
+        "loaded": caps["cupti_version"],
+        "compiled": caps["cupti_compiled_version"],
+        "source": (info.get("cupti") or {}).get("source", "?"),
+        "warnings": list(caps["warnings"]),
+    }
+    return [
+        Check("build", "ok", "cuda_mode", {"toolkit": info.get("toolkit_version"), "arch": info.get("arch_list")}),
+        Check("cupti", "ok" if not caps["warnings"] else "warn", "cupti", figures),
+    ]
 
 
 def driver_cuda_version() -> int | None:
