@@ -133,6 +133,8 @@ def test_the_sweep_patch_lines():
         "  change at train.py:42: DataLoader(ds, num_workers=2, pin_memory=True)",
         "  git apply sweep1/dataloader.patch",
     ]
+    # A folder with a space: the line pastes into a shell as it reads.
+    assert patch_text(p, "/tmp/my runs/sweep1")[1] == "  git apply '/tmp/my runs/sweep1/dataloader.patch'"
     said = ["  no DataLoader patch: the best configuration is the script's own"]
     assert patch_text({"status": "unchanged", "reason": "own_is_best"}) == said
     assert patch_text({"status": "unchanged", "reason": "the best configuration is the script's own"}) == said  # old
@@ -283,3 +285,18 @@ def test_a_line_that_only_calls_into_a_library_names_where_in_the_library_the_ti
     # Counted syncing calls at the line are its change: said as before.
     row["calls"] = [_call("item", 4.0)]
     assert "`.item()` a step" in lines_text(doc, cwd="/p")[0]
+
+
+def test_the_brief_names_a_folder_with_a_space_as_a_shell_reads_it(tmp_path):
+    """`perfcore run --out "runs/out sp"` printed "perfcore report runs/out sp --explain", which a shell
+    reads as two arguments."""
+    import shlex
+
+    from run_docs import typed_run
+
+    from perfcore.report.terminal import render_brief
+
+    folder = tmp_path / "out sp"
+    r = typed_run(10.0, {"compute": 9.0, "host": 1.0})
+    (line,) = [ln for ln in render_brief(r, folder).splitlines() if "all evidence" in ln]
+    assert shlex.split(line.split("all evidence: ")[1]) == ["perfcore", "report", str(folder), "--explain"]

@@ -177,13 +177,13 @@ def sweep_cmd(res: Results, grid, steps, warmup, budget, resume, target) -> None
         resume=resume,
         progress=res.progress(),
     )
-    text = render_sweep(result)
+    text = render_sweep(result, str(res.folder))
     res.echo(clean(text))
     res.done(result.to_dict(), folder_report(res, "sweep", result, text, files))
     if result.interrupted:
         click.echo(
             f"perfcore: interrupted: {len(result.configs)} configuration(s) kept; "
-            f"continue with --resume --out {res.folder}",
+            f"continue with --resume --out {shlex.quote(str(res.folder))}",
             err=True,
         )
         sys.exit(EXIT_INTERRUPTED)

@@ -5,6 +5,8 @@ report (stage_text), read back from its validated document."""
 
 from __future__ import annotations
 
+import shlex
+
 from pathlib import Path
 from typing import Any
 
@@ -242,7 +244,7 @@ def render_demo_brief(doc: DemoResult, folder: Any) -> str:
         "run: " + "\n".join(brief_table(run))[len("perfcore: ") :],
         "diagnose:" + busy_note(d).replace(";", "", 1),
         render_diagnose_brief(
-            d, f"{folder}/report.html; all evidence: perfcore report {folder} --explain", header=False
+            d, f"{folder}/report.html; all evidence: perfcore report {shlex.quote(str(folder))} --explain", header=False
         ),
     ]
     return "\n".join(lines + [f"demo finished in {doc.elapsed_s:.0f} s"])
@@ -263,7 +265,8 @@ def _int(v):
     return int(v) if isinstance(v, float) and v == v else v
 
 
-def render_sweep(doc: SweepResult) -> str:
+def render_sweep(doc: SweepResult, folder: str | None = None) -> str:
+    """The sweep's table, its best configuration and the patch to apply (from `folder`, where it was written)."""
     lines = [
         f"sweep of {doc.workload}: {len(doc.configs)} configurations in {doc.elapsed_s:.0f} s",
         f"  {'batch':>5} {'workers':>7} {'pin':>5} {'prefetch':>8} {'step':>9} {'samples/s':>10} {'busy %':>7}"
@@ -294,7 +297,8 @@ def render_sweep(doc: SweepResult) -> str:
             + f" -> {b['samples_per_s']:.0f} samples/s"
             + (f" (replaced: {b['replaced']})" if b.get("replaced") else "")
         )
-    lines += patch_text(doc.patch)  # the DataLoader change at the script's call, as a patch
+    # The DataLoader change at the script's call, as a patch
+    lines += patch_text(doc.patch, folder) if folder else patch_text(doc.patch)
     if doc.kept:
         lines.append("kept as the script sets them: " + " ".join(f"{k}={v}" for k, v in doc.kept.items()))
     for k in doc.knees:

@@ -5,6 +5,8 @@ the table of two runs (analysis.compare.Comparison)."""
 
 from __future__ import annotations
 
+import shlex
+
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.compare import Comparison
 from perfcore.analysis.findings import FindingKind
@@ -103,7 +105,7 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     if o is not None and o.material:  # decided with the overhead: more than a rerun of the script moves its step by
         lines.append(overhead_short(o))
     lines.append(
-        f"more: {folder}/report.html; all evidence: perfcore report {folder} --explain"
+        f"more: {folder}/report.html; all evidence: perfcore report {shlex.quote(str(folder))} --explain"
         if folder
         else "more: report.html; all evidence: --explain"
     )

@@ -6,6 +6,7 @@ read at its file:line, and the patch). Text only; the figures are the document's
 from __future__ import annotations
 
 import os
+import shlex
 from typing import Any, Mapping
 
 from perfcore.analysis.lines import (
@@ -222,6 +223,6 @@ def patch_text(patch: Mapping[str, Any] | None, folder: str = "<sweep folder>") 
         ]
     return [
         f"  change at {_printable(patch['at'])}: {_printable(patch['call'])}",
-        f"  git apply {_printable(os.path.join(folder, patch['patch']))}"
+        f"  git apply {_printable(shlex.quote(os.path.join(folder, patch['patch'])))}"
         + ("  (the call also passes **kwargs: check they do not set these)" if patch.get("through_kwargs") else ""),
     ]
