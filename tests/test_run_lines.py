@@ -4,6 +4,8 @@ table into run.json's "lines" and "starvation"."""
 from __future__ import annotations
 
 import json
+
+from perfcore import jsonio
 import sys
 from pathlib import Path
 
@@ -45,7 +47,7 @@ def test_facts_through_json_join_to_the_steps():
     # A fixed rate: this loop lasts ~0.2 s, and the cost budget would space its few samples out.
     cap.sampler.interval_s, cap.sampler.budget = 0.001, None
     starts, ends, _ = host_metrics.main(150, batch=48)
-    facts = from_doc(LineFacts, json.loads(json.dumps(cap.facts())))
+    facts = from_doc(LineFacts, json.loads(jsonio.dumps(cap.facts())))  # as the raw part's JSON carries them
     assert "item" not in torch.Tensor.__dict__  # the counter is gone once the facts are taken
     table, full = _tables(starts, ends)
     n = len(starts)

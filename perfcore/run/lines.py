@@ -120,7 +120,8 @@ class LineCapture:
         return True
 
     def facts(self) -> dict[str, Any]:
-        """Stop both and return what the part's writer joins (plain lists and numbers)."""
+        """Stop both and return what the part's writer joins: arrays, lists and numbers (the raw part's JSON
+        writes the arrays as lists; LineFacts reads either)."""
         from perfcore.analysis.lines import fold, library_entries
 
         samples = self.sampler.stop()
@@ -133,11 +134,11 @@ class LineCapture:
             "prefixes": list(self.prefixes),
             "interval_ns": samples.interval_ns,
             "cap_ns": samples.cap_ns,
-            "t_ns": samples.t_ns.tolist(),
-            "site": site_of[samples.stack].tolist(),
+            "t_ns": samples.t_ns,
+            "site": site_of[samples.stack],
             "sites": [[f.file, f.function, f.line] for f in sites],
-            "user": user.tolist(),
-            "entry": entry_of[samples.stack].tolist(),
+            "user": user,
+            "entry": entry_of[samples.stack],
             "entries": [[f.file, f.function, f.line] for f in entries],
             "missed": samples.missed,
             "dropped": samples.dropped,
@@ -147,16 +148,16 @@ class LineCapture:
             "sampler_held_ns": samples.sampler_ns,
             "sampler_wakes": samples.wakes,
             # Where in the run it was paid: each kept sample's wake-up, and the time all wake-ups spread over.
-            "sampler_sample_ns": (samples.held_ns if samples.held_ns is not None else np.zeros(0, np.int64)).tolist(),
+            "sampler_sample_ns": samples.held_ns if samples.held_ns is not None else np.zeros(0, np.int64),
             "sampler_span_ns": samples.span_ns,
             "handoff_ns": samples.handoff_ns,
             "native_tid": self.native_tid,
         }
         if calls is not None:
             out["calls"] = {
-                "t_ns": calls.t_ns.tolist(),
-                "site": calls.site.tolist(),
-                "method": calls.method.tolist(),
+                "t_ns": calls.t_ns,
+                "site": calls.site,
+                "method": calls.method,
                 "sites": [list(f) for f in calls.sites],
                 "methods": list(calls.methods),
                 "dropped": calls.dropped,
