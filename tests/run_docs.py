@@ -60,6 +60,16 @@ def typed_run(step_ms: float, breakdown_ms: dict, device: str = "cpu", sem: floa
     return RunReport.of(doc)
 
 
+def measured(step_ms: float, breakdown_ms: dict, steps: int = 0, device: str = "cpu", **more):
+    """A measured run of these figures as either runner hands it over (a baseline, health's run): the labels
+    not given at 0; `more`: the Measurement's other fields (its spread, busy series, settings, run)."""
+    from perfcore.analysis.labels import LABELS
+    from perfcore.experiments.measurement import Measurement
+
+    bd = {lb: float(breakdown_ms.get(lb, 0.0)) for lb in LABELS}
+    return Measurement(device, steps, step_ms, breakdown_ms=bd, **more)
+
+
 def exp_rows(*rows: dict):
     """diagnose's rows from plain dicts, each named as diagnose names it ("A: ...", "B: ..."): the experiment's
     code from its name's first letter."""

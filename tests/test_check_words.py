@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from perfcore.analysis.checks import Against, Check, Experiment
-from run_docs import confirm
+from perfcore.analysis.checks import Against, Check, Experiment, Prediction
+from run_docs import confirm, measured
 from perfcore.analysis.codec import from_doc, to_doc
-from perfcore.analysis.command_results import ExperimentRow
+from perfcore.analysis.command_results import ExperimentRow, WorkerProfile
 from perfcore.analysis.status import Change
 from perfcore.analysis.verdict import avoidable, decide
 from perfcore.report.words import check_long, check_text, compute_shortfall
@@ -58,16 +58,16 @@ def test_a_document_check_is_rendered_from_its_figures():
 def test_experiment_b_against_its_bound_in_words():
     from perfcore.experiments.diagnose import workers_check
 
-    first = {"step_ms": 50.0, "avoidable_ms": {"load": 20.0}, "avoidable_band_ms": {}}
+    first = Prediction("load", 50.0, 20.0)
     final = decide({"load": 20.0}, 50.0)
-    slower = workers_check(first, final, False, {"step_sem_ms": 1.0}, _b(0.8, 1.0))
+    slower = workers_check(first, final, False, measured(50.0, {}, step_sem_ms=1.0), _b(0.8, 1.0))
     assert check_text(slower) == "B measured 0.80x (0.77-0.84x) of the 1.67x that removing all loading can give: " \
         "slower, so workers do not help here"
-    above = workers_check(first, final, False, {"step_sem_ms": 0.1}, _b(3.0, 0.1))
+    above = workers_check(first, final, False, measured(50.0, {}, step_sem_ms=0.1), _b(3.0, 0.1))
     assert above.above_bound and check_text(above).endswith(
         "; above that bound: more than removing the wait explains; compute per step was not measured in both runs")
     # Past the bound, what else changed is said as measured: compute per step in both runs.
-    base = {"step_sem_ms": 0.1, "breakdown_ms": {"compute": 30.0}}
+    base = measured(50.0, {"compute": 30.0}, step_sem_ms=0.1)
     moved = workers_check(first, final, False, base, dataclasses.replace(_b(3.0, 0.1), breakdown_ms={"compute": 12.0}))
     assert moved.compute_ms == (30.0, 12.0)
     assert check_text(moved).endswith("; above that bound: compute per step 30.0 ms -> 12.0 ms in that run "
@@ -86,11 +86,12 @@ def test_what_loading_is_decided_as_a_kind_with_its_figures():
     from perfcore.report.words import LOADING_CAUSE, loading_text
 
     c = ExperimentRow(Experiment.DECODER, "C: decoder torchvision", decoder="torchvision", speedup=1.4)
-    assert loading_cause([c], {"cpu_to_wall": 0.9}, None) == Loading("decoder", decoder="torchvision", speedup=1.4)
-    assert loading_cause([], {"cpu_to_wall": 0.3}, 95.0).kind == "crowded"
-    io = loading_cause([], {"cpu_to_wall": 0.3}, 40.0)
+    assert loading_cause([c], WorkerProfile(cpu_to_wall=0.9), None) == Loading("decoder", decoder="torchvision",
+                                                                                speedup=1.4)
+    assert loading_cause([], WorkerProfile(cpu_to_wall=0.3), 95.0).kind == "crowded"
+    io = loading_cause([], WorkerProfile(cpu_to_wall=0.3), 40.0)
     assert (io.kind, LOADING_CAUSE[io.kind]) == ("io", "I/O") and loading_text(io).startswith("__getitem__ spends 70% ")
-    assert loading_cause([], {}, None).kind == "unprofiled"
+    assert loading_cause([], WorkerProfile(), None).kind == "unprofiled"
 
 
 def test_health_keeps_its_busy_check_as_figures():
@@ -99,9 +100,8 @@ def test_health_keeps_its_busy_check_as_figures():
     from perfcore.report.words.verdict import health_summary
 
     bd = {"load": 0.5, "transfer": 0.0, "compute": 9.5, "comm": 0.0, "host": 0.0}
-    row = {"busy_mean": 0.4, "busy_source": "gpu_util", "breakdown_ms": bd, "step_ms": 10.0, "device": "cuda",
-           "steps": 50, "samples_per_s": 1.0, "busy_std": 0.0, "cpu_percent": 5.0, "busy_series": [],
-           "busy_spacing_s": 0.1}
+    row = measured(10.0, bd, 50, "cuda", busy_source="gpu_util", busy_series=(0.4,) * 3, busy_spacing_s=0.1,
+                   samples_per_s=1.0, cpu_percent=5.0)
     result = health_report(row, "w", "perfcore diagnose w")
     doc = result.to_dict()
     assert "plain_summary" not in doc and "summary" not in doc  # facts; the words are made at the edge
@@ -137,12 +137,12 @@ def test_old_and_todays_diagnose_documents_render_their_checks(tmp_path):
     assert not any(c["sentence"] in page(old) for c in raw["verdict"]["checks"])
     assert all(check_text(c) in page(old) for c in old.verdict.checks)
     # Written by today's diagnose, through its JSON: the words made from the figures it kept.
-    base = {"step_ms": DEMO_STEP, "breakdown_ms": DEMO_BD, "step_sem_ms": 0.5}
+    base = measured(DEMO_STEP, DEMO_BD, step_sem_ms=0.5)
     exps = [ExperimentRow(Experiment.BASELINE, "baseline", speedup=1.0, num_workers=0),
             ExperimentRow(Experiment.SYNTHETIC, "A: synthetic data", speedup=1.85, step_sem_ms=0.5,
                           breakdown_ms={"compute": 12.5}),
             ExperimentRow(Experiment.WORKERS, "B: num_workers=2", speedup=1.5, step_sem_ms=0.5, num_workers=2)]
-    v, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    v, _ = diagnose_verdict(base, exps, WorkerProfile(cpu_to_wall=0.9))
     doc = DiagnoseResult.from_dict(json.loads(json.dumps({**old.to_dict(), "verdict": to_doc(v)})))
     a, b = doc.verdict.checks
     assert a.status == "confirmed" and b.against is Against.BOUND
@@ -183,11 +183,11 @@ def test_the_short_bound_line_never_reads_past_the_bound_as_within_it():
     from perfcore.report.stage_text import _check_short
 
     # The prediction's band reaches past its point (20 of 50 ms saved: 1.67x; up to 26 ms: 2.08x).
-    first = {"step_ms": 50.0, "avoidable_ms": {"load": 20.0}, "avoidable_band_ms": {"load": [14.0, 26.0]}}
+    first = Prediction("load", 50.0, 20.0, (14.0, 26.0))
     final = decide({"load": 20.0}, 50.0)
     seen = set()
     for speedup, sem in [(1.9, 1.0), (1.3, 1.0), (0.8, 1.0), (3.0, 0.1)]:
-        c = workers_check(first, final, False, {"step_sem_ms": sem}, _b(speedup, sem))
+        c = workers_check(first, final, False, measured(50.0, {}, step_sem_ms=sem), _b(speedup, sem))
         line = _check_short(c)
         past = c.measured_speedup > c.predicted_speedup
         slower = c.change is Change.SLOWER

@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 import pytest
-from run_docs import typed_run
+from run_docs import measured, typed_run
 
 from perfcore.analysis.checks import Experiment
 from perfcore.analysis.codec import BadDocument as BadResult
@@ -113,9 +113,8 @@ def test_the_demo_result_holds_one_decision():
 
 def _health_row(busy=0.4):
     bd = {"load": 6.0, "transfer": 0.0, "compute": 4.0, "comm": 0.0, "host": 0.0}
-    return {"busy_mean": busy, "busy_source": "compute_share", "breakdown_ms": bd, "step_ms": 10.0, "device": "cpu",
-            "steps": 50, "samples_per_s": 100.0, "busy_std": 0.1, "cpu_percent": 50.0,
-            "busy_series": [busy, 0.1, 0.9] * 4, "busy_spacing_s": 0.1}
+    return measured(10.0, bd, 50, busy_series=(busy, 0.1, 0.9) * 4, busy_spacing_s=0.1, samples_per_s=100.0,
+                    cpu_percent=50.0)
 
 
 def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(tmp_path):
@@ -125,7 +124,7 @@ def test_health_keeps_its_busy_series_in_its_document_and_its_words_at_the_edge(
 
     result = health_report(_health_row(), "w", "perfcore diagnose w")
     doc = json.loads(json.dumps(result.to_dict()))
-    assert doc["busy_series"] == list(_health_row()["busy_series"]) and "plain_summary" not in doc
+    assert doc["busy_series"] == list(_health_row().busy_series) and "plain_summary" not in doc
     assert HealthResult.from_dict(doc) == result
     said = health_summary(result)
     assert said.startswith("input-bound") and "Compute share of each step" in said

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from run_docs import exp_rows, typed_run
+from run_docs import exp_rows, measured, typed_run
 
 from perfcore.analysis.loader_plan import PlanEvidence, loader_plan
 from perfcore.analysis.advice_evidence import WorkerTrial
 from perfcore.analysis.run_context import Loader
 from run_docs import confirm
+from perfcore.analysis.checks import Prediction
 from perfcore.analysis.compare import compare_runs
 from perfcore.analysis.gain import judge, measured_gain
 from perfcore.analysis.status import Change, change_of
@@ -55,9 +56,9 @@ def test_a_workers_trial_is_said_as_measured(x, noise, n, w):
 @given(speedups, st.floats(min_value=0.1, max_value=0.9), st.one_of(st.none(), st.floats(0.01, 30.0)))
 def test_diagnose_b_is_said_as_measured(x, load_share, sem):
     step = 50.0
-    first = {"step_ms": step, "avoidable_ms": {"load": load_share * step}, "avoidable_band_ms": {}}
+    first = Prediction("load", step, load_share * step)
     (row,) = exp_rows({"name": "B: num_workers=2", "speedup": x, "step_sem_ms": sem, "num_workers": 2})
-    c = workers_check(first, decide({"load": load_share * step}, step), False, {"step_sem_ms": sem}, row)
+    c = workers_check(first, decide({"load": load_share * step}, step), False, measured(step, {}, step_sem_ms=sem), row)
     words = check_text(c)
     assert f"measured {x:.2f}x" in words
     if ": slower" in words:

@@ -17,6 +17,7 @@ from perfcore.analysis.results import UNDECIDED, Gain, Level
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.units import fmt_x
 from perfcore.experiments.diagnose import MATERIAL_X, measured_first
+from perfcore.experiments.measurement import Measurement, Settings
 from perfcore.report.words.advice import text_of
 from perfcore.report.words import readable_frame
 from perfcore.report.stage_text import busy_note, render_diagnose_brief
@@ -60,15 +61,14 @@ def _rows(c_speedup=1.08, busy=None):
     return rows
 
 
+def _base(step_ms: float, steps: int, step_sem_ms: float, **breakdown_ms: float) -> Measurement:
+    """A CPU baseline with no workers: its step, measured steps, spread and breakdown."""
+    bd = {"load": 0.0, "transfer": 0.0, "compute": 0.0, "comm": 0.0, "host": 0.0, **breakdown_ms}
+    return Measurement("cpu", steps, step_ms, Settings(num_workers=0), step_sem_ms, cpu_percent=50.0, breakdown_ms=bd)
+
+
 # A CPU run whose loading is 60% of the step, and experiment A measuring it without loading.
-CPU_BASE = {
-    "breakdown_ms": {"load": 600.0, "transfer": 0.0, "compute": 400.0, "comm": 0.0, "host": 0.0},
-    "step_ms": 1000.0,
-    "steps": 20,
-    "step_sem_ms": 5.0,
-    "num_workers": 0,
-    "cpu_percent": 50.0,
-}
+CPU_BASE = _base(1000.0, 20, 5.0, load=600.0, compute=400.0)
 
 
 def _cpu_rows():
@@ -245,9 +245,8 @@ def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
     from perfcore.experiments.diagnose import diagnose_verdict
     from perfcore.report.words.verdict import plain_words
 
-    base = dict(CPU_BASE)
-    prof = {"cpu_to_wall": 0.9, "top": [{"function": "<method 'float' of 'torch._C.TensorBase' objects>"}]}
-    v, _ = diagnose_verdict(base, exp_rows(*_cpu_rows()), prof, on_gpu=False)
+    prof = WorkerProfile(cpu_to_wall=0.9, top=(ProfileRow("<method 'float' of 'torch._C.TensorBase' objects>"),))
+    v, _ = diagnose_verdict(CPU_BASE, exp_rows(*_cpu_rows()), prof)
     assert v.bound == "load" and "(top: Tensor.float (torch))" in plain_words(v), plain_words(v)
 
 
@@ -256,11 +255,10 @@ def test_the_verdict_is_decided_as_facts_and_said_once_from_them():
     from perfcore.report.words import LOADING_CAUSE, check_text
     from perfcore.report.words.verdict import plain_words
 
-    base = dict(CPU_BASE)
     rows = _cpu_rows() + [
         {"name": "B: num_workers=2 (baseline uses 0)", "speedup": 1.2, "step_sem_ms": 5.0, "num_workers": 2}
     ]
-    v, _ = diagnose_verdict(base, exp_rows(*rows), {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    v, _ = diagnose_verdict(CPU_BASE, exp_rows(*rows), WorkerProfile(cpu_to_wall=0.9))
     # The analysis keeps its findings as facts: the checks and the loading cause, not their words.
     assert [c.status for c in v.checks][0] is Agreement.CONFIRMED
     assert v.loading.kind == "cpu" and LOADING_CAUSE[v.loading.kind] == "CPU decode/augment"
@@ -310,19 +308,16 @@ def test_the_newcomers_cnn_is_advised_as_measured_and_what_else_changed_is_said(
     # "inconclusive, compute drifted between the runs", with no try line on the workers.
     from perfcore.experiments.diagnose import diagnose_verdict
 
-    base = {
-        "breakdown_ms": {"load": 9.0, "transfer": 0.0, "compute": 91.0, "comm": 0.0, "host": 0.0},
-        "step_ms": 100.0, "steps": 30, "step_sem_ms": 1.0, "num_workers": 0, "cpu_percent": 50.0,
-    }  # fmt: skip
+    base = _base(100.0, 30, 1.0, load=9.0, compute=91.0)
     rows = [
         {"name": "baseline", "speedup": 1.0, "step_ms": 100.0, "step_sem_ms": 1.0, "num_workers": 0,
-         "samples_per_s": 320.0, "breakdown_ms": base["breakdown_ms"]},
+         "samples_per_s": 320.0, "breakdown_ms": dict(base.breakdown_ms)},
         {"name": "A: synthetic data", "speedup": 2.38, "step_ms": 42.0, "step_sem_ms": 1.0,
          "samples_per_s": 760.0, "breakdown_ms": {"compute": 42.0}},
         {"name": "B: num_workers=2 (baseline uses 0)", "speedup": 1.69, "step_ms": 59.2, "step_sem_ms": 1.5,
          "num_workers": 2, "samples_per_s": 540.0, "breakdown_ms": {"compute": 55.0, "load": 4.0}},
     ]  # fmt: skip
-    v, _ = diagnose_verdict(base, exp_rows(*rows), {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    v, _ = diagnose_verdict(base, exp_rows(*rows), WorkerProfile(cpu_to_wall=0.9))
     a, b = v.checks
     assert b.above_bound and b.above_1x and b.compute_ms == (91.0, 55.0)
     recs = measured_first((CHEAPER,), v, exp_rows(*rows))

@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 
 from perfcore.analysis.checks import Experiment
-from perfcore.analysis.command_results import ScriptExit, Skipped
+from perfcore.analysis.run_report import RunReport
+from perfcore.analysis.command_results import ScriptExit, Skipped, WorkerProfile
 from perfcore.errors import RunFailed
 from perfcore.experiments import scripts
 from perfcore.experiments.diagnose import diagnose
 from perfcore.experiments.health import health
-from perfcore.experiments.measurement import Failure, Measurement, Trial
-from perfcore.experiments.runner import measurement_of
+from perfcore.experiments.measurement import Failure, Measurement, Settings, Trial
 from perfcore.experiments.sweep import sweep
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
+OWN = {"batch_size": 16, "num_workers": 0, "pin_memory": False, "prefetch_factor": None}
 
 
 def measured(load_ms: float, compute_ms: float, *, steps: int = 20, failure: Failure | None = None,
@@ -26,9 +27,8 @@ def measured(load_ms: float, compute_ms: float, *, steps: int = 20, failure: Fai
     """A run whose every step waited load_ms for data and computed compute_ms, on a CPU."""
     bd = {"load": load_ms, "transfer": 0.0, "compute": compute_ms, "comm": 0.0, "host": 0.0}
     step = load_ms + compute_ms
-    own = {"batch_size": 16, "num_workers": 0, "pin_memory": False, "prefetch_factor": None}
     return Measurement(
-        device="cpu", steps=steps, step_ms=step, settings={**own, **settings}, step_sem_ms=0.01,
+        device="cpu", steps=steps, step_ms=step, settings=Settings(**{**OWN, **settings}), step_sem_ms=0.01,
         samples_per_s=16 / step * 1e3, busy_series=(compute_ms / step,) * steps, busy_spacing_s=step / 1e3,
         cpu_percent=50.0, breakdown_ms=bd, breakdown_fraction={k: v / step for k, v in bd.items()},
         failure=failure, ended="exited with 1", synthetic=synthetic,
@@ -53,13 +53,13 @@ class GivenRunner:
         return self.answer(trial)
 
     def own_settings(self):
-        return {"batch_size": 16, "num_workers": 0, "pin_memory": False, "prefetch_factor": None, "site": None}
+        return {**OWN, "site": None}
 
     def other_decoders(self):
         return self.decoders
 
     def worker_profile(self, baseline):
-        return {"items": 8, "ms_per_item": 1.0, "cpu_to_wall": 0.95, "top": []}
+        return WorkerProfile(items=8, ms_per_item=1.0, cpu_to_wall=0.95)
 
 
 def test_health_judges_the_one_measurement_it_asked_for():
@@ -96,6 +96,25 @@ def test_diagnose_asks_for_the_baseline_synthetic_data_and_other_workers():
     assert doc.verdict.checks[0].agrees is True
     assert doc.skipped == (Skipped("C: other decoder", "no decoders given"),)
     assert doc.script_exit is None
+
+
+def test_diagnose_rows_carry_what_else_used_the_machine_as_each_run_measured_it():
+    from dataclasses import replace
+
+    from run_docs import typed_run
+
+    def answer(t: Trial) -> Measurement:
+        m = measured(0.0 if t.synthetic else 6.0, 4.0, synthetic=t.synthetic, **(t.overrides or {}))
+        busy = {"material": bool(t.overrides), "reasons": ["others"] if t.overrides else [],
+                "others_cores": 1.5 if t.overrides else 0.2, "cores": 2}
+        return replace(m, run=typed_run(m.step_ms, dict(m.breakdown_ms), interference=busy))
+
+    doc = diagnose(GivenRunner(answer), steps=12, warmup=2)
+    base, a, b = doc.experiments
+    assert (base.interference.others_cores, a.interference.others_cores, b.interference.others_cores) == (0.2, 0.2, 1.5)
+    assert b.interference.material and not base.interference.material and b.interference.cores == 2
+    assert doc.interference.others_cores == 0.2  # the baseline's, typed as its run keeps it
+    assert doc.verdict.checks[0].others_cores == 0.2  # A's check: the busier of the baseline and A
 
 
 def test_diagnose_keeps_going_when_the_workers_run_fails_and_reports_the_first_failure():
@@ -140,19 +159,27 @@ def test_a_sweep_of_a_workload_sets_every_axis_and_a_crashed_run_is_a_row_not_an
     assert "script_settings" not in doc and doc["failed"] == 1
 
 
-def test_both_runners_hand_over_the_same_measurement(tmp_path: Path):
+def test_a_script_run_is_measured_with_its_typed_run_and_the_settings_it_was_asked_for():
     from run_docs import typed_run
 
     workers = {"num_workers": 2, "items_per_batch": 8, "fetch_ms_mean": 2.0, "getitem_ms_mean": 0.2, "collate_ms_mean": 0.1}
-    doc = typed_run(10.0, dict.fromkeys(LABELS, 2.0), workers=workers, exit_code=0, steps=4)
-    row = {"device": "cpu", "steps": 4, "step_ms": 10.0, "batch_size": 8, "num_workers": 2, "pin_memory": False,
-           "prefetch_factor": 2, "busy_series": [0.5] * 4, "breakdown_ms": dict.fromkeys(LABELS, 2.0), "_result": doc}
-    here = measurement_of(row)
-    there = scripts.script_measurement(doc, [0.5] * 4, "compute_share", None, 0.1, Trial(4, 1))
-    assert here.row().keys() == there.row().keys()
-    assert (here.step_ms, here.steps, here.busy_mean) == (there.step_ms, there.steps, there.busy_mean) == (10.0, 4, 0.5)
-    assert there.samples_per_s == pytest.approx(800.0) and there.failure is None
-    assert here.run is doc and there.run is doc  # the typed run, as measured
+    interference = {"material": True, "reasons": ["others"], "others_cores": 1.5, "cores": 2}
+    doc = typed_run(10.0, dict.fromkeys(LABELS, 2.0), workers=workers, exit_code=0, steps=4, interference=interference,
+                    dataloader_overrides={"asked": {"pin_memory": True}})
+    m = scripts.script_measurement(doc, [0.5] * 4, "compute_share", None, 0.1, Trial(4, 1))
+    assert (m.step_ms, m.steps, m.busy_mean, m.breakdown_ms["load"]) == (10.0, 4, 0.5, 2.0)
+    assert m.samples_per_s == pytest.approx(800.0) and m.failure is None
+    assert m.settings == Settings(batch_size=8, num_workers=2, pin_memory=True)
+    assert m.run is doc and m.interference is doc.interference and m.interference.others_cores == 1.5
+    # Its verdict is the run's where the run was decided (a sweep's configuration), none where it was not.
+    assert m.verdict is None and not doc.verdict.decided
+    from perfcore.analysis.advice import advise_run
+
+    decided = RunReport.of(doc.to_dict(), advise_run(doc.to_dict(), zero_code=True))
+    assert scripts.script_measurement(decided, [], "compute_share", None, None, Trial(4, 1)).verdict is decided.verdict
+    # What a verdict on it is judged on: its figures, and what else used the machine as measured.
+    ev = m.verdict_evidence()
+    assert ev["step_ms"] == 10.0 and ev["avoidable_ms"]["load"] == 2.0 and ev["interference"]["material"] is True
 
 
 def test_a_script_run_without_a_worker_profile_takes_its_training_loaders_batch_size():
@@ -164,4 +191,4 @@ def test_a_script_run_without_a_worker_profile_takes_its_training_loaders_batch_
                     dataloader_overrides={"asked": {"num_workers": 2}},
                     loaders=[{"training": False, "batch_size": 1000}, {"training": True, "batch_size": 64}])
     m = scripts.script_measurement(doc, [0.5] * 4, "compute_share", None, 0.1, Trial(4, 1))
-    assert m.settings["batch_size"] == 64 and m.samples_per_s == pytest.approx(800.0)
+    assert m.settings.batch_size == 64 and m.samples_per_s == pytest.approx(800.0)

@@ -3,10 +3,13 @@ the cases seen on real runs (the demo's four different gains, a noisy host's 0.8
 workers gain above what removing all loading can give), and numbers that print at their size."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from run_docs import exp_rows
+from run_docs import exp_rows, measured, typed_run
 
 from run_docs import confirm
+from perfcore.analysis.command_results import WorkerProfile
 from perfcore.analysis.gain import expected_gain, judge, measured_gain
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import decide, decide_run
@@ -48,13 +51,11 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
     bd = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
     step = sum(bd.values())
     run = decide_run({"step_time_ms": {"mean": step}, "breakdown_ms": bd, "device": "cpu", "steps": 40})
-    row = {"breakdown_ms": bd, "step_ms": step, "busy_mean": 0.5, "busy_std": 0.0, "busy_source": "compute_share",
-           "busy_series": [0.5] * 3, "busy_spacing_s": 0.1, "device": "cpu", "steps": 40, "samples_per_s": 1.0,
-           "cpu_percent": 50.0}
+    row = measured(step, bd, 40, busy_series=(0.5,) * 3, busy_spacing_s=0.1, samples_per_s=1.0, cpu_percent=50.0)
     health = health_report(row, "w", "next").verdict
-    diag, predicted = diagnose_verdict({"step_ms": step, "breakdown_ms": bd},
+    diag, predicted = diagnose_verdict(measured(step, bd),
                                        [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": None}],
-                                       {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+                                       WorkerProfile(cpu_to_wall=0.9))
     g = expected_gain(step, 12.3)
     for v in (run, health, diag):
         assert v.named[0].gain.speedup == pytest.approx(g["speedup"])
@@ -163,12 +164,10 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     assert "inconclusive, the runs' noise (3.68 s per step) is as large as the predicted saving (808 ms" \
         in check_long(c)
     # Diagnose B measured 2.38x with workers: more than removing all loading (1.18x) could give.
-    base = {"step_ms": step, "breakdown_ms": {"load": step - step / 1.18, "transfer": 0.0,
-                                              "compute": step / 1.18, "comm": 0.0, "host": 0.0},
-            "step_sem_ms": sem}
+    base = measured(step, {"load": step - step / 1.18, "compute": step / 1.18}, step_sem_ms=sem)
     exps = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": 0.88, "step_sem_ms": sem},
             {"name": "B: num_workers=2", "speedup": 2.38, "step_sem_ms": sem, "num_workers": 2}]
-    final, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    final, _ = diagnose_verdict(base, exps, WorkerProfile(cpu_to_wall=0.9))
     a, b = final.checks
     assert a.status == "inconclusive" and final.attributed is None
     assert b.above_bound and b.measured_speedup == 2.38 and b.predicted_speedup == pytest.approx(1.18)
@@ -176,12 +175,10 @@ def test_noise_larger_than_the_effect_is_inconclusive_and_a_gain_past_its_bound_
     # Far past the bound with steady runs: said as more than the wait explains, with what was measured.
     steady = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": 1.18, "step_sem_ms": 5.0},
               {"name": "B: num_workers=2", "speedup": 2.38, "step_sem_ms": 5.0, "num_workers": 2}]
-    _, b2 = diagnose_verdict({**base, "step_sem_ms": 5.0}, steady, {"cpu_to_wall": 0.9, "top": []},
-                             on_gpu=False)[0].checks
+    steady_v, _ = diagnose_verdict(dataclasses.replace(base, step_sem_ms=5.0), steady, WorkerProfile(cpu_to_wall=0.9))
+    _, b2 = steady_v.checks
     assert b2.above_bound and "more than removing the wait explains" in check_text(b2)
     # Its line beside the others says what it was judged against (it predicts nothing).
-    import dataclasses
-
     from perfcore.report.stage_text import render_diagnose
 
     def line(check):
@@ -196,17 +193,18 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
     # JPEG imagenet on 2 cores, num_workers=0, torch computing on both: diagnose B (2 workers) 0.89x.
     bd = {"load": 120.0, "transfer": 0.0, "compute": 160.0, "comm": 0.0, "host": 2.0}
     step = sum(bd.values())
-    doc = {"step_time_ms": {"mean": step}, "breakdown_ms": bd, "device": "cpu", "steps": 30, "warmup_steps": 3,
-           "loaders": [{"site": "main.py:240", "num_workers": 0, "batch_size": 8, "worker_batch_ms": 120.0,
-                        "training": True, "batches": 33}]}
-    base = {"step_ms": step, "breakdown_ms": bd, "step_sem_ms": 2.0}
+    loader = {"site": "main.py:240", "num_workers": 0, "batch_size": 8, "worker_batch_ms": 120.0, "training": True,
+              "batches": 33}
+    run = typed_run(step, bd, steps=30, warmup_steps=3, loaders=[loader],
+                    advice_facts={"cpu_count": 2, "torch_threads": 2})
+    base = measured(step, bd, step_sem_ms=2.0)
     exps = [{"name": "baseline", "speedup": 1.0},
             {"name": "A", "speedup": step / 162.0, "step_sem_ms": 2.0},
             {"name": "B: num_workers=2", "speedup": 0.89, "step_sem_ms": 2.0, "num_workers": 2}]
-    verdict, _ = diagnose_verdict(base, exps, {"cpu_to_wall": 0.95, "top": []}, on_gpu=False)
+    verdict, _ = diagnose_verdict(base, exps, WorkerProfile(cpu_to_wall=0.95))
     b = verdict.checks[1]
     assert b.measured_speedup == 0.89 and b.change == "slower" and "0.89x" in summary_words(verdict)
-    advised = diagnose_advice(doc, verdict, {"cpu_count": 2, "torch_threads": 2})
+    advised = diagnose_advice(run, verdict)
     r, plan = advised.findings[0], advised.loader_plan
     assert r.kind == "cheaper_batches" and str(r.site) == "main.py:240" and r.change == {}
     assert plan.kind == "measured_no_help" and plan.fewer_threads == 1
@@ -249,8 +247,8 @@ def test_diagnose_names_the_cause_in_the_printed_summary_on_a_busy_machine_too()
     step = sum(bd.values())
     busy = {"material": True, "reasons": ["others"], "others_cores": 1.6, "cores": 2, "main_cores": 0.3}
     exps = [{"name": "baseline", "speedup": 1.0}, {"name": "A", "speedup": step / bd["compute"]}]
-    final, _ = diagnose_verdict({"step_ms": step, "breakdown_ms": bd, "interference": busy}, exps,
-                                {"cpu_to_wall": 0.9, "top": []}, on_gpu=False)
+    base = measured(step, bd, run=typed_run(step, bd, interference=busy))
+    final, _ = diagnose_verdict(base, exps, WorkerProfile(cpu_to_wall=0.9))
     from perfcore.analysis.verdict import interference_of
 
     said = summary_words(final)

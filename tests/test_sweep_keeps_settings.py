@@ -55,3 +55,36 @@ def test_asked_settings_replace_the_scripts_positional_ones_in_a_real_dataloader
     assert sorted(int(v) for (b,) in dl for v in b) == list(range(32))
     # Asked nothing: the script's call goes through as written.
     assert LoaderChanges({}, 0).apply((8, True), {}) == ((8, True), {})
+
+
+def _row(workers, step_ms, sem_ms, replaced, batch=16):
+    return {"batch_size": batch, "num_workers": workers, "pin_memory": False, "prefetch_factor": 2 if workers else None,
+            "step_ms": step_ms, "step_sem_ms": sem_ms, "samples_per_s": 1e3 * batch / step_ms, "status": "ok",
+            "replaced": replaced, "busy_mean": None, "oom": False, "verdict": "compute", "verdict_level": "healthy"}
+
+
+def test_no_patch_is_offered_for_a_best_within_the_noise_of_the_scripts_own(tmp_path):
+    """A sweep offered `git apply` for a configuration 4% ahead of the script's own settings where its own
+    rows' noise was far wider; the patch now needs the best to be faster beyond both runs' noise."""
+    from perfcore.analysis.command_results import SweepResult
+    from perfcore.experiments.sweep import _keep_own
+    from perfcore.experiments.sweep_results import gain_over_own
+    from perfcore.report.stage_text import render_sweep
+
+    own = {"batch_size": 16, "num_workers": 0, "pin_memory": False, "prefetch_factor": None, "site": None}
+    grid = {"num_workers": [0, 2]}
+
+    def kept(best_step, best_sem):
+        rows = (_row(0, 100.0, 5.0, None), _row(2, best_step, best_sem, "num_workers 0->2"))
+        best = {k: rows[1][k] for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "samples_per_s")}
+        result = SweepResult(workload="train.py", grid=grid, steps=20, configs=rows, best=best)
+        return gain_over_own(rows, best), _keep_own(result, grid, own, ("num_workers",), runner=object())
+
+    import pytest
+
+    gain, near = kept(96.0, 5.0)  # 1.04x, the noise about +-14%
+    assert gain["change"] == "within noise" and gain["speedup"] == pytest.approx(100.0 / 96.0)
+    assert near.patch["status"] == "unchanged" and near.patch["reason"] == "within_noise"
+    assert "no faster than the script's own beyond the runs' noise (1.04x its rate" in render_sweep(near)
+    gain, far = kept(50.0, 1.0)  # 2x, beyond the noise: the patch is tried (no call site here to patch)
+    assert gain["change"] == "faster" and far.patch["reason"] == "no_site"

@@ -16,7 +16,7 @@ from perfcore.errors import UsageError
 from perfcore.experiments import runner as runner_mod
 from perfcore.experiments import scripts
 from perfcore.experiments import sweep as sweep_mod
-from perfcore.experiments.measurement import Interrupted, Trial
+from perfcore.experiments.measurement import Interrupted, Measurement, Trial
 from perfcore.experiments.sweep import grid_configs, run_grid, sweep_doc
 
 HERE = Path(__file__).resolve()
@@ -119,8 +119,8 @@ def fake_measure(calls, stop_at=None):
         if stop_at is not None and len(calls) == stop_at:
             raise KeyboardInterrupt
         calls.append(overrides["batch_size"])
-        return {"step_ms": 10.0, "samples_per_s": 10.0 * overrides["batch_size"], "busy_mean": 0.5, "busy_std": 0.1,
-                "peak_mem_bytes": 1, "oom": False, "steps": steps, "breakdown_fraction": {"load": 0.1}}
+        return Measurement("cpu", steps, 10.0, samples_per_s=10.0 * overrides["batch_size"], busy_series=(0.4, 0.6),
+                           peak_mem_bytes=1, breakdown_fraction={"load": 0.1})
     return measure_workload
 
 

@@ -18,6 +18,7 @@ from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.capture.sampler import heartbeat
 from perfcore.experiments.diagnose import diagnose
 from perfcore.experiments.health import health
+from perfcore.experiments.measurement import Measurement
 from perfcore.experiments.sweep import sweep
 from perfcore.report.words.advice import text_of
 from perfcore.report.words import check_text
@@ -120,7 +121,7 @@ def test_budget_uses_successive_halving_and_still_finds_the_best(monkeypatch):
         steps, overrides = trial.steps, trial.overrides
         err = 0.3 / np.sqrt(steps) * np.sin(hash((overrides["batch_size"], overrides["num_workers"], steps)) % 97)
         rate = true_rate(overrides) * (1 + err)
-        return {"step_ms": 1000.0 * overrides["batch_size"] / rate, "samples_per_s": rate, "steps": steps}
+        return Measurement("cpu", steps, 1000.0 * overrides["batch_size"] / rate, samples_per_s=rate)
 
     monkeypatch.setattr(runner_mod, "measure_workload", fake_measure)
     grid = {"batch_size": [4, 8, 16, 32], "num_workers": [0, 1, 2, 3], "pin_memory": [False], "prefetch_factor": [2]}
@@ -171,8 +172,9 @@ def test_demo_stages_all_name_loading():
 
     w = load_workload("demo")
     h = health(w, steps=6, warmup=1)
-    row = measure_workload(w, Trial(steps=6, warmup=1, train=True, decide=True))
-    run = row["_result"]
+    run = measure_workload(w, Trial(steps=6, warmup=1, train=True, decide=True)).run
+    # The evidence only this runner has is kept with the run's facts, so advice given again on it has it too.
+    assert {"cpu_count", "torch_threads", "loop_cpu_cores"} <= run.advice_facts.keys()
     d = diagnose(w, steps=4, warmup=1)
     for v in (h.verdict, run.verdict, d.verdict):
         assert v.bound == "load" and v.primary == "load" and v.level.value in ("warn", "critical"), summary_words(v)

@@ -15,8 +15,9 @@ import perfcore.experiments.runner as runner_mod
 import perfcore.experiments.scripts as scripts_mod
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.attribution import CPU_PRECEDENCE, step_table, summarize
-from perfcore.analysis.codec import to_doc
+from perfcore.analysis.command_results import WorkerProfile
 from perfcore.analysis.run_report import RunReport
+from perfcore.experiments.measurement import Measurement, Settings
 from perfcore.workloads import load_workload
 
 HERE = Path(__file__).resolve().parent
@@ -39,19 +40,21 @@ def injected_run(load_ms, compute_ms, host_ms=0.05, steps=STEPS, warmup=WARMUP):
     return summarize(table, on_gpu=False, backend="host", device="cpu"), table
 
 
-def measured_row(load_ms, compute_ms, **settings):
-    """What measure_workload returns, for a run with these phase timings on a CPU."""
+def measured_row(load_ms, compute_ms, synthetic=False, robust=False, **settings):
+    """What measure_workload returns, for a run with these phase timings on a CPU; robust=False: without the
+    trimmed breakdown, so the verdict is judged on the point estimates (the tiers themselves)."""
     doc, table = injected_run(load_ms, compute_ms)
-    decision = advise_run(doc, zero_code=True)
+    if not robust:
+        doc.pop("breakdown_robust", None)
     steady = table[~table["warmup"]]
-    busy = (steady["compute_ms"] / steady["wall_ms"]).tolist()
+    busy = tuple((steady["compute_ms"] / steady["wall_ms"]).tolist())
     step_ms = doc["step_time_ms"]["mean"]
-    return {"batch_size": 64, "num_workers": 0, "pin_memory": False, "prefetch_factor": None, "synthetic": False,
-            "decoder": None, "device": "cpu", "oom": False, **settings, "steps": doc["steps"], "step_ms": step_ms,
-            "samples_per_s": 64 / step_ms * 1e3, "busy_mean": float(np.mean(busy)), "busy_std": float(np.std(busy)),
-            "busy_source": "compute_share", "busy_series": busy, "busy_spacing_s": step_ms / 1e3, "cpu_percent": 100.0,
-            "peak_mem_bytes": 0, "breakdown_ms": doc["breakdown_ms"], "breakdown_fraction": doc["breakdown_fraction"],
-            "verdict": decision.verdict, "_table": table, "_result": RunReport.of(doc, decision)}
+    return Measurement(
+        "cpu", doc["steps"], step_ms, Settings(**{"batch_size": 64, "num_workers": 0, "pin_memory": False, **settings}),
+        samples_per_s=64 / step_ms * 1e3, busy_series=busy, busy_spacing_s=step_ms / 1e3, cpu_percent=100.0,
+        peak_mem_bytes=0, breakdown_ms=doc["breakdown_ms"], breakdown_fraction=doc["breakdown_fraction"],
+        synthetic=synthetic, table=table, run=RunReport.of(doc, advise_run(doc, zero_code=True)),
+    )
 
 
 def fetches(typical_ms, preempted_ms=0.0, preempted=0):
@@ -175,13 +178,10 @@ def test_diagnose_on_the_run_just_measured_checks_the_gain_that_run_printed(monk
         return measured_row(0.0 if synthetic else 12.0, 13.0, synthetic=synthetic, **(overrides or {}))
 
     monkeypatch.setattr(runner_mod, "measure_workload", fake)
-    monkeypatch.setattr(runner_mod, "worker_profile", lambda w: {"items": 1, "ms_per_item": 1.0, "cpu_to_wall": 0.9,
-                                                                    "top": []})
-    run = measured_row(fetches(12.0, 3.0, 2), 13.0)
-    run["breakdown_robust"] = to_doc(run["_result"].breakdown_robust)  # as measure_workload's row carries it
-    printed = run["_result"].verdict.cause("load").gain
-    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP,
-                                baseline=runner_mod.measurement_of(run))
+    monkeypatch.setattr(runner_mod, "worker_profile", lambda w: WorkerProfile(1, 1.0, 0.9))
+    run = measured_row(fetches(12.0, 3.0, 2), 13.0, robust=True)
+    printed = run.run.verdict.cause("load").gain
+    doc = diagnose_mod.diagnose(load_workload(COMPUTE_BOUND), steps=STEPS, warmup=WARMUP, baseline=run)
     assert seen == ["A", "B"]
     a = doc.verdict.checks[0]
     assert doc.predicted_speedup == a.predicted_speedup == printed.speedup

@@ -2,15 +2,16 @@
 numbers), and that every command reaches it."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
-from run_docs import typed_run
+from run_docs import measured, typed_run
 
 from perfcore.analysis.checks import Against, Check, Experiment, Reason
 from run_docs import confirm
 from perfcore.analysis.codec import from_doc, to_doc
-from perfcore.analysis.command_results import ExperimentRow
+from perfcore.analysis.command_results import ExperimentRow, ProfileRow, WorkerProfile
 from perfcore.analysis.compare import compare_runs
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.units import fmt_x
@@ -150,41 +151,38 @@ def _exp(name, speedup, compute=None, sem=None):
 
 
 def test_diagnose_confirms_or_corrects_the_attribution():
-    base = {"step_ms": DEMO_STEP, "breakdown_ms": DEMO_BD}
-    prof = {"cpu_to_wall": 0.95, "top": [{"function": "decode (x.py:1)"}]}
-    v, predicted = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85)], prof, on_gpu=False)
+    base = measured(DEMO_STEP, DEMO_BD)
+    prof = WorkerProfile(cpu_to_wall=0.95, top=(ProfileRow("decode (x.py:1)"),))
+    v, predicted = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85)], prof)
     assert v.bound == "load" and LOADING_CAUSE[v.loading.kind] == "CPU decode/augment"
     assert predicted == pytest.approx(25.6 / 13.3)
     assert v.checks[0].status == "confirmed" and v.checks[0].measured_speedup == 1.85
     assert said(v).startswith("input-bound (CPU decode/augment): waiting for data costs 12.3 ms")
     assert "1.85x" in said(v) and "confirmed" in said(v)
-    io = {"cpu_to_wall": 0.39, "top": []}
-    assert diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85)], io, on_gpu=False)[0].loading.kind == "io"
-    busy, _ = diagnose_verdict({**base, "cpu_percent": 100.0}, [_exp("baseline", 1.0), _exp("A", 1.85)], io,
-                               on_gpu=False)
+    io = WorkerProfile(cpu_to_wall=0.39)
+    assert diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85)], io)[0].loading.kind == "io"
+    crowded = dataclasses.replace(base, cpu_percent=100.0)
+    busy, _ = diagnose_verdict(crowded, [_exp("baseline", 1.0), _exp("A", 1.85)], io)
     assert busy.loading.kind == "crowded" and "100% busy" in said(busy)
-    asleep = diagnose_verdict({**base, "cpu_percent": 100.0}, [_exp("baseline", 1.0), _exp("A", 1.85)],
-                              {"cpu_to_wall": 0.05, "top": []}, on_gpu=False)[0]
+    asleep = diagnose_verdict(crowded, [_exp("baseline", 1.0), _exp("A", 1.85)], WorkerProfile(cpu_to_wall=0.05))[0]
     assert asleep.loading.kind == "io"
-    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85), _exp("B: num_workers=2", 1.5)], prof,
-                            on_gpu=False)
+    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.85), _exp("B: num_workers=2", 1.5)], prof)
     b = v.checks[1]
     assert b.against is Against.BOUND and b.measured_speedup == 1.5 and "1.50x" in said(v)
     # Synthetic data barely helps: the measurement wins and the verdict is decided again on it.
-    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04)], prof, on_gpu=False)
+    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04)], prof)
     # What the attribution said is kept as its figures beside the corrected verdict (decided once).
     assert v.healthy and v.bound == "compute" and v.attributed.label == "load"
     assert v.attributed.share >= 0.10 and v.avoidable_ms["load"] < v.attributed.ms_per_step
     assert v.checks[0].status == "not confirmed" and v.measured_by == {"load": "synthetic"}
     assert "not confirmed" in said(v) and "985 µs" in said(v)
-    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04, compute=25.0)], prof, on_gpu=False)
+    v, _ = diagnose_verdict(base, [_exp("baseline", 1.0), _exp("A", 1.04, compute=25.0)], prof)
     assert v.bound == "load" and v.attributed is None and v.checks[0].status == "inconclusive"
 
 
 def _row(bd, busy, device="cpu"):
-    return {"breakdown_ms": bd, "step_ms": sum(bd.values()), "busy_mean": busy, "busy_std": 0.0,
-            "busy_source": "compute_share" if device == "cpu" else "gpu_util", "busy_series": [busy] * 3,
-            "busy_spacing_s": 0.1, "device": device, "steps": 30, "samples_per_s": 1.0, "cpu_percent": 50.0}
+    return measured(sum(bd.values()), bd, 30, device, busy_source="compute_share" if device == "cpu" else "gpu_util",
+                    busy_series=(busy,) * 3, busy_spacing_s=0.1, samples_per_s=1.0, cpu_percent=50.0)
 
 
 def test_health_run_and_compare_agree_on_the_same_evidence():
@@ -277,15 +275,14 @@ def test_the_runs_own_spread_widens_what_agrees():
 
 
 def test_diagnose_reads_a_noisy_pair_of_runs_as_noise():
-    base = {"step_ms": 30.0, "breakdown_ms": {"load": 1.0, "transfer": 0.0, "compute": 28.9, "comm": 0.0,
-                                               "host": 0.1}, "step_sem_ms": 1.4}
-    prof = {"cpu_to_wall": 0.95, "top": []}
-    quiet, _ = diagnose_verdict({**base, "step_sem_ms": 0.05},
-                                [_exp("baseline", 1.0), _exp("A", 1.11, sem=0.05)], prof, on_gpu=False)
+    base = measured(30.0, {"load": 1.0, "compute": 28.9, "host": 0.1}, step_sem_ms=1.4)
+    prof = WorkerProfile(cpu_to_wall=0.95)
+    quiet, _ = diagnose_verdict(dataclasses.replace(base, step_sem_ms=0.05),
+                                [_exp("baseline", 1.0), _exp("A", 1.11, sem=0.05)], prof)
     # Steady runs: a 10% gain is real, above the prediction's band, and corrects the attribution.
     assert quiet.checks[0].status == "not confirmed" and quiet.attributed is not None
     exps = [_exp("baseline", 1.0), _exp("A", 1.11, sem=1.4)]
-    noisy, _ = diagnose_verdict(base, exps, prof, on_gpu=False)
+    noisy, _ = diagnose_verdict(base, exps, prof)
     assert noisy.bound == "compute" and noisy.healthy and noisy.checks[0].status == "inconclusive"
     assert noisy.attributed is None
 

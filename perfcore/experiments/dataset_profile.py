@@ -6,14 +6,14 @@ import cProfile
 import os
 import pstats
 import time
-from typing import Any
 
+from perfcore.analysis.command_results import ProfileRow, WorkerProfile
 from perfcore.workloads import Workload
 
 __all__ = ["worker_profile"]
 
 
-def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> dict[str, Any]:
+def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> WorkerProfile:
     """cProfile of dataset[i] for a few items, in this process, plus its CPU/wall ratio: a ratio
     far below 1 means __getitem__ waits (I/O), near 1 means it computes (decode, augment)."""
     ds = workload.dataset
@@ -26,15 +26,9 @@ def worker_profile(workload: Workload, items: int = 48, top: int = 8) -> dict[st
     prof.disable()
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     stats = pstats.Stats(prof)
-    rows = []
-    for (file, line, func), (cc, nc, tt, ct, callers) in stats.stats.items():
-        rows.append(
-            {
-                "function": f"{func} ({os.path.basename(file)}:{line})" if file != "~" else func,
-                "self_ms_per_item": tt / n * 1e3,
-                "total_ms_per_item": ct / n * 1e3,
-                "calls": nc,
-            }
-        )
-    rows.sort(key=lambda r: r["self_ms_per_item"], reverse=True)
-    return {"items": n, "ms_per_item": wall / n * 1e3, "cpu_to_wall": cpu / wall if wall else 0.0, "top": rows[:top]}
+    rows = [
+        ProfileRow(f"{func} ({os.path.basename(file)}:{line})" if file != "~" else func, tt / n * 1e3, ct / n * 1e3, nc)
+        for (file, line, func), (cc, nc, tt, ct, callers) in stats.stats.items()
+    ]
+    rows.sort(key=lambda r: r.self_ms_per_item, reverse=True)
+    return WorkerProfile(n, wall / n * 1e3, cpu / wall if wall else 0.0, tuple(rows[:top]))

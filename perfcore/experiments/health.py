@@ -4,14 +4,12 @@ the avoidable time per step); busy below 60% is shown next to it as the seed met
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 from perfcore.analysis.command_results import BusyCheck, HealthResult, Heartbeat
 from perfcore.analysis.verdict import decide as decide_verdict
-from perfcore.analysis.verdict import interference_of, run_evidence
 from perfcore.capture.sampler import heartbeat
-from perfcore.experiments.measurement import Runner, Trial
+from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
 from perfcore.workloads import Workload
 
@@ -35,51 +33,39 @@ def health(
     where a later stage decides the one verdict (the demo): the measurement only."""
     runner = as_runner(runner, target)
     m = runner.measure(Trial(steps=steps, warmup=warmup, train=False, interval_s=interval_s), progress)
-    row = m.row()
-    if not m.busy_series:
-        row.update(busy_mean=0.0, busy_std=0.0)
-    result = health_report(
-        row, runner.name, f"perfcore diagnose {runner.target}", forward_only=runner.forward_only, decide=decide
-    )
-    return dataclasses.replace(
-        result,
-        note=runner.health_note or None,
-        script_exit=m.failure.script_exit() if m.failure else None,
-        busy_series=tuple(float(v) for v in m.busy_series),
-        busy_spacing_s=m.busy_spacing_s,
+    next_cmd = f"perfcore diagnose {runner.target}"
+    return health_report(
+        m, runner.name, next_cmd, forward_only=runner.forward_only, decide=decide, note=runner.health_note
     )
 
 
 def health_report(
-    row: dict[str, Any], name: str, next_cmd: str, *, forward_only: bool = False, decide: bool = True
+    m: Measurement,
+    name: str,
+    next_cmd: str,
+    *,
+    forward_only: bool = False,
+    decide: bool = True,
+    note: str | None = None,
 ) -> HealthResult:
     """health's result from one measured run (a workload's or a script's): the one verdict, busy against
     HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy series has one.
     decide=False: the measurement only (undecided verdict; healthy from busy alone). Facts only: the
-    words are report.words.verdict'."""
-    busy = row["busy_mean"]
-    bd = row["breakdown_ms"]
-    verdict = None
-    if decide:
-        evidence = run_evidence(
-            {
-                "step_time_ms": {"mean": row["step_ms"]},
-                "breakdown_ms": bd,
-                "breakdown_robust": row.get("breakdown_robust"),
-                "device": row["device"],
-                "steps": int(row.get("steps") or 0),
-                "interference": row.get("interference"),
-            }
-        )
-        verdict = decide_verdict(**evidence, forward_only=forward_only)
+    words are report.words.verdict'; note: a code, what the loop leaves out."""
+    verdict = decide_verdict(**m.verdict_evidence(), forward_only=forward_only) if decide else None
+    busy, busy_std = (m.busy_mean, m.busy_std) if m.busy_series else (0.0, 0.0)
     healthy = verdict.healthy if verdict is not None else bool(busy >= HEALTHY_BUSY)
-    hb = heartbeat(row["busy_series"], row["busy_spacing_s"])
+    hb = heartbeat(list(m.busy_series), m.busy_spacing_s)
     return HealthResult(
         workload=name,
-        **{
-            k: row[k] for k in ("device", "steps", "step_ms", "samples_per_s", "busy_std", "busy_source", "cpu_percent")
-        },
-        breakdown_ms=bd,
+        device=m.device,
+        steps=m.steps,
+        step_ms=m.step_ms,
+        samples_per_s=m.samples_per_s,
+        busy_std=busy_std,
+        busy_source=m.busy_source,
+        cpu_percent=m.cpu_percent,
+        breakdown_ms=dict(m.breakdown_ms),
         busy_mean=busy,
         healthy=healthy,
         verdict=verdict,
@@ -88,13 +74,15 @@ def health_report(
             threshold=HEALTHY_BUSY,
             decided=decide,
             # Low device utilisation with nothing avoidable above a tier: the device's work is small.
-            small_work=bool(healthy and busy < HEALTHY_BUSY and row["busy_source"] == "gpu_util"),
+            small_work=bool(healthy and busy < HEALTHY_BUSY and m.busy_source == "gpu_util"),
             # A forward-only loop's gain is larger than a training step's: said beside a named cause.
             forward_only=bool(forward_only and verdict is not None and verdict.named),
         ),
         next=None if healthy else next_cmd,
-        busy_series=tuple(float(v) for v in row.get("busy_series") or ()),
-        busy_spacing_s=row.get("busy_spacing_s"),
+        busy_series=m.busy_series,
+        busy_spacing_s=m.busy_spacing_s,
         heartbeat=Heartbeat(**hb) if hb else None,
-        interference=interference_of(row.get("interference")),
+        interference=m.interference,
+        note=note or None,
+        script_exit=m.failure.script_exit() if m.failure else None,
     )

@@ -6,18 +6,16 @@ Two runners: a Workload in this process (runner.WorkloadRunner) and an unmodifie
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 if TYPE_CHECKING:
-    from perfcore.analysis.command_results import ScriptExit
-    from perfcore.analysis.results import Verdict
+    from perfcore.analysis.command_results import ScriptExit, WorkerProfile
+    from perfcore.analysis.results import Interference, Verdict
     from perfcore.analysis.run_context import Exit, Outcome
     from perfcore.analysis.run_report import RunReport
 
-__all__ = ["Measurement", "Failure", "Trial", "Runner", "Interrupted", "SETTINGS"]
-
-SETTINGS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
+__all__ = ["Measurement", "Settings", "Failure", "Trial", "Runner", "Interrupted", "SETTINGS"]
 
 
 class Interrupted(Exception):
@@ -50,15 +48,30 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Settings:
+    """The loop's DataLoader settings as measured (None: not known; a script's batch size is the items its
+    workers saw per batch, a mean)."""
+
+    batch_size: int | float | None = None
+    num_workers: int | None = None
+    pin_memory: bool | None = None
+    prefetch_factor: int | None = None
+
+
+SETTINGS = tuple(f.name for f in fields(Settings))
+
+
+@dataclass(frozen=True)
 class Measurement:
-    """One measured run of the loop: the numbers every experiment reads, from either runner.
-    oom: the loop ran out of memory before any measured step (no numbers); steps == 0 with no oom:
-    the run ended in warm-up (exit_code, and `ended`: the run document's words for how)."""
+    """One measured run of the loop: the numbers every experiment reads, from either runner, and the run as
+    its runner decided it (`run`: its verdict, trimmed breakdown and interference; in this process, `table`
+    its steps). oom: the loop ran out of memory before any measured step (no numbers); steps == 0 with no
+    oom: the run ended in warm-up (exit_code, and `ended`: the run document's words for how)."""
 
     device: str
     steps: int
     step_ms: float
-    settings: Mapping[str, Any]  # batch_size, num_workers, pin_memory, prefetch_factor as measured
+    settings: Settings = Settings()
     step_sem_ms: float | None = None
     samples_per_s: float = 0.0
     busy_source: str = "compute_share"
@@ -68,9 +81,6 @@ class Measurement:
     peak_mem_bytes: int | None = None
     breakdown_ms: Mapping[str, float] = field(default_factory=dict)
     breakdown_fraction: Mapping[str, float] = field(default_factory=dict)
-    breakdown_robust: Mapping[str, Any] | None = None
-    interference: Mapping[str, Any] | None = None
-    verdict: "Verdict | None" = None
     decoder: str | None = None
     synthetic: bool = False
     oom: bool = False
@@ -78,10 +88,17 @@ class Measurement:
     failure: Failure | None = None
     ended: str | None = None
     exit_code: int | None = None
-    # The run, typed (advice is made on its facts) and, in this process, its steps table.
     run: "RunReport | None" = None
-    evidence: Mapping[str, Any] | None = None
     table: Any = None
+
+    @property
+    def verdict(self) -> "Verdict | None":
+        """The run's own verdict where its runner decided one (a sweep's configuration)."""
+        return self.run.verdict if self.run is not None and self.run.verdict.decided else None
+
+    @property
+    def interference(self) -> "Interference | None":
+        return self.run.interference if self.run is not None else None
 
     @property
     def busy_mean(self) -> float:
@@ -94,31 +111,23 @@ class Measurement:
         m = self.busy_mean
         return math.sqrt(sum((b - m) ** 2 for b in self.busy_series) / len(self.busy_series))
 
-    def row(self) -> dict[str, Any]:
-        """The flat row health_report and the experiment tables read (the documents' form)."""
-        return {
-            **dict(self.settings),
-            "device": self.device,
-            "steps": self.steps,
-            "step_ms": self.step_ms,
-            "step_sem_ms": self.step_sem_ms,
-            "samples_per_s": self.samples_per_s,
-            "busy_mean": self.busy_mean,
-            "busy_std": self.busy_std,
-            "busy_source": self.busy_source,
-            "busy_series": list(self.busy_series),
-            "busy_spacing_s": self.busy_spacing_s,
-            "cpu_percent": self.cpu_percent,
-            "peak_mem_bytes": self.peak_mem_bytes,
-            "breakdown_ms": dict(self.breakdown_ms),
-            "breakdown_fraction": dict(self.breakdown_fraction),
-            "breakdown_robust": self.breakdown_robust,
-            "interference": self.interference,
-            "decoder": self.decoder,
-            "synthetic": self.synthetic,
-            "oom": self.oom,
-            "error": self.error,
-        }
+    def verdict_evidence(self) -> dict[str, Any]:
+        """What a verdict on this run is judged on (analysis.verdict.decide's arguments): its step and
+        breakdown, trimmed where the run kept its robust breakdown, and what else used the machine."""
+        from perfcore.analysis.codec import to_doc
+        from perfcore.analysis.verdict import run_evidence
+
+        run = self.run
+        return run_evidence(
+            {
+                "step_time_ms": {"mean": self.step_ms},
+                "breakdown_ms": dict(self.breakdown_ms),
+                "breakdown_robust": to_doc(run.breakdown_robust) if run is not None else None,
+                "device": self.device,
+                "steps": self.steps,
+                "interference": to_doc(self.interference),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -156,4 +165,4 @@ class Runner(Protocol):
 
     def other_decoders(self) -> list[str]: ...
 
-    def worker_profile(self, baseline: Measurement) -> dict[str, Any]: ...
+    def worker_profile(self, baseline: Measurement) -> "WorkerProfile": ...

@@ -18,14 +18,13 @@ from perfcore.capture.interference import InterferenceSampler
 from perfcore.capture.sampler import Sampler, add_per_step
 from perfcore.errors import UsageError
 from perfcore.experiments.dataset_profile import worker_profile
-from perfcore.experiments.measurement import SETTINGS, Measurement, Trial
-from perfcore.report.words.runs import sampling_words
+from perfcore.analysis.command_results import WorkerProfile
+from perfcore.experiments.measurement import SETTINGS, Measurement, Settings, Trial
 from perfcore.timing import StepTimer
 from perfcore.workloads import Workload
 
 __all__ = [
     "measure_workload",
-    "measurement_of",
     "WorkloadRunner",
     "as_runner",
     "resolve_device",
@@ -101,15 +100,12 @@ class _Loop:
         self.it = None
         self.samples_seen = 0  # in the measured steps
 
-    def row(self) -> dict[str, Any]:
-        """The row's settings part, and no OOM yet."""
-        return {
-            **{k: self.settings[k] for k in SETTINGS},
-            "synthetic": self.trial.synthetic,
-            "decoder": self.workload.decoder,
-            "device": self.device,
-            "oom": False,
-        }
+    def measurement(self, **figures: Any) -> Measurement:
+        """This loop's measurement: its device, settings, decoder and data, with the figures given."""
+        settings = Settings(**{k: self.settings[k] for k in SETTINGS})
+        return Measurement(
+            self.device, settings=settings, decoder=self.workload.decoder, synthetic=self.trial.synthetic, **figures
+        )
 
     def batches(self):
         return self._replayed() if self.trial.synthetic else self._cycled()
@@ -187,17 +183,17 @@ class _Loop:
 
 def measure_workload(
     workload: Workload, trial: Trial, progress: Callable[[int, int], None] | None = None
-) -> dict[str, Any]:
-    """Runs the workload for the trial's steps after its warm-up and returns the row every experiment reports:
-    step_ms, samples_per_s, busy_mean/busy_std, cpu_percent, peak_mem_bytes, oom, breakdown, steps table.
-    trial.decide: judge this run's verdict and advice (once, with the runner's evidence); False for a run whose
-    numbers feed a decision made elsewhere (diagnose's experiments), which then holds an undecided verdict."""
+) -> Measurement:
+    """Runs the workload for the trial's steps after its warm-up and measures them: the step, throughput, how
+    busy the device was, the host's CPU, peak memory, the breakdown and the run with its steps table (or the
+    out-of-memory error that ended it). trial.decide: judge this run's verdict and advice (once, on its facts
+    and the evidence only this runner has); False for a run whose numbers feed a decision made elsewhere
+    (diagnose's experiments), which then holds an undecided verdict."""
     import torch
 
     if trial.steps <= 0:
         raise UsageError(f"steps must be > 0, got {trial.steps}")
     loop = _Loop(workload, trial)
-    row = loop.row()
     interval_s = trial.interval_s or DEFAULT_INTERVAL_S
     if loop.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -206,51 +202,48 @@ def measure_workload(
     others = InterferenceSampler(interval_s=max(interval_s, 0.1), gpu=loop.device == "cuda").start()
     try:
         elapsed, loop_cpu_s = loop.run(progress)
-    except torch.OutOfMemoryError as e:
-        row.update(oom=True, error=str(e).splitlines()[0])
+    except RuntimeError as e:  # torch.OutOfMemoryError is one
+        if not isinstance(e, torch.OutOfMemoryError) and "out of memory" not in str(e).lower():
+            sampler.stop()
+            raise
         if loop.device == "cuda":
             torch.cuda.empty_cache()
-        return _finish_oom(row, sampler, loop)
-    except RuntimeError as e:
-        if "out of memory" not in str(e).lower():
-            sampler.stop()
-            loop.close()
-            raise
-        row.update(oom=True, error=str(e).splitlines()[0])
-        return _finish_oom(row, sampler, loop)
+        sampler.stop()
+        return loop.measurement(
+            steps=0, step_ms=math.nan, cpu_percent=math.nan, peak_mem_bytes=0, oom=True, error=str(e).splitlines()[0]
+        )
     finally:
         others_samples = others.stop()
         loop.close()
     frame = sampler.stop()
-    interference = interference_finding(others_samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"))
     table = loop.timer.summary()
     if len(frame):  # the sampler's readings beside the steps, as `perfcore run`'s steps.csv has them
         ends = loop.timer.engine.step_table()
         add_per_step(table, frame, ends["start_ns"].to_numpy(), ends["wall_ns"].to_numpy())
     res = loop.timer.engine.document()  # the run's facts: decided below, once, with the evidence only this runner has
-    row.update(_figures(loop, table, frame, sampler, res, interval_s), elapsed_s=elapsed)
     res["loaders"] = [_loader_facts(loop, res)]
+    interference = interference_finding(others_samples, cores=os.cpu_count() or 1, clock_ticks=os.sysconf("SC_CLK_TCK"))
     if interference:
         res["interference"] = interference
-    # The cores the loop's compute keeps busy (this process's CPU over the loop: torch's intra-op
-    # threads included, workers not), which DataLoader workers would have to share.
+    # The cores the loop's compute keeps busy (this process's CPU over the loop: torch's intra-op threads
+    # included, workers not), which DataLoader workers would have to share: kept with the run's facts, so
+    # advice given again on the run (diagnose's) is keyed to them too.
     cores = loop_cpu_s / elapsed if elapsed > 0 else None
-    evidence = {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "loop_cpu_cores": cores}
-    decision = advise_run(res, zero_code=True, evidence=evidence) if trial.decide and res["steps"] else None
-    row.update(verdict=decision.verdict if decision is not None else None, interference=interference)
-    row.update(breakdown_robust=res.get("breakdown_robust"), evidence=evidence, _table=table)
-    row["_result"] = RunReport.of(res, decision)
-    return row
+    res["advice_facts"].update(cpu_count=os.cpu_count(), torch_threads=torch.get_num_threads(), loop_cpu_cores=cores)
+    decision = advise_run(res, zero_code=True) if trial.decide and res["steps"] else None
+    run = RunReport.of(res, decision)
+    shares = {"breakdown_ms": run.breakdown_ms.as_dict(), "breakdown_fraction": run.breakdown_fraction.as_dict()}
+    return loop.measurement(**_figures(loop, table, frame, sampler.has_gpu, interval_s), **shares, run=run, table=table)
 
 
-def _figures(loop: _Loop, table, frame, sampler: Sampler, res: dict[str, Any], interval_s: float) -> dict[str, Any]:
-    """The row's figures over the measured steps: the step, its throughput, how busy the device was, the
-    host's CPU, peak memory and the breakdown."""
+def _figures(loop: _Loop, table, frame, has_gpu: bool, interval_s: float) -> dict[str, Any]:
+    """The measurement's figures over the measured steps: the step, its throughput, how busy the device was,
+    the host's CPU and peak memory."""
     import torch
 
     steady = table[~table["warmup"]]
     step_ms = float(steady["wall_ms"].mean()) if len(steady) else float("nan")
-    if sampler.has_gpu:
+    if has_gpu:
         busy = steady_samples(frame, loop.timer.engine.step_table(), table["warmup"].to_numpy())["gpu_util"]
         busy, busy_source = busy.to_numpy(float), "gpu_util"
     else:
@@ -263,16 +256,11 @@ def _figures(loop: _Loop, table, frame, sampler: Sampler, res: dict[str, Any], i
         # The standard error of the mean step: how far a second run of the same loop may land.
         "step_sem_ms": step_sem_ms(steady["wall_ms"].to_numpy()),
         "samples_per_s": float(loop.samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
-        "busy_mean": float(np.mean(busy)) if len(busy) else float("nan"),
-        "busy_std": float(np.std(busy)) if len(busy) else float("nan"),
         "busy_source": busy_source,
-        "busy_series": [float(b) for b in busy],
+        "busy_series": tuple(float(b) for b in busy),
         "busy_spacing_s": interval_s if busy_source == "gpu_util" else (step_ms / 1e3 if step_ms == step_ms else 0),
         "cpu_percent": float(frame["cpu_percent"].mean()) if len(frame) else float("nan"),
         "peak_mem_bytes": int(torch.cuda.max_memory_allocated()) if loop.device == "cuda" else _rss(),
-        "breakdown_ms": res["breakdown_ms"],
-        "breakdown_fraction": res["breakdown_fraction"],
-        "sampler_note": sampling_words(sampler.nvml_error),
     }
 
 
@@ -280,12 +268,10 @@ def _loader_facts(loop: _Loop, res: dict[str, Any]) -> dict[str, Any]:
     """The workload's DataLoader is the user's code here: advice names it and its settings. With no
     workers the main process makes each batch, so its wait is the time to make one."""
     settings = loop.settings
+    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
     return {
         "workload": loop.workload.name,  # the loader is the workload's (report.words.findings names it)
-        **{
-            k: settings.get(k)
-            for k in ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-        },
+        **{k: settings[k] for k in keys},
         "worker_batch_ms": res["breakdown_ms"]["load"]
         if not settings["num_workers"] and not loop.trial.synthetic
         else None,
@@ -293,54 +279,10 @@ def _loader_facts(loop: _Loop, res: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _finish_oom(row: dict, sampler: Sampler, loop: _Loop) -> dict:
-    sampler.stop()
-    loop.close()
-    row.update(
-        steps=0,
-        step_ms=math.nan,
-        samples_per_s=0.0,
-        busy_mean=math.nan,
-        busy_std=math.nan,
-        cpu_percent=math.nan,
-        peak_mem_bytes=0,
-    )
-    return row
-
-
 def _rss() -> int:
     import psutil
 
     return int(psutil.Process(os.getpid()).memory_info().rss)
-
-
-def measurement_of(row: dict[str, Any]) -> Measurement:
-    """measure_workload's row, typed."""
-    return Measurement(
-        device=row.get("device", "cpu"),
-        steps=int(row.get("steps") or 0),
-        step_ms=row.get("step_ms", math.nan),
-        settings={k: row.get(k) for k in SETTINGS},
-        step_sem_ms=row.get("step_sem_ms"),
-        samples_per_s=row.get("samples_per_s") or 0.0,
-        busy_source=row.get("busy_source", "compute_share"),
-        busy_series=tuple(float(b) for b in row.get("busy_series") or ()),
-        busy_spacing_s=row.get("busy_spacing_s") or 0.0,
-        cpu_percent=row.get("cpu_percent"),
-        peak_mem_bytes=row.get("peak_mem_bytes"),
-        breakdown_ms=row.get("breakdown_ms") or {},
-        breakdown_fraction=row.get("breakdown_fraction") or {},
-        breakdown_robust=row.get("breakdown_robust"),
-        interference=row.get("interference"),
-        verdict=row.get("verdict"),
-        decoder=row.get("decoder"),
-        synthetic=bool(row.get("synthetic")),
-        oom=bool(row.get("oom")),
-        error=row.get("error"),
-        run=row.get("_result"),
-        evidence=row.get("evidence"),
-        table=row.get("_table"),
-    )
 
 
 class WorkloadRunner:
@@ -358,7 +300,7 @@ class WorkloadRunner:
 
     def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement:
         w = self.workload.with_decoder(trial.decoder) if trial.decoder else self.workload
-        return measurement_of(measure_workload(w, trial, progress))
+        return measure_workload(w, trial, progress)
 
     def own_settings(self) -> dict[str, Any]:
         return {k: self.workload.loader_settings().get(k) for k in SETTINGS}
@@ -366,7 +308,7 @@ class WorkloadRunner:
     def other_decoders(self) -> list[str]:
         return [d for d in self.workload.decoders if d != self.workload.decoder]
 
-    def worker_profile(self, baseline: Measurement) -> dict[str, Any]:
+    def worker_profile(self, baseline: Measurement) -> WorkerProfile:
         return worker_profile(self.workload)
 
 

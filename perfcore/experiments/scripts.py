@@ -11,10 +11,10 @@ from typing import Any, Callable
 import numpy as np
 
 from perfcore.analysis.checks import step_sem_ms
-from perfcore.analysis.codec import to_doc
 from perfcore.analysis.run_report import RunReport
 from perfcore.errors import RunFailed, UsageError
-from perfcore.experiments.measurement import SETTINGS, Failure, Interrupted, Measurement, Trial
+from perfcore.analysis.command_results import WorkerProfile
+from perfcore.experiments.measurement import SETTINGS, Failure, Interrupted, Measurement, Settings, Trial
 from perfcore.report.words.runs import exit_sentence, outcome_sentence
 from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
@@ -93,35 +93,27 @@ def script_measurement(
     # whose workers were not profiled has no items_per_batch: its samples/s read 0).
     loader = next((ld for ld in doc.loaders if ld.training), None)
     bs = asked.get("batch_size") or (w.items_per_batch if w else None) or (loader.batch_size if loader else None)
+    # The settings the run was asked for; the rest as it had them, where it says (the workers).
+    settings = {"num_workers": w.num_workers if w else None, **{k: asked[k] for k in SETTINGS if k in asked}}
     step = doc.step_time_ms.mean
-    series = tuple(float(b) for b in np.asarray(busy, dtype=float))
-    rc = int(doc.exit_code or 0)
     return Measurement(
         device=doc.device,
         steps=doc.steps,
         step_ms=step if step else float("nan"),
-        settings={
-            "batch_size": bs,
-            "num_workers": asked.get("num_workers", w.num_workers if w else None),
-            "pin_memory": asked.get("pin_memory"),
-            "prefetch_factor": asked.get("prefetch_factor"),
-        },
+        settings=Settings(**{**settings, "batch_size": bs}),
         step_sem_ms=sem_ms,
         samples_per_s=(bs or 0) / step * 1e3 if step else 0.0,
         busy_source=source,
-        busy_series=series,
+        busy_series=tuple(float(b) for b in np.asarray(busy, dtype=float)),
         busy_spacing_s=(spacing_s or 0.0) if source == "gpu_util" else (step or 0.0) / 1e3,
         cpu_percent=cpu_percent,
         peak_mem_bytes=doc.memory.peak_bytes if doc.memory is not None else None,
         breakdown_ms=doc.breakdown_ms.as_dict(),
         breakdown_fraction=doc.breakdown_fraction.as_dict(),
-        breakdown_robust=to_doc(doc.breakdown_robust),
-        interference=to_doc(doc.interference),
-        verdict=doc.verdict if doc.verdict.decided else None,
         synthetic=trial.synthetic,
         failure=script_failure(doc, trial),
         ended=_ended(doc),
-        exit_code=rc,
+        exit_code=int(doc.exit_code or 0),
         run=doc,
     )
 
@@ -201,13 +193,10 @@ class ScriptRunner:
     def other_decoders(self) -> list[str]:
         return []
 
-    def worker_profile(self, baseline: Measurement) -> dict[str, Any]:
+    def worker_profile(self, baseline: Measurement) -> WorkerProfile:
         """A script's workers are timed per batch (__getitem__ vs collate) by `perfcore run`."""
         w = baseline.run.workers if baseline.run is not None else None
-        return {
-            "items": int(w.batches or 0) if w else 0,
-            "ms_per_item": (w.getitem_ms_mean / max(1.0, w.items_per_batch or 1)) if w else 0.0,
-            "cpu_to_wall": None,
-            "top": [],
-            "note": "timed_per_batch",
-        }
+        if w is None:
+            return WorkerProfile(items=0, ms_per_item=0.0, note="timed_per_batch")
+        per_item = w.getitem_ms_mean / max(1.0, w.items_per_batch or 1)
+        return WorkerProfile(items=int(w.batches or 0), ms_per_item=per_item, note="timed_per_batch")

@@ -23,6 +23,7 @@ from perfcore.experiments.runner import as_runner, resolve_device
 from perfcore.experiments.sweep_results import (
     CONFIG_KEYS,
     config_key,
+    gain_over_own,
     config_row,
     failed_row,
     knees,
@@ -229,17 +230,23 @@ def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: 
     from perfcore.experiments.sweep_patch import sweep_patch
 
     best = result.best
+    gain = None
     if best:
         row = next((r for r in result.configs if config_key(r) == config_key(best)), {})
         best = {**best, "replaced": row.get("replaced")}
+        gain = gain_over_own(result.configs, best) if row.get("replaced") else None
+    if gain is not None and gain["change"] != "faster":
+        # Ahead of the script's own settings by less than the runs' noise: no change is offered on it.
+        patch = {"status": "unchanged", "reason": "within_noise", **gain}
+    else:
+        out, cmd = getattr(runner, "out", None), getattr(runner, "cmd", None)
+        patch = sweep_patch(own.get("site"), best, own, CONFIG_KEYS, out, cmd=cmd)
     return dataclasses.replace(
         result,
         best=best,
         script_settings={k: v for k, v in own.items() if k != "site"},
         kept={k: own.get(k) for k in grid if k not in swept},
-        patch=sweep_patch(
-            own.get("site"), best, own, CONFIG_KEYS, getattr(runner, "out", None), cmd=getattr(runner, "cmd", None)
-        ),
+        patch=patch,
     )
 
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from perfcore.analysis.checks import difference_noise_ms
 from perfcore.analysis.command_results import SweepResult
 from perfcore.analysis.results import Verdict
+from perfcore.analysis.status import change_of
 from perfcore.errors import UsageError
-from perfcore.experiments.measurement import Measurement
+from perfcore.experiments.measurement import SETTINGS, Measurement
 
 __all__ = [
     "CONFIG_KEYS",
@@ -31,7 +33,7 @@ __all__ = [
     "setting_value",
 ]
 
-CONFIG_KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
+CONFIG_KEYS = SETTINGS  # a configuration is the loader's settings
 
 
 # Why a configuration has no row of its own numbers (its `reason`; report.words.runs says each):
@@ -61,7 +63,7 @@ class ConfigResult:
         m = self.measurement
         if m is None:
             numbers: dict[str, Any] = dict.fromkeys(("step_ms", "samples_per_s", "busy_mean", "busy_std"))
-            numbers.update(peak_mem_bytes=None, steps=0, load_share=None, **verdict_cols(None))
+            numbers.update(peak_mem_bytes=None, steps=0, load_share=None, step_sem_ms=None, **verdict_cols(None))
         else:
             numbers = {
                 "step_ms": m.step_ms,
@@ -71,6 +73,7 @@ class ConfigResult:
                 "peak_mem_bytes": m.peak_mem_bytes,
                 "steps": m.steps,
                 "load_share": m.breakdown_fraction.get("load"),
+                "step_sem_ms": m.step_sem_ms,  # the noise a best configuration must beat the script's own by
                 **verdict_cols(m.verdict),
             }
         order = ("step_ms", "samples_per_s", "busy_mean", "busy_std", "peak_mem_bytes")
@@ -245,3 +248,23 @@ def resume_rows(previous: SweepResult, grid: dict, steps: int, name: str) -> lis
             "--pin-memory/--prefetch-factor, or a new --out"
         )
     return list(previous.configs)
+
+
+def gain_over_own(configs: Sequence[Mapping[str, Any]], best: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The best configuration's rate against the script's own settings, measured in the same sweep (its row
+    replaces nothing), with the runs' noise as a share: {speedup, noise_share, change}. None where the
+    script's own configuration gave no measured row, or a row lacks its noise."""
+    own = [r for r in configs if r.get("status") == "ok" and not r.get("replaced") and r.get("samples_per_s")]
+    mine = next((r for r in configs if config_key(dict(r)) == config_key(dict(best)) and r.get("status") == "ok"), None)
+    if not own or mine is None:
+        return None
+    o = max(own, key=lambda r: r.get("round") or 0)  # measured longest, as the best is
+    rel = [
+        r["step_sem_ms"] / r["step_ms"] if r.get("step_sem_ms") is not None and r.get("step_ms") else None
+        for r in (o, mine)
+    ]
+    noise = difference_noise_ms(*rel)
+    if noise is None:
+        return None
+    x = float(mine["samples_per_s"]) / float(o["samples_per_s"])
+    return {"speedup": x, "noise_share": noise, "change": change_of(x, noise).value}

@@ -201,6 +201,10 @@ def _no_patch(p: Mapping[str, Any]) -> str:
         return "no DataLoader call site or no best configuration"
     if reason == "own_is_best":
         return "the best configuration is the script's own"
+    if reason == "within_noise":
+        x, noise = p.get("speedup"), p.get("noise_share")
+        ahead = f" ({float(x):.2f}x its rate, noise +-{100 * float(noise):.0f}%)" if x and noise is not None else ""
+        return f"the best configuration is no faster than the script's own beyond the runs' noise{ahead}"
     if reason == "not_under_cwd":
         return f"the DataLoader at {p.get('site')} is not a file under {p.get('cwd')}"
     if reason == "cannot_patch":
