@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from perfcore.errors import CuptiUnavailable, DeviceUnavailable, NativeUnavailable
 
-__all__ = ["native", "build_info", "capabilities", "require_cuda", "require_cupti"]
+__all__ = [
+    "native",
+    "build_info",
+    "capabilities",
+    "require_cuda",
+    "require_cupti",
+    "TracerStats",
+    "StreamStats",
+    "ClockSync",
+]
 
 _BUILD_INFO = Path(__file__).with_name("_build_info.json")
+GPU_FEATURES = ("cuda_events", "cupti", "transfer", "calibration")  # what a GPU-less build or machine lacks
 # Right for an install from pip as well as for a checkout.
 REBUILD = (
     "pip install --no-build-isolation --force-reinstall --no-deps <where perfcore came from>, "
@@ -110,12 +121,11 @@ def capabilities() -> dict[str, Any]:
             "cupti_version": None,
             "cupti_compiled_version": None,
             "device_count": 0,
-            "features": {"spans": False, "cuda_events": False, "cupti": False, "transfer": False, "calibration": False},
+            "features": dict.fromkeys(("spans", *GPU_FEATURES), False),
             "reasons": {"native": str(e)},
             "warnings": [],
         }
     count, why_no_device = _device_probe()
-    reasons: dict[str, str] = {}
     warnings: list[str] = []
     cupti_loaded = cupti_compiled = None
     if C.CUDA_COMPILED:
@@ -132,16 +142,8 @@ def capabilities() -> dict[str, Any]:
         gpu_reason = f"built in CPU mode: {no_cuda}"
     elif count == 0:
         gpu_reason = f"no CUDA device visible ({why_no_device or 'device count is 0'})"
-    features = {
-        "spans": True,
-        "cuda_events": gpu_reason is None,
-        "cupti": gpu_reason is None,
-        "transfer": gpu_reason is None,
-        "calibration": gpu_reason is None,
-    }
-    if gpu_reason:
-        for k in ("cuda_events", "cupti", "transfer", "calibration"):
-            reasons[k] = gpu_reason
+    features = {"spans": True, **dict.fromkeys(GPU_FEATURES, gpu_reason is None)}
+    reasons = dict.fromkeys(GPU_FEATURES, gpu_reason) if gpu_reason else {}
     if os.environ.get("PERFCORE_DISABLE_CUPTI"):
         features["cupti"] = False
         reasons["cupti"] = "disabled by PERFCORE_DISABLE_CUPTI"
@@ -160,14 +162,81 @@ def capabilities() -> dict[str, Any]:
 
 def require_cuda(what: str):
     """The native module if `what` can run on a GPU here, else DeviceUnavailable saying why."""
-    caps = capabilities()
-    if not caps["features"]["cuda_events"]:
-        raise DeviceUnavailable(f"{what} needs a CUDA GPU: {caps['reasons'].get('cuda_events', 'unavailable')}")
-    return native()
+    return _require("cuda_events", f"{what} needs a CUDA GPU", DeviceUnavailable)
 
 
 def require_cupti(what: str):
+    return _require("cupti", f"{what} needs CUPTI", CuptiUnavailable)
+
+
+def _require(feature: str, needs: str, error: type[Exception]):
     caps = capabilities()
-    if not caps["features"]["cupti"]:
-        raise CuptiUnavailable(f"{what} needs CUPTI: {caps['reasons'].get('cupti', 'unavailable')}")
+    if not caps["features"][feature]:
+        raise error(f"{needs}: {caps['reasons'].get(feature, 'unavailable')}")
     return native()
+
+
+class _NativeRecord:
+    """A dict the native module returns, read once into its frozen record: each field this class names,
+    as its default's type; one the dict lacks (an older build, the cupti-python tracer's own counts)
+    keeps its default, and a key the class does not name is left behind."""
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any] | None):
+        raw = raw or {}
+        return cls(**{f.name: type(f.default)(raw[f.name]) for f in dataclasses.fields(cls) if f.name in raw})
+
+
+@dataclasses.dataclass(frozen=True)
+class TracerStats(_NativeRecord):
+    """A CUPTI tracer's counts (cupti_stats(), or the cupti-python tracer's stats): records decoded and
+    every kind of loss, buffers, flushes, the clock, graph captures, and the guards this CUPTI needed."""
+
+    records: int = 0
+    dropped_records: int = 0  # CUPTI had no buffer for them
+    discarded_records: int = 0
+    overflow_records: int = 0  # past the decode cap
+    invalid_timestamps: int = 0
+    zero_timestamps: int = 0
+    buffers_undecodable: int = 0
+    buffers_incomplete: int = 0
+    bytes_unwalked: int = 0
+    device_buffer_bytes: int = 0
+    api_calls_filtered: int = 0
+    session: int = 0  # which CUPTI session of this process
+    buffers_completed: int = 0
+    buffers_denied: int = 0
+    flushes: int = 0
+    flush_ns: float = 0.0
+    forced_flush_ns: float = 0.0
+    clock_drift_ns: int = 0
+    stale_dropped: int = 0
+    captures_seen: int = 0
+    flushes_held: int = 0  # flushes put off while a graph capture was underway
+    graph_ids_untrusted: bool = False  # a guard this CUPTI version needed (run.json capture.guards)
+    concurrent_kernel_left_on: bool = False  # another
+    finalized: bool = False  # CUPTI finalized at a hand-over
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamStats(_NativeRecord):
+    """How an EventTimer's phases found their stream (stream_stats()): on the current stream, unseen
+    (the legacy default instead), moved inside the phase, under a graph capture, or with events the
+    runtime refused (the last refusal's error)."""
+
+    followed: int = 0
+    unseen: int = 0
+    switched_inside: int = 0
+    capturing: int = 0
+    unreadable: int = 0
+    last_unreadable_error: str = ""  # the runtime's name for the last refusal
+
+
+@dataclasses.dataclass(frozen=True)
+class ClockSync(_NativeRecord):
+    """An EventTimer's anchors to the host clock (clock_sync()): how many, the largest drift, the anchor's
+    uncertainty."""
+
+    syncs: int = 0
+    max_abs_drift_ns: int = 0
+    uncertainty_ns: int = 0

@@ -77,7 +77,7 @@ def test_upkeep_failure_is_counted_not_raised(monkeypatch):
         t.step()  # would raise RuntimeError into the loop before
     assert t.engine.upkeep_errors == 3 and t.steps == 3
     assert len([n for n in t.notes if "disk full" in n]) == 1
-    assert t.engine.capture_stats()["upkeep_errors"] == 3
+    assert t.engine.capture_stats().count("upkeep_errors") == 3
 
 
 def test_capture_stats_reach_the_result():

@@ -117,11 +117,64 @@ def test_run_json_capture_reports_every_loss_by_cause():
                                  "zero_timestamps": 2, "buffers_undecodable": 2, "buffers_incomplete": 1,
                                  "bytes_unwalked": 4096, "api_calls_filtered": 29, "session": 2,
                                  "graph_ids_untrusted": True, "device_buffer_bytes": 8 << 20}))
-    assert (cap["dropped"], cap["overflow"], cap["invalid_timestamps"], cap["zero_timestamps"]) == (4, 1, 3, 2)
-    assert (cap["buffers_undecodable"], cap["buffers_incomplete"], cap["bytes_unwalked"]) == (2, 1, 4096)
-    assert cap["device_synced_at_stop"] is True and cap["api_calls_filtered"] == 29
-    assert cap["guards"] == ["graph_ids_untrusted"] and cap["cupti_session"] == 2
+    st = cap.stats
+    assert (st["dropped"], st["overflow"], st["invalid_timestamps"], st["zero_timestamps"]) == (4, 1, 3, 2)
+    assert (st["buffers_undecodable"], st["buffers_incomplete"], st["bytes_unwalked"]) == (2, 1, 4096)
+    assert st["device_synced_at_stop"] is True and st["api_calls_filtered"] == 29
+    assert cap.guards == ("graph_ids_untrusted",) and st["cupti_session"] == 2
+    assert cap.to_doc()["guards"] == ["graph_ids_untrusted"]
 
+
+
+def test_a_tracer_without_the_native_counts_reads_as_zeros_and_its_file_is_the_same():
+    # The cupti-python tracer keeps its own counts (no session, no guards) and a key of its own: the
+    # typed stats read what they name, zeros for the rest, and run.json's capture holds plain numbers.
+    from perfcore.analysis.run_parts import Capture
+    from perfcore.recording.gpu import capture_stats
+
+    cap = capture_stats(_engine({"records": 12, "flush_ns": 2_500_000, "timestamp_callback": False,
+                                 "clock_drift_ns": -40}))
+    assert (cap.count("records"), cap.count("dropped"), cap.count("cupti_session")) == (12, 0, 0)
+    assert cap.stats["flush_ms"] == 2.5 and cap.stats["clock_drift_ns"] == -40 and cap.guards == ()
+    assert "timestamp_callback" not in cap.stats
+    doc = cap.to_doc()
+    assert Capture.from_doc(doc, "capture") == cap  # what the part writes reads back the same
+
+
+def test_events_the_runtime_refused_are_said_with_its_error():
+    from perfcore.recording.gpu import capture_stats
+
+    class Ev:
+        def stream_stats(self):
+            return {"followed": 4, "unreadable": 2, "last_unreadable_error": "cudaErrorLaunchFailure"}
+
+        def clock_sync(self):
+            return {"syncs": 3, "max_abs_drift_ns": 70, "uncertainty_ns": 5}
+
+    e = _cuda_engine()
+    e.gpu.events, e.upkeep_errors = Ev(), 0
+    cap = capture_stats(e)
+    assert cap.stats["event_pairs_unreadable"] == 2 and cap.stats["phases_stream_unseen"] == 0
+    assert (cap.stats["event_clock_syncs"], cap.stats["clock_drift_ns"]) == (3, 70)  # no tracer: the events' drift
+    assert any("2 GPU phase(s) could not be timed" in n and "cudaErrorLaunchFailure" in n for n in e.notes)
+
+
+def test_a_later_cupti_session_places_graph_kernels_by_launch_order(monkeypatch):
+    # The native stats of the second session in the process, on a CUPTI whose graph ids are wrong then:
+    # with correlation records (the full mode) graph kernels go by the launches' order, and the note names
+    # the session; the lean mode places every kernel by its phase's events and needs no guard.
+    import perfcore.recording.gpu as g
+    from perfcore.capture.native_cupti import CuptiTracer
+    from perfcore.recording.tracing import Tracing
+
+    fake = type("N", (), {"cupti_stats": staticmethod(lambda: {"graph_ids_untrusted": True, "session": 2})})
+    monkeypatch.setattr(g, "native", lambda: fake)
+    for mode, trusted in (("full", False), ("lean", True)):
+        e = _cuda_engine()
+        e.gpu.tracer, e.gpu.tracing = CuptiTracer.__new__(CuptiTracer), Tracing(mode, "native-cupti", None, None)
+        g.trust_graph_ids(e)
+        assert e.gpu.launches.trust_graph_ids is trusted
+        assert any("CUPTI tracing session 2 in this process" in n for n in e.notes) is not trusted
 
 # -- cuda:N ------------------------------------------------------------------------------------
 def test_a_named_device_makes_its_events_there(monkeypatch):
@@ -368,7 +421,7 @@ def test_a_phase_that_switched_streams_inside_is_said(monkeypatch):
     e = _cuda_engine()
     e.gpu.events, e.upkeep_errors = Ev(), 0
     cap = capture_stats(e)
-    assert cap["phases_switched_stream_inside"] == 3 and cap["phases_on_current_stream"] == 10
+    assert cap.stats["phases_switched_stream_inside"] == 3 and cap.stats["phases_on_current_stream"] == 10
     assert any("3 GPU phase(s) moved their work to another stream" in n for n in e.notes)
 
 
@@ -480,8 +533,8 @@ def test_torch_profiler_starting_mid_run_gets_cupti_and_the_run_says_so(monkeypa
     assert "until step 3, then from CUDA events: torch.profiler started" in e.notes[-1]
     assert "until step 3" in capsys.readouterr().err
     cap = g.capture_stats(e)
-    assert cap["handed_over"]["note"] == "kernels until step 3, then events, because torch.profiler started"
-    assert cap["handed_over"]["finalized"] and cap["records"] == 7
+    assert cap.handed_over["note"] == "kernels until step 3, then events, because torch.profiler started"
+    assert cap.handed_over["finalized"] and cap.count("records") == 7
     with profile(activities=[ProfilerActivity.CPU]):  # once: CUPTI is the profiler's now
         pass
     assert tracer.handed == 1

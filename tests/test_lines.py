@@ -308,7 +308,8 @@ def test_a_line_that_calls_into_a_library_keeps_where_its_time_went():
 def test_the_library_frame_of_each_sample_crosses_from_the_child_with_its_site():
     """The child folds its stacks to sites; each sample's library frame goes beside its site, so the parent's
     join names where in the library a line's time went (an older part, without them, has none)."""
-    from perfcore.run.lines import _samples
+    from perfcore.analysis.codec import from_doc
+    from perfcore.run.lines import LineFacts, _samples
 
     call, step = ["/home/u/train.py", "main", 29], ["/lib/python3/site-packages/transformers/trainer.py", "step", 9]
     facts = {
@@ -323,10 +324,10 @@ def test_the_library_frame_of_each_sample_crosses_from_the_child_with_its_site()
         "dropped": 0,
         "sampler_ns": 0,
     }
-    host = join_lines(_samples(facts), [0], [50], prefixes=LIB).label("host")
+    host = join_lines(_samples(from_doc(LineFacts, facts)), [0], [50], prefixes=LIB).label("host")
     first = host.lines[0]
     assert (first.line, first.inside, first.inside_share) == (29, tuple(step), pytest.approx(2 / 3))
-    old = {k: v for k, v in facts.items() if k not in ("entry", "entries")}
+    old = from_doc(LineFacts, {k: v for k, v in facts.items() if k not in ("entry", "entries")})
     assert join_lines(_samples(old), [0], [50], prefixes=LIB).label("host").lines[0].inside is None
 
 

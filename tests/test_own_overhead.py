@@ -8,52 +8,66 @@ import pytest
 from run_docs import as_run
 
 from perfcore.capture.sync_calls import SyncCounter
-from perfcore.recording.own_work import MATERIAL_OVERHEAD, beside_steps
+from perfcore.analysis.run_parts import Overhead
+from perfcore.recording.own_work import MATERIAL_OVERHEAD, OwnCosts, beside_steps, overhead_doc
 from perfcore.report.html.run import warnings_of
 from perfcore.run.child.loaders import fetch_cost_ns
 
 
-def _ov(o: dict):
-    """beside_steps' figures as run.json keeps them, typed."""
+def _ov(o: dict | Overhead) -> Overhead:
+    """Overhead figures as run.json keeps them, typed."""
     from perfcore.analysis.codec import from_doc
-    from perfcore.analysis.run_parts import Overhead
 
-    return from_doc(Overhead, o, "overhead")
+    return o if isinstance(o, Overhead) else from_doc(Overhead, o, "overhead")
+
+
+def _lines(facts: dict):
+    """A part's line facts from the figures a test gives (no samples' sites)."""
+    from perfcore.analysis.codec import from_doc
+    from perfcore.run.lines import LineFacts
+
+    base = {"site": [], "sites": [], "interval_ns": 10_000_000, "cap_ns": 15_000_000, "missed": 0, "dropped": 0}
+    return from_doc(LineFacts, {**base, **facts})
+
+
+def _beside(timer: dict, costs: dict, *args, **kw) -> Overhead:
+    """beside_steps on a timer's figures and a part's costs given by name."""
+    return beside_steps(_ov({"ms_per_step": 0.0, "fraction": 0.0, **timer}), OwnCosts(**costs), *args, **kw)
 
 TIMER = {"per_phase_ns": 200.0, "phases_per_step": 5.0, "own_ms_per_step": 0.01, "ms_per_step": 0.011}
 
 
 def test_beside_steps_adds_each_wrapper_and_the_sampler_per_step():
     costs = {"sync_calls": 1000, "sync_call_ns": 1500.0, "fetches": 100, "fetch_ns": 800.0, "sampler_ns": 2_000_000}
-    o = beside_steps(TIMER, costs, steps=100, mean_wall_ms=4.0)
-    assert o["sync_calls_ms_per_step"] == pytest.approx(0.015)  # 10 calls a step x 1.5 us
-    assert o["fetch_ms_per_step"] == pytest.approx(0.0008)
-    assert o["sampler_ms_per_step"] == pytest.approx(0.02)
+    o = _beside(TIMER, costs, steps=100, mean_wall_ms=4.0)
+    assert o.sync_calls_ms_per_step == pytest.approx(0.015)  # 10 calls a step x 1.5 us
+    assert o.fetch_ms_per_step == pytest.approx(0.0008)
+    assert o.sampler_ms_per_step == pytest.approx(0.02)
     in_steps = 0.001 + 0.015 + 0.0008 + 0.02  # 5 phases x 200 ns, then the three beside them
-    assert o["ms_per_step"] == pytest.approx(in_steps + 0.01)
+    assert o.ms_per_step == pytest.approx(in_steps + 0.01)
     # A share of the step without perfcore (the wall time holds everything but the own work).
-    assert o["fraction"] == pytest.approx((in_steps + 0.01) / (4.0 - in_steps))
-    assert o["material"] is (o["fraction"] >= MATERIAL_OVERHEAD)
+    assert o.fraction == pytest.approx((in_steps + 0.01) / (4.0 - in_steps))
+    assert o.material is (o.fraction >= MATERIAL_OVERHEAD)
 
 
 def test_a_host_heavy_loop_is_material_and_a_quiet_one_is_not():
-    heavy = beside_steps(TIMER, {"sync_calls": 130_000, "sync_call_ns": 1300.0}, steps=1000, mean_wall_ms=4.0)
-    quiet = beside_steps(TIMER, {"fetches": 1000, "fetch_ns": 800.0}, steps=1000, mean_wall_ms=30.0)
-    assert heavy["fraction"] > 0.04 and heavy["material"]
-    assert quiet["fraction"] < 0.001 and not quiet["material"]
+    heavy = _beside(TIMER, {"sync_calls": 130_000, "sync_call_ns": 1300.0}, steps=1000, mean_wall_ms=4.0)
+    quiet = _beside(TIMER, {"fetches": 1000, "fetch_ns": 800.0}, steps=1000, mean_wall_ms=30.0)
+    assert heavy.fraction > 0.04 and heavy.material
+    assert quiet.fraction < 0.001 and not quiet.material
     # A floor, said as one: what the hooks cost in the caches is not in perfcore's count.
-    assert any(w.startswith("overhead: perfcore added at least ~") for w in warnings_of(as_run({"overhead": heavy})))
-    assert not any("overhead" in w for w in warnings_of(as_run({"overhead": quiet})))
+    assert any(w.startswith("overhead: perfcore added at least ~") for w in warnings_of(as_run({"overhead": overhead_doc(heavy)})))
+    assert not any("overhead" in w for w in warnings_of(as_run({"overhead": overhead_doc(quiet)})))
 
 
 def test_calls_passed_through_a_hook_count_at_their_layers_cost():
     # The tiny loop's 5 module calls and the backward's inner call went through a hook untimed: ~2 us a
     # step that no phase holds.
-    plain = beside_steps(TIMER, {}, steps=1000, mean_wall_ms=0.25)
-    o = beside_steps(TIMER, {"passed_calls": 6000, "passed_call_ns": 250.0}, steps=1000, mean_wall_ms=0.25)
-    assert o["passed_ms_per_step"] == pytest.approx(0.0015) and o["passed_call_ns"] == 250.0
-    assert o["ms_per_step"] == pytest.approx(plain["ms_per_step"] + 0.0015)
-    assert o["steady_ms_per_step"] == pytest.approx(plain["steady_ms_per_step"] + 0.0015)
+    plain = _beside(TIMER, {}, steps=1000, mean_wall_ms=0.25)
+    o = _beside(TIMER, {"passed_calls": 6000, "passed_call_ns": 250.0}, steps=1000, mean_wall_ms=0.25)
+    assert o.passed_ms_per_step == pytest.approx(0.0015) and o.passed_call_ns == 250.0
+    assert o.ms_per_step == pytest.approx(plain.ms_per_step + 0.0015)
+    assert o.steady_ms_per_step == pytest.approx(plain.steady_ms_per_step + 0.0015)
 
 
 def test_the_wrappers_costs_are_measured_here():
@@ -83,13 +97,13 @@ def test_the_short_report_names_a_material_overhead_only():
     from perfcore.report.terminal import render_brief
 
     doc = json.loads((Path(__file__).with_name("report_docs") / "run.json").read_text())
-    heavy = beside_steps(TIMER, {"sync_calls": 130_000, "sync_call_ns": 1300.0}, steps=1000, mean_wall_ms=4.0)
-    quiet = beside_steps(TIMER, {}, steps=1000, mean_wall_ms=30.0)
+    heavy = _beside(TIMER, {"sync_calls": 130_000, "sync_call_ns": 1300.0}, steps=1000, mean_wall_ms=4.0)
+    quiet = _beside(TIMER, {}, steps=1000, mean_wall_ms=30.0)
     from run_docs import run_of_json
 
-    shown = render_brief(run_of_json({**doc, "overhead": heavy}), "runs/r1").splitlines()
+    shown = render_brief(run_of_json({**doc, "overhead": overhead_doc(heavy)}), "runs/r1").splitlines()
     assert len(shown) <= 15 and sum(ln.startswith("overhead: perfcore added") for ln in shown) == 1
-    assert "overhead" not in render_brief(run_of_json({**doc, "overhead": quiet}), "runs/r1")
+    assert "overhead" not in render_brief(run_of_json({**doc, "overhead": overhead_doc(quiet)}), "runs/r1")
 
 
 def test_the_counter_takes_its_wrappers_off_at_the_cap():
@@ -159,11 +173,11 @@ def test_pauses_are_said_apart_from_the_steady_cost():
     assert n == 3 and pause_ms == pytest.approx(1560.0)
     assert own_pauses(None, wall) == (0.0, 0) and own_pauses(np.zeros(0), wall) == (0.0, 0)
     timer = {"per_phase_ns": 200.0, "phases_per_step": 3.0, "own_ms_per_step": own.sum() / 1e6 / 1000}
-    o = beside_steps({**timer, "pause_ms_total": pause_ms}, {}, steps=1000, mean_wall_ms=0.25)
+    o = _beside({**timer, "pause_ms_total": pause_ms}, {}, steps=1000, mean_wall_ms=0.25)
     steady = 3 * 200 / 1e6 + 25 * 0.028 / 1000  # the phases, and 25 memory samples over 1000 steps
-    assert o["steady_ms_per_step"] == pytest.approx(steady)
-    assert o["steady_fraction"] == pytest.approx(steady / (0.25 - 0.0006))
-    assert o["ms_per_step"] == pytest.approx(steady + 1.56)  # the whole run's mean keeps the pauses
+    assert o.steady_ms_per_step == pytest.approx(steady)
+    assert o.steady_fraction == pytest.approx(steady / (0.25 - 0.0006))
+    assert o.ms_per_step == pytest.approx(steady + 1.56)  # the whole run's mean keeps the pauses
 
 
 def test_a_counter_armed_again_keeps_the_calls_it_counted_before():
@@ -183,11 +197,9 @@ def test_a_counter_armed_again_keeps_the_calls_it_counted_before():
 
 
 def test_pauses_timed_past_the_own_work_leave_no_negative_steady_cost():
-    from perfcore.recording.own_work import beside_steps
-
-    got = beside_steps({"own_ms_per_step": 0.010, "pause_ms_total": 1.2}, {}, 100, 5.0)
-    assert got["steady_ms_per_step"] == 0.0 and got["steady_fraction"] == 0.0
-    assert got["ms_per_step"] > 0
+    got = _beside({"own_ms_per_step": 0.010, "pause_ms_total": 1.2}, {}, 100, 5.0)
+    assert got.steady_ms_per_step == 0.0 and got.steady_fraction == 0.0
+    assert got.ms_per_step > 0
 
 
 def test_the_self_report_counts_the_samplers_held_time_and_its_hand_backs():
@@ -209,9 +221,9 @@ def test_the_self_report_counts_the_samplers_held_time_and_its_hand_backs():
     facts = capture.facts()
     assert facts["sampler_ns"] == 3_000_000 + 60 * 40_000
     assert facts["sampler_held_ns"] == 3_000_000 and facts["handoff_ns"] == 40_000 and facts["sampler_wakes"] == 60
-    o = beside_steps(TIMER, {"sampler_ns": facts["sampler_ns"]}, steps=100, mean_wall_ms=4.0)
-    assert o["sampler_ms_per_step"] == pytest.approx(0.054)
-    assert o["ms_per_step"] == pytest.approx(0.001 + 0.054 + 0.01)
+    o = _beside(TIMER, {"sampler_ns": facts["sampler_ns"]}, steps=100, mean_wall_ms=4.0)
+    assert o.sampler_ms_per_step == pytest.approx(0.054)
+    assert o.ms_per_step == pytest.approx(0.001 + 0.054 + 0.01)
 
 
 def test_the_hand_back_is_measured_on_this_machine():
@@ -251,17 +263,17 @@ def test_the_self_report_counts_the_counter_over_the_steps_it_was_on():
     on for 100 of them, a typical step pays nothing; on for 800, a typical step pays it over those 800."""
     costs = {"sync_calls": 16384, "sync_call_ns": 100.0}
     whole = 16384 * 100.0 / 1e6
-    short = beside_steps(TIMER, {**costs, "sync_calls_steps": 100}, steps=1000, mean_wall_ms=1.0)
-    most = beside_steps(TIMER, {**costs, "sync_calls_steps": 800}, steps=1000, mean_wall_ms=1.0)
-    all_run = beside_steps(TIMER, costs, steps=1000, mean_wall_ms=1.0)  # never full: on for every step
+    short = _beside(TIMER, {**costs, "sync_calls_steps": 100}, steps=1000, mean_wall_ms=1.0)
+    most = _beside(TIMER, {**costs, "sync_calls_steps": 800}, steps=1000, mean_wall_ms=1.0)
+    all_run = _beside(TIMER, costs, steps=1000, mean_wall_ms=1.0)  # never full: on for every step
     timer_ms = 0.001 + 0.01
     for o in (short, most, all_run):
-        assert o["sync_calls_ms_per_step"] == pytest.approx(whole / 1000)
-        assert o["ms_per_step"] == pytest.approx(timer_ms + whole / 1000)
-    assert short["steady_ms_per_step"] == pytest.approx(timer_ms) and short["sync_calls_steps"] == 100
-    assert most["steady_ms_per_step"] == pytest.approx(timer_ms + whole / 800)
-    assert all_run["steady_ms_per_step"] == pytest.approx(timer_ms + whole / 1000)
-    assert all_run["sync_calls_steps"] == 1000
+        assert o.sync_calls_ms_per_step == pytest.approx(whole / 1000)
+        assert o.ms_per_step == pytest.approx(timer_ms + whole / 1000)
+    assert short.steady_ms_per_step == pytest.approx(timer_ms) and short.sync_calls_steps == 100
+    assert most.steady_ms_per_step == pytest.approx(timer_ms + whole / 800)
+    assert all_run.steady_ms_per_step == pytest.approx(timer_ms + whole / 1000)
+    assert all_run.sync_calls_steps == 1000
 
 
 def test_the_counters_calibration_agrees_with_a_counted_host_loop():
@@ -369,31 +381,31 @@ def test_the_sampler_is_paid_by_the_second_where_its_samples_fell():
     compile_t = np.linspace(10_000_000, 700_000_000, 26).astype(np.int64)
     facts = {"t_ns": compile_t.tolist(), "sampler_sample_ns": [140_000] * 26, "handoff_ns": 0,
              "sampler_ns": 26 * 140_000, "sampler_span_ns": 735_000_000}
-    share = sampler_share(facts, steps, ends)
+    share = sampler_share(_lines(facts), steps, ends)
     assert share == pytest.approx(26 * 140_000 / 735_000_000)
     # Enough wake-ups inside the measured steps: their own cost (held and hand-back) over the steps' time.
     inside = (steps[:, None] + np.array([100_000, 300_000])).ravel()[: MIN_STEADY_WAKES + 2]
     more = {**facts, "t_ns": [*compile_t.tolist(), *inside.tolist()],
             "sampler_sample_ns": [140_000] * 26 + [20_000] * len(inside), "handoff_ns": 5_000}
-    assert sampler_share(more, steps, ends) == pytest.approx(len(inside) * 25_000 / (11 * 440_000))
+    assert sampler_share(_lines(more), steps, ends) == pytest.approx(len(inside) * 25_000 / (11 * 440_000))
     assert sampler_share(None, steps, ends) is None
     # Past the samples' cap (dropped), only the steps before the last kept sample are what they were paid in.
     # Two samples in each step, the last 6 not kept: 16 kept, the last in step 7, so steps 0-6 hold 14.
     every = (steps[:, None] + np.array([100_000, 300_000])).ravel()[:16]
     capped = {**facts, "dropped": 6, "t_ns": every.tolist(), "sampler_sample_ns": [20_000] * 16, "handoff_ns": 5_000}
-    assert sampler_share(capped, steps, ends) == pytest.approx(14 * 25_000 / (7 * 440_000))
-    assert sampler_share({"t_ns": [], "sampler_ns": 5}, steps, ends) is None  # a part from before: no split
+    assert sampler_share(_lines(capped), steps, ends) == pytest.approx(14 * 25_000 / (7 * 440_000))
+    assert sampler_share(_lines({"t_ns": [], "sampler_ns": 5}), steps, ends) is None  # a part from before: no split
 
     timer = {"per_phase_ns": 880.0, "phases_per_step": 4.0, "own_ms_per_step": 0.0}
     costs = {"sampler_ns": facts["sampler_ns"], "sampler_share": share}
-    o = beside_steps(timer, costs, steps=16, mean_wall_ms=1.55, typical_ms=0.444)
-    assert o["sampler_ms_per_step"] == pytest.approx(26 * 0.14 / 16)  # the whole run's mean keeps it all
+    o = _beside(timer, costs, steps=16, mean_wall_ms=1.55, typical_ms=0.444)
+    assert o.sampler_ms_per_step == pytest.approx(26 * 0.14 / 16)  # the whole run's mean keeps it all
     steady = 4 * 0.00088 + share * 0.444
-    assert o["steady_ms_per_step"] == pytest.approx(steady) and o["sampler_share"] == share
-    assert o["steady_fraction"] == pytest.approx(steady / (0.444 - steady))
-    assert o["steady_fraction"] < 0.02  # not the 18% the spread-out figure said
-    old = beside_steps(timer, {"sampler_ns": facts["sampler_ns"]}, steps=16, mean_wall_ms=1.55, typical_ms=0.444)
-    assert old["steady_ms_per_step"] > 0.2  # without the split (an older part), the run's mean as before
+    assert o.steady_ms_per_step == pytest.approx(steady) and o.sampler_share == share
+    assert o.steady_fraction == pytest.approx(steady / (0.444 - steady))
+    assert o.steady_fraction < 0.02  # not the 18% the spread-out figure said
+    old = _beside(timer, {"sampler_ns": facts["sampler_ns"]}, steps=16, mean_wall_ms=1.55, typical_ms=0.444)
+    assert old.steady_ms_per_step > 0.2  # without the split (an older part), the run's mean as before
 
 
 def test_the_sampler_keeps_each_samples_held_time_and_its_span():
@@ -435,14 +447,14 @@ def test_the_full_report_says_the_typical_step_the_whole_run_and_each_part_count
     timer = {"per_phase_ns": 820.0, "phases_per_step": 3.0, "own_ms_per_step": 0.0022, "own_ms_total": 44.0,
              "pause_ms_total": 38.0, "pauses": 3}
     costs = {"passed_calls": 80_000, "passed_call_ns": 190.0, "sampler_ns": 20_000_000, "sampler_share": 0.004}
-    o = beside_steps(timer, costs, steps=20_000, mean_wall_ms=0.24, typical_ms=0.234)
+    o = _beside(timer, costs, steps=20_000, mean_wall_ms=0.24, typical_ms=0.234)
     lines = overhead_long(_ov(o))
     assert lines[0] == "perfcore overhead: at least ~4.46 µs a typical step (1.9%)", lines  # the parts below
     assert lines[1].startswith("  the whole run: ~") and "38.0 ms of it in 3 pauses" in lines[1]
     # 3 x 820 ns, 4 calls x 190 ns, 0.4% of 0.234 ms, and 44 - 38 ms of own work over 20k steps
     assert lines[2] == "  a step: phases 3 x 820 ns, hook calls 760 ns, line sampler 936 ns, own work 300 ns"
     assert all(len(line) <= WIDTH for line in lines)
-    assert set(o["counted"]) >= {"phases", "own_work", "passed_calls", "sampler"} and "method" not in o
+    assert set(o.counted) >= {"phases", "own_work", "passed_calls", "sampler"}
     # A timer's document (no run around it): one line, and what its count leaves out.
     bare = overhead_long(_ov({"ms_per_step": 0.002, "fraction": 0.001, "hooks": "not included"}))
     assert bare[0] == "perfcore overhead: at least ~2.00 µs/step (0.1%)" and "hooks add more" in bare[1]
@@ -466,9 +478,9 @@ def test_the_typical_steps_parts_add_up_to_its_figure_and_a_costlier_whole_run_i
     # The .item() counter on for 40 of 20,000 steps (its cap): the whole run paid its calls, a typical step not.
     timer = {"per_phase_ns": 800.0, "phases_per_step": 4.0, "own_ms_per_step": 0.0}
     costs = {"sync_calls": 600_000, "sync_call_ns": 1000.0, "sync_calls_steps": 40}
-    o = beside_steps(timer, costs, steps=20_000, mean_wall_ms=1.3, typical_ms=1.3)
-    assert o["steady_sync_calls_ms_per_step"] == 0.0 and o["sync_calls_ms_per_step"] == pytest.approx(0.03)
-    assert o["material"] and o["steady_fraction"] < MATERIAL_OVERHEAD <= o["fraction"]
+    o = _beside(timer, costs, steps=20_000, mean_wall_ms=1.3, typical_ms=1.3)
+    assert o.steady_sync_calls_ms_per_step == 0.0 and o.sync_calls_ms_per_step == pytest.approx(0.03)
+    assert o.material and o.steady_fraction < MATERIAL_OVERHEAD <= o.fraction
     short = overhead_short(_ov(o))
     assert short == "overhead: perfcore added at least ~3.20 µs/step (0.2%); the whole run ~33.2 µs/step (2.6%)", short
     assert overhead_long(_ov(o))[-1] == "  a step: phases 4 x 800 ns"  # the counter's calls are not a typical step's

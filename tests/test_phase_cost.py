@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from perfcore.analysis.run_parts import Calibrations
 from perfcore.recording import phase_cost
 from perfcore.recording.phase_cost import cold_cost_ns, step_like_work
 
@@ -50,14 +51,14 @@ def test_a_time_cap_keeps_the_pairs_made_and_says_it_cut_them_short(monkeypatch)
     # 50 ms of pairs, then it stops with what it has: the same cost, from 25 pairs of 150.
     assert cold_cost_ns(timed, between, n=150, clock=clock, cap_s=0.05) == 500.0
     made = phase_cost.calibrations()
-    assert made["count"] == 1 and made["pairs"] == 25 and made["cut_short"]
-    assert made["seconds"] == pytest.approx(0.05, rel=0.01)
+    assert made.count == 1 and made.pairs == 25 and made.cut_short
+    assert made.seconds == pytest.approx(0.05, rel=0.01)
     # A cap it never reaches cuts nothing.
     cold_cost_ns(timed, lambda: None, n=40, clock=FakeClock(), cap_s=0.05)
-    assert phase_cost.calibrations()["count"] == 2 and phase_cost.calibrations()["pairs"] == 25
+    assert phase_cost.calibrations().count == 2 and phase_cost.calibrations().pairs == 25
     monkeypatch.setattr(phase_cost, "_MADE", [])
     cold_cost_ns(timed, lambda: None, n=40, clock=FakeClock(), cap_s=0.05)
-    assert phase_cost.calibrations() == {"count": 1, "seconds": phase_cost._MADE[0][2], "pairs": 40, "cut_short": False}
+    assert phase_cost.calibrations() == Calibrations(count=1, seconds=phase_cost._MADE[0][2], pairs=40, cut_short=False)
 
 
 def test_a_cap_never_leaves_fewer_than_the_fewest_pairs(monkeypatch):
@@ -69,7 +70,7 @@ def test_a_cap_never_leaves_fewer_than_the_fewest_pairs(monkeypatch):
         clock.t += 1_000_000_000
 
     cold_cost_ns(lambda: None, between, n=150, clock=clock, cap_s=phase_cost.CAP_S)
-    assert phase_cost.calibrations()["pairs"] == phase_cost.MIN_PAIRS
+    assert phase_cost.calibrations().pairs == phase_cost.MIN_PAIRS
 
 
 def test_a_calibration_runs_torch_on_one_thread_and_gives_the_scripts_back():

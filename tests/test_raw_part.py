@@ -81,6 +81,36 @@ def test_the_parent_writes_what_the_process_would_have(tmp_path):
         assert np.array_equal(carried[2][k], own[2][k]), k
 
 
+def test_the_process_own_facts_and_the_facts_its_raw_part_carried_write_one_part(tmp_path):
+    # Where kernels were traced the process writes its part from its facts as it made them (arrays); else
+    # they reach the parent through raw.json (lists). Both are read once into the same typed facts.
+    import torch
+
+    from perfcore import jsonio
+    from perfcore.run.lines import start
+
+    capture, why = start(torch)
+    assert why is None
+    rec = _record()
+    until = time.perf_counter() + 0.3  # ~30 samples at 100 Hz to carry
+    while time.perf_counter() < until:
+        sum(range(1000))
+    calibration = {"count": 2, "seconds": 0.25, "pairs": 40, "cut_short": False}
+    costs = {"sync_calls": 120, "sync_call_ns": 900.0, "sync_calls_steps": -1, "fetches": 12, "fetch_ns": 700.0,
+             "passed_calls": 0, "passed_call_ns": 0.0, "calibration": calibration}
+    facts = {**_facts(rec.started_ns[1] - MS), "lines": capture.facts(), "own_costs": costs}
+    assert isinstance(facts["lines"]["t_ns"], np.ndarray)
+    for d in ("own", "carried"):
+        (tmp_path / d).mkdir()
+    write_steps(rec, facts, [], [], tmp_path / "own")
+    write_steps(rec, json.loads(jsonio.dumps(facts)), [], [], tmp_path / "carried")
+    own, carried = _written(tmp_path / "own"), _written(tmp_path / "carried")
+    assert own[0] == carried[0] and own[1] == carried[1]
+    assert own[0]["overhead"]["calibration"] == calibration and own[0]["overhead"]["sync_calls_ms_per_step"] > 0
+    assert own[0]["lines"]["sampler_wakes"] == facts["lines"]["sampler_wakes"] and "line_t_ns" in own[2]
+    assert own[2].keys() == carried[2].keys() and all(np.array_equal(own[2][k], carried[2][k]) for k in own[2])
+
+
 def test_a_recording_that_settled_is_carried_and_written_as_its_process_would(tmp_path):
     """Settled rows, kept detail and running sums travel too: a long run's process writes a raw
     part as well, and the parent's files equal the process's own."""

@@ -4,6 +4,8 @@ table into run.json's "lines" and "starvation"."""
 from __future__ import annotations
 
 import json
+
+from perfcore import jsonio
 import sys
 from pathlib import Path
 
@@ -12,7 +14,8 @@ import pandas as pd
 import pytest
 
 from perfcore.analysis.attribution import CPU_PRECEDENCE
-from perfcore.run.lines import lines_document, start
+from perfcore.analysis.codec import from_doc
+from perfcore.run.lines import LineFacts, lines_document, start
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -44,7 +47,7 @@ def test_facts_through_json_join_to_the_steps():
     # A fixed rate: this loop lasts ~0.2 s, and the cost budget would space its few samples out.
     cap.sampler.interval_s, cap.sampler.budget = 0.001, None
     starts, ends, _ = host_metrics.main(150, batch=48)
-    facts = json.loads(json.dumps(cap.facts()))
+    facts = from_doc(LineFacts, json.loads(jsonio.dumps(cap.facts())))  # as the raw part's JSON carries them
     assert "item" not in torch.Tensor.__dict__  # the counter is gone once the facts are taken
     table, full = _tables(starts, ends)
     n = len(starts)
@@ -82,7 +85,7 @@ def test_steps_without_kept_spans_are_not_joined_and_no_facts_means_no_lines():
     # Spans kept for steps < 10 and for 35, then not settled from 38 on: 10..34, 36, 37 are not joined.
     # Sample k (at k x 10 ms) falls in step k: host 1..9 (none at 0), load 35 and 38.
     doc = lines_document(
-        facts, table, full, {"load": load}, CPU_PRECEDENCE, {"through": 10, "window": [35], "settled": 38}
+        from_doc(LineFacts, facts), table, full, {"load": load}, CPU_PRECEDENCE, {"through": 10, "window": [35], "settled": 38}
     )
     labels = {lb["label"]: lb for lb in doc["lines"]["labels"]}
     assert doc["lines"]["steps"] == 12 and labels["load"]["samples"] == 2 and labels["host"]["samples"] == 9

@@ -158,6 +158,9 @@ def test_perfcore_sweep_on_a_script_writes_the_patch_for_its_loader(tmp_path):
     assert "site" not in doc["script_settings"]
     assert (proj / "train.py").read_text() == before
     assert f"change at {doc['patch']['at']}: DataLoader(" in p.stdout
+    # The try is a run of the script: said while it runs, and the line to paste names the sweep's folder.
+    assert "trying the best configuration's patch on a copy of the script" in p.stderr
+    assert f"  git apply {out / PATCH_NAME}" in p.stdout.splitlines()
     r = subprocess.run(["git", "apply", str(out / PATCH_NAME)], cwd=proj, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     after = (proj / "train.py").read_text()

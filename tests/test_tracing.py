@@ -48,11 +48,11 @@ def test_the_cost_comes_out_of_host_time_and_no_more():
 
 def test_the_facts_say_what_was_traced_and_how_kernels_found_their_phase():
     lean = Tracing("lean", "native-cupti", [4000.0, 4050.0, 3990.0], [9000.0, 9100.0, 8900.0]).facts(steps_traced=40)
-    assert lean["mode"] == "lean" and lean["steps_traced"] == 40 and lean["placement"] == "event_windows"
-    assert lean["kinds"] == ["concurrent_kernel", "memcpy", "memset"]
-    assert lean["calibration"]["spread_ns"] == 200.0 and lean["calibration"]["measured"]
+    assert lean.mode == "lean" and lean.steps_traced == 40 and lean.placement == "event_windows"
+    assert lean.kinds == ("concurrent_kernel", "memcpy", "memset")
+    assert lean.calibration.spread_ns == 200.0 and lean.calibration.measured
     full = Tracing("full", "native-cupti", None, None).facts(steps_traced=3)
-    assert full["placement"] == "correlation" and "runtime" in full["kinds"] and not full["calibration"]["measured"]
+    assert full.placement == "correlation" and "runtime" in full.kinds and not full.calibration.measured
 
 
 def test_every_run_says_its_tracing_even_when_nothing_was_traced():

@@ -37,53 +37,39 @@ class Check:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-def _mounts() -> dict[str, str]:
-    """mount point -> filesystem type, from /proc/mounts (empty where there is none)."""
-    out: dict[str, str] = {}
-    try:
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            if len(parts) >= 3:
-                out[parts[1]] = parts[2]
-    except OSError:
-        pass
-    return out
+def _fs_of(path: str) -> str:
+    """The file system type of the mount that holds `path` (the longest mount point above it)."""
+    import psutil
 
-
-def _fs_of(path: str, mounts: dict[str, str]) -> str:
     p = os.path.realpath(path)
-    best = ""
-    for mp in mounts:
-        if (p == mp or p.startswith(mp.rstrip("/") + "/")) and len(mp) > len(best):
-            best = mp
-    return mounts.get(best, "unknown")
+    try:
+        mounts = psutil.disk_partitions(all=True)
+    except OSError:  # no mount table to read
+        return "unknown"
+    above = [m for m in mounts if p == m.mountpoint or p.startswith(m.mountpoint.rstrip("/") + "/")]
+    return max(above, key=lambda m: len(m.mountpoint)).fstype if above else "unknown"
 
 
 def check_build() -> list[Check]:
     info = build_info()
     caps = capabilities()
-    checks = []
     if info.get("mode") is None or caps["mode"] is None:
         reason = caps["reasons"].get("native") or info.get("reason", "")
         return [Check("build", "fail", "native_missing", {"reason": reason})]
-    mode = caps["mode"]
-    if mode == "cuda":
-        c = info.get("cupti") or {}
-        checks.append(
-            Check("build", "ok", "cuda_mode", {"toolkit": info.get("toolkit_version"), "arch": info.get("arch_list")})
-        )
-        figures = {
-            "loaded": caps["cupti_version"],
-            "compiled": caps["cupti_compiled_version"],
-            "source": c.get("source", "?"),
-            "warnings": list(caps["warnings"]),
-        }
-        checks.append(Check("cupti", "ok" if not caps["warnings"] else "warn", "cupti", figures))
-    else:
+    if caps["mode"] != "cuda":
         # setup.py's reason reads "<why>; for the CUDA mode <how>": the why is the value, the how the fix.
         why, _, how = (info.get("reason") or "").partition("; for the CUDA mode ")
-        checks.append(Check("build", "warn", "cpu_mode", {"why": why, "how": how}))
-    return checks
+        return [Check("build", "warn", "cpu_mode", {"why": why, "how": how})]
+    figures = {
+        "loaded": caps["cupti_version"],
+        "compiled": caps["cupti_compiled_version"],
+        "source": (info.get("cupti") or {}).get("source", "?"),
+        "warnings": list(caps["warnings"]),
+    }
+    return [
+        Check("build", "ok", "cuda_mode", {"toolkit": info.get("toolkit_version"), "arch": info.get("arch_list")}),
+        Check("cupti", "ok" if not caps["warnings"] else "warn", "cupti", figures),
+    ]
 
 
 def driver_cuda_version() -> int | None:
@@ -183,10 +169,9 @@ def check_cpu() -> list[Check]:
     )
     if not governors:
         checks.append(Check("cpu.governor", "info", "governor_hidden"))
-    elif governors != ["performance"]:
-        checks.append(Check("cpu.governor", "warn", "governor", {"governors": governors}))
     else:
-        checks.append(Check("cpu.governor", "ok", "governor", {"governors": governors}))
+        status = "ok" if governors == ["performance"] else "warn"
+        checks.append(Check("cpu.governor", status, "governor", {"governors": governors}))
     vm = psutil.virtual_memory()
     figures = {"available_bytes": int(vm.available), "total_bytes": int(vm.total)}
     checks.append(Check("ram.available", "warn" if vm.available < 2 * GiB else "ok", "ram", figures))
@@ -197,12 +182,11 @@ def check_limits() -> list[Check]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     figures = {"soft": soft, "hard": hard, "suggested": min(hard, 65536)}
     checks = [Check("ulimit.nofile", "warn" if soft < 4096 else "ok", "nofile", figures)]
-    mounts = _mounts()
     for path, need in (("/tmp", 1 * GiB), ("/dev/shm", 1 * GiB)):
         if not os.path.isdir(path):
             continue
         free = shutil.disk_usage(path).free
-        figures = {"path": path, "free_bytes": int(free), "fs": _fs_of(path, mounts)}
+        figures = {"path": path, "free_bytes": int(free), "fs": _fs_of(path)}
         checks.append(Check(f"{path}.free", "warn" if free < need else "ok", "free_space", figures))
     return checks
 

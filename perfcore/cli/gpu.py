@@ -44,16 +44,17 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
     from perfcore.report.words.runs import link_words
 
     link = nominal_link_gbps()  # its figures and reason code: the words are said below, not stored
+    gbps = link.get("gbps")  # none where the link's rate is not known
     doc = {
         "schema": "perfcore.experiments.transfer/2",
         "curve": curve.to_dict("records"),
         "link": link,
-        "summary": summarize_curve(curve, link.get("gbps")),
+        "summary": summarize_curve(curve, gbps),
     }
     if shape:
         doc["batch"] = batch_cost(shape, dtype)
     jsonio.write_csv(out_dir / "transfer.csv", curve)
-    plot_transfer(curve, out_dir / "transfer.png", link.get("gbps"))
+    plot_transfer(curve, out_dir / "transfer.png", gbps)
     jsonio.write(out_dir / "transfer.json", doc)
     files = ["transfer.json", "transfer.csv", "transfer.png"]
     for k, v in doc["summary"].items():
@@ -95,7 +96,8 @@ def graph_cmd(res: Results, workload, steps) -> None:
         f"launch overhead: eager {lo['eager_host_us_per_launch']:.2f} us/launch (host), "
         f"graph {lo['graph_us_per_kernel']:.2f} us/kernel"
     )
-    if doc.get("captured"):
+    captured = doc.get("captured")  # else the capture's error, and no graphed step
+    if captured:
         c = doc["check"]
         res.echo(
             f"step: eager {doc['eager_step_ms']:.3f} ms, graphed {doc['graph_step_ms']:.3f} ms "
@@ -105,5 +107,5 @@ def graph_cmd(res: Results, workload, steps) -> None:
     else:
         res.echo(f"not captured: {doc['error']}")
     res.done(doc, ["graph.json"])
-    if not doc.get("captured"):
+    if not captured:
         sys.exit(EXIT_FAILURE)

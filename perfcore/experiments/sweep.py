@@ -178,6 +178,7 @@ def sweep(
     swept = tuple(k for k, v in grid.items() if list(v) != [None])
     # A script keeps its own settings on the axes not swept (read from one short run); a workload's
     # loader is rebuilt with every axis set.
+    t0 = time.perf_counter()  # the sweep's time is all of it: reading the script's settings and trying the patch too
     own = runner.own_settings() if runner.keeps_own_settings else None
     axes = swept if own is not None and swept else CONFIG_KEYS
     configs = grid_configs(grid)
@@ -185,7 +186,6 @@ def sweep(
         configs = [_own_config(c, own, axes) for c in configs]
     index = {config_key(c): i for i, c in enumerate(configs)}
     say = progress or (lambda done_, total, eta, label: None)
-    t0 = time.perf_counter()
     rounds: list = []
     interrupted = False
     if budget_s is None:
@@ -204,7 +204,10 @@ def sweep(
         interrupted=interrupted,
         planned=None if budget_s else len(configs),
     )
-    return _keep_own(result, grid, own, swept, runner) if own is not None else result
+    if own is None:
+        return result
+    kept = _keep_own(result, grid, own, swept, runner, say)
+    return dataclasses.replace(kept, elapsed_s=time.perf_counter() - t0)
 
 
 def own_config(cfg: dict, own: dict) -> dict[str, Any]:
@@ -225,7 +228,7 @@ def _own_config(cfg: dict, own: dict, axes: tuple) -> dict:
     return {**full, "replaced": replaced or None}
 
 
-def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: Runner) -> SweepResult:
+def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: Runner, say=None) -> SweepResult:
     """A sweep of a loop's own settings says what they were, which it kept, and the patch to the best."""
     from perfcore.experiments.sweep_patch import sweep_patch
 
@@ -240,6 +243,9 @@ def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: 
         patch = {"status": "unchanged", "reason": "within_noise", **gain}
     else:
         out, cmd = getattr(runner, "out", None), getattr(runner, "cmd", None)
+        if say is not None and cmd and best and best.get("replaced"):  # a run of the script: say so
+            n = len(result.configs)
+            say(n, n, None, "trying the best configuration's patch on a copy of the script")
         patch = sweep_patch(own.get("site"), best, own, CONFIG_KEYS, out, cmd=cmd)
     return dataclasses.replace(
         result,

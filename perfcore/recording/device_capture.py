@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from perfcore._lazy import lazy_module
+from perfcore.analysis.run_parts import Capture
 from perfcore.capture.activity import device_tables
 from perfcore.capture.launches import LaunchPhases
 from perfcore.recording import gpu
@@ -33,7 +34,7 @@ class DeviceCapture:
         self.now_ns = now_ns  # the clock a hand-over is stamped with (None: perfcore's, read when needed)
         self.tracer = None
         self.launches = LaunchPhases()  # CUPTI correlation id -> launching phase, kept across drains
-        self.handed_over: dict[str, Any] | None = None  # CUPTI given up mid-run: to whom, at which step
+        self.handed_over: gpu.HandOver | None = None  # CUPTI given up mid-run: to whom, at which step
         self.kineto: dict[str, Any] | None = None  # torch.profiler's hold on CUPTI when kernels were asked for
         self.note: str | None = None  # kernels asked for and not traced: what was used instead, and why
         self.events_pair_ns: float | None = None  # one event pair's host cost, measured once
@@ -67,7 +68,7 @@ class DeviceCapture:
             store.add(table, df)
 
     # What the run document reads of the capture (a recording carried elsewhere answers from its facts).
-    def capture_stats(self, engine) -> dict[str, Any]:
+    def capture_stats(self, engine) -> Capture:
         return gpu.capture_stats(engine)
 
     def device_name(self) -> str:

@@ -9,7 +9,8 @@ from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore.recording import tracing
 from perfcore.recording.gpu import steps_traced as gpu_steps_traced
-from perfcore.recording.own_work import MATERIAL_OVERHEAD
+from perfcore.analysis.run_parts import Overhead
+from perfcore.recording.own_work import MATERIAL_OVERHEAD, overhead_doc
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
@@ -51,6 +52,7 @@ def run_document(
     evaluation_rows: rows the summary sets apart as evaluation passes."""
     store = engine.store
     n_rows = len(full)
+    per_row = max(1, n_rows)  # a document of no rows divides by one
     # The summary reads only these columns, and it selects rows (training, measured, warm-up) as
     # whole-frame copies: given every custom phase's ns and ms columns too, that was three copies of
     # a 24-column table at the end of a long run (1M steps: ~640 MB in the training process).
@@ -67,38 +69,39 @@ def run_document(
         kernels = store.top_kernels(top_kernels)
         categories = store.kernel_categories()
         memcpy = store.memcpy_summary()
-        h2d = memcpy.get("by_direction", {}).get("h2d", {})
-        evidence["pageable_h2d_bytes_per_step"] = h2d.get("pageable_bytes", 0) / max(1, n_rows)
-        evidence["pageable_h2d_ms_per_step"] = h2d.get("pageable_ms", 0.0) / max(1, n_rows)
-    phases_per_step = store.span_count / max(1, n_rows)
+        h2d = memcpy["by_direction"].get("h2d") if memcpy else None  # no copies, or none to the device
+        evidence["pageable_h2d_bytes_per_step"] = (h2d["pageable_bytes"] if h2d else 0) / per_row
+        evidence["pageable_h2d_ms_per_step"] = (h2d["pageable_ms"] if h2d else 0.0) / per_row
+    phases_per_step = store.span_count / per_row
     mean_wall_ns = float(wall_ns[~warm].mean()) if (~warm).any() else 0.0
-    settle_ms = engine.settle_ns / max(1, n_rows) / 1e6
+    settle_ms = engine.settle_ns / per_row / 1e6
     # perfcore's own work inside the loop (settling, progress, checkpoints), measured and left out of
     # the steps' wall time: the user's script paid it, the rows do not show it.
     # Kernel tracing's cost was kept out of the steps into the same column; it is said apart from the rest.
     traced = tracing.overhead(engine.gpu.tracing, n_rows, gpu_steps_traced(engine))
     own_ms = float(own_ns.sum()) / 1e6 if own_ns is not None else 0.0
-    own_ms = max(0.0, own_ms - traced["tracing_ms_per_step"] * max(1, n_rows))
-    own_per_step = own_ms / max(1, n_rows)
+    own_ms = max(0.0, own_ms - traced["tracing_ms_per_step"] * per_row)
+    own_per_step = own_ms / per_row
     pauses_ms, pauses = own_pauses(own_ns, wall_ns)
     overhead_ms = phases_per_step * per_phase / 1e6 + own_per_step + traced["tracing_ms_per_step"]
-    overhead = {
-        "per_phase_ns": per_phase,
-        "phases_per_step": phases_per_step,
-        "settle_ms_per_step": settle_ms,
-        "own_ms_total": own_ms,
-        "own_ms_per_step": own_per_step,
-        "pause_ms_total": pauses_ms,
-        "pauses": pauses,
-        "ms_per_step": overhead_ms,
-        "fraction": (overhead_ms * 1e6 / mean_wall_ns) if mean_wall_ns else 0.0,
-        "material": bool(mean_wall_ns and overhead_ms * 1e6 / mean_wall_ns >= MATERIAL_OVERHEAD),
+    fraction = overhead_ms * 1e6 / mean_wall_ns if mean_wall_ns else 0.0
+    overhead = Overhead(
+        per_phase_ns=per_phase,
+        phases_per_step=phases_per_step,
+        settle_ms_per_step=settle_ms,
+        own_ms_total=own_ms,
+        own_ms_per_step=own_per_step,
+        pause_ms_total=pauses_ms,
+        pauses=pauses,
+        ms_per_step=overhead_ms,
+        fraction=fraction,
+        material=fraction >= MATERIAL_OVERHEAD,
         **traced,
         # What the figure counts (report/words/advice.py says each): phases x a phase's cost measured after a step
         # of real work (as a loop leaves the caches), the own work left out of the steps, and kernel tracing:
         # its launches x one traced launch's cost, measured in the run (recording/tracing.py).
-        "counted": ["phases", "own_work"] + (["kernel_tracing"] if engine.gpu.tracing is not None else []),
-    }
+        counted=("phases", "own_work") + (("kernel_tracing",) if engine.gpu.tracing is not None else ()),
+    )
     doc = attribution.summarize(
         full,
         on_gpu=engine.device == "cuda",
@@ -107,12 +110,12 @@ def run_document(
         evidence=evidence,
         kernels=kernels,
         memcpy=memcpy,
-        overhead=overhead,
+        overhead=overhead_doc(overhead),
     )
     if categories:
         doc["kernel_categories"] = categories
     # Records lost and buffers cut short are counted there; report.words.runs says them as notes.
-    doc["capture"] = engine.capture_stats()
+    doc["capture"] = engine.capture_stats().to_doc()
     if engine.notes:
         doc["notes"] = list(dict.fromkeys(engine.notes))
     doc["step_source"] = "timer.step()" if engine.step_on == "step" else engine.step_on

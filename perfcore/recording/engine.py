@@ -20,6 +20,7 @@ import numpy as np
 from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore._native import native
+from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.store import StepStore
 from perfcore.errors import UsageError
 from perfcore.recording import document, gpu, phase_cost
@@ -419,7 +420,7 @@ class Recording:
         if started is not None:
             self.backend = started
 
-    def capture_stats(self) -> dict[str, Any]:  # run.json "capture": what the GPU capture recorded and lost
+    def capture_stats(self) -> Capture:  # run.json "capture": what the GPU capture recorded and lost
         return self.gpu.capture_stats(self)
 
     def device_name(self) -> str:  # as run.json names it: "cpu", or the GPU's name

@@ -4,18 +4,35 @@ handing it over, and what the capture lost. Functions of the engine's public int
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import warnings
 import weakref
 from typing import Any, Callable
 
-from perfcore._native import capabilities, native
+from perfcore._native import ClockSync, StreamStats, TracerStats, capabilities, native
+from perfcore.analysis.run_parts import Capture
 from perfcore.errors import DeviceUnavailable, PerfcoreError, UsageError
 from perfcore.recording.tracing import Tracing, kernel_mode, probe
 from perfcore.recording.tracing import facts as tracing_facts
 
 KERNEL_BACKENDS = ("auto", "native", "cupti-python")
+
+
+@dataclasses.dataclass(frozen=True)
+class HandOver:
+    """CUPTI given up mid-run (hand_over): the tracer it was taken from, the step, why, and when."""
+
+    tracer: Any
+    step: int
+    why: str
+    at_ns: int
+
+    def facts(self, finalized: bool) -> dict[str, Any]:
+        """run.json capture.handed_over (finalized: whether CUPTI could be finalized for the next client)."""
+        note = f"kernels until step {self.step}, then events, because {self.why}"
+        return {"at_step": self.step, "why": self.why, "finalized": finalized, "note": note}
 
 
 def open_device(device: str, stream: Any) -> tuple[str, int, Any, bool]:
@@ -198,10 +215,10 @@ def hand_over(engine, why: str) -> None:
     except Exception as e:  # CUPTI is released whatever failed; the loss is said
         engine.notes.append(f"handing CUPTI over lost its last records ({type(e).__name__}: {e})")
     cap.tracer = None
-    cap.handed_over = {"tracer": t, "step": step, "why": why, "at_ns": int((cap.now_ns or native().now_ns)())}
+    cap.handed_over = HandOver(t, step, why, int((cap.now_ns or native().now_ns)()))
     if frames is not None:
         engine.add_activity(frames)
-    engine.store.events_from_ns = cap.handed_over["at_ns"]
+    engine.store.events_from_ns = cap.handed_over.at_ns
     note = (
         f"GPU time from CUPTI kernels until step {step}, then from CUDA events: {why} in this process, "
         "and perfcore handed CUPTI over to it"
@@ -259,116 +276,118 @@ def trust_graph_ids(engine) -> None:
     C = native()
     # Only the native tracer runs in perfcore's own CUPTI session, whose statistics say so.
     native_session = isinstance(engine.gpu.tracer, CuptiTracer) and hasattr(C, "cupti_stats")
-    st = dict(C.cupti_stats()) if native_session else {}
+    st = TracerStats.of(C.cupti_stats() if native_session else None)
     # Graph launches are known only from API records: without them every kernel is placed by its phase's
     # events, whatever its correlation id.
-    if st.get("graph_ids_untrusted") and engine.gpu.tracing is not None and engine.gpu.tracing.tags_phases:
+    if st.graph_ids_untrusted and engine.gpu.tracing is not None and engine.gpu.tracing.tags_phases:
         engine.gpu.launches.trust_graph_ids = False
         engine.notes.append(
-            f"CUPTI tracing session {st.get('session')} in this process: this CUPTI gives graph "
+            f"CUPTI tracing session {st.session} in this process: this CUPTI gives graph "
             "kernels wrong correlation ids after the first, so they are placed by "
             "the order of the graph launches"
         )
 
 
-def capture_stats(engine) -> dict[str, Any]:
+def capture_stats(engine) -> Capture:
     """What the GPU capture recorded and lost (run.json `capture`): records, drops, buffers,
     flush time, clock sync, and how kernels were tied to phases."""
     cap = engine.gpu
-    out: dict[str, Any] = {"backend": engine.backend}
+    stats: dict[str, Any] = {"backend": engine.backend}
     if cap.note:  # kernels asked for and not traced: what was used and why
-        out["note"] = cap.note
+        stats["note"] = cap.note
     handed = cap.handed_over
-    tracer = cap.tracer if cap.tracer is not None else (handed or {}).get("tracer")
-    if handed:
-        st = dict(getattr(tracer, "stats", {}) or {})
-        out["handed_over"] = {
-            "at_step": handed["step"],
-            "why": handed["why"],
-            "finalized": bool(st.get("finalized", False)),
-            "note": f"kernels until step {handed['step']}, then events, because {handed['why']}",
-        }
+    tracer = cap.tracer if cap.tracer is not None else (handed.tracer if handed else None)
+    st = TracerStats.of(getattr(tracer, "stats", None))
     if tracer is not None:
-        st = dict(tracer.stats)
-        launches = cap.launches
-        # Every record lost, by cause: dropped by CUPTI (no buffer), over the decode cap, in
-        # buffers whose walk stopped early (at an incomplete record: work still running at the
-        # forced flush), and records decoded but unplaceable (a timestamp CUPTI left at 0).
-        out.update(
-            records=int(st.get("records", 0)),
-            dropped=int(st.get("dropped_records", 0)) + int(st.get("discarded_records", 0)),
-            overflow=int(st.get("overflow_records", 0)),
-            invalid_timestamps=int(st.get("invalid_timestamps", 0)),
-            zero_timestamps=int(st.get("zero_timestamps", 0)),
-            buffers_undecodable=int(st.get("buffers_undecodable", 0)),
-            buffers_incomplete=int(st.get("buffers_incomplete", 0)),
-            bytes_unwalked=int(st.get("bytes_unwalked", 0)),
-            device_synced_at_stop=bool(getattr(tracer, "synced_at_stop", False)),
-            device_buffer_bytes=int(st.get("device_buffer_bytes", 0)),
-            api_calls_filtered=int(st.get("api_calls_filtered", 0)),
-            cupti_session=int(st.get("session", 0)),
-            guards=[g for g in ("graph_ids_untrusted", "concurrent_kernel_left_on") if st.get(g)],
-            buffers=int(st.get("buffers_completed", 0)),
-            buffers_denied=int(st.get("buffers_denied", 0)),
-            flushes=int(st.get("flushes", 0)),
-            flush_ms=st.get("flush_ns", 0) / 1e6,
-            forced_flush_ms=st.get("forced_flush_ns", 0) / 1e6,
-            clock_drift_ns=int(st.get("clock_drift_ns", 0)),
-            kernels_by_external_id=launches.by_external,
-            kernels_by_launch_time=launches.by_window,
-            kernels_by_event_window=launches.by_event_window,
-            kernels_by_graph_launch_order=launches.by_graph_order,
-            kernels_unattributed=launches.unattributed,
-            stale_dropped=int(st.get("stale_dropped", 0)),
-            captures_seen=int(st.get("captures_seen", 0)),
-            flushes_held_for_capture=int(st.get("flushes_held", 0)),
-            tag_errors=int(native().tag_errors()) if hasattr(native(), "tag_errors") else 0,
-        )
+        stats.update(_tracer_stats(st, tracer, cap.launches))
     if cap.events is not None:
-        ss = cap.events.stream_stats() if hasattr(cap.events, "stream_stats") else {}
-        out.update(
-            phases_on_current_stream=int(ss.get("followed", 0)),
-            phases_stream_unseen=int(ss.get("unseen", 0)),
-            phases_switched_stream_inside=int(ss.get("switched_inside", 0)),
-            phases_under_graph_capture=int(ss.get("capturing", 0)),
-            event_pairs_unreadable=int(ss.get("unreadable", 0)),
+        ss = StreamStats.of(getattr(cap.events, "stream_stats", dict)())  # an older build's timer has none
+        stats.update(
+            phases_on_current_stream=ss.followed,
+            phases_stream_unseen=ss.unseen,
+            phases_switched_stream_inside=ss.switched_inside,
+            phases_under_graph_capture=ss.capturing,
+            event_pairs_unreadable=ss.unreadable,
         )
-        if ss.get("capturing") and cap.tracer is None:
-            engine.notes.append(
-                f"{ss['capturing']} GPU phase(s) ran while their stream was being captured into a "
-                "CUDA graph (torch.cuda.graph, make_graphed_callables): not timed, since the "
-                "capture records work rather than running it; the graph's replays, which run outside the "
-                "capture, are timed as the phases they run in"
-            )
-        if ss.get("unreadable"):
-            engine.notes.append(
-                f"{ss['unreadable']} GPU phase(s) could not be timed: the runtime refused their "
-                f"events ({ss.get('last_unreadable_error')}); the phases after them were timed"
-            )
-        if ss.get("switched_inside") and cap.tracer is None:
-            engine.notes.append(
-                f"{ss['switched_inside']} GPU phase(s) moved their work to another stream inside "
-                "the phase (`with torch.cuda.stream(...)` inside `with timer.compute():`); CUDA events "
-                "on the phase's first stream do not see it: open the stream outside the phase, or "
-                "use kernels=True (CUPTI sees every stream)"
-            )
-        if ss.get("unseen"):
-            engine.notes.append(
-                f"{ss['unseen']} GPU phase(s) could not read the current stream and were timed on "
-                "the legacy default stream; work on non-blocking streams is not seen by them"
-            )
-        cs = cap.events.clock_sync()
-        out.update(
-            event_clock_syncs=int(cs["syncs"]),
-            event_clock_drift_ns=int(cs["max_abs_drift_ns"]),
-            event_clock_uncertainty_ns=int(cs["uncertainty_ns"]),
+        _missed_by_events(engine.notes, ss, cap.tracer is None)
+        cs = ClockSync.of(cap.events.clock_sync())
+        stats.update(
+            event_clock_syncs=cs.syncs,
+            event_clock_drift_ns=cs.max_abs_drift_ns,
+            event_clock_uncertainty_ns=cs.uncertainty_ns,
         )
-        out.setdefault("clock_drift_ns", out["event_clock_drift_ns"])  # events place the GPU work
-    out["tracing"] = tracing_facts(cap.tracing, steps_traced(engine))
-    if cap.kineto is not None:
-        out["torch_profiler"] = dict(cap.kineto)
-    out["upkeep_errors"] = engine.upkeep_errors
-    return out
+        stats.setdefault("clock_drift_ns", cs.max_abs_drift_ns)  # events place the GPU work
+    stats["upkeep_errors"] = engine.upkeep_errors
+    return Capture(
+        stats=stats,
+        handed_over=handed.facts(st.finalized) if handed else None,
+        guards=tuple(g for g in ("graph_ids_untrusted", "concurrent_kernel_left_on") if getattr(st, g)),
+        torch_profiler=dict(cap.kineto) if cap.kineto is not None else None,
+        tracing=tracing_facts(cap.tracing, steps_traced(engine)),
+    )
+
+
+def _tracer_stats(st: TracerStats, tracer: Any, launches: Any) -> dict[str, Any]:
+    """Every record lost, by cause: dropped by CUPTI (no buffer), over the decode cap, in buffers whose
+    walk stopped early (at an incomplete record: work still running at the forced flush), and records
+    decoded but unplaceable (a timestamp CUPTI left at 0); then buffers, flushes and kernel placement."""
+    return dict(
+        records=st.records,
+        dropped=st.dropped_records + st.discarded_records,
+        overflow=st.overflow_records,
+        invalid_timestamps=st.invalid_timestamps,
+        zero_timestamps=st.zero_timestamps,
+        buffers_undecodable=st.buffers_undecodable,
+        buffers_incomplete=st.buffers_incomplete,
+        bytes_unwalked=st.bytes_unwalked,
+        device_synced_at_stop=bool(getattr(tracer, "synced_at_stop", False)),
+        device_buffer_bytes=st.device_buffer_bytes,
+        api_calls_filtered=st.api_calls_filtered,
+        cupti_session=st.session,
+        buffers=st.buffers_completed,
+        buffers_denied=st.buffers_denied,
+        flushes=st.flushes,
+        flush_ms=st.flush_ns / 1e6,
+        forced_flush_ms=st.forced_flush_ns / 1e6,
+        clock_drift_ns=st.clock_drift_ns,
+        kernels_by_external_id=launches.by_external,
+        kernels_by_launch_time=launches.by_window,
+        kernels_by_event_window=launches.by_event_window,
+        kernels_by_graph_launch_order=launches.by_graph_order,
+        kernels_unattributed=launches.unattributed,
+        stale_dropped=st.stale_dropped,
+        captures_seen=st.captures_seen,
+        flushes_held_for_capture=st.flushes_held,
+        tag_errors=int(getattr(native(), "tag_errors", int)()),  # a build before the count: none
+    )
+
+
+def _missed_by_events(notes: list[str], ss: StreamStats, untraced: bool) -> None:
+    """A note for each kind of phase the CUDA events missed (untraced: no CUPTI tracer sees that work)."""
+    if ss.capturing and untraced:
+        notes.append(
+            f"{ss.capturing} GPU phase(s) ran while their stream was being captured into a "
+            "CUDA graph (torch.cuda.graph, make_graphed_callables): not timed, since the "
+            "capture records work rather than running it; the graph's replays, which run outside the "
+            "capture, are timed as the phases they run in"
+        )
+    if ss.unreadable:
+        notes.append(
+            f"{ss.unreadable} GPU phase(s) could not be timed: the runtime refused their "
+            f"events ({ss.last_unreadable_error}); the phases after them were timed"
+        )
+    if ss.switched_inside and untraced:
+        notes.append(
+            f"{ss.switched_inside} GPU phase(s) moved their work to another stream inside "
+            "the phase (`with torch.cuda.stream(...)` inside `with timer.compute():`); CUDA events "
+            "on the phase's first stream do not see it: open the stream outside the phase, or "
+            "use kernels=True (CUPTI sees every stream)"
+        )
+    if ss.unseen:
+        notes.append(
+            f"{ss.unseen} GPU phase(s) could not read the current stream and were timed on "
+            "the legacy default stream; work on non-blocking streams is not seen by them"
+        )
 
 
 def steps_traced(engine) -> int:
@@ -376,7 +395,7 @@ def steps_traced(engine) -> int:
     if engine.gpu.tracing is None:
         return 0
     handed = engine.gpu.handed_over
-    return int(handed["step"]) if handed else int(engine.steps)
+    return handed.step if handed else int(engine.steps)
 
 
 def device_name(device: str) -> str:

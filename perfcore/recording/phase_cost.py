@@ -25,6 +25,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from perfcore.analysis.run_parts import Calibrations
+
 __all__ = [
     "PAIRS",
     "MIN_PAIRS",
@@ -100,15 +102,15 @@ def calibrated_cost_ns(timed: Callable[[], object], n: int = PAIRS) -> float:
         return cold_cost_ns(timed, step_like_work(), n, cap_s=CAP_S)
 
 
-def calibrations() -> dict:
+def calibrations() -> Calibrations:
     """What this process's calibrations took: how many, their seconds, their fewest pairs, and whether a
     cap cut any short (its median then stands on fewer pairs than asked)."""
-    return {
-        "count": len(_MADE),
-        "seconds": sum(s for _, _, s in _MADE),
-        "pairs": min((made for made, _, _ in _MADE), default=0),
-        "cut_short": any(made < asked for made, asked, _ in _MADE),
-    }
+    return Calibrations(
+        count=len(_MADE),
+        seconds=sum(s for _, _, s in _MADE),
+        pairs=min((made for made, _, _ in _MADE), default=0),
+        cut_short=any(made < asked for made, asked, _ in _MADE),
+    )
 
 
 def step_like_work() -> Callable[[], object]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from perfcore.analysis.attribution import OWN_PHASE_ID
 from perfcore.analysis.columns import concat, nrows
+from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.store import EMPTY, StepStore
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
 from perfcore.recording.device_capture import DeviceCapture
@@ -125,7 +126,7 @@ def export(engine: Recording) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         "settle_ns": int(engine.settle_ns),
         "upkeep_errors": int(engine.upkeep_errors),
         "notes": list(engine.notes),
-        "capture": capture,
+        "capture": capture.to_doc(),
         "phase_cost_ns": phase_cost_ns(),
         "store": state,
     }
@@ -176,8 +177,8 @@ class _CarriedCapture(DeviceCapture):
         super().__init__(meta["device"])
         self._meta = meta
 
-    def capture_stats(self, engine) -> dict[str, Any]:
-        return dict(self._meta["capture"])
+    def capture_stats(self, engine) -> Capture:
+        return Capture.from_doc(self._meta["capture"], "capture")
 
     def device_name(self) -> str:
         return self._meta["device_name"]

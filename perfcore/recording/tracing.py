@@ -34,6 +34,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from perfcore.analysis.run_parts import Tracing as RunTracing
+from perfcore.analysis.run_parts import TracingCalibration
 from perfcore.errors import UsageError
 
 __all__ = ["KERNEL_MODES", "kernel_mode", "Tracing", "probe", "overhead", "facts", "PROBE_LAUNCHES", "PROBE_BLOCKS"]
@@ -77,10 +79,10 @@ def overhead(tracing: "Tracing | None", rows: int, steps_traced: int) -> dict[st
     return tracing.overhead(rows, steps_traced)
 
 
-def facts(tracing: "Tracing | None", steps_traced: int) -> dict[str, Any]:
+def facts(tracing: "Tracing | None", steps_traced: int) -> RunTracing:
     """run.json capture.tracing, in every run: mode "off" with no step traced where kernels were not."""
     if tracing is None:
-        return {"mode": "off", "steps_traced": 0, "kinds": [], "launches": 0}
+        return RunTracing("off")
     return tracing.facts(steps_traced)
 
 
@@ -132,23 +134,23 @@ class Tracing:
     def measured(self) -> bool:
         return bool(self.untraced and self.traced)
 
-    def facts(self, steps_traced: int) -> dict[str, Any]:
+    def facts(self, steps_traced: int) -> RunTracing:
         """run.json capture.tracing: what was traced, how kernels found their phase, the calibration."""
         spread = (
             max(max(self.traced) - min(self.traced), max(self.untraced) - min(self.untraced)) if self.measured else None
         )
-        return {
-            "mode": self.mode,
-            "backend": self.backend,
-            "kinds": list(_KINDS[self.mode]),
-            "steps_traced": int(steps_traced),
-            "placement": "correlation" if self.tags_phases else "event_windows",
-            "launches": self.launches,
-            "calibration": {
-                "launches": PROBE_LAUNCHES,
-                "untraced_ns": self.untraced,
-                "traced_ns": self.traced,
-                "spread_ns": spread,
-                "measured": self.measured,
-            },
-        }
+        return RunTracing(
+            self.mode,
+            int(steps_traced),
+            tuple(_KINDS[self.mode]),
+            self.launches,
+            self.backend,
+            "correlation" if self.tags_phases else "event_windows",
+            TracingCalibration(
+                PROBE_LAUNCHES,
+                tuple(self.untraced) if self.untraced else self.untraced,
+                tuple(self.traced) if self.traced else self.traced,
+                spread,
+                self.measured,
+            ),
+        )

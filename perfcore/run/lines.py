@@ -16,8 +16,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from perfcore.analysis.codec import Count, Ms
+
 __all__ = [
     "LineCapture",
+    "LineFacts",
     "start",
     "take_facts",
     "label_spans",
@@ -34,6 +37,51 @@ MIN_COUNTED_STEPS = 32
 # The hand-back is measured again this often during a run (each measure 5-16 ms of own work, outside the
 # steps: at most ~0.05% of the run), so a machine that gets busier is counted at what a wake-up costs then.
 REMEASURE_S = 30.0
+
+
+Site = tuple[str, str, int]  # a frame as facts carry it: file, function, line
+
+
+@dataclasses.dataclass(frozen=True)
+class CallFacts:
+    """The sync-call counter's calls as a part's facts carry them: each call's instant, site and method, the
+    sites and method names, and how many past its cap."""
+
+    t_ns: Any
+    site: Any
+    method: Any
+    sites: tuple[Site, ...]
+    methods: tuple[str, ...]
+    dropped: Count = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LineFacts:
+    """The training thread's samples as a part's facts carry them (LineCapture.facts: plain lists, JSON in a
+    raw part), read once where the part is written: each sample's instant, site and whether it is the user's,
+    the sites, each sample's library frame inside its site (entry, entries), the sampler's interval and cap,
+    samples missed and dropped, and its cost to the thread (held time, wake-ups, hand-back, each wake-up's own
+    time and their span). A part from before a figure was kept reads its default."""
+
+    t_ns: Any
+    site: Any
+    sites: tuple[Site, ...]
+    interval_ns: Count
+    cap_ns: Count
+    missed: Count
+    dropped: Count
+    sampler_ns: Ms
+    user: Any = ()
+    prefixes: tuple[str, ...] = ()
+    entry: Any = ()
+    entries: tuple[Site, ...] = ()
+    sampler_held_ns: Ms | None = None
+    sampler_wakes: Count = 0
+    sampler_sample_ns: Any = None
+    sampler_span_ns: Ms = 0.0
+    handoff_ns: Ms = 0.0
+    native_tid: Count = 0
+    calls: CallFacts | None = None
 
 
 class LineCapture:
@@ -72,7 +120,8 @@ class LineCapture:
         return True
 
     def facts(self) -> dict[str, Any]:
-        """Stop both and return what the part's writer joins (plain lists and numbers)."""
+        """Stop both and return what the part's writer joins: arrays, lists and numbers (the raw part's JSON
+        writes the arrays as lists; LineFacts reads either)."""
         from perfcore.analysis.lines import fold, library_entries
 
         samples = self.sampler.stop()
@@ -85,11 +134,11 @@ class LineCapture:
             "prefixes": list(self.prefixes),
             "interval_ns": samples.interval_ns,
             "cap_ns": samples.cap_ns,
-            "t_ns": samples.t_ns.tolist(),
-            "site": site_of[samples.stack].tolist(),
+            "t_ns": samples.t_ns,
+            "site": site_of[samples.stack],
             "sites": [[f.file, f.function, f.line] for f in sites],
-            "user": user.tolist(),
-            "entry": entry_of[samples.stack].tolist(),
+            "user": user,
+            "entry": entry_of[samples.stack],
             "entries": [[f.file, f.function, f.line] for f in entries],
             "missed": samples.missed,
             "dropped": samples.dropped,
@@ -99,18 +148,16 @@ class LineCapture:
             "sampler_held_ns": samples.sampler_ns,
             "sampler_wakes": samples.wakes,
             # Where in the run it was paid: each kept sample's wake-up, and the time all wake-ups spread over.
-            "sampler_sample_ns": (samples.held_ns if samples.held_ns is not None else np.zeros(0, np.int64)).tolist(),
+            "sampler_sample_ns": samples.held_ns if samples.held_ns is not None else np.zeros(0, np.int64),
             "sampler_span_ns": samples.span_ns,
             "handoff_ns": samples.handoff_ns,
-            "handoff_measures": getattr(self, "handoff_measures", 0),
-            "sampler_max_interval_ns": samples.cap_ns,
             "native_tid": self.native_tid,
         }
         if calls is not None:
             out["calls"] = {
-                "t_ns": calls.t_ns.tolist(),
-                "site": calls.site.tolist(),
-                "method": calls.method.tolist(),
+                "t_ns": calls.t_ns,
+                "site": calls.site,
+                "method": calls.method,
                 "sites": [list(f) for f in calls.sites],
                 "methods": list(calls.methods),
                 "dropped": calls.dropped,
@@ -134,27 +181,26 @@ def start(torch: Any, more: Callable[[], bool] | None = None) -> tuple[LineCaptu
 MIN_STEADY_WAKES = 10
 
 
-def sampler_share(facts: Mapping[str, Any] | None, start_ns: np.ndarray, end_ns: np.ndarray) -> float | None:
+def sampler_share(facts: LineFacts | None, start_ns: np.ndarray, end_ns: np.ndarray) -> float | None:
     """The line sampler's cost to the training thread as a share of its time in the steps [start_ns, end_ns):
     each wake-up that fell inside them (its held time and the hand-back) over their summed time. A short run
     whose sampling went mostly to a compile in its warm-up has few there: then the sampler's cost over its
     whole span. None without facts, or from a part written before samples carried their cost."""
-    if not facts or "sampler_sample_ns" not in facts:
+    if facts is None or facts.sampler_sample_ns is None:
         return None
-    t = np.asarray(facts["t_ns"], np.int64)
-    held = np.asarray(facts["sampler_sample_ns"], np.int64)
+    t = np.asarray(facts.t_ns, np.int64)
+    held = np.asarray(facts.sampler_sample_ns, np.int64)
     t = t[: len(held)]
     from perfcore.analysis.lines import step_of
 
     a, b = np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64)
-    if facts.get("dropped") and len(t):  # past the samples' cap (as calls_per_step past the counter's)
+    if facts.dropped and len(t):  # past the samples' cap (as calls_per_step past the counter's)
         a, b = a[b <= t[-1]], b[b <= t[-1]]
     inside = step_of(t, a, b) >= 0 if len(a) else np.zeros(len(t), bool)
     stepped = float(np.sum(b - a))
     if int(inside.sum()) >= MIN_STEADY_WAKES and stepped > 0:
-        return (float(held[inside].sum()) + int(inside.sum()) * float(facts.get("handoff_ns", 0))) / stepped
-    span = float(facts.get("sampler_span_ns") or 0)
-    return float(facts["sampler_ns"]) / span if span > 0 else 0.0
+        return (float(held[inside].sum()) + int(inside.sum()) * facts.handoff_ns) / stepped
+    return facts.sampler_ns / facts.sampler_span_ns if facts.sampler_span_ns > 0 else 0.0
 
 
 def take_facts(capture: LineCapture | None) -> dict[str, Any] | None:
@@ -178,51 +224,56 @@ def label_spans(engine) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], tuple
     return intervals, (PRECEDENCE if engine.device == "cuda" else CPU_PRECEDENCE), detail_steps(engine)
 
 
-def _samples(facts: Mapping[str, Any]):
-    from perfcore.capture.line_sampler import Frame, LineSamples
+def _frames(sites: tuple[Site, ...]) -> list:
+    from perfcore.capture.line_sampler import Frame
 
-    sites = [Frame(str(f), str(fn), int(ln)) for f, fn, ln in facts["sites"]]
-    site = np.asarray(facts["site"], np.int64)
+    return [Frame(*site) for site in sites]
+
+
+def _samples(facts: LineFacts):
+    from perfcore.capture.line_sampler import LineSamples
+
+    sites = _frames(facts.sites)
+    site = np.asarray(facts.site, np.int64)
     stacks: tuple = tuple((s,) for s in sites)
-    if len(facts.get("entry") or ()) == len(site) and len(site):
+    if len(facts.entry) == len(site) and len(site):
         # Each sample's stack again as its library frame inside its site, so the join finds both.
-        entries = [Frame(str(f), str(fn), int(ln)) for f, fn, ln in facts["entries"]]
+        entries = _frames(facts.entries)
         pairs, site = np.unique(
-            np.stack([site, np.asarray(facts["entry"], np.int64)], axis=1), axis=0, return_inverse=True
+            np.stack([site, np.asarray(facts.entry, np.int64)], axis=1), axis=0, return_inverse=True
         )
         stacks = tuple((entries[e], sites[s]) if e >= 0 else (sites[s],) for s, e in pairs.tolist())
     return LineSamples(
-        np.asarray(facts["t_ns"], np.int64),
+        np.asarray(facts.t_ns, np.int64),
         np.asarray(site, np.int32).reshape(-1),
         stacks,
-        int(facts["interval_ns"]),
-        int(facts["cap_ns"]),
+        facts.interval_ns,
+        facts.cap_ns,
         0,
-        int(facts["missed"]),
-        int(facts["dropped"]),
-        int(facts["sampler_ns"]),
+        facts.missed,
+        facts.dropped,
+        int(facts.sampler_ns),
     )
 
 
-def _calls(facts: Mapping[str, Any] | None):
-    from perfcore.capture.line_sampler import Frame
+def _calls(facts: CallFacts | None):
     from perfcore.capture.sync_calls import SyncCalls
 
-    if not facts:
+    if facts is None:
         return None
     return SyncCalls(
-        np.asarray(facts["t_ns"], np.int64),
-        np.asarray(facts["site"], np.int32),
-        np.asarray(facts["method"], np.int8),
-        tuple(Frame(str(a), str(b), int(c)) for a, b, c in facts["sites"]),
-        tuple(facts["methods"]),
-        int(facts["dropped"]),
+        np.asarray(facts.t_ns, np.int64),
+        np.asarray(facts.site, np.int32),
+        np.asarray(facts.method, np.int8),
+        tuple(_frames(facts.sites)),
+        facts.methods,
+        facts.dropped,
         0,
     )
 
 
 def lines_document(
-    facts: Mapping[str, Any] | None,
+    facts: LineFacts | None,
     table,
     full,
     intervals: Mapping[str, tuple[np.ndarray, np.ndarray]],
@@ -237,7 +288,7 @@ def lines_document(
     from perfcore.analysis.starvation import starvation
 
     out: dict[str, Any] = {"starvation": dataclasses.asdict(starvation(table))}
-    if not facts:
+    if facts is None:
         return out
     measured = ~table["warmup"].to_numpy(dtype=bool)
     if "evaluation" in table:
@@ -253,40 +304,40 @@ def lines_document(
         | np.isin(idx, np.asarray(kept["window"], np.int64))
         | (idx >= int(kept["settled"]))
     )
-    samples, prefixes = _samples(facts), tuple(facts["prefixes"])
+    samples, prefixes = _samples(facts), facts.prefixes
     a, b = s0[:n][measured], s1[:n][measured]
-    result = join_lines(
-        samples, a, b, intervals, prefixes=prefixes, precedence=precedence, calls=_calls(facts.get("calls"))
-    )
+    result = join_lines(samples, a, b, intervals, prefixes=prefixes, precedence=precedence, calls=_calls(facts.calls))
     numbers = table["step"].to_numpy(np.int64)[:n][measured] if "step" in table else np.flatnonzero(measured)
     timeline = host_timeline(samples, a, b, numbers, intervals, prefixes=prefixes, precedence=precedence)
     steps_total = max(len(s0), 1)
     out["lines"] = {
         **dataclasses.asdict(result),
-        "sampler_ms_per_step": float(facts["sampler_ns"]) / 1e6 / steps_total,
+        "sampler_ms_per_step": facts.sampler_ns / 1e6 / steps_total,
         # What that cost is made of (a part from before they were measured has neither).
-        "sampler_held_ms_per_step": float(facts.get("sampler_held_ns", facts["sampler_ns"])) / 1e6 / steps_total,
-        "sampler_wakes": int(facts.get("sampler_wakes", 0)),
-        "handoff_us": float(facts.get("handoff_ns", 0)) / 1e3,
-        "missed": int(facts["missed"]),
-        "dropped": int(facts["dropped"]),
+        "sampler_held_ms_per_step": (facts.sampler_ns if facts.sampler_held_ns is None else facts.sampler_held_ns)
+        / 1e6
+        / steps_total,
+        "sampler_wakes": facts.sampler_wakes,
+        "handoff_us": facts.handoff_ns / 1e3,
+        "missed": facts.missed,
+        "dropped": facts.dropped,
         "timeline": dataclasses.asdict(timeline) if timeline is not None else None,
     }
     return out
 
 
-def trace_arrays(facts: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+def trace_arrays(facts: LineFacts | None) -> dict[str, np.ndarray]:
     """The samples as trace.npz arrays (fixed-width strings: the reader loads without pickle): each
     sample's instant and site, the sites, and the training thread's OS id. Empty without facts."""
-    if not facts or not facts.get("t_ns"):
+    if facts is None or not len(facts.t_ns):
         return {}
-    sites = facts["sites"]
+    sites = facts.sites
     return {
-        "line_t_ns": np.asarray(facts["t_ns"], np.int64),
-        "line_site": np.asarray(facts["site"], np.int32),
-        "line_file": np.array([str(x[0]) for x in sites], dtype=str),
-        "line_function": np.array([str(x[1]) for x in sites], dtype=str),
-        "line_line": np.array([int(x[2]) for x in sites], dtype=np.int64),
-        "line_user": np.asarray(facts["user"], dtype=bool),
-        "line_tid": np.int64(facts.get("native_tid") or 0),
+        "line_t_ns": np.asarray(facts.t_ns, np.int64),
+        "line_site": np.asarray(facts.site, np.int32),
+        "line_file": np.array([x[0] for x in sites], dtype=str),
+        "line_function": np.array([x[1] for x in sites], dtype=str),
+        "line_line": np.array([x[2] for x in sites], dtype=np.int64),
+        "line_user": np.asarray(facts.user, dtype=bool),
+        "line_tid": np.int64(facts.native_tid),
     }

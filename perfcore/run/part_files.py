@@ -10,25 +10,54 @@ reader falls back to the process's last checkpoint, as it does for a missing run
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
+from perfcore.analysis.codec import Count, from_doc
 from perfcore.analysis.labels import LABELS
-from perfcore.recording.own_work import beside_steps
+from perfcore.analysis.run_parts import Overhead
+from perfcore.recording.own_work import OwnCosts, beside_steps, overhead_doc
 from perfcore import jsonio
-from perfcore.run.lines import label_spans, lines_document, sampler_share, trace_arrays
+from perfcore.run.lines import LineFacts, label_spans, lines_document, sampler_share, trace_arrays
 from perfcore.run.split_facts import compute_document
 from perfcore.run.protocol import RAW_JSON, RAW_NPZ
 from perfcore.untrusted import open_regular, read_file
 
-__all__ = ["RAW_SCHEMA", "write_raw", "finish_raw", "write_steps", "startup_summary"]
+__all__ = ["RAW_SCHEMA", "PartFacts", "write_raw", "finish_raw", "write_steps", "startup_summary"]
 
 RAW_SCHEMA = "perfcore.rawpart/1"
 RAW_META_CAP = 256 << 20  # raw.json: the recording's meta and the facts, far less than this
+
+
+@dataclasses.dataclass(frozen=True)
+class PartFacts:
+    """What only the instrumented process knew (run.child.part_writer's facts: its exit's figures and
+    loaders in `common`, evaluation rows and passes, memory, the step source's counts, notes, the backend
+    it fell back from, its host lines and own costs, the optimizer), read once where its part is written:
+    in that process, or from a raw part's raw.json. Lines, own costs and the optimizer are absent from a
+    part written before they were kept."""
+
+    common: dict[str, Any]
+    cpu_util_percent: float | None
+    eval_rows: tuple[Count, ...]
+    eval_passes: tuple[tuple[int, int], ...]
+    mem_kind: str
+    memory_limits: dict[str, Any]
+    skipped_boundaries: Count
+    training_batches: Count
+    scaler_skipped_steps: Count
+    t_start: int
+    notes: tuple[str, ...]
+    backend_note: str | None
+    requested_backend: str | None
+    lines: LineFacts | None = None
+    own_costs: OwnCosts | None = None
+    optimizer: Any = None
 
 
 def write_raw(engine, facts: dict[str, Any], mem_at, mem_bytes, part: Path) -> None:
@@ -60,7 +89,7 @@ def finish_raw(part: Path) -> None:
 
     # A raw part on disk is untrusted (a copied folder): neither file is read through a link.
     doc = json.loads(read_file(part / RAW_JSON, RAW_META_CAP, "raw part's meta"))
-    if not isinstance(doc, dict) or doc.get("schema") != RAW_SCHEMA:
+    if not isinstance(doc, dict) or doc.get("schema") != RAW_SCHEMA:  # the one key read before the schema is known
         raise ValueError(f"{part / RAW_JSON}: not a {RAW_SCHEMA} document")
     with open_regular(part / RAW_NPZ) as fh, np.load(fh, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
@@ -75,29 +104,29 @@ def finish_raw(part: Path) -> None:
 CSV_SLICE = 65_536  # steps.csv rows made and written at a time: the slice, not the run, sets the peak
 
 
-def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=lambda: None) -> None:
+def write_steps(engine, facts: Mapping[str, Any], mem_at, mem_sampled, part, close=lambda: None) -> None:
     """A part's run.json, steps.csv and trace.npz from a recording (the instrumented process's own,
     or the one the parent rebuilt from a raw part) and the process's facts. The steps table is never
     held whole (~120 bytes a step): each summary reads the store's columns it needs, one at a time
     where it can, and steps.csv is made and written in slices."""
     import pandas as pd
 
+    known = from_doc(PartFacts, dict(facts), "facts")  # a fact that is not what it says: BadDocument naming it
     engine.settle_all()
     store = engine.store
     n = store.settled
-    eval_rows = facts["eval_rows"]
-    rows = [r for r in eval_rows if r < n]
+    rows = [r for r in known.eval_rows if r < n]
     is_eval = np.zeros(n, dtype=bool)
     is_eval[rows] = True
     # One summary of the run: the evaluation rows are set apart in it (out of the step statistics,
     # the robust breakdown and the verdict) and their cost is a finding of its own.
     doc = dict(engine.document(settle=False, table=_summary_frame(store, is_eval)))
     close()
-    evaluation = _evaluation(rows, facts["eval_passes"], store)
+    evaluation = _evaluation(rows, known.eval_passes, store)
     if evaluation:
         # The rows' indices and the passes seen by the step source are this side's; the cost per row
         # and the share of the wall time are the analysis's.
-        doc["evaluation"] = {**(doc.get("evaluation") or {}), **evaluation}
+        doc["evaluation"] = {**(doc["evaluation"] if "evaluation" in doc else {}), **evaluation}
     mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
     at, sampled = np.asarray(mem_at, dtype=np.int64), np.asarray(mem_sampled, dtype=np.int64)
     inside = (at >= 0) & (at < n)
@@ -111,87 +140,83 @@ def write_steps(engine, facts: dict[str, Any], mem_at, mem_sampled, part, close=
         return (pd.Series(store.column(ns)) if ns is not None else pd.Series(0, index=pd.RangeIndex(n))) / 1e6
 
     steps_total = int(doc["steps"] + doc["warmup_steps"])
-    batches = facts["training_batches"]
-    common = facts["common"]
-    doc.update(common)
+    batches = known.training_batches
+    doc.update(known.common)
     doc.update(
         {
-            "cpu_util_percent": facts["cpu_util_percent"],
+            "cpu_util_percent": known.cpu_util_percent,
             # The peak only: whether memory leaks is judged once, by the finish (analysis.memory_findings), on every
             # part's samples in steps.csv.
             "memory": {
-                "kind": facts["mem_kind"],
+                "kind": known.mem_kind,
                 "peak_bytes": _peak(mem[training & (mem >= 0)]),
-                **facts["memory_limits"],
+                **known.memory_limits,
             },
-            "compute_split_ms": {
-                ph: float(ms(f"{ph}_ms")[training].mean())
-                for ph in ("forward", "backward", "optimizer")
-                if f"{ph}_ms" in sources and training.any()
+            **{
+                f"compute_split{kind}_ms": {
+                    ph: float(ms(f"{ph}{kind}_ms")[training].mean())
+                    for ph in ("forward", "backward", "optimizer")
+                    if f"{ph}{kind}_ms" in sources and training.any()
+                }
+                for kind in ("", "_gpu")
             },
-            "compute_split_gpu_ms": {
-                ph: float(ms(f"{ph}_gpu_ms")[training].mean())
-                for ph in ("forward", "backward", "optimizer")
-                if f"{ph}_gpu_ms" in sources and training.any()
-            },
-            "skipped_boundaries": facts["skipped_boundaries"],
+            "skipped_boundaries": known.skipped_boundaries,
             "batches_per_step": (batches / steps_total) if batches and steps_total else None,
-            "scaler_skipped_steps": facts["scaler_skipped_steps"],
+            "scaler_skipped_steps": known.scaler_skipped_steps,
             "startup": startup_summary(
-                facts["t_start"],
+                known.t_start,
                 _frame(store, ("start_ns", "wall_ns", "perfcore_ns", "warmup"), evaluation=is_eval),
-                common["loaders"],
+                known.common["loaders"],
                 doc["steps"],
             ),
         }
     )
-    if facts["backend_note"]:
-        doc["capture"] = {
-            **(doc.get("capture") or {}),
-            "requested_backend": facts["requested_backend"],
-            "note": facts["backend_note"],
-        }
-    if doc.get("overhead"):
-        # The timer's phases and own work, plus the run's wrappers and line sampler (a part from before
-        # these were counted has no own_costs: its estimate still says the hooks are not included).
-        costs = facts.get("own_costs")
-        if costs is None or "error" in costs:
-            doc["overhead"] = dict(doc["overhead"], hooks="not included")
-        else:
-            lines = facts.get("lines") or {}
-            costs = {**costs, "sampler_ns": lines.get("sampler_ns", 0)}
-            # A step's span holds its own work (as the samples' join takes it).
-            start = np.asarray(store.column("start_ns"), np.int64)
-            end = start + np.asarray(store.column("wall_ns"), np.int64) + np.asarray(store.column("perfcore_ns"))
-            share = sampler_share(lines, start[training], end[training])
-            if share is not None:
-                costs["sampler_share"] = share
-            # Over every step its costs were counted in (warm-up too); the typical step apart.
-            wall_ns = np.asarray(store.column("wall_ns"))[~is_eval]
-            whole_ms = float(wall_ns.sum(dtype=np.float64)) / 1e6 / max(1, len(wall_ns))
-            typical = (doc.get("step_time_ms") or {}).get("robust")
-            doc["overhead"] = beside_steps(doc["overhead"], costs, steps_total, whole_ms, typical)
-            if "calibration" in costs:  # what measuring those costs took after the script, and if a cap cut it
-                doc["overhead"]["calibration"] = costs["calibration"]
+    if known.backend_note:
+        doc["capture"] = {**doc["capture"], "requested_backend": known.requested_backend, "note": known.backend_note}
+    if doc["overhead"]:
+        doc["overhead"] = overhead_doc(_whole_overhead(doc, known, store, is_eval, training, steps_total))
     # The summaries below read a few columns each: frames of just those, made when asked.
     flags = {"warmup": warmup, "evaluation": is_eval}
     doc.update(
         lines_document(
-            facts.get("lines"),
+            known.lines,
             pd.DataFrame({"step": store.column("step"), "load_ms": ms("load_ms"), "wall_ms": ms("wall_ms"), **flags}),
             _frame(store, ("start_ns", "wall_ns", "perfcore_ns")),
             *label_spans(engine),
         )
     )
     split = {c: ms(c) for c in ("wall_ms", "forward_ms", "backward_ms", "optimizer_ms") if c in sources}
-    doc.update(compute_document(facts.get("optimizer"), pd.DataFrame({**split, **flags})))
+    doc.update(compute_document(known.optimizer, pd.DataFrame({**split, **flags})))
     del split
-    notes = facts["notes"] + engine.notes
+    notes = [*known.notes, *engine.notes]
     if notes:
         doc["notes"] = list(dict.fromkeys(notes))
     _write_csv(part / "steps.csv", engine, is_eval, mem)
-    _write_trace(engine, store.column("start_ns"), store.column("wall_ns"), part, trace_arrays(facts.get("lines")))
+    _write_trace(engine, store.column("start_ns"), store.column("wall_ns"), part, trace_arrays(known.lines))
     jsonio.write(part / "run.json", doc)
+
+
+def _whole_overhead(doc, known: PartFacts, store, is_eval, training, steps_total: int) -> Overhead:
+    """The timer's phases and own work (the recording's figures, as its document holds them), plus the run's
+    wrappers and line sampler (a part from before these were counted has no own costs: its estimate still
+    says the hooks are not included)."""
+    timer = from_doc(Overhead, doc["overhead"], "overhead")
+    costs = known.own_costs
+    if costs is None or costs.error is not None:
+        return dataclasses.replace(timer, hooks="not included")
+    lines, share = known.lines, None
+    if lines is not None:
+        # A step's span holds its own work (as the samples' join takes it).
+        start = np.asarray(store.column("start_ns"), np.int64)
+        end = start + np.asarray(store.column("wall_ns"), np.int64) + np.asarray(store.column("perfcore_ns"))
+        share = sampler_share(lines, start[training], end[training])
+    costs = dataclasses.replace(costs, sampler_ns=lines.sampler_ns if lines else 0.0, sampler_share=share)
+    # Over every step its costs were counted in (warm-up too); the typical step apart (none without a
+    # measured step).
+    wall_ns = np.asarray(store.column("wall_ns"))[~is_eval]
+    whole_ms = float(wall_ns.sum(dtype=np.float64)) / 1e6 / max(1, len(wall_ns))
+    step = doc["step_time_ms"]
+    return beside_steps(timer, costs, steps_total, whole_ms, step["robust"] if "robust" in step else None)
 
 
 def _frame(store, names, **more):
@@ -243,7 +268,7 @@ def startup_summary(t_start: int, full, loaders: list[dict[str, Any]], measured:
     steady &= ~full["warmup"].to_numpy(dtype=bool) if measured else False
     if "evaluation" in full:
         steady &= ~full["evaluation"].to_numpy(dtype=bool)
-    starts = [s for ld in loaders if ld.get("training") for s in ld["worker_startup_ms"]]
+    starts = [s for ld in loaders if ld["training"] for s in ld["worker_startup_ms"]]
     starts = starts or [s for ld in loaders for s in ld["worker_startup_ms"]]
     return {
         "time_to_first_step_ms": (first_end_ns - t_start) / 1e6,

@@ -55,6 +55,7 @@ def own_costs(inst) -> dict:
     overhead the run reports. The line sampler's own time comes with its samples."""
     from perfcore.capture.sync_calls import SyncCounter
     from perfcore.recording.engine import phase_cost_ns
+    from perfcore.analysis.codec import to_doc
     from perfcore.recording.phase_cost import calibrations, passed_call_ns
     from perfcore.run.child.loaders import fetch_cost_ns
 
@@ -81,6 +82,6 @@ def own_costs(inst) -> dict:
             "fetch_ns": fetch_cost_ns() if fetches else 0.0,
         }
         phase_cost_ns()  # the part's own calibration (made once a process), so the summary below counts it
-        return {**costs, "calibration": calibrations()}
+        return {**costs, "calibration": to_doc(calibrations())}
     except Exception as e:  # the part is still written: its overhead then leaves these out, and says so
         return {"error": f"{type(e).__name__}: {e}"}
