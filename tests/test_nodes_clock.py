@@ -265,7 +265,7 @@ def test_a_whole_slow_node_holds_up_the_job_though_none_of_its_ranks_alone_is_sl
     assert s["host"] == "node1" and s["rank"] in (3, 4, 5) and s["excess_label"] == "compute"
     assert s["excess_ms"] == pytest.approx(12.1, abs=0.2)
     assert {w["rank"] for w in m["waiting"]} == {0, 1, 2}
-    st = straggle(m)
+    st = straggle(*_job(m))
     assert st.slow_rank == s["rank"] and st.waiting_rank in (0, 1, 2) and st.wait_share > 0.4
     assert (st.slow_host, st.waiting_host) == ("node1", "node0")  # the verdict's straggle knows the nodes
     # The job's verdict: the wait for the slow node's rank, not the waiting ranks' communication.
@@ -277,3 +277,12 @@ def test_a_whole_slow_node_holds_up_the_job_though_none_of_its_ranks_alone_is_sl
     assert v.bound == "straggler" and v.straggler.slow_rank == s["rank"]
     # Seen from node1 alone (its node's view), no rank of it stands out.
     assert merge_ranks(parts[3:], node_view=True)["stragglers"] == []
+
+
+def _job(merged):
+    """The job's rows as the advice reads them from a merged document: stragglers, waiting, ranks."""
+    from perfcore.analysis.advice_evidence import RunFacts, read
+
+    run = read(RunFacts, merged)
+    return run.stragglers, run.waiting, run.ranks
+

@@ -240,7 +240,7 @@ def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     # Rank 2 computes 10 ms a step; ranks 0 and 1 compute 1 ms and wait 9 ms for it in the collective.
     parts = [_part(0, 1.0, 9.0), _part(1, 1.0, 9.0), _part(2, 1.0, 0.0, compute=10.0)]
     doc, focus = _merged(parts)
-    s = straggle(doc)
+    s = straggle(*_job(doc))
     assert (s.slow_rank, s.excess_label) == (2, "compute")
     assert s.wait_ms == pytest.approx(9.0) and s.wait_share == pytest.approx(9.0 / 11.5)
     d = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
@@ -273,3 +273,12 @@ def test_a_wait_below_the_tier_leaves_the_slow_ranks_verdict():
     d = advise_run(doc, zero_code=True, focus=focus, evidence={"cpu_count": 8})
     assert d.verdict.bound == "compute" and d.verdict.straggler is None
     assert all(r.kind != "balance_ranks" for r in d.findings)
+
+
+def _job(merged):
+    """The job's rows as the advice reads them from a merged document: stragglers, waiting, ranks."""
+    from perfcore.analysis.advice_evidence import RunFacts, read
+
+    run = read(RunFacts, merged)
+    return run.stragglers, run.waiting, run.ranks
+

@@ -38,8 +38,8 @@ def advise_run(
     of the run's."""
     f = focus if focus is not None else doc
     verdict = decision if decision is not None else decide_run(f)
-    job = straggle(doc)
     run = read(RunFacts, doc)
+    job = straggle(run.stragglers, run.waiting, run.ranks)
     own = run if f is doc else read(RunFacts, f)
     if job is not None:
         verdict = judge_straggle(verdict, job)

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from perfcore.analysis.codec import fields_of
 from perfcore.analysis.findings import Finding
 from perfcore.analysis.results import Interference, Verdict
-from perfcore.analysis.run_context import Loader, LoaderPlan, Threads, Workers
+from perfcore.analysis.run_context import Loader, LoaderPlan, RankRow, Straggler, Threads, Waiting, Workers
 from perfcore.analysis.run_parts import ComputeFacts, Evaluation, LabelMs
 
 __all__ = ["WorkerTrial", "CallerFacts", "RunFacts", "AdviceEvidence", "read"]
@@ -73,6 +73,9 @@ class RunFacts:
     interference: Interference | None = None
     evaluation: Evaluation | None = None
     advice_facts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    ranks: tuple[RankRow, ...] = ()  # a job's: who waits in collectives for whom (analysis.ranks)
+    stragglers: tuple[Straggler, ...] = ()
+    waiting: tuple[Waiting, ...] = ()
 
     @property
     def on_gpu(self) -> bool:

@@ -10,7 +10,7 @@ seen per node.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,7 @@ from perfcore.analysis.labels import LABELS
 from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events
 from perfcore.analysis.process_part import Part
 from perfcore.analysis.results import Level, Straggle, Verdict
+from perfcore.analysis.run_context import RankRow, Straggler, Waiting
 from perfcore.analysis.verdict import AVOIDABLE, CRITICAL_SHARE, WARN_SHARE
 
 __all__ = ["merge_ranks", "clock_alignment", "clock_offsets", "job_problem", "straggle", "judge_straggle"]
@@ -156,27 +157,28 @@ def _waiting(
     ]
 
 
-def straggle(merged: Mapping[str, Any]) -> Straggle | None:
-    """The job's straggle from merge_ranks' fields (stragglers, waiting): the longest wait for the slowest
-    straggler, or None when no rank is a straggler or none waits for it."""
-    slow = [s for s in merged.get("stragglers") or [] if isinstance(s, Mapping)]
-    waits = [w for w in merged.get("waiting") or [] if isinstance(w, Mapping) and w.get("step_ms")]
-    if not slow or not waits:
+def straggle(
+    stragglers: Sequence[Straggler], waiting: Sequence[Waiting], ranks: Sequence[RankRow] = ()
+) -> Straggle | None:
+    """The job's straggle from merge_ranks' fields (stragglers, waiting, as the run model reads them): the
+    longest wait for the slowest straggler, or None when no rank is a straggler or none waits for it."""
+    waits = [w for w in waiting if w.step_ms]
+    if not stragglers or not waits:
         return None
-    s = max(slow, key=lambda x: float(x.get("work_ms") or 0.0))
-    w = max(waits, key=lambda x: float(x["comm_ms"]) / float(x["step_ms"]))
-    host = {r.get("rank"): r.get("host") for r in merged.get("ranks") or [] if isinstance(r, Mapping)}
+    s = max(stragglers, key=lambda x: x.work_ms)
+    w = max(waits, key=lambda x: x.comm_ms / x.step_ms)
+    host = {r.rank: r.host for r in ranks}
     return Straggle(
-        waiting_rank=w.get("rank"),
-        wait_ms=float(w["comm_ms"]),
-        step_ms=float(w["step_ms"]),
-        slow_rank=s.get("rank"),
-        excess_label=str(s.get("excess_label")),
-        excess_ms=float(s.get("excess_ms") or 0.0),
-        work_ms=float(s.get("work_ms") or 0.0),
-        others_work_ms=float(s.get("others_work_ms") or 0.0),
-        slow_host=host.get(s.get("rank")),
-        waiting_host=host.get(w.get("rank")),
+        waiting_rank=w.rank,
+        wait_ms=w.comm_ms,
+        step_ms=w.step_ms,
+        slow_rank=s.rank,
+        excess_label=str(s.excess_label),
+        excess_ms=s.excess_ms,
+        work_ms=s.work_ms,
+        others_work_ms=s.others_work_ms,
+        slow_host=host.get(s.rank),
+        waiting_host=host.get(w.rank),
     )
 
 
