@@ -1,7 +1,7 @@
 """Environment check behind `perfcore env`: build info plus a non-destructive look at the machine.
 
 Every check returns a Check(status ok/warn/fail/info, a reason code and its figures); the words
-(value and fix) are made in perfcore/report/words/runs.py. Nothing here changes the machine: no process is killed, no GPU is reset, no setting is written.
+(value and fix) are made in perfcore/report/words/__init__.py. Nothing here changes the machine: no process is killed, no GPU is reset, no setting is written.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ GiB = 1024**3
 class Check:
     name: str
     status: str  # ok | warn | fail | info
-    code: str  # what was found, said by report/words/runs.py with its figures
+    code: str  # what was found, said by report/words/__init__.py with its figures
     figures: dict[str, Any] = field(default_factory=dict)
 
 
@@ -226,7 +226,7 @@ def run_checks() -> list[Check]:
 
 
 def environment_report() -> dict[str, Any]:
-    """The facts of `perfcore env --json` (schema perfcore.env/1); report/words/runs.py adds each check's
+    """The facts of `perfcore env --json` (schema perfcore.env/1); report/words/__init__.py adds each check's
     words (value, fix) beside its code and figures."""
     checks = run_checks()
     return {

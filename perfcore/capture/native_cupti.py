@@ -173,7 +173,7 @@ class CuptiTracer:
 
             gap = None if e.held_by_other else driver_cupti_gap(driver_cuda_version(), cupti_release())
             if gap:
-                # An error line for a person (as `perfcore env` says it, in report/words/runs.py).
+                # An error line for a person (as `perfcore env` says it, in report/words/__init__.py).
                 raise CuptiError(
                     f"{str(e).split('; ')[0]}: the NVIDIA driver supports CUDA {gap[0]}, older than the CUPTI perfcore "
                     f"uses (CUDA {gap[1]}): kernel tracing needs a newer driver, or a torch built for CUDA {gap[0]} "

@@ -145,7 +145,7 @@ def sweep_patch(
     cmd: list[str] | None = None,
 ) -> dict[str, Any]:
     """{"status": written | unchanged | not_possible, "reason" (a code: no_site, own_is_best, not_under_cwd
-    with site and cwd, cannot_patch with the error, failed_try with the error; report.words.lines says it),
+    with site and cwd, cannot_patch with the error, failed_try with the error; report.words.findings says it, within_noise with the speedup and noise_share),
     "patch" (file name), "call", "at", "calls" (DataLoader calls at the line, all patched)}. `site` is the
     recorded "file:line" (untrusted: read, never written; it must lie under `cwd`); `cmd` the sweep's
     command, run once more with the patched copy before the patch is offered."""
