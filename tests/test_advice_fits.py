@@ -283,7 +283,7 @@ def test_the_try_line_names_the_settings_with_their_numbers():
     rec = run.findings[0]
     assert rec.kind == "more_workers" and rec.change == {"num_workers": 3, "persistent_workers": True}
     line = try_short(rec, run.verdict, LOADER["site"])
-    assert line.startswith("try: train.py:42: set num_workers=3, persistent_workers=True: up to 4.00x faster")
+    assert line.startswith("try: train.py:42: set num_workers=3, persistent_workers=True: about 4.00x faster")
     # Enough workers, the queue runs dry: the prefetch factor, doubled from the loader's own.
     ld = replace(LOADER_T, num_workers=4, prefetch_factor=3, worker_batch_ms=20.0, persistent_workers=True)
     plan = loader_plan(ld, PlanEvidence(step_ms=40.0, load_ms=10.0, per_step=1, cpu_count=16, on_gpu=False))
@@ -301,7 +301,7 @@ def test_each_piece_of_advice_carries_its_own_gain_and_site():
     assert rec.gain.saved_ms == pytest.approx(10.0) and rec.gain.speedup == pytest.approx(40 / 30)
     assert cause.gain.speedup == pytest.approx(4.0)
     line = try_short(rec, run.verdict, "train.py:42")
-    assert "up to 1.33x faster" in line and "4.00x" not in line
+    assert "about 1.33x faster" in line and "4.00x" not in line
     # A cause's advice without a plan gains what removing the cause does.
     gpu = decided(run_doc({**HEALTHY, "host": 8.0}, device="cuda:0"), zero_code=True, evidence={"cpu_count": 8})
     launch = next(r for r in gpu.findings if r.kind == "launch_overhead")

@@ -65,14 +65,14 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
     fwd = health_report(row, "w", "next", forward_only=True)
     summary = preface(health_summary(fwd), fwd.verdict.interference)
     assert fwd.verdict.named[0].gain.speedup == pytest.approx(g["speedup"])
-    assert fwd.verdict.forward_only and "forward-only loop's steps up to 1.92x faster" in summary
+    assert fwd.verdict.forward_only and "forward-only loop's steps about 1.92x faster" in summary
     assert "(a training step, with backward and the optimizer, gains less" in summary
 
 
 def test_a_predicted_gain_carries_the_band_of_its_interval():
     g = expected_gain(25.6, 12.3, saved_band_ms=(11.0, 13.5))
     assert g["band"] == pytest.approx((25.6 / 14.6, 25.6 / 12.1)) and "text" not in g
-    assert gain_words(g["speedup"], g["band"]) == "up to 1.92x faster (1.75-2.12x)"  # the one renderer
+    assert gain_words(g["speedup"], g["band"]) == "about 1.92x faster (1.75-2.12x)"  # the one renderer
     assert expected_gain(10.0, 10.0)["speedup"] is None and gain_words(None) == ""
 
 

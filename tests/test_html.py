@@ -126,7 +126,7 @@ def test_run_report_is_one_self_contained_file_with_every_section(tmp_path):
     ):
         assert section in text, section
     assert "&lt;at train.py:12&gt;" in text and "<at train.py" not in text  # user text is escaped, never markup
-    assert "4.10 ms" in text and "46%" in text and "up to 1.84×" in text  # avoidable, share, expected gain
+    assert "4.10 ms" in text and "46%" in text and "about 1.84×" in text  # avoidable, share, expected gain
     assert "p50 step" in text and "8.80 ms" in text and "10.1 ms" in text  # as the terminal prints them
     assert "7,111 samples/s" in text  # 64 per batch / 9.0 ms
     assert TEST_WORDS["diagnose"] in text and "123,456" in text and "pageable MiB" in text

@@ -217,7 +217,7 @@ def test_a_function_spread_over_its_lines_gets_its_total_under_its_name_and_span
         breakdown=10.0,
     )
     (got,) = lines_text(doc, cwd="/p")
-    assert got == ("  try: sgd_update at main.py:55-62: 8.00 ms a step (80% of host; no one line stands out)")
+    assert got == ("  try: speed up sgd_update at main.py:55-62: 8.00 ms a step (80% of host; no one line stands out)")
 
 
 def test_a_sized_line_gets_its_own_time_not_its_functions():
@@ -227,7 +227,7 @@ def test_a_sized_line_gets_its_own_time_not_its_functions():
         breakdown=10.0,
     )
     (got,) = lines_text(doc, cwd="/p")
-    assert got == "  try: metrics at main.py:31: 6.00 ms a step (60% of host)"
+    assert got == "  try: speed up metrics at main.py:31: 6.00 ms a step (60% of host)"
 
 
 def test_calls_under_one_a_step_are_not_printed():

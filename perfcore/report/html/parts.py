@@ -149,7 +149,7 @@ def verdict_card(v: Verdict, said: tuple[str, list[str], str], dom_id: str | Non
         big.append(f"<div><b>{100 * float(c.share):.0f}%</b><span>of the step</span></div>")
         if c.gain.speedup:
             big.append(
-                f"<div><b>up to {float(c.gain.speedup):.2f}×</b><span>faster steps if removed "
+                f"<div><b>about {float(c.gain.speedup):.2f}×</b><span>faster steps if removed "
                 f"({dur(v.step_ms)} → {dur(c.gain.step_after_ms)})</span></div>"
             )
     elif v.ranked:

@@ -250,7 +250,7 @@ def causes_list(v: Verdict, findings: tuple[Finding, ...], plan: LoaderPlan | No
         what, evidence = cause_words(v, c)
         # An advice's evidence that is its cause's, word for word, is said once, on the cause.
         advice = "".join(advice_item(f, plan, said=evidence) for _, f in mine)
-        gain = f" · up to {float(c.gain.speedup):.2f}× faster" if c.gain.speedup else ""
+        gain = f" · about {float(c.gain.speedup):.2f}× faster" if c.gain.speedup else ""
         items.append(
             f"<li class='cause' style='border-left-color:{COLORS.get(c.label, '#888')}'>"
             f"<div class='head'>{i}. {esc(c.bound)}: {esc(what)} — "

@@ -120,12 +120,13 @@ def speedups_words(band: Any) -> str:
 
 
 def gain_words(speedup: float | None, band: Any = None) -> str:
-    """A speedup with its band: "up to 1.92x faster (1.80-2.05x)"; empty without a finite speedup above 1x
-    (nothing below it is a gain)."""
+    """A speedup with its band: "about 1.92x faster (1.80-2.05x)"; empty without a finite speedup above 1x
+    (nothing below it is a gain). "About", not "up to": the band is the estimate's interval and reaches
+    past it ("up to 7.53x faster (3.78-25.45x)" read as a bound its own interval broke)."""
     if speedup is None or not speedup > 1.0:
         return ""
     ok = band and band[0] is not None and band[1] is not None and band[0] != band[1]
-    return f"up to {fmt_x(speedup)} faster" + (f" ({fmt_band(*band)})" if ok else "")
+    return f"about {fmt_x(speedup)} faster" + (f" ({fmt_band(*band)})" if ok else "")
 
 
 def evidence_words(f: Mapping[str, Any]) -> str:

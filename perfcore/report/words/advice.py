@@ -421,9 +421,11 @@ def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str,
             lines.insert(0, f"try: {site}: {change}: {measured[0]}")
         return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
     g = rec.offered  # the prediction, unless the cause removed altogether measured no gain above 1x
-    gain = gain_words(g.speedup, g.band) if g is not None and rec.cause in WHAT else ""
+    gains = [gain_words(g.speedup, g.band), gain_words(g.speedup)] if g is not None and rec.cause in WHAT else [""]
     where = f"{site}: " if site and rec.cause in ("load", "transfer") else ""
-    return f"try: {where}{change}" + (f": {gain}" if gain else "")
+    # Within the terminal's width: the band gives way first, then the change's gloss.
+    lines = [f"try: {where}{ch}" + (f": {gw}" if gw else "") for ch in (change, change.split(" (")[0]) for gw in gains]
+    return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
 
 
 def _or(v: float | None, default: float) -> float:

@@ -471,10 +471,13 @@ def _try_line(r: RunReport, lb: LabelLines, label: str, cwd: str | None) -> str:
         inside = _library_line(x, label, cwd)
         if inside:
             return inside
-        return f"  try: {_site(x, cwd)}: {sized(x.share)}{_calls(x.calls)}"
+        # A line with no call to change is named with what to do: the time on it is the step's to cut.
+        verb = "" if _calls(x.calls) else "speed up "
+        return f"  try: {verb}{_site(x, cwd)}: {sized(x.share)}{_calls(x.calls)}"
     calls = tuple(c for y in lb.lines if (y.file, y.function) == (f.file, f.function) for c in y.calls)
     if enough_samples(f.share, n):
-        return f"  try: {_span(lb, f, cwd)}: {sized(f.share, '; no one line stands out')}{_calls(calls)}"
+        verb = "" if _calls(calls) else "speed up "
+        return f"  try: {verb}{_span(lb, f, cwd)}: {sized(f.share, '; no one line stands out')}{_calls(calls)}"
     counted = _calls(calls)
     # With counted calls the line's action is theirs; the sample counts would only push it past the width.
     few = (

@@ -118,7 +118,7 @@ def _core(t: Verdict) -> str:
     big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
     return (
         f"compute-bound (healthy): compute is {fmt_share(t.compute_ms / step if step else 0)} of each "
-        f"{fmt_ms(step)} step; no avoidable cause reaches {100 * WARN_SHARE:.0f}%"
+        f"{fmt_ms(step)} step; nothing outside compute reaches {100 * WARN_SHARE:.0f}%"
         + (f" (largest: {_short_what(t, big)} {fmt_ms(big.ms_per_step)}, {fmt_share(big.share)})" if big else "")
     )
 
