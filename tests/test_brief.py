@@ -258,3 +258,21 @@ def test_one_starved_step_is_said_as_one_wait():
     # A loader in the training process makes every step wait by construction: its cost a step, not "starved".
     said = starved_short(two, 8.6, 95.0)
     assert said == "loading runs in the training process (num_workers=0): 8.60 ms a step (9.1%)", said
+
+
+def test_the_header_says_a_busy_machine_beside_outliers_set_apart():
+    """"mean step 172 ms less outliers" pushed the BUSY part out of the header while the verdict below still
+    said "[uncertain: busy]": the header keeps a short BUSY part whatever else gives way."""
+    from run_docs import typed_run
+
+    from perfcore.report.terminal import brief_table
+
+    bd = {"load": 0.0, "transfer": 0.0, "compute": 30.0, "comm": 0.0, "host": 142.0}
+    robust = {"step_ms": 172.0, "ms": bd, "steps": 40, "kept_steps": 37, "step_sem_ms": 2.0,
+              "outliers": {"count": 3, "steps": [4, 9, 30]}}
+    busy = {"material": True, "reasons": ["others"], "cores": 2, "others_cores": 1.6}
+    for steps in (36, 40, 4000):  # longer step counts leave less room
+        r = typed_run(287.0, bd, breakdown_robust={**robust, "steps": steps}, interference=busy, steps=steps,
+                      warmup_steps=5)
+        head = brief_table(r)[0]
+        assert "less outliers" in head and "BUSY" in head and "1.6" in head and len(head) <= 100, head

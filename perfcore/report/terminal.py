@@ -131,14 +131,11 @@ def brief_table(r: RunReport) -> list[str]:
         else ""
     )
     head = f"perfcore: {r.steps} steps (+{r.warmup_steps} warm-up){trainers_phrase(r)} on {r.device}"
-    lines = [
-        fit(
-            (head, 0),
-            (f"; mean step {fmt_ms(step)}" + (" less outliers" if out else ""), 0),
-            (f", p90 {fmt_ms(st.p90)}", 2),
-            (busy, 1),
-        )
-    ]
+    mean = (f"; mean step {fmt_ms(step)}" + (" less outliers" if out else ""), 0)
+    header = fit((head, 0), mean, (f", p90 {fmt_ms(st.p90)}", 2), (busy, 1))
+    if busy and busy not in header:  # the busy machine is said in the header whatever else gives way
+        header = fit((head, 0), mean, (f"; BUSY: others {intf.others_cores:.1f}/{intf.cores} cores", 1))
+    lines = [header]
     lines.append(f"  {'label':<9} {'per step':>9} {'share':>6}")
     for lb in LABELS:
         f = ms[lb] / step if step > 0 else 0.0
