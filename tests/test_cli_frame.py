@@ -169,7 +169,7 @@ def test_the_wrote_line_fits_the_width_and_counts_what_it_leaves_out():
     files = ["run.json", "steps.csv", "monitor.csv", "monitor.png", "steps.parquet", "trace.json", "breakdown.png",
              "ranks.png", "report.html"]
     line = wrote_line("/tmp/trial/run_hw/", files)
-    assert len(line) <= 120 and line.startswith("wrote /tmp/trial/run_hw/: run.json, steps.csv")
+    assert len(line) <= 100 and line.startswith("wrote /tmp/trial/run_hw/: run.json, steps.csv")
     shown = line.split(": ", 1)[1].split(", and ")[0].split(", ")
     more = int(line.rsplit(", and ", 1)[1].split()[0])
     assert shown == files[: len(shown)] and len(shown) + more == len(files)

@@ -53,8 +53,8 @@ class Results:
             write_json(doc, self.json_path)
 
 
-def wrote_line(folder: str, files: list[str], width: int = 120) -> str:
-    """The folder and as many of its files as fit the terminal's width (the rest counted: the folder lists
+def wrote_line(folder: str, files: list[str], width: int = 100) -> str:
+    """The folder and as many of its files as fit the report's 100 columns (the rest counted: the folder lists
     them); only a folder's own long path runs past it."""
     head, shown = f"wrote {clean(str(folder))}: ", []
     for i, name in enumerate(files):

@@ -340,7 +340,7 @@ def _details(r: RunReport) -> list[str]:
         lines.append(f"  loading ({plan_reason(r.loader_plan)}): {plan_sentence(r.loader_plan)}")
     mem = r.memory
     if mem is not None and mem.peak_bytes:
-        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS (peak)"
+        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS"
         lines.append(f"  peak {kind}: {mem.peak_bytes / 2**20:.0f} MiB")
         said = [memory_sentence(f.figures) for f in r.findings if f.kind.memory]
         lines += [f"  {s.upper()[:1]}{s[1:]}" for s in said]

@@ -369,7 +369,7 @@ def crashed_early(r: RunReport) -> list[str]:
     # traceback is a file in the folder) and the exit code.
     return [
         f"partial results: the script {exit_words(r)}",
-        f"{r.steps} measured step(s) before it ended are too few to advise on; the figures below are what ran",
+        f"{r.steps} measured step(s) before it ended: too few to advise on; what ran gave the verdict below",
     ]
 
 
