@@ -49,4 +49,6 @@ def test_perfcore_run_on_an_mlp_with_adamw_says_its_fused_form(tmp_path):
     doc = json.loads((out / "run.json").read_text())
     got = doc["compute_facts"]["optimizer"]
     assert got["snippet"] == "torch.optim.AdamW(..., fused=True)" and got["share"] > 0.15
-    assert "try: torch.optim.AdamW(..., fused=True)" in p.stdout + p.stderr
+    # The line to change: where the script made its optimizer (line 8 of mlp_adamw.py).
+    assert got["site"].endswith("mlp_adamw.py:8"), got["site"]
+    assert f"try: {got['site']}: torch.optim.AdamW(..., fused=True)" in p.stdout + p.stderr

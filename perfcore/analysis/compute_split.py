@@ -67,6 +67,7 @@ class OptimizerFact:
     saved_ms: tuple[float, float]  # expected saving per step (low, high)
     measured: bool  # saved_ms from a measured band, or only bounded by the optimizer's time
     snippet: str  # the call to write: torch.optim.AdamW(..., fused=True)
+    site: str | None = None  # file:line where the user made the optimizer (the line to change)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ def optimizer_fact(
     accepts: frozenset[str],
     device: str,
     fused_devices: frozenset[str] = frozenset(),
+    site: str | None = None,
 ) -> OptimizerFact | None:
     """The faster form of the user's optimizer when it takes more than OPTIMIZER_SHARE of the step.
 
@@ -146,6 +148,7 @@ def optimizer_fact(
         (lo * split.optimizer_ms, hi * split.optimizer_ms),
         band is not None,
         f"{optimizer}(..., {keyword}=True)",
+        site,
     )
 
 

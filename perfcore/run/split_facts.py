@@ -57,6 +57,7 @@ def compute_document(facts: Mapping[str, Any] | None, table) -> dict[str, Any]:
             frozenset(facts["accepts"]),
             str(facts["device"]),
             frozenset(facts["fused_devices"]),
+            site=str(facts["site"]) if facts.get("site") else None,
         )
     bwd = backward_fact(split)
     return {

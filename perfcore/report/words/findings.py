@@ -32,6 +32,7 @@ from perfcore.analysis.run_parts import Evaluation
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
+from perfcore.report.words import fit
 
 __all__ = [
     "memory_words",
@@ -516,10 +517,9 @@ def _compute_text(r: RunReport) -> list[str]:
     if o:
         lo, hi = o.saved_ms
         saves = f"saves {fmt_ms(lo)}-{fmt_ms(hi)} a step" if o.measured else f"saves up to {fmt_ms(hi)} a step"
-        out.append(
-            f"  try: {_printable(o.snippet)}: {saves} (the optimizer: {fmt_ms(o.optimizer_ms)}, "
-            f"{fmt_share(o.share)} of the step)"
-        )
+        at = f"{_printable(o.site)}: " if o.site else ""
+        share = f" (optimizer {fmt_ms(o.optimizer_ms)}, {fmt_share(o.share)})"
+        out.append(fit((f"  try: {at}{_printable(o.snippet)}: {saves}", 0), (share, 1)))
     b = facts.backward if facts is not None else None
     if b:
         why = "; ".join(BACKWARD_WORDS.get(c, _printable(c)) for c in b.likely[:3])

@@ -267,6 +267,8 @@ class TorchHooks:
 
     # -- construction-time patches (rare calls: plain Python) -------------------------------------
     def _patch_optimizer_init(self, torch) -> None:
+        from perfcore.run.child.loaders import call_site
+
         inst = self.inst
         orig = torch.optim.Optimizer.__init__
 
@@ -274,7 +276,8 @@ class TorchHooks:
             n = inst.sources.optimizer_made()
             made = orig(opt, *args, **kwargs)
             if n == 1:
-                inst.sources.first_optimizer(opt)
+                # Where the user made it: the line the faster form's keyword goes on.
+                inst.sources.first_optimizer(opt, call_site()[0])
             return made
 
         __init__.__wrapped__ = orig

@@ -101,11 +101,15 @@ class StepSources:
         self.optimizers_made += 1
         return self.optimizers_made
 
-    def first_optimizer(self, opt) -> None:
-        """The first optimizer, constructed: its class and settings, kept for advice."""
+    def first_optimizer(self, opt, site: str | None = None) -> None:
+        """The first optimizer, constructed: its class and settings, and the user's line that made it (file:line),
+        kept for advice."""
         from perfcore.run.split_facts import optimizer_facts
 
-        self.optimizer_facts = optimizer_facts(opt)
+        facts = optimizer_facts(opt)
+        if facts is not None and site and site != "?":
+            facts["site"] = site
+        self.optimizer_facts = facts
 
     def backward_ended(self, t: int) -> tuple:
         self.counts["backward"] += 1
