@@ -32,7 +32,6 @@ from perfcore.analysis.run_parts import Evaluation
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
-from perfcore.report.words import fit
 
 __all__ = [
     "memory_words",
@@ -510,6 +509,10 @@ def lines_text(r: RunReport, cwd: str | None = None) -> list[str]:
     return out
 
 
+# The short report's width: report.words.WIDTH, not imported (that would put report/ a floor past its depth of 4).
+_TRY_WIDTH = 100
+
+
 def _compute_text(r: RunReport) -> list[str]:
     facts = r.compute_facts
     out = []
@@ -519,7 +522,8 @@ def _compute_text(r: RunReport) -> list[str]:
         saves = f"saves {fmt_ms(lo)}-{fmt_ms(hi)} a step" if o.measured else f"saves up to {fmt_ms(hi)} a step"
         at = f"{_printable(o.site)}: " if o.site else ""
         share = f" (optimizer {fmt_ms(o.optimizer_ms)}, {fmt_share(o.share)})"
-        out.append(fit((f"  try: {at}{_printable(o.snippet)}: {saves}", 0), (share, 1)))
+        line = f"  try: {at}{_printable(o.snippet)}: {saves}"
+        out.append(line + share if len(line + share) <= _TRY_WIDTH else line)  # the figures give way to the width
     b = facts.backward if facts is not None else None
     if b:
         why = "; ".join(BACKWARD_WORDS.get(c, _printable(c)) for c in b.likely[:3])
