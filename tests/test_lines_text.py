@@ -303,10 +303,3 @@ def test_the_brief_names_a_folder_with_a_space_as_a_shell_reads_it(tmp_path):
     r = typed_run(10.0, {"compute": 9.0, "host": 1.0})
     (line,) = [ln for ln in render_brief(r, folder).splitlines() if "all evidence" in ln]
     assert shlex.split(line.split("all evidence: ")[1]) == ["perfcore", "report", str(folder), "--explain"]
-
-
-def test_the_findings_try_width_is_the_short_reports():
-    from perfcore.report.words import WIDTH
-    from perfcore.report.words.findings import _TRY_WIDTH
-
-    assert _TRY_WIDTH == WIDTH

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_ms", "fmt_share", "fmt_x", "fmt_band"]
+__all__ = ["fmt_ms", "fmt_share", "fmt_x", "fmt_band", "WIDTH"]
+
+WIDTH = 100  # the columns of the short report: every line the terminal prints is fitted to them
 
 MICRO = "\u00b5"
 

@@ -19,7 +19,7 @@ from perfcore.analysis.gain import FALLBACK_REL, FALLBACK_STEP
 from perfcore.analysis.results import Interference, Loading, Startup
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.uncertainty import LEVEL
-from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
+from perfcore.analysis.units import WIDTH, fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.capture.environment import Check as EnvCheck
 
 __all__ = [
@@ -393,7 +393,6 @@ def readable_frame(function: str) -> str:
 
 
 # The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
-WIDTH = 100
 
 # A cause's tier in plain words: the verdict's "warn" is a threshold's name, not a finding, and "critical"
 # read as an alarm to new users for a 27% share that costs a quarter of the step, not a failure.

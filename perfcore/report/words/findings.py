@@ -31,7 +31,7 @@ from perfcore.analysis.run_context import Loader, LoaderPlan
 from perfcore.analysis.run_parts import Evaluation
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change
-from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
+from perfcore.analysis.units import WIDTH, fmt_ms, fmt_share, fmt_x
 
 __all__ = [
     "memory_words",
@@ -509,10 +509,6 @@ def lines_text(r: RunReport, cwd: str | None = None) -> list[str]:
     return out
 
 
-# The short report's width: report.words.WIDTH, not imported (that would put report/ a floor past its depth of 4).
-_TRY_WIDTH = 100
-
-
 def _compute_text(r: RunReport) -> list[str]:
     facts = r.compute_facts
     out = []
@@ -523,7 +519,7 @@ def _compute_text(r: RunReport) -> list[str]:
         at = f"{_printable(o.site)}: " if o.site else ""
         share = f" (optimizer {fmt_ms(o.optimizer_ms)}, {fmt_share(o.share)})"
         line = f"  try: {at}{_printable(o.snippet)}: {saves}"
-        out.append(line + share if len(line + share) <= _TRY_WIDTH else line)  # the figures give way to the width
+        out.append(line + share if len(line + share) <= WIDTH else line)  # the figures give way to the width
     b = facts.backward if facts is not None else None
     if b:
         why = "; ".join(BACKWARD_WORDS.get(c, _printable(c)) for c in b.likely[:3])
