@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfcore.capture.columns import ACTIVITY_KINDS, activity_frames, merge_activity
+from perfcore.capture.columns import activity_frames, merge_activity
 from perfcore.capture.cupti_python_kinds import (
     PACKAGE,
     check_versions,
@@ -292,8 +292,4 @@ class CuptiPythonTracer:
                 clock_offset_ns=self._offset_ns,
                 clock_drift_ns=self._offset_ns - self._offset_start_ns,
             )
-        return (
-            activity_frames(merge_activity(parts))
-            if parts
-            else activity_frames({k: {} for k in ACTIVITY_KINDS} | {"names": list(self._names)})
-        )
+        return activity_frames(merge_activity(parts) if parts else {"names": list(self._names)})
