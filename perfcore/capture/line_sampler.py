@@ -121,12 +121,6 @@ class LineSamples:
         """The sampled thread's time lost to the sampler: the GIL held, and a hand-back per wake-up."""
         return int(self.sampler_ns + self.wakes * self.handoff_ns)
 
-    @staticmethod
-    def empty(interval_ns: int = int(DEFAULT_INTERVAL_S * 1e9), thread_id: int = 0) -> "LineSamples":
-        return LineSamples(
-            np.zeros(0, np.int64), np.zeros(0, np.int32), (), interval_ns, interval_ns, thread_id, 0, 0, 0
-        )
-
 
 class LineSampler:
     """with LineSampler() as s: ...; s.result() -> LineSamples of the main thread (or `thread_id`)."""
