@@ -13,12 +13,12 @@ __all__ = ["Map", "Keys", "Opt", "Some", "Absent", "NUM", "INT", "STR", "ANY", "
 
 
 class _Shape:
-    pass
+    def __init__(self, of):
+        self.of = of
 
 
 class Map(_Shape):
-    def __init__(self, of):
-        self.of = of
+    pass
 
 
 class Keys(dict):
@@ -26,20 +26,15 @@ class Keys(dict):
 
 
 class Opt(_Shape):
-    def __init__(self, of):
-        self.of = of
+    pass
 
 
 class Some(_Shape):
-    def __init__(self, of):
-        self.of = of
+    pass
 
 
 class Absent(_Shape):
     """In a {key: shape} of required keys, one that may be missing (a field later writers added)."""
-
-    def __init__(self, of):
-        self.of = of
 
 
 NUM, INT, STR, ANY = "number", "count", "text", "any"
