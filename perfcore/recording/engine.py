@@ -259,6 +259,9 @@ class Recording:
             raise UsageError(f"{name!r} is a built-in phase: use timer.{name}()")
         return self.phases.declare(name, label, self.make_scope, self.notes, self.store.shared_phase_ids)
 
+    def _open_names(self) -> str:
+        return ", ".join(self.phases.names.get(p, str(p)) for p in self._rec.open_phases())
+
     def fetch_started(self) -> None:
         if self._t_first is None:
             self._t_first = self._C.now_ns()
@@ -270,8 +273,9 @@ class Recording:
     def step(self) -> None:
         t = self._rec.boundary()  # one native call: checks open phases, stamps, moves the step on
         if t < 0:
-            names = ", ".join(self.phases.names.get(p, str(p)) for p in self._rec.open_phases())
-            raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
+            raise UsageError(
+                f"timer.step() while phase(s) {self._open_names()} are still open; close them before the step ends"
+            )
         self._boundaries.append(t)
         n = len(self._boundaries)
         if n % COMPACT_EVERY == 0 or gpu.volume_due(self, n):
@@ -447,10 +451,8 @@ class Recording:
 
     def settle_all(self) -> None:
         """Settle every step (all phases must be closed); the rows are the store's (store.column)."""
-        open_now = self._rec.open_phases()
-        if open_now:
-            names = ", ".join(self.phases.names.get(p, str(p)) for p in open_now)
-            raise UsageError(f"phase(s) {names} never closed; close them before summary()")
+        if self._rec.open_phases():
+            raise UsageError(f"phase(s) {self._open_names()} never closed; close them before summary()")
         self._compact(final=True)
 
     def summary(self) -> pd.DataFrame:
