@@ -137,12 +137,10 @@ def records_to_columns(
             cols: dict[str, np.ndarray] = {}
             for col, dt in SCHEMA[table].items():
                 if col == "name_id":
-                    ptrs = sel["name"].astype(np.int64)
-                    ids: dict[int, int] = {}  # name pointers are stable within one buffer
-                    for p in np.unique(ptrs).tolist():
-                        name = ctypes.string_at(p).decode(errors="replace") if p else "<unknown>"
-                        ids[p] = names.setdefault(name, len(names))
-                    v = np.array([ids[p] for p in ptrs.tolist()], dtype=dt) if len(ptrs) else np.empty(0, dt)
+                    # Each distinct name pointer read once (they are stable within one buffer).
+                    ptrs, inverse = np.unique(sel["name"].astype(np.int64), return_inverse=True)
+                    text = [ctypes.string_at(p).decode(errors="replace") if p else "<unknown>" for p in ptrs.tolist()]
+                    v = np.array([names.setdefault(t, len(names)) for t in text], dtype=dt)[inverse.reshape(-1)]
                 elif col == "driver":
                     v = np.full(len(sel), int(k) == kinds.driver, dtype=dt)
                 else:
