@@ -88,7 +88,7 @@ def _native_tagging(on: bool) -> None:
         from perfcore._native import native
 
         C = native()
-        if getattr(C, "CUPTI_COMPILED", False):
+        if C.CUPTI_COMPILED:
             C.cupti_set_tagging(on)
     except Exception:
         pass  # a build without the native part: launches are placed by their time alone

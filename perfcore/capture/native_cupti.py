@@ -192,9 +192,7 @@ class CuptiTracer:
 
     def pending_share(self) -> float:
         """Records decoded and not yet taken, as a share of the cap past which they are dropped."""
-        if not self.active or not hasattr(self._C, "cupti_pending_share"):
-            return 0.0
-        return float(self._C.cupti_pending_share())
+        return float(self._C.cupti_pending_share()) if self.active else 0.0
 
     def take(self) -> dict[str, pd.DataFrame]:
         """What was traced since the last take(), as frames; tracing goes on."""
