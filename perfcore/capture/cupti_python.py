@@ -34,7 +34,7 @@ from perfcore.capture.cupti_python_kinds import (
 )
 from perfcore.capture.cupti_python_kinds import torch_cuda as _torch_cuda
 from perfcore.capture.cupti_python_kinds import Kinds as _Kinds
-from perfcore.capture.cupti_python_records import SCHEMA, records_to_columns
+from perfcore.capture.cupti_python_records import records_to_columns
 from perfcore.capture.native_cupti import synchronize_devices
 from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
 
@@ -43,7 +43,6 @@ __all__ = [
     "records_to_columns",
     "load_cupti",
     "decoded_nothing",
-    "SCHEMA",
     "PACKAGE",
     "check_versions",
 ]

@@ -28,21 +28,12 @@ from perfcore.recording.device_capture import DeviceCapture
 from perfcore.recording.document import run_document
 from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
-from perfcore.recording.settling import COMPACT_MAX, COMPACT_MIN_S, FIRST_COMPACT_S, SettleSchedule
+from perfcore.recording.settling import SettleSchedule
 from perfcore.recording.tracing import kernel_mode
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = [
-    "Recording",
-    "upkeep_due",
-    "TimedLoader",
-    "SettleSchedule",
-    "phase_cost_ns",
-    "COMPACT_MAX",
-    "COMPACT_MIN_S",
-    "FIRST_COMPACT_S",
-]
+__all__ = ["Recording", "upkeep_due", "TimedLoader", "phase_cost_ns"]
 
 LOAD, TRANSFER, COMPUTE, COMM = 0, 1, 2, 3
 BUILTIN = {"load": LOAD, "transfer": TRANSFER, "compute": COMPUTE, "comm": COMM}
