@@ -264,9 +264,8 @@ class Recording:
     def step(self) -> None:
         t = self._rec.boundary()  # one native call: checks open phases, stamps, moves the step on
         if t < 0:
-            raise UsageError(
-                f"timer.step() while phase(s) {self._open_names()} are still open; close them before the step ends"
-            )
+            names = self._open_names()
+            raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
         n = len(self._boundaries)
         if n % COMPACT_EVERY == 0 or gpu.volume_due(self, n):
