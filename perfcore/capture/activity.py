@@ -16,7 +16,7 @@ from perfcore.capture.launches import LaunchPhases
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["device_tables", "MEMSET_NAME", "PROBE_KERNEL", "device_copy_name"]
+__all__ = ["device_tables", "MEMSET_NAME", "PROBE_KERNEL"]
 
 MEMSET_NAME = "Memset (Device)"  # the names torch.profiler gives these rows
 # The kernel the tracing calibration launches (csrc/calib.cu): perfcore's, never a step's work.
@@ -29,10 +29,6 @@ _COPY_NAMES = {
     9: "Memcpy HtoH (Host -> Host)",
     10: "Memcpy PtoP (Device -> Device)",
 }
-
-
-def device_copy_name(copy_kind: int) -> str:
-    return _COPY_NAMES.get(int(copy_kind), "Memcpy (Device)")
 
 
 def _present(frames: dict[str, pd.DataFrame], kind: str) -> pd.DataFrame | None:
@@ -88,7 +84,8 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
             )
         d = m[~host & (m["copy_kind"].to_numpy() != 9)]  # host-to-host copies involve no device
         if len(d):
-            name = np.array([device_copy_name(c) for c in d["copy_kind"].to_numpy()], dtype=object)
+            kinds = d["copy_kind"].tolist()
+            name = np.array([_COPY_NAMES.get(c, "Memcpy (Device)") for c in kinds], dtype=object)
             work.append(_timed(d, name=name, comm=False, phase_id=_placed(launches, d)))
     s = _present(frames, "memset")
     if s is not None:
