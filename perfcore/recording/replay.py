@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from perfcore.analysis.attribution import OWN_PHASE_ID
-from perfcore.analysis.columns import concat, nrows
+from perfcore.analysis.columns import concat, empty, nrows
 from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.store import EMPTY, StepStore
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
@@ -24,7 +24,7 @@ from perfcore.recording.phase_names import PhaseNames
 
 __all__ = ["can_carry", "export", "replayed", "settled_columns"]
 
-_SPANS = ("phase_id", "step", "start_ns", "end_ns", "thread_id")
+_SPANS = tuple(EMPTY["spans"])
 _EVENTS = {"phase_id": "phase_id", "step": "step", "gpu_start_ns": "start_ns", "gpu_end_ns": "end_ns"}
 
 
@@ -166,7 +166,7 @@ class _NoNewSpans:
         return []
 
     def drain(self) -> dict[str, np.ndarray]:
-        return {c: np.zeros(0, dtype=np.int32 if c == "phase_id" else np.int64) for c in _SPANS}
+        return empty(EMPTY["spans"])
 
 
 class _CarriedCapture(DeviceCapture):
