@@ -76,13 +76,9 @@ def watch_torch_profiler() -> bool:
     """From now on, count torch.profiler profiles made (a later kernels=True then knows kineto
     took CUPTI) and run the before_torch_profiler functions when one prepares. Idempotent; False
     if torch has no profiler."""
-    import sys
-
-    prof = sys.modules.get("torch.profiler.profiler")
     try:
-        if prof is None:
-            import torch.profiler.profiler as prof  # noqa: PLC0415
         import torch.autograd.profiler as autograd_prof  # noqa: PLC0415
+        import torch.profiler.profiler as prof  # noqa: PLC0415
     except Exception:
         return False
     cls = getattr(prof, "_KinetoProfile", None)
