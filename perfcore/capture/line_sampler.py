@@ -20,6 +20,7 @@ early: analysis weights each by the time since the previous one (capped at `cap_
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -259,12 +260,8 @@ class LineSampler:
 
     def result(self) -> LineSamples:
         """The samples so far, the stacks resolved to (file, function, line)."""
-        lines: dict[tuple, int | None] = {}  # each (code, offset) resolved once
-
-        def frame(code, lasti: int) -> Frame:
-            if (code, lasti) not in lines:
-                lines[code, lasti] = line_at(code, lasti)
-            return code_frame(code, lines[code, lasti])
+        # Each (code, offset) resolved once.
+        frame = functools.lru_cache(maxsize=None)(lambda code, lasti: code_frame(code, line_at(code, lasti)))
 
         # The lengths first: a sample's stack is interned before it is appended, so every stack id in the
         # first n samples is in the copy of the stacks taken after (the sampler may still be running).
