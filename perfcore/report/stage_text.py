@@ -31,7 +31,7 @@ from perfcore.report.words import (
 from perfcore.report.words.advice import text_of
 from perfcore.report.words.findings import note_words, patch_text
 from perfcore.report.words.runs import config_failure, knee_text, script_exit_words
-from perfcore.report.words.verdict import gains_text, health_summary, heartbeat_meaning, preface
+from perfcore.report.words.verdict import gains_text, health_sentence, health_summary, heartbeat_meaning, verdict_short
 
 __all__ = [
     "render_health",
@@ -59,7 +59,7 @@ def render_health(doc: HealthResult) -> str:
     elif v.uncertain and plain:
         lines.append(f"verdict: {plain} [uncertain: see INTERFERENCE above]")
     else:
-        lines.append(f"verdict: {preface(plain, v.interference)}")
+        lines.append(f"verdict: {health_sentence(doc)}")
     if doc.heartbeat is not None:
         lines.append(f"heartbeat: {heartbeat_meaning(doc.heartbeat, str(doc.busy_source))}")
     if doc.next:
@@ -194,7 +194,6 @@ def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, heade
     line, each check in a line, at most two "try" lines and where to read more. render_diagnose is all
     of it (--explain)."""
     from perfcore.report.words.advice import try_short
-    from perfcore.report.words.verdict import verdict_short
 
     lines = [f"diagnose {doc.workload} on {doc.device}{busy_note(doc)}"] if header else []
     lines.append(f"  {'experiment':<34} {'step':>9} {'+-':>8} {'samples/s':>10} {'speedup':>8}")
@@ -220,7 +219,7 @@ def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, heade
             + cause
             + (f"; top: {top if len(top) <= 40 else top[:37] + '...'}" if top else "")
         )
-    lines.append(verdict_short(v))
+    lines.append(f"verdict: {verdict_short(v)}")
     lines += [_check_short(c) for c in v.checks]
     lines += [try_short(r, v, None) for r in (doc.findings or ())[:2]]
     lines += _script_exit(doc.script_exit)

@@ -39,7 +39,7 @@ from perfcore.report.words.runs import (
     trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.words.verdict import cause_words, change_sentence, plain_words, step_words, summary_words
+from perfcore.report.words.verdict import cause_words, change_sentence, step_words, verdict_long, verdict_short
 
 __all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "outliers_sentence", "render_compare"]
 
@@ -58,13 +58,12 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     backend, p50/p90 step), the five-label table, one verdict line, at most two "try" lines, how the
     script ended when it failed, and where to read more. render_text is the whole of it (--explain)."""
     from perfcore.report.words.advice import overhead_short, starved_short, try_short
-    from perfcore.report.words.verdict import verdict_short
 
     if not r.steps:  # no step, or warm-up only: the full text is a line or two already
         return render_text(r)
     crash = crashed_early(r)
     lines = crash + brief_table(r)
-    lines.append(verdict_short(r.verdict))
+    lines.append(f"verdict: {verdict_short(r.verdict)}")
     if r.nodes is not None and len(r.nodes.nodes) > 1:
         lines.append(nodes_brief(r.nodes))  # the job across machines: which node, not only which rank
     ld = r.training_loader
@@ -363,10 +362,9 @@ def _ending(r: RunReport) -> list[str]:
 def verdict_line(v: Verdict) -> str:
     """ "verdict: ..." at length after the INTERFERENCE line that a report prints first: the verdict itself,
     marked uncertain, without repeating the interference sentence."""
-    plain = plain_words(v)
-    if v.uncertain and plain:
-        return f"verdict: {plain} [uncertain: see INTERFERENCE above]"
-    return f"verdict: {summary_words(v) or plain}"
+    if v.uncertain:
+        return f"verdict: {verdict_long(v, lead=False)} [uncertain: see INTERFERENCE above]"
+    return f"verdict: {verdict_long(v)}"
 
 
 def _outcome(r: RunReport) -> list[str]:
@@ -420,8 +418,8 @@ def render_compare(doc: Comparison) -> str:
     lines = [
         step_words(doc),
         change_sentence(doc),
-        f"  A: {summary_words(doc.a.verdict)}",
-        f"  B: {summary_words(doc.b.verdict)}",
+        f"  A: {verdict_long(doc.a.verdict)}",
+        f"  B: {verdict_long(doc.b.verdict)}",
         f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
     ]
     for lb, v in doc.labels.items():

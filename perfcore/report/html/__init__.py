@@ -46,7 +46,7 @@ from perfcore.report.words.verdict import (
     health_sentence,
     heartbeat_meaning,
     step_words,
-    summary_words,
+    verdict_long,
 )
 
 __all__ = [
@@ -123,7 +123,7 @@ def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
     from perfcore.analysis.reader import STEP_COLUMNS, read_csv
 
     run = doc.run
-    body.add(verdict_card(run.verdict, card_words(run.verdict, summary_words(run.verdict))))
+    body.add(verdict_card(run.verdict, card_words(run.verdict)))
     # One decision for the whole demo: the run's attribution checked by diagnose's experiments.
     agree = f"one verdict: {_cause(run.verdict)}, the run's attribution checked by diagnose's experiments"
     body.add(tiles([("demo: names", _cause(run.verdict))]), f"<p><b>{esc(agree)}</b></p>")
@@ -154,7 +154,7 @@ def _title(doc: Any, text: str) -> str:
     """The page's one sentence: the verdict's, else health's summary, else the terminal report's "best:" line."""
     v = doc.run.verdict if isinstance(doc, DemoResult) else getattr(doc, "verdict", None)
     if isinstance(v, Verdict) and v.decided:
-        return summary_words(v)
+        return verdict_long(v)
     if isinstance(doc, HealthResult):
         return health_sentence(doc)
     for line in text.splitlines():
@@ -507,7 +507,7 @@ def render_compare_page(doc: Comparison, names: tuple[str, str] = ("A", "B")) ->
     )
     cards = "".join(
         f"<div><h3>{k}: {esc(n)}</h3>{tiles([('step', dur(r.step_ms)), ('device', r.device), ('bound', r.verdict.bound), ('level', level_word(r.verdict.level))])}"
-        f"<p>{esc(summary_words(r.verdict))}</p></div>"
+        f"<p>{esc(verdict_long(r.verdict))}</p></div>"
         for k, n, r in (("A", names[0], a), ("B", names[1], b))
     )
     body.add(f"<div class='run-grid' style='grid-template-columns:1fr 1fr'>{cards}</div>")

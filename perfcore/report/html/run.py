@@ -53,8 +53,7 @@ from perfcore.report.words.runs import (
     trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.words.verdict import card_words, cause_words, undecided_words
-from perfcore.report.words.verdict import headline as verdict_headline
+from perfcore.report.words.verdict import card_words, cause_words, undecided_words, verdict_short
 
 __all__ = [
     "render_html",
@@ -392,7 +391,7 @@ def render_report(r: RunReport, steps: pd.DataFrame | None = None, folder: Path 
     body.add("<h2>Environment</h2>", _environment(r))
     if files:
         body.add(f"<h2>Files</h2><p>{links(files)}</p>")
-    title = verdict_headline(r.verdict) if r.verdict.decided else undecided_words(r)
+    title = verdict_short(r.verdict) if r.verdict.decided else undecided_words(r)
     return page(f"perfcore: {title}", body)
 
 

@@ -405,12 +405,12 @@ def level_word(level: Any) -> str:
     return LEVEL_WORDS.get(value, value)
 
 
-def fit(*parts: tuple[str, int]) -> str:
+def fit(*parts: tuple[str, int], width: int = WIDTH) -> str:
     """The parts in order, each (text, rank): rank 0 always, then the lowest ranked dropped first until the
-    line fits in WIDTH. What is left out is in the verdict's long words (--explain, report.html)."""
+    line fits in `width`. What is left out is in the verdict's long words (--explain, report.html)."""
     keep = [text for text, _ in parts]
     for k in sorted(range(len(parts)), key=lambda k: -parts[k][1]):
-        if len("".join(keep)) <= WIDTH or parts[k][1] == 0:
+        if len("".join(keep)) <= width or parts[k][1] == 0:
             break
         keep[k] = ""
     return "".join(keep)
