@@ -24,6 +24,9 @@ from perfcore.capture.environment import Check as EnvCheck
 
 __all__ = [
     "WHAT",
+    "EXCESS",
+    "excess_words",
+    "CHEAPER",
     "what_of",
     "how_of",
     "gain_words",
@@ -88,6 +91,53 @@ _CPU_HOST = (
     "outside modules, such as a functional loss, zero_grad or a manual parameter update, as well as "
     "Python and logging)"
 )
+# A slow rank's excess, by its label: what it does more of, and why that makes it slower than the others.
+EXCESS = {
+    "load": ("its DataLoader waits", "its DataLoader keeps it waiting: more workers or a faster source on its node"),
+    "compute": (
+        "it computes",
+        "it computes longer per step: uneven shards or sequence lengths, a slower or shared device, or other "
+        "processes on its cores",
+    ),
+    "transfer": ("it copies", "its copies take longer: pinned memory and non_blocking copies on its node"),
+    "host": (
+        "it spends outside the timed phases",
+        "it spends longer outside the model: logging, metrics or checkpointing done on that rank only",
+    ),
+}
+
+
+def excess_words(label: str, why: bool = False) -> str:
+    """What a slow rank does more of (why: why that makes it slower), by its excess label; a label this
+    version does not know, as it is."""
+    return EXCESS[label][why] if label in EXCESS else label
+
+
+# A cheaper batch, by how the loader's items are made (a decoder is named only where images are decoded):
+# the "try" line's few words, and the loader plan's change.
+CHEAPER = {
+    "pil": (
+        "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
+        "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), images "
+        "pre-resized to the size the model takes, or data decoded once and cached as tensors",
+    ),
+    "fast": (
+        "cheaper batches (pre-resized or cached images)",
+        "make a batch cheaper: images pre-resized to the size the model takes, or data decoded once and "
+        "cached as tensors",
+    ),
+    "none": (
+        "cheaper batches (transforms once on the whole tensor, batch indexing)",
+        "make a batch cheaper: the items are in memory already, so the time is the per-item transforms and "
+        "collate: transform the whole tensor once up front, or index a batch at a time (a BatchSampler) "
+        "rather than item by item",
+    ),
+    "unknown": (
+        "cheaper batches (less work per item, data cached as tensors)",
+        "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms done once up "
+        "front, data prepared once and cached as tensors)",
+    ),
+}
 # How a label was measured where an experiment replaced the attribution's figure, by its code.
 _MEASURED_BY = {"synthetic": "the step time saved with synthetic data (experiment A)"}
 

@@ -18,7 +18,7 @@ from perfcore.analysis.run_parts import Evaluation, Overhead
 from perfcore.analysis.starvation import Starvation
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
-from perfcore.report.words import WHAT, WIDTH, evidence_words, gain_words, startup_sentence
+from perfcore.report.words import CHEAPER, WHAT, WIDTH, evidence_words, excess_words, gain_words, startup_sentence
 from perfcore.report.words import fit as _fit
 from perfcore.report.words.findings import evaluation_sentence, memory_words, plan_words, where_words
 
@@ -40,14 +40,6 @@ __all__ = [
 ]
 
 
-# What makes one rank slower than the others, by the label of its excess.
-_SLOW_WHY = {
-    "compute": "it computes longer per step: uneven shards or sequence lengths, a slower or shared device, or "
-    "other processes on its cores",
-    "load": "its DataLoader keeps it waiting: more workers or a faster source on its node",
-    "transfer": "its copies take longer: pinned memory and non_blocking copies on its node",
-    "host": "it spends longer outside the model: logging, metrics or checkpointing done on that rank only",
-}
 # Each way to faster compute: (short, for the "try" line; long, for the advice's text).
 _WAYS = {
     "bf16": ("bf16 autocast", "bf16 autocast (torch.autocast('cuda', dtype=torch.bfloat16) around forward and loss)"),
@@ -144,12 +136,6 @@ def _threads_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> st
     return f"torch.set_num_threads({rec.figures.get('fits', 1)}): {spin}"
 
 
-# A cheaper batch, by how the loader's items are made: a decoder is named only where images are decoded.
-_CHEAPER = {
-    "pil": "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
-    "fast": "cheaper batches (pre-resized or cached images)",
-    "none": "cheaper batches (transforms once on the whole tensor, batch indexing)",
-}
 _FASTER = "faster compute (bf16 autocast, torch.compile, fused optimizers)"
 
 
@@ -164,8 +150,8 @@ def _ways_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> str:
 def _cheaper_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> str:
     decoder = rec.measured(Against.ADVICE)
     if decoder is not None and not decoder.above_1x:
-        return _CHEAPER["fast"]  # experiment C measured the other decoder no faster: not advised
-    return _CHEAPER.get(str(rec.figures.get("decode")), "cheaper batches (less work per item, data cached as tensors)")
+        return CHEAPER["fast"][0]  # experiment C measured the other decoder no faster: not advised
+    return CHEAPER.get(str(rec.figures.get("decode")), CHEAPER["unknown"])[0]
 
 
 # Every kind of advice in words: a new kind is its rule (analysis.advice_findings) and its phrase here.
@@ -173,7 +159,7 @@ PHRASES: dict[FindingKind, Phrase] = {
     FindingKind.BALANCE_RANKS: Phrase(
         "even out the slow rank's work (the others wait for it)",
         own=lambda f, at: (
-            f"Even out rank {f['slow_rank']}'s work: {_SLOW_WHY.get(f['excess_label'], f['excess_label'])}. "
+            f"Even out rank {f['slow_rank']}'s work: {excess_words(f['excess_label'], why=True)}. "
             f"The other ranks would stop waiting about {fmt_ms(f['wait_ms'])} per step.",
             f"rank {f['waiting_rank']} waits {fmt_ms(f['wait_ms'])} of a {fmt_ms(f['step_ms'])} step "
             f"({fmt_share(f['wait_share'])}) for rank {f['slow_rank']}, whose {f['excess_label']} is "

@@ -32,6 +32,7 @@ from perfcore.analysis.run_parts import Evaluation
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import WIDTH, fmt_ms, fmt_share, fmt_x
+from perfcore.report.words import CHEAPER
 
 __all__ = [
     "memory_words",
@@ -177,18 +178,6 @@ _REASON = {
 }
 
 
-# How to make a batch cheaper, by how its items are made: a decoder is named only where images are decoded.
-_CHEAPER = {
-    "pil": "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
-    "images pre-resized to the size the model takes, or data decoded once and cached as tensors",
-    "fast": "make a batch cheaper: images pre-resized to the size the model takes, or data decoded "
-    "once and cached as tensors",
-    "none": "make a batch cheaper: the items are in memory already, so the time is the per-item "
-    "transforms and collate: transform the whole tensor once up front, or index a batch at a time "
-    "(a BatchSampler) rather than item by item",
-    "unknown": "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms "
-    "done once up front, data prepared once and cached as tensors)",
-}
 # What a workers trial that turned the advice round measured, by its status: the word sits beside
 # the number it describes, so a ratio above 1 is never called slower.
 _TRIAL_WORDS = {
@@ -240,7 +229,7 @@ def plan_words(p: LoaderPlan) -> tuple[str, str]:
     rate = f"a batch takes {fmt_ms(make)} to make and the loop uses one every {fmt_ms(p.loop_ms_per_batch)}" + (
         f", {per:g} batches per step" if per > 1 else ""
     )
-    cheaper = _CHEAPER.get(str(p.decode), _CHEAPER["unknown"])
+    cheaper = CHEAPER.get(str(p.decode), CHEAPER["unknown"])[1]
     fewer = (
         f"; or leave a core to a worker: torch.set_num_threads({p.fewer_threads}) with num_workers=1 "
         "(compute then runs on one thread fewer; measure both)"

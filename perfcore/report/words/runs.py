@@ -23,9 +23,9 @@ from perfcore.analysis.run_context import Exit, NoStep, Note, Outcome, Straggler
 from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
+from perfcore.report.words import excess_words
 
 __all__ = [
-    "EXCESS_PHRASE",
     "outcome_sentence",
     "exit_sentence",
     "exit_words",
@@ -389,15 +389,6 @@ def knee_text(k: dict[str, Any]) -> str:
 # -- several processes: ranks, nodes, trainers ---------------------------------------------------------------------
 
 
-# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
-EXCESS_PHRASE = {
-    "load": "its DataLoader waits",
-    "compute": "it computes",
-    "transfer": "it copies",
-    "host": "it spends outside the timed phases",
-}
-
-
 def _who(parts: Any) -> str:
     return ", ".join(f"host {h} pid {p}" for h, p in parts)
 
@@ -427,7 +418,7 @@ def straggler_sentence(s: Straggler, on_hosts: bool = False) -> str:
     return (
         f"rank {s.rank}{where} holds up the job: its own work is {fmt_ms(s.work_ms)}/step against "
         f"{fmt_ms(s.others_work_ms)} on the other ranks ({fmt_share(share)} of each step); its excess is "
-        f"{label}: {EXCESS_PHRASE.get(label, label)} {fmt_ms(s.excess_ms)}/step more than the median of "
+        f"{label}: {excess_words(label)} {fmt_ms(s.excess_ms)}/step more than the median of "
         "the other ranks"
     )
 
@@ -470,7 +461,7 @@ def node_sentence(n: NodeFigures, job: JobNodes) -> str:
         return (
             f"{head} is the slow node: its ranks' own work is {fmt_ms(s.work_ms)}/step against "
             f"{fmt_ms(s.others_work_ms)} on the other nodes, the slowest in {fmt_share(s.slowest_share)} of the "
-            f"steps; its excess is {s.excess_label}: {EXCESS_PHRASE.get(s.excess_label, s.excess_label)} "
+            f"steps; its excess is {s.excess_label}: {excess_words(s.excess_label)} "
             f"{fmt_ms(s.excess_ms)}/step more; rank {s.rank} works longest"
         )
     comm, share = n.comm
@@ -520,7 +511,7 @@ def nodes_brief(job: JobNodes) -> str:
     waiting = [n for n in job.nodes if n.state is NodeState.WAITING]
     line = (
         f"nodes: {s.host} ({ranks_phrase(slow.ranks)}) is slow, rank {s.rank} most: "
-        f"{EXCESS_PHRASE.get(s.excess_label, s.excess_label)} {fmt_ms(s.excess_ms)}/step more than the other nodes"
+        f"{excess_words(s.excess_label)} {fmt_ms(s.excess_ms)}/step more than the other nodes"
     )
     if len(waiting) == 1:
         w = waiting[0]

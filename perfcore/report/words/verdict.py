@@ -22,6 +22,7 @@ from perfcore.report.words import (
     WHAT,
     check_text,
     evidence_words,
+    excess_words,
     WIDTH,
     fit,
     gain_words,
@@ -31,7 +32,7 @@ from perfcore.report.words import (
     startup_sentence,
     what_of,
 )
-from perfcore.report.words.runs import EXCESS_PHRASE, no_step_sentence
+from perfcore.report.words.runs import no_step_sentence
 
 __all__ = [
     "verdict_short",
@@ -125,7 +126,7 @@ def _straggler_lead(job: Straggle) -> str:
         f"{fmt_ms(job.wait_ms)} of each {fmt_ms(job.step_ms)} step ({fmt_share(share)}, "
         f"{level}) in collectives for it; its own work is {fmt_ms(job.work_ms)} against "
         f"{fmt_ms(job.others_work_ms)} on the other ranks, the excess in {ex}: "
-        f"{EXCESS_PHRASE.get(ex, ex)} {fmt_ms(job.excess_ms)} more per step"
+        f"{excess_words(ex)} {fmt_ms(job.excess_ms)} more per step"
     )
 
 
