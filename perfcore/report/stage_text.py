@@ -12,17 +12,14 @@ from typing import Any
 
 from perfcore.analysis.checks import Against, Check, Reason
 from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, ScriptExit, SweepResult
-from perfcore.analysis.results import Interference
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
-from perfcore.report.terminal import verdict_line
+from perfcore.report.terminal import interference_lines, verdict_line
 from perfcore.report.words import (
     LOADING_CAUSE,
     WIDTH,
     compute_change,
     compute_shortfall,
-    interference_detail,
-    interference_sentence,
     level_word,
     readable_frame,
     speedups_words,
@@ -46,7 +43,7 @@ __all__ = [
 
 def render_health(doc: HealthResult) -> str:
     lines = [f"health of {doc.workload} on {doc.device}: {doc.steps} iterations of next batch -> forward -> loss"]
-    lines += _interference(doc.interference or (doc.verdict.interference if doc.verdict else None))
+    lines += interference_lines(doc.interference or (doc.verdict.interference if doc.verdict else None))
     lines += [
         f"  step {fmt_ms(doc.step_ms)}, {doc.samples_per_s:.0f} samples/s, busy {100 * doc.busy_mean:.0f}% "
         f"(std {100 * doc.busy_std:.0f}%), CPU {doc.cpu_percent:.0f}%"
@@ -75,7 +72,9 @@ def _script_exit(ex: ScriptExit | None) -> list[str]:
 
 
 def render_diagnose(doc: DiagnoseResult) -> str:
-    lines = [f"diagnose {doc.workload} on {doc.device}"] + _interference(doc.interference or doc.verdict.interference)
+    lines = [f"diagnose {doc.workload} on {doc.device}"] + interference_lines(
+        doc.interference or doc.verdict.interference
+    )
     lines += [f"  {'experiment':<34} {'step':>9} {'+-':>8} {'samples/s':>10} {'busy %':>7} {'CPU %':>6} {'speedup':>8}"]
     for e in doc.experiments:
         if e.oom:
@@ -320,13 +319,6 @@ def busy_note(doc: DiagnoseResult) -> str:
     of = f" of {cores}" if cores else ""
     which = "all runs" if len(busy) == len(found) and len(found) > 1 else ", ".join(n for n, _ in busy)
     return f"; BUSY: others used up to {worst:.1f}{of} cores ({which}); the speedups are uncertain"
-
-
-def _interference(f: Interference | None) -> list[str]:
-    """Material interference, said before any number it inflates."""
-    return (
-        [f"INTERFERENCE: {interference_sentence(f)} ({interference_detail(f)})"] if f is not None and f.material else []
-    )
 
 
 def render_demo(doc: DemoResult) -> str:

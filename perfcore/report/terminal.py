@@ -10,11 +10,11 @@ import shlex
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.compare import Comparison
 from perfcore.analysis.findings import FindingKind
-from perfcore.analysis.results import Verdict
+from perfcore.analysis.results import Interference, Verdict
 from perfcore.analysis.run_parts import Outliers
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
-from perfcore.report.words import fit, interference_detail, interference_sentence, level_word
+from perfcore.report.words import fit, interference_sentence, interference_words, level_word
 from perfcore.report.words.advice import evidence_of, test_of, text_of
 from perfcore.report.words.findings import (
     evaluation_sentence,
@@ -41,7 +41,15 @@ from perfcore.report.words.runs import (
 )
 from perfcore.report.words.verdict import cause_words, change_sentence, step_words, verdict_long, verdict_short
 
-__all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "outliers_sentence", "render_compare"]
+__all__ = [
+    "render_text",
+    "render_brief",
+    "brief_table",
+    "verdict_line",
+    "interference_lines",
+    "outliers_sentence",
+    "render_compare",
+]
 
 
 BAR_WIDTH = 30
@@ -207,9 +215,7 @@ def _measured(r: RunReport) -> list[str]:
         f"backend {r.backend}, "
         f"device {r.device}"
     ]
-    intf = r.interference or r.verdict.interference
-    if intf is not None and intf.material:  # before any number it inflates
-        lines.append(f"INTERFERENCE: {interference_sentence(intf)} ({interference_detail(intf)})")
+    lines += interference_lines(r.interference or r.verdict.interference)
     rb = r.breakdown_robust if r.breakdown_robust is not None and r.breakdown_robust.steps == r.steps else None
     lines += [
         f"step time  mean {fmt_ms(st.mean)}   p50 {fmt_ms(st.p50)}   p90 {fmt_ms(st.p90)}"
@@ -365,6 +371,11 @@ def verdict_line(v: Verdict) -> str:
     if v.uncertain:
         return f"verdict: {verdict_long(v, lead=False)} [uncertain: see INTERFERENCE above]"
     return f"verdict: {verdict_long(v)}"
+
+
+def interference_lines(f: Interference | None) -> list[str]:
+    """Material interference, said before any number it inflates."""
+    return [f"INTERFERENCE: {interference_words(f)}"] if f is not None and f.material else []
 
 
 def _outcome(r: RunReport) -> list[str]:

@@ -90,8 +90,6 @@ def open_report(folder: str | Path) -> _Shown:
         return _Shown(render_html(doc, steps))
     found = stage_document(folder)
     if found:
-        pass
-
         name, doc = found
         text = stage_page(folder, f"perfcore {name.split('.')[0]}", doc, "", [])
         start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
@@ -99,24 +97,20 @@ def open_report(folder: str | Path) -> _Shown:
     return _Shown(render_html(*load_run(folder)))  # says in one line why this is not a run folder
 
 
-def _atomic_write(path: Path, text: str) -> Path:
-    from perfcore import jsonio
-
-    return jsonio.write_text(path, text)
-
-
 def write_report(folder: Path, r: RunReport, steps: pd.DataFrame | None = None) -> Path:
     """report.html in a run folder (replaced atomically)."""
-    folder = Path(folder)
-    return _atomic_write(folder / "report.html", render_report(r, steps, folder))
+    from perfcore import jsonio
+
+    return jsonio.write_text(Path(folder) / "report.html", render_report(r, steps))
 
 
 def write_folder_report(folder: Path, title: str, doc: Any, text: str, files: Iterable[str]) -> Path:
     """report.html for demo / health / diagnose / sweep folders: each stage's own sections (the
     terminal text is not repeated), and links to the folder's files."""
-    folder = Path(folder)
+    from perfcore import jsonio
+
     files = [x for x in files if x != "report.html"]
-    return _atomic_write(folder / "report.html", stage_page(folder, title, doc, text, files))
+    return jsonio.write_text(Path(folder) / "report.html", stage_page(Path(folder), title, doc, text, files))
 
 
 def _demo(folder: Path, doc: DemoResult, body: Body) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import itertools
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.results import Level, Verdict
@@ -50,29 +50,27 @@ def esc(x: Any) -> str:
     return html.escape(clean(str(x)), quote=True)
 
 
-def num(x: Any, fmt: str = ".2f") -> str:
+def _shown(x: Any, say: Callable[[float], str]) -> str:
+    """A figure said by `say`; "-" where there is none (None, NaN, not a number: a table's empty cell)."""
     try:
         v = float(x)
     except (TypeError, ValueError):
         return "-"
-    return "-" if v != v else format(v, fmt)
+    return "-" if v != v else say(v)
+
+
+def num(x: Any, fmt: str = ".2f") -> str:
+    return _shown(x, lambda v: format(v, fmt))
 
 
 def dur(x: Any) -> str:
-    """A duration for people, as the terminal prints it (units.fmt_ms); "-" where there is none."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return "-"
-    return "-" if v != v else fmt_ms(v)
+    """A duration for people, as the terminal prints it (units.fmt_ms)."""
+    return _shown(x, fmt_ms)
 
 
 def pct(x: Any, digits: int = 0) -> str:
-    """A fraction as a percentage with `digits` decimals; "-" where there is none."""
-    try:
-        return f"{100 * float(x):.{digits}f}%"
-    except (TypeError, ValueError):
-        return "-"
+    """A fraction as a percentage with `digits` decimals."""
+    return _shown(x, lambda v: f"{100 * v:.{digits}f}%")
 
 
 class Body:

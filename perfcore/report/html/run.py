@@ -37,7 +37,7 @@ from perfcore.report.html.parts import (
     tiles,
     verdict_card,
 )
-from perfcore.report.words import interference_detail, interference_sentence, level_word
+from perfcore.report.words import interference_words, level_word
 from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
 from perfcore.report.words.findings import memory_sentence, plan_sentence, step_source_text
 from perfcore.report.words.runs import (
@@ -279,7 +279,7 @@ def warnings_of(r: RunReport) -> list[str]:
     out: list[str] = []
     intf = r.interference or r.verdict.interference
     if intf is not None and intf.material:  # what inflated the steps, before anything else
-        out.append(f"{interference_sentence(intf)} ({interference_detail(intf)})")
+        out.append(interference_words(intf))
     cap = r.capture
     dropped = (cap.count("dropped") or cap.count("dropped_records")) if cap is not None else 0
     if dropped:
@@ -377,7 +377,7 @@ def render_html(r: RunReport, steps: pd.DataFrame | None = None) -> str:
     return body.html()
 
 
-def render_report(r: RunReport, steps: pd.DataFrame | None = None, folder: Path | None = None) -> str:
+def render_report(r: RunReport, steps: pd.DataFrame | None = None) -> str:
     """The whole report.html of a run folder: the run's sections, environment, the folder's files."""
     files = list(r.files)
     n_ranks = len(r.ranks)

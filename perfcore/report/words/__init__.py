@@ -35,6 +35,7 @@ __all__ = [
     "startup_sentence",
     "interference_sentence",
     "interference_detail",
+    "interference_words",
     "check_long",
     "bound_long",
     "check_text",
@@ -238,6 +239,11 @@ def interference_sentence(f: Interference) -> str:
     if parts:
         return "; ".join(parts) + ": step times are inflated and the verdict is uncertain"
     return f"no material interference ({interference_detail(f)})"
+
+
+def interference_words(f: Interference) -> str:
+    """The finding and who used the machine, as a report says it before any number it inflates."""
+    return f"{interference_sentence(f)} ({interference_detail(f)})"
 
 
 def _x(x: float | None, band) -> str:
