@@ -27,6 +27,7 @@ from perfcore.report.words.findings import (
 from perfcore.report.words.runs import (
     clock_sentence,
     crashed_early,
+    details_words,
     exit_words,
     missing_sentence,
     no_step_sentence,
@@ -306,29 +307,17 @@ def _ranks(r: RunReport) -> list[str]:
 
 def _details(r: RunReport) -> list[str]:
     """The compute split, kernel categories, loaders and the plan, memory, host CPU and a quiet machine."""
-    lines = []
-    if r.compute_split_ms:
-        split = r.compute_split_ms
-        lines += ["", "  host time in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in split.items()) + " per step"]
-    if r.compute_split_gpu_ms:
-        gsplit = r.compute_split_gpu_ms
-        lines.append(
-            "  kernel time launched in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in gsplit.items()) + " per step"
-        )
+    said = details_words(r)
+    lines = ["", f"  {said['host']}"] if "host" in said else []
+    lines += [f"  {said['gpu']}"] if "gpu" in said else []
     if r.kernel_categories:
         lines.append(
             "  kernel time by category: "
             + ", ".join(f"{c} {100 * v.share:.0f}%" for c, v in r.kernel_categories.items())
         )
-    w = r.workers
     roles = [ld for ld in r.loaders if ld.role]
-    if w is not None:
-        which = " (the train loader)" if len(roles) > 1 else ""
-        lines += [
-            "",
-            f"  DataLoader{which}: {w.num_workers} worker(s); a batch takes {fmt_ms(w.fetch_ms_mean)} to make "
-            f"(__getitem__ {fmt_ms(w.getitem_ms_mean)}, collate {fmt_ms(w.collate_ms_mean)})",
-        ]
+    if "workers" in said:
+        lines += ["", f"  DataLoader{' (the train loader)' if len(roles) > 1 else ''}: {said['workers']}"]
     if len(roles) > 1:
         # Each loader apart: an eval loader's batches never set the train loader's figures.
         lines.append(
@@ -343,14 +332,10 @@ def _details(r: RunReport) -> list[str]:
         )
     if plan_sentence(r.loader_plan):
         lines.append(f"  loading ({plan_reason(r.loader_plan)}): {plan_sentence(r.loader_plan)}")
-    mem = r.memory
-    if mem is not None and mem.peak_bytes:
-        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS"
-        lines.append(f"  peak {kind}: {mem.peak_bytes / 2**20:.0f} MiB")
-        said = [memory_sentence(f.figures) for f in r.findings if f.kind.memory]
-        lines += [f"  {s.upper()[:1]}{s[1:]}" for s in said]
-    if r.cpu_util_percent is not None:
-        lines.append(f"  host CPU utilisation during the run: {r.cpu_util_percent:.0f}%")
+    if "memory" in said:
+        memory = [memory_sentence(f.figures) for f in r.findings if f.kind.memory]
+        lines += [f"  {said['memory']}"] + [f"  {s.upper()[:1]}{s[1:]}" for s in memory]
+    lines += [f"  {said['cpu']}"] if "cpu" in said else []
     intf = r.interference or r.verdict.interference
     if intf is not None and not intf.material:
         lines.append(f"  {interference_sentence(intf)}")
@@ -384,16 +369,10 @@ def _outcome(r: RunReport) -> list[str]:
 
 
 def _startup(r: RunReport) -> list[str]:
-    su = r.startup
-    if su is None:
+    said = details_words(r).get("startup")
+    if said is None:
         return []
-    line = (
-        f"  start-up: first step ended {fmt_ms(su.time_to_first_step_ms)} after launch; "
-        f"first step {fmt_ms(su.first_step_ms)}"
-    )
-    if su.steady_step_ms is not None:
-        line += f" vs {fmt_ms(su.steady_step_ms)} steady"
-    out = ["", line]
+    out = ["", f"  {said}"]
     for ld in r.loaders:
         if ld.worker_startup_ms:
             t = ", ".join(f"{v:.0f}" for v in ld.worker_startup_ms[:6])

@@ -43,6 +43,7 @@ from perfcore.report.words.findings import memory_sentence, plan_sentence, step_
 from perfcore.report.words.runs import (
     clock_sentence,
     crashed_early,
+    details_words,
     exit_words,
     missing_sentence,
     node_sentences,
@@ -83,12 +84,8 @@ def _loading(r: RunReport) -> str:
             for x in r.loaders
         ]
         parts.append(table(keys + ["batch made in", "role"], rows, {1, 2, 6, 7}))
-    w = r.workers
-    if w is not None:
-        parts.append(
-            f"<p>{esc(w.num_workers)} worker(s); a batch takes {dur(w.fetch_ms_mean)} to make "
-            f"(__getitem__ {dur(w.getitem_ms_mean)}, collate {dur(w.collate_ms_mean)})</p>"
-        )
+    if r.workers is not None:
+        parts.append(f"<p>{esc(details_words(r)['workers'])}</p>")
     if r.loaders or (r.starvation is not None and r.starvation.starved):
         parts.append(starvation_block(r))
     if plan_sentence(r.loader_plan):
@@ -97,31 +94,11 @@ def _loading(r: RunReport) -> str:
 
 
 def _details(r: RunReport) -> str:
-    rows = []
-    if r.compute_split_ms:
-        split = r.compute_split_ms
-        rows.append(["host time in " + ", ".join(f"{esc(k)} {dur(v)}" for k, v in split.items()) + " per step"])
-    if r.compute_split_gpu_ms:
-        gsplit = r.compute_split_gpu_ms
-        rows.append(
-            ["kernel time launched in " + ", ".join(f"{esc(k)} {dur(v)}" for k, v in gsplit.items()) + " per step"]
-        )
-    mem = r.memory
-    if mem is not None and mem.peak_bytes:
-        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS"
-        rows.append([f"peak {kind}: {float(mem.peak_bytes) / 2**20:.0f} MiB"])
-        rows += [[esc(memory_sentence(f.figures))] for f in r.findings if f.kind.memory]
-    su = r.startup
-    if su is not None:
-        rows.append(
-            [
-                f"start-up: first step ended {dur(su.time_to_first_step_ms)} after launch; first step "
-                f"{dur(su.first_step_ms)}" + (f" vs {dur(su.steady_step_ms)} steady" if su.steady_step_ms else "")
-            ]
-        )
-    if r.cpu_util_percent is not None:
-        rows.append([f"host CPU utilisation during the run: {float(r.cpu_util_percent):.0f}%"])
-    return ("<h2>Step details</h2><ul>" + "".join(f"<li>{x[0]}</li>" for x in rows) + "</ul>") if rows else ""
+    said = details_words(r)
+    rows = [said[k] for k in ("host", "gpu", "memory") if k in said]
+    rows += [memory_sentence(f.figures) for f in r.findings if f.kind.memory] if "memory" in said else []
+    rows += [said[k] for k in ("startup", "cpu") if k in said]
+    return ("<h2>Step details</h2><ul>" + "".join(f"<li>{esc(x)}</li>" for x in rows) + "</ul>") if rows else ""
 
 
 # Past this many ranks their table and chart are folded under the nodes' summary (open on a click).

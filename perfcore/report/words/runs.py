@@ -35,6 +35,7 @@ __all__ = [
     "capture_notes",
     "notes_of",
     "note_words",
+    "details_words",
     "sampling_words",
     "capture_error_words",
     "CAUSES",
@@ -235,6 +236,36 @@ def notes_of(r: RunReport) -> list[str]:
     return [note_words(n) for n in r.notes] + (capture_notes(r.capture) if r.capture is not None else [])
 
 
+def details_words(r: RunReport) -> dict[str, str]:
+    """The step's details in words, each where the run has it, by what it is: host and kernel time by phase
+    ("host", "gpu"), the workers' batch ("workers"), peak memory ("memory"), start-up ("startup") and the
+    host's CPU ("cpu"). The terminal and the page each arrange them."""
+    said = {}
+    splits = (("host", "host time in", r.compute_split_ms), ("gpu", "kernel time launched in", r.compute_split_gpu_ms))
+    for key, what, split in splits:
+        if split:
+            said[key] = f"{what} " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in split.items()) + " per step"
+    w = r.workers
+    if w is not None:
+        said["workers"] = (
+            f"{w.num_workers} worker(s); a batch takes {fmt_ms(w.fetch_ms_mean)} to make "
+            f"(__getitem__ {fmt_ms(w.getitem_ms_mean)}, collate {fmt_ms(w.collate_ms_mean)})"
+        )
+    mem = r.memory
+    if mem is not None and mem.peak_bytes:
+        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS"
+        said["memory"] = f"peak {kind}: {mem.peak_bytes / 2**20:.0f} MiB"
+    su = r.startup
+    if su is not None:
+        said["startup"] = (
+            f"start-up: first step ended {fmt_ms(su.time_to_first_step_ms)} after launch; first step "
+            f"{fmt_ms(su.first_step_ms)}" + (f" vs {fmt_ms(su.steady_step_ms)} steady" if su.steady_step_ms else "")
+        )
+    if r.cpu_util_percent is not None:
+        said["cpu"] = f"host CPU utilisation during the run: {r.cpu_util_percent:.0f}%"
+    return said
+
+
 def sampling_words(nvml_error: str) -> str:
     """What the sampler could not do, from NVML's error ("" when it samples the GPU)."""
     return f"no GPU sampling ({nvml_error}); CPU and RAM only" if nvml_error else ""
@@ -303,6 +334,9 @@ LOOKS_FOR = (
 )
 
 
+_SOURCES = ("optimizer", "backward", "batch", "forward")  # the step sources, in the automatic choice's order
+
+
 def no_step_sentence(n: NoStep) -> str:
     """Why a run saw no step, from what the hooks saw."""
     if not n.torch_instrumented:
@@ -322,19 +356,8 @@ def no_step_sentence(n: NoStep) -> str:
     )
     if n.forced:
         # The source that would have given steps, in the automatic choice's order.
-        works = next(
-            (
-                s
-                for s, ok in (
-                    ("optimizer", n.optimizer_stepped),
-                    ("backward", n.backward > 0),
-                    ("batch", n.batch_all > 1),
-                    ("forward", n.forward > 1),
-                )
-                if ok and s != n.forced
-            ),
-            None,
-        )
+        found = (n.optimizer_stepped, n.backward > 0, n.batch_all > 1, n.forward > 1)
+        works = next((s for s, ok in zip(_SOURCES, found) if ok and s != n.forced), None)
         fix = (
             f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
             if works
