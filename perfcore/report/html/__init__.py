@@ -117,10 +117,11 @@ def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
     from perfcore.analysis.reader import STEP_COLUMNS, read_csv
 
     run = doc.run
-    body.add(verdict_card(run.verdict, card_words(run.verdict)))
+    said = card_words(run.verdict)
+    body.add(verdict_card(run.verdict, said))
     # One decision for the whole demo: the run's attribution checked by diagnose's experiments.
-    agree = f"one verdict: {_cause(run.verdict)}, the run's attribution checked by diagnose's experiments"
-    body.add(tiles([("demo: names", _cause(run.verdict))]), f"<p><b>{esc(agree)}</b></p>")
+    agree = f"one verdict: {said[0]}, the run's attribution checked by diagnose's experiments"
+    body.add(tiles([("demo: names", said[0])]), f"<p><b>{esc(agree)}</b></p>")
     body.add("<div class='stage'><h2>1 · health: is the device busy?</h2>")
     health_sections(doc.health, body, dom_id=None, own_verdict=False)
     body.add("</div><div class='stage'><h2>2 · run: where each training step goes</h2>")
@@ -135,13 +136,6 @@ def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
     body.add("</div><div class='stage'><h2>3 · diagnose: experiments that test the cause</h2>")
     diagnose_sections(doc.diagnose, body, dom_id=None, card=False)
     body.add("</div>")
-
-
-def _cause(v: Verdict) -> str:
-    if v.named:
-        c = v.named[0]
-        return f"{c.bound} ({level_word(c.level or v.level)})"
-    return "healthy, compute-bound" if v.healthy else str(v.bound or "-")
 
 
 def _title(doc: Any, text: str) -> str:
