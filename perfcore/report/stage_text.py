@@ -17,9 +17,9 @@ from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
 from perfcore.report.terminal import interference_lines, verdict_line
 from perfcore.report.words import (
     LOADING_CAUSE,
-    WIDTH,
     compute_change,
     compute_shortfall,
+    fitting,
     level_word,
     readable_frame,
     speedups_words,
@@ -158,7 +158,7 @@ def _check_short(c: Check) -> str:
             changes = ([f" ({band}, {said})"] if band else []) + [f" ({said})", ""]
         names = [c.name, c.name.split(":")[0]]  # the experiment's code alone where its name is too long
         lines = [f"  {n}: measured {mx}{ch}, at most {px} possible: {_bound_word(c)}" for ch in changes for n in names]
-        return _fitting(lines)  # the band goes first where too long
+        return fitting(lines)  # the band goes first where too long
     status = c.status.value if c.status is not None else "inconclusive"
     grew = compute_shortfall(c)
     moved = compute_change(c)
@@ -180,12 +180,7 @@ def _check_short(c: Check) -> str:
     said = "within" if c.status is Agreement.CONFIRMED else "confirmed needs"
     tail = [f" ({said} {agreeing})", ""] if agreeing else [""]
     names = [c.name, c.name.split(" (")[0]]
-    return _fitting([f"  {n}: predicted {px}, measured {mx}: {status}{why}{t}" for t in tail for n in names])
-
-
-def _fitting(lines: list[str]) -> str:
-    """The first of a line's forms, longest first, that fits the width; else the last."""
-    return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
+    return fitting([f"  {n}: predicted {px}, measured {mx}: {status}{why}{t}" for t in tail for n in names])
 
 
 def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, header: bool = True) -> str:

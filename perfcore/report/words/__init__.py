@@ -51,6 +51,7 @@ __all__ = [
     "with_words",
     "level_word",
     "fit",
+    "fitting",
 ]
 
 
@@ -448,8 +449,6 @@ def readable_frame(function: str) -> str:
     return f"{m.group(1)} (built-in)" if m else function
 
 
-# The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
-
 # A cause's tier in plain words: the verdict's "warn" is a threshold's name, not a finding, and "critical"
 # read as an alarm to new users for a 27% share that costs a quarter of the step, not a failure.
 LEVEL_WORDS = {"warn": "moderate", "critical": "major", "borderline": "borderline", "minor": "minor"}
@@ -470,6 +469,11 @@ def fit(*parts: tuple[str, int], width: int = WIDTH) -> str:
             break
         keep[k] = ""
     return "".join(keep)
+
+
+def fitting(forms: list[str]) -> str:
+    """The first of a line's forms, longest first, that fits in WIDTH; else the last (the shortest)."""
+    return next((ln for ln in forms if len(ln) <= WIDTH), forms[-1])
 
 
 # -- `perfcore env`'s checks -------------------------------------------------------------------------

@@ -18,7 +18,16 @@ from perfcore.analysis.run_parts import Evaluation, Overhead
 from perfcore.analysis.starvation import Starvation
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
-from perfcore.report.words import CHEAPER, WHAT, WIDTH, evidence_words, excess_words, gain_words, startup_sentence
+from perfcore.report.words import (
+    CHEAPER,
+    WHAT,
+    WIDTH,
+    evidence_words,
+    excess_words,
+    fitting,
+    gain_words,
+    startup_sentence,
+)
 from perfcore.report.words import fit as _fit
 from perfcore.report.words.findings import evaluation_sentence, memory_words, plan_words, where_words
 
@@ -405,13 +414,13 @@ def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str,
         lines = [f"try: {ch}: {m}" for ch in changes for m in measured]
         if site:
             lines.insert(0, f"try: {site}: {change}: {measured[0]}")
-        return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
+        return fitting(lines)
     g = rec.offered  # the prediction, unless the cause removed altogether measured no gain above 1x
     gains = [gain_words(g.speedup, g.band), gain_words(g.speedup)] if g is not None and rec.cause in WHAT else [""]
     where = f"{site}: " if site and rec.cause in ("load", "transfer") else ""
     # Within the terminal's width: the band gives way first, then the change's gloss.
     lines = [f"try: {where}{ch}" + (f": {gw}" if gw else "") for ch in (change, change.split(" (")[0]) for gw in gains]
-    return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
+    return fitting(lines)
 
 
 def _or(v: float | None, default: float) -> float:
