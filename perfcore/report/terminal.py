@@ -28,13 +28,13 @@ from perfcore.report.words.runs import (
     clock_sentence,
     crashed_early,
     details_words,
-    exit_words,
     missing_sentence,
     no_step_sentence,
     node_sentences,
     nodes_brief,
     notes_of,
     outcome_sentence,
+    partial_words,
     straggler_sentence,
     trainer_lines,
     trainers_phrase,
@@ -54,7 +54,6 @@ __all__ = [
 
 
 BAR_WIDTH = 30
-_FINISHED = ("finished", "steps reached")
 
 
 def _bar(fraction: float) -> str:
@@ -102,13 +101,8 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     sd = r.steady()
     starved = starved_short(r.starvation, sd.ms["load"] if in_process else None, sd.step_ms)
     lines += [starved] if starved else []
-    ex = r.exit
-    if crash:
-        pass  # the first lines said how it ended
-    elif ex is not None and ex.reason and ex.reason not in _FINISHED:
-        lines.append(f"partial results: the script {exit_words(r)}")
-    else:
-        lines += _outcome(r)
+    if not crash:  # else the first lines said how it ended
+        lines += [partial_words(r)] if partial_words(r) else _outcome(r)
     if missing_sentence(r):
         lines.append(f"MISSING: {missing_sentence(r)}")
     o = r.overhead
@@ -344,10 +338,7 @@ def _details(r: RunReport) -> list[str]:
 
 def _ending(r: RunReport) -> list[str]:
     """How the script ended, where it did not finish: partial results with its exit, else the exit code."""
-    ex = r.exit
-    if ex is not None and ex.reason and ex.reason not in _FINISHED:
-        return ["", f"partial results: the script {exit_words(r)}"]
-    return _outcome(r)
+    return ["", partial_words(r)] if partial_words(r) else _outcome(r)
 
 
 def verdict_line(v: Verdict) -> str:

@@ -44,11 +44,11 @@ from perfcore.report.words.runs import (
     clock_sentence,
     crashed_early,
     details_words,
-    exit_words,
     missing_sentence,
     node_sentences,
     notes_of,
     outcome_sentence,
+    partial_words,
     ranks_phrase,
     straggler_sentence,
     trainers_phrase,
@@ -274,9 +274,7 @@ def warnings_of(r: RunReport) -> list[str]:
         )
     if cap is not None and cap.count("clock_drift_ns"):
         out.append(f"GPU/host clock drift during the run: {cap.count('clock_drift_ns') / 1e3:.1f} us")
-    ex = r.exit
-    if ex is not None and ex.reason and ex.reason not in ("finished", "steps reached"):
-        out.append(f"partial results: the script {exit_words(r)}")
+    out += [partial_words(r)] if partial_words(r) else []
     if r.checkpoint is not None:
         steps = r.checkpoint.steps if r.checkpoint.steps is not None else "?"
         out.append(f"these results are the last checkpoint ({steps} steps): the script did not finish writing its own")

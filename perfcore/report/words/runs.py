@@ -29,6 +29,7 @@ __all__ = [
     "outcome_sentence",
     "exit_sentence",
     "exit_words",
+    "partial_words",
     "signal_name",
     "script_exit_words",
     "config_failure",
@@ -125,6 +126,13 @@ def exit_words(r: RunReport) -> str:
     return str(ex.reason) + (f" ({' '.join(str(ex.exception).split())})" if ex.exception else "")
 
 
+def partial_words(r: RunReport) -> str:
+    """ "partial results: the script ..." where it did not finish ("" where it did, or stopped at --steps)."""
+    ex = r.exit
+    unfinished = ex is not None and ex.reason and ex.reason not in ("finished", "steps reached")
+    return f"partial results: the script {exit_words(r)}" if unfinished else ""
+
+
 # Diagnose's runs, as a failure names them.
 _WHERE = {"baseline": " in the baseline", "synthetic": " with synthetic data", "workers": " with"}
 
@@ -145,13 +153,8 @@ def script_exit_words(ex: ScriptExit) -> str:
     where = _WHERE.get(str(ex.run), "")
     if where == " with":
         where += " " + ", ".join(f"{k}={v}" for k, v in (ex.settings or {}).items())
-    how = (
-        exit_sentence(ex.exit, ex.outcome)
-        if ex.exit is not None and ex.outcome is not None
-        else outcome_sentence(ex.outcome)
-        if ex.outcome is not None
-        else None
-    )
+    oc = ex.outcome
+    how = None if oc is None else outcome_sentence(oc) if ex.exit is None else exit_sentence(ex.exit, oc)
     return f"the script {_how(how, ex.code)} after {_steps(ex.steps)}{where}: these results are partial"
 
 
@@ -391,7 +394,7 @@ def crashed_early(r: RunReport) -> list[str]:
     # The exit's words quote the exception's first line (cut at 200 characters where it is written; the
     # traceback is a file in the folder) and the exit code.
     return [
-        f"partial results: the script {exit_words(r)}",
+        partial_words(r),
         f"{r.steps} measured step(s) before it ended: too few to advise on; what ran gave the verdict below",
     ]
 
