@@ -427,6 +427,10 @@ def _or(v: float | None, default: float) -> float:
     return default if v is None else v
 
 
+def _pauses(o: Overhead) -> str:
+    return f"{o.pauses} pause{'s' if o.pauses != 1 else ''} (settling, checkpoints)"
+
+
 def overhead_short(o: Overhead) -> str:
     """perfcore's cost: per step as a typical step pays it, and its pauses (settling, checkpoints, an
     import: own work many steps long, in a few steps) apart, when it had any (the HTML's warning too).
@@ -434,18 +438,14 @@ def overhead_short(o: Overhead) -> str:
     step of real work leaves the caches; the optimizer's hook loop and the like are in no count (~1 us a step
     on the tiny bench loop, bench/RESULTS.md)."""
     steady = o.steady_ms_per_step
-    if o.pauses and steady is not None:
-        return (
-            f"overhead: perfcore added at least ~{fmt_ms(steady)}/step "
-            f"({fmt_share(o.steady_fraction or 0)}), and {fmt_ms(o.pause_ms_total or 0)} "
-            f"in {o.pauses} pause{'s' if o.pauses != 1 else ''} (settling, checkpoints)"
-        )
-    if steady is not None:  # what a typical step pays (a warm-up's compile, sampled, is not in it)
-        line = f"overhead: perfcore added at least ~{fmt_ms(steady)}/step ({fmt_share(o.steady_fraction or 0)})"
-        if o.fraction > (o.steady_fraction or 0):  # the run paid more than its typical step says
-            line += f"; the whole run ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
-        return line
-    return f"overhead: perfcore added at least ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
+    typical = steady is not None  # what a typical step pays (a warm-up's compile, sampled, is not in it)
+    ms, share = (steady, o.steady_fraction or 0) if typical else (o.ms_per_step, o.fraction)
+    line = f"overhead: perfcore added at least ~{fmt_ms(ms)}/step ({fmt_share(share)})"
+    if typical and o.pauses:
+        return f"{line}, and {fmt_ms(o.pause_ms_total or 0)} in {_pauses(o)}"
+    if typical and o.fraction > share:  # the run paid more than its typical step says
+        line += f"; the whole run ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
+    return line
 
 
 def overhead_long(o: Overhead) -> list[str]:
@@ -454,8 +454,7 @@ def overhead_long(o: Overhead) -> list[str]:
     steady = o.steady_ms_per_step is not None
     whole = f"~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
     if o.pauses:
-        n = o.pauses
-        whole += f", {fmt_ms(o.pause_ms_total or 0)} of it in {n} pause{'s' if n != 1 else ''} (settling, checkpoints)"
+        whole += f", {fmt_ms(o.pause_ms_total or 0)} of it in {_pauses(o)}"
     lines = [f"perfcore overhead: at least {whole}"]
     if steady:
         lines = [
