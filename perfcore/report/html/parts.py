@@ -144,10 +144,10 @@ def verdict_card(v: Verdict, said: tuple[str, list[str], str], dom_id: str | Non
     if causes:
         c = causes[0]
         big.append(f"<div><b>{dur(c.ms_per_step)}</b><span>avoidable per step ({esc(c.label)})</span></div>")
-        big.append(f"<div><b>{100 * float(c.share):.0f}%</b><span>of the step</span></div>")
+        big.append(f"<div><b>{100 * c.share:.0f}%</b><span>of the step</span></div>")
         if c.gain.speedup:
             big.append(
-                f"<div><b>about {float(c.gain.speedup):.2f}×</b><span>faster steps if removed "
+                f"<div><b>about {c.gain.speedup:.2f}×</b><span>faster steps if removed "
                 f"({dur(v.step_ms)} → {dur(c.gain.step_after_ms)})</span></div>"
             )
     elif v.ranked:
@@ -191,13 +191,13 @@ def samples_per_s(r: RunReport) -> float | None:
 
 def stack_bar(breakdown_ms: dict[str, float]) -> str:
     """The steady step as one bar split by label (HTML, so it shows even where scripts do not run)."""
-    total = sum(float(breakdown_ms.get(lb) or 0) for lb in LABELS) or 1.0
+    ms = {lb: float(breakdown_ms.get(lb) or 0) for lb in LABELS}
+    total = sum(ms.values()) or 1.0
     segs = "".join(
-        f"<div style='width:{100 * float(breakdown_ms.get(lb) or 0) / total:.2f}%;background:{COLORS[lb]}' "
-        f"data-tip='{lb}: {dur(breakdown_ms.get(lb))} ({100 * float(breakdown_ms.get(lb) or 0) / total:.0f}%)'>"
-        "</div>"
-        for lb in LABELS
-        if float(breakdown_ms.get(lb) or 0) > 0
+        f"<div style='width:{100 * v / total:.2f}%;background:{COLORS[lb]}' "
+        f"data-tip='{lb}: {dur(v)} ({100 * v / total:.0f}%)'></div>"
+        for lb, v in ms.items()
+        if v > 0
     )
     legend = "".join(f"<i style='background:{COLORS[lb]}'></i>{lb}" for lb in LABELS)
     return f"<div class='stackbar'>{segs}</div><div class='legend'>{legend}</div>"

@@ -226,11 +226,11 @@ def causes_list(v: Verdict, findings: tuple[Finding, ...], plan: LoaderPlan | No
         what, evidence = cause_words(v, c)
         # An advice's evidence that is its cause's, word for word, is said once, on the cause.
         advice = "".join(advice_item(f, plan, said=evidence) for _, f in mine)
-        gain = f" · about {float(c.gain.speedup):.2f}× faster" if c.gain.speedup else ""
+        gain = f" · about {c.gain.speedup:.2f}× faster" if c.gain.speedup else ""
         items.append(
             f"<li class='cause' style='border-left-color:{COLORS.get(c.label, '#888')}'>"
             f"<div class='head'>{i}. {esc(c.bound)}: {esc(what)} — "
-            f"{dur(c.ms_per_step)}/step ({100 * float(c.share or 0):.0f}%, {esc(level_word(c.level))})"
+            f"{dur(c.ms_per_step)}/step ({100 * c.share:.0f}%, {esc(level_word(c.level))})"
             f"{gain}</div><div class='ev'>evidence: {esc(evidence)}</div>{advice}</li>"
         )
     rest = [f for j, f in enumerate(findings) if j not in used]
@@ -377,7 +377,7 @@ def gpu_section(r: RunReport) -> str:
     cats = r.kernel_categories
     if ks:
         cat_total = sum(float(c.ms or 0) for c in cats.values())
-        total = cat_total or sum(float(k.total_ms or 0) for k in ks) or 1.0
+        total = cat_total or sum(k.total_ms for k in ks) or 1.0
         what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
         rows = [
             [
@@ -385,9 +385,8 @@ def gpu_section(r: RunReport) -> str:
                 esc(k.count),
                 num(k.total_ms),
                 num(k.mean_us, ".1f"),
-                f"{100 * float(k.total_ms or 0) / total:.1f}% "
-                f"<span class='hbar' style='background:{COLORS['compute']};width:"
-                f"{80 * float(k.total_ms or 0) / total:.0f}px'></span>",
+                f"{100 * k.total_ms / total:.1f}% "
+                f"<span class='hbar' style='background:{COLORS['compute']};width:{80 * k.total_ms / total:.0f}px'></span>",
             ]
             for k in ks
         ]
@@ -395,7 +394,7 @@ def gpu_section(r: RunReport) -> str:
             f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}"
         )
     if cats:
-        rows = [[esc(c), num(v.ms), f"{100 * float(v.share or 0):.1f}%"] for c, v in cats.items()]
+        rows = [[esc(c), num(v.ms), f"{100 * v.share:.1f}%"] for c, v in cats.items()]
         parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
     by = r.memcpy.by_direction if r.memcpy is not None else {}
     if by:
@@ -403,9 +402,9 @@ def gpu_section(r: RunReport) -> str:
             [
                 esc(d),
                 esc(v.count if v.count is not None else ""),
-                f"{float(v.bytes) / 2**20:.1f}",
+                f"{v.bytes / 2**20:.1f}",
                 num(v.ms),
-                f"{float(v.pageable_bytes) / 2**20:.1f}",
+                f"{v.pageable_bytes / 2**20:.1f}",
                 num(v.pageable_ms),
             ]
             for d, v in by.items()
@@ -457,9 +456,9 @@ def _where(file: Any, line: Any) -> str:
 
 def _calls(calls: tuple[SiteCalls, ...]) -> str:
     out = [
-        f"{float(c.per_step or 0):.0f} <code>.{esc(c.method)}()</code>"
+        f"{c.per_step:.0f} <code>.{esc(c.method)}()</code>"
         for c in calls[:2]
-        if float(c.per_step or 0) >= 1.0  # rarer calls round to "0"
+        if c.per_step >= 1.0  # rarer calls round to "0"
     ]
     return ", ".join(out) + (" a step" if out else "")
 
@@ -468,10 +467,10 @@ def _label_table(lb: LabelLines, label_ms: float) -> str:
     # Each line's ms are its share of the label's ms in the breakdown: a sampler starved of CPU sees less
     # time, not a different split (as the terminal's "try" line says it). A line whose share the label's
     # samples cannot pin down (enough_samples) gets no ms figure.
-    n = int(lb.samples or 0)
+    n = lb.samples
     rows = []
     for x in lb.lines[:TOP_ROWS]:
-        share = float(x.share or 0)
+        share = x.share
         fn = esc(x.function) + ("" if x.user else " <span class='muted'>(library)</span>")
         rows.append(
             [
@@ -511,7 +510,7 @@ def lines_section(r: RunReport) -> str:
     ]
     for lb in shown:
         name = str(lb.label)
-        label_ms = float(r.breakdown_ms[name] or 0)
+        label_ms = r.breakdown_ms[name]
         parts.append(f"<h3>{esc(name)}: {dur(label_ms)} a step</h3>" + _label_table(lb, label_ms))
     return "".join(parts)
 

@@ -377,7 +377,7 @@ LOOP_FUNCTIONS_PREFIX = "__"  # a Dataset's own methods (__getitem__, __call__ o
 
 def _calls(calls: tuple[SiteCalls, ...]) -> str:
     # Fewer than one call a step is not what holds a step's time (and rounds to "0 calls").
-    shown = [c for c in calls if float(c.per_step or 0) >= 1.0][:2]
+    shown = [c for c in calls if c.per_step >= 1.0][:2]
     text = "".join(f"; {c.per_step:.0f} `.{_printable(c.method)}()` a step" for c in shown)
     if any(c.method in SYNCING for c in shown):
         text += ": keep on device, read every N steps"
