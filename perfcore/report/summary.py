@@ -16,7 +16,8 @@ from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report.words import interference_detail, interference_sentence
 from perfcore.report.words.advice import evidence_of, text_of
-from perfcore.report.words.verdict import gains_text, health_summary, undecided_words, verdict_long, verdict_short
+from perfcore.report.words.runs import undecided_words
+from perfcore.report.words.verdict import gains_text, health_summary, verdict_long, verdict_short
 
 __all__ = ["summary", "demo_markdown"]
 

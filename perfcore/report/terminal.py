@@ -360,10 +360,10 @@ def _outcome(r: RunReport) -> list[str]:
 
 
 def _startup(r: RunReport) -> list[str]:
-    said = details_words(r).get("startup")
-    if said is None:
+    said = details_words(r)
+    if "startup" not in said:
         return []
-    out = ["", f"  {said}"]
+    out = ["", f"  {said['startup']}"]
     for ld in r.loaders:
         if ld.worker_startup_ms:
             t = ", ".join(f"{v:.0f}" for v in ld.worker_startup_ms[:6])

@@ -52,9 +52,10 @@ from perfcore.report.words.runs import (
     ranks_phrase,
     straggler_sentence,
     trainers_phrase,
+    undecided_words,
     waiting_sentence,
 )
-from perfcore.report.words.verdict import card_words, cause_words, undecided_words, verdict_short
+from perfcore.report.words.verdict import card_words, cause_words, verdict_short
 
 __all__ = [
     "render_html",

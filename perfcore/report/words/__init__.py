@@ -23,10 +23,10 @@ from perfcore.analysis.units import WIDTH, fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.capture.environment import Check as EnvCheck
 
 __all__ = [
+    "NO_STEPS",
     "WHAT",
     "EXCESS",
     "excess_words",
-    "CHEAPER",
     "what_of",
     "how_of",
     "gain_words",
@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 
+NO_STEPS = "no steps measured"  # what a run says in place of a verdict, where it measured no step
 # What each avoidable label's time is, in a few words (the terminal's short lines).
 WHAT = {
     "load": "waiting for data",
@@ -115,31 +116,6 @@ def excess_words(label: str, why: bool = False) -> str:
     return EXCESS[label][why] if label in EXCESS else label
 
 
-# A cheaper batch, by how the loader's items are made (a decoder is named only where images are decoded):
-# the "try" line's few words, and the loader plan's change.
-CHEAPER = {
-    "pil": (
-        "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
-        "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), images "
-        "pre-resized to the size the model takes, or data decoded once and cached as tensors",
-    ),
-    "fast": (
-        "cheaper batches (pre-resized or cached images)",
-        "make a batch cheaper: images pre-resized to the size the model takes, or data decoded once and "
-        "cached as tensors",
-    ),
-    "none": (
-        "cheaper batches (transforms once on the whole tensor, batch indexing)",
-        "make a batch cheaper: the items are in memory already, so the time is the per-item transforms and "
-        "collate: transform the whole tensor once up front, or index a batch at a time (a BatchSampler) "
-        "rather than item by item",
-    ),
-    "unknown": (
-        "cheaper batches (less work per item, data cached as tensors)",
-        "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms done once up "
-        "front, data prepared once and cached as tensors)",
-    ),
-}
 # How a label was measured where an experiment replaced the attribution's figure, by its code.
 _MEASURED_BY = {"synthetic": "the step time saved with synthetic data (experiment A)"}
 

@@ -19,7 +19,6 @@ from perfcore.analysis.starvation import Starvation
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.report.words import (
-    CHEAPER,
     WHAT,
     WIDTH,
     evidence_words,
@@ -29,7 +28,7 @@ from perfcore.report.words import (
     startup_sentence,
 )
 from perfcore.report.words import fit as _fit
-from perfcore.report.words.findings import evaluation_sentence, memory_words, plan_words, where_words
+from perfcore.report.words.findings import CHEAPER, evaluation_sentence, memory_words, plan_words, where_words
 
 __all__ = [
     "advice_words",

@@ -32,7 +32,6 @@ from perfcore.analysis.run_parts import Evaluation
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import WIDTH, fmt_ms, fmt_share, fmt_x
-from perfcore.report.words import CHEAPER
 
 __all__ = [
     "memory_words",
@@ -44,6 +43,7 @@ __all__ = [
     "step_source_text",
     "STEP_SOURCE_WORDS",
     "where_words",
+    "CHEAPER",
     "plan_words",
     "plan_sentence",
     "plan_reason",
@@ -178,6 +178,31 @@ _REASON = {
 }
 
 
+# A cheaper batch, by how the loader's items are made (a decoder is named only where images are decoded):
+# the "try" line's few words, and the loader plan's change.
+CHEAPER = {
+    "pil": (
+        "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
+        "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), images "
+        "pre-resized to the size the model takes, or data decoded once and cached as tensors",
+    ),
+    "fast": (
+        "cheaper batches (pre-resized or cached images)",
+        "make a batch cheaper: images pre-resized to the size the model takes, or data decoded once and "
+        "cached as tensors",
+    ),
+    "none": (
+        "cheaper batches (transforms once on the whole tensor, batch indexing)",
+        "make a batch cheaper: the items are in memory already, so the time is the per-item transforms and "
+        "collate: transform the whole tensor once up front, or index a batch at a time (a BatchSampler) "
+        "rather than item by item",
+    ),
+    "unknown": (
+        "cheaper batches (less work per item, data cached as tensors)",
+        "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms done once up "
+        "front, data prepared once and cached as tensors)",
+    ),
+}
 # What a workers trial that turned the advice round measured, by its status: the word sits beside
 # the number it describes, so a ratio above 1 is never called slower.
 _TRIAL_WORDS = {

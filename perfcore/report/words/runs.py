@@ -12,6 +12,7 @@ processes of one run, never ranks of a job."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import signal
 from typing import Any, Mapping
 
@@ -23,7 +24,7 @@ from perfcore.analysis.run_context import Exit, NoStep, Note, Outcome, Straggler
 from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
-from perfcore.report.words import excess_words
+from perfcore.report.words import NO_STEPS, excess_words
 
 __all__ = [
     "outcome_sentence",
@@ -43,6 +44,7 @@ __all__ = [
     "link_words",
     "crashed_early",
     "no_step_sentence",
+    "undecided_words",
     "LOOKS_FOR",
     "FEW_STEPS",
     "knee_text",
@@ -51,7 +53,6 @@ __all__ = [
     "missing_sentence",
     "job_problem_words",
     "ranks_phrase",
-    "node_sentence",
     "node_sentences",
     "nodes_brief",
     "clock_sentence",
@@ -375,6 +376,11 @@ def no_step_sentence(n: NoStep) -> str:
     )
 
 
+def undecided_words(r: RunReport) -> str:
+    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
+    return no_step_sentence(r.no_step) if r.no_step is not None else NO_STEPS
+
+
 # A script that fails within this many measured steps has shown its first steps, not its steady state:
 # its figures are reported as partial and not advised on (the advice would be for a loop that does not
 # run yet). The verdict's intervals need about this many steps to settle a 10% tier on a quiet machine.
@@ -468,12 +474,8 @@ def missing_sentence(r: RunReport) -> str:
 def ranks_phrase(ranks: tuple[int | None, ...]) -> str:
     """Ranks as runs of consecutive numbers: "rank 3", "ranks 0-7", "ranks 0-3, 8, 10-11"."""
     nums = sorted(r for r in ranks if r is not None)
-    runs: list[list[int]] = []
-    for r in nums:
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
+    # Consecutive numbers keep the same difference to their position: one group each.
+    runs = [[r for _, r in g] for _, g in itertools.groupby(enumerate(nums), lambda x: x[1] - x[0])]
     said = ", ".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in runs)
     return f"rank {said}" if len(nums) == 1 else f"ranks {said}" if nums else "no numbered rank"
 

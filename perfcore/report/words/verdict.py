@@ -12,7 +12,6 @@ from perfcore.analysis.checks import Experiment
 from perfcore.analysis.command_results import HealthResult, Heartbeat
 from perfcore.analysis.compare import Comparison
 from perfcore.analysis.results import Cause, Level, Straggle, Verdict
-from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
@@ -23,7 +22,9 @@ from perfcore.report.words import (
     check_text,
     evidence_words,
     excess_words,
+    NO_STEPS,
     WIDTH,
+    excess_words,
     fit,
     gain_words,
     interference_sentence,
@@ -32,7 +33,6 @@ from perfcore.report.words import (
     startup_sentence,
     what_of,
 )
-from perfcore.report.words.runs import no_step_sentence
 
 __all__ = [
     "verdict_short",
@@ -44,13 +44,11 @@ __all__ = [
     "health_summary",
     "heartbeat_meaning",
     "health_sentence",
-    "undecided_words",
     "gains_text",
 ]
 
 
 _FORWARD_ONLY_GAIN = "this forward-only loop's steps"
-_NO_STEPS = "no steps measured"
 
 
 def _share_band(band) -> str:
@@ -136,7 +134,7 @@ def verdict_long(t: Verdict, lead: bool = True) -> str:
     lead: spinning threads and a material interference finding first (what inflated the steps); without it,
     what a quiet machine would read, or a report that says the interference above."""
     if not t.decided:
-        return _NO_STEPS
+        return NO_STEPS
     said = _core(t)
     if t.outliers:
         said += f" ({t.outliers} outlier step(s) set apart)"
@@ -264,7 +262,7 @@ def verdict_short(t: Verdict) -> str:
     (with the interval, where it fits), and a mark when a measured busy machine makes it uncertain. It fits
     the terminal's width after "verdict: ", and titles a chart, a page and the live status as it is."""
     if not t.decided:
-        return _NO_STEPS
+        return NO_STEPS
     return fit(*_head(t), width=WIDTH - len("verdict: "))
 
 
@@ -306,7 +304,7 @@ def card_words(
 
 def _verdict_name(t: Verdict) -> str:
     """The verdict in a few words (its bound and level), for compare's before -> after."""
-    return (_name(t) or str(t.bound)) if t.decided else _NO_STEPS
+    return (_name(t) or str(t.bound)) if t.decided else NO_STEPS
 
 
 def change_sentence(doc: Comparison) -> str:
@@ -383,11 +381,6 @@ def health_sentence(doc: HealthResult) -> str:
     if intf is None or not intf.material or not said:
         return said
     return f"{interference_sentence(intf)}. {said[0].upper()}{said[1:]}"
-
-
-def undecided_words(r: RunReport) -> str:
-    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
-    return no_step_sentence(r.no_step) if r.no_step is not None else _NO_STEPS
 
 
 def gains_text(run: Verdict, diag: Verdict) -> str:
