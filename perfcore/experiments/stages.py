@@ -117,7 +117,8 @@ def sweep_stage(
 ) -> tuple[dict, list]:
     """The sweep, checkpointed to sweep.json after every configuration; resume=True continues the
     configurations an earlier sweep into `out` did not finish."""
-    from perfcore.experiments.sweep import default_grid, resume_rows, sweep, sweep_doc
+    from perfcore.experiments.sweep import default_grid, sweep
+    from perfcore.experiments.sweep_results import resume_rows, sweep_doc
 
     runner = runner_for(target, out)
     base = default_grid(runner.workload) if target.kind == "workload" else SCRIPT_GRID
