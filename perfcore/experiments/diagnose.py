@@ -94,7 +94,6 @@ def diagnose(
     if baseline.run is not None:
         advised = diagnose_advice(baseline.run, verdict)
         findings, plan = tuple(measured_first(advised.findings, verdict, rows)), advised.loader_plan
-    failed = next((m.failure for m in measured if m.failure), None)
     return DiagnoseResult(
         workload=runner.name,
         device=baseline.device,
@@ -108,7 +107,7 @@ def diagnose(
         loader_plan=plan,
         interference=baseline.interference,
         # The first run whose script failed: its code is diagnose's, as run's is the script's.
-        script_exit=failed.script_exit() if failed else None,
+        script_exit=next((m.failure for m in measured if m.failure), None),
     )
 
 

@@ -85,7 +85,7 @@ def config_row(cfg: Mapping[str, Any], m: Measurement) -> dict[str, Any]:
     if m.failure:
         # Numbers from a run that crashed part-way describe a different job: kept, never best.
         f = m.failure
-        return _row(cfg, "oom" if f.oom else "crashed", m, reason="failed_partway", exit_code=f.code, ended=f.how)
+        return _row(cfg, "oom" if f.oom else "crashed", m, reason="failed_partway", exit_code=f.code, ended=m.ended)
     return _row(cfg, "ok", m)
 
 
