@@ -23,7 +23,7 @@ from perfcore.cli.group import (  # noqa: F401
     one_line,
     version,
 )
-from perfcore.cli.output import Progress, Results, check_writable, folder_report, results, write_json  # noqa: F401
+from perfcore.cli.output import Results, results  # noqa: F401
 from perfcore.cli.types import COUNT, NONNEG, Duration, ListOf, Number, UserPath  # noqa: F401
 
 __all__ = [
@@ -119,4 +119,4 @@ def load_target(words):
 
     if words and str(words[0]).endswith(".py") and os.path.isfile(words[0]):  # a workload file, no :FUNCTION
         raise click.UsageError(f"{words[0]} needs its function, {words[0]}:FUNCTION; a script: -- python {words[0]}")
-    return parse_target(words).check()
+    return parse_target(words)
