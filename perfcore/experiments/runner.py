@@ -3,6 +3,7 @@ StepTimer and sampled with the Sampler. Every experiment is built from this."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import time
@@ -115,12 +116,7 @@ class _Loop:
         import torch
 
         self.it = iter(self.loader)
-        replay: list = []
-        for _ in range(min(8, self.total)):
-            try:
-                replay.append(_to(next(self.it), self.device, False))
-            except StopIteration:
-                break
+        replay = [_to(b, self.device, False) for b in itertools.islice(self.it, min(8, self.total))]
         self.close()
         if not replay:
             raise UsageError(f"workload {self.workload.name!r}: the loader produced no batch")
@@ -204,18 +200,16 @@ def measure_workload(
         elapsed, loop_cpu_s = loop.run(progress)
     except RuntimeError as e:  # torch.OutOfMemoryError is one
         if not isinstance(e, torch.OutOfMemoryError) and "out of memory" not in str(e).lower():
-            sampler.stop()
             raise
         if loop.device == "cuda":
             torch.cuda.empty_cache()
-        sampler.stop()
         return loop.measurement(
             steps=0, step_ms=math.nan, cpu_percent=math.nan, peak_mem_bytes=0, oom=True, error=str(e).splitlines()[0]
         )
     finally:
+        frame = sampler.stop()
         others_samples = others.stop()
         loop.close()
-    frame = sampler.stop()
     table = loop.timer.summary()
     if len(frame):  # the sampler's readings beside the steps, as `perfcore run`'s steps.csv has them
         ends = loop.timer.engine.step_table()
@@ -267,15 +261,14 @@ def _figures(loop: _Loop, table, frame, has_gpu: bool, interval_s: float) -> dic
 def _loader_facts(loop: _Loop, res: dict[str, Any]) -> dict[str, Any]:
     """The workload's DataLoader is the user's code here: advice names it and its settings. With no
     workers the main process makes each batch, so its wait is the time to make one."""
-    settings = loop.settings
-    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+    settings = loop.settings  # the workload's loader_settings, as this loop changed them
     return {
         "workload": loop.workload.name,  # the loader is the workload's (report.words.findings names it)
-        **{k: settings[k] for k in keys},
+        **settings,
         "worker_batch_ms": res["breakdown_ms"]["load"]
         if not settings["num_workers"] and not loop.trial.synthetic
         else None,
-        "decoder": getattr(loop.workload, "decoder", None),  # decoder advice only where images are decoded
+        "decoder": loop.workload.decoder,  # decoder advice only where images are decoded
     }
 
 
@@ -303,7 +296,7 @@ class WorkloadRunner:
         return measure_workload(w, trial, progress)
 
     def own_settings(self) -> dict[str, Any]:
-        return {k: self.workload.loader_settings().get(k) for k in SETTINGS}
+        return {k: self.workload.loader_settings()[k] for k in SETTINGS}
 
     def other_decoders(self) -> list[str]:
         return [d for d in self.workload.decoders if d != self.workload.decoder]
