@@ -15,7 +15,7 @@ from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
 from perfcore.safe_text import clean
 
-__all__ = ["Results", "results", "folder_report", "check_writable", "write_json", "Progress", "wrote_line"]
+__all__ = ["Results", "results", "wrote_line"]
 
 
 class Results:
@@ -51,6 +51,14 @@ class Results:
             click.echo(wrote_line(f"{folder or self.folder}/", files), err=True)
         if doc is not None:
             write_json(doc, self.json_path)
+
+    def done_with_report(self, result, text: str, files: list[str]) -> None:
+        """report.html in an experiment's folder (its plots inline, heatmaps included), then done with the
+        result and its files."""
+        from perfcore.report.html import write_folder_report
+
+        write_folder_report(self.folder, f"perfcore {self.kind}", result, text, files)
+        self.done(result.to_dict(), [*files, "report.html"])
 
 
 def wrote_line(folder: str, files: list[str], width: int = 100) -> str:
@@ -97,14 +105,6 @@ def results(kind: str, out: bool = True):
     return deco
 
 
-def folder_report(res: Results, kind: str, doc: dict, text: str, files: list[str]) -> list[str]:
-    """report.html in an experiment's folder (its plots inline, heatmaps included); the files with it."""
-    from perfcore.report.html import write_folder_report
-
-    write_folder_report(res.folder, f"perfcore {kind}", doc, text, files)
-    return list(files) + ["report.html"]
-
-
 class JsonTargetError(click.ClickException):
     """--json names a place no file can go: a usage error, found before any work is done."""
 
@@ -148,10 +148,10 @@ def write_json(doc: dict, path: str | None) -> None:
 class Progress:
     """Steps and ETA on stderr: one rewritten line on a terminal, a line per stage elsewhere; nothing when quiet."""
 
-    def __init__(self, label: str = "", quiet: bool = False):
+    def __init__(self, quiet: bool = False):
         self.tty = sys.stderr.isatty()
         self.quiet = quiet
-        self.label = label
+        self.label = ""
         self.t0 = time.perf_counter()
         self.stage_t0 = self.t0
         self._last = -1.0
