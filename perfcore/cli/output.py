@@ -152,8 +152,7 @@ class Progress:
         self.tty = sys.stderr.isatty()
         self.quiet = quiet
         self.label = ""
-        self.t0 = time.perf_counter()
-        self.stage_t0 = self.t0
+        self.stage_t0 = time.perf_counter()
         self._last = -1.0
 
     def stage(self, name: str) -> None:
