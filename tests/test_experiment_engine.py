@@ -53,7 +53,7 @@ class GivenRunner:
         return self.answer(trial)
 
     def own_settings(self):
-        return {**OWN, "site": None}
+        return {**OWN, "site": None} if self.keeps_own_settings else None
 
     def other_decoders(self):
         return self.decoders

@@ -127,15 +127,14 @@ class Runner(Protocol):
     name: str  # as the documents name it
     target: str  # as a next command names it: `perfcore diagnose <target>`
     forward_only: bool  # health's loop is forward-only (a workload); a script runs its own loop
-    # A sweep changes only the axes asked for and keeps the rest as the loop has them (a script); else
-    # every axis is set (a workload's loader, rebuilt per configuration).
-    keeps_own_settings: bool
     health_note: str | None  # a code said by report.words.findings (NOTES): what health's loop leaves out
     decoder_skip: str  # why diagnose's experiment C is skipped with no other decoder: a code (NOTES)
 
     def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement: ...
 
-    def own_settings(self) -> dict[str, Any]: ...
+    # The loop's own DataLoader settings, which a sweep keeps on the axes not asked for (a script's); None:
+    # every axis is set (a workload's loader, rebuilt per configuration).
+    def own_settings(self) -> dict[str, Any] | None: ...
 
     def other_decoders(self) -> list[str]: ...
 

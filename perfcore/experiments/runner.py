@@ -282,7 +282,6 @@ class WorkloadRunner:
     """A Workload measured in this process: a fresh DataLoader per measurement."""
 
     forward_only = True
-    keeps_own_settings = False
     health_note = None
     decoder_skip = "no_other_decoder"
 
@@ -295,8 +294,8 @@ class WorkloadRunner:
         w = self.workload.with_decoder(trial.decoder) if trial.decoder else self.workload
         return measure_workload(w, trial, progress)
 
-    def own_settings(self) -> dict[str, Any]:
-        return {k: self.workload.loader_settings()[k] for k in SETTINGS}
+    def own_settings(self) -> None:
+        return None
 
     def other_decoders(self) -> list[str]:
         return [d for d in self.workload.decoders if d != self.workload.decoder]

@@ -152,7 +152,6 @@ class ScriptRunner:
     """A command measured under `perfcore run`, one run folder per measurement (tag names it)."""
 
     forward_only = False
-    keeps_own_settings = True
     health_note = "script_loop"
     decoder_skip = "script_decoders"
 

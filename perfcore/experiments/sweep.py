@@ -160,7 +160,7 @@ def sweep(
     # A script keeps its own settings on the axes not swept (read from one short run); a workload's
     # loader is rebuilt with every axis set.
     t0 = time.perf_counter()  # the sweep's time is all of it: reading the script's settings and trying the patch too
-    own = runner.own_settings() if runner.keeps_own_settings else None
+    own = runner.own_settings()
     axes = swept if own is not None and swept else CONFIG_KEYS
     configs = grid_configs(grid)
     if own is not None:
@@ -221,12 +221,12 @@ def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: 
         if cmd and best and best["replaced"]:  # a run of the script: say so
             n = len(result.configs)
             say(n, n, None, "trying the best configuration's patch on a copy of the script")
-        patch = sweep_patch(own.get("site"), best, own, CONFIG_KEYS, out, cmd=cmd)
+        patch = sweep_patch(own["site"], best, own, out, cmd=cmd)
     return dataclasses.replace(
         result,
         best=best,
         script_settings={k: v for k, v in own.items() if k != "site"},
-        kept={k: own.get(k) for k in grid if k not in swept},
+        kept={k: own[k] for k in grid if k not in swept},
         patch=patch,
     )
 
