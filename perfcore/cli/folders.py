@@ -89,14 +89,12 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 @click.option(
     "--fail-above",
     type=Number(float),
-    default=None,
     help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).",
 )
 @click.option(
     "--html",
     "html_path",
     type=click.Path(dir_okay=False),
-    default=None,
     help="Also write the two runs side by side as a self-contained page at PATH.",
 )
 @results("compare", out=False)

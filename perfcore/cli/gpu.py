@@ -15,7 +15,7 @@ __all__ = ["transfer_cmd", "graph_cmd"]
 @click.option("--sizes", default="4K..1G", show_default=True, help="Range a..b (x4 steps) or a list: 4K,1M,256M.")
 @click.option("--direction", default="h2d,d2h", show_default=True)
 @click.option("--repeats", type=COUNT, default=10, show_default=True)
-@click.option("--batch-shape", default=None, help="e.g. 128,3,224,224: ms per batch pinned vs pageable, and overlap.")
+@click.option("--batch-shape", help="e.g. 128,3,224,224: ms per batch pinned vs pageable, and overlap.")
 @click.option("--dtype", default="float32", show_default=True)
 @results("transfer")
 def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) -> None:

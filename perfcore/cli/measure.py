@@ -45,7 +45,6 @@ _RUN_OPTIONS = (
     click.option(
         "--step-on",
         type=click.Choice(["optimizer", "backward", "batch", "forward"]),
-        default=None,
         help="What ends a step (default: the first of these the script does).",
     ),
     click.option("--test-setting", "test_settings", multiple=True, hidden=True, metavar="NAME=SECONDS"),

@@ -88,14 +88,12 @@ def results(kind: str, out: bool = True):
             "--json",
             "json_path",
             type=UserPath(dir_okay=False, allow_dash=True),
-            default=None,
             help="Also write the result as JSON to PATH ('-' for stdout).",
         )(wrapper)
         if out:
             wrapper = click.option(
                 "--out",
                 type=UserPath(file_okay=False),
-                default=None,
                 help=f"Folder for the results (default ./perfcore-runs/{kind}-<time>-<id>; "
                 "an existing folder that is not empty is left as it is and a new "
                 "subfolder is used).",

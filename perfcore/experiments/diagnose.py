@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Mapping
+from typing import Callable
 
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.checks import (

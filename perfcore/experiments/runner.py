@@ -9,7 +9,6 @@ import os
 import time
 from typing import Any, Callable
 
-import numpy as np
 
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.checks import step_sem_ms
@@ -251,7 +250,7 @@ def _figures(loop: _Loop, table, frame, has_gpu: bool, interval_s: float) -> dic
         "step_sem_ms": step_sem_ms(steady["wall_ms"].to_numpy()),
         "samples_per_s": float(loop.samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
         "busy_source": busy_source,
-        "busy_series": tuple(float(b) for b in busy),
+        "busy_series": tuple(map(float, busy)),
         "busy_spacing_s": interval_s if busy_source == "gpu_util" else (step_ms / 1e3 if step_ms == step_ms else 0),
         "cpu_percent": float(frame["cpu_percent"].mean()) if len(frame) else float("nan"),
         "peak_mem_bytes": int(torch.cuda.max_memory_allocated()) if loop.device == "cuda" else _rss(),

@@ -8,8 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from perfcore.analysis.checks import step_sem_ms
 from perfcore.analysis.run_report import RunReport
 from perfcore.errors import RunFailed, UsageError
@@ -104,7 +102,7 @@ def script_measurement(
         step_sem_ms=sem_ms,
         samples_per_s=(bs or 0) / step * 1e3 if step else 0.0,
         busy_source=source,
-        busy_series=tuple(float(b) for b in np.asarray(busy, dtype=float)),
+        busy_series=tuple(map(float, busy)),
         busy_spacing_s=(spacing_s or 0.0) if source == "gpu_util" else (step or 0.0) / 1e3,
         cpu_percent=cpu_percent,
         peak_mem_bytes=doc.memory.peak_bytes if doc.memory is not None else None,
