@@ -10,26 +10,12 @@ import textwrap
 
 import click
 
-from perfcore.cli import group, output, types
-
-# Re-exported (the commands import their helpers from here): __all__ below names them.
-from perfcore.cli.group import (  # noqa: F401
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_NO_DEVICE,
-    EXIT_USAGE,
-    PerfcoreGroup,
-    debug_on,
-    one_line,
-    version,
-)
+# Re-exported: the commands import their helpers from here.
+from perfcore.cli.group import EXIT_FAILURE, EXIT_INTERRUPTED, one_line  # noqa: F401
 from perfcore.cli.output import Results, results  # noqa: F401
 from perfcore.cli.types import COUNT, NONNEG, Duration, ListOf, Number, UserPath  # noqa: F401
 
 __all__ = [
-    *group.__all__,
-    *types.__all__,
-    *output.__all__,
     "steps_option",
     "warmup_option",
     "TargetCommand",
