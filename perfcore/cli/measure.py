@@ -28,7 +28,6 @@ _RUN_OPTIONS = (
     click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only)."),
     click.option(
         "--monitor",
-        "monitor",
         type=Duration(),
         default="250ms",
         show_default=True,
@@ -46,21 +45,9 @@ _RUN_OPTIONS = (
     click.option(
         "--step-on",
         type=click.Choice(["optimizer", "backward", "batch", "forward"]),
-        default=None,
         help="What ends a step (default: the first of these the script does).",
     ),
     click.option("--test-setting", "test_settings", multiple=True, hidden=True, metavar="NAME=SECONDS"),
-)
-_RUN_OPTION_NAMES = (
-    "steps",
-    "warmup",
-    "backend",
-    "no_kernels",
-    "monitor",
-    "no_monitor",
-    "lines",
-    "step_on",
-    "test_settings",
 )
 
 
@@ -69,19 +56,15 @@ def run_settings(f):
     the command runs (--help imports nothing of the run)."""
 
     @functools.wraps(f)
-    def command(*args, **kw):
+    def command(*args, no_kernels, monitor, no_monitor, test_settings, **kw):
         from perfcore.run.parent.launch import RunSettings, parse_test_settings
 
-        o = {name: kw.pop(name) for name in _RUN_OPTION_NAMES}
+        same = {k: kw.pop(k) for k in ("steps", "warmup", "backend", "step_on", "lines")}  # RunSettings' names
         settings = RunSettings(
-            steps=o["steps"],
-            warmup=o["warmup"],
-            backend=o["backend"],
-            kernels=not o["no_kernels"],
-            step_on=o["step_on"],
-            lines=o["lines"],
-            monitor_s=None if o["no_monitor"] else o["monitor"],
-            test_settings=parse_test_settings(o["test_settings"]),
+            **same,
+            kernels=not no_kernels,
+            monitor_s=None if no_monitor else monitor,
+            test_settings=parse_test_settings(test_settings),
         )
         return f(*args, settings=settings, **kw)
 

@@ -15,7 +15,7 @@ from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
 from perfcore.safe_text import clean
 
-__all__ = ["Results", "results", "folder_report", "check_writable", "write_json", "Progress", "wrote_line"]
+__all__ = ["Results", "results", "wrote_line"]
 
 
 class Results:
@@ -52,6 +52,14 @@ class Results:
         if doc is not None:
             write_json(doc, self.json_path)
 
+    def done_with_report(self, result, text: str, files: list[str]) -> None:
+        """report.html in an experiment's folder (its plots inline, heatmaps included), then done with the
+        result and its files."""
+        from perfcore.report.html import write_folder_report
+
+        write_folder_report(self.folder, f"perfcore {self.kind}", result, text, files)
+        self.done(result.to_dict(), [*files, "report.html"])
+
 
 def wrote_line(folder: str, files: list[str], width: int = 100) -> str:
     """The folder and as many of its files as fit the report's 100 columns (the rest counted: the folder lists
@@ -80,14 +88,12 @@ def results(kind: str, out: bool = True):
             "--json",
             "json_path",
             type=UserPath(dir_okay=False, allow_dash=True),
-            default=None,
             help="Also write the result as JSON to PATH ('-' for stdout).",
         )(wrapper)
         if out:
             wrapper = click.option(
                 "--out",
                 type=UserPath(file_okay=False),
-                default=None,
                 help=f"Folder for the results (default ./perfcore-runs/{kind}-<time>-<id>; "
                 "an existing folder that is not empty is left as it is and a new "
                 "subfolder is used).",
@@ -95,14 +101,6 @@ def results(kind: str, out: bool = True):
         return wrapper
 
     return deco
-
-
-def folder_report(res: Results, kind: str, doc: dict, text: str, files: list[str]) -> list[str]:
-    """report.html in an experiment's folder (its plots inline, heatmaps included); the files with it."""
-    from perfcore.report.html import write_folder_report
-
-    write_folder_report(res.folder, f"perfcore {kind}", doc, text, files)
-    return list(files) + ["report.html"]
 
 
 class JsonTargetError(click.ClickException):
@@ -148,12 +146,11 @@ def write_json(doc: dict, path: str | None) -> None:
 class Progress:
     """Steps and ETA on stderr: one rewritten line on a terminal, a line per stage elsewhere; nothing when quiet."""
 
-    def __init__(self, label: str = "", quiet: bool = False):
+    def __init__(self, quiet: bool = False):
         self.tty = sys.stderr.isatty()
         self.quiet = quiet
-        self.label = label
-        self.t0 = time.perf_counter()
-        self.stage_t0 = self.t0
+        self.label = ""
+        self.stage_t0 = time.perf_counter()
         self._last = -1.0
 
     def stage(self, name: str) -> None:

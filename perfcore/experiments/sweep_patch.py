@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from perfcore.analysis.loader_patch import PATCH_NAME, LoaderPatch, PatchError, loader_patch
-from perfcore.experiments.sweep_results import setting_value
+from perfcore.experiments.sweep_results import CONFIG_KEYS, setting_value
 
 __all__ = ["PATCH_NAME", "sweep_patch", "TRY_STEPS"]
 
@@ -59,10 +59,10 @@ else:
 _OPTS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
 
 
-def _settings(best: Mapping[str, Any], own: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+def _settings(best: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
     # Only what the sweep changed, each of the type DataLoader takes (an integer never as 2.0), and never a
     # prefetch_factor without workers (DataLoader refuses it).
-    out = {k: setting_value(k, best[k]) for k in keys if best.get(k) is not None and best.get(k) != own.get(k)}
+    out = {k: setting_value(k, best[k]) for k in CONFIG_KEYS if best.get(k) is not None and best.get(k) != own.get(k)}
     if not best.get("num_workers"):
         out.pop("prefetch_factor", None)
     return out
@@ -128,7 +128,7 @@ def _try(cmd: list[str] | None, real: str, patch: LoaderPatch, settings: Mapping
     loader = next((ld for ld in doc.loaders if ld.training), None)
     if loader is None:
         return "the patched script's try made no training DataLoader"
-    differs = {k: getattr(loader, k, None) for k, v in settings.items() if getattr(loader, k, None) != v}
+    differs = {k: getattr(loader, k) for k, v in settings.items() if getattr(loader, k) != v}
     if differs:
         got = ", ".join(f"{k}={v!r}" for k, v in differs.items())
         return f"the patched call did not give its DataLoader the settings in its try ({got})"
@@ -139,7 +139,6 @@ def sweep_patch(
     site: str | None,
     best: Mapping[str, Any] | None,
     own: Mapping[str, Any],
-    keys: tuple[str, ...],
     out: Path,
     cwd: str | None = None,
     cmd: list[str] | None = None,
@@ -151,7 +150,7 @@ def sweep_patch(
     command, run once more with the patched copy before the patch is offered."""
     if not site or not best:
         return {"status": "not_possible", "reason": "no_site"}
-    settings = _settings(best, own, keys)
+    settings = _settings(best, own)
     if not settings:
         return {"status": "unchanged", "reason": "own_is_best"}
     file, _, line = site.rpartition(":")
