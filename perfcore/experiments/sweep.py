@@ -217,11 +217,12 @@ def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: 
         # Ahead of the script's own settings by less than the runs' noise: no change is offered on it.
         patch = {"status": "unchanged", "reason": "within_noise", **gain}
     else:
+        n = len(result.configs)
         out, cmd = getattr(runner, "out", None), getattr(runner, "cmd", None)
-        if cmd and best and best["replaced"]:  # a run of the script: say so
-            n = len(result.configs)
-            say(n, n, None, "trying the best configuration's patch on a copy of the script")
-        patch = sweep_patch(own["site"], best, own, out, cmd=cmd)
+        trying = (
+            (lambda: say(n, n, None, "trying the best configuration's patch on a copy of the script")) if say else None
+        )
+        patch = sweep_patch(own["site"], best, own, out, cmd=cmd, on_try=trying)
     return dataclasses.replace(
         result,
         best=best,
