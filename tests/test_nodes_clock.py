@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfcore.analysis.codec import to_doc
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.process_part import Part
 from perfcore.analysis.nodes import (
@@ -50,7 +51,7 @@ def test_two_hosts_hours_apart_are_put_on_one_clock():
     # After it, one step's collective ends on all four ranks lie within a few jitters, late wake-ups aside.
     assert al.residual_steps == 200 and al.residual_ns < 400_000
     assert al.residual_p90_ns >= al.residual_ns
-    assert al.to_dict()["hosts"][1] == {**b.__dict__, "source": "collectives"}
+    assert to_doc(al)["hosts"][1] == {**b.__dict__, "source": "collectives"}
 
 
 def test_the_reference_is_the_lowest_ranks_host_and_one_host_keeps_its_clock():
@@ -132,7 +133,7 @@ def test_a_slow_node_is_named_with_its_rank_and_cause_and_the_other_waits():
     assert s.wait_share == pytest.approx(s.wait_ms / n0.step_ms) and s.step_ms == n0.step_ms
     assert n0.breakdown_fraction["comm"] == pytest.approx(n0.breakdown_ms["comm"] / n0.step_ms)
     assert sum(n1.breakdown_ms.values()) == pytest.approx(n1.step_ms)
-    assert job.to_dict()["slow_node"]["host"] == "node1" and job.steps == 100
+    assert to_doc(job)["slow_node"]["host"] == "node1" and job.steps == 100
 
 
 def test_a_slow_loader_is_the_cause_and_balanced_nodes_have_none():

@@ -17,7 +17,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from perfcore.analysis.codec import to_doc
 from perfcore.analysis.labels import LABELS
 
 __all__ = [
@@ -32,6 +31,7 @@ __all__ = [
     "rank_events",
     "align_clocks",
     "job_nodes",
+    "slow_row",
     "MIN_STEPS",
 ]
 
@@ -78,9 +78,6 @@ class HostClock:
     spread_ns: int = 0
     error_ns: int = 0
 
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
-
 
 @dataclasses.dataclass(frozen=True)
 class Alignment:
@@ -101,9 +98,6 @@ class Alignment:
     @property
     def offsets(self) -> dict[str, int]:
         return {h.host: h.offset_ns for h in self.hosts}
-
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
 
 
 def rank_events(raw: Mapping[str, np.ndarray], host: str, rank: int | None) -> RankEvents:
@@ -250,9 +244,6 @@ class NodeFigures:
         """Its ranks' mean ms a step in collectives and that share of the step (0 where none was measured)."""
         return self.breakdown_ms.get("comm", 0.0), self.breakdown_fraction.get("comm", 0.0)
 
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
-
 
 @dataclasses.dataclass(frozen=True)
 class SlowNode:
@@ -275,9 +266,6 @@ class SlowNode:
     def wait_share(self) -> float:
         return self.wait_ms / self.step_ms if self.step_ms > 0 else 0.0
 
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
-
 
 @dataclasses.dataclass(frozen=True)
 class JobNodes:
@@ -287,9 +275,6 @@ class JobNodes:
     nodes: tuple[NodeFigures, ...]
     slow_node: SlowNode | None
     steps: int
-
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,6 +340,30 @@ def _waits(node: NodeFigures, nodes: Sequence[NodeFigures], slow_host: str) -> b
     return node.breakdown_ms["comm"] - slow.breakdown_ms["comm"] > WAIT_MS
 
 
+def slow_row(work: np.ndarray, label_means: Mapping[str, np.ndarray], i: int) -> dict[str, float | str] | None:
+    """Row i of `work` (rows x steps: a rank's or a node's own work, wall less comm) as one the others wait
+    for, or None: the longest on at least half the steps and over the rows' median by EXCESS_SHARE of it (at
+    least EXCESS_MS). Its figures: the label of its excess over the other rows' median (label_means: each
+    label's mean per row; never comm) and that excess, its share of steps as the slowest, its own work and
+    the others'."""
+    med = np.median(work, axis=0)
+    base = float(med.mean())
+    share = float((np.argmax(work, axis=0) == i).mean())
+    excess = float((work[i] - med).mean())
+    if base <= 0 or share < 0.5 or excess < max(EXCESS_SHARE * base, EXCESS_MS):
+        return None
+    others = [j for j in range(len(work)) if j != i]
+    diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
+    cause = max(diffs, key=diffs.get)
+    return {
+        "excess_label": cause,
+        "excess_ms": diffs[cause],
+        "slowest_share": share,
+        "work_ms": float(work[i].mean()),
+        "others_work_ms": float(np.median(work[others].mean(axis=1))),
+    }
+
+
 def _slow_node(
     hosts: list[str],
     groups: list[list[RankSteps]],
@@ -363,29 +372,17 @@ def _slow_node(
     work: np.ndarray,
     k: int,
 ) -> SlowNode | None:
-    med = np.median(work, axis=0)
-    base = float(med.mean())
-    slowest = np.argmax(work, axis=0)
     i = int(np.argmax(work.mean(axis=1)))
-    share = float((slowest == i).mean())
-    excess = float((work[i] - med).mean())
-    if base <= 0 or share < 0.5 or excess < max(EXCESS_SHARE * base, EXCESS_MS):
+    slow = slow_row(work, {lb: m.mean(axis=1) for lb, m in label.items()}, i)
+    if slow is None:
         return None
-    others = [j for j in range(len(hosts)) if j != i]
-    means = {lb: label[lb].mean(axis=1) for lb in LABELS if lb != "comm"}
-    diffs = {lb: float(m[i] - np.median(m[others])) for lb, m in means.items()}
-    cause = max(diffs, key=diffs.get)
     # The node's rank with the most own work: the one to look at first.
     own = [float(np.mean(r.wall_ms[:k] - r.label_ms["comm"][:k])) for r in groups[i]]
     return SlowNode(
         host=hosts[i],
         rank=groups[i][int(np.argmax(own))].rank,
-        excess_label=cause,
-        excess_ms=diffs[cause],
-        work_ms=float(work[i].mean()),
-        others_work_ms=float(np.median(work[others].mean(axis=1))),
-        slowest_share=share,
         waiting_host=None,
         wait_ms=0.0,
         step_ms=float(wall[i].mean()),
+        **slow,
     )

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from perfcore.analysis.labels import LABELS
-from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events
+from perfcore.analysis.codec import to_doc
+from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events, slow_row
 from perfcore.analysis.process_part import Part
 from perfcore.analysis.results import Level, Straggle, Verdict
 from perfcore.analysis.run_context import RankRow, Straggler, Waiting
@@ -68,9 +69,9 @@ def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
     k = min((len(t) for t in tables), default=0)
     nodes = None
     if len({p.host for p in parts}) > 1:
-        out["clocks"] = clock_alignment(parts).to_dict()
+        out["clocks"] = to_doc(clock_alignment(parts))
         nodes = job_nodes([_rank_steps(p, t) for p, t in zip(parts, tables)])
-        out["nodes"] = nodes.to_dict()
+        out["nodes"] = to_doc(nodes)
     if len(parts) < 2 or k == 0:
         return out
     label_means = {lb: np.array([t[f"{lb}_ms"].to_numpy()[:k].mean() for t in tables]) for lb in LABELS}
@@ -105,33 +106,15 @@ def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
 def _stragglers(
     parts: list[Part], tables: list[pd.DataFrame], k: int, label_means: Mapping[str, np.ndarray]
 ) -> list[dict[str, Any]]:
-    """The ranks whose own work (wall less comm) is the longest on most steps and exceeds the median by 5%
-    of it (at least 0.5 ms): each with the label of its excess over the others' median."""
+    """The ranks the others wait for (analysis.nodes.slow_row), each with the label of its excess over the
+    others' median."""
     work = np.stack([(t["wall_ms"] - t["comm_ms"]).to_numpy()[:k] for t in tables])  # ranks x steps
-    med = np.median(work, axis=0)
-    slowest = np.argmax(work, axis=0)
     found = []
     for i, p in enumerate(parts):
-        excess = float((work[i] - med).mean())
-        share_slowest = float((slowest == i).mean())
-        base = float(med.mean())
-        if share_slowest < 0.5 or excess < max(0.05 * base, 0.5) or base <= 0:
-            continue
-        others = [j for j in range(len(parts)) if j != i]
-        diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
-        label = max(diffs, key=diffs.get)
-        found.append(
-            {
-                "rank": p.rank,
-                "excess_label": label,
-                "excess_ms": diffs[label],
-                "slowest_share": share_slowest,
-                "work_ms": float(work[i].mean()),
-                "others_work_ms": float(np.median(work[others].mean(axis=1))),
-                "step_ms": float(np.mean(tables[i]["wall_ms"].to_numpy()[:k])),
-                "host": p.host,
-            }
-        )
+        slow = slow_row(work, label_means, i)
+        if slow is not None:
+            step_ms = float(np.mean(tables[i]["wall_ms"].to_numpy()[:k]))
+            found.append({"rank": p.rank, **slow, "step_ms": step_ms, "host": p.host})
     return found
 
 
