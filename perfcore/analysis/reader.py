@@ -14,7 +14,7 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.codec import BadDocument
 from perfcore.analysis.migrate import CURRENT, migrate
 from perfcore.errors import BadResultFile
-from perfcore.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
+from perfcore.shapes import ANY, INT, NUM, STR, Absent, Keys, Map, Opt, problem
 from perfcore.untrusted import Refused, open_regular, read_file
 
 if TYPE_CHECKING:
@@ -31,15 +31,10 @@ __all__ = [
     "load_part",
     "load_sweep",
     "parse_run",
-    "SUPPORTED",
 ]
 
 # The most bytes a document perfcore writes holds (a 1M-step run.json is a few MB).
 DOCUMENT_CAP = 256 << 20
-
-# The newest version of each document this perfcore reads (an older one goes through analysis.migrate).
-SUPPORTED = CURRENT
-
 
 STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
 
@@ -94,7 +89,8 @@ def read_json(path: Path, kind: str, *, exit_code: int = 2) -> dict[str, Any]:
     m = re.fullmatch(r"([\w.]+)/(\d+)", schema)
     if not m or m.group(1) != kind:
         raise _bad(path, f"is a {schema[:60]} document, not {kind}", exit_code)
-    version, newest = int(m.group(2)), SUPPORTED.get(kind, 1)
+    # The newest version of each document this perfcore reads (an older one goes through analysis.migrate).
+    version, newest = int(m.group(2)), CURRENT.get(kind, 1)
     if version > newest:
         raise _bad(
             path,
@@ -115,8 +111,14 @@ def parse_run(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> "RunRep
         not isinstance(files, dict) or not all(is_plain_name(k) and is_plain_name(v) for k, v in files.items())
     ):
         raise _bad(path, "is corrupt: 'files' names something other than a plain file name in its folder", exit_code)
+    return _parsed(RunReport, doc, path, exit_code)
+
+
+def _parsed(cls: Any, doc: dict[str, Any], path: Path, exit_code: int) -> Any:
+    """The result `cls` a document holds (this version's, or an older one migrated), every value checked;
+    corrupt (exit_code) where it does not hold one."""
     try:
-        return RunReport.from_dict(migrate(doc))
+        return cls.from_dict(migrate(doc))
     except BadDocument as err:
         raise _bad(path, f"is corrupt: {err}", exit_code) from err
     except (TypeError, KeyError, ValueError, AttributeError) as err:  # an older document too damaged to migrate
@@ -397,22 +399,14 @@ SWEEP_REQUIRED = {
             "samples_per_s": Opt(NUM),
         }
     ],
+    "best": Absent(Opt(Keys({"samples_per_s": Opt(NUM)}))),
 }
 
 
 def load_sweep(folder: Path) -> "SweepResult":
     """The result sweep.json of a sweep folder holds (to continue it): every configuration row checked."""
     path = Path(folder) / "sweep.json"
-    return _typed(path, _checked_sweep(path, read_json(path, "perfcore.sweep")))
-
-
-def _checked_sweep(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
-    """sweep.json with the shape of each configuration row checked, named where it breaks (exit 2)."""
-    for k, shape in SWEEP_REQUIRED.items():
-        p = problem(doc.get(k), shape, k) if k in doc else f"{k} is missing"
-        if p:
-            raise _bad(path, f"is corrupt: {p}", 2)
-    return doc
+    return _typed(path, read_json(path, "perfcore.sweep"))
 
 
 # The documents of the folders the triage commands write, and their kinds (a demo folder's run.json is read
@@ -435,8 +429,8 @@ def stage_document(folder: Path, names: tuple[str, ...] | None = None) -> tuple[
 
 
 def _typed(path: Path, doc: dict[str, Any]) -> Any:
-    """The command's result a document holds (this version's, or an older one migrated), every value checked;
-    corrupt (exit 2) where it does not hold one."""
+    """The command's result a document holds; a sweep's configuration rows checked first, each named where it
+    breaks (exit 2)."""
     from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, SweepResult
 
     typed = {
@@ -445,11 +439,9 @@ def _typed(path: Path, doc: dict[str, Any]) -> Any:
         "perfcore.sweep": SweepResult,
         "perfcore.experiments.demo": DemoResult,
     }
-    if str(doc.get("schema")).startswith("perfcore.sweep/"):
-        doc = _checked_sweep(path, doc)
-    try:
-        return typed[str(doc.get("schema")).split("/")[0]].from_dict(migrate(doc))
-    except BadDocument as err:
-        raise _bad(path, f"is corrupt: {err}", 2) from err
-    except (TypeError, KeyError, ValueError, AttributeError) as err:  # an older document too damaged to migrate
-        raise _bad(path, f"is corrupt: {type(err).__name__} while reading it", 2) from err
+    kind = str(doc.get("schema")).split("/")[0]
+    for k, shape in SWEEP_REQUIRED.items() if kind == "perfcore.sweep" else ():
+        p = problem(doc[k], shape, k) if k in doc else None if isinstance(shape, Absent) else f"{k} is missing"
+        if p:
+            raise _bad(path, f"is corrupt: {p}", 2)
+    return _parsed(typed[kind], doc, path, 2)
