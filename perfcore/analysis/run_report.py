@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any
 
 from perfcore.analysis.codec import Count, Ms, from_doc, to_doc
-from perfcore.analysis.findings import Finding, FindingKind
+from perfcore.analysis.findings import Finding
 from perfcore.analysis.nodes import Alignment, JobNodes
 from perfcore.analysis.results import UNDECIDED, Interference, Verdict
 from perfcore.analysis.run_context import (
@@ -189,9 +189,6 @@ class RunReport:
         ev = report_evidence(self)
         out = ev["outliers"]
         return Steady(float(ev["step_ms"] or 0.0), steady_ms(ev), int(out["count"]) if out else 0)
-
-    def of_kind(self, *kinds: FindingKind) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.kind in kinds)
 
     @property
     def trainers(self) -> tuple[ProcessRow, ...]:
