@@ -53,8 +53,18 @@ class StepTime:
     sem: float | None = None
 
 
+class _ByLabel:
+    """A figure per label, read by the label's name."""
+
+    def __getitem__(self, label: str) -> float:
+        return getattr(self, label)
+
+    def as_dict(self) -> dict[str, float]:
+        return {lb: getattr(self, lb) for lb in LABELS}
+
+
 @dataclasses.dataclass(frozen=True)
-class LabelMs:
+class LabelMs(_ByLabel):
     """ms per step of each label (they add up to the step)."""
 
     load: Ms = 0.0
@@ -63,15 +73,9 @@ class LabelMs:
     comm: Ms = 0.0
     host: Ms = 0.0
 
-    def __getitem__(self, label: str) -> float:
-        return getattr(self, label)
-
-    def as_dict(self) -> dict[str, float]:
-        return {lb: getattr(self, lb) for lb in LABELS}
-
 
 @dataclasses.dataclass(frozen=True)
-class LabelShares:
+class LabelShares(_ByLabel):
     """Each label's share of the step (0..1)."""
 
     load: Frac = 0.0
@@ -79,12 +83,6 @@ class LabelShares:
     compute: Frac = 0.0
     comm: Frac = 0.0
     host: Frac = 0.0
-
-    def __getitem__(self, label: str) -> float:
-        return getattr(self, label)
-
-    def as_dict(self) -> dict[str, float]:
-        return {lb: getattr(self, lb) for lb in LABELS}
 
 
 @dataclasses.dataclass(frozen=True)
