@@ -35,6 +35,7 @@ from perfcore.analysis.run_context import (
     Threads,
     Waiting,
     Workers,
+    training_loader,
 )
 from perfcore.analysis.run_parts import (
     Capture,
@@ -197,8 +198,5 @@ class RunReport:
 
     @property
     def training_loader(self) -> Loader | None:
-        """The loader the loop trains on: a train one (not one an evaluation drew from), the one it drew most
-        batches from."""
-        if not self.loaders:
-            return None
-        return max(self.loaders, key=lambda ld: (ld.training, ld.batches or 0))
+        """The loader the loop trains on (run_context.training_loader)."""
+        return training_loader(self.loaders)
