@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -92,9 +93,6 @@ class Alignment:
     residual_p90_ns: int | None = None
     residual_steps: int = 0
 
-    def offset(self, host: str | None) -> int:
-        return next((h.offset_ns for h in self.hosts if h.host == host), 0)
-
     @property
     def offsets(self) -> dict[str, int]:
         return {h.host: h.offset_ns for h in self.hosts}
@@ -146,12 +144,16 @@ def _per_host(ranks: Sequence[RankEvents], kind: str) -> dict[str, tuple[np.ndar
                 series.append((r.comm_steps, r.comm_end_ns))
             else:
                 series.append((np.arange(len(r.step_end_ns), dtype=np.int64), r.step_end_ns))
-        common = series[0][0]
-        for s, _ in series[1:]:
-            common = np.intersect1d(common, s)
+        common, ends = _on_common_steps(series)
         if len(common):
-            out[host] = (common, np.stack([e[np.searchsorted(s, common)] for s, e in series]).min(axis=0))
+            out[host] = (common, ends.min(axis=0))
     return out
+
+
+def _on_common_steps(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The steps every (steps, values) series holds, and each series' values at them (series x steps)."""
+    common = functools.reduce(np.intersect1d, [s for s, _ in series])
+    return common, np.stack([e[np.searchsorted(s, common)] for s, e in series])
 
 
 def _offset(ref: tuple[np.ndarray, np.ndarray], mine: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -200,15 +202,13 @@ def align_clocks(ranks: Sequence[RankEvents]) -> Alignment:
 def _residual(comm: Mapping[str, tuple[np.ndarray, np.ndarray]], alignment: Alignment) -> dict[str, object]:
     """How far apart the hosts' collective ends of one step still are on the job's clock: per step every
     host holds, the range of the hosts' earliest aligned ends. None with fewer than two hosts."""
-    held = [(h.host, comm[h.host]) for h in alignment.hosts if h.host in comm]
+    held = [h for h in alignment.hosts if h.host in comm]
     if len(held) < 2:
         return {}
-    common = held[0][1][0]
-    for _, (steps, _) in held[1:]:
-        common = np.intersect1d(common, steps)
+    common, ends = _on_common_steps([comm[h.host] for h in held])
     if not len(common):
         return {}
-    aligned = np.stack([e[np.searchsorted(s, common)] + alignment.offset(h) for h, (s, e) in held])
+    aligned = ends + np.array([[h.offset_ns] for h in held], dtype=np.int64)
     spread = aligned.max(axis=0) - aligned.min(axis=0)
     return {
         "residual_ns": int(np.median(spread)),

@@ -322,6 +322,7 @@ def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows:
     import numpy as np
     import pandas as pd
 
+    doc_path = path.with_name("run.json")  # the document that describes the table
     cols, kinds = checkpoint.get("columns"), checkpoint.get("kinds")
     shape_ok = (
         isinstance(cols, list)
@@ -332,21 +333,19 @@ def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows:
         and all(k in ("i", "ms", "b") for k in kinds)
     )
     if not shape_ok:
-        raise _bad(path.with_name("run.json"), "is corrupt: its checkpoint does not describe its table", 1)
+        raise _bad(doc_path, "is corrupt: its checkpoint does not describe its table", 1)
     missing = [c for c in STEP_COLUMNS if c not in cols]
     if missing:
-        raise _bad(path.with_name("run.json"), f"is corrupt: its checkpoint's table has no column {missing[0]!r}", 1)
+        raise _bad(doc_path, f"is corrupt: its checkpoint's table has no column {missing[0]!r}", 1)
     width = 8 * len(cols)
     vouched = checkpoint.get("table_bytes")
     if vouched is None:
-        raise _bad(
-            path.with_name("run.json"), "is corrupt: its checkpoint does not say how much of its table is its", 1
-        )
+        raise _bad(doc_path, "is corrupt: its checkpoint does not say how much of its table is its", 1)
     if isinstance(vouched, bool) or not isinstance(vouched, int) or vouched < 0 or vouched % width:
-        raise _bad(path.with_name("run.json"), "is corrupt: its checkpoint vouches for no whole rows of its table", 1)
+        raise _bad(doc_path, "is corrupt: its checkpoint vouches for no whole rows of its table", 1)
     if vouched // width > declared_rows:
         raise _bad(
-            path.with_name("run.json"),
+            doc_path,
             f"is corrupt: its checkpoint's table claims {vouched // width} rows for {declared_rows} steps",
             1,
         )
