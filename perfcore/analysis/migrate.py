@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from perfcore.analysis.interference import MATERIAL_OTHERS_CORES, MATERIAL_OTHERS_SHARE, MATERIAL_STEAL_SHARE
+from perfcore.analysis.interference import reasons_of
 
 __all__ = ["migrate", "migrate_run", "migrate_verdict", "migrate_check", "CURRENT"]
 
@@ -151,15 +151,7 @@ def interference(f: Mapping[str, Any]) -> dict[str, Any]:
     figures, by the thresholds that made it material."""
     out = _without(f)
     if not isinstance(out.get("reasons"), list):
-        reasons = []
-        share, cores = _num(f.get("others_share")) or 0.0, _num(f.get("others_cores")) or 0.0
-        if share >= MATERIAL_OTHERS_SHARE and cores >= MATERIAL_OTHERS_CORES:
-            reasons.append("others")
-        if (_num(f.get("steal_share")) or 0.0) >= MATERIAL_STEAL_SHARE:
-            reasons.append("steal")
-        if f.get("gpu_other_processes"):
-            reasons.append("gpu")
-        out["reasons"] = reasons
+        out["reasons"] = reasons_of(f)
     out["material"] = bool(f.get("material"))
     return out
 
