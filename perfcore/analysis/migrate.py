@@ -10,6 +10,7 @@ import re
 from typing import Any, Mapping
 
 from perfcore.analysis.interference import reasons_of
+from perfcore.analysis.results import BOUNDS
 
 __all__ = ["migrate", "migrate_run", "migrate_verdict", "migrate_check", "CURRENT"]
 
@@ -21,7 +22,6 @@ CURRENT = {
     "perfcore.sweep": 2,
     "perfcore.experiments.demo": 2,
 }
-_BOUNDS = {"load": "input-bound", "transfer": "transfer-bound", "comm": "communication-bound", "host": "host-bound"}
 # Keys that only ever held words.
 _WORDS = ("sentence", "text", "evidence", "summary", "plain_summary", "what", "detail", "meaning", "test")
 
@@ -181,7 +181,7 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
         ranked.append(
             {
                 "label": label,
-                "bound": str(c.get("bound") or _BOUNDS.get(label, label)),
+                "bound": str(c.get("bound") or BOUNDS.get(label, label)),
                 "ms_per_step": float(ms),
                 "share": float(c.get("share", ms / step if step else 0.0)),
                 "level": c.get("level", "minor"),
