@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
+from perfcore.analysis.codec import to_doc
+from perfcore.analysis.findings import Site
 from perfcore.analysis.interference import reasons_of
 from perfcore.analysis.results import BOUNDS
 
@@ -160,7 +162,6 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
     """A /1 verdict (its named causes, every label's avoidable ms and intervals, its words) as a /2 one: every
     cause ranked. One written before its figures were kept is judged again on the document's own figures."""
     if _num(v.get("step_ms")) is None and doc is not None:
-        from perfcore.analysis.codec import to_doc
         from perfcore.analysis.verdict import Evidence, judge, run_evidence
 
         ev = run_evidence(doc)
@@ -319,7 +320,7 @@ def _findings(recs: Any, verdict: Mapping[str, Any] | None) -> list[dict[str, An
                 "level": _level_of(verdict, r.get("cause")),
                 "cause": r.get("cause"),
                 "figures": facts,
-                "site": _site(r.get("site")),
+                "site": to_doc(Site.parse(r["site"])) if isinstance(r.get("site"), str) else None,
                 "gain": dict(gain) if gain else None,
                 "change": dict(r["set"]) if isinstance(r.get("set"), Mapping) else {},
                 "test": r.get("test_with") if isinstance(r.get("test_with"), str) else None,
@@ -338,13 +339,6 @@ def _memory_finding(f: Mapping[str, Any]) -> dict[str, Any] | None:
     if f.get("id") not in ("memory_leak", "memory_pressure", "memory_near_capacity") or "sentence" in f and len(f) <= 3:
         return None
     return {"kind": f["id"], "level": "warn", "cause": "memory", "figures": _without(f)}
-
-
-def _site(text: Any) -> dict[str, Any] | None:
-    if not isinstance(text, str) or not text:
-        return None
-    m = re.fullmatch(r"(.*):(\d+)", text)
-    return {"file": m.group(1), "line": int(m.group(2))} if m else {"file": text, "line": None}
 
 
 # ---- the triage commands' documents
