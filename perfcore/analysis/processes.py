@@ -127,18 +127,6 @@ def _loaders(parts: list[Part]) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
-def _per_process(p: Part) -> dict[str, Any]:
-    return {
-        "pid": p.pid,
-        "steps": p.steps,
-        "warmup_steps": p.warmup_steps,
-        "step_time_ms": p.step_time_ms,
-        "breakdown_ms": p.breakdown_ms,
-        "breakdown_fraction": p.breakdown_fraction,
-        "exit": p.exit.reason,
-    }
-
-
 def merge_trainers(parts: list[Part]) -> tuple[dict[str, Any], pd.DataFrame, dict[str, np.ndarray]]:
     """parts: the processes that trained, the first one's (by pid) the base. Returns (the fields the merged
     document replaces, the merged steps table, its step starts and walls aligned with its rows, or {} when
@@ -165,7 +153,7 @@ def merge_trainers(parts: list[Part]) -> tuple[dict[str, Any], pd.DataFrame, dic
         fields["loaders"] = _loaders(parts)
     if any(p.starvation for p in parts):
         fields["starvation"] = _starvation(table)
-    fields["processes"] = {"training": [_per_process(p) for p in parts]}
+    fields["processes"] = {"training": [{"pid": p.pid, **p.figures(), "warmup_steps": p.warmup_steps} for p in parts]}
     return fields, table, raw
 
 

@@ -52,18 +52,7 @@ def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
     numbered = [p.rank for p in parts if p.rank is not None]
     # One node's view of a job across machines misses no rank: the job's report says which are missing.
     missing = sorted(set(range(world)) - set(numbered)) if numbered and not node_view else []
-    ranks = [
-        {
-            "rank": p.rank,
-            "step_time_ms": p.step_time_ms,
-            "breakdown_ms": p.breakdown_ms,
-            "breakdown_fraction": p.breakdown_fraction,
-            "steps": p.steps,
-            "exit": p.exit.reason,
-            "host": p.host,
-        }
-        for p in parts
-    ]
+    ranks = [{"rank": p.rank, **p.figures(), "host": p.host} for p in parts]
     out: dict[str, Any] = {"world_size": world, "ranks": ranks, "missing_ranks": missing, "stragglers": []}
     tables = [_measured(p.table) for p in parts]
     k = min((len(t) for t in tables), default=0)
@@ -76,25 +65,22 @@ def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
         return out
     label_means = {lb: np.array([t[f"{lb}_ms"].to_numpy()[:k].mean() for t in tables]) for lb in LABELS}
     out["stragglers"] = _stragglers(parts, tables, k, label_means)
-    if (
-        nodes is not None
-        and nodes.slow_node is not None
-        and nodes.slow_node.rank not in {s["rank"] for s in out["stragglers"]}
-    ):
+    slow = nodes.slow_node if nodes is not None else None
+    if slow is not None and slow.rank not in {s["rank"] for s in out["stragglers"]}:
         # A whole node slower than the others: its ranks share the excess, none is the slowest on most steps
         # alone; the node's rank with the most own work stands for it.
-        i = next(i for i, p in enumerate(parts) if p.rank == nodes.slow_node.rank)
+        i = next(i for i, p in enumerate(parts) if p.rank == slow.rank)
         work = (tables[i]["wall_ms"] - tables[i]["comm_ms"]).to_numpy()[:k]
         out["stragglers"].append(
             {
-                "rank": nodes.slow_node.rank,
-                "excess_label": nodes.slow_node.excess_label,
-                "excess_ms": nodes.slow_node.excess_ms,
-                "slowest_share": nodes.slow_node.slowest_share,
+                "rank": slow.rank,
+                "excess_label": slow.excess_label,
+                "excess_ms": slow.excess_ms,
+                "slowest_share": slow.slowest_share,
                 "work_ms": float(work.mean()),
-                "others_work_ms": nodes.slow_node.others_work_ms,
+                "others_work_ms": slow.others_work_ms,
                 "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
-                "host": nodes.slow_node.host,
+                "host": slow.host,
             }
         )
     if out["stragglers"]:
