@@ -91,23 +91,21 @@ def _at(where: str, key: Any) -> str:
 
 
 def _number(value: Any, where: str, bound: _Bound | None, integer: bool) -> Any:
+    at = _where(where)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BadDocument(f"{_where(where)} is {kind_of(value)}, not a number")
-    if (
-        bound is not None
-        and bound.name == "count"
-        and (not math.isfinite(value) or value < 0 or value != int(value) or value > _MAX_COUNT)
-    ):
-        raise BadDocument(f"{_where(where)} is {value:g}, not a count")
-    if integer and value != int(value):
-        raise BadDocument(f"{_where(where)} is {value:g}, not a whole number")
+        raise BadDocument(f"{at} is {kind_of(value)}, not a number")
+    whole = math.isfinite(value) and value == int(value)  # int() of an infinity raises
+    if bound is not None and bound.name == "count" and not (whole and 0 <= value <= _MAX_COUNT):
+        raise BadDocument(f"{at} is {value:g}, not a count")
+    if integer and not whole:
+        raise BadDocument(f"{at} is {value:g}, not a whole number")
     if bound is not None:
         if not math.isfinite(value):
-            raise BadDocument(f"{_where(where)} is {value}, not a finite number")
+            raise BadDocument(f"{at} is {value}, not a finite number")
         if bound.low is not None and value < bound.low:
-            raise BadDocument(f"{_where(where)} is {value:g}, below zero")
+            raise BadDocument(f"{at} is {value:g}, below zero")
         if bound.high is not None and value > bound.high:
-            raise BadDocument(f"{_where(where)} is {value:g}, more than the whole")
+            raise BadDocument(f"{at} is {value:g}, more than the whole")
     return int(value) if integer else float(value)
 
 
