@@ -209,6 +209,7 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
         "forward_only": bool(v.get("forward_only")),
         "outliers": int(_d(v.get("outliers")).get("count") or 0),
         "thresholds": [float(th.get("warn", 0.10)), float(th.get("critical", 0.20))],
+        "focus_rank": v.get("focus_rank"),
     }
     su = v.get("startup")
     if isinstance(su, Mapping) and "share_of_run" in su:
@@ -223,8 +224,6 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
             if isinstance(v.get(k), Mapping)
         }
     )
-    if v.get("focus_rank") is not None:
-        out["focus_rank"] = v["focus_rank"]
     out["checks"] = [migrate_check(c) for c in v.get("checks") or [] if isinstance(c, Mapping) and _checked(c)]
     return out
 
