@@ -270,15 +270,14 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
     table = steps_file(folder)
     if not table.exists() and doc.get("steps_table") == "run" and run_table is not None:
         table = run_table
-    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not table.exists():
+    declared = doc.get("steps", 0) + doc.get("warmup_steps", 0)
+    if declared == 0 and not table.exists():
         return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
-    checkpoint = doc.get("checkpoint")
-    if not isinstance(checkpoint, dict):
+    checkpoint = doc["checkpoint"] if isinstance(doc.get("checkpoint"), dict) else None
+    if checkpoint is None:
         parse_run(doc, folder / "run.json", exit_code=1)
-    if isinstance(checkpoint, dict) and checkpoint.get("table") == CHECKPOINT_TABLE:
-        steps = read_checkpoint_table(
-            folder / CHECKPOINT_TABLE, checkpoint, doc.get("steps", 0) + doc.get("warmup_steps", 0)
-        )
+    if checkpoint is not None and checkpoint.get("table") == CHECKPOINT_TABLE:
+        steps = read_checkpoint_table(folder / CHECKPOINT_TABLE, checkpoint, declared)
     else:  # a part's steps.csv, or a checkpoint written as CSV by an earlier version
         vouched = (checkpoint or {}).get("csv_bytes")
         steps = read_csv(
@@ -287,7 +286,7 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
             exit_code=1,
             limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None,
         )
-    if isinstance(checkpoint, dict):
+    if checkpoint is not None:
         # A checkpoint's run.json says what its steps.csv holds; the figures come from the rows.
         doc = summarize_checkpoint(doc, steps)
         parse_run(doc, folder / "run.json", exit_code=1)
