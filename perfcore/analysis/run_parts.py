@@ -6,6 +6,7 @@ run_context's); each is a frozen dataclass its document holds as codec.to_doc wr
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 from perfcore.analysis.codec import Count, Frac, Ms, Num, from_doc, to_doc
@@ -266,13 +267,10 @@ class Capture:
         if not isinstance(value, dict):
             return from_doc(dict[str, Any], value, where)  # says what it is instead
         stats = {k: from_doc(Stat, v, f"{where}.{k}") for k, v in value.items() if k not in cls._APART}
-        return cls(
-            stats=stats,
-            handed_over=from_doc(dict[str, Stat] | None, value.get("handed_over"), f"{where}.handed_over"),
-            guards=from_doc(tuple[str, ...], value.get("guards") or [], f"{where}.guards"),
-            torch_profiler=from_doc(dict[str, Any] | None, value.get("torch_profiler"), f"{where}.torch_profiler"),
-            tracing=from_doc(Tracing | None, value.get("tracing"), f"{where}.tracing"),
-        )
+        hints = typing.get_type_hints(cls)
+        # The figures kept apart, as to_doc writes them: only those that hold something.
+        apart = {k: from_doc(hints[k], value[k], f"{where}.{k}") for k in cls._APART if value.get(k)}
+        return cls(stats=stats, **apart)
 
     def count(self, name: str) -> int:
         v = self.stats.get(name)
