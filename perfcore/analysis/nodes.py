@@ -130,6 +130,11 @@ def rank_events(raw: Mapping[str, np.ndarray], host: str, rank: int | None) -> R
     return RankEvents(host=str(host), rank=rank, comm_steps=uniq, comm_end_ns=last, step_end_ns=step_end)
 
 
+def _rank_order(r: RankEvents | RankSteps) -> tuple[bool, int]:
+    """Ranks by number, those without one last."""
+    return r.rank is None, r.rank if r.rank is not None else 0
+
+
 def _per_host(ranks: Sequence[RankEvents], kind: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per host, per step every one of its ranks holds: the earliest of their events (collective or step
     end). A rank records an end late (woken late, descheduled), never early, so the earliest rank is the
@@ -178,7 +183,7 @@ def align_clocks(ranks: Sequence[RankEvents]) -> Alignment:
     """Every host's offset onto the clock of the host of the lowest rank (ranks without a number last):
     from the collectives every rank takes part in where MIN_STEPS steps hold them on both hosts, else from
     step ends, else none (offset 0). One host: its own clock, offset 0."""
-    order = sorted(ranks, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
+    order = sorted(ranks, key=_rank_order)
     if not order:
         return Alignment(reference="", hosts=())
     ref = order[0].host
@@ -293,7 +298,7 @@ def job_nodes(ranks: Sequence[RankSteps]) -> JobNodes:
     ranks' own work (wall less comm, their mean) is the longest in at least half the steps and exceeds the
     nodes' median by EXCESS_SHARE of it (at least EXCESS_MS); the nodes whose ranks spend WAIT_MS more in
     collectives than the slow node's wait for it. One node: its figures, no slow node."""
-    order = sorted(ranks, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
+    order = sorted(ranks, key=_rank_order)
     hosts = list(dict.fromkeys(r.host for r in order))
     k = min((len(r.wall_ms) for r in order), default=0)
     if not hosts or k == 0:
