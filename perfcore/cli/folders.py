@@ -26,7 +26,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     rewrites its breakdown.png (and its report.html with --html); nothing else in it changes.
     """
     from perfcore.report.plots import plot_breakdown
-    from perfcore.report.words.verdict import headline
+    from perfcore.report.words.verdict import verdict_short
     from perfcore.analysis.reader import load_run
     from perfcore.report.terminal import render_brief, render_text
 
@@ -65,7 +65,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     written = []
     try:
         if len(steps) > 0:  # a run that saw no step has nothing to plot
-            plot_breakdown(steps, folder / "breakdown.png", title=headline(run.verdict))
+            plot_breakdown(steps, folder / "breakdown.png", title=verdict_short(run.verdict))
             written.append("breakdown.png")
         if html:
             from perfcore.report.html import write_report

@@ -95,12 +95,12 @@ def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progre
     """diagnose's result, written as diagnose.json with its plot; (result, files)."""
     from perfcore.experiments.diagnose import diagnose
     from perfcore.report.plots import plot_experiments
-    from perfcore.report.words.verdict import headline
+    from perfcore.report.words.verdict import verdict_short
 
     say = progress.stage if progress else None
     result = diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say)
     jsonio.write(out / "diagnose.json", result.to_dict())
-    plot_experiments(result.experiments, out / "experiments.png", title=headline(result.verdict))
+    plot_experiments(result.experiments, out / "experiments.png", title=verdict_short(result.verdict))
     return result, ["diagnose.json", "experiments.png"]
 
 
