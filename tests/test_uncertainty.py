@@ -149,7 +149,7 @@ def test_evaluation_rows_are_out_of_the_training_figures():
 
     run = run_of(df)
     assert run.verdict.healthy and doc["breakdown_ms"]["compute"] == pytest.approx(0.4)
-    (rec,) = run.of_kind(FindingKind.EVALUATION)
+    (rec,) = [f for f in run.findings if f.kind is FindingKind.EVALUATION]
     assert rec.figures["share_of_wall"] == pytest.approx(ev["share_of_wall"]) and rec.figures["evaluation"]["passes"] == 6
 
 
