@@ -69,9 +69,6 @@ STEP_SOURCES = ("optimizer", "backward", "batch", "forward")
 
 # The folder the parent puts first on the child's PYTHONPATH: its sitecustomize.py boots the child.
 BOOT_DIR = Path(__file__).resolve().parent / "child" / "_boot"
-# The folder holding the perfcore package: the boot file (which finds it from its own place) appends it to
-# sys.path where the child's interpreter cannot import perfcore (an uninstalled checkout); never on PYTHONPATH.
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 # -- the files under the run folder ---------------------------------------------------------------
 PARTS = "parts"
@@ -235,7 +232,7 @@ class ConfigError(ValueError):
 
 
 def _check_job_fields(config: "ChildConfig") -> None:
-    for name in ("task_rank", "task_world_size", "task_local_rank"):
+    for name in ("task_rank", "task_world_size"):
         v = getattr(config, name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ConfigError(f"{name}={v!r} is not a whole number >= 0")
@@ -264,11 +261,10 @@ class ChildConfig:
     no_step_warn_s: float = 30.0  # seconds of the script's CPU time without a step before the child says so
     launcher_pid: int = 0  # the perfcore that wrote this file (0: built in-process)
     token: str = ""  # the random part of the file's name, repeated inside it
-    # Under srun without a launcher: the task's rank, the number of tasks and its rank on its node, for
-    # the script's own process where no RANK is set (the parent read them from Slurm's variables).
+    # Under srun without a launcher: the task's rank and the number of tasks, for the script's own
+    # process where no RANK is set (the parent read them from Slurm's variables).
     task_rank: int | None = None
     task_world_size: int | None = None
-    task_local_rank: int | None = None
     job: str = ""  # the job this run is a part of, across machines (run.parent.job's digest); "" alone
 
     def __post_init__(self) -> None:

@@ -65,8 +65,6 @@ class Instrumentation:
         self.in_cell = False  # the notebook magic runs a cell: --steps stops only the cell's threads
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
         self.t_start = config.t_launch_ns or self.now_ns()
-        self.t_activate = self.now_ns()
-        self.t_timer: int | None = None
         self.batch_lines = BatchLines(self.rank)  # one line per batch, in <run dir>/workers/
         self._lock = threading.Lock()
         self._finalized = False
@@ -205,7 +203,7 @@ class Instrumentation:
         if self.rank is None:
             self.nested_in = self.nested_in or self.pid
         self.pid, self.notes = os.getpid(), []
-        self.t_start = self.t_activate = self.now_ns()
+        self.t_start = self.now_ns()
         self._lock = threading.Lock()  # a lock held by another thread at the fork stays held in the child
         self._afresh()
         self.ensure_timer()
@@ -370,7 +368,6 @@ def _make_timer(inst):
     inst.opt = timer.phase("optimizer", label="compute")
     inst.on_gpu = on_gpu
     psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
-    inst.t_timer = inst.now_ns()
     inst.timer = timer
     from perfcore.run.child.progress import ProgressWriter
 

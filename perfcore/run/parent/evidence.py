@@ -16,8 +16,6 @@ __all__ = ["worker_summary", "monitor_summary", "interference_of"]
 
 def worker_summary(
     out: Path,
-    loop_step_ms: float | None,
-    load_ms: float | None,
     rank: int | None = None,
     loader: int | None = None,
     skip_pids: tuple[int, ...] = (),

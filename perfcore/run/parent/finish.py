@@ -202,7 +202,7 @@ def _merge_ranks(run: _Finish) -> None:
     doc = run.doc
     doc.update(merge_ranks(run.parts, node_view=run.scope == "node"))
     for r in doc["ranks"]:
-        ws = worker_summary(run.out, r["step_time_ms"]["mean"], r["breakdown_ms"]["load"], r["rank"], run.train_loader)
+        ws = worker_summary(run.out, r["rank"], run.train_loader)
         if ws:
             r["workers"] = ws
     if doc["stragglers"]:
@@ -228,14 +228,8 @@ def _gather_evidence(run: _Finish, interference: dict[str, list] | None) -> None
     findings over the measured steps and the machine's interference."""
     doc, main = run.doc, run.main
     focus = run.focus or main
-    workers = worker_summary(
-        run.out,
-        focus.step_time_ms["mean"],
-        focus.breakdown_ms["load"],
-        focus.rank,
-        run.train_loader,
-        skip_pids=tuple(p.pid or 0 for p in run.evaluating),
-    )
+    skip = tuple(p.pid or 0 for p in run.evaluating)
+    workers = worker_summary(run.out, focus.rank, run.train_loader, skip_pids=skip)
     run.evidence["cpu_count"] = os.cpu_count()
     if workers:
         doc["workers"] = workers

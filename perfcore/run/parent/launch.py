@@ -86,7 +86,6 @@ def child_config(
         job=job.digest if job else "",
         task_rank=job.task["rank"] if job and job.task else None,
         task_world_size=job.task["world_size"] if job and job.task else None,
-        task_local_rank=job.task["local_rank"] if job and job.task else None,
         stop_line=settings.stop_line,
         **tests,
     )
