@@ -371,15 +371,17 @@ def _make_timer(inst):
     inst.timer = timer
     from perfcore.run.child.progress import ProgressWriter
 
+    # Keyed as its part is (rank<N> or pid<P>); tests shorten the checkpoint interval (0: the default) and
+    # slow each write through the child's configuration.
     inst.upkeep.start(
         on_gpu,
-        ProgressWriter.for_process(
+        ProgressWriter(
             inst.run_dir,
-            inst.rank,
-            inst.steps_wanted,
-            inst.warmup,
-            on_gpu,
-            checkpoint_s=inst.config.checkpoint_s,
+            protocol.part_key(inst.rank),
+            steps_wanted=inst.steps_wanted,
+            warmup=inst.warmup,
+            on_gpu=on_gpu,
+            checkpoint_s=inst.config.checkpoint_s or protocol.CHECKPOINT_EVERY_S,
             extra_s=inst.config.tick_extra_s,
         ),
     )

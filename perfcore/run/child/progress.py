@@ -24,7 +24,6 @@ from perfcore.run.protocol import (
     CHECKPOINT_EVERY_S,
     PROGRESS_EVERY_S,
     checkpoint_dir,
-    part_key,
     progress_file,
 )
 
@@ -63,6 +62,7 @@ class ProgressWriter:
         clock: Callable[[], float] = time.monotonic,
         every_s: float = PROGRESS_EVERY_S,
         checkpoint_s: float = CHECKPOINT_EVERY_S,
+        extra_s: float = 0.0,
     ):
         self.run_dir, self.key = Path(run_dir), key
         self.steps_wanted, self.warmup, self.on_gpu = steps_wanted, warmup, on_gpu
@@ -74,32 +74,7 @@ class ProgressWriter:
         self.rows_written = 0
         self.columns: list[str] | None = None
         self.failed: str | None = None  # a write that failed once is not retried every tick
-        self.extra_s = 0.0  # tests: a tick made this much slower, as a loaded machine makes it
-
-    @classmethod
-    def for_process(
-        cls,
-        run_dir: Path,
-        rank: str | None,
-        steps_wanted: int,
-        warmup: int,
-        on_gpu: bool,
-        *,
-        checkpoint_s: float = CHECKPOINT_EVERY_S,
-        extra_s: float = 0.0,
-    ) -> "ProgressWriter":
-        """The writer of this process, keyed as its part is (rank<N> or pid<P>). Tests shorten the
-        checkpoint interval and slow each write (extra_s) through the child's configuration."""
-        writer = cls(
-            run_dir,
-            part_key(rank),
-            steps_wanted=steps_wanted,
-            warmup=warmup,
-            on_gpu=on_gpu,
-            checkpoint_s=checkpoint_s if checkpoint_s > 0 else CHECKPOINT_EVERY_S,
-        )
-        writer.extra_s = extra_s
-        return writer
+        self.extra_s = extra_s  # tests: a tick made this much slower, as a loaded machine makes it
 
     def tick(self, timer) -> None:
         t = self.clock()

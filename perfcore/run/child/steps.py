@@ -27,9 +27,7 @@ from typing import NamedTuple
 
 from perfcore.run.protocol import STEP_SOURCES
 
-__all__ = ["SOURCES", "StepSources", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded", "NOTHING"]
-
-SOURCES = STEP_SOURCES
+__all__ = ["StepSources", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded", "NOTHING"]
 
 # Steps collected before the choice is made at the latest (the timer's settling bound).
 DECIDE_BY = 16384
@@ -157,10 +155,7 @@ class StepSources:
         return n if source == "backward" else max(0, n - 1)
 
     def best_lower(self) -> str | None:
-        for s in SOURCES[1:]:
-            if self.count(s):
-                return s
-        return None
+        return next((s for s in STEP_SOURCES[1:] if self.count(s)), None)
 
     def maybe_decide(self) -> tuple:
         best = self.best_lower()

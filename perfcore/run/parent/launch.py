@@ -27,9 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RunSettings", "run_command", "child_config", "child_env", "run_child", "run_instrumented"]
 
-BOOT = protocol.BOOT_DIR
-
-
 @dataclass(frozen=True)
 class RunSettings:
     """What a run asks of perfcore: `perfcore run`'s options about the run (or a triage trial's), made once.
@@ -114,7 +111,7 @@ def child_env(config_path: Path | None = None) -> dict[str, str]:
     named (the one variable the script and its own Pythons see)."""
     env = {k: v for k, v in os.environ.items() if k not in protocol.PARENT_ONLY_ENV}
     if config_path is not None:
-        paths = [str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        paths = [str(protocol.BOOT_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env[protocol.ENV_CHILD_CONFIG] = str(config_path)
     return env
