@@ -136,10 +136,10 @@ class LineCapture:
             "cap_ns": samples.cap_ns,
             "t_ns": samples.t_ns,
             "site": site_of[samples.stack],
-            "sites": [[f.file, f.function, f.line] for f in sites],
+            "sites": [list(f) for f in sites],
             "user": user,
             "entry": entry_of[samples.stack],
-            "entries": [[f.file, f.function, f.line] for f in entries],
+            "entries": [list(f) for f in entries],
             "missed": samples.missed,
             "dropped": samples.dropped,
             # What the training thread lost to the sampler (the held GIL and a hand-back per wake-up): the

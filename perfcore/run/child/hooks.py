@@ -60,10 +60,7 @@ def patched_slots(torch) -> list[tuple[Any, str]]:
         *grad_off_contexts(torch),
         (torch, "compile"),
     ]
-    cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
-    for cls in (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None)):
-        if cls is not None:
-            slots.append((cls, "step"))
+    slots += [(cls, "step") for cls in _grad_scalers(torch)]
     if torch.distributed.is_available():
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -71,6 +68,13 @@ def patched_slots(torch) -> list[tuple[Any, str]]:
 
         slots += [(torch.distributed, name) for name in COLLECTIVES] + [(DDP, "forward"), (DDP, "register_comm_hook")]
     return slots
+
+
+def _grad_scalers(torch) -> list[type]:
+    """torch.amp's GradScaler and torch.cuda.amp's, each once (the same class in some torch versions)."""
+    cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
+    found = (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None))
+    return list(dict.fromkeys(cls for cls in found if cls is not None))
 
 
 class TorchHooks:
@@ -263,7 +267,7 @@ class TorchHooks:
     def passed_calls(self) -> int:
         """Hooked calls that only went through a hook's call layer, untimed (TimedCall.passed: a submodule
         inside the timed forward), those of hooks already taken off included."""
-        return self._passed_off + sum(int(getattr(h, "passed", 0)) for h in self.timed.values())
+        return self._passed_off + sum(h.passed for h in self.timed.values())
 
     # -- construction-time patches (rare calls: plain Python) -------------------------------------
     def _patch_optimizer_init(self, torch) -> None:
@@ -318,11 +322,8 @@ class TorchHooks:
     def _patch_scaler(self, torch) -> None:
         """GradScaler.step skips optimizer.step() when gradients are inf/nan; the iteration is still a
         step, so it ends one (counted as skipped)."""
-        classes = [getattr(getattr(torch, "amp", None), "GradScaler", None)]
-        cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
-        classes.append(getattr(cuda_amp, "GradScaler", None) if cuda_amp is not None else None)
         inst = self.inst
-        for cls in dict.fromkeys(c for c in classes if c is not None and "step" in vars(c)):
+        for cls in (c for c in _grad_scalers(torch) if "step" in vars(c)):
             orig = vars(cls)["step"]
 
             def step(scaler, optimizer, *args, __orig=orig, **kwargs):

@@ -42,8 +42,10 @@ class Instrumentation:
         self.backend = config.backend
         self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
         self.kernels = config.kernels
-        self.rank = protocol.launcher_rank()  # None for a RANK that is not an integer (perfcore run says so)
-        self.launcher_problems = protocol.launcher_env()[1]  # said by the parent; the script's own are noted
+        # The problems were said by the parent; the script's own are noted. RANK is None where it is not an
+        # integer (perfcore run says so).
+        launcher, self.launcher_problems = protocol.launcher_env()
+        self.rank: int | None = launcher["RANK"]
         self.nested_in: int | None = None  # a Python the script started: its part is kept apart from the job's
         self.world_size: int | None = None  # the job's size where the parent said it (a Slurm task)
         if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
@@ -51,7 +53,7 @@ class Instrumentation:
             if self.rank is None and outer is None and config.task_rank is not None:
                 # srun's task, no launcher: the script's own process is the rank Slurm gave it (its
                 # subprocesses are not).
-                self.rank, self.world_size = str(config.task_rank), config.task_world_size
+                self.rank, self.world_size = config.task_rank, config.task_world_size
             self.nested_in = outer if self.rank is None else None
         self.watch_s = config.no_step_warn_s
         self.timer = None
@@ -69,6 +71,7 @@ class Instrumentation:
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
+        self.lines = None  # run.lines.LineCapture of the training thread, made with the timer
         self.loader_changes = LoaderChanges(config.dl_overrides, config.synthetic)  # what triage changes
 
     def set_steps(self, steps: int, warmup: int) -> None:
@@ -271,11 +274,10 @@ class Instrumentation:
     def _step_ended(self, t: int) -> None:
         """A step end from a Python-side source (backward, batch, forward), which is always the
         chosen one: after_step does the upkeep (settling, following the device) once."""
-        if (
-            self.timer is not None
-            and not self.ending.stop_requested
-            and self.timer.engine.end_step(at_ns=t, upkeep=False)
-        ):
+        self._end_step(at_ns=t, upkeep=False)
+
+    def _end_step(self, **how) -> None:
+        if self.timer is not None and not self.ending.stop_requested and self.timer.engine.end_step(**how):
             self.after_step(len(self.timer.engine.boundaries))
 
     def _eval_ended(self, t0: int, t1: int) -> None:
@@ -285,13 +287,8 @@ class Instrumentation:
             self.eval_rows.append(len(engine.boundaries) - 1)
 
     def scaler_stepped(self, optimizer, stepped: bool) -> None:
-        if (
-            self.sources.scaler_stepped(optimizer, stepped)
-            and self.timer is not None
-            and not self.ending.stop_requested
-        ):
-            if self.timer.engine.end_step():
-                self.after_step(len(self.timer.engine.boundaries))
+        if self.sources.scaler_stepped(optimizer, stepped):
+            self._end_step()
 
     def on_step(self, n: int) -> None:
         """Called by the native StepClock after optimizer step end n when upkeep is due."""
@@ -309,11 +306,8 @@ class Instrumentation:
         if n - len(self.eval_rows) >= self.stop_at and (
             self.sources.chosen is not None or self.sources.optimizers_made == 0
         ):
-            self.request_stop()
+            self.ending.request_stop(self)
         self.upkeep.after(n, self.timer, self.sources.chosen is not None, self.torch_hooks)
-
-    def request_stop(self) -> None:
-        self.ending.request_stop(self)
 
     def stop_note(self) -> str | None:
         return self.ending.stop_note(self.steps_wanted, "the cell" if self.in_cell else "the script")

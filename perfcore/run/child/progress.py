@@ -44,7 +44,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def _decide(breakdown_ms: dict[str, float], step_ms: float, on_gpu: bool):
     from perfcore.analysis.verdict import avoidable, decide
 
-    return decide(avoidable(breakdown_ms), step_ms, on_gpu=on_gpu, compute_ms=breakdown_ms.get("compute"))
+    return decide(avoidable(breakdown_ms), step_ms, on_gpu=on_gpu, compute_ms=breakdown_ms["compute"])
 
 
 class ProgressWriter:
@@ -60,15 +60,14 @@ class ProgressWriter:
         warmup: int = 0,
         on_gpu: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        every_s: float = PROGRESS_EVERY_S,
         checkpoint_s: float = CHECKPOINT_EVERY_S,
         extra_s: float = 0.0,
     ):
         self.run_dir, self.key = Path(run_dir), key
         self.steps_wanted, self.warmup, self.on_gpu = steps_wanted, warmup, on_gpu
-        self.clock, self.every_s, self.checkpoint_s = clock, every_s, checkpoint_s
+        self.clock, self.checkpoint_s = clock, checkpoint_s
         t = clock()
-        self.t_start, self.next_at, self.next_checkpoint = t, t + every_s, t + checkpoint_s
+        self.t_start, self.next_at, self.next_checkpoint = t, t + PROGRESS_EVERY_S, t + checkpoint_s
         self.next_settle = t + SETTLE_EVERY_S
         self._verdict: tuple[int, dict[str, Any]] | None = None  # (settled steps, the verdict on them)
         self.rows_written = 0
@@ -80,7 +79,7 @@ class ProgressWriter:
         t = self.clock()
         if t < self.next_at or self.failed:
             return
-        self.next_at = t + self.every_s
+        self.next_at = t + PROGRESS_EVERY_S
         try:
             # The live view shows steps and step time from the first tick, the breakdown from the first
             # settle (SETTLE_EVERY_S in): a run over by then is settled by the parent, never here.
@@ -168,7 +167,7 @@ class ProgressWriter:
         measured = int(totals["measured"])
         doc = {
             "schema": "perfcore.run/1",
-            "backend": getattr(timer, "backend", "host"),
+            "backend": timer.backend,
             "device": "cuda" if self.on_gpu else "cpu",
             "steps": measured,
             "warmup_steps": settled - measured,

@@ -145,13 +145,13 @@ class StepSources:
 
     def boundaries(self, source: str) -> list[int]:
         """The step ends this source gives from what was collected so far."""
-        ends = self.ends.get(source, [])
+        ends = self.ends[source]
         return list(ends) if source == "backward" else list(ends[1:])
 
     # -- the choice -----------------------------------------------------------------------------
     def count(self, source: str) -> int:
         """How many step ends this source has given so far (no copy: this runs at every event)."""
-        n = len(self.ends.get(source, ()))
+        n = len(self.ends[source])
         return n if source == "backward" else max(0, n - 1)
 
     def best_lower(self) -> str | None:
