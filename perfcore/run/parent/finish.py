@@ -176,7 +176,8 @@ def _ending(
         run.doc["exit"] = {**failed_first.doc["exit"], "exception": said}
         run.ended = replace(failed_first.exit, exception=said)
     outcome = describe_exit(run.rc, run.ended.reason, *oom)
-    return outcome, [_afterwards(run.rc)] if run.scope == "afterwards" else []
+    afterwards = {"code": "finished_afterwards", "figures": {"exit_code": run.rc}}
+    return outcome, [afterwards] if run.scope == "afterwards" else []
 
 
 def _note_processes(run: _Finish, notes: list[dict[str, Any]], outcome: dict[str, Any]) -> None:
@@ -338,10 +339,6 @@ def _clean_up(run: _Finish) -> None:
     drop_checkpoints(run.out, run.parts)
     hand_over_table(run.out, run.main)
     compress_parts(run.out, run.parts)
-
-
-def _afterwards(rc: int) -> dict[str, Any]:
-    return {"code": "finished_afterwards", "figures": {"exit_code": rc}}
 
 
 def _no_step(run: _Finish, outcome: dict[str, Any], notes: list[dict[str, Any]]) -> RunReport:
