@@ -102,7 +102,6 @@ class TorchHooks:
 
         # What each replaced attribute was, as the owner held it itself (_MISSING: inherited).
         self.saved = [(owner, attr, vars(owner).get(attr, _MISSING)) for owner, attr in patched_slots(torch)]
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
         from perfcore._C import StepClock, TimedCall
@@ -135,10 +134,7 @@ class TorchHooks:
             self.timed[name] = hook
             self.installed[name] = hook
             setattr(owner, attr, hook)
-        self._ends = {
-            name: self._backward_end(self.timed[name], self.timed[name].__wrapped__)
-            for name in ("backward", "autograd.backward")
-        }
+        self._ends = {name: self._backward_end(self.timed[name]) for name in ("backward", "autograd.backward")}
         self.backward_ends(True)
         if not TorchHooks._fork_hook:
             # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
@@ -146,12 +142,7 @@ class TorchHooks:
             os.register_at_fork(after_in_child=inst.forked)
 
         self.clock = StepClock()
-        # Registered ahead of the clock's, so the first step finds the clock armed.
-        self._first_step = register_optimizer_step_pre_hook(self._make_timer_at_first_step)
-        self.handles = [
-            register_optimizer_step_pre_hook(self.clock.pre),
-            register_optimizer_step_post_hook(self.clock.post),
-        ]
+        self._hook_optimizers(self._make_timer_at_first_step)
         self._patch_optimizer_init(torch)
         self._patch_loaders(torch)
         self._patch_scaler(torch)
@@ -173,19 +164,23 @@ class TorchHooks:
             patch_distributed(inst, torch)
 
     def _make_timer_at_first_step(self, optimizer, args, kwargs) -> None:
-        if self.inst.timer is None:
-            self.inst.ensure_timer()
+        self.inst.ensure_timer()
 
     def after_fork(self) -> None:
         """In a forked child: its first optimizer step (Hogwild by fork, an optimizer carried across fork)
         makes it a training process, from a hook ahead of the clock's so that step finds the clock armed."""
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-
         for h in self.handles:
             h.remove()
         self.first_step_done()
         self.main_ident = threading.get_ident()  # the thread that forked: the child's only one
-        self._first_step = register_optimizer_step_pre_hook(self._adopt_at_first_step)
+        self._hook_optimizers(self._adopt_at_first_step)
+
+    def _hook_optimizers(self, first_step) -> None:
+        """The clock's optimizer step hooks, with first_step registered ahead of them, so the first step
+        finds the clock armed."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._first_step = register_optimizer_step_pre_hook(first_step)
         self.handles = [
             register_optimizer_step_pre_hook(self.clock.pre),
             register_optimizer_step_post_hook(self.clock.post),
@@ -202,12 +197,12 @@ class TorchHooks:
             self._first_step.remove()
             self._first_step = None
 
-    def _backward_end(self, hook, orig):
+    def _backward_end(self, hook):
         """Backward timed natively; its end on the main thread, outside other hooks, is reported
         (the backward step source). One Python frame per backward: once a step."""
         from perfcore._C import hook_depth
 
-        inst, get_ident, main = self.inst, threading.get_ident, self.main_ident
+        inst, get_ident, main, orig = self.inst, threading.get_ident, self.main_ident, hook.__wrapped__
 
         def backward(*args, **kwargs):
             outer = hook_depth() == 0 and get_ident() == main

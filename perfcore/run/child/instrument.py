@@ -101,7 +101,7 @@ class Instrumentation:
         """The cell (or session) is over: the hooks call straight through until the next one, and a later
         cell's threads are not this one's. Returns its timer (None if it made none) and the stop note."""
         self.disabled = True
-        self.disarm()
+        self.torch_hooks.disarm()
         note = self.stop_note()  # the cell caught the stop and ran on
         self.in_cell = False
         self.ending.release()
@@ -141,7 +141,7 @@ class Instrumentation:
             try:
                 return _make_timer(self)
             except Exception as e:  # never raised into the script's call: its hooks call straight through
-                self.disarm()
+                self.torch_hooks.disarm()
                 self.stand_down(f"not timing this process ({type(e).__name__}: {e}); the script runs on untimed")
                 return None
 
@@ -184,13 +184,10 @@ class Instrumentation:
             self.upkeep.memory.min_gap_ns,
         )
 
-    def disarm(self) -> None:
-        self.torch_hooks.disarm()
-
     def forked(self) -> None:
         """A forked child (a DataLoader worker, a user's Pool, Hogwild by fork) is not this loop; it
         becomes a training process of its own if it steps an optimizer (TorchHooks.after_fork)."""
-        self.disarm()
+        self.torch_hooks.disarm()
         self.timer = None
         self.disabled = True
         if self.torch_hooks.clock is not None:
@@ -241,7 +238,9 @@ class Instrumentation:
         """The one place where the step sources' events change the timer (StepSources only decides)."""
         for event in events:
             if isinstance(event, StepEnded):
-                self._step_ended(event.t_ns)
+                # From a Python-side source (backward, batch, forward), which is always the chosen one:
+                # after_step does the upkeep (settling, following the device) once.
+                self._end_step(at_ns=event.t_ns, upkeep=False)
             elif isinstance(event, EvalEnded):
                 self._eval_ended(event.t0_ns, event.t1_ns)
             elif isinstance(event, SourceChosen):
@@ -270,11 +269,6 @@ class Instrumentation:
 
     def boundary_count(self) -> int:
         return len(self.timer.engine.boundaries) if self.timer is not None else 0
-
-    def _step_ended(self, t: int) -> None:
-        """A step end from a Python-side source (backward, batch, forward), which is always the
-        chosen one: after_step does the upkeep (settling, following the device) once."""
-        self._end_step(at_ns=t, upkeep=False)
 
     def _end_step(self, **how) -> None:
         if self.timer is not None and not self.ending.stop_requested and self.timer.engine.end_step(**how):
