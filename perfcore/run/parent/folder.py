@@ -30,7 +30,6 @@ from typing import Any, Iterable
 
 from perfcore import untrusted
 from perfcore.errors import UsageError
-from perfcore.run.parent.job import JOB_DIR
 from perfcore.run.parent.marker import MARKER, MARKER_SCHEMA, Marker, marker_of
 from perfcore.untrusted import SMALL, Refused, read_file
 
@@ -382,6 +381,7 @@ def prepare_out(out: Path | None, kind: str = "run") -> Path:
 # A job's parents start within torchrun's rendezvous timeout of each other (minutes): a folder whose job
 # began longer ago than this is an earlier run of the same command, never joined.
 JOIN_S = 3600.0
+_JOB_DIR = ".perfcore-job"  # run.parent.job's: its report's claim closes the folder to joiners
 
 
 def _joinable(out: Path, mark: Marker | None, job: str) -> bool:
@@ -391,7 +391,7 @@ def _joinable(out: Path, mark: Marker | None, job: str) -> bool:
         return False
     if mark.created_unix is None or abs(time.time() - mark.created_unix) > JOIN_S:
         return False
-    return not os.path.lexists(out / JOB_DIR / "report")  # the job's report claimed: closed to joiners
+    return not os.path.lexists(out / _JOB_DIR / "report")
 
 
 def _marker_settled(out: Path, wait_s: float = 2.0) -> Marker | None:
