@@ -11,6 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from perfcore.analysis.advice import advise_run
+from perfcore.analysis.labels import LABELS
 from perfcore.analysis.loader_plan import training_loader_index
 from perfcore.analysis.process_part import Part
 from perfcore.analysis.run_context import Exit, Outcome
@@ -367,7 +368,6 @@ def _no_step(run: _Finish, outcome: dict[str, Any], notes: list[dict[str, Any]])
         raise RunFailed(before_first_step(rc, run.ended), exit_code=rc)
     if rc != 0:
         raise RunFailed(f"the command {said} before perfcore saw a training step ({seen})", exit_code=rc)
-    zeros = {"load": 0.0, "transfer": 0.0, "compute": 0.0, "comm": 0.0, "host": 0.0}
     doc.setdefault("backend", "none")
     doc.setdefault("device", "none")
     doc.update(
@@ -376,8 +376,8 @@ def _no_step(run: _Finish, outcome: dict[str, Any], notes: list[dict[str, Any]])
             "steps": 0,
             "warmup_steps": 0,
             "step_time_ms": {"mean": 0.0, "p50": 0.0, "p90": 0.0},
-            "breakdown_ms": dict(zeros),
-            "breakdown_fraction": dict(zeros),
+            "breakdown_ms": dict.fromkeys(LABELS, 0.0),
+            "breakdown_fraction": dict.fromkeys(LABELS, 0.0),
             "command": run.cmd,
             "exit_code": rc,
             "outcome": outcome,
