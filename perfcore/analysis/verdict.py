@@ -190,6 +190,7 @@ class Evidence:
     interference: Interference | None = None
     outliers: int = 0
     forward_only: bool = False
+    step_sem_ms: float | None = None  # the standard error of step_ms, in the same statistic
 
     @property
     def label_ms(self) -> dict[str, float]:
@@ -250,6 +251,7 @@ def evidence_of(
     steps: int = 0,
     startup: StartupFacts | None = None,
     interference: Interference | None = None,
+    step_sem_ms: float | None = None,
 ) -> Evidence:
     """A run's evidence from its typed parts: its mean step and breakdown, or, with its robust breakdown, the
     trimmed estimate with its intervals and the outlier steps it set apart."""
@@ -272,6 +274,7 @@ def evidence_of(
         share_band=robust.share_band if robust else None,
         outliers=robust.outliers.count if robust and robust.outliers else 0,
         interference=interference,
+        step_sem_ms=robust.step_sem_ms if robust else step_sem_ms,
     )
 
 
