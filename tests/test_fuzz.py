@@ -351,6 +351,9 @@ def test_fail_above_trips_on_a_slowdown_held_in_the_outlier_steps(box, tmp_path)
     res = box.invoke(["compare", "--fail-above", "10", str(box.a), str(b)])
     assert res.exit_code == 1, res.stderr
     assert "regression: mean step time +40.0% > 10%" in res.stderr and "steady steps +0.0%" in res.stderr
+    assert "mean step, outlier steps included: +40.0%" in res.output  # said beside the steady step, too
+    same = box.invoke(["compare", str(box.a), str(box.a)])
+    assert "outlier steps included" not in same.output
 
 def test_compare_html_writes_the_side_by_side_page(box, tmp_path):
     slow = write_run_folder(tmp_path / "slow", steps=6, load_ms=40.0)

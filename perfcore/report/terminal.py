@@ -40,7 +40,14 @@ from perfcore.report.words.runs import (
     trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.words.verdict import cause_words, change_sentence, step_words, verdict_long, verdict_short
+from perfcore.report.words.verdict import (
+    cause_words,
+    change_sentence,
+    outlier_change_words,
+    step_words,
+    verdict_long,
+    verdict_short,
+)
 
 __all__ = [
     "render_text",
@@ -398,6 +405,7 @@ def render_compare(doc: Comparison) -> str:
     per-kernel-category table (ms per step)."""
     lines = [
         step_words(doc),
+        *filter(None, [outlier_change_words(doc)]),
         change_sentence(doc),
         f"  A: {verdict_long(doc.a.verdict)}",
         f"  B: {verdict_long(doc.b.verdict)}",
