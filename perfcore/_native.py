@@ -110,7 +110,6 @@ def capabilities() -> dict[str, Any]:
     Keys: mode, cuda_compiled, cupti_compiled, cupti_version, cupti_compiled_version,
     device_count, features {name: bool}, reasons {name: why not}, warnings [str].
     """
-    info = build_info()
     try:
         C = native()
     except NativeUnavailable as e:
@@ -136,10 +135,9 @@ def capabilities() -> dict[str, Any]:
                 f"perfcore was compiled against CUPTI API {cupti_compiled} but CUPTI {cupti_loaded} is loaded; "
                 f"records may be misread: rebuild perfcore against this torch: {REBUILD}"
             )
-    no_cuda = info.get("reason") or "perfcore was built in CPU mode"
     gpu_reason = None
     if not C.CUDA_COMPILED:
-        gpu_reason = f"built in CPU mode: {no_cuda}"
+        gpu_reason = f"built in CPU mode: {why_no_device}"  # setup.py's reason
     elif count == 0:
         gpu_reason = f"no CUDA device visible ({why_no_device or 'device count is 0'})"
     features = {"spans": True, **dict.fromkeys(GPU_FEATURES, gpu_reason is None)}

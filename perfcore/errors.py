@@ -43,9 +43,8 @@ class CuptiError(PerfcoreError):
 
     exit_code = 3
 
-    # CUptiResult values that mean "someone else has CUPTI" or "not allowed" (cupti_result.h).
+    # The CUptiResult that means "someone else has CUPTI" (cupti_result.h).
     MULTIPLE_SUBSCRIBERS = 39
-    INSUFFICIENT_PRIVILEGES = 35
 
     def __init__(self, message: str, code: int = -1):
         super().__init__(message)

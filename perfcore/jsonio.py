@@ -73,9 +73,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     made = False
     try:
         # The writer fills a file made here: an existing name (a planted link) fails instead of being followed.
-        os.close(
-            os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
-        )
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
         made = True
         yield tmp
         os.replace(tmp, path)

@@ -13,12 +13,12 @@ __all__ = ["Map", "Keys", "Opt", "Some", "Absent", "NUM", "INT", "STR", "ANY", "
 
 
 class _Shape:
-    pass
+    def __init__(self, of):
+        self.of = of
 
 
 class Map(_Shape):
-    def __init__(self, of):
-        self.of = of
+    pass
 
 
 class Keys(dict):
@@ -26,20 +26,15 @@ class Keys(dict):
 
 
 class Opt(_Shape):
-    def __init__(self, of):
-        self.of = of
+    pass
 
 
 class Some(_Shape):
-    def __init__(self, of):
-        self.of = of
+    pass
 
 
 class Absent(_Shape):
     """In a {key: shape} of required keys, one that may be missing (a field later writers added)."""
-
-    def __init__(self, of):
-        self.of = of
 
 
 NUM, INT, STR, ANY = "number", "count", "text", "any"
@@ -71,9 +66,9 @@ def problem(v: Any, shape: Any, where: str) -> str | None:  # noqa: C901, PLR091
         return None
     if shape is STR:
         return None if isinstance(v, str) else f"{where} is {kind_of(v)}, not text"
+    if isinstance(shape, (dict, Map)) and not isinstance(v, dict):
+        return f"{where} is {kind_of(v)}, not an object"
     if isinstance(shape, dict):
-        if not isinstance(v, dict):
-            return f"{where} is {kind_of(v)}, not an object"
         for k, s in shape.items():
             if k not in v and (isinstance(shape, Keys) or isinstance(s, Absent)):
                 continue
@@ -84,21 +79,11 @@ def problem(v: Any, shape: Any, where: str) -> str | None:  # noqa: C901, PLR091
                 return p
         return None
     if isinstance(shape, Map):
-        if not isinstance(v, dict):
-            return f"{where} is {kind_of(v)}, not an object"
-        for k, x in v.items():
-            p = problem(x, shape.of, f"{where}.{k}")
-            if p:
-                return p
-        return None
+        return next(filter(None, (problem(x, shape.of, f"{where}.{k}") for k, x in v.items())), None)
     if isinstance(shape, list):
         if not isinstance(v, list):
             return f"{where} is {kind_of(v)}, not a list"
-        for i, x in enumerate(v):
-            p = problem(x, shape[0], f"{where}[{i}]")
-            if p:
-                return p
-        return None
+        return next(filter(None, (problem(x, shape[0], f"{where}[{i}]") for i, x in enumerate(v))), None)
     raise TypeError(shape)
 
 

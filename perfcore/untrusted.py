@@ -61,10 +61,10 @@ class Refused(PerfcoreError):
 
 def _names(rel: str | os.PathLike) -> list[str]:
     """The components of a path relative to a folder: never absolute, never '..'."""
-    parts = PurePosixPath(os.fspath(rel)).parts
-    if PurePosixPath(os.fspath(rel)).is_absolute() or ".." in parts:
+    path = PurePosixPath(os.fspath(rel))
+    if path.is_absolute() or ".." in path.parts:
         raise Refused(rel, "is not a name inside its folder")
-    return [p for p in parts if p != "."]
+    return [p for p in path.parts if p != "."]
 
 
 def _refused(path: Any, e: OSError) -> Refused:
@@ -99,7 +99,7 @@ def open_file(root: str | os.PathLike, rel: str | os.PathLike) -> int:
     names = _names(rel)
     if not names:
         raise Refused(root, "is not a regular file")
-    d = open_dir(root, PurePosixPath(*names[:-1]) if len(names) > 1 else "")
+    d = open_dir(root, PurePosixPath(*names[:-1]))
     path = Path(root, rel)
     try:
         fd = os.open(names[-1], _FILE, dir_fd=d)

@@ -185,16 +185,17 @@ def confirm(  # noqa: PLR0913
     experiment=None,
 ):
     """analysis.checks.reconcile for an experiment that removed `label`'s cause, against a verdict's figures
-    (its step_ms, avoidable_ms and avoidable_band_ms), as diagnose makes its check of experiment A."""
+    (its step_ms, avoidable_ms and the cause's interval in ms), as diagnose makes its check of experiment A."""
     from perfcore.analysis.checks import Busy, Experiment, Measurement, Prediction, reconcile
 
-    band = decision.avoidable_band_ms.get(label)
+    cause, step = decision.cause(label), float(decision.step_ms or 0.0)
+    band = cause.share_band if cause is not None else None
     return reconcile(
         Prediction(
             label=label,
-            step_ms=float(decision.step_ms or 0.0),
+            step_ms=step,
             saved_ms=float(decision.avoidable_ms.get(label) or 0.0),
-            saved_band_ms=(float(band[0]), float(band[1])) if band else None,
+            saved_band_ms=(band[0] * step, band[1] * step) if band else None,
         ),
         Measurement(
             experiment=experiment or Experiment.SYNTHETIC,

@@ -217,9 +217,9 @@ def test_a_jobs_verdict_is_its_slowest_ranks():
     v = advise_run(job, zero_code=True, focus=slow).verdict
     assert v.bound == "load"
     assert v.focus_rank == 1
-    from perfcore.report.words.verdict import plain_words
+    from perfcore.report.words.verdict import verdict_long
 
-    assert plain_words(v).endswith("on rank 1; the other ranks wait for it in comm")
+    assert verdict_long(v, lead=False).endswith("on rank 1; the other ranks wait for it in comm")
 
 
 # The JPEG imagenet shape on a 2-core machine: num_workers=0, a batch of 8 decoded in ~120 ms, the

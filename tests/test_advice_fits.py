@@ -20,7 +20,7 @@ from perfcore.analysis.run_context import Loader
 from dataclasses import replace
 from perfcore.report.words.advice import text_of
 from perfcore.report.words.findings import plan_words
-from perfcore.report.words.verdict import summary_words
+from perfcore.report.words.verdict import verdict_long
 from perfcore.report.words.advice import try_short
 from perfcore.report.words.verdict import verdict_short
 
@@ -225,7 +225,7 @@ def test_threads_outnumbering_free_cores_are_diagnosed_with_the_fix():
     doc = run_doc(HEALTHY, threads={"torch": 4, "omp_env": None, "cpus": 2}, interference=busy)
     run = decided(doc, zero_code=True, evidence={"cpu_count": 2})
     v = run.verdict
-    assert v.oversubscribed.fits == 2 and "torch.set_num_threads(2)" in summary_words(v)
+    assert v.oversubscribed.fits == 2 and "torch.set_num_threads(2)" in verdict_long(v)
     rec = run.findings[0]
     assert rec.kind == "set_num_threads" and rec.figures["fits"] == 2
     assert "torch.set_num_threads(2): 4 threads on 2 CPU(s)" in try_short(rec, v, None)
@@ -244,8 +244,8 @@ def test_cores_taken_by_other_processes_are_said_as_theirs_not_as_the_scripts_fi
     run = decided(doc, zero_code=True, evidence={"cpu_count": 2})
     v = run.verdict
     assert v.oversubscribed is None and v.threads_busy.own is False
-    assert "while other processes used 1.4 of 2 cores" in summary_words(v)
-    assert "torch.set_num_threads(" not in summary_words(v)
+    assert "while other processes used 1.4 of 2 cores" in verdict_long(v)
+    assert "torch.set_num_threads(" not in verdict_long(v)
     assert all(r.kind != "set_num_threads" for r in run.findings)
     assert "threads on" not in verdict_short(v) and "[uncertain: busy]" in verdict_short(v)
     # OMP_NUM_THREADS alone (torch not imported when the run ended) says as much.

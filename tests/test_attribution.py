@@ -70,12 +70,12 @@ def test_step_table_and_summary_schema():
     from perfcore.analysis.advice import advise_run
     from perfcore.analysis.results import Level
     from perfcore.analysis.run_report import RunReport
-    from perfcore.report.words.verdict import summary_words
+    from perfcore.report.words.verdict import verdict_long
 
     run = RunReport.of(doc, advise_run(doc, zero_code=True))
     # host is the other 25% of each step: an avoidable cause past the critical tier, so it is named.
     assert run.verdict.bound == "host" and run.verdict.level is Level.CRITICAL and run.verdict.on_gpu
-    assert summary_words(run.verdict).startswith("host-bound: host gaps")
+    assert verdict_long(run.verdict).startswith("host-bound: host gaps")
 
 
 def test_kernel_categories():

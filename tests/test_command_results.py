@@ -51,13 +51,13 @@ def test_a_result_round_trips_through_its_document():
 
 
 def test_the_words_are_made_from_the_results_facts():
-    from perfcore.report.words.verdict import plain_words, summary_words
+    from perfcore.report.words.verdict import verdict_long
 
     doc = json.loads(json.dumps(_diagnose().to_dict()))
     assert "plain_summary" not in json.dumps(doc) and "summary" not in doc["verdict"]  # facts only
     v = DiagnoseResult.from_dict(doc).verdict
-    assert plain_words(v).startswith("input-bound (I/O):") and "80% of its time waiting" in plain_words(v)
-    assert summary_words(v) == plain_words(v)  # no material interference: nothing before it
+    assert verdict_long(v, lead=False).startswith("input-bound (I/O):") and "80% of its time waiting" in verdict_long(v, lead=False)
+    assert verdict_long(v) == verdict_long(v, lead=False)  # no material interference: nothing before it
 
 
 @pytest.mark.parametrize(

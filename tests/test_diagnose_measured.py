@@ -243,17 +243,17 @@ def test_diagnose_help_explains_target_without_importing_torch():
 
 def test_the_verdicts_cpu_bound_sentence_names_the_library_frame_readably():
     from perfcore.experiments.diagnose import diagnose_verdict
-    from perfcore.report.words.verdict import plain_words
+    from perfcore.report.words.verdict import verdict_long
 
     prof = WorkerProfile(cpu_to_wall=0.9, top=(ProfileRow("<method 'float' of 'torch._C.TensorBase' objects>"),))
     v, _ = diagnose_verdict(CPU_BASE, exp_rows(*_cpu_rows()), prof)
-    assert v.bound == "load" and "(top: Tensor.float (torch))" in plain_words(v), plain_words(v)
+    assert v.bound == "load" and "(top: Tensor.float (torch))" in verdict_long(v, lead=False), verdict_long(v, lead=False)
 
 
 def test_the_verdict_is_decided_as_facts_and_said_once_from_them():
     from perfcore.experiments.diagnose import diagnose_verdict
     from perfcore.report.words import LOADING_CAUSE, check_text
-    from perfcore.report.words.verdict import plain_words
+    from perfcore.report.words.verdict import verdict_long
 
     rows = _cpu_rows() + [
         {"name": "B: num_workers=2 (baseline uses 0)", "speedup": 1.2, "step_sem_ms": 5.0, "num_workers": 2}
@@ -262,7 +262,7 @@ def test_the_verdict_is_decided_as_facts_and_said_once_from_them():
     # The analysis keeps its findings as facts: the checks and the loading cause, not their words.
     assert [c.status for c in v.checks][0] is Agreement.CONFIRMED
     assert v.loading.kind == "cpu" and LOADING_CAUSE[v.loading.kind] == "CPU decode/augment"
-    said = plain_words(v)
+    said = verdict_long(v, lead=False)
     assert said.startswith("input-bound (CPU decode/augment):")
     for c in v.checks:
         t = check_text(c)

@@ -15,14 +15,14 @@ from perfcore.errors import RunFailed
 from perfcore.experiments import scripts
 from perfcore.experiments.diagnose import diagnose
 from perfcore.experiments.health import health
-from perfcore.experiments.measurement import Failure, Measurement, Settings, Trial
+from perfcore.experiments.measurement import Measurement, Settings, Trial
 from perfcore.experiments.sweep import sweep
 
 LABELS = ("load", "transfer", "compute", "comm", "host")
 OWN = {"batch_size": 16, "num_workers": 0, "pin_memory": False, "prefetch_factor": None}
 
 
-def measured(load_ms: float, compute_ms: float, *, steps: int = 20, failure: Failure | None = None,
+def measured(load_ms: float, compute_ms: float, *, steps: int = 20, failure: ScriptExit | None = None,
              synthetic: bool = False, **settings) -> Measurement:
     """A run whose every step waited load_ms for data and computed compute_ms, on a CPU."""
     bd = {"load": load_ms, "transfer": 0.0, "compute": compute_ms, "comm": 0.0, "host": 0.0}
@@ -53,7 +53,7 @@ class GivenRunner:
         return self.answer(trial)
 
     def own_settings(self):
-        return {**OWN, "site": None}
+        return {**OWN, "site": None} if self.keeps_own_settings else None
 
     def other_decoders(self):
         return self.decoders
@@ -72,7 +72,7 @@ def test_health_judges_the_one_measurement_it_asked_for():
 
 
 def test_health_carries_a_failed_scripts_exit_code():
-    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=Failure(3, steps=1))))
+    doc = health(GivenRunner(lambda t: measured(0.1, 9.9, failure=ScriptExit(3, steps=1))))
     assert doc.script_exit.code == 3 and doc.verdict.bound == "compute"
 
 
@@ -121,7 +121,7 @@ def test_diagnose_keeps_going_when_the_workers_run_fails_and_reports_the_first_f
     def answer(t: Trial) -> Measurement:
         if t.overrides:
             raise RunFailed("the command exited with 1 before perfcore saw a training step", exit_code=1)
-        return measured(0.0 if t.synthetic else 6.0, 4.0, failure=Failure(2, "crashed", steps=12, run="synthetic") if t.synthetic else None)
+        return measured(0.0 if t.synthetic else 6.0, 4.0, failure=ScriptExit(2, steps=12, run="synthetic") if t.synthetic else None)
 
     doc = diagnose(GivenRunner(answer, decoders=["fast"]), steps=12, warmup=2)
     names = [e.experiment for e in doc.experiments]

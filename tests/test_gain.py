@@ -19,7 +19,7 @@ from perfcore.experiments.health import health_report
 from perfcore.report.words import check_long, check_text
 from perfcore.report.words.verdict import health_summary
 from perfcore.report.words import gain_words, interference_sentence
-from perfcore.report.words.verdict import plain_words, preface, summary_words
+from perfcore.report.words.verdict import health_sentence, verdict_long
 
 
 def diagnose_verdict(base, exps, *args, **kwargs):
@@ -44,7 +44,7 @@ def test_numbers_print_with_units_that_fit_their_size():
     assert fmt_band(0.5, 2.0, fmt_ms) == "500 µs to 2.00 ms" and fmt_band(None, 1.0) == ""
     # A 0.15 ms step never reads "0.0 ms of each 0.1 ms step".
     v = decide({"host": 0.05}, 0.15)
-    assert "50.0 µs of each 150 µs step" in summary_words(v)
+    assert "50.0 µs of each 150 µs step" in verdict_long(v)
 
 
 def test_every_command_gives_the_same_gain_from_the_same_evidence():
@@ -59,11 +59,11 @@ def test_every_command_gives_the_same_gain_from_the_same_evidence():
     g = expected_gain(step, 12.3)
     for v in (run, health, diag):
         assert v.named[0].gain.speedup == pytest.approx(g["speedup"])
-        assert gain_words(g["speedup"], g["band"]) in summary_words(v)
+        assert gain_words(g["speedup"], g["band"]) in verdict_long(v)
     assert predicted == pytest.approx(g["speedup"])
     # Health of a workload runs forward only: same function, and it says whose steps the gain is for.
     fwd = health_report(row, "w", "next", forward_only=True)
-    summary = preface(health_summary(fwd), fwd.verdict.interference)
+    summary = health_sentence(fwd)
     assert fwd.verdict.named[0].gain.speedup == pytest.approx(g["speedup"])
     assert fwd.verdict.forward_only and "forward-only loop's steps about 1.92x faster" in summary
     assert "(a training step, with backward and the optimizer, gains less" in summary
@@ -203,7 +203,7 @@ def test_diagnose_advice_leads_with_what_helps_when_b_measured_workers_slower():
             {"name": "B: num_workers=2", "speedup": 0.89, "step_sem_ms": 2.0, "num_workers": 2}]
     verdict, _ = diagnose_verdict(base, exps, WorkerProfile(cpu_to_wall=0.95))
     b = verdict.checks[1]
-    assert b.measured_speedup == 0.89 and b.change == "slower" and "0.89x" in summary_words(verdict)
+    assert b.measured_speedup == 0.89 and b.change == "slower" and "0.89x" in verdict_long(verdict)
     advised = diagnose_advice(run, verdict)
     r, plan = advised.findings[0], advised.loader_plan
     assert r.kind == "cheaper_batches" and str(r.site) == "main.py:240" and r.change == {}
@@ -251,10 +251,10 @@ def test_diagnose_names_the_cause_in_the_printed_summary_on_a_busy_machine_too()
     final, _ = diagnose_verdict(base, exps, WorkerProfile(cpu_to_wall=0.9))
     from perfcore.analysis.verdict import interference_of
 
-    said = summary_words(final)
+    said = verdict_long(final)
     assert final.uncertain and final.loading.kind == "cpu"
     assert said.startswith(interference_sentence(interference_of(busy)) + ". Input-bound (CPU decode/augment):"), said
-    assert plain_words(final).startswith("input-bound (CPU decode/augment):")
+    assert verdict_long(final, lead=False).startswith("input-bound (CPU decode/augment):")
 
 
 def test_a_measured_saving_past_the_changes_bound_is_flagged():

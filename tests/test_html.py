@@ -286,11 +286,11 @@ def test_merged_run_has_a_rank_table_and_straggler_chart(tmp_path):
 
 def test_the_title_of_each_stage_page():
     from perfcore.report.html import _title
-    from perfcore.report.words.verdict import summary_words
+    from perfcore.report.words.verdict import verdict_long
 
     run = result_of("demo_run.json")
     demo = type("D", (), {})()
-    assert _title(result_of("diagnose.json"), "") == summary_words(result_of("diagnose.json").verdict)
+    assert _title(result_of("diagnose.json"), "") == verdict_long(result_of("diagnose.json").verdict)
     assert _title(result_of("health.json"), "verdict: other").startswith("input-bound")  # health's verdict
     assert _title(result_of("sweep.json"), "x\nbest: batch_size=64") == "best: batch_size=64"  # sweep's
     assert run.verdict.decided and demo is not None
@@ -307,10 +307,10 @@ def test_experiment_commands_write_a_report(tmp_path):
     text = (tmp_path / "h" / "report.html").read_text()
     from perfcore.analysis.command_results import HealthResult
     from perfcore.report.words.verdict import health_summary
-    from perfcore.report.words.verdict import preface
+    from perfcore.report.words.verdict import health_sentence
 
     doc = HealthResult.from_dict(json.loads((tmp_path / "h" / "health.json").read_text()))
-    summary = preface(health_summary(doc), doc.verdict.interference if doc.verdict else None)
+    summary = health_sentence(doc)
     # The card's headline is the verdict's; the stage's whole summary is its "why" panel.
     page_text = text.replace("&#x27;", "'")
     assert "id='verdict'>" in page_text and f"<summary>why</summary><p>{summary[:40]}" in page_text
@@ -372,7 +372,7 @@ def test_png_axes_have_units_not_exponents(tmp_path):
     from perfcore.report import plots
 
     t = synthetic_steps(300, means=(4000.0, 0.0, 14000.0, 0.0, 300.0))  # ~18 s steps
-    fig, ax = plots._plt().subplots()
+    fig, ax = plots._subplots()
     ax.plot(t["step"], t["wall_ms"])
     plots._ms_axis(ax)
     fig.canvas.draw()
@@ -384,11 +384,7 @@ def test_png_axes_have_units_not_exponents(tmp_path):
 def test_breakdown_png_step_ticks_fit_at_100k_steps(tmp_path):
     from perfcore.report import plots
 
-    fig, ax = plots._plt().subplots()
-    ax.set_xlim(0, 100_000)
-    plots._step_axis(ax)
-    fig.canvas.draw()
-    labels = [x.get_text() for x in ax.get_xticklabels() if x.get_text()]
+    labels = [plots.step_label(t) for t in plots.nice_ticks(0, 100_000, target=9, integer=True)]
     assert labels[-1] == "100k" and all(len(s) <= 5 for s in labels), labels
 
 

@@ -13,7 +13,7 @@ from perfcore.analysis.interference import interference_finding, window
 from perfcore.analysis.verdict import decide, interference_of
 from perfcore.capture.interference import FIELDS, InterferenceSampler, process_tree, read_stat, snapshot
 from perfcore.report.words import interference_sentence as _sentence
-from perfcore.report.words.verdict import summary_words
+from perfcore.report.words.verdict import verdict_long
 
 
 def _write_proc(root, *, cpu, procs_running, processes):
@@ -70,7 +70,7 @@ def test_finding_on_injected_samples_names_other_processes_first():
     assert f["material"] and f["reasons"] == ["others"] and "sentence" not in f  # facts; words in report/
     assert "1.6 of 2 cores" in interference_sentence(f) and "inflated" in interference_sentence(f)
     v = decide({"load": 11.2}, 100.0, interference=f)
-    assert summary_words(v).startswith(interference_sentence(f))  # what inflated the steps comes first
+    assert verdict_long(v).startswith(interference_sentence(f))  # what inflated the steps comes first
     assert v.uncertain and v.interference.others_cores == pytest.approx(1.6)
     # The run's own workers busy on both cores are not interference.
     own = interference_finding(_samples(a, _rec(10.0, busy=1900, total=2000, tree=1850, d0=900)), cores=2)

@@ -212,8 +212,8 @@ def test_the_self_report_counts_the_samplers_held_time_and_its_hand_backs():
 
     class FakeSampler:
         def stop(self):
-            e = LineSamples.empty()
-            return LineSamples(e.t_ns, e.stack, (), e.interval_ns, e.cap_ns, 1, 0, 0, 3_000_000, 60, 40_000)
+            t_ns, stack, interval_ns = np.zeros(0, np.int64), np.zeros(0, np.int32), 10_000_000
+            return LineSamples(t_ns, stack, (), interval_ns, interval_ns, 1, 0, 0, 3_000_000, 60, 40_000)
 
     capture = LineCapture.__new__(LineCapture)
     capture.prefixes, capture.native_tid, capture.counter = (), threading.get_native_id(), None

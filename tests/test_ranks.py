@@ -18,7 +18,7 @@ from perfcore.analysis.run_context import Straggler, Waiting
 from perfcore.analysis.units import fmt_ms
 from perfcore.report.words.runs import job_problem_words, missing_sentence, straggler_sentence, waiting_sentence
 from perfcore.analysis.reader import load_run
-from perfcore.report.words.verdict import summary_words
+from perfcore.report.words.verdict import verdict_long
 
 SCRIPT = str(Path(__file__).resolve().parent / "scripts" / "ddp_train.py")
 TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
@@ -54,12 +54,12 @@ def test_both_ranks_measured_and_the_slow_one_named(two_ranks):
     # The fast rank's extra time is waiting in comm; the slow rank's is loading.
     assert r0.breakdown_ms.comm > 0.7 * r1.breakdown_ms.load
     assert r1.breakdown_ms.comm < 0.2 * r0.breakdown_ms.comm
-    assert doc.verdict.bound == "load" and "rank 1" in summary_words(doc.verdict)
+    assert doc.verdict.bound == "load" and "rank 1" in verdict_long(doc.verdict)
     # The headline names the wait for the straggler, with the slow rank and why it is slow.
     job = doc.verdict.straggler
     assert (job.slow_rank, job.waiting_rank, job.excess_label) == (1, 0, "load")
     assert job.wait_ms == pytest.approx(r0.breakdown_ms.comm, rel=0.3) and job.wait_share >= 0.1
-    assert summary_words(doc.verdict).startswith("rank 1 holds up the job: rank 0 waits")
+    assert verdict_long(doc.verdict).startswith("rank 1 holds up the job: rank 0 waits")
     assert doc.findings[0].kind != "balance_ranks"  # rank 1's own cause (load) is the change
     assert doc.missing_ranks == ()
 
@@ -248,12 +248,12 @@ def test_a_straggler_that_computes_longer_is_the_jobs_headline():
     # Alone, rank 2's own steps are healthy compute; the job's verdict is the wait for it.
     assert (v.bound, v.level, v.healthy) == ("straggler", "critical", False)
     assert v.straggler.waiting_rank in (0, 1) and v.straggler.excess_ms == pytest.approx(9.0)
-    assert summary_words(v).startswith("rank 2 holds up the job")
+    assert verdict_long(v).startswith("rank 2 holds up the job")
     rec = d.findings[0]
     assert rec.kind == "balance_ranks" and rec.cause == "straggler"
     assert all(r.kind != "faster_compute" for r in d.findings)
     line = verdict_short(v)
-    assert line.startswith("verdict: straggler rank 2 (major): rank ") and "(78%) for it, compute +9.00 ms" in line
+    assert line.startswith("straggler rank 2 (major): rank ") and "(78%) for it, compute +9.00 ms" in line
     assert len(line) <= 120
     assert "slow rank" in try_short(rec, v, None)
     # The slow rank's own collective time (its all-reduce) is not why it is slow: still the wait.

@@ -43,11 +43,11 @@ def test_input_bound_script_agrees_with_its_own_meter(input_bound):
     assert abs(doc["breakdown_fraction"]["load"] - script_share) <= 0.05
     from run_docs import run_of_json
 
-    from perfcore.report.words.verdict import plain_words
+    from perfcore.report.words.verdict import verdict_long
 
     run = run_of_json(doc)
     assert run.verdict.bound == "load"
-    assert plain_words(run.verdict).startswith("input-bound:")
+    assert verdict_long(run.verdict, lead=False).startswith("input-bound:")
     assert doc["steps"] + doc["warmup_steps"] == 40  # 2 epochs x 20 batches
     # The loader sleeps, so workers hide it while cores are free; when other processes held the
     # cores during this run (measured, in run.json) the advice leads with a cheaper batch instead.
@@ -105,14 +105,14 @@ def test_compute_bound_script_is_not_blamed_on_data(tmp_path):
     doc = json.loads((tmp_path / "r" / "run.json").read_text())
     from run_docs import run_of_json
 
-    from perfcore.report.words.verdict import plain_words, summary_words
+    from perfcore.report.words.verdict import verdict_long
 
     v = run_of_json(doc).verdict
     # Never named past a tier. With two CPU burners its host share reads 5.8-8% over these 18 steps,
     # with an interval up to 10-12%; on a faster machine (a 52 ms step) 9.2%: "borderline", which is no
     # blame. A borderline verdict is said as compute-bound near the line whichever side a run lands.
-    assert v.level.value in ("healthy", "borderline") and v.bound != "load", summary_words(v)
-    said = plain_words(v)  # the decision, without what inflated the steps said first
+    assert v.level.value in ("healthy", "borderline") and v.bound != "load", verdict_long(v)
+    said = verdict_long(v, lead=False)  # the decision, without what inflated the steps said first
     assert said.startswith("compute-bound"), said
     assert v.level.value == "healthy" or "near the 10% line" in said, said
     assert doc["breakdown_fraction"]["compute"] > doc["breakdown_fraction"]["load"]

@@ -3,6 +3,7 @@ project and tried before it is offered: the patched copy runs a few steps under 
 whose try fails is not offered, with the reason. The user's file is read, never written."""
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -11,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from perfcore.experiments.sweep_patch import PATCH_NAME, TRY_FOLDER, sweep_patch
+from perfcore.experiments.sweep_patch import sweep_patch as _sweep_patch
 
-KEYS = ("batch_size", "num_workers", "pin_memory", "prefetch_factor")
 OWN = {"batch_size": 32, "num_workers": 0, "pin_memory": False, "prefetch_factor": None}
 # A real DataLoader script, as a user runs it; its loader call wrapped over two lines.
 SRC = ("import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\n"
@@ -41,9 +42,11 @@ def test_the_best_settings_become_a_patch_that_is_tried_then_git_applies(tmp_pat
     proj, out = _project(tmp_path)
     monkeypatch.chdir(proj)  # where the sweep runs its command
     best = {"batch_size": 16, "num_workers": 2, "pin_memory": False, "prefetch_factor": 4}
-    r = sweep_patch(f"{proj / 'src' / 'train.py'}:5", best, OWN, KEYS, out, cwd=str(proj),
-                    cmd=[sys.executable, "src/train.py"])
+    tries = []
+    r = sweep_patch(f"{proj / 'src' / 'train.py'}:5", best, OWN, out, cwd=str(proj),
+                    cmd=[sys.executable, "src/train.py"], on_try=lambda: tries.append(1))
     assert r["status"] == "written", r
+    assert tries == [1]  # progress says "trying" once, as the try starts
     assert r["at"] == "src/train.py:5" and r["calls"] == 1
     assert r["call"] == "DataLoader(ds, batch_size=16, shuffle=True, num_workers=2, prefetch_factor=4)"
     assert (proj / "src" / "train.py").read_text() == SRC
@@ -57,7 +60,7 @@ def test_a_patch_whose_try_fails_is_not_offered_and_says_why(tmp_path, monkeypat
     proj, out = _project(tmp_path, src)
     monkeypatch.chdir(proj)
     best = {**OWN, "num_workers": 1, "prefetch_factor": 2}
-    r = sweep_patch(f"{proj / 'src' / 'train.py'}:5", best, OWN, KEYS, out, cwd=str(proj),
+    r = sweep_patch(f"{proj / 'src' / 'train.py'}:5", best, OWN, out, cwd=str(proj),
                     cmd=[sys.executable, "src/train.py"])
     assert r["status"] == "not_possible" and r["reason"] == "failed_try", r
     assert "the patched script failed its try" in r["error"] and "ZeroDivisionError" in r["error"], r["error"]
@@ -68,9 +71,11 @@ def test_a_patch_whose_try_fails_is_not_offered_and_says_why(tmp_path, monkeypat
     assert line.startswith("  no DataLoader patch: not offered: the patched script failed its try") and \
         "git apply" not in line
     # A command the copy cannot stand in for is not tried, so not offered either.
-    r = sweep_patch(f"{proj / 'src' / 'train.py'}:5", best, OWN, KEYS, out, cwd=str(proj),
-                    cmd=[sys.executable, "-c", "pass"])
+    tries = []
+    r = sweep_patch(f"{proj / 'src' / 'train.py'}:5", best, OWN, out, cwd=str(proj),
+                    cmd=[sys.executable, "-c", "pass"], on_try=lambda: tries.append(1))
     assert r["reason"] == "failed_try" and "could not be run" in r["error"]
+    assert tries == []  # nothing ran, so progress never said it was trying
 
 
 def test_positional_settings_and_integer_types_make_a_script_that_runs(tmp_path, monkeypatch):
@@ -82,7 +87,7 @@ def test_positional_settings_and_integer_types_make_a_script_that_runs(tmp_path,
     monkeypatch.chdir(proj)
     own = {**OWN, "batch_size": 4}
     best = {"batch_size": 8.0, "num_workers": 2.0, "pin_memory": False, "prefetch_factor": 3.0}
-    r = sweep_patch(f"{proj / 'src' / 'train.py'}:5", best, own, KEYS, out, cwd=str(proj),
+    r = sweep_patch(f"{proj / 'src' / 'train.py'}:5", best, own, out, cwd=str(proj),
                     cmd=[sys.executable, "src/train.py"])
     assert r["status"] == "written", r
     assert r["call"] == "DataLoader(ds, 8, True, num_workers=2, prefetch_factor=3)"
@@ -92,23 +97,27 @@ def test_positional_settings_and_integer_types_make_a_script_that_runs(tmp_path,
     assert "DataLoader(ds, 8, True, num_workers=2, prefetch_factor=3)" in after
 
 
-def test_no_patch_when_nothing_changes_or_the_file_is_not_the_users(tmp_path):
+def test_no_patch_when_nothing_changes_or_the_file_is_not_the_users(tmp_path, monkeypatch):
     proj, out = _project(tmp_path)
+    monkeypatch.chdir(proj)
     site = f"{proj / 'src' / 'train.py'}:5"
-    assert sweep_patch(site, dict(OWN), OWN, KEYS, out, cwd=str(proj))["status"] == "unchanged"
+    tries = []
+    sweep_patch = functools.partial(_sweep_patch, cmd=[sys.executable, "src/train.py"], on_try=lambda: tries.append(1))
+    assert sweep_patch(site, dict(OWN), OWN, out, cwd=str(proj))["status"] == "unchanged"
     # prefetch_factor without workers is no setting DataLoader takes: dropped, so nothing is left to change.
-    assert sweep_patch(site, {**OWN, "prefetch_factor": 4}, OWN, KEYS, out, cwd=str(proj))["status"] == "unchanged"
+    assert sweep_patch(site, {**OWN, "prefetch_factor": 4}, OWN, out, cwd=str(proj))["status"] == "unchanged"
     best = {**OWN, "num_workers": 2}
-    assert sweep_patch(site, best, OWN, KEYS, out, cwd=str(proj / "src" / "sub"))["status"] == "not_possible"
+    assert sweep_patch(site, best, OWN, out, cwd=str(proj / "src" / "sub"))["status"] == "not_possible"
     outside = tmp_path / "elsewhere.py"
     outside.write_text(SRC)
     os.symlink(outside, proj / "link.py")
     for s in (f"{outside}:5", f"{proj / 'link.py'}:5", f"{proj / 'missing.py'}:5", "nonsense", None):
-        assert sweep_patch(s, best, OWN, KEYS, out, cwd=str(proj))["status"] == "not_possible", s
-    r = sweep_patch(f"{proj / 'src' / 'train.py'}:1", best, OWN, KEYS, out, cwd=str(proj))
+        assert sweep_patch(s, best, OWN, out, cwd=str(proj))["status"] == "not_possible", s
+    r = sweep_patch(f"{proj / 'src' / 'train.py'}:1", best, OWN, out, cwd=str(proj))
     assert r["status"] == "not_possible" and r["reason"] == "cannot_patch" and "no DataLoader" in r["error"]
-    assert sweep_patch(None, best, OWN, KEYS, out) == {"status": "not_possible", "reason": "no_site"}
+    assert sweep_patch(None, best, OWN, out) == {"status": "not_possible", "reason": "no_site"}
     assert not (out / PATCH_NAME).exists()
+    assert tries == []  # no patch to try: progress never says "trying"
 
 
 def test_a_documents_patch_name_is_never_printed_as_a_git_apply_line():

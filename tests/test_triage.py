@@ -75,12 +75,12 @@ def test_compute_bound_is_not_blamed_on_data():
     # 2.2%; the tier is 10%, 11 sd away. At 30 ms a step the same ticks reached 14% and named
     # loading in 4 runs of 25. The decision at the tier is tested on injected timings in
     # test_triage_decisions.py.
-    from perfcore.report.words.verdict import plain_words
+    from perfcore.report.words.verdict import verdict_long
 
     doc = diagnose(load_workload(f"{FACTORIES}:compute_bound"), steps=10, warmup=2)
     assert doc.experiments[0].breakdown_ms["compute"] >= 100.0  # the step described above
     assert doc.verdict.bound == "compute" and doc.verdict.healthy
-    assert plain_words(doc.verdict).startswith("compute-bound (healthy)")
+    assert verdict_long(doc.verdict, lead=False).startswith("compute-bound (healthy)")
 
 
 def test_sweep_picks_workers_for_a_sleepy_loader_and_leaks_no_worker():
@@ -155,10 +155,10 @@ def test_health_verdicts():
 def _numbers_in(v) -> None:
     """The sentence a user reads carries the verdict's own figures (its trimmed estimate)."""
     from perfcore.analysis.units import fmt_ms, fmt_share
-    from perfcore.report.words.verdict import plain_words
+    from perfcore.report.words.verdict import verdict_long
 
     c = v.named[0]
-    assert f"costs {fmt_ms(c.ms_per_step)} of each {fmt_ms(v.step_ms)} step ({fmt_share(c.share)}" in plain_words(v)
+    assert f"costs {fmt_ms(c.ms_per_step)} of each {fmt_ms(v.step_ms)} step ({fmt_share(c.share)}" in verdict_long(v, lead=False)
 
 
 def test_demo_stages_all_name_loading():
@@ -168,7 +168,7 @@ def test_demo_stages_all_name_loading():
     from perfcore.experiments.runner import measure_workload
     from perfcore.report.stage_text import render_diagnose, render_health
     from perfcore.report.terminal import render_text
-    from perfcore.report.words.verdict import plain_words, summary_words
+    from perfcore.report.words.verdict import verdict_long
 
     w = load_workload("demo")
     h = health(w, steps=6, warmup=1)
@@ -177,11 +177,11 @@ def test_demo_stages_all_name_loading():
     assert {"cpu_count", "torch_threads", "loop_cpu_cores"} <= run.advice_facts.keys()
     d = diagnose(w, steps=4, warmup=1)
     for v in (h.verdict, run.verdict, d.verdict):
-        assert v.bound == "load" and v.primary == "load" and v.level.value in ("warn", "critical"), summary_words(v)
+        assert v.bound == "load" and v.primary == "load" and v.level.value in ("warn", "critical"), verdict_long(v)
         assert v.named[0].share >= 0.10
     _numbers_in(h.verdict)
     _numbers_in(run.verdict)
-    assert plain_words(run.verdict).startswith("input-bound: waiting for data")
+    assert verdict_long(run.verdict, lead=False).startswith("input-bound: waiting for data")
     assert "verdict: input-bound" in render_health(h) and "verdict: input-bound" in render_text(run)
     assert "verdict: input-bound" in render_diagnose(d)
     # Diagnose checks its attribution against synthetic data, in the same words.
@@ -189,7 +189,7 @@ def test_demo_stages_all_name_loading():
     assert check.experiment is Experiment.SYNTHETIC and check.name.startswith("synthetic data")
     assert check.measured_speedup > 1.0
     said = check_text(check)
-    assert said[1:] in summary_words(d.verdict)
+    assert said[1:] in verdict_long(d.verdict)
     assert said.startswith(f"synthetic data (no loading) measured {check.measured_speedup:.2f}x")
     assert f"against {check.predicted_speedup:.2f}x" in said
     assert check.status.value in ("confirmed", "partly", "not confirmed", "inconclusive")

@@ -12,7 +12,7 @@ import pytest
 from perfcore.analysis.attribution import LABELS, summarize
 from perfcore.analysis.uncertainty import robust_breakdown, steps_to_settle
 from perfcore.report.terminal import outliers_sentence
-from perfcore.report.words.verdict import summary_words as said
+from perfcore.report.words.verdict import verdict_long as said
 
 
 def table(load, compute, host, *, warmup=0, evaluation=None):
@@ -149,7 +149,7 @@ def test_evaluation_rows_are_out_of_the_training_figures():
 
     run = run_of(df)
     assert run.verdict.healthy and doc["breakdown_ms"]["compute"] == pytest.approx(0.4)
-    (rec,) = run.of_kind(FindingKind.EVALUATION)
+    (rec,) = [f for f in run.findings if f.kind is FindingKind.EVALUATION]
     assert rec.figures["share_of_wall"] == pytest.approx(ev["share_of_wall"]) and rec.figures["evaluation"]["passes"] == 6
 
 
@@ -195,8 +195,8 @@ def test_two_runs_either_side_of_a_tier_are_said_the_same_way():
         return verdict_short(decide({"load": ms}, 100.0, share_band={"load": band}, steps=200))
 
     once, again = short(9.5, (0.087, 0.099)), short(10.0, (0.094, 0.106))
-    assert once.startswith("verdict: compute-bound; waiting for data 9.5% of a 100 ms step"), once
-    assert again.startswith("verdict: compute-bound; waiting for data 10% of a 100 ms step"), again
+    assert once.startswith("compute-bound; waiting for data 9.5% of a 100 ms step"), once
+    assert again.startswith("compute-bound; waiting for data 10% of a 100 ms step"), again
     assert all("near the 10% line" in x and "healthy" not in x and "input-bound" not in x for x in (once, again))
     below, above = short(19.4, (0.185, 0.199)), short(20.6, (0.201, 0.211))
     assert "input-bound (moderate)" in below and "input-bound (moderate)" in above, (below, above)

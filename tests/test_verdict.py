@@ -22,8 +22,8 @@ from perfcore.report.words import LOADING_CAUSE
 from perfcore.report.words.verdict import change_sentence, step_words
 from perfcore.report.terminal import render_compare
 from perfcore.report.words.verdict import health_summary
-from perfcore.report.words.verdict import preface
-from perfcore.report.words.verdict import summary_words as said
+from perfcore.report.words.verdict import health_sentence
+from perfcore.report.words.verdict import verdict_long as said
 
 # The demo as measured on this machine before the fix: loading ~48% of a training step.
 DEMO_BD = {"load": 12.3, "transfer": 0.1, "compute": 12.9, "comm": 0.0, "host": 0.3}
@@ -192,7 +192,7 @@ def test_health_run_and_compare_agree_on_the_same_evidence():
     assert h.verdict.bound == decide_run(run).bound == "load"
     assert not h.healthy and h.next == "perfcore diagnose demo"
     assert h.busy_mean == 0.23 and h.verdict.avoidable_ms["load"] == 12.3
-    summary = preface(health_summary(h), h.verdict.interference)
+    summary = health_sentence(h)
     assert summary.startswith("input-bound:") and all(f in summary for f in ("12.3 ms", "16.7 ms", "74%", "23%"))
     ok = health_report(_row({"load": 0.5, "transfer": 0, "compute": 9.0, "comm": 0, "host": 0.5}, busy=0.9),
                        "w", "next")

@@ -14,7 +14,7 @@ from perfcore.analysis.results import Level, Verdict
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import CRITICAL_SHARE, NEAR_TIER, WARN_SHARE, decide
-from perfcore.report.words.verdict import card_lines, card_words, plain_words, summary_words, verdict_short
+from perfcore.report.words.verdict import card_words, verdict_long, verdict_short
 from perfcore.report.words import WIDTH
 
 # Every string a verdict's facts may hold: codes and names, never a sentence.
@@ -86,9 +86,9 @@ def test_every_rendering_agrees_with_the_number_beside_it():
     levels = {"critical": "major", "warn": "moderate", "borderline": "borderline"}
     for _ in range(400):
         v = t = _random_verdict(rng)
-        short, long = verdict_short(v), summary_words(v)
-        head, lines = card_lines(v)
-        assert len(short) <= WIDTH and len(lines) <= 2 and all(len(x) <= WIDTH for x in [head, *lines])
+        short, long = verdict_short(v), verdict_long(v)
+        head, lines, _ = card_words(v)
+        assert len(f"verdict: {short}") <= WIDTH and len(lines) <= 2 and all(len(x) <= WIDTH for x in [head, *lines])
         if t.level is Level.HEALTHY:
             assert t.bound == "compute" and "healthy" in short and "healthy" in long
             assert all(c.level is Level.MINOR for c in t.ranked)
@@ -105,8 +105,8 @@ def test_every_rendering_agrees_with_the_number_beside_it():
         )
         if top.level is Level.BORDERLINE:
             assert near and top.borderline_tier == WARN_SHARE
-            assert short.startswith("verdict: compute-bound;") and "near the 10% line" in short, short
-            assert head.startswith("compute-bound (near the 10% line)") and "near the 10% line" in long
+            assert short.startswith("compute-bound;") and "near the 10% line" in short, short
+            assert head.startswith("compute-bound; ") and "near the 10% line" in long
             assert any("near the 10% line" in x for x in lines) and "input-bound" not in short
             continue
         assert top.bound in short and top.bound in long.lower() and top.bound in head
@@ -117,9 +117,9 @@ def test_every_rendering_agrees_with_the_number_beside_it():
         else:
             assert top.level is Level.WARN and (WARN_SHARE <= low < CRITICAL_SHARE or near)
             if top.borderline_tier == CRITICAL_SHARE:
-                assert "near the 20% line" in short or len(short) > WIDTH - 25, short
+                assert "near the 20% line" in short or len(short) > WIDTH - 34, short
         if t.uncertain:
-            assert "[uncertain: busy]" in short or len(short) > WIDTH - 20
+            assert "[uncertain: busy]" in short or len(short) > WIDTH - 29
             assert long.startswith("other processes used 1.4 of 2 cores")
         if t.startup is not None and t.startup.dominates:
             assert "Start-up dominates" in long and "Start-up" not in short
@@ -151,9 +151,9 @@ def test_an_old_document_is_said_from_its_figures_never_its_stored_words():
         "plain_summary": "input-bound: as it was written",
     }
     v = from_doc(Verdict, migrate_verdict(old))
-    assert "as it was written" not in plain_words(v) + summary_words(v) + verdict_short(v)
-    assert verdict_short(v).startswith("verdict: input-bound (major): waiting for data, 12.3 ms")
-    assert card_lines(v)[0] == "input-bound (major): waiting for data"
+    assert "as it was written" not in verdict_long(v, lead=False) + verdict_long(v) + verdict_short(v)
+    assert verdict_short(v).startswith("input-bound (major): waiting for data, 12.3 ms")
+    assert card_words(v)[0] == "input-bound (major): waiting for data"
 
 
 def _doc(steps: int, reason: str, exception: str = "") -> dict:
@@ -201,8 +201,8 @@ def test_the_card_words_lead_with_a_crash_and_say_an_undecided_verdict_by_its_se
     band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
     intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}
     v = decide({"load": 15.0, "host": 1.0}, 100.0, share_band=band, steps=20, interference=intf)
-    head, short = card_lines(v)
-    assert len(short) == 2 and card_words(v) == (head, short, summary_words(v))
+    head, short, _ = card_words(v)
+    assert len(short) == 2 and card_words(v) == (head, short, verdict_long(v))
     # A run that failed early: its end first, then the card's first short line, two at most.
     said = card_words(v, crash=["partial results: the script crashed (exit 1)", "second"])
     assert said[1] == ["partial results: the script crashed (exit 1)", *short][:2]
@@ -224,9 +224,9 @@ def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
     head = re.search(r"<div class='bound' id='verdict'>(.*?)</div>", card).group(1)
     short = re.search(r"<div class='sentence'>(.*?)</div>", card).group(1).split("<br>")
     why = re.search(r"<details class='why'><summary>why</summary><p>(.*?)</p>", card).group(1)
-    assert head == "compute-bound (near the 10% line): waiting for data" and len(short) == 2
+    assert head == "compute-bound; waiting for data 15% of a 100 ms step" and len(short) == 2
     assert short[0].startswith("uncertain") and short[1].startswith("near the 10% line") and "5.0-25%" in short[1]
-    assert why == summary_words(v) and card.count("costs 15.0 ms") == 1  # the long words once, in the panel
+    assert why == verdict_long(v) and card.count("costs 15.0 ms") == 1  # the long words once, in the panel
 
 
 @pytest.mark.parametrize("steps", [0, 3])
@@ -234,8 +234,7 @@ def test_an_undecided_or_warm_up_only_verdict_says_so(steps):
     from perfcore.analysis.results import UNDECIDED
 
     v = UNDECIDED
-    assert plain_words(v) == "no steps measured" and verdict_short(v) == "verdict: no steps measured"
-    assert card_lines(v) == ("no steps measured", [])
+    assert verdict_long(v, lead=False) == "no steps measured" and verdict_short(v) == "no steps measured"
 
 
 def test_others_load_is_said_once_when_threads_found_their_cores_taken():
@@ -247,5 +246,5 @@ def test_others_load_is_said_once_when_threads_found_their_cores_taken():
     doc = run_doc(HEALTHY, threads={"torch": 2, "omp_env": None, "cpus": 2}, interference=busy)
     v = advise_run(doc, zero_code=True, evidence={"cpu_count": 2}).verdict
     assert v.threads_busy is not None, v
-    said = summary_words(v)
+    said = verdict_long(v)
     assert said.count("other processes used") == 1, said

@@ -30,6 +30,7 @@ __all__ = [
     "attribute",
     "step_table",
     "summarize",
+    "measured_mask",
     "kernel_category",
     "SCHEMA",
 ]
@@ -202,6 +203,16 @@ def _ms(table: pd.DataFrame, col: str) -> pd.Series:
     """A column in ms: the table's, or its ns column made into one (a long run's summary is handed the
     ns columns alone: the ms ones are made one at a time, as the steps table makes them)."""
     return table[f"{col}_ms"] if f"{col}_ms" in table else table[f"{col}_ns"] / 1e6
+
+
+def measured_mask(steps: pd.DataFrame) -> np.ndarray:
+    """The rows of measured training steps: neither warm-up nor evaluation (a table without such a column
+    has no such rows)."""
+    keep = np.ones(len(steps), dtype=bool)
+    for col in ("warmup", "evaluation"):
+        if col in steps:
+            keep &= ~steps[col].to_numpy(dtype=bool)
+    return keep
 
 
 def rows(table: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:

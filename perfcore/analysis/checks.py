@@ -17,7 +17,6 @@ from perfcore.analysis.status import Agreement, Change, change_of
 __all__ = [
     "COMPUTE_DRIFT",
     "MATERIAL_X",
-    "NOISE_SHARE",
     "NOISE_SE",
     "prediction",
     "step_sem_ms",
@@ -58,7 +57,6 @@ def prediction(evidence: Mapping[str, Any]) -> dict[str, Any]:
 # Two short runs' mean step times differ by a few percent with nothing changed: without a measured
 # spread a saving within 5% of the step of the predicted one agrees with it (gain.FALLBACK_STEP);
 # with one, the runs' own noise sets the band (a busy host: waits end on scheduler ticks).
-NOISE_SHARE = 0.05
 NOISE_SE = BAND_Z  # standard errors of the difference of the two runs' mean steps
 
 

@@ -19,6 +19,8 @@ import types
 import typing
 from typing import Annotated, Any, Callable
 
+from perfcore.shapes import kind_of
+
 __all__ = ["BadDocument", "to_doc", "from_doc", "fields_of", "Num", "Ms", "Frac", "Count"]
 
 
@@ -38,12 +40,6 @@ Ms = Annotated[float, _Bound("duration", low=0.0)]
 Frac = Annotated[float, _Bound("fraction", low=0.0, high=1.0 + 1e-6)]
 Count = Annotated[int, _Bound("count", low=0)]
 _MAX_COUNT = 10**15  # more steps than a run could make in a century at a microsecond each
-
-
-def _kind(v: Any) -> str:
-    return {dict: "an object", list: "a list", str: "text", bool: "true/false", type(None): "null"}.get(
-        type(v), f"{v!r}"[:20]
-    )
 
 
 def to_doc(obj: Any) -> Any:
@@ -95,23 +91,21 @@ def _at(where: str, key: Any) -> str:
 
 
 def _number(value: Any, where: str, bound: _Bound | None, integer: bool) -> Any:
+    at = _where(where)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise BadDocument(f"{where or 'the document'} is {_kind(value)}, not a number")
-    if (
-        bound is not None
-        and bound.name == "count"
-        and (not math.isfinite(value) or value < 0 or value != int(value) or value > _MAX_COUNT)
-    ):
-        raise BadDocument(f"{where or 'the document'} is {value:g}, not a count")
-    if integer and value != int(value):
-        raise BadDocument(f"{where or 'the document'} is {value:g}, not a whole number")
+        raise BadDocument(f"{at} is {kind_of(value)}, not a number")
+    whole = math.isfinite(value) and value == int(value)  # int() of an infinity raises
+    if bound is not None and bound.name == "count" and not (whole and 0 <= value <= _MAX_COUNT):
+        raise BadDocument(f"{at} is {value:g}, not a count")
+    if integer and not whole:
+        raise BadDocument(f"{at} is {value:g}, not a whole number")
     if bound is not None:
         if not math.isfinite(value):
-            raise BadDocument(f"{where or 'the document'} is {value}, not a finite number")
+            raise BadDocument(f"{at} is {value}, not a finite number")
         if bound.low is not None and value < bound.low:
-            raise BadDocument(f"{where or 'the document'} is {value:g}, below zero")
+            raise BadDocument(f"{at} is {value:g}, below zero")
         if bound.high is not None and value > bound.high:
-            raise BadDocument(f"{where or 'the document'} is {value:g}, more than the whole")
+            raise BadDocument(f"{at} is {value:g}, more than the whole")
     return int(value) if integer else float(value)
 
 
@@ -124,7 +118,7 @@ def _is(kind: type, said: str) -> Callable[[Any, str], Any]:
 
     def read(value: Any, where: str) -> Any:
         if not isinstance(value, kind):
-            raise BadDocument(f"{_where(where)} is {_kind(value)}, not {said}")
+            raise BadDocument(f"{_where(where)} is {kind_of(value)}, not {said}")
         return value
 
     return read
@@ -151,7 +145,7 @@ def _read(tp: Any, value: Any, where: str) -> Any:
         return _read_tuple(typing.get_args(tp), value, where)
     if origin is dict:
         if not isinstance(value, dict):
-            raise BadDocument(f"{_where(where)} is {_kind(value)}, not an object")
+            raise BadDocument(f"{_where(where)} is {kind_of(value)}, not an object")
         of = typing.get_args(tp)[1]
         return {str(k): _read(of, v, _at(where, k)) for k, v in value.items()}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
@@ -178,12 +172,12 @@ def _read_union(args: tuple[Any, ...], value: Any, where: str) -> Any:
             return _read(a, value, where)
         except BadDocument:
             continue
-    raise BadDocument(f"{_where(where)} is {_kind(value)}, not one of its kinds")
+    raise BadDocument(f"{_where(where)} is {kind_of(value)}, not one of its kinds")
 
 
 def _read_tuple(args: tuple[Any, ...], value: Any, where: str) -> tuple:
     if not isinstance(value, list):
-        raise BadDocument(f"{_where(where)} is {_kind(value)}, not a list")
+        raise BadDocument(f"{_where(where)} is {kind_of(value)}, not a list")
     if len(args) == 2 and args[1] is Ellipsis:
         return tuple(_read(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
     if len(value) != len(args):
@@ -195,7 +189,7 @@ def _read_dataclass(tp: Any, value: Any, where: str) -> Any:
     if hasattr(tp, "from_doc"):  # a class that reads its own document shape
         return tp.from_doc(value, where)
     if not isinstance(value, dict):
-        raise BadDocument(f"{_where(where)} is {_kind(value)}, not an object")
+        raise BadDocument(f"{_where(where)} is {kind_of(value)}, not an object")
     hints, kw, missing = _hints(tp), {}, []
     for f in dataclasses.fields(tp):
         if f.name in value:

@@ -7,10 +7,10 @@ first that is not what it should be); analysis.migrate turns an older document i
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from perfcore.analysis.checks import Busy, Experiment
-from perfcore.analysis.codec import BadDocument, from_doc, to_doc
+from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.analysis.findings import Finding
 from perfcore.analysis.results import Interference, Verdict
 from perfcore.analysis.run_context import Exit, LoaderPlan, Outcome
@@ -69,12 +69,21 @@ class Heartbeat:
     correlation: float | None = None
 
 
-def _with_schema(result: Any) -> dict[str, Any]:
-    return {"schema": result.SCHEMA, **to_doc(result)}
+class _Document:
+    """A command's result whose document is its SCHEMA and its fields, read back checked (codec.from_doc)."""
+
+    SCHEMA: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": self.SCHEMA, **to_doc(self)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Any:
+        return from_doc(cls, d)
 
 
 @dataclasses.dataclass(frozen=True)
-class HealthResult:
+class HealthResult(_Document):
     """health's result: one measured run of the minimal loop (its figures and breakdown), the verdict (None
     where a later stage decides, the demo's), the seed method's busy check beside it, the next command when
     not healthy, the busy series (for the chart) and the heartbeat found in it."""
@@ -101,13 +110,6 @@ class HealthResult:
     interference: Interference | None = None
     note: str | None = None  # a code report.words.findings says: what health's loop leaves out
     script_exit: ScriptExit | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return _with_schema(self)
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "HealthResult":
-        return from_doc(cls, d)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +167,7 @@ class WorkerProfile:
 
 
 @dataclasses.dataclass(frozen=True)
-class DiagnoseResult:
+class DiagnoseResult(_Document):
     """diagnose's result: each experiment's row against the baseline, what was skipped and why, __getitem__'s
     profile, the verdict decided once on the baseline and checked by experiment A (its checks and what loading
     is), the predicted and measured gain of removing loading, the findings after what the experiments
@@ -187,19 +189,12 @@ class DiagnoseResult:
     interference: Interference | None = None
     script_exit: ScriptExit | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return _with_schema(self)
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "DiagnoseResult":
-        return from_doc(cls, d)
-
     def row(self, experiment: Experiment) -> ExperimentRow | None:
         return next((e for e in self.experiments if e.experiment is experiment), None)
 
 
 @dataclasses.dataclass(frozen=True)
-class SweepResult:
+class SweepResult(_Document):
     """sweep's result: the grid and every configuration's row (settings, numbers, status, and for a failed one
     its reason), the best (only from configurations that measured fine; from the last round under a budget),
     each batch size's knee, the worker trials advice checks against, and whether the sweep is complete. A
@@ -225,26 +220,11 @@ class SweepResult:
     patch: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        doc = _with_schema(self)
+        doc = super().to_dict()
         if self.script_settings is None:  # a script's own settings only for a script's sweep
             for k in ("script_settings", "kept", "patch"):
                 doc.pop(k)
         return doc
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "SweepResult":
-        r = from_doc(cls, d)
-        for i, c in enumerate(r.configs):
-            if not isinstance(c.get("status"), str):
-                raise BadDocument(f"configs[{i}] has no status")
-            for key in ("step_ms", "samples_per_s"):
-                v = c.get(key)
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                    raise BadDocument(f"configs[{i}].{key} is not a number")
-        best = r.best
-        if best is not None and not isinstance(best.get("samples_per_s"), (int, float, type(None))):
-            raise BadDocument("best is corrupt")
-        return r
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,7 +240,7 @@ class DemoWorkload:
 
 
 @dataclasses.dataclass(frozen=True)
-class DemoResult:
+class DemoResult(_Document):
     """The demo's result: health's measurement (a forward-only loop; it decides nothing of its own), the run
     as measured with the one verdict and its findings (diagnose's: the run checked by its experiments),
     diagnose's result, the files written into the folder and how long it took."""
@@ -273,10 +253,3 @@ class DemoResult:
     files: tuple[str, ...]
     elapsed_s: float
     workload: DemoWorkload | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return _with_schema(self)
-
-    @classmethod
-    def from_dict(cls, d: Any) -> "DemoResult":
-        return from_doc(cls, d)

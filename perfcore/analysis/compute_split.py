@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
+from perfcore.analysis.attribution import measured_mask
 from perfcore.analysis.uncertainty import outlier_mask
 
 if TYPE_CHECKING:
@@ -85,10 +86,7 @@ def split_shares(steps: pd.DataFrame) -> SplitShares | None:
     the table has no split (a loop with no backward or optimizer seen) or no measured step."""
     if not {"forward_ms", "backward_ms", "optimizer_ms", "wall_ms"} <= set(steps.columns):
         return None
-    keep = np.ones(len(steps), dtype=bool)
-    for col in ("warmup", "evaluation"):
-        if col in steps:
-            keep &= ~steps[col].to_numpy(dtype=bool)
+    keep = measured_mask(steps)
     if not keep.any():
         return None
     # The steps the table and the verdict quote: the outliers robust_breakdown sets apart are set apart here

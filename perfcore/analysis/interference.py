@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 
 __all__ = [
     "interference_finding",
+    "reasons_of",
     "valid_finding",
     "window",
     "MATERIAL_OTHERS_SHARE",
@@ -79,18 +80,25 @@ def interference_finding(
         "gpu_other_processes": max(gpu) if gpu else None,
         "gpu_other_bytes": max(gpu_bytes) if gpu_bytes else None,
     }
-    # Why the run counts as disturbed, as codes (report.words.verdict says them): other processes' CPU,
-    # the hypervisor's steal, other processes on the GPU.
-    reasons = []
-    if doc["others_share"] >= MATERIAL_OTHERS_SHARE and doc["others_cores"] >= MATERIAL_OTHERS_CORES:
-        reasons.append("others")
-    if doc["steal_share"] >= MATERIAL_STEAL_SHARE:
-        reasons.append("steal")
-    if doc["gpu_other_processes"]:
-        reasons.append("gpu")
-    doc["reasons"] = reasons
-    doc["material"] = bool(reasons)
+    doc["reasons"] = reasons_of(doc)
+    doc["material"] = bool(doc["reasons"])
     return doc
+
+
+def reasons_of(f: Mapping[str, Any]) -> list[str]:
+    """Why a finding's figures count as disturbed, as codes (report.words.verdict says them): other processes'
+    CPU, the hypervisor's steal, other processes on the GPU. A figure that is no number counts as none."""
+
+    def figure(key: str) -> float:
+        v = f.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+    said = {
+        "others": figure("others_share") >= MATERIAL_OTHERS_SHARE and figure("others_cores") >= MATERIAL_OTHERS_CORES,
+        "steal": figure("steal_share") >= MATERIAL_STEAL_SHARE,
+        "gpu": bool(f.get("gpu_other_processes")),
+    }
+    return [code for code, yes in said.items() if yes]
 
 
 def valid_finding(f: Any) -> dict[str, Any] | None:

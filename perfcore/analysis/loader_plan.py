@@ -12,12 +12,11 @@ from typing import Any, Mapping, Sequence
 
 from perfcore.analysis.advice_evidence import RunFacts, WorkerTrial, read
 from perfcore.analysis.codec import to_doc
-from perfcore.analysis.run_context import Loader, LoaderPlan, Restart, Workers
+from perfcore.analysis.run_context import Loader, LoaderPlan, Restart, Workers, training_loader
 from perfcore.analysis.script_facts import decode_of
 from perfcore.analysis.status import Change, change_of
 
 __all__ = [
-    "training_loader",
     "training_loader_index",
     "loader_of",
     "batches_per_step",
@@ -40,12 +39,6 @@ def training_loader_index(loaders: Sequence[Mapping[str, Any]] | None) -> int | 
     """Which of a part's loaders (as its run.json holds them) the loop trains on."""
     typed = [read(Loader, ld) for ld in loaders or ()]
     return typed.index(training_loader(typed)) if typed else None
-
-
-def training_loader(loaders: Sequence[Loader]) -> Loader | None:
-    """The loader the loop trains on (a script may build a validation loader too)."""
-    # A train loader (not one an evaluation drew from) before others, then the one most batches were drawn from.
-    return max(loaders, key=lambda ld: (ld.training, ld.batches or 0)) if loaders else None
 
 
 def loader_of(loaders: Sequence[Loader], workers: Workers | None) -> Loader | None:

@@ -64,8 +64,6 @@ def memory_findings(
                 best = (sse, int(k))
         start = best[1]
         slope, r2 = _fit(x[start:], y[start:])
-        best = (start, slope, r2)
-        start, slope, r2 = best
         tail_x, tail_y = x[start:], y[start:]
         growth = slope * (tail_x[-1] - tail_x[0])
         q = max(len(tail_y) * 3 // 4, 0)

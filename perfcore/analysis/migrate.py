@@ -9,7 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from perfcore.analysis.interference import MATERIAL_OTHERS_CORES, MATERIAL_OTHERS_SHARE, MATERIAL_STEAL_SHARE
+from perfcore.analysis.codec import to_doc
+from perfcore.analysis.findings import Site
+from perfcore.analysis.interference import reasons_of
+from perfcore.analysis.results import BOUNDS
 
 __all__ = ["migrate", "migrate_run", "migrate_verdict", "migrate_check", "CURRENT"]
 
@@ -21,7 +24,6 @@ CURRENT = {
     "perfcore.sweep": 2,
     "perfcore.experiments.demo": 2,
 }
-_BOUNDS = {"load": "input-bound", "transfer": "transfer-bound", "comm": "communication-bound", "host": "host-bound"}
 # Keys that only ever held words.
 _WORDS = ("sentence", "text", "evidence", "summary", "plain_summary", "what", "detail", "meaning", "test")
 
@@ -34,31 +36,17 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _without_words(v: Any) -> Any:
-    return {k: x for k, x in v.items() if k not in _WORDS} if isinstance(v, Mapping) else v
-
-
-def version_of(doc: Mapping[str, Any]) -> tuple[str, int]:
-    kind, _, n = str(doc.get("schema") or "").partition("/")
-    return kind, int(n) if n.isdigit() else 0
+def _without(v: Any, keys: tuple[str, ...] = _WORDS) -> Any:
+    """An object without `keys` (by default those that only held words); anything else as it is."""
+    return {k: x for k, x in v.items() if k not in keys} if isinstance(v, Mapping) else v
 
 
 def migrate(doc: dict[str, Any]) -> dict[str, Any]:
     """Any perfcore document this version reads, in the shape it writes (already current: as it is)."""
-    kind, version = version_of(doc)
-    if version >= CURRENT.get(kind, 1):
+    kind, _, n = str(doc.get("schema") or "").partition("/")
+    if kind not in _MIGRATIONS or (int(n) if n.isdigit() else 0) >= CURRENT[kind]:
         return doc
-    if kind == "perfcore.run":
-        return migrate_run(doc)
-    if kind == "perfcore.health":
-        return _health(doc)
-    if kind == "perfcore.diagnose":
-        return _diagnose(doc)
-    if kind == "perfcore.sweep":
-        return {**doc, "schema": "perfcore.sweep/2", "knees": [_knee(k) for k in doc.get("knees") or [] if _knee(k)]}
-    if kind == "perfcore.experiments.demo":
-        return _demo(doc)
-    return doc
+    return _MIGRATIONS[kind](doc)
 
 
 # ---- run.json
@@ -66,29 +54,25 @@ def migrate(doc: dict[str, Any]) -> dict[str, Any]:
 
 def migrate_run(doc: dict[str, Any]) -> dict[str, Any]:
     """A perfcore.run/1 document (a finished run's, or a part's) as perfcore.run/2."""
-    out = {k: v for k, v in doc.items() if k not in ("recommendations", "missing_note", "step_source_note", "evidence")}
+    dropped = ("recommendations", "missing_note", "step_source_note", "evidence", "step_source_text")
+    out = {k: v for k, v in doc.items() if k not in dropped}
     out["schema"] = "perfcore.run/2"
     if isinstance(doc.get("evidence"), Mapping):  # /1 named what the advice is keyed to its evidence
         out["advice_facts"] = dict(doc["evidence"])
-    text = doc.get("step_source_text")
-    out.pop("step_source_text", None)
-    if isinstance(text, str):
-        out["optimizer_order"] = _optimizer_order(text)
-    for key in ("exit", "outcome", "loader_plan", "evaluation"):
-        if isinstance(doc.get(key), Mapping):
-            out[key] = _without_words(doc[key])
+    if isinstance(doc.get("step_source_text"), str):
+        out["optimizer_order"] = _optimizer_order(doc["step_source_text"])
+    out.update({key: _without(doc[key]) for key in ("exit", "outcome", "loader_plan", "evaluation") if key in doc})
     if isinstance(doc.get("loader_plan"), Mapping) and not doc["loader_plan"].get("kind"):
         out.pop("loader_plan")  # a plan that kept its words only
     if isinstance(doc.get("interference"), Mapping):
         out["interference"] = interference(doc["interference"])
     rb = doc.get("breakdown_robust")
     if isinstance(rb, Mapping):
-        out["breakdown_robust"] = {**_without_words(rb), "outliers": _without_words(rb.get("outliers"))}
+        out["breakdown_robust"] = {**_without(rb), "outliers": _without(rb.get("outliers"))}
     for key in ("stragglers", "waiting"):
-        out[key] = [_without_words(x) for x in doc.get(key) or [] if isinstance(x, Mapping) and len(x) > 2]
-    mem = doc.get("memory")
-    if isinstance(mem, Mapping):
-        out["memory"] = {k: v for k, v in mem.items() if k != "findings"}
+        out[key] = [_without(x) for x in doc.get(key) or [] if isinstance(x, Mapping) and len(x) > 2]
+    if isinstance(doc.get("memory"), Mapping):
+        out["memory"] = _without(doc["memory"], ("findings",))
     if "no_step" in doc and isinstance(doc["no_step"], str):
         out["no_step"] = _no_step(doc["no_step"], _d(doc.get("seen")))
     if isinstance(doc.get("notes"), list):
@@ -104,15 +88,11 @@ def migrate_run(doc: dict[str, Any]) -> dict[str, Any]:
         out["verdict"] = migrate_verdict(v, doc)
     else:
         out.pop("verdict", None)  # undecided (no step, or a part)
-    out["findings"] = _findings(doc.get("recommendations"), out.get("verdict"), doc)
+    out["findings"] = _findings(doc.get("recommendations"), out.get("verdict"))
     if isinstance(doc.get("memory"), Mapping):  # an older document's findings that were no advice
         said = {f["kind"] for f in out["findings"]}
-        out["findings"] += [
-            _memory_finding(f)
-            for f in doc["memory"].get("findings") or []
-            if isinstance(f, Mapping) and f.get("id") not in said
-        ]
-        out["findings"] = [f for f in out["findings"] if f is not None]
+        more = (_memory_finding(f) for f in doc["memory"].get("findings") or [] if isinstance(f, Mapping))
+        out["findings"] += [f for f in more if f is not None and f["kind"] not in said]
     return out
 
 
@@ -157,8 +137,7 @@ _NO_STEP = re.compile(r"no\sstep\sseen\sin\s([\d.]+)\ss(?:\swith\s--step-on\s(\w
 
 def _no_step(sentence: str, seen: Mapping[str, Any]) -> dict[str, Any]:
     m = _NO_STEP.match(sentence)
-    wall = m.group(1) if m else None
-    forced = m.group(2) if m else None
+    wall, forced = m.groups() if m else (None, None)
     return {
         "wall_s": float(wall) if wall else float(seen.get("wall_ms") or 0.0) / 1e3,
         "torch_instrumented": "could not instrument" not in sentence and "never imported torch" not in sentence,
@@ -172,17 +151,9 @@ def _no_step(sentence: str, seen: Mapping[str, Any]) -> dict[str, Any]:
 def interference(f: Mapping[str, Any]) -> dict[str, Any]:
     """An interference finding without its words; one written before its reasons were kept gets them from its
     figures, by the thresholds that made it material."""
-    out = _without_words(f)
+    out = _without(f)
     if not isinstance(out.get("reasons"), list):
-        reasons = []
-        share, cores = _num(f.get("others_share")) or 0.0, _num(f.get("others_cores")) or 0.0
-        if share >= MATERIAL_OTHERS_SHARE and cores >= MATERIAL_OTHERS_CORES:
-            reasons.append("others")
-        if (_num(f.get("steal_share")) or 0.0) >= MATERIAL_STEAL_SHARE:
-            reasons.append("steal")
-        if f.get("gpu_other_processes"):
-            reasons.append("gpu")
-        out["reasons"] = reasons
+        out["reasons"] = reasons_of(f)
     out["material"] = bool(f.get("material"))
     return out
 
@@ -191,14 +162,9 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
     """A /1 verdict (its named causes, every label's avoidable ms and intervals, its words) as a /2 one: every
     cause ranked. One written before its figures were kept is judged again on the document's own figures."""
     if _num(v.get("step_ms")) is None and doc is not None:
-        from perfcore.analysis.codec import to_doc
-        from perfcore.analysis.verdict import Evidence, judge, run_evidence
+        from perfcore.analysis.verdict import decide, run_evidence
 
-        ev = run_evidence(doc)
-        if not float(ev["step_ms"] or 0.0) > 0:
-            return {"bound": "unknown", "level": "unknown", "healthy": None, "primary": None, "step_ms": 0.0,
-                    "compute_ms": 0.0, "ranked": []}  # fmt: skip
-        return to_doc(judge(Evidence(**ev)))
+        return to_doc(decide(**run_evidence(doc)))
     step = float(v.get("step_ms") or 0.0)
     named = {c.get("label"): c for c in v.get("causes") or [] if isinstance(c, Mapping)}
     bands = _d(v.get("avoidable_band_ms"))
@@ -212,7 +178,7 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
         ranked.append(
             {
                 "label": label,
-                "bound": str(c.get("bound") or _BOUNDS.get(label, label)),
+                "bound": str(c.get("bound") or BOUNDS.get(label, label)),
                 "ms_per_step": float(ms),
                 "share": float(c.get("share", ms / step if step else 0.0)),
                 "level": c.get("level", "minor"),
@@ -243,19 +209,21 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
         "forward_only": bool(v.get("forward_only")),
         "outliers": int(_d(v.get("outliers")).get("count") or 0),
         "thresholds": [float(th.get("warn", 0.10)), float(th.get("critical", 0.20))],
+        "focus_rank": v.get("focus_rank"),
     }
     su = v.get("startup")
     if isinstance(su, Mapping) and "share_of_run" in su:
-        out["startup"] = _without_words(su)
+        out["startup"] = _without(su)
     if isinstance(v.get("interference"), Mapping):
         out["interference"] = interference(v["interference"])
-    for key in ("straggler", "oversubscribed", "threads_busy", "attributed"):
-        if isinstance(v.get(key), Mapping):
-            out[key] = {k: x for k, x in v[key].items() if k not in ("wait_share",)}
-    if v.get("focus_rank") is not None:
-        out["focus_rank"] = v["focus_rank"]
-    if isinstance(v.get("loading"), Mapping):
-        out["loading"] = {k: x for k, x in v["loading"].items() if k != "cause"}
+    # Their words (a wait's share, loading's cause) are no fields of the classes that read them: left unread.
+    out.update(
+        {
+            k: v[k]
+            for k in ("straggler", "oversubscribed", "threads_busy", "attributed", "loading")
+            if isinstance(v.get(k), Mapping)
+        }
+    )
     out["checks"] = [migrate_check(c) for c in v.get("checks") or [] if isinstance(c, Mapping) and _checked(c)]
     return out
 
@@ -271,36 +239,11 @@ def _experiment(name: str) -> str:
     return "B" if name.startswith("B:") else "C" if name.startswith("C:") else "A"
 
 
-_CHECK_KEYS = (
-    "label",
-    "status",
-    "reason",
-    "change",
-    "step_ms",
-    "predicted_speedup",
-    "measured_speedup",
-    "predicted_ms",
-    "measured_saved_ms",
-    "measured_ms",
-    "bound_ms",
-    "predicted_band",
-    "measured_band",
-    "agreement_band",
-    "measured_noise_ms",
-    "fallback_band",
-    "above_bound",
-    "compute_ms",
-    "others_cores",
-    "cores",
-    "machine_busy",
-    "num_workers",
-)
-
-
 def migrate_check(c: Mapping[str, Any]) -> dict[str, Any]:
     """A /1 check of the verdict (diagnose.json's) as a /2 Check."""
     name = str(c.get("experiment") or "")
-    out = {k: c[k] for k in _CHECK_KEYS if k in c and c[k] is not None}
+    # Its figures are a Check's fields of the same name; its words are none, left unread.
+    out = {k: x for k, x in c.items() if x is not None}
     # Experiment B (the workers changed) has only ever been held to the bound removing all loading gives.
     bound = c.get("against") == "bound" or ("against" not in c and _experiment(name) == "B")
     out.update(name=name, experiment=_experiment(name), against="bound" if bound else "prediction")
@@ -343,7 +286,7 @@ def _measured_check(m: Any, label: str, against: str) -> dict[str, Any] | None:
     }
 
 
-def _findings(recs: Any, verdict: Mapping[str, Any] | None, doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _findings(recs: Any, verdict: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """/1 recommendations (facts beside their words) as /2 findings; one that kept only its words is dropped."""
     out = []
     for r in recs if isinstance(recs, list) else []:
@@ -355,21 +298,16 @@ def _findings(recs: Any, verdict: Mapping[str, Any] | None, doc: Mapping[str, An
             if f is not None:
                 out.append(f)
             continue
-        for k in ("decode", "threads_fit", "share_of_wall"):
-            if k in r:
-                facts[k] = r[k]
-        for k in ("startup", "evaluation"):  # a finding's own figures, without the words kept beside them
-            if isinstance(facts.get(k), Mapping):
-                facts[k] = _without_words(facts[k])
-        checks = [
-            c
-            for c in (
-                _measured_check(r.get("measured"), str(r.get("cause") or ""), "advice"),
-                _measured_check(_slower(r.get("decoder_slower")), str(r.get("cause") or ""), "advice"),
-                _measured_check(r.get("ceiling"), str(r.get("cause") or ""), "ceiling"),
-            )
-            if c is not None
-        ]
+        facts.update({k: r[k] for k in ("decode", "threads_fit", "share_of_wall") if k in r})
+        # a finding's own figures, without the words kept beside them
+        facts.update({k: _without(facts[k]) for k in ("startup", "evaluation") if k in facts})
+        cause = str(r.get("cause") or "")
+        measured = (
+            (r.get("measured"), "advice"),
+            (_slower(r.get("decoder_slower")), "advice"),
+            (r.get("ceiling"), "ceiling"),
+        )
+        checks = [c for c in (_measured_check(m, cause, against) for m, against in measured) if c is not None]
         gain = r.get("gain") if isinstance(r.get("gain"), Mapping) else None
         out.append(
             {
@@ -377,7 +315,7 @@ def _findings(recs: Any, verdict: Mapping[str, Any] | None, doc: Mapping[str, An
                 "level": _level_of(verdict, r.get("cause")),
                 "cause": r.get("cause"),
                 "figures": facts,
-                "site": _site(r.get("site")),
+                "site": to_doc(Site.parse(r["site"])) if isinstance(r.get("site"), str) else None,
                 "gain": dict(gain) if gain else None,
                 "change": dict(r["set"]) if isinstance(r.get("set"), Mapping) else {},
                 "test": r.get("test_with") if isinstance(r.get("test_with"), str) else None,
@@ -395,14 +333,7 @@ def _slower(m: Any) -> dict[str, Any] | None:
 def _memory_finding(f: Mapping[str, Any]) -> dict[str, Any] | None:
     if f.get("id") not in ("memory_leak", "memory_pressure", "memory_near_capacity") or "sentence" in f and len(f) <= 3:
         return None
-    return {"kind": f["id"], "level": "warn", "cause": "memory", "figures": _without_words(f)}
-
-
-def _site(text: Any) -> dict[str, Any] | None:
-    if not isinstance(text, str) or not text:
-        return None
-    m = re.fullmatch(r"(.*):(\d+)", text)
-    return {"file": m.group(1), "line": int(m.group(2))} if m else {"file": text, "line": None}
+    return {"kind": f["id"], "level": "warn", "cause": "memory", "figures": _without(f)}
 
 
 # ---- the triage commands' documents
@@ -457,25 +388,26 @@ def _script_exit(v: Any) -> dict[str, Any] | None:
     return {k: v[k] for k in ("code", "steps", "run", "settings", "oom") if k in v and v[k] is not None}
 
 
-def _verdict_or_none(v: Any) -> dict[str, Any] | None:
-    return migrate_verdict(v) if isinstance(v, Mapping) and v.get("bound") not in (None, "unknown") else None
+def _stage(doc: dict[str, Any], kind: str, dropped: tuple[str, ...]) -> dict[str, Any]:
+    """What a /1 health and diagnose document migrate alike: the verdict, interference and a failed script."""
+    out = {k: v for k, v in doc.items() if k not in dropped}
+    out["schema"] = f"{kind}/2"
+    v = doc.get("verdict")
+    out["verdict"] = migrate_verdict(v) if isinstance(v, Mapping) and v.get("bound") not in (None, "unknown") else None
+    out["interference"] = interference(doc["interference"]) if isinstance(doc.get("interference"), Mapping) else None
+    out["script_exit"] = _script_exit(doc.get("script_exit"))
+    return out
 
 
 def _health(doc: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in doc.items() if k not in ("summary", "plain_summary", "uncertain")}
-    out["schema"] = "perfcore.health/2"
-    out["verdict"] = _verdict_or_none(doc.get("verdict"))
-    out["heartbeat"] = _without_words(doc["heartbeat"]) if isinstance(doc.get("heartbeat"), Mapping) else None
-    out["interference"] = interference(doc["interference"]) if isinstance(doc.get("interference"), Mapping) else None
-    out["script_exit"] = _script_exit(doc.get("script_exit"))
+    out = _stage(doc, "perfcore.health", ("summary", "plain_summary", "uncertain"))
+    out["heartbeat"] = _without(doc["heartbeat"]) if isinstance(doc.get("heartbeat"), Mapping) else None
     out["note"] = _note(doc.get("note"))
     return out
 
 
 def _diagnose(doc: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in doc.items() if k != "recommendations"}
-    out["schema"] = "perfcore.diagnose/2"
-    out["verdict"] = _verdict_or_none(doc.get("verdict"))
+    out = _stage(doc, "perfcore.diagnose", ("recommendations",))
     out["experiments"] = [
         {**e, "experiment": "baseline" if e.get("name") == "baseline" else _experiment(str(e.get("name") or ""))}
         for e in doc.get("experiments") or []
@@ -485,11 +417,9 @@ def _diagnose(doc: dict[str, Any]) -> dict[str, Any]:
     if out["verdict"] is not None and "loading" not in out["verdict"] and loading is not None:
         out["verdict"]["loading"] = loading
     recs = doc.get("recommendations")
-    out["findings"] = None if recs is None else _findings(recs, out["verdict"], doc)
+    out["findings"] = None if recs is None else _findings(recs, out["verdict"])
     plan = doc.get("loader_plan")
-    out["loader_plan"] = _without_words(plan) if isinstance(plan, Mapping) and plan.get("kind") else None
-    out["script_exit"] = _script_exit(doc.get("script_exit"))
-    out["interference"] = interference(doc["interference"]) if isinstance(doc.get("interference"), Mapping) else None
+    out["loader_plan"] = _without(plan) if isinstance(plan, Mapping) and plan.get("kind") else None
     profile = doc.get("worker_profile")
     if isinstance(profile, Mapping):
         out["worker_profile"] = {**profile, "note": _note(profile.get("note"))}
@@ -520,11 +450,21 @@ def _loading(doc: Mapping[str, Any]) -> dict[str, Any] | None:
 def _demo(doc: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in doc.items() if k not in ("agree", "bounds")}
     out["schema"] = "perfcore.experiments.demo/2"
-    if isinstance(doc.get("health"), dict):
-        out["health"] = _health(doc["health"])
-    if isinstance(doc.get("run"), dict):
-        out["run"] = migrate_run(doc["run"])
-    if isinstance(doc.get("diagnose"), dict):
-        out["diagnose"] = _diagnose(doc["diagnose"])
+    for key, stage in (("health", _health), ("run", migrate_run), ("diagnose", _diagnose)):
+        if isinstance(doc.get(key), dict):
+            out[key] = stage(doc[key])
     out["files"] = list(doc.get("files") or [])
     return out
+
+
+def _sweep(doc: dict[str, Any]) -> dict[str, Any]:
+    return {**doc, "schema": "perfcore.sweep/2", "knees": [k for k in map(_knee, doc.get("knees") or []) if k]}
+
+
+_MIGRATIONS = {
+    "perfcore.run": migrate_run,
+    "perfcore.health": _health,
+    "perfcore.diagnose": _diagnose,
+    "perfcore.sweep": _sweep,
+    "perfcore.experiments.demo": _demo,
+}

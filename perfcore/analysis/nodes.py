@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from perfcore.analysis.codec import to_doc
 from perfcore.analysis.labels import LABELS
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "rank_events",
     "align_clocks",
     "job_nodes",
+    "slow_row",
     "MIN_STEPS",
 ]
 
@@ -78,9 +79,6 @@ class HostClock:
     spread_ns: int = 0
     error_ns: int = 0
 
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
-
 
 @dataclasses.dataclass(frozen=True)
 class Alignment:
@@ -95,15 +93,9 @@ class Alignment:
     residual_p90_ns: int | None = None
     residual_steps: int = 0
 
-    def offset(self, host: str | None) -> int:
-        return next((h.offset_ns for h in self.hosts if h.host == host), 0)
-
     @property
     def offsets(self) -> dict[str, int]:
         return {h.host: h.offset_ns for h in self.hosts}
-
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
 
 
 def rank_events(raw: Mapping[str, np.ndarray], host: str, rank: int | None) -> RankEvents:
@@ -138,6 +130,11 @@ def rank_events(raw: Mapping[str, np.ndarray], host: str, rank: int | None) -> R
     return RankEvents(host=str(host), rank=rank, comm_steps=uniq, comm_end_ns=last, step_end_ns=step_end)
 
 
+def _rank_order(r: RankEvents | RankSteps) -> tuple[bool, int]:
+    """Ranks by number, those without one last."""
+    return r.rank is None, r.rank if r.rank is not None else 0
+
+
 def _per_host(ranks: Sequence[RankEvents], kind: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per host, per step every one of its ranks holds: the earliest of their events (collective or step
     end). A rank records an end late (woken late, descheduled), never early, so the earliest rank is the
@@ -152,12 +149,16 @@ def _per_host(ranks: Sequence[RankEvents], kind: str) -> dict[str, tuple[np.ndar
                 series.append((r.comm_steps, r.comm_end_ns))
             else:
                 series.append((np.arange(len(r.step_end_ns), dtype=np.int64), r.step_end_ns))
-        common = series[0][0]
-        for s, _ in series[1:]:
-            common = np.intersect1d(common, s)
+        common, ends = _on_common_steps(series)
         if len(common):
-            out[host] = (common, np.stack([e[np.searchsorted(s, common)] for s, e in series]).min(axis=0))
+            out[host] = (common, ends.min(axis=0))
     return out
+
+
+def _on_common_steps(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The steps every (steps, values) series holds, and each series' values at them (series x steps)."""
+    common = functools.reduce(np.intersect1d, [s for s, _ in series])
+    return common, np.stack([e[np.searchsorted(s, common)] for s, e in series])
 
 
 def _offset(ref: tuple[np.ndarray, np.ndarray], mine: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -182,7 +183,7 @@ def align_clocks(ranks: Sequence[RankEvents]) -> Alignment:
     """Every host's offset onto the clock of the host of the lowest rank (ranks without a number last):
     from the collectives every rank takes part in where MIN_STEPS steps hold them on both hosts, else from
     step ends, else none (offset 0). One host: its own clock, offset 0."""
-    order = sorted(ranks, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
+    order = sorted(ranks, key=_rank_order)
     if not order:
         return Alignment(reference="", hosts=())
     ref = order[0].host
@@ -206,15 +207,13 @@ def align_clocks(ranks: Sequence[RankEvents]) -> Alignment:
 def _residual(comm: Mapping[str, tuple[np.ndarray, np.ndarray]], alignment: Alignment) -> dict[str, object]:
     """How far apart the hosts' collective ends of one step still are on the job's clock: per step every
     host holds, the range of the hosts' earliest aligned ends. None with fewer than two hosts."""
-    held = [(h.host, comm[h.host]) for h in alignment.hosts if h.host in comm]
+    held = [h for h in alignment.hosts if h.host in comm]
     if len(held) < 2:
         return {}
-    common = held[0][1][0]
-    for _, (steps, _) in held[1:]:
-        common = np.intersect1d(common, steps)
+    common, ends = _on_common_steps([comm[h.host] for h in held])
     if not len(common):
         return {}
-    aligned = np.stack([e[np.searchsorted(s, common)] + alignment.offset(h) for h, (s, e) in held])
+    aligned = ends + np.array([[h.offset_ns] for h in held], dtype=np.int64)
     spread = aligned.max(axis=0) - aligned.min(axis=0)
     return {
         "residual_ns": int(np.median(spread)),
@@ -250,9 +249,6 @@ class NodeFigures:
         """Its ranks' mean ms a step in collectives and that share of the step (0 where none was measured)."""
         return self.breakdown_ms.get("comm", 0.0), self.breakdown_fraction.get("comm", 0.0)
 
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
-
 
 @dataclasses.dataclass(frozen=True)
 class SlowNode:
@@ -275,9 +271,6 @@ class SlowNode:
     def wait_share(self) -> float:
         return self.wait_ms / self.step_ms if self.step_ms > 0 else 0.0
 
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
-
 
 @dataclasses.dataclass(frozen=True)
 class JobNodes:
@@ -287,9 +280,6 @@ class JobNodes:
     nodes: tuple[NodeFigures, ...]
     slow_node: SlowNode | None
     steps: int
-
-    def to_dict(self) -> dict[str, object]:
-        return to_doc(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -308,7 +298,7 @@ def job_nodes(ranks: Sequence[RankSteps]) -> JobNodes:
     ranks' own work (wall less comm, their mean) is the longest in at least half the steps and exceeds the
     nodes' median by EXCESS_SHARE of it (at least EXCESS_MS); the nodes whose ranks spend WAIT_MS more in
     collectives than the slow node's wait for it. One node: its figures, no slow node."""
-    order = sorted(ranks, key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0))
+    order = sorted(ranks, key=_rank_order)
     hosts = list(dict.fromkeys(r.host for r in order))
     k = min((len(r.wall_ms) for r in order), default=0)
     if not hosts or k == 0:
@@ -355,6 +345,30 @@ def _waits(node: NodeFigures, nodes: Sequence[NodeFigures], slow_host: str) -> b
     return node.breakdown_ms["comm"] - slow.breakdown_ms["comm"] > WAIT_MS
 
 
+def slow_row(work: np.ndarray, label_means: Mapping[str, np.ndarray], i: int) -> dict[str, float | str] | None:
+    """Row i of `work` (rows x steps: a rank's or a node's own work, wall less comm) as one the others wait
+    for, or None: the longest on at least half the steps and over the rows' median by EXCESS_SHARE of it (at
+    least EXCESS_MS). Its figures: the label of its excess over the other rows' median (label_means: each
+    label's mean per row; never comm) and that excess, its share of steps as the slowest, its own work and
+    the others'."""
+    med = np.median(work, axis=0)
+    base = float(med.mean())
+    share = float((np.argmax(work, axis=0) == i).mean())
+    excess = float((work[i] - med).mean())
+    if base <= 0 or share < 0.5 or excess < max(EXCESS_SHARE * base, EXCESS_MS):
+        return None
+    others = [j for j in range(len(work)) if j != i]
+    diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
+    cause = max(diffs, key=diffs.get)
+    return {
+        "excess_label": cause,
+        "excess_ms": diffs[cause],
+        "slowest_share": share,
+        "work_ms": float(work[i].mean()),
+        "others_work_ms": float(np.median(work[others].mean(axis=1))),
+    }
+
+
 def _slow_node(
     hosts: list[str],
     groups: list[list[RankSteps]],
@@ -363,29 +377,17 @@ def _slow_node(
     work: np.ndarray,
     k: int,
 ) -> SlowNode | None:
-    med = np.median(work, axis=0)
-    base = float(med.mean())
-    slowest = np.argmax(work, axis=0)
     i = int(np.argmax(work.mean(axis=1)))
-    share = float((slowest == i).mean())
-    excess = float((work[i] - med).mean())
-    if base <= 0 or share < 0.5 or excess < max(EXCESS_SHARE * base, EXCESS_MS):
+    slow = slow_row(work, {lb: m.mean(axis=1) for lb, m in label.items()}, i)
+    if slow is None:
         return None
-    others = [j for j in range(len(hosts)) if j != i]
-    means = {lb: label[lb].mean(axis=1) for lb in LABELS if lb != "comm"}
-    diffs = {lb: float(m[i] - np.median(m[others])) for lb, m in means.items()}
-    cause = max(diffs, key=diffs.get)
     # The node's rank with the most own work: the one to look at first.
     own = [float(np.mean(r.wall_ms[:k] - r.label_ms["comm"][:k])) for r in groups[i]]
     return SlowNode(
         host=hosts[i],
         rank=groups[i][int(np.argmax(own))].rank,
-        excess_label=cause,
-        excess_ms=diffs[cause],
-        work_ms=float(work[i].mean()),
-        others_work_ms=float(np.median(work[others].mean(axis=1))),
-        slowest_share=share,
         waiting_host=None,
         wait_ms=0.0,
         step_ms=float(wall[i].mean()),
+        **slow,
     )

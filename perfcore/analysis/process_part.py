@@ -84,6 +84,16 @@ class Part:
         """Every call the hooks counted before a step source was chosen."""
         return sum(v for v in self.seen.values() if isinstance(v, int))
 
+    def figures(self) -> dict[str, Any]:
+        """Its steps' own figures, as the merged run lists each rank or trainer."""
+        return {
+            "steps": self.steps,
+            "step_time_ms": self.step_time_ms,
+            "breakdown_ms": self.breakdown_ms,
+            "breakdown_fraction": self.breakdown_fraction,
+            "exit": self.exit.reason,
+        }
+
     @property
     def run_command(self) -> tuple[str, ...]:
         return self.command or self.argv

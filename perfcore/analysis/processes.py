@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from perfcore.analysis.attribution import summarize
+from perfcore.analysis.attribution import measured_mask, summarize
 from perfcore.analysis.codec import to_doc
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.process_part import Part
@@ -127,18 +127,6 @@ def _loaders(parts: list[Part]) -> list[dict[str, Any]]:
     return list(merged.values())
 
 
-def _per_process(p: Part) -> dict[str, Any]:
-    return {
-        "pid": p.pid,
-        "steps": p.steps,
-        "warmup_steps": p.warmup_steps,
-        "step_time_ms": p.step_time_ms,
-        "breakdown_ms": p.breakdown_ms,
-        "breakdown_fraction": p.breakdown_fraction,
-        "exit": p.exit.reason,
-    }
-
-
 def merge_trainers(parts: list[Part]) -> tuple[dict[str, Any], pd.DataFrame, dict[str, np.ndarray]]:
     """parts: the processes that trained, the first one's (by pid) the base. Returns (the fields the merged
     document replaces, the merged steps table, its step starts and walls aligned with its rows, or {} when
@@ -152,9 +140,7 @@ def merge_trainers(parts: list[Part]) -> tuple[dict[str, Any], pd.DataFrame, dic
     summary = summarize(table, on_gpu=base.device != "cpu", backend=base.backend, device=base.device)
     table = table.drop(columns=ns)
     fields: dict[str, Any] = {k: summary[k] for k in SUMMARY_KEYS if k in summary}
-    training = ~table["warmup"].to_numpy(dtype=bool)
-    if "evaluation" in table:
-        training &= ~table["evaluation"].to_numpy(dtype=bool)
+    training = measured_mask(table)
     for key, suffix in (("compute_split_ms", "_ms"), ("compute_split_gpu_ms", "_gpu_ms")):
         cols = [ph for ph in ("forward", "backward", "optimizer") if f"{ph}{suffix}" in table]
         if getattr(base, key) and training.any():
@@ -167,7 +153,7 @@ def merge_trainers(parts: list[Part]) -> tuple[dict[str, Any], pd.DataFrame, dic
         fields["loaders"] = _loaders(parts)
     if any(p.starvation for p in parts):
         fields["starvation"] = _starvation(table)
-    fields["processes"] = {"training": [_per_process(p) for p in parts]}
+    fields["processes"] = {"training": [{"pid": p.pid, **p.figures(), "warmup_steps": p.warmup_steps} for p in parts]}
     return fields, table, raw
 
 
@@ -187,10 +173,7 @@ def evaluation_apart(evaluating: list[Part], trainers: list[pd.DataFrame]) -> di
         return None
     training_ms = 0.0
     for t in trainers:
-        keep = ~t["warmup"].to_numpy(dtype=bool)
-        if "evaluation" in t:
-            keep &= ~t["evaluation"].to_numpy(dtype=bool)
-        training_ms = max(training_ms, float(t["wall_ms"].to_numpy(dtype=float)[keep].sum()))
+        training_ms = max(training_ms, float(t["wall_ms"].to_numpy(dtype=float)[measured_mask(t)].sum()))
     return {
         "passes": passes,
         "total_ms": total_ms,

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from perfcore.analysis.labels import LABELS
-from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events
+from perfcore.analysis.codec import to_doc
+from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events, slow_row
 from perfcore.analysis.process_part import Part
 from perfcore.analysis.results import Level, Straggle, Verdict
 from perfcore.analysis.run_context import RankRow, Straggler, Waiting
@@ -51,49 +52,35 @@ def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
     numbered = [p.rank for p in parts if p.rank is not None]
     # One node's view of a job across machines misses no rank: the job's report says which are missing.
     missing = sorted(set(range(world)) - set(numbered)) if numbered and not node_view else []
-    ranks = [
-        {
-            "rank": p.rank,
-            "step_time_ms": p.step_time_ms,
-            "breakdown_ms": p.breakdown_ms,
-            "breakdown_fraction": p.breakdown_fraction,
-            "steps": p.steps,
-            "exit": p.exit.reason,
-            "host": p.host,
-        }
-        for p in parts
-    ]
+    ranks = [{"rank": p.rank, **p.figures(), "host": p.host} for p in parts]
     out: dict[str, Any] = {"world_size": world, "ranks": ranks, "missing_ranks": missing, "stragglers": []}
     tables = [_measured(p.table) for p in parts]
     k = min((len(t) for t in tables), default=0)
     nodes = None
     if len({p.host for p in parts}) > 1:
-        out["clocks"] = clock_alignment(parts).to_dict()
+        out["clocks"] = to_doc(clock_alignment(parts))
         nodes = job_nodes([_rank_steps(p, t) for p, t in zip(parts, tables)])
-        out["nodes"] = nodes.to_dict()
+        out["nodes"] = to_doc(nodes)
     if len(parts) < 2 or k == 0:
         return out
     label_means = {lb: np.array([t[f"{lb}_ms"].to_numpy()[:k].mean() for t in tables]) for lb in LABELS}
     out["stragglers"] = _stragglers(parts, tables, k, label_means)
-    if (
-        nodes is not None
-        and nodes.slow_node is not None
-        and nodes.slow_node.rank not in {s["rank"] for s in out["stragglers"]}
-    ):
+    slow = nodes.slow_node if nodes is not None else None
+    if slow is not None and slow.rank not in {s["rank"] for s in out["stragglers"]}:
         # A whole node slower than the others: its ranks share the excess, none is the slowest on most steps
         # alone; the node's rank with the most own work stands for it.
-        i = next(i for i, p in enumerate(parts) if p.rank == nodes.slow_node.rank)
+        i = next(i for i, p in enumerate(parts) if p.rank == slow.rank)
         work = (tables[i]["wall_ms"] - tables[i]["comm_ms"]).to_numpy()[:k]
         out["stragglers"].append(
             {
-                "rank": nodes.slow_node.rank,
-                "excess_label": nodes.slow_node.excess_label,
-                "excess_ms": nodes.slow_node.excess_ms,
-                "slowest_share": nodes.slow_node.slowest_share,
+                "rank": slow.rank,
+                "excess_label": slow.excess_label,
+                "excess_ms": slow.excess_ms,
+                "slowest_share": slow.slowest_share,
                 "work_ms": float(work.mean()),
-                "others_work_ms": nodes.slow_node.others_work_ms,
+                "others_work_ms": slow.others_work_ms,
                 "step_ms": float(tables[i]["wall_ms"].to_numpy()[:k].mean()),
-                "host": nodes.slow_node.host,
+                "host": slow.host,
             }
         )
     if out["stragglers"]:
@@ -105,33 +92,15 @@ def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
 def _stragglers(
     parts: list[Part], tables: list[pd.DataFrame], k: int, label_means: Mapping[str, np.ndarray]
 ) -> list[dict[str, Any]]:
-    """The ranks whose own work (wall less comm) is the longest on most steps and exceeds the median by 5%
-    of it (at least 0.5 ms): each with the label of its excess over the others' median."""
+    """The ranks the others wait for (analysis.nodes.slow_row), each with the label of its excess over the
+    others' median."""
     work = np.stack([(t["wall_ms"] - t["comm_ms"]).to_numpy()[:k] for t in tables])  # ranks x steps
-    med = np.median(work, axis=0)
-    slowest = np.argmax(work, axis=0)
     found = []
     for i, p in enumerate(parts):
-        excess = float((work[i] - med).mean())
-        share_slowest = float((slowest == i).mean())
-        base = float(med.mean())
-        if share_slowest < 0.5 or excess < max(0.05 * base, 0.5) or base <= 0:
-            continue
-        others = [j for j in range(len(parts)) if j != i]
-        diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
-        label = max(diffs, key=diffs.get)
-        found.append(
-            {
-                "rank": p.rank,
-                "excess_label": label,
-                "excess_ms": diffs[label],
-                "slowest_share": share_slowest,
-                "work_ms": float(work[i].mean()),
-                "others_work_ms": float(np.median(work[others].mean(axis=1))),
-                "step_ms": float(np.mean(tables[i]["wall_ms"].to_numpy()[:k])),
-                "host": p.host,
-            }
-        )
+        slow = slow_row(work, label_means, i)
+        if slow is not None:
+            step_ms = float(np.mean(tables[i]["wall_ms"].to_numpy()[:k]))
+            found.append({"rank": p.rank, **slow, "step_ms": step_ms, "host": p.host})
     return found
 
 

@@ -14,7 +14,7 @@ from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.codec import BadDocument
 from perfcore.analysis.migrate import CURRENT, migrate
 from perfcore.errors import BadResultFile
-from perfcore.shapes import ANY, INT, NUM, STR, Keys, Map, Opt, problem
+from perfcore.shapes import ANY, INT, NUM, STR, Absent, Keys, Map, Opt, problem
 from perfcore.untrusted import Refused, open_regular, read_file
 
 if TYPE_CHECKING:
@@ -31,15 +31,10 @@ __all__ = [
     "load_part",
     "load_sweep",
     "parse_run",
-    "SUPPORTED",
 ]
 
 # The most bytes a document perfcore writes holds (a 1M-step run.json is a few MB).
 DOCUMENT_CAP = 256 << 20
-
-# The newest version of each document this perfcore reads (an older one goes through analysis.migrate).
-SUPPORTED = CURRENT
-
 
 STEP_COLUMNS = ("step", "wall_ms", "warmup", *(f"{lb}_ms" for lb in LABELS))
 
@@ -94,7 +89,8 @@ def read_json(path: Path, kind: str, *, exit_code: int = 2) -> dict[str, Any]:
     m = re.fullmatch(r"([\w.]+)/(\d+)", schema)
     if not m or m.group(1) != kind:
         raise _bad(path, f"is a {schema[:60]} document, not {kind}", exit_code)
-    version, newest = int(m.group(2)), SUPPORTED.get(kind, 1)
+    # The newest version of each document this perfcore reads (an older one goes through analysis.migrate).
+    version, newest = int(m.group(2)), CURRENT.get(kind, 1)
     if version > newest:
         raise _bad(
             path,
@@ -115,8 +111,14 @@ def parse_run(doc: dict[str, Any], path: Path, *, exit_code: int = 2) -> "RunRep
         not isinstance(files, dict) or not all(is_plain_name(k) and is_plain_name(v) for k, v in files.items())
     ):
         raise _bad(path, "is corrupt: 'files' names something other than a plain file name in its folder", exit_code)
+    return _parsed(RunReport, doc, path, exit_code)
+
+
+def _parsed(cls: Any, doc: dict[str, Any], path: Path, exit_code: int) -> Any:
+    """The result `cls` a document holds (this version's, or an older one migrated), every value checked;
+    corrupt (exit_code) where it does not hold one."""
     try:
-        return RunReport.from_dict(migrate(doc))
+        return cls.from_dict(migrate(doc))
     except BadDocument as err:
         raise _bad(path, f"is corrupt: {err}", exit_code) from err
     except (TypeError, KeyError, ValueError, AttributeError) as err:  # an older document too damaged to migrate
@@ -268,15 +270,14 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
     table = steps_file(folder)
     if not table.exists() and doc.get("steps_table") == "run" and run_table is not None:
         table = run_table
-    if doc.get("steps", 0) + doc.get("warmup_steps", 0) == 0 and not table.exists():
+    declared = doc.get("steps", 0) + doc.get("warmup_steps", 0)
+    if declared == 0 and not table.exists():
         return doc, pd.DataFrame({c: pd.Series(dtype=bool if c == "warmup" else float) for c in STEP_COLUMNS}), {}
-    checkpoint = doc.get("checkpoint")
-    if not isinstance(checkpoint, dict):
+    checkpoint = doc["checkpoint"] if isinstance(doc.get("checkpoint"), dict) else None
+    if checkpoint is None:
         parse_run(doc, folder / "run.json", exit_code=1)
-    if isinstance(checkpoint, dict) and checkpoint.get("table") == CHECKPOINT_TABLE:
-        steps = read_checkpoint_table(
-            folder / CHECKPOINT_TABLE, checkpoint, doc.get("steps", 0) + doc.get("warmup_steps", 0)
-        )
+    if checkpoint is not None and checkpoint.get("table") == CHECKPOINT_TABLE:
+        steps = read_checkpoint_table(folder / CHECKPOINT_TABLE, checkpoint, declared)
     else:  # a part's steps.csv, or a checkpoint written as CSV by an earlier version
         vouched = (checkpoint or {}).get("csv_bytes")
         steps = read_csv(
@@ -285,7 +286,7 @@ def load_part(folder: Path, run_table: Path | None = None) -> tuple[dict[str, An
             exit_code=1,
             limit_bytes=vouched if isinstance(vouched, int) and vouched > 0 else None,
         )
-    if isinstance(checkpoint, dict):
+    if checkpoint is not None:
         # A checkpoint's run.json says what its steps.csv holds; the figures come from the rows.
         doc = summarize_checkpoint(doc, steps)
         parse_run(doc, folder / "run.json", exit_code=1)
@@ -320,6 +321,7 @@ def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows:
     import numpy as np
     import pandas as pd
 
+    doc_path = path.with_name("run.json")  # the document that describes the table
     cols, kinds = checkpoint.get("columns"), checkpoint.get("kinds")
     shape_ok = (
         isinstance(cols, list)
@@ -330,21 +332,19 @@ def read_checkpoint_table(path: Path, checkpoint: dict[str, Any], declared_rows:
         and all(k in ("i", "ms", "b") for k in kinds)
     )
     if not shape_ok:
-        raise _bad(path.with_name("run.json"), "is corrupt: its checkpoint does not describe its table", 1)
+        raise _bad(doc_path, "is corrupt: its checkpoint does not describe its table", 1)
     missing = [c for c in STEP_COLUMNS if c not in cols]
     if missing:
-        raise _bad(path.with_name("run.json"), f"is corrupt: its checkpoint's table has no column {missing[0]!r}", 1)
+        raise _bad(doc_path, f"is corrupt: its checkpoint's table has no column {missing[0]!r}", 1)
     width = 8 * len(cols)
     vouched = checkpoint.get("table_bytes")
     if vouched is None:
-        raise _bad(
-            path.with_name("run.json"), "is corrupt: its checkpoint does not say how much of its table is its", 1
-        )
+        raise _bad(doc_path, "is corrupt: its checkpoint does not say how much of its table is its", 1)
     if isinstance(vouched, bool) or not isinstance(vouched, int) or vouched < 0 or vouched % width:
-        raise _bad(path.with_name("run.json"), "is corrupt: its checkpoint vouches for no whole rows of its table", 1)
+        raise _bad(doc_path, "is corrupt: its checkpoint vouches for no whole rows of its table", 1)
     if vouched // width > declared_rows:
         raise _bad(
-            path.with_name("run.json"),
+            doc_path,
             f"is corrupt: its checkpoint's table claims {vouched // width} rows for {declared_rows} steps",
             1,
         )
@@ -397,22 +397,14 @@ SWEEP_REQUIRED = {
             "samples_per_s": Opt(NUM),
         }
     ],
+    "best": Absent(Opt(Keys({"samples_per_s": Opt(NUM)}))),
 }
 
 
 def load_sweep(folder: Path) -> "SweepResult":
     """The result sweep.json of a sweep folder holds (to continue it): every configuration row checked."""
     path = Path(folder) / "sweep.json"
-    return _typed(path, _checked_sweep(path, read_json(path, "perfcore.sweep")))
-
-
-def _checked_sweep(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
-    """sweep.json with the shape of each configuration row checked, named where it breaks (exit 2)."""
-    for k, shape in SWEEP_REQUIRED.items():
-        p = problem(doc.get(k), shape, k) if k in doc else f"{k} is missing"
-        if p:
-            raise _bad(path, f"is corrupt: {p}", 2)
-    return doc
+    return _typed(path, read_json(path, "perfcore.sweep"))
 
 
 # The documents of the folders the triage commands write, and their kinds (a demo folder's run.json is read
@@ -435,8 +427,8 @@ def stage_document(folder: Path, names: tuple[str, ...] | None = None) -> tuple[
 
 
 def _typed(path: Path, doc: dict[str, Any]) -> Any:
-    """The command's result a document holds (this version's, or an older one migrated), every value checked;
-    corrupt (exit 2) where it does not hold one."""
+    """The command's result a document holds; a sweep's configuration rows checked first, each named where it
+    breaks (exit 2)."""
     from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, SweepResult
 
     typed = {
@@ -445,11 +437,9 @@ def _typed(path: Path, doc: dict[str, Any]) -> Any:
         "perfcore.sweep": SweepResult,
         "perfcore.experiments.demo": DemoResult,
     }
-    if str(doc.get("schema")).startswith("perfcore.sweep/"):
-        doc = _checked_sweep(path, doc)
-    try:
-        return typed[str(doc.get("schema")).split("/")[0]].from_dict(migrate(doc))
-    except BadDocument as err:
-        raise _bad(path, f"is corrupt: {err}", 2) from err
-    except (TypeError, KeyError, ValueError, AttributeError) as err:  # an older document too damaged to migrate
-        raise _bad(path, f"is corrupt: {type(err).__name__} while reading it", 2) from err
+    kind = str(doc.get("schema")).split("/")[0]
+    for k, shape in SWEEP_REQUIRED.items() if kind == "perfcore.sweep" else ():
+        p = problem(doc[k], shape, k) if k in doc else None if isinstance(shape, Absent) else f"{k} is missing"
+        if p:
+            raise _bad(path, f"is corrupt: {p}", 2)
+    return _parsed(typed[kind], doc, path, 2)

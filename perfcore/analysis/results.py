@@ -199,14 +199,6 @@ class Verdict:
     def avoidable_ms(self) -> dict[str, float]:
         return {c.label: c.ms_per_step for c in self.ranked}
 
-    @property
-    def avoidable_band_ms(self) -> dict[str, tuple[float, float]]:
-        return {
-            c.label: (c.share_band[0] * self.step_ms, c.share_band[1] * self.step_ms)
-            for c in self.ranked
-            if c.share_band is not None
-        }
-
     def cause(self, label: str | None) -> Cause | None:
         return next((c for c in self.ranked if c.label == label), None)
 

@@ -7,7 +7,7 @@ document holds as codec.to_doc writes it."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Sequence
 
 from perfcore.analysis.codec import fields_of, from_doc, to_doc
 from perfcore.analysis.run_parts import LabelMs, LabelShares, StepTime
@@ -33,6 +33,7 @@ __all__ = [
     "NoteProcess",
     "NoStep",
     "Checkpoint",
+    "training_loader",
 ]
 
 
@@ -59,6 +60,12 @@ class Loader:
     persistent_workers_would_save_ms: float | None = None
     workload: str | None = None  # a built-in workload's loader (in-process experiments): its name
     decoder: str | None = None
+
+
+def training_loader(loaders: Sequence[Loader]) -> Loader | None:
+    """The loader the loop trains on (a script may build a validation loader too)."""
+    # A train loader (not one an evaluation drew from) before others, then the one most batches were drawn from.
+    return max(loaders, key=lambda ld: (ld.training, ld.batches or 0)) if loaders else None
 
 
 @dataclasses.dataclass(frozen=True)

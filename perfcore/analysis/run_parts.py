@@ -6,6 +6,7 @@ run_context's); each is a frozen dataclass its document holds as codec.to_doc wr
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 from perfcore.analysis.codec import Count, Frac, Ms, Num, from_doc, to_doc
@@ -53,8 +54,18 @@ class StepTime:
     sem: float | None = None
 
 
+class _ByLabel:
+    """A figure per label, read by the label's name."""
+
+    def __getitem__(self, label: str) -> float:
+        return getattr(self, label)
+
+    def as_dict(self) -> dict[str, float]:
+        return {lb: getattr(self, lb) for lb in LABELS}
+
+
 @dataclasses.dataclass(frozen=True)
-class LabelMs:
+class LabelMs(_ByLabel):
     """ms per step of each label (they add up to the step)."""
 
     load: Ms = 0.0
@@ -63,15 +74,9 @@ class LabelMs:
     comm: Ms = 0.0
     host: Ms = 0.0
 
-    def __getitem__(self, label: str) -> float:
-        return getattr(self, label)
-
-    def as_dict(self) -> dict[str, float]:
-        return {lb: getattr(self, lb) for lb in LABELS}
-
 
 @dataclasses.dataclass(frozen=True)
-class LabelShares:
+class LabelShares(_ByLabel):
     """Each label's share of the step (0..1)."""
 
     load: Frac = 0.0
@@ -79,12 +84,6 @@ class LabelShares:
     compute: Frac = 0.0
     comm: Frac = 0.0
     host: Frac = 0.0
-
-    def __getitem__(self, label: str) -> float:
-        return getattr(self, label)
-
-    def as_dict(self) -> dict[str, float]:
-        return {lb: getattr(self, lb) for lb in LABELS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,13 +267,10 @@ class Capture:
         if not isinstance(value, dict):
             return from_doc(dict[str, Any], value, where)  # says what it is instead
         stats = {k: from_doc(Stat, v, f"{where}.{k}") for k, v in value.items() if k not in cls._APART}
-        return cls(
-            stats=stats,
-            handed_over=from_doc(dict[str, Stat] | None, value.get("handed_over"), f"{where}.handed_over"),
-            guards=from_doc(tuple[str, ...], value.get("guards") or [], f"{where}.guards"),
-            torch_profiler=from_doc(dict[str, Any] | None, value.get("torch_profiler"), f"{where}.torch_profiler"),
-            tracing=from_doc(Tracing | None, value.get("tracing"), f"{where}.tracing"),
-        )
+        hints = typing.get_type_hints(cls)
+        # The figures kept apart, as to_doc writes them: only those that hold something.
+        apart = {k: from_doc(hints[k], value[k], f"{where}.{k}") for k in cls._APART if value.get(k)}
+        return cls(stats=stats, **apart)
 
     def count(self, name: str) -> int:
         v = self.stats.get(name)

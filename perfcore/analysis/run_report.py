@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any
 
 from perfcore.analysis.codec import Count, Ms, from_doc, to_doc
-from perfcore.analysis.findings import Finding, FindingKind
+from perfcore.analysis.findings import Finding
 from perfcore.analysis.nodes import Alignment, JobNodes
 from perfcore.analysis.results import UNDECIDED, Interference, Verdict
 from perfcore.analysis.run_context import (
@@ -35,6 +35,7 @@ from perfcore.analysis.run_context import (
     Threads,
     Waiting,
     Workers,
+    training_loader,
 )
 from perfcore.analysis.run_parts import (
     Capture,
@@ -190,9 +191,6 @@ class RunReport:
         out = ev["outliers"]
         return Steady(float(ev["step_ms"] or 0.0), steady_ms(ev), int(out["count"]) if out else 0)
 
-    def of_kind(self, *kinds: FindingKind) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.kind in kinds)
-
     @property
     def trainers(self) -> tuple[ProcessRow, ...]:
         """The processes that trained side by side with their own figures (none for a run of one process)."""
@@ -200,8 +198,5 @@ class RunReport:
 
     @property
     def training_loader(self) -> Loader | None:
-        """The loader the loop trains on: a train one (not one an evaluation drew from), the one it drew most
-        batches from."""
-        if not self.loaders:
-            return None
-        return max(self.loaders, key=lambda ld: (ld.training, ld.batches or 0))
+        """The loader the loop trains on (run_context.training_loader)."""
+        return training_loader(self.loaders)

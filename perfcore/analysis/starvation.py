@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perfcore.analysis.attribution import measured_mask
 from perfcore.analysis.codec import Frac, Ms
 
 if TYPE_CHECKING:
@@ -49,10 +50,7 @@ def starvation(steps: pd.DataFrame, threshold_ms: float | None = None) -> Starva
     """Starvation over the measured steps of a steps table (load_ms, wall_ms, step; warmup and
     evaluation rows left out). threshold_ms: a wait that counts; default max(MIN_WAIT_MS, REL_WAIT x
     the median step's wall_ms)."""
-    keep = np.ones(len(steps), dtype=bool)
-    for col in ("warmup", "evaluation"):
-        if col in steps:
-            keep &= ~steps[col].to_numpy(dtype=bool)
+    keep = measured_mask(steps)
     # The three columns' kept rows, never a row selection of the whole table (a copy of every column).
     n = int(keep.sum())
     load = steps["load_ms"].to_numpy(dtype=float)[keep]

@@ -51,10 +51,7 @@ def outlier_mask(wall: np.ndarray, load: np.ndarray) -> np.ndarray:
     """The steps robust_breakdown sets apart as outliers (True), from their wall and load times in any one
     unit: every figure a report quotes of a step (the table, the verdict, the compute split) is of the
     steps this leaves."""
-    return _outliers(np.asarray(wall, dtype=np.float64), np.asarray(load, dtype=np.float64))
-
-
-def _outliers(wall: np.ndarray, load: np.ndarray) -> np.ndarray:
+    wall, load = np.asarray(wall, dtype=np.float64), np.asarray(load, dtype=np.float64)
     # Lean on memory: a 1M-step run's finish runs this on whole columns, so one temporary of the length
     # of the steps at a time, and the load rule only on the candidates.
     n = len(wall)
@@ -105,7 +102,7 @@ def robust_breakdown(
         return None
     wall = _ns(table, "wall")
     parts = {lb: _ns(table, lb) for lb in LABELS if f"{lb}_ns" in table or f"{lb}_ms" in table}
-    out = _outliers(wall, parts.get("load", np.zeros(n)))
+    out = outlier_mask(wall, parts.get("load", np.zeros(n)))
     keep = ~out
     k = int(keep.sum())
     w_k = wall[keep]

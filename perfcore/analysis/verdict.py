@@ -145,7 +145,7 @@ def judge_causes(
                 ms_per_step=ms,
                 share=share,
                 level=Level(level),
-                gain=Gain(g["saved_ms"], g["step_after_ms"], g["speedup"], g["band"]),
+                gain=Gain(**g),
                 share_band=band,
                 borderline_tier=tier,
             )

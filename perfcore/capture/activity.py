@@ -16,7 +16,7 @@ from perfcore.capture.launches import LaunchPhases
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = ["device_tables", "MEMSET_NAME", "PROBE_KERNEL", "device_copy_name"]
+__all__ = ["device_tables", "MEMSET_NAME", "PROBE_KERNEL"]
 
 MEMSET_NAME = "Memset (Device)"  # the names torch.profiler gives these rows
 # The kernel the tracing calibration launches (csrc/calib.cu): perfcore's, never a step's work.
@@ -31,10 +31,6 @@ _COPY_NAMES = {
 }
 
 
-def device_copy_name(copy_kind: int) -> str:
-    return _COPY_NAMES.get(int(copy_kind), "Memcpy (Device)")
-
-
 def _present(frames: dict[str, pd.DataFrame], kind: str) -> pd.DataFrame | None:
     f = frames.get(kind)
     return f if f is not None and len(f.columns) and len(f) else None
@@ -45,6 +41,12 @@ def _placed(launches: LaunchPhases, rows: pd.DataFrame) -> np.ndarray:
     return launches.phase_of(
         rows["correlation_id"].to_numpy(), start_ns=rows["start_ns"].to_numpy(), end_ns=rows["end_ns"].to_numpy()
     )
+
+
+def _timed(rows: pd.DataFrame, **columns) -> pd.DataFrame:
+    """Rows' times and stream, with `columns` beside them (a scalar fills its column)."""
+    times = {c: rows[c].to_numpy() for c in ("start_ns", "end_ns", "stream_id")}
+    return pd.DataFrame({**times, **columns})
 
 
 def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> dict[str, pd.DataFrame]:
@@ -59,68 +61,35 @@ def device_tables(frames: dict[str, pd.DataFrame], launches: LaunchPhases) -> di
         if mine.any():
             k, names = k[~mine], names[~mine]
     if k is not None and len(k):
-        work.append(
-            pd.DataFrame(
-                {
-                    "start_ns": k["start_ns"].to_numpy(),
-                    "end_ns": k["end_ns"].to_numpy(),
-                    "stream_id": k["stream_id"].to_numpy(),
-                    "name": names.to_numpy(dtype=object),
-                    "comm": names.str.contains("nccl", case=False).to_numpy(),
-                    "phase_id": launches.phase_of(
-                        k["correlation_id"].to_numpy(),
-                        k["graph_id"].to_numpy() if "graph_id" in k else None,
-                        k["start_ns"].to_numpy(),
-                        k["graph_node_id"].to_numpy() if "graph_node_id" in k else None,
-                        k["end_ns"].to_numpy(),
-                    ),
-                }
-            )
+        phase = launches.phase_of(
+            k["correlation_id"].to_numpy(),
+            k["graph_id"].to_numpy() if "graph_id" in k else None,
+            k["start_ns"].to_numpy(),
+            k["graph_node_id"].to_numpy() if "graph_node_id" in k else None,
+            k["end_ns"].to_numpy(),
         )
+        comm = names.str.contains("nccl", case=False).to_numpy()
+        work.append(_timed(k, name=names.to_numpy(dtype=object), comm=comm, phase_id=phase))
     m = _present(frames, "memcpy")
     if m is not None:
         host = np.isin(m["copy_kind"].to_numpy(), TRANSFER_COPY_KINDS)
         t = m[host]
         if len(t):
-            out["copies"] = pd.DataFrame(
-                {
-                    "start_ns": t["start_ns"].to_numpy(),
-                    "end_ns": t["end_ns"].to_numpy(),
-                    "stream_id": t["stream_id"].to_numpy(),
-                    "size_bytes": t["size_bytes"].to_numpy(),
-                    "direction": t["direction"].astype(str).to_numpy(dtype=object),
-                    "pageable": t["pageable"].to_numpy(dtype=bool),
-                    "kind": "memcpy",
-                }
+            out["copies"] = _timed(
+                t,
+                size_bytes=t["size_bytes"].to_numpy(),
+                direction=t["direction"].astype(str).to_numpy(dtype=object),
+                pageable=t["pageable"].to_numpy(dtype=bool),
+                kind="memcpy",
             )
         d = m[~host & (m["copy_kind"].to_numpy() != 9)]  # host-to-host copies involve no device
         if len(d):
-            work.append(
-                pd.DataFrame(
-                    {
-                        "start_ns": d["start_ns"].to_numpy(),
-                        "end_ns": d["end_ns"].to_numpy(),
-                        "stream_id": d["stream_id"].to_numpy(),
-                        "name": np.array([device_copy_name(c) for c in d["copy_kind"].to_numpy()], dtype=object),
-                        "comm": np.zeros(len(d), dtype=bool),
-                        "phase_id": _placed(launches, d),
-                    }
-                )
-            )
+            kinds = d["copy_kind"].tolist()
+            name = np.array([_COPY_NAMES.get(c, "Memcpy (Device)") for c in kinds], dtype=object)
+            work.append(_timed(d, name=name, comm=False, phase_id=_placed(launches, d)))
     s = _present(frames, "memset")
     if s is not None:
-        work.append(
-            pd.DataFrame(
-                {
-                    "start_ns": s["start_ns"].to_numpy(),
-                    "end_ns": s["end_ns"].to_numpy(),
-                    "stream_id": s["stream_id"].to_numpy(),
-                    "name": np.full(len(s), MEMSET_NAME, dtype=object),
-                    "comm": np.zeros(len(s), dtype=bool),
-                    "phase_id": _placed(launches, s),
-                }
-            )
-        )
+        work.append(_timed(s, name=MEMSET_NAME, comm=False, phase_id=_placed(launches, s)))
     if work:
         out["kernels"] = work[0] if len(work) == 1 else pd.concat(work, ignore_index=True)
     return out

@@ -26,29 +26,10 @@ __all__ = [
 ]
 
 # CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind values (cupti_activity.h).
-MEMCPY_KINDS = {
-    0: "unknown",
-    1: "h2d",
-    2: "d2h",
-    3: "h2a",
-    4: "a2h",
-    5: "a2a",
-    6: "a2d",
-    7: "d2a",
-    8: "d2d",
-    9: "h2h",
-    10: "p2p",
-}
-MEMORY_KINDS = {
-    0: "unknown",
-    1: "pageable",
-    2: "pinned",
-    3: "device",
-    4: "array",
-    5: "managed",
-    6: "device_static",
-    7: "managed_static",
-}
+MEMCPY_KINDS = dict(enumerate(("unknown", "h2d", "d2h", "h2a", "a2h", "a2a", "a2d", "d2a", "d2d", "h2h", "p2p")))
+MEMORY_KINDS = dict(
+    enumerate(("unknown", "pageable", "pinned", "device", "array", "managed", "device_static", "managed_static"))
+)
 
 # Copies between host and device memory: what `transfer` means. Device-to-device, array and
 # peer copies run on the device without the host link, and memsets write device memory: those are
@@ -95,18 +76,14 @@ def activity_frames(raw: dict[str, Any]) -> dict[str, pd.DataFrame]:
         k["duration_ns"] = k["end_ns"] - k["start_ns"]
     m = frames["memcpy"]
     if len(m.columns):
-        m["direction"] = _lookup(m["copy_kind"].to_numpy(), MEMCPY_KINDS)
-        m["src"] = _lookup(m["src_kind"].to_numpy(), MEMORY_KINDS)
-        m["dst"] = _lookup(m["dst_kind"].to_numpy(), MEMORY_KINDS)
+        copy_kind, src, dst = (m[c].to_numpy() for c in ("copy_kind", "src_kind", "dst_kind"))
+        m["direction"] = _lookup(copy_kind, MEMCPY_KINDS)
+        m["src"] = _lookup(src, MEMORY_KINDS)
+        m["dst"] = _lookup(dst, MEMORY_KINDS)
         # The host is the destination of device-to-host (2) and array-to-host (4) copies, the
         # source of every other transfer kind.
-        host_side = np.where(
-            np.isin(m["copy_kind"].to_numpy(), HOST_DESTINATION_COPY_KINDS),
-            m["dst_kind"].to_numpy(),
-            m["src_kind"].to_numpy(),
-        )
-        m["pageable"] = host_side == 1
-        m["transfer"] = np.isin(m["copy_kind"].to_numpy(), TRANSFER_COPY_KINDS)
+        m["pageable"] = np.where(np.isin(copy_kind, HOST_DESTINATION_COPY_KINDS), dst, src) == 1
+        m["transfer"] = np.isin(copy_kind, TRANSFER_COPY_KINDS)
         m["duration_ns"] = m["end_ns"] - m["start_ns"]
     return frames
 

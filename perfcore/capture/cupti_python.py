@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from perfcore.capture.columns import ACTIVITY_KINDS, activity_frames, merge_activity
+from perfcore.capture.columns import activity_frames, merge_activity
 from perfcore.capture.cupti_python_kinds import (
     PACKAGE,
     check_versions,
@@ -34,7 +34,7 @@ from perfcore.capture.cupti_python_kinds import (
 )
 from perfcore.capture.cupti_python_kinds import torch_cuda as _torch_cuda
 from perfcore.capture.cupti_python_kinds import Kinds as _Kinds
-from perfcore.capture.cupti_python_records import SCHEMA, records_to_columns
+from perfcore.capture.cupti_python_records import records_to_columns
 from perfcore.capture.native_cupti import synchronize_devices
 from perfcore.errors import CuptiError, DeviceUnavailable, UsageError
 
@@ -43,7 +43,6 @@ __all__ = [
     "records_to_columns",
     "load_cupti",
     "decoded_nothing",
-    "SCHEMA",
     "PACKAGE",
     "check_versions",
 ]
@@ -88,7 +87,7 @@ def _native_tagging(on: bool) -> None:
         from perfcore._native import native
 
         C = native()
-        if getattr(C, "CUPTI_COMPILED", False):
+        if C.CUPTI_COMPILED:
             C.cupti_set_tagging(on)
     except Exception:
         pass  # a build without the native part: launches are placed by their time alone
@@ -292,8 +291,4 @@ class CuptiPythonTracer:
                 clock_offset_ns=self._offset_ns,
                 clock_drift_ns=self._offset_ns - self._offset_start_ns,
             )
-        return (
-            activity_frames(merge_activity(parts))
-            if parts
-            else activity_frames({k: {} for k in ACTIVITY_KINDS} | {"names": list(self._names)})
-        )
+        return activity_frames(merge_activity(parts) if parts else {"names": list(self._names)})

@@ -148,8 +148,7 @@ def loaded_cupti_version() -> int | None:
     try:
         from perfcore._native import native
 
-        C = native()
-        return int(C.cupti_loaded_version()) or None if hasattr(C, "cupti_loaded_version") else None
+        return int(native().cupti_loaded_version()) or None
     except Exception:  # no extension or no CUPTI in it: decided by torch's CUDA version
         return None
 

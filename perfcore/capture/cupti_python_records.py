@@ -13,78 +13,53 @@ from perfcore.capture.cupti_python_kinds import Kinds
 
 __all__ = ["SCHEMA", "records_to_columns"]
 
-# Column -> (record attribute, dtype), per table; the same names and dtypes as the native
-# decoder's tables (csrc/cupti/activity_columns.h), so parts from either backend concatenate.
+# Column -> dtype, per table; the same names and dtypes as the native decoder's tables
+# (csrc/cupti/activity_columns.h), so parts from either backend concatenate.
 _I64, _I32, _U8, _U16 = np.int64, np.int32, np.uint8, np.uint16
-SCHEMA: dict[str, dict[str, tuple[str, Any]]] = {
+_SPAN = {"start_ns": _I64, "end_ns": _I64}
+_ON_STREAM = {"device_id": _I32, "stream_id": _I32, "correlation_id": _I32}
+SCHEMA: dict[str, dict[str, Any]] = {
     "kernels": {
-        "start_ns": ("start", _I64),
-        "end_ns": ("end", _I64),
-        "device_id": ("device_id", _I32),
-        "stream_id": ("stream_id", _I32),
-        "correlation_id": ("correlation_id", _I32),
-        "name_id": ("name", _I32),
-        "grid_x": ("grid_x", _I32),
-        "grid_y": ("grid_y", _I32),
-        "grid_z": ("grid_z", _I32),
-        "block_x": ("block_x", _I32),
-        "block_y": ("block_y", _I32),
-        "block_z": ("block_z", _I32),
-        "registers_per_thread": ("registers_per_thread", _I32),
-        "static_shared_bytes": ("static_shared_memory", _I32),
-        "dynamic_shared_bytes": ("dynamic_shared_memory", _I32),
-        "graph_id": ("graph_id", _I32),
-        "graph_node_id": ("graph_node_id", _I64),
+        **_SPAN,
+        **_ON_STREAM,
+        "name_id": _I32,
+        "grid_x": _I32,
+        "grid_y": _I32,
+        "grid_z": _I32,
+        "block_x": _I32,
+        "block_y": _I32,
+        "block_z": _I32,
+        "registers_per_thread": _I32,
+        "static_shared_bytes": _I32,
+        "dynamic_shared_bytes": _I32,
+        "graph_id": _I32,
+        "graph_node_id": _I64,
     },
     "memcpy": {
-        "start_ns": ("start", _I64),
-        "end_ns": ("end", _I64),
-        "size_bytes": ("bytes", _I64),
-        "device_id": ("device_id", _I32),
-        "stream_id": ("stream_id", _I32),
-        "correlation_id": ("correlation_id", _I32),
-        "copy_kind": ("copy_kind", _U8),
-        "src_kind": ("src_kind", _U8),
-        "dst_kind": ("dst_kind", _U8),
-        "flags": ("flags_", _U8),
+        **_SPAN,
+        "size_bytes": _I64,
+        **_ON_STREAM,
+        "copy_kind": _U8,
+        "src_kind": _U8,
+        "dst_kind": _U8,
+        "flags": _U8,
     },
-    "memset": {
-        "start_ns": ("start", _I64),
-        "end_ns": ("end", _I64),
-        "size_bytes": ("bytes", _I64),
-        "device_id": ("device_id", _I32),
-        "stream_id": ("stream_id", _I32),
-        "correlation_id": ("correlation_id", _I32),
-        "value": ("value", _I32),
-        "memory_kind": ("memory_kind", _U16),
-    },
-    "sync": {
-        "start_ns": ("start", _I64),
-        "end_ns": ("end", _I64),
-        "sync_type": ("type", _I32),
-        "context_id": ("context_id", _I32),
-        "stream_id": ("stream_id", _I32),
-        "correlation_id": ("correlation_id", _I32),
-    },
-    "external_correlation": {
-        "external_kind": ("external_kind", _I32),
-        "external_id": ("external_id", _I64),
-        "correlation_id": ("correlation_id", _I32),
-    },
-    "overhead": {
-        "start_ns": ("start", _I64),
-        "end_ns": ("end", _I64),
-        "overhead_kind": ("overhead_kind", _I32),
-        "object_kind": ("object_kind", _I32),
-    },
-    "api": {
-        "start_ns": ("start", _I64),
-        "end_ns": ("end", _I64),
-        "thread_id": ("thread_id", _I64),
-        "correlation_id": ("correlation_id", _I32),
-        "cbid": ("cbid", _I32),
-        "driver": ("kind", _U8),
-    },
+    "memset": {**_SPAN, "size_bytes": _I64, **_ON_STREAM, "value": _I32, "memory_kind": _U16},
+    "sync": {**_SPAN, "sync_type": _I32, "context_id": _I32, "stream_id": _I32, "correlation_id": _I32},
+    "external_correlation": {"external_kind": _I32, "external_id": _I64, "correlation_id": _I32},
+    "overhead": {**_SPAN, "overhead_kind": _I32, "object_kind": _I32},
+    "api": {**_SPAN, "thread_id": _I64, "correlation_id": _I32, "cbid": _I32, "driver": _U8},
+}
+# The record attribute a column is read from, where the names differ (alike in every table; name_id
+# and driver are made apart).
+_FIELD = {
+    "start_ns": "start",
+    "end_ns": "end",
+    "size_bytes": "bytes",
+    "static_shared_bytes": "static_shared_memory",
+    "dynamic_shared_bytes": "dynamic_shared_memory",
+    "flags": "flags_",
+    "sync_type": "type",
 }
 _TIMED = {t for t, cols in SCHEMA.items() if "start_ns" in cols}
 
@@ -160,18 +135,16 @@ def records_to_columns(
                 invalid += int((~ok).sum())
                 sel = sel[ok]
             cols: dict[str, np.ndarray] = {}
-            for col, (field, dt) in SCHEMA[table].items():
+            for col, dt in SCHEMA[table].items():
                 if col == "name_id":
-                    ptrs = sel["name"].astype(np.int64)
-                    ids: dict[int, int] = {}  # name pointers are stable within one buffer
-                    for p in np.unique(ptrs).tolist():
-                        name = ctypes.string_at(p).decode(errors="replace") if p else "<unknown>"
-                        ids[p] = names.setdefault(name, len(names))
-                    v = np.array([ids[p] for p in ptrs.tolist()], dtype=dt) if len(ptrs) else np.empty(0, dt)
+                    # Each distinct name pointer read once (they are stable within one buffer).
+                    ptrs, inverse = np.unique(sel["name"].astype(np.int64), return_inverse=True)
+                    text = [ctypes.string_at(p).decode(errors="replace") if p else "<unknown>" for p in ptrs.tolist()]
+                    v = np.array([names.setdefault(t, len(names)) for t in text], dtype=dt)[inverse.reshape(-1)]
                 elif col == "driver":
                     v = np.full(len(sel), int(k) == kinds.driver, dtype=dt)
                 else:
-                    v = sel[field].astype(dt)
+                    v = sel[_FIELD.get(col, col)].astype(dt)
                     if col in ("start_ns", "end_ns"):
                         v = v - clock_offset_ns
                 cols[col] = v
@@ -179,9 +152,7 @@ def records_to_columns(
     raw: dict[str, Any] = {}
     for t, cols in SCHEMA.items():
         got = parts[t]
-        raw[t] = {
-            c: (np.concatenate([g[c] for g in got]) if got else np.empty(0, dtype=dt)) for c, (_, dt) in cols.items()
-        }
+        raw[t] = {c: (np.concatenate([g[c] for g in got]) if got else np.empty(0, dtype=dt)) for c, dt in cols.items()}
     raw["names"] = list(names)  # insertion order = id order
     raw["records"], raw["other_records"], raw["invalid_timestamps"] = n, other, invalid
     return raw

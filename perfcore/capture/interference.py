@@ -20,26 +20,23 @@ from typing import Any
 
 __all__ = ["InterferenceSampler", "read_stat", "read_process", "process_tree", "snapshot", "FIELDS"]
 
-FIELDS = (
-    "t_s",
-    "total_ticks",
-    "busy_ticks",
-    "steal_ticks",
-    "procs_running",
+# A sample's columns: the machine's (read_stat), the run's tree summed over its processes, the GPU's others.
+MACHINE_FIELDS = ("total_ticks", "busy_ticks", "steal_ticks", "procs_running")
+TREE_FIELDS = (
     "tree_ticks",
     "depth0_ticks",
     "depth1_ticks",
     "depth0_nonvoluntary",
     "depth1_nonvoluntary",
     "tree_processes",
-    "gpu_other_processes",
-    "gpu_other_bytes",
 )
+GPU_FIELDS = ("gpu_other_processes", "gpu_other_bytes")
+FIELDS = ("t_s", *MACHINE_FIELDS, *TREE_FIELDS, *GPU_FIELDS)
 
 
 def read_stat(root: str | Path = "/proc") -> dict[str, int]:
     """The machine's CPU ticks from /proc/stat (all CPUs summed), and the runnable tasks now."""
-    out = {"total_ticks": 0, "busy_ticks": 0, "steal_ticks": 0, "procs_running": 0}
+    out = dict.fromkeys(MACHINE_FIELDS, 0)
     for line in Path(root, "stat").read_text().splitlines():
         if line.startswith("cpu "):
             v = [int(x) for x in line.split()[1:]]
@@ -130,18 +127,7 @@ def snapshot(pid: int, root: str | Path = "/proc", gpu=None, now=time.monotonic)
     device and their memory [(pid, bytes)], or None."""
     s = read_stat(root)
     tree = process_tree(pid, root)
-    rec = {
-        "t_s": now(),
-        **s,
-        "tree_ticks": 0,
-        "depth0_ticks": 0,
-        "depth1_ticks": 0,
-        "depth0_nonvoluntary": 0,
-        "depth1_nonvoluntary": 0,
-        "tree_processes": 0,
-        "gpu_other_processes": None,
-        "gpu_other_bytes": None,
-    }
+    rec = {"t_s": now(), **s, **dict.fromkeys(TREE_FIELDS, 0), **dict.fromkeys(GPU_FIELDS)}
     for p, d in tree.items():
         info = read_process(p, root)
         if info is None:
@@ -210,7 +196,7 @@ class InterferenceSampler:
         try:
             rec = snapshot(self.pid, self.root, self.gpu if not self.samples else None)
             if self.samples:  # the GPU's processes as listed at the first sample, said in every one
-                rec.update({k: self.samples[0][k] for k in ("gpu_other_processes", "gpu_other_bytes")})
+                rec.update({k: self.samples[0][k] for k in GPU_FIELDS})
             self.samples.append(rec)
         except Exception as e:  # /proc unreadable (not Linux, a sandbox): nothing to measure
             self.note = f"interference not measured: {type(e).__name__}: {e}"

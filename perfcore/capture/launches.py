@@ -49,6 +49,15 @@ def _empty(*names: str) -> dict[str, np.ndarray]:
     return {n: np.empty(0, dtype=_I64) for n in names}
 
 
+def _merge(old: dict[str, np.ndarray], key: str, g: int, **new) -> dict[str, np.ndarray]:
+    """old's columns and one drain's (generation g), sorted by `key`."""
+    new = {c: np.asarray(v, dtype=_I64) for c, v in new.items()}
+    new["gen"] = np.full(len(new[key]), g, dtype=_I64)
+    out = {c: np.concatenate([old[c], new[c]]) for c in old}
+    order = np.argsort(out[key], kind="stable")
+    return {c: v[order] for c, v in out.items()}
+
+
 class GraphReplays:
     """Graph kernels matched to the graph launches that ran them, by order.
 
@@ -74,7 +83,6 @@ class GraphReplays:
         # Replays seen before their launch call's record (the kernels' buffer completed first): each
         # owes the queue the launch that comes for it, (first kernel start, how to name its replay).
         self._owed: list[tuple[int, tuple[str, int, int]]] = []
-        self.matched = 0
 
     def add_launches(self, api: pd.DataFrame) -> None:
         """Queue the graph launch calls among one drain's API records. cudaGraphLaunch runs a
@@ -107,7 +115,6 @@ class GraphReplays:
         self._pending = self._pending[n:]
         self._owed += [(int(first_start[i]), keys[i]) for i in order[n:]]
         self._owed = self._owed[-self.MAX_PENDING :]
-        self.matched += int((out >= 0).sum())
         return out
 
     def _pay_owed(self) -> None:
@@ -121,7 +128,6 @@ class GraphReplays:
                 self._replay_launch[(graph, which)] = at
             elif how == "corr" and self._last.get(graph, (None,))[0] == which:
                 self._last[graph] = (which, at)
-            self.matched += 1
 
     def launch_of(
         self, corr: np.ndarray, graph: np.ndarray, start: np.ndarray, node: np.ndarray | None = None
@@ -220,51 +226,21 @@ class LaunchPhases:
         ext = frames.get("external_correlation")
         if ext is not None and len(ext):
             mine = ext[ext["external_kind"].to_numpy() == EXTERNAL_KIND_CUSTOM0]
-            self._ext = self._merge(
-                self._ext,
-                "corr",
-                {"corr": mine["correlation_id"].to_numpy(_I64), "phase": mine["external_id"].to_numpy(_I64)},
-                g,
-            )
+            self._ext = _merge(self._ext, "corr", g, corr=mine["correlation_id"], phase=mine["external_id"])
         api = frames.get("api")
         if api is not None and len(api):
-            self._api = self._merge(
-                self._api,
-                "corr",
-                {"corr": api["correlation_id"].to_numpy(_I64), "start": api["start_ns"].to_numpy(_I64)},
-                g,
-            )
+            self._api = _merge(self._api, "corr", g, corr=api["correlation_id"], start=api["start_ns"])
             if "cbid" in api:
                 self._replays.add_launches(api)
         if spans is not None and len(spans):
-            self._win = self._merge(
-                self._win,
-                "start",
-                {
-                    "start": spans["start_ns"].to_numpy(_I64),
-                    "end": spans["end_ns"].to_numpy(_I64),
-                    "phase": spans["phase_id"].to_numpy(_I64),
-                },
-                g,
+            self._win = _merge(
+                self._win, "start", g, start=spans["start_ns"], end=spans["end_ns"], phase=spans["phase_id"]
             )
         if events is not None and len(events["phase_id"]):
-            self._gpu = self._merge(
-                self._gpu,
-                "start",
-                {
-                    "start": np.asarray(events["start_ns"], dtype=_I64),
-                    "end": np.asarray(events["end_ns"], dtype=_I64),
-                    "phase": np.asarray(events["phase_id"], dtype=_I64),
-                },
-                g,
+            self._gpu = _merge(
+                self._gpu, "start", g, start=events["start_ns"], end=events["end_ns"], phase=events["phase_id"]
             )
         self._age()
-
-    def _merge(self, old: dict[str, np.ndarray], key: str, new: dict[str, np.ndarray], g: int) -> dict[str, np.ndarray]:
-        new = dict(new, gen=np.full(len(new[key]), g, dtype=_I64))
-        out = {c: np.concatenate([old[c], new[c]]) for c in old}
-        order = np.argsort(out[key], kind="stable")
-        return {c: v[order] for c, v in out.items()}
 
     def _age(self) -> None:
         oldest = self.generation - self.keep_drains + 1
@@ -296,32 +272,30 @@ class LaunchPhases:
         the order of the graph launches when their correlation ids cannot be trusted; start_ns and
         end_ns place a record with no API record by the phases' event windows."""
         corr = np.asarray(correlation_ids, dtype=_I64)
-        out = np.full(len(corr), -1, dtype=np.int32)
-        if not len(corr):
-            return out
+        start = None if start_ns is None else np.asarray(start_ns, dtype=_I64)
+        end = None if end_ns is None else np.asarray(end_ns, dtype=_I64)
         by_order = np.zeros(len(corr), dtype=bool)
-        if not self.trust_graph_ids and graph_ids is not None and start_ns is not None:
+        if not self.trust_graph_ids and graph_ids is not None and start is not None:
             by_order = np.asarray(graph_ids) != 0
-        if by_order.any():
-            launch = self._replays.launch_of(
-                corr[by_order],
-                np.asarray(graph_ids)[by_order],
-                np.asarray(start_ns, dtype=_I64)[by_order],
-                None if graph_node_ids is None else np.asarray(graph_node_ids)[by_order],
-            )
-            phase = self._window_phase(launch)
-            phase[launch < 0] = -1
-            out[by_order] = phase
-            self.by_graph_order += int((phase >= 0).sum())
-            self.unattributed += int((phase < 0).sum())
-            rest_idx = np.flatnonzero(~by_order)
-            if len(rest_idx):
-                out[rest_idx] = self.phase_of(
-                    corr[rest_idx],
-                    start_ns=np.asarray(start_ns, dtype=_I64)[rest_idx],
-                    end_ns=None if end_ns is None else np.asarray(end_ns, dtype=_I64)[rest_idx],
-                )
-            return out
+        if not by_order.any():
+            return self._by_correlation(corr, start, end)
+        out = np.full(len(corr), -1, dtype=np.int32)
+        node = None if graph_node_ids is None else np.asarray(graph_node_ids)[by_order]
+        launch = self._replays.launch_of(corr[by_order], np.asarray(graph_ids)[by_order], start[by_order], node)
+        phase = self._window_phase(launch)
+        phase[launch < 0] = -1
+        out[by_order] = phase
+        self.by_graph_order += int((phase >= 0).sum())
+        self.unattributed += int((phase < 0).sum())
+        rest = ~by_order
+        if rest.any():
+            out[rest] = self._by_correlation(corr[rest], start[rest], None if end is None else end[rest])
+        return out
+
+    def _by_correlation(self, corr: np.ndarray, start: np.ndarray | None, end: np.ndarray | None) -> np.ndarray:
+        """Phase of each record by its external id, else its API record's launch time, else (start and
+        end: its GPU time) the phases' event windows."""
+        out = np.full(len(corr), -1, dtype=np.int32)
         idx, hit = self._lookup(self._ext["corr"], corr)
         out[hit] = self._ext["phase"][idx[hit]]
         self.by_external += int(hit.sum())
@@ -336,9 +310,9 @@ class LaunchPhases:
             out[rest_idx] = phase
             self.by_window += int((phase >= 0).sum())
             unknown = rest_idx[~ahit]  # no API record: the launch is known only by its GPU time
-            if start_ns is not None and len(unknown):
-                s = np.asarray(start_ns, dtype=_I64)[unknown]
-                mid = s if end_ns is None else s + (np.asarray(end_ns, dtype=_I64)[unknown] - s) // 2
+            if start is not None and len(unknown):
+                s = start[unknown]
+                mid = s if end is None else s + (end[unknown] - s) // 2
                 placed = self._event_phase(mid)
                 out[unknown] = placed
                 self.by_event_window += int((placed >= 0).sum())

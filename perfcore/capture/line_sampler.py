@@ -20,6 +20,7 @@ early: analysis weights each by the time since the previous one (capped at `cap_
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -120,12 +121,6 @@ class LineSamples:
     def cost_ns(self) -> int:
         """The sampled thread's time lost to the sampler: the GIL held, and a hand-back per wake-up."""
         return int(self.sampler_ns + self.wakes * self.handoff_ns)
-
-    @staticmethod
-    def empty(interval_ns: int = int(DEFAULT_INTERVAL_S * 1e9), thread_id: int = 0) -> "LineSamples":
-        return LineSamples(
-            np.zeros(0, np.int64), np.zeros(0, np.int32), (), interval_ns, interval_ns, thread_id, 0, 0, 0
-        )
 
 
 class LineSampler:
@@ -265,12 +260,8 @@ class LineSampler:
 
     def result(self) -> LineSamples:
         """The samples so far, the stacks resolved to (file, function, line)."""
-        lines: dict[tuple, int | None] = {}  # each (code, offset) resolved once
-
-        def frame(code, lasti: int) -> Frame:
-            if (code, lasti) not in lines:
-                lines[code, lasti] = line_at(code, lasti)
-            return code_frame(code, lines[code, lasti])
+        # Each (code, offset) resolved once.
+        frame = functools.lru_cache(maxsize=None)(lambda code, lasti: code_frame(code, line_at(code, lasti)))
 
         # The lengths first: a sample's stack is interned before it is appended, so every stack id in the
         # first n samples is in the copy of the stacks taken after (the sampler may still be running).

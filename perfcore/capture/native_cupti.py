@@ -76,13 +76,9 @@ def watch_torch_profiler() -> bool:
     """From now on, count torch.profiler profiles made (a later kernels=True then knows kineto
     took CUPTI) and run the before_torch_profiler functions when one prepares. Idempotent; False
     if torch has no profiler."""
-    import sys
-
-    prof = sys.modules.get("torch.profiler.profiler")
     try:
-        if prof is None:
-            import torch.profiler.profiler as prof  # noqa: PLC0415
         import torch.autograd.profiler as autograd_prof  # noqa: PLC0415
+        import torch.profiler.profiler as prof  # noqa: PLC0415
     except Exception:
         return False
     cls = getattr(prof, "_KinetoProfile", None)
@@ -192,9 +188,7 @@ class CuptiTracer:
 
     def pending_share(self) -> float:
         """Records decoded and not yet taken, as a share of the cap past which they are dropped."""
-        if not self.active or not hasattr(self._C, "cupti_pending_share"):
-            return 0.0
-        return float(self._C.cupti_pending_share())
+        return float(self._C.cupti_pending_share()) if self.active else 0.0
 
     def take(self) -> dict[str, pd.DataFrame]:
         """What was traced since the last take(), as frames; tracing goes on."""

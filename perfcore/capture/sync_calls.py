@@ -116,9 +116,6 @@ class SyncCounter:
                 self._log.cap = self._max
         return wanted
 
-    def _native_full(self) -> None:
-        self._full()
-
     def _full(self) -> None:
         if self._raise_cap():
             return
@@ -185,7 +182,7 @@ class SyncCounter:
         if self._native:
             log_type, counted = _native_types()
             if self._log is None:  # armed again after a stop: the calls so far stay, as the Python wrapper's do
-                self._log = log_type(self._native_slow, self._native_full, self._max, self.thread_id)
+                self._log = log_type(self._native_slow, self._full, self._max, self.thread_id)
             wrap = lambda index, original: counted(original, self._log, index)  # noqa: E731
         for name in self.methods:
             self._saved[name] = self._tensor.__dict__.get(name)

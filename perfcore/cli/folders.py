@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from perfcore.cli.shared import EXIT_FAILURE, Number, Results, UserPath, results, version
+from perfcore.cli.shared import EXIT_FAILURE, Number, Results, UserPath, results
 from perfcore.safe_text import clean
 from perfcore.run.parent.folder import check_target
 
@@ -26,7 +26,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     rewrites its breakdown.png (and its report.html with --html); nothing else in it changes.
     """
     from perfcore.report.plots import plot_breakdown
-    from perfcore.report.words.verdict import headline
+    from perfcore.report.words.verdict import verdict_short
     from perfcore.analysis.reader import load_run
     from perfcore.report.terminal import render_brief, render_text
 
@@ -65,7 +65,7 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
     written = []
     try:
         if len(steps) > 0:  # a run that saw no step has nothing to plot
-            plot_breakdown(steps, folder / "breakdown.png", title=headline(run.verdict))
+            plot_breakdown(steps, folder / "breakdown.png", title=verdict_short(run.verdict))
             written.append("breakdown.png")
         if html:
             from perfcore.report.html import write_report
@@ -89,14 +89,12 @@ def report_cmd(res: Results, run_dir, html, explain) -> None:
 @click.option(
     "--fail-above",
     type=Number(float),
-    default=None,
     help="Exit 1 when B's mean step time is more than PCT percent slower than A's (a CI gate).",
 )
 @click.option(
     "--html",
     "html_path",
     type=click.Path(dir_okay=False),
-    default=None,
     help="Also write the two runs side by side as a self-contained page at PATH.",
 )
 @results("compare", out=False)
@@ -158,12 +156,13 @@ def env_cmd(res: Results) -> None:
 
     No target. Writes nothing but what --json names.
     """
+    from perfcore import __version__
     from perfcore.capture.environment import environment_report
     from perfcore.report.words import with_words
 
     report = with_words(environment_report())
     b = report["build"]
-    res.echo(f"perfcore {version()}  build: {b.get('mode')} mode" + (f" ({b['reason']})" if b.get("reason") else ""))
+    res.echo(f"perfcore {__version__}  build: {b.get('mode')} mode" + (f" ({b['reason']})" if b.get("reason") else ""))
     width = max(len(c["name"]) for c in report["checks"])
     for c in report["checks"]:
         res.echo(f"  {click.style(_MARK[c['status']], fg=_COLOR[c['status']])}  {c['name']:<{width}}  {c['value']}")

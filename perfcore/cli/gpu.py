@@ -15,7 +15,7 @@ __all__ = ["transfer_cmd", "graph_cmd"]
 @click.option("--sizes", default="4K..1G", show_default=True, help="Range a..b (x4 steps) or a list: 4K,1M,256M.")
 @click.option("--direction", default="h2d,d2h", show_default=True)
 @click.option("--repeats", type=COUNT, default=10, show_default=True)
-@click.option("--batch-shape", default=None, help="e.g. 128,3,224,224: ms per batch pinned vs pageable, and overlap.")
+@click.option("--batch-shape", help="e.g. 128,3,224,224: ms per batch pinned vs pageable, and overlap.")
 @click.option("--dtype", default="float32", show_default=True)
 @results("transfer")
 def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) -> None:
@@ -44,7 +44,7 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
     from perfcore.report.words.runs import link_words
 
     link = nominal_link_gbps()  # its figures and reason code: the words are said below, not stored
-    gbps = link.get("gbps")  # none where the link's rate is not known
+    gbps = link["gbps"]  # None where the link's rate is not known
     doc = {
         "schema": "perfcore.experiments.transfer/2",
         "curve": curve.to_dict("records"),
@@ -59,8 +59,9 @@ def transfer_cmd(res: Results, sizes, direction, repeats, batch_shape, dtype) ->
     files = ["transfer.json", "transfer.csv", "transfer.png"]
     for k, v in doc["summary"].items():
         res.echo(f"  {k}: {v:.2f}")
-    if link_words(link):
-        res.echo(f"  {link_words(link)}")
+    said = link_words(link)
+    if said:
+        res.echo(f"  {said}")
     if shape:
         b = doc["batch"]
         res.echo(
@@ -84,9 +85,8 @@ def graph_cmd(res: Results, workload, steps) -> None:
     from perfcore._native import require_cuda
 
     require_cuda("perfcore graph")
-    from perfcore.experiments.graph_experiment import graph_experiment
     from perfcore import jsonio
-
+    from perfcore.experiments.graph_experiment import graph_experiment
     from perfcore.workloads import load_workload
 
     doc = graph_experiment(load_workload(workload), steps=steps)
@@ -96,8 +96,7 @@ def graph_cmd(res: Results, workload, steps) -> None:
         f"launch overhead: eager {lo['eager_host_us_per_launch']:.2f} us/launch (host), "
         f"graph {lo['graph_us_per_kernel']:.2f} us/kernel"
     )
-    captured = doc.get("captured")  # else the capture's error, and no graphed step
-    if captured:
+    if doc["captured"]:
         c = doc["check"]
         res.echo(
             f"step: eager {doc['eager_step_ms']:.3f} ms, graphed {doc['graph_step_ms']:.3f} ms "
@@ -105,7 +104,7 @@ def graph_cmd(res: Results, workload, steps) -> None:
             f"(loss rel err {c['max_loss_rel_error']:.1e}, params {c['max_param_rel_error']:.1e})"
         )
     else:
-        res.echo(f"not captured: {doc['error']}")
+        res.echo(f"not captured: {doc['error']}")  # the capture's error, and no graphed step
     res.done(doc, ["graph.json"])
-    if not captured:
+    if not doc["captured"]:
         sys.exit(EXIT_FAILURE)

@@ -17,7 +17,6 @@ __all__ = [
     "PerfcoreGroup",
     "one_line",
     "debug_on",
-    "version",
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "EXIT_NO_DEVICE",
@@ -136,9 +135,3 @@ def _failure(e: Exception) -> tuple[int, str]:
         f"perfcore: internal error: {type(e).__name__}: {e} "
         "(a perfcore bug: PERFCORE_DEBUG=1 shows where; please report it)"
     )
-
-
-def version() -> str:
-    from perfcore import __version__
-
-    return __version__

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from perfcore.cli.output import fit_terminal
 from perfcore.cli.shared import Duration, Results, results, steps_option, warmup_option
 
 __all__ = ["run_cmd", "monitor_cmd"]
@@ -28,7 +29,6 @@ _RUN_OPTIONS = (
     click.option("--no-kernels", is_flag=True, help="Do not trace kernels (CUDA events only)."),
     click.option(
         "--monitor",
-        "monitor",
         type=Duration(),
         default="250ms",
         show_default=True,
@@ -46,21 +46,9 @@ _RUN_OPTIONS = (
     click.option(
         "--step-on",
         type=click.Choice(["optimizer", "backward", "batch", "forward"]),
-        default=None,
         help="What ends a step (default: the first of these the script does).",
     ),
     click.option("--test-setting", "test_settings", multiple=True, hidden=True, metavar="NAME=SECONDS"),
-)
-_RUN_OPTION_NAMES = (
-    "steps",
-    "warmup",
-    "backend",
-    "no_kernels",
-    "monitor",
-    "no_monitor",
-    "lines",
-    "step_on",
-    "test_settings",
 )
 
 
@@ -69,19 +57,15 @@ def run_settings(f):
     the command runs (--help imports nothing of the run)."""
 
     @functools.wraps(f)
-    def command(*args, **kw):
+    def command(*args, no_kernels, monitor, no_monitor, test_settings, **kw):
         from perfcore.run.parent.launch import RunSettings, parse_test_settings
 
-        o = {name: kw.pop(name) for name in _RUN_OPTION_NAMES}
+        same = {k: kw.pop(k) for k in ("steps", "warmup", "backend", "step_on", "lines")}  # RunSettings' names
         settings = RunSettings(
-            steps=o["steps"],
-            warmup=o["warmup"],
-            backend=o["backend"],
-            kernels=not o["no_kernels"],
-            step_on=o["step_on"],
-            lines=o["lines"],
-            monitor_s=None if o["no_monitor"] else o["monitor"],
-            test_settings=parse_test_settings(o["test_settings"]),
+            **same,
+            kernels=not no_kernels,
+            monitor_s=None if no_monitor else monitor,
+            test_settings=parse_test_settings(test_settings),
         )
         return f(*args, settings=settings, **kw)
 
@@ -123,7 +107,7 @@ def run_cmd(res: Results, settings, explain, command) -> None:
 
     # On stderr, as `time` reports: the script's own stdout stays whole (perfcore run -- ... > out.txt).
     # Cleaned as `perfcore report` cleans it: the folder's and the script's names are the user's bytes.
-    click.echo(clean(render_text(doc) if explain else render_brief(doc, out_dir)), err=True)
+    click.echo(fit_terminal(clean(render_text(doc) if explain else render_brief(doc, out_dir)), err=True), err=True)
     res.done(doc.to_dict(), list(doc.files), out_dir)
     sys.exit(rc)
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+import shutil
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
 from perfcore.safe_text import clean
 
-__all__ = ["Results", "results", "folder_report", "check_writable", "write_json", "Progress", "wrote_line"]
+__all__ = ["Results", "fit_terminal", "results", "wrap_lines", "wrote_line"]
 
 
 class Results:
@@ -40,7 +43,8 @@ class Results:
         self._folder = folder
 
     def echo(self, text: str) -> None:
-        click.echo(text, err=self.json_path == "-")
+        err = self.json_path == "-"
+        click.echo(fit_terminal(text, err), err=err)
 
     def progress(self) -> "Progress":
         return Progress(quiet=self.quiet)
@@ -51,6 +55,47 @@ class Results:
             click.echo(wrote_line(f"{folder or self.folder}/", files), err=True)
         if doc is not None:
             write_json(doc, self.json_path)
+
+    def done_with_report(self, result, text: str, files: list[str]) -> None:
+        """report.html in an experiment's folder (its plots inline, heatmaps included), then done with the
+        result and its files."""
+        from perfcore.report.html import write_folder_report
+
+        write_folder_report(self.folder, f"perfcore {self.kind}", result, text, files)
+        self.done(result.to_dict(), [*files, "report.html"])
+
+
+# A figure stays beside its unit across a break ("216 ms", not "216" then "ms"): textwrap splits at ASCII
+# white space only, so a no-break space holds the pair until the lines are made.
+_FIGURE_UNIT = re.compile(r"(\d) (ns|µs|ms|s|KiB|MiB|GiB|cores?)\b")
+
+
+def wrap_lines(text: str, width: int) -> str:
+    """Each line longer than `width` broken at spaces, its continuation under the line's own indent plus
+    two, so that a long --explain paragraph reads as one block; a word longer than the width (a path)
+    stays whole, and a figure stays beside its unit."""
+    out = []
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        if len(line) <= width or not body:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(body)]
+        held = _FIGURE_UNIT.sub("\\1\xa0\\2", body)
+        kw = {"initial_indent": indent, "subsequent_indent": indent + "  ", "break_on_hyphens": False}
+        out += [piece.replace("\xa0", " ") for piece in textwrap.wrap(held, width, break_long_words=False, **kw)]
+    return "\n".join(out)
+
+
+def fit_terminal(text: str, err: bool = False) -> str:
+    """The report as a terminal shows it best: wrapped to the terminal's width where the stream is one;
+    piped or captured output keeps a fact to a line, for grep and for tools."""
+    stream = sys.stderr if err else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        tty = False
+    return wrap_lines(text, max(shutil.get_terminal_size((100, 24)).columns, 40)) if tty else text
 
 
 def wrote_line(folder: str, files: list[str], width: int = 100) -> str:
@@ -80,14 +125,12 @@ def results(kind: str, out: bool = True):
             "--json",
             "json_path",
             type=UserPath(dir_okay=False, allow_dash=True),
-            default=None,
             help="Also write the result as JSON to PATH ('-' for stdout).",
         )(wrapper)
         if out:
             wrapper = click.option(
                 "--out",
                 type=UserPath(file_okay=False),
-                default=None,
                 help=f"Folder for the results (default ./perfcore-runs/{kind}-<time>-<id>; "
                 "an existing folder that is not empty is left as it is and a new "
                 "subfolder is used).",
@@ -95,14 +138,6 @@ def results(kind: str, out: bool = True):
         return wrapper
 
     return deco
-
-
-def folder_report(res: Results, kind: str, doc: dict, text: str, files: list[str]) -> list[str]:
-    """report.html in an experiment's folder (its plots inline, heatmaps included); the files with it."""
-    from perfcore.report.html import write_folder_report
-
-    write_folder_report(res.folder, f"perfcore {kind}", doc, text, files)
-    return list(files) + ["report.html"]
 
 
 class JsonTargetError(click.ClickException):
@@ -148,12 +183,11 @@ def write_json(doc: dict, path: str | None) -> None:
 class Progress:
     """Steps and ETA on stderr: one rewritten line on a terminal, a line per stage elsewhere; nothing when quiet."""
 
-    def __init__(self, label: str = "", quiet: bool = False):
+    def __init__(self, quiet: bool = False):
         self.tty = sys.stderr.isatty()
         self.quiet = quiet
-        self.label = label
-        self.t0 = time.perf_counter()
-        self.stage_t0 = self.t0
+        self.label = ""
+        self.stage_t0 = time.perf_counter()
         self._last = -1.0
 
     def stage(self, name: str) -> None:

@@ -10,26 +10,12 @@ import textwrap
 
 import click
 
-from perfcore.cli import group, output, types
-
-# Re-exported (the commands import their helpers from here): __all__ below names them.
-from perfcore.cli.group import (  # noqa: F401
-    EXIT_FAILURE,
-    EXIT_INTERRUPTED,
-    EXIT_NO_DEVICE,
-    EXIT_USAGE,
-    PerfcoreGroup,
-    debug_on,
-    one_line,
-    version,
-)
-from perfcore.cli.output import Progress, Results, check_writable, folder_report, results, write_json  # noqa: F401
+# Re-exported: the commands import their helpers from here.
+from perfcore.cli.group import EXIT_FAILURE, EXIT_INTERRUPTED, one_line  # noqa: F401
+from perfcore.cli.output import Results, results  # noqa: F401
 from perfcore.cli.types import COUNT, NONNEG, Duration, ListOf, Number, UserPath  # noqa: F401
 
 __all__ = [
-    *group.__all__,
-    *types.__all__,
-    *output.__all__,
     "steps_option",
     "warmup_option",
     "TargetCommand",
@@ -119,4 +105,4 @@ def load_target(words):
 
     if words and str(words[0]).endswith(".py") and os.path.isfile(words[0]):  # a workload file, no :FUNCTION
         raise click.UsageError(f"{words[0]} needs its function, {words[0]}:FUNCTION; a script: -- python {words[0]}")
-    return parse_target(words).check()
+    return parse_target(words)

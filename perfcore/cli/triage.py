@@ -17,7 +17,6 @@ from perfcore.cli.shared import (
     ListOf,
     Number,
     Results,
-    folder_report,
     load_target,
     one_line,
     results,
@@ -53,7 +52,7 @@ def health_cmd(res: Results, steps, interval, target) -> None:
     )
     text = render_health(result)
     res.echo(clean(text))
-    res.done(result.to_dict(), folder_report(res, "health", result, text, files))
+    res.done_with_report(result, text, files)
     _mirror_script_exit(result)
 
 
@@ -85,7 +84,7 @@ def diagnose_cmd(res: Results, steps, warmup, explain, target) -> None:
         clean(text if explain else render_diagnose_brief(result, f"{res.folder}/report.html; all evidence: {again}")),
         err=True,
     )
-    res.done(result.to_dict(), folder_report(res, "diagnose", result, text, files))
+    res.done_with_report(result, text, files)
     _mirror_script_exit(result)
 
 
@@ -100,24 +99,18 @@ def _mirror_script_exit(result) -> None:
 _GRID_OPTIONS = (
     click.option(
         "--batch-size",
-        "batch_size",
         type=ListOf(Number(int, low=0, low_open=True), "batch sizes"),
-        default=None,
         help="Comma-separated, e.g. 8,16.",
     ),
     click.option(
         "--num-workers",
-        "num_workers",
         type=ListOf(Number(int, low=0, high=1024), "worker counts"),
-        default=None,
         help="Comma-separated, e.g. 0,2.",
     ),
-    click.option("--pin-memory", "pin_memory", type=ListOf("bool"), default=None, help="Comma-separated true/false."),
+    click.option("--pin-memory", type=ListOf("bool"), help="Comma-separated true/false."),
     click.option(
         "--prefetch-factor",
-        "prefetch_factor",
         type=ListOf(Number(int, low=0, low_open=True), "prefetch factors"),
-        default=None,
         help="Comma-separated, e.g. 2,4.",
     ),
 )
@@ -139,9 +132,7 @@ def grid_options(f):
 @grid_options
 @steps_option(50, "Measured steps per configuration.")
 @warmup_option(3)
-@click.option(
-    "--budget", type=Number(float, low=0, low_open=True), default=None, help="Minutes; successive halving to fit."
-)
+@click.option("--budget", type=Number(float, low=0, low_open=True), help="Minutes; successive halving to fit.")
 @click.option("--resume", is_flag=True, help="Continue the sweep in --out: keep the configurations it finished.")
 @results("sweep")
 @target_arg
@@ -179,7 +170,7 @@ def sweep_cmd(res: Results, grid, steps, warmup, budget, resume, target) -> None
     )
     text = render_sweep(result, str(res.folder))
     res.echo(clean(text))
-    res.done(result.to_dict(), folder_report(res, "sweep", result, text, files))
+    res.done_with_report(result, text, files)
     if result.interrupted:
         click.echo(
             f"perfcore: interrupted: {len(result.configs)} configuration(s) kept; "
@@ -211,11 +202,9 @@ def demo_cmd(res: Results, quick, explain) -> None:
     report.html into its folder (--out).
     """
     from perfcore.experiments.demo import run_demo
-
-    from perfcore.report.stage_text import render_demo
-    from perfcore.report.stage_text import render_demo_brief
+    from perfcore.report.stage_text import render_demo, render_demo_brief
 
     result = run_demo(res.folder, quick=quick, progress=res.progress())
     text = render_demo(result)
     res.echo(clean(text if explain else render_demo_brief(result, res.folder)))
-    res.done(result.to_dict(), folder_report(res, "demo", result, text, list(result.files)))
+    res.done_with_report(result, text, list(result.files))

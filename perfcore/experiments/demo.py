@@ -20,7 +20,7 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     from perfcore.experiments.measurement import Trial
     from perfcore.experiments.runner import WorkloadRunner
     from perfcore.report.plots import plot_breakdown, plot_experiments
-    from perfcore.report.words.verdict import headline
+    from perfcore.report.words.verdict import verdict_short
     from perfcore.workloads import load_workload
 
     t0 = time.perf_counter()
@@ -48,8 +48,8 @@ def run_demo(out: Path, quick: bool = False, progress=None) -> DemoResult:
     jsonio.write(out / "run.json", run_doc.to_dict())
     jsonio.write_csv(out / "steps.csv", run.table)
     jsonio.write(out / "diagnose.json", d.to_dict())
-    plot_breakdown(run.table, out / "breakdown.png", title=headline(run_doc.verdict))
-    plot_experiments(d.experiments, out / "experiments.png", title=headline(d.verdict))
+    plot_breakdown(run.table, out / "breakdown.png", title=verdict_short(run_doc.verdict))
+    plot_experiments(d.experiments, out / "experiments.png", title=verdict_short(d.verdict))
     # The busiest stage's interference, said before any figure in the summary.
     workload = DemoWorkload(w.name, len(w.dataset), w.decoder, w.batch_size, w.num_workers, run.device)
     jsonio.write_text(out / "summary.md", demo_markdown(workload, h, run_doc, d))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Mapping
+from typing import Callable
 
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.checks import (
@@ -94,7 +94,6 @@ def diagnose(
     if baseline.run is not None:
         advised = diagnose_advice(baseline.run, verdict)
         findings, plan = tuple(measured_first(advised.findings, verdict, rows)), advised.loader_plan
-    failed = next((m.failure for m in measured if m.failure), None)
     return DiagnoseResult(
         workload=runner.name,
         device=baseline.device,
@@ -108,7 +107,7 @@ def diagnose(
         loader_plan=plan,
         interference=baseline.interference,
         # The first run whose script failed: its code is diagnose's, as run's is the script's.
-        script_exit=failed.script_exit() if failed else None,
+        script_exit=next((m.failure for m in measured if m.failure), None),
     )
 
 
@@ -173,28 +172,29 @@ def measured_first(findings: tuple[Finding, ...], verdict: Verdict, rows: list[E
     a = next((e for e in rows if e.experiment is Experiment.SYNTHETIC and e.speedup), None)
     for i, f in enumerate(out):
         if c and f.kind is FindingKind.CHEAPER_BATCHES and f.figures.get("decode"):
-            f = out[i] = dataclasses.replace(f, checks=f.checks + (_measured(Against.ADVICE, c, base, None),))
+            f = out[i] = dataclasses.replace(f, checks=f.checks + (_checked(Against.ADVICE, c, base, None),))
         offered = any(x.against is Against.ADVICE and x.above_1x for x in f.checks)
         g = f.gain
         if a and f.cause == "load" and not offered and g is not None:
-            out[i] = dataclasses.replace(f, checks=f.checks + (_measured(Against.CEILING, a, base, g.speedup),))
+            out[i] = dataclasses.replace(f, checks=f.checks + (_checked(Against.CEILING, a, base, g.speedup),))
     return out
 
 
-def _measured(against: Against, e: ExperimentRow, base: ExperimentRow, predicted: float | None) -> Check:
+def _checked(against: Against, e: ExperimentRow, base: ExperimentRow, predicted: float | None) -> Check:
     """What an experiment measured of a finding's change (ADVICE) or of removing its cause altogether
-    (CEILING), with its band from both runs' spread where they report one, as reconcile holds it to the
-    finding."""
-    noise = difference_noise_ms(base.step_sem_ms, e.step_sem_ms)
+    (CEILING), as reconcile holds it to the finding."""
     p = Prediction("load", float(base.step_ms or 0.0), 0.0, against=against, speedup=predicted)
-    return reconcile(p, Measured(e.experiment, e.name, e.speedup, noise, _control(base.breakdown_ms, e)))
+    return reconcile(p, _measured(e, base))
 
 
-def _control(base_ms: Mapping[str, float] | None, e: ExperimentRow) -> tuple[float, float] | None:
-    """Compute per step in the baseline and in an experiment (the control: what else changed), where both
-    runs attributed their steps."""
-    b, x = (base_ms or {}).get("compute"), (e.breakdown_ms or {}).get("compute")
-    return (float(b), float(x)) if b is not None and x is not None else None
+def _measured(e: ExperimentRow, base: Measurement | ExperimentRow, name: str | None = None, **more) -> Measured:
+    """What experiment `e` measured against the baseline: its speedup, with its band from both runs' spread
+    where they report one, and compute per step in both (the control: what else changed) where both runs
+    attributed their steps."""
+    b, x = (base.breakdown_ms or {}).get("compute"), (e.breakdown_ms or {}).get("compute")
+    control = (float(b), float(x)) if b is not None and x is not None else None
+    noise = difference_noise_ms(base.step_sem_ms, e.step_sem_ms)
+    return Measured(e.experiment, name or e.name, e.speedup, noise, control, **more)
 
 
 def diagnose_advice(run: RunReport, verdict: Verdict) -> Decision:
@@ -231,17 +231,13 @@ def diagnose_verdict(base: Measurement, exps: list[ExperimentRow], prof: WorkerP
     band = first["avoidable_band_ms"].get("load")
     p = Prediction("load", first["step_ms"], first["avoidable_ms"]["load"], tuple(band) if band else None)
     a = exps[1]
-    noise = difference_noise_ms(base.step_sem_ms, a.step_sem_ms)
     # Without loading, compute may truly get faster only where loading ran beside it on the same
     # cores (DataLoader workers on a CPU); otherwise a faster compute means the machine changed.
     concurrent = not on_gpu and bool(base.settings.num_workers)
     # The busier of the two runs as measured: only a measured busy machine may be blamed for a drift.
     pair = [f for f in (_busy(base.interference), a.interference) if f is not None and f.others_cores is not None]
     busy = max(pair, key=lambda f: f.others_cores, default=None)
-    control = _control(base.breakdown_ms, a)
-    check = reconcile(
-        p, Measured(Experiment.SYNTHETIC, "synthetic data (no loading)", a.speedup, noise, control, concurrent, busy)
-    )
+    check = reconcile(p, _measured(a, base, "synthetic data (no loading)", compute_may_gain=concurrent, busy=busy))
     corrected = check.agrees is False
     attributed = None
     if corrected:
@@ -274,12 +270,7 @@ def workers_check(p: Prediction, final: Verdict, corrected: bool, base: Measurem
         saved_band_ms=None if corrected else p.saved_band_ms,
         against=Against.BOUND,
     )
-    noise = difference_noise_ms(base.step_sem_ms, workers.step_sem_ms)
-    control = _control(base.breakdown_ms, workers)
-    return reconcile(
-        bound,
-        Measured(Experiment.WORKERS, workers.name, workers.speedup, noise, control, num_workers=workers.num_workers),
-    )
+    return reconcile(bound, _measured(workers, base, num_workers=workers.num_workers))
 
 
 def loading_cause(exps: list[ExperimentRow], prof: WorkerProfile, cpu_percent: float | None) -> Loading:

@@ -89,15 +89,11 @@ def graph_experiment(workload: Workload, steps: int = 50, check_steps: int = 5) 
     except CaptureError as e:
         # The reason and the failing call's message; `error` keeps the one line graph.json has always had.
         result.update(captured=False, **e.facts(), error=str(e))
-        result["launch_overhead"] = launch_overhead()
-        return result
-    graph_losses = []
-    for b in batches[:check_steps]:
-        graph_losses.append(float(step(b).clone()))
-    graph_params = [p.detach().cpu().numpy().copy() for p in model.parameters()]
-    result["check"] = check_same_training(eager_losses, graph_losses, eager_params, graph_params)
-    result["graph_step_ms"] = timed(step, steps)
-    result["speedup"] = eager_ms / result["graph_step_ms"]
-    result["captured"] = True
+    else:
+        graph_losses = [float(step(b).clone()) for b in batches[:check_steps]]
+        graph_params = [p.detach().cpu().numpy().copy() for p in model.parameters()]
+        result["check"] = check_same_training(eager_losses, graph_losses, eager_params, graph_params)
+        result["graph_step_ms"] = timed(step, steps)
+        result.update(speedup=eager_ms / result["graph_step_ms"], captured=True)
     result["launch_overhead"] = launch_overhead()
     return result

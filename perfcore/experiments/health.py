@@ -84,5 +84,5 @@ def health_report(
         heartbeat=Heartbeat(**hb) if hb else None,
         interference=m.interference,
         note=note or None,
-        script_exit=m.failure.script_exit() if m.failure else None,
+        script_exit=m.failure,
     )

@@ -12,39 +12,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 if TYPE_CHECKING:
     from perfcore.analysis.command_results import ScriptExit, WorkerProfile
     from perfcore.analysis.results import Interference, Verdict
-    from perfcore.analysis.run_context import Exit, Outcome
     from perfcore.analysis.run_report import RunReport
 
-__all__ = ["Measurement", "Settings", "Failure", "Trial", "Runner", "Interrupted", "SETTINGS"]
+__all__ = ["Measurement", "Settings", "Trial", "Runner", "Interrupted", "SETTINGS"]
 
 
 class Interrupted(Exception):
     """Raised by a runner's measurement when the user pressed Ctrl-C (a child that ended on SIGINT)."""
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A script that failed after measured steps (crashed, exited non-zero, killed): its numbers are
-    kept, partial. code: the script's exit code; exit and outcome: how it ended, as its run keeps it; how:
-    that in words, for a sweep's row; run: which of diagnose's runs failed (baseline, synthetic, workers;
-    None for a sweep's configuration, named by its row) and the settings it changed; oom: it ran out of
-    memory. report.words.runs says it."""
-
-    code: int
-    how: str | None = None
-    steps: int = 0
-    run: str | None = None
-    settings: Mapping[str, Any] | None = None
-    oom: bool = False
-    exit: "Exit | None" = None
-    outcome: "Outcome | None" = None
-
-    def script_exit(self) -> "ScriptExit":
-        """The failure as health's and diagnose's results keep it (facts, no words)."""
-        from perfcore.analysis.command_results import ScriptExit
-
-        settings = dict(self.settings) if self.settings else None
-        return ScriptExit(self.code, self.steps, self.run, settings, self.oom, self.exit, self.outcome)
 
 
 @dataclass(frozen=True)
@@ -85,7 +59,7 @@ class Measurement:
     synthetic: bool = False
     oom: bool = False
     error: str | None = None
-    failure: Failure | None = None
+    failure: "ScriptExit | None" = None  # a script that failed after measured steps: its numbers are partial
     ended: str | None = None
     exit_code: int | None = None
     run: "RunReport | None" = None
@@ -153,15 +127,14 @@ class Runner(Protocol):
     name: str  # as the documents name it
     target: str  # as a next command names it: `perfcore diagnose <target>`
     forward_only: bool  # health's loop is forward-only (a workload); a script runs its own loop
-    # A sweep changes only the axes asked for and keeps the rest as the loop has them (a script); else
-    # every axis is set (a workload's loader, rebuilt per configuration).
-    keeps_own_settings: bool
     health_note: str | None  # a code said by report.words.findings (NOTES): what health's loop leaves out
     decoder_skip: str  # why diagnose's experiment C is skipped with no other decoder: a code (NOTES)
 
     def measure(self, trial: Trial, progress: Callable[[int, int], None] | None = None) -> Measurement: ...
 
-    def own_settings(self) -> dict[str, Any]: ...
+    # The loop's own DataLoader settings, which a sweep keeps on the axes not asked for (a script's); None:
+    # every axis is set (a workload's loader, rebuilt per configuration).
+    def own_settings(self) -> dict[str, Any] | None: ...
 
     def other_decoders(self) -> list[str]: ...
 

@@ -3,12 +3,12 @@ StepTimer and sampled with the Sampler. Every experiment is built from this."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import time
 from typing import Any, Callable
 
-import numpy as np
 
 from perfcore.analysis.advice import advise_run
 from perfcore.analysis.checks import step_sem_ms
@@ -115,12 +115,7 @@ class _Loop:
         import torch
 
         self.it = iter(self.loader)
-        replay: list = []
-        for _ in range(min(8, self.total)):
-            try:
-                replay.append(_to(next(self.it), self.device, False))
-            except StopIteration:
-                break
+        replay = [_to(b, self.device, False) for b in itertools.islice(self.it, min(8, self.total))]
         self.close()
         if not replay:
             raise UsageError(f"workload {self.workload.name!r}: the loader produced no batch")
@@ -204,18 +199,16 @@ def measure_workload(
         elapsed, loop_cpu_s = loop.run(progress)
     except RuntimeError as e:  # torch.OutOfMemoryError is one
         if not isinstance(e, torch.OutOfMemoryError) and "out of memory" not in str(e).lower():
-            sampler.stop()
             raise
         if loop.device == "cuda":
             torch.cuda.empty_cache()
-        sampler.stop()
         return loop.measurement(
             steps=0, step_ms=math.nan, cpu_percent=math.nan, peak_mem_bytes=0, oom=True, error=str(e).splitlines()[0]
         )
     finally:
+        frame = sampler.stop()
         others_samples = others.stop()
         loop.close()
-    frame = sampler.stop()
     table = loop.timer.summary()
     if len(frame):  # the sampler's readings beside the steps, as `perfcore run`'s steps.csv has them
         ends = loop.timer.engine.step_table()
@@ -257,7 +250,7 @@ def _figures(loop: _Loop, table, frame, has_gpu: bool, interval_s: float) -> dic
         "step_sem_ms": step_sem_ms(steady["wall_ms"].to_numpy()),
         "samples_per_s": float(loop.samples_seen / steady["wall_ms"].sum() * 1e3) if len(steady) else 0.0,
         "busy_source": busy_source,
-        "busy_series": tuple(float(b) for b in busy),
+        "busy_series": tuple(map(float, busy)),
         "busy_spacing_s": interval_s if busy_source == "gpu_util" else (step_ms / 1e3 if step_ms == step_ms else 0),
         "cpu_percent": float(frame["cpu_percent"].mean()) if len(frame) else float("nan"),
         "peak_mem_bytes": int(torch.cuda.max_memory_allocated()) if loop.device == "cuda" else _rss(),
@@ -267,15 +260,14 @@ def _figures(loop: _Loop, table, frame, has_gpu: bool, interval_s: float) -> dic
 def _loader_facts(loop: _Loop, res: dict[str, Any]) -> dict[str, Any]:
     """The workload's DataLoader is the user's code here: advice names it and its settings. With no
     workers the main process makes each batch, so its wait is the time to make one."""
-    settings = loop.settings
-    keys = ("batch_size", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+    settings = loop.settings  # the workload's loader_settings, as this loop changed them
     return {
         "workload": loop.workload.name,  # the loader is the workload's (report.words.findings names it)
-        **{k: settings[k] for k in keys},
+        **settings,
         "worker_batch_ms": res["breakdown_ms"]["load"]
         if not settings["num_workers"] and not loop.trial.synthetic
         else None,
-        "decoder": getattr(loop.workload, "decoder", None),  # decoder advice only where images are decoded
+        "decoder": loop.workload.decoder,  # decoder advice only where images are decoded
     }
 
 
@@ -289,7 +281,6 @@ class WorkloadRunner:
     """A Workload measured in this process: a fresh DataLoader per measurement."""
 
     forward_only = True
-    keeps_own_settings = False
     health_note = None
     decoder_skip = "no_other_decoder"
 
@@ -302,8 +293,8 @@ class WorkloadRunner:
         w = self.workload.with_decoder(trial.decoder) if trial.decoder else self.workload
         return measure_workload(w, trial, progress)
 
-    def own_settings(self) -> dict[str, Any]:
-        return {k: self.workload.loader_settings().get(k) for k in SETTINGS}
+    def own_settings(self) -> None:
+        return None
 
     def other_decoders(self) -> list[str]:
         return [d for d in self.workload.decoders if d != self.workload.decoder]

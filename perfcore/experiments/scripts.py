@@ -8,13 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from perfcore.analysis.checks import step_sem_ms
 from perfcore.analysis.run_report import RunReport
 from perfcore.errors import RunFailed, UsageError
-from perfcore.analysis.command_results import WorkerProfile
-from perfcore.experiments.measurement import SETTINGS, Failure, Interrupted, Measurement, Settings, Trial
+from perfcore.analysis.command_results import ScriptExit, WorkerProfile
+from perfcore.experiments.measurement import SETTINGS, Interrupted, Measurement, Settings, Trial
 from perfcore.report.words.runs import exit_sentence, outcome_sentence
 from perfcore.run.parent.finish import finish_run
 from perfcore.run.parent.folder import prepare_out
@@ -104,7 +102,7 @@ def script_measurement(
         step_sem_ms=sem_ms,
         samples_per_s=(bs or 0) / step * 1e3 if step else 0.0,
         busy_source=source,
-        busy_series=tuple(float(b) for b in np.asarray(busy, dtype=float)),
+        busy_series=tuple(map(float, busy)),
         busy_spacing_s=(spacing_s or 0.0) if source == "gpu_util" else (step or 0.0) / 1e3,
         cpu_percent=cpu_percent,
         peak_mem_bytes=doc.memory.peak_bytes if doc.memory is not None else None,
@@ -125,16 +123,15 @@ def _ended(doc: RunReport) -> str | None:
     return outcome_sentence(doc.outcome) if doc.outcome is not None else None
 
 
-def script_failure(doc: RunReport, trial: Trial | None = None) -> Failure | None:
+def script_failure(doc: RunReport, trial: Trial) -> ScriptExit | None:
     """The script failed after measured steps (crashed, exited non-zero, killed): the facts of it; None when
     it finished or --steps stopped it."""
     rc = doc.exit_code or 0
     if not rc:
         return None
-    run = trial.tag if trial is not None and trial.tag in DIAGNOSE_RUNS else None
-    return Failure(
+    run = trial.tag if trial.tag in DIAGNOSE_RUNS else None
+    return ScriptExit(
         int(rc),
-        how=_ended(doc),
         steps=doc.steps,
         run=run,
         settings=dict(trial.overrides or {}) if run == "workers" else None,
@@ -153,7 +150,6 @@ class ScriptRunner:
     """A command measured under `perfcore run`, one run folder per measurement (tag names it)."""
 
     forward_only = False
-    keeps_own_settings = True
     health_note = "script_loop"
     decoder_skip = "script_decoders"
 

@@ -21,31 +21,13 @@ __all__ = ["Target", "parse_target", "is_workload_spec", "health_stage", "diagno
 SCRIPT_GRID = {"batch_size": [None], "num_workers": [0, 2], "pin_memory": [None], "prefetch_factor": [None]}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Target:
-    kind: str  # "workload" or "command"
+    """What a triage command measures, checked before any folder is made (a typo leaves nothing): a workload
+    (loaded) named by its spec, or a command (checked) to run."""
+
     spec: Any  # the workload spec (str) or the command (list[str])
-
-    @property
-    def name(self) -> str:
-        return self.spec if self.kind == "workload" else " ".join(self.spec)
-
-    def workload(self):
-        """The Workload, loaded once (the CLI loads it before it makes a folder: a typo leaves nothing)."""
-        if getattr(self, "_loaded", None) is None:
-            from perfcore.workloads import load_workload
-
-            self._loaded = load_workload(self.spec)
-        return self._loaded
-
-    def check(self) -> "Target":
-        if self.kind == "workload":
-            self.workload()
-        else:
-            from perfcore.run.parent.command import check_command
-
-            check_command(self.spec)
-        return self
+    workload: Any = None  # the Workload; None for a command
 
 
 def is_workload_spec(word: str) -> bool:
@@ -60,32 +42,37 @@ def parse_target(words: tuple[str, ...] | list[str]) -> Target:
     if not words:
         raise UsageError("give a workload (demo, resnet18, FILE.py:FUNCTION) or -- python train.py ...")
     if len(words) == 1 and is_workload_spec(words[0]):
-        return Target("workload", words[0])
+        from perfcore.workloads import load_workload
+
+        return Target(words[0], load_workload(words[0]))
     if is_workload_spec(words[0]) and not os.path.isfile(words[0]):
         raise UsageError(
             f"unexpected {' '.join(words[1:])!r} after the workload {words[0]!r}; "
             "options go before the workload, a command after --"
         )
-    return Target("command", words)
+    from perfcore.run.parent.command import check_command
+
+    check_command(words)
+    return Target(words)
 
 
 def runner_for(target: Target, out: Path):
     """The runner that measures the target: its workload in this process, or its command under
     `perfcore run`, each run in a folder under `out`."""
-    if target.kind == "command":
+    if target.workload is None:
         from perfcore.experiments.scripts import ScriptRunner
 
         return ScriptRunner(target.spec, out)
     from perfcore.experiments.runner import WorkloadRunner
 
-    return WorkloadRunner(target.workload(), target.spec)
+    return WorkloadRunner(target.workload, target.spec)
 
 
 def health_stage(target: Target, out: Path, *, steps: int, interval_s: float, progress=None):
     """health's result, written as health.json; (result, files)."""
     from perfcore.experiments.health import health
 
-    progress_steps = progress.steps if progress and target.kind == "workload" else None
+    progress_steps = progress.steps if progress and target.workload is not None else None
     result = health(runner_for(target, out), steps=steps, interval_s=interval_s, progress=progress_steps)
     jsonio.write(out / "health.json", result.to_dict())
     return result, ["health.json"]
@@ -95,12 +82,12 @@ def diagnose_stage(target: Target, out: Path, *, steps: int, warmup: int, progre
     """diagnose's result, written as diagnose.json with its plot; (result, files)."""
     from perfcore.experiments.diagnose import diagnose
     from perfcore.report.plots import plot_experiments
-    from perfcore.report.words.verdict import headline
+    from perfcore.report.words.verdict import verdict_short
 
     say = progress.stage if progress else None
     result = diagnose(runner_for(target, out), steps=steps, warmup=warmup, progress=say)
     jsonio.write(out / "diagnose.json", result.to_dict())
-    plot_experiments(result.experiments, out / "experiments.png", title=headline(result.verdict))
+    plot_experiments(result.experiments, out / "experiments.png", title=verdict_short(result.verdict))
     return result, ["diagnose.json", "experiments.png"]
 
 
@@ -117,10 +104,11 @@ def sweep_stage(
 ) -> tuple[dict, list]:
     """The sweep, checkpointed to sweep.json after every configuration; resume=True continues the
     configurations an earlier sweep into `out` did not finish."""
-    from perfcore.experiments.sweep import default_grid, resume_rows, sweep, sweep_doc
+    from perfcore.experiments.sweep import default_grid, sweep
+    from perfcore.experiments.sweep_results import resume_rows, sweep_doc
 
     runner = runner_for(target, out)
-    base = default_grid(runner.workload) if target.kind == "workload" else SCRIPT_GRID
+    base = SCRIPT_GRID if target.workload is None else default_grid(target.workload)
     grid = {k: v if v is not None else base[k] for k, v in grid.items()}
     done = None
     if resume:

@@ -23,33 +23,14 @@ from perfcore.experiments.runner import as_runner, resolve_device
 from perfcore.experiments.sweep_results import (
     CONFIG_KEYS,
     config_key,
-    gain_over_own,
     config_row,
     failed_row,
-    knees,
-    resume_rows,
+    gain_over_own,
     sweep_doc,
-    verdict_cols,
-    worker_trials,
 )
 from perfcore.workloads import Workload
 
-__all__ = [
-    "sweep",
-    "default_grid",
-    "knees",
-    "worker_trials",
-    "grid_configs",
-    "run_grid",
-    "sweep_doc",
-    "config_key",
-    "failed_row",
-    "resume_rows",
-    "CONFIG_KEYS",
-    "Interrupted",
-    "config_row",
-    "verdict_cols",
-]
+__all__ = ["sweep", "default_grid", "grid_configs", "run_grid"]
 
 
 def default_grid(workload: Workload) -> dict[str, list]:
@@ -179,7 +160,7 @@ def sweep(
     # A script keeps its own settings on the axes not swept (read from one short run); a workload's
     # loader is rebuilt with every axis set.
     t0 = time.perf_counter()  # the sweep's time is all of it: reading the script's settings and trying the patch too
-    own = runner.own_settings() if runner.keeps_own_settings else None
+    own = runner.own_settings()
     axes = swept if own is not None and swept else CONFIG_KEYS
     configs = grid_configs(grid)
     if own is not None:
@@ -187,7 +168,6 @@ def sweep(
     index = {config_key(c): i for i, c in enumerate(configs)}
     say = progress or (lambda done_, total, eta, label: None)
     rounds: list = []
-    interrupted = False
     if budget_s is None:
         measure = _measure_cfg(runner, steps, warmup, axes, lambda c: f"config{index[config_key(c)]}")
         rows, interrupted = run_grid(configs, measure, done=done, on_row=on_row, say=say)
@@ -210,21 +190,16 @@ def sweep(
     return dataclasses.replace(kept, elapsed_s=time.perf_counter() - t0)
 
 
-def own_config(cfg: dict, own: dict) -> dict[str, Any]:
-    """A configuration with the axes not swept (None) set to the script's own values; prefetch_factor
-    means nothing without workers (None), and torch's default (2) where the script had none."""
-    out = {k: (own.get(k) if v is None else v) for k, v in cfg.items()}
-    if not out["num_workers"]:
-        out["prefetch_factor"] = None
-    elif out["prefetch_factor"] is None:
-        out["prefetch_factor"] = 2
-    return out
-
-
 def _own_config(cfg: dict, own: dict, axes: tuple) -> dict:
-    """The configuration with the script's own values where an axis is not swept, and what it replaces."""
-    full = own_config(cfg, own)
-    replaced = ", ".join(f"{k} {own.get(k)}->{full[k]}" for k in axes if full[k] is not None and own.get(k) != full[k])
+    """The configuration with the script's own values where an axis is not swept (None), and what it
+    replaces; prefetch_factor means nothing without workers (None), and torch's default (2) where the script
+    had none."""
+    full = {k: (own[k] if v is None else v) for k, v in cfg.items()}
+    if not full["num_workers"]:
+        full["prefetch_factor"] = None
+    elif full["prefetch_factor"] is None:
+        full["prefetch_factor"] = 2
+    replaced = ", ".join(f"{k} {own[k]}->{full[k]}" for k in axes if full[k] is not None and own[k] != full[k])
     return {**full, "replaced": replaced or None}
 
 
@@ -242,16 +217,17 @@ def _keep_own(result: SweepResult, grid: dict, own: dict, swept: tuple, runner: 
         # Ahead of the script's own settings by less than the runs' noise: no change is offered on it.
         patch = {"status": "unchanged", "reason": "within_noise", **gain}
     else:
+        n = len(result.configs)
         out, cmd = getattr(runner, "out", None), getattr(runner, "cmd", None)
-        if say is not None and cmd and best and best.get("replaced"):  # a run of the script: say so
-            n = len(result.configs)
-            say(n, n, None, "trying the best configuration's patch on a copy of the script")
-        patch = sweep_patch(own.get("site"), best, own, CONFIG_KEYS, out, cmd=cmd)
+        trying = (
+            (lambda: say(n, n, None, "trying the best configuration's patch on a copy of the script")) if say else None
+        )
+        patch = sweep_patch(own["site"], best, own, out, cmd=cmd, on_try=trying)
     return dataclasses.replace(
         result,
         best=best,
         script_settings={k: v for k, v in own.items() if k != "site"},
-        kept={k: own.get(k) for k in grid if k not in swept},
+        kept={k: own[k] for k in grid if k not in swept},
         patch=patch,
     )
 

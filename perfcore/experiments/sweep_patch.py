@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from perfcore.analysis.loader_patch import PATCH_NAME, LoaderPatch, PatchError, loader_patch
-from perfcore.experiments.sweep_results import setting_value
+from perfcore.experiments.sweep_results import CONFIG_KEYS, setting_value
 
 __all__ = ["PATCH_NAME", "sweep_patch", "TRY_STEPS"]
 
@@ -59,10 +59,10 @@ else:
 _OPTS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
 
 
-def _settings(best: Mapping[str, Any], own: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+def _settings(best: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
     # Only what the sweep changed, each of the type DataLoader takes (an integer never as 2.0), and never a
     # prefetch_factor without workers (DataLoader refuses it).
-    out = {k: setting_value(k, best[k]) for k in keys if best.get(k) is not None and best.get(k) != own.get(k)}
+    out = {k: setting_value(k, best[k]) for k in CONFIG_KEYS if best.get(k) is not None and best.get(k) != own.get(k)}
     if not best.get("num_workers"):
         out.pop("prefetch_factor", None)
     return out
@@ -98,7 +98,14 @@ def _split(cmd: list[str]) -> tuple[list[str], str, str, list[str]] | None:
     return None
 
 
-def _try(cmd: list[str] | None, real: str, patch: LoaderPatch, settings: Mapping[str, Any], out: Path) -> str | None:
+def _try(
+    cmd: list[str] | None,
+    real: str,
+    patch: LoaderPatch,
+    settings: Mapping[str, Any],
+    out: Path,
+    on_try: Callable[[], None] | None = None,
+) -> str | None:
     """Runs the command with the patched copy of `real` for a few steps under `perfcore run` (the try's run
     folder in the sweep's folder): None when it ran its steps and its training loader has the settings, else
     why not, in words for the line that says the patch was not offered."""
@@ -110,6 +117,8 @@ def _try(cmd: list[str] | None, real: str, patch: LoaderPatch, settings: Mapping
     if split is None:
         return "the command is not `python script.py` or `python -m module`, so the patched copy could not be run"
     head, how, target, args = split
+    if on_try is not None:
+        on_try()
     with tempfile.TemporaryDirectory(prefix="perfcore-patch-") as tmp:
         copy = Path(tmp) / Path(real).name
         copy.write_text(patch.after, encoding="utf-8")
@@ -128,7 +137,7 @@ def _try(cmd: list[str] | None, real: str, patch: LoaderPatch, settings: Mapping
     loader = next((ld for ld in doc.loaders if ld.training), None)
     if loader is None:
         return "the patched script's try made no training DataLoader"
-    differs = {k: getattr(loader, k, None) for k, v in settings.items() if getattr(loader, k, None) != v}
+    differs = {k: getattr(loader, k) for k, v in settings.items() if getattr(loader, k) != v}
     if differs:
         got = ", ".join(f"{k}={v!r}" for k, v in differs.items())
         return f"the patched call did not give its DataLoader the settings in its try ({got})"
@@ -139,19 +148,20 @@ def sweep_patch(
     site: str | None,
     best: Mapping[str, Any] | None,
     own: Mapping[str, Any],
-    keys: tuple[str, ...],
     out: Path,
     cwd: str | None = None,
     cmd: list[str] | None = None,
+    on_try: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """{"status": written | unchanged | not_possible, "reason" (a code: no_site, own_is_best, not_under_cwd
     with site and cwd, cannot_patch with the error, failed_try with the error; report.words.findings says it, within_noise with the speedup and noise_share),
     "patch" (file name), "call", "at", "calls" (DataLoader calls at the line, all patched)}. `site` is the
     recorded "file:line" (untrusted: read, never written; it must lie under `cwd`); `cmd` the sweep's
-    command, run once more with the patched copy before the patch is offered."""
+    command, run once more with the patched copy before the patch is offered (`on_try` called as that run
+    starts, and only then: progress says a try only where one runs)."""
     if not site or not best:
         return {"status": "not_possible", "reason": "no_site"}
-    settings = _settings(best, own, keys)
+    settings = _settings(best, own)
     if not settings:
         return {"status": "unchanged", "reason": "own_is_best"}
     file, _, line = site.rpartition(":")
@@ -170,7 +180,7 @@ def sweep_patch(
         return {"status": "not_possible", "reason": "cannot_patch", "error": str(e)}
     if not p.diff:
         return {"status": "unchanged", "reason": "own_is_best"}
-    failed = _try(cmd, real, p, settings, Path(out))
+    failed = _try(cmd, real, p, settings, Path(out), on_try)
     if failed:
         return {"status": "not_possible", "reason": "failed_try", "error": failed}
     from perfcore import jsonio

@@ -5,119 +5,94 @@ that measured fine; an earlier document's finished rows, to resume it."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from perfcore.analysis.checks import difference_noise_ms
 from perfcore.analysis.command_results import SweepResult
-from perfcore.analysis.results import Verdict
 from perfcore.analysis.status import change_of
 from perfcore.errors import UsageError
 from perfcore.experiments.measurement import SETTINGS, Measurement
 
 __all__ = [
     "CONFIG_KEYS",
-    "REASONS",
-    "ConfigResult",
-    "config_result",
     "config_key",
     "config_row",
     "failed_row",
-    "verdict_cols",
     "sweep_doc",
     "knees",
     "worker_trials",
     "resume_rows",
     "setting_value",
+    "gain_over_own",
 ]
 
 CONFIG_KEYS = SETTINGS  # a configuration is the loader's settings
 
-
-# Why a configuration has no row of its own numbers (its `reason`; report.words.runs says each):
-# out of memory; a run that ended in warm-up; a script that failed after measured steps (its numbers
-# kept, partial); settings the loop cannot take; an exception in the user's model or data; a run that
-# failed with nothing to report.
-REASONS = ("out_of_memory", "no_measured_step", "failed_partway", "infeasible", "exception", "run_failed")
+# The figures of a configuration's row, in the table's order (none where it gave no measurement).
+_FIGURES = ("step_ms", "samples_per_s", "busy_mean", "busy_std", "peak_mem_bytes")
 
 
-@dataclass(frozen=True)
-class ConfigResult:
-    """One configuration of a sweep: its settings (and, for a script, what they replace), its status
-    (ok, oom, crashed, infeasible), the reason (REASONS) when not ok, and the measurement, where it gave
-    one. A status other than ok is never best; a script that failed part-way keeps its numbers beside
-    its status. error: the exception's own message, where there was one; exit_code and ended: how a
-    script's run ended (its document's words)."""
+def _row(
+    cfg: Mapping[str, Any],
+    status: str,
+    m: Measurement | None = None,
+    error: str | None = None,
+    reason: str | None = None,
+    exit_code: int | None = None,
+    ended: str | None = None,
+) -> dict[str, Any]:
+    """One configuration of a sweep as its row in the table (sweep.json's configs): its settings (and, for a
+    script, what they replace), its status (ok, oom, crashed, infeasible), the reason when not ok, and the
+    measurement's figures, where it gave one. A status other than ok is never best; a script that failed
+    part-way keeps its numbers beside its status. error: the exception's own message, where there was one;
+    exit_code and ended: how a script's run ended (its document's words).
 
-    config: Mapping[str, Any]
-    status: str
-    measurement: Measurement | None = None
-    error: str | None = None
-    reason: str | None = None
-    exit_code: int | None = None
-    ended: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        m = self.measurement
-        if m is None:
-            numbers: dict[str, Any] = dict.fromkeys(("step_ms", "samples_per_s", "busy_mean", "busy_std"))
-            numbers.update(peak_mem_bytes=None, steps=0, load_share=None, step_sem_ms=None, **verdict_cols(None))
-        else:
-            numbers = {
-                "step_ms": m.step_ms,
-                "samples_per_s": m.samples_per_s,
-                "busy_mean": m.busy_mean,
-                "busy_std": m.busy_std,
-                "peak_mem_bytes": m.peak_mem_bytes,
-                "steps": m.steps,
-                "load_share": m.breakdown_fraction.get("load"),
-                "step_sem_ms": m.step_sem_ms,  # the noise a best configuration must beat the script's own by
-                **verdict_cols(m.verdict),
-            }
-        order = ("step_ms", "samples_per_s", "busy_mean", "busy_std", "peak_mem_bytes")
-        failed = {"reason": self.reason, "exit_code": self.exit_code, "ended": self.ended} if self.reason else {}
-        return {
-            **self.config,
-            **{k: numbers[k] for k in order},
-            "oom": self.status == "oom",
-            "status": self.status,
-            "error": self.error[:300] if self.error else None,
-            **failed,
-            **{k: v for k, v in numbers.items() if k not in order},
-        }
-
-
-def config_result(cfg: Mapping[str, Any], m: Measurement) -> ConfigResult:
-    """One configuration's result from its measurement: failed when it gave no measured step (out of
-    memory, or a script that ended in warm-up)."""
-    if m.oom and not m.steps:
-        return ConfigResult(cfg, "oom", None, m.error, reason="out_of_memory")
-    if not m.steps or not m.step_ms or m.step_ms != m.step_ms:
-        return ConfigResult(cfg, "crashed", None, reason="no_measured_step", exit_code=m.exit_code, ended=m.ended)
-    if m.failure:
-        # Numbers from a run that crashed part-way describe a different job: kept, never best.
-        f = m.failure
-        status = "oom" if f.oom else "crashed"
-        return ConfigResult(cfg, status, m, reason="failed_partway", exit_code=f.code, ended=f.how)
-    return ConfigResult(cfg, "ok", m)
+    The reasons (report.words.runs says each): out_of_memory; no_measured_step (a run that ended in warm-up);
+    failed_partway (a script that failed after measured steps: its numbers kept, partial); infeasible
+    (settings the loop cannot take); exception (in the user's model or data); run_failed (a run that failed
+    with nothing to report)."""
+    if m is None:
+        figures, rest = dict.fromkeys(_FIGURES), {"steps": 0, "load_share": None, "step_sem_ms": None}
+    else:
+        figures = {k: getattr(m, k) for k in _FIGURES}
+        # step_sem_ms: the noise a best configuration must beat the script's own by
+        rest = {"steps": m.steps, "load_share": m.breakdown_fraction.get("load"), "step_sem_ms": m.step_sem_ms}
+    v = m.verdict if m is not None else None
+    failed = {"reason": reason, "exit_code": exit_code, "ended": ended} if reason else {}
+    return {
+        **cfg,
+        **figures,
+        "oom": status == "oom",
+        "status": status,
+        "error": error[:300] if error else None,
+        **failed,
+        **rest,
+        # The one verdict of the configuration, as two columns.
+        "verdict": v.bound if v else None,
+        "verdict_level": v.level.value if v else None,
+    }
 
 
 def config_row(cfg: Mapping[str, Any], m: Measurement) -> dict[str, Any]:
-    """The row of the sweep's table (sweep.json's configs) for one measured configuration."""
-    return config_result(cfg, m).as_dict()
-
-
-def verdict_cols(v: Verdict | None) -> dict[str, Any]:
-    """The one verdict of a configuration, as two columns (bound, level)."""
-    return {"verdict": v.bound if v else None, "verdict_level": v.level.value if v else None}
+    """The row of one measured configuration: failed when it gave no measured step (out of memory, or a
+    script that ended in warm-up)."""
+    if m.oom and not m.steps:
+        return _row(cfg, "oom", error=m.error, reason="out_of_memory")
+    if not m.steps or not m.step_ms or m.step_ms != m.step_ms:
+        return _row(cfg, "crashed", reason="no_measured_step", exit_code=m.exit_code, ended=m.ended)
+    if m.failure:
+        # Numbers from a run that crashed part-way describe a different job: kept, never best.
+        f = m.failure
+        return _row(cfg, "oom" if f.oom else "crashed", m, reason="failed_partway", exit_code=f.code, ended=m.ended)
+    return _row(cfg, "ok", m)
 
 
 def failed_row(cfg: Mapping[str, Any], status: str, reason: str, error: str | None = None) -> dict[str, Any]:
-    """A configuration that gave no measurement (status, reason: one of REASONS, the exception's own
-    message): recorded, never best."""
-    return ConfigResult(cfg, status, None, error, reason=reason).as_dict()
+    """A configuration that gave no measurement (status, reason, the exception's own message): recorded,
+    never best."""
+    return _row(cfg, status, error=error, reason=reason)
 
 
 def config_key(cfg: dict) -> tuple:
@@ -137,9 +112,8 @@ def sweep_doc(
 ) -> SweepResult:
     """The sweep's result (sweep.json is its to_dict); best and knees only from configurations that
     measured fine."""
-    if "status" not in table:
-        table = table.assign(status=[] if table.empty else "ok")
-    ok = table[(table["status"] == "ok") & (table["samples_per_s"].fillna(0) > 0)] if len(table) else table
+    rows = table.to_dict("records")
+    ok = table[(table["status"] == "ok") & (table["samples_per_s"].fillna(0) > 0)] if rows else table
     if "round" in ok and len(ok):
         # Successive halving: the best is among the configurations measured longest (the last
         # round). A configuration dropped after a short round can show a rate its longer runs
@@ -149,16 +123,15 @@ def sweep_doc(
     if len(ok):
         b = ok.loc[ok["samples_per_s"].idxmax()]
         best = {**{k: setting_value(k, b[k]) for k in CONFIG_KEYS}, "samples_per_s": float(b["samples_per_s"])}
-    failed = [r for r in table.to_dict("records") if r.get("status") != "ok"] if len(table) else []
     return SweepResult(
         workload=name,
         grid=grid,
         steps=steps,
-        configs=tuple(_clean(r) for r in table.to_dict("records")),
+        configs=tuple(_clean(r) for r in rows),
         best=best,
         knees=tuple(knees(ok)) if len(ok) else (),
         worker_trials=tuple(worker_trials(ok, best)) if best else (),
-        failed=len(failed),
+        failed=sum(r["status"] != "ok" for r in rows),
         complete=not interrupted and (planned is None or len(table) >= planned),
         interrupted=interrupted,
         elapsed_s=time.perf_counter() - t0,

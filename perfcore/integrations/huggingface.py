@@ -16,7 +16,6 @@ from __future__ import annotations
 from transformers import TrainerCallback
 
 from perfcore.integrations.session import CallbackState
-from perfcore.report.summary import summary
 
 __all__ = ["PerfcoreCallback"]
 
@@ -41,7 +40,7 @@ class PerfcoreCallback(CallbackState, TrainerCallback):
         if logs is None:
             return
         if "train_runtime" in logs:  # the Trainer's last log of train(): the whole run's figures
-            self._finish()
+            self.finish_session()
             logs.update(self.summary)
         else:
             logs.update({f"{self.prefix}{k}": v for k, v in self.session.live().items()})
@@ -49,12 +48,4 @@ class PerfcoreCallback(CallbackState, TrainerCallback):
             state.log_history[-1].update({k: v for k, v in logs.items() if k.startswith(self.prefix)})
 
     def on_train_end(self, args, state, control, **kwargs):
-        self._finish()
-
-    def _finish(self) -> None:
-        if self.result is not None or self.session.inst is None:
-            return
-        res = self.session.finish()
-        if res is not None:
-            self.result, self.steps = res, self.session.steps
-            self.summary = summary(res, prefix=self.prefix, numeric=True)
+        self.finish_session()

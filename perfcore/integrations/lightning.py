@@ -18,13 +18,12 @@ except ImportError:  # the older package name
     from pytorch_lightning import Callback
 
 from perfcore.integrations.session import CallbackState
-from perfcore.report.summary import summary
 
 __all__ = ["PerfcoreCallback"]
 
 
 def _log(trainer, metrics: dict[str, float]) -> None:
-    for logger in getattr(trainer, "loggers", None) or []:
+    for logger in trainer.loggers:
         logger.log_metrics(metrics, step=trainer.global_step)
 
 
@@ -36,16 +35,12 @@ class PerfcoreCallback(CallbackState, Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.session.mark(trainer.global_step)
-        every = int(getattr(trainer, "log_every_n_steps", 50) or 50)
+        every = trainer.log_every_n_steps or 50
         if trainer.global_step and trainer.global_step % every == 0:
             live = self.session.live()
             if "step_ms" in live:
                 _log(trainer, {f"{self.prefix}{k}": v for k, v in live.items()})
 
     def on_train_end(self, trainer, pl_module):
-        res = self.session.finish()
-        if res is None:
-            return
-        self.result, self.steps = res, self.session.steps
-        self.summary = summary(res, prefix=self.prefix, numeric=True)
-        _log(trainer, self.summary)
+        if self.finish_session():
+            _log(trainer, self.summary)

@@ -140,3 +140,17 @@ class CallbackState:
         self.result = None
         self.steps = None
         self.summary: dict = {}
+
+    def finish_session(self) -> bool:
+        """Ends the session once: True where it saw steps (the run's result, its steps and the summary to log
+        are then kept)."""
+        if self.result is not None:
+            return False
+        from perfcore.report.summary import summary
+
+        res = self.session.finish()
+        if res is None:
+            return False
+        self.result, self.steps = res, self.session.steps
+        self.summary = summary(res, prefix=self.prefix, numeric=True)
+        return True

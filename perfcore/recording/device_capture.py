@@ -22,16 +22,9 @@ class DeviceCapture:
     handed over), the kernel-to-phase map, and what the capture noted on the way. The Recording
     reads it; recording/gpu.py's functions change it."""
 
-    def __init__(
-        self,
-        kind: str,
-        stream: Any = 0,
-        events: Any = None,
-        follow: bool = False,
-        now_ns: Callable[[], int] | None = None,
-    ):
+    def __init__(self, kind: str, stream: Any = 0, events: Any = None, follow: bool = False):
         self.kind, self.stream, self.events, self.follow = kind, stream, events, follow
-        self.now_ns = now_ns  # the clock a hand-over is stamped with (None: perfcore's, read when needed)
+        self.now_ns: Callable[[], int] | None = None  # the clock a hand-over is stamped with (None: perfcore's)
         self.tracer = None
         self.launches = LaunchPhases()  # CUPTI correlation id -> launching phase, kept across drains
         self.handed_over: gpu.HandOver | None = None  # CUPTI given up mid-run: to whom, at which step

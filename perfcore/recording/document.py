@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+
 from perfcore._lazy import lazy_module
 from perfcore.analysis import attribution
 from perfcore.recording import tracing
@@ -19,7 +21,7 @@ def ms_table(df: pd.DataFrame, names: dict[int, str], first_custom: int) -> tupl
     """(df with the ms columns added, the user's view of it). The view: one row per completed step: step, wall_ms, load_ms, transfer_ms, compute_ms, comm_ms,
     host_ms (the five sum to wall_ms), warmup, and <custom phase>_ms for custom phases."""
     new = {
-        ms: (df[ns] if ns is not None else pd.Series(0, index=df.index)) / 1e6
+        ms: (df[ns].to_numpy() if ns is not None else np.zeros(len(df))) / 1e6
         for ms, ns in ms_sources(df.columns, names, first_custom).items()
     }
     df = with_columns(df, new)
@@ -127,8 +129,6 @@ def own_pauses(own_ns, wall_ns, factor: float = 10.0) -> tuple[float, int]:
     `factor` x the median step (settling, a checkpoint, an import), against the small work spread over
     many steps (memory samples, progress ticks). A side-by-side bench's per-block medians leave the
     pauses out and keep the rest; a whole run's time keeps both."""
-    import numpy as np
-
     if own_ns is None or not len(own_ns):
         return 0.0, 0
     own = np.asarray(own_ns, dtype=np.float64)
@@ -144,13 +144,10 @@ def summary_columns(full: pd.DataFrame) -> list[str]:
     return [c for c in wanted if c in full]
 
 
-def with_columns(df: pd.DataFrame, columns: dict[str, Any]) -> pd.DataFrame:
+def with_columns(df: pd.DataFrame, columns: dict[str, np.ndarray]) -> pd.DataFrame:
     """df plus many new columns at once: one insert per column fragments the frame (pandas warns each
     time), which a run with hundreds of custom phases would print hundreds of times."""
-    if not columns:
-        return df
     # The columns as they are, not concatenated blocks: a concat copies every column of both frames
     # while they are held (the table three times at once, at the end of a 1M-step run).
     kept = {c: df[c].to_numpy() for c in df.columns if c not in columns}
-    added = {c: v.to_numpy() if isinstance(v, pd.Series) else v for c, v in columns.items()}
-    return pd.DataFrame({**kept, **added}, index=df.index, copy=False)
+    return pd.DataFrame({**kept, **columns}, index=df.index, copy=False)

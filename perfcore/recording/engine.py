@@ -28,21 +28,12 @@ from perfcore.recording.device_capture import DeviceCapture
 from perfcore.recording.document import run_document
 from perfcore.recording.phase_names import PhaseNames
 from perfcore.recording.own_work import OwnWork
-from perfcore.recording.settling import COMPACT_MAX, COMPACT_MIN_S, FIRST_COMPACT_S, SettleSchedule
+from perfcore.recording.settling import SettleSchedule
 from perfcore.recording.tracing import kernel_mode
 
 pd = lazy_module("pandas")  # imported on first use: settling needs it, recording does not
 
-__all__ = [
-    "Recording",
-    "upkeep_due",
-    "TimedLoader",
-    "SettleSchedule",
-    "phase_cost_ns",
-    "COMPACT_MAX",
-    "COMPACT_MIN_S",
-    "FIRST_COMPACT_S",
-]
+__all__ = ["Recording", "upkeep_due", "TimedLoader", "phase_cost_ns"]
 
 LOAD, TRANSFER, COMPUTE, COMM = 0, 1, 2, 3
 BUILTIN = {"load": LOAD, "transfer": TRANSFER, "compute": COMPUTE, "comm": COMM}
@@ -259,6 +250,9 @@ class Recording:
             raise UsageError(f"{name!r} is a built-in phase: use timer.{name}()")
         return self.phases.declare(name, label, self.make_scope, self.notes, self.store.shared_phase_ids)
 
+    def _open_names(self) -> str:
+        return ", ".join(self.phases.names.get(p, str(p)) for p in self._rec.open_phases())
+
     def fetch_started(self) -> None:
         if self._t_first is None:
             self._t_first = self._C.now_ns()
@@ -270,7 +264,7 @@ class Recording:
     def step(self) -> None:
         t = self._rec.boundary()  # one native call: checks open phases, stamps, moves the step on
         if t < 0:
-            names = ", ".join(self.phases.names.get(p, str(p)) for p in self._rec.open_phases())
+            names = self._open_names()
             raise UsageError(f"timer.step() while phase(s) {names} are still open; close them before the step ends")
         self._boundaries.append(t)
         n = len(self._boundaries)
@@ -447,10 +441,8 @@ class Recording:
 
     def settle_all(self) -> None:
         """Settle every step (all phases must be closed); the rows are the store's (store.column)."""
-        open_now = self._rec.open_phases()
-        if open_now:
-            names = ", ".join(self.phases.names.get(p, str(p)) for p in open_now)
-            raise UsageError(f"phase(s) {names} never closed; close them before summary()")
+        if self._rec.open_phases():
+            raise UsageError(f"phase(s) {self._open_names()} never closed; close them before summary()")
         self._compact(final=True)
 
     def summary(self) -> pd.DataFrame:

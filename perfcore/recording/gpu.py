@@ -273,10 +273,8 @@ def trust_graph_ids(engine) -> None:
     (a second tracing session in the process, before the fix), and say so."""
     from perfcore.capture.native_cupti import CuptiTracer
 
-    C = native()
     # Only the native tracer runs in perfcore's own CUPTI session, whose statistics say so.
-    native_session = isinstance(engine.gpu.tracer, CuptiTracer) and hasattr(C, "cupti_stats")
-    st = TracerStats.of(C.cupti_stats() if native_session else None)
+    st = TracerStats.of(native().cupti_stats() if isinstance(engine.gpu.tracer, CuptiTracer) else None)
     # Graph launches are known only from API records: without them every kernel is placed by its phase's
     # events, whatever its correlation id.
     if st.graph_ids_untrusted and engine.gpu.tracing is not None and engine.gpu.tracing.tags_phases:
@@ -301,7 +299,7 @@ def capture_stats(engine) -> Capture:
     if tracer is not None:
         stats.update(_tracer_stats(st, tracer, cap.launches))
     if cap.events is not None:
-        ss = StreamStats.of(getattr(cap.events, "stream_stats", dict)())  # an older build's timer has none
+        ss = StreamStats.of(cap.events.stream_stats())
         stats.update(
             phases_on_current_stream=ss.followed,
             phases_stream_unseen=ss.unseen,
@@ -358,7 +356,7 @@ def _tracer_stats(st: TracerStats, tracer: Any, launches: Any) -> dict[str, Any]
         stale_dropped=st.stale_dropped,
         captures_seen=st.captures_seen,
         flushes_held_for_capture=st.flushes_held,
-        tag_errors=int(getattr(native(), "tag_errors", int)()),  # a build before the count: none
+        tag_errors=native().tag_errors(),
     )
 
 

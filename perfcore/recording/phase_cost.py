@@ -156,7 +156,7 @@ def added_cost_ns(call: Callable[[], object], plain: Callable[[], object], n: in
         return max(0.0, cold_cost_ns(call, between, n, cap_s=CAP_S) - cold_cost_ns(plain, between, n, cap_s=CAP_S))
 
 
-def passed_call_ns(n: int = PAIRS) -> float:
+def passed_call_ns() -> float:
     """What a hook's call layer adds to a call it only passes through (a submodule's call inside the
     timed forward, a hooked call before the timer exists), as a step leaves the caches: an unarmed
     TimedCall around a function that does nothing, against the function called directly."""
@@ -165,4 +165,4 @@ def passed_call_ns(n: int = PAIRS) -> float:
     def nothing() -> None:
         return None
 
-    return added_cost_ns(native().TimedCall(nothing), nothing, n)
+    return added_cost_ns(native().TimedCall(nothing), nothing)

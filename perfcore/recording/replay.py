@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from perfcore.analysis.attribution import OWN_PHASE_ID
-from perfcore.analysis.columns import concat, nrows
+from perfcore.analysis.columns import concat, empty, nrows
 from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.store import EMPTY, StepStore
 from perfcore.recording.engine import FIRST_CUSTOM, Recording, phase_cost_ns
@@ -24,12 +24,14 @@ from perfcore.recording.phase_names import PhaseNames
 
 __all__ = ["can_carry", "export", "replayed", "settled_columns"]
 
-_SPANS = ("phase_id", "step", "start_ns", "end_ns", "thread_id")
+_SPANS = tuple(EMPTY["spans"])
 _EVENTS = {"phase_id": "phase_id", "step": "step", "gpu_start_ns": "start_ns", "gpu_end_ns": "end_ns"}
 
 
 _ROW_BLOCK = 1 << 16  # settled rows restored at a time
 _KEEP = ("through", "end_ns", "capped", "slowest")  # DetailSteps' state besides its window
+# The store's running figures, carried as they are.
+_STATE = ("settled", "t0", "last_end", "measured", "wall_ns", "events_from_ns")
 
 
 def can_carry(engine: Recording) -> bool:
@@ -55,18 +57,13 @@ def settled_columns(engine: Recording):
 def _store_state(store: StepStore) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     keep = store.keep
     meta = {
-        "settled": store.settled,
+        **{k: getattr(store, k) for k in _STATE},
         "rows": store.rows.n,
         "row_names": store.rows.names,
-        "t0": store.t0,
-        "last_end": store.last_end,
         # The pending spans are carried as spans and counted again when the parent adds them.
         "span_count": store.span_count
         - sum(int((p["phase_id"] != OWN_PHASE_ID).sum()) for p in store.pending["spans"]),
-        "measured": store.measured,
-        "wall_ns": store.wall_ns,
         "label_ns": dict(store.label_ns),
-        "events_from_ns": store.events_from_ns,
         "keep": {**{k: getattr(keep, k) for k in _KEEP}, "window": [[s, *w] for s, w in keep.window.items()]},
     }
     arrays = {}
@@ -77,7 +74,7 @@ def _store_state(store: StepStore) -> tuple[dict[str, Any], dict[str, np.ndarray
 
 
 def _restore_store(store: StepStore, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-    for k in ("settled", "t0", "last_end", "span_count", "measured", "wall_ns", "events_from_ns"):
+    for k in (*_STATE, "span_count"):
         setattr(store, k, meta[k])
     store.label_ns = dict(meta["label_ns"])
     keep = store.keep
@@ -166,7 +163,7 @@ class _NoNewSpans:
         return []
 
     def drain(self) -> dict[str, np.ndarray]:
-        return {c: np.zeros(0, dtype=np.int32 if c == "phase_id" else np.int64) for c in _SPANS}
+        return empty(EMPTY["spans"])
 
 
 class _CarriedCapture(DeviceCapture):

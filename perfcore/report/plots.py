@@ -263,26 +263,16 @@ def _import_matplotlib() -> None:
                 os.environ["MPLBACKEND"] = saved
 
 
-class _Figures:
-    """What the plots need of pyplot (subplots, close), on standalone Figures."""
+def _subplots(figsize=None, dpi=None):
+    """A standalone matplotlib Figure on the Agg canvas and its one Axes (never pyplot's, so nothing else
+    holds it)."""
+    _import_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    @staticmethod
-    def subplots(nrows: int = 1, ncols: int = 1, figsize=None, dpi=None, **kw):
-        _import_matplotlib()
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=figsize, dpi=dpi)
-        FigureCanvasAgg(fig)
-        return fig, fig.subplots(nrows, ncols, **kw)
-
-    @staticmethod
-    def close(fig) -> None:
-        fig.clear()  # not registered with pyplot: nothing else holds it
-
-
-def _plt() -> type[_Figures]:
-    return _Figures
+    fig = Figure(figsize=figsize, dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots()
 
 
 def _ms_axis(ax, axis: str = "y") -> None:
@@ -290,19 +280,6 @@ def _ms_axis(ax, axis: str = "y") -> None:
     from matplotlib.ticker import FuncFormatter
 
     (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(FuncFormatter(lambda v, _pos: ms_label(v)))
-
-
-def _step_axis(ax) -> None:
-    """Step numbers that fit under their tick at any run length: 900, 20k, 1.5M."""
-    from matplotlib.ticker import FuncFormatter
-
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: step_label(v)))
-
-
-def _title(ax, text: str, width: int = 110) -> None:
-    """A title that fits: wrapped to two lines at most, the rest cut with an ellipsis."""
-    text = wrap_title(text, width)
-    ax.set_title(text, fontsize=9 if "\n" in text else 10)
 
 
 def _save(fig, path) -> None:
@@ -399,8 +376,6 @@ def plot_kernels(kernels: list[dict[str, Any]], path: Path) -> Path | None:
 
 def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
     """samples/s over batch_size x num_workers, annotated, one PNG per pin_memory/prefetch slice."""
-
-    plt = _plt()
     paths = []
     ok = configs.copy()
     ok["prefetch_factor"] = ok["prefetch_factor"].fillna(0).astype(int)
@@ -418,7 +393,7 @@ def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
             i, j = bss.index(r["batch_size"]), nws.index(r["num_workers"])
             grid[i, j] = r["samples_per_s"]
             oom[i, j] = bool(r["oom"])
-        fig, ax = plt.subplots(figsize=(1.2 * len(nws) + 2.5, 0.8 * len(bss) + 1.8), dpi=110)
+        fig, ax = _subplots(figsize=(1.2 * len(nws) + 2.5, 0.8 * len(bss) + 1.8), dpi=110)
         im = ax.imshow(np.where(oom, np.nan, grid), cmap="viridis", vmin=0, vmax=vmax, aspect="auto")
         for i in range(len(bss)):
             for j in range(len(nws)):
@@ -441,7 +416,6 @@ def plot_heatmaps(configs: pd.DataFrame, out_dir: Path) -> list[Path]:
         fig.tight_layout()
         path = Path(out_dir) / f"heatmap_pin{int(pin)}_pf{pf}.png"
         _save(fig, path)
-        plt.close(fig)
         paths.append(path)
     return paths
 
@@ -450,8 +424,7 @@ def _stacked_rows(
     names: list[str], breakdowns: list[dict[str, float]], notes: list[str], path: Path, title: str
 ) -> Path:
     """One horizontal bar per row, split by label, first row on top; `notes` printed at each bar's end."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.6), dpi=110)
+    fig, ax = _subplots(figsize=(9, 0.6 * len(names) + 1.6), dpi=110)
     for j, (bd, note) in enumerate(zip(breakdowns, notes)):
         left = 0.0
         for lb in LABELS:
@@ -464,11 +437,11 @@ def _stacked_rows(
     ax.invert_yaxis()
     ax.set_xlabel("per step")
     _ms_axis(ax, "x")
-    _title(ax, title)
+    title = wrap_title(title)
+    ax.set_title(title, fontsize=9 if "\n" in title else 10)
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25), frameon=False)
     fig.tight_layout()
     _save(fig, path)
-    plt.close(fig)
     return Path(path)
 
 
@@ -533,8 +506,7 @@ def plot_ranks(ranks: list[dict[str, Any]], path: Path) -> Path:
 
 def plot_transfer(curve: pd.DataFrame, path: Path, nominal_gbps: float | None = None) -> Path:
     """GB/s against copy size, pinned vs pageable, both directions, with the link's nominal rate."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=110)
+    fig, ax = _subplots(figsize=(8, 4.2), dpi=110)
     styles = {
         ("h2d", "pinned"): ("-", COLORS["compute"]),
         ("h2d", "pageable"): ("--", COLORS["compute"]),
@@ -554,5 +526,4 @@ def plot_transfer(curve: pd.DataFrame, path: Path, nominal_gbps: float | None = 
     ax.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, path)
-    plt.close(fig)
     return Path(path)

@@ -12,17 +12,14 @@ from typing import Any
 
 from perfcore.analysis.checks import Against, Check, Reason
 from perfcore.analysis.command_results import DemoResult, DiagnoseResult, HealthResult, ScriptExit, SweepResult
-from perfcore.analysis.results import Interference
 from perfcore.analysis.status import Agreement, Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_x
-from perfcore.report.terminal import verdict_line
+from perfcore.report.terminal import interference_lines, verdict_line
 from perfcore.report.words import (
     LOADING_CAUSE,
-    WIDTH,
     compute_change,
     compute_shortfall,
-    interference_detail,
-    interference_sentence,
+    fitting,
     level_word,
     readable_frame,
     speedups_words,
@@ -31,7 +28,7 @@ from perfcore.report.words import (
 from perfcore.report.words.advice import text_of
 from perfcore.report.words.findings import note_words, patch_text
 from perfcore.report.words.runs import config_failure, knee_text, script_exit_words
-from perfcore.report.words.verdict import gains_text, health_summary, heartbeat_meaning, preface
+from perfcore.report.words.verdict import gains_text, health_sentence, health_summary, heartbeat_meaning, verdict_short
 
 __all__ = [
     "render_health",
@@ -46,7 +43,7 @@ __all__ = [
 
 def render_health(doc: HealthResult) -> str:
     lines = [f"health of {doc.workload} on {doc.device}: {doc.steps} iterations of next batch -> forward -> loss"]
-    lines += _interference(doc.interference or (doc.verdict.interference if doc.verdict else None))
+    lines += interference_lines(doc.interference or (doc.verdict.interference if doc.verdict else None))
     lines += [
         f"  step {fmt_ms(doc.step_ms)}, {doc.samples_per_s:.0f} samples/s, busy {100 * doc.busy_mean:.0f}% "
         f"(std {100 * doc.busy_std:.0f}%), CPU {doc.cpu_percent:.0f}%"
@@ -59,7 +56,7 @@ def render_health(doc: HealthResult) -> str:
     elif v.uncertain and plain:
         lines.append(f"verdict: {plain} [uncertain: see INTERFERENCE above]")
     else:
-        lines.append(f"verdict: {preface(plain, v.interference)}")
+        lines.append(f"verdict: {health_sentence(doc)}")
     if doc.heartbeat is not None:
         lines.append(f"heartbeat: {heartbeat_meaning(doc.heartbeat, str(doc.busy_source))}")
     if doc.next:
@@ -75,7 +72,9 @@ def _script_exit(ex: ScriptExit | None) -> list[str]:
 
 
 def render_diagnose(doc: DiagnoseResult) -> str:
-    lines = [f"diagnose {doc.workload} on {doc.device}"] + _interference(doc.interference or doc.verdict.interference)
+    lines = [f"diagnose {doc.workload} on {doc.device}"] + interference_lines(
+        doc.interference or doc.verdict.interference
+    )
     lines += [f"  {'experiment':<34} {'step':>9} {'+-':>8} {'samples/s':>10} {'busy %':>7} {'CPU %':>6} {'speedup':>8}"]
     for e in doc.experiments:
         if e.oom:
@@ -159,7 +158,7 @@ def _check_short(c: Check) -> str:
             changes = ([f" ({band}, {said})"] if band else []) + [f" ({said})", ""]
         names = [c.name, c.name.split(":")[0]]  # the experiment's code alone where its name is too long
         lines = [f"  {n}: measured {mx}{ch}, at most {px} possible: {_bound_word(c)}" for ch in changes for n in names]
-        return _fitting(lines)  # the band goes first where too long
+        return fitting(lines)  # the band goes first where too long
     status = c.status.value if c.status is not None else "inconclusive"
     grew = compute_shortfall(c)
     moved = compute_change(c)
@@ -181,12 +180,7 @@ def _check_short(c: Check) -> str:
     said = "within" if c.status is Agreement.CONFIRMED else "confirmed needs"
     tail = [f" ({said} {agreeing})", ""] if agreeing else [""]
     names = [c.name, c.name.split(" (")[0]]
-    return _fitting([f"  {n}: predicted {px}, measured {mx}: {status}{why}{t}" for t in tail for n in names])
-
-
-def _fitting(lines: list[str]) -> str:
-    """The first of a line's forms, longest first, that fits the width; else the last."""
-    return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
+    return fitting([f"  {n}: predicted {px}, measured {mx}: {status}{why}{t}" for t in tail for n in names])
 
 
 def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, header: bool = True) -> str:
@@ -194,7 +188,6 @@ def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, heade
     line, each check in a line, at most two "try" lines and where to read more. render_diagnose is all
     of it (--explain)."""
     from perfcore.report.words.advice import try_short
-    from perfcore.report.words.verdict import verdict_short
 
     lines = [f"diagnose {doc.workload} on {doc.device}{busy_note(doc)}"] if header else []
     lines.append(f"  {'experiment':<34} {'step':>9} {'+-':>8} {'samples/s':>10} {'speedup':>8}")
@@ -220,7 +213,7 @@ def render_diagnose_brief(doc: DiagnoseResult, more: str | None = None, *, heade
             + cause
             + (f"; top: {top if len(top) <= 40 else top[:37] + '...'}" if top else "")
         )
-    lines.append(verdict_short(v))
+    lines.append(f"verdict: {verdict_short(v)}")
     lines += [_check_short(c) for c in v.checks]
     lines += [try_short(r, v, None) for r in (doc.findings or ())[:2]]
     lines += _script_exit(doc.script_exit)
@@ -321,13 +314,6 @@ def busy_note(doc: DiagnoseResult) -> str:
     of = f" of {cores}" if cores else ""
     which = "all runs" if len(busy) == len(found) and len(found) > 1 else ", ".join(n for n, _ in busy)
     return f"; BUSY: others used up to {worst:.1f}{of} cores ({which}); the speedups are uncertain"
-
-
-def _interference(f: Interference | None) -> list[str]:
-    """Material interference, said before any number it inflates."""
-    return (
-        [f"INTERFERENCE: {interference_sentence(f)} ({interference_detail(f)})"] if f is not None and f.material else []
-    )
 
 
 def render_demo(doc: DemoResult) -> str:

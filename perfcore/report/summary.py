@@ -16,7 +16,8 @@ from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share, fmt_x
 from perfcore.report.words import interference_detail, interference_sentence
 from perfcore.report.words.advice import evidence_of, text_of
-from perfcore.report.words.verdict import gains_text, headline, health_summary, plain_words, undecided_words
+from perfcore.report.words.runs import undecided_words
+from perfcore.report.words.verdict import gains_text, health_summary, verdict_long, verdict_short
 
 __all__ = ["summary", "demo_markdown"]
 
@@ -71,7 +72,7 @@ def summary(run: Any, prefix: str = "perfcore/", numeric: bool = False) -> dict[
     out["overhead_share"] = float(r.overhead.fraction) if r.overhead is not None else 0.0
     if not numeric:
         out["bound"] = str(r.verdict.bound if r.verdict.decided or r.no_step is None else "none")
-        out["verdict"] = headline(r.verdict) if r.verdict.decided else undecided_words(r)
+        out["verdict"] = verdict_short(r.verdict) if r.verdict.decided else undecided_words(r)
     return {f"{prefix}{k}": v for k, v in out.items()}
 
 
@@ -120,7 +121,7 @@ def demo_markdown(w: DemoWorkload, h: HealthResult, run_doc: RunReport, d: Diagn
     ]
     for e in d.experiments:
         summary.append(f"| {e.name} | {fmt_ms(e.step_ms)} | {e.samples_per_s:.0f} | {fmt_x(e.speedup)} |")
-    summary += ["", f"**{plain_words(d.verdict)}**", ""]
+    summary += ["", f"**{verdict_long(d.verdict, lead=False)}**", ""]
     plan = run_doc.loader_plan
     summary += [f"- {text_of(r, plan)} (evidence: {evidence_of(r, plan)})" for r in run_doc.findings] + [""]
     if agreement:

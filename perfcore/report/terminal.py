@@ -10,11 +10,11 @@ import shlex
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.compare import Comparison
 from perfcore.analysis.findings import FindingKind
-from perfcore.analysis.results import Verdict
+from perfcore.analysis.results import Interference, Verdict
 from perfcore.analysis.run_parts import Outliers
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share
-from perfcore.report.words import fit, interference_detail, interference_sentence, level_word
+from perfcore.report.words import fit, interference_sentence, interference_words, level_word
 from perfcore.report.words.advice import evidence_of, test_of, text_of
 from perfcore.report.words.findings import (
     evaluation_sentence,
@@ -27,25 +27,33 @@ from perfcore.report.words.findings import (
 from perfcore.report.words.runs import (
     clock_sentence,
     crashed_early,
-    exit_words,
+    details_words,
     missing_sentence,
     no_step_sentence,
     node_sentences,
     nodes_brief,
     notes_of,
     outcome_sentence,
+    partial_words,
     straggler_sentence,
     trainer_lines,
     trainers_phrase,
     waiting_sentence,
 )
-from perfcore.report.words.verdict import cause_words, change_sentence, plain_words, step_words, summary_words
+from perfcore.report.words.verdict import cause_words, change_sentence, step_words, verdict_long, verdict_short
 
-__all__ = ["render_text", "render_brief", "brief_table", "verdict_line", "outliers_sentence", "render_compare"]
+__all__ = [
+    "render_text",
+    "render_brief",
+    "brief_table",
+    "verdict_line",
+    "interference_lines",
+    "outliers_sentence",
+    "render_compare",
+]
 
 
 BAR_WIDTH = 30
-_FINISHED = ("finished", "steps reached")
 
 
 def _bar(fraction: float) -> str:
@@ -58,13 +66,12 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     backend, p50/p90 step), the five-label table, one verdict line, at most two "try" lines, how the
     script ended when it failed, and where to read more. render_text is the whole of it (--explain)."""
     from perfcore.report.words.advice import overhead_short, starved_short, try_short
-    from perfcore.report.words.verdict import verdict_short
 
     if not r.steps:  # no step, or warm-up only: the full text is a line or two already
         return render_text(r)
     crash = crashed_early(r)
     lines = crash + brief_table(r)
-    lines.append(verdict_short(r.verdict))
+    lines.append(f"verdict: {verdict_short(r.verdict)}")
     if r.nodes is not None and len(r.nodes.nodes) > 1:
         lines.append(nodes_brief(r.nodes))  # the job across machines: which node, not only which rank
     ld = r.training_loader
@@ -94,13 +101,8 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     sd = r.steady()
     starved = starved_short(r.starvation, sd.ms["load"] if in_process else None, sd.step_ms)
     lines += [starved] if starved else []
-    ex = r.exit
-    if crash:
-        pass  # the first lines said how it ended
-    elif ex is not None and ex.reason and ex.reason not in _FINISHED:
-        lines.append(f"partial results: the script {exit_words(r)}")
-    else:
-        lines += _outcome(r)
+    if not crash:  # else the first lines said how it ended
+        lines += [partial_words(r)] if partial_words(r) else _outcome(r)
     if missing_sentence(r):
         lines.append(f"MISSING: {missing_sentence(r)}")
     o = r.overhead
@@ -208,9 +210,7 @@ def _measured(r: RunReport) -> list[str]:
         f"backend {r.backend}, "
         f"device {r.device}"
     ]
-    intf = r.interference or r.verdict.interference
-    if intf is not None and intf.material:  # before any number it inflates
-        lines.append(f"INTERFERENCE: {interference_sentence(intf)} ({interference_detail(intf)})")
+    lines += interference_lines(r.interference or r.verdict.interference)
     rb = r.breakdown_robust if r.breakdown_robust is not None and r.breakdown_robust.steps == r.steps else None
     lines += [
         f"step time  mean {fmt_ms(st.mean)}   p50 {fmt_ms(st.p50)}   p90 {fmt_ms(st.p90)}"
@@ -301,29 +301,17 @@ def _ranks(r: RunReport) -> list[str]:
 
 def _details(r: RunReport) -> list[str]:
     """The compute split, kernel categories, loaders and the plan, memory, host CPU and a quiet machine."""
-    lines = []
-    if r.compute_split_ms:
-        split = r.compute_split_ms
-        lines += ["", "  host time in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in split.items()) + " per step"]
-    if r.compute_split_gpu_ms:
-        gsplit = r.compute_split_gpu_ms
-        lines.append(
-            "  kernel time launched in " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in gsplit.items()) + " per step"
-        )
+    said = details_words(r)
+    lines = ["", f"  {said['host']}"] if "host" in said else []
+    lines += [f"  {said['gpu']}"] if "gpu" in said else []
     if r.kernel_categories:
         lines.append(
             "  kernel time by category: "
             + ", ".join(f"{c} {100 * v.share:.0f}%" for c, v in r.kernel_categories.items())
         )
-    w = r.workers
     roles = [ld for ld in r.loaders if ld.role]
-    if w is not None:
-        which = " (the train loader)" if len(roles) > 1 else ""
-        lines += [
-            "",
-            f"  DataLoader{which}: {w.num_workers} worker(s); a batch takes {fmt_ms(w.fetch_ms_mean)} to make "
-            f"(__getitem__ {fmt_ms(w.getitem_ms_mean)}, collate {fmt_ms(w.collate_ms_mean)})",
-        ]
+    if "workers" in said:
+        lines += ["", f"  DataLoader{' (the train loader)' if len(roles) > 1 else ''}: {said['workers']}"]
     if len(roles) > 1:
         # Each loader apart: an eval loader's batches never set the train loader's figures.
         lines.append(
@@ -338,14 +326,10 @@ def _details(r: RunReport) -> list[str]:
         )
     if plan_sentence(r.loader_plan):
         lines.append(f"  loading ({plan_reason(r.loader_plan)}): {plan_sentence(r.loader_plan)}")
-    mem = r.memory
-    if mem is not None and mem.peak_bytes:
-        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS"
-        lines.append(f"  peak {kind}: {mem.peak_bytes / 2**20:.0f} MiB")
-        said = [memory_sentence(f.figures) for f in r.findings if f.kind.memory]
-        lines += [f"  {s.upper()[:1]}{s[1:]}" for s in said]
-    if r.cpu_util_percent is not None:
-        lines.append(f"  host CPU utilisation during the run: {r.cpu_util_percent:.0f}%")
+    if "memory" in said:
+        memory = [memory_sentence(f.figures) for f in r.findings if f.kind.memory]
+        lines += [f"  {said['memory']}"] + [f"  {s.upper()[:1]}{s[1:]}" for s in memory]
+    lines += [f"  {said['cpu']}"] if "cpu" in said else []
     intf = r.interference or r.verdict.interference
     if intf is not None and not intf.material:
         lines.append(f"  {interference_sentence(intf)}")
@@ -354,19 +338,20 @@ def _details(r: RunReport) -> list[str]:
 
 def _ending(r: RunReport) -> list[str]:
     """How the script ended, where it did not finish: partial results with its exit, else the exit code."""
-    ex = r.exit
-    if ex is not None and ex.reason and ex.reason not in _FINISHED:
-        return ["", f"partial results: the script {exit_words(r)}"]
-    return _outcome(r)
+    return ["", partial_words(r)] if partial_words(r) else _outcome(r)
 
 
 def verdict_line(v: Verdict) -> str:
     """ "verdict: ..." at length after the INTERFERENCE line that a report prints first: the verdict itself,
     marked uncertain, without repeating the interference sentence."""
-    plain = plain_words(v)
-    if v.uncertain and plain:
-        return f"verdict: {plain} [uncertain: see INTERFERENCE above]"
-    return f"verdict: {summary_words(v) or plain}"
+    if v.uncertain:
+        return f"verdict: {verdict_long(v, lead=False)} [uncertain: see INTERFERENCE above]"
+    return f"verdict: {verdict_long(v)}"
+
+
+def interference_lines(f: Interference | None) -> list[str]:
+    """Material interference, said before any number it inflates."""
+    return [f"INTERFERENCE: {interference_words(f)}"] if f is not None and f.material else []
 
 
 def _outcome(r: RunReport) -> list[str]:
@@ -375,16 +360,10 @@ def _outcome(r: RunReport) -> list[str]:
 
 
 def _startup(r: RunReport) -> list[str]:
-    su = r.startup
-    if su is None:
+    said = details_words(r)
+    if "startup" not in said:
         return []
-    line = (
-        f"  start-up: first step ended {fmt_ms(su.time_to_first_step_ms)} after launch; "
-        f"first step {fmt_ms(su.first_step_ms)}"
-    )
-    if su.steady_step_ms is not None:
-        line += f" vs {fmt_ms(su.steady_step_ms)} steady"
-    out = ["", line]
+    out = ["", f"  {said['startup']}"]
     for ld in r.loaders:
         if ld.worker_startup_ms:
             t = ", ".join(f"{v:.0f}" for v in ld.worker_startup_ms[:6])
@@ -420,8 +399,8 @@ def render_compare(doc: Comparison) -> str:
     lines = [
         step_words(doc),
         change_sentence(doc),
-        f"  A: {summary_words(doc.a.verdict)}",
-        f"  B: {summary_words(doc.b.verdict)}",
+        f"  A: {verdict_long(doc.a.verdict)}",
+        f"  B: {verdict_long(doc.b.verdict)}",
         f"  {'label':<9} {'A ms':>9} {'B ms':>9} {'delta':>9}",
     ]
     for lb, v in doc.labels.items():

@@ -16,19 +16,15 @@ from perfcore.workloads.workload import Workload
 __all__ = ["Workload", "load_workload", "BUILTINS"]
 
 
-def _builtin(name: str) -> Callable[..., Workload]:
-    from perfcore.workloads import builtin
-
-    return getattr(builtin, name)
-
-
 BUILTINS = ("demo", "resnet18", "resnet50", "vit_b_16")
 
 
 def load_workload(spec: str, **kwargs) -> Workload:
     """'demo' | 'resnet18' | ... | 'path/to/file.py:function' | 'package.module:function'."""
     if spec in BUILTINS:
-        return _builtin(spec)(**kwargs)
+        from perfcore.workloads import builtin
+
+        return getattr(builtin, spec)(**kwargs)
     if ":" not in spec:
         raise UsageError(
             f"unknown workload {spec!r}: use one of {', '.join(BUILTINS)}, or FILE.py:FUNCTION / "

@@ -3,6 +3,7 @@ and cached, decoded with PIL (the slow path) or torchvision.io.decode_jpeg, feed
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import shutil
@@ -16,18 +17,14 @@ __all__ = ["demo", "resnet18", "resnet50", "vit_b_16", "jpeg_folder", "JpegDatas
 DEMO_VERSION = 1
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("PERFCORE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "perfcore")
-    return Path(base)
-
-
 def jpeg_folder(count: int = 512, size: int = 160, quality: int = 90) -> Path:
     """Makes `count` real JPEG files once (smooth colour fields with noise and shapes, so they
     compress like photos, not like flat colour) and returns their folder."""
     import numpy as np
     from PIL import Image
 
-    folder = cache_dir() / f"demo-jpeg-v{DEMO_VERSION}-{count}x{size}-q{quality}"
+    cache = os.environ.get("PERFCORE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "perfcore")
+    folder = Path(cache) / f"demo-jpeg-v{DEMO_VERSION}-{count}x{size}-q{quality}"
     if folder.is_dir() and len(list(folder.glob("*.jpg"))) == count:
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -131,21 +128,29 @@ def _has_torchvision() -> bool:
         return False
 
 
+def _trained(dataset, model, **settings) -> Workload:
+    """A built-in workload: the model trained with cross-entropy and SGD with momentum."""
+    import torch
+
+    return Workload(
+        dataset=dataset,
+        model=model,
+        loss_fn=torch.nn.CrossEntropyLoss(),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+        **settings,
+    )
+
+
 def demo(
     count: int = 256, size: int = 320, batch_size: int = 16, num_workers: int = 0, decoder: str = "pil"
 ) -> Workload:
-    import torch
-
     folder = jpeg_folder(count, size)
     decoders = {"pil": JpegDataset(folder, "pil")}
     if _has_torchvision():
         decoders["torchvision"] = JpegDataset(folder, "torchvision")
-    model = SmallCNN(10)
-    return Workload(
-        dataset=decoders[decoder],
-        model=model,
-        loss_fn=torch.nn.CrossEntropyLoss(),
-        optimizer=torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+    return _trained(
+        decoders[decoder],
+        SmallCNN(10),
         batch_size=batch_size,
         num_workers=num_workers,
         decoders=decoders,
@@ -154,35 +159,18 @@ def demo(
     )
 
 
-def _vision(arch: str, batch_size: int, size: int) -> Workload:
-    import torch
-
-    ds = SyntheticImages(n=4096, size=size, classes=1000)
+def _vision(arch: str, batch_size: int = 32) -> Workload:
+    """torchvision's `arch` untrained on synthetic 224x224 images (a small CNN without torchvision)."""
     if _has_torchvision():
         import torchvision
 
-        model = getattr(torchvision.models, arch)(weights=None, num_classes=1000)
-        name = arch
+        model, name = getattr(torchvision.models, arch)(weights=None, num_classes=1000), arch
     else:
         model, name = SmallCNN(1000), f"{arch} (small CNN: torchvision not installed)"
-    return Workload(
-        dataset=ds,
-        model=model,
-        loss_fn=torch.nn.CrossEntropyLoss(),
-        optimizer=torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
-        batch_size=batch_size,
-        num_workers=min(4, os.cpu_count() or 1),
-        name=name,
-    )
+    ds = SyntheticImages(n=4096, size=224, classes=1000)
+    return _trained(ds, model, batch_size=batch_size, num_workers=min(4, os.cpu_count() or 1), name=name)
 
 
-def resnet18(batch_size: int = 32) -> Workload:
-    return _vision("resnet18", batch_size, 224)
-
-
-def resnet50(batch_size: int = 32) -> Workload:
-    return _vision("resnet50", batch_size, 224)
-
-
-def vit_b_16(batch_size: int = 32) -> Workload:
-    return _vision("vit_b_16", batch_size, 224)
+resnet18 = functools.partial(_vision, "resnet18")
+resnet50 = functools.partial(_vision, "resnet50")
+vit_b_16 = functools.partial(_vision, "vit_b_16")

@@ -46,7 +46,7 @@ from perfcore.report.words.verdict import (
     health_sentence,
     heartbeat_meaning,
     step_words,
-    summary_words,
+    verdict_long,
 )
 
 __all__ = [
@@ -90,8 +90,6 @@ def open_report(folder: str | Path) -> _Shown:
         return _Shown(render_html(doc, steps))
     found = stage_document(folder)
     if found:
-        pass
-
         name, doc = found
         text = stage_page(folder, f"perfcore {name.split('.')[0]}", doc, "", [])
         start, end = text.find("<div class='perfcore'"), text.rfind("</body>")
@@ -99,34 +97,31 @@ def open_report(folder: str | Path) -> _Shown:
     return _Shown(render_html(*load_run(folder)))  # says in one line why this is not a run folder
 
 
-def _atomic_write(path: Path, text: str) -> Path:
-    from perfcore import jsonio
-
-    return jsonio.write_text(path, text)
-
-
 def write_report(folder: Path, r: RunReport, steps: pd.DataFrame | None = None) -> Path:
     """report.html in a run folder (replaced atomically)."""
-    folder = Path(folder)
-    return _atomic_write(folder / "report.html", render_report(r, steps, folder))
+    from perfcore import jsonio
+
+    return jsonio.write_text(Path(folder) / "report.html", render_report(r, steps))
 
 
 def write_folder_report(folder: Path, title: str, doc: Any, text: str, files: Iterable[str]) -> Path:
     """report.html for demo / health / diagnose / sweep folders: each stage's own sections (the
     terminal text is not repeated), and links to the folder's files."""
-    folder = Path(folder)
+    from perfcore import jsonio
+
     files = [x for x in files if x != "report.html"]
-    return _atomic_write(folder / "report.html", stage_page(folder, title, doc, text, files))
+    return jsonio.write_text(Path(folder) / "report.html", stage_page(Path(folder), title, doc, text, files))
 
 
 def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
     from perfcore.analysis.reader import STEP_COLUMNS, read_csv
 
     run = doc.run
-    body.add(verdict_card(run.verdict, card_words(run.verdict, summary_words(run.verdict))))
+    said = card_words(run.verdict)
+    body.add(verdict_card(run.verdict, said))
     # One decision for the whole demo: the run's attribution checked by diagnose's experiments.
-    agree = f"one verdict: {_cause(run.verdict)}, the run's attribution checked by diagnose's experiments"
-    body.add(tiles([("demo: names", _cause(run.verdict))]), f"<p><b>{esc(agree)}</b></p>")
+    agree = f"one verdict: {said[0]}, the run's attribution checked by diagnose's experiments"
+    body.add(tiles([("demo: names", said[0])]), f"<p><b>{esc(agree)}</b></p>")
     body.add("<div class='stage'><h2>1 · health: is the device busy?</h2>")
     health_sections(doc.health, body, dom_id=None, own_verdict=False)
     body.add("</div><div class='stage'><h2>2 · run: where each training step goes</h2>")
@@ -143,18 +138,11 @@ def _demo(folder: Path, doc: DemoResult, body: Body) -> None:
     body.add("</div>")
 
 
-def _cause(v: Verdict) -> str:
-    if v.named:
-        c = v.named[0]
-        return f"{c.bound} ({level_word(c.level or v.level)})"
-    return "healthy, compute-bound" if v.healthy else str(v.bound or "-")
-
-
 def _title(doc: Any, text: str) -> str:
     """The page's one sentence: the verdict's, else health's summary, else the terminal report's "best:" line."""
     v = doc.run.verdict if isinstance(doc, DemoResult) else getattr(doc, "verdict", None)
     if isinstance(v, Verdict) and v.decided:
-        return summary_words(v)
+        return verdict_long(v)
     if isinstance(doc, HealthResult):
         return health_sentence(doc)
     for line in text.splitlines():
@@ -507,7 +495,7 @@ def render_compare_page(doc: Comparison, names: tuple[str, str] = ("A", "B")) ->
     )
     cards = "".join(
         f"<div><h3>{k}: {esc(n)}</h3>{tiles([('step', dur(r.step_ms)), ('device', r.device), ('bound', r.verdict.bound), ('level', level_word(r.verdict.level))])}"
-        f"<p>{esc(summary_words(r.verdict))}</p></div>"
+        f"<p>{esc(verdict_long(r.verdict))}</p></div>"
         for k, n, r in (("A", names[0], a), ("B", names[1], b))
     )
     body.add(f"<div class='run-grid' style='grid-template-columns:1fr 1fr'>{cards}</div>")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import itertools
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from perfcore.analysis.attribution import LABELS
 from perfcore.analysis.results import Level, Verdict
@@ -50,29 +50,27 @@ def esc(x: Any) -> str:
     return html.escape(clean(str(x)), quote=True)
 
 
-def num(x: Any, fmt: str = ".2f") -> str:
+def _shown(x: Any, say: Callable[[float], str]) -> str:
+    """A figure said by `say`; "-" where there is none (None, NaN, not a number: a table's empty cell)."""
     try:
         v = float(x)
     except (TypeError, ValueError):
         return "-"
-    return "-" if v != v else format(v, fmt)
+    return "-" if v != v else say(v)
+
+
+def num(x: Any, fmt: str = ".2f") -> str:
+    return _shown(x, lambda v: format(v, fmt))
 
 
 def dur(x: Any) -> str:
-    """A duration for people, as the terminal prints it (units.fmt_ms); "-" where there is none."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return "-"
-    return "-" if v != v else fmt_ms(v)
+    """A duration for people, as the terminal prints it (units.fmt_ms)."""
+    return _shown(x, fmt_ms)
 
 
 def pct(x: Any, digits: int = 0) -> str:
-    """A fraction as a percentage with `digits` decimals; "-" where there is none."""
-    try:
-        return f"{100 * float(x):.{digits}f}%"
-    except (TypeError, ValueError):
-        return "-"
+    """A fraction as a percentage with `digits` decimals."""
+    return _shown(x, lambda v: f"{100 * v:.{digits}f}%")
 
 
 class Body:
@@ -146,10 +144,10 @@ def verdict_card(v: Verdict, said: tuple[str, list[str], str], dom_id: str | Non
     if causes:
         c = causes[0]
         big.append(f"<div><b>{dur(c.ms_per_step)}</b><span>avoidable per step ({esc(c.label)})</span></div>")
-        big.append(f"<div><b>{100 * float(c.share):.0f}%</b><span>of the step</span></div>")
+        big.append(f"<div><b>{100 * c.share:.0f}%</b><span>of the step</span></div>")
         if c.gain.speedup:
             big.append(
-                f"<div><b>about {float(c.gain.speedup):.2f}×</b><span>faster steps if removed "
+                f"<div><b>about {c.gain.speedup:.2f}×</b><span>faster steps if removed "
                 f"({dur(v.step_ms)} → {dur(c.gain.step_after_ms)})</span></div>"
             )
     elif v.ranked:
@@ -193,13 +191,13 @@ def samples_per_s(r: RunReport) -> float | None:
 
 def stack_bar(breakdown_ms: dict[str, float]) -> str:
     """The steady step as one bar split by label (HTML, so it shows even where scripts do not run)."""
-    total = sum(float(breakdown_ms.get(lb) or 0) for lb in LABELS) or 1.0
+    ms = {lb: float(breakdown_ms.get(lb) or 0) for lb in LABELS}
+    total = sum(ms.values()) or 1.0
     segs = "".join(
-        f"<div style='width:{100 * float(breakdown_ms.get(lb) or 0) / total:.2f}%;background:{COLORS[lb]}' "
-        f"data-tip='{lb}: {dur(breakdown_ms.get(lb))} ({100 * float(breakdown_ms.get(lb) or 0) / total:.0f}%)'>"
-        "</div>"
-        for lb in LABELS
-        if float(breakdown_ms.get(lb) or 0) > 0
+        f"<div style='width:{100 * v / total:.2f}%;background:{COLORS[lb]}' "
+        f"data-tip='{lb}: {dur(v)} ({100 * v / total:.0f}%)'></div>"
+        for lb, v in ms.items()
+        if v > 0
     )
     legend = "".join(f"<i style='background:{COLORS[lb]}'></i>{lb}" for lb in LABELS)
     return f"<div class='stackbar'>{segs}</div><div class='legend'>{legend}</div>"

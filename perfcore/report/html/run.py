@@ -37,24 +37,25 @@ from perfcore.report.html.parts import (
     tiles,
     verdict_card,
 )
-from perfcore.report.words import interference_detail, interference_sentence, level_word
+from perfcore.report.words import interference_words, level_word
 from perfcore.report.words.advice import evidence_of, overhead_short, test_of, text_of
 from perfcore.report.words.findings import memory_sentence, plan_sentence, step_source_text
 from perfcore.report.words.runs import (
     clock_sentence,
     crashed_early,
-    exit_words,
+    details_words,
     missing_sentence,
     node_sentences,
     notes_of,
     outcome_sentence,
+    partial_words,
     ranks_phrase,
     straggler_sentence,
     trainers_phrase,
+    undecided_words,
     waiting_sentence,
 )
-from perfcore.report.words.verdict import card_words, cause_words, undecided_words
-from perfcore.report.words.verdict import headline as verdict_headline
+from perfcore.report.words.verdict import card_words, cause_words, verdict_short
 
 __all__ = [
     "render_html",
@@ -84,12 +85,8 @@ def _loading(r: RunReport) -> str:
             for x in r.loaders
         ]
         parts.append(table(keys + ["batch made in", "role"], rows, {1, 2, 6, 7}))
-    w = r.workers
-    if w is not None:
-        parts.append(
-            f"<p>{esc(w.num_workers)} worker(s); a batch takes {dur(w.fetch_ms_mean)} to make "
-            f"(__getitem__ {dur(w.getitem_ms_mean)}, collate {dur(w.collate_ms_mean)})</p>"
-        )
+    if r.workers is not None:
+        parts.append(f"<p>{esc(details_words(r)['workers'])}</p>")
     if r.loaders or (r.starvation is not None and r.starvation.starved):
         parts.append(starvation_block(r))
     if plan_sentence(r.loader_plan):
@@ -98,31 +95,11 @@ def _loading(r: RunReport) -> str:
 
 
 def _details(r: RunReport) -> str:
-    rows = []
-    if r.compute_split_ms:
-        split = r.compute_split_ms
-        rows.append(["host time in " + ", ".join(f"{esc(k)} {dur(v)}" for k, v in split.items()) + " per step"])
-    if r.compute_split_gpu_ms:
-        gsplit = r.compute_split_gpu_ms
-        rows.append(
-            ["kernel time launched in " + ", ".join(f"{esc(k)} {dur(v)}" for k, v in gsplit.items()) + " per step"]
-        )
-    mem = r.memory
-    if mem is not None and mem.peak_bytes:
-        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS"
-        rows.append([f"peak {kind}: {float(mem.peak_bytes) / 2**20:.0f} MiB"])
-        rows += [[esc(memory_sentence(f.figures))] for f in r.findings if f.kind.memory]
-    su = r.startup
-    if su is not None:
-        rows.append(
-            [
-                f"start-up: first step ended {dur(su.time_to_first_step_ms)} after launch; first step "
-                f"{dur(su.first_step_ms)}" + (f" vs {dur(su.steady_step_ms)} steady" if su.steady_step_ms else "")
-            ]
-        )
-    if r.cpu_util_percent is not None:
-        rows.append([f"host CPU utilisation during the run: {float(r.cpu_util_percent):.0f}%"])
-    return ("<h2>Step details</h2><ul>" + "".join(f"<li>{x[0]}</li>" for x in rows) + "</ul>") if rows else ""
+    said = details_words(r)
+    rows = [said[k] for k in ("host", "gpu", "memory") if k in said]
+    rows += [memory_sentence(f.figures) for f in r.findings if f.kind.memory] if "memory" in said else []
+    rows += [said[k] for k in ("startup", "cpu") if k in said]
+    return ("<h2>Step details</h2><ul>" + "".join(f"<li>{esc(x)}</li>" for x in rows) + "</ul>") if rows else ""
 
 
 # Past this many ranks their table and chart are folded under the nodes' summary (open on a click).
@@ -250,11 +227,11 @@ def causes_list(v: Verdict, findings: tuple[Finding, ...], plan: LoaderPlan | No
         what, evidence = cause_words(v, c)
         # An advice's evidence that is its cause's, word for word, is said once, on the cause.
         advice = "".join(advice_item(f, plan, said=evidence) for _, f in mine)
-        gain = f" · about {float(c.gain.speedup):.2f}× faster" if c.gain.speedup else ""
+        gain = f" · about {c.gain.speedup:.2f}× faster" if c.gain.speedup else ""
         items.append(
             f"<li class='cause' style='border-left-color:{COLORS.get(c.label, '#888')}'>"
             f"<div class='head'>{i}. {esc(c.bound)}: {esc(what)} — "
-            f"{dur(c.ms_per_step)}/step ({100 * float(c.share or 0):.0f}%, {esc(level_word(c.level))})"
+            f"{dur(c.ms_per_step)}/step ({100 * c.share:.0f}%, {esc(level_word(c.level))})"
             f"{gain}</div><div class='ev'>evidence: {esc(evidence)}</div>{advice}</li>"
         )
     rest = [f for j, f in enumerate(findings) if j not in used]
@@ -280,7 +257,7 @@ def warnings_of(r: RunReport) -> list[str]:
     out: list[str] = []
     intf = r.interference or r.verdict.interference
     if intf is not None and intf.material:  # what inflated the steps, before anything else
-        out.append(f"{interference_sentence(intf)} ({interference_detail(intf)})")
+        out.append(interference_words(intf))
     cap = r.capture
     dropped = (cap.count("dropped") or cap.count("dropped_records")) if cap is not None else 0
     if dropped:
@@ -298,9 +275,7 @@ def warnings_of(r: RunReport) -> list[str]:
         )
     if cap is not None and cap.count("clock_drift_ns"):
         out.append(f"GPU/host clock drift during the run: {cap.count('clock_drift_ns') / 1e3:.1f} us")
-    ex = r.exit
-    if ex is not None and ex.reason and ex.reason not in ("finished", "steps reached"):
-        out.append(f"partial results: the script {exit_words(r)}")
+    out += [partial_words(r)] if partial_words(r) else []
     if r.checkpoint is not None:
         steps = r.checkpoint.steps if r.checkpoint.steps is not None else "?"
         out.append(f"these results are the last checkpoint ({steps} steps): the script did not finish writing its own")
@@ -378,7 +353,7 @@ def render_html(r: RunReport, steps: pd.DataFrame | None = None) -> str:
     return body.html()
 
 
-def render_report(r: RunReport, steps: pd.DataFrame | None = None, folder: Path | None = None) -> str:
+def render_report(r: RunReport, steps: pd.DataFrame | None = None) -> str:
     """The whole report.html of a run folder: the run's sections, environment, the folder's files."""
     files = list(r.files)
     n_ranks = len(r.ranks)
@@ -392,7 +367,7 @@ def render_report(r: RunReport, steps: pd.DataFrame | None = None, folder: Path 
     body.add("<h2>Environment</h2>", _environment(r))
     if files:
         body.add(f"<h2>Files</h2><p>{links(files)}</p>")
-    title = verdict_headline(r.verdict) if r.verdict.decided else undecided_words(r)
+    title = verdict_short(r.verdict) if r.verdict.decided else undecided_words(r)
     return page(f"perfcore: {title}", body)
 
 
@@ -403,7 +378,7 @@ def gpu_section(r: RunReport) -> str:
     cats = r.kernel_categories
     if ks:
         cat_total = sum(float(c.ms or 0) for c in cats.values())
-        total = cat_total or sum(float(k.total_ms or 0) for k in ks) or 1.0
+        total = cat_total or sum(k.total_ms for k in ks) or 1.0
         what = "of all kernel time" if cat_total else f"of the top {len(ks)} kernels' time"
         rows = [
             [
@@ -411,9 +386,8 @@ def gpu_section(r: RunReport) -> str:
                 esc(k.count),
                 num(k.total_ms),
                 num(k.mean_us, ".1f"),
-                f"{100 * float(k.total_ms or 0) / total:.1f}% "
-                f"<span class='hbar' style='background:{COLORS['compute']};width:"
-                f"{80 * float(k.total_ms or 0) / total:.0f}px'></span>",
+                f"{100 * k.total_ms / total:.1f}% "
+                f"<span class='hbar' style='background:{COLORS['compute']};width:{80 * k.total_ms / total:.0f}px'></span>",
             ]
             for k in ks
         ]
@@ -421,7 +395,7 @@ def gpu_section(r: RunReport) -> str:
             f"<h3>Top kernels</h3>{table(['kernel', 'calls', 'total ms', 'mean µs', 'share ' + what], rows, {1, 2, 3})}"
         )
     if cats:
-        rows = [[esc(c), num(v.ms), f"{100 * float(v.share or 0):.1f}%"] for c, v in cats.items()]
+        rows = [[esc(c), num(v.ms), f"{100 * v.share:.1f}%"] for c, v in cats.items()]
         parts.append(f"<h3>Kernel categories</h3>{table(['category', 'ms', 'share'], rows, {1, 2})}")
     by = r.memcpy.by_direction if r.memcpy is not None else {}
     if by:
@@ -429,9 +403,9 @@ def gpu_section(r: RunReport) -> str:
             [
                 esc(d),
                 esc(v.count if v.count is not None else ""),
-                f"{float(v.bytes) / 2**20:.1f}",
+                f"{v.bytes / 2**20:.1f}",
                 num(v.ms),
-                f"{float(v.pageable_bytes) / 2**20:.1f}",
+                f"{v.pageable_bytes / 2**20:.1f}",
                 num(v.pageable_ms),
             ]
             for d, v in by.items()
@@ -483,9 +457,9 @@ def _where(file: Any, line: Any) -> str:
 
 def _calls(calls: tuple[SiteCalls, ...]) -> str:
     out = [
-        f"{float(c.per_step or 0):.0f} <code>.{esc(c.method)}()</code>"
+        f"{c.per_step:.0f} <code>.{esc(c.method)}()</code>"
         for c in calls[:2]
-        if float(c.per_step or 0) >= 1.0  # rarer calls round to "0"
+        if c.per_step >= 1.0  # rarer calls round to "0"
     ]
     return ", ".join(out) + (" a step" if out else "")
 
@@ -494,10 +468,10 @@ def _label_table(lb: LabelLines, label_ms: float) -> str:
     # Each line's ms are its share of the label's ms in the breakdown: a sampler starved of CPU sees less
     # time, not a different split (as the terminal's "try" line says it). A line whose share the label's
     # samples cannot pin down (enough_samples) gets no ms figure.
-    n = int(lb.samples or 0)
+    n = lb.samples
     rows = []
     for x in lb.lines[:TOP_ROWS]:
-        share = float(x.share or 0)
+        share = x.share
         fn = esc(x.function) + ("" if x.user else " <span class='muted'>(library)</span>")
         rows.append(
             [
@@ -537,7 +511,7 @@ def lines_section(r: RunReport) -> str:
     ]
     for lb in shown:
         name = str(lb.label)
-        label_ms = float(r.breakdown_ms[name] or 0)
+        label_ms = r.breakdown_ms[name]
         parts.append(f"<h3>{esc(name)}: {dur(label_ms)} a step</h3>" + _label_table(lb, label_ms))
     return "".join(parts)
 

@@ -23,7 +23,10 @@ from perfcore.analysis.units import WIDTH, fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.capture.environment import Check as EnvCheck
 
 __all__ = [
+    "NO_STEPS",
     "WHAT",
+    "EXCESS",
+    "excess_words",
     "what_of",
     "how_of",
     "gain_words",
@@ -32,6 +35,7 @@ __all__ = [
     "startup_sentence",
     "interference_sentence",
     "interference_detail",
+    "interference_words",
     "check_long",
     "bound_long",
     "check_text",
@@ -47,9 +51,11 @@ __all__ = [
     "with_words",
     "level_word",
     "fit",
+    "fitting",
 ]
 
 
+NO_STEPS = "no steps measured"  # what a run says in place of a verdict, where it measured no step
 # What each avoidable label's time is, in a few words (the terminal's short lines).
 WHAT = {
     "load": "waiting for data",
@@ -88,6 +94,28 @@ _CPU_HOST = (
     "outside modules, such as a functional loss, zero_grad or a manual parameter update, as well as "
     "Python and logging)"
 )
+# A slow rank's excess, by its label: what it does more of, and why that makes it slower than the others.
+EXCESS = {
+    "load": ("its DataLoader waits", "its DataLoader keeps it waiting: more workers or a faster source on its node"),
+    "compute": (
+        "it computes",
+        "it computes longer per step: uneven shards or sequence lengths, a slower or shared device, or other "
+        "processes on its cores",
+    ),
+    "transfer": ("it copies", "its copies take longer: pinned memory and non_blocking copies on its node"),
+    "host": (
+        "it spends outside the timed phases",
+        "it spends longer outside the model: logging, metrics or checkpointing done on that rank only",
+    ),
+}
+
+
+def excess_words(label: str, why: bool = False) -> str:
+    """What a slow rank does more of (why: why that makes it slower), by its excess label; a label this
+    version does not know, as it is."""
+    return EXCESS[label][why] if label in EXCESS else label
+
+
 # How a label was measured where an experiment replaced the attribution's figure, by its code.
 _MEASURED_BY = {"synthetic": "the step time saved with synthetic data (experiment A)"}
 
@@ -188,6 +216,11 @@ def interference_sentence(f: Interference) -> str:
     if parts:
         return "; ".join(parts) + ": step times are inflated and the verdict is uncertain"
     return f"no material interference ({interference_detail(f)})"
+
+
+def interference_words(f: Interference) -> str:
+    """The finding and who used the machine, as a report says it before any number it inflates."""
+    return f"{interference_sentence(f)} ({interference_detail(f)})"
 
 
 def _x(x: float | None, band) -> str:
@@ -392,8 +425,6 @@ def readable_frame(function: str) -> str:
     return f"{m.group(1)} (built-in)" if m else function
 
 
-# The short report's line width: a line over it wraps in an 80-120 column terminal and reads as two.
-
 # A cause's tier in plain words: the verdict's "warn" is a threshold's name, not a finding, and "critical"
 # read as an alarm to new users for a 27% share that costs a quarter of the step, not a failure.
 LEVEL_WORDS = {"warn": "moderate", "critical": "major", "borderline": "borderline", "minor": "minor"}
@@ -405,15 +436,20 @@ def level_word(level: Any) -> str:
     return LEVEL_WORDS.get(value, value)
 
 
-def fit(*parts: tuple[str, int]) -> str:
+def fit(*parts: tuple[str, int], width: int = WIDTH) -> str:
     """The parts in order, each (text, rank): rank 0 always, then the lowest ranked dropped first until the
-    line fits in WIDTH. What is left out is in the verdict's long words (--explain, report.html)."""
+    line fits in `width`. What is left out is in the verdict's long words (--explain, report.html)."""
     keep = [text for text, _ in parts]
     for k in sorted(range(len(parts)), key=lambda k: -parts[k][1]):
-        if len("".join(keep)) <= WIDTH or parts[k][1] == 0:
+        if len("".join(keep)) <= width or parts[k][1] == 0:
             break
         keep[k] = ""
     return "".join(keep)
+
+
+def fitting(forms: list[str]) -> str:
+    """The first of a line's forms, longest first, that fits in WIDTH; else the last (the shortest)."""
+    return next((ln for ln in forms if len(ln) <= WIDTH), forms[-1])
 
 
 # -- `perfcore env`'s checks -------------------------------------------------------------------------

@@ -18,9 +18,17 @@ from perfcore.analysis.run_parts import Evaluation, Overhead
 from perfcore.analysis.starvation import Starvation
 from perfcore.analysis.status import Change
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
-from perfcore.report.words import WHAT, WIDTH, evidence_words, gain_words, startup_sentence
+from perfcore.report.words import (
+    WHAT,
+    WIDTH,
+    evidence_words,
+    excess_words,
+    fitting,
+    gain_words,
+    startup_sentence,
+)
 from perfcore.report.words import fit as _fit
-from perfcore.report.words.findings import evaluation_sentence, memory_words, plan_words, where_words
+from perfcore.report.words.findings import CHEAPER, evaluation_sentence, memory_words, plan_words, where_words
 
 __all__ = [
     "advice_words",
@@ -40,14 +48,6 @@ __all__ = [
 ]
 
 
-# What makes one rank slower than the others, by the label of its excess.
-_SLOW_WHY = {
-    "compute": "it computes longer per step: uneven shards or sequence lengths, a slower or shared device, or "
-    "other processes on its cores",
-    "load": "its DataLoader keeps it waiting: more workers or a faster source on its node",
-    "transfer": "its copies take longer: pinned memory and non_blocking copies on its node",
-    "host": "it spends longer outside the model: logging, metrics or checkpointing done on that rank only",
-}
 # Each way to faster compute: (short, for the "try" line; long, for the advice's text).
 _WAYS = {
     "bf16": ("bf16 autocast", "bf16 autocast (torch.autocast('cuda', dtype=torch.bfloat16) around forward and loss)"),
@@ -144,12 +144,6 @@ def _threads_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> st
     return f"torch.set_num_threads({rec.figures.get('fits', 1)}): {spin}"
 
 
-# A cheaper batch, by how the loader's items are made: a decoder is named only where images are decoded.
-_CHEAPER = {
-    "pil": "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
-    "fast": "cheaper batches (pre-resized or cached images)",
-    "none": "cheaper batches (transforms once on the whole tensor, batch indexing)",
-}
 _FASTER = "faster compute (bf16 autocast, torch.compile, fused optimizers)"
 
 
@@ -164,8 +158,8 @@ def _ways_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> str:
 def _cheaper_change(rec: Finding, verdict: Verdict, said: tuple[str, ...]) -> str:
     decoder = rec.measured(Against.ADVICE)
     if decoder is not None and not decoder.above_1x:
-        return _CHEAPER["fast"]  # experiment C measured the other decoder no faster: not advised
-    return _CHEAPER.get(str(rec.figures.get("decode")), "cheaper batches (less work per item, data cached as tensors)")
+        return CHEAPER["fast"][0]  # experiment C measured the other decoder no faster: not advised
+    return CHEAPER.get(str(rec.figures.get("decode")), CHEAPER["unknown"])[0]
 
 
 # Every kind of advice in words: a new kind is its rule (analysis.advice_findings) and its phrase here.
@@ -173,7 +167,7 @@ PHRASES: dict[FindingKind, Phrase] = {
     FindingKind.BALANCE_RANKS: Phrase(
         "even out the slow rank's work (the others wait for it)",
         own=lambda f, at: (
-            f"Even out rank {f['slow_rank']}'s work: {_SLOW_WHY.get(f['excess_label'], f['excess_label'])}. "
+            f"Even out rank {f['slow_rank']}'s work: {excess_words(f['excess_label'], why=True)}. "
             f"The other ranks would stop waiting about {fmt_ms(f['wait_ms'])} per step.",
             f"rank {f['waiting_rank']} waits {fmt_ms(f['wait_ms'])} of a {fmt_ms(f['step_ms'])} step "
             f"({fmt_share(f['wait_share'])}) for rank {f['slow_rank']}, whose {f['excess_label']} is "
@@ -419,17 +413,21 @@ def try_short(rec: Finding, verdict: Verdict, site: str | None, said: tuple[str,
         lines = [f"try: {ch}: {m}" for ch in changes for m in measured]
         if site:
             lines.insert(0, f"try: {site}: {change}: {measured[0]}")
-        return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
+        return fitting(lines)
     g = rec.offered  # the prediction, unless the cause removed altogether measured no gain above 1x
     gains = [gain_words(g.speedup, g.band), gain_words(g.speedup)] if g is not None and rec.cause in WHAT else [""]
     where = f"{site}: " if site and rec.cause in ("load", "transfer") else ""
     # Within the terminal's width: the band gives way first, then the change's gloss.
     lines = [f"try: {where}{ch}" + (f": {gw}" if gw else "") for ch in (change, change.split(" (")[0]) for gw in gains]
-    return next((ln for ln in lines if len(ln) <= WIDTH), lines[-1])
+    return fitting(lines)
 
 
 def _or(v: float | None, default: float) -> float:
     return default if v is None else v
+
+
+def _pauses(o: Overhead) -> str:
+    return f"{o.pauses} pause{'s' if o.pauses != 1 else ''} (settling, checkpoints)"
 
 
 def overhead_short(o: Overhead) -> str:
@@ -439,18 +437,14 @@ def overhead_short(o: Overhead) -> str:
     step of real work leaves the caches; the optimizer's hook loop and the like are in no count (~1 us a step
     on the tiny bench loop, bench/RESULTS.md)."""
     steady = o.steady_ms_per_step
-    if o.pauses and steady is not None:
-        return (
-            f"overhead: perfcore added at least ~{fmt_ms(steady)}/step "
-            f"({fmt_share(o.steady_fraction or 0)}), and {fmt_ms(o.pause_ms_total or 0)} "
-            f"in {o.pauses} pause{'s' if o.pauses != 1 else ''} (settling, checkpoints)"
-        )
-    if steady is not None:  # what a typical step pays (a warm-up's compile, sampled, is not in it)
-        line = f"overhead: perfcore added at least ~{fmt_ms(steady)}/step ({fmt_share(o.steady_fraction or 0)})"
-        if o.fraction > (o.steady_fraction or 0):  # the run paid more than its typical step says
-            line += f"; the whole run ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
-        return line
-    return f"overhead: perfcore added at least ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
+    typical = steady is not None  # what a typical step pays (a warm-up's compile, sampled, is not in it)
+    ms, share = (steady, o.steady_fraction or 0) if typical else (o.ms_per_step, o.fraction)
+    line = f"overhead: perfcore added at least ~{fmt_ms(ms)}/step ({fmt_share(share)})"
+    if typical and o.pauses:
+        return f"{line}, and {fmt_ms(o.pause_ms_total or 0)} in {_pauses(o)}"
+    if typical and o.fraction > share:  # the run paid more than its typical step says
+        line += f"; the whole run ~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
+    return line
 
 
 def overhead_long(o: Overhead) -> list[str]:
@@ -459,8 +453,7 @@ def overhead_long(o: Overhead) -> list[str]:
     steady = o.steady_ms_per_step is not None
     whole = f"~{fmt_ms(o.ms_per_step)}/step ({fmt_share(o.fraction)})"
     if o.pauses:
-        n = o.pauses
-        whole += f", {fmt_ms(o.pause_ms_total or 0)} of it in {n} pause{'s' if n != 1 else ''} (settling, checkpoints)"
+        whole += f", {fmt_ms(o.pause_ms_total or 0)} of it in {_pauses(o)}"
     lines = [f"perfcore overhead: at least {whole}"]
     if steady:
         lines = [

@@ -43,6 +43,7 @@ __all__ = [
     "step_source_text",
     "STEP_SOURCE_WORDS",
     "where_words",
+    "CHEAPER",
     "plan_words",
     "plan_sentence",
     "plan_reason",
@@ -177,17 +178,30 @@ _REASON = {
 }
 
 
-# How to make a batch cheaper, by how its items are made: a decoder is named only where images are decoded.
-_CHEAPER = {
-    "pil": "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), "
-    "images pre-resized to the size the model takes, or data decoded once and cached as tensors",
-    "fast": "make a batch cheaper: images pre-resized to the size the model takes, or data decoded "
-    "once and cached as tensors",
-    "none": "make a batch cheaper: the items are in memory already, so the time is the per-item "
-    "transforms and collate: transform the whole tensor once up front, or index a batch at a time "
-    "(a BatchSampler) rather than item by item",
-    "unknown": "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms "
-    "done once up front, data prepared once and cached as tensors)",
+# A cheaper batch, by how the loader's items are made (a decoder is named only where images are decoded):
+# the "try" line's few words, and the loader plan's change.
+CHEAPER = {
+    "pil": (
+        "cheaper batches (decode_jpeg, not PIL; pre-resized or cached images)",
+        "make a batch cheaper: a faster decoder (torchvision.io.decode_jpeg rather than PIL), images "
+        "pre-resized to the size the model takes, or data decoded once and cached as tensors",
+    ),
+    "fast": (
+        "cheaper batches (pre-resized or cached images)",
+        "make a batch cheaper: images pre-resized to the size the model takes, or data decoded once and "
+        "cached as tensors",
+    ),
+    "none": (
+        "cheaper batches (transforms once on the whole tensor, batch indexing)",
+        "make a batch cheaper: the items are in memory already, so the time is the per-item transforms and "
+        "collate: transform the whole tensor once up front, or index a batch at a time (a BatchSampler) "
+        "rather than item by item",
+    ),
+    "unknown": (
+        "cheaper batches (less work per item, data cached as tensors)",
+        "make a batch cheaper: less work per item in the dataset's __getitem__ (transforms done once up "
+        "front, data prepared once and cached as tensors)",
+    ),
 }
 # What a workers trial that turned the advice round measured, by its status: the word sits beside
 # the number it describes, so a ratio above 1 is never called slower.
@@ -240,7 +254,7 @@ def plan_words(p: LoaderPlan) -> tuple[str, str]:
     rate = f"a batch takes {fmt_ms(make)} to make and the loop uses one every {fmt_ms(p.loop_ms_per_batch)}" + (
         f", {per:g} batches per step" if per > 1 else ""
     )
-    cheaper = _CHEAPER.get(str(p.decode), _CHEAPER["unknown"])
+    cheaper = CHEAPER.get(str(p.decode), CHEAPER["unknown"])[1]
     fewer = (
         f"; or leave a core to a worker: torch.set_num_threads({p.fewer_threads}) with num_workers=1 "
         "(compute then runs on one thread fewer; measure both)"
@@ -388,7 +402,7 @@ LOOP_FUNCTIONS_PREFIX = "__"  # a Dataset's own methods (__getitem__, __call__ o
 
 def _calls(calls: tuple[SiteCalls, ...]) -> str:
     # Fewer than one call a step is not what holds a step's time (and rounds to "0 calls").
-    shown = [c for c in calls if float(c.per_step or 0) >= 1.0][:2]
+    shown = [c for c in calls if c.per_step >= 1.0][:2]
     text = "".join(f"; {c.per_step:.0f} `.{_printable(c.method)}()` a step" for c in shown)
     if any(c.method in SYNCING for c in shown):
         text += ": keep on device, read every N steps"

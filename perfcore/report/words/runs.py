@@ -12,6 +12,7 @@ processes of one run, never ranks of a job."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import signal
 from typing import Any, Mapping
 
@@ -23,24 +24,27 @@ from perfcore.analysis.run_context import Exit, NoStep, Note, Outcome, Straggler
 from perfcore.analysis.run_parts import Capture
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
+from perfcore.report.words import NO_STEPS, excess_words
 
 __all__ = [
-    "EXCESS_PHRASE",
     "outcome_sentence",
     "exit_sentence",
     "exit_words",
+    "partial_words",
     "signal_name",
     "script_exit_words",
     "config_failure",
     "capture_notes",
     "notes_of",
     "note_words",
+    "details_words",
     "sampling_words",
     "capture_error_words",
     "CAUSES",
     "link_words",
     "crashed_early",
     "no_step_sentence",
+    "undecided_words",
     "LOOKS_FOR",
     "FEW_STEPS",
     "knee_text",
@@ -49,7 +53,6 @@ __all__ = [
     "missing_sentence",
     "job_problem_words",
     "ranks_phrase",
-    "node_sentence",
     "node_sentences",
     "nodes_brief",
     "clock_sentence",
@@ -124,6 +127,13 @@ def exit_words(r: RunReport) -> str:
     return str(ex.reason) + (f" ({' '.join(str(ex.exception).split())})" if ex.exception else "")
 
 
+def partial_words(r: RunReport) -> str:
+    """ "partial results: the script ..." where it did not finish ("" where it did, or stopped at --steps)."""
+    ex = r.exit
+    unfinished = ex is not None and ex.reason and ex.reason not in ("finished", "steps reached")
+    return f"partial results: the script {exit_words(r)}" if unfinished else ""
+
+
 # Diagnose's runs, as a failure names them.
 _WHERE = {"baseline": " in the baseline", "synthetic": " with synthetic data", "workers": " with"}
 
@@ -144,13 +154,8 @@ def script_exit_words(ex: ScriptExit) -> str:
     where = _WHERE.get(str(ex.run), "")
     if where == " with":
         where += " " + ", ".join(f"{k}={v}" for k, v in (ex.settings or {}).items())
-    how = (
-        exit_sentence(ex.exit, ex.outcome)
-        if ex.exit is not None and ex.outcome is not None
-        else outcome_sentence(ex.outcome)
-        if ex.outcome is not None
-        else None
-    )
+    oc = ex.outcome
+    how = None if oc is None else outcome_sentence(oc) if ex.exit is None else exit_sentence(ex.exit, oc)
     return f"the script {_how(how, ex.code)} after {_steps(ex.steps)}{where}: these results are partial"
 
 
@@ -235,6 +240,36 @@ def notes_of(r: RunReport) -> list[str]:
     return [note_words(n) for n in r.notes] + (capture_notes(r.capture) if r.capture is not None else [])
 
 
+def details_words(r: RunReport) -> dict[str, str]:
+    """The step's details in words, each where the run has it, by what it is: host and kernel time by phase
+    ("host", "gpu"), the workers' batch ("workers"), peak memory ("memory"), start-up ("startup") and the
+    host's CPU ("cpu"). The terminal and the page each arrange them."""
+    said = {}
+    splits = (("host", "host time in", r.compute_split_ms), ("gpu", "kernel time launched in", r.compute_split_gpu_ms))
+    for key, what, split in splits:
+        if split:
+            said[key] = f"{what} " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in split.items()) + " per step"
+    w = r.workers
+    if w is not None:
+        said["workers"] = (
+            f"{w.num_workers} worker(s); a batch takes {fmt_ms(w.fetch_ms_mean)} to make "
+            f"(__getitem__ {fmt_ms(w.getitem_ms_mean)}, collate {fmt_ms(w.collate_ms_mean)})"
+        )
+    mem = r.memory
+    if mem is not None and mem.peak_bytes:
+        kind = "device memory (allocated)" if mem.kind == "cuda_allocated" else "process RSS"
+        said["memory"] = f"peak {kind}: {mem.peak_bytes / 2**20:.0f} MiB"
+    su = r.startup
+    if su is not None:
+        said["startup"] = (
+            f"start-up: first step ended {fmt_ms(su.time_to_first_step_ms)} after launch; first step "
+            f"{fmt_ms(su.first_step_ms)}" + (f" vs {fmt_ms(su.steady_step_ms)} steady" if su.steady_step_ms else "")
+        )
+    if r.cpu_util_percent is not None:
+        said["cpu"] = f"host CPU utilisation during the run: {r.cpu_util_percent:.0f}%"
+    return said
+
+
 def sampling_words(nvml_error: str) -> str:
     """What the sampler could not do, from NVML's error ("" when it samples the GPU)."""
     return f"no GPU sampling ({nvml_error}); CPU and RAM only" if nvml_error else ""
@@ -303,6 +338,9 @@ LOOKS_FOR = (
 )
 
 
+_SOURCES = ("optimizer", "backward", "batch", "forward")  # the step sources, in the automatic choice's order
+
+
 def no_step_sentence(n: NoStep) -> str:
     """Why a run saw no step, from what the hooks saw."""
     if not n.torch_instrumented:
@@ -322,19 +360,8 @@ def no_step_sentence(n: NoStep) -> str:
     )
     if n.forced:
         # The source that would have given steps, in the automatic choice's order.
-        works = next(
-            (
-                s
-                for s, ok in (
-                    ("optimizer", n.optimizer_stepped),
-                    ("backward", n.backward > 0),
-                    ("batch", n.batch_all > 1),
-                    ("forward", n.forward > 1),
-                )
-                if ok and s != n.forced
-            ),
-            None,
-        )
+        found = (n.optimizer_stepped, n.backward > 0, n.batch_all > 1, n.forward > 1)
+        works = next((s for s, ok in zip(_SOURCES, found) if ok and s != n.forced), None)
         fix = (
             f"--step-on {works} would find steps here (or leave --step-on out for the automatic choice)"
             if works
@@ -347,6 +374,11 @@ def no_step_sentence(n: NoStep) -> str:
         f"no optimizer step. {LOOKS_FOR.split('; none')[0]}. Force one with --step-on "
         "optimizer|backward|batch|forward"
     )
+
+
+def undecided_words(r: RunReport) -> str:
+    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
+    return no_step_sentence(r.no_step) if r.no_step is not None else NO_STEPS
 
 
 # A script that fails within this many measured steps has shown its first steps, not its steady state:
@@ -368,7 +400,7 @@ def crashed_early(r: RunReport) -> list[str]:
     # The exit's words quote the exception's first line (cut at 200 characters where it is written; the
     # traceback is a file in the folder) and the exit code.
     return [
-        f"partial results: the script {exit_words(r)}",
+        partial_words(r),
         f"{r.steps} measured step(s) before it ended: too few to advise on; what ran gave the verdict below",
     ]
 
@@ -387,15 +419,6 @@ def knee_text(k: dict[str, Any]) -> str:
 
 
 # -- several processes: ranks, nodes, trainers ---------------------------------------------------------------------
-
-
-# What a straggler's excess is spent on (a slow rank does more of it), by its excess label.
-EXCESS_PHRASE = {
-    "load": "its DataLoader waits",
-    "compute": "it computes",
-    "transfer": "it copies",
-    "host": "it spends outside the timed phases",
-}
 
 
 def _who(parts: Any) -> str:
@@ -427,7 +450,7 @@ def straggler_sentence(s: Straggler, on_hosts: bool = False) -> str:
     return (
         f"rank {s.rank}{where} holds up the job: its own work is {fmt_ms(s.work_ms)}/step against "
         f"{fmt_ms(s.others_work_ms)} on the other ranks ({fmt_share(share)} of each step); its excess is "
-        f"{label}: {EXCESS_PHRASE.get(label, label)} {fmt_ms(s.excess_ms)}/step more than the median of "
+        f"{label}: {excess_words(label)} {fmt_ms(s.excess_ms)}/step more than the median of "
         "the other ranks"
     )
 
@@ -451,12 +474,8 @@ def missing_sentence(r: RunReport) -> str:
 def ranks_phrase(ranks: tuple[int | None, ...]) -> str:
     """Ranks as runs of consecutive numbers: "rank 3", "ranks 0-7", "ranks 0-3, 8, 10-11"."""
     nums = sorted(r for r in ranks if r is not None)
-    runs: list[list[int]] = []
-    for r in nums:
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
+    # Consecutive numbers keep the same difference to their position: one group each.
+    runs = [[r for _, r in g] for _, g in itertools.groupby(enumerate(nums), lambda x: x[1] - x[0])]
     said = ", ".join(str(g[0]) if len(g) == 1 else f"{g[0]}-{g[-1]}" for g in runs)
     return f"rank {said}" if len(nums) == 1 else f"ranks {said}" if nums else "no numbered rank"
 
@@ -470,7 +489,7 @@ def node_sentence(n: NodeFigures, job: JobNodes) -> str:
         return (
             f"{head} is the slow node: its ranks' own work is {fmt_ms(s.work_ms)}/step against "
             f"{fmt_ms(s.others_work_ms)} on the other nodes, the slowest in {fmt_share(s.slowest_share)} of the "
-            f"steps; its excess is {s.excess_label}: {EXCESS_PHRASE.get(s.excess_label, s.excess_label)} "
+            f"steps; its excess is {s.excess_label}: {excess_words(s.excess_label)} "
             f"{fmt_ms(s.excess_ms)}/step more; rank {s.rank} works longest"
         )
     comm, share = n.comm
@@ -520,7 +539,7 @@ def nodes_brief(job: JobNodes) -> str:
     waiting = [n for n in job.nodes if n.state is NodeState.WAITING]
     line = (
         f"nodes: {s.host} ({ranks_phrase(slow.ranks)}) is slow, rank {s.rank} most: "
-        f"{EXCESS_PHRASE.get(s.excess_label, s.excess_label)} {fmt_ms(s.excess_ms)}/step more than the other nodes"
+        f"{excess_words(s.excess_label)} {fmt_ms(s.excess_ms)}/step more than the other nodes"
     )
     if len(waiting) == 1:
         w = waiting[0]

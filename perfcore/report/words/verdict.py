@@ -1,7 +1,7 @@
-"""The verdict in words, from the facts analysis.verdict decides (results.Verdict): the short line for the
-terminal (verdict_short), the HTML card's headline and two short lines (card_lines; card_words adds the "why"
-panel's sentence and a crashed run's first line), and the long sentence for
---explain and the HTML "why" panel (plain_words; summary_words puts what inflated the steps first).
+"""The verdict in words, from the facts analysis.verdict decides (results.Verdict), in two forms: the short
+line (verdict_short: the terminal's verdict line, a chart's, a page's and the live status's title) and the
+long sentence (verdict_long: --explain and the HTML "why" panel, with or without what inflated the steps
+said first); the HTML card (card_words) is the short line's first part and at most two short facts.
 With it, the two results said as verdicts are: compare's (what changed between two runs, each word
 chosen from the status beside its number) and health's (the verdict's summary, then the seed method's
 busy check against its threshold, and what a heartbeat in the busy series means)."""
@@ -11,8 +11,7 @@ from __future__ import annotations
 from perfcore.analysis.checks import Experiment
 from perfcore.analysis.command_results import HealthResult, Heartbeat
 from perfcore.analysis.compare import Comparison
-from perfcore.analysis.results import Cause, Interference, Level, Straggle, Verdict
-from perfcore.analysis.run_report import RunReport
+from perfcore.analysis.results import Cause, Level, Straggle, Verdict
 from perfcore.analysis.status import Change
 from perfcore.analysis.uncertainty import LEVEL, steps_to_settle
 from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
@@ -22,6 +21,10 @@ from perfcore.report.words import (
     WHAT,
     check_text,
     evidence_words,
+    excess_words,
+    NO_STEPS,
+    WIDTH,
+    excess_words,
     fit,
     gain_words,
     interference_sentence,
@@ -30,34 +33,22 @@ from perfcore.report.words import (
     startup_sentence,
     what_of,
 )
-from perfcore.report.words.runs import EXCESS_PHRASE, no_step_sentence
 
 __all__ = [
-    "plain_words",
-    "summary_words",
-    "verdict_name",
     "verdict_short",
-    "headline",
-    "preface",
-    "straggler_lead",
-    "cause_words",
-    "straggler_head",
-    "card_lines",
+    "verdict_long",
     "card_words",
-    "NO_STEPS",
+    "cause_words",
     "change_sentence",
     "step_words",
     "health_summary",
     "heartbeat_meaning",
-    "FORWARD_ONLY_NOTE",
     "health_sentence",
-    "undecided_words",
     "gains_text",
 ]
 
 
 _FORWARD_ONLY_GAIN = "this forward-only loop's steps"
-NO_STEPS = "no steps measured"
 
 
 def _share_band(band) -> str:
@@ -123,7 +114,7 @@ def _core(t: Verdict) -> str:
     )
 
 
-def straggler_lead(job: Straggle) -> str:
+def _straggler_lead(job: Straggle) -> str:
     """A job held up by one rank: who waits, how long, and what the slow rank does more of."""
     share = job.wait_share
     level = level_word("critical" if share >= CRITICAL_SHARE else "warn")
@@ -133,14 +124,15 @@ def straggler_lead(job: Straggle) -> str:
         f"{fmt_ms(job.wait_ms)} of each {fmt_ms(job.step_ms)} step ({fmt_share(share)}, "
         f"{level}) in collectives for it; its own work is {fmt_ms(job.work_ms)} against "
         f"{fmt_ms(job.others_work_ms)} on the other ranks, the excess in {ex}: "
-        f"{EXCESS_PHRASE.get(ex, ex)} {fmt_ms(job.excess_ms)} more per step"
+        f"{excess_words(ex)} {fmt_ms(job.excess_ms)} more per step"
     )
 
 
-def plain_words(t: Verdict) -> str:
-    """The verdict at length, without what inflated the steps (what a quiet machine would read first):
-    the decision, outlier steps set apart, start-up where it dominates, the rank it was judged on,
-    diagnose's checks and what loading is."""
+def verdict_long(t: Verdict, lead: bool = True) -> str:
+    """The verdict at length (--explain, the HTML "why" panel): the decision, outlier steps set apart,
+    start-up where it dominates, the rank it was judged on, diagnose's checks and what loading is.
+    lead: spinning threads and a material interference finding first (what inflated the steps); without it,
+    what a quiet machine would read, or a report that says the interference above."""
     if not t.decided:
         return NO_STEPS
     said = _core(t)
@@ -155,8 +147,13 @@ def plain_words(t: Verdict) -> str:
     if checks or how:
         said += "".join(f". {c[0].upper()}{c[1:]}" for c in checks if c) + (f". {how}." if how else ".")
     if t.straggler is not None:
-        said = f"{straggler_lead(t.straggler)}. On rank {t.straggler.slow_rank}: {said}"
-    return said
+        said = f"{_straggler_lead(t.straggler)}. On rank {t.straggler.slow_rank}: {said}"
+    intf = t.interference
+    # Threads that found their cores taken already say how much of the machine the others used: the
+    # interference sentence would say it again.
+    material = lead and intf is not None and intf.material and t.threads_busy is None
+    first = [s for s in [_threads(t) if lead else "", interference_sentence(intf) if material else ""] if s]
+    return ". ".join(first + [f"{said[0].upper()}{said[1:]}" if first else said])
 
 
 def _threads(t: Verdict) -> str:
@@ -179,21 +176,6 @@ def _threads(t: Verdict) -> str:
     return ""
 
 
-def summary_words(t: Verdict) -> str:
-    """The verdict as --explain and the HTML's why panel say it: spinning threads and a material
-    interference finding first (what inflated the steps), then plain_words."""
-    plain = plain_words(t)
-    if not t.decided:
-        return plain
-    intf = t.interference
-    # Threads that found their cores taken already say how much of the machine the others used: the
-    # interference sentence would say it again.
-    material = intf is not None and intf.material and t.threads_busy is None
-    lead = [_threads(t)] + ([interference_sentence(intf)] if material else [])
-    lead = [s for s in lead if s]
-    return ". ".join(lead + [f"{plain[0].upper()}{plain[1:]}" if lead else plain])
-
-
 def cause_words(t: Verdict, c: Cause) -> tuple[str, str]:
     """A named cause's (what, evidence) in words."""
     facts = {
@@ -208,6 +190,10 @@ def cause_words(t: Verdict, c: Cause) -> tuple[str, str]:
     return what_of(c.label, t.on_gpu), evidence_words(facts)
 
 
+def _top(t: Verdict) -> Cause | None:
+    return next((c for c in t.named if c.label == t.primary), None)
+
+
 def _name(t: Verdict) -> str | None:
     """The verdict's name: its bound and level ("input-bound (major)", "input-bound on rank 1 (moderate)",
     "compute-bound (healthy)", "straggler rank 1 (major)"); None where it names no cause."""
@@ -216,7 +202,7 @@ def _name(t: Verdict) -> str | None:
     job = t.straggler
     if job and t.bound == "straggler":
         return f"straggler rank {job.slow_rank} ({level_word(t.level)})"
-    top = next((c for c in t.named if c.label == t.primary), None)
+    top = _top(t)
     if top is None:
         return None
     on = f" on rank {job.slow_rank}" if job else ""  # the slow rank's steps, not the table's rank
@@ -225,49 +211,45 @@ def _name(t: Verdict) -> str | None:
     return f"{top.bound}{on} ({level_word(top.level)})"
 
 
-def verdict_name(t: Verdict) -> str:
-    """The verdict in a few words (its bound and level), for compare's before -> after; "no steps measured"."""
-    if not t.decided:
-        return NO_STEPS
-    return _name(t) or str(t.bound)
-
-
-def _head(t: Verdict) -> list[tuple[str, int]] | None:
-    """The verdict's short line as ranked parts (fit drops the lowest first), without "verdict: "."""
+def _head(t: Verdict) -> list[tuple[str, int]]:
+    """The verdict's short line as ranked parts (fit drops the lowest first); the first part is the
+    verdict's name and what its time is, the HTML card's headline."""
     busy = (" [uncertain: busy]" if t.uncertain else "", 1)  # the header line says how busy, as measured
     if t.level is Level.HEALTHY:
         big = t.ranked[0] if t.ranked and t.ranked[0].ms_per_step > 0 else None
         return [
-            (
-                f"{_name(t)}: nothing else reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step",
-                0,
-            ),
+            (f"{_name(t)}: nothing else reaches {100 * WARN_SHARE:.0f}% of a {fmt_ms(t.step_ms)} step", 0),
             (f" (largest: {big.label}, {fmt_share(big.share)})" if big else "", 2),
             busy,
         ]
     job = t.straggler
     if job and t.bound == "straggler":
-        return [*straggler_head(t), busy]
-    top = next((c for c in t.named if c.label == t.primary), None)
+        said = (
+            f"{_name(t)}: rank {job.waiting_rank} waits {fmt_ms(job.wait_ms)} of a {fmt_ms(job.step_ms)} step "
+            f"({fmt_share(job.wait_share)}) for it, {job.excess_label} +{fmt_ms(job.excess_ms)}"
+        )
+        return [(said, 0), busy]
+    top = _top(t)
     if top is None:
-        return None
+        return [(verdict_long(t, lead=False), 0)]
+    band = fmt_band(top.share_band[0], top.share_band[1], fmt_share) if top.share_band else ""
     if t.level is Level.BORDERLINE and not job:
         return [
             (f"compute-bound; {WHAT[top.label]} {fmt_share(top.share)} of a {fmt_ms(t.step_ms)} step", 0),
-            (f" ({fmt_band(top.share_band[0], top.share_band[1], fmt_share)})" if top.share_band else "", 3),
+            (f" ({band})" if band else "", 3),
             (f", near the {100 * WARN_SHARE:.0f}% line", 0),
             busy,
         ]
-    band = f", interval {fmt_band(top.share_band[0], top.share_band[1], fmt_share)}" if top.share_band else ""
     near = top.borderline_tier if t.level is not Level.BORDERLINE else None
     # The gain of removing it is said once, on the "try" line that names the change; the interval gives
     # way to the wait for the slow rank and to the busy mark.
     # The step's own figure gives way before the busy mark: the header line says the same mean step.
     return [
-        (f"{_name(t)}: {WHAT[top.label]}, {fmt_ms(top.ms_per_step)}", 0),
+        (f"{_name(t)}: {WHAT[top.label]}", 0),
+        (f", {fmt_ms(top.ms_per_step)}", 0),
         (f" of a {fmt_ms(t.step_ms)} step", 2),
         (f" ({fmt_share(top.share)}", 0),
-        (band if not job else "", 3),
+        (f", interval {band}" if band and not job else "", 3),
         (")", 0),
         (f", near the {100 * near:.0f}% line" if near else "", 2),
         (f"; rank {job.waiting_rank} waits {fmt_share(job.wait_share)} for it" if job else "", 1),
@@ -275,35 +257,26 @@ def _head(t: Verdict) -> list[tuple[str, int]] | None:
     ]
 
 
-def straggler_head(t: Verdict) -> list[tuple[str, int]]:
-    """A job held up by one rank, at the head of a short line: the wait, the slow rank, its excess."""
-    job = t.straggler
-    return [
-        (
-            f"{_name(t)}: rank {job.waiting_rank} waits {fmt_ms(job.wait_ms)} of a "
-            f"{fmt_ms(job.step_ms)} step ({fmt_share(job.wait_share)}) "
-            f"for it, {job.excess_label} +{fmt_ms(job.excess_ms)}",
-            0,
-        )
-    ]
-
-
-def card_lines(t: Verdict) -> tuple[str, list[str]]:
-    """The HTML verdict card's words: a headline (the bound, its level, what the time is; the card's
-    tiles give its ms, share and gain) and at most two short lines (why the verdict is uncertain,
-    diagnose's check of it, what would settle a borderline one); summary_words goes in its "why" panel."""
+def verdict_short(t: Verdict) -> str:
+    """The verdict in one line: the bound and its level, what the time is, its ms and share of the step
+    (with the interval, where it fits), and a mark when a measured busy machine makes it uncertain. It fits
+    the terminal's width after "verdict: ", and titles a chart, a page and the live status as it is."""
     if not t.decided:
-        return NO_STEPS, []
-    top = next((c for c in t.named if c.label == t.primary), None)
-    if t.level is Level.HEALTHY:
-        head = f"{verdict_name(t)}: nothing outside compute reaches {100 * WARN_SHARE:.0f}% of the step"
-    elif t.straggler is not None and t.bound == "straggler":
-        head = fit(*straggler_head(t))  # the card says why it is uncertain below
-    elif top is not None:
-        head = f"{verdict_name(t)}: {WHAT[top.label]}"
-    else:
-        return plain_words(t).split("; ")[0], []
-    lines = []
+        return NO_STEPS
+    return fit(*_head(t), width=WIDTH - len("verdict: "))
+
+
+def card_words(
+    t: Verdict, why: str | None = None, *, crash: tuple[str, ...] | list[str] = (), none: str = ""
+) -> tuple[str, list[str], str]:
+    """The HTML verdict card's words (head, short lines, the "why" panel's sentence): the short line's
+    first part (the verdict's name and what its time is; the card's tiles give its ms, share and gain), at
+    most two short lines (a crash's first line, why the verdict is uncertain, diagnose's check of it, what
+    would settle a borderline one) and `why` (default the long form) in the panel. A verdict not yet
+    decided (a stage that measures only) shows `why`, else `none`, as the headline."""
+    if not t.decided:
+        return str(why or none or "no verdict"), [], ""
+    lines = list(crash[:1])
     if t.uncertain:
         lines.append("uncertain: other processes used the machine during the run (see Warnings)")
     check = next((c for c in t.checks if c.status is not None), None)
@@ -313,6 +286,7 @@ def card_lines(t: Verdict) -> tuple[str, list[str]]:
             + (f" against {fmt_x(check.predicted_speedup)} predicted" if check.predicted_speedup else "")
             + f": {check.status.value}"
         )
+    top = _top(t)
     if top is not None and top.share_band is not None and (t.level is Level.BORDERLINE or top.borderline_tier):
         tier = top.borderline_tier or WARN_SHARE
         more = steps_to_settle(t.steps, top.share, top.share_band, tier) if t.steps else None
@@ -325,59 +299,26 @@ def card_lines(t: Verdict) -> tuple[str, list[str]]:
                 else "more steps would settle it"
             )
         )
-    return head, lines[:2]
+    return _head(t)[0][0], lines[:2], why if why is not None else verdict_long(t)
 
 
-def card_words(
-    t: Verdict, sentence: str | None = None, *, crash: list[str] = (), none: str = ""
-) -> tuple[str, list[str], str]:
-    """The HTML verdict card's words (head, short lines, the "why" panel's sentence): card_lines' of a decided
-    verdict, with `sentence` (default summary_words) in the panel; a verdict not yet decided (a stage that
-    measures only) shows its sentence, else `none`, as the headline. crash: the lines a run that failed
-    early leads with (its figures are partial: said first)."""
-    why = sentence if sentence is not None else (summary_words(t) if t.decided else "")
-    if not t.decided:
-        return str(why or none or "no verdict"), [], ""
-    head, short = card_lines(t)
-    return head, ([crash[0], *short][:2] if crash else short), why
-
-
-def verdict_short(t: Verdict) -> str:
-    """The verdict in one line of at most WIDTH characters: the bound and its level, what the time is, its
-    ms and share of the step (with the interval, where it fits), and a mark when a measured busy machine
-    makes it uncertain."""
-    if not t.decided:
-        return f"verdict: {NO_STEPS}"
-    parts = _head(t)
-    if parts is None:
-        return f"verdict: {plain_words(t)}"
-    return fit(("verdict: ", 0), *parts)
-
-
-def headline(t: Verdict) -> str:
-    """The verdict's short line without "verdict: ", for a chart's or a page's title and the live status."""
-    return verdict_short(t).removeprefix("verdict: ")
-
-
-def preface(plain: str, interference: Interference | None) -> str:
-    """A stage's summary as printed: its plain words after the interference sentence when that is material."""
-    if interference is None or not interference.material or not plain:
-        return plain
-    return f"{interference_sentence(interference)}. {plain[0].upper()}{plain[1:]}"
+def _verdict_name(t: Verdict) -> str:
+    """The verdict in a few words (its bound and level), for compare's before -> after."""
+    return (_name(t) or str(t.bound)) if t.decided else NO_STEPS
 
 
 def change_sentence(doc: Comparison) -> str:
     """Whether the verdict changed: its name before and after, and the primary cause or the tier that moved."""
     a, b = doc.a.verdict, doc.b.verdict
     if not doc.verdict_changed:
-        return f"verdict unchanged: {verdict_name(a)}"
+        return f"verdict unchanged: {_verdict_name(a)}"
     if doc.primary_changed:
         return (
-            f"verdict changed: {verdict_name(a)} -> {verdict_name(b)}; primary cause "
+            f"verdict changed: {_verdict_name(a)} -> {_verdict_name(b)}; primary cause "
             f"{a.primary or 'none'} -> {b.primary or 'none'}"
         )
     return (
-        f"verdict changed: {verdict_name(a)} -> {verdict_name(b)} (same primary cause, "
+        f"verdict changed: {_verdict_name(a)} -> {_verdict_name(b)} (same primary cause, "
         f"{level_word(a.level)} -> {level_word(b.level)})"
     )
 
@@ -399,7 +340,7 @@ def step_words(doc: Comparison) -> str:
     )
 
 
-FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
+_FORWARD_ONLY_NOTE = "a training step, with backward and the optimizer, gains less: perfcore run or diagnose measure it"
 
 
 def health_summary(doc: HealthResult) -> str:
@@ -414,10 +355,10 @@ def health_summary(doc: HealthResult) -> str:
             "; low utilisation with no avoidable cause above the threshold: the device's work is small "
             "(short kernels), not blocked"
         )
-    verdict = plain_words(doc.verdict) if doc.verdict is not None and doc.verdict.decided else ""
+    verdict = verdict_long(doc.verdict, lead=False) if doc.verdict is not None and doc.verdict.decided else ""
     return (
         verdict
-        + (f" ({FORWARD_ONLY_NOTE})" if check.forward_only else "")
+        + (f" ({_FORWARD_ONLY_NOTE})" if check.forward_only else "")
         + (". " if check.decided else "")
         + f"{line[0].upper()}{line[1:]}"
     )
@@ -434,13 +375,12 @@ def heartbeat_meaning(hb: Heartbeat, busy_source: str) -> str:
 
 
 def health_sentence(doc: HealthResult) -> str:
-    """Health's summary as its page says it: the interference sentence first when that is material."""
-    return preface(health_summary(doc), doc.verdict.interference if doc.verdict is not None else None)
-
-
-def undecided_words(r: RunReport) -> str:
-    """What a run with no verdict says in its place: why it saw no step, else that none was measured."""
-    return no_step_sentence(r.no_step) if r.no_step is not None else NO_STEPS
+    """Health's summary as its page and its verdict line say it: the interference sentence first when that
+    is material."""
+    said, intf = health_summary(doc), doc.verdict.interference if doc.verdict is not None else None
+    if intf is None or not intf.material or not said:
+        return said
+    return f"{interference_sentence(intf)}. {said[0].upper()}{said[1:]}"
 
 
 def gains_text(run: Verdict, diag: Verdict) -> str:

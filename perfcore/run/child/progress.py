@@ -147,10 +147,10 @@ class ProgressWriter:
             doc["breakdown_fraction"] = {lb: (bd[lb] / step_ms if step_ms else 0.0) for lb in LABELS}
             doc["settled_steps"] = store["settled"]
             if self._verdict is None or self._verdict[0] != store["settled"]:  # decided again only on new rows
-                from perfcore.report.words.verdict import headline
+                from perfcore.report.words.verdict import verdict_short
 
                 v = _decide(bd, step_ms, self.on_gpu)
-                said = {"bound": v.bound, "level": v.level.value, "summary": headline(v)}
+                said = {"bound": v.bound, "level": v.level.value, "summary": verdict_short(v)}
                 self._verdict = (store["settled"], said)
             doc["verdict"] = self._verdict[1]
         return doc

@@ -304,9 +304,9 @@ def _write_tables(run: _Finish) -> None:
 
 def _write_plots(run: _Finish, decision: Decision) -> None:
     from perfcore.report.plots import plot_breakdown, plot_kernels
-    from perfcore.report.words.verdict import headline
+    from perfcore.report.words.verdict import verdict_short
 
-    plot_breakdown(run.main.table, run.out / "breakdown.png", title=headline(decision.verdict))
+    plot_breakdown(run.main.table, run.out / "breakdown.png", title=verdict_short(decision.verdict))
     run.files["breakdown.png"] = "breakdown.png"
     if plot_kernels(run.doc.get("kernels", []), run.out / "kernels.png"):
         run.files["kernels.png"] = "kernels.png"
