@@ -46,7 +46,6 @@ def _check_result(cb, total_steps: int, warmup: int) -> None:
     assert all(isinstance(v, (int, float)) for v in cb.summary.values())  # mlflow.log_metrics takes numbers
 
 
-@pytest.mark.torch_version
 def test_huggingface_trainer_callback(tmp_path):
     pytest.importorskip("transformers")
     from transformers import Trainer, TrainerCallback, TrainingArguments
@@ -78,7 +77,6 @@ def test_huggingface_trainer_callback(tmp_path):
     assert (tmp_path / "perfcore" / "report.html").is_file() and (tmp_path / "perfcore" / "run.json").is_file()
 
 
-@pytest.mark.torch_version
 def test_lightning_callback(tmp_path):
     L = pytest.importorskip("lightning.pytorch")
     from lightning.pytorch.loggers import CSVLogger

@@ -6,10 +6,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
-pytestmark = pytest.mark.torch_version
-
 
 def test_cell_is_instrumented_in_process_and_stops_at_steps():
     code = textwrap.dedent('''

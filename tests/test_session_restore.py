@@ -6,10 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytestmark = pytest.mark.torch_version
-
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "session_restore.py"
 
 

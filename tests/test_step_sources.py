@@ -181,7 +181,6 @@ def script_count(stdout: str, key: str) -> int:
     return int(words[words.index(key) + 1])
 
 
-@pytest.mark.torch_version
 def test_manual_sgd_language_model_steps_on_backward_with_steps_honoured(tmp_path):
     script = [sys.executable, str(SCRIPTS / "word_lm.py"), "--tokens", "1600"]
     p, doc, out = perfcore_run(tmp_path, *script)
@@ -198,7 +197,6 @@ def test_manual_sgd_language_model_steps_on_backward_with_steps_honoured(tmp_pat
     assert "ITERATIONS" not in p2.stdout and "end of epoch   2" not in p2.stdout
 
 
-@pytest.mark.torch_version
 def test_gan_two_optimizers_one_step_per_iteration(tmp_path):
     p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "gan.py"))
     assert p.returncode == 0, p.stderr
@@ -207,7 +205,6 @@ def test_gan_two_optimizers_one_step_per_iteration(tmp_path):
     assert doc["batches_per_step"] == pytest.approx(1.0)
 
 
-@pytest.mark.torch_version
 def test_gradient_accumulation_one_step_per_update_and_batches_per_step(tmp_path):
     p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "grad_accum.py"), "--accumulation-steps", "4")
     assert p.returncode == 0, p.stderr
@@ -221,7 +218,6 @@ def test_gradient_accumulation_one_step_per_update_and_batches_per_step(tmp_path
     assert ld["batches"] == 48 and ld["batch_size"] == 8 and ld["role"] == "train"
 
 
-@pytest.mark.torch_version
 def test_gradscaler_skipped_step_is_still_one_step(tmp_path):
     p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "amp_skip.py"), "--iters", "20")
     assert p.returncode == 0, p.stderr
@@ -230,7 +226,6 @@ def test_gradscaler_skipped_step_is_still_one_step(tmp_path):
     assert doc["steps"] + doc["warmup_steps"] == 20 and doc["scaler_skipped_steps"] == 1
 
 
-@pytest.mark.torch_version
 def test_inference_under_no_grad_steps_on_forward(tmp_path):
     p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "infer.py"))
     assert p.returncode == 0, p.stderr
@@ -238,7 +233,6 @@ def test_inference_under_no_grad_steps_on_forward(tmp_path):
     assert doc["steps"] + doc["warmup_steps"] == script_count(p.stdout, "BATCHES") == 10
 
 
-@pytest.mark.torch_version
 def test_evaluation_every_n_steps_is_reported_apart(tmp_path):
     p, doc, out = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "eval_every.py"), "--eval-every", "8",
                                "--val-delay", "0.004")
@@ -254,7 +248,6 @@ def test_evaluation_every_n_steps_is_reported_apart(tmp_path):
     assert doc["step_time_ms"]["p90"] < eval_ms.min()
 
 
-@pytest.mark.torch_version
 def test_step_on_forces_the_source(tmp_path):
     p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "grad_accum.py"), extra=("--step-on", "batch"))
     assert p.returncode == 0, p.stderr
@@ -262,7 +255,6 @@ def test_step_on_forces_the_source(tmp_path):
     assert doc["steps"] + doc["warmup_steps"] == 48
 
 
-@pytest.mark.torch_version
 def test_no_step_writes_what_was_seen_and_exits_0(tmp_path):
     p, doc, out = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "idle.py"), "3",
                                extra=("--test-setting", "no_step_warn_s=1"))
@@ -278,7 +270,6 @@ def test_no_step_writes_what_was_seen_and_exits_0(tmp_path):
     assert rep.returncode == 0 and said in rep.stdout, rep.stderr
 
 
-@pytest.mark.torch_version
 def test_a_slow_start_is_not_taken_for_a_loop_without_steps(tmp_path):
     # 7 s of waiting (slow imports on a busy machine, a download) before the loop: little CPU time
     # spent (torch's import, ~2 s), so the no-step notice (due after 5 s of it) stays silent.
@@ -291,7 +282,6 @@ def test_a_slow_start_is_not_taken_for_a_loop_without_steps(tmp_path):
     assert doc["steps"] + doc["warmup_steps"] == 10
 
 
-@pytest.mark.torch_version
 def test_warmup_only_run_says_so_without_artefacts(tmp_path):
     out = tmp_path / "r"
     cmd = [sys.executable, "-m", "perfcore.cli", "run", "--out", str(out), "--warmup", "5", "--",
@@ -372,7 +362,6 @@ def test_startup_summary_on_a_hand_made_table():
     assert startup_summary(1_000_000_000, warm, loaders, measured=0)["steady_step_ms"] is None
 
 
-@pytest.mark.torch_version
 def test_worker_startup_per_epoch_from_a_real_run(tmp_path):
     p, doc, _ = perfcore_run(tmp_path, sys.executable, str(SCRIPTS / "train_meter.py"), "--workers", "2",
                              "--epochs", "3", "--samples", "96", "--delay", "0.002", extra=("--explain",))

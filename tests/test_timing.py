@@ -168,7 +168,6 @@ def test_exceptions_in_the_body_propagate_and_close_the_phase():
     assert timer.summary()["compute_ms"].iloc[0] >= 0
 
 
-@pytest.mark.torch_version
 def test_cuda_without_gpu_is_one_line(caps):
     if caps["features"]["cuda_events"]:
         pytest.skip("a GPU is present")
@@ -220,7 +219,6 @@ def test_phases_from_worker_threads_are_counted():
     assert (df["compute_ms"] <= 0.5).all()
 
 
-@pytest.mark.torch_version
 def test_works_around_torch_compile_regions():
     torch = pytest.importorskip("torch")
     model = torch.nn.Linear(8, 8)
@@ -253,7 +251,6 @@ def test_step_on_batch_needs_no_step_calls():
     assert timer.result().step_source == "batch"
 
 
-@pytest.mark.torch_version
 def test_step_on_optimizer_ends_steps_at_the_first_optimizer():
     torch = pytest.importorskip("torch")
     d, g = torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.torch_version
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
