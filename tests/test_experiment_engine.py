@@ -179,7 +179,7 @@ def test_a_script_run_is_measured_with_its_typed_run_and_the_settings_it_was_ask
     assert scripts.script_measurement(decided, [], "compute_share", None, None, Trial(4, 1)).verdict is decided.verdict
     # What a verdict on it is judged on: its figures, and what else used the machine as measured.
     ev = m.verdict_evidence()
-    assert ev["step_ms"] == 10.0 and ev["avoidable_ms"]["load"] == 2.0 and ev["interference"]["material"] is True
+    assert ev.step_ms == 10.0 and ev.avoidable_ms["load"] == 2.0 and ev.interference.material is True
 
 
 def test_a_script_run_without_a_worker_profile_takes_its_training_loaders_batch_size():

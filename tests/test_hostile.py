@@ -618,14 +618,14 @@ def test_report_html_cleans_what_the_terminal_cleans(tmp_path):
 
 
 def test_launcher_variables_are_integers_or_ignored_with_one_line():
-    from perfcore.run.protocol import launcher_env, part_key
+    from perfcore.run.protocol import host_tag, launcher_env, part_key
 
     values, problems = launcher_env({"RANK": "/../../x", "WORLD_SIZE": "0", "LOCAL_RANK": " 3 "})
     assert values == {"RANK": None, "WORLD_SIZE": None, "LOCAL_RANK": 3}
     assert len(problems) == 2 and "RANK='/../../x' is not a non-negative integer" in problems[0]
     assert "keyed by its pid" in problems[0] and "WORLD_SIZE='0' is not a positive integer" in problems[1]
     assert launcher_env({"RANK": "2", "WORLD_SIZE": "4"}) == ({"RANK": 2, "WORLD_SIZE": 4, "LOCAL_RANK": None}, [])
-    assert part_key("/../../x", pid=7) == "pid7" and part_key("3") == "rank3" and part_key(None, 9) == "pid9"
+    assert part_key("/../../x") == part_key(None) == f"pid{os.getpid()}-{host_tag()}" and part_key("3") == "rank3"
 
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"

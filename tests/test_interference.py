@@ -69,14 +69,14 @@ def test_finding_on_injected_samples_names_other_processes_first():
     assert f["workers_cores"] == pytest.approx(0.1) and f["main_nonvoluntary_per_s"] == pytest.approx(400)
     assert f["material"] and f["reasons"] == ["others"] and "sentence" not in f  # facts; words in report/
     assert "1.6 of 2 cores" in interference_sentence(f) and "inflated" in interference_sentence(f)
-    v = decide({"load": 11.2}, 100.0, interference=f)
+    v = decide({"load": 11.2}, 100.0, interference=interference_of(f))
     assert verdict_long(v).startswith(interference_sentence(f))  # what inflated the steps comes first
     assert v.uncertain and v.interference.others_cores == pytest.approx(1.6)
     # The run's own workers busy on both cores are not interference.
     own = interference_finding(_samples(a, _rec(10.0, busy=1900, total=2000, tree=1850, d0=900)), cores=2)
     assert not own["material"] and own["workers_cores"] == pytest.approx(0.95)
     assert own["reasons"] == [] and interference_sentence(own).startswith("no material interference")
-    assert not decide({"load": 11.2}, 100.0, interference=own).uncertain
+    assert not decide({"load": 11.2}, 100.0, interference=interference_of(own)).uncertain
     # Seen from a launcher (the script is its child): the launcher's own time is neither main nor workers.
     launched = interference_finding(_samples(a, _rec(10.0, busy=600, total=2000, tree=500, d0=50, d1=350)),
                                     cores=2, main_depth=1)

@@ -41,7 +41,7 @@ def test_progress_is_written_only_when_due_and_checkpoints_append(tmp_path, monk
 
     clock = Clock()
     timer = perfcore.StepTimer(device="cpu", warmup=2)
-    w = ProgressWriter(tmp_path, "pid1", steps_wanted=500, warmup=2, clock=clock, every_s=2.0, checkpoint_s=30.0)
+    w = ProgressWriter(tmp_path, "pid1", steps_wanted=500, warmup=2, clock=clock, checkpoint_s=30.0)
     run_steps(timer, 50)
     w.tick(timer)
     assert read_progress(tmp_path) is None  # not due yet: nothing written
@@ -263,7 +263,7 @@ def test_a_tick_settles_at_most_every_settle_interval_and_decides_only_on_new_ro
     monkeypatch.setattr(progress_mod, "_decide", lambda *a: decided.append(a) or decide(*a))
     clock = Clock()
     timer = perfcore.StepTimer(device="cpu", warmup=2)
-    w = ProgressWriter(tmp_path, "pid1", warmup=2, clock=clock, every_s=2.0, checkpoint_s=1000.0)
+    w = ProgressWriter(tmp_path, "pid1", warmup=2, clock=clock, checkpoint_s=1000.0)
     run_steps(timer, 50)
     clock.t += 2.5
     timer.engine.settling.make_due()

@@ -14,6 +14,7 @@ from perfcore.analysis.codec import from_doc, to_doc
 from perfcore.analysis.command_results import ExperimentRow, ProfileRow, WorkerProfile
 from perfcore.analysis.compare import compare_runs
 from perfcore.analysis.status import Agreement, Change
+from perfcore.analysis.run_parts import StartupFacts
 from perfcore.analysis.units import fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE, avoidable, decide, decide_run
 from perfcore.experiments.diagnose import diagnose_verdict
@@ -87,7 +88,7 @@ def test_partial_data_and_degenerate_input():
 
 
 def test_startup_enters_the_verdict_only_when_it_dominates_a_short_run():
-    su = {"time_to_first_step_ms": 9000.0, "first_step_ms": 900.0, "steady_step_ms": 25.0}
+    su = StartupFacts(time_to_first_step_ms=9000.0, first_step_ms=900.0, steady_step_ms=25.0)
     short = decide({"load": 1.0}, 25.0, startup=su, steps=20)
     assert short.startup.dominates and short.healthy
     # 9 s to the end of the first step, less one steady step, of a 9 s + 20 x 25 ms run.

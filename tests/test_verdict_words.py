@@ -10,7 +10,8 @@ import re
 import pytest
 
 from perfcore.analysis.codec import from_doc, to_doc
-from perfcore.analysis.results import Level, Verdict
+from perfcore.analysis.results import Interference, Level, Verdict
+from perfcore.analysis.run_parts import StartupFacts
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.units import fmt_ms, fmt_share
 from perfcore.analysis.verdict import CRITICAL_SHARE, NEAR_TIER, WARN_SHARE, decide
@@ -46,14 +47,9 @@ def _random_verdict(rng: random.Random) -> Verdict:
         for lb, m in ms.items():
             half = rng.choice([0.0, 0.01, 0.05, 0.12])
             band[lb] = (max(m / step - half, 0.0), m / step + half)
-    su = {
-        "time_to_first_step_ms": rng.choice([step, 50 * step, 5000.0]),
-        "first_step_ms": step * 3,
-        "steady_step_ms": step,
-    }
-    intf = rng.choice(
-        [None, {"material": True, "reasons": ["others"], "others_cores": 1.4, "cores": 2, "main_cores": 0.5}]
-    )
+    su = StartupFacts(time_to_first_step_ms=rng.choice([step, 50 * step, 5000.0]), first_step_ms=step * 3,
+                      steady_step_ms=step)
+    intf = rng.choice([None, Interference(True, ("others",), others_cores=1.4, cores=2, main_cores=0.5)])
     return decide(
         ms,
         step,
@@ -62,7 +58,7 @@ def _random_verdict(rng: random.Random) -> Verdict:
         steps=rng.choice([8, 40, 400]),
         startup=su if rng.random() < 0.5 else None,
         interference=intf,
-        outliers={"count": rng.choice([0, 0, 3])},
+        outliers=rng.choice([0, 0, 3]),
         forward_only=rng.random() < 0.2,
     )
 
@@ -199,7 +195,7 @@ def test_the_card_words_lead_with_a_crash_and_say_an_undecided_verdict_by_its_se
     from perfcore.analysis.results import UNDECIDED
 
     band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
-    intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}
+    intf = Interference(True, ("others",), others_cores=1.7, cores=2, main_cores=0.3)
     v = decide({"load": 15.0, "host": 1.0}, 100.0, share_band=band, steps=20, interference=intf)
     head, short, _ = card_words(v)
     assert len(short) == 2 and card_words(v) == (head, short, verdict_long(v))
@@ -218,7 +214,7 @@ def test_the_html_card_is_a_headline_two_short_lines_and_the_why_panel():
     from perfcore.report.html.parts import verdict_card
 
     band = {"load": (0.05, 0.25), "transfer": (0, 0), "comm": (0, 0), "host": (0, 0.02)}
-    intf = {"material": True, "reasons": ["others"], "others_cores": 1.7, "cores": 2, "main_cores": 0.3}
+    intf = Interference(True, ("others",), others_cores=1.7, cores=2, main_cores=0.3)
     v = decide({"load": 15.0, "host": 1.0}, 100.0, share_band=band, steps=20, interference=intf)
     card = h.unescape(verdict_card(v, card_words(v)))
     head = re.search(r"<div class='bound' id='verdict'>(.*?)</div>", card).group(1)

@@ -18,7 +18,6 @@ __all__ = [
     "COMPUTE_DRIFT",
     "MATERIAL_X",
     "NOISE_SE",
-    "prediction",
     "step_sem_ms",
     "difference_noise_ms",
     "Experiment",
@@ -40,18 +39,6 @@ class Experiment(str, enum.Enum):
     SYNTHETIC = "A"
     WORKERS = "B"
     DECODER = "C"
-
-
-def prediction(evidence: Mapping[str, Any]) -> dict[str, Any]:
-    """What a verdict on run_evidence() would predict removing each cause saves, without deciding it:
-    {step_ms, avoidable_ms, avoidable_band_ms}, the figures reconcile() checks an experiment against."""
-    step = float(evidence["step_ms"] or 0.0)
-    band = evidence.get("share_band") or {}
-    return {
-        "step_ms": step,
-        "avoidable_ms": dict(evidence["avoidable_ms"]),
-        "avoidable_band_ms": {lb: [b[0] * step, b[1] * step] for lb, b in band.items() if b is not None},
-    }
 
 
 # Two short runs' mean step times differ by a few percent with nothing changed: without a measured

@@ -1,6 +1,6 @@
 """Two runs side by side: per-label and per-kernel-category change, the speedup with its status against
 both runs' noise, and whether the verdict or its primary cause changed (each run's verdict decided again on
-its own figures by verdict.decide_run, so runs from older versions compare on the same rule). Facts only:
+its own figures by verdict.judge, so runs from older versions compare on the same rule). Facts only:
 report/words/verdict says them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from perfcore.analysis.codec import to_doc
 from perfcore.analysis.results import Verdict
 from perfcore.analysis.run_report import RunReport
 from perfcore.analysis.status import Change, change_of
-from perfcore.analysis.verdict import decide, report_evidence, steady_ms
+from perfcore.analysis.verdict import judge
 
 __all__ = ["compare_runs", "Comparison", "Side", "Delta"]
 
@@ -73,11 +73,10 @@ class Comparison:
 def _side(r: RunReport) -> tuple[Side, dict[str, float]]:
     """One run's side and its labels' ms a step, in the statistic its own report quotes: the steady step
     (outlier steps set apart where some were), so that compare's A and B read as each run's header did."""
-    ev = report_evidence(r)
-    step = float(ev["step_ms"] or 0.0)
+    ev = r.evidence()
     rb = r.breakdown_robust
-    sem = rb.step_sem_ms if rb is not None and rb.step_ms == step else r.step_time_ms.sem
-    return Side(step, sem, r.device, decide(**ev)), steady_ms(ev)
+    sem = rb.step_sem_ms if rb is not None and rb.step_ms == ev.step_ms else r.step_time_ms.sem
+    return Side(ev.step_ms, sem, r.device, judge(ev)), ev.label_ms
 
 
 def compare_runs(a: RunReport, b: RunReport) -> Comparison:

@@ -12,7 +12,6 @@ from typing import Any, Mapping, Sequence
 __all__ = [
     "interference_finding",
     "reasons_of",
-    "valid_finding",
     "window",
     "MATERIAL_OTHERS_SHARE",
     "MATERIAL_STEAL_SHARE",
@@ -99,16 +98,6 @@ def reasons_of(f: Mapping[str, Any]) -> list[str]:
         "gpu": bool(f.get("gpu_other_processes")),
     }
     return [code for code, yes in said.items() if yes]
-
-
-def valid_finding(f: Any) -> dict[str, Any] | None:
-    """An interference finding read back from a document, or None when it is missing or damaged (a
-    document written before the reasons were kept has its sentence instead)."""
-    if not isinstance(f, Mapping) or not isinstance(f.get("material"), bool):
-        return None
-    if not isinstance(f.get("reasons"), list) and not isinstance(f.get("sentence"), str):
-        return None
-    return dict(f)
 
 
 def window(samples: Mapping[str, Sequence[Any]], start_s: float, end_s: float) -> dict[str, list]:

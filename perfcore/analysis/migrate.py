@@ -162,9 +162,9 @@ def migrate_verdict(v: Mapping[str, Any], doc: Mapping[str, Any] | None = None) 
     """A /1 verdict (its named causes, every label's avoidable ms and intervals, its words) as a /2 one: every
     cause ranked. One written before its figures were kept is judged again on the document's own figures."""
     if _num(v.get("step_ms")) is None and doc is not None:
-        from perfcore.analysis.verdict import decide, run_evidence
+        from perfcore.analysis.verdict import decide_run
 
-        return to_doc(decide(**run_evidence(doc)))
+        return to_doc(decide_run(doc))
     step = float(v.get("step_ms") or 0.0)
     named = {c.get("label"): c for c in v.get("causes") or [] if isinstance(c, Mapping)}
     bands = _d(v.get("avoidable_band_ms"))

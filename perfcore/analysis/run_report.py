@@ -55,7 +55,7 @@ from perfcore.analysis.run_parts import (
     StepTime,
 )
 from perfcore.analysis.starvation import Starvation
-from perfcore.analysis.verdict import report_evidence, steady_ms
+from perfcore.analysis.verdict import Evidence, evidence_of
 
 __all__ = ["SCHEMA", "RunReport", "Decision", "Steady"]
 
@@ -186,10 +186,21 @@ class RunReport:
     def measured(self) -> bool:
         return self.steps > 0
 
+    def evidence(self) -> Evidence:
+        """What the verdict on this run is judged on, from its typed parts (verdict.evidence_of)."""
+        return evidence_of(
+            self.step_time_ms.mean,
+            self.breakdown_ms.as_dict(),
+            robust=self.breakdown_robust,
+            device=self.device,
+            steps=self.steps,
+            startup=self.startup,
+            interference=self.interference,
+        )
+
     def steady(self) -> Steady:
-        ev = report_evidence(self)
-        out = ev["outliers"]
-        return Steady(float(ev["step_ms"] or 0.0), steady_ms(ev), int(out["count"]) if out else 0)
+        ev = self.evidence()
+        return Steady(ev.step_ms, ev.label_ms, ev.outliers)
 
     @property
     def trainers(self) -> tuple[ProcessRow, ...]:

@@ -19,7 +19,6 @@ pd = lazy_module("pandas")  # the live verdict in the training process imports t
 __all__ = [
     "robust_breakdown",
     "outlier_mask",
-    "valid_robust",
     "OUTLIER_MADS",
     "OUTLIER_MIN_RATIO",
     "TRIM_AT_MOST",
@@ -161,38 +160,3 @@ def robust_breakdown(
             "excess_label": top,  # the label that held most of their extra time, or None
         }
     return doc
-
-
-def valid_robust(rb: Any) -> dict[str, Any] | None:
-    """A robust breakdown read back from a document, or None when it is missing or damaged (a document
-    is data: a hand-edited or fuzzed field never reaches the verdict as anything but absent)."""
-    try:
-        if not isinstance(rb, Mapping) or not float(rb["step_ms"]) > 0:
-            return None
-        ms = {str(k): float(v) for k, v in rb["ms"].items()}
-        band = {str(k): (float(v[0]), float(v[1])) for k, v in (rb.get("share_band") or {}).items()}
-        share = {str(k): float(v) for k, v in (rb.get("share") or {}).items()}
-        if set(band) - set(share):
-            return None
-        sb = rb.get("step_ms_band")
-        out = rb.get("outliers")
-        # Today's figures, or an older document's stored sentence.
-        out = (
-            out
-            if isinstance(out, Mapping) and (isinstance(out.get("count"), int) or isinstance(out.get("sentence"), str))
-            else None
-        )
-        return {
-            **rb,
-            "ms": ms,
-            "share": share,
-            "share_band": band,
-            "outliers": out,
-            "step_ms": float(rb["step_ms"]),
-            "level": float(rb.get("level") or LEVEL),
-            "steps": int(rb.get("steps") or 0),
-            "kept_steps": int(rb.get("kept_steps") or 0),
-            "step_ms_band": (float(sb[0]), float(sb[1])) if sb is not None else None,
-        }
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
-        return None

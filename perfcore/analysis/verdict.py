@@ -11,11 +11,11 @@ cause were removed, so it is also the expected gain.
 import dataclasses
 from typing import Any, Mapping
 
-from perfcore.analysis.codec import BadDocument, from_doc
+from perfcore.analysis.checks import Prediction
+from perfcore.analysis.codec import BadDocument, Count, Num, fields_of, from_doc
 from perfcore.analysis.gain import expected_gain
-from perfcore.analysis.interference import valid_finding
 from perfcore.analysis.results import BOUNDS, UNDECIDED, Cause, Gain, Interference, Level, Startup, Verdict
-from perfcore.analysis.uncertainty import valid_robust
+from perfcore.analysis.run_parts import Robust, StartupFacts
 
 __all__ = [
     "AVOIDABLE",
@@ -29,9 +29,8 @@ __all__ = [
     "decide_run",
     "judge",
     "judge_causes",
+    "evidence_of",
     "run_evidence",
-    "report_evidence",
-    "steady_ms",
     "startup_share",
     "interference_of",
 ]
@@ -80,18 +79,17 @@ def _near_tier(share: float, band: tuple[float, float] | None) -> float | None:
     return None
 
 
-def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int) -> Startup | None:
+def startup_share(startup: StartupFacts | None, step_ms: float, steps: int) -> Startup | None:
     """Start-up's share of the whole run. time_to_first_step_ms runs from launch to the end of the first
     step, so what start-up costs is that less one steady step, against the run (that plus the
     measured steps). None when the run did not record it."""
-    if not startup or startup.get("time_to_first_step_ms") is None:
+    if startup is None:
         return None
-    ttfs = float(startup["time_to_first_step_ms"] or 0.0)
-    steady = float(startup.get("steady_step_ms") or step_ms or 0.0)
+    ttfs = startup.time_to_first_step_ms
+    steady = startup.steady_step_ms or step_ms or 0.0
     cost = max(0.0, ttfs - steady)
     run_ms = ttfs + max(steps, 0) * steady
     share = cost / run_ms if run_ms > 0 else 0.0
-    first = startup.get("first_step_ms")
     return Startup(
         ms=cost,
         time_to_first_step_ms=ttfs,
@@ -99,7 +97,7 @@ def startup_share(startup: Mapping[str, Any] | None, step_ms: float, steps: int)
         share_of_run=share,
         dominates=share >= STARTUP_DOMINATES,
         steps=max(int(steps), 0),
-        first_step_ms=float(first) if isinstance(first, (int, float)) and first else None,
+        first_step_ms=startup.first_step_ms or None,
     )
 
 
@@ -176,32 +174,48 @@ def judge_causes(
 class Evidence:
     """What a verdict is judged on: the avoidable ms a step of each cause and the step's ms (> 0), with the
     facts beside them. measured_by: a code per label where an experiment replaced the attribution's figure
-    ("synthetic": diagnose's experiment A). interference: a finding of analysis.interference; when material
-    the verdict is `uncertain` and keeps it. forward_only: the loop has no backward or optimizer (health), so
-    its gain is larger than a training step's."""
+    ("synthetic": diagnose's experiment A). interference: what else used the machine; when material the
+    verdict is `uncertain` and keeps it. outliers: the steps the trimmed breakdown set apart. forward_only:
+    the loop has no backward or optimizer (health), so its gain is larger than a training step's."""
 
     avoidable_ms: Mapping[str, float]
     step_ms: float
     on_gpu: bool = False
     measured_by: Mapping[str, str] | None = None
     compute_ms: float | None = None
-    startup: Mapping[str, Any] | None = None
+    startup: StartupFacts | None = None
     steps: int = 0
     share_band: Mapping[str, tuple[float, float]] | None = None
-    interference: Mapping[str, Any] | None = None
-    outliers: Mapping[str, Any] | None = None
+    interference: Interference | None = None
+    outliers: int = 0
     forward_only: bool = False
+
+    @property
+    def label_ms(self) -> dict[str, float]:
+        """Every label's ms a step as the verdict is judged on them (the steady estimate where outlier steps
+        were set apart): what the table and a try line quote beside the verdict."""
+        return {**self.avoidable_ms, "compute": float(self.compute_ms or 0.0)}
+
+    def prediction(self, label: str) -> Prediction:
+        """What removing `label`'s cause saves by this evidence (ms, with its interval), without deciding it:
+        what checks.reconcile holds an experiment that removes it to."""
+        step, band = self.step_ms, (self.share_band or {}).get(label)
+        return Prediction(label, step, self.avoidable_ms[label], (band[0] * step, band[1] * step) if band else None)
 
 
 def judge(ev: Evidence) -> Verdict:
-    """The typed verdict: judge_causes' decision with the facts its words need beside it."""
-    interference = ev.interference
+    """The verdict (numbers and statuses, no words; report.words.verdict says it) on its evidence: judge_causes'
+    decision with the facts its words need beside it; the undecided verdict when nothing was measured
+    (step_ms <= 0: a live view before the first step, warm-up only)."""
+    if not ev.step_ms > 0:
+        return UNDECIDED
+    intf = ev.interference
     v = judge_causes(
         ev.avoidable_ms,
         ev.step_ms,
         compute_ms=ev.compute_ms,
         share_band=ev.share_band,
-        uncertain=bool(interference and interference.get("material")),
+        uncertain=bool(intf and intf.material),
     )
     return dataclasses.replace(
         v,
@@ -210,80 +224,92 @@ def judge(ev: Evidence) -> Verdict:
         measured_by=dict(ev.measured_by or {}),
         forward_only=bool(ev.forward_only),
         startup=startup_share(ev.startup, v.step_ms, ev.steps),
-        interference=interference_of(interference) if v.uncertain and interference else None,
-        outliers=int((ev.outliers or {}).get("count") or 0),
+        interference=intf if v.uncertain else None,
+        outliers=ev.outliers,
         thresholds=(WARN_SHARE, CRITICAL_SHARE),
     )
 
 
 def decide(avoidable_ms: Mapping[str, float], step_ms: float, **evidence: Any) -> Verdict:
-    """The verdict (numbers and statuses, no words; report.words.verdict says it), from the avoidable ms per
-    step of each cause (load, transfer, comm, host) and the step's ms; the undecided verdict when nothing was
-    measured (step_ms <= 0). The evidence is Evidence's other fields (on_gpu, share_band, interference, startup, ...).
+    """judge() on evidence given by hand: the avoidable ms per step of each cause (load, transfer, comm, host),
+    the step's ms and Evidence's other fields (on_gpu, share_band, interference, startup, ...).
 
     share_band: each label's interval of shares (from the per-step samples). A cause whose interval
     straddles a tier is "borderline" there: the verdict names the tier its low end surely reaches
     instead of flipping from run to run."""
-    if not float(step_ms or 0.0) > 0:  # nothing measured yet (a live view before the first step, warm-up only)
-        return UNDECIDED
-    return judge(Evidence(avoidable_ms, float(step_ms), **evidence))
+    return judge(Evidence(avoidable_ms, float(step_ms or 0.0), **evidence))
+
+
+def evidence_of(
+    step_ms: float,
+    breakdown_ms: Mapping[str, float],
+    *,
+    robust: Robust | None = None,
+    device: str = "cpu",
+    steps: int = 0,
+    startup: StartupFacts | None = None,
+    interference: Interference | None = None,
+) -> Evidence:
+    """A run's evidence from its typed parts: its mean step and breakdown, or, with its robust breakdown, the
+    trimmed estimate with its intervals and the outlier steps it set apart."""
+    if robust is not None and not (
+        robust.step_ms > 0 and set(robust.share_band) <= set(robust.share) and (not steps or robust.steps == steps)
+    ):
+        # Damaged, or computed over other rows than the run's figures (evaluation rows taken out after it):
+        # it describes another set of steps, so the verdict keeps to the run's own.
+        robust = None
+    bd = {**breakdown_ms, **robust.ms} if robust else dict(breakdown_ms)
+    return Evidence(
+        avoidable_ms=avoidable(bd),
+        step_ms=robust.step_ms if robust else step_ms,
+        on_gpu=device != "cpu",
+        compute_ms=bd.get("compute"),
+        startup=startup,
+        steps=steps,
+        share_band=robust.share_band if robust else None,
+        outliers=robust.outliers.count if robust and robust.outliers else 0,
+        interference=interference,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Mean:
+    mean: Num
+
+
+@dataclasses.dataclass(frozen=True)
+class _RunFacts:
+    """The facts a verdict reads from a run's document (a part, run.json's, an older one's), each on its own: a
+    missing or damaged one is absent (a document is data: a hand-edited or fuzzed value never reaches the
+    verdict as anything else)."""
+
+    step_time_ms: _Mean | Num | None = None
+    step_ms: Num | None = None
+    breakdown_ms: dict[str, Num] = dataclasses.field(default_factory=dict)
+    breakdown_robust: Robust | None = None
+    device: str = "cpu"
+    steps: Count = 0
+    startup: StartupFacts | None = None
+    interference: Interference | None = None
+
+
+def run_evidence(doc: Mapping[str, Any]) -> Evidence:
+    """The evidence of a run held as a document not yet typed (a part, run.json's, an older one's): read once
+    into the typed parts, then evidence_of() as a typed run gives it."""
+    f = _RunFacts(**fields_of(_RunFacts, doc))
+    st = f.step_time_ms
+    return evidence_of(
+        st.mean if isinstance(st, _Mean) else float(st or f.step_ms or 0.0),
+        f.breakdown_ms,
+        robust=f.breakdown_robust,
+        device=f.device,
+        steps=f.steps,
+        startup=f.startup,
+        interference=f.interference,
+    )
 
 
 def decide_run(doc: Mapping[str, Any], *, forward_only: bool = False) -> Verdict:
-    """decide() on a run's facts (or any mapping with step_time_ms.mean and breakdown_ms).
-    With the document's robust breakdown (breakdown_robust), the verdict is judged on its trimmed
-    estimate and intervals, and keeps its interference finding when that is material."""
-    return decide(**run_evidence(doc), forward_only=forward_only)
-
-
-def run_evidence(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """decide()'s arguments from a run's facts (a part, or run.json's): the numbers a verdict on it is judged on."""
-    st = doc.get("step_time_ms")
-    step = st["mean"] if isinstance(st, Mapping) else float(st or doc.get("step_ms") or 0.0)
-    bd = doc.get("breakdown_ms") or {}
-    rb = valid_robust(doc.get("breakdown_robust"))
-    if rb and doc.get("steps") and rb["steps"] != int(doc["steps"]):
-        # Computed over other rows than the document's figures (evaluation rows taken out after it):
-        # it describes another set of steps, so the verdict keeps to the document's own.
-        rb = None
-    band = None
-    outliers = None
-    if rb:
-        step = rb["step_ms"]
-        bd = {**bd, **rb["ms"]}
-        band = rb.get("share_band")
-        outliers = rb.get("outliers")
-    return dict(
-        avoidable_ms=avoidable(bd),
-        step_ms=step,
-        on_gpu=str(doc.get("device", "cpu")) != "cpu",
-        compute_ms=bd.get("compute"),
-        startup=doc.get("startup"),
-        steps=int(doc.get("steps") or 0),
-        share_band=band,
-        outliers=outliers,
-        interference=valid_finding(doc.get("interference")),
-    )
-
-
-def report_evidence(r: Any) -> dict[str, Any]:
-    """run_evidence() of a typed run (analysis.run_report.RunReport): the same numbers, from its parts."""
-    from perfcore.analysis.codec import to_doc
-
-    return run_evidence(
-        {
-            "step_time_ms": {"mean": r.step_time_ms.mean},
-            "breakdown_ms": r.breakdown_ms.as_dict(),
-            "breakdown_robust": to_doc(r.breakdown_robust),
-            "device": r.device,
-            "startup": to_doc(r.startup),
-            "steps": r.steps,
-            "interference": to_doc(r.interference),
-        }
-    )
-
-
-def steady_ms(evidence: Mapping[str, Any]) -> dict[str, float]:
-    """Every label's ms a step as run_evidence() gives them to the verdict (the steady estimate where
-    outlier steps were set apart): what the table and a try line quote beside the verdict."""
-    return {**evidence["avoidable_ms"], "compute": float(evidence["compute_ms"] or 0.0)}
+    """The verdict on a run's document (run_evidence): with its robust breakdown, judged on the trimmed
+    estimate and intervals, keeping its interference finding when that is material."""
+    return judge(dataclasses.replace(run_evidence(doc), forward_only=forward_only))

@@ -21,7 +21,6 @@ from perfcore.analysis.checks import (
     Experiment,
     Prediction,
     difference_noise_ms,
-    prediction,
     reconcile,
 )
 from perfcore.analysis.checks import (
@@ -31,7 +30,7 @@ from perfcore.analysis.command_results import DiagnoseResult, ExperimentRow, Ski
 from perfcore.analysis.findings import Finding, FindingKind
 from perfcore.analysis.results import Attributed, Interference, Loading, Verdict
 from perfcore.analysis.run_report import Decision, RunReport
-from perfcore.analysis.verdict import decide
+from perfcore.analysis.verdict import decide, judge
 from perfcore.errors import RunFailed
 from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
@@ -224,12 +223,10 @@ def diagnose_verdict(base: Measurement, exps: list[ExperimentRow], prof: WorkerP
     Experiment B is held to the bound no change to the workers can pass: removing all loading.
     Returns (verdict, predicted speedup without loading)."""
     evidence = base.verdict_evidence()
-    on_gpu = evidence["on_gpu"]
+    on_gpu = evidence.on_gpu
     # The attribution's prediction, checked before anything is decided: the verdict is decided once,
     # on the attribution or on what experiment A measured in its place.
-    first = prediction(evidence)
-    band = first["avoidable_band_ms"].get("load")
-    p = Prediction("load", first["step_ms"], first["avoidable_ms"]["load"], tuple(band) if band else None)
+    p = evidence.prediction("load")
     a = exps[1]
     # Without loading, compute may truly get faster only where loading ran beside it on the same
     # cores (DataLoader workers on a CPU); otherwise a faster compute means the machine changed.
@@ -242,15 +239,15 @@ def diagnose_verdict(base: Measurement, exps: list[ExperimentRow], prof: WorkerP
     attributed = None
     if corrected:
         final = decide(
-            {**evidence["avoidable_ms"], "load": check.measured_ms},
+            {**evidence.avoidable_ms, "load": check.measured_ms},
             p.step_ms,
             on_gpu=on_gpu,
-            interference=evidence["interference"],
+            interference=evidence.interference,
             measured_by={"load": "synthetic"},  # experiment A's saving replaces the attribution's figure
         )
         attributed = Attributed("load", p.saved_ms, p.saved_ms / p.step_ms if p.step_ms else 0.0, p.saved_band_ms)
     else:
-        final = decide(**evidence)
+        final = judge(evidence)
     checks = [check]
     workers = next((e for e in exps if e.experiment is Experiment.WORKERS), None)
     if workers and workers.speedup:

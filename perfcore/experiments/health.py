@@ -4,10 +4,11 @@ the avoidable time per step); busy below 60% is shown next to it as the seed met
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from perfcore.analysis.command_results import BusyCheck, HealthResult, Heartbeat
-from perfcore.analysis.verdict import decide as decide_verdict
+from perfcore.analysis.verdict import judge
 from perfcore.capture.sampler import heartbeat
 from perfcore.experiments.measurement import Measurement, Runner, Trial
 from perfcore.experiments.runner import as_runner
@@ -52,7 +53,7 @@ def health_report(
     HEALTHY_BUSY, the next command when not healthy, and the heartbeat when the busy series has one.
     decide=False: the measurement only (undecided verdict; healthy from busy alone). Facts only: the
     words are report.words.verdict'; note: a code, what the loop leaves out."""
-    verdict = decide_verdict(**m.verdict_evidence(), forward_only=forward_only) if decide else None
+    verdict = judge(dataclasses.replace(m.verdict_evidence(), forward_only=forward_only)) if decide else None
     busy, busy_std = (m.busy_mean, m.busy_std) if m.busy_series else (0.0, 0.0)
     healthy = verdict.healthy if verdict is not None else bool(busy >= HEALTHY_BUSY)
     hb = heartbeat(list(m.busy_series), m.busy_spacing_s)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from perfcore.analysis.command_results import ScriptExit, WorkerProfile
     from perfcore.analysis.results import Interference, Verdict
     from perfcore.analysis.run_report import RunReport
+    from perfcore.analysis.verdict import Evidence
 
 __all__ = ["Measurement", "Settings", "Trial", "Runner", "Interrupted", "SETTINGS"]
 
@@ -85,22 +86,18 @@ class Measurement:
         m = self.busy_mean
         return math.sqrt(sum((b - m) ** 2 for b in self.busy_series) / len(self.busy_series))
 
-    def verdict_evidence(self) -> dict[str, Any]:
-        """What a verdict on this run is judged on (analysis.verdict.decide's arguments): its step and
-        breakdown, trimmed where the run kept its robust breakdown, and what else used the machine."""
-        from perfcore.analysis.codec import to_doc
-        from perfcore.analysis.verdict import run_evidence
+    def verdict_evidence(self) -> "Evidence":
+        """What a verdict on this run is judged on (analysis.verdict.judge's): its step and breakdown, trimmed
+        where the run kept its robust breakdown, and what else used the machine."""
+        from perfcore.analysis.verdict import evidence_of
 
-        run = self.run
-        return run_evidence(
-            {
-                "step_time_ms": {"mean": self.step_ms},
-                "breakdown_ms": dict(self.breakdown_ms),
-                "breakdown_robust": to_doc(run.breakdown_robust) if run is not None else None,
-                "device": self.device,
-                "steps": self.steps,
-                "interference": to_doc(self.interference),
-            }
+        return evidence_of(
+            self.step_ms,
+            self.breakdown_ms,
+            robust=self.run.breakdown_robust if self.run is not None else None,
+            device=self.device,
+            steps=self.steps,
+            interference=self.interference,
         )
 
 

@@ -87,25 +87,19 @@ class LineFacts:
 class LineCapture:
     """The sampler and the counter of one training thread, from the first step to the part's writing."""
 
-    def __init__(
-        self, torch: Any, thread_id: int, interval_s: float | None = None, more: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, torch: Any, more: Callable[[], bool] | None = None) -> None:
+        """Made on the training thread: the one the samples stall, whose hand-back is measured here."""
         from perfcore.capture.line_sampler import DEFAULT_INTERVAL_S, LineSampler, handoff_cost_ns, library_prefixes
         from perfcore.capture.sync_calls import SyncCounter
 
         self.prefixes = library_prefixes()
         # The OS id the span recorder gives this thread: the trace puts the samples on its track.
-        self.native_tid = threading.get_native_id() if threading.get_ident() == thread_id else 0
-        # Measured on the training thread, which is the one the samples will stall.
-        handoff = handoff_cost_ns() if threading.get_ident() == thread_id else 0
-        self.thread_id, self._clock = thread_id, time.perf_counter_ns
+        self.native_tid = threading.get_native_id()
+        handoff = handoff_cost_ns()
+        self.thread_id, self._clock = threading.get_ident(), time.perf_counter_ns
         self.handoff_measures, self._handoff_at = 1 if handoff else 0, self._clock()
-        self.sampler = LineSampler(thread_id, interval_s or DEFAULT_INTERVAL_S, handoff_ns=handoff).start()
-        self.counter = (
-            SyncCounter(torch, prefixes=self.prefixes, more=more).start()
-            if threading.get_ident() == thread_id
-            else None
-        )
+        self.sampler = LineSampler(self.thread_id, DEFAULT_INTERVAL_S, handoff_ns=handoff).start()
+        self.counter = SyncCounter(torch, prefixes=self.prefixes, more=more).start()
 
     def remeasure(self) -> bool:
         """On the training thread, at most every REMEASURE_S: the hand-back measured again (5-16 ms of own
@@ -136,10 +130,10 @@ class LineCapture:
             "cap_ns": samples.cap_ns,
             "t_ns": samples.t_ns,
             "site": site_of[samples.stack],
-            "sites": [[f.file, f.function, f.line] for f in sites],
+            "sites": [list(f) for f in sites],
             "user": user,
             "entry": entry_of[samples.stack],
-            "entries": [[f.file, f.function, f.line] for f in entries],
+            "entries": [list(f) for f in entries],
             "missed": samples.missed,
             "dropped": samples.dropped,
             # What the training thread lost to the sampler (the held GIL and a hand-back per wake-up): the
@@ -171,7 +165,7 @@ def start(torch: Any, more: Callable[[], bool] | None = None) -> tuple[LineCaptu
     if not hasattr(sys, "_current_frames"):
         return None, "no host lines: this Python has no sys._current_frames() to sample stacks with"
     try:
-        return LineCapture(torch, threading.get_ident(), more=more), None
+        return LineCapture(torch, more=more), None
     except Exception as e:  # never into the script: the run goes on without lines
         return None, f"no host lines ({type(e).__name__}: {e})"
 

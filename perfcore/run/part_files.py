@@ -126,7 +126,7 @@ def write_steps(engine, facts: Mapping[str, Any], mem_at, mem_sampled, part, clo
     if evaluation:
         # The rows' indices and the passes seen by the step source are this side's; the cost per row
         # and the share of the wall time are the analysis's.
-        doc["evaluation"] = {**(doc["evaluation"] if "evaluation" in doc else {}), **evaluation}
+        doc["evaluation"] = {**doc.get("evaluation", {}), **evaluation}
     mem = np.full(n, -1, dtype=np.int64)  # -1: not sampled at that step
     at, sampled = np.asarray(mem_at, dtype=np.int64), np.asarray(mem_sampled, dtype=np.int64)
     inside = (at >= 0) & (at < n)
@@ -134,6 +134,7 @@ def write_steps(engine, facts: Mapping[str, Any], mem_at, mem_sampled, part, clo
     warmup = store.column("warmup")
     training = ~warmup & ~is_eval
     sources = engine.ms_sources()
+    sampled_mem = mem[training & (mem >= 0)]
 
     def ms(col: str) -> pd.Series:  # a steps.csv column in ms, made from its ns column when asked
         ns = sources[col]
@@ -149,7 +150,7 @@ def write_steps(engine, facts: Mapping[str, Any], mem_at, mem_sampled, part, clo
             # part's samples in steps.csv.
             "memory": {
                 "kind": known.mem_kind,
-                "peak_bytes": _peak(mem[training & (mem >= 0)]),
+                "peak_bytes": int(sampled_mem.max()) if len(sampled_mem) else None,
                 **known.memory_limits,
             },
             **{
@@ -216,7 +217,7 @@ def _whole_overhead(doc, known: PartFacts, store, is_eval, training, steps_total
     wall_ns = np.asarray(store.column("wall_ns"))[~is_eval]
     whole_ms = float(wall_ns.sum(dtype=np.float64)) / 1e6 / max(1, len(wall_ns))
     step = doc["step_time_ms"]
-    return beside_steps(timer, costs, steps_total, whole_ms, step["robust"] if "robust" in step else None)
+    return beside_steps(timer, costs, steps_total, whole_ms, step.get("robust"))
 
 
 def _frame(store, names, **more):
@@ -335,7 +336,3 @@ def _write_trace(engine, start_ns, wall_ns, part, lines: dict[str, Any]) -> None
     raw.update(lines)  # the host-line samples, for the trace's training-thread track
     with jsonio.atomic_path(part / "trace.npz") as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **raw)  # a file object: given a path, numpy would append ".npz" to it
-
-
-def _peak(mem) -> int | None:
-    return int(mem.max()) if len(mem) else None

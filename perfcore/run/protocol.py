@@ -69,9 +69,6 @@ STEP_SOURCES = ("optimizer", "backward", "batch", "forward")
 
 # The folder the parent puts first on the child's PYTHONPATH: its sitecustomize.py boots the child.
 BOOT_DIR = Path(__file__).resolve().parent / "child" / "_boot"
-# The folder holding the perfcore package: the boot file (which finds it from its own place) appends it to
-# sys.path where the child's interpreter cannot import perfcore (an uninstalled checkout); never on PYTHONPATH.
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 # -- the files under the run folder ---------------------------------------------------------------
 PARTS = "parts"
@@ -101,13 +98,13 @@ def host_tag(host: str | None = None) -> str:
     return hashlib.sha256((socket.gethostname() if host is None else host).encode("utf-8", "replace")).hexdigest()[:8]
 
 
-def part_key(rank: str | int | None, pid: int | None = None) -> str:
-    """The name of a process's part and progress file: rank<N>, else pid<P>-<host tag> for this process
-    (pid<P> for another one's, as older folders name it). A rank that is not a plain integer never becomes
-    part of a path: the process is keyed by its pid."""
+def part_key(rank: str | int | None) -> str:
+    """The name of this process's part and progress file: rank<N>, else pid<P>-<host tag> (older folders
+    name a part pid<P>). A rank that is not a plain integer never becomes part of a path: the process is
+    keyed by its pid."""
     if rank is not None and _COUNT.fullmatch(str(rank)):
         return f"rank{int(rank)}"
-    return f"pid{os.getpid()}-{host_tag()}" if pid is None else f"pid{int(pid)}"
+    return f"pid{os.getpid()}-{host_tag()}"
 
 
 def worker_file(pid: int, loader: int, main: bool = False) -> str:
@@ -138,12 +135,6 @@ def slurm_step(environ: Mapping[str, str] | None = None) -> str | None:
 def is_part_key(name: str) -> bool:
     """Whether a folder name under parts/ is one part_key makes (a name read from disk is checked)."""
     return bool(_PART_KEY.fullmatch(name))
-
-
-def launcher_rank() -> str | None:
-    """This process's RANK as part_key takes it (the integer's digits), or None when unset or unusable."""
-    rank = launcher_env()[0]["RANK"]
-    return None if rank is None else str(rank)
 
 
 def launcher_env(environ: Mapping[str, str] | None = None) -> tuple[dict[str, int | None], list[str]]:
@@ -234,15 +225,6 @@ class ConfigError(ValueError):
     """A child configuration that cannot be used: the instrumentation stays off, with this one line."""
 
 
-def _check_job_fields(config: "ChildConfig") -> None:
-    for name in ("task_rank", "task_world_size", "task_local_rank"):
-        v = getattr(config, name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise ConfigError(f"{name}={v!r} is not a whole number >= 0")
-    if not isinstance(config.job, str) or not re.fullmatch(r"[0-9a-f]{0,32}", config.job):
-        raise ConfigError(f"job={config.job!r} is not a job's digest")
-
-
 @dataclass(frozen=True)
 class ChildConfig:
     """Everything the instrumented child is told, parsed once. `perfcore run` writes it (write) and the
@@ -264,29 +246,25 @@ class ChildConfig:
     no_step_warn_s: float = 30.0  # seconds of the script's CPU time without a step before the child says so
     launcher_pid: int = 0  # the perfcore that wrote this file (0: built in-process)
     token: str = ""  # the random part of the file's name, repeated inside it
-    # Under srun without a launcher: the task's rank, the number of tasks and its rank on its node, for
-    # the script's own process where no RANK is set (the parent read them from Slurm's variables).
+    # Under srun without a launcher: the task's rank and the number of tasks, for the script's own
+    # process where no RANK is set (the parent read them from Slurm's variables).
     task_rank: int | None = None
     task_world_size: int | None = None
-    task_local_rank: int | None = None
     job: str = ""  # the job this run is a part of, across machines (run.parent.job's digest); "" alone
 
     def __post_init__(self) -> None:
-        def whole(name: str) -> None:
+        for name in ("steps", "warmup", "t_launch_ns", "synthetic", "launcher_pid", "task_rank", "task_world_size"):
             v = getattr(self, name)
+            if v is None and name.startswith("task_"):  # not a Slurm task
+                continue
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ConfigError(f"{name}={v!r} is not a whole number >= 0")
-
-        def seconds(name: str) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
-                raise ConfigError(f"{name}={v!r} is not a number of seconds >= 0")
-
-        for name in ("steps", "warmup", "t_launch_ns", "synthetic", "launcher_pid"):
-            whole(name)
-        _check_job_fields(self)
+        if not isinstance(self.job, str) or not re.fullmatch(r"[0-9a-f]{0,32}", self.job):
+            raise ConfigError(f"job={self.job!r} is not a job's digest")
         for name in ("checkpoint_s", "tick_extra_s", "no_step_warn_s"):
-            seconds(name)
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+                raise ConfigError(f"{name}={v!r} is not a number of seconds >= 0")
         if not isinstance(self.run_dir, str) or not os.path.isabs(self.run_dir):
             raise ConfigError(f"run_dir={self.run_dir!r} is not an absolute path")
         if self.backend not in ("auto", "native", "cupti-python", "host"):

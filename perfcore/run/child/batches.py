@@ -45,7 +45,7 @@ class BatchLines:
     runs, then one file per DataLoader, as the workers' are, so a train and an eval loader keep their
     figures apart."""
 
-    def __init__(self, rank: str | None) -> None:
+    def __init__(self, rank: int | None) -> None:
         self.rank = rank if rank is not None else -1
         self.main_fetches: list[tuple[int, int, int, int, int]] = []  # (t0, t1, collate, items, loader)
         self.worker_file = None  # this DataLoader worker's file, opened at its first batch

@@ -199,11 +199,11 @@ def _note_usage_errors(ending) -> None:
     it: it went to the terminal, which perfcore does not read."""
     import argparse
 
-    ending.usage(None)
+    ending.usage_error = None
     orig = argparse.ArgumentParser.error
 
     def error(parser, message):
-        ending.usage(f"{parser.prog}: error: {message}"[:300])
+        ending.usage_error = f"{parser.prog}: error: {message}"[:300]
         return orig(parser, message)
 
     error.__wrapped__ = orig

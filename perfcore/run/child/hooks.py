@@ -60,10 +60,7 @@ def patched_slots(torch) -> list[tuple[Any, str]]:
         *grad_off_contexts(torch),
         (torch, "compile"),
     ]
-    cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
-    for cls in (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None)):
-        if cls is not None:
-            slots.append((cls, "step"))
+    slots += [(cls, "step") for cls in _grad_scalers(torch)]
     if torch.distributed.is_available():
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -71,6 +68,13 @@ def patched_slots(torch) -> list[tuple[Any, str]]:
 
         slots += [(torch.distributed, name) for name in COLLECTIVES] + [(DDP, "forward"), (DDP, "register_comm_hook")]
     return slots
+
+
+def _grad_scalers(torch) -> list[type]:
+    """torch.amp's GradScaler and torch.cuda.amp's, each once (the same class in some torch versions)."""
+    cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
+    found = (getattr(getattr(torch, "amp", None), "GradScaler", None), getattr(cuda_amp, "GradScaler", None))
+    return list(dict.fromkeys(cls for cls in found if cls is not None))
 
 
 class TorchHooks:
@@ -98,7 +102,6 @@ class TorchHooks:
 
         # What each replaced attribute was, as the owner held it itself (_MISSING: inherited).
         self.saved = [(owner, attr, vars(owner).get(attr, _MISSING)) for owner, attr in patched_slots(torch)]
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
         from perfcore._C import StepClock, TimedCall
@@ -131,10 +134,7 @@ class TorchHooks:
             self.timed[name] = hook
             self.installed[name] = hook
             setattr(owner, attr, hook)
-        self._ends = {
-            name: self._backward_end(self.timed[name], self.timed[name].__wrapped__)
-            for name in ("backward", "autograd.backward")
-        }
+        self._ends = {name: self._backward_end(self.timed[name]) for name in ("backward", "autograd.backward")}
         self.backward_ends(True)
         if not TorchHooks._fork_hook:
             # A forked child (a DataLoader worker, a user's Pool) is not the training loop.
@@ -142,12 +142,7 @@ class TorchHooks:
             os.register_at_fork(after_in_child=inst.forked)
 
         self.clock = StepClock()
-        # Registered ahead of the clock's, so the first step finds the clock armed.
-        self._first_step = register_optimizer_step_pre_hook(self._make_timer_at_first_step)
-        self.handles = [
-            register_optimizer_step_pre_hook(self.clock.pre),
-            register_optimizer_step_post_hook(self.clock.post),
-        ]
+        self._hook_optimizers(self._make_timer_at_first_step)
         self._patch_optimizer_init(torch)
         self._patch_loaders(torch)
         self._patch_scaler(torch)
@@ -169,19 +164,23 @@ class TorchHooks:
             patch_distributed(inst, torch)
 
     def _make_timer_at_first_step(self, optimizer, args, kwargs) -> None:
-        if self.inst.timer is None:
-            self.inst.ensure_timer()
+        self.inst.ensure_timer()
 
     def after_fork(self) -> None:
         """In a forked child: its first optimizer step (Hogwild by fork, an optimizer carried across fork)
         makes it a training process, from a hook ahead of the clock's so that step finds the clock armed."""
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-
         for h in self.handles:
             h.remove()
         self.first_step_done()
         self.main_ident = threading.get_ident()  # the thread that forked: the child's only one
-        self._first_step = register_optimizer_step_pre_hook(self._adopt_at_first_step)
+        self._hook_optimizers(self._adopt_at_first_step)
+
+    def _hook_optimizers(self, first_step) -> None:
+        """The clock's optimizer step hooks, with first_step registered ahead of them, so the first step
+        finds the clock armed."""
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self._first_step = register_optimizer_step_pre_hook(first_step)
         self.handles = [
             register_optimizer_step_pre_hook(self.clock.pre),
             register_optimizer_step_post_hook(self.clock.post),
@@ -198,12 +197,12 @@ class TorchHooks:
             self._first_step.remove()
             self._first_step = None
 
-    def _backward_end(self, hook, orig):
+    def _backward_end(self, hook):
         """Backward timed natively; its end on the main thread, outside other hooks, is reported
         (the backward step source). One Python frame per backward: once a step."""
         from perfcore._C import hook_depth
 
-        inst, get_ident, main = self.inst, threading.get_ident, self.main_ident
+        inst, get_ident, main, orig = self.inst, threading.get_ident, self.main_ident, hook.__wrapped__
 
         def backward(*args, **kwargs):
             outer = hook_depth() == 0 and get_ident() == main
@@ -263,7 +262,7 @@ class TorchHooks:
     def passed_calls(self) -> int:
         """Hooked calls that only went through a hook's call layer, untimed (TimedCall.passed: a submodule
         inside the timed forward), those of hooks already taken off included."""
-        return self._passed_off + sum(int(getattr(h, "passed", 0)) for h in self.timed.values())
+        return self._passed_off + sum(h.passed for h in self.timed.values())
 
     # -- construction-time patches (rare calls: plain Python) -------------------------------------
     def _patch_optimizer_init(self, torch) -> None:
@@ -318,11 +317,8 @@ class TorchHooks:
     def _patch_scaler(self, torch) -> None:
         """GradScaler.step skips optimizer.step() when gradients are inf/nan; the iteration is still a
         step, so it ends one (counted as skipped)."""
-        classes = [getattr(getattr(torch, "amp", None), "GradScaler", None)]
-        cuda_amp = getattr(getattr(torch, "cuda", None), "amp", None)
-        classes.append(getattr(cuda_amp, "GradScaler", None) if cuda_amp is not None else None)
         inst = self.inst
-        for cls in dict.fromkeys(c for c in classes if c is not None and "step" in vars(c)):
+        for cls in (c for c in _grad_scalers(torch) if "step" in vars(c)):
             orig = vars(cls)["step"]
 
             def step(scaler, optimizer, *args, __orig=orig, **kwargs):

@@ -42,8 +42,10 @@ class Instrumentation:
         self.backend = config.backend
         self.backend_note: str | None = None  # the backend asked for could not be used: why, and what was
         self.kernels = config.kernels
-        self.rank = protocol.launcher_rank()  # None for a RANK that is not an integer (perfcore run says so)
-        self.launcher_problems = protocol.launcher_env()[1]  # said by the parent; the script's own are noted
+        # The problems were said by the parent; the script's own are noted. RANK is None where it is not an
+        # integer (perfcore run says so).
+        launcher, self.launcher_problems = protocol.launcher_env()
+        self.rank: int | None = launcher["RANK"]
         self.nested_in: int | None = None  # a Python the script started: its part is kept apart from the job's
         self.world_size: int | None = None  # the job's size where the parent said it (a Slurm task)
         if config.launcher_pid:  # started by perfcore run (not a notebook's or a trainer's own process)
@@ -51,7 +53,7 @@ class Instrumentation:
             if self.rank is None and outer is None and config.task_rank is not None:
                 # srun's task, no launcher: the script's own process is the rank Slurm gave it (its
                 # subprocesses are not).
-                self.rank, self.world_size = str(config.task_rank), config.task_world_size
+                self.rank, self.world_size = config.task_rank, config.task_world_size
             self.nested_in = outer if self.rank is None else None
         self.watch_s = config.no_step_warn_s
         self.timer = None
@@ -65,12 +67,11 @@ class Instrumentation:
         self.in_cell = False  # the notebook magic runs a cell: --steps stops only the cell's threads
         # Interpreter start, when the launcher passed it (time to first step counts imports too).
         self.t_start = config.t_launch_ns or self.now_ns()
-        self.t_activate = self.now_ns()
-        self.t_timer: int | None = None
         self.batch_lines = BatchLines(self.rank)  # one line per batch, in <run dir>/workers/
         self._lock = threading.Lock()
         self._finalized = False
         self.notes: list[str] = []
+        self.lines = None  # run.lines.LineCapture of the training thread, made with the timer
         self.loader_changes = LoaderChanges(config.dl_overrides, config.synthetic)  # what triage changes
 
     def set_steps(self, steps: int, warmup: int) -> None:
@@ -100,7 +101,7 @@ class Instrumentation:
         """The cell (or session) is over: the hooks call straight through until the next one, and a later
         cell's threads are not this one's. Returns its timer (None if it made none) and the stop note."""
         self.disabled = True
-        self.disarm()
+        self.torch_hooks.disarm()
         note = self.stop_note()  # the cell caught the stop and ran on
         self.in_cell = False
         self.ending.release()
@@ -140,7 +141,7 @@ class Instrumentation:
             try:
                 return _make_timer(self)
             except Exception as e:  # never raised into the script's call: its hooks call straight through
-                self.disarm()
+                self.torch_hooks.disarm()
                 self.stand_down(f"not timing this process ({type(e).__name__}: {e}); the script runs on untimed")
                 return None
 
@@ -183,13 +184,10 @@ class Instrumentation:
             self.upkeep.memory.min_gap_ns,
         )
 
-    def disarm(self) -> None:
-        self.torch_hooks.disarm()
-
     def forked(self) -> None:
         """A forked child (a DataLoader worker, a user's Pool, Hogwild by fork) is not this loop; it
         becomes a training process of its own if it steps an optimizer (TorchHooks.after_fork)."""
-        self.disarm()
+        self.torch_hooks.disarm()
         self.timer = None
         self.disabled = True
         if self.torch_hooks.clock is not None:
@@ -205,7 +203,7 @@ class Instrumentation:
         if self.rank is None:
             self.nested_in = self.nested_in or self.pid
         self.pid, self.notes = os.getpid(), []
-        self.t_start = self.t_activate = self.now_ns()
+        self.t_start = self.now_ns()
         self._lock = threading.Lock()  # a lock held by another thread at the fork stays held in the child
         self._afresh()
         self.ensure_timer()
@@ -240,7 +238,9 @@ class Instrumentation:
         """The one place where the step sources' events change the timer (StepSources only decides)."""
         for event in events:
             if isinstance(event, StepEnded):
-                self._step_ended(event.t_ns)
+                # From a Python-side source (backward, batch, forward), which is always the chosen one:
+                # after_step does the upkeep (settling, following the device) once.
+                self._end_step(at_ns=event.t_ns, upkeep=False)
             elif isinstance(event, EvalEnded):
                 self._eval_ended(event.t0_ns, event.t1_ns)
             elif isinstance(event, SourceChosen):
@@ -270,14 +270,8 @@ class Instrumentation:
     def boundary_count(self) -> int:
         return len(self.timer.engine.boundaries) if self.timer is not None else 0
 
-    def _step_ended(self, t: int) -> None:
-        """A step end from a Python-side source (backward, batch, forward), which is always the
-        chosen one: after_step does the upkeep (settling, following the device) once."""
-        if (
-            self.timer is not None
-            and not self.ending.stop_requested
-            and self.timer.engine.end_step(at_ns=t, upkeep=False)
-        ):
+    def _end_step(self, **how) -> None:
+        if self.timer is not None and not self.ending.stop_requested and self.timer.engine.end_step(**how):
             self.after_step(len(self.timer.engine.boundaries))
 
     def _eval_ended(self, t0: int, t1: int) -> None:
@@ -287,13 +281,8 @@ class Instrumentation:
             self.eval_rows.append(len(engine.boundaries) - 1)
 
     def scaler_stepped(self, optimizer, stepped: bool) -> None:
-        if (
-            self.sources.scaler_stepped(optimizer, stepped)
-            and self.timer is not None
-            and not self.ending.stop_requested
-        ):
-            if self.timer.engine.end_step():
-                self.after_step(len(self.timer.engine.boundaries))
+        if self.sources.scaler_stepped(optimizer, stepped):
+            self._end_step()
 
     def on_step(self, n: int) -> None:
         """Called by the native StepClock after optimizer step end n when upkeep is due."""
@@ -311,11 +300,8 @@ class Instrumentation:
         if n - len(self.eval_rows) >= self.stop_at and (
             self.sources.chosen is not None or self.sources.optimizers_made == 0
         ):
-            self.request_stop()
+            self.ending.request_stop(self)
         self.upkeep.after(n, self.timer, self.sources.chosen is not None, self.torch_hooks)
-
-    def request_stop(self) -> None:
-        self.ending.request_stop(self)
 
     def stop_note(self) -> str | None:
         return self.ending.stop_note(self.steps_wanted, "the cell" if self.in_cell else "the script")
@@ -370,19 +356,20 @@ def _make_timer(inst):
     inst.opt = timer.phase("optimizer", label="compute")
     inst.on_gpu = on_gpu
     psutil.cpu_percent(None)  # primes the system-wide CPU counter for the run
-    inst.t_timer = inst.now_ns()
     inst.timer = timer
     from perfcore.run.child.progress import ProgressWriter
 
+    # Keyed as its part is (rank<N> or pid<P>); tests shorten the checkpoint interval (0: the default) and
+    # slow each write through the child's configuration.
     inst.upkeep.start(
         on_gpu,
-        ProgressWriter.for_process(
+        ProgressWriter(
             inst.run_dir,
-            inst.rank,
-            inst.steps_wanted,
-            inst.warmup,
-            on_gpu,
-            checkpoint_s=inst.config.checkpoint_s,
+            protocol.part_key(inst.rank),
+            steps_wanted=inst.steps_wanted,
+            warmup=inst.warmup,
+            on_gpu=on_gpu,
+            checkpoint_s=inst.config.checkpoint_s or protocol.CHECKPOINT_EVERY_S,
             extra_s=inst.config.tick_extra_s,
         ),
     )

@@ -49,15 +49,13 @@ def _run_in(run_dir: Path, cell: str, user_ns: dict, config):
     finally:
         status.stop()
         timer, stop_note = inst.end_cell()
-    if timer is None:
-        from perfcore.errors import UsageError
+    from perfcore.errors import UsageError
 
+    if timer is None:
         raise UsageError("the cell ran no training step (no DataLoader iterated, no module called)")
     source = inst.finish_sources()
     timer.engine.close_open_phases()
     if not timer.engine.boundaries:
-        from perfcore.errors import UsageError
-
         raise UsageError("the cell ran no complete step (no optimizer step, backward, batch or second module call)")
     from perfcore.analysis.advice import advise_run
     from perfcore.analysis.run_report import RunReport

@@ -44,8 +44,8 @@ def write_part(inst) -> None:
             counts,
             (inst.now_ns() - inst.t_start) / 1e9,
             clock is not None,
-            forced=inst.sources.forced,
-            optimizer_stepped=bool(clock is not None and clock.clocked),
+            inst.sources.forced,
+            bool(clock is not None and clock.clocked),
         )
         jsonio.write(part / "run.json", {"schema": "perfcore.run/2", "steps": 0, "warmup_steps": 0, **common})
         return
@@ -53,21 +53,17 @@ def write_part(inst) -> None:
 
 
 def no_step_facts(
-    counts: dict[str, int],
-    wall_s: float,
-    torch_instrumented: bool = True,
-    forced: str | None = None,
-    optimizer_stepped: bool = False,
+    counts: dict[str, int], wall_s: float, torch_instrumented: bool, forced: str | None, optimizer_stepped: bool
 ) -> dict[str, Any]:
     """Why the process saw no step, as run.json's `no_step` keeps it (report.words.findings says it): what
     the hooks saw and for how long, whether torch was there to instrument, and the step source forced."""
     return {
-        "wall_s": float(wall_s),
-        "torch_instrumented": bool(torch_instrumented),
+        "wall_s": wall_s,
+        "torch_instrumented": torch_instrumented,
         "torch_imported": "torch" in sys.modules,
-        "optimizer_stepped": bool(optimizer_stepped),
+        "optimizer_stepped": optimizer_stepped,
         "forced": forced,
-        **{k: int(counts.get(k, 0)) for k in ("forward", "backward", "batch_all")},
+        **{k: counts[k] for k in ("forward", "backward", "batch_all")},
     }
 
 
@@ -105,7 +101,7 @@ def _clock_facts(inst) -> dict[str, int]:
 
 
 def _compiled(inst) -> bool:
-    watch = getattr(inst.torch_hooks, "compile_watch", None)
+    watch = inst.torch_hooks.compile_watch
     return bool(watch is not None and watch.calls)
 
 
@@ -124,7 +120,7 @@ def _common(inst, source: str | None, counts: dict[str, int]) -> dict[str, Any]:
     _launcher_notes(inst)
     return {
         "pid": os.getpid(),
-        "rank": int(inst.rank) if inst.rank is not None else None,
+        "rank": inst.rank,
         "nested_in": inst.nested_in,
         "started_by": _started_by(),
         "world_size": launcher_env()[0]["WORLD_SIZE"] or inst.world_size,
@@ -248,7 +244,7 @@ def _facts(inst, common: dict[str, Any], cpu_util: float) -> dict[str, Any]:
         "notes": list(inst.notes),
         "backend_note": inst.backend_note,
         "requested_backend": inst.backend,
-        "lines": take_facts(getattr(inst, "lines", None)),
+        "lines": take_facts(inst.lines),
         "own_costs": own_costs(inst),  # after the sampler stopped: its calibration is not the script's
         "optimizer": inst.sources.optimizer_facts,
     }

@@ -24,7 +24,6 @@ from perfcore.run.protocol import (
     CHECKPOINT_EVERY_S,
     PROGRESS_EVERY_S,
     checkpoint_dir,
-    part_key,
     progress_file,
 )
 
@@ -45,7 +44,7 @@ def _write_atomic(path: Path, text: str) -> None:
 def _decide(breakdown_ms: dict[str, float], step_ms: float, on_gpu: bool):
     from perfcore.analysis.verdict import avoidable, decide
 
-    return decide(avoidable(breakdown_ms), step_ms, on_gpu=on_gpu, compute_ms=breakdown_ms.get("compute"))
+    return decide(avoidable(breakdown_ms), step_ms, on_gpu=on_gpu, compute_ms=breakdown_ms["compute"])
 
 
 class ProgressWriter:
@@ -61,51 +60,26 @@ class ProgressWriter:
         warmup: int = 0,
         on_gpu: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        every_s: float = PROGRESS_EVERY_S,
         checkpoint_s: float = CHECKPOINT_EVERY_S,
+        extra_s: float = 0.0,
     ):
         self.run_dir, self.key = Path(run_dir), key
         self.steps_wanted, self.warmup, self.on_gpu = steps_wanted, warmup, on_gpu
-        self.clock, self.every_s, self.checkpoint_s = clock, every_s, checkpoint_s
+        self.clock, self.checkpoint_s = clock, checkpoint_s
         t = clock()
-        self.t_start, self.next_at, self.next_checkpoint = t, t + every_s, t + checkpoint_s
+        self.t_start, self.next_at, self.next_checkpoint = t, t + PROGRESS_EVERY_S, t + checkpoint_s
         self.next_settle = t + SETTLE_EVERY_S
         self._verdict: tuple[int, dict[str, Any]] | None = None  # (settled steps, the verdict on them)
         self.rows_written = 0
         self.columns: list[str] | None = None
         self.failed: str | None = None  # a write that failed once is not retried every tick
-        self.extra_s = 0.0  # tests: a tick made this much slower, as a loaded machine makes it
-
-    @classmethod
-    def for_process(
-        cls,
-        run_dir: Path,
-        rank: str | None,
-        steps_wanted: int,
-        warmup: int,
-        on_gpu: bool,
-        *,
-        checkpoint_s: float = CHECKPOINT_EVERY_S,
-        extra_s: float = 0.0,
-    ) -> "ProgressWriter":
-        """The writer of this process, keyed as its part is (rank<N> or pid<P>). Tests shorten the
-        checkpoint interval and slow each write (extra_s) through the child's configuration."""
-        writer = cls(
-            run_dir,
-            part_key(rank),
-            steps_wanted=steps_wanted,
-            warmup=warmup,
-            on_gpu=on_gpu,
-            checkpoint_s=checkpoint_s if checkpoint_s > 0 else CHECKPOINT_EVERY_S,
-        )
-        writer.extra_s = extra_s
-        return writer
+        self.extra_s = extra_s  # tests: a tick made this much slower, as a loaded machine makes it
 
     def tick(self, timer) -> None:
         t = self.clock()
         if t < self.next_at or self.failed:
             return
-        self.next_at = t + self.every_s
+        self.next_at = t + PROGRESS_EVERY_S
         try:
             # The live view shows steps and step time from the first tick, the breakdown from the first
             # settle (SETTLE_EVERY_S in): a run over by then is settled by the parent, never here.
@@ -193,7 +167,7 @@ class ProgressWriter:
         measured = int(totals["measured"])
         doc = {
             "schema": "perfcore.run/1",
-            "backend": getattr(timer, "backend", "host"),
+            "backend": timer.backend,
             "device": "cuda" if self.on_gpu else "cpu",
             "steps": measured,
             "warmup_steps": settled - measured,

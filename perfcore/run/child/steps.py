@@ -27,9 +27,7 @@ from typing import NamedTuple
 
 from perfcore.run.protocol import STEP_SOURCES
 
-__all__ = ["SOURCES", "StepSources", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded", "NOTHING"]
-
-SOURCES = STEP_SOURCES
+__all__ = ["StepSources", "with_eval_rows", "StepEnded", "SourceChosen", "EvalEnded", "NOTHING"]
 
 # Steps collected before the choice is made at the latest (the timer's settling bound).
 DECIDE_BY = 16384
@@ -147,20 +145,17 @@ class StepSources:
 
     def boundaries(self, source: str) -> list[int]:
         """The step ends this source gives from what was collected so far."""
-        ends = self.ends.get(source, [])
+        ends = self.ends[source]
         return list(ends) if source == "backward" else list(ends[1:])
 
     # -- the choice -----------------------------------------------------------------------------
     def count(self, source: str) -> int:
         """How many step ends this source has given so far (no copy: this runs at every event)."""
-        n = len(self.ends.get(source, ()))
+        n = len(self.ends[source])
         return n if source == "backward" else max(0, n - 1)
 
     def best_lower(self) -> str | None:
-        for s in SOURCES[1:]:
-            if self.count(s):
-                return s
-        return None
+        return next((s for s in STEP_SOURCES[1:] if self.count(s)), None)
 
     def maybe_decide(self) -> tuple:
         best = self.best_lower()

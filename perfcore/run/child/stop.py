@@ -71,9 +71,6 @@ class Ending:
             if self.t_exception is None:  # which rank of a job failed first: its error is the job's
                 self.t_exception = self.now_ns()
 
-    def usage(self, message: str | None) -> None:
-        self.usage_error = message
-
     def request_stop(self, inst) -> None:
         """--steps reached: stop recording at once (nothing after this is counted, whatever the script
         does next), then end the script as sys.exit(0) would, at this safe point between steps. The
@@ -84,7 +81,7 @@ class Ending:
         self.stop_requested = True
         self.reason = "steps reached"
         self.t_stop = self.now_ns()
-        inst.disarm()
+        inst.torch_hooks.disarm()
         trim_past_stop(inst)
         if inst.config.stop_line:
             sys.stderr.write(

@@ -60,15 +60,14 @@ def own_costs(inst) -> dict:
     from perfcore.run.child.loaders import fetch_cost_ns
 
     try:
-        counter = getattr(getattr(inst, "lines", None), "counter", None)
+        counter = inst.lines.counter if inst.lines is not None else None
         calls = counter.calls_seen if counter is not None else 0
         fetches = inst.loaders.main_process_batches()
         torch = sys.modules.get("torch")
         # Calibrated on real tensors' .item() in a loop (the counter is off by now): the wrapper around a
         # method that does nothing costs a third of what a run's counted calls cost.
         call_ns = SyncCounter.call_cost_ns(calls=1024, blocks=9, torch=torch) if calls else 0.0
-        hooks = getattr(inst, "torch_hooks", None)
-        passed = hooks.passed_calls() if hooks is not None else 0
+        passed = inst.torch_hooks.passed_calls()
         costs = {
             # Hooked calls that went straight through (a submodule inside the timed forward): each one's
             # call layer is in no phase.

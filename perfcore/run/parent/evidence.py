@@ -16,8 +16,6 @@ __all__ = ["worker_summary", "monitor_summary", "interference_of"]
 
 def worker_summary(
     out: Path,
-    loop_step_ms: float | None,
-    load_ms: float | None,
     rank: int | None = None,
     loader: int | None = None,
     skip_pids: tuple[int, ...] = (),
@@ -29,15 +27,11 @@ def worker_summary(
     pattern = "*.csv" if loader is None else f"*.L{loader}.csv"
     root = out / WORKERS
     # Files the loaders wrote here, not what a link points at; a row that is not numbers is no batch.
-    linked = root.is_symlink() or not root.is_dir()
+    if root.is_symlink() or not root.is_dir():
+        return {}
     skip = {f"{pid}-main" for pid in skip_pids}
-    files = (
-        []
-        if linked
-        else sorted(f for f in root.glob(pattern) if not f.is_symlink() and f.name.split(".")[0] not in skip)
-    )
     frames = []
-    for f in files:
+    for f in sorted(f for f in root.glob(pattern) if not f.is_symlink() and f.name.split(".")[0] not in skip):
         try:
             frames.append(pd.read_csv(f, header=None, names=WORKER_COLUMNS))
         except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError):
@@ -45,15 +39,13 @@ def worker_summary(
     if not frames:
         return {}
     w = pd.concat(frames, ignore_index=True).apply(pd.to_numeric, errors="coerce").dropna()
-    if w.empty:
-        return {}
     if rank is not None and (w["rank"] >= 0).any():
         w = w[w["rank"] == rank]
-        if w.empty:
-            return {}
+    if w.empty:
+        return {}
     in_workers = w[w["worker"] >= 0]
     fetch_ms = (w["end_ns"] - w["start_ns"]) / 1e6
-    doc: dict[str, Any] = {
+    return {
         # Worker ids, not pids: without persistent_workers each epoch starts new processes.
         "num_workers": int(in_workers["worker"].nunique()),
         "batches": int(len(w)),
@@ -62,7 +54,6 @@ def worker_summary(
         "collate_ms_mean": float(w["collate_ns"].mean() / 1e6),
         "items_per_batch": float(w["items"].mean()),
     }
-    return doc
 
 
 def monitor_summary(samples: pd.DataFrame, steps: pd.DataFrame) -> dict[str, Any]:

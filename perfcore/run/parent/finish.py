@@ -11,6 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from perfcore.analysis.advice import advise_run
+from perfcore.analysis.labels import LABELS
 from perfcore.analysis.loader_plan import training_loader_index
 from perfcore.analysis.process_part import Part
 from perfcore.analysis.run_context import Exit, Outcome
@@ -176,7 +177,8 @@ def _ending(
         run.doc["exit"] = {**failed_first.doc["exit"], "exception": said}
         run.ended = replace(failed_first.exit, exception=said)
     outcome = describe_exit(run.rc, run.ended.reason, *oom)
-    return outcome, [_afterwards(run.rc)] if run.scope == "afterwards" else []
+    afterwards = {"code": "finished_afterwards", "figures": {"exit_code": run.rc}}
+    return outcome, [afterwards] if run.scope == "afterwards" else []
 
 
 def _note_processes(run: _Finish, notes: list[dict[str, Any]], outcome: dict[str, Any]) -> None:
@@ -202,7 +204,7 @@ def _merge_ranks(run: _Finish) -> None:
     doc = run.doc
     doc.update(merge_ranks(run.parts, node_view=run.scope == "node"))
     for r in doc["ranks"]:
-        ws = worker_summary(run.out, r["step_time_ms"]["mean"], r["breakdown_ms"]["load"], r["rank"], run.train_loader)
+        ws = worker_summary(run.out, r["rank"], run.train_loader)
         if ws:
             r["workers"] = ws
     if doc["stragglers"]:
@@ -228,14 +230,8 @@ def _gather_evidence(run: _Finish, interference: dict[str, list] | None) -> None
     findings over the measured steps and the machine's interference."""
     doc, main = run.doc, run.main
     focus = run.focus or main
-    workers = worker_summary(
-        run.out,
-        focus.step_time_ms["mean"],
-        focus.breakdown_ms["load"],
-        focus.rank,
-        run.train_loader,
-        skip_pids=tuple(p.pid or 0 for p in run.evaluating),
-    )
+    skip = tuple(p.pid or 0 for p in run.evaluating)
+    workers = worker_summary(run.out, focus.rank, run.train_loader, skip_pids=skip)
     run.evidence["cpu_count"] = os.cpu_count()
     if workers:
         doc["workers"] = workers
@@ -346,10 +342,6 @@ def _clean_up(run: _Finish) -> None:
     compress_parts(run.out, run.parts)
 
 
-def _afterwards(rc: int) -> dict[str, Any]:
-    return {"code": "finished_afterwards", "figures": {"exit_code": rc}}
-
-
 def _no_step(run: _Finish, outcome: dict[str, Any], notes: list[dict[str, Any]]) -> RunReport:
     """A run that saw no step: RunFailed when the script failed (how it ended is the whole story), else a
     run.json saying what was seen."""
@@ -376,7 +368,6 @@ def _no_step(run: _Finish, outcome: dict[str, Any], notes: list[dict[str, Any]])
         raise RunFailed(before_first_step(rc, run.ended), exit_code=rc)
     if rc != 0:
         raise RunFailed(f"the command {said} before perfcore saw a training step ({seen})", exit_code=rc)
-    zeros = {"load": 0.0, "transfer": 0.0, "compute": 0.0, "comm": 0.0, "host": 0.0}
     doc.setdefault("backend", "none")
     doc.setdefault("device", "none")
     doc.update(
@@ -385,8 +376,8 @@ def _no_step(run: _Finish, outcome: dict[str, Any], notes: list[dict[str, Any]])
             "steps": 0,
             "warmup_steps": 0,
             "step_time_ms": {"mean": 0.0, "p50": 0.0, "p90": 0.0},
-            "breakdown_ms": dict(zeros),
-            "breakdown_fraction": dict(zeros),
+            "breakdown_ms": dict.fromkeys(LABELS, 0.0),
+            "breakdown_fraction": dict.fromkeys(LABELS, 0.0),
             "command": run.cmd,
             "exit_code": rc,
             "outcome": outcome,

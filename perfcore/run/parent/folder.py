@@ -55,13 +55,9 @@ _TOKEN = secrets.token_hex(8)
 ROOT = Path("perfcore-runs")
 
 
-def _stamp() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
-
-
 def default_out(kind: str = "run", parent: Path | None = None) -> Path:
     """A name no other process is using: <parent>/<kind>-<time>-<random> (not yet created)."""
-    return Path(parent or ROOT) / f"{kind}-{_stamp()}-{secrets.token_hex(2)}"
+    return Path(parent or ROOT) / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
 def is_run_folder(folder: Path) -> bool:

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RunSettings", "run_command", "child_config", "child_env", "run_child", "run_instrumented"]
 
-BOOT = protocol.BOOT_DIR
-
 
 @dataclass(frozen=True)
 class RunSettings:
@@ -68,10 +66,6 @@ def child_config(
     """What the instrumented script is told, all of it from perfcore's own arguments (nothing from the
     environment but the job across machines this run is part of, job_of's reading of srun's variables).
     The child's clock is the same CLOCK_MONOTONIC: time to first step counts from here."""
-    tests = dict(settings.test_settings)
-    unknown = set(tests) - set(protocol.TEST_SETTINGS)
-    if unknown:
-        raise UsageError(f"--test-setting {sorted(unknown)[0]} is not one of {', '.join(protocol.TEST_SETTINGS)}")
     return protocol.ChildConfig(
         run_dir=str(out.resolve()),
         steps=settings.steps or 0,
@@ -86,9 +80,8 @@ def child_config(
         job=job.digest if job else "",
         task_rank=job.task["rank"] if job and job.task else None,
         task_world_size=job.task["world_size"] if job and job.task else None,
-        task_local_rank=job.task["local_rank"] if job and job.task else None,
         stop_line=settings.stop_line,
-        **tests,
+        **settings.test_settings,  # names checked by parse_test_settings
     )
 
 
@@ -115,7 +108,7 @@ def child_env(config_path: Path | None = None) -> dict[str, str]:
     named (the one variable the script and its own Pythons see)."""
     env = {k: v for k, v in os.environ.items() if k not in protocol.PARENT_ONLY_ENV}
     if config_path is not None:
-        paths = [str(BOOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        paths = [str(protocol.BOOT_DIR)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env[protocol.ENV_CHILD_CONFIG] = str(config_path)
     return env

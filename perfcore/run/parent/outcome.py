@@ -48,17 +48,16 @@ def describe_exit(
     """{"code", "reason", "signal"} for the script's end as `perfcore run` saw it (rc: 128+N for death by
     signal N, as a shell reports it); report.words.runs says it."""
     out: dict[str, Any] = {"code": rc, "reason": child_reason or ("finished" if rc == 0 else "exited"), "signal": None}
-    if child_reason in ("steps reached",) or rc == 0:
-        return out
-    if rc > 128 and child_reason not in ("interrupted", "terminated", "crashed"):
+    if rc == 0 or child_reason in ("steps reached", "interrupted", "terminated", "crashed"):
+        return out  # the script's own word for how it ended
+    out["reason"] = "exited"
+    if rc > 128:
         from perfcore.report.words.runs import signal_name
 
         out["signal"] = signal_name(rc - 128)
         out["reason"] = "killed"
         if rc - 128 == signal.SIGKILL and oom_before is not None and oom_after is not None and oom_after > oom_before:
             out["reason"] = "out of memory"
-    elif child_reason not in ("interrupted", "terminated", "crashed"):
-        out["reason"] = "exited"
     return out
 
 
@@ -83,16 +82,16 @@ def results_lost(rc: int, lost: dict[str, Any], out: Path) -> str:
     """One line for a run whose script saw steps (or began writing them) but left no results perfcore could
     read: a full disk, a kill while its part was written. Never "before its first step", which it was not,
     and the folder keeps what was written (folder.mark_failed leaves it unmarked)."""
-    n = lost.get("steps") or 0
+    n = lost["steps"]
     after = f" after {n} steps" if n else ""
     why = (
         f" (the disk holding {out} is full)"
-        if lost.get("disk_full")
+        if lost["disk_full"]
         else f" ({', '.join(f'{PARTS}/{k}' for k in lost['cut_short'])} cut short while written)"
-        if lost.get("cut_short")
+        if lost["cut_short"]
         else ""
     )
-    fix = "free space and run it again" if lost.get("disk_full") else "run it again"
+    fix = "free space and run it again" if lost["disk_full"] else "run it again"
     return (
         f"the script {_ended(rc)}{after}, but its results could not be "
         f"written{why}; "

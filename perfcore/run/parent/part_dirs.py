@@ -62,14 +62,7 @@ def drop_checkpoints(out: Path, parts: list[Part]) -> None:
         ck = d / CHECKPOINT
         # Only a real folder inside this run folder's parts/ (a linked part was never read): nothing outside
         # the folder being finished is deleted.
-        if (
-            d.parent == out / PARTS
-            and not d.is_symlink()
-            and not (out / PARTS).is_symlink()
-            and (d / "run.json").is_file()
-            and ck.is_dir()
-            and not ck.is_symlink()
-        ):
+        if _own_part(out, d) and (d / "run.json").is_file() and ck.is_dir() and not ck.is_symlink():
             _drop_checkpoint(ck)
 
 
@@ -225,14 +218,7 @@ def compress_parts(out: Path, parts: list[Part]) -> None:
     for p in parts:
         d = Path(p.dir or "")
         csv = d / "steps.csv"
-        if (
-            len(p.table) < LARGE_STEPS
-            or d.parent != out / PARTS
-            or d.is_symlink()
-            or (out / PARTS).is_symlink()
-            or csv.is_symlink()
-            or not csv.is_file()
-        ):
+        if len(p.table) < LARGE_STEPS or not _own_part(out, d) or csv.is_symlink() or not csv.is_file():
             continue
         with (
             jsonio.atomic_path(d / "steps.csv.gz") as tmp,
