@@ -134,6 +134,20 @@ def test_compare_quotes_each_run_as_its_own_header_does():
     assert f"speedup {250 / 167:.2f}x" in step_words(c)
 
 
+def test_compare_takes_the_noise_of_the_statistic_it_quotes():
+    """Each side's standard error is the one of the step it quotes: the steady step's where the trimmed
+    breakdown was used, the mean's where it was not, even where the two steps happen to be equal."""
+    bd = {"load": 0.0, "transfer": 0.0, "compute": 90.0, "comm": 0.0, "host": 10.0}
+    robust = {"step_ms": 100.0, "ms": bd, "steps": 40, "kept_steps": 37, "step_sem_ms": 0.5,
+              "outliers": {"count": 3, "steps": [4, 9, 30]}}
+    used = typed_run(110.0, bd, sem=4.0, breakdown_robust=robust, steps=40)
+    # Computed over other steps than the run's 50 (evaluation rows taken out after it): not used, though
+    # its step equals the mean to the last bit.
+    other = typed_run(100.0, bd, sem=4.0, breakdown_robust=robust, steps=50)
+    c = compare_runs(used, other)
+    assert (c.a.step_ms, c.a.step_sem_ms) == (100.0, 0.5)
+    assert (c.b.step_ms, c.b.step_sem_ms) == (100.0, 4.0)
+
 def test_b_that_took_the_workers_away_and_ran_slower_says_they_help():
     """diagnose's B sets num_workers=0 where the baseline has workers: slower without them means the workers
     help ("workers do not help here" said the opposite of what was measured); where B added workers to a

@@ -339,6 +339,19 @@ def test_fail_above_gates_a_regression_and_passes_an_equal_run(box, tmp_path):
     assert box.invoke(["compare", "--fail-above", "5", str(box.a), str(box.a)]).exit_code == 0
 
 
+def test_fail_above_trips_on_a_slowdown_held_in_the_outlier_steps(box, tmp_path):
+    """B's steady steps equal A's while its mean is 40% slower (the outlier steps it set apart slowed): the
+    reports quote the steady step, and the gate still fails, naming the mean and the steady change."""
+    doc = json.loads((box.a / "run.json").read_text())
+    steady, bd = doc["step_time_ms"]["mean"], doc["breakdown_ms"]
+    doc["step_time_ms"]["mean"] = steady * 1.4
+    doc["breakdown_robust"] = {"step_ms": steady, "ms": bd, "steps": doc["steps"], "kept_steps": doc["steps"] - 1,
+                               "step_sem_ms": 0.01, "outliers": {"count": 1, "steps": [3]}}
+    b = box.fresh_b(run_json=json.dumps(doc).encode())
+    res = box.invoke(["compare", "--fail-above", "10", str(box.a), str(b)])
+    assert res.exit_code == 1, res.stderr
+    assert "regression: mean step time +40.0% > 10%" in res.stderr and "steady steps +0.0%" in res.stderr
+
 def test_compare_html_writes_the_side_by_side_page(box, tmp_path):
     slow = write_run_folder(tmp_path / "slow", steps=6, load_ms=40.0)
     page = tmp_path / "cmp.html"

@@ -6,6 +6,7 @@ report/words/verdict says them."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from perfcore.analysis.attribution import LABELS
@@ -45,7 +46,9 @@ class Delta:
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """A's and B's figures and verdicts, `change` (B's speed against A's: faster, slower or within noise, with
-    noise_ms from both runs' spread where they report one), the change per label and per kernel category."""
+    noise_ms from both runs' spread where they report one), the change per label and per kernel category.
+    step_time_change_pct is the steady step's change (what the reports quote); mean_change_pct the plain
+    means', which also holds the outlier steps the steady step sets apart."""
 
     a: Side
     b: Side
@@ -55,7 +58,15 @@ class Comparison:
     step_time_change_pct: float
     labels: dict[str, Delta]
     kernel_categories: dict[str, Delta]
+    mean_change_pct: float = 0.0
     schema: str = "perfcore.compare/2"
+
+    @property
+    def regression_pct(self) -> float:
+        """How much slower B is by the worse of the two statistics: a CI gate trips on a slowdown in the
+        steady steps and on one held in the few steps set apart as outliers alike."""
+        steady, mean = self.step_time_change_pct, self.mean_change_pct
+        return max(steady, mean) if not (math.isnan(steady) or math.isnan(mean)) else math.nan
 
     @property
     def primary_changed(self) -> bool:
@@ -74,9 +85,7 @@ def _side(r: RunReport) -> tuple[Side, dict[str, float]]:
     """One run's side and its labels' ms a step, in the statistic its own report quotes: the steady step
     (outlier steps set apart where some were), so that compare's A and B read as each run's header did."""
     ev = r.evidence()
-    rb = r.breakdown_robust
-    sem = rb.step_sem_ms if rb is not None and rb.step_ms == ev.step_ms else r.step_time_ms.sem
-    return Side(ev.step_ms, sem, r.device, judge(ev)), ev.label_ms
+    return Side(ev.step_ms, ev.step_sem_ms, r.device, judge(ev)), ev.label_ms
 
 
 def compare_runs(a: RunReport, b: RunReport) -> Comparison:
@@ -100,7 +109,12 @@ def compare_runs(a: RunReport, b: RunReport) -> Comparison:
         speedup=speedup,
         change=change,
         noise_ms=noise,
-        step_time_change_pct=100 * (tb - ta) / ta if ta else 0.0,
+        step_time_change_pct=_change_pct(ta, tb),
         labels=labels,
         kernel_categories=cats,
+        mean_change_pct=_change_pct(a.step_time_ms.mean, b.step_time_ms.mean),
     )
+
+
+def _change_pct(a_ms: float, b_ms: float) -> float:
+    return 100 * (b_ms - a_ms) / a_ms if a_ms else 0.0

@@ -196,6 +196,7 @@ class RunReport:
             steps=self.steps,
             startup=self.startup,
             interference=self.interference,
+            step_sem_ms=self.step_time_ms.sem,
         )
 
     def steady(self) -> Steady:

@@ -9,6 +9,7 @@ cause were removed, so it is also the expected gain.
 """
 
 import dataclasses
+import math
 from typing import Any, Mapping
 
 from perfcore.analysis.checks import Prediction
@@ -189,6 +190,7 @@ class Evidence:
     interference: Interference | None = None
     outliers: int = 0
     forward_only: bool = False
+    step_sem_ms: float | None = None  # the standard error of step_ms, in the same statistic
 
     @property
     def label_ms(self) -> dict[str, float]:
@@ -207,7 +209,7 @@ def judge(ev: Evidence) -> Verdict:
     """The verdict (numbers and statuses, no words; report.words.verdict says it) on its evidence: judge_causes'
     decision with the facts its words need beside it; the undecided verdict when nothing was measured
     (step_ms <= 0: a live view before the first step, warm-up only)."""
-    if not ev.step_ms > 0:
+    if not 0 < ev.step_ms < math.inf:  # nothing measured, or no finite step to judge on
         return UNDECIDED
     intf = ev.interference
     v = judge_causes(
@@ -249,11 +251,14 @@ def evidence_of(
     steps: int = 0,
     startup: StartupFacts | None = None,
     interference: Interference | None = None,
+    step_sem_ms: float | None = None,
 ) -> Evidence:
     """A run's evidence from its typed parts: its mean step and breakdown, or, with its robust breakdown, the
     trimmed estimate with its intervals and the outlier steps it set apart."""
     if robust is not None and not (
-        robust.step_ms > 0 and set(robust.share_band) <= set(robust.share) and (not steps or robust.steps == steps)
+        0 < robust.step_ms < math.inf
+        and set(robust.share_band) <= set(robust.share)
+        and (not steps or robust.steps == steps)
     ):
         # Damaged, or computed over other rows than the run's figures (evaluation rows taken out after it):
         # it describes another set of steps, so the verdict keeps to the run's own.
@@ -269,6 +274,7 @@ def evidence_of(
         share_band=robust.share_band if robust else None,
         outliers=robust.outliers.count if robust and robust.outliers else 0,
         interference=interference,
+        step_sem_ms=robust.step_sem_ms if robust else step_sem_ms,
     )
 
 
