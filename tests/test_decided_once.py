@@ -23,13 +23,13 @@ def _counting(*args, _count=None, _original=None, **kwargs):
 
 @contextlib.contextmanager
 def counted():
-    """Calls of verdict.decide and advice.advise on every thread, however the name was imported: each
-    function object, which every importer holds, runs for the while a code that counts the call and then
+    """Calls of verdict.judge (the one decision: decide and decide_run end in it) and advice.advise on every
+    thread, however the name was imported: each function object, which every importer holds, runs for the while a code that counts the call and then
     runs its own code. Not a trace hook: one slows every Python call in the process by half (diagnose's),
     and diagnose's worker profile (cProfile) takes the profile hook over."""
     counts: collections.Counter = collections.Counter()
     saved = []
-    for fn, name in ((verdict.decide, "decide"), (advice.advise, "advise")):
+    for fn, name in ((verdict.judge, "judge"), (advice.advise, "advise")):
         own = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
         own.__kwdefaults__ = fn.__kwdefaults__
         saved.append((fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__))
@@ -51,7 +51,7 @@ def test_run_decides_once(tmp_path):
                                        str(SCRIPTS / "tiny_loop.py"), "40"])
     assert res.exit_code == 0, res.output
     assert (out / "run.json").is_file()
-    assert n == {"decide": 1, "advise": 1}, n
+    assert n == {"judge": 1, "advise": 1}, n
 
 
 def test_diagnose_decides_once():
@@ -62,7 +62,7 @@ def test_diagnose_decides_once():
     with counted() as n:
         d = diagnose(w, steps=3, warmup=1)
     assert d.verdict.bound != "unknown" and d.verdict.checks
-    assert n == {"decide": 1, "advise": 1}, n
+    assert n == {"judge": 1, "advise": 1}, n
 
 
 def test_demo_decides_once(tmp_path):
@@ -71,7 +71,7 @@ def test_demo_decides_once(tmp_path):
     (tmp_path / "demo").mkdir()
     with counted() as n:
         doc = demo.run_demo(tmp_path / "demo", quick=True)
-    assert n == {"decide": 1, "advise": 1}, n
+    assert n == {"judge": 1, "advise": 1}, n
     # Every output of the demo renders that one decision.
     assert doc.run.verdict is doc.diagnose.verdict
     assert doc.run.findings is doc.diagnose.findings
