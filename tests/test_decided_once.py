@@ -24,9 +24,10 @@ def _counting(*args, _count=None, _original=None, **kwargs):
 @contextlib.contextmanager
 def counted():
     """Calls of verdict.judge (the one decision: decide and decide_run end in it) and advice.advise on every
-    thread, however the name was imported: each function object, which every importer holds, runs for the while a code that counts the call and then
-    runs its own code. Not a trace hook: one slows every Python call in the process by half (diagnose's),
-    and diagnose's worker profile (cProfile) takes the profile hook over."""
+    thread, however the name was imported: each function object, which every importer holds, runs for the
+    while a code that counts the call and then runs its own code. Not a trace hook: one slows every Python
+    call in the process by half (diagnose's), and diagnose's worker profile (cProfile) takes the profile
+    hook over."""
     counts: collections.Counter = collections.Counter()
     saved = []
     for fn, name in ((verdict.judge, "judge"), (advice.advise, "advise")):
