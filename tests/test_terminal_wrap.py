@@ -42,6 +42,18 @@ def test_a_figure_stays_beside_its_unit():
         assert any("216 ms" in piece for piece in got), got
 
 
+def test_a_command_to_paste_is_never_broken():
+    for cmd in ("perfcore report /tmp/runs/run-1 --explain", "git apply '/tmp/my runs/sweep/dataloader.patch'",
+                "perfcore diagnose workload_factories.py:slow_loader"):
+        line = f"more: /tmp/runs/run-1/report.html; all evidence: {cmd}"
+        for width in range(30, len(line)):
+            got = [piece.strip() for piece in wrap_lines(line, width).splitlines()]
+            assert any(cmd in piece for piece in got), (width, got)
+    # The sentence after a command still wraps.
+    said = "  perfcore report --explain names the lines of your loop that hold this time, each with its share"
+    assert len(wrap_lines(said, 40).splitlines()) > 2
+
+
 def test_a_word_longer_than_the_width_stays_whole():
     path = "/very/long/" + "x" * 120 + "/report.html"
     got = wrap_lines(f"more: {path} and the rest of the line", 60)

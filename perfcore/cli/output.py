@@ -68,12 +68,19 @@ class Results:
 # A figure stays beside its unit across a break ("216 ms", not "216" then "ms"): textwrap splits at ASCII
 # white space only, so a no-break space holds the pair until the lines are made.
 _FIGURE_UNIT = re.compile(r"(\d) (ns|µs|ms|s|KiB|MiB|GiB|cores?)\b")
+# A command the report prints to be pasted (perfcore report FOLDER --explain, git apply PATCH) is never broken
+# across lines: a break would paste as two commands. Held: the command and its arguments (options, paths,
+# quoted or named files), not the sentence that may follow it.
+_COMMAND = re.compile(
+    r"\b(?:perfcore|git) (?:report|run|diagnose|sweep|compare|merge|health|demo|apply)"
+    r"(?: (?:[-'\"/.~<]\S*|\S*[/.:=]\S*))*"
+)
 
 
 def wrap_lines(text: str, width: int) -> str:
     """Each line longer than `width` broken at spaces, its continuation under the line's own indent plus
     two, so that a long --explain paragraph reads as one block; a word longer than the width (a path)
-    stays whole, and a figure stays beside its unit."""
+    stays whole, a figure stays beside its unit and a command with its arguments."""
     out = []
     for line in text.split("\n"):
         body = line.lstrip(" ")
@@ -81,7 +88,7 @@ def wrap_lines(text: str, width: int) -> str:
             out.append(line)
             continue
         indent = line[: len(line) - len(body)]
-        held = _FIGURE_UNIT.sub("\\1\xa0\\2", body)
+        held = _COMMAND.sub(lambda m: m.group().replace(" ", "\xa0"), _FIGURE_UNIT.sub("\\1\xa0\\2", body))
         kw = {"initial_indent": indent, "subsequent_indent": indent + "  ", "break_on_hyphens": False}
         out += [piece.replace("\xa0", " ") for piece in textwrap.wrap(held, width, break_long_words=False, **kw)]
     return "\n".join(out)
