@@ -32,7 +32,7 @@ __all__ = [
     "rank_events",
     "align_clocks",
     "job_nodes",
-    "slow_row",
+    "slow_rows",
     "MIN_STEPS",
 ]
 
@@ -345,28 +345,32 @@ def _waits(node: NodeFigures, nodes: Sequence[NodeFigures], slow_host: str) -> b
     return node.breakdown_ms["comm"] - slow.breakdown_ms["comm"] > WAIT_MS
 
 
-def slow_row(work: np.ndarray, label_means: Mapping[str, np.ndarray], i: int) -> dict[str, float | str] | None:
-    """Row i of `work` (rows x steps: a rank's or a node's own work, wall less comm) as one the others wait
-    for, or None: the longest on at least half the steps and over the rows' median by EXCESS_SHARE of it (at
-    least EXCESS_MS). Its figures: the label of its excess over the other rows' median (label_means: each
+def slow_rows(work: np.ndarray, label_means: Mapping[str, np.ndarray]) -> dict[int, dict[str, float | str]]:
+    """The rows of `work` (rows x steps: each rank's or node's own work, wall less comm) the others wait for,
+    by index: each the longest on at least half the steps and over the rows' median by EXCESS_SHARE of it (at
+    least EXCESS_MS). Each one's figures: the label of its excess over the other rows' median (label_means: each
     label's mean per row; never comm) and that excess, its share of steps as the slowest, its own work and
-    the others'."""
+    the others'. The rows' median and each step's slowest row are found once, for every row."""
     med = np.median(work, axis=0)
     base = float(med.mean())
-    share = float((np.argmax(work, axis=0) == i).mean())
-    excess = float((work[i] - med).mean())
-    if base <= 0 or share < 0.5 or excess < max(EXCESS_SHARE * base, EXCESS_MS):
-        return None
-    others = [j for j in range(len(work)) if j != i]
-    diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
-    cause = max(diffs, key=diffs.get)
-    return {
-        "excess_label": cause,
-        "excess_ms": diffs[cause],
-        "slowest_share": share,
-        "work_ms": float(work[i].mean()),
-        "others_work_ms": float(np.median(work[others].mean(axis=1))),
-    }
+    slowest = np.argmax(work, axis=0)
+    out: dict[int, dict[str, float | str]] = {}
+    for i in range(len(work)):
+        share = float((slowest == i).mean())
+        excess = float((work[i] - med).mean())
+        if base <= 0 or share < 0.5 or excess < max(EXCESS_SHARE * base, EXCESS_MS):
+            continue
+        others = [j for j in range(len(work)) if j != i]
+        diffs = {lb: float(label_means[lb][i] - np.median(label_means[lb][others])) for lb in LABELS if lb != "comm"}
+        cause = max(diffs, key=diffs.get)
+        out[i] = {
+            "excess_label": cause,
+            "excess_ms": diffs[cause],
+            "slowest_share": share,
+            "work_ms": float(work[i].mean()),
+            "others_work_ms": float(np.median(work[others].mean(axis=1))),
+        }
+    return out
 
 
 def _slow_node(
@@ -378,7 +382,7 @@ def _slow_node(
     k: int,
 ) -> SlowNode | None:
     i = int(np.argmax(work.mean(axis=1)))
-    slow = slow_row(work, {lb: m.mean(axis=1) for lb, m in label.items()}, i)
+    slow = slow_rows(work, {lb: m.mean(axis=1) for lb, m in label.items()}).get(i)
     if slow is None:
         return None
     # The node's rank with the most own work: the one to look at first.

@@ -17,7 +17,7 @@ import pandas as pd
 
 from perfcore.analysis.labels import LABELS
 from perfcore.analysis.codec import to_doc
-from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events, slow_row
+from perfcore.analysis.nodes import Alignment, RankSteps, align_clocks, job_nodes, rank_events, slow_rows
 from perfcore.analysis.process_part import Part
 from perfcore.analysis.results import Level, Straggle, Verdict
 from perfcore.analysis.run_context import RankRow, Straggler, Waiting
@@ -92,15 +92,13 @@ def merge_ranks(parts: list[Part], node_view: bool = False) -> dict[str, Any]:
 def _stragglers(
     parts: list[Part], tables: list[pd.DataFrame], k: int, label_means: Mapping[str, np.ndarray]
 ) -> list[dict[str, Any]]:
-    """The ranks the others wait for (analysis.nodes.slow_row), each with the label of its excess over the
+    """The ranks the others wait for (analysis.nodes.slow_rows), each with the label of its excess over the
     others' median."""
     work = np.stack([(t["wall_ms"] - t["comm_ms"]).to_numpy()[:k] for t in tables])  # ranks x steps
     found = []
-    for i, p in enumerate(parts):
-        slow = slow_row(work, label_means, i)
-        if slow is not None:
-            step_ms = float(np.mean(tables[i]["wall_ms"].to_numpy()[:k]))
-            found.append({"rank": p.rank, **slow, "step_ms": step_ms, "host": p.host})
+    for i, slow in slow_rows(work, label_means).items():
+        step_ms = float(np.mean(tables[i]["wall_ms"].to_numpy()[:k]))
+        found.append({"rank": parts[i].rank, **slow, "step_ms": step_ms, "host": parts[i].host})
     return found
 
 
