@@ -18,12 +18,11 @@ from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
 from perfcore.report.words import (
     LOADING_CAUSE,
+    NO_STEPS,
     WHAT,
+    WIDTH,
     check_text,
     evidence_words,
-    excess_words,
-    NO_STEPS,
-    WIDTH,
     excess_words,
     fit,
     gain_words,
