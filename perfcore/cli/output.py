@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from perfcore.analysis.units import WIDTH
 from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
 from perfcore.safe_text import clean
@@ -102,11 +103,11 @@ def fit_terminal(text: str, err: bool = False) -> str:
         tty = stream.isatty()
     except (AttributeError, ValueError):  # a replaced or closed stream
         tty = False
-    return wrap_lines(text, max(shutil.get_terminal_size((100, 24)).columns, 40)) if tty else text
+    return wrap_lines(text, max(shutil.get_terminal_size((WIDTH, 24)).columns, 40)) if tty else text
 
 
-def wrote_line(folder: str, files: list[str], width: int = 100) -> str:
-    """The folder and as many of its files as fit the report's 100 columns (the rest counted: the folder lists
+def wrote_line(folder: str, files: list[str], width: int = WIDTH) -> str:
+    """The folder and as many of its files as fit the report's WIDTH columns (the rest counted: the folder lists
     them); only a folder's own long path runs past it."""
     head, shown = f"wrote {clean(str(folder))}: ", []
     for i, name in enumerate(files):
