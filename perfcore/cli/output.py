@@ -19,7 +19,7 @@ from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
 from perfcore.safe_text import clean
 
-__all__ = ["Results", "fit_terminal", "results", "wrap_lines", "wrote_line"]
+__all__ = ["Results", "echo_fitted", "results", "wrap_lines", "wrote_line"]
 
 
 class Results:
@@ -44,8 +44,7 @@ class Results:
         self._folder = folder
 
     def echo(self, text: str) -> None:
-        err = self.json_path == "-"
-        click.echo(fit_terminal(text, err), err=err)
+        echo_fitted(text, err=self.json_path == "-")
 
     def progress(self) -> "Progress":
         return Progress(quiet=self.quiet)
@@ -95,15 +94,16 @@ def wrap_lines(text: str, width: int) -> str:
     return "\n".join(out)
 
 
-def fit_terminal(text: str, err: bool = False) -> str:
-    """The report as a terminal shows it best: wrapped to the terminal's width where the stream is one;
-    piped or captured output keeps a fact to a line, for grep and for tools."""
+def echo_fitted(text: str, err: bool = False) -> None:
+    """The text on stdout (stderr with err) as a terminal shows it best: wrapped to the terminal's width
+    where the stream is one; piped or captured output keeps a fact to a line, for grep and for tools."""
     stream = sys.stderr if err else sys.stdout
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):  # a replaced or closed stream
         tty = False
-    return wrap_lines(text, max(shutil.get_terminal_size((WIDTH, 24)).columns, 40)) if tty else text
+    fitted = wrap_lines(text, max(shutil.get_terminal_size((WIDTH, 24)).columns, 40)) if tty else text
+    click.echo(fitted, err=err)
 
 
 def wrote_line(folder: str, files: list[str], width: int = WIDTH) -> str:
