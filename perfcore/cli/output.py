@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from perfcore.analysis.units import WIDTH
+from perfcore.cli import COMMANDS
 from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
 from perfcore.safe_text import clean
@@ -69,10 +70,10 @@ class Results:
 # white space only, so a no-break space holds the pair until the lines are made.
 _FIGURE_UNIT = re.compile(r"(\d) (ns|µs|ms|s|KiB|MiB|GiB|cores?)\b")
 # A command the report prints to be pasted (perfcore report FOLDER --explain, git apply PATCH) is never broken
-# across lines: a break would paste as two commands. Held: the command and its arguments (options, paths,
-# quoted or named files), not the sentence that may follow it.
+# across lines: a break would paste as two commands. Held: the command (any of the group's) and its arguments
+# (options, paths, quoted or named files), not the sentence that may follow it.
 _COMMAND = re.compile(
-    r"\b(?:perfcore|git) (?:report|run|diagnose|sweep|compare|merge|health|demo|apply)"
+    rf"\b(?:perfcore (?:{'|'.join(COMMANDS)})|git apply)"
     r"(?: (?:[-'\"/.~<]\S*|\S*[/.:=]\S*))*"
 )
 
