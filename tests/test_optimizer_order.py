@@ -61,3 +61,18 @@ def test_forward_forward_as_a_user_runs_it(tmp_path):
     run = RunReport.from_dict(doc)
     texts = [text_of(f, run.loader_plan) for f in run.findings]
     assert texts and not any("decode_jpeg" in t or "PIL" in t for t in texts)
+
+
+def test_the_page_says_how_the_optimizers_stepped_once_and_its_tile_holds_a_figure():
+    """A tile holds a figure: the step source's tile names the optimizers' count, and how they stepped (the
+    GAN's paragraph) is said once, under Environment."""
+    from pathlib import Path
+
+    from perfcore.analysis.reader import load_run
+    from perfcore.report.html.run import render_report
+
+    r, steps = load_run(Path(__file__).parent / "golden" / "runs" / "gan")
+    assert step_source_text(r, brief=True) == "optimizer steps (torch.optim); 2 optimizers"
+    page = render_report(r, steps)
+    assert "<b>optimizer steps (torch.optim); 2 optimizers</b>" in page
+    assert page.count("row k holds its step of iteration k-1") == 1

@@ -308,7 +308,8 @@ def run_sections(
                 ("steps measured", f"{r.steps:,} (+{r.warmup_steps} warm-up)"),
                 ("device", r.device),
                 ("backend", r.backend),
-                ("step source", step_source_text(r) or None),
+                # A tile holds a figure; how the optimizers stepped is said in full under Environment.
+                ("step source", step_source_text(r, brief=True) or None),
             ]
         ),
     )

@@ -146,14 +146,14 @@ def other_steps_sentence(r: RunReport) -> str | None:
     return f"{others} steps of other optimizers against {rows} rows: they are inside rows, not counted as steps"
 
 
-def step_source_text(r: RunReport) -> str:
-    """What a row is: the step source perfcore run chose (and how several optimizers stepped), or a
-    StepTimer's own ("timer.step()", its step_on)."""
+def step_source_text(r: RunReport, brief: bool = False) -> str:
+    """What a row is: the step source perfcore run chose (and how several optimizers stepped; brief: only
+    how many, for a tile), or a StepTimer's own ("timer.step()", its step_on)."""
     if r.seen is None:  # a StepTimer's result: its step_on
         return str(r.step_source or "")
-    text = STEP_SOURCE_WORDS.get(r.step_source or "", "none")
-    if r.optimizer_order is not None and r.seen.optimizers >= 2:
-        text += "; " + optimizer_order_sentence(r.optimizer_order, r.seen.optimizers)
+    text, n = STEP_SOURCE_WORDS.get(r.step_source or "", "none"), r.seen.optimizers
+    if r.optimizer_order is not None and n >= 2:
+        text += f"; {n} optimizers" if brief else "; " + optimizer_order_sentence(r.optimizer_order, n)
     return text
 
 
