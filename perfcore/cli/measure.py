@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from perfcore.cli.output import fit_terminal
+from perfcore.cli.output import echo_fitted
 from perfcore.cli.shared import Duration, Results, results, steps_option, warmup_option
 
 __all__ = ["run_cmd", "monitor_cmd"]
@@ -107,7 +107,7 @@ def run_cmd(res: Results, settings, explain, command) -> None:
 
     # On stderr, as `time` reports: the script's own stdout stays whole (perfcore run -- ... > out.txt).
     # Cleaned as `perfcore report` cleans it: the folder's and the script's names are the user's bytes.
-    click.echo(fit_terminal(clean(render_text(doc) if explain else render_brief(doc, out_dir)), err=True), err=True)
+    echo_fitted(clean(render_text(doc) if explain else render_brief(doc, out_dir)), err=True)
     res.done(doc.to_dict(), list(doc.files), out_dir)
     sys.exit(rc)
 

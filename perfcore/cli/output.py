@@ -14,11 +14,13 @@ from pathlib import Path
 
 import click
 
+from perfcore.analysis.units import WIDTH
+from perfcore.cli import COMMANDS
 from perfcore.cli.group import EXIT_USAGE
 from perfcore.cli.types import UserPath
 from perfcore.safe_text import clean
 
-__all__ = ["Results", "fit_terminal", "results", "wrap_lines", "wrote_line"]
+__all__ = ["Results", "echo_fitted", "results", "wrap_lines", "wrote_line"]
 
 
 class Results:
@@ -43,8 +45,7 @@ class Results:
         self._folder = folder
 
     def echo(self, text: str) -> None:
-        err = self.json_path == "-"
-        click.echo(fit_terminal(text, err), err=err)
+        echo_fitted(text, err=self.json_path == "-")
 
     def progress(self) -> "Progress":
         return Progress(quiet=self.quiet)
@@ -69,10 +70,10 @@ class Results:
 # white space only, so a no-break space holds the pair until the lines are made.
 _FIGURE_UNIT = re.compile(r"(\d) (ns|µs|ms|s|KiB|MiB|GiB|cores?)\b")
 # A command the report prints to be pasted (perfcore report FOLDER --explain, git apply PATCH) is never broken
-# across lines: a break would paste as two commands. Held: the command and its arguments (options, paths,
-# quoted or named files), not the sentence that may follow it.
+# across lines: a break would paste as two commands. Held: the command (any of the group's) and its arguments
+# (options, paths, quoted or named files), not the sentence that may follow it.
 _COMMAND = re.compile(
-    r"\b(?:perfcore|git) (?:report|run|diagnose|sweep|compare|merge|health|demo|apply)"
+    rf"\b(?:perfcore (?:{'|'.join(COMMANDS)})|git apply)"
     r"(?: (?:[-'\"/.~<]\S*|\S*[/.:=]\S*))*"
 )
 
@@ -94,19 +95,20 @@ def wrap_lines(text: str, width: int) -> str:
     return "\n".join(out)
 
 
-def fit_terminal(text: str, err: bool = False) -> str:
-    """The report as a terminal shows it best: wrapped to the terminal's width where the stream is one;
-    piped or captured output keeps a fact to a line, for grep and for tools."""
+def echo_fitted(text: str, err: bool = False) -> None:
+    """The text on stdout (stderr with err) as a terminal shows it best: wrapped to the terminal's width
+    where the stream is one; piped or captured output keeps a fact to a line, for grep and for tools."""
     stream = sys.stderr if err else sys.stdout
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):  # a replaced or closed stream
         tty = False
-    return wrap_lines(text, max(shutil.get_terminal_size((100, 24)).columns, 40)) if tty else text
+    fitted = wrap_lines(text, max(shutil.get_terminal_size((WIDTH, 24)).columns, 40)) if tty else text
+    click.echo(fitted, err=err)
 
 
-def wrote_line(folder: str, files: list[str], width: int = 100) -> str:
-    """The folder and as many of its files as fit the report's 100 columns (the rest counted: the folder lists
+def wrote_line(folder: str, files: list[str], width: int = WIDTH) -> str:
+    """The folder and as many of its files as fit the report's WIDTH columns (the rest counted: the folder lists
     them); only a folder's own long path runs past it."""
     head, shown = f"wrote {clean(str(folder))}: ", []
     for i, name in enumerate(files):

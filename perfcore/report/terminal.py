@@ -109,7 +109,7 @@ def render_brief(r: RunReport, folder: object = None) -> str:
     starved = starved_short(r.starvation, sd.ms["load"] if in_process else None, sd.step_ms)
     lines += [starved] if starved else []
     if not crash:  # else the first lines said how it ended
-        lines += [partial_words(r)] if partial_words(r) else _outcome(r)
+        lines += [said] if (said := partial_words(r)) else _outcome(r)
     if missing_sentence(r):
         lines.append(f"MISSING: {missing_sentence(r)}")
     o = r.overhead
@@ -345,7 +345,7 @@ def _details(r: RunReport) -> list[str]:
 
 def _ending(r: RunReport) -> list[str]:
     """How the script ended, where it did not finish: partial results with its exit, else the exit code."""
-    return ["", partial_words(r)] if partial_words(r) else _outcome(r)
+    return ["", said] if (said := partial_words(r)) else _outcome(r)
 
 
 def verdict_line(v: Verdict) -> str:

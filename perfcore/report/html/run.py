@@ -275,7 +275,7 @@ def warnings_of(r: RunReport) -> list[str]:
         )
     if cap is not None and cap.count("clock_drift_ns"):
         out.append(f"GPU/host clock drift during the run: {cap.count('clock_drift_ns') / 1e3:.1f} us")
-    out += [partial_words(r)] if partial_words(r) else []
+    out += filter(None, [partial_words(r)])
     if r.checkpoint is not None:
         steps = r.checkpoint.steps if r.checkpoint.steps is not None else "?"
         out.append(f"these results are the last checkpoint ({steps} steps): the script did not finish writing its own")

@@ -18,12 +18,11 @@ from perfcore.analysis.units import fmt_band, fmt_ms, fmt_share, fmt_x
 from perfcore.analysis.verdict import CRITICAL_SHARE, WARN_SHARE
 from perfcore.report.words import (
     LOADING_CAUSE,
+    NO_STEPS,
     WHAT,
+    WIDTH,
     check_text,
     evidence_words,
-    excess_words,
-    NO_STEPS,
-    WIDTH,
     excess_words,
     fit,
     gain_words,
@@ -152,8 +151,14 @@ def verdict_long(t: Verdict, lead: bool = True) -> str:
     # Threads that found their cores taken already say how much of the machine the others used: the
     # interference sentence would say it again.
     material = lead and intf is not None and intf.material and t.threads_busy is None
-    first = [s for s in [_threads(t) if lead else "", interference_sentence(intf) if material else ""] if s]
-    return ". ".join(first + [f"{said[0].upper()}{said[1:]}" if first else said])
+    return _led(said, _threads(t) if lead else "", interference_sentence(intf) if material else "")
+
+
+def _led(said: str, *first: str) -> str:
+    """`said` after the sentences that go first (what inflated the steps; the empty ones left out), begun
+    again as a sentence where any does."""
+    first = tuple(s for s in first if s)
+    return ". ".join([*first, f"{said[0].upper()}{said[1:]}"]) if first else said
 
 
 def _threads(t: Verdict) -> str:
@@ -389,10 +394,8 @@ def heartbeat_meaning(hb: Heartbeat, busy_source: str) -> str:
 def health_sentence(doc: HealthResult) -> str:
     """Health's summary as its page and its verdict line say it: the interference sentence first when that
     is material."""
-    said, intf = health_summary(doc), doc.verdict.interference if doc.verdict is not None else None
-    if intf is None or not intf.material or not said:
-        return said
-    return f"{interference_sentence(intf)}. {said[0].upper()}{said[1:]}"
+    intf = doc.verdict.interference if doc.verdict is not None else None
+    return _led(health_summary(doc), interference_sentence(intf) if intf is not None and intf.material else "")
 
 
 def gains_text(run: Verdict, diag: Verdict) -> str:
