@@ -43,6 +43,10 @@ class Delta:
     delta_ms: float
 
 
+# Points of change between the steady step and the plain means past which the outlier steps moved on their own.
+OUTLIER_GAP_PCT = 5.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """A's and B's figures and verdicts, `change` (B's speed against A's: faster, slower or within noise, with
@@ -60,6 +64,12 @@ class Comparison:
     kernel_categories: dict[str, Delta]
     mean_change_pct: float = 0.0
     schema: str = "perfcore.compare/2"
+
+    @property
+    def outliers_moved(self) -> bool:
+        """The plain means moved OUTLIER_GAP_PCT points more or less than the steady step: the outlier steps
+        it sets apart changed on their own (a NaN change is not said to)."""
+        return abs(self.mean_change_pct - self.step_time_change_pct) >= OUTLIER_GAP_PCT
 
     @property
     def regression_pct(self) -> float:

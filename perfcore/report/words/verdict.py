@@ -345,14 +345,9 @@ def step_words(doc: Comparison) -> str:
     )
 
 
-# The steady step sets outlier steps apart; where the plain means moved this many points more or less, the
-# outliers changed on their own, and compare says so (its --fail-above gate judges the worse of the two).
-OUTLIER_GAP_PCT = 5.0
-
-
 def outlier_change_words(doc: Comparison) -> str | None:
     """The plain means' change beside the steady step's, where the outlier steps alone moved it."""
-    if not abs(doc.mean_change_pct - doc.step_time_change_pct) >= OUTLIER_GAP_PCT:
+    if not doc.outliers_moved:
         return None
     return f"  mean step, outlier steps included: {doc.mean_change_pct:+.1f}% (the steady steps above set them apart)"
 
