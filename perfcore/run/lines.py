@@ -278,15 +278,14 @@ def lines_document(
     measured steps' [start, end) from `full` (start_ns, wall_ns, perfcore_ns), the rows `table` marks
     warm-up or evaluation left out, each sample labelled by the recording's intervals as attribution labels
     an instant. Only steps whose intervals were kept (`kept`: the recording's detail_steps) are joined."""
+    from perfcore.analysis.attribution import measured_mask
     from perfcore.analysis.lines import join_lines
     from perfcore.analysis.starvation import starvation
 
     out: dict[str, Any] = {"starvation": dataclasses.asdict(starvation(table))}
     if facts is None:
         return out
-    measured = ~table["warmup"].to_numpy(dtype=bool)
-    if "evaluation" in table:
-        measured &= ~table["evaluation"].to_numpy(dtype=bool)
+    measured = measured_mask(table)
     from perfcore.analysis.line_timeline import host_timeline
 
     s0 = full["start_ns"].to_numpy(np.int64)
